@@ -1,0 +1,42 @@
+# Thin wrapper around CMake. `make demo` and `make test` are the two commands of the README.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+JOBS       ?= $(shell nproc)
+
+.PHONY: all build asan demo test test-unit test-asan bench fuzz clean format lint
+
+all: build
+
+build:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_WERROR=ON
+	cmake --build $(BUILD) -j $(JOBS)
+
+# ASan + UBSan, built with clang so the same tree also carries the libFuzzer targets.
+asan:
+	@test -f $(BUILD_ASAN)/CMakeCache.txt || CC=clang cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+		-DGPUSLICE_WERROR=ON -DGPUSLICE_SANITIZE=ON -DGPUSLICE_FUZZ=ON
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+demo: build
+	@./scripts/demo.sh $(BUILD)
+
+# Every test, in both configurations; the last line is the summary CI reads.
+test: build asan
+	@./scripts/run-tests.sh $(BUILD) $(BUILD_ASAN)
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@./bench/run.sh $(BUILD)
+
+# Long fuzzing campaigns (FUZZ_SECONDS per target, default 300).
+fuzz: asan
+	@./scripts/fuzz.sh $(BUILD_ASAN) $${FUZZ_SECONDS:-300}
+
+lint:
+	@./scripts/lint.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

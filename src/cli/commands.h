@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * commands — the gpuslice subcommands. Each takes argc/argv starting at its own name and
+ * returns the process exit code (see docs/cli.md):
+ */
+#pragma once
+
+enum {
+        EXIT_OK = 0,
+        EXIT_RUNTIME = 1,   /* the node or a file could not be read, a peer failed */
+        EXIT_USAGE = 2,     /* bad command line */
+        EXIT_DATA = 3,      /* malformed input data (topology, config) */
+        EXIT_UNSAT = 4,     /* the request cannot be satisfied (not enough free GPUs, floor) */
+};
+
+int cmd_topo(int argc, char **argv);
+int cmd_alloc(int argc, char **argv);
+int cmd_version(int argc, char **argv);

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice — the command-line entry point: a table of subcommands, each a thin client of the
+ * library parts. Exit codes are documented in commands.h and docs/cli.md.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "util/log.h"
+#include "util/util.h"
+
+struct command {
+        const char *name;
+        int (*run)(int argc, char **argv);
+        const char *summary;
+};
+
+static const struct command commands[] = {
+        { "topo", cmd_topo, "show the node: link matrix, tree, GPU table" },
+        { "alloc", cmd_alloc, "pick the best-connected free GPUs for a job" },
+        { "version", cmd_version, "print the version" },
+};
+
+static void usage(FILE *f) {
+        fputs("Usage: gpuslice COMMAND [OPTIONS]\n\n"
+              "GPU manager for Kubernetes nodes and container hosts.\n\nCommands:\n",
+              f);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fputs("\nRun 'gpuslice COMMAND --help' for a command's options. Documentation: docs/cli.md\n", f);
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
+                usage(stdout);
+                return EXIT_OK;
+        }
+        if (streq(argv[1], "--version"))
+                return cmd_version(argc - 1, argv + 1);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (streq(argv[1], commands[i].name))
+                        return commands[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "gpuslice: unknown command '%s'\n\n", argv[1]);
+        usage(stderr);
+        return EXIT_USAGE;
+}
+
+int cmd_version(int argc, char **argv) {
+        (void)argc;
+        (void)argv;
+        printf("gpuslice %s\n", GPUSLICE_VERSION);
+        return EXIT_OK;
+}

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* output — loading a node for the CLI and printing its matrix, tree, GPU table and JSON. */
+#include "cli/output.h"
+
+#include <inttypes.h>
+
+#include "cli/commands.h"
+#include "nvml/nvml.h"
+#include "util/util.h"
+
+#define MAX_TOPOLOGY_FILE (1u << 20)
+
+static int read_stdin(char **ret, size_t *ret_len) {
+        size_t cap = 65536, len = 0;
+        _cleanup_(freep) char *buf = malloc(cap + 1);
+        if (!buf)
+                return -ENOMEM;
+        size_t k;
+        while ((k = fread(buf + len, 1, cap - len, stdin)) > 0) {
+                len += k;
+                if (len == cap) {
+                        if (cap >= MAX_TOPOLOGY_FILE)
+                                return -EFBIG;
+                        char *nb = realloc(buf, cap * 2 + 1);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        cap *= 2;
+                }
+        }
+        if (ferror(stdin))
+                return -EIO;
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+int node_load(const struct node_source *src, struct topo *ret) {
+        if (src->topology) {
+                _cleanup_(freep) char *text = NULL;
+                size_t len;
+                int r = streq(src->topology, "-") ? read_stdin(&text, &len)
+                                                  : read_file(src->topology, MAX_TOPOLOGY_FILE, &text, &len);
+                if (r < 0) {
+                        fprintf(stderr, "gpuslice: cannot read %s: %s\n", src->topology,
+                                r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                        return EXIT_RUNTIME;
+                }
+                struct topo_error e;
+                if (topo_parse(text, len, ret, &e) < 0) {
+                        fprintf(stderr, "gpuslice: %s: %s\n", src->topology, e.msg);
+                        return EXIT_DATA;
+                }
+                return EXIT_OK;
+        }
+        struct nvml_error e = { 0 };
+        struct nvml *n = NULL;
+        int r = nvml_open(src->nvml_library, &n, &e);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice: cannot use NVML (%s): %s: %s\n",
+                        src->nvml_library ? src->nvml_library : NVML_DEFAULT_LIBRARY, e.func, e.text);
+                fprintf(stderr, "gpuslice: no NVIDIA driver here? Use --topology FILE to work from a saved "
+                                "`nvidia-smi topo -m`.\n");
+                return EXIT_RUNTIME;
+        }
+        r = nvml_inventory(n, ret, &e);
+        nvml_close(n);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice: NVML inventory failed: %s: %s\n", e.func, e.text);
+                return EXIT_RUNTIME;
+        }
+        return EXIT_OK;
+}
+
+static const char *cuda_str(int v, char *buf, size_t len) {
+        if (v <= 0)
+                snprintf(buf, len, "unknown");
+        else
+                snprintf(buf, len, "%d.%d", v / 1000, (v % 1000) / 10);
+        return buf;
+}
+
+void print_matrix(FILE *f, const struct topo *t) {
+        char b[8];
+        bool cpu = false, numa = false;
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                cpu |= t->gpu[i].cpu_affinity[0] != '\0';
+                numa |= t->gpu[i].numa_node >= 0;
+        }
+        fputs("      ", f);
+        for (unsigned j = 0; j < t->n_gpus; j++)
+                fprintf(f, "\tGPU%u", j);
+        for (unsigned k = 0; k < t->n_nics; k++)
+                fprintf(f, "\t%s", t->nic[k].name);
+        if (cpu)
+                fputs("\tCPU Affinity", f);
+        if (numa)
+                fputs("\tNUMA Affinity", f);
+        fputc('\n', f);
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                fprintf(f, "GPU%u", i);
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        fprintf(f, "\t%s", topo_link_name(t->link[i][j], b));
+                for (unsigned k = 0; k < t->n_nics; k++)
+                        fprintf(f, "\t%s", topo_level_name((enum topo_level)t->nic[k].level[i]));
+                if (cpu)
+                        fprintf(f, "\t%s", t->gpu[i].cpu_affinity[0] ? t->gpu[i].cpu_affinity : "N/A");
+                if (numa) {
+                        if (t->gpu[i].numa_node >= 0)
+                                fprintf(f, "\t%d", t->gpu[i].numa_node);
+                        else
+                                fputs("\tN/A", f);
+                }
+                fputc('\n', f);
+        }
+        for (unsigned k = 0; k < t->n_nics; k++) {
+                fprintf(f, "%s", t->nic[k].name);
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        fprintf(f, "\t%s", topo_level_name((enum topo_level)t->nic[k].level[j]));
+                for (unsigned m = 0; m < t->n_nics; m++)
+                        fprintf(f, "\t%s", m == k ? "X" : "?");
+                fputc('\n', f);
+        }
+        fputs("\nLegend:\n\n"
+              "  X    = Self\n"
+              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+              "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+              "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+              "  PIX  = Connection traversing at most a single PCIe bridge\n"
+              "  NV#  = Connection traversing a bonded set of # NVLinks\n",
+              f);
+}
+
+static const char *state_name(enum topo_gpu_state s) {
+        switch (s) {
+        case TOPO_GPU_OK:
+                return "ok";
+        case TOPO_GPU_NO_PERMISSION:
+                return "no-permission";
+        case TOPO_GPU_LOST:
+                return "lost";
+        case TOPO_GPU_ERROR:
+                return "error";
+        }
+        return "?";
+}
+
+/* CPUs of a group when every GPU below it agrees, else NULL. */
+static const char *group_cpus(const struct topo *t, const struct topo_tree *tr, unsigned k) {
+        const char *cpus = NULL;
+        for (unsigned m = k + 1; m < tr->n_nodes && tr->nodes[m].depth > tr->nodes[k].depth; m++) {
+                if (tr->nodes[m].kind != TOPO_TREE_GPU)
+                        continue;
+                const char *c = t->gpu[tr->nodes[m].gpu].cpu_affinity;
+                if (!c[0] || (cpus && !streq(cpus, c)))
+                        return NULL;
+                cpus = c;
+        }
+        return cpus;
+}
+
+static void tree_label(FILE *f, const struct topo *t, const struct topo_tree *tr, unsigned k) {
+        const struct topo_tree_node *n = &tr->nodes[k];
+        char mem[32], cuda[16];
+        switch (n->kind) {
+        case TOPO_TREE_SYSTEM:
+                fprintf(f, "node: %u GPU%s, driver %s, CUDA %s%s\n", t->n_gpus, t->n_gpus == 1 ? "" : "s",
+                        t->driver_version[0] ? t->driver_version : "unknown",
+                        cuda_str(t->cuda_version, cuda, sizeof cuda), t->nvswitch ? ", NVSwitch fabric" : "");
+                return;
+        case TOPO_TREE_GPU: {
+                const struct topo_gpu *g = &t->gpu[n->gpu];
+                fprintf(f, "GPU%d  %s  %s  %s", n->gpu, g->name[0] ? g->name : "?",
+                        g->memory_total ? format_size(g->memory_total, mem, sizeof mem) : "?",
+                        g->bus_id[0] ? g->bus_id : "?");
+                if (g->state != TOPO_GPU_OK)
+                        fprintf(f, "  [%s]", state_name(g->state));
+                fputc('\n', f);
+                return;
+        }
+        case TOPO_TREE_NUMA: {
+                const char *cpus = group_cpus(t, tr, k);
+                fputs("NUMA node", f);
+                if (n->numa_node >= 0)
+                        fprintf(f, " %d", n->numa_node);
+                if (cpus)
+                        fprintf(f, " (CPUs %s)", cpus);
+                fputc('\n', f);
+                return;
+        }
+        default:
+                fprintf(f, "%s\n", topo_tree_kind_name(n->kind));
+        }
+}
+
+void print_tree(FILE *f, const struct topo *t) {
+        struct topo_tree *tr = malloc(sizeof *tr);
+        if (!tr)
+                return;
+        topo_tree_build(t, tr);
+        for (unsigned k = 0; k < tr->n_nodes; k++) {
+                const struct topo_tree_node *n = &tr->nodes[k];
+                /* prefix: for each ancestor depth, "│   " if that ancestor has a later sibling */
+                for (unsigned d = 1; d < n->depth; d++) {
+                        /* find the ancestor at depth d */
+                        int a = (int)k;
+                        while (a >= 0 && tr->nodes[a].depth > d)
+                                a = tr->nodes[a].parent;
+                        bool more = false;
+                        for (unsigned m = k + 1; m < tr->n_nodes && tr->nodes[m].depth >= d; m++)
+                                if (tr->nodes[m].depth == d && tr->nodes[m].parent == tr->nodes[a].parent) {
+                                        more = true;
+                                        break;
+                                }
+                        fputs(more ? "│   " : "    ", f);
+                }
+                if (n->depth > 0) {
+                        bool last = true;
+                        for (unsigned m = k + 1; m < tr->n_nodes && tr->nodes[m].depth >= n->depth; m++)
+                                if (tr->nodes[m].depth == n->depth && tr->nodes[m].parent == n->parent) {
+                                        last = false;
+                                        break;
+                                }
+                        fputs(last ? "└── " : "├── ", f);
+                }
+                tree_label(f, t, tr, k);
+        }
+        free(tr);
+}
+
+void print_gpus(FILE *f, const struct topo *t) {
+        char mem[32], used[32], cuda[16];
+        fprintf(f, "driver %s, CUDA %s\n", t->driver_version[0] ? t->driver_version : "unknown",
+                cuda_str(t->cuda_version, cuda, sizeof cuda));
+        fprintf(f, "%-4s %-22s %-10s %-10s %-17s %-4s %-16s %-5s %-4s %-13s %s\n", "GPU", "NAME", "MEMORY", "USED",
+                "BUS ID", "NUMA", "CPUS", "MINOR", "MIG", "STATE", "UUID");
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                const struct topo_gpu *g = &t->gpu[i];
+                char numa[8], minor[8];
+                snprintf(numa, sizeof numa, "%d", g->numa_node);
+                snprintf(minor, sizeof minor, "%d", g->minor);
+                fprintf(f, "%-4u %-22s %-10s %-10s %-17s %-4s %-16s %-5s %-4s %-13s %s\n", i, g->name[0] ? g->name : "?",
+                        g->memory_total ? format_size(g->memory_total, mem, sizeof mem) : "?",
+                        g->memory_total ? format_size(g->memory_used, used, sizeof used) : "?",
+                        g->bus_id[0] ? g->bus_id : "?", g->numa_node >= 0 ? numa : "?",
+                        g->cpu_affinity[0] ? g->cpu_affinity : "?", g->minor >= 0 ? minor : "?",
+                        g->mig_mode < 0 ? "n/a" : g->mig_mode ? "on" : "off", state_name(g->state),
+                        g->uuid[0] ? g->uuid : "?");
+                if (g->state != TOPO_GPU_OK && g->state_text[0])
+                        fprintf(f, "     %s\n", g->state_text);
+        }
+}
+
+json_t *json_link(struct topo_link l) {
+        char b[8];
+        return json_string(topo_link_name(l, b));
+}
+
+static json_t *json_tree(const struct topo *t, const struct topo_tree *tr, unsigned k) {
+        const struct topo_tree_node *n = &tr->nodes[k];
+        if (n->kind == TOPO_TREE_GPU)
+                return json_pack("{s:s, s:i}", "kind", "gpu", "gpu", n->gpu);
+        json_t *children = json_array();
+        for (unsigned m = k + 1; m < tr->n_nodes && tr->nodes[m].depth > n->depth; m++)
+                if (tr->nodes[m].parent == (int)k)
+                        json_array_append_new(children, json_tree(t, tr, m));
+        json_t *o = json_pack("{s:s, s:o}", "kind", topo_tree_kind_name(n->kind), "children", children);
+        if (n->kind == TOPO_TREE_NUMA && n->numa_node >= 0)
+                json_object_set_new(o, "numa_node", json_integer(n->numa_node));
+        return o;
+}
+
+json_t *json_topo(const struct topo *t) {
+        char cuda[16];
+        json_t *gpus = json_array(), *links = json_array(), *nics = json_array();
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                const struct topo_gpu *g = &t->gpu[i];
+                json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:i}", "index", g->index,
+                                      "state", state_name(g->state), "uuid", g->uuid, "name", g->name, "bus_id",
+                                      g->bus_id, "memory_total_bytes", (json_int_t)g->memory_total,
+                                      "memory_used_bytes", (json_int_t)g->memory_used, "minor", g->minor,
+                                      "numa_node", g->numa_node, "cpu_affinity", g->cpu_affinity, "mig_mode",
+                                      g->mig_mode);
+                if (g->state_text[0])
+                        json_object_set_new(o, "state_text", json_string(g->state_text));
+                json_array_append_new(gpus, o);
+                json_t *row = json_array();
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        json_array_append_new(row, json_link(t->link[i][j]));
+                json_array_append_new(links, row);
+        }
+        for (unsigned k = 0; k < t->n_nics; k++) {
+                json_t *row = json_array();
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        json_array_append_new(row, json_string(topo_level_name((enum topo_level)t->nic[k].level[j])));
+                json_array_append_new(nics, json_pack("{s:s, s:o}", "name", t->nic[k].name, "links", row));
+        }
+        struct topo_tree *tr = malloc(sizeof *tr);
+        json_t *tree = json_null();
+        if (tr) {
+                topo_tree_build(t, tr);
+                json_decref(tree);
+                tree = json_tree(t, tr, 0);
+                free(tr);
+        }
+        return json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o}", "driver_version", t->driver_version, "cuda_version",
+                         cuda_str(t->cuda_version, cuda, sizeof cuda), "nvswitch", t->nvswitch, "gpus", gpus,
+                         "links", links, "nics", nics, "tree", tree);
+}
+
+int json_print(FILE *f, json_t *j) {
+        if (!j)
+                return -ENOMEM;
+        int r = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        fputc('\n', f);
+        return r < 0 ? -EIO : 0;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * output — where the CLI gets a node (a topology file or NVML) and how it shows it: the
+ * `nvidia-smi topo -m` style matrix (which topo_parse reads back), the tree, the GPU table and
+ * their JSON forms. Printing only; decisions live in src/topo and src/alloc.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "topo/topo.h"
+
+struct node_source {
+        const char *topology;     /* --topology FILE ("-" = stdin), NULL = ask NVML */
+        const char *nvml_library; /* --nvml-library PATH, NULL = libnvidia-ml.so.1 */
+};
+
+/* Fill *ret from the source. Prints a clear error and returns a CLI exit code on failure. */
+int node_load(const struct node_source *src, struct topo *ret);
+
+void print_matrix(FILE *f, const struct topo *t);
+void print_tree(FILE *f, const struct topo *t);
+void print_gpus(FILE *f, const struct topo *t);
+
+json_t *json_topo(const struct topo *t);
+json_t *json_link(struct topo_link l);
+/* Print compact-but-indented JSON and a newline; returns 0 or -EIO. Steals the reference. */
+int json_print(FILE *f, json_t *j);
+
+/* Common option text for commands that read a node. */
+#define NODE_SOURCE_HELP                                                                              \
+        "  -t, --topology FILE     read the node from `nvidia-smi topo -m` text or a node\n"           \
+        "                          description (docs/node-description.md); - for stdin\n"               \
+        "      --nvml-library PATH load NVML from PATH instead of libnvidia-ml.so.1\n"

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util — checked number and size parsing, whole-file reads. */
+#include "util/util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <sys/stat.h>
+
+int parse_uint(const char *s, unsigned max, unsigned *ret) {
+        uint64_t v;
+        int r = parse_u64(s, &v);
+        if (r < 0)
+                return r;
+        if (v > max)
+                return -ERANGE;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+int parse_u64(const char *s, uint64_t *ret) {
+        if (!s || !isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (*end != '\0')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        static const struct {
+                const char *suffix;
+                uint64_t factor;
+        } units[] = {
+                { "", 1 },
+                { "B", 1 },
+                { "K", 1ULL << 10 },  { "KiB", 1ULL << 10 }, { "KB", 1000ULL },
+                { "M", 1ULL << 20 },  { "MiB", 1ULL << 20 }, { "MB", 1000000ULL },
+                { "G", 1ULL << 30 },  { "GiB", 1ULL << 30 }, { "GB", 1000000000ULL },
+                { "T", 1ULL << 40 },  { "TiB", 1ULL << 40 }, { "TB", 1000000000000ULL },
+        };
+        if (!s || !isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno == ERANGE || !isfinite(v) || v < 0)
+                return -ERANGE;
+        while (*end == ' ')
+                end++;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                if (strcasecmp(end, units[i].suffix) != 0 && strcmp(end, units[i].suffix) != 0)
+                        continue;
+                if (strcmp(end, units[i].suffix) != 0 && strcasecmp(end, units[i].suffix) == 0 &&
+                    (end[0] == 'm' || end[0] == 'b'))
+                        continue; /* "m"/"b" are ambiguous (milli, bits): refuse */
+                double bytes = v * (double)units[i].factor;
+                if (bytes >= 18446744073709551615.0)
+                        return -ERANGE;
+                *ret = (uint64_t)llround(bytes);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+char *format_size(uint64_t bytes, char *buf, size_t len) {
+        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
+                snprintf(buf, len, "%" PRIu64 " GiB", bytes >> 30);
+        else if (bytes >= (1ULL << 30))
+                snprintf(buf, len, "%.1f GiB", (double)bytes / (double)(1ULL << 30));
+        else if (bytes >= (1ULL << 20))
+                snprintf(buf, len, "%" PRIu64 " MiB", bytes >> 20);
+        else
+                snprintf(buf, len, "%" PRIu64 " B", bytes);
+        return buf;
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t cap = 4096, len = 0;
+        _cleanup_(freep) char *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (len + 1 >= cap) {
+                        if (cap > max + 1)
+                                return -EFBIG;
+                        size_t ncap = cap * 2;
+                        char *nb = realloc(buf, ncap);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        cap = ncap;
+                }
+                ssize_t k = read(fd, buf + len, cap - len - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+                if (len > max)
+                        return -EFBIG;
+        }
+        buf[len] = '\0';
+        if (ret_len)
+                *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * util — small helpers shared by every part: cleanup attributes, ownership transfer, bounded
+ * string copies, checked number parsing. No global state, no logging.
+ */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _unused_ __attribute__((unused))
+#define _pure_ __attribute__((pure))
+#define _public_ __attribute__((visibility("default")))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Hand ownership out of a _cleanup_ variable: returns the value and leaves NULL behind. */
+#define TAKE_PTR(p)                                  \
+        ({                                           \
+                __typeof__(p) *_pp_ = &(p);          \
+                __typeof__(p) _p_ = *_pp_;           \
+                *_pp_ = NULL;                        \
+                _p_;                                 \
+        })
+#define TAKE_FD(fd)                                  \
+        ({                                           \
+                int *_pfd_ = &(fd);                  \
+                int _fd_ = *_pfd_;                   \
+                *_pfd_ = -1;                         \
+                _fd_;                                \
+        })
+
+static inline void freep(void *p) {
+        free(*(void **)p);
+}
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+
+/* Copy at most len-1 bytes and always terminate (len > 0). Returns dst. */
+static inline char *strscpy(char *dst, const char *src, size_t len) {
+        size_t n = strnlen(src, len - 1);
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+        return dst;
+}
+/* Copy exactly srclen bytes of a non-terminated source, truncated to fit. */
+static inline char *strnscpy(char *dst, size_t len, const char *src, size_t srclen) {
+        size_t n = MIN(srclen, len - 1);
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+        return dst;
+}
+
+static inline bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+static inline bool startswith(const char *s, const char *prefix) {
+        return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Checked parsing: whole string, base 10, in range; 0 or -EINVAL / -ERANGE. */
+int parse_uint(const char *s, unsigned max, unsigned *ret);
+int parse_u64(const char *s, uint64_t *ret);
+/* "24GiB", "12066MiB", "16G", "512M", "1024" (bytes), "1.5GiB". 0 or -EINVAL / -ERANGE. */
+int parse_size(const char *s, uint64_t *ret);
+/* Format bytes as "24.0 GiB" / "512 MiB". Returns buf. */
+char *format_size(uint64_t bytes, char *buf, size_t len);
+
+/* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
