@@ -670,6 +670,30 @@ static uint64_t topo_hash(const struct topo *t) {
         return h;
 }
 
+/* Defaults never collide with values the description gave explicitly. */
+static int unused_minor(const struct topo *t, int want) {
+        for (;; want++) {
+                bool used = false;
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        if (t->gpu[j].minor == want)
+                                used = true;
+                if (!used)
+                        return want;
+        }
+}
+
+static void default_bus_id(const struct topo *t, unsigned i, char *buf, size_t len) {
+        for (unsigned bus = 0x1A + 3 * i;; bus++) {
+                bool used = false;
+                snprintf(buf, len, "00000000:%02X:00.0", bus & 0xff);
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        if (j != i && streq(t->gpu[j].bus_id, buf))
+                                used = true;
+                if (!used)
+                        return;
+        }
+}
+
 void topo_apply_defaults(struct topo *t) {
         /* NUMA nodes: from the file, else one per distinct CPU affinity, else one per SYS island */
         int numa_of_group[TOPO_MAX_GPUS];
@@ -724,9 +748,9 @@ void topo_apply_defaults(struct topo *t) {
                 if (!g->power_limit_mw)
                         g->power_limit_mw = DEFAULT_POWER_MW;
                 if (g->minor < 0)
-                        g->minor = (int)i;
+                        g->minor = unused_minor(t, (int)i);
                 if (!g->bus_id[0])
-                        snprintf(g->bus_id, sizeof g->bus_id, "00000000:%02X:00.0", 0x1A + 3 * i);
+                        default_bus_id(t, i, g->bus_id, sizeof g->bus_id);
                 if (!g->uuid[0]) {
                         uint64_t a = fnv1a(&i, sizeof i, h), b = fnv1a(&a, sizeof a, h ^ 0x9e3779b97f4a7c15ULL);
                         snprintf(g->uuid, sizeof g->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
