@@ -1,0 +1,872 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * alloc.c — choose k whole GPUs from a free set by topology (docs/allocator.md explains the
+ * algorithm and what it guarantees).
+ *
+ * Objective, lexicographic: (1) the set's ring bandwidth, exact; (2) its pair total; (3) the
+ * least damage to what stays free: the smallest sum of the chosen GPUs' bandwidth to all other
+ * free GPUs, which is the same as leaving the largest pair total behind; (4) first found in a
+ * fixed order, so the answer is deterministic.
+ *
+ * Method: for each distinct bandwidth threshold, best first, look for sets whose ring at that
+ * threshold is a Hamiltonian cycle; the first threshold that has one is the best ring. Within a
+ * threshold, a branch-and-bound search over one connected 2-core component at a time, with
+ * interchangeable GPUs ("twins": identical links to every other free GPU) taken in index order
+ * so symmetric topologies do not blow up. A node budget bounds the search; the greedy incumbent
+ * found first is the answer when the budget runs out (the `why` text says so).
+ *
+ * Must never: allocate on the heap, do I/O, log, keep global or static mutable state, or use
+ * stack arrays sized 2^k beyond the small exact-DP limit.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc/alloc.h"
+
+#define MAXG TOPO_MAX_GPUS
+/* Hamiltonian-cycle bitmask DP up to this many GPUs: 2^(n-1) uint16 = 16 KiB of stack. */
+#define RING_DP_MAX 14
+/* Backtracking steps for a Hamiltonian cycle past the DP limit before giving up (lower bound). */
+#define RING_BACKTRACK_BUDGET 200000UL
+/* The same, for each candidate set inside the search (unknown counts as no ring). */
+#define SEARCH_RING_BUDGET 2000UL
+/* Branch-and-bound nodes per pick before we settle for the incumbent. */
+#define SEARCH_BUDGET 60000UL
+
+static inline unsigned popcount64(uint64_t x) {
+        return (unsigned)__builtin_popcountll(x);
+}
+static inline unsigned ctz64(uint64_t x) {
+        return (unsigned)__builtin_ctzll(x);
+}
+
+/* ---------- Hamiltonian cycle on a compact graph of n vertices (adjacency masks) ---------- */
+
+/* 1: has a Hamiltonian cycle, 0: has none, -1: unknown (budget exhausted). n >= 3. */
+struct ham_bt {
+        const uint64_t *adj;
+        unsigned n;
+        unsigned long steps, budget;
+};
+
+static int ham_backtrack(struct ham_bt *h, unsigned v, uint64_t visited, unsigned depth) {
+        if (++h->steps > h->budget)
+                return -1;
+        if (depth == h->n)
+                return (h->adj[v] & 1) ? 1 : 0;
+        uint64_t all = (h->n == 64) ? ~0ULL : ((1ULL << h->n) - 1);
+        uint64_t unvisited = all & ~visited;
+        /* Every unvisited vertex still needs two ways in/out among unvisited ∪ {v, 0}. */
+        for (uint64_t m = unvisited; m; m &= m - 1) {
+                unsigned u = ctz64(m);
+                if (popcount64(h->adj[u] & (unvisited | (1ULL << v) | 1ULL)) < 2)
+                        return 0;
+        }
+        /* Try the neighbours with the fewest onward options first (Warnsdorff). */
+        uint64_t cand = h->adj[v] & unvisited;
+        bool unknown = false;
+        while (cand) {
+                unsigned best = 0, bestdeg = 65;
+                for (uint64_t m = cand; m; m &= m - 1) {
+                        unsigned u = ctz64(m);
+                        unsigned d = popcount64(h->adj[u] & unvisited);
+                        if (d < bestdeg) {
+                                bestdeg = d;
+                                best = u;
+                        }
+                }
+                cand &= ~(1ULL << best);
+                int r = ham_backtrack(h, best, visited | (1ULL << best), depth + 1);
+                if (r == 1)
+                        return 1;
+                if (r < 0) {
+                        unknown = true;
+                        break;
+                }
+        }
+        return unknown ? -1 : 0;
+}
+
+static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
+        if (n < 3)
+                return n == 2 ? ((adj[0] & 2) ? 1 : 0) : 1;
+        uint64_t all = (n == 64) ? ~0ULL : ((1ULL << n) - 1);
+        unsigned mindeg = 64;
+        for (unsigned i = 0; i < n; i++) {
+                unsigned d = popcount64(adj[i] & all & ~(1ULL << i));
+                if (d < 2)
+                        return 0;
+                if (d < mindeg)
+                        mindeg = d;
+        }
+        if (2 * mindeg >= n) /* Dirac */
+                return 1;
+        /* Connected? */
+        uint64_t seen = 1, frontier = 1;
+        while (frontier) {
+                unsigned v = ctz64(frontier);
+                frontier &= frontier - 1;
+                uint64_t nb = adj[v] & all & ~seen;
+                seen |= nb;
+                frontier |= nb;
+        }
+        if (seen != all)
+                return 0;
+        if (n <= RING_DP_MAX) {
+                /* dp[mask of vertices 1..n-1] = ends (bit v-1) of paths from 0 covering {0} ∪ mask */
+                uint16_t dp[1u << (RING_DP_MAX - 1)];
+                unsigned full = (1u << (n - 1)) - 1;
+                memset(dp, 0, sizeof(dp[0]) * (full + 1));
+                uint16_t nadj[RING_DP_MAX];
+                for (unsigned v = 1; v < n; v++)
+                        nadj[v - 1] = (uint16_t)((adj[v] >> 1) & full);
+                uint16_t start = (uint16_t)((adj[0] >> 1) & full);
+                for (unsigned v = 0; v < n - 1; v++)
+                        if (start & (1u << v))
+                                dp[1u << v] = (uint16_t)(1u << v);
+                for (unsigned mask = 1; mask <= full; mask++) {
+                        unsigned ends = dp[mask];
+                        while (ends) {
+                                unsigned v = (unsigned)__builtin_ctz(ends);
+                                ends &= ends - 1;
+                                unsigned nxt = nadj[v] & ~mask;
+                                while (nxt) {
+                                        unsigned u = (unsigned)__builtin_ctz(nxt);
+                                        nxt &= nxt - 1;
+                                        dp[mask | (1u << u)] |= (uint16_t)(1u << u);
+                                }
+                        }
+                }
+                return (dp[full] & start) ? 1 : 0;
+        }
+        /* No cut vertex (a ring survives losing any one vertex). */
+        for (unsigned x = 0; x < n; x++) {
+                uint64_t rest = all & ~(1ULL << x);
+                uint64_t s = rest & -rest, f = s;
+                while (f) {
+                        unsigned v = ctz64(f);
+                        f &= f - 1;
+                        uint64_t nb = adj[v] & rest & ~s;
+                        s |= nb;
+                        f |= nb;
+                }
+                if (s != rest)
+                        return 0;
+        }
+        struct ham_bt h = { .adj = adj, .n = n, .budget = budget };
+        return ham_backtrack(&h, 0, 1, 1);
+}
+
+/* ---------- ring bandwidth of a compact set ---------- */
+
+/*
+ * bw[i][j] for i,j < n. Exact for n <= RING_DP_MAX; past it exact when the backtracking search
+ * decides within its budget, else a lower bound (the best threshold proved). PCIe-only sets
+ * past the DP limit use the ultrametric shortcut: ring = worst pair.
+ */
+static unsigned ring_bw_compact(unsigned n, const uint16_t (*bw)[MAXG], bool has_nvlink) {
+        if (n < 2)
+                return 0;
+        if (n == 2)
+                return bw[0][1];
+        unsigned lb = ~0u, ub = ~0u;
+        for (unsigned i = 0; i < n; i++) {
+                unsigned m1 = 0, m2 = 0;
+                for (unsigned j = 0; j < n; j++) {
+                        if (j == i)
+                                continue;
+                        unsigned b = bw[i][j];
+                        if (b < lb)
+                                lb = b;
+                        if (b > m1) {
+                                m2 = m1;
+                                m1 = b;
+                        } else if (b > m2)
+                                m2 = b;
+                }
+                if (m2 < ub)
+                        ub = m2;
+        }
+        if (lb >= ub)
+                return lb;
+        if (!has_nvlink && n > RING_DP_MAX)
+                return lb;
+        unsigned tau = ub;
+        for (;;) {
+                uint64_t adj[MAXG];
+                for (unsigned i = 0; i < n; i++) {
+                        adj[i] = 0;
+                        for (unsigned j = 0; j < n; j++)
+                                if (j != i && bw[i][j] >= tau)
+                                        adj[i] |= 1ULL << j;
+                }
+                if (ham_cycle(n, adj, RING_BACKTRACK_BUDGET) == 1)
+                        return tau;
+                /* next lower distinct value */
+                unsigned next = lb;
+                for (unsigned i = 0; i < n; i++)
+                        for (unsigned j = i + 1; j < n; j++)
+                                if (bw[i][j] < tau && bw[i][j] > next)
+                                        next = bw[i][j];
+                if (next <= lb)
+                        return lb;
+                tau = next;
+        }
+}
+
+unsigned alloc_ring_bw(const struct topo *t, alloc_set_t set) {
+        if (!t)
+                return 0;
+        int idx[MAXG];
+        unsigned n = 0;
+        for (alloc_set_t m = set; m && n < MAXG; m &= m - 1) {
+                unsigned g = ctz64(m);
+                if (g >= t->n_gpus)
+                        break;
+                idx[n++] = (int)g;
+        }
+        uint16_t bw[MAXG][MAXG];
+        bool nv = false;
+        for (unsigned i = 0; i < n; i++)
+                for (unsigned j = 0; j < n; j++) {
+                        struct topo_link l = t->link[idx[i]][idx[j]];
+                        bw[i][j] = i == j ? 0 : (uint16_t)topo_link_bw(l);
+                        if (i != j && l.nvlinks)
+                                nv = true;
+                }
+        return ring_bw_compact(n, (const uint16_t(*)[MAXG])bw, nv);
+}
+
+unsigned alloc_pair_total(const struct topo *t, alloc_set_t set) {
+        unsigned sum = 0;
+        if (!t)
+                return 0;
+        for (alloc_set_t a = set; a; a &= a - 1) {
+                unsigned i = ctz64(a);
+                if (i >= t->n_gpus)
+                        break;
+                for (alloc_set_t b = a & (a - 1); b; b &= b - 1) {
+                        unsigned j = ctz64(b);
+                        if (j >= t->n_gpus)
+                                break;
+                        sum += topo_link_bw(t->link[i][j]);
+                }
+        }
+        return sum;
+}
+
+struct topo_link alloc_worst_link(const struct topo *t, alloc_set_t set) {
+        struct topo_link worst = { .pcie = TOPO_LEVEL_SELF, .nvlinks = 0 };
+        bool any = false;
+        if (!t)
+                return worst;
+        for (alloc_set_t a = set; a; a &= a - 1) {
+                unsigned i = ctz64(a);
+                if (i >= t->n_gpus)
+                        break;
+                for (alloc_set_t b = a & (a - 1); b; b &= b - 1) {
+                        unsigned j = ctz64(b);
+                        if (j >= t->n_gpus)
+                                break;
+                        struct topo_link l = t->link[i][j];
+                        if (!any || topo_link_cmp(l, worst) < 0) {
+                                worst = l;
+                                any = true;
+                        }
+                }
+        }
+        return worst;
+}
+
+/* ---------- the search ---------- */
+
+struct ctx {
+        const struct topo *t;
+        unsigned n;                  /* available GPUs, local indices 0..n-1 in GPU order */
+        int idx[MAXG];               /* local → GPU index */
+        uint16_t bw[MAXG][MAXG];     /* local bandwidth matrix, 0 on the diagonal */
+        uint64_t compat[MAXG];       /* local vertices whose link to i meets the floor (not i) */
+        uint32_t deg[MAXG];          /* bandwidth to every other available GPU */
+        int twin_rep[MAXG];          /* smallest local index with identical links, or itself */
+        uint64_t must;               /* local mask of must-include */
+        unsigned k;
+        /* per threshold */
+        unsigned tau;
+        uint64_t adj[MAXG];          /* local, at tau */
+        /* DFS state */
+        int ord[MAXG];
+        unsigned nord;
+        int twin_prev_pos[MAXG];
+        bool inc[MAXG];
+        uint64_t suffix[MAXG + 1];   /* local mask of ord[pos..] */
+        uint32_t gain[MAXG + 1][MAXG]; /* per depth: bandwidth of each local vertex to the set */
+        unsigned maxbw;              /* best pair bandwidth among candidates at this threshold */
+        unsigned long nodes;
+        bool exhausted;
+        /* best so far (at this threshold) */
+        bool have;
+        uint64_t best;
+        uint32_t best_pair;
+        uint32_t best_deg;
+};
+
+static bool ctx_better(const struct ctx *c, uint32_t pair, uint32_t deg) {
+        if (!c->have)
+                return true;
+        if (pair != c->best_pair)
+                return pair > c->best_pair;
+        return deg < c->best_deg;
+}
+
+/* Ring at the current threshold is a Hamiltonian cycle (k >= 3) or the pair's link (k == 2). */
+static bool ctx_ring_ok(const struct ctx *c, uint64_t set) {
+        unsigned n = 0;
+        int loc[MAXG];
+        for (uint64_t m = set; m; m &= m - 1)
+                loc[n++] = (int)ctz64(m);
+        if (n < 2)
+                return true;
+        uint64_t adj[MAXG];
+        for (unsigned i = 0; i < n; i++) {
+                adj[i] = 0;
+                for (unsigned j = 0; j < n; j++)
+                        if (j != i && (c->adj[loc[i]] >> loc[j] & 1))
+                                adj[i] |= 1ULL << j;
+        }
+        return ham_cycle(n, adj, SEARCH_RING_BUDGET) == 1;
+}
+
+static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint32_t deg) {
+        if (!ctx_better(c, pair, deg))
+                return;
+        if (!ctx_ring_ok(c, set))
+                return;
+        c->have = true;
+        c->best = set;
+        c->best_pair = pair;
+        c->best_deg = deg;
+}
+
+static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint32_t deg,
+                    uint64_t cmask) {
+        if (cnt == c->k) {
+                ctx_offer(c, set, pair, deg);
+                return;
+        }
+        if (++c->nodes > SEARCH_BUDGET) {
+                c->exhausted = true;
+                return;
+        }
+        unsigned r = c->k - cnt;
+        uint64_t pool = c->suffix[pos] & cmask;
+        if (popcount64(pool) < r)
+                return;
+        /* Bound: every chosen GPU needs two ring neighbours among chosen ∪ pool. */
+        if (c->k >= 3)
+                for (uint64_t m = set; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        if (popcount64(c->adj[v] & (set | pool)) < 2)
+                                return;
+                }
+        /* Bound: pair total can reach at most pair + r*maxgain + C(r,2)*maxbw. */
+        if (c->have) {
+                const uint32_t *g = c->gain[cnt];
+                uint32_t maxgain = 0, mindeg = ~0u;
+                for (uint64_t m = pool; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        if (g[v] > maxgain)
+                                maxgain = g[v];
+                        if (c->deg[v] < mindeg)
+                                mindeg = c->deg[v];
+                }
+                uint64_t ub = pair + (uint64_t)r * maxgain + (uint64_t)r * (r - 1) / 2 * c->maxbw;
+                if (ub < c->best_pair)
+                        return;
+                if (ub == c->best_pair && deg + (uint64_t)r * mindeg >= c->best_deg)
+                        return;
+        }
+        for (unsigned p = pos; p < c->nord; p++) {
+                int v = c->ord[p];
+                if (!(cmask >> v & 1)) {
+                        c->inc[p] = false;
+                        continue;
+                }
+                /* Twins are taken in order: v only if its previous twin is in. */
+                if (c->twin_prev_pos[p] >= 0 && !c->inc[c->twin_prev_pos[p]]) {
+                        c->inc[p] = false;
+                        continue;
+                }
+                if (popcount64(c->suffix[p] & cmask) < r)
+                        break;
+                c->inc[p] = true;
+                const uint32_t *g = c->gain[cnt];
+                uint32_t *ng = c->gain[cnt + 1];
+                for (unsigned u = 0; u < c->n; u++)
+                        ng[u] = g[u] + c->bw[v][u];
+                ctx_dfs(c, p + 1, set | (1ULL << v), cnt + 1, pair + g[v], deg + c->deg[v],
+                        cmask & c->compat[v]);
+                c->inc[p] = false;
+                if (c->exhausted)
+                        return;
+        }
+}
+
+/* Greedy incumbent: from the must set (or from `start`), add the GPU with the most bandwidth to
+ * the set, ties to the one least connected to the rest. */
+static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
+        uint64_t set = c->must;
+        uint64_t cmask = allowed;
+        uint32_t gain[MAXG] = { 0 };
+        uint32_t pair = 0, deg = 0;
+        for (uint64_t m = c->must; m; m &= m - 1) {
+                unsigned v = ctz64(m);
+                cmask &= c->compat[v];
+        }
+        for (uint64_t m = c->must; m; m &= m - 1) {
+                unsigned v = ctz64(m);
+                pair += gain[v];
+                deg += c->deg[v];
+                for (unsigned u = 0; u < c->n; u++)
+                        gain[u] += c->bw[v][u];
+        }
+        cmask &= ~set;
+        unsigned cnt = popcount64(set);
+        if (start >= 0 && cnt < c->k) {
+                if (!(cmask >> start & 1))
+                        return;
+                unsigned v = (unsigned)start;
+                set |= 1ULL << v;
+                pair += gain[v];
+                deg += c->deg[v];
+                for (unsigned u = 0; u < c->n; u++)
+                        gain[u] += c->bw[v][u];
+                cmask &= c->compat[v] & ~set;
+                cnt++;
+        }
+        while (cnt < c->k) {
+                int best = -1;
+                for (uint64_t m = cmask; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        /* at the threshold, prefer GPUs with ring links into the set */
+                        if (best < 0)
+                                best = (int)v;
+                        else {
+                                unsigned av = popcount64(c->adj[v] & set), ab = popcount64(c->adj[best] & set);
+                                unsigned ev = av > 2 ? 2 : av, eb = ab > 2 ? 2 : ab;
+                                if (ev > eb || (ev == eb && (gain[v] > gain[best] ||
+                                                             (gain[v] == gain[best] && c->deg[v] < c->deg[best]))))
+                                        best = (int)v;
+                        }
+                }
+                if (best < 0)
+                        return;
+                unsigned v = (unsigned)best;
+                set |= 1ULL << v;
+                pair += gain[v];
+                deg += c->deg[v];
+                for (unsigned u = 0; u < c->n; u++)
+                        gain[u] += c->bw[v][u];
+                cmask &= c->compat[v] & ~set;
+                cnt++;
+        }
+        ctx_offer(c, set, pair, deg);
+}
+
+/* Search the sets inside `comp` (local mask, contains must) at the current threshold. */
+static void ctx_search_component(struct ctx *c, uint64_t comp) {
+        /* Pool order: most ring links inside the component first, then most bandwidth, then index. */
+        unsigned key1[MAXG];
+        uint32_t key2[MAXG];
+        c->nord = 0;
+        for (uint64_t m = comp & ~c->must; m; m &= m - 1) {
+                unsigned v = ctz64(m);
+                key1[v] = popcount64(c->adj[v] & comp);
+                key2[v] = 0;
+                for (uint64_t w = comp; w; w &= w - 1)
+                        key2[v] += c->bw[v][ctz64(w)];
+                unsigned p = c->nord++;
+                while (p > 0) {
+                        int u = c->ord[p - 1];
+                        if (key1[u] > key1[v] || (key1[u] == key1[v] && key2[u] >= key2[v]))
+                                break;
+                        c->ord[p] = u;
+                        p--;
+                }
+                c->ord[p] = (int)v;
+        }
+        c->suffix[c->nord] = 0;
+        for (unsigned p = c->nord; p-- > 0;)
+                c->suffix[p] = c->suffix[p + 1] | (1ULL << c->ord[p]);
+        for (unsigned p = 0; p < c->nord; p++) {
+                c->twin_prev_pos[p] = -1;
+                c->inc[p] = false;
+                for (unsigned q = p; q-- > 0;)
+                        if (c->twin_rep[c->ord[q]] == c->twin_rep[c->ord[p]]) {
+                                c->twin_prev_pos[p] = (int)q;
+                                break;
+                        }
+        }
+        c->maxbw = 0;
+        for (uint64_t a = comp; a; a &= a - 1)
+                for (uint64_t b = a & (a - 1); b; b &= b - 1) {
+                        unsigned x = c->bw[ctz64(a)][ctz64(b)];
+                        if (x > c->maxbw)
+                                c->maxbw = x;
+                }
+
+        /* Incumbents: greedy from the must set, or from a few good starting GPUs. */
+        uint64_t allowed = comp & ~c->must;
+        if (c->must)
+                ctx_greedy(c, allowed, -1);
+        else
+                for (unsigned p = 0; p < c->nord && p < 8; p++)
+                        ctx_greedy(c, allowed, c->ord[p]);
+
+        if (c->exhausted)
+                return;
+        uint32_t pair = 0, deg = 0;
+        uint32_t *g = c->gain[popcount64(c->must)];
+        memset(g, 0, sizeof(c->gain[0]));
+        uint64_t cmask = allowed;
+        for (uint64_t m = c->must; m; m &= m - 1) {
+                unsigned v = ctz64(m);
+                pair += g[v];
+                deg += c->deg[v];
+                for (unsigned u = 0; u < c->n; u++)
+                        g[u] += c->bw[v][u];
+                cmask &= c->compat[v];
+        }
+        ctx_dfs(c, 0, c->must, popcount64(c->must), pair, deg, cmask);
+}
+
+/* Try one threshold: restrict to GPUs compatible with the must set, peel to the 2-core of the
+ * ring graph, search each component that holds the must set and is large enough. */
+static void ctx_try_threshold(struct ctx *c, unsigned tau, uint64_t allowed) {
+        c->tau = tau;
+        for (unsigned i = 0; i < c->n; i++) {
+                c->adj[i] = 0;
+                if (!(allowed >> i & 1))
+                        continue;
+                for (unsigned j = 0; j < c->n; j++)
+                        if (j != i && c->bw[i][j] >= tau && (allowed >> j & 1))
+                                c->adj[i] |= 1ULL << j;
+        }
+        unsigned need = c->k >= 3 ? 2 : 1;
+        uint64_t alive = allowed;
+        bool changed = true;
+        while (changed) {
+                changed = false;
+                for (uint64_t m = alive; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        if (popcount64(c->adj[v] & alive) < need) {
+                                alive &= ~(1ULL << v);
+                                changed = true;
+                        }
+                }
+        }
+        if ((alive & c->must) != c->must)
+                return;
+        for (unsigned i = 0; i < c->n; i++)
+                c->adj[i] &= alive;
+        uint64_t left = alive;
+        while (left) {
+                uint64_t seed = c->must ? (1ULL << ctz64(c->must)) : (left & -left);
+                uint64_t comp = seed, frontier = seed;
+                while (frontier) {
+                        unsigned v = ctz64(frontier);
+                        frontier &= frontier - 1;
+                        uint64_t nb = c->adj[v] & alive & ~comp;
+                        comp |= nb;
+                        frontier |= nb;
+                }
+                left &= ~comp;
+                if ((comp & c->must) == c->must && popcount64(comp) >= c->k)
+                        ctx_search_component(c, comp);
+                if (c->must)
+                        break;
+        }
+}
+
+static void result_fill(const struct topo *t, alloc_set_t set, struct alloc_result *r) {
+        memset(r, 0, sizeof(*r));
+        r->set = set;
+        for (alloc_set_t m = set; m; m &= m - 1)
+                r->gpus[r->n++] = (int)ctz64(m);
+        r->ring_bw = alloc_ring_bw(t, set);
+        r->pair_total = alloc_pair_total(t, set);
+        r->worst = alloc_worst_link(t, set);
+}
+
+static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int r, const char *fmt, ...) {
+        if (err && errlen > 0) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return r;
+}
+
+static bool link_meets(struct topo_link l, struct topo_link floor) {
+        if (floor.pcie == 0 && floor.nvlinks == 0)
+                return true;
+        return topo_link_cmp(l, floor) >= 0;
+}
+
+int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
+                    size_t errlen) {
+        char b1[8], b2[8], s1[200];
+        if (!t || !req || !ret)
+                return fail(err, errlen, -EINVAL, "internal error: missing topology, request or result");
+        if (t->n_gpus == 0 || t->n_gpus > MAXG)
+                return fail(err, errlen, -EINVAL, "the topology has %u GPUs", t->n_gpus);
+        alloc_set_t all = t->n_gpus == 64 ? ~0ULL : ((1ULL << t->n_gpus) - 1);
+        if (req->count == 0)
+                return fail(err, errlen, -EINVAL, "asked for 0 GPUs; the count must be at least 1");
+        if (req->available & ~all)
+                return fail(err, errlen, -EINVAL, "available GPU %s does not exist (this node has GPUs 0-%u)",
+                            alloc_set_format(req->available & ~all, s1, sizeof s1), t->n_gpus - 1);
+        if (req->must_include & ~all)
+                return fail(err, errlen, -EINVAL, "must-include GPU %s does not exist (this node has GPUs 0-%u)",
+                            alloc_set_format(req->must_include & ~all, s1, sizeof s1), t->n_gpus - 1);
+        if (req->must_include & ~req->available)
+                return fail(err, errlen, -EINVAL, "must-include GPU %s is not available",
+                            alloc_set_format(req->must_include & ~req->available, s1, sizeof s1));
+        unsigned nmust = popcount64(req->must_include);
+        if (nmust > req->count)
+                return fail(err, errlen, -EINVAL, "%u GPUs must be included but only %u were asked for", nmust,
+                            req->count);
+        unsigned navail = popcount64(req->available);
+        if (navail < req->count)
+                return fail(err, errlen, -ENOSPC, "asked for %u GPUs but only %u %s available", req->count, navail,
+                            navail == 1 ? "is" : "are");
+
+        struct ctx c;
+        c.t = t;
+        c.n = 0;
+        c.k = req->count;
+        c.must = 0;
+        for (alloc_set_t m = req->available; m; m &= m - 1) {
+                unsigned g = ctz64(m);
+                if (req->must_include >> g & 1)
+                        c.must |= 1ULL << c.n;
+                c.idx[c.n++] = (int)g;
+        }
+        bool floor = req->min_link.pcie != 0 || req->min_link.nvlinks != 0;
+        for (unsigned i = 0; i < c.n; i++) {
+                c.compat[i] = 0;
+                c.deg[i] = 0;
+                for (unsigned j = 0; j < c.n; j++) {
+                        if (i == j) {
+                                c.bw[i][j] = 0;
+                                continue;
+                        }
+                        struct topo_link l = t->link[c.idx[i]][c.idx[j]];
+                        c.bw[i][j] = (uint16_t)topo_link_bw(l);
+                        c.deg[i] += c.bw[i][j];
+                        if (!floor || link_meets(l, req->min_link))
+                                c.compat[i] |= 1ULL << j;
+                }
+        }
+        /* Twins: identical links to every other available GPU (exact symmetry of the objective). */
+        {
+                uint32_t h[MAXG];
+                for (unsigned i = 0; i < c.n; i++) {
+                        h[i] = 0;
+                        for (unsigned j = 0; j < c.n; j++) {
+                                if (i == j)
+                                        continue;
+                                struct topo_link l = t->link[c.idx[i]][c.idx[j]];
+                                uint32_t x = (uint32_t)l.pcie * 131u + l.nvlinks + 1u;
+                                h[i] += x * x * 2654435761u;
+                        }
+                }
+                for (unsigned i = 0; i < c.n; i++) {
+                        c.twin_rep[i] = (int)i;
+                        for (unsigned r = 0; r < i; r++) {
+                                if (c.twin_rep[r] != (int)r || h[r] != h[i])
+                                        continue;
+                                bool same = true;
+                                for (unsigned j = 0; j < c.n && same; j++) {
+                                        if (j == i || j == r)
+                                                continue;
+                                        struct topo_link a = t->link[c.idx[i]][c.idx[j]];
+                                        struct topo_link b = t->link[c.idx[r]][c.idx[j]];
+                                        same = a.pcie == b.pcie && a.nvlinks == b.nvlinks;
+                                }
+                                if (same) {
+                                        c.twin_rep[i] = (int)r;
+                                        break;
+                                }
+                        }
+                }
+        }
+        if (floor)
+                for (uint64_t m = c.must; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        if ((c.must & ~(1ULL << v) & ~c.compat[v]) != 0)
+                                return fail(err, errlen, -ERANGE,
+                                            "the must-include GPUs are linked below the required %s",
+                                            topo_link_name(req->min_link, b1));
+                }
+
+        alloc_set_t pick = 0;
+        bool exact = true;
+        unsigned tried = 0;
+        if (c.k == 1) {
+                if (nmust) {
+                        pick = req->must_include;
+                } else {
+                        /* Leave the rest best connected: take the GPU least connected to the others
+                         * (the rest keeps the largest pair total), then the one whose best link is
+                         * weakest, then the lowest index. */
+                        int best = -1;
+                        unsigned bestmax = 0;
+                        for (unsigned i = 0; i < c.n; i++) {
+                                unsigned mx = 0;
+                                for (unsigned j = 0; j < c.n; j++)
+                                        if (c.bw[i][j] > mx)
+                                                mx = c.bw[i][j];
+                                if (best < 0 || c.deg[i] < c.deg[best] || (c.deg[i] == c.deg[best] && mx < bestmax)) {
+                                        best = (int)i;
+                                        bestmax = mx;
+                                }
+                        }
+                        pick = 1ULL << c.idx[best];
+                }
+        } else if (c.k == nmust) {
+                pick = req->must_include;
+        } else {
+                /* Candidates: compatible with every must-include GPU. */
+                uint64_t allowed = (c.n == 64) ? ~0ULL : ((1ULL << c.n) - 1);
+                for (uint64_t m = c.must; m; m &= m - 1)
+                        allowed &= c.compat[ctz64(m)] | (1ULL << ctz64(m));
+                /* Distinct pair bandwidths, best first. */
+                unsigned vals[32], nv = 0;
+                for (unsigned i = 0; i < c.n; i++)
+                        for (unsigned j = i + 1; j < c.n; j++) {
+                                unsigned b = c.bw[i][j];
+                                unsigned p = 0;
+                                while (p < nv && vals[p] > b)
+                                        p++;
+                                if (p < nv && vals[p] == b)
+                                        continue;
+                                if (nv == 32)
+                                        continue;
+                                memmove(&vals[p + 1], &vals[p], (nv - p) * sizeof vals[0]);
+                                vals[p] = b;
+                                nv++;
+                        }
+                c.nodes = 0;
+                c.exhausted = false;
+                c.have = false;
+                for (unsigned v = 0; v < nv && !c.have; v++) {
+                        tried++;
+                        ctx_try_threshold(&c, vals[v], allowed);
+                }
+                if (!c.have) {
+                        /* The lowest threshold admits every compatible set; only the floor or a
+                         * search cut short by the budget can leave us here. */
+                        if (floor)
+                                return fail(err, errlen, -ERANGE,
+                                            "no %u GPUs among the %u available are all linked by %s or better",
+                                            c.k, navail, topo_link_name(req->min_link, b1));
+                        return fail(err, errlen, -EDEADLK, "internal error: no set found");
+                }
+                exact = !c.exhausted;
+                for (uint64_t m = c.best; m; m &= m - 1)
+                        pick |= 1ULL << c.idx[ctz64(m)];
+        }
+        if (floor && c.k >= 2) {
+                struct topo_link w = alloc_worst_link(t, pick);
+                if (!link_meets(w, req->min_link))
+                        return fail(err, errlen, -ERANGE, "no %u GPUs among the %u available are all linked by %s or better",
+                                    c.k, navail, topo_link_name(req->min_link, b1));
+        }
+
+        struct alloc_result r;
+        result_fill(t, pick, &r);
+        if (c.k == 1)
+                snprintf(r.why, sizeof r.why,
+                         nmust ? "GPU %d: the must-include GPU"
+                               : "GPU %d: least connected to the other free GPUs, so the rest stay together",
+                         r.gpus[0]);
+        else
+                snprintf(r.why, sizeof r.why,
+                         "ring %u GB/s (best of %u free GPUs), worst link %s, pairs %u GB/s; %s", r.ring_bw, navail,
+                         topo_link_name(r.worst, b2), r.pair_total,
+                         c.k == nmust ? "exactly the must-include GPUs"
+                         : exact     ? "exact search"
+                                     : "search budget reached, best found");
+        (void)tried;
+        *ret = r;
+        return 0;
+}
+
+/* ---------- sets as text ---------- */
+
+int alloc_set_parse(const char *s, unsigned max, alloc_set_t *ret) {
+        if (!s || !ret || max > MAXG)
+                return -EINVAL;
+        alloc_set_t set = 0;
+        const char *p = s;
+        if (*p == '\0') {
+                *ret = 0;
+                return 0;
+        }
+        for (;;) {
+                unsigned lo = 0, hi;
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                while (*p >= '0' && *p <= '9') {
+                        lo = lo * 10 + (unsigned)(*p - '0');
+                        if (lo >= max)
+                                return -EINVAL;
+                        p++;
+                }
+                hi = lo;
+                if (*p == '-') {
+                        p++;
+                        if (*p < '0' || *p > '9')
+                                return -EINVAL;
+                        hi = 0;
+                        while (*p >= '0' && *p <= '9') {
+                                hi = hi * 10 + (unsigned)(*p - '0');
+                                if (hi >= max)
+                                        return -EINVAL;
+                                p++;
+                        }
+                        if (hi < lo)
+                                return -EINVAL;
+                }
+                for (unsigned i = lo; i <= hi; i++)
+                        set |= 1ULL << i;
+                if (*p == '\0')
+                        break;
+                if (*p != ',')
+                        return -EINVAL;
+                p++;
+        }
+        *ret = set;
+        return 0;
+}
+
+char *alloc_set_format(alloc_set_t set, char *buf, size_t len) {
+        if (!buf || len == 0)
+                return buf;
+        size_t o = 0;
+        buf[0] = '\0';
+        for (alloc_set_t m = set; m; m &= m - 1) {
+                int w = snprintf(buf + o, len - o, o ? ",%u" : "%u", ctz64(m));
+                if (w < 0 || (size_t)w >= len - o) {
+                        buf[o] = '\0';
+                        break;
+                }
+                o += (size_t)w;
+        }
+        return buf;
+}
