@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make demo`: gpuslice on the built-in simulated node. The product binary is the same one that
+# runs on a real node; only the library path (LD_LIBRARY_PATH=build/sim) and the node
+# description (GPUSLICE_SIM_NODE) make it talk to the simulator.
+set -euo pipefail
+BUILD=${1:-build}
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH="$PWD/$BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export GPUSLICE_SIM_NODE="$PWD/sim/nodes/demo-8gpu-2socket.node"
+export GPUSLICE_SIM_STATE="$tmp/sim-state"
+G="$BUILD/gpuslice"
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+say "The node, read through NVML (simulated: $GPUSLICE_SIM_NODE)"
+run "$G" topo
+
+say "The classic failure: GPUs 0,1,3,4 are busy and a job asks for 2"
+echo "kubelet without a preference takes the first free IDs (2 and 5: across the socket link, SYS)."
+run "$G" alloc --count 2 --busy 0,1,3,4
+
+say "A 4-GPU job on an empty node stays on one socket"
+run "$G" alloc --count 4
+
+say "A 1-GPU job leaves the best-connected pairs free (GPUs 0,1 busy)"
+run "$G" alloc --count 1 --busy 0,1
+
+say "Must-include GPU 5 (kubelet's must_include_deviceIDs), 2 GPUs"
+run "$G" alloc --count 2 --must-include 5 --json
+
+say "The same question on other machines, from pasted \`nvidia-smi topo -m\` text"
+for f in ../shared/topologies/dgx1-v100-hybrid-cube-mesh.topo ../shared/topologies/seed004-7gpu-p40-mlx4.topo; do
+  [ -f "$f" ] || continue
+  run "$G" alloc --topology "$f" --count 4
+done
