@@ -1,0 +1,909 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nvml — the simulated libnvidia-ml.so.1: every function of NVML_ABI_FUNCTIONS (src/nvml/nvml-abi.h)
+ * with NVML's documented semantics, answering from the node description ($GPUSLICE_SIM_NODE) and
+ * the shared node state (processes, utilization, faults, Xid events).
+ *
+ * It must never crash on a caller's bad argument (NVML answers INVALID_ARGUMENT), never block
+ * except in nvmlEventSetWait_v2, and never export anything but the NVML API (nvml.map).
+ * Handles are pointers into a static per-process table, stable for the life of the process.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml/nvml-abi.h"
+#include "sim/sim.h"
+#include "util/util.h"
+
+#define NVML_INIT_FLAG_NO_GPUS 1u
+#define NVML_INIT_FLAG_NO_ATTACH 2u
+
+/* nvmlGpuP2PStatus_t */
+#define P2P_STATUS_OK 0
+#define P2P_STATUS_CHIPSET_NOT_SUPPORTED 1
+#define P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED 3
+#define P2P_STATUS_NOT_SUPPORTED 5
+
+#define NVSWITCH_PCI_DEVICE_ID 0x1af110deu /* NVIDIA NVSwitch (GA100 generation) */
+
+struct nvmlDevice_st {
+        unsigned index;
+};
+
+struct nvmlEventSet_st {
+        uint64_t types[TOPO_MAX_GPUS];    /* registered event types per GPU (0 = not registered) */
+        uint64_t last_seq[TOPO_MAX_GPUS]; /* last delivered global sequence per GPU */
+};
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned init_count; /* written under init_lock, read with atomics */
+static struct topo node;
+static char node_path[PATH_MAX];
+static struct sim_state *state;
+static struct nvmlDevice_st devices[TOPO_MAX_GPUS];
+
+/* ---- init ---- */
+
+static bool initialized(void) {
+        return __atomic_load_n(&init_count, __ATOMIC_ACQUIRE) > 0;
+}
+
+static nvmlReturn_t init_locked(void) {
+        const char *env = secure_getenv(SIM_ENV_NODE);
+        if (!env || !*env)
+                return NVML_ERROR_DRIVER_NOT_LOADED; /* like a machine without the driver */
+        char err[512];
+        int r = sim_node_load(&node, node_path, sizeof node_path, err, sizeof err);
+        if (r < 0) {
+                /* The one place the simulator speaks: a broken setup must say why. */
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        r = sim_state_open(&node, node_path, &state, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return r == -EPROTO ? NVML_ERROR_LIB_RM_VERSION_MISMATCH : NVML_ERROR_UNKNOWN;
+        }
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                devices[i].index = i;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t init_ref(void) {
+        pthread_mutex_lock(&init_lock);
+        nvmlReturn_t ret = NVML_SUCCESS;
+        if (init_count == 0)
+                ret = init_locked();
+        if (ret == NVML_SUCCESS)
+                __atomic_store_n(&init_count, init_count + 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&init_lock);
+        return ret;
+}
+
+_public_ nvmlReturn_t nvmlInit_v2(void) {
+        return init_ref();
+}
+
+_public_ nvmlReturn_t nvmlInit(void) {
+        return init_ref();
+}
+
+_public_ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+        if (flags & ~(NVML_INIT_FLAG_NO_GPUS | NVML_INIT_FLAG_NO_ATTACH))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        return init_ref();
+}
+
+_public_ nvmlReturn_t nvmlShutdown(void) {
+        pthread_mutex_lock(&init_lock);
+        nvmlReturn_t ret = NVML_SUCCESS;
+        if (init_count == 0)
+                ret = NVML_ERROR_UNINITIALIZED;
+        else {
+                __atomic_store_n(&init_count, init_count - 1, __ATOMIC_RELEASE);
+                if (init_count == 0) {
+                        /* Handles stay valid pointers; the state mapping goes with the last reference. */
+                        sim_state_close(state);
+                        state = NULL;
+                }
+        }
+        pthread_mutex_unlock(&init_lock);
+        return ret;
+}
+
+_public_ const char *nvmlErrorString(nvmlReturn_t result) {
+        switch (result) {
+        case NVML_SUCCESS: return "Success";
+        case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+        case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+        case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+        case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+        case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+        case NVML_ERROR_NOT_FOUND: return "Not Found";
+        case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+        case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+        case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+        case NVML_ERROR_TIMEOUT: return "Timeout";
+        case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+        case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+        case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+        case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+        case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+        case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
+        case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
+        case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
+        case NVML_ERROR_IN_USE: return "In use by another client";
+        case NVML_ERROR_MEMORY: return "Insufficient Memory";
+        case NVML_ERROR_NO_DATA: return "No data";
+        case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
+                return "The requested vgpu operation is not available on target device, becasue ECC is enabled";
+        case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
+        case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+        case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+        case NVML_ERROR_DEPRECATED: return "Deprecated";
+        case NVML_ERROR_NOT_READY: return "Not ready";
+        case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
+        case NVML_ERROR_INVALID_STATE: return "Invalid state";
+        case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
+        case NVML_ERROR_UNKNOWN: return "Unknown Error";
+        }
+        return "Unknown Error";
+}
+
+/* ---- helpers ---- */
+
+static nvmlReturn_t copy_string(const char *s, char *buf, unsigned len) {
+        if (!buf)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        size_t n = strlen(s);
+        if (len < n + 1)
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        memcpy(buf, s, n + 1);
+        return NVML_SUCCESS;
+}
+
+static uint32_t gpu_flags(unsigned i) {
+        return __atomic_load_n(&state->gpu[i].flags, __ATOMIC_ACQUIRE);
+}
+
+static bool handle_valid(nvmlDevice_t d) {
+        uintptr_t p = (uintptr_t)d, lo = (uintptr_t)devices, hi = (uintptr_t)(devices + node.n_gpus);
+        return d && p >= lo && p < hi && (p - lo) % sizeof devices[0] == 0;
+}
+
+/* The checks every device query starts with, in NVML's order. */
+static nvmlReturn_t dev_check(nvmlDevice_t d) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!handle_valid(d))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        uint32_t f = gpu_flags(d->index);
+        if (f & SIM_GPU_LOST)
+                return NVML_ERROR_GPU_IS_LOST;
+        if (f & SIM_GPU_NO_PERMISSION)
+                return NVML_ERROR_NO_PERMISSION;
+        return NVML_SUCCESS;
+}
+
+#define CHECK(expr)                                  \
+        do {                                         \
+                nvmlReturn_t _r_ = (expr);           \
+                if (_r_ != NVML_SUCCESS)             \
+                        return _r_;                  \
+        } while (0)
+
+static const struct topo_gpu *gpu_of(nvmlDevice_t d) {
+        return &node.gpu[d->index];
+}
+
+static nvmlReturn_t lock_state(void) {
+        return sim_state_lock(state) < 0 ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
+/* ---- system ---- */
+
+_public_ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        return copy_string(node.driver_version, version, length);
+}
+
+_public_ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!cudaDriverVersion)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *cudaDriverVersion = node.cuda_version;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion) {
+        return nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion);
+}
+
+/* ---- devices ---- */
+
+_public_ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!deviceCount)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *deviceCount = node.n_gpus;
+        return NVML_SUCCESS;
+}
+
+/* The v1 count and index skip devices the caller may not use (why _v2 exists). */
+_public_ nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!deviceCount)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        unsigned n = 0;
+        for (unsigned i = 0; i < node.n_gpus; i++)
+                if (!(gpu_flags(i) & SIM_GPU_NO_PERMISSION))
+                        n++;
+        *deviceCount = n;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t handle_of(unsigned i, nvmlDevice_t *device) {
+        uint32_t f = gpu_flags(i);
+        if (f & SIM_GPU_LOST)
+                return NVML_ERROR_GPU_IS_LOST;
+        if (f & SIM_GPU_NO_PERMISSION)
+                return NVML_ERROR_NO_PERMISSION;
+        *device = &devices[i];
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!device || index >= node.n_gpus)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        return handle_of(index, device);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!device)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned i = 0, n = 0; i < node.n_gpus; i++) {
+                if (gpu_flags(i) & SIM_GPU_NO_PERMISSION)
+                        continue;
+                if (n++ == index)
+                        return handle_of(i, device);
+        }
+        return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!uuid || !device)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned i = 0; i < node.n_gpus; i++)
+                if (streq(node.gpu[i].uuid, uuid))
+                        return handle_of(i, device);
+        return NVML_ERROR_NOT_FOUND;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+        CHECK(dev_check(device));
+        return copy_string(gpu_of(device)->uuid, uuid, length);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+        CHECK(dev_check(device));
+        return copy_string(gpu_of(device)->name, name, length);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length) {
+        CHECK(dev_check(device));
+        /* A stable 13-digit board serial derived from the UUID. */
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const char *p = gpu_of(device)->uuid; *p; p++) {
+                h ^= (unsigned char)*p;
+                h *= 0x100000001b3ULL;
+        }
+        char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+        snprintf(buf, sizeof buf, "13%011llu", (unsigned long long)(h % 100000000000ULL));
+        return copy_string(buf, serial, length);
+}
+
+static void memory_numbers(unsigned gpu, uint64_t *total, uint64_t *reserved, uint64_t *used) {
+        *total = node.gpu[gpu].memory_total;
+        *reserved = sim_reserve_bytes(*total);
+        *used = 0;
+        if (lock_state() == NVML_SUCCESS) {
+                sim_state_prune_locked(state);
+                *used = sim_state_used_locked(state, gpu);
+                sim_state_unlock(state);
+        }
+        if (*used > *total - *reserved)
+                *used = *total - *reserved;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+        CHECK(dev_check(device));
+        if (!memory)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        uint64_t total, reserved, used;
+        memory_numbers(device->index, &total, &reserved, &used);
+        /* The v1 struct has no reserved field: the driver's share counts as used. */
+        memory->total = total;
+        memory->used = used + reserved;
+        memory->free = total - reserved - used;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+        CHECK(dev_check(device));
+        if (!memory)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (memory->version != nvmlMemory_v2)
+                return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        uint64_t total, reserved, used;
+        memory_numbers(device->index, &total, &reserved, &used);
+        memory->total = total;
+        memory->reserved = reserved;
+        memory->used = used;
+        memory->free = total - reserved - used;
+        return NVML_SUCCESS;
+}
+
+static int parse_bus_id(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn) {
+        if (sscanf(s, "%x:%x:%x.%x", domain, bus, dev, fn) == 4)
+                return 0;
+        *domain = 0;
+        if (sscanf(s, "%x:%x.%x", bus, dev, fn) == 3)
+                return 0;
+        return -EINVAL;
+}
+
+static unsigned pci_device_id(const char *model) {
+        static const struct {
+                const char *model;
+                unsigned id;
+        } table[] = {
+                { "A100-SXM4-80GB", 0x20b2 }, { "A100-SXM4", 0x20b0 }, { "A100-PCIE", 0x20f1 },
+                { "H100", 0x2330 },           { "V100-SXM2", 0x1db1 }, { "V100-PCIE", 0x1db4 },
+                { "P100", 0x15f8 },           { "P40", 0x1b38 },       { "T4", 0x1eb8 },
+                { "TITAN V", 0x1d81 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (strstr(model, table[i].model))
+                        return table[i].id;
+        return 0x20b0;
+}
+
+static void fill_pci(nvmlPciInfo_t *pci, unsigned domain, unsigned bus, unsigned dev, unsigned device_id) {
+        memset(pci, 0, sizeof *pci);
+        pci->domain = domain;
+        pci->bus = bus;
+        pci->device = dev;
+        pci->pciDeviceId = device_id;
+        pci->pciSubSystemId = (device_id & 0xffff0000u) | 0x10de;
+        snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", domain, bus, dev);
+        snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain & 0xffff, bus & 0xff,
+                 dev & 0xff);
+}
+
+static void gpu_pci(unsigned i, nvmlPciInfo_t *pci) {
+        unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+        if (parse_bus_id(node.gpu[i].bus_id, &domain, &bus, &dev, &fn) < 0)
+                bus = 0x10 + i; /* the parser fills bus ids; this only guards a hand-made node */
+        fill_pci(pci, domain, bus, dev, (pci_device_id(node.gpu[i].name) << 16) | 0x10de);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+        CHECK(dev_check(device));
+        if (!pci)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        gpu_pci(device->index, pci);
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
+        CHECK(dev_check(device));
+        if (!minorNumber)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        int m = gpu_of(device)->minor;
+        *minorNumber = m >= 0 ? (unsigned)m : device->index;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+        CHECK(dev_check(device));
+        if (!index)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *index = device->index;
+        return NVML_SUCCESS;
+}
+
+/* ---- topology ---- */
+
+/* The PCIe level of a pair. A matrix that gives NV# for a pair hides its PCIe path; then the
+ * pair counts as NODE when both GPUs sit on one known NUMA node, else SYS. */
+static enum topo_level pair_pcie(unsigned a, unsigned b) {
+        struct topo_link l = topo_get_link(&node, a, b);
+        if (l.pcie != TOPO_LEVEL_UNKNOWN)
+                return (enum topo_level)l.pcie;
+        int na = node.gpu[a].numa_node, nb = node.gpu[b].numa_node;
+        return na >= 0 && na == nb ? TOPO_LEVEL_NODE : TOPO_LEVEL_SYS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                          nvmlGpuTopologyLevel_t *pathInfo) {
+        CHECK(dev_check(device1));
+        CHECK(dev_check(device2));
+        if (!pathInfo)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (device1 == device2) {
+                *pathInfo = NVML_TOPOLOGY_INTERNAL;
+                return NVML_SUCCESS;
+        }
+        switch (pair_pcie(device1->index, device2->index)) {
+        case TOPO_LEVEL_PIX: *pathInfo = NVML_TOPOLOGY_SINGLE; break;
+        case TOPO_LEVEL_PXB: *pathInfo = NVML_TOPOLOGY_MULTIPLE; break;
+        case TOPO_LEVEL_PHB: *pathInfo = NVML_TOPOLOGY_HOSTBRIDGE; break;
+        case TOPO_LEVEL_NODE: *pathInfo = NVML_TOPOLOGY_NODE; break;
+        case TOPO_LEVEL_SELF: *pathInfo = NVML_TOPOLOGY_INTERNAL; break;
+        default: *pathInfo = NVML_TOPOLOGY_SYSTEM; break;
+        }
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
+                                             int *p2pStatus) {
+        CHECK(dev_check(device1));
+        CHECK(dev_check(device2));
+        if (!p2pStatus || p2pIndex < NVML_P2P_CAPS_INDEX_READ || p2pIndex > NVML_P2P_CAPS_INDEX_PCI ||
+            device1 == device2)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct topo_link l = topo_get_link(&node, device1->index, device2->index);
+        if (p2pIndex == NVML_P2P_CAPS_INDEX_NVLINK) {
+                *p2pStatus = l.nvlinks ? P2P_STATUS_OK : P2P_STATUS_NOT_SUPPORTED;
+                return NVML_SUCCESS;
+        }
+        if (l.nvlinks && p2pIndex != NVML_P2P_CAPS_INDEX_PCI) {
+                *p2pStatus = P2P_STATUS_OK;
+                return NVML_SUCCESS;
+        }
+        /* Over PCIe, peer traffic works below the host bridge and through one root complex;
+         * across root complexes or sockets the chipset does not route it. */
+        enum topo_level lv = pair_pcie(device1->index, device2->index);
+        *p2pStatus = lv >= TOPO_LEVEL_PHB ? P2P_STATUS_OK : P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+/* NVLink enumeration. Direct links: for each peer in index order, one link per bonded NVLink,
+ * whose remote is that peer. With an NVSwitch fabric: as many links as the GPU's largest NV#
+ * count, each to an NVSwitch (two links per switch), never to a GPU. */
+/* More links than any GPU has ever had (18 on Hopper and Blackwell) can only be a switch fabric:
+ * a DGX A100 prints NV12 for all 7 peers although each GPU has 12 links, all to NVSwitches. */
+#define SIM_MAX_DIRECT_NVLINKS 18u
+
+static bool nvswitch_fabric(void) {
+        if (node.nvswitch)
+                return true;
+        for (unsigned g = 0; g < node.n_gpus; g++) {
+                unsigned n = 0;
+                for (unsigned p = 0; p < node.n_gpus; p++)
+                        if (p != g)
+                                n += topo_get_link(&node, g, p).nvlinks;
+                if (n > SIM_MAX_DIRECT_NVLINKS)
+                        return true;
+        }
+        return false;
+}
+
+static unsigned nvlink_count(unsigned g) {
+        unsigned n = 0, most = 0;
+        for (unsigned p = 0; p < node.n_gpus; p++) {
+                if (p == g)
+                        continue;
+                unsigned nv = topo_get_link(&node, g, p).nvlinks;
+                n += nv;
+                most = MAX(most, nv);
+        }
+        return nvswitch_fabric() ? most : n;
+}
+
+static int nvlink_peer(unsigned g, unsigned link) {
+        for (unsigned p = 0; p < node.n_gpus; p++) {
+                if (p == g)
+                        continue;
+                unsigned nv = topo_get_link(&node, g, p).nvlinks;
+                if (link < nv)
+                        return (int)p;
+                link -= nv;
+        }
+        return -1;
+}
+
+static bool bus_is_gpu(unsigned domain, unsigned bus) {
+        for (unsigned i = 0; i < node.n_gpus; i++) {
+                unsigned d = 0, b = 0, dev = 0, fn = 0;
+                if (parse_bus_id(node.gpu[i].bus_id, &d, &b, &dev, &fn) == 0 && d == domain && b == bus)
+                        return true;
+        }
+        return false;
+}
+
+static void nvswitch_pci(unsigned link, nvmlPciInfo_t *pci) {
+        /* Switch k lives on the k-th free bus counting down from 0xff: never a GPU's bus. */
+        unsigned k = link / 2, bus = 0xff;
+        for (;; bus--) {
+                if (bus_is_gpu(0, bus))
+                        continue;
+                if (k == 0)
+                        break;
+                k--;
+        }
+        fill_pci(pci, 0, bus, 0, NVSWITCH_PCI_DEVICE_ID);
+}
+
+static nvmlReturn_t nvlink_check(nvmlDevice_t device, unsigned link) {
+        CHECK(dev_check(device));
+        unsigned n = nvlink_count(device->index);
+        if (n == 0)
+                return NVML_ERROR_NOT_SUPPORTED; /* a PCIe-only GPU has no NVLink at all */
+        if (link >= n)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive) {
+        CHECK(nvlink_check(device, link));
+        if (!isActive)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *isActive = NVML_FEATURE_ENABLED;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+        CHECK(nvlink_check(device, link));
+        if (!pci)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (nvswitch_fabric()) {
+                nvswitch_pci(link, pci);
+                return NVML_SUCCESS;
+        }
+        int peer = nvlink_peer(device->index, link);
+        if (peer < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        gpu_pci((unsigned)peer, pci);
+        return NVML_SUCCESS;
+}
+
+/* ---- processes ---- */
+
+struct proc_view {
+        uint32_t pid;
+        uint64_t used;
+        uint32_t sm, mem;
+        uint64_t start_us, sample_us;
+};
+
+/* Snapshot of the GPU's live processes (pruned). Returns the count (<= SIM_MAX_PROCS). */
+static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_n) {
+        CHECK(lock_state());
+        sim_state_prune_locked(state);
+        unsigned n = 0;
+        for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+                const struct sim_proc *p = &state->proc[i];
+                if (!p->pid || p->gpu != gpu)
+                        continue;
+                out[n++] = (struct proc_view){ .pid = p->pid, .used = p->used_bytes, .sm = p->sm_util,
+                                               .mem = p->mem_util, .start_us = p->start_us,
+                                               .sample_us = p->sample_us };
+        }
+        sim_state_unlock(state);
+        *ret_n = n;
+        return NVML_SUCCESS;
+}
+
+/* The size protocol shared by the three process calls: returns SUCCESS when infos may be
+ * filled with *infoCount entries. */
+static nvmlReturn_t procs_protocol(nvmlDevice_t device, unsigned int *infoCount, const void *infos,
+                                   struct proc_view *views, unsigned *ret_n) {
+        CHECK(dev_check(device));
+        if (!infoCount)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        unsigned n;
+        CHECK(procs_of(device->index, views, &n));
+        if (*infoCount < n || (!infos && n > 0)) {
+                *infoCount = n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        *infoCount = n;
+        *ret_n = n;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos) {
+        struct proc_view views[SIM_MAX_PROCS];
+        unsigned n;
+        CHECK(procs_protocol(device, infoCount, infos, views, &n));
+        for (unsigned i = 0; i < n; i++)
+                infos[i] = (nvmlProcessInfo_t){ .pid = views[i].pid, .usedGpuMemory = views[i].used,
+                                                .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
+                                                .computeInstanceId = NVML_INVALID_INSTANCE_ID };
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos) {
+        return running_processes(device, infoCount, infos);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos) {
+        return running_processes(device, infoCount, infos);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                           nvmlProcessInfo_v1_t *infos) {
+        struct proc_view views[SIM_MAX_PROCS];
+        unsigned n;
+        CHECK(procs_protocol(device, infoCount, infos, views, &n));
+        for (unsigned i = 0; i < n; i++)
+                infos[i] = (nvmlProcessInfo_v1_t){ .pid = views[i].pid, .usedGpuMemory = views[i].used };
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization) {
+        CHECK(dev_check(device));
+        if (!utilization)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        CHECK(lock_state());
+        sim_state_prune_locked(state);
+        unsigned mem;
+        unsigned gpu = sim_gpu_util_locked(state, device->index, &mem);
+        sim_state_unlock(state);
+        utilization->gpu = gpu;
+        utilization->memory = mem;
+        return NVML_SUCCESS;
+}
+
+/* The driver samples every process each SIM_SAMPLE_PERIOD_US; a sample's timestamp is the
+ * latest period boundary (or the process's last explicit update, if later). */
+_public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                      unsigned int *processSamplesCount,
+                                                      unsigned long long lastSeenTimeStamp) {
+        CHECK(dev_check(device));
+        if (!processSamplesCount)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (gpu_of(device)->mig_mode == NVML_DEVICE_MIG_ENABLE)
+                return NVML_ERROR_NOT_SUPPORTED;
+        struct proc_view views[SIM_MAX_PROCS];
+        unsigned n, m = 0;
+        CHECK(procs_of(device->index, views, &n));
+        uint64_t tick = sim_now_us() / SIM_SAMPLE_PERIOD_US * SIM_SAMPLE_PERIOD_US;
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t ts = MAX(tick, views[i].sample_us);
+                if (ts < views[i].start_us || ts <= lastSeenTimeStamp)
+                        continue;
+                views[m] = views[i];
+                views[m].sample_us = ts;
+                m++;
+        }
+        if (m == 0)
+                return NVML_ERROR_NOT_FOUND;
+        if (!utilization || *processSamplesCount < m) {
+                *processSamplesCount = m;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (unsigned i = 0; i < m; i++)
+                utilization[i] = (nvmlProcessUtilizationSample_t){ .pid = views[i].pid, .timeStamp = views[i].sample_us,
+                                                                   .smUtil = views[i].sm, .memUtil = views[i].mem };
+        *processSamplesCount = m;
+        return NVML_SUCCESS;
+}
+
+/* ---- affinity, capabilities ---- */
+
+_public_ nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet) {
+        CHECK(dev_check(device));
+        if (!cpuSet || cpuSetSize == 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        const char *s = gpu_of(device)->cpu_affinity;
+        if (!*s)
+                return NVML_ERROR_NOT_SUPPORTED;
+        const unsigned bits = sizeof(unsigned long) * CHAR_BIT;
+        memset(cpuSet, 0, cpuSetSize * sizeof *cpuSet);
+        while (*s) {
+                char *end;
+                unsigned long lo = strtoul(s, &end, 10), hi = lo;
+                if (end == s)
+                        break;
+                if (*end == '-') {
+                        s = end + 1;
+                        hi = strtoul(s, &end, 10);
+                        if (end == s)
+                                break;
+                }
+                for (unsigned long c = lo; c <= hi && c / bits < cpuSetSize; c++)
+                        cpuSet[c / bits] |= 1UL << (c % bits);
+                s = *end == ',' ? end + 1 : end;
+                if (*end != ',')
+                        break;
+        }
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                  unsigned long *nodeSet, unsigned int scope) {
+        CHECK(dev_check(device));
+        if (!nodeSet || nodeSetSize == 0 || scope > 1 /* NODE 0, SOCKET 1 */)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        int numa = gpu_of(device)->numa_node;
+        if (numa < 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        const unsigned bits = sizeof(unsigned long) * CHAR_BIT;
+        memset(nodeSet, 0, nodeSetSize * sizeof *nodeSet);
+        if ((unsigned)numa / bits < nodeSetSize)
+                nodeSet[(unsigned)numa / bits] |= 1UL << ((unsigned)numa % bits);
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
+        CHECK(dev_check(device));
+        if (!major || !minor)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *major = gpu_of(device)->cc_major;
+        *minor = gpu_of(device)->cc_minor;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode) {
+        CHECK(dev_check(device));
+        if (!currentMode || !pendingMode)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        int m = gpu_of(device)->mig_mode;
+        if (m < 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *currentMode = *pendingMode = (unsigned)m;
+        return NVML_SUCCESS;
+}
+
+/* ---- sensors ---- */
+
+_public_ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, unsigned int sensorType, unsigned int *temp) {
+        CHECK(dev_check(device));
+        if (!temp || sensorType != NVML_TEMPERATURE_GPU)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        CHECK(lock_state());
+        sim_state_prune_locked(state);
+        *temp = sim_gpu_temperature_locked(state, device->index);
+        sim_state_unlock(state);
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+        CHECK(dev_check(device));
+        if (!power)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        unsigned limit = sim_power_limit_mw(gpu_of(device));
+        CHECK(lock_state());
+        sim_state_prune_locked(state);
+        *power = sim_gpu_power_mw_locked(state, device->index, limit);
+        sim_state_unlock(state);
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+        CHECK(dev_check(device));
+        if (!limit)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *limit = sim_power_limit_mw(gpu_of(device));
+        return NVML_SUCCESS;
+}
+
+/* ---- events ---- */
+
+#define SIM_SUPPORTED_EVENTS \
+        (nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)
+
+_public_ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
+        CHECK(dev_check(device));
+        if (!eventTypes)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *eventTypes = SIM_SUPPORTED_EVENTS;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!set)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        struct nvmlEventSet_st *s = calloc(1, sizeof *s);
+        if (!s)
+                return NVML_ERROR_MEMORY;
+        *set = s;
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!set)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        free(set);
+        return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
+        CHECK(dev_check(device));
+        if (!set)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (eventTypes & ~SIM_SUPPORTED_EVENTS)
+                return NVML_ERROR_NOT_SUPPORTED;
+        unsigned g = device->index;
+        CHECK(lock_state());
+        if (!set->types[g])
+                set->last_seq[g] = state->event_seq; /* only events from now on */
+        sim_state_unlock(state);
+        set->types[g] |= eventTypes;
+        return NVML_SUCCESS;
+}
+
+/* The oldest undelivered event of the set, or false. Lock held. */
+static bool next_event_locked(nvmlEventSet_t set, unsigned *ret_gpu, struct sim_xid *ret) {
+        bool found = false;
+        for (unsigned g = 0; g < node.n_gpus; g++) {
+                if (!(set->types[g] & nvmlEventTypeXidCriticalError))
+                        continue;
+                const struct sim_gpu_state *gs = &state->gpu[g];
+                uint64_t first = gs->xid_posted > SIM_XID_RING ? gs->xid_posted - SIM_XID_RING : 0;
+                for (uint64_t k = first; k < gs->xid_posted; k++) {
+                        const struct sim_xid *e = &gs->xid[k % SIM_XID_RING];
+                        if (e->seq <= set->last_seq[g])
+                                continue;
+                        if (!found || e->seq < ret->seq) {
+                                *ret = *e;
+                                *ret_gpu = g;
+                                found = true;
+                        }
+                        break; /* ring entries are in sequence order */
+                }
+        }
+        return found;
+}
+
+_public_ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!set || !data)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        uint64_t deadline = sim_now_us() + (uint64_t)timeoutms * 1000ULL;
+        for (;;) {
+                uint32_t seen = __atomic_load_n(&state->event_futex, __ATOMIC_ACQUIRE);
+                CHECK(lock_state());
+                unsigned g = 0;
+                struct sim_xid e = { 0 };
+                bool found = next_event_locked(set, &g, &e);
+                if (found)
+                        set->last_seq[g] = e.seq;
+                sim_state_unlock(state);
+                if (found) {
+                        *data = (nvmlEventData_t){ .device = &devices[g], .eventType = nvmlEventTypeXidCriticalError,
+                                                   .eventData = e.xid, .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
+                                                   .computeInstanceId = NVML_INVALID_INSTANCE_ID };
+                        return NVML_SUCCESS;
+                }
+                uint64_t now = sim_now_us();
+                if (now >= deadline)
+                        return NVML_ERROR_TIMEOUT;
+                uint64_t left_ms = (deadline - now + 999) / 1000;
+                sim_state_wait_event(state, seen, (unsigned)MIN(left_ms, 1000u));
+        }
+}
