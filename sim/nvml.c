@@ -674,7 +674,7 @@ _public_ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
 }
 
 /* The driver samples every process each SIM_SAMPLE_PERIOD_US; a sample's timestamp is the
- * latest period boundary (or the process's last explicit update, if later). */
+ * latest period boundary, or the process's start or last explicit update if later. */
 _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                                       unsigned int *processSamplesCount,
                                                       unsigned long long lastSeenTimeStamp) {
@@ -688,8 +688,8 @@ _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
         CHECK(procs_of(device->index, views, &n));
         uint64_t tick = sim_now_us() / SIM_SAMPLE_PERIOD_US * SIM_SAMPLE_PERIOD_US;
         for (unsigned i = 0; i < n; i++) {
-                uint64_t ts = MAX(tick, views[i].sample_us);
-                if (ts < views[i].start_us || ts <= lastSeenTimeStamp)
+                uint64_t ts = MAX(tick, MAX(views[i].start_us, views[i].sample_us));
+                if (ts <= lastSeenTimeStamp)
                         continue;
                 views[m] = views[i];
                 views[m].sample_us = ts;

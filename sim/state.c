@@ -57,14 +57,11 @@ unsigned sim_power_limit_mw(const struct topo_gpu *g) {
 static void state_fill(struct sim_state *s, const struct topo *t) {
         s->n_gpus = t->n_gpus;
         for (unsigned i = 0; i < TOPO_MAX_GPUS; i++) {
-                struct sim_gpu_state *g = &s->gpu[i];
-                uint64_t posted = g->xid_posted;
-                struct sim_xid ring[SIM_XID_RING];
-                memcpy(ring, g->xid, sizeof ring);
-                memset(g, 0, sizeof *g);
-                /* Keep the event history: event sets of live processes remember sequence numbers. */
-                g->xid_posted = posted;
-                memcpy(g->xid, ring, sizeof ring);
+                /* Keep the count of posted events: event sets of live processes remember sequence
+                 * numbers, which only ever grow. Emptied slots (seq 0) are never delivered. */
+                uint64_t posted = s->gpu[i].xid_posted;
+                memset(&s->gpu[i], 0, sizeof s->gpu[i]);
+                s->gpu[i].xid_posted = posted;
         }
         memset(s->proc, 0, sizeof s->proc);
 }

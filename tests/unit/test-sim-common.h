@@ -74,13 +74,13 @@ static void sim_shutdown_all(void) {
         sim_state_file[0] = '\0';
 }
 
-static void sim_remove_tmpdir(void) {
+_unused_ static void sim_remove_tmpdir(void) {
         if (sim_tmpdir[0])
                 rmdir(sim_tmpdir);
 }
 
 /* Parse a node file with the same parser the simulator uses, to compare answers with the file. */
-static int sim_parse_file(const char *path, struct topo *t) {
+_unused_ static int sim_parse_file(const char *path, struct topo *t) {
         _cleanup_(freep) char *text = NULL;
         size_t len;
         int r = read_file(path, 1 << 22, &text, &len);
@@ -91,7 +91,7 @@ static int sim_parse_file(const char *path, struct topo *t) {
 }
 
 /* Write text to a file in the temp dir; returns its path in buf. */
-static int sim_write_node(const char *name, const char *text, char *buf, size_t len) {
+_unused_ static int sim_write_node(const char *name, const char *text, char *buf, size_t len) {
         int n = snprintf(buf, len, "%s/%s", sim_tmpdir, name);
         if (n < 0 || (size_t)n >= len)
                 return -1;

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice-sim — change the simulated node's shared state from the shell: inject Xid events,
+ * lose / deny / restore GPUs, set utilization, add and remove GPU processes, dump or reset the
+ * state. Uses GPUSLICE_SIM_NODE / GPUSLICE_SIM_STATE exactly like the simulated libraries.
+ *
+ * Exit codes: 0 done, 1 the state could not be opened or changed, 2 bad command line (including
+ * a GPU index the node does not have), 3 the node description does not parse, 4 nothing to act
+ * on (no such process) or no room (process table full).
+ * It must never hold the state lock while printing or waiting.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/sim.h"
+#include "util/util.h"
+
+enum {
+        EXIT_OK = 0,
+        EXIT_RUNTIME = 1,
+        EXIT_USAGE = 2,
+        EXIT_DATA = 3,
+        EXIT_UNSAT = 4,
+};
+
+static struct topo node;
+static char node_path[PATH_MAX];
+
+static void usage(FILE *f) {
+        fputs("Usage: gpuslice-sim COMMAND [ARGS]\n"
+              "\n"
+              "Change the simulated GPU node's shared state (see docs/simulator.md). The node is\n"
+              "$GPUSLICE_SIM_NODE; the state file is $GPUSLICE_SIM_STATE, else\n"
+              "/dev/shm/gpuslice-sim-<hash of the node file's path>.\n"
+              "\n"
+              "Commands:\n"
+              "  xid GPU XID                 post an Xid event (critical error) on GPU\n"
+              "  lose GPU                    GPU falls off the bus: GPU_IS_LOST, and Xid 79 is posted\n"
+              "  deny GPU                    queries of GPU answer NO_PERMISSION\n"
+              "  restore GPU                 clear lost / no-permission\n"
+              "  util GPU PCT                set GPU utilization (0 = derive from its processes)\n"
+              "  proc add --gpu N --pid P --mem SIZE [--sm PCT] [--keep]\n"
+              "                              a process P holding SIZE (24GiB, 512MiB, bytes) on GPU N;\n"
+              "                              --keep: keep it even though P does not exist\n"
+              "  proc del --pid P            remove process P from every GPU\n"
+              "  show                        print the state\n"
+              "  reset                       back to an idle, healthy node (recreates a stale file)\n"
+              "  --help                      this text\n"
+              "\n"
+              "Exit codes: 0 done, 1 state error, 2 usage, 3 bad node description, 4 nothing to act on.\n",
+              f);
+}
+
+static int load_node(void) {
+        char err[512];
+        int r = sim_node_load(&node, node_path, sizeof node_path, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return r == -EINVAL ? EXIT_DATA : EXIT_RUNTIME;
+        }
+        return EXIT_OK;
+}
+
+static int open_state(struct sim_state **ret) {
+        int ex = load_node();
+        if (ex != EXIT_OK)
+                return ex;
+        char err[512];
+        int r = sim_state_open(&node, node_path, ret, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return EXIT_RUNTIME;
+        }
+        return EXIT_OK;
+}
+
+static int parse_gpu(const char *s, unsigned *ret) {
+        unsigned g;
+        if (parse_uint(s, UINT_MAX, &g) < 0) {
+                fprintf(stderr, "gpuslice-sim: '%s' is not a GPU index\n", s);
+                return EXIT_USAGE;
+        }
+        if (g >= node.n_gpus) {
+                fprintf(stderr, "gpuslice-sim: GPU %u does not exist (the node has %u GPUs)\n", g, node.n_gpus);
+                return EXIT_USAGE;
+        }
+        *ret = g;
+        return EXIT_OK;
+}
+
+static int lock_or_fail(struct sim_state *s) {
+        int r = sim_state_lock(s);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: cannot lock the state: %s\n", strerror(-r));
+                return EXIT_RUNTIME;
+        }
+        return EXIT_OK;
+}
+
+/* Commands taking GPU [VALUE]. */
+static int cmd_gpu(const char *cmd, int argc, char **argv) {
+        bool with_value = streq(cmd, "xid") || streq(cmd, "util");
+        if (argc != (with_value ? 3 : 2)) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim %s GPU%s\n", cmd,
+                        streq(cmd, "xid") ? " XID" : with_value ? " PCT" : "");
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex != EXIT_OK)
+                return ex;
+        unsigned gpu, value = 0;
+        ex = parse_gpu(argv[1], &gpu);
+        if (ex == EXIT_OK && with_value &&
+            parse_uint(argv[2], streq(cmd, "util") ? 100 : UINT32_MAX, &value) < 0) {
+                fprintf(stderr, "gpuslice-sim: '%s' is not a valid %s\n", argv[2],
+                        streq(cmd, "util") ? "percentage (0-100)" : "Xid number");
+                ex = EXIT_USAGE;
+        }
+        if (ex == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        uint32_t *flags = &s->gpu[gpu].flags;
+        if (streq(cmd, "xid"))
+                sim_state_post_xid_locked(s, gpu, value);
+        else if (streq(cmd, "lose")) {
+                __atomic_or_fetch(flags, SIM_GPU_LOST, __ATOMIC_RELEASE);
+                sim_state_post_xid_locked(s, gpu, 79); /* "GPU has fallen off the bus" */
+        } else if (streq(cmd, "deny"))
+                __atomic_or_fetch(flags, SIM_GPU_NO_PERMISSION, __ATOMIC_RELEASE);
+        else if (streq(cmd, "restore"))
+                __atomic_and_fetch(flags, ~(SIM_GPU_LOST | SIM_GPU_NO_PERMISSION), __ATOMIC_RELEASE);
+        else if (streq(cmd, "util"))
+                s->gpu[gpu].util_gpu = value;
+        sim_state_unlock(s);
+        sim_state_close(s);
+        return EXIT_OK;
+}
+
+static int cmd_proc(int argc, char **argv) {
+        if (argc < 2 || (!streq(argv[1], "add") && !streq(argv[1], "del"))) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim proc add|del ...\n");
+                return EXIT_USAGE;
+        }
+        bool add = streq(argv[1], "add");
+        static const struct option opts[] = {
+                { "gpu", required_argument, NULL, 'g' }, { "pid", required_argument, NULL, 'p' },
+                { "mem", required_argument, NULL, 'm' }, { "sm", required_argument, NULL, 's' },
+                { "keep", no_argument, NULL, 'k' },      { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        const char *gpu_s = NULL, *mem_s = NULL;
+        unsigned pid = 0, sm = 0;
+        bool keep = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'g': gpu_s = optarg; break;
+                case 'm': mem_s = optarg; break;
+                case 'k': keep = true; break;
+                case 'p':
+                        if (parse_uint(optarg, INT32_MAX, &pid) < 0 || pid == 0) {
+                                fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 's':
+                        if (parse_uint(optarg, 100, &sm) < 0) {
+                                fprintf(stderr, "gpuslice-sim: --sm wants a percentage (0-100), got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'h': usage(stdout); return EXIT_OK;
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1) {
+                fprintf(stderr, "gpuslice-sim: unexpected argument '%s'\n", argv[optind + 1]);
+                return EXIT_USAGE;
+        }
+        if (!pid || (add && (!gpu_s || !mem_s))) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim proc add --gpu N --pid P --mem SIZE [--sm PCT] "
+                                "[--keep] | proc del --pid P\n");
+                return EXIT_USAGE;
+        }
+        uint64_t mem = 0;
+        if (add && parse_size(mem_s, &mem) < 0) {
+                fprintf(stderr, "gpuslice-sim: '%s' is not a size (24GiB, 512MiB, bytes)\n", mem_s);
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex != EXIT_OK)
+                return ex;
+        unsigned gpu = 0;
+        if (add)
+                ex = parse_gpu(gpu_s, &gpu);
+        if (ex == EXIT_OK && add) {
+                uint64_t total = node.gpu[gpu].memory_total, room = total - sim_reserve_bytes(total);
+                if (mem > room) {
+                        fprintf(stderr, "gpuslice-sim: %s is more than GPU %u has (%" PRIu64 " bytes usable)\n", mem_s,
+                                gpu, room);
+                        ex = EXIT_UNSAT;
+                }
+        }
+        if (ex == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        if (add) {
+                struct sim_proc *p = NULL;
+                int r = sim_proc_get_locked(s, pid, gpu, &p);
+                if (r < 0) {
+                        ex = EXIT_UNSAT;
+                } else {
+                        p->used_bytes = mem;
+                        p->sm_util = sm;
+                        p->sample_us = sim_now_us();
+                        p->flags = keep ? SIM_PROC_KEEP : 0;
+                }
+        } else if (sim_proc_del_locked(s, pid) == 0)
+                ex = EXIT_UNSAT;
+        sim_state_unlock(s);
+        sim_state_close(s);
+        if (ex == EXIT_UNSAT)
+                fprintf(stderr, add ? "gpuslice-sim: the process table is full (%u entries)\n"
+                                    : "gpuslice-sim: no process %u on the node\n",
+                        add ? SIM_MAX_PROCS : pid);
+        return ex;
+}
+
+static int cmd_show(int argc, char **argv) {
+        (void)argv;
+        if (argc != 1) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim show\n");
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex != EXIT_OK)
+                return ex;
+        static struct sim_state copy;
+        if ((ex = lock_or_fail(s)) != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        sim_state_prune_locked(s);
+        memcpy(&copy, s, sizeof copy);
+        unsigned util[TOPO_MAX_GPUS], temp[TOPO_MAX_GPUS], power[TOPO_MAX_GPUS];
+        uint64_t used[TOPO_MAX_GPUS];
+        for (unsigned g = 0; g < node.n_gpus; g++) {
+                util[g] = sim_gpu_util_locked(s, g, NULL);
+                temp[g] = sim_gpu_temperature_locked(s, g);
+                power[g] = sim_gpu_power_mw_locked(s, g, sim_power_limit_mw(&node.gpu[g]));
+                used[g] = sim_state_used_locked(s, g);
+        }
+        sim_state_unlock(s);
+        sim_state_close(s);
+
+        char state_path[PATH_MAX];
+        if (sim_state_path(node_path, state_path, sizeof state_path) < 0)
+                state_path[0] = '\0';
+        printf("node    %s\nstate   %s (ABI %" PRIu32 ", %" PRIu64 " events, %" PRIu64 " lock recoveries)\n\n",
+               node_path, state_path, copy.abi_version, copy.event_seq, copy.lock_recoveries);
+        printf("GPU  %-28s %-7s %5s %5s %8s %21s  %s\n", "NAME", "HEALTH", "UTIL", "TEMP", "POWER", "MEMORY USED",
+               "LAST XID");
+        for (unsigned g = 0; g < node.n_gpus; g++) {
+                const struct sim_gpu_state *gs = &copy.gpu[g];
+                const char *health = gs->flags & SIM_GPU_LOST ? "lost"
+                                     : gs->flags & SIM_GPU_NO_PERMISSION ? "denied" : "ok";
+                uint64_t total = node.gpu[g].memory_total, reserve = sim_reserve_bytes(total);
+                char last[32] = "-";
+                if (gs->xid_posted && gs->xid[(gs->xid_posted - 1) % SIM_XID_RING].seq)
+                        snprintf(last, sizeof last, "%" PRIu64,
+                                 gs->xid[(gs->xid_posted - 1) % SIM_XID_RING].xid);
+                printf("%3u  %-28s %-7s %4u%% %4uC %7.1fW %8" PRIu64 " / %6" PRIu64 " MiB  %s\n", g, node.gpu[g].name,
+                       health, util[g], temp[g], power[g] / 1000.0, (used[g] + reserve) >> 20, total >> 20, last);
+        }
+        printf("\nGPU  %8s %8s %12s %5s  %s\n", "PID", "NS PID", "USED MiB", "SM", "SOURCE");
+        unsigned n = 0;
+        for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+                const struct sim_proc *p = &copy.proc[i];
+                if (!p->pid)
+                        continue;
+                n++;
+                char nspid[16] = "-";
+                if (p->ns_pid && p->ns_pid != p->pid)
+                        snprintf(nspid, sizeof nspid, "%" PRIu32, p->ns_pid);
+                printf("%3" PRIu32 "  %8" PRIu32 " %8s %12" PRIu64 " %4" PRIu32 "%%  %s\n", p->gpu, p->pid, nspid,
+                       p->used_bytes >> 20, p->sm_util,
+                       p->flags & SIM_PROC_CUDA ? "cuda" : p->flags & SIM_PROC_KEEP ? "manual, kept" : "manual");
+        }
+        if (!n)
+                printf("(no processes)\n");
+        return EXIT_OK;
+}
+
+static int cmd_reset(int argc, char **argv) {
+        (void)argv;
+        if (argc != 1) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim reset\n");
+                return EXIT_USAGE;
+        }
+        int ex = load_node();
+        if (ex != EXIT_OK)
+                return ex;
+        char path[PATH_MAX], err[512];
+        if (sim_state_path(node_path, path, sizeof path) < 0) {
+                fprintf(stderr, "gpuslice-sim: state path too long\n");
+                return EXIT_RUNTIME;
+        }
+        struct sim_state *s = NULL;
+        int r = sim_state_open_path(path, &node, node_path, &s, err, sizeof err);
+        if (r == -EPROTO) {
+                /* A file from another simulator version or another node: replace it. Processes that
+                 * still map the old file keep it; restart them. */
+                if (unlink(path) < 0) {
+                        fprintf(stderr, "gpuslice-sim: cannot remove stale state %s: %m\n", path);
+                        return EXIT_RUNTIME;
+                }
+                fprintf(stderr, "gpuslice-sim: replaced stale state file %s\n", path);
+                r = sim_state_open_path(path, &node, node_path, &s, err, sizeof err);
+        }
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return EXIT_RUNTIME;
+        }
+        if ((ex = lock_or_fail(s)) == EXIT_OK) {
+                sim_state_reset_locked(s, &node);
+                sim_state_unlock(s);
+        }
+        sim_state_close(s);
+        return ex;
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        const char *cmd = argv[1];
+        if (streq(cmd, "--help") || streq(cmd, "-h") || streq(cmd, "help")) {
+                usage(stdout);
+                return EXIT_OK;
+        }
+        for (int i = 2; i < argc; i++)
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        usage(stdout);
+                        return EXIT_OK;
+                }
+        if (streq(cmd, "xid") || streq(cmd, "lose") || streq(cmd, "deny") || streq(cmd, "restore") ||
+            streq(cmd, "util")) {
+                return cmd_gpu(cmd, argc - 1, argv + 1);
+        }
+        if (streq(cmd, "proc"))
+                return cmd_proc(argc - 1, argv + 1);
+        if (streq(cmd, "show"))
+                return cmd_show(argc - 1, argv + 1);
+        if (streq(cmd, "reset"))
+                return cmd_reset(argc - 1, argv + 1);
+        fprintf(stderr, "gpuslice-sim: unknown command '%s'\n\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+}
