@@ -72,8 +72,10 @@ static int read_sysfs_numa(struct nvml *n, const char *bus_id) {
         return (int)v;
 }
 
-/* Fill one GPU. Returns true when the GPU answered well enough to be asked about links. */
-static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nvmlDevice_t *ret_handle) {
+/* Fill one GPU. Returns true when the GPU answered well enough to be asked about links.
+ * *ret_pci_id gets its PCI device id (0 when unknown) to tell GPUs from NVSwitches. */
+static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nvmlDevice_t *ret_handle,
+                          unsigned *ret_pci_id) {
         struct nvml_error e;
         nvmlDevice_t h;
         int rc;
@@ -119,9 +121,10 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
         rc = NVCALL(n, nvmlDeviceGetPciInfo_v3, h, &pci);
-        if (rc == NVML_SUCCESS)
+        if (rc == NVML_SUCCESS) {
                 strnscpy(g->bus_id, sizeof(g->bus_id), pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
-        else if (gpu_fault(n, g, rc, "nvmlDeviceGetPciInfo_v3", false))
+                *ret_pci_id = pci.pciDeviceId;
+        } else if (gpu_fault(n, g, rc, "nvmlDeviceGetPciInfo_v3", false))
                 return false;
 
         unsigned minor;
@@ -179,11 +182,13 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
 
 /*
  * Count active NVLinks of GPU i by remote: to another GPU of this node (peer[j]) or to anything
- * else, which on NVIDIA systems is an NVSwitch (*ret_switch). Links are probed 0, 1, 2, … until
- * NVML says the link does not exist; the bound only guards against a library that never says so.
+ * else, which on NVIDIA systems is an NVSwitch (*ret_switch). A remote whose bus id we do not
+ * know but whose PCI device id is that of one of our GPUs is a GPU we could not query (lost,
+ * forbidden): not a switch, and not counted. Links are probed 0, 1, 2, … until NVML says the
+ * link does not exist; the bound only guards against a library that never says so.
  */
-static void probe_nvlinks(struct nvml *n, const struct topo *t, unsigned i, nvmlDevice_t h, unsigned *peer,
-                          unsigned *ret_switch) {
+static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *pci_id, unsigned i,
+                          nvmlDevice_t h, unsigned *peer, unsigned *ret_switch) {
         unsigned sw = 0;
         for (unsigned l = 0; l < NVML_MAX_NVLINKS_PROBED; l++) {
                 nvmlEnableState_t active = NVML_FEATURE_DISABLED;
@@ -206,7 +211,12 @@ static void probe_nvlinks(struct nvml *n, const struct topo *t, unsigned i, nvml
                         is_gpu = true;
                         break;
                 }
-                if (!is_gpu && !nvml_bus_id_equal(remote, t->gpu[i].bus_id))
+                if (is_gpu || nvml_bus_id_equal(remote, t->gpu[i].bus_id))
+                        continue;
+                bool unknown_gpu = false;
+                for (unsigned j = 0; j < t->n_gpus && !unknown_gpu; j++)
+                        unknown_gpu = pci_id[j] != 0 && pci_id[j] == pci.pciDeviceId;
+                if (!unknown_gpu)
                         sw++;
         }
         *ret_switch = sw;
@@ -242,14 +252,15 @@ int nvml_inventory(struct nvml *n, struct topo *ret, struct nvml_error *err) {
 
         nvmlDevice_t handle[TOPO_MAX_GPUS] = { 0 };
         bool ok[TOPO_MAX_GPUS] = { false };
+        unsigned pci_id[TOPO_MAX_GPUS] = { 0 };
         t->n_gpus = count;
         for (unsigned i = 0; i < count; i++)
-                ok[i] = gpu_inventory(n, i, &t->gpu[i], &handle[i]);
+                ok[i] = gpu_inventory(n, i, &t->gpu[i], &handle[i], &pci_id[i]);
 
         unsigned sw[TOPO_MAX_GPUS] = { 0 };
         for (unsigned i = 0; i < count; i++)
                 if (ok[i])
-                        probe_nvlinks(n, t, i, handle[i], peer[i], &sw[i]);
+                        probe_nvlinks(n, t, pci_id, i, handle[i], peer[i], &sw[i]);
 
         for (unsigned i = 0; i < count; i++)
                 for (unsigned j = i + 1; j < count; j++) {

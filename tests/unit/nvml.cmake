@@ -29,3 +29,10 @@ target_compile_definitions(test-nvml PRIVATE
   FAKE_NVML_INITFAIL="$<TARGET_FILE:fake-nvml-initfail>"
   FAKE_NVML_NOSHUTDOWN="$<TARGET_FILE:fake-nvml-noshutdown>")
 add_dependencies(test-nvml fake-nvml-node fake-nvml-old fake-nvml-noinit fake-nvml-initfail fake-nvml-noshutdown)
+
+gpuslice_unit_test(nvml-sim ${CMAKE_CURRENT_LIST_DIR}/test-nvml-sim.c)
+foreach(_sim_target gpuslice_sim_nvml gpuslice_sim_cli)
+  if(TARGET ${_sim_target})
+    add_dependencies(test-nvml-sim ${_sim_target})
+  endif()
+endforeach()

@@ -414,6 +414,14 @@ static void test_inventory_nvswitch_links(void **state) {
         assert_int_equal(topo_get_link(&f->t, 0, 3).nvlinks, 0); /* GPU3: NVLink not supported */
 }
 
+static void test_inventory_link_to_unqueried_gpu_not_a_switch(void **state) {
+        struct node_fixture *f = *state;
+        /* GPU1's links 2,3 end at lost GPU4 (bus id unknown to us, a GPU's PCI device id): if they
+         * were taken for switch links, GPU1 would join GPU0 and GPU2 through the "fabric". */
+        assert_int_equal(topo_get_link(&f->t, 0, 1).nvlinks, 2);
+        assert_int_equal(topo_get_link(&f->t, 1, 2).nvlinks, 0);
+}
+
 static void test_inventory_lost_gpu(void **state) {
         struct node_fixture *f = *state;
         const struct topo_gpu *g = &f->t.gpu[4];
@@ -774,6 +782,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_inventory_pcie_levels, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_direct_nvlinks, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_nvswitch_links, node_setup_inventory, node_teardown),
+                cmocka_unit_test_setup_teardown(test_inventory_link_to_unqueried_gpu_not_a_switch, node_setup_inventory,
+                                                node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_lost_gpu, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_forbidden_gpu, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_lost_midway, node_setup, node_teardown),

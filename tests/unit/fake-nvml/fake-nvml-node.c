@@ -5,7 +5,9 @@
  *
  *   GPU  bus id             topology              NVLinks
  *   0    00000000:1A:00.0   PIX with 1            links 0,1 → GPU1; link 2 down; links 3-5 → NVSwitch
- *   1    00000000:1B:00.0   SYS with 2,3          links 0,1 → GPU0 (remote given as "0000:1a:00.0")
+ *   1    00000000:1B:00.0   SYS with 2,3          links 0,1 → GPU0 (remote given as "0000:1a:00.0");
+ *                                                links 2,3 → GPU4 (lost: its bus id is unknown to
+ *                                                the binding, yet it is a GPU, not a switch)
  *   2    00000000:3D:00.0   PXB with 3            40 links, only 38,39 up → NVSwitch (past 36!)
  *   3    00000000:3E:00.0                         NVLink not supported
  *   4    00000000:5A:00.0   every query: GPU_IS_LOST
@@ -36,6 +38,8 @@ static const char *const bus_ids[N_GPUS] = {
         "00000000:3E:00.0", "00000000:5A:00.0", "00000000:5B:00.0",
 };
 #define SWITCH_BUS_ID "00000000:C1:00.0"
+#define GPU_PCI_ID 0x20B010DEu    /* A100-SXM4 */
+#define SWITCH_PCI_ID 0x1AF110DEu /* NVSwitch */
 
 static int refs;
 static int handle_fault[N_GPUS];
@@ -188,7 +192,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
         memset(pci, 0, sizeof(*pci));
         snprintf(pci->busId, sizeof(pci->busId), "%s", bus_ids[d->index]);
         snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s", bus_ids[d->index] + 4);
-        pci->pciDeviceId = 0x20B010DEu;
+        pci->pciDeviceId = GPU_PCI_ID;
         return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor) {
@@ -213,7 +217,7 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
 }
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *active) {
         CHECK_DEV(d);
-        unsigned n_links = d->index == 0 ? 6 : d->index == 1 ? 2 : d->index == 2 ? 40 : 0;
+        unsigned n_links = d->index == 0 ? 6 : d->index == 1 ? 4 : d->index == 2 ? 40 : 0;
         if (n_links == 0)
                 return NVML_ERROR_NOT_SUPPORTED;
         if (link >= n_links)
@@ -226,12 +230,17 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int li
         CHECK_DEV(d);
         memset(pci, 0, sizeof(*pci));
         const char *remote;
+        pci->pciDeviceId = GPU_PCI_ID;
         if (d->index == 0 && link < 2)
                 remote = bus_ids[1];
         else if (d->index == 1 && link < 2)
                 remote = "0000:1a:00.0"; /* legacy form, lower case: must still match GPU0 */
-        else
+        else if (d->index == 1)
+                remote = bus_ids[4];
+        else {
                 remote = SWITCH_BUS_ID;
+                pci->pciDeviceId = SWITCH_PCI_ID;
+        }
         snprintf(pci->busId, sizeof(pci->busId), "%s", remote);
         return NVML_SUCCESS;
 }
