@@ -1,0 +1,3 @@
+# Monitoring parsers: /proc/PID/cgroup, Engine API JSON, the HTTP request path.
+gpuslice_fuzz_target(cgroup ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-cgroup.c)
+target_link_libraries(fuzz-cgroup PRIVATE gpuslice_monitor)

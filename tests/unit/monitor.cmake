@@ -1,0 +1,3 @@
+# Monitoring: attribution, Engine API parsing, metrics text, HTTP server, labels, sampler.
+gpuslice_unit_test(monitor-cgroup ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-monitor-cgroup.c)
+target_link_libraries(test-monitor-cgroup PRIVATE gpuslice_monitor)
