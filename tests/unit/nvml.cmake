@@ -36,3 +36,7 @@ foreach(_sim_target gpuslice_sim_nvml gpuslice_sim_cli)
     add_dependencies(test-nvml-sim ${_sim_target})
   endif()
 endforeach()
+# The same tests through the default soname on the library search path, as production loads it.
+add_test(NAME unit-nvml-sim-soname COMMAND test-nvml-sim)
+set_tests_properties(unit-nvml-sim-soname PROPERTIES
+  ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/sim;GPUSLICE_TEST_DEFAULT_SONAME=1")

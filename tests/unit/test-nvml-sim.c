@@ -4,6 +4,10 @@
  * loaded by explicit path; faults injected with build/sim/gpuslice-sim): the inventory of every
  * reference topology equals the parsed file link for link, lost and forbidden GPUs are reported
  * per GPU, Xid events arrive, processes and utilization come through.
+ *
+ * Run a second time by ctest with LD_LIBRARY_PATH=build/sim and GPUSLICE_TEST_DEFAULT_SONAME=1:
+ * then every test loads NVML the way production does, nvml_open(NULL) → "libnvidia-ml.so.1"
+ * found on the library search path.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -73,6 +77,12 @@ static void parse_file(const char *file, struct topo *ret) {
         assert_int_equal(r, 0);
 }
 
+/* The explicit simulator path, or NULL (the default soname) in the library-search-path run. */
+static const char *library(void) {
+        const char *e = getenv("GPUSLICE_TEST_DEFAULT_SONAME");
+        return e && streq(e, "1") ? NULL : SIM_NVML;
+}
+
 /* Open the simulated NVML on `file`; the fixture is freed by teardown. */
 static struct fixture *start(void **state, const char *file) {
         struct fixture *f = calloc(1, sizeof(*f));
@@ -81,7 +91,7 @@ static struct fixture *start(void **state, const char *file) {
         parse_file(file, &f->want);
         select_node(file);
         struct nvml_error err = { 0 };
-        int r = nvml_open(SIM_NVML, &f->n, &err);
+        int r = nvml_open(library(), &f->n, &err);
         if (r < 0)
                 print_error("nvml_open: %s: %s\n", err.func, err.text);
         assert_int_equal(r, 0);
@@ -419,7 +429,7 @@ static void test_no_node_is_driver_not_loaded_or_similar(void **state) {
         unsetenv("GPUSLICE_SIM_NODE");
         struct nvml *n = NULL;
         struct nvml_error err = { 0 };
-        int r = nvml_open(SIM_NVML, &n, &err);
+        int r = nvml_open(library(), &n, &err);
         assert_true(r < 0);
         assert_null(n);
         assert_int_equal(r, nvml_errno(err.nvml_code));

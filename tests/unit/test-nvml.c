@@ -137,6 +137,20 @@ static void test_open_nonexistent_path(void **state) {
         assert_non_null(strstr(err.text, "/nonexistent/libnvidia-ml.so.1"));
 }
 
+static void test_open_default_is_versioned_soname(void **state) {
+        (void)state;
+        struct nvml *n = NULL;
+        struct nvml_error err = { 0 };
+        int r = nvml_open(NULL, &n, &err);
+        if (r == 0) { /* a machine with a driver (or the simulator on the library path) */
+                nvml_close(n);
+                return;
+        }
+        assert_null(n);
+        if (r == -ELIBACC)
+                assert_non_null(strstr(err.text, "libnvidia-ml.so.1"));
+}
+
 static void test_open_missing_init(void **state) {
         (void)state;
         struct nvml *n = NULL;
@@ -759,6 +773,7 @@ int main(void) {
                 cmocka_unit_test(test_errno_lost_is_unique),
                 cmocka_unit_test(test_code_names),
                 cmocka_unit_test(test_open_nonexistent_path),
+                cmocka_unit_test(test_open_default_is_versioned_soname),
                 cmocka_unit_test(test_open_missing_init),
                 cmocka_unit_test(test_open_missing_shutdown),
                 cmocka_unit_test(test_open_init_fails_keeps_text),
