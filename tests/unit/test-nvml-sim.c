@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -366,6 +367,39 @@ static void test_events_skip_lost_gpu(void **state) {
         nvml_events_free(e);
 }
 
+struct waiter {
+        struct nvml_events *e;
+        int r;
+        struct nvml_event ev;
+};
+
+static void *wait_thread(void *arg) {
+        struct waiter *w = arg;
+        w->r = nvml_events_wait(w->e, 10000, &w->ev, NULL);
+        return NULL;
+}
+
+/* The health thread waits on events while the main thread keeps querying the same struct nvml. */
+static void test_events_wait_beside_queries(void **state) {
+        struct fixture *f = start(state, TOPO("dgx1-v100-hybrid-cube-mesh.topo"));
+        struct waiter w = { 0 };
+        assert_int_equal(nvml_events_new(f->n, 0, &w.e, NULL), 0);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+        for (unsigned k = 0; k < 3; k++) {
+                inventory(f);
+                check_links(TOPO("dgx1-v100-hybrid-cube-mesh.topo"), &f->want, &f->got);
+                struct nvml_utilization u;
+                assert_int_equal(nvml_device_utilization(f->n, k, &u, NULL), 0);
+        }
+        assert_int_equal(sim_cli("xid", "6", "62"), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_int_equal(w.r, 1);
+        assert_int_equal(w.ev.gpu, 6);
+        assert_int_equal(w.ev.xid, 62);
+        nvml_events_free(w.e);
+}
+
 /* ---- processes, utilization ---- */
 
 static void test_processes(void **state) {
@@ -455,6 +489,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_events_in_order, teardown),
                 cmocka_unit_test_teardown(test_events_timeout, teardown),
                 cmocka_unit_test_teardown(test_events_skip_lost_gpu, teardown),
+                cmocka_unit_test_teardown(test_events_wait_beside_queries, teardown),
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_utilization, teardown),
                 cmocka_unit_test_teardown(test_sensors, teardown),
