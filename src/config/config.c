@@ -1,0 +1,1196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config — option table, value validation, the INI-style file parser, the dump and the flag parser.
+ * It must never log, exit, keep global mutable state, or leave a caller's config half-updated:
+ * every entry point works on a copy and writes back only after complete success.
+ */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "util/util.h"
+
+enum opt_type {
+        T_PATH,      /* absolute path, required */
+        T_PATH_OPT,  /* absolute path or "" */
+        T_LIBRARY,   /* soname (no '/') or absolute path, required */
+        T_ENUM,      /* one name of opt->names */
+        T_FLAGS,     /* comma-separated names of opt->names, bit i = names[i] */
+        T_BOOL,
+        T_DURATION,  /* seconds, written 30s / 2m / 1h30m */
+        T_XIDS,      /* comma-separated Xid numbers */
+        T_SIZE,      /* bytes, written 256MiB */
+        T_ADDRESS,   /* HOST:PORT or "" */
+        T_URL,       /* unix:///path, http://host:port, tcp://host:port, or "" */
+        T_RESOURCE,  /* Kubernetes extended resource name or "" */
+        T_CDI_KIND,  /* vendor/class */
+};
+
+struct opt_def {
+        enum opt_type type;
+        size_t offset, size;
+        const char *const *names; /* T_ENUM / T_FLAGS */
+        size_t n_names;
+        uint64_t min, max;        /* T_DURATION / T_SIZE (T_FLAGS: min = at least one bit) */
+        const char *expect;       /* what a valid value looks like, for error messages */
+};
+
+static const char *const profile_names[] = { "default", "gpuslice", "tencent", "aliyun" };
+static const char *const id_strategy_names[] = { "uuid", "index" };
+static const char *const list_strategy_names[] = { "envvar", "cdi" };
+static const char *const policy_names[] = { "binpack", "spread" };
+static const char *const log_level_names[] = { "error", "warn", "info", "debug" };
+static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
+
+#define NAMES(a) (a), ELEMENTSOF(a)
+#define NO_NAMES NULL, 0
+#define FIELD(f) offsetof(struct gpuslice_config, f), sizeof(((struct gpuslice_config *)0)->f)
+#define DAY ((uint64_t)24 * 3600)
+
+/* X(key, flag, metavar, help, type, field, names, min, max, expect) — documentation order. */
+#define CONFIG_OPTION_LIST(X)                                                                          \
+        X("agent.state-dir", "state-dir", "DIR", "directory of the agent's state file", T_PATH,       \
+          FIELD(state_dir), NO_NAMES, 0, 0, "an absolute path")                                         \
+        X("agent.log-level", "log-level", "LEVEL", "error, warn, info or debug", T_ENUM,              \
+          FIELD(log_level), NAMES(log_level_names), 0, 0, "one of error, warn, info, debug")          \
+        X("kubelet.plugin-dir", "plugin-dir", "DIR", "kubelet device plugin directory", T_PATH,       \
+          FIELD(plugin_dir), NO_NAMES, 0, 0, "an absolute path")                                        \
+        X("kubelet.pod-resources-socket", "pod-resources-socket", "PATH",                             \
+          "kubelet PodResources API socket", T_PATH, FIELD(pod_resources_socket), NO_NAMES, 0, 0,     \
+          "an absolute path")                                                                          \
+        X("nvml.library", "nvml-library", "LIB", "NVML library to dlopen (soname or absolute path)",  \
+          T_LIBRARY, FIELD(nvml_library), NO_NAMES, 0, 0,                                              \
+          "a library soname like libnvidia-ml.so.1 or an absolute path")                              \
+        X("resources.profile", "resource-profile", "PROFILE",                                         \
+          "resource names: default, gpuslice, tencent or aliyun", T_ENUM, FIELD(profile),            \
+          NAMES(profile_names), 0, 0, "one of default, gpuslice, tencent, aliyun")                    \
+        X("resources.whole-gpu-name", "resource-name", "NAME",                                        \
+          "whole-GPU resource name (empty: nvidia.com/gpu)", T_RESOURCE, FIELD(whole_gpu_resource),  \
+          NO_NAMES, 0, 0, "a resource name like nvidia.com/gpu")                                       \
+        X("devices.id-strategy", "device-id-strategy", "STRATEGY",                                    \
+          "NVIDIA_VISIBLE_DEVICES lists uuid or index", T_ENUM, FIELD(device_id_strategy),           \
+          NAMES(id_strategy_names), 0, 0, "one of uuid, index")                                       \
+        X("devices.list-strategy", "device-list-strategy", "LIST",                                    \
+          "how devices reach the container: envvar, cdi or both", T_FLAGS,                            \
+          FIELD(device_list_strategy), NAMES(list_strategy_names), 1, 0,                              \
+          "a comma-separated list of envvar, cdi (or both)")                                          \
+        X("devices.cdi-kind", "cdi-kind", "VENDOR/CLASS", "CDI kind of the device names", T_CDI_KIND, \
+          FIELD(cdi_vendor), NO_NAMES, 0, 0, "a CDI kind like gpuslice.io/gpu")                         \
+        X("devices.dev-root", "dev-root", "DIR", "host root that holds /dev", T_PATH, FIELD(dev_root), \
+          NO_NAMES, 0, 0, "an absolute path")                                                           \
+        X("health.disabled", "health-disabled", NULL, "do not watch GPU health", T_BOOL,              \
+          FIELD(health_disabled), NO_NAMES, 0, 0, "true or false")                                      \
+        X("health.xid-ignore", "health-xid-ignore", "LIST", "Xids that do not make a GPU unhealthy",  \
+          T_XIDS, FIELD(xid_ignore), NO_NAMES, 0, 999999, "a comma-separated list of Xid numbers")        \
+        X("health.quiet-period", "health-quiet-period", "DURATION",                                   \
+          "fault-free time before a GPU is healthy again", T_DURATION,                                \
+          FIELD(health_quiet_period_sec), NO_NAMES, 0, DAY, "a duration like 30s or 2m")               \
+        X("metrics.address", "metrics-address", "HOST:PORT", "metrics/health HTTP listener, empty: off", \
+          T_ADDRESS, FIELD(metrics_address), NO_NAMES, 0, 0, "HOST:PORT like 127.0.0.1:9400, or empty") \
+        X("metrics.compat", "metrics-compat", "LIST", "extra metric families: pod-used-gpu-mem, gpu-manager", \
+          T_FLAGS, FIELD(metrics_compat), NAMES(compat_names), 0, 0,                                 \
+          "a comma-separated list of pod-used-gpu-mem, gpu-manager, or empty")                        \
+        X("monitor.proc-root", "proc-root", "DIR", "where /proc is mounted", T_PATH, FIELD(proc_root), \
+          NO_NAMES, 0, 0, "an absolute path")                                                           \
+        X("monitor.cri-socket", "cri-socket", "PATH", "CRI runtime socket for pod names, empty: off", \
+          T_PATH_OPT, FIELD(cri_socket), NO_NAMES, 0, 0, "an absolute path or empty")                  \
+        X("monitor.engine", "engine", "URL", "Docker-compatible Engine API, empty: off", T_URL,       \
+          FIELD(engine_url), NO_NAMES, 0, 0,                                                           \
+          "a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or empty")             \
+        X("monitor.sample-interval", "sample-interval", "DURATION", "GPU usage sampling period",      \
+          T_DURATION, FIELD(sample_interval_sec), NO_NAMES, 1, 3600,                                   \
+          "a duration like 5s or 1m (1s to 1h)")                                                      \
+        X("monitor.nfd-features-file", "nfd-features-file", "PATH",                                   \
+          "Node Feature Discovery features file to write, empty: off", T_PATH_OPT,                    \
+          FIELD(nfd_features_file), NO_NAMES, 0, 0, "an absolute path or empty")                       \
+        X("sharing.policy", "allocation-policy", "POLICY", "GPU choice for fractions: binpack or spread", \
+          T_ENUM, FIELD(alloc_policy), NAMES(policy_names), 0, 0, "one of binpack, spread")           \
+        X("sharing.memory-unit", "memory-unit", "SIZE", "GPU memory per memory device ID, 0: profile's", \
+          T_SIZE, FIELD(memory_unit_bytes), NO_NAMES, 1ULL << 20, 1ULL << 40,                          \
+          "a size like 256MiB or 1GiB (1MiB to 1TiB), or 0")                                          \
+        X("sharing.interposer", "interposer", "PATH", "host path of libgpuslice-cuda.so", T_PATH,      \
+          FIELD(interposer_library), NO_NAMES, 0, 0, "an absolute path")                               \
+        X("sharing.limit-when-alone", "limit-when-alone", NULL,                                       \
+          "throttle compute even when a container is alone on its GPU", T_BOOL,                       \
+          FIELD(limit_when_alone), NO_NAMES, 0, 0, "true or false")
+
+#define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
+static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
+
+#define X_DEF(key, flag, metavar, help, type, field, names, min, max, expect) \
+        { type, field, names, min, max, expect },
+static const struct opt_def defs[] = { CONFIG_OPTION_LIST(X_DEF) };
+
+_Static_assert(ELEMENTSOF(options) == ELEMENTSOF(defs), "option tables out of step");
+_Static_assert(ELEMENTSOF(profile_names) == _CONFIG_PROFILE_MAX, "profile names");
+_Static_assert(ELEMENTSOF(log_level_names) == _CONFIG_LOG_MAX, "log level names");
+_Static_assert(ELEMENTSOF(policy_names) == _CONFIG_POLICY_MAX, "policy names");
+_Static_assert(ELEMENTSOF(id_strategy_names) == _CONFIG_DEVICE_ID_MAX, "id strategy names");
+/* T_ENUM fields are written as int */
+_Static_assert(sizeof(enum config_profile) == sizeof(int) && sizeof(enum config_log_level) == sizeof(int) &&
+                       sizeof(enum config_alloc_policy) == sizeof(int) &&
+                       sizeof(enum config_device_id_strategy) == sizeof(int),
+               "enum size");
+
+/* Sections of the file, in dump order. */
+static const char *const sections[] = { "agent", "kubelet", "nvml", "resources", "devices",
+                                        "health", "metrics", "monitor", "sharing" };
+
+static const struct config_profile_info profiles[] = {
+        [CONFIG_PROFILE_DEFAULT] = { "default", NULL, NULL, 0 },
+        [CONFIG_PROFILE_GPUSLICE] = { "gpuslice", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory",
+                                      256ULL << 20 },
+        [CONFIG_PROFILE_TENCENT] = { "tencent", "tencent.com/vcuda-core", "tencent.com/vcuda-memory",
+                                     256ULL << 20 },
+        [CONFIG_PROFILE_ALIYUN] = { "aliyun", NULL, "aliyun.com/gpu-mem", 1ULL << 30 },
+};
+
+#define DEFAULT_WHOLE_GPU_RESOURCE "nvidia.com/gpu"
+
+/* ---- error text ----------------------------------------------------------------------------- */
+
+static void _printf_(3, 4) errf(char *err, size_t errlen, const char *fmt, ...) {
+        if (!err || errlen == 0)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+/* Prefix err with "PREFIX: " in place. */
+static void err_prefix(char *err, size_t errlen, const char *prefix) {
+        if (!err || errlen == 0)
+                return;
+        char tmp[512];
+        strscpy(tmp, err, sizeof tmp);
+        snprintf(err, errlen, "%s: %s", prefix, tmp);
+}
+
+/* A value as it may appear inside '…' in a message: at most 64 bytes, non-printables as \xNN. */
+static const char *shown(const char *s, char *buf, size_t len) {
+        size_t o = 0;
+        for (size_t i = 0; s[i] && o + 5 < len; i++) {
+                unsigned char c = (unsigned char)s[i];
+                if (i >= 64) {
+                        snprintf(buf + o, len - o, "...");
+                        return buf;
+                }
+                if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\')
+                        o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+                else
+                        buf[o++] = (char)c;
+        }
+        buf[MIN(o, len - 1)] = '\0';
+        return buf;
+}
+
+/* ---- value parsers: 0 or -EINVAL, output written only on success ----------------------------- */
+
+static bool has_ctrl(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        return true;
+        return false;
+}
+
+static int parse_bool(const char *s, bool *ret) {
+        static const char *const yes[] = { "true", "yes", "on", "1" };
+        static const char *const no[] = { "false", "no", "off", "0" };
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+/* "90", "30s", "2m", "1h30m", "1d". Bare numbers are seconds. */
+static int parse_duration(const char *s, uint64_t *ret) {
+        uint64_t total = 0;
+        if (!isdigit((unsigned char)*s))
+                return -EINVAL;
+        while (*s) {
+                uint64_t v = 0;
+                if (!isdigit((unsigned char)*s))
+                        return -EINVAL;
+                for (; isdigit((unsigned char)*s); s++) {
+                        if (v > (UINT64_MAX - 9) / 10)
+                                return -ERANGE;
+                        v = v * 10 + (uint64_t)(*s - '0');
+                }
+                uint64_t mult;
+                switch (*s) {
+                case '\0':
+                        if (total != 0)
+                                return -EINVAL; /* "1m30" */
+                        mult = 1;
+                        break;
+                case 's': mult = 1; s++; break;
+                case 'm': mult = 60; s++; break;
+                case 'h': mult = 3600; s++; break;
+                case 'd': mult = DAY; s++; break;
+                default: return -EINVAL;
+                }
+                if (v > UINT64_MAX / mult || total > UINT64_MAX - v * mult)
+                        return -ERANGE;
+                total += v * mult;
+        }
+        *ret = total;
+        return 0;
+}
+
+static void format_duration(uint64_t sec, char *buf, size_t len) {
+        if (sec != 0 && sec % DAY == 0)
+                snprintf(buf, len, "%" PRIu64 "d", sec / DAY);
+        else if (sec != 0 && sec % 3600 == 0)
+                snprintf(buf, len, "%" PRIu64 "h", sec / 3600);
+        else if (sec != 0 && sec % 60 == 0)
+                snprintf(buf, len, "%" PRIu64 "m", sec / 60);
+        else
+                snprintf(buf, len, "%" PRIu64 "s", sec);
+}
+
+static void format_bytes(uint64_t b, char *buf, size_t len) {
+        static const struct {
+                const char *suffix;
+                unsigned shift;
+        } u[] = { { "TiB", 40 }, { "GiB", 30 }, { "MiB", 20 }, { "KiB", 10 } };
+        for (size_t i = 0; i < ELEMENTSOF(u); i++)
+                if (b != 0 && b % (1ULL << u[i].shift) == 0) {
+                        snprintf(buf, len, "%" PRIu64 "%s", b >> u[i].shift, u[i].suffix);
+                        return;
+                }
+        snprintf(buf, len, "%" PRIu64, b);
+}
+
+static bool valid_path(const char *s, size_t size) {
+        return s[0] == '/' && strlen(s) < size && !has_ctrl(s);
+}
+
+static bool valid_library(const char *s, size_t size) {
+        if (s[0] == '\0' || strlen(s) >= size || has_ctrl(s))
+                return false;
+        if (s[0] == '/')
+                return true;
+        return !strchr(s, '/'); /* a soname: the loader's search path decides */
+}
+
+static bool is_alnum(char c) {
+        return isascii((unsigned char)c) && isalnum((unsigned char)c);
+}
+
+/* DNS-1123 subdomain: lowercase labels of [a-z0-9-] joined by '.', each starting and ending alnum. */
+static bool valid_dns_subdomain(const char *s, size_t n) {
+        if (n == 0 || n > 253)
+                return false;
+        size_t label = 0;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (c == '.') {
+                        if (label == 0 || s[i - 1] == '-')
+                                return false;
+                        label = 0;
+                        continue;
+                }
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+                        return false;
+                if (label == 0 && c == '-')
+                        return false;
+                if (++label > 63)
+                        return false;
+        }
+        return label > 0 && s[n - 1] != '-';
+}
+
+/* Kubernetes qualified name part: [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63. */
+static bool valid_qualified_name(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 63 || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+                        return false;
+        return true;
+}
+
+static bool valid_resource_name(const char *s) {
+        const char *slash = strchr(s, '/');
+        if (!slash || !valid_dns_subdomain(s, (size_t)(slash - s)) || !valid_qualified_name(slash + 1))
+                return false;
+        /* kubernetes.io and its subdomains are reserved for the core resources */
+        size_t plen = (size_t)(slash - s);
+        static const char reserved[] = "kubernetes.io";
+        size_t rlen = sizeof reserved - 1;
+        if (plen >= rlen && memcmp(s + plen - rlen, reserved, rlen) == 0 &&
+            (plen == rlen || s[plen - rlen - 1] == '.'))
+                return false;
+        return true;
+}
+
+/* CDI: vendor and class start with a letter and end alnum; vendor may hold '.', both '-' and '_'. */
+static bool valid_cdi_part(const char *s, size_t n, bool vendor) {
+        if (n == 0 || n >= CONFIG_NAME_MAX || !isascii((unsigned char)s[0]) ||
+            !isalpha((unsigned char)s[0]) || !is_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && !(vendor && s[i] == '.'))
+                        return false;
+        return true;
+}
+
+/* HOST:PORT — host is a name, an IPv4 address, [IPv6] or empty (all addresses); port 1-65535. */
+static bool valid_address(const char *s) {
+        const char *colon = strrchr(s, ':');
+        if (!colon || strlen(s) >= CONFIG_ADDRESS_MAX)
+                return false;
+        unsigned port;
+        if (parse_uint(colon + 1, 65535, &port) < 0 || port == 0 || colon[1] == '0')
+                return false;
+        size_t hlen = (size_t)(colon - s);
+        if (hlen > 0 && s[0] == '[') {
+                if (hlen < 3 || s[hlen - 1] != ']')
+                        return false;
+                for (size_t i = 1; i < hlen - 1; i++)
+                        if (!isxdigit((unsigned char)s[i]) && s[i] != ':' && s[i] != '.')
+                                return false;
+                return true;
+        }
+        for (size_t i = 0; i < hlen; i++)
+                if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '.')
+                        return false;
+        return true;
+}
+
+static bool valid_url(const char *s) {
+        if (strlen(s) >= CONFIG_PATH_MAX || has_ctrl(s) || strchr(s, ' '))
+                return false;
+        if (startswith(s, "unix://"))
+                return s[7] == '/' && s[8] != '\0';
+        const char *rest = NULL;
+        if (startswith(s, "http://"))
+                rest = s + 7;
+        else if (startswith(s, "tcp://"))
+                rest = s + 6;
+        if (!rest)
+                return false;
+        char hostport[CONFIG_ADDRESS_MAX];
+        size_t n = strcspn(rest, "/");
+        if (n == 0 || n >= sizeof hostport)
+                return false;
+        strnscpy(hostport, sizeof hostport, rest, n);
+        return valid_address(hostport) && hostport[0] != ':';
+}
+
+/* Comma-separated list: calls f on each trimmed item (empty items are errors). "" is no items. */
+static int for_each_item(const char *s, int (*f)(const char *item, void *userdata), void *userdata) {
+        while (*s == ' ' || *s == '\t')
+                s++;
+        if (*s == '\0')
+                return 0;
+        for (;;) {
+                const char *end = strchr(s, ',');
+                size_t n = end ? (size_t)(end - s) : strlen(s);
+                char item[64];
+                while (n > 0 && (*s == ' ' || *s == '\t'))
+                        s++, n--;
+                while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                        n--;
+                if (n == 0 || n >= sizeof item)
+                        return -EINVAL;
+                strnscpy(item, sizeof item, s, n);
+                int r = f(item, userdata);
+                if (r < 0)
+                        return r;
+                if (!end)
+                        return 0;
+                s = end + 1;
+        }
+}
+
+struct flags_ctx {
+        const struct opt_def *def;
+        unsigned bits;
+};
+
+static int flags_item(const char *item, void *userdata) {
+        struct flags_ctx *c = userdata;
+        if (c->def->names == list_strategy_names && streq(item, "both")) {
+                c->bits |= CONFIG_DEVICE_LIST_ENVVAR | CONFIG_DEVICE_LIST_CDI;
+                return 0;
+        }
+        for (size_t i = 0; i < c->def->n_names; i++)
+                if (streq(item, c->def->names[i])) {
+                        c->bits |= 1U << i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+struct xids_ctx {
+        unsigned v[CONFIG_XID_MAX];
+        size_t n;
+        uint64_t max;
+};
+
+static int xids_item(const char *item, void *userdata) {
+        struct xids_ctx *c = userdata;
+        unsigned x;
+        if (parse_uint(item, (unsigned)c->max, &x) < 0)
+                return -EINVAL;
+        for (size_t i = 0; i < c->n; i++)
+                if (c->v[i] == x)
+                        return -EINVAL;
+        if (c->n >= CONFIG_XID_MAX)
+                return -E2BIG;
+        c->v[c->n++] = x;
+        return 0;
+}
+
+/* ---- the one validating setter ---------------------------------------------------------------- */
+
+static const struct opt_def *def_of(const struct config_option *o) {
+        return &defs[o - options];
+}
+
+/* Apply value to cfg; name is what messages call the option (a key or a --flag). */
+static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value,
+                      const char *name, char *err, size_t errlen) {
+        const struct opt_def *d = def_of(o);
+        char *field = (char *)cfg + d->offset;
+        char sbuf[96];
+        int r;
+
+        switch (d->type) {
+        case T_PATH:
+        case T_PATH_OPT:
+                if (d->type == T_PATH_OPT && value[0] == '\0')
+                        break;
+                if (!valid_path(value, d->size))
+                        goto invalid;
+                break;
+        case T_LIBRARY:
+                if (!valid_library(value, d->size))
+                        goto invalid;
+                break;
+        case T_RESOURCE:
+                if (value[0] != '\0' && (strlen(value) >= d->size || !valid_resource_name(value)))
+                        goto invalid;
+                break;
+        case T_ADDRESS:
+                if (value[0] != '\0' && !valid_address(value))
+                        goto invalid;
+                break;
+        case T_URL:
+                if (value[0] != '\0' && !valid_url(value))
+                        goto invalid;
+                break;
+        case T_CDI_KIND: {
+                const char *slash = strchr(value, '/');
+                if (!slash || !valid_cdi_part(value, (size_t)(slash - value), true) ||
+                    !valid_cdi_part(slash + 1, strlen(slash + 1), false))
+                        goto invalid;
+                strnscpy(cfg->cdi_vendor, sizeof cfg->cdi_vendor, value, (size_t)(slash - value));
+                strscpy(cfg->cdi_class, slash + 1, sizeof cfg->cdi_class);
+                return 0;
+        }
+        case T_ENUM:
+                for (size_t i = 0; i < d->n_names; i++)
+                        if (streq(value, d->names[i])) {
+                                int v = (int)i;
+                                memcpy(field, &v, sizeof v);
+                                return 0;
+                        }
+                goto invalid;
+        case T_FLAGS: {
+                struct flags_ctx c = { d, 0 };
+                if (for_each_item(value, flags_item, &c) < 0 || (d->min && c.bits == 0))
+                        goto invalid;
+                memcpy(field, &c.bits, sizeof c.bits);
+                return 0;
+        }
+        case T_BOOL: {
+                bool b;
+                if (parse_bool(value, &b) < 0)
+                        goto invalid;
+                memcpy(field, &b, sizeof b);
+                return 0;
+        }
+        case T_DURATION: {
+                uint64_t v;
+                if (parse_duration(value, &v) < 0 || v < d->min || v > d->max)
+                        goto invalid;
+                memcpy(field, &v, sizeof v);
+                return 0;
+        }
+        case T_SIZE: {
+                uint64_t v;
+                if (parse_size(value, &v) < 0 || (v != 0 && (v < d->min || v > d->max)))
+                        goto invalid;
+                memcpy(field, &v, sizeof v);
+                return 0;
+        }
+        case T_XIDS: {
+                struct xids_ctx c = { .max = d->max };
+                r = for_each_item(value, xids_item, &c);
+                if (r == -E2BIG) {
+                        errf(err, errlen, "%s: at most %d Xids, got more", name, CONFIG_XID_MAX);
+                        return -EINVAL;
+                }
+                if (r < 0)
+                        goto invalid;
+                memcpy(cfg->xid_ignore, c.v, sizeof c.v);
+                cfg->n_xid_ignore = c.n;
+                return 0;
+        }
+        }
+        /* the string types */
+        strscpy(field, value, d->size);
+        return 0;
+
+invalid:
+        errf(err, errlen, "%s: expected %s, got '%s'", name, d->expect, shown(value, sbuf, sizeof sbuf));
+        return -EINVAL;
+}
+
+int config_set(struct gpuslice_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+        char sbuf[96];
+        if (!cfg || !key || !value) {
+                errf(err, errlen, "missing key or value");
+                return -EINVAL;
+        }
+        const struct config_option *o = config_option_by_key(key);
+        if (!o) {
+                errf(err, errlen, "unknown key '%s'", shown(key, sbuf, sizeof sbuf));
+                return -ENOKEY;
+        }
+        /* Work on a copy of the field's owner so a failed set leaves cfg untouched even for
+         * types that write more than one field. */
+        struct gpuslice_config tmp = *cfg;
+        int r = set_option(&tmp, o, value, key, err, errlen);
+        if (r < 0)
+                return r;
+        *cfg = tmp;
+        return 0;
+}
+
+/* ---- tables --------------------------------------------------------------------------------- */
+
+const struct config_option *config_options(size_t *ret_n) {
+        if (ret_n)
+                *ret_n = ELEMENTSOF(options);
+        return options;
+}
+
+const struct config_option *config_option_by_key(const char *key) {
+        if (!key)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(options); i++)
+                if (streq(options[i].key, key))
+                        return &options[i];
+        return NULL;
+}
+
+const struct config_option *config_option_by_flag(const char *flag) {
+        if (!flag)
+                return NULL;
+        if (startswith(flag, "--"))
+                flag += 2;
+        for (size_t i = 0; i < ELEMENTSOF(options); i++)
+                if (streq(options[i].flag, flag))
+                        return &options[i];
+        return NULL;
+}
+
+const struct config_profile_info *config_profile_info(enum config_profile p) {
+        if ((unsigned)p >= _CONFIG_PROFILE_MAX)
+                return NULL;
+        return &profiles[p];
+}
+
+const char *config_whole_gpu_resource(const struct gpuslice_config *cfg) {
+        return cfg->whole_gpu_resource[0] ? cfg->whole_gpu_resource : DEFAULT_WHOLE_GPU_RESOURCE;
+}
+
+uint64_t config_memory_unit(const struct gpuslice_config *cfg) {
+        const struct config_profile_info *p = config_profile_info(cfg->profile);
+        if (!p || !p->memory_resource)
+                return 0;
+        return cfg->memory_unit_bytes ? cfg->memory_unit_bytes : p->memory_unit_bytes;
+}
+
+const char *config_profile_name(enum config_profile p) {
+        return (unsigned)p < ELEMENTSOF(profile_names) ? profile_names[p] : NULL;
+}
+
+const char *config_log_level_name(enum config_log_level l) {
+        return (unsigned)l < ELEMENTSOF(log_level_names) ? log_level_names[l] : NULL;
+}
+
+/* ---- defaults ------------------------------------------------------------------------------- */
+
+void config_init_defaults(struct gpuslice_config *cfg) {
+        static const unsigned xids[] = { 13, 31, 43, 45, 68, 109 };
+        *cfg = (struct gpuslice_config){
+                .log_level = CONFIG_LOG_INFO,
+                .profile = CONFIG_PROFILE_DEFAULT,
+                .device_id_strategy = CONFIG_DEVICE_ID_UUID,
+                .device_list_strategy = CONFIG_DEVICE_LIST_ENVVAR,
+                .health_disabled = false,
+                .health_quiet_period_sec = 60,
+                .metrics_compat = 0,
+                .sample_interval_sec = 5,
+                .alloc_policy = CONFIG_POLICY_BINPACK,
+                .memory_unit_bytes = 0,
+                .limit_when_alone = true,
+        };
+        strscpy(cfg->state_dir, "/var/lib/gpuslice", sizeof cfg->state_dir);
+        strscpy(cfg->plugin_dir, "/var/lib/kubelet/device-plugins", sizeof cfg->plugin_dir);
+        strscpy(cfg->pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock",
+                sizeof cfg->pod_resources_socket);
+        strscpy(cfg->nvml_library, "libnvidia-ml.so.1", sizeof cfg->nvml_library);
+        strscpy(cfg->cdi_vendor, "gpuslice.io", sizeof cfg->cdi_vendor);
+        strscpy(cfg->cdi_class, "gpu", sizeof cfg->cdi_class);
+        strscpy(cfg->dev_root, "/", sizeof cfg->dev_root);
+        memcpy(cfg->xid_ignore, xids, sizeof xids);
+        cfg->n_xid_ignore = ELEMENTSOF(xids);
+        strscpy(cfg->metrics_address, "127.0.0.1:9400", sizeof cfg->metrics_address);
+        strscpy(cfg->proc_root, "/proc", sizeof cfg->proc_root);
+        strscpy(cfg->cri_socket, "/run/containerd/containerd.sock", sizeof cfg->cri_socket);
+        strscpy(cfg->interposer_library, "/usr/local/lib/gpuslice/libgpuslice-cuda.so",
+                sizeof cfg->interposer_library);
+}
+
+/* ---- the file parser ------------------------------------------------------------------------ */
+
+static bool is_blank(char c) {
+        return c == ' ' || c == '\t';
+}
+
+/* Parse the value part of `key = value` (s is NUL-terminated, leading blanks allowed) into out.
+ * Quoted: "…" with \" and \\; then only blanks or a comment. Unquoted: up to a '#' or ';' that
+ * follows a blank, trailing blanks dropped. */
+static int parse_value(const char *s, char *out, size_t outlen, char *err, size_t errlen) {
+        while (is_blank(*s))
+                s++;
+        size_t o = 0;
+        if (*s == '"') {
+                for (s++;; s++) {
+                        if (*s == '\0') {
+                                errf(err, errlen, "unterminated quoted string");
+                                return -EINVAL;
+                        }
+                        if (*s == '"')
+                                break;
+                        char c = *s;
+                        if (c == '\\') {
+                                s++;
+                                if (*s != '\\' && *s != '"') {
+                                        errf(err, errlen, "unknown escape in quoted string (only \\\\ and \\\")");
+                                        return -EINVAL;
+                                }
+                                c = *s;
+                        }
+                        if (o + 1 >= outlen) {
+                                errf(err, errlen, "value too long");
+                                return -EINVAL;
+                        }
+                        out[o++] = c;
+                }
+                s++;
+                while (is_blank(*s))
+                        s++;
+                if (*s != '\0' && *s != '#' && *s != ';') {
+                        errf(err, errlen, "unexpected text after the closing quote");
+                        return -EINVAL;
+                }
+                out[o] = '\0';
+                return 0;
+        }
+        for (; *s; s++) {
+                if ((*s == '#' || *s == ';') && o > 0 && is_blank(out[o - 1]))
+                        break;
+                if (o + 1 >= outlen) {
+                        errf(err, errlen, "value too long");
+                        return -EINVAL;
+                }
+                out[o++] = *s;
+        }
+        while (o > 0 && is_blank(out[o - 1]))
+                o--;
+        out[o] = '\0';
+        return 0;
+}
+
+static bool valid_ident(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+                        return false;
+        return true;
+}
+
+static char *trim(char *s) {
+        while (is_blank(*s))
+                s++;
+        size_t n = strlen(s);
+        while (n > 0 && is_blank(s[n - 1]))
+                s[--n] = '\0';
+        return s;
+}
+
+struct parse_state {
+        unsigned section_line[ELEMENTSOF(sections)];
+        unsigned key_line[ELEMENTSOF(options)];
+        int section; /* index into sections, -1 before the first header */
+};
+
+static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno,
+                      char *err, size_t errlen) {
+        char sbuf[96];
+        char *s = trim(line);
+        if (*s == '\0' || *s == '#' || *s == ';')
+                return 0;
+
+        if (*s == '[') {
+                char *close = strchr(s, ']');
+                if (!close) {
+                        errf(err, errlen, "line %u: expected ']' to close the section header", lineno);
+                        return -EINVAL;
+                }
+                char *rest = close + 1;
+                while (is_blank(*rest))
+                        rest++;
+                if (*rest != '\0' && *rest != '#' && *rest != ';') {
+                        errf(err, errlen, "line %u: unexpected text after the section header", lineno);
+                        return -EINVAL;
+                }
+                *close = '\0';
+                char *name = trim(s + 1);
+                for (size_t i = 0; i < ELEMENTSOF(sections); i++) {
+                        if (!streq(name, sections[i]))
+                                continue;
+                        if (ps->section_line[i]) {
+                                errf(err, errlen, "line %u: section [%s] already appeared on line %u", lineno,
+                                     sections[i], ps->section_line[i]);
+                                return -EINVAL;
+                        }
+                        ps->section_line[i] = lineno;
+                        ps->section = (int)i;
+                        return 0;
+                }
+                errf(err, errlen, "line %u: unknown section [%s]", lineno, shown(name, sbuf, sizeof sbuf));
+                return -ENOKEY;
+        }
+
+        char *eq = strchr(s, '=');
+        if (!eq) {
+                errf(err, errlen, "line %u: expected 'key = value' or '[section]', got '%s'", lineno,
+                     shown(s, sbuf, sizeof sbuf));
+                return -EINVAL;
+        }
+        *eq = '\0';
+        char *name = trim(s);
+        if (!valid_ident(name)) {
+                errf(err, errlen, "line %u: expected a key name (lowercase letters, digits, '-'), got '%s'",
+                     lineno, shown(name, sbuf, sizeof sbuf));
+                return -EINVAL;
+        }
+        if (ps->section < 0) {
+                errf(err, errlen, "line %u: %s: key outside of any [section]", lineno, name);
+                return -EINVAL;
+        }
+        char key[96];
+        snprintf(key, sizeof key, "%s.%s", sections[ps->section], name);
+        const struct config_option *o = config_option_by_key(key);
+        if (!o) {
+                errf(err, errlen, "line %u: unknown key '%s'", lineno, shown(key, sbuf, sizeof sbuf));
+                return -ENOKEY;
+        }
+        size_t idx = (size_t)(o - options);
+        if (ps->key_line[idx]) {
+                errf(err, errlen, "line %u: %s: already set on line %u", lineno, key, ps->key_line[idx]);
+                return -EINVAL;
+        }
+        ps->key_line[idx] = lineno;
+
+        char value[CONFIG_LINE_MAX + 1];
+        char verr[128];
+        if (parse_value(eq + 1, value, sizeof value, verr, sizeof verr) < 0) {
+                errf(err, errlen, "line %u: %s: %s", lineno, key, verr);
+                return -EINVAL;
+        }
+        char serr[384];
+        int r = set_option(cfg, o, value, key, serr, sizeof serr);
+        if (r < 0) {
+                errf(err, errlen, "line %u: %s", lineno, serr);
+                return r;
+        }
+        return 0;
+}
+
+int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg, char *err, size_t errlen) {
+        if (!cfg || (!text && len > 0)) {
+                errf(err, errlen, "no text or config");
+                return -EINVAL;
+        }
+        struct gpuslice_config tmp = *cfg;
+        struct parse_state ps = { .section = -1 };
+        char line[CONFIG_LINE_MAX + 1];
+        size_t pos = 0;
+        unsigned lineno = 0;
+
+        if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+                pos = 3; /* UTF-8 byte order mark, as some editors write */
+        while (pos < len) {
+                lineno++;
+                const char *start = text + pos;
+                const char *nl = memchr(start, '\n', len - pos);
+                size_t n = nl ? (size_t)(nl - start) : len - pos;
+                pos += n + (nl ? 1 : 0);
+                if (n > 0 && start[n - 1] == '\r')
+                        n--;
+                if (n > CONFIG_LINE_MAX) {
+                        errf(err, errlen, "line %u: line longer than %d bytes", lineno, CONFIG_LINE_MAX);
+                        return -EINVAL;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        unsigned char c = (unsigned char)start[i];
+                        if (c == '\0') {
+                                errf(err, errlen, "line %u: NUL byte in the file", lineno);
+                                return -EINVAL;
+                        }
+                        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                                errf(err, errlen, "line %u: control character 0x%02x in the file", lineno, c);
+                                return -EINVAL;
+                        }
+                }
+                memcpy(line, start, n);
+                line[n] = '\0';
+                int r = parse_line(&ps, &tmp, line, lineno, err, errlen);
+                if (r < 0)
+                        return r;
+        }
+        *cfg = tmp;
+        return 0;
+}
+
+int config_load_file(const char *path, struct gpuslice_config *cfg, char *err, size_t errlen) {
+        if (!path || !cfg) {
+                errf(err, errlen, "no path or config");
+                return -EINVAL;
+        }
+        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                int r = -errno;
+                errf(err, errlen, "%s: %s", path, strerror(-r));
+                return r;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int r = -errno;
+                errf(err, errlen, "%s: %s", path, strerror(-r));
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                errf(err, errlen, "%s: not a regular file", path);
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+        }
+        if (st.st_size > CONFIG_FILE_MAX) {
+                errf(err, errlen, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
+                return -EFBIG;
+        }
+        /* Read through the fd we checked, not the path again. */
+        size_t cap = (size_t)st.st_size + 1, len = 0;
+        _cleanup_(freep) char *text = malloc(cap);
+        if (!text) {
+                errf(err, errlen, "%s: out of memory", path);
+                return -ENOMEM;
+        }
+        int r;
+        for (;;) {
+                if (len == cap) { /* the file grew since fstat */
+                        errf(err, errlen, "%s: changed while being read", path);
+                        return -EBUSY;
+                }
+                ssize_t k = read(fd, text + len, cap - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        r = -errno;
+                        errf(err, errlen, "%s: %s", path, strerror(-r));
+                        return r;
+                }
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+        }
+        r = config_parse_text(text, len, cfg, err, errlen);
+        if (r < 0)
+                err_prefix(err, errlen, path);
+        return r;
+}
+
+/* ---- dump ----------------------------------------------------------------------------------- */
+
+static void write_value(FILE *f, const char *v) {
+        bool quote = v[0] == '\0' || is_blank(v[0]) || is_blank(v[strlen(v) - 1]) || v[0] == '"' ||
+                     strpbrk(v, "#;\"\\") != NULL;
+        if (!quote) {
+                fputs(v, f);
+                return;
+        }
+        fputc('"', f);
+        for (; *v; v++) {
+                if (*v == '"' || *v == '\\')
+                        fputc('\\', f);
+                fputc(*v, f);
+        }
+        fputc('"', f);
+}
+
+static void format_option(const struct gpuslice_config *cfg, const struct config_option *o, char *buf,
+                          size_t len) {
+        const struct opt_def *d = def_of(o);
+        const char *field = (const char *)cfg + d->offset;
+        size_t n = 0;
+        buf[0] = '\0';
+        switch (d->type) {
+        case T_PATH:
+        case T_PATH_OPT:
+        case T_LIBRARY:
+        case T_RESOURCE:
+        case T_ADDRESS:
+        case T_URL:
+                strscpy(buf, field, len);
+                break;
+        case T_CDI_KIND:
+                snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class);
+                break;
+        case T_ENUM: {
+                int v;
+                memcpy(&v, field, sizeof v);
+                snprintf(buf, len, "%s", (unsigned)v < d->n_names ? d->names[v] : "?");
+                break;
+        }
+        case T_FLAGS: {
+                unsigned bits;
+                memcpy(&bits, field, sizeof bits);
+                for (size_t i = 0; i < d->n_names; i++)
+                        if (bits & (1U << i))
+                                n += (size_t)snprintf(buf + n, len - MIN(n, len), "%s%s", n ? "," : "",
+                                                      d->names[i]);
+                break;
+        }
+        case T_BOOL: {
+                bool b;
+                memcpy(&b, field, sizeof b);
+                snprintf(buf, len, "%s", b ? "true" : "false");
+                break;
+        }
+        case T_DURATION:
+        case T_SIZE: {
+                uint64_t v;
+                memcpy(&v, field, sizeof v);
+                if (d->type == T_DURATION)
+                        format_duration(v, buf, len);
+                else
+                        format_bytes(v, buf, len);
+                break;
+        }
+        case T_XIDS:
+                for (size_t i = 0; i < cfg->n_xid_ignore && n < len; i++)
+                        n += (size_t)snprintf(buf + n, len - n, "%s%u", i ? ", " : "", cfg->xid_ignore[i]);
+                break;
+        }
+}
+
+int config_dump(const struct gpuslice_config *cfg, FILE *f) {
+        char *buf = malloc(CONFIG_PATH_MAX + 64);
+        if (!buf)
+                return -ENOMEM;
+        fputs("# gpuslice node agent configuration (effective values)\n", f);
+        for (size_t s = 0; s < ELEMENTSOF(sections); s++) {
+                fprintf(f, "\n[%s]\n", sections[s]);
+                size_t slen = strlen(sections[s]);
+                for (size_t i = 0; i < ELEMENTSOF(options); i++) {
+                        const struct config_option *o = &options[i];
+                        if (strncmp(o->key, sections[s], slen) != 0 || o->key[slen] != '.')
+                                continue;
+                        fprintf(f, "%s = ", o->key + slen + 1);
+                        format_option(cfg, o, buf, CONFIG_PATH_MAX + 64);
+                        write_value(f, buf);
+                        fputc('\n', f);
+                }
+        }
+        free(buf);
+        return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}
+
+/* ---- command line --------------------------------------------------------------------------- */
+
+void config_args_done(struct config_args *args) {
+        if (!args)
+                return;
+        for (size_t i = 0; i < args->n_overrides; i++)
+                free(args->overrides[i].value);
+        free(args->overrides);
+        free(args->config_path);
+        *args = (struct config_args){ 0 };
+}
+
+static int args_add(struct config_args *a, const char *key, const char *value) {
+        struct config_override *n = realloc(a->overrides, (a->n_overrides + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        a->overrides = n;
+        char *v = strdup(value);
+        if (!v)
+                return -ENOMEM;
+        n[a->n_overrides++] = (struct config_override){ key, v };
+        return 0;
+}
+
+int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, char *err,
+                      size_t errlen) {
+        char sbuf[96];
+        if (!ret || argc < 0 || first < 0 || (argc > 0 && !argv)) {
+                errf(err, errlen, "bad arguments");
+                return -EINVAL;
+        }
+        struct config_args a = { 0 };
+        struct gpuslice_config *scratch = malloc(sizeof *scratch);
+        int r = 0;
+        if (!scratch) {
+                errf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        config_init_defaults(scratch);
+
+        for (int i = first; i < argc; i++) {
+                const char *arg = argv[i];
+                if (streq(arg, "-h") || streq(arg, "--help")) {
+                        a.help = true;
+                        continue;
+                }
+                if (streq(arg, "--version")) {
+                        a.version = true;
+                        continue;
+                }
+                if (!startswith(arg, "--") && !streq(arg, "-c")) {
+                        errf(err, errlen, "unexpected argument '%s'", shown(arg, sbuf, sizeof sbuf));
+                        r = -EINVAL;
+                        goto fail;
+                }
+                char name[96];
+                const char *eq = strchr(arg, '=');
+                const char *value = NULL;
+                size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+                if (nlen >= sizeof name) {
+                        errf(err, errlen, "unknown option '%s'", shown(arg, sbuf, sizeof sbuf));
+                        r = -EINVAL;
+                        goto fail;
+                }
+                strnscpy(name, sizeof name, arg, nlen);
+                if (eq)
+                        value = eq + 1;
+
+                bool is_config = streq(name, "-c") || streq(name, "--config");
+                const struct config_option *o = is_config ? NULL : config_option_by_flag(name);
+                if (!is_config && !o) {
+                        errf(err, errlen, "unknown option '%s'", shown(name, sbuf, sizeof sbuf));
+                        r = -EINVAL;
+                        goto fail;
+                }
+                if (!value) {
+                        if (o && !o->metavar)
+                                value = "true";
+                        else if (i + 1 < argc)
+                                value = argv[++i];
+                        else {
+                                errf(err, errlen, "%s: needs a value", name);
+                                r = -EINVAL;
+                                goto fail;
+                        }
+                }
+                if (is_config) {
+                        if (value[0] == '\0') {
+                                errf(err, errlen, "%s: needs a file name", name);
+                                r = -EINVAL;
+                                goto fail;
+                        }
+                        char *p = strdup(value);
+                        if (!p) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                        free(a.config_path);
+                        a.config_path = p;
+                        a.config_path_given = true;
+                        continue;
+                }
+                char flagname[100];
+                snprintf(flagname, sizeof flagname, "--%s", o->flag);
+                r = set_option(scratch, o, value, flagname, err, errlen);
+                if (r < 0)
+                        goto fail;
+                r = args_add(&a, o->key, value);
+                if (r < 0) {
+                        errf(err, errlen, "out of memory");
+                        goto fail;
+                }
+        }
+        free(scratch);
+        *ret = a;
+        return 0;
+fail:
+        free(scratch);
+        config_args_done(&a);
+        return r;
+}
+
+int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
+                 char *err, size_t errlen) {
+        if (!ret) {
+                errf(err, errlen, "no config");
+                return -EINVAL;
+        }
+        struct gpuslice_config *tmp = malloc(sizeof *tmp);
+        if (!tmp) {
+                errf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        config_init_defaults(tmp);
+        int r = 0;
+        const char *path = args && args->config_path ? args->config_path : default_path;
+        if (path) {
+                r = config_load_file(path, tmp, err, errlen);
+                if (r == -ENOENT && !(args && args->config_path))
+                        r = 0; /* the default file is optional */
+                if (r < 0)
+                        goto out;
+        }
+        for (size_t i = 0; args && i < args->n_overrides; i++) {
+                const struct config_option *o = config_option_by_key(args->overrides[i].key);
+                char flagname[100];
+                snprintf(flagname, sizeof flagname, "--%s", o ? o->flag : "?");
+                r = o ? set_option(tmp, o, args->overrides[i].value, flagname, err, errlen) : -ENOKEY;
+                if (r < 0)
+                        goto out;
+        }
+        *ret = *tmp;
+out:
+        free(tmp);
+        return r;
+}
