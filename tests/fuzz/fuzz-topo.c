@@ -2,13 +2,19 @@
 /* Fuzz target for topo_parse: `nvidia-smi topo -m` text and node descriptions (two corpora,
  * one parser). Whatever comes in: no crash, no read past the input, and either a clear error or
  * a model that validates, whose tree holds every GPU once and whose printed links read back. */
-#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
 
 #include "topo/topo.h"
+
+/* always on, also in release builds (NDEBUG) */
+#define CHECK(x)                 \
+        do {                     \
+                if (!(x))        \
+                        abort(); \
+        } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,24 +30,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 memcpy(buf, data, size);
         int r = topo_parse(buf, size, &t, &e);
         if (r < 0) {
-                assert(r == -EINVAL);
-                assert(e.msg[0] != '\0');
+                CHECK(r == -EINVAL);
+                CHECK(e.msg[0] != '\0');
         } else {
-                assert(topo_validate(&t, NULL) == 0);
+                CHECK(topo_validate(&t, NULL) == 0);
                 topo_tree_build(&t, &tr);
                 uint64_t seen = 0;
                 for (unsigned k = 0; k < tr.n_nodes; k++)
                         if (tr.nodes[k].kind == TOPO_TREE_GPU) {
-                                assert(!(seen & (1ULL << tr.nodes[k].gpu)));
+                                CHECK(!(seen & (1ULL << tr.nodes[k].gpu)));
                                 seen |= 1ULL << tr.nodes[k].gpu;
                         }
-                assert(seen == (t.n_gpus >= 64 ? ~0ULL : (1ULL << t.n_gpus) - 1));
+                CHECK(seen == (t.n_gpus >= 64 ? ~0ULL : (1ULL << t.n_gpus) - 1));
                 for (unsigned i = 0; i < t.n_gpus; i++)
                         for (unsigned j = 0; j < t.n_gpus; j++) {
                                 char b[8];
                                 struct topo_link l;
                                 const char *n = topo_link_name(t.link[i][j], b);
-                                assert(topo_link_from_name(n, strlen(n), &l) == 0 || t.link[i][j].pcie == 0);
+                                CHECK(topo_link_from_name(n, strlen(n), &l) == 0 || t.link[i][j].pcie == 0);
                         }
         }
         free(buf);
