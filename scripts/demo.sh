@@ -18,13 +18,15 @@ say "The node, read through NVML (simulated: $GPUSLICE_SIM_NODE)"
 run "$G" topo
 
 say "The classic failure: GPUs 0,1,3,4 are busy and a job asks for 2"
-echo "kubelet without a preference takes the first free IDs (2 and 5: across the socket link, SYS)."
+echo "Without a preference kubelet may hand out any two free IDs, e.g. GPU2 + GPU7 across the socket link:"
+run "$G" alloc --count 2 --busy 0,1,3,4 --must-include 2,7
+echo "gpuslice's pick from the same free set:"
 run "$G" alloc --count 2 --busy 0,1,3,4
 
 say "A 4-GPU job on an empty node stays on one socket"
 run "$G" alloc --count 4
 
-say "A 1-GPU job leaves the best-connected pairs free (GPUs 0,1 busy)"
+say "A 1-GPU job is taken where it breaks up the least (GPUs 0,1 busy: socket 1 keeps 4 GPUs together)"
 run "$G" alloc --count 1 --busy 0,1
 
 say "Must-include GPU 5 (kubelet's must_include_deviceIDs), 2 GPUs"
