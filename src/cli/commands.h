@@ -16,3 +16,5 @@ enum {
 int cmd_topo(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_node(int argc, char **argv);   /* src/agent/node.c */
+int cmd_status(int argc, char **argv); /* src/agent/status.c */

@@ -19,6 +19,8 @@ struct command {
 static const struct command commands[] = {
         { "topo", cmd_topo, "show the node: link matrix, tree, GPU table" },
         { "alloc", cmd_alloc, "pick the best-connected free GPUs for a job" },
+        { "node", cmd_node, "run the kubelet device plugin node agent" },
+        { "status", cmd_status, "show a running node agent's devices, health and holders" },
         { "version", cmd_version, "print the version" },
 };
 

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * health — critical-Xid event thread and per-GPU probing (see health.h).
+ * Must never: call NVML while holding the plugin lock, or mark a GPU for another GPU's event.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/health.h"
+#include "util/log.h"
+
+uint64_t health_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xid) {
+        for (size_t i = 0; i < n_ignore; i++)
+                if (ignore[i] == xid)
+                        return false;
+        return true;
+}
+
+/* Table index of the GPU with NVML index `gpu`, or -1. The table never changes after init. */
+static int table_index(const struct plugin *p, int gpu) {
+        for (unsigned i = 0; i < p->n; i++)
+                if (p->gpu[i].index == gpu)
+                        return (int)i;
+        return -1;
+}
+
+static void *event_thread(void *arg) {
+        struct health *h = arg;
+        struct nvml_events *ev = NULL;
+        struct nvml_error err = { 0 };
+        int r = nvml_events_new(h->nvml, 0, &ev, &err);
+        if (r < 0) {
+                log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"",
+                               err.func, err.text);
+                return NULL;
+        }
+        while (!atomic_load(&h->stop)) {
+                /* GPUs that came back (or could not be registered at start) get registered again. */
+                for (unsigned i = 0; i < h->plugin->n; i++) {
+                        unsigned idx = (unsigned)h->plugin->gpu[i].index;
+                        pthread_mutex_lock(&h->plugin->lock);
+                        bool healthy = h->plugin->gpu[i].healthy;
+                        pthread_mutex_unlock(&h->plugin->lock);
+                        if (healthy && !nvml_events_registered(ev, idx))
+                                (void)nvml_events_add_device(ev, idx, NULL);
+                }
+                struct nvml_event e;
+                r = nvml_events_wait(ev, 500, &e, &err);
+                if (r < 0) {
+                        if (r != -ETIMEDOUT) {
+                                log_debug("NVML event wait failed", "func=%s nvml=\"%s\"", err.func, err.text);
+                                struct timespec ts = { 0, 200 * 1000 * 1000 };
+                                nanosleep(&ts, NULL);
+                        }
+                        continue;
+                }
+                if (r == 0)
+                        continue;
+                pthread_mutex_lock(&h->lock);
+                bool critical = health_xid_is_critical(h->ignore, h->n_ignore, e.xid);
+                pthread_mutex_unlock(&h->lock);
+                int i = e.gpu >= 0 ? table_index(h->plugin, e.gpu) : -1;
+                if (!critical) {
+                        log_info("ignored Xid", "gpu=%d xid=%u", e.gpu, e.xid);
+                        continue;
+                }
+                if (i < 0) {
+                        log_warn("critical Xid on an unknown GPU, ignored", "gpu=%d xid=%u", e.gpu, e.xid);
+                        continue;
+                }
+                char reason[32];
+                snprintf(reason, sizeof reason, "xid %u", e.xid);
+                pthread_mutex_lock(&h->lock);
+                h->n_xids++;
+                pthread_mutex_unlock(&h->lock);
+                plugin_set_unhealthy(h->plugin, (unsigned)i, reason, health_now_ms(), true);
+                log_warn("GPU unhealthy", "gpu=%d id=%s xid=%u", e.gpu, h->plugin->gpu[i].id, e.xid);
+        }
+        nvml_events_free(ev);
+        return NULL;
+}
+
+void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms) {
+        pthread_mutex_lock(&h->lock);
+        h->n_ignore = MIN(n_ignore, (size_t)HEALTH_XID_MAX);
+        memcpy(h->ignore, ignore, h->n_ignore * sizeof *ignore);
+        h->quiet_ms = quiet_ms;
+        pthread_mutex_unlock(&h->lock);
+}
+
+int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
+                 uint64_t quiet_ms) {
+        memset(h, 0, sizeof *h);
+        pthread_mutex_init(&h->lock, NULL);
+        h->nvml = n;
+        h->plugin = p;
+        health_set_options(h, ignore, n_ignore, quiet_ms);
+        int r = pthread_create(&h->thread, NULL, event_thread, h);
+        if (r != 0)
+                return -r;
+        h->running = true;
+        return 0;
+}
+
+void health_probe(struct health *h, uint64_t now_ms) {
+        pthread_mutex_lock(&h->lock);
+        uint64_t quiet = h->quiet_ms;
+        pthread_mutex_unlock(&h->lock);
+        for (unsigned i = 0; i < h->plugin->n; i++) {
+                struct nvml_error err = { 0 };
+                const struct plugin_gpu *g = &h->plugin->gpu[i];
+                int r = nvml_device_probe(h->nvml, (unsigned)g->index, &err);
+                pthread_mutex_lock(&h->plugin->lock);
+                bool was = g->healthy;
+                pthread_mutex_unlock(&h->plugin->lock);
+                if (r < 0) {
+                        char reason[96];
+                        snprintf(reason, sizeof reason, "%s", nvml_code_name(err.nvml_code));
+                        plugin_set_unhealthy(h->plugin, i, reason, now_ms, false);
+                        if (was)
+                                log_warn_errno(r, "GPU unhealthy", "gpu=%d id=%s nvml=\"%s\"", g->index, g->id,
+                                               err.text);
+                } else {
+                        plugin_probe_ok(h->plugin, i, now_ms, quiet);
+                        pthread_mutex_lock(&h->plugin->lock);
+                        bool now_ok = g->healthy;
+                        pthread_mutex_unlock(&h->plugin->lock);
+                        if (!was && now_ok)
+                                log_info("GPU healthy again", "gpu=%d id=%s", g->index, g->id);
+                }
+        }
+}
+
+void health_stop(struct health *h) {
+        if (!h->running)
+                return;
+        atomic_store(&h->stop, true);
+        pthread_join(h->thread, NULL);
+        h->running = false;
+        pthread_mutex_destroy(&h->lock);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * health — keeps the plugin's Healthy/Unhealthy marks true: a thread waits on NVML critical-Xid
+ * events (ignoring the configured Xids) and the main loop probes every GPU (health_probe) so a
+ * lost GPU turns Unhealthy and a GPU that answers normally for the quiet period turns Healthy.
+ * Must never: block the main loop on one GPU, or let one GPU's failure touch another's mark.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/plugin.h"
+#include "nvml/nvml.h"
+
+#define HEALTH_XID_MAX 64
+
+struct health {
+        struct nvml *nvml;
+        struct plugin *plugin;
+        pthread_t thread;
+        bool running;
+        atomic_bool stop;
+        pthread_mutex_t lock; /* guards the options below (SIGHUP changes them) */
+        unsigned ignore[HEALTH_XID_MAX];
+        size_t n_ignore;
+        uint64_t quiet_ms;
+        uint64_t n_xids; /* critical Xids seen (status) */
+};
+
+/* Whether an Xid makes a GPU unhealthy (not in the ignore list). */
+bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xid);
+
+/* Caller-owned struct; starts the event thread (a node without event support still gets
+ * probing). 0 or -errno (thread creation). */
+int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
+                 uint64_t quiet_ms);
+void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
+/* Probe every GPU once (main loop, about twice a second). */
+void health_probe(struct health *h, uint64_t now_ms);
+/* Stop and join the thread. Safe on a never-started struct that was zeroed. */
+void health_stop(struct health *h);
+
+/* CLOCK_MONOTONIC in ms. */
+uint64_t health_now_ms(void);

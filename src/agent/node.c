@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * node — `gpuslice node`, the kubelet device plugin daemon: loads NVML, serves the DevicePlugin
+ * on a unix socket in the plugin dir, registers with kubelet, follows kubelet restarts (inotify),
+ * keeps health (health.c), keeps the allocation record in the state file reconciled with
+ * kubelet's PodResources, answers `gpuslice status` on <state-dir>/gpuslice.sock, and exits
+ * cleanly on SIGTERM (sockets removed, exit 0), reloading its config on SIGHUP.
+ *
+ * One main thread runs the loop (signals, inotify, status socket, timers); gRPC calls run on the
+ * rpc server's threads, health events on their own. Must never: block the loop on a peer for
+ * longer than a bounded timeout, or serve before the plugin table is complete.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/agent.h"
+#include "agent/health.h"
+#include "agent/plugin.h"
+#include "cli/commands.h"
+#include "config/config.h"
+#include "deviceplugin.pb-c.h"
+#include "nvml/nvml.h"
+#include "podresources.pb-c.h"
+#include "rpc/rpc.h"
+#include "state/state.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define KUBELET_SOCKET "kubelet.sock"
+#define REGISTER_TIMEOUT_MS 10000
+#define PODRES_TIMEOUT_MS 2000
+#define PODRES_SYNC_MS 10000
+#define PROBE_MS 500
+#define TICK_MS 100
+#define STATE_GRACE_SEC 120 /* a fresh Allocate may not be listed by PodResources yet */
+
+struct node {
+        struct config_args args;
+        struct gpuslice_config cfg;
+        struct nvml *nvml;
+        struct plugin *plugin;
+        struct health health;
+        struct rpc_server *server;
+        char endpoint[352];
+        char socket_path[PATH_MAX];
+        char kubelet_target[PATH_MAX + 8];
+        char kubelet_path[PATH_MAX];
+        char status_path[PATH_MAX];
+        int sigfd, inofd, statusfd;
+        bool registered;
+        uint64_t n_registrations;
+        uint64_t retry_register_ms; /* 0 = no retry pending */
+        uint64_t next_probe_ms, next_sync_ms;
+        uint64_t saved_generation;
+};
+
+static void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o) {
+        memset(o, 0, sizeof *o);
+        strscpy(o->resource, config_whole_gpu_resource(cfg), sizeof o->resource);
+        o->ids_by_index = cfg->device_id_strategy == CONFIG_DEVICE_ID_INDEX;
+        o->list_envvar = cfg->device_list_strategy & CONFIG_DEVICE_LIST_ENVVAR;
+        o->list_cdi = cfg->device_list_strategy & CONFIG_DEVICE_LIST_CDI;
+        snprintf(o->cdi_kind, sizeof o->cdi_kind, "%s/%s", cfg->cdi_vendor, cfg->cdi_class);
+        strscpy(o->dev_root, cfg->dev_root, sizeof o->dev_root);
+}
+
+static void endpoint_name(const char *resource, char *buf, size_t len) {
+        snprintf(buf, len, "gpuslice-%s.sock", resource);
+        for (char *c = buf; *c; c++)
+                if (*c == '/')
+                        *c = '-';
+}
+
+/* ---- kubelet: serve and register ---- */
+
+static int do_register(struct node *n) {
+        V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+        V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
+        opts.get_preferred_allocation_available = 1;
+        req.version = PLUGIN_API_VERSION;
+        req.endpoint = n->endpoint;
+        req.resource_name = n->plugin->opt.resource;
+        req.options = &opts;
+
+        _cleanup_(freep) uint8_t *buf = NULL;
+        _cleanup_(freep) uint8_t *resp = NULL;
+        size_t len = 0, resp_len = 0;
+        struct rpc_status st;
+        int r = rpc_pack(&req.base, &buf, &len);
+        if (r < 0)
+                return log_error_errno(r, "cannot encode RegisterRequest", "%s", "");
+        uint64_t t0 = health_now_ms();
+        r = rpc_call_unary(n->kubelet_target, "/v1beta1.Registration/Register", buf, len, REGISTER_TIMEOUT_MS, &resp,
+                           &resp_len, &st);
+        if (r < 0) {
+                n->registered = false;
+                return log_warn_errno(r, "registration with kubelet failed", "socket=%s code=%s detail=\"%s\"",
+                                      n->kubelet_path, rpc_code_name(st.code), st.message);
+        }
+        n->registered = true;
+        n->n_registrations++;
+        log_info("registered with kubelet", "resource=%s endpoint=%s ms=%" PRIu64, req.resource_name, n->endpoint,
+                 health_now_ms() - t0);
+        return 0;
+}
+
+static int serve(struct node *n) {
+        n->server = rpc_server_free(n->server);
+        int r = rpc_server_new(n->socket_path, 0, &n->server);
+        if (r < 0)
+                return log_error_errno(r, "cannot create the plugin server", "socket=%s", n->socket_path);
+        r = plugin_serve(n->plugin, n->server);
+        if (r >= 0)
+                r = rpc_server_start(n->server);
+        if (r < 0) {
+                n->server = rpc_server_free(n->server);
+                return log_error_errno(r, "cannot serve the device plugin", "socket=%s", n->socket_path);
+        }
+        log_info("serving device plugin", "resource=%s socket=%s", n->plugin->opt.resource, n->socket_path);
+        return 0;
+}
+
+static bool file_exists(const char *p) {
+        struct stat st;
+        return stat(p, &st) == 0;
+}
+
+/* (Re)start serving and register if kubelet is there; on failure retry from the loop. */
+static void serve_and_register(struct node *n, bool restart_server) {
+        n->retry_register_ms = 0;
+        if (restart_server || !n->server || !file_exists(n->socket_path)) {
+                if (serve(n) < 0) {
+                        n->retry_register_ms = health_now_ms() + 1000;
+                        return;
+                }
+        }
+        if (!file_exists(n->kubelet_path)) {
+                n->registered = false;
+                log_info("waiting for kubelet", "socket=%s", n->kubelet_path);
+                return;
+        }
+        if (do_register(n) < 0)
+                n->retry_register_ms = health_now_ms() + 1000;
+}
+
+/* ---- PodResources and the state file ---- */
+
+static bool owned_resource(const char *resource, void *userdata) {
+        const struct node *n = userdata;
+        return streq(resource, n->plugin->opt.resource);
+}
+
+static int podresources_sync(struct node *n) {
+        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+        _cleanup_(freep) uint8_t *buf = NULL;
+        _cleanup_(freep) uint8_t *resp = NULL;
+        size_t len = 0, resp_len = 0;
+        char target[PATH_MAX + 8];
+        struct rpc_status st;
+
+        if (!n->cfg.pod_resources_socket[0] || !file_exists(n->cfg.pod_resources_socket))
+                return -ENOENT;
+        int r = rpc_pack(&req.base, &buf, &len);
+        if (r < 0)
+                return r;
+        snprintf(target, sizeof target, "unix:%s", n->cfg.pod_resources_socket);
+        r = rpc_call_unary(target, "/v1.PodResourcesLister/List", buf, len, PODRES_TIMEOUT_MS, &resp, &resp_len, &st);
+        if (r < 0)
+                return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
+                                      n->cfg.pod_resources_socket, rpc_code_name(st.code), st.message);
+        V1__ListPodResourcesResponse *lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
+        if (!lr)
+                return log_warn_errno(-EBADMSG, "cannot decode the PodResources List answer", "%s", "");
+
+        size_t cap = 0, nr = 0;
+        for (size_t i = 0; i < lr->n_pod_resources; i++)
+                for (size_t j = 0; j < lr->pod_resources[i]->n_containers; j++)
+                        for (size_t k = 0; k < lr->pod_resources[i]->containers[j]->n_devices; k++)
+                                cap += lr->pod_resources[i]->containers[j]->devices[k]->n_device_ids;
+        struct state_report *rep = calloc(cap ? cap : 1, sizeof *rep);
+        if (!rep) {
+                v1__list_pod_resources_response__free_unpacked(lr, NULL);
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        }
+        for (size_t i = 0; i < lr->n_pod_resources; i++) {
+                const V1__PodResources *pr = lr->pod_resources[i];
+                for (size_t j = 0; j < pr->n_containers; j++) {
+                        const V1__ContainerResources *cr = pr->containers[j];
+                        for (size_t k = 0; k < cr->n_devices; k++) {
+                                const V1__ContainerDevices *cd = cr->devices[k];
+                                for (size_t m = 0; m < cd->n_device_ids; m++)
+                                        rep[nr++] = (struct state_report){
+                                                .resource = cd->resource_name,
+                                                .device_id = cd->device_ids[m],
+                                                .pod_namespace = pr->namespace_,
+                                                .pod_name = pr->name,
+                                                .container = cr->name,
+                                        };
+                        }
+                }
+        }
+        size_t added = 0, removed = 0, updated = 0, skipped = 0;
+        uint64_t now = (uint64_t)time(NULL);
+        pthread_mutex_lock(&n->plugin->lock);
+        r = state_reconcile(&n->plugin->state, rep, nr, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
+                            &removed, &updated, &skipped);
+        pthread_mutex_unlock(&n->plugin->lock);
+        free(rep);
+        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        if (r < 0)
+                return log_warn_errno(r, "cannot reconcile with PodResources", "%s", "");
+        if (added || removed || updated)
+                log_info("reconciled with PodResources", "added=%zu removed=%zu updated=%zu skipped=%zu", added,
+                         removed, updated, skipped);
+        return 0;
+}
+
+static void state_persist(struct node *n) {
+        struct gpuslice_state copy;
+        state_init(&copy);
+        pthread_mutex_lock(&n->plugin->lock);
+        uint64_t gen = n->plugin->state.generation;
+        int r = gen == n->saved_generation ? 1 : state_copy(&n->plugin->state, &copy);
+        pthread_mutex_unlock(&n->plugin->lock);
+        if (r == 1)
+                return;
+        if (r >= 0)
+                r = state_save(n->cfg.state_dir, &copy);
+        state_done(&copy);
+        if (r < 0) {
+                log_error_errno(r, "cannot write the state file", "dir=%s", n->cfg.state_dir);
+                return;
+        }
+        n->saved_generation = gen;
+        log_debug("state file written", "dir=%s generation=%" PRIu64, n->cfg.state_dir, gen);
+}
+
+static void state_restore(struct node *n) {
+        struct gpuslice_state s;
+        int r = state_load(n->cfg.state_dir, &s);
+        if (r == -ENOENT) {
+                log_info("no state file yet", "dir=%s", n->cfg.state_dir);
+                return;
+        }
+        if (r < 0) {
+                /* Never trust a damaged record: start empty, rebuild from PodResources, rewrite. */
+                log_warn_errno(r, "state file unusable, rebuilding it", "dir=%s", n->cfg.state_dir);
+                n->saved_generation = UINT64_MAX;
+                return;
+        }
+        size_t kept = 0;
+        pthread_mutex_lock(&n->plugin->lock);
+        for (size_t i = 0; i < s.n_allocs; i++) {
+                const struct state_alloc *a = &s.allocs[i];
+                /* Keep other resources' entries too: they are not ours to drop. */
+                if (state_add(&n->plugin->state, a) >= 0)
+                        kept++;
+        }
+        n->saved_generation = n->plugin->state.generation;
+        pthread_mutex_unlock(&n->plugin->lock);
+        state_done(&s);
+        log_info("state file loaded", "dir=%s allocations=%zu", n->cfg.state_dir, kept);
+}
+
+/* ---- status socket ---- */
+
+static json_t *status_json(struct node *n) {
+        json_t *root = json_object();
+        json_t *devs = json_array();
+        struct plugin *p = n->plugin;
+
+        pthread_mutex_lock(&p->lock);
+        json_object_set_new(root, "resource", json_string(p->opt.resource));
+        json_object_set_new(root, "endpoint", json_string(n->socket_path));
+        json_object_set_new(root, "registered", json_boolean(n->registered));
+        json_object_set_new(root, "registrations", json_integer((json_int_t)n->n_registrations));
+        json_object_set_new(root, "allocate_calls", json_integer((json_int_t)p->n_allocate));
+        json_object_set_new(root, "preferred_calls", json_integer((json_int_t)p->n_preferred));
+        json_object_set_new(root, "rejected_calls", json_integer((json_int_t)p->n_errors));
+        json_object_set_new(root, "driver_version", json_string(p->topo.driver_version));
+        for (unsigned i = 0; i < p->n; i++) {
+                const struct plugin_gpu *g = &p->gpu[i];
+                json_t *d = json_object();
+                json_object_set_new(d, "id", json_string(g->id));
+                json_object_set_new(d, "index", json_integer(g->index));
+                json_object_set_new(d, "minor", json_integer(g->minor));
+                json_object_set_new(d, "numa", json_integer(g->numa));
+                json_object_set_new(d, "health", json_string(g->healthy ? "Healthy" : "Unhealthy"));
+                if (!g->healthy)
+                        json_object_set_new(d, "reason", json_string(g->reason));
+                const struct state_alloc *a = state_find(&p->state, p->opt.resource, g->id);
+                if (a) {
+                        json_t *h = json_object();
+                        json_object_set_new(h, "namespace", json_string(a->pod_namespace));
+                        json_object_set_new(h, "pod", json_string(a->pod_name));
+                        json_object_set_new(h, "container", json_string(a->container));
+                        json_object_set_new(h, "since", json_integer((json_int_t)a->alloc_time));
+                        json_object_set_new(d, "holder", h);
+                } else
+                        json_object_set_new(d, "holder", json_null());
+                json_array_append_new(devs, d);
+        }
+        pthread_mutex_unlock(&p->lock);
+        json_object_set_new(root, "devices", devs);
+        return root;
+}
+
+static int status_listen(struct node *n) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(n->status_path) >= sizeof sa.sun_path)
+                return log_error_errno(-ENAMETOOLONG, "status socket path too long", "path=%s", n->status_path);
+        strscpy(sa.sun_path, n->status_path, sizeof sa.sun_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(-errno, "cannot create the status socket", "%s", "");
+        (void)unlink(n->status_path);
+        mode_t old = umask(0077); /* status is for root (and the node admin) only */
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+        umask(old);
+        if (r < 0 || listen(fd, 8) < 0) {
+                r = -errno;
+                close(fd);
+                return log_error_errno(r, "cannot listen on the status socket", "path=%s", n->status_path);
+        }
+        n->statusfd = fd;
+        return 0;
+}
+
+static void status_serve_one(struct node *n) {
+        int fd = accept4(n->statusfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return;
+        struct timeval tv = { .tv_sec = 1 };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        char req[64];
+        ssize_t k = recv(fd, req, sizeof req - 1, 0);
+        if (k > 0) {
+                req[k] = 0;
+                if (startswith(req, "status")) {
+                        (void)podresources_sync(n);
+                        json_t *j = status_json(n);
+                        char *s = json_dumps(j, JSON_COMPACT);
+                        json_decref(j);
+                        if (s) {
+                                size_t len = strlen(s), off = 0;
+                                while (off < len) {
+                                        ssize_t w = send(fd, s + off, len - off, MSG_NOSIGNAL);
+                                        if (w <= 0)
+                                                break;
+                                        off += (size_t)w;
+                                }
+                                (void)send(fd, "\n", 1, MSG_NOSIGNAL);
+                                free(s);
+                        }
+                } else
+                        (void)send(fd, "{\"error\":\"unknown request\"}\n", 28, MSG_NOSIGNAL);
+        }
+        close(fd);
+}
+
+/* ---- configuration ---- */
+
+static void apply_runtime_config(struct node *n) {
+        log_set_level((enum log_level)n->cfg.log_level);
+        struct plugin_options o;
+        plugin_options_from_config(&n->cfg, &o);
+        pthread_mutex_lock(&n->plugin->lock);
+        strscpy(o.resource, n->plugin->opt.resource, sizeof o.resource); /* fixed for the plugin's life */
+        n->plugin->opt = o;
+        pthread_mutex_unlock(&n->plugin->lock);
+        if (n->health.running)
+                health_set_options(&n->health, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                                   n->cfg.health_quiet_period_sec * 1000);
+}
+
+static void reload(struct node *n) {
+        struct gpuslice_config c;
+        char err[512];
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &c, err, sizeof err);
+        if (r < 0) {
+                log_error_errno(r, "config reload failed, keeping the old config", "error=\"%s\"", err);
+                return;
+        }
+        if (!streq(c.plugin_dir, n->cfg.plugin_dir) || !streq(c.state_dir, n->cfg.state_dir) ||
+            !streq(config_whole_gpu_resource(&c), config_whole_gpu_resource(&n->cfg)) ||
+            c.health_disabled != n->cfg.health_disabled)
+                log_warn("plugin dir, state dir, resource name and health.disabled change only on restart", "%s", "");
+        strscpy(c.plugin_dir, n->cfg.plugin_dir, sizeof c.plugin_dir);
+        strscpy(c.state_dir, n->cfg.state_dir, sizeof c.state_dir);
+        strscpy(c.whole_gpu_resource, n->cfg.whole_gpu_resource, sizeof c.whole_gpu_resource);
+        c.health_disabled = n->cfg.health_disabled;
+        n->cfg = c;
+        apply_runtime_config(n);
+        log_info("config reloaded", "quiet_period_s=%" PRIu64 " xid_ignored=%zu", c.health_quiet_period_sec,
+                 c.n_xid_ignore);
+}
+
+/* ---- the loop ---- */
+
+static void handle_inotify(struct node *n, bool *ret_restart, bool *ret_register) {
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        for (;;) {
+                ssize_t len = read(n->inofd, buf, sizeof buf);
+                if (len <= 0)
+                        return;
+                for (char *ptr = buf; ptr < buf + len;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)ptr;
+                        ptr += sizeof *ev + ev->len;
+                        if (ev->len == 0)
+                                continue;
+                        if (streq(ev->name, KUBELET_SOCKET) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
+                                log_info("kubelet socket created, registering again", "%s", "");
+                                *ret_register = true;
+                        } else if (streq(ev->name, n->endpoint) && (ev->mask & (IN_DELETE | IN_MOVED_FROM)) &&
+                                   !file_exists(n->socket_path)) {
+                                log_info("plugin socket removed, serving again", "socket=%s", n->socket_path);
+                                *ret_restart = true;
+                        }
+                }
+        }
+}
+
+static int setup(struct node *n) {
+        char err[512];
+        int r;
+
+        r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, err, sizeof err);
+        if (r < 0) {
+                log_error_errno(r, "bad configuration", "error=\"%s\"", err);
+                return -EINVAL;
+        }
+        log_set_level((enum log_level)n->cfg.log_level);
+
+        if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
+
+        struct nvml_error ne = { 0 };
+        r = nvml_open(n->cfg.nvml_library[0] ? n->cfg.nvml_library : NULL, &n->nvml, &ne);
+        if (r < 0)
+                return log_error_errno(r, "cannot load NVML", "func=%s nvml=\"%s\"", ne.func, ne.text);
+        struct topo *t = malloc(sizeof *t);
+        if (!t)
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        r = nvml_inventory(n->nvml, t, &ne);
+        if (r < 0) {
+                free(t);
+                return log_error_errno(r, "cannot read the GPUs", "func=%s nvml=\"%s\"", ne.func, ne.text);
+        }
+        struct plugin_options o;
+        plugin_options_from_config(&n->cfg, &o);
+        n->plugin = malloc(sizeof *n->plugin);
+        if (!n->plugin) {
+                free(t);
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        }
+        plugin_init(n->plugin, &o, t);
+        free(t);
+        log_info("inventory", "gpus=%u devices=%u driver=%s", n->plugin->topo.n_gpus, n->plugin->n,
+                 n->plugin->topo.driver_version);
+        for (unsigned i = 0; i < n->plugin->n; i++)
+                if (!n->plugin->gpu[i].healthy)
+                        log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
+                                 n->plugin->gpu[i].reason);
+
+        endpoint_name(o.resource, n->endpoint, sizeof n->endpoint);
+        if ((size_t)snprintf(n->socket_path, sizeof n->socket_path, "%s/%s", n->cfg.plugin_dir, n->endpoint) >=
+                    sizeof n->socket_path ||
+            (size_t)snprintf(n->kubelet_path, sizeof n->kubelet_path, "%s/%s", n->cfg.plugin_dir, KUBELET_SOCKET) >=
+                    sizeof n->kubelet_path ||
+            (size_t)snprintf(n->status_path, sizeof n->status_path, "%s/%s", n->cfg.state_dir, AGENT_STATUS_SOCKET) >=
+                    sizeof n->status_path)
+                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+        snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
+
+        state_restore(n);
+        (void)podresources_sync(n);
+        state_persist(n);
+
+        n->inofd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (n->inofd < 0)
+                return log_error_errno(-errno, "inotify_init1 failed", "%s", "");
+        if (inotify_add_watch(n->inofd, n->cfg.plugin_dir, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0)
+                return log_error_errno(-errno, "cannot watch the plugin dir", "dir=%s", n->cfg.plugin_dir);
+        r = status_listen(n);
+        if (r < 0)
+                return r;
+
+        if (!n->cfg.health_disabled) {
+                r = health_start(&n->health, n->nvml, n->plugin, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                                 n->cfg.health_quiet_period_sec * 1000);
+                if (r < 0)
+                        return log_error_errno(r, "cannot start the health thread", "%s", "");
+        }
+        serve_and_register(n, true);
+        return 0;
+}
+
+static void teardown(struct node *n) {
+        if (n->plugin)
+                atomic_store(&n->plugin->stopping, true);
+        n->server = rpc_server_free(n->server);
+        health_stop(&n->health);
+        if (n->plugin)
+                state_persist(n);
+        if (n->statusfd >= 0) {
+                close(n->statusfd);
+                (void)unlink(n->status_path);
+        }
+        if (n->inofd >= 0)
+                close(n->inofd);
+        if (n->sigfd >= 0)
+                close(n->sigfd);
+        if (n->plugin) {
+                plugin_done(n->plugin);
+                free(n->plugin);
+        }
+        n->nvml = nvml_close(n->nvml);
+        config_args_done(&n->args);
+}
+
+static void usage(void) {
+        size_t k = 0;
+        const struct config_option *opts = config_options(&k);
+        printf("Usage: gpuslice node [--config FILE] [OPTIONS]\n\n"
+               "Run the kubelet device plugin node agent. Options (each also a config file key):\n");
+        for (size_t i = 0; i < k; i++)
+                printf("  --%s%s%-*s %s\n", opts[i].flag, opts[i].metavar ? " " : "",
+                       (int)(28 - strlen(opts[i].flag) - (opts[i].metavar ? strlen(opts[i].metavar) + 1 : 0)),
+                       opts[i].metavar ? opts[i].metavar : "", opts[i].help);
+        printf("\nSignals: SIGTERM/SIGINT stop (sockets removed, exit 0), SIGHUP reloads the config.\n"
+               "Documentation: docs/node-agent.md\n");
+}
+
+int cmd_node(int argc, char **argv) {
+        struct node n = { .sigfd = -1, .inofd = -1, .statusfd = -1 };
+        char err[512];
+        sigset_t mask;
+
+        /* Block the signals before any thread exists, so every thread inherits the mask and only
+         * the loop's signalfd sees them. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        int r = config_args_parse(argc, argv, 1, &n.args, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice node: %s\n", err);
+                return EXIT_USAGE;
+        }
+        if (n.args.help) {
+                usage();
+                config_args_done(&n.args);
+                return EXIT_OK;
+        }
+        if (n.args.version) {
+                config_args_done(&n.args);
+                return cmd_version(0, NULL);
+        }
+        n.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (n.sigfd < 0) {
+                log_error_errno(-errno, "signalfd failed", "%s", "");
+                config_args_done(&n.args);
+                return EXIT_RUNTIME;
+        }
+        r = setup(&n);
+        if (r < 0) {
+                teardown(&n);
+                return r == -EINVAL ? EXIT_DATA : EXIT_RUNTIME;
+        }
+
+        bool stop = false;
+        while (!stop) {
+                struct pollfd pfd[3] = {
+                        { .fd = n.sigfd, .events = POLLIN },
+                        { .fd = n.inofd, .events = POLLIN },
+                        { .fd = n.statusfd, .events = POLLIN },
+                };
+                (void)poll(pfd, 3, TICK_MS);
+                if (pfd[0].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(n.sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                                if (si.ssi_signo == SIGHUP) {
+                                        log_info("SIGHUP: reloading the config", "%s", "");
+                                        reload(&n);
+                                } else {
+                                        log_info("stopping", "signal=%s", strsignal((int)si.ssi_signo));
+                                        stop = true;
+                                }
+                        }
+                }
+                if (stop)
+                        break;
+                bool restart = false, reg = false;
+                if (pfd[1].revents & POLLIN) {
+                        handle_inotify(&n, &restart, &reg);
+                        /* kubelet removes the sockets and creates kubelet.sock in quick
+                         * succession: take the burst as one event, register once. */
+                        struct pollfd more = { .fd = n.inofd, .events = POLLIN };
+                        while ((restart || reg) && poll(&more, 1, 20) > 0)
+                                handle_inotify(&n, &restart, &reg);
+                }
+                if (restart || reg)
+                        serve_and_register(&n, restart || !file_exists(n.socket_path));
+                uint64_t now = health_now_ms();
+                if (n.retry_register_ms && now >= n.retry_register_ms)
+                        serve_and_register(&n, false);
+                if (pfd[2].revents & POLLIN)
+                        status_serve_one(&n);
+                if (n.health.running && now >= n.next_probe_ms) {
+                        health_probe(&n.health, now);
+                        n.next_probe_ms = now + PROBE_MS;
+                }
+                if (now >= n.next_sync_ms) {
+                        if (n.next_sync_ms)
+                                (void)podresources_sync(&n);
+                        n.next_sync_ms = now + PODRES_SYNC_MS;
+                }
+                state_persist(&n);
+        }
+        teardown(&n);
+        log_info("stopped", "%s", "");
+        return EXIT_OK;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plugin — one kubelet DevicePlugin (API v1beta1) for whole GPUs: the device table (health,
+ * NUMA node, who holds what) and the protocol handlers (GetDevicePluginOptions, ListAndWatch,
+ * GetPreferredAllocation, Allocate, PreStartContainer) over protobuf-c messages.
+ *
+ * The table is shared by the gRPC call threads, the health thread and the main loop: every access
+ * goes through plugin->lock, and every change a kubelet must see bumps plugin->generation, which
+ * ListAndWatch streams poll (PLUGIN_WATCH_POLL_MS) to push the full list again.
+ * Must never: trust a request (every ID is checked against the table), offer or hand out an
+ * unhealthy GPU, block on NVML or the network while holding the lock.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rpc/rpc.h"
+#include "state/state.h"
+#include "topo/topo.h"
+
+#define PLUGIN_API_VERSION "v1beta1"
+#define PLUGIN_WATCH_POLL_MS 100
+
+struct plugin_options {
+        char resource[320];   /* "nvidia.com/gpu" */
+        bool ids_by_index;    /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
+        bool list_envvar;     /* NVIDIA_VISIBLE_DEVICES + device specs */
+        bool list_cdi;        /* cdi_devices */
+        char cdi_kind[640];   /* "vendor/class" */
+        char dev_root[4096];  /* host root holding /dev ("/" on a real node) */
+};
+
+struct plugin_gpu {
+        char id[96];          /* device ID = GPU UUID */
+        int index;            /* NVML index */
+        int minor;            /* /dev/nvidia<minor>, -1 unknown */
+        int numa;             /* -1 unknown */
+        bool healthy;
+        char reason[96];      /* why unhealthy ("xid 79", "GPU_IS_LOST") */
+        uint64_t ok_since_ms; /* health: first normal answer since the last fault; 0 none yet */
+};
+
+struct plugin {
+        pthread_mutex_t lock;
+        atomic_uint_fast64_t generation; /* bumped on every change ListAndWatch must push */
+        atomic_bool stopping;
+        struct plugin_options opt;
+        struct topo topo;                /* the inventory the table was built from */
+        unsigned n;
+        struct plugin_gpu gpu[TOPO_MAX_GPUS];
+        struct gpuslice_state state;     /* who holds which device (Allocate + PodResources) */
+        /* counters for status */
+        uint64_t n_allocate, n_preferred, n_errors;
+};
+
+/* Build the table from an inventory: one device per GPU with a UUID; GPUs NVML could not read
+ * start Unhealthy. The plugin is caller-owned memory (it is large: allocate it). */
+void plugin_init(struct plugin *p, const struct plugin_options *opt, const struct topo *t);
+void plugin_done(struct plugin *p);
+
+/* Table index of device `id`, or -1. Caller holds the lock (or owns p alone). */
+int plugin_find(const struct plugin *p, const char *id);
+
+/* Health transitions (take the lock; bump the generation when the health changes). */
+void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint64_t now_ms, bool fault_cleared);
+/* A normal NVML answer for GPU i at now_ms: becomes healthy after quiet_ms of normal answers. */
+void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t quiet_ms);
+
+/* Every handler below is an rpc_unary_fn / rpc_stream_fn with the plugin as userdata. */
+enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
+                                 size_t *ret_len, struct rpc_status *st);
+enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                    struct rpc_status *st);
+enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
+                                   size_t *ret_len, struct rpc_status *st);
+enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                              struct rpc_status *st);
+enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
+                               size_t *ret_len, struct rpc_status *st);
+
+/* The current ListAndWatchResponse, packed. 0 or -ENOMEM. */
+int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
+
+/* Add the plugin's methods to a server. */
+int plugin_serve(struct plugin *p, struct rpc_server *s);

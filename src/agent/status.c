@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * status — `gpuslice status`: ask a running node agent over its local status socket
+ * (<state-dir>/gpuslice.sock, agent.h) and print its devices, their health and who holds them.
+ * Must never: hang on a stuck agent (every read and write has a timeout).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/agent.h"
+#include "cli/commands.h"
+#include "util/util.h"
+
+static int status_fetch(const char *path, char **ret) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strscpy(sa.sun_path, path, sizeof sa.sun_path);
+        _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        struct timeval tv = { .tv_sec = 5 };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return -errno;
+        if (send(fd, "status\n", 7, MSG_NOSIGNAL) != 7)
+                return -EIO;
+        size_t cap = 65536, len = 0;
+        _cleanup_(freep) char *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (len + 1 >= cap) {
+                        if (cap >= AGENT_STATUS_MAX)
+                                return -EFBIG;
+                        char *nb = realloc(buf, cap * 2);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        cap *= 2;
+                }
+                ssize_t k = recv(fd, buf + len, cap - len - 1, 0);
+                if (k < 0)
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+        }
+        buf[len] = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+static const char *jstr(json_t *o, const char *key) {
+        const char *s = json_string_value(json_object_get(o, key));
+        return s ? s : "";
+}
+
+static void print_table(json_t *j) {
+        printf("resource %s  registered %s  endpoint %s\n", jstr(j, "resource"),
+               json_is_true(json_object_get(j, "registered")) ? "yes" : "no", jstr(j, "endpoint"));
+        printf("%-5s %-44s %-5s %-10s %s\n", "GPU", "DEVICE ID", "NUMA", "HEALTH", "HELD BY");
+        json_t *devs = json_object_get(j, "devices");
+        size_t i;
+        json_t *d;
+        json_array_foreach(devs, i, d) {
+                char holder[512] = "-";
+                json_t *h = json_object_get(d, "holder");
+                if (json_is_object(h)) {
+                        const char *pod = jstr(h, "pod");
+                        if (pod[0])
+                                snprintf(holder, sizeof holder, "%s/%s/%s", jstr(h, "namespace"), pod,
+                                         jstr(h, "container"));
+                        else
+                                snprintf(holder, sizeof holder, "(allocated, pod not reported yet)");
+                }
+                char health[128];
+                if (json_object_get(d, "reason"))
+                        snprintf(health, sizeof health, "%s (%s)", jstr(d, "health"), jstr(d, "reason"));
+                else
+                        snprintf(health, sizeof health, "%s", jstr(d, "health"));
+                printf("%-5lld %-44s %-5lld %-10s %s\n", (long long)json_integer_value(json_object_get(d, "index")),
+                       jstr(d, "id"), (long long)json_integer_value(json_object_get(d, "numa")), health, holder);
+        }
+        printf("calls: allocate %lld, preferred %lld, rejected %lld\n",
+               (long long)json_integer_value(json_object_get(j, "allocate_calls")),
+               (long long)json_integer_value(json_object_get(j, "preferred_calls")),
+               (long long)json_integer_value(json_object_get(j, "rejected_calls")));
+}
+
+int cmd_status(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "state-dir", required_argument, NULL, 'd' },
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        const char *state_dir = "/var/lib/gpuslice";
+        const char *socket_path = NULL;
+        bool json = false;
+        int c;
+
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "d:s:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'd':
+                        state_dir = optarg;
+                        break;
+                case 's':
+                        socket_path = optarg;
+                        break;
+                case 'j':
+                        json = true;
+                        break;
+                case 'h':
+                        printf("Usage: gpuslice status [--state-dir DIR | --socket PATH] [--json]\n\n"
+                               "Show a running node agent's devices, their health and which pod holds each.\n"
+                               "  -d, --state-dir DIR  the agent's state dir (default /var/lib/gpuslice)\n"
+                               "  -s, --socket PATH    the status socket (default DIR/" AGENT_STATUS_SOCKET ")\n"
+                               "  -j, --json           print the agent's JSON answer\n");
+                        return EXIT_OK;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gpuslice status: unexpected argument '%s'\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        char path[PATH_MAX];
+        if (socket_path)
+                strscpy(path, socket_path, sizeof path);
+        else
+                snprintf(path, sizeof path, "%s/%s", state_dir, AGENT_STATUS_SOCKET);
+
+        _cleanup_(freep) char *text = NULL;
+        int r = status_fetch(path, &text);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice status: cannot reach the node agent at %s: %s\n", path, strerror(-r));
+                return EXIT_RUNTIME;
+        }
+        json_error_t jerr;
+        json_t *j = json_loads(text, 0, &jerr);
+        if (!j || !json_is_object(j)) {
+                fprintf(stderr, "gpuslice status: the agent's answer is not JSON: %s\n", jerr.text);
+                json_decref(j);
+                return EXIT_RUNTIME;
+        }
+        if (json)
+                fputs(text, stdout);
+        else
+                print_table(j);
+        json_decref(j);
+        return EXIT_OK;
+}

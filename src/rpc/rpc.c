@@ -1,0 +1,647 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpc — gRPC C core server and client over unix sockets (see rpc.h).
+ *
+ * The server thread only accepts calls: each accepted call gets a completion queue of its own
+ * and a detached thread that runs it to the end, so handlers may block (a stream waiting for
+ * changes, a unary call that calls back into another service) without stalling other calls.
+ * Must never: trust a peer's message, block the accept loop, or leave a thread behind on free.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+
+#include "rpc/rpc.h"
+#include "util/util.h"
+
+#define RPC_MAX_METHODS 16
+
+enum { TAG_BATCH = 1, TAG_CLOSE = 2 };
+
+struct rpc_method {
+        const char *name;
+        rpc_unary_fn unary;
+        rpc_stream_fn stream;
+        void *userdata;
+};
+
+struct rpc_server {
+        char path[108];
+        size_t max_recv;
+        struct rpc_method methods[RPC_MAX_METHODS];
+        unsigned n_methods;
+
+        grpc_server *server;
+        grpc_completion_queue *cq;
+        pthread_t thread;
+        bool started;
+        atomic_bool stopping;
+        int shutdown_tag;
+
+        pthread_mutex_t lock;
+        pthread_cond_t idle;
+        unsigned active; /* call threads running */
+};
+
+/* One accepted call, owned by its thread. */
+struct rpc_call {
+        struct rpc_server *srv;
+        grpc_call *call;
+        grpc_call_details details;
+        grpc_metadata_array md;
+        grpc_completion_queue *cq;
+        bool done[3];   /* by tag */
+        bool ok[3];
+        int cancelled;  /* from RECV_CLOSE_ON_SERVER */
+};
+
+struct rpc_stream {
+        struct rpc_call *c;
+};
+
+static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
+static void grpc_init_once(void) {
+        /* Kept initialised for the life of the process: gRPC's own threads stay warm and
+         * grpc_shutdown from a handler thread is never needed. */
+        grpc_init();
+}
+
+enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(st->message, sizeof st->message, fmt, ap);
+        va_end(ap);
+        st->code = code;
+        return code;
+}
+
+const char *rpc_code_name(enum rpc_code c) {
+        static const char *const names[] = {
+                "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+                "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+                "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                "UNAUTHENTICATED",
+        };
+        if ((unsigned)c < ELEMENTSOF(names))
+                return names[c];
+        return "?";
+}
+
+int rpc_pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len) {
+        size_t n = protobuf_c_message_get_packed_size(m);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf)
+                return -ENOMEM;
+        protobuf_c_message_pack(m, buf);
+        *ret = buf;
+        *ret_len = n;
+        return 0;
+}
+
+static gpr_timespec deadline_in(int ms) {
+        if (ms < 0)
+                return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+        return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+/* Copy a received byte buffer into one malloc'd block (NUL-terminated for safety). */
+static int buffer_take(grpc_byte_buffer *bb, uint8_t **ret, size_t *ret_len) {
+        grpc_byte_buffer_reader r;
+        if (!grpc_byte_buffer_reader_init(&r, bb))
+                return -EBADMSG;
+        grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+        grpc_byte_buffer_reader_destroy(&r);
+        size_t n = GRPC_SLICE_LENGTH(s);
+        uint8_t *p = malloc(n + 1);
+        if (!p) {
+                grpc_slice_unref(s);
+                return -ENOMEM;
+        }
+        memcpy(p, GRPC_SLICE_START_PTR(s), n);
+        p[n] = 0;
+        grpc_slice_unref(s);
+        *ret = p;
+        *ret_len = n;
+        return 0;
+}
+
+static grpc_byte_buffer *buffer_make(const void *p, size_t n) {
+        grpc_slice s = grpc_slice_from_copied_buffer(p, n);
+        grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        return bb;
+}
+
+/* ---- server side: one call ---- */
+
+/* Pump the call's queue until `tag` completes or timeout_ms passes (-1: forever).
+ * Returns 1 when it completed, 0 on timeout. */
+static int call_pump(struct rpc_call *c, int tag, int timeout_ms) {
+        gpr_timespec dl = deadline_in(timeout_ms);
+        while (!c->done[tag]) {
+                grpc_event ev = grpc_completion_queue_next(c->cq, dl, NULL);
+                if (ev.type == GRPC_QUEUE_TIMEOUT)
+                        return 0;
+                if (ev.type != GRPC_OP_COMPLETE)
+                        return 0; /* not reached: the queue is shut down only by us */
+                int t = (int)(intptr_t)ev.tag;
+                if (t >= 0 && t < 3) {
+                        c->done[t] = true;
+                        c->ok[t] = ev.success;
+                }
+        }
+        return 1;
+}
+
+/* Wait for a batch we started; if it does not finish in time, cancel the call (which makes
+ * every pending op complete) and wait for it. Returns whether the op succeeded. */
+static bool call_wait(struct rpc_call *c, int tag, int timeout_ms) {
+        if (!call_pump(c, tag, timeout_ms)) {
+                grpc_call_cancel(c->call, NULL);
+                call_pump(c, tag, -1);
+        }
+        return c->ok[tag];
+}
+
+static bool call_start(struct rpc_call *c, const grpc_op *ops, size_t n, int tag) {
+        c->done[tag] = false;
+        c->ok[tag] = false;
+        if (grpc_call_start_batch(c->call, ops, n, (void *)(intptr_t)tag, NULL) != GRPC_CALL_OK) {
+                c->done[tag] = true;
+                return false;
+        }
+        return true;
+}
+
+static void call_send_status(struct rpc_call *c, const struct rpc_status *st, const uint8_t *msg, size_t len,
+                             bool with_msg, bool with_close) {
+        grpc_op ops[3];
+        size_t n = 0;
+        grpc_byte_buffer *bb = NULL;
+        grpc_slice details = grpc_slice_from_copied_string(st->code == RPC_OK ? "" : st->message);
+
+        memset(ops, 0, sizeof ops);
+        if (with_msg) {
+                bb = buffer_make(msg, len);
+                ops[n].op = GRPC_OP_SEND_MESSAGE;
+                ops[n].data.send_message.send_message = bb;
+                n++;
+        }
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = (grpc_status_code)st->code;
+        ops[n].data.send_status_from_server.status_details = &details;
+        ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+        n++;
+        if (with_close) {
+                ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+                ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+                n++;
+        }
+        if (call_start(c, ops, n, TAG_BATCH))
+                call_wait(c, TAG_BATCH, 10000);
+        if (bb)
+                grpc_byte_buffer_destroy(bb);
+        grpc_slice_unref(details);
+}
+
+int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len) {
+        struct rpc_call *c = s->c;
+        grpc_op op;
+
+        if (c->done[TAG_CLOSE] || atomic_load(&c->srv->stopping))
+                return -EPIPE;
+        memset(&op, 0, sizeof op);
+        grpc_byte_buffer *bb = buffer_make(msg, len);
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = bb;
+        bool ok = false;
+        bool timed_out = false;
+        if (call_start(c, &op, 1, TAG_BATCH)) {
+                if (!call_pump(c, TAG_BATCH, 10000)) {
+                        timed_out = true;
+                        grpc_call_cancel(c->call, NULL);
+                        call_pump(c, TAG_BATCH, -1);
+                }
+                ok = c->ok[TAG_BATCH];
+        }
+        grpc_byte_buffer_destroy(bb);
+        if (timed_out)
+                return -ETIMEDOUT;
+        return ok ? 0 : -EPIPE;
+}
+
+int rpc_stream_wait(struct rpc_stream *s, int timeout_ms) {
+        struct rpc_call *c = s->c;
+        if (atomic_load(&c->srv->stopping))
+                return -EPIPE;
+        if (call_pump(c, TAG_CLOSE, timeout_ms) || atomic_load(&c->srv->stopping))
+                return -EPIPE;
+        return 0;
+}
+
+static const struct rpc_method *find_method(struct rpc_server *srv, grpc_slice name) {
+        for (unsigned i = 0; i < srv->n_methods; i++) {
+                size_t l = strlen(srv->methods[i].name);
+                if (GRPC_SLICE_LENGTH(name) == l && memcmp(GRPC_SLICE_START_PTR(name), srv->methods[i].name, l) == 0)
+                        return &srv->methods[i];
+        }
+        return NULL;
+}
+
+static void call_free(struct rpc_call *c) {
+        if (!c)
+                return;
+        if (c->call)
+                grpc_call_unref(c->call);
+        grpc_call_details_destroy(&c->details);
+        grpc_metadata_array_destroy(&c->md);
+        if (c->cq) {
+                grpc_completion_queue_shutdown(c->cq);
+                while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+                       GRPC_QUEUE_SHUTDOWN)
+                        ;
+                grpc_completion_queue_destroy(c->cq);
+        }
+        free(c);
+}
+
+static void call_run(struct rpc_call *c) {
+        struct rpc_status st = { .code = RPC_OK };
+        grpc_op ops[2];
+        grpc_byte_buffer *in = NULL;
+        _cleanup_(freep) uint8_t *req = NULL;
+        size_t req_len = 0;
+
+        const struct rpc_method *m = find_method(c->srv, c->details.method);
+
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[1].op = GRPC_OP_RECV_MESSAGE;
+        ops[1].data.recv_message.recv_message = &in;
+        if (!call_start(c, ops, 2, TAG_BATCH) || !call_wait(c, TAG_BATCH, 30000)) {
+                if (in)
+                        grpc_byte_buffer_destroy(in);
+                /* The peer went away or sent more than we accept (gRPC then already failed the
+                 * call with RESOURCE_EXHAUSTED); still finish the call properly. */
+                rpc_error(&st, RPC_CANCELLED, "request could not be received");
+                call_send_status(c, &st, NULL, 0, false, true);
+                return;
+        }
+        if (!m) {
+                char name[128];
+                strnscpy(name, sizeof name, (const char *)GRPC_SLICE_START_PTR(c->details.method),
+                         GRPC_SLICE_LENGTH(c->details.method));
+                rpc_error(&st, RPC_UNIMPLEMENTED, "unknown method %s", name);
+        } else if (!in) {
+                rpc_error(&st, RPC_INVALID_ARGUMENT, "missing request message");
+        } else if (buffer_take(in, &req, &req_len) < 0) {
+                rpc_error(&st, RPC_INTERNAL, "cannot read request message");
+        }
+        if (in)
+                grpc_byte_buffer_destroy(in);
+        if (st.code != RPC_OK) {
+                call_send_status(c, &st, NULL, 0, false, true);
+                return;
+        }
+
+        if (m->unary) {
+                _cleanup_(freep) uint8_t *resp = NULL;
+                size_t resp_len = 0;
+                enum rpc_code code = m->unary(m->userdata, req, req_len, &resp, &resp_len, &st);
+                st.code = code;
+                call_send_status(c, &st, resp, resp_len, code == RPC_OK, true);
+                return;
+        }
+
+        /* Streaming: watch for the client going away while the handler runs. */
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[0].data.recv_close_on_server.cancelled = &c->cancelled;
+        bool close_started = call_start(c, ops, 1, TAG_CLOSE);
+        struct rpc_stream s = { .c = c };
+        enum rpc_code code = m->stream(m->userdata, req, req_len, &s, &st);
+        st.code = code;
+        call_send_status(c, &st, NULL, 0, false, false);
+        if (close_started && !call_pump(c, TAG_CLOSE, 5000)) {
+                grpc_call_cancel(c->call, NULL);
+                call_pump(c, TAG_CLOSE, -1);
+        }
+}
+
+static void *call_thread(void *arg) {
+        struct rpc_call *c = arg;
+        struct rpc_server *srv = c->srv;
+
+        call_run(c);
+        call_free(c);
+        pthread_mutex_lock(&srv->lock);
+        srv->active--;
+        pthread_cond_broadcast(&srv->idle);
+        pthread_mutex_unlock(&srv->lock);
+        return NULL;
+}
+
+static void call_refuse(struct rpc_call *c, enum rpc_code code, const char *msg) {
+        struct rpc_status st;
+        rpc_error(&st, code, "%s", msg);
+        call_send_status(c, &st, NULL, 0, false, true);
+        call_free(c);
+}
+
+static struct rpc_call *call_new(struct rpc_server *srv) {
+        struct rpc_call *c = calloc(1, sizeof *c);
+        if (!c)
+                return NULL;
+        c->srv = srv;
+        grpc_call_details_init(&c->details);
+        grpc_metadata_array_init(&c->md);
+        c->cq = grpc_completion_queue_create_for_next(NULL);
+        return c;
+}
+
+static void *server_thread(void *arg) {
+        struct rpc_server *srv = arg;
+        struct rpc_call *pending = NULL;
+        bool shut = false;
+
+        for (;;) {
+                if (!pending && !shut && !atomic_load(&srv->stopping)) {
+                        pending = call_new(srv);
+                        if (pending && grpc_server_request_call(srv->server, &pending->call, &pending->details,
+                                                                &pending->md, pending->cq, srv->cq,
+                                                                pending) != GRPC_CALL_OK) {
+                                call_free(pending);
+                                pending = NULL;
+                        }
+                }
+                grpc_event ev = grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                if (ev.type == GRPC_QUEUE_SHUTDOWN)
+                        break;
+                if (ev.type != GRPC_OP_COMPLETE)
+                        continue;
+                if (ev.tag == &srv->shutdown_tag) {
+                        shut = true;
+                        grpc_completion_queue_shutdown(srv->cq);
+                        continue;
+                }
+                struct rpc_call *c = ev.tag;
+                if (c == pending)
+                        pending = NULL;
+                if (!ev.success) {
+                        call_free(c);
+                        continue;
+                }
+                pthread_mutex_lock(&srv->lock);
+                bool busy = srv->active >= RPC_MAX_ACTIVE_CALLS;
+                if (!busy)
+                        srv->active++;
+                pthread_mutex_unlock(&srv->lock);
+                if (busy) {
+                        call_refuse(c, RPC_RESOURCE_EXHAUSTED, "too many calls in progress");
+                        continue;
+                }
+                pthread_attr_t attr;
+                pthread_t t;
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                pthread_attr_setstacksize(&attr, 256 * 1024);
+                int r = pthread_create(&t, &attr, call_thread, c);
+                pthread_attr_destroy(&attr);
+                if (r != 0) {
+                        pthread_mutex_lock(&srv->lock);
+                        srv->active--;
+                        pthread_mutex_unlock(&srv->lock);
+                        call_refuse(c, RPC_RESOURCE_EXHAUSTED, "cannot start a thread for the call");
+                }
+        }
+        if (pending)
+                call_free(pending);
+        return NULL;
+}
+
+int rpc_server_new(const char *path, size_t max_recv, struct rpc_server **ret) {
+        if (!path || strlen(path) >= sizeof(((struct rpc_server *)0)->path) || !ret)
+                return -EINVAL;
+        pthread_once(&grpc_once, grpc_init_once);
+        struct rpc_server *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        strscpy(s->path, path, sizeof s->path);
+        s->max_recv = max_recv ? max_recv : RPC_DEFAULT_MAX_RECV;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->idle, NULL);
+        *ret = s;
+        return 0;
+}
+
+static int add_method(struct rpc_server *s, const char *name, rpc_unary_fn u, rpc_stream_fn st, void *userdata) {
+        if (!s || !name || s->started)
+                return -EINVAL;
+        if (s->n_methods >= RPC_MAX_METHODS)
+                return -ENOSPC;
+        s->methods[s->n_methods++] = (struct rpc_method){ name, u, st, userdata };
+        return 0;
+}
+
+int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_fn fn, void *userdata) {
+        return fn ? add_method(s, method, fn, NULL, userdata) : -EINVAL;
+}
+
+int rpc_server_add_stream(struct rpc_server *s, const char *method, rpc_stream_fn fn, void *userdata) {
+        return fn ? add_method(s, method, NULL, fn, userdata) : -EINVAL;
+}
+
+const char *rpc_server_path(const struct rpc_server *s) {
+        return s->path;
+}
+
+int rpc_server_start(struct rpc_server *s) {
+        char target[128];
+
+        if (!s || s->started)
+                return -EINVAL;
+        (void)unlink(s->path);
+
+        grpc_arg args[1];
+        args[0].type = GRPC_ARG_INTEGER;
+        args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+        args[0].value.integer = (int)s->max_recv;
+        grpc_channel_args ca = { .num_args = 1, .args = args };
+
+        s->server = grpc_server_create(&ca, NULL);
+        if (!s->server)
+                return -ENOMEM;
+        s->cq = grpc_completion_queue_create_for_next(NULL);
+        grpc_server_register_completion_queue(s->server, s->cq, NULL);
+        snprintf(target, sizeof target, "unix:%s", s->path);
+        grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+        int port = grpc_server_add_http2_port(s->server, target, creds);
+        grpc_server_credentials_release(creds);
+        if (port == 0) {
+                grpc_server_destroy(s->server);
+                s->server = NULL;
+                grpc_completion_queue_shutdown(s->cq);
+                while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+                       GRPC_QUEUE_SHUTDOWN)
+                        ;
+                grpc_completion_queue_destroy(s->cq);
+                s->cq = NULL;
+                return -EADDRINUSE;
+        }
+        grpc_server_start(s->server);
+        if (pthread_create(&s->thread, NULL, server_thread, s) != 0) {
+                atomic_store(&s->stopping, true);
+                grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+                grpc_server_cancel_all_calls(s->server);
+                for (;;) {
+                        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                        if (ev.type == GRPC_OP_COMPLETE && ev.tag == &s->shutdown_tag)
+                                break;
+                }
+                grpc_server_destroy(s->server);
+                s->server = NULL;
+                grpc_completion_queue_shutdown(s->cq);
+                while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+                       GRPC_QUEUE_SHUTDOWN)
+                        ;
+                grpc_completion_queue_destroy(s->cq);
+                s->cq = NULL;
+                return -EAGAIN;
+        }
+        s->started = true;
+        return 0;
+}
+
+struct rpc_server *rpc_server_free(struct rpc_server *s) {
+        if (!s)
+                return NULL;
+        if (s->started) {
+                atomic_store(&s->stopping, true);
+                grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+                grpc_server_cancel_all_calls(s->server);
+                pthread_join(s->thread, NULL);
+                pthread_mutex_lock(&s->lock);
+                while (s->active > 0)
+                        pthread_cond_wait(&s->idle, &s->lock);
+                pthread_mutex_unlock(&s->lock);
+                grpc_server_destroy(s->server);
+                grpc_completion_queue_destroy(s->cq);
+        }
+        (void)unlink(s->path);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->idle);
+        free(s);
+        return NULL;
+}
+
+/* ---- client ---- */
+
+static int status_to_errno(grpc_status_code c) {
+        switch (c) {
+        case GRPC_STATUS_OK:
+                return 0;
+        case GRPC_STATUS_UNAVAILABLE:
+                return -ECONNREFUSED;
+        case GRPC_STATUS_DEADLINE_EXCEEDED:
+                return -ETIMEDOUT;
+        default:
+                return -EREMOTEIO;
+        }
+}
+
+int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+        struct rpc_status local;
+        if (!st)
+                st = &local;
+        st->code = RPC_UNKNOWN;
+        st->message[0] = 0;
+        if (!target || !method || (!req && req_len))
+                return -EINVAL;
+        pthread_once(&grpc_once, grpc_init_once);
+
+        grpc_arg args[1];
+        args[0].type = GRPC_ARG_INTEGER;
+        args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+        args[0].value.integer = 16 << 20;
+        grpc_channel_args ca = { .num_args = 1, .args = args };
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        grpc_channel *ch = grpc_channel_create(target, creds, &ca);
+        grpc_channel_credentials_release(creds);
+        if (!ch)
+                return -ENOMEM;
+        grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+        grpc_slice mslice = grpc_slice_from_copied_string(method);
+        grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
+                                                   deadline_in(timeout_ms), NULL);
+        grpc_slice_unref(mslice);
+
+        grpc_metadata_array init_md, trail_md;
+        grpc_metadata_array_init(&init_md);
+        grpc_metadata_array_init(&trail_md);
+        grpc_byte_buffer *out = buffer_make(req ? req : "", req_len);
+        grpc_byte_buffer *in = NULL;
+        grpc_status_code status = GRPC_STATUS_UNKNOWN;
+        grpc_slice details = grpc_empty_slice();
+        grpc_op ops[6];
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[1].op = GRPC_OP_SEND_MESSAGE;
+        ops[1].data.send_message.send_message = out;
+        ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+        ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+        ops[4].op = GRPC_OP_RECV_MESSAGE;
+        ops[4].data.recv_message.recv_message = &in;
+        ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+        ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+        ops[5].data.recv_status_on_client.status = &status;
+        ops[5].data.recv_status_on_client.status_details = &details;
+
+        int r;
+        if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
+                rpc_error(st, RPC_INTERNAL, "cannot start call");
+                r = -EIO;
+        } else {
+                (void)grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                st->code = (enum rpc_code)status;
+                strnscpy(st->message, sizeof st->message, (const char *)GRPC_SLICE_START_PTR(details),
+                         GRPC_SLICE_LENGTH(details));
+                r = status_to_errno(status);
+                if (r == 0) {
+                        if (in)
+                                r = buffer_take(in, ret_resp, ret_resp_len);
+                        else {
+                                *ret_resp = NULL;
+                                *ret_resp_len = 0;
+                        }
+                }
+        }
+        if (in)
+                grpc_byte_buffer_destroy(in);
+        grpc_byte_buffer_destroy(out);
+        grpc_slice_unref(details);
+        grpc_metadata_array_destroy(&init_md);
+        grpc_metadata_array_destroy(&trail_md);
+        grpc_call_unref(call);
+        grpc_completion_queue_shutdown(cq);
+        while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+                ;
+        grpc_completion_queue_destroy(cq);
+        grpc_channel_destroy(ch);
+        return r;
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpc — the smallest gRPC layer gpuslice needs, on the gRPC C core with insecure credentials
+ * over unix sockets: a server that serves unary and server-streaming methods (one thread per
+ * call, so a call that blocks — kubelet calling us back during our Register — never blocks
+ * another), and a unary client. Messages are opaque bytes here; protobuf-c lives in the callers.
+ *
+ * Must never: log (callers log), abort on a peer's bytes, or hold a lock while calling a handler.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+/* gRPC status codes (the wire values). */
+enum rpc_code {
+        RPC_OK = 0,
+        RPC_CANCELLED = 1,
+        RPC_UNKNOWN = 2,
+        RPC_INVALID_ARGUMENT = 3,
+        RPC_DEADLINE_EXCEEDED = 4,
+        RPC_NOT_FOUND = 5,
+        RPC_ALREADY_EXISTS = 6,
+        RPC_PERMISSION_DENIED = 7,
+        RPC_RESOURCE_EXHAUSTED = 8,
+        RPC_FAILED_PRECONDITION = 9,
+        RPC_ABORTED = 10,
+        RPC_OUT_OF_RANGE = 11,
+        RPC_UNIMPLEMENTED = 12,
+        RPC_INTERNAL = 13,
+        RPC_UNAVAILABLE = 14,
+        RPC_DATA_LOSS = 15,
+        RPC_UNAUTHENTICATED = 16,
+};
+
+struct rpc_status {
+        enum rpc_code code;
+        char message[256];
+};
+
+/* Default limit on a received message; bigger ones are refused by gRPC (RESOURCE_EXHAUSTED). */
+#define RPC_DEFAULT_MAX_RECV (1u << 20)
+/* Calls served at once; more are refused with RESOURCE_EXHAUSTED. */
+#define RPC_MAX_ACTIVE_CALLS 64
+
+/*
+ * A unary handler: req/req_len is the request (not NUL-terminated). On success return RPC_OK
+ * and set *ret_resp (malloc'd, the server frees it; NULL with length 0 is an empty message).
+ * On failure return a code and write a message for the peer into st->message.
+ */
+typedef enum rpc_code (*rpc_unary_fn)(void *userdata, const uint8_t *req, size_t req_len,
+                                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+
+struct rpc_stream;
+/* A server-streaming handler: runs on the call's own thread until it returns (then the final
+ * status is sent). It sends with rpc_stream_send and waits with rpc_stream_wait. */
+typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_t req_len,
+                                       struct rpc_stream *s, struct rpc_status *st);
+
+/* Send one message. 0, -EPIPE when the client is gone or the call was cancelled,
+ * -ETIMEDOUT when the client does not take it within 10 s (the call is then cancelled). */
+int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len);
+/* Sleep up to timeout_ms. 0 on timeout, -EPIPE when the client has gone or the server stops. */
+int rpc_stream_wait(struct rpc_stream *s, int timeout_ms);
+
+struct rpc_server;
+
+/* A server listening on the unix socket `path` (an existing file there is removed first).
+ * Methods are added before rpc_server_start. max_recv: 0 = RPC_DEFAULT_MAX_RECV. */
+int rpc_server_new(const char *path, size_t max_recv, struct rpc_server **ret);
+/* method is the full gRPC path ("/v1beta1.DevicePlugin/Allocate"); the string must outlive the
+ * server. -EINVAL when started, -ENOSPC past 16 methods. */
+int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_fn fn, void *userdata);
+int rpc_server_add_stream(struct rpc_server *s, const char *method, rpc_stream_fn fn, void *userdata);
+/* Bind and start serving on a thread of its own. 0, -EADDRINUSE/-EIO when binding fails. */
+int rpc_server_start(struct rpc_server *s);
+/* Stop: refuse new calls, cancel running ones (streams see -EPIPE), wait for every handler to
+ * return, remove the socket file. Accepts NULL. Always returns NULL. */
+struct rpc_server *rpc_server_free(struct rpc_server *s);
+const char *rpc_server_path(const struct rpc_server *s);
+
+/*
+ * One unary call to `target` ("unix:/path") with a deadline. On OK returns 0 and sets *ret_resp
+ * (malloc'd, may be NULL for an empty message). Otherwise returns -ECONNREFUSED (UNAVAILABLE),
+ * -ETIMEDOUT (DEADLINE_EXCEEDED) or -EREMOTEIO (any other status); st (may be NULL) always gets
+ * the status and its message.
+ */
+int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len,
+                   int timeout_ms, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+
+/* protobuf-c glue: pack a message into a malloc'd buffer. 0 or -ENOMEM. */
+int rpc_pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len);
+
+/* printf into st->message and return code (for handlers: `return rpc_error(st, RPC_..., ...)`). */
+enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+const char *rpc_code_name(enum rpc_code c);

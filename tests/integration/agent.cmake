@@ -1,0 +1,13 @@
+# Node agent integration tests: the real `gpuslice node` on the simulated node, driven by the
+# kubelet stand-in (tests/integration/kubelet_standin.py, Debian's python3-grpcio).
+if(TARGET gpuslice_agent)
+  set(_agent_tests register preferred allocate allocate-options cdi-only hostile kubelet-restart
+      restart-state restart-state-file-only corrupt-state health-xid health-lost sigterm status-cli sighup)
+  foreach(t ${_agent_tests})
+    add_test(NAME agent-${t}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_agent.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo ${t})
+    set_tests_properties(agent-${t} PROPERTIES TIMEOUT 120 LABELS "integration;agent")
+  endforeach()
+endif()

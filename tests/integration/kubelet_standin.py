@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A kubelet stand-in for testing device plugins, on Debian's grpcio.
+
+It serves the kubelet side of the device plugin API (Registration on <plugin-dir>/kubelet.sock)
+and the PodResources API (List on a configurable socket), and drives plugins the way kubelet
+does (../shared/specs/kubelet-device-plugin.md, "How kubelet behaves"):
+
+- Register is handled synchronously: inside the call it dials the plugin's socket and calls
+  GetDevicePluginOptions (10 s timeout); only then does Register return, and ListAndWatch starts
+  afterwards on a thread that records every message with its arrival time.
+- restart() does what a starting kubelet does: remove every unix socket in the plugin dir (the
+  plugins' too) and create kubelet.sock anew.
+
+Everything it sees is recorded (registrations, ListAndWatch messages, errors) so tests can
+assert on it. Stubs are generated at run time from the repository's proto/ files with
+`/usr/bin/python3 -m grpc_tools.protoc` (generate_stubs).
+"""
+
+import importlib
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+API_VERSION = "v1beta1"
+
+
+def generate_stubs(proto_dir, out_dir):
+    """Generate deviceplugin_pb2(_grpc) and podresources_pb2(_grpc) into out_dir and import them."""
+    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run(
+        ["/usr/bin/python3", "-m", "grpc_tools.protoc", "-I" + proto_dir, "--python_out=" + out_dir,
+         "--grpc_python_out=" + out_dir, os.path.join(proto_dir, "deviceplugin.proto"),
+         os.path.join(proto_dir, "podresources.proto")],
+        check=True)
+    if out_dir not in sys.path:
+        sys.path.insert(0, out_dir)
+    mods = {}
+    for name in ("deviceplugin_pb2", "deviceplugin_pb2_grpc", "podresources_pb2", "podresources_pb2_grpc"):
+        mods[name] = importlib.import_module(name)
+    return mods
+
+
+def valid_resource_name(name):
+    """Domain-prefixed extended resource: 'domain/name', not in kubernetes.io's namespace."""
+    if name.count("/") != 1:
+        return False
+    domain, res = name.split("/")
+    if not domain or not res or "." not in domain or domain.endswith("kubernetes.io"):
+        return False
+    return len(res) <= 63
+
+
+class Registration:
+    def __init__(self, request, options, at):
+        self.request = request
+        self.options = options
+        self.at = at
+
+
+class Kubelet:
+    def __init__(self, stubs, plugin_dir, podres_socket=None):
+        self.pb = stubs["deviceplugin_pb2"]
+        self.pbg = stubs["deviceplugin_pb2_grpc"]
+        self.pr = stubs["podresources_pb2"]
+        self.prg = stubs["podresources_pb2_grpc"]
+        self.plugin_dir = plugin_dir
+        self.podres_socket = podres_socket
+        self.cond = threading.Condition()
+        self.registrations = []      # Registration, in order
+        self.register_errors = []    # strings
+        self.law = []                # (time, endpoint, ListAndWatchResponse)
+        self.law_ends = []           # (time, endpoint, status text)
+        self.pods = []               # PodResources List answer: (namespace, pod, container, resource, [ids])
+        self.podres_calls = 0
+        self.server = None
+        self.podres_server = None
+        self.channels = []
+        self.restarted_at = None
+        self.reject_register = False  # answer Register with an error (tests)
+
+    # ---- servers ----
+
+    def _make_registration_servicer(self):
+        kubelet = self
+
+        class Servicer(self.pbg.RegistrationServicer):
+            def Register(self, request, context):
+                return kubelet._register(request, context)
+
+        return Servicer()
+
+    def _make_podres_servicer(self):
+        kubelet = self
+
+        class Servicer(self.prg.PodResourcesListerServicer):
+            def List(self, request, context):
+                with kubelet.cond:
+                    kubelet.podres_calls += 1
+                    pods = list(kubelet.pods)
+                resp = kubelet.pr.ListPodResourcesResponse()
+                by_pod = {}
+                for ns, pod, ctr, res, ids in pods:
+                    by_pod.setdefault((ns, pod), []).append((ctr, res, ids))
+                for (ns, pod), ctrs in by_pod.items():
+                    p = resp.pod_resources.add(name=pod, namespace=ns)
+                    for ctr, res, ids in ctrs:
+                        c = p.containers.add(name=ctr)
+                        c.devices.add(resource_name=res, device_ids=ids)
+                return resp
+
+        return Servicer()
+
+    def start(self):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.pbg.add_RegistrationServicer_to_server(self._make_registration_servicer(), self.server)
+        sock = os.path.join(self.plugin_dir, "kubelet.sock")
+        if self.server.add_insecure_port("unix:" + sock) == 0:
+            raise RuntimeError("cannot listen on " + sock)
+        self.server.start()
+        if self.podres_socket and self.podres_server is None:
+            self.podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+            self.prg.add_PodResourcesListerServicer_to_server(self._make_podres_servicer(), self.podres_server)
+            if self.podres_server.add_insecure_port("unix:" + self.podres_socket) == 0:
+                raise RuntimeError("cannot listen on " + self.podres_socket)
+            self.podres_server.start()
+
+    def stop(self):
+        if self.server:
+            self.server.stop(0)
+            self.server = None
+        for ch in self.channels:
+            ch.close()
+        self.channels = []
+
+    def close(self):
+        self.stop()
+        if self.podres_server:
+            self.podres_server.stop(0)
+            self.podres_server = None
+
+    def restart(self):
+        """What a starting kubelet does: drop every socket in the plugin dir, new kubelet.sock."""
+        self.stop()
+        for name in os.listdir(self.plugin_dir):
+            path = os.path.join(self.plugin_dir, name)
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.restarted_at = time.monotonic()
+        self.start()
+
+    # ---- kubelet behaviour ----
+
+    def _register(self, request, context):
+        if self.reject_register:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "stand-in told to refuse")
+        if request.version != API_VERSION:
+            msg = "unsupported version %r" % request.version
+            with self.cond:
+                self.register_errors.append(msg)
+                self.cond.notify_all()
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+        if not valid_resource_name(request.resource_name):
+            msg = "invalid resource name %r" % request.resource_name
+            with self.cond:
+                self.register_errors.append(msg)
+                self.cond.notify_all()
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+        # Synchronously dial the plugin and ask for its options, as kubelet does.
+        channel = grpc.insecure_channel("unix:" + os.path.join(self.plugin_dir, request.endpoint))
+        try:
+            stub = self.pbg.DevicePluginStub(channel)
+            options = stub.GetDevicePluginOptions(self.pb.Empty(), timeout=10)
+        except grpc.RpcError as e:
+            channel.close()
+            msg = "GetDevicePluginOptions failed: %s" % e
+            with self.cond:
+                self.register_errors.append(msg)
+                self.cond.notify_all()
+            context.abort(grpc.StatusCode.UNAVAILABLE, msg)
+        with self.cond:
+            self.registrations.append(Registration(request, options, time.monotonic()))
+            self.channels.append(channel)
+            self.cond.notify_all()
+        threading.Thread(target=self._watch, args=(channel, request.endpoint), daemon=True).start()
+        return self.pb.Empty()
+
+    def _watch(self, channel, endpoint):
+        stub = self.pbg.DevicePluginStub(channel)
+        status = "ended"
+        try:
+            for resp in stub.ListAndWatch(self.pb.Empty()):
+                with self.cond:
+                    self.law.append((time.monotonic(), endpoint, resp))
+                    self.cond.notify_all()
+        except grpc.RpcError as e:
+            status = "%s" % (e.code(),)
+        except ValueError:  # channel closed under us
+            status = "closed"
+        with self.cond:
+            self.law_ends.append((time.monotonic(), endpoint, status))
+            self.cond.notify_all()
+
+    # ---- helpers for tests ----
+
+    def wait_for(self, predicate, timeout, what="condition"):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                v = predicate()
+                if v:
+                    return v
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+                self.cond.wait(min(left, 0.05))
+
+    def last_devices(self):
+        """The latest ListAndWatch list as {id: (health, [numa ids])}."""
+        with self.cond:
+            if not self.law:
+                return None
+            resp = self.law[-1][2]
+        return {d.ID: (d.health, [n.ID for n in d.topology.nodes]) for d in resp.devices}
+
+    def plugin_stub(self, endpoint=None):
+        if endpoint is None:
+            endpoint = self.registrations[-1].request.endpoint
+        ch = grpc.insecure_channel("unix:" + os.path.join(self.plugin_dir, endpoint))
+        self.channels.append(ch)
+        return self.pbg.DevicePluginStub(ch), ch
+
+    def raw_call(self, method, payload, endpoint=None, timeout=5):
+        """Send raw bytes to a plugin method; returns (status code, details, response bytes)."""
+        _, ch = self.plugin_stub(endpoint)
+        call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
+        try:
+            resp = call(payload, timeout=timeout)
+            return grpc.StatusCode.OK, "", resp
+        except grpc.RpcError as e:
+            return e.code(), e.details(), None

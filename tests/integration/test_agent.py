@@ -1,0 +1,512 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integration tests of `gpuslice node` against the kubelet stand-in (kubelet_standin.py).
+
+Each test runs the real binary on the simulated node (LD_LIBRARY_PATH=<build>/sim,
+GPUSLICE_SIM_NODE, a private GPUSLICE_SIM_STATE) with temp plugin/state dirs and drives it over
+the real gRPC protocols. Usage:
+
+    /usr/bin/python3 test_agent.py --build DIR --source DIR --topology FILE TEST
+
+Every test is bounded (an alarm ends a stuck test) and kills the agent on the way out.
+Exit code 0 = pass.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelet_standin  # noqa: E402
+
+TEST_TIMEOUT_S = 90
+
+
+class Env:
+    def __init__(self, args, stubs):
+        self.args = args
+        self.stubs = stubs
+        self.pb = stubs["deviceplugin_pb2"]
+        self.tmp = tempfile.mkdtemp(prefix="gpuslice-agent-")
+        self.plugin_dir = os.path.join(self.tmp, "device-plugins")
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.dev_root = os.path.join(self.tmp, "host")
+        self.podres = os.path.join(self.tmp, "pod-resources.sock")
+        os.makedirs(self.plugin_dir)
+        os.makedirs(os.path.join(self.dev_root, "dev"))
+        # The device nodes a host would have; uvm-tools and modeset deliberately absent.
+        for n in ["nvidia%d" % i for i in range(8)] + ["nvidiactl", "nvidia-uvm"]:
+            open(os.path.join(self.dev_root, "dev", n), "w").close()
+        self.env = dict(os.environ)
+        self.env["LD_LIBRARY_PATH"] = os.path.join(args.build, "sim")
+        self.env["GPUSLICE_SIM_NODE"] = args.topology
+        self.env["GPUSLICE_SIM_STATE"] = os.path.join(self.tmp, "sim.state")
+        self.kubelet = kubelet_standin.Kubelet(stubs, self.plugin_dir, self.podres)
+        self.kubelet.start()
+        self.agent = None
+        self.logs = []
+        self.sim("reset")
+
+    # ---- processes ----
+
+    def sim(self, *argv):
+        r = subprocess.run([os.path.join(self.args.build, "sim", "gpuslice-sim")] + list(argv), env=self.env,
+                           capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            raise AssertionError("gpuslice-sim %s failed: %s" % (" ".join(argv), r.stderr))
+        return r.stdout
+
+    def start_agent(self, *extra, quiet="2s"):
+        log = os.path.join(self.tmp, "agent-%d.log" % len(self.logs))
+        self.logs.append(log)
+        cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--plugin-dir", self.plugin_dir, "--state-dir",
+               self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.dev_root,
+               "--health-quiet-period", quiet, "--log-level", "debug"] + list(extra)
+        self.agent = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        return self.agent
+
+    def registered(self, count=1, timeout=10):
+        self.kubelet.wait_for(lambda: len(self.kubelet.registrations) >= count, timeout,
+                              "registration #%d" % count)
+        self.kubelet.wait_for(lambda: len(self.kubelet.law) > 0, timeout, "first ListAndWatch message")
+        return self.kubelet.registrations[count - 1]
+
+    def kill_agent(self, sig=signal.SIGKILL):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(sig)
+            try:
+                self.agent.wait(10)
+            except subprocess.TimeoutExpired:
+                self.agent.kill()
+                self.agent.wait(5)
+        return self.agent.returncode if self.agent else None
+
+    def status(self):
+        r = subprocess.run([os.path.join(self.args.build, "gpuslice"), "status", "--state-dir", self.state_dir,
+                            "--json"], capture_output=True, text=True, timeout=15)
+        if r.returncode != 0:
+            raise AssertionError("gpuslice status failed (%d): %s" % (r.returncode, r.stderr))
+        return json.loads(r.stdout)
+
+    def close(self, failed):
+        try:
+            self.kill_agent(signal.SIGKILL)
+        finally:
+            self.kubelet.close()
+            if failed:
+                for log in self.logs:
+                    sys.stderr.write("---- %s ----\n" % log)
+                    with open(log) as f:
+                        sys.stderr.write(f.read()[-20000:])
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- kubelet-side calls ----
+
+    def stub(self):
+        return self.kubelet.plugin_stub()[0]
+
+    def ids(self):
+        """Device IDs in NVML index order (the order ListAndWatch lists them)."""
+        resp = self.kubelet.law[-1][2]
+        return [d.ID for d in resp.devices]
+
+    def prefer(self, available, size, must=()):
+        req = self.pb.PreferredAllocationRequest()
+        req.container_requests.add(available_deviceIDs=available, must_include_deviceIDs=list(must),
+                                   allocation_size=size)
+        return list(self.stub().GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
+
+    def allocate(self, *containers):
+        req = self.pb.AllocateRequest()
+        for ids in containers:
+            req.container_requests.add(devices_ids=ids)
+        return self.stub().Allocate(req, timeout=5)
+
+    def expect_error(self, fn, code, text=None):
+        try:
+            fn()
+        except grpc.RpcError as e:
+            if e.code() != code:
+                raise AssertionError("expected %s, got %s: %s" % (code, e.code(), e.details()))
+            if text and text not in (e.details() or ""):
+                raise AssertionError("expected %r in the error message, got %r" % (text, e.details()))
+            return e.details()
+        raise AssertionError("expected %s, the call succeeded" % code)
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+# ---- tests ----
+
+def test_register(e):
+    e.start_agent()
+    reg = e.registered()
+    r = reg.request
+    check(r.version == "v1beta1", "version %r" % r.version)
+    check(r.resource_name == "nvidia.com/gpu", "resource %r" % r.resource_name)
+    check(r.endpoint == "gpuslice-nvidia.com-gpu.sock", "endpoint %r" % r.endpoint)
+    check("/" not in r.endpoint, "endpoint must be a bare file name")
+    check(r.options.get_preferred_allocation_available, "RegisterRequest options lack preferred allocation")
+    # What kubelet asked during Register, on the plugin's socket:
+    check(reg.options.get_preferred_allocation_available and not reg.options.pre_start_required,
+          "GetDevicePluginOptions answered %s" % reg.options)
+    devs = e.kubelet.last_devices()
+    check(len(devs) == 8, "ListAndWatch listed %d devices" % len(devs))
+    check(all(h == "Healthy" for h, _ in devs.values()), "not all healthy: %s" % devs)
+    check(all(i.startswith("GPU-") for i in devs), "device IDs must be GPU UUIDs: %s" % list(devs))
+    ids = e.ids()
+    numa = [devs[i][1] for i in ids]
+    check(all(len(n) == 1 for n in numa), "every device carries one NUMA node: %s" % numa)
+    check(numa[0] == numa[1] == numa[2] == numa[3] and numa[4] == numa[5] == numa[6] == numa[7]
+          and numa[0] != numa[4], "NUMA nodes do not follow the two sockets: %s" % numa)
+
+
+def test_preferred(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    # The seed case: GPUs 0,1,3,4 taken, 2 wanted → the PIX pair 6,7.
+    avail = [ids[i] for i in (2, 5, 6, 7)]
+    got = e.prefer(avail, 2)
+    check(sorted(got) == sorted([ids[6], ids[7]]), "preferred %s, want GPUs 6,7" % got)
+    # must-include is honoured: GPU 5 must be in, its PIX partner is 4.
+    got = e.prefer(ids, 2, must=[ids[5]])
+    check(sorted(got) == sorted([ids[4], ids[5]]), "with must-include 5 got %s" % got)
+    # Every container request of one message gets an answer, in order.
+    req = e.pb.PreferredAllocationRequest()
+    req.container_requests.add(available_deviceIDs=ids, allocation_size=4)
+    req.container_requests.add(available_deviceIDs=[ids[0], ids[4]], allocation_size=1)
+    resp = e.stub().GetPreferredAllocation(req, timeout=5)
+    check(len(resp.container_responses) == 2, "answers: %d" % len(resp.container_responses))
+    first = resp.container_responses[0].deviceIDs
+    check(len(first) == 4 and set(first) <= set(ids), "4-GPU answer %s" % list(first))
+    check(len(set(e.kubelet.last_devices()[i][1][0] for i in first)) == 1, "4 GPUs should share a socket")
+    check(len(resp.container_responses[1].deviceIDs) == 1, "second answer %s" % resp.container_responses[1])
+
+
+def test_allocate(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    resp = e.allocate([ids[7], ids[6]], [ids[0]])
+    check(len(resp.container_responses) == 2, "responses: %d" % len(resp.container_responses))
+    c0, c1 = resp.container_responses
+    check(c0.envs["NVIDIA_VISIBLE_DEVICES"] == "%s,%s" % (ids[6], ids[7]), "env %s" % dict(c0.envs))
+    check(c1.envs["NVIDIA_VISIBLE_DEVICES"] == ids[0], "env %s" % dict(c1.envs))
+    specs = {d.container_path: (d.host_path, d.permissions) for d in c0.devices}
+    want = ["/dev/nvidia6", "/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm"]
+    check(sorted(specs) == sorted(want), "device specs %s" % sorted(specs))
+    for p in want:
+        check(specs[p][0] == e.dev_root + p, "host path of %s: %s" % (p, specs[p][0]))
+        check(specs[p][1] == "rw", "permissions %s" % specs[p][1])
+    check("/dev/nvidia0" in [d.container_path for d in c1.devices], "second container lacks /dev/nvidia0")
+    check(len(c0.cdi_devices) == 0, "CDI names without the cdi list strategy")
+
+
+def test_allocate_options(e):
+    e.start_agent("--device-id-strategy", "index", "--device-list-strategy", "envvar,cdi", "--cdi-kind",
+                  "example.com/gpu")
+    e.registered()
+    ids = e.ids()
+    c = e.allocate([ids[2], ids[3]]).container_responses[0]
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == "2,3", "env %s" % dict(c.envs))
+    check([d.name for d in c.cdi_devices] == ["example.com/gpu=2", "example.com/gpu=3"],
+          "cdi %s" % [d.name for d in c.cdi_devices])
+
+
+def test_cdi_only(e):
+    e.start_agent("--device-list-strategy", "cdi")
+    e.registered()
+    ids = e.ids()
+    c = e.allocate([ids[1]]).container_responses[0]
+    check(len(c.envs) == 0 and len(c.devices) == 0, "cdi only, yet env %s devices %d" % (dict(c.envs), len(c.devices)))
+    check(len(c.cdi_devices) == 1 and c.cdi_devices[0].name.endswith("=" + ids[1]), "cdi %s" % c.cdi_devices)
+
+
+def test_hostile(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    INVALID = grpc.StatusCode.INVALID_ARGUMENT
+    k = e.kubelet
+    # Garbage bytes that are not a protobuf message.
+    for m in ("Allocate", "GetPreferredAllocation", "GetDevicePluginOptions", "PreStartContainer"):
+        code, details, _ = k.raw_call("/v1beta1.DevicePlugin/" + m, b"\xff\xff\xff\xff\x0f garbage")
+        check(code == INVALID, "%s with garbage: %s %s" % (m, code, details))
+    # Truncated message: a length prefix promising more than there is.
+    code, details, _ = k.raw_call("/v1beta1.DevicePlugin/Allocate", b"\x0a\x40\x0a\x05GPU-1")
+    check(code == INVALID, "truncated: %s %s" % (code, details))
+    # Huge message: refused by the receive limit, the agent keeps serving.
+    code, details, _ = k.raw_call("/v1beta1.DevicePlugin/Allocate", b"\x0a" + b"\x00" * (4 << 20))
+    check(code == grpc.StatusCode.RESOURCE_EXHAUSTED, "huge: %s %s" % (code, details))
+    code, details, _ = k.raw_call("/v1beta1.DevicePlugin/NoSuchMethod", b"")
+    check(code == grpc.StatusCode.UNIMPLEMENTED, "unknown method: %s" % code)
+    e.expect_error(lambda: e.allocate(["GPU-00000000-dead-beef-0000-000000000000"]), INVALID, "unknown device ID")
+    e.expect_error(lambda: e.allocate([ids[1], ids[1]]), INVALID, "twice")
+    e.expect_error(lambda: e.allocate([ids[1]], [ids[1]]), INVALID, "another container")
+    e.expect_error(lambda: e.allocate([]), INVALID, "no device IDs")
+    e.expect_error(lambda: e.stub().Allocate(e.pb.AllocateRequest(), timeout=5), INVALID, "no container requests")
+    e.expect_error(lambda: e.prefer(ids, 0), INVALID, "allocation_size")
+    e.expect_error(lambda: e.prefer(ids, 9), INVALID, "allocation_size")
+    e.expect_error(lambda: e.prefer(ids[:2], 1, must=[ids[3]]), INVALID, "must_include")
+    e.expect_error(lambda: e.prefer(ids, 1, must=[ids[0], ids[1]]), INVALID, "must-include")
+    e.expect_error(lambda: e.prefer(ids[:1], 2), grpc.StatusCode.RESOURCE_EXHAUSTED)
+    # Unknown fields (a newer kubelet) are skipped: field 15 varint and field 16 bytes appended.
+    req = e.pb.AllocateRequest()
+    req.container_requests.add(devices_ids=[ids[4]])
+    code, details, raw = k.raw_call("/v1beta1.DevicePlugin/Allocate",
+                                    req.SerializeToString() + b"\x78\x01\x82\x01\x03abc")
+    check(code == grpc.StatusCode.OK, "unknown fields: %s %s" % (code, details))
+    resp = e.pb.AllocateResponse.FromString(raw)
+    check(resp.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == ids[4], "unknown-field answer %s" % resp)
+    # Still alive and still streaming.
+    check(e.agent.poll() is None, "agent died")
+    check(len(k.law_ends) == 0, "ListAndWatch ended: %s" % k.law_ends)
+    e.allocate([ids[5]])
+
+
+def test_kubelet_restart(e):
+    e.start_agent()
+    e.registered()
+    e.kubelet.restart()
+    reg = e.registered(2, timeout=5)
+    took = reg.at - e.kubelet.restarted_at
+    print("re-registered %.0f ms after the kubelet restart" % (took * 1000))
+    check(took < 1.0, "re-registration took %.2f s" % took)
+    n_law = len(e.kubelet.law)
+    e.kubelet.wait_for(lambda: any(ep == reg.request.endpoint and t > reg.at for t, ep, _ in e.kubelet.law), 5,
+                       "ListAndWatch after the restart")
+    check(len(e.kubelet.last_devices()) == 8, "full list after restart")
+    check(n_law >= 1, "no ListAndWatch messages")
+    # Only our socket vanishes: serve and register again.
+    sock = os.path.join(e.plugin_dir, reg.request.endpoint)
+    time.sleep(0.2)  # let any registration still due to the restart land first
+    n = len(e.kubelet.registrations)
+    t0 = time.monotonic()
+    os.unlink(sock)
+    reg3 = e.registered(n + 1, timeout=5)
+    check(os.path.exists(sock), "socket not re-created")
+    print("re-registered %.0f ms after the socket vanished" % ((reg3.at - t0) * 1000))
+    check(reg3.at - t0 < 1.0, "re-registration took %.2f s" % (reg3.at - t0))
+    ids = e.ids()
+    e.allocate([ids[0]])
+
+
+def test_restart_state(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    e.allocate([ids[6], ids[7]])
+    # Let the agent write its state file, then kill it hard.
+    e.kubelet.wait_for(lambda: os.path.exists(os.path.join(e.state_dir, "gpuslice.state")), 5, "state file")
+    time.sleep(0.3)
+    e.kill_agent(signal.SIGKILL)
+    # Kubelet knows who holds what: ours (6,7) and GPU 0 from before the state file existed.
+    e.kubelet.pods = [("default", "train-a", "worker", "nvidia.com/gpu", [ids[6], ids[7]]),
+                      ("ml", "infer-b", "main", "nvidia.com/gpu", [ids[0]]),
+                      ("ml", "other", "main", "example.com/fpga", ["fpga-0"])]
+    e.kubelet.restart()  # the agent's socket is stale after SIGKILL
+    e.start_agent()
+    e.registered(2)
+    st = e.status()
+    holders = {d["id"]: d["holder"] for d in st["devices"]}
+    check(holders[ids[6]] and holders[ids[6]]["pod"] == "train-a" and holders[ids[6]]["container"] == "worker",
+          "GPU 6 holder %s" % holders[ids[6]])
+    check(holders[ids[7]] and holders[ids[7]]["namespace"] == "default", "GPU 7 holder %s" % holders[ids[7]])
+    check(holders[ids[0]] and holders[ids[0]]["pod"] == "infer-b", "GPU 0 holder %s" % holders[ids[0]])
+    free = [i for i in ids if not holders[i]]
+    check(len(free) == 5, "free GPUs %s" % free)
+    check("fpga-0" not in holders, "another resource's device leaked in")
+    # No double booking: even if offered everything, the preferred answer avoids held GPUs.
+    got = e.prefer(ids, 2)
+    check(not set(got) & {ids[0], ids[6], ids[7]}, "preferred held GPUs: %s" % got)
+
+
+def test_restart_state_file_only(e):
+    """Without PodResources the state file alone carries the allocations across a SIGKILL."""
+    e.kubelet.close()
+    e.kubelet = kubelet_standin.Kubelet(e.stubs, e.plugin_dir, None)
+    e.kubelet.start()
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    e.allocate([ids[2], ids[3]])
+    e.kubelet.wait_for(lambda: os.path.exists(os.path.join(e.state_dir, "gpuslice.state")), 5, "state file")
+    time.sleep(0.3)
+    e.kill_agent(signal.SIGKILL)
+    e.start_agent()
+    e.registered(2)
+    holders = {d["id"]: d["holder"] for d in e.status()["devices"]}
+    check(holders[ids[2]] is not None and holders[ids[3]] is not None, "allocations lost: %s" % holders)
+    check(sum(1 for h in holders.values() if h) == 2, "unexpected holders: %s" % holders)
+
+
+def test_corrupt_state(e):
+    os.makedirs(e.state_dir)
+    path = os.path.join(e.state_dir, "gpuslice.state")
+    with open(path, "wb") as f:
+        f.write(b"GPUSLICE-STATE garbage \x00\x01\x02 truncated")
+    e.kubelet.pods = [("default", "p", "c", "nvidia.com/gpu", [])]
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    e.kubelet.pods = [("default", "p", "c", "nvidia.com/gpu", [ids[1]])]
+    st = e.status()
+    check(all(d["health"] == "Healthy" for d in st["devices"]), "status %s" % st)
+    holders = {d["id"]: d["holder"] for d in st["devices"]}
+    check(holders[ids[1]] and holders[ids[1]]["pod"] == "p", "rebuilt from PodResources: %s" % holders)
+    e.kubelet.wait_for(lambda: b"garbage" not in open(path, "rb").read(), 5, "state file rewritten")
+    with open(e.logs[-1]) as f:
+        check("state file unusable" in f.read(), "corruption not logged")
+
+
+def test_health_xid(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    e.sim("xid", "1", "13")   # in the default ignore list
+    t0 = time.monotonic()
+    e.sim("xid", "3", "48")   # double-bit ECC: critical
+    e.kubelet.wait_for(lambda: (e.kubelet.last_devices() or {}).get(ids[3], ("",))[0] == "Unhealthy", 5,
+                       "GPU 3 unhealthy")
+    took = time.monotonic() - t0
+    print("Unhealthy pushed %.0f ms after the Xid" % (took * 1000))
+    check(took < 1.0, "unhealthy pushed after %.2f s" % took)
+    devs = e.kubelet.last_devices()
+    check(devs[ids[1]][0] == "Healthy", "ignored Xid 13 made GPU 1 unhealthy")
+    check(sum(1 for h, _ in devs.values() if h == "Healthy") == 7, "other GPUs affected: %s" % devs)
+    # Never offered, never handed out; the others still are.
+    check(e.prefer([ids[2], ids[3]], 1) == [ids[2]], "preferred offered the unhealthy GPU")
+    e.expect_error(lambda: e.prefer(ids, 2, must=[ids[3]]), grpc.StatusCode.INVALID_ARGUMENT, "unhealthy")
+    e.expect_error(lambda: e.allocate([ids[3]]), grpc.StatusCode.INVALID_ARGUMENT, "unhealthy")
+    e.allocate([ids[2]])
+    st = {d["id"]: d for d in e.status()["devices"]}
+    check(st[ids[3]]["health"] == "Unhealthy" and "48" in st[ids[3]]["reason"], "status %s" % st[ids[3]])
+    # Quiet period (2 s) of normal answers → Healthy again, pushed.
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices()[ids[3]][0] == "Healthy", 10, "GPU 3 healthy again")
+    e.allocate([ids[3]])
+
+
+def test_health_lost(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    t0 = time.monotonic()
+    e.sim("lose", "5")
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices()[ids[5]][0] == "Unhealthy", 5, "GPU 5 unhealthy")
+    took = time.monotonic() - t0
+    print("lost GPU pushed Unhealthy after %.0f ms" % (took * 1000))
+    check(took < 1.0, "unhealthy pushed after %.2f s" % took)
+    devs = e.kubelet.last_devices()
+    check(sum(1 for h, _ in devs.values() if h == "Healthy") == 7, "other GPUs affected: %s" % devs)
+    got = e.prefer([ids[4], ids[5], ids[6]], 2)
+    check(ids[5] not in got, "lost GPU offered: %s" % got)
+    e.allocate([ids[4]])
+    time.sleep(2.5)  # lost for longer than the quiet period: must stay unhealthy
+    check(e.kubelet.last_devices()[ids[5]][0] == "Unhealthy", "lost GPU turned healthy while still lost")
+    e.sim("restore", "5")
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices()[ids[5]][0] == "Healthy", 10, "GPU 5 healthy again")
+
+
+def test_sigterm(e):
+    e.start_agent()
+    reg = e.registered()
+    sock = os.path.join(e.plugin_dir, reg.request.endpoint)
+    status_sock = os.path.join(e.state_dir, "gpuslice.sock")
+    check(os.path.exists(sock) and os.path.exists(status_sock), "sockets missing while running")
+    rc = e.kill_agent(signal.SIGTERM)
+    check(rc == 0, "exit code %s after SIGTERM" % rc)
+    check(not os.path.exists(sock), "plugin socket left behind")
+    check(not os.path.exists(status_sock), "status socket left behind")
+    e.kubelet.wait_for(lambda: len(e.kubelet.law_ends) >= 1, 5, "ListAndWatch stream to end")
+
+
+def test_status_cli(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    e.allocate([ids[0]])
+    e.kubelet.pods = [("team", "job-1", "trainer", "nvidia.com/gpu", [ids[0]])]
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "status", "--state-dir", e.state_dir],
+                       capture_output=True, text=True, timeout=15)
+    check(r.returncode == 0, "status exit %d: %s" % (r.returncode, r.stderr))
+    lines = r.stdout.splitlines()
+    check(sum(1 for l in lines if "Healthy" in l) == 8, "status table:\n" + r.stdout)
+    check(any(ids[0] in l and "team/job-1/trainer" in l for l in lines), "holder missing:\n" + r.stdout)
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "status", "--state-dir", e.tmp],
+                       capture_output=True, text=True, timeout=15)
+    check(r.returncode == 1 and "cannot reach" in r.stderr, "status without an agent: %d %s" % (r.returncode, r.stderr))
+
+
+def test_sighup(e):
+    conf = os.path.join(e.tmp, "node.conf")
+    with open(conf, "w") as f:
+        f.write("[devices]\nid-strategy = uuid\n")
+    e.start_agent("--config", conf)
+    e.registered()
+    ids = e.ids()
+    check(e.allocate([ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == ids[1], "uuid strategy")
+    with open(conf, "w") as f:
+        f.write("[devices]\nid-strategy = index\n")
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reloaded" in open(e.logs[-1]).read(), 5, "reload")
+    check(e.allocate([ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == "1", "index after SIGHUP")
+    # A broken file keeps the old config.
+    with open(conf, "w") as f:
+        f.write("[devices]\nid-strategy = sideways\n")
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reload failed" in open(e.logs[-1]).read(), 5, "failed reload")
+    check(e.allocate([ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == "1", "config kept")
+    check(e.agent.poll() is None, "agent died on a bad reload")
+
+
+TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--topology", required=True)
+    ap.add_argument("test", choices=sorted(TESTS))
+    args = ap.parse_args()
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TEST_TIMEOUT_S)
+    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
+    e = None
+    failed = True
+    try:
+        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        e = Env(args, stubs)
+        TESTS[args.test](e)
+        failed = False
+        print("PASS agent-%s" % args.test)
+    except BaseException:  # noqa: B902 — report everything, including the alarm
+        traceback.print_exc()
+        print("FAIL agent-%s" % args.test)
+    finally:
+        signal.alarm(0)
+        if e:
+            e.close(failed)
+        shutil.rmtree(stubdir, ignore_errors=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
