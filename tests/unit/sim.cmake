@@ -9,3 +9,9 @@ add_dependencies(test-sim-state gpuslice_sim_nvml)
 
 gpuslice_unit_test(sim-cli ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sim-cli.c)
 add_dependencies(test-sim-cli gpuslice_sim_nvml gpuslice_sim_cli)
+
+if(TARGET gpuslice_sim_cuda)
+  gpuslice_unit_test(sim-cuda ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sim-cuda.c)
+  target_include_directories(test-sim-cuda SYSTEM PRIVATE ${GPUSLICE_CUDA_INCLUDE_DIR})
+  add_dependencies(test-sim-cuda gpuslice_sim_nvml gpuslice_sim_cuda gpuslice_sim_workload)
+endif()

@@ -1,0 +1,841 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda — the simulated libcuda.so.1: a minimal CUDA driver API (devices, primary and created
+ * contexts, device memory, error texts, cuGetProcAddress with its versioned variants) with the
+ * real prototypes of cuda.h. Device memory is bookkeeping only (no bytes behind the pointers):
+ * every allocation is charged to the calling process on its GPU in the shared node state, so it
+ * shows up in the simulated NVML's process list and counts against the GPU's capacity for every
+ * process of the node.
+ *
+ * It must never export anything but the CUDA API (cuda.map), never hand out a pointer that
+ * another allocation of this process also covers, and never leave memory charged to a process
+ * that is gone (freed on cuMemFree, context destruction, exit; pruned when the PID dies).
+ */
+#define __CUDA_API_VERSION_INTERNAL 1 /* declares the legacy (unversioned) prototypes too */
+#include <cuda.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/cuda-errors.h"
+#include "sim/sim.h"
+#include "util/util.h"
+
+#define CTX_MAGIC 0x43545853u /* "SXTC" */
+#define VA_BASE 0x100000000000ULL /* 16 TiB */
+#define VA_PER_GPU (1ULL << 41)   /* 2 TiB of address space per GPU */
+#define VA_LEGACY_BASE 0x10000000ULL /* 32-bit pointers for the legacy API */
+#define VA_LEGACY_END 0xF0000000ULL
+#define ALLOC_ALIGN 512ULL
+
+struct CUctx_st {
+        uint32_t magic;
+        int ordinal;      /* CUDA device ordinal */
+        bool primary;
+        bool active;      /* a primary context is active while retained */
+        unsigned refs;    /* primary: retain count */
+        struct CUctx_st *next; /* created contexts list */
+};
+
+struct alloc {
+        CUdeviceptr ptr;
+        uint64_t size;
+        unsigned gpu;
+        CUcontext ctx;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool init_done;
+static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+static struct topo node;
+static char node_path[PATH_MAX];
+static struct sim_state *state;
+static struct sim_identity self;
+static unsigned n_visible;
+static unsigned visible[TOPO_MAX_GPUS]; /* CUDA ordinal → node GPU index */
+static struct CUctx_st primary[TOPO_MAX_GPUS];
+static struct CUctx_st *created;
+static struct alloc *allocs;
+static size_t n_allocs, cap_allocs;
+static uint64_t va_next[TOPO_MAX_GPUS];
+static uint64_t va_legacy_next = VA_LEGACY_BASE;
+static __thread CUcontext current;
+
+/* ---- init ---- */
+
+static bool ready(void) {
+        return __atomic_load_n(&init_done, __ATOMIC_ACQUIRE) && init_result == CUDA_SUCCESS;
+}
+
+/* CUDA_VISIBLE_DEVICES: indices or GPU UUIDs (a unique prefix will do), comma-separated; the list
+ * ends at the first entry that names no device or repeats one, as with the real driver. */
+static void parse_visible(void) {
+        const char *env = secure_getenv("CUDA_VISIBLE_DEVICES");
+        n_visible = 0;
+        if (!env) {
+                for (unsigned i = 0; i < node.n_gpus; i++)
+                        visible[n_visible++] = i;
+                return;
+        }
+        char buf[1024];
+        strscpy(buf, env, sizeof buf);
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                while (*tok == ' ')
+                        tok++;
+                int found = -1;
+                unsigned idx;
+                if (parse_uint(tok, TOPO_MAX_GPUS - 1, &idx) == 0) {
+                        if (idx < node.n_gpus)
+                                found = (int)idx;
+                } else if (startswith(tok, "GPU-")) {
+                        for (unsigned i = 0; i < node.n_gpus; i++)
+                                if (startswith(node.gpu[i].uuid, tok)) {
+                                        if (found >= 0) {
+                                                found = -1; /* ambiguous prefix */
+                                                break;
+                                        }
+                                        found = (int)i;
+                                }
+                }
+                if (found < 0)
+                        return;
+                for (unsigned k = 0; k < n_visible; k++)
+                        if (visible[k] == (unsigned)found)
+                                return;
+                visible[n_visible++] = (unsigned)found;
+        }
+}
+
+static CUresult init_locked(void) {
+        const char *env = secure_getenv(SIM_ENV_NODE);
+        if (!env || !*env)
+                return CUDA_ERROR_NO_DEVICE;
+        char err[512];
+        int r = sim_node_load(&node, node_path, sizeof node_path, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return CUDA_ERROR_NO_DEVICE;
+        }
+        r = sim_state_open(&node, node_path, &state, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return CUDA_ERROR_SYSTEM_DRIVER_MISMATCH;
+        }
+        sim_self_identity(&self);
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                va_next[i] = VA_BASE + i * VA_PER_GPU;
+        parse_visible();
+        return n_visible ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+/* After fork the child is a new process with none of the parent's contexts or memory. */
+static void atfork_prepare(void) {
+        pthread_mutex_lock(&lock);
+}
+static void atfork_parent(void) {
+        pthread_mutex_unlock(&lock);
+}
+static void atfork_child(void) {
+        memset(primary, 0, sizeof primary);
+        created = NULL; /* the parent's, not ours to free */
+        n_allocs = 0;
+        current = NULL;
+        if (state)
+                sim_self_identity(&self);
+        pthread_mutex_unlock(&lock);
+}
+
+_public_ CUresult cuInit(unsigned int Flags) {
+        if (Flags != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        if (!init_done) {
+                init_result = init_locked();
+                if (init_result == CUDA_SUCCESS)
+                        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+                __atomic_store_n(&init_done, true, __ATOMIC_RELEASE);
+        }
+        CUresult r = init_result;
+        pthread_mutex_unlock(&lock);
+        return r; /* like the driver, a failed cuInit stays failed for the process */
+}
+
+/* Drop this process's entries at exit: its memory is gone with it. */
+__attribute__((destructor)) static void sim_cuda_fini(void) {
+        if (!ready() || !state || self.ns_pid != (uint32_t)getpid())
+                return;
+        if (sim_state_lock(state) < 0)
+                return;
+        for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+                struct sim_proc *p = &state->proc[i];
+                if (p->pid == self.pid && (p->flags & SIM_PROC_CUDA))
+                        memset(p, 0, sizeof *p);
+        }
+        sim_state_unlock(state);
+}
+
+_public_ CUresult cuDriverGetVersion(int *driverVersion) {
+        if (!driverVersion)
+                return CUDA_ERROR_INVALID_VALUE;
+        /* Answers before cuInit too: the node's CUDA version once known, else this header's. */
+        *driverVersion = ready() && node.cuda_version ? node.cuda_version : CUDA_VERSION;
+        return CUDA_SUCCESS;
+}
+
+/* ---- devices ---- */
+
+#define CHECK_INIT()                                 \
+        do {                                         \
+                if (!ready())                        \
+                        return CUDA_ERROR_NOT_INITIALIZED; \
+        } while (0)
+
+static const struct topo_gpu *gpu_of(CUdevice dev) {
+        return &node.gpu[visible[dev]];
+}
+
+static bool dev_valid(CUdevice dev) {
+        return dev >= 0 && (unsigned)dev < n_visible;
+}
+
+_public_ CUresult cuDeviceGetCount(int *count) {
+        CHECK_INIT();
+        if (!count)
+                return CUDA_ERROR_INVALID_VALUE;
+        *count = (int)n_visible;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+        CHECK_INIT();
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(ordinal))
+                return CUDA_ERROR_INVALID_DEVICE;
+        *device = ordinal;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+        CHECK_INIT();
+        if (!name || len <= 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        strscpy(name, gpu_of(dev)->name, (size_t)len); /* the driver truncates */
+        return CUDA_SUCCESS;
+}
+
+static int hexval(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
+        CHECK_INIT();
+        if (!uuid)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        memset(uuid, 0, sizeof *uuid);
+        const char *s = gpu_of(dev)->uuid;
+        if (startswith(s, "GPU-"))
+                s += 4;
+        unsigned n = 0;
+        for (; *s && n < 32; s++) {
+                int v = hexval(*s);
+                if (v < 0)
+                        continue; /* dashes */
+                uuid->bytes[n / 2] = (char)(uuid->bytes[n / 2] | (n % 2 ? v : v << 4));
+                n++;
+        }
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+        return uuid_of(uuid, dev);
+}
+
+_public_ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+        return uuid_of(uuid, dev);
+}
+
+_public_ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+        CHECK_INIT();
+        if (!bytes)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        *bytes = gpu_of(dev)->memory_total;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+        size_t b;
+        if (!bytes)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cuDeviceTotalMem_v2(&b, dev);
+        if (r == CUDA_SUCCESS)
+                *bytes = (unsigned)MIN(b, (size_t)UINT_MAX);
+        return r;
+}
+
+static unsigned bus_part(const char *bus_id, int which) {
+        unsigned d = 0, b = 0, dev = 0, fn = 0;
+        if (sscanf(bus_id, "%x:%x:%x.%x", &d, &b, &dev, &fn) != 4)
+                return 0;
+        return which == 0 ? d : which == 1 ? b : dev;
+}
+
+_public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+        CHECK_INIT();
+        if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        const struct topo_gpu *g = gpu_of(dev);
+        int v;
+        switch (attrib) {
+        case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g->sm_count; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = g->cc_major; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = g->cc_minor; break;
+        case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = (int)bus_part(g->bus_id, 0); break;
+        case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)bus_part(g->bus_id, 1); break;
+        case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = (int)bus_part(g->bus_id, 2); break;
+        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = INT_MAX; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
+        case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 48 * 1024; break;
+        case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 64 * 1024; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+        case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1410000; break;
+        case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 1215000; break;
+        case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 4096; break;
+        case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 40 * 1024 * 1024; break;
+        case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
+        case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+        case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+        case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+        case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+                v = 1;
+                break;
+        default: v = 0; break; /* a valid attribute the simulator does not model */
+        }
+        *pi = v;
+        return CUDA_SUCCESS;
+}
+
+/* ---- contexts ---- */
+
+static bool ctx_known_locked(CUcontext c) {
+        if (!c)
+                return false;
+        uintptr_t p = (uintptr_t)c, lo = (uintptr_t)primary, hi = (uintptr_t)(primary + TOPO_MAX_GPUS);
+        if (p >= lo && p < hi)
+                return (p - lo) % sizeof primary[0] == 0;
+        for (struct CUctx_st *x = created; x; x = x->next)
+                if (x == c)
+                        return true;
+        return false;
+}
+
+/* CUDA_SUCCESS when c can be used; lock held. */
+static CUresult ctx_check_locked(CUcontext c) {
+        if (!ctx_known_locked(c) || c->magic != CTX_MAGIC)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        if (!c->active)
+                return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        return CUDA_SUCCESS;
+}
+
+/* Record in the node state that this process uses gpu (an entry, possibly with 0 bytes). */
+static CUresult proc_register(unsigned gpu) {
+        if (sim_state_lock(state) < 0)
+                return CUDA_ERROR_UNKNOWN;
+        struct sim_proc *p = NULL;
+        int r = sim_proc_get_locked(state, self.pid, gpu, &p);
+        if (r == 0) {
+                p->flags |= SIM_PROC_CUDA;
+                p->ns_pid = self.ns_pid;
+                p->pidns = self.pidns;
+        }
+        sim_state_unlock(state);
+        return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Free every allocation of ctx; lock held. */
+static void ctx_free_allocs_locked(CUcontext ctx) {
+        uint64_t freed[TOPO_MAX_GPUS] = { 0 };
+        size_t w = 0;
+        for (size_t i = 0; i < n_allocs; i++) {
+                if (allocs[i].ctx == ctx)
+                        freed[allocs[i].gpu] += allocs[i].size;
+                else
+                        allocs[w++] = allocs[i];
+        }
+        n_allocs = w;
+        if (sim_state_lock(state) < 0)
+                return;
+        for (unsigned g = 0; g < TOPO_MAX_GPUS; g++) {
+                if (!freed[g])
+                        continue;
+                struct sim_proc *p = sim_proc_find_locked(state, self.pid, g);
+                if (p)
+                        p->used_bytes -= MIN(p->used_bytes, freed[g]);
+        }
+        sim_state_unlock(state);
+}
+
+/* When no context of this process uses gpu any more, the process leaves its list; lock held. */
+static void proc_maybe_unregister_locked(unsigned gpu) {
+        for (unsigned d = 0; d < n_visible; d++)
+                if (visible[d] == gpu && primary[d].active)
+                        return;
+        for (struct CUctx_st *x = created; x; x = x->next)
+                if (visible[x->ordinal] == gpu)
+                        return;
+        if (sim_state_lock(state) < 0)
+                return;
+        struct sim_proc *p = sim_proc_find_locked(state, self.pid, gpu);
+        if (p && p->used_bytes == 0)
+                memset(p, 0, sizeof *p);
+        sim_state_unlock(state);
+}
+
+_public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+        CHECK_INIT();
+        if (!pctx)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        pthread_mutex_lock(&lock);
+        struct CUctx_st *c = &primary[dev];
+        CUresult r = CUDA_SUCCESS;
+        if (!c->active)
+                r = proc_register(visible[dev]);
+        if (r == CUDA_SUCCESS) {
+                c->magic = CTX_MAGIC;
+                c->ordinal = dev;
+                c->primary = true;
+                c->active = true;
+                c->refs++;
+                *pctx = c;
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+        CHECK_INIT();
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        pthread_mutex_lock(&lock);
+        struct CUctx_st *c = &primary[dev];
+        CUresult r = CUDA_SUCCESS;
+        if (!c->active || c->refs == 0)
+                r = CUDA_ERROR_INVALID_CONTEXT;
+        else if (--c->refs == 0) {
+                ctx_free_allocs_locked(c);
+                c->active = false;
+                if (current == c)
+                        current = NULL;
+                proc_maybe_unregister_locked(visible[dev]);
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+        return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
+        CHECK_INIT();
+        if (!pctx)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        struct CUctx_st *c = calloc(1, sizeof *c);
+        if (!c)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_lock(&lock);
+        CUresult r = proc_register(visible[dev]);
+        if (r == CUDA_SUCCESS) {
+                *c = (struct CUctx_st){ .magic = CTX_MAGIC, .ordinal = dev, .active = true, .next = created };
+                created = c;
+                current = c; /* a new context is made current for the calling thread */
+                *pctx = c;
+        }
+        pthread_mutex_unlock(&lock);
+        if (r != CUDA_SUCCESS)
+                free(c);
+        return r;
+}
+
+_public_ CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+        (void)flags;
+        return ctx_create(pctx, dev);
+}
+
+_public_ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+        (void)flags;
+        return ctx_create(pctx, dev);
+}
+
+_public_ CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                 unsigned int flags, CUdevice dev) {
+        (void)flags;
+        if (numParams < 0 || (numParams > 0 && !paramsArray))
+                return CUDA_ERROR_INVALID_VALUE;
+        return ctx_create(pctx, dev);
+}
+
+_public_ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                                 CUdevice dev) {
+        (void)ctxCreateParams;
+        (void)flags;
+        return ctx_create(pctx, dev);
+}
+
+_public_ CUresult cuCtxDestroy_v2(CUcontext ctx) {
+        CHECK_INIT();
+        pthread_mutex_lock(&lock);
+        CUresult r = ctx_check_locked(ctx);
+        if (r == CUDA_SUCCESS && ctx->primary)
+                r = CUDA_ERROR_INVALID_CONTEXT; /* primary contexts are released, not destroyed */
+        if (r == CUDA_SUCCESS) {
+                ctx_free_allocs_locked(ctx);
+                for (struct CUctx_st **pp = &created; *pp; pp = &(*pp)->next)
+                        if (*pp == ctx) {
+                                *pp = ctx->next;
+                                break;
+                        }
+                if (current == ctx)
+                        current = NULL;
+                unsigned gpu = visible[ctx->ordinal];
+                ctx->magic = 0;
+                free(ctx);
+                proc_maybe_unregister_locked(gpu);
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuCtxDestroy(CUcontext ctx) {
+        return cuCtxDestroy_v2(ctx);
+}
+
+_public_ CUresult cuCtxSetCurrent(CUcontext ctx) {
+        CHECK_INIT();
+        if (!ctx) {
+                current = NULL;
+                return CUDA_SUCCESS;
+        }
+        pthread_mutex_lock(&lock);
+        CUresult r = ctx_check_locked(ctx);
+        pthread_mutex_unlock(&lock);
+        if (r == CUDA_SUCCESS)
+                current = ctx;
+        return r;
+}
+
+_public_ CUresult cuCtxGetCurrent(CUcontext *pctx) {
+        CHECK_INIT();
+        if (!pctx)
+                return CUDA_ERROR_INVALID_VALUE;
+        *pctx = current;
+        return CUDA_SUCCESS;
+}
+
+/* The calling thread's usable context, or an error; lock held. */
+static CUresult current_locked(CUcontext *ret) {
+        CUresult r = ctx_check_locked(current);
+        if (r == CUDA_SUCCESS)
+                *ret = current;
+        return r;
+}
+
+_public_ CUresult cuCtxGetDevice(CUdevice *device) {
+        CHECK_INIT();
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS)
+                *device = c->ordinal;
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuCtxSynchronize(void) {
+        CHECK_INIT();
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+/* ---- memory ---- */
+
+static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
+        CHECK_INIT();
+        if (!dptr || bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r != CUDA_SUCCESS)
+                goto out;
+        unsigned gpu = visible[c->ordinal];
+        uint64_t span = (bytesize + ALLOC_ALIGN - 1) & ~(ALLOC_ALIGN - 1);
+        uint64_t *next = legacy ? &va_legacy_next : &va_next[gpu];
+        uint64_t end = legacy ? VA_LEGACY_END : VA_BASE + (gpu + 1) * VA_PER_GPU;
+        if (span < bytesize || span > end - *next) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out;
+        }
+        if (n_allocs == cap_allocs) {
+                size_t cap = cap_allocs ? cap_allocs * 2 : 64;
+                struct alloc *a = realloc(allocs, cap * sizeof *a);
+                if (!a) {
+                        r = CUDA_ERROR_OUT_OF_MEMORY;
+                        goto out;
+                }
+                allocs = a;
+                cap_allocs = cap;
+        }
+        /* Capacity check and charge in one critical section of the node state: two processes
+         * cannot both take the last free bytes. */
+        if (sim_state_lock(state) < 0) {
+                r = CUDA_ERROR_UNKNOWN;
+                goto out;
+        }
+        sim_state_prune_locked(state);
+        uint64_t total = node.gpu[gpu].memory_total, usable = total - sim_reserve_bytes(total);
+        uint64_t used = sim_state_used_locked(state, gpu);
+        struct sim_proc *p = NULL;
+        if (used > usable || bytesize > usable - used)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if (sim_proc_get_locked(state, self.pid, gpu, &p) < 0)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        else {
+                p->flags |= SIM_PROC_CUDA;
+                p->ns_pid = self.ns_pid;
+                p->pidns = self.pidns;
+                p->used_bytes += bytesize;
+        }
+        sim_state_unlock(state);
+        if (r != CUDA_SUCCESS)
+                goto out;
+        CUdeviceptr ptr = (CUdeviceptr)*next;
+        *next += span;
+        allocs[n_allocs++] = (struct alloc){ .ptr = ptr, .size = bytesize, .gpu = gpu, .ctx = c };
+        *dptr = ptr;
+out:
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+        return mem_alloc(dptr, bytesize, false);
+}
+
+_public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+        if (!dptr)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUdeviceptr p = 0;
+        CUresult r = mem_alloc(&p, bytesize, true);
+        if (r == CUDA_SUCCESS)
+                *dptr = (CUdeviceptr_v1)p;
+        return r;
+}
+
+_public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
+        CHECK_INIT();
+        pthread_mutex_lock(&lock);
+        CUresult r = CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < n_allocs; i++) {
+                if (allocs[i].ptr != dptr)
+                        continue;
+                struct alloc a = allocs[i];
+                allocs[i] = allocs[--n_allocs];
+                if (sim_state_lock(state) == 0) {
+                        struct sim_proc *p = sim_proc_find_locked(state, self.pid, a.gpu);
+                        if (p)
+                                p->used_bytes -= MIN(p->used_bytes, a.size);
+                        sim_state_unlock(state);
+                }
+                r = CUDA_SUCCESS;
+                break;
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+        return cuMemFree_v2((CUdeviceptr)dptr);
+}
+
+_public_ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+        CHECK_INIT();
+        if (!free_bytes || !total_bytes)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        unsigned gpu = c ? visible[c->ordinal] : 0;
+        pthread_mutex_unlock(&lock);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (sim_state_lock(state) < 0)
+                return CUDA_ERROR_UNKNOWN;
+        sim_state_prune_locked(state);
+        uint64_t used = sim_state_used_locked(state, gpu);
+        sim_state_unlock(state);
+        uint64_t total = node.gpu[gpu].memory_total, usable = total - sim_reserve_bytes(total);
+        *free_bytes = used >= usable ? 0 : usable - used;
+        *total_bytes = total;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_bytes) {
+        if (!free_bytes || !total_bytes)
+                return CUDA_ERROR_INVALID_VALUE;
+        size_t f, t;
+        CUresult r = cuMemGetInfo_v2(&f, &t);
+        if (r == CUDA_SUCCESS) {
+                *free_bytes = (unsigned)MIN(f, (size_t)UINT_MAX);
+                *total_bytes = (unsigned)MIN(t, (size_t)UINT_MAX);
+        }
+        return r;
+}
+
+/* ---- errors ---- */
+
+_public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
+        if (!pStr)
+                return CUDA_ERROR_INVALID_VALUE;
+        switch (error) {
+#define SIM_ERR_NAME(code, text) \
+        case code: *pStr = #code; return CUDA_SUCCESS;
+        SIM_CUDA_ERRORS(SIM_ERR_NAME)
+#undef SIM_ERR_NAME
+        default: break;
+        }
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+}
+
+_public_ CUresult cuGetErrorString(CUresult error, const char **pStr) {
+        if (!pStr)
+                return CUDA_ERROR_INVALID_VALUE;
+        switch (error) {
+#define SIM_ERR_TEXT(code, text) \
+        case code: *pStr = (text) ? (text) : #code; return CUDA_SUCCESS;
+        SIM_CUDA_ERRORS(SIM_ERR_TEXT)
+#undef SIM_ERR_TEXT
+        default: break;
+        }
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+/* Every exported entry point under its base name, with the CUDA version (1000*major + 10*minor)
+ * that introduced that ABI variant (cudaTypedefs.h: PFN_<name>_v<version>). */
+struct proc_entry {
+        const char *name;
+        int version;
+        void *fn;
+};
+
+_public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+_public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult *symbolStatus);
+
+static const struct proc_entry proc_table[] = {
+        { "cuInit", 2000, (void *)cuInit },
+        { "cuDriverGetVersion", 2020, (void *)cuDriverGetVersion },
+        { "cuDeviceGet", 2000, (void *)cuDeviceGet },
+        { "cuDeviceGetCount", 2000, (void *)cuDeviceGetCount },
+        { "cuDeviceGetName", 2000, (void *)cuDeviceGetName },
+        { "cuDeviceGetUuid", 9020, (void *)cuDeviceGetUuid },
+        { "cuDeviceGetUuid", 11040, (void *)cuDeviceGetUuid_v2 },
+        { "cuDeviceTotalMem", 2000, (void *)cuDeviceTotalMem },
+        { "cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2 },
+        { "cuDeviceGetAttribute", 2000, (void *)cuDeviceGetAttribute },
+        { "cuDevicePrimaryCtxRetain", 7000, (void *)cuDevicePrimaryCtxRetain },
+        { "cuDevicePrimaryCtxRelease", 7000, (void *)cuDevicePrimaryCtxRelease },
+        { "cuDevicePrimaryCtxRelease", 11000, (void *)cuDevicePrimaryCtxRelease_v2 },
+        { "cuCtxCreate", 2000, (void *)cuCtxCreate },
+        { "cuCtxCreate", 3020, (void *)cuCtxCreate_v2 },
+        { "cuCtxCreate", 11040, (void *)cuCtxCreate_v3 },
+        { "cuCtxCreate", 12050, (void *)cuCtxCreate_v4 },
+        { "cuCtxDestroy", 2000, (void *)cuCtxDestroy },
+        { "cuCtxDestroy", 4000, (void *)cuCtxDestroy_v2 },
+        { "cuCtxSetCurrent", 4000, (void *)cuCtxSetCurrent },
+        { "cuCtxGetCurrent", 4000, (void *)cuCtxGetCurrent },
+        { "cuCtxGetDevice", 2000, (void *)cuCtxGetDevice },
+        { "cuCtxSynchronize", 2000, (void *)cuCtxSynchronize },
+        { "cuMemAlloc", 2000, (void *)cuMemAlloc },
+        { "cuMemAlloc", 3020, (void *)cuMemAlloc_v2 },
+        { "cuMemFree", 2000, (void *)cuMemFree },
+        { "cuMemFree", 3020, (void *)cuMemFree_v2 },
+        { "cuMemGetInfo", 2000, (void *)cuMemGetInfo },
+        { "cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2 },
+        { "cuGetErrorString", 6000, (void *)cuGetErrorString },
+        { "cuGetErrorName", 6000, (void *)cuGetErrorName },
+        { "cuGetProcAddress", 11030, (void *)cuGetProcAddress },
+        { "cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2 },
+};
+
+_public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult *symbolStatus) {
+        /* Works before cuInit: runtimes fetch every entry point through here first. */
+        if (!symbol || !pfn ||
+            (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
+                return CUDA_ERROR_INVALID_VALUE;
+        /* None of the simulated entry points has a per-thread-stream (_ptsz/_ptds) variant, so the
+         * stream flags select the same function. */
+        const struct proc_entry *best = NULL;
+        bool named = false;
+        for (size_t i = 0; i < ELEMENTSOF(proc_table); i++) {
+                if (!streq(proc_table[i].name, symbol))
+                        continue;
+                named = true;
+                if (proc_table[i].version <= cudaVersion && (!best || proc_table[i].version > best->version))
+                        best = &proc_table[i];
+        }
+        *pfn = best ? best->fn : NULL;
+        if (symbolStatus)
+                *symbolStatus = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+                                : named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                        : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+_public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+        return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}

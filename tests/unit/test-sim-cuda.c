@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test-sim-cuda — the simulated libcuda.so.1 (loaded by path with dlopen, never linked): devices,
+ * contexts, memory bookkeeping against the GPU's capacity, versioned entry points through
+ * cuGetProcAddress, error texts; and memory allocated through it by other processes showing up in
+ * the simulated NVML's process list (and leaving it when they exit or are killed).
+ *
+ * Processes that must start without an initialised driver re-run this program in a child mode
+ * (argv[1] = "child-..."), so each one dlopens libcuda.so.1 afresh.
+ */
+/* The legacy (pre-_v2) prototypes and PFN types are only declared for the driver's own build;
+ * the test calls those exported variants too, so it asks for them the same way. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cudaTypedefs.h>
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "test-sim-common.h"
+
+#define NODE_FILE SIM_TOPO("dgx1-v100-hybrid-cube-mesh.topo")
+#define WORKLOAD GPUSLICE_BUILD_DIR "/sim/gpuslice-sim-workload"
+
+static void *cuda_dl;
+static struct topo T;
+
+/* The entry points under test, each with its exact ABI variant's type. */
+static struct {
+        PFN_cuInit_v2000 cuInit;
+        PFN_cuDriverGetVersion_v2020 cuDriverGetVersion;
+        PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
+        PFN_cuDeviceGet_v2000 cuDeviceGet;
+        PFN_cuDeviceGetName_v2000 cuDeviceGetName;
+        PFN_cuDeviceGetUuid_v11040 cuDeviceGetUuid_v2;
+        PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem_v2;
+        PFN_cuDeviceTotalMem_v2000 cuDeviceTotalMem;
+        PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
+        PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+        PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease_v2;
+        PFN_cuCtxCreate_v3020 cuCtxCreate_v2;
+        PFN_cuCtxDestroy_v4000 cuCtxDestroy_v2;
+        PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+        PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
+        PFN_cuMemAlloc_v3020 cuMemAlloc_v2;
+        PFN_cuMemAlloc_v2000 cuMemAlloc;
+        PFN_cuMemFree_v3020 cuMemFree_v2;
+        PFN_cuMemFree_v2000 cuMemFree;
+        PFN_cuMemGetInfo_v3020 cuMemGetInfo_v2;
+        PFN_cuGetErrorString_v6000 cuGetErrorString;
+        PFN_cuGetErrorName_v6000 cuGetErrorName;
+        PFN_cuGetProcAddress_v12000 cuGetProcAddress_v2;
+        PFN_cuGetProcAddress_v11030 cuGetProcAddress;
+} C;
+
+static int load_cuda(void) {
+        cuda_dl = dlopen(SIM_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+        if (!cuda_dl) {
+                fprintf(stderr, "dlopen %s: %s\n", SIM_CUDA_PATH, dlerror());
+                return -1;
+        }
+#define RESOLVE(field, sym)                                              \
+        if (!(*(void **)&C.field = dlsym(cuda_dl, sym))) {               \
+                fprintf(stderr, "missing %s\n", sym);                    \
+                return -1;                                               \
+        }
+        RESOLVE(cuInit, "cuInit");
+        RESOLVE(cuDriverGetVersion, "cuDriverGetVersion");
+        RESOLVE(cuDeviceGetCount, "cuDeviceGetCount");
+        RESOLVE(cuDeviceGet, "cuDeviceGet");
+        RESOLVE(cuDeviceGetName, "cuDeviceGetName");
+        RESOLVE(cuDeviceGetUuid_v2, "cuDeviceGetUuid_v2");
+        RESOLVE(cuDeviceTotalMem_v2, "cuDeviceTotalMem_v2");
+        RESOLVE(cuDeviceTotalMem, "cuDeviceTotalMem");
+        RESOLVE(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+        RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+        RESOLVE(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2");
+        RESOLVE(cuCtxCreate_v2, "cuCtxCreate_v2");
+        RESOLVE(cuCtxDestroy_v2, "cuCtxDestroy_v2");
+        RESOLVE(cuCtxSetCurrent, "cuCtxSetCurrent");
+        RESOLVE(cuCtxGetCurrent, "cuCtxGetCurrent");
+        RESOLVE(cuMemAlloc_v2, "cuMemAlloc_v2");
+        RESOLVE(cuMemAlloc, "cuMemAlloc");
+        RESOLVE(cuMemFree_v2, "cuMemFree_v2");
+        RESOLVE(cuMemFree, "cuMemFree");
+        RESOLVE(cuMemGetInfo_v2, "cuMemGetInfo_v2");
+        RESOLVE(cuGetErrorString, "cuGetErrorString");
+        RESOLVE(cuGetErrorName, "cuGetErrorName");
+        RESOLVE(cuGetProcAddress_v2, "cuGetProcAddress_v2");
+        RESOLVE(cuGetProcAddress, "cuGetProcAddress");
+#undef RESOLVE
+        return 0;
+}
+
+/* ---- child modes (a fresh process each) ---- */
+
+/* Before cuInit and without a node: what a driverless machine answers. */
+static int child_no_node(void) {
+        unsetenv("GPUSLICE_SIM_NODE");
+        if (load_cuda() < 0)
+                return 10;
+        int n = 0, v = 0;
+        void *fn = NULL;
+        if (C.cuDeviceGetCount(&n) != CUDA_ERROR_NOT_INITIALIZED)
+                return 11;
+        if (C.cuDriverGetVersion(&v) != CUDA_SUCCESS || v <= 0)
+                return 12;
+        if (C.cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, NULL) != CUDA_SUCCESS || !fn)
+                return 13; /* works before cuInit */
+        if (C.cuInit(0) != CUDA_ERROR_NO_DEVICE)
+                return 14;
+        setenv("GPUSLICE_SIM_NODE", NODE_FILE, 1);
+        if (C.cuInit(0) != CUDA_ERROR_NO_DEVICE)
+                return 15; /* a failed cuInit stays failed */
+        return 0;
+}
+
+/* CUDA_VISIBLE_DEVICES (set by the parent) selects and orders devices; argv: expected node indices. */
+static int child_visible(int argc, char **argv) {
+        if (load_cuda() < 0 || sim_nvml_load() < 0)
+                return 10;
+        if (C.cuInit(0) != CUDA_SUCCESS || N.nvmlInit_v2() != NVML_SUCCESS)
+                return 11;
+        int n = -1;
+        if (C.cuDeviceGetCount(&n) != CUDA_SUCCESS || n != argc)
+                return 12;
+        for (int i = 0; i < argc; i++) {
+                unsigned want;
+                nvmlDevice_t d;
+                char uuid[96];
+                CUuuid cu;
+                if (parse_uint(argv[i], 63, &want) < 0 || N.nvmlDeviceGetHandleByIndex_v2(want, &d) != NVML_SUCCESS ||
+                    N.nvmlDeviceGetUUID(d, uuid, sizeof uuid) != NVML_SUCCESS ||
+                    C.cuDeviceGetUuid_v2(&cu, i) != CUDA_SUCCESS)
+                        return 13;
+                char hex[3];
+                snprintf(hex, sizeof hex, "%02x", (unsigned char)cu.bytes[0]);
+                if (strncmp(uuid + 4, hex, 2) != 0)
+                        return 14;
+        }
+        return 0;
+}
+
+/* Allocate argv[1] bytes on device argv[0], print "ready", hold until stdin closes. */
+static int child_alloc(int argc, char **argv) {
+        if (argc != 2 || load_cuda() < 0)
+                return 10;
+        unsigned dev;
+        uint64_t bytes;
+        if (parse_uint(argv[0], 63, &dev) < 0 || parse_u64(argv[1], &bytes) < 0)
+                return 11;
+        CUcontext ctx;
+        CUdeviceptr p;
+        if (C.cuInit(0) != CUDA_SUCCESS || C.cuDevicePrimaryCtxRetain(&ctx, (CUdevice)dev) != CUDA_SUCCESS ||
+            C.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+                return 12;
+        CUresult r = C.cuMemAlloc_v2(&p, bytes);
+        printf("%s\n", r == CUDA_SUCCESS ? "ready" : "oom");
+        fflush(stdout);
+        char c;
+        while (read(STDIN_FILENO, &c, 1) > 0)
+                ;
+        return r == CUDA_SUCCESS ? 0 : 3;
+}
+
+/* ---- helpers for the parent ---- */
+
+struct child {
+        pid_t pid;
+        int to_child;   /* close to let it exit */
+        int from_child; /* its stdout */
+};
+
+static struct child spawn(const char *mode, const char *a, const char *b) {
+        int in[2], out[2];
+        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                dup2(in[0], STDIN_FILENO);
+                dup2(out[1], STDOUT_FILENO);
+                char *argv[] = { (char *)"test-sim-cuda", (char *)mode, (char *)a, (char *)b, NULL };
+                execv("/proc/self/exe", argv);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        return (struct child){ .pid = pid, .to_child = in[1], .from_child = out[0] };
+}
+
+static void read_line(struct child *c, char *buf, size_t len) {
+        size_t n = 0;
+        while (n + 1 < len) {
+                ssize_t k = read(c->from_child, buf + n, 1);
+                if (k <= 0 || buf[n] == '\n')
+                        break;
+                n++;
+        }
+        buf[n] = '\0';
+}
+
+static int finish(struct child *c) {
+        close(c->to_child);
+        close(c->from_child);
+        int st = 0;
+        assert_int_equal(waitpid(c->pid, &st, 0), c->pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static nvmlDevice_t dev(unsigned i) {
+        nvmlDevice_t d = NULL;
+        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
+        return d;
+}
+
+/* Memory NVML lists for pid on gpu; 0 when the process is not listed, ULLONG_MAX-1 if listed with 0. */
+static bool nvml_proc(unsigned gpu, unsigned pid, unsigned long long *ret_used) {
+        nvmlProcessInfo_t infos[64];
+        unsigned count = 64;
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(gpu), &count, infos), NVML_SUCCESS);
+        for (unsigned i = 0; i < count; i++)
+                if (infos[i].pid == pid) {
+                        if (ret_used)
+                                *ret_used = infos[i].usedGpuMemory;
+                        return true;
+                }
+        return false;
+}
+
+static int group_setup(void **state) {
+        (void)state;
+        if (sim_nvml_load() < 0 || load_cuda() < 0)
+                return -1;
+        sim_select(NODE_FILE);
+        unsetenv("CUDA_VISIBLE_DEVICES");
+        if (sim_parse_file(NODE_FILE, &T) < 0)
+                return -1;
+        if (N.nvmlInit_v2() != NVML_SUCCESS || C.cuInit(0) != CUDA_SUCCESS)
+                return -1;
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        (void)state;
+        sim_shutdown_all();
+        sim_remove_tmpdir();
+        return 0;
+}
+
+/* Leave no context current and nothing allocated between tests. */
+static CUcontext retain_current(unsigned d) {
+        CUcontext ctx = NULL;
+        assert_int_equal(C.cuDevicePrimaryCtxRetain(&ctx, (CUdevice)d), CUDA_SUCCESS);
+        assert_int_equal(C.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+        return ctx;
+}
+
+static void release(unsigned d) {
+        assert_int_equal(C.cuDevicePrimaryCtxRelease_v2((CUdevice)d), CUDA_SUCCESS);
+}
+
+/* ---- tests ---- */
+
+static void test_driverless_process(void **state) {
+        (void)state;
+        struct child c = spawn("child-no-node", NULL, NULL);
+        assert_int_equal(finish(&c), 0);
+}
+
+static void test_visible_devices(void **state) {
+        (void)state;
+        setenv("CUDA_VISIBLE_DEVICES", "3,1", 1);
+        struct child c = spawn("child-visible", "3", "1");
+        assert_int_equal(finish(&c), 0);
+        setenv("CUDA_VISIBLE_DEVICES", "5,nonsense,2", 1); /* the list ends at the first bad entry */
+        c = spawn("child-visible", "5", NULL);
+        assert_int_equal(finish(&c), 0);
+        unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+static void test_init_flags(void **state) {
+        (void)state;
+        assert_int_equal(C.cuInit(1), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(C.cuInit(0), CUDA_SUCCESS);
+}
+
+static void test_devices_match_node(void **state) {
+        (void)state;
+        int n = 0;
+        assert_int_equal(C.cuDeviceGetCount(&n), CUDA_SUCCESS);
+        assert_int_equal(n, T.n_gpus);
+        CUdevice d;
+        assert_int_equal(C.cuDeviceGet(&d, n), CUDA_ERROR_INVALID_DEVICE);
+        assert_int_equal(C.cuDeviceGet(&d, -1), CUDA_ERROR_INVALID_DEVICE);
+        for (int i = 0; i < n; i++) {
+                assert_int_equal(C.cuDeviceGet(&d, i), CUDA_SUCCESS);
+                char name[128];
+                assert_int_equal(C.cuDeviceGetName(name, sizeof name, d), CUDA_SUCCESS);
+                assert_string_equal(name, T.gpu[i].name);
+                size_t total = 0;
+                assert_int_equal(C.cuDeviceTotalMem_v2(&total, d), CUDA_SUCCESS);
+                assert_int_equal(total, T.gpu[i].memory_total);
+                int v = 0;
+                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d), CUDA_SUCCESS);
+                assert_int_equal(v, T.gpu[i].sm_count);
+                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d), CUDA_SUCCESS);
+                assert_int_equal(v, T.gpu[i].cc_major);
+                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d), CUDA_SUCCESS);
+                assert_int_equal(v, T.gpu[i].cc_minor);
+                /* the UUID's 16 bytes are the hex digits of NVML's "GPU-..." string */
+                CUuuid u;
+                assert_int_equal(C.cuDeviceGetUuid_v2(&u, d), CUDA_SUCCESS);
+                char hex[40] = "", *w = hex;
+                for (unsigned k = 0; k < 16; k++)
+                        w += snprintf(w, 3, "%02x", (unsigned char)u.bytes[k]);
+                char plain[40] = "";
+                unsigned m = 0;
+                for (const char *s = T.gpu[i].uuid + 4; *s && m < 32; s++)
+                        if (*s != '-')
+                                plain[m++] = (char)(*s >= 'A' && *s <= 'F' ? *s - 'A' + 'a' : *s);
+                assert_string_equal(hex, plain);
+        }
+        int v;
+        assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+        char small[6];
+        assert_int_equal(C.cuDeviceGetName(small, sizeof small, 0), CUDA_SUCCESS); /* truncated, terminated */
+        assert_int_equal(strlen(small), sizeof small - 1);
+        unsigned legacy = 0;
+        assert_int_equal(C.cuDeviceTotalMem(&legacy, 0), CUDA_SUCCESS);
+        assert_true(legacy > 0);
+}
+
+static void test_alloc_needs_context(void **state) {
+        (void)state;
+        assert_int_equal(C.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+        CUdeviceptr p;
+        assert_int_equal(C.cuMemAlloc_v2(&p, 1 << 20), CUDA_ERROR_INVALID_CONTEXT);
+        size_t f, t;
+        assert_int_equal(C.cuMemGetInfo_v2(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
+        int garbage = 0;
+        assert_int_equal(C.cuCtxSetCurrent((CUcontext)&garbage), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void test_alloc_free_shows_in_nvml(void **state) {
+        (void)state;
+        retain_current(2);
+        unsigned pid = (unsigned)getpid();
+        unsigned long long used = 0;
+        assert_true(nvml_proc(2, pid, &used)); /* a context makes the process a GPU process */
+        assert_int_equal(used, 0);
+        size_t free0, total;
+        assert_int_equal(C.cuMemGetInfo_v2(&free0, &total), CUDA_SUCCESS);
+        assert_int_equal(total, T.gpu[2].memory_total);
+        CUdeviceptr a, b;
+        assert_int_equal(C.cuMemAlloc_v2(&a, 300u << 20), CUDA_SUCCESS);
+        assert_int_equal(C.cuMemAlloc_v2(&b, 200u << 20), CUDA_SUCCESS);
+        assert_true(b >= a + (300u << 20) || a >= b + (200u << 20)); /* no overlap */
+        assert_true(nvml_proc(2, pid, &used));
+        assert_int_equal(used, 500u << 20);
+        size_t free1;
+        assert_int_equal(C.cuMemGetInfo_v2(&free1, &total), CUDA_SUCCESS);
+        assert_int_equal(free0 - free1, 500u << 20);
+        assert_int_equal(C.cuMemFree_v2(a), CUDA_SUCCESS);
+        assert_int_equal(C.cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE); /* double free */
+        assert_true(nvml_proc(2, pid, &used));
+        assert_int_equal(used, 200u << 20);
+        release(2); /* frees b with the context, and the process leaves the list */
+        assert_false(nvml_proc(2, pid, NULL));
+        CUcontext cur = (CUcontext)1;
+        assert_int_equal(C.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+        assert_null(cur);
+}
+
+static void test_ctx_destroy_frees_memory(void **state) {
+        (void)state;
+        CUcontext ctx = NULL;
+        assert_int_equal(C.cuCtxCreate_v2(&ctx, 0, 4), CUDA_SUCCESS);
+        CUcontext cur = NULL;
+        assert_int_equal(C.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+        assert_ptr_equal(cur, ctx);
+        CUdeviceptr p;
+        assert_int_equal(C.cuMemAlloc_v2(&p, 64u << 20), CUDA_SUCCESS);
+        unsigned long long used = 0;
+        assert_true(nvml_proc(4, (unsigned)getpid(), &used));
+        assert_int_equal(used, 64u << 20);
+        assert_int_equal(C.cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+        assert_false(nvml_proc(4, (unsigned)getpid(), NULL));
+        assert_int_equal(C.cuMemAlloc_v2(&p, 1), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void test_out_of_memory_and_exact_fit(void **state) {
+        (void)state;
+        retain_current(5);
+        size_t f, t;
+        assert_int_equal(C.cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+        CUdeviceptr p, q;
+        assert_int_equal(C.cuMemAlloc_v2(&p, f + 1), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(C.cuMemAlloc_v2(&p, f), CUDA_SUCCESS); /* exactly what is free */
+        assert_int_equal(C.cuMemAlloc_v2(&q, 1), CUDA_ERROR_OUT_OF_MEMORY);
+        size_t f2;
+        assert_int_equal(C.cuMemGetInfo_v2(&f2, &t), CUDA_SUCCESS);
+        assert_int_equal(f2, 0);
+        assert_int_equal(C.cuMemAlloc_v2(&q, 0), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(C.cuMemFree_v2(p), CUDA_SUCCESS);
+        release(5);
+}
+
+static void test_legacy_entry_points(void **state) {
+        (void)state;
+        retain_current(6);
+        CUdeviceptr_v1 p = 0;
+        assert_int_equal(C.cuMemAlloc(&p, 1u << 20), CUDA_SUCCESS);
+        assert_true(p != 0);
+        unsigned long long used = 0;
+        assert_true(nvml_proc(6, (unsigned)getpid(), &used));
+        assert_int_equal(used, 1u << 20);
+        assert_int_equal(C.cuMemFree(p), CUDA_SUCCESS);
+        release(6);
+}
+
+static void test_get_proc_address_versions(void **state) {
+        (void)state;
+        static const struct {
+                const char *name;
+                int version;
+                const char *symbol; /* NULL: not found */
+                CUdriverProcAddressQueryResult status;
+        } cases[] = {
+                { "cuMemAlloc", 13000, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuMemAlloc", 3020, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuMemAlloc", 3010, "cuMemAlloc", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxCreate", 13000, "cuCtxCreate_v4", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxCreate", 12000, "cuCtxCreate_v3", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxCreate", 11000, "cuCtxCreate_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuDevicePrimaryCtxRelease", 12000, "cuDevicePrimaryCtxRelease_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuDevicePrimaryCtxRelease", 10000, "cuDevicePrimaryCtxRelease", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuGetProcAddress", 12000, "cuGetProcAddress_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuGetProcAddress", 11030, "cuGetProcAddress", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuDeviceGetUuid", 9000, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT },
+                { "cuFrobnicate", 13000, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND },
+                { "cuMemAlloc_v2", 13000, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND }, /* base names only */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                void *fn = (void *)1;
+                CUdriverProcAddressQueryResult st = 99;
+                CUresult r = C.cuGetProcAddress_v2(cases[i].name, &fn, cases[i].version, 0, &st);
+                assert_int_equal(st, cases[i].status);
+                if (cases[i].symbol) {
+                        assert_int_equal(r, CUDA_SUCCESS);
+                        assert_ptr_equal(fn, dlsym(cuda_dl, cases[i].symbol));
+                } else {
+                        assert_int_equal(r, CUDA_ERROR_NOT_FOUND);
+                        assert_null(fn);
+                }
+        }
+        void *fn;
+        assert_int_equal(C.cuGetProcAddress("cuMemGetInfo", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+                         CUDA_SUCCESS);
+        assert_ptr_equal(fn, dlsym(cuda_dl, "cuMemGetInfo_v2"));
+        assert_int_equal(C.cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(C.cuGetProcAddress_v2("cuInit", &fn, 12000, 1u << 7, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_error_names_and_strings(void **state) {
+        (void)state;
+        const char *s = NULL;
+        assert_int_equal(C.cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+        assert_string_equal(s, "CUDA_ERROR_OUT_OF_MEMORY");
+        assert_int_equal(C.cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+        assert_string_equal(s, "out of memory");
+        assert_int_equal(C.cuGetErrorString(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+        assert_string_equal(s, "no error");
+        assert_int_equal(C.cuGetErrorName(CUDA_ERROR_KEY_ROTATION, &s), CUDA_SUCCESS);
+        assert_string_equal(s, "CUDA_ERROR_KEY_ROTATION");
+        assert_int_equal(C.cuGetErrorString((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
+        assert_null(s);
+        assert_int_equal(C.cuGetErrorName(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* A separate process's allocation is in NVML's list while it lives, and gone when it exits. */
+static void test_other_process_allocation_visible(void **state) {
+        (void)state;
+        struct child c = spawn("child-alloc", "1", "1073741824");
+        char line[32];
+        read_line(&c, line, sizeof line);
+        assert_string_equal(line, "ready");
+        unsigned long long used = 0;
+        assert_true(nvml_proc(1, (unsigned)c.pid, &used));
+        assert_int_equal(used, 1ULL << 30);
+        nvmlMemory_v2_t m = { .version = nvmlMemory_v2 };
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(1), &m), NVML_SUCCESS);
+        assert_true(m.used >= (1ULL << 30));
+        assert_int_equal(finish(&c), 0);
+        assert_false(nvml_proc(1, (unsigned)c.pid, NULL));
+}
+
+/* A SIGKILLed process gets no chance to clean up: its memory is pruned as its PID is dead. */
+static void test_killed_process_memory_released(void **state) {
+        (void)state;
+        retain_current(3);
+        size_t free0, t;
+        assert_int_equal(C.cuMemGetInfo_v2(&free0, &t), CUDA_SUCCESS);
+        struct child c = spawn("child-alloc", "3", "2147483648");
+        char line[32];
+        read_line(&c, line, sizeof line);
+        assert_string_equal(line, "ready");
+        assert_true(nvml_proc(3, (unsigned)c.pid, NULL));
+        size_t free1;
+        assert_int_equal(C.cuMemGetInfo_v2(&free1, &t), CUDA_SUCCESS);
+        assert_int_equal(free0 - free1, 2ULL << 30);
+        kill(c.pid, SIGKILL);
+        assert_int_equal(finish(&c), 128 + SIGKILL);
+        assert_false(nvml_proc(3, (unsigned)c.pid, NULL));
+        assert_int_equal(C.cuMemGetInfo_v2(&free1, &t), CUDA_SUCCESS);
+        assert_int_equal(free1, free0);
+        release(3);
+}
+
+/* Capacity is per GPU across processes: what one holds, another cannot get. */
+static void test_capacity_shared_between_processes(void **state) {
+        (void)state;
+        retain_current(7);
+        size_t f, t;
+        assert_int_equal(C.cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+        char bytes[32];
+        snprintf(bytes, sizeof bytes, "%zu", f - (1u << 20)); /* leave 1 MiB */
+        struct child c = spawn("child-alloc", "7", bytes);
+        char line[32];
+        read_line(&c, line, sizeof line);
+        assert_string_equal(line, "ready");
+        CUdeviceptr p;
+        assert_int_equal(C.cuMemAlloc_v2(&p, 2u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(C.cuMemAlloc_v2(&p, 1u << 20), CUDA_SUCCESS);
+        assert_int_equal(finish(&c), 0);
+        assert_int_equal(C.cuMemFree_v2(p), CUDA_SUCCESS);
+        release(7);
+}
+
+/* The workload program, found through the library path like a real CUDA program. */
+static void test_workload_program(void **state) {
+        (void)state;
+        int out[2];
+        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                dup2(out[1], STDOUT_FILENO);
+                setenv("LD_LIBRARY_PATH", GPUSLICE_BUILD_DIR "/sim", 1);
+                execl(WORKLOAD, "gpuslice-sim-workload", "--gpu", "0", "--mem", "768MiB", "--seconds", "60",
+                      "--chunks", "3", (char *)NULL);
+                _exit(127);
+        }
+        close(out[1]);
+        struct child c = { .pid = pid, .to_child = -1, .from_child = out[0] };
+        char line[128];
+        read_line(&c, line, sizeof line);
+        assert_true(startswith(line, "ready pid="));
+        unsigned long long used = 0;
+        assert_true(nvml_proc(0, (unsigned)pid, &used));
+        assert_int_equal(used, 768ULL << 20);
+        kill(pid, SIGTERM); /* frees and exits cleanly */
+        close(out[0]);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+        assert_false(nvml_proc(0, (unsigned)pid, NULL));
+}
+
+int main(int argc, char **argv) {
+        if (argc >= 2 && streq(argv[1], "child-no-node"))
+                return child_no_node();
+        if (argc >= 2 && streq(argv[1], "child-visible")) {
+                int r = child_visible(argc - 2, argv + 2);
+                sim_remove_tmpdir();
+                return r;
+        }
+        if (argc >= 2 && streq(argv[1], "child-alloc"))
+                return child_alloc(argc - 2, argv + 2);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_driverless_process),
+                cmocka_unit_test(test_visible_devices),
+                cmocka_unit_test(test_init_flags),
+                cmocka_unit_test(test_devices_match_node),
+                cmocka_unit_test(test_alloc_needs_context),
+                cmocka_unit_test(test_alloc_free_shows_in_nvml),
+                cmocka_unit_test(test_ctx_destroy_frees_memory),
+                cmocka_unit_test(test_out_of_memory_and_exact_fit),
+                cmocka_unit_test(test_legacy_entry_points),
+                cmocka_unit_test(test_get_proc_address_versions),
+                cmocka_unit_test(test_error_names_and_strings),
+                cmocka_unit_test(test_other_process_allocation_visible),
+                cmocka_unit_test(test_killed_process_memory_released),
+                cmocka_unit_test(test_capacity_shared_between_processes),
+                cmocka_unit_test(test_workload_program),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
