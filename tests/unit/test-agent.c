@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the node agent's plugin logic (src/agent/plugin.c, health.c) called directly with
+ * protobuf-c messages: preferred allocation on the seed topology, Allocate answers and their
+ * options, every refusal, health transitions and the ListAndWatch list.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/health.h"
+#include "agent/plugin.h"
+#include "deviceplugin.pb-c.h"
+#include "topo/topo.h"
+#include "util/util.h"
+
+struct fx {
+        struct plugin p;
+        struct topo t;
+        char devroot[64];
+};
+
+static void make_file(const char *dir, const char *name) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/dev/%s", dir, name);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+}
+
+static int setup(void **state) {
+        struct fx *f = calloc(1, sizeof *f);
+        assert_non_null(f);
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(GPUSLICE_SHARED_DIR "/topologies/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
+                                   &len),
+                         0);
+        struct topo_error err;
+        assert_int_equal(topo_parse(text, len, &f->t, &err), 0);
+        free(text);
+        strcpy(f->devroot, "/tmp/gpuslice-agent-XXXXXX");
+        assert_non_null(mkdtemp(f->devroot));
+        char dev[128];
+        snprintf(dev, sizeof dev, "%s/dev", f->devroot);
+        assert_int_equal(mkdir(dev, 0755), 0);
+        make_file(f->devroot, "nvidia6");
+        make_file(f->devroot, "nvidia7");
+        make_file(f->devroot, "nvidiactl");
+        struct plugin_options o = { .resource = "nvidia.com/gpu", .list_envvar = true, .cdi_kind = "gpuslice.io/gpu" };
+        snprintf(o.dev_root, sizeof o.dev_root, "%s", f->devroot);
+        plugin_init(&f->p, &o, &f->t);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fx *f = *state;
+        char cmd[128];
+        plugin_done(&f->p);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->devroot);
+        assert_int_equal(system(cmd), 0);
+        free(f);
+        return 0;
+}
+
+static const char *id(struct fx *f, int i) {
+        return f->p.gpu[i].id;
+}
+
+/* ---- request builders ---- */
+
+static void pack_free(ProtobufCMessage *m, uint8_t **buf, size_t *len) {
+        assert_int_equal(rpc_pack(m, buf, len), 0);
+}
+
+static enum rpc_code prefer(struct fx *f, const int *avail, size_t na, const int *must, size_t nm, int size,
+                            V1beta1__PreferredAllocationResponse **ret, struct rpc_status *st) {
+        char *a[8], *m[8];
+        for (size_t i = 0; i < na; i++)
+                a[i] = (char *)id(f, avail[i]);
+        for (size_t i = 0; i < nm; i++)
+                m[i] = (char *)id(f, must[i]);
+        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        cr.available_deviceids = a;
+        cr.n_available_deviceids = na;
+        cr.must_include_deviceids = m;
+        cr.n_must_include_deviceids = nm;
+        cr.allocation_size = size;
+        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
+        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 1;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        pack_free(&req.base, &buf, &len);
+        enum rpc_code c = plugin_get_preferred(&f->p, buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                *ret = v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                assert_non_null(*ret);
+        } else
+                assert_null(out);
+        free(out);
+        return c;
+}
+
+static enum rpc_code allocate(struct fx *f, char **ids, size_t n, V1beta1__AllocateResponse **ret,
+                              struct rpc_status *st) {
+        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        cr.devices_ids = ids;
+        cr.n_devices_ids = n;
+        V1beta1__ContainerAllocateRequest *crs[1] = { &cr };
+        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 1;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        pack_free(&req.base, &buf, &len);
+        enum rpc_code c = plugin_allocate(&f->p, buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
+                assert_non_null(*ret);
+        } else
+                assert_null(out);
+        free(out);
+        return c;
+}
+
+static bool has_id(const V1beta1__ContainerPreferredAllocationResponse *r, const char *want) {
+        for (size_t i = 0; i < r->n_deviceids; i++)
+                if (streq(r->deviceids[i], want))
+                        return true;
+        return false;
+}
+
+/* ---- tests ---- */
+
+static void test_preferred_seed_case(void **state) {
+        struct fx *f = *state;
+        const int avail[] = { 2, 5, 6, 7 };
+        V1beta1__PreferredAllocationResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(prefer(f, avail, 4, NULL, 0, 2, &r, &st), RPC_OK);
+        assert_int_equal(r->n_container_responses, 1);
+        assert_int_equal(r->container_responses[0]->n_deviceids, 2);
+        assert_true(has_id(r->container_responses[0], id(f, 6)));
+        assert_true(has_id(r->container_responses[0], id(f, 7)));
+        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+}
+
+static void test_preferred_must_include(void **state) {
+        struct fx *f = *state;
+        const int avail[] = { 0, 1, 2, 3, 4, 5, 6, 7 }, must[] = { 5 };
+        V1beta1__PreferredAllocationResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(prefer(f, avail, 8, must, 1, 2, &r, &st), RPC_OK);
+        assert_true(has_id(r->container_responses[0], id(f, 5)));
+        assert_true(has_id(r->container_responses[0], id(f, 4)));
+        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+}
+
+static void test_preferred_skips_unhealthy(void **state) {
+        struct fx *f = *state;
+        plugin_set_unhealthy(&f->p, 7, "xid 48", 1000, true);
+        const int avail[] = { 2, 5, 6, 7 };
+        V1beta1__PreferredAllocationResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(prefer(f, avail, 4, NULL, 0, 2, &r, &st), RPC_OK);
+        assert_false(has_id(r->container_responses[0], id(f, 7)));
+        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+        /* must-include of an unhealthy GPU is refused */
+        const int must[] = { 7 };
+        assert_int_equal(prefer(f, avail, 4, must, 1, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "unhealthy"));
+        /* too few healthy GPUs left */
+        assert_int_equal(prefer(f, avail, 4, NULL, 0, 4, &r, &st), RPC_RESOURCE_EXHAUSTED);
+}
+
+static void test_preferred_bad_requests(void **state) {
+        struct fx *f = *state;
+        const int avail[] = { 0, 1 }, must[] = { 3 };
+        V1beta1__PreferredAllocationResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(prefer(f, avail, 2, NULL, 0, 0, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(prefer(f, avail, 2, NULL, 0, 9, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(prefer(f, avail, 2, must, 1, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "must_include"));
+        const int dup[] = { 1, 1 };
+        assert_int_equal(prefer(f, dup, 2, NULL, 0, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        uint8_t *out = NULL;
+        size_t n = 0;
+        const uint8_t garbage[] = { 0xff, 0xff, 0xff };
+        assert_int_equal(plugin_get_preferred(&f->p, garbage, sizeof garbage, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_null(out);
+        /* an empty message has no container requests */
+        assert_int_equal(plugin_get_preferred(&f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
+}
+
+static void test_allocate_env_and_specs(void **state) {
+        struct fx *f = *state;
+        char *ids[] = { (char *)id(f, 7), (char *)id(f, 6) };
+        V1beta1__AllocateResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(allocate(f, ids, 2, &r, &st), RPC_OK);
+        assert_int_equal(r->n_container_responses, 1);
+        V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+        assert_int_equal(c->n_envs, 1);
+        assert_string_equal(c->envs[0]->key, "NVIDIA_VISIBLE_DEVICES");
+        char want[256];
+        snprintf(want, sizeof want, "%s,%s", id(f, 6), id(f, 7));
+        assert_string_equal(c->envs[0]->value, want);
+        /* nvidia6, nvidia7, nvidiactl exist; uvm, uvm-tools, modeset do not */
+        assert_int_equal(c->n_devices, 3);
+        assert_string_equal(c->devices[0]->container_path, "/dev/nvidia6");
+        snprintf(want, sizeof want, "%s/dev/nvidia6", f->devroot);
+        assert_string_equal(c->devices[0]->host_path, want);
+        assert_string_equal(c->devices[0]->permissions, "rw");
+        assert_string_equal(c->devices[2]->container_path, "/dev/nvidiactl");
+        assert_int_equal(c->n_cdi_devices, 0);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        /* recorded for the state file */
+        assert_non_null(state_find(&f->p.state, "nvidia.com/gpu", id(f, 6)));
+        assert_null(state_find(&f->p.state, "nvidia.com/gpu", id(f, 5)));
+}
+
+static void test_allocate_index_and_cdi(void **state) {
+        struct fx *f = *state;
+        f->p.opt.ids_by_index = true;
+        f->p.opt.list_cdi = true;
+        f->p.opt.list_envvar = false;
+        char *ids[] = { (char *)id(f, 3), (char *)id(f, 1) };
+        V1beta1__AllocateResponse *r = NULL;
+        struct rpc_status st;
+        assert_int_equal(allocate(f, ids, 2, &r, &st), RPC_OK);
+        V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+        assert_int_equal(c->n_envs, 0);
+        assert_int_equal(c->n_devices, 0);
+        assert_int_equal(c->n_cdi_devices, 2);
+        assert_string_equal(c->cdi_devices[0]->name, "gpuslice.io/gpu=1");
+        assert_string_equal(c->cdi_devices[1]->name, "gpuslice.io/gpu=3");
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
+static void test_allocate_refusals(void **state) {
+        struct fx *f = *state;
+        V1beta1__AllocateResponse *r = NULL;
+        struct rpc_status st;
+        char *unknown[] = { "GPU-nope" };
+        assert_int_equal(allocate(f, unknown, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "unknown device ID"));
+        char *dup[] = { (char *)id(f, 2), (char *)id(f, 2) };
+        assert_int_equal(allocate(f, dup, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "twice"));
+        assert_int_equal(allocate(f, NULL, 0, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "no device IDs"));
+        plugin_set_unhealthy(&f->p, 2, "GPU_IS_LOST", 1000, false);
+        char *sick[] = { (char *)id(f, 2) };
+        assert_int_equal(allocate(f, sick, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "unhealthy"));
+        uint8_t *out = NULL;
+        size_t n = 0;
+        assert_int_equal(plugin_allocate(&f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "no container requests"));
+        const uint8_t trunc[] = { 0x0a, 0x40, 0x0a };
+        assert_int_equal(plugin_allocate(&f->p, trunc, sizeof trunc, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_null(out);
+        assert_null(state_find(&f->p.state, NULL, id(f, 2)));
+}
+
+static void test_health_xid_quiet_period(void **state) {
+        struct fx *f = *state;
+        uint64_t g0 = atomic_load(&f->p.generation);
+        plugin_set_unhealthy(&f->p, 4, "xid 48", 10000, true);
+        assert_false(f->p.gpu[4].healthy);
+        assert_true(atomic_load(&f->p.generation) > g0);
+        plugin_probe_ok(&f->p, 4, 11000, 2000);
+        assert_false(f->p.gpu[4].healthy);
+        plugin_probe_ok(&f->p, 4, 12000, 2000);
+        assert_true(f->p.gpu[4].healthy);
+        assert_string_equal(f->p.gpu[4].reason, "");
+        for (unsigned i = 0; i < f->p.n; i++)
+                assert_true(f->p.gpu[i].healthy);
+}
+
+static void test_health_lost_needs_answers(void **state) {
+        struct fx *f = *state;
+        plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 10000, false);
+        /* still lost at 20000: the quiet period has not started */
+        plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 20000, false);
+        plugin_probe_ok(&f->p, 1, 20500, 2000); /* first normal answer */
+        assert_false(f->p.gpu[1].healthy);
+        plugin_probe_ok(&f->p, 1, 22000, 2000);
+        assert_false(f->p.gpu[1].healthy);
+        plugin_probe_ok(&f->p, 1, 22500, 2000);
+        assert_true(f->p.gpu[1].healthy);
+        assert_true(f->p.gpu[0].healthy);
+}
+
+static void test_list_devices(void **state) {
+        struct fx *f = *state;
+        plugin_set_unhealthy(&f->p, 3, "xid 79", 1, false);
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        uint64_t gen = 0;
+        assert_int_equal(plugin_pack_devices(&f->p, &buf, &n, &gen), 0);
+        assert_int_equal(gen, atomic_load(&f->p.generation));
+        V1beta1__ListAndWatchResponse *r = v1beta1__list_and_watch_response__unpack(NULL, n, buf);
+        free(buf);
+        assert_non_null(r);
+        assert_int_equal(r->n_devices, 8);
+        for (size_t i = 0; i < r->n_devices; i++) {
+                assert_string_equal(r->devices[i]->id, id(f, (int)i));
+                assert_string_equal(r->devices[i]->health, i == 3 ? "Unhealthy" : "Healthy");
+                if (f->t.gpu[i].numa_node >= 0) {
+                        assert_non_null(r->devices[i]->topology);
+                        assert_int_equal(r->devices[i]->topology->nodes[0]->id, f->t.gpu[i].numa_node);
+                }
+        }
+        v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+}
+
+static void test_options(void **state) {
+        struct fx *f = *state;
+        uint8_t *out = NULL;
+        size_t n = 0;
+        struct rpc_status st;
+        assert_int_equal(plugin_get_options(&f->p, NULL, 0, &out, &n, &st), RPC_OK);
+        V1beta1__DevicePluginOptions *o = v1beta1__device_plugin_options__unpack(NULL, n, out);
+        free(out);
+        assert_non_null(o);
+        assert_true(o->get_preferred_allocation_available);
+        assert_false(o->pre_start_required);
+        v1beta1__device_plugin_options__free_unpacked(o, NULL);
+}
+
+static void test_xid_ignore_list(void **state) {
+        (void)state;
+        const unsigned ignore[] = { 13, 31, 43, 45, 68, 109 };
+        assert_false(health_xid_is_critical(ignore, ELEMENTSOF(ignore), 13));
+        assert_false(health_xid_is_critical(ignore, ELEMENTSOF(ignore), 109));
+        assert_true(health_xid_is_critical(ignore, ELEMENTSOF(ignore), 48));
+        assert_true(health_xid_is_critical(ignore, ELEMENTSOF(ignore), 79));
+        assert_true(health_xid_is_critical(NULL, 0, 13));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_preferred_seed_case, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preferred_must_include, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preferred_skips_unhealthy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preferred_bad_requests, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_allocate_env_and_specs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_allocate_index_and_cdi, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_allocate_refusals, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_health_xid_quiet_period, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_health_lost_needs_answers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_list_devices, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+                cmocka_unit_test(test_xid_ignore_list),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
