@@ -16,5 +16,8 @@ enum {
 int cmd_topo(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_monitor(int argc, char **argv); /* src/cli/cmd-monitor.c */
+int cmd_ps(int argc, char **argv);      /* src/cli/cmd-ps.c */
+int cmd_labels(int argc, char **argv);  /* src/cli/cmd-labels.c */
 int cmd_node(int argc, char **argv);   /* src/agent/node.c */
 int cmd_status(int argc, char **argv); /* src/agent/status.c */

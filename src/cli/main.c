@@ -21,6 +21,9 @@ static const struct command commands[] = {
         { "alloc", cmd_alloc, "pick the best-connected free GPUs for a job" },
         { "node", cmd_node, "run the kubelet device plugin node agent" },
         { "status", cmd_status, "show a running node agent's devices, health and holders" },
+        { "ps", cmd_ps, "list GPU processes with their pod and container" },
+        { "monitor", cmd_monitor, "serve GPU usage metrics (/metrics, /healthz) in the foreground" },
+        { "labels", cmd_labels, "write GPU node labels (Node Feature Discovery features file)" },
         { "version", cmd_version, "print the version" },
 };
 

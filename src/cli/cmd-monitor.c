@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice monitor — the monitor service on its own, in the foreground: samples GPU usage and
+ * serves /metrics and /healthz until SIGTERM/SIGINT (exit 0). The node agent runs the same
+ * service (monitor_service_start) inside `gpuslice node`.
+ */
+#include <getopt.h>
+#include <signal.h>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "monitor/monitor.h"
+#include "util/log.h"
+#include "util/util.h"
+
+static void help(FILE *f) {
+        fputs("Usage: gpuslice monitor [OPTIONS]\n\n"
+              "Sample who uses which GPU (NVML processes → cgroup → container → pod) and serve\n"
+              "Prometheus metrics on /metrics and a health check on /healthz, in the foreground.\n"
+              "SIGTERM or SIGINT stops it (exit 0). Metric names: docs/metrics.md.\n\n"
+              "Options:\n"
+              "      --metrics-address HOST:PORT  listen address (default 127.0.0.1:9400)\n"
+              "      --proc-root DIR              where /proc is (default /proc)\n"
+              "      --engine URL                 Docker/Podman Engine API for names and allocation,\n"
+              "                                   e.g. unix:///run/podman/podman.sock\n"
+              "      --cri-socket PATH            CRI runtime socket for pod names (reserved; names\n"
+              "                                   then fall back to ids)\n"
+              "      --sample-interval DURATION   sampling period (default 5s)\n"
+              "      --metrics-compat LIST        also pod-used-gpu-mem, gpu-manager families\n"
+              "      --node-name NAME             `node` label of compat families (default hostname)\n"
+              "      --nvml-library PATH          load NVML from PATH instead of libnvidia-ml.so.1\n"
+              "  -h, --help                       this help\n",
+              f);
+}
+
+int cmd_monitor(int argc, char **argv) {
+        enum { OPT_ADDR = 0x100, OPT_PROC, OPT_ENGINE, OPT_CRI, OPT_INTERVAL, OPT_COMPAT, OPT_NODE, OPT_NVML };
+        static const struct option opts[] = {
+                { "metrics-address", required_argument, NULL, OPT_ADDR },
+                { "proc-root", required_argument, NULL, OPT_PROC },
+                { "engine", required_argument, NULL, OPT_ENGINE },
+                { "cri-socket", required_argument, NULL, OPT_CRI },
+                { "sample-interval", required_argument, NULL, OPT_INTERVAL },
+                { "metrics-compat", required_argument, NULL, OPT_COMPAT },
+                { "node-name", required_argument, NULL, OPT_NODE },
+                { "nvml-library", required_argument, NULL, OPT_NVML },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        static const char *const keys[] = {
+                [OPT_ADDR - OPT_ADDR] = "metrics.address",      [OPT_PROC - OPT_ADDR] = "monitor.proc-root",
+                [OPT_ENGINE - OPT_ADDR] = "monitor.engine",     [OPT_CRI - OPT_ADDR] = "monitor.cri-socket",
+                [OPT_INTERVAL - OPT_ADDR] = "monitor.sample-interval",
+                [OPT_COMPAT - OPT_ADDR] = "metrics.compat",     [OPT_NODE - OPT_ADDR] = NULL,
+                [OPT_NVML - OPT_ADDR] = "nvml.library",
+        };
+        struct gpuslice_config cfg;
+        config_init_defaults(&cfg);
+        cfg.cri_socket[0] = '\0'; /* the standalone monitor asks no CRI unless told to */
+        const char *node_name = NULL;
+        bool nvml_given = false;
+        int c;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (c == 'h') {
+                        help(stdout);
+                        return EXIT_OK;
+                }
+                if (c == OPT_NODE) {
+                        node_name = optarg;
+                        continue;
+                }
+                if (c < OPT_ADDR || c > OPT_NVML) {
+                        help(stderr);
+                        return EXIT_USAGE;
+                }
+                char err[256];
+                if (config_set(&cfg, keys[c - OPT_ADDR], optarg, err, sizeof err) < 0) {
+                        fprintf(stderr, "gpuslice monitor: %s\n", err);
+                        return EXIT_USAGE;
+                }
+                nvml_given |= c == OPT_NVML;
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gpuslice monitor: unexpected argument '%s'\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (!cfg.metrics_address[0]) {
+                fputs("gpuslice monitor: --metrics-address must not be empty\n", stderr);
+                return EXIT_USAGE;
+        }
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL); /* before any thread: only sigwait sees them */
+        signal(SIGPIPE, SIG_IGN);
+
+        struct monitor_options o;
+        monitor_options_init(&o);
+        o.proc_root = cfg.proc_root;
+        o.engine_url = cfg.engine_url;
+        o.cri_socket = cfg.cri_socket;
+        o.nvml_library = nvml_given ? cfg.nvml_library : NULL;
+        o.node_name = node_name;
+        o.compat = cfg.metrics_compat;
+        o.interval_ms = (unsigned)MIN(cfg.sample_interval_sec * 1000u, 3600u * 1000u);
+        struct monitor_service *svc;
+        int r = monitor_service_start(&o, NULL, cfg.metrics_address, &svc);
+        if (r < 0) {
+                log_error_errno(r, "Failed to start the monitor", "address=%s", cfg.metrics_address);
+                return EXIT_RUNTIME;
+        }
+        log_info("monitor serving", "address=%s port=%u interval_ms=%u", cfg.metrics_address,
+                 monitor_service_port(svc), o.interval_ms);
+        int sig = 0;
+        sigwait(&mask, &sig);
+        log_info("monitor stopping", "signal=%d", sig);
+        monitor_service_stop(svc);
+        return EXIT_OK;
+}

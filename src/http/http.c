@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http — libmicrohttpd behind the small API of http.h. One internal polling thread (epoll where
+ * available) accepts and dispatches; handlers get whole requests. Must never log or block a
+ * request on another one.
+ */
+#include "http/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+
+#include "util/util.h"
+
+struct handler {
+        char *path;
+        http_handler_fn fn;
+        void *userdata;
+};
+
+struct http_server {
+        struct sockaddr_storage addr;
+        socklen_t addr_len;
+        struct MHD_Daemon *daemon;
+        unsigned port;
+        struct handler handlers[HTTP_MAX_HANDLERS];
+        size_t n_handlers;
+        uint64_t requests, not_found, rejected; /* atomics */
+};
+
+/* Per-connection request state: the body as it arrives. */
+struct request_ctx {
+        char *body;
+        size_t len;
+        bool too_big;
+};
+
+int http_parse_address(const char *address, struct sockaddr_storage *ret, socklen_t *ret_len) {
+        if (!address)
+                return -EINVAL;
+        const char *colon = strrchr(address, ':');
+        if (!colon)
+                return -EINVAL;
+        unsigned port;
+        if (parse_uint(colon + 1, 65535, &port) < 0)
+                return -EINVAL;
+        char host[64];
+        size_t hl = (size_t)(colon - address);
+        if (hl >= sizeof host)
+                return -EINVAL;
+        strnscpy(host, sizeof host, address, hl);
+
+        struct sockaddr_storage ss = { 0 };
+        if (host[0] == '[') {
+                if (hl < 2 || host[hl - 1] != ']')
+                        return -EINVAL;
+                host[hl - 1] = '\0';
+                struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)port);
+                if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
+                        return -EINVAL;
+                *ret = ss;
+                *ret_len = sizeof *s6;
+                return 0;
+        }
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        if (host[0] == '\0')
+                s4->sin_addr.s_addr = htonl(INADDR_ANY);
+        else if (streq(host, "localhost"))
+                s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+                return -EINVAL;
+        *ret = ss;
+        *ret_len = sizeof *s4;
+        return 0;
+}
+
+int http_server_new(const char *address, struct http_server **ret) {
+        struct http_server *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        int r = http_parse_address(address, &s->addr, &s->addr_len);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int http_server_handle(struct http_server *s, const char *path, http_handler_fn fn, void *userdata) {
+        if (!s || !path || path[0] != '/' || !fn)
+                return -EINVAL;
+        if (s->daemon)
+                return -EBUSY;
+        for (size_t i = 0; i < s->n_handlers; i++)
+                if (streq(s->handlers[i].path, path))
+                        return -EEXIST;
+        if (s->n_handlers >= HTTP_MAX_HANDLERS)
+                return -ENOSPC;
+        char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        s->handlers[s->n_handlers++] = (struct handler){ p, fn, userdata };
+        return 0;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
+                             size_t len) {
+        /* body is malloc'ed (or NULL) and handed to MHD, which frees it */
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer_with_free_callback(len, body ? body : (char *)"", body ? free : NULL);
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        enum MHD_Result r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text) {
+        char *b = strdup(text);
+        return reply(c, status, "text/plain; charset=utf-8", b, b ? strlen(b) : 0);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        struct http_server *s = cls;
+        (void)version;
+        struct request_ctx *ctx = *con_cls;
+        if (!ctx) {
+                ctx = calloc(1, sizeof *ctx);
+                if (!ctx)
+                        return MHD_NO;
+                *con_cls = ctx;
+                return MHD_YES;
+        }
+        if (*upload_data_size > 0) {
+                size_t n = *upload_data_size;
+                *upload_data_size = 0;
+                if (ctx->too_big || ctx->len + n > HTTP_MAX_BODY) {
+                        ctx->too_big = true;
+                        return MHD_YES;
+                }
+                char *b = realloc(ctx->body, ctx->len + n + 1);
+                if (!b)
+                        return MHD_NO;
+                memcpy(b + ctx->len, upload_data, n);
+                ctx->len += n;
+                b[ctx->len] = '\0';
+                ctx->body = b;
+                return MHD_YES;
+        }
+
+        __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
+        if (!streq(method, "GET") && !streq(method, "HEAD") && !streq(method, "POST")) {
+                __atomic_add_fetch(&s->rejected, 1, __ATOMIC_RELAXED);
+                return reply_text(c, 405, "method not allowed\n");
+        }
+        if (ctx->too_big) {
+                __atomic_add_fetch(&s->rejected, 1, __ATOMIC_RELAXED);
+                return reply_text(c, 413, "request body too large\n");
+        }
+        const struct handler *h = NULL;
+        for (size_t i = 0; i < s->n_handlers; i++)
+                if (streq(s->handlers[i].path, url))
+                        h = &s->handlers[i];
+        if (!h) {
+                __atomic_add_fetch(&s->not_found, 1, __ATOMIC_RELAXED);
+                return reply_text(c, 404, "not found\n");
+        }
+        struct http_request req = {
+                .method = method,
+                .path = url,
+                .body = ctx->body ? ctx->body : "",
+                .body_len = ctx->len,
+        };
+        struct http_response resp = { .status = 200 };
+        strscpy(resp.content_type, "text/plain; charset=utf-8", sizeof resp.content_type);
+        h->fn(h->userdata, &req, &resp);
+        if (resp.status < 100 || resp.status > 599)
+                resp.status = 500;
+        return reply(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        (void)cls;
+        (void)c;
+        (void)toe;
+        struct request_ctx *ctx = *con_cls;
+        if (ctx) {
+                free(ctx->body);
+                free(ctx);
+                *con_cls = NULL;
+        }
+}
+
+int http_server_start(struct http_server *s) {
+        if (!s)
+                return -EINVAL;
+        if (s->daemon)
+                return -EBUSY;
+        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+        if (s->addr.ss_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                                     (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
+                                     (unsigned)128, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                                     MHD_OPTION_END);
+        if (!s->daemon) {
+                /* MHD says nothing more; a bind failure is by far the likeliest cause */
+                return -EADDRINUSE;
+        }
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        s->port = info ? info->port : 0;
+        return 0;
+}
+
+unsigned http_server_port(const struct http_server *s) {
+        return s ? s->port : 0;
+}
+
+struct http_server *http_server_free(struct http_server *s) {
+        if (!s)
+                return NULL;
+        if (s->daemon)
+                MHD_stop_daemon(s->daemon);
+        for (size_t i = 0; i < s->n_handlers; i++)
+                free(s->handlers[i].path);
+        free(s);
+        return NULL;
+}
+
+void http_server_stats(const struct http_server *s, struct http_stats *ret) {
+        *ret = (struct http_stats){
+                .requests = __atomic_load_n(&s->requests, __ATOMIC_RELAXED),
+                .not_found = __atomic_load_n(&s->not_found, __ATOMIC_RELAXED),
+                .rejected = __atomic_load_n(&s->rejected, __ATOMIC_RELAXED),
+        };
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http — the one HTTP server of gpuslice (libmicrohttpd): /metrics and /healthz of the node
+ * agent now, the scheduler extender's verbs later. A caller-owned server: create it on
+ * HOST:PORT, register a handler per exact path, start, stop.
+ *
+ *   struct http_server *s;
+ *   http_server_new("127.0.0.1:9400", &s);
+ *   http_server_handle(s, "/metrics", serve_metrics, ctx);
+ *   http_server_start(s);            // serves on a thread of its own
+ *   ...
+ *   s = http_server_free(s);         // stops, waits for running handlers
+ *
+ * Handlers run on the server's thread(s), possibly several at once: they must be thread-safe
+ * and should be quick (the metrics handler formats a prepared snapshot, never samples).
+ * Requests with a body (POST) get it whole, up to HTTP_MAX_BODY bytes (more → 413, handler not
+ * called). Unknown paths → 404, methods other than GET/HEAD/POST → 405.
+ *
+ * Must never: log (it counts instead, see http_server_stats), block a handler on another
+ * request, or serve on an address the caller did not name.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define HTTP_MAX_BODY (1u << 20)
+#define HTTP_MAX_HANDLERS 16
+
+struct http_request {
+        const char *method; /* "GET", "HEAD", "POST" */
+        const char *path;   /* "/metrics" (without the query string) */
+        const char *body;   /* NUL-terminated copy of the body ("" when none) */
+        size_t body_len;
+};
+
+struct http_response {
+        unsigned status;        /* 200 unless the handler sets it */
+        char content_type[96];  /* "text/plain; charset=utf-8" unless the handler sets it */
+        char *body;             /* malloc'ed by the handler; the server frees it */
+        size_t body_len;
+};
+
+typedef void (*http_handler_fn)(void *userdata, const struct http_request *req, struct http_response *resp);
+
+struct http_server;
+
+/*
+ * Parse "HOST:PORT": an IPv4 address, "[IPv6]", "localhost" (→ 127.0.0.1) or an empty host
+ * (":9400", all IPv4 interfaces); PORT 0..65535 (0 = any free port). 0 or -EINVAL.
+ */
+int http_parse_address(const char *address, struct sockaddr_storage *ret, socklen_t *ret_len);
+
+/* A server for `address` (see http_parse_address). 0, -EINVAL, -ENOMEM. */
+int http_server_new(const char *address, struct http_server **ret);
+/* Serve `path` (exact match; the string is copied) with fn. Before start only: -EBUSY after,
+ * -ENOSPC past HTTP_MAX_HANDLERS, -EEXIST for a path registered twice. */
+int http_server_handle(struct http_server *s, const char *path, http_handler_fn fn, void *userdata);
+/* Bind and serve. 0, -EADDRINUSE (or -EIO) when the address cannot be bound, -EBUSY if started. */
+int http_server_start(struct http_server *s);
+/* The bound port (useful with port 0), 0 before start. */
+unsigned http_server_port(const struct http_server *s);
+/* Stop serving, wait for running handlers, free. NULL is fine. Returns NULL. */
+struct http_server *http_server_free(struct http_server *s);
+
+struct http_stats {
+        uint64_t requests;  /* answered requests, any status */
+        uint64_t not_found; /* 404 */
+        uint64_t rejected;  /* 405 and 413 */
+};
+void http_server_stats(const struct http_server *s, struct http_stats *ret);

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * labels — NFD features file for the node's GPUs (see labels.h). Must never log, guess unknown
+ * facts, or leave a half-written file where NFD reads.
+ */
+#include "labels/labels.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+
+#include "metrics/metrics.h"
+#include "util/util.h"
+
+char *labels_sanitize(const char *s, char *buf, size_t len) {
+        size_t n = 0;
+        for (; s && *s && n + 1 < len && n < 63; s++) {
+                char c = *s;
+                buf[n++] = isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-' ? c : '-';
+        }
+        buf[n] = '\0';
+        while (n && !isalnum((unsigned char)buf[n - 1]))
+                buf[--n] = '\0';
+        size_t k = 0;
+        while (buf[k] && !isalnum((unsigned char)buf[k]))
+                k++;
+        memmove(buf, buf + k, n - k + 1);
+        return buf;
+}
+
+const char *labels_gpu_family(int major, int minor) {
+        switch (major) {
+        case 1:
+                return "tesla";
+        case 2:
+                return "fermi";
+        case 3:
+                return "kepler";
+        case 5:
+                return "maxwell";
+        case 6:
+                return "pascal";
+        case 7:
+                return minor < 5 ? "volta" : "turing";
+        case 8:
+                return minor < 9 ? "ampere" : "ada-lovelace";
+        case 9:
+                return "hopper";
+        case 10:
+        case 12:
+                return "blackwell";
+        default:
+                return NULL;
+        }
+}
+
+int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
+        const struct topo_gpu *g = NULL;
+        for (unsigned i = 0; i < t->n_gpus && !g; i++)
+                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
+                        g = &t->gpu[i];
+        if (!g)
+                return -ENODEV;
+        struct metrics_text x = { 0 };
+        char v[64];
+        labels_sanitize(g->name, v, sizeof v);
+        if (v[0]) {
+                metrics_text_printf(&x, "nvidia-gpu-name=%s\n", v);
+                metrics_text_printf(&x, "nvidia.com/gpu.product=%s\n", v);
+        }
+        if (g->memory_total)
+                metrics_text_printf(&x, "nvidia.com/gpu.memory=%llu\n", (unsigned long long)(g->memory_total >> 20));
+        metrics_text_printf(&x, "nvidia.com/gpu.count=%u\n", t->n_gpus);
+        if (g->cc_major > 0) {
+                const char *fam = labels_gpu_family(g->cc_major, g->cc_minor);
+                if (fam)
+                        metrics_text_printf(&x, "nvidia.com/gpu.family=%s\n", fam);
+                metrics_text_printf(&x, "nvidia.com/gpu.compute.major=%d\nnvidia.com/gpu.compute.minor=%d\n",
+                                    g->cc_major, g->cc_minor);
+        }
+        if (t->driver_version[0]) {
+                unsigned a = 0, b = 0, c = 0;
+                int n = sscanf(t->driver_version, "%u.%u.%u", &a, &b, &c);
+                labels_sanitize(t->driver_version, v, sizeof v);
+                if (n >= 1)
+                        metrics_text_printf(&x, "nvidia.com/cuda.driver-version.major=%u\n", a);
+                if (n >= 2)
+                        metrics_text_printf(&x, "nvidia.com/cuda.driver-version.minor=%u\n", b);
+                if (n >= 3)
+                        metrics_text_printf(&x, "nvidia.com/cuda.driver-version.revision=%u\n", c);
+                if (v[0])
+                        metrics_text_printf(&x, "nvidia.com/cuda.driver-version.full=%s\n", v);
+        }
+        if (t->cuda_version > 0) {
+                int major = t->cuda_version / 1000, minor = (t->cuda_version % 1000) / 10;
+                metrics_text_printf(&x, "nvidia.com/cuda.runtime-version.major=%d\n", major);
+                metrics_text_printf(&x, "nvidia.com/cuda.runtime-version.minor=%d\n", minor);
+                metrics_text_printf(&x, "nvidia.com/cuda.runtime-version.full=%d.%d\n", major, minor);
+        }
+        return metrics_text_finish(&x, ret, ret_len);
+}
+
+int labels_write_atomic(const char *path, const char *data, size_t len) {
+        char tmp[4096], dir[4096];
+        int k = snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
+        if (k < 0 || (size_t)k >= sizeof tmp)
+                return -ENAMETOOLONG;
+        strscpy(dir, path, sizeof dir);
+        int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = 0;
+        for (size_t off = 0; off < len;) {
+                ssize_t n = write(fd, data + off, len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                off += (size_t)n;
+        }
+        /* readable by NFD, which may run as another user */
+        if (r == 0 && fchmod(fd, 0644) < 0)
+                r = -errno;
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(tmp);
+                return r;
+        }
+        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+        }
+        return 0;
+}

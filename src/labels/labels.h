@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * labels — node labels describing a node's GPUs, as a Node Feature Discovery features file
+ * (one `name=value` per line, read by NFD from /etc/kubernetes/node-feature-discovery/features.d/).
+ * Names follow the field's conventions so existing node affinities keep working:
+ *   nvidia-gpu-name=TITAN-V                       (the Kubernetes docs' GPU model label)
+ *   nvidia.com/gpu.product=TITAN-V  nvidia.com/gpu.memory=12066 (MiB)  nvidia.com/gpu.count=8
+ *   nvidia.com/gpu.family=volta  nvidia.com/gpu.compute.major=7  nvidia.com/gpu.compute.minor=0
+ *   nvidia.com/cuda.driver-version.{major,minor,revision,full}=450 57 … 450.57   (the driver)
+ *   nvidia.com/cuda.runtime-version.{major,minor,full}=11 0 11.0   (the newest CUDA the driver runs)
+ * GPU fields come from the first GPU NVML could query (GPU feature discovery does the same);
+ * unknown facts are left out, never guessed. Values are made valid label values ([A-Za-z0-9._-],
+ * at most 63 characters, alphanumeric at both ends).
+ *
+ * Pure formatting plus an atomic file write; must never log or leave a torn file behind.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "topo/topo.h"
+
+/* The features file text for node t. *ret malloc'ed, caller frees. 0, -ENODEV when t has no
+ * GPU that could be queried, -ENOMEM. */
+int labels_format(const struct topo *t, char **ret, size_t *ret_len);
+
+/* A label value from free text: invalid characters become '-', cut to 63, trimmed to start and
+ * end with an alphanumeric. buf of at least 64 bytes. Returns buf ("" if nothing is left). */
+char *labels_sanitize(const char *s, char *buf, size_t len);
+
+/* "volta" for compute capability 7.0, … ; NULL when unknown. */
+const char *labels_gpu_family(int cc_major, int cc_minor);
+
+/* Write data to path atomically: a temporary file beside it, fsync, rename, fsync of the
+ * directory. 0 or -errno (the old file is then untouched). */
+int labels_write_atomic(const char *path, const char *data, size_t len);

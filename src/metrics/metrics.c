@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * metrics — the exposition text builder and the agent's counter registry (see metrics.h).
+ * The registry is the one piece of global state here: a mutex-guarded append-only list whose
+ * entries are bumped with atomics, so hot paths never take the lock. Must never log.
+ */
+#include "metrics/metrics.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+
+static bool text_reserve(struct metrics_text *t, size_t extra) {
+        if (t->failed)
+                return false;
+        if (t->len + extra + 1 <= t->cap)
+                return true;
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + extra + 1)
+                cap *= 2;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+                t->failed = true;
+                return false;
+        }
+        t->buf = b;
+        t->cap = cap;
+        return true;
+}
+
+void metrics_text_printf(struct metrics_text *t, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                t->failed = true;
+                return;
+        }
+        if (!text_reserve(t, (size_t)n))
+                return;
+        va_start(ap, fmt);
+        vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        t->len += (size_t)n;
+}
+
+static void text_putc(struct metrics_text *t, char c) {
+        if (!text_reserve(t, 1))
+                return;
+        t->buf[t->len++] = c;
+        t->buf[t->len] = '\0';
+}
+
+static void text_escaped(struct metrics_text *t, const char *s, bool quote) {
+        for (; s && *s; s++) {
+                if (*s == '\\') {
+                        text_putc(t, '\\');
+                        text_putc(t, '\\');
+                } else if (*s == '\n') {
+                        text_putc(t, '\\');
+                        text_putc(t, 'n');
+                } else if (quote && *s == '"') {
+                        text_putc(t, '\\');
+                        text_putc(t, '"');
+                } else {
+                        text_putc(t, *s);
+                }
+        }
+}
+
+void metrics_text_family(struct metrics_text *t, const char *name, const char *type, const char *help) {
+        metrics_text_printf(t, "# HELP %s ", name);
+        text_escaped(t, help, false);
+        metrics_text_printf(t, "\n# TYPE %s %s\n", name, type);
+}
+
+static void text_value(struct metrics_text *t, double v) {
+        if (isnan(v))
+                metrics_text_printf(t, "NaN");
+        else if (isinf(v))
+                metrics_text_printf(t, v > 0 ? "+Inf" : "-Inf");
+        else if (v == floor(v) && fabs(v) < 1e15)
+                metrics_text_printf(t, "%.0f", v);
+        else
+                metrics_text_printf(t, "%.12g", v);
+}
+
+void metrics_text_sample(struct metrics_text *t, const char *name, const char *const *labels, double value) {
+        metrics_text_printf(t, "%s", name);
+        if (labels && labels[0]) {
+                text_putc(t, '{');
+                for (size_t i = 0; labels[i]; i += 2) {
+                        metrics_text_printf(t, "%s%s=\"", i ? "," : "", labels[i]);
+                        text_escaped(t, labels[i + 1], true);
+                        text_putc(t, '"');
+                }
+                text_putc(t, '}');
+        }
+        text_putc(t, ' ');
+        text_value(t, value);
+        text_putc(t, '\n');
+}
+
+int metrics_escape_label(const char *value, char *buf, size_t len) {
+        struct metrics_text t = { 0 };
+        text_escaped(&t, value, true);
+        if (t.failed) {
+                metrics_text_done(&t);
+                return -ENOMEM;
+        }
+        const char *s = t.buf ? t.buf : "";
+        int r = strlen(s) < len ? 0 : -ENOBUFS;
+        strscpy(buf, s, len);
+        metrics_text_done(&t);
+        return r;
+}
+
+int metrics_text_finish(struct metrics_text *t, char **ret, size_t *ret_len) {
+        if (t->failed || !text_reserve(t, 0)) {
+                metrics_text_done(t);
+                return -ENOMEM;
+        }
+        t->buf[t->len] = '\0';
+        *ret_len = t->len;
+        *ret = t->buf;
+        *t = (struct metrics_text){ 0 };
+        return 0;
+}
+
+void metrics_text_done(struct metrics_text *t) {
+        free(t->buf);
+        *t = (struct metrics_text){ 0 };
+}
+
+bool metrics_valid_name(const char *s) {
+        if (!s || !s[0] || isdigit((unsigned char)s[0]))
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && *s != '_' && *s != ':')
+                        return false;
+        return true;
+}
+
+/* ---- registry ---- */
+
+static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10 };
+#define N_BUCKETS ELEMENTSOF(bucket_bounds)
+
+enum entry_kind { ENTRY_COUNTER, ENTRY_HISTOGRAM };
+
+struct entry {
+        struct entry *next;
+        enum entry_kind kind;
+        char *name, *help, *label_key, *label_value;
+};
+
+struct metrics_counter {
+        struct entry e;
+        uint64_t value;
+};
+
+struct metrics_histogram {
+        struct entry e;
+        uint64_t buckets[N_BUCKETS]; /* non-cumulative; summed when written */
+        uint64_t count;
+        uint64_t sum_ns;             /* sum of observations in ns, exact with atomics */
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *registry_head, **registry_tail = &registry_head;
+
+static bool same_label(const char *a, const char *b) {
+        return (!a && !b) || (a && b && streq(a, b));
+}
+
+static struct entry *registry_get(enum entry_kind kind, size_t size, const char *name, const char *help,
+                                  const char *lk, const char *lv) {
+        if (!metrics_valid_name(name) || !help || (!lk) != (!lv) || (lk && !metrics_valid_name(lk)))
+                return NULL;
+        pthread_mutex_lock(&registry_lock);
+        struct entry *e;
+        for (e = registry_head; e; e = e->next)
+                if (e->kind == kind && streq(e->name, name) && same_label(e->label_key, lk) &&
+                    same_label(e->label_value, lv))
+                        goto done;
+        e = calloc(1, size);
+        if (!e)
+                goto done;
+        e->kind = kind;
+        e->name = strdup(name);
+        e->help = strdup(help);
+        e->label_key = lk ? strdup(lk) : NULL;
+        e->label_value = lv ? strdup(lv) : NULL;
+        if (!e->name || !e->help || (lk && (!e->label_key || !e->label_value))) {
+                free(e->name);
+                free(e->help);
+                free(e->label_key);
+                free(e->label_value);
+                free(e);
+                e = NULL;
+                goto done;
+        }
+        *registry_tail = e;
+        registry_tail = &e->next;
+done:
+        pthread_mutex_unlock(&registry_lock);
+        return e;
+}
+
+struct metrics_counter *metrics_counter_get(const char *name, const char *help, const char *label_key,
+                                            const char *label_value) {
+        return (struct metrics_counter *)registry_get(ENTRY_COUNTER, sizeof(struct metrics_counter), name, help,
+                                                      label_key, label_value);
+}
+
+void metrics_counter_add(struct metrics_counter *c, uint64_t n) {
+        if (c)
+                __atomic_add_fetch(&c->value, n, __ATOMIC_RELAXED);
+}
+
+uint64_t metrics_counter_value(const struct metrics_counter *c) {
+        return c ? __atomic_load_n(&c->value, __ATOMIC_RELAXED) : 0;
+}
+
+struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
+                                                const char *label_value) {
+        return (struct metrics_histogram *)registry_get(ENTRY_HISTOGRAM, sizeof(struct metrics_histogram), name,
+                                                        help, label_key, label_value);
+}
+
+void metrics_histogram_observe(struct metrics_histogram *h, double seconds) {
+        if (!h || !(seconds >= 0))
+                return;
+        size_t b = 0;
+        while (b < N_BUCKETS && seconds > bucket_bounds[b])
+                b++;
+        if (b < N_BUCKETS)
+                __atomic_add_fetch(&h->buckets[b], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        double ns = seconds * 1e9;
+        __atomic_add_fetch(&h->sum_ns, ns > 1.8e19 ? UINT64_MAX / 2 : (uint64_t)ns, __ATOMIC_RELAXED);
+}
+
+static void format_histogram(struct metrics_text *t, const struct metrics_histogram *h) {
+        const struct entry *e = &h->e;
+        char name[256], le[32];
+        uint64_t cum = 0;
+        snprintf(name, sizeof name, "%s_bucket", e->name);
+        for (size_t b = 0; b <= N_BUCKETS; b++) {
+                if (b < N_BUCKETS) {
+                        cum += __atomic_load_n(&h->buckets[b], __ATOMIC_RELAXED);
+                        snprintf(le, sizeof le, "%g", bucket_bounds[b]);
+                }
+                const char *labels[5];
+                size_t k = 0;
+                if (e->label_key) {
+                        labels[k++] = e->label_key;
+                        labels[k++] = e->label_value;
+                }
+                labels[k++] = "le";
+                labels[k++] = b < N_BUCKETS ? le : "+Inf";
+                labels[k] = NULL;
+                uint64_t v = b < N_BUCKETS ? cum : __atomic_load_n(&h->count, __ATOMIC_RELAXED);
+                metrics_text_sample(t, name, labels, (double)MAX(v, cum));
+        }
+        const char *labels[] = { e->label_key, e->label_value, NULL };
+        snprintf(name, sizeof name, "%s_sum", e->name);
+        metrics_text_sample(t, name, labels, (double)__atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) / 1e9);
+        snprintf(name, sizeof name, "%s_count", e->name);
+        metrics_text_sample(t, name, labels, (double)__atomic_load_n(&h->count, __ATOMIC_RELAXED));
+}
+
+void metrics_registry_format(struct metrics_text *t) {
+        pthread_mutex_lock(&registry_lock);
+        /* group by family: write each name's HELP/TYPE at its first entry, then all its entries */
+        for (const struct entry *e = registry_head; e; e = e->next) {
+                bool seen = false;
+                for (const struct entry *p = registry_head; p != e; p = p->next)
+                        if (p->kind == e->kind && streq(p->name, e->name))
+                                seen = true;
+                if (seen)
+                        continue;
+                metrics_text_family(t, e->name, e->kind == ENTRY_COUNTER ? "counter" : "histogram", e->help);
+                for (const struct entry *q = e; q; q = q->next) {
+                        if (q->kind != e->kind || !streq(q->name, e->name))
+                                continue;
+                        if (q->kind == ENTRY_COUNTER) {
+                                const char *labels[] = { q->label_key, q->label_value, NULL };
+                                metrics_text_sample(t, q->name, labels,
+                                                    (double)metrics_counter_value((const struct metrics_counter *)q));
+                        } else {
+                                format_histogram(t, (const struct metrics_histogram *)q);
+                        }
+                }
+        }
+        pthread_mutex_unlock(&registry_lock);
+}

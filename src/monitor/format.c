@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * format — a monitor snapshot as Prometheus text: per GPU, per process, per container, the
+ * compatibility families behind options, the sampler's own gauges and the agent's registry.
+ * Base units: bytes, ratios 0..1, celsius, watts (the compatibility families keep their own
+ * units: MiB and percent). Reads the snapshot only; must never modify it or sample.
+ */
+#include <inttypes.h>
+
+#include "config/config.h"
+#include "metrics/metrics.h"
+#include "monitor/monitor.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct gpu_labels {
+        char index[16];
+        const char *uuid, *model;
+};
+
+static struct gpu_labels gpu_labels(const struct monitor_snapshot *s, unsigned g) {
+        struct gpu_labels l = { .uuid = s->gpus[g].uuid, .model = s->gpus[g].name };
+        snprintf(l.index, sizeof l.index, "%u", s->gpus[g].index);
+        return l;
+}
+
+static void gpu_family(struct metrics_text *t, const struct monitor_snapshot *s, const char *name, const char *help,
+                       double (*get)(const struct monitor_gpu *g, bool *ok)) {
+        bool any = false;
+        for (size_t g = 0; g < s->n_gpus; g++) {
+                bool ok = true;
+                double v = get(&s->gpus[g], &ok);
+                if (!ok)
+                        continue;
+                if (!any)
+                        metrics_text_family(t, name, "gauge", help);
+                any = true;
+                struct gpu_labels l = gpu_labels(s, (unsigned)g);
+                const char *labels[] = { "gpu_index", l.index, "gpu_uuid", l.uuid, "gpu_model", l.model, NULL };
+                metrics_text_sample(t, name, labels, v);
+        }
+}
+
+static double g_mem_used(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->memory_total > 0;
+        return (double)g->memory_used;
+}
+static double g_mem_total(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->memory_total > 0;
+        return (double)g->memory_total;
+}
+static double g_util(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->utilization >= 0;
+        return g->utilization / 100.0;
+}
+static double g_temp(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->temperature >= 0;
+        return g->temperature;
+}
+static double g_power(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->power_mw >= 0;
+        return (double)g->power_mw / 1000.0;
+}
+static double g_healthy(const struct monitor_gpu *g, bool *ok) {
+        *ok = true;
+        return g->healthy;
+}
+static double g_alloc(const struct monitor_gpu *g, bool *ok) {
+        *ok = g->allocated >= 0;
+        return g->allocated;
+}
+
+/* Indices of attributed processes with a container, ordered by (gpu, container id). */
+static int cmp_container(const void *a, const void *b, void *ud) {
+        const struct monitor_snapshot *s = ud;
+        const struct monitor_process *x = &s->procs[*(const size_t *)a];
+        const struct monitor_process *y = &s->procs[*(const size_t *)b];
+        if (x->gpu != y->gpu)
+                return x->gpu < y->gpu ? -1 : 1;
+        return strcmp(x->cg.container_id, y->cg.container_id);
+}
+
+static void format_processes(struct metrics_text *t, const struct monitor_snapshot *s) {
+        static const struct {
+                const char *name, *help;
+        } fam[] = {
+                { "gpuslice_process_gpu_memory_used_bytes", "GPU memory used by a process, in bytes (NVML)." },
+                { "gpuslice_process_sm_utilization_ratio",
+                  "Share of the GPU's streaming multiprocessors a process kept busy over the last sample period (0..1)." },
+        };
+        for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
+                bool any = false;
+                for (size_t i = 0; i < s->n_procs; i++) {
+                        const struct monitor_process *p = &s->procs[i];
+                        double v;
+                        if (f == 0 && p->memory != UINT64_MAX)
+                                v = (double)p->memory;
+                        else if (f == 1 && p->sm >= 0)
+                                v = p->sm / 100.0;
+                        else
+                                continue;
+                        if (!any)
+                                metrics_text_family(t, fam[f].name, "gauge", fam[f].help);
+                        any = true;
+                        char pid[16];
+                        snprintf(pid, sizeof pid, "%u", p->pid);
+                        struct gpu_labels l = gpu_labels(s, p->gpu);
+                        const char *labels[] = { "pid", pid, "process", p->comm, "namespace", p->namespace,
+                                                 "pod", p->pod, "container", p->container, "gpu_index", l.index,
+                                                 "gpu_uuid", l.uuid, "gpu_model", l.model, NULL };
+                        metrics_text_sample(t, fam[f].name, labels, v);
+                }
+        }
+}
+
+struct container_sum {
+        const struct monitor_process *first;
+        uint64_t memory;
+        int sm;
+        bool memory_known, sm_known;
+};
+
+/* Calls fn once per (gpu, container) with the sums over its processes. */
+static int for_each_container(const struct monitor_snapshot *s, void (*fn)(void *ud, const struct container_sum *c),
+                              void *ud) {
+        size_t n = 0, *idx = malloc((s->n_procs ? s->n_procs : 1) * sizeof *idx);
+        if (!idx)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_procs; i++)
+                if (s->procs[i].attributed && s->procs[i].cg.container_id[0])
+                        idx[n++] = i;
+        qsort_r(idx, n, sizeof *idx, cmp_container, (void *)s);
+        for (size_t i = 0; i < n;) {
+                struct container_sum c = { .first = &s->procs[idx[i]] };
+                size_t j = i;
+                for (; j < n && cmp_container(&idx[i], &idx[j], (void *)s) == 0; j++) {
+                        const struct monitor_process *p = &s->procs[idx[j]];
+                        if (p->memory != UINT64_MAX) {
+                                c.memory += p->memory;
+                                c.memory_known = true;
+                        }
+                        if (p->sm >= 0) {
+                                c.sm += p->sm;
+                                c.sm_known = true;
+                        }
+                }
+                fn(ud, &c);
+                i = j;
+        }
+        free(idx);
+        return 0;
+}
+
+struct fam_ctx {
+        struct metrics_text *t;
+        const struct monitor_snapshot *s;
+        int which;
+        bool any;
+};
+
+static void container_sample(void *ud, const struct container_sum *c) {
+        struct fam_ctx *x = ud;
+        static const char *const names[] = { "gpuslice_container_gpu_memory_used_bytes",
+                                             "gpuslice_container_sm_utilization_ratio" };
+        static const char *const helps[] = {
+                "GPU memory used by all processes of a container on one GPU, in bytes.",
+                "Share of one GPU's streaming multiprocessors a container's processes kept busy (0..1).",
+        };
+        if ((x->which == 0 && !c->memory_known) || (x->which == 1 && !c->sm_known))
+                return;
+        if (!x->any)
+                metrics_text_family(x->t, names[x->which], "gauge", helps[x->which]);
+        x->any = true;
+        const struct monitor_process *p = c->first;
+        struct gpu_labels l = gpu_labels(x->s, p->gpu);
+        const char *labels[] = { "namespace", p->namespace, "pod", p->pod, "container", p->container,
+                                 "container_id", p->cg.container_id, "gpu_index", l.index, "gpu_uuid", l.uuid,
+                                 "gpu_model", l.model, NULL };
+        double v = x->which == 0 ? (double)c->memory : MIN(c->sm, 100) / 100.0;
+        metrics_text_sample(x->t, names[x->which], labels, v);
+}
+
+/* gpu-manager: per container (all GPUs together), labels pod_name, namespace, node, container_name. */
+static void format_compat_gpu_manager(struct metrics_text *t, const struct monitor_snapshot *s, const char *node) {
+        static const char *const names[] = { "container_gpu_utilization", "container_gpu_memory_total" };
+        static const char *const helps[] = {
+                "GPU utilization of a container in percent (gpu-manager compatible; sum over its GPUs).",
+                "GPU memory used by a container in MiB (gpu-manager compatible; sum over its GPUs).",
+        };
+        for (int f = 0; f < 2; f++) {
+                bool any = false;
+                for (size_t i = 0; i < s->n_procs; i++) {
+                        const struct monitor_process *p = &s->procs[i];
+                        if (!p->attributed || !p->cg.container_id[0] || !p->pod[0])
+                                continue;
+                        bool first = true;
+                        for (size_t k = 0; k < i; k++)
+                                if (s->procs[k].attributed && streq(s->procs[k].cg.container_id, p->cg.container_id))
+                                        first = false;
+                        if (!first)
+                                continue;
+                        double sum = 0;
+                        for (size_t k = i; k < s->n_procs; k++) {
+                                const struct monitor_process *q = &s->procs[k];
+                                if (!q->attributed || !streq(q->cg.container_id, p->cg.container_id))
+                                        continue;
+                                if (f == 0 && q->sm > 0)
+                                        sum += q->sm;
+                                if (f == 1 && q->memory != UINT64_MAX)
+                                        sum += (double)q->memory / MIB;
+                        }
+                        if (!any)
+                                metrics_text_family(t, names[f], "gauge", helps[f]);
+                        any = true;
+                        const char *labels[] = { "pod_name", p->pod, "namespace", p->namespace, "node", node,
+                                                 "container_name", p->container, NULL };
+                        metrics_text_sample(t, names[f], labels, f == 1 ? (double)(uint64_t)sum : sum);
+                }
+        }
+}
+
+static void format_compat_pod_mem(struct metrics_text *t, const struct monitor_snapshot *s) {
+        bool any = false;
+        for (size_t i = 0; i < s->n_procs; i++) {
+                const struct monitor_process *p = &s->procs[i];
+                if (!p->attributed || !p->pod[0] || p->memory == UINT64_MAX)
+                        continue;
+                if (!any)
+                        metrics_text_family(t, "pod_used_gpu_mem_MB", "gauge",
+                                            "GPU memory used by a process of a pod, in MiB (nvidia-gpu-mem-monitor compatible).");
+                any = true;
+                char pid[16];
+                snprintf(pid, sizeof pid, "%u", p->pid);
+                const char *labels[] = { "pod_name", p->pod, "pod_namespace", p->namespace, "gpu_uuid",
+                                         s->gpus[p->gpu].uuid, "gpu_name", s->gpus[p->gpu].name, "app_pid", pid, NULL };
+                metrics_text_sample(t, "pod_used_gpu_mem_MB", labels, (double)(p->memory / (1024 * 1024)));
+        }
+}
+
+int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, const char *node_name, char **ret,
+                           size_t *ret_len) {
+        struct metrics_text t = { 0 };
+        if (s) {
+                gpu_family(&t, s, "gpuslice_gpu_memory_used_bytes", "GPU memory in use, in bytes (NVML).", g_mem_used);
+                gpu_family(&t, s, "gpuslice_gpu_memory_total_bytes", "GPU memory size, in bytes (NVML).", g_mem_total);
+                gpu_family(&t, s, "gpuslice_gpu_utilization_ratio",
+                           "Share of the last sample period a kernel ran on the GPU (0..1).", g_util);
+                gpu_family(&t, s, "gpuslice_gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.", g_temp);
+                gpu_family(&t, s, "gpuslice_gpu_power_watts", "GPU power draw, in watts.", g_power);
+                gpu_family(&t, s, "gpuslice_gpu_healthy", "1 when NVML answers normally for the GPU, else 0.", g_healthy);
+                gpu_family(&t, s, "gpuslice_gpu_allocated_ratio",
+                           "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc);
+                format_processes(&t, s);
+                for (int w = 0; w < 2; w++) {
+                        struct fam_ctx x = { .t = &t, .s = s, .which = w };
+                        if (for_each_container(s, container_sample, &x) < 0)
+                                t.failed = true;
+                }
+                if (compat & CONFIG_COMPAT_POD_GPU_MEM)
+                        format_compat_pod_mem(&t, s);
+                if (compat & CONFIG_COMPAT_GPU_MANAGER)
+                        format_compat_gpu_manager(&t, s, node_name ? node_name : "");
+
+                metrics_text_family(&t, "gpuslice_monitor_last_sample_timestamp_seconds", "gauge",
+                                    "When the metrics above were sampled (Unix time).");
+                metrics_text_sample(&t, "gpuslice_monitor_last_sample_timestamp_seconds", NULL, (double)s->time_us / 1e6);
+                metrics_text_family(&t, "gpuslice_monitor_sample_duration_seconds", "gauge",
+                                    "How long the last sample took.");
+                metrics_text_sample(&t, "gpuslice_monitor_sample_duration_seconds", NULL, s->duration_s);
+                metrics_text_family(&t, "gpuslice_monitor_sample_query_errors", "gauge",
+                                    "Queries that failed in the last sample (NVML, /proc, the container runtime).");
+                metrics_text_sample(&t, "gpuslice_monitor_sample_query_errors", NULL, s->errors);
+        }
+        metrics_registry_format(&t);
+        return metrics_text_finish(&t, ret, ret_len);
+}

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * monitor — the sampler: NVML + /proc + the container runtime → an immutable snapshot, swapped
+ * in under a mutex held only for the pointer swap. Must never fail a whole sample for one GPU or
+ * one process, and never log.
+ */
+#include "monitor/monitor.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "util/util.h"
+
+struct monitor {
+        char *proc_root, *engine_url, *cri_socket, *nvml_library, *node_name;
+        unsigned interval_ms, compat;
+        int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        void *userdata;
+
+        struct nvml *nvml;
+        bool own_nvml;
+        struct topo *topo; /* scratch for the inventory, reused between samples */
+        uint64_t last_seen_us[TOPO_MAX_GPUS];
+
+        pthread_mutex_t lock; /* guards `current` only */
+        struct monitor_snapshot *current;
+};
+
+void monitor_options_init(struct monitor_options *o) {
+        *o = (struct monitor_options){ .interval_ms = 5000 };
+}
+
+static uint64_t now_us(clockid_t clk) {
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int dup_opt(const char *s, char **ret) {
+        *ret = NULL;
+        if (!s || !s[0])
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int monitor_new(const struct monitor_options *o, struct nvml *nvml, struct monitor **ret) {
+        struct monitor *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        pthread_mutex_init(&m->lock, NULL);
+        m->interval_ms = o->interval_ms ? o->interval_ms : 5000;
+        m->compat = o->compat;
+        m->gpu_allocated = o->gpu_allocated;
+        m->userdata = o->userdata;
+        int r = 0;
+        if (dup_opt(o->proc_root ? o->proc_root : "/proc", &m->proc_root) < 0 ||
+            dup_opt(o->engine_url, &m->engine_url) < 0 || dup_opt(o->cri_socket, &m->cri_socket) < 0 ||
+            dup_opt(o->nvml_library, &m->nvml_library) < 0 || dup_opt(o->node_name, &m->node_name) < 0)
+                r = -ENOMEM;
+        m->topo = malloc(sizeof *m->topo);
+        if (!m->topo)
+                r = -ENOMEM;
+        if (r == 0 && !nvml) {
+                r = nvml_open(m->nvml_library, &nvml, NULL);
+                m->own_nvml = r == 0;
+        }
+        if (r < 0) {
+                monitor_free(m);
+                return r;
+        }
+        m->nvml = nvml;
+        *ret = m;
+        return 0;
+}
+
+struct monitor *monitor_free(struct monitor *m) {
+        if (!m)
+                return NULL;
+        monitor_snapshot_unref(m->current);
+        if (m->own_nvml)
+                nvml_close(m->nvml);
+        pthread_mutex_destroy(&m->lock);
+        free(m->topo);
+        free(m->proc_root);
+        free(m->engine_url);
+        free(m->cri_socket);
+        free(m->nvml_library);
+        free(m->node_name);
+        free(m);
+        return NULL;
+}
+
+static void snapshot_free(struct monitor_snapshot *s) {
+        free(s->gpus);
+        free(s->procs);
+        free(s);
+}
+
+void monitor_snapshot_unref(struct monitor_snapshot *s) {
+        if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+                snapshot_free(s);
+}
+
+struct monitor_snapshot *monitor_snapshot(struct monitor *m) {
+        pthread_mutex_lock(&m->lock);
+        struct monitor_snapshot *s = m->current;
+        if (s)
+                __atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_unlock(&m->lock);
+        return s;
+}
+
+static void read_comm(const char *proc_root, unsigned pid, char *buf, size_t len) {
+        char path[4096];
+        buf[0] = '\0';
+        int k = snprintf(path, sizeof path, "%s/%u/comm", proc_root, pid);
+        if (k < 0 || (size_t)k >= sizeof path)
+                return;
+        _cleanup_(freep) char *text = NULL;
+        size_t n;
+        if (read_file(path, 4096, &text, &n) < 0)
+                return;
+        while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+                text[--n] = '\0';
+        strscpy(buf, text, len);
+}
+
+void monitor_name_process(struct monitor_process *p, const struct engine_container *c, size_t n) {
+        p->namespace[0] = p->pod[0] = p->container[0] = '\0';
+        if (!p->attributed)
+                return;
+        const struct engine_container *hit = NULL;
+        for (size_t i = 0; p->cg.container_id[0] && i < n; i++)
+                if (streq(c[i].id, p->cg.container_id))
+                        hit = &c[i];
+        if (hit && hit->pod_name[0]) {
+                strscpy(p->namespace, hit->pod_namespace, sizeof p->namespace);
+                strscpy(p->pod, hit->pod_name, sizeof p->pod);
+                strscpy(p->container, hit->container_name[0] ? hit->container_name : hit->name, sizeof p->container);
+                return;
+        }
+        if (hit)
+                strscpy(p->container, hit->name, sizeof p->container);
+        else if (p->cg.container_id[0])
+                strnscpy(p->container, sizeof p->container, p->cg.container_id, 12);
+        if (p->cg.pod_uid[0])
+                snprintf(p->pod, sizeof p->pod, "%s", p->cg.pod_uid);
+}
+
+static int cmp_proc(const void *a, const void *b) {
+        const struct monitor_process *x = a, *y = b;
+        if (x->gpu != y->gpu)
+                return x->gpu < y->gpu ? -1 : 1;
+        if (x->memory != y->memory && x->memory != UINT64_MAX && y->memory != UINT64_MAX)
+                return x->memory > y->memory ? -1 : 1;
+        return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+void monitor_sort_processes(struct monitor_snapshot *s) {
+        if (s->n_procs > 1)
+                qsort(s->procs, s->n_procs, sizeof *s->procs, cmp_proc);
+}
+
+static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, size_t *cap) {
+        struct nvml_process *procs = NULL;
+        size_t n = 0;
+        int r = nvml_device_processes(m->nvml, g, &procs, &n, NULL);
+        if (r < 0) {
+                s->errors++;
+                return 0;
+        }
+        struct nvml_process_sample *samples = NULL;
+        size_t n_samples = 0;
+        bool have_util = nvml_device_process_utilization(m->nvml, g, m->last_seen_us[g], &samples, &n_samples,
+                                                         NULL) >= 0;
+        for (size_t i = 0; i < n_samples; i++)
+                m->last_seen_us[g] = MAX(m->last_seen_us[g], samples[i].timestamp_us);
+
+        for (size_t i = 0; i < n; i++) {
+                if (s->n_procs == *cap) {
+                        size_t nc = *cap ? *cap * 2 : 16;
+                        struct monitor_process *np = realloc(s->procs, nc * sizeof *np);
+                        if (!np) {
+                                free(procs);
+                                free(samples);
+                                return -ENOMEM;
+                        }
+                        s->procs = np;
+                        *cap = nc;
+                }
+                struct monitor_process *p = &s->procs[s->n_procs++];
+                *p = (struct monitor_process){ .pid = procs[i].pid, .gpu = g, .memory = procs[i].used_memory,
+                                               .sm = have_util ? 0 : -1 };
+                /* the newest sample of this pid */
+                uint64_t ts = 0;
+                for (size_t k = 0; k < n_samples; k++)
+                        if (samples[k].pid == p->pid && samples[k].timestamp_us >= ts) {
+                                ts = samples[k].timestamp_us;
+                                p->sm = (int)MIN(samples[k].sm, 100u);
+                        }
+                read_comm(m->proc_root, p->pid, p->comm, sizeof p->comm);
+                int a = cgroup_attribute_pid(m->proc_root, p->pid, &p->cg);
+                p->attributed = a >= 0;
+                if (a < 0 && a != -ENOENT && a != -ESRCH)
+                        s->errors++; /* unreadable or malformed; a vanished PID is no error */
+        }
+        free(procs);
+        free(samples);
+        return 0;
+}
+
+int monitor_sample(struct monitor *m) {
+        uint64_t t0 = now_us(CLOCK_MONOTONIC);
+        int r = nvml_inventory(m->nvml, m->topo, NULL);
+        if (r < 0)
+                return r;
+        const struct topo *t = m->topo;
+        struct monitor_snapshot *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->refs = 1;
+        s->time_us = now_us(CLOCK_REALTIME);
+        strscpy(s->driver_version, t->driver_version, sizeof s->driver_version);
+        s->cuda_version = t->cuda_version;
+        s->n_gpus = t->n_gpus;
+        s->gpus = calloc(t->n_gpus ? t->n_gpus : 1, sizeof *s->gpus);
+        if (!s->gpus) {
+                snapshot_free(s);
+                return -ENOMEM;
+        }
+        size_t cap = 0;
+        for (unsigned g = 0; g < t->n_gpus; g++) {
+                const struct topo_gpu *tg = &t->gpu[g];
+                struct monitor_gpu *mg = &s->gpus[g];
+                *mg = (struct monitor_gpu){ .index = (unsigned)tg->index, .healthy = tg->state == TOPO_GPU_OK,
+                                            .memory_used = tg->memory_used, .memory_total = tg->memory_total,
+                                            .utilization = -1, .temperature = -1, .power_mw = -1, .allocated = -1 };
+                strscpy(mg->uuid, tg->uuid, sizeof mg->uuid);
+                strscpy(mg->name, tg->name, sizeof mg->name);
+                if (!mg->healthy)
+                        continue;
+                struct nvml_utilization u;
+                unsigned v;
+                if (nvml_device_utilization(m->nvml, g, &u, NULL) >= 0)
+                        mg->utilization = (int)MIN(u.gpu, 100u);
+                if (nvml_device_temperature(m->nvml, g, &v, NULL) >= 0)
+                        mg->temperature = (int)v;
+                if (nvml_device_power(m->nvml, g, &v, NULL) >= 0)
+                        mg->power_mw = v;
+                r = add_procs(m, s, g, &cap);
+                if (r < 0) {
+                        snapshot_free(s);
+                        return r;
+                }
+        }
+
+        /* names and allocation from the Engine API */
+        struct engine_container *cs = NULL;
+        size_t n_cs = 0;
+        if (m->engine_url && engine_list(m->engine_url, !m->gpu_allocated, &cs, &n_cs) < 0)
+                s->errors++;
+        for (size_t i = 0; i < s->n_procs; i++)
+                monitor_name_process(&s->procs[i], cs, n_cs);
+        for (unsigned g = 0; g < s->n_gpus; g++) {
+                double a;
+                if (m->gpu_allocated) {
+                        if (m->gpu_allocated(m->userdata, s->gpus[g].index, &a) >= 0)
+                                s->gpus[g].allocated = a;
+                } else if (m->engine_url) {
+                        s->gpus[g].allocated = 0;
+                        for (size_t i = 0; i < n_cs; i++)
+                                if (engine_container_gpus(&cs[i], t) & (1ULL << g))
+                                        s->gpus[g].allocated = 1;
+                }
+        }
+        free(cs);
+        monitor_sort_processes(s);
+        s->duration_s = (double)(now_us(CLOCK_MONOTONIC) - t0) / 1e6;
+
+        pthread_mutex_lock(&m->lock);
+        struct monitor_snapshot *old = m->current;
+        m->current = s;
+        pthread_mutex_unlock(&m->lock);
+        monitor_snapshot_unref(old);
+        return 0;
+}

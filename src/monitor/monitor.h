@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * monitor — who uses which GPU: samples NVML (per GPU memory, utilization, temperature, power,
+ * health; per process memory and SM utilization), attributes every GPU process to a container
+ * and pod (monitor/cgroup.h), names them (CRI or Engine API, falling back to ids), and publishes
+ * the result as an immutable, reference-counted snapshot. Scrapes format the current snapshot;
+ * they never sample (sampling is decoupled from scraping, so a scrape stays cheap).
+ *
+ * Two ways to use it:
+ *  - the whole service (sampler thread + HTTP server with /metrics and /healthz), as
+ *    `gpuslice monitor` does and the node agent does inside `gpuslice node`:
+ *
+ *      struct monitor_options o;
+ *      monitor_options_init(&o);
+ *      o.proc_root = cfg->proc_root; o.engine_url = cfg->engine_url; o.compat = cfg->metrics_compat;
+ *      o.interval_ms = cfg->sample_interval_sec * 1000;
+ *      struct monitor_service *svc;
+ *      r = monitor_service_start(&o, nvml, cfg->metrics_address, &svc);   // nvml may be NULL
+ *      ...
+ *      svc = monitor_service_stop(svc);
+ *
+ *  - one synchronous sample (`gpuslice ps`, tests): monitor_new + monitor_sample + monitor_snapshot.
+ *
+ * Threads: monitor_snapshot/monitor_snapshot_unref and the formatting functions may be called
+ * from any thread; monitor_sample is called by one thread at a time (the sampler).
+ * Must never: fail a whole sample because one GPU or one process misbehaves (a lost GPU is
+ * reported unhealthy, a vanished PID is reported without attribution), or log (the service
+ * counts failures in gpuslice_monitor_errors_total; callers log).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "monitor/cgroup.h"
+#include "nvml/nvml.h"
+
+struct monitor_options {
+        const char *proc_root;    /* NULL = "/proc" */
+        const char *engine_url;   /* Engine API for names and allocation; NULL/"" = off */
+        const char *cri_socket;   /* CRI runtime socket for pod names; NULL/"" = off (see monitor_names) */
+        const char *nvml_library; /* when the monitor opens NVML itself; NULL = libnvidia-ml.so.1 */
+        const char *node_name;    /* the `node` label of compatibility metrics; NULL = hostname */
+        unsigned interval_ms;     /* sampling period; 0 = 5000 */
+        unsigned compat;          /* CONFIG_COMPAT_* bits (config/config.h) */
+        /* How much of GPU `index` is allocated (0..1), from the agent's state; NULL = from the
+         * Engine API's running containers when engine_url is set, else not reported. Returns 0
+         * with *ret, or <0 unknown. Called on the sampler thread. */
+        int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        void *userdata;
+};
+
+void monitor_options_init(struct monitor_options *o);
+
+struct monitor_gpu {
+        unsigned index;
+        char uuid[96], name[96];
+        bool healthy;             /* NVML answers normally */
+        uint64_t memory_used, memory_total; /* bytes */
+        int utilization;          /* percent, -1 unknown */
+        int temperature;          /* °C, -1 unknown */
+        int64_t power_mw;         /* -1 unknown */
+        double allocated;         /* 0..1, <0 unknown */
+};
+
+struct monitor_process {
+        unsigned pid;
+        unsigned gpu;             /* index into snapshot->gpus */
+        uint64_t memory;          /* bytes; UINT64_MAX unknown */
+        int sm;                   /* percent, -1 unknown */
+        char comm[64];            /* process name, "" if gone */
+        bool attributed;          /* cgroup read (false: vanished or unreadable) */
+        struct cgroup_info cg;
+        /* names: Kubernetes (namespace, pod, container) or the engine's container name in
+         * `container` on a plain host; falling back to the pod uid and the short container id */
+        char namespace[256], pod[256], container[256];
+};
+
+struct monitor_snapshot {
+        unsigned refs;                 /* atomic */
+        uint64_t time_us;              /* when the sample was taken (CLOCK_REALTIME µs) */
+        double duration_s;             /* how long the sample took */
+        char driver_version[80];
+        int cuda_version;
+        size_t n_gpus;
+        struct monitor_gpu *gpus;
+        size_t n_procs;
+        struct monitor_process *procs;
+        unsigned errors;               /* queries that failed in this sample */
+};
+
+struct monitor;
+
+/* A monitor over `nvml` (borrowed, must outlive the monitor), or opening its own NVML when
+ * nvml is NULL (-ELIBACC etc. as nvml_open). The options' strings are copied. */
+int monitor_new(const struct monitor_options *o, struct nvml *nvml, struct monitor **ret);
+struct monitor *monitor_free(struct monitor *m);
+
+/* Take one sample now and publish it. 0, or -errno when the node as a whole cannot be read
+ * (the previous snapshot then stays). */
+int monitor_sample(struct monitor *m);
+
+/* The current snapshot with a reference taken (NULL before the first sample). */
+struct monitor_snapshot *monitor_snapshot(struct monitor *m);
+void monitor_snapshot_unref(struct monitor_snapshot *s);
+
+/* Prometheus text of a snapshot (NULL: only the agent's own metrics), compat families as in
+ * `compat`, then the registry of metrics.h. *ret malloc'ed. 0 or -ENOMEM. */
+int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, const char *node_name, char **ret,
+                           size_t *ret_len);
+
+/* Sort helper for display: by GPU, then memory (largest first), then pid. */
+void monitor_sort_processes(struct monitor_snapshot *s);
+
+/* Set names of an attributed process from what the runtime knows (or the fallbacks). */
+struct engine_container;
+void monitor_name_process(struct monitor_process *p, const struct engine_container *c, size_t n);
+
+/* ---- the service: sampler thread + HTTP (/metrics, /healthz) ---- */
+
+struct monitor_service;
+
+/*
+ * Start sampling every o->interval_ms on a thread of its own (the first sample is taken before
+ * this returns, so the first scrape has data) and serve /metrics and /healthz on
+ * metrics_address (HOST:PORT; port 0 = any, see monitor_service_port). 0 or -errno
+ * (-EADDRINUSE when the address is taken, -EINVAL bad address, NVML errors as monitor_new).
+ * /healthz answers 200 "ok" while samples succeed and are fresh (within 3 periods), else 503.
+ */
+int monitor_service_start(const struct monitor_options *o, struct nvml *nvml, const char *metrics_address,
+                          struct monitor_service **ret);
+unsigned monitor_service_port(const struct monitor_service *s);
+/* Stop the thread and the server, free. NULL is fine. Returns NULL. */
+struct monitor_service *monitor_service_stop(struct monitor_service *s);
