@@ -27,6 +27,8 @@
 #include "alloc/alloc.h"
 
 #define MAXG TOPO_MAX_GPUS
+/* Single-GPU picks look ahead (best rings left for 2/4/8 GPUs) up to this many free GPUs. */
+#define LOOKAHEAD_MAX 16
 /* Hamiltonian-cycle bitmask DP up to this many GPUs: 2^(n-1) uint16 = 16 KiB of stack. */
 #define RING_DP_MAX 14
 /* Backtracking steps for a Hamiltonian cycle past the DP limit before giving up (lower bound). */
@@ -290,6 +292,8 @@ struct ctx {
         uint16_t bw[MAXG][MAXG];     /* local bandwidth matrix, 0 on the diagonal */
         uint64_t compat[MAXG];       /* local vertices whose link to i meets the floor (not i) */
         uint32_t deg[MAXG];          /* bandwidth to every other available GPU */
+        uint32_t sdeg[MAXG];         /* bandwidth to every other GPU of the node, free or not */
+        uint64_t key[MAXG];          /* tie-break weight, smaller is taken first: sdeg, then deg */
         int twin_rep[MAXG];          /* smallest local index with identical links, or itself */
         uint64_t must;               /* local mask of must-include */
         unsigned k;
@@ -306,14 +310,15 @@ struct ctx {
         unsigned maxbw;              /* best pair bandwidth among candidates at this threshold */
         unsigned long nodes;
         bool exhausted;
+        bool first_only;             /* any set with a ring at tau will do (look-ahead) */
         /* best so far (at this threshold) */
         bool have;
         uint64_t best;
         uint32_t best_pair;
-        uint32_t best_deg;
+        uint64_t best_deg;
 };
 
-static bool ctx_better(const struct ctx *c, uint32_t pair, uint32_t deg) {
+static bool ctx_better(const struct ctx *c, uint32_t pair, uint64_t deg) {
         if (!c->have)
                 return true;
         if (pair != c->best_pair)
@@ -339,8 +344,10 @@ static bool ctx_ring_ok(const struct ctx *c, uint64_t set) {
         return ham_cycle(n, adj, SEARCH_RING_BUDGET) == 1;
 }
 
-static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint32_t deg) {
-        if (!ctx_better(c, pair, deg))
+static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint64_t deg) {
+        if (!c->first_only && !ctx_better(c, pair, deg))
+                return;
+        if (c->first_only && c->have)
                 return;
         if (!ctx_ring_ok(c, set))
                 return;
@@ -350,8 +357,10 @@ static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint32_t deg) 
         c->best_deg = deg;
 }
 
-static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint32_t deg,
+static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint64_t deg,
                     uint64_t cmask) {
+        if (c->first_only && c->have)
+                return;
         if (cnt == c->k) {
                 ctx_offer(c, set, pair, deg);
                 return;
@@ -374,13 +383,14 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
         /* Bound: pair total can reach at most pair + r*maxgain + C(r,2)*maxbw. */
         if (c->have) {
                 const uint32_t *g = c->gain[cnt];
-                uint32_t maxgain = 0, mindeg = ~0u;
+                uint32_t maxgain = 0;
+                uint64_t mindeg = ~0ULL;
                 for (uint64_t m = pool; m; m &= m - 1) {
                         unsigned v = ctz64(m);
                         if (g[v] > maxgain)
                                 maxgain = g[v];
-                        if (c->deg[v] < mindeg)
-                                mindeg = c->deg[v];
+                        if (c->key[v] < mindeg)
+                                mindeg = c->key[v];
                 }
                 uint64_t ub = pair + (uint64_t)r * maxgain + (uint64_t)r * (r - 1) / 2 * c->maxbw;
                 if (ub < c->best_pair)
@@ -406,10 +416,10 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
                 uint32_t *ng = c->gain[cnt + 1];
                 for (unsigned u = 0; u < c->n; u++)
                         ng[u] = g[u] + c->bw[v][u];
-                ctx_dfs(c, p + 1, set | (1ULL << v), cnt + 1, pair + g[v], deg + c->deg[v],
+                ctx_dfs(c, p + 1, set | (1ULL << v), cnt + 1, pair + g[v], deg + c->key[v],
                         cmask & c->compat[v]);
                 c->inc[p] = false;
-                if (c->exhausted)
+                if (c->exhausted || (c->first_only && c->have))
                         return;
         }
 }
@@ -420,7 +430,8 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
         uint64_t set = c->must;
         uint64_t cmask = allowed;
         uint32_t gain[MAXG] = { 0 };
-        uint32_t pair = 0, deg = 0;
+        uint32_t pair = 0;
+        uint64_t deg = 0;
         for (uint64_t m = c->must; m; m &= m - 1) {
                 unsigned v = ctz64(m);
                 cmask &= c->compat[v];
@@ -428,7 +439,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
         for (uint64_t m = c->must; m; m &= m - 1) {
                 unsigned v = ctz64(m);
                 pair += gain[v];
-                deg += c->deg[v];
+                deg += c->key[v];
                 for (unsigned u = 0; u < c->n; u++)
                         gain[u] += c->bw[v][u];
         }
@@ -440,7 +451,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
                 unsigned v = (unsigned)start;
                 set |= 1ULL << v;
                 pair += gain[v];
-                deg += c->deg[v];
+                deg += c->key[v];
                 for (unsigned u = 0; u < c->n; u++)
                         gain[u] += c->bw[v][u];
                 cmask &= c->compat[v] & ~set;
@@ -457,7 +468,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
                                 unsigned av = popcount64(c->adj[v] & set), ab = popcount64(c->adj[best] & set);
                                 unsigned ev = av > 2 ? 2 : av, eb = ab > 2 ? 2 : ab;
                                 if (ev > eb || (ev == eb && (gain[v] > gain[best] ||
-                                                             (gain[v] == gain[best] && c->deg[v] < c->deg[best]))))
+                                                             (gain[v] == gain[best] && c->key[v] < c->key[best]))))
                                         best = (int)v;
                         }
                 }
@@ -466,7 +477,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
                 unsigned v = (unsigned)best;
                 set |= 1ULL << v;
                 pair += gain[v];
-                deg += c->deg[v];
+                deg += c->key[v];
                 for (unsigned u = 0; u < c->n; u++)
                         gain[u] += c->bw[v][u];
                 cmask &= c->compat[v] & ~set;
@@ -525,16 +536,17 @@ static void ctx_search_component(struct ctx *c, uint64_t comp) {
                 for (unsigned p = 0; p < c->nord && p < 8; p++)
                         ctx_greedy(c, allowed, c->ord[p]);
 
-        if (c->exhausted)
+        if (c->exhausted || (c->first_only && c->have))
                 return;
-        uint32_t pair = 0, deg = 0;
+        uint32_t pair = 0;
+        uint64_t deg = 0;
         uint32_t *g = c->gain[popcount64(c->must)];
         memset(g, 0, sizeof(c->gain[0]));
         uint64_t cmask = allowed;
         for (uint64_t m = c->must; m; m &= m - 1) {
                 unsigned v = ctz64(m);
                 pair += g[v];
-                deg += c->deg[v];
+                deg += c->key[v];
                 for (unsigned u = 0; u < c->n; u++)
                         g[u] += c->bw[v][u];
                 cmask &= c->compat[v];
@@ -588,6 +600,58 @@ static void ctx_try_threshold(struct ctx *c, unsigned tau, uint64_t allowed) {
                 if (c->must)
                         break;
         }
+}
+
+/* Best ring bandwidth s GPUs out of `allowed` could get (no must set), 0 if none proved. */
+static unsigned ctx_best_ring(struct ctx *c, uint64_t allowed, unsigned s, const unsigned *vals, unsigned nv) {
+        c->k = s;
+        c->must = 0;
+        c->first_only = true;
+        c->have = false;
+        for (unsigned v = 0; v < nv; v++) {
+                c->nodes = 0;
+                c->exhausted = false;
+                ctx_try_threshold(c, vals[v], allowed);
+                if (c->have)
+                        return vals[v];
+        }
+        return 0;
+}
+
+/*
+ * One GPU, no must-include: leave the rest best connected. Up to LOOKAHEAD_MAX free GPUs, compare
+ * what each choice leaves: the best ring for 8, then 4, then 2 GPUs (the usual job sizes that
+ * still fit). Then take the GPU with the weakest wiring in the node (small jobs go to the parts
+ * that big jobs cannot use well), then the one least connected to the other free GPUs (best fit:
+ * the rest keeps the largest pair total), then the lowest index.
+ */
+static unsigned ctx_pick_single(struct ctx *c, const unsigned *vals, unsigned nv) {
+        uint64_t all = c->n == 64 ? ~0ULL : (1ULL << c->n) - 1;
+        bool look = c->n <= LOOKAHEAD_MAX && c->n >= 3;
+        unsigned best = 0;
+        unsigned best_rings[3] = { 0 };
+        for (unsigned i = 0; i < c->n; i++) {
+                unsigned rings[3] = { 0 };
+                if (c->twin_rep[i] != (int)i)
+                        continue; /* a twin of a lower index leaves the same */
+                if (look)
+                        for (unsigned z = 0; z < 3; z++) {
+                                unsigned s = 8u >> z;
+                                if (s <= c->n - 1)
+                                        rings[z] = ctx_best_ring(c, all & ~(1ULL << i), s, vals, nv);
+                        }
+                int cmp = 0;
+                if (i > 0)
+                        for (unsigned z = 0; z < 3 && !cmp; z++)
+                                cmp = rings[z] > best_rings[z] ? 1 : rings[z] < best_rings[z] ? -1 : 0;
+                if (i == 0 || cmp > 0 || (cmp == 0 && c->key[i] < c->key[best])) {
+                        best = i;
+                        memcpy(best_rings, rings, sizeof rings);
+                }
+        }
+        c->first_only = false;
+        c->k = 1;
+        return best;
 }
 
 static void result_fill(const struct topo *t, alloc_set_t set, struct alloc_result *r) {
@@ -671,6 +735,11 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                         if (!floor || link_meets(l, req->min_link))
                                 c.compat[i] |= 1ULL << j;
                 }
+                c.sdeg[i] = 0;
+                for (unsigned j = 0; j < t->n_gpus; j++)
+                        if (j != (unsigned)c.idx[i])
+                                c.sdeg[i] += topo_link_bw(t->link[c.idx[i]][j]);
+                c.key[i] = (uint64_t)c.sdeg[i] << 20 | c.deg[i];
         }
         /* Twins: identical links to every other available GPU (exact symmetry of the objective). */
         {
@@ -714,30 +783,29 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                                             topo_link_name(req->min_link, b1));
                 }
 
+        /* Distinct pair bandwidths, best first: the ring thresholds to try. */
+        unsigned vals[32], nv = 0;
+        for (unsigned i = 0; i < c.n; i++)
+                for (unsigned j = i + 1; j < c.n; j++) {
+                        unsigned b = c.bw[i][j];
+                        unsigned p = 0;
+                        while (p < nv && vals[p] > b)
+                                p++;
+                        if ((p < nv && vals[p] == b) || nv == sizeof vals / sizeof vals[0])
+                                continue;
+                        memmove(&vals[p + 1], &vals[p], (nv - p) * sizeof vals[0]);
+                        vals[p] = b;
+                        nv++;
+                }
+
         alloc_set_t pick = 0;
         bool exact = true;
         unsigned tried = 0;
         if (c.k == 1) {
-                if (nmust) {
+                if (nmust)
                         pick = req->must_include;
-                } else {
-                        /* Leave the rest best connected: take the GPU least connected to the others
-                         * (the rest keeps the largest pair total), then the one whose best link is
-                         * weakest, then the lowest index. */
-                        int best = -1;
-                        unsigned bestmax = 0;
-                        for (unsigned i = 0; i < c.n; i++) {
-                                unsigned mx = 0;
-                                for (unsigned j = 0; j < c.n; j++)
-                                        if (c.bw[i][j] > mx)
-                                                mx = c.bw[i][j];
-                                if (best < 0 || c.deg[i] < c.deg[best] || (c.deg[i] == c.deg[best] && mx < bestmax)) {
-                                        best = (int)i;
-                                        bestmax = mx;
-                                }
-                        }
-                        pick = 1ULL << c.idx[best];
-                }
+                else
+                        pick = 1ULL << c.idx[ctx_pick_single(&c, vals, nv)];
         } else if (c.k == nmust) {
                 pick = req->must_include;
         } else {
@@ -745,25 +813,10 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 uint64_t allowed = (c.n == 64) ? ~0ULL : ((1ULL << c.n) - 1);
                 for (uint64_t m = c.must; m; m &= m - 1)
                         allowed &= c.compat[ctz64(m)] | (1ULL << ctz64(m));
-                /* Distinct pair bandwidths, best first. */
-                unsigned vals[32], nv = 0;
-                for (unsigned i = 0; i < c.n; i++)
-                        for (unsigned j = i + 1; j < c.n; j++) {
-                                unsigned b = c.bw[i][j];
-                                unsigned p = 0;
-                                while (p < nv && vals[p] > b)
-                                        p++;
-                                if (p < nv && vals[p] == b)
-                                        continue;
-                                if (nv == 32)
-                                        continue;
-                                memmove(&vals[p + 1], &vals[p], (nv - p) * sizeof vals[0]);
-                                vals[p] = b;
-                                nv++;
-                        }
                 c.nodes = 0;
                 c.exhausted = false;
                 c.have = false;
+                c.first_only = false;
                 for (unsigned v = 0; v < nv && !c.have; v++) {
                         tried++;
                         ctx_try_threshold(&c, vals[v], allowed);

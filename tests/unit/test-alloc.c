@@ -207,28 +207,85 @@ static void test_quality_dgxa100(void **state) {
         check_quality("dgx-a100-nvswitch.topo");
 }
 
-/* A single GPU leaves the rest with the largest pair total any single choice could leave. */
+/* Best ring among subsets of r with s GPUs (0 when r is too small). */
+static unsigned bf_best_ring_of(const struct table *tb, alloc_set_t r, unsigned s) {
+        unsigned best = 0;
+        for (alloc_set_t x = r; x; x = (x - 1) & r)
+                if ((unsigned)__builtin_popcountll(x) == s && tb->ring[x] > best)
+                        best = tb->ring[x];
+        return best;
+}
+
+static unsigned bf_static(const struct topo *t, unsigned g) {
+        unsigned sum = 0;
+        for (unsigned j = 0; j < t->n_gpus; j++)
+                if (j != g)
+                        sum += bf_bw(t, (int)g, (int)j);
+        return sum;
+}
+
+/*
+ * A single GPU leaves the rest best connected: no other choice leaves a better ring for 8, then
+ * 4, then 2 GPUs; among choices that leave the same, it is one of the GPUs with the weakest wiring
+ * in the node, and among those it leaves the largest pair total.
+ */
 static void test_single_leaves_rest_best_connected(void **state) {
         (void)state;
         for (size_t f = 0; f < ELEMENTSOF(reference); f++) {
                 struct topo *t = load_new(reference[f]);
+                struct table *tb = malloc(sizeof *tb);
+                assert_non_null(tb);
+                table_fill(t, tb);
                 for (alloc_set_t avail = 1; avail <= full(t); avail++) {
                         struct alloc_result r;
                         assert_int_equal(pick(t, 1, avail, 0, &r), 0);
-                        unsigned best = 0;
+                        unsigned na = (unsigned)__builtin_popcountll(avail);
+                        unsigned score[TOPO_MAX_GPUS][3];
                         for (unsigned g = 0; g < t->n_gpus; g++)
-                                if (avail >> g & 1) {
-                                        unsigned left = bf_pairs(t, avail & ~(1ULL << g));
-                                        if (left > best)
-                                                best = left;
+                                for (unsigned z = 0; z < 3; z++) {
+                                        unsigned s = 8u >> z;
+                                        score[g][z] = (avail >> g & 1) && na >= 3 && s <= na - 1
+                                                              ? bf_best_ring_of(tb, avail & ~(1ULL << g), s)
+                                                              : 0;
                                 }
-                        if (bf_pairs(t, avail & ~r.set) != best)
-                                fail_msg("%s avail=%#llx: took %d, rest keeps %u GB/s of pairs, best %u", reference[f],
-                                         (unsigned long long)avail, r.gpus[0], bf_pairs(t, avail & ~r.set), best);
+                        unsigned c = (unsigned)r.gpus[0];
+                        for (unsigned g = 0; g < t->n_gpus; g++) {
+                                if (!(avail >> g & 1))
+                                        continue;
+                                int cmp = 0;
+                                for (unsigned z = 0; z < 3 && !cmp; z++)
+                                        cmp = score[g][z] > score[c][z] ? 1 : score[g][z] < score[c][z] ? -1 : 0;
+                                if (cmp > 0)
+                                        fail_msg("%s avail=%#llx: took %u, but %u leaves better rings", reference[f],
+                                                 (unsigned long long)avail, c, g);
+                                if (cmp < 0)
+                                        continue;
+                                if (bf_static(t, g) < bf_static(t, c))
+                                        fail_msg("%s avail=%#llx: took %u, %u is wired more weakly", reference[f],
+                                                 (unsigned long long)avail, c, g);
+                                if (bf_static(t, g) == bf_static(t, c) &&
+                                    bf_pairs(t, avail & ~(1ULL << g)) > bf_pairs(t, avail & ~(1ULL << c)))
+                                        fail_msg("%s avail=%#llx: took %u, %u leaves more pair bandwidth",
+                                                 reference[f], (unsigned long long)avail, c, g);
+                        }
                         assert_int_equal(r.ring_bw, 0);
                 }
+                free(tb);
                 free(t);
         }
+}
+
+/* Buddy behaviour on the seed node: with GPU 0 busy, one GPU goes to 0's PIX partner, not into
+ * another pair. */
+static void test_single_fills_broken_pair(void **state) {
+        (void)state;
+        struct topo *t = load_new("seed000-8gpu-pcie-2socket.topo");
+        struct alloc_result r;
+        assert_int_equal(pick(t, 1, full(t) & ~1ULL, 0, &r), 0);
+        assert_int_equal(r.gpus[0], 1);
+        assert_int_equal(pick(t, 1, full(t) & ~(1ULL << 6), 0, &r), 0);
+        assert_int_equal(r.gpus[0], 7);
+        free(t);
 }
 
 /* The story of the issue: GPUs 0,1,3,4 busy, two wanted → the free PIX pair 6,7. */
@@ -644,6 +701,7 @@ int main(void) {
                 cmocka_unit_test(test_quality_dgx1),
                 cmocka_unit_test(test_quality_dgxa100),
                 cmocka_unit_test(test_single_leaves_rest_best_connected),
+                cmocka_unit_test(test_single_fills_broken_pair),
                 cmocka_unit_test(test_seed_case),
                 cmocka_unit_test(test_must_include_honoured),
                 cmocka_unit_test(test_floor_honoured),
