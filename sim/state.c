@@ -144,7 +144,7 @@ static int state_create(const char *path, const struct topo *t, const char *node
         char tmp[PATH_MAX];
         if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
                 return -ENAMETOOLONG;
-        _cleanup_(closep) int fd = mkostemp(tmp, O_CLOEXEC);
+        int fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
                 int r = -errno;
                 snprintf(err, err_len, "cannot create simulator state %s: %s", tmp, strerror(-r));
@@ -168,13 +168,12 @@ static int state_create(const char *path, const struct topo *t, const char *node
         if (r < 0)
                 goto fail;
         /* link() publishes the finished file atomically and never replaces a concurrent winner's. */
-        if (link(tmp, path) < 0 && errno != EEXIST) {
+        if (link(tmp, path) < 0 && errno != EEXIST)
                 r = -errno;
-                snprintf(err, err_len, "cannot create simulator state %s: %s", path, strerror(-r));
-        }
 fail:
+        close(fd);
         unlink(tmp);
-        if (r < 0 && !*err)
+        if (r < 0)
                 snprintf(err, err_len, "cannot create simulator state %s: %s", path, strerror(-r));
         return r;
 }
