@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "nvml/nvml-abi.h"
 #include "sim/sim.h"
@@ -45,12 +46,50 @@ static unsigned init_count; /* written under init_lock, read with atomics */
 static struct topo node;
 static char node_path[PATH_MAX];
 static struct sim_state *state;
+static dev_t state_dev;
+static ino_t state_ino;
 static struct nvmlDevice_st devices[TOPO_MAX_GPUS];
 
 /* ---- init ---- */
 
 static bool initialized(void) {
         return __atomic_load_n(&init_count, __ATOMIC_ACQUIRE) > 0;
+}
+
+/*
+ * The state stays mapped after the last nvmlShutdown: a thread still inside a query or in
+ * nvmlEventSetWait_v2 must never touch an unmapped page. A later init reuses the mapping when the
+ * state path still names the same file, and only otherwise replaces it.
+ */
+static int state_map(void) {
+        char path[PATH_MAX], err[512];
+        int r = sim_state_path(node_path, path, sizeof path);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (state && stat(path, &st) == 0 && st.st_dev == state_dev && st.st_ino == state_ino) {
+                if (state->n_gpus == node.n_gpus)
+                        return 0;
+                fprintf(stderr, "gpuslice-sim: %s was made for a node with %u GPUs, this node has %u; "
+                                "remove it or run `gpuslice-sim reset`\n",
+                        path, state->n_gpus, node.n_gpus);
+                return -EPROTO;
+        }
+        struct sim_state *s = NULL;
+        r = sim_state_open_path(path, &node, node_path, &s, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: %s\n", err);
+                return r;
+        }
+        if (stat(path, &st) < 0) {
+                sim_state_close(s);
+                return -errno;
+        }
+        sim_state_close(state);
+        state = s;
+        state_dev = st.st_dev;
+        state_ino = st.st_ino;
+        return 0;
 }
 
 static nvmlReturn_t init_locked(void) {
@@ -64,11 +103,9 @@ static nvmlReturn_t init_locked(void) {
                 fprintf(stderr, "gpuslice-sim: %s\n", err);
                 return NVML_ERROR_DRIVER_NOT_LOADED;
         }
-        r = sim_state_open(&node, node_path, &state, err, sizeof err);
-        if (r < 0) {
-                fprintf(stderr, "gpuslice-sim: %s\n", err);
+        r = state_map();
+        if (r < 0)
                 return r == -EPROTO ? NVML_ERROR_LIB_RM_VERSION_MISMATCH : NVML_ERROR_UNKNOWN;
-        }
         for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
                 devices[i].index = i;
         return NVML_SUCCESS;
@@ -105,12 +142,8 @@ _public_ nvmlReturn_t nvmlShutdown(void) {
         if (init_count == 0)
                 ret = NVML_ERROR_UNINITIALIZED;
         else {
+                /* Handles stay valid pointers and the state stays mapped (see state_map). */
                 __atomic_store_n(&init_count, init_count - 1, __ATOMIC_RELEASE);
-                if (init_count == 0) {
-                        /* Handles stay valid pointers; the state mapping goes with the last reference. */
-                        sim_state_close(state);
-                        state = NULL;
-                }
         }
         pthread_mutex_unlock(&init_lock);
         return ret;

@@ -400,6 +400,32 @@ static void test_event_ring_overflow_skips_lost_events(void **state) {
 
 /* ---- robustness ---- */
 
+static void *waiter(void *arg) {
+        nvmlEventData_t e;
+        return (void *)(intptr_t)N.nvmlEventSetWait_v2((nvmlEventSet_t)arg, &e, 300);
+}
+
+/* The last nvmlShutdown while another thread waits for events must not pull the state away. */
+static void test_shutdown_while_waiting(void **state) {
+        (void)state;
+        start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
+        nvmlEventSet_t set = new_set(0, nvmlEventTypeXidCriticalError);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, waiter, set), 0);
+        usleep(50 * 1000);
+        assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+        void *ret = NULL;
+        assert_int_equal(pthread_join(t, &ret), 0);
+        assert_int_equal((intptr_t)ret, NVML_ERROR_TIMEOUT);
+        assert_int_equal(N.nvmlEventSetFree(set), NVML_ERROR_UNINITIALIZED);
+        assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS); /* same file: the mapping is reused */
+        assert_int_equal(N.nvmlEventSetFree(set), NVML_SUCCESS);
+        unsigned count = 0;
+        add_proc(1, 9001, 1u << 20, 0, SIM_PROC_KEEP);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(count, 1);
+}
+
 static void test_sigkilled_lock_holder_does_not_block(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
@@ -477,6 +503,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_xid_only_for_registered_gpus, teardown),
                 cmocka_unit_test_teardown(test_wait_wakes_on_event_from_other_process, teardown),
                 cmocka_unit_test_teardown(test_event_ring_overflow_skips_lost_events, teardown),
+                cmocka_unit_test_teardown(test_shutdown_while_waiting, teardown),
                 cmocka_unit_test_teardown(test_sigkilled_lock_holder_does_not_block, teardown),
                 cmocka_unit_test_teardown(test_foreign_state_file_refused, teardown),
                 cmocka_unit_test_teardown(test_state_for_other_node_refused, teardown),
