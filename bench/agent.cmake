@@ -1,0 +1,10 @@
+# Node agent benchmark (not a test): `cmake --build BUILD --target bench-agent`.
+# Allocate / GetPreferredAllocation latency over the real socket, RSS with 8 and 64 simulated GPUs,
+# idle CPU. Results go to docs/BENCHMARKS.md ("Node agent") by hand.
+if(TARGET gpuslice_agent)
+  add_custom_target(bench-agent
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/agent-bench.py --build ${CMAKE_BINARY_DIR}
+            --source ${CMAKE_SOURCE_DIR} --shared ${GPUSLICE_SHARED_DIR} --markdown
+    DEPENDS gpuslice gpuslice_sim_nvml
+    USES_TERMINAL)
+endif()
