@@ -468,6 +468,14 @@ static void test_get_proc_address_versions(void **state) {
         assert_int_equal(C.cuGetProcAddress_v2("cuInit", &fn, 12000, 1u << 7, NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Only the CUDA API leaves the library. */
+static void test_exports_only_cuda(void **state) {
+        (void)state;
+        static const char *const internal[] = { "topo_parse", "sim_state_open", "sim_node_load", "read_file" };
+        for (size_t i = 0; i < ELEMENTSOF(internal); i++)
+                assert_null(dlsym(cuda_dl, internal[i]));
+}
+
 static void test_error_names_and_strings(void **state) {
         (void)state;
         const char *s = NULL;
@@ -595,6 +603,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_out_of_memory_and_exact_fit),
                 cmocka_unit_test(test_legacy_entry_points),
                 cmocka_unit_test(test_get_proc_address_versions),
+                cmocka_unit_test(test_exports_only_cuda),
                 cmocka_unit_test(test_error_names_and_strings),
                 cmocka_unit_test(test_other_process_allocation_visible),
                 cmocka_unit_test(test_killed_process_memory_released),

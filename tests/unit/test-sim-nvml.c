@@ -132,6 +132,16 @@ static void test_error_strings(void **state) {
         assert_non_null(N.nvmlErrorString(NVML_ERROR_ARGUMENT_VERSION_MISMATCH));
 }
 
+/* Only the NVML API leaves the library: the parser and the state code linked inside stay hidden. */
+static void test_exports_only_nvml(void **state) {
+        (void)state;
+        static const char *const internal[] = { "topo_parse", "topo_init", "sim_state_open", "sim_node_load",
+                                                "read_file", "parse_size", "strscpy" };
+        for (size_t i = 0; i < ELEMENTSOF(internal); i++)
+                assert_null(dlsym(N.dl, internal[i]));
+        assert_non_null(dlsym(N.dl, "nvmlInit_v2"));
+}
+
 /* ---- inventory ---- */
 
 static void test_count_and_bad_index(void **state) {
@@ -490,6 +500,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_handles_are_stable_across_reinit, teardown),
                 cmocka_unit_test_teardown(test_init_flags_unknown_rejected, teardown),
                 cmocka_unit_test_teardown(test_error_strings, teardown),
+                cmocka_unit_test_teardown(test_exports_only_nvml, teardown),
                 cmocka_unit_test_teardown(test_count_and_bad_index, teardown),
                 cmocka_unit_test_teardown(test_inventory_matches_node_file, teardown),
                 cmocka_unit_test_teardown(test_string_buffers_too_small, teardown),
