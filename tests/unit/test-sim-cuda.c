@@ -582,6 +582,31 @@ static void test_workload_program(void **state) {
         assert_false(nvml_proc(0, (unsigned)pid, NULL));
 }
 
+/* Exit codes: out of memory is 3, a bad command line 2, a driver that cannot be loaded 4. */
+static int run_workload(const char *mem, const char *driver) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                dup2(null, STDOUT_FILENO);
+                dup2(null, STDERR_FILENO);
+                execl(WORKLOAD, "gpuslice-sim-workload", "--gpu", "0", "--mem", mem, "--seconds", "0", "--driver",
+                      driver, (char *)NULL);
+                _exit(127);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_workload_exit_codes(void **state) {
+        (void)state;
+        assert_int_equal(run_workload("1MiB", SIM_CUDA_PATH), 0);
+        assert_int_equal(run_workload("1TiB", SIM_CUDA_PATH), 3);
+        assert_int_equal(run_workload("lots", SIM_CUDA_PATH), 2);
+        assert_int_equal(run_workload("1MiB", "/nonexistent/libcuda.so.1"), 4);
+}
+
 int main(int argc, char **argv) {
         if (argc >= 2 && streq(argv[1], "child-no-node"))
                 return child_no_node();
@@ -609,6 +634,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_killed_process_memory_released),
                 cmocka_unit_test(test_capacity_shared_between_processes),
                 cmocka_unit_test(test_workload_program),
+                cmocka_unit_test(test_workload_exit_codes),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -474,6 +475,18 @@ static void test_state_for_other_node_refused(void **state) {
         assert_int_equal(N.nvmlInit_v2(), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
 }
 
+/* Outside a container the recorded host PID is our PID, and the namespace is ours. */
+static void test_self_identity(void **state) {
+        (void)state;
+        struct sim_identity id;
+        sim_self_identity(&id);
+        assert_int_equal(id.ns_pid, (uint32_t)getpid());
+        assert_int_equal(id.pid, (uint32_t)getpid());
+        struct stat st;
+        assert_int_equal(stat("/proc/self/ns/pid", &st), 0);
+        assert_int_equal(id.pidns, (uint64_t)st.st_ino);
+}
+
 static void test_default_state_path_is_per_node(void **state) {
         (void)state;
         char a[PATH_MAX], b[PATH_MAX];
@@ -507,6 +520,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_sigkilled_lock_holder_does_not_block, teardown),
                 cmocka_unit_test_teardown(test_foreign_state_file_refused, teardown),
                 cmocka_unit_test_teardown(test_state_for_other_node_refused, teardown),
+                cmocka_unit_test_teardown(test_self_identity, teardown),
                 cmocka_unit_test_teardown(test_default_state_path_is_per_node, teardown),
         };
         return cmocka_run_group_tests(tests, setup, group_teardown);
