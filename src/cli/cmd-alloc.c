@@ -5,6 +5,7 @@
 #include "alloc/alloc.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "engine/engine.h"
 #include "util/util.h"
 
 static void help(FILE *f) {
@@ -16,6 +17,9 @@ static void help(FILE *f) {
               "  -c, --count K           number of GPUs (required)\n"
               "  -b, --busy LIST         GPUs already in use, e.g. 0,1,3-4\n"
               "  -i, --must-include LIST GPUs the answer must contain\n"
+              "      --engine URL        also count GPUs held by running containers of a Docker or\n"
+              "                          Podman Engine API (unix:///run/podman/podman.sock): device\n"
+              "                          nodes, --gpus requests, NVIDIA_VISIBLE_DEVICES\n"
               "      --min-link LEVEL    refuse sets whose worst link is below LEVEL\n"
               "                          (NV#, PIX, PXB, PHB, NODE, SYS)\n" NODE_SOURCE_HELP
               "      --json              machine-readable output ({\"gpus\": [...], ...})\n"
@@ -25,12 +29,13 @@ static void help(FILE *f) {
 }
 
 int cmd_alloc(int argc, char **argv) {
-        enum { OPT_NVML = 0x100, OPT_JSON, OPT_MIN };
+        enum { OPT_NVML = 0x100, OPT_JSON, OPT_MIN, OPT_ENGINE };
         static const struct option opts[] = {
                 { "count", required_argument, NULL, 'c' },
                 { "busy", required_argument, NULL, 'b' },
                 { "must-include", required_argument, NULL, 'i' },
                 { "min-link", required_argument, NULL, OPT_MIN },
+                { "engine", required_argument, NULL, OPT_ENGINE },
                 { "topology", required_argument, NULL, 't' },
                 { "nvml-library", required_argument, NULL, OPT_NVML },
                 { "json", no_argument, NULL, OPT_JSON },
@@ -38,7 +43,7 @@ int cmd_alloc(int argc, char **argv) {
                 {},
         };
         struct node_source src = { 0 };
-        const char *busy_s = "", *must_s = "", *min_s = NULL;
+        const char *busy_s = "", *must_s = "", *min_s = NULL, *engine = NULL;
         unsigned count = 0;
         bool have_count = false, json = false;
         int c;
@@ -60,6 +65,9 @@ int cmd_alloc(int argc, char **argv) {
                         break;
                 case OPT_MIN:
                         min_s = optarg;
+                        break;
+                case OPT_ENGINE:
+                        engine = optarg;
                         break;
                 case 't':
                         src.topology = optarg;
@@ -111,6 +119,25 @@ int cmd_alloc(int argc, char **argv) {
                         "gpuslice alloc: --must-include: '%s' is not a list of GPU indices below %u (e.g. 0,1,4-5)\n",
                         must_s, t->n_gpus);
                 return EXIT_USAGE;
+        }
+        if (engine) {
+                struct engine_container *cs = NULL;
+                size_t n_cs = 0;
+                r = engine_list(engine, true, &cs, &n_cs);
+                if (r < 0) {
+                        fprintf(stderr, "gpuslice alloc: --engine %s: %s\n", engine, strerror(-r));
+                        return EXIT_RUNTIME;
+                }
+                for (size_t k = 0; k < n_cs; k++) {
+                        alloc_set_t held = engine_container_gpus(&cs[k], t);
+                        if (!held)
+                                continue;
+                        char list[512];
+                        alloc_set_format(held, list, sizeof list);
+                        fprintf(stderr, "busy:            %s (container %s)\n", list, cs[k].name);
+                        busy |= held;
+                }
+                free(cs);
         }
         for (unsigned i = 0; i < t->n_gpus; i++)
                 if (t->gpu[i].state == TOPO_GPU_OK)

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "http/http.h"
 #include "monitor/monitor.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -68,6 +69,18 @@ int cmd_monitor(int argc, char **argv) {
                 }
                 if (c == OPT_NODE) {
                         node_name = optarg;
+                        continue;
+                }
+                if (c == OPT_ADDR) {
+                        /* port 0 (any free port, logged) is fine here, unlike in the agent's config */
+                        struct sockaddr_storage ss;
+                        socklen_t sl;
+                        if (http_parse_address(optarg, &ss, &sl) < 0 || strlen(optarg) >= sizeof cfg.metrics_address) {
+                                fprintf(stderr, "gpuslice monitor: --metrics-address: expected HOST:PORT, got '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        strscpy(cfg.metrics_address, optarg, sizeof cfg.metrics_address);
                         continue;
                 }
                 if (c < OPT_ADDR || c > OPT_NVML) {
