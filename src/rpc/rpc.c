@@ -2,10 +2,13 @@
 /*
  * rpc — gRPC C core server and client over unix sockets (see rpc.h).
  *
- * The server thread only accepts calls: each accepted call gets a completion queue of its own
- * and a detached thread that runs it to the end, so handlers may block (a stream waiting for
- * changes, a unary call that calls back into another service) without stalling other calls.
- * Must never: trust a peer's message, block the accept loop, or leave a thread behind on free.
+ * Every method is registered with gRPC so that a call is handed to us only once its request
+ * message has fully arrived. Unary calls are then answered right on the server thread (no thread
+ * hop: the latency kubelet sees is the handler's), and their final batch completes on the
+ * server's queue without anyone waiting for it. Streams (and refusals of unknown methods, which
+ * must wait for the client) get a completion queue and a detached thread of their own.
+ * Must never: trust a peer's message, wait on a peer in the server thread, or leave a thread
+ * behind on free.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +39,8 @@ struct rpc_method {
         rpc_unary_fn unary;
         rpc_stream_fn stream;
         void *userdata;
+        void *handle;               /* grpc_server_register_method */
+        struct rpc_call *pending;   /* the outstanding request for this method */
 };
 
 struct rpc_server {
@@ -56,16 +61,31 @@ struct rpc_server {
         unsigned active; /* call threads running */
 };
 
-/* One accepted call, owned by its thread. */
+enum call_kind {
+        CALL_GENERIC,    /* an unregistered method: refused on a thread of its own */
+        CALL_REGISTERED, /* notification of a registered method's call, payload already read */
+        CALL_FINISH,     /* the final batch of a unary call answered on the server thread */
+};
+
+/* One call. Unary calls of registered methods live on the server's queue and are answered on
+ * the server thread (their request has fully arrived, handlers do not block); streams and
+ * unknown methods get a queue and a thread of their own. */
 struct rpc_call {
         struct rpc_server *srv;
+        enum call_kind kind;
+        int method;               /* index, -1 for generic */
         grpc_call *call;
         grpc_call_details details;
         grpc_metadata_array md;
-        grpc_completion_queue *cq;
+        gpr_timespec deadline;
+        grpc_byte_buffer *payload;
+        grpc_completion_queue *cq; /* own queue (threaded calls), NULL when on the server queue */
         bool done[3];   /* by tag */
         bool ok[3];
         int cancelled;  /* from RECV_CLOSE_ON_SERVER */
+        /* kept alive until the inline final batch completes */
+        grpc_slice finish_details;
+        grpc_byte_buffer *finish_msg;
 };
 
 struct rpc_stream {
@@ -252,20 +272,16 @@ int rpc_stream_wait(struct rpc_stream *s, int timeout_ms) {
         return 0;
 }
 
-static const struct rpc_method *find_method(struct rpc_server *srv, grpc_slice name) {
-        for (unsigned i = 0; i < srv->n_methods; i++) {
-                size_t l = strlen(srv->methods[i].name);
-                if (GRPC_SLICE_LENGTH(name) == l && memcmp(GRPC_SLICE_START_PTR(name), srv->methods[i].name, l) == 0)
-                        return &srv->methods[i];
-        }
-        return NULL;
-}
-
 static void call_free(struct rpc_call *c) {
         if (!c)
                 return;
         if (c->call)
                 grpc_call_unref(c->call);
+        if (c->payload)
+                grpc_byte_buffer_destroy(c->payload);
+        if (c->finish_msg)
+                grpc_byte_buffer_destroy(c->finish_msg);
+        grpc_slice_unref(c->finish_details);
         grpc_call_details_destroy(&c->details);
         grpc_metadata_array_destroy(&c->md);
         if (c->cq) {
@@ -278,62 +294,57 @@ static void call_free(struct rpc_call *c) {
         free(c);
 }
 
-static void call_run(struct rpc_call *c) {
-        struct rpc_status st = { .code = RPC_OK };
+/* A call to a method nobody registered: read what the client sends, then refuse it. */
+static void call_run_generic(struct rpc_call *c) {
+        struct rpc_status st;
         grpc_op ops[2];
         grpc_byte_buffer *in = NULL;
-        _cleanup_(freep) uint8_t *req = NULL;
-        size_t req_len = 0;
-
-        const struct rpc_method *m = find_method(c->srv, c->details.method);
+        char name[128];
 
         memset(ops, 0, sizeof ops);
         ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
         ops[1].op = GRPC_OP_RECV_MESSAGE;
         ops[1].data.recv_message.recv_message = &in;
-        if (!call_start(c, ops, 2, TAG_BATCH) || !call_wait(c, TAG_BATCH, 30000)) {
-                if (in)
-                        grpc_byte_buffer_destroy(in);
-                /* The peer went away or sent more than we accept (gRPC then already failed the
-                 * call with RESOURCE_EXHAUSTED); still finish the call properly. */
-                rpc_error(&st, RPC_CANCELLED, "request could not be received");
+        if (call_start(c, ops, 2, TAG_BATCH))
+                (void)call_wait(c, TAG_BATCH, 30000);
+        if (in)
+                grpc_byte_buffer_destroy(in);
+        strnscpy(name, sizeof name, (const char *)GRPC_SLICE_START_PTR(c->details.method),
+                 GRPC_SLICE_LENGTH(c->details.method));
+        rpc_error(&st, RPC_UNIMPLEMENTED, "unknown method %s", name);
+        call_send_status(c, &st, NULL, 0, false, true);
+}
+
+/* A server-streaming call: the request message has arrived with the call. */
+static void call_run_stream(struct rpc_call *c) {
+        struct rpc_status st = { .code = RPC_OK };
+        const struct rpc_method *m = &c->srv->methods[c->method];
+        _cleanup_(freep) uint8_t *req = NULL;
+        size_t req_len = 0;
+        grpc_op ops[2];
+
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        if (!call_start(c, ops, 1, TAG_BATCH) || !call_wait(c, TAG_BATCH, 10000)) {
+                rpc_error(&st, RPC_CANCELLED, "call ended early");
                 call_send_status(c, &st, NULL, 0, false, true);
                 return;
         }
-        if (!m) {
-                char name[128];
-                strnscpy(name, sizeof name, (const char *)GRPC_SLICE_START_PTR(c->details.method),
-                         GRPC_SLICE_LENGTH(c->details.method));
-                rpc_error(&st, RPC_UNIMPLEMENTED, "unknown method %s", name);
-        } else if (!in) {
+        if (!c->payload)
                 rpc_error(&st, RPC_INVALID_ARGUMENT, "missing request message");
-        } else if (buffer_take(in, &req, &req_len) < 0) {
+        else if (buffer_take(c->payload, &req, &req_len) < 0)
                 rpc_error(&st, RPC_INTERNAL, "cannot read request message");
-        }
-        if (in)
-                grpc_byte_buffer_destroy(in);
         if (st.code != RPC_OK) {
                 call_send_status(c, &st, NULL, 0, false, true);
                 return;
         }
-
-        if (m->unary) {
-                _cleanup_(freep) uint8_t *resp = NULL;
-                size_t resp_len = 0;
-                enum rpc_code code = m->unary(m->userdata, req, req_len, &resp, &resp_len, &st);
-                st.code = code;
-                call_send_status(c, &st, resp, resp_len, code == RPC_OK, true);
-                return;
-        }
-
-        /* Streaming: watch for the client going away while the handler runs. */
+        /* Watch for the client going away while the handler runs. */
         memset(ops, 0, sizeof ops);
         ops[0].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
         ops[0].data.recv_close_on_server.cancelled = &c->cancelled;
         bool close_started = call_start(c, ops, 1, TAG_CLOSE);
         struct rpc_stream s = { .c = c };
-        enum rpc_code code = m->stream(m->userdata, req, req_len, &s, &st);
-        st.code = code;
+        st.code = m->stream(m->userdata, req, req_len, &s, &st);
         call_send_status(c, &st, NULL, 0, false, false);
         if (close_started && !call_pump(c, TAG_CLOSE, 5000)) {
                 grpc_call_cancel(c->call, NULL);
@@ -345,7 +356,10 @@ static void *call_thread(void *arg) {
         struct rpc_call *c = arg;
         struct rpc_server *srv = c->srv;
 
-        call_run(c);
+        if (c->kind == CALL_GENERIC)
+                call_run_generic(c);
+        else
+                call_run_stream(c);
         call_free(c);
         pthread_mutex_lock(&srv->lock);
         srv->active--;
@@ -361,31 +375,119 @@ static void call_refuse(struct rpc_call *c, enum rpc_code code, const char *msg)
         call_free(c);
 }
 
-static struct rpc_call *call_new(struct rpc_server *srv) {
+static struct rpc_call *call_new(struct rpc_server *srv, enum call_kind kind, int method, bool own_cq) {
         struct rpc_call *c = calloc(1, sizeof *c);
         if (!c)
                 return NULL;
         c->srv = srv;
+        c->kind = kind;
+        c->method = method;
+        c->finish_details = grpc_empty_slice();
         grpc_call_details_init(&c->details);
         grpc_metadata_array_init(&c->md);
-        c->cq = grpc_completion_queue_create_for_next(NULL);
+        if (own_cq && !(c->cq = grpc_completion_queue_create_for_next(NULL))) {
+                free(c);
+                return NULL;
+        }
         return c;
+}
+
+/* Ask gRPC for the next call of method i (i < 0: of any unregistered method). */
+static struct rpc_call *request_next(struct rpc_server *srv, int i) {
+        if (i < 0) {
+                struct rpc_call *c = call_new(srv, CALL_GENERIC, -1, true);
+                if (c && grpc_server_request_call(srv->server, &c->call, &c->details, &c->md, c->cq, srv->cq, c) !=
+                                 GRPC_CALL_OK) {
+                        call_free(c);
+                        c = NULL;
+                }
+                return c;
+        }
+        struct rpc_method *m = &srv->methods[i];
+        struct rpc_call *c = call_new(srv, CALL_REGISTERED, i, m->stream != NULL);
+        if (!c)
+                return NULL;
+        if (grpc_server_request_registered_call(srv->server, m->handle, &c->call, &c->deadline, &c->md, &c->payload,
+                                                c->cq ? c->cq : srv->cq, srv->cq, c) != GRPC_CALL_OK) {
+                call_free(c);
+                return NULL;
+        }
+        return c;
+}
+
+/* Answer a unary call on the server thread and start its final batch without waiting for it
+ * (a peer that never reads must not stall the loop): its completion frees the call. */
+static void unary_answer(struct rpc_call *c) {
+        const struct rpc_method *m = &c->srv->methods[c->method];
+        struct rpc_status st = { .code = RPC_OK };
+        _cleanup_(freep) uint8_t *req = NULL;
+        _cleanup_(freep) uint8_t *resp = NULL;
+        size_t req_len = 0, resp_len = 0;
+
+        if (!c->payload)
+                rpc_error(&st, RPC_INVALID_ARGUMENT, "missing request message");
+        else if (buffer_take(c->payload, &req, &req_len) < 0)
+                rpc_error(&st, RPC_INTERNAL, "cannot read request message");
+        else
+                st.code = m->unary(m->userdata, req, req_len, &resp, &resp_len, &st);
+
+        grpc_op ops[4];
+        size_t n = 0;
+        memset(ops, 0, sizeof ops);
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        if (st.code == RPC_OK) {
+                c->finish_msg = buffer_make(resp, resp_len);
+                ops[n].op = GRPC_OP_SEND_MESSAGE;
+                ops[n++].data.send_message.send_message = c->finish_msg;
+        }
+        c->finish_details = grpc_slice_from_copied_string(st.code == RPC_OK ? "" : st.message);
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = (grpc_status_code)st.code;
+        ops[n++].data.send_status_from_server.status_details = &c->finish_details;
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+        c->kind = CALL_FINISH;
+        if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK)
+                call_free(c);
+}
+
+static void spawn(struct rpc_server *srv, struct rpc_call *c) {
+        pthread_mutex_lock(&srv->lock);
+        bool busy = srv->active >= RPC_MAX_ACTIVE_CALLS;
+        if (!busy)
+                srv->active++;
+        pthread_mutex_unlock(&srv->lock);
+        if (busy) {
+                call_refuse(c, RPC_RESOURCE_EXHAUSTED, "too many calls in progress");
+                return;
+        }
+        pthread_attr_t attr;
+        pthread_t t;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        int r = pthread_create(&t, &attr, call_thread, c);
+        pthread_attr_destroy(&attr);
+        if (r != 0) {
+                pthread_mutex_lock(&srv->lock);
+                srv->active--;
+                pthread_mutex_unlock(&srv->lock);
+                call_refuse(c, RPC_RESOURCE_EXHAUSTED, "cannot start a thread for the call");
+        }
 }
 
 static void *server_thread(void *arg) {
         struct rpc_server *srv = arg;
-        struct rpc_call *pending = NULL;
+        struct rpc_call *generic = NULL;
         bool shut = false;
 
         for (;;) {
-                if (!pending && !shut && !atomic_load(&srv->stopping)) {
-                        pending = call_new(srv);
-                        if (pending && grpc_server_request_call(srv->server, &pending->call, &pending->details,
-                                                                &pending->md, pending->cq, srv->cq,
-                                                                pending) != GRPC_CALL_OK) {
-                                call_free(pending);
-                                pending = NULL;
-                        }
+                if (!shut && !atomic_load(&srv->stopping)) {
+                        for (unsigned i = 0; i < srv->n_methods; i++)
+                                if (!srv->methods[i].pending)
+                                        srv->methods[i].pending = request_next(srv, (int)i);
+                        if (!generic)
+                                generic = request_next(srv, -1);
                 }
                 grpc_event ev = grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
                 if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -398,37 +500,25 @@ static void *server_thread(void *arg) {
                         continue;
                 }
                 struct rpc_call *c = ev.tag;
-                if (c == pending)
-                        pending = NULL;
-                if (!ev.success) {
+                if (c->kind == CALL_FINISH) {
                         call_free(c);
                         continue;
                 }
-                pthread_mutex_lock(&srv->lock);
-                bool busy = srv->active >= RPC_MAX_ACTIVE_CALLS;
-                if (!busy)
-                        srv->active++;
-                pthread_mutex_unlock(&srv->lock);
-                if (busy) {
-                        call_refuse(c, RPC_RESOURCE_EXHAUSTED, "too many calls in progress");
+                if (c == generic)
+                        generic = NULL;
+                else if (c->method >= 0 && srv->methods[c->method].pending == c)
+                        srv->methods[c->method].pending = NULL;
+                if (!ev.success || shut || atomic_load(&srv->stopping)) {
+                        call_free(c);
                         continue;
                 }
-                pthread_attr_t attr;
-                pthread_t t;
-                pthread_attr_init(&attr);
-                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                pthread_attr_setstacksize(&attr, 256 * 1024);
-                int r = pthread_create(&t, &attr, call_thread, c);
-                pthread_attr_destroy(&attr);
-                if (r != 0) {
-                        pthread_mutex_lock(&srv->lock);
-                        srv->active--;
-                        pthread_mutex_unlock(&srv->lock);
-                        call_refuse(c, RPC_RESOURCE_EXHAUSTED, "cannot start a thread for the call");
-                }
+                if (c->kind == CALL_REGISTERED && srv->methods[c->method].unary)
+                        unary_answer(c);
+                else
+                        spawn(srv, c);
         }
-        if (pending)
-                call_free(pending);
+        if (generic)
+                call_free(generic);
         return NULL;
 }
 
@@ -486,6 +576,9 @@ int rpc_server_start(struct rpc_server *s) {
                 return -ENOMEM;
         s->cq = grpc_completion_queue_create_for_next(NULL);
         grpc_server_register_completion_queue(s->server, s->cq, NULL);
+        for (unsigned i = 0; i < s->n_methods; i++)
+                s->methods[i].handle = grpc_server_register_method(s->server, s->methods[i].name, NULL,
+                                                                   GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
         snprintf(target, sizeof target, "unix:%s", s->path);
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
         int port = grpc_server_add_http2_port(s->server, target, creds);

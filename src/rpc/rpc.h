@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rpc — the smallest gRPC layer gpuslice needs, on the gRPC C core with insecure credentials
- * over unix sockets: a server that serves unary and server-streaming methods (one thread per
- * call, so a call that blocks — kubelet calling us back during our Register — never blocks
- * another), and a unary client. Messages are opaque bytes here; protobuf-c lives in the callers.
+ * over unix sockets: a server that serves unary and server-streaming methods on a thread of its
+ * own (so it answers while the process waits in a client call — kubelet calls us back during our
+ * Register), and a unary client. Messages are opaque bytes here; protobuf-c lives in the callers.
  *
  * Must never: log (callers log), abort on a peer's bytes, or hold a lock while calling a handler.
  */
@@ -47,7 +47,9 @@ struct rpc_status {
 #define RPC_MAX_ACTIVE_CALLS 64
 
 /*
- * A unary handler: req/req_len is the request (not NUL-terminated). On success return RPC_OK
+ * A unary handler, run on the server thread once the whole request has arrived: it must not
+ * block (no calls to other servers, no waiting on locks held across I/O), since the next call
+ * waits for it. req/req_len is the request (not NUL-terminated). On success return RPC_OK
  * and set *ret_resp (malloc'd, the server frees it; NULL with length 0 is an empty message).
  * On failure return a code and write a message for the peer into st->message.
  */
@@ -55,7 +57,7 @@ typedef enum rpc_code (*rpc_unary_fn)(void *userdata, const uint8_t *req, size_t
                                       uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
 
 struct rpc_stream;
-/* A server-streaming handler: runs on the call's own thread until it returns (then the final
+/* A server-streaming handler: runs on the call's own thread (it may block) until it returns (then the final
  * status is sent). It sends with rpc_stream_send and waits with rpc_stream_wait. */
 typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_t req_len,
                                        struct rpc_stream *s, struct rpc_status *st);

@@ -26,6 +26,8 @@ struct fixture {
         char dir[64];
         char path[128];
         char target[140];
+        char path2[128];
+        char target2[140];
         struct rpc_server *srv;
         atomic_int stream_sent;
 };
@@ -44,7 +46,7 @@ static enum rpc_code echo(void *userdata, const uint8_t *req, size_t req_len, ui
         return RPC_OK;
 }
 
-/* Calls the same server's echo method while this call is in flight. */
+/* Kubelet's side of Register: while the caller waits, call back into the caller's server. */
 static enum rpc_code callback(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                               struct rpc_status *st) {
         struct fixture *f = userdata;
@@ -87,7 +89,6 @@ static int setup(void **state) {
         snprintf(f->target, sizeof f->target, "unix:%s", f->path);
         assert_int_equal(rpc_server_new(f->path, 4096, &f->srv), 0);
         assert_int_equal(rpc_server_add_unary(f->srv, "/t.T/Echo", echo, f), 0);
-        assert_int_equal(rpc_server_add_unary(f->srv, "/t.T/Callback", callback, f), 0);
         assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Count", counter_stream, f), 0);
         assert_int_equal(rpc_server_start(f->srv), 0);
         *state = f;
@@ -164,12 +165,35 @@ static void test_oversized_message_refused(void **state) {
 
 static void test_callback_during_call(void **state) {
         struct fixture *f = *state;
+        /* A second server plays kubelet: its Register-like handler calls our Echo while our
+         * client call to it is in flight — our server must answer meanwhile. */
+        struct rpc_server *kubelet = NULL;
+        snprintf(f->path2, sizeof f->path2, "%s/k.sock", f->dir);
+        snprintf(f->target2, sizeof f->target2, "unix:%s", f->path2);
+        assert_int_equal(rpc_server_new(f->path2, 0, &kubelet), 0);
+        assert_int_equal(rpc_server_add_unary(kubelet, "/t.K/Register", callback, f), 0);
+        assert_int_equal(rpc_server_start(kubelet), 0);
         uint8_t *resp = NULL;
         size_t n = 0;
-        assert_int_equal(rpc_call_unary(f->target, "/t.T/Callback", "x", 1, 5000, &resp, &n, NULL), 0);
+        assert_int_equal(rpc_call_unary(f->target2, "/t.K/Register", "x", 1, 5000, &resp, &n, NULL), 0);
         assert_int_equal(n, 5);
         assert_memory_equal(resp, "inner", 5);
         free(resp);
+        assert_null(rpc_server_free(kubelet));
+}
+
+static void test_many_sequential_calls(void **state) {
+        struct fixture *f = *state;
+        for (int i = 0; i < 200; i++) {
+                char msg[16];
+                int len = snprintf(msg, sizeof msg, "m%d", i);
+                uint8_t *resp = NULL;
+                size_t n = 0;
+                assert_int_equal(rpc_call_unary(f->target, "/t.T/Echo", msg, (size_t)len, 5000, &resp, &n, NULL), 0);
+                assert_int_equal(n, (size_t)len);
+                assert_memory_equal(resp, msg, n);
+                free(resp);
+        }
 }
 
 static void test_no_server(void **state) {
@@ -233,6 +257,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_oversized_message_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_callback_during_call, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_sequential_calls, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_server, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_cancelled_by_free, setup, teardown),
                 cmocka_unit_test(test_pack_protobuf),
