@@ -213,7 +213,7 @@ int http_server_start(struct http_server *s) {
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)128, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                                     (unsigned)128,
                                      MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */

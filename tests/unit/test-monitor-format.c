@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A monitor snapshot as Prometheus text (monitor_format_metrics) and process naming. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "config/config.h"
+#include "engine/engine.h"
+#include "monitor/monitor.h"
+#include "util/util.h"
+
+#define CID "3f1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a"
+#define UID "8c6e4f1a-2b3d-4c5e-9f7a-1b2c3d4e5f6a"
+
+static struct monitor_gpu gpus[2];
+static struct monitor_process procs[4];
+static struct monitor_snapshot snap;
+
+static struct monitor_process proc(unsigned pid, unsigned gpu, uint64_t mib, int sm, bool in_pod) {
+        struct monitor_process p = { .pid = pid, .gpu = gpu, .memory = mib << 20, .sm = sm, .attributed = true };
+        strscpy(p.comm, "python", sizeof p.comm);
+        if (in_pod) {
+                strscpy(p.cg.container_id, CID, sizeof p.cg.container_id);
+                strscpy(p.cg.pod_uid, UID, sizeof p.cg.pod_uid);
+                p.cg.qos = CGROUP_QOS_BURSTABLE;
+                p.cg.runtime = CGROUP_RUNTIME_CONTAINERD;
+                strscpy(p.namespace, "ml", sizeof p.namespace);
+                strscpy(p.pod, "trainer-0", sizeof p.pod);
+                strscpy(p.container, "worker", sizeof p.container);
+        }
+        return p;
+}
+
+static int setup(void **state) {
+        (void)state;
+        for (unsigned g = 0; g < 2; g++) {
+                gpus[g] = (struct monitor_gpu){ .index = g, .healthy = true, .memory_used = (g + 1) << 30,
+                                                .memory_total = 12066ull << 20, .utilization = 16, .temperature = 48,
+                                                .power_mw = 43500, .allocated = -1 };
+                snprintf(gpus[g].uuid, sizeof gpus[g].uuid, "GPU-%u", g);
+                strscpy(gpus[g].name, "TITAN V", sizeof gpus[g].name);
+        }
+        gpus[1].healthy = false;
+        gpus[1].utilization = gpus[1].temperature = -1;
+        gpus[1].power_mw = -1;
+        procs[0] = proc(3148, 0, 3887, 8, true);
+        procs[1] = proc(11020, 0, 3887, 8, true);
+        procs[2] = proc(41728, 0, 5133, -1, false); /* a host process, SM unknown */
+        procs[3] = proc(999, 0, 100, 0, false);
+        procs[3].memory = UINT64_MAX;               /* memory unknown */
+        procs[3].attributed = false;                /* vanished */
+        snap = (struct monitor_snapshot){ .refs = 1, .n_gpus = 2, .gpus = gpus, .n_procs = 4, .procs = procs,
+                                          .time_us = 1700000000000000ull, .duration_s = 0.002 };
+        return 0;
+}
+
+static char *format(unsigned compat) {
+        char *s;
+        size_t n;
+        assert_int_equal(monitor_format_metrics(&snap, compat, "node-7", &s, &n), 0);
+        assert_int_equal(strlen(s), n);
+        return s;
+}
+
+#define G0 "gpu_index=\"0\",gpu_uuid=\"GPU-0\",gpu_model=\"TITAN V\""
+
+static void test_gpu_series(void **state) {
+        (void)state;
+        char *s = format(0);
+        assert_non_null(strstr(s, "# TYPE gpuslice_gpu_memory_used_bytes gauge\ngpuslice_gpu_memory_used_bytes{" G0 "} 1073741824\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_memory_total_bytes{" G0 "} 12652118016\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_utilization_ratio{" G0 "} 0.16\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_temperature_celsius{" G0 "} 48\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_power_watts{" G0 "} 43.5\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_healthy{" G0 "} 1\n"));
+        assert_non_null(strstr(s, "gpuslice_gpu_healthy{gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0\n"));
+        free(s);
+}
+
+static void test_unknowns_omitted(void **state) {
+        (void)state;
+        char *s = format(0);
+        /* GPU 1's utilization, temperature, power are unknown; allocation is unknown for both */
+        assert_null(strstr(s, "gpuslice_gpu_utilization_ratio{gpu_index=\"1\""));
+        assert_null(strstr(s, "gpuslice_gpu_power_watts{gpu_index=\"1\""));
+        assert_null(strstr(s, "gpuslice_gpu_allocated_ratio"));
+        assert_null(strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"999\""));
+        assert_null(strstr(s, "gpuslice_process_sm_utilization_ratio{pid=\"41728\""));
+        free(s);
+}
+
+static void test_process_series(void **state) {
+        (void)state;
+        char *s = format(0);
+        assert_non_null(strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"3148\",process=\"python\",namespace=\"ml\","
+                                  "pod=\"trainer-0\",container=\"worker\"," G0 "} 4075814912\n"));
+        assert_non_null(strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"41728\",process=\"python\",namespace=\"\","
+                                  "pod=\"\",container=\"\"," G0 "} 5382340608\n"));
+        assert_non_null(strstr(s, "gpuslice_process_sm_utilization_ratio{pid=\"999\","));
+        free(s);
+}
+
+static void test_container_sums(void **state) {
+        (void)state;
+        char *s = format(0);
+        assert_non_null(strstr(s, "gpuslice_container_gpu_memory_used_bytes{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
+                                  "container_id=\"" CID "\"," G0 "} 8151629824\n"));
+        assert_non_null(strstr(s, "gpuslice_container_sm_utilization_ratio{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
+                                  "container_id=\"" CID "\"," G0 "} 0.16\n"));
+        /* one container series: host and vanished processes have none */
+        const char *first = strstr(s, "gpuslice_container_gpu_memory_used_bytes{");
+        assert_null(strstr(first + 1, "gpuslice_container_gpu_memory_used_bytes{"));
+        free(s);
+}
+
+static void test_compat_off_by_default(void **state) {
+        (void)state;
+        char *s = format(0);
+        assert_null(strstr(s, "pod_used_gpu_mem_MB"));
+        assert_null(strstr(s, "container_gpu_utilization"));
+        free(s);
+}
+
+static void test_compat_pod_mem(void **state) {
+        (void)state;
+        char *s = format(CONFIG_COMPAT_POD_GPU_MEM);
+        assert_non_null(strstr(s, "# TYPE pod_used_gpu_mem_MB gauge\n"));
+        assert_non_null(strstr(s, "pod_used_gpu_mem_MB{pod_name=\"trainer-0\",pod_namespace=\"ml\",gpu_uuid=\"GPU-0\","
+                                  "gpu_name=\"TITAN V\",app_pid=\"11020\"} 3887\n"));
+        assert_null(strstr(s, "app_pid=\"41728\"")); /* not in a pod */
+        assert_null(strstr(s, "container_gpu_utilization"));
+        free(s);
+}
+
+static void test_compat_gpu_manager(void **state) {
+        (void)state;
+        char *s = format(CONFIG_COMPAT_GPU_MANAGER);
+        assert_non_null(strstr(s, "container_gpu_utilization{pod_name=\"trainer-0\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"worker\"} 16\n"));
+        assert_non_null(strstr(s, "container_gpu_memory_total{pod_name=\"trainer-0\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"worker\"} 7774\n"));
+        free(s);
+}
+
+static void test_own_gauges(void **state) {
+        (void)state;
+        char *s = format(0);
+        assert_non_null(strstr(s, "gpuslice_monitor_last_sample_timestamp_seconds 1700000000\n"));
+        assert_non_null(strstr(s, "gpuslice_monitor_sample_duration_seconds 0.002\n"));
+        free(s);
+}
+
+static void test_no_snapshot(void **state) {
+        (void)state;
+        char *s;
+        size_t n;
+        assert_int_equal(monitor_format_metrics(NULL, 0, NULL, &s, &n), 0);
+        assert_null(strstr(s, "gpuslice_gpu_"));
+        free(s);
+}
+
+static void test_name_from_engine(void **state) {
+        (void)state;
+        struct monitor_process p = proc(1, 0, 1, 0, true);
+        struct engine_container c[2] = { 0 };
+        strscpy(c[1].id, CID, sizeof c[1].id);
+        strscpy(c[1].name, "trainer", sizeof c[1].name);
+        monitor_name_process(&p, c, 2);
+        assert_string_equal(p.container, "trainer");
+        assert_string_equal(p.pod, UID); /* no pod name known: the uid */
+        strscpy(c[1].pod_name, "p", sizeof c[1].pod_name);
+        strscpy(c[1].pod_namespace, "ns", sizeof c[1].pod_namespace);
+        strscpy(c[1].container_name, "main", sizeof c[1].container_name);
+        monitor_name_process(&p, c, 2);
+        assert_string_equal(p.namespace, "ns");
+        assert_string_equal(p.pod, "p");
+        assert_string_equal(p.container, "main");
+}
+
+static void test_name_fallback_ids(void **state) {
+        (void)state;
+        struct monitor_process p = proc(1, 0, 1, 0, true);
+        monitor_name_process(&p, NULL, 0);
+        assert_string_equal(p.namespace, "");
+        assert_string_equal(p.pod, UID);
+        assert_string_equal(p.container, "3f1c2a9b8d7e");
+        p.attributed = false;
+        monitor_name_process(&p, NULL, 0);
+        assert_string_equal(p.pod, "");
+        assert_string_equal(p.container, "");
+}
+
+static void test_sort(void **state) {
+        (void)state;
+        struct monitor_process ps[3] = { proc(5, 1, 10, 0, false), proc(7, 0, 1, 0, false), proc(6, 0, 20, 0, false) };
+        struct monitor_snapshot s = { .n_procs = 3, .procs = ps };
+        monitor_sort_processes(&s);
+        assert_int_equal(ps[0].pid, 6);
+        assert_int_equal(ps[1].pid, 7);
+        assert_int_equal(ps[2].pid, 5);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup(test_gpu_series, setup),
+                cmocka_unit_test_setup(test_unknowns_omitted, setup),
+                cmocka_unit_test_setup(test_process_series, setup),
+                cmocka_unit_test_setup(test_container_sums, setup),
+                cmocka_unit_test_setup(test_compat_off_by_default, setup),
+                cmocka_unit_test_setup(test_compat_pod_mem, setup),
+                cmocka_unit_test_setup(test_compat_gpu_manager, setup),
+                cmocka_unit_test_setup(test_own_gauges, setup),
+                cmocka_unit_test(test_no_snapshot),
+                cmocka_unit_test(test_name_from_engine),
+                cmocka_unit_test(test_name_fallback_ids),
+                cmocka_unit_test(test_sort),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
