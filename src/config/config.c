@@ -457,6 +457,70 @@ static int xids_item(const char *item, void *userdata) {
         return 0;
 }
 
+/* ---- suggestions for typos ------------------------------------------------------------------ */
+
+/* Edit distance (insert, delete, substitute), capped: strings longer than 63 bytes compare as far. */
+static unsigned edit_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        if (la > 63 || lb > 63)
+                return UINT32_MAX;
+        unsigned row[64];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = (unsigned)j;
+        for (size_t i = 1; i <= la; i++) {
+                unsigned diag = row[0];
+                row[0] = (unsigned)i;
+                for (size_t j = 1; j <= lb; j++) {
+                        unsigned up = row[j];
+                        unsigned best = diag + (a[i - 1] != b[j - 1]);
+                        best = MIN(best, up + 1);
+                        best = MIN(best, row[j - 1] + 1);
+                        row[j] = best;
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+/* The known name closest to s (at most 2 edits away), or NULL. */
+static const char *closest(const char *s, const char *const *names, size_t n, size_t stride) {
+        const char *best = NULL;
+        unsigned best_d = 3;
+        for (size_t i = 0; i < n; i++) {
+                const char *name = *(const char *const *)((const char *)names + i * stride);
+                unsigned d = edit_distance(s, name);
+                if (d < best_d) {
+                        best_d = d;
+                        best = name;
+                }
+        }
+        return best;
+}
+
+/* " (did you mean 'health.quiet-period'?)" or "" for an unknown dotted key. */
+static void suggest_key(const char *key, char *buf, size_t len) {
+        buf[0] = '\0';
+        const char *hit = closest(key, &options[0].key, ELEMENTSOF(options), sizeof options[0]);
+        if (!hit) {
+                /* the right name in the wrong section? */
+                const char *dot = strchr(key, '.');
+                for (size_t i = 0; dot && i < ELEMENTSOF(options); i++)
+                        if (streq(strchr(options[i].key, '.'), dot)) {
+                                hit = options[i].key;
+                                break;
+                        }
+        }
+        if (hit)
+                snprintf(buf, len, " (did you mean '%s'?)", hit);
+}
+
+static void suggest_flag(const char *flag, char *buf, size_t len) {
+        buf[0] = '\0';
+        const char *hit = closest(flag, &options[0].flag, ELEMENTSOF(options), sizeof options[0]);
+        if (hit)
+                snprintf(buf, len, " (did you mean '--%s'?)", hit);
+}
+
 /* ---- the one validating setter ---------------------------------------------------------------- */
 
 static const struct opt_def *def_of(const struct config_option *o) {
@@ -571,7 +635,9 @@ int config_set(struct gpuslice_config *cfg, const char *key, const char *value, 
         }
         const struct config_option *o = config_option_by_key(key);
         if (!o) {
-                errf(err, errlen, "unknown key '%s'", shown(key, sbuf, sizeof sbuf));
+                char hint[128];
+                suggest_key(key, hint, sizeof hint);
+                errf(err, errlen, "unknown key '%s'%s", shown(key, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
         /* Work on a copy of the field's owner so a failed set leaves cfg untouched even for
@@ -790,7 +856,11 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
                         ps->section = (int)i;
                         return 0;
                 }
-                errf(err, errlen, "line %u: unknown section [%s]", lineno, shown(name, sbuf, sizeof sbuf));
+                const char *hit = closest(name, sections, ELEMENTSOF(sections), sizeof sections[0]);
+                char hint[64] = "";
+                if (hit)
+                        snprintf(hint, sizeof hint, " (did you mean [%s]?)", hit);
+                errf(err, errlen, "line %u: unknown section [%s]%s", lineno, shown(name, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
 
@@ -815,7 +885,9 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
         snprintf(key, sizeof key, "%s.%s", sections[ps->section], name);
         const struct config_option *o = config_option_by_key(key);
         if (!o) {
-                errf(err, errlen, "line %u: unknown key '%s'", lineno, shown(key, sbuf, sizeof sbuf));
+                char hint[128];
+                suggest_key(key, hint, sizeof hint);
+                errf(err, errlen, "line %u: unknown key '%s'%s", lineno, shown(key, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
         size_t idx = (size_t)(o - options);
@@ -1109,7 +1181,10 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                 bool is_config = streq(name, "-c") || streq(name, "--config");
                 const struct config_option *o = is_config ? NULL : config_option_by_flag(name);
                 if (!is_config && !o) {
-                        errf(err, errlen, "unknown option '%s'", shown(name, sbuf, sizeof sbuf));
+                        char hint[128] = "";
+                        if (startswith(name, "--"))
+                                suggest_flag(name + 2, hint, sizeof hint);
+                        errf(err, errlen, "unknown option '%s'%s", shown(name, sbuf, sizeof sbuf), hint);
                         r = -EINVAL;
                         goto fail;
                 }

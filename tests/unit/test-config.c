@@ -333,17 +333,22 @@ static void test_error_bad_duration_message(void **state) {
 
 static void test_error_unknown_key(void **state) {
         (void)state;
-        expect_error("[health]\nquiet-perod = 30s\n", -ENOKEY, "line 2: unknown key 'health.quiet-perod'");
+        expect_error("[health]\nquiet-perod = 30s\n", -ENOKEY, "line 2: unknown key 'health.quiet-perod' (did you mean 'health.quiet-period'?)");
 }
 
 static void test_error_key_in_wrong_section(void **state) {
         (void)state;
-        expect_error("[kubelet]\nstate-dir = /x\n", -ENOKEY, "line 2: unknown key 'kubelet.state-dir'");
+        expect_error("[kubelet]\nstate-dir = /x\n", -ENOKEY, "line 2: unknown key 'kubelet.state-dir' (did you mean 'agent.state-dir'?)");
+}
+
+static void test_error_unknown_section_far_from_any(void **state) {
+        (void)state;
+        expect_error("[gpu]\n", -ENOKEY, "line 1: unknown section [gpu]");
 }
 
 static void test_error_unknown_section(void **state) {
         (void)state;
-        expect_error("[helth]\n", -ENOKEY, "line 1: unknown section [helth]");
+        expect_error("[helth]\n", -ENOKEY, "line 1: unknown section [helth] (did you mean [health]?)");
 }
 
 static void test_error_duplicate_section(void **state) {
@@ -570,7 +575,9 @@ static void test_set_unknown_key(void **state) {
         char err[ERRLEN];
         config_init_defaults(&c);
         assert_int_equal(config_set(&c, "health.quietperiod", "1s", err, sizeof err), -ENOKEY);
-        assert_string_equal(err, "unknown key 'health.quietperiod'");
+        assert_string_equal(err, "unknown key 'health.quietperiod' (did you mean 'health.quiet-period'?)");
+        assert_int_equal(config_set(&c, "zzz", "1s", err, sizeof err), -ENOKEY);
+        assert_string_equal(err, "unknown key 'zzz'"); /* nothing close: no suggestion */
         assert_int_equal(config_set(&c, "health.quiet-period", NULL, err, sizeof err), -EINVAL);
 }
 
@@ -808,7 +815,9 @@ static void expect_args_error(int argc, char **argv, const char *msg) {
 static void test_args_errors(void **state) {
         (void)state;
         char *a1[] = { "x", "--plugin-dri", "/p" };
-        expect_args_error(ELEMENTSOF(a1), a1, "unknown option '--plugin-dri'");
+        expect_args_error(ELEMENTSOF(a1), a1, "unknown option '--plugin-dri' (did you mean '--plugin-dir'?)");
+        char *a8[] = { "x", "--frobnicate" };
+        expect_args_error(ELEMENTSOF(a8), a8, "unknown option '--frobnicate'");
         char *a2[] = { "x", "--plugin-dir" };
         expect_args_error(ELEMENTSOF(a2), a2, "--plugin-dir: needs a value");
         char *a3[] = { "x", "stray" };
@@ -915,6 +924,7 @@ int main(void) {
                 cmocka_unit_test(test_error_unknown_key),
                 cmocka_unit_test(test_error_key_in_wrong_section),
                 cmocka_unit_test(test_error_unknown_section),
+                cmocka_unit_test(test_error_unknown_section_far_from_any),
                 cmocka_unit_test(test_error_duplicate_section),
                 cmocka_unit_test(test_error_duplicate_key),
                 cmocka_unit_test(test_error_key_outside_section),
