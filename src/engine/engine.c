@@ -31,9 +31,13 @@ int engine_parse_url(const char *url, char *ret_socket, size_t socket_len, char 
                 strscpy(ret_base, "http://localhost", base_len);
                 return 0;
         }
-        if (!startswith(url, "http://") || strlen(url) >= base_len || !url[strlen("http://")])
+        /* Docker's tcp://HOST:PORT (plain, unauthenticated) is http:// */
+        const char *rest = startswith(url, "http://") ? url + strlen("http://")
+                           : startswith(url, "tcp://") ? url + strlen("tcp://")
+                                                       : NULL;
+        if (!rest || !rest[0] || strlen("http://") + strlen(rest) >= base_len)
                 return -EINVAL;
-        strscpy(ret_base, url, base_len);
+        snprintf(ret_base, base_len, "http://%s", rest);
         size_t n = strlen(ret_base);
         while (n > strlen("http://") && ret_base[n - 1] == '/')
                 ret_base[--n] = '\0';

@@ -49,7 +49,8 @@ struct engine_container {
 };
 
 /* Parse a URL: "unix:///path" or "/path" (→ *ret_socket = path, *ret_base = "http://localhost"),
- * or "http://127.0.0.1:2375" (→ *ret_socket = "", *ret_base = the URL without a trailing '/').
+ * or "http://127.0.0.1:2375" / "tcp://127.0.0.1:2375" (→ *ret_socket = "", *ret_base =
+ * "http://127.0.0.1:2375", without a trailing '/').
  * 0 or -EINVAL (other schemes, https, empty). */
 int engine_parse_url(const char *url, char *ret_socket, size_t socket_len, char *ret_base, size_t base_len);
 

@@ -52,6 +52,8 @@ static void test_url_http(void **state) {
         assert_int_equal(engine_parse_url("http://127.0.0.1:2375/", sock, sizeof sock, base, sizeof base), 0);
         assert_string_equal(sock, "");
         assert_string_equal(base, "http://127.0.0.1:2375");
+        assert_int_equal(engine_parse_url("tcp://127.0.0.1:2375", sock, sizeof sock, base, sizeof base), 0);
+        assert_string_equal(base, "http://127.0.0.1:2375");
 }
 
 static void test_url_bad(void **state) {
@@ -60,7 +62,8 @@ static void test_url_bad(void **state) {
         assert_int_equal(engine_parse_url("", sock, sizeof sock, base, sizeof base), -EINVAL);
         assert_int_equal(engine_parse_url("https://x", sock, sizeof sock, base, sizeof base), -EINVAL);
         assert_int_equal(engine_parse_url("unix://relative.sock", sock, sizeof sock, base, sizeof base), -EINVAL);
-        assert_int_equal(engine_parse_url("tcp://1.2.3.4:2375", sock, sizeof sock, base, sizeof base), -EINVAL);
+        assert_int_equal(engine_parse_url("ftp://1.2.3.4:2375", sock, sizeof sock, base, sizeof base), -EINVAL);
+        assert_int_equal(engine_parse_url("tcp://", sock, sizeof sock, base, sizeof base), -EINVAL);
         assert_int_equal(engine_parse_url("http://", sock, sizeof sock, base, sizeof base), -EINVAL);
 }
 
