@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * alloc-table — per-process record of every tracked allocation (key → bytes, device), so a free
+ * gives back exactly what its allocation took. Lock-free open addressing with linear probing:
+ * keys are claimed with one CAS, removed by writing a tombstone, and tombstones are reused by later
+ * inserts (keys are unique while live, so reuse cannot create duplicates). The memory is mapped once at
+ * init (MAP_NORESERVE: pages appear only where entries land); nothing is allocated on a call path.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "interposer/interposer.h"
+
+#define TAB_BITS 17u
+#define TAB_SIZE (1u << TAB_BITS)
+#define KEY_EMPTY 0ULL
+#define KEY_TOMB 1ULL
+
+struct entry {
+        uint64_t key;
+        uint64_t bytes;
+        uint64_t dev;
+};
+
+static struct entry *tables[GS_TAB_COUNT];
+
+static const size_t tab_bytes = sizeof(struct entry) * TAB_SIZE;
+
+int gs_table_init(void) {
+        for (unsigned t = 0; t < GS_TAB_COUNT; t++) {
+                if (tables[t])
+                        continue;
+                void *p = mmap(NULL, tab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                               -1, 0);
+                if (p == MAP_FAILED)
+                        return -ENOMEM;
+                tables[t] = p;
+        }
+        return 0;
+}
+
+void gs_table_reset(void) {
+        for (unsigned t = 0; t < GS_TAB_COUNT; t++)
+                if (tables[t])
+                        (void)madvise(tables[t], tab_bytes, MADV_DONTNEED); /* private anonymous: zero again */
+}
+
+static inline uint64_t mix(uint64_t k) {
+        /* splitmix64 finaliser: device pointers share their low bits (alignment). */
+        k ^= k >> 30;
+        k *= 0xbf58476d1ce4e5b9ULL;
+        k ^= k >> 27;
+        k *= 0x94d049bb133111ebULL;
+        k ^= k >> 31;
+        return k;
+}
+
+/* Keys 0 and 1 are the markers: shift real keys out of their way (a bijection on the rest). */
+static inline uint64_t enc(uint64_t key) {
+        return key + 2 < key ? key : key + 2;
+}
+
+int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev) {
+        struct entry *tab = tables[t];
+        if (!tab || key >= UINT64_MAX - 2)
+                return -ENOSPC;
+        uint64_t k = enc(key);
+        for (uint64_t i = 0, h = mix(k); i < TAB_SIZE; i++) {
+                struct entry *e = &tab[(h + i) & (TAB_SIZE - 1)];
+                uint64_t cur = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+                if (cur != KEY_EMPTY && cur != KEY_TOMB)
+                        continue;
+                /* Value first: nobody looks this key up before we return, but keep the entry whole. */
+                if (__atomic_compare_exchange_n(&e->key, &cur, k, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                        __atomic_store_n(&e->bytes, bytes, __ATOMIC_RELAXED);
+                        __atomic_store_n(&e->dev, (uint64_t)dev, __ATOMIC_RELEASE);
+                        return 0;
+                }
+        }
+        return -ENOSPC;
+}
+
+int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev) {
+        struct entry *tab = tables[t];
+        if (!tab || key >= UINT64_MAX - 2)
+                return -ENOENT;
+        uint64_t k = enc(key);
+        for (uint64_t i = 0, h = mix(k); i < TAB_SIZE; i++) {
+                struct entry *e = &tab[(h + i) & (TAB_SIZE - 1)];
+                uint64_t cur = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+                if (cur == KEY_EMPTY)
+                        return -ENOENT;
+                if (cur != k)
+                        continue;
+                uint64_t dev = __atomic_load_n(&e->dev, __ATOMIC_ACQUIRE);
+                uint64_t bytes = __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
+                /* Two threads freeing the same pointer: only one gets it back. */
+                if (!__atomic_compare_exchange_n(&e->key, &cur, KEY_TOMB, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                        return -ENOENT;
+                *ret_bytes = bytes;
+                *ret_dev = (unsigned)dev;
+                return 0;
+        }
+        return -ENOENT;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hooks — THE list of CUDA driver entry points libgpuslice-cuda.so intercepts. Everything else is
+ * generated from it: the enum, the name table, the typed pointers to the real driver (prototypes from
+ * cuda.h, one per exported ABI variant), the wrapper table and the cuGetProcAddress mapping.
+ *
+ * X(symbol, base, version, flags):
+ *   symbol  — the exported symbol (each ABI variant is its own entry with its own prototype)
+ *   base    — the name cuGetProcAddress is asked for
+ *   version — the CUDA version (1000·major + 10·minor) that introduced this variant (cudaTypedefs.h)
+ *   flags   — GS_PTSZ for per-thread-default-stream variants, else 0
+ *
+ * Adding an entry: add it here and write its wrapper in interposer.c (the build fails until you do).
+ * Every exported driver symbol not listed here is passed through unchanged (passthrough.h).
+ * cuda.h must be included with __CUDA_API_VERSION_INTERNAL defined, which declares every variant.
+ */
+#pragma once
+
+#define GS_PTSZ 1u
+
+#define GS_HOOKS(X)                                                              \
+        X(cuInit, cuInit, 2000, 0)                                               \
+        X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                          \
+        X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                       \
+        /* memory: allocation families */                                        \
+        X(cuMemAlloc, cuMemAlloc, 2000, 0)                                       \
+        X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                    \
+        X(cuMemAllocPitch, cuMemAllocPitch, 2000, 0)                             \
+        X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                          \
+        X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                         \
+        X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                            \
+        X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, GS_PTSZ)                 \
+        X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)            \
+        X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, GS_PTSZ) \
+        X(cuMemCreate, cuMemCreate, 10020, 0)                                    \
+        X(cuArrayCreate, cuArrayCreate, 2000, 0)                                 \
+        X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                              \
+        X(cuArray3DCreate, cuArray3DCreate, 2000, 0)                             \
+        X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                          \
+        X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)               \
+        X(cuExternalMemoryGetMappedBuffer, cuExternalMemoryGetMappedBuffer, 10000, 0) \
+        /* memory: frees */                                                      \
+        X(cuMemFree, cuMemFree, 2000, 0)                                         \
+        X(cuMemFree_v2, cuMemFree, 3020, 0)                                      \
+        X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                              \
+        X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, GS_PTSZ)                   \
+        X(cuMemRelease, cuMemRelease, 10020, 0)                                  \
+        X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                               \
+        X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)             \
+        /* memory: queries */                                                    \
+        X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                   \
+        X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                \
+        X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, 0)                           \
+        X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0)                        \
+        /* compute: launches */                                                  \
+        X(cuLaunchKernel, cuLaunchKernel, 4000, 0)                               \
+        X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, GS_PTSZ)                    \
+        X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0)                          \
+        X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, GS_PTSZ)               \
+        X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)         \
+        X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, GS_PTSZ) \
+        X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                \
+        X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, GS_PTSZ)                     \
+        X(cuLaunch, cuLaunch, 2000, 0)                                           \
+        X(cuLaunchGrid, cuLaunchGrid, 2000, 0)                                   \
+        X(cuLaunchGridAsync, cuLaunchGridAsync, 2000, 0)
+
+/* Driver functions the interposer itself calls (never wrapped, never exported from here). */
+#define GS_INTERNAL(X)            \
+        X(cuDeviceGetCount)       \
+        X(cuDeviceGetUuid)        \
+        X(cuDeviceGetUuid_v2)     \
+        X(cuCtxGetDevice)         \
+        X(cuStreamGetCtx)         \
+        X(cuCtxPushCurrent_v2)    \
+        X(cuCtxPopCurrent_v2)     \
+        X(cuMemGetAddressRange_v2) \
+        X(cuMemPoolGetAttribute)

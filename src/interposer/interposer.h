@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * interposer — internal interfaces between the files of libgpuslice-cuda.so (never installed,
+ * never included outside src/interposer and its tests).
+ */
+#pragma once
+
+#include <stdint.h>
+
+/* Initialise (once) and look a symbol up in the real driver; NULL when absent or no driver. */
+void *gs_real_symbol(const char *name) __attribute__((visibility("hidden")));
+
+/* CLOCK_MONOTONIC in ns (vDSO: no syscall). */
+uint64_t gs_now_ns(void) __attribute__((visibility("hidden")));
+
+/* ---- allocation table (alloc-table.c): what each live allocation of this process costs ---- */
+
+enum gs_table {
+        GS_TAB_PTR,   /* device pointers: cuMemAlloc*, managed, async, external buffers */
+        GS_TAB_ARRAY, /* CUarray and CUmipmappedArray handles */
+        GS_TAB_VMM,   /* cuMemCreate handles */
+        GS_TAB_COUNT,
+};
+
+/* Map the tables (once, at init). -ENOMEM. */
+int gs_table_init(void) __attribute__((visibility("hidden")));
+/* Forget everything (child after fork). */
+void gs_table_reset(void) __attribute__((visibility("hidden")));
+/* Record key → (bytes, dev). -ENOSPC when the table is full. Lock-free. */
+int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev) __attribute__((visibility("hidden")));
+/* Remove key and return what it cost. -ENOENT when not tracked. Lock-free. */
+int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev)
+        __attribute__((visibility("hidden")));

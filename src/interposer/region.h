@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * region — the container's shared region (layout in limits.h): opening/creating it, per-process
+ * slots, exact memory admission, recovery from dead processes, and the shared launch throttle.
+ *
+ * Internal to libgpuslice-cuda.so (and its tests). Lock-free by construction: every cross-process
+ * update is one atomic RMW or CAS, so no process can leave anything held. Syscalls happen only in
+ * open/claim and on the slow paths (a reservation that does not fit, reclaiming dead slots).
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "interposer/limits.h"
+
+/*
+ * Map the region named by l->region, creating it (fully initialised before it appears) when missing.
+ * -EPROTO when the file is not a region of this ABI or belongs to another container; -errno otherwise.
+ */
+int gs_region_open(const struct gs_limits *l, struct gs_region **ret);
+void gs_region_close(struct gs_region *r);
+
+/* Claim a slot for the calling process (getpid(), its start time). -ENOSPC when all are taken by live processes. */
+int gs_region_claim(struct gs_region *r, unsigned *ret_slot);
+/* Give the slot back (normal exit); its memory stops counting. */
+void gs_region_release(struct gs_region *r, unsigned slot);
+
+/* Drop slots whose owner is dead (exited, zombie, or PID reused). Returns how many. Does syscalls. */
+unsigned gs_region_reclaim_dead(struct gs_region *r);
+
+/* Bytes used on dev by the container (sum over live slots). */
+uint64_t gs_region_used(const struct gs_region *r, unsigned dev);
+
+/*
+ * Reserve bytes on dev for slot, so that the container's total never exceeds limit. 0, or -ENOMEM
+ * (after one attempt to reclaim dead slots). Nothing is counted on failure.
+ */
+int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t limit, uint64_t bytes);
+/* Give back bytes reserved earlier by the same slot. */
+void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes);
+
+/*
+ * The shared launch throttle of dev: reserve the next launch time and return how long the caller must
+ * wait first (ns, 0 = go now). now is CLOCK_MONOTONIC ns.
+ */
+uint64_t gs_region_throttle(struct gs_region *r, unsigned dev, uint64_t now);
+
+/* Is the process (pid, start time in clock ticks) alive? Zombies count as dead. */
+int gs_process_alive(unsigned pid, uint64_t start);
+/* Start time of a process in clock ticks since boot (/proc/PID/stat field 22); -errno. */
+int gs_process_start(unsigned pid, uint64_t *ret);

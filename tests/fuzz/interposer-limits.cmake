@@ -1,0 +1,1 @@
+gpuslice_fuzz_target(interposer-limits ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-interposer-limits.c)

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda-workload — a scripted CUDA driver API program for the interposer's tests and benchmarks.
+ * It is written against cuda.h and reaches the driver in one of the ways real programs do:
+ *
+ *   --load=link      calls the driver's symbols directly (only in the -linked build, DT_NEEDED libcuda.so.1)
+ *   --load=dlsym     dlopen("libcuda.so.1") and dlsym of every versioned symbol
+ *   --load=procaddr  dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2") only, every other entry point
+ *                    fetched through it BEFORE cuInit, as the CUDA 12+ runtime does (default)
+ *
+ * then runs the steps on its command line, in order:
+ *
+ *   init [ORD]        cuInit, retain ORD's primary context (default 0), make it current
+ *   alloc SIZE        cuMemAlloc must succeed          alloc! SIZE   must fail with OUT_OF_MEMORY
+ *   alloc32 SIZE      legacy 32-bit cuMemAlloc          free          free the newest allocation
+ *   freeall           free every allocation             info          print "info FREE TOTAL" (cuMemGetInfo)
+ *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
+ *   expect-free N / expect-total N   the last info/total must have printed exactly N
+ *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
+ *   ready             print "ready" and flush (a parent waits for it)
+ *   hold              sleep until killed             sleep MS        sleep MS milliseconds
+ *   threads T N SIZE  T threads each alloc+free N times SIZE bytes; fails on any error
+ *   launch N [BLOCKS [US]]  N launches of a kernel (BLOCKS blocks of US µs each, simulated), then sync
+ *   graph N           N cuGraphLaunch of an empty graph (counts as launches)
+ *
+ * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
+ * 2 for a bad command line, 4 when the driver cannot be loaded.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ALLOCS 65536
+
+/* name in the table, exported symbol, base name for cuGetProcAddress */
+#define API(X)                                                      \
+        X(cuInit, "cuInit", "cuInit")                               \
+        X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                \
+        X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
+        X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")    \
+        X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize") \
+        X(cuMemAlloc_v2, "cuMemAlloc_v2", "cuMemAlloc")             \
+        X(cuMemFree_v2, "cuMemFree_v2", "cuMemFree")                \
+        X(cuMemGetInfo_v2, "cuMemGetInfo_v2", "cuMemGetInfo")       \
+        X(cuDeviceTotalMem_v2, "cuDeviceTotalMem_v2", "cuDeviceTotalMem")
+
+/* Launch entry points: looked up in the global scope in the linked build (a program linked with -lcuda
+ * that resolves some entry points at run time), through the chosen way otherwise. */
+#define API_LAUNCH(X)                                               \
+        X(cuModuleLoadData, "cuModuleLoadData", "cuModuleLoadData") \
+        X(cuModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction") \
+        X(cuLaunchKernel, "cuLaunchKernel", "cuLaunchKernel")       \
+        X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate")          \
+        X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags") \
+        X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch")
+
+/* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
+#define API_LEGACY(X)                                        \
+        X(cuMemAlloc, "cuMemAlloc", "cuMemAlloc")            \
+        X(cuMemFree, "cuMemFree", "cuMemFree")               \
+        X(cuMemGetInfo, "cuMemGetInfo", "cuMemGetInfo")
+
+static struct {
+#define MEMBER(f, sym, base) __typeof__(&f) f;
+        API(MEMBER)
+        API_LAUNCH(MEMBER)
+        API_LEGACY(MEMBER)
+#undef MEMBER
+} cu;
+
+static CUdeviceptr allocs[MAX_ALLOCS];
+static bool alloc_legacy[MAX_ALLOCS];
+static unsigned n_allocs;
+static unsigned long long last_value;
+static CUfunction kernel;
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("cuda-workload: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        return 1;
+}
+
+static int load(const char *how) {
+        if (strcmp(how, "link") == 0) {
+#ifdef WORKLOAD_LINKED
+#define DIRECT(f, sym, base) cu.f = f;
+                API(DIRECT)
+                API_LEGACY(DIRECT)
+#undef DIRECT
+#define GLOBAL(f, sym, base) cu.f = (__typeof__(cu.f))dlsym(RTLD_DEFAULT, sym);
+                API_LAUNCH(GLOBAL)
+#undef GLOBAL
+                return 0;
+#else
+                fprintf(stderr, "cuda-workload: this build is not linked against libcuda\n");
+                return 2;
+#endif
+        }
+        void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+                fprintf(stderr, "cuda-workload: dlopen libcuda.so.1: %s\n", dlerror());
+                return 4;
+        }
+        if (strcmp(how, "dlsym") == 0) {
+#define BY_DLSYM(f, sym, base) cu.f = (__typeof__(cu.f))dlsym(dl, sym);
+                API(BY_DLSYM)
+                API_LAUNCH(BY_DLSYM)
+                API_LEGACY(BY_DLSYM)
+#undef BY_DLSYM
+                return cu.cuInit ? 0 : 4;
+        }
+        if (strcmp(how, "procaddr") != 0)
+                return 2;
+        __typeof__(&cuGetProcAddress_v2) gpa = (__typeof__(gpa))dlsym(dl, "cuGetProcAddress_v2");
+        if (!gpa)
+                return 4;
+        /* As the runtime does: ask for cuGetProcAddress itself through itself, then use that. */
+        void *self = NULL;
+        CUdriverProcAddressQueryResult st;
+        if (gpa("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || !self)
+                return fail("cuGetProcAddress(\"cuGetProcAddress\") failed"), 4;
+        gpa = (__typeof__(gpa))self;
+#define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12000, 0, &st);
+        API(BY_PROC)
+        API_LAUNCH(BY_PROC)
+#undef BY_PROC
+#define BY_PROC_OLD(f, sym, base) (void)gpa(base, (void **)&cu.f, 3000, 0, &st);
+        API_LEGACY(BY_PROC_OLD)
+#undef BY_PROC_OLD
+        return cu.cuInit ? 0 : 4;
+}
+
+#define CALL(f, ...) (cu.f ? cu.f(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
+
+static int parse_size(const char *s, unsigned long long *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || end == s)
+                return -1;
+        unsigned long long mul = 1;
+        if (*end == 'K')
+                mul = 1ULL << 10;
+        else if (*end == 'M')
+                mul = 1ULL << 20;
+        else if (*end == 'G')
+                mul = 1ULL << 30;
+        else if (*end)
+                return -1;
+        *ret = v * mul;
+        return 0;
+}
+
+struct thread_job {
+        unsigned n;
+        unsigned long long size;
+        CUcontext ctx;
+        int failed;
+};
+
+static void *thread_main(void *arg) {
+        struct thread_job *j = arg;
+        CALL(cuCtxSetCurrent, j->ctx);
+        for (unsigned i = 0; i < j->n; i++) {
+                CUdeviceptr p;
+                CUresult r = CALL(cuMemAlloc_v2, &p, j->size);
+                if (r == CUDA_ERROR_OUT_OF_MEMORY)
+                        continue; /* others hold the rest: allowed, counted by the caller's checks */
+                if (r != CUDA_SUCCESS || CALL(cuMemFree_v2, p) != CUDA_SUCCESS) {
+                        j->failed = 1;
+                        break;
+                }
+        }
+        return NULL;
+}
+
+static CUcontext ctx;
+
+static int step_launch(unsigned long long n, unsigned blocks, unsigned us) {
+        if (!kernel) {
+                CUmodule m;
+                /* The simulator's convention: a function named "spin_<µs>" keeps each block busy that long. */
+                char name[64];
+                snprintf(name, sizeof name, "spin_%u", us);
+                if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module") != CUDA_SUCCESS ||
+                    CALL(cuModuleGetFunction, &kernel, m, name) != CUDA_SUCCESS)
+                        return fail("cannot load the kernel");
+        }
+        for (unsigned long long i = 0; i < n; i++) {
+                CUresult r = CALL(cuLaunchKernel, kernel, blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+                if (r != CUDA_SUCCESS)
+                        return fail("cuLaunchKernel: %d", r);
+        }
+        return CALL(cuCtxSynchronize) == CUDA_SUCCESS ? 0 : fail("cuCtxSynchronize failed");
+}
+
+int main(int argc, char **argv) {
+        int i = 1;
+        const char *how = "procaddr";
+        if (i < argc && strncmp(argv[i], "--load=", 7) == 0)
+                how = argv[i++] + 7;
+        int r = load(how);
+        if (r)
+                return r;
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        for (; i < argc; i++) {
+                const char *s = argv[i];
+                const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
+                unsigned long long v = 0;
+                CUresult cr;
+                if (strcmp(s, "init") == 0) {
+                        int ord = 0;
+                        if (arg && arg[0] >= '0' && arg[0] <= '9') {
+                                ord = atoi(arg); /* lint: allow (test program, digits checked) */
+                                i++;
+                        }
+                        CUdevice d;
+                        if ((cr = CALL(cuInit, 0)) != CUDA_SUCCESS)
+                                return fail("cuInit: %d", cr);
+                        if (CALL(cuDeviceGet, &d, ord) != CUDA_SUCCESS ||
+                            CALL(cuDevicePrimaryCtxRetain, &ctx, d) != CUDA_SUCCESS ||
+                            CALL(cuCtxSetCurrent, ctx) != CUDA_SUCCESS)
+                                return fail("cannot make a context on device %d", ord);
+                } else if (strcmp(s, "alloc") == 0 || strcmp(s, "alloc!") == 0 || strcmp(s, "alloc32") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (n_allocs == MAX_ALLOCS)
+                                return fail("too many allocations");
+                        CUdeviceptr p = 0;
+                        bool legacy = strcmp(s, "alloc32") == 0;
+                        if (legacy) {
+                                CUdeviceptr_v1 p1 = 0;
+                                cr = CALL(cuMemAlloc, &p1, (unsigned)v);
+                                p = p1;
+                        } else
+                                cr = CALL(cuMemAlloc_v2, &p, v);
+                        bool want_oom = strcmp(s, "alloc!") == 0;
+                        if (want_oom && cr != CUDA_ERROR_OUT_OF_MEMORY)
+                                return fail("alloc %llu: expected OUT_OF_MEMORY, got %d", v, cr);
+                        if (!want_oom && cr != CUDA_SUCCESS)
+                                return fail("alloc %llu: %d", v, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_legacy[n_allocs] = legacy;
+                                allocs[n_allocs++] = p;
+                        }
+                } else if (strcmp(s, "free") == 0 || strcmp(s, "freeall") == 0) {
+                        bool all = strcmp(s, "freeall") == 0;
+                        do {
+                                if (!n_allocs)
+                                        break;
+                                n_allocs--;
+                                cr = alloc_legacy[n_allocs] ? CALL(cuMemFree, (CUdeviceptr_v1)allocs[n_allocs])
+                                                            : CALL(cuMemFree_v2, allocs[n_allocs]);
+                                if (cr != CUDA_SUCCESS)
+                                        return fail("free: %d", cr);
+                        } while (all);
+                } else if (strcmp(s, "info") == 0 || strcmp(s, "info32") == 0) {
+                        unsigned long long f, t;
+                        if (strcmp(s, "info32") == 0) {
+                                unsigned int f32 = 0, t32 = 0;
+                                cr = CALL(cuMemGetInfo, &f32, &t32);
+                                f = f32;
+                                t = t32;
+                        } else {
+                                size_t fs = 0, ts = 0;
+                                cr = CALL(cuMemGetInfo_v2, &fs, &ts);
+                                f = fs;
+                                t = ts;
+                        }
+                        if (cr != CUDA_SUCCESS)
+                                return fail("cuMemGetInfo: %d", cr);
+                        printf("info %llu %llu\n", f, t);
+                        last_value = f;
+                } else if (strcmp(s, "total") == 0) {
+                        size_t t;
+                        if ((cr = CALL(cuDeviceTotalMem_v2, &t, 0)) != CUDA_SUCCESS)
+                                return fail("cuDeviceTotalMem: %d", cr);
+                        printf("total %zu\n", t);
+                        last_value = t;
+                } else if (strcmp(s, "expect-free") == 0 || strcmp(s, "expect-total") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (last_value != v)
+                                return fail("%s %llu: got %llu", s, v, last_value);
+                } else if (strcmp(s, "fill") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0 || !v)
+                                return 2;
+                        i++;
+                        unsigned long long filled = 0;
+                        while (n_allocs < MAX_ALLOCS) {
+                                CUdeviceptr p;
+                                cr = CALL(cuMemAlloc_v2, &p, v);
+                                if (cr == CUDA_ERROR_OUT_OF_MEMORY)
+                                        break;
+                                if (cr != CUDA_SUCCESS)
+                                        return fail("fill: %d", cr);
+                                alloc_legacy[n_allocs] = false;
+                                allocs[n_allocs++] = p;
+                                filled += v;
+                        }
+                        printf("filled %llu\n", filled);
+                        last_value = filled;
+                } else if (strcmp(s, "ready") == 0) {
+                        printf("ready\n");
+                        fflush(stdout);
+                } else if (strcmp(s, "hold") == 0) {
+                        for (;;)
+                                pause();
+                } else if (strcmp(s, "sleep") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        struct timespec ts = { (time_t)(v / 1000), (long)(v % 1000) * 1000000L };
+                        nanosleep(&ts, NULL);
+                } else if (strcmp(s, "threads") == 0) {
+                        unsigned long long t, n, size;
+                        if (i + 3 >= argc || parse_size(argv[i + 1], &t) < 0 || parse_size(argv[i + 2], &n) < 0 ||
+                            parse_size(argv[i + 3], &size) < 0 || t == 0 || t > 64)
+                                return 2;
+                        i += 3;
+                        pthread_t th[64];
+                        struct thread_job jobs[64];
+                        for (unsigned k = 0; k < t; k++) {
+                                jobs[k] = (struct thread_job){ (unsigned)n, size, ctx, 0 };
+                                if (pthread_create(&th[k], NULL, thread_main, &jobs[k]) != 0)
+                                        return fail("pthread_create");
+                        }
+                        int bad = 0;
+                        for (unsigned k = 0; k < t; k++) {
+                                pthread_join(th[k], NULL);
+                                bad |= jobs[k].failed;
+                        }
+                        if (bad)
+                                return fail("a thread's alloc/free failed");
+                } else if (strcmp(s, "launch") == 0) {
+                        unsigned long long n = 0, blocks = 1, us = 100;
+                        if (!arg || parse_size(arg, &n) < 0)
+                                return 2;
+                        i++;
+                        if (i + 1 < argc && parse_size(argv[i + 1], &blocks) == 0) {
+                                i++;
+                                if (i + 1 < argc && parse_size(argv[i + 1], &us) == 0)
+                                        i++;
+                        }
+                        if (step_launch(n, (unsigned)blocks, (unsigned)us))
+                                return 1;
+                } else if (strcmp(s, "graph") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        CUgraph gr;
+                        CUgraphExec ex;
+                        if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
+                            CALL(cuGraphInstantiateWithFlags, &ex, gr, 0) != CUDA_SUCCESS)
+                                return fail("cannot make a graph");
+                        for (unsigned long long k = 0; k < v; k++)
+                                if (CALL(cuGraphLaunch, ex, NULL) != CUDA_SUCCESS)
+                                        return fail("cuGraphLaunch failed");
+                } else {
+                        fprintf(stderr, "cuda-workload: unknown step '%s'\n", s);
+                        return 2;
+                }
+        }
+        return 0;
+}

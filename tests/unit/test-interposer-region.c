@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test-interposer-region — the container's shared region (src/interposer/region.c) without any
+ * driver: creation and ABI checks, slots, exact admission at and past the limit, fragmentation,
+ * many threads, several processes sharing one limit, SIGKILL at random instants with the survivors
+ * still working and the dead processes' bytes recovered, and the launch limiter's spacing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "interposer/region.h"
+
+static char dir[64];
+static struct gs_limits lim;
+
+static int setup(void **state) {
+        (void)state;
+        snprintf(dir, sizeof dir, "/tmp/gpuslice-region-XXXXXX");
+        if (!mkdtemp(dir))
+                return -1;
+        memset(&lim, 0, sizeof lim);
+        lim.version = 1;
+        snprintf(lim.container, sizeof lim.container, "test-container");
+        snprintf(lim.region, sizeof lim.region, "%s/region", dir);
+        lim.n_devices = 2;
+        lim.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = 1000000, .core_percent = 50 };
+        lim.dev[1] = (struct gs_limits_device){ .index = 1, .memory_bytes = 4096, .core_percent = 100 };
+        snprintf(lim.dev[0].uuid, GS_UUID_MAX, "GPU-aaaa");
+        return 0;
+}
+
+static int teardown(void **state) {
+        (void)state;
+        unlink(lim.region);
+        rmdir(dir);
+        return 0;
+}
+
+static struct gs_region *open_claimed(unsigned *slot) {
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&lim, &r), 0);
+        assert_int_equal(gs_region_claim(r, slot), 0);
+        return r;
+}
+
+static void test_create_and_reopen(void **state) {
+        (void)state;
+        struct gs_region *a = NULL, *b = NULL;
+        assert_int_equal(gs_region_open(&lim, &a), 0);
+        assert_int_equal(a->magic, GS_REGION_MAGIC);
+        assert_int_equal(a->abi_version, GS_REGION_ABI);
+        assert_string_equal(a->container, "test-container");
+        assert_int_equal(a->dev[0].limit_bytes, 1000000);
+        assert_int_equal(gs_region_open(&lim, &b), 0);
+        a->reclaims = 77; /* the same file behind both mappings */
+        assert_int_equal(b->reclaims, 77);
+        gs_region_close(a);
+        gs_region_close(b);
+}
+
+static void test_refuses_other_container(void **state) {
+        (void)state;
+        struct gs_region *a = NULL;
+        assert_int_equal(gs_region_open(&lim, &a), 0);
+        gs_region_close(a);
+        struct gs_limits other = lim;
+        snprintf(other.container, sizeof other.container, "someone-else");
+        assert_int_equal(gs_region_open(&other, &a), -EPROTO);
+        other = lim;
+        snprintf(other.dev[0].uuid, GS_UUID_MAX, "GPU-bbbb"); /* devices in another order */
+        assert_int_equal(gs_region_open(&other, &a), -EPROTO);
+}
+
+static void test_refuses_wrong_abi_and_size(void **state) {
+        (void)state;
+        struct gs_region *a = NULL;
+        assert_int_equal(gs_region_open(&lim, &a), 0);
+        a->abi_version = GS_REGION_ABI + 1;
+        gs_region_close(a);
+        assert_int_equal(gs_region_open(&lim, &a), -EPROTO);
+        unlink(lim.region);
+        int fd = open(lim.region, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "short", 5), 5);
+        close(fd);
+        assert_int_equal(gs_region_open(&lim, &a), -EPROTO);
+}
+
+static void test_refuses_relative_path(void **state) {
+        (void)state;
+        struct gs_limits l = lim;
+        snprintf(l.region, sizeof l.region, "relative/region");
+        struct gs_region *a = NULL;
+        assert_int_equal(gs_region_open(&l, &a), -EINVAL);
+}
+
+static void test_claim_release(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        uint64_t o = r->slot[slot].owner;
+        assert_int_equal(GS_OWNER_STATE(o), GS_SLOT_LIVE);
+        assert_int_equal(GS_OWNER_PID(o), (unsigned)getpid() & 0x3fffffu);
+        assert_int_equal(gs_region_reserve(r, slot, 0, lim.dev[0].memory_bytes, 100), 0);
+        assert_int_equal(gs_region_used(r, 0), 100);
+        gs_region_release(r, slot);
+        assert_int_equal(gs_region_used(r, 0), 0); /* a released slot stops counting */
+        gs_region_close(r);
+}
+
+static void test_exact_limit(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        uint64_t limit = lim.dev[0].memory_bytes;
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, limit), 0);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, 1), -ENOMEM);
+        assert_int_equal(gs_region_used(r, 0), limit);
+        gs_region_unreserve(r, slot, 0, 1);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, 1), 0);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, 0), 0); /* nothing more is fine */
+        gs_region_unreserve(r, slot, 0, limit);
+        assert_int_equal(gs_region_used(r, 0), 0);
+        gs_region_close(r);
+}
+
+static void test_over_limit(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        uint64_t limit = lim.dev[0].memory_bytes;
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, limit + 1), -ENOMEM);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, UINT64_MAX), -ENOMEM);
+        assert_int_equal(gs_region_used(r, 0), 0); /* a refusal counts nothing */
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, limit / 2), 0);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, limit / 2 + 1), -ENOMEM);
+        assert_true(r->dev[0].oom_count >= 3);
+        /* Devices are counted apart. */
+        assert_int_equal(gs_region_reserve(r, slot, 1, lim.dev[1].memory_bytes, 4096), 0);
+        assert_int_equal(gs_region_used(r, 0), limit / 2);
+        gs_region_close(r);
+}
+
+static void test_unreserve_never_underflows(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        assert_int_equal(gs_region_reserve(r, slot, 0, 1000, 10), 0);
+        gs_region_unreserve(r, slot, 0, 50);
+        assert_int_equal(gs_region_used(r, 0), 0);
+        assert_int_equal(gs_region_reserve(r, slot, 0, 1000, 1000), 0);
+        gs_region_close(r);
+}
+
+static void test_fragmentation(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        const uint64_t limit = 1000000;
+        uint64_t sizes[100], held = 0;
+        /* Fill with uneven pieces up to exactly the limit, free every other one, refill the holes
+         * with pieces of other sizes: the container's sum is what decides, never a byte more or less. */
+        for (unsigned i = 0; i < 100; i++) {
+                sizes[i] = i < 99 ? 1000 + 97 * i : limit - held;
+                assert_int_equal(gs_region_reserve(r, slot, 0, limit, sizes[i]), 0);
+                held += sizes[i];
+        }
+        assert_int_equal(held, limit);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, 1), -ENOMEM);
+        uint64_t freed = 0;
+        for (unsigned i = 0; i < 100; i += 2) {
+                gs_region_unreserve(r, slot, 0, sizes[i]);
+                freed += sizes[i];
+        }
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, freed + 1), -ENOMEM);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, freed / 3), 0);
+        assert_int_equal(gs_region_reserve(r, slot, 0, limit, freed - freed / 3), 0);
+        assert_int_equal(gs_region_used(r, 0), limit);
+        gs_region_close(r);
+}
+
+struct thread_arg {
+        struct gs_region *r;
+        unsigned slot;
+        unsigned seed;
+        uint64_t *inflight; /* what the threads hold between their own reserve and unreserve */
+        int over;
+};
+
+static void *thread_main(void *p) {
+        struct thread_arg *a = p;
+        for (unsigned i = 0; i < 20000; i++) {
+                uint64_t n = 1 + rand_r(&a->seed) % 300000;
+                if (gs_region_reserve(a->r, a->slot, 0, 1000000, n) < 0)
+                        continue;
+                if (__atomic_add_fetch(a->inflight, n, __ATOMIC_SEQ_CST) > 1000000)
+                        a->over = 1;
+                __atomic_sub_fetch(a->inflight, n, __ATOMIC_SEQ_CST);
+                gs_region_unreserve(a->r, a->slot, 0, n);
+        }
+        return NULL;
+}
+
+static void test_many_threads(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        uint64_t inflight = 0;
+        pthread_t th[8];
+        struct thread_arg args[8];
+        for (unsigned i = 0; i < 8; i++) {
+                args[i] = (struct thread_arg){ r, slot, i + 1, &inflight, 0 };
+                assert_int_equal(pthread_create(&th[i], NULL, thread_main, &args[i]), 0);
+        }
+        for (unsigned i = 0; i < 8; i++) {
+                pthread_join(th[i], NULL);
+                assert_false(args[i].over);
+        }
+        assert_int_equal(gs_region_used(r, 0), 0);
+        gs_region_close(r);
+}
+
+/* A child process: claim a slot, then reserve/unreserve random sizes forever, checking through a
+ * shared counter that the committed sum never passes the limit. */
+static void child_loop(unsigned seed, uint64_t *inflight, int *over, uint64_t *progress) {
+        struct gs_region *r = NULL;
+        unsigned slot;
+        if (gs_region_open(&lim, &r) < 0 || gs_region_claim(r, &slot) < 0)
+                _exit(3);
+        for (;;) {
+                uint64_t n = 1 + rand_r(&seed) % 200000;
+                if (gs_region_reserve(r, slot, 0, 1000000, n) == 0) {
+                        if (inflight) {
+                                if (__atomic_add_fetch(inflight, n, __ATOMIC_SEQ_CST) > 1000000)
+                                        __atomic_store_n(over, 1, __ATOMIC_SEQ_CST);
+                                __atomic_sub_fetch(inflight, n, __ATOMIC_SEQ_CST);
+                                gs_region_unreserve(r, slot, 0, n);
+                        } /* else: keep it, as a process holding memory when it is killed */
+                        if (!inflight && rand_r(&seed) % 2)
+                                gs_region_unreserve(r, slot, 0, n);
+                }
+                __atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
+        }
+}
+
+struct shared {
+        uint64_t inflight;
+        int over;
+        uint64_t progress[8];
+};
+
+static void test_processes_share_limit(void **state) {
+        (void)state;
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&lim, &r), 0);
+        struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(sh != MAP_FAILED);
+        memset(sh, 0, sizeof *sh);
+        pid_t pids[4];
+        for (unsigned i = 0; i < 4; i++) {
+                pids[i] = fork();
+                assert_true(pids[i] >= 0);
+                if (pids[i] == 0)
+                        child_loop(i + 11, &sh->inflight, &sh->over, &sh->progress[i]);
+        }
+        /* Let them contend until each has done a good number of rounds. */
+        for (int spins = 0; spins < 2000; spins++) {
+                bool all = true;
+                for (unsigned i = 0; i < 4; i++)
+                        all &= __atomic_load_n(&sh->progress[i], __ATOMIC_RELAXED) > 20000;
+                if (all)
+                        break;
+                usleep(5000);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+                kill(pids[i], SIGKILL);
+                waitpid(pids[i], NULL, 0);
+                assert_true(sh->progress[i] > 0);
+        }
+        assert_false(sh->over);
+        munmap(sh, sizeof *sh);
+        gs_region_close(r);
+}
+
+static void test_sigkill_recovery(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(sh != MAP_FAILED);
+        memset(sh, 0, sizeof *sh);
+        pid_t pids[6];
+        for (unsigned i = 0; i < 6; i++) {
+                pids[i] = fork();
+                assert_true(pids[i] >= 0);
+                if (pids[i] == 0)
+                        child_loop(i + 101, NULL, NULL, &sh->progress[i]);
+        }
+        unsigned seed = 7;
+        /* Kill four of them at random instants — mid-reservation, holding memory, anywhere. */
+        for (unsigned i = 0; i < 4; i++) {
+                usleep(1000 + rand_r(&seed) % 20000);
+                kill(pids[i], SIGKILL);
+                /* Not reaped yet: a zombie's memory is gone too and must count as free. */
+        }
+        /* The survivors keep making progress. */
+        uint64_t before[2] = { sh->progress[4], sh->progress[5] };
+        usleep(50000);
+        assert_true(sh->progress[4] > before[0]);
+        assert_true(sh->progress[5] > before[1]);
+        kill(pids[4], SIGKILL);
+        kill(pids[5], SIGKILL);
+        for (unsigned i = 0; i < 6; i++)
+                waitpid(pids[i], NULL, 0);
+        /* Everything the dead held comes back: the whole limit is available to a new reservation. */
+        assert_int_equal(gs_region_reserve(r, slot, 0, 1000000, 1000000), 0);
+        assert_true(r->reclaims >= 1);
+        assert_int_equal(gs_region_used(r, 0), 1000000);
+        munmap(sh, sizeof *sh);
+        gs_region_close(r);
+}
+
+static void test_slots_reused_after_death(void **state) {
+        (void)state;
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&lim, &r), 0);
+        /* More short-lived processes than slots: dead owners' slots must be reclaimed for new ones. */
+        for (unsigned i = 0; i < GS_REGION_SLOTS + 20; i++) {
+                pid_t p = fork();
+                assert_true(p >= 0);
+                if (p == 0) {
+                        unsigned s;
+                        _exit(gs_region_claim(r, &s) == 0 ? 0 : 1);
+                }
+                int st;
+                waitpid(p, &st, 0);
+                assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        }
+        gs_region_close(r);
+}
+
+static void test_process_alive(void **state) {
+        (void)state;
+        uint64_t start;
+        assert_int_equal(gs_process_start((unsigned)getpid(), &start), 0);
+        assert_true(gs_process_alive((unsigned)getpid(), start & 0xffffffffffULL));
+        assert_false(gs_process_alive((unsigned)getpid(), (start + 1) & 0xffffffffffULL)); /* PID reused */
+        pid_t p = fork();
+        if (p == 0)
+                _exit(0);
+        uint64_t cs = 0;
+        usleep(20000);
+        (void)gs_process_start((unsigned)p, &cs);
+        assert_false(gs_process_alive((unsigned)p, cs)); /* a zombie is dead */
+        waitpid(p, NULL, 0);
+        assert_false(gs_process_alive((unsigned)p, cs));
+}
+
+static void test_throttle_spacing(void **state) {
+        (void)state;
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&lim, &r), 0);
+        assert_int_equal(gs_region_throttle(r, 0, 1000), 0); /* interval 0: never waits */
+        r->dev[0].interval_ns = 1000;
+        r->dev[0].tat_ns = 0;
+        uint64_t now = 1000000, waited = 0;
+        /* 100 launches at the same instant: a burst of 5 passes, then each waits one interval more. */
+        for (unsigned i = 0; i < 100; i++) {
+                uint64_t w = gs_region_throttle(r, 0, now);
+                if (i <= 4)
+                        assert_int_equal(w, 0);
+                else
+                        assert_int_equal(w, (i - 4) * 1000);
+                waited = w;
+        }
+        assert_int_equal(waited, 95000);
+        /* A long idle gap does not bank an unbounded burst. */
+        now += 10000000;
+        assert_int_equal(gs_region_throttle(r, 0, now), 0);
+        for (unsigned i = 0; i < 4; i++)
+                (void)gs_region_throttle(r, 0, now);
+        assert_int_equal(gs_region_throttle(r, 0, now), 1000);
+        gs_region_close(r);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_create_and_reopen, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refuses_other_container, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refuses_wrong_abi_and_size, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refuses_relative_path, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_claim_release, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_over_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unreserve_never_underflows, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fragmentation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sigkill_recovery, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_slots_reused_after_death, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_process_alive, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_throttle_spacing, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

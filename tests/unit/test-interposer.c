@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test-interposer — libgpuslice-cuda.so end to end: tests/interposer/cuda-workload (a CUDA driver
+ * API program) runs with the interposer preloaded, against the simulated driver build/sim/libcuda.so.1
+ * (LD_LIBRARY_PATH=build/sim, a node from ../shared/topologies, a private simulator state file).
+ * Each test writes a limits file, runs one or more workload processes and checks what they saw.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "interposer/limits.h"
+
+#define WORKLOAD GPUSLICE_BUILD_DIR "/cuda-workload"
+#define WORKLOAD_LINKED GPUSLICE_BUILD_DIR "/cuda-workload-linked"
+#define INTERPOSER GPUSLICE_BUILD_DIR "/libgpuslice-cuda.so"
+#define SIM_DIR GPUSLICE_BUILD_DIR "/sim"
+#define NODE GPUSLICE_SHARED_DIR "/topologies/dgx-a100-nvswitch.topo"
+
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+#define MIN_SZ(a, b) ((a) < (b) ? (a) : (b))
+
+extern char **environ;
+
+static char dir[64];
+static char limits_path[128], state_path[128], region_path[128];
+
+static int write_limits(uint64_t memory, unsigned core, const char *container) {
+        struct gs_limits l = { .version = 1, .n_devices = 1 };
+        snprintf(l.container, sizeof l.container, "%s", container);
+        snprintf(l.region, sizeof l.region, "%s", region_path);
+        l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core };
+        char buf[1024];
+        int n = gs_limits_format(&l, buf, sizeof buf);
+        if (n < 0)
+                return n;
+        FILE *f = fopen(limits_path, "we");
+        if (!f)
+                return -errno;
+        fwrite(buf, 1, (size_t)n, f);
+        return fclose(f) == 0 ? 0 : -errno;
+}
+
+static int setup(void **state) {
+        (void)state;
+        snprintf(dir, sizeof dir, "/tmp/gpuslice-ip-XXXXXX");
+        if (!mkdtemp(dir))
+                return -1;
+        snprintf(limits_path, sizeof limits_path, "%s/limits", dir);
+        snprintf(state_path, sizeof state_path, "%s/sim-state", dir);
+        snprintf(region_path, sizeof region_path, "%s/region", dir);
+        return write_limits(1 * GiB, 100, "test");
+}
+
+static int teardown(void **state) {
+        (void)state;
+        unlink(limits_path);
+        unlink(state_path);
+        unlink(region_path);
+        rmdir(dir);
+        return 0;
+}
+
+/* The environment of a process in the container: preload, limits, the simulated node. */
+static char **make_env(bool preload, bool limits) {
+        static char *env[32];
+        static char e_node[256], e_state[256], e_lib[256], e_pre[256], e_lim[256];
+        unsigned n = 0;
+        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
+        snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
+        snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s", SIM_DIR);
+        snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", INTERPOSER);
+        snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits_path);
+        env[n++] = e_node;
+        env[n++] = e_state;
+        env[n++] = e_lib;
+        if (preload)
+                env[n++] = e_pre;
+        if (limits)
+                env[n++] = e_lim;
+        for (char **e = environ; *e && n < 30; e++)
+                if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
+                    strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
+                        env[n++] = *e;
+        env[n] = NULL;
+        return env;
+}
+
+struct proc {
+        pid_t pid;
+        int out; /* read end of its stdout */
+};
+
+static struct proc spawn_env(char **env, const char *prog, const char *const *args) {
+        const char *argv[64];
+        unsigned n = 0;
+        argv[n++] = prog;
+        for (; *args && n < 63; args++)
+                argv[n++] = *args;
+        argv[n] = NULL;
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                dup2(p[1], STDOUT_FILENO);
+                execve(prog, (char *const *)argv, env);
+                _exit(127);
+        }
+        close(p[1]);
+        return (struct proc){ pid, p[0] };
+}
+
+static struct proc spawn(const char *prog, const char *const *args) {
+        return spawn_env(make_env(true, true), prog, args);
+}
+
+/* Read the child's stdout until it prints "ready" (true) or exits (false). */
+static bool wait_ready(struct proc *p) {
+        char buf[256];
+        size_t len = 0;
+        for (;;) {
+                ssize_t k = read(p->out, buf + len, sizeof buf - 1 - len);
+                if (k <= 0)
+                        return false;
+                len += (size_t)k;
+                buf[len] = '\0';
+                if (strstr(buf, "ready\n"))
+                        return true;
+                if (len == sizeof buf - 1)
+                        len = 0;
+        }
+}
+
+/* Wait for the child; its whole stdout goes to out. Returns the exit status (or 128+signal). */
+static int finish(struct proc *p, char *out, size_t len) {
+        size_t off = 0;
+        if (out && len)
+                out[0] = '\0';
+        for (;;) {
+                char buf[512];
+                ssize_t k = read(p->out, buf, sizeof buf);
+                if (k <= 0)
+                        break;
+                if (out && off + 1 < len) {
+                        size_t c = MIN_SZ((size_t)k, len - 1 - off);
+                        memcpy(out + off, buf, c);
+                        off += c;
+                        out[off] = '\0';
+                }
+        }
+        close(p->out);
+        int st;
+        waitpid(p->pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run(const char *prog, const char *const *args, char *out, size_t len) {
+        struct proc p = spawn(prog, args);
+        return finish(&p, out, len);
+}
+
+static void kill_proc(struct proc *p) {
+        kill(p->pid, SIGKILL);
+        (void)finish(p, NULL, 0);
+}
+
+/* ---- loading: every way a program reaches the driver lands on the interposer ---- */
+
+static const char *const limit_script[] = { "init", "alloc", "512M", "alloc!", "600M", "alloc", "512M",
+                                            "alloc!", "1", "info", "expect-free", "0", "free", "info",
+                                            "expect-free", "512M", NULL };
+
+static void test_load_procaddr(void **state) {
+        (void)state;
+        const char *args[32] = { "--load=procaddr" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_load_dlsym(void **state) {
+        (void)state;
+        const char *args[32] = { "--load=dlsym" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_load_linked(void **state) {
+        (void)state;
+        const char *args[32] = { "--load=link" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run(WORKLOAD_LINKED, args, NULL, 0), 0);
+}
+
+static void test_linked_program_dlsym(void **state) {
+        (void)state;
+        /* Linked AND dlopen/dlsym in the same process: both paths reach the same, limited driver. */
+        const char *args[32] = { "--load=procaddr" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run(WORKLOAD_LINKED, args, NULL, 0), 0);
+}
+
+static void test_without_limits_is_transparent(void **state) {
+        (void)state;
+        /* Preloaded, no GPUSLICE_LIMITS: the physical GPU, nothing refused. */
+        const char *args[] = { "init", "alloc", "2G", "info", NULL };
+        char out[256];
+        struct proc p = spawn_env(make_env(true, false), WORKLOAD, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        unsigned long long f, t;
+        assert_int_equal(sscanf(out, "info %llu %llu", &f, &t), 2);
+        assert_true(t > 2 * GiB);
+        /* Same as the driver alone says. */
+        const char *args2[] = { "init", "info", NULL };
+        char out2[256];
+        p = spawn_env(make_env(false, false), WORKLOAD, args2);
+        assert_int_equal(finish(&p, out2, sizeof out2), 0);
+        unsigned long long f2, t2;
+        assert_int_equal(sscanf(out2, "info %llu %llu", &f2, &t2), 2);
+        assert_true(t == t2);
+}
+
+/* ---- memory ---- */
+
+static void test_exact_limit(void **state) {
+        (void)state;
+        const char *args[] = { "init", "alloc", "1G", "alloc!", "1", "info", "expect-free", "0", "free",
+                               "alloc", "1073741823", "alloc", "1", "alloc!", "1", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_over_limit_single(void **state) {
+        (void)state;
+        const char *args[] = { "init", "alloc!", "1073741825", "alloc!", "2G", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_fragmentation(void **state) {
+        (void)state;
+        /* 1 MiB chunks fill exactly the limit; freeing some makes room for exactly that much again. */
+        const char *args[] = { "init", "fill", "1M", "expect-free", "1G", "free", "free", "free",
+                               "alloc!", "3145729", "alloc", "3M", "alloc!", "1", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_info_virtualised(void **state) {
+        (void)state;
+        const char *args[] = { "init", "info", "expect-free", "1G", "total", "expect-total", "1G", "alloc", "256M",
+                               "info", "expect-free", "768M", "info32", "expect-free", "768M", NULL };
+        char out[512];
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        assert_non_null(strstr(out, "info 1073741824 1073741824\n"));
+        assert_non_null(strstr(out, "total 1073741824\n"));
+}
+
+static void test_info_never_above_physical(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(1ULL << 50, 100, "test"), 0); /* 1 PiB "limit" */
+        const char *args[] = { "init", "info", NULL };
+        char out[256];
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        unsigned long long f, t;
+        assert_int_equal(sscanf(out, "info %llu %llu", &f, &t), 2);
+        assert_true(t < 1ULL << 40);
+        assert_true(f <= t);
+}
+
+static void test_legacy_32bit(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *args[] = { "--load=dlsym", "init", "alloc32", "60M", "alloc!", "5M", "info32", "expect-free", "4M",
+                               "free", "info32", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_many_threads(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(16 * MiB, 100, "test"), 0);
+        const char *args[] = { "init", "threads", "8", "500", "3M", "info", "expect-free", "16M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_processes_share_limit(void **state) {
+        (void)state;
+        const char *hold[] = { "init", "alloc", "600M", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        /* A second process of the container sees the first one's memory as used. */
+        const char *b_args[] = { "init", "info", "expect-free", "424M", "alloc!", "500M", "alloc", "424M",
+                                 "alloc!", "1", NULL };
+        assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
+        kill_proc(&a);
+        /* Once it is gone, its memory is the container's again. */
+        const char *c_args[] = { "init", "alloc", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, c_args, NULL, 0), 0);
+}
+
+static void test_other_container_not_counted(void **state) {
+        (void)state;
+        const char *hold[] = { "init", "alloc", "900M", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        /* Another container (own limits file and region) on the same GPU has its own full limit. */
+        char lim2[160], reg2[160];
+        snprintf(lim2, sizeof lim2, "%s/limits2", dir);
+        snprintf(reg2, sizeof reg2, "%s/region2", dir);
+        FILE *f = fopen(lim2, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer other\nregion %s\ndevice 0 memory=%llu\n", reg2, 1 * GiB);
+        fclose(f);
+        char **env = make_env(true, false);
+        char e_lim[200];
+        snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", lim2);
+        unsigned n = 0;
+        while (env[n])
+                n++;
+        env[n] = e_lim;
+        env[n + 1] = NULL;
+        const char *b_args[] = { "init", "alloc", "1G", "alloc!", "1", NULL };
+        struct proc b = spawn_env(env, WORKLOAD, b_args);
+        assert_int_equal(finish(&b, NULL, 0), 0);
+        kill_proc(&a);
+        unlink(lim2);
+        unlink(reg2);
+}
+
+static void test_sigkill_during_allocation(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* Four processes allocating and freeing as fast as they can from four threads each... */
+        const char *busy[] = { "init", "ready", "threads", "4", "1000000", "5M", NULL };
+        struct proc p[4];
+        for (unsigned i = 0; i < 4; i++) {
+                p[i] = spawn(WORKLOAD, busy);
+                assert_true(wait_ready(&p[i]));
+        }
+        /* ... three SIGKILLed at arbitrary instants, mid-call or not. */
+        unsigned seed = 42;
+        for (unsigned i = 0; i < 3; i++) {
+                usleep(2000 + rand_r(&seed) % 30000);
+                kill_proc(&p[i]);
+        }
+        /* The survivor is still working (it has not failed and still runs). */
+        usleep(20000);
+        assert_int_equal(waitpid(p[3].pid, NULL, WNOHANG), 0);
+        kill_proc(&p[3]);
+        /* Nothing is lost: a new process gets exactly the whole limit. */
+        const char *fill[] = { "init", "fill", "1M", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, fill, NULL, 0), 0);
+}
+
+/* ---- failing closed ---- */
+
+static void test_malformed_limits_fail_closed(void **state) {
+        (void)state;
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fputs("gpuslice-limits 1\ncontainer x\nregion /tmp/r\ndevice 0 memory=lots\n", f);
+        fclose(f);
+        const char *args[] = { "init", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 1); /* cuInit refused */
+}
+
+static void test_foreign_region_fail_closed(void **state) {
+        (void)state;
+        /* The region was made for another container: refuse rather than share its accounting. */
+        assert_int_equal(write_limits(1 * GiB, 100, "first"), 0);
+        const char *args[] = { "init", "alloc", "1M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+        assert_int_equal(write_limits(1 * GiB, 100, "second"), 0);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 1);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_load_procaddr, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_load_dlsym, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_load_linked, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_linked_program_dlsym, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_over_limit_single, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fragmentation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_info_virtualised, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_info_never_above_physical, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_legacy_32bit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_foreign_region_fail_closed, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
