@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "monitor/cri.h"
 #include "util/util.h"
 
 struct monitor {
@@ -256,13 +257,31 @@ int monitor_sample(struct monitor *m) {
                 }
         }
 
-        /* names and allocation from the Engine API */
-        struct engine_container *cs = NULL;
-        size_t n_cs = 0;
-        if (m->engine_url && engine_list(m->engine_url, !m->gpu_allocated, &cs, &n_cs) < 0)
-                s->errors++;
+        /* names from the CRI runtime and/or the Engine API; allocation from the Engine API */
+        struct engine_container *cs = NULL, *cri = NULL;
+        size_t n_cs = 0, n_cri = 0;
+        bool any_container = false;
         for (size_t i = 0; i < s->n_procs; i++)
-                monitor_name_process(&s->procs[i], cs, n_cs);
+                any_container |= s->procs[i].attributed && s->procs[i].cg.container_id[0];
+        if (m->engine_url && (any_container || !m->gpu_allocated) &&
+            engine_list(m->engine_url, !m->gpu_allocated, &cs, &n_cs) < 0)
+                s->errors++;
+        if (m->cri_socket && any_container && cri_list(m->cri_socket, &cri, &n_cri) < 0)
+                s->errors++;
+        /* one table for naming: the engine's containers, then the CRI's (the later match wins) */
+        size_t n_names = n_cs;
+        if (n_cri) {
+                struct engine_container *all = realloc(cs, (n_cs + n_cri) * sizeof *all);
+                if (all) {
+                        memcpy(all + n_cs, cri, n_cri * sizeof *cri);
+                        cs = all;
+                        n_names += n_cri;
+                } else {
+                        s->errors++;
+                }
+        }
+        for (size_t i = 0; i < s->n_procs; i++)
+                monitor_name_process(&s->procs[i], cs, n_names);
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 double a;
                 if (m->gpu_allocated) {
@@ -276,6 +295,7 @@ int monitor_sample(struct monitor *m) {
                 }
         }
         free(cs);
+        free(cri);
         monitor_sort_processes(s);
         s->duration_s = (double)(now_us(CLOCK_MONOTONIC) - t0) / 1e6;
 

@@ -212,6 +212,29 @@ case_promtool() {
   fi
 }
 
+case_cri_names() {
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools not installed"
+  seed_setup
+  local sock=$TMP/cri.sock
+  timeout 300 /usr/bin/python3 "$SRC/tests/integration/cri_standin.py" --proto-dir "$SRC/proto" --socket "$sock" \
+    --container "$CID_B,running,ml,trainer-0,$UID_B,worker" \
+    --container "$CID_D,running,research,eval-3,$UID_D,main" \
+    --container "$CID_C,exited,old,gone-1,$UID_C,stale" > "$TMP/cri.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 300); do grep -q ready "$TMP/cri.log" && break; sleep 0.1; done
+  grep -q ready "$TMP/cri.log" || { cat "$TMP/cri.log" >&2; fail "CRI stand-in did not start"; }
+  start_monitor --proc-root "$PROC" --cri-socket "$sock"
+  scrape > "$TMP/m"
+  expect_series "$TMP/m" gpuslice_container_gpu_memory_used_bytes \
+    "namespace=\"ml\",pod=\"trainer-0\",container=\"worker\",container_id=\"$CID_B\",gpu_index=\"2\",$GPU" $((5133 * MIB))
+  expect_series "$TMP/m" gpuslice_container_gpu_memory_used_bytes \
+    "namespace=\"research\",pod=\"eval-3\",container=\"main\",container_id=\"$CID_D\",gpu_index=\"6\",$GPU" $((7774 * MIB))
+  # an exited container does not name anything; unknown ones fall back to ids
+  expect_series "$TMP/m" gpuslice_container_gpu_memory_used_bytes \
+    "namespace=\"\",pod=\"$UID_C\",container=\"${CID_C:0:12}\",container_id=\"$CID_C\",gpu_index=\"2\",$GPU" $((3565 * MIB))
+  [ "$(cat "$sock.calls")" -ge 1 ] || fail "the monitor never asked the CRI runtime"
+}
+
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
