@@ -743,7 +743,8 @@ static bool is_blank(char c) {
         return c == ' ' || c == '\t';
 }
 
-/* Parse the value part of `key = value` (s is NUL-terminated, leading blanks allowed) into out.
+/* Parse the value part of `key = value` (s is NUL-terminated and preceded by the '='; leading
+ * blanks allowed) into out.
  * Quoted: "…" with \" and \\; then only blanks or a comment. Unquoted: up to a '#' or ';' that
  * follows a blank, trailing blanks dropped. */
 static int parse_value(const char *s, char *out, size_t outlen, char *err, size_t errlen) {
@@ -784,8 +785,8 @@ static int parse_value(const char *s, char *out, size_t outlen, char *err, size_
                 return 0;
         }
         for (; *s; s++) {
-                if ((*s == '#' || *s == ';') && o > 0 && is_blank(out[o - 1]))
-                        break;
+                if ((*s == '#' || *s == ';') && is_blank(s[-1]))
+                        break; /* s[-1] exists: the caller passes the text after '=' */
                 if (o + 1 >= outlen) {
                         errf(err, errlen, "value too long");
                         return -EINVAL;

@@ -10,6 +10,7 @@
  */
 #include "state/state.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@
 
 #define STATE_MAGIC "gpuslice-state"
 #define HEADER_MAX 64
+#define TEMP_PREFIX "." STATE_FILE_NAME ".tmp-"
 #define JSON_INT_MAX_U ((uint64_t)INT64_MAX)
 
 /* ---- CRC-32C, reflected polynomial 0x82F63B78, one nibble at a time -------------------------- */
@@ -512,7 +514,24 @@ static void temp_name(char *buf, size_t len, unsigned attempt) {
         uint64_t rnd = 0;
         if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
                 rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ attempt;
-        snprintf(buf, len, "." STATE_FILE_NAME ".tmp-%016" PRIx64, rnd);
+        snprintf(buf, len, TEMP_PREFIX "%016" PRIx64, rnd);
+}
+
+/* Temp files a crashed save left behind (one writer per directory, so none is in use now). */
+static void remove_stale_temps(int dfd) {
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (startswith(de->d_name, TEMP_PREFIX))
+                        (void)unlinkat(dfd, de->d_name, 0);
+        closedir(d);
 }
 
 int state_save(const char *dir, const struct gpuslice_state *s) {
@@ -527,6 +546,7 @@ int state_save(const char *dir, const struct gpuslice_state *s) {
         if (dfd < 0)
                 return -errno;
 
+        remove_stale_temps(dfd);
         char tmp[64];
         _cleanup_(closep) int fd = -1;
         for (unsigned attempt = 0; fd < 0; attempt++) {

@@ -115,7 +115,9 @@ int state_decode(const void *data, size_t len, struct gpuslice_state *ret);
 
 /* Write DIR/gpuslice.state atomically: temp file (O_EXCL|O_CLOEXEC, 0600) in DIR, write, fsync,
  * rename over the state file, fsync DIR. On failure the previous file is untouched and the temp
- * file removed. -errno. */
+ * file removed. Temp files of an earlier save that crashed are removed first: one writer per DIR.
+ * -errno (if only the final fsync of DIR fails, the new file is in place but may not survive a
+ * power loss). */
 int state_save(const char *dir, const struct gpuslice_state *s);
 /* Read DIR/gpuslice.state. -ENOENT when absent, -EBADMSG when corrupt (see state_decode), -EFBIG
  * when larger than STATE_FILE_MAX, other -errno when unreadable. *ret written only on success. */

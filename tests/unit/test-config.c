@@ -246,6 +246,17 @@ static void test_hash_inside_unquoted_value_is_kept(void **state) {
         assert_string_equal(c.state_dir, "/var/lib/a#b");
 }
 
+static void test_comment_right_after_equals_gives_empty_value(void **state) {
+        (void)state;
+        struct gpuslice_config c;
+        char err[ERRLEN] = "";
+        config_init_defaults(&c);
+        assert_int_equal(parse("[metrics]\naddress = # none\n[health]\nxid-ignore =#1\n", &c, err), -EINVAL);
+        assert_string_equal(err, "line 4: health.xid-ignore: expected a comma-separated list of Xid numbers, got '#1'");
+        assert_int_equal(parse("[metrics]\naddress = # none\n", &c, err), 0);
+        assert_string_equal(c.metrics_address, "");
+}
+
 static void test_empty_list_and_empty_address(void **state) {
         (void)state;
         struct gpuslice_config c;
@@ -915,6 +926,7 @@ int main(void) {
                 cmocka_unit_test(test_comments_crlf_bom_and_blanks),
                 cmocka_unit_test(test_quoted_values_keep_specials),
                 cmocka_unit_test(test_hash_inside_unquoted_value_is_kept),
+                cmocka_unit_test(test_comment_right_after_equals_gives_empty_value),
                 cmocka_unit_test(test_empty_list_and_empty_address),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_sample_interval_bounds),

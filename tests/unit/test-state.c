@@ -660,6 +660,29 @@ static void test_save_load_round_trip(void **state) {
         state_done(&t);
 }
 
+static void write_bytes(const char *path, const char *buf, size_t len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, buf, len), (ssize_t)len);
+        close(fd);
+}
+
+static void test_save_removes_stale_temp_files(void **state) {
+        (void)state;
+        char dir[300], path[400];
+        subdir("stale", dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/." STATE_FILE_NAME ".tmp-0123456789abcdef", dir);
+        write_bytes(path, "half", 4);
+        snprintf(path, sizeof path, "%s/unrelated", dir);
+        write_bytes(path, "keep", 4);
+        struct gpuslice_state s;
+        sample(&s);
+        assert_int_equal(state_save(dir, &s), 0);
+        assert_int_equal(count_entries(dir), 2); /* the state file and "unrelated" */
+        assert_int_equal(access(path, F_OK), 0);
+        state_done(&s);
+}
+
 static void test_load_absent(void **state) {
         (void)state;
         char dir[300];
@@ -672,12 +695,6 @@ static void test_load_absent(void **state) {
         assert_int_equal(state_load(missing, &t), -ENOENT);
 }
 
-static void write_bytes(const char *path, const char *buf, size_t len) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, buf, len), (ssize_t)len);
-        close(fd);
-}
 
 static void test_load_truncated_files_rejected(void **state) {
         (void)state;
@@ -854,6 +871,7 @@ int main(void) {
                 cmocka_unit_test(test_decode_too_many_entries_rejected),
                 cmocka_unit_test(test_docs_example_decodes),
                 cmocka_unit_test(test_save_load_round_trip),
+                cmocka_unit_test(test_save_removes_stale_temp_files),
                 cmocka_unit_test(test_load_absent),
                 cmocka_unit_test(test_load_truncated_files_rejected),
                 cmocka_unit_test(test_load_non_regular_rejected),
