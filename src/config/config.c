@@ -527,7 +527,8 @@ static const struct opt_def *def_of(const struct config_option *o) {
         return &defs[o - options];
 }
 
-/* Apply value to cfg; name is what messages call the option (a key or a --flag). */
+/* Apply value to cfg; name is what messages call the option (a key or a --flag). Every branch
+ * validates the whole value before writing any field, so a failure leaves cfg untouched. */
 static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value,
                       const char *name, char *err, size_t errlen) {
         const struct opt_def *d = def_of(o);
@@ -640,14 +641,7 @@ int config_set(struct gpuslice_config *cfg, const char *key, const char *value, 
                 errf(err, errlen, "unknown key '%s'%s", shown(key, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
-        /* Work on a copy of the field's owner so a failed set leaves cfg untouched even for
-         * types that write more than one field. */
-        struct gpuslice_config tmp = *cfg;
-        int r = set_option(&tmp, o, value, key, err, errlen);
-        if (r < 0)
-                return r;
-        *cfg = tmp;
-        return 0;
+        return set_option(cfg, o, value, key, err, errlen); /* writes nothing unless valid */
 }
 
 /* ---- tables --------------------------------------------------------------------------------- */
@@ -918,7 +912,13 @@ int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg,
                 errf(err, errlen, "no text or config");
                 return -EINVAL;
         }
-        struct gpuslice_config tmp = *cfg;
+        /* Parse into a copy (on the heap: the struct is ~45 KiB) and publish it only at the end. */
+        _cleanup_(freep) struct gpuslice_config *tmp = malloc(sizeof *tmp);
+        if (!tmp) {
+                errf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        *tmp = *cfg;
         struct parse_state ps = { .section = -1 };
         char line[CONFIG_LINE_MAX + 1];
         size_t pos = 0;
@@ -951,11 +951,11 @@ int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg,
                 }
                 memcpy(line, start, n);
                 line[n] = '\0';
-                int r = parse_line(&ps, &tmp, line, lineno, err, errlen);
+                int r = parse_line(&ps, tmp, line, lineno, err, errlen);
                 if (r < 0)
                         return r;
         }
-        *cfg = tmp;
+        *cfg = *tmp;
         return 0;
 }
 
