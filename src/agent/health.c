@@ -33,14 +33,9 @@ static int table_index(const struct plugin *p, int gpu) {
 
 static void *event_thread(void *arg) {
         struct health *h = arg;
-        struct nvml_events *ev = NULL;
+        struct nvml_events *ev = h->events;
         struct nvml_error err = { 0 };
-        int r = nvml_events_new(h->nvml, 0, &ev, &err);
-        if (r < 0) {
-                log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"",
-                               err.func, err.text);
-                return NULL;
-        }
+        int r;
         while (!atomic_load(&h->stop)) {
                 /* GPUs that came back (or could not be registered at start) get registered again. */
                 for (unsigned i = 0; i < h->plugin->n; i++) {
@@ -83,7 +78,6 @@ static void *event_thread(void *arg) {
                 plugin_set_unhealthy(h->plugin, (unsigned)i, reason, health_now_ms(), true);
                 log_warn("GPU unhealthy", "gpu=%d id=%s xid=%u", e.gpu, h->plugin->gpu[i].id, e.xid);
         }
-        nvml_events_free(ev);
         return NULL;
 }
 
@@ -102,10 +96,23 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
         h->nvml = n;
         h->plugin = p;
         health_set_options(h, ignore, n_ignore, quiet_ms);
-        int r = pthread_create(&h->thread, NULL, event_thread, h);
-        if (r != 0)
+        h->running = true; /* probing works even without events */
+        /* The event set exists before health_start returns (so before the plugin registers):
+         * an Xid from then on is never missed. */
+        struct nvml_error err = { 0 };
+        int r = nvml_events_new(n, 0, &h->events, &err);
+        if (r < 0) {
+                log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"",
+                               err.func, err.text);
+                h->events = NULL;
+                return 0;
+        }
+        r = pthread_create(&h->thread, NULL, event_thread, h);
+        if (r != 0) {
+                h->events = nvml_events_free(h->events);
                 return -r;
-        h->running = true;
+        }
+        h->thread_running = true;
         return 0;
 }
 
@@ -142,7 +149,10 @@ void health_stop(struct health *h) {
         if (!h->running)
                 return;
         atomic_store(&h->stop, true);
-        pthread_join(h->thread, NULL);
+        if (h->thread_running)
+                pthread_join(h->thread, NULL);
+        h->thread_running = false;
+        h->events = nvml_events_free(h->events);
         h->running = false;
         pthread_mutex_destroy(&h->lock);
 }

@@ -21,7 +21,9 @@ struct health {
         struct nvml *nvml;
         struct plugin *plugin;
         pthread_t thread;
-        bool running;
+        bool running;        /* started: probing on */
+        bool thread_running; /* the Xid event thread exists */
+        struct nvml_events *events;
         atomic_bool stop;
         pthread_mutex_t lock; /* guards the options below (SIGHUP changes them) */
         unsigned ignore[HEALTH_XID_MAX];

@@ -69,7 +69,7 @@ static const char *jstr(json_t *o, const char *key) {
 static void print_table(json_t *j) {
         printf("resource %s  registered %s  endpoint %s\n", jstr(j, "resource"),
                json_is_true(json_object_get(j, "registered")) ? "yes" : "no", jstr(j, "endpoint"));
-        printf("%-5s %-44s %-5s %-10s %s\n", "GPU", "DEVICE ID", "NUMA", "HEALTH", "HELD BY");
+        printf("%-5s %-44s %-5s %-24s %s\n", "GPU", "DEVICE ID", "NUMA", "HEALTH", "HELD BY");
         json_t *devs = json_object_get(j, "devices");
         size_t i;
         json_t *d;
@@ -89,7 +89,7 @@ static void print_table(json_t *j) {
                         snprintf(health, sizeof health, "%s (%s)", jstr(d, "health"), jstr(d, "reason"));
                 else
                         snprintf(health, sizeof health, "%s", jstr(d, "health"));
-                printf("%-5lld %-44s %-5lld %-10s %s\n", (long long)json_integer_value(json_object_get(d, "index")),
+                printf("%-5lld %-44s %-5lld %-24s %s\n", (long long)json_integer_value(json_object_get(d, "index")),
                        jstr(d, "id"), (long long)json_integer_value(json_object_get(d, "numa")), health, holder);
         }
         printf("calls: allocate %lld, preferred %lld, rejected %lld\n",

@@ -304,6 +304,39 @@ def test_kubelet_restart(e):
     e.allocate([ids[0]])
 
 
+def test_kubelet_late(e):
+    """The agent starts first and waits for kubelet.sock to appear."""
+    e.kubelet.close()
+    os.unlink(os.path.join(e.plugin_dir, "kubelet.sock")) if os.path.exists(
+        os.path.join(e.plugin_dir, "kubelet.sock")) else None
+    e.kubelet = kubelet_standin.Kubelet(e.stubs, e.plugin_dir, e.podres)
+    e.start_agent()
+    sock = os.path.join(e.plugin_dir, "gpuslice-nvidia.com-gpu.sock")
+    deadline = time.monotonic() + 10
+    while not os.path.exists(sock):
+        check(time.monotonic() < deadline, "agent never served")
+        time.sleep(0.05)
+    check(e.agent.poll() is None, "agent exited without kubelet")
+    t0 = time.monotonic()
+    e.kubelet.start()
+    reg = e.registered(1, timeout=5)
+    print("registered %.0f ms after kubelet.sock appeared" % ((reg.at - t0) * 1000))
+    check(reg.at - t0 < 1.0, "registration took %.2f s" % (reg.at - t0))
+
+
+def test_register_retry(e):
+    """Kubelet refuses the first registrations: the agent keeps trying and keeps serving."""
+    e.kubelet.reject_register = True
+    e.start_agent()
+    e.kubelet.wait_for(lambda: "registration with kubelet failed" in open(e.logs[-1]).read(), 10,
+                       "a failed registration")
+    check(e.agent.poll() is None, "agent exited after a refused registration")
+    e.kubelet.reject_register = False
+    e.registered(1, timeout=5)
+    ids = e.ids()
+    e.allocate([ids[0]])
+
+
 def test_restart_state(e):
     e.start_agent()
     e.registered()

@@ -48,7 +48,7 @@ static int setup(void **state) {
         struct topo_error err;
         assert_int_equal(topo_parse(text, len, &f->t, &err), 0);
         free(text);
-        strcpy(f->devroot, "/tmp/gpuslice-agent-XXXXXX");
+        snprintf(f->devroot, sizeof f->devroot, "/tmp/gpuslice-agent-XXXXXX");
         assert_non_null(mkdtemp(f->devroot));
         char dev[128];
         snprintf(dev, sizeof dev, "%s/dev", f->devroot);

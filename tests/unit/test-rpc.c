@@ -83,7 +83,7 @@ static enum rpc_code counter_stream(void *userdata, const uint8_t *req, size_t r
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof *f);
         assert_non_null(f);
-        strcpy(f->dir, "/tmp/gpuslice-rpc-XXXXXX");
+        snprintf(f->dir, sizeof f->dir, "/tmp/gpuslice-rpc-XXXXXX");
         assert_non_null(mkdtemp(f->dir));
         snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
         snprintf(f->target, sizeof f->target, "unix:%s", f->path);
