@@ -6,7 +6,7 @@
  * and an exhaustive myopic best-now (<= 16 GPUs). Prints markdown tables on stdout;
  * bench/run.sh puts them into docs/BENCHMARKS.md.
  *
- * Usage: alloc-bench [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N]
+ * Usage: alloc-bench [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]
  *
  * Benchmark code, not product code: it may allocate and print, and it measures wall time.
  */
@@ -27,9 +27,34 @@
 #endif
 
 static bool quick;
+static FILE *dout; /* the detailed tables; the summary goes first on stdout */
+
+/* Collected for the summary. */
+#define MAXT 16
+static struct {
+        char name[64];
+        unsigned n;
+        double single_opt[6];  /* ring optimal %, by policy; -1 = not run */
+        double churn[6];       /* mean ring / empty-node best, by policy; -1 = not run */
+        double tmax;           /* worst decision time of gpuslice, µs */
+        unsigned tmax_k;
+} summary[MAXT];
+static unsigned nsum;
+
+static unsigned sum_slot(const char *name, unsigned n) {
+        for (unsigned i = 0; i < nsum; i++)
+                if (strcmp(summary[i].name, name) == 0)
+                        return i;
+        snprintf(summary[nsum].name, sizeof summary[nsum].name, "%s", name);
+        summary[nsum].n = n;
+        for (int p = 0; p < 6; p++)
+                summary[nsum].single_opt[p] = summary[nsum].churn[p] = -1;
+        return nsum++;
+}
 static const char *only;        /* --only SUBSTRING: just the topologies whose name contains it */
 static unsigned churn_scale = 1; /* --churn-scale N: N times the churn events */
 static bool churn_only;
+static unsigned seed_base = 1000; /* --seed N: first churn seed */
 
 /* ---------- small helpers ---------- */
 
@@ -52,6 +77,14 @@ static alloc_set_t full_set(const struct topo *t) {
 static double now_us(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* CPU time of this thread: what a decision costs, without the time other processes on a shared
+ * machine take the core away. */
+static double cpu_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
@@ -342,7 +375,7 @@ static void be_iterate(struct be *b, const int *dev, unsigned n, long acc) {
                         pad += dev[1 + c[i]] == 64;
                 }
                 if (pad == 0 || pad == b->padding) {
-                        int rest[64];
+                        int rest[128];
                         unsigned nr = 0, ci = 0;
                         for (unsigned i = 0; i < m; i++) {
                                 if (ci < r && c[ci] == i) {
@@ -381,7 +414,7 @@ static int pol_besteffort(struct pctx *p, const struct topo *t, alloc_set_t avai
                         b.score[i][j] = (i < 64 && j < 64 && i != j && i < t->n_gpus && j < t->n_gpus)
                                                 ? be_pair_score(t->link[i][j])
                                                 : 0;
-        int dev[64];
+        int dev[128]; /* free GPUs plus up to k-1 padding slots */
         unsigned n = 0;
         for (alloc_set_t m = avail; m; m &= m - 1)
                 dev[n++] = __builtin_ctzll(m);
@@ -507,27 +540,29 @@ static void single_quality(const struct bench_topo *bt) {
                         }
                 }
         }
-        printf("\n#### %s (%s)\n\n", bt->name, bt->what);
-        printf("%s: %s, every size from 2 up. Reference for the ratios: %s.\n\n",
+        fprintf(dout, "\n#### %s (%s)\n\n", bt->name, bt->what);
+        fprintf(dout, "%s: %s, every size from 2 up. Reference for the ratios: %s.\n\n",
                t->n_gpus <= 8 ? "Requests" : "Requests",
                t->n_gpus <= 8 ? "every free subset" : "random free subsets (0-90 % busy), sizes 2-8 and all-free",
                truth_known ? "the best ring any policy found (no exhaustive search at this size)"
                            : "exhaustive search over every set");
-        printf("| policy | requests | ring optimal | mean ring / best | worst ring / best | mean pairs / best |\n");
-        printf("|---|---:|---:|---:|---:|---:|\n");
+        fprintf(dout, "| policy | requests | ring optimal | mean ring / best | worst ring / best | mean pairs / best |\n");
+        fprintf(dout, "|---|---:|---:|---:|---:|---:|\n");
+        unsigned si = sum_slot(bt->name, t->n_gpus);
         for (int p = 0; p < P_MAX; p++) {
                 if (!q[p].n)
                         continue;
-                printf("| %s | %lu | %.1f %% | %.3f | %.2f | %.3f |\n", pol_name[p], q[p].n,
+                summary[si].single_opt[p] = 100.0 * q[p].ring_opt / q[p].n;
+                fprintf(dout, "| %s | %lu | %.1f %% | %.3f | %.2f | %.3f |\n", pol_name[p], q[p].n,
                        100.0 * q[p].ring_opt / q[p].n, q[p].ring_ratio / q[p].n, q[p].worst_ratio,
                        q[p].pair_ratio / q[p].n);
         }
         if (pc.be_gave_up)
-                printf("\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions; it then used the best "
+                fprintf(dout, "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions; it then used the best "
                        "partition seen so far.\n",
                        pc.be_cap, pc.be_gave_up, pc.be_calls);
         if (pc.be_invalid)
-                printf("\nbest-effort returned a set with empty padding slots %lu times (counted with a first-fit "
+                fprintf(dout, "\nbest-effort returned a set with empty padding slots %lu times (counted with a first-fit "
                        "fallback).\n",
                        pc.be_invalid);
 }
@@ -563,7 +598,7 @@ static void churn(const struct bench_topo *bt, unsigned events, unsigned seeds, 
                 run[p] = pol_applies(p, t) && (with_slow || (p != P_BESTEFFORT && p != P_BESTNOW));
         unsigned long accepted = 0, rejected = 0;
         for (unsigned sd = 0; sd < seeds; sd++) {
-                uint64_t rng = 1000 + sd;
+                uint64_t rng = seed_base + sd;
                 struct job *jobs = calloc(t->n_gpus, sizeof *jobs);
                 unsigned njobs = 0, used = 0;
                 alloc_set_t freeset[P_MAX];
@@ -619,31 +654,33 @@ static void churn(const struct bench_topo *bt, unsigned events, unsigned seeds, 
                 }
                 free(jobs);
         }
-        printf("\n#### %s (%s)\n\n", bt->name, bt->what);
-        printf("%u seeds x %u events (arrivals of 1/2/4/8-GPU jobs weighted 40/30/20/10, departures 45 %%); "
+        fprintf(dout, "\n#### %s (%s)\n\n", bt->name, bt->what);
+        fprintf(dout, "%u seeds x %u events (arrivals of 1/2/4/8-GPU jobs weighted 40/30/20/10, departures 45 %%); "
                "%lu jobs placed, %lu turned away for lack of free GPUs (the same for every policy).\n\n",
                seeds, events, accepted, rejected);
-        printf("| policy | multi-GPU jobs | mean ring / empty-node best | jobs at empty-node best | gpuslice / policy | "
+        fprintf(dout, "| policy | multi-GPU jobs | mean ring / empty-node best | jobs at empty-node best | gpuslice / policy | "
                "mean decision |\n");
-        printf("|---|---:|---:|---:|---:|---:|\n");
+        fprintf(dout, "|---|---:|---:|---:|---:|---:|\n");
         double ours = cs[P_OURS].jobs ? cs[P_OURS].ratio / cs[P_OURS].jobs : 0;
+        unsigned si = sum_slot(bt->name, t->n_gpus);
         for (int p = 0; p < P_MAX; p++) {
                 if (!run[p] || !cs[p].jobs)
                         continue;
                 double m = cs[p].ratio / cs[p].jobs;
+                summary[si].churn[p] = m;
                 unsigned long calls = accepted; /* every policy decides every placed job */
-                printf("| %s | %lu | %.4f | %.1f %% | %.3f | %.1f µs |\n", pol_name[p], cs[p].jobs, m,
+                fprintf(dout, "| %s | %lu | %.4f | %.1f %% | %.3f | %.1f µs |\n", pol_name[p], cs[p].jobs, m,
                        100.0 * cs[p].at_best / cs[p].jobs, m > 0 ? ours / m : 0.0, cs[p].us / (double)calls);
         }
         if (run[P_BESTEFFORT] && pc.be_gave_up)
-                printf("\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions and used the best "
+                fprintf(dout, "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions and used the best "
                        "partition seen so far.\n",
                        pc.be_cap, pc.be_gave_up, pc.be_calls);
         if (run[P_BESTEFFORT] && pc.be_invalid)
-                printf("\nbest-effort's answer held empty padding slots %lu times (first-fit fallback).\n",
+                fprintf(dout, "\nbest-effort's answer held empty padding slots %lu times (first-fit fallback).\n",
                        pc.be_invalid);
         if (!with_slow)
-                printf("\nbest-effort and the exhaustive best-now are left out at this size: one decision takes "
+                fprintf(dout, "\nbest-effort and the exhaustive best-now are left out at this size: one decision takes "
                        "longer than the whole run (see the timing table).\n");
 }
 
@@ -658,6 +695,7 @@ static void timing_row(const struct bench_topo *bt, unsigned k, double budget_us
         const struct topo *t = bt->t;
         unsigned samples = quick ? 60 : 300;
         double *us = calloc(samples, sizeof *us);
+        double wall_max = 0;
         uint64_t seed = 99 + k;
         struct pctx pc = { .rng = 3, .be_cap = quick ? 100000 : 1000000 };
         unsigned n = 0;
@@ -674,39 +712,103 @@ static void timing_row(const struct bench_topo *bt, unsigned k, double budget_us
                                 avail &= ~(1ULL << (rng_next(&seed) % t->n_gpus));
                 }
                 alloc_set_t out;
-                double t0 = now_us();
+                double w0 = now_us();
+                double t0 = cpu_us();
                 if (pol_ours(&pc, t, avail, k, &out) < 0)
                         continue;
-                us[n++] = now_us() - t0;
+                us[n++] = cpu_us() - t0;
+                if (now_us() - w0 > wall_max)
+                        wall_max = now_us() - w0;
                 if (s < 20) {
                         t0 = now_us();
                         pol_greedy(&pc, t, avail, k, &out);
                         gr_us += now_us() - t0;
                         gr_n++;
                 }
-                if (s < (t->n_gpus <= 8 ? 20u : 3u) && t->n_gpus <= 16) {
+                if (s == 0) {
+                        /* best-effort once, on the empty node, with a higher cap */
+                        pc.be_cap = quick ? 3000000 : 20000000;
                         gave0 = pc.be_gave_up;
-                        t0 = now_us();
+                        t0 = cpu_us();
                         pol_besteffort(&pc, t, avail, k, &out);
-                        double d = now_us() - t0;
-                        if (pc.be_gave_up == gave0) {
-                                be_us += d;
-                                be_n++;
-                        }
+                        be_us = cpu_us() - t0;
+                        be_n = pc.be_gave_up == gave0;
                 }
         }
         qsort(us, n, sizeof *us, cmp_double);
+        unsigned si = sum_slot(bt->name, t->n_gpus);
+        if (us[n - 1] > summary[si].tmax) {
+                summary[si].tmax = us[n - 1];
+                summary[si].tmax_k = k;
+        }
         double p50 = us[n / 2], p99 = us[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1], mx = us[n - 1];
         char be[48];
-        if (t->n_gpus > 16)
-                snprintf(be, sizeof be, "not run");
+        if (be_n && be_us >= 1000)
+                snprintf(be, sizeof be, "%.1f ms", be_us / 1000);
         else if (be_n)
-                snprintf(be, sizeof be, "%.0f µs", be_us / be_n);
+                snprintf(be, sizeof be, "%.0f µs", be_us);
         else
-                snprintf(be, sizeof be, "gave up (> %lu comb.)", pc.be_cap);
-        printf("| %s | %u | %u | %.1f | %.1f | %.1f | %s | %.1f | %s |\n", bt->name, t->n_gpus, k, p50, p99, mx,
+                snprintf(be, sizeof be, "gave up after %.0f ms", be_us / 1000);
+        fprintf(dout, "| %s | %u | %u | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %s |\n", bt->name, t->n_gpus, k, p50,
+               p99, mx, wall_max,
                mx <= budget_us ? "yes" : "**no**", gr_n ? gr_us / gr_n : 0.0, be);
         free(us);
+}
+
+/* ---------- summary ---------- */
+
+static void print_cell(double v, int decimals, const char *unit) {
+        if (v < 0)
+                printf(" – |");
+        else
+                printf(" %.*f%s |", decimals, v, unit);
+}
+
+static void print_summary(void) {
+        printf("### Allocator: summary\n\n");
+        printf("Single requests — share of requests whose ring bandwidth equals the best achievable from that "
+               "free set (exhaustive search up to 16 GPUs; at 64, the best any policy found):\n\n");
+        printf("| topology | GPUs | gpuslice | greedy best-now | best-effort | first-fit | random |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|\n");
+        static const int order[] = { P_OURS, P_GREEDY, P_BESTEFFORT, P_FIRSTFIT, P_RANDOM };
+        for (unsigned i = 0; i < nsum; i++) {
+                if (summary[i].single_opt[P_OURS] < 0)
+                        continue;
+                printf("| %s | %u |", summary[i].name, summary[i].n);
+                for (size_t j = 0; j < ELEMENTSOF(order); j++)
+                        print_cell(summary[i].single_opt[order[j]], 1, " %");
+                printf("\n");
+        }
+        printf("\nChurn — mean over multi-GPU jobs of ring bandwidth / the empty node's best for that size, and "
+               "gpuslice's mean divided by each baseline's (>= 1.000: gpuslice at least as good):\n\n");
+        printf("| topology | GPUs | gpuslice | greedy best-now | best-effort | first-fit | random | ÷ greedy | "
+               "÷ best-effort |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (unsigned i = 0; i < nsum; i++) {
+                if (summary[i].churn[P_OURS] < 0)
+                        continue;
+                printf("| %s | %u |", summary[i].name, summary[i].n);
+                for (size_t j = 0; j < ELEMENTSOF(order); j++)
+                        print_cell(summary[i].churn[order[j]], 4, "");
+                double o = summary[i].churn[P_OURS];
+                print_cell(summary[i].churn[P_GREEDY] > 0 ? o / summary[i].churn[P_GREEDY] : -1, 3, "");
+                print_cell(summary[i].churn[P_BESTEFFORT] > 0 ? o / summary[i].churn[P_BESTEFFORT] : -1, 3, "");
+                printf("\n");
+        }
+        bool any_time = false;
+        for (unsigned i = 0; i < nsum; i++)
+                any_time |= summary[i].tmax > 0;
+        if (!any_time)
+                return;
+        printf("\nDecision time — slowest gpuslice decision seen per topology (all sizes), against the budget:\n\n");
+        printf("| topology | GPUs | slowest decision | at k | budget | within |\n");
+        printf("|---|---:|---:|---:|---:|---|\n");
+        for (unsigned i = 0; i < nsum; i++) {
+                double budget = summary[i].n <= 8 ? 50 : summary[i].n <= 16 ? 1000 : 10000;
+                printf("| %s | %u | %.1f µs | %u | %.0f µs | %s |\n", summary[i].name, summary[i].n, summary[i].tmax,
+                       summary[i].tmax_k, budget, summary[i].tmax <= budget ? "yes" : "**no**");
+        }
+        printf("\n");
 }
 
 /* ---------- main ---------- */
@@ -720,12 +822,14 @@ int main(int argc, char **argv) {
                         shared = argv[++i];
                 else if (streq(argv[i], "--only") && i + 1 < argc)
                         only = argv[++i];
+                else if (streq(argv[i], "--seed") && i + 1 < argc)
+                        seed_base = (unsigned)strtoul(argv[++i], NULL, 10);
                 else if (streq(argv[i], "--churn-only"))
                         churn_only = true;
                 else if (streq(argv[i], "--churn-scale") && i + 1 < argc)
                         churn_scale = (unsigned)strtoul(argv[++i], NULL, 10);
                 else {
-                        fprintf(stderr, "usage: %s [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N]\n", argv[0]);
+                        fprintf(stderr, "usage: %s [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]\n", argv[0]);
                         return 2;
                 }
         }
@@ -790,10 +894,15 @@ int main(int argc, char **argv) {
         if (nref != ELEMENTSOF(refs))
                 fprintf(stderr, "alloc-bench: only %u of %zu reference topologies loaded\n", nref, ELEMENTSOF(refs));
 
+        char *detail = NULL;
+        size_t detail_len = 0;
+        dout = open_memstream(&detail, &detail_len);
+        if (!dout)
+                return 1;
         if (churn_only)
                 goto churn_section;
-        printf("### Allocator: single requests\n\n");
-        printf("Ring bandwidth is the slowest link of the best ring through the chosen GPUs (estimated GB/s: "
+        fprintf(dout, "### Allocator: single requests\n\n");
+        fprintf(dout, "Ring bandwidth is the slowest link of the best ring through the chosen GPUs (estimated GB/s: "
                "NV# = 25 x #, PIX 12, PXB 11, PHB 8, NODE 7, SYS 5); \"pairs\" is the sum over all pairs. "
                "\"ring optimal\" counts requests whose ring equals the best achievable from that free set.\n");
         for (unsigned i = 0; i < nb; i++)
@@ -804,8 +913,8 @@ int main(int argc, char **argv) {
                         single_quality(&bts[i]);
 
 churn_section:
-        printf("\n### Allocator: churn\n\n");
-        printf("Random arrivals and departures, the same job sequence for every policy (a job is turned away "
+        fprintf(dout, "\n### Allocator: churn\n\n");
+        fprintf(dout, "Random arrivals and departures, the same job sequence for every policy (a job is turned away "
                "only when too few GPUs are free, which does not depend on the policy). Metric: for every job of 2 "
                "or more GPUs, its ring bandwidth divided by the best ring that size gets on an empty node; the "
                "mean over all such jobs. \"gpuslice / policy\" divides gpuslice's mean by the policy's (>= 1: gpuslice "
@@ -822,14 +931,15 @@ churn_section:
 
         if (churn_only)
                 goto out;
-        printf("\n### Allocator: decision time\n\n");
-        printf("Wall time of one alloc_pick_gpus() call (µs) over %u requests per row: half on an empty node, half "
+        fprintf(dout, "\n### Allocator: decision time\n\n");
+        fprintf(dout, "CPU time of one alloc_pick_gpus() call (µs, the calling thread's clock, so that other load on a shared "
+                      "machine does not count; \"max wall\" is the slowest wall-clock time seen) over %u requests per row: half on an empty node, half "
                "with a random part busy. Budget: 50 µs for 8 GPUs, 1 ms for 16, 10 ms for 64 (\"in budget\" "
-               "judges the maximum). Greedy and best-effort columns: mean of a few calls of the baselines on the "
-               "same requests.\n\n",
-               quick ? 60 : 300);
-        printf("| topology | GPUs | k | p50 | p99 | max | in budget | greedy | best-effort |\n");
-        printf("|---|---:|---:|---:|---:|---:|---|---:|---:|\n");
+               "judges the maximum). Greedy: mean of 20 calls on the same requests. Best-effort: one call on the empty "
+               "node, capped at %lu combinations (it then \"gives up\").\n\n",
+               quick ? 60 : 300, quick ? 3000000UL : 20000000UL);
+        fprintf(dout, "| topology | GPUs | k | p50 | p99 | max | max wall | in budget | greedy | best-effort |\n");
+        fprintf(dout, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
         for (unsigned i = 0; i < nb; i++) {
                 unsigned n = bts[i].t->n_gpus;
                 double budget = n <= 8 ? 50 : n <= 16 ? 1000 : 10000;
@@ -844,6 +954,10 @@ churn_section:
                 }
         }
 out:
+        fclose(dout);
+        print_summary();
+        fputs(detail, stdout);
+        free(detail);
         for (unsigned i = 0; i < nb; i++)
                 free(bts[i].t);
         return 0;

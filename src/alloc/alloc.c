@@ -27,6 +27,8 @@
 #include "alloc/alloc.h"
 
 #define MAXG TOPO_MAX_GPUS
+/* Equally good sets compared by look-ahead. */
+#define ALT_MAX 16
 /* Single-GPU picks look ahead (best rings left for 2/4/8 GPUs) up to this many free GPUs. */
 #define LOOKAHEAD_MAX 16
 /* Hamiltonian-cycle bitmask DP up to this many GPUs: 2^(n-1) uint16 = 16 KiB of stack. */
@@ -35,8 +37,13 @@
 #define RING_BACKTRACK_BUDGET 200000UL
 /* The same, for each candidate set inside the search (unknown counts as no ring). */
 #define SEARCH_RING_BUDGET 2000UL
-/* Branch-and-bound nodes per pick before we settle for the incumbent. */
-#define SEARCH_BUDGET 60000UL
+/* Branch-and-bound nodes per pick before we settle for the incumbent: generous up to 16 free
+ * GPUs (where the search always finishes in practice), tight beyond so that 64 GPUs stay within
+ * a few milliseconds (~100 ns per node there). */
+#define SEARCH_BUDGET_SMALL 200000UL
+#define SEARCH_BUDGET_LARGE 16000UL
+/* Improving swaps tried on the greedy incumbent. */
+#define SWAP_ROUNDS 64
 
 static inline unsigned popcount64(uint64_t x) {
         return (unsigned)__builtin_popcountll(x);
@@ -308,9 +315,12 @@ struct ctx {
         uint64_t suffix[MAXG + 1];   /* local mask of ord[pos..] */
         uint32_t gain[MAXG + 1][MAXG]; /* per depth: bandwidth of each local vertex to the set */
         unsigned maxbw;              /* best pair bandwidth among candidates at this threshold */
-        unsigned long nodes;
+        unsigned long nodes, budget;
         bool exhausted;
         bool first_only;             /* any set with a ring at tau will do (look-ahead) */
+        bool collect;                /* gather sets as good as best (pair == best_pair) into alt[] */
+        uint64_t alt[ALT_MAX];
+        unsigned nalt;
         /* best so far (at this threshold) */
         bool have;
         uint64_t best;
@@ -345,6 +355,16 @@ static bool ctx_ring_ok(const struct ctx *c, uint64_t set) {
 }
 
 static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint64_t deg) {
+        if (c->collect) {
+                if (pair != c->best_pair || c->nalt >= ALT_MAX)
+                        return;
+                for (unsigned i = 0; i < c->nalt; i++)
+                        if (c->alt[i] == set)
+                                return;
+                if (ctx_ring_ok(c, set))
+                        c->alt[c->nalt++] = set;
+                return;
+        }
         if (!c->first_only && !ctx_better(c, pair, deg))
                 return;
         if (c->first_only && c->have)
@@ -359,13 +379,13 @@ static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint64_t deg) 
 
 static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint64_t deg,
                     uint64_t cmask) {
-        if (c->first_only && c->have)
+        if ((c->first_only && c->have) || (c->collect && c->nalt >= ALT_MAX))
                 return;
         if (cnt == c->k) {
                 ctx_offer(c, set, pair, deg);
                 return;
         }
-        if (++c->nodes > SEARCH_BUDGET) {
+        if (++c->nodes > c->budget) {
                 c->exhausted = true;
                 return;
         }
@@ -395,7 +415,7 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
                 uint64_t ub = pair + (uint64_t)r * maxgain + (uint64_t)r * (r - 1) / 2 * c->maxbw;
                 if (ub < c->best_pair)
                         return;
-                if (ub == c->best_pair && deg + (uint64_t)r * mindeg >= c->best_deg)
+                if (!c->collect && ub == c->best_pair && deg + (uint64_t)r * mindeg >= c->best_deg)
                         return;
         }
         for (unsigned p = pos; p < c->nord; p++) {
@@ -486,6 +506,48 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
         ctx_offer(c, set, pair, deg);
 }
 
+/* Improve the incumbent by swapping one chosen GPU (not a must-include) for one outside, while
+ * that raises (pair total, then tie-break) and keeps the ring at the threshold. */
+static void ctx_local_search(struct ctx *c, uint64_t comp) {
+        if (!c->have || c->first_only || c->collect)
+                return;
+        for (unsigned round = 0; round < SWAP_ROUNDS; round++) {
+                uint64_t set = c->best;
+                uint32_t gain[MAXG];
+                for (unsigned u = 0; u < c->n; u++) {
+                        gain[u] = 0;
+                        for (uint64_t m = set; m; m &= m - 1)
+                                gain[u] += c->bw[u][ctz64(m)];
+                }
+                bool improved = false;
+                for (uint64_t out = set & ~c->must; out && !improved; out &= out - 1) {
+                        unsigned v = ctz64(out);
+                        uint64_t rest = set & ~(1ULL << v);
+                        uint64_t cm = comp & ~set;
+                        for (uint64_t m = rest; m; m &= m - 1)
+                                cm &= c->compat[ctz64(m)];
+                        for (uint64_t in = cm; in; in &= in - 1) {
+                                unsigned u = ctz64(in);
+                                /* pair(rest + u) = pair(set) - gain(v) + gain(u) - bw(u, v) */
+                                int64_t np = (int64_t)c->best_pair - gain[v] + gain[u] - c->bw[u][v];
+                                uint64_t nk = c->best_deg - c->key[v] + c->key[u];
+                                if (np < (int64_t)c->best_pair || (np == (int64_t)c->best_pair && nk >= c->best_deg))
+                                        continue;
+                                uint64_t cand = rest | (1ULL << u);
+                                if (!ctx_ring_ok(c, cand))
+                                        continue;
+                                c->best = cand;
+                                c->best_pair = (uint32_t)np;
+                                c->best_deg = nk;
+                                improved = true;
+                                break;
+                        }
+                }
+                if (!improved)
+                        return;
+        }
+}
+
 /* Search the sets inside `comp` (local mask, contains must) at the current threshold. */
 static void ctx_search_component(struct ctx *c, uint64_t comp) {
         /* Pool order: most ring links inside the component first, then most bandwidth, then index. */
@@ -536,6 +598,7 @@ static void ctx_search_component(struct ctx *c, uint64_t comp) {
                 for (unsigned p = 0; p < c->nord && p < 8; p++)
                         ctx_greedy(c, allowed, c->ord[p]);
 
+        ctx_local_search(c, comp);
         if (c->exhausted || (c->first_only && c->have))
                 return;
         uint32_t pair = 0;
@@ -607,7 +670,9 @@ static unsigned ctx_best_ring(struct ctx *c, uint64_t allowed, unsigned s, const
         c->k = s;
         c->must = 0;
         c->first_only = true;
+        c->collect = false;
         c->have = false;
+        c->budget = c->n <= 16 ? SEARCH_BUDGET_SMALL : SEARCH_BUDGET_LARGE;
         for (unsigned v = 0; v < nv; v++) {
                 c->nodes = 0;
                 c->exhausted = false;
@@ -652,6 +717,70 @@ static unsigned ctx_pick_single(struct ctx *c, const unsigned *vals, unsigned nv
         c->first_only = false;
         c->k = 1;
         return best;
+}
+
+/* Compare what two choices leave: best rings for 8, 4, 2 GPUs out of `left`. */
+static void ctx_leftover(struct ctx *c, uint64_t left, const unsigned *vals, unsigned nv, unsigned ret[3]) {
+        unsigned n = popcount64(left);
+        for (unsigned z = 0; z < 3; z++) {
+                unsigned s = 8u >> z;
+                ret[z] = s <= n ? ctx_best_ring(c, left, s, vals, nv) : 0;
+        }
+}
+
+/*
+ * Several sets tie on ring and pair total: gather up to ALT_MAX of them (twins give the same
+ * answer, so only one of each symmetric family) and keep the one that leaves the best rings for
+ * 8, then 4, then 2 GPUs; then the smaller tie-break weight. Only up to LOOKAHEAD_MAX free GPUs.
+ */
+static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed, const unsigned *vals,
+                                  unsigned nv) {
+        uint64_t all = c->n == 64 ? ~0ULL : (1ULL << c->n) - 1;
+        uint64_t best = c->best, must = c->must;
+        uint32_t best_pair = c->best_pair;
+        unsigned k = c->k;
+        c->collect = true;
+        c->nalt = 0;
+        c->nodes = 0;
+        ctx_try_threshold(c, tau, allowed);
+        c->collect = false;
+        if (c->exhausted || c->nalt < 2) {
+                c->exhausted = false;
+                return;
+        }
+        uint64_t alt[ALT_MAX];
+        unsigned nalt = c->nalt;
+        memcpy(alt, c->alt, sizeof alt);
+        unsigned best_left[3];
+        ctx_leftover(c, all & ~best, vals, nv, best_left);
+        uint64_t best_key = 0;
+        for (uint64_t m = best; m; m &= m - 1)
+                best_key += c->key[ctz64(m)];
+        for (unsigned i = 0; i < nalt; i++) {
+                if (alt[i] == best)
+                        continue;
+                unsigned left[3];
+                ctx_leftover(c, all & ~alt[i], vals, nv, left);
+                int cmp = 0;
+                for (unsigned z = 0; z < 3 && !cmp; z++)
+                        cmp = left[z] > best_left[z] ? 1 : left[z] < best_left[z] ? -1 : 0;
+                uint64_t key = 0;
+                for (uint64_t m = alt[i]; m; m &= m - 1)
+                        key += c->key[ctz64(m)];
+                if (cmp > 0 || (cmp == 0 && key < best_key)) {
+                        best = alt[i];
+                        best_key = key;
+                        memcpy(best_left, left, sizeof left);
+                }
+        }
+        c->first_only = false;
+        c->k = k;
+        c->must = must;
+        c->best = best;
+        c->best_pair = best_pair;
+        c->best_deg = best_key;
+        c->have = true;
+        c->exhausted = false;
 }
 
 static void result_fill(const struct topo *t, alloc_set_t set, struct alloc_result *r) {
@@ -814,13 +943,19 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 for (uint64_t m = c.must; m; m &= m - 1)
                         allowed &= c.compat[ctz64(m)] | (1ULL << ctz64(m));
                 c.nodes = 0;
+                c.budget = c.n <= 16 ? SEARCH_BUDGET_SMALL : SEARCH_BUDGET_LARGE;
                 c.exhausted = false;
                 c.have = false;
                 c.first_only = false;
+                c.collect = false;
+                unsigned found = 0;
                 for (unsigned v = 0; v < nv && !c.have; v++) {
                         tried++;
                         ctx_try_threshold(&c, vals[v], allowed);
+                        found = v;
                 }
+                if (c.have && !c.exhausted && c.n <= LOOKAHEAD_MAX && c.k < c.n)
+                        ctx_pick_among_equals(&c, vals[found], allowed, vals, nv);
                 if (!c.have) {
                         /* The lowest threshold admits every compatible set; only the floor or a
                          * search cut short by the budget can leave us here. */
