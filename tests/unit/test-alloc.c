@@ -313,7 +313,7 @@ static void test_must_include_honoured(void **state) {
                 struct table *tb = malloc(sizeof *tb);
                 assert_non_null(tb);
                 table_fill(t, tb);
-                for (alloc_set_t avail = 1; avail <= full(t); avail += 3)
+                for (alloc_set_t avail = 1; avail <= full(t); avail += 7)
                         for (alloc_set_t must = avail; must; must = (must - 1) & avail) {
                                 unsigned nm = (unsigned)__builtin_popcountll(must);
                                 if (nm > 2)
@@ -346,7 +346,7 @@ static void test_floor_honoured(void **state) {
                 assert_non_null(tb);
                 table_fill(t, tb);
                 for (size_t fl = 0; fl < ELEMENTSOF(floors); fl++)
-                        for (alloc_set_t avail = 1; avail <= full(t); avail += 5)
+                        for (alloc_set_t avail = 1; avail <= full(t); avail += 11)
                                 for (unsigned k = 1; k <= (unsigned)__builtin_popcountll(avail); k++) {
                                         struct alloc_request req = { .count = k, .available = avail,
                                                                      .min_link = floors[fl] };
