@@ -634,7 +634,11 @@ static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_
                 const struct sim_proc *p = &state->proc[i];
                 if (!p->pid || p->gpu != gpu)
                         continue;
-                out[n++] = (struct proc_view){ .pid = p->pid, .used = p->used_bytes, .sm = p->sm_util,
+                /* host PIDs, as the driver reports them, also for processes in containers */
+                uint32_t pid = sim_proc_visible_pid(p);
+                if (!pid)
+                        continue;
+                out[n++] = (struct proc_view){ .pid = pid, .used = p->used_bytes, .sm = p->sm_util,
                                                .mem = p->mem_util, .start_us = p->start_us,
                                                .sample_us = p->sample_us };
         }

@@ -154,6 +154,15 @@ struct sim_identity {
 };
 void sim_self_identity(struct sim_identity *ret);
 
+/*
+ * The PID of a process-table entry as the calling process's PID namespace sees it — what the real
+ * driver reports. An entry recorded from inside another PID namespace that could only see its own
+ * PID (pid == ns_pid, pidns not ours) is looked up in /proc by (namespace inode, PID there): the
+ * process whose /proc/N/ns/pid is pid:[pidns] and whose last NSpid field is ns_pid. 0 when it is not
+ * visible from here (gone, or in no namespace below ours).
+ */
+uint32_t sim_proc_visible_pid(const struct sim_proc *p);
+
 /* Per-GPU derived readings (lock held). */
 unsigned sim_gpu_util_locked(const struct sim_state *s, unsigned gpu, unsigned *ret_mem_util);
 unsigned sim_gpu_temperature_locked(const struct sim_state *s, unsigned gpu);

@@ -7,6 +7,7 @@
  * ABI version and size; never leave a half-initialised file where another process can open it.
  */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -235,7 +236,9 @@ void sim_state_prune_locked(struct sim_state *s) {
                 struct sim_proc *p = &s->proc[i];
                 if (!p->pid || (p->flags & SIM_PROC_KEEP))
                         continue;
-                if (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH)
+                /* a process of another PID namespace is alive when /proc still shows it there */
+                uint32_t pid = sim_proc_visible_pid(p);
+                if (!pid || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
                         memset(p, 0, sizeof *p);
         }
 }
@@ -362,4 +365,56 @@ void sim_self_identity(struct sim_identity *ret) {
                         id.pidns = strtoull(b + 1, NULL, 10);
         }
         *ret = id;
+}
+
+/* Last NSpid field of /proc/<dir>/status (the PID in the process's own namespace), 0 if none. */
+static uint32_t innermost_nspid(const char *dir) {
+        char path[300], line[256];
+        snprintf(path, sizeof path, "/proc/%s/status", dir);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return 0;
+        uint32_t v = 0;
+        while (fgets(line, sizeof line, f)) {
+                if (strncmp(line, "NSpid:", 6) != 0)
+                        continue;
+                char *save = NULL;
+                for (char *tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+                        v = (uint32_t)strtoul(tok, NULL, 10);
+                break;
+        }
+        fclose(f);
+        return v;
+}
+
+uint32_t sim_proc_visible_pid(const struct sim_proc *p) {
+        static uint64_t own_pidns; /* racy first fill is harmless: every thread computes the same */
+        if (!own_pidns) {
+                struct sim_identity self;
+                sim_self_identity(&self);
+                own_pidns = self.pidns;
+        }
+        if (!p->pidns || !own_pidns || p->pidns == own_pidns || p->pid != p->ns_pid)
+                return p->pid;
+        char want[48];
+        snprintf(want, sizeof want, "pid:[%" PRIu64 "]", p->pidns);
+        DIR *d = opendir("/proc");
+        if (!d)
+                return 0;
+        uint32_t found = 0;
+        struct dirent *de;
+        while (!found && (de = readdir(d))) {
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                char path[300], link[48];
+                snprintf(path, sizeof path, "/proc/%s/ns/pid", de->d_name);
+                ssize_t n = readlink(path, link, sizeof link - 1);
+                if (n <= 0)
+                        continue;
+                link[n] = '\0';
+                if (strcmp(link, want) == 0 && innermost_nspid(de->d_name) == p->ns_pid)
+                        found = (uint32_t)strtoul(de->d_name, NULL, 10);
+        }
+        closedir(d);
+        return found;
 }

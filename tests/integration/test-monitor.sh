@@ -337,25 +337,46 @@ case_podman_names() {
     "namespace=\"ml\",pod=\"trainer-0\",container=\"worker\",container_id=\"[0-9a-f]{64}\",gpu_index=\"5\",$GPU" $((2048 * MIB))
 }
 
-case_podman_workload() {
-  podman_setup
-  [ -x "$BUILD/sim/gpuslice-sim-workload" ] || skip "gpuslice-sim-workload not built (no cuda.h)"
-  "$SIM" reset >/dev/null
+workload_in_container() { # GPU SIZE EXTRA-PODMAN-ARGS... — prints the container name once ready
+  local gpu=$1 size=$2 name
+  shift 2
   # The workload allocates through the simulated libcuda.so.1 inside the container; the host's
-  # libraries and the build are bind-mounted read-only into the busybox image. --pid host: the
-  # simulator records the PID the recording process sees (see the report on the PID seam).
-  local name
-  name=$(run_container mon-workload --pid host -v /lib:/lib:ro -v /lib64:/lib64:ro -v /usr/lib:/usr/lib:ro \
+  # libraries and the build are bind-mounted read-only into the busybox image.
+  name=$(run_container "mon-workload-$gpu" "$@" -v /lib:/lib:ro -v /lib64:/lib64:ro -v /usr/lib:/usr/lib:ro \
          -v "$BUILD/sim:$BUILD/sim:ro" -v "$SRC/tests/integration:$SRC/tests/integration:ro" -v "$TMP:$TMP" \
          -e GPUSLICE_SIM_NODE -e GPUSLICE_SIM_STATE -e LD_LIBRARY_PATH="$BUILD/sim" \
-         "$IMAGE" "$BUILD/sim/gpuslice-sim-workload" --gpu 3 --mem 1536MiB --seconds 120)
+         "$IMAGE" "$BUILD/sim/gpuslice-sim-workload" --gpu "$gpu" --mem "$size" --seconds 120)
   for _ in $(seq 100); do
     podman logs "$name" 2>/dev/null | grep -q '^ready' && break
     sleep 0.1
   done
   podman logs "$name" 2>/dev/null | grep -q '^ready' || { podman logs "$name" >&2; fail "workload not ready"; }
+  echo "$name"
+}
+
+case_podman_workload() {
+  podman_setup
+  [ -x "$BUILD/sim/gpuslice-sim-workload" ] || skip "gpuslice-sim-workload not built (no cuda.h)"
+  "$SIM" reset >/dev/null
+  # --pid host: the workload knows its host PID itself
+  local name
+  name=$(workload_in_container 3 1536MiB --pid host)
   "$GS" ps --engine "unix://$ENGINE_SOCK" > "$TMP/ps"
   grep -qE "^3 +[0-9]+ +1536MiB +[0-9]+ +gpuslice-sim-wo +$name\$" "$TMP/ps" || { cat "$TMP/ps" >&2; fail "workload attributed by name"; }
+}
+
+case_podman_workload_pidns() {
+  podman_setup
+  [ -x "$BUILD/sim/gpuslice-sim-workload" ] || skip "gpuslice-sim-workload not built (no cuda.h)"
+  "$SIM" reset >/dev/null
+  # its own PID namespace: it sees itself as PID 1; NVML (the simulator, like the driver) must
+  # still report the host PID, which is what the monitor finds in the host's /proc
+  local name hostpid
+  name=$(workload_in_container 4 1GiB)
+  podman logs "$name" | grep -q '^ready pid=1 ' || { podman logs "$name" >&2; fail "expected PID 1 inside"; }
+  hostpid=$(podman inspect "$name" --format '{{.State.Pid}}')
+  "$GS" ps --engine "unix://$ENGINE_SOCK" > "$TMP/ps"
+  grep -qE "^4 +$hostpid +1024MiB +[0-9]+ +gpuslice-sim-wo +$name\$" "$TMP/ps" || { cat "$TMP/ps" >&2; fail "host PID $hostpid attributed by name"; }
 }
 
 case_podman_alloc() {
