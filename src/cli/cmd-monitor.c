@@ -29,13 +29,15 @@ static void help(FILE *f) {
               "      --sample-interval DURATION   sampling period (default 5s)\n"
               "      --metrics-compat LIST        also pod-used-gpu-mem, gpu-manager families\n"
               "      --node-name NAME             `node` label of compat families (default hostname)\n"
+              "      --nfd-features-file FILE     keep the node's GPU labels in FILE (Node Feature\n"
+              "                                   Discovery features file; see gpuslice labels)\n"
               "      --nvml-library PATH          load NVML from PATH instead of libnvidia-ml.so.1\n"
               "  -h, --help                       this help\n",
               f);
 }
 
 int cmd_monitor(int argc, char **argv) {
-        enum { OPT_ADDR = 0x100, OPT_PROC, OPT_ENGINE, OPT_CRI, OPT_INTERVAL, OPT_COMPAT, OPT_NODE, OPT_NVML };
+        enum { OPT_ADDR = 0x100, OPT_PROC, OPT_ENGINE, OPT_CRI, OPT_INTERVAL, OPT_COMPAT, OPT_NODE, OPT_NFD, OPT_NVML };
         static const struct option opts[] = {
                 { "metrics-address", required_argument, NULL, OPT_ADDR },
                 { "proc-root", required_argument, NULL, OPT_PROC },
@@ -44,6 +46,7 @@ int cmd_monitor(int argc, char **argv) {
                 { "sample-interval", required_argument, NULL, OPT_INTERVAL },
                 { "metrics-compat", required_argument, NULL, OPT_COMPAT },
                 { "node-name", required_argument, NULL, OPT_NODE },
+                { "nfd-features-file", required_argument, NULL, OPT_NFD },
                 { "nvml-library", required_argument, NULL, OPT_NVML },
                 { "help", no_argument, NULL, 'h' },
                 {},
@@ -53,6 +56,7 @@ int cmd_monitor(int argc, char **argv) {
                 [OPT_ENGINE - OPT_ADDR] = "monitor.engine",     [OPT_CRI - OPT_ADDR] = "monitor.cri-socket",
                 [OPT_INTERVAL - OPT_ADDR] = "monitor.sample-interval",
                 [OPT_COMPAT - OPT_ADDR] = "metrics.compat",     [OPT_NODE - OPT_ADDR] = NULL,
+                [OPT_NFD - OPT_ADDR] = "monitor.nfd-features-file",
                 [OPT_NVML - OPT_ADDR] = "nvml.library",
         };
         struct gpuslice_config cfg;
@@ -118,6 +122,7 @@ int cmd_monitor(int argc, char **argv) {
         o.nvml_library = nvml_given ? cfg.nvml_library : NULL;
         o.node_name = node_name;
         o.compat = cfg.metrics_compat;
+        o.nfd_features_file = cfg.nfd_features_file;
         o.interval_ms = (unsigned)MIN(cfg.sample_interval_sec * 1000u, 3600u * 1000u);
         struct monitor_service *svc;
         int r = monitor_service_start(&o, NULL, cfg.metrics_address, &svc);

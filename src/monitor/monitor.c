@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "labels/labels.h"
 #include "monitor/cri.h"
 #include "util/util.h"
 
@@ -21,7 +22,8 @@ struct monitor {
 
         struct nvml *nvml;
         bool own_nvml;
-        struct topo *topo; /* scratch for the inventory, reused between samples */
+        struct topo *topo; /* the last inventory, reused between samples */
+        bool have_topo;
         uint64_t last_seen_us[TOPO_MAX_GPUS];
 
         pthread_mutex_t lock; /* guards `current` only */
@@ -217,6 +219,7 @@ int monitor_sample(struct monitor *m) {
         int r = nvml_inventory(m->nvml, m->topo, NULL);
         if (r < 0)
                 return r;
+        m->have_topo = true;
         const struct topo *t = m->topo;
         struct monitor_snapshot *s = calloc(1, sizeof *s);
         if (!s)
@@ -305,4 +308,18 @@ int monitor_sample(struct monitor *m) {
         pthread_mutex_unlock(&m->lock);
         monitor_snapshot_unref(old);
         return 0;
+}
+
+int monitor_write_labels(struct monitor *m, const char *path) {
+        if (!m->have_topo)
+                return -ENODATA;
+        _cleanup_(freep) char *text = NULL, *old = NULL;
+        size_t len, old_len;
+        int r = labels_format(m->topo, &text, &len);
+        if (r < 0)
+                return r;
+        if (read_file(path, 1 << 20, &old, &old_len) == 0 && old_len == len && memcmp(old, text, len) == 0)
+                return 0;
+        r = labels_write_atomic(path, text, len);
+        return r < 0 ? r : 1;
 }

@@ -44,6 +44,8 @@ struct monitor_options {
         const char *node_name;    /* the `node` label of compatibility metrics; NULL = hostname */
         unsigned interval_ms;     /* sampling period; 0 = 5000 */
         unsigned compat;          /* CONFIG_COMPAT_* bits (config/config.h) */
+        const char *nfd_features_file; /* the service (re)writes the node labels there (labels/labels.h)
+                                        * whenever they change; NULL/"" = off */
         /* How much of GPU `index` is allocated (0..1), from the agent's state; NULL = from the
          * Engine API's running containers when engine_url is set, else not reported. Returns 0
          * with *ret, or <0 unknown. Called on the sampler thread. */
@@ -109,6 +111,11 @@ void monitor_snapshot_unref(struct monitor_snapshot *s);
  * `compat`, then the registry of metrics.h. *ret malloc'ed. 0 or -ENOMEM. */
 int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, const char *node_name, char **ret,
                            size_t *ret_len);
+
+/* Node labels (labels/labels.h) from the last sample's inventory, written atomically to path
+ * unless the file already holds exactly that text. 1 written, 0 unchanged, -errno (-ENODATA
+ * before the first sample). Called on the sampler thread (not thread-safe with monitor_sample). */
+int monitor_write_labels(struct monitor *m, const char *path);
 
 /* Sort helper for display: by GPU, then memory (largest first), then pid. */
 void monitor_sort_processes(struct monitor_snapshot *s);

@@ -17,13 +17,14 @@ struct monitor_service {
         struct http_server *http;
         unsigned interval_ms, compat;
         char node_name[256];
+        char *nfd_file;
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t lock;
         pthread_cond_t cond;
         bool stop;
         uint64_t last_ok_us; /* CLOCK_MONOTONIC of the last good sample, atomic */
-        struct metrics_counter *samples, *errors, *scrapes;
+        struct metrics_counter *samples, *errors, *scrapes, *label_errors;
         struct metrics_histogram *scrape_time;
 };
 
@@ -40,6 +41,8 @@ static void sample_once(struct monitor_service *s) {
                 metrics_counter_add(s->errors, 1);
         else
                 __atomic_store_n(&s->last_ok_us, mono_us(), __ATOMIC_RELEASE);
+        if (r >= 0 && s->nfd_file && monitor_write_labels(s->mon, s->nfd_file) < 0)
+                metrics_counter_add(s->label_errors, 1);
 }
 
 static void *sampler_main(void *userdata) {
@@ -114,6 +117,12 @@ int monitor_service_start(const struct monitor_options *o, struct nvml *nvml, co
         s->samples = metrics_counter_get("gpuslice_monitor_samples_total", "Samples taken by the monitor.", NULL, NULL);
         s->errors = metrics_counter_get("gpuslice_monitor_errors_total",
                                         "Samples that failed as a whole (the node could not be read).", NULL, NULL);
+        s->label_errors = metrics_counter_get("gpuslice_monitor_label_write_errors_total",
+                                              "Failed writes of the node labels file.", NULL, NULL);
+        if (o->nfd_features_file && o->nfd_features_file[0] && !(s->nfd_file = strdup(o->nfd_features_file))) {
+                monitor_service_stop(s);
+                return -ENOMEM;
+        }
         s->scrapes = metrics_counter_get("gpuslice_http_requests_total", "HTTP requests served, by path.", "path",
                                          "/metrics");
         s->scrape_time = metrics_histogram_get("gpuslice_http_request_duration_seconds",
@@ -159,6 +168,7 @@ struct monitor_service *monitor_service_stop(struct monitor_service *s) {
         monitor_free(s->mon);
         pthread_cond_destroy(&s->cond);
         pthread_mutex_destroy(&s->lock);
+        free(s->nfd_file);
         free(s);
         return NULL;
 }

@@ -102,8 +102,9 @@ GPU='gpu_uuid="GPU-[0-9a-f-]+",gpu_model="TITAN V"'
 
 case_seed_metrics() {
   seed_setup
-  start_monitor --proc-root "$PROC"
+  start_monitor --proc-root "$PROC" --nfd-features-file "$TMP/features"
   scrape > "$TMP/m"
+  grep -qxF 'nvidia.com/gpu.count=8' "$TMP/features" || fail "the monitor did not write the NFD features file"
   # per process: the seed's PIDs, sizes, names, pods (uids: no runtime to name them) and containers
   expect_series "$TMP/m" gpuslice_process_gpu_memory_used_bytes \
     "pid=\"159584\",process=\"main\",namespace=\"\",pod=\"$UID_A\",container=\"${CID_A:0:12}\",gpu_index=\"0\",$GPU" $((2635 * MIB))
@@ -179,6 +180,12 @@ case_seed_ps() {
   head -1 "$TMP/ps" | grep -qE '^GPU +PID +MEMORY +SM% +PROCESS +NAMESPACE +POD +CONTAINER$' || fail "ps header: $(head -1 "$TMP/ps")"
   grep -qE "^2 +41728 +5133MiB +1 +python +- +$UID_B +${CID_B:0:12}\$" "$TMP/ps" || { cat "$TMP/ps" >&2; fail "ps row for 41728"; }
   [ "$(wc -l < "$TMP/ps")" = 6 ] || fail "ps: expected a header and 5 rows"
+  # --watch redraws in place until SIGINT, then exits 0
+  local rc=0
+  timeout --preserve-status -s INT 3 "$GS" ps --proc-root "$PROC" --watch --interval 1s > "$TMP/watch" || rc=$?
+  [ "$rc" = 0 ] || fail "ps --watch exited $rc on SIGINT"
+  [ "$(grep -c $'\e\[H\e\[2J' "$TMP/watch")" -ge 2 ] || fail "ps --watch did not redraw"
+  [ "$(grep -c '^2 \+41728 ' "$TMP/watch")" -ge 2 ] || fail "ps --watch rows"
   "$GS" ps --proc-root "$PROC" --json > "$TMP/ps.json"
   /usr/bin/python3 - "$TMP/ps.json" "$UID_D" "$CID_D" <<'EOF'
 import json, sys
