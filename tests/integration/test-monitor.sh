@@ -265,7 +265,7 @@ EOF
     --web.listen-address="127.0.0.1:$port" > "$TMP/prometheus.log" 2>&1 &
   PIDS+=($!)
   local q='gpuslice_container_gpu_memory_used_bytes{pod="'$UID_B'"}'
-  for _ in $(seq 150); do
+  for _ in $(seq 300); do
     if curl -sf --max-time 2 -G "http://127.0.0.1:$port/api/v1/query" --data-urlencode "query=$q" > "$TMP/q.json" 2>/dev/null &&
        /usr/bin/python3 - "$TMP/q.json" $((5133 * MIB)) <<'EOF'
 import json, sys
