@@ -181,42 +181,47 @@ static void container_sample(void *ud, const struct container_sum *c) {
 }
 
 /* gpu-manager: per container (all GPUs together), labels pod_name, namespace, node, container_name. */
+static int cmp_container_id(const void *a, const void *b, void *ud) {
+        const struct monitor_snapshot *s = ud;
+        return strcmp(s->procs[*(const size_t *)a].cg.container_id, s->procs[*(const size_t *)b].cg.container_id);
+}
+
 static void format_compat_gpu_manager(struct metrics_text *t, const struct monitor_snapshot *s, const char *node) {
         static const char *const names[] = { "container_gpu_utilization", "container_gpu_memory_total" };
         static const char *const helps[] = {
                 "GPU utilization of a container in percent (gpu-manager compatible; sum over its GPUs).",
                 "GPU memory used by a container in MiB (gpu-manager compatible; sum over its GPUs).",
         };
+        size_t n = 0, *idx = malloc((s->n_procs ? s->n_procs : 1) * sizeof *idx);
+        if (!idx) {
+                t->failed = true;
+                return;
+        }
+        for (size_t i = 0; i < s->n_procs; i++)
+                if (s->procs[i].attributed && s->procs[i].cg.container_id[0] && s->procs[i].pod[0])
+                        idx[n++] = i;
+        qsort_r(idx, n, sizeof *idx, cmp_container_id, (void *)s);
         for (int f = 0; f < 2; f++) {
-                bool any = false;
-                for (size_t i = 0; i < s->n_procs; i++) {
-                        const struct monitor_process *p = &s->procs[i];
-                        if (!p->attributed || !p->cg.container_id[0] || !p->pod[0])
-                                continue;
-                        bool first = true;
-                        for (size_t k = 0; k < i; k++)
-                                if (s->procs[k].attributed && streq(s->procs[k].cg.container_id, p->cg.container_id))
-                                        first = false;
-                        if (!first)
-                                continue;
+                if (n)
+                        metrics_text_family(t, names[f], "gauge", helps[f]);
+                for (size_t i = 0; i < n;) {
+                        const struct monitor_process *p = &s->procs[idx[i]];
                         double sum = 0;
-                        for (size_t k = i; k < s->n_procs; k++) {
-                                const struct monitor_process *q = &s->procs[k];
-                                if (!q->attributed || !streq(q->cg.container_id, p->cg.container_id))
-                                        continue;
+                        size_t j = i;
+                        for (; j < n && cmp_container_id(&idx[i], &idx[j], (void *)s) == 0; j++) {
+                                const struct monitor_process *q = &s->procs[idx[j]];
                                 if (f == 0 && q->sm > 0)
                                         sum += q->sm;
                                 if (f == 1 && q->memory != UINT64_MAX)
                                         sum += (double)q->memory / MIB;
                         }
-                        if (!any)
-                                metrics_text_family(t, names[f], "gauge", helps[f]);
-                        any = true;
                         const char *labels[] = { "pod_name", p->pod, "namespace", p->namespace, "node", node,
                                                  "container_name", p->container, NULL };
                         metrics_text_sample(t, names[f], labels, f == 1 ? (double)(uint64_t)sum : sum);
+                        i = j;
                 }
         }
+        free(idx);
 }
 
 static void format_compat_pod_mem(struct metrics_text *t, const struct monitor_snapshot *s) {

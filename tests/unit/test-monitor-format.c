@@ -143,6 +143,21 @@ static void test_compat_gpu_manager(void **state) {
         free(s);
 }
 
+static void test_compat_gpu_manager_sums_gpus(void **state) {
+        (void)state;
+        procs[2] = proc(41728, 1, 5133, 30, true); /* the same container, on the other GPU */
+        char *s = format(CONFIG_COMPAT_GPU_MANAGER);
+        assert_non_null(strstr(s, "container_gpu_memory_total{pod_name=\"trainer-0\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"worker\"} 12907\n"));
+        assert_non_null(strstr(s, "container_gpu_utilization{pod_name=\"trainer-0\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"worker\"} 46\n"));
+        /* still one series per container, and one HELP per family */
+        const char *first = strstr(s, "container_gpu_memory_total{");
+        assert_null(strstr(first + 1, "container_gpu_memory_total{"));
+        assert_non_null(strstr(s, "# HELP container_gpu_utilization "));
+        free(s);
+}
+
 static void test_own_gauges(void **state) {
         (void)state;
         char *s = format(0);
@@ -210,6 +225,7 @@ int main(void) {
                 cmocka_unit_test_setup(test_compat_off_by_default, setup),
                 cmocka_unit_test_setup(test_compat_pod_mem, setup),
                 cmocka_unit_test_setup(test_compat_gpu_manager, setup),
+                cmocka_unit_test_setup(test_compat_gpu_manager_sums_gpus, setup),
                 cmocka_unit_test_setup(test_own_gauges, setup),
                 cmocka_unit_test(test_no_snapshot),
                 cmocka_unit_test(test_name_from_engine),
