@@ -948,6 +948,7 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 c.have = false;
                 c.first_only = false;
                 c.collect = false;
+                c.nalt = 0;
                 unsigned found = 0;
                 for (unsigned v = 0; v < nv && !c.have; v++) {
                         tried++;
@@ -978,18 +979,23 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
 
         struct alloc_result r;
         result_fill(t, pick, &r);
-        if (c.k == 1)
+        if (c.k == 1 && nmust)
+                snprintf(r.why, sizeof r.why, "GPU %d: the must-include GPU", r.gpus[0]);
+        else if (c.k == 1)
                 snprintf(r.why, sizeof r.why,
-                         nmust ? "GPU %d: the must-include GPU"
-                               : "GPU %d: least connected to the other free GPUs, so the rest stay together",
-                         r.gpus[0]);
+                         "GPU %d: a single GPU has no ring; this one leaves the other %u free GPUs best connected "
+                         "(best rings left for 8, 4, 2 GPUs, then the most weakly wired GPU)",
+                         r.gpus[0], navail - 1);
+        else if (c.k == nmust)
+                snprintf(r.why, sizeof r.why, "exactly the must-include GPUs: ring %u GB/s, worst link %s, pairs %u GB/s",
+                         r.ring_bw, topo_link_name(r.worst, b2), r.pair_total);
         else
                 snprintf(r.why, sizeof r.why,
-                         "ring %u GB/s (best of %u free GPUs), worst link %s, pairs %u GB/s; %s", r.ring_bw, navail,
-                         topo_link_name(r.worst, b2), r.pair_total,
-                         c.k == nmust ? "exactly the must-include GPUs"
-                         : exact     ? "exact search"
-                                     : "search budget reached, best found");
+                         "ring %u GB/s, the best any %u of the %u free GPUs%s reach; pair total %u GB/s, the most among "
+                         "those%s; %s",
+                         r.ring_bw, c.k, navail, nmust ? " with the must-include ones" : "", r.pair_total,
+                         c.nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
+                         exact ? "exact search" : "search budget reached: best found, not proven best");
         (void)tried;
         *ret = r;
         return 0;
