@@ -913,7 +913,7 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 }
 
         /* Distinct pair bandwidths, best first: the ring thresholds to try. */
-        unsigned vals[32], nv = 0;
+        unsigned vals[272], nv = 0; /* at most 255 NVLink counts + the PCIe levels */
         for (unsigned i = 0; i < c.n; i++)
                 for (unsigned j = i + 1; j < c.n; j++) {
                         unsigned b = c.bw[i][j];

@@ -547,6 +547,34 @@ static void test_pick_random_graphs(void **state) {
         free(t);
 }
 
+/* More distinct link bandwidths than a small table would hold (66 NVLink counts, the weakest
+ * last): still an answer, still exact. */
+static void test_many_distinct_bandwidths(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        assert_non_null(t);
+        topo_init(t);
+        t->n_gpus = 12;
+        unsigned c = 0;
+        for (unsigned i = 0; i < 12; i++) {
+                t->gpu[i].index = (int)i;
+                t->link[i][i] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
+                for (unsigned j = i + 1; j < 12; j++)
+                        topo_set_link(t, i, j, (struct topo_link){ TOPO_LEVEL_SYS, (uint8_t)(66 - c++) });
+        }
+        for (unsigned k = 2; k <= 12; k += (k < 5 ? 1 : 7)) {
+                struct alloc_result r;
+                assert_int_equal(pick(t, k, full(t), 0, &r), 0);
+                unsigned best = 0;
+                for (alloc_set_t s = 1; s <= full(t); s++)
+                        if ((unsigned)__builtin_popcountll(s) == k && bf_ring(t, s) > best)
+                                best = bf_ring(t, s);
+                assert_int_equal(bf_ring(t, r.set), best);
+                assert_int_equal(r.ring_bw, best);
+        }
+        free(t);
+}
+
 /* Enough GPUs free → an answer, on 64-GPU synthetic nodes too. */
 static void test_never_fails_64(void **state) {
         (void)state;
@@ -715,6 +743,7 @@ int main(void) {
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_ring_bw_random_graphs),
                 cmocka_unit_test(test_pick_random_graphs),
+                cmocka_unit_test(test_many_distinct_bandwidths),
                 cmocka_unit_test(test_never_fails_64),
                 cmocka_unit_test(test_ring_bw_dgx1_by_hand),
                 cmocka_unit_test(test_pair_total_and_worst_link),
