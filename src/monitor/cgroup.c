@@ -87,19 +87,22 @@ static void parse_component(struct slice comp, struct slice prev, bool *k8s, str
         if (!slice_strip_suffix(&name, ".slice"))
                 slice_strip_suffix(&name, ".scope");
 
-        if (slice_eq(name, "kubepods")) {
+        /* "kubepods" (cgroupfs), or a systemd slice "kubepods-burstable-pod<uid_>" — possibly under a
+         * prefix of the kubelet's cgroup root, as kind's "kubelet-kubepods-…" */
+        struct slice kp = { NULL, 0 };
+        for (size_t i = 0; i + 8 <= name.n; i++)
+                if ((i == 0 || name.p[i - 1] == '-') && memcmp(name.p + i, "kubepods", 8) == 0 &&
+                    (i + 8 == name.n || name.p[i + 8] == '-')) {
+                        kp = slice_skip(name, i + 8);
+                        break;
+                }
+        if (kp.p) {
                 *k8s = true;
                 if (info->qos == CGROUP_QOS_NONE)
                         info->qos = CGROUP_QOS_GUARANTEED;
-                return;
-        }
-        if (slice_startswith(name, "kubepods-")) {
-                /* systemd driver: kubepods-burstable.slice, kubepods-burstable-pod<uid_>.slice,
-                 * kubepods-pod<uid_>.slice (guaranteed) */
-                struct slice rest = slice_skip(name, strlen("kubepods-"));
-                *k8s = true;
-                if (info->qos == CGROUP_QOS_NONE)
-                        info->qos = CGROUP_QOS_GUARANTEED;
+                if (kp.n == 0)
+                        return;
+                struct slice rest = slice_skip(kp, 1); /* the '-' */
                 static const char *const classes[] = { "burstable", "besteffort" };
                 for (size_t i = 0; i < ELEMENTSOF(classes); i++) {
                         if (!slice_startswith(rest, classes[i]))

@@ -10,7 +10,8 @@
  *                    CRI-O's crio-<cid>;
  *   systemd driver:  kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice/
  *                    cri-containerd-<cid>.scope | crio-<cid>.scope | docker-<cid>.scope,
- *                    machine.slice/libpod-<cid>.scope[/container], system.slice/docker-<cid>.scope.
+ *                    machine.slice/libpod-<cid>.scope[/container], system.slice/docker-<cid>.scope,
+ *                    and the same under a kubelet cgroup root prefix (kind: kubelet-kubepods-…).
  * Conmon scopes (crio-conmon-…, libpod-conmon-…) are the runtime's monitor, not the container.
  *
  * Pure parsing plus one file read; never logs, never allocates on the parse path.

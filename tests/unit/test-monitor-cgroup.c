@@ -191,6 +191,7 @@ int main(void) {
                 TREE("v2-host"),
                 TREE("v2-static-pod-uppercase"),
                 TREE("v2-short-id"),
+                TREE("v2-kind-nested"),
                 TREE("all-malformed"),
                 TREE("empty"),
                 cmocka_unit_test(test_vanished_pid),
