@@ -316,21 +316,24 @@ podman_setup() {
   fail "podman system service did not come up"
 }
 
-run_container() { # NAME ARGS... — detached, no network, removed by the trap
-  local name=$1-$$
+# run_container NAME ARGS... — detached, no network, removed by the trap; the name is in $RUN_NAME.
+# (Not meant for $(...): the trap's list must be filled in this shell, not in a subshell.)
+run_container() {
+  RUN_NAME=$1-$$
   shift
-  CONTAINERS+=("$name")
-  timeout 60 podman run -d --network none --name "$name" "$@" > /dev/null || fail "podman run $name"
-  echo "$name"
+  CONTAINERS+=("$RUN_NAME")
+  timeout 60 podman run -d --network none --name "$RUN_NAME" "$@" > /dev/null || fail "podman run $RUN_NAME"
 }
 
 case_podman_names() {
   podman_setup
   "$SIM" reset >/dev/null
   local plain k8s
-  plain=$(run_container mon-plain "$IMAGE" sleep 300)
-  k8s=$(run_container mon-k8s --label io.kubernetes.pod.name=trainer-0 --label io.kubernetes.pod.namespace=ml \
-        --label io.kubernetes.container.name=worker --label io.kubernetes.pod.uid=$UID_A "$IMAGE" sleep 300)
+  run_container mon-plain "$IMAGE" sleep 300
+  plain=$RUN_NAME
+  run_container mon-k8s --label io.kubernetes.pod.name=trainer-0 --label io.kubernetes.pod.namespace=ml \
+    --label io.kubernetes.container.name=worker --label io.kubernetes.pod.uid=$UID_A "$IMAGE" sleep 300
+  k8s=$RUN_NAME
   "$SIM" proc add --gpu 1 --pid "$(podman inspect "$plain" --format '{{.State.Pid}}')" --mem 1GiB --sm 20
   "$SIM" proc add --gpu 5 --pid "$(podman inspect "$k8s" --format '{{.State.Pid}}')" --mem 2GiB --sm 40
   "$GS" ps --engine "unix://$ENGINE_SOCK" > "$TMP/ps"
@@ -344,21 +347,21 @@ case_podman_names() {
     "namespace=\"ml\",pod=\"trainer-0\",container=\"worker\",container_id=\"[0-9a-f]{64}\",gpu_index=\"5\",$GPU" $((2048 * MIB))
 }
 
-workload_in_container() { # GPU SIZE EXTRA-PODMAN-ARGS... — prints the container name once ready
+workload_in_container() { # GPU SIZE EXTRA-PODMAN-ARGS... — returns once ready; the name is in $RUN_NAME
   local gpu=$1 size=$2 name
   shift 2
   # The workload allocates through the simulated libcuda.so.1 inside the container; the host's
   # libraries and the build are bind-mounted read-only into the busybox image.
-  name=$(run_container "mon-workload-$gpu" "$@" -v /lib:/lib:ro -v /lib64:/lib64:ro -v /usr/lib:/usr/lib:ro \
-         -v "$BUILD/sim:$BUILD/sim:ro" -v "$SRC/tests/integration:$SRC/tests/integration:ro" -v "$TMP:$TMP" \
-         -e GPUSLICE_SIM_NODE -e GPUSLICE_SIM_STATE -e LD_LIBRARY_PATH="$BUILD/sim" \
-         "$IMAGE" "$BUILD/sim/gpuslice-sim-workload" --gpu "$gpu" --mem "$size" --seconds 120)
+  run_container "mon-workload-$gpu" "$@" -v /lib:/lib:ro -v /lib64:/lib64:ro -v /usr/lib:/usr/lib:ro \
+    -v "$BUILD/sim:$BUILD/sim:ro" -v "$SRC/tests/integration:$SRC/tests/integration:ro" -v "$TMP:$TMP" \
+    -e GPUSLICE_SIM_NODE -e GPUSLICE_SIM_STATE -e LD_LIBRARY_PATH="$BUILD/sim" \
+    "$IMAGE" "$BUILD/sim/gpuslice-sim-workload" --gpu "$gpu" --mem "$size" --seconds 120
+  name=$RUN_NAME
   for _ in $(seq 100); do
     podman logs "$name" 2>/dev/null | grep -q '^ready' && break
     sleep 0.1
   done
   podman logs "$name" 2>/dev/null | grep -q '^ready' || { podman logs "$name" >&2; fail "workload not ready"; }
-  echo "$name"
 }
 
 case_podman_workload() {
@@ -367,7 +370,8 @@ case_podman_workload() {
   "$SIM" reset >/dev/null
   # --pid host: the workload knows its host PID itself
   local name
-  name=$(workload_in_container 3 1536MiB --pid host)
+  workload_in_container 3 1536MiB --pid host
+  name=$RUN_NAME
   "$GS" ps --engine "unix://$ENGINE_SOCK" > "$TMP/ps"
   grep -qE "^3 +[0-9]+ +1536MiB +[0-9]+ +gpuslice-sim-wo +$name\$" "$TMP/ps" || { cat "$TMP/ps" >&2; fail "workload attributed by name"; }
 }
@@ -379,7 +383,8 @@ case_podman_workload_pidns() {
   # its own PID namespace: it sees itself as PID 1; NVML (the simulator, like the driver) must
   # still report the host PID, which is what the monitor finds in the host's /proc
   local name hostpid
-  name=$(workload_in_container 4 1GiB)
+  workload_in_container 4 1GiB
+  name=$RUN_NAME
   podman logs "$name" | grep -q '^ready pid=1 ' || { podman logs "$name" >&2; fail "expected PID 1 inside"; }
   hostpid=$(podman inspect "$name" --format '{{.State.Pid}}')
   "$GS" ps --engine "unix://$ENGINE_SOCK" > "$TMP/ps"
@@ -395,11 +400,11 @@ case_podman_alloc() {
   mkdir -p "$DEVDIR"
   mknod "$DEVDIR/nvidia6" c 195 6
   mknod "$DEVDIR/nvidia7" c 195 7
-  run_container mon-dev --device "$DEVDIR/nvidia6:/dev/nvidia6" --device "$DEVDIR/nvidia7:/dev/nvidia7" "$IMAGE" sleep 300 >/dev/null
-  run_container mon-env -e NVIDIA_VISIBLE_DEVICES=2 "$IMAGE" sleep 300 >/dev/null
+  run_container mon-dev --device "$DEVDIR/nvidia6:/dev/nvidia6" --device "$DEVDIR/nvidia7:/dev/nvidia7" "$IMAGE" sleep 300
+  run_container mon-env -e NVIDIA_VISIBLE_DEVICES=2 "$IMAGE" sleep 300
   local uuid4
   uuid4=$("$GS" topo --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["gpus"][4]["uuid"])')
-  run_container mon-uuid -e NVIDIA_VISIBLE_DEVICES="$uuid4" "$IMAGE" sleep 300 >/dev/null
+  run_container mon-uuid -e NVIDIA_VISIBLE_DEVICES="$uuid4" "$IMAGE" sleep 300
   # a stopped container holds nothing
   CONTAINERS+=("mon-stopped-$$")
   timeout 60 podman create --network none --name "mon-stopped-$$" -e NVIDIA_VISIBLE_DEVICES=all "$IMAGE" sleep 300 >/dev/null
