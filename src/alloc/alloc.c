@@ -3,17 +3,18 @@
  * alloc.c — choose k whole GPUs from a free set by topology (docs/allocator.md explains the
  * algorithm and what it guarantees).
  *
- * Objective, lexicographic: (1) the set's ring bandwidth, exact; (2) its pair total; (3) the
- * least damage to what stays free: the smallest sum of the chosen GPUs' bandwidth to all other
- * free GPUs, which is the same as leaving the largest pair total behind; (4) first found in a
- * fixed order, so the answer is deterministic.
+ * Objective, lexicographic: (1) the set's ring bandwidth, exact; (2) its pair total; (3) with at
+ * most 16 free GPUs, what stays free: the best rings left for 8, then 4, then 2 GPUs (look-ahead);
+ * (4) a tie-break weight: GPUs weakly wired in the node first, then GPUs least connected to the
+ * other free GPUs (best fit); (5) first found in a fixed order, so the answer is deterministic.
  *
  * Method: for each distinct bandwidth threshold, best first, look for sets whose ring at that
  * threshold is a Hamiltonian cycle; the first threshold that has one is the best ring. Within a
  * threshold, a branch-and-bound search over one connected 2-core component at a time, with
  * interchangeable GPUs ("twins": identical links to every other free GPU) taken in index order
- * so symmetric topologies do not blow up. A node budget bounds the search; the greedy incumbent
- * found first is the answer when the budget runs out (the `why` text says so).
+ * so symmetric topologies do not blow up, seeded by greedy + swap incumbents. A node budget bounds
+ * the search; the incumbent is the answer when it runs out (the `why` text says so). Past 16 free
+ * GPUs, ultrametric nodes (PCIe trees, NVSwitch boards on one) take an exact tree DP instead.
  *
  * Must never: allocate on the heap, do I/O, log, keep global or static mutable state, or use
  * stack arrays sized 2^k beyond the small exact-DP limit.
@@ -42,6 +43,9 @@
  * a few milliseconds (~100 ns per node there). */
 #define SEARCH_BUDGET_SMALL 200000UL
 #define SEARCH_BUDGET_LARGE 16000UL
+/* Ultrametric nodes (PCIe trees, NVSwitch boards on a PCIe tree): exact tree DP when more than
+ * LOOKAHEAD_MAX GPUs are free, for cluster trees up to this height. */
+#define TREE_DEPTH_MAX 12
 /* Improving swaps tried on the greedy incumbent. */
 #define SWAP_ROUNDS 64
 
@@ -783,6 +787,223 @@ static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed,
         c->exhausted = false;
 }
 
+
+/* ---------- ultrametric nodes: exact tree DP ---------- */
+
+/*
+ * When the free GPUs' bandwidths are ultrametric (in every triangle the two weakest links are
+ * equal — true of any PCIe tree, and of NVSwitch boards hung on one), the GPUs at bandwidth >= τ
+ * form disjoint groups for every τ, i.e. a cluster tree. A set's ring bandwidth is then the level
+ * of its smallest enclosing cluster (any ring must cross that cluster's top split), so the best
+ * ring is the highest level with a cluster holding k free GPUs and the must-include ones. Within
+ * such a cluster the pair total is maximised exactly by a knapsack over the tree: pairs split at a
+ * cluster of level L contribute L each. Ties go to the smaller tie-break weight (key).
+ */
+struct utree {
+        unsigned n_nodes;
+        struct unode {
+                uint16_t level;   /* bandwidth of pairs split here (internal nodes) */
+                int16_t gpu;      /* local GPU index for leaves, -1 otherwise */
+                int16_t first, next; /* children list */
+                uint8_t count, nmust, height;
+                int16_t rep;      /* a GPU of the cluster */
+        } node[2 * MAXG];
+        uint8_t choice[2 * MAXG][MAXG + 1]; /* GPUs given to this child when its parent's prefix holds j */
+};
+
+struct uval {
+        int32_t pair[MAXG + 1]; /* -1: impossible */
+        uint64_t key[MAXG + 1];
+};
+
+static bool uval_better(int32_t p, uint64_t k, int32_t bp, uint64_t bk) {
+        return bp < 0 || p > bp || (p == bp && k < bk);
+}
+
+static bool ctx_is_ultrametric(const struct ctx *c) {
+        for (unsigned i = 0; i < c->n; i++)
+                for (unsigned j = i + 1; j < c->n; j++)
+                        for (unsigned l = j + 1; l < c->n; l++) {
+                                unsigned a = c->bw[i][j], b = c->bw[i][l], d = c->bw[j][l];
+                                /* the two smallest must be equal */
+                                unsigned lo = a < b ? a : b, hi = a < b ? b : a;
+                                if (d < lo) {
+                                        if (d != lo)
+                                                return false;
+                                } else if (d < hi) {
+                                        if (lo != d)
+                                                return false;
+                                } else if (lo != hi)
+                                        return false;
+                        }
+        return true;
+}
+
+/* out[j], j = 0..min(count, k): best (pair, key) of j GPUs inside node v. */
+static void utree_dp(const struct ctx *c, struct utree *u, int v, struct uval *out) {
+        const struct unode *nd = &u->node[v];
+        unsigned k = c->k;
+        for (unsigned j = 0; j <= k; j++)
+                out->pair[j] = -1;
+        if (nd->gpu >= 0) {
+                if (!(c->must >> nd->gpu & 1))
+                        out->pair[0] = 0, out->key[0] = 0;
+                out->pair[1] = 0;
+                out->key[1] = c->key[nd->gpu];
+                return;
+        }
+        struct uval tmp;
+        unsigned have = 0; /* GPUs in the children merged so far */
+        for (int ch = nd->first; ch >= 0; ch = u->node[ch].next) {
+                utree_dp(c, u, ch, &tmp);
+                unsigned cc = u->node[ch].count;
+                if (have == 0 && ch == nd->first) {
+                        for (unsigned j = 0; j <= k; j++) {
+                                out->pair[j] = j <= cc ? tmp.pair[j] : -1;
+                                out->key[j] = tmp.key[j];
+                                u->choice[ch][j] = (uint8_t)j;
+                        }
+                        have = cc;
+                        continue;
+                }
+                unsigned top = have + cc < k ? have + cc : k;
+                for (unsigned j = top + 1; j-- > 0;) {
+                        int32_t bp = -1;
+                        uint64_t bk = 0;
+                        uint8_t bx = 0;
+                        for (unsigned x = 0; x <= j && x <= cc; x++) {
+                                if (j - x > have || out->pair[j - x] < 0 || tmp.pair[x] < 0)
+                                        continue;
+                                int32_t p = out->pair[j - x] + tmp.pair[x] + (int32_t)(nd->level * x * (j - x));
+                                uint64_t kk = out->key[j - x] + tmp.key[x];
+                                if (uval_better(p, kk, bp, bk)) {
+                                        bp = p;
+                                        bk = kk;
+                                        bx = (uint8_t)x;
+                                }
+                        }
+                        out->pair[j] = bp;
+                        out->key[j] = bk;
+                        u->choice[ch][j] = bx;
+                }
+                have += cc;
+        }
+}
+
+static uint64_t utree_collect(const struct utree *u, int v, unsigned j) {
+        const struct unode *nd = &u->node[v];
+        if (nd->gpu >= 0)
+                return j ? 1ULL << nd->gpu : 0;
+        /* children were merged first to last: undo from the last */
+        int kids[MAXG];
+        unsigned nk = 0;
+        for (int ch = nd->first; ch >= 0; ch = u->node[ch].next)
+                kids[nk++] = ch;
+        uint64_t set = 0;
+        for (unsigned i = nk; i-- > 0;) {
+                unsigned x = u->choice[kids[i]][j];
+                set |= utree_collect(u, kids[i], x);
+                j -= x;
+        }
+        return set;
+}
+
+/* The exact pick for ultrametric nodes; false when it does not apply (caller searches). */
+/* noinline: its ~10 KiB of tables live only during the call, not in alloc_pick_gpus' frame */
+static __attribute__((noinline)) bool ctx_ultra_pick(struct ctx *c, const unsigned *vals, unsigned nv) {
+        if (!ctx_is_ultrametric(c))
+                return false;
+        struct utree u;
+        int roots[MAXG];
+        unsigned nroots = 0;
+        unsigned nmust = popcount64(c->must);
+        u.n_nodes = 0;
+        for (unsigned i = 0; i < c->n; i++) {
+                struct unode *nd = &u.node[u.n_nodes];
+                *nd = (struct unode){ .level = 0, .gpu = (int16_t)i, .first = -1, .next = -1, .count = 1,
+                                      .nmust = (uint8_t)(c->must >> i & 1), .height = 0, .rep = (int16_t)i };
+                roots[nroots++] = (int)u.n_nodes++;
+        }
+        for (unsigned v = 0; v < nv; v++) {
+                unsigned tau = vals[v];
+                bool grouped[MAXG] = { false };
+                int next_roots[MAXG];
+                unsigned nn = 0;
+                for (unsigned a = 0; a < nroots; a++) {
+                        if (grouped[a])
+                                continue;
+                        int members[MAXG];
+                        unsigned nm = 0;
+                        members[nm++] = roots[a];
+                        for (unsigned b = a + 1; b < nroots; b++)
+                                if (!grouped[b] && c->bw[u.node[roots[a]].rep][u.node[roots[b]].rep] >= tau) {
+                                        grouped[b] = true;
+                                        members[nm++] = roots[b];
+                                }
+                        if (nm == 1) {
+                                next_roots[nn++] = roots[a];
+                                continue;
+                        }
+                        struct unode *nd = &u.node[u.n_nodes];
+                        *nd = (struct unode){ .level = (uint16_t)tau, .gpu = -1, .first = -1, .next = -1,
+                                              .rep = u.node[members[0]].rep };
+                        unsigned count = 0, nm2 = 0, h = 0;
+                        for (unsigned i = nm; i-- > 0;) {
+                                struct unode *ch = &u.node[members[i]];
+                                ch->next = nd->first;
+                                nd->first = (int16_t)members[i];
+                                count += ch->count;
+                                nm2 += ch->nmust;
+                                if (ch->height + 1u > h)
+                                        h = ch->height + 1u;
+                        }
+                        nd->count = (uint8_t)count;
+                        nd->nmust = (uint8_t)nm2;
+                        nd->height = (uint8_t)h;
+                        next_roots[nn++] = (int)u.n_nodes++;
+                }
+                memcpy(roots, next_roots, nn * sizeof roots[0]);
+                nroots = nn;
+                /* The first level with a cluster of k free GPUs holding the must set is the best ring. */
+                bool any = false;
+                for (unsigned a = 0; a < nroots; a++) {
+                        const struct unode *nd = &u.node[roots[a]];
+                        if (nd->count >= c->k && nd->nmust == nmust) {
+                                any = true;
+                                if (nd->height > TREE_DEPTH_MAX)
+                                        return false;
+                        }
+                }
+                if (!any)
+                        continue;
+                struct uval val;
+                int32_t bp = -1;
+                uint64_t bk = 0;
+                int best_root = -1;
+                for (unsigned a = 0; a < nroots; a++) {
+                        const struct unode *nd = &u.node[roots[a]];
+                        if (nd->count < c->k || nd->nmust != nmust)
+                                continue;
+                        utree_dp(c, &u, roots[a], &val);
+                        if (val.pair[c->k] >= 0 && uval_better(val.pair[c->k], val.key[c->k], bp, bk)) {
+                                bp = val.pair[c->k];
+                                bk = val.key[c->k];
+                                best_root = roots[a];
+                        }
+                }
+                if (best_root < 0)
+                        return false;
+                /* redo the winner's DP so its choices are the ones left in the table */
+                utree_dp(c, &u, best_root, &val);
+                c->best = utree_collect(&u, best_root, c->k);
+                c->best_pair = (uint32_t)bp;
+                c->best_deg = bk;
+                c->have = true;
+                return true;
+        }
+        return false;
+}
+
 static void result_fill(const struct topo *t, alloc_set_t set, struct alloc_result *r) {
         memset(r, 0, sizeof(*r));
         r->set = set;
@@ -950,6 +1171,8 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 c.collect = false;
                 c.nalt = 0;
                 unsigned found = 0;
+                if (c.n > LOOKAHEAD_MAX && !floor)
+                        ctx_ultra_pick(&c, vals, nv);
                 for (unsigned v = 0; v < nv && !c.have; v++) {
                         tried++;
                         ctx_try_threshold(&c, vals[v], allowed);

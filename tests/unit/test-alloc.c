@@ -579,6 +579,94 @@ static void test_many_distinct_bandwidths(void **state) {
         free(t);
 }
 
+/* A random PCIe tree (SYS > NODE > PHB > PXB > PIX from the root down, 2-3 branches per level)
+ * whose smallest groups may be NVSwitch boards: ultrametric by construction. */
+static void tree_split(struct topo *t, unsigned lo, unsigned hi, unsigned depth, uint64_t *seed) {
+        static const uint8_t level[] = { TOPO_LEVEL_SYS, TOPO_LEVEL_NODE, TOPO_LEVEL_PHB, TOPO_LEVEL_PXB,
+                                         TOPO_LEVEL_PIX };
+        if (hi - lo < 2)
+                return;
+        if (depth == ELEMENTSOF(level)) {
+                uint8_t nv = (uint8_t)(rng_next(seed) % 13);
+                for (unsigned i = lo; i < hi; i++)
+                        for (unsigned j = i + 1; j < hi; j++)
+                                topo_set_link(t, i, j, (struct topo_link){ TOPO_LEVEL_PIX, nv });
+                return;
+        }
+        unsigned cut[4] = { lo, 0, 0, hi }, nb = 2 + (unsigned)(rng_next(seed) % 2);
+        if (hi - lo < nb)
+                nb = hi - lo;
+        for (unsigned b = 1; b < nb; b++)
+                cut[b] = lo + (hi - lo) * b / nb + (unsigned)(rng_next(seed) % 2);
+        cut[nb] = hi;
+        for (unsigned b = 0; b < nb; b++)
+                for (unsigned i = cut[b]; i < cut[b + 1]; i++)
+                        for (unsigned j = cut[b + 1]; j < hi; j++)
+                                topo_set_link(t, i, j, (struct topo_link){ level[depth], 0 });
+        for (unsigned b = 0; b < nb; b++)
+                tree_split(t, cut[b], cut[b + 1], depth + 1, seed);
+}
+
+static unsigned bf_min_pair(const struct topo *t, alloc_set_t s) {
+        unsigned m = ~0u;
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                for (unsigned j = i + 1; j < t->n_gpus; j++)
+                        if ((s >> i & 1) && (s >> j & 1) && bf_bw(t, (int)i, (int)j) < m)
+                                m = bf_bw(t, (int)i, (int)j);
+        return m;
+}
+
+/* More than 16 free GPUs on tree-shaped nodes: the exact path for such nodes must give the best
+ * ring and exactly the best pair total, with must-include GPUs too (brute force over all sets). */
+static void test_tree_nodes_past_16(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        assert_non_null(t);
+        uint64_t seed = 4242;
+        for (unsigned round = 0; round < 6; round++) {
+                unsigned n = 18 + round % 3;
+                topo_init(t);
+                t->n_gpus = n;
+                for (unsigned i = 0; i < n; i++) {
+                        t->gpu[i].index = (int)i;
+                        t->link[i][i] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
+                }
+                tree_split(t, 0, n, 0, &seed);
+                for (unsigned q = 0; q < 8; q++) {
+                        alloc_set_t avail = full(t);
+                        while ((unsigned)__builtin_popcountll(avail) > 17 + q % 2)
+                                avail &= ~(1ULL << (rng_next(&seed) % n));
+                        unsigned na = (unsigned)__builtin_popcountll(avail);
+                        alloc_set_t must = (q % 3 == 0) ? (avail & -avail) : 0;
+                        static const unsigned ks[] = { 2, 3, 4, 6 };
+                        unsigned k = q % 2 ? na - 1 - q % 3 : ks[q % 4];
+                        struct alloc_result r;
+                        assert_int_equal(pick(t, k, avail, must, &r), 0);
+                        assert_int_equal(r.set & must, must);
+                        unsigned best = 0, bestp = 0;
+                        bool any = false;
+                        /* every k-subset of avail containing must */
+                        for (alloc_set_t sub = avail; ; sub = (sub - 1) & avail) {
+                                if ((unsigned)__builtin_popcountll(sub) == k && (sub & must) == must) {
+                                        unsigned rb = k <= 6 ? bf_ring(t, sub) : bf_min_pair(t, sub);
+                                        unsigned pb = bf_pairs(t, sub);
+                                        if (!any || rb > best || (rb == best && pb > bestp)) {
+                                                best = rb;
+                                                bestp = pb;
+                                                any = true;
+                                        }
+                                }
+                                if (!sub)
+                                        break;
+                        }
+                        assert_true(any);
+                        assert_int_equal(k <= 6 ? bf_ring(t, r.set) : bf_min_pair(t, r.set), best);
+                        assert_int_equal(bf_pairs(t, r.set), bestp);
+                }
+        }
+        free(t);
+}
+
 /* Enough GPUs free → an answer, on 64-GPU synthetic nodes too. */
 static void test_never_fails_64(void **state) {
         (void)state;
@@ -748,6 +836,7 @@ int main(void) {
                 cmocka_unit_test(test_ring_bw_random_graphs),
                 cmocka_unit_test(test_pick_random_graphs),
                 cmocka_unit_test(test_many_distinct_bandwidths),
+                cmocka_unit_test(test_tree_nodes_past_16),
                 cmocka_unit_test(test_never_fails_64),
                 cmocka_unit_test(test_ring_bw_dgx1_by_hand),
                 cmocka_unit_test(test_pair_total_and_worst_link),
