@@ -41,21 +41,48 @@ static void fuzz_set_text(const uint8_t *data, size_t size) {
                 abort();
 }
 
+/* A tree-shaped node (PCIe levels from the root down, NVLink boards at the bottom), so that the
+ * allocator's exact path for such nodes gets fuzzed too. */
+static void tree_split(struct topo *t, unsigned lo, unsigned hi, unsigned depth, const uint8_t **p, size_t *left) {
+        static const uint8_t level[] = { TOPO_LEVEL_SYS, TOPO_LEVEL_NODE, TOPO_LEVEL_PHB, TOPO_LEVEL_PXB,
+                                         TOPO_LEVEL_PIX };
+        if (hi - lo < 2)
+                return;
+        if (depth == sizeof level) {
+                uint8_t nv = (uint8_t)(take(p, left) % 13);
+                for (unsigned i = lo; i < hi; i++)
+                        for (unsigned j = i + 1; j < hi; j++)
+                                topo_set_link(t, i, j, (struct topo_link){ TOPO_LEVEL_PIX, nv });
+                return;
+        }
+        unsigned cut = lo + 1 + take(p, left) % (hi - lo - 1);
+        for (unsigned i = lo; i < cut; i++)
+                for (unsigned j = cut; j < hi; j++)
+                        topo_set_link(t, i, j, (struct topo_link){ level[depth], 0 });
+        tree_split(t, lo, cut, depth + 1, p, left);
+        tree_split(t, cut, hi, depth + (take(p, left) & 1), p, left);
+}
+
 static void fuzz_pick(const uint8_t *p, size_t left) {
         static struct topo t; /* large; one input at a time */
         topo_init(&t);
-        unsigned n = 1 + take(&p, &left) % 24;
+        uint8_t shape = take(&p, &left);
+        unsigned n = 1 + (shape & 0x7f) % 24;
         t.n_gpus = n;
         for (unsigned i = 0; i < n; i++) {
                 t.gpu[i].index = (int)i;
                 t.link[i][i] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
         }
-        for (unsigned i = 0; i < n; i++)
-                for (unsigned j = i + 1; j < n; j++) {
-                        uint8_t b = take(&p, &left);
-                        struct topo_link l = { (uint8_t)(b % 6), (uint8_t)((b >> 4) % 4 == 3 ? (b >> 6) + 1 : 0) };
-                        topo_set_link(&t, i, j, l);
-                }
+        if (shape & 0x80)
+                tree_split(&t, 0, n, 0, &p, &left);
+        else
+                for (unsigned i = 0; i < n; i++)
+                        for (unsigned j = i + 1; j < n; j++) {
+                                uint8_t b = take(&p, &left);
+                                struct topo_link l = { (uint8_t)(b % 6),
+                                                       (uint8_t)((b >> 4) % 4 == 3 ? (b >> 6) + 1 : 0) };
+                                topo_set_link(&t, i, j, l);
+                        }
         alloc_set_t all = (1ULL << n) - 1;
         alloc_set_t avail = 0, must = 0;
         for (unsigned i = 0; i < 4; i++)
