@@ -21,3 +21,4 @@ int cmd_ps(int argc, char **argv);      /* src/cli/cmd-ps.c */
 int cmd_labels(int argc, char **argv);  /* src/cli/cmd-labels.c */
 int cmd_node(int argc, char **argv);   /* src/agent/node.c */
 int cmd_status(int argc, char **argv); /* src/agent/status.c */
+int cmd_run(int argc, char **argv);    /* src/cli/cmd-run.c */

@@ -24,6 +24,7 @@ static const struct command commands[] = {
         { "ps", cmd_ps, "list GPU processes with their pod and container" },
         { "monitor", cmd_monitor, "serve GPU usage metrics (/metrics, /healthz) in the foreground" },
         { "labels", cmd_labels, "write GPU node labels (Node Feature Discovery features file)" },
+        { "run", cmd_run, "run a command limited to a GPU fraction (memory, compute share)" },
         { "version", cmd_version, "print the version" },
 };
 

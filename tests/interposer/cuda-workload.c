@@ -18,7 +18,7 @@
  *   expect-free N / expect-total N   the last info/total must have printed exactly N
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
- *   hold              sleep until killed             sleep MS        sleep MS milliseconds
+ *   hold              sleep until killed (60 s at most)             sleep MS        sleep MS milliseconds
  *   threads T N SIZE  T threads each alloc+free N times SIZE bytes; fails on any error
  *   launch N [BLOCKS [US]]  N launches of a kernel (BLOCKS blocks of US µs each, simulated), then sync
  *   graph N           N cuGraphLaunch of an empty graph (counts as launches)
@@ -322,8 +322,11 @@ int main(int argc, char **argv) {
                         printf("ready\n");
                         fflush(stdout);
                 } else if (strcmp(s, "hold") == 0) {
-                        for (;;)
-                                pause();
+                        /* Until killed — but never forever, whatever a broken test forgets. */
+                        struct timespec ts = { 60, 0 };
+                        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                                ;
+                        return fail("hold: nobody killed me in 60 s");
                 } else if (strcmp(s, "sleep") == 0) {
                         if (!arg || parse_size(arg, &v) < 0)
                                 return 2;

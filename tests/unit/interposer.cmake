@@ -17,5 +17,8 @@ if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
 
   gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c)
   add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml cuda-workload
-                   cuda-workload-linked)
+                   cuda-workload-linked gpuslice)
+endif()
+if(TARGET test-interposer)
+  set_tests_properties(unit-interposer PROPERTIES TIMEOUT 180)
 endif()

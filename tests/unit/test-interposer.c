@@ -26,6 +26,7 @@
 #define WORKLOAD GPUSLICE_BUILD_DIR "/cuda-workload"
 #define WORKLOAD_LINKED GPUSLICE_BUILD_DIR "/cuda-workload-linked"
 #define INTERPOSER GPUSLICE_BUILD_DIR "/libgpuslice-cuda.so"
+#define GPUSLICE GPUSLICE_BUILD_DIR "/gpuslice"
 #define SIM_DIR GPUSLICE_BUILD_DIR "/sim"
 #define NODE GPUSLICE_SHARED_DIR "/topologies/dgx-a100-nvswitch.topo"
 
@@ -384,6 +385,46 @@ static void test_foreign_region_fail_closed(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 1);
 }
 
+/* ---- gpuslice run ---- */
+
+static void test_run_limits_command(void **state) {
+        (void)state;
+        const char *args[] = { "run", "--gpu", "2", "--memory", "256MiB", "--", WORKLOAD, "init", "total",
+                               "expect-total", "256M", "alloc", "200M", "alloc!", "57M", "alloc", "56M",
+                               "info", "expect-free", "0", NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+}
+
+static void test_run_shares_limit_between_processes(void **state) {
+        (void)state;
+        /* Two processes of one `gpuslice run` (a shell running two workloads) share one limit. */
+        char script[1024];
+        snprintf(script, sizeof script,
+                 "%s init alloc 100M ready hold & a=$!; %s init alloc 100M ready hold & b=$!; "
+                 "sleep 0.3; %s init info expect-free 56M alloc! 57M alloc 56M; r=$?; kill $a $b; exit $r",
+                 WORKLOAD, WORKLOAD, WORKLOAD);
+        const char *args[] = { "run", "--gpu", "1", "--memory", "256M", "--", "/bin/sh", "-c", script, NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+}
+
+static void test_run_exit_status_and_usage(void **state) {
+        (void)state;
+        const char *fails[] = { "run", "--gpu", "0", "--memory", "1M", "--", WORKLOAD, "init", "alloc", "2M", NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, fails);
+        assert_int_equal(finish(&p, NULL, 0), 1); /* the command's own status */
+        const char *bad_core[] = { "run", "--gpu", "0", "--core", "0", "--", WORKLOAD, NULL };
+        p = spawn_env(make_env(false, false), GPUSLICE, bad_core);
+        assert_int_equal(finish(&p, NULL, 0), 2);
+        const char *no_gpu[] = { "run", "--", WORKLOAD, NULL };
+        p = spawn_env(make_env(false, false), GPUSLICE, no_gpu);
+        assert_int_equal(finish(&p, NULL, 0), 2);
+        const char *missing_gpu[] = { "run", "--gpu", "63", "--", WORKLOAD, NULL };
+        p = spawn_env(make_env(false, false), GPUSLICE, missing_gpu);
+        assert_int_equal(finish(&p, NULL, 0), 2);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_load_procaddr, setup, teardown),
@@ -403,6 +444,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_region_fail_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

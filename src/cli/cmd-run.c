@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice run — run a command limited exactly as a container the node agent allocated a GPU
+ * fraction to: the same limits file (written with gs_limits_format), the same per-container shared
+ * region, the same loading of libgpuslice-cuda.so (LD_PRELOAD; its SONAME is libcuda.so.1).
+ *
+ *   gpuslice run --gpu N [--memory SIZE] [--core PCT] [--elastic] -- CMD [ARGS...]
+ *
+ * The "container" is a private directory (under $XDG_RUNTIME_DIR, else /tmp) holding the limits
+ * file (read-only) and the region; it is removed when the command ends unless --keep is given.
+ * Never runs the command with a limit it could not set up: any failure before exec is an error.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "interposer/limits.h"
+#include "nvml/nvml-abi.h"
+#include "util/util.h"
+
+#define INTERPOSER_NAME "libgpuslice-cuda.so"
+
+static void help(FILE *f) {
+        fputs("Usage: gpuslice run --gpu N [OPTIONS] -- CMD [ARGS...]\n\n"
+              "Run CMD limited as a container holding a fraction of GPU N would be: its processes share\n"
+              "one memory limit and one compute share on that GPU, enforced by libgpuslice-cuda.so\n"
+              "(preloaded; see docs/interposer.md). CMD sees only GPU N, as CUDA device 0.\n\n"
+              "Options:\n"
+              "  -g, --gpu N             the GPU (NVML index on this node; required)\n"
+              "  -m, --memory SIZE       device memory limit (512M, 4GiB, bytes); default: no limit\n"
+              "  -c, --core PCT          compute share in percent of the GPU, 1..100; default 100\n"
+              "      --elastic           let the share grow into GPU time nobody else uses\n"
+              "      --interposer PATH   libgpuslice-cuda.so to preload (default: next to gpuslice)\n"
+              "      --nvml-library PATH libnvidia-ml.so.1 to ask for the GPU's UUID\n"
+              "      --keep              keep the limits directory (printed on stderr)\n"
+              "  -h, --help              this help\n\n"
+              "Exit status: CMD's own (128+N when killed by signal N); 2 bad usage, 1 setup failed.\n",
+              f);
+}
+
+/* The GPU's UUID through NVML, so the interposer matches the device whatever ordinal CUDA gives it. */
+static int gpu_uuid(const char *lib, unsigned index, char *buf, size_t len) {
+        void *dl = dlopen(lib ? lib : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!dl)
+                return -ENOENT;
+        __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(dl, "nvmlInit_v2");
+        __typeof__(&nvmlShutdown) shutdown = (__typeof__(shutdown))dlsym(dl, "nvmlShutdown");
+        __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index = (__typeof__(by_index))dlsym(dl, "nvmlDeviceGetHandleByIndex_v2");
+        __typeof__(&nvmlDeviceGetUUID) get_uuid = (__typeof__(get_uuid))dlsym(dl, "nvmlDeviceGetUUID");
+        int r = -ENOENT;
+        if (init && shutdown && by_index && get_uuid && init() == NVML_SUCCESS) {
+                nvmlDevice_t d;
+                char u[96];
+                if (by_index(index, &d) != NVML_SUCCESS)
+                        r = -ENODEV;
+                else if (get_uuid(d, u, sizeof u) == NVML_SUCCESS && strlen(u) < len) {
+                        strscpy(buf, u, len);
+                        r = 0;
+                }
+                shutdown();
+        }
+        dlclose(dl);
+        return r;
+}
+
+/* libgpuslice-cuda.so beside the gpuslice binary (build tree), else in ../lib/gpuslice (installed). */
+static int find_interposer(char *buf, size_t len) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0)
+                return -errno;
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+                return -ENOENT;
+        *slash = '\0';
+        static const char *const rel[] = { "/" INTERPOSER_NAME, "/../lib/gpuslice/" INTERPOSER_NAME };
+        for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                if (snprintf(buf, len, "%s%s", exe, rel[i]) >= (int)len)
+                        continue;
+                char real[PATH_MAX];
+                if (access(buf, R_OK) == 0 && realpath(buf, real) && strlen(real) < len) {
+                        strscpy(buf, real, len);
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+static int write_file_ro(const char *path, const char *text, size_t len) {
+        _cleanup_(closep) int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, text, len) != (ssize_t)len)
+                return -EIO;
+        return 0;
+}
+
+static pid_t child_pid;
+
+static void forward(int sig) {
+        if (child_pid > 0)
+                kill(child_pid, sig);
+}
+
+int cmd_run(int argc, char **argv) {
+        enum { OPT_ELASTIC = 0x100, OPT_INTERPOSER, OPT_NVML, OPT_KEEP };
+        static const struct option opts[] = {
+                { "gpu", required_argument, NULL, 'g' },
+                { "memory", required_argument, NULL, 'm' },
+                { "core", required_argument, NULL, 'c' },
+                { "elastic", no_argument, NULL, OPT_ELASTIC },
+                { "interposer", required_argument, NULL, OPT_INTERPOSER },
+                { "nvml-library", required_argument, NULL, OPT_NVML },
+                { "keep", no_argument, NULL, OPT_KEEP },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        unsigned gpu = 0, core = 100;
+        uint64_t memory = 0;
+        bool have_gpu = false, elastic = false, keep = false;
+        const char *interposer = NULL, *nvml = NULL;
+        int c;
+        optind = 0;
+        /* '+': stop at the first non-option, so CMD's own options stay CMD's. */
+        while ((c = getopt_long(argc, argv, "+g:m:c:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'g':
+                        if (parse_uint(optarg, GS_MAX_DEVICES * 64u, &gpu) < 0) {
+                                fprintf(stderr, "gpuslice run: --gpu: expected a GPU index, got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        have_gpu = true;
+                        break;
+                case 'm':
+                        if (parse_size(optarg, &memory) < 0 || memory == 0) {
+                                fprintf(stderr, "gpuslice run: --memory: expected a size such as 4GiB, got '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'c':
+                        if (parse_uint(optarg, 100, &core) < 0 || core == 0) {
+                                fprintf(stderr, "gpuslice run: --core: expected 1..100, got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_ELASTIC: elastic = true; break;
+                case OPT_INTERPOSER: interposer = optarg; break;
+                case OPT_NVML: nvml = optarg; break;
+                case OPT_KEEP: keep = true; break;
+                case 'h': help(stdout); return EXIT_OK;
+                default: help(stderr); return EXIT_USAGE;
+                }
+        }
+        if (!have_gpu || optind >= argc) {
+                fprintf(stderr, "gpuslice run: %s\n", !have_gpu ? "--gpu is required" : "no command given");
+                help(stderr);
+                return EXIT_USAGE;
+        }
+
+        char lib[PATH_MAX];
+        if (interposer) {
+                if (!realpath(interposer, lib)) {
+                        fprintf(stderr, "gpuslice run: --interposer %s: %s\n", interposer, strerror(errno));
+                        return EXIT_RUNTIME;
+                }
+        } else if (find_interposer(lib, sizeof lib) < 0) {
+                fprintf(stderr, "gpuslice run: cannot find %s next to gpuslice; use --interposer\n", INTERPOSER_NAME);
+                return EXIT_RUNTIME;
+        }
+
+        struct gs_limits l = { .version = GS_LIMITS_VERSION, .n_devices = 1,
+                               .core_policy = elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
+        l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core };
+        int r = gpu_uuid(nvml, gpu, l.dev[0].uuid, sizeof l.dev[0].uuid);
+        if (r == -ENODEV) {
+                fprintf(stderr, "gpuslice run: there is no GPU %u on this node\n", gpu);
+                return EXIT_USAGE;
+        }
+        if (r < 0)
+                fprintf(stderr, "gpuslice run: NVML unavailable; matching GPU %u by index\n", gpu);
+
+        const char *base = secure_getenv("XDG_RUNTIME_DIR");
+        char dir[GS_REGION_PATH_MAX - 16];
+        if (snprintf(dir, sizeof dir, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >= (int)sizeof dir ||
+            !mkdtemp(dir)) {
+                fprintf(stderr, "gpuslice run: cannot make a directory for the limits: %s\n", strerror(errno));
+                return EXIT_RUNTIME;
+        }
+        char limits_path[PATH_MAX + 16];
+        snprintf(l.container, sizeof l.container, "run-%d", (int)getpid());
+        snprintf(l.region, sizeof l.region, "%s/region", dir);
+        snprintf(limits_path, sizeof limits_path, "%s/limits", dir);
+        char text[GS_LIMITS_MAX_FILE];
+        int n = gs_limits_format(&l, text, sizeof text);
+        if (n < 0 || write_file_ro(limits_path, text, (size_t)n) < 0) {
+                fprintf(stderr, "gpuslice run: cannot write %s\n", limits_path);
+                rmdir(dir);
+                return EXIT_RUNTIME;
+        }
+        if (keep)
+                fprintf(stderr, "gpuslice run: limits in %s\n", limits_path);
+
+        /* The environment every process of the "container" inherits. */
+        const char *old = getenv("LD_PRELOAD");
+        _cleanup_(freep) char *preload = NULL;
+        if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "") < 0)
+                return EXIT_RUNTIME;
+        char visible[GS_UUID_MAX];
+        if (l.dev[0].uuid[0])
+                memcpy(visible, l.dev[0].uuid, sizeof visible);
+        else
+                snprintf(visible, sizeof visible, "%u", gpu);
+
+        struct sigaction sa = { .sa_handler = forward }, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        child_pid = fork();
+        if (child_pid < 0) {
+                fprintf(stderr, "gpuslice run: fork: %s\n", strerror(errno));
+                return EXIT_RUNTIME;
+        }
+        if (child_pid == 0) {
+                sigaction(SIGINT, &old_int, NULL);
+                sigaction(SIGTERM, &old_term, NULL);
+                if (setenv("LD_PRELOAD", preload, 1) < 0 || setenv(GS_LIMITS_ENV, limits_path, 1) < 0 ||
+                    setenv("CUDA_VISIBLE_DEVICES", visible, 1) < 0)
+                        _exit(127);
+                execvp(argv[optind], argv + optind);
+                fprintf(stderr, "gpuslice run: %s: %s\n", argv[optind], strerror(errno));
+                _exit(127);
+        }
+        int st = 0;
+        while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!keep) {
+                unlink(limits_path);
+                unlink(l.region);
+                rmdir(dir);
+        }
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
