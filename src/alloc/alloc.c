@@ -1042,13 +1042,13 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
         if (req->count == 0)
                 return fail(err, errlen, -EINVAL, "asked for 0 GPUs; the count must be at least 1");
         if (req->available & ~all)
-                return fail(err, errlen, -EINVAL, "available GPU %s does not exist (this node has GPUs 0-%u)",
+                return fail(err, errlen, -EINVAL, "available GPU index %s is past this node's GPUs 0-%u",
                             alloc_set_format(req->available & ~all, s1, sizeof s1), t->n_gpus - 1);
         if (req->must_include & ~all)
-                return fail(err, errlen, -EINVAL, "must-include GPU %s does not exist (this node has GPUs 0-%u)",
+                return fail(err, errlen, -EINVAL, "must-include GPU index %s is past this node's GPUs 0-%u",
                             alloc_set_format(req->must_include & ~all, s1, sizeof s1), t->n_gpus - 1);
         if (req->must_include & ~req->available)
-                return fail(err, errlen, -EINVAL, "must-include GPU %s is not available",
+                return fail(err, errlen, -EINVAL, "must-include GPU %s is not among the available GPUs",
                             alloc_set_format(req->must_include & ~req->available, s1, sizeof s1));
         unsigned nmust = popcount64(req->must_include);
         if (nmust > req->count)
@@ -1150,7 +1150,6 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
 
         alloc_set_t pick = 0;
         bool exact = true;
-        unsigned tried = 0;
         if (c.k == 1) {
                 if (nmust)
                         pick = req->must_include;
@@ -1174,7 +1173,6 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                 if (c.n > LOOKAHEAD_MAX && !floor)
                         ctx_ultra_pick(&c, vals, nv);
                 for (unsigned v = 0; v < nv && !c.have; v++) {
-                        tried++;
                         ctx_try_threshold(&c, vals[v], allowed);
                         found = v;
                 }
@@ -1219,7 +1217,6 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
                          r.ring_bw, c.k, navail, nmust ? " with the must-include ones" : "", r.pair_total,
                          c.nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
                          exact ? "exact search" : "search budget reached: best found, not proven best");
-        (void)tried;
         *ret = r;
         return 0;
 }
