@@ -37,3 +37,6 @@ for f in ../shared/topologies/dgx1-v100-hybrid-cube-mesh.topo ../shared/topologi
   [ -f "$f" ] || continue
   run "$G" alloc --topology "$f" --count 4
 done
+
+say "The node agent: gpuslice node registered with a kubelet stand-in (real gRPC), as kubelet drives it"
+/usr/bin/python3 tests/integration/agent_demo.py --build "$BUILD" --source .
