@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sim/cuda-errors.h"
+#include "sim/cuda-sim.h"
 #include "sim/sim.h"
 #include "util/util.h"
 
@@ -592,7 +593,10 @@ _public_ CUresult cuCtxSynchronize(void) {
         pthread_mutex_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
+        unsigned gpu = c ? visible[c->ordinal] : 0;
         pthread_mutex_unlock(&lock);
+        if (r == CUDA_SUCCESS)
+                sim_launch_sync(gpu); /* cuda-launch.c: wait for this process's kernels */
         return r;
 }
 
@@ -828,14 +832,70 @@ _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
                 if (proc_table[i].version <= cudaVersion && (!best || proc_table[i].version > best->version))
                         best = &proc_table[i];
         }
-        *pfn = best ? best->fn : NULL;
+        void *fn = best ? best->fn : NULL;
+        /* The entry points of cuda-mem.c and cuda-launch.c (they have _ptsz variants). */
+        if (!fn && !named)
+                fn = sim_cuda_mem_proc(symbol, cudaVersion, flags, &named);
+        if (!fn && !named)
+                fn = sim_cuda_launch_proc(symbol, cudaVersion, flags, &named);
+        *pfn = fn;
         if (symbolStatus)
-                *symbolStatus = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+                *symbolStatus = fn      ? CU_GET_PROC_ADDRESS_SUCCESS
                                 : named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+        return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 _public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
         return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* ---- seams for cuda-mem.c and cuda-launch.c (sim/cuda-sim.h) ---- */
+
+bool sim_cuda_ready(void) {
+        return ready();
+}
+
+CUresult sim_cuda_current(int *ret_ordinal, unsigned *ret_gpu) {
+        CHECK_INIT();
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS) {
+                *ret_ordinal = c->ordinal;
+                *ret_gpu = visible[c->ordinal];
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+CUresult sim_cuda_gpu_of(CUdevice dev, unsigned *ret_gpu) {
+        CHECK_INIT();
+        if (!dev_valid(dev))
+                return CUDA_ERROR_INVALID_DEVICE;
+        *ret_gpu = visible[dev];
+        return CUDA_SUCCESS;
+}
+
+CUresult sim_cuda_mem_alloc(CUdeviceptr *dptr, uint64_t bytes, bool legacy) {
+        return mem_alloc(dptr, bytes, legacy);
+}
+
+/* Bound inside this library: a call never lands on an interposer's cuMemFree_v2. */
+CUresult sim_cuda_mem_free(CUdeviceptr dptr) __attribute__((alias("cuMemFree_v2")));
+
+const struct topo *sim_cuda_node(void) {
+        return &node;
+}
+
+const char *sim_cuda_node_path(void) {
+        return node_path;
+}
+
+struct sim_state *sim_cuda_state(void) {
+        return state;
+}
+
+const struct sim_identity *sim_cuda_self(void) {
+        return &self;
 }

@@ -18,10 +18,17 @@
  *   expect-free N / expect-total N   the last info/total must have printed exactly N
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
+ *   bg N ARGS…        run this program with the next N arguments as a background child (same
+ *                     environment: another process of the same container), wait for its "ready";
+ *                     background children are SIGKILLed when this program exits
+ *   wait-bg           wait for the background children, copying their output; fail if one failed
  *   hold              sleep until killed (60 s at most)             sleep MS        sleep MS milliseconds
  *   threads T N SIZE  T threads each alloc+free N times SIZE bytes; fails on any error
  *   launch N [BLOCKS [US]]  N launches of a kernel (BLOCKS blocks of US µs each, simulated), then sync
- *   graph N           N cuGraphLaunch of an empty graph (counts as launches)
+ *   graph N [BLOCKS [US]]       N cuGraphLaunch of a one-kernel graph, then sync
+ *   spin S [BLOCKS [US]]        launch kernels back to back for S seconds, sync, print
+ *                               "launched N late M" (M: launches in the second half)
+ *   spin-graph S [BLOCKS [US]]  the same with graph launches
  *
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
@@ -39,9 +46,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_ALLOCS 65536
+#define MAX_BG 16
 
 /* name in the table, exported symbol, base name for cuGetProcAddress */
 #define API(X)                                                      \
@@ -62,6 +72,7 @@
         X(cuModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction") \
         X(cuLaunchKernel, "cuLaunchKernel", "cuLaunchKernel")       \
         X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate")          \
+        X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", "cuGraphAddKernelNode") \
         X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags") \
         X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch")
 
@@ -210,6 +221,118 @@ static int step_launch(unsigned long long n, unsigned blocks, unsigned us) {
         return CALL(cuCtxSynchronize) == CUDA_SUCCESS ? 0 : fail("cuCtxSynchronize failed");
 }
 
+static pid_t bg[MAX_BG];
+static int bg_out[MAX_BG]; /* read end of each child's stdout */
+static unsigned n_bg;
+
+static void kill_bg(void) {
+        for (unsigned k = 0; k < n_bg; k++) {
+                kill(bg[k], SIGKILL);
+                waitpid(bg[k], NULL, 0);
+                close(bg_out[k]);
+        }
+        n_bg = 0;
+}
+
+/* Wait for every background child, copying the rest of its output to ours; fails if one failed. */
+static int step_wait_bg(void) {
+        int bad = 0;
+        for (unsigned k = 0; k < n_bg; k++) {
+                char buf[512];
+                ssize_t n;
+                while ((n = read(bg_out[k], buf, sizeof buf)) > 0)
+                        fwrite(buf, 1, (size_t)n, stdout);
+                close(bg_out[k]);
+                int st;
+                waitpid(bg[k], &st, 0);
+                bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        }
+        n_bg = 0;
+        return bad ? fail("a background child failed") : 0;
+}
+
+/* Start /proc/self/exe with args[0..n) in the background; return once it printed "ready". */
+static int step_bg(char **args, unsigned n) {
+        if (n_bg == MAX_BG || n > 60)
+                return fail("too many background children");
+        int p[2];
+        if (pipe(p) < 0)
+                return fail("pipe");
+        char *argv[64] = { "cuda-workload" };
+        for (unsigned k = 0; k < n; k++)
+                argv[k + 1] = args[k];
+        argv[n + 1] = NULL;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+                return fail("fork");
+        if (pid == 0) {
+                dup2(p[1], STDOUT_FILENO);
+                close(p[0]);
+                close(p[1]);
+                execv("/proc/self/exe", argv);
+                _exit(127);
+        }
+        close(p[1]);
+        bg[n_bg] = pid;
+        bg_out[n_bg++] = p[0];
+        char buf[256];
+        size_t len = 0;
+        for (;;) {
+                ssize_t k = read(p[0], buf + len, sizeof buf - 1 - len);
+                if (k <= 0)
+                        return fail("background child ended before it was ready");
+                len += (size_t)k;
+                buf[len] = '\0';
+                if (strstr(buf, "ready\n"))
+                        break;
+                if (len == sizeof buf - 1)
+                        len = 0;
+        }
+        return 0; /* the rest of its output is read by wait-bg */
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int step_graph_or_spin(const char *what, unsigned long long n, unsigned blocks, unsigned us) {
+        if (step_launch(0, blocks, us)) /* loads the kernel */
+                return 1;
+        CUgraphExec ex = NULL;
+        if (strcmp(what, "spin") != 0) {
+                CUgraph gr;
+                CUgraphNode node;
+                CUDA_KERNEL_NODE_PARAMS p = { .func = kernel, .gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1,
+                                              .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1 };
+                if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
+                    CALL(cuGraphAddKernelNode_v2, &node, gr, NULL, 0, &p) != CUDA_SUCCESS ||
+                    CALL(cuGraphInstantiateWithFlags, &ex, gr, 0) != CUDA_SUCCESS)
+                        return fail("cannot make a graph");
+        }
+        bool timed = strcmp(what, "graph") != 0;
+        uint64_t begin = now_ns(), end = begin + (uint64_t)n * 1000000000ULL, half = begin + (end - begin) / 2;
+        uint64_t count = 0, late = 0;
+        for (;;) {
+                uint64_t t = now_ns();
+                if (timed ? t >= end : count >= n)
+                        break;
+                late += t >= half;
+                CUresult r = ex ? CALL(cuGraphLaunch, ex, NULL)
+                                : CALL(cuLaunchKernel, kernel, blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+                if (r != CUDA_SUCCESS)
+                        return fail("launch: %d", r);
+                count++;
+        }
+        if (CALL(cuCtxSynchronize) != CUDA_SUCCESS)
+                return fail("cuCtxSynchronize failed");
+        /* late: launches in the second half, after the throttle has settled */
+        printf("launched %llu late %llu\n", (unsigned long long)count, (unsigned long long)late);
+        return 0;
+}
+
 int main(int argc, char **argv) {
         int i = 1;
         const char *how = "procaddr";
@@ -219,6 +342,7 @@ int main(int argc, char **argv) {
         if (r)
                 return r;
         setvbuf(stdout, NULL, _IOLBF, 0);
+        atexit(kill_bg);
         for (; i < argc; i++) {
                 const char *s = argv[i];
                 const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
@@ -318,6 +442,16 @@ int main(int argc, char **argv) {
                         }
                         printf("filled %llu\n", filled);
                         last_value = filled;
+                } else if (strcmp(s, "bg") == 0) {
+                        unsigned long long n;
+                        if (!arg || parse_size(arg, &n) < 0 || i + 1 + (int)n >= argc + 1 || n == 0)
+                                return 2;
+                        if (step_bg(argv + i + 2, (unsigned)n))
+                                return 1;
+                        i += 1 + (int)n;
+                } else if (strcmp(s, "wait-bg") == 0) {
+                        if (step_wait_bg())
+                                return 1;
                 } else if (strcmp(s, "ready") == 0) {
                         printf("ready\n");
                         fflush(stdout);
@@ -365,18 +499,20 @@ int main(int argc, char **argv) {
                         }
                         if (step_launch(n, (unsigned)blocks, (unsigned)us))
                                 return 1;
-                } else if (strcmp(s, "graph") == 0) {
-                        if (!arg || parse_size(arg, &v) < 0)
+                } else if (strcmp(s, "graph") == 0 || strcmp(s, "spin") == 0 || strcmp(s, "spin-graph") == 0) {
+                        /* graph N [BLOCKS [US]]: N graph launches of a one-kernel graph.
+                         * spin SECONDS [BLOCKS [US]] / spin-graph …: launch back to back for that long. */
+                        unsigned long long n = 0, blocks = 1, us = 100;
+                        if (!arg || parse_size(arg, &n) < 0)
                                 return 2;
                         i++;
-                        CUgraph gr;
-                        CUgraphExec ex;
-                        if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
-                            CALL(cuGraphInstantiateWithFlags, &ex, gr, 0) != CUDA_SUCCESS)
-                                return fail("cannot make a graph");
-                        for (unsigned long long k = 0; k < v; k++)
-                                if (CALL(cuGraphLaunch, ex, NULL) != CUDA_SUCCESS)
-                                        return fail("cuGraphLaunch failed");
+                        if (i + 1 < argc && parse_size(argv[i + 1], &blocks) == 0) {
+                                i++;
+                                if (i + 1 < argc && parse_size(argv[i + 1], &us) == 0)
+                                        i++;
+                        }
+                        if (step_graph_or_spin(s, n, (unsigned)blocks, (unsigned)us))
+                                return 1;
                 } else {
                         fprintf(stderr, "cuda-workload: unknown step '%s'\n", s);
                         return 2;

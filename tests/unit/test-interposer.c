@@ -385,6 +385,58 @@ static void test_foreign_region_fail_closed(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 1);
 }
 
+/* ---- compute share ---- */
+
+/*
+ * Kernels of 30 blocks × 1 ms on the node's 30-SM GPUs: each launch is 1 ms of the whole GPU, so
+ * launches per second in the settled second half of a 2 s run measure the share (1000/s = 100 %).
+ * Bounds are loose on purpose (a shared 2-core machine); bench/interposer.sh measures accuracy.
+ */
+static unsigned long long late_sum(const char *out) {
+        unsigned long long sum = 0, n, late;
+        for (const char *p = out; (p = strstr(p, "launched ")); p++)
+                if (sscanf(p, "launched %llu late %llu", &n, &late) == 2)
+                        sum += late;
+        return sum;
+}
+
+static unsigned long long run_spin(const char *core, const char *step, bool two) {
+        char out[1024];
+        const char *one[] = { "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "init", step, "2", "30", "1000",
+                              NULL };
+        const char *pair[] = { "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "bg", "6", "init", "ready",
+                               step, "2", "30", "1000", "init", step, "2", "30", "1000", "wait-bg", NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, two ? pair : one);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        return late_sum(out);
+}
+
+static void test_core_unlimited_baseline(void **state) {
+        (void)state;
+        unsigned long long late = run_spin("100", "spin", false);
+        assert_true(late > 800 && late < 1100); /* ~1000: the whole GPU */
+}
+
+static void test_core_limit_alone(void **state) {
+        (void)state;
+        /* Enforced although nothing else runs on the GPU. */
+        unsigned long long late = run_spin("30", "spin", false);
+        assert_true(late > 150 && late < 450);
+}
+
+static void test_core_limit_graph_launches(void **state) {
+        (void)state;
+        unsigned long long late = run_spin("30", "spin-graph", false);
+        assert_true(late > 150 && late < 450);
+}
+
+static void test_core_limit_shared_by_processes(void **state) {
+        (void)state;
+        /* Two processes of the container together stay near the container's share. */
+        unsigned long long late = run_spin("40", "spin", true);
+        assert_true(late > 200 && late < 600);
+}
+
 /* ---- gpuslice run ---- */
 
 static void test_run_limits_command(void **state) {
@@ -398,13 +450,11 @@ static void test_run_limits_command(void **state) {
 
 static void test_run_shares_limit_between_processes(void **state) {
         (void)state;
-        /* Two processes of one `gpuslice run` (a shell running two workloads) share one limit. */
-        char script[1024];
-        snprintf(script, sizeof script,
-                 "%s init alloc 100M ready hold & a=$!; %s init alloc 100M ready hold & b=$!; "
-                 "sleep 0.3; %s init info expect-free 56M alloc! 57M alloc 56M; r=$?; kill $a $b; exit $r",
-                 WORKLOAD, WORKLOAD, WORKLOAD);
-        const char *args[] = { "run", "--gpu", "1", "--memory", "256M", "--", "/bin/sh", "-c", script, NULL };
+        /* Three processes of one `gpuslice run` (the command starts two more) share one limit. */
+        const char *args[] = { "run", "--gpu", "1", "--memory", "256M", "--", WORKLOAD,
+                               "bg", "5", "init", "alloc", "100M", "ready", "hold",
+                               "bg", "5", "init", "alloc", "100M", "ready", "hold",
+                               "init", "info", "expect-free", "56M", "alloc!", "57M", "alloc", "56M", NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
@@ -444,6 +494,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_region_fail_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_unlimited_baseline, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),

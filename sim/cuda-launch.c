@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda-launch — kernels on a simulated device clock, so GPU time is real in the simulation:
+ *
+ *  - Modules hold no code. cuModuleGetFunction(&f, mod, "spin_<µs>") gives a kernel each of whose
+ *    blocks keeps one SM busy for <µs> microseconds (any other name: 10 µs).
+ *  - Every GPU has sm_count SMs (the node description's `sms=`, 20…132 in the shipped nodes). Their
+ *    timelines live in a file shared by every process of the node (<state file>.launch), so kernels
+ *    of different processes compete for the same SMs. A launch places its blocks greedily on the
+ *    SMs that free up first, no earlier than the end of the process's previous kernel on that GPU
+ *    (one stream per process and GPU: all streams are serialised), and returns at once; like the
+ *    driver's bounded launch queue, it blocks while more than 10 ms of this process's work is queued.
+ *  - cuCtxSynchronize / cuStreamSynchronize sleep until the process's work is done.
+ *  - Each process publishes its SM utilization (SM-busy time / (SMs × 100 ms window), percent) to its
+ *    entry in the node state every 20 ms, which is what the simulated NVML reports per process.
+ *
+ * Launch entry points: cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch,
+ * each with its _ptsz twin. Must never hold the shared lock across a sleep, never leave it held
+ * (robust mutex), never export anything but CUDA API names.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim/cuda-sim.h"
+#include "util/util.h"
+
+#define LAUNCH_MAGIC 0x48434e55414c5347ULL /* "GSLAUNCH" */
+#define LAUNCH_ABI 1u
+#define MAX_SMS 256u
+#define QUEUE_NS 10000000ULL   /* a process blocks in launch while more than this is queued */
+#define WINDOW_MS 100u         /* utilization window (NVML's sampling scale) */
+#define PUBLISH_NS 20000000ULL /* utilization published every 20 ms */
+#define BUCKETS 1024u          /* 1 ms buckets of SM-busy time */
+#define DEFAULT_BLOCK_US 10u
+#define COOP_BLOCKS_PER_SM 16u
+#define GRAPH_MAX_NODES 64u
+
+struct launch_state {
+        uint64_t magic;
+        uint32_t abi_version;
+        uint32_t size;
+        pthread_mutex_t lock; /* robust, process-shared */
+        uint64_t sm_free_ns[TOPO_MAX_GPUS][MAX_SMS]; /* CLOCK_MONOTONIC ns at which each SM is free */
+};
+
+#define MOD_MAGIC 0x444f4d53u  /* "SMOD" */
+#define FUNC_MAGIC 0x434e5546u /* "FUNC" */
+#define GRAPH_MAGIC 0x48505247u
+#define EXEC_MAGIC 0x43455847u
+#define STREAM_MAGIC 0x4d525453u
+
+/* Every object this file hands out is on one list until destroyed: the driver owns them (and
+ * leak checkers see them reachable, as they are in a real driver). */
+struct obj_link {
+        struct obj_link *next, *prev;
+};
+
+struct CUmod_st {
+        struct obj_link link;
+        uint32_t magic;
+};
+
+struct CUfunc_st {
+        struct obj_link link;
+        uint32_t magic;
+        uint32_t block_us;
+};
+
+struct knode {
+        CUfunction f;
+        uint64_t blocks;
+};
+
+struct CUgraph_st {
+        struct obj_link link;
+        uint32_t magic;
+        unsigned n;
+        struct knode node[GRAPH_MAX_NODES];
+};
+
+struct CUgraphExec_st {
+        struct obj_link link;
+        uint32_t magic;
+        unsigned n;
+        struct knode node[GRAPH_MAX_NODES];
+};
+
+struct CUstream_st {
+        struct obj_link link;
+        uint32_t magic;
+};
+
+static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct obj_link objs = { &objs, &objs };
+
+static void obj_add(struct obj_link *l) {
+        pthread_mutex_lock(&objs_lock);
+        l->next = objs.next;
+        l->prev = &objs;
+        objs.next->prev = l;
+        objs.next = l;
+        pthread_mutex_unlock(&objs_lock);
+}
+
+static void obj_del(struct obj_link *l) {
+        pthread_mutex_lock(&objs_lock);
+        l->prev->next = l->next;
+        l->next->prev = l->prev;
+        pthread_mutex_unlock(&objs_lock);
+}
+
+/* A graph node handle is its index + 1 within its graph (never dereferenced). */
+
+/* Process-local utilization record of one GPU: SM-busy ns per millisecond of the monotonic clock. */
+struct buckets {
+        uint64_t epoch_ms[BUCKETS];
+        uint64_t sm_ns[BUCKETS];
+};
+
+static pthread_mutex_t local_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct launch_state *ls;
+static uint64_t tail_ns[TOPO_MAX_GPUS]; /* end of this process's last kernel on each GPU */
+static struct buckets *bk[TOPO_MAX_GPUS];
+static bool publisher_started;
+
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t) {
+        struct timespec ts = { (time_t)(t / 1000000000ULL), (long)(t % 1000000000ULL) };
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+}
+
+/* ---- the shared SM timelines ---- */
+
+static int state_create(const char *path) {
+        char tmp[PATH_MAX];
+        if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
+                return -ENAMETOOLONG;
+        int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        (void)fchmod(fd, 0666);
+        int r = 0;
+        struct launch_state *s = MAP_FAILED;
+        if (ftruncate(fd, sizeof *s) < 0)
+                r = -errno;
+        if (r == 0 && (s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+                r = -errno;
+        if (r == 0) {
+                s->magic = LAUNCH_MAGIC;
+                s->abi_version = LAUNCH_ABI;
+                s->size = sizeof *s;
+                pthread_mutexattr_t a;
+                pthread_mutexattr_init(&a);
+                pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+                pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+                r = -pthread_mutex_init(&s->lock, &a);
+                pthread_mutexattr_destroy(&a);
+                munmap(s, sizeof *s);
+        }
+        if (r == 0 && link(tmp, path) < 0 && errno != EEXIST)
+                r = -errno;
+        unlink(tmp);
+        close(fd);
+        return r;
+}
+
+static struct launch_state *state_open(void) {
+        char base[PATH_MAX], path[PATH_MAX];
+        if (sim_state_path(sim_cuda_node_path(), base, sizeof base) < 0 ||
+            snprintf(path, sizeof path, "%s.launch", base) >= (int)sizeof path)
+                return NULL;
+        for (int attempt = 0; attempt < 3; attempt++) {
+                int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0 && errno == ENOENT) {
+                        if (state_create(path) < 0)
+                                return NULL;
+                        continue;
+                }
+                if (fd < 0)
+                        return NULL;
+                struct stat st;
+                struct launch_state *s = MAP_FAILED;
+                if (fstat(fd, &st) == 0 && (size_t)st.st_size == sizeof *s)
+                        s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (s == MAP_FAILED)
+                        return NULL;
+                if (s->magic != LAUNCH_MAGIC || s->abi_version != LAUNCH_ABI || s->size != sizeof *s) {
+                        munmap(s, sizeof *s);
+                        return NULL;
+                }
+                return s;
+        }
+        return NULL;
+}
+
+static int lock_shared(void) {
+        int r = pthread_mutex_lock(&ls->lock);
+        if (r == EOWNERDEAD) {
+                /* A holder died mid-placement: timelines are plain numbers, still usable. */
+                pthread_mutex_consistent(&ls->lock);
+                r = 0;
+        }
+        return -r;
+}
+
+static unsigned sm_count(unsigned gpu) {
+        int n = sim_cuda_node()->gpu[gpu].sm_count;
+        return n < 1 ? 1 : (unsigned)n > MAX_SMS ? MAX_SMS : (unsigned)n;
+}
+
+/* ---- utilization ---- */
+
+/* Spread sm_ns of SM-busy time evenly over [start, end) into 1 ms buckets; local_lock held. */
+static void account_locked(unsigned gpu, uint64_t start, uint64_t end, uint64_t sm_ns) {
+        if (!bk[gpu] && !(bk[gpu] = calloc(1, sizeof *bk[gpu])))
+                return;
+        struct buckets *b = bk[gpu];
+        if (end <= start)
+                end = start + 1;
+        for (uint64_t t = start; t < end;) {
+                uint64_t ms = t / 1000000ULL, next = MIN((ms + 1) * 1000000ULL, end);
+                unsigned i = (unsigned)(ms % BUCKETS);
+                if (b->epoch_ms[i] != ms) {
+                        b->epoch_ms[i] = ms;
+                        b->sm_ns[i] = 0;
+                }
+                b->sm_ns[i] += (uint64_t)((unsigned __int128)sm_ns * (next - t) / (end - start));
+                t = next;
+        }
+}
+
+/* Percent of the GPU's SM time this process used over the last window; local_lock held. */
+static unsigned util_locked(unsigned gpu, uint64_t now) {
+        struct buckets *b = bk[gpu];
+        if (!b)
+                return 0;
+        uint64_t now_ms = now / 1000000ULL, busy = 0;
+        for (uint64_t ms = now_ms - WINDOW_MS; ms < now_ms; ms++) {
+                unsigned i = (unsigned)(ms % BUCKETS);
+                if (b->epoch_ms[i] == ms)
+                        busy += b->sm_ns[i];
+        }
+        uint64_t cap = (uint64_t)sm_count(gpu) * WINDOW_MS * 1000000ULL;
+        uint64_t pct = (busy * 100 + cap / 2) / cap;
+        return pct > 100 ? 100 : (unsigned)pct;
+}
+
+static void *publisher(void *arg) {
+        (void)arg;
+        for (;;) {
+                uint64_t now = mono_ns();
+                unsigned util[TOPO_MAX_GPUS];
+                bool active[TOPO_MAX_GPUS];
+                pthread_mutex_lock(&local_lock);
+                for (unsigned g = 0; g < TOPO_MAX_GPUS; g++) {
+                        active[g] = bk[g] != NULL;
+                        util[g] = active[g] ? util_locked(g, now) : 0;
+                }
+                pthread_mutex_unlock(&local_lock);
+                struct sim_state *s = sim_cuda_state();
+                if (sim_state_lock(s) == 0) {
+                        for (unsigned g = 0; g < TOPO_MAX_GPUS; g++) {
+                                if (!active[g])
+                                        continue;
+                                struct sim_proc *p = sim_proc_find_locked(s, sim_cuda_self()->pid, g);
+                                if (p) {
+                                        p->sm_util = util[g];
+                                        p->mem_util = util[g] / 2;
+                                        p->sample_us = sim_now_us();
+                                }
+                        }
+                        sim_state_unlock(s);
+                }
+                sleep_until(now + PUBLISH_NS);
+        }
+        return NULL;
+}
+
+static void start_publisher_locked(void) {
+        if (publisher_started)
+                return;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_t th;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        publisher_started = pthread_create(&th, &a, publisher, NULL) == 0;
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void atfork_child(void) {
+        /* The child has none of the parent's work, and no publisher thread. */
+        memset(tail_ns, 0, sizeof tail_ns);
+        for (unsigned g = 0; g < TOPO_MAX_GPUS; g++) {
+                free(bk[g]);
+                bk[g] = NULL;
+        }
+        publisher_started = false;
+        pthread_mutex_init(&local_lock, NULL);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void open_once(void) {
+        ls = state_open();
+        pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* ---- the launch itself ---- */
+
+struct heap_e {
+        uint64_t t;
+        unsigned sm;
+};
+
+static void sift_down(struct heap_e *h, unsigned n, unsigned i) {
+        for (;;) {
+                unsigned l = 2 * i + 1, r = l + 1, m = i;
+                if (l < n && h[l].t < h[m].t)
+                        m = l;
+                if (r < n && h[r].t < h[m].t)
+                        m = r;
+                if (m == i)
+                        return;
+                struct heap_e x = h[i];
+                h[i] = h[m];
+                h[m] = x;
+                i = m;
+        }
+}
+
+static CUresult launch(CUfunction f, uint64_t blocks, bool cooperative) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!f || f->magic != FUNC_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (blocks == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        int ord;
+        unsigned gpu;
+        CUresult r = sim_cuda_current(&ord, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        unsigned S = sm_count(gpu);
+        if (cooperative && blocks > (uint64_t)S * COOP_BLOCKS_PER_SM)
+                return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        pthread_once(&once, open_once);
+        if (!ls)
+                return CUDA_ERROR_UNKNOWN;
+        uint64_t d = (uint64_t)f->block_us * 1000ULL;
+        pthread_mutex_lock(&local_lock);
+        if (lock_shared() < 0) {
+                pthread_mutex_unlock(&local_lock);
+                return CUDA_ERROR_UNKNOWN;
+        }
+        uint64_t now = mono_ns();
+        uint64_t earliest = MAX(now, tail_ns[gpu]);
+        struct heap_e h[MAX_SMS];
+        for (unsigned i = 0; i < S; i++)
+                h[i] = (struct heap_e){ MAX(ls->sm_free_ns[gpu][i], earliest), i };
+        for (unsigned i = S / 2; i-- > 0;)
+                sift_down(h, S, i);
+        uint64_t kstart = h[0].t, kend = 0;
+        for (uint64_t b = 0; b < blocks; b++) {
+                uint64_t end = h[0].t + d;
+                kend = MAX(kend, end);
+                h[0].t = end;
+                sift_down(h, S, 0);
+        }
+        for (unsigned i = 0; i < S; i++)
+                if (h[i].t > ls->sm_free_ns[gpu][h[i].sm])
+                        ls->sm_free_ns[gpu][h[i].sm] = h[i].t;
+        pthread_mutex_unlock(&ls->lock);
+        tail_ns[gpu] = kend;
+        account_locked(gpu, kstart, kend, blocks * d);
+        start_publisher_locked();
+        pthread_mutex_unlock(&local_lock);
+        /* The driver's launch queue is bounded: a process that outruns the GPU waits here. */
+        if (kend > now + QUEUE_NS)
+                sleep_until(kend - QUEUE_NS);
+        return CUDA_SUCCESS;
+}
+
+void sim_launch_sync(unsigned gpu) {
+        if (gpu >= TOPO_MAX_GPUS)
+                return;
+        pthread_mutex_lock(&local_lock);
+        uint64_t t = tail_ns[gpu];
+        pthread_mutex_unlock(&local_lock);
+        if (t > mono_ns())
+                sleep_until(t);
+}
+
+static uint64_t grid(unsigned x, unsigned y, unsigned z) {
+        return (uint64_t)x * y * z;
+}
+
+_public_ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                 unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
+                                 void **extra) {
+        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params, (void)extra;
+        return launch(f, grid(gx, gy, gz), false);
+}
+
+_public_ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
+                                      void **params, void **extra) {
+        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params, (void)extra;
+        return launch(f, grid(gx, gy, gz), false);
+}
+
+static bool config_cooperative(const CUlaunchConfig *c) {
+        for (unsigned i = 0; c->attrs && i < c->numAttrs; i++)
+                if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && c->attrs[i].value.cooperative)
+                        return true;
+        return false;
+}
+
+_public_ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+        (void)params, (void)extra;
+        if (!config)
+                return CUDA_ERROR_INVALID_VALUE;
+        return launch(f, grid(config->gridDimX, config->gridDimY, config->gridDimZ), config_cooperative(config));
+}
+
+_public_ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+        (void)params, (void)extra;
+        if (!config)
+                return CUDA_ERROR_INVALID_VALUE;
+        return launch(f, grid(config->gridDimX, config->gridDimY, config->gridDimZ), config_cooperative(config));
+}
+
+_public_ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+                                            CUstream s, void **params) {
+        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params;
+        return launch(f, grid(gx, gy, gz), true);
+}
+
+_public_ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                                 unsigned int bx, unsigned int by, unsigned int bz,
+                                                 unsigned int shm, CUstream s, void **params) {
+        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params;
+        return launch(f, grid(gx, gy, gz), true);
+}
+
+/* ---- modules ---- */
+
+static CUresult module_new(CUmodule *m) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        struct CUmod_st *x = calloc(1, sizeof *x);
+        if (!x)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        x->magic = MOD_MAGIC;
+        obj_add(&x->link);
+        *m = x;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+        if (!module || !image)
+                return CUDA_ERROR_INVALID_VALUE;
+        return module_new(module);
+}
+
+_public_ CUresult cuModuleLoad(CUmodule *module, const char *fname) {
+        if (!module || !fname)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (access(fname, R_OK) < 0)
+                return CUDA_ERROR_FILE_NOT_FOUND;
+        return module_new(module);
+}
+
+_public_ CUresult cuModuleUnload(CUmodule hmod) {
+        if (!hmod || hmod->magic != MOD_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        hmod->magic = 0;
+        obj_del(&hmod->link);
+        free(hmod); /* functions stay valid handles: they own nothing */
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!hfunc || !name)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!hmod || hmod->magic != MOD_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        unsigned us = DEFAULT_BLOCK_US;
+        if (startswith(name, "spin_") && parse_uint(name + 5, 10000000, &us) < 0)
+                return CUDA_ERROR_NOT_FOUND;
+        struct CUfunc_st *f = calloc(1, sizeof *f);
+        if (!f)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        f->magic = FUNC_MAGIC;
+        f->block_us = us;
+        obj_add(&f->link);
+        *hfunc = f;
+        return CUDA_SUCCESS;
+}
+
+/* ---- streams (all of a process's streams on a GPU share one queue) ---- */
+
+_public_ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+        (void)Flags;
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!phStream)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct CUstream_st *s = calloc(1, sizeof *s);
+        if (!s)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        s->magic = STREAM_MAGIC;
+        obj_add(&s->link);
+        *phStream = s;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuStreamDestroy_v2(CUstream hStream) {
+        if (!hStream || hStream->magic != STREAM_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        hStream->magic = 0;
+        obj_del(&hStream->link);
+        free(hStream);
+        return CUDA_SUCCESS;
+}
+
+static CUresult stream_sync(void) {
+        int ord;
+        unsigned gpu;
+        CUresult r = sim_cuda_current(&ord, &gpu);
+        if (r == CUDA_SUCCESS)
+                sim_launch_sync(gpu);
+        return r;
+}
+
+_public_ CUresult cuStreamSynchronize(CUstream hStream) {
+        (void)hStream;
+        return stream_sync();
+}
+
+_public_ CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
+        (void)hStream;
+        return stream_sync();
+}
+
+/* ---- graphs: kernel nodes run one after another ---- */
+
+_public_ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+        if (!phGraph || flags)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct CUgraph_st *g = calloc(1, sizeof *g);
+        if (!g)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        g->magic = GRAPH_MAGIC;
+        obj_add(&g->link);
+        *phGraph = g;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphDestroy(CUgraph hGraph) {
+        if (!hGraph || hGraph->magic != GRAPH_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        hGraph->magic = 0;
+        obj_del(&hGraph->link);
+        free(hGraph);
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *p) {
+        (void)dependencies, (void)numDependencies;
+        if (!phGraphNode || !hGraph || hGraph->magic != GRAPH_MAGIC || !p || !p->func || p->func->magic != FUNC_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (hGraph->n == GRAPH_MAX_NODES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        hGraph->node[hGraph->n++] = (struct knode){ p->func, grid(p->gridDimX, p->gridDimY, p->gridDimZ) };
+        *phGraphNode = (CUgraphNode)(uintptr_t)hGraph->n;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+        (void)flags;
+        if (!phGraphExec || !hGraph || hGraph->magic != GRAPH_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct CUgraphExec_st *e = calloc(1, sizeof *e);
+        if (!e)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        e->magic = EXEC_MAGIC;
+        e->n = hGraph->n;
+        memcpy(e->node, hGraph->node, sizeof e->node);
+        obj_add(&e->link);
+        *phGraphExec = e;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+        if (!hGraphExec || hGraphExec->magic != EXEC_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        hGraphExec->magic = 0;
+        obj_del(&hGraphExec->link);
+        free(hGraphExec);
+        return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec e) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!e || e->magic != EXEC_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        for (unsigned i = 0; i < e->n; i++) {
+                CUresult r = launch(e->node[i].f, e->node[i].blocks, false);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+        (void)hStream;
+        return graph_launch(hGraphExec);
+}
+
+_public_ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+        (void)hStream;
+        return graph_launch(hGraphExec);
+}
+
+/* ---- cuGetProcAddress ---- */
+
+static const struct sim_proc_entry launch_procs[] = {
+        { "cuLaunchKernel", 4000, false, (void *)cuLaunchKernel },
+        { "cuLaunchKernel", 7000, true, (void *)cuLaunchKernel_ptsz },
+        { "cuLaunchKernelEx", 11060, false, (void *)cuLaunchKernelEx },
+        { "cuLaunchKernelEx", 11060, true, (void *)cuLaunchKernelEx_ptsz },
+        { "cuLaunchCooperativeKernel", 9000, false, (void *)cuLaunchCooperativeKernel },
+        { "cuLaunchCooperativeKernel", 9000, true, (void *)cuLaunchCooperativeKernel_ptsz },
+        { "cuModuleLoad", 2000, false, (void *)cuModuleLoad },
+        { "cuModuleLoadData", 2000, false, (void *)cuModuleLoadData },
+        { "cuModuleUnload", 2000, false, (void *)cuModuleUnload },
+        { "cuModuleGetFunction", 2000, false, (void *)cuModuleGetFunction },
+        { "cuStreamCreate", 2000, false, (void *)cuStreamCreate },
+        { "cuStreamDestroy", 4000, false, (void *)cuStreamDestroy_v2 },
+        { "cuStreamSynchronize", 2000, false, (void *)cuStreamSynchronize },
+        { "cuStreamSynchronize", 7000, true, (void *)cuStreamSynchronize_ptsz },
+        { "cuGraphCreate", 10000, false, (void *)cuGraphCreate },
+        { "cuGraphDestroy", 10000, false, (void *)cuGraphDestroy },
+        { "cuGraphAddKernelNode", 12000, false, (void *)cuGraphAddKernelNode_v2 },
+        { "cuGraphInstantiateWithFlags", 11040, false, (void *)cuGraphInstantiateWithFlags },
+        { "cuGraphInstantiate", 11040, false, (void *)cuGraphInstantiateWithFlags },
+        { "cuGraphExecDestroy", 10000, false, (void *)cuGraphExecDestroy },
+        { "cuGraphLaunch", 10000, false, (void *)cuGraphLaunch },
+        { "cuGraphLaunch", 10000, true, (void *)cuGraphLaunch_ptsz },
+};
+
+void *sim_cuda_launch_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named) {
+        return sim_proc_lookup(launch_procs, ELEMENTSOF(launch_procs), symbol, version, flags, ret_named);
+}

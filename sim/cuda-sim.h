@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda-sim — the seams between the files of the simulated libcuda.so.1: cuda.c (init, devices,
+ * contexts, cuMemAlloc/Free, cuGetProcAddress), cuda-mem.c (the other allocation families) and
+ * cuda-launch.c (modules, kernel and graph launches on a simulated per-SM clock, streams,
+ * utilization published to the node state). Hidden symbols only; never exported.
+ */
+#pragma once
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim/sim.h"
+
+#define SIM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- provided by cuda.c ---- */
+
+/* cuInit succeeded in this process. */
+SIM_HIDDEN bool sim_cuda_ready(void);
+/* The calling thread's current context: its CUDA ordinal and node GPU index. */
+SIM_HIDDEN CUresult sim_cuda_current(int *ret_ordinal, unsigned *ret_gpu);
+/* Node GPU index of a CUDA ordinal; CUDA_ERROR_INVALID_DEVICE. */
+SIM_HIDDEN CUresult sim_cuda_gpu_of(CUdevice dev, unsigned *ret_gpu);
+/* cuMemAlloc(_v2) on the current context (legacy: a 32-bit pointer), without going through the
+ * exported (interposable) symbol. Freed with sim_cuda_mem_free or cuMemFree. */
+SIM_HIDDEN CUresult sim_cuda_mem_alloc(CUdeviceptr *dptr, uint64_t bytes, bool legacy);
+SIM_HIDDEN CUresult sim_cuda_mem_free(CUdeviceptr dptr);
+SIM_HIDDEN const struct topo *sim_cuda_node(void);
+SIM_HIDDEN const char *sim_cuda_node_path(void);
+SIM_HIDDEN struct sim_state *sim_cuda_state(void);
+SIM_HIDDEN const struct sim_identity *sim_cuda_self(void);
+
+/* ---- provided by cuda-mem.c and cuda-launch.c ---- */
+
+/* cuGetProcAddress for the entry points of those files: the variant of `symbol` introduced at or
+ * before `version`, per-thread-stream variants when flags ask for them. NULL when none; *ret_named
+ * says whether the name exists at all. */
+SIM_HIDDEN void *sim_cuda_mem_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named);
+SIM_HIDDEN void *sim_cuda_launch_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named);
+/* Block until the work this process launched on node GPU `gpu` has finished (cuCtxSynchronize). */
+SIM_HIDDEN void sim_launch_sync(unsigned gpu);
+
+/* Lookup shared by both: entries {name, version, ptsz, fn}. */
+struct sim_proc_entry {
+        const char *name;
+        int version;
+        bool ptsz;
+        void *fn;
+};
+SIM_HIDDEN void *sim_proc_lookup(const struct sim_proc_entry *t, size_t n, const char *symbol, int version,
+                                 cuuint64_t flags, bool *ret_named);
