@@ -13,6 +13,8 @@
  *   init [ORD]        cuInit, retain ORD's primary context (default 0), make it current
  *   alloc SIZE        cuMemAlloc must succeed          alloc! SIZE   must fail with OUT_OF_MEMORY
  *   alloc32 SIZE      legacy 32-bit cuMemAlloc          free          free the newest allocation
+ *   fam F SIZE / fam! F SIZE   the same through another family F: pitch managed async pool vmm array
+ *                     array3d mipmap (freed by free/freeall with the family's own call)
  *   freeall           free every allocation             info          print "info FREE TOTAL" (cuMemGetInfo)
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
  *   expect-free N / expect-total N   the last info/total must have printed exactly N
@@ -76,6 +78,21 @@
         X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags") \
         X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch")
 
+/* The other allocation families. */
+#define API_FAMILIES(X)                                                             \
+        X(cuMemAllocPitch_v2, "cuMemAllocPitch_v2", "cuMemAllocPitch")              \
+        X(cuMemAllocManaged, "cuMemAllocManaged", "cuMemAllocManaged")              \
+        X(cuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync")                    \
+        X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync") \
+        X(cuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync")                       \
+        X(cuMemCreate, "cuMemCreate", "cuMemCreate")                                \
+        X(cuMemRelease, "cuMemRelease", "cuMemRelease")                             \
+        X(cuArrayCreate_v2, "cuArrayCreate_v2", "cuArrayCreate")                    \
+        X(cuArray3DCreate_v2, "cuArray3DCreate_v2", "cuArray3DCreate")              \
+        X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy")                       \
+        X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", "cuMipmappedArrayCreate") \
+        X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy")
+
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
 #define API_LEGACY(X)                                        \
         X(cuMemAlloc, "cuMemAlloc", "cuMemAlloc")            \
@@ -86,15 +103,77 @@ static struct {
 #define MEMBER(f, sym, base) __typeof__(&f) f;
         API(MEMBER)
         API_LAUNCH(MEMBER)
+        API_FAMILIES(MEMBER)
         API_LEGACY(MEMBER)
 #undef MEMBER
 } cu;
 
-static CUdeviceptr allocs[MAX_ALLOCS];
-static bool alloc_legacy[MAX_ALLOCS];
+enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP };
+static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
+static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
 static unsigned long long last_value;
 static CUfunction kernel;
+
+#define CALL(f, ...) (cu.f ? cu.f(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
+
+static CUresult free_one(CUdeviceptr p, enum kind k) {
+        switch (k) {
+        case K_PTR32: return CALL(cuMemFree, (CUdeviceptr_v1)p);
+        case K_ASYNC: return CALL(cuMemFreeAsync, p, NULL);
+        case K_VMM: return CALL(cuMemRelease, (CUmemGenericAllocationHandle)p);
+        case K_ARRAY: return CALL(cuArrayDestroy, (CUarray)(uintptr_t)p);
+        case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
+        case K_PTR: break;
+        }
+        return CALL(cuMemFree_v2, p);
+}
+
+/* One allocation of `bytes` through family `fam`; its handle and kind in ret and kind. */
+static CUresult alloc_family(const char *fam, unsigned long long bytes, CUdeviceptr *ret, enum kind *kind) {
+        CUresult r = CUDA_ERROR_INVALID_VALUE;
+        *kind = K_PTR;
+        if (strcmp(fam, "pitch") == 0) { /* rows of 4 KiB: pitch = width, bytes = 4 KiB x rows */
+                size_t pitch;
+                r = CALL(cuMemAllocPitch_v2, ret, &pitch, 4096, bytes / 4096, 4);
+        } else if (strcmp(fam, "managed") == 0) {
+                r = CALL(cuMemAllocManaged, ret, bytes, CU_MEM_ATTACH_GLOBAL);
+        } else if (strcmp(fam, "async") == 0) {
+                r = CALL(cuMemAllocAsync, ret, bytes, NULL);
+                *kind = K_ASYNC;
+        } else if (strcmp(fam, "pool") == 0) {
+                r = CALL(cuMemAllocFromPoolAsync, ret, bytes, NULL, NULL);
+                *kind = K_ASYNC;
+        } else if (strcmp(fam, "vmm") == 0) {
+                CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+                CUmemGenericAllocationHandle h = 0;
+                r = CALL(cuMemCreate, &h, bytes, &prop, 0);
+                *ret = (CUdeviceptr)h;
+                *kind = K_VMM;
+        } else if (strcmp(fam, "array") == 0) { /* 1 channel of float: 4 bytes per element */
+                CUDA_ARRAY_DESCRIPTOR d = { .Width = bytes / 4, .Height = 1, .Format = CU_AD_FORMAT_FLOAT,
+                                            .NumChannels = 1 };
+                CUarray a = NULL;
+                r = CALL(cuArrayCreate_v2, &a, &d);
+                *ret = (CUdeviceptr)(uintptr_t)a;
+                *kind = K_ARRAY;
+        } else if (strcmp(fam, "array3d") == 0) { /* 16 layers of 4 channels of 8-bit */
+                CUDA_ARRAY3D_DESCRIPTOR d = { .Width = bytes / 64, .Height = 1, .Depth = 16,
+                                              .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4 };
+                CUarray a = NULL;
+                r = CALL(cuArray3DCreate_v2, &a, &d);
+                *ret = (CUdeviceptr)(uintptr_t)a;
+                *kind = K_ARRAY;
+        } else if (strcmp(fam, "mipmap") == 0) { /* 1 level: the base only */
+                CUDA_ARRAY3D_DESCRIPTOR d = { .Width = bytes / 4, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 };
+                CUmipmappedArray m = NULL;
+                r = CALL(cuMipmappedArrayCreate, &m, &d, 1);
+                *ret = (CUdeviceptr)(uintptr_t)m;
+                *kind = K_MIPMAP;
+        }
+        return r;
+}
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
@@ -116,6 +195,7 @@ static int load(const char *how) {
 #undef DIRECT
 #define GLOBAL(f, sym, base) cu.f = (__typeof__(cu.f))dlsym(RTLD_DEFAULT, sym);
                 API_LAUNCH(GLOBAL)
+                API_FAMILIES(GLOBAL)
 #undef GLOBAL
                 return 0;
 #else
@@ -132,6 +212,7 @@ static int load(const char *how) {
 #define BY_DLSYM(f, sym, base) cu.f = (__typeof__(cu.f))dlsym(dl, sym);
                 API(BY_DLSYM)
                 API_LAUNCH(BY_DLSYM)
+                API_FAMILIES(BY_DLSYM)
                 API_LEGACY(BY_DLSYM)
 #undef BY_DLSYM
                 return cu.cuInit ? 0 : 4;
@@ -150,6 +231,7 @@ static int load(const char *how) {
 #define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12000, 0, &st);
         API(BY_PROC)
         API_LAUNCH(BY_PROC)
+        API_FAMILIES(BY_PROC)
 #undef BY_PROC
 #define BY_PROC_OLD(f, sym, base) (void)gpa(base, (void **)&cu.f, 3000, 0, &st);
         API_LEGACY(BY_PROC_OLD)
@@ -157,7 +239,6 @@ static int load(const char *how) {
         return cu.cuInit ? 0 : 4;
 }
 
-#define CALL(f, ...) (cu.f ? cu.f(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
 
 static int parse_size(const char *s, unsigned long long *ret) {
         char *end;
@@ -381,8 +462,27 @@ int main(int argc, char **argv) {
                         if (!want_oom && cr != CUDA_SUCCESS)
                                 return fail("alloc %llu: %d", v, cr);
                         if (cr == CUDA_SUCCESS) {
-                                alloc_legacy[n_allocs] = legacy;
+                                alloc_kind[n_allocs] = legacy ? K_PTR32 : K_PTR;
                                 allocs[n_allocs++] = p;
+                        }
+                } else if (strcmp(s, "fam") == 0 || strcmp(s, "fam!") == 0) {
+                        if (i + 2 >= argc || parse_size(argv[i + 2], &v) < 0)
+                                return 2;
+                        const char *fam = argv[i + 1];
+                        i += 2;
+                        if (n_allocs == MAX_ALLOCS)
+                                return fail("too many allocations");
+                        CUdeviceptr h = 0;
+                        enum kind k;
+                        cr = alloc_family(fam, v, &h, &k);
+                        bool want_oom = strcmp(s, "fam!") == 0;
+                        if (want_oom && cr != CUDA_ERROR_OUT_OF_MEMORY)
+                                return fail("%s %llu: expected OUT_OF_MEMORY, got %d", fam, v, cr);
+                        if (!want_oom && cr != CUDA_SUCCESS)
+                                return fail("%s %llu: %d", fam, v, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_kind[n_allocs] = k;
+                                allocs[n_allocs++] = h;
                         }
                 } else if (strcmp(s, "free") == 0 || strcmp(s, "freeall") == 0) {
                         bool all = strcmp(s, "freeall") == 0;
@@ -390,8 +490,7 @@ int main(int argc, char **argv) {
                                 if (!n_allocs)
                                         break;
                                 n_allocs--;
-                                cr = alloc_legacy[n_allocs] ? CALL(cuMemFree, (CUdeviceptr_v1)allocs[n_allocs])
-                                                            : CALL(cuMemFree_v2, allocs[n_allocs]);
+                                cr = free_one(allocs[n_allocs], alloc_kind[n_allocs]);
                                 if (cr != CUDA_SUCCESS)
                                         return fail("free: %d", cr);
                         } while (all);
@@ -436,7 +535,7 @@ int main(int argc, char **argv) {
                                         break;
                                 if (cr != CUDA_SUCCESS)
                                         return fail("fill: %d", cr);
-                                alloc_legacy[n_allocs] = false;
+                                alloc_kind[n_allocs] = K_PTR;
                                 allocs[n_allocs++] = p;
                                 filled += v;
                         }

@@ -257,6 +257,29 @@ static void test_fragmentation(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
+static void test_every_family_counted(void **state) {
+        (void)state;
+        static const char *const fams[] = { "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap" };
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+                const char *f = fams[i];
+                const char *args[] = { "init", "fam", f, "32M", "fam!", f, "34M", "fam", f, "32M", "alloc!", "1",
+                                       "info", "expect-free", "0", "freeall", "info", "expect-free", "64M", NULL };
+                char out[512];
+                if (run(WORKLOAD, args, out, sizeof out) != 0)
+                        fail_msg("family %s not limited exactly", f);
+        }
+}
+
+static void test_families_share_one_limit(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *args[] = { "init", "alloc", "16M", "fam", "vmm", "16M", "fam", "array", "16M", "fam", "async", "8M",
+                               "fam", "pitch", "8M", "fam!", "managed", "1M", "free", "fam", "managed", "8M",
+                               "info", "expect-free", "0", "freeall", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
 static void test_info_virtualised(void **state) {
         (void)state;
         const char *args[] = { "init", "info", "expect-free", "1G", "total", "expect-total", "1G", "alloc", "256M",
@@ -485,6 +508,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_over_limit_single, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fragmentation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_every_family_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_families_share_one_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_virtualised, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_never_above_physical, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_legacy_32bit, setup, teardown),
