@@ -76,3 +76,11 @@
         X(cuCtxPopCurrent_v2)     \
         X(cuMemGetAddressRange_v2) \
         X(cuMemPoolGetAttribute)
+
+/* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */
+#define GS_NVML_HOOKS(X)                 \
+        X(nvmlDeviceGetMemoryInfo)       \
+        X(nvmlDeviceGetMemoryInfo_v2)
+
+/* NVML functions the hooks call (resolved with RTLD_NEXT, never exported from here). */
+#define GS_NVML_INTERNAL(X) X(nvmlDeviceGetUUID)

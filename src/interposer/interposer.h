@@ -5,10 +5,15 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Initialise (once) and look a symbol up in the real driver; NULL when absent or no driver. */
 void *gs_real_symbol(const char *name) __attribute__((visibility("hidden")));
+
+/* For NVML's memory queries: is the device with this UUID limited in this container? Its limit and the
+ * container's usage. Initialises on first use; false when not limited. */
+bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) __attribute__((visibility("hidden")));
 
 /* CLOCK_MONOTONIC in ns (vDSO: no syscall). */
 uint64_t gs_now_ns(void) __attribute__((visibility("hidden")));

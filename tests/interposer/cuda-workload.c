@@ -17,7 +17,8 @@
  *                     array3d mipmap (freed by free/freeall with the family's own call)
  *   freeall           free every allocation             info          print "info FREE TOTAL" (cuMemGetInfo)
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
- *   expect-free N / expect-total N   the last info/total must have printed exactly N
+ *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
+ *   nvml-info IDX     NVML memory of NVML device IDX, looked up as a program linked with -lnvidia-ml would
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
  *   bg N ARGS…        run this program with the next N arguments as a background child (same
@@ -39,6 +40,8 @@
 #include <cuda.h>
 
 #include <dlfcn.h>
+
+#include "nvml/nvml-abi.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -112,7 +115,7 @@ enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP };
 static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
 static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
-static unsigned long long last_value;
+static unsigned long long last_value, last_total;
 static CUfunction kernel;
 
 #define CALL(f, ...) (cu.f ? cu.f(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
@@ -373,6 +376,30 @@ static int step_bg(char **args, unsigned n) {
         return 0; /* the rest of its output is read by wait-bg */
 }
 
+/* NVML as a program linked against it sees it: loaded into the global scope, looked up with RTLD_DEFAULT.
+ * Prints "nvml TOTAL FREE USED" (nvmlDeviceGetMemoryInfo) and "nvml2 …" (_v2) for NVML device idx. */
+static int step_nvml(unsigned idx) {
+        if (!dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL))
+                return fail("dlopen libnvidia-ml.so.1: %s", dlerror());
+        __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(RTLD_DEFAULT, "nvmlInit_v2");
+        __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index =
+                (__typeof__(by_index))dlsym(RTLD_DEFAULT, "nvmlDeviceGetHandleByIndex_v2");
+        __typeof__(&nvmlDeviceGetMemoryInfo) info = (__typeof__(info))dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo");
+        __typeof__(&nvmlDeviceGetMemoryInfo_v2) info2 =
+                (__typeof__(info2))dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo_v2");
+        nvmlDevice_t d;
+        nvmlMemory_t m;
+        nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
+        if (!init || !by_index || !info || !info2 || init() != NVML_SUCCESS || by_index(idx, &d) != NVML_SUCCESS ||
+            info(d, &m) != NVML_SUCCESS || info2(d, &m2) != NVML_SUCCESS)
+                return fail("NVML memory query failed");
+        printf("nvml %llu %llu %llu\n", m.total, m.free, m.used);
+        printf("nvml2 %llu %llu %llu\n", m2.total, m2.free, m2.used);
+        last_value = m2.free;
+        last_total = m2.total;
+        return m.total == m2.total && m.free == m2.free ? 0 : fail("nvml and nvml_v2 disagree");
+}
+
 static uint64_t now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -511,18 +538,21 @@ int main(int argc, char **argv) {
                                 return fail("cuMemGetInfo: %d", cr);
                         printf("info %llu %llu\n", f, t);
                         last_value = f;
+                        last_total = t;
                 } else if (strcmp(s, "total") == 0) {
                         size_t t;
                         if ((cr = CALL(cuDeviceTotalMem_v2, &t, 0)) != CUDA_SUCCESS)
                                 return fail("cuDeviceTotalMem: %d", cr);
                         printf("total %zu\n", t);
                         last_value = t;
+                        last_total = t;
                 } else if (strcmp(s, "expect-free") == 0 || strcmp(s, "expect-total") == 0) {
                         if (!arg || parse_size(arg, &v) < 0)
                                 return 2;
                         i++;
-                        if (last_value != v)
-                                return fail("%s %llu: got %llu", s, v, last_value);
+                        unsigned long long got = strcmp(s, "expect-total") == 0 ? last_total : last_value;
+                        if (got != v)
+                                return fail("%s %llu: got %llu", s, v, got);
                 } else if (strcmp(s, "fill") == 0) {
                         if (!arg || parse_size(arg, &v) < 0 || !v)
                                 return 2;
@@ -548,6 +578,12 @@ int main(int argc, char **argv) {
                         if (step_bg(argv + i + 2, (unsigned)n))
                                 return 1;
                         i += 1 + (int)n;
+                } else if (strcmp(s, "nvml-info") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (step_nvml((unsigned)v))
+                                return 1;
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;

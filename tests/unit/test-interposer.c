@@ -482,6 +482,25 @@ static void test_run_shares_limit_between_processes(void **state) {
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
 
+static void test_nvml_memory_virtualised(void **state) {
+        (void)state;
+        /* nvidia-smi's view inside the container: the limit as total, the container's memory as used. */
+        const char *args[] = { "run", "--gpu", "2", "--memory", "256M", "--", WORKLOAD, "bg", "5", "init", "alloc",
+                               "100M", "ready", "hold", "nvml-info", "2", "expect-total", "256M", "expect-free",
+                               "156M", NULL };
+        char out[512];
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "nvml 268435456 163577856 104857600\n"));
+        /* Other GPUs are not the container's: NVML answers for them unchanged. */
+        const char *other[] = { "run", "--gpu", "2", "--memory", "256M", "--", WORKLOAD, "nvml-info", "3", NULL };
+        p = spawn_env(make_env(false, false), GPUSLICE, other);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        unsigned long long t, f, u;
+        assert_int_equal(sscanf(out, "nvml %llu %llu %llu", &t, &f, &u), 3);
+        assert_true(t > 1 * GiB);
+}
+
 static void test_run_exit_status_and_usage(void **state) {
         (void)state;
         const char *fails[] = { "run", "--gpu", "0", "--memory", "1M", "--", WORKLOAD, "init", "alloc", "2M", NULL };
@@ -525,6 +544,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nvml_memory_virtualised, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
