@@ -18,6 +18,7 @@
  *   freeall           free every allocation             info          print "info FREE TOTAL" (cuMemGetInfo)
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
  *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
+ *   allocn N SIZE     N allocations of SIZE kept      infoloop N   N cuMemGetInfo (for instruction counts)
  *   nvml-info IDX     NVML memory of NVML device IDX, looked up as a program linked with -lnvidia-ml would
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
@@ -584,6 +585,30 @@ int main(int argc, char **argv) {
                         i++;
                         if (step_nvml((unsigned)v))
                                 return 1;
+                } else if (strcmp(s, "allocn") == 0 || strcmp(s, "infoloop") == 0) {
+                        /* allocn N SIZE: N allocations kept (freed at exit); infoloop N: N cuMemGetInfo */
+                        unsigned long long n, size = 0;
+                        if (!arg || parse_size(arg, &n) < 0)
+                                return 2;
+                        i++;
+                        if (strcmp(s, "allocn") == 0) {
+                                if (i + 1 >= argc || parse_size(argv[i + 1], &size) < 0)
+                                        return 2;
+                                i++;
+                        }
+                        for (unsigned long long k = 0; k < n; k++) {
+                                if (size) {
+                                        if (n_allocs == MAX_ALLOCS)
+                                                return fail("too many allocations");
+                                        if (CALL(cuMemAlloc_v2, &allocs[n_allocs], size) != CUDA_SUCCESS)
+                                                return fail("allocn: alloc failed");
+                                        alloc_kind[n_allocs++] = K_PTR;
+                                } else {
+                                        size_t f, t;
+                                        if (CALL(cuMemGetInfo_v2, &f, &t) != CUDA_SUCCESS)
+                                                return fail("infoloop: cuMemGetInfo failed");
+                                }
+                        }
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;
