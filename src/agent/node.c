@@ -32,6 +32,7 @@
 #include "agent/agent.h"
 #include "agent/health.h"
 #include "agent/plugin.h"
+#include "agent/share.h"
 #include "cli/commands.h"
 #include "config/config.h"
 #include "deviceplugin.pb-c.h"
@@ -50,22 +51,30 @@
 #define TICK_MS 100
 #define STATE_GRACE_SEC 120 /* a fresh Allocate may not be listed by PodResources yet */
 
+/* One resource name: its own socket, server and registration. */
+struct endpoint {
+        enum plugin_kind kind;
+        const char *resource;       /* points into plugin->opt */
+        char name[352];             /* socket file name in the plugin dir */
+        char socket_path[PATH_MAX];
+        struct rpc_server *server;
+        bool registered;
+        uint64_t n_registrations;
+        uint64_t retry_register_ms; /* 0 = no retry pending */
+};
+
 struct node {
         struct config_args args;
         struct gpuslice_config cfg;
         struct nvml *nvml;
         struct plugin *plugin;
         struct health health;
-        struct rpc_server *server;
-        char endpoint[352];
-        char socket_path[PATH_MAX];
+        struct endpoint ep[_PLUGIN_KIND_MAX];
+        unsigned n_ep;
         char kubelet_target[PATH_MAX + 8];
         char kubelet_path[PATH_MAX];
         char status_path[PATH_MAX];
         int sigfd, inofd, statusfd;
-        bool registered;
-        uint64_t n_registrations;
-        uint64_t retry_register_ms; /* 0 = no retry pending */
         uint64_t next_probe_ms, next_sync_ms;
         uint64_t saved_generation;
 };
@@ -78,6 +87,18 @@ static void plugin_options_from_config(const struct gpuslice_config *cfg, struct
         o->list_cdi = cfg->device_list_strategy & CONFIG_DEVICE_LIST_CDI;
         snprintf(o->cdi_kind, sizeof o->cdi_kind, "%s/%s", cfg->cdi_vendor, cfg->cdi_class);
         strscpy(o->dev_root, cfg->dev_root, sizeof o->dev_root);
+        const struct config_profile_info *pi = config_profile_info(cfg->profile);
+        if (pi && pi->core_resource)
+                strscpy(o->core_resource, pi->core_resource, sizeof o->core_resource);
+        if (pi && pi->memory_resource)
+                strscpy(o->memory_resource, pi->memory_resource, sizeof o->memory_resource);
+        o->memory_unit = o->memory_resource[0] ? config_memory_unit(cfg) : 0;
+        o->spread = cfg->alloc_policy == CONFIG_POLICY_SPREAD;
+        o->limit_when_alone = cfg->limit_when_alone;
+        strscpy(o->interposer, cfg->interposer_library, sizeof o->interposer);
+        if ((size_t)snprintf(o->limits_root, sizeof o->limits_root, "%.4080s/containers", cfg->state_dir) >=
+            sizeof o->limits_root)
+                o->limits_root[0] = 0; /* refused at Allocate: the state dir path is too long */
 }
 
 static void endpoint_name(const char *resource, char *buf, size_t len) {
@@ -89,13 +110,13 @@ static void endpoint_name(const char *resource, char *buf, size_t len) {
 
 /* ---- kubelet: serve and register ---- */
 
-static int do_register(struct node *n) {
+static int do_register(struct node *n, struct endpoint *ep) {
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
         opts.get_preferred_allocation_available = 1;
         req.version = PLUGIN_API_VERSION;
-        req.endpoint = n->endpoint;
-        req.resource_name = n->plugin->opt.resource;
+        req.endpoint = ep->name;
+        req.resource_name = (char *)ep->resource;
         req.options = &opts;
 
         _cleanup_(freep) uint8_t *buf = NULL;
@@ -109,30 +130,31 @@ static int do_register(struct node *n) {
         r = rpc_call_unary(n->kubelet_target, "/v1beta1.Registration/Register", buf, len, REGISTER_TIMEOUT_MS, &resp,
                            &resp_len, &st);
         if (r < 0) {
-                n->registered = false;
-                return log_warn_errno(r, "registration with kubelet failed", "socket=%s code=%s detail=\"%s\"",
-                                      n->kubelet_path, rpc_code_name(st.code), st.message);
+                ep->registered = false;
+                return log_warn_errno(r, "registration with kubelet failed",
+                                      "resource=%s socket=%s code=%s detail=\"%s\"", ep->resource, n->kubelet_path,
+                                      rpc_code_name(st.code), st.message);
         }
-        n->registered = true;
-        n->n_registrations++;
-        log_info("registered with kubelet", "resource=%s endpoint=%s ms=%" PRIu64, req.resource_name, n->endpoint,
+        ep->registered = true;
+        ep->n_registrations++;
+        log_info("registered with kubelet", "resource=%s endpoint=%s ms=%" PRIu64, req.resource_name, ep->name,
                  health_now_ms() - t0);
         return 0;
 }
 
-static int serve(struct node *n) {
-        n->server = rpc_server_free(n->server);
-        int r = rpc_server_new(n->socket_path, 0, &n->server);
+static int serve(struct node *n, struct endpoint *ep) {
+        ep->server = rpc_server_free(ep->server);
+        int r = rpc_server_new(ep->socket_path, 0, &ep->server);
         if (r < 0)
-                return log_error_errno(r, "cannot create the plugin server", "socket=%s", n->socket_path);
-        r = plugin_serve(n->plugin, n->server);
+                return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
+        r = plugin_serve_kind(n->plugin, ep->kind, ep->server);
         if (r >= 0)
-                r = rpc_server_start(n->server);
+                r = rpc_server_start(ep->server);
         if (r < 0) {
-                n->server = rpc_server_free(n->server);
-                return log_error_errno(r, "cannot serve the device plugin", "socket=%s", n->socket_path);
+                ep->server = rpc_server_free(ep->server);
+                return log_error_errno(r, "cannot serve the device plugin", "socket=%s", ep->socket_path);
         }
-        log_info("serving device plugin", "resource=%s socket=%s", n->plugin->opt.resource, n->socket_path);
+        log_info("serving device plugin", "resource=%s socket=%s", ep->resource, ep->socket_path);
         return 0;
 }
 
@@ -142,28 +164,42 @@ static bool file_exists(const char *p) {
 }
 
 /* (Re)start serving and register if kubelet is there; on failure retry from the loop. */
-static void serve_and_register(struct node *n, bool restart_server) {
-        n->retry_register_ms = 0;
-        if (restart_server || !n->server || !file_exists(n->socket_path)) {
-                if (serve(n) < 0) {
-                        n->retry_register_ms = health_now_ms() + 1000;
+static void serve_and_register(struct node *n, struct endpoint *ep, bool restart_server) {
+        ep->retry_register_ms = 0;
+        if (restart_server || !ep->server || !file_exists(ep->socket_path)) {
+                if (serve(n, ep) < 0) {
+                        ep->retry_register_ms = health_now_ms() + 1000;
                         return;
                 }
         }
         if (!file_exists(n->kubelet_path)) {
-                n->registered = false;
-                log_info("waiting for kubelet", "socket=%s", n->kubelet_path);
+                ep->registered = false;
+                log_info("waiting for kubelet", "resource=%s socket=%s", ep->resource, n->kubelet_path);
                 return;
         }
-        if (do_register(n) < 0)
-                n->retry_register_ms = health_now_ms() + 1000;
+        if (do_register(n, ep) < 0)
+                ep->retry_register_ms = health_now_ms() + 1000;
 }
 
 /* ---- PodResources and the state file ---- */
 
 static bool owned_resource(const char *resource, void *userdata) {
         const struct node *n = userdata;
-        return streq(resource, n->plugin->opt.resource);
+        for (unsigned k = 0; k < n->n_ep; k++)
+                if (streq(resource, n->ep[k].resource))
+                        return true;
+        return false;
+}
+
+/* Per-container limits dirs of allocations the state no longer holds. */
+static void limits_cleanup(struct node *n) {
+        if (n->n_ep < 2)
+                return;
+        int r = share_cleanup_dirs(n->plugin);
+        if (r > 0)
+                log_info("removed limits dirs of ended allocations", "count=%d dir=%s", r, n->plugin->opt.limits_root);
+        else if (r < 0 && r != -ENOENT)
+                log_warn_errno(r, "cannot clean the limits dirs", "dir=%s", n->plugin->opt.limits_root);
 }
 
 static int podresources_sync(struct node *n) {
@@ -220,6 +256,10 @@ static int podresources_sync(struct node *n) {
         pthread_mutex_lock(&n->plugin->lock);
         r = state_reconcile(&n->plugin->state, rep, nr, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
                             &removed, &updated, &skipped);
+        if (r >= 0 && (added || removed)) {
+                (void)share_fixup_state(n->plugin);
+                atomic_fetch_add(&n->plugin->generation, 1); /* whole/fraction exclusion may change */
+        }
         pthread_mutex_unlock(&n->plugin->lock);
         free(rep);
         v1__list_pod_resources_response__free_unpacked(lr, NULL);
@@ -228,6 +268,8 @@ static int podresources_sync(struct node *n) {
         if (added || removed || updated)
                 log_info("reconciled with PodResources", "added=%zu removed=%zu updated=%zu skipped=%zu", added,
                          removed, updated, skipped);
+        if (removed)
+                limits_cleanup(n);
         return 0;
 }
 
@@ -272,6 +314,7 @@ static void state_restore(struct node *n) {
                 if (state_add(&n->plugin->state, a) >= 0)
                         kept++;
         }
+        (void)share_fixup_state(n->plugin);
         n->saved_generation = n->plugin->state.generation;
         pthread_mutex_unlock(&n->plugin->lock);
         state_done(&s);
@@ -287,9 +330,21 @@ static json_t *status_json(struct node *n) {
 
         pthread_mutex_lock(&p->lock);
         json_object_set_new(root, "resource", json_string(p->opt.resource));
-        json_object_set_new(root, "endpoint", json_string(n->socket_path));
-        json_object_set_new(root, "registered", json_boolean(n->registered));
-        json_object_set_new(root, "registrations", json_integer((json_int_t)n->n_registrations));
+        json_object_set_new(root, "endpoint", json_string(n->ep[0].socket_path));
+        json_object_set_new(root, "registered", json_boolean(n->ep[0].registered));
+        json_object_set_new(root, "registrations", json_integer((json_int_t)n->ep[0].n_registrations));
+        json_t *res = json_array();
+        for (unsigned k = 0; k < n->n_ep; k++) {
+                json_t *e = json_object();
+                json_object_set_new(e, "resource", json_string(n->ep[k].resource));
+                json_object_set_new(e, "endpoint", json_string(n->ep[k].socket_path));
+                json_object_set_new(e, "registered", json_boolean(n->ep[k].registered));
+                json_object_set_new(e, "registrations", json_integer((json_int_t)n->ep[k].n_registrations));
+                json_array_append_new(res, e);
+        }
+        json_object_set_new(root, "resources", res);
+        struct share_usage use;
+        share_usage(p, &use);
         json_object_set_new(root, "allocate_calls", json_integer((json_int_t)p->n_allocate));
         json_object_set_new(root, "preferred_calls", json_integer((json_int_t)p->n_preferred));
         json_object_set_new(root, "rejected_calls", json_integer((json_int_t)p->n_errors));
@@ -304,6 +359,12 @@ static json_t *status_json(struct node *n) {
                 json_object_set_new(d, "health", json_string(g->healthy ? "Healthy" : "Unhealthy"));
                 if (!g->healthy)
                         json_object_set_new(d, "reason", json_string(g->reason));
+                if (n->n_ep > 1) {
+                        json_object_set_new(d, "core_used", json_integer(use.core[i]));
+                        json_object_set_new(d, "memory_used_bytes",
+                                            json_integer((json_int_t)((uint64_t)use.mem[i] * p->opt.memory_unit)));
+                        json_object_set_new(d, "memory_ids", json_integer(g->n_mem));
+                }
                 const struct state_alloc *a = state_find(&p->state, p->opt.resource, g->id);
                 if (a) {
                         json_t *h = json_object();
@@ -382,7 +443,12 @@ static void apply_runtime_config(struct node *n) {
         struct plugin_options o;
         plugin_options_from_config(&n->cfg, &o);
         pthread_mutex_lock(&n->plugin->lock);
-        strscpy(o.resource, n->plugin->opt.resource, sizeof o.resource); /* fixed for the plugin's life */
+        /* Resource names, units and the limits root are fixed for the plugin's life. */
+        strscpy(o.resource, n->plugin->opt.resource, sizeof o.resource);
+        strscpy(o.core_resource, n->plugin->opt.core_resource, sizeof o.core_resource);
+        strscpy(o.memory_resource, n->plugin->opt.memory_resource, sizeof o.memory_resource);
+        o.memory_unit = n->plugin->opt.memory_unit;
+        strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
         n->plugin->opt = o;
         pthread_mutex_unlock(&n->plugin->lock);
         if (n->health.running)
@@ -400,8 +466,11 @@ static void reload(struct node *n) {
         }
         if (!streq(c.plugin_dir, n->cfg.plugin_dir) || !streq(c.state_dir, n->cfg.state_dir) ||
             !streq(config_whole_gpu_resource(&c), config_whole_gpu_resource(&n->cfg)) ||
-            c.health_disabled != n->cfg.health_disabled)
-                log_warn("plugin dir, state dir, resource name and health.disabled change only on restart", "%s", "");
+            c.health_disabled != n->cfg.health_disabled || c.profile != n->cfg.profile ||
+            config_memory_unit(&c) != config_memory_unit(&n->cfg))
+                log_warn("plugin dir, state dir, resource names, memory unit and health.disabled change only on "
+                         "restart",
+                         "%s", "");
         strscpy(c.plugin_dir, n->cfg.plugin_dir, sizeof c.plugin_dir);
         strscpy(c.state_dir, n->cfg.state_dir, sizeof c.state_dir);
         strscpy(c.whole_gpu_resource, n->cfg.whole_gpu_resource, sizeof c.whole_gpu_resource);
@@ -428,10 +497,13 @@ static void handle_inotify(struct node *n, bool *ret_restart, bool *ret_register
                         if (streq(ev->name, KUBELET_SOCKET) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
                                 log_info("kubelet socket created, registering again", "%s", "");
                                 *ret_register = true;
-                        } else if (streq(ev->name, n->endpoint) && (ev->mask & (IN_DELETE | IN_MOVED_FROM)) &&
-                                   !file_exists(n->socket_path)) {
-                                log_info("plugin socket removed, serving again", "socket=%s", n->socket_path);
-                                *ret_restart = true;
+                        } else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+                                for (unsigned k = 0; k < n->n_ep; k++)
+                                        if (streq(ev->name, n->ep[k].name) && !file_exists(n->ep[k].socket_path)) {
+                                                log_info("plugin socket removed, serving again", "socket=%s",
+                                                         n->ep[k].socket_path);
+                                                *ret_restart = true;
+                                        }
                         }
                 }
         }
@@ -479,10 +551,29 @@ static int setup(struct node *n) {
                         log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
                                  n->plugin->gpu[i].reason);
 
-        endpoint_name(o.resource, n->endpoint, sizeof n->endpoint);
-        if ((size_t)snprintf(n->socket_path, sizeof n->socket_path, "%s/%s", n->cfg.plugin_dir, n->endpoint) >=
-                    sizeof n->socket_path ||
-            (size_t)snprintf(n->kubelet_path, sizeof n->kubelet_path, "%s/%s", n->cfg.plugin_dir, KUBELET_SOCKET) >=
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
+                const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
+                if (!res[0])
+                        continue;
+                struct endpoint *ep = &n->ep[n->n_ep++];
+                ep->kind = (enum plugin_kind)k;
+                ep->resource = res;
+                char name[sizeof ep->name];
+                endpoint_name(res, name, sizeof name);
+                strscpy(ep->name, name, sizeof ep->name);
+                if ((size_t)snprintf(ep->socket_path, sizeof ep->socket_path, "%s/%s", n->cfg.plugin_dir, name) >=
+                    sizeof ep->socket_path)
+                        return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+        }
+        if (n->n_ep > 1) {
+                log_info("sharing GPUs", "core=%s memory=%s memory_unit=%" PRIu64 " policy=%s interposer=%s",
+                         o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",
+                         o.memory_unit, o.spread ? "spread" : "binpack", o.interposer);
+                if (access(o.interposer, R_OK) < 0)
+                        log_warn("the CUDA interposer is missing: fractional Allocate calls will fail",
+                                 "interposer=%s", o.interposer);
+        }
+        if ((size_t)snprintf(n->kubelet_path, sizeof n->kubelet_path, "%s/%s", n->cfg.plugin_dir, KUBELET_SOCKET) >=
                     sizeof n->kubelet_path ||
             (size_t)snprintf(n->status_path, sizeof n->status_path, "%s/%s", n->cfg.state_dir, AGENT_STATUS_SOCKET) >=
                     sizeof n->status_path)
@@ -492,6 +583,7 @@ static int setup(struct node *n) {
         state_restore(n);
         (void)podresources_sync(n);
         state_persist(n);
+        limits_cleanup(n);
 
         n->inofd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (n->inofd < 0)
@@ -508,14 +600,16 @@ static int setup(struct node *n) {
                 if (r < 0)
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
-        serve_and_register(n, true);
+        for (unsigned k = 0; k < n->n_ep; k++)
+                serve_and_register(n, &n->ep[k], true);
         return 0;
 }
 
 static void teardown(struct node *n) {
         if (n->plugin)
                 atomic_store(&n->plugin->stopping, true);
-        n->server = rpc_server_free(n->server);
+        for (unsigned k = 0; k < n->n_ep; k++)
+                n->ep[k].server = rpc_server_free(n->ep[k].server);
         health_stop(&n->health);
         if (n->plugin)
                 state_persist(n);
@@ -619,11 +713,12 @@ int cmd_node(int argc, char **argv) {
                         while ((restart || reg) && poll(&more, 1, 20) > 0)
                                 handle_inotify(&n, &restart, &reg);
                 }
-                if (restart || reg)
-                        serve_and_register(&n, restart || !file_exists(n.socket_path));
+                for (unsigned k = 0; k < n.n_ep && (restart || reg); k++)
+                        serve_and_register(&n, &n.ep[k], !file_exists(n.ep[k].socket_path));
                 uint64_t now = health_now_ms();
-                if (n.retry_register_ms && now >= n.retry_register_ms)
-                        serve_and_register(&n, false);
+                for (unsigned k = 0; k < n.n_ep; k++)
+                        if (n.ep[k].retry_register_ms && now >= n.ep[k].retry_register_ms)
+                                serve_and_register(&n, &n.ep[k], false);
                 if (pfd[2].revents & POLLIN)
                         status_serve_one(&n);
                 if (n.health.running && now >= n.next_probe_ms) {

@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "agent/plugin-internal.h"
 #include "agent/plugin.h"
+#include "agent/share.h"
 #include "alloc/alloc.h"
 #include "deviceplugin.pb-c.h"
 #include "util/util.h"
@@ -28,12 +30,7 @@ struct arena_block {
         max_align_t data[];
 };
 
-struct arena {
-        struct arena_block *head;
-        bool failed;
-};
-
-static void *arena_alloc(struct arena *a, size_t n) {
+void *arena_alloc(struct arena *a, size_t n) {
         n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
         if (!a->head || a->head->size - a->head->used < n) {
                 size_t size = MAX(n, (size_t)16384);
@@ -53,8 +50,7 @@ static void *arena_alloc(struct arena *a, size_t n) {
         return p;
 }
 
-static char *arena_printf(struct arena *a, const char *fmt, ...) _printf_(2, 3);
-static char *arena_printf(struct arena *a, const char *fmt, ...) {
+char *arena_printf(struct arena *a, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(NULL, 0, fmt, ap);
@@ -70,7 +66,7 @@ static char *arena_printf(struct arena *a, const char *fmt, ...) {
         return s;
 }
 
-static void arena_free(struct arena *a) {
+void arena_free(struct arena *a) {
         while (a->head) {
                 struct arena_block *b = a->head;
                 a->head = b->next;
@@ -95,11 +91,28 @@ void plugin_init(struct plugin *p, const struct plugin_options *opt, const struc
                 d->minor = g->minor;
                 d->numa = g->numa_node;
                 d->healthy = g->state == TOPO_GPU_OK;
+                d->memory_total = g->memory_total;
+                if (opt->memory_unit > 0) {
+                        uint64_t k = g->memory_total / opt->memory_unit;
+                        d->n_mem = (unsigned)MIN(k, (uint64_t)SHARE_MEM_IDS_MAX);
+                }
                 if (!d->healthy)
                         strscpy(d->reason, g->state_text[0] ? g->state_text : "not readable", sizeof d->reason);
         }
         state_init(&p->state);
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
+                p->svc[k] = (struct plugin_service){ .p = p, .kind = (enum plugin_kind)k };
+        p->explicit_gpu = -1;
         atomic_store(&p->generation, 1);
+}
+
+const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
+        switch (kind) {
+        case PLUGIN_WHOLE: return p->opt.resource;
+        case PLUGIN_CORE: return p->opt.core_resource;
+        case PLUGIN_MEMORY: return p->opt.memory_resource;
+        default: return "";
+        }
 }
 
 void plugin_done(struct plugin *p) {
@@ -178,37 +191,66 @@ enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_le
 
 /* ---- ListAndWatch ---- */
 
-int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation) {
+static V1beta1__Device *device_msg(struct arena *a, const char *id, bool healthy, int numa) {
+        V1beta1__Device *dev = arena_alloc(a, sizeof *dev);
+        if (!dev)
+                return NULL;
+        v1beta1__device__init(dev);
+        dev->id = arena_printf(a, "%s", id);
+        dev->health = healthy ? "Healthy" : "Unhealthy";
+        if (numa >= 0) {
+                V1beta1__TopologyInfo *ti = arena_alloc(a, sizeof *ti);
+                V1beta1__NUMANode *nn = arena_alloc(a, sizeof *nn);
+                V1beta1__NUMANode **nodes = arena_alloc(a, sizeof *nodes);
+                if (!ti || !nn || !nodes)
+                        return NULL;
+                v1beta1__topology_info__init(ti);
+                v1beta1__numanode__init(nn);
+                nn->id = numa;
+                nodes[0] = nn;
+                ti->nodes = nodes;
+                ti->n_nodes = 1;
+                dev->topology = ti;
+        }
+        return dev->id ? dev : NULL;
+}
+
+int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
+                             uint64_t *ret_generation) {
         struct arena a = { 0 };
         V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+        struct share_usage u;
         int r = -ENOMEM;
 
         pthread_mutex_lock(&p->lock);
         uint64_t gen = atomic_load(&p->generation);
-        resp.devices = arena_alloc(&a, sizeof(void *) * (p->n + 1));
+        share_usage(p, &u);
+        size_t cap = 0;
+        for (unsigned i = 0; i < p->n; i++)
+                cap += kind == PLUGIN_WHOLE ? 1 : kind == PLUGIN_CORE ? SHARE_CORE_IDS : p->gpu[i].n_mem;
+        resp.devices = arena_alloc(&a, sizeof(void *) * (cap + 1));
         for (unsigned i = 0; resp.devices && i < p->n; i++) {
                 const struct plugin_gpu *d = &p->gpu[i];
-                V1beta1__Device *dev = arena_alloc(&a, sizeof *dev);
-                if (!dev)
-                        break;
-                v1beta1__device__init(dev);
-                dev->id = arena_printf(&a, "%s", d->id);
-                dev->health = d->healthy ? "Healthy" : "Unhealthy";
-                if (d->numa >= 0) {
-                        V1beta1__TopologyInfo *ti = arena_alloc(&a, sizeof *ti);
-                        V1beta1__NUMANode *nn = arena_alloc(&a, sizeof *nn);
-                        V1beta1__NUMANode **nodes = arena_alloc(&a, sizeof *nodes);
-                        if (!ti || !nn || !nodes)
+                uint64_t bit = UINT64_C(1) << i;
+                /* Whole and fractional use of a GPU exclude each other: while one kind holds a
+                 * GPU, the other kind's IDs of it are listed Unhealthy (docs/sharing.md). */
+                if (kind == PLUGIN_WHOLE) {
+                        V1beta1__Device *dev = device_msg(&a, d->id, d->healthy && !(u.frac & bit), d->numa);
+                        if (!dev)
                                 break;
-                        v1beta1__topology_info__init(ti);
-                        v1beta1__numanode__init(nn);
-                        nn->id = d->numa;
-                        nodes[0] = nn;
-                        ti->nodes = nodes;
-                        ti->n_nodes = 1;
-                        dev->topology = ti;
+                        resp.devices[resp.n_devices++] = dev;
+                        continue;
                 }
-                resp.devices[resp.n_devices++] = dev;
+                bool ok = d->healthy && !(u.whole & bit);
+                unsigned k = kind == PLUGIN_CORE ? SHARE_CORE_IDS : d->n_mem;
+                for (unsigned j = 0; j < k; j++) {
+                        char id[SHARE_ID_MAX];
+                        share_format_id(d->id, kind, j, id, sizeof id);
+                        V1beta1__Device *dev = device_msg(&a, id, ok, d->numa);
+                        if (!dev)
+                                break;
+                        resp.devices[resp.n_devices++] = dev;
+                }
         }
         pthread_mutex_unlock(&p->lock);
         if (!a.failed && resp.devices) {
@@ -220,9 +262,12 @@ int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64
         return r;
 }
 
-enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                    struct rpc_status *st) {
-        struct plugin *p = userdata;
+int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation) {
+        return plugin_pack_devices_kind(p, PLUGIN_WHOLE, ret, ret_len, ret_generation);
+}
+
+static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
+                           struct rpc_stream *s, struct rpc_status *st) {
         V1beta1__Empty *in = v1beta1__empty__unpack(NULL, req_len, req);
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode Empty");
@@ -235,7 +280,7 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
                 if (atomic_load(&p->generation) != sent) {
                         uint8_t *buf = NULL;
                         size_t n = 0;
-                        if (plugin_pack_devices(p, &buf, &n, &sent) < 0)
+                        if (plugin_pack_devices_kind(p, kind, &buf, &n, &sent) < 0)
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         int r = rpc_stream_send(s, buf, n);
                         free(buf);
@@ -247,6 +292,17 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
         }
 }
 
+enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                    struct rpc_status *st) {
+        return watch(userdata, PLUGIN_WHOLE, req, req_len, s, st);
+}
+
+enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len,
+                                            struct rpc_stream *s, struct rpc_status *st) {
+        struct plugin_service *svc = userdata;
+        return watch(svc->p, svc->kind, req, req_len, s, st);
+}
+
 /* ---- request checking shared by Allocate and GetPreferredAllocation ---- */
 
 /* Turn a list of IDs into a set of table indices. Every ID must be known; with `healthy` every
@@ -254,6 +310,8 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
 static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bool healthy, const char *what,
                                 uint64_t *ret, struct rpc_status *st) {
         uint64_t set = 0;
+        struct share_usage u;
+        share_usage(p, &u);
         for (size_t k = 0; k < n; k++) {
                 const char *id = ids[k] ? ids[k] : "";
                 int i = plugin_find(p, id);
@@ -264,6 +322,13 @@ static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bo
                 if (healthy && !p->gpu[i].healthy)
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device %s is unhealthy (%s)", what, id,
                                          p->gpu[i].reason);
+                if (healthy && (u.frac & (UINT64_C(1) << i)))
+                        return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                         "%s: device %s is shared: fractions of it are allocated (%s%s%s), so it "
+                                         "cannot be handed out whole",
+                                         what, id, p->opt.core_resource,
+                                         p->opt.core_resource[0] && p->opt.memory_resource[0] ? ", " : "",
+                                         p->opt.memory_resource);
                 set |= UINT64_C(1) << i;
         }
         *ret = set;
@@ -314,8 +379,10 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
         /* Translate to topology indices, dropping unhealthy GPUs from what may be offered. */
         struct alloc_request ar = { .count = (unsigned)cr->allocation_size };
         uint64_t held_free = 0; /* available but held by someone per our records */
+        struct share_usage u;
+        share_usage(p, &u);
         for (unsigned i = 0; i < p->n; i++) {
-                if (!(avail & (UINT64_C(1) << i)) || !p->gpu[i].healthy)
+                if (!(avail & (UINT64_C(1) << i)) || !p->gpu[i].healthy || (u.frac & (UINT64_C(1) << i)))
                         continue;
                 int g = topo_index(p, i);
                 if (g < 0)
@@ -426,19 +493,8 @@ static V1beta1__DeviceSpec *dev_spec(const struct plugin *p, struct arena *a, co
         return d->container_path && d->host_path ? d : NULL;
 }
 
-static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *cr, unsigned k,
-                                  struct arena *a, V1beta1__ContainerAllocateResponse *out, uint64_t *ret_set,
-                                  struct rpc_status *st) {
-        char what[48];
-        uint64_t set = 0;
-
-        snprintf(what, sizeof what, "container request %u", k);
-        if (cr->n_devices_ids == 0)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
-        enum rpc_code c = ids_to_set(p, cr->devices_ids, cr->n_devices_ids, true, what, &set, st);
-        if (c != RPC_OK)
-                return c;
-
+enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
+                                  V1beta1__ContainerAllocateResponse *out, struct rpc_status *st) {
         /* The IDs in NVML index order, as a comma list, for env and CDI. */
         size_t cap = (size_t)p->n * 100 + 1;
         char *list = arena_alloc(a, cap);
@@ -457,16 +513,17 @@ static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllo
                 n++;
         }
 
+        out->envs = arena_alloc(a, sizeof(void *) * (1 + env_room));
+        if (!out->envs)
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
         if (p->opt.list_envvar) {
-                out->envs = arena_alloc(a, sizeof(void *));
                 V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(a, sizeof *e);
-                if (!out->envs || !e)
+                if (!e)
                         return rpc_error(st, RPC_INTERNAL, "out of memory");
                 v1beta1__container_allocate_response__envs_entry__init(e);
                 e->key = "NVIDIA_VISIBLE_DEVICES";
                 e->value = list;
-                out->envs[0] = e;
-                out->n_envs = 1;
+                out->envs[out->n_envs++] = e;
 
                 out->devices = arena_alloc(a, sizeof(void *) * (n + ELEMENTSOF(control_nodes)));
                 if (!out->devices)
@@ -508,6 +565,26 @@ static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllo
                         out->cdi_devices[out->n_cdi_devices++] = d;
                 }
         }
+        return RPC_OK;
+}
+
+static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *cr, unsigned k,
+                                  struct arena *a, V1beta1__ContainerAllocateResponse *out, uint64_t *ret_set,
+                                  struct rpc_status *st) {
+        char what[48];
+        uint64_t set = 0;
+
+        snprintf(what, sizeof what, "container request %u", k);
+        if (cr->n_devices_ids == 0)
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
+        enum rpc_code c = ids_to_set(p, cr->devices_ids, cr->n_devices_ids, true, what, &set, st);
+        if (c != RPC_OK)
+                return c;
+        c = plugin_fill_devices(p, a, set, 0, out, st);
+        if (c != RPC_OK)
+                return c;
+        if (out->n_envs == 0)
+                out->envs = NULL;
         *ret_set = set;
         return RPC_OK;
 }
@@ -572,6 +649,20 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
         arena_free(&a);
         v1beta1__allocate_request__free_unpacked(in, NULL);
         return c;
+}
+
+int plugin_serve_kind(struct plugin *p, enum plugin_kind kind, struct rpc_server *s) {
+        struct plugin_service *svc = &p->svc[kind];
+        int r;
+        if (kind == PLUGIN_WHOLE)
+                return plugin_serve(p, s);
+        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) < 0 ||
+            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_service_list_and_watch, svc)) < 0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", share_get_preferred, svc)) < 0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", share_allocate, svc)) < 0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, svc)) < 0)
+                return r;
+        return 0;
 }
 
 int plugin_serve(struct plugin *p, struct rpc_server *s) {

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plugin — one kubelet DevicePlugin (API v1beta1) for whole GPUs: the device table (health,
- * NUMA node, who holds what) and the protocol handlers (GetDevicePluginOptions, ListAndWatch,
- * GetPreferredAllocation, Allocate, PreStartContainer) over protobuf-c messages.
+ * plugin — the kubelet DevicePlugins (API v1beta1) of one node: the device table (health, NUMA
+ * node, who holds what) shared by every resource the agent serves, and the protocol handlers
+ * (GetDevicePluginOptions, ListAndWatch, GetPreferredAllocation, Allocate, PreStartContainer) over
+ * protobuf-c messages. This file's handlers serve whole GPUs; share.h adds the fractional
+ * resources (core percent and memory units) on the same table, so whole and fractional use of one
+ * GPU exclude each other under one lock.
  *
  * The table is shared by the gRPC call threads, the health thread and the main loop: every access
  * goes through plugin->lock, and every change a kubelet must see bumps plugin->generation, which
@@ -24,8 +27,23 @@
 #define PLUGIN_API_VERSION "v1beta1"
 #define PLUGIN_WATCH_POLL_MS 100
 
+/* Which resource a service speaks for. */
+enum plugin_kind {
+        PLUGIN_WHOLE = 0, /* nvidia.com/gpu: one ID per GPU (its UUID) */
+        PLUGIN_CORE,      /* gpuslice.io/gpu-core: 100 IDs per GPU, 1 % each */
+        PLUGIN_MEMORY,    /* gpuslice.io/gpu-memory: one ID per memory unit of a GPU */
+        _PLUGIN_KIND_MAX,
+};
+
 struct plugin_options {
         char resource[320];   /* "nvidia.com/gpu" */
+        char core_resource[320];   /* "" = no core resource (profile) */
+        char memory_resource[320]; /* "" = no memory resource */
+        uint64_t memory_unit;      /* bytes one memory ID stands for */
+        bool spread;               /* fractional placement: emptiest GPU first (else fullest: binpack) */
+        bool limit_when_alone;     /* limits file core-policy hard (else elastic) */
+        char interposer[4096];     /* host path of libgpuslice-cuda.so */
+        char limits_root[4096];    /* host dir of the per-container dirs (<state-dir>/containers) */
         bool ids_by_index;    /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
         bool list_envvar;     /* NVIDIA_VISIBLE_DEVICES + device specs */
         bool list_cdi;        /* cdi_devices */
@@ -41,6 +59,25 @@ struct plugin_gpu {
         bool healthy;
         char reason[96];      /* why unhealthy ("xid 79", "GPU_IS_LOST") */
         uint64_t ok_since_ms; /* health: first normal answer since the last fault; 0 none yet */
+        uint64_t memory_total; /* bytes (NVML) */
+        unsigned n_mem;        /* memory IDs advertised: min(memory_total / unit, SHARE_MEM_IDS_MAX) */
+};
+
+/* A service: the userdata of one resource's handlers. */
+struct plugin_service {
+        struct plugin *p;
+        enum plugin_kind kind;
+};
+
+/* The last fractional allocation, open for its container's other resource (share.c). */
+struct plugin_pending {
+        bool open;
+        enum plugin_kind kind;  /* which resource opened it */
+        uint64_t at_ms;         /* CLOCK_MONOTONIC of the Allocate */
+        uint64_t gpus;          /* table indices */
+        uint16_t core[TOPO_MAX_GPUS];
+        uint16_t mem[TOPO_MAX_GPUS];
+        char name[128];         /* the container's limits dir name = limits container id */
 };
 
 struct plugin {
@@ -52,6 +89,11 @@ struct plugin {
         unsigned n;
         struct plugin_gpu gpu[TOPO_MAX_GPUS];
         struct gpuslice_state state;     /* who holds which device (Allocate + PodResources) */
+        struct plugin_service svc[_PLUGIN_KIND_MAX];
+        struct plugin_pending pending;   /* see share.h: pairing core and memory of one container */
+        /* A fixed GPU for the next fractional allocation (table index, -1 none): the seam for a
+         * choice made by the cluster scheduler (see share.h, share_set_explicit_gpu). */
+        int explicit_gpu;
         /* counters for status */
         uint64_t n_allocate, n_preferred, n_errors;
 };
@@ -60,6 +102,9 @@ struct plugin {
  * start Unhealthy. The plugin is caller-owned memory (it is large: allocate it). */
 void plugin_init(struct plugin *p, const struct plugin_options *opt, const struct topo *t);
 void plugin_done(struct plugin *p);
+
+/* The resource name a kind speaks for ("" when the profile has none). */
+const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
 
 /* Table index of device `id`, or -1. Caller holds the lock (or owns p alone). */
 int plugin_find(const struct plugin *p, const char *id);
@@ -81,8 +126,16 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
 enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
                                size_t *ret_len, struct rpc_status *st);
 
-/* The current ListAndWatchResponse, packed. 0 or -ENOMEM. */
-int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
+/* ListAndWatch of a fractional resource; userdata is a struct plugin_service. */
+enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len,
+                                            struct rpc_stream *s, struct rpc_status *st);
 
-/* Add the plugin's methods to a server. */
+/* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
+int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
+int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
+                             uint64_t *ret_generation);
+
+/* Add the whole-GPU plugin's methods to a server. */
 int plugin_serve(struct plugin *p, struct rpc_server *s);
+/* Add the methods of one kind's service (whole: as plugin_serve) to a server. */
+int plugin_serve_kind(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);

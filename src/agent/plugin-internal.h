@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plugin-internal — what plugin.c (whole GPUs) and share.c (fractions) share and nobody else uses:
+ * the response arena and the device part of an Allocate answer. Never include it outside src/agent.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/plugin.h"
+#include "deviceplugin.pb-c.h"
+
+/* A bump allocator for building one response; everything is freed in one go by arena_free. */
+struct arena_block;
+struct arena {
+        struct arena_block *head;
+        bool failed;
+};
+void *arena_alloc(struct arena *a, size_t n);
+char *arena_printf(struct arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free(struct arena *a);
+
+/* Fill the device part of one container's answer for the GPUs in `set` (table indices):
+ * NVIDIA_VISIBLE_DEVICES and device specs (envvar strategy), CDI names (cdi strategy). out->envs
+ * gets room for env_room more entries after what this adds. Caller holds the lock. */
+enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
+                                  V1beta1__ContainerAllocateResponse *out, struct rpc_status *st);
