@@ -223,13 +223,20 @@ class Kubelet:
                     raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
                 self.cond.wait(min(left, 0.05))
 
-    def last_devices(self):
-        """The latest ListAndWatch list as {id: (health, [numa ids])}."""
+    def last_devices(self, endpoint=None):
+        """The latest ListAndWatch list (of one endpoint, or of any) as {id: (health, [numa ids])}."""
         with self.cond:
-            if not self.law:
+            msgs = [m for m in self.law if endpoint is None or m[1] == endpoint]
+            if not msgs:
                 return None
-            resp = self.law[-1][2]
+            resp = msgs[-1][2]
         return {d.ID: (d.health, [n.ID for n in d.topology.nodes]) for d in resp.devices}
+
+    def last_ids(self, endpoint):
+        """Device IDs of the latest ListAndWatch message of an endpoint, in the order listed."""
+        with self.cond:
+            msgs = [m for m in self.law if m[1] == endpoint]
+            return [d.ID for d in msgs[-1][2].devices] if msgs else None
 
     def plugin_stub(self, endpoint=None):
         if endpoint is None:

@@ -1,0 +1,498 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integration tests of GPU sharing in `gpuslice node` (docs/sharing.md) against the kubelet stand-in.
+
+The real agent on the simulated seed node (8 x Tesla P40, 24 GiB) with a fractional profile; the
+stand-in plays kubelet's part for one container at a time: for each resource, in the order the
+test gives, GetPreferredAllocation over the IDs kubelet would consider available (healthy, not
+handed out), then Allocate with the answer. Usage as test_agent.py:
+
+    /usr/bin/python3 test_share.py --build DIR --source DIR --topology FILE TEST
+
+`podman` runs the Allocate answer for real: mounts, environment and device specs become podman run
+flags; the container runs gpuslice-sim-workload against the simulated CUDA driver with the
+interposer preloaded, and must get CUDA_ERROR_OUT_OF_MEMORY past its limit. Exit 77 = skipped
+(podman, runc or busybox not installed).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelet_standin  # noqa: E402
+import test_agent  # noqa: E402
+from test_agent import check  # noqa: E402
+
+TEST_TIMEOUT_S = 120
+GIB = 1 << 30
+MIB = 1 << 20
+P40 = 24 * GIB
+
+PROFILES = {
+    # profile: (core resource, memory resource, memory unit)
+    "gpuslice": ("gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", 256 * MIB),
+    "tencent": ("tencent.com/vcuda-core", "tencent.com/vcuda-memory", 256 * MIB),
+    "aliyun": (None, "aliyun.com/gpu-mem", GIB),
+}
+ID_RE = re.compile(r"^(GPU-[0-9a-f-]{36})::(core|mem)-(0|[1-9][0-9]*)$")
+
+
+class Skip(Exception):
+    pass
+
+
+def endpoint(resource):
+    return "gpuslice-%s.sock" % resource.replace("/", "-")
+
+
+class Share(test_agent.Env):
+    def __init__(self, args, stubs):
+        super().__init__(args, stubs)
+        self.taken = {}  # resource -> set of IDs handed out (kubelet's books)
+        self.profile = None
+        lib = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
+        if not os.path.exists(lib):  # a build without cuda.h: any file will do for the protocol tests
+            lib = os.path.join(self.tmp, "libgpuslice-cuda.so")
+            open(lib, "w").close()
+        self.interposer = lib
+
+    def start_share(self, profile="gpuslice", *extra):
+        self.profile = profile
+        self.core, self.mem, self.unit = PROFILES[profile]
+        self.start_agent("--resource-profile", profile, "--interposer", self.interposer, *extra)
+        return self.registered_all()
+
+    def resources(self):
+        return ["nvidia.com/gpu"] + [r for r in (self.core, self.mem) if r]
+
+    def registered_all(self, timeout=10):
+        want = self.resources()
+        k = self.kubelet
+        k.wait_for(lambda: set(want) <= {r.request.resource_name for r in k.registrations}, timeout,
+                   "registration of %s" % want)
+        k.wait_for(lambda: all(k.last_ids(endpoint(r)) is not None for r in want), timeout,
+                   "a ListAndWatch message from every resource")
+        return {r.request.resource_name: r for r in k.registrations}
+
+    def devices(self, resource):
+        return self.kubelet.last_devices(endpoint(resource))
+
+    def stub_of(self, resource):
+        return self.kubelet.plugin_stub(endpoint(resource))[0]
+
+    def prefer_r(self, resource, available, size, must=()):
+        req = self.pb.PreferredAllocationRequest()
+        req.container_requests.add(available_deviceIDs=available, must_include_deviceIDs=list(must),
+                                   allocation_size=size)
+        return list(self.stub_of(resource).GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
+
+    def allocate_r(self, resource, *containers):
+        req = self.pb.AllocateRequest()
+        for ids in containers:
+            req.container_requests.add(devices_ids=ids)
+        resp = self.stub_of(resource).Allocate(req, timeout=5)
+        for ids in containers:
+            self.taken.setdefault(resource, set()).update(ids)
+        return resp
+
+    def available(self, resource):
+        devs = self.devices(resource)
+        return [i for i, (h, _) in devs.items() if h == "Healthy" and i not in self.taken.get(resource, set())]
+
+    def admit(self, *requests):
+        """One container, as kubelet admits it: per (resource, size) in this order, the preferred
+        allocation over what is available, then Allocate with it. Returns {resource: (ids, response)}."""
+        out = {}
+        for resource, size in requests:
+            ids = self.prefer_r(resource, self.available(resource), size)
+            check(len(ids) == size, "preferred %d IDs of %s, wanted %d" % (len(ids), resource, size))
+            out[resource] = (ids, self.allocate_r(resource, ids).container_responses[0])
+        return out
+
+    def wait_health(self, resource, pred, what, timeout=10):
+        self.kubelet.wait_for(lambda: pred(self.devices(resource) or {}), timeout, what)
+
+
+def gpu_of(dev_id):
+    m = ID_RE.match(dev_id)
+    check(m is not None, "device ID %r does not name its GPU" % dev_id)
+    return m.group(1)
+
+
+def one_gpu(ids):
+    gpus = {gpu_of(i) for i in ids}
+    check(len(gpus) == 1, "IDs span GPUs %s" % sorted(gpus))
+    return gpus.pop()
+
+
+def parse_limits(text):
+    """The limits file (src/interposer/limits.h, version 1) as a dict; strict about what we write."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    check(lines[0] == "gpuslice-limits 1", "first line %r" % lines[0])
+    out = {"devices": []}
+    for ln in lines[1:]:
+        f = ln.split()
+        if f[0] == "device":
+            d = {"index": int(f[1])}
+            for kv in f[2:]:
+                k, v = kv.split("=", 1)
+                d[k] = v if k == "uuid" else int(v)
+            out["devices"].append(d)
+        else:
+            out[f[0]] = f[1]
+    return out
+
+
+def limits_of(resp):
+    """The host limits file an Allocate answer mounts, parsed, and the mounts by container path."""
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in resp.mounts}
+    host, ro = mounts["/run/gpuslice/limits"]
+    check(ro, "the limits file must be mounted read-only")
+    with open(host) as f:
+        return parse_limits(f.read()), mounts
+
+
+# ---- tests ----
+
+def registration(e, profile):
+    regs = e.start_share(profile)
+    check(sorted(regs) == sorted(e.resources()), "registered %s" % sorted(regs))
+    whole = e.devices("nvidia.com/gpu")
+    uuids = sorted(whole)
+    check(len(uuids) == 8, "whole GPUs %d" % len(uuids))
+    if e.core:
+        devs = e.devices(e.core)
+        check(len(devs) == 800, "%s: %d IDs, want 100 per GPU" % (e.core, len(devs)))
+        for u in uuids:
+            want = {"%s::core-%d" % (u, n) for n in range(100)}
+            check(want <= set(devs), "core IDs of %s missing" % u)
+            check({devs[i][1][0] for i in want} == {whole[u][1][0]}, "core IDs carry their GPU's NUMA node")
+    devs = e.devices(e.mem)
+    per_gpu = P40 // e.unit
+    check(len(devs) == 8 * per_gpu, "%s: %d IDs, want %d per GPU" % (e.mem, len(devs), per_gpu))
+    check("%s::mem-%d" % (uuids[0], per_gpu - 1) in devs and "%s::mem-%d" % (uuids[0], per_gpu) not in devs,
+          "memory IDs are numbered 0..%d" % (per_gpu - 1))
+    for resource in e.resources():
+        for i, (h, _) in e.devices(resource).items():
+            check(len(i) <= 63, "ID longer than 63 characters: %s" % i)
+            check(h == "Healthy", "%s unhealthy at start" % i)
+    st = e.status()
+    check({r["resource"] for r in st["resources"]} == set(e.resources()), "status resources %s" % st["resources"])
+    check(all(d["memory_ids"] == per_gpu for d in st["devices"]), "status memory_ids")
+
+
+def test_share_register_gpuslice(e):
+    registration(e, "gpuslice")
+
+
+def test_share_register_tencent(e):
+    registration(e, "tencent")
+
+
+def test_share_register_aliyun(e):
+    registration(e, "aliyun")
+    # aliyun's gpushare pod specs ask for memory alone: it lands on one GPU, with no compute limit
+    got = e.admit(("aliyun.com/gpu-mem", 3))
+    ids, resp = got["aliyun.com/gpu-mem"]
+    gpu = one_gpu(ids)
+    lim, _ = limits_of(resp)
+    check(lim["devices"] == [{"index": 0, "uuid": gpu, "memory": 3 * GIB, "core": 100}], "limits %s" % lim)
+    check(resp.envs["NVIDIA_VISIBLE_DEVICES"] == gpu, "env %s" % dict(resp.envs))
+
+
+def pair(e, first, second):
+    sizes = {e.core: 30, e.mem: 16}  # 30 % and 4 GiB
+    got = e.admit((first, sizes[first]), (second, sizes[second]))
+    core_ids, core_resp = got[e.core]
+    mem_ids, mem_resp = got[e.mem]
+    gpu = one_gpu(core_ids)
+    check(one_gpu(mem_ids) == gpu, "core on %s but memory on %s" % (gpu, one_gpu(mem_ids)))
+    # Both answers name the same limits dir, so kubelet's merge of the two is consistent.
+    lim1, m1 = limits_of(core_resp)
+    lim2, m2 = limits_of(mem_resp)
+    check(m1 == m2, "mounts differ: %s vs %s" % (m1, m2))
+    check(dict(core_resp.envs) == dict(mem_resp.envs), "envs differ: %s vs %s" % (dict(core_resp.envs),
+                                                                                  dict(mem_resp.envs)))
+    check(lim1 == lim2, "limits differ")
+    check(lim1["devices"] == [{"index": 0, "uuid": gpu, "memory": 4 * GIB, "core": 30}], "limits %s" % lim1)
+    check(lim1["core-policy"] == "hard" and lim1["region"] == "/run/gpuslice/shm/region", "limits %s" % lim1)
+    env = dict(core_resp.envs)
+    check(env["NVIDIA_VISIBLE_DEVICES"] == gpu, "NVIDIA_VISIBLE_DEVICES %s" % env)
+    check(env["LD_PRELOAD"] == "/usr/local/lib/gpuslice/libgpuslice-cuda.so", "LD_PRELOAD %s" % env)
+    check(env["GPUSLICE_LIMITS"] == "/run/gpuslice/limits", "GPUSLICE_LIMITS %s" % env)
+    check(m1["/usr/local/lib/gpuslice/libgpuslice-cuda.so"] == (e.interposer, True), "interposer mount %s" % m1)
+    shm, ro = m1["/run/gpuslice/shm"]
+    check(not ro and os.path.isdir(shm) and shm.startswith(os.path.join(e.state_dir, "containers") + "/"),
+          "shm mount %s" % (m1["/run/gpuslice/shm"],))
+    specs = sorted(d.container_path for d in core_resp.devices)
+    st = {d["id"]: d for d in e.status()["devices"]}
+    check("/dev/nvidia%d" % st[gpu]["minor"] in specs and "/dev/nvidiactl" in specs, "device specs %s" % specs)
+    return gpu
+
+
+def test_share_pair_core_first(e):
+    e.start_share()
+    pair(e, e.core, e.mem)
+    # a second container, memory first this time, joins nobody else's record
+    pair(e, e.mem, e.core)
+    check(len(os.listdir(os.path.join(e.state_dir, "containers"))) == 2, "one limits dir per container")
+
+
+def test_share_pair_memory_first(e):
+    e.start_share()
+    pair(e, e.mem, e.core)
+
+
+def test_share_binpack(e):
+    e.start_share()
+    g1 = pair(e, e.core, e.mem)
+    g2 = pair(e, e.mem, e.core)
+    check(g1 == g2, "binpack put the second container on %s, not with the first on %s" % (g2, g1))
+    # 30+30+50 > 100: the third goes elsewhere
+    got = e.admit((e.core, 50), (e.mem, 8))
+    check(one_gpu(got[e.core][0]) != g1, "a GPU was overcommitted")
+
+
+def test_share_spread(e):
+    e.start_share("gpuslice", "--allocation-policy", "spread")
+    gpus = [pair(e, e.core, e.mem) for _ in range(3)]
+    check(len(set(gpus)) == 3, "spread put containers on %s" % gpus)
+
+
+def test_share_whole_cores(e):
+    e.start_share()
+    got = e.admit((e.core, 200))
+    ids, resp = got[e.core]
+    gpus = sorted({gpu_of(i) for i in ids})
+    check(len(gpus) == 2 and all(sum(1 for i in ids if gpu_of(i) == g) == 100 for g in gpus),
+          "200 %% must be two whole GPUs: %s" % gpus)
+    # topology-aware: the pair shares a PCIe switch (same NUMA node at least)
+    numa = e.devices("nvidia.com/gpu")
+    check(numa[gpus[0]][1] == numa[gpus[1]][1], "whole-GPU pair crosses sockets")
+    lim, _ = limits_of(resp)
+    check(sorted(d["uuid"] for d in lim["devices"]) == gpus and all(d["core"] == 100 for d in lim["devices"]),
+          "limits %s" % lim)
+    check(set(resp.envs["NVIDIA_VISIBLE_DEVICES"].split(",")) == set(gpus), "env %s" % dict(resp.envs))
+
+
+def test_share_reject(e):
+    e.start_share()
+    INVALID = grpc.StatusCode.INVALID_ARGUMENT
+    uuids = sorted(e.devices("nvidia.com/gpu"))
+    a, b = uuids[0], uuids[1]
+    # preferred: more than a GPU and not whole GPUs; more memory than a GPU has
+    e.expect_error(lambda: e.prefer_r(e.core, e.available(e.core), 150), INVALID, "multiple of 100")
+    e.expect_error(lambda: e.prefer_r(e.mem, e.available(e.mem), 97), INVALID, "exceeds one GPU")
+    # Allocate: core IDs spanning two GPUs; more than 100 that are not whole GPUs; memory spanning
+    span = ["%s::core-%d" % (a, n) for n in range(10)] + ["%s::core-%d" % (b, n) for n in range(10)]
+    msg = e.expect_error(lambda: e.allocate_r(e.core, span), INVALID, "span 2 GPUs")
+    check(a in msg and b in msg, "the error names both GPUs: %s" % msg)
+    odd = ["%s::core-%d" % (a, n) for n in range(100)] + ["%s::core-%d" % (b, n) for n in range(50)]
+    e.expect_error(lambda: e.allocate_r(e.core, odd), INVALID, "not a multiple of 100")
+    big = ["%s::mem-%d" % (u, n) for u in (a, b) for n in range(96)]
+    e.expect_error(lambda: e.allocate_r(e.mem, big), INVALID, "exceeds one GPU")
+    e.expect_error(lambda: e.allocate_r(e.core, ["%s::core-100" % a]), INVALID, "unknown")
+    e.expect_error(lambda: e.allocate_r(e.core, ["%s::core-07" % a]), INVALID, "unknown")
+    e.expect_error(lambda: e.allocate_r(e.core, ["%s::mem-1" % a]), INVALID, "unknown")
+    e.expect_error(lambda: e.allocate_r(e.core, ["%s::core-1" % a, "%s::core-1" % a]), INVALID, "twice")
+    e.expect_error(lambda: e.allocate_r(e.core, []), INVALID, "no device IDs")
+    # a container's second resource on another GPU than its first: refused, naming both
+    e.allocate_r(e.core, ["%s::core-%d" % (a, n) for n in range(20)])
+    msg = e.expect_error(lambda: e.allocate_r(e.mem, ["%s::mem-%d" % (b, n) for n in range(4)]), INVALID,
+                         "must be on one GPU")
+    check(a in msg, "error names the first GPU: %s" % msg)
+    # nothing was recorded for the refused calls; the agent still serves
+    check(e.agent.poll() is None, "agent died")
+    st = {d["id"]: d for d in e.status()["devices"]}
+    check(st[a]["core_used"] == 20 and st[a]["memory_used_bytes"] == 0 and st[b]["core_used"] == 0,
+          "status after refusals: %s %s" % (st[a], st[b]))
+
+
+def test_share_exclusion(e):
+    e.start_share()
+    whole = "nvidia.com/gpu"
+    uuids = sorted(e.devices(whole))
+    a, b = uuids[2], uuids[3]
+    INVALID = grpc.StatusCode.INVALID_ARGUMENT
+    # A whole GPU handed out: its core and memory IDs turn Unhealthy, the others' stay Healthy.
+    e.allocate_r(whole, [a])
+    for res in (e.core, e.mem):
+        e.wait_health(res, lambda d: all(h == "Unhealthy" for i, (h, _) in d.items() if gpu_of(i) == a),
+                      "%s IDs of the whole GPU unhealthy" % res)
+        d = e.devices(res)
+        check(all(h == "Healthy" for i, (h, _) in d.items() if gpu_of(i) != a), "other GPUs' %s IDs" % res)
+    check(all(gpu_of(i) != a for i in e.prefer_r(e.core, [i for i in e.devices(e.core)], 10)),
+          "preferred offered a GPU held whole")
+    e.expect_error(lambda: e.allocate_r(e.core, ["%s::core-0" % a]), INVALID, "allocated whole")
+    # A fraction handed out: the whole GPU turns Unhealthy; whole allocation of it is refused.
+    e.allocate_r(e.core, ["%s::core-%d" % (b, n) for n in range(10)])
+    e.wait_health(whole, lambda d: d[b][0] == "Unhealthy", "GPU with a fraction out unhealthy as a whole")
+    d = e.devices(whole)
+    # (a, handed out whole, stays Healthy: kubelet knows it holds it)
+    check(sum(1 for h, _ in d.values() if h == "Healthy") == 7 and d[a][0] == "Healthy", "whole list %s" % d)
+    e.expect_error(lambda: e.allocate_r(whole, [b]), INVALID, "is shared")
+    got = e.stub_of(whole).GetPreferredAllocation(
+        e.pb.PreferredAllocationRequest(container_requests=[e.pb.ContainerPreferredAllocationRequest(
+            available_deviceIDs=[b, uuids[4]], allocation_size=1)]), timeout=5)
+    check(list(got.container_responses[0].deviceIDs) == [uuids[4]], "preferred offered the shared GPU")
+    # the fractional side still serves b
+    e.allocate_r(e.mem, ["%s::mem-%d" % (b, n) for n in range(4)])
+
+
+def test_share_restart(e):
+    """Agent SIGKILLed and its state file lost: PodResources alone brings the fractions back."""
+    e.start_share()
+    got = e.admit((e.core, 40), (e.mem, 8))
+    core_ids, resp = got[e.core]
+    mem_ids = got[e.mem][0]
+    gpu = one_gpu(core_ids)
+    _, mounts = limits_of(resp)
+    limits_dir = os.path.dirname(mounts["/run/gpuslice/limits"][0])
+    state = os.path.join(e.state_dir, "gpuslice.state")
+    e.kubelet.wait_for(lambda: os.path.exists(state), 5, "state file")
+    e.kill_agent(signal.SIGKILL)
+    os.unlink(state)
+    e.kubelet.pods = [("ml", "infer", "main", e.core, core_ids), ("ml", "infer", "main", e.mem, mem_ids)]
+    e.kubelet.restart()
+    n = len(e.kubelet.registrations)
+    e.start_agent("--resource-profile", "gpuslice", "--interposer", e.interposer)
+    e.kubelet.wait_for(lambda: len(e.kubelet.registrations) >= n + 3, 10, "three registrations after restart")
+    st = {d["id"]: d for d in e.status()["devices"]}
+    check(st[gpu]["core_used"] == 40 and st[gpu]["memory_used_bytes"] == 2 * GIB, "status %s" % st[gpu])
+    e.wait_health("nvidia.com/gpu", lambda d: d.get(gpu, ("",))[0] == "Unhealthy",
+                  "the shared GPU stays out of the whole-GPU list")
+    check(os.path.isdir(limits_dir), "the limits dir of a live allocation was removed")
+    # binpack still knows the GPU is in use: a new container joins it
+    e.taken = {e.core: set(core_ids), e.mem: set(mem_ids)}
+    got = e.admit((e.core, 20), (e.mem, 4))
+    check(one_gpu(got[e.core][0]) == gpu, "binpack after restart went elsewhere")
+
+
+# ---- podman end to end ----
+
+def podman_flags(resp, build):
+    """An Allocate answer as `podman run` flags, the way a CRI runtime applies it."""
+    flags = []
+    for k, v in sorted(resp.envs.items()):
+        flags += ["-e", "%s=%s" % (k, v)]
+    for m in resp.mounts:
+        opt = "ro" if m.read_only else "rw"
+        flags += ["--mount", "type=bind,src=%s,dst=%s,%s" % (m.host_path, m.container_path, opt)]
+    for d in resp.devices:
+        flags += ["--device", "%s:%s:%s" % (d.host_path, d.container_path, d.permissions)]
+    return flags
+
+
+def test_share_podman(e):
+    setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
+    r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
+    if r.returncode == 77:
+        raise Skip(r.stderr.strip())
+    check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
+    image = r.stdout.strip()
+    workload = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    if not os.path.exists(workload) or not os.path.exists(os.path.join(e.args.build, "libgpuslice-cuda.so")):
+        raise Skip("gpuslice-sim-workload or libgpuslice-cuda.so not built (no cuda.h)")
+    # Real device nodes for the runtime to create: NVIDIA's major, the GPU's minor; /dev/nvidiactl.
+    root = tempfile.mkdtemp(prefix="gpuslice-share-host-", dir="/dev")
+    os.makedirs(os.path.join(root, "dev"))
+    for minor in range(8):
+        os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    os.mknod(os.path.join(root, "dev", "nvidiactl"), 0o666 | 0o020000, os.makedev(195, 255))
+    name = "gpuslice-share-%d" % os.getpid()
+    try:
+        e.dev_root = root
+        e.start_share()
+        got = e.admit((e.core, 50), (e.mem, 8))  # 50 %, 2 GiB
+        resp = got[e.mem][1]
+        gpu = one_gpu(got[e.core][0])
+        flags = podman_flags(resp, e.args.build)
+        check("/dev/nvidiactl" in [d.container_path for d in resp.devices], "device specs %s" % resp.devices)
+        # The test's own plumbing: the simulator's libraries, state and node file, the host's libc.
+        sim = os.path.join(e.args.build, "sim")
+        plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
+                    "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (e.args.topology, e.args.topology),
+                    "-v", "%s:%s" % (e.env["GPUSLICE_SIM_STATE"], e.env["GPUSLICE_SIM_STATE"]),
+                    "-e", "GPUSLICE_SIM_NODE=" + e.args.topology, "-e", "GPUSLICE_SIM_STATE=" + e.env["GPUSLICE_SIM_STATE"],
+                    "-e", "LD_LIBRARY_PATH=" + sim,
+                    # without nvidia-container-runtime nothing narrows the simulated driver to the GPU
+                    # named by NVIDIA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES does it here
+                    "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
+        base = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name] + flags + plumbing + [image]
+
+        def run(*argv):
+            return subprocess.run(base + list(argv), capture_output=True, text=True, timeout=90)
+
+        # under the limit: 1.5 GiB in 3 chunks fits in 2 GiB
+        r = run(workload, "--gpu", "0", "--mem", "1536MiB", "--chunks", "3", "--seconds", "0")
+        check(r.returncode == 0 and "ready" in r.stdout, "1.5 GiB under a 2 GiB limit: rc %d\n%s\n%s" %
+              (r.returncode, r.stdout, r.stderr))
+        # past the limit: CUDA_ERROR_OUT_OF_MEMORY (exit 3), though the GPU has 24 GiB free
+        r = run(workload, "--gpu", "0", "--mem", "3GiB", "--chunks", "3", "--seconds", "0")
+        check(r.returncode == 3, "3 GiB past a 2 GiB limit: rc %d, want 3 (out of memory)\n%s\n%s" %
+              (r.returncode, r.stdout, r.stderr))
+        check("OUT_OF_MEMORY" in r.stdout + r.stderr, "no CUDA_ERROR_OUT_OF_MEMORY:\n%s\n%s" % (r.stdout, r.stderr))
+        # control: the same program with the interposer's environment cleared gets its 3 GiB (what a
+        # root user inside could do, docs/sharing.md) — so the refusal above is the limiter's doing
+        r = run("sh", "-c", "unset LD_PRELOAD GPUSLICE_LIMITS; exec %s --gpu 0 --mem 3GiB --seconds 0" % workload)
+        check(r.returncode == 0, "control without the interposer: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+        # the limits file is read-only inside, even for root
+        r = run("sh", "-c", "cat /run/gpuslice/limits && echo x >> /run/gpuslice/limits")
+        check(r.returncode != 0 and gpu in r.stdout and "memory=%d" % (2 * GIB) in r.stdout,
+              "limits file inside: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+        print("podman: 1.5 GiB fits, 3 GiB refused with CUDA_ERROR_OUT_OF_MEMORY under a 2 GiB share of %s" % gpu)
+    finally:
+        subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_share")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--topology", required=True)
+    ap.add_argument("test", choices=sorted(TESTS))
+    args = ap.parse_args()
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TEST_TIMEOUT_S)
+    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
+    e = None
+    failed, skipped = True, False
+    try:
+        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        e = Share(args, stubs)
+        TESTS[args.test](e)
+        failed = False
+        print("PASS %s" % args.test)
+    except Skip as s:
+        failed, skipped = False, True
+        print("SKIP %s: %s" % (args.test, s))
+    except BaseException:  # noqa: B902 — report everything, including the alarm
+        traceback.print_exc()
+        print("FAIL %s" % args.test)
+    finally:
+        signal.alarm(0)
+        if e:
+            e.close(failed)
+        shutil.rmtree(stubdir, ignore_errors=True)
+    sys.exit(77 if skipped else 1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
