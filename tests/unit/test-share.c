@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the node agent's fractional GPUs (src/agent/share.c) called directly with protobuf-c
+ * messages on the seed topology (8 x 24 GiB): device IDs and their malformed forms, the limits
+ * file an Allocate writes (read back with gs_limits_parse), pairing of a container's core and
+ * memory, the per-container dir clean-up, the state fix-up after a reconcile, and the seam for an
+ * explicit GPU choice.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/plugin.h"
+#include "agent/share.h"
+#include "deviceplugin.pb-c.h"
+#include "interposer/limits.h"
+#include "topo/topo.h"
+#include "util/util.h"
+
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+
+struct fx {
+        struct plugin p;
+        struct topo t;
+        char tmp[64];
+};
+
+static int setup(void **state) {
+        struct fx *f = calloc(1, sizeof *f);
+        assert_non_null(f);
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(GPUSLICE_SHARED_DIR "/topologies/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
+                                   &len),
+                         0);
+        struct topo_error err;
+        assert_int_equal(topo_parse(text, len, &f->t, &err), 0);
+        free(text);
+        snprintf(f->tmp, sizeof f->tmp, "/tmp/gpuslice-share-XXXXXX");
+        assert_non_null(mkdtemp(f->tmp));
+        struct plugin_options o = { .resource = "nvidia.com/gpu",
+                                    .core_resource = "gpuslice.io/gpu-core",
+                                    .memory_resource = "gpuslice.io/gpu-memory",
+                                    .memory_unit = 256 * MIB,
+                                    .limit_when_alone = true,
+                                    .list_envvar = true };
+        snprintf(o.dev_root, sizeof o.dev_root, "%s", f->tmp);
+        snprintf(o.limits_root, sizeof o.limits_root, "%s/containers", f->tmp);
+        snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
+        int fd = open(o.interposer, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+        plugin_init(&f->p, &o, &f->t);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fx *f = *state;
+        char cmd[128];
+        plugin_done(&f->p);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->tmp);
+        assert_int_equal(system(cmd), 0);
+        free(f);
+        return 0;
+}
+
+static void fmt_id(struct fx *f, int gpu, enum plugin_kind kind, unsigned n, char *buf) {
+        assert_int_equal(share_format_id(f->p.gpu[gpu].id, kind, n, buf, SHARE_ID_MAX), 0);
+}
+
+/* Allocate `count` consecutive IDs from `first` of one kind on one GPU (optionally a second GPU). */
+static enum rpc_code allocate_ids(struct fx *f, enum plugin_kind kind, char **ids, size_t n,
+                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        cr.devices_ids = ids;
+        cr.n_devices_ids = n;
+        V1beta1__ContainerAllocateRequest *crs[1] = { &cr };
+        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 1;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
+        enum rpc_code c = share_allocate(&f->p.svc[kind], buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
+                assert_non_null(*ret);
+        } else
+                assert_null(out);
+        free(out);
+        return c;
+}
+
+static enum rpc_code allocate_run(struct fx *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count,
+                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+        char store[128][SHARE_ID_MAX];
+        char *ids[128];
+        assert_true(count <= 128);
+        for (unsigned i = 0; i < count; i++) {
+                fmt_id(f, gpu, kind, first + i, store[i]);
+                ids[i] = store[i];
+        }
+        return allocate_ids(f, kind, ids, count, ret, st);
+}
+
+static const char *mount_host(const V1beta1__ContainerAllocateResponse *c, const char *container_path) {
+        for (size_t i = 0; i < c->n_mounts; i++)
+                if (streq(c->mounts[i]->container_path, container_path))
+                        return c->mounts[i]->host_path;
+        return NULL;
+}
+
+static const char *env_of(const V1beta1__ContainerAllocateResponse *c, const char *key) {
+        for (size_t i = 0; i < c->n_envs; i++)
+                if (streq(c->envs[i]->key, key))
+                        return c->envs[i]->value;
+        return NULL;
+}
+
+static void read_limits(const char *path, struct gs_limits *ret) {
+        char *text = NULL;
+        size_t len = 0;
+        char err[256] = "";
+        assert_int_equal(read_file(path, GS_LIMITS_MAX_FILE, &text, &len), 0);
+        int r = gs_limits_parse(text, len, ret, err, sizeof err);
+        if (r < 0)
+                fail_msg("limits file does not parse: %s\n%s", err, text);
+        free(text);
+}
+
+/* ---- IDs ---- */
+
+static void test_id_round_trip(void **state) {
+        struct fx *f = *state;
+        char id[SHARE_ID_MAX];
+        enum plugin_kind kind;
+        unsigned g, n;
+        fmt_id(f, 5, PLUGIN_CORE, 99, id);
+        assert_true(strlen(id) <= 63);
+        assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
+        assert_int_equal(kind, PLUGIN_CORE);
+        assert_int_equal(g, 5);
+        assert_int_equal(n, 99);
+        fmt_id(f, 7, PLUGIN_MEMORY, 95, id);
+        assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
+        assert_int_equal(kind, PLUGIN_MEMORY);
+        assert_int_equal(g, 7);
+        assert_int_equal(n, 95);
+        assert_int_equal(f->p.gpu[0].n_mem, 96); /* 24 GiB / 256 MiB */
+        assert_int_equal(share_format_id(f->p.gpu[0].id, PLUGIN_WHOLE, 0, id, sizeof id), -EINVAL);
+}
+
+static void test_id_malformed(void **state) {
+        struct fx *f = *state;
+        const char *u = f->p.gpu[2].id;
+        char bad[20][160];
+        int k = 0;
+        snprintf(bad[k++], 160, "%s", u);                   /* no suffix */
+        snprintf(bad[k++], 160, "%s::core-100", u);         /* out of range */
+        snprintf(bad[k++], 160, "%s::core-07", u);          /* not canonical */
+        snprintf(bad[k++], 160, "%s::core--1", u);
+        snprintf(bad[k++], 160, "%s::core-", u);
+        snprintf(bad[k++], 160, "%s::core-1x", u);
+        snprintf(bad[k++], 160, "%s::mem-96", u);           /* past the GPU's memory IDs */
+        snprintf(bad[k++], 160, "%s::gpu-1", u);
+        snprintf(bad[k++], 160, "%s:core-1", u);
+        snprintf(bad[k++], 160, "%s::core-1::core-1", u);
+        snprintf(bad[k++], 160, "X%s::core-1", u);          /* unknown GPU */
+        snprintf(bad[k++], 160, "%.20s::core-1", u);        /* a UUID prefix */
+        snprintf(bad[k++], 160, "::core-1");
+        snprintf(bad[k++], 160, "%s", "");
+        snprintf(bad[k++], 160, "%s::core-1%050d", u, 0);  /* too long */
+        for (int i = 0; i < k; i++) {
+                enum plugin_kind kind;
+                unsigned g, n;
+                if (share_parse_id(&f->p, bad[i], &kind, &g, &n) != -EINVAL)
+                        fail_msg("accepted malformed ID %s", bad[i]);
+        }
+}
+
+/* ---- Allocate ---- */
+
+static void test_pair_writes_limits(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *core = NULL, *mem = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 3, 0, 25, &core, &st), RPC_OK);
+        const char *path = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_non_null(path);
+        struct gs_limits l;
+        read_limits(path, &l);
+        assert_int_equal(l.n_devices, 1);
+        assert_int_equal(l.dev[0].core_percent, 25);
+        assert_int_equal(l.dev[0].memory_bytes, 0); /* no memory yet: no memory limit */
+
+        /* The memory of the same container joins the record: the same file now carries both. */
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 3, 10, 12, &mem, &st), RPC_OK);
+        const char *path2 = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_non_null(path2);
+        assert_string_equal(path, path2);
+        read_limits(path2, &l);
+        assert_int_equal(l.version, 1);
+        assert_int_equal(l.n_devices, 1);
+        assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
+        assert_int_equal(l.dev[0].index, 0);
+        assert_int_equal(l.dev[0].core_percent, 25);
+        assert_int_equal(l.dev[0].memory_bytes, 12 * 256 * MIB);
+        assert_int_equal(l.core_policy, GS_CORE_HARD);
+        assert_string_equal(l.region, SHARE_REGION_PATH);
+        /* the container id is the dir name */
+        const char *slash = strrchr(path, '/');
+        assert_non_null(slash);
+        assert_true(strncmp(path + strlen(f->p.opt.limits_root) + 1, l.container, strlen(l.container)) == 0);
+
+        const V1beta1__ContainerAllocateResponse *c = mem->container_responses[0];
+        assert_string_equal(env_of(c, "LD_PRELOAD"), SHARE_LIB_PATH);
+        assert_string_equal(env_of(c, GS_LIMITS_ENV), SHARE_LIMITS_PATH);
+        assert_string_equal(env_of(c, "NVIDIA_VISIBLE_DEVICES"), f->p.gpu[3].id);
+        assert_string_equal(mount_host(c, SHARE_LIB_PATH), f->p.opt.interposer);
+        for (size_t i = 0; i < c->n_mounts; i++)
+                assert_int_equal(c->mounts[i]->read_only, !streq(c->mounts[i]->container_path, SHARE_SHM_PATH));
+        struct stat sb;
+        assert_int_equal(stat(path, &sb), 0);
+        assert_int_equal(sb.st_mode & 0777, 0444);
+        assert_int_equal(stat(mount_host(c, SHARE_SHM_PATH), &sb), 0);
+        assert_true(S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0777);
+
+        struct share_usage u;
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[3], 25);
+        assert_int_equal(u.mem[3], 12);
+        assert_true(u.frac == UINT64_C(1) << 3 && u.whole == 0);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+}
+
+static void test_same_kind_starts_new_container(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *a = NULL, *b = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &a, &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 10, 10, &b, &st), RPC_OK);
+        assert_string_not_equal(mount_host(a->container_responses[0], SHARE_LIMITS_PATH),
+                                mount_host(b->container_responses[0], SHARE_LIMITS_PATH));
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+        v1beta1__allocate_response__free_unpacked(b, NULL);
+}
+
+static void test_second_resource_on_other_gpu_refused(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *a = NULL, *b = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "must be on one GPU"));
+        assert_non_null(strstr(st.message, f->p.gpu[0].id));
+        /* nothing recorded for the refusal, and the pending record is closed: the next core
+         * allocation elsewhere is a container of its own */
+        struct share_usage u;
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[1], 0);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+        v1beta1__allocate_response__free_unpacked(b, NULL);
+}
+
+static void test_span_and_exceed_refused(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r = NULL;
+        char store[200][SHARE_ID_MAX];
+        char *ids[200];
+        for (unsigned i = 0; i < 10; i++) {
+                fmt_id(f, 0, PLUGIN_CORE, i, store[i]);
+                fmt_id(f, 1, PLUGIN_CORE, i, store[10 + i]);
+        }
+        for (unsigned i = 0; i < 20; i++)
+                ids[i] = store[i];
+        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 20, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "span 2 GPUs"));
+        /* 150: one whole GPU and half of another */
+        for (unsigned i = 0; i < 100; i++)
+                fmt_id(f, 0, PLUGIN_CORE, i, store[i]);
+        for (unsigned i = 0; i < 50; i++)
+                fmt_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
+        for (unsigned i = 0; i < 150; i++)
+                ids[i] = store[i];
+        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 150, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "multiple of 100"));
+        /* 200 as 100 + 100 is two whole GPUs */
+        for (unsigned i = 0; i < 100; i++)
+                fmt_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
+        for (unsigned i = 0; i < 200; i++)
+                ids[i] = store[i];
+        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 200, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
+static void test_missing_interposer_refused(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r = NULL;
+        assert_int_equal(unlink(f->p.opt.interposer), 0);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 0, 0, 5, &r, &st), RPC_FAILED_PRECONDITION);
+        assert_non_null(strstr(st.message, "interposer"));
+}
+
+/* ---- state upkeep ---- */
+
+static void test_cleanup_removes_ended(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *a = NULL, *b = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 10, &a, &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 10, &b, &st), RPC_OK);
+        char gone[4400], kept[4400];
+        snprintf(gone, sizeof gone, "%s", mount_host(a->container_responses[0], SHARE_SHM_PATH));
+        snprintf(kept, sizeof kept, "%s", mount_host(b->container_responses[0], SHARE_SHM_PATH));
+        /* a region file the container created */
+        char region[4500];
+        snprintf(region, sizeof region, "%s/region", gone);
+        int fd = open(region, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(share_cleanup_dirs(&f->p), 0); /* both live */
+        /* the first container ends: PodResources no longer lists its IDs */
+        for (unsigned i = 0; i < 10; i++) {
+                char id[SHARE_ID_MAX];
+                fmt_id(f, 4, PLUGIN_CORE, i, id);
+                assert_int_equal(state_remove(&f->p.state, "gpuslice.io/gpu-core", id), 0);
+        }
+        assert_int_equal(share_cleanup_dirs(&f->p), 1);
+        struct stat sb;
+        assert_int_equal(stat(gone, &sb), -1);
+        assert_int_equal(stat(kept, &sb), 0);
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+        v1beta1__allocate_response__free_unpacked(b, NULL);
+}
+
+static void test_cleanup_without_root(void **state) {
+        struct fx *f = *state;
+        assert_int_equal(share_cleanup_dirs(&f->p), -ENOENT);
+}
+
+static void test_fixup_after_reconcile(void **state) {
+        struct fx *f = *state;
+        struct state_alloc e = { .resource = "gpuslice.io/gpu-memory", .gpu_index = -1 };
+        fmt_id(f, 6, PLUGIN_MEMORY, 3, e.device_id);
+        assert_int_equal(state_add(&f->p.state, &e), 0);
+        struct state_alloc o = { .resource = "example.com/fpga", .device_id = "fpga-0", .gpu_index = -1 };
+        assert_int_equal(state_add(&f->p.state, &o), 0);
+        assert_int_equal(share_fixup_state(&f->p), 1);
+        const struct state_alloc *a = state_find(&f->p.state, "gpuslice.io/gpu-memory", e.device_id);
+        assert_non_null(a);
+        assert_int_equal(a->gpu_index, f->p.gpu[6].index);
+        assert_int_equal(a->memory_bytes, 256 * MIB);
+        assert_int_equal(state_find(&f->p.state, "example.com/fpga", "fpga-0")->gpu_index, -1);
+        assert_int_equal(share_fixup_state(&f->p), 0);
+}
+
+/* ---- placement ---- */
+
+static enum rpc_code prefer_all(struct fx *f, enum plugin_kind kind, int size, char ***ret_ids, size_t *ret_n,
+                                struct rpc_status *st) {
+        static char store[8 * 100][SHARE_ID_MAX];
+        static char *avail[8 * 100];
+        size_t n = 0;
+        for (unsigned g = 0; g < f->p.n; g++)
+                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : f->p.gpu[g].n_mem); i++) {
+                        fmt_id(f, (int)g, kind, i, store[n]);
+                        avail[n] = store[n];
+                        n++;
+                }
+        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        cr.available_deviceids = avail;
+        cr.n_available_deviceids = n;
+        cr.allocation_size = size;
+        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
+        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 1;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
+        enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                V1beta1__PreferredAllocationResponse *r = v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                assert_non_null(r);
+                *ret_n = r->container_responses[0]->n_deviceids;
+                *ret_ids = calloc(*ret_n, sizeof(char *));
+                for (size_t i = 0; i < *ret_n; i++)
+                        (*ret_ids)[i] = strdup(r->container_responses[0]->deviceids[i]);
+                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+        }
+        free(out);
+        return c;
+}
+
+static void test_explicit_gpu_seam(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        assert_int_equal(share_set_explicit_gpu(&f->p, "GPU-nope"), -ENOENT);
+        assert_int_equal(share_set_explicit_gpu(&f->p, f->p.gpu[6].id), 0);
+        char **ids = NULL;
+        size_t n = 0;
+        assert_int_equal(prefer_all(f, PLUGIN_CORE, 30, &ids, &n, &st), RPC_OK);
+        assert_int_equal(n, 30);
+        for (size_t i = 0; i < n; i++) {
+                enum plugin_kind kind;
+                unsigned g, num;
+                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
+                assert_int_equal(g, 6);
+                free(ids[i]);
+        }
+        free(ids);
+        V1beta1__AllocateResponse *r = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "scheduler placed"));
+        assert_int_equal(share_set_explicit_gpu(&f->p, NULL), 0);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
+static void test_preferred_follows_pending(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r = NULL;
+        /* the container's core went to GPU 5 (say kubelet ignored an earlier hint): its memory follows */
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 40, &r, &st), RPC_OK);
+        char **ids = NULL;
+        size_t n = 0;
+        assert_int_equal(prefer_all(f, PLUGIN_MEMORY, 8, &ids, &n, &st), RPC_OK);
+        assert_int_equal(n, 8);
+        for (size_t i = 0; i < n; i++) {
+                enum plugin_kind kind;
+                unsigned g, num;
+                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
+                assert_int_equal(g, 5);
+                free(ids[i]);
+        }
+        free(ids);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pair_writes_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_same_kind_starts_new_container, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_second_resource_on_other_gpu_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_span_and_exceed_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_missing_interposer_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cleanup_removes_ended, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cleanup_without_root, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fixup_after_reconcile, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_explicit_gpu_seam, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preferred_follows_pending, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
