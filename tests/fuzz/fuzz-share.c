@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz the fractional-GPU surface of the node agent (src/agent/share.c): the first byte picks the
+ * device-ID parser or a core/memory GetPreferredAllocation or Allocate, the rest is the input as
+ * kubelet (or anyone who can reach the socket) would send it. An ID that parses must format back
+ * to itself; every call gets an answer or a clean gRPC error, and every answer decodes again.
+ * The interposer path does not exist, so Allocate stops before writing any file.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/plugin.h"
+#include "agent/share.h"
+#include "deviceplugin.pb-c.h"
+#include "topo/topo.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char node[] = "      GPU0  GPU1  GPU2\n"
+                           "GPU0   X    NV2   SYS\n"
+                           "GPU1  NV2    X    SYS\n"
+                           "GPU2  SYS   SYS    X\n"
+                           "gpu 0 uuid=GPU-00000000-0000-0000-0000-000000000000 numa=0 memory=4GiB\n"
+                           "gpu 1 uuid=GPU-00000000-0000-0000-0000-000000000001 numa=0 memory=4GiB\n"
+                           "gpu 2 uuid=GPU-00000000-0000-0000-0000-000000000002 numa=1 memory=2GiB\n";
+
+static struct plugin *get_plugin(void) {
+        static struct plugin *p;
+        if (!p) {
+                static struct topo t;
+                struct topo_error err;
+                if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
+                        abort();
+                struct plugin_options o = { .resource = "nvidia.com/gpu", .core_resource = "gpuslice.io/gpu-core",
+                                            .memory_resource = "gpuslice.io/gpu-memory", .memory_unit = 256u << 20,
+                                            .list_envvar = true, .dev_root = "/nonexistent",
+                                            .interposer = "/nonexistent/libgpuslice-cuda.so",
+                                            .limits_root = "/nonexistent/containers" };
+                p = malloc(sizeof *p);
+                if (!p)
+                        abort();
+                plugin_init(p, &o, &t);
+                plugin_set_unhealthy(p, 2, "xid 79", 1, false);
+        }
+        return p;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        if (size < 1)
+                return 0;
+        struct plugin *p = get_plugin();
+        struct rpc_status st = { 0 };
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        const uint8_t *req = data + 1;
+        size_t len = size - 1;
+        enum plugin_kind kind = (data[0] & 1) ? PLUGIN_MEMORY : PLUGIN_CORE;
+
+        switch ((data[0] >> 1) % 3) {
+        case 0: {
+                char id[128];
+                if (len >= sizeof id)
+                        return 0;
+                memcpy(id, req, len);
+                id[len] = 0;
+                enum plugin_kind k;
+                unsigned g, n;
+                char back[SHARE_ID_MAX];
+                if (share_parse_id(p, id, &k, &g, &n) == 0 &&
+                    (share_format_id(p->gpu[g].id, k, n, back, sizeof back) < 0 || strcmp(back, id) != 0))
+                        abort();
+                return 0;
+        }
+        case 1:
+                if (share_get_preferred(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK) {
+                        V1beta1__PreferredAllocationResponse *r =
+                                v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                        if (!r)
+                                abort();
+                        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+                }
+                break;
+        default:
+                if (share_allocate(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK)
+                        abort(); /* the interposer is missing: never OK */
+                break;
+        }
+        free(out);
+        return 0;
+}
