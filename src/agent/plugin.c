@@ -640,8 +640,10 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
                         (void)state_remove(&p->state, p->opt.resource, e.device_id);
                         (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
                 }
-                if (p->opt.core_resource[0] || p->opt.memory_resource[0])
+                if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
                         atomic_fetch_add(&p->generation, 1); /* fractions of these GPUs turn Unhealthy */
+                        p->pending.open = false;             /* another container: no pairing across it */
+                }
         } else
                 p->n_errors++;
         pthread_mutex_unlock(&p->lock);
