@@ -69,6 +69,14 @@ static const char *jstr(json_t *o, const char *key) {
 static void print_table(json_t *j) {
         printf("resource %s  registered %s  endpoint %s\n", jstr(j, "resource"),
                json_is_true(json_object_get(j, "registered")) ? "yes" : "no", jstr(j, "endpoint"));
+        json_t *res = json_object_get(j, "resources");
+        size_t k;
+        json_t *r;
+        json_array_foreach(res, k, r) {
+                if (k > 0) /* the first is the whole-GPU resource printed above */
+                        printf("resource %s  registered %s  endpoint %s\n", jstr(r, "resource"),
+                               json_is_true(json_object_get(r, "registered")) ? "yes" : "no", jstr(r, "endpoint"));
+        }
         printf("%-5s %-44s %-5s %-24s %s\n", "GPU", "DEVICE ID", "NUMA", "HEALTH", "HELD BY");
         json_t *devs = json_object_get(j, "devices");
         size_t i;
@@ -84,6 +92,10 @@ static void print_table(json_t *j) {
                         else
                                 snprintf(holder, sizeof holder, "(allocated, pod not reported yet)");
                 }
+                long long core = json_integer_value(json_object_get(d, "core_used"));
+                long long mem = json_integer_value(json_object_get(d, "memory_used_bytes"));
+                if (core > 0 || mem > 0)
+                        snprintf(holder, sizeof holder, "shared: core %lld %%, memory %lld MiB", core, mem >> 20);
                 char health[128];
                 if (json_object_get(d, "reason"))
                         snprintf(health, sizeof health, "%s (%s)", jstr(d, "health"), jstr(d, "reason"));

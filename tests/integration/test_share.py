@@ -241,7 +241,12 @@ def pair(e, first, second):
 
 def test_share_pair_core_first(e):
     e.start_share()
-    pair(e, e.core, e.mem)
+    gpu = pair(e, e.core, e.mem)
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "status", "--state-dir", e.state_dir],
+                       capture_output=True, text=True, timeout=15)
+    check(r.returncode == 0 and any(gpu in ln and "shared: core 30 %, memory 4096 MiB" in ln
+                                    for ln in r.stdout.splitlines()), "status table:\n" + r.stdout)
+    check("resource gpuslice.io/gpu-memory  registered yes" in r.stdout, "status table:\n" + r.stdout)
     # a second container, memory first this time, joins nobody else's record
     pair(e, e.mem, e.core)
     check(len(os.listdir(os.path.join(e.state_dir, "containers"))) == 2, "one limits dir per container")
