@@ -186,6 +186,13 @@ for pair in "10 90" "30 70"; do
 done
 echo >>"$out"
 echo "Largest deviation from a target: $worst points (goal: ±5)." >>"$out"
+echo >>"$out"
+echo "Read with care: these are measurements against the simulator, whose utilization signal is exact and" \
+     "noise-free (per-process SM-busy time over 100 ms, published every 20 ms) and whose kernels all take the" \
+     "same time. On real GPUs NVML's samples are coarser and kernel durations vary, so expect the controller to" \
+     "settle more slowly and less precisely; the design (cost per launch learned from measured utilization," \
+     "independent of SM count) is what these numbers check. Instruction counts include the simulated driver's" \
+     "work; the interposer's own cost is the difference column." >>"$out"
 
 cat "$out"
 if [ $write = 1 ]; then

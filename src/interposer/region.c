@@ -219,6 +219,15 @@ int gs_region_claim(struct gs_region *r, unsigned *ret_slot) {
         if (k < 0)
                 start = 0;
         start &= 0xffffffffffULL;
+        /* A slot already held by this very process (same PID, same start time) belongs to the image it
+         * replaced with execve(): that image's device memory went with its address space. */
+        unsigned hw = MIN_U(LOAD(&r->slots_hw), GS_REGION_SLOTS);
+        for (unsigned i = 0; i < hw; i++) {
+                uint64_t o = LOAD(&r->slot[i].owner);
+                if (GS_OWNER_STATE(o) != GS_SLOT_FREE && GS_OWNER_PID(o) == (pid & 0x3fffffu) &&
+                    GS_OWNER_START(o) == start && CAS(&r->slot[i].owner, &o, (uint64_t)GS_SLOT_FREE))
+                        __atomic_add_fetch(&r->reclaims, 1, __ATOMIC_RELAXED);
+        }
         if (claim_once(r, pid, start, ret_slot) == 0)
                 return 0;
         gs_region_reclaim_dead(r);

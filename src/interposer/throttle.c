@@ -57,12 +57,11 @@ uint64_t gs_throttle_next_interval(uint64_t interval_ns, uint64_t dt_ns, uint64_
         uint64_t want = num / den > MAX_INTERVAL_NS ? MAX_INTERVAL_NS : (uint64_t)(num / den);
         if (interval_ns == 0)
                 return want;
-        /* Smooth (samples lag and jitter) and bound each step to a factor of 4 either way. */
+        /* Smooth (samples lag and jitter): half old, half new — so at most halving per step — and
+         * growing by at most ×4 per step. */
         uint64_t next = interval_ns / 2 + want / 2;
         if (next > interval_ns * 4)
                 next = interval_ns * 4;
-        if (next < interval_ns / 4)
-                next = interval_ns / 4;
         return next > MAX_INTERVAL_NS ? MAX_INTERVAL_NS : next;
 }
 

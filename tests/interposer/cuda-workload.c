@@ -26,6 +26,7 @@
  *                     environment: another process of the same container), wait for its "ready";
  *                     background children are SIGKILLed when this program exits
  *   wait-bg           wait for the background children, copying their output; fail if one failed
+ *   exec ARGS…        execve this program with ARGS (same PID, new image), holding what it holds
  *   hold              sleep until killed (60 s at most)             sleep MS        sleep MS milliseconds
  *   threads T N SIZE  T threads each alloc+free N times SIZE bytes; fails on any error
  *   launch N [BLOCKS [US]]  N launches of a kernel (BLOCKS blocks of US µs each, simulated), then sync
@@ -609,6 +610,16 @@ int main(int argc, char **argv) {
                                                 return fail("infoloop: cuMemGetInfo failed");
                                 }
                         }
+                } else if (strcmp(s, "exec") == 0) {
+                        /* exec ARGS…: replace this process image with the workload running ARGS (same PID) */
+                        char *nargv[64] = { "cuda-workload" };
+                        int k = 1;
+                        for (int j = i + 1; j < argc && k < 63; j++)
+                                nargv[k++] = argv[j];
+                        nargv[k] = NULL;
+                        fflush(stdout);
+                        execv("/proc/self/exe", nargv);
+                        return fail("exec: %s", strerror(errno));
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;

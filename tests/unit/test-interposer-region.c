@@ -18,11 +18,21 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "interposer/interposer.h"
 #include "interposer/region.h"
+#include "interposer/throttle.h"
+
+/* throttle.c is linked in for its pure arithmetic; it needs the interposer's clock. */
+uint64_t gs_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static char dir[64];
 static struct gs_limits lim;
@@ -397,6 +407,36 @@ static void test_throttle_spacing(void **state) {
         gs_region_close(r);
 }
 
+static void test_controller_learns_cost_per_launch(void **state) {
+        (void)state;
+        const uint64_t P = 100000000; /* 100 ms */
+        /* Unthrottled, 1000 launches gave 100 %: for 25 % each launch must be spaced 4 × 100 µs. */
+        assert_int_equal(gs_throttle_next_interval(0, P, 1000, 100000, 25000), 400000);
+        /* The same cost at a 20× smaller scale (bigger kernels, fewer launches): same answer per launch cost. */
+        assert_int_equal(gs_throttle_next_interval(0, P, 50, 100000, 25000), 8000000);
+        /* Already right: stays. */
+        assert_int_equal(gs_throttle_next_interval(400000, P, 250, 25000, 25000), 400000);
+        /* Half-way moves (smoothing), growth bounded to ×4 per step. */
+        assert_int_equal(gs_throttle_next_interval(400000, P, 250, 50000, 25000), 600000);
+        assert_int_equal(gs_throttle_next_interval(1000, P, 10, 100000, 10000), 4000);
+        /* A big drop only halves the interval per step. */
+        assert_int_equal(gs_throttle_next_interval(4000000, P, 1000, 1000, 90000), 2000555);
+}
+
+static void test_controller_edge_cases(void **state) {
+        (void)state;
+        const uint64_t P = 100000000;
+        /* Nothing launched, no time, no target: nothing learned. */
+        assert_int_equal(gs_throttle_next_interval(1234, P, 0, 50000, 30000), 1234);
+        assert_int_equal(gs_throttle_next_interval(1234, 0, 10, 50000, 30000), 1234);
+        assert_int_equal(gs_throttle_next_interval(1234, P, 10, 50000, 0), 1234);
+        /* Launches that cost nothing measurable relax the limiter down to off. */
+        assert_int_equal(gs_throttle_next_interval(8000, P, 10, 100, 30000), 4000);
+        assert_int_equal(gs_throttle_next_interval(1500, P, 10, 100, 30000), 0);
+        /* Never more than a second between launches. */
+        assert_int_equal(gs_throttle_next_interval(0, P, 1, 100000, 1000), 1000000000);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_and_reopen, setup, teardown),
@@ -414,6 +454,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_slots_reused_after_death, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_process_alive, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttle_spacing, setup, teardown),
+                cmocka_unit_test(test_controller_learns_cost_per_launch),
+                cmocka_unit_test(test_controller_edge_cases),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

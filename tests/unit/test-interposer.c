@@ -332,6 +332,13 @@ static void test_processes_share_limit(void **state) {
         assert_int_equal(run(WORKLOAD, c_args, NULL, 0), 0);
 }
 
+static void test_exec_does_not_leak(void **state) {
+        (void)state;
+        /* execve keeps the PID and drops the old image's memory: the new image gets the whole limit. */
+        const char *args[] = { "init", "alloc", "600M", "exec", "init", "alloc", "1G", "alloc!", "1", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
 static void test_other_container_not_counted(void **state) {
         (void)state;
         const char *hold[] = { "init", "alloc", "900M", "ready", "hold", NULL };
@@ -534,6 +541,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_legacy_32bit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
