@@ -441,11 +441,23 @@ def test_share_podman(e):
         r = run(workload, "--gpu", "0", "--mem", "1536MiB", "--chunks", "3", "--seconds", "0")
         check(r.returncode == 0 and "ready" in r.stdout, "1.5 GiB under a 2 GiB limit: rc %d\n%s\n%s" %
               (r.returncode, r.stdout, r.stderr))
+        # exactly the limit fits
+        r = run(workload, "--gpu", "0", "--mem", "2GiB", "--chunks", "4", "--seconds", "0")
+        check(r.returncode == 0, "exactly 2 GiB under a 2 GiB limit: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+        shm = [m.host_path for m in resp.mounts if m.container_path == "/run/gpuslice/shm"][0]
+        check(os.path.exists(os.path.join(shm, "region")), "no shared region in the host dir %s" % shm)
         # past the limit: CUDA_ERROR_OUT_OF_MEMORY (exit 3), though the GPU has 24 GiB free
         r = run(workload, "--gpu", "0", "--mem", "3GiB", "--chunks", "3", "--seconds", "0")
         check(r.returncode == 3, "3 GiB past a 2 GiB limit: rc %d, want 3 (out of memory)\n%s\n%s" %
               (r.returncode, r.stdout, r.stderr))
         check("OUT_OF_MEMORY" in r.stdout + r.stderr, "no CUDA_ERROR_OUT_OF_MEMORY:\n%s\n%s" % (r.stdout, r.stderr))
+        # two processes of the container share the one limit: 1.5 GiB held by one leaves 0.5 GiB
+        script = ("%s --gpu 0 --mem 1536MiB --seconds 30 > /tmp/first & "
+                  "i=0; until grep -q ready /tmp/first; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.1; done; "
+                  "%s --gpu 0 --mem 1GiB --seconds 0; rc=$?; kill $!; wait; exit $rc") % (workload, workload)
+        r = run("sh", "-c", script)
+        check(r.returncode == 3, "a second process past the shared limit: rc %d, want 3\n%s\n%s" %
+              (r.returncode, r.stdout, r.stderr))
         # control: the same program with the interposer's environment cleared gets its 3 GiB (what a
         # root user inside could do, docs/sharing.md) — so the refusal above is the limiter's doing
         r = run("sh", "-c", "unset LD_PRELOAD GPUSLICE_LIMITS; exec %s --gpu 0 --mem 3GiB --seconds 0" % workload)
