@@ -7,6 +7,8 @@
  *   --load=dlsym     dlopen("libcuda.so.1") and dlsym of every versioned symbol
  *   --load=procaddr  dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2") only, every other entry point
  *                    fetched through it BEFORE cuInit, as the CUDA 12+ runtime does (default)
+ *   --load=procaddr-ptsz    the same asking for per-thread-default-stream variants (flag 1<<1)
+ *   --load=procaddr-legacy  the 4-argument cuGetProcAddress of CUDA 11.3-11.8 runtimes
  *
  * then runs the steps on its command line, in order:
  *
@@ -26,6 +28,7 @@
  *                     environment: another process of the same container), wait for its "ready";
  *                     background children are SIGKILLed when this program exits
  *   wait-bg           wait for the background children, copying their output; fail if one failed
+ *   symbols           print "symbol WHAT -> EXPORTED-NAME FILE" for a few fetched pointers
  *   exec ARGS…        execve this program with ARGS (same PID, new image), holding what it holds
  *   hold              sleep until killed (60 s at most)             sleep MS        sleep MS milliseconds
  *   threads T N SIZE  T threads each alloc+free N times SIZE bytes; fails on any error
@@ -114,6 +117,7 @@ static struct {
 } cu;
 
 enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP };
+static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
 static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
 static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
@@ -222,18 +226,40 @@ static int load(const char *how) {
 #undef BY_DLSYM
                 return cu.cuInit ? 0 : 4;
         }
-        if (strcmp(how, "procaddr") != 0)
+        bool ptsz = strcmp(how, "procaddr-ptsz") == 0, legacy = strcmp(how, "procaddr-legacy") == 0;
+        if (strcmp(how, "procaddr") != 0 && !ptsz && !legacy)
                 return 2;
+        cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+        CUdriverProcAddressQueryResult st;
+        if (legacy) {
+                /* CUDA 11.3-11.8 runtimes: the 4-argument cuGetProcAddress. */
+                __typeof__(&cuGetProcAddress) gpa1 = (__typeof__(gpa1))dlsym(dl, "cuGetProcAddress");
+                if (!gpa1)
+                        return 4;
+                void *self = NULL;
+                if (gpa1("cuGetProcAddress", &self, 11030, 0) != CUDA_SUCCESS || !self)
+                        return fail("cuGetProcAddress(\"cuGetProcAddress\", 11030) failed"), 4;
+                gpa_self = self;
+#define BY_PROC1(f, sym, base) (void)gpa1(base, (void **)&cu.f, 11080, 0);
+                API(BY_PROC1)
+                API_LAUNCH(BY_PROC1)
+                API_FAMILIES(BY_PROC1)
+#undef BY_PROC1
+#define BY_PROC1_OLD(f, sym, base) (void)gpa1(base, (void **)&cu.f, 3000, 0);
+                API_LEGACY(BY_PROC1_OLD)
+#undef BY_PROC1_OLD
+                return cu.cuInit ? 0 : 4;
+        }
         __typeof__(&cuGetProcAddress_v2) gpa = (__typeof__(gpa))dlsym(dl, "cuGetProcAddress_v2");
         if (!gpa)
                 return 4;
         /* As the runtime does: ask for cuGetProcAddress itself through itself, then use that. */
         void *self = NULL;
-        CUdriverProcAddressQueryResult st;
         if (gpa("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || !self)
                 return fail("cuGetProcAddress(\"cuGetProcAddress\") failed"), 4;
+        gpa_self = self;
         gpa = (__typeof__(gpa))self;
-#define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12000, 0, &st);
+#define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12000, flags, &st);
         API(BY_PROC)
         API_LAUNCH(BY_PROC)
         API_FAMILIES(BY_PROC)
@@ -620,6 +646,24 @@ int main(int argc, char **argv) {
                         fflush(stdout);
                         execv("/proc/self/exe", nargv);
                         return fail("exec: %s", strerror(errno));
+                } else if (strcmp(s, "symbols") == 0) {
+                        /* which exported symbol of which file each fetched pointer is */
+                        const struct {
+                                const char *what;
+                                void *p;
+                        } w[] = { { "cuGetProcAddress", gpa_self }, { "cuLaunchKernel", (void *)cu.cuLaunchKernel },
+                                  { "cuMemAlloc", (void *)cu.cuMemAlloc_v2 }, { "cuMemAlloc@3000", (void *)cu.cuMemAlloc },
+                                  { "cuMemAllocAsync", (void *)cu.cuMemAllocAsync },
+                                  { "cuGraphLaunch", (void *)cu.cuGraphLaunch } };
+                        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+                                Dl_info info;
+                                if (!w[k].p || !dladdr(w[k].p, &info) || !info.dli_sname || !info.dli_fname) {
+                                        printf("symbol %s -> ? ?\n", w[k].what);
+                                        continue;
+                                }
+                                const char *base = strrchr(info.dli_fname, '/');
+                                printf("symbol %s -> %s %s\n", w[k].what, info.dli_sname, base ? base + 1 : info.dli_fname);
+                        }
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;

@@ -214,6 +214,44 @@ static void test_linked_program_dlsym(void **state) {
         assert_int_equal(run(WORKLOAD_LINKED, args, NULL, 0), 0);
 }
 
+static void test_load_procaddr_legacy(void **state) {
+        (void)state;
+        const char *args[32] = { "--load=procaddr-legacy" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_procaddr_hands_out_exact_variant_wrappers(void **state) {
+        (void)state;
+        char out[1024];
+        const char *args[] = { "--load=procaddr", "symbols", NULL };
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        /* The interposer's own wrapper for cuGetProcAddress itself, and for each variant the driver chose. */
+        assert_non_null(strstr(out, "symbol cuGetProcAddress -> cuGetProcAddress_v2 libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuLaunchKernel -> cuLaunchKernel libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemAlloc -> cuMemAlloc_v2 libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemAlloc@3000 -> cuMemAlloc libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuGraphLaunch -> cuGraphLaunch libgpuslice-cuda.so\n"));
+        /* Per-thread default stream: the _ptsz wrappers. */
+        const char *pt[] = { "--load=procaddr-ptsz", "symbols", NULL };
+        assert_int_equal(run(WORKLOAD, pt, out, sizeof out), 0);
+        assert_non_null(strstr(out, "symbol cuLaunchKernel -> cuLaunchKernel_ptsz libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemAllocAsync -> cuMemAllocAsync_ptsz libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuGraphLaunch -> cuGraphLaunch_ptsz libgpuslice-cuda.so\n"));
+        /* Legacy cuGetProcAddress asked for itself at 11.3: the legacy wrapper. */
+        const char *lg[] = { "--load=procaddr-legacy", "symbols", NULL };
+        assert_int_equal(run(WORKLOAD, lg, out, sizeof out), 0);
+        assert_non_null(strstr(out, "symbol cuGetProcAddress -> cuGetProcAddress libgpuslice-cuda.so\n"));
+}
+
+static void test_ptsz_variants_limited(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *args[] = { "--load=procaddr-ptsz", "init", "fam", "async", "60M", "fam!", "async", "5M",
+                               "freeall", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
 static void test_without_limits_is_transparent(void **state) {
         (void)state;
         /* Preloaded, no GPUSLICE_LIMITS: the physical GPU, nothing refused. */
@@ -330,6 +368,41 @@ static void test_processes_share_limit(void **state) {
         /* Once it is gone, its memory is the container's again. */
         const char *c_args[] = { "init", "alloc", "1G", NULL };
         assert_int_equal(run(WORKLOAD, c_args, NULL, 0), 0);
+}
+
+static void write_two_devices(const char *extra0, const char *extra1) {
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer multi\nregion %s\ndevice 0 %s\ndevice 1 %s\n", region_path, extra0,
+                extra1);
+        assert_int_equal(fclose(f), 0);
+}
+
+static void test_multi_gpu_memory_per_device(void **state) {
+        (void)state;
+        write_two_devices("memory=67108864", "memory=134217728");
+        const char *args[] = { "init", "0", "alloc", "64M", "alloc!", "1", "init", "1", "info", "expect-free", "128M",
+                               "expect-total", "128M", "alloc", "128M", "alloc!", "1", "init", "0", "info",
+                               "expect-free", "0", "expect-total", "64M", "free", "info", "expect-free", "0",
+                               "init", "2", "alloc", "1G", NULL }; /* device 2 is not the container's */
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_multi_gpu_core_per_device(void **state) {
+        (void)state;
+        write_two_devices("core=100", "core=30");
+        const char *args[] = { "init", "0", "spin", "1", "30", "1000", "init", "1", "spin", "2", "30", "1000", NULL };
+        char out[512];
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        unsigned long long n0, l0, n1, l1;
+        const char *second = strstr(out, "launched ");
+        assert_non_null(second);
+        second = strstr(second + 1, "launched ");
+        assert_non_null(second);
+        assert_int_equal(sscanf(out, "launched %llu late %llu", &n0, &l0), 2);
+        assert_int_equal(sscanf(second, "launched %llu late %llu", &n1, &l1), 2);
+        assert_true(l0 > 400);             /* device 0: the whole GPU (~500 in 0.5 s) */
+        assert_true(l1 > 150 && l1 < 450); /* device 1: its 30 % (~300 in 1 s) */
 }
 
 static void test_exec_does_not_leak(void **state) {
@@ -460,6 +533,16 @@ static void test_core_limit_graph_launches(void **state) {
         assert_true(late > 150 && late < 450);
 }
 
+static void test_core_elastic_alone_uses_idle_gpu(void **state) {
+        (void)state;
+        char out[512];
+        const char *args[] = { "run", "--gpu", "0", "--core", "30", "--elastic", "--", WORKLOAD, "init", "spin", "2",
+                               "30", "1000", NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_true(late_sum(out) > 800); /* nobody else wants the GPU */
+}
+
 static void test_core_limit_shared_by_processes(void **state) {
         (void)state;
         /* Two processes of the container together stay near the container's share. */
@@ -530,6 +613,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_load_dlsym, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_load_linked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_linked_program_dlsym, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_load_procaddr_legacy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_procaddr_hands_out_exact_variant_wrappers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ptsz_variants_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_over_limit_single, setup, teardown),
@@ -550,6 +636,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_elastic_alone_uses_idle_gpu, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_multi_gpu_memory_per_device, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_multi_gpu_core_per_device, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_memory_virtualised, setup, teardown),
