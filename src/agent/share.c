@@ -572,8 +572,9 @@ static enum rpc_code check_shape(const struct plugin *p, enum plugin_kind kind, 
 }
 
 static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__ContainerAllocateRequest *cr,
-                                  unsigned k, bool may_pair, struct arena *a, V1beta1__ContainerAllocateResponse *out,
-                                  struct plugin_pending *ret_rec, bool *ret_paired, struct rpc_status *st) {
+                                  unsigned k, bool may_pair, struct gpu_bits *all, struct arena *a,
+                                  V1beta1__ContainerAllocateResponse *out, struct plugin_pending *ret_rec,
+                                  bool *ret_paired, struct rpc_status *st) {
         struct plugin *p = svc->p;
         enum plugin_kind kind = svc->kind;
         const char *res = plugin_resource(p, kind);
@@ -589,6 +590,14 @@ static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__Con
         enum rpc_code c = ids_to_bits(p, kind, cr->devices_ids, cr->n_devices_ids, true, &u, what, bits, &gpus, st);
         if (c != RPC_OK)
                 return c;
+        /* An ID in two containers of one message (all: the IDs of the earlier containers). */
+        for (unsigned g = 0; g < p->n; g++)
+                for (unsigned w = 0; w < BITS_WORDS; w++) {
+                        if (all[g].w[w] & bits[g].w[w])
+                                return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                                 "%s: a device is also requested by another container", what);
+                        all[g].w[w] |= bits[g].w[w];
+                }
         c = check_shape(p, kind, bits, gpus, what, st);
         if (c != RPC_OK)
                 return c;
@@ -702,19 +711,9 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 if (!resp.container_responses)
                         c = rpc_error(st, RPC_INTERNAL, "out of memory");
         }
-        /* Duplicates across containers of one message. */
-        for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++)
-                for (size_t j = 0; c == RPC_OK && j < in->container_requests[k]->n_devices_ids; j++)
-                        for (size_t k2 = k + 1; c == RPC_OK && k2 < in->n_container_requests; k2++)
-                                for (size_t j2 = 0; j2 < in->container_requests[k2]->n_devices_ids; j2++)
-                                        if (streq(in->container_requests[k]->devices_ids[j],
-                                                  in->container_requests[k2]->devices_ids[j2])) {
-                                                c = rpc_error(st, RPC_INVALID_ARGUMENT,
-                                                              "container request %zu: a device is also requested "
-                                                              "by another container",
-                                                              k2);
-                                                break;
-                                        }
+        struct gpu_bits *all = calloc(TOPO_MAX_GPUS, sizeof *all);
+        if (!all && c == RPC_OK)
+                c = rpc_error(st, RPC_INTERNAL, "out of memory");
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerAllocateResponse *o = arena_alloc(&a, sizeof *o);
                 if (!o) {
@@ -723,8 +722,8 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 }
                 v1beta1__container_allocate_response__init(o);
                 /* kubelet sends one container per call; only then may it join a pending record. */
-                c = allocate_one(svc, in->container_requests[k], (unsigned)k, in->n_container_requests == 1, &a, o,
-                                 &last, &paired, st);
+                c = allocate_one(svc, in->container_requests[k], (unsigned)k, in->n_container_requests == 1, all, &a,
+                                 o, &last, &paired, st);
                 resp.container_responses[resp.n_container_responses++] = o;
         }
         if (c == RPC_OK) {
@@ -756,6 +755,7 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 p->n_errors++;
         }
         pthread_mutex_unlock(&p->lock);
+        free(all);
 
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");

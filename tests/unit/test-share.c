@@ -318,6 +318,60 @@ static void test_missing_interposer_refused(void **state) {
         assert_non_null(strstr(st.message, "interposer"));
 }
 
+static enum rpc_code allocate_two(struct fx *f, char **a, size_t na, char **b, size_t nb,
+                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+        V1beta1__ContainerAllocateRequest c1 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT,
+                                          c2 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        c1.devices_ids = a;
+        c1.n_devices_ids = na;
+        c2.devices_ids = b;
+        c2.n_devices_ids = nb;
+        V1beta1__ContainerAllocateRequest *crs[2] = { &c1, &c2 };
+        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 2;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
+        enum rpc_code c = share_allocate(&f->p.svc[PLUGIN_CORE], buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
+                assert_non_null(*ret);
+        } else
+                assert_null(out);
+        free(out);
+        return c;
+}
+
+static void test_two_containers_in_one_message(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r = NULL;
+        char s1[3][SHARE_ID_MAX], s2[2][SHARE_ID_MAX];
+        char *a[3] = { s1[0], s1[1], s1[2] }, *b[2] = { s2[0], s2[1] };
+        fmt_id(f, 0, PLUGIN_CORE, 0, s1[0]);
+        fmt_id(f, 0, PLUGIN_CORE, 1, s1[1]);
+        fmt_id(f, 0, PLUGIN_CORE, 2, s1[2]);
+        fmt_id(f, 0, PLUGIN_CORE, 3, s2[0]);
+        fmt_id(f, 0, PLUGIN_CORE, 2, s2[1]); /* also in the first container */
+        assert_int_equal(allocate_two(f, a, 3, b, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "another container"));
+        struct share_usage u;
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[0], 0);
+        fmt_id(f, 0, PLUGIN_CORE, 4, s2[1]);
+        assert_int_equal(allocate_two(f, a, 3, b, 2, &r, &st), RPC_OK);
+        assert_int_equal(r->n_container_responses, 2);
+        /* two containers: two limits files, never paired with each other */
+        assert_string_not_equal(mount_host(r->container_responses[0], SHARE_LIMITS_PATH),
+                                mount_host(r->container_responses[1], SHARE_LIMITS_PATH));
+        struct gs_limits l;
+        read_limits(mount_host(r->container_responses[1], SHARE_LIMITS_PATH), &l);
+        assert_int_equal(l.dev[0].core_percent, 2);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
 /* ---- state upkeep ---- */
 
 static void test_cleanup_removes_ended(void **state) {
@@ -465,6 +519,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_second_resource_on_other_gpu_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_span_and_exceed_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_missing_interposer_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_two_containers_in_one_message, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cleanup_removes_ended, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cleanup_without_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixup_after_reconcile, setup, teardown),
