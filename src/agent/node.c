@@ -76,6 +76,7 @@ struct node {
         char status_path[PATH_MAX];
         int sigfd, inofd, statusfd;
         uint64_t next_probe_ms, next_sync_ms;
+        bool cleanup_pending; /* limits dirs not checked yet: no trusted record at start */
         uint64_t saved_generation;
 };
 
@@ -268,8 +269,10 @@ static int podresources_sync(struct node *n) {
         if (added || removed || updated)
                 log_info("reconciled with PodResources", "added=%zu removed=%zu updated=%zu skipped=%zu", added,
                          removed, updated, skipped);
-        if (removed)
+        if (removed || n->cleanup_pending) {
+                n->cleanup_pending = false;
                 limits_cleanup(n);
+        }
         return 0;
 }
 
@@ -293,18 +296,19 @@ static void state_persist(struct node *n) {
         log_debug("state file written", "dir=%s generation=%" PRIu64, n->cfg.state_dir, gen);
 }
 
-static void state_restore(struct node *n) {
+/* Returns whether a state file was loaded. */
+static bool state_restore(struct node *n) {
         struct gpuslice_state s;
         int r = state_load(n->cfg.state_dir, &s);
         if (r == -ENOENT) {
                 log_info("no state file yet", "dir=%s", n->cfg.state_dir);
-                return;
+                return false;
         }
         if (r < 0) {
                 /* Never trust a damaged record: start empty, rebuild from PodResources, rewrite. */
                 log_warn_errno(r, "state file unusable, rebuilding it", "dir=%s", n->cfg.state_dir);
                 n->saved_generation = UINT64_MAX;
-                return;
+                return false;
         }
         size_t kept = 0;
         pthread_mutex_lock(&n->plugin->lock);
@@ -319,6 +323,7 @@ static void state_restore(struct node *n) {
         pthread_mutex_unlock(&n->plugin->lock);
         state_done(&s);
         log_info("state file loaded", "dir=%s allocations=%zu", n->cfg.state_dir, kept);
+        return true;
 }
 
 /* ---- status socket ---- */
@@ -580,10 +585,18 @@ static int setup(struct node *n) {
                 return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
         snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
 
-        state_restore(n);
-        (void)podresources_sync(n);
+        bool loaded = state_restore(n);
+        bool synced = podresources_sync(n) == 0;
         state_persist(n);
-        limits_cleanup(n);
+        /* Only a record we can trust says which limits dirs are dead: with neither the state file
+         * nor kubelet's answer, a running container's dir would look dead (its processes would
+         * then fail to open their region). */
+        if (loaded || synced)
+                limits_cleanup(n);
+        else {
+                n->cleanup_pending = true;
+                log_warn("keeping every limits dir until PodResources answers", "dir=%s", n->plugin->opt.limits_root);
+        }
 
         n->inofd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (n->inofd < 0)

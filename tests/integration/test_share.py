@@ -382,6 +382,42 @@ def test_share_restart(e):
     check(one_gpu(got[e.core][0]) == gpu, "binpack after restart went elsewhere")
 
 
+def test_share_restart_no_record(e):
+    """Restart with neither a state file nor PodResources: no limits dir is removed until kubelet
+    answers; then only the dirs of allocations kubelet no longer reports go."""
+    e.kubelet.close()
+    e.kubelet = kubelet_standin.Kubelet(e.stubs, e.plugin_dir, None)
+    e.kubelet.start()
+    e.start_share()
+    a = e.admit((e.core, 10), (e.mem, 4))
+    b = e.admit((e.core, 20), (e.mem, 4))
+    dir_a = os.path.dirname(limits_of(a[e.core][1])[1]["/run/gpuslice/limits"][0])
+    dir_b = os.path.dirname(limits_of(b[e.core][1])[1]["/run/gpuslice/limits"][0])
+    check(dir_a != dir_b, "two containers, one dir")
+    state = os.path.join(e.state_dir, "gpuslice.state")
+    e.kubelet.wait_for(lambda: os.path.exists(state), 5, "state file")
+    e.kill_agent(signal.SIGKILL)
+    os.unlink(state)
+    e.kubelet.restart()
+    n = len(e.kubelet.registrations)
+    e.start_agent("--resource-profile", "gpuslice", "--interposer", e.interposer)
+    e.kubelet.wait_for(lambda: len(e.kubelet.registrations) >= n + 3, 10, "three registrations after restart")
+    e.kubelet.wait_for(lambda: "keeping every limits dir" in open(e.logs[-1]).read(), 10, "the agent's decision")
+    check(os.path.isdir(dir_a) and os.path.isdir(dir_b), "a limits dir was removed without a trusted record")
+    # PodResources comes up and reports container a only
+    side = os.path.join(e.tmp, "podres-kubelet")
+    os.makedirs(side)
+    pr = kubelet_standin.Kubelet(e.stubs, side, e.podres)
+    pr.pods = [("ml", "a", "main", e.core, a[e.core][0]), ("ml", "a", "main", e.mem, a[e.mem][0])]
+    pr.start()
+    try:
+        e.status()  # a status request makes the agent ask PodResources now
+        e.kubelet.wait_for(lambda: not os.path.exists(dir_b), 10, "the dir of the unreported container removed")
+        check(os.path.isdir(dir_a), "the dir of the reported container was removed")
+    finally:
+        pr.close()
+
+
 # ---- podman end to end ----
 
 def podman_flags(resp, build):
