@@ -4,7 +4,7 @@
  * fraction to: the same limits file (written with gs_limits_format), the same per-container shared
  * region, the same loading of libgpuslice-cuda.so (LD_PRELOAD; its SONAME is libcuda.so.1).
  *
- *   gpuslice run --gpu N [--memory SIZE] [--core PCT] [--elastic] -- CMD [ARGS...]
+ *   gpuslice run --gpu N [--memory SIZE] [--core PCT] [--elastic] [--context SIZE] -- CMD [ARGS...]
  *
  * The "container" is a private directory (under $XDG_RUNTIME_DIR, else /tmp) holding the limits
  * file (read-only) and the region; it is removed when the command ends unless --keep is given.
@@ -40,6 +40,7 @@ static void help(FILE *f) {
               "  -m, --memory SIZE       device memory limit (512M, 4GiB, bytes); default: no limit\n"
               "  -c, --core PCT          compute share in percent of the GPU, 1..100; default 100\n"
               "      --elastic           let the share grow into GPU time nobody else uses\n"
+              "      --context SIZE      charge each CUDA context SIZE of the memory limit (default 0)\n"
               "      --interposer PATH   libgpuslice-cuda.so to preload (default: next to gpuslice)\n"
               "      --nvml-library PATH libnvidia-ml.so.1 to ask for the GPU's UUID\n"
               "      --keep              keep the limits directory (printed on stderr)\n"
@@ -114,12 +115,13 @@ static void forward(int sig) {
 }
 
 int cmd_run(int argc, char **argv) {
-        enum { OPT_ELASTIC = 0x100, OPT_INTERPOSER, OPT_NVML, OPT_KEEP };
+        enum { OPT_ELASTIC = 0x100, OPT_INTERPOSER, OPT_NVML, OPT_KEEP, OPT_CONTEXT };
         static const struct option opts[] = {
                 { "gpu", required_argument, NULL, 'g' },
                 { "memory", required_argument, NULL, 'm' },
                 { "core", required_argument, NULL, 'c' },
                 { "elastic", no_argument, NULL, OPT_ELASTIC },
+                { "context", required_argument, NULL, OPT_CONTEXT },
                 { "interposer", required_argument, NULL, OPT_INTERPOSER },
                 { "nvml-library", required_argument, NULL, OPT_NVML },
                 { "keep", no_argument, NULL, OPT_KEEP },
@@ -127,7 +129,7 @@ int cmd_run(int argc, char **argv) {
                 {},
         };
         unsigned gpu = 0, core = 100;
-        uint64_t memory = 0;
+        uint64_t memory = 0, context = 0;
         bool have_gpu = false, elastic = false, keep = false;
         const char *interposer = NULL, *nvml = NULL;
         int c;
@@ -156,6 +158,13 @@ int cmd_run(int argc, char **argv) {
                         }
                         break;
                 case OPT_ELASTIC: elastic = true; break;
+                case OPT_CONTEXT:
+                        if (parse_size(optarg, &context) < 0) {
+                                fprintf(stderr, "gpuslice run: --context: expected a size such as 300MiB, got '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case OPT_INTERPOSER: interposer = optarg; break;
                 case OPT_NVML: nvml = optarg; break;
                 case OPT_KEEP: keep = true; break;
@@ -182,7 +191,8 @@ int cmd_run(int argc, char **argv) {
 
         struct gs_limits l = { .version = GS_LIMITS_VERSION, .n_devices = 1,
                                .core_policy = elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
-        l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core };
+        l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core,
+                                              .context_bytes = context };
         int r = gpu_uuid(nvml, gpu, l.dev[0].uuid, sizeof l.dev[0].uuid);
         if (r == -ENODEV) {
                 fprintf(stderr, "gpuslice run: there is no GPU %u on this node\n", gpu);

@@ -22,6 +22,7 @@ struct entry {
         uint64_t key;
         uint64_t bytes;
         uint64_t dev;
+        uint64_t ctx; /* the context the allocation lives in (freed with it); 0 = none */
 };
 
 static struct entry *tables[GS_TAB_COUNT];
@@ -62,7 +63,7 @@ static inline uint64_t enc(uint64_t key) {
         return key + 2 < key ? key : key + 2;
 }
 
-int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev) {
+int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev, uint64_t ctx) {
         struct entry *tab = tables[t];
         if (!tab || key >= UINT64_MAX - 2)
                 return -ENOSPC;
@@ -75,6 +76,7 @@ int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev)
                 /* Value first: nobody looks this key up before we return, but keep the entry whole. */
                 if (__atomic_compare_exchange_n(&e->key, &cur, k, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
                         __atomic_store_n(&e->bytes, bytes, __ATOMIC_RELAXED);
+                        __atomic_store_n(&e->ctx, ctx, __ATOMIC_RELAXED);
                         __atomic_store_n(&e->dev, (uint64_t)dev, __ATOMIC_RELEASE);
                         return 0;
                 }
@@ -104,4 +106,22 @@ int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *
                 return 0;
         }
         return -ENOENT;
+}
+
+void gs_table_take_ctx(enum gs_table t, uint64_t ctx, uint64_t ret_bytes[GS_TAB_MAX_DEV]) {
+        struct entry *tab = tables[t];
+        if (!tab || !ctx)
+                return;
+        /* Context teardown only (rare): a full scan is fine. */
+        for (uint64_t i = 0; i < TAB_SIZE; i++) {
+                struct entry *e = &tab[i];
+                uint64_t cur = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+                if (cur == KEY_EMPTY || cur == KEY_TOMB || __atomic_load_n(&e->ctx, __ATOMIC_RELAXED) != ctx)
+                        continue;
+                uint64_t dev = __atomic_load_n(&e->dev, __ATOMIC_ACQUIRE);
+                uint64_t bytes = __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
+                if (dev < GS_TAB_MAX_DEV &&
+                    __atomic_compare_exchange_n(&e->key, &cur, KEY_TOMB, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                        ret_bytes[dev] += bytes;
+        }
 }

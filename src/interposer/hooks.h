@@ -47,6 +47,18 @@
         X(cuMemRelease, cuMemRelease, 10020, 0)                                  \
         X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                               \
         X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)             \
+        /* memory: contexts (each costs context= bytes of the limit) */          \
+        X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)           \
+        X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)         \
+        X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)     \
+        X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)             \
+        X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)         \
+        X(cuCtxCreate, cuCtxCreate, 2000, 0)                                     \
+        X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                                  \
+        X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                                 \
+        X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                 \
+        X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                                   \
+        X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                \
         /* memory: queries */                                                    \
         X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                   \
         X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                \
@@ -71,6 +83,7 @@
         X(cuDeviceGetUuid)        \
         X(cuDeviceGetUuid_v2)     \
         X(cuCtxGetDevice)         \
+        X(cuCtxGetCurrent)        \
         X(cuStreamGetCtx)         \
         X(cuCtxPushCurrent_v2)    \
         X(cuCtxPopCurrent_v2)     \

@@ -41,7 +41,10 @@
 #include "interposer/region.h"
 #include "interposer/throttle.h"
 
+_Static_assert(GS_TAB_MAX_DEV == GS_MAX_DEVICES, "the allocation table counts per limits device");
+
 #define GS_MAX_ORDINALS 64
+#define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -135,6 +138,15 @@ static __thread unsigned nested __attribute__((tls_model("initial-exec")));
                 nested--;                          \
                 guard_r_;                          \
         })
+
+/* Contexts charged to this process (see "wrappers: contexts"). */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned primary_refs[GS_MAX_ORDINALS];
+static CUcontext primary_ctx[GS_MAX_ORDINALS];
+static struct {
+        CUcontext ctx;
+        int li; /* -1: not charged */
+} created[256];
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_done; /* atomic: skips pthread_once on the fast path */
@@ -254,6 +266,11 @@ static void atfork_child(void) {
                 return;
         gs_table_reset();
         gs_throttle_atfork_child();
+        /* The child has no contexts (CUDA does not survive fork); its new slot starts at zero. */
+        memset(primary_refs, 0, sizeof primary_refs);
+        memset(primary_ctx, 0, sizeof primary_ctx);
+        memset(created, 0, sizeof created);
+        pthread_mutex_init(&ctx_lock, NULL);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
                 g.mode = GS_MODE_FAILED;
@@ -408,9 +425,19 @@ static inline void refund(int li, uint64_t bytes) {
         gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
 }
 
-/* After a successful tracked allocation: remember it, or undo it (table full) with undo(key). */
+/* The calling thread's current context (what the driver frees an allocation with), 0 if none. */
+static inline uint64_t current_ctx(void) {
+        CUcontext c = NULL;
+        if (!real.cuCtxGetCurrent || real.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+                return 0;
+        return (uint64_t)(uintptr_t)c;
+}
+
+/* After a successful tracked allocation: remember it, or undo it (table full) with undo(key). VMM handles
+ * outlive contexts; everything else goes with the context it was made in. */
 static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, int li) {
-        if (LIKELY(gs_table_insert(t, key, bytes, (unsigned)li) == 0))
+        uint64_t ctx = t == GS_TAB_VMM ? 0 : current_ctx();
+        if (LIKELY(gs_table_insert(t, key, bytes, (unsigned)li, ctx) == 0))
                 return CUDA_SUCCESS;
         refund(li, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -454,7 +481,7 @@ static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, i
                 if (r_ == CUDA_SUCCESS)                                                  \
                         refund((int)li_, bytes_);                                        \
                 else                                                                     \
-                        (void)gs_table_insert(table, key_, bytes_, li_);                 \
+                        (void)gs_table_insert(table, key_, bytes_, li_, current_ctx());  \
                 return r_;                                                               \
         } while (0)
 
@@ -743,6 +770,181 @@ static CUresult gs_w_cuArrayDestroy(CUarray hArray) {
 
 static CUresult gs_w_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
         TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hMipmappedArray, REAL(cuMipmappedArrayDestroy, hMipmappedArray));
+}
+
+/* ---- wrappers: contexts ----
+ * A context costs device memory the application never asked for (context= in the limits file). The
+ * primary context is charged while this process holds it retained, every created context while it lives.
+ * Context calls are rare: a process-local mutex is fine here. */
+
+
+/* The driver destroyed ctx and everything allocated in it: stop counting those bytes. */
+static void ctx_gone(CUcontext ctx) {
+        if (g.mode != GS_MODE_LIMITED || !ctx)
+                return;
+        uint64_t bytes[GS_TAB_MAX_DEV] = { 0 };
+        gs_table_take_ctx(GS_TAB_PTR, (uint64_t)(uintptr_t)ctx, bytes);
+        gs_table_take_ctx(GS_TAB_ARRAY, (uint64_t)(uintptr_t)ctx, bytes);
+        for (unsigned li = 0; li < GS_TAB_MAX_DEV; li++)
+                if (bytes[li])
+                        refund((int)li, bytes[li]);
+}
+
+static int ctx_li(CUdevice dev) {
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return -1;
+        int li = mem_li(li_of_ordinal(dev));
+        return li >= 0 && g.limits.dev[li].context_bytes ? li : -1;
+}
+
+static bool ctx_charge(int li) {
+        /* li < 0: the context is not charged */
+        return li < 0 || charge(li, g.limits.dev[li].context_bytes);
+}
+
+static void ctx_refund(int li) {
+        if (li >= 0)
+                refund(li, g.limits.dev[li].context_bytes);
+}
+
+static CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
+                return REAL(cuDevicePrimaryCtxRetain, pctx, dev);
+        int li = ctx_li(dev); /* -1: references counted, nothing charged */
+        pthread_mutex_lock(&ctx_lock);
+        bool first = primary_refs[dev] == 0;
+        CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (!first || ctx_charge(li)) {
+                r = GUARD(REAL(cuDevicePrimaryCtxRetain, pctx, dev));
+                if (r == CUDA_SUCCESS) {
+                        primary_refs[dev]++;
+                        primary_ctx[dev] = *pctx;
+                }
+                else if (first)
+                        ctx_refund(li);
+        }
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
+}
+
+/* After the driver released (or reset: all references at once) device dev's primary context. When the
+ * last reference goes, the driver destroys the context with its allocations. */
+static void primary_dropped(CUdevice dev, bool all) {
+        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
+                return;
+        int li = ctx_li(dev);
+        pthread_mutex_lock(&ctx_lock);
+        bool gone = false;
+        if (primary_refs[dev]) {
+                primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
+                gone = !primary_refs[dev];
+                if (gone)
+                        ctx_refund(li);
+        }
+        CUcontext c = primary_ctx[dev];
+        if (gone)
+                primary_ctx[dev] = NULL;
+        pthread_mutex_unlock(&ctx_lock);
+        if (gone)
+                ctx_gone(c);
+}
+
+#define PRIMARY_DROP(call, dev, all)                       \
+        do {                                               \
+                ENTER();                                   \
+                CUresult r_ = GUARD(call);                 \
+                if (r_ == CUDA_SUCCESS)                    \
+                        primary_dropped(dev, all);         \
+                return r_;                                 \
+        } while (0)
+
+static CUresult gs_w_cuDevicePrimaryCtxRelease(CUdevice dev) {
+        PRIMARY_DROP(REAL(cuDevicePrimaryCtxRelease, dev), dev, false);
+}
+
+static CUresult gs_w_cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+        PRIMARY_DROP(REAL(cuDevicePrimaryCtxRelease_v2, dev), dev, false);
+}
+
+static CUresult gs_w_cuDevicePrimaryCtxReset(CUdevice dev) {
+        PRIMARY_DROP(REAL(cuDevicePrimaryCtxReset, dev), dev, true);
+}
+
+static CUresult gs_w_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+        PRIMARY_DROP(REAL(cuDevicePrimaryCtxReset_v2, dev), dev, true);
+}
+
+/* Charge, create, remember (or refund). The context table is full: created, not charged (documented). */
+#define CTX_CREATE(call, pctx, dev)                                                      \
+        do {                                                                             \
+                ENTER();                                                                 \
+                int li_ = ctx_li(dev);                                                   \
+                if (li_ < 0)                                                             \
+                        return call;                                                     \
+                if (!ctx_charge(li_))                                                    \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                 \
+                CUresult r_ = GUARD(call);                                               \
+                if (r_ != CUDA_SUCCESS) {                                                \
+                        ctx_refund(li_);                                                 \
+                        return r_;                                                       \
+                }                                                                        \
+                pthread_mutex_lock(&ctx_lock);                                           \
+                size_t k_ = 0;                                                           \
+                while (k_ < ELEMENTS(created) && created[k_].ctx)                        \
+                        k_++;                                                            \
+                if (k_ < ELEMENTS(created))                                              \
+                        created[k_].ctx = *(pctx), created[k_].li = li_;                 \
+                else                                                                     \
+                        ctx_refund(li_);                                                 \
+                pthread_mutex_unlock(&ctx_lock);                                         \
+                return r_;                                                               \
+        } while (0)
+
+static CUresult gs_w_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+        CTX_CREATE(REAL(cuCtxCreate, pctx, flags, dev), pctx, dev);
+}
+
+static CUresult gs_w_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+        CTX_CREATE(REAL(cuCtxCreate_v2, pctx, flags, dev), pctx, dev);
+}
+
+static CUresult gs_w_cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int numParams, unsigned int flags,
+                                    CUdevice dev) {
+        CTX_CREATE(REAL(cuCtxCreate_v3, pctx, params, numParams, flags, dev), pctx, dev);
+}
+
+static CUresult gs_w_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
+        CTX_CREATE(REAL(cuCtxCreate_v4, pctx, params, flags, dev), pctx, dev);
+}
+
+static CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
+        ENTER();
+        if (!destroy)
+                return CUDA_ERROR_NOT_FOUND;
+        if (g.mode != GS_MODE_LIMITED || nested || !ctx)
+                return destroy(ctx);
+        CUresult r = GUARD(destroy(ctx));
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&ctx_lock);
+        for (size_t k = 0; k < ELEMENTS(created); k++)
+                if (created[k].ctx == ctx) {
+                        ctx_refund(created[k].li);
+                        created[k].ctx = NULL;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx_lock);
+        ctx_gone(ctx);
+        return r;
+}
+
+static CUresult gs_w_cuCtxDestroy(CUcontext ctx) {
+        return ctx_destroy(real.cuCtxDestroy, ctx);
+}
+
+static CUresult gs_w_cuCtxDestroy_v2(CUcontext ctx) {
+        return ctx_destroy(real.cuCtxDestroy_v2, ctx);
 }
 
 /* ---- wrappers: memory queries ---- */

@@ -31,8 +31,14 @@ enum gs_table {
 int gs_table_init(void) __attribute__((visibility("hidden")));
 /* Forget everything (child after fork). */
 void gs_table_reset(void) __attribute__((visibility("hidden")));
-/* Record key → (bytes, dev). -ENOSPC when the table is full. Lock-free. */
-int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev) __attribute__((visibility("hidden")));
+#define GS_TAB_MAX_DEV 16 /* = GS_MAX_DEVICES */
+
+/* Record key → (bytes, dev, the context it lives in or 0). -ENOSPC when the table is full. Lock-free. */
+int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev, uint64_t ctx)
+        __attribute__((visibility("hidden")));
 /* Remove key and return what it cost. -ENOENT when not tracked. Lock-free. */
 int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev)
+        __attribute__((visibility("hidden")));
+/* Remove every entry of context ctx (the driver freed them with it); adds their bytes per device. */
+void gs_table_take_ctx(enum gs_table t, uint64_t ctx, uint64_t ret_bytes[GS_TAB_MAX_DEV])
         __attribute__((visibility("hidden")));

@@ -123,7 +123,7 @@ static int parse_device(struct tok *toks, size_t n, struct gs_limits *l, unsigne
                 return -EINVAL;
         }
         d.index = (unsigned)v;
-        bool seen_uuid = false, seen_mem = false, seen_core = false;
+        bool seen_uuid = false, seen_mem = false, seen_core = false, seen_ctx = false;
         for (size_t i = 2; i < n; i++) {
                 const char *eq = memchr(toks[i].p, '=', toks[i].n);
                 if (!eq) {
@@ -145,6 +145,12 @@ static int parse_device(struct tok *toks, size_t n, struct gs_limits *l, unsigne
                                 return -EINVAL;
                         }
                         seen_mem = true;
+                } else if (tok_eq(key, "context") && !seen_ctx) {
+                        if (!parse_dec(val, UINT64_MAX, &d.context_bytes)) {
+                                set_err(err, err_len, line, "context must be a number of bytes");
+                                return -EINVAL;
+                        }
+                        seen_ctx = true;
                 } else if (tok_eq(key, "core") && !seen_core) {
                         if (!parse_dec(val, 100, &v) || v == 0) {
                                 set_err(err, err_len, line, "core must be 1..100");
@@ -290,6 +296,8 @@ int gs_limits_format(const struct gs_limits *l, char *buf, size_t len) {
                         APPEND(" uuid=%s", d->uuid);
                 if (d->memory_bytes)
                         APPEND(" memory=%llu", (unsigned long long)d->memory_bytes);
+                if (d->context_bytes)
+                        APPEND(" context=%llu", (unsigned long long)d->context_bytes);
                 APPEND(" core=%u\n", d->core_percent);
         }
 #undef APPEND

@@ -22,11 +22,13 @@
  *     region <absolute path>                 the container's shared region file (created on first use)
  *     core-policy hard|elastic               optional, default hard: the core share is enforced even when
  *                                            the container is alone; elastic lets it use idle GPU time
- *     device <index> [uuid=<uuid>] [memory=<bytes>] [core=<1..100>]
+ *     device <index> [uuid=<uuid>] [memory=<bytes>] [core=<1..100>] [context=<bytes>]
  *                                            one line per GPU the container may use (1..16 lines, distinct
  *                                            indexes and uuids); index = CUDA ordinal inside the container,
  *                                            used when uuid is absent; memory absent = no memory limit;
- *                                            core absent or 100 = no compute limit
+ *                                            core absent or 100 = no compute limit; context = what
+ *                                            one CUDA context costs on that GPU, charged against
+ *                                            memory per context (default 0: not charged)
  *
  * Fields are separated by spaces or tabs; every line ends with '\n' (the last may omit it). Numbers are
  * plain decimal, no sign, no suffix (the writer converts sizes). Anything else is an error.
@@ -56,6 +58,7 @@ struct gs_limits_device {
         char uuid[GS_UUID_MAX]; /* "GPU-…" or "" (match by index) */
         uint64_t memory_bytes; /* 0 = no memory limit */
         unsigned core_percent; /* 1..100; 100 = no compute limit */
+        uint64_t context_bytes; /* charged per CUDA context against memory_bytes; 0 = not charged */
 };
 
 struct gs_limits {

@@ -26,12 +26,6 @@
         X(cuCoredumpSetAttribute) \
         X(cuCoredumpSetAttributeGlobal) \
         X(cuCtxAttach) \
-        X(cuCtxCreate) \
-        X(cuCtxCreate_v2) \
-        X(cuCtxCreate_v3) \
-        X(cuCtxCreate_v4) \
-        X(cuCtxDestroy) \
-        X(cuCtxDestroy_v2) \
         X(cuCtxDetach) \
         X(cuCtxDisablePeerAccess) \
         X(cuCtxEnablePeerAccess) \
@@ -90,11 +84,6 @@
         X(cuDeviceGetUuid_v2) \
         X(cuDeviceGraphMemTrim) \
         X(cuDevicePrimaryCtxGetState) \
-        X(cuDevicePrimaryCtxRelease) \
-        X(cuDevicePrimaryCtxRelease_v2) \
-        X(cuDevicePrimaryCtxReset) \
-        X(cuDevicePrimaryCtxReset_v2) \
-        X(cuDevicePrimaryCtxRetain) \
         X(cuDevicePrimaryCtxSetFlags) \
         X(cuDevicePrimaryCtxSetFlags_v2) \
         X(cuDeviceRegisterAsyncNotification) \

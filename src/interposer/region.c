@@ -280,10 +280,18 @@ int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t
         struct gs_region_device *d = &r->dev[dev];
         uint64_t *mine = &r->slot[slot].used[dev];
         bool reclaimed = false;
+        unsigned rechecks = 0;
         for (;;) {
                 uint64_t seq = LOAD(&d->admit_seq);
                 uint64_t used = gs_region_used(r, dev);
                 if (bytes > limit || used > limit - bytes) {
+                        /* The sum may include a concurrent reserver's bytes that it is about to withdraw
+                         * (it lost its CAS): if anything moved meanwhile, look again before refusing. */
+                        if (bytes <= limit && rechecks < 16 &&
+                            (LOAD(&d->admit_seq) != seq || gs_region_used(r, dev) != used)) {
+                                rechecks++;
+                                continue;
+                        }
                         if (!reclaimed) {
                                 reclaimed = true;
                                 if (gs_region_reclaim_dead(r) > 0)

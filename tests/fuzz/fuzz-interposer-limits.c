@@ -43,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (unsigned i = 0; i < l.n_devices; i++)
                         CHECK(back.dev[i].index == l.dev[i].index && back.dev[i].memory_bytes == l.dev[i].memory_bytes &&
                               back.dev[i].core_percent == l.dev[i].core_percent &&
+                              back.dev[i].context_bytes == l.dev[i].context_bytes &&
                               strcmp(back.dev[i].uuid, l.dev[i].uuid) == 0);
         }
         free(buf);

@@ -13,6 +13,9 @@
  * then runs the steps on its command line, in order:
  *
  *   init [ORD]        cuInit, retain ORD's primary context (default 0), make it current
+ *   init!             cuInit, then retaining device 0's primary context must fail with OUT_OF_MEMORY
+ *   ctx-create ORD / ctx-create! ORD   cuCtxCreate must succeed (it becomes current) / fail with OOM
+ *   ctx-destroy       destroy the newest created context     release ORD   cuDevicePrimaryCtxRelease
  *   alloc SIZE        cuMemAlloc must succeed          alloc! SIZE   must fail with OUT_OF_MEMORY
  *   alloc32 SIZE      legacy 32-bit cuMemAlloc          free          free the newest allocation
  *   fam F SIZE / fam! F SIZE   the same through another family F: pitch managed async pool vmm array
@@ -69,6 +72,7 @@
         X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                \
         X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
         X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")    \
+        X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") \
         X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize") \
         X(cuMemAlloc_v2, "cuMemAlloc_v2", "cuMemAlloc")             \
         X(cuMemFree_v2, "cuMemFree_v2", "cuMemFree")                \
@@ -103,6 +107,8 @@
 
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
 #define API_LEGACY(X)                                        \
+        X(cuCtxCreate_v2, "cuCtxCreate_v2", "cuCtxCreate")   \
+        X(cuCtxDestroy_v2, "cuCtxDestroy_v2", "cuCtxDestroy") \
         X(cuMemAlloc, "cuMemAlloc", "cuMemAlloc")            \
         X(cuMemFree, "cuMemFree", "cuMemFree")               \
         X(cuMemGetInfo, "cuMemGetInfo", "cuMemGetInfo")
@@ -117,6 +123,8 @@ static struct {
 } cu;
 
 enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP };
+static CUcontext created_ctx[16];
+static unsigned n_created;
 static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
 static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
 static enum kind alloc_kind[MAX_ALLOCS];
@@ -484,7 +492,39 @@ int main(int argc, char **argv) {
                 const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
                 unsigned long long v = 0;
                 CUresult cr;
-                if (strcmp(s, "init") == 0) {
+                if (strcmp(s, "ctx-create") == 0 || strcmp(s, "ctx-create!") == 0 || strcmp(s, "release") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        CUdevice d;
+                        if (CALL(cuDeviceGet, &d, (int)v) != CUDA_SUCCESS)
+                                return fail("no device %llu", v);
+                        if (strcmp(s, "release") == 0) {
+                                if ((cr = CALL(cuDevicePrimaryCtxRelease_v2, d)) != CUDA_SUCCESS)
+                                        return fail("release: %d", cr);
+                                continue;
+                        }
+                        CUcontext c = NULL;
+                        cr = CALL(cuCtxCreate_v2, &c, 0, d);
+                        if (strcmp(s, "ctx-create!") == 0) {
+                                if (cr != CUDA_ERROR_OUT_OF_MEMORY)
+                                        return fail("ctx-create: expected OUT_OF_MEMORY, got %d", cr);
+                        } else if (cr != CUDA_SUCCESS || n_created == 16)
+                                return fail("ctx-create: %d", cr);
+                        else
+                                created_ctx[n_created++] = c;
+                } else if (strcmp(s, "ctx-destroy") == 0) {
+                        if (!n_created || (cr = CALL(cuCtxDestroy_v2, created_ctx[--n_created])) != CUDA_SUCCESS)
+                                return fail("ctx-destroy failed");
+                } else if (strcmp(s, "init!") == 0) {
+                        /* cuInit works, retaining device 0's primary context is refused for memory */
+                        CUdevice d;
+                        CUcontext c;
+                        if (CALL(cuInit, 0) != CUDA_SUCCESS || CALL(cuDeviceGet, &d, 0) != CUDA_SUCCESS)
+                                return fail("cuInit failed");
+                        if ((cr = CALL(cuDevicePrimaryCtxRetain, &c, d)) != CUDA_ERROR_OUT_OF_MEMORY)
+                                return fail("retain: expected OUT_OF_MEMORY, got %d", cr);
+                } else if (strcmp(s, "init") == 0) {
                         int ord = 0;
                         if (arg && arg[0] >= '0' && arg[0] <= '9') {
                                 ord = atoi(arg); /* lint: allow (test program, digits checked) */

@@ -42,7 +42,8 @@ static void test_full(void **state) {
                            "container\tcri:0123abcd\n"
                            "region /var/run/gpuslice/c1/region\n"
                            "core-policy elastic\n"
-                           "device 0 uuid=GPU-11111111-2222-3333-4444-555555555555 memory=4294967296 core=30\n"
+                           "device 0 uuid=GPU-11111111-2222-3333-4444-555555555555 memory=4294967296 core=30 "
+                           "context=314572800\n"
                            "  device   3   core=100 memory=18446744073709551615  \n"
                            "# end";
         assert_int_equal(parse(text, &l), 0);
@@ -52,7 +53,9 @@ static void test_full(void **state) {
         assert_string_equal(l.dev[0].uuid, "GPU-11111111-2222-3333-4444-555555555555");
         assert_int_equal(l.dev[0].memory_bytes, 4294967296ULL);
         assert_int_equal(l.dev[0].core_percent, 30);
+        assert_int_equal(l.dev[0].context_bytes, 314572800);
         assert_int_equal(l.dev[1].index, 3);
+        assert_int_equal(l.dev[1].context_bytes, 0);
         assert_true(l.dev[1].memory_bytes == UINT64_MAX);
 }
 
@@ -97,6 +100,8 @@ static void test_malformed(void **state) {
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 memory=18446744073709551616\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 memory=+5\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 memory=1 memory=2\n",
+                "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 context=-1\n",
+                "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 context=1 context=1\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 color=red\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 uuid=\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 uuid=GPU-1 uuid=GPU-2\n",
@@ -156,7 +161,7 @@ static void test_format_round_trip(void **state) {
         struct gs_limits l = { .version = 1, .core_policy = GS_CORE_ELASTIC, .n_devices = 2 };
         strcpy(l.container, "pod-x_1"); /* lint: allow (test) */
         strcpy(l.region, "/tmp/r"); /* lint: allow (test) */
-        l.dev[0] = (struct gs_limits_device){ .index = 2, .memory_bytes = 123, .core_percent = 40 };
+        l.dev[0] = (struct gs_limits_device){ .index = 2, .memory_bytes = 123, .core_percent = 40, .context_bytes = 7 };
         strcpy(l.dev[0].uuid, "GPU-abc"); /* lint: allow (test) */
         l.dev[1] = (struct gs_limits_device){ .index = 5, .core_percent = 100 };
         char buf[1024];
@@ -171,6 +176,7 @@ static void test_format_round_trip(void **state) {
         assert_string_equal(back.dev[0].uuid, "GPU-abc");
         assert_int_equal(back.dev[0].memory_bytes, 123);
         assert_int_equal(back.dev[0].core_percent, 40);
+        assert_int_equal(back.dev[0].context_bytes, 7);
         assert_int_equal(back.dev[1].index, 5);
         assert_int_equal(back.dev[1].memory_bytes, 0);
 }

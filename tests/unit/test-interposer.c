@@ -405,6 +405,42 @@ static void test_multi_gpu_core_per_device(void **state) {
         assert_true(l1 > 150 && l1 < 450); /* device 1: its 30 % (~300 in 1 s) */
 }
 
+static void test_context_overhead_charged(void **state) {
+        (void)state;
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer ctx\nregion %s\ndevice 0 memory=67108864 context=16777216\n",
+                region_path);
+        assert_int_equal(fclose(f), 0);
+        /* The primary context costs 16M while retained; each created context 16M while it lives. When the
+         * primary context goes (last release), the allocations made in it go with it. */
+        const char *args[] = { "init", "info", "expect-free", "48M", "alloc", "32M", "ctx-create", "0", "info",
+                               "expect-free", "0", "ctx-create!", "0", "alloc!", "1", "ctx-destroy", "init", "info",
+                               "expect-free", "16M", "release", "0", "release", "0", "init", "info", "expect-free",
+                               "48M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_context_teardown_frees_its_allocations(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* Memory allocated in a created context goes when it is destroyed; the primary's stays. */
+        const char *args[] = { "init", "alloc", "16M", "ctx-create", "0", "alloc", "40M", "fam", "array", "8M",
+                               "alloc!", "1", "ctx-destroy", "init", "info", "expect-free", "48M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_context_that_does_not_fit(void **state) {
+        (void)state;
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer ctx\nregion %s\ndevice 0 memory=8388608 context=16777216\n",
+                region_path);
+        assert_int_equal(fclose(f), 0);
+        const char *args[] = { "init!", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
 static void test_exec_does_not_leak(void **state) {
         (void)state;
         /* execve keeps the PID and drops the old image's memory: the new image gets the whole limit. */
@@ -557,6 +593,10 @@ static void test_run_limits_command(void **state) {
         const char *args[] = { "run", "--gpu", "2", "--memory", "256MiB", "--", WORKLOAD, "init", "total",
                                "expect-total", "256M", "alloc", "200M", "alloc!", "57M", "alloc", "56M",
                                "info", "expect-free", "0", NULL };
+        const char *ctx[] = { "run", "--gpu", "2", "--memory", "256MiB", "--context", "56M", "--", WORKLOAD, "init",
+                              "info", "expect-free", "200M", NULL };
+        struct proc q = spawn_env(make_env(false, false), GPUSLICE, ctx);
+        assert_int_equal(finish(&q, NULL, 0), 0);
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
@@ -627,6 +667,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_legacy_32bit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_context_overhead_charged, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_context_that_does_not_fit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_context_teardown_frees_its_allocations, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
