@@ -36,6 +36,8 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "deviceplugin.pb-c.h"
+#include "metrics/metrics.h"
+#include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "podresources.pb-c.h"
 #include "rpc/rpc.h"
@@ -77,6 +79,7 @@ struct node {
         int sigfd, inofd, statusfd;
         uint64_t next_probe_ms, next_sync_ms;
         bool cleanup_pending; /* limits dirs not checked yet: no trusted record at start */
+        struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
         uint64_t saved_generation;
 };
 
@@ -143,12 +146,77 @@ static int do_register(struct node *n, struct endpoint *ep) {
         return 0;
 }
 
+/* RPC counts, errors and latencies per method, for /metrics (metrics.h). The method is the full
+ * gRPC path; the label keeps its last part ("Allocate"). */
+static void observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds) {
+        (void)userdata;
+        const char *m = strrchr(method, '/');
+        m = m ? m + 1 : method;
+        metrics_counter_add(metrics_counter_get("gpuslice_rpc_requests_total",
+                                                "Device plugin RPCs answered, by method.", "method", m),
+                            1);
+        if (code != RPC_OK)
+                metrics_counter_add(metrics_counter_get("gpuslice_rpc_errors_total",
+                                                        "Device plugin RPCs answered with an error status, by method.",
+                                                        "method", m),
+                                    1);
+        if (!streq(m, "ListAndWatch"))
+                metrics_histogram_observe(metrics_histogram_get("gpuslice_rpc_duration_seconds",
+                                                                "Time to answer a unary device plugin RPC.", "method", m),
+                                          seconds);
+}
+
+/* How much of GPU `index` the agent's records hand out: 1 when held whole, else the larger of
+ * its core and memory shares. Called on the monitor's sampler thread. */
+static int gpu_allocated(void *userdata, unsigned index, double *ret) {
+        struct plugin *p = userdata;
+        struct share_usage u;
+        int r = -ENOENT;
+        pthread_mutex_lock(&p->lock);
+        share_usage(p, &u);
+        for (unsigned i = 0; i < p->n; i++) {
+                if (p->gpu[i].index != (int)index)
+                        continue;
+                double core = u.core[i] / 100.0;
+                double mem = p->gpu[i].n_mem ? (double)u.mem[i] / p->gpu[i].n_mem : 0.0;
+                *ret = (u.whole >> i) & 1 ? 1.0 : MIN(1.0, MAX(core, mem));
+                r = 0;
+                break;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return r;
+}
+
+/* Metrics are a side service: a node that cannot serve them still serves kubelet. */
+static void monitor_start(struct node *n) {
+        if (!n->cfg.metrics_address[0])
+                return;
+        struct monitor_options o;
+        monitor_options_init(&o);
+        o.proc_root = n->cfg.proc_root;
+        o.engine_url = n->cfg.engine_url;
+        o.cri_socket = n->cfg.cri_socket;
+        o.compat = n->cfg.metrics_compat;
+        o.interval_ms = n->cfg.sample_interval_sec * 1000;
+        o.nfd_features_file = n->cfg.nfd_features_file;
+        o.gpu_allocated = gpu_allocated;
+        o.userdata = n->plugin;
+        int r = monitor_service_start(&o, n->nvml, n->cfg.metrics_address, &n->monitor);
+        if (r < 0) {
+                log_error_errno(r, "cannot serve metrics; the device plugin goes on without them", "address=%s",
+                                n->cfg.metrics_address);
+                return;
+        }
+        log_info("serving metrics", "address=%s", n->cfg.metrics_address);
+}
+
 static int serve(struct node *n, struct endpoint *ep) {
         ep->server = rpc_server_free(ep->server);
         int r = rpc_server_new(ep->socket_path, 0, &ep->server);
         if (r < 0)
                 return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
         r = plugin_serve_kind(n->plugin, ep->kind, ep->server);
+        rpc_server_set_observer(ep->server, observe_rpc, NULL);
         if (r >= 0)
                 r = rpc_server_start(ep->server);
         if (r < 0) {
@@ -613,6 +681,7 @@ static int setup(struct node *n) {
                 if (r < 0)
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
+        monitor_start(n);
         for (unsigned k = 0; k < n->n_ep; k++)
                 serve_and_register(n, &n->ep[k], true);
         return 0;
@@ -624,6 +693,7 @@ static void teardown(struct node *n) {
         for (unsigned k = 0; k < n->n_ep; k++)
                 n->ep[k].server = rpc_server_free(n->ep[k].server);
         health_stop(&n->health);
+        n->monitor = monitor_service_stop(n->monitor);
         if (n->plugin)
                 state_persist(n);
         if (n->statusfd >= 0) {

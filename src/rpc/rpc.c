@@ -22,6 +22,8 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <time.h>
+
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
@@ -55,6 +57,9 @@ struct rpc_server {
         bool started;
         atomic_bool stopping;
         int shutdown_tag;
+
+        rpc_observe_fn observe;
+        void *observe_userdata;
 
         pthread_mutex_t lock;
         pthread_cond_t idle;
@@ -344,7 +349,13 @@ static void call_run_stream(struct rpc_call *c) {
         ops[0].data.recv_close_on_server.cancelled = &c->cancelled;
         bool close_started = call_start(c, ops, 1, TAG_CLOSE);
         struct rpc_stream s = { .c = c };
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         st.code = m->stream(m->userdata, req, req_len, &s, &st);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (c->srv->observe)
+                c->srv->observe(c->srv->observe_userdata, m->name, st.code,
+                                (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
         call_send_status(c, &st, NULL, 0, false, false);
         if (close_started && !call_pump(c, TAG_CLOSE, 5000)) {
                 grpc_call_cancel(c->call, NULL);
@@ -428,8 +439,15 @@ static void unary_answer(struct rpc_call *c) {
                 rpc_error(&st, RPC_INVALID_ARGUMENT, "missing request message");
         else if (buffer_take(c->payload, &req, &req_len) < 0)
                 rpc_error(&st, RPC_INTERNAL, "cannot read request message");
-        else
+        else {
+                struct timespec t0, t1;
+                clock_gettime(CLOCK_MONOTONIC, &t0);
                 st.code = m->unary(m->userdata, req, req_len, &resp, &resp_len, &st);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                if (c->srv->observe)
+                        c->srv->observe(c->srv->observe_userdata, m->name, st.code,
+                                        (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        }
 
         grpc_op ops[4];
         size_t n = 0;
@@ -544,6 +562,11 @@ static int add_method(struct rpc_server *s, const char *name, rpc_unary_fn u, rp
                 return -ENOSPC;
         s->methods[s->n_methods++] = (struct rpc_method){ name, u, st, userdata };
         return 0;
+}
+
+void rpc_server_set_observer(struct rpc_server *s, rpc_observe_fn fn, void *userdata) {
+        s->observe = fn;
+        s->observe_userdata = userdata;
 }
 
 int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_fn fn, void *userdata) {

@@ -77,6 +77,11 @@ int rpc_server_new(const char *path, size_t max_recv, struct rpc_server **ret);
  * server. -EINVAL when started, -ENOSPC past 16 methods. */
 int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_fn fn, void *userdata);
 int rpc_server_add_stream(struct rpc_server *s, const char *method, rpc_stream_fn fn, void *userdata);
+/* Called after every call with its method, final status and how long the handler ran (for
+ * streams: how long the stream lasted). Runs on the call's thread: keep it short and thread-safe.
+ * Set before rpc_server_start; NULL = none. */
+typedef void (*rpc_observe_fn)(void *userdata, const char *method, enum rpc_code code, double seconds);
+void rpc_server_set_observer(struct rpc_server *s, rpc_observe_fn fn, void *userdata);
 /* Bind and start serving on a thread of its own. 0, -EADDRINUSE/-EIO when binding fails. */
 int rpc_server_start(struct rpc_server *s);
 /* Stop: refuse new calls, cancel running ones (streams see -EPIPE), wait for every handler to

@@ -16,10 +16,12 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import time
 import traceback
 
@@ -73,7 +75,9 @@ class Env:
         self.logs.append(log)
         cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--plugin-dir", self.plugin_dir, "--state-dir",
                self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.dev_root,
-               "--health-quiet-period", quiet, "--log-level", "debug"] + list(extra)
+               "--health-quiet-period", quiet, "--log-level", "debug",
+               # metrics off unless a test asks: agents of parallel tests would share a port
+               "--metrics-address="] + list(extra)
         self.agent = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
         return self.agent
 
@@ -492,6 +496,63 @@ def test_sighup(e):
     e.kubelet.wait_for(lambda: "config reload failed" in open(e.logs[-1]).read(), 5, "failed reload")
     check(e.allocate([ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == "1", "config kept")
     check(e.agent.poll() is None, "agent died on a bad reload")
+
+
+def free_port():
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def scrape(port, until, what, timeout=REACT_S):
+    """GET /metrics until `until(text)` holds (the sampler is periodic)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                text = r.read().decode()
+            if until(text):
+                return text
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("metrics never showed %s; last scrape:\n%s" % (what, text[-3000:]))
+
+
+def allocated_ratios(text):
+    alloc = {}
+    for line in text.splitlines():
+        if line.startswith("gpuslice_gpu_allocated_ratio{"):
+            idx = line.split('gpu_index="')[1].split('"')[0]
+            alloc[int(idx)] = float(line.rsplit(" ", 1)[1])
+    return alloc
+
+
+def test_metrics(e):
+    port = free_port()
+    e.start_agent("--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
+    e.registered()
+    ids = e.ids()
+    e.allocate([ids[6], ids[7]])
+    e.prefer(ids, 2)
+    try:
+        e.allocate(["GPU-not-a-gpu"])
+    except Exception:  # the refusal is the point: it is counted as an error
+        pass
+    want = ['gpuslice_rpc_requests_total{method="Allocate"} 2',
+            'gpuslice_rpc_errors_total{method="Allocate"} 1',
+            'gpuslice_rpc_requests_total{method="GetPreferredAllocation"} 1']
+    text = scrape(port, lambda t: all(w in t for w in want) and allocated_ratios(t).get(6) == 1.0,
+                  "RPC counters %s and GPU6 allocated" % want)
+    alloc = allocated_ratios(text)
+    check(alloc.get(6) == 1.0 and alloc.get(7) == 1.0, "GPUs 6,7 allocated whole: %s" % alloc)
+    check(all(alloc.get(i) == 0.0 for i in range(6)), "GPUs 0-5 free: %s" % alloc)
+    check("gpuslice_rpc_duration_seconds_bucket{" in text, "no RPC latency histogram")
+    with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5) as r:
+        check(r.status == 200, "healthz %d" % r.status)
+    # SIGTERM still exits cleanly with the metrics server running
+    check(e.kill_agent(signal.SIGTERM) == 0, "exit status after SIGTERM")
 
 
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
