@@ -214,12 +214,42 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
         return 0;
 }
 
+/* The full inventory (pair links, NVLink probing) is costly on real GPUs: take it at the first
+ * sample and while some GPU is not answering (so a recovery is seen with fresh handles); otherwise
+ * refresh only what changes per sample: each GPU's memory and whether it still answers. */
+static int refresh_topo(struct monitor *m) {
+        bool full = !m->have_topo;
+        for (unsigned g = 0; !full && g < m->topo->n_gpus; g++)
+                full = m->topo->gpu[g].state != TOPO_GPU_OK;
+        if (full) {
+                int r = nvml_inventory(m->nvml, m->topo, NULL);
+                if (r < 0)
+                        return r;
+                m->have_topo = true;
+                return 0;
+        }
+        for (unsigned g = 0; g < m->topo->n_gpus; g++) {
+                struct topo_gpu *tg = &m->topo->gpu[g];
+                struct nvml_error e = { 0 };
+                uint64_t total, used;
+                int r = nvml_device_memory(m->nvml, g, &total, &used, &e);
+                if (r >= 0) {
+                        tg->memory_total = total;
+                        tg->memory_used = used;
+                        continue;
+                }
+                tg->state = r == -ENODEV ? TOPO_GPU_LOST : r == -EPERM ? TOPO_GPU_NO_PERMISSION : TOPO_GPU_ERROR;
+                /* the func name alone fits; NVML's text is in the agent's log, not in metrics */
+                strscpy(tg->state_text, e.func, sizeof tg->state_text);
+        }
+        return 0;
+}
+
 int monitor_sample(struct monitor *m) {
         uint64_t t0 = now_us(CLOCK_MONOTONIC);
-        int r = nvml_inventory(m->nvml, m->topo, NULL);
+        int r = refresh_topo(m);
         if (r < 0)
                 return r;
-        m->have_topo = true;
         const struct topo *t = m->topo;
         struct monitor_snapshot *s = calloc(1, sizeof *s);
         if (!s)

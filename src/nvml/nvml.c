@@ -447,6 +447,23 @@ int nvml_device_processes(struct nvml *n, unsigned index, struct nvml_process **
         return nvml_fail(n, NVML_ERROR_INSUFFICIENT_SIZE, func, err);
 }
 
+int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used,
+                       struct nvml_error *err) {
+        if (!n || !ret_total || !ret_used)
+                return -EINVAL;
+        nvmlDevice_t h;
+        int r = nvml_handle(n, index, &h, err);
+        if (r < 0)
+                return r;
+        uint64_t total, used;
+        r = nvml_memory(n, h, &total, &used, err);
+        if (r < 0)
+                return r;
+        *ret_total = total;
+        *ret_used = used;
+        return 0;
+}
+
 int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilization *ret,
                             struct nvml_error *err) {
         if (!n || !ret)

@@ -155,6 +155,10 @@ int nvml_device_process_utilization(struct nvml *n, unsigned index, uint64_t las
 
 /* GPU core temperature in °C. */
 int nvml_device_temperature(struct nvml *n, unsigned index, unsigned *ret_celsius, struct nvml_error *err);
+/* Memory total and used of GPU `index` in bytes (nvmlDeviceGetMemoryInfo_v2, falling back to v1):
+ * the per-sample query that spares a whole nvml_inventory. */
+int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used,
+                       struct nvml_error *err);
 /* Power draw in milliwatts. */
 int nvml_device_power(struct nvml *n, unsigned index, unsigned *ret_milliwatts, struct nvml_error *err);
 

@@ -270,6 +270,8 @@ static void test_lost_gpu_queries_enodev(void **state) {
         assert_int_equal(nvml_device_utilization(f->n, 5, &u, &err), -ENODEV);
         assert_int_equal(err.nvml_code, NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(nvml_device_probe(f->n, 5, NULL), -ENODEV);
+        uint64_t total, used;
+        assert_int_equal(nvml_device_memory(f->n, 5, &total, &used, NULL), -ENODEV);
         assert_int_equal(nvml_device_utilization(f->n, 4, &u, NULL), 0);
 }
 
@@ -431,6 +433,15 @@ static void test_processes(void **state) {
 
         inventory(f);
         assert_true(f->got.gpu[2].memory_used >= 512ULL << 20);
+
+        /* the per-sample memory query agrees with the inventory */
+        uint64_t total = 0, used = 0;
+        assert_int_equal(nvml_device_memory(f->n, 2, &total, &used, NULL), 0);
+        assert_int_equal(total, f->got.gpu[2].memory_total);
+        assert_int_equal(used, f->got.gpu[2].memory_used);
+        assert_int_equal(nvml_device_memory(f->n, 3, &total, &used, NULL), 0);
+        assert_true(used < f->got.gpu[2].memory_used);
+        assert_int_equal(nvml_device_memory(f->n, 99, &total, &used, NULL), -EINVAL);
 }
 
 static void test_utilization(void **state) {
