@@ -38,5 +38,38 @@ for f in ../shared/topologies/dgx1-v100-hybrid-cube-mesh.topo ../shared/topologi
   run "$G" alloc --topology "$f" --count 4
 done
 
+say "Who uses which GPU: two workloads share GPU 2 through the simulated CUDA driver"
+W="$BUILD/sim/gpuslice-sim-workload"
+"$W" --gpu 2 --mem 5GiB --seconds 60 >/dev/null & w1=$!
+"$W" --gpu 2 --mem 3584MiB --seconds 60 >/dev/null & w2=$!
+"$W" --gpu 0 --mem 2600MiB --seconds 60 >/dev/null & w3=$!
+trap 'kill $w1 $w2 $w3 ${mon:-} 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 50); do [ "$("$G" ps --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["processes"]))' 2>/dev/null)" = 3 ] && break; sleep 0.1; done
+run "$G" ps
+
+say "The same as Prometheus metrics: gpuslice monitor (a few lines of /metrics)"
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$G" monitor --metrics-address "127.0.0.1:$port" --sample-interval 1s 2>/dev/null & mon=$!
+/usr/bin/python3 - "$port" <<'PY'
+import sys, time, urllib.request
+url = "http://127.0.0.1:%s/metrics" % sys.argv[1]
+for _ in range(100):
+    try:
+        text = urllib.request.urlopen(url, timeout=2).read().decode()
+        if "gpuslice_process_gpu_memory_used_bytes{" in text:
+            break
+    except OSError:
+        pass
+    time.sleep(0.1)
+print("$ curl -s %s | grep ..." % url)
+for line in text.splitlines():
+    if line.startswith(("gpuslice_process_gpu_memory_used_bytes{", "gpuslice_container_gpu_memory_used_bytes{")) or \
+       (line.startswith("gpuslice_gpu_memory_used_bytes{") and 'gpu_index="2"' in line) or \
+       line.startswith("# HELP gpuslice_process_gpu_memory_used_bytes"):
+        print(line)
+PY
+kill $mon $w1 $w2 $w3 2>/dev/null; wait $mon $w1 $w2 $w3 2>/dev/null || true
+mon=
+
 say "The node agent: gpuslice node registered with a kubelet stand-in (real gRPC), as kubelet drives it"
 /usr/bin/python3 tests/integration/agent_demo.py --build "$BUILD" --source .
