@@ -514,6 +514,8 @@ static CUresult gs_w_cuInit(unsigned int flags) {
         ensure_init();
         if (UNLIKELY(g.mode == GS_MODE_FAILED))
                 return g.fail_code;
+        if (!g.dl)
+                return CUDA_ERROR_NO_DEVICE; /* no driver on this machine, as the driver's absence looks */
         CUresult r = REAL(cuInit, flags);
         if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED)
                 map_devices();

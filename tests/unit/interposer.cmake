@@ -22,3 +22,12 @@ endif()
 if(TARGET test-interposer)
   set_tests_properties(unit-interposer PROPERTIES TIMEOUT 180)
 endif()
+
+# The exported symbol set follows the CUDA stub the build machine has (gen-passthrough.sh keeps it so).
+set(GPUSLICE_CUDA_STUB /usr/local/cuda/lib64/stubs/libcuda.so CACHE FILEPATH "CUDA driver link stub")
+if(TARGET gpuslice_cuda AND EXISTS ${GPUSLICE_CUDA_STUB})
+  add_test(NAME interposer-exports COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-exports.sh
+           $<TARGET_FILE:gpuslice_cuda> ${GPUSLICE_CUDA_STUB})
+  add_test(NAME interposer-passthrough-current COMMAND ${CMAKE_SOURCE_DIR}/src/interposer/gen-passthrough.sh
+           --check ${GPUSLICE_CUDA_STUB})
+endif()
