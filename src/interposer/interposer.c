@@ -799,6 +799,13 @@ static int ctx_li(CUdevice dev) {
         return li >= 0 && g.limits.dev[li].context_bytes ? li : -1;
 }
 
+/* A compute share is enforced on dev and this process's host PID is not known yet. */
+static bool want_host_pid(CUdevice dev) {
+        int li = li_of_ordinal(dev);
+        return li >= 0 && g.limits.dev[li].core_percent < 100 &&
+               !__atomic_load_n(&g.region->slot[g.slot].host_pid, __ATOMIC_RELAXED);
+}
+
 static bool ctx_charge(int li) {
         /* li < 0: the context is not charged */
         return li < 0 || charge(li, g.limits.dev[li].context_bytes);
@@ -818,7 +825,13 @@ static CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         bool first = primary_refs[dev] == 0;
         CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
         if (!first || ctx_charge(li)) {
+                struct gs_pidset before = { 0 };
+                bool learn = first && want_host_pid(dev);
+                if (learn)
+                        gs_hostpid_before(g.uuid[dev], &before);
                 r = GUARD(REAL(cuDevicePrimaryCtxRetain, pctx, dev));
+                if (learn && r == CUDA_SUCCESS)
+                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before);
                 if (r == CUDA_SUCCESS) {
                         primary_refs[dev]++;
                         primary_ctx[dev] = *pctx;
@@ -881,12 +894,20 @@ static CUresult gs_w_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 #define CTX_CREATE(call, pctx, dev)                                                      \
         do {                                                                             \
                 ENTER();                                                                 \
-                int li_ = ctx_li(dev);                                                   \
-                if (li_ < 0)                                                             \
+                if (g.mode != GS_MODE_LIMITED || nested)                                 \
                         return call;                                                     \
+                int li_ = ctx_li(dev);                                                   \
                 if (!ctx_charge(li_))                                                    \
                         return CUDA_ERROR_OUT_OF_MEMORY;                                 \
+                struct gs_pidset before_ = { 0 };                                        \
+                bool learn_ = (dev) >= 0 && (dev) < GS_MAX_ORDINALS && want_host_pid(dev); \
+                if (learn_)                                                              \
+                        gs_hostpid_before(g.uuid[dev], &before_);                        \
                 CUresult r_ = GUARD(call);                                               \
+                if (learn_ && r_ == CUDA_SUCCESS)                                        \
+                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before_);       \
+                if (li_ < 0)                                                             \
+                        return r_;                                                       \
                 if (r_ != CUDA_SUCCESS) {                                                \
                         ctx_refund(li_);                                                 \
                         return r_;                                                       \

@@ -84,7 +84,7 @@ int gs_limits_format(const struct gs_limits *l, char *buf, size_t len);
 int gs_limits_match(const struct gs_limits *l, unsigned ordinal, const char *uuid);
 
 /* ---------------------------------------------------------------------------------------------
- * The shared region (ABI 1). All multi-process fields are accessed with __atomic builtins only.
+ * The shared region (ABI 2). All multi-process fields are accessed with __atomic builtins only.
  *
  * Memory accounting: a container's usage on a device is the sum of used[dev] over LIVE slots. A slot
  * is written only by its owner process; admission is an optimistic check-then-CAS on the device's
@@ -95,10 +95,13 @@ int gs_limits_match(const struct gs_limits *l, unsigned ordinal, const char *uui
  * Slot owner word: state (2 bits) | pid (22 bits) << 2 | start time (40 bits, clock ticks since
  * boot, /proc/PID/stat field 22) << 24. FREE slots are ignored; CLAIMING slots are being zeroed by a
  * new owner (not counted); LIVE slots are counted. Reclaiming a dead LIVE/CLAIMING slot is one CAS to FREE.
+ * host_pid: NVML reports host PIDs, a process in a container knows only its own namespace's PID; the
+ * interposer learns its host PID as the one process that appears in NVML's list of the device when it
+ * creates its first context there (reset when the slot is claimed).
  * --------------------------------------------------------------------------------------------- */
 
 #define GS_REGION_MAGIC 0x314e4f4947525347ULL /* "GSRGION1" little-endian */
-#define GS_REGION_ABI 1u
+#define GS_REGION_ABI 2u
 #define GS_REGION_SLOTS 256u
 
 #define GS_SLOT_FREE 0u
@@ -115,6 +118,8 @@ struct gs_region_slot {
         uint64_t used[GS_MAX_DEVICES];         /* device memory bytes held by this process */
         uint64_t launches[GS_MAX_DEVICES];     /* kernel/graph launches made (monotonic) */
         uint64_t throttled_ns[GS_MAX_DEVICES]; /* time spent waiting in the throttle (monotonic) */
+        uint32_t host_pid; /* the PID NVML reports for this process (host PID namespace), 0 = unknown */
+        uint32_t reserved0;
 };
 
 struct gs_region_device {

@@ -200,6 +200,7 @@ static int claim_once(struct gs_region *r, unsigned pid, uint64_t start, unsigne
                         continue;
                 /* Counted from the moment it is LIVE, so the scan bound must cover it first. */
                 raise_hw(r, i + 1);
+                STORE(&s->host_pid, 0);
                 for (unsigned d = 0; d < GS_MAX_DEVICES; d++) {
                         STORE(&s->used[d], 0);
                         STORE(&s->launches[d], 0);

@@ -96,10 +96,82 @@ static bool pid_in_container(const struct gs_region *r, unsigned pid) {
         unsigned hw = __atomic_load_n(&r->slots_hw, __ATOMIC_ACQUIRE);
         for (unsigned i = 0; i < hw && i < GS_REGION_SLOTS; i++) {
                 uint64_t o = __atomic_load_n(&r->slot[i].owner, __ATOMIC_ACQUIRE);
-                if (GS_OWNER_STATE(o) == GS_SLOT_LIVE && GS_OWNER_PID(o) == (pid & 0x3fffffu))
+                if (GS_OWNER_STATE(o) != GS_SLOT_LIVE)
+                        continue;
+                /* NVML speaks host PIDs: the learnt one when known, else the own (same namespace). */
+                unsigned host = __atomic_load_n(&r->slot[i].host_pid, __ATOMIC_RELAXED);
+                if (host ? host == pid : GS_OWNER_PID(o) == (pid & 0x3fffffu))
                         return true;
         }
         return false;
+}
+
+/* ---- host PID discovery (slow path, at context creation) ---- */
+
+static struct {
+        pthread_once_t once;
+        void *dl;
+        __typeof__(&nvmlDeviceGetHandleByUUID) by_uuid;
+        __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs;
+} hp = { .once = PTHREAD_ONCE_INIT };
+
+static void hostpid_open(void) {
+        void *dl = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!dl)
+                return;
+        __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(dl, "nvmlInit_v2");
+        hp.by_uuid = (__typeof__(hp.by_uuid))dlsym(dl, "nvmlDeviceGetHandleByUUID");
+        hp.procs = (__typeof__(hp.procs))dlsym(dl, "nvmlDeviceGetComputeRunningProcesses_v3");
+        if (!hp.procs) /* same layout (nvmlProcessInfo_t) in _v2 */
+                hp.procs = (__typeof__(hp.procs))dlsym(dl, "nvmlDeviceGetComputeRunningProcesses_v2");
+        if (!init || !hp.by_uuid || !hp.procs || init() != NVML_SUCCESS) {
+                hp.by_uuid = NULL;
+                hp.procs = NULL;
+                return;
+        }
+        hp.dl = dl;
+}
+
+static bool list_pids(const char *uuid, struct gs_pidset *ret) {
+        ret->valid = false;
+        ret->n = 0;
+        if (!uuid || !uuid[0])
+                return false;
+        pthread_once(&hp.once, hostpid_open);
+        nvmlDevice_t d;
+        if (!hp.procs || hp.by_uuid(uuid, &d) != NVML_SUCCESS)
+                return false;
+        nvmlProcessInfo_t info[64];
+        unsigned count = 64;
+        nvmlReturn_t r = hp.procs(d, &count, info);
+        if (r != NVML_SUCCESS)
+                return false;
+        for (unsigned i = 0; i < count && i < 64; i++)
+                ret->pid[ret->n++] = info[i].pid;
+        ret->valid = true;
+        return true;
+}
+
+void gs_hostpid_before(const char *uuid, struct gs_pidset *ret) {
+        (void)list_pids(uuid, ret);
+}
+
+void gs_hostpid_after(struct gs_region *r, unsigned slot, const char *uuid, const struct gs_pidset *before) {
+        struct gs_pidset now;
+        if (!before->valid || !list_pids(uuid, &now))
+                return;
+        unsigned found = 0, n_new = 0;
+        for (unsigned i = 0; i < now.n; i++) {
+                bool old = false;
+                for (unsigned k = 0; k < before->n && !old; k++)
+                        old = before->pid[k] == now.pid[i];
+                if (!old) {
+                        found = now.pid[i];
+                        n_new++;
+                }
+        }
+        if (n_new == 1) /* two processes starting at once: ambiguous, learn it at the next context */
+                __atomic_store_n(&r->slot[slot].host_pid, found, __ATOMIC_RELAXED);
 }
 
 /* The container's SM utilization on a device, in 1/1000 percent; the device's in *ret_all. -1 on error. */

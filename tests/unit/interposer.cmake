@@ -15,7 +15,8 @@ if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
   target_compile_definitions(cuda-workload-linked PRIVATE WORKLOAD_LINKED)
   target_link_libraries(cuda-workload-linked PRIVATE gpuslice_sim_cuda ${CMAKE_DL_LIBS} pthread)
 
-  gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c)
+  gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c
+                     ${CMAKE_SOURCE_DIR}/src/interposer/region.c)
   add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml cuda-workload
                    cuda-workload-linked gpuslice)
 endif()

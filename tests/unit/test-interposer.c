@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "interposer/limits.h"
+#include "interposer/region.h"
 
 #define WORKLOAD GPUSLICE_BUILD_DIR "/cuda-workload"
 #define WORKLOAD_LINKED GPUSLICE_BUILD_DIR "/cuda-workload-linked"
@@ -579,6 +580,31 @@ static void test_core_elastic_alone_uses_idle_gpu(void **state) {
         assert_true(late_sum(out) > 800); /* nobody else wants the GPU */
 }
 
+static void test_host_pid_learnt(void **state) {
+        (void)state;
+        /* With a compute share, a process learns the PID NVML reports for it when it makes its context. */
+        assert_int_equal(write_limits(1 * GiB, 50, "test"), 0);
+        const char *hold[] = { "init", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        struct gs_limits l;
+        char text[4096];
+        FILE *f = fopen(limits_path, "re");
+        assert_non_null(f);
+        size_t n = fread(text, 1, sizeof text, f);
+        fclose(f);
+        assert_int_equal(gs_limits_parse(text, n, &l, NULL, 0), 0);
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&l, &r), 0);
+        bool found = false;
+        for (unsigned i = 0; i < r->slots_hw; i++)
+                if (GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_LIVE && GS_OWNER_PID(r->slot[i].owner) == (unsigned)a.pid)
+                        found = r->slot[i].host_pid == (unsigned)a.pid; /* same PID namespace here */
+        gs_region_close(r);
+        kill_proc(&a);
+        assert_true(found);
+}
+
 static void test_core_limit_shared_by_processes(void **state) {
         (void)state;
         /* Two processes of the container together stay near the container's share. */
@@ -680,6 +706,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_elastic_alone_uses_idle_gpu, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_host_pid_learnt, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_multi_gpu_memory_per_device, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_multi_gpu_core_per_device, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
