@@ -3,7 +3,8 @@
 # simulated driver build/sim/libcuda.so.1.
 gpuslice_unit_test(interposer-limits ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer-limits.c)
 gpuslice_unit_test(interposer-region ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer-region.c
-                   ${CMAKE_SOURCE_DIR}/src/interposer/region.c ${CMAKE_SOURCE_DIR}/src/interposer/throttle.c)
+                   ${CMAKE_SOURCE_DIR}/src/interposer/region.c ${CMAKE_SOURCE_DIR}/src/interposer/throttle.c
+                   ${CMAKE_SOURCE_DIR}/src/interposer/alloc-table.c)
 
 if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
   add_executable(cuda-workload ${CMAKE_CURRENT_SOURCE_DIR}/interposer/cuda-workload.c)

@@ -437,6 +437,111 @@ static void test_controller_edge_cases(void **state) {
         assert_int_equal(gs_throttle_next_interval(0, P, 1, 100000, 1000), 1000000000);
 }
 
+/* ---- the per-process allocation table (alloc-table.c) ---- */
+
+static void test_table_round_trip(void **state) {
+        (void)state;
+        assert_int_equal(gs_table_init(), 0);
+        gs_table_reset();
+        uint64_t bytes;
+        unsigned dev;
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x7f0000001000, &bytes, &dev), -ENOENT);
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x7f0000001000, 4096, 3, 0), 0);
+        assert_int_equal(gs_table_insert(GS_TAB_ARRAY, 0x7f0000001000, 99, 1, 0), 0); /* tables are apart */
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0, 1, 0, 0), 0); /* 0 and 1 are valid keys too */
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 1, 2, 0, 0), 0);
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x7f0000001000, &bytes, &dev), 0);
+        assert_int_equal(bytes, 4096);
+        assert_int_equal(dev, 3);
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x7f0000001000, &bytes, &dev), -ENOENT); /* once */
+        assert_int_equal(gs_table_take(GS_TAB_ARRAY, 0x7f0000001000, &bytes, &dev), 0);
+        assert_int_equal(bytes, 99);
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0, &bytes, &dev), 0);
+        assert_int_equal(bytes, 1);
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 1, &bytes, &dev), 0);
+        assert_int_equal(bytes, 2);
+}
+
+static void test_table_full_and_tombstones(void **state) {
+        (void)state;
+        assert_int_equal(gs_table_init(), 0);
+        gs_table_reset();
+        uint64_t bytes;
+        unsigned dev;
+        unsigned n = 0;
+        /* Fill it: every insert succeeds until the table is full, then -ENOSPC. */
+        while (gs_table_insert(GS_TAB_VMM, 0x1000 + (uint64_t)n * 512, n, 0, 0) == 0)
+                n++;
+        assert_int_equal(n, 1u << 17);
+        assert_int_equal(gs_table_insert(GS_TAB_VMM, 0xdead0000, 1, 0, 0), -ENOSPC);
+        /* Freed entries are reused, and every remaining key is still found behind the tombstones. */
+        for (unsigned i = 0; i < n; i += 2)
+                assert_int_equal(gs_table_take(GS_TAB_VMM, 0x1000 + (uint64_t)i * 512, &bytes, &dev), 0);
+        assert_int_equal(gs_table_insert(GS_TAB_VMM, 0xdead0000, 7, 0, 0), 0);
+        for (unsigned i = 1; i < n; i += 2) {
+                assert_int_equal(gs_table_take(GS_TAB_VMM, 0x1000 + (uint64_t)i * 512, &bytes, &dev), 0);
+                assert_int_equal(bytes, i);
+        }
+        assert_int_equal(gs_table_take(GS_TAB_VMM, 0xdead0000, &bytes, &dev), 0);
+        assert_int_equal(bytes, 7);
+        gs_table_reset();
+}
+
+static void test_table_take_ctx(void **state) {
+        (void)state;
+        assert_int_equal(gs_table_init(), 0);
+        gs_table_reset();
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x1000, 10, 0, 0xa), 0);
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x2000, 20, 1, 0xa), 0);
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x3000, 40, 1, 0xb), 0);
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x4000, 80, 1, 0), 0);
+        uint64_t per_dev[GS_TAB_MAX_DEV] = { 0 };
+        gs_table_take_ctx(GS_TAB_PTR, 0xa, per_dev);
+        assert_int_equal(per_dev[0], 10);
+        assert_int_equal(per_dev[1], 20);
+        uint64_t bytes;
+        unsigned dev;
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x1000, &bytes, &dev), -ENOENT); /* gone with the context */
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x3000, &bytes, &dev), 0);     /* another context's stays */
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x4000, &bytes, &dev), 0);     /* ctx 0: never dropped */
+        memset(per_dev, 0, sizeof per_dev);
+        gs_table_take_ctx(GS_TAB_PTR, 0, per_dev);
+        assert_int_equal(per_dev[1], 0);
+}
+
+struct table_race {
+        unsigned taken;
+};
+
+static void *table_taker(void *p) {
+        struct table_race *t = p;
+        uint64_t bytes;
+        unsigned dev;
+        for (unsigned i = 0; i < 20000; i++)
+                if (gs_table_take(GS_TAB_ARRAY, 0x10000 + (uint64_t)i * 64, &bytes, &dev) == 0)
+                        t->taken++;
+        return NULL;
+}
+
+static void test_table_concurrent_takes(void **state) {
+        (void)state;
+        assert_int_equal(gs_table_init(), 0);
+        gs_table_reset();
+        for (unsigned i = 0; i < 20000; i++)
+                assert_int_equal(gs_table_insert(GS_TAB_ARRAY, 0x10000 + (uint64_t)i * 64, i, 0, 0), 0);
+        /* Four threads "free" the same 20000 pointers: each is given back exactly once. */
+        pthread_t th[4];
+        struct table_race t[4] = { 0 };
+        for (unsigned k = 0; k < 4; k++)
+                assert_int_equal(pthread_create(&th[k], NULL, table_taker, &t[k]), 0);
+        unsigned total = 0;
+        for (unsigned k = 0; k < 4; k++) {
+                pthread_join(th[k], NULL);
+                total += t[k].taken;
+        }
+        assert_int_equal(total, 20000);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_and_reopen, setup, teardown),
@@ -456,6 +561,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_throttle_spacing, setup, teardown),
                 cmocka_unit_test(test_controller_learns_cost_per_launch),
                 cmocka_unit_test(test_controller_edge_cases),
+                cmocka_unit_test(test_table_round_trip),
+                cmocka_unit_test(test_table_full_and_tombstones),
+                cmocka_unit_test(test_table_take_ctx),
+                cmocka_unit_test(test_table_concurrent_takes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
