@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "config/config.h"
 #include "http/http.h"
 #include "monitor/monitor.h"
@@ -124,10 +125,15 @@ int cmd_monitor(int argc, char **argv) {
         o.compat = cfg.metrics_compat;
         o.nfd_features_file = cfg.nfd_features_file;
         o.interval_ms = (unsigned)MIN(cfg.sample_interval_sec * 1000u, 3600u * 1000u);
+        struct nvml *nvml = NULL;
+        int r = cli_nvml_open("gpuslice monitor", o.nvml_library, &nvml);
+        if (r != EXIT_OK)
+                return r;
         struct monitor_service *svc;
-        int r = monitor_service_start(&o, NULL, cfg.metrics_address, &svc);
+        r = monitor_service_start(&o, nvml, cfg.metrics_address, &svc);
         if (r < 0) {
-                log_error_errno(r, "Failed to start the monitor", "address=%s", cfg.metrics_address);
+                log_error_errno(r, "cannot start the monitor", "address=%s", cfg.metrics_address);
+                nvml_close(nvml);
                 return EXIT_RUNTIME;
         }
         log_info("monitor serving", "address=%s port=%u interval_ms=%u", cfg.metrics_address,
@@ -136,5 +142,6 @@ int cmd_monitor(int argc, char **argv) {
         sigwait(&mask, &sig);
         log_info("monitor stopping", "signal=%d", sig);
         monitor_service_stop(svc);
+        nvml_close(nvml);
         return EXIT_OK;
 }

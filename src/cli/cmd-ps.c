@@ -154,10 +154,15 @@ int cmd_ps(int argc, char **argv) {
         o.proc_root = cfg.proc_root;
         o.engine_url = cfg.engine_url;
         o.nvml_library = nvml_lib;
+        struct nvml *nvml = NULL;
+        int r = cli_nvml_open("gpuslice ps", nvml_lib, &nvml);
+        if (r != EXIT_OK)
+                return r;
         struct monitor *m;
-        int r = monitor_new(&o, NULL, &m);
+        r = monitor_new(&o, nvml, &m);
         if (r < 0) {
-                fprintf(stderr, "gpuslice ps: cannot load NVML: %s\n", strerror(-r));
+                fprintf(stderr, "gpuslice ps: %s\n", strerror(-r));
+                nvml_close(nvml);
                 return EXIT_RUNTIME;
         }
         if (watch) {
@@ -185,5 +190,6 @@ int cmd_ps(int argc, char **argv) {
                         nanosleep(&(struct timespec){ .tv_nsec = 100000000L }, NULL);
         } while (watch && !stop);
         monitor_free(m);
+        nvml_close(nvml);
         return ret;
 }

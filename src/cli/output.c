@@ -36,6 +36,18 @@ static int read_stdin(char **ret, size_t *ret_len) {
         return 0;
 }
 
+int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret) {
+        struct nvml_error e = { 0 };
+        int r = nvml_open(library, ret, &e);
+        if (r >= 0)
+                return EXIT_OK;
+        fprintf(stderr, "%s: cannot use NVML (%s): %s: %s\n", cmd, library ? library : NVML_DEFAULT_LIBRARY, e.func,
+                e.text);
+        if (r == -ELIBACC || r == -ENXIO)
+                fprintf(stderr, "%s: is the NVIDIA driver installed, with its library on the library path?\n", cmd);
+        return EXIT_RUNTIME;
+}
+
 int node_load(const struct node_source *src, struct topo *ret) {
         if (src->topology) {
                 _cleanup_(freep) char *text = NULL;
@@ -56,13 +68,10 @@ int node_load(const struct node_source *src, struct topo *ret) {
         }
         struct nvml_error e = { 0 };
         struct nvml *n = NULL;
-        int r = nvml_open(src->nvml_library, &n, &e);
-        if (r < 0) {
-                fprintf(stderr, "gpuslice: cannot use NVML (%s): %s: %s\n",
-                        src->nvml_library ? src->nvml_library : NVML_DEFAULT_LIBRARY, e.func, e.text);
-                fprintf(stderr, "gpuslice: no NVIDIA driver here? Use --topology FILE to work from a saved "
-                                "`nvidia-smi topo -m`.\n");
-                return EXIT_RUNTIME;
+        int r = cli_nvml_open("gpuslice", src->nvml_library, &n);
+        if (r != EXIT_OK) {
+                fputs("gpuslice: without a driver, --topology FILE works from a saved `nvidia-smi topo -m`.\n", stderr);
+                return r;
         }
         r = nvml_inventory(n, ret, &e);
         nvml_close(n);

@@ -16,6 +16,11 @@ struct node_source {
         const char *nvml_library; /* --nvml-library PATH, NULL = libnvidia-ml.so.1 */
 };
 
+struct nvml;
+/* Open NVML (library NULL = libnvidia-ml.so.1) for a CLI command. On failure prints NVML's own
+ * text (dlerror, init error) with a hint and returns EXIT_RUNTIME; EXIT_OK with *ret otherwise. */
+int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret);
+
 /* Fill *ret from the source. Prints a clear error and returns a CLI exit code on failure. */
 int node_load(const struct node_source *src, struct topo *ret);
 
