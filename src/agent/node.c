@@ -7,8 +7,10 @@
  * cleanly on SIGTERM (sockets removed, exit 0), reloading its config on SIGHUP.
  *
  * One main thread runs the loop (signals, inotify, status socket, timers); gRPC calls run on the
- * rpc server's threads, health events on their own. Must never: block the loop on a peer for
- * longer than a bounded timeout, or serve before the plugin table is complete.
+ * rpc server's threads, health events on their own, each Register call on a thread of its own
+ * (rpc_call_start; the loop learns of its end through an eventfd). Must never: block the loop on
+ * kubelet's Register, block it on another peer for longer than a bounded timeout, or serve before
+ * the plugin table is complete.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -47,6 +50,8 @@
 
 #define KUBELET_SOCKET "kubelet.sock"
 #define REGISTER_TIMEOUT_MS 10000
+#define REGISTER_BACKOFF_MIN_MS 1000
+#define REGISTER_BACKOFF_MAX_MS 16000
 #define PODRES_TIMEOUT_MS 2000
 #define PODRES_SYNC_MS 10000
 #define PROBE_MS 500
@@ -63,6 +68,11 @@ struct endpoint {
         bool registered;
         uint64_t n_registrations;
         uint64_t retry_register_ms; /* 0 = no retry pending */
+        /* Register runs asynchronously (rpc_call_start): the loop never waits on kubelet. */
+        struct rpc_client_call *reg_call; /* in flight, or NULL */
+        uint64_t reg_started_ms;
+        bool reg_again;      /* the call in flight was cancelled: register anew when it ends */
+        uint64_t backoff_ms; /* next retry delay after a failed Register */
 };
 
 struct node {
@@ -77,6 +87,7 @@ struct node {
         char kubelet_path[PATH_MAX];
         char status_path[PATH_MAX];
         int sigfd, inofd, statusfd;
+        int regfd; /* eventfd: a Register call has ended */
         uint64_t next_probe_ms, next_sync_ms;
         bool cleanup_pending; /* limits dirs not checked yet: no trusted record at start */
         struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
@@ -114,7 +125,16 @@ static void endpoint_name(const char *resource, char *buf, size_t len) {
 
 /* ---- kubelet: serve and register ---- */
 
-static int do_register(struct node *n, struct endpoint *ep) {
+/* Start Register on kubelet.sock without waiting for it: kubelet calls GetDevicePluginOptions
+ * back on our socket during the call (our server is serving already), and a hung kubelet must not
+ * hold up signals, health probes or the status socket. The result arrives in register_finish.
+ * A call already in flight is cancelled and started anew once it has ended. */
+static void register_start(struct node *n, struct endpoint *ep) {
+        if (ep->reg_call) {
+                ep->reg_again = true;
+                rpc_call_cancel(ep->reg_call);
+                return;
+        }
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
         opts.get_preferred_allocation_available = 1;
@@ -124,26 +144,51 @@ static int do_register(struct node *n, struct endpoint *ep) {
         req.options = &opts;
 
         _cleanup_(freep) uint8_t *buf = NULL;
-        _cleanup_(freep) uint8_t *resp = NULL;
-        size_t len = 0, resp_len = 0;
-        struct rpc_status st;
+        size_t len = 0;
+        ep->registered = false;
         int r = rpc_pack(&req.base, &buf, &len);
-        if (r < 0)
-                return log_error_errno(r, "cannot encode RegisterRequest", "%s", "");
-        uint64_t t0 = health_now_ms();
-        r = rpc_call_unary(n->kubelet_target, "/v1beta1.Registration/Register", buf, len, REGISTER_TIMEOUT_MS, &resp,
-                           &resp_len, &st);
+        if (r >= 0)
+                r = rpc_call_start(n->kubelet_target, "/v1beta1.Registration/Register", buf, len, REGISTER_TIMEOUT_MS,
+                                   n->regfd, &ep->reg_call);
+        if (r < 0) {
+                log_error_errno(r, "cannot start the registration", "resource=%s", ep->resource);
+                ep->retry_register_ms = health_now_ms() + ep->backoff_ms;
+                return;
+        }
+        ep->reg_started_ms = health_now_ms();
+        log_debug("registering with kubelet", "resource=%s socket=%s", ep->resource, n->kubelet_path);
+}
+
+static void serve_and_register(struct node *n, struct endpoint *ep, bool restart_server);
+
+/* A Register call has ended: registered, or retried with backoff (1 s doubling to 16 s). */
+static void register_finish(struct node *n, struct endpoint *ep) {
+        struct rpc_status st;
+        int r = rpc_call_finish(TAKE_PTR(ep->reg_call), NULL, NULL, &st);
+        uint64_t now = health_now_ms();
+        if (ep->reg_again) {
+                ep->reg_again = false;
+                log_debug("registration superseded, registering again", "resource=%s", ep->resource);
+                serve_and_register(n, ep, false);
+                return;
+        }
+        if (ep->backoff_ms < REGISTER_BACKOFF_MIN_MS)
+                ep->backoff_ms = REGISTER_BACKOFF_MIN_MS;
         if (r < 0) {
                 ep->registered = false;
-                return log_warn_errno(r, "registration with kubelet failed",
-                                      "resource=%s socket=%s code=%s detail=\"%s\"", ep->resource, n->kubelet_path,
-                                      rpc_code_name(st.code), st.message);
+                log_warn_errno(r, "registration with kubelet failed",
+                               "resource=%s socket=%s code=%s detail=\"%s\" ms=%" PRIu64 " retry_ms=%" PRIu64,
+                               ep->resource, n->kubelet_path, rpc_code_name(st.code), st.message,
+                               now - ep->reg_started_ms, ep->backoff_ms);
+                ep->retry_register_ms = now + ep->backoff_ms;
+                ep->backoff_ms = MIN(ep->backoff_ms * 2, (uint64_t)REGISTER_BACKOFF_MAX_MS);
+                return;
         }
         ep->registered = true;
         ep->n_registrations++;
-        log_info("registered with kubelet", "resource=%s endpoint=%s ms=%" PRIu64, req.resource_name, ep->name,
-                 health_now_ms() - t0);
-        return 0;
+        ep->backoff_ms = REGISTER_BACKOFF_MIN_MS;
+        log_info("registered with kubelet", "resource=%s endpoint=%s ms=%" PRIu64, ep->resource, ep->name,
+                 now - ep->reg_started_ms);
 }
 
 /* RPC counts, errors and latencies per method, for /metrics (metrics.h). The method is the full
@@ -232,22 +277,25 @@ static bool file_exists(const char *p) {
         return stat(p, &st) == 0;
 }
 
-/* (Re)start serving and register if kubelet is there; on failure retry from the loop. */
+/* (Re)start serving and start registering if kubelet is there; on failure retry from the loop. */
 static void serve_and_register(struct node *n, struct endpoint *ep, bool restart_server) {
         ep->retry_register_ms = 0;
+        if (ep->backoff_ms < REGISTER_BACKOFF_MIN_MS)
+                ep->backoff_ms = REGISTER_BACKOFF_MIN_MS;
         if (restart_server || !ep->server || !file_exists(ep->socket_path)) {
                 if (serve(n, ep) < 0) {
-                        ep->retry_register_ms = health_now_ms() + 1000;
+                        ep->retry_register_ms = health_now_ms() + REGISTER_BACKOFF_MIN_MS;
                         return;
                 }
         }
         if (!file_exists(n->kubelet_path)) {
                 ep->registered = false;
+                if (ep->reg_call)
+                        rpc_call_cancel(ep->reg_call); /* kubelet is gone; inotify tells when it is back */
                 log_info("waiting for kubelet", "resource=%s socket=%s", ep->resource, n->kubelet_path);
                 return;
         }
-        if (do_register(n, ep) < 0)
-                ep->retry_register_ms = health_now_ms() + 1000;
+        register_start(n, ep);
 }
 
 /* ---- PodResources and the state file ---- */
@@ -682,6 +730,9 @@ static int setup(struct node *n) {
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
         monitor_start(n);
+        n->regfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (n->regfd < 0)
+                return log_error_errno(-errno, "eventfd failed", "%s", "");
         for (unsigned k = 0; k < n->n_ep; k++)
                 serve_and_register(n, &n->ep[k], true);
         return 0;
@@ -690,6 +741,12 @@ static int setup(struct node *n) {
 static void teardown(struct node *n) {
         if (n->plugin)
                 atomic_store(&n->plugin->stopping, true);
+        /* A Register in flight (kubelet may never answer it) is cancelled, not waited for. */
+        for (unsigned k = 0; k < n->n_ep; k++)
+                rpc_call_cancel(n->ep[k].reg_call);
+        for (unsigned k = 0; k < n->n_ep; k++)
+                if (n->ep[k].reg_call)
+                        (void)rpc_call_finish(TAKE_PTR(n->ep[k].reg_call), NULL, NULL, NULL);
         for (unsigned k = 0; k < n->n_ep; k++)
                 n->ep[k].server = rpc_server_free(n->ep[k].server);
         health_stop(&n->health);
@@ -702,6 +759,8 @@ static void teardown(struct node *n) {
         }
         if (n->inofd >= 0)
                 close(n->inofd);
+        if (n->regfd >= 0)
+                close(n->regfd);
         if (n->sigfd >= 0)
                 close(n->sigfd);
         if (n->plugin) {
@@ -726,7 +785,7 @@ static void usage(void) {
 }
 
 int cmd_node(int argc, char **argv) {
-        struct node n = { .sigfd = -1, .inofd = -1, .statusfd = -1 };
+        struct node n = { .sigfd = -1, .inofd = -1, .statusfd = -1, .regfd = -1 };
         char err[512];
         sigset_t mask;
 
@@ -767,12 +826,13 @@ int cmd_node(int argc, char **argv) {
 
         bool stop = false;
         while (!stop) {
-                struct pollfd pfd[3] = {
+                struct pollfd pfd[4] = {
                         { .fd = n.sigfd, .events = POLLIN },
                         { .fd = n.inofd, .events = POLLIN },
                         { .fd = n.statusfd, .events = POLLIN },
+                        { .fd = n.regfd, .events = POLLIN },
                 };
-                (void)poll(pfd, 3, TICK_MS);
+                (void)poll(pfd, 4, TICK_MS);
                 if (pfd[0].revents & POLLIN) {
                         struct signalfd_siginfo si;
                         while (read(n.sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -796,11 +856,21 @@ int cmd_node(int argc, char **argv) {
                         while ((restart || reg) && poll(&more, 1, 20) > 0)
                                 handle_inotify(&n, &restart, &reg);
                 }
-                for (unsigned k = 0; k < n.n_ep && (restart || reg); k++)
+                if (pfd[3].revents & POLLIN) {
+                        uint64_t v;
+                        (void)!read(n.regfd, &v, sizeof v);
+                }
+                for (unsigned k = 0; k < n.n_ep; k++)
+                        if (n.ep[k].reg_call && rpc_call_done(n.ep[k].reg_call))
+                                register_finish(&n, &n.ep[k]);
+                for (unsigned k = 0; k < n.n_ep && (restart || reg); k++) {
+                        if (reg)
+                                n.ep[k].backoff_ms = REGISTER_BACKOFF_MIN_MS; /* a new kubelet: no old backoff */
                         serve_and_register(&n, &n.ep[k], !file_exists(n.ep[k].socket_path));
+                }
                 uint64_t now = health_now_ms();
                 for (unsigned k = 0; k < n.n_ep; k++)
-                        if (n.ep[k].retry_register_ms && now >= n.ep[k].retry_register_ms)
+                        if (n.ep[k].retry_register_ms && now >= n.ep[k].retry_register_ms && !n.ep[k].reg_call)
                                 serve_and_register(&n, &n.ep[k], false);
                 if (pfd[2].revents & POLLIN)
                         status_serve_one(&n);

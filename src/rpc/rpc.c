@@ -678,8 +678,28 @@ static int status_to_errno(grpc_status_code c) {
         }
 }
 
-int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
-                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+/* An asynchronous unary call (rpc_call_start): the call runs on a thread of its own; `call` is
+ * published under the lock while in flight so that rpc_call_cancel can reach it. */
+struct rpc_client_call {
+        pthread_t thread;
+        pthread_mutex_t lock;
+        grpc_call *call; /* in flight; NULL before and after */
+        bool cancelled;
+        atomic_bool done;
+        int notify_fd;
+        char *target, *method;
+        uint8_t *req;
+        size_t req_len;
+        int timeout_ms;
+        int r;
+        uint8_t *resp;
+        size_t resp_len;
+        struct rpc_status st;
+};
+
+static int call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st,
+                      struct rpc_client_call *holder) {
         struct rpc_status local;
         if (!st)
                 st = &local;
@@ -704,6 +724,13 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
         grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
                                                    deadline_in(timeout_ms), NULL);
         grpc_slice_unref(mslice);
+        if (holder) {
+                pthread_mutex_lock(&holder->lock);
+                if (holder->cancelled)
+                        (void)grpc_call_cancel(call, NULL);
+                holder->call = call;
+                pthread_mutex_unlock(&holder->lock);
+        }
 
         grpc_metadata_array init_md, trail_md;
         grpc_metadata_array_init(&init_md);
@@ -752,6 +779,11 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
         grpc_slice_unref(details);
         grpc_metadata_array_destroy(&init_md);
         grpc_metadata_array_destroy(&trail_md);
+        if (holder) {
+                pthread_mutex_lock(&holder->lock);
+                holder->call = NULL;
+                pthread_mutex_unlock(&holder->lock);
+        }
         grpc_call_unref(call);
         grpc_completion_queue_shutdown(cq);
         while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
@@ -759,5 +791,89 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
                 ;
         grpc_completion_queue_destroy(cq);
         grpc_channel_destroy(ch);
+        return r;
+}
+
+int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+        return call_unary(target, method, req, req_len, timeout_ms, ret_resp, ret_resp_len, st, NULL);
+}
+
+static void *client_call_thread(void *arg) {
+        struct rpc_client_call *c = arg;
+        c->r = call_unary(c->target, c->method, c->req, c->req_len, c->timeout_ms, &c->resp, &c->resp_len, &c->st,
+                          c);
+        atomic_store(&c->done, true);
+        if (c->notify_fd >= 0) {
+                uint64_t one = 1;
+                (void)!write(c->notify_fd, &one, sizeof one);
+        }
+        return NULL;
+}
+
+static void client_call_free(struct rpc_client_call *c) {
+        pthread_mutex_destroy(&c->lock);
+        free(c->target);
+        free(c->method);
+        free(c->req);
+        free(c->resp);
+        free(c);
+}
+
+int rpc_call_start(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                   int notify_fd, struct rpc_client_call **ret) {
+        if (!target || !method || (!req && req_len) || !ret)
+                return -EINVAL;
+        struct rpc_client_call *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        pthread_mutex_init(&c->lock, NULL);
+        c->notify_fd = notify_fd;
+        c->timeout_ms = timeout_ms;
+        c->req_len = req_len;
+        c->target = strdup(target);
+        c->method = strdup(method);
+        c->req = malloc(req_len ? req_len : 1);
+        if (!c->target || !c->method || !c->req) {
+                client_call_free(c);
+                return -ENOMEM;
+        }
+        if (req_len)
+                memcpy(c->req, req, req_len);
+        int r = -pthread_create(&c->thread, NULL, client_call_thread, c);
+        if (r < 0) {
+                client_call_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+bool rpc_call_done(const struct rpc_client_call *c) {
+        return atomic_load(&((struct rpc_client_call *)c)->done);
+}
+
+void rpc_call_cancel(struct rpc_client_call *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->cancelled = true;
+        if (c->call)
+                (void)grpc_call_cancel(c->call, NULL);
+        pthread_mutex_unlock(&c->lock);
+}
+
+int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+        if (!c)
+                return -EINVAL;
+        pthread_join(c->thread, NULL);
+        int r = c->r;
+        if (st)
+                *st = c->st;
+        if (r == 0 && ret_resp && ret_resp_len) {
+                *ret_resp = TAKE_PTR(c->resp);
+                *ret_resp_len = c->resp_len;
+        }
+        client_call_free(c);
         return r;
 }

@@ -98,6 +98,24 @@ const char *rpc_server_path(const struct rpc_server *s);
 int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len,
                    int timeout_ms, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
 
+/*
+ * The same call, asynchronous: rpc_call_start copies its arguments and runs the call on a thread
+ * of its own, returning at once (0, -EINVAL, -ENOMEM or a pthread error). When the call has
+ * ended, rpc_call_done is true and, if notify_fd >= 0 (an eventfd, or the write end of a
+ * non-blocking pipe), the 8-byte value 1 is written to it. rpc_call_cancel ends a call in flight
+ * soon with CANCELLED (-EREMOTEIO), whatever the peer does; it may be called at any time, from
+ * any thread. rpc_call_finish waits for the call to end (cancel first not to wait for the peer),
+ * returns what rpc_call_unary would have returned (setting *ret_resp and *ret_resp_len on 0 when
+ * they are not NULL, and st when not NULL) and frees the call. Every started call must be
+ * finished exactly once.
+ */
+struct rpc_client_call;
+int rpc_call_start(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                   int notify_fd, struct rpc_client_call **ret);
+bool rpc_call_done(const struct rpc_client_call *c);
+void rpc_call_cancel(struct rpc_client_call *c);
+int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+
 /* protobuf-c glue: pack a message into a malloc'd buffer. 0 or -ENOMEM. */
 int rpc_pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len);
 

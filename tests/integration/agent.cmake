@@ -1,7 +1,7 @@
 # Node agent integration tests: the real `gpuslice node` on the simulated node, driven by the
 # kubelet stand-in (tests/integration/kubelet_standin.py, Debian's python3-grpcio).
 if(TARGET gpuslice_agent)
-  set(_agent_tests register kubelet-late register-retry preferred allocate allocate-options cdi-only hostile kubelet-restart
+  set(_agent_tests register kubelet-late register-retry register-hang register-backoff preferred allocate allocate-options cdi-only hostile kubelet-restart
       restart-state restart-state-file-only corrupt-state health-xid health-lost sigterm status-cli sighup metrics)
   foreach(t ${_agent_tests})
     add_test(NAME agent-${t}

@@ -83,6 +83,9 @@ class Kubelet:
         self.channels = []
         self.restarted_at = None
         self.reject_register = False  # answer Register with an error (tests)
+        self.hang_register = False    # a hung kubelet: dial back, then never answer Register (tests)
+        self.hung_calls = 0           # Register calls left hanging
+        self.unhang = threading.Event()  # set on close(): hung Register handlers return
 
     # ---- servers ----
 
@@ -139,6 +142,7 @@ class Kubelet:
         self.channels = []
 
     def close(self):
+        self.unhang.set()
         self.stop()
         if self.podres_server:
             self.podres_server.stop(0)
@@ -186,6 +190,15 @@ class Kubelet:
                 self.register_errors.append(msg)
                 self.cond.notify_all()
             context.abort(grpc.StatusCode.UNAVAILABLE, msg)
+        if self.hang_register:
+            # Kubelet took the plugin's options but never returns from Register.
+            with self.cond:
+                self.hung_calls += 1
+                self.cond.notify_all()
+            channel.close()
+            while not self.unhang.wait(0.1) and context.is_active():
+                pass
+            context.abort(grpc.StatusCode.UNAVAILABLE, "stand-in was hung")
         with self.cond:
             self.registrations.append(Registration(request, options, time.monotonic()))
             self.channels.append(channel)

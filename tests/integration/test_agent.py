@@ -338,6 +338,56 @@ def test_register_retry(e):
     e.allocate([ids[0]])
 
 
+def test_register_hang(e):
+    """Kubelet accepts Register, calls GetDevicePluginOptions back, then never answers: the agent's
+    loop goes on (status, health probes, signals) and ListAndWatch still pushes changes."""
+    HUNG_S = 5  # well below the 10 s Register deadline a blocking call would wait out
+    e.kubelet.hang_register = True
+    e.start_agent()
+    e.kubelet.wait_for(lambda: e.kubelet.hung_calls >= 1, 10, "a Register call to hang")
+    # The status socket is served by the same loop.
+    st = e.status()
+    check(st["registered"] is False, "registered while kubelet has not answered: %s" % st["registered"])
+    check(len(st["devices"]) == 8, "status devices %d" % len(st["devices"]))
+    # A ListAndWatch stream opened by kubelet on our socket: a GPU lost is pushed (the loop probes).
+    endpoint = "gpuslice-nvidia.com-gpu.sock"
+    stub, ch = e.kubelet.plugin_stub(endpoint)
+    import threading
+    threading.Thread(target=e.kubelet._watch, args=(ch, endpoint), daemon=True).start()
+    first = e.kubelet.wait_for(lambda: e.kubelet.last_devices(endpoint), 5, "first ListAndWatch message")
+    ids = sorted(first)
+    check(all(h == "Healthy" for h, _ in first.values()), "not all healthy: %s" % first)
+    e.sim("lose", "5")
+    e.kubelet.wait_for(lambda: sum(1 for h, _ in e.kubelet.last_devices(endpoint).values() if h == "Unhealthy") == 1,
+                       HUNG_S, "the lost GPU pushed Unhealthy while Register hangs")
+    check(len(ids) == 8, "ids %s" % ids)
+    # SIGTERM: out promptly, exit 0, sockets removed.
+    t0 = time.monotonic()
+    e.agent.send_signal(signal.SIGTERM)
+    try:
+        rc = e.agent.wait(HUNG_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("agent still running %d s after SIGTERM with Register hung" % HUNG_S)
+    check(rc == 0, "exit code %s after SIGTERM" % rc)
+    check(not os.path.exists(os.path.join(e.plugin_dir, endpoint)), "plugin socket left behind")
+    check(time.monotonic() - t0 < HUNG_S, "unreachable")
+
+
+def test_register_backoff(e):
+    """A kubelet that refuses Register is retried with a growing delay, and registers once it accepts."""
+    e.kubelet.reject_register = True
+    e.start_agent()
+    e.kubelet.wait_for(lambda: open(e.logs[-1]).read().count("registration with kubelet failed") >= 2, 15,
+                       "two failed registrations")
+    check(e.agent.poll() is None, "agent exited after refused registrations")
+    with open(e.logs[-1]) as f:
+        delays = [int(l.split("retry_ms=")[1].split()[0]) for l in f if "registration with kubelet failed" in l]
+    check(delays[:2] == [1000, 2000], "retry delays %s" % delays)
+    e.kubelet.reject_register = False
+    e.registered(1, timeout=15)
+    e.allocate([e.ids()[0]])
+
+
 def test_restart_state(e):
     e.start_agent()
     e.registered()

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +82,18 @@ static enum rpc_code counter_stream(void *userdata, const uint8_t *req, size_t r
         return RPC_OK;
 }
 
+/* A peer that accepts a call and never answers it (a hung kubelet): it waits until cancelled. */
+static enum rpc_code hang_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                 struct rpc_status *st) {
+        (void)userdata;
+        (void)req;
+        (void)req_len;
+        (void)st;
+        while (rpc_stream_wait(s, 50) == 0)
+                ;
+        return RPC_OK;
+}
+
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof *f);
         assert_non_null(f);
@@ -90,6 +104,7 @@ static int setup(void **state) {
         assert_int_equal(rpc_server_new(f->path, 4096, &f->srv), 0);
         assert_int_equal(rpc_server_add_unary(f->srv, "/t.T/Echo", echo, f), 0);
         assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Count", counter_stream, f), 0);
+        assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Hang", hang_stream, f), 0);
         assert_int_equal(rpc_server_start(f->srv), 0);
         *state = f;
         return 0;
@@ -221,6 +236,75 @@ static void test_stream_cancelled_by_free(void **state) {
         assert_true(atomic_load(&f->stream_sent) >= 1);
 }
 
+static void test_async_roundtrip_notifies(void **state) {
+        struct fixture *f = *state;
+        int efd = eventfd(0, EFD_CLOEXEC);
+        assert_true(efd >= 0);
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Echo", "async", 5, 5000, efd, &c), 0);
+        struct pollfd p = { .fd = efd, .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        uint64_t v = 0;
+        assert_int_equal(read(efd, &v, sizeof v), (ssize_t)sizeof v);
+        assert_int_equal(v, 1);
+        assert_true(rpc_call_done(c));
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        struct rpc_status st;
+        assert_int_equal(rpc_call_finish(c, &resp, &n, &st), 0);
+        assert_int_equal(st.code, RPC_OK);
+        assert_int_equal(n, 5);
+        assert_memory_equal(resp, "async", 5);
+        free(resp);
+        close(efd);
+}
+
+static void test_async_error_status(void **state) {
+        struct fixture *f = *state;
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Echo", "fail", 4, 5000, -1, &c), 0);
+        struct rpc_status st;
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        assert_int_equal(rpc_call_finish(c, &resp, &n, &st), -EREMOTEIO);
+        assert_int_equal(st.code, RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "failure"));
+        assert_null(resp);
+}
+
+static void test_async_cancel_hung_peer(void **state) {
+        struct fixture *f = *state;
+        int efd = eventfd(0, EFD_CLOEXEC);
+        assert_true(efd >= 0);
+        struct rpc_client_call *c = NULL;
+        /* The peer never answers and the deadline is far away: only the cancel ends the call. */
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Hang", "x", 1, 600000, efd, &c), 0);
+        struct pollfd p = { .fd = efd, .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 200), 0);
+        assert_false(rpc_call_done(c));
+        rpc_call_cancel(c);
+        rpc_call_cancel(c); /* twice is harmless */
+        struct rpc_status st;
+        assert_int_equal(rpc_call_finish(c, NULL, NULL, &st), -EREMOTEIO);
+        assert_int_equal(st.code, RPC_CANCELLED);
+        assert_int_equal(poll(&p, 1, 0), 1);
+        close(efd);
+}
+
+static void test_async_cancel_before_connect(void **state) {
+        struct fixture *f = *state;
+        char target[200];
+        snprintf(target, sizeof target, "unix:%s/absent.sock", f->dir);
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(target, "/t.T/Echo", "x", 1, 600000, -1, &c), 0);
+        rpc_call_cancel(c);
+        struct rpc_status st;
+        int r = rpc_call_finish(c, NULL, NULL, &st);
+        /* Cancelled, or refused first if the connection attempt failed before the cancel. */
+        assert_true(r == -EREMOTEIO || r == -ECONNREFUSED);
+        assert_true(st.code == RPC_CANCELLED || st.code == RPC_UNAVAILABLE);
+}
+
 static void test_pack_protobuf(void **state) {
         (void)state;
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -247,6 +331,12 @@ static void test_bad_arguments(void **state) {
         assert_null(rpc_server_free(s));
         assert_null(rpc_server_free(NULL));
         assert_int_equal(rpc_call_unary(NULL, "/a/b", NULL, 0, 100, NULL, NULL, NULL), -EINVAL);
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(NULL, "/a/b", NULL, 0, 100, -1, &c), -EINVAL);
+        assert_int_equal(rpc_call_start("unix:/x", "/a/b", NULL, 1, 100, -1, &c), -EINVAL);
+        assert_null(c);
+        assert_int_equal(rpc_call_finish(NULL, NULL, NULL, NULL), -EINVAL);
+        rpc_call_cancel(NULL);
 }
 
 int main(void) {
@@ -260,6 +350,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_many_sequential_calls, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_server, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_cancelled_by_free, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_async_roundtrip_notifies, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_async_error_status, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_async_cancel_hung_peer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_async_cancel_before_connect, setup, teardown),
                 cmocka_unit_test(test_pack_protobuf),
                 cmocka_unit_test(test_bad_arguments),
         };
