@@ -8,6 +8,7 @@
  */
 #include "nvml/nvml-internal.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -596,22 +597,32 @@ struct bus_id {
         unsigned domain, bus, device, function;
 };
 
+/* One hex field of 1..max_digits digits ending at `end`; *s is moved past it. Digits are counted
+ * so that no field can overflow (sscanf's %x would wrap "1000000001a" to 0x1a). */
+static int parse_hex_field(const char **s, unsigned max_digits, char end, unsigned *ret) {
+        unsigned v = 0, n = 0;
+        const char *p = *s;
+        for (; isxdigit((unsigned char)*p); p++, n++) {
+                if (n == max_digits)
+                        return -EINVAL;
+                v = v * 16 + (unsigned)(isdigit((unsigned char)*p) ? *p - '0' : tolower((unsigned char)*p) - 'a' + 10);
+        }
+        if (n == 0 || *p != end)
+                return -EINVAL;
+        *s = end ? p + 1 : p;
+        *ret = v;
+        return 0;
+}
+
 static int parse_bus_id(const char *s, struct bus_id *ret) {
         if (!s)
                 return -EINVAL;
         struct bus_id b;
-        int used = 0;
-        /* "%x" alone would accept signs and spaces; check the shape first. */
-        size_t colon = strcspn(s, ":");
-        if (colon == 0 || colon > 8 || s[colon] != ':')
+        /* domain:bus:device.function — 8 (legacy 4) domain digits, then 2, 2 and 1 */
+        if (parse_hex_field(&s, 8, ':', &b.domain) < 0 || parse_hex_field(&s, 2, ':', &b.bus) < 0 ||
+            parse_hex_field(&s, 2, '.', &b.device) < 0 || parse_hex_field(&s, 1, '\0', &b.function) < 0)
                 return -EINVAL;
-        for (const char *p = s; *p; p++)
-                if (!strchr("0123456789abcdefABCDEF:.", *p))
-                        return -EINVAL;
-        if (sscanf(s, "%x:%x:%x.%x%n", &b.domain, &b.bus, &b.device, &b.function, &used) != 4 ||
-            s[used] != '\0')
-                return -EINVAL;
-        if (b.domain > 0xffff || b.bus > 0xff || b.device > 0x1f || b.function > 7)
+        if (b.domain > 0xffff || b.device > 0x1f || b.function > 7)
                 return -EINVAL;
         *ret = b;
         return 0;

@@ -751,7 +751,10 @@ static void test_sysfs_bus_id_malformed(void **state) {
         char buf[16];
         const char *bad[] = { "", "1A:00.0", "00000000:1A:00", "00000000:1A:00.0x", "00000000:1A:00.8",
                               "00000000:1A:20.0", "0000000000:1A:00.0", "-1:1A:00.0", "0000: 1A:00.0",
-                              "0000:1A:00.0/../../x", "000g:1A:00.0" };
+                              "0000:1A:00.0/../../x", "000g:1A:00.0",
+                              /* a field longer than its width once wrapped around in sscanf's %x */
+                              "00000000:1000000001A:00.0", "00000000:1A:100000000.0", "0:1A:00.100000000",
+                              "00000000:01A:00.0", "00000000:1A:000.0", "00000000:1A:00.00", "00000000::00.0" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(nvml_sysfs_bus_id(bad[i], buf, sizeof(buf)), -EINVAL);
         assert_int_equal(nvml_sysfs_bus_id(NULL, buf, sizeof(buf)), -EINVAL);
