@@ -214,6 +214,50 @@ static void test_add_invalid_rejected(void **state) {
         state_done(&s);
 }
 
+/* Every string goes into the JSON body: bytes that are not UTF-8 would make every later encode
+ * (and so every state_save) fail, so they are refused where they come in. */
+static void test_add_invalid_utf8_rejected(void **state) {
+        (void)state;
+        struct gpuslice_state s;
+        state_init(&s);
+        static const char *bad[] = { "\xd3\xcf", "a\x80", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct state_alloc a = mk("r/x", bad[i], "", "", "");
+                assert_int_equal(state_add(&s, &a), -EINVAL);
+                a = mk("r/x", "id", "", bad[i], "");
+                assert_int_equal(state_add(&s, &a), -EINVAL);
+        }
+        assert_int_equal(s.n_allocs, 0);
+        struct state_alloc ok = mk("r/x", "gpu-\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80", "", "", "");
+        assert_int_equal(state_add(&s, &ok), 0);
+        char *buf = NULL;
+        size_t len;
+        assert_int_equal(state_encode(&s, &buf, &len), 0);
+        free(buf);
+        state_done(&s);
+}
+
+/* Found by fuzz-podres: kubelet reported a device ID with bytes that are not UTF-8; it was added,
+ * and from then on the state could not be encoded. Such a report is skipped. */
+static void test_reconcile_skips_invalid_utf8(void **state) {
+        (void)state;
+        struct gpuslice_state s;
+        sample(&s);
+        const struct state_report rep[] = {
+                { .resource = "nvidia.com/gpu", .device_id = "GPU-09551615-0000\xd3\xcf\xcf\xcd" },
+                { .resource = "nvidia.com/gpu", .device_id = "GPU-ok", .pod_name = "p\xff" },
+        };
+        size_t added, skipped;
+        assert_int_equal(state_reconcile(&s, rep, ELEMENTSOF(rep), NULL, NULL, 1, 0, &added, NULL, NULL, &skipped), 0);
+        assert_int_equal(added, 0);
+        assert_int_equal(skipped, 2);
+        char *buf = NULL;
+        size_t len;
+        assert_int_equal(state_encode(&s, &buf, &len), 0);
+        free(buf);
+        state_done(&s);
+}
+
 static void test_add_past_max_entries(void **state) {
         (void)state;
         struct gpuslice_state s;
@@ -852,6 +896,8 @@ int main(void) {
                 cmocka_unit_test(test_add_find_remove),
                 cmocka_unit_test(test_add_duplicate_rejected),
                 cmocka_unit_test(test_add_invalid_rejected),
+                cmocka_unit_test(test_add_invalid_utf8_rejected),
+                cmocka_unit_test(test_reconcile_skips_invalid_utf8),
                 cmocka_unit_test(test_add_past_max_entries),
                 cmocka_unit_test(test_remove_container),
                 cmocka_unit_test(test_copy_is_deep),
