@@ -105,6 +105,11 @@ static int state_check(const struct sim_state *s, size_t file_size, const struct
                          path, s->abi_version, s->size, SIM_STATE_ABI, sizeof *s);
                 return -EPROTO;
         }
+        /* the node path is printed below: a file whose field is not terminated is not ours */
+        if (!memchr(s->node, 0, sizeof s->node)) {
+                snprintf(err, err_len, "%s is not a gpuslice simulator state file; remove it", path);
+                return -EPROTO;
+        }
         if (t && s->n_gpus != t->n_gpus) {
                 snprintf(err, err_len,
                          "%s was made for a node with %" PRIu32 " GPUs (%s), this node has %u; "

@@ -475,6 +475,29 @@ static void test_state_for_other_node_refused(void **state) {
         assert_int_equal(N.nvmlInit_v2(), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
 }
 
+/* A file with our header whose node path field is not terminated (and that names another GPU
+ * count, so the message would print the path) is refused without reading past the field. */
+static void test_state_with_unterminated_node_refused(void **state) {
+        (void)state;
+        sim_select(SIM_TOPO("seed004-7gpu-p40-mlx4.topo"));
+        assert_int_equal(sim_parse_file(SIM_TOPO("seed004-7gpu-p40-mlx4.topo"), &T), 0);
+        char err[512];
+        assert_int_equal(sim_state_open_path(sim_state_file, &T, "node", &S, err, sizeof err), 0);
+        assert_int_equal(sim_state_lock(S), 0);
+        memset(S->node, 'x', sizeof S->node);
+        memset(&S->gpu[0], 'y', sizeof S->gpu[0]); /* no terminator right after the field either */
+        S->n_gpus = 3;
+        sim_state_unlock(S);
+        sim_state_close(S);
+        S = NULL;
+        struct sim_state *s = NULL;
+        assert_int_equal(sim_state_open_path(sim_state_file, &T, "node", &s, err, sizeof err), -EPROTO);
+        assert_null(s);
+        assert_non_null(strstr(err, "not a gpuslice simulator state file"));
+        assert_null(strstr(err, "xxxx"));
+        unlink(sim_state_file);
+}
+
 /* Outside a container the recorded host PID is our PID, and the namespace is ours. */
 static void test_self_identity(void **state) {
         (void)state;
@@ -520,6 +543,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_sigkilled_lock_holder_does_not_block, teardown),
                 cmocka_unit_test_teardown(test_foreign_state_file_refused, teardown),
                 cmocka_unit_test_teardown(test_state_for_other_node_refused, teardown),
+                cmocka_unit_test_teardown(test_state_with_unterminated_node_refused, teardown),
                 cmocka_unit_test_teardown(test_self_identity, teardown),
                 cmocka_unit_test_teardown(test_default_state_path_is_per_node, teardown),
         };
