@@ -47,11 +47,16 @@ int parse_size(const char *s, uint64_t *ret) {
         };
         if (!s || !isdigit((unsigned char)s[0]))
                 return -EINVAL;
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno == ERANGE || !isfinite(v) || v < 0)
-                return -ERANGE;
+        /* Decimal digits with at most one '.': strtod alone would also take "0x1p4", "1e3" and
+         * "infinity", and a double cannot hold every 64-bit byte count exactly. */
+        size_t int_len = strspn(s, "0123456789"), frac_len = 0;
+        const char *end = s + int_len;
+        if (*end == '.') {
+                frac_len = strspn(end + 1, "0123456789");
+                if (frac_len == 0)
+                        return -EINVAL;
+                end += 1 + frac_len;
+        }
         while (*end == ' ')
                 end++;
         for (size_t i = 0; i < ELEMENTSOF(units); i++) {
@@ -60,10 +65,25 @@ int parse_size(const char *s, uint64_t *ret) {
                 if (strcmp(end, units[i].suffix) != 0 && strcasecmp(end, units[i].suffix) == 0 &&
                     (end[0] == 'm' || end[0] == 'b'))
                         continue; /* "m"/"b" are ambiguous (milli, bits): refuse */
-                double bytes = v * (double)units[i].factor;
-                if (bytes >= 18446744073709551615.0)
+                if (frac_len == 0) {
+                        /* exact integer arithmetic */
+                        errno = 0;
+                        unsigned long long v = strtoull(s, NULL, 10);
+                        if (errno == ERANGE || v > UINT64_MAX / units[i].factor)
+                                return -ERANGE;
+                        *ret = (uint64_t)v * units[i].factor;
+                        return 0;
+                }
+                errno = 0;
+                double v = strtod(s, NULL); /* the shape is checked: only digits and one '.' */
+                if (errno == ERANGE || !isfinite(v))
                         return -ERANGE;
-                *ret = (uint64_t)llround(bytes);
+                double bytes = v * (double)units[i].factor;
+                if (bytes >= 18446744073709551615.0) /* 2^64 as a double */
+                        return -ERANGE;
+                /* bytes < 2^64 - 2048 here: + 0.5 and the conversion stay in range (llround does not
+                 * past 2^63) */
+                *ret = (uint64_t)(bytes + 0.5);
                 return 0;
         }
         return -EINVAL;
