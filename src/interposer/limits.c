@@ -301,10 +301,20 @@ int gs_limits_format(const struct gs_limits *l, char *buf, size_t len) {
                 APPEND(" core=%u\n", d->core_percent);
         }
 #undef APPEND
-        /* Only ever hand out what the parser accepts. */
+        /* Only ever hand out what the parser accepts, and reads back as l: a value with a space or
+         * tab in it (container "\tc") would otherwise parse, as something else. */
         struct gs_limits check;
         if (gs_limits_parse(buf, off, &check, NULL, 0) < 0)
                 return -EINVAL;
+        if (strcmp(check.container, l->container) != 0 || strcmp(check.region, l->region) != 0 ||
+            check.core_policy != (l->core_policy == GS_CORE_ELASTIC ? GS_CORE_ELASTIC : GS_CORE_HARD))
+                return -EINVAL;
+        for (unsigned i = 0; i < l->n_devices; i++) {
+                const struct gs_limits_device *a = &check.dev[i], *b = &l->dev[i];
+                if (a->index != b->index || strcmp(a->uuid, b->uuid) != 0 || a->memory_bytes != b->memory_bytes ||
+                    a->core_percent != b->core_percent || a->context_bytes != b->context_bytes)
+                        return -EINVAL;
+        }
         return (int)off;
 }
 

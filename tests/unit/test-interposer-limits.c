@@ -199,6 +199,28 @@ static void test_format_errors(void **state) {
         assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
 }
 
+/* Found by fuzz-limits-format: a value with leading or trailing blanks was written, parsed, and
+ * read back as another value (container "\tc" → "c", uuid "GPU-1 " → "GPU-1"). */
+static void test_format_refuses_values_that_read_back_different(void **state) {
+        (void)state;
+        struct gs_limits l = { .version = 1, .n_devices = 1 };
+        strcpy(l.region, "/r"); /* lint: allow (test) */
+        l.dev[0].core_percent = 100;
+        char buf[512];
+        strcpy(l.container, "\tc"); /* lint: allow (test) */
+        assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
+        strcpy(l.container, "c "); /* lint: allow (test) */
+        assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
+        strcpy(l.container, "c"); /* lint: allow (test) */
+        strcpy(l.region, "/r\t"); /* lint: allow (test) */
+        assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
+        strcpy(l.region, "/r"); /* lint: allow (test) */
+        strcpy(l.dev[0].uuid, "GPU-1 "); /* lint: allow (test) */
+        assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
+        strcpy(l.dev[0].uuid, "GPU-1"); /* lint: allow (test) */
+        assert_true(gs_limits_format(&l, buf, sizeof buf) > 0);
+}
+
 static void test_match(void **state) {
         (void)state;
         struct gs_limits l;
@@ -217,6 +239,7 @@ int main(void) {
                 cmocka_unit_test(test_embedded_nul),     cmocka_unit_test(test_too_many_devices),
                 cmocka_unit_test(test_too_long),         cmocka_unit_test(test_unchanged_on_error),
                 cmocka_unit_test(test_format_round_trip), cmocka_unit_test(test_format_errors),
+                cmocka_unit_test(test_format_refuses_values_that_read_back_different),
                 cmocka_unit_test(test_match),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
