@@ -76,10 +76,19 @@ struct CUfunc_st {
         uint32_t block_us;
 };
 
-struct knode {
+#define NODE_MAGIC 0x45444f4eu /* "NODE" */
+
+/* A graph node: a kernel, or a memory node (the allocation's address is fixed when the node is made). */
+struct CUgraphNode_st {
+        uint32_t magic;
+        CUgraphNodeType type; /* KERNEL, MEM_ALLOC or MEM_FREE */
         CUfunction f;
         uint64_t blocks;
+        CUdeviceptr ptr; /* memory nodes */
+        uint64_t bytes;  /* MEM_ALLOC */
+        int ordinal;     /* MEM_ALLOC: the device */
 };
+#define knode CUgraphNode_st
 
 struct CUgraph_st {
         struct obj_link link;
@@ -551,8 +560,10 @@ static CUresult stream_sync(void) {
         int ord;
         unsigned gpu;
         CUresult r = sim_cuda_current(&ord, &gpu);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 sim_launch_sync(gpu);
+                sim_mem_sync(gpu); /* pools release what exceeds their threshold */
+        }
         return r;
 }
 
@@ -596,8 +607,86 @@ _public_ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
                 return CUDA_ERROR_INVALID_VALUE;
         if (hGraph->n == GRAPH_MAX_NODES)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        hGraph->node[hGraph->n++] = (struct knode){ p->func, grid(p->gridDimX, p->gridDimY, p->gridDimZ) };
-        *phGraphNode = (CUgraphNode)(uintptr_t)hGraph->n;
+        struct knode *k = &hGraph->node[hGraph->n++];
+        *k = (struct knode){ .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_KERNEL, .f = p->func,
+                             .blocks = grid(p->gridDimX, p->gridDimY, p->gridDimZ) };
+        *phGraphNode = k;
+        return CUDA_SUCCESS;
+}
+
+/* Graph memory nodes: the allocation comes from the GPU's graph pool at launch (cuda-mem.c). */
+_public_ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+        (void)dependencies, (void)numDependencies;
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!phGraphNode || !hGraph || hGraph->magic != GRAPH_MAGIC || !nodeParams || nodeParams->bytesize == 0 ||
+            nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (hGraph->n == GRAPH_MAX_NODES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        unsigned gpu;
+        CUdeviceptr ptr;
+        CUresult r = sim_cuda_gpu_of(nodeParams->poolProps.location.id, &gpu);
+        if (r == CUDA_SUCCESS)
+                r = sim_graph_mem_reserve(gpu, nodeParams->bytesize, &ptr);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct knode *k = &hGraph->node[hGraph->n++];
+        *k = (struct knode){ .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .ptr = ptr,
+                             .bytes = nodeParams->bytesize, .ordinal = nodeParams->poolProps.location.id };
+        nodeParams->dptr = ptr;
+        *phGraphNode = k;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, CUdeviceptr dptr) {
+        (void)dependencies, (void)numDependencies;
+        if (!phGraphNode || !hGraph || hGraph->magic != GRAPH_MAGIC || !dptr)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (hGraph->n == GRAPH_MAX_NODES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        struct knode *k = &hGraph->node[hGraph->n++];
+        *k = (struct knode){ .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .ptr = dptr };
+        *phGraphNode = k;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+        if (!hGraph || hGraph->magic != GRAPH_MAGIC || !numNodes)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (nodes) {
+                for (size_t i = 0; i < *numNodes; i++)
+                        nodes[i] = i < hGraph->n ? &hGraph->node[i] : NULL;
+        }
+        *numNodes = hGraph->n;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
+        if (!hNode || hNode->magic != NODE_MAGIC || !type)
+                return CUDA_ERROR_INVALID_VALUE;
+        *type = hNode->type;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+        if (!hNode || hNode->magic != NODE_MAGIC || hNode->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !params_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        memset(params_out, 0, sizeof *params_out);
+        params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        params_out->poolProps.location.id = hNode->ordinal;
+        params_out->bytesize = hNode->bytes;
+        params_out->dptr = hNode->ptr;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out) {
+        if (!hNode || hNode->magic != NODE_MAGIC || hNode->type != CU_GRAPH_NODE_TYPE_MEM_FREE || !dptr_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        *dptr_out = hNode->ptr;
         return CUDA_SUCCESS;
 }
 
@@ -631,7 +720,10 @@ static CUresult graph_launch(CUgraphExec e) {
         if (!e || e->magic != EXEC_MAGIC)
                 return CUDA_ERROR_INVALID_VALUE;
         for (unsigned i = 0; i < e->n; i++) {
-                CUresult r = launch(e->node[i].f, e->node[i].blocks, false);
+                const struct knode *k = &e->node[i];
+                CUresult r = k->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? sim_graph_mem_alloc(k->ptr)
+                             : k->type == CU_GRAPH_NODE_TYPE_MEM_FREE ? sim_mem_free_other(k->ptr)
+                                                                      : launch(k->f, k->blocks, false);
                 if (r != CUDA_SUCCESS)
                         return r;
         }
@@ -671,6 +763,12 @@ static const struct sim_proc_entry launch_procs[] = {
         { "cuGraphInstantiateWithFlags", 11040, false, (void *)cuGraphInstantiateWithFlags },
         { "cuGraphInstantiate", 11040, false, (void *)cuGraphInstantiateWithFlags },
         { "cuGraphExecDestroy", 10000, false, (void *)cuGraphExecDestroy },
+        { "cuGraphAddMemAllocNode", 11040, false, (void *)cuGraphAddMemAllocNode },
+        { "cuGraphAddMemFreeNode", 11040, false, (void *)cuGraphAddMemFreeNode },
+        { "cuGraphGetNodes", 10000, false, (void *)cuGraphGetNodes },
+        { "cuGraphNodeGetType", 10000, false, (void *)cuGraphNodeGetType },
+        { "cuGraphMemAllocNodeGetParams", 11040, false, (void *)cuGraphMemAllocNodeGetParams },
+        { "cuGraphMemFreeNodeGetParams", 11040, false, (void *)cuGraphMemFreeNodeGetParams },
         { "cuGraphLaunch", 10000, false, (void *)cuGraphLaunch },
         { "cuGraphLaunch", 10000, true, (void *)cuGraphLaunch_ptsz },
 };

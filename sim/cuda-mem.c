@@ -11,6 +11,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +24,7 @@
 
 /* ---- charging bytes that are not cuda.c device pointers (handles, arrays) ---- */
 
-static CUresult charge(unsigned gpu, uint64_t bytes) {
+CUresult sim_mem_charge(unsigned gpu, uint64_t bytes) {
         struct sim_state *s = sim_cuda_state();
         const struct topo *t = sim_cuda_node();
         const struct sim_identity *self = sim_cuda_self();
@@ -45,7 +47,7 @@ static CUresult charge(unsigned gpu, uint64_t bytes) {
         return r;
 }
 
-static void uncharge(unsigned gpu, uint64_t bytes) {
+void sim_mem_uncharge(unsigned gpu, uint64_t bytes) {
         struct sim_state *s = sim_cuda_state();
         if (sim_state_lock(s) < 0)
                 return;
@@ -57,7 +59,7 @@ static void uncharge(unsigned gpu, uint64_t bytes) {
 
 /* A charged object behind an opaque handle (arrays, mipmapped arrays, VMM allocations). */
 #define OBJ_MAGIC 0x4d424f53u /* "SOBM" */
-enum obj_kind { OBJ_ARRAY = 1, OBJ_MIPMAP, OBJ_VMM };
+enum obj_kind { OBJ_ARRAY = 1, OBJ_MIPMAP, OBJ_VMM, OBJ_VMM_IMPORT, OBJ_EXT };
 
 struct obj {
         uint32_t magic;
@@ -74,7 +76,8 @@ static CUresult obj_new(enum obj_kind kind, unsigned gpu, uint64_t bytes, struct
         struct obj *o = calloc(1, sizeof *o);
         if (!o)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = charge(gpu, bytes);
+        bool charged = kind == OBJ_ARRAY || kind == OBJ_MIPMAP || kind == OBJ_VMM;
+        CUresult r = charged ? sim_mem_charge(gpu, bytes) : CUDA_SUCCESS;
         if (r != CUDA_SUCCESS) {
                 free(o);
                 return r;
@@ -95,13 +98,14 @@ static CUresult obj_destroy(const void *handle, enum obj_kind kind) {
         while (*pp && (const void *)*pp != handle)
                 pp = &(*pp)->next;
         struct obj *o = *pp;
-        if (!o || o->kind != kind) {
+        if (!o || (o->kind != kind && !(kind == OBJ_VMM && o->kind == OBJ_VMM_IMPORT))) {
                 pthread_mutex_unlock(&obj_lock);
                 return CUDA_ERROR_INVALID_HANDLE;
         }
         *pp = o->next;
         pthread_mutex_unlock(&obj_lock);
-        uncharge(o->gpu, o->bytes);
+        if (o->kind == OBJ_ARRAY || o->kind == OBJ_MIPMAP || o->kind == OBJ_VMM)
+                sim_mem_uncharge(o->gpu, o->bytes); /* imported objects are someone else's memory */
         o->magic = 0;
         free(o);
         return CUDA_SUCCESS;
@@ -157,28 +161,217 @@ _public_ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned
         return sim_cuda_mem_alloc(dptr, bytesize, false);
 }
 
-/* Stream-ordered allocations complete at once: the simulated streams have no pending copies. */
+/*
+ * Stream-ordered pools. Each process has one default pool per GPU (cuDeviceGetDefaultMemPool, also the
+ * current pool). A pool charges the node state for what it RESERVES, not per allocation: an allocation
+ * is served from the pool's idle memory when there is enough (no fragmentation is simulated), else the
+ * pool grows. cuMemFreeAsync gives the bytes back to the pool, which keeps them reserved until a
+ * synchronisation (cuCtxSynchronize, cuStreamSynchronize) releases what exceeds its release threshold
+ * (default 0), or cuMemPoolTrimTo. Allocations complete at once: the simulated streams have no copies.
+ *
+ * Graph memory (the memory nodes of cuda-launch.c) works the same way with one graph pool per GPU,
+ * filled at launch and released only by cuDeviceGraphMemTrim.
+ */
+#define POOL_MAGIC 0x4c4f4f50u /* "POOL" */
+#define POOL_VA_BASE 0x500000000000ULL
+#define POOL_VA_END 0x600000000000ULL
+
+struct CUmemPoolHandle_st {
+        uint32_t magic;
+        unsigned gpu;
+        uint64_t reserved, used, threshold;
+};
+
+/* Device pointers that are not cuda.c's: pool allocations, graph allocations, imported IPC mappings. */
+enum ptr_kind { PTR_POOL = 1, PTR_GRAPH, PTR_IPC };
+
+struct ptr_rec {
+        CUdeviceptr ptr;
+        uint64_t bytes;
+        unsigned gpu;
+        enum ptr_kind kind;
+        bool live;                       /* graph allocations: allocated by a launch, not freed yet */
+        struct CUmemPoolHandle_st *pool; /* PTR_POOL */
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* pools, graph pools, ptr records */
+static struct CUmemPoolHandle_st default_pool[TOPO_MAX_GPUS];
+static struct {
+        uint64_t reserved, used;
+} graph_pool[TOPO_MAX_GPUS];
+static struct ptr_rec *recs;
+static size_t n_recs, cap_recs;
+static uint64_t va_next = POOL_VA_BASE;
+
+static struct CUmemPoolHandle_st *pool_of_gpu(unsigned gpu) {
+        struct CUmemPoolHandle_st *p = &default_pool[gpu];
+        if (p->magic != POOL_MAGIC)
+                *p = (struct CUmemPoolHandle_st){ .magic = POOL_MAGIC, .gpu = gpu };
+        return p;
+}
+
+static bool pool_valid(CUmemoryPool p) {
+        uintptr_t a = (uintptr_t)p, lo = (uintptr_t)default_pool, hi = (uintptr_t)(default_pool + TOPO_MAX_GPUS);
+        return a >= lo && a < hi && (a - lo) % sizeof default_pool[0] == 0 && p->magic == POOL_MAGIC;
+}
+
+/* A fresh range of simulated address space and its record; pool_lock held. */
+static CUresult rec_add_locked(enum ptr_kind kind, unsigned gpu, uint64_t bytes, struct ptr_rec **ret) {
+        uint64_t span = (bytes + 511) & ~511ULL;
+        if (span < bytes || span > POOL_VA_END - va_next)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        if (n_recs == cap_recs) {
+                size_t cap = cap_recs ? cap_recs * 2 : 64;
+                struct ptr_rec *r = realloc(recs, cap * sizeof *r);
+                if (!r)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                recs = r;
+                cap_recs = cap;
+        }
+        struct ptr_rec *r = &recs[n_recs++];
+        *r = (struct ptr_rec){ .ptr = va_next, .bytes = bytes, .gpu = gpu, .kind = kind };
+        va_next += span;
+        *ret = r;
+        return CUDA_SUCCESS;
+}
+
+static struct ptr_rec *rec_find_locked(CUdeviceptr p, bool inside) {
+        for (size_t i = 0; i < n_recs; i++)
+                if (recs[i].ptr == p || (inside && p > recs[i].ptr && p < recs[i].ptr + recs[i].bytes))
+                        return &recs[i];
+        return NULL;
+}
+
+static void rec_del_locked(struct ptr_rec *r) {
+        *r = recs[--n_recs];
+}
+
+/* Serve `bytes` from a pool's idle memory or grow it (charging the node); pool_lock held. */
+static CUresult pool_take_locked(unsigned gpu, uint64_t *reserved, uint64_t *used, uint64_t bytes) {
+        uint64_t idle = *reserved - *used;
+        if (idle < bytes) {
+                CUresult r = sim_mem_charge(gpu, bytes - idle);
+                if (r != CUDA_SUCCESS)
+                        return r;
+                *reserved += bytes - idle;
+        }
+        *used += bytes;
+        return CUDA_SUCCESS;
+}
+
+/* Give back to the device what a pool reserves beyond max(used, keep); pool_lock held. */
+static void pool_release_locked(unsigned gpu, uint64_t *reserved, uint64_t used, uint64_t keep) {
+        uint64_t floor = MAX(used, keep);
+        if (*reserved > floor) {
+                sim_mem_uncharge(gpu, *reserved - floor);
+                *reserved = floor;
+        }
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!dptr || bytes == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        unsigned gpu;
+        CUresult r = current_gpu(&gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&pool_lock);
+        struct CUmemPoolHandle_st *p = pool ? pool : pool_of_gpu(gpu);
+        if (pool && !pool_valid(pool))
+                r = CUDA_ERROR_INVALID_VALUE;
+        struct ptr_rec *rec = NULL;
+        if (r == CUDA_SUCCESS)
+                r = pool_take_locked(p->gpu, &p->reserved, &p->used, bytes);
+        if (r == CUDA_SUCCESS) {
+                r = rec_add_locked(PTR_POOL, p->gpu, bytes, &rec);
+                if (r == CUDA_SUCCESS) {
+                        rec->pool = p;
+                        *dptr = rec->ptr;
+                } else
+                        p->used -= bytes;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+CUresult sim_mem_free_other(CUdeviceptr dptr) {
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = rec_find_locked(dptr, false);
+        CUresult res = CUDA_ERROR_INVALID_VALUE;
+        if (r && r->kind == PTR_POOL) {
+                r->pool->used -= MIN(r->pool->used, r->bytes); /* stays reserved: cached by the pool */
+                rec_del_locked(r);
+                res = CUDA_SUCCESS;
+        } else if (r && r->kind == PTR_GRAPH && r->live) {
+                graph_pool[r->gpu].used -= MIN(graph_pool[r->gpu].used, r->bytes);
+                r->live = false;
+                res = CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return res;
+}
+
+CUresult sim_mem_range_other(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size) {
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = rec_find_locked(dptr, true);
+        if (r) {
+                *ret_base = r->ptr;
+                *ret_size = r->bytes;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+void sim_mem_sync(unsigned gpu) {
+        pthread_mutex_lock(&pool_lock);
+        struct CUmemPoolHandle_st *p = pool_of_gpu(gpu);
+        pool_release_locked(gpu, &p->reserved, p->used, p->threshold);
+        pthread_mutex_unlock(&pool_lock);
+}
+
+CUresult sim_graph_mem_reserve(unsigned gpu, uint64_t bytes, CUdeviceptr *ret) {
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = NULL;
+        CUresult res = rec_add_locked(PTR_GRAPH, gpu, bytes, &r);
+        if (res == CUDA_SUCCESS)
+                *ret = r->ptr;
+        pthread_mutex_unlock(&pool_lock);
+        return res;
+}
+
+CUresult sim_graph_mem_alloc(CUdeviceptr ptr) {
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = rec_find_locked(ptr, false);
+        CUresult res = CUDA_ERROR_INVALID_VALUE; /* also: relaunch before the last launch's allocation was freed */
+        if (r && r->kind == PTR_GRAPH && !r->live) {
+                res = pool_take_locked(r->gpu, &graph_pool[r->gpu].reserved, &graph_pool[r->gpu].used, r->bytes);
+                r->live = res == CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return res;
+}
+
 _public_ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
         (void)hStream;
-        return sim_cuda_mem_alloc(dptr, bytesize, false);
+        return pool_alloc(dptr, bytesize, NULL);
 }
 
 _public_ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
         (void)hStream;
-        return sim_cuda_mem_alloc(dptr, bytesize, false);
+        return pool_alloc(dptr, bytesize, NULL);
 }
 
 _public_ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-        (void)pool;
         (void)hStream;
-        return sim_cuda_mem_alloc(dptr, bytesize, false);
+        return pool_alloc(dptr, bytesize, pool);
 }
 
 _public_ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                CUstream hStream) {
-        (void)pool;
         (void)hStream;
-        return sim_cuda_mem_alloc(dptr, bytesize, false);
+        return pool_alloc(dptr, bytesize, pool);
 }
 
 _public_ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -192,9 +385,105 @@ _public_ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 }
 
 _public_ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-        (void)pool;
-        (void)minBytesToKeep;
-        return CUDA_SUCCESS; /* freed pool memory goes back at once here */
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        pthread_mutex_lock(&pool_lock);
+        CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+                pool_release_locked(pool->gpu, &pool->reserved, pool->used, minBytesToKeep);
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+_public_ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!value)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&pool_lock);
+        CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+                switch (attr) {
+                case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = pool->threshold; break;
+                case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+                case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = pool->reserved; break;
+                case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+                case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = pool->used; break;
+                default: r = CUDA_ERROR_NOT_SUPPORTED; break;
+                }
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+_public_ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!value)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&pool_lock);
+        CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+                if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+                        pool->threshold = *(cuuint64_t *)value;
+                else
+                        r = CUDA_ERROR_NOT_SUPPORTED;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+static CUresult device_pool(CUmemoryPool *pool_out, CUdevice dev) {
+        if (!pool_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        unsigned gpu;
+        CUresult r = sim_cuda_gpu_of(dev, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&pool_lock);
+        *pool_out = pool_of_gpu(gpu);
+        pthread_mutex_unlock(&pool_lock);
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+        return device_pool(pool_out, dev);
+}
+
+_public_ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+        return device_pool(pool, dev);
+}
+
+/* ---- graph memory (the per-GPU graph pool; nodes live in cuda-launch.c) ---- */
+
+_public_ CUresult cuDeviceGraphMemTrim(CUdevice device) {
+        unsigned gpu;
+        CUresult r = sim_cuda_gpu_of(device, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&pool_lock);
+        pool_release_locked(gpu, &graph_pool[gpu].reserved, graph_pool[gpu].used, 0);
+        pthread_mutex_unlock(&pool_lock);
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value) {
+        unsigned gpu;
+        CUresult r = sim_cuda_gpu_of(device, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (!value)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&pool_lock);
+        switch (attr) {
+        case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].used; break;
+        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].reserved; break;
+        default: r = CUDA_ERROR_INVALID_VALUE; break;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
 }
 
 /* ---- virtual memory management ---- */
@@ -224,6 +513,120 @@ _public_ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         if (r == CUDA_SUCCESS)
                 *handle = (CUmemGenericAllocationHandle)(uintptr_t)o;
         return r;
+}
+
+/* Ordinal of a node GPU in this process (CUDA_VISIBLE_DEVICES may reorder), -1 when not visible. */
+static int ordinal_of(unsigned gpu) {
+        unsigned g;
+        for (int d = 0; d < TOPO_MAX_GPUS; d++)
+                if (sim_cuda_gpu_of(d, &g) == CUDA_SUCCESS && g == gpu)
+                        return d;
+        return -1;
+}
+
+/* A VMM handle shared as a fabric handle (a 64-byte value: no file descriptor to pass). */
+#define SHARE_MAGIC 0x45524853u /* "SHRE" */
+struct share {
+        uint32_t magic;
+        uint32_t pid;
+        uint32_t gpu;
+        uint32_t pad;
+        uint64_t bytes;
+};
+_Static_assert(sizeof(struct share) <= sizeof(CUmemFabricHandle), "fits a fabric handle");
+
+static struct obj *obj_find(const void *handle) {
+        pthread_mutex_lock(&obj_lock);
+        struct obj *o = objs;
+        while (o && (const void *)o != handle)
+                o = o->next;
+        pthread_mutex_unlock(&obj_lock);
+        return o;
+}
+
+_public_ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                               CUmemAllocationHandleType handleType, unsigned long long flags) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!shareableHandle || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
+                return CUDA_ERROR_INVALID_VALUE; /* the simulator shares fabric handles only */
+        struct obj *o = obj_find((const void *)(uintptr_t)handle);
+        if (!o || o->kind != OBJ_VMM)
+                return CUDA_ERROR_INVALID_HANDLE;
+        CUmemFabricHandle fh;
+        memset(&fh, 0, sizeof fh);
+        struct share sh = { SHARE_MAGIC, sim_cuda_self()->pid, o->gpu, 0, o->bytes };
+        memcpy(fh.data, &sh, sizeof sh);
+        memcpy(shareableHandle, &fh, sizeof fh);
+        return CUDA_SUCCESS;
+}
+
+/* The imported handle refers to the exporter's memory: nothing more is charged on the GPU. */
+_public_ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                 CUmemAllocationHandleType shHandleType) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!handle || !osHandle || shHandleType != CU_MEM_HANDLE_TYPE_FABRIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct share sh;
+        memcpy(&sh, osHandle, sizeof sh);
+        if (sh.magic != SHARE_MAGIC || sh.gpu >= TOPO_MAX_GPUS || sh.bytes == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (kill((pid_t)sh.pid, 0) < 0 && errno == ESRCH)
+                return CUDA_ERROR_INVALID_VALUE; /* the exporter is gone, and its memory with it */
+        struct obj *o;
+        CUresult r = obj_new(OBJ_VMM_IMPORT, sh.gpu, sh.bytes, &o);
+        if (r == CUDA_SUCCESS)
+                *handle = (CUmemGenericAllocationHandle)(uintptr_t)o;
+        return r;
+}
+
+_public_ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!prop)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct obj *o = obj_find((const void *)(uintptr_t)handle);
+        if (!o || (o->kind != OBJ_VMM && o->kind != OBJ_VMM_IMPORT))
+                return CUDA_ERROR_INVALID_HANDLE;
+        memset(prop, 0, sizeof *prop);
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = ordinal_of(o->gpu);
+        return CUDA_SUCCESS;
+}
+
+#define VMM_VA_BASE 0x600000000000ULL
+static uint64_t vmm_va_next = VMM_VA_BASE;
+
+_public_ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                      unsigned long long flags) {
+        (void)alignment, (void)addr;
+        if (!ptr || size == 0 || size % VMM_GRANULARITY || flags)
+                return CUDA_ERROR_INVALID_VALUE;
+        *ptr = __atomic_fetch_add(&vmm_va_next, size, __ATOMIC_RELAXED); /* address space only */
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+        return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Mapping costs no memory of its own: the handle's bytes are charged (or are the exporter's). */
+_public_ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                           unsigned long long flags) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        struct obj *o = obj_find((const void *)(uintptr_t)handle);
+        if (!o || (o->kind != OBJ_VMM && o->kind != OBJ_VMM_IMPORT))
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (!ptr || size == 0 || offset || flags || size > o->bytes)
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 _public_ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -325,6 +728,110 @@ _public_ CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
         return obj_destroy((const void *)hMipmappedArray, OBJ_MIPMAP);
 }
 
+/* ---- IPC memory handles ---- */
+
+#define IPC_MAGIC 0x43504953u /* "SIPC" */
+struct ipc {
+        uint32_t magic;
+        uint32_t pid;
+        uint32_t gpu;
+        uint32_t pad;
+        uint64_t base;
+        uint64_t bytes;
+};
+_Static_assert(sizeof(struct ipc) <= sizeof(CUipcMemHandle), "fits an IPC handle");
+
+_public_ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pHandle)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUdeviceptr base;
+        uint64_t bytes;
+        unsigned gpu;
+        CUresult r = sim_cuda_range(dptr, &base, &bytes, &gpu); /* cuMemAlloc memory only, as in CUDA */
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct ipc h = { IPC_MAGIC, sim_cuda_self()->pid, gpu, 0, base, bytes };
+        memset(pHandle, 0, sizeof *pHandle);
+        memcpy(pHandle->reserved, &h, sizeof h);
+        return CUDA_SUCCESS;
+}
+
+/* Map another process's allocation: address space here, the memory stays the exporter's. */
+static CUresult ipc_open(CUdeviceptr *pdptr, const CUipcMemHandle *handle, unsigned int flags) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pdptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+                return CUDA_ERROR_INVALID_VALUE;
+        struct ipc h;
+        memcpy(&h, handle->reserved, sizeof h);
+        if (h.magic != IPC_MAGIC || h.bytes == 0 || h.gpu >= TOPO_MAX_GPUS)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (h.pid == sim_cuda_self()->pid)
+                return CUDA_ERROR_INVALID_CONTEXT; /* a process cannot open its own handle */
+        if (kill((pid_t)h.pid, 0) < 0 && errno == ESRCH)
+                return CUDA_ERROR_INVALID_VALUE;
+        unsigned gpu;
+        CUresult r = current_gpu(&gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *rec = NULL;
+        r = rec_add_locked(PTR_IPC, h.gpu, h.bytes, &rec);
+        if (r == CUDA_SUCCESS)
+                *pdptr = rec->ptr;
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+_public_ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        return ipc_open(pdptr, &handle, Flags);
+}
+
+_public_ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        return ipc_open(pdptr, &handle, Flags);
+}
+
+_public_ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = rec_find_locked(dptr, false);
+        CUresult res = r && r->kind == PTR_IPC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (res == CUDA_SUCCESS)
+                rec_del_locked(r);
+        pthread_mutex_unlock(&pool_lock);
+        return res;
+}
+
+/* ---- external memory: another API's allocation, mapped here (nothing more charged on the GPU) ---- */
+
+_public_ CUresult cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *desc) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!extMem_out || !desc || desc->size == 0 || desc->flags & ~(unsigned)CUDA_EXTERNAL_MEMORY_DEDICATED ||
+            desc->type != CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD || desc->handle.fd < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        unsigned gpu;
+        CUresult r = current_gpu(&gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct obj *o;
+        r = obj_new(OBJ_EXT, gpu, desc->size, &o);
+        if (r != CUDA_SUCCESS)
+                return r;
+        close(desc->handle.fd); /* on success the driver owns the descriptor */
+        *extMem_out = (CUexternalMemory)(void *)o;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDestroyExternalMemory(CUexternalMemory extMem) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return obj_destroy((const void *)extMem, OBJ_EXT);
+}
+
 /* ---- cuGetProcAddress ---- */
 
 void *sim_proc_lookup(const struct sim_proc_entry *t, size_t n, const char *symbol, int version, cuuint64_t flags,
@@ -355,6 +862,25 @@ static const struct sim_proc_entry mem_procs[] = {
         { "cuMemFreeAsync", 11020, false, (void *)cuMemFreeAsync },
         { "cuMemFreeAsync", 11020, true, (void *)cuMemFreeAsync_ptsz },
         { "cuMemPoolTrimTo", 11020, false, (void *)cuMemPoolTrimTo },
+        { "cuMemPoolGetAttribute", 11020, false, (void *)cuMemPoolGetAttribute },
+        { "cuMemPoolSetAttribute", 11020, false, (void *)cuMemPoolSetAttribute },
+        { "cuDeviceGetDefaultMemPool", 11020, false, (void *)cuDeviceGetDefaultMemPool },
+        { "cuDeviceGetMemPool", 11020, false, (void *)cuDeviceGetMemPool },
+        { "cuDeviceGraphMemTrim", 11040, false, (void *)cuDeviceGraphMemTrim },
+        { "cuDeviceGetGraphMemAttribute", 11040, false, (void *)cuDeviceGetGraphMemAttribute },
+        { "cuIpcGetMemHandle", 4010, false, (void *)cuIpcGetMemHandle },
+        { "cuIpcOpenMemHandle", 4010, false, (void *)cuIpcOpenMemHandle },
+        { "cuIpcOpenMemHandle", 11000, false, (void *)cuIpcOpenMemHandle_v2 },
+        { "cuIpcCloseMemHandle", 4010, false, (void *)cuIpcCloseMemHandle },
+        { "cuMemExportToShareableHandle", 10020, false, (void *)cuMemExportToShareableHandle },
+        { "cuMemImportFromShareableHandle", 10020, false, (void *)cuMemImportFromShareableHandle },
+        { "cuMemGetAllocationPropertiesFromHandle", 10020, false, (void *)cuMemGetAllocationPropertiesFromHandle },
+        { "cuMemAddressReserve", 10020, false, (void *)cuMemAddressReserve },
+        { "cuMemAddressFree", 10020, false, (void *)cuMemAddressFree },
+        { "cuMemMap", 10020, false, (void *)cuMemMap },
+        { "cuMemUnmap", 10020, false, (void *)cuMemUnmap },
+        { "cuImportExternalMemory", 10000, false, (void *)cuImportExternalMemory },
+        { "cuDestroyExternalMemory", 10000, false, (void *)cuDestroyExternalMemory },
         { "cuMemGetAllocationGranularity", 10020, false, (void *)cuMemGetAllocationGranularity },
         { "cuMemCreate", 10020, false, (void *)cuMemCreate },
         { "cuMemRelease", 10020, false, (void *)cuMemRelease },

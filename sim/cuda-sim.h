@@ -34,6 +34,26 @@ SIM_HIDDEN const char *sim_cuda_node_path(void);
 SIM_HIDDEN struct sim_state *sim_cuda_state(void);
 SIM_HIDDEN const struct sim_identity *sim_cuda_self(void);
 
+/* The allocation of this process that contains dptr (cuMemAlloc family): base, size, node GPU. */
+SIM_HIDDEN CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu);
+
+/* ---- provided by cuda-mem.c ---- */
+
+/* Charge / give back bytes of the calling process on node GPU gpu (checked against capacity). */
+SIM_HIDDEN CUresult sim_mem_charge(unsigned gpu, uint64_t bytes);
+SIM_HIDDEN void sim_mem_uncharge(unsigned gpu, uint64_t bytes);
+/* cuMemFree of a pointer that is not cuda.c's: pool allocations (back to their pool) and graph
+ * allocations (back to the graph pool). CUDA_ERROR_INVALID_VALUE when it is neither. */
+SIM_HIDDEN CUresult sim_mem_free_other(CUdeviceptr dptr);
+/* cuMemGetAddressRange for those pointers and imported IPC mappings. */
+SIM_HIDDEN CUresult sim_mem_range_other(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size);
+/* A synchronisation on node GPU gpu: pools release what exceeds their release threshold. */
+SIM_HIDDEN void sim_mem_sync(unsigned gpu);
+/* Graph memory nodes: an address for a node's allocation (at node creation), and its allocation from
+ * the GPU's graph pool at launch (CUDA_ERROR_INVALID_VALUE while the last launch's is not freed). */
+SIM_HIDDEN CUresult sim_graph_mem_reserve(unsigned gpu, uint64_t bytes, CUdeviceptr *ret);
+SIM_HIDDEN CUresult sim_graph_mem_alloc(CUdeviceptr ptr);
+
 /* ---- provided by cuda-mem.c and cuda-launch.c ---- */
 
 /* cuGetProcAddress for the entry points of those files: the variant of `symbol` introduced at or

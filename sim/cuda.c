@@ -517,7 +517,7 @@ _public_ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePa
         return ctx_create(pctx, dev);
 }
 
-_public_ CUresult cuCtxDestroy_v2(CUcontext ctx) {
+static CUresult ctx_destroy(CUcontext ctx) {
         CHECK_INIT();
         pthread_mutex_lock(&lock);
         CUresult r = ctx_check_locked(ctx);
@@ -541,9 +541,90 @@ _public_ CUresult cuCtxDestroy_v2(CUcontext ctx) {
         return r;
 }
 
-_public_ CUresult cuCtxDestroy(CUcontext ctx) {
-        return cuCtxDestroy_v2(ctx);
+_public_ CUresult cuCtxDestroy_v2(CUcontext ctx) {
+        return ctx_destroy(ctx);
 }
+
+_public_ CUresult cuCtxDestroy(CUcontext ctx) {
+        return ctx_destroy(ctx);
+}
+
+/* ---- green contexts: a created context with a share of the SMs (the share is not simulated) ---- */
+
+#define GREEN_MAGIC 0x4e455247u /* "GREN" */
+
+struct CUgreenCtx_st {
+        uint32_t magic;
+        CUcontext ctx;
+};
+
+struct CUdevResourceDesc_st {
+        uint32_t magic;
+        unsigned sms;
+};
+
+static struct CUdevResourceDesc_st resource_desc = { GREEN_MAGIC, 0 };
+
+_public_ CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type) {
+        CHECK_INIT();
+        if (!resource || type != CU_DEV_RESOURCE_TYPE_SM)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!dev_valid(device))
+                return CUDA_ERROR_INVALID_DEVICE;
+        memset(resource, 0, sizeof *resource);
+        resource->type = CU_DEV_RESOURCE_TYPE_SM;
+        resource->sm.smCount = gpu_of(device)->sm_count;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                            unsigned int nbResources) {
+        if (!phDesc || !resources || nbResources == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        *phDesc = &resource_desc; /* one shared description: the partition is not simulated */
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
+        CHECK_INIT();
+        if (!phCtx || desc != &resource_desc || flags != CU_GREEN_CTX_DEFAULT_STREAM)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct CUgreenCtx_st *gc = calloc(1, sizeof *gc);
+        if (!gc)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUcontext was = current, c = NULL;
+        CUresult r = ctx_create(&c, dev);
+        current = was; /* unlike cuCtxCreate, a green context is not made current */
+        if (r != CUDA_SUCCESS) {
+                free(gc);
+                return r;
+        }
+        *gc = (struct CUgreenCtx_st){ GREEN_MAGIC, c };
+        *phCtx = gc;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx) {
+        CHECK_INIT();
+        if (!pContext || !hCtx || hCtx->magic != GREEN_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        *pContext = hCtx->ctx;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
+        CHECK_INIT();
+        if (!hCtx || hCtx->magic != GREEN_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        CUresult r = ctx_destroy(hCtx->ctx);
+        if (r == CUDA_SUCCESS) {
+                hCtx->magic = 0;
+                free(hCtx);
+        }
+        return r;
+}
+
+
 
 _public_ CUresult cuCtxSetCurrent(CUcontext ctx) {
         CHECK_INIT();
@@ -595,8 +676,10 @@ _public_ CUresult cuCtxSynchronize(void) {
         CUresult r = current_locked(&c);
         unsigned gpu = c ? visible[c->ordinal] : 0;
         pthread_mutex_unlock(&lock);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 sim_launch_sync(gpu); /* cuda-launch.c: wait for this process's kernels */
+                sim_mem_sync(gpu);    /* cuda-mem.c: pools release what exceeds their threshold */
+        }
         return r;
 }
 
@@ -694,7 +777,26 @@ _public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
                 break;
         }
         pthread_mutex_unlock(&lock);
+        if (r != CUDA_SUCCESS)
+                r = sim_mem_free_other(dptr); /* pool and graph allocations (cuda-mem.c) */
         return r;
+}
+
+_public_ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+        CHECK_INIT();
+        CUdeviceptr base;
+        uint64_t size;
+        unsigned gpu;
+        CUresult r = sim_cuda_range(dptr, &base, &size, &gpu);
+        if (r != CUDA_SUCCESS)
+                r = sim_mem_range_other(dptr, &base, &size);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (pbase)
+                *pbase = base;
+        if (psize)
+                *psize = (size_t)size;
+        return CUDA_SUCCESS;
 }
 
 _public_ CUresult cuMemFree(CUdeviceptr_v1 dptr) {
@@ -808,6 +910,12 @@ static const struct proc_entry proc_table[] = {
         { "cuMemFree", 2000, (void *)cuMemFree },
         { "cuMemFree", 3020, (void *)cuMemFree_v2 },
         { "cuMemGetInfo", 2000, (void *)cuMemGetInfo },
+        { "cuMemGetAddressRange", 3020, (void *)cuMemGetAddressRange_v2 },
+        { "cuDeviceGetDevResource", 12040, (void *)cuDeviceGetDevResource },
+        { "cuDevResourceGenerateDesc", 12040, (void *)cuDevResourceGenerateDesc },
+        { "cuGreenCtxCreate", 12040, (void *)cuGreenCtxCreate },
+        { "cuGreenCtxDestroy", 12040, (void *)cuGreenCtxDestroy },
+        { "cuCtxFromGreenCtx", 12040, (void *)cuCtxFromGreenCtx },
         { "cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2 },
         { "cuGetErrorString", 6000, (void *)cuGetErrorString },
         { "cuGetErrorName", 6000, (void *)cuGetErrorName },
@@ -883,6 +991,22 @@ CUresult sim_cuda_mem_alloc(CUdeviceptr *dptr, uint64_t bytes, bool legacy) {
 
 /* Bound inside this library: a call never lands on an interposer's cuMemFree_v2. */
 CUresult sim_cuda_mem_free(CUdeviceptr dptr) __attribute__((alias("cuMemFree_v2")));
+
+CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu) {
+        CHECK_INIT();
+        pthread_mutex_lock(&lock);
+        CUresult r = CUDA_ERROR_NOT_FOUND;
+        for (size_t i = 0; i < n_allocs; i++)
+                if (dptr >= allocs[i].ptr && dptr < allocs[i].ptr + allocs[i].size) {
+                        *ret_base = allocs[i].ptr;
+                        *ret_size = allocs[i].size;
+                        *ret_gpu = allocs[i].gpu;
+                        r = CUDA_SUCCESS;
+                        break;
+                }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
 
 const struct topo *sim_cuda_node(void) {
         return &node;

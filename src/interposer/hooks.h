@@ -38,7 +38,26 @@
         X(cuArray3DCreate, cuArray3DCreate, 2000, 0)                             \
         X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                          \
         X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)               \
-        X(cuExternalMemoryGetMappedBuffer, cuExternalMemoryGetMappedBuffer, 10000, 0) \
+        /* memory: imported (charged to the importing container too, see docs/interposer.md) */ \
+        X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)                       \
+        X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000, 0)                   \
+        X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                     \
+        X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
+        X(cuMemMap, cuMemMap, 10020, 0)                                          \
+        X(cuImportExternalMemory, cuImportExternalMemory, 10000, 0)              \
+        X(cuDestroyExternalMemory, cuDestroyExternalMemory, 10000, 0)            \
+        /* memory: stream-ordered pools (what a pool keeps cached counts) */     \
+        X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                            \
+        X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                          \
+        X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                            \
+        /* memory: graph memory nodes (charged at instantiation, kept until trimmed) */ \
+        X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                      \
+        X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                   \
+        X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)    \
+        X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)  \
+        X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, GS_PTSZ) \
+        X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                      \
+        X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)                  \
         /* memory: frees */                                                      \
         X(cuMemFree, cuMemFree, 2000, 0)                                         \
         X(cuMemFree_v2, cuMemFree, 3020, 0)                                      \
@@ -59,6 +78,8 @@
         X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                 \
         X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                                   \
         X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                \
+        X(cuGreenCtxCreate, cuGreenCtxCreate, 12040, 0)                          \
+        X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, 0)                        \
         /* memory: queries */                                                    \
         X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                   \
         X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                \
@@ -88,7 +109,16 @@
         X(cuCtxPushCurrent_v2)    \
         X(cuCtxPopCurrent_v2)     \
         X(cuMemGetAddressRange_v2) \
-        X(cuMemPoolGetAttribute)
+        X(cuMemPoolGetAttribute)  \
+        X(cuDeviceGetMemPool)     \
+        X(cuDeviceGetDefaultMemPool) \
+        X(cuDeviceGetGraphMemAttribute) \
+        X(cuGraphGetNodes)        \
+        X(cuGraphNodeGetType)     \
+        X(cuGraphMemAllocNodeGetParams) \
+        X(cuGraphChildGraphNodeGetGraph) \
+        X(cuMemGetAllocationPropertiesFromHandle) \
+        X(cuCtxFromGreenCtx)
 
 /* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */
 #define GS_NVML_HOOKS(X)                 \

@@ -148,6 +148,15 @@ static struct {
         int li; /* -1: not charged */
 } created[256];
 
+/* Memory held without an allocation of its own behind it (see "memory accounting"). */
+static uint64_t pool_cached[GS_MAX_DEVICES], graph_live[GS_MAX_DEVICES], graph_retained[GS_MAX_DEVICES];
+#define GS_USER_POOLS 32
+static struct {
+        CUmemoryPool pool;
+        int li1; /* limits index + 1; 0 = not known yet */
+} user_pools[GS_USER_POOLS];
+static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_done; /* atomic: skips pthread_once on the fast path */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -271,6 +280,11 @@ static void atfork_child(void) {
         memset(primary_ctx, 0, sizeof primary_ctx);
         memset(created, 0, sizeof created);
         pthread_mutex_init(&ctx_lock, NULL);
+        memset(pool_cached, 0, sizeof pool_cached);
+        memset(graph_live, 0, sizeof graph_live);
+        memset(graph_retained, 0, sizeof graph_retained);
+        memset(user_pools, 0, sizeof user_pools);
+        pthread_mutex_init(&settle_lock, NULL);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
                 g.mode = GS_MODE_FAILED;
@@ -417,12 +431,188 @@ static inline int mem_li(int li) {
 
 /* ---- memory accounting ---- */
 
-static inline bool charge(int li, uint64_t bytes) {
+/*
+ * Memory this process holds that no live allocation of its own stands for (per limits index, atomics):
+ *   pool_cached    — freed to a stream-ordered pool and still reserved by it: counted from the free until
+ *                    the pools' RESERVED − USED (asked of the driver) says it went back to the device;
+ *   graph_live     — what the memory nodes of live executable graphs need (charged at instantiation);
+ *   graph_retained — graph memory of destroyed execs: the driver keeps it reserved (allocations may
+ *                    outlive their graph) until cuDeviceGraphMemTrim, then RESERVED_MEM_CURRENT says.
+ * Settling against the driver happens only on slow paths (a charge that does not fit, a memory query
+ * while something is held, a trim), so the allocation and free fast paths stay one CAS / one add.
+ * (The variables are declared with the other state, above.)
+ */
+
+static inline bool reserve(int li, uint64_t bytes) {
         return gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0;
 }
 
 static inline void refund(int li, uint64_t bytes) {
-        gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
+        if (bytes)
+                gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
+}
+
+/* Sum RESERVED and USED over the stream-ordered pools this process can allocate from on limits index li:
+ * each mapped device's current and default pool, and the pools it created or named. */
+static void pools_usage(int li, uint64_t *ret_reserved, uint64_t *ret_used) {
+        CUmemoryPool seen[GS_USER_POOLS + 2 * GS_MAX_ORDINALS];
+        unsigned n = 0;
+        for (unsigned d = 0; d < g.n_ordinals; d++) {
+                CUmemoryPool p;
+                if (g.dev_li[d] != li)
+                        continue;
+                if (real.cuDeviceGetMemPool && real.cuDeviceGetMemPool(&p, (CUdevice)d) == CUDA_SUCCESS && p)
+                        seen[n++] = p;
+                if (real.cuDeviceGetDefaultMemPool && real.cuDeviceGetDefaultMemPool(&p, (CUdevice)d) == CUDA_SUCCESS &&
+                    p)
+                        seen[n++] = p;
+        }
+        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
+                CUmemoryPool p = __atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE);
+                if (p && __atomic_load_n(&user_pools[k].li1, __ATOMIC_ACQUIRE) == li + 1)
+                        seen[n++] = p;
+        }
+        uint64_t r = 0, u = 0;
+        for (unsigned i = 0; i < n && real.cuMemPoolGetAttribute; i++) {
+                bool dup = false;
+                for (unsigned j = 0; j < i; j++)
+                        dup |= seen[j] == seen[i];
+                cuuint64_t v = 0;
+                if (dup)
+                        continue;
+                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+                        r += v;
+                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+                        u += v;
+        }
+        *ret_reserved = r;
+        *ret_used = u;
+}
+
+/* Graph memory the driver keeps reserved on limits index li (every mapped device). */
+static uint64_t graph_reserved(int li) {
+        uint64_t sum = 0;
+        for (unsigned d = 0; d < g.n_ordinals; d++) {
+                cuuint64_t v = 0;
+                if (g.dev_li[d] == li && real.cuDeviceGetGraphMemAttribute &&
+                    real.cuDeviceGetGraphMemAttribute((CUdevice)d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) ==
+                            CUDA_SUCCESS)
+                        sum += v;
+        }
+        return sum;
+}
+
+/* Lower *cell from `seen` to `desired` (refunding the difference) unless someone changed it meanwhile. */
+static bool lower_to(int li, uint64_t *cell, uint64_t seen, uint64_t desired) {
+        if (desired >= seen)
+                return true; /* never raised here: what is counted stays counted */
+        if (!__atomic_compare_exchange_n(cell, &seen, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return false;
+        refund(li, seen - desired);
+        return true;
+}
+
+/* Slow path: give back what pools and graph memory no longer hold, as the driver reports it. */
+static void settle(int li) {
+        nested++;
+        pthread_mutex_lock(&settle_lock);
+        for (int tries = 0; tries < 4; tries++) {
+                uint64_t seen = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE), r, u;
+                if (!seen)
+                        break;
+                pools_usage(li, &r, &u);
+                if (lower_to(li, &pool_cached[li], seen, r > u ? r - u : 0))
+                        break;
+        }
+        for (int tries = 0; tries < 4; tries++) {
+                uint64_t seen = __atomic_load_n(&graph_retained[li], __ATOMIC_ACQUIRE);
+                if (!seen)
+                        break;
+                uint64_t r = graph_reserved(li), live = __atomic_load_n(&graph_live[li], __ATOMIC_ACQUIRE);
+                if (lower_to(li, &graph_retained[li], seen, r > live ? r - live : 0))
+                        break;
+        }
+        pthread_mutex_unlock(&settle_lock);
+        nested--;
+}
+
+static inline bool holds_unbacked(int li) {
+        return __atomic_load_n(&pool_cached[li], __ATOMIC_RELAXED) ||
+               __atomic_load_n(&graph_retained[li], __ATOMIC_RELAXED);
+}
+
+static bool charge_slow(int li, uint64_t bytes) __attribute__((noinline));
+static bool charge_slow(int li, uint64_t bytes) {
+        if (!holds_unbacked(li))
+                return false;
+        settle(li);
+        return reserve(li, bytes);
+}
+
+static inline bool charge(int li, uint64_t bytes) {
+        return LIKELY(reserve(li, bytes)) || charge_slow(li, bytes);
+}
+
+/* Move up to `want` bytes out of the pool cache (for a pool allocation it will serve); returns how many. */
+static uint64_t take_cached(int li, uint64_t want) {
+        uint64_t cur = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE);
+        for (;;) {
+                uint64_t t = cur < want ? cur : want;
+                if (!t)
+                        return 0;
+                if (__atomic_compare_exchange_n(&pool_cached[li], &cur, cur - t, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE))
+                        return t;
+        }
+}
+
+static inline void give_cached(int li, uint64_t bytes) {
+        if (bytes)
+                __atomic_add_fetch(&pool_cached[li], bytes, __ATOMIC_ACQ_REL);
+}
+
+/* After a pool allocation served partly from the cache: the pools' idle memory must not exceed what is
+ * counted as cached (it does when a pool grew instead of reusing). Charge the excess; false = no room. */
+static bool pool_growth_counted(int li) {
+        bool ok = true;
+        nested++;
+        pthread_mutex_lock(&settle_lock);
+        uint64_t r, u;
+        pools_usage(li, &r, &u);
+        uint64_t idle = r > u ? r - u : 0, cached = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE);
+        if (idle > cached) {
+                ok = reserve(li, idle - cached);
+                if (ok)
+                        give_cached(li, idle - cached);
+        }
+        pthread_mutex_unlock(&settle_lock);
+        nested--;
+        return ok;
+}
+
+static void remember_pool(CUmemoryPool p, int li) {
+        if (!p)
+                return;
+        for (unsigned k = 0; k < GS_USER_POOLS; k++)
+                if (__atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE) == p)
+                        return;
+        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
+                CUmemoryPool empty = NULL;
+                if (__atomic_compare_exchange_n(&user_pools[k].pool, &empty, p, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE)) {
+                        __atomic_store_n(&user_pools[k].li1, li + 1, __ATOMIC_RELEASE);
+                        return;
+                }
+        }
+        /* More pools than slots: their cache is settled only as far as the others tell (documented). */
+}
+
+static void forget_pool(CUmemoryPool p) {
+        for (unsigned k = 0; k < GS_USER_POOLS; k++)
+                if (__atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE) == p) {
+                        __atomic_store_n(&user_pools[k].li1, 0, __ATOMIC_RELEASE);
+                        __atomic_store_n(&user_pools[k].pool, NULL, __ATOMIC_RELEASE);
+                }
 }
 
 /* The calling thread's current context (what the driver frees an allocation with), 0 if none. */
@@ -466,6 +656,77 @@ static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, i
                 if (r_ != CUDA_SUCCESS)                                                 \
                         (void)GUARD(undo);                                              \
                 return r_;                                                              \
+        } while (0)
+
+/* Frees of device pointers: tracked ones as TRACKED_FREE; pool allocations go back to their pool, whose
+ * cache stays counted (pool_cached) until the driver says the pool released it. */
+#define PTR_FREE(key_expr, call)                                                                      \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                         \
+                unsigned li_;                                                                         \
+                if (g.mode != GS_MODE_LIMITED || nested)                                              \
+                        return call;                                                                  \
+                if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                            \
+                        CUresult r_ = GUARD(call);                                                    \
+                        if (r_ == CUDA_SUCCESS)                                                       \
+                                refund((int)li_, bytes_);                                             \
+                        else                                                                          \
+                                (void)gs_table_insert(GS_TAB_PTR, key_, bytes_, li_, current_ctx());  \
+                        return r_;                                                                    \
+                }                                                                                     \
+                if (gs_table_take(GS_TAB_ASYNC, key_, &bytes_, &li_) == 0) {                          \
+                        CUresult r_ = GUARD(call);                                                    \
+                        if (r_ == CUDA_SUCCESS)                                                       \
+                                give_cached((int)li_, bytes_);                                        \
+                        else                                                                          \
+                                (void)gs_table_insert(GS_TAB_ASYNC, key_, bytes_, li_, current_ctx()); \
+                        return r_;                                                                    \
+                }                                                                                     \
+                return call;                                                                          \
+        } while (0)
+
+/*
+ * Stream-ordered allocations: like TRACKED_ALLOC, but when the charge does not fit, the pool may serve the
+ * request from memory it keeps cached (already counted in pool_cached): take that first, and afterwards
+ * check with the driver that the pools did not grow beyond what is counted.
+ */
+#define ASYNC_ALLOC(pool_expr, bytes_expr, call, undo)                                                \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;           \
+                if (li_ < 0)                                                                          \
+                        return call;                                                                  \
+                remember_pool(pool_expr, li_);                                                        \
+                uint64_t bytes_ = (bytes_expr), take_ = 0;                                            \
+                if (!charge(li_, bytes_)) {                                                           \
+                        take_ = take_cached(li_, bytes_);                                             \
+                        if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                         \
+                                give_cached(li_, take_);                                              \
+                                return CUDA_ERROR_OUT_OF_MEMORY;                                      \
+                        }                                                                             \
+                }                                                                                     \
+                CUresult r_ = GUARD(call);                                                            \
+                if (r_ != CUDA_SUCCESS) {                                                             \
+                        refund(li_, bytes_ - take_);                                                  \
+                        give_cached(li_, take_);                                                      \
+                        return r_;                                                                    \
+                }                                                                                     \
+                if (gs_table_insert(GS_TAB_ASYNC, *dptr, bytes_, (unsigned)li_, current_ctx()) < 0) { \
+                        (void)GUARD(undo);                                                            \
+                        give_cached(li_, bytes_); /* back in its pool: counted until settled */       \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
+                }                                                                                     \
+                if (take_ && !pool_growth_counted(li_)) {                                             \
+                        uint64_t b_;                                                                  \
+                        unsigned d_;                                                                  \
+                        if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                      \
+                                (void)GUARD(undo);                                                    \
+                                give_cached(li_, b_);                                                 \
+                        }                                                                             \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
+                }                                                                                     \
+                return CUDA_SUCCESS;                                                                  \
         } while (0)
 
 /* The free pattern: forget first (the key cannot be handed out again until the driver frees it), call
@@ -582,33 +843,24 @@ static CUresult gs_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsig
 }
 
 static CUresult gs_w_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream), *dptr,
-                      REAL(cuMemFreeAsync, *dptr, hStream));
+        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream), REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
 static CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
-                      *dptr, REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
+        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
+                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
 
 static CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                              CUstream hStream) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
-                      *dptr, REAL(cuMemFreeAsync, *dptr, hStream));
+        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
+                    REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
 static CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                   CUstream hStream) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize,
-                      REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream), *dptr,
-                      REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
-}
-
-static CUresult gs_w_cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem,
-                                                     const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bufferDesc ? bufferDesc->size : 0,
-                      REAL(cuExternalMemoryGetMappedBuffer, devPtr, extMem, bufferDesc), *devPtr,
-                      REAL(cuMemFree_v2, *devPtr));
+        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
+                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
 
 static int vmm_li(const CUmemAllocationProp *prop) {
@@ -747,22 +999,32 @@ static CUresult gs_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 /* ---- wrappers: frees ---- */
 
 static CUresult gs_w_cuMemFree_v2(CUdeviceptr dptr) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuMemFree_v2, dptr));
+        PTR_FREE(dptr, REAL(cuMemFree_v2, dptr));
 }
 
 static CUresult gs_w_cuMemFree(CUdeviceptr_v1 dptr) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuMemFree, dptr));
+        PTR_FREE(dptr, REAL(cuMemFree, dptr));
 }
 
 static CUresult gs_w_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuMemFreeAsync, dptr, hStream));
+        PTR_FREE(dptr, REAL(cuMemFreeAsync, dptr, hStream));
 }
 
 static CUresult gs_w_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuMemFreeAsync_ptsz, dptr, hStream));
+        PTR_FREE(dptr, REAL(cuMemFreeAsync_ptsz, dptr, hStream));
 }
 
 static CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
+        ENTER();
+        uint64_t bytes;
+        unsigned li;
+        /* An imported handle never mapped was never charged: forget it with the handle. */
+        if (g.mode == GS_MODE_LIMITED && !nested && gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) {
+                CUresult r = GUARD(REAL(cuMemRelease, handle));
+                if (r != CUDA_SUCCESS)
+                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                return r;
+        }
         TRACKED_FREE(GS_TAB_VMM, handle, REAL(cuMemRelease, handle));
 }
 
@@ -787,9 +1049,14 @@ static void ctx_gone(CUcontext ctx) {
         uint64_t bytes[GS_TAB_MAX_DEV] = { 0 };
         gs_table_take_ctx(GS_TAB_PTR, (uint64_t)(uintptr_t)ctx, bytes);
         gs_table_take_ctx(GS_TAB_ARRAY, (uint64_t)(uintptr_t)ctx, bytes);
-        for (unsigned li = 0; li < GS_TAB_MAX_DEV; li++)
+        gs_table_take_ctx(GS_TAB_EXT, (uint64_t)(uintptr_t)ctx, bytes);
+        uint64_t pooled[GS_TAB_MAX_DEV] = { 0 };
+        gs_table_take_ctx(GS_TAB_ASYNC, (uint64_t)(uintptr_t)ctx, pooled);
+        for (unsigned li = 0; li < GS_TAB_MAX_DEV; li++) {
                 if (bytes[li])
                         refund((int)li, bytes[li]);
+                give_cached((int)li, pooled[li]); /* pools belong to the device: cached until settled */
+        }
 }
 
 static int ctx_li(CUdevice dev) {
@@ -970,6 +1237,328 @@ static CUresult gs_w_cuCtxDestroy_v2(CUcontext ctx) {
         return ctx_destroy(real.cuCtxDestroy_v2, ctx);
 }
 
+/* ---- wrappers: green contexts (charged like other contexts) ---- */
+
+static CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuGreenCtxCreate, phCtx, desc, dev, flags);
+        int li = ctx_li(dev);
+        if (!ctx_charge(li))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = GUARD(REAL(cuGreenCtxCreate, phCtx, desc, dev, flags));
+        if (li < 0)
+                return r;
+        if (r != CUDA_SUCCESS) {
+                ctx_refund(li);
+                return r;
+        }
+        pthread_mutex_lock(&ctx_lock);
+        size_t k = 0;
+        while (k < ELEMENTS(created) && created[k].ctx)
+                k++;
+        if (k < ELEMENTS(created))
+                created[k].ctx = (CUcontext)(void *)*phCtx, created[k].li = li; /* keyed by the green handle */
+        else
+                ctx_refund(li);
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
+}
+
+static CUresult gs_w_cuGreenCtxDestroy(CUgreenCtx hCtx) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || !hCtx)
+                return REAL(cuGreenCtxDestroy, hCtx);
+        CUcontext c = NULL; /* the context allocations made in it were recorded with */
+        if (GUARD(REAL(cuCtxFromGreenCtx, &c, hCtx)) != CUDA_SUCCESS)
+                c = NULL;
+        CUresult r = GUARD(REAL(cuGreenCtxDestroy, hCtx));
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&ctx_lock);
+        for (size_t k = 0; k < ELEMENTS(created); k++)
+                if (created[k].ctx == (CUcontext)(void *)hCtx) {
+                        ctx_refund(created[k].li);
+                        created[k].ctx = NULL;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx_lock);
+        ctx_gone(c);
+        return r;
+}
+
+/* ---- wrappers: imported memory ----
+ * The importing container is charged for what it maps, although the exporter's container is charged for
+ * the same bytes: a limiter must never count less than a container can hold on to, and the importer keeps
+ * the memory alive (VMM handles: until it releases them; external memory: another API's allocation that
+ * nothing else counts). Two containers sharing memory thus each need room for it (docs/interposer.md). */
+
+/* The size of an imported IPC mapping is not known before it is opened: open, ask the driver, charge, and
+ * close again when it does not fit (it adds no device memory meanwhile: the exporter's bytes are mapped). */
+static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li, bool legacy) {
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *pdptr));
+        if (q != CUDA_SUCCESS || !charge(li, size)) {
+                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
+                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        (void)legacy;
+        r = remember(GS_TAB_PTR, *pdptr, size, li);
+        if (r != CUDA_SUCCESS)
+                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
+        return r;
+}
+
+static CUresult gs_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li, false);
+}
+
+static CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuIpcOpenMemHandle, pdptr, handle, Flags);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li, true);
+}
+
+static CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
+        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuIpcCloseMemHandle, dptr));
+}
+
+/* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
+ * (refused there with OUT_OF_MEMORY) and given back at cuMemRelease, like a cuMemCreate handle. */
+static CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                    CUmemAllocationHandleType shHandleType) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || !handle)
+                return REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
+        CUresult r = GUARD(REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType));
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        int li = GUARD(REAL(cuMemGetAllocationPropertiesFromHandle, &prop, *handle)) == CUDA_SUCCESS
+                         ? mem_li(vmm_li(&prop))
+                         : mem_li(current_li());
+        if (li >= 0 && gs_table_insert(GS_TAB_IMPORT, *handle, 0, (unsigned)li, 0) < 0) {
+                (void)GUARD(REAL(cuMemRelease, *handle));
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return r;
+}
+
+static CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                              unsigned long long flags) {
+        ENTER();
+        uint64_t zero;
+        unsigned li;
+        if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(GS_TAB_IMPORT, handle, &zero, &li) < 0)
+                return REAL(cuMemMap, ptr, size, offset, handle, flags); /* own handles: charged at cuMemCreate */
+        if (!charge((int)li, size)) {
+                (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        CUresult r = GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
+        if (r != CUDA_SUCCESS) {
+                refund((int)li, size);
+                (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                return r;
+        }
+        /* From now on it is counted like a cuMemCreate handle; if the table is full it stays counted. */
+        (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
+        return r;
+}
+
+/* External memory (Vulkan, D3D, NvSciBuf…): the whole object is charged at import (mapped buffers and
+ * arrays are views of it) and given back when it is destroyed. */
+static CUresult gs_w_cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                            const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc) {
+        TRACKED_ALLOC(GS_TAB_EXT, current_li(), memHandleDesc ? memHandleDesc->size : 0,
+                      REAL(cuImportExternalMemory, extMem_out, memHandleDesc), (uintptr_t)*extMem_out,
+                      REAL(cuDestroyExternalMemory, *extMem_out));
+}
+
+static CUresult gs_w_cuDestroyExternalMemory(CUexternalMemory extMem) {
+        TRACKED_FREE(GS_TAB_EXT, (uintptr_t)extMem, REAL(cuDestroyExternalMemory, extMem));
+}
+
+/* ---- wrappers: stream-ordered pools ---- */
+
+static void settle_all(void) {
+        for (unsigned li = 0; li < g.limits.n_devices; li++)
+                if (holds_unbacked((int)li))
+                        settle((int)li);
+}
+
+static CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolCreate, pool, poolProps));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested && pool && poolProps &&
+            poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+                int li = mem_li(li_of_ordinal((CUdevice)poolProps->location.id));
+                if (li >= 0)
+                        remember_pool(*pool, li);
+        }
+        return r;
+}
+
+static CUresult gs_w_cuMemPoolDestroy(CUmemoryPool pool) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolDestroy, pool));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+                forget_pool(pool);
+                settle_all(); /* its memory went back to the device */
+        }
+        return r;
+}
+
+static CUresult gs_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolTrimTo, pool, minBytesToKeep));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested)
+                settle_all();
+        return r;
+}
+
+/* ---- wrappers: graph memory nodes ----
+ * A graph's allocations come from a per-device graph pool the driver fills at launch (or upload) and keeps
+ * reserved until cuDeviceGraphMemTrim. The exact point that can still refuse is instantiation: what the
+ * graph's memory nodes need (CUDA forbids relaunching a graph whose allocations are not freed, so one exec
+ * never holds more than that) is charged when it is instantiated, refused there with OUT_OF_MEMORY. When
+ * the exec is destroyed its charge moves to graph_retained (allocations may outlive it and the pool stays
+ * reserved), which cuDeviceGraphMemTrim (and any slow path) settles against RESERVED_MEM_CURRENT. */
+
+#define GRAPH_DEPTH 8
+
+/* Add what the memory-allocation nodes of graph gr (and its child graphs) need, per limits index. */
+static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], unsigned depth) {
+        size_t n = 0;
+        CUresult r = REAL(cuGraphGetNodes, gr, NULL, &n);
+        if (r != CUDA_SUCCESS || n == 0)
+                return r;
+        CUgraphNode *nodes = calloc(n, sizeof *nodes);
+        if (!nodes)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        r = REAL(cuGraphGetNodes, gr, nodes, &n);
+        for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+                CUgraphNodeType t;
+                if (REAL(cuGraphNodeGetType, nodes[i], &t) != CUDA_SUCCESS)
+                        continue;
+                if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+                        CUDA_MEM_ALLOC_NODE_PARAMS p;
+                        memset(&p, 0, sizeof p);
+                        if (REAL(cuGraphMemAllocNodeGetParams, nodes[i], &p) != CUDA_SUCCESS ||
+                            p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+                                continue;
+                        int li = mem_li(li_of_ordinal((CUdevice)p.poolProps.location.id));
+                        if (li >= 0)
+                                need[li] = need[li] + p.bytesize < need[li] ? UINT64_MAX : need[li] + p.bytesize;
+                } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < GRAPH_DEPTH) {
+                        CUgraph child = NULL;
+                        if (REAL(cuGraphChildGraphNodeGetGraph, nodes[i], &child) == CUDA_SUCCESS && child)
+                                r = graph_need(child, need, depth + 1);
+                }
+        }
+        free(nodes);
+        return r;
+}
+
+static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
+        return (uint64_t)(uintptr_t)e << 4 | li;
+}
+
+#define GRAPH_INSTANTIATE(call, pexec, graph)                                                         \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                    \
+                        return call;                                                                  \
+                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                               \
+                unsigned charged_ = 0;                                                                \
+                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */ \
+                for (; charged_ < g.limits.n_devices; charged_++)                                     \
+                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))               \
+                                break;                                                                \
+                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call); \
+                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                             \
+                        if (!need_[li_])                                                              \
+                                continue;                                                             \
+                        if (r_ != CUDA_SUCCESS) {                                                     \
+                                if (li_ < charged_)                                                   \
+                                        refund((int)li_, need_[li_]);                                 \
+                                continue;                                                             \
+                        }                                                                             \
+                        /* A full table keeps the charge until the process ends (never less). */     \
+                        (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0); \
+                        __atomic_add_fetch(&graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);          \
+                }                                                                                     \
+                return r_;                                                                            \
+        } while (0)
+
+static CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                        char *logBuffer, size_t bufferSize) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
+                          phGraphExec, hGraph);
+}
+
+static CUresult gs_w_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                           char *logBuffer, size_t bufferSize) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
+                          phGraphExec, hGraph);
+}
+
+static CUresult gs_w_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags), phGraphExec, hGraph);
+}
+
+static CUresult gs_w_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams, phGraphExec, hGraph, instantiateParams), phGraphExec,
+                          hGraph);
+}
+
+static CUresult gs_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams),
+                          phGraphExec, hGraph);
+}
+
+static CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || !g.any_mem)
+                return REAL(cuGraphExecDestroy, hGraphExec);
+        CUresult r = GUARD(REAL(cuGraphExecDestroy, hGraphExec));
+        if (r != CUDA_SUCCESS)
+                return r;
+        for (unsigned li = 0; li < g.limits.n_devices; li++) {
+                uint64_t bytes;
+                unsigned d;
+                if (gs_table_take(GS_TAB_GRAPH, graph_key(hGraphExec, li), &bytes, &d) < 0)
+                        continue;
+                /* Still reserved by the driver until trimmed: the charge stays, as retained graph memory. */
+                __atomic_add_fetch(&graph_retained[li], bytes, __ATOMIC_ACQ_REL);
+                __atomic_sub_fetch(&graph_live[li], bytes, __ATOMIC_ACQ_REL);
+        }
+        return r;
+}
+
+static CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuDeviceGraphMemTrim, device));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+                int li = mem_li(li_of_ordinal(device));
+                if (li >= 0 && holds_unbacked(li))
+                        settle(li);
+        }
+        return r;
+}
+
 /* ---- wrappers: memory queries ---- */
 
 /* The container's view of a device: total = min(limit, physical), free = min(limit - used, physical free). */
@@ -992,6 +1581,8 @@ static CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
         int li = mem_li(current_li());
         if (li < 0)
                 return r;
+        if (UNLIKELY(holds_unbacked(li)))
+                settle(li);
         uint64_t f, t;
         virtual_info(li, *free, *total, &f, &t);
         *free = (size_t)f;
@@ -1009,6 +1600,8 @@ static CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
         int li = mem_li(current_li());
         if (li < 0)
                 return r;
+        if (UNLIKELY(holds_unbacked(li)))
+                settle(li);
         uint64_t f, t;
         virtual_info(li, *free, *total, &f, &t);
         *free = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);

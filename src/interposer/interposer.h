@@ -23,7 +23,11 @@ uint64_t gs_now_ns(void) __attribute__((visibility("hidden")));
 enum gs_table {
         GS_TAB_PTR,   /* device pointers: cuMemAlloc*, managed, async, external buffers */
         GS_TAB_ARRAY, /* CUarray and CUmipmappedArray handles */
-        GS_TAB_VMM,   /* cuMemCreate handles */
+        GS_TAB_VMM,   /* cuMemCreate handles, and imported handles once mapped */
+        GS_TAB_ASYNC, /* device pointers from a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) */
+        GS_TAB_IMPORT, /* imported VMM handles not mapped yet (charged at their first cuMemMap) */
+        GS_TAB_EXT,   /* imported external memory objects (cuImportExternalMemory) */
+        GS_TAB_GRAPH, /* executable graphs with memory nodes: key exec << 4 | limits index */
         GS_TAB_COUNT,
 };
 

@@ -56,7 +56,6 @@
         X(cuCtxSynchronize) \
         X(cuCtxSynchronize_v2) \
         X(cuCtxWaitEvent) \
-        X(cuDestroyExternalMemory) \
         X(cuDestroyExternalSemaphore) \
         X(cuDevResourceGenerateDesc) \
         X(cuDevSmResourceSplitByCount) \
@@ -82,7 +81,6 @@
         X(cuDeviceGetTexture1DLinearMaxWidth) \
         X(cuDeviceGetUuid) \
         X(cuDeviceGetUuid_v2) \
-        X(cuDeviceGraphMemTrim) \
         X(cuDevicePrimaryCtxGetState) \
         X(cuDevicePrimaryCtxSetFlags) \
         X(cuDevicePrimaryCtxSetFlags_v2) \
@@ -102,6 +100,7 @@
         X(cuEventRecordWithFlags_ptsz) \
         X(cuEventRecord_ptsz) \
         X(cuEventSynchronize) \
+        X(cuExternalMemoryGetMappedBuffer) \
         X(cuExternalMemoryGetMappedMipmappedArray) \
         X(cuFlushGPUDirectRDMAWrites) \
         X(cuFuncGetAttribute) \
@@ -151,7 +150,6 @@
         X(cuGraphEventWaitNodeSetEvent) \
         X(cuGraphExecBatchMemOpNodeSetParams) \
         X(cuGraphExecChildGraphNodeSetParams) \
-        X(cuGraphExecDestroy) \
         X(cuGraphExecEventRecordNodeSetEvent) \
         X(cuGraphExecEventWaitNodeSetEvent) \
         X(cuGraphExecExternalSemaphoresSignalNodeSetParams) \
@@ -175,11 +173,6 @@
         X(cuGraphGetRootNodes) \
         X(cuGraphHostNodeGetParams) \
         X(cuGraphHostNodeSetParams) \
-        X(cuGraphInstantiate) \
-        X(cuGraphInstantiateWithFlags) \
-        X(cuGraphInstantiateWithParams) \
-        X(cuGraphInstantiateWithParams_ptsz) \
-        X(cuGraphInstantiate_v2) \
         X(cuGraphKernelNodeCopyAttributes) \
         X(cuGraphKernelNodeGetAttribute) \
         X(cuGraphKernelNodeGetParams) \
@@ -219,21 +212,15 @@
         X(cuGraphicsUnmapResources) \
         X(cuGraphicsUnmapResources_ptsz) \
         X(cuGraphicsUnregisterResource) \
-        X(cuGreenCtxCreate) \
-        X(cuGreenCtxDestroy) \
         X(cuGreenCtxGetDevResource) \
         X(cuGreenCtxGetId) \
         X(cuGreenCtxRecordEvent) \
         X(cuGreenCtxStreamCreate) \
         X(cuGreenCtxWaitEvent) \
-        X(cuImportExternalMemory) \
         X(cuImportExternalSemaphore) \
-        X(cuIpcCloseMemHandle) \
         X(cuIpcGetEventHandle) \
         X(cuIpcGetMemHandle) \
         X(cuIpcOpenEventHandle) \
-        X(cuIpcOpenMemHandle) \
-        X(cuIpcOpenMemHandle_v2) \
         X(cuKernelGetAttribute) \
         X(cuKernelGetFunction) \
         X(cuKernelGetLibrary) \
@@ -296,12 +283,8 @@
         X(cuMemHostRegister) \
         X(cuMemHostRegister_v2) \
         X(cuMemHostUnregister) \
-        X(cuMemImportFromShareableHandle) \
-        X(cuMemMap) \
         X(cuMemMapArrayAsync) \
         X(cuMemMapArrayAsync_ptsz) \
-        X(cuMemPoolCreate) \
-        X(cuMemPoolDestroy) \
         X(cuMemPoolExportPointer) \
         X(cuMemPoolExportToShareableHandle) \
         X(cuMemPoolGetAccess) \
@@ -310,7 +293,6 @@
         X(cuMemPoolImportPointer) \
         X(cuMemPoolSetAccess) \
         X(cuMemPoolSetAttribute) \
-        X(cuMemPoolTrimTo) \
         X(cuMemPrefetchAsync) \
         X(cuMemPrefetchAsync_ptsz) \
         X(cuMemPrefetchAsync_v2) \

@@ -40,6 +40,15 @@
  *   spin S [BLOCKS [US]]        launch kernels back to back for S seconds, sync, print
  *                               "launched N late M" (M: launches in the second half)
  *   spin-graph S [BLOCKS [US]]  the same with graph launches
+ *   sync              cuCtxSynchronize (stream-ordered pools release what exceeds their threshold)
+ *   pool-keep / pool-trim KEEP   default pool of device 0: keep everything freed / cuMemPoolTrimTo KEEP
+ *   ipc-export / vmm-export      print "share HEX": the newest allocation's IPC handle (alloc) / fabric
+ *                     handle (fam vmm)
+ *   ipc-open[!] HEX   cuIpcOpenMemHandle (kept until free)   vmm-import[!] HEX SIZE  import + map SIZE
+ *   ext[!] SIZE       cuImportExternalMemory of SIZE bytes (an opaque fd); freed by free/freeall
+ *   green[!] / green-destroy     cuGreenCtxCreate on device 0 / destroy the newest
+ *   graph-mem[!] SIZE / graph-keep SIZE   instantiate a graph allocating SIZE (freed in the graph / not)
+ *   graph-run / graph-destroy / graph-trim   launch+sync, destroy the newest exec, cuDeviceGraphMemTrim(0)
  *
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
@@ -51,6 +60,7 @@
 
 #include "nvml/nvml-abi.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -103,7 +113,29 @@
         X(cuArray3DCreate_v2, "cuArray3DCreate_v2", "cuArray3DCreate")              \
         X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy")                       \
         X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", "cuMipmappedArrayCreate") \
-        X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy")
+        X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy") \
+        X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool") \
+        X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute")  \
+        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo")                    \
+        X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")              \
+        X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")     \
+        X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle")        \
+        X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle") \
+        X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle") \
+        X(cuMemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve")        \
+        X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree")                 \
+        X(cuMemMap, "cuMemMap", "cuMemMap")                                         \
+        X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap")                                   \
+        X(cuImportExternalMemory, "cuImportExternalMemory", "cuImportExternalMemory") \
+        X(cuDestroyExternalMemory, "cuDestroyExternalMemory", "cuDestroyExternalMemory") \
+        X(cuDeviceGetDevResource, "cuDeviceGetDevResource", "cuDeviceGetDevResource") \
+        X(cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", "cuDevResourceGenerateDesc") \
+        X(cuGreenCtxCreate, "cuGreenCtxCreate", "cuGreenCtxCreate")                 \
+        X(cuGreenCtxDestroy, "cuGreenCtxDestroy", "cuGreenCtxDestroy")              \
+        X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode") \
+        X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode")  \
+        X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy")           \
+        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim")
 
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
 #define API_LEGACY(X)                                        \
@@ -122,13 +154,19 @@ static struct {
 #undef MEMBER
 } cu;
 
-enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP };
+enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT };
 static CUcontext created_ctx[16];
 static unsigned n_created;
 static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
 static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
 static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
+static CUdeviceptr alloc_va[MAX_ALLOCS]; /* K_IMPORT: where it is mapped */
+static unsigned long long alloc_size[MAX_ALLOCS];
+static CUgreenCtx greens[16];
+static unsigned n_greens;
+static CUgraphExec gexecs[16];
+static unsigned n_gexecs;
 static unsigned long long last_value, last_total;
 static CUfunction kernel;
 
@@ -141,6 +179,9 @@ static CUresult free_one(CUdeviceptr p, enum kind k) {
         case K_VMM: return CALL(cuMemRelease, (CUmemGenericAllocationHandle)p);
         case K_ARRAY: return CALL(cuArrayDestroy, (CUarray)(uintptr_t)p);
         case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
+        case K_IPC: return CALL(cuIpcCloseMemHandle, p);
+        case K_EXT: return CALL(cuDestroyExternalMemory, (CUexternalMemory)(uintptr_t)p);
+        case K_IMPORT: break; /* free_entry */
         case K_PTR: break;
         }
         return CALL(cuMemFree_v2, p);
@@ -267,7 +308,7 @@ static int load(const char *how) {
                 return fail("cuGetProcAddress(\"cuGetProcAddress\") failed"), 4;
         gpa_self = self;
         gpa = (__typeof__(gpa))self;
-#define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12000, flags, &st);
+#define BY_PROC(f, sym, base) (void)gpa(base, (void **)&cu.f, 12080, flags, &st); /* a CUDA 12.8 runtime */
         API(BY_PROC)
         API_LAUNCH(BY_PROC)
         API_FAMILIES(BY_PROC)
@@ -585,7 +626,14 @@ int main(int argc, char **argv) {
                                 if (!n_allocs)
                                         break;
                                 n_allocs--;
-                                cr = free_one(allocs[n_allocs], alloc_kind[n_allocs]);
+                                if (alloc_kind[n_allocs] == K_IMPORT) {
+                                        cr = CALL(cuMemUnmap, alloc_va[n_allocs], alloc_size[n_allocs]);
+                                        if (cr == CUDA_SUCCESS)
+                                                cr = CALL(cuMemRelease, (CUmemGenericAllocationHandle)allocs[n_allocs]);
+                                        if (cr == CUDA_SUCCESS)
+                                                cr = CALL(cuMemAddressFree, alloc_va[n_allocs], alloc_size[n_allocs]);
+                                } else
+                                        cr = free_one(allocs[n_allocs], alloc_kind[n_allocs]);
                                 if (cr != CUDA_SUCCESS)
                                         return fail("free: %d", cr);
                         } while (all);
@@ -768,6 +816,162 @@ int main(int argc, char **argv) {
                         }
                         if (step_graph_or_spin(s, n, (unsigned)blocks, (unsigned)us))
                                 return 1;
+                } else if (strcmp(s, "sync") == 0) {
+                        if ((cr = CALL(cuCtxSynchronize)) != CUDA_SUCCESS)
+                                return fail("cuCtxSynchronize: %d", cr);
+                } else if (strcmp(s, "pool-keep") == 0 || strcmp(s, "pool-trim") == 0) {
+                        /* pool-keep: the default pool keeps what is freed (release threshold: max);
+                         * pool-trim KEEP: cuMemPoolTrimTo(default pool, KEEP) */
+                        CUmemoryPool pool;
+                        if (CALL(cuDeviceGetDefaultMemPool, &pool, 0) != CUDA_SUCCESS)
+                                return fail("cuDeviceGetDefaultMemPool failed");
+                        if (strcmp(s, "pool-keep") == 0) {
+                                cuuint64_t max = UINT64_MAX;
+                                cr = CALL(cuMemPoolSetAttribute, pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max);
+                        } else {
+                                if (!arg || parse_size(arg, &v) < 0)
+                                        return 2;
+                                i++;
+                                cr = CALL(cuMemPoolTrimTo, pool, v);
+                        }
+                        if (cr != CUDA_SUCCESS)
+                                return fail("%s: %d", s, cr);
+                } else if (strcmp(s, "ipc-export") == 0 || strcmp(s, "vmm-export") == 0) {
+                        /* print the newest allocation's IPC handle ("share HEX"): cuMemAlloc memory for
+                         * ipc-export, a cuMemCreate handle (fam vmm) as a fabric handle for vmm-export */
+                        unsigned char h[64];
+                        if (!n_allocs)
+                                return fail("%s: nothing allocated", s);
+                        if (strcmp(s, "ipc-export") == 0) {
+                                CUipcMemHandle ih;
+                                cr = CALL(cuIpcGetMemHandle, &ih, allocs[n_allocs - 1]);
+                                memcpy(h, ih.reserved, sizeof h);
+                        } else {
+                                CUmemFabricHandle fh;
+                                cr = CALL(cuMemExportToShareableHandle, &fh,
+                                          (CUmemGenericAllocationHandle)allocs[n_allocs - 1], CU_MEM_HANDLE_TYPE_FABRIC, 0);
+                                memcpy(h, fh.data, sizeof h);
+                        }
+                        if (cr != CUDA_SUCCESS)
+                                return fail("%s: %d", s, cr);
+                        printf("share ");
+                        for (size_t k = 0; k < sizeof h; k++)
+                                printf("%02x", h[k]);
+                        printf("\n");
+                } else if (strcmp(s, "ipc-open") == 0 || strcmp(s, "ipc-open!") == 0 || strcmp(s, "vmm-import") == 0 ||
+                           strcmp(s, "vmm-import!") == 0) {
+                        /* ipc-open HEX: cuIpcOpenMemHandle; vmm-import HEX SIZE: import the fabric handle, reserve
+                         * SIZE of address space and cuMemMap it. With '!': must fail with OUT_OF_MEMORY. */
+                        unsigned char h[64];
+                        bool vmm = strncmp(s, "vmm", 3) == 0, want_oom = s[strlen(s) - 1] == '!';
+                        unsigned long long size = 0;
+                        if (!arg || strlen(arg) != 128 || (vmm && (i + 2 >= argc || parse_size(argv[i + 2], &size) < 0)))
+                                return 2;
+                        for (size_t k = 0; k < sizeof h; k++) {
+                                unsigned b;
+                                if (sscanf(arg + 2 * k, "%2x", &b) != 1)
+                                        return 2;
+                                h[k] = (unsigned char)b;
+                        }
+                        i += vmm ? 2 : 1;
+                        if (n_allocs == MAX_ALLOCS)
+                                return fail("too many allocations");
+                        CUdeviceptr p = 0, va = 0;
+                        if (!vmm) {
+                                CUipcMemHandle ih;
+                                memcpy(ih.reserved, h, sizeof h);
+                                cr = CALL(cuIpcOpenMemHandle_v2, &p, ih, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+                        } else {
+                                CUmemFabricHandle fh;
+                                CUmemGenericAllocationHandle gh = 0;
+                                memcpy(fh.data, h, sizeof h);
+                                if ((cr = CALL(cuMemImportFromShareableHandle, &gh, &fh, CU_MEM_HANDLE_TYPE_FABRIC)) !=
+                                    CUDA_SUCCESS)
+                                        return fail("import: %d", cr);
+                                if (CALL(cuMemAddressReserve, &va, size, 0, 0, 0) != CUDA_SUCCESS)
+                                        return fail("cuMemAddressReserve failed");
+                                cr = CALL(cuMemMap, va, size, 0, gh, 0);
+                                if (cr != CUDA_SUCCESS) {
+                                        CALL(cuMemRelease, gh);
+                                        CALL(cuMemAddressFree, va, size);
+                                }
+                                p = (CUdeviceptr)gh;
+                        }
+                        if (want_oom && cr != CUDA_ERROR_OUT_OF_MEMORY)
+                                return fail("%s: expected OUT_OF_MEMORY, got %d", s, cr);
+                        if (!want_oom && cr != CUDA_SUCCESS)
+                                return fail("%s: %d", s, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_kind[n_allocs] = vmm ? K_IMPORT : K_IPC;
+                                alloc_va[n_allocs] = va;
+                                alloc_size[n_allocs] = size;
+                                allocs[n_allocs++] = p;
+                        }
+                } else if (strcmp(s, "ext") == 0 || strcmp(s, "ext!") == 0) {
+                        /* ext SIZE: import SIZE bytes of external memory (an opaque fd) */
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                        CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = { .type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+                                                               .handle.fd = fd, .size = v };
+                        CUexternalMemory em = NULL;
+                        cr = CALL(cuImportExternalMemory, &em, &d);
+                        if (cr != CUDA_SUCCESS)
+                                close(fd);
+                        if (strcmp(s, "ext!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS)
+                                return fail("%s %llu: %d", s, v, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_kind[n_allocs] = K_EXT;
+                                allocs[n_allocs++] = (CUdeviceptr)(uintptr_t)em;
+                        }
+                } else if (strcmp(s, "green") == 0 || strcmp(s, "green!") == 0) {
+                        /* a green context on device 0 with all its SMs */
+                        CUdevResource res;
+                        CUdevResourceDesc desc;
+                        CUgreenCtx gc = NULL;
+                        if (CALL(cuDeviceGetDevResource, 0, &res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+                            CALL(cuDevResourceGenerateDesc, &desc, &res, 1) != CUDA_SUCCESS)
+                                return fail("cannot describe device 0's SMs");
+                        cr = CALL(cuGreenCtxCreate, &gc, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM);
+                        if (strcmp(s, "green!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS || n_greens == 16)
+                                return fail("%s: %d", s, cr);
+                        if (cr == CUDA_SUCCESS)
+                                greens[n_greens++] = gc;
+                } else if (strcmp(s, "green-destroy") == 0) {
+                        if (!n_greens || (cr = CALL(cuGreenCtxDestroy, greens[--n_greens])) != CUDA_SUCCESS)
+                                return fail("green-destroy failed");
+                } else if (strcmp(s, "graph-mem") == 0 || strcmp(s, "graph-mem!") == 0 || strcmp(s, "graph-keep") == 0) {
+                        /* graph-mem SIZE: instantiate a graph that allocates SIZE on device 0 and frees it;
+                         * graph-keep SIZE: one whose allocation outlives the launch (never freed). */
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        CUgraph gr;
+                        CUgraphNode an, fn;
+                        CUDA_MEM_ALLOC_NODE_PARAMS ap = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                                         .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } },
+                                                          .bytesize = v };
+                        if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
+                            CALL(cuGraphAddMemAllocNode, &an, gr, NULL, 0, &ap) != CUDA_SUCCESS ||
+                            (strcmp(s, "graph-keep") != 0 && CALL(cuGraphAddMemFreeNode, &fn, gr, &an, 1, ap.dptr) != CUDA_SUCCESS))
+                                return fail("cannot make a graph with memory nodes");
+                        CUgraphExec ex = NULL;
+                        cr = CALL(cuGraphInstantiateWithFlags, &ex, gr, 0);
+                        if (strcmp(s, "graph-mem!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS || n_gexecs == 16)
+                                return fail("%s %llu: instantiate %d", s, v, cr);
+                        if (cr == CUDA_SUCCESS)
+                                gexecs[n_gexecs++] = ex;
+                } else if (strcmp(s, "graph-run") == 0) {
+                        if (!n_gexecs || (cr = CALL(cuGraphLaunch, gexecs[n_gexecs - 1], NULL)) != CUDA_SUCCESS ||
+                            CALL(cuCtxSynchronize) != CUDA_SUCCESS)
+                                return fail("graph-run failed");
+                } else if (strcmp(s, "graph-destroy") == 0) {
+                        if (!n_gexecs || (cr = CALL(cuGraphExecDestroy, gexecs[--n_gexecs])) != CUDA_SUCCESS)
+                                return fail("graph-destroy failed");
+                } else if (strcmp(s, "graph-trim") == 0) {
+                        if ((cr = CALL(cuDeviceGraphMemTrim, 0)) != CUDA_SUCCESS)
+                                return fail("cuDeviceGraphMemTrim: %d", cr);
                 } else {
                         fprintf(stderr, "cuda-workload: unknown step '%s'\n", s);
                         return 2;

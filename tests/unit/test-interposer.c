@@ -252,7 +252,7 @@ static void test_ptsz_variants_limited(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         const char *args[] = { "--load=procaddr-ptsz", "init", "fam", "async", "60M", "fam!", "async", "5M",
-                               "freeall", "info", "expect-free", "64M", NULL };
+                               "freeall", "sync", "info", "expect-free", "64M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -306,7 +306,7 @@ static void test_every_family_counted(void **state) {
         for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
                 const char *f = fams[i];
                 const char *args[] = { "init", "fam", f, "32M", "fam!", f, "34M", "fam", f, "32M", "alloc!", "1",
-                                       "info", "expect-free", "0", "freeall", "info", "expect-free", "64M", NULL };
+                                       "info", "expect-free", "0", "freeall", "sync", "info", "expect-free", "64M", NULL };
                 char out[512];
                 if (run(WORKLOAD, args, out, sizeof out) != 0)
                         fail_msg("family %s not limited exactly", f);
@@ -318,7 +318,7 @@ static void test_families_share_one_limit(void **state) {
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         const char *args[] = { "init", "alloc", "16M", "fam", "vmm", "16M", "fam", "array", "16M", "fam", "async", "8M",
                                "fam", "pitch", "8M", "fam!", "managed", "1M", "free", "fam", "managed", "8M",
-                               "info", "expect-free", "0", "freeall", "info", "expect-free", "64M", NULL };
+                               "info", "expect-free", "0", "freeall", "sync", "info", "expect-free", "64M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -504,6 +504,194 @@ static void test_sigkill_during_allocation(void **state) {
         /* Nothing is lost: a new process gets exactly the whole limit. */
         const char *fill[] = { "init", "fill", "1M", "expect-free", "64M", NULL };
         assert_int_equal(run(WORKLOAD, fill, NULL, 0), 0);
+}
+
+/* ---- memory that no allocation call of the process stands for: pools, graphs, imports, green contexts ---- */
+
+/* Like wait_ready, keeping what the child printed before "ready" (its "share HEX" line). */
+static bool wait_ready_text(struct proc *p, char *text, size_t len) {
+        size_t n = 0;
+        text[0] = '\0';
+        for (;;) {
+                ssize_t k = read(p->out, text + n, len - 1 - n);
+                if (k <= 0)
+                        return false;
+                n += (size_t)k;
+                text[n] = '\0';
+                if (strstr(text, "ready\n"))
+                        return true;
+                if (n == len - 1)
+                        return false;
+        }
+}
+
+/* Start `args` (limited when `limited`), wait for "ready" and return the HEX of its "share HEX" line. */
+static struct proc start_exporter(bool limited, const char *const *args, char hex[129]) {
+        char text[1024];
+        struct proc p = spawn_env(make_env(true, limited), WORKLOAD, args);
+        assert_true(wait_ready_text(&p, text, sizeof text));
+        const char *s = strstr(text, "share ");
+        assert_non_null(s);
+        assert_int_equal(sscanf(s, "share %128s", hex), 1);
+        return p;
+}
+
+/* The GPU's process memory as the (unlimited) simulated NVML reports it: what the driver really holds. */
+static unsigned long long nvml_used(void) {
+        char out[512];
+        const char *args[] = { "init", "nvml-info", "0", NULL };
+        struct proc p = spawn_env(make_env(false, false), WORKLOAD, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        const char *s = strstr(out, "nvml2 ");
+        unsigned long long t, f, u;
+        assert_non_null(s);
+        assert_int_equal(sscanf(s, "nvml2 %llu %llu %llu", &t, &f, &u), 3);
+        return u;
+}
+
+static void test_pool_cache_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* A pool that keeps what is freed still holds it: counted until trimmed. Its cache serves the pool's
+         * next allocation without a false OOM, at the limit exactly. */
+        const char *args[] = { "init", "pool-keep", "fam", "async", "48M", "freeall", "info", "expect-free", "16M",
+                               "alloc!", "17M", "alloc", "16M", "fam", "async", "48M", "alloc!", "1", "fam!", "async",
+                               "1", "freeall", "info", "expect-free", "16M", "pool-trim", "0", "info", "expect-free",
+                               "64M", "alloc", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_pool_released_at_sync(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* Default release threshold 0: the pool gives its cache back at the next synchronisation. */
+        const char *args[] = { "init", "fam", "pool", "48M", "freeall", "info", "expect-free", "16M", "sync", "info",
+                               "expect-free", "64M", "alloc", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_pool_cache_across_processes(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *hold[] = { "init", "pool-keep", "fam", "async", "48M", "freeall", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        assert_int_equal(nvml_used(), 48 * MiB); /* the driver really holds it */
+        const char *b[] = { "init", "info", "expect-free", "16M", "alloc!", "17M", "alloc", "16M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&a);
+        const char *c[] = { "init", "alloc", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+}
+
+static void test_graph_memory_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* Charged at instantiation (refused there), kept when the exec goes as far as the driver still reserves
+         * it (one launch: 32M stay reserved), given back by a trim; an allocation that outlives its graph stays
+         * counted after the trim. */
+        const char *args[] = { "init", "graph-mem", "32M", "info", "expect-free", "32M", "graph-mem!", "33M",
+                               "graph-mem", "32M", "alloc!", "1", "graph-run", "graph-destroy", "graph-destroy",
+                               "info", "expect-free", "32M", "graph-trim", "info", "expect-free", "64M",
+                               "graph-keep", "48M", "graph-run", "graph-destroy", "graph-trim", "info", "expect-free",
+                               "16M", "alloc!", "17M", "alloc", "16M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+static void test_graph_memory_across_processes(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *hold[] = { "init", "graph-keep", "32M", "graph-run", "graph-destroy", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        assert_int_equal(nvml_used(), 32 * MiB);
+        const char *b[] = { "init", "info", "expect-free", "32M", "graph-mem!", "33M", "graph-mem", "32M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&a);
+}
+
+static void write_context_limits(void) {
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer ctx\nregion %s\ndevice 0 memory=67108864 context=16777216\n",
+                region_path);
+        assert_int_equal(fclose(f), 0);
+}
+
+static void test_green_contexts_charged(void **state) {
+        (void)state;
+        write_context_limits();
+        const char *args[] = { "init", "info", "expect-free", "48M", "green", "info", "expect-free", "32M", "green",
+                               "green", "info", "expect-free", "0", "green!", "green-destroy", "info", "expect-free",
+                               "16M", "green-destroy", "green-destroy", "info", "expect-free", "48M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+        /* Another process of the container sees them. */
+        const char *hold[] = { "init", "green", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        const char *b[] = { "init", "info", "expect-free", "16M", "green", "green!", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&a);
+}
+
+static void test_ipc_import_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        char hex[129];
+        /* Exported by a process outside the container: the importer is charged for what it maps. */
+        const char *exp[] = { "init", "alloc", "48M", "ipc-export", "ready", "hold", NULL };
+        struct proc e = start_exporter(false, exp, hex);
+        const char *a[] = { "init", "ipc-open", hex, "info", "expect-free", "16M", "ipc-open!", hex, "alloc!", "17M",
+                            "alloc", "16M", "free", "free", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* Two processes of the container: the mapping held by one counts for the other. */
+        const char *hold[] = { "init", "ipc-open", hex, "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        const char *b[] = { "init", "info", "expect-free", "16M", "ipc-open!", hex, NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        kill_proc(&e);
+        /* Exported inside the container: counted twice (exporter and importer), so it does not fit twice. */
+        const char *exp2[] = { "init", "alloc", "40M", "ipc-export", "ready", "hold", NULL };
+        e = start_exporter(true, exp2, hex);
+        const char *c[] = { "init", "ipc-open!", hex, "alloc", "24M", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+        kill_proc(&e);
+}
+
+static void test_vmm_import_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        char hex[129];
+        const char *exp[] = { "init", "fam", "vmm", "48M", "vmm-export", "ready", "hold", NULL };
+        struct proc e = start_exporter(false, exp, hex);
+        /* Charged at its first cuMemMap, refused there, given back at cuMemRelease. */
+        const char *a[] = { "init", "vmm-import", hex, "48M", "info", "expect-free", "16M", "vmm-import!", hex, "48M",
+                            "alloc", "16M", "alloc!", "1", "freeall", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        const char *hold[] = { "init", "vmm-import", hex, "48M", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        const char *b[] = { "init", "info", "expect-free", "16M", "vmm-import!", hex, "48M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        kill_proc(&e);
+}
+
+static void test_external_memory_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        const char *a[] = { "--load=dlsym", "init", "ext", "32M", "info", "expect-free", "32M", "ext!", "33M", "ext",
+                            "32M", "alloc!", "1", "free", "info", "expect-free", "32M", "freeall", "info",
+                            "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        const char *hold[] = { "init", "ext", "48M", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        const char *b[] = { "init", "info", "expect-free", "16M", "ext!", "17M", "ext", "16M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
 }
 
 /* ---- failing closed ---- */
@@ -699,6 +887,15 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_context_overhead_charged, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_that_does_not_fit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_teardown_frees_its_allocations, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_cache_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_released_at_sync, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_cache_across_processes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_graph_memory_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_graph_memory_across_processes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_green_contexts_charged, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ipc_import_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_vmm_import_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_external_memory_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
