@@ -524,37 +524,84 @@ static int status_listen(struct node *n) {
         return 0;
 }
 
-static void status_serve_one(struct node *n) {
-        int fd = accept4(n->statusfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-                return;
+/* A status client says what it wants as soon as it connects. Every client waiting to be accepted
+ * is taken at once (up to STATUS_BATCH) and given STATUS_REQUEST_MS in all to send its request
+ * line, so clients that connect and say nothing (or dribble) cost the loop that much per turn, not
+ * a second each, and an honest client queued behind them is still answered. */
+#define STATUS_BATCH 16
+#define STATUS_REQUEST_MS 200
+#define STATUS_SYNC_MS 250 /* at most one PodResources call per this, however many ask */
+
+static void status_answer(struct node *n, int fd, const char *req) {
+        /* the answer is written blocking, bounded by the send timeout */
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         struct timeval tv = { .tv_sec = 1 };
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        char req[64];
-        ssize_t k = recv(fd, req, sizeof req - 1, 0);
-        if (k > 0) {
-                req[k] = 0;
-                if (startswith(req, "status")) {
-                        (void)podresources_sync(n);
-                        json_t *j = status_json(n);
-                        char *s = json_dumps(j, JSON_COMPACT);
-                        json_decref(j);
-                        if (s) {
-                                size_t len = strlen(s), off = 0;
-                                while (off < len) {
-                                        ssize_t w = send(fd, s + off, len - off, MSG_NOSIGNAL);
-                                        if (w <= 0)
-                                                break;
-                                        off += (size_t)w;
-                                }
-                                (void)send(fd, "\n", 1, MSG_NOSIGNAL);
-                                free(s);
-                        }
-                } else
-                        (void)send(fd, "{\"error\":\"unknown request\"}\n", 28, MSG_NOSIGNAL);
+        if (!startswith(req, "status")) {
+                (void)send(fd, "{\"error\":\"unknown request\"}\n", 28, MSG_NOSIGNAL);
+                return;
         }
-        close(fd);
+        static uint64_t last_sync_ms;
+        uint64_t now = health_now_ms();
+        if (!last_sync_ms || now - last_sync_ms >= STATUS_SYNC_MS) {
+                (void)podresources_sync(n);
+                last_sync_ms = health_now_ms();
+        }
+        json_t *j = status_json(n);
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!s)
+                return;
+        size_t len = strlen(s), off = 0;
+        while (off < len) {
+                ssize_t w = send(fd, s + off, len - off, MSG_NOSIGNAL);
+                if (w <= 0)
+                        break;
+                off += (size_t)w;
+        }
+        (void)send(fd, "\n", 1, MSG_NOSIGNAL);
+        free(s);
+}
+
+static void status_serve_one(struct node *n) {
+        struct pollfd c[STATUS_BATCH];
+        char req[STATUS_BATCH][64];
+        size_t got[STATUS_BATCH];
+        unsigned nc = 0, open = 0;
+        while (nc < STATUS_BATCH) {
+                int fd = accept4(n->statusfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        break;
+                c[nc] = (struct pollfd){ .fd = fd, .events = POLLIN };
+                got[nc++] = 0;
+                open++;
+        }
+        uint64_t deadline = health_now_ms() + STATUS_REQUEST_MS;
+        while (open > 0) {
+                uint64_t now = health_now_ms();
+                if (now >= deadline || poll(c, nc, (int)(deadline - now)) <= 0)
+                        break;
+                for (unsigned i = 0; i < nc; i++) {
+                        if (c[i].fd < 0 || !c[i].revents)
+                                continue;
+                        ssize_t k = recv(c[i].fd, req[i] + got[i], sizeof req[i] - 1 - got[i], 0);
+                        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                                continue;
+                        if (k > 0)
+                                got[i] += (size_t)k;
+                        req[i][got[i]] = 0;
+                        if (k > 0 && got[i] < sizeof req[i] - 1 && !memchr(req[i], '\n', got[i]))
+                                continue; /* the rest of the line is still coming */
+                        if (got[i] > 0)
+                                status_answer(n, c[i].fd, req[i]);
+                        close(c[i].fd);
+                        c[i].fd = -1; /* poll skips it */
+                        open--;
+                }
+        }
+        for (unsigned i = 0; i < nc; i++)
+                if (c[i].fd >= 0)
+                        close(c[i].fd); /* silent past the deadline: dropped */
 }
 
 /* ---- configuration ---- */

@@ -1,0 +1,206 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile local clients against the node agent's own listeners: the status socket
+(<state-dir>/gpuslice.sock) and the metrics HTTP server (--metrics-address). Whatever they do —
+say nothing (slowloris), send megabytes, open many connections, never read the answer — the agent
+must not crash, must keep serving kubelet (Allocate, ListAndWatch health pushes) and must answer
+honest clients again once they stop. Every wait is bounded; reuses test_agent.py's Env.
+
+    /usr/bin/python3 test_hostile_local.py --build DIR --source DIR --topology FILE TEST
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_agent  # noqa: E402
+from test_agent import REACT_S, check, free_port, scrape  # noqa: E402
+
+ATTACK_S = 6
+
+
+class Hammer:
+    """Threads that keep `n` connections open doing `act(sock)` until stopped."""
+
+    def __init__(self, connect, act, n):
+        self.connect, self.act, self.n = connect, act, n
+        self.stop = threading.Event()
+        self.opened = 0
+        self.threads = [threading.Thread(target=self.run, daemon=True) for _ in range(n)]
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                s = self.connect()
+            except OSError:
+                time.sleep(0.05)
+                continue
+            self.opened += 1
+            try:
+                self.act(s, self.stop)
+            except OSError:
+                pass
+            finally:
+                s.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+
+def hold_silent(s, stop):
+    """Say nothing; reconnect as soon as the agent gives up on us."""
+    s.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            if s.recv(1) == b"":
+                return
+        except socket.timeout:
+            pass
+
+
+def unix_connect(path):
+    def connect():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.connect(path)
+        return s
+    return connect
+
+
+def still_serving_kubelet(e, ids, gpu):
+    """Allocate answers and a health change is pushed on ListAndWatch while under attack."""
+    e.allocate([ids[gpu]])
+    e.sim("xid", str(gpu + 1), "48")  # double-bit ECC: critical
+    e.kubelet.wait_for(lambda: (e.kubelet.last_devices() or {}).get(ids[gpu + 1], ("",))[0] == "Unhealthy",
+                       REACT_S, "GPU %d unhealthy pushed while under attack" % (gpu + 1))
+    check(e.agent.poll() is None, "agent died")
+    check(len(e.kubelet.law_ends) == 0, "ListAndWatch ended: %s" % e.kubelet.law_ends)
+
+
+def test_status_hostile(e):
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    path = os.path.join(e.state_dir, "gpuslice.sock")
+    connect = unix_connect(path)
+    # A megabyte instead of "status\n": refused, the rest never read.
+    s = connect()
+    try:
+        s.sendall(b"status" + b"x" * (1 << 20))
+    except OSError:
+        pass  # the agent may close before we finish writing
+    s.close()
+    # Requests that are not "status": an error line, then closed.
+    for req in (b"\x00\xff\xfe\n", b"STATUS\n", b"\n"):
+        s = connect()
+        s.sendall(req)
+        check(b"unknown request" in s.recv(4096), "answer to %r" % req)
+        s.close()
+    # Asks and never reads, with the smallest receive buffer.
+    lazy = []
+    for _ in range(4):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        s.connect(path)
+        s.sendall(b"status\n")
+        lazy.append(s)
+    # Slowloris: many clients that connect and say nothing, reconnecting as soon as dropped.
+    t0 = time.monotonic()
+    with Hammer(connect, hold_silent, 16) as h:
+        still_serving_kubelet(e, ids, 1)
+        # an honest client still gets its answer (gpuslice status gives up after 5 s)
+        st = e.status()
+        check(len(st["devices"]) == 8, "status under attack: %s" % st)
+        time.sleep(max(0, ATTACK_S - (time.monotonic() - t0)))
+        check(h.opened >= 16, "the attack opened only %d connections" % h.opened)
+    for s in lazy:
+        s.close()
+    # Honest clients are answered again.
+    deadline = time.monotonic() + REACT_S
+    while True:
+        try:
+            st = e.status()
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    check(len(st["devices"]) == 8, "status after the attack: %s" % st)
+    check(e.agent.poll() is None, "agent died")
+
+
+def http_get_raw(port, data, read=True):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(data)
+        return s.recv(4096) if read else b""
+    except OSError:
+        return b""
+    finally:
+        s.close()
+
+
+def test_metrics_hostile(e):
+    port = free_port()
+    e.start_agent("--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
+    e.registered()
+    ids = e.ids()
+    scrape(port, lambda t: "gpuslice_gpu_allocated_ratio" in t, "first scrape")
+    # Giant header, giant body, garbage request line, unknown method: answered or dropped, never fatal.
+    big = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+    r = http_get_raw(port, big)
+    check(r == b"" or r.split(b" ")[1][:1] == b"4", "giant header answered %r" % r[:80])
+    r = http_get_raw(port, b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 20000000\r\n\r\n" +
+                     b"b" * (2 << 20), read=True)
+    check(r == b"" or r.split(b" ")[1][:1] == b"4", "giant body answered %r" % r[:80])
+    for junk in (b"\x00\x01\x02\r\n\r\n", b"GET\r\n\r\n", b"BREW /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+                 b"GET /metrics HTTP/9.9\r\n\r\n", b"GET /" + b"%" * 5000 + b" HTTP/1.1\r\n\r\n"):
+        http_get_raw(port, junk)
+    check(e.agent.poll() is None, "agent died on malformed HTTP")
+
+    # Slowloris: more half-sent requests than the server takes connections, dribbling a header byte
+    # now and then; plus clients that ask and never read.
+    def dribble(s, stop):
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        while not stop.wait(1):
+            s.sendall(b"X-a: b\r\n")
+
+    def tcp_connect():
+        return socket.create_connection(("127.0.0.1", port), timeout=2)
+
+    t0 = time.monotonic()
+    with Hammer(tcp_connect, dribble, 150) as h:
+        still_serving_kubelet(e, ids, 3)
+        time.sleep(max(0, ATTACK_S - (time.monotonic() - t0)))
+        check(h.opened >= 100, "the attack opened only %d connections" % h.opened)
+    # Metrics answer again once the attackers are gone.
+    text = scrape(port, lambda t: allocated(t, 3), "GPU 3 allocated after the attack", timeout=REACT_S + 10)
+    check("gpuslice_gpu_allocated_ratio" in text, "scrape after the attack")
+    check(e.agent.poll() is None, "agent died")
+    check(e.kill_agent(signal.SIGTERM) == 0, "exit status after SIGTERM")
+
+
+def allocated(text, gpu):
+    return test_agent.allocated_ratios(text).get(gpu) == 1.0
+
+
+TESTS = {"status-hostile": test_status_hostile, "metrics-hostile": test_metrics_hostile}
+
+if __name__ == "__main__":
+    test_agent.TESTS.clear()
+    test_agent.TESTS.update(TESTS)
+    sys.argv = [sys.argv[0]] + sys.argv[1:]
+    test_agent.main()
