@@ -33,3 +33,15 @@ if(TARGET gpuslice_cuda AND EXISTS ${GPUSLICE_CUDA_STUB})
   add_test(NAME interposer-passthrough-current COMMAND ${CMAKE_SOURCE_DIR}/src/interposer/gen-passthrough.sh
            --check ${GPUSLICE_CUDA_STUB})
 endif()
+
+# End to end compute limit: the agent's Allocate answer for a 30 % core share applied to a real Podman
+# container running cuda-workload; its SM share is read from the host through the simulated NVML
+# (exit 77 = skipped when podman, runc or busybox are missing).
+if(TARGET test-interposer AND TARGET gpuslice_agent)
+  add_test(NAME interposer-podman-core
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_core.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
+  set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
+                       LABELS "integration;interposer" RESOURCE_LOCK podman)
+endif()

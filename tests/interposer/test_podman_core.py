@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+"""End to end compute limit: the node agent's Allocate answer for a 30 % core share, applied to a real
+Podman container (as test_share.py's podman case applies it), running tests/interposer/cuda-workload
+that launches kernels back to back against the simulated CUDA driver with libgpuslice-cuda.so preloaded.
+From the host, the container's SM utilization is read through the simulated NVML (`gpuslice-sim show`,
+which prints what nvmlDeviceGetProcessUtilization reports per process) while it runs.
+
+Behaviour, not speed: unthrottled the workload keeps the GPU ~100 % busy; under `--core 30` its share
+must stay well below that and above 0 (generous bounds: a shared 2-core machine). Bounded time (a 4 s
+spin). Exit 77 = skipped (podman, runc or busybox not installed, not root, or nothing built).
+
+    /usr/bin/python3 test_podman_core.py --build DIR --source DIR --topology FILE
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import kubelet_standin  # noqa: E402
+import test_share  # noqa: E402
+from test_agent import check  # noqa: E402
+
+TEST_TIMEOUT_S = 120
+SPIN_S = 4
+TARGET = 30
+
+
+def sm_samples(e, stop):
+    """SM utilization of every process, summed, from `gpuslice-sim show` every 0.2 s until stop()."""
+    show = os.path.join(e.args.build, "sim", "gpuslice-sim")
+    out = []
+    while not stop():
+        r = subprocess.run([show, "show"], capture_output=True, text=True, env=e.env, timeout=10)
+        total, in_procs = 0, False
+        for line in r.stdout.splitlines():
+            f = line.split()
+            if f[:2] == ["GPU", "PID"]:
+                in_procs = True
+            elif in_procs and len(f) >= 5 and f[0].isdigit() and f[4].rstrip("%").isdigit():
+                total += int(f[4].rstrip("%"))
+        out.append(total)
+        time.sleep(0.2)
+    return out
+
+
+def test_podman_core(e):
+    setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
+    r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
+    if r.returncode == 77:
+        raise test_share.Skip(r.stderr.strip())
+    check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
+    image = r.stdout.strip()
+    workload = os.path.abspath(os.path.join(e.args.build, "cuda-workload"))
+    if not os.path.exists(workload) or not os.path.exists(os.path.join(e.args.build, "libgpuslice-cuda.so")):
+        raise test_share.Skip("cuda-workload or libgpuslice-cuda.so not built (no cuda.h)")
+    root = tempfile.mkdtemp(prefix="gpuslice-core-host-", dir="/dev")
+    os.makedirs(os.path.join(root, "dev"))
+    for minor in range(8):
+        os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    os.mknod(os.path.join(root, "dev", "nvidiactl"), 0o666 | 0o020000, os.makedev(195, 255))
+    name = "gpuslice-core-%d" % os.getpid()
+    proc = None
+    try:
+        e.dev_root = root
+        e.start_share()
+        got = e.admit((e.core, TARGET), (e.mem, 8))
+        resp = got[e.core][1]
+        check(any("core=%d" % TARGET in line for line in open(
+            [m.host_path for m in resp.mounts if m.container_path.endswith("limits")][0])),
+            "the limits file does not say core=%d" % TARGET)
+        sim = os.path.abspath(os.path.join(e.args.build, "sim"))
+        state = e.env["GPUSLICE_SIM_STATE"]
+        plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
+                    "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (workload, workload),
+                    "-v", "%s:%s:ro" % (e.args.topology, e.args.topology), "-v", "%s:%s" % (state, state),
+                    "-e", "GPUSLICE_SIM_NODE=" + e.args.topology, "-e", "GPUSLICE_SIM_STATE=" + state,
+                    "-e", "LD_LIBRARY_PATH=" + sim,
+                    "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
+        flags = test_share.podman_flags(resp, e.args.build)
+        # kernels of 30 blocks x 1 ms: each launch fills the GPU (30 SMs) for 1 ms
+        argv = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name] + flags + \
+            plumbing + [image, workload, "init", "spin", str(SPIN_S), "30", "1000"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        samples = sm_samples(e, lambda: proc.poll() is not None)
+        out, err = proc.communicate(timeout=60)
+        check(proc.returncode == 0 and "launched" in out, "workload in podman: rc %d\n%s\n%s" %
+              (proc.returncode, out, err))
+        busy = [s for s in samples if s > 0]
+        settled = busy[5:]  # the first second: the controller learning the cost of a launch
+        check(len(settled) >= 5, "too few utilization samples while it ran: %s" % samples)
+        mean = sum(settled) / len(settled)
+        print("podman --core %d: SM utilization through NVML %s, mean %.1f %%; %s" %
+              (TARGET, settled, mean, out.strip()))
+        check(5 <= mean <= 60, "container SM share %.1f %% is not near its %d %% target (samples %s)" %
+              (mean, TARGET, settled))
+    finally:
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--topology", required=True)
+    args = ap.parse_args()
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TEST_TIMEOUT_S)
+    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
+    e = None
+    failed, skipped = True, False
+    try:
+        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        e = test_share.Share(args, stubs)
+        test_podman_core(e)
+        failed = False
+        print("PASS podman-core")
+    except test_share.Skip as s:
+        failed, skipped = False, True
+        print("SKIP podman-core: %s" % s)
+    except BaseException:  # noqa: B902 — report everything, including the alarm
+        traceback.print_exc()
+        print("FAIL podman-core")
+    finally:
+        signal.alarm(0)
+        if e:
+            e.close(failed)
+        shutil.rmtree(stubdir, ignore_errors=True)
+    sys.exit(77 if skipped else 1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
