@@ -213,7 +213,10 @@ int http_server_start(struct http_server *s) {
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)128,
+                                     (unsigned)HTTP_MAX_CONNECTIONS,
+                                     /* one host holding half-sent requests (slowloris) must not take
+                                      * every slot from the scraper */
+                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS_PER_IP,
                                      MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */

@@ -184,13 +184,36 @@ def test_metrics_hostile(e):
     t0 = time.monotonic()
     with Hammer(tcp_connect, dribble, 150) as h:
         still_serving_kubelet(e, ids, 3)
+        # a scraper on another address still gets in: one host cannot take every connection slot
+        text = scrape_from("127.0.0.2", port)
+        check("gpuslice_gpu_allocated_ratio" in text, "scrape from another address under attack: %r" % text[:200])
         time.sleep(max(0, ATTACK_S - (time.monotonic() - t0)))
-        check(h.opened >= 100, "the attack opened only %d connections" % h.opened)
+        check(h.opened >= 30, "the attack opened only %d connections" % h.opened)
     # Metrics answer again once the attackers are gone.
     text = scrape(port, lambda t: allocated(t, 3), "GPU 3 allocated after the attack", timeout=REACT_S + 10)
     check("gpuslice_gpu_allocated_ratio" in text, "scrape after the attack")
     check(e.agent.poll() is None, "agent died")
     check(e.kill_agent(signal.SIGTERM) == 0, "exit status after SIGTERM")
+
+
+def scrape_from(source, port):
+    deadline = time.monotonic() + REACT_S
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+            s.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+            s.close()
+            return data.decode(errors="replace")
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def allocated(text, gpu):
