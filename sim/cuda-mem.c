@@ -66,6 +66,8 @@ struct obj {
         uint32_t kind;
         unsigned gpu;
         uint64_t bytes;
+        unsigned maps;  /* VMM: live mappings (cuMemMap) */
+        bool released;  /* VMM: cuMemRelease'd while mapped — the memory goes at the last cuMemUnmap */
         struct obj *next;
 };
 
@@ -92,22 +94,32 @@ static CUresult obj_new(enum obj_kind kind, unsigned gpu, uint64_t bytes, struct
 }
 
 /* Unlink and free the object if it is ours and of that kind. */
+static void obj_free(struct obj *o) {
+        if (o->kind == OBJ_ARRAY || o->kind == OBJ_MIPMAP || o->kind == OBJ_VMM)
+                sim_mem_uncharge(o->gpu, o->bytes); /* imported objects are someone else's memory */
+        o->magic = 0;
+        free(o);
+}
+
+/* Unlink and free the object if it is ours and of that kind (a mapped VMM handle: once unmapped). */
 static CUresult obj_destroy(const void *handle, enum obj_kind kind) {
         pthread_mutex_lock(&obj_lock);
         struct obj **pp = &objs;
         while (*pp && (const void *)*pp != handle)
                 pp = &(*pp)->next;
         struct obj *o = *pp;
-        if (!o || (o->kind != kind && !(kind == OBJ_VMM && o->kind == OBJ_VMM_IMPORT))) {
+        if (!o || o->released || (o->kind != kind && !(kind == OBJ_VMM && o->kind == OBJ_VMM_IMPORT))) {
                 pthread_mutex_unlock(&obj_lock);
                 return CUDA_ERROR_INVALID_HANDLE;
         }
+        if (o->maps) {
+                o->released = true;
+                pthread_mutex_unlock(&obj_lock);
+                return CUDA_SUCCESS;
+        }
         *pp = o->next;
         pthread_mutex_unlock(&obj_lock);
-        if (o->kind == OBJ_ARRAY || o->kind == OBJ_MIPMAP || o->kind == OBJ_VMM)
-                sim_mem_uncharge(o->gpu, o->bytes); /* imported objects are someone else's memory */
-        o->magic = 0;
-        free(o);
+        obj_free(o);
         return CUDA_SUCCESS;
 }
 
@@ -541,7 +553,7 @@ static struct obj *obj_find(const void *handle) {
         while (o && (const void *)o != handle)
                 o = o->next;
         pthread_mutex_unlock(&obj_lock);
-        return o;
+        return o && !o->released ? o : NULL;
 }
 
 _public_ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
@@ -612,7 +624,16 @@ _public_ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
         return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Mapping costs no memory of its own: the handle's bytes are charged (or are the exporter's). */
+/* Mapping costs no memory of its own (the handle's bytes are charged, or are the exporter's), but keeps
+ * the handle's memory alive past cuMemRelease until the last mapping goes. */
+struct vmap {
+        CUdeviceptr va;
+        uint64_t size;
+        struct obj *o;
+};
+static struct vmap *vmaps; /* under obj_lock */
+static size_t n_vmaps, cap_vmaps;
+
 _public_ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                            unsigned long long flags) {
         if (!sim_cuda_ready())
@@ -622,11 +643,54 @@ _public_ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGen
                 return CUDA_ERROR_INVALID_HANDLE;
         if (!ptr || size == 0 || offset || flags || size > o->bytes)
                 return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_SUCCESS;
+        CUresult r = CUDA_SUCCESS;
+        pthread_mutex_lock(&obj_lock);
+        if (n_vmaps == cap_vmaps) {
+                size_t cap = cap_vmaps ? cap_vmaps * 2 : 16;
+                struct vmap *v = realloc(vmaps, cap * sizeof *v);
+                if (v) {
+                        vmaps = v;
+                        cap_vmaps = cap;
+                }
+        }
+        if (n_vmaps == cap_vmaps)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        else {
+                vmaps[n_vmaps++] = (struct vmap){ ptr, size, o };
+                o->maps++;
+        }
+        pthread_mutex_unlock(&obj_lock);
+        return r;
 }
 
 _public_ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-        return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (!ptr || size == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct obj *gone[16];
+        unsigned n_gone = 0;
+        bool found = false;
+        pthread_mutex_lock(&obj_lock);
+        for (size_t i = 0; i < n_vmaps;) {
+                struct vmap m = vmaps[i];
+                if (m.va < ptr || m.va >= ptr + size || n_gone == ELEMENTSOF(gone)) {
+                        i++;
+                        continue;
+                }
+                found = true;
+                vmaps[i] = vmaps[--n_vmaps];
+                if (--m.o->maps == 0 && m.o->released) { /* released earlier: its memory goes now */
+                        struct obj **pp = &objs;
+                        while (*pp && *pp != m.o)
+                                pp = &(*pp)->next;
+                        if (*pp)
+                                *pp = m.o->next;
+                        gone[n_gone++] = m.o;
+                }
+        }
+        pthread_mutex_unlock(&obj_lock);
+        for (unsigned k = 0; k < n_gone; k++)
+                obj_free(gone[k]);
+        return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 _public_ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {

@@ -85,6 +85,10 @@ int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev,
 }
 
 int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev) {
+        return gs_table_take_all(t, key, ret_bytes, ret_dev, NULL);
+}
+
+int gs_table_take_all(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev, uint64_t *ret_ctx) {
         struct entry *tab = tables[t];
         if (!tab || key >= UINT64_MAX - 2)
                 return -ENOENT;
@@ -98,11 +102,14 @@ int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *
                         continue;
                 uint64_t dev = __atomic_load_n(&e->dev, __ATOMIC_ACQUIRE);
                 uint64_t bytes = __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
+                uint64_t ctx = __atomic_load_n(&e->ctx, __ATOMIC_RELAXED);
                 /* Two threads freeing the same pointer: only one gets it back. */
                 if (!__atomic_compare_exchange_n(&e->key, &cur, KEY_TOMB, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
                         return -ENOENT;
                 *ret_bytes = bytes;
                 *ret_dev = (unsigned)dev;
+                if (ret_ctx)
+                        *ret_ctx = ctx;
                 return 0;
         }
         return -ENOENT;

@@ -44,6 +44,7 @@
         X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                     \
         X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
         X(cuMemMap, cuMemMap, 10020, 0)                                          \
+        X(cuMemUnmap, cuMemUnmap, 10020, 0)                                      \
         X(cuImportExternalMemory, cuImportExternalMemory, 10000, 0)              \
         X(cuDestroyExternalMemory, cuDestroyExternalMemory, 10000, 0)            \
         /* memory: stream-ordered pools (what a pool keeps cached counts) */     \

@@ -156,6 +156,7 @@ static struct {
         int li1; /* limits index + 1; 0 = not known yet */
 } user_pools[GS_USER_POOLS];
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER; /* VMM map/unmap/release only (rare calls) */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_done; /* atomic: skips pthread_once on the fast path */
@@ -285,6 +286,7 @@ static void atfork_child(void) {
         memset(graph_retained, 0, sizeof graph_retained);
         memset(user_pools, 0, sizeof user_pools);
         pthread_mutex_init(&settle_lock, NULL);
+        pthread_mutex_init(&vmm_lock, NULL);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
                 g.mode = GS_MODE_FAILED;
@@ -1014,19 +1016,7 @@ static CUresult gs_w_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
         PTR_FREE(dptr, REAL(cuMemFreeAsync_ptsz, dptr, hStream));
 }
 
-static CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
-        ENTER();
-        uint64_t bytes;
-        unsigned li;
-        /* An imported handle never mapped was never charged: forget it with the handle. */
-        if (g.mode == GS_MODE_LIMITED && !nested && gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) {
-                CUresult r = GUARD(REAL(cuMemRelease, handle));
-                if (r != CUDA_SUCCESS)
-                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-                return r;
-        }
-        TRACKED_FREE(GS_TAB_VMM, handle, REAL(cuMemRelease, handle));
-}
+/* cuMemRelease: with cuMemMap ("VMM mappings"). */
 
 static CUresult gs_w_cuArrayDestroy(CUarray hArray) {
         TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hArray, REAL(cuArrayDestroy, hArray));
@@ -1333,7 +1323,7 @@ static CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
 }
 
 /* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
- * (refused there with OUT_OF_MEMORY) and given back at cuMemRelease, like a cuMemCreate handle. */
+ * (refused there with OUT_OF_MEMORY), then counted like a cuMemCreate handle ("VMM mappings"). */
 static CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                     CUmemAllocationHandleType shHandleType) {
         ENTER();
@@ -1354,25 +1344,105 @@ static CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle
         return r;
 }
 
+/*
+ * VMM mappings. A handle's memory lives until it is released AND unmapped everywhere (cuMemRelease right
+ * after cuMemMap is the usual pattern), so a tracked handle (cuMemCreate, or imported and charged) stays
+ * charged past its cuMemRelease while mappings of it remain, and is given back at its last cuMemUnmap.
+ * An imported handle is charged at its first cuMemMap (its size is known only there) and refused there.
+ * These calls are rare: one process-local mutex keeps the handle, mapping and count tables consistent.
+ */
+
+/* Live mappings of a tracked handle: add delta (+1/-1), return the new count; vmm_lock held. */
+static uint64_t map_count_add(uint64_t handle, int delta, unsigned li) {
+        uint64_t n = 0;
+        unsigned d;
+        (void)gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d);
+        n = delta > 0 ? n + 1 : n ? n - 1 : 0;
+        if (n)
+                (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, li, 0);
+        return n;
+}
+
 static CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                               unsigned long long flags) {
         ENTER();
-        uint64_t zero;
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemMap, ptr, size, offset, handle, flags);
+        uint64_t bytes;
         unsigned li;
-        if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(GS_TAB_IMPORT, handle, &zero, &li) < 0)
-                return REAL(cuMemMap, ptr, size, offset, handle, flags); /* own handles: charged at cuMemCreate */
-        if (!charge((int)li, size)) {
-                (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        CUresult r = GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
+        pthread_mutex_lock(&vmm_lock);
+        bool imported = gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0;
+        bool charged = imported && charge((int)li, size);
+        CUresult r = imported && !charged ? CUDA_ERROR_OUT_OF_MEMORY
+                                          : GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
         if (r != CUDA_SUCCESS) {
-                refund((int)li, size);
-                (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                if (imported) {
+                        if (charged)
+                                refund((int)li, size);
+                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                }
+                pthread_mutex_unlock(&vmm_lock);
                 return r;
         }
-        /* From now on it is counted like a cuMemCreate handle; if the table is full it stays counted. */
-        (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
+        /* Imported: counted like a cuMemCreate handle from now on (a full table keeps it charged). */
+        if (imported)
+                (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
+        uint64_t b;
+        unsigned d;
+        if (gs_table_take(GS_TAB_VMM, handle, &b, &d) == 0) { /* a tracked handle: remember the mapping */
+                (void)gs_table_insert(GS_TAB_VMM, handle, b, d, 0);
+                if (gs_table_insert(GS_TAB_MAPPING, ptr, size, d, handle) == 0)
+                        (void)map_count_add(handle, +1, d);
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        return r;
+}
+
+static CUresult gs_w_cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemUnmap, ptr, size);
+        pthread_mutex_lock(&vmm_lock);
+        CUresult r = GUARD(REAL(cuMemUnmap, ptr, size));
+        /* The range may cover several mappings, one after the other. */
+        for (uint64_t p = ptr; r == CUDA_SUCCESS && p < (uint64_t)ptr + size;) {
+                uint64_t msize, handle, bytes;
+                unsigned li, d;
+                if (gs_table_take_all(GS_TAB_MAPPING, p, &msize, &li, &handle) < 0)
+                        break;
+                if (!map_count_add(handle, -1, li) && gs_table_take(GS_TAB_RELEASED, handle, &bytes, &d) == 0)
+                        refund((int)d, bytes); /* released earlier: its memory goes now */
+                p += msize ? msize : size;
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        return r;
+}
+
+static CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemRelease, handle);
+        uint64_t bytes, n;
+        unsigned li, d;
+        CUresult r;
+        pthread_mutex_lock(&vmm_lock);
+        if (gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) { /* imported, never mapped: not charged */
+                r = GUARD(REAL(cuMemRelease, handle));
+                if (r != CUDA_SUCCESS)
+                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+        } else if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
+                r = GUARD(REAL(cuMemRelease, handle));
+                if (r != CUDA_SUCCESS)
+                        (void)gs_table_insert(GS_TAB_VMM, handle, bytes, li, 0);
+                else if (gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d) == 0 && n) {
+                        /* still mapped: charged until the last cuMemUnmap (a full table keeps it charged) */
+                        (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, d, 0);
+                        (void)gs_table_insert(GS_TAB_RELEASED, handle, bytes, li, 0);
+                } else
+                        refund((int)li, bytes);
+        } else
+                r = GUARD(REAL(cuMemRelease, handle));
+        pthread_mutex_unlock(&vmm_lock);
         return r;
 }
 

@@ -28,6 +28,9 @@ enum gs_table {
         GS_TAB_IMPORT, /* imported VMM handles not mapped yet (charged at their first cuMemMap) */
         GS_TAB_EXT,   /* imported external memory objects (cuImportExternalMemory) */
         GS_TAB_GRAPH, /* executable graphs with memory nodes: key exec << 4 | limits index */
+        GS_TAB_MAPPING, /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */
+        GS_TAB_MAPCOUNT, /* live mappings per tracked VMM handle: key handle → count in bytes */
+        GS_TAB_RELEASED, /* VMM handles released while still mapped: charged until their last unmap */
         GS_TAB_COUNT,
 };
 
@@ -42,6 +45,9 @@ int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev,
         __attribute__((visibility("hidden")));
 /* Remove key and return what it cost. -ENOENT when not tracked. Lock-free. */
 int gs_table_take(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev)
+        __attribute__((visibility("hidden")));
+/* The same, also returning the entry's context value. */
+int gs_table_take_all(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsigned *ret_dev, uint64_t *ret_ctx)
         __attribute__((visibility("hidden")));
 /* Remove every entry of context ctx (the driver freed them with it); adds their bytes per device. */
 void gs_table_take_ctx(enum gs_table t, uint64_t ctx, uint64_t ret_bytes[GS_TAB_MAX_DEV])

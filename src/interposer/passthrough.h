@@ -304,7 +304,6 @@
         X(cuMemRetainAllocationHandle) \
         X(cuMemSetAccess) \
         X(cuMemSetMemPool) \
-        X(cuMemUnmap) \
         X(cuMemcpy) \
         X(cuMemcpy2D) \
         X(cuMemcpy2DAsync) \

@@ -45,6 +45,7 @@
  *   ipc-export / vmm-export      print "share HEX": the newest allocation's IPC handle (alloc) / fabric
  *                     handle (fam vmm)
  *   ipc-open[!] HEX   cuIpcOpenMemHandle (kept until free)   vmm-import[!] HEX SIZE  import + map SIZE
+ *   vmm-map-release   map the newest vmm handle, release it at once (free/freeall unmap it)
  *   ext[!] SIZE       cuImportExternalMemory of SIZE bytes (an opaque fd); freed by free/freeall
  *   green[!] / green-destroy     cuGreenCtxCreate on device 0 / destroy the newest
  *   graph-mem[!] SIZE / graph-keep SIZE   instantiate a graph allocating SIZE (freed in the graph / not)
@@ -154,7 +155,7 @@ static struct {
 #undef MEMBER
 } cu;
 
-enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT };
+enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT, K_MAPPED };
 static CUcontext created_ctx[16];
 static unsigned n_created;
 static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
@@ -181,7 +182,8 @@ static CUresult free_one(CUdeviceptr p, enum kind k) {
         case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
         case K_IPC: return CALL(cuIpcCloseMemHandle, p);
         case K_EXT: return CALL(cuDestroyExternalMemory, (CUexternalMemory)(uintptr_t)p);
-        case K_IMPORT: break; /* free_entry */
+        case K_IMPORT:
+        case K_MAPPED: break; /* unmapped by the free step itself */
         case K_PTR: break;
         }
         return CALL(cuMemFree_v2, p);
@@ -618,6 +620,7 @@ int main(int argc, char **argv) {
                                 return fail("%s %llu: %d", fam, v, cr);
                         if (cr == CUDA_SUCCESS) {
                                 alloc_kind[n_allocs] = k;
+                                alloc_size[n_allocs] = v;
                                 allocs[n_allocs++] = h;
                         }
                 } else if (strcmp(s, "free") == 0 || strcmp(s, "freeall") == 0) {
@@ -626,7 +629,11 @@ int main(int argc, char **argv) {
                                 if (!n_allocs)
                                         break;
                                 n_allocs--;
-                                if (alloc_kind[n_allocs] == K_IMPORT) {
+                                if (alloc_kind[n_allocs] == K_MAPPED) { /* released already: unmap */
+                                        cr = CALL(cuMemUnmap, alloc_va[n_allocs], alloc_size[n_allocs]);
+                                        if (cr == CUDA_SUCCESS)
+                                                cr = CALL(cuMemAddressFree, alloc_va[n_allocs], alloc_size[n_allocs]);
+                                } else if (alloc_kind[n_allocs] == K_IMPORT) {
                                         cr = CALL(cuMemUnmap, alloc_va[n_allocs], alloc_size[n_allocs]);
                                         if (cr == CUDA_SUCCESS)
                                                 cr = CALL(cuMemRelease, (CUmemGenericAllocationHandle)allocs[n_allocs]);
@@ -907,6 +914,20 @@ int main(int argc, char **argv) {
                                 alloc_size[n_allocs] = size;
                                 allocs[n_allocs++] = p;
                         }
+                } else if (strcmp(s, "vmm-map-release") == 0) {
+                        /* map the newest cuMemCreate handle and release it at once (the usual pattern): the
+                         * memory lives until free/freeall unmaps it */
+                        unsigned k = n_allocs - 1;
+                        CUdeviceptr va = 0;
+                        if (!n_allocs || alloc_kind[k] != K_VMM)
+                                return fail("vmm-map-release: the newest allocation is not a vmm handle");
+                        if (CALL(cuMemAddressReserve, &va, alloc_size[k], 0, 0, 0) != CUDA_SUCCESS ||
+                            (cr = CALL(cuMemMap, va, alloc_size[k], 0, (CUmemGenericAllocationHandle)allocs[k], 0)) !=
+                                    CUDA_SUCCESS ||
+                            (cr = CALL(cuMemRelease, (CUmemGenericAllocationHandle)allocs[k])) != CUDA_SUCCESS)
+                                return fail("vmm-map-release failed");
+                        alloc_kind[k] = K_MAPPED;
+                        alloc_va[k] = va;
                 } else if (strcmp(s, "ext") == 0 || strcmp(s, "ext!") == 0) {
                         /* ext SIZE: import SIZE bytes of external memory (an opaque fd) */
                         if (!arg || parse_size(arg, &v) < 0)

@@ -679,6 +679,22 @@ static void test_vmm_import_counted(void **state) {
         kill_proc(&e);
 }
 
+static void test_vmm_released_while_mapped(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* cuMemRelease right after cuMemMap: the memory lives (and counts) until the last cuMemUnmap. */
+        const char *args[] = { "init", "fam", "vmm", "32M", "vmm-map-release", "info", "expect-free", "32M", "alloc!",
+                               "33M", "free", "info", "expect-free", "64M", "alloc", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+        const char *hold[] = { "init", "fam", "vmm", "32M", "vmm-map-release", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        assert_int_equal(nvml_used(), 32 * MiB); /* the driver still holds it */
+        const char *b[] = { "init", "info", "expect-free", "32M", "alloc!", "33M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&a);
+}
+
 static void test_external_memory_counted(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
@@ -895,6 +911,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_green_contexts_charged, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ipc_import_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_vmm_import_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_vmm_released_while_mapped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_external_memory_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
