@@ -232,6 +232,68 @@ static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         return r;
 }
 
+/* Every named container's shares from the records: whole GPUs of the whole-GPU resource, core
+ * and memory IDs of the fractional ones, summed per (container, GPU). Entries PodResources has not
+ * named yet are left out. Called on the monitor's sampler thread. */
+static int container_limits(void *userdata, struct monitor_limit **ret, size_t *ret_n) {
+        struct plugin *p = userdata;
+        struct monitor_limit *out = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < p->state.n_allocs; i++) {
+                const struct state_alloc *a = &p->state.allocs[i];
+                bool whole = streq(a->resource, p->opt.resource);
+                bool frac = (p->opt.core_resource[0] && streq(a->resource, p->opt.core_resource)) ||
+                            (p->opt.memory_resource[0] && streq(a->resource, p->opt.memory_resource));
+                if ((!whole && !frac) || !a->pod_name[0])
+                        continue;
+                int gpu = -1;
+                if (whole) {
+                        for (unsigned g = 0; g < p->n; g++)
+                                if (streq(p->gpu[g].id, a->device_id))
+                                        gpu = p->gpu[g].index;
+                } else
+                        gpu = a->gpu_index;
+                if (gpu < 0)
+                        continue;
+                size_t k = 0;
+                for (; k < n; k++)
+                        if (out[k].gpu_index == (unsigned)gpu && streq(out[k].namespace, a->pod_namespace) &&
+                            streq(out[k].pod, a->pod_name) && streq(out[k].container, a->container))
+                                break;
+                if (k == n) {
+                        if (n == cap) {
+                                size_t ncap = cap ? cap * 2 : 16;
+                                struct monitor_limit *m = realloc(out, ncap * sizeof *m);
+                                if (!m) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                out = m;
+                                cap = ncap;
+                        }
+                        out[n] = (struct monitor_limit){ .gpu_index = (unsigned)gpu };
+                        strscpy(out[n].namespace, a->pod_namespace, sizeof out[n].namespace);
+                        strscpy(out[n].pod, a->pod_name, sizeof out[n].pod);
+                        strscpy(out[n].container, a->container, sizeof out[n].container);
+                        n++;
+                }
+                if (whole)
+                        out[k].whole = true;
+                out[k].memory_bytes += a->memory_bytes;
+                out[k].core_percent += a->core_percent;
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (r < 0) {
+                free(out);
+                return r;
+        }
+        *ret = out;
+        *ret_n = n;
+        return 0;
+}
+
 /* Metrics are a side service: a node that cannot serve them still serves kubelet. */
 static void monitor_start(struct node *n) {
         if (!n->cfg.metrics_address[0])
@@ -245,6 +307,7 @@ static void monitor_start(struct node *n) {
         o.interval_ms = n->cfg.sample_interval_sec * 1000;
         o.nfd_features_file = n->cfg.nfd_features_file;
         o.gpu_allocated = gpu_allocated;
+        o.container_limits = container_limits;
         o.userdata = n->plugin;
         int r = monitor_service_start(&o, n->nvml, n->cfg.metrics_address, &n->monitor);
         if (r < 0) {

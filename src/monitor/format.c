@@ -224,6 +224,67 @@ static void format_compat_gpu_manager(struct metrics_text *t, const struct monit
         free(idx);
 }
 
+/* The shares the node agent handed out, per container and GPU (HAMi-style limit visibility). */
+static void format_limits(struct metrics_text *t, const struct monitor_snapshot *s) {
+        static const char *const names[] = { "gpuslice_container_gpu_memory_limit_bytes",
+                                             "gpuslice_container_gpu_core_share_ratio" };
+        static const char *const helps[] = {
+                "GPU memory the node agent granted a container on one GPU, in bytes (absent: no memory limit).",
+                "Share of one GPU's compute the node agent granted a container (0..1; absent: no compute limit).",
+        };
+        for (int f = 0; f < 2; f++) {
+                bool any = false;
+                for (size_t i = 0; i < s->n_limits; i++) {
+                        const struct monitor_limit *l = &s->limits[i];
+                        if ((f == 0 && !l->memory_bytes) || (f == 1 && !l->core_percent))
+                                continue;
+                        if (!any)
+                                metrics_text_family(t, names[f], "gauge", helps[f]);
+                        any = true;
+                        char index[16];
+                        const char *uuid = "", *model = "";
+                        snprintf(index, sizeof index, "%u", l->gpu_index);
+                        for (size_t g = 0; g < s->n_gpus; g++)
+                                if (s->gpus[g].index == l->gpu_index) {
+                                        uuid = s->gpus[g].uuid;
+                                        model = s->gpus[g].name;
+                                }
+                        const char *labels[] = { "namespace", l->namespace, "pod", l->pod, "container", l->container,
+                                                 "gpu_index", index, "gpu_uuid", uuid, "gpu_model", model, NULL };
+                        metrics_text_sample(t, names[f], labels,
+                                            f == 0 ? (double)l->memory_bytes : MIN(l->core_percent, 100u) / 100.0);
+                }
+        }
+}
+
+/* gpu-manager's requests: per container over all its GPUs, vcuda-core percent and MiB. The
+ * limits are sorted by container, so one container's GPUs are adjacent. */
+static void format_compat_gpu_manager_requests(struct metrics_text *t, const struct monitor_snapshot *s,
+                                               const char *node) {
+        static const char *const names[] = { "container_request_gpu_utilization", "container_request_gpu_memory" };
+        static const char *const helps[] = {
+                "GPU compute requested by a container in percent of one GPU (gpu-manager compatible; sum over its GPUs).",
+                "GPU memory requested by a container in MiB (gpu-manager compatible; sum over its GPUs).",
+        };
+        for (int f = 0; f < 2; f++) {
+                if (s->n_limits)
+                        metrics_text_family(t, names[f], "gauge", helps[f]);
+                for (size_t i = 0; i < s->n_limits;) {
+                        const struct monitor_limit *l = &s->limits[i];
+                        uint64_t sum = 0;
+                        size_t j = i;
+                        for (; j < s->n_limits && streq(s->limits[j].namespace, l->namespace) &&
+                               streq(s->limits[j].pod, l->pod) && streq(s->limits[j].container, l->container);
+                             j++)
+                                sum += f == 0 ? s->limits[j].core_percent : s->limits[j].memory_bytes;
+                        const char *labels[] = { "pod_name", l->pod, "namespace", l->namespace, "node", node,
+                                                 "container_name", l->container, NULL };
+                        metrics_text_sample(t, names[f], labels, f == 0 ? (double)sum : (double)(sum >> 20));
+                        i = j;
+                }
+        }
+}
+
 static void format_compat_pod_mem(struct metrics_text *t, const struct monitor_snapshot *s) {
         bool any = false;
         for (size_t i = 0; i < s->n_procs; i++) {
@@ -256,6 +317,7 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                 gpu_family(&t, s, "gpuslice_gpu_allocated_ratio",
                            "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc);
                 format_processes(&t, s);
+                format_limits(&t, s);
                 for (int w = 0; w < 2; w++) {
                         struct fam_ctx x = { .t = &t, .s = s, .which = w };
                         if (for_each_container(s, container_sample, &x) < 0)
@@ -264,7 +326,10 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                 if (compat & CONFIG_COMPAT_POD_GPU_MEM)
                         format_compat_pod_mem(&t, s);
                 if (compat & CONFIG_COMPAT_GPU_MANAGER)
+                {
                         format_compat_gpu_manager(&t, s, node_name ? node_name : "");
+                        format_compat_gpu_manager_requests(&t, s, node_name ? node_name : "");
+                }
 
                 metrics_text_family(&t, "gpuslice_monitor_last_sample_timestamp_seconds", "gauge",
                                     "When the metrics above were sampled (Unix time).");

@@ -18,6 +18,7 @@ struct monitor {
         char *proc_root, *engine_url, *cri_socket, *nvml_library, *node_name;
         unsigned interval_ms, compat;
         int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        int (*container_limits)(void *userdata, struct monitor_limit **ret, size_t *ret_n);
         void *userdata;
 
         struct nvml *nvml;
@@ -56,6 +57,7 @@ int monitor_new(const struct monitor_options *o, struct nvml *nvml, struct monit
         m->interval_ms = o->interval_ms ? o->interval_ms : 5000;
         m->compat = o->compat;
         m->gpu_allocated = o->gpu_allocated;
+        m->container_limits = o->container_limits;
         m->userdata = o->userdata;
         int r = 0;
         if (dup_opt(o->proc_root ? o->proc_root : "/proc", &m->proc_root) < 0 ||
@@ -95,7 +97,20 @@ struct monitor *monitor_free(struct monitor *m) {
         return NULL;
 }
 
+static int cmp_limit(const void *a, const void *b) {
+        const struct monitor_limit *x = a, *y = b;
+        int c = strcmp(x->namespace, y->namespace);
+        if (!c)
+                c = strcmp(x->pod, y->pod);
+        if (!c)
+                c = strcmp(x->container, y->container);
+        if (!c)
+                c = x->gpu_index < y->gpu_index ? -1 : x->gpu_index > y->gpu_index;
+        return c;
+}
+
 static void snapshot_free(struct monitor_snapshot *s) {
+        free(s->limits);
         free(s->gpus);
         free(s->procs);
         free(s);
@@ -329,6 +344,21 @@ int monitor_sample(struct monitor *m) {
         }
         free(cs);
         free(cri);
+        if (m->container_limits) {
+                if (m->container_limits(m->userdata, &s->limits, &s->n_limits) < 0) {
+                        s->limits = NULL;
+                        s->n_limits = 0;
+                        s->errors++;
+                }
+                for (size_t i = 0; i < s->n_limits; i++)
+                        for (unsigned g = 0; g < s->n_gpus; g++)
+                                if (s->limits[i].whole && s->gpus[g].index == s->limits[i].gpu_index) {
+                                        s->limits[i].memory_bytes = s->gpus[g].memory_total;
+                                        s->limits[i].core_percent = 100;
+                                }
+                if (s->n_limits)
+                        qsort(s->limits, s->n_limits, sizeof *s->limits, cmp_limit);
+        }
         monitor_sort_processes(s);
         s->duration_s = (double)(now_us(CLOCK_MONOTONIC) - t0) / 1e6;
 

@@ -36,6 +36,16 @@
 #include "monitor/cgroup.h"
 #include "nvml/nvml.h"
 
+/* One container's share of one GPU as the node agent handed it out (its allocation records,
+ * named through PodResources). */
+struct monitor_limit {
+        char namespace[64], pod[256], container[64];
+        unsigned gpu_index;    /* NVML index */
+        bool whole;            /* the GPU is held whole: all its memory and compute */
+        uint64_t memory_bytes; /* memory granted (whole: the GPU's total, filled in by the sampler); 0 = none */
+        unsigned core_percent; /* compute granted, percent of the GPU (whole: 100); 0 = none */
+};
+
 struct monitor_options {
         const char *proc_root;    /* NULL = "/proc" */
         const char *engine_url;   /* Engine API for names and allocation; NULL/"" = off */
@@ -50,6 +60,10 @@ struct monitor_options {
          * Engine API's running containers when engine_url is set, else not reported. Returns 0
          * with *ret, or <0 unknown. Called on the sampler thread. */
         int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        /* Every container's GPU shares from the agent's records (whole GPUs and fractions, one
+         * entry per container and GPU); NULL = none. Returns 0 with a malloc'd array (NULL when
+         * empty) or <0. Called on the sampler thread. */
+        int (*container_limits)(void *userdata, struct monitor_limit **ret, size_t *ret_n);
         void *userdata;
 };
 
@@ -90,6 +104,8 @@ struct monitor_snapshot {
         size_t n_procs;
         struct monitor_process *procs;
         unsigned errors;               /* queries that failed in this sample */
+        size_t n_limits;               /* from monitor_options.container_limits, sorted by */
+        struct monitor_limit *limits;  /* namespace, pod, container, GPU index */
 };
 
 struct monitor;

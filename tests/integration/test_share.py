@@ -382,6 +382,83 @@ def test_share_restart(e):
     check(one_gpu(got[e.core][0]) == gpu, "binpack after restart went elsewhere")
 
 
+LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text, name):
+    """Every sample of one family as [(labels dict, value)]."""
+    out = []
+    for ln in text.splitlines():
+        if ln.startswith(name + "{"):
+            labels, value = ln[len(name) + 1:].rsplit("} ", 1)
+            out.append((dict(LABEL_RE.findall(labels)), float(value)))
+    return out
+
+
+def sample_of(text, name, **want):
+    got = [v for labels, v in samples(text, name) if all(labels.get(k) == w for k, w in want.items())]
+    check(len(got) <= 1, "%s %s: %d samples" % (name, want, len(got)))
+    return got[0] if got else None
+
+
+def test_share_metrics(e):
+    """The shares the agent handed out, per container and GPU, on its real /metrics — ours and
+    gpu-manager's container_request_gpu_* — named through PodResources."""
+    port = test_agent.free_port()
+    e.start_share("gpuslice", "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s",
+                  "--metrics-compat", "gpu-manager")
+    a = e.admit((e.core, 30), (e.mem, 8))              # 30 %, 2 GiB
+    gpu_a = one_gpu(a[e.core][0])
+    c = e.admit((e.mem, 4))                            # memory only: 1 GiB, no compute limit
+    gpu_c = one_gpu(c[e.mem][0])
+    whole = sorted(u for u, (h, _) in e.devices("nvidia.com/gpu").items() if h == "Healthy" and u not in (gpu_a, gpu_c))[0]
+    e.allocate_r("nvidia.com/gpu", [whole])
+    e.kubelet.pods = [("ml", "infer", "main", e.core, a[e.core][0]), ("ml", "infer", "main", e.mem, a[e.mem][0]),
+                      ("web", "cache", "redis", e.mem, c[e.mem][0]),
+                      ("ml", "train", "worker", "nvidia.com/gpu", [whole])]
+    e.status()  # reconciles with PodResources now rather than in 10 s
+    lim = "gpuslice_container_gpu_memory_limit_bytes"
+    text = test_agent.scrape(port, lambda t: len(samples(t, lim)) == 3, "three containers' memory limits")
+    total = {labels["gpu_uuid"]: v for labels, v in samples(text, "gpuslice_gpu_memory_total_bytes")}
+    check(sample_of(text, lim, namespace="ml", pod="infer", container="main", gpu_uuid=gpu_a) == 2 * GIB,
+          "infer memory limit:\n" + text)
+    check(sample_of(text, lim, namespace="web", pod="cache", container="redis", gpu_uuid=gpu_c) == GIB,
+          "cache memory limit:\n" + text)
+    check(sample_of(text, lim, namespace="ml", pod="train", container="worker", gpu_uuid=whole) == total[whole],
+          "a whole GPU's limit is its memory")
+    core = "gpuslice_container_gpu_core_share_ratio"
+    check(sample_of(text, core, pod="infer", gpu_uuid=gpu_a) == 0.3, "infer core share:\n" + text)
+    check(sample_of(text, core, pod="train", gpu_uuid=whole) == 1.0, "train core share:\n" + text)
+    check(sample_of(text, core, pod="cache") is None, "memory-only container has no core share series")
+    labels = samples(text, lim)[0][0]
+    check(sorted(labels) == ["container", "gpu_index", "gpu_model", "gpu_uuid", "namespace", "pod"],
+          "labels %s" % sorted(labels))
+    # gpu-manager: per container over its GPUs, vcuda-core percent and MiB
+    ru, rm = "container_request_gpu_utilization", "container_request_gpu_memory"
+    check(sample_of(text, ru, pod_name="infer", namespace="ml", container_name="main") == 30, "request util")
+    check(sample_of(text, rm, pod_name="infer", namespace="ml", container_name="main") == 2048, "request memory")
+    check(sample_of(text, ru, pod_name="cache", container_name="redis") == 0, "memory-only request util")
+    check(sample_of(text, rm, pod_name="cache", container_name="redis") == 1024, "memory-only request memory")
+    check(sample_of(text, ru, pod_name="train", container_name="worker") == 100, "whole-GPU request util")
+    check(sample_of(text, rm, pod_name="train", container_name="worker") == total[whole] // MIB, "whole memory")
+    check(all(l["node"] for l, _ in samples(text, ru)), "node label empty")
+    # PodResources no longer lists the cache pod: after the grace period its series go; not waited
+    # for here (120 s). Without the option, no compatibility family.
+    check(e.kill_agent(signal.SIGTERM) == 0, "exit status after SIGTERM")
+
+
+def test_share_metrics_no_compat(e):
+    port = test_agent.free_port()
+    e.start_share("gpuslice", "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
+    a = e.admit((e.core, 25), (e.mem, 4))
+    e.kubelet.pods = [("ml", "infer", "main", e.core, a[e.core][0]), ("ml", "infer", "main", e.mem, a[e.mem][0])]
+    e.status()
+    text = test_agent.scrape(port, lambda t: samples(t, "gpuslice_container_gpu_core_share_ratio"),
+                             "a core share series")
+    check(sample_of(text, "gpuslice_container_gpu_core_share_ratio", pod="infer") == 0.25, "core share")
+    check("container_request_gpu" not in text, "compatibility families without --metrics-compat")
+
+
 def test_share_restart_no_record(e):
     """Restart with neither a state file nor PodResources: no limits dir is removed until kubelet
     answers; then only the dirs of allocations kubelet no longer reports go."""

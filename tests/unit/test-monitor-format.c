@@ -158,6 +158,74 @@ static void test_compat_gpu_manager_sums_gpus(void **state) {
         free(s);
 }
 
+/* Sorted as the sampler leaves them: namespace, pod, container, GPU. */
+static struct monitor_limit limits[3];
+
+static void set_limits(void) {
+        limits[0] = (struct monitor_limit){ .gpu_index = 0, .memory_bytes = 2ull << 30, .core_percent = 30 };
+        strscpy(limits[0].namespace, "ml", sizeof limits[0].namespace);
+        strscpy(limits[0].pod, "infer", sizeof limits[0].pod);
+        strscpy(limits[0].container, "main", sizeof limits[0].container);
+        limits[1] = limits[0];
+        limits[1].gpu_index = 1;
+        limits[1].memory_bytes = 0; /* compute only on GPU 1 */
+        limits[1].core_percent = 50;
+        limits[2] = (struct monitor_limit){ .gpu_index = 1, .memory_bytes = 1ull << 30 }; /* memory only */
+        strscpy(limits[2].namespace, "web", sizeof limits[2].namespace);
+        strscpy(limits[2].pod, "cache", sizeof limits[2].pod);
+        strscpy(limits[2].container, "redis", sizeof limits[2].container);
+        snap.limits = limits;
+        snap.n_limits = 3;
+}
+
+static void test_limits(void **state) {
+        (void)state;
+        set_limits();
+        char *s = format(0);
+        assert_non_null(strstr(s, "# TYPE gpuslice_container_gpu_memory_limit_bytes gauge\n"));
+        assert_non_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes{namespace=\"ml\",pod=\"infer\","
+                                  "container=\"main\",gpu_index=\"0\",gpu_uuid=\"GPU-0\",gpu_model=\"TITAN V\"} "
+                                  "2147483648\n"));
+        assert_non_null(strstr(s, "gpuslice_container_gpu_core_share_ratio{namespace=\"ml\",pod=\"infer\","
+                                  "container=\"main\",gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0.5\n"));
+        /* no memory granted on GPU 1 to infer, no compute granted to cache: no series */
+        assert_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes{namespace=\"ml\",pod=\"infer\","
+                              "container=\"main\",gpu_index=\"1\""));
+        assert_null(strstr(s, "gpuslice_container_gpu_core_share_ratio{namespace=\"web\""));
+        assert_non_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes{namespace=\"web\",pod=\"cache\","
+                                  "container=\"redis\",gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} "
+                                  "1073741824\n"));
+        assert_null(strstr(s, "container_request_gpu")); /* compatibility off */
+        free(s);
+}
+
+static void test_limits_none(void **state) {
+        (void)state;
+        char *s = format(CONFIG_COMPAT_GPU_MANAGER);
+        assert_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes"));
+        assert_null(strstr(s, "gpuslice_container_gpu_core_share_ratio"));
+        assert_null(strstr(s, "container_request_gpu"));
+        free(s);
+}
+
+static void test_compat_gpu_manager_requests(void **state) {
+        (void)state;
+        set_limits();
+        char *s = format(CONFIG_COMPAT_GPU_MANAGER);
+        /* summed over the container's GPUs: 30 + 50 percent, 2 GiB */
+        assert_non_null(strstr(s, "container_request_gpu_utilization{pod_name=\"infer\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"main\"} 80\n"));
+        assert_non_null(strstr(s, "container_request_gpu_memory{pod_name=\"infer\",namespace=\"ml\",node=\"node-7\","
+                                  "container_name=\"main\"} 2048\n"));
+        assert_non_null(strstr(s, "container_request_gpu_utilization{pod_name=\"cache\",namespace=\"web\",node=\"node-7\","
+                                  "container_name=\"redis\"} 0\n"));
+        assert_non_null(strstr(s, "container_request_gpu_memory{pod_name=\"cache\",namespace=\"web\",node=\"node-7\","
+                                  "container_name=\"redis\"} 1024\n"));
+        const char *first = strstr(s, "container_request_gpu_memory{pod_name=\"infer\"");
+        assert_null(strstr(first + 1, "container_request_gpu_memory{pod_name=\"infer\""));
+        free(s);
+}
+
 static void test_own_gauges(void **state) {
         (void)state;
         char *s = format(0);
@@ -226,6 +294,9 @@ int main(void) {
                 cmocka_unit_test_setup(test_compat_pod_mem, setup),
                 cmocka_unit_test_setup(test_compat_gpu_manager, setup),
                 cmocka_unit_test_setup(test_compat_gpu_manager_sums_gpus, setup),
+                cmocka_unit_test_setup(test_limits, setup),
+                cmocka_unit_test_setup(test_limits_none, setup),
+                cmocka_unit_test_setup(test_compat_gpu_manager_requests, setup),
                 cmocka_unit_test_setup(test_own_gauges, setup),
                 cmocka_unit_test(test_no_snapshot),
                 cmocka_unit_test(test_name_from_engine),
