@@ -53,8 +53,24 @@ static void text_putc(struct metrics_text *t, char c) {
         t->buf[t->len] = '\0';
 }
 
+/* Escaped as the text format wants, and valid UTF-8 whatever comes in: label values carry process
+ * names (/proc/PID/comm, any bytes a workload chooses) and Prometheus refuses a whole scrape over
+ * one invalid byte. Each byte that does not start a well-formed sequence becomes U+FFFD. */
 static void text_escaped(struct metrics_text *t, const char *s, bool quote) {
-        for (; s && *s; s++) {
+        if (!s)
+                return;
+        for (const char *end = s + strlen(s); *s; s++) {
+                size_t k = utf8_seq_len(s, (size_t)(end - s));
+                if (k == 0) {
+                        metrics_text_printf(t, "\xef\xbf\xbd");
+                        continue;
+                }
+                if (k > 1) {
+                        for (size_t i = 0; i < k; i++)
+                                text_putc(t, s[i]);
+                        s += k - 1;
+                        continue;
+                }
                 if (*s == '\\') {
                         text_putc(t, '\\');
                         text_putc(t, '\\');

@@ -73,26 +73,6 @@ int state_copy(const struct gpuslice_state *s, struct gpuslice_state *ret) {
         return 0;
 }
 
-/* Length of the UTF-8 sequence at s[0..n) (1..4), 0 if it is not valid UTF-8 as JSON (and
- * jansson) wants it: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-        if (s[0] < 0x80)
-                return 1;
-        size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
-        if (len == 0 || s[0] > 0xf4 || s[0] == 0xc0 || s[0] == 0xc1 || len > n)
-                return 0;
-        uint32_t cp = s[0] & (0x7f >> len);
-        for (size_t i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return len;
-}
-
 /* Terminated within size, free of control characters, and valid UTF-8: every string ends up in
  * the JSON body, and one that cannot be encoded would make every later state_save fail. */
 static bool valid_str(const char *s, size_t size, bool required) {
@@ -102,7 +82,7 @@ static bool valid_str(const char *s, size_t size, bool required) {
         for (size_t i = 0; i < n;) {
                 if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
                         return false;
-                size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+                size_t k = utf8_seq_len(s + i, n - i);
                 if (k == 0)
                         return false;
                 i += k;

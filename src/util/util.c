@@ -8,6 +8,25 @@
 #include <math.h>
 #include <sys/stat.h>
 
+size_t utf8_seq_len(const char *str, size_t n) {
+        const unsigned char *s = (const unsigned char *)str;
+        if (s[0] < 0x80)
+                return 1;
+        size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+        if (len == 0 || s[0] > 0xf4 || s[0] == 0xc0 || s[0] == 0xc1 || len > n)
+                return 0;
+        uint32_t cp = s[0] & (0x7f >> len);
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
 int parse_uint(const char *s, unsigned max, unsigned *ret) {
         uint64_t v;
         int r = parse_u64(s, &v);

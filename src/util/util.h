@@ -77,6 +77,11 @@ static inline bool startswith(const char *s, const char *prefix) {
         return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* Length (1..4) of the well-formed UTF-8 sequence at s[0..n) (n > 0), 0 when none starts there:
+ * overlong forms, surrogates and code points past U+10FFFF are not well-formed (as JSON, jansson
+ * and the Prometheus text format want it). */
+size_t utf8_seq_len(const char *s, size_t n);
+
 /* Checked parsing: whole string, base 10, in range; 0 or -EINVAL / -ERANGE. */
 int parse_uint(const char *s, unsigned max, unsigned *ret);
 int parse_u64(const char *s, uint64_t *ret);

@@ -38,6 +38,22 @@ static void test_label_escaping(void **state) {
         free(s);
 }
 
+/* Found in review: label values carry process names (/proc/PID/comm, any bytes a workload picks);
+ * one byte that is not UTF-8 made Prometheus refuse the whole scrape. Invalid bytes become U+FFFD,
+ * well-formed multi-byte characters pass untouched. */
+static void test_label_invalid_utf8_replaced(void **state) {
+        (void)state;
+        struct metrics_text t = { 0 };
+        const char *labels[] = { "process", "a\xff\xc3\xa9\xed\xa0\x80\xe2\x82", NULL };
+        metrics_text_sample(&t, "m", labels, 1);
+        metrics_text_family(&t, "n", "gauge", "h\xc0\xaf");
+        char *s = finish(&t);
+        assert_string_equal(s, "m{process=\"a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                               "\xef\xbf\xbd\xef\xbf\xbd\"} 1\n"
+                               "# HELP n h\xef\xbf\xbd\xef\xbf\xbd\n# TYPE n gauge\n");
+        free(s);
+}
+
 static void test_help_escaping(void **state) {
         (void)state;
         struct metrics_text t = { 0 };
@@ -159,6 +175,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_family_and_sample),
                 cmocka_unit_test(test_label_escaping),
+                cmocka_unit_test(test_label_invalid_utf8_replaced),
                 cmocka_unit_test(test_help_escaping),
                 cmocka_unit_test(test_values),
                 cmocka_unit_test(test_escape_label_buffer),
