@@ -652,6 +652,27 @@ static void test_decode_too_many_entries_rejected(void **state) {
         assert_int_equal(decode_text(body), -EBADMSG);
 }
 
+/* JSON nested a million deep (arrays, objects, inside an entry): refused by the parser's depth
+ * bound, no stack exhaustion. */
+static void test_decode_deep_nesting_rejected(void **state) {
+        (void)state;
+        const size_t depth = 1000000;
+        _cleanup_(freep) char *body = malloc(2 * depth + 64);
+        assert_non_null(body);
+        size_t n = (size_t)snprintf(body, 64, "{\"generation\": 1, \"allocations\": ");
+        for (size_t i = 0; i < depth; i++)
+                body[n++] = i % 2 ? '[' : '{';
+        body[n] = '\0';
+        assert_int_equal(decode_text(body), -EBADMSG);
+        n = (size_t)snprintf(body, 64, "{\"generation\": 1, \"allocations\": [");
+        for (size_t i = 0; i < depth; i++)
+                body[n++] = '[';
+        for (size_t i = 0; i < depth; i++)
+                body[n++] = ']';
+        snprintf(body + n, 4, "]}");
+        assert_int_equal(decode_text(body), -EBADMSG);
+}
+
 /* The sample in docs/configuration.md is a real file. */
 static void test_docs_example_decodes(void **state) {
         (void)state;
@@ -912,6 +933,7 @@ int main(void) {
                 cmocka_unit_test(test_decode_every_bit_flip_rejected),
                 cmocka_unit_test(test_decode_appended_bytes_rejected),
                 cmocka_unit_test(test_decode_header_variants_rejected),
+                cmocka_unit_test(test_decode_deep_nesting_rejected),
                 cmocka_unit_test(test_decode_schema),
                 cmocka_unit_test(test_decode_overlong_strings_rejected),
                 cmocka_unit_test(test_decode_too_many_entries_rejected),
