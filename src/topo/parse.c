@@ -368,7 +368,10 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
         } else if (tok_eq(key, "bus")) {
                 unsigned dom, bus, dev, fn;
                 char tail;
-                if (sscanf(val, "%8x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) != 4 || strlen(val) > 16)
+                /* sscanf's %x would also take a sign or "0x" */
+                if (val[strspn(val, "0123456789abcdefABCDEF:.")] != '\0' ||
+                    sscanf(val, "%8x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) != 4 || strlen(val) > 16 ||
+                    dom > 0xffff || dev > 0x1f || fn > 7)
                         return fail(p, line, "bus: expected a PCI bus id like 00000000:1A:00.0, got '%s'", val);
                 snprintf(g->bus_id, sizeof g->bus_id, "%08X:%02X:%02X.%X", dom, bus, dev, fn);
         } else if (tok_eq(key, "minor") || tok_eq(key, "numa") || tok_eq(key, "sms")) {
@@ -387,7 +390,8 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
         } else if (tok_eq(key, "cc")) {
                 unsigned ma, mi;
                 char tail;
-                if (sscanf(val, "%2u.%2u%c", &ma, &mi, &tail) != 2 || ma == 0)
+                if (val[strspn(val, "0123456789.")] != '\0' || sscanf(val, "%2u.%2u%c", &ma, &mi, &tail) != 2 ||
+                    ma == 0)
                         return fail(p, line, "cc: expected a compute capability like 8.0, got '%s'", val);
                 g->cc_major = (int)ma;
                 g->cc_minor = (int)mi;
