@@ -616,6 +616,17 @@ _public_ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, u
         return NVML_SUCCESS;
 }
 
+_public_ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                         nvmlIntNvLinkDeviceType_t *type) {
+        CHECK(nvlink_check(device, link));
+        if (!type)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!nvswitch_fabric() && nvlink_peer(device->index, link) < 0)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *type = nvswitch_fabric() ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+        return NVML_SUCCESS;
+}
+
 /* ---- processes ---- */
 
 struct proc_view {

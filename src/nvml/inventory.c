@@ -181,11 +181,15 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
 }
 
 /*
- * Count active NVLinks of GPU i by remote: to another GPU of this node (peer[j]) or to anything
- * else, which on NVIDIA systems is an NVSwitch (*ret_switch). A remote whose bus id we do not
- * know but whose PCI device id is that of one of our GPUs is a GPU we could not query (lost,
- * forbidden): not a switch, and not counted. Links are probed 0, 1, 2, … until NVML says the
- * link does not exist; the bound only guards against a library that never says so.
+ * Count active NVLinks of GPU i by remote: to another GPU of this node (peer[j]) or to an NVSwitch
+ * (*ret_switch). What the far end is comes from nvmlDeviceGetNvLinkRemoteDeviceType (driver 460+):
+ * a switch counts without looking at its bus id, an IBM NPU (a POWER CPU) is neither, a GPU is
+ * matched by its bus id. Where the symbol is missing, or the call fails or answers UNKNOWN for a
+ * link, the older heuristic decides: anything that is not one of our GPUs is a switch, except a
+ * remote whose bus id we do not know but whose PCI device id is that of one of our GPUs — a GPU we
+ * could not query (lost, forbidden): not a switch, and not counted. Links are probed 0, 1, 2, …
+ * until NVML says the link does not exist; the bound only guards against a library that never
+ * says so.
  */
 static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *pci_id, unsigned i,
                           nvmlDevice_t h, unsigned *peer, unsigned *ret_switch) {
@@ -196,6 +200,17 @@ static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *
                 if (rc != NVML_SUCCESS)
                         break; /* INVALID_ARGUMENT / NOT_SUPPORTED: no such link; anything else: stop too */
                 if (active != NVML_FEATURE_ENABLED)
+                        continue;
+                nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+                if (NVCALL(n, nvmlDeviceGetNvLinkRemoteDeviceType, h, l, &type) != NVML_SUCCESS ||
+                    (type != NVML_NVLINK_DEVICE_TYPE_GPU && type != NVML_NVLINK_DEVICE_TYPE_IBMNPU &&
+                     type != NVML_NVLINK_DEVICE_TYPE_SWITCH))
+                        type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN; /* the heuristic below decides */
+                if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+                        sw++;
+                        continue;
+                }
+                if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU)
                         continue;
                 nvmlPciInfo_t pci;
                 memset(&pci, 0, sizeof(pci));
@@ -211,7 +226,9 @@ static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *
                         is_gpu = true;
                         break;
                 }
-                if (is_gpu || nvml_bus_id_equal(remote, t->gpu[i].bus_id))
+                /* a GPU of ours we could not query (type GPU, bus id unknown) is not counted */
+                if (is_gpu || type == NVML_NVLINK_DEVICE_TYPE_GPU ||
+                    nvml_bus_id_equal(remote, t->gpu[i].bus_id))
                         continue;
                 bool unknown_gpu = false;
                 for (unsigned j = 0; j < t->n_gpus && !unknown_gpu; j++)

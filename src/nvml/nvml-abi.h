@@ -64,6 +64,14 @@ typedef enum {
         NVML_FEATURE_ENABLED = 1,
 } nvmlEnableState_t;
 
+/* What is at the far end of an NVLink (nvmlDeviceGetNvLinkRemoteDeviceType, driver 460+). */
+typedef enum {
+        NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+        NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+        NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+        NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
+} nvmlIntNvLinkDeviceType_t;
+
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 
@@ -200,6 +208,8 @@ static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
           (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive))                           \
         X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t,                                               \
           (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))                                    \
+        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                               \
+          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))          \
         X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                           \
           (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                        \
         X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                           \

@@ -97,7 +97,9 @@ int nvml_device_count(struct nvml *n, unsigned *ret, struct nvml_error *err);
  * The whole node: driver and CUDA versions, every GPU NVML counts (index, state, UUID, name,
  * memory total/used, PCI bus id, minor, NUMA node, CPU affinity, MIG mode, compute capability,
  * power limit) and every pair's link (common-ancestor level, NVLink count; GPUs that both have
- * links to NVSwitches are joined by min(their switch link counts) and ->nvswitch is set).
+ * links to NVSwitches are joined by min(their switch link counts) and ->nvswitch is set; a link's
+ * far end is known by nvmlDeviceGetNvLinkRemoteDeviceType where the driver has it (460+), else
+ * by its PCI bus and device id: anything that is not a GPU is then taken for a switch).
  * A GPU whose handle or queries answer NO_PERMISSION / GPU_IS_LOST (or fail otherwise) gets
  * state TOPO_GPU_NO_PERMISSION / TOPO_GPU_LOST / TOPO_GPU_ERROR with "func: NVML text" in
  * state_text and its links stay UNKNOWN; the rest of the node is still inventoried. Fields NVML

@@ -4,10 +4,12 @@
 # and error paths no simulator produces. test-nvml-sim: against the simulator (sim/).
 
 set(_fake_nvml_dir ${CMAKE_CURRENT_LIST_DIR}/fake-nvml)
-foreach(_fake node old noinit initfail noshutdown)
+foreach(_fake node old noinit initfail noshutdown nolinktype)
   set(_src ${_fake_nvml_dir}/fake-nvml-${_fake}.c)
   if(_fake STREQUAL "noshutdown")
     set(_src ${_fake_nvml_dir}/fake-nvml-initfail.c)
+  elseif(_fake STREQUAL "nolinktype")
+    set(_src ${_fake_nvml_dir}/fake-nvml-node.c)
   endif()
   add_library(fake-nvml-${_fake} SHARED ${_src})
   set_target_properties(fake-nvml-${_fake} PROPERTIES
@@ -19,6 +21,8 @@ foreach(_fake node old noinit initfail noshutdown)
   endif()
 endforeach()
 target_compile_definitions(fake-nvml-noshutdown PRIVATE FAKE_NO_SHUTDOWN)
+# The fake node as a driver before 460: no nvmlDeviceGetNvLinkRemoteDeviceType.
+target_compile_definitions(fake-nvml-nolinktype PRIVATE FAKE_NO_REMOTE_DEVICE_TYPE)
 
 gpuslice_unit_test(nvml ${CMAKE_CURRENT_LIST_DIR}/test-nvml.c)
 target_include_directories(test-nvml PRIVATE ${_fake_nvml_dir})
@@ -27,8 +31,10 @@ target_compile_definitions(test-nvml PRIVATE
   FAKE_NVML_OLD="$<TARGET_FILE:fake-nvml-old>"
   FAKE_NVML_NOINIT="$<TARGET_FILE:fake-nvml-noinit>"
   FAKE_NVML_INITFAIL="$<TARGET_FILE:fake-nvml-initfail>"
-  FAKE_NVML_NOSHUTDOWN="$<TARGET_FILE:fake-nvml-noshutdown>")
-add_dependencies(test-nvml fake-nvml-node fake-nvml-old fake-nvml-noinit fake-nvml-initfail fake-nvml-noshutdown)
+  FAKE_NVML_NOSHUTDOWN="$<TARGET_FILE:fake-nvml-noshutdown>"
+  FAKE_NVML_NOLINKTYPE="$<TARGET_FILE:fake-nvml-nolinktype>")
+add_dependencies(test-nvml fake-nvml-node fake-nvml-old fake-nvml-noinit fake-nvml-initfail fake-nvml-noshutdown
+                 fake-nvml-nolinktype)
 
 gpuslice_unit_test(nvml-sim ${CMAKE_CURRENT_LIST_DIR}/test-nvml-sim.c)
 foreach(_sim_target gpuslice_sim_nvml gpuslice_sim_cli)

@@ -222,6 +222,15 @@ static void test_inventory_dgx_a100_nvswitch(void **state) {
         check_file(state, TOPO("dgx-a100-nvswitch.topo"));
 }
 
+/* The simulator is a driver 460+: switch links are known by their remote device type. */
+static void test_inventory_nvswitch_by_link_type(void **state) {
+        struct fixture *f = start(state, TOPO("dgx-a100-nvswitch.topo"));
+        assert_true(nvml_has_symbol(f->n, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+        inventory(f);
+        check_node(TOPO("dgx-a100-nvswitch.topo"), &f->want, &f->got);
+        assert_true(f->got.nvswitch);
+}
+
 static void test_inventory_rich_demo_node(void **state) {
         check_file(state, GPUSLICE_SOURCE_DIR "/sim/nodes/demo-8gpu-2socket.node");
 }
@@ -489,6 +498,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_inventory_7gpu_with_nic, teardown),
                 cmocka_unit_test_teardown(test_inventory_dgx1_cube_mesh, teardown),
                 cmocka_unit_test_teardown(test_inventory_dgx_a100_nvswitch, teardown),
+                cmocka_unit_test_teardown(test_inventory_nvswitch_by_link_type, teardown),
                 cmocka_unit_test_teardown(test_inventory_rich_demo_node, teardown),
                 cmocka_unit_test_teardown(test_inventory_every_reference_topology, teardown),
                 cmocka_unit_test_teardown(test_lost_gpu_reported, teardown),

@@ -421,11 +421,45 @@ static void test_inventory_direct_nvlinks(void **state) {
 
 static void test_inventory_nvswitch_links(void **state) {
         struct node_fixture *f = *state;
-        /* GPU0 has 3 switch links, GPU2 2 (on links 38 and 39: probing went past 36). */
+        /* GPU0 has 3 switch links, GPU2 2 (on links 38 and 39: probing went past 36; the remote
+         * type of link 39 is not known, the bus id says switch). */
         assert_true(f->t.nvswitch);
         assert_int_equal(topo_get_link(&f->t, 0, 2).nvlinks, 2);
         assert_int_equal(topo_get_link(&f->t, 1, 2).nvlinks, 0); /* GPU1 has no switch link */
         assert_int_equal(topo_get_link(&f->t, 0, 3).nvlinks, 0); /* GPU3: NVLink not supported */
+}
+
+static void test_inventory_npu_link_not_a_switch(void **state) {
+        struct node_fixture *f = *state;
+        /* GPU1's links 4,5 end at an IBM NPU: its bus id is no GPU's and its device id no GPU's,
+         * so the bus-id heuristic would take it for a switch; the remote device type says NPU. */
+        assert_true(nvml_has_symbol(f->n, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+        assert_int_equal(topo_get_link(&f->t, 1, 2).nvlinks, 0);
+        assert_int_equal(topo_get_link(&f->t, 0, 1).nvlinks, 2);
+}
+
+/* A driver before 460: no remote device type, the bus-id heuristic for every link. */
+static int nolinktype_setup(void **state) {
+        struct node_fixture *f = calloc(1, sizeof(*f));
+        if (!f)
+                return -1;
+        *state = f;
+        if (nvml_open(FAKE_NVML_NOLINKTYPE, &f->n, NULL) < 0)
+                return -1;
+        return nvml_inventory(f->n, &f->t, NULL) < 0 ? -1 : 0;
+}
+
+static void test_inventory_without_link_type_heuristic(void **state) {
+        struct node_fixture *f = *state;
+        assert_false(nvml_has_symbol(f->n, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+        /* switches are still found by their bus ids, unqueried GPUs still not taken for switches */
+        assert_true(f->t.nvswitch);
+        assert_int_equal(topo_get_link(&f->t, 0, 2).nvlinks, 2);
+        assert_int_equal(topo_get_link(&f->t, 0, 3).nvlinks, 0);
+        /* the heuristic's known limit: GPU1's two NPU links count as switch links, joining GPU1 to
+         * GPU0 (2 direct + 2) and GPU2 (2) through a fabric that is not there */
+        assert_int_equal(topo_get_link(&f->t, 0, 1).nvlinks, 4);
+        assert_int_equal(topo_get_link(&f->t, 1, 2).nvlinks, 2);
 }
 
 static void test_inventory_link_to_unqueried_gpu_not_a_switch(void **state) {
@@ -800,6 +834,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_inventory_pcie_levels, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_direct_nvlinks, node_setup_inventory, node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_nvswitch_links, node_setup_inventory, node_teardown),
+                cmocka_unit_test_setup_teardown(test_inventory_npu_link_not_a_switch, node_setup_inventory,
+                                                node_teardown),
+                cmocka_unit_test_setup_teardown(test_inventory_without_link_type_heuristic, nolinktype_setup,
+                                                node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_link_to_unqueried_gpu_not_a_switch, node_setup_inventory,
                                                 node_teardown),
                 cmocka_unit_test_setup_teardown(test_inventory_lost_gpu, node_setup_inventory, node_teardown),

@@ -338,6 +338,9 @@ static void test_nvlinks_dgx1_direct(void **state) {
                         assert_int_equal(on, NVML_FEATURE_ENABLED);
                         nvmlPciInfo_t remote;
                         assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(g), l, &remote), NVML_SUCCESS);
+                        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(g), l, &type), NVML_SUCCESS);
+                        assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_GPU);
                         bool matched = false;
                         for (unsigned p = 0; p < t.n_gpus; p++)
                                 if (streq(remote.busId, bus[p])) {
@@ -356,6 +359,9 @@ static void test_nvlinks_dgx1_direct(void **state) {
         }
         nvmlPciInfo_t remote;
         assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(0), 6, &remote), NVML_ERROR_INVALID_ARGUMENT);
+        nvmlIntNvLinkDeviceType_t type;
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 6, &type), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 0, NULL), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void check_nvswitch_links(unsigned n_gpus, unsigned want_links) {
@@ -376,6 +382,9 @@ static void check_nvswitch_links(unsigned n_gpus, unsigned want_links) {
                         for (unsigned p = 0; p < n_gpus; p++)
                                 assert_string_not_equal(remote.busId, bus[p]);
                         assert_int_equal(remote.pciDeviceId, 0x1af110deu);
+                        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(g), l, &type), NVML_SUCCESS);
+                        assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
                         links++;
                         assert_true(links <= 64);
                 }
@@ -408,6 +417,8 @@ static void test_pcie_gpu_has_no_nvlink(void **state) {
         start(SIM_TOPO("pcie-8gpu-pix-phb-sys.topo"));
         nvmlEnableState_t on;
         assert_int_equal(N.nvmlDeviceGetNvLinkState(dev(0), 0, &on), NVML_ERROR_NOT_SUPPORTED);
+        nvmlIntNvLinkDeviceType_t type;
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 0, &type), NVML_ERROR_NOT_SUPPORTED);
 }
 
 /* ---- affinity, capabilities, sensors ---- */

@@ -40,6 +40,8 @@ static const char *const bus_ids[N_GPUS] = {
 #define SWITCH_BUS_ID "00000000:C1:00.0"
 #define GPU_PCI_ID 0x20B010DEu    /* A100-SXM4 */
 #define SWITCH_PCI_ID 0x1AF110DEu /* NVSwitch */
+#define NPU_BUS_ID "00000000:04:00.0"
+#define NPU_PCI_ID 0x04EA1014u /* IBM POWER9 NVLink processing unit */
 
 static int refs;
 static int handle_fault[N_GPUS];
@@ -217,7 +219,7 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
 }
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *active) {
         CHECK_DEV(d);
-        unsigned n_links = d->index == 0 ? 6 : d->index == 1 ? 4 : d->index == 2 ? 40 : 0;
+        unsigned n_links = d->index == 0 ? 6 : d->index == 1 ? 6 : d->index == 2 ? 40 : 0;
         if (n_links == 0)
                 return NVML_ERROR_NOT_SUPPORTED;
         if (link >= n_links)
@@ -235,15 +237,34 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int li
                 remote = bus_ids[1];
         else if (d->index == 1 && link < 2)
                 remote = "0000:1a:00.0"; /* legacy form, lower case: must still match GPU0 */
-        else if (d->index == 1)
+        else if (d->index == 1 && link < 4)
                 remote = bus_ids[4];
-        else {
+        else if (d->index == 1) {
+                remote = NPU_BUS_ID; /* links 4, 5: the CPU of a POWER9 host, neither GPU nor switch */
+                pci->pciDeviceId = NPU_PCI_ID;
+        } else {
                 remote = SWITCH_BUS_ID;
                 pci->pciDeviceId = SWITCH_PCI_ID;
         }
         snprintf(pci->busId, sizeof(pci->busId), "%s", remote);
         return NVML_SUCCESS;
 }
+#ifndef FAKE_NO_REMOTE_DEVICE_TYPE
+/* Driver 460+. GPU 2's link 39 cannot tell (the binding then falls back to the bus id). */
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned int link, nvmlIntNvLinkDeviceType_t *type) {
+        CHECK_DEV(d);
+        if (d->index == 2 && link == 39)
+                return NVML_ERROR_UNKNOWN;
+        if (d->index == 0)
+                *type = link < 2 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+        else if (d->index == 1)
+                *type = link < 4 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_IBMNPU;
+        else
+                *type = NVML_NVLINK_DEVICE_TYPE_SWITCH;
+        return NVML_SUCCESS;
+}
+#endif
+
 nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t d, unsigned int n, unsigned long *set, unsigned int scope) {
         CHECK_DEV(d);
         if (scope != NVML_AFFINITY_SCOPE_NODE || n == 0)
