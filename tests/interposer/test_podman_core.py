@@ -58,8 +58,9 @@ def test_podman_core(e):
     check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
     image = r.stdout.strip()
     workload = os.path.abspath(os.path.join(e.args.build, "cuda-workload"))
-    if not os.path.exists(workload) or not os.path.exists(os.path.join(e.args.build, "libgpuslice-cuda.so")):
-        raise test_share.Skip("cuda-workload or libgpuslice-cuda.so not built (no cuda.h)")
+    needed = [workload, os.path.join(e.args.build, "libgpuslice-cuda.so"), os.path.join(e.args.build, "sim", "gpuslice-sim")]
+    if not all(os.path.exists(f) for f in needed):
+        raise test_share.Skip("cuda-workload, libgpuslice-cuda.so or gpuslice-sim not built (no cuda.h?)")
     root = tempfile.mkdtemp(prefix="gpuslice-core-host-", dir="/dev")
     os.makedirs(os.path.join(root, "dev"))
     for minor in range(8):
