@@ -66,6 +66,7 @@ static struct monitor_snapshot *synthetic(void) {
         s->gpus = calloc(N_GPUS, sizeof *s->gpus);
         s->n_procs = N_GPUS * PER_GPU;
         s->procs = calloc(s->n_procs, sizeof *s->procs);
+        s->names = monitor_names_new();
         for (unsigned g = 0; g < N_GPUS; g++) {
                 struct monitor_gpu *mg = &s->gpus[g];
                 *mg = (struct monitor_gpu){ .index = g, .healthy = true, .memory_used = 9ull << 30,
@@ -79,14 +80,17 @@ static struct monitor_snapshot *synthetic(void) {
                 unsigned g = (unsigned)(i / PER_GPU), c = (unsigned)(i / 2);
                 *p = (struct monitor_process){ .pid = 100000 + (unsigned)i, .gpu = g, .memory = (40ull + i % 7) << 20,
                                                .sm = (int)(i % 5), .attributed = true };
-                strscpy(p->comm, "python3.10", sizeof p->comm);
+                p->comm = monitor_names_intern(s->names, "python3.10", 63);
                 snprintf(p->cg.container_id, sizeof p->cg.container_id, "%064x", c + 1);
                 snprintf(p->cg.pod_uid, sizeof p->cg.pod_uid, "8c6e4f1a-2b3d-4c5e-9f7a-%012x", c);
                 p->cg.qos = CGROUP_QOS_BURSTABLE;
                 p->cg.runtime = CGROUP_RUNTIME_CONTAINERD;
-                snprintf(p->namespace, sizeof p->namespace, "team-%u-training", c % 13);
-                snprintf(p->pod, sizeof p->pod, "resnet50-distributed-worker-%u-7f9c8d6b5-x2k4q", c);
-                strscpy(p->container, "trainer", sizeof p->container);
+                char buf[256];
+                snprintf(buf, sizeof buf, "team-%u-training", c % 13);
+                p->namespace = monitor_names_intern(s->names, buf, 255);
+                snprintf(buf, sizeof buf, "resnet50-distributed-worker-%u-7f9c8d6b5-x2k4q", c);
+                p->pod = monitor_names_intern(s->names, buf, 255);
+                p->container = monitor_names_intern(s->names, "trainer", 255);
         }
         return s;
 }
@@ -158,11 +162,14 @@ static void part_format(bool md) {
                 printf("| synthetic 8 x 256 processes (1024 containers) | %zu B of text | format p50 %.2f ms / p99 %.2f ms | "
                        "scrape p50 %.2f ms / p99 %.2f ms | snapshot %zu kB (RssAnon +%ld kB) |\n",
                        bytes, f50 * 1e3, f99 * 1e3, s50 * 1e3, s99 * 1e3,
-                       (s->n_procs * sizeof *s->procs + s->n_gpus * sizeof *s->gpus) / 1024, rss1 - rss0);
+                       (s->n_procs * sizeof *s->procs + s->n_gpus * sizeof *s->gpus + monitor_names_size(s->names)) /
+                               1024,
+                       rss1 - rss0);
         else
                 printf("format: %zu bytes, p50 %.3f ms, p99 %.3f ms; scrape over TCP (%ld bytes): p50 %.3f ms, p99 %.3f ms; "
-                       "snapshot RssAnon +%ld kB (sizeof process entry %zu)\n",
-                       bytes, f50 * 1e3, f99 * 1e3, got, s50 * 1e3, s99 * 1e3, rss1 - rss0, sizeof(struct monitor_process));
+                       "snapshot RssAnon +%ld kB (sizeof process entry %zu, names %zu kB)\n",
+                       bytes, f50 * 1e3, f99 * 1e3, got, s50 * 1e3, s99 * 1e3, rss1 - rss0, sizeof(struct monitor_process),
+                       monitor_names_size(s->names) / 1024);
         monitor_snapshot_unref(s);
 }
 

@@ -110,6 +110,7 @@ static int cmp_limit(const void *a, const void *b) {
 }
 
 static void snapshot_free(struct monitor_snapshot *s) {
+        monitor_names_free(s->names);
         free(s->limits);
         free(s->gpus);
         free(s->procs);
@@ -130,41 +131,53 @@ struct monitor_snapshot *monitor_snapshot(struct monitor *m) {
         return s;
 }
 
-static void read_comm(const char *proc_root, unsigned pid, char *buf, size_t len) {
+#define NAME_MAX_LEN 255 /* names are cut there, as the fixed fields did */
+#define COMM_MAX_LEN 63
+
+/* The process name (interned), "" when it has gone; NULL only when out of memory. */
+static const char *read_comm(struct monitor_names *names, const char *proc_root, unsigned pid) {
         char path[4096];
-        buf[0] = '\0';
         int k = snprintf(path, sizeof path, "%s/%u/comm", proc_root, pid);
         if (k < 0 || (size_t)k >= sizeof path)
-                return;
+                return "";
         _cleanup_(freep) char *text = NULL;
         size_t n;
         if (read_file(path, 4096, &text, &n) < 0)
-                return;
+                return "";
         while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
                 text[--n] = '\0';
-        strscpy(buf, text, len);
+        return monitor_names_intern(names, text, COMM_MAX_LEN);
 }
 
-void monitor_name_process(struct monitor_process *p, const struct engine_container *c, size_t n) {
-        p->namespace[0] = p->pod[0] = p->container[0] = '\0';
+int monitor_name_process(struct monitor_names *names, struct monitor_process *p, const struct engine_container *c,
+                         size_t n) {
+        p->namespace = p->pod = p->container = "";
         if (!p->attributed)
-                return;
+                return 0;
         const struct engine_container *hit = NULL;
         for (size_t i = 0; p->cg.container_id[0] && i < n; i++)
                 if (streq(c[i].id, p->cg.container_id))
                         hit = &c[i];
+        const char *ns = "", *pod = "", *ctr = "";
         if (hit && hit->pod_name[0]) {
-                strscpy(p->namespace, hit->pod_namespace, sizeof p->namespace);
-                strscpy(p->pod, hit->pod_name, sizeof p->pod);
-                strscpy(p->container, hit->container_name[0] ? hit->container_name : hit->name, sizeof p->container);
-                return;
+                ns = monitor_names_intern(names, hit->pod_namespace, NAME_MAX_LEN);
+                pod = monitor_names_intern(names, hit->pod_name, NAME_MAX_LEN);
+                ctr = monitor_names_intern(names, hit->container_name[0] ? hit->container_name : hit->name,
+                                           NAME_MAX_LEN);
+        } else {
+                if (hit)
+                        ctr = monitor_names_intern(names, hit->name, NAME_MAX_LEN);
+                else if (p->cg.container_id[0])
+                        ctr = monitor_names_intern(names, p->cg.container_id, 12);
+                if (p->cg.pod_uid[0])
+                        pod = monitor_names_intern(names, p->cg.pod_uid, NAME_MAX_LEN);
         }
-        if (hit)
-                strscpy(p->container, hit->name, sizeof p->container);
-        else if (p->cg.container_id[0])
-                strnscpy(p->container, sizeof p->container, p->cg.container_id, 12);
-        if (p->cg.pod_uid[0])
-                snprintf(p->pod, sizeof p->pod, "%s", p->cg.pod_uid);
+        if (!ns || !pod || !ctr)
+                return -ENOMEM;
+        p->namespace = ns;
+        p->pod = pod;
+        p->container = ctr;
+        return 0;
 }
 
 static int cmp_proc(const void *a, const void *b) {
@@ -210,7 +223,8 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
                 }
                 struct monitor_process *p = &s->procs[s->n_procs++];
                 *p = (struct monitor_process){ .pid = procs[i].pid, .gpu = g, .memory = procs[i].used_memory,
-                                               .sm = have_util ? 0 : -1 };
+                                               .sm = have_util ? 0 : -1, .comm = "", .namespace = "",
+                                               .pod = "", .container = "" };
                 /* the newest sample of this pid */
                 uint64_t ts = 0;
                 for (size_t k = 0; k < n_samples; k++)
@@ -218,7 +232,13 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
                                 ts = samples[k].timestamp_us;
                                 p->sm = (int)MIN(samples[k].sm, 100u);
                         }
-                read_comm(m->proc_root, p->pid, p->comm, sizeof p->comm);
+                const char *comm = read_comm(s->names, m->proc_root, p->pid);
+                if (!comm) {
+                        free(procs);
+                        free(samples);
+                        return -ENOMEM;
+                }
+                p->comm = comm;
                 int a = cgroup_attribute_pid(m->proc_root, p->pid, &p->cg);
                 p->attributed = a >= 0;
                 if (a < 0 && a != -ENOENT && a != -ESRCH)
@@ -270,6 +290,11 @@ int monitor_sample(struct monitor *m) {
         if (!s)
                 return -ENOMEM;
         s->refs = 1;
+        s->names = monitor_names_new();
+        if (!s->names) {
+                free(s);
+                return -ENOMEM;
+        }
         s->time_us = now_us(CLOCK_REALTIME);
         strscpy(s->driver_version, t->driver_version, sizeof s->driver_version);
         s->cuda_version = t->cuda_version;
@@ -329,7 +354,8 @@ int monitor_sample(struct monitor *m) {
                 }
         }
         for (size_t i = 0; i < s->n_procs; i++)
-                monitor_name_process(&s->procs[i], cs, n_names);
+                if (monitor_name_process(s->names, &s->procs[i], cs, n_names) < 0)
+                        s->errors++;
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 double a;
                 if (m->gpu_allocated) {

@@ -80,17 +80,32 @@ struct monitor_gpu {
         double allocated;         /* 0..1, <0 unknown */
 };
 
+/*
+ * Interned strings: every distinct name is stored once per snapshot and process entries point at
+ * it (thousands of processes share a handful of process, namespace and container names). Not
+ * thread-safe; a snapshot's pool is written only while the snapshot is built.
+ */
+struct monitor_names;
+struct monitor_names *monitor_names_new(void);
+struct monitor_names *monitor_names_free(struct monitor_names *n);
+/* The pool's copy of s, of at most max_len bytes of it (stopping at a NUL); the same pointer for
+ * equal strings. "" for an empty s. NULL only when out of memory. */
+const char *monitor_names_intern(struct monitor_names *n, const char *s, size_t max_len);
+/* Bytes the pool holds (strings, table, chunk headers): for benchmarks. */
+size_t monitor_names_size(const struct monitor_names *n);
+
 struct monitor_process {
         unsigned pid;
         unsigned gpu;             /* index into snapshot->gpus */
         uint64_t memory;          /* bytes; UINT64_MAX unknown */
         int sm;                   /* percent, -1 unknown */
-        char comm[64];            /* process name, "" if gone */
         bool attributed;          /* cgroup read (false: vanished or unreadable) */
+        const char *comm;         /* process name, "" if gone; interned, never NULL */
         struct cgroup_info cg;
         /* names: Kubernetes (namespace, pod, container) or the engine's container name in
-         * `container` on a plain host; falling back to the pod uid and the short container id */
-        char namespace[256], pod[256], container[256];
+         * `container` on a plain host; falling back to the pod uid and the short container id.
+         * Interned in the snapshot's pool (or static strings); never NULL, "" when unknown. */
+        const char *namespace, *pod, *container;
 };
 
 struct monitor_snapshot {
@@ -103,6 +118,7 @@ struct monitor_snapshot {
         struct monitor_gpu *gpus;
         size_t n_procs;
         struct monitor_process *procs;
+        struct monitor_names *names;   /* the strings procs point at; freed with the snapshot */
         unsigned errors;               /* queries that failed in this sample */
         size_t n_limits;               /* from monitor_options.container_limits, sorted by */
         struct monitor_limit *limits;  /* namespace, pod, container, GPU index */
@@ -136,9 +152,11 @@ int monitor_write_labels(struct monitor *m, const char *path);
 /* Sort helper for display: by GPU, then memory (largest first), then pid. */
 void monitor_sort_processes(struct monitor_snapshot *s);
 
-/* Set names of an attributed process from what the runtime knows (or the fallbacks). */
+/* Set names of an attributed process from what the runtime knows (or the fallbacks), interned in
+ * `names`. 0, or -ENOMEM (the names are then ""). */
 struct engine_container;
-void monitor_name_process(struct monitor_process *p, const struct engine_container *c, size_t n);
+int monitor_name_process(struct monitor_names *names, struct monitor_process *p, const struct engine_container *c,
+                         size_t n);
 
 /* ---- the service: sampler thread + HTTP (/metrics, /healthz) ---- */
 

@@ -18,16 +18,16 @@ static struct monitor_process procs[4];
 static struct monitor_snapshot snap;
 
 static struct monitor_process proc(unsigned pid, unsigned gpu, uint64_t mib, int sm, bool in_pod) {
-        struct monitor_process p = { .pid = pid, .gpu = gpu, .memory = mib << 20, .sm = sm, .attributed = true };
-        strscpy(p.comm, "python", sizeof p.comm);
+        struct monitor_process p = { .pid = pid, .gpu = gpu, .memory = mib << 20, .sm = sm, .attributed = true,
+                                     .comm = "python", .namespace = "", .pod = "", .container = "" };
         if (in_pod) {
                 strscpy(p.cg.container_id, CID, sizeof p.cg.container_id);
                 strscpy(p.cg.pod_uid, UID, sizeof p.cg.pod_uid);
                 p.cg.qos = CGROUP_QOS_BURSTABLE;
                 p.cg.runtime = CGROUP_RUNTIME_CONTAINERD;
-                strscpy(p.namespace, "ml", sizeof p.namespace);
-                strscpy(p.pod, "trainer-0", sizeof p.pod);
-                strscpy(p.container, "worker", sizeof p.container);
+                p.namespace = "ml";
+                p.pod = "trainer-0";
+                p.container = "worker";
         }
         return p;
 }
@@ -245,33 +245,102 @@ static void test_no_snapshot(void **state) {
 
 static void test_name_from_engine(void **state) {
         (void)state;
+        struct monitor_names *nm = monitor_names_new();
+        assert_non_null(nm);
         struct monitor_process p = proc(1, 0, 1, 0, true);
         struct engine_container c[2] = { 0 };
         strscpy(c[1].id, CID, sizeof c[1].id);
         strscpy(c[1].name, "trainer", sizeof c[1].name);
-        monitor_name_process(&p, c, 2);
+        assert_int_equal(monitor_name_process(nm, &p, c, 2), 0);
         assert_string_equal(p.container, "trainer");
         assert_string_equal(p.pod, UID); /* no pod name known: the uid */
         strscpy(c[1].pod_name, "p", sizeof c[1].pod_name);
         strscpy(c[1].pod_namespace, "ns", sizeof c[1].pod_namespace);
         strscpy(c[1].container_name, "main", sizeof c[1].container_name);
-        monitor_name_process(&p, c, 2);
+        assert_int_equal(monitor_name_process(nm, &p, c, 2), 0);
         assert_string_equal(p.namespace, "ns");
         assert_string_equal(p.pod, "p");
         assert_string_equal(p.container, "main");
+        /* a second process of the same container shares the pool's strings */
+        struct monitor_process q = proc(2, 1, 1, 0, true);
+        assert_int_equal(monitor_name_process(nm, &q, c, 2), 0);
+        assert_ptr_equal(q.pod, p.pod);
+        assert_ptr_equal(q.container, p.container);
+        monitor_names_free(nm);
 }
 
 static void test_name_fallback_ids(void **state) {
         (void)state;
+        struct monitor_names *nm = monitor_names_new();
+        assert_non_null(nm);
         struct monitor_process p = proc(1, 0, 1, 0, true);
-        monitor_name_process(&p, NULL, 0);
+        assert_int_equal(monitor_name_process(nm, &p, NULL, 0), 0);
         assert_string_equal(p.namespace, "");
         assert_string_equal(p.pod, UID);
         assert_string_equal(p.container, "3f1c2a9b8d7e");
         p.attributed = false;
-        monitor_name_process(&p, NULL, 0);
+        assert_int_equal(monitor_name_process(nm, &p, NULL, 0), 0);
         assert_string_equal(p.pod, "");
         assert_string_equal(p.container, "");
+        monitor_names_free(nm);
+}
+
+static void test_names_intern(void **state) {
+        (void)state;
+        struct monitor_names *nm = monitor_names_new();
+        assert_non_null(nm);
+        char a[16], b[16];
+        strscpy(a, "trainer", sizeof a);
+        strscpy(b, "trainer", sizeof b);
+        const char *x = monitor_names_intern(nm, a, 255), *y = monitor_names_intern(nm, b, 255);
+        assert_ptr_equal(x, y);
+        assert_ptr_not_equal(x, a);
+        assert_string_equal(x, "trainer");
+        /* max_len cuts, and the cut string is its own entry */
+        const char *cut = monitor_names_intern(nm, "trainer", 5);
+        assert_string_equal(cut, "train");
+        assert_ptr_not_equal(cut, x);
+        assert_ptr_equal(monitor_names_intern(nm, "train", 255), cut);
+        assert_string_equal(monitor_names_intern(nm, "", 255), "");
+        assert_null(monitor_names_intern(nm, NULL, 255));
+        assert_null(monitor_names_intern(NULL, "x", 255));
+        monitor_names_free(nm);
+        assert_null(monitor_names_free(NULL));
+}
+
+static void test_names_grow_and_big(void **state) {
+        (void)state;
+        struct monitor_names *nm = monitor_names_new();
+        assert_non_null(nm);
+        /* past the first table (64) and the first chunk (4 KiB); earlier pointers stay valid */
+        const char *first = monitor_names_intern(nm, "pod-0", 255);
+        const char *p[1000];
+        for (unsigned i = 0; i < 1000; i++) {
+                char buf[64];
+                snprintf(buf, sizeof buf, "resnet50-distributed-worker-%u", i);
+                p[i] = monitor_names_intern(nm, buf, 255);
+                assert_non_null(p[i]);
+        }
+        char *big = malloc(10000);
+        assert_non_null(big);
+        memset(big, 'x', 9999);
+        big[9999] = '\0';
+        const char *bp = monitor_names_intern(nm, big, SIZE_MAX);
+        assert_non_null(bp);
+        assert_int_equal(strlen(bp), 9999);
+        const char *after = monitor_names_intern(nm, "after-the-big-one", 255);
+        for (unsigned i = 0; i < 1000; i++) {
+                char buf[64];
+                snprintf(buf, sizeof buf, "resnet50-distributed-worker-%u", i);
+                assert_string_equal(p[i], buf);
+                assert_ptr_equal(monitor_names_intern(nm, buf, 255), p[i]);
+        }
+        assert_string_equal(first, "pod-0");
+        assert_ptr_equal(monitor_names_intern(nm, big, SIZE_MAX), bp);
+        assert_ptr_equal(monitor_names_intern(nm, "after-the-big-one", 255), after);
+        assert_true(monitor_names_size(nm) > 10000 + 1000 * 30);
+        free(big);
+        monitor_names_free(nm);
 }
 
 static void test_sort(void **state) {
@@ -302,6 +371,8 @@ int main(void) {
                 cmocka_unit_test(test_name_from_engine),
                 cmocka_unit_test(test_name_fallback_ids),
                 cmocka_unit_test(test_sort),
+                cmocka_unit_test(test_names_intern),
+                cmocka_unit_test(test_names_grow_and_big),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
