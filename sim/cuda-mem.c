@@ -215,6 +215,18 @@ static struct ptr_rec *recs;
 static size_t n_recs, cap_recs;
 static uint64_t va_next = POOL_VA_BASE;
 
+/* After fork the child owns none of its parent's pools, graph memory or mappings of other processes. */
+static void mem_atfork_child(void) {
+        pthread_mutex_init(&pool_lock, NULL);
+        memset(default_pool, 0, sizeof default_pool);
+        memset(graph_pool, 0, sizeof graph_pool);
+        n_recs = 0;
+}
+
+__attribute__((constructor)) static void mem_init(void) {
+        pthread_atfork(NULL, NULL, mem_atfork_child);
+}
+
 static struct CUmemPoolHandle_st *pool_of_gpu(unsigned gpu) {
         struct CUmemPoolHandle_st *p = &default_pool[gpu];
         if (p->magic != POOL_MAGIC)

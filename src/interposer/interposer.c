@@ -1285,7 +1285,7 @@ static CUresult gs_w_cuGreenCtxDestroy(CUgreenCtx hCtx) {
 
 /* The size of an imported IPC mapping is not known before it is opened: open, ask the driver, charge, and
  * close again when it does not fit (it adds no device memory meanwhile: the exporter's bytes are mapped). */
-static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li, bool legacy) {
+static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li) {
         if (r != CUDA_SUCCESS)
                 return r;
         CUdeviceptr base = 0;
@@ -1295,7 +1295,6 @@ static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li, bool legacy) 
                 (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
                 return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
         }
-        (void)legacy;
         r = remember(GS_TAB_PTR, *pdptr, size, li);
         if (r != CUDA_SUCCESS)
                 (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
@@ -1307,7 +1306,7 @@ static CUresult gs_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
         int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
         if (li < 0)
                 return REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li, false);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li);
 }
 
 static CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
@@ -1315,7 +1314,7 @@ static CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handl
         int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
         if (li < 0)
                 return REAL(cuIpcOpenMemHandle, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li, true);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li);
 }
 
 static CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
