@@ -749,7 +749,15 @@ int main(int argc, char **argv) {
                         } w[] = { { "cuGetProcAddress", gpa_self }, { "cuLaunchKernel", (void *)cu.cuLaunchKernel },
                                   { "cuMemAlloc", (void *)cu.cuMemAlloc_v2 }, { "cuMemAlloc@3000", (void *)cu.cuMemAlloc },
                                   { "cuMemAllocAsync", (void *)cu.cuMemAllocAsync },
-                                  { "cuGraphLaunch", (void *)cu.cuGraphLaunch } };
+                                  { "cuGraphLaunch", (void *)cu.cuGraphLaunch },
+                                  { "cuIpcOpenMemHandle", (void *)cu.cuIpcOpenMemHandle_v2 },
+                                  { "cuMemMap", (void *)cu.cuMemMap }, { "cuMemUnmap", (void *)cu.cuMemUnmap },
+                                  { "cuImportExternalMemory", (void *)cu.cuImportExternalMemory },
+                                  { "cuGreenCtxCreate", (void *)cu.cuGreenCtxCreate },
+                                  { "cuGraphInstantiateWithFlags", (void *)cu.cuGraphInstantiateWithFlags },
+                                  { "cuGraphExecDestroy", (void *)cu.cuGraphExecDestroy },
+                                  { "cuDeviceGraphMemTrim", (void *)cu.cuDeviceGraphMemTrim },
+                                  { "cuMemPoolTrimTo", (void *)cu.cuMemPoolTrimTo } };
                         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
                                 Dl_info info;
                                 if (!w[k].p || !dladdr(w[k].p, &info) || !info.dli_sname || !info.dli_fname) {

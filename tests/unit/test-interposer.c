@@ -227,7 +227,7 @@ static void test_load_procaddr_legacy(void **state) {
 
 static void test_procaddr_hands_out_exact_variant_wrappers(void **state) {
         (void)state;
-        char out[1024];
+        char out[2048];
         const char *args[] = { "--load=procaddr", "symbols", NULL };
         assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
         /* The interposer's own wrapper for cuGetProcAddress itself, and for each variant the driver chose. */
@@ -236,6 +236,17 @@ static void test_procaddr_hands_out_exact_variant_wrappers(void **state) {
         assert_non_null(strstr(out, "symbol cuMemAlloc -> cuMemAlloc_v2 libgpuslice-cuda.so\n"));
         assert_non_null(strstr(out, "symbol cuMemAlloc@3000 -> cuMemAlloc libgpuslice-cuda.so\n"));
         assert_non_null(strstr(out, "symbol cuGraphLaunch -> cuGraphLaunch libgpuslice-cuda.so\n"));
+        /* The entry points of imported memory, graph memory, pools and green contexts. */
+        assert_non_null(strstr(out, "symbol cuIpcOpenMemHandle -> cuIpcOpenMemHandle_v2 libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemMap -> cuMemMap libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemUnmap -> cuMemUnmap libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuImportExternalMemory -> cuImportExternalMemory libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuGreenCtxCreate -> cuGreenCtxCreate libgpuslice-cuda.so\n"));
+        assert_non_null(
+                strstr(out, "symbol cuGraphInstantiateWithFlags -> cuGraphInstantiateWithFlags libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuGraphExecDestroy -> cuGraphExecDestroy libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuDeviceGraphMemTrim -> cuDeviceGraphMemTrim libgpuslice-cuda.so\n"));
+        assert_non_null(strstr(out, "symbol cuMemPoolTrimTo -> cuMemPoolTrimTo libgpuslice-cuda.so\n"));
         /* Per-thread default stream: the _ptsz wrappers. */
         const char *pt[] = { "--load=procaddr-ptsz", "symbols", NULL };
         assert_int_equal(run(WORKLOAD, pt, out, sizeof out), 0);
