@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * http — libmicrohttpd behind the small API of http.h. One internal polling thread (epoll where
- * available) accepts and dispatches; handlers get whole requests. Must never log or block a
+ * http — libmicrohttpd behind the small API of http.h. One internal polling thread (poll(2): see
+ * http_server_start) accepts and dispatches; handlers get whole requests. Must never log or block a
  * request on another one.
  */
 #include "http/http.h"
@@ -207,7 +207,11 @@ int http_server_start(struct http_server *s) {
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
-        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+        /* poll(2), not the epoll mode MHD_USE_AUTO_INTERNAL_THREAD picks: with epoll (libmicrohttpd
+         * 0.9.75) a client that sent half a request and closed was not noticed until the connection
+         * timeout, so a few hundred such clients starved the server (agent-metrics-hostile). The
+         * connection limit keeps poll's cost small. */
+        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
         if (s->addr.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,

@@ -30,7 +30,7 @@
 /* Open connections in all, and from one IP address; an idle or half-sent request is dropped after
  * 10 s. More are refused at accept. */
 #define HTTP_MAX_CONNECTIONS 128
-#define HTTP_MAX_CONNECTIONS_PER_IP 32
+#define HTTP_MAX_CONNECTIONS_PER_IP 64
 
 struct http_request {
         const char *method; /* "GET", "HEAD", "POST" */
