@@ -192,6 +192,8 @@ struct CUmemPoolHandle_st {
         uint32_t magic;
         unsigned gpu;
         uint64_t reserved, used, threshold;
+        bool dead;                        /* created pool destroyed with allocations outstanding */
+        struct CUmemPoolHandle_st *next;  /* created pools */
 };
 
 /* Device pointers that are not cuda.c's: pool allocations, graph allocations, imported IPC mappings. */
@@ -208,6 +210,7 @@ struct ptr_rec {
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* pools, graph pools, ptr records */
 static struct CUmemPoolHandle_st default_pool[TOPO_MAX_GPUS];
+static struct CUmemPoolHandle_st *created_pools; /* cuMemPoolCreate */
 static struct {
         uint64_t reserved, used;
 } graph_pool[TOPO_MAX_GPUS];
@@ -221,6 +224,7 @@ static void mem_atfork_child(void) {
         memset(default_pool, 0, sizeof default_pool);
         memset(graph_pool, 0, sizeof graph_pool);
         n_recs = 0;
+        created_pools = NULL; /* the parent's */
 }
 
 __attribute__((constructor)) static void mem_init(void) {
@@ -234,9 +238,28 @@ static struct CUmemPoolHandle_st *pool_of_gpu(unsigned gpu) {
         return p;
 }
 
+/* pool_lock held. */
 static bool pool_valid(CUmemoryPool p) {
         uintptr_t a = (uintptr_t)p, lo = (uintptr_t)default_pool, hi = (uintptr_t)(default_pool + TOPO_MAX_GPUS);
-        return a >= lo && a < hi && (a - lo) % sizeof default_pool[0] == 0 && p->magic == POOL_MAGIC;
+        if (a >= lo && a < hi)
+                return (a - lo) % sizeof default_pool[0] == 0 && p->magic == POOL_MAGIC;
+        for (struct CUmemPoolHandle_st *c = created_pools; c; c = c->next)
+                if (c == p)
+                        return !c->dead;
+        return false;
+}
+
+/* Unlink and free a created pool, giving back what it reserves; pool_lock held. */
+static void pool_free_locked(struct CUmemPoolHandle_st *p) {
+        for (struct CUmemPoolHandle_st **pp = &created_pools; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        if (p->reserved)
+                sim_mem_uncharge(p->gpu, p->reserved);
+        p->magic = 0;
+        free(p);
 }
 
 /* A fresh range of simulated address space and its record; pool_lock held. */
@@ -325,8 +348,11 @@ CUresult sim_mem_free_other(CUdeviceptr dptr) {
         struct ptr_rec *r = rec_find_locked(dptr, false);
         CUresult res = CUDA_ERROR_INVALID_VALUE;
         if (r && r->kind == PTR_POOL) {
-                r->pool->used -= MIN(r->pool->used, r->bytes); /* stays reserved: cached by the pool */
+                struct CUmemPoolHandle_st *p = r->pool;
+                p->used -= MIN(p->used, r->bytes); /* stays reserved: cached by the pool */
                 rec_del_locked(r);
+                if (p->dead && p->used == 0)
+                        pool_free_locked(p); /* destroyed earlier: goes with its last allocation */
                 res = CUDA_SUCCESS;
         } else if (r && r->kind == PTR_GRAPH && r->live) {
                 graph_pool[r->gpu].used -= MIN(graph_pool[r->gpu].used, r->bytes);
@@ -352,7 +378,51 @@ void sim_mem_sync(unsigned gpu) {
         pthread_mutex_lock(&pool_lock);
         struct CUmemPoolHandle_st *p = pool_of_gpu(gpu);
         pool_release_locked(gpu, &p->reserved, p->used, p->threshold);
+        for (p = created_pools; p; p = p->next)
+                if (p->gpu == gpu)
+                        pool_release_locked(gpu, &p->reserved, p->used, p->threshold);
         pthread_mutex_unlock(&pool_lock);
+}
+
+_public_ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+            poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+                return CUDA_ERROR_INVALID_VALUE;
+        unsigned gpu;
+        CUresult r = sim_cuda_gpu_of(poolProps->location.id, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+        if (!p)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_lock(&pool_lock);
+        *p = (struct CUmemPoolHandle_st){ .magic = POOL_MAGIC, .gpu = gpu, .next = created_pools };
+        created_pools = p;
+        pthread_mutex_unlock(&pool_lock);
+        *pool = p;
+        return CUDA_SUCCESS;
+}
+
+/* Its memory goes back now, or with its last outstanding allocation (as the driver defers it). */
+_public_ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        pthread_mutex_lock(&pool_lock);
+        bool is_default = (uintptr_t)pool >= (uintptr_t)default_pool &&
+                          (uintptr_t)pool < (uintptr_t)(default_pool + TOPO_MAX_GPUS);
+        CUresult r = !is_default && pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+                if (pool->used == 0)
+                        pool_free_locked(pool);
+                else {
+                        pool_release_locked(pool->gpu, &pool->reserved, pool->used, 0);
+                        pool->dead = true;
+                }
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
 }
 
 CUresult sim_graph_mem_reserve(unsigned gpu, uint64_t bytes, CUdeviceptr *ret) {
@@ -939,6 +1009,8 @@ static const struct sim_proc_entry mem_procs[] = {
         { "cuMemFreeAsync", 11020, true, (void *)cuMemFreeAsync_ptsz },
         { "cuMemPoolTrimTo", 11020, false, (void *)cuMemPoolTrimTo },
         { "cuMemPoolGetAttribute", 11020, false, (void *)cuMemPoolGetAttribute },
+        { "cuMemPoolCreate", 11020, false, (void *)cuMemPoolCreate },
+        { "cuMemPoolDestroy", 11020, false, (void *)cuMemPoolDestroy },
         { "cuMemPoolSetAttribute", 11020, false, (void *)cuMemPoolSetAttribute },
         { "cuDeviceGetDefaultMemPool", 11020, false, (void *)cuDeviceGetDefaultMemPool },
         { "cuDeviceGetMemPool", 11020, false, (void *)cuDeviceGetMemPool },

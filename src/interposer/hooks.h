@@ -119,7 +119,8 @@
         X(cuGraphMemAllocNodeGetParams) \
         X(cuGraphChildGraphNodeGetGraph) \
         X(cuMemGetAllocationPropertiesFromHandle) \
-        X(cuCtxFromGreenCtx)
+        X(cuCtxFromGreenCtx)      \
+        X(cuCtxSynchronize)
 
 /* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */
 #define GS_NVML_HOOKS(X)                 \

@@ -139,6 +139,13 @@ static __thread unsigned nested __attribute__((tls_model("initial-exec")));
                 guard_r_;                          \
         })
 
+#define GUARD_VOID(expr) \
+        do {             \
+                nested++; \
+                expr;    \
+                nested--; \
+        } while (0)
+
 /* Contexts charged to this process (see "wrappers: contexts"). */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned primary_refs[GS_MAX_ORDINALS];
@@ -592,6 +599,37 @@ static bool pool_growth_counted(int li) {
         return ok;
 }
 
+/* The pool an allocation will come from: the one named, else the current device's current pool. */
+static CUmemoryPool target_pool(CUmemoryPool named) {
+        CUdevice d;
+        CUmemoryPool cur = NULL;
+        if (named)
+                return named;
+        if (real.cuCtxGetDevice && real.cuCtxGetDevice(&d) == CUDA_SUCCESS && real.cuDeviceGetMemPool &&
+            real.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)
+                cur = NULL;
+        return cur;
+}
+
+/* What pool p holds without handing it out (RESERVED − USED); 0 when unknown. */
+static uint64_t pool_idle(CUmemoryPool p) {
+        cuuint64_t r = 0, u = 0;
+        if (!p || !real.cuMemPoolGetAttribute ||
+            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+                return 0;
+        return r > u ? r - u : 0;
+}
+
+/* After undoing an allocation that grew pool p past the limit: let the free complete and give the pool's
+ * idle memory back to the device, so that what it holds is again what is counted. Refusal path only. */
+static void pool_shrink(CUmemoryPool p) {
+        if (real.cuCtxSynchronize)
+                (void)real.cuCtxSynchronize();
+        if (p && real.cuMemPoolTrimTo)
+                (void)real.cuMemPoolTrimTo(p, 0);
+}
+
 static void remember_pool(CUmemoryPool p, int li) {
         if (!p)
                 return;
@@ -690,8 +728,10 @@ static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, i
 
 /*
  * Stream-ordered allocations: like TRACKED_ALLOC, but when the charge does not fit, the pool may serve the
- * request from memory it keeps cached (already counted in pool_cached): take that first, and afterwards
- * check with the driver that the pools did not grow beyond what is counted.
+ * request from memory it keeps cached (already counted in pool_cached): take from the cache what the
+ * allocation's own pool holds idle, and afterwards check with the driver that the pools did not grow
+ * beyond what is counted (they do under fragmentation) — else undo it, let the pool give back its idle
+ * memory, and refuse.
  */
 #define ASYNC_ALLOC(pool_expr, bytes_expr, call, undo)                                                \
         do {                                                                                          \
@@ -701,8 +741,12 @@ static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, i
                         return call;                                                                  \
                 remember_pool(pool_expr, li_);                                                        \
                 uint64_t bytes_ = (bytes_expr), take_ = 0;                                            \
+                CUmemoryPool tp_ = NULL;                                                              \
                 if (!charge(li_, bytes_)) {                                                           \
-                        take_ = take_cached(li_, bytes_);                                             \
+                        /* only what the allocation's own pool holds idle can serve it */             \
+                        tp_ = GUARD(target_pool(pool_expr));                                          \
+                        uint64_t idle_ = GUARD(pool_idle(tp_));                                       \
+                        take_ = take_cached(li_, bytes_ < idle_ ? bytes_ : idle_);                    \
                         if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                         \
                                 give_cached(li_, take_);                                              \
                                 return CUDA_ERROR_OUT_OF_MEMORY;                                      \
@@ -725,6 +769,8 @@ static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, i
                         if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                      \
                                 (void)GUARD(undo);                                                    \
                                 give_cached(li_, b_);                                                 \
+                                GUARD_VOID(pool_shrink(tp_));                                         \
+                                settle(li_);                                                          \
                         }                                                                             \
                         return CUDA_ERROR_OUT_OF_MEMORY;                                              \
                 }                                                                                     \

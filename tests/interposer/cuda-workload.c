@@ -19,7 +19,7 @@
  *   alloc SIZE        cuMemAlloc must succeed          alloc! SIZE   must fail with OUT_OF_MEMORY
  *   alloc32 SIZE      legacy 32-bit cuMemAlloc          free          free the newest allocation
  *   fam F SIZE / fam! F SIZE   the same through another family F: pitch managed async pool vmm array
- *                     array3d mipmap (freed by free/freeall with the family's own call)
+ *                     array3d mipmap upool (freed by free/freeall with the family's own call)
  *   freeall           free every allocation             info          print "info FREE TOTAL" (cuMemGetInfo)
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
  *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
@@ -42,6 +42,7 @@
  *   spin-graph S [BLOCKS [US]]  the same with graph launches
  *   sync              cuCtxSynchronize (stream-ordered pools release what exceeds their threshold)
  *   pool-keep / pool-trim KEEP   default pool of device 0: keep everything freed / cuMemPoolTrimTo KEEP
+ *   pool-create / pool-destroy   cuMemPoolCreate on device 0 (family upool allocates from it) / destroy it
  *   ipc-export / vmm-export      print "share HEX": the newest allocation's IPC handle (alloc) / fabric
  *                     handle (fam vmm)
  *   ipc-open[!] HEX   cuIpcOpenMemHandle (kept until free)   vmm-import[!] HEX SIZE  import + map SIZE
@@ -118,6 +119,8 @@
         X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool") \
         X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute")  \
         X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo")                    \
+        X(cuMemPoolCreate, "cuMemPoolCreate", "cuMemPoolCreate")                    \
+        X(cuMemPoolDestroy, "cuMemPoolDestroy", "cuMemPoolDestroy")                 \
         X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")              \
         X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")     \
         X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle")        \
@@ -164,6 +167,7 @@ static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
 static CUdeviceptr alloc_va[MAX_ALLOCS]; /* K_IMPORT: where it is mapped */
 static unsigned long long alloc_size[MAX_ALLOCS];
+static CUmemoryPool upool; /* pool-create */
 static CUgreenCtx greens[16];
 static unsigned n_greens;
 static CUgraphExec gexecs[16];
@@ -203,6 +207,9 @@ static CUresult alloc_family(const char *fam, unsigned long long bytes, CUdevice
                 *kind = K_ASYNC;
         } else if (strcmp(fam, "pool") == 0) {
                 r = CALL(cuMemAllocFromPoolAsync, ret, bytes, NULL, NULL);
+                *kind = K_ASYNC;
+        } else if (strcmp(fam, "upool") == 0) { /* from the pool made by pool-create */
+                r = CALL(cuMemAllocFromPoolAsync, ret, bytes, upool, NULL);
                 *kind = K_ASYNC;
         } else if (strcmp(fam, "vmm") == 0) {
                 CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -849,6 +856,13 @@ int main(int argc, char **argv) {
                                 i++;
                                 cr = CALL(cuMemPoolTrimTo, pool, v);
                         }
+                        if (cr != CUDA_SUCCESS)
+                                return fail("%s: %d", s, cr);
+                } else if (strcmp(s, "pool-create") == 0 || strcmp(s, "pool-destroy") == 0) {
+                        CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
+                        cr = strcmp(s, "pool-create") == 0 ? CALL(cuMemPoolCreate, &upool, &props)
+                                                           : CALL(cuMemPoolDestroy, upool);
                         if (cr != CUDA_SUCCESS)
                                 return fail("%s: %d", s, cr);
                 } else if (strcmp(s, "ipc-export") == 0 || strcmp(s, "vmm-export") == 0) {

@@ -572,6 +572,25 @@ static void test_pool_cache_counted(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
+static void test_pool_cache_of_another_pool(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        /* The default pool's cache cannot serve a created pool: that allocation would grow the device's
+         * memory past the limit and is refused before the driver sees it. Destroying the created pool gives
+         * its cache back. */
+        const char *args[] = { "init", "pool-keep", "fam", "async", "48M", "free", "pool-create", "fam!", "upool", "48M",
+                               "info", "expect-free", "16M", "fam", "upool", "16M", "alloc!", "1", "free", "info",
+                               "expect-free", "0", "pool-destroy", "info", "expect-free", "16M", "pool-trim", "0",
+                               "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+        const char *hold[] = { "init", "pool-keep", "fam", "async", "48M", "free", "pool-create", "fam!", "upool", "48M",
+                               "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&a));
+        assert_int_equal(nvml_used(), 48 * MiB); /* the device holds no more than the limit allows */
+        kill_proc(&a);
+}
+
 static void test_pool_released_at_sync(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
@@ -915,6 +934,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_context_that_does_not_fit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_teardown_frees_its_allocations, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_cache_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_cache_of_another_pool, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_released_at_sync, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_cache_across_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_graph_memory_counted, setup, teardown),
