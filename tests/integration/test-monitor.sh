@@ -26,7 +26,14 @@ DEVDIR=""
 cleanup() {
   set +e
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do timeout 10 tail --pid="$p" -f /dev/null 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  # A process wrapped in timeout(1) that outlives the wait is killed with its wrapper: an orphan
+  # would keep ctest's output pipe open until its own timeout (seen with ASan builds, where
+  # LeakSanitizer's exit-time check occasionally deadlocks in its ptrace stop-the-world).
+  for p in "${PIDS[@]}"; do
+    timeout 10 tail --pid="$p" -f /dev/null 2>/dev/null
+    for c in $(pgrep -P "$p" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+    kill -KILL "$p" 2>/dev/null
+  done
   for c in "${CONTAINERS[@]}"; do timeout 30 podman rm -f -t 0 "$c" >/dev/null 2>&1; done
   [ -n "$DEVDIR" ] && rm -rf "$DEVDIR"
   rm -rf "$TMP"
@@ -144,6 +151,7 @@ case_seed_metrics() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$MON_PORT/nope")" = 404 ] || fail "404"
   kill -TERM "$MON_PID"
   local rc=0
+  timeout 20 tail --pid="$MON_PID" -f /dev/null || fail "gpuslice monitor still running 20 s after SIGTERM"
   wait "$MON_PID" || rc=$?
   [ "$rc" = 0 ] || fail "gpuslice monitor exited $rc on SIGTERM"
 }
