@@ -28,8 +28,13 @@ static char path[64];
 static uint8_t *image; /* a valid state file's bytes */
 static struct topo node;
 
+static void cleanup(void) {
+        unlink(path);
+}
+
 static void setup(void) {
         snprintf(path, sizeof path, "/tmp/fuzz-sim-state-%d", (int)getpid());
+        atexit(cleanup);
         node.n_gpus = 2;
         char err[512];
         struct sim_state *s;
