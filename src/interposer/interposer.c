@@ -175,6 +175,23 @@ uint64_t gs_now_ns(void) {
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Memory queries stop counting a dead (e.g. SIGKILLed) process's memory within this long: they sweep
+ * the region for dead slots at most once per interval per process. The clock is CLOCK_MONOTONIC_COARSE
+ * (vDSO, no syscall), read on query paths only; launches and allocations never sweep (an allocation
+ * that does not fit reclaims at once, see gs_region_reserve).
+ */
+#define GS_SWEEP_INTERVAL_NS 100000000ULL
+static uint64_t sweep_last_ns; /* atomic; 0 = never swept */
+
+static void sweep_dead_slots(void) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0)
+                return;
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        (void)gs_region_sweep(g.region, g.slot, &sweep_last_ns, now, GS_SWEEP_INTERVAL_NS);
+}
+
 static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void complain(const char *fmt, ...) {
         /* Init-time only: a broken setup must say why, once. */
@@ -294,6 +311,7 @@ static void atfork_child(void) {
         memset(user_pools, 0, sizeof user_pools);
         pthread_mutex_init(&settle_lock, NULL);
         pthread_mutex_init(&vmm_lock, NULL);
+        __atomic_store_n(&sweep_last_ns, 0, __ATOMIC_RELAXED);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
                 g.mode = GS_MODE_FAILED;
@@ -1680,6 +1698,7 @@ static CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
 static void virtual_info(int li, uint64_t real_free, uint64_t real_total, uint64_t *ret_free, uint64_t *ret_total) {
         uint64_t limit = g.limits.dev[li].memory_bytes;
         uint64_t total = limit < real_total ? limit : real_total;
+        sweep_dead_slots(); /* a dead process's memory is free again */
         uint64_t used = gs_region_used(g.region, (unsigned)li);
         uint64_t free = used >= total ? 0 : total - used;
         *ret_free = free < real_free ? free : real_free;
@@ -1765,6 +1784,7 @@ bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
                                 li = g.dev_li[d];
         if (mem_li(li) < 0)
                 return false;
+        sweep_dead_slots(); /* a dead process's memory is free again */
         *ret_limit = g.limits.dev[li].memory_bytes;
         *ret_used = gs_region_used(g.region, (unsigned)li);
         return true;

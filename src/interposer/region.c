@@ -7,7 +7,9 @@
  * then CASes admit_seq from the value it read. Two admissions that overlap cannot both succeed with
  * stale sums: the second CAS fails, the loser withdraws its bytes and retries, and by then it reads the
  * winner's published bytes (the winner published before its CAS). Frees only subtract from the owner's
- * slot. A dead process's slot is dropped with one CAS; the driver has freed its memory already.
+ * slot. A dead process's slot is dropped with one CAS; the driver has freed its memory already. Dead
+ * slots are looked for when a reservation does not fit, and at most once per interval from the memory
+ * queries (gs_region_sweep).
  *
  * Never take a lock, never block, never allocate.
  */
@@ -78,9 +80,10 @@ int gs_process_alive(unsigned pid, uint64_t start) {
         char state;
         uint64_t s;
         int r = read_stat(pid, &state, &s);
-        if (r == -ENOENT || r == -ESRCH)
-                return 0;
-        if (r < 0) /* /proc hidden from us: fall back to signal 0 (PID reuse undetectable then) */
+        /* No readable /proc entry: gone, or hidden from us (hidepid=, another user's process, /proc not
+         * mounted). Signal 0 tells them apart (ESRCH: gone; EPERM or success: it exists, PID reuse then
+         * undetectable): dropping a live process's slot would uncount its memory. */
+        if (r < 0)
                 return !(kill((pid_t)pid, 0) < 0 && errno == ESRCH);
         if (state == 'Z' || state == 'X')
                 return 0; /* exited: the driver has released its memory */
@@ -241,12 +244,9 @@ void gs_region_release(struct gs_region *r, unsigned slot) {
         STORE(&r->slot[slot].owner, (uint64_t)GS_SLOT_FREE);
 }
 
-unsigned gs_region_reclaim_dead(struct gs_region *r) {
+/* Drop the dead owners' slots, never one owned by (me, my_start). */
+static unsigned reclaim_dead_except(struct gs_region *r, unsigned me, uint64_t my_start) {
         unsigned n = 0, hw = MIN_U(LOAD(&r->slots_hw), GS_REGION_SLOTS);
-        unsigned me = (unsigned)getpid() & 0x3fffffu;
-        uint64_t my_start = 0;
-        (void)gs_process_start((unsigned)getpid(), &my_start);
-        my_start &= 0xffffffffffULL;
         for (unsigned i = 0; i < hw; i++) {
                 struct gs_region_slot *s = &r->slot[i];
                 uint64_t o = LOAD(&s->owner);
@@ -260,6 +260,29 @@ unsigned gs_region_reclaim_dead(struct gs_region *r) {
                 }
         }
         return n;
+}
+
+unsigned gs_region_reclaim_dead(struct gs_region *r) {
+        uint64_t my_start = 0;
+        (void)gs_process_start((unsigned)getpid(), &my_start);
+        return reclaim_dead_except(r, (unsigned)getpid() & 0x3fffffu, my_start & 0xffffffffffULL);
+}
+
+unsigned gs_region_sweep(struct gs_region *r, unsigned self, uint64_t *last_ns, uint64_t now_ns, uint64_t interval_ns) {
+        uint64_t last = __atomic_load_n(last_ns, __ATOMIC_RELAXED);
+        /* now < last: another thread read a later clock and swept already. */
+        if (last && (now_ns < last || now_ns - last < interval_ns))
+                return 0;
+        if (!__atomic_compare_exchange_n(last_ns, &last, now_ns ? now_ns : 1, false, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+                return 0; /* a concurrent caller sweeps */
+        if (self >= GS_REGION_SLOTS)
+                return gs_region_reclaim_dead(r);
+        /* The own slot's owner word names this process (PID, start time): no /proc read for it. */
+        uint64_t o = LOAD(&r->slot[self].owner);
+        if (GS_OWNER_STATE(o) != GS_SLOT_LIVE)
+                return gs_region_reclaim_dead(r);
+        return reclaim_dead_except(r, GS_OWNER_PID(o), GS_OWNER_START(o));
 }
 
 uint64_t gs_region_used(const struct gs_region *r, unsigned dev) {

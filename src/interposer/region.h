@@ -28,6 +28,16 @@ void gs_region_release(struct gs_region *r, unsigned slot);
 /* Drop slots whose owner is dead (exited, zombie, or PID reused). Returns how many. Does syscalls. */
 unsigned gs_region_reclaim_dead(struct gs_region *r);
 
+/*
+ * gs_region_reclaim_dead, rate-limited, for the memory queries (so that they stop counting a SIGKILLed
+ * process's memory promptly): sweeps only when *last_ns (a timestamp owned by the caller, 0 = never) is
+ * at least interval_ns before now_ns, and of the callers sharing one *last_ns only the one whose CAS
+ * moves it to now_ns sweeps. Slot self (the caller's own, recognised without a syscall; GS_REGION_SLOTS
+ * = none) is never dropped. No syscall when no sweep is due; a sweep reads /proc once per other occupied
+ * slot. Returns how many slots were dropped.
+ */
+unsigned gs_region_sweep(struct gs_region *r, unsigned self, uint64_t *last_ns, uint64_t now_ns, uint64_t interval_ns);
+
 /* Bytes used on dev by the container (sum over live slots). */
 uint64_t gs_region_used(const struct gs_region *r, unsigned dev);
 
@@ -45,7 +55,8 @@ void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint6
  */
 uint64_t gs_region_throttle(struct gs_region *r, unsigned dev, uint64_t now);
 
-/* Is the process (pid, start time in clock ticks) alive? Zombies count as dead. */
+/* Is the process (pid, start time in clock ticks) alive? Zombies count as dead; a process whose /proc entry
+ * is hidden from the caller (hidepid) counts as alive while it exists (signal 0). */
 int gs_process_alive(unsigned pid, uint64_t start);
 /* Start time of a process in clock ticks since boot (/proc/PID/stat field 22); -errno. */
 int gs_process_start(unsigned pid, uint64_t *ret);

@@ -31,6 +31,9 @@
  *                     environment: another process of the same container), wait for its "ready";
  *                     background children are SIGKILLed when this program exits
  *   wait-bg           wait for the background children, copying their output; fail if one failed
+ *   kill-bg           SIGKILL the background children and reap them
+ *   await-free N      repeat cuMemGetInfo (every 5 ms) until it reports N free; fail after 10 s
+ *   await-nvml-free IDX N   the same through NVML device IDX (nvmlDeviceGetMemoryInfo_v2)
  *   symbols           print "symbol WHAT -> EXPORTED-NAME FILE" for a few fetched pointers
  *   exec ARGS…        execve this program with ARGS (same PID, new image), holding what it holds
  *   hold              sleep until killed (60 s at most)             sleep MS        sleep MS milliseconds
@@ -464,7 +467,7 @@ static int step_bg(char **args, unsigned n) {
 
 /* NVML as a program linked against it sees it: loaded into the global scope, looked up with RTLD_DEFAULT.
  * Prints "nvml TOTAL FREE USED" (nvmlDeviceGetMemoryInfo) and "nvml2 …" (_v2) for NVML device idx. */
-static int step_nvml(unsigned idx) {
+static int nvml_query(unsigned idx, bool print) {
         if (!dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL))
                 return fail("dlopen libnvidia-ml.so.1: %s", dlerror());
         __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(RTLD_DEFAULT, "nvmlInit_v2");
@@ -479,11 +482,44 @@ static int step_nvml(unsigned idx) {
         if (!init || !by_index || !info || !info2 || init() != NVML_SUCCESS || by_index(idx, &d) != NVML_SUCCESS ||
             info(d, &m) != NVML_SUCCESS || info2(d, &m2) != NVML_SUCCESS)
                 return fail("NVML memory query failed");
-        printf("nvml %llu %llu %llu\n", m.total, m.free, m.used);
-        printf("nvml2 %llu %llu %llu\n", m2.total, m2.free, m2.used);
+        if (print) {
+                printf("nvml %llu %llu %llu\n", m.total, m.free, m.used);
+                printf("nvml2 %llu %llu %llu\n", m2.total, m2.free, m2.used);
+        }
         last_value = m2.free;
         last_total = m2.total;
         return m.total == m2.total && m.free == m2.free ? 0 : fail("nvml and nvml_v2 disagree");
+}
+
+static int step_nvml(unsigned idx) {
+        return nvml_query(idx, true);
+}
+
+/* Query (cuMemGetInfo, or NVML device nvml_idx when >= 0) every 5 ms until it reports want bytes free;
+ * fails after 10 s. Prints the last answer ("info FREE TOTAL" / "nvml2 TOTAL FREE USED"). */
+static int step_await_free(int nvml_idx, unsigned long long want) {
+        for (unsigned k = 0;; k++) {
+                bool last = k == 2000;
+                if (nvml_idx >= 0) {
+                        if (nvml_query((unsigned)nvml_idx, last))
+                                return 1;
+                } else {
+                        size_t f = 0, t = 0;
+                        CUresult cr = CALL(cuMemGetInfo_v2, &f, &t);
+                        if (cr != CUDA_SUCCESS)
+                                return fail("cuMemGetInfo: %d", cr);
+                        last_value = f;
+                        last_total = t;
+                        if (last || f == want)
+                                printf("info %zu %zu\n", f, t);
+                }
+                if (last_value == want)
+                        return nvml_idx >= 0 ? nvml_query((unsigned)nvml_idx, true) : 0;
+                if (last)
+                        return fail("await-free %llu: still %llu free after 10 s", want, last_value);
+                struct timespec ts = { 0, 5000000L };
+                nanosleep(&ts, NULL);
+        }
 }
 
 static uint64_t now_ns(void) {
@@ -774,6 +810,22 @@ int main(int argc, char **argv) {
                                 const char *base = strrchr(info.dli_fname, '/');
                                 printf("symbol %s -> %s %s\n", w[k].what, info.dli_sname, base ? base + 1 : info.dli_fname);
                         }
+                } else if (strcmp(s, "kill-bg") == 0) {
+                        kill_bg();
+                } else if (strcmp(s, "await-free") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (step_await_free(-1, v))
+                                return 1;
+                } else if (strcmp(s, "await-nvml-free") == 0) {
+                        unsigned long long idx;
+                        if (i + 2 >= argc || parse_size(argv[i + 1], &idx) < 0 || parse_size(argv[i + 2], &v) < 0 ||
+                            idx > 64)
+                                return 2;
+                        i += 2;
+                        if (step_await_free((int)idx, v))
+                                return 1;
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;

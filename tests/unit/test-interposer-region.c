@@ -363,6 +363,100 @@ static void test_slots_reused_after_death(void **state) {
         gs_region_close(r);
 }
 
+/* A child that claims a slot, reserves bytes on device 0, says so and waits to be killed. */
+static pid_t holder(struct gs_region *r, uint64_t bytes) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                unsigned s;
+                char ok = gs_region_claim(r, &s) == 0 && gs_region_reserve(r, s, 0, 1000000, bytes) == 0 ? 'y' : 'n';
+                (void)!write(p[1], &ok, 1);
+                for (;;)
+                        pause();
+        }
+        close(p[1]);
+        char ok = 0;
+        assert_int_equal(read(p[0], &ok, 1), 1);
+        close(p[0]);
+        assert_int_equal(ok, 'y');
+        return pid;
+}
+
+#define SWEEP_NS 100000000ULL
+
+static void test_sweep_rate_limited(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        pid_t pid = holder(r, 300000);
+        uint64_t st = 0;
+        assert_int_equal(gs_process_start((unsigned)pid, &st), 0);
+        kill(pid, SIGKILL);
+        /* Not reaped: its slot belongs to a zombie, which holds no device memory. */
+        for (unsigned k = 0; gs_process_alive((unsigned)pid, st & 0xffffffffffULL); k++) {
+                assert_true(k < 10000);
+                usleep(1000);
+        }
+        assert_int_equal(gs_region_used(r, 0), 300000);
+        uint64_t last = 5000;
+        /* A sweep 1 ns too early does nothing (and makes no syscall), nor one with a clock behind the last. */
+        assert_int_equal(gs_region_sweep(r, slot, &last, 5000 + SWEEP_NS - 1, SWEEP_NS), 0);
+        assert_int_equal(gs_region_sweep(r, slot, &last, 4000, SWEEP_NS), 0);
+        assert_int_equal(last, 5000);
+        assert_int_equal(gs_region_used(r, 0), 300000);
+        /* Once due, it drops the dead slot and moves the timestamp. */
+        assert_int_equal(gs_region_sweep(r, slot, &last, 5000 + SWEEP_NS, SWEEP_NS), 1);
+        assert_int_equal(last, 5000 + SWEEP_NS);
+        assert_int_equal(gs_region_used(r, 0), 0);
+        waitpid(pid, NULL, 0);
+        /* Never swept yet (0): due at once. */
+        pid = holder(r, 200000);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        last = 0;
+        assert_int_equal(gs_region_sweep(r, slot, &last, 7, SWEEP_NS), 1);
+        assert_int_equal(gs_region_used(r, 0), 0);
+        assert_int_equal(last, 7);
+        gs_region_close(r);
+}
+
+static void test_sweep_keeps_live_slots(void **state) {
+        (void)state;
+        unsigned slot;
+        struct gs_region *r = open_claimed(&slot);
+        assert_int_equal(gs_region_reserve(r, slot, 0, 1000000, 1000), 0);
+        pid_t pid = holder(r, 20000);
+        /* A slot naming the live child's PID with another start time: the PID was reused, the owner is dead. */
+        unsigned forged = GS_REGION_SLOTS;
+        for (unsigned i = 0; i < GS_REGION_SLOTS && forged == GS_REGION_SLOTS; i++)
+                if (GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_FREE)
+                        forged = i;
+        assert_true(forged < GS_REGION_SLOTS);
+        uint64_t start = 0;
+        assert_int_equal(gs_process_start((unsigned)pid, &start), 0);
+        r->slot[forged].used[0] = 300;
+        r->slot[forged].owner = GS_OWNER(GS_SLOT_LIVE, (unsigned)pid, (start + 1) & 0xffffffffffULL);
+        if (r->slots_hw < forged + 1)
+                r->slots_hw = forged + 1;
+        assert_int_equal(gs_region_used(r, 0), 21300);
+        uint64_t last = 0;
+        assert_int_equal(gs_region_sweep(r, slot, &last, 1, SWEEP_NS), 1);
+        /* The caller's own bytes and the live child's stay counted; only the impostor's went. */
+        assert_int_equal(gs_region_used(r, 0), 21000);
+        assert_int_equal(r->slot[forged].owner, (uint64_t)GS_SLOT_FREE);
+        /* Without a slot of its own the caller is still recognised (by /proc) and kept. */
+        last = 0;
+        assert_int_equal(gs_region_sweep(r, GS_REGION_SLOTS, &last, 1, SWEEP_NS), 0);
+        assert_int_equal(gs_region_used(r, 0), 21000);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        assert_int_equal(gs_region_sweep(r, slot, &last, 1 + SWEEP_NS, SWEEP_NS), 1);
+        assert_int_equal(gs_region_used(r, 0), 1000);
+        gs_region_close(r);
+}
+
 static void test_process_alive(void **state) {
         (void)state;
         uint64_t start;
@@ -557,6 +651,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_recovery, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_slots_reused_after_death, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sweep_rate_limited, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sweep_keeps_live_slots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_process_alive, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttle_spacing, setup, teardown),
                 cmocka_unit_test(test_controller_learns_cost_per_launch),

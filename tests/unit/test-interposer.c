@@ -517,6 +517,36 @@ static void test_sigkill_during_allocation(void **state) {
         assert_int_equal(run(WORKLOAD, fill, NULL, 0), 0);
 }
 
+/* Memory queries stop counting a SIGKILLed process's memory without waiting for an allocation that does
+ * not fit: the querier sees the dead process's bytes as used first, then (within a bounded wait) free. */
+static void test_info_frees_killed_process_memory(void **state) {
+        (void)state;
+        const char *args[] = { "init", "bg", "5", "init", "alloc", "600M", "ready", "hold", "info", "expect-free",
+                               "424M", "kill-bg", "await-free", "1G", "expect-total", "1G", NULL };
+        char out[512];
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        assert_non_null(strstr(out, "info 1073741824 1073741824\n"));
+        /* No allocation was refused on the way: the query itself reclaimed the slot. */
+        struct gs_region *r = NULL;
+        struct gs_limits l = { .version = 1, .n_devices = 1 };
+        snprintf(l.container, sizeof l.container, "test");
+        snprintf(l.region, sizeof l.region, "%s", region_path);
+        assert_int_equal(gs_region_open(&l, &r), 0);
+        assert_int_equal(r->dev[0].oom_count, 0);
+        assert_true(r->reclaims >= 1);
+        gs_region_close(r);
+}
+
+static void test_nvml_frees_killed_process_memory(void **state) {
+        (void)state;
+        /* The same through NVML (nvidia-smi's view); the process never calls cuMemGetInfo. */
+        const char *args[] = { "init", "bg", "5", "init", "alloc", "100M", "ready", "hold", "nvml-info", "0",
+                               "expect-free", "924M", "kill-bg", "await-nvml-free", "0", "1G", NULL };
+        char out[1024];
+        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        assert_non_null(strstr(out, "nvml2 1073741824 1073741824 0\n"));
+}
+
 /* ---- memory that no allocation call of the process stands for: pools, graphs, imports, green contexts ---- */
 
 /* Like wait_ready, keeping what the child printed before "ready" (its "share HEX" line). */
@@ -960,6 +990,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_run_limits_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_memory_virtualised, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_info_frees_killed_process_memory, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
