@@ -879,6 +879,7 @@ static void teardown(struct node *n) {
         }
         n->nvml = nvml_close(n->nvml);
         config_args_done(&n->args);
+        rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
 }
 
 static void usage(void) {

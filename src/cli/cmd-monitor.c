@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "rpc/rpc.h"
 #include "config/config.h"
 #include "http/http.h"
 #include "monitor/monitor.h"
@@ -143,5 +144,6 @@ int cmd_monitor(int argc, char **argv) {
         log_info("monitor stopping", "signal=%d", sig);
         monitor_service_stop(svc);
         nvml_close(nvml);
+        rpc_shutdown(); /* the CRI client's gRPC threads end before exit */
         return EXIT_OK;
 }

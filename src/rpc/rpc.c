@@ -98,10 +98,19 @@ struct rpc_stream {
 };
 
 static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
+static atomic_bool grpc_started;
 static void grpc_init_once(void) {
         /* Kept initialised for the life of the process: gRPC's own threads stay warm and
-         * grpc_shutdown from a handler thread is never needed. */
+         * grpc_shutdown from a handler thread is never needed. rpc_shutdown ends it. */
         grpc_init();
+        atomic_store(&grpc_started, true);
+}
+
+void rpc_shutdown(void) {
+        /* Joins gRPC's background threads, so nothing of gRPC runs while the process exits
+         * (LeakSanitizer's exit-time stop-the-world hung on them now and then). */
+        if (atomic_exchange(&grpc_started, false))
+                grpc_shutdown_blocking();
 }
 
 enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *fmt, ...) {

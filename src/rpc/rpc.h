@@ -70,6 +70,10 @@ int rpc_stream_wait(struct rpc_stream *s, int timeout_ms);
 
 struct rpc_server;
 
+/* End gRPC for this process once every server is freed and no call is running: joins gRPC's
+ * own threads. For the end of main(); a later rpc_* call is not allowed. */
+void rpc_shutdown(void);
+
 /* A server listening on the unix socket `path` (an existing file there is removed first).
  * Methods are added before rpc_server_start. max_recv: 0 = RPC_DEFAULT_MAX_RECV. */
 int rpc_server_new(const char *path, size_t max_recv, struct rpc_server **ret);
