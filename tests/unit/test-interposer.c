@@ -844,7 +844,9 @@ static void test_core_elastic_alone_uses_idle_gpu(void **state) {
                                "30", "1000", NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, out, sizeof out), 0);
-        assert_true(late_sum(out) > 800); /* nobody else wants the GPU */
+        /* Nobody else wants the GPU: the elastic share runs well past its 30 % (300 per mille). The bound
+         * leaves room for a CPU-starved launcher (seen at 2 cores, load 13); the point is > 300. */
+        assert_true(late_sum(out) > 500);
 }
 
 static void test_host_pid_learnt(void **state) {
