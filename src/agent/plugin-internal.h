@@ -25,5 +25,14 @@ void arena_free(struct arena *a);
 /* Fill the device part of one container's answer for the GPUs in `set` (table indices):
  * NVIDIA_VISIBLE_DEVICES and device specs (envvar strategy), CDI names (cdi strategy). out->envs
  * gets room for env_room more entries after what this adds. Caller holds the lock. */
+/* One container request of a GetPreferredAllocation: fill `out`, or return an error status. */
+typedef enum rpc_code (*plugin_prefer_fn)(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr,
+                                          unsigned k, struct arena *a,
+                                          V1beta1__ContainerPreferredAllocationResponse *out, struct rpc_status *st);
+/* The GetPreferredAllocation call around `prefer` for every resource: decode, bounds on the
+ * container requests, the plugin lock, one answer per container request in order, encode. */
+enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t req_len, plugin_prefer_fn prefer,
+                                    void *ctx, uint8_t **ret, size_t *ret_len, struct rpc_status *st);
+
 enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
                                   V1beta1__ContainerAllocateResponse *out, struct rpc_status *st);

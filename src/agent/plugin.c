@@ -418,9 +418,8 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
         return RPC_OK;
 }
 
-enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                   size_t *ret_len, struct rpc_status *st) {
-        struct plugin *p = userdata;
+enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t req_len, plugin_prefer_fn prefer,
+                                    void *ctx, uint8_t **ret, size_t *ret_len, struct rpc_status *st) {
         struct arena a = { 0 };
         enum rpc_code c = RPC_OK;
 
@@ -447,7 +446,7 @@ enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t re
                         break;
                 }
                 v1beta1__container_preferred_allocation_response__init(o);
-                c = prefer_one(p, in->container_requests[k], (unsigned)k, &a, o, st);
+                c = prefer(ctx, in->container_requests[k], (unsigned)k, &a, o, st);
                 resp.container_responses[resp.n_container_responses++] = o;
         }
         if (c != RPC_OK)
@@ -459,6 +458,17 @@ enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t re
         arena_free(&a);
         v1beta1__preferred_allocation_request__free_unpacked(in, NULL);
         return c;
+}
+
+static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
+                                  struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
+                                  struct rpc_status *st) {
+        return prefer_one(ctx, cr, k, a, out, st);
+}
+
+enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
+                                   size_t *ret_len, struct rpc_status *st) {
+        return plugin_preferred_each(userdata, req, req_len, prefer_whole, userdata, ret, ret_len, st);
 }
 
 /* ---- Allocate ---- */

@@ -347,48 +347,16 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
         return RPC_OK;
 }
 
+static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
+                                  struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
+                                  struct rpc_status *st) {
+        return prefer_one(ctx, cr, k, a, out, st);
+}
+
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
                                   size_t *ret_len, struct rpc_status *st) {
         struct plugin_service *svc = userdata;
-        struct plugin *p = svc->p;
-        struct arena a = { 0 };
-        enum rpc_code c = RPC_OK;
-
-        V1beta1__PreferredAllocationRequest *in = v1beta1__preferred_allocation_request__unpack(NULL, req_len, req);
-        if (!in)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode PreferredAllocationRequest");
-        V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
-
-        pthread_mutex_lock(&p->lock);
-        p->n_preferred++;
-        if (in->n_container_requests == 0)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "PreferredAllocationRequest has no container requests");
-        else if (in->n_container_requests > 1024)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "too many container requests (%zu)", in->n_container_requests);
-        else {
-                resp.container_responses = arena_alloc(&a, sizeof(void *) * in->n_container_requests);
-                if (!resp.container_responses)
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        }
-        for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
-                V1beta1__ContainerPreferredAllocationResponse *o = arena_alloc(&a, sizeof *o);
-                if (!o) {
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-                        break;
-                }
-                v1beta1__container_preferred_allocation_response__init(o);
-                c = prefer_one(svc, in->container_requests[k], (unsigned)k, &a, o, st);
-                resp.container_responses[resp.n_container_responses++] = o;
-        }
-        if (c != RPC_OK)
-                p->n_errors++;
-        pthread_mutex_unlock(&p->lock);
-
-        if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
-                c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        arena_free(&a);
-        v1beta1__preferred_allocation_request__free_unpacked(in, NULL);
-        return c;
+        return plugin_preferred_each(svc->p, req, req_len, prefer_share, svc, ret, ret_len, st);
 }
 
 /* ---- the per-container limits dir ---- */
