@@ -35,6 +35,7 @@
 #include "agent/agent.h"
 #include "agent/health.h"
 #include "agent/plugin.h"
+#include "agent/podres.h"
 #include "agent/share.h"
 #include "cli/commands.h"
 #include "config/config.h"
@@ -400,49 +401,23 @@ static int podresources_sync(struct node *n) {
         if (r < 0)
                 return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
                                       n->cfg.pod_resources_socket, rpc_code_name(st.code), st.message);
-        V1__ListPodResourcesResponse *lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
-        if (!lr)
-                return log_warn_errno(-EBADMSG, "cannot decode the PodResources List answer", "%s", "");
-
-        size_t cap = 0, nr = 0;
-        for (size_t i = 0; i < lr->n_pod_resources; i++)
-                for (size_t j = 0; j < lr->pod_resources[i]->n_containers; j++)
-                        for (size_t k = 0; k < lr->pod_resources[i]->containers[j]->n_devices; k++)
-                                cap += lr->pod_resources[i]->containers[j]->devices[k]->n_device_ids;
-        struct state_report *rep = calloc(cap ? cap : 1, sizeof *rep);
-        if (!rep) {
-                v1__list_pod_resources_response__free_unpacked(lr, NULL);
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
-        }
-        for (size_t i = 0; i < lr->n_pod_resources; i++) {
-                const V1__PodResources *pr = lr->pod_resources[i];
-                for (size_t j = 0; j < pr->n_containers; j++) {
-                        const V1__ContainerResources *cr = pr->containers[j];
-                        for (size_t k = 0; k < cr->n_devices; k++) {
-                                const V1__ContainerDevices *cd = cr->devices[k];
-                                for (size_t m = 0; m < cd->n_device_ids; m++)
-                                        rep[nr++] = (struct state_report){
-                                                .resource = cd->resource_name,
-                                                .device_id = cd->device_ids[m],
-                                                .pod_namespace = pr->namespace_,
-                                                .pod_name = pr->name,
-                                                .container = cr->name,
-                                        };
-                        }
-                }
-        }
+        struct podres_reports pr;
+        r = podres_decode(resp, resp_len, &pr);
+        if (r == -EBADMSG)
+                return log_warn_errno(r, "cannot decode the PodResources List answer", "%s", "");
+        if (r < 0)
+                return log_error_errno(r, "out of memory", "%s", "");
         size_t added = 0, removed = 0, updated = 0, skipped = 0;
         uint64_t now = (uint64_t)time(NULL);
         pthread_mutex_lock(&n->plugin->lock);
-        r = state_reconcile(&n->plugin->state, rep, nr, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
+        r = state_reconcile(&n->plugin->state, pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
                             &removed, &updated, &skipped);
         if (r >= 0 && (added || removed)) {
                 (void)share_fixup_state(n->plugin);
                 atomic_fetch_add(&n->plugin->generation, 1); /* whole/fraction exclusion may change */
         }
         pthread_mutex_unlock(&n->plugin->lock);
-        free(rep);
-        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        podres_reports_done(&pr);
         if (r < 0)
                 return log_warn_errno(r, "cannot reconcile with PodResources", "%s", "");
         if (added || removed || updated)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz the node agent's PodResources path: kubelet's List answer (v1.ListPodResourcesResponse, from
- * a socket the agent does not control) decoded and turned into reports the way podresources_sync
- * (src/agent/node.c) does, then state_reconcile'd into a state that already holds allocations.
+ * a socket the agent does not control) decoded into reports by podres_decode (src/agent/podres.c,
+ * what the agent runs), then state_reconcile'd into a state that already holds allocations.
  * Whatever comes in: no crash, leak or read past the input; the state afterwards holds only valid,
  * distinct entries of owned resources (or of what it held before), within STATE_MAX_ENTRIES, and
  * encodes to a file that decodes again.
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podresources.pb-c.h"
+#include "agent/podres.h"
 #include "state/state.h"
 
 #define CHECK(x)                 \
@@ -47,34 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!copy)
                 return 0;
         memcpy(copy, data, size);
-        V1__ListPodResourcesResponse *lr = v1__list_pod_resources_response__unpack(NULL, size, copy);
+        struct podres_reports pr;
+        int d = podres_decode(copy, size, &pr);
         free(copy);
-        if (!lr)
+        if (d < 0) {
+                CHECK(d == -EBADMSG || d == -ENOMEM);
                 return 0;
-        size_t cap = 0, nr = 0;
-        for (size_t i = 0; i < lr->n_pod_resources; i++)
-                for (size_t j = 0; j < lr->pod_resources[i]->n_containers; j++)
-                        for (size_t k = 0; k < lr->pod_resources[i]->containers[j]->n_devices; k++)
-                                cap += lr->pod_resources[i]->containers[j]->devices[k]->n_device_ids;
-        struct state_report *rep = calloc(cap ? cap : 1, sizeof *rep);
-        CHECK(rep);
-        for (size_t i = 0; i < lr->n_pod_resources; i++) {
-                const V1__PodResources *pr = lr->pod_resources[i];
-                for (size_t j = 0; j < pr->n_containers; j++) {
-                        const V1__ContainerResources *cr = pr->containers[j];
-                        for (size_t k = 0; k < cr->n_devices; k++) {
-                                const V1__ContainerDevices *cd = cr->devices[k];
-                                for (size_t m = 0; m < cd->n_device_ids; m++)
-                                        rep[nr++] = (struct state_report){
-                                                .resource = cd->resource_name,
-                                                .device_id = cd->device_ids[m],
-                                                .pod_namespace = pr->namespace_,
-                                                .pod_name = pr->name,
-                                                .container = cr->name,
-                                        };
-                        }
-                }
         }
+        const struct state_report *rep = pr.rep;
+        size_t nr = pr.n;
         struct gpuslice_state s;
         state_init(&s);
         prefill(&s);
@@ -103,7 +84,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 free(out);
         }
         state_done(&s);
-        free(rep);
-        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        podres_reports_done(&pr);
         return 0;
 }
