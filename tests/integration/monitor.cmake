@@ -2,7 +2,7 @@
 # a prometheus server, podman containers and `podman system service`. A case exits 77 (skipped)
 # only when a tool it needs is not installed; .ci/run installs them (podman runc busybox-static
 # prometheus).
-set(_monitor_cases seed-metrics seed-follows-changes seed-compat seed-ps cri-names promtool prometheus labels
+set(_monitor_cases seed-metrics seed-follows-changes seed-compat seed-ps cri-names promtool prometheus prometheus-agent labels
     podman-names podman-workload podman-workload-pidns podman-alloc engine-down)
 foreach(c ${_monitor_cases})
   add_test(NAME monitor-${c}

@@ -254,11 +254,9 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-case_prometheus() {
-  need prometheus
-  seed_setup
-  start_monitor --proc-root "$PROC"
-  local port
+# A real prometheus server scrapes TARGET (host:port); PromQL must return pod B's GPU memory.
+prometheus_pod_memory() {
+  local target=$1 port
   port=$(free_port)
   cat > "$TMP/prometheus.yml" <<EOF
 global:
@@ -267,7 +265,7 @@ global:
 scrape_configs:
   - job_name: gpuslice
     static_configs:
-      - targets: ['127.0.0.1:$MON_PORT']
+      - targets: ['$target']
 EOF
   timeout 300 prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
     --web.listen-address="127.0.0.1:$port" > "$TMP/prometheus.log" 2>&1 &
@@ -293,6 +291,29 @@ EOF
   tail -20 "$TMP/prometheus.log" >&2
   cat "$TMP/q.json" >&2 || true
   fail "prometheus never answered the pod's memory"
+}
+
+case_prometheus() {
+  need prometheus
+  seed_setup
+  start_monitor --proc-root "$PROC"
+  prometheus_pod_memory "127.0.0.1:$MON_PORT"
+}
+
+# The same through the node agent, which runs the monitor service in-process (--metrics-address).
+# No kubelet here: the agent keeps serving metrics while it waits for kubelet.sock.
+case_prometheus_agent() {
+  need prometheus
+  seed_setup
+  local aport
+  aport=$(free_port)
+  mkdir -p "$TMP/device-plugins"
+  timeout 300 "$GS" node --plugin-dir "$TMP/device-plugins" --state-dir "$TMP/agent-state" \
+    --pod-resources-socket "$TMP/no-kubelet.sock" --metrics-address "127.0.0.1:$aport" \
+    --sample-interval 1s --proc-root "$PROC" 2> "$TMP/agent.log" &
+  PIDS+=($!)
+  prometheus_pod_memory "127.0.0.1:$aport"
+  grep -q 'msg="serving metrics"' "$TMP/agent.log" || { cat "$TMP/agent.log" >&2; fail "the agent did not log its metrics listener"; }
 }
 
 case_labels() {
