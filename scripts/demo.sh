@@ -7,7 +7,8 @@ BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export LD_LIBRARY_PATH="$PWD/$BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+export LD_LIBRARY_PATH="$BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GPUSLICE_SIM_NODE="$PWD/sim/nodes/demo-8gpu-2socket.node"
 export GPUSLICE_SIM_STATE="$tmp/sim-state"
 G="$BUILD/gpuslice"
@@ -43,7 +44,7 @@ W="$BUILD/sim/gpuslice-sim-workload"
 "$W" --gpu 2 --mem 5GiB --seconds 60 >/dev/null & w1=$!
 "$W" --gpu 2 --mem 3584MiB --seconds 60 >/dev/null & w2=$!
 "$W" --gpu 0 --mem 2600MiB --seconds 60 >/dev/null & w3=$!
-trap 'kill $w1 $w2 $w3 ${mon:-} 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $w1 $w2 $w3 ${mon:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do [ "$("$G" ps --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["processes"]))' 2>/dev/null)" = 3 ] && break; sleep 0.1; done
 run "$G" ps
 
