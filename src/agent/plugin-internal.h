@@ -25,6 +25,11 @@ void arena_free(struct arena *a);
 /* Fill the device part of one container's answer for the GPUs in `set` (table indices):
  * NVIDIA_VISIBLE_DEVICES and device specs (envvar strategy), CDI names (cdi strategy). out->envs
  * gets room for env_room more entries after what this adds. Caller holds the lock. */
+/* The container_responses array of a Preferred/Allocate answer, after the bounds every handler
+ * applies to the request's container count (1..1024); `what` names the request in errors. */
+enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret,
+                                   struct rpc_status *st);
+
 /* One container request of a GetPreferredAllocation: fill `out`, or return an error status. */
 typedef enum rpc_code (*plugin_prefer_fn)(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr,
                                           unsigned k, struct arena *a,

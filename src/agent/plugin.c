@@ -418,6 +418,18 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
         return RPC_OK;
 }
 
+enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret,
+                                   struct rpc_status *st) {
+        if (n == 0)
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s has no container requests", what);
+        if (n > 1024)
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "too many container requests (%zu)", n);
+        *ret = arena_alloc(a, sizeof(void *) * n);
+        if (!*ret)
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        return RPC_OK;
+}
+
 enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t req_len, plugin_prefer_fn prefer,
                                     void *ctx, uint8_t **ret, size_t *ret_len, struct rpc_status *st) {
         struct arena a = { 0 };
@@ -430,15 +442,9 @@ enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t
 
         pthread_mutex_lock(&p->lock);
         p->n_preferred++;
-        if (in->n_container_requests == 0)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "PreferredAllocationRequest has no container requests");
-        else if (in->n_container_requests > 1024)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "too many container requests (%zu)", in->n_container_requests);
-        else {
-                resp.container_responses = arena_alloc(&a, sizeof(void *) * in->n_container_requests);
-                if (!resp.container_responses)
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        }
+        void **slots = NULL;
+        c = plugin_responses_new(in->n_container_requests, "PreferredAllocationRequest", &a, &slots, st);
+        resp.container_responses = (void *)slots;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerPreferredAllocationResponse *o = arena_alloc(&a, sizeof *o);
                 if (!o) {
@@ -613,15 +619,9 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
 
         pthread_mutex_lock(&p->lock);
         p->n_allocate++;
-        if (in->n_container_requests == 0)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "AllocateRequest has no container requests");
-        else if (in->n_container_requests > 1024)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "too many container requests (%zu)", in->n_container_requests);
-        else {
-                resp.container_responses = arena_alloc(&a, sizeof(void *) * in->n_container_requests);
-                if (!resp.container_responses)
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        }
+        void **slots = NULL;
+        c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
+        resp.container_responses = (void *)slots;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerAllocateResponse *o = arena_alloc(&a, sizeof *o);
                 uint64_t set = 0;

@@ -670,15 +670,9 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
 
         pthread_mutex_lock(&p->lock);
         p->n_allocate++;
-        if (in->n_container_requests == 0)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "AllocateRequest has no container requests");
-        else if (in->n_container_requests > 1024)
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "too many container requests (%zu)", in->n_container_requests);
-        else {
-                resp.container_responses = arena_alloc(&a, sizeof(void *) * in->n_container_requests);
-                if (!resp.container_responses)
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        }
+        void **slots = NULL;
+        c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
+        resp.container_responses = (void *)slots;
         struct gpu_bits *all = calloc(TOPO_MAX_GPUS, sizeof *all);
         if (!all && c == RPC_OK)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
