@@ -1705,22 +1705,30 @@ static void virtual_info(int li, uint64_t real_free, uint64_t real_total, uint64
         *ret_total = total;
 }
 
+/* The container's view of the current device's memory, for both cuMemGetInfo ABIs: false when no
+ * memory limit applies (the driver's answer stands). */
+static bool limited_info(uint64_t real_free, uint64_t real_total, uint64_t *ret_free, uint64_t *ret_total) {
+        if (g.mode != GS_MODE_LIMITED)
+                return false;
+        int li = mem_li(current_li());
+        if (li < 0)
+                return false;
+        if (UNLIKELY(holds_unbacked(li)))
+                settle(li);
+        virtual_info(li, real_free, real_total, ret_free, ret_total);
+        return true;
+}
+
 static CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
         ENTER();
         if (nested)
                 return REAL(cuMemGetInfo_v2, free, total);
         CUresult r = GUARD(REAL(cuMemGetInfo_v2, free, total));
-        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !free || !total)
-                return r;
-        int li = mem_li(current_li());
-        if (li < 0)
-                return r;
-        if (UNLIKELY(holds_unbacked(li)))
-                settle(li);
         uint64_t f, t;
-        virtual_info(li, *free, *total, &f, &t);
-        *free = (size_t)f;
-        *total = (size_t)t;
+        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
+                *free = (size_t)f;
+                *total = (size_t)t;
+        }
         return r;
 }
 
@@ -1729,17 +1737,11 @@ static CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
         if (nested)
                 return REAL(cuMemGetInfo, free, total);
         CUresult r = GUARD(REAL(cuMemGetInfo, free, total));
-        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !free || !total)
-                return r;
-        int li = mem_li(current_li());
-        if (li < 0)
-                return r;
-        if (UNLIKELY(holds_unbacked(li)))
-                settle(li);
         uint64_t f, t;
-        virtual_info(li, *free, *total, &f, &t);
-        *free = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
-        *total = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
+                *free = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
+                *total = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+        }
         return r;
 }
 
