@@ -1707,7 +1707,9 @@ static void virtual_info(int li, uint64_t real_free, uint64_t real_total, uint64
 
 /* The container's view of the current device's memory, for both cuMemGetInfo ABIs: false when no
  * memory limit applies (the driver's answer stands). */
-static bool limited_info(uint64_t real_free, uint64_t real_total, uint64_t *ret_free, uint64_t *ret_total) {
+/* Inlined: as a call it cost cuMemGetInfo ~26 instructions (callgrind, docs/BENCHMARKS.md). */
+static inline __attribute__((always_inline)) bool limited_info(uint64_t real_free, uint64_t real_total,
+                                                               uint64_t *ret_free, uint64_t *ret_total) {
         if (g.mode != GS_MODE_LIMITED)
                 return false;
         int li = mem_li(current_li());
