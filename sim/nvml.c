@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "compat/compat.h"
 #include "nvml/nvml-abi.h"
 #include "sim/sim.h"
 #include "util/util.h"
@@ -808,6 +809,18 @@ _public_ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, in
                 return NVML_ERROR_INVALID_ARGUMENT;
         *major = gpu_of(device)->cc_major;
         *minor = gpu_of(device)->cc_minor;
+        return NVML_SUCCESS;
+}
+
+/* The node description's brand (default: from the model name, topo_apply_defaults). */
+_public_ nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type) {
+        CHECK(dev_check(device));
+        if (!type)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *type = 0;
+        for (int b = 1; b <= 16; b++)
+                if (streq(compat_brand_name(b), gpu_of(device)->brand))
+                        *type = b;
         return NVML_SUCCESS;
 }
 

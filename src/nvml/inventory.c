@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/compat.h"
 #include "util/util.h"
 
 /* Enough for 4096 CPUs / 256 NUMA nodes. */
@@ -168,6 +169,13 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
                 g->cc_major = major;
                 g->cc_minor = minor_cc;
         } else if (gpu_fault(n, g, rc, "nvmlDeviceGetCudaComputeCapability", false))
+                return false;
+
+        nvmlBrandType_t brand = 0;
+        rc = NVCALL(n, nvmlDeviceGetBrand, h, &brand);
+        if (rc == NVML_SUCCESS)
+                strscpy(g->brand, compat_brand_name(brand), sizeof g->brand);
+        else if (gpu_fault(n, g, rc, "nvmlDeviceGetBrand", false))
                 return false;
 
         unsigned limit = 0;

@@ -48,6 +48,10 @@ typedef enum {
 } nvmlReturn_t;
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
+/* nvmlBrandType_t: NVML_BRAND_UNKNOWN 0, QUADRO 1, TESLA 2, NVS 3, GRID 4, GEFORCE 5, TITAN 6,
+ * NVIDIA_VAPPS 7, VPC 8, VCS 9, VWS 10, CLOUD_GAMING 11, QUADRO_RTX 12, NVIDIA_RTX 13, NVIDIA 14,
+ * GEFORCE_RTX 15, TITAN_RTX 16 (names in src/compat: compat_brand_name). */
+typedef int nvmlBrandType_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
 typedef enum {
@@ -225,6 +229,7 @@ static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
         X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t,                                                       \
           (nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, unsigned int scope))     \
         X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor)) \
+        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t *type))                  \
         X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                              \
           (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                     \
         X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t,                                                  \

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compat/compat.h"
 #include "topo/topo.h"
 #include "util/util.h"
 
@@ -405,6 +406,17 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                 if ((r = parse_uint(num, 100000, &w)) < 0 || w == 0)
                         return fail(p, line, "power: expected watts like 250W, got '%s'", val);
                 g->power_limit_mw = w * 1000;
+        } else if (tok_eq(key, "brand")) {
+                static const char *const brands[] = { "unknown", "quadro", "tesla", "nvs", "grid", "geforce",
+                                                      "titan", "vapps", "vpc", "vcs", "vws", "cloudgaming",
+                                                      "quadrortx", "nvidiartx", "nvidia", "geforcertx", "titanrtx" };
+                bool known = false;
+                for (size_t i = 0; i < ELEMENTSOF(brands); i++)
+                        known |= streq(val, brands[i]);
+                if (!known)
+                        return fail(p, line, "brand: expected tesla, geforce, quadro, nvidia, titan, nvidiartx, ... (NVML's brands), got '%s'",
+                                    val);
+                strscpy(g->brand, val, sizeof g->brand);
         } else if (tok_eq(key, "mig")) {
                 if (streq(val, "on"))
                         g->mig_mode = 1;
@@ -413,7 +425,7 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                 else
                         return fail(p, line, "mig: expected on or off, got '%s'", val);
         } else
-                return fail(p, line, "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, mig)",
+                return fail(p, line, "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, mig, brand)",
                             tok_show(key, b, sizeof b));
         return 0;
 }
@@ -637,6 +649,8 @@ int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct topo_e
                         g->power_limit_mw = p.dflt.power_limit_mw;
                 if (g->mig_mode < 0)
                         g->mig_mode = p.dflt.mig_mode;
+                if (!g->brand[0])
+                        strscpy(g->brand, p.dflt.brand, sizeof g->brand);
         }
         infer_nvlink_pcie(ret);
         for (unsigned i = 0; i < ret->n_gpus; i++)
@@ -751,6 +765,8 @@ void topo_apply_defaults(struct topo *t) {
                 }
                 if (!g->power_limit_mw)
                         g->power_limit_mw = DEFAULT_POWER_MW;
+                if (!g->brand[0])
+                        strscpy(g->brand, compat_brand_from_name(g->name), sizeof g->brand);
                 if (g->minor < 0)
                         g->minor = unused_minor(t, (int)i);
                 if (!g->bus_id[0])

@@ -57,6 +57,7 @@ struct topo_gpu {
         int cc_major, cc_minor; /* CUDA compute capability, 0 when unknown */
         int sm_count;           /* streaming multiprocessors, 0 when unknown */
         unsigned power_limit_mw;/* 0 when unknown */
+        char brand[24];         /* NVML brand as requirement terms name it ("tesla", "geforce"), "" unknown */
 };
 
 struct topo_nic {

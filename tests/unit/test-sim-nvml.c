@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "compat/compat.h"
 #include "test-sim-common.h"
 
 static int setup(void **state) {
@@ -193,6 +194,10 @@ static void test_inventory_matches_node_file(void **state) {
                 assert_int_equal(N.nvmlDeviceGetCudaComputeCapability(d, &ma, &mi), NVML_SUCCESS);
                 assert_int_equal(ma, t.gpu[i].cc_major);
                 assert_int_equal(mi, t.gpu[i].cc_minor);
+                nvmlBrandType_t brand = -1;
+                assert_int_equal(N.nvmlDeviceGetBrand(d, &brand), NVML_SUCCESS);
+                assert_string_equal(compat_brand_name(brand), t.gpu[i].brand);
+                assert_int_equal(N.nvmlDeviceGetBrand(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
         }
         nvmlDevice_t d;
         assert_int_equal(N.nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &d),

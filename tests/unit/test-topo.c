@@ -242,6 +242,9 @@ static void test_malformed_rejected_with_reason(void **state) {
                 { "  GPU0\nGPU0 X\ngpu 3 name=x\n", "matrix has 1 GPUs", 3 },
                 { "  GPU0\nGPU0 X\ngpu 0 colour=red\n", "unknown GPU attribute 'colour'", 3 },
                 { "  GPU0\nGPU0 X\ngpu 0 memory=lots\n", "memory: expected a size", 3 },
+                { "  GPU0\nGPU0 X\ngpu 0 brand=Tesla\n", "brand: expected tesla", 3 },
+                { "  GPU0\nGPU0 X\ndefault brand=\n", "brand: expected tesla", 3 },
+                { "  GPU0\nGPU0 X\ngpu 0 brand=tesla,geforce\n", "brand: expected tesla", 3 },
                 { "  GPU0\nGPU0 X\ngpu 0 uuid=nope\n", "uuid: expected GPU-", 3 },
                 { "  GPU0\nGPU0 X\ngpu 0 bus=zz\n", "bus: expected a PCI bus id", 3 },
                 /* found in review: sscanf took signs and 0x, and device/function were not range-checked */
@@ -270,6 +273,25 @@ static void test_malformed_rejected_with_reason(void **state) {
                 if (e.line != cases[i].line)
                         fail_msg("case %zu: line %u, expected %u (%s)", i, e.line, cases[i].line, e.msg);
         }
+}
+
+/* brand: given per GPU, by `default`, or derived from the model name */
+static void test_brand(void **state) {
+        (void)state;
+        struct topo t;
+        struct topo_error e;
+        const char *text = "  GPU0 GPU1 GPU2\nGPU0 X PIX PIX\nGPU1 PIX X PIX\nGPU2 PIX PIX X\n"
+                           "default brand=nvidia\ngpu 0 brand=geforce\ngpu 2 name=\"NVIDIA GeForce RTX 3090\"\n";
+        assert_int_equal(topo_parse(text, strlen(text), &t, &e), 0);
+        assert_string_equal(t.gpu[0].brand, "geforce");
+        assert_string_equal(t.gpu[1].brand, "nvidia");
+        assert_string_equal(t.gpu[2].brand, "nvidia"); /* default wins over the name */
+        const char *plain = "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 1 name=\"NVIDIA GeForce RTX 3090\"\n";
+        assert_int_equal(topo_parse(plain, strlen(plain), &t, &e), 0);
+        assert_string_equal(t.gpu[0].brand, "tesla"); /* Tesla P40, the default model */
+        assert_string_equal(t.gpu[1].brand, "geforce");
+        assert_int_equal(topo_parse_raw(plain, strlen(plain), &t, &e), 0);
+        assert_string_equal(t.gpu[0].brand, ""); /* raw: unknown stays unknown */
 }
 
 static void test_too_many_gpus(void **state) {
@@ -401,6 +423,7 @@ int main(void) {
                 cmocka_unit_test(test_defaults_avoid_explicit_values),
                 cmocka_unit_test(test_pasted_variants),
                 cmocka_unit_test(test_malformed_rejected_with_reason),
+                cmocka_unit_test(test_brand),
                 cmocka_unit_test(test_too_many_gpus),
                 cmocka_unit_test(test_not_nul_terminated),
                 cmocka_unit_test(test_link_names_round_trip),
