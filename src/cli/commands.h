@@ -22,3 +22,6 @@ int cmd_labels(int argc, char **argv);  /* src/cli/cmd-labels.c */
 int cmd_node(int argc, char **argv);   /* src/agent/node.c */
 int cmd_status(int argc, char **argv); /* src/agent/status.c */
 int cmd_run(int argc, char **argv);    /* src/cli/cmd-run.c */
+int cmd_cdi(int argc, char **argv);    /* src/cli/cmd-cdi.c */
+int cmd_hook(int argc, char **argv);   /* src/cli/cmd-hook.c */
+int cmd_check(int argc, char **argv);  /* src/cli/cmd-check.c */

@@ -25,6 +25,9 @@ static const struct command commands[] = {
         { "monitor", cmd_monitor, "serve GPU usage metrics (/metrics, /healthz) in the foreground" },
         { "labels", cmd_labels, "write GPU node labels (Node Feature Discovery features file)" },
         { "run", cmd_run, "run a command limited to a GPU fraction (memory, compute share)" },
+        { "cdi", cmd_cdi, "generate the node's CDI spec (devices, driver libraries, hook)" },
+        { "hook", cmd_hook, "OCI hook: CUDA requirement check and driver injection" },
+        { "check", cmd_check, "which CUDA versions this node's driver runs, and how" },
         { "version", cmd_version, "print the version" },
 };
 

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cdi — what a container needs from the node to use its GPUs, as a Container Device Interface
+ * spec (`gpuslice cdi generate`) and as the same edits applied by an OCI hook (`gpuslice hook`).
+ *
+ * Three layers:
+ *   - the ld.so.cache reader (pure: bytes in, entries out; glibc's "glibc-ld.so.cache1.1" format,
+ *     alone or after the old "ld.so-1.7.0" table);
+ *   - discovery (I/O, read only): device nodes under a dev root (major/minor from the node itself),
+ *     the driver's user-space libraries (lib*.so.<driver version>, found through the ld cache under
+ *     a driver root, grouped by capability), its binaries and IPC sockets;
+ *   - the spec (pure): discovery + the node's GPUs → a jansson tree in the CDI format, with the
+ *     lowest cdiVersion that fits, written as JSON or YAML.
+ *
+ * Paths: discovery looks under dev_root/driver_root as gpuslice sees them; the spec's host paths
+ * are written under host_dev_root/host_driver_root (how the host sees the same trees, for a
+ * gpuslice running in a container with the host mounted at, say, /host); container paths are the
+ * paths relative to the root (/dev/nvidia0, /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05).
+ *
+ * Library code: never logs, never writes a file (the CLI writes atomically), never follows a
+ * symlink out of the driver root.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "topo/topo.h"
+
+#define CDI_PATH_MAX 1024
+#define CDI_LDCACHE_MAX (64u << 20) /* bigger caches are refused */
+
+/* ---- ld.so.cache ---- */
+
+struct cdi_ldcache_entry {
+        int32_t flags;      /* FLAG_ELF_LIBC6 (3) | architecture bits (0x0300 x86-64, 0x0a00 aarch64, …) */
+        const char *soname; /* "libcuda.so.1", NUL-terminated inside the data */
+        const char *path;   /* "/usr/lib/x86_64-linux-gnu/libcuda.so.1" */
+};
+/* Called per entry; a negative return stops the walk and is returned. */
+typedef int (*cdi_ldcache_fn)(const struct cdi_ldcache_entry *e, void *userdata);
+
+/* Walk the cache in data[0..len). 0, or -EBADMSG when it is not a well-formed cache (every
+ * offset and count is checked against len; strings must end inside the data), or fn's error. */
+int cdi_ldcache_parse(const void *data, size_t len, cdi_ldcache_fn fn, void *userdata);
+/* Whether an entry's flags are a 64-bit library for the machine gpuslice was built for. */
+bool cdi_ldcache_native(int32_t flags);
+
+/* ---- discovery ---- */
+
+enum cdi_cap {
+        CDI_CAP_UTILITY = 1 << 0,  /* NVML, nvidia-smi */
+        CDI_CAP_COMPUTE = 1 << 1,  /* CUDA, PTX JIT, OpenCL */
+        CDI_CAP_VIDEO = 1 << 2,    /* NVENC / NVDEC */
+        CDI_CAP_GRAPHICS = 1 << 3, /* GL, EGL, Vulkan */
+        CDI_CAP_ALL = 0xf,
+};
+/* "compute,utility" / "all" → bits. 0 or -EINVAL (unknown name; *ret_bad points at it). "" → 0 bits. */
+int cdi_caps_parse(const char *s, unsigned *ret, const char **ret_bad);
+
+enum cdi_file_kind { CDI_FILE_LIBRARY, CDI_FILE_BINARY, CDI_FILE_IPC };
+
+struct cdi_file {
+        enum cdi_file_kind kind;
+        unsigned cap;                 /* enum cdi_cap bit */
+        char path[CDI_PATH_MAX];      /* inside the root: /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05 */
+        char source[CDI_PATH_MAX];    /* the file to mount there, inside the root (path, or a binary's link target) */
+        char soname[128];             /* libraries: "libcuda.so.1" ("" unknown) */
+};
+
+struct cdi_devnode {
+        char path[64];                /* inside the container: /dev/nvidia0 */
+        unsigned major, minor;
+        char type;                    /* 'c' */
+};
+
+struct cdi_discovery {
+        char driver_version[80];
+        struct cdi_devnode control[4]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset: those present */
+        unsigned n_control;
+        struct cdi_devnode gpu[TOPO_MAX_GPUS]; /* by topo GPU position; major 0 = absent */
+        struct cdi_file *files;
+        size_t n_files;
+        char lib_dirs[8][CDI_PATH_MAX]; /* distinct directories of the libraries, for ldconfig */
+        unsigned n_lib_dirs;
+};
+
+struct cdi_roots {
+        const char *dev_root;         /* default "/" */
+        const char *driver_root;      /* default "/" */
+};
+
+/*
+ * Find what the node offers for the GPUs of t (minor numbers) and t->driver_version: device nodes
+ * that exist as character devices, libraries of the wanted capabilities listed in
+ * driver_root/etc/ld.so.cache whose file is lib*.so.<driver version>, binaries in the usual bin
+ * directories, IPC sockets. 0 or -errno with err (one line) filled: -ENOENT no ld cache, -EBADMSG
+ * malformed cache, -ENODATA no library of the driver version found. Free with cdi_discovery_done.
+ */
+int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
+                 char *err, size_t err_len);
+void cdi_discovery_done(struct cdi_discovery *d);
+
+/* ---- the spec ---- */
+
+struct cdi_spec_options {
+        const char *kind;             /* "nvidia.com/gpu" */
+        const char *host_dev_root;    /* prefix of deviceNodes hostPath; NULL → roots.dev_root */
+        const char *host_driver_root; /* prefix of mount hostPath; NULL → roots.driver_root */
+        const char *hook_path;        /* absolute path of the gpuslice binary for the createContainer hook */
+        const char *interposer;       /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
+};
+
+/* Build the spec: one device per GPU by index and by UUID, "all", and with an interposer one
+ * "<index>-shared" / "<uuid>-shared" device per GPU. *ret is a new reference. 0 or -EINVAL (bad
+ * kind) / -ENOMEM. */
+int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
+                   const struct cdi_spec_options *o, json_t **ret);
+/* The lowest cdiVersion that accepts this spec (names starting with a digit and deviceNodes
+ * hostPath need 0.5.0, mount type 0.4.0, annotations 0.6.0; 0.3.0 otherwise). */
+const char *cdi_spec_min_version(const json_t *spec);
+/* Whether a kind is "vendor/class" as CDI wants it. */
+bool cdi_kind_valid(const char *kind);
+/* The spec file name for a kind: "nvidia.com-gpu.yaml" (ext "yaml" or "json"). */
+int cdi_spec_file_name(const char *kind, const char *ext, char *buf, size_t len);
+
+/* JSON or YAML text of any jansson tree (objects, arrays, strings, integers, booleans).
+ * *ret malloc'ed, caller frees. 0 or -ENOMEM / -EINVAL. */
+int cdi_format_json(const json_t *v, char **ret);
+int cdi_format_yaml(const json_t *v, char **ret);
+
+/* ---- OCI hook input ---- */
+
+#define CDI_OCI_MAX (4u << 20) /* state and config.json larger than this are refused */
+
+/* What the hook needs from the OCI state (stdin) and the bundle's config.json. */
+struct cdi_oci {
+        int pid;                      /* container init, 0 unknown */
+        char bundle[CDI_PATH_MAX];
+        char rootfs[CDI_PATH_MAX];    /* absolute: root.path resolved against the bundle */
+        char **env;                   /* process.env, NULL-terminated; owned */
+        size_t n_env;
+};
+/* Parse the state JSON (id, pid, bundle). 0 or -EINVAL with err. */
+int cdi_oci_parse_state(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len);
+/* Parse config.json into ret (root.path, process.env; the bundle from the state). 0 or -EINVAL. */
+int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len);
+void cdi_oci_done(struct cdi_oci *o);
+
+/* ---- generate: discover + build + text (+ atomic write) ---- */
+
+struct cdi_generate {
+        struct cdi_roots roots;
+        struct cdi_spec_options spec;
+        unsigned caps;                /* 0 → CDI_CAP_ALL */
+        bool json;                    /* JSON instead of YAML */
+};
+/* The spec text for node t. *ret malloc'ed. 0 or -errno with err. */
+int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len);
+/* The same, written atomically to path (temporary file, fsync, rename: the project's atomic writer). */
+int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, char *err, size_t err_len);

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cdi/generate — discovery, the spec and its text in one call, for `gpuslice cdi generate` and the
+ * node agent; the file is written with the project's atomic writer (labels_write_atomic). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cdi/cdi.h"
+#include "labels/labels.h"
+#include "util/util.h"
+
+int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len) {
+        struct cdi_discovery d;
+        int r = cdi_discover(t, &g->roots, g->caps ? g->caps : CDI_CAP_ALL, &d, err, err_len);
+        if (r < 0)
+                return r;
+        json_t *spec = NULL;
+        r = cdi_spec_build(t, &d, &g->roots, &g->spec, &spec);
+        cdi_discovery_done(&d);
+        if (r < 0) {
+                snprintf(err, err_len, "%s", r == -EINVAL ? "the CDI kind must be vendor/class (e.g. nvidia.com/gpu)"
+                                                          : strerror(-r));
+                return r;
+        }
+        r = g->json ? cdi_format_json(spec, ret) : cdi_format_yaml(spec, ret);
+        json_decref(spec);
+        if (r < 0)
+                snprintf(err, err_len, "%s", strerror(-r));
+        return r;
+}
+
+int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, char *err, size_t err_len) {
+        _cleanup_(freep) char *text = NULL;
+        int r = cdi_generate_text(t, g, &text, err, err_len);
+        if (r < 0)
+                return r;
+        /* engines create /var/run/cdi lazily: make it (one level) when it is missing */
+        char dir[CDI_PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        if (slash && slash != path && (size_t)(slash - path) < sizeof dir) {
+                strnscpy(dir, sizeof dir, path, (size_t)(slash - path));
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                        snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
+                        return -errno;
+                }
+        }
+        r = labels_write_atomic(path, text, strlen(text));
+        if (r < 0)
+                snprintf(err, err_len, "cannot write %s: %s", path, strerror(-r));
+        return r;
+}
