@@ -37,6 +37,7 @@
 #include "agent/plugin.h"
 #include "agent/podres.h"
 #include "agent/share.h"
+#include "cdi/cdi.h"
 #include "cli/commands.h"
 #include "config/config.h"
 #include "deviceplugin.pb-c.h"
@@ -757,6 +758,17 @@ static int setup(struct node *n) {
                         log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
                                  n->plugin->gpu[i].reason);
 
+        if (o.list_cdi) { /* the spec defining the CDI names Allocate hands out (src/cdi, docs/runtime.md) */
+                char cdi_path[1024], cdi_err[512];
+                int cr = cdi_agent_refresh(&n->plugin->topo, o.cdi_kind, o.dev_root, o.core_resource[0] || o.memory_resource[0] ? o.interposer : NULL,
+                                           cdi_path, sizeof cdi_path, cdi_err, sizeof cdi_err);
+                if (cr < 0)
+                        log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", cdi_err);
+                else if (cr == 0)
+                        log_info("CDI spec written", "path=%s", cdi_path);
+                if (!o.list_envvar)
+                        log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently", "%s", "");
+        }
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 if (!res[0])

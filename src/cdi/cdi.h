@@ -162,3 +162,13 @@ struct cdi_generate {
 int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len);
 /* The same, written atomically to path (temporary file, fsync, rename: the project's atomic writer). */
 int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, char *err, size_t err_len);
+
+/*
+ * For the node agent: (re)write the node's CDI spec so the names its Allocate answers carry
+ * (kind=<index> or kind=<UUID>, and <id>-shared with an interposer) exist. Output: the
+ * environment's GPUSLICE_CDI_SPEC (read with secure_getenv; "none" disables; a path ending in
+ * .json writes JSON), else /var/run/cdi/<vendor>-<class>.yaml; driver root: GPUSLICE_CDI_DRIVER_ROOT
+ * (default /). The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
+ */
+int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
+                      char *ret_path, size_t path_len, char *err, size_t err_len);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cdi/cdi.h"
 #include "labels/labels.h"
@@ -50,4 +51,34 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
         if (r < 0)
                 snprintf(err, err_len, "cannot write %s: %s", path, strerror(-r));
         return r;
+}
+
+int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
+                      char *ret_path, size_t path_len, char *err, size_t err_len) {
+        const char *out = secure_getenv("GPUSLICE_CDI_SPEC"), *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
+        char self[4096];
+        if (out && streq(out, "none"))
+                return 1;
+        struct cdi_generate g = {
+                .roots = { .dev_root = dev_root && dev_root[0] ? dev_root : "/", .driver_root = drv && drv[0] ? drv : "/" },
+                .spec = { .kind = kind, .interposer = interposer },
+        };
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                g.spec.hook_path = self;
+        }
+        if (out && out[0])
+                strscpy(ret_path, out, path_len);
+        else {
+                char name[400];
+                if (cdi_spec_file_name(kind, "yaml", name, sizeof name) < 0) {
+                        snprintf(err, err_len, "bad CDI kind '%s'", kind);
+                        return -EINVAL;
+                }
+                snprintf(ret_path, path_len, "/var/run/cdi/%s", name);
+        }
+        size_t l = strlen(ret_path);
+        g.json = l > 5 && streq(ret_path + l - 5, ".json");
+        return cdi_generate_file(t, &g, ret_path, err, err_len);
 }

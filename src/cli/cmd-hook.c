@@ -184,6 +184,8 @@ static int inject_node(int rootfd, const struct cdi_devnode *n) {
         if (dfd < 0)
                 return dfd;
         int r = mknodat(dfd, base, S_IFCHR | 0666, makedev(n->major, n->minor)) < 0 && errno != EEXIST ? -errno : 0;
+        if (r == 0 && fchmodat(dfd, base, 0666, 0) < 0) /* the umask trimmed mknod's mode */
+                r = -errno;
         close(dfd);
         return r;
 }

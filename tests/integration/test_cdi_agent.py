@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The node agent's CDI device names exist in the CDI spec it writes at start.
+
+The real `gpuslice node` runs on the simulated node with the kubelet stand-in (the harness of
+test_agent.py), device nodes made with mknod under its --dev-root and a fake driver root with an
+ld cache (cdi-fixture.sh). The agent writes the spec (GPUSLICE_CDI_SPEC, JSON); the test reads it
+and every name the agent's Allocate answers carry (by UUID, then by index) must be a device of it,
+under the kind the agent was configured with. Exit 77 when not root (mknod needs it).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelet_standin  # noqa: E402
+import test_agent  # noqa: E402
+
+DRIVER = "550.54.15"  # the node description's default driver (docs/node-description.md)
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def spec_names(path, timeout=10):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        if time.time() > deadline:
+            raise AssertionError("the agent wrote no CDI spec at %s" % path)
+        time.sleep(0.1)
+    with open(path) as f:
+        spec = json.load(f)
+    return spec, {d["name"] for d in spec["devices"]}
+
+
+def run(e, args, strategy_id):
+    fx = os.path.join(e.tmp, "fx")
+    subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
+                    "tesla"], check=True, timeout=120)
+    # the agent's dev root: character devices this time (the harness made plain files)
+    for i in range(8):
+        p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
+        os.unlink(p)
+        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
+    spec_path = os.path.join(e.tmp, "cdi", "agent-%s.json" % strategy_id)
+    e.env["GPUSLICE_CDI_SPEC"] = spec_path
+    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    kind = "example.com/gpu%s" % strategy_id.replace("-", "")
+    e.start_agent("--device-list-strategy", "cdi", "--cdi-kind", kind, "--device-id-strategy", strategy_id)
+    e.registered()
+    spec, names = spec_names(spec_path)
+    check(spec["kind"] == kind, "spec kind %r, agent kind %r" % (spec["kind"], kind))
+    ids = e.ids()
+    resp = e.allocate([ids[1]], [ids[5], ids[6]])
+    got = []
+    for c in resp.container_responses:
+        for d in c.cdi_devices:
+            k, _, name = d.name.partition("=")
+            check(k == kind, "Allocate named kind %r, spec has %r" % (k, kind))
+            check(name in names, "Allocate named %r, the spec has no such device (%s)" % (d.name, sorted(names)))
+            got.append(name)
+    check(len(got) == 3, "three CDI names expected, got %s" % got)
+    # the spec's device for a name carries that GPU's node
+    by_name = {d["name"]: d for d in spec["devices"]}
+    node = by_name[got[0]]["containerEdits"]["deviceNodes"][0]
+    check(node["path"] == "/dev/nvidia1" and node["major"] == 195 and node["minor"] == 1,
+          "device %s has node %s" % (got[0], node))
+    libs = [m["containerPath"] for m in spec["containerEdits"]["mounts"]]
+    check(any(p.endswith("libcuda.so." + DRIVER) for p in libs), "no libcuda in the spec mounts: %s" % libs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--topology", required=True)
+    ap.add_argument("strategy", choices=["uuid", "index"])
+    args = ap.parse_args()
+    if os.getuid() != 0:
+        print("SKIP: needs root for mknod")
+        return 77
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("test exceeded %d s" % test_agent.TEST_TIMEOUT_S)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(test_agent.TEST_TIMEOUT_S)
+    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
+    e = None
+    failed = True
+    try:
+        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        e = test_agent.Env(args, stubs)
+        run(e, args, args.strategy)
+        failed = False
+        print("PASS cdi-agent-%s" % args.strategy)
+    except BaseException:  # noqa: B902 — report everything, including the alarm
+        traceback.print_exc()
+        print("FAIL cdi-agent-%s" % args.strategy)
+    finally:
+        signal.alarm(0)
+        if e:
+            e.close(failed)
+        shutil.rmtree(stubdir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
