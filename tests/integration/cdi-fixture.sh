@@ -23,7 +23,7 @@ so "libcuda.so.$driver" libcuda.so.1
 so "libnvidia-ml.so.$driver" libnvidia-ml.so.1
 so "libnvidia-ptxjitcompiler.so.$driver" libnvidia-ptxjitcompiler.so.1
 so "libnvidia-encode.so.$driver" libnvidia-encode.so.1
-so "libnvidia-eglcore.so.$driver" libnvidia-eglcore.so.$driver
+so "libnvidia-eglcore.so.$driver" "libnvidia-eglcore.so.$driver"
 so "libz-not-nvidia.so.1.2.3" libz-not-nvidia.so.1
 mkdir -p "$dir/driver/old"
 cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$dir/driver/old/libcuda.so.470.57.02" "$dir/empty.c"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2015,SC2181,SC2016 # `check && ok || bad` (ok only echoes); $? after $(...); sh -c '$VAR' for the container
 # CDI spec generation, `gpuslice hook` and `gpuslice check` for real, on a fake GPU node built by
 # cdi-fixture.sh (mknod device nodes, ELF libraries of a driver version, an ld cache from ldconfig)
 # and the simulated NVML (535.104.05 / CUDA 12.2).
