@@ -222,9 +222,14 @@ static int version_need(const json_t *edits) {
         int need = 3;
         const json_t *v;
         size_t i;
-        json_array_foreach(json_object_get(edits, "deviceNodes"), i, v) if (json_object_get(v, "hostPath")) need =
-                MAX(need, 5);
-        json_array_foreach(json_object_get(edits, "mounts"), i, v) if (json_object_get(v, "type")) need = MAX(need, 4);
+        json_array_foreach(json_object_get(edits, "deviceNodes"), i, v) {
+                if (json_object_get(v, "hostPath"))
+                        need = MAX(need, 5);
+        }
+        json_array_foreach(json_object_get(edits, "mounts"), i, v) {
+                if (json_object_get(v, "type"))
+                        need = MAX(need, 4);
+        }
         return need;
 }
 
