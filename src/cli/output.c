@@ -294,6 +294,8 @@ json_t *json_topo(const struct topo *t) {
                                       g->mig_mode);
                 if (g->state_text[0])
                         json_object_set_new(o, "state_text", json_string(g->state_text));
+                if (g->brand[0]) /* as NVIDIA_REQUIRE_* brand= terms name it */
+                        json_object_set_new(o, "brand", json_string(g->brand));
                 json_array_append_new(gpus, o);
                 json_t *row = json_array();
                 for (unsigned j = 0; j < t->n_gpus; j++)

@@ -173,6 +173,15 @@ EOF
     && ok "hook: NVIDIA_DISABLE_REQUIRE=true starts" || bad "hook disable require: $out"
   out=$(prun --hooks-dir "$hooks" -e NVIDIA_VISIBLE_DEVICES=void -e 'NVIDIA_REQUIRE_CUDA=cuda>=13.0' "$image" sh -c "$look" 2>&1)
   [ "$out" = "0" ] && ok "hook: void gets nothing" || bad "hook void: $out"
+  out=$(prun --hooks-dir "$hooks" -e NVIDIA_VISIBLE_DEVICES=none "$image" sh -c "$look" 2>&1)
+  [ "$out" = "nvidia-modeset nvidia-uvm nvidia-uvm-tools nvidiactl 3" ] \
+    && ok "hook: none gets the driver but no GPU" || bad "hook none: $out"
+  # prestart runs in the runtime's namespaces: the hook joins the container's mount namespace
+  mkdir -p "$tmp/hooks-prestart"
+  sed 's/createContainer/prestart/g' "$hooks/gpuslice.json" > "$tmp/hooks-prestart/gpuslice.json"
+  out=$(prun --hooks-dir "$tmp/hooks-prestart" -e NVIDIA_VISIBLE_DEVICES="$uuid3,0" "$image" sh -c "$look" 2>&1)
+  [ "$out" = "nvidia-modeset nvidia-uvm nvidia-uvm-tools nvidia0 nvidia3 nvidiactl 3" ] \
+    && ok "hook: prestart stage, GPUs by UUID and index" || bad "hook prestart: $out"
   out=$(prun --hooks-dir "$hooks" -e NVIDIA_VISIBLE_DEVICES=9 "$image" true 2>&1)
   [ $? != 0 ] && grep -q "no GPU '9' on this node" <<<"$out" && ok "hook: unknown GPU refused" || bad "hook unknown GPU: $out"
 }
