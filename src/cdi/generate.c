@@ -17,6 +17,15 @@ int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char *
         int r = cdi_discover(t, &g->roots, g->caps ? g->caps : CDI_CAP_ALL, &d, err, err_len);
         if (r < 0)
                 return r;
+        unsigned nodes = 0;
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                nodes += d.gpu[i].major != 0;
+        if (t->n_gpus > 0 && nodes == 0) {
+                cdi_discovery_done(&d);
+                snprintf(err, err_len, "no GPU device node (/dev/nvidia<minor>, a character device) under %s",
+                         g->roots.dev_root ? g->roots.dev_root : "/");
+                return -ENODEV;
+        }
         json_t *spec = NULL;
         r = cdi_spec_build(t, &d, &g->roots, &g->spec, &spec);
         cdi_discovery_done(&d);

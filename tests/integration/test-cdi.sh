@@ -85,6 +85,8 @@ local_tests() {
     && ok "truncated ld cache refused" || bad "truncated ld cache: $out"
   out=$(gen --driver-root "$tmp/nowhere" -o - 2>&1); [ $? = 1 ] && grep -q 'cannot read the driver root' <<<"$out" \
     && ok "missing ld cache" || bad "missing ld cache: $out"
+  out=$(gen --dev-root "$tmp/fx/driver" -o - 2>&1); [ $? = 1 ] && grep -q 'no GPU device node' <<<"$out" \
+    && ok "no device nodes under the dev root" || bad "no device nodes: $out"
   mkdir -p "$tmp/other/etc"; cp /etc/ld.so.cache "$tmp/other/etc/"
   out=$(gen --driver-root "$tmp/other" -o - 2>&1); [ $? = 1 ] && grep -q 'no library of driver 535.104.05' <<<"$out" \
     && ok "no library of this driver" || bad "no driver libraries: $out"
@@ -118,6 +120,16 @@ assert j["forward_compatibility_possible"] and t["13.0"].startswith("forward com
   echo '{"root": {"path": "rootfs"}, "process": {"env": ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>>1"]}}' > "$tmp/bundle/config.json"
   out=$(echo "$state" | hook 2>&1); [ $? = 1 ] && grep -q 'NVIDIA_REQUIRE_CUDA: malformed requirement' <<<"$out" \
     && ok "hook: malformed requirement refused" || bad "hook malformed requirement: $out"
+  # a real image string: GPU brand comes from NVML; a GeForce on 535 is refused, a Tesla may use
+  # the image's forward-compatibility branch
+  req=$(cat "$SOURCE/tests/data/compat/cuda-12.4.env")
+  printf '{"root": {"path": "rootfs"}, "process": {"env": ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=%s"]}}' "$req" > "$tmp/bundle/config.json"
+  out=$(echo "$state" | hook 2>&1); [ $? = 1 ] && grep -q 'cuda>=12.4: needs driver ≥ 550.54.14 for CUDA 12.4, node has 535.104.05 (CUDA 12.2) (and none of the 2 other alternatives holds)' <<<"$out" \
+    && ok "hook: CUDA 12.4 image refused on a GeForce 535" || bad "hook 12.4 geforce: $out"
+  out=$(echo "$state" | GPUSLICE_SIM_NODE=$tmp/tesla.node GPUSLICE_SIM_STATE=$tmp/tesla.state unshare -m bash -c \
+        "mount --make-rprivate / && $G hook createContainer --nvml-library $NVML --dev-root $tmp/fx --driver-root $tmp/fx/driver" 2>&1)
+  [ $? = 0 ] && ok "hook: CUDA 12.4 image allowed on a Tesla 535 (forward-compatibility branch)" || bad "hook 12.4 tesla: $out"
+  rm -rf "$tmp/bundle/rootfs" && mkdir "$tmp/bundle/rootfs"
   # an allowed container, injected into a plain directory root (no engine): nodes, libraries, links
   echo '{"root": {"path": "rootfs"}, "process": {"env": ["NVIDIA_VISIBLE_DEVICES=2", "NVIDIA_DRIVER_CAPABILITIES=utility"]}}' > "$tmp/bundle/config.json"
   # an image whose /usr/lib is a symlink to / must not make the hook write on the host
