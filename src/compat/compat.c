@@ -498,8 +498,10 @@ int compat_env_check(const char *const *env, size_t n_env, const struct compat_n
                         continue;
                 size_t name_len = (size_t)(eq - e);
                 char name[128];
-                if (name_len >= sizeof name)
-                        continue;
+                if (name_len >= sizeof name) { /* fail closed: a requirement we cannot name is not skipped */
+                        say(msg, msg_len, "NVIDIA_REQUIRE_*: variable name longer than %zu bytes", sizeof name - 1);
+                        return -EINVAL;
+                }
                 strnscpy(name, sizeof name, e, name_len);
                 /* a later definition of the same variable wins: check only the last one */
                 const char *val = compat_env_get(env, n_env, name);

@@ -236,6 +236,12 @@ static void test_env_rules(void **state) {
         assert_int_equal(compat_env_check(legacy_overridden, 2, &nd, msg, sizeof msg), 0);
         const char *legacy_bad[] = { "CUDA_VERSION=twelve" };
         assert_int_equal(compat_env_check(legacy_bad, 1, &nd, msg, sizeof msg), -EINVAL);
+        char longname[300];
+        memset(longname, 'X', sizeof longname);
+        memcpy(longname, "NVIDIA_REQUIRE_", 15);
+        memcpy(longname + 200, "=cuda>=1", 9);
+        const char *too_long[] = { longname };
+        assert_int_equal(compat_env_check(too_long, 1, &nd, msg, sizeof msg), -EINVAL);
         const char *malformed[] = { "NVIDIA_REQUIRE_CUDA=cuda>>1" };
         assert_int_equal(compat_env_check(malformed, 1, &nd, msg, sizeof msg), -EINVAL);
         assert_true(startswith(msg, "NVIDIA_REQUIRE_CUDA: malformed"));
