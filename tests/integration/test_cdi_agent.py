@@ -6,7 +6,8 @@ The real `gpuslice node` runs on the simulated node with the kubelet stand-in (t
 test_agent.py), device nodes made with mknod under its --dev-root and a fake driver root with an
 ld cache (cdi-fixture.sh). The agent writes the spec (GPUSLICE_CDI_SPEC, JSON); the test reads it
 and every name the agent's Allocate answers carry (by UUID, then by index) must be a device of it,
-under the kind the agent was configured with. Exit 77 when not root (mknod needs it).
+under the kind the agent was configured with; after a SIGHUP that changes the kind, the spec
+follows; a cdi-only strategy warns. Exit 77 when not root (mknod needs it).
 """
 import argparse
 import json
@@ -79,12 +80,53 @@ def run(e, args, strategy_id):
     check(any(p.endswith("libcuda.so." + DRIVER) for p in libs), "no libcuda in the spec mounts: %s" % libs)
 
 
+def run_reload(e, args):
+    """A SIGHUP that changes the CDI kind rewrites the spec: the new names exist, under the new kind."""
+    fx = os.path.join(e.tmp, "fx")
+    subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
+                    "tesla"], check=True, timeout=120)
+    for i in range(8):
+        p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
+        os.unlink(p)
+        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
+    spec_path = os.path.join(e.tmp, "cdi", "agent-reload.json")
+    e.env["GPUSLICE_CDI_SPEC"] = spec_path
+    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    conf = os.path.join(e.tmp, "node.conf")
+    with open(conf, "w") as f:
+        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/before\n")
+    e.start_agent("--config", conf)
+    e.registered()
+    spec, names = spec_names(spec_path)
+    check(spec["kind"] == "example.com/before", "first kind %r" % spec["kind"])
+    with open(conf, "w") as f:
+        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/after\nid-strategy = index\n")
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reloaded" in open(e.logs[-1]).read(), 10, "reload")
+    spec, names = spec_names(spec_path)
+    check(spec["kind"] == "example.com/after", "kind after SIGHUP %r" % spec["kind"])
+    ids = e.ids()
+    c = e.allocate([ids[2]]).container_responses[0]
+    check([d.name for d in c.cdi_devices] == ["example.com/after=2"], "names after SIGHUP %s" % c.cdi_devices)
+    check("2" in names, "the rewritten spec lacks device 2: %s" % sorted(names))
+    log = open(e.logs[-1]).read()
+    check("cdi only" not in log, "warned about cdi-only with envvar,cdi")
+
+
+def run_cdi_only_warns(e):
+    e.env["GPUSLICE_CDI_SPEC"] = "none"
+    e.start_agent("--device-list-strategy", "cdi")
+    e.registered()
+    e.kubelet.wait_for(lambda: "kubelets before 1.28 drop cdi_devices" in open(e.logs[-1]).read(), 10,
+                       "the cdi-only warning")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--topology", required=True)
-    ap.add_argument("strategy", choices=["uuid", "index"])
+    ap.add_argument("strategy", choices=["uuid", "index", "reload", "warn"])
     args = ap.parse_args()
     if os.getuid() != 0:
         print("SKIP: needs root for mknod")
@@ -101,7 +143,12 @@ def main():
     try:
         stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
         e = test_agent.Env(args, stubs)
-        run(e, args, args.strategy)
+        if args.strategy == "reload":
+            run_reload(e, args)
+        elif args.strategy == "warn":
+            run_cdi_only_warns(e)
+        else:
+            run(e, args, args.strategy)
         failed = False
         print("PASS cdi-agent-%s" % args.strategy)
     except BaseException:  # noqa: B902 — report everything, including the alarm
