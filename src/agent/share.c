@@ -635,6 +635,10 @@ static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__Con
         c = plugin_fill_devices(p, a, rec.gpus, 2, out, st);
         if (c != RPC_OK)
                 return c;
+        /* CDI: the GPU's <id>-shared device, which also brings the interposer (src/cdi, docs/runtime.md) */
+        for (size_t j = 0; j < out->n_cdi_devices; j++)
+                if (!(out->cdi_devices[j]->name = arena_printf(a, "%s-shared", out->cdi_devices[j]->name)))
+                        return rpc_error(st, RPC_INTERNAL, "out of memory");
         if (!add_env(out, a, "LD_PRELOAD", SHARE_LIB_PATH) || !add_env(out, a, GS_LIMITS_ENV, SHARE_LIMITS_PATH))
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         char host[4400];

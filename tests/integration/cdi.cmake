@@ -9,7 +9,7 @@ set_tests_properties(cdi-local cdi-podman PROPERTIES TIMEOUT 300 SKIP_RETURN_COD
 set_tests_properties(cdi-podman PROPERTIES RESOURCE_LOCK podman)
 # The node agent's Allocate names CDI devices that exist in the spec it wrote (kubelet stand-in).
 if(TARGET gpuslice_agent)
-  foreach(s uuid index reload warn)
+  foreach(s uuid index reload warn shared)
     add_test(NAME cdi-agent-${s}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cdi_agent.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}

@@ -113,6 +113,36 @@ def run_reload(e, args):
     check("cdi only" not in log, "warned about cdi-only with envvar,cdi")
 
 
+def run_shared(e, args):
+    """Fractional containers are named <id>-shared, a device of the spec that mounts the interposer."""
+    import test_share  # noqa: E402 — imported here: only this case needs the sharing harness
+    fx = os.path.join(e.tmp, "fx")
+    subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
+                    "tesla"], check=True, timeout=120)
+    for i in range(8):
+        p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
+        os.unlink(p)
+        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
+    spec_path = os.path.join(e.tmp, "cdi", "agent-shared.json")
+    e.env["GPUSLICE_CDI_SPEC"] = spec_path
+    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    e.start_share("gpuslice", "--device-list-strategy", "envvar,cdi", "--cdi-kind", "example.com/gpu")
+    spec, names = spec_names(spec_path)
+    got = e.admit((e.core, 30), (e.mem, 2))
+    for res, (ids, c) in got.items():
+        cdi = [d.name for d in c.cdi_devices]
+        check(len(cdi) == 1 and cdi[0].startswith("example.com/gpu=") and cdi[0].endswith("-shared"),
+              "%s: CDI names %s" % (res, cdi))
+        name = cdi[0].partition("=")[2]
+        check(name in names, "Allocate named %r, the spec has no such device" % name)
+        dev = [d for d in spec["devices"] if d["name"] == name][0]["containerEdits"]
+        check(dev["mounts"][0]["hostPath"] == e.interposer and
+              dev["mounts"][0]["containerPath"] == "/usr/local/lib/gpuslice/libgpuslice-cuda.so",
+              "%s mounts %s" % (name, dev["mounts"]))
+        uuid = name[:-len("-shared")]
+        check(uuid == test_share.gpu_of(ids[0]), "%s is not the GPU of %s" % (name, ids[0]))
+
+
 def run_cdi_only_warns(e):
     e.env["GPUSLICE_CDI_SPEC"] = "none"
     e.start_agent("--device-list-strategy", "cdi")
@@ -126,7 +156,7 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--topology", required=True)
-    ap.add_argument("strategy", choices=["uuid", "index", "reload", "warn"])
+    ap.add_argument("strategy", choices=["uuid", "index", "reload", "warn", "shared"])
     args = ap.parse_args()
     if os.getuid() != 0:
         print("SKIP: needs root for mknod")
@@ -142,9 +172,15 @@ def main():
     failed = True
     try:
         stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
-        e = test_agent.Env(args, stubs)
+        if args.strategy == "shared":
+            import test_share  # noqa: E402
+            e = test_share.Share(args, stubs)
+        else:
+            e = test_agent.Env(args, stubs)
         if args.strategy == "reload":
             run_reload(e, args)
+        elif args.strategy == "shared":
+            run_shared(e, args)
         elif args.strategy == "warn":
             run_cdi_only_warns(e)
         else:
