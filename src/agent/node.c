@@ -36,6 +36,7 @@
 #include "agent/health.h"
 #include "agent/plugin.h"
 #include "agent/podres.h"
+#include "agent/publish.h"
 #include "agent/share.h"
 #include "cdi/cdi.h"
 #include "cli/commands.h"
@@ -94,6 +95,7 @@ struct node {
         bool cleanup_pending; /* limits dirs not checked yet: no trusted record at start */
         struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
         uint64_t saved_generation;
+        struct publish *publish; /* NULL: node-local only (publish.c) */
 };
 
 static void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o) {
@@ -835,6 +837,7 @@ static int setup(struct node *n) {
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
         monitor_start(n);
+        n->publish = publish_start(&n->cfg, n->plugin);
         n->regfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (n->regfd < 0)
                 return log_error_errno(-errno, "eventfd failed", "%s", "");
@@ -855,6 +858,7 @@ static void teardown(struct node *n) {
         for (unsigned k = 0; k < n->n_ep; k++)
                 n->ep[k].server = rpc_server_free(n->ep[k].server);
         health_stop(&n->health);
+        n->publish = publish_stop(n->publish);
         n->monitor = monitor_service_stop(n->monitor);
         if (n->plugin)
                 state_persist(n);

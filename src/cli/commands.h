@@ -25,3 +25,4 @@ int cmd_run(int argc, char **argv);    /* src/cli/cmd-run.c */
 int cmd_cdi(int argc, char **argv);    /* src/cli/cmd-cdi.c */
 int cmd_hook(int argc, char **argv);   /* src/cli/cmd-hook.c */
 int cmd_check(int argc, char **argv);  /* src/cli/cmd-check.c */
+int cmd_inspect(int argc, char **argv); /* src/cli/cmd-inspect.c */

@@ -24,6 +24,7 @@ static const struct command commands[] = {
         { "ps", cmd_ps, "list GPU processes with their pod and container" },
         { "monitor", cmd_monitor, "serve GPU usage metrics (/metrics, /healthz) in the foreground" },
         { "labels", cmd_labels, "write GPU node labels (Node Feature Discovery features file)" },
+        { "inspect", cmd_inspect, "show the cluster's GPUs: allocation, holders, health, pods" },
         { "run", cmd_run, "run a command limited to a GPU fraction (memory, compute share)" },
         { "cdi", cmd_cdi, "generate the node's CDI spec (devices, driver libraries, hook)" },
         { "hook", cmd_hook, "OCI hook: CUDA requirement check and driver injection" },
@@ -41,6 +42,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+        /* installed as kubectl-gpuslice too: `kubectl gpuslice inspect` runs `gpuslice inspect` */
+        const char *self = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+        if (argc > 0 && argv[0] && streq(self ? self + 1 : argv[0], "kubectl-gpuslice") && argc < 2)
+                return cmd_inspect(argc, argv);
         if (argc < 2) {
                 usage(stderr);
                 return EXIT_USAGE;

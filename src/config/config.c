@@ -117,7 +117,10 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           FIELD(interposer_library), NO_NAMES, 0, 0, "an absolute path")                               \
         X("sharing.limit-when-alone", "limit-when-alone", NULL,                                       \
           "throttle compute even when a container is alone on its GPU", T_BOOL,                       \
-          FIELD(limit_when_alone), NO_NAMES, 0, 0, "true or false")
+          FIELD(limit_when_alone), NO_NAMES, 0, 0, "true or false")                                 \
+        X("kube.kubeconfig", "kubeconfig", "PATH",                                                    \
+          "kubeconfig to reach the API server and publish the node, empty: in-cluster or off",        \
+          T_PATH_OPT, FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
 static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
@@ -139,7 +142,7 @@ _Static_assert(sizeof(enum config_profile) == sizeof(int) && sizeof(enum config_
 
 /* Sections of the file, in dump order. */
 static const char *const sections[] = { "agent", "kubelet", "nvml", "resources", "devices",
-                                        "health", "metrics", "monitor", "sharing" };
+                                        "health", "metrics", "monitor", "sharing", "kube" };
 
 static const struct config_profile_info profiles[] = {
         [CONFIG_PROFILE_DEFAULT] = { "default", NULL, NULL, 0 },

@@ -119,6 +119,9 @@ struct gpuslice_config {
         uint64_t memory_unit_bytes;                 /* sharing.memory-unit    0 = the profile's unit */
         char interposer_library[CONFIG_PATH_MAX];   /* sharing.interposer     /usr/local/lib/gpuslice/libgpuslice-cuda.so */
         bool limit_when_alone;                      /* sharing.limit-when-alone  true */
+
+        /* [kube] — publishing the node to the API server (docs/cluster.md) */
+        char kubeconfig[CONFIG_PATH_MAX];           /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
 };
 
 /* What a resource profile advertises. Names of absent resources are NULL. */

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * publish — the node agent's GPUs on its Node object (publish.h, docs/cluster.md). One thread:
+ * an informer on this node only (fieldSelector metadata.name=NODE) tells what is published; the
+ * plugin's generation tells when health changed; a merge patch sends only what differs. A failed
+ * patch is retried with capped backoff; errors are logged once per change of error, not per try.
+ * Must never block the agent's loop or touch keys gpuslice does not manage.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/publish.h"
+#include "kube/cluster.h"
+#include "kube/kube.h"
+#include "labels/labels.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define PUBLISH_TICK_MS 1000
+
+/* Label keys outside gpuslice.io/ that the agent sets, hence may remove. */
+static const char *const managed_labels[] = {
+        "nvidia-gpu-name",
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.product",
+        "nvidia.com/gpu.memory",
+        "nvidia.com/gpu.count",
+        "nvidia.com/gpu.family",
+        "nvidia.com/gpu.compute.major",
+        "nvidia.com/gpu.compute.minor",
+        "nvidia.com/cuda.driver.major",
+        "nvidia.com/cuda.driver.minor",
+        "nvidia.com/cuda.driver.rev",
+        "nvidia.com/cuda.runtime.major",
+        "nvidia.com/cuda.runtime.minor",
+        "nvidia.com/cuda.driver-version.major",
+        "nvidia.com/cuda.driver-version.minor",
+        "nvidia.com/cuda.driver-version.revision",
+        "nvidia.com/cuda.driver-version.full",
+        "nvidia.com/cuda.runtime-version.major",
+        "nvidia.com/cuda.runtime-version.minor",
+        "nvidia.com/cuda.runtime-version.full",
+};
+
+static bool label_managed(const char *k) {
+        if (startswith(k, "gpuslice.io/"))
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(managed_labels); i++)
+                if (streq(k, managed_labels[i]))
+                        return true;
+        return false;
+}
+
+static void set_label(json_t *o, const char *k, const char *v) {
+        char buf[64];
+        labels_sanitize(v, buf, sizeof buf);
+        if (buf[0])
+                json_object_set_new(o, k, json_string(buf));
+}
+
+json_t *publish_labels(const struct topo *t, const bool *healthy) {
+        json_t *o = json_object();
+        if (!o)
+                return NULL;
+        char *text = NULL;
+        size_t len = 0;
+        if (labels_format(t, &text, &len) == 0) {
+                /* the NFD features text: one name=value per line */
+                for (char *line = text; line && *line;) {
+                        char *nl = strchr(line, '\n'), *eq = strchr(line, '=');
+                        if (nl)
+                                *nl = 0;
+                        if (eq) {
+                                *eq = 0;
+                                json_object_set_new(o, line, json_string(eq + 1));
+                        }
+                        line = nl ? nl + 1 : NULL;
+                }
+                free(text);
+        }
+        char v[64];
+        set_label(o, "nvidia.com/gpu.present", t->n_gpus ? "true" : "false");
+        if (t->driver_version[0]) {
+                /* GFD's names: cuda.driver.{major,minor,rev} are the three fields of the driver
+                 * version as written ("535.104.05" → 535, 104, 05) */
+                char d[80];
+                strscpy(d, t->driver_version, sizeof d);
+                static const char *const k[] = { "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor",
+                                                 "nvidia.com/cuda.driver.rev" };
+                char *p = d;
+                for (size_t i = 0; i < ELEMENTSOF(k) && p && *p; i++) {
+                        char *dot = strchr(p, '.');
+                        if (dot)
+                                *dot = 0;
+                        set_label(o, k[i], p);
+                        p = dot ? dot + 1 : NULL;
+                }
+        }
+        if (t->cuda_version > 0) {
+                snprintf(v, sizeof v, "%d", t->cuda_version / 1000);
+                set_label(o, "nvidia.com/cuda.runtime.major", v);
+                snprintf(v, sizeof v, "%d", (t->cuda_version % 1000) / 10);
+                set_label(o, "nvidia.com/cuda.runtime.minor", v);
+        }
+        unsigned ok = 0, nvl = 0;
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                ok += healthy[i];
+                for (unsigned j = i + 1; j < t->n_gpus; j++)
+                        nvl += t->link[i][j].nvlinks > 0;
+        }
+        snprintf(v, sizeof v, "%u", ok);
+        set_label(o, "gpuslice.io/gpu.healthy", v);
+        set_label(o, "gpuslice.io/nvlink", nvl ? "true" : "false");
+        set_label(o, "gpuslice.io/nvswitch", t->nvswitch ? "true" : "false");
+        set_label(o, "gpuslice.io/gpus.version", "1");
+        return o;
+}
+
+json_t *publish_diff(const json_t *node, const json_t *labels, const char *annotation) {
+        json_t *meta = json_object_get(node, "metadata");
+        json_t *have_l = json_object_get(meta, "labels"), *have_a = json_object_get(meta, "annotations");
+        json_t *pl = json_object(), *pa = json_object();
+        if (!pl || !pa) {
+                json_decref(pl);
+                json_decref(pa);
+                return NULL;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)labels, k, v) {
+                json_t *h = json_object_get(have_l, k);
+                if (!json_is_string(h) || !json_equal(h, v))
+                        json_object_set(pl, k, v);
+        }
+        json_object_foreach(have_l, k, v)
+                if (label_managed(k) && !json_object_get(labels, k))
+                        json_object_set_new(pl, k, json_null());
+        const char *h = json_string_value(json_object_get(have_a, KUBE_ANN_GPUS));
+        if (annotation && (!h || !streq(h, annotation)))
+                json_object_set_new(pa, KUBE_ANN_GPUS, json_string(annotation));
+        if (!json_object_size(pl) && !json_object_size(pa)) {
+                json_decref(pl);
+                json_decref(pa);
+                return NULL;
+        }
+        json_t *m = json_object();
+        if (json_object_size(pl))
+                json_object_set(m, "labels", pl);
+        if (json_object_size(pa))
+                json_object_set(m, "annotations", pa);
+        json_decref(pl);
+        json_decref(pa);
+        json_t *patch = json_object();
+        json_object_set_new(patch, "metadata", m);
+        return patch;
+}
+
+struct publish {
+        struct plugin *plugin;
+        struct kube_client *client;
+        struct kube_informer *inf;
+        char node[256];
+        char path[512];
+        pthread_t thread;
+        atomic_bool stop;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool kick; /* the node changed */
+        char last_error[KUBE_ERR_MAX + 128];
+};
+
+static void node_changed(const json_t *old_obj, const json_t *new_obj, void *u) {
+        (void)old_obj, (void)new_obj;
+        struct publish *pub = u;
+        pthread_mutex_lock(&pub->lock);
+        pub->kick = true;
+        pthread_cond_signal(&pub->cond);
+        pthread_mutex_unlock(&pub->lock);
+}
+
+/* What should be published now: labels and annotation from the plugin's inventory and health. */
+static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
+        struct topo *t = malloc(sizeof *t);
+        bool healthy[TOPO_MAX_GPUS] = { false };
+        char reasons[TOPO_MAX_GPUS][96];
+        const char *reason[TOPO_MAX_GPUS];
+        if (!t)
+                return -ENOMEM;
+        struct plugin *p = pub->plugin;
+        pthread_mutex_lock(&p->lock);
+        *t = p->topo;
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                int k = t->gpu[i].uuid[0] ? plugin_find(p, t->gpu[i].uuid) : -1;
+                healthy[i] = k >= 0 && p->gpu[k].healthy;
+                strscpy(reasons[i], k < 0 ? "not usable" : p->gpu[k].reason, sizeof reasons[i]);
+                reason[i] = reasons[i];
+        }
+        pthread_mutex_unlock(&p->lock);
+        int r = kube_node_gpus_format(t, healthy, reason, ret_ann);
+        if (r >= 0) {
+                *ret_labels = publish_labels(t, healthy);
+                if (!*ret_labels) {
+                        free(*ret_ann);
+                        r = -ENOMEM;
+                }
+        }
+        free(t);
+        return r;
+}
+
+static void note_error(struct publish *pub, const char *what) {
+        if (streq(pub->last_error, what))
+                return;
+        strscpy(pub->last_error, what, sizeof pub->last_error);
+        if (what[0])
+                log_warn("cannot publish the node", "node=%s error=\"%s\"", pub->node, what);
+}
+
+/* One pass: 0 when in step (or patched), -EAGAIN to retry later. */
+static int sync_once(struct publish *pub, char **last_sent, char **last_sent_from) {
+        if (!kube_informer_synced(pub->inf)) {
+                char e[KUBE_ERR_MAX + 256];
+                kube_informer_last_error(pub->inf, e, sizeof e);
+                if (e[0])
+                        note_error(pub, e);
+                return -EAGAIN;
+        }
+        json_t *node = kube_informer_get(pub->inf, pub->node);
+        if (!node) {
+                note_error(pub, "the node object does not exist (yet)");
+                return -EAGAIN;
+        }
+        json_t *labels = NULL;
+        char *ann = NULL;
+        int r = wanted(pub, &labels, &ann);
+        if (r < 0) {
+                json_decref(node);
+                return r;
+        }
+        json_t *patch = publish_diff(node, labels, ann);
+        const char *rv = json_string_value(json_object_get(json_object_get(node, "metadata"), "resourceVersion"));
+        char *body = patch ? json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        r = 0;
+        if (body && *last_sent && streq(*last_sent, body) && *last_sent_from && rv && streq(*last_sent_from, rv)) {
+                /* sent already; the watch has not brought the new version yet */
+        } else if (body) {
+                struct kube_error e;
+                r = kube_request(pub->client, KUBE_PATCH_MERGE, pub->path, body, NULL, &e);
+                if (r < 0) {
+                        char msg[KUBE_ERR_MAX + 256];
+                        snprintf(msg, sizeof msg, "PATCH %.200s: %.64s (HTTP %ld): %.300s", pub->path, strerror(-r), e.http,
+                                 e.message);
+                        note_error(pub, msg);
+                        r = -EAGAIN;
+                } else {
+                        note_error(pub, "");
+                        log_info("node published", "node=%s patch_bytes=%zu", pub->node, strlen(body));
+                        free(*last_sent);
+                        free(*last_sent_from);
+                        *last_sent = TAKE_PTR(body);
+                        *last_sent_from = rv ? strdup(rv) : NULL;
+                }
+        } else
+                note_error(pub, "");
+        free(body);
+        json_decref(patch);
+        json_decref(labels);
+        free(ann);
+        json_decref(node);
+        return r;
+}
+
+static void *publish_main(void *u) {
+        struct publish *pub = u;
+        uint64_t seen_gen = UINT64_MAX;
+        unsigned attempt = 0;
+        char *last_sent = NULL, *last_from = NULL;
+        uint64_t retry_at = 0;
+        while (!atomic_load(&pub->stop)) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+                uint64_t gen = atomic_load(&pub->plugin->generation);
+                pthread_mutex_lock(&pub->lock);
+                bool kick = pub->kick;
+                pub->kick = false;
+                pthread_mutex_unlock(&pub->lock);
+                if ((kick || gen != seen_gen || retry_at) && now_ms >= retry_at) {
+                        int r = sync_once(pub, &last_sent, &last_from);
+                        if (r == -EAGAIN) {
+                                uint32_t rnd = 0;
+                                (void)!getrandom(&rnd, sizeof rnd, GRND_NONBLOCK);
+                                retry_at = now_ms + kube_backoff_ms(attempt, 500, 30000, rnd);
+                                if (attempt < 30)
+                                        attempt++;
+                        } else {
+                                retry_at = 0;
+                                attempt = 0;
+                                seen_gen = gen;
+                        }
+                }
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += (long)PUBLISH_TICK_MS * 1000000L / 4;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                pthread_mutex_lock(&pub->lock);
+                if (!pub->kick && !atomic_load(&pub->stop))
+                        pthread_cond_timedwait(&pub->cond, &pub->lock, &ts);
+                pthread_mutex_unlock(&pub->lock);
+        }
+        free(last_sent);
+        free(last_from);
+        return NULL;
+}
+
+struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p) {
+        struct kube_config kc;
+        char err[KUBE_ERR_MAX];
+        int r;
+        if (cfg->kubeconfig[0])
+                r = kube_config_load(cfg->kubeconfig, NULL, &kc, err, sizeof err);
+        else
+                r = kube_config_in_cluster(NULL, &kc, err, sizeof err);
+        if (r == -ENOENT && !cfg->kubeconfig[0]) {
+                log_info("no Kubernetes API server configured (no --kubeconfig, not in a pod): the node is not "
+                         "published, working node-local",
+                         "%s", "");
+                return NULL;
+        }
+        if (r < 0) {
+                log_error_errno(r, "cannot read the API server configuration: the node is not published",
+                                "error=\"%s\"", err);
+                return NULL;
+        }
+        struct publish *pub = calloc(1, sizeof *pub);
+        if (!pub) {
+                kube_config_done(&kc);
+                return NULL;
+        }
+        pub->plugin = p;
+        pthread_mutex_init(&pub->lock, NULL);
+        pthread_cond_init(&pub->cond, NULL);
+        const char *nn = secure_getenv("NODE_NAME");
+        if (nn && nn[0])
+                strscpy(pub->node, nn, sizeof pub->node);
+        else if (gethostname(pub->node, sizeof pub->node - 1) < 0)
+                pub->node[0] = 0;
+        char esc[800], sel[900];
+        r = kube_client_new(&kc, &pub->client);
+        const char *source = kc.source ? kc.source : "?";
+        if (r >= 0 && (!pub->node[0] || !kube_escape(pub->node, esc, sizeof esc)))
+                r = -EINVAL;
+        if (r >= 0) {
+                snprintf(pub->path, sizeof pub->path, "/api/v1/nodes/%.400s", esc);
+                snprintf(sel, sizeof sel, "metadata.name=%s", pub->node);
+                struct kube_informer_handlers h = { .changed = node_changed, .userdata = pub };
+                r = kube_informer_new(pub->client, "/api/v1/nodes", NULL, sel, kube_slim_node, &h, &pub->inf);
+        }
+        if (r >= 0)
+                r = kube_informer_start(pub->inf);
+        if (r >= 0 && (r = -pthread_create(&pub->thread, NULL, publish_main, pub)) == 0)
+                log_info("publishing the node to the API server", "node=%s server=%s config=%s", pub->node, kc.server,
+                         source);
+        kube_config_done(&kc);
+        if (r < 0) {
+                log_error_errno(r, "cannot start publishing the node", "node=%s", pub->node);
+                pub->inf = kube_informer_free(pub->inf);
+                pub->client = kube_client_free(pub->client);
+                pthread_cond_destroy(&pub->cond);
+                pthread_mutex_destroy(&pub->lock);
+                free(pub);
+                return NULL;
+        }
+        return pub;
+}
+
+struct publish *publish_stop(struct publish *pub) {
+        if (!pub)
+                return NULL;
+        pthread_mutex_lock(&pub->lock);
+        atomic_store(&pub->stop, true);
+        pthread_cond_signal(&pub->cond);
+        pthread_mutex_unlock(&pub->lock);
+        pthread_join(pub->thread, NULL);
+        kube_informer_free(pub->inf);
+        kube_client_free(pub->client);
+        pthread_cond_destroy(&pub->cond);
+        pthread_mutex_destroy(&pub->lock);
+        free(pub);
+        return NULL;
+}

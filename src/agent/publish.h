@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * publish — the node agent's GPUs published on its Node object: GFD-named labels
+ * (nvidia.com/gpu.product, …), gpuslice.io/… labels, and the gpuslice.io/gpus annotation
+ * (kube/cluster.h). A thread of its own watches the node (an informer on this one node) and the
+ * plugin's health generation, and sends a merge patch touching only gpuslice's keys whenever what
+ * is published differs from what should be (health flip, driver upgrade, someone edited a label).
+ * Without an API server (no --kubeconfig, not in a pod) it is not started and the agent works
+ * node-local, saying so once. See docs/cluster.md.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "agent/plugin.h"
+#include "config/config.h"
+#include "topo/topo.h"
+
+struct publish;
+
+/* Start publishing p's GPUs, or return NULL (logged once: not configured, or the config is bad).
+ * p must outlive the publisher. */
+struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p);
+/* Stop the thread and free. NULL is a no-op. Returns NULL. */
+struct publish *publish_stop(struct publish *pub);
+
+/* The labels (object name → string) the agent publishes for t; healthy[i] per GPU of t. Pure. */
+json_t *publish_labels(const struct topo *t, const bool *healthy);
+/* The merge patch taking node (a node object, possibly slim) to the wanted labels and annotation:
+ * only keys that differ, label keys gpuslice manages but no longer wants set to null. NULL when
+ * nothing differs (or out of memory). Pure. */
+json_t *publish_diff(const json_t *node, const json_t *labels, const char *annotation);

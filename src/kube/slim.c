@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube/slim — what an informer keeps of a node or a pod: only the fields gpuslice reads (cluster.h,
+ * docs/cluster.md), so a cached pod costs a few hundred bytes whatever the API sent. Pure.
+ */
+#include <string.h>
+
+#include "kube/cluster.h"
+#include "kube/kube.h"
+#include "util/util.h"
+
+bool kube_resource_is_gpu(const char *name) {
+        return streq(name, "nvidia.com/gpu") || startswith(name, "gpuslice.io/") ||
+               startswith(name, "tencent.com/vcuda-") || startswith(name, "aliyun.com/gpu-");
+}
+
+static bool gpu_annotation(const char *k) {
+        return startswith(k, "gpuslice.io/") || startswith(k, "ALIYUN_COM_GPU_MEM_") || startswith(k, "tencent.com/");
+}
+
+static bool gpu_label(const char *k) {
+        return startswith(k, "gpuslice.io/") || startswith(k, "nvidia.com/");
+}
+
+/* dst[key] = the entries of src[key] whose names pass keep; nothing when none. */
+static bool copy_filtered(json_t *dst, const json_t *src, const char *key, bool (*keep)(const char *)) {
+        json_t *in = json_object_get(src, key), *out = NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(in, k, v) {
+                if (!json_is_string(v) || !keep(k))
+                        continue;
+                if (!out && !(out = json_object()))
+                        return false;
+                json_object_set(out, k, v);
+        }
+        if (out)
+                json_object_set_new(dst, key, out);
+        return out != NULL;
+}
+
+static void copy_str(json_t *dst, const json_t *src, const char *key) {
+        json_t *v = json_object_get(src, key);
+        if (json_is_string(v))
+                json_object_set(dst, key, v);
+}
+
+static json_t *slim_meta(const json_t *obj, bool (*label)(const char *)) {
+        json_t *m = json_object_get(obj, "metadata"), *out = json_object();
+        if (!out)
+                return NULL;
+        copy_str(out, m, "name");
+        copy_str(out, m, "namespace");
+        copy_str(out, m, "uid");
+        copy_str(out, m, "resourceVersion");
+        if (label)
+                copy_filtered(out, m, "labels", label);
+        copy_filtered(out, m, "annotations", gpu_annotation);
+        return out;
+}
+
+json_t *kube_slim_node(json_t *obj) {
+        json_t *out = json_object(), *meta = slim_meta(obj, gpu_label), *st = json_object();
+        if (!out || !meta || !st) {
+                json_decref(out);
+                json_decref(meta);
+                json_decref(st);
+                return NULL;
+        }
+        json_object_set_new(out, "metadata", meta);
+        json_t *status = json_object_get(obj, "status");
+        copy_filtered(st, status, "capacity", kube_resource_is_gpu);
+        copy_filtered(st, status, "allocatable", kube_resource_is_gpu);
+        json_object_set_new(out, "status", st);
+        return out;
+}
+
+json_t *kube_slim_pod(json_t *obj) {
+        json_t *spec = json_object_get(obj, "spec"), *status = json_object_get(obj, "status");
+        const char *phase = json_string_value(json_object_get(status, "phase"));
+        if (phase && (streq(phase, "Succeeded") || streq(phase, "Failed")))
+                return NULL; /* holds nothing any more */
+        json_t *out = json_object(), *meta = slim_meta(obj, NULL), *sp = json_object(), *cs = json_array();
+        if (!out || !meta || !sp || !cs)
+                goto fail;
+        bool any = json_object_get(meta, "annotations") != NULL;
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(spec, "containers"), i, c) {
+                json_t *oc = json_object(), *res = json_object();
+                if (!oc || !res) {
+                        json_decref(oc);
+                        json_decref(res);
+                        goto fail;
+                }
+                copy_str(oc, c, "name");
+                json_t *r = json_object_get(c, "resources");
+                any |= copy_filtered(res, r, "limits", kube_resource_is_gpu);
+                any |= copy_filtered(res, r, "requests", kube_resource_is_gpu);
+                json_object_set_new(oc, "resources", res);
+                json_array_append_new(cs, oc);
+        }
+        if (!any)
+                goto fail;
+        json_object_set_new(out, "metadata", meta);
+        copy_str(sp, spec, "nodeName");
+        json_object_set_new(sp, "containers", cs);
+        json_object_set_new(out, "spec", sp);
+        json_t *st = json_object();
+        if (st) {
+                copy_str(st, status, "phase");
+                json_object_set_new(out, "status", st);
+        }
+        return out;
+fail:
+        json_decref(out);
+        json_decref(meta);
+        json_decref(sp);
+        json_decref(cs);
+        return NULL;
+}
