@@ -61,7 +61,7 @@ int kube_node_gpus_format(const struct topo *t, const bool *healthy, const char 
         }
         json_object_set_new(o, "gpus", gpus);
         /* upper triangle of the link matrix, one row per GPU */
-        size_t cap = (size_t)t->n_gpus * t->n_gpus * 6 + 8, n = 0;
+        size_t cap = (size_t)t->n_gpus * t->n_gpus * 12 + 8, n = 0;
         char *links = malloc(cap);
         if (!links) {
                 json_decref(o);
@@ -72,9 +72,14 @@ int kube_node_gpus_format(const struct topo *t, const bool *healthy, const char 
                 if (i)
                         links[n++] = ';';
                 for (unsigned j = i + 1; j < t->n_gpus; j++) {
+                        /* NVLink pairs keep their PCIe level too: "NV12/PIX" */
                         char b[8];
-                        int w = snprintf(links + n, cap - n, "%s%s", j > i + 1 ? "," : "",
-                                         topo_link_name(t->link[i][j], b));
+                        struct topo_link l = t->link[i][j];
+                        const char *pcie = l.nvlinks && l.pcie >= TOPO_LEVEL_SYS && l.pcie <= TOPO_LEVEL_PIX
+                                                   ? topo_level_name((enum topo_level)l.pcie)
+                                                   : NULL;
+                        int w = snprintf(links + n, cap - n, "%s%s%s%s", j > i + 1 ? "," : "", topo_link_name(l, b),
+                                         pcie ? "/" : "", pcie ? pcie : "");
                         n += (size_t)w;
                 }
                 links[n] = 0;
@@ -213,8 +218,18 @@ int kube_node_gpus_parse(const char *text, size_t len, struct kube_node_gpus *re
                         size_t tok = strcspn(s, ",;");
                         if (s + tok > end)
                                 tok = (size_t)(end - s);
-                        struct topo_link l;
-                        if (i + 1 >= g.n || j >= g.n || topo_link_from_name(s, tok, &l) < 0) {
+                        struct topo_link l, lp;
+                        const char *slash = memchr(s, '/', tok);
+                        size_t first = slash ? (size_t)(slash - s) : tok;
+                        bool bad = i + 1 >= g.n || j >= g.n || topo_link_from_name(s, first, &l) < 0;
+                        if (!bad && slash) {
+                                /* "NV12/PIX": the PCIe level under the NVLinks */
+                                bad = !l.nvlinks || topo_link_from_name(slash + 1, tok - first - 1, &lp) < 0 ||
+                                      lp.nvlinks || lp.pcie == TOPO_LEVEL_SELF;
+                                if (!bad)
+                                        l.pcie = lp.pcie;
+                        }
+                        if (bad) {
                                 r = errf(err, errlen, -EINVAL, "links: bad entry at GPU %u → %u", i, j);
                                 goto fail;
                         }

@@ -9,9 +9,10 @@
  * Node annotation  gpuslice.io/gpus  (compact JSON, version 1; docs/cluster.md):
  *   {"v":1,"driver":"535.104.05","cuda":12020,"nvswitch":false,
  *    "gpus":[{"i":0,"uuid":"GPU-…","model":"NVIDIA A100-SXM4-80GB","mem":81920,"cc":"8.0","health":"ok"}],
- *    "links":"NV12,NV12,SYS;NV12,SYS;SYS"}
+ *    "links":"NV12/PIX,NV12/SYS,SYS;NV12/PIX,SYS;SYS"}
  *   mem in MiB; health "ok" or the reason it is not; links: for i = 0..n-2 the links from GPU i to
- *   GPUs i+1..n-1 (topo link names: NV<k>, PIX, PXB, PHB, NODE, SYS, ?), rows split by ';'.
+ *   GPUs i+1..n-1 (topo link names: NV<k>, PIX, PXB, PHB, NODE, SYS, ?; an NVLink pair also
+ *   carries its PCIe level: NV12/PIX), rows split by ';'.
  *   At most KUBE_GPUS_MAX GPUs, KUBE_ANNOTATION_MAX bytes.
  *
  * Pod assignment annotation  gpuslice.io/assignment  (compact JSON, version 1), written by the

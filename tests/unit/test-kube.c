@@ -1,0 +1,757 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-kube — the pure parts of the Kubernetes client (src/kube) and of the node publisher
+ * (src/agent/publish.c): kubeconfig parsing and its errors, in-cluster configuration, the watch
+ * stream decoder fed in every possible split, Status errors, backoff bounds, the node annotation
+ * round trip and its refusals, pod requests and the three assignment annotations, the cluster
+ * table, slimming, and the label/annotation merge patch. The network paths are covered by
+ * tests/integration/test_kube.py (stand-in) and tests/e2e (real kube-apiserver). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/publish.h"
+#include "kube/cluster.h"
+#include "kube/kube-internal.h"
+#include "kube/kube.h"
+#include "topo/topo.h"
+#include "util/util.h"
+
+#define CA_B64 "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"
+#define KEY_B64 "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUVmYWtlCi0tLS0tRU5EIFBSSVZBVEUgS0VZLS0tLS0K"
+
+/* As kubectl writes it (kind-style): lists at the parent's indentation, quoted and plain scalars. */
+static const char kubectl_yaml[] =
+        "apiVersion: v1\n"
+        "clusters:\n"
+        "- cluster:\n"
+        "    certificate-authority-data: " CA_B64 "\n"
+        "    server: https://127.0.0.1:6443/\n"
+        "  name: kind-a\n"
+        "- cluster:\n"
+        "    insecure-skip-tls-verify: true\n"
+        "    server: \"https://other:443\"\n"
+        "  name: other\n"
+        "contexts:\n"
+        "- context:\n"
+        "    cluster: kind-a\n"
+        "    user: admin\n"
+        "    namespace: gpu\n"
+        "  name: a\n"
+        "- context: {cluster: other, user: tok}\n"
+        "  name: b\n"
+        "current-context: a\n"
+        "kind: Config\n"
+        "preferences: {}\n"
+        "users:\n"
+        "- name: admin\n"
+        "  user:\n"
+        "    client-certificate-data: " CA_B64 "\n"
+        "    client-key-data: " KEY_B64 "\n"
+        "- name: tok\n"
+        "  user:\n"
+        "    token: 'abc.def'\n"
+        "    tokenFile: tokens/t\n";
+
+static int parse(const char *text, const char *ctx, struct kube_config *c, char *err) {
+        err[0] = 0;
+        return kube_config_parse(text, strlen(text), "/etc/k/config", ctx, c, err, 512);
+}
+
+static void test_kubeconfig_kubectl_style(void **state) {
+        (void)state;
+        struct kube_config c;
+        char err[512];
+        assert_int_equal(parse(kubectl_yaml, NULL, &c, err), 0);
+        assert_string_equal(c.server, "https://127.0.0.1:6443");
+        assert_non_null(c.ca_pem);
+        assert_non_null(strstr(c.ca_pem, "BEGIN CERTIFICATE"));
+        assert_non_null(strstr(c.cert_pem, "BEGIN CERTIFICATE"));
+        assert_non_null(strstr(c.key_pem, "BEGIN PRIVATE KEY"));
+        assert_null(c.token);
+        assert_false(c.insecure);
+        assert_string_equal(c.namespace_, "gpu");
+        assert_string_equal(c.source, "/etc/k/config");
+        kube_config_done(&c);
+
+        assert_int_equal(parse(kubectl_yaml, "b", &c, err), 0);
+        assert_string_equal(c.server, "https://other:443");
+        assert_true(c.insecure);
+        assert_string_equal(c.token, "abc.def");
+        assert_string_equal(c.token_file, "/etc/k/tokens/t"); /* relative to the file */
+        assert_null(c.ca_pem);
+        kube_config_done(&c);
+}
+
+static void test_kubeconfig_json(void **state) {
+        (void)state;
+        struct kube_config c;
+        char err[512];
+        const char *j = "{\"kind\":\"Config\",\"current-context\":\"x\","
+                        "\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],"
+                        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"http://127.0.0.1:8080\","
+                        "\"certificate-authority\":\"/abs/ca.crt\"}}],"
+                        "\"users\":[{\"name\":\"u\",\"user\":{\"client-certificate\":\"c.pem\",\"client-key\":\"k.pem\"}}]}";
+        assert_int_equal(parse(j, NULL, &c, err), 0);
+        assert_string_equal(c.server, "http://127.0.0.1:8080");
+        assert_string_equal(c.ca_file, "/abs/ca.crt");
+        assert_string_equal(c.cert_file, "/etc/k/c.pem");
+        assert_string_equal(c.key_file, "/etc/k/k.pem");
+        kube_config_done(&c);
+}
+
+/* Every refusal names the file and the field. */
+static void test_kubeconfig_errors(void **state) {
+        (void)state;
+        static const struct {
+                const char *text, *ctx, *want;
+                int r;
+        } cases[] = {
+                { "", NULL, "/etc/k/config: empty file", -EINVAL },
+                { "- a\n- b\n", NULL, "not a mapping", -EINVAL },
+                { "kind: Pod\n", NULL, "kind: expected Config", -EINVAL },
+                { "kind: Config\n", NULL, "current-context: not set", -EINVAL },
+                { "current-context: a\ncontexts: []\n", NULL, "contexts: no entry named 'a'", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n", NULL, "contexts[name=a].context: missing", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {user: u}\n", NULL,
+                  "contexts[name=a].context.cluster: missing", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {}\n",
+                  NULL, "clusters[name=c].cluster.server: missing", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {server: ftp://x}\n",
+                  NULL, "server: not an http(s) URL", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://x', certificate-authority-data: '!!notbase64'}\n",
+                  NULL, "certificate-authority-data: not valid base64", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://x', certificate-authority-data: aGVsbG8=}\n",
+                  NULL, "certificate-authority-data: does not hold PEM data", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://x', insecure-skip-tls-verify: maybe}\n",
+                  NULL, "insecure-skip-tls-verify: expected true or false", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://x'}\nusers:\n- name: u\n  user:\n    exec: {command: aws}\n",
+                  NULL, "users[name=u].user: exec and auth-provider credentials are not supported", -ENOTSUP },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: {client-certificate: c.pem}\n",
+                  NULL, "a client certificate without its client-key", -EINVAL },
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c, user: nobody}\nclusters:\n- "
+                  "name: c\n  cluster: {server: 'https://x'}\n",
+                  NULL, "users: no entry named 'nobody'", -EINVAL },
+                { "a: &x [1]\nb: *x\n", NULL, "aliases are not accepted", -EINVAL },
+                { "a: 1\na: 2\n", NULL, "duplicate key 'a'", -EINVAL },
+                { "a: [1\n", NULL, "/etc/k/config: line", -EINVAL },
+                { "--- {a: 1}\n--- {b: 2}\n", NULL, "more than one YAML document", -EINVAL },
+                { "current-context: [x]\n", NULL, "current-context: not a string", -EINVAL },
+                { "current-context: a\ncontexts: 5\n", NULL, "contexts: not a list", -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct kube_config c;
+                char err[512];
+                int r = parse(cases[i].text, cases[i].ctx, &c, err);
+                if (r != cases[i].r || !strstr(err, cases[i].want) || !strstr(err, "/etc/k/config"))
+                        fail_msg("case %zu: r=%d err='%s', want %d '%s'", i, r, err, cases[i].r, cases[i].want);
+        }
+}
+
+static void test_kubeconfig_deep_nesting_refused(void **state) {
+        (void)state;
+        char text[400];
+        size_t n = 0;
+        for (int i = 0; i < 100; i++)
+                text[n++] = '[';
+        text[n] = 0;
+        struct kube_config c;
+        char err[512];
+        assert_int_equal(parse(text, NULL, &c, err), -EINVAL);
+        assert_non_null(strstr(err, "nested too deeply"));
+}
+
+static void test_base64(void **state) {
+        (void)state;
+        char *out;
+        size_t n;
+        assert_int_equal(kube_base64_decode("aGVsbG8=", 8, &out, &n), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(out, "hello");
+        free(out);
+        assert_int_equal(kube_base64_decode("aGVs\nbG8h", 9, &out, &n), 0);
+        assert_string_equal(out, "hello!");
+        free(out);
+        const char *bad[] = { "a", "aGVsbG8=x", "aGV=sbG8", "a===", "@@@@" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(kube_base64_decode(bad[i], strlen(bad[i]), &out, &n), -EINVAL);
+}
+
+static void test_in_cluster(void **state) {
+        (void)state;
+        char dir[] = "/tmp/kube-sa-XXXXXX", p[PATH_MAX];
+        assert_non_null(mkdtemp(dir));
+        struct kube_config c;
+        char err[512];
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), -ENOENT);
+        assert_non_null(strstr(err, "KUBERNETES_SERVICE_HOST"));
+        setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+        setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), -ENOENT); /* no token yet */
+        snprintf(p, sizeof p, "%s/token", dir);
+        FILE *f = fopen(p, "w");
+        fputs("tok\n", f);
+        fclose(f);
+        snprintf(p, sizeof p, "%s/namespace", dir);
+        f = fopen(p, "w");
+        fputs("kube-system\n", f);
+        fclose(f);
+        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), 0);
+        assert_string_equal(c.server, "https://[fd00::1]:6443");
+        assert_non_null(strstr(c.token_file, "/token"));
+        assert_null(c.ca_file);
+        assert_string_equal(c.namespace_, "kube-system");
+        kube_config_done(&c);
+        unsetenv("KUBERNETES_SERVICE_HOST");
+        unsetenv("KUBERNETES_SERVICE_PORT");
+        snprintf(p, sizeof p, "rm -rf %s", dir);
+        assert_int_equal(system(p), 0);
+}
+
+/* ---- watch decoder ---- */
+
+struct seen {
+        unsigned n;
+        enum kube_event_type type[8];
+        char rv[8][16];
+        long code[8];
+};
+
+static int on_event(const struct kube_event *ev, void *u) {
+        struct seen *s = u;
+        if (s->n < 8) {
+                s->type[s->n] = ev->type;
+                strscpy(s->rv[s->n], ev->resource_version ? ev->resource_version : "", sizeof s->rv[0]);
+                s->code[s->n] = ev->code;
+        }
+        s->n++;
+        return 0;
+}
+
+static const char stream[] =
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"10\"}}}\n"
+        "\r\n"
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}\r\n"
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n"
+        "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"13\"}}}\n"
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}}\n";
+
+/* Every split of the stream into two chunks, and byte-by-byte, decodes the same five events. */
+static void test_decoder_splits(void **state) {
+        (void)state;
+        size_t len = strlen(stream);
+        for (size_t cut = 0; cut <= len; cut++) {
+                struct seen s = { 0 };
+                struct kube_watch_decoder d;
+                kube_watch_decoder_init(&d, 0, on_event, &s);
+                assert_int_equal(kube_watch_decoder_feed(&d, stream, cut), 0);
+                assert_int_equal(kube_watch_decoder_feed(&d, stream + cut, len - cut), 0);
+                assert_int_equal(s.n, 5);
+                assert_int_equal(kube_watch_decoder_pending(&d), 0);
+                kube_watch_decoder_done(&d);
+                assert_int_equal(s.type[0], KUBE_EVENT_ADDED);
+                assert_string_equal(s.rv[0], "10");
+                assert_int_equal(s.type[1], KUBE_EVENT_MODIFIED);
+                assert_int_equal(s.type[2], KUBE_EVENT_BOOKMARK);
+                assert_string_equal(s.rv[2], "12");
+                assert_int_equal(s.type[3], KUBE_EVENT_DELETED);
+                assert_int_equal(s.type[4], KUBE_EVENT_ERROR);
+                assert_int_equal(s.code[4], 410);
+        }
+        struct seen s = { 0 };
+        struct kube_watch_decoder d;
+        kube_watch_decoder_init(&d, 0, on_event, &s);
+        for (size_t i = 0; i < len; i++)
+                assert_int_equal(kube_watch_decoder_feed(&d, stream + i, 1), 0);
+        assert_int_equal(s.n, 5);
+        kube_watch_decoder_done(&d);
+}
+
+/* A stream cut mid-event leaves the partial event buffered, never delivered. */
+static void test_decoder_cut_mid_event(void **state) {
+        (void)state;
+        struct seen s = { 0 };
+        struct kube_watch_decoder d;
+        kube_watch_decoder_init(&d, 0, on_event, &s);
+        assert_int_equal(kube_watch_decoder_feed(&d, stream, 100), 0);
+        assert_int_equal(s.n, 1);
+        assert_true(kube_watch_decoder_pending(&d) > 0);
+        kube_watch_decoder_done(&d);
+}
+
+static void test_decoder_malformed(void **state) {
+        (void)state;
+        static const struct {
+                const char *line;
+                int r;
+                const char *why;
+        } bad[] = {
+                { "not json\n", -EPROTO, "not JSON" },
+                { "[1,2]\n", -EPROTO, "type" },
+                { "{\"type\":5,\"object\":{}}\n", -EPROTO, "type" },
+                { "{\"type\":\"ADDED\"}\n", -EPROTO, "without an object" },
+                { "{\"type\":\"ADDED\",\"object\":[]}\n", -EPROTO, "without an object" },
+                { "{\"type\":\"EXPLODED\",\"object\":{}}\n", -EPROTO, "unknown event type" },
+                { "{\"type\":\"BOOKMARK\",\"object\":{}}\n", -EPROTO, "BOOKMARK without" },
+                { "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":7}}}\n", -EPROTO,
+                  "not a string" },
+                { "{\"type\":\"ADDED\",\"type\":\"ADDED\",\"object\":{}}\n", -EPROTO, "not JSON" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct seen s = { 0 };
+                struct kube_watch_decoder d;
+                kube_watch_decoder_init(&d, 0, on_event, &s);
+                int r = kube_watch_decoder_feed(&d, bad[i].line, strlen(bad[i].line));
+                if (r != bad[i].r || !strstr(d.error, bad[i].why) || s.n != 0)
+                        fail_msg("case %zu: r=%d error='%s' events=%u", i, r, d.error, s.n);
+                kube_watch_decoder_done(&d);
+        }
+        /* a line longer than the bound, even without its newline yet */
+        struct seen s = { 0 };
+        struct kube_watch_decoder d;
+        kube_watch_decoder_init(&d, 64, on_event, &s);
+        char big[100];
+        memset(big, 'x', sizeof big);
+        assert_int_equal(kube_watch_decoder_feed(&d, big, 50), 0);
+        assert_int_equal(kube_watch_decoder_feed(&d, big, 50), -E2BIG);
+        kube_watch_decoder_done(&d);
+}
+
+static int stop_at_second(const struct kube_event *ev, void *u) {
+        (void)ev;
+        return ++*(int *)u == 2 ? -ECANCELED : 0;
+}
+
+static void test_decoder_callback_error(void **state) {
+        (void)state;
+        int n = 0;
+        struct kube_watch_decoder d;
+        kube_watch_decoder_init(&d, 0, stop_at_second, &n);
+        assert_int_equal(kube_watch_decoder_feed(&d, stream, strlen(stream)), -ECANCELED);
+        assert_int_equal(n, 2);
+        kube_watch_decoder_done(&d);
+}
+
+/* ---- errors, backoff, escaping ---- */
+
+static void test_status_decode(void **state) {
+        (void)state;
+        struct kube_error e;
+        const char *st = "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"nodes \\\"x\\\" not found\","
+                         "\"reason\":\"NotFound\",\"code\":404}";
+        kube_status_decode(st, strlen(st), 404, &e);
+        assert_int_equal(e.http, 404);
+        assert_string_equal(e.reason, "NotFound");
+        assert_string_equal(e.message, "nodes \"x\" not found");
+        kube_status_decode("<html>\x01oops", 11, 502, &e);
+        assert_string_equal(e.reason, "");
+        assert_string_equal(e.message, "<html> oops");
+        kube_status_decode(NULL, 0, 503, &e);
+        assert_string_equal(e.message, "HTTP 503");
+        assert_int_equal(kube_errno_from_http(200, NULL), 0);
+        assert_int_equal(kube_errno_from_http(404, NULL), -ENOENT);
+        assert_int_equal(kube_errno_from_http(409, "Conflict"), -ESTALE);
+        assert_int_equal(kube_errno_from_http(409, "AlreadyExists"), -EEXIST);
+        assert_int_equal(kube_errno_from_http(410, "Expired"), -EIDRM);
+        assert_int_equal(kube_errno_from_http(403, NULL), -EACCES);
+        assert_int_equal(kube_errno_from_http(429, NULL), -EAGAIN);
+        assert_int_equal(kube_errno_from_http(500, NULL), -EAGAIN);
+        assert_int_equal(kube_errno_from_http(302, NULL), -EPROTO);
+}
+
+static void test_backoff(void **state) {
+        (void)state;
+        for (unsigned a = 0; a < 40; a++)
+                for (uint32_t rnd = 0; rnd < 5000; rnd += 97) {
+                        unsigned ms = kube_backoff_ms(a, 500, 30000, rnd * 2654435761u);
+                        unsigned base = a >= 6 ? 30000 : MIN(30000u, 500u << a);
+                        if (ms < base / 2 || ms > base)
+                                fail_msg("attempt %u: %u not in [%u, %u]", a, ms, base / 2, base);
+                }
+        /* jitter: different random values give different delays */
+        assert_int_not_equal(kube_backoff_ms(3, 500, 30000, 1), kube_backoff_ms(3, 500, 30000, 1000));
+}
+
+static void test_escape(void **state) {
+        (void)state;
+        char b[64];
+        assert_string_equal(kube_escape("metadata.name=n 1/x", b, sizeof b), "metadata.name%3Dn%201%2Fx");
+        assert_null(kube_escape("abcdef", b, 4));
+        assert_null(kube_escape("=", b, 3));
+}
+
+/* ---- node annotation ---- */
+
+static void node3(struct topo *t) {
+        topo_init(t);
+        t->n_gpus = 3;
+        strscpy(t->driver_version, "535.104.05", sizeof t->driver_version);
+        t->cuda_version = 12020;
+        for (unsigned i = 0; i < 3; i++) {
+                t->gpu[i].index = (int)i;
+                snprintf(t->gpu[i].uuid, sizeof t->gpu[i].uuid, "GPU-%u", i);
+                strscpy(t->gpu[i].name, "NVIDIA A100-SXM4-40GB", sizeof t->gpu[i].name);
+                t->gpu[i].memory_total = 40960ULL << 20;
+                t->gpu[i].cc_major = 8;
+        }
+        topo_set_link(t, 0, 1, (struct topo_link){ .pcie = TOPO_LEVEL_PIX, .nvlinks = 12 });
+        topo_set_link(t, 0, 2, (struct topo_link){ .pcie = TOPO_LEVEL_SYS });
+        topo_set_link(t, 1, 2, (struct topo_link){ .pcie = TOPO_LEVEL_NODE });
+}
+
+static void test_annotation_round_trip(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        node3(t);
+        bool healthy[3] = { true, false, true };
+        const char *reason[3] = { "", "xid 79", "" };
+        char *s = NULL;
+        assert_int_equal(kube_node_gpus_format(t, healthy, reason, &s), 0);
+        assert_non_null(strstr(s, "\"links\":\"NV12/PIX,SYS;NODE\""));
+        struct kube_node_gpus g;
+        char err[256];
+        assert_int_equal(kube_node_gpus_parse(s, strlen(s), &g, err, sizeof err), 0);
+        assert_int_equal(g.n, 3);
+        assert_string_equal(g.driver, "535.104.05");
+        assert_int_equal(g.cuda_version, 12020);
+        assert_string_equal(g.gpu[1].uuid, "GPU-1");
+        assert_int_equal(g.gpu[1].memory_mib, 40960);
+        assert_false(g.gpu[1].healthy);
+        assert_string_equal(g.gpu[1].health, "xid 79");
+        assert_true(g.gpu[0].healthy);
+        assert_int_equal(g.gpu[2].cc_major, 8);
+        for (unsigned i = 0; i < 3; i++)
+                for (unsigned j = 0; j < 3; j++)
+                        assert_memory_equal(&g.link[i * 3 + j], &t->link[i][j], sizeof(struct topo_link));
+        kube_node_gpus_done(&g);
+        free(s);
+
+        /* 64 GPUs on NVSwitch fit the bound */
+        topo_init(t);
+        t->n_gpus = 64;
+        for (unsigned i = 0; i < 64; i++) {
+                t->gpu[i].index = (int)i;
+                snprintf(t->gpu[i].uuid, sizeof t->gpu[i].uuid, "GPU-%08x-aaaa-bbbb-cccc-%012u", i, i);
+                strscpy(t->gpu[i].name, "NVIDIA H100 80GB HBM3", sizeof t->gpu[i].name);
+                for (unsigned j = i + 1; j < 64; j++)
+                        topo_set_link(t, i, j, (struct topo_link){ .pcie = TOPO_LEVEL_SYS, .nvlinks = 18 });
+        }
+        bool h64[64];
+        for (unsigned i = 0; i < 64; i++)
+                h64[i] = true;
+        assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), 0);
+        assert_true(strlen(s) <= KUBE_ANNOTATION_MAX);
+        assert_int_equal(kube_node_gpus_parse(s, strlen(s), &g, err, sizeof err), 0);
+        assert_int_equal(g.n, 64);
+        assert_int_equal(g.link[5 * 64 + 63].nvlinks, 18);
+        kube_node_gpus_done(&g);
+        free(s);
+        free(t);
+}
+
+static void test_annotation_malformed(void **state) {
+        (void)state;
+        static const struct {
+                const char *text, *why;
+                int r;
+        } bad[] = {
+                { "", "not a JSON object", -EINVAL },
+                { "[]", "not a JSON object", -EINVAL },
+                { "{}", "v: missing", -EINVAL },
+                { "{\"v\":2,\"gpus\":[]}", "version 2 not supported", -ENOTSUP },
+                { "{\"v\":1}", "gpus: missing", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":-1}]}", "gpus[0].i", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":\"x\"}]}", "gpus[0].mem", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\"}]}", "health", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
+                  "{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}]}",
+                  "index 0 twice", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\",\"cc\":\"x\"}]}",
+                  "cc", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
+                  "{\"i\":1,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}],\"links\":\"NV1,PIX\"}",
+                  "links", -EINVAL },
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
+                  "{\"i\":1,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}],\"links\":\"BOGUS\"}",
+                  "links", -EINVAL },
+                { "{\"v\":1,\"driver\":7,\"gpus\":[]}", "driver", -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct kube_node_gpus g;
+                char err[256] = "";
+                int r = kube_node_gpus_parse(bad[i].text, strlen(bad[i].text), &g, err, sizeof err);
+                if (r != bad[i].r || !strstr(err, bad[i].why))
+                        fail_msg("case %zu: r=%d err='%s'", i, r, err);
+        }
+        char *big = malloc(KUBE_ANNOTATION_MAX + 2);
+        memset(big, ' ', KUBE_ANNOTATION_MAX + 1);
+        struct kube_node_gpus g;
+        char err[256];
+        assert_int_equal(kube_node_gpus_parse(big, KUBE_ANNOTATION_MAX + 1, &g, err, sizeof err), -E2BIG);
+        free(big);
+}
+
+/* ---- pods and the cluster table ---- */
+
+static json_t *pod(const char *name, const char *node, const char *res, const char *ann) {
+        char buf[2048];
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"%s\",\"annotations\":%s},"
+                 "\"spec\":{\"nodeName\":\"%s\",\"containers\":[{\"name\":\"main\",\"image\":\"x\","
+                 "\"resources\":{\"limits\":%s}}]},\"status\":{\"phase\":\"Running\"}}",
+                 name, ann, node, res);
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je);
+        if (!j)
+                fail_msg("bad test pod: %s", je.text);
+        return j;
+}
+
+static void test_pod_parse(void **state) {
+        (void)state;
+        struct kube_pod p;
+        json_t *j = pod("a", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\",\"cpu\":\"1\"}",
+                        "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":1,"
+                        "\\\"containers\\\":[{\\\"name\\\":\\\"main\\\",\\\"gpus\\\":[2],\\\"core\\\":30,\\\"mem\\\":4096}]}\","
+                        "\"gpuslice.io/assigned\":\"true\"}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        assert_int_equal(p.n, 1);
+        assert_int_equal(p.c[0].core_percent, 30);
+        assert_int_equal(p.c[0].memory_mib, 4096);
+        assert_int_equal(p.c[0].n_assigned, 1);
+        assert_int_equal(p.c[0].assigned[0], 2);
+        assert_true(p.confirmed);
+        assert_string_equal(p.source, "gpuslice");
+        /* the formatter writes what the parser reads */
+        char *s;
+        assert_int_equal(kube_assignment_format("n1", 1, &p, &s), 0);
+        assert_string_equal(s, "{\"v\":1,\"node\":\"n1\",\"time\":1,\"containers\":[{\"name\":\"main\",\"gpus\":[2],"
+                               "\"core\":30,\"mem\":4096}]}");
+        free(s);
+        json_decref(j);
+
+        j = pod("b", "n1", "{\"aliyun.com/gpu-mem\":\"4\"}",
+                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\",\"ALIYUN_COM_GPU_MEM_POD\":\"4\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\"}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        assert_int_equal(p.c[0].memory_mib, 4096);
+        assert_int_equal(p.c[0].assigned[0], 1);
+        assert_false(p.confirmed);
+        assert_string_equal(p.source, "gpushare");
+        json_decref(j);
+
+        j = pod("c", "n1", "{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}",
+                "{\"tencent.com/predicate-gpu-idx-0\":\"0,3\",\"tencent.com/gpu-assigned\":\"true\"}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        assert_int_equal(p.c[0].whole, 2);
+        assert_int_equal(p.c[0].n_assigned, 2);
+        assert_int_equal(p.c[0].assigned[1], 3);
+        assert_string_equal(p.source, "gpu-manager");
+        json_decref(j);
+
+        /* malformed annotations are ignored, never fatal */
+        j = pod("d", "n1", "{\"nvidia.com/gpu\":\"1\"}",
+                "{\"gpuslice.io/assignment\":\"{not json\",\"ALIYUN_COM_GPU_MEM_IDX\":\"x\","
+                "\"tencent.com/predicate-gpu-idx-0\":\"1,,2\"}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        assert_int_equal(p.c[0].whole, 1);
+        assert_false(p.assigned_known);
+        json_decref(j);
+
+        j = pod("e", "n1", "{\"cpu\":\"2\"}", "{}");
+        assert_int_equal(kube_pod_parse(j, &p), -ENODATA);
+        json_decref(j);
+        j = json_loads("{\"metadata\":{}}", 0, NULL);
+        assert_int_equal(kube_pod_parse(j, &p), -EINVAL);
+        json_decref(j);
+}
+
+static void test_cluster_build(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        node3(t);
+        bool healthy[3] = { true, true, true };
+        char *ann;
+        assert_int_equal(kube_node_gpus_format(t, healthy, NULL, &ann), 0);
+        free(t);
+        json_t *nodes = json_array();
+        json_t *n1 = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations", KUBE_ANN_GPUS, ann);
+        json_t *n0 = json_pack("{s:{s:s}}", "metadata", "name", "n0"); /* not published */
+        json_array_append_new(nodes, n1);
+        json_array_append_new(nodes, n0);
+        free(ann);
+        json_t *pods = json_array();
+        json_array_append_new(pods, pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
+                                        "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
+        json_array_append_new(pods, pod("frac2", "n1", "{\"aliyun.com/gpu-mem\":\"2\"}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
+        json_array_append_new(pods, pod("whole", "n1", "{\"nvidia.com/gpu\":\"1\"}",
+                                        "{\"tencent.com/predicate-gpu-idx-0\":\"0\"}"));
+        json_array_append_new(pods, pod("nowhere", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}"));
+        json_array_append_new(pods, pod("pending", "", "{\"gpuslice.io/gpu-core\":\"50\"}", "{}"));
+        json_t *done = pod("done", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{\"tencent.com/predicate-gpu-idx-0\":\"1\"}");
+        json_object_set_new(json_object_get(done, "status"), "phase", json_string("Succeeded"));
+        json_array_append_new(pods, done);
+        struct kube_cluster c;
+        assert_int_equal(kube_cluster_build(nodes, pods, &c), 0);
+        assert_int_equal(c.n_nodes, 2);
+        assert_string_equal(c.nodes[0].name, "n0");
+        assert_false(c.nodes[0].published);
+        const struct kube_cluster_node *n = &c.nodes[1];
+        assert_true(n->published);
+        assert_int_equal(n->use[2].n_pods, 2);
+        assert_int_equal(n->use[2].memory_alloc_mib, 4096 + 2048);
+        assert_int_equal(n->use[2].core_alloc_percent, 30);
+        assert_true(n->use[0].whole);
+        assert_int_equal(n->use[0].memory_alloc_mib, 40960);
+        assert_int_equal(n->use[1].n_pods, 0); /* the Succeeded pod holds nothing */
+        assert_int_equal(n->n_unplaced, 1);
+        assert_string_equal(c.pods[n->unplaced[0]].name, "nowhere");
+        assert_int_equal(c.n_pending, 1);
+        assert_string_equal(c.pods[c.pending[0]].name, "pending");
+        kube_cluster_done(&c);
+        json_decref(nodes);
+        json_decref(pods);
+}
+
+static void test_slim(void **state) {
+        (void)state;
+        json_t *p = pod("a", "n1", "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"4\",\"memory\":\"1Gi\"}",
+                        "{\"gpuslice.io/assignment\":\"x\",\"kubectl.kubernetes.io/last-applied-configuration\":\"big\"}");
+        json_t *s = kube_slim_pod(p);
+        assert_non_null(s);
+        json_t *lim = json_object_get(json_object_get(json_array_get(json_object_get(json_object_get(s, "spec"),
+                                                                                             "containers"),
+                                                                     0),
+                                                      "resources"),
+                                      "limits");
+        assert_int_equal(json_object_size(lim), 1);
+        assert_non_null(json_object_get(lim, "nvidia.com/gpu"));
+        json_t *an = json_object_get(json_object_get(s, "metadata"), "annotations");
+        assert_int_equal(json_object_size(an), 1);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(s, "spec"), "nodeName")), "n1");
+        json_decref(s);
+        json_decref(p);
+        p = pod("b", "n1", "{\"cpu\":\"1\"}", "{}");
+        assert_null(kube_slim_pod(p)); /* no GPU at all: not cached */
+        json_decref(p);
+        p = pod("c", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}");
+        json_object_set_new(json_object_get(p, "status"), "phase", json_string("Failed"));
+        assert_null(kube_slim_pod(p));
+        json_decref(p);
+
+        json_t *node = json_loads("{\"metadata\":{\"name\":\"n\",\"resourceVersion\":\"5\",\"labels\":{\"a\":\"b\","
+                                  "\"nvidia.com/gpu.product\":\"X\"},\"annotations\":{\"gpuslice.io/gpus\":\"{}\","
+                                  "\"other\":\"y\"},\"managedFields\":[{}]},\"status\":{\"capacity\":{\"cpu\":\"8\","
+                                  "\"nvidia.com/gpu\":\"8\"},\"images\":[{}]}}",
+                                  0, NULL);
+        s = kube_slim_node(node);
+        char *d = json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS);
+        assert_string_equal(d, "{\"metadata\":{\"annotations\":{\"gpuslice.io/gpus\":\"{}\"},\"labels\":{\"nvidia.com/"
+                               "gpu.product\":\"X\"},\"name\":\"n\",\"resourceVersion\":\"5\"},\"status\":{\"capacity\":{"
+                               "\"nvidia.com/gpu\":\"8\"}}}");
+        free(d);
+        json_decref(s);
+        json_decref(node);
+}
+
+/* ---- publish: labels and the merge patch ---- */
+
+static void test_publish_labels_and_diff(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        node3(t);
+        bool healthy[3] = { true, false, true };
+        json_t *l = publish_labels(t, healthy);
+        free(t);
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.product")), "NVIDIA-A100-SXM4-40GB");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.count")), "3");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.memory")), "40960");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.present")), "true");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/cuda.driver.major")), "535");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/cuda.driver.minor")), "104");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/cuda.driver.rev")), "05");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/cuda.runtime.major")), "12");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/cuda.runtime.minor")), "2");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.compute.major")), "8");
+        assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.family")), "ampere");
+        assert_string_equal(json_string_value(json_object_get(l, "gpuslice.io/gpu.healthy")), "2");
+        assert_string_equal(json_string_value(json_object_get(l, "gpuslice.io/nvlink")), "true");
+
+        /* a node with nothing: everything is sent */
+        json_t *node = json_loads("{\"metadata\":{\"name\":\"n\",\"labels\":{\"kubernetes.io/hostname\":\"n\","
+                                  "\"nvidia.com/gpu.machine\":\"DGX\",\"gpuslice.io/stale\":\"1\","
+                                  "\"nvidia.com/cuda.driver-version.full\":\"1.2\"}}}",
+                                  0, NULL);
+        json_t *p = publish_diff(node, l, "{\"v\":1}");
+        assert_non_null(p);
+        json_t *pl = json_object_get(json_object_get(p, "metadata"), "labels");
+        assert_true(json_object_size(pl) >= json_object_size(l));
+        assert_true(json_is_null(json_object_get(pl, "gpuslice.io/stale")));       /* ours, gone: removed */
+        assert_null(json_object_get(pl, "kubernetes.io/hostname"));                /* not ours: untouched */
+        assert_null(json_object_get(pl, "nvidia.com/gpu.machine"));                /* GFD's, not ours */
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(p, "metadata"),
+                                                                               "annotations"),
+                                                               KUBE_ANN_GPUS)),
+                            "{\"v\":1}");
+        /* applied: nothing left to send */
+        json_t *meta = json_object_get(node, "metadata");
+        json_t *have = json_object_get(meta, "labels");
+        const char *k;
+        json_t *v;
+        json_object_foreach(pl, k, v) {
+                if (json_is_null(v))
+                        json_object_del(have, k);
+                else
+                        json_object_set(have, k, v);
+        }
+        json_object_set_new(meta, "annotations", json_pack("{s:s}", KUBE_ANN_GPUS, "{\"v\":1}"));
+        json_decref(p);
+        assert_null(publish_diff(node, l, "{\"v\":1}"));
+        /* a health flip changes only the annotation */
+        p = publish_diff(node, l, "{\"v\":1,\"x\":2}");
+        assert_non_null(p);
+        assert_null(json_object_get(json_object_get(p, "metadata"), "labels"));
+        json_decref(p);
+        json_decref(node);
+        json_decref(l);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_kubeconfig_kubectl_style),
+                cmocka_unit_test(test_kubeconfig_json),
+                cmocka_unit_test(test_kubeconfig_errors),
+                cmocka_unit_test(test_kubeconfig_deep_nesting_refused),
+                cmocka_unit_test(test_base64),
+                cmocka_unit_test(test_in_cluster),
+                cmocka_unit_test(test_decoder_splits),
+                cmocka_unit_test(test_decoder_cut_mid_event),
+                cmocka_unit_test(test_decoder_malformed),
+                cmocka_unit_test(test_decoder_callback_error),
+                cmocka_unit_test(test_status_decode),
+                cmocka_unit_test(test_backoff),
+                cmocka_unit_test(test_escape),
+                cmocka_unit_test(test_annotation_round_trip),
+                cmocka_unit_test(test_annotation_malformed),
+                cmocka_unit_test(test_pod_parse),
+                cmocka_unit_test(test_cluster_build),
+                cmocka_unit_test(test_slim),
+                cmocka_unit_test(test_publish_labels_and_diff),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
