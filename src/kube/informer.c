@@ -34,7 +34,7 @@ struct kube_informer {
         bool synced;
         struct kube_informer_stats st;
         char last_error[KUBE_ERR_MAX + 256];
-        unsigned backoff_first_ms, backoff_cap_ms, watch_timeout_s;
+        unsigned backoff_first_ms, backoff_cap_ms, watch_timeout_s, idle_timeout_s;
 };
 
 static int object_key(const json_t *obj, char *buf, size_t len) {
@@ -87,8 +87,9 @@ void kube_informer_set_backoff(struct kube_informer *inf, unsigned first_ms, uns
         inf->backoff_cap_ms = cap_ms > first_ms ? cap_ms : inf->backoff_first_ms;
 }
 
-void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds) {
+void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds, unsigned idle_seconds) {
         inf->watch_timeout_s = seconds ? seconds : 300;
+        inf->idle_timeout_s = idle_seconds;
 }
 
 static void set_error(struct kube_informer *inf, const char *what, int r, const struct kube_error *e) {
@@ -253,6 +254,7 @@ static void *informer_main(void *u) {
                         .field_selector = inf->field_selector,
                         .resource_version = rv,
                         .timeout_seconds = inf->watch_timeout_s,
+                        .idle_timeout_seconds = inf->idle_timeout_s,
                         .bookmarks = true,
                         .stop = &inf->stop,
                 };

@@ -250,8 +250,9 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
 void kube_informer_last_error(struct kube_informer *inf, char *buf, size_t len);
 /* Backoff bounds (tests use small ones). Defaults: 500 ms, 30 s. */
 void kube_informer_set_backoff(struct kube_informer *inf, unsigned first_ms, unsigned cap_ms);
-/* Server-side watch timeout in seconds (default 300). */
-void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds);
+/* Server-side watch timeout in seconds (default 300), and how long a silent stream is trusted
+ * (0 = timeout + 30 s; bookmarks and events reset it). */
+void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds, unsigned idle_seconds);
 
 /* Ready-made slimming for the resources gpuslice reads (see docs/cluster.md): a node keeps name,
  * resourceVersion, gpuslice/nvidia labels, the gpuslice and compatibility annotations, and GPU

@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A small stand-in for the Kubernetes API server, for what the real one cannot be made to do on
+demand: a watch stream cut in the middle of an event, bursts of 429/500 answers, a response that
+never comes, 410 Gone at will. It keeps nodes and pods with a global resourceVersion, serves GET,
+paged LIST (limit/continue, fieldSelector metadata.name / spec.nodeName), WATCH as chunked
+newline-delimited JSON (resourceVersion, timeoutSeconds, allowWatchBookmarks), and merge-patch
+PATCH. Everything else about Kubernetes is left out; tests/e2e runs the real kube-apiserver.
+"""
+import copy
+import http.server
+import json
+import socketserver
+import threading
+import time
+import urllib.parse
+
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+class Store:
+    def __init__(self):
+        self.lock = threading.Condition()
+        self.rv = 100
+        self.objs = {"nodes": {}, "pods": {}}  # kind -> key -> obj
+        self.log = []  # (rv, kind, type, obj)
+        self.compacted = 0  # watches from an older version get 410
+        # fault injection
+        self.fail = []  # list of [method-or-None, path-prefix, code, count]
+        self.cut_next_watch = 0  # cut that many watches in the middle of their next event
+        self.hang_next = 0  # that many requests (any) never get an answer
+        self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
+        self.requests = []  # (method, path)
+        self.patches = []  # (path, body)
+        self.stopping = False
+
+    def key(self, kind, obj):
+        m = obj["metadata"]
+        return m["name"] if kind == "nodes" else "%s/%s" % (m.get("namespace", "default"), m["name"])
+
+    def put(self, kind, obj, etype=None):
+        with self.lock:
+            self.rv += 1
+            obj = copy.deepcopy(obj)
+            obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+            k = self.key(kind, obj)
+            if etype is None:
+                etype = "MODIFIED" if k in self.objs[kind] else "ADDED"
+            self.objs[kind][k] = obj
+            self.log.append((self.rv, kind, etype, copy.deepcopy(obj)))
+            self.lock.notify_all()
+            return obj
+
+    def delete(self, kind, k):
+        with self.lock:
+            obj = self.objs[kind].pop(k)
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.log.append((self.rv, kind, "DELETED", obj))
+            self.lock.notify_all()
+
+    def get(self, kind, k):
+        with self.lock:
+            o = self.objs[kind].get(k)
+            return copy.deepcopy(o) if o else None
+
+    def compact(self):
+        """Forget history, as etcd compaction past every watcher would: watches in flight end with
+        an ERROR 410 event, new watches from any version seen so far get 410."""
+        with self.lock:
+            self.compacted = self.rv + 1
+            self.log = []
+            self.lock.notify_all()
+
+
+def selector_match(obj, fs):
+    if not fs:
+        return True
+    for term in fs.split(","):
+        k, _, v = term.partition("=")
+        if k == "metadata.name":
+            if obj["metadata"].get("name") != v:
+                return False
+        elif k == "spec.nodeName":
+            if obj.get("spec", {}).get("nodeName", "") != v:
+                return False
+        else:
+            return False
+    return True
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    store = None
+
+    def log_message(self, *a):
+        pass
+
+    def send_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def route(self):
+        u = urllib.parse.urlparse(self.path)
+        q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
+        parts = [p for p in u.path.split("/") if p]
+        # /api/v1/nodes[/name], /api/v1/pods, /api/v1/namespaces/ns/pods[/name]
+        if parts[:2] != ["api", "v1"]:
+            return None, None, q
+        rest = parts[2:]
+        if rest[:1] == ["nodes"]:
+            return "nodes", rest[1] if len(rest) > 1 else None, q
+        if rest[:1] == ["pods"]:
+            return "pods", None, q
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "pods":
+            return "pods", "%s/%s" % (rest[1], rest[3]) if len(rest) > 3 else None, q
+        return None, None, q
+
+    def faults(self, method):
+        s = self.store
+        with s.lock:
+            s.requests.append((method, self.path))
+            if s.hang_next > 0:
+                s.hang_next -= 1
+                hang = True
+            else:
+                hang = False
+            for f in s.fail:
+                if f[3] > 0 and (f[0] is None or f[0] == method) and self.path.startswith(f[1]):
+                    f[3] -= 1
+                    code = f[2]
+                    break
+            else:
+                code = None
+        if hang:
+            while not s.stopping:
+                time.sleep(0.2)
+            return True
+        if code:
+            reason = {429: "TooManyRequests", 500: "InternalError", 410: "Expired"}.get(code, "Error")
+            self.send_json(code, status(code, reason, "stand-in: injected %d" % code))
+            return True
+        return False
+
+    def do_GET(self):
+        if self.faults("GET"):
+            return
+        kind, name, q = self.route()
+        if not kind:
+            return self.send_json(404, status(404, "NotFound", "no such path"))
+        s = self.store
+        if name:
+            o = s.get(kind, name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", '%s "%s" not found' % (kind, name)))
+            return self.send_json(200, o)
+        if q.get("watch") in ("1", "true"):
+            return self.watch(kind, q)
+        fs = q.get("fieldSelector", "")
+        with s.lock:
+            items = [copy.deepcopy(o) for k, o in sorted(s.objs[kind].items()) if selector_match(o, fs)]
+            rv = str(s.rv)
+        start = 0
+        if q.get("continue"):
+            start = int(q["continue"])
+        limit = int(q.get("limit", "0") or 0)
+        page = items[start:start + limit] if limit else items[start:]
+        meta = {"resourceVersion": rv}
+        if limit and start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        self.send_json(200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page})
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def watch(self, kind, q):
+        s = self.store
+        since = int(q.get("resourceVersion") or 0)
+        timeout = int(q.get("timeoutSeconds") or 300)
+        fs = q.get("fieldSelector", "")
+        bookmarks = q.get("allowWatchBookmarks") == "true"
+        with s.lock:
+            if since and since < s.compacted:
+                code = 410
+            else:
+                code = None
+            if not since:
+                since = s.rv
+            gone = s.gone_next_watch > 0
+            if gone:
+                s.gone_next_watch -= 1
+        if code:
+            return self.send_json(410, status(410, "Expired", "too old resource version: %d (%d)" %
+                                              (since, s.compacted)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if gone:
+            self.chunk((json.dumps({"type": "ERROR", "object": status(410, "Expired", "stand-in: gone")}) +
+                        "\n").encode())
+            self.chunk(b"")
+            return
+        deadline = time.time() + timeout
+        last_bookmark = time.time()
+        try:
+            while time.time() < deadline and not s.stopping:
+                with s.lock:
+                    evs = [e for e in s.log if e[0] > since and e[1] == kind and selector_match(e[3], fs)]
+                    if since < s.compacted:
+                        evs = None
+                    elif not evs:
+                        s.lock.wait(0.2)
+                        evs = []
+                    cut = s.cut_next_watch > 0 and evs
+                    if cut:
+                        s.cut_next_watch -= 1
+                if evs is None:
+                    self.chunk((json.dumps({"type": "ERROR", "object": status(410, "Expired", "compacted")}) +
+                                "\n").encode())
+                    break
+                for rv, _, etype, obj in evs:
+                    line = (json.dumps({"type": etype, "object": obj}) + "\n").encode()
+                    if cut:
+                        # half an event, then the connection drops without the closing chunk
+                        self.chunk(line[:len(line) // 2])
+                        self.connection.shutdown(2)
+                        return
+                    self.chunk(line)
+                    since = rv
+                if bookmarks and time.time() - last_bookmark > 1:
+                    last_bookmark = time.time()
+                    with s.lock:
+                        brv = max(since, min(s.rv, since))
+                    self.chunk((json.dumps({"type": "BOOKMARK", "object": {
+                        "kind": "Node" if kind == "nodes" else "Pod", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(brv)}}}) + "\n").encode())
+            self.chunk(b"")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def read_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_PATCH(self):
+        body = self.read_body()
+        if self.faults("PATCH"):
+            return
+        kind, name, q = self.route()
+        s = self.store
+        ct = self.headers.get("Content-Type", "")
+        if not kind or not name:
+            return self.send_json(404, status(404, "NotFound", "no such object"))
+        if ct != "application/merge-patch+json":
+            return self.send_json(415, status(415, "UnsupportedMediaType", "stand-in speaks merge patch only"))
+        try:
+            patch = json.loads(body)
+        except ValueError as e:
+            return self.send_json(400, status(400, "BadRequest", str(e)))
+        with s.lock:
+            o = s.objs[kind].get(name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", '%s "%s" not found' % (kind, name)))
+            want_rv = (patch.get("metadata") or {}).get("resourceVersion")
+            if want_rv and want_rv != o["metadata"]["resourceVersion"]:
+                return self.send_json(409, status(409, "Conflict", "the object has been modified"))
+            s.patches.append((self.path, patch))
+            new = merge_patch(o, patch)
+            new = s.put(kind, new)
+        self.send_json(200, new)
+
+    def do_POST(self):
+        body = self.read_body()
+        if self.faults("POST"):
+            return
+        kind, name, q = self.route()
+        if kind != "pods":
+            return self.send_json(404, status(404, "NotFound", "stand-in: POST pods only"))
+        obj = json.loads(body)
+        self.send_json(201, self.store.put("pods", obj))
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class StandIn:
+    def __init__(self):
+        self.store = Store()
+        handler = type("H", (Handler,), {"store": self.store})
+        self.httpd = Server(("127.0.0.1", 0), handler)
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.store.stopping = True
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def kubeconfig(self, path, token="stand-in-token"):
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "standin",
+               "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
+               "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}}],
+               "users": [{"name": "u", "user": {"token": token}}]}
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return path
