@@ -24,6 +24,7 @@
 #include "util/util.h"
 
 #define PUBLISH_TICK_MS 1000
+#define RESEND_SAME_MS 30000 /* the same patch again, at most this often */
 
 /* Label keys outside gpuslice.io/ that the agent sets, hence may remove. */
 static const char *const managed_labels[] = {
@@ -224,7 +225,13 @@ static void note_error(struct publish *pub, const char *what) {
 }
 
 /* One pass: 0 when in step (or patched), -EAGAIN to retry later. */
-static int sync_once(struct publish *pub, char **last_sent, char **last_sent_from) {
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int sync_once(struct publish *pub, char **last_sent, char **last_sent_from, uint64_t *last_sent_ms) {
         if (!kube_informer_synced(pub->inf)) {
                 char e[KUBE_ERR_MAX + 256];
                 kube_informer_last_error(pub->inf, e, sizeof e);
@@ -248,8 +255,12 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
         const char *rv = json_string_value(json_object_get(json_object_get(node, "metadata"), "resourceVersion"));
         char *body = patch ? json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         r = 0;
-        if (body && *last_sent && streq(*last_sent, body) && *last_sent_from && rv && streq(*last_sent_from, rv)) {
-                /* sent already; the watch has not brought the new version yet */
+        uint64_t now = now_ms();
+        if (body && *last_sent && streq(*last_sent, body) &&
+            ((*last_sent_from && rv && streq(*last_sent_from, rv)) || now - *last_sent_ms < RESEND_SAME_MS)) {
+                /* sent already: the watch has not brought the new version yet, or the server does
+                 * not keep what we send (a webhook rewriting it): do not hammer it */
+                r = -EAGAIN;
         } else if (body) {
                 struct kube_error e;
                 r = kube_request(pub->client, KUBE_PATCH_MERGE, pub->path, body, NULL, &e);
@@ -266,6 +277,7 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
                         free(*last_sent_from);
                         *last_sent = TAKE_PTR(body);
                         *last_sent_from = rv ? strdup(rv) : NULL;
+                        *last_sent_ms = now;
                 }
         } else
                 note_error(pub, "");
@@ -282,22 +294,21 @@ static void *publish_main(void *u) {
         uint64_t seen_gen = UINT64_MAX;
         unsigned attempt = 0;
         char *last_sent = NULL, *last_from = NULL;
+        uint64_t last_sent_ms = 0;
         uint64_t retry_at = 0;
         while (!atomic_load(&pub->stop)) {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+                uint64_t now = now_ms();
                 uint64_t gen = atomic_load(&pub->plugin->generation);
                 pthread_mutex_lock(&pub->lock);
                 bool kick = pub->kick;
                 pub->kick = false;
                 pthread_mutex_unlock(&pub->lock);
-                if ((kick || gen != seen_gen || retry_at) && now_ms >= retry_at) {
-                        int r = sync_once(pub, &last_sent, &last_from);
+                if ((kick || gen != seen_gen || retry_at) && now >= retry_at) {
+                        int r = sync_once(pub, &last_sent, &last_from, &last_sent_ms);
                         if (r == -EAGAIN) {
                                 uint32_t rnd = 0;
                                 (void)!getrandom(&rnd, sizeof rnd, GRND_NONBLOCK);
-                                retry_at = now_ms + kube_backoff_ms(attempt, 500, 30000, rnd);
+                                retry_at = now + kube_backoff_ms(attempt, 500, 30000, rnd);
                                 if (attempt < 30)
                                         attempt++;
                         } else {

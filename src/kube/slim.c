@@ -19,7 +19,7 @@ static bool gpu_annotation(const char *k) {
 }
 
 static bool gpu_label(const char *k) {
-        return startswith(k, "gpuslice.io/") || startswith(k, "nvidia.com/");
+        return startswith(k, "gpuslice.io/") || startswith(k, "nvidia.com/") || streq(k, "nvidia-gpu-name");
 }
 
 /* dst[key] = the entries of src[key] whose names pass keep; nothing when none. */
