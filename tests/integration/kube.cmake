@@ -15,3 +15,8 @@ if(TARGET gpuslice_kube)
   endforeach()
   add_dependencies(kube-informer-probe gpuslice)
 endif()
+
+# deploy/kubernetes: the kustomization renders and holds the agent's least-privilege RBAC.
+add_test(NAME deploy-kustomize-rbac
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_deploy_kube.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(deploy-kustomize-rbac PROPERTIES TIMEOUT 150 LABELS "integration;kube")
