@@ -37,4 +37,7 @@ env LD_LIBRARY_PATH="$build/sim" GPUSLICE_SIM_NODE="$root/tests/integration/moni
         GPUSLICE_SIM_STATE="$out/monitor-bench.state" GPUSLICE_BENCH_SIM_CLI="$build/sim/gpuslice-sim" \
         "$build/monitor-bench" --markdown | tee "$out/monitor.md"
 
+echo "== cluster view (bench/inspect.sh)"
+"$here/inspect.sh" "$build" | tee "$out/inspect.md"
+
 echo "bench/run.sh: done; tables in ${out#$root/}/, allocator and interposer sections in docs/BENCHMARKS.md"

@@ -41,7 +41,7 @@
 #define KUBE_ANN_GPUS "gpuslice.io/gpus"
 #define KUBE_ANN_ASSIGNMENT "gpuslice.io/assignment"
 #define KUBE_ANN_ASSIGNED "gpuslice.io/assigned"
-#define KUBE_CONTAINERS_MAX 64
+#define KUBE_CONTAINERS_MAX 16 /* GPU containers kept per pod (more are ignored) */
 
 struct kube_gpu {
         int index;

@@ -20,12 +20,17 @@ import json
 import os
 import subprocess
 import threading
+import sys
 import time
 import urllib.request
 
 import cluster
 import e2e
 from e2e import check
+
+REPO_ = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO_, "tests", "integration"))
+import test_deploy_kube  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = e2e.BUILD
@@ -99,7 +104,8 @@ def labels(c, name):
 
 
 def put_pod(c, ns, name, node, limits, annotations=None):
-    spec = {"containers": [{"name": "main", "image": cluster.BUSYBOX, "resources": {"limits": limits}}]}
+    spec = {"containers": [{"name": "main", "image": cluster.BUSYBOX, "resources": {"limits": limits}}],
+            "automountServiceAccountToken": False}  # no token controller runs here
     if node:
         spec["nodeName"] = node
     return c.api("POST", "/api/v1/namespaces/%s/pods" % ns, {
@@ -186,6 +192,19 @@ def test_publish(c):
     time.sleep(5)
     for n in TOPOS:
         check(c.api("GET", "/api/v1/nodes/" + n)["metadata"]["resourceVersion"] == rv[n], "%s changed with nothing new" % n)
+
+
+def test_deploy_manifests(c):
+    """deploy/kubernetes renders with every kubectl here (the 1.20 one and /usr/bin/kubectl when
+    present) and holds exactly the RBAC docs/cluster.md describes (setup applied it for real)."""
+    ks = [os.path.join(c.bin, "kubectl")] + [k for k in test_deploy_kube.kubectls() if k != os.path.join(c.bin, "kubectl")]
+    for k in ks:
+        r = subprocess.run([k, "kustomize", os.path.join(REPO, "deploy", "kubernetes")], capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 0, "%s kustomize: %s" % (k, r.stderr))
+        test_deploy_kube.check(list(test_deploy_kube.yaml.safe_load_all(r.stdout)), k)
+    role = c.api("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuslice-node")
+    check(len(role["rules"]) == 2, role["rules"])
 
 
 def test_rbac(c):
@@ -318,5 +337,5 @@ def test_token_rotation(c):
 
 
 if __name__ == "__main__":
-    raise SystemExit(e2e.main([test_publish, test_rbac, test_inspect, test_in_cluster, test_watch_410_after_compaction,
+    raise SystemExit(e2e.main([test_publish, test_deploy_manifests, test_rbac, test_inspect, test_in_cluster, test_watch_410_after_compaction,
                                test_apiserver_restart_mid_watch, test_token_rotation], setup))
