@@ -265,3 +265,21 @@ json_t *kube_slim_pod(json_t *obj);
 /* Is this resource name one gpuslice counts (nvidia.com/gpu, gpuslice.io/..., tencent.com/vcuda-...,
  * aliyun.com/gpu-mem, ...)? */
 bool kube_resource_is_gpu(const char *name);
+
+/* -------------------------------------------------------------------------------------------- */
+/* Typed writes the agent and the scheduler extender use                                         */
+
+/* Merge-patch a pod's annotations (value NULL deletes the key). resource_version non-NULL makes it
+ * a precondition: -ESTALE (409 Conflict) when the pod changed since. */
+int kube_pod_annotate(struct kube_client *c, const char *ns, const char *name, const char *resource_version,
+                      const char *const *keys, const char *const *values, size_t n, struct kube_error *e);
+
+/* POST pods/NAME/binding: bind the pod (uid non-NULL: only that incarnation) to node. */
+int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid, const char *node,
+                  struct kube_error *e);
+
+/* Create an Event about an object (kind "Pod"/"Node"; ns NULL/"" for cluster-scoped objects, the
+ * event then goes to "default"). type "Normal" or "Warning". */
+int kube_event_post(struct kube_client *c, const char *ns, const char *kind, const char *name, const char *uid,
+                    const char *type, const char *reason, const char *message, const char *component,
+                    struct kube_error *e);

@@ -128,7 +128,7 @@ def inspect(*argv, env=None, prefix=()):
 
 
 def setup():
-    e2e.built("gpuslice", "kube-informer-probe", "sim/gpuslice-sim")
+    e2e.built("gpuslice", "kube-informer-probe", "kube-write-probe", "sim/gpuslice-sim")
     c = cluster.Cluster()
     argv = c._apiserver_argv
     c._apiserver_argv = lambda: argv() + ["--watch-cache=false"]
@@ -250,6 +250,48 @@ def test_inspect(c):
     check("Tesla V100-SXM2-16GB" in t and "NVIDIA A100-SXM4-40GB" in t and "NVIDIA L4" in t, t)
 
 
+def write(c, *argv):
+    r = subprocess.run([os.path.join(BUILD, "kube-write-probe"), c.kubeconfig] + list(argv), capture_output=True,
+                       text=True, timeout=30)
+    return r.returncode, r.stdout.strip()
+
+
+def test_client_writes(c):
+    """The writes the extender will use, on the real API: annotate with a resourceVersion precondition
+    (409 when stale), JSON patch with a test op (422 when it fails), POST a Binding, POST an Event."""
+    ensure_ns(c, "wr")
+    p = put_pod(c, "wr", "pend", None, {"gpuslice.io/gpu-core": "20"})
+    rv, uid = p["metadata"]["resourceVersion"], p["metadata"]["uid"]
+    assignment = json.dumps({"v": 1, "node": "gpu-c", "time": 1, "containers": [
+        {"name": "main", "gpus": [4], "core": 20, "mem": 0}]})
+    rc, out = write(c, "annotate", "wr", "pend", rv, "gpuslice.io/assignment=" + assignment, "gpuslice.io/assigned=false")
+    check(rc == 0, out)
+    rc, out = write(c, "annotate", "wr", "pend", rv, "gpuslice.io/assigned=true")
+    check(rc == 1 and out.startswith("error ESTALE http=409 reason=Conflict"), out)
+    path = "/api/v1/namespaces/wr/pods/pend"
+    rc, out = write(c, "jsonpatch", path, '[{"op":"test","path":"/metadata/annotations/gpuslice.io~1assigned",'
+                    '"value":"true"},{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]')
+    check(rc == 1 and "http=422" in out, out)
+    rc, out = write(c, "jsonpatch", path, '[{"op":"test","path":"/metadata/annotations/gpuslice.io~1assigned",'
+                    '"value":"false"},{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]')
+    check(rc == 0, out)
+    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-c")
+    check(rc == 0, out)
+    got = c.api("GET", path)
+    check(got["spec"]["nodeName"] == "gpu-c" and got["metadata"]["labels"] == {"x": "y"}, got["spec"])
+    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-a")
+    check(rc == 1 and "http=409" in out, "a second bind must be refused: " + out)
+    rc, out = write(c, "event", "wr", "Pod", "pend", uid, "Normal", "GPUAssigned", "GPU 4 of gpu-c")
+    check(rc == 0, out)
+    evs = c.api("GET", "/api/v1/namespaces/wr/events")["items"]
+    check(any(e["reason"] == "GPUAssigned" and e["involvedObject"]["name"] == "pend" and
+              e["source"]["component"] == "gpuslice-test" for e in evs), evs)
+    # inspect now sees the pod on GPU 4 of gpu-c, unconfirmed
+    j = json.loads(inspect("--kubeconfig", c.kubeconfig, "--json", "--node", "gpu-c"))
+    g4 = j["nodes"][0]["gpus"][4]
+    check([(q["name"], q["core_percent"], q["confirmed"]) for q in g4["pods"]] == [("pend", 20, False)], g4)
+
+
 def test_in_cluster(c):
     """inspect inside a pod-like mount namespace: token, CA and namespace where a pod has them,
     KUBERNETES_SERVICE_HOST/PORT, no kubeconfig anywhere."""
@@ -337,5 +379,5 @@ def test_token_rotation(c):
 
 
 if __name__ == "__main__":
-    raise SystemExit(e2e.main([test_publish, test_deploy_manifests, test_rbac, test_inspect, test_in_cluster, test_watch_410_after_compaction,
+    raise SystemExit(e2e.main([test_publish, test_deploy_manifests, test_rbac, test_inspect, test_client_writes, test_in_cluster, test_watch_410_after_compaction,
                                test_apiserver_restart_mid_watch, test_token_rotation], setup))

@@ -5,15 +5,17 @@
 if(TARGET gpuslice_kube)
   add_executable(kube-informer-probe ${CMAKE_CURRENT_SOURCE_DIR}/integration/kube-informer-probe.c)
   target_link_libraries(kube-informer-probe PRIVATE gpuslice_kube)
+  add_executable(kube-write-probe ${CMAKE_CURRENT_SOURCE_DIR}/integration/kube-write-probe.c)
+  target_link_libraries(kube-write-probe PRIVATE gpuslice_kube)
   set(_kube_tests informer-cut informer-410 informer-burst informer-hang informer-paging publish-inspect
-      publish-recover inspect-errors)
+      publish-recover inspect-errors writes)
   foreach(t ${_kube_tests})
     add_test(NAME kube-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_kube.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR} ${t})
     set_tests_properties(kube-${t} PROPERTIES TIMEOUT 150 LABELS "integration;kube")
   endforeach()
-  add_dependencies(kube-informer-probe gpuslice)
+  add_dependencies(kube-informer-probe gpuslice kube-write-probe)
 endif()
 
 # deploy/kubernetes is rendered with `kubectl kustomize` and checked by tests/e2e/test_kube_api.py

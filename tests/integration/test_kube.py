@@ -439,6 +439,30 @@ def test_inspect_errors(e):
     assert "plain" in r.stdout and "not published" in r.stdout, r.stdout
 
 
+def write(e, *argv):
+    r = subprocess.run([os.path.join(e.args.build, "kube-write-probe"), e.kubeconfig] + list(argv),
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout.strip()
+
+
+def test_writes(e):
+    p = e.pod("d", "w", "n1", {"nvidia.com/gpu": "1"}, {"keep": "1", "drop": "x"})
+    rv = p["metadata"]["resourceVersion"]
+    rc, out = write(e, "annotate", "d", "w", rv, "gpuslice.io/assigned=true", "drop-")
+    assert rc == 0 and out == "ok", out
+    ann = e.api.store.get("pods", "d/w")["metadata"]["annotations"]
+    assert ann == {"keep": "1", "gpuslice.io/assigned": "true"}, ann
+    # the same precondition again: the pod changed since → Conflict with the API's message
+    rc, out = write(e, "annotate", "d", "w", rv, "gpuslice.io/assigned=false")
+    assert rc == 1 and out.startswith("error ESTALE http=409 reason=Conflict") and "modified" in out, out
+    assert e.api.store.get("pods", "d/w")["metadata"]["annotations"]["gpuslice.io/assigned"] == "true"
+    rc, out = write(e, "annotate", "d", "nope", "-", "a=b")
+    assert rc == 1 and out.startswith("error ENOENT http=404 reason=NotFound"), out
+    # the stand-in speaks merge patch only: a JSON patch gets its 415 Status back
+    rc, out = write(e, "jsonpatch", "/api/v1/namespaces/d/pods/w", '[{"op":"test","path":"/x","value":1}]')
+    assert rc == 1 and "http=415" in out and "merge patch only" in out, out
+
+
 TESTS = {
     "informer-cut": test_informer_cut,
     "informer-410": test_informer_410,
@@ -448,6 +472,7 @@ TESTS = {
     "publish-inspect": test_publish_inspect,
     "publish-recover": test_publish_recover,
     "inspect-errors": test_inspect_errors,
+    "writes": test_writes,
 }
 
 
