@@ -368,6 +368,8 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *
                 pub->node[0] = 0;
         char esc[800], sel[900];
         r = kube_client_new(&kc, &pub->client);
+        if (r >= 0)
+                kube_client_set_cancel(pub->client, &pub->stop); /* SIGTERM never waits on a hung server */
         const char *source = kc.source ? kc.source : "?";
         if (r >= 0 && (!pub->node[0] || !kube_escape(pub->node, esc, sizeof esc)))
                 r = -EINVAL;

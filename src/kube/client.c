@@ -28,6 +28,7 @@
 struct kube_client {
         struct kube_config cfg; /* deep copy */
         unsigned timeout_ms;
+        atomic_bool *cancel;    /* when set, every request in flight ends (-ECANCELED) */
         pthread_mutex_t lock;   /* token below */
         char *token;
         struct timespec token_mtime;
@@ -83,6 +84,16 @@ struct kube_client *kube_client_free(struct kube_client *c) {
         pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
+}
+
+void kube_client_set_cancel(struct kube_client *c, atomic_bool *cancel) {
+        c->cancel = cancel;
+}
+
+static int cancel_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d) {
+        (void)a, (void)b, (void)c2, (void)d;
+        atomic_bool *cancel = u;
+        return cancel && atomic_load(cancel) ? 1 : 0;
 }
 
 void kube_client_set_timeout(struct kube_client *c, unsigned ms) {
@@ -349,6 +360,11 @@ static int handle_init(struct kube_client *c, struct handle *hd, const char *pat
         }
         hd->hdrs = l;
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+        if (c->cancel) {
+                curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+                curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cancel_progress);
+                curl_easy_setopt(h, CURLOPT_XFERINFODATA, c->cancel);
+        }
         return 0;
 }
 
@@ -404,7 +420,9 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
                                 snprintf(e->message, sizeof e->message, "answer larger than %u bytes", KUBE_BODY_MAX);
                         }
                         r = -EPROTO;
-                } else
+                } else if (cc == CURLE_ABORTED_BY_CALLBACK)
+                        r = -ECANCELED;
+                else
                         r = transport_error(&hd, cc, e);
                 goto out;
         }
@@ -553,6 +571,7 @@ struct watch_ctx {
         int decode_error;
         struct body errbody; /* a non-200 answer */
         atomic_bool *stop;
+        atomic_bool *cancel;
 };
 
 static size_t watch_write(char *data, size_t size, size_t nmemb, void *u) {
@@ -575,7 +594,7 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *u) {
 static int watch_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d) {
         (void)a, (void)b, (void)c2, (void)d;
         struct watch_ctx *w = u;
-        return w->stop && atomic_load(w->stop) ? 1 : 0;
+        return (w->stop && atomic_load(w->stop)) || (w->cancel && atomic_load(w->cancel)) ? 1 : 0;
 }
 
 int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_opts *o,
@@ -604,7 +623,8 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
         free(full);
         if (r < 0)
                 return r;
-        struct watch_ctx w = { .h = hd.h, .errbody = { .max = 1 << 20 }, .stop = o ? o->stop : NULL };
+        struct watch_ctx w = { .h = hd.h, .errbody = { .max = 1 << 20 }, .stop = o ? o->stop : NULL,
+                               .cancel = c->cancel };
         kube_watch_decoder_init(&w.dec, KUBE_EVENT_MAX, event, userdata);
         curl_easy_setopt(hd.h, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, watch_write);

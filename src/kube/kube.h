@@ -92,6 +92,10 @@ struct kube_error {
 int kube_client_new(const struct kube_config *cfg, struct kube_client **ret);
 struct kube_client *kube_client_free(struct kube_client *c);
 
+/* A flag that, once true, ends every request in flight within about a second (-ECANCELED; a watch
+ * returns 0): lets an owner stop a thread stuck on a hung server at once. NULL: none. */
+void kube_client_set_cancel(struct kube_client *c, atomic_bool *cancel);
+
 /* Per-request timeout for non-watch requests (default 30 s). */
 void kube_client_set_timeout(struct kube_client *c, unsigned ms);
 

@@ -407,10 +407,17 @@ def test_publish_recover(e):
     # the GPU comes back
     e.sim("gpu-a", "restore", "3")
     wait_for(lambda: e.annotation("gpu-a")["gpus"][3]["health"] == "ok", 60, "GPU 3 healthy again")
-    # stop: SIGTERM ends the publisher cleanly
+    # stop while a PATCH hangs on the server: SIGTERM ends the publisher at once, not after the
+    # 30 s request timeout
+    n_req = len(e.api.store.requests)
+    e.api.store.hang_next = 10
+    e.sim("gpu-a", "lose", "4")
+    wait_for(lambda: any(m == "PATCH" for m, _ in e.api.store.requests[n_req:]), 30, "a PATCH in flight")
     p = e.agents["gpu-a"][0]
+    t0 = time.time()
     p.terminate()
     assert p.wait(20) == 0
+    assert time.time() - t0 < 8, "SIGTERM waited %.1f s for a hung request" % (time.time() - t0)
 
 
 def test_inspect_errors(e):
