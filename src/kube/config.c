@@ -403,7 +403,8 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
                 r = errf(err, errlen, -EINVAL, "%s: %s.server: missing", path, where);
                 goto fail;
         }
-        if (!startswith(s, "https://") && !startswith(s, "http://")) {
+        const char *host = startswith(s, "https://") ? s + 8 : startswith(s, "http://") ? s + 7 : NULL;
+        if (!host || !host[0] || host[0] == '/') {
                 r = errf(err, errlen, -EINVAL, "%s: %s.server: not an http(s) URL: '%.128s'", path, where, s);
                 goto fail;
         }

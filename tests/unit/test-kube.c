@@ -129,6 +129,10 @@ static void test_kubeconfig_errors(void **state) {
                 { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
                   "cluster: {server: ftp://x}\n",
                   NULL, "server: not an http(s) URL", -EINVAL },
+                /* found by fuzz-kube-config: no host, and the trailing '/' stripped made it "https:" */
+                { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+                  "cluster: {server: 'https://'}\n",
+                  NULL, "server: not an http(s) URL", -EINVAL },
                 { "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  "
                   "cluster: {server: 'https://x', certificate-authority-data: '!!notbase64'}\n",
                   NULL, "certificate-authority-data: not valid base64", -EINVAL },
