@@ -45,38 +45,51 @@ static void usage(FILE *f) {
 }
 
 struct collect {
-        json_t *arr;
-        kube_slim_fn slim;
+        json_t *arr;              /* nodes: slim objects */
+        struct kube_pod *pods;    /* pods: parsed as they arrive (no JSON kept) */
+        size_t n, cap;
 };
 
-static int collect_item(json_t *obj, void *u) {
+static int collect_node(json_t *obj, void *u) {
         struct collect *c = u;
-        if (!obj) {
+        if (!obj) { /* the list restarted */
                 json_array_clear(c->arr);
                 return 0;
         }
-        json_t *s = c->slim(obj);
+        json_t *s = kube_slim_node(obj);
         if (s)
                 json_array_append_new(c->arr, s);
         return 0;
 }
 
+static int collect_pod(json_t *obj, void *u) {
+        struct collect *c = u;
+        if (!obj) {
+                c->n = 0;
+                return 0;
+        }
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 1024;
+                struct kube_pod *p = realloc(c->pods, cap * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                c->pods = p;
+                c->cap = cap;
+        }
+        if (kube_pod_parse(obj, &c->pods[c->n]) == 0)
+                c->n++;
+        return 0;
+}
+
 static int list_all(struct kube_client *cl, const char *path, const char *field_selector, unsigned page,
-                    kube_slim_fn slim, json_t **ret) {
-        struct collect c = { .arr = json_array(), .slim = slim };
+                    int (*item)(json_t *obj, void *u), struct collect *c) {
         struct kube_list_opts o = { .field_selector = field_selector, .limit = page };
         struct kube_error e;
-        if (!c.arr)
-                return -ENOMEM;
-        int r = kube_list(cl, path, &o, collect_item, &c, NULL, &e);
-        if (r < 0) {
+        int r = kube_list(cl, path, &o, item, c, NULL, &e);
+        if (r < 0)
                 fprintf(stderr, "gpuslice inspect: LIST %s: %s%s%s\n", path, strerror(-r), e.message[0] ? ": " : "",
                         e.message);
-                json_decref(c.arr);
-                return r;
-        }
-        *ret = c.arr;
-        return 0;
+        return r;
 }
 
 /* The share of pod p on GPU index gi of a node: summed over its containers there. */
@@ -332,37 +345,50 @@ int cmd_inspect(int argc, char **argv) {
                 fprintf(stderr, "gpuslice inspect: %s\n", strerror(-r));
                 return EXIT_RUNTIME;
         }
-        json_t *nodes = NULL, *pods = NULL;
+        struct collect nodes = { .arr = json_array() }, pods = { 0 };
         char sel[320];
         const char *node_sel = NULL;
+        if (!nodes.arr) {
+                kube_client_free(cl);
+                return EXIT_RUNTIME;
+        }
         if (o.node) {
                 snprintf(sel, sizeof sel, "metadata.name=%.256s", o.node);
                 node_sel = sel;
         }
-        r = list_all(cl, "/api/v1/nodes", node_sel, o.page, kube_slim_node, &nodes);
+        r = list_all(cl, "/api/v1/nodes", node_sel, o.page, collect_node, &nodes);
         if (r >= 0 && o.node) {
                 /* that node's pods, then the pending ones (spec.nodeName empty) */
                 char ps[320];
-                json_t *pending = NULL;
                 snprintf(ps, sizeof ps, "spec.nodeName=%.256s", o.node);
-                r = list_all(cl, "/api/v1/pods", ps, o.page, kube_slim_pod, &pods);
-                if (r >= 0)
-                        r = list_all(cl, "/api/v1/pods", "spec.nodeName=", o.page, kube_slim_pod, &pending);
-                if (r >= 0)
-                        json_array_extend(pods, pending);
-                json_decref(pending);
+                r = list_all(cl, "/api/v1/pods", ps, o.page, collect_pod, &pods);
+                if (r >= 0) {
+                        /* a restart of the second list must not forget the first */
+                        struct collect pending = { 0 };
+                        r = list_all(cl, "/api/v1/pods", "spec.nodeName=", o.page, collect_pod, &pending);
+                        if (r >= 0 && pending.n) {
+                                struct kube_pod *m = realloc(pods.pods, (pods.n + pending.n) * sizeof *m);
+                                if (!m)
+                                        r = -ENOMEM;
+                                else {
+                                        memcpy(m + pods.n, pending.pods, pending.n * sizeof *m);
+                                        pods.pods = m;
+                                        pods.n += pending.n;
+                                }
+                        }
+                        free(pending.pods);
+                }
         } else if (r >= 0)
-                r = list_all(cl, "/api/v1/pods", NULL, o.page, kube_slim_pod, &pods);
+                r = list_all(cl, "/api/v1/pods", NULL, o.page, collect_pod, &pods);
         kube_client_free(cl);
         if (r < 0) {
-                json_decref(nodes);
-                json_decref(pods);
+                json_decref(nodes.arr);
+                free(pods.pods);
                 return EXIT_RUNTIME;
         }
         struct kube_cluster cluster;
-        r = kube_cluster_build(nodes, pods, &cluster);
-        json_decref(nodes);
-        json_decref(pods);
+        r = kube_cluster_build_pods(nodes.arr, pods.pods, pods.n, &cluster);
+        json_decref(nodes.arr);
         if (r < 0) {
                 fprintf(stderr, "gpuslice inspect: %s\n", strerror(-r));
                 return EXIT_RUNTIME;

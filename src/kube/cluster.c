@@ -505,11 +505,22 @@ void kube_cluster_done(struct kube_cluster *c) {
 }
 
 int kube_cluster_build(const json_t *nodes, const json_t *pods, struct kube_cluster *ret) {
+        size_t np = json_array_size(pods), n = 0;
+        struct kube_pod *arr = malloc((np ? np : 1) * sizeof *arr);
+        if (!arr)
+                return -ENOMEM;
+        for (size_t i = 0; i < np; i++)
+                if (kube_pod_parse(json_array_get(pods, i), &arr[n]) == 0)
+                        n++;
+        return kube_cluster_build_pods(nodes, arr, n, ret);
+}
+
+int kube_cluster_build_pods(const json_t *nodes, struct kube_pod *pods, size_t np, struct kube_cluster *ret) {
         struct kube_cluster c = { 0 };
-        size_t nn = json_array_size(nodes), np = json_array_size(pods);
+        size_t nn = json_array_size(nodes);
         c.nodes = calloc(nn ? nn : 1, sizeof *c.nodes);
-        c.pods = malloc((np ? np : 1) * sizeof *c.pods);
-        if (!c.nodes || !c.pods)
+        c.pods = pods;
+        if (!c.nodes)
                 goto oom;
         for (size_t i = 0; i < nn; i++) {
                 json_t *o = json_array_get(nodes, i), *meta = json_object_get(o, "metadata");
@@ -532,8 +543,8 @@ int kube_cluster_build(const json_t *nodes, const json_t *pods, struct kube_clus
         qsort(c.nodes, c.n_nodes, sizeof *c.nodes, node_cmp);
         for (size_t i = 0; i < np; i++) {
                 struct kube_pod *p = &c.pods[c.n_pods];
-                if (kube_pod_parse(json_array_get(pods, i), p) < 0)
-                        continue;
+                if (i != c.n_pods)
+                        *p = pods[i];
                 if (streq(p->phase, "Succeeded") || streq(p->phase, "Failed"))
                         continue;
                 unsigned pi = c.n_pods++;

@@ -130,4 +130,7 @@ struct kube_cluster {
 /* Build from arrays of node and pod objects (borrowed). Pods in phase Succeeded/Failed are left
  * out. Nodes sorted by name. 0 or -ENOMEM. */
 int kube_cluster_build(const json_t *nodes, const json_t *pods, struct kube_cluster *ret);
+/* The same from pods already parsed (kube_pod_parse): pods is a malloc'ed array of np that the
+ * cluster takes over (freed by kube_cluster_done, also on failure). */
+int kube_cluster_build_pods(const json_t *nodes, struct kube_pod *pods, size_t np, struct kube_cluster *ret);
 void kube_cluster_done(struct kube_cluster *c);
