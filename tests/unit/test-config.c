@@ -55,7 +55,9 @@ static const char full_example[] =
         "policy = spread\n"
         "memory-unit = 1GiB\n"
         "interposer = /opt/gpuslice/libgpuslice-cuda.so\n"
-        "limit-when-alone = off\n";
+        "limit-when-alone = off\n"
+        "[kube]\n"
+        "kubeconfig = /etc/gpuslice/kubeconfig\n";
 
 static int parse(const char *text, struct gpuslice_config *cfg, char *err) {
         return config_parse_text(text, strlen(text), cfg, err, ERRLEN);
@@ -190,6 +192,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_int_equal(c.memory_unit_bytes, 1ULL << 30);
         assert_string_equal(c.interposer_library, "/opt/gpuslice/libgpuslice-cuda.so");
         assert_false(c.limit_when_alone);
+        assert_string_equal(c.kubeconfig, "/etc/gpuslice/kubeconfig");
         /* every line of the dump differs from the defaults' dump (every key was changed) */
         _cleanup_(freep) char *dc = dump(&c);
         _cleanup_(freep) char *dd = dump(&d);
