@@ -292,6 +292,50 @@ def test_client_writes(c):
     check([(q["name"], q["core_percent"], q["confirmed"]) for q in g4["pods"]] == [("pend", 20, False)], g4)
 
 
+def b64(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def kubeconfig_yaml(c, name, cluster_fields, user_fields):
+    """A kubectl-style YAML kubeconfig with the given cluster and user fields."""
+    path = c.path(name + ".kubeconfig")
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n"
+                "    server: %s\n" % c.server)
+        for k, v in cluster_fields.items():
+            f.write("    %s: %s\n" % (k, v))
+        f.write("contexts:\n- name: t\n  context:\n    cluster: t\n    user: u\nusers:\n- name: u\n  user:\n")
+        for k, v in user_fields.items():
+            f.write("    %s: %s\n" % (k, v))
+        if not user_fields:
+            f.write("    {}\n")
+    return path
+
+
+def test_tls_variants(c):
+    """Every TLS/credential form of a kubeconfig against the real server's TLS: inline CA and client
+    certificate/key (the -data fields), insecure-skip-tls-verify with a token, and refusals: a wrong
+    CA (the server's certificate does not verify) and no credentials (403 from RBAC for anonymous)."""
+    crt, key = c.admin_cert
+    ok = kubeconfig_yaml(c, "inline", {"certificate-authority-data": b64(c.ca_file)},
+                         {"client-certificate-data": b64(crt), "client-key-data": b64(key)})
+    j = json.loads(inspect("--kubeconfig", ok, "--json"))
+    check(len(j["nodes"]) == 3, j)
+    ins = kubeconfig_yaml(c, "insecure", {"insecure-skip-tls-verify": "true"}, {"tokenFile": c.token_path})
+    check(len(json.loads(inspect("--kubeconfig", ins, "--json"))["nodes"]) == 3, "insecure + token")
+    wrong = kubeconfig_yaml(c, "wrongca", {"certificate-authority-data": b64(crt)},  # a client cert, not the CA
+                            {"client-certificate-data": b64(crt), "client-key-data": b64(key)})
+    r = subprocess.run([os.path.join(BUILD, "gpuslice"), "inspect", "--kubeconfig", wrong], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 1 and "certificate" in r.stderr.lower(), "wrong CA: %d %s" % (r.returncode, r.stderr))
+    anon = kubeconfig_yaml(c, "anon", {"certificate-authority-data": b64(c.ca_file)}, {})
+    r = subprocess.run([os.path.join(BUILD, "gpuslice"), "inspect", "--kubeconfig", anon], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 1 and "Permission denied" in r.stderr and "system:anonymous" in r.stderr,
+          "anonymous: %d %s" % (r.returncode, r.stderr))
+
+
 def test_in_cluster(c):
     """inspect inside a pod-like mount namespace: token, CA and namespace where a pod has them,
     KUBERNETES_SERVICE_HOST/PORT, no kubeconfig anywhere."""
@@ -379,5 +423,5 @@ def test_token_rotation(c):
 
 
 if __name__ == "__main__":
-    raise SystemExit(e2e.main([test_publish, test_deploy_manifests, test_rbac, test_inspect, test_client_writes, test_in_cluster, test_watch_410_after_compaction,
+    raise SystemExit(e2e.main([test_publish, test_deploy_manifests, test_rbac, test_inspect, test_client_writes, test_tls_variants, test_in_cluster, test_watch_410_after_compaction,
                                test_apiserver_restart_mid_watch, test_token_rotation], setup))
