@@ -260,7 +260,11 @@ static void *informer_main(void *u) {
                 };
                 struct kube_error e;
                 uint64_t before = inf->st.events;
+                struct timespec t0, t1;
+                clock_gettime(CLOCK_MONOTONIC, &t0);
                 int r = kube_watch(inf->client, inf->path, &o, watch_event, inf, &e);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                bool lasted = t1.tv_sec - t0.tv_sec >= 5;
                 free(rv);
                 if (atomic_load(&inf->stop))
                         break;
@@ -273,10 +277,11 @@ static void *informer_main(void *u) {
                 }
                 if (r == 0) {
                         /* the server closed the stream (timeout, shutdown, cut): resume at once if it
-                         * delivered something, else after a short pause (a server ending every
-                         * watch at once must not make us spin) */
-                        if (inf->st.events != before)
-                                attempt = 0;
+                         * delivered something or lasted, else after a growing pause (a server
+                         * ending every watch at once must not make us spin) */
+                        if (inf->st.events != before || lasted)
+                                attempt = 0; /* a healthy stream (events, or a quiet one the server
+                                                ended at its timeout): watch again at once */
                         else if (pause_ms(inf, backoff(inf, &attempt)))
                                 break;
                         continue;
