@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -81,11 +82,30 @@ static int collect_pod(json_t *obj, void *u) {
         return 0;
 }
 
+#define LIST_ATTEMPTS 5
+
+static bool transient(int r) {
+        return r == -EAGAIN || r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ECONNABORTED || r == -EPROTO;
+}
+
+/* One LIST, retried on transient failures (429, 5xx, a connection or answer cut) with capped
+ * jittered backoff: a busy or restarting API server does not fail the command at once. */
 static int list_all(struct kube_client *cl, const char *path, const char *field_selector, unsigned page,
                     int (*item)(json_t *obj, void *u), struct collect *c) {
         struct kube_list_opts o = { .field_selector = field_selector, .limit = page };
         struct kube_error e;
-        int r = kube_list(cl, path, &o, item, c, NULL, &e);
+        int r;
+        for (unsigned attempt = 0;; attempt++) {
+                r = kube_list(cl, path, &o, item, c, NULL, &e);
+                if (r >= 0 || !transient(r) || attempt + 1 >= LIST_ATTEMPTS)
+                        break;
+                (void)item(NULL, c); /* forget a partial list */
+                unsigned ms = kube_backoff_ms(attempt, 500, 4000, (uint32_t)rand());
+                fprintf(stderr, "gpuslice inspect: LIST %s: %s%s%s; retrying in %u ms\n", path, strerror(-r),
+                        e.message[0] ? ": " : "", e.message, ms);
+                struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+        }
         if (r < 0)
                 fprintf(stderr, "gpuslice inspect: LIST %s: %s%s%s\n", path, strerror(-r), e.message[0] ? ": " : "",
                         e.message);

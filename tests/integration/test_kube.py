@@ -440,10 +440,20 @@ def test_inspect_errors(e):
     r = e.inspect("--kubeconfig", os.path.join(e.tmp, "dead"), rc=1)
     assert "Connection refused" in r.stderr, r.stderr
     r = e.inspect("--bogus", rc=2)
+    # a burst of 500/429 is retried; a server that keeps failing fails the command, with its message
+    e.node("burst")
+    e.api.store.fail.append([None, "/api/v1/pods", 500, 2])
+    e.api.store.fail.append([None, "/api/v1/pods", 429, 1])
+    r = e.inspect("--kubeconfig", e.kubeconfig, "--json")
+    assert [n["name"] for n in json.loads(r.stdout)["nodes"]] == ["burst"], r.stdout
+    assert r.stderr.count("retrying") == 3, r.stderr
+    e.api.store.fail.append([None, "/api/v1/nodes", 503, 100])
+    r = e.inspect("--kubeconfig", e.kubeconfig, rc=1)
+    assert r.stderr.count("retrying") == 4 and "injected 503" in r.stderr, r.stderr
+    e.api.store.fail[-1][3] = 0
     # a node that is not published is shown as such
-    e.node("plain")
     r = e.inspect("--kubeconfig", e.kubeconfig)
-    assert "plain" in r.stdout and "not published" in r.stdout, r.stdout
+    assert "burst" in r.stdout and "not published" in r.stdout, r.stdout
 
 
 def write(e, *argv):
