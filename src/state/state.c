@@ -26,7 +26,6 @@
 
 #define STATE_MAGIC "gpuslice-state"
 #define HEADER_MAX 64
-#define TEMP_PREFIX "." STATE_FILE_NAME ".tmp-"
 #define JSON_INT_MAX_U ((uint64_t)INT64_MAX)
 
 /* ---- CRC-32C, reflected polynomial 0x82F63B78, one nibble at a time -------------------------- */
@@ -238,6 +237,7 @@ int state_reconcile(struct gpuslice_state *s, const struct state_report *reports
                         take_str(a->pod_name, sizeof a->pod_name, rp->pod_name);
                         take_str(a->pod_uid, sizeof a->pod_uid, rp->pod_uid);
                         take_str(a->container, sizeof a->container, rp->container);
+                        a->seen = true;
                         seen[c.n_allocs++] = true;
                         added++;
                         continue;
@@ -247,14 +247,17 @@ int state_reconcile(struct gpuslice_state *s, const struct state_report *reports
                          take_str(a->pod_name, sizeof a->pod_name, rp->pod_name) |
                          take_str(a->pod_uid, sizeof a->pod_uid, rp->pod_uid) |
                          take_str(a->container, sizeof a->container, rp->container);
-                if (ch && !seen[i])
+                if ((ch || !a->seen) && !seen[i])
                         updated++;
+                a->seen = true;
                 seen[i] = true;
         }
 
         size_t o = 0;
         for (size_t i = 0; i < c.n_allocs; i++) {
-                if (!seen[i] && c.allocs[i].alloc_time < keep_since) {
+                /* Listed before and not now: the container is gone, whatever its age. Never
+                 * listed: it may still be starting (docs/sharing.md, "Ending"). */
+                if (!seen[i] && (c.allocs[i].seen || c.allocs[i].alloc_time < keep_since)) {
                         removed++;
                         continue;
                 }
@@ -312,7 +315,8 @@ int state_encode(const struct gpuslice_state *s, char **ret, size_t *ret_len) {
                     set_int(o, "time", (json_int_t)a->alloc_time) < 0 ||
                     set_int(o, "gpu_index", a->gpu_index) < 0 ||
                     set_int(o, "memory_bytes", (json_int_t)a->memory_bytes) < 0 ||
-                    set_int(o, "core_percent", a->core_percent) < 0)
+                    set_int(o, "core_percent", a->core_percent) < 0 ||
+                    json_object_set_new(o, "seen", json_boolean(a->seen)) < 0)
                         return -ENOMEM;
                 /* json_string() refuses invalid UTF-8 by returning NULL, which set_new reports */
         }
@@ -432,9 +436,12 @@ static int decode_body(json_t *root, struct gpuslice_state *out) {
                 json_t *o = json_array_get(arr, i);
                 struct state_alloc *a = &s.allocs[i];
                 json_int_t t, gi, mem, core;
-                if (!json_is_object(o) || json_object_size(o) != 10)
+                /* "seen" was added later: files without it are read as never seen */
+                json_t *seen = json_is_object(o) ? json_object_get(o, "seen") : NULL;
+                if (!json_is_object(o) || json_object_size(o) != (seen ? 11u : 10u) || (seen && !json_is_boolean(seen)))
                         goto fail;
-                /* exactly 10 members, and all 10 known keys present below: nothing else */
+                a->seen = seen && json_is_true(seen);
+                /* exactly 10 (11) members, and all known keys present below: nothing else */
                 if (get_str(o, "resource", a->resource, sizeof a->resource, true) < 0 ||
                     get_str(o, "device_id", a->device_id, sizeof a->device_id, true) < 0 ||
                     get_str(o, "namespace", a->pod_namespace, sizeof a->pod_namespace, false) < 0 ||
@@ -516,15 +523,15 @@ static int write_all(int fd, const char *p, size_t n) {
         return 0;
 }
 
-static void temp_name(char *buf, size_t len, unsigned attempt) {
+static void temp_name(char *buf, size_t len, const char *prefix, unsigned attempt) {
         uint64_t rnd = 0;
         if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
                 rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ attempt;
-        snprintf(buf, len, TEMP_PREFIX "%016" PRIx64, rnd);
+        snprintf(buf, len, "%s%016" PRIx64, prefix, rnd);
 }
 
 /* Temp files a crashed save left behind (one writer per directory, so none is in use now). */
-static void remove_stale_temps(int dfd) {
+static void remove_stale_temps(int dfd, const char *prefix) {
         int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return;
@@ -535,9 +542,46 @@ static void remove_stale_temps(int dfd) {
         }
         struct dirent *de;
         while ((de = readdir(d)))
-                if (startswith(de->d_name, TEMP_PREFIX))
+                if (startswith(de->d_name, prefix))
                         (void)unlinkat(dfd, de->d_name, 0);
         closedir(d);
+}
+
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len) {
+        if (!dir || !name || !name[0] || strchr(name, '/') || strlen(name) > 128 || (!data && len))
+                return -EINVAL;
+        _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, ".%s.tmp-", name);
+        remove_stale_temps(dfd, prefix);
+        char tmp[200];
+        _cleanup_(closep) int fd = -1;
+        for (unsigned attempt = 0; fd < 0; attempt++) {
+                temp_name(tmp, sizeof tmp, prefix, attempt);
+                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0 && (errno != EEXIST || attempt >= 16))
+                        return -errno;
+        }
+        int r = write_all(fd, data, len);
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r == 0) {
+                int k = close(TAKE_FD(fd));
+                if (k < 0 && errno != EINTR)
+                        r = -errno;
+        }
+        if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void)unlinkat(dfd, tmp, 0);
+                return r;
+        }
+        /* The new file is in place; make the rename itself durable. */
+        if (fsync(dfd) < 0)
+                return -errno;
+        return 0;
 }
 
 int state_save(const char *dir, const struct gpuslice_state *s) {
@@ -548,37 +592,7 @@ int state_save(const char *dir, const struct gpuslice_state *s) {
         int r = state_encode(s, &data, &len);
         if (r < 0)
                 return r;
-        _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-
-        remove_stale_temps(dfd);
-        char tmp[64];
-        _cleanup_(closep) int fd = -1;
-        for (unsigned attempt = 0; fd < 0; attempt++) {
-                temp_name(tmp, sizeof tmp, attempt);
-                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (fd < 0 && (errno != EEXIST || attempt >= 16))
-                        return -errno;
-        }
-        r = write_all(fd, data, len);
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (r == 0) {
-                int k = close(TAKE_FD(fd));
-                if (k < 0 && errno != EINTR)
-                        r = -errno;
-        }
-        if (r == 0 && renameat(dfd, tmp, dfd, STATE_FILE_NAME) < 0)
-                r = -errno;
-        if (r < 0) {
-                (void)unlinkat(dfd, tmp, 0);
-                return r;
-        }
-        /* The new file is in place; make the rename itself durable. */
-        if (fsync(dfd) < 0)
-                return -errno;
-        return 0;
+        return state_write_atomic(dir, STATE_FILE_NAME, data, len);
 }
 
 int state_load(const char *dir, struct gpuslice_state *ret) {

@@ -44,6 +44,7 @@ struct state_alloc {
         int32_t gpu_index;                    /* GPU the ID lives on; -1 = not recorded */
         uint64_t memory_bytes;                /* fractional: memory this ID grants; 0 = none */
         uint32_t core_percent;                /* fractional: percent of the GPU this ID grants, 0..100 */
+        bool seen;                            /* PodResources has listed it at least once */
 };
 
 /* Caller-owned; initialize with state_init() (or = {0}), release with state_done(). */
@@ -95,9 +96,11 @@ const struct state_alloc *state_find(const struct gpuslice_state *s, const char 
  *    fractional fields) — only for resources for which owned(resource, userdata) is true (owned
  *    NULL = every resource), so other plugins' devices are ignored;
  *  - known entries take kubelet's pod/container names where kubelet gives them;
- *  - entries kubelet no longer reports are dropped, except those with alloc_time >= keep_since
- *    (allocated so recently that kubelet may not list them yet): pass now - grace, or UINT64_MAX
- *    to drop every unreported entry.
+ *  - reported entries are marked seen;
+ *  - entries kubelet does not report are dropped at once when it has listed them before (the
+ *    container is gone), and otherwise unless alloc_time >= keep_since (allocated so recently that
+ *    kubelet may not list them yet, docs/sharing.md): pass now - grace, or UINT64_MAX to drop every
+ *    unreported entry.
  * Reports with an empty resource or device ID, or strings too long for an entry, are skipped and
  * counted in *ret_skipped. On -ENOMEM / -E2BIG s is unchanged. Bumps generation once if anything
  * changed. ret_* may be NULL.
@@ -119,6 +122,10 @@ int state_decode(const void *data, size_t len, struct gpuslice_state *ret);
  * -errno (if only the final fsync of DIR fails, the new file is in place but may not survive a
  * power loss). */
 int state_save(const char *dir, const struct gpuslice_state *s);
+/* The same atomic write for any file DIR/name (name: one path component): temp file
+ * ".name.tmp-*" (stale ones of this name removed first: one writer per name), full write, fsync,
+ * rename, fsync DIR. 0 or -errno; on failure the previous file is untouched. */
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len);
 /* Read DIR/gpuslice.state. -ENOENT when absent, -EBADMSG when corrupt (see state_decode), -EFBIG
  * when larger than STATE_FILE_MAX, other -errno when unreadable. *ret written only on success. */
 int state_load(const char *dir, struct gpuslice_state *ret);

@@ -357,7 +357,7 @@ static void test_reconcile_adds_drops_updates(void **state) {
                          0);
         assert_int_equal(added, 1);
         assert_int_equal(removed, 1);
-        assert_int_equal(updated, 1);
+        assert_int_equal(updated, 2); /* g0 named, g2 listed for the first time (seen) */
         assert_int_equal(skipped, 2);
         assert_int_equal(s.n_allocs, 3);
         assert_int_equal(s.generation, g + 1);
@@ -381,6 +381,7 @@ static void test_reconcile_without_change_keeps_generation(void **state) {
         struct gpuslice_state s;
         state_init(&s);
         struct state_alloc a = mk("nvidia.com/gpu", "g0", "ns", "p", "c");
+        a.seen = true;
         assert_int_equal(state_add(&s, &a), 0);
         const struct state_report rep[] = { { "nvidia.com/gpu", "g0", "ns", "p", NULL, "c" } };
         size_t added, removed, updated;
@@ -406,6 +407,47 @@ static void test_reconcile_keeps_recent_unreported(void **state) {
         assert_int_equal(removed, 1);
         assert_non_null(state_find(&s, NULL, "fresh"));
         assert_null(state_find(&s, NULL, "old"));
+        state_done(&s);
+}
+
+/* Issue 10: a fraction is free as soon as PodResources stops listing its container; the grace
+ * holds only for entries PodResources never listed (still starting). */
+static void test_reconcile_frees_seen_entry_at_once(void **state) {
+        (void)state;
+        struct gpuslice_state s;
+        state_init(&s);
+        struct state_alloc a = mk("gpuslice.io/gpu-core", "GPU-a::core-0", "", "", "");
+        a.alloc_time = 195;
+        assert_int_equal(state_add(&s, &a), 0);
+        a = mk("gpuslice.io/gpu-core", "GPU-a::core-1", "", "", ""); /* never listed: starting */
+        a.alloc_time = 195;
+        assert_int_equal(state_add(&s, &a), 0);
+        const struct state_report rep[] = { { "gpuslice.io/gpu-core", "GPU-a::core-0", "ns", "p", NULL, "c" } };
+        size_t removed = 9, updated = 9;
+        assert_int_equal(state_reconcile(&s, rep, 1, NULL, NULL, 196, 190, NULL, &removed, &updated, NULL), 0);
+        assert_int_equal(removed, 0);
+        assert_int_equal(updated, 1);
+        assert_true(state_find(&s, NULL, "GPU-a::core-0")->seen);
+        assert_false(state_find(&s, NULL, "GPU-a::core-1")->seen);
+        /* one second later the container is gone from PodResources: its entry goes at once, the
+         * never-listed one keeps its grace */
+        assert_int_equal(state_reconcile(&s, NULL, 0, NULL, NULL, 197, 190, NULL, &removed, NULL, NULL), 0);
+        assert_int_equal(removed, 1);
+        assert_null(state_find(&s, NULL, "GPU-a::core-0"));
+        assert_non_null(state_find(&s, NULL, "GPU-a::core-1"));
+        /* the seen mark survives the file */
+        a = mk("gpuslice.io/gpu-core", "GPU-a::core-2", "", "", "");
+        a.seen = true;
+        assert_int_equal(state_add(&s, &a), 0);
+        char *buf = NULL;
+        size_t len;
+        assert_int_equal(state_encode(&s, &buf, &len), 0);
+        struct gpuslice_state t;
+        assert_int_equal(state_decode(buf, len, &t), 0);
+        free(buf);
+        assert_true(state_find(&t, NULL, "GPU-a::core-2")->seen);
+        assert_false(state_find(&t, NULL, "GPU-a::core-1")->seen);
+        state_done(&t);
         state_done(&s);
 }
 
@@ -925,6 +967,7 @@ int main(void) {
                 cmocka_unit_test(test_reconcile_adds_drops_updates),
                 cmocka_unit_test(test_reconcile_without_change_keeps_generation),
                 cmocka_unit_test(test_reconcile_keeps_recent_unreported),
+                cmocka_unit_test(test_reconcile_frees_seen_entry_at_once),
                 cmocka_unit_test(test_reconcile_empty_report_drops_all),
                 cmocka_unit_test(test_encode_decode_round_trip),
                 cmocka_unit_test(test_encode_empty_state),
