@@ -118,6 +118,7 @@ static void plugin_options_from_config(const struct gpuslice_config *cfg, struct
         if ((size_t)snprintf(o->limits_root, sizeof o->limits_root, "%.4080s/containers", cfg->state_dir) >=
             sizeof o->limits_root)
                 o->limits_root[0] = 0; /* refused at Allocate: the state dir path is too long */
+        strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
 }
 
 static void endpoint_name(const char *resource, char *buf, size_t len) {
@@ -675,6 +676,7 @@ static void apply_runtime_config(struct node *n) {
         strscpy(o.memory_resource, n->plugin->opt.memory_resource, sizeof o.memory_resource);
         o.memory_unit = n->plugin->opt.memory_unit;
         strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
+        strscpy(o.journal_dir, n->plugin->opt.journal_dir, sizeof o.journal_dir);
         n->plugin->opt = o;
         pthread_mutex_unlock(&n->plugin->lock);
         cdi_refresh(n, &o);
@@ -809,6 +811,13 @@ static int setup(struct node *n) {
         snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
 
         bool loaded = state_restore(n);
+        int jr = share_restore(n->plugin); /* the fractional journal (share.h) */
+        if (jr >= 0)
+                log_info("fractional journal loaded", "records=%d", jr);
+        else if (jr != -ENOENT)
+                log_warn_errno(jr, "fractional journal unusable, rebuilding from PodResources", "dir=%s",
+                               n->cfg.state_dir);
+        loaded = loaded || jr >= 0;
         bool synced = podresources_sync(n) == 0;
         state_persist(n);
         /* Only a record we can trust says which limits dirs are dead: with neither the state file

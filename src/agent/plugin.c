@@ -116,6 +116,8 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
 }
 
 void plugin_done(struct plugin *p) {
+        share_book_free(p->book);
+        p->book = NULL;
         state_done(&p->state);
         pthread_mutex_destroy(&p->lock);
 }
@@ -652,7 +654,7 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
                 }
                 if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
                         atomic_fetch_add(&p->generation, 1); /* fractions of these GPUs turn Unhealthy */
-                        p->pending.open = false;             /* another container: no pairing across it */
+                        share_note_whole(p);                 /* another container: no pairing across it */
                 }
         } else
                 p->n_errors++;

@@ -44,6 +44,7 @@ struct plugin_options {
         bool limit_when_alone;     /* limits file core-policy hard (else elastic) */
         char interposer[4096];     /* host path of libgpuslice-cuda.so */
         char limits_root[4096];    /* host dir of the per-container dirs (<state-dir>/containers) */
+        char journal_dir[4096];    /* dir of the fractional journal (the state dir); "" = none */
         bool ids_by_index;    /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
         bool list_envvar;     /* NVIDIA_VISIBLE_DEVICES + device specs */
         bool list_cdi;        /* cdi_devices */
@@ -69,16 +70,7 @@ struct plugin_service {
         enum plugin_kind kind;
 };
 
-/* The last fractional allocation, open for its container's other resource (share.c). */
-struct plugin_pending {
-        bool open;
-        enum plugin_kind kind;  /* which resource opened it */
-        uint64_t at_ms;         /* CLOCK_MONOTONIC of the Allocate */
-        uint64_t gpus;          /* table indices */
-        uint16_t core[TOPO_MAX_GPUS];
-        uint16_t mem[TOPO_MAX_GPUS];
-        char name[128];         /* the container's limits dir name = limits container id */
-};
+struct share_book; /* share-internal.h: the records of fractional grants */
 
 struct plugin {
         pthread_mutex_t lock;
@@ -90,7 +82,7 @@ struct plugin {
         struct plugin_gpu gpu[TOPO_MAX_GPUS];
         struct gpuslice_state state;     /* who holds which device (Allocate + PodResources) */
         struct plugin_service svc[_PLUGIN_KIND_MAX];
-        struct plugin_pending pending;   /* see share.h: pairing core and memory of one container */
+        struct share_book *book;         /* share.c: fractional grants per container, pairing, journal */
         /* A fixed GPU for the next fractional allocation (table index, -1 none): the seam for a
          * choice made by the cluster scheduler (see share.h, share_set_explicit_gpu). */
         int explicit_gpu;

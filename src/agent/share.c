@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * share — the fractional GPU services of the node agent (see share.h, docs/sharing.md).
+ * share — the fractional GPU services of the node agent (see share.h, docs/sharing.md): the gRPC
+ * handlers, each decode → pick → encode.
  *
- * Placement works without any cluster component: kubelet admits one pod at a time and, per
- * container, asks resource by resource (GetPreferredAllocation, then Allocate) in an undefined
- * order. The first fractional Allocate of a container opens a pending record (its GPU and its
- * limits dir); the other resource's GetPreferredAllocation steers to that GPU and its Allocate joins
- * the record when it comes next, within SHARE_PAIR_WINDOW_MS. Allocate refuses a request that spans
- * GPUs or does not fit a GPU, and a second resource on another GPU than its first.
+ * Kubelet admits one pod at a time and, per container, asks resource by resource (GetPreferredAllocation,
+ * then Allocate) in an undefined order. The first half's Allocate opens the container's record
+ * (share-record.c); the other resource's GetPreferredAllocation is steered to that record's GPU
+ * (alloc_pick_fraction, src/alloc/fraction.c) and its Allocate joins the record. Every decision is
+ * in the journal before its answer leaves; a half that cannot join its partner's GPU is refused,
+ * never split.
  *
  * Must never: index anything with an unchecked ID or count, leave the lock held on an error path,
- * or write a limits file that does not parse back (gs_limits_format checks it).
+ * or answer before the decision is durable.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,8 +26,10 @@
 #include "agent/health.h"
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
+#include "agent/share-internal.h"
 #include "agent/share.h"
 #include "alloc/alloc.h"
+#include "alloc/fraction.h"
 #include "deviceplugin.pb-c.h"
 #include "interposer/limits.h"
 #include "util/util.h"
@@ -53,10 +55,6 @@ static unsigned bit_count(const struct gpu_bits *b) {
         return c;
 }
 
-static const char *kind_word(enum plugin_kind kind) {
-        return kind == PLUGIN_CORE ? "core" : kind == PLUGIN_MEMORY ? "mem" : "";
-}
-
 static unsigned ids_on_gpu(const struct plugin *p, enum plugin_kind kind, unsigned g) {
         return kind == PLUGIN_CORE ? SHARE_CORE_IDS : kind == PLUGIN_MEMORY ? p->gpu[g].n_mem : 0;
 }
@@ -70,7 +68,7 @@ static enum plugin_kind other_kind(enum plugin_kind kind) {
 int share_format_id(const char *uuid, enum plugin_kind kind, unsigned n, char *buf, size_t len) {
         if (kind != PLUGIN_CORE && kind != PLUGIN_MEMORY)
                 return -EINVAL;
-        int w = snprintf(buf, len, "%s::%s-%u", uuid, kind_word(kind), n);
+        int w = snprintf(buf, len, "%s::%s-%u", uuid, share_kind_word(kind), n);
         return w < 0 || (size_t)w >= len || (size_t)w >= SHARE_ID_MAX ? -ENAMETOOLONG : 0;
 }
 
@@ -170,12 +168,7 @@ static enum rpc_code ids_to_bits(const struct plugin *p, enum plugin_kind kind, 
         return RPC_OK;
 }
 
-static bool pending_open(const struct plugin *p, enum plugin_kind kind, uint64_t now_ms) {
-        const struct plugin_pending *q = &p->pending;
-        return q->open && q->kind != kind && now_ms - q->at_ms <= SHARE_PAIR_WINDOW_MS;
-}
-
-/* ---- GetPreferredAllocation ---- */
+/* ---- whole GPUs through the core resource ---- */
 
 static int topo_of(const struct plugin *p, unsigned i) {
         for (unsigned g = 0; g < p->topo.n_gpus; g++)
@@ -213,128 +206,154 @@ static enum rpc_code prefer_whole_cores(struct plugin *p, unsigned count, uint64
         return RPC_OK;
 }
 
-static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__ContainerPreferredAllocationRequest *cr,
-                                unsigned k, struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                struct rpc_status *st) {
-        struct plugin *p = svc->p;
-        enum plugin_kind kind = svc->kind;
-        const char *res = plugin_resource(p, kind);
-        char what[48];
-        struct gpu_bits avail[TOPO_MAX_GPUS] = { 0 }, must[TOPO_MAX_GPUS] = { 0 };
+/* ---- pairing ---- */
+
+/* The open record this call of `kind` may be the partner of. A record opened by the same kind is
+ * closed first (the call is another container's), and so is one past its deadline. */
+static struct share_rec *partner_for(struct plugin *p, enum plugin_kind kind, bool may_pair, uint64_t now) {
+        struct share_rec *r = share_rec_open(p);
+        if (!r)
+                return NULL;
+        if (!may_pair || r->first == kind) {
+                share_rec_close(p, r, "single", "the next container asked for the same resource");
+                return NULL;
+        }
+        if (now > r->deadline_ms) {
+                share_rec_close(p, r, "expired", "no partner within the pairing window");
+                return NULL;
+        }
+        return r;
+}
+
+/* A call that was this open record's partner failed: kubelet fails the container, nothing joins. */
+static void partner_failed(struct plugin *p, enum plugin_kind kind, const char *why) {
+        struct share_rec *r = share_rec_open(p);
+        if (r && r->first != kind) {
+                share_rec_close(p, r, "refused", why);
+                (void)share_journal_save(p);
+        }
+}
+
+/* The lowest GPU of a record (its only one but for whole GPUs through the core resource). */
+static int rec_gpu(const struct share_rec *r) {
+        return r && r->gpus ? __builtin_ctzll(r->gpus) : -1;
+}
+
+/* ---- GetPreferredAllocation: decode → alloc_pick_fraction → encode ---- */
+
+struct prefer_in {
+        unsigned size;
+        struct gpu_bits avail[TOPO_MAX_GPUS], must[TOPO_MAX_GPUS];
         uint64_t avail_gpus, must_gpus;
         struct share_usage u;
-        enum rpc_code c;
+};
 
-        snprintf(what, sizeof what, "container request %u", k);
-        share_usage(p, &u);
+static enum rpc_code prefer_decode(struct plugin *p, enum plugin_kind kind,
+                                   const V1beta1__ContainerPreferredAllocationRequest *cr, const char *what,
+                                   struct prefer_in *in, struct rpc_status *st) {
+        share_usage(p, &in->u);
         if (cr->allocation_size <= 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: allocation_size %" PRId32 " is not positive", what,
                                  cr->allocation_size);
-        unsigned size = (unsigned)cr->allocation_size;
-        c = ids_to_bits(p, kind, cr->available_deviceids, cr->n_available_deviceids, false, &u, what, avail,
-                        &avail_gpus, st);
-        if (c != RPC_OK)
-                return c;
-        c = ids_to_bits(p, kind, cr->must_include_deviceids, cr->n_must_include_deviceids, true, &u, what, must,
-                        &must_gpus, st);
+        in->size = (unsigned)cr->allocation_size;
+        enum rpc_code c = ids_to_bits(p, kind, cr->available_deviceids, cr->n_available_deviceids, false, &in->u,
+                                      what, in->avail, &in->avail_gpus, st);
+        if (c == RPC_OK)
+                c = ids_to_bits(p, kind, cr->must_include_deviceids, cr->n_must_include_deviceids, true, &in->u, what,
+                                in->must, &in->must_gpus, st);
         if (c != RPC_OK)
                 return c;
         for (unsigned g = 0; g < p->n; g++)
                 for (unsigned w = 0; w < BITS_WORDS; w++)
-                        if (must[g].w[w] & ~avail[g].w[w])
+                        if (in->must[g].w[w] & ~in->avail[g].w[w])
                                 return rpc_error(st, RPC_INVALID_ARGUMENT,
                                                  "%s: must_include_deviceIDs not all in available_deviceIDs", what);
-        if (cr->n_must_include_deviceids > size)
+        if (cr->n_must_include_deviceids > in->size)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %zu must-include devices but allocation_size %u", what,
-                                 cr->n_must_include_deviceids, size);
+                                 cr->n_must_include_deviceids, in->size);
+        return RPC_OK;
+}
 
-        /* GPUs that may be offered at all. */
-        uint64_t usable = 0;
+static bool gpu_usable(const struct plugin *p, const struct share_usage *u, unsigned g) {
+        return p->gpu[g].healthy && !(u->whole & (UINT64_C(1) << g)) &&
+               (p->explicit_gpu < 0 || (unsigned)p->explicit_gpu == g);
+}
+
+/* Whole GPUs through the core resource (a multiple of 100): untouched GPUs, topology-aware. */
+static enum rpc_code prefer_whole(struct plugin *p, const struct prefer_in *in, const char *what, uint64_t *ret,
+                                  struct rpc_status *st) {
+        if (in->size % SHARE_CORE_IDS)
+                return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                 "%s: %u %s exceeds one GPU (100) and is not a multiple of 100: more than one GPU "
+                                 "must be whole GPUs",
+                                 what, in->size, p->opt.core_resource);
+        uint64_t cand = 0;
         for (unsigned g = 0; g < p->n; g++)
-                if (p->gpu[g].healthy && !(u.whole & (UINT64_C(1) << g)) &&
-                    (p->explicit_gpu < 0 || (unsigned)p->explicit_gpu == g))
-                        usable |= UINT64_C(1) << g;
+                if (gpu_usable(p, &in->u, g) && bit_count(&in->avail[g]) == SHARE_CORE_IDS &&
+                    !(in->u.frac & (UINT64_C(1) << g)))
+                        cand |= UINT64_C(1) << g;
+        if (in->must_gpus & ~cand)
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: must-include IDs are on a GPU not wholly free", what);
+        return prefer_whole_cores(p, in->size / SHARE_CORE_IDS, cand, in->must_gpus, what, ret, st);
+}
 
-        uint64_t chosen = 0;
-        if (kind == PLUGIN_CORE && size > SHARE_CORE_IDS) {
-                if (size % SHARE_CORE_IDS)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT,
-                                         "%s: %u %s exceeds one GPU (100) and is not a multiple of 100: more than "
-                                         "one GPU must be whole GPUs",
-                                         what, size, res);
-                uint64_t cand = 0;
-                for (unsigned g = 0; g < p->n; g++)
-                        if ((usable & (UINT64_C(1) << g)) && bit_count(&avail[g]) == SHARE_CORE_IDS &&
-                            !(u.frac & (UINT64_C(1) << g)))
-                                cand |= UINT64_C(1) << g;
-                if (must_gpus & ~cand)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: must-include IDs are on a GPU not wholly free",
-                                         what);
-                c = prefer_whole_cores(p, size / SHARE_CORE_IDS, cand, must_gpus, what, &chosen, st);
-                if (c != RPC_OK)
-                        return c;
-        } else {
-                unsigned largest = 0;
-                for (unsigned g = 0; g < p->n; g++)
-                        largest = MAX(largest, ids_on_gpu(p, kind, g));
-                if (size > largest)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u %s exceeds one GPU (%u at most)", what,
-                                         size, res, largest);
-                if (__builtin_popcountll(must_gpus) > 1)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: must-include IDs span GPUs", what);
-                uint64_t cand = 0;
-                for (unsigned g = 0; g < p->n; g++)
-                        if ((usable & (UINT64_C(1) << g)) && bit_count(&avail[g]) >= size &&
-                            (!must_gpus || (must_gpus & (UINT64_C(1) << g))))
-                                cand |= UINT64_C(1) << g;
-                if (!cand)
-                        return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: no healthy GPU has %u %s available", what,
-                                         size, res);
-                uint64_t now = health_now_ms();
-                if (pending_open(p, kind, now) && (cand & p->pending.gpus)) {
-                        /* This container's other resource is already on a GPU: follow it. */
-                        chosen = UINT64_C(1) << __builtin_ctzll(cand & p->pending.gpus);
-                } else {
-                        /* First resource of a container: avoid GPUs where the other resource has
-                         * nothing left, then binpack (fullest first) or spread (emptiest first). */
-                        enum plugin_kind ok = other_kind(kind);
-                        if (plugin_resource(p, ok)[0]) {
-                                uint64_t roomy = 0;
-                                for (unsigned g = 0; g < p->n; g++) {
-                                        unsigned used = ok == PLUGIN_CORE ? u.core[g] : u.mem[g];
-                                        if ((cand & (UINT64_C(1) << g)) && used < ids_on_gpu(p, ok, g))
-                                                roomy |= UINT64_C(1) << g;
-                                }
-                                if (roomy)
-                                        cand = roomy;
-                        }
-                        int best = -1;
-                        unsigned best_free = 0;
-                        for (unsigned g = 0; g < p->n; g++) {
-                                if (!(cand & (UINT64_C(1) << g)))
-                                        continue;
-                                unsigned f = bit_count(&avail[g]);
-                                if (best < 0 || (p->opt.spread ? f > best_free : f < best_free)) {
-                                        best = (int)g;
-                                        best_free = f;
-                                }
-                        }
-                        chosen = UINT64_C(1) << best;
-                }
+static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const struct prefer_in *in, int partner,
+                              struct alloc_frac_request *q) {
+        enum plugin_kind ok = other_kind(kind);
+        *q = (struct alloc_frac_request){
+                .kind = kind == PLUGIN_CORE ? ALLOC_FRAC_CORE : ALLOC_FRAC_MEM,
+                .policy = p->opt.spread ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK,
+                .size = in->size,
+                .partner = partner,
+                .pair = plugin_resource(p, ok)[0] != 0,
+                .n = p->n,
+        };
+        if (partner < 0 && q->pair)
+                q->expect = share_shape_expect(p, kind, in->size);
+        for (unsigned g = 0; g < p->n; g++) {
+                struct alloc_frac_gpu *x = &q->gpu[g];
+                x->usable = gpu_usable(p, &in->u, g);
+                x->must = (in->must_gpus >> g) & 1;
+                x->total[ALLOC_FRAC_CORE] = p->opt.core_resource[0] ? SHARE_CORE_IDS : 0;
+                x->total[ALLOC_FRAC_MEM] = p->opt.memory_resource[0] ? p->gpu[g].n_mem : 0;
+                x->used[ALLOC_FRAC_CORE] = in->u.core[g];
+                x->used[ALLOC_FRAC_MEM] = in->u.mem[g];
+                x->avail = bit_count(&in->avail[g]);
         }
+}
 
-        /* Must-include first, then the lowest available IDs on the chosen GPUs. */
-        out->deviceids = arena_alloc(a, sizeof(char *) * (size + 1));
+static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, int r, const struct alloc_frac_decision *d,
+                                const char *what, struct rpc_status *st) {
+        const char *res = plugin_resource(p, kind);
+        switch (r) {
+        case -EXDEV:
+                return rpc_error(st, RPC_RESOURCE_EXHAUSTED,
+                                 "%s: %s: %s; one container's core and memory must be on one GPU (the container is "
+                                 "refused rather than split)",
+                                 what, res, d->why);
+        case -ENOSPC:
+                return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: %s: %s", what, res, d->why);
+        default:
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %s: %s", what, res, d->why);
+        }
+}
+
+/* Must-include first, then the lowest available IDs on the chosen GPUs. */
+static enum rpc_code prefer_encode(struct plugin *p, enum plugin_kind kind, uint64_t chosen,
+                                   const struct prefer_in *in, const V1beta1__ContainerPreferredAllocationRequest *cr,
+                                   struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
+                                   const char *what, struct rpc_status *st) {
+        out->deviceids = arena_alloc(a, sizeof(char *) * (in->size + 1));
         if (!out->deviceids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         for (size_t j = 0; j < cr->n_must_include_deviceids; j++)
                 out->deviceids[out->n_deviceids++] = arena_printf(a, "%s", cr->must_include_deviceids[j]);
-        for (unsigned g = 0; g < p->n && out->n_deviceids < size; g++) {
+        for (unsigned g = 0; g < p->n && out->n_deviceids < in->size; g++) {
                 if (!(chosen & (UINT64_C(1) << g)))
                         continue;
                 unsigned max = ids_on_gpu(p, kind, g);
-                for (unsigned n = 0; n < max && out->n_deviceids < size; n++) {
-                        if (!bit_test(&avail[g], n) || bit_test(&must[g], n))
+                for (unsigned n = 0; n < max && out->n_deviceids < in->size; n++) {
+                        if (!bit_test(&in->avail[g], n) || bit_test(&in->must[g], n))
                                 continue;
                         char id[SHARE_ID_MAX];
                         if (share_format_id(p->gpu[g].id, kind, n, id, sizeof id) < 0)
@@ -342,137 +361,66 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                         out->deviceids[out->n_deviceids++] = arena_printf(a, "%s", id);
                 }
         }
-        if (out->n_deviceids != size || a->failed)
-                return rpc_error(st, RPC_INTERNAL, "%s: could not fill %u IDs", what, size);
+        if (out->n_deviceids != in->size || a->failed)
+                return rpc_error(st, RPC_INTERNAL, "%s: could not fill %u IDs", what, in->size);
         return RPC_OK;
 }
 
-static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
-                                  struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                  struct rpc_status *st) {
-        return prefer_one(ctx, cr, k, a, out, st);
-}
-
-enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                  size_t *ret_len, struct rpc_status *st) {
-        struct plugin_service *svc = userdata;
-        return plugin_preferred_each(svc->p, req, req_len, prefer_share, svc, ret, ret_len, st);
-}
-
-/* ---- the per-container limits dir ---- */
-
-/* Remove dir and what is in it, two levels deep (key, limits, shm/region). */
-static int remove_tree_at(int parent, const char *name, unsigned depth) {
-        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
+/* Remember the proposal (journal) before it leaves: the Allocate that follows it is "made". */
+static void prefer_record(struct plugin *p, enum plugin_kind kind, unsigned size, int gpu, const struct share_rec *r,
+                          const char *reason) {
+        struct share_book *b = share_book(p);
+        if (b) {
+                b->prop = (struct share_proposal){ .set = true, .kind = (uint8_t)kind, .gpu = gpu, .size = size };
+                if (r)
+                        strscpy(b->prop.rec, r->name, sizeof b->prop.rec);
         }
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                if (de->d_type == DT_DIR && depth > 0)
-                        (void)remove_tree_at(dirfd(d), de->d_name, depth - 1);
-                else
-                        (void)unlinkat(dirfd(d), de->d_name, 0);
-        }
-        closedir(d);
-        return unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+        share_log_decision(p, "preferred", kind, gpu, r ? r->name : NULL, reason);
+        (void)share_journal_save(p);
+        share_crash_point("preferred-journaled");
 }
 
-static int write_file_at(int dfd, const char *name, const char *text, size_t len, mode_t mode) {
-        char tmp[64];
-        snprintf(tmp, sizeof tmp, ".%s.tmp", name);
-        (void)unlinkat(dfd, tmp, 0);
-        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (fd < 0)
-                return -errno;
-        int r = 0;
-        if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0)
-                r = errno ? -errno : -EIO;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
-                r = -errno;
-        if (r < 0)
-                (void)unlinkat(dfd, tmp, 0);
-        return r;
-}
-
-/* Write <root>/<name>/{key,limits,shm/} for a record. fresh: a new container (an old dir of the
- * same name belonged to a container whose key ID kubelet has handed out again: it is gone). */
-static int write_container_dir(struct plugin *p, const struct plugin_pending *rec, const char *key_resource,
-                               const char *key_id, bool fresh, char *err, size_t errlen) {
-        struct gs_limits l = { .version = GS_LIMITS_VERSION,
-                               .core_policy = p->opt.limit_when_alone ? GS_CORE_HARD : GS_CORE_ELASTIC };
-        strscpy(l.container, rec->name, sizeof l.container);
-        strscpy(l.region, SHARE_REGION_PATH, sizeof l.region);
-        for (unsigned g = 0; g < p->n; g++) {
-                if (!(rec->gpus & (UINT64_C(1) << g)))
-                        continue;
-                if (l.n_devices >= GS_MAX_DEVICES) {
-                        snprintf(err, errlen, "more than %u GPUs in one container", GS_MAX_DEVICES);
-                        return -E2BIG;
+static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__ContainerPreferredAllocationRequest *cr,
+                                unsigned k, bool may_pair, struct arena *a,
+                                V1beta1__ContainerPreferredAllocationResponse *out, struct rpc_status *st) {
+        struct plugin *p = svc->p;
+        enum plugin_kind kind = svc->kind;
+        char what[48];
+        struct prefer_in *in = calloc(1, sizeof *in);
+        uint64_t chosen = 0;
+        if (!in)
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        snprintf(what, sizeof what, "container request %u", k);
+        enum rpc_code c = prefer_decode(p, kind, cr, what, in, st);
+        struct share_rec *partner = c == RPC_OK ? partner_for(p, kind, may_pair, health_now_ms()) : NULL;
+        if (c == RPC_OK && kind == PLUGIN_CORE && in->size > SHARE_CORE_IDS && !partner) {
+                c = prefer_whole(p, in, what, &chosen, st);
+                if (c == RPC_OK)
+                        prefer_record(p, kind, in->size, __builtin_ctzll(chosen), NULL, "whole GPUs");
+        } else if (c == RPC_OK) {
+                struct alloc_frac_request q;
+                struct alloc_frac_decision d;
+                frac_request_fill(p, kind, in, rec_gpu(partner), &q);
+                int r = alloc_pick_fraction(&q, &d);
+                if (r < 0) {
+                        if (partner)
+                                share_shape_learn(p, kind == PLUGIN_CORE ? in->size : share_rec_count(partner, PLUGIN_CORE, (unsigned)rec_gpu(partner)),
+                                                  kind == PLUGIN_MEMORY ? in->size : share_rec_count(partner, PLUGIN_MEMORY, (unsigned)rec_gpu(partner)));
+                        c = frac_error(p, kind, r, &d, what, st);
+                } else {
+                        chosen = UINT64_C(1) << d.gpu;
+                        prefer_record(p, kind, in->size, d.gpu, partner, d.why);
                 }
-                struct gs_limits_device *d = &l.dev[l.n_devices];
-                d->index = l.n_devices++;
-                strscpy(d->uuid, p->gpu[g].id, sizeof d->uuid);
-                d->memory_bytes = MIN((uint64_t)rec->mem[g] * p->opt.memory_unit, p->gpu[g].memory_total);
-                d->core_percent = rec->core[g] > 0 && rec->core[g] < SHARE_CORE_IDS ? rec->core[g] : 100;
         }
-        char text[GS_LIMITS_MAX_FILE];
-        int n = gs_limits_format(&l, text, sizeof text);
-        if (n < 0) {
-                snprintf(err, errlen, "cannot format the limits file: %s", strerror(-n));
-                return n;
+        if (c == RPC_OK)
+                c = prefer_encode(p, kind, chosen, in, cr, a, out, what, st);
+        if (c != RPC_OK) {
+                share_log_decision(p, "preferred", kind, -1, partner ? partner->name : NULL, st->message);
+                partner_failed(p, kind, st->message);
         }
-
-        if (mkdir(p->opt.limits_root, 0755) < 0 && errno != EEXIST) {
-                int r = -errno;
-                snprintf(err, errlen, "cannot create %.180s: %s", p->opt.limits_root, strerror(-r));
-                return r;
-        }
-        _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0) {
-                int r = -errno;
-                snprintf(err, errlen, "cannot open %.180s: %s", p->opt.limits_root, strerror(-r));
-                return r;
-        }
-        if (fresh)
-                (void)remove_tree_at(root, rec->name, 2);
-        if (mkdirat(root, rec->name, 0755) < 0 && errno != EEXIST) {
-                int r = -errno;
-                snprintf(err, errlen, "cannot create %.100s/%.60s: %s", p->opt.limits_root, rec->name, strerror(-r));
-                return r;
-        }
-        _cleanup_(closep) int dfd = openat(root, rec->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0) {
-                int r = -errno;
-                snprintf(err, errlen, "cannot open %.100s/%.60s: %s", p->opt.limits_root, rec->name, strerror(-r));
-                return r;
-        }
-        /* The region is created by the first process of the container, whatever its user. */
-        if ((mkdirat(dfd, SHARE_SHM_DIR, 0777) < 0 && errno != EEXIST) || fchmodat(dfd, SHARE_SHM_DIR, 0777, 0) < 0) {
-                int r = -errno;
-                snprintf(err, errlen, "cannot create the region dir: %s", strerror(-r));
-                return r;
-        }
-        char key[STATE_RESOURCE_MAX + STATE_DEVICE_ID_MAX + 4];
-        int kl = snprintf(key, sizeof key, "%s\n%s\n", key_resource, key_id);
-        int r = write_file_at(dfd, SHARE_KEY_FILE, key, (size_t)kl, 0644);
-        if (r >= 0)
-                r = write_file_at(dfd, SHARE_LIMITS_FILE, text, (size_t)n, 0444);
-        if (r < 0)
-                snprintf(err, errlen, "cannot write %.100s/%.60s: %s", p->opt.limits_root, rec->name, strerror(-r));
-        return r;
+        free(in);
+        return c;
 }
-
-/* ---- Allocate ---- */
-
 static V1beta1__Mount *mount_msg(struct arena *a, const char *container_path, const char *host_path, bool ro) {
         V1beta1__Mount *m = arena_alloc(a, sizeof *m);
         if (!m)
@@ -539,37 +487,52 @@ static enum rpc_code check_shape(const struct plugin *p, enum plugin_kind kind, 
         return RPC_OK;
 }
 
-static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__ContainerAllocateRequest *cr,
-                                  unsigned k, bool may_pair, struct gpu_bits *all, struct arena *a,
-                                  V1beta1__ContainerAllocateResponse *out, struct plugin_pending *ret_rec,
-                                  bool *ret_paired, struct rpc_status *st) {
-        struct plugin *p = svc->p;
-        enum plugin_kind kind = svc->kind;
-        const char *res = plugin_resource(p, kind);
-        struct gpu_bits bits[TOPO_MAX_GPUS] = { 0 };
-        struct share_usage u;
-        uint64_t gpus = 0;
-        char what[48], err[256];
+static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
+                                  struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
+                                  struct rpc_status *st) {
+        /* kubelet sends one container per call; only the first of several may be a partner */
+        return prefer_one(ctx, cr, k, k == 0, a, out, st);
+}
 
-        snprintf(what, sizeof what, "container request %u", k);
+enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
+                                  size_t *ret_len, struct rpc_status *st) {
+        struct plugin_service *svc = userdata;
+        return plugin_preferred_each(svc->p, req, req_len, prefer_share, svc, ret, ret_len, st);
+}
+
+/* ---- Allocate: decode → pair → commit (journal, dir) → encode ---- */
+
+struct alloc_plan {
+        struct gpu_bits bits[TOPO_MAX_GPUS];
+        uint64_t gpus;
+        char join[128]; /* the open record this half joins, "" = a new record */
+        bool guessed;
+};
+
+/* IDs parsed, on healthy GPUs not held whole, in no earlier container of the message, of an
+ * accepted shape, on the scheduler's GPU, and the interposer present. */
+static enum rpc_code allocate_decode(struct plugin *p, enum plugin_kind kind,
+                                     const V1beta1__ContainerAllocateRequest *cr, const char *what, struct gpu_bits *all,
+                                     struct alloc_plan *plan, struct rpc_status *st) {
+        struct share_usage u;
         if (cr->n_devices_ids == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
         share_usage(p, &u);
-        enum rpc_code c = ids_to_bits(p, kind, cr->devices_ids, cr->n_devices_ids, true, &u, what, bits, &gpus, st);
+        enum rpc_code c = ids_to_bits(p, kind, cr->devices_ids, cr->n_devices_ids, true, &u, what, plan->bits,
+                                      &plan->gpus, st);
         if (c != RPC_OK)
                 return c;
-        /* An ID in two containers of one message (all: the IDs of the earlier containers). */
         for (unsigned g = 0; g < p->n; g++)
                 for (unsigned w = 0; w < BITS_WORDS; w++) {
-                        if (all[g].w[w] & bits[g].w[w])
+                        if (all[g].w[w] & plan->bits[g].w[w])
                                 return rpc_error(st, RPC_INVALID_ARGUMENT,
                                                  "%s: a device is also requested by another container", what);
-                        all[g].w[w] |= bits[g].w[w];
+                        all[g].w[w] |= plan->bits[g].w[w];
                 }
-        c = check_shape(p, kind, bits, gpus, what, st);
+        c = check_shape(p, kind, plan->bits, plan->gpus, what, st);
         if (c != RPC_OK)
                 return c;
-        if (p->explicit_gpu >= 0 && gpus != UINT64_C(1) << p->explicit_gpu)
+        if (p->explicit_gpu >= 0 && plan->gpus != UINT64_C(1) << p->explicit_gpu)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: the scheduler placed this container on GPU %s", what,
                                  p->gpu[p->explicit_gpu].id);
         struct stat lib;
@@ -577,62 +540,146 @@ static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__Con
                 return rpc_error(st, RPC_FAILED_PRECONDITION,
                                  "%s: the CUDA interposer %s is missing on the node (sharing.interposer)", what,
                                  p->opt.interposer);
+        return RPC_OK;
+}
 
-        /* This container's record: joined to the pending one of its other resource, or new. */
-        struct plugin_pending rec = { 0 };
-        bool paired = false;
-        uint64_t now = health_now_ms();
-        if (may_pair && pending_open(p, kind, now)) {
-                const struct plugin_pending *q = &p->pending;
-                bool same = kind == PLUGIN_MEMORY ? (gpus & ~q->gpus) == 0
-                                                  : (q->gpus & ~gpus) == 0; /* core may be whole GPUs */
-                if (!same) {
-                        char other[96] = "";
-                        for (unsigned g = 0; g < p->n; g++)
-                                if (q->gpus & (UINT64_C(1) << g)) {
-                                        strscpy(other, p->gpu[g].id, sizeof other);
-                                        break;
-                                }
-                        p->pending.open = false; /* kubelet fails this container: nothing will join */
-                        return rpc_error(st, RPC_INVALID_ARGUMENT,
-                                         "%s: %s IDs are on another GPU than this container's %s (on %s, allocated "
-                                         "just before); one container's core and memory must be on one GPU",
-                                         what, res, plugin_resource(p, q->kind), other);
-                }
-                rec = *q;
-                paired = true;
-        } else {
-                /* Named after its first ID: unique among live allocations, and kubelet hands that
-                 * ID out again only after this container is gone. */
-                for (unsigned g = 0; g < p->n && !rec.name[0]; g++)
-                        for (unsigned n = 0; n < ids_on_gpu(p, kind, g); n++)
-                                if (bit_test(&bits[g], n)) {
-                                        snprintf(rec.name, sizeof rec.name, "%s.%s-%u", p->gpu[g].id, kind_word(kind),
-                                                 n);
-                                        break;
-                                }
-                rec.kind = kind;
+/* Join the open record of the other resource, or start a new one; a half on another GPU than its
+ * partner is refused (kubelet fails the container), never split. */
+static enum rpc_code allocate_pair(struct plugin *p, enum plugin_kind kind, bool may_pair, struct alloc_plan *plan,
+                                   const char *what, struct rpc_status *st) {
+        struct share_rec *r = partner_for(p, kind, may_pair, health_now_ms());
+        if (!r)
+                return RPC_OK;
+        bool same = kind == PLUGIN_MEMORY ? (plan->gpus & ~r->gpus) == 0
+                                          : (r->gpus & ~plan->gpus) == 0; /* core may be whole GPUs */
+        if (!same) {
+                int g = rec_gpu(r);
+                rpc_error(st, RPC_INVALID_ARGUMENT,
+                          "%s: %s IDs are on another GPU than this container's %s (on %s, allocated just before); one "
+                          "container's core and memory must be on one GPU",
+                          what, plugin_resource(p, kind), plugin_resource(p, (enum plugin_kind)r->first),
+                          g >= 0 ? p->gpu[g].id : "?");
+                return RPC_INVALID_ARGUMENT; /* partner_failed closes the record */
         }
-        rec.gpus |= gpus;
-        rec.at_ms = now;
-        for (unsigned g = 0; g < p->n; g++) {
-                unsigned cnt = bit_count(&bits[g]);
+        const struct share_proposal *q = &share_book(p)->prop;
+        plan->guessed = !(q->set && q->kind == kind && streq(q->rec, r->name) && q->gpu >= 0 &&
+                          plan->gpus == UINT64_C(1) << q->gpu);
+        strscpy(plan->join, r->name, sizeof plan->join);
+        return RPC_OK;
+}
+
+static size_t plan_ids(const struct plugin *p, enum plugin_kind kind, const struct alloc_plan *plan,
+                       struct share_id *ids) {
+        size_t n = 0;
+        for (unsigned g = 0; g < p->n; g++)
+                for (unsigned i = 0; (plan->gpus >> g & 1) && i < ids_on_gpu(p, kind, g); i++)
+                        if (bit_test(&plan->bits[g], i))
+                                ids[n++] = (struct share_id){ .gpu = (uint8_t)g, .kind = (uint8_t)kind,
+                                                              .n = (uint16_t)i };
+        return n;
+}
+
+/* The record this Allocate writes: the one it joins, or a new one named after its first ID
+ * (unique among live grants: kubelet hands that ID out again only after its holder is gone, so an
+ * older record of that name is over). */
+static struct share_rec *plan_record(struct plugin *p, enum plugin_kind kind, bool may_pair,
+                                     const struct alloc_plan *plan, const struct share_id *first) {
+        if (plan->join[0])
+                return share_rec_find(p, plan->join);
+        char name[128];
+        snprintf(name, sizeof name, "%s.%s-%u", p->gpu[first->gpu].id, share_kind_word(kind), first->n);
+        struct share_rec *old = share_rec_find(p, name);
+        if (old)
+                share_rec_remove(p, old);
+        struct share_rec *r = share_rec_add(p, name);
+        if (r) {
+                enum plugin_kind ok = other_kind(kind);
+                r->first = (uint8_t)kind;
+                r->open = may_pair && plugin_resource(p, ok)[0];
+                r->deadline_ms = health_now_ms() + SHARE_PAIR_WINDOW_MS;
+        }
+        return r;
+}
+
+static void plan_to_state(struct plugin *p, enum plugin_kind kind, const struct share_id *ids, size_t n,
+                          uint64_t now) {
+        const char *res = plugin_resource(p, kind);
+        for (size_t k = 0; k < n; k++) {
+                struct state_alloc e = { .gpu_index = p->gpu[ids[k].gpu].index, .alloc_time = now };
+                strscpy(e.resource, res, sizeof e.resource);
+                (void)share_format_id(p->gpu[ids[k].gpu].id, kind, ids[k].n, e.device_id, sizeof e.device_id);
                 if (kind == PLUGIN_CORE)
-                        rec.core[g] = (uint16_t)cnt;
+                        e.core_percent = 1;
                 else
-                        rec.mem[g] = (uint16_t)cnt;
+                        e.memory_bytes = p->opt.memory_unit;
+                (void)state_remove(&p->state, res, e.device_id);
+                (void)state_add(&p->state, &e);
         }
-        /* The key the dir lives by: the record's first ID (of the kind that opened it). */
-        char key_id[SHARE_ID_MAX];
-        const char *dot = strrchr(rec.name, '.');
-        if (!dot || (size_t)(dot - rec.name) >= sizeof key_id - 8)
-                return rpc_error(st, RPC_INTERNAL, "bad record name");
-        snprintf(key_id, sizeof key_id, "%.*s::%s", (int)(dot - rec.name), rec.name, dot + 1);
-        int r = write_container_dir(p, &rec, plugin_resource(p, rec.kind), key_id, !paired, err, sizeof err);
-        if (r < 0)
-                return rpc_error(st, RPC_INTERNAL, "%s: %s", what, err);
+}
 
-        c = plugin_fill_devices(p, a, rec.gpus, 2, out, st);
+static void pair_outcome(struct plugin *p, struct share_rec *r, bool guessed) {
+        unsigned g = (unsigned)rec_gpu(r);
+        r->open = false;
+        r->guessed = guessed;
+        share_count("gpuslice_share_pairs_total", guessed ? "guessed" : "made");
+        if (__builtin_popcountll(r->gpus) == 1)
+                share_shape_learn(p, share_rec_count(r, PLUGIN_CORE, g), share_rec_count(r, PLUGIN_MEMORY, g));
+}
+
+/* Record the grant (allocation record, the container's record, the journal — durable before
+ * anything else happens), then write its limits dir and check the invariants. */
+static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bool may_pair,
+                                     const struct alloc_plan *plan, const char *what, char *ret_name,
+                                     struct rpc_status *st) {
+        struct share_id *ids = calloc(SHARE_CORE_IDS * TOPO_MAX_GPUS + SHARE_MEM_IDS_MAX, sizeof *ids);
+        if (!ids)
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        size_t n = plan_ids(p, kind, plan, ids);
+        struct share_rec *r = n ? plan_record(p, kind, may_pair, plan, &ids[0]) : NULL;
+        for (size_t k = 0; r && k < n; k++)
+                if (share_rec_add_id(r, ids[k].gpu, kind, ids[k].n) < 0)
+                        r = NULL;
+        if (!r) {
+                free(ids);
+                return rpc_error(st, RPC_INTERNAL, "%s: cannot record the grant", what);
+        }
+        char name[128];
+        strscpy(name, r->name, sizeof name);
+        r->wall = (uint64_t)time(NULL);
+        if (plan->join[0])
+                pair_outcome(p, r, plan->guessed);
+        share_rec_release_ids(p, r, ids, n); /* may move records: find ours again below */
+        plan_to_state(p, kind, ids, n, (uint64_t)time(NULL));
+        free(ids);
+        int e = share_journal_save(p);
+        r = share_rec_find(p, name);
+        if (e < 0 || !r) {
+                if (r)
+                        r->open = false;
+                return rpc_error(st, RPC_INTERNAL, "%s: cannot write the fractional journal: %s", what,
+                                 strerror(e < 0 ? -e : ENOENT));
+        }
+        share_crash_point("allocate-journaled");
+        char err[256];
+        if (share_rec_write_dir(p, r, !plan->join[0], err, sizeof err) < 0)
+                return rpc_error(st, RPC_INTERNAL, "%s: %s", what, err);
+        share_crash_point("allocate-dir-written");
+        (void)share_check(p, r);
+        share_log_decision(p, "allocate", kind, rec_gpu(r), r->name,
+                           plan->join[0] ? (plan->guessed ? "joined its partner (guessed)" : "joined its partner")
+                           : r->open     ? "first half, waiting for its partner"
+                                         : "single");
+        strscpy(ret_name, r->name, 128);
+        return RPC_OK;
+}
+
+/* The answer: the GPU's devices, the interposer's environment and the three mounts. */
+static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct arena *a,
+                                     V1beta1__ContainerAllocateResponse *out, struct rpc_status *st) {
+        struct share_rec *r = share_rec_find(p, name);
+        if (!r)
+                return rpc_error(st, RPC_INTERNAL, "record %s vanished", name);
+        enum rpc_code c = plugin_fill_devices(p, a, r->gpus, 2, out, st);
         if (c != RPC_OK)
                 return c;
         /* CDI: the GPU's <id>-shared device, which also brings the interposer (src/cdi, docs/runtime.md) */
@@ -645,27 +692,56 @@ static enum rpc_code allocate_one(struct plugin_service *svc, const V1beta1__Con
         out->mounts = arena_alloc(a, sizeof(void *) * 3);
         if (!out->mounts)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
-        snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, rec.name, SHARE_LIMITS_FILE);
+        snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_LIMITS_FILE);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LIMITS_PATH, host, true);
-        snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, rec.name, SHARE_SHM_DIR);
+        snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_SHM_DIR);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_SHM_PATH, host, false);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LIB_PATH, p->opt.interposer, true);
         if (!out->mounts[0] || !out->mounts[1] || !out->mounts[2])
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
-        *ret_rec = rec;
-        *ret_paired = paired;
         return RPC_OK;
+}
+
+/* Every container request is decoded before anything is recorded; then each is paired,
+ * committed and encoded in turn. */
+static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__AllocateRequest *in, struct arena *a,
+                                  V1beta1__AllocateResponse *resp, struct rpc_status *st) {
+        struct plugin *p = svc->p;
+        size_t n = in->n_container_requests;
+        bool may_pair = n == 1; /* kubelet sends one container per call; only then may it pair */
+        struct gpu_bits *all = calloc(TOPO_MAX_GPUS, sizeof *all);
+        struct alloc_plan *plans = calloc(n ? n : 1, sizeof *plans);
+        enum rpc_code c = all && plans ? RPC_OK : rpc_error(st, RPC_INTERNAL, "out of memory");
+        char what[48];
+        for (size_t k = 0; c == RPC_OK && k < n; k++) {
+                snprintf(what, sizeof what, "container request %zu", k);
+                c = allocate_decode(p, svc->kind, in->container_requests[k], what, all, &plans[k], st);
+        }
+        for (size_t k = 0; c == RPC_OK && k < n; k++) {
+                char name[128] = "";
+                snprintf(what, sizeof what, "container request %zu", k);
+                c = allocate_pair(p, svc->kind, may_pair, &plans[k], what, st);
+                if (c == RPC_OK)
+                        c = allocate_commit(p, svc->kind, may_pair, &plans[k], what, name, st);
+                V1beta1__ContainerAllocateResponse *o = c == RPC_OK ? arena_alloc(a, sizeof *o) : NULL;
+                if (c == RPC_OK && !o)
+                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
+                if (c == RPC_OK) {
+                        v1beta1__container_allocate_response__init(o);
+                        resp->container_responses[resp->n_container_responses++] = o;
+                        c = allocate_encode(p, name, a, o, st);
+                }
+        }
+        free(all);
+        free(plans);
+        return c;
 }
 
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct rpc_status *st) {
         struct plugin_service *svc = userdata;
         struct plugin *p = svc->p;
-        const char *res = plugin_resource(p, svc->kind);
         struct arena a = { 0 };
-        enum rpc_code c = RPC_OK;
-        struct plugin_pending last = { 0 };
-        bool paired = false;
 
         V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, req_len, req);
         if (!in)
@@ -675,53 +751,18 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         pthread_mutex_lock(&p->lock);
         p->n_allocate++;
         void **slots = NULL;
-        c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
+        enum rpc_code c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
         resp.container_responses = (void *)slots;
-        struct gpu_bits *all = calloc(TOPO_MAX_GPUS, sizeof *all);
-        if (!all && c == RPC_OK)
-                c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
-                V1beta1__ContainerAllocateResponse *o = arena_alloc(&a, sizeof *o);
-                if (!o) {
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-                        break;
-                }
-                v1beta1__container_allocate_response__init(o);
-                /* kubelet sends one container per call; only then may it join a pending record. */
-                c = allocate_one(svc, in->container_requests[k], (unsigned)k, in->n_container_requests == 1, all, &a,
-                                 o, &last, &paired, st);
-                resp.container_responses[resp.n_container_responses++] = o;
-        }
-        if (c == RPC_OK) {
-                time_t now = time(NULL);
-                for (size_t k = 0; k < in->n_container_requests; k++) {
-                        const V1beta1__ContainerAllocateRequest *cr = in->container_requests[k];
-                        for (size_t j = 0; j < cr->n_devices_ids; j++) {
-                                enum plugin_kind kind;
-                                unsigned g, n;
-                                if (share_parse_id(p, cr->devices_ids[j], &kind, &g, &n) < 0)
-                                        continue; /* cannot happen: checked above */
-                                struct state_alloc e = { .gpu_index = p->gpu[g].index, .alloc_time = (uint64_t)now };
-                                strscpy(e.resource, res, sizeof e.resource);
-                                strscpy(e.device_id, cr->devices_ids[j], sizeof e.device_id);
-                                if (kind == PLUGIN_CORE)
-                                        e.core_percent = 1;
-                                else
-                                        e.memory_bytes = p->opt.memory_unit;
-                                (void)state_remove(&p->state, res, e.device_id);
-                                (void)state_add(&p->state, &e);
-                        }
-                }
-                /* A paired record is complete; a new one waits for its other resource (if the
-                 * profile has one). */
-                p->pending = last;
-                p->pending.open = !paired && plugin_resource(p, other_kind(svc->kind))[0];
+        if (c == RPC_OK)
+                c = allocate_all(svc, in, &a, &resp, st);
+        if (c == RPC_OK)
                 atomic_fetch_add(&p->generation, 1); /* the other kind's IDs of these GPUs change health */
-        } else {
+        else {
                 p->n_errors++;
+                share_log_decision(p, "allocate", svc->kind, -1, NULL, st->message);
+                partner_failed(p, svc->kind, st->message);
         }
         pthread_mutex_unlock(&p->lock);
-        free(all);
 
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
@@ -754,59 +795,8 @@ size_t share_fixup_state(struct plugin *p) {
         return fixed;
 }
 
-static bool read_key(int root, const char *name, char *resource, size_t rlen, char *id, size_t ilen) {
-        char path[512], buf[STATE_RESOURCE_MAX + STATE_DEVICE_ID_MAX + 4];
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", name, SHARE_KEY_FILE) >= sizeof path)
-                return false;
-        int fd = openat(root, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-                return false;
-        buf[n] = 0;
-        char *nl = strchr(buf, '\n');
-        if (!nl)
-                return false;
-        *nl = 0;
-        char *end = strchr(nl + 1, '\n');
-        if (end)
-                *end = 0;
-        if (strlen(buf) >= rlen || strlen(nl + 1) >= ilen)
-                return false;
-        strscpy(resource, buf, rlen);
-        strscpy(id, nl + 1, ilen);
-        return true;
-}
-
-int share_cleanup_dirs(struct plugin *p) {
-        int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return -errno;
-        DIR *d = fdopendir(root);
-        if (!d) {
-                int r = -errno;
-                close(root);
-                return r;
-        }
-        int removed = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                char resource[STATE_RESOURCE_MAX], id[STATE_DEVICE_ID_MAX];
-                bool have = read_key(dirfd(d), de->d_name, resource, sizeof resource, id, sizeof id);
-                /* Decide and remove under the lock: an Allocate may be re-creating this name. */
-                pthread_mutex_lock(&p->lock);
-                bool live = (p->pending.open && streq(p->pending.name, de->d_name)) ||
-                            (have && state_find(&p->state, resource, id));
-                if (!live && remove_tree_at(dirfd(d), de->d_name, 2) == 0)
-                        removed++;
-                pthread_mutex_unlock(&p->lock);
-        }
-        closedir(d);
-        return removed;
+void share_note_whole(struct plugin *p) {
+        share_rec_close(p, share_rec_open(p), "single", "a whole-GPU Allocate came next");
 }
 
 int share_set_explicit_gpu(struct plugin *p, const char *uuid) {

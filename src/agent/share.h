@@ -26,6 +26,8 @@
 #define SHARE_MEM_IDS_MAX 1024u    /* memory IDs per GPU at most (bounds ListAndWatch messages) */
 #define SHARE_ID_MAX 64u           /* device ID buffer, including the NUL */
 #define SHARE_PAIR_WINDOW_MS 5000u /* a container's second resource must follow its first within this */
+#define SHARE_PAIR_RESTART_MS 30000u /* ... or within this after an agent restart (the journal kept it) */
+#define SHARE_JOURNAL_FILE "gpuslice.fractions" /* in the state dir: the fractional write-ahead journal */
 
 /* Where things appear inside a fractional container. */
 #define SHARE_CONTAINER_DIR "/run/gpuslice"
@@ -65,10 +67,28 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
  * index and the share one ID stands for. Returns how many were filled in. */
 size_t share_fixup_state(struct plugin *p);
 
-/* Remove the per-container dirs whose key device ID the state no longer holds (the allocation is
- * gone). Takes p->lock itself, per dir. Returns how many were removed, or -errno if the root cannot
+/* Drop the records of containers whose IDs the state no longer holds, then remove the
+ * per-container dirs that neither a record nor the state's key ID keeps (the allocation is gone).
+ * Takes p->lock itself, per dir. Returns how many dirs were removed, or -errno if the root cannot
  * be read (-ENOENT: none yet). */
 int share_cleanup_dirs(struct plugin *p);
+
+/* At start, after the state file: read the journal (opt.journal_dir/gpuslice.fractions), put its
+ * records' IDs back in the state, keep a half waiting for its partner open
+ * (SHARE_PAIR_RESTART_MS), rewrite every record's limits dir, and check the invariants. Returns the
+ * number of records, -ENOENT (no journal), -EBADMSG (rejected whole: nothing restored). Takes
+ * p->lock itself. */
+int share_restore(struct plugin *p);
+/* Parse a journal into the plugin's book (exposed for the fuzz target and tests). 0 or -EBADMSG
+ * (nothing kept), -ENOMEM. */
+int share_journal_decode(struct plugin *p, const char *text, size_t len);
+/* The invariants over every record (see share-internal.h); returns the number of violations.
+ * Caller holds the lock. */
+unsigned share_check_all(struct plugin *p);
+
+/* A whole-GPU Allocate happened: another container, so the open fractional record is closed. */
+void share_note_whole(struct plugin *p);
+void share_book_free(struct share_book *b);
 
 /* The seam for a GPU chosen by the cluster scheduler: restrict the next fractional placement and
  * allocation to GPU `uuid` (NULL: no restriction). Nothing calls it yet: a later scheduler extender

@@ -547,7 +547,7 @@ static void remove_stale_temps(int dfd, const char *prefix) {
         closedir(d);
 }
 
-int state_write_atomic(const char *dir, const char *name, const void *data, size_t len) {
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode) {
         if (!dir || !name || !name[0] || strchr(name, '/') || strlen(name) > 128 || (!data && len))
                 return -EINVAL;
         _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -565,6 +565,8 @@ int state_write_atomic(const char *dir, const char *name, const void *data, size
                         return -errno;
         }
         int r = write_all(fd, data, len);
+        if (r == 0 && mode != 0600 && fchmod(fd, (mode_t)(mode & 07777)) < 0)
+                r = -errno;
         if (r == 0 && fsync(fd) < 0)
                 r = -errno;
         if (r == 0) {
@@ -592,7 +594,7 @@ int state_save(const char *dir, const struct gpuslice_state *s) {
         int r = state_encode(s, &data, &len);
         if (r < 0)
                 return r;
-        return state_write_atomic(dir, STATE_FILE_NAME, data, len);
+        return state_write_atomic(dir, STATE_FILE_NAME, data, len, 0600);
 }
 
 int state_load(const char *dir, struct gpuslice_state *ret) {

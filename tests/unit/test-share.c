@@ -57,6 +57,7 @@ static int setup(void **state) {
                                     .list_envvar = true };
         snprintf(o.dev_root, sizeof o.dev_root, "%s", f->tmp);
         snprintf(o.limits_root, sizeof o.limits_root, "%s/containers", f->tmp);
+        snprintf(o.journal_dir, sizeof o.journal_dir, "%s", f->tmp);
         snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
         int fd = open(o.interposer, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         assert_true(fd >= 0);
@@ -204,7 +205,8 @@ static void test_pair_writes_limits(void **state) {
         read_limits(path, &l);
         assert_int_equal(l.n_devices, 1);
         assert_int_equal(l.dev[0].core_percent, 25);
-        assert_int_equal(l.dev[0].memory_bytes, 0); /* no memory yet: no memory limit */
+        /* no memory yet: the smallest share (one unit), never looser than the grant */
+        assert_int_equal(l.dev[0].memory_bytes, 256 * MIB);
 
         /* The memory of the same container joins the record: the same file now carries both. */
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 3, 10, 12, &mem, &st), RPC_OK);
