@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan demo test test-unit test-asan bench fuzz clean format lint
+.PHONY: all build asan demo test test-unit test-asan bench fuzz faults clean format lint
 
 all: build
 
@@ -30,6 +30,11 @@ test-unit: build
 
 bench: build
 	@./bench/run.sh $(BUILD)
+
+# Long fault-injection run on the fractional path (KILLS, SEED to reproduce; docs/sharing.md).
+faults: build
+	@/usr/bin/python3 tests/faults/faults.py --build $(BUILD) --source . --topology $(or $(TOPOLOGY),$(shell sed -n 's/^GPUSLICE_SHARED_DIR:[A-Z]*=//p' $(BUILD)/CMakeCache.txt)/topologies/seed000-8gpu-pcie-2socket.topo) \
+		--kills $${KILLS:-120} --max-seconds $${FAULTS_SECONDS:-900} $${SEED:+--seed $$SEED}
 
 # Long fuzzing campaigns (FUZZ_SECONDS per target, default 300).
 fuzz: asan

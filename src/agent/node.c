@@ -420,6 +420,8 @@ static int podresources_sync(struct node *n) {
                 (void)share_fixup_state(n->plugin);
                 atomic_fetch_add(&n->plugin->generation, 1); /* whole/fraction exclusion may change */
         }
+        if (r >= 0)
+                (void)share_after_sync(n->plugin); /* the container admitted when the agent died */
         pthread_mutex_unlock(&n->plugin->lock);
         podres_reports_done(&pr);
         if (r < 0)

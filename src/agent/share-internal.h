@@ -27,6 +27,8 @@ struct share_rec {
         bool has[_PLUGIN_KIND_MAX];
         bool open;               /* waiting for the other half */
         bool guessed;            /* the pair was joined without a proposal kubelet followed */
+        bool restored;           /* open when the agent restarted (from the journal) */
+        bool tentative;          /* a half joined it after the restart: reversed if its first half turns out free */
         uint64_t gpus;           /* table indices */
         uint64_t deadline_ms;    /* open: CLOCK_MONOTONIC after which no partner joins */
         uint64_t wall;           /* Unix seconds of the last half */
@@ -51,7 +53,8 @@ struct share_book {
         struct share_proposal prop;
         struct { uint16_t core, mem; } shape[SHARE_SHAPES]; /* recent container shapes, newest first */
         unsigned n_shapes;
-        uint64_t journal_errors;
+        char last[128];          /* the record the last Allocate wrote (kubelet admits one container at a time) */
+        bool restored;           /* loaded from the journal; not yet checked against PodResources */
 };
 
 struct share_book *share_book(struct plugin *p);               /* NULL only when out of memory */
@@ -67,11 +70,16 @@ unsigned share_rec_count(const struct share_rec *r, enum plugin_kind kind, unsig
  * holder is gone); records left without IDs go, with their dirs. */
 void share_rec_release_ids(struct plugin *p, const struct share_rec *keep, const struct share_id *ids, size_t n);
 
+/* Recompute gpus and has[] from the IDs; remove a record's limits dir. */
+void share_rec_refresh(struct share_rec *r);
+void share_rec_remove_dir(struct plugin *p, const struct share_rec *r);
+
 /* Close the open record with an outcome ("single", "expired", "refused") for metrics and log. */
 void share_rec_close(struct plugin *p, struct share_rec *r, const char *outcome, const char *why);
 
-/* The shape memory: remember a container's (core, memory) IDs; expected partner size for a first
- * half of `kind` and `size` (0 = none known). */
+/* The shape memory: remember a container's (core, memory) IDs (also of refused pairs); the
+ * partner a first half of `kind` and `size` keeps room for: the largest partner seen with a half
+ * of that size, else the largest partner seen at all (0 = no shape yet: proportional). */
 void share_shape_learn(struct plugin *p, unsigned core, unsigned mem);
 unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned size);
 

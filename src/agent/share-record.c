@@ -163,7 +163,7 @@ unsigned share_rec_count(const struct share_rec *r, enum plugin_kind kind, unsig
         return c;
 }
 
-static void rec_recompute(struct share_rec *r) {
+void share_rec_refresh(struct share_rec *r) {
         r->gpus = 0;
         r->has[PLUGIN_CORE] = r->has[PLUGIN_MEMORY] = false;
         for (size_t i = 0; i < r->n_ids; i++) {
@@ -173,6 +173,12 @@ static void rec_recompute(struct share_rec *r) {
 }
 
 static int remove_tree_at(int parent, const char *name, unsigned depth);
+
+void share_rec_remove_dir(struct plugin *p, const struct share_rec *r) {
+        _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root >= 0)
+                (void)remove_tree_at(root, r->name, 2);
+}
 
 static void remove_dir(struct plugin *p, const char *name) {
         _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -184,7 +190,7 @@ void share_rec_release_ids(struct plugin *p, const struct share_rec *keep, const
         struct share_book *b = share_book(p);
         for (size_t i = 0; b && i < b->n;) {
                 struct share_rec *r = &b->rec[i];
-                if (streq(r->name, keep->name)) {
+                if (keep && streq(r->name, keep->name)) {
                         i++;
                         continue;
                 }
@@ -198,9 +204,9 @@ void share_rec_release_ids(struct plugin *p, const struct share_rec *keep, const
                                 r->ids[o++] = r->ids[k];
                 }
                 r->n_ids = o;
-                rec_recompute(r);
+                share_rec_refresh(r);
                 if (o == 0) {
-                        log_debug("record released: kubelet handed its IDs out again", "container=%s", r->name);
+                        log_debug("record released: kubelet no longer holds its IDs", "container=%s", r->name);
                         remove_dir(p, r->name);
                         share_rec_remove(p, r);
                         continue;
@@ -238,13 +244,16 @@ void share_shape_learn(struct plugin *p, unsigned core, unsigned mem) {
 
 unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned size) {
         struct share_book *b = share_book(p);
+        unsigned exact = 0, any = 0;
         for (unsigned i = 0; b && i < b->n_shapes; i++) {
-                if (kind == PLUGIN_CORE && b->shape[i].core == size)
-                        return b->shape[i].mem;
-                if (kind == PLUGIN_MEMORY && b->shape[i].mem == size)
-                        return b->shape[i].core;
+                unsigned mine = kind == PLUGIN_CORE ? b->shape[i].core : b->shape[i].mem;
+                unsigned other = kind == PLUGIN_CORE ? b->shape[i].mem : b->shape[i].core;
+                if (mine == size)
+                        exact = MAX(exact, other);
+                any = MAX(any, other);
         }
-        return 0;
+        /* a shape seen before: the largest partner it had; else the largest partner of any shape */
+        return exact ? exact : any;
 }
 
 /* ---- limits dirs ---- */
@@ -302,12 +311,13 @@ static int rec_limits(const struct plugin *p, const struct share_rec *r, struct 
         return 0;
 }
 
+/* The key file: the resource and device ID the dir lives by (the record's first ID). */
 static int rec_key(const struct plugin *p, const struct share_rec *r, char *buf, size_t len) {
-        const char *dot = strrchr(r->name, '.');
-        if (!dot)
+        char id[SHARE_ID_MAX];
+        if (r->n_ids == 0 || share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind, r->ids[0].n,
+                                             id, sizeof id) < 0)
                 return -EINVAL;
-        int w = snprintf(buf, len, "%s\n%.*s::%s\n", plugin_resource(p, (enum plugin_kind)r->first),
-                         (int)(dot - r->name), r->name, dot + 1);
+        int w = snprintf(buf, len, "%s\n%s\n", plugin_resource(p, (enum plugin_kind)r->ids[0].kind), id);
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : w;
 }
 
@@ -511,6 +521,7 @@ static char *journal_encode(struct plugin *p) {
                                  "gpu", p->gpu[b->prop.gpu].id, "size", (json_int_t)b->prop.size, "record",
                                  b->prop.rec);
         json_object_set_new(root, "proposal", prop ? prop : json_null());
+        json_object_set_new(root, "last", json_string(b->last));
         return json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 }
 
@@ -551,7 +562,7 @@ static int decode_rec(struct plugin *p, json_t *o, struct share_rec *r) {
                     share_rec_add_id(r, g, kind, n) < 0)
                         return -EBADMSG;
         }
-        return r->has[r->first] ? 0 : -EBADMSG;
+        return 0; /* a record may have lost its first half already (kubelet released it first) */
 }
 
 static int decode_shapes(struct plugin *p, json_t *shapes) {
@@ -578,14 +589,16 @@ int share_journal_decode(struct plugin *p, const char *text, size_t len) {
         _cleanup_(json_decrefp) json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
         json_int_t version;
         json_t *recs, *shapes, *prop;
-        if (!root || json_unpack(root, "{s:I, s:o, s:o, s:o !}", "version", &version, "records", &recs, "shapes",
-                                 &shapes, "proposal", &prop) < 0 ||
+        const char *last;
+        if (!root || json_unpack(root, "{s:I, s:o, s:o, s:o, s:s !}", "version", &version, "records", &recs,
+                                 "shapes", &shapes, "proposal", &prop, "last", &last) < 0 ||
             version != JOURNAL_VERSION || !json_is_array(recs) || !json_is_array(shapes) ||
-            json_array_size(recs) > RECS_MAX)
+            json_array_size(recs) > RECS_MAX || strlen(last) >= sizeof p->book->last)
                 return -EBADMSG;
         struct share_book *b = share_book(p);
         if (!b)
                 return -ENOMEM;
+        strscpy(b->last, last, sizeof b->last);
         size_t k;
         json_t *v;
         int r = decode_shapes(p, shapes);
@@ -606,6 +619,7 @@ int share_journal_decode(struct plugin *p, const char *text, size_t len) {
                 for (size_t i = b->n; i-- > 0;)
                         share_rec_remove(p, &b->rec[i]);
                 b->n_shapes = 0;
+                b->last[0] = 0;
         }
         return r;
 }
@@ -645,18 +659,88 @@ static int restore_locked(struct plugin *p) {
         for (size_t i = 0; i < b->n; i++) {
                 struct share_rec *rec = &b->rec[i];
                 rec_to_state(p, rec);
-                if (rec->open && open++ == 0)
+                if (rec->open && open++ == 0) {
                         rec->deadline_ms = now + SHARE_PAIR_RESTART_MS; /* its partner may still come */
-                else
+                        rec->restored = true;
+                } else
                         rec->open = false;
                 char err[256];
                 if (share_rec_write_dir(p, rec, false, err, sizeof err) < 0)
                         log_warn("cannot rewrite a limits dir from the journal", "container=%s error=\"%s\"",
                                  rec->name, err);
         }
+        b->restored = true;
         atomic_fetch_add(&p->generation, 1);
         (void)share_check(p, NULL);
         return (int)b->n;
+}
+
+/* Is this ID of the record held by kubelet (listed by PodResources)? */
+static bool id_listed(struct plugin *p, const struct share_id *id) {
+        char dev[SHARE_ID_MAX];
+        if (share_format_id(p->gpu[id->gpu].id, (enum plugin_kind)id->kind, id->n, dev, sizeof dev) < 0)
+                return false;
+        const struct state_alloc *a = state_find(&p->state, plugin_resource(p, (enum plugin_kind)id->kind), dev);
+        return a && a->seen;
+}
+
+static bool half_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind) {
+        for (size_t k = 0; k < r->n_ids; k++)
+                if (r->ids[k].kind == kind)
+                        return id_listed(p, &r->ids[k]);
+        return false;
+}
+
+/* The second half never reached kubelet: back to the first half alone, open for it again. */
+static void rec_reopen(struct plugin *p, struct share_rec *r) {
+        enum plugin_kind second = r->first == PLUGIN_CORE ? PLUGIN_MEMORY : PLUGIN_CORE;
+        size_t o = 0;
+        for (size_t k = 0; k < r->n_ids; k++) {
+                if (r->ids[k].kind != second) {
+                        r->ids[o++] = r->ids[k];
+                        continue;
+                }
+                char dev[SHARE_ID_MAX];
+                if (share_format_id(p->gpu[r->ids[k].gpu].id, second, r->ids[k].n, dev, sizeof dev) == 0)
+                        (void)state_remove(&p->state, plugin_resource(p, second), dev);
+        }
+        r->n_ids = o;
+        share_rec_refresh(r);
+        r->open = true;
+        r->restored = true;
+        r->deadline_ms = health_now_ms() + SHARE_PAIR_RESTART_MS;
+}
+
+int share_after_sync(struct plugin *p) {
+        struct share_book *b = share_book(p);
+        if (!b || !b->restored)
+                return 0;
+        b->restored = false;
+        struct share_rec *r = b->last[0] ? share_rec_find(p, b->last) : NULL;
+        if (!r)
+                return 0;
+        enum plugin_kind first = (enum plugin_kind)r->first;
+        enum plugin_kind second = first == PLUGIN_CORE ? PLUGIN_MEMORY : PLUGIN_CORE;
+        int changed = 0;
+        if (!half_listed(p, r, first)) {
+                if (r->open) {
+                        share_rec_close(p, r, "expired", "kubelet does not hold its first half after the restart");
+                        changed = 1;
+                }
+        } else if (r->has[second] && !half_listed(p, r, second)) {
+                rec_reopen(p, r);
+                log_debug("record reopened: its second half never reached kubelet", "container=%s", r->name);
+                char err[256];
+                if (share_rec_write_dir(p, r, false, err, sizeof err) < 0)
+                        log_warn("cannot rewrite a limits dir", "container=%s error=\"%s\"", r->name, err);
+                changed = 1;
+        }
+        if (changed) {
+                (void)share_journal_save(p);
+                (void)share_check(p, r);
+                atomic_fetch_add(&p->generation, 1);
+        }
+        return changed;
 }
 
 int share_restore(struct plugin *p) {

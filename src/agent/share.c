@@ -241,6 +241,109 @@ static int rec_gpu(const struct share_rec *r) {
 
 /* ---- GetPreferredAllocation: decode → alloc_pick_fraction → encode ---- */
 
+/* Kubelet lists as available only IDs it does not hold, and it releases a container's devices
+ * together: a record with any ID among them belongs to a container that is gone (or never
+ * started), and all its IDs are free — except for the last record written, whose second half may
+ * be the one a restart interrupted (only the listed IDs go there). Dropping them now rather than
+ * at the next PodResources sync lets placement see what is really free. */
+static bool id_in(const struct share_id *a, const struct share_id *b) {
+        return a->gpu == b->gpu && a->kind == b->kind && a->n == b->n;
+}
+
+/* Drop ids[k] (keep[k] false) from record r, and from the allocation record unless another record
+ * holds it too. */
+static void rec_forget(struct plugin *p, struct share_rec *r, bool (*listed)(const struct share_id *, const void *),
+                       const void *ctx) {
+        struct share_book *b = share_book(p);
+        size_t o = 0;
+        for (size_t k = 0; k < r->n_ids; k++) {
+                struct share_id id = r->ids[k];
+                if (listed && !listed(&id, ctx)) {
+                        r->ids[o++] = id;
+                        continue;
+                }
+                bool elsewhere = false;
+                for (size_t i = 0; i < b->n && !elsewhere; i++)
+                        for (size_t j = 0; &b->rec[i] != r && j < b->rec[i].n_ids && !elsewhere; j++)
+                                elsewhere = id_in(&b->rec[i].ids[j], &id);
+                char dev[SHARE_ID_MAX];
+                if (!elsewhere && share_format_id(p->gpu[id.gpu].id, (enum plugin_kind)id.kind, id.n, dev, sizeof dev) == 0)
+                        (void)state_remove(&p->state, plugin_resource(p, (enum plugin_kind)id.kind), dev);
+        }
+        r->n_ids = o;
+}
+
+struct avail_ctx {
+        enum plugin_kind kind;
+        const struct gpu_bits *avail;
+};
+
+static bool is_available(const struct share_id *id, const void *ctx) {
+        const struct avail_ctx *c = ctx;
+        return id->kind == c->kind && bit_test(&c->avail[id->gpu], id->n);
+}
+
+/* Kubelet lists as available only IDs it does not hold, and it releases a container's devices
+ * together: a record with any ID among them belongs to a container that is gone (or never
+ * started), and all its IDs are free — except for the last record written, whose second half may
+ * be the one a restart interrupted (only the listed IDs go there). Dropping them now rather than
+ * at the next PodResources sync lets placement see what is really free. */
+static bool release_available(struct plugin *p, enum plugin_kind kind, const struct gpu_bits *avail) {
+        struct share_book *b = share_book(p);
+        struct avail_ctx ctx = { kind, avail };
+        bool changed = false, last_lost_first = false;
+        for (size_t i = 0; b && i < b->n;) {
+                struct share_rec *r = &b->rec[i];
+                bool any = false;
+                for (size_t k = 0; k < r->n_ids && !any; k++)
+                        any = is_available(&r->ids[k], &ctx);
+                if (!any || r->open) {
+                        i++;
+                        continue;
+                }
+                changed = true;
+                bool last = streq(r->name, b->last), had = r->has[r->first];
+                rec_forget(p, r, last ? is_available : NULL, &ctx);
+                share_rec_refresh(r);
+                last_lost_first |= last && had && r->first == kind && !r->has[r->first];
+                if (r->n_ids > 0) {
+                        i++;
+                        continue;
+                }
+                share_log_decision(p, "release", kind, -1, r->name, "kubelet no longer holds its IDs");
+                share_rec_remove_dir(p, r);
+                share_rec_remove(p, r);
+        }
+        if (changed)
+                atomic_fetch_add(&p->generation, 1); /* whole GPUs may be free again */
+        return last_lost_first;
+}
+
+/* A half that joined a record restored from the journal is tentative: if kubelet then lists the
+ * record's first half as available (release_available dropped it), that half belonged to a
+ * container kubelet failed while the agent was down, and the joined half is really the first half
+ * of the container being admitted now. The record becomes its record, open for its other half, and
+ * keeps its dir (the joined half's answer mounts it). */
+static void reverse_stale_join(struct plugin *p, bool lost_first) {
+        struct share_book *b = share_book(p);
+        struct share_rec *r = b && b->last[0] ? share_rec_find(p, b->last) : NULL;
+        if (r && r->tentative && health_now_ms() > r->deadline_ms)
+                r->tentative = false; /* only the call right after the join can tell */
+        if (!r || !r->tentative || !lost_first || r->has[r->first] || r->n_ids == 0)
+                return;
+        r->tentative = false;
+        r->first = (uint8_t)other_kind((enum plugin_kind)r->first);
+        r->open = true;
+        r->guessed = false;
+        r->deadline_ms = health_now_ms() + SHARE_PAIR_WINDOW_MS;
+        share_count("gpuslice_share_pairs_total", "reversed");
+        share_log_decision(p, "reverse", (enum plugin_kind)r->first, rec_gpu(r), r->name,
+                           "the guessed partner was a container kubelet failed during the restart");
+        char err[256];
+        if (share_rec_write_dir(p, r, false, err, sizeof err) < 0)
+                share_log_decision(p, "reverse", (enum plugin_kind)r->first, rec_gpu(r), r->name, err);
+}
+
 struct prefer_in {
         unsigned size;
         struct gpu_bits avail[TOPO_MAX_GPUS], must[TOPO_MAX_GPUS];
@@ -322,10 +425,12 @@ static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const str
         }
 }
 
-static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, int r, const struct alloc_frac_decision *d,
-                                const char *what, struct rpc_status *st) {
+static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, unsigned size, int r,
+                                const struct alloc_frac_decision *d, const char *what, struct rpc_status *st) {
         const char *res = plugin_resource(p, kind);
         switch (r) {
+        case -E2BIG:
+                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u %s %s", what, size, res, d->why);
         case -EXDEV:
                 return rpc_error(st, RPC_RESOURCE_EXHAUSTED,
                                  "%s: %s: %s; one container's core and memory must be on one GPU (the container is "
@@ -380,6 +485,14 @@ static void prefer_record(struct plugin *p, enum plugin_kind kind, unsigned size
         share_crash_point("preferred-journaled");
 }
 
+static void learn_refused(struct plugin *p, const struct share_rec *partner, enum plugin_kind kind, unsigned size) {
+        unsigned g = (unsigned)rec_gpu(partner);
+        if (kind == PLUGIN_CORE)
+                share_shape_learn(p, size, share_rec_count(partner, PLUGIN_MEMORY, g));
+        else
+                share_shape_learn(p, share_rec_count(partner, PLUGIN_CORE, g), size);
+}
+
 static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__ContainerPreferredAllocationRequest *cr,
                                 unsigned k, bool may_pair, struct arena *a,
                                 V1beta1__ContainerPreferredAllocationResponse *out, struct rpc_status *st) {
@@ -392,6 +505,10 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         snprintf(what, sizeof what, "container request %u", k);
         enum rpc_code c = prefer_decode(p, kind, cr, what, in, st);
+        if (c == RPC_OK) {
+                reverse_stale_join(p, release_available(p, kind, in->avail));
+                share_usage(p, &in->u);
+        }
         struct share_rec *partner = c == RPC_OK ? partner_for(p, kind, may_pair, health_now_ms()) : NULL;
         if (c == RPC_OK && kind == PLUGIN_CORE && in->size > SHARE_CORE_IDS && !partner) {
                 c = prefer_whole(p, in, what, &chosen, st);
@@ -403,10 +520,9 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 frac_request_fill(p, kind, in, rec_gpu(partner), &q);
                 int r = alloc_pick_fraction(&q, &d);
                 if (r < 0) {
-                        if (partner)
-                                share_shape_learn(p, kind == PLUGIN_CORE ? in->size : share_rec_count(partner, PLUGIN_CORE, (unsigned)rec_gpu(partner)),
-                                                  kind == PLUGIN_MEMORY ? in->size : share_rec_count(partner, PLUGIN_MEMORY, (unsigned)rec_gpu(partner)));
-                        c = frac_error(p, kind, r, &d, what, st);
+                        if (partner) /* the partner's size is known now: the next container of this shape fits */
+                                learn_refused(p, partner, kind, in->size);
+                        c = frac_error(p, kind, in->size, r, &d, what, st);
                 } else {
                         chosen = UINT64_C(1) << d.gpu;
                         prefer_record(p, kind, in->size, d.gpu, partner, d.why);
@@ -579,18 +695,19 @@ static size_t plan_ids(const struct plugin *p, enum plugin_kind kind, const stru
         return n;
 }
 
-/* The record this Allocate writes: the one it joins, or a new one named after its first ID
- * (unique among live grants: kubelet hands that ID out again only after its holder is gone, so an
- * older record of that name is over). */
+/* The record this Allocate writes: the one it joins, or a new one named after its first ID (a
+ * suffix when a record of that name still holds IDs: a record keeps the name of its first ID even
+ * when that ID went back to kubelet). */
 static struct share_rec *plan_record(struct plugin *p, enum plugin_kind kind, bool may_pair,
                                      const struct alloc_plan *plan, const struct share_id *first) {
         if (plan->join[0])
                 return share_rec_find(p, plan->join);
         char name[128];
-        snprintf(name, sizeof name, "%s.%s-%u", p->gpu[first->gpu].id, share_kind_word(kind), first->n);
-        struct share_rec *old = share_rec_find(p, name);
-        if (old)
-                share_rec_remove(p, old);
+        int w = snprintf(name, sizeof name, "%s.%s-%u", p->gpu[first->gpu].id, share_kind_word(kind), first->n);
+        for (unsigned k = 2; share_rec_find(p, name) && k < 1000 && w > 0 && (size_t)w < sizeof name - 8; k++)
+                snprintf(name + w, sizeof name - (size_t)w, ".%u", k);
+        if (share_rec_find(p, name))
+                return NULL;
         struct share_rec *r = share_rec_add(p, name);
         if (r) {
                 enum plugin_kind ok = other_kind(kind);
@@ -621,6 +738,9 @@ static void pair_outcome(struct plugin *p, struct share_rec *r, bool guessed) {
         unsigned g = (unsigned)rec_gpu(r);
         r->open = false;
         r->guessed = guessed;
+        r->tentative = r->restored; /* its first half may be a container kubelet failed meanwhile */
+        r->deadline_ms = health_now_ms() + SHARE_PAIR_WINDOW_MS;
+        r->restored = false;
         share_count("gpuslice_share_pairs_total", guessed ? "guessed" : "made");
         if (__builtin_popcountll(r->gpus) == 1)
                 share_shape_learn(p, share_rec_count(r, PLUGIN_CORE, g), share_rec_count(r, PLUGIN_MEMORY, g));
@@ -635,6 +755,7 @@ static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bo
         if (!ids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         size_t n = plan_ids(p, kind, plan, ids);
+        share_rec_release_ids(p, NULL, ids, n); /* kubelet handed them out again: their holder is gone */
         struct share_rec *r = n ? plan_record(p, kind, may_pair, plan, &ids[0]) : NULL;
         for (size_t k = 0; r && k < n; k++)
                 if (share_rec_add_id(r, ids[k].gpu, kind, ids[k].n) < 0)
@@ -645,10 +766,10 @@ static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bo
         }
         char name[128];
         strscpy(name, r->name, sizeof name);
+        strscpy(share_book(p)->last, name, sizeof share_book(p)->last);
         r->wall = (uint64_t)time(NULL);
         if (plan->join[0])
                 pair_outcome(p, r, plan->guessed);
-        share_rec_release_ids(p, r, ids, n); /* may move records: find ours again below */
         plan_to_state(p, kind, ids, n, (uint64_t)time(NULL));
         free(ids);
         int e = share_journal_save(p);

@@ -82,6 +82,12 @@ int share_restore(struct plugin *p);
 /* Parse a journal into the plugin's book (exposed for the fuzz target and tests). 0 or -EBADMSG
  * (nothing kept), -ENOMEM. */
 int share_journal_decode(struct plugin *p, const char *text, size_t len);
+/* After a PodResources reconcile (caller holds the lock): the first one after a restore decides
+ * what became of the container kubelet was admitting when the agent died — its first half listed
+ * and its second not: the second half never reached kubelet, the record waits for it again; its
+ * first half not listed: kubelet failed the container, nothing may join it. Returns 1 when it
+ * changed a record. */
+int share_after_sync(struct plugin *p);
 /* The invariants over every record (see share-internal.h); returns the number of violations.
  * Caller holds the lock. */
 unsigned share_check_all(struct plugin *p);

@@ -64,7 +64,7 @@ static int frac_validate(const struct alloc_frac_request *q, int *ret_must, stru
                 must = (int)g;
         }
         if (q->size > largest)
-                return fail(d, -E2BIG, "%u IDs exceed one GPU (%u at most)", q->size, largest);
+                return fail(d, -E2BIG, "exceeds one GPU (%u at most)", largest);
         if (must >= 0 && q->partner >= 0 && must != q->partner)
                 return fail(d, -EINVAL, "must-include IDs on GPU %d, the partner is on GPU %d", must, q->partner);
         *ret_must = must;

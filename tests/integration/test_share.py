@@ -475,6 +475,7 @@ def test_share_restart_no_record(e):
     e.kubelet.wait_for(lambda: os.path.exists(state), 5, "state file")
     e.kill_agent(signal.SIGKILL)
     os.unlink(state)
+    os.unlink(os.path.join(e.state_dir, "gpuslice.fractions"))  # no fractional journal either
     e.kubelet.restart()
     n = len(e.kubelet.registrations)
     e.start_agent("--resource-profile", "gpuslice", "--interposer", e.interposer)
