@@ -4,8 +4,11 @@
  * device-ID parser or a core/memory GetPreferredAllocation or Allocate, the rest is the input as
  * kubelet (or anyone who can reach the socket) would send it. An ID that parses must format back
  * to itself; every call gets an answer or a clean gRPC error, and every answer decodes again.
- * The interposer path does not exist, so Allocate stops before writing any file.
+ * The interposer path does not exist, so Allocate stops before writing any file. A first byte of
+ * 0xf0 or more feeds the rest to the journal parser (share_journal_decode), which must accept or
+ * reject it whole.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = size - 1;
         enum plugin_kind kind = (data[0] & 1) ? PLUGIN_MEMORY : PLUGIN_CORE;
 
+        if (data[0] >= 0xf0) { /* the fractional journal (gpuslice.fractions) */
+                int r = share_journal_decode(p, (const char *)req, len);
+                if (r != 0 && r != -EBADMSG && r != -ENOMEM)
+                        abort();
+                if (r != 0 && p->book && share_check_all(p) != 0)
+                        abort(); /* a rejected journal leaves nothing behind */
+                share_book_free(p->book);
+                p->book = NULL;
+                return 0;
+        }
         switch ((data[0] >> 1) % 3) {
         case 0: {
                 char id[128];

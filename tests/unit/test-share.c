@@ -512,8 +512,81 @@ static void test_preferred_follows_pending(void **state) {
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
+/* Issue 14: the agent dies between a container's two halves; the journal keeps the open record,
+ * and the second half after the restart joins it (one dir, both limits). */
+static void test_restart_keeps_pair(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *core = NULL, *mem = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &core, &st), RPC_OK);
+        char path[4400];
+        snprintf(path, sizeof path, "%s", mount_host(core->container_responses[0], SHARE_LIMITS_PATH));
+        char journal[256];
+        snprintf(journal, sizeof journal, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
+        assert_true(access(journal, R_OK) == 0); /* written before the answer */
+        /* "restart": a new plugin on the same dirs */
+        struct plugin_options o = f->p.opt;
+        plugin_done(&f->p);
+        plugin_init(&f->p, &o, &f->t);
+        assert_int_equal(share_restore(&f->p), 1);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 4, 0, 8, &mem, &st), RPC_OK);
+        assert_string_equal(mount_host(mem->container_responses[0], SHARE_LIMITS_PATH), path);
+        struct gs_limits l;
+        read_limits(path, &l);
+        assert_int_equal(l.dev[0].core_percent, 30);
+        assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
+        assert_int_equal(share_check_all(&f->p), 0);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+}
+
+/* Issue 14: a container whose second half fails at GetPreferredAllocation is refused by kubelet;
+ * its record must not stay open for the next container. */
+static void test_failed_preferred_closes_pair(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *core = NULL, *mem = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 20, &core, &st), RPC_OK);
+        char **ids = NULL;
+        size_t n = 0;
+        assert_int_not_equal(prefer_all(f, PLUGIN_MEMORY, 97, &ids, &n, &st), RPC_OK); /* more than a GPU */
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 2, 0, 8, &mem, &st), RPC_OK);
+        const char *a = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        const char *b = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_not_equal(a, b); /* another container: its own dir */
+        struct gs_limits l;
+        read_limits(a, &l);
+        assert_int_equal(l.dev[0].core_percent, 20);
+        assert_int_equal(l.dev[0].memory_bytes, 256 * MIB); /* never unlimited */
+        read_limits(b, &l);
+        assert_int_equal(l.dev[0].core_percent, 1); /* memory only: the smallest compute share */
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+}
+
+/* The agent checks its own invariants: a limits file that differs from its grant is found. */
+static void test_invariant_finds_tampered_limits(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *core = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
+        assert_int_equal(share_check_all(&f->p), 0);
+        const char *path = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_int_equal(chmod(path, 0644), 0);
+        FILE *fp = fopen(path, "we");
+        assert_non_null(fp);
+        fprintf(fp, "gpuslice-limits 1\ncontainer x\nregion /run/gpuslice/shm/region\ndevice 0 uuid=%s core=100\n",
+                f->p.gpu[1].id);
+        fclose(fp);
+        assert_int_equal(share_check_all(&f->p), 1);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_restart_keeps_pair, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_preferred_closes_pair, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_invariant_finds_tampered_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pair_writes_limits, setup, teardown),
