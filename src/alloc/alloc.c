@@ -1031,10 +1031,13 @@ static bool link_meets(struct topo_link l, struct topo_link floor) {
         return topo_link_cmp(l, floor) >= 0;
 }
 
-int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
-                    size_t errlen) {
-        char b1[8], b2[8], s1[200];
-        if (!t || !req || !ret)
+/* The pipeline of alloc_pick_gpus: validate → build the context → search → explain. */
+
+/* Step 1: the request against the topology. Fills *nmust and *navail. */
+static int pick_validate(const struct topo *t, const struct alloc_request *req, unsigned *nmust, unsigned *navail,
+                         char *err, size_t errlen) {
+        char s1[200];
+        if (!t || !req)
                 return fail(err, errlen, -EINVAL, "internal error: missing topology, request or result");
         if (t->n_gpus == 0 || t->n_gpus > MAXG)
                 return fail(err, errlen, -EINVAL, "the topology has %u GPUs", t->n_gpus);
@@ -1050,174 +1053,221 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
         if (req->must_include & ~req->available)
                 return fail(err, errlen, -EINVAL, "must-include GPU %s is not among the available GPUs",
                             alloc_set_format(req->must_include & ~req->available, s1, sizeof s1));
-        unsigned nmust = popcount64(req->must_include);
-        if (nmust > req->count)
-                return fail(err, errlen, -EINVAL, "%u GPUs must be included but only %u were asked for", nmust,
+        *nmust = popcount64(req->must_include);
+        if (*nmust > req->count)
+                return fail(err, errlen, -EINVAL, "%u GPUs must be included but only %u were asked for", *nmust,
                             req->count);
-        unsigned navail = popcount64(req->available);
-        if (navail < req->count)
-                return fail(err, errlen, -ENOSPC, "asked for %u GPUs but only %u %s available", req->count, navail,
-                            navail == 1 ? "is" : "are");
+        *navail = popcount64(req->available);
+        if (*navail < req->count)
+                return fail(err, errlen, -ENOSPC, "asked for %u GPUs but only %u %s available", req->count, *navail,
+                            *navail == 1 ? "is" : "are");
+        return 0;
+}
 
-        struct ctx c;
-        c.t = t;
-        c.n = 0;
-        c.k = req->count;
-        c.must = 0;
+/* Twins: identical links to every other available GPU (exact symmetry of the objective). */
+static void ctx_find_twins(struct ctx *c) {
+        const struct topo *t = c->t;
+        uint32_t h[MAXG];
+        for (unsigned i = 0; i < c->n; i++) {
+                h[i] = 0;
+                for (unsigned j = 0; j < c->n; j++) {
+                        if (i == j)
+                                continue;
+                        struct topo_link l = t->link[c->idx[i]][c->idx[j]];
+                        uint32_t x = (uint32_t)l.pcie * 131u + l.nvlinks + 1u;
+                        h[i] += x * x * 2654435761u;
+                }
+        }
+        for (unsigned i = 0; i < c->n; i++) {
+                c->twin_rep[i] = (int)i;
+                for (unsigned r = 0; r < i; r++) {
+                        if (c->twin_rep[r] != (int)r || h[r] != h[i])
+                                continue;
+                        bool same = true;
+                        for (unsigned j = 0; j < c->n && same; j++) {
+                                if (j == i || j == r)
+                                        continue;
+                                struct topo_link a = t->link[c->idx[i]][c->idx[j]];
+                                struct topo_link b = t->link[c->idx[r]][c->idx[j]];
+                                same = a.pcie == b.pcie && a.nvlinks == b.nvlinks;
+                        }
+                        if (same) {
+                                c->twin_rep[i] = (int)r;
+                                break;
+                        }
+                }
+        }
+}
+
+/* Step 2: the search context over the available GPUs: bandwidths, floor compatibility, degrees. */
+static void ctx_build(struct ctx *c, const struct topo *t, const struct alloc_request *req, bool floor) {
+        c->t = t;
+        c->n = 0;
+        c->k = req->count;
+        c->must = 0;
         for (alloc_set_t m = req->available; m; m &= m - 1) {
                 unsigned g = ctz64(m);
                 if (req->must_include >> g & 1)
-                        c.must |= 1ULL << c.n;
-                c.idx[c.n++] = (int)g;
+                        c->must |= 1ULL << c->n;
+                c->idx[c->n++] = (int)g;
         }
-        bool floor = req->min_link.pcie != 0 || req->min_link.nvlinks != 0;
-        for (unsigned i = 0; i < c.n; i++) {
-                c.compat[i] = 0;
-                c.deg[i] = 0;
-                for (unsigned j = 0; j < c.n; j++) {
+        for (unsigned i = 0; i < c->n; i++) {
+                c->compat[i] = 0;
+                c->deg[i] = 0;
+                for (unsigned j = 0; j < c->n; j++) {
                         if (i == j) {
-                                c.bw[i][j] = 0;
+                                c->bw[i][j] = 0;
                                 continue;
                         }
-                        struct topo_link l = t->link[c.idx[i]][c.idx[j]];
-                        c.bw[i][j] = (uint16_t)topo_link_bw(l);
-                        c.deg[i] += c.bw[i][j];
+                        struct topo_link l = t->link[c->idx[i]][c->idx[j]];
+                        c->bw[i][j] = (uint16_t)topo_link_bw(l);
+                        c->deg[i] += c->bw[i][j];
                         if (!floor || link_meets(l, req->min_link))
-                                c.compat[i] |= 1ULL << j;
+                                c->compat[i] |= 1ULL << j;
                 }
-                c.sdeg[i] = 0;
+                c->sdeg[i] = 0;
                 for (unsigned j = 0; j < t->n_gpus; j++)
-                        if (j != (unsigned)c.idx[i])
-                                c.sdeg[i] += topo_link_bw(t->link[c.idx[i]][j]);
-                c.key[i] = (uint64_t)c.sdeg[i] << 20 | c.deg[i];
+                        if (j != (unsigned)c->idx[i])
+                                c->sdeg[i] += topo_link_bw(t->link[c->idx[i]][j]);
+                c->key[i] = (uint64_t)c->sdeg[i] << 20 | c->deg[i];
         }
-        /* Twins: identical links to every other available GPU (exact symmetry of the objective). */
-        {
-                uint32_t h[MAXG];
-                for (unsigned i = 0; i < c.n; i++) {
-                        h[i] = 0;
-                        for (unsigned j = 0; j < c.n; j++) {
-                                if (i == j)
-                                        continue;
-                                struct topo_link l = t->link[c.idx[i]][c.idx[j]];
-                                uint32_t x = (uint32_t)l.pcie * 131u + l.nvlinks + 1u;
-                                h[i] += x * x * 2654435761u;
-                        }
-                }
-                for (unsigned i = 0; i < c.n; i++) {
-                        c.twin_rep[i] = (int)i;
-                        for (unsigned r = 0; r < i; r++) {
-                                if (c.twin_rep[r] != (int)r || h[r] != h[i])
-                                        continue;
-                                bool same = true;
-                                for (unsigned j = 0; j < c.n && same; j++) {
-                                        if (j == i || j == r)
-                                                continue;
-                                        struct topo_link a = t->link[c.idx[i]][c.idx[j]];
-                                        struct topo_link b = t->link[c.idx[r]][c.idx[j]];
-                                        same = a.pcie == b.pcie && a.nvlinks == b.nvlinks;
-                                }
-                                if (same) {
-                                        c.twin_rep[i] = (int)r;
-                                        break;
-                                }
-                        }
-                }
-        }
-        if (floor)
-                for (uint64_t m = c.must; m; m &= m - 1) {
-                        unsigned v = ctz64(m);
-                        if ((c.must & ~(1ULL << v) & ~c.compat[v]) != 0)
-                                return fail(err, errlen, -ERANGE,
-                                            "the must-include GPUs are linked below the required %s",
-                                            topo_link_name(req->min_link, b1));
-                }
+        ctx_find_twins(c);
+}
 
-        /* Distinct pair bandwidths, best first: the ring thresholds to try. */
-        unsigned vals[272], nv = 0; /* at most 255 NVLink counts + the PCIe levels */
-        for (unsigned i = 0; i < c.n; i++)
-                for (unsigned j = i + 1; j < c.n; j++) {
-                        unsigned b = c.bw[i][j];
+/* Distinct pair bandwidths, best first: the ring thresholds to try. Returns how many. */
+static unsigned ctx_thresholds(const struct ctx *c, unsigned *vals, unsigned cap) {
+        unsigned nv = 0;
+        for (unsigned i = 0; i < c->n; i++)
+                for (unsigned j = i + 1; j < c->n; j++) {
+                        unsigned b = c->bw[i][j];
                         unsigned p = 0;
                         while (p < nv && vals[p] > b)
                                 p++;
-                        if ((p < nv && vals[p] == b) || nv == sizeof vals / sizeof vals[0])
+                        if ((p < nv && vals[p] == b) || nv == cap)
                                 continue;
                         memmove(&vals[p + 1], &vals[p], (nv - p) * sizeof vals[0]);
                         vals[p] = b;
                         nv++;
                 }
+        return nv;
+}
 
+/* Step 3 for k >= 2 with free choice: the best ring, then the best pair total, then what it leaves. */
+static int ctx_search_multi(struct ctx *c, const struct alloc_request *req, const unsigned *vals, unsigned nv,
+                            bool floor, unsigned navail, alloc_set_t *ret_pick, bool *ret_exact, char *err,
+                            size_t errlen) {
+        char b1[8];
+        /* Candidates: compatible with every must-include GPU. */
+        uint64_t allowed = (c->n == 64) ? ~0ULL : ((1ULL << c->n) - 1);
+        for (uint64_t m = c->must; m; m &= m - 1)
+                allowed &= c->compat[ctz64(m)] | (1ULL << ctz64(m));
+        c->nodes = 0;
+        c->budget = c->n <= 16 ? SEARCH_BUDGET_SMALL : SEARCH_BUDGET_LARGE;
+        c->exhausted = false;
+        c->have = false;
+        c->first_only = false;
+        c->collect = false;
+        c->nalt = 0;
+        unsigned found = 0;
+        if (c->n > LOOKAHEAD_MAX && !floor)
+                ctx_ultra_pick(c, vals, nv);
+        for (unsigned v = 0; v < nv && !c->have; v++) {
+                ctx_try_threshold(c, vals[v], allowed);
+                found = v;
+        }
+        if (c->have && !c->exhausted && c->n <= LOOKAHEAD_MAX && c->k < c->n)
+                ctx_pick_among_equals(c, vals[found], allowed, vals, nv);
+        if (!c->have) {
+                /* The lowest threshold admits every compatible set; only the floor or a search cut
+                 * short by the budget can leave us here. */
+                if (floor)
+                        return fail(err, errlen, -ERANGE,
+                                    "no %u GPUs among the %u available are all linked by %s or better", c->k, navail,
+                                    topo_link_name(req->min_link, b1));
+                return fail(err, errlen, -EDEADLK, "internal error: no set found");
+        }
+        *ret_exact = !c->exhausted;
         alloc_set_t pick = 0;
-        bool exact = true;
-        if (c.k == 1) {
-                if (nmust)
-                        pick = req->must_include;
-                else
-                        pick = 1ULL << c.idx[ctx_pick_single(&c, vals, nv)];
-        } else if (c.k == nmust) {
-                pick = req->must_include;
-        } else {
-                /* Candidates: compatible with every must-include GPU. */
-                uint64_t allowed = (c.n == 64) ? ~0ULL : ((1ULL << c.n) - 1);
-                for (uint64_t m = c.must; m; m &= m - 1)
-                        allowed &= c.compat[ctz64(m)] | (1ULL << ctz64(m));
-                c.nodes = 0;
-                c.budget = c.n <= 16 ? SEARCH_BUDGET_SMALL : SEARCH_BUDGET_LARGE;
-                c.exhausted = false;
-                c.have = false;
-                c.first_only = false;
-                c.collect = false;
-                c.nalt = 0;
-                unsigned found = 0;
-                if (c.n > LOOKAHEAD_MAX && !floor)
-                        ctx_ultra_pick(&c, vals, nv);
-                for (unsigned v = 0; v < nv && !c.have; v++) {
-                        ctx_try_threshold(&c, vals[v], allowed);
-                        found = v;
-                }
-                if (c.have && !c.exhausted && c.n <= LOOKAHEAD_MAX && c.k < c.n)
-                        ctx_pick_among_equals(&c, vals[found], allowed, vals, nv);
-                if (!c.have) {
-                        /* The lowest threshold admits every compatible set; only the floor or a
-                         * search cut short by the budget can leave us here. */
-                        if (floor)
-                                return fail(err, errlen, -ERANGE,
-                                            "no %u GPUs among the %u available are all linked by %s or better",
-                                            c.k, navail, topo_link_name(req->min_link, b1));
-                        return fail(err, errlen, -EDEADLK, "internal error: no set found");
-                }
-                exact = !c.exhausted;
-                for (uint64_t m = c.best; m; m &= m - 1)
-                        pick |= 1ULL << c.idx[ctz64(m)];
-        }
-        if (floor && c.k >= 2) {
-                struct topo_link w = alloc_worst_link(t, pick);
-                if (!link_meets(w, req->min_link))
-                        return fail(err, errlen, -ERANGE, "no %u GPUs among the %u available are all linked by %s or better",
-                                    c.k, navail, topo_link_name(req->min_link, b1));
-        }
+        for (uint64_t m = c->best; m; m &= m - 1)
+                pick |= 1ULL << c->idx[ctz64(m)];
+        *ret_pick = pick;
+        return 0;
+}
 
-        struct alloc_result r;
-        result_fill(t, pick, &r);
-        if (c.k == 1 && nmust)
-                snprintf(r.why, sizeof r.why, "GPU %d: the must-include GPU", r.gpus[0]);
-        else if (c.k == 1)
-                snprintf(r.why, sizeof r.why,
+/* Step 3: the set. */
+static int pick_search(struct ctx *c, const struct alloc_request *req, unsigned nmust, unsigned navail, bool floor,
+                       alloc_set_t *ret_pick, bool *ret_exact, char *err, size_t errlen) {
+        char b1[8];
+        if (floor)
+                for (uint64_t m = c->must; m; m &= m - 1) {
+                        unsigned v = ctz64(m);
+                        if ((c->must & ~(1ULL << v) & ~c->compat[v]) != 0)
+                                return fail(err, errlen, -ERANGE,
+                                            "the must-include GPUs are linked below the required %s",
+                                            topo_link_name(req->min_link, b1));
+                }
+        unsigned vals[272]; /* at most 255 NVLink counts + the PCIe levels */
+        unsigned nv = ctx_thresholds(c, vals, sizeof vals / sizeof vals[0]);
+        *ret_exact = true;
+        if (c->k == 1)
+                *ret_pick = nmust ? req->must_include : 1ULL << c->idx[ctx_pick_single(c, vals, nv)];
+        else if (c->k == nmust)
+                *ret_pick = req->must_include;
+        else {
+                int r = ctx_search_multi(c, req, vals, nv, floor, navail, ret_pick, ret_exact, err, errlen);
+                if (r < 0)
+                        return r;
+        }
+        if (floor && c->k >= 2 && !link_meets(alloc_worst_link(c->t, *ret_pick), req->min_link))
+                return fail(err, errlen, -ERANGE, "no %u GPUs among the %u available are all linked by %s or better",
+                            c->k, navail, topo_link_name(req->min_link, b1));
+        return 0;
+}
+
+/* Step 4: the result and one line for a person. */
+static void pick_explain(const struct topo *t, const struct ctx *c, alloc_set_t pick, unsigned nmust,
+                         unsigned navail, bool exact, struct alloc_result *r) {
+        char b2[8];
+        result_fill(t, pick, r);
+        if (c->k == 1 && nmust)
+                snprintf(r->why, sizeof r->why, "GPU %d: the must-include GPU", r->gpus[0]);
+        else if (c->k == 1)
+                snprintf(r->why, sizeof r->why,
                          "GPU %d: a single GPU has no ring; this one leaves the other %u free GPUs best connected "
                          "(best rings left for 8, 4, 2 GPUs, then the most weakly wired GPU)",
-                         r.gpus[0], navail - 1);
-        else if (c.k == nmust)
-                snprintf(r.why, sizeof r.why, "exactly the must-include GPUs: ring %u GB/s, worst link %s, pairs %u GB/s",
-                         r.ring_bw, topo_link_name(r.worst, b2), r.pair_total);
+                         r->gpus[0], navail - 1);
+        else if (c->k == nmust)
+                snprintf(r->why, sizeof r->why,
+                         "exactly the must-include GPUs: ring %u GB/s, worst link %s, pairs %u GB/s", r->ring_bw,
+                         topo_link_name(r->worst, b2), r->pair_total);
         else
-                snprintf(r.why, sizeof r.why,
+                snprintf(r->why, sizeof r->why,
                          "ring %u GB/s, the best any %u of the %u free GPUs%s reach; pair total %u GB/s, the most among "
                          "those%s; %s",
-                         r.ring_bw, c.k, navail, nmust ? " with the must-include ones" : "", r.pair_total,
-                         c.nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
+                         r->ring_bw, c->k, navail, nmust ? " with the must-include ones" : "", r->pair_total,
+                         c->nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
                          exact ? "exact search" : "search budget reached: best found, not proven best");
-        *ret = r;
+}
+
+int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
+                    size_t errlen) {
+        unsigned nmust = 0, navail = 0;
+        if (!ret)
+                return fail(err, errlen, -EINVAL, "internal error: missing topology, request or result");
+        int r = pick_validate(t, req, &nmust, &navail, err, errlen);
+        if (r < 0)
+                return r;
+        bool floor = req->min_link.pcie != 0 || req->min_link.nvlinks != 0;
+        struct ctx c;
+        ctx_build(&c, t, req, floor);
+        alloc_set_t pick = 0;
+        bool exact = true;
+        r = pick_search(&c, req, nmust, navail, floor, &pick, &exact, err, errlen);
+        if (r < 0)
+                return r;
+        struct alloc_result res;
+        pick_explain(t, &c, pick, nmust, navail, exact, &res);
+        *ret = res;
         return 0;
 }
 
