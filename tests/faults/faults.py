@@ -104,6 +104,7 @@ class Faults:
         self.law_since = 0.0
         self.events = []
         self.points = {}          # kill point -> times hit
+        self.killed = False       # the current agent was SIGKILLed by the stand-in
 
     # ---- the agent ----
 
@@ -113,6 +114,7 @@ class Faults:
         else:
             self.e.env.pop("GPUSLICE_CRASH_AT", None)
         n = len(self.k.registrations)
+        self.killed = False
         t0 = time.monotonic()
         self.e.profile = "gpuslice"
         self.e.core, self.e.mem, self.e.unit = CORE, MEM, UNIT
@@ -128,10 +130,13 @@ class Faults:
         if point:
             self.points[point] = self.points.get(point, 0) + 1
         self.e.kill_agent(signal.SIGKILL)
+        self.killed = True
 
     def restart(self, point="idle"):
         if self.e.agent and self.e.agent.poll() is None:
             self.kill(point)
+        elif self.killed:  # killed from outside already (and counted)
+            pass
         else:  # a crash point fired
             self.stats["kills"] += 1
             crash = self.e.env.get("GPUSLICE_CRASH_AT", "?").split(":")[0]
