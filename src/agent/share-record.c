@@ -376,10 +376,12 @@ int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh,
                 return dfd;
         close(dfd);
         snprintf(path, sizeof path, "%s/%s", p->opt.limits_root, r->name);
-        /* key first: a dir whose limits exist is always one clean-up can attribute */
-        int e = state_write_atomic(path, SHARE_KEY_FILE, key, (size_t)kl, 0644);
+        /* key first: a dir whose limits exist is always one clean-up can attribute. No fsync: the
+         * journal (fsynced before) is the durable record, and every dir is rewritten from it at
+         * start; the rename still shows a reader the old file or the new one, whole. */
+        int e = state_write_atomic(path, SHARE_KEY_FILE, key, (size_t)kl, 0644, STATE_WRITE_NO_SYNC);
         if (e >= 0)
-                e = state_write_atomic(path, SHARE_LIMITS_FILE, text, (size_t)n, 0444);
+                e = state_write_atomic(path, SHARE_LIMITS_FILE, text, (size_t)n, 0444, STATE_WRITE_NO_SYNC);
         if (e < 0)
                 snprintf(err, errlen, "cannot write %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
         return e;
@@ -529,7 +531,7 @@ int share_journal_save(struct plugin *p) {
         if (!p->opt.journal_dir[0])
                 return 0;
         _cleanup_(freep) char *text = journal_encode(p);
-        int r = text ? state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, text, strlen(text), 0600) : -ENOMEM;
+        int r = text ? state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, text, strlen(text), 0600, 0) : -ENOMEM;
         share_count("gpuslice_share_journal_writes_total", r < 0 ? "error" : "ok");
         if (r < 0)
                 log_error_errno(r, "cannot write the fractional journal", "dir=%s", p->opt.journal_dir);

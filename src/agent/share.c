@@ -275,12 +275,14 @@ static void rec_forget(struct plugin *p, struct share_rec *r, bool (*listed)(con
 
 struct avail_ctx {
         enum plugin_kind kind;
-        const struct gpu_bits *avail;
+        const struct gpu_bits *avail, *must;
 };
 
+/* Listed as available and not as must-include: kubelet passes an init container's devices that an
+ * app container of the same pod reuses in both lists, and those it still holds. */
 static bool is_available(const struct share_id *id, const void *ctx) {
         const struct avail_ctx *c = ctx;
-        return id->kind == c->kind && bit_test(&c->avail[id->gpu], id->n);
+        return id->kind == c->kind && bit_test(&c->avail[id->gpu], id->n) && !bit_test(&c->must[id->gpu], id->n);
 }
 
 /* Kubelet lists as available only IDs it does not hold, and it releases a container's devices
@@ -288,9 +290,10 @@ static bool is_available(const struct share_id *id, const void *ctx) {
  * started), and all its IDs are free — except for the last record written, whose second half may
  * be the one a restart interrupted (only the listed IDs go there). Dropping them now rather than
  * at the next PodResources sync lets placement see what is really free. */
-static bool release_available(struct plugin *p, enum plugin_kind kind, const struct gpu_bits *avail) {
+static bool release_available(struct plugin *p, enum plugin_kind kind, const struct gpu_bits *avail,
+                              const struct gpu_bits *must) {
         struct share_book *b = share_book(p);
-        struct avail_ctx ctx = { kind, avail };
+        struct avail_ctx ctx = { kind, avail, must };
         bool changed = false, last_lost_first = false;
         for (size_t i = 0; b && i < b->n;) {
                 struct share_rec *r = &b->rec[i];
@@ -506,7 +509,7 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
         snprintf(what, sizeof what, "container request %u", k);
         enum rpc_code c = prefer_decode(p, kind, cr, what, in, st);
         if (c == RPC_OK) {
-                reverse_stale_join(p, release_available(p, kind, in->avail));
+                reverse_stale_join(p, release_available(p, kind, in->avail, in->must));
                 share_usage(p, &in->u);
         }
         struct share_rec *partner = c == RPC_OK ? partner_for(p, kind, may_pair, health_now_ms()) : NULL;

@@ -547,7 +547,9 @@ static void remove_stale_temps(int dfd, const char *prefix) {
         closedir(d);
 }
 
-int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode) {
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode,
+                       unsigned flags) {
+        bool sync = !(flags & STATE_WRITE_NO_SYNC);
         if (!dir || !name || !name[0] || strchr(name, '/') || strlen(name) > 128 || (!data && len))
                 return -EINVAL;
         _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -567,7 +569,7 @@ int state_write_atomic(const char *dir, const char *name, const void *data, size
         int r = write_all(fd, data, len);
         if (r == 0 && mode != 0600 && fchmod(fd, (mode_t)(mode & 07777)) < 0)
                 r = -errno;
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && sync && fsync(fd) < 0)
                 r = -errno;
         if (r == 0) {
                 int k = close(TAKE_FD(fd));
@@ -581,7 +583,7 @@ int state_write_atomic(const char *dir, const char *name, const void *data, size
                 return r;
         }
         /* The new file is in place; make the rename itself durable. */
-        if (fsync(dfd) < 0)
+        if (sync && fsync(dfd) < 0)
                 return -errno;
         return 0;
 }
@@ -594,7 +596,7 @@ int state_save(const char *dir, const struct gpuslice_state *s) {
         int r = state_encode(s, &data, &len);
         if (r < 0)
                 return r;
-        return state_write_atomic(dir, STATE_FILE_NAME, data, len, 0600);
+        return state_write_atomic(dir, STATE_FILE_NAME, data, len, 0600, 0);
 }
 
 int state_load(const char *dir, struct gpuslice_state *ret) {

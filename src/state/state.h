@@ -124,8 +124,12 @@ int state_decode(const void *data, size_t len, struct gpuslice_state *ret);
 int state_save(const char *dir, const struct gpuslice_state *s);
 /* The same atomic write for any file DIR/name (name: one path component) with permissions `mode`:
  * temp file ".name.tmp-*" (stale ones of this name removed first: one writer per name), full
- * write, fsync, rename, fsync DIR. 0 or -errno; on failure the previous file is untouched. */
-int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode);
+ * write, fsync, rename, fsync DIR. 0 or -errno; on failure the previous file is untouched.
+ * With STATE_WRITE_NO_SYNC in flags the two fsyncs are skipped: readers still see the old or the
+ * new file whole, but a power loss may lose the change (for files rebuilt from a durable record). */
+#define STATE_WRITE_NO_SYNC 1u
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode,
+                       unsigned flags);
 /* Read DIR/gpuslice.state. -ENOENT when absent, -EBADMSG when corrupt (see state_decode), -EFBIG
  * when larger than STATE_FILE_MAX, other -errno when unreadable. *ret written only on success. */
 int state_load(const char *dir, struct gpuslice_state *ret);
