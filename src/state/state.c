@@ -199,6 +199,9 @@ static bool report_valid(const struct state_report *rp) {
                (!rp->container || valid_str(rp->container, STATE_CONTAINER_MAX, false));
 }
 
+/* Longer than most (about 85 lines): one pass over the reports and one over the entries on a
+ * private copy, swapped in only at the end, so that every failure leaves s unchanged; split into
+ * helpers it would have to pass the copy, the seen array and four counters around. */
 int state_reconcile(struct gpuslice_state *s, const struct state_report *reports, size_t n,
                     bool (*owned)(const char *resource, void *userdata), void *userdata, uint64_t now,
                     uint64_t keep_since, size_t *ret_added, size_t *ret_removed, size_t *ret_updated,
@@ -414,6 +417,8 @@ static int cmp_alloc(const void *x, const void *y) {
         return c ? c : strcmp(a->device_id, b->device_id);
 }
 
+/* Its branch count comes from one || chain of field checks per entry (each key read and bounded),
+ * not from nested logic. */
 static int decode_body(json_t *root, struct gpuslice_state *out) {
         if (!json_is_object(root) || json_object_size(root) != 2)
                 return -EBADMSG;
