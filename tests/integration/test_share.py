@@ -353,6 +353,29 @@ def test_share_exclusion(e):
     e.allocate_r(e.mem, ["%s::mem-%d" % (b, n) for n in range(4)])
 
 
+def test_share_grace(e):
+    """Issue 10: a fraction is free as soon as PodResources stops listing its container (no 120 s
+    grace); an allocation PodResources never listed keeps its grace (it may be starting)."""
+    e.start_share()
+    whole = "nvidia.com/gpu"
+    got = e.admit((e.core, 30), (e.mem, 8))
+    gpu = one_gpu(got[e.core][0])
+    e.wait_health(whole, lambda d: d[gpu][0] == "Unhealthy", "the shared GPU unhealthy as a whole")
+    with e.kubelet.cond:
+        e.kubelet.pods = [("ml", "job", "main", e.core, got[e.core][0]), ("ml", "job", "main", e.mem, got[e.mem][0])]
+    e.status()  # a status request makes the agent ask PodResources now: the entries are seen
+    other = e.admit((e.core, 80), (e.mem, 8))  # never listed: starting (80 % does not fit beside 30 %)
+    gpu2 = one_gpu(other[e.core][0])
+    check(gpu2 != gpu, "the second container on the first one's GPU")
+    with e.kubelet.cond:
+        e.kubelet.pods = []  # the job ended
+    e.status()
+    e.wait_health(whole, lambda d: d[gpu][0] == "Healthy", "the GPU of the ended container free again at once",
+                  timeout=test_agent.REACT_S)
+    d = e.devices(whole)
+    check(d[gpu2][0] == "Unhealthy", "the never-listed allocation lost its grace: %s" % d[gpu2][0])
+
+
 def test_share_restart(e):
     """Agent SIGKILLed and its state file lost: PodResources alone brings the fractions back."""
     e.start_share()
