@@ -1,0 +1,889 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * codec.c — JSON of the scheduler extender (see codec.h). Everything read here is untrusted:
+ * bounded sizes, typed access only, and an error that names the field. Must never log or
+ * trust a length or index it was given.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/codec.h"
+#include "util/util.h"
+
+
+_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
+        if (err && errlen) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+void sched_units_default(struct sched_units *ret) {
+        *ret = (struct sched_units){ .gpuslice_mib = 256, .tencent_mib = 256, .aliyun_mib = 1024 };
+}
+
+static json_t *load(const char *text, size_t len, size_t max, char *err, size_t errlen) {
+        if (!text)
+                return fail(err, errlen, "no input"), NULL;
+        if (len > max) {
+                fail(err, errlen, "input of %zu bytes exceeds the limit of %zu", len, max);
+                return NULL;
+        }
+        json_error_t je;
+        json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!j)
+                fail(err, errlen, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+        return j;
+}
+
+/* A string member into buf; absent or null → "" (0); wrong type or too long → -EINVAL. */
+static int get_str(json_t *obj, const char *key, char *buf, size_t len, const char *what, char *err, size_t errlen) {
+        buf[0] = '\0';
+        json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_string(v))
+                return fail(err, errlen, "%s%s is not a string", what, key);
+        size_t l = json_string_length(v);
+        if (l >= len || strlen(json_string_value(v)) != l)
+                return fail(err, errlen, "%s%s is too long or contains NUL", what, key);
+        memcpy(buf, json_string_value(v), l + 1);
+        return 0;
+}
+
+/* ---- quantities ---- */
+
+/* A Kubernetes quantity of an extended resource: a whole number, optionally with a decimal (k M G T)
+ * or binary (Ki Mi Gi Ti) suffix. */
+static int parse_quantity(const char *s, uint64_t *ret) {
+        uint64_t v = 0;
+        size_t i = 0;
+        if (!s || !s[0])
+                return -EINVAL;
+        for (; s[i] >= '0' && s[i] <= '9'; i++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                        return -ERANGE;
+                v = v * 10 + (uint64_t)(s[i] - '0');
+        }
+        if (i == 0)
+                return -EINVAL;
+        static const struct {
+                const char *sfx;
+                uint64_t mul;
+        } sfx[] = { { "", 1 },           { "k", 1000ULL },        { "M", 1000000ULL },    { "G", 1000000000ULL },
+                    { "T", 1000000000000ULL }, { "Ki", 1ULL << 10 }, { "Mi", 1ULL << 20 }, { "Gi", 1ULL << 30 },
+                    { "Ti", 1ULL << 40 } };
+        for (size_t k = 0; k < ELEMENTSOF(sfx); k++)
+                if (streq(s + i, sfx[k].sfx)) {
+                        if (v && sfx[k].mul > UINT64_MAX / v)
+                                return -ERANGE;
+                        *ret = v * sfx[k].mul;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+enum res_kind { RES_NONE, RES_WHOLE, RES_CORE, RES_MEM };
+
+static enum res_kind classify(const char *name, const struct sched_units *u, uint32_t *unit, enum sched_profile *p) {
+        if (streq(name, "nvidia.com/gpu"))
+                return RES_WHOLE;
+        if (streq(name, "gpuslice.io/gpu-core")) {
+                *p = SCHED_PROFILE_GPUSLICE;
+                return RES_CORE;
+        }
+        if (streq(name, "tencent.com/vcuda-core")) {
+                *p = SCHED_PROFILE_TENCENT;
+                return RES_CORE;
+        }
+        if (streq(name, "gpuslice.io/gpu-memory")) {
+                *p = SCHED_PROFILE_GPUSLICE;
+                *unit = u->gpuslice_mib;
+                return RES_MEM;
+        }
+        if (streq(name, "tencent.com/vcuda-memory")) {
+                *p = SCHED_PROFILE_TENCENT;
+                *unit = u->tencent_mib;
+                return RES_MEM;
+        }
+        if (streq(name, "aliyun.com/gpu-mem")) {
+                *p = SCHED_PROFILE_ALIYUN;
+                *unit = u->aliyun_mib;
+                return RES_MEM;
+        }
+        return RES_NONE;
+}
+
+/* One container's GPU resources: limits (extended resources must have requests == limits; a
+ * container that sets only requests is read from requests). 1 if it asks for any, 0 if none. */
+static int container_req(json_t *c, const struct sched_units *u, struct sched_container_req *ret,
+                         enum sched_profile *profile, unsigned idx, char *err, size_t errlen) {
+        *ret = (struct sched_container_req){ 0 };
+        char where[40];
+        snprintf(where, sizeof where, "spec.containers[%u].", idx);
+        if (get_str(c, "name", ret->name, sizeof ret->name, where, err, errlen) < 0)
+                return -EINVAL;
+        json_t *res = json_object_get(c, "resources");
+        if (res && !json_is_null(res) && !json_is_object(res))
+                return fail(err, errlen, "%sresources is not an object", where);
+        json_t *lim = json_is_object(res) ? json_object_get(res, "limits") : NULL;
+        json_t *rq = json_is_object(res) ? json_object_get(res, "requests") : NULL;
+        if ((lim && !json_is_null(lim) && !json_is_object(lim)) || (rq && !json_is_null(rq) && !json_is_object(rq)))
+                return fail(err, errlen, "%sresources.limits/requests is not an object", where);
+        bool any = false, frac = false;
+        uint64_t core = 0, whole = 0, mem = 0;
+        for (int pass = 0; pass < 2; pass++) {
+                json_t *set = pass == 0 ? lim : rq;
+                if (!json_is_object(set))
+                        continue;
+                const char *key;
+                json_t *val;
+                json_object_foreach(set, key, val) {
+                        uint32_t unit = 0;
+                        enum sched_profile p = SCHED_PROFILE_NONE;
+                        enum res_kind k = classify(key, u, &unit, &p);
+                        if (k == RES_NONE)
+                                continue;
+                        /* requests only count where limits did not name the resource */
+                        if (pass == 1 && json_is_object(lim) && json_object_get(lim, key))
+                                continue;
+                        uint64_t q;
+                        if (!json_is_string(val) || parse_quantity(json_string_value(val), &q) < 0)
+                                return fail(err, errlen, "container %s: %s is not a whole number",
+                                            ret->name[0] ? ret->name : "?", key);
+                        if (q == 0)
+                                continue;
+                        any = true;
+                        if (p != SCHED_PROFILE_NONE)
+                                *profile = p;
+                        if (k == RES_WHOLE) {
+                                whole = q;
+                        } else if (k == RES_CORE) {
+                                frac = true;
+                                core = q;
+                        } else {
+                                frac = true;
+                                if (q > UINT32_MAX / (unit ? unit : 1))
+                                        return fail(err, errlen, "container %s: %s is too large", ret->name, key);
+                                mem = q * unit;
+                        }
+                }
+        }
+        if (!any)
+                return 0;
+        if (core > 100) {
+                if (core % 100 != 0)
+                        return fail(err, errlen,
+                                    "container %s: compute %llu exceeds one GPU (100) and is not a multiple of 100",
+                                    ret->name, (unsigned long long)core);
+                if (whole)
+                        return fail(err, errlen, "container %s asks for nvidia.com/gpu and whole GPUs by compute",
+                                    ret->name);
+                whole = core / 100;
+                core = 0;
+                mem = 0; /* a whole GPU brings all its memory */
+                frac = false;
+        }
+        if (whole && frac)
+                return fail(err, errlen, "container %s asks for whole GPUs and a GPU share at once", ret->name);
+        if (whole > SCHED_MAX_GPUS)
+                return fail(err, errlen, "container %s asks for %llu GPUs (at most %d)", ret->name,
+                            (unsigned long long)whole, SCHED_MAX_GPUS);
+        ret->whole = (unsigned)whole;
+        ret->core = (unsigned)core;
+        ret->mem_mib = (uint32_t)mem;
+        return 1;
+}
+
+/* "0,1,3" → set; -EINVAL on garbage. */
+static int parse_idx_list(const char *s, alloc_set_t *ret) {
+        return alloc_set_parse(s, SCHED_MAX_GPUS, ret);
+}
+
+static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err, size_t errlen) {
+        json_t *a = json_object_get(annots, SCHED_ANNOT_ASSIGNMENT);
+        if (a) {
+                if (!json_is_string(a) || json_string_length(a) > SCHED_CODEC_MAX_ANNOT)
+                        return fail(err, errlen, "annotation %s is not a string of at most %u bytes",
+                                    SCHED_ANNOT_ASSIGNMENT, SCHED_CODEC_MAX_ANNOT);
+                json_error_t je;
+                json_t *j = json_loadb(json_string_value(a), json_string_length(a), JSON_REJECT_DUPLICATES, &je);
+                if (!j || !json_is_object(j)) {
+                        json_decref(j);
+                        return fail(err, errlen, "annotation %s is not a JSON object", SCHED_ANNOT_ASSIGNMENT);
+                }
+                int r = -EINVAL;
+                json_t *ver = json_object_get(j, "v");
+                json_t *cs = json_object_get(j, "containers");
+                if (!json_is_integer(ver) || json_integer_value(ver) != SCHED_ASSIGN_ANNOT_VERSION) {
+                        fail(err, errlen, "annotation %s: unknown version", SCHED_ANNOT_ASSIGNMENT);
+                        goto out;
+                }
+                if (get_str(j, "node", v->assigned_node, sizeof v->assigned_node, "assignment.", err, errlen) < 0)
+                        goto out;
+                if (!v->assigned_node[0] || !json_is_array(cs)) {
+                        fail(err, errlen, "annotation %s: node and containers are required", SCHED_ANNOT_ASSIGNMENT);
+                        goto out;
+                }
+                v->assign = (struct sched_assignment){ .n = v->req.n };
+                size_t i;
+                json_t *c;
+                json_array_foreach(cs, i, c) {
+                        char name[64];
+                        if (get_str(c, "name", name, sizeof name, "assignment.containers[].", err, errlen) < 0)
+                                goto out;
+                        json_t *gpus = json_object_get(c, "gpus");
+                        if (!json_is_array(gpus) || json_array_size(gpus) == 0 || json_array_size(gpus) > SCHED_MAX_GPUS) {
+                                fail(err, errlen, "annotation %s: container %s: gpus must be a non-empty array",
+                                     SCHED_ANNOT_ASSIGNMENT, name);
+                                goto out;
+                        }
+                        alloc_set_t set = 0;
+                        size_t k;
+                        json_t *g;
+                        json_array_foreach(gpus, k, g) {
+                                if (!json_is_integer(g) || json_integer_value(g) < 0 ||
+                                    json_integer_value(g) >= SCHED_MAX_GPUS) {
+                                        fail(err, errlen, "annotation %s: container %s: bad GPU index",
+                                             SCHED_ANNOT_ASSIGNMENT, name);
+                                        goto out;
+                                }
+                                set |= 1ULL << json_integer_value(g);
+                        }
+                        /* match by container name; unknown names are ignored */
+                        for (unsigned x = 0; x < v->req.n; x++) {
+                                const struct sched_container_req *rq = &v->req.c[x];
+                                if (!streq(rq->name, name))
+                                        continue;
+                                v->assign.c[x] = (struct sched_container_assign){
+                                        .gpus = set, .whole = rq->whole > 0, .core = rq->core, .mem_mib = rq->mem_mib
+                                };
+                        }
+                }
+                v->has_assignment = true;
+                r = 0;
+        out:
+                json_decref(j);
+                return r;
+        }
+        /* gpu-manager: tencent.com/predicate-gpu-idx-<i> per GPU container i, predicate-node */
+        char key[64];
+        bool any = false;
+        struct sched_assignment asg = { .n = v->req.n };
+        for (unsigned x = 0; x < v->req.n; x++) {
+                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", x);
+                json_t *idx = json_object_get(annots, key);
+                if (!json_is_string(idx))
+                        continue;
+                alloc_set_t set;
+                if (parse_idx_list(json_string_value(idx), &set) < 0 || !set)
+                        return fail(err, errlen, "annotation %s is not a list of GPU indices", key);
+                const struct sched_container_req *rq = &v->req.c[x];
+                asg.c[x] = (struct sched_container_assign){ .gpus = set, .whole = rq->whole > 0, .core = rq->core,
+                                                            .mem_mib = rq->mem_mib };
+                any = true;
+        }
+        if (any) {
+                if (get_str(annots, "tencent.com/predicate-node", v->assigned_node, sizeof v->assigned_node,
+                            "annotation ", err, errlen) < 0)
+                        return -EINVAL;
+                v->assign = asg;
+                v->has_assignment = true;
+                return 0;
+        }
+        /* gpushare: ALIYUN_COM_GPU_MEM_IDX, one GPU for the pod's gpu-mem containers */
+        json_t *idx = json_object_get(annots, "ALIYUN_COM_GPU_MEM_IDX");
+        if (json_is_string(idx)) {
+                unsigned g;
+                if (parse_uint(json_string_value(idx), SCHED_MAX_GPUS - 1, &g) < 0)
+                        return fail(err, errlen, "annotation ALIYUN_COM_GPU_MEM_IDX is not a GPU index");
+                v->assign = (struct sched_assignment){ .n = v->req.n };
+                for (unsigned x = 0; x < v->req.n; x++) {
+                        const struct sched_container_req *rq = &v->req.c[x];
+                        if (sched_request_is_fractional(rq))
+                                v->assign.c[x] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = rq->core,
+                                                                                  .mem_mib = rq->mem_mib };
+                }
+                v->has_assignment = true;
+        }
+        return 0;
+}
+
+int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret, char *err,
+                          size_t errlen) {
+        json_t *pod = (json_t *)pod_json;
+        memset(ret, 0, sizeof *ret);
+        if (!json_is_object(pod))
+                return fail(err, errlen, "pod is not an object");
+        json_t *meta = json_object_get(pod, "metadata");
+        json_t *spec = json_object_get(pod, "spec");
+        json_t *status = json_object_get(pod, "status");
+        if (!json_is_object(meta))
+                return fail(err, errlen, "pod has no metadata object");
+        if (get_str(meta, "uid", ret->uid, sizeof ret->uid, "metadata.", err, errlen) < 0 ||
+            get_str(meta, "namespace", ret->ns, sizeof ret->ns, "metadata.", err, errlen) < 0 ||
+            get_str(meta, "name", ret->name, sizeof ret->name, "metadata.", err, errlen) < 0 ||
+            get_str(meta, "resourceVersion", ret->resource_version, sizeof ret->resource_version, "metadata.", err,
+                    errlen) < 0)
+                return -EINVAL;
+        if (spec && !json_is_object(spec))
+                return fail(err, errlen, "pod spec is not an object");
+        if (get_str(spec, "nodeName", ret->node_name, sizeof ret->node_name, "spec.", err, errlen) < 0)
+                return -EINVAL;
+        if (json_is_object(status)) {
+                char phase[32];
+                if (get_str(status, "phase", phase, sizeof phase, "status.", err, errlen) < 0)
+                        return -EINVAL;
+                ret->terminated = streq(phase, "Succeeded") || streq(phase, "Failed");
+        }
+        json_t *cs = json_is_object(spec) ? json_object_get(spec, "containers") : NULL;
+        if (cs && !json_is_null(cs) && !json_is_array(cs))
+                return fail(err, errlen, "spec.containers is not an array");
+        size_t i;
+        json_t *c;
+        json_array_foreach(cs, i, c) {
+                if (!json_is_object(c))
+                        return fail(err, errlen, "spec.containers[%zu] is not an object", i);
+                struct sched_container_req cr;
+                int r = container_req(c, u, &cr, &ret->req.profile, (unsigned)i, err, errlen);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                if (ret->req.n >= SCHED_MAX_CONTAINERS)
+                        return fail(err, errlen, "more than %d containers ask for GPU resources", SCHED_MAX_CONTAINERS);
+                ret->req.c[ret->req.n++] = cr;
+        }
+        json_t *annots = json_object_get(meta, "annotations");
+        if (annots && !json_is_null(annots) && !json_is_object(annots))
+                return fail(err, errlen, "metadata.annotations is not an object");
+        if (json_is_object(annots)) {
+                json_t *pol = json_object_get(annots, SCHED_ANNOT_POLICY);
+                if (pol) {
+                        if (!json_is_string(pol) || sched_policy_from_name(json_string_value(pol), &ret->policy) < 0)
+                                return fail(err, errlen, "annotation %s must be binpack or spread", SCHED_ANNOT_POLICY);
+                        ret->has_policy = true;
+                }
+                int r = decode_assignment(annots, ret, err, errlen);
+                if (r < 0)
+                        return r;
+                if (ret->has_assignment && !ret->assigned_node[0])
+                        strscpy(ret->assigned_node, ret->node_name, sizeof ret->assigned_node);
+                if (ret->has_assignment && !ret->assigned_node[0])
+                        ret->has_assignment = false; /* gpushare idx without a node: nothing to count */
+        }
+        return 0;
+}
+
+int sched_pod_decode(const char *text, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
+                     size_t errlen) {
+        json_t *j = load(text, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        if (!j)
+                return -EINVAL;
+        int r = sched_pod_decode_json(j, u, ret, err, errlen);
+        json_decref(j);
+        return r;
+}
+
+void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *ret) {
+        bool bound = v->node_name[0] != '\0';
+        *ret = (struct sched_pod_info){
+                .uid = v->uid,
+                .ns = v->ns,
+                .name = v->name,
+                .resource_version = v->resource_version,
+                .node = bound ? v->node_name : v->assigned_node,
+                .bound = bound,
+                .req = v->req,
+                .has_assignment = v->has_assignment && (!bound || streq(v->assigned_node, v->node_name)),
+                .assign = v->assign,
+                .terminated = v->terminated,
+        };
+}
+
+/* ---- node annotation ---- */
+
+int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err,
+                                 size_t errlen) {
+        char name[SCHED_NAME_MAX];
+        strscpy(name, ret->name, sizeof name);
+        memset(ret, 0, sizeof *ret);
+        strscpy(ret->name, name, sizeof ret->name);
+        json_t *j = load(value, len, SCHED_CODEC_MAX_ANNOT, err, errlen);
+        if (!j)
+                return -EINVAL;
+        int r = -EINVAL;
+        json_t *ver = json_object_get(j, "v");
+        json_t *gpus = json_object_get(j, "gpus");
+        json_t *links = json_object_get(j, "links");
+        if (!json_is_object(j) || !json_is_integer(ver) || json_integer_value(ver) != SCHED_NODE_ANNOT_VERSION) {
+                fail(err, errlen, "%s: not a version %d object", SCHED_ANNOT_NODE_GPUS, SCHED_NODE_ANNOT_VERSION);
+                goto out;
+        }
+        if (!json_is_array(gpus) || json_array_size(gpus) > SCHED_MAX_GPUS) {
+                fail(err, errlen, "%s: gpus must be an array of at most %d", SCHED_ANNOT_NODE_GPUS, SCHED_MAX_GPUS);
+                goto out;
+        }
+        ret->n_gpus = (unsigned)json_array_size(gpus);
+        size_t i;
+        json_t *g;
+        json_array_foreach(gpus, i, g) {
+                json_t *idx = json_object_get(g, "index");
+                json_t *mem = json_object_get(g, "memory_mib");
+                json_t *h = json_object_get(g, "healthy");
+                if (!json_is_object(g) || !json_is_integer(idx) || json_integer_value(idx) != (json_int_t)i) {
+                        fail(err, errlen, "%s: gpus[%zu].index must be %zu", SCHED_ANNOT_NODE_GPUS, i, i);
+                        goto out;
+                }
+                if (!json_is_integer(mem) || json_integer_value(mem) < 0 || json_integer_value(mem) > UINT32_MAX) {
+                        fail(err, errlen, "%s: gpus[%zu].memory_mib must be a MiB count", SCHED_ANNOT_NODE_GPUS, i);
+                        goto out;
+                }
+                if (!json_is_boolean(h)) {
+                        fail(err, errlen, "%s: gpus[%zu].healthy must be true or false", SCHED_ANNOT_NODE_GPUS, i);
+                        goto out;
+                }
+                struct sched_gpu_info *gi = &ret->gpu[i];
+                gi->mem_mib = (uint32_t)json_integer_value(mem);
+                gi->healthy = json_is_true(h);
+                if (get_str(g, "uuid", gi->uuid, sizeof gi->uuid, "gpus[].", err, errlen) < 0 ||
+                    get_str(g, "model", gi->model, sizeof gi->model, "gpus[].", err, errlen) < 0)
+                        goto out;
+        }
+        for (unsigned a = 0; a < ret->n_gpus; a++)
+                for (unsigned b = 0; b < ret->n_gpus; b++)
+                        ret->link[a][b] = a == b ? (struct topo_link){ TOPO_LEVEL_SELF, 0 }
+                                                 : (struct topo_link){ TOPO_LEVEL_UNKNOWN, 0 };
+        if (links && !json_is_null(links)) {
+                if (!json_is_array(links) || json_array_size(links) != ret->n_gpus) {
+                        fail(err, errlen, "%s: links must have one row per GPU", SCHED_ANNOT_NODE_GPUS);
+                        goto out;
+                }
+                json_t *row;
+                json_array_foreach(links, i, row) {
+                        if (!json_is_string(row)) {
+                                fail(err, errlen, "%s: links[%zu] is not a string", SCHED_ANNOT_NODE_GPUS, i);
+                                goto out;
+                        }
+                        const char *s = json_string_value(row);
+                        for (unsigned b = 0; b < ret->n_gpus; b++) {
+                                while (*s == ' ')
+                                        s++;
+                                size_t l = strcspn(s, " ");
+                                struct topo_link lk;
+                                if (l == 0 || topo_link_from_name(s, l, &lk) < 0 ||
+                                    ((lk.pcie == TOPO_LEVEL_SELF) != (b == i))) {
+                                        fail(err, errlen, "%s: links[%zu] entry %u is not a link name", SCHED_ANNOT_NODE_GPUS,
+                                             i, b);
+                                        goto out;
+                                }
+                                if (b > i && b != i) {
+                                        ret->link[i][b] = lk;
+                                        ret->link[b][i] = lk;
+                                } else if (b < i && memcmp(&ret->link[i][b], &lk, sizeof lk) != 0) {
+                                        fail(err, errlen, "%s: links is not symmetric at %zu,%u", SCHED_ANNOT_NODE_GPUS, i, b);
+                                        goto out;
+                                }
+                                s += l;
+                        }
+                        while (*s == ' ')
+                                s++;
+                        if (*s) {
+                                fail(err, errlen, "%s: links[%zu] has more than %u entries", SCHED_ANNOT_NODE_GPUS, i,
+                                     ret->n_gpus);
+                                goto out;
+                        }
+                }
+        }
+        r = 0;
+out:
+        json_decref(j);
+        return r;
+}
+
+int sched_node_annotation_encode(const struct sched_node_info *info, char **ret) {
+        json_t *j = json_object();
+        json_t *gpus = json_array();
+        json_t *links = json_array();
+        int r = -ENOMEM;
+        if (!j || !gpus || !links)
+                goto out;
+        json_object_set_new(j, "v", json_integer(SCHED_NODE_ANNOT_VERSION));
+        for (unsigned i = 0; i < info->n_gpus && i < SCHED_MAX_GPUS; i++) {
+                const struct sched_gpu_info *g = &info->gpu[i];
+                json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:b}", "index", (int)i, "uuid", g->uuid, "model",
+                                                      g->model, "memory_mib", (json_int_t)g->mem_mib, "healthy",
+                                                      g->healthy));
+                char row[SCHED_MAX_GPUS * 8 + 1];
+                size_t off = 0;
+                for (unsigned b = 0; b < info->n_gpus; b++) {
+                        char nb[8];
+                        struct topo_link l = i == b ? (struct topo_link){ TOPO_LEVEL_SELF, 0 } : info->link[i][b];
+                        off += (size_t)snprintf(row + off, sizeof row - off, "%s%s", b ? " " : "", topo_link_name(l, nb));
+                        if (off >= sizeof row)
+                                goto out;
+                }
+                json_array_append_new(links, json_string(row));
+        }
+        json_object_set(j, "gpus", gpus);
+        json_object_set(j, "links", links);
+        *ret = json_dumps(j, JSON_COMPACT);
+        r = *ret ? 0 : -ENOMEM;
+out:
+        json_decref(gpus);
+        json_decref(links);
+        json_decref(j);
+        return r;
+}
+
+/* ---- assignment annotations (bind) ---- */
+
+static int set_str(json_t *o, const char *k, const char *v) {
+        return json_object_set_new(o, k, json_string(v));
+}
+
+int sched_assignment_annotations(const struct sched_request *req, const struct sched_assignment *a,
+                                 const struct sched_node *n, const char *node_name, uint64_t now_ns,
+                                 const struct sched_units *u, char **ret) {
+        json_t *ann = json_object();
+        json_t *val = json_object();
+        json_t *cs = json_array();
+        char buf[256];
+        int r = -ENOMEM;
+        if (!ann || !val || !cs)
+                goto out;
+        json_object_set_new(val, "v", json_integer(SCHED_ASSIGN_ANNOT_VERSION));
+        json_object_set_new(val, "node", json_string(node_name));
+        json_object_set_new(val, "time", json_integer((json_int_t)now_ns));
+        for (unsigned k = 0; k < a->n && k < req->n; k++) {
+                const struct sched_container_assign *c = &a->c[k];
+                json_t *gpus = json_array(), *uuids = json_array();
+                for (alloc_set_t s = c->gpus; s; s &= s - 1) {
+                        unsigned g = (unsigned)__builtin_ctzll(s);
+                        json_array_append_new(gpus, json_integer(g));
+                        const char *uu = n && g < n->n_gpus && n->gpu[g].uuid ? n->gpu[g].uuid : "";
+                        json_array_append_new(uuids, json_string(uu));
+                }
+                json_t *o = json_pack("{s:s,s:o,s:o}", "name", req->c[k].name, "gpus", gpus, "uuids", uuids);
+                if (!o)
+                        goto out;
+                if (c->whole)
+                        json_object_set_new(o, "whole", json_true());
+                else {
+                        json_object_set_new(o, "core", json_integer(c->core));
+                        json_object_set_new(o, "memory_mib", json_integer(c->mem_mib));
+                }
+                json_array_append_new(cs, o);
+        }
+        json_object_set(val, "containers", cs);
+        char *text = json_dumps(val, JSON_COMPACT);
+        if (!text)
+                goto out;
+        set_str(ann, SCHED_ANNOT_ASSIGNMENT, text);
+        free(text);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)now_ns);
+        if (req->profile == SCHED_PROFILE_TENCENT) {
+                for (unsigned k = 0; k < a->n && k < req->n; k++) {
+                        char key[64], idx[SCHED_MAX_GPUS * 3 + 1];
+                        snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
+                        alloc_set_format(a->c[k].gpus, idx, sizeof idx);
+                        set_str(ann, key, idx);
+                }
+                set_str(ann, "tencent.com/predicate-node", node_name);
+                set_str(ann, "tencent.com/predicate-time", buf);
+                set_str(ann, "tencent.com/gpu-assigned", "false");
+        } else if (req->profile == SCHED_PROFILE_ALIYUN) {
+                int gpu = -1;
+                uint64_t mem = 0;
+                for (unsigned k = 0; k < a->n && k < req->n; k++)
+                        if (!a->c[k].whole && a->c[k].gpus) {
+                                gpu = __builtin_ctzll(a->c[k].gpus);
+                                mem += a->c[k].mem_mib;
+                        }
+                if (gpu >= 0) {
+                        char s[32];
+                        snprintf(s, sizeof s, "%d", gpu);
+                        set_str(ann, "ALIYUN_COM_GPU_MEM_IDX", s);
+                        snprintf(s, sizeof s, "%llu", (unsigned long long)(mem / (u->aliyun_mib ? u->aliyun_mib : 1)));
+                        set_str(ann, "ALIYUN_COM_GPU_MEM_POD", s);
+                        set_str(ann, "ALIYUN_COM_GPU_MEM_ASSUME_TIME", buf);
+                        set_str(ann, "ALIYUN_COM_GPU_MEM_ASSIGNED", "false");
+                }
+        }
+        *ret = json_dumps(ann, JSON_COMPACT | JSON_SORT_KEYS);
+        r = *ret ? 0 : -ENOMEM;
+out:
+        json_decref(cs);
+        json_decref(val);
+        json_decref(ann);
+        return r;
+}
+
+/* ---- extender protocol ---- */
+
+void sched_ext_args_done(struct sched_ext_args *a) {
+        if (!a)
+                return;
+        free(a->node_names);
+        json_decref(a->root);
+        a->node_names = NULL;
+        a->root = NULL;
+        a->nodes_items = NULL;
+        a->n_nodes = 0;
+}
+
+int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
+                          char *err, size_t errlen) {
+        memset(ret, 0, sizeof *ret);
+        if (len > SCHED_CODEC_MAX_BODY) {
+                fail(err, errlen, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
+                return -E2BIG;
+        }
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        if (!j)
+                return -EINVAL;
+        ret->root = j;
+        if (!json_is_object(j)) {
+                fail(err, errlen, "ExtenderArgs is not an object");
+                goto bad;
+        }
+        json_t *pod = json_object_get(j, "Pod");
+        if (!json_is_object(pod)) {
+                fail(err, errlen, "ExtenderArgs.Pod is missing");
+                goto bad;
+        }
+        if (sched_pod_decode_json(pod, u, &ret->pod, err, errlen) < 0)
+                goto bad;
+        json_t *names = json_object_get(j, "NodeNames");
+        json_t *nodes = json_object_get(j, "Nodes");
+        if (names && !json_is_null(names)) {
+                if (!json_is_array(names)) {
+                        fail(err, errlen, "ExtenderArgs.NodeNames is not an array");
+                        goto bad;
+                }
+                ret->node_cache = true;
+                ret->n_nodes = json_array_size(names);
+        } else if (nodes && !json_is_null(nodes)) {
+                json_t *items = json_object_get(nodes, "items");
+                if (!json_is_object(nodes) || (items && !json_is_null(items) && !json_is_array(items))) {
+                        fail(err, errlen, "ExtenderArgs.Nodes is not a NodeList");
+                        goto bad;
+                }
+                ret->nodes_items = items && json_is_array(items) ? items : NULL;
+                ret->n_nodes = ret->nodes_items ? json_array_size(items) : 0;
+        } else {
+                fail(err, errlen, "ExtenderArgs has neither NodeNames nor Nodes");
+                goto bad;
+        }
+        if (ret->n_nodes > SCHED_CODEC_MAX_NODES) {
+                fail(err, errlen, "%zu nodes exceed the limit of %d", ret->n_nodes, SCHED_CODEC_MAX_NODES);
+                goto bad;
+        }
+        ret->node_names = calloc(ret->n_nodes ? ret->n_nodes : 1, sizeof *ret->node_names);
+        if (!ret->node_names) {
+                sched_ext_args_done(ret);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < ret->n_nodes; i++) {
+                json_t *v;
+                if (ret->node_cache)
+                        v = json_array_get(names, i);
+                else
+                        v = json_object_get(json_object_get(json_array_get(ret->nodes_items, i), "metadata"), "name");
+                if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= SCHED_NAME_MAX ||
+                    strlen(json_string_value(v)) != json_string_length(v)) {
+                        fail(err, errlen, "node %zu has no valid name", i);
+                        goto bad;
+                }
+                ret->node_names[i] = (char *)json_string_value(v);
+        }
+        return 0;
+bad:
+        sched_ext_args_done(ret);
+        return -EINVAL;
+}
+
+static int finish(json_t *j, char **ret, size_t *ret_len) {
+        if (!j)
+                return -ENOMEM;
+        char *t = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!t)
+                return -ENOMEM;
+        *ret = t;
+        *ret_len = strlen(t);
+        return 0;
+}
+
+int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res,
+                            const char *error, char **ret, size_t *ret_len) {
+        json_t *j = json_object();
+        json_t *failed = json_object(), *unres = json_object();
+        if (!j || !failed || !unres) {
+                json_decref(j);
+                json_decref(failed);
+                json_decref(unres);
+                return -ENOMEM;
+        }
+        json_t *names = NULL, *items = NULL;
+        if (!error) {
+                if (a->node_cache)
+                        names = json_array();
+                else
+                        items = json_array();
+                for (size_t i = 0; i < a->n_nodes; i++) {
+                        if (res[i].verdict == SCHED_FIT) {
+                                if (names)
+                                        json_array_append_new(names, json_string(a->node_names[i]));
+                                else if (items)
+                                        json_array_append(items, json_array_get(a->nodes_items, i));
+                                continue;
+                        }
+                        const char *why = res[i].reason ? res[i].reason : "does not fit";
+                        /* kube-scheduler 1.20 knows only FailedNodes; later ones let
+                         * FailedAndUnresolvableNodes win, so an unresolvable node goes in both */
+                        json_object_set_new(failed, a->node_names[i], json_string(why));
+                        if (res[i].verdict == SCHED_UNRESOLVABLE)
+                                json_object_set_new(unres, a->node_names[i], json_string(why));
+                }
+        }
+        json_object_set_new(j, "Error", json_string(error ? error : ""));
+        json_object_set_new(j, "FailedNodes", failed);
+        json_object_set_new(j, "FailedAndUnresolvableNodes", unres);
+        json_object_set_new(j, "NodeNames", names ? names : json_null());
+        if (items)
+                json_object_set_new(j, "Nodes", json_pack("{s:s,s:s,s:o}", "kind", "NodeList", "apiVersion", "v1", "items", items));
+        else
+                json_object_set_new(j, "Nodes", json_null());
+        return finish(j, ret, ret_len);
+}
+
+int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n, char **ret, size_t *ret_len) {
+        json_t *j = json_array();
+        if (!j)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(j, json_pack("{s:s,s:i}", "Host", names[i], "Score", scores[i]));
+        return finish(j, ret, ret_len);
+}
+
+int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, char *err, size_t errlen) {
+        memset(ret, 0, sizeof *ret);
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        if (!j)
+                return -EINVAL;
+        int r = -EINVAL;
+        if (!json_is_object(j)) {
+                fail(err, errlen, "ExtenderBindingArgs is not an object");
+                goto out;
+        }
+        if (get_str(j, "PodName", ret->pod_name, sizeof ret->pod_name, "", err, errlen) < 0 ||
+            get_str(j, "PodNamespace", ret->pod_namespace, sizeof ret->pod_namespace, "", err, errlen) < 0 ||
+            get_str(j, "PodUID", ret->pod_uid, sizeof ret->pod_uid, "", err, errlen) < 0 ||
+            get_str(j, "Node", ret->node, sizeof ret->node, "", err, errlen) < 0)
+                goto out;
+        if (!ret->pod_name[0] || !ret->pod_namespace[0] || !ret->pod_uid[0] || !ret->node[0]) {
+                fail(err, errlen, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
+                goto out;
+        }
+        r = 0;
+out:
+        json_decref(j);
+        return r;
+}
+
+int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len) {
+        return finish(json_pack("{s:s}", "Error", error ? error : ""), ret, ret_len);
+}
+
+/* ---- snapshot ---- */
+
+int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, char *err, size_t errlen) {
+        json_t *node = (json_t *)node_json;
+        json_t *meta = json_is_object(node) ? json_object_get(node, "metadata") : NULL;
+        if (!json_is_object(meta))
+                return fail(err, errlen, "node has no metadata");
+        char name[SCHED_NAME_MAX];
+        if (get_str(meta, "name", name, sizeof name, "metadata.", err, errlen) < 0)
+                return -EINVAL;
+        if (!name[0])
+                return fail(err, errlen, "node has no name");
+        json_t *ann = json_object_get(meta, "annotations");
+        json_t *v = json_is_object(ann) ? json_object_get(ann, SCHED_ANNOT_NODE_GPUS) : NULL;
+        if (!v)
+                return -ENOENT;
+        if (!json_is_string(v))
+                return fail(err, errlen, "node %s: %s is not a string", name, SCHED_ANNOT_NODE_GPUS);
+        strscpy(ret->name, name, sizeof ret->name);
+        char e2[160];
+        if (sched_node_annotation_decode(json_string_value(v), json_string_length(v), ret, e2, sizeof e2) < 0)
+                return fail(err, errlen, "node %s: %s", name, e2);
+        return 0;
+}
+
+int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, const struct sched_units *u,
+                        size_t *ret_nodes, size_t *ret_pods, char *err, size_t errlen) {
+        json_t *j = load(text, len, SCHED_CODEC_MAX_SNAPSHOT, err, errlen);
+        if (!j)
+                return -EINVAL;
+        int r = -EINVAL;
+        size_t nn = 0, np = 0;
+        struct sched_node_info *info = malloc(sizeof *info);
+        struct sched_pod_view *pv = malloc(sizeof *pv);
+        if (!info || !pv) {
+                r = -ENOMEM;
+                goto out;
+        }
+        json_t *nodes = json_object_get(j, "nodes"), *pods = json_object_get(j, "pods");
+        if (!json_is_object(j) || (nodes && !json_is_array(nodes)) || (pods && !json_is_array(pods))) {
+                fail(err, errlen, "snapshot must be {\"nodes\": [...], \"pods\": [...]}");
+                goto out;
+        }
+        size_t i;
+        json_t *o;
+        json_array_foreach(nodes, i, o) {
+                int q = sched_node_decode_json(o, info, err, errlen);
+                if (q == -ENOENT)
+                        continue;
+                if (q < 0)
+                        goto out;
+                q = sched_model_set_node(m, info);
+                if (q < 0) {
+                        r = q;
+                        goto out;
+                }
+                nn++;
+        }
+        json_array_foreach(pods, i, o) {
+                char e2[200];
+                if (sched_pod_decode_json(o, u, pv, e2, sizeof e2) < 0) {
+                        fail(err, errlen, "pods[%zu]: %s", i, e2);
+                        goto out;
+                }
+                struct sched_pod_info pi;
+                sched_pod_view_info(pv, &pi);
+                int q = sched_model_set_pod(m, &pi);
+                if (q < 0) {
+                        r = q;
+                        fail(err, errlen, "pods[%zu]: not accepted by the model", i);
+                        goto out;
+                }
+                np++;
+        }
+        if (ret_nodes)
+                *ret_nodes = nn;
+        if (ret_pods)
+                *ret_pods = np;
+        r = 0;
+out:
+        free(info);
+        free(pv);
+        json_decref(j);
+        return r;
+}

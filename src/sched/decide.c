@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * decide.c — filter, prioritize and bind decisions on the cluster model (see decide.h and
+ * docs/scheduler.md). Must never do I/O or keep state outside the model's memo.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/decide.h"
+#include "util/util.h"
+
+int sched_policy_from_name(const char *s, enum sched_policy *ret) {
+        if (!s)
+                return -EINVAL;
+        if (streq(s, "binpack"))
+                *ret = SCHED_POLICY_BINPACK;
+        else if (streq(s, "spread"))
+                *ret = SCHED_POLICY_SPREAD;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+const char *sched_policy_name(enum sched_policy p) {
+        return p == SCHED_POLICY_SPREAD ? "spread" : "binpack";
+}
+
+char *sched_format_mib(uint64_t mib, char *buf, size_t len) {
+        if (mib >= 1024) {
+                if (mib % 1024 == 0)
+                        snprintf(buf, len, "%llu GiB", (unsigned long long)(mib / 1024));
+                else
+                        snprintf(buf, len, "%.1f GiB", (double)mib / 1024.0);
+        } else {
+                snprintf(buf, len, "%llu MiB", (unsigned long long)mib);
+        }
+        return buf;
+}
+
+/* The node's GPUs as the placement sees them while containers are added one by one. */
+struct room {
+        unsigned n;
+        struct alloc_gpu_room share[SCHED_MAX_GPUS]; /* for alloc_fit_share */
+        alloc_set_t whole_free;                       /* healthy, no sharer, no holder */
+        alloc_set_t healthy;
+        unsigned n_shared, n_held, n_unhealthy;
+};
+
+static void room_from_node(const struct sched_node *n, bool empty, struct room *r) {
+        r->n = n->n_gpus;
+        r->whole_free = r->healthy = 0;
+        r->n_shared = r->n_held = r->n_unhealthy = 0;
+        for (unsigned i = 0; i < n->n_gpus; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                uint32_t mu = empty ? 0 : g->mem_used_mib;
+                unsigned cu = empty ? 0 : g->core_used;
+                bool held = !empty && g->whole > 0;
+                bool shared = !empty && g->sharers > 0;
+                r->share[i] = (struct alloc_gpu_room){
+                        .usable = g->healthy && !held,
+                        .core_free = cu >= 100 ? 0 : 100 - cu,
+                        .mem_free_mib = g->mem_total_mib > mu ? g->mem_total_mib - mu : 0,
+                };
+                if (g->healthy)
+                        r->healthy |= 1ULL << i;
+                else
+                        r->n_unhealthy++;
+                if (held)
+                        r->n_held++;
+                else if (shared)
+                        r->n_shared++;
+                if (g->healthy && !held && !shared)
+                        r->whole_free |= 1ULL << i;
+        }
+}
+
+static void share_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, char *buf,
+                         size_t len) {
+        uint64_t best_mem = 0, best_mem_any = 0;
+        unsigned best_core = 0, usable = 0;
+        for (unsigned i = 0; i < r->n; i++) {
+                const struct alloc_gpu_room *g = &r->share[i];
+                if (!g->usable)
+                        continue;
+                usable++;
+                if (g->core_free >= c->core && g->mem_free_mib > best_mem)
+                        best_mem = g->mem_free_mib;
+                if (g->mem_free_mib > best_mem_any)
+                        best_mem_any = g->mem_free_mib;
+                if (g->core_free > best_core)
+                        best_core = g->core_free;
+        }
+        char who[96], a[24], b[24];
+        if (placed)
+                snprintf(who, sizeof who, "container %s (after placing %u other container%s)", c->name[0] ? c->name : "?",
+                         placed, placed == 1 ? "" : "s");
+        else
+                snprintf(who, sizeof who, "container %s", c->name[0] ? c->name : "?");
+        if (usable == 0)
+                snprintf(buf, len, "no GPU can take a share: all %u are held whole or unhealthy; %s needs one", r->n, who);
+        else if (best_core < c->core)
+                snprintf(buf, len, "most free compute on one GPU is %u %%, %s needs %u %%", best_core, who, c->core);
+        else if (best_mem_any < c->mem_mib)
+                snprintf(buf, len, "largest free GPU has %s, %s needs %s", sched_format_mib(best_mem_any, a, sizeof a), who,
+                         sched_format_mib(c->mem_mib, b, sizeof b));
+        else
+                snprintf(buf, len, "no GPU has both %u %% compute and %s free (most memory with that compute: %s); %s",
+                         c->core, sched_format_mib(c->mem_mib, a, sizeof a), sched_format_mib(best_mem, b, sizeof b), who);
+}
+
+static void whole_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, int err,
+                         char *buf, size_t len) {
+        unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
+        const char *name = c->name[0] ? c->name : "?";
+        if (err == -ENOSPC || free_n < c->whole)
+                snprintf(buf, len, "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s), container %s needs %u",
+                         free_n, r->n, r->n_shared, r->n_held, r->n_unhealthy, placed ? ", after placing other containers" : "",
+                         name, c->whole);
+        else
+                snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name, err);
+}
+
+/* Place every container on r; 0 or -ENOSPC with the reason. */
+static int place_all(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                     enum sched_policy policy, struct room *r, struct sched_fit *ret) {
+        unsigned order[SCHED_MAX_CONTAINERS];
+        for (unsigned k = 0; k < req->n; k++)
+                order[k] = k;
+        /* whole requests first, largest first; then shares by memory, then compute */
+        for (unsigned i = 1; i < req->n; i++) {
+                unsigned x = order[i], j = i;
+                while (j > 0) {
+                        const struct sched_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
+                        bool before = a->whole != b->whole ? a->whole > b->whole
+                                      : a->mem_mib != b->mem_mib ? a->mem_mib > b->mem_mib
+                                                                : a->core > b->core;
+                        if (!before)
+                                break;
+                        order[j] = order[j - 1];
+                        j--;
+                }
+                order[j] = x;
+        }
+        ret->assign = (struct sched_assignment){ .n = req->n };
+        ret->ring_bw = 0;
+        ret->whole_count = 0;
+        for (unsigned i = 0; i < req->n; i++) {
+                const struct sched_container_req *c = &req->c[order[i]];
+                struct sched_container_assign *a = &ret->assign.c[order[i]];
+                if (c->whole) {
+                        alloc_set_t set = 0;
+                        unsigned bw = 0;
+                        int e = sched_model_pick_whole(m, n, r->whole_free, c->whole, &set, &bw);
+                        if (e < 0) {
+                                whole_reason(r, c, i, e, ret->reason, sizeof ret->reason);
+                                return -ENOSPC;
+                        }
+                        *a = (struct sched_container_assign){ .gpus = set, .whole = true };
+                        if (c->whole > ret->whole_count) {
+                                ret->whole_count = c->whole;
+                                ret->ring_bw = bw;
+                        }
+                        r->whole_free &= ~set;
+                        for (alloc_set_t s = set; s; s &= s - 1)
+                                r->share[__builtin_ctzll(s)].usable = false;
+                } else if (c->core || c->mem_mib) {
+                        int g = alloc_fit_share(r->share, r->n, c->core, c->mem_mib,
+                                                policy == SCHED_POLICY_SPREAD ? ALLOC_FIT_SPREAD : ALLOC_FIT_BINPACK);
+                        if (g < 0) {
+                                share_reason(r, c, i, ret->reason, sizeof ret->reason);
+                                return -ENOSPC;
+                        }
+                        *a = (struct sched_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
+                        r->share[g].core_free -= c->core;
+                        r->share[g].mem_free_mib -= c->mem_mib;
+                        r->whole_free &= ~(1ULL << g);
+                }
+        }
+        return 0;
+}
+
+static bool request_valid(const struct sched_request *req) {
+        if (req->n > SCHED_MAX_CONTAINERS)
+                return false;
+        for (unsigned k = 0; k < req->n; k++) {
+                const struct sched_container_req *c = &req->c[k];
+                if (c->core > 100 || c->whole > SCHED_MAX_GPUS || (c->whole && (c->core || c->mem_mib)))
+                        return false;
+        }
+        return true;
+}
+
+/* How full the node is after the placement (0..1) and how full the GPUs the shares went to are. */
+static double pack_after(const struct sched_node *n, const struct room *after, const struct sched_fit *f) {
+        double total = 0, free_mem = 0;
+        unsigned healthy = 0, whole_free = (unsigned)__builtin_popcountll(after->whole_free);
+        for (unsigned i = 0; i < n->n_gpus; i++) {
+                if (!n->gpu[i].healthy)
+                        continue;
+                healthy++;
+                total += n->gpu[i].mem_total_mib;
+                free_mem += after->share[i].usable ? (double)after->share[i].mem_free_mib : 0;
+        }
+        if (healthy == 0)
+                return 1;
+        double node_full = 1.0 - (double)whole_free / healthy;
+        double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
+        bool any_share = false;
+        double gpu_full = 0;
+        unsigned shares = 0;
+        for (unsigned k = 0; k < f->assign.n; k++) {
+                const struct sched_container_assign *a = &f->assign.c[k];
+                if (a->whole || !a->gpus)
+                        continue;
+                unsigned g = (unsigned)__builtin_ctzll(a->gpus);
+                double tot = n->gpu[g].mem_total_mib;
+                double mf = tot > 0 ? 1.0 - (double)after->share[g].mem_free_mib / tot : 0;
+                double cf = 1.0 - after->share[g].core_free / 100.0;
+                gpu_full += mf > cf ? mf : cf;
+                shares++;
+                any_share = true;
+        }
+        if (!any_share)
+                return 0.5 * node_full + 0.5 * mem_full;
+        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+}
+
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                   enum sched_policy policy, struct sched_fit *ret) {
+        memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
+        ret->reason[0] = '\0';
+        if (!m || !n || !req || !request_valid(req)) {
+                ret->verdict = SCHED_UNRESOLVABLE;
+                snprintf(ret->reason, sizeof ret->reason, "malformed GPU request");
+                return -EINVAL;
+        }
+        if (!n->published || n->n_gpus == 0) {
+                ret->verdict = SCHED_UNRESOLVABLE;
+                snprintf(ret->reason, sizeof ret->reason, "%s",
+                         n->published ? "node has no GPUs" : "node publishes no GPUs (no gpuslice.io/gpus annotation)");
+                return -ENODEV;
+        }
+        struct room r;
+        room_from_node(n, false, &r);
+        if (place_all(m, n, req, policy, &r, ret) == 0) {
+                ret->verdict = SCHED_FIT;
+                ret->pack = pack_after(n, &r, ret);
+                return 0;
+        }
+        /* Would the empty node do? Then freeing GPUs (preemption) could help. */
+        struct sched_fit empty;
+        memset(&empty, 0, sizeof empty);
+        room_from_node(n, true, &r);
+        if (place_all(m, n, req, policy, &r, &empty) == 0) {
+                ret->verdict = SCHED_NO_ROOM;
+                ret->assign = (struct sched_assignment){ 0 };
+                return -ENOSPC;
+        }
+        ret->verdict = SCHED_UNRESOLVABLE;
+        ret->assign = (struct sched_assignment){ 0 };
+        snprintf(ret->reason, sizeof ret->reason, "even with every GPU free: %.170s", empty.reason);
+        return -ENODEV;
+}
+
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+        unsigned best_ring = 0;
+        for (size_t i = 0; i < n; i++)
+                if (fits[i].verdict == SCHED_FIT && fits[i].whole_count >= 2 && fits[i].ring_bw > best_ring)
+                        best_ring = fits[i].ring_bw;
+        for (size_t i = 0; i < n; i++) {
+                const struct sched_fit *f = &fits[i];
+                if (f->verdict != SCHED_FIT) {
+                        ret_scores[i] = 0;
+                        continue;
+                }
+                double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
+                if (f->whole_count >= 2 && best_ring > 0)
+                        s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
+                long v = lround(s * 10.0);
+                ret_scores[i] = (int)(v < 0 ? 0 : v > 10 ? 10 : v);
+        }
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * decide — the extender's decisions on the model (model.h): does a pod fit a node (filter), how
+ * good is each node (prioritize), which GPUs exactly (bind).
+ *
+ * A pod fits a node when all its GPU containers fit together on real GPUs: a fractional
+ * container's compute and memory on ONE healthy GPU not held whole; k whole GPUs healthy, with no
+ * sharer and no holder, chosen by the allocator (alloc_pick_gpus) by topology. Containers are
+ * placed one after the other on a scratch copy of the node's use: whole requests first (largest
+ * first), then shares by memory, largest first.
+ *
+ * Scores are 0..10 (what kube-scheduler 1.20 accepts). See docs/scheduler.md for the formula.
+ *
+ * Pure: no I/O, no logging; not thread-safe (it fills the model's memo), like the model.
+ */
+#pragma once
+
+#include "alloc/fit.h"
+#include "sched/model.h"
+
+enum sched_policy {
+        SCHED_POLICY_BINPACK = 0,
+        SCHED_POLICY_SPREAD,
+};
+
+/* Parse "binpack" / "spread". 0 or -EINVAL. */
+int sched_policy_from_name(const char *s, enum sched_policy *ret);
+const char *sched_policy_name(enum sched_policy p);
+
+enum sched_verdict {
+        SCHED_FIT = 0,
+        SCHED_NO_ROOM,       /* the node is big enough, but taken: preemption could help */
+        SCHED_UNRESOLVABLE,  /* not even the empty node would do (too few/small/unhealthy GPUs, no GPUs) */
+};
+
+struct sched_fit {
+        enum sched_verdict verdict;
+        struct sched_assignment assign; /* SCHED_FIT: the GPUs chosen per container */
+        char reason[200];               /* otherwise: the GPU-level shortage, for a person */
+        /* for scoring */
+        unsigned ring_bw;               /* best ring of the largest whole request (GB/s), 0 if none */
+        unsigned whole_count;           /* GPUs of that request */
+        double pack;                    /* 0..1: how full the touched GPUs / node are after placing */
+};
+
+/*
+ * Fit req on node n. Always fills *ret (verdict, and assign or reason). Returns 0 on FIT,
+ * -ENOSPC for NO_ROOM, -ENODEV for UNRESOLVABLE, -EINVAL for a malformed request.
+ */
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                   enum sched_policy policy, struct sched_fit *ret);
+
+/*
+ * Scores for fits of one pod on several nodes (fits[i] must be SCHED_FIT), 0..10 each, into
+ * ret_scores. binpack prefers fuller nodes and GPUs, spread emptier ones; for a multi-GPU whole
+ * request the ring bandwidth weighs most (normalised to the best among these nodes).
+ */
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores);
+
+/* "8 GiB", "5.5 GiB", "512 MiB" */
+char *sched_format_mib(uint64_t mib, char *buf, size_t len);

@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * model.c — the cluster GPU model (see model.h). Per-GPU use is kept incrementally: a pod's
+ * assignment is added to its node's GPUs when it arrives and subtracted when it leaves or
+ * changes; a node whose GPUs change is re-counted from its pod list.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/decide.h"
+#include "sched/map.h"
+#include "sched/model.h"
+#include "util/util.h"
+
+/* Direct-mapped memo of whole-GPU picks per topology class. */
+#define MEMO_SLOTS 1024
+
+struct memo_slot {
+        alloc_set_t available;
+        alloc_set_t set;
+        uint32_t ring_bw;
+        uint8_t count; /* 0 = empty slot */
+        int8_t err;    /* 0 or -errno of the pick */
+};
+
+struct sched_topo_class {
+        unsigned n;
+        unsigned refs;
+        struct topo_link *link; /* n*n */
+        struct memo_slot *memo; /* MEMO_SLOTS, allocated on first pick */
+        struct topo *scratch;   /* the allocator's input, built on first pick */
+};
+
+struct sched_model {
+        struct sched_map nodes;   /* name -> struct sched_node */
+        struct sched_map pods;    /* uid -> struct sched_pod */
+        struct sched_map classes; /* n + links -> struct sched_topo_class */
+};
+
+int sched_model_new(struct sched_model **ret) {
+        struct sched_model *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        *ret = m;
+        return 0;
+}
+
+static void class_unref(struct sched_model *m, struct sched_topo_class *c) {
+        if (!c || --c->refs > 0)
+                return;
+        sched_map_del(&m->classes, c->link, (size_t)c->n * c->n * sizeof *c->link);
+        free(c->link);
+        free(c->memo);
+        free(c->scratch);
+        free(c);
+}
+
+static void node_free_gpus(struct sched_node *n) {
+        for (unsigned i = 0; i < n->n_gpus; i++)
+                free(n->gpu[i].uuid);
+        free(n->gpu);
+        n->gpu = NULL;
+        n->n_gpus = 0;
+}
+
+static void pod_free(struct sched_pod *p) {
+        if (!p)
+                return;
+        free(p->uid);
+        free(p->ns);
+        free(p->name);
+        free(p);
+}
+
+struct sched_model *sched_model_free(struct sched_model *m) {
+        if (!m)
+                return NULL;
+        size_t cur = 0;
+        struct sched_pod *p;
+        while ((p = sched_map_next(&m->pods, &cur)))
+                pod_free(p);
+        cur = 0;
+        struct sched_node *n;
+        while ((n = sched_map_next(&m->nodes, &cur))) {
+                node_free_gpus(n);
+                struct sched_topo_class *c = n->topo;
+                n->topo = NULL;
+                if (c && --c->refs == 0) {
+                        free(c->link);
+                        free(c->memo);
+                        free(c->scratch);
+                        free(c);
+                }
+                free(n->name);
+                free(n);
+        }
+        sched_map_done(&m->pods);
+        sched_map_done(&m->nodes);
+        sched_map_done(&m->classes);
+        free(m);
+        return NULL;
+}
+
+/* ---- usage accounting ---- */
+
+static void apply(struct sched_node *n, const struct sched_assignment *a, int sign) {
+        for (unsigned k = 0; k < a->n && k < SCHED_MAX_CONTAINERS; k++) {
+                const struct sched_container_assign *c = &a->c[k];
+                for (alloc_set_t s = c->gpus; s; s &= s - 1) {
+                        unsigned i = (unsigned)__builtin_ctzll(s);
+                        if (i >= n->n_gpus)
+                                continue; /* names a GPU the node no longer has */
+                        struct sched_gpu *g = &n->gpu[i];
+                        if (c->whole) {
+                                g->whole = (uint16_t)(g->whole + sign);
+                        } else {
+                                g->core_used = (uint16_t)(g->core_used + sign * (int)c->core);
+                                g->mem_used_mib = (uint32_t)((int64_t)g->mem_used_mib + sign * (int64_t)c->mem_mib);
+                                g->sharers = (uint16_t)(g->sharers + sign);
+                        }
+                }
+        }
+        n->generation++;
+}
+
+/* A pod on a published node without an assignment: where our own fit would have put it. */
+static void infer(struct sched_model *m, struct sched_pod *p) {
+        struct sched_fit fit;
+        p->assign = (struct sched_assignment){ 0 };
+        p->inferred = true;
+        if (!p->node || !p->node->published)
+                return;
+        if (sched_fit_node(m, p->node, &p->req, SCHED_POLICY_BINPACK, &fit) == 0)
+                p->assign = fit.assign;
+        /* else: it uses something we cannot place; nothing is counted (docs/scheduler.md) */
+}
+
+static void link_pod(struct sched_node *n, struct sched_pod *p) {
+        p->node = n;
+        p->next_on_node = n->pods;
+        n->pods = p;
+        n->n_pods++;
+        apply(n, &p->assign, +1);
+}
+
+static void unlink_pod(struct sched_model *m, struct sched_pod *p);
+
+static void node_maybe_delete(struct sched_model *m, struct sched_node *n) {
+        if (n->published || n->pods)
+                return;
+        sched_map_del(&m->nodes, n->name, strlen(n->name));
+        class_unref(m, n->topo);
+        node_free_gpus(n);
+        free(n->name);
+        free(n);
+}
+
+static void unlink_pod(struct sched_model *m, struct sched_pod *p) {
+        struct sched_node *n = p->node;
+        if (!n)
+                return;
+        apply(n, &p->assign, -1);
+        for (struct sched_pod **pp = &n->pods; *pp; pp = &(*pp)->next_on_node)
+                if (*pp == p) {
+                        *pp = p->next_on_node;
+                        break;
+                }
+        n->n_pods--;
+        p->node = NULL;
+        p->next_on_node = NULL;
+        node_maybe_delete(m, n);
+}
+
+static void recount(struct sched_model *m, struct sched_node *n) {
+        for (unsigned i = 0; i < n->n_gpus; i++) {
+                struct sched_gpu *g = &n->gpu[i];
+                g->mem_used_mib = 0;
+                g->core_used = 0;
+                g->sharers = 0;
+                g->whole = 0;
+        }
+        /* pods with a known placement first, then the inferred ones fitted around them */
+        for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
+                if (!p->inferred)
+                        apply(n, &p->assign, +1);
+        for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
+                if (p->inferred) {
+                        infer(m, p);
+                        apply(n, &p->assign, +1);
+                }
+        n->generation++;
+}
+
+static struct sched_node *node_get_or_add(struct sched_model *m, const char *name) {
+        struct sched_node *n = sched_map_get(&m->nodes, name, strlen(name));
+        if (n)
+                return n;
+        n = calloc(1, sizeof *n);
+        if (!n)
+                return NULL;
+        n->name = strdup(name);
+        if (!n->name || sched_map_put(&m->nodes, n->name, strlen(n->name), n) < 0) {
+                free(n->name);
+                free(n);
+                return NULL;
+        }
+        return n;
+}
+
+static struct sched_topo_class *class_get(struct sched_model *m, const struct sched_node_info *info) {
+        unsigned nn = info->n_gpus;
+        size_t sz = (size_t)nn * nn * sizeof(struct topo_link);
+        struct topo_link *link = malloc(sz ? sz : 1);
+        if (!link)
+                return NULL;
+        for (unsigned i = 0; i < nn; i++)
+                for (unsigned j = 0; j < nn; j++)
+                        link[i * nn + j] = i == j ? (struct topo_link){ TOPO_LEVEL_SELF, 0 } : info->link[i][j];
+        /* the key must tell n apart too: n*n entries of a given n are only comparable among that n,
+         * and sizes differ for different n, so the byte length already encodes it */
+        struct sched_topo_class *c = sched_map_get(&m->classes, link, sz);
+        if (c) {
+                free(link);
+                c->refs++;
+                return c;
+        }
+        c = calloc(1, sizeof *c);
+        if (!c) {
+                free(link);
+                return NULL;
+        }
+        c->n = nn;
+        c->refs = 1;
+        c->link = link;
+        if (sched_map_put(&m->classes, c->link, sz, c) < 0) {
+                free(link);
+                free(c);
+                return NULL;
+        }
+        return c;
+}
+
+int sched_model_set_node(struct sched_model *m, const struct sched_node_info *info) {
+        if (!m || !info || !info->name[0] || info->n_gpus > SCHED_MAX_GPUS)
+                return -EINVAL;
+        struct sched_gpu *gpus = calloc(info->n_gpus ? info->n_gpus : 1, sizeof *gpus);
+        if (!gpus)
+                return -ENOMEM;
+        for (unsigned i = 0; i < info->n_gpus; i++) {
+                gpus[i].mem_total_mib = info->gpu[i].mem_mib;
+                gpus[i].healthy = info->gpu[i].healthy;
+                if (info->gpu[i].uuid[0]) {
+                        gpus[i].uuid = strndup(info->gpu[i].uuid, SCHED_UUID_MAX);
+                        if (!gpus[i].uuid)
+                                goto nomem;
+                }
+        }
+        struct sched_topo_class *c = class_get(m, info);
+        if (!c)
+                goto nomem;
+        struct sched_node *n = node_get_or_add(m, info->name);
+        if (!n) {
+                class_unref(m, c);
+                goto nomem;
+        }
+        node_free_gpus(n);
+        class_unref(m, n->topo);
+        n->gpu = gpus;
+        n->n_gpus = info->n_gpus;
+        n->topo = c;
+        n->published = true;
+        recount(m, n);
+        return 0;
+nomem:
+        for (unsigned i = 0; i < info->n_gpus; i++)
+                free(gpus[i].uuid);
+        free(gpus);
+        return -ENOMEM;
+}
+
+int sched_model_remove_node(struct sched_model *m, const char *name) {
+        struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
+        if (!n || !n->published)
+                return -ENOENT;
+        n->published = false;
+        node_free_gpus(n);
+        class_unref(m, n->topo);
+        n->topo = NULL;
+        recount(m, n);
+        node_maybe_delete(m, n);
+        return 0;
+}
+
+static bool request_empty(const struct sched_request *r) {
+        for (unsigned k = 0; k < r->n && k < SCHED_MAX_CONTAINERS; k++)
+                if (r->c[k].whole || r->c[k].core || r->c[k].mem_mib)
+                        return false;
+        return true;
+}
+
+static int pod_update_names(struct sched_pod *p, const struct sched_pod_info *info) {
+        char *ns = strdup(info->ns ? info->ns : "");
+        char *name = strdup(info->name ? info->name : "");
+        if (!ns || !name) {
+                free(ns);
+                free(name);
+                return -ENOMEM;
+        }
+        free(p->ns);
+        free(p->name);
+        p->ns = ns;
+        p->name = name;
+        strscpy(p->resource_version, info->resource_version ? info->resource_version : "",
+                sizeof p->resource_version);
+        return 0;
+}
+
+static struct sched_pod *pod_get_or_add(struct sched_model *m, const char *uid) {
+        struct sched_pod *p = sched_map_get(&m->pods, uid, strlen(uid));
+        if (p)
+                return p;
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return NULL;
+        p->uid = strdup(uid);
+        if (!p->uid || sched_map_put(&m->pods, p->uid, strlen(p->uid), p) < 0) {
+                free(p->uid);
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+static int place(struct sched_model *m, struct sched_pod *p, const char *node_name,
+                 const struct sched_assignment *assign) {
+        unlink_pod(m, p);
+        p->assign = (struct sched_assignment){ 0 };
+        p->inferred = assign == NULL;
+        if (assign)
+                p->assign = *assign;
+        if (!node_name || !node_name[0])
+                return 0;
+        struct sched_node *n = node_get_or_add(m, node_name);
+        if (!n)
+                return -ENOMEM;
+        p->node = n;
+        if (!assign)
+                infer(m, p);
+        p->node = NULL;
+        link_pod(n, p);
+        return 0;
+}
+
+int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info) {
+        if (!m || !info || !info->uid || !info->uid[0] || info->req.n > SCHED_MAX_CONTAINERS ||
+            (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
+                return -EINVAL;
+        bool on_node = info->node && info->node[0];
+        if (info->terminated || request_empty(&info->req) || (!on_node && !info->has_assignment)) {
+                (void)sched_model_remove_pod(m, info->uid);
+                return 0;
+        }
+        struct sched_pod *p = pod_get_or_add(m, info->uid);
+        if (!p)
+                return -ENOMEM;
+        int r = pod_update_names(p, info);
+        if (r < 0)
+                return r;
+        p->req = info->req;
+        p->bound = info->bound;
+        /* Our own bind is ahead of the watch: keep the assumed placement until the feed shows an
+         * assignment (or the pod on another node). */
+        if (p->assumed && !info->has_assignment && (!on_node || (p->node && streq(p->node->name, info->node))))
+                return 0;
+        p->assumed = false;
+        if (info->has_assignment && !on_node)
+                return -EINVAL; /* caller gives the assignment's node as node */
+        return place(m, p, info->node, info->has_assignment ? &info->assign : NULL);
+}
+
+int sched_model_remove_pod(struct sched_model *m, const char *uid) {
+        if (!m || !uid)
+                return -EINVAL;
+        struct sched_pod *p = sched_map_get(&m->pods, uid, strlen(uid));
+        if (!p)
+                return -ENOENT;
+        unlink_pod(m, p);
+        sched_map_del(&m->pods, p->uid, strlen(p->uid));
+        pod_free(p);
+        return 0;
+}
+
+int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *info, const char *node,
+                           const struct sched_assignment *assign, uint64_t now_ns) {
+        if (!m || !info || !info->uid || !info->uid[0] || !node || !node[0] || !assign ||
+            assign->n > SCHED_MAX_CONTAINERS)
+                return -EINVAL;
+        struct sched_pod *p = pod_get_or_add(m, info->uid);
+        if (!p)
+                return -ENOMEM;
+        int r = pod_update_names(p, info);
+        if (r < 0)
+                return r;
+        p->req = info->req;
+        r = place(m, p, node, assign);
+        if (r < 0)
+                return r;
+        p->assumed = true;
+        p->assumed_ns = now_ns;
+        return 0;
+}
+
+int sched_model_forget_pod(struct sched_model *m, const char *uid) {
+        if (!m || !uid)
+                return -EINVAL;
+        struct sched_pod *p = sched_map_get(&m->pods, uid, strlen(uid));
+        if (!p)
+                return -ENOENT;
+        if (!p->assumed)
+                return 0; /* the feed confirmed it meanwhile: the feed is the truth */
+        return sched_model_remove_pod(m, uid);
+}
+
+const struct sched_node *sched_model_node(const struct sched_model *m, const char *name) {
+        return name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
+}
+const struct sched_pod *sched_model_pod(const struct sched_model *m, const char *uid) {
+        return uid ? sched_map_get(&m->pods, uid, strlen(uid)) : NULL;
+}
+size_t sched_model_n_nodes(const struct sched_model *m) {
+        return m->nodes.n;
+}
+size_t sched_model_n_pods(const struct sched_model *m) {
+        return m->pods.n;
+}
+size_t sched_model_n_topo_classes(const struct sched_model *m) {
+        return m->classes.n;
+}
+const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor) {
+        return sched_map_next(&m->nodes, cursor);
+}
+
+struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b) {
+        if (!n->topo || a >= n->n_gpus || b >= n->n_gpus)
+                return (struct topo_link){ TOPO_LEVEL_UNKNOWN, 0 };
+        return n->topo->link[a * n->topo->n + b];
+}
+
+int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available,
+                           unsigned count, alloc_set_t *ret_set, unsigned *ret_ring_bw) {
+        (void)m;
+        struct sched_topo_class *c = n->topo;
+        if (!c || count == 0 || count > c->n)
+                return count == 0 ? -EINVAL : -ENOSPC;
+        if ((unsigned)__builtin_popcountll(available) < count)
+                return -ENOSPC;
+        if (!c->memo) {
+                c->memo = calloc(MEMO_SLOTS, sizeof *c->memo);
+                if (!c->memo)
+                        return -ENOMEM;
+        }
+        uint64_t h = available * 0x9e3779b97f4a7c15ULL ^ (uint64_t)count * 0xc2b2ae3d27d4eb4fULL;
+        struct memo_slot *slot = &c->memo[(h >> 20) % MEMO_SLOTS];
+        if (slot->count == count && slot->available == available) {
+                if (slot->err)
+                        return slot->err;
+                *ret_set = slot->set;
+                *ret_ring_bw = slot->ring_bw;
+                return 0;
+        }
+        if (!c->scratch) {
+                c->scratch = malloc(sizeof *c->scratch);
+                if (!c->scratch)
+                        return -ENOMEM;
+                topo_init(c->scratch);
+                c->scratch->n_gpus = c->n;
+                for (unsigned i = 0; i < c->n; i++) {
+                        c->scratch->gpu[i].index = (int)i;
+                        for (unsigned j = 0; j < c->n; j++)
+                                c->scratch->link[i][j] = c->link[i * c->n + j];
+                }
+        }
+        struct alloc_request req = { .count = count, .available = available };
+        struct alloc_result res;
+        char err[128];
+        int r = alloc_pick_gpus(c->scratch, &req, &res, err, sizeof err);
+        *slot = (struct memo_slot){ .available = available, .count = (uint8_t)count, .err = (int8_t)(r < 0 ? r : 0) };
+        if (r < 0)
+                return r;
+        slot->set = res.set;
+        slot->ring_bw = res.ring_bw;
+        *ret_set = res.set;
+        *ret_ring_bw = res.ring_bw;
+        return 0;
+}

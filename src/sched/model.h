@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * model — the scheduler extender's picture of the cluster's GPUs.
+ *
+ * Nodes with their GPUs (memory, health, UUID) and topology, and every pod that holds or is
+ * assigned GPU resources, with what it uses on which GPU. From those: per GPU the compute and
+ * memory handed out, the number of fractional sharers and whether it is held whole. Fed by the
+ * API watch (or a JSON snapshot, src/sched/codec.h) through the upsert/remove calls below; the
+ * extender's bind assumes a pod here at once, so a second bind sees the GPU as taken.
+ *
+ * Nodes with the same GPU count and link matrix share one interned topology class, which also
+ * memoises whole-GPU picks (alloc_pick_gpus) by free set: a cluster of identical servers pays for
+ * each distinct (free set, count) once.
+ *
+ * Pure: no I/O, no logging, no locks — the caller serialises every call on one model (decisions
+ * read it and fill its caches). Must never keep a pointer the caller passed in.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/alloc.h"
+#include "topo/topo.h"
+
+#define SCHED_MAX_GPUS 64        /* per node (the allocator's limit) */
+#define SCHED_MAX_CONTAINERS 16  /* GPU-using containers per pod we account */
+#define SCHED_NAME_MAX 254       /* node names, pod names (DNS subdomain 253) */
+#define SCHED_UUID_MAX 96
+
+/* ---- what a pod asks for, per container ---- */
+
+struct sched_container_req {
+        char name[64];     /* container name ("" when unknown) */
+        unsigned whole;    /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
+        unsigned core;     /* percent of one GPU, 1..100; 0 = no compute share asked */
+        uint32_t mem_mib;  /* MiB on one GPU; 0 = none asked */
+};
+
+enum sched_profile {
+        SCHED_PROFILE_NONE = 0, /* only nvidia.com/gpu */
+        SCHED_PROFILE_GPUSLICE, /* gpuslice.io/gpu-core, gpuslice.io/gpu-memory */
+        SCHED_PROFILE_TENCENT,  /* tencent.com/vcuda-core, tencent.com/vcuda-memory */
+        SCHED_PROFILE_ALIYUN,   /* aliyun.com/gpu-mem */
+};
+
+struct sched_request {
+        unsigned n;        /* containers that ask for GPU resources */
+        struct sched_container_req c[SCHED_MAX_CONTAINERS];
+        enum sched_profile profile; /* the fractional family the pod used (NONE for whole only) */
+};
+
+static inline bool sched_request_is_fractional(const struct sched_container_req *c) {
+        return c->whole == 0 && (c->core > 0 || c->mem_mib > 0);
+}
+
+/* ---- where a pod's containers are (or go) ---- */
+
+struct sched_container_assign {
+        alloc_set_t gpus; /* GPU indices on the node: one for a share, k for k whole GPUs */
+        unsigned core;    /* the share's compute percent (0 for whole GPUs) */
+        uint32_t mem_mib; /* the share's memory (0 for whole GPUs) */
+        bool whole;
+};
+
+struct sched_assignment {
+        unsigned n;
+        struct sched_container_assign c[SCHED_MAX_CONTAINERS];
+};
+
+/* ---- nodes ---- */
+
+struct sched_gpu_info {
+        char uuid[SCHED_UUID_MAX];
+        char model[64];
+        uint32_t mem_mib;
+        bool healthy;
+};
+
+/* A node as published (the node annotation): GPUs in index order and the link matrix. */
+struct sched_node_info {
+        char name[SCHED_NAME_MAX];
+        unsigned n_gpus;
+        struct sched_gpu_info gpu[SCHED_MAX_GPUS];
+        struct topo_link link[SCHED_MAX_GPUS][SCHED_MAX_GPUS]; /* symmetric, SELF on the diagonal */
+};
+
+/* Per-GPU use, kept up to date as pods come and go. */
+struct sched_gpu {
+        uint32_t mem_total_mib;
+        uint32_t mem_used_mib;  /* may exceed total when pods were admitted around us */
+        uint16_t core_used;     /* percent; may exceed 100 likewise */
+        uint16_t sharers;       /* fractional containers on it */
+        uint16_t whole;         /* containers holding it whole (1 normally; >1 = double-booked) */
+        bool healthy;
+        char *uuid;             /* NULL when unknown */
+};
+
+struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
+struct sched_pod;
+
+struct sched_node {
+        char *name;
+        bool published;            /* has a GPU annotation (else a placeholder holding pods) */
+        unsigned n_gpus;
+        struct sched_gpu *gpu;     /* n_gpus entries */
+        struct sched_topo_class *topo;
+        struct sched_pod *pods;    /* list through sched_pod.next_on_node */
+        unsigned n_pods;
+        uint64_t generation;       /* bumped on every change of use or GPUs */
+};
+
+struct sched_pod {
+        char *uid, *ns, *name;
+        char resource_version[32];
+        struct sched_node *node;     /* NULL when not on a node */
+        struct sched_pod *next_on_node;
+        struct sched_request req;
+        struct sched_assignment assign; /* what is counted on the node's GPUs */
+        bool inferred;               /* no assignment annotation: placed by our own fit */
+        bool assumed;                /* placed by our bind, not yet confirmed by the watch */
+        bool bound;                  /* the feed saw spec.nodeName */
+        uint64_t assumed_ns;         /* CLOCK_REALTIME of the assume */
+};
+
+/* What the feed knows of a pod. */
+struct sched_pod_info {
+        const char *uid, *ns, *name;
+        const char *resource_version; /* may be NULL */
+        const char *node;             /* spec.nodeName or the assigned node; NULL/"" = pending */
+        bool bound;                   /* node is spec.nodeName (else only our assignment's node) */
+        struct sched_request req;
+        bool has_assignment;          /* assign below is from the pod's annotations */
+        struct sched_assignment assign;
+        bool terminated;              /* Succeeded/Failed: holds nothing */
+};
+
+struct sched_model;
+
+int sched_model_new(struct sched_model **ret);
+struct sched_model *sched_model_free(struct sched_model *m);
+
+/* Add or replace a node's GPUs and topology; its pods are re-counted on the new GPUs. 0, -EINVAL
+ * (no name, more than SCHED_MAX_GPUS), -ENOMEM. */
+int sched_model_set_node(struct sched_model *m, const struct sched_node_info *info);
+/* The node is gone: its pods stay (as on a placeholder) until they are removed. 0 or -ENOENT. */
+int sched_model_remove_node(struct sched_model *m, const char *name);
+
+/*
+ * Add or replace a pod. A pod on a node without an assignment is placed by our own fit (binpack)
+ * and flagged `inferred`. A pod the model had assumed keeps its assumed placement until the feed
+ * brings one with an assignment (or the pod is removed). Terminated pods and pods that ask for no
+ * GPU resource are removed. 0, -EINVAL, -ENOMEM.
+ */
+int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info);
+/* 0 or -ENOENT. */
+int sched_model_remove_pod(struct sched_model *m, const char *uid);
+
+/* Count a pod at once on `node` with `assign` (the bind's choice), marked assumed. */
+int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *info, const char *node,
+                           const struct sched_assignment *assign, uint64_t now_ns);
+/* Undo an assume (bind failed): the pod goes away unless the feed had confirmed it. */
+int sched_model_forget_pod(struct sched_model *m, const char *uid);
+
+const struct sched_node *sched_model_node(const struct sched_model *m, const char *name);
+const struct sched_pod *sched_model_pod(const struct sched_model *m, const char *uid);
+size_t sched_model_n_nodes(const struct sched_model *m);
+size_t sched_model_n_pods(const struct sched_model *m);
+size_t sched_model_n_topo_classes(const struct sched_model *m);
+/* Iterate nodes: *cursor starts at 0; NULL at the end. */
+const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor);
+
+/*
+ * Whole-GPU pick on a node, memoised in its topology class: the allocator's answer for `count`
+ * GPUs out of `available`. 0 (ret filled), or alloc_pick_gpus's error.
+ */
+int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available,
+                           unsigned count, alloc_set_t *ret_set, unsigned *ret_ring_bw);
+
+/* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
+struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);
