@@ -758,7 +758,7 @@ int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_e
         json_object_set_new(j, "FailedAndUnresolvableNodes", unres);
         json_object_set_new(j, "NodeNames", names ? names : json_null());
         if (items)
-                json_object_set_new(j, "Nodes", json_pack("{s:s,s:s,s:o}", "kind", "NodeList", "apiVersion", "v1", "items", items));
+                json_object_set_new(j, "Nodes", json_pack("{s:o,s:o}", "metadata", json_object(), "items", items));
         else
                 json_object_set_new(j, "Nodes", json_null());
         return finish(j, ret, ret_len);

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target for the scheduler extender's untrusted inputs (src/sched/codec.c): the input is
+ * decoded as ExtenderArgs, ExtenderBindingArgs, a Pod, a node GPU annotation and a snapshot;
+ * whatever decodes is run through the model and the decisions (filter of the decoded pod on every
+ * loaded node, scores, the filter reply), which must keep their invariants.
+ */
+#undef NDEBUG /* the checks are the point, in every build type */
+#include <assert.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/codec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        const char *s = (const char *)data;
+        struct sched_units u;
+        sched_units_default(&u);
+        char err[256];
+        struct sched_ext_args a;
+        int have_args = sched_ext_args_decode(s, size, &u, &a, err, sizeof err) == 0;
+        struct sched_ext_bind_args b;
+        if (sched_ext_bind_decode(s, size, &b, err, sizeof err) == 0)
+                assert(b.pod_name[0] && b.node[0]);
+        struct sched_node_info *ni = malloc(sizeof *ni);
+        assert(ni);
+        ni->name[0] = 'n';
+        ni->name[1] = '\0';
+        struct sched_model *m;
+        assert(sched_model_new(&m) == 0);
+        if (sched_node_annotation_decode(s, size, ni, err, sizeof err) == 0) {
+                assert(ni->n_gpus <= SCHED_MAX_GPUS);
+                char *text;
+                assert(sched_node_annotation_encode(ni, &text) == 0);
+                free(text);
+                assert(sched_model_set_node(m, ni) == 0);
+        }
+        free(ni);
+        (void)sched_snapshot_load(m, s, size, &u, NULL, NULL, err, sizeof err);
+        if (have_args) {
+                size_t n = a.n_nodes;
+                struct sched_fit *fits = calloc(n ? n : 1, sizeof *fits);
+                struct sched_ext_node_result *res = calloc(n ? n : 1, sizeof *res);
+                int *scores = calloc(n ? n : 1, sizeof *scores);
+                assert(fits && res && scores);
+                for (size_t i = 0; i < n; i++) {
+                        const struct sched_node *node = sched_model_node(m, a.node_names[i]);
+                        if (node)
+                                (void)sched_fit_node(m, node, &a.pod.req, SCHED_POLICY_BINPACK, &fits[i]);
+                        else
+                                fits[i].verdict = SCHED_UNRESOLVABLE;
+                        res[i].verdict = fits[i].verdict;
+                        res[i].reason = fits[i].reason;
+                }
+                sched_score_fits(fits, n, SCHED_POLICY_SPREAD, scores);
+                for (size_t i = 0; i < n; i++)
+                        assert(scores[i] >= 0 && scores[i] <= 10);
+                char *out;
+                size_t out_len;
+                if (sched_ext_filter_encode(&a, res, NULL, &out, &out_len) == 0)
+                        free(out);
+                free(fits);
+                free(res);
+                free(scores);
+                sched_ext_args_done(&a);
+        }
+        sched_model_free(m);
+        return 0;
+}

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the scheduler extender's JSON codec (src/sched/codec.c): the bodies a real
+ * kube-scheduler 1.20 sent (tests/data/extender/, both nodeCacheCapable forms), pod requests of
+ * every resource profile, the node and assignment annotations, snapshots, and malformed input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "sched/codec.h"
+#include "util/util.h"
+
+static struct sched_units U;
+
+static char *sample(const char *name, size_t *len) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/data/extender/%s", GPUSLICE_SOURCE_DIR, name);
+        char *buf;
+        assert_int_equal(read_file(path, 1 << 20, &buf, len), 0);
+        return buf;
+}
+
+static json_t *parse(const char *s, size_t len) {
+        json_error_t e;
+        json_t *j = json_loadb(s, len, 0, &e);
+        assert_non_null(j);
+        return j;
+}
+
+static void test_filter_nodecache_sample(void **state) {
+        (void)state;
+        size_t len;
+        char *body = sample("filter.request.nodecache.json", &len);
+        struct sched_ext_args a;
+        char err[256];
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        assert_true(a.node_cache);
+        assert_int_equal(a.n_nodes, 2);
+        assert_string_equal(a.node_names[0], "gpunode");
+        assert_string_equal(a.node_names[1], "gpunode-fake");
+        assert_string_equal(a.pod.name, "ext-c");
+        assert_string_equal(a.pod.ns, "default");
+        assert_string_equal(a.pod.uid, "e981bc86-1140-480f-8584-8551befe9a66");
+        assert_string_equal(a.pod.resource_version, "579");
+        assert_int_equal(a.pod.req.n, 1);
+        assert_int_equal(a.pod.req.c[0].whole, 2);
+        assert_string_equal(a.pod.req.c[0].name, "main");
+        assert_false(a.pod.has_assignment);
+        /* both pass: the reply is the sample reply (compared as JSON, plus the 1.21 field) */
+        struct sched_ext_node_result res[2] = { { SCHED_FIT, NULL }, { SCHED_FIT, NULL } };
+        char *out;
+        size_t out_len;
+        assert_int_equal(sched_ext_filter_encode(&a, res, NULL, &out, &out_len), 0);
+        json_t *got = parse(out, out_len);
+        size_t rl;
+        char *reply = sample("filter.reply.nodecache.json", &rl);
+        json_t *want = parse(reply, rl);
+        assert_true(json_equal(json_object_get(got, "FailedAndUnresolvableNodes"), json_object()));
+        json_object_del(got, "FailedAndUnresolvableNodes");
+        assert_true(json_equal(got, want));
+        json_decref(got);
+        json_decref(want);
+        free(out);
+        free(reply);
+        /* one fails, unresolvable: named in both failure maps, not in NodeNames */
+        res[1] = (struct sched_ext_node_result){ SCHED_UNRESOLVABLE, "largest free GPU has 6 GiB" };
+        assert_int_equal(sched_ext_filter_encode(&a, res, NULL, &out, &out_len), 0);
+        got = parse(out, out_len);
+        assert_int_equal(json_array_size(json_object_get(got, "NodeNames")), 1);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(got, "FailedNodes"), "gpunode-fake")),
+                            "largest free GPU has 6 GiB");
+        assert_non_null(json_object_get(json_object_get(got, "FailedAndUnresolvableNodes"), "gpunode-fake"));
+        json_decref(got);
+        free(out);
+        /* an error fails the call */
+        assert_int_equal(sched_ext_filter_encode(&a, res, "model not ready", &out, &out_len), 0);
+        got = parse(out, out_len);
+        assert_string_equal(json_string_value(json_object_get(got, "Error")), "model not ready");
+        assert_true(json_is_null(json_object_get(got, "NodeNames")));
+        json_decref(got);
+        free(out);
+        sched_ext_args_done(&a);
+        free(body);
+}
+
+static void test_filter_nodes_sample(void **state) {
+        (void)state;
+        size_t len, rl;
+        char *body = sample("filter.request.nodes.json", &len);
+        char *reply = sample("filter.reply.nodes.json", &rl);
+        struct sched_ext_args a;
+        char err[256];
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        assert_false(a.node_cache);
+        assert_int_equal(a.n_nodes, 2);
+        assert_string_equal(a.node_names[1], "gpunode-fake");
+        struct sched_ext_node_result res[2] = { { SCHED_FIT, NULL }, { SCHED_FIT, NULL } };
+        char *out;
+        size_t out_len;
+        assert_int_equal(sched_ext_filter_encode(&a, res, NULL, &out, &out_len), 0);
+        json_t *got = parse(out, out_len), *want = parse(reply, rl);
+        /* full Node objects come back unchanged */
+        assert_true(json_equal(json_object_get(json_object_get(got, "Nodes"), "items"),
+                               json_object_get(json_object_get(want, "Nodes"), "items")));
+        assert_true(json_is_null(json_object_get(got, "NodeNames")));
+        assert_string_equal(json_string_value(json_object_get(got, "Error")), "");
+        json_decref(got);
+        json_decref(want);
+        free(out);
+        free(reply);
+        sched_ext_args_done(&a);
+        free(body);
+}
+
+static void test_prioritize_and_bind_samples(void **state) {
+        (void)state;
+        size_t len;
+        char *body = sample("prioritize.request.nodecache.json", &len);
+        struct sched_ext_args a;
+        char err[256];
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        int scores[2] = { 10, 1 };
+        char *out;
+        size_t out_len;
+        assert_int_equal(sched_ext_prioritize_encode(a.node_names, scores, a.n_nodes, &out, &out_len), 0);
+        size_t rl;
+        char *reply = sample("prioritize.reply.nodecache.json", &rl);
+        json_t *got = parse(out, out_len), *want = parse(reply, rl);
+        assert_true(json_equal(got, want));
+        json_decref(got);
+        json_decref(want);
+        free(out);
+        free(reply);
+        sched_ext_args_done(&a);
+        free(body);
+
+        body = sample("bind.request.nodecache.json", &len);
+        struct sched_ext_bind_args b;
+        assert_int_equal(sched_ext_bind_decode(body, len, &b, err, sizeof err), 0);
+        assert_string_equal(b.pod_name, "ext-c");
+        assert_string_equal(b.pod_namespace, "default");
+        assert_string_equal(b.pod_uid, "e981bc86-1140-480f-8584-8551befe9a66");
+        assert_string_equal(b.node, "gpunode");
+        free(body);
+        assert_int_equal(sched_ext_bind_encode(NULL, &out, &out_len), 0);
+        reply = sample("bind.reply.nodecache.json", &rl);
+        got = parse(out, out_len);
+        want = parse(reply, rl);
+        assert_true(json_equal(got, want));
+        json_decref(got);
+        json_decref(want);
+        free(out);
+        free(reply);
+}
+
+static int pod_with(const char *resources, const char *annotations, struct sched_pod_view *v, char *err, size_t len) {
+        char buf[4096];
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"annotations\":%s},"
+                 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c0\",\"resources\":%s},"
+                 "{\"name\":\"nogpu\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}",
+                 annotations ? annotations : "{}", resources);
+        return sched_pod_decode(buf, strlen(buf), &U, v, err, len);
+}
+
+static void test_pod_requests_every_profile(void **state) {
+        (void)state;
+        struct sched_pod_view v;
+        char err[256];
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}}",
+                                  NULL, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.n, 1); /* the container without GPUs is not counted */
+        assert_int_equal(v.req.c[0].core, 30);
+        assert_int_equal(v.req.c[0].mem_mib, 16 * 256);
+        assert_int_equal(v.req.profile, SCHED_PROFILE_GPUSLICE);
+        assert_string_equal(v.node_name, "n1");
+        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}}",
+                                  NULL, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.c[0].whole, 2);
+        assert_int_equal(v.req.c[0].core, 0);
+        assert_int_equal(v.req.c[0].mem_mib, 0);
+        assert_int_equal(v.req.profile, SCHED_PROFILE_TENCENT);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"8\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.c[0].mem_mib, 8192);
+        assert_int_equal(v.req.c[0].core, 0);
+        assert_int_equal(v.req.profile, SCHED_PROFILE_ALIYUN);
+        assert_int_equal(pod_with("{\"requests\":{\"nvidia.com/gpu\":\"1\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.c[0].whole, 1);
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1k\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"cpu\":\"1\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.n, 0);
+        /* errors name the container and the resource */
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "container c0: compute 150 exceeds one GPU"));
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "gpuslice.io/gpu-core is not a whole number"));
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-memory\":\"4\"}}", NULL, &v,
+                                  err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "whole GPUs and a GPU share"));
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"65\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":2}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"99999999999\"}}", NULL, &v, err, sizeof err),
+                         -EINVAL);
+        assert_int_equal(pod_with("[]", NULL, &v, err, sizeof err), -EINVAL);
+        /* policy override */
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
+                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, err, sizeof err), 0);
+        assert_true(v.has_policy);
+        assert_int_equal(v.policy, SCHED_POLICY_SPREAD);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
+                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, err, sizeof err), -EINVAL);
+}
+
+static void test_assignment_roundtrip_and_foreign(void **state) {
+        (void)state;
+        struct sched_request req = { .n = 1, .profile = SCHED_PROFILE_TENCENT };
+        strscpy(req.c[0].name, "c0", sizeof req.c[0].name);
+        req.c[0].core = 30;
+        req.c[0].mem_mib = 4096;
+        struct sched_assignment a = { .n = 1 };
+        a.c[0] = (struct sched_container_assign){ .gpus = 1ULL << 3, .core = 30, .mem_mib = 4096 };
+        char *ann;
+        assert_int_equal(sched_assignment_annotations(&req, &a, NULL, "n1", 1234, &U, &ann), 0);
+        json_t *j = parse(ann, strlen(ann));
+        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-gpu-idx-0")), "3");
+        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-node")), "n1");
+        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-time")), "1234");
+        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/gpu-assigned")), "false");
+        /* our annotation decodes back to the same assignment on a pod with that request */
+        char *annots = json_dumps(j, JSON_COMPACT);
+        struct sched_pod_view v;
+        char err[256];
+        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"30\",\"tencent.com/vcuda-memory\":\"16\"}}",
+                                  annots, &v, err, sizeof err), 0);
+        assert_true(v.has_assignment);
+        assert_string_equal(v.assigned_node, "n1");
+        assert_int_equal(v.assign.c[0].gpus, 1ULL << 3);
+        assert_int_equal(v.assign.c[0].mem_mib, 4096);
+        free(annots);
+        json_decref(j);
+        free(ann);
+        /* gpu-manager's annotations alone (a pod from a migrating cluster) */
+        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\"}}",
+                                  "{\"tencent.com/predicate-gpu-idx-0\":\"1,2\",\"tencent.com/predicate-node\":\"n1\"}",
+                                  &v, err, sizeof err), 0);
+        assert_true(v.has_assignment);
+        assert_int_equal(v.assign.c[0].gpus, 6);
+        assert_true(v.assign.c[0].whole);
+        /* gpushare's */
+        req.profile = SCHED_PROFILE_ALIYUN;
+        assert_int_equal(sched_assignment_annotations(&req, &a, NULL, "n1", 5, &U, &ann), 0);
+        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_IDX\":\"3\""));
+        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_POD\":\"4\""));
+        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\""));
+        free(ann);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}", &v,
+                                  err, sizeof err), 0);
+        assert_true(v.has_assignment);
+        assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
+        assert_int_equal(v.assign.c[0].gpus, 2);
+        /* malformed assignments are refused with the annotation named */
+        const char *bad[] = {
+                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
+                "{\"gpuslice.io/assignment\":\"nope\"}",
+                "{\"gpuslice.io/assignment\":7}",
+                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
+                "\\\"gpus\\\":[64]}]}\"}",
+                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"containers\\\":[]}\"}",
+                "{\"tencent.com/predicate-gpu-idx-0\":\"x\"}",
+                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, err, sizeof err), -EINVAL);
+}
+
+static void test_node_annotation(void **state) {
+        (void)state;
+        struct sched_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+        in->n_gpus = 3;
+        for (unsigned g = 0; g < 3; g++) {
+                snprintf(in->gpu[g].uuid, sizeof in->gpu[g].uuid, "GPU-%u", g);
+                strscpy(in->gpu[g].model, "Tesla V100", sizeof in->gpu[g].model);
+                in->gpu[g].mem_mib = 16384;
+                in->gpu[g].healthy = g != 2;
+                for (unsigned h = 0; h < 3; h++)
+                        in->link[g][h] = g == h ? (struct topo_link){ TOPO_LEVEL_SELF, 0 } : (struct topo_link){ TOPO_LEVEL_PIX, 0 };
+        }
+        in->link[0][1] = in->link[1][0] = (struct topo_link){ TOPO_LEVEL_SYS, 2 };
+        char *text;
+        assert_int_equal(sched_node_annotation_encode(in, &text), 0);
+        char err[256];
+        assert_int_equal(sched_node_annotation_decode(text, strlen(text), out, err, sizeof err), 0);
+        assert_int_equal(out->n_gpus, 3);
+        assert_string_equal(out->gpu[1].uuid, "GPU-1");
+        assert_false(out->gpu[2].healthy);
+        assert_int_equal(out->link[1][0].nvlinks, 2);
+        assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_PIX);
+        free(text);
+        const char *bad[] = {
+                "{\"v\":2,\"gpus\":[]}",
+                "{\"v\":1}",
+                "{\"v\":1,\"gpus\":[{\"index\":1,\"memory_mib\":1,\"healthy\":true}]}",
+                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":-1,\"healthy\":true}]}",
+                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":1}]}",
+                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true}],\"links\":[\"PIX\"]}",
+                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true},{\"index\":1,\"memory_mib\":1,"
+                "\"healthy\":true}],\"links\":[\"X NV1\",\"PIX X\"]}",
+                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true}],\"links\":[\"X X\"]}",
+                "[1]",
+                "{",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(sched_node_annotation_decode(bad[i], strlen(bad[i]), out, err, sizeof err), -EINVAL);
+        free(in);
+        free(out);
+}
+
+static void test_malformed_args(void **state) {
+        (void)state;
+        const char *bad[] = {
+                "",
+                "not json",
+                "[]",
+                "{}",
+                "{\"Pod\":{}}",
+                "{\"Pod\":{\"metadata\":{}},\"NodeNames\":null,\"Nodes\":null}",
+                "{\"Pod\":{\"metadata\":{}},\"NodeNames\":{}}",
+                "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[1]}",
+                "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[\"\"]}",
+                "{\"Pod\":{\"metadata\":{}},\"Nodes\":[]}",
+                "{\"Pod\":{\"metadata\":{}},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}",
+                "{\"Pod\":{\"metadata\":{\"name\":1}},\"NodeNames\":[]}",
+                "{\"Pod\":{\"metadata\":{},\"spec\":{\"containers\":{}}},\"NodeNames\":[]}",
+                "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[],\"NodeNames\":[]}",
+        };
+        struct sched_ext_args a;
+        char err[256];
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                err[0] = '\0';
+                assert_int_equal(sched_ext_args_decode(bad[i], strlen(bad[i]), &U, &a, err, sizeof err), -EINVAL);
+                assert_true(err[0] != '\0');
+                assert_null(a.root);
+        }
+        const char *ok = "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[]}";
+        assert_int_equal(sched_ext_args_decode(ok, strlen(ok), &U, &a, err, sizeof err), 0);
+        assert_int_equal(a.n_nodes, 0);
+        sched_ext_args_done(&a);
+        assert_int_equal(sched_ext_args_decode(ok, SCHED_CODEC_MAX_BODY + 1, &U, &a, err, sizeof err), -E2BIG);
+        struct sched_ext_bind_args b;
+        const char *bb[] = { "{}", "{\"PodName\":\"a\",\"PodNamespace\":\"b\",\"PodUID\":\"c\"}", "{\"PodName\":1}", "x" };
+        for (size_t i = 0; i < ELEMENTSOF(bb); i++)
+                assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, err, sizeof err), -EINVAL);
+}
+
+static void test_snapshot(void **state) {
+        (void)state;
+        const char *snap =
+                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
+                "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"index\\\":0,\\\"memory_mib\\\":6144,\\\"healthy\\\":true},"
+                "{\\\"index\\\":1,\\\"memory_mib\\\":6144,\\\"healthy\\\":true}],\\\"links\\\":[\\\"X PIX\\\",\\\"PIX X\\\"]}\"}}},"
+                "{\"metadata\":{\"name\":\"cpu-only\"}}],"
+                "\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u1\"},"
+                "\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-memory\":\"8\"}}}]}}]}";
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        size_t nn, np;
+        char err[256];
+        assert_int_equal(sched_snapshot_load(m, snap, strlen(snap), &U, &nn, &np, err, sizeof err), 0);
+        assert_int_equal(nn, 1);
+        assert_int_equal(np, 1);
+        const struct sched_node *n = sched_model_node(m, "a");
+        assert_non_null(n);
+        assert_int_equal(n->gpu[0].mem_used_mib + n->gpu[1].mem_used_mib, 2048);
+        assert_true(sched_model_pod(m, "u1")->inferred);
+        const char *bad = "{\"nodes\":[{\"metadata\":{\"name\":\"b\",\"annotations\":{\"gpuslice.io/gpus\":\"{}\"}}}]}";
+        assert_int_equal(sched_snapshot_load(m, bad, strlen(bad), &U, NULL, NULL, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "node b"));
+        sched_model_free(m);
+}
+
+int main(void) {
+        sched_units_default(&U);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_filter_nodecache_sample),
+                cmocka_unit_test(test_filter_nodes_sample),
+                cmocka_unit_test(test_prioritize_and_bind_samples),
+                cmocka_unit_test(test_pod_requests_every_profile),
+                cmocka_unit_test(test_assignment_roundtrip_and_foreign),
+                cmocka_unit_test(test_node_annotation),
+                cmocka_unit_test(test_malformed_args),
+                cmocka_unit_test(test_snapshot),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
