@@ -431,74 +431,71 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                 goto out;
         }
         ret->n_gpus = (unsigned)json_array_size(gpus);
+        alloc_set_t seen = 0;
         size_t i;
         json_t *g;
         json_array_foreach(gpus, i, g) {
-                json_t *idx = json_object_get(g, "index");
-                json_t *mem = json_object_get(g, "memory_mib");
-                json_t *h = json_object_get(g, "healthy");
-                if (!json_is_object(g) || !json_is_integer(idx) || json_integer_value(idx) != (json_int_t)i) {
-                        fail(err, errlen, "%s: gpus[%zu].index must be %zu", SCHED_ANNOT_NODE_GPUS, i, i);
+                json_t *idx = json_object_get(g, "i");
+                json_t *mem = json_object_get(g, "mem");
+                /* indices are a permutation of 0..n-1: GPU i goes to position i */
+                if (!json_is_object(g) || !json_is_integer(idx) || json_integer_value(idx) < 0 ||
+                    json_integer_value(idx) >= (json_int_t)ret->n_gpus || (seen >> json_integer_value(idx) & 1)) {
+                        fail(err, errlen, "%s: gpus[%zu].i must be a distinct index below %u", SCHED_ANNOT_NODE_GPUS, i,
+                             ret->n_gpus);
                         goto out;
                 }
+                unsigned at = (unsigned)json_integer_value(idx);
+                seen |= 1ULL << at;
                 if (!json_is_integer(mem) || json_integer_value(mem) < 0 || json_integer_value(mem) > UINT32_MAX) {
-                        fail(err, errlen, "%s: gpus[%zu].memory_mib must be a MiB count", SCHED_ANNOT_NODE_GPUS, i);
+                        fail(err, errlen, "%s: gpus[%zu].mem must be a MiB count", SCHED_ANNOT_NODE_GPUS, i);
                         goto out;
                 }
-                if (!json_is_boolean(h)) {
-                        fail(err, errlen, "%s: gpus[%zu].healthy must be true or false", SCHED_ANNOT_NODE_GPUS, i);
-                        goto out;
-                }
-                struct sched_gpu_info *gi = &ret->gpu[i];
+                struct sched_gpu_info *gi = &ret->gpu[at];
+                char health[96];
                 gi->mem_mib = (uint32_t)json_integer_value(mem);
-                gi->healthy = json_is_true(h);
                 if (get_str(g, "uuid", gi->uuid, sizeof gi->uuid, "gpus[].", err, errlen) < 0 ||
-                    get_str(g, "model", gi->model, sizeof gi->model, "gpus[].", err, errlen) < 0)
+                    get_str(g, "model", gi->model, sizeof gi->model, "gpus[].", err, errlen) < 0 ||
+                    get_str(g, "health", health, sizeof health, "gpus[].", err, errlen) < 0)
                         goto out;
+                gi->healthy = streq(health, "ok");
         }
         for (unsigned a = 0; a < ret->n_gpus; a++)
                 for (unsigned b = 0; b < ret->n_gpus; b++)
                         ret->link[a][b] = a == b ? (struct topo_link){ TOPO_LEVEL_SELF, 0 }
                                                  : (struct topo_link){ TOPO_LEVEL_UNKNOWN, 0 };
+        /* "links": rows i = 0..n-2 of the links from GPU i to GPUs i+1..n-1, entries split by ',',
+         * rows by ';' (docs/cluster.md) */
         if (links && !json_is_null(links)) {
-                if (!json_is_array(links) || json_array_size(links) != ret->n_gpus) {
-                        fail(err, errlen, "%s: links must have one row per GPU", SCHED_ANNOT_NODE_GPUS);
+                if (!json_is_string(links)) {
+                        fail(err, errlen, "%s: links is not a string", SCHED_ANNOT_NODE_GPUS);
                         goto out;
                 }
-                json_t *row;
-                json_array_foreach(links, i, row) {
-                        if (!json_is_string(row)) {
-                                fail(err, errlen, "%s: links[%zu] is not a string", SCHED_ANNOT_NODE_GPUS, i);
+                const char *s = json_string_value(links), *end = s + json_string_length(links);
+                unsigned a = 0, b = 1;
+                while (s < end && ret->n_gpus > 1) {
+                        size_t tok = strcspn(s, ",;");
+                        if (s + tok > end)
+                                tok = (size_t)(end - s);
+                        struct topo_link l;
+                        if (a + 1 >= ret->n_gpus || b >= ret->n_gpus || topo_link_from_name(s, tok, &l) < 0 ||
+                            l.pcie == TOPO_LEVEL_SELF) {
+                                fail(err, errlen, "%s: links: bad entry at GPU %u to %u", SCHED_ANNOT_NODE_GPUS, a, b);
                                 goto out;
                         }
-                        const char *s = json_string_value(row);
-                        for (unsigned b = 0; b < ret->n_gpus; b++) {
-                                while (*s == ' ')
-                                        s++;
-                                size_t l = strcspn(s, " ");
-                                struct topo_link lk;
-                                if (l == 0 || topo_link_from_name(s, l, &lk) < 0 ||
-                                    ((lk.pcie == TOPO_LEVEL_SELF) != (b == i))) {
-                                        fail(err, errlen, "%s: links[%zu] entry %u is not a link name", SCHED_ANNOT_NODE_GPUS,
-                                             i, b);
+                        ret->link[a][b] = ret->link[b][a] = l;
+                        s += tok;
+                        if (s < end && *s == ';') {
+                                if (b != ret->n_gpus - 1) {
+                                        fail(err, errlen, "%s: links: row %u too short", SCHED_ANNOT_NODE_GPUS, a);
                                         goto out;
                                 }
-                                if (b > i && b != i) {
-                                        ret->link[i][b] = lk;
-                                        ret->link[b][i] = lk;
-                                } else if (b < i && memcmp(&ret->link[i][b], &lk, sizeof lk) != 0) {
-                                        fail(err, errlen, "%s: links is not symmetric at %zu,%u", SCHED_ANNOT_NODE_GPUS, i, b);
-                                        goto out;
-                                }
-                                s += l;
+                                a++;
+                                b = a + 1;
+                        } else {
+                                b++;
                         }
-                        while (*s == ' ')
+                        if (s < end)
                                 s++;
-                        if (*s) {
-                                fail(err, errlen, "%s: links[%zu] has more than %u entries", SCHED_ANNOT_NODE_GPUS, i,
-                                     ret->n_gpus);
-                                goto out;
-                        }
                 }
         }
         r = 0;
@@ -510,34 +507,31 @@ out:
 int sched_node_annotation_encode(const struct sched_node_info *info, char **ret) {
         json_t *j = json_object();
         json_t *gpus = json_array();
-        json_t *links = json_array();
+        char *links = malloc((size_t)SCHED_MAX_GPUS * SCHED_MAX_GPUS * 8 + 1);
         int r = -ENOMEM;
         if (!j || !gpus || !links)
                 goto out;
         json_object_set_new(j, "v", json_integer(SCHED_NODE_ANNOT_VERSION));
+        size_t off = 0;
+        links[0] = '\0';
         for (unsigned i = 0; i < info->n_gpus && i < SCHED_MAX_GPUS; i++) {
                 const struct sched_gpu_info *g = &info->gpu[i];
-                json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:b}", "index", (int)i, "uuid", g->uuid, "model",
-                                                      g->model, "memory_mib", (json_int_t)g->mem_mib, "healthy",
-                                                      g->healthy));
-                char row[SCHED_MAX_GPUS * 8 + 1];
-                size_t off = 0;
-                for (unsigned b = 0; b < info->n_gpus; b++) {
+                json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:s}", "i", (int)i, "uuid", g->uuid, "model",
+                                                      g->model, "mem", (json_int_t)g->mem_mib, "health",
+                                                      g->healthy ? "ok" : "unhealthy"));
+                for (unsigned b = i + 1; b < info->n_gpus; b++) {
                         char nb[8];
-                        struct topo_link l = i == b ? (struct topo_link){ TOPO_LEVEL_SELF, 0 } : info->link[i][b];
-                        off += (size_t)snprintf(row + off, sizeof row - off, "%s%s", b ? " " : "", topo_link_name(l, nb));
-                        if (off >= sizeof row)
-                                goto out;
+                        off += (size_t)snprintf(links + off, 9, "%s%s", b > i + 1 ? "," : (i ? ";" : ""),
+                                                topo_link_name(info->link[i][b], nb));
                 }
-                json_array_append_new(links, json_string(row));
         }
         json_object_set(j, "gpus", gpus);
-        json_object_set(j, "links", links);
+        json_object_set_new(j, "links", json_string(links));
         *ret = json_dumps(j, JSON_COMPACT);
         r = *ret ? 0 : -ENOMEM;
 out:
+        free(links);
         json_decref(gpus);
-        json_decref(links);
         json_decref(j);
         return r;
 }
@@ -560,7 +554,7 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
                 goto out;
         json_object_set_new(val, "v", json_integer(SCHED_ASSIGN_ANNOT_VERSION));
         json_object_set_new(val, "node", json_string(node_name));
-        json_object_set_new(val, "time", json_integer((json_int_t)now_ns));
+        json_object_set_new(val, "time", json_integer((json_int_t)(now_ns / 1000000))); /* ms */
         for (unsigned k = 0; k < a->n && k < req->n; k++) {
                 const struct sched_container_assign *c = &a->c[k];
                 json_t *gpus = json_array(), *uuids = json_array();
@@ -573,12 +567,9 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
                 json_t *o = json_pack("{s:s,s:o,s:o}", "name", req->c[k].name, "gpus", gpus, "uuids", uuids);
                 if (!o)
                         goto out;
-                if (c->whole)
-                        json_object_set_new(o, "whole", json_true());
-                else {
-                        json_object_set_new(o, "core", json_integer(c->core));
-                        json_object_set_new(o, "memory_mib", json_integer(c->mem_mib));
-                }
+                /* whole GPUs: core 100 and mem 0 (all of each GPU), as docs/cluster.md defines */
+                json_object_set_new(o, "core", json_integer(c->whole ? 100 : c->core));
+                json_object_set_new(o, "mem", json_integer(c->whole ? 0 : c->mem_mib));
                 json_array_append_new(cs, o);
         }
         json_object_set(val, "containers", cs);
@@ -586,6 +577,7 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
         if (!text)
                 goto out;
         set_str(ann, SCHED_ANNOT_ASSIGNMENT, text);
+        set_str(ann, SCHED_ANNOT_ASSIGNED, "false");
         free(text);
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)now_ns);
         if (req->profile == SCHED_PROFILE_TENCENT) {

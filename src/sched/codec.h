@@ -19,9 +19,14 @@
 #include "sched/decide.h"
 #include "sched/model.h"
 
-/* Annotations. Node: the GPUs a node publishes. Pod: where the extender put it. */
+/* Annotations, as docs/cluster.md defines them (the cluster view, src/kube/cluster.h). Node: the GPUs
+ * a node publishes: {"v":1,"gpus":[{"i","uuid","model","mem" (MiB),"health" ("ok" or why not)}],
+ * "links":"row;row" (row i: links from GPU i to i+1..n-1, comma-separated topo link names)}.
+ * Pod: where the extender put it: {"v":1,"node","time" (ms),"containers":[{"name","gpus":[i...],
+ * "core" (percent; 100 for whole GPUs),"mem" (MiB; 0 for whole GPUs)}]}. */
 #define SCHED_ANNOT_NODE_GPUS "gpuslice.io/gpus"
 #define SCHED_ANNOT_ASSIGNMENT "gpuslice.io/assignment"
+#define SCHED_ANNOT_ASSIGNED "gpuslice.io/assigned" /* "false" until the agent honoured it */
 #define SCHED_ANNOT_POLICY "gpuslice.io/scheduling-policy"
 #define SCHED_NODE_ANNOT_VERSION 1
 #define SCHED_ASSIGN_ANNOT_VERSION 1
@@ -75,7 +80,7 @@ int sched_node_annotation_encode(const struct sched_node_info *info, char **ret)
 
 /*
  * The annotations bind writes, as a JSON object {"key": "value", ...} (malloc'ed): always
- * gpuslice.io/assignment; plus gpu-manager's (tencent.com/predicate-gpu-idx-<i>, predicate-node,
+ * gpuslice.io/assignment and gpuslice.io/assigned="false"; plus gpu-manager's (tencent.com/predicate-gpu-idx-<i>, predicate-node,
  * predicate-time, gpu-assigned=false) for the tencent profile and gpushare's
  * (ALIYUN_COM_GPU_MEM_IDX/_POD/_ASSUME_TIME/_ASSIGNED=false) for the aliyun profile.
  */

@@ -304,16 +304,31 @@ static void test_node_annotation(void **state) {
         assert_int_equal(out->link[1][0].nvlinks, 2);
         assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_PIX);
         free(text);
+        /* the documented example (docs/cluster.md), fields we do not use included */
+        const char *doc = "{\"v\":1,\"driver\":\"535.104.05\",\"cuda\":12020,\"nvswitch\":false,\"gpus\":["
+                          "{\"i\":1,\"uuid\":\"GPU-b\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"ok\"},"
+                          "{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"Xid 79\"},"
+                          "{\"i\":2,\"uuid\":\"GPU-c\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
+                          "\"links\":\"NV12,SYS;PIX\"}";
+        assert_int_equal(sched_node_annotation_decode(doc, strlen(doc), out, err, sizeof err), 0);
+        assert_string_equal(out->gpu[0].uuid, "GPU-a"); /* by index, not by position */
+        assert_false(out->gpu[0].healthy);
+        assert_true(out->gpu[1].healthy);
+        assert_int_equal(out->gpu[2].mem_mib, 40960);
+        assert_int_equal(out->link[0][1].nvlinks, 12);
+        assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_SYS);
+        assert_int_equal(out->link[2][1].pcie, TOPO_LEVEL_PIX);
         const char *bad[] = {
                 "{\"v\":2,\"gpus\":[]}",
                 "{\"v\":1}",
-                "{\"v\":1,\"gpus\":[{\"index\":1,\"memory_mib\":1,\"healthy\":true}]}",
-                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":-1,\"healthy\":true}]}",
-                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":1}]}",
-                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true}],\"links\":[\"PIX\"]}",
-                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true},{\"index\":1,\"memory_mib\":1,"
-                "\"healthy\":true}],\"links\":[\"X NV1\",\"PIX X\"]}",
-                "{\"v\":1,\"gpus\":[{\"index\":0,\"memory_mib\":1,\"healthy\":true}],\"links\":[\"X X\"]}",
+                "{\"v\":1,\"gpus\":[{\"i\":1,\"mem\":1,\"health\":\"ok\"}]}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":-1,\"health\":\"ok\"}]}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":1}]}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":0,\"mem\":1}]}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"PIX,PIX\"}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"X\"}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1},{\"i\":2,\"mem\":1}],\"links\":\"PIX;PIX\"}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":[\"PIX\"]}",
                 "[1]",
                 "{",
         };
@@ -364,8 +379,8 @@ static void test_snapshot(void **state) {
         (void)state;
         const char *snap =
                 "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
-                "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"index\\\":0,\\\"memory_mib\\\":6144,\\\"healthy\\\":true},"
-                "{\\\"index\\\":1,\\\"memory_mib\\\":6144,\\\"healthy\\\":true}],\\\"links\\\":[\\\"X PIX\\\",\\\"PIX X\\\"]}\"}}},"
+                "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"},"
+                "{\\\"i\\\":1,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\"}}},"
                 "{\"metadata\":{\"name\":\"cpu-only\"}}],"
                 "\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u1\"},"
                 "\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
