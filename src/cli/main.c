@@ -29,6 +29,7 @@ static const struct command commands[] = {
         { "cdi", cmd_cdi, "generate the node's CDI spec (devices, driver libraries, hook)" },
         { "hook", cmd_hook, "OCI hook: CUDA requirement check and driver injection" },
         { "check", cmd_check, "which CUDA versions this node's driver runs, and how" },
+        { "scheduler", cmd_scheduler, "run the kube-scheduler extender (filter, prioritize, bind by GPU)" },
         { "version", cmd_version, "print the version" },
 };
 

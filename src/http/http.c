@@ -7,6 +7,7 @@
 #include "http/http.h"
 
 #include <arpa/inet.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@ struct http_server {
         struct handler handlers[HTTP_MAX_HANDLERS];
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
+        char *tls_cert, *tls_key, *tls_ca;     /* PEM text, NULL for plain HTTP / no client check */
 };
 
 /* Per-connection request state: the body as it arrives. */
@@ -90,6 +92,50 @@ int http_server_new(const char *address, struct http_server **ret) {
         }
         *ret = s;
         return 0;
+}
+
+int http_server_tls_files(struct http_server *s, const char *cert_file, const char *key_file,
+                          const char *client_ca_file) {
+        if (!s || !cert_file || !key_file)
+                return -EINVAL;
+        if (s->daemon)
+                return -EBUSY;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+                return -EOPNOTSUPP;
+        char *cert = NULL, *key = NULL, *ca = NULL;
+        size_t len;
+        int r = read_file(cert_file, 1u << 20, &cert, &len);
+        if (r >= 0)
+                r = read_file(key_file, 1u << 20, &key, &len);
+        if (r >= 0 && client_ca_file)
+                r = read_file(client_ca_file, 1u << 20, &ca, &len);
+        if (r < 0) {
+                free(cert);
+                free(key);
+                free(ca);
+                return r;
+        }
+        free(s->tls_cert);
+        free(s->tls_key);
+        free(s->tls_ca);
+        s->tls_cert = cert;
+        s->tls_key = key;
+        s->tls_ca = ca;
+        return 0;
+}
+
+/* With a client CA: the peer's certificate must verify against it. */
+static bool client_verified(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (!ci || !ci->tls_session)
+                return false;
+        gnutls_session_t session = (gnutls_session_t)ci->tls_session;
+        unsigned status = 0;
+        if (gnutls_certificate_type_get(session) != GNUTLS_CRT_X509 ||
+            gnutls_certificate_verify_peers2(session, &status) != GNUTLS_E_SUCCESS)
+                return false;
+        unsigned n = 0;
+        return status == 0 && gnutls_certificate_get_peers(session, &n) && n > 0;
 }
 
 int http_server_handle(struct http_server *s, const char *path, http_handler_fn fn, void *userdata) {
@@ -168,6 +214,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 __atomic_add_fetch(&s->rejected, 1, __ATOMIC_RELAXED);
                 return reply_text(c, 413, "request body too large\n");
         }
+        if (s->tls_ca && !client_verified(c)) {
+                __atomic_add_fetch(&s->rejected, 1, __ATOMIC_RELAXED);
+                return reply_text(c, 403, "a client certificate signed by the configured CA is required\n");
+        }
         const struct handler *h = NULL;
         for (size_t i = 0; i < s->n_handlers; i++)
                 if (streq(s->handlers[i].path, url))
@@ -214,7 +264,18 @@ int http_server_start(struct http_server *s) {
         unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
         if (s->addr.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        struct MHD_OptionItem tls[4];
+        size_t nt = 0;
+        if (s->tls_cert) {
+                flags |= MHD_USE_TLS;
+                tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert };
+                tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key };
+                if (s->tls_ca)
+                        tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca };
+        }
+        tls[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, tls,
+                                     MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
                                      (unsigned)HTTP_MAX_CONNECTIONS,
@@ -242,6 +303,9 @@ struct http_server *http_server_free(struct http_server *s) {
                 MHD_stop_daemon(s->daemon);
         for (size_t i = 0; i < s->n_handlers; i++)
                 free(s->handlers[i].path);
+        free(s->tls_cert);
+        free(s->tls_key);
+        free(s->tls_ca);
         free(s);
         return NULL;
 }

@@ -61,6 +61,14 @@ int http_server_new(const char *address, struct http_server **ret);
 /* Serve `path` (exact match; the string is copied) with fn. Before start only: -EBUSY after,
  * -ENOSPC past HTTP_MAX_HANDLERS, -EEXIST for a path registered twice. */
 int http_server_handle(struct http_server *s, const char *path, http_handler_fn fn, void *userdata);
+/*
+ * Serve HTTPS with the PEM certificate chain and key in these files (read now). With client_ca_file
+ * (may be NULL), every request must come with a client certificate that verifies against it, or it
+ * is answered 403. Before start only. 0, -EBUSY, -EOPNOTSUPP (libmicrohttpd without TLS), or the
+ * error reading a file.
+ */
+int http_server_tls_files(struct http_server *s, const char *cert_file, const char *key_file,
+                          const char *client_ca_file);
 /* Bind and serve. 0, -EADDRINUSE (or -EIO) when the address cannot be bound, -EBUSY if started. */
 int http_server_start(struct http_server *s);
 /* The bound port (useful with port 0), 0 before start. */

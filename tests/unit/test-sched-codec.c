@@ -271,8 +271,8 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
                 "{\"gpuslice.io/assignment\":\"nope\"}",
                 "{\"gpuslice.io/assignment\":7}",
-                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
-                "\\\"gpus\\\":[64]}]}\"}",
+                ("{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
+                 "\\\"gpus\\\":[64]}]}\"}"),
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"containers\\\":[]}\"}",
                 "{\"tencent.com/predicate-gpu-idx-0\":\"x\"}",
                 "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",

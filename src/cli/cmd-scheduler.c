@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice scheduler — the kube-scheduler extender in the foreground: serves filter, prioritize
+ * and bind (src/sched/server.c) over a cluster model fed from a snapshot file (--snapshot) until
+ * SIGTERM/SIGINT (exit 0). docs/scheduler.md explains the decisions and the configuration.
+ */
+#include <getopt.h>
+#include <signal.h>
+
+#include "cli/commands.h"
+#include "http/http.h"
+#include "sched/server.h"
+#include "util/log.h"
+#include "util/util.h"
+
+static void help(FILE *f) {
+        fputs("Usage: gpuslice scheduler [OPTIONS]\n\n"
+              "Serve the kube-scheduler extender verbs (POST /filter, /prioritize, /bind) that place GPU\n"
+              "pods on nodes and GPUs where they really fit, plus /healthz and /metrics, in the foreground.\n"
+              "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md has the details.\n\n"
+              "Options:\n"
+              "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
+              "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
+              "                                 override it with the gpuslice.io/scheduling-policy annotation\n"
+              "      --snapshot FILE            load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
+              "                                 [Pod...]}, e.g. kubectl get nodes,pods -o json, merged)\n"
+              "      --memory-unit NAME=MIB     MiB per unit of a memory resource, as configured on the\n"
+              "                                 nodes (defaults: gpuslice.io/gpu-memory=256,\n"
+              "                                 tencent.com/vcuda-memory=256, aliyun.com/gpu-mem=1024)\n"
+              "      --tls-cert FILE            serve HTTPS with this PEM certificate chain\n"
+              "      --tls-key FILE             and this PEM key\n"
+              "      --tls-client-ca FILE       require client certificates signed by this CA\n"
+              "      --log-level LEVEL          error, warn, info (default), debug\n"
+              "  -h, --help                     this help\n",
+              f);
+}
+
+static int set_unit(struct sched_units *u, const char *arg) {
+        const char *eq = strchr(arg, '=');
+        unsigned v;
+        if (!eq || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
+                return -EINVAL;
+        size_t l = (size_t)(eq - arg);
+        if (l == strlen("gpuslice.io/gpu-memory") && strncmp(arg, "gpuslice.io/gpu-memory", l) == 0)
+                u->gpuslice_mib = v;
+        else if (l == strlen("tencent.com/vcuda-memory") && strncmp(arg, "tencent.com/vcuda-memory", l) == 0)
+                u->tencent_mib = v;
+        else if (l == strlen("aliyun.com/gpu-mem") && strncmp(arg, "aliyun.com/gpu-mem", l) == 0)
+                u->aliyun_mib = v;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+int cmd_scheduler(int argc, char **argv) {
+        enum { OPT_ADDR = 0x100, OPT_POLICY, OPT_SNAPSHOT, OPT_UNIT, OPT_CERT, OPT_KEY, OPT_CA, OPT_LOG };
+        static const struct option opts[] = {
+                { "address", required_argument, NULL, OPT_ADDR },
+                { "policy", required_argument, NULL, OPT_POLICY },
+                { "snapshot", required_argument, NULL, OPT_SNAPSHOT },
+                { "memory-unit", required_argument, NULL, OPT_UNIT },
+                { "tls-cert", required_argument, NULL, OPT_CERT },
+                { "tls-key", required_argument, NULL, OPT_KEY },
+                { "tls-client-ca", required_argument, NULL, OPT_CA },
+                { "log-level", required_argument, NULL, OPT_LOG },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = SCHED_POLICY_BINPACK };
+        sched_units_default(&o.units);
+        const char *snapshot = NULL;
+        int c;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help(stdout);
+                        return EXIT_OK;
+                case OPT_ADDR: {
+                        struct sockaddr_storage ss;
+                        socklen_t sl;
+                        if (http_parse_address(optarg, &ss, &sl) < 0) {
+                                fprintf(stderr, "gpuslice scheduler: --address: expected HOST:PORT, got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        o.address = optarg;
+                        break;
+                }
+                case OPT_POLICY:
+                        if (sched_policy_from_name(optarg, &o.policy) < 0) {
+                                fprintf(stderr, "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_SNAPSHOT:
+                        snapshot = optarg;
+                        break;
+                case OPT_UNIT:
+                        if (set_unit(&o.units, optarg) < 0) {
+                                fprintf(stderr,
+                                        "gpuslice scheduler: --memory-unit: expected RESOURCE=MIB with a memory "
+                                        "resource name, got '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_CERT:
+                        o.tls_cert_file = optarg;
+                        break;
+                case OPT_KEY:
+                        o.tls_key_file = optarg;
+                        break;
+                case OPT_CA:
+                        o.tls_client_ca_file = optarg;
+                        break;
+                case OPT_LOG: {
+                        enum log_level l;
+                        if (log_level_from_name(optarg, &l) < 0) {
+                                fprintf(stderr, "gpuslice scheduler: --log-level: unknown level '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        log_set_level(l);
+                        break;
+                }
+                default:
+                        help(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gpuslice scheduler: unexpected argument '%s'\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (!o.tls_cert_file != !o.tls_key_file || (o.tls_client_ca_file && !o.tls_cert_file)) {
+                fputs("gpuslice scheduler: --tls-cert and --tls-key go together (and --tls-client-ca needs them)\n",
+                      stderr);
+                return EXIT_USAGE;
+        }
+        if (!snapshot) {
+                fputs("gpuslice scheduler: --snapshot FILE is required: this build has no Kubernetes API client to "
+                      "watch the cluster with (docs/scheduler.md)\n",
+                      stderr);
+                return EXIT_USAGE;
+        }
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL); /* before any thread: only sigwait sees them */
+        signal(SIGPIPE, SIG_IGN);
+
+        struct sched_server *s;
+        int r = sched_server_new(&o, &s);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the scheduler extender", "address=%s tls_cert=%s", o.address,
+                                o.tls_cert_file ? o.tls_cert_file : "");
+                return r == -EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        r = read_file(snapshot, SCHED_CODEC_MAX_SNAPSHOT, &text, &len);
+        if (r < 0) {
+                log_error_errno(r, "cannot read the snapshot", "file=%s", snapshot);
+                sched_server_free(s);
+                return EXIT_RUNTIME;
+        }
+        char err[256];
+        size_t nn = 0, np = 0;
+        struct sched_model *m = sched_server_lock(s);
+        r = sched_snapshot_load(m, text, len, &o.units, &nn, &np, err, sizeof err);
+        sched_server_unlock(s);
+        free(text);
+        if (r < 0) {
+                log_error("bad snapshot", "file=%s err=\"%s\"", snapshot, err);
+                sched_server_free(s);
+                return EXIT_DATA;
+        }
+        sched_server_set_ready(s, true);
+        r = sched_server_start(s);
+        if (r < 0) {
+                log_error_errno(r, "cannot serve", "address=%s", o.address);
+                sched_server_free(s);
+                return EXIT_RUNTIME;
+        }
+        log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s nodes=%zu pods=%zu", o.address,
+                 sched_server_port(s), sched_policy_name(o.policy),
+                 o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", nn, np);
+        int sig = 0;
+        sigwait(&mask, &sig);
+        log_info("scheduler extender stopping", "signal=%d", sig);
+        sched_server_free(s);
+        return EXIT_OK;
+}

@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server.c — the extender verbs over the cluster model (see server.h, docs/scheduler.md).
+ *
+ * One lock guards the model, the pending-pod cache and the scratch buffers: a verb decodes its
+ * body outside the lock, decides under it, and encodes outside it again. Bind assumes the pod in
+ * the model before it lets go of the lock, so a second bind already sees the GPU taken; the API
+ * calls run without the lock, and a failed bind forgets the assumption. Must never log (the
+ * command logs) or block on the API with the lock held.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "http/http.h"
+#include "metrics/metrics.h"
+#include "sched/map.h"
+#include "sched/server.h"
+#include "util/util.h"
+
+/* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
+#define PENDING_MAX 4096
+
+enum verb { VERB_FILTER, VERB_PRIORITIZE, VERB_BIND, VERB_N };
+static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind" };
+
+struct sched_server {
+        struct sched_server_options o;
+        struct sched_binder binder;
+        bool has_binder;
+        struct http_server *http;
+        pthread_mutex_t lock;
+        struct sched_model *model;
+        bool ready;
+        /* pending: uid -> struct sched_pod_view (heap), FIFO eviction */
+        struct sched_map pending;
+        struct sched_pod_view *ring[PENDING_MAX];
+        size_t ring_head, ring_n;
+        /* scratch for fits, grown to the largest node list seen */
+        struct sched_fit *fits;
+        struct sched_ext_node_result *results;
+        int *scores;
+        size_t scratch_n;
+        /* metrics */
+        struct metrics_counter *calls[VERB_N], *errors[VERB_N];
+        struct metrics_histogram *latency[VERB_N];
+        struct metrics_counter *verdicts[3];
+        struct metrics_counter *bind_ok, *bind_refused, *bind_conflict, *bind_failed;
+};
+
+static uint64_t now_realtime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static double now_mono(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- pending pods ---- */
+
+static void pending_put(struct sched_server *s, const struct sched_pod_view *v) {
+        struct sched_pod_view *old = sched_map_get(&s->pending, v->uid, strlen(v->uid));
+        if (old) {
+                *old = *v; /* same uid: the key (old->uid) keeps its content */
+                return;
+        }
+        struct sched_pod_view *c = malloc(sizeof *c);
+        if (!c)
+                return; /* bind will say it has not seen the pod */
+        *c = *v;
+        if (s->ring_n == PENDING_MAX) {
+                struct sched_pod_view *ev = s->ring[s->ring_head];
+                if (ev) {
+                        sched_map_del(&s->pending, ev->uid, strlen(ev->uid));
+                        free(ev);
+                }
+                s->ring[s->ring_head] = NULL;
+                s->ring_head = (s->ring_head + 1) % PENDING_MAX;
+                s->ring_n--;
+        }
+        if (sched_map_put(&s->pending, c->uid, strlen(c->uid), c) < 0) {
+                free(c);
+                return;
+        }
+        s->ring[(s->ring_head + s->ring_n) % PENDING_MAX] = c;
+        s->ring_n++;
+}
+
+static void pending_drop(struct sched_server *s, const char *uid) {
+        struct sched_pod_view *v = sched_map_del(&s->pending, uid, strlen(uid));
+        if (!v)
+                return;
+        for (size_t i = 0; i < s->ring_n; i++) {
+                size_t k = (s->ring_head + i) % PENDING_MAX;
+                if (s->ring[k] == v) {
+                        s->ring[k] = NULL; /* a hole: evicting it later is a no-op */
+                        break;
+                }
+        }
+        free(v);
+}
+
+static int scratch_reserve(struct sched_server *s, size_t n) {
+        if (n <= s->scratch_n)
+                return 0;
+        size_t cap = MAX(n, 64);
+        struct sched_fit *f = realloc(s->fits, cap * sizeof *f);
+        if (f)
+                s->fits = f;
+        struct sched_ext_node_result *r = realloc(s->results, cap * sizeof *r);
+        if (r)
+                s->results = r;
+        int *sc = realloc(s->scores, cap * sizeof *sc);
+        if (sc)
+                s->scores = sc;
+        if (!f || !r || !sc)
+                return -ENOMEM;
+        s->scratch_n = cap;
+        return 0;
+}
+
+/* ---- filter / prioritize ---- */
+
+/* Decide every node of a; under the lock. err non-NULL: every node fails with it. */
+static const char *decide_all(struct sched_server *s, const struct sched_ext_args *a) {
+        if (!s->ready)
+                return "gpuslice scheduler: the cluster model is not synced with the API server yet";
+        if (scratch_reserve(s, a->n_nodes) < 0)
+                return "gpuslice scheduler: out of memory";
+        /* A pod we hold but that is not bound is being scheduled again: its earlier placement
+         * (an assume whose bind failed, or an annotation left by a bind cut short) is stale. */
+        const struct sched_pod *held = a->pod.uid[0] ? sched_model_pod(s->model, a->pod.uid) : NULL;
+        if (held && !held->bound)
+                sched_model_remove_pod(s->model, a->pod.uid);
+        if (a->pod.uid[0])
+                pending_put(s, &a->pod);
+        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                struct sched_fit *f = &s->fits[i];
+                if (a->pod.req.n == 0) {
+                        /* asks for no GPU resource: not ours to judge */
+                        memset(f, 0, sizeof *f);
+                        f->verdict = SCHED_FIT;
+                        f->pack = 0.5;
+                } else {
+                        const struct sched_node *n = sched_model_node(s->model, a->node_names[i]);
+                        if (n) {
+                                (void)sched_fit_node(s->model, n, &a->pod.req, pol, f);
+                        } else {
+                                memset(f, 0, sizeof *f);
+                                f->verdict = SCHED_UNRESOLVABLE;
+                                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)",
+                                         SCHED_ANNOT_NODE_GPUS);
+                        }
+                }
+                s->results[i] = (struct sched_ext_node_result){ f->verdict, f->reason };
+                metrics_counter_add(s->verdicts[f->verdict], 1);
+        }
+        return NULL;
+}
+
+static void observe(struct sched_server *s, enum verb v, double t0, bool error) {
+        metrics_counter_add(s->calls[v], 1);
+        if (error)
+                metrics_counter_add(s->errors[v], 1);
+        metrics_histogram_observe(s->latency[v], now_mono() - t0);
+}
+
+unsigned sched_server_filter(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        double t0 = now_mono();
+        struct sched_ext_args a;
+        char err[300];
+        int r = sched_ext_args_decode(body, len, &s->o.units, &a, err, sizeof err);
+        if (r < 0) {
+                sched_ext_args_done(&a);
+                char msg[360];
+                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderArgs: %s", err);
+                if (sched_ext_filter_encode(&a, NULL, msg, ret, ret_len) < 0)
+                        *ret = NULL, *ret_len = 0;
+                observe(s, VERB_FILTER, t0, true);
+                return 400;
+        }
+        pthread_mutex_lock(&s->lock);
+        const char *e = decide_all(s, &a);
+        r = sched_ext_filter_encode(&a, s->results, e, ret, ret_len);
+        pthread_mutex_unlock(&s->lock);
+        sched_ext_args_done(&a);
+        observe(s, VERB_FILTER, t0, e || r < 0);
+        if (r < 0) {
+                *ret = NULL;
+                *ret_len = 0;
+                return 500;
+        }
+        return 200;
+}
+
+unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        double t0 = now_mono();
+        struct sched_ext_args a;
+        char err[300];
+        int r = sched_ext_args_decode(body, len, &s->o.units, &a, err, sizeof err);
+        if (r < 0) {
+                /* HostPriorityList has no error field: the status tells the scheduler */
+                *ret = strdup("[]");
+                *ret_len = *ret ? 2 : 0;
+                observe(s, VERB_PRIORITIZE, t0, true);
+                return 400;
+        }
+        pthread_mutex_lock(&s->lock);
+        const char *e = decide_all(s, &a);
+        if (!e) {
+                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
+                sched_score_fits(s->fits, a.n_nodes, pol, s->scores);
+                r = sched_ext_prioritize_encode(a.node_names, s->scores, a.n_nodes, ret, ret_len);
+        }
+        pthread_mutex_unlock(&s->lock);
+        sched_ext_args_done(&a);
+        observe(s, VERB_PRIORITIZE, t0, e || r < 0);
+        if (e || r < 0) {
+                *ret = strdup("[]");
+                *ret_len = *ret ? 2 : 0;
+                return e ? 503 : 500;
+        }
+        return 200;
+}
+
+/* ---- bind ---- */
+
+static unsigned bind_reply(struct sched_server *s, double t0, const char *error, char **ret, size_t *ret_len) {
+        observe(s, VERB_BIND, t0, error != NULL);
+        if (sched_ext_bind_encode(error, ret, ret_len) < 0) {
+                *ret = NULL;
+                *ret_len = 0;
+                return 500;
+        }
+        return 200;
+}
+
+unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        double t0 = now_mono();
+        struct sched_ext_bind_args b;
+        char err[300], msg[2048];
+        if (sched_ext_bind_decode(body, len, &b, err, sizeof err) < 0) {
+                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderBindingArgs: %s", err);
+                bind_reply(s, t0, msg, ret, ret_len);
+                return 400;
+        }
+        pthread_mutex_lock(&s->lock);
+        struct sched_pod_view *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
+        if (!v) {
+                pthread_mutex_unlock(&s->lock);
+                metrics_counter_add(s->bind_refused, 1);
+                snprintf(msg, sizeof msg, "gpuslice scheduler: pod %s/%s (uid %s) was not seen by filter; cannot choose its GPUs",
+                         b.pod_namespace, b.pod_name, b.pod_uid);
+                return bind_reply(s, t0, msg, ret, ret_len);
+        }
+        struct sched_pod_view pod = *v;
+        const struct sched_node *n = sched_model_node(s->model, b.node);
+        struct sched_fit fit;
+        enum sched_policy pol = pod.has_policy ? pod.policy : s->o.policy;
+        char *annotations = NULL;
+        if (pod.req.n > 0) {
+                /* choose again against the model as it is now: other binds may have taken GPUs */
+                if (!n)
+                        snprintf(fit.reason, sizeof fit.reason, "node publishes no GPUs");
+                if (!n || sched_fit_node(s->model, n, &pod.req, pol, &fit) < 0) {
+                        pthread_mutex_unlock(&s->lock);
+                        metrics_counter_add(s->bind_refused, 1);
+                        snprintf(msg, sizeof msg, "gpuslice scheduler: node %s no longer fits pod %s/%s: %s", b.node,
+                                 pod.ns, pod.name, fit.reason);
+                        return bind_reply(s, t0, msg, ret, ret_len);
+                }
+                struct sched_pod_info info;
+                sched_pod_view_info(&pod, &info);
+                uint64_t now = now_realtime_ns();
+                int r = sched_model_assume_pod(s->model, &info, b.node, &fit.assign, now);
+                if (r >= 0)
+                        r = sched_assignment_annotations(&pod.req, &fit.assign, n, b.node, now, &s->o.units, &annotations);
+                if (r < 0) {
+                        sched_model_forget_pod(s->model, pod.uid);
+                        pthread_mutex_unlock(&s->lock);
+                        metrics_counter_add(s->bind_failed, 1);
+                        snprintf(msg, sizeof msg, "gpuslice scheduler: cannot record the placement: %s", strerror(-r));
+                        return bind_reply(s, t0, msg, ret, ret_len);
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+
+        int r = 0;
+        const char *step = "bind";
+        err[0] = '\0';
+        if (!s->has_binder) {
+                r = -ENOTCONN;
+                snprintf(err, sizeof err, "no API server configured (--kubeconfig or in-cluster)");
+        }
+        if (r >= 0 && annotations) {
+                step = "annotate";
+                r = s->binder.annotate(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, annotations,
+                                       err, sizeof err);
+        }
+        if (r >= 0) {
+                step = "bind";
+                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, b.node, err, sizeof err);
+        }
+        free(annotations);
+        pthread_mutex_lock(&s->lock);
+        if (r < 0)
+                sched_model_forget_pod(s->model, pod.uid);
+        else
+                pending_drop(s, pod.uid);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0) {
+                if (r == -ESTALE) {
+                        metrics_counter_add(s->bind_conflict, 1);
+                        snprintf(msg, sizeof msg,
+                                 "gpuslice scheduler: pod %s/%s changed since it was filtered (resourceVersion %s "
+                                 "conflict at %s); nothing was bound, it will be scheduled again: %s",
+                                 pod.ns, pod.name, pod.resource_version, step, err);
+                } else {
+                        metrics_counter_add(s->bind_failed, 1);
+                        snprintf(msg, sizeof msg, "gpuslice scheduler: %s of pod %s/%s to %s failed: %s", step, pod.ns,
+                                 pod.name, b.node, err[0] ? err : strerror(-r));
+                }
+                return bind_reply(s, t0, msg, ret, ret_len);
+        }
+        metrics_counter_add(s->bind_ok, 1);
+        return bind_reply(s, t0, NULL, ret, ret_len);
+}
+
+/* ---- HTTP ---- */
+
+static void json_reply(struct http_response *resp, unsigned status, char *body, size_t len) {
+        resp->status = status;
+        resp->body = body;
+        resp->body_len = body ? len : 0;
+        strscpy(resp->content_type, "application/json", sizeof resp->content_type);
+}
+
+static bool post_only(const struct http_request *req, struct http_response *resp) {
+        if (streq(req->method, "POST"))
+                return true;
+        resp->status = 405;
+        resp->body = strdup("POST only\n");
+        resp->body_len = resp->body ? strlen(resp->body) : 0;
+        return false;
+}
+
+static void serve_filter(void *ud, const struct http_request *req, struct http_response *resp) {
+        char *b;
+        size_t l;
+        if (post_only(req, resp)) {
+                unsigned st = sched_server_filter(ud, req->body, req->body_len, &b, &l);
+                json_reply(resp, st, b, l);
+        }
+}
+static void serve_prioritize(void *ud, const struct http_request *req, struct http_response *resp) {
+        char *b;
+        size_t l;
+        if (post_only(req, resp)) {
+                unsigned st = sched_server_prioritize(ud, req->body, req->body_len, &b, &l);
+                json_reply(resp, st, b, l);
+        }
+}
+static void serve_bind(void *ud, const struct http_request *req, struct http_response *resp) {
+        char *b;
+        size_t l;
+        if (post_only(req, resp)) {
+                unsigned st = sched_server_bind(ud, req->body, req->body_len, &b, &l);
+                json_reply(resp, st, b, l);
+        }
+}
+
+static void serve_healthz(void *ud, const struct http_request *req, struct http_response *resp) {
+        struct sched_server *s = ud;
+        (void)req;
+        pthread_mutex_lock(&s->lock);
+        bool ready = s->ready;
+        pthread_mutex_unlock(&s->lock);
+        resp->status = ready ? 200 : 503;
+        resp->body = strdup(ready ? "ok\n" : "not synced with the API server yet\n");
+        resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
+static void serve_metrics(void *ud, const struct http_request *req, struct http_response *resp) {
+        struct sched_server *s = ud;
+        (void)req;
+        pthread_mutex_lock(&s->lock);
+        double nodes = (double)sched_model_n_nodes(s->model), pods = (double)sched_model_n_pods(s->model);
+        double classes = (double)sched_model_n_topo_classes(s->model), pending = (double)s->pending.n;
+        bool ready = s->ready;
+        pthread_mutex_unlock(&s->lock);
+        struct metrics_text t = { 0 };
+        metrics_registry_format(&t);
+        static const struct {
+                const char *name, *help;
+        } g[] = {
+                { "gpuslice_scheduler_model_nodes", "Nodes in the extender's cluster model (with GPUs or holding GPU pods)." },
+                { "gpuslice_scheduler_model_pods", "Pods holding or assigned GPU resources in the model." },
+                { "gpuslice_scheduler_model_topology_classes", "Distinct node topologies (GPU count and links)." },
+                { "gpuslice_scheduler_pending_pods", "Pods seen by filter and kept for bind." },
+                { "gpuslice_scheduler_ready", "1 when the model is synced with the API server." },
+        };
+        double val[] = { nodes, pods, classes, pending, ready ? 1 : 0 };
+        for (size_t i = 0; i < ELEMENTSOF(g); i++) {
+                metrics_text_family(&t, g[i].name, "gauge", g[i].help);
+                const char *const none[] = { NULL };
+                metrics_text_sample(&t, g[i].name, none, val[i]);
+        }
+        if (metrics_text_finish(&t, &resp->body, &resp->body_len) < 0) {
+                resp->status = 500;
+                resp->body = NULL;
+                return;
+        }
+        strscpy(resp->content_type, "text/plain; version=0.0.4; charset=utf-8", sizeof resp->content_type);
+}
+
+int sched_server_new(const struct sched_server_options *o, struct sched_server **ret) {
+        if (!o || !o->address)
+                return -EINVAL;
+        struct sched_server *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->o = *o;
+        if (o->binder && o->binder->annotate && o->binder->bind) {
+                s->binder = *o->binder;
+                s->has_binder = true;
+        }
+        s->o.binder = NULL;
+        pthread_mutex_init(&s->lock, NULL);
+        int r = sched_model_new(&s->model);
+        if (r < 0) {
+                sched_server_free(s);
+                return r;
+        }
+        for (int v = 0; v < VERB_N; v++) {
+                s->calls[v] = metrics_counter_get("gpuslice_scheduler_requests_total",
+                                                  "Extender calls served, by verb.", "verb", verb_names[v]);
+                s->errors[v] = metrics_counter_get("gpuslice_scheduler_request_errors_total",
+                                                   "Extender calls answered with an error, by verb.", "verb",
+                                                   verb_names[v]);
+                s->latency[v] = metrics_histogram_get("gpuslice_scheduler_request_duration_seconds",
+                                                      "Time to answer an extender call, by verb.", "verb",
+                                                      verb_names[v]);
+        }
+        static const char *const vn[3] = { "fit", "no_room", "unresolvable" };
+        for (int v = 0; v < 3; v++)
+                s->verdicts[v] = metrics_counter_get("gpuslice_scheduler_decisions_total",
+                                                     "Node decisions of filter and prioritize, by verdict.", "verdict",
+                                                     vn[v]);
+        const char *bh = "Bind calls, by result (ok, refused: the node no longer fits, conflict: the pod changed, "
+                         "failed: the API call failed).";
+        s->bind_ok = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "ok");
+        s->bind_refused = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "refused");
+        s->bind_conflict = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "conflict");
+        s->bind_failed = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "failed");
+        r = http_server_new(o->address, &s->http);
+        if (r < 0) {
+                sched_server_free(s);
+                return r;
+        }
+        if (o->tls_cert_file || o->tls_key_file || o->tls_client_ca_file) {
+                r = http_server_tls_files(s->http, o->tls_cert_file, o->tls_key_file, o->tls_client_ca_file);
+                if (r < 0) {
+                        sched_server_free(s);
+                        return r;
+                }
+        }
+        if ((r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
+            (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
+            (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
+            (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
+            (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0) {
+                sched_server_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int sched_server_start(struct sched_server *s) {
+        return http_server_start(s->http);
+}
+
+unsigned sched_server_port(const struct sched_server *s) {
+        return http_server_port(s->http);
+}
+
+struct sched_server *sched_server_free(struct sched_server *s) {
+        if (!s)
+                return NULL;
+        s->http = http_server_free(s->http);
+        size_t cur = 0;
+        struct sched_pod_view *v;
+        while ((v = sched_map_next(&s->pending, &cur)))
+                free(v);
+        sched_map_done(&s->pending);
+        sched_model_free(s->model);
+        free(s->fits);
+        free(s->results);
+        free(s->scores);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return NULL;
+}
+
+struct sched_model *sched_server_lock(struct sched_server *s) {
+        pthread_mutex_lock(&s->lock);
+        return s->model;
+}
+
+void sched_server_unlock(struct sched_server *s) {
+        pthread_mutex_unlock(&s->lock);
+}
+
+void sched_server_set_ready(struct sched_server *s, bool ready) {
+        pthread_mutex_lock(&s->lock);
+        s->ready = ready;
+        pthread_mutex_unlock(&s->lock);
+}

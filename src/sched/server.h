@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server — the scheduler extender's HTTP side: the verbs kube-scheduler calls (POST /filter,
+ * /prioritize, /bind) plus /healthz and /metrics, on the project's one HTTP server (src/http),
+ * over a cluster model (model.h) it owns and guards with one lock.
+ *
+ * The model is fed from outside (the API watch, or a snapshot) through sched_server_lock(), which
+ * hands out the model under the lock. Bind talks to the API server through a binder (two calls:
+ * annotate the pod with a resourceVersion precondition, then POST its Binding); without one, bind
+ * answers an error and the scheduler configuration must not name a bindVerb.
+ *
+ * Must never: answer filter or prioritize with a node kube-scheduler did not send, hold the lock
+ * across an API call, or leave an assumed pod in the model after its bind failed.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/codec.h"
+#include "sched/decide.h"
+#include "sched/model.h"
+
+/* Errors a binder returns: -ESTALE for a failed precondition (the pod changed: 409 Conflict),
+ * other -errno for the rest; err says what the API said. */
+struct sched_binder {
+        /* Merge-patch metadata.annotations of pod ns/name with `annotations_json` ({"k":"v"}), only
+         * if its uid is `uid` and its resourceVersion is still `resource_version` ("" = no
+         * precondition on the version). */
+        int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid,
+                        const char *resource_version, const char *annotations_json, char *err, size_t errlen);
+        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node. */
+        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node, char *err,
+                    size_t errlen);
+        void *userdata;
+};
+
+struct sched_server_options {
+        const char *address;        /* HOST:PORT */
+        enum sched_policy policy;   /* default policy; pods may override (gpuslice.io/scheduling-policy) */
+        struct sched_units units;
+        const struct sched_binder *binder; /* NULL: bind answers an error */
+        const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* NULL: plain HTTP */
+};
+
+struct sched_server;
+
+/* Create (model empty, not serving). 0, -EINVAL, -ENOMEM, or a TLS file error. */
+int sched_server_new(const struct sched_server_options *o, struct sched_server **ret);
+/* Serve on the HTTP server's thread. 0 or -EADDRINUSE / -EIO. */
+int sched_server_start(struct sched_server *s);
+unsigned sched_server_port(const struct sched_server *s);
+struct sched_server *sched_server_free(struct sched_server *s);
+
+/* The model, locked: feed it, then unlock. */
+struct sched_model *sched_server_lock(struct sched_server *s);
+void sched_server_unlock(struct sched_server *s);
+/* Whether the feed has delivered a complete picture (until then /healthz says 503 and filter
+ * answers an Error so no pod is placed on a half-known cluster). */
+void sched_server_set_ready(struct sched_server *s, bool ready);
+
+/*
+ * The verbs without HTTP (the handlers call these; tests and the bench call them directly).
+ * Each takes the request body and returns a malloc'ed JSON reply in *ret (always a valid reply
+ * of that verb, errors in its Error field) and the HTTP status (200, or 400 for a body that is
+ * not the verb's JSON).
+ */
+unsigned sched_server_filter(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the scheduler extender's verbs (src/sched/server.c): filter, prioritize and bind
+ * on the real kube-scheduler 1.20 bodies (tests/data/extender/) over a snapshot-fed model, bind's
+ * assume / forget around the API calls (a recording binder stands in for the API server here;
+ * the real one is exercised by the e2e tests), and the HTTP endpoints over a real socket.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "sched/server.h"
+#include "util/util.h"
+
+static char *sample(const char *name, size_t *len) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/data/extender/%s", GPUSLICE_SOURCE_DIR, name);
+        char *buf;
+        assert_int_equal(read_file(path, 1 << 20, &buf, len), 0);
+        return buf;
+}
+
+/* gpunode: 2 GPUs of 16 GiB on one PCIe switch; gpunode-fake: 1 GPU. */
+static const char SNAPSHOT[] =
+        "{\"nodes\":["
+        "{\"metadata\":{\"name\":\"gpunode\",\"annotations\":{\"gpuslice.io/gpus\":"
+        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-a\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"},"
+        "{\\\"i\\\":1,\\\"uuid\\\":\\\"GPU-b\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\"}}},"
+        "{\"metadata\":{\"name\":\"gpunode-fake\",\"annotations\":{\"gpuslice.io/gpus\":"
+        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-c\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}]}\"}}}"
+        "],\"pods\":[]}";
+
+struct rec {
+        int annotate_calls, bind_calls;
+        int annotate_ret, bind_ret;
+        char rv[64], node[64], annotations[4096];
+};
+
+static int rec_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
+                        char *err, size_t errlen) {
+        struct rec *r = ud;
+        (void)ns;
+        (void)name;
+        (void)uid;
+        r->annotate_calls++;
+        strscpy(r->rv, rv, sizeof r->rv);
+        strscpy(r->annotations, ann, sizeof r->annotations);
+        if (r->annotate_ret == -ESTALE)
+                snprintf(err, errlen, "Operation cannot be fulfilled: the object has been modified");
+        return r->annotate_ret;
+}
+
+static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node, char *err,
+                    size_t errlen) {
+        struct rec *r = ud;
+        (void)ns;
+        (void)name;
+        (void)uid;
+        r->bind_calls++;
+        strscpy(r->node, node, sizeof r->node);
+        if (r->bind_ret < 0)
+                snprintf(err, errlen, "pods \"x\" is forbidden");
+        return r->bind_ret;
+}
+
+static struct sched_server *server_with(struct rec *rec, const char *address) {
+        struct sched_binder b = { rec_annotate, rec_bind, rec };
+        struct sched_server_options o = { .address = address, .binder = rec ? &b : NULL };
+        sched_units_default(&o.units);
+        struct sched_server *s;
+        assert_int_equal(sched_server_new(&o, &s), 0);
+        char err[256];
+        struct sched_model *m = sched_server_lock(s);
+        assert_int_equal(sched_snapshot_load(m, SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, err, sizeof err), 0);
+        sched_server_unlock(s);
+        return s;
+}
+
+static json_t *call(unsigned (*fn)(struct sched_server *, const char *, size_t, char **, size_t *),
+                    struct sched_server *s, const char *body, size_t len, unsigned want_status) {
+        char *out;
+        size_t out_len;
+        assert_int_equal(fn(s, body, len, &out, &out_len), want_status);
+        json_error_t e;
+        json_t *j = json_loadb(out, out_len, 0, &e);
+        assert_non_null(j);
+        free(out);
+        return j;
+}
+
+static void test_filter_prioritize_bind(void **state) {
+        (void)state;
+        struct rec rec = { 0 };
+        struct sched_server *s = server_with(&rec, "127.0.0.1:0");
+        size_t len;
+        char *body = sample("filter.request.nodecache.json", &len);
+        /* not synced yet: every node fails with the Error */
+        json_t *j = call(sched_server_filter, s, body, len, 200);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "not synced"));
+        json_decref(j);
+        sched_server_set_ready(s, true);
+        /* the pod wants nvidia.com/gpu: 2 — only gpunode has two GPUs */
+        j = call(sched_server_filter, s, body, len, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
+        json_t *names = json_object_get(j, "NodeNames");
+        assert_int_equal(json_array_size(names), 1);
+        assert_string_equal(json_string_value(json_array_get(names, 0)), "gpunode");
+        const char *why = json_string_value(json_object_get(json_object_get(j, "FailedAndUnresolvableNodes"), "gpunode-fake"));
+        assert_non_null(why);
+        assert_non_null(strstr(why, "container main needs 2"));
+        json_decref(j);
+        free(body);
+        body = sample("prioritize.request.nodecache.json", &len);
+        j = call(sched_server_prioritize, s, body, len, 200);
+        assert_int_equal(json_array_size(j), 2);
+        json_t *h0 = json_array_get(j, 0), *h1 = json_array_get(j, 1);
+        assert_string_equal(json_string_value(json_object_get(h0, "Host")), "gpunode");
+        assert_true(json_integer_value(json_object_get(h0, "Score")) >= 0 &&
+                    json_integer_value(json_object_get(h0, "Score")) <= 10);
+        assert_int_equal(json_integer_value(json_object_get(h1, "Score")), 0);
+        json_decref(j);
+        free(body);
+        /* bind: annotate with the filter-time resourceVersion, then the Binding */
+        body = sample("bind.request.nodecache.json", &len);
+        j = call(sched_server_bind, s, body, len, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
+        json_decref(j);
+        assert_int_equal(rec.annotate_calls, 1);
+        assert_int_equal(rec.bind_calls, 1);
+        assert_string_equal(rec.rv, "579");
+        assert_string_equal(rec.node, "gpunode");
+        json_t *ann = json_loads(rec.annotations, 0, NULL);
+        assert_non_null(ann);
+        assert_string_equal(json_string_value(json_object_get(ann, "gpuslice.io/assigned")), "false");
+        json_t *asg = json_loads(json_string_value(json_object_get(ann, "gpuslice.io/assignment")), 0, NULL);
+        assert_non_null(asg);
+        assert_string_equal(json_string_value(json_object_get(asg, "node")), "gpunode");
+        json_t *c0 = json_array_get(json_object_get(asg, "containers"), 0);
+        assert_int_equal(json_array_size(json_object_get(c0, "gpus")), 2);
+        assert_int_equal(json_integer_value(json_object_get(c0, "core")), 100);
+        json_decref(asg);
+        json_decref(ann);
+        /* the pod is counted at once: both GPUs are held */
+        struct sched_model *m = sched_server_lock(s);
+        const struct sched_node *n = sched_model_node(m, "gpunode");
+        assert_int_equal(n->gpu[0].whole + n->gpu[1].whole, 2);
+        assert_true(sched_model_pod(m, "e981bc86-1140-480f-8584-8551befe9a66")->assumed);
+        sched_server_unlock(s);
+        /* a bind for a pod filter never saw is refused */
+        j = call(sched_server_bind, s, body, len, 200);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "not seen by filter"));
+        json_decref(j);
+        free(body);
+        s = sched_server_free(s);
+}
+
+static void test_bind_refused_conflict_failed(void **state) {
+        (void)state;
+        struct rec rec = { 0 };
+        struct sched_server *s = server_with(&rec, "127.0.0.1:0");
+        sched_server_set_ready(s, true);
+        size_t len, blen;
+        char *filter = sample("filter.request.nodecache.json", &len);
+        char *bind = sample("bind.request.nodecache.json", &blen);
+        /* conflict on the annotation: nothing stays assumed */
+        json_decref(call(sched_server_filter, s, filter, len, 200));
+        rec.annotate_ret = -ESTALE;
+        json_t *j = call(sched_server_bind, s, bind, blen, 200);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "conflict"));
+        json_decref(j);
+        assert_int_equal(rec.bind_calls, 0);
+        struct sched_model *m = sched_server_lock(s);
+        assert_null(sched_model_pod(m, "e981bc86-1140-480f-8584-8551befe9a66"));
+        assert_int_equal(sched_model_node(m, "gpunode")->gpu[0].whole, 0);
+        sched_server_unlock(s);
+        /* the Binding fails: forgotten as well */
+        rec.annotate_ret = 0;
+        rec.bind_ret = -EACCES;
+        j = call(sched_server_bind, s, bind, blen, 200);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "forbidden"));
+        json_decref(j);
+        m = sched_server_lock(s);
+        assert_null(sched_model_pod(m, "e981bc86-1140-480f-8584-8551befe9a66"));
+        sched_server_unlock(s);
+        /* another pod took the GPUs meanwhile: bind re-decides and refuses with the reason */
+        m = sched_server_lock(s);
+        struct sched_pod_info other = { .uid = "other", .ns = "d", .name = "o", .node = "gpunode", .bound = true };
+        other.req.n = 1;
+        other.req.c[0].whole = 1;
+        other.has_assignment = true;
+        other.assign.n = 1;
+        other.assign.c[0] = (struct sched_container_assign){ .gpus = 1, .whole = true };
+        assert_int_equal(sched_model_set_pod(m, &other), 0);
+        sched_server_unlock(s);
+        rec.bind_ret = 0;
+        j = call(sched_server_bind, s, bind, blen, 200);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "no longer fits"));
+        json_decref(j);
+        /* malformed bodies: 400 with the reason */
+        j = call(sched_server_bind, s, "{", 1, 400);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "bad ExtenderBindingArgs"));
+        json_decref(j);
+        j = call(sched_server_filter, s, "[]", 2, 400);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "bad ExtenderArgs"));
+        json_decref(j);
+        j = call(sched_server_prioritize, s, "[]", 2, 400);
+        assert_int_equal(json_array_size(j), 0);
+        json_decref(j);
+        free(filter);
+        free(bind);
+        sched_server_free(s);
+}
+
+static size_t collect(char *p, size_t size, size_t n, void *ud) {
+        char **buf = ud;
+        size_t old = *buf ? strlen(*buf) : 0;
+        char *b = realloc(*buf, old + size * n + 1);
+        assert_non_null(b);
+        memcpy(b + old, p, size * n);
+        b[old + size * n] = '\0';
+        *buf = b;
+        return size * n;
+}
+
+static long http(unsigned port, const char *path, const char *post, char **ret) {
+        CURL *c = curl_easy_init();
+        assert_non_null(c);
+        char url[128];
+        snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+        *ret = NULL;
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, ret);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        if (post) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        }
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        return status;
+}
+
+static void test_http_endpoints(void **state) {
+        (void)state;
+        struct sched_server *s = server_with(NULL, "127.0.0.1:0");
+        assert_int_equal(sched_server_start(s), 0);
+        unsigned port = sched_server_port(s);
+        char *out;
+        assert_int_equal(http(port, "/healthz", NULL, &out), 503);
+        free(out);
+        sched_server_set_ready(s, true);
+        assert_int_equal(http(port, "/healthz", NULL, &out), 200);
+        free(out);
+        size_t len;
+        char *body = sample("filter.request.nodecache.json", &len);
+        assert_int_equal(http(port, "/filter", body, &out), 200);
+        assert_non_null(strstr(out, "\"NodeNames\":[\"gpunode\"]"));
+        free(out);
+        assert_int_equal(http(port, "/filter", NULL, &out), 405); /* GET */
+        free(out);
+        free(body);
+        /* bind without an API server: an answer with the reason, and nothing stays assumed */
+        body = sample("bind.request.nodecache.json", &len);
+        assert_int_equal(http(port, "/bind", body, &out), 200);
+        assert_non_null(strstr(out, "no API server configured"));
+        free(out);
+        free(body);
+        struct sched_model *m = sched_server_lock(s);
+        assert_null(sched_model_pod(m, "e981bc86-1140-480f-8584-8551befe9a66"));
+        sched_server_unlock(s);
+        assert_int_equal(http(port, "/metrics", NULL, &out), 200);
+        assert_non_null(strstr(out, "gpuslice_scheduler_requests_total{verb=\"filter\"}"));
+        assert_non_null(strstr(out, "gpuslice_scheduler_request_duration_seconds_bucket{verb=\"filter\""));
+        assert_non_null(strstr(out, "gpuslice_scheduler_decisions_total{verdict=\"unresolvable\"}"));
+        assert_non_null(strstr(out, "gpuslice_scheduler_binds_total{result=\"failed\"}"));
+        assert_non_null(strstr(out, "gpuslice_scheduler_model_nodes 2"));
+        free(out);
+        sched_server_free(s);
+}
+
+int main(void) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_filter_prioritize_bind),
+                cmocka_unit_test(test_bind_refused_conflict_failed),
+                cmocka_unit_test(test_http_endpoints),
+        };
+        int r = cmocka_run_group_tests(tests, NULL, NULL);
+        curl_global_cleanup();
+        return r;
+}
