@@ -713,56 +713,157 @@ static int finish(json_t *j, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res,
-                            const char *error, char **ret, size_t *ret_len) {
-        json_t *j = json_object();
-        json_t *failed = json_object(), *unres = json_object();
-        if (!j || !failed || !unres) {
-                json_decref(j);
-                json_decref(failed);
-                json_decref(unres);
-                return -ENOMEM;
+/* A growing text buffer for the replies that list every node: written by hand, since building
+ * thousands of jansson values per call cost more than the decisions themselves. */
+struct out {
+        char *buf;
+        size_t len, cap;
+        bool failed;
+};
+
+static void out_reserve(struct out *o, size_t more) {
+        if (o->failed || o->len + more + 1 <= o->cap)
+                return;
+        size_t cap = MAX(o->cap * 2, o->len + more + 1024);
+        char *b = realloc(o->buf, cap);
+        if (!b) {
+                o->failed = true;
+                return;
         }
-        json_t *names = NULL, *items = NULL;
-        if (!error) {
-                if (a->node_cache)
-                        names = json_array();
-                else
-                        items = json_array();
-                for (size_t i = 0; i < a->n_nodes; i++) {
-                        if (res[i].verdict == SCHED_FIT) {
-                                if (names)
-                                        json_array_append_new(names, json_string(a->node_names[i]));
-                                else if (items)
-                                        json_array_append(items, json_array_get(a->nodes_items, i));
-                                continue;
-                        }
-                        const char *why = res[i].reason ? res[i].reason : "does not fit";
-                        /* kube-scheduler 1.20 knows only FailedNodes; later ones let
-                         * FailedAndUnresolvableNodes win, so an unresolvable node goes in both */
-                        json_object_set_new(failed, a->node_names[i], json_string(why));
-                        if (res[i].verdict == SCHED_UNRESOLVABLE)
-                                json_object_set_new(unres, a->node_names[i], json_string(why));
+        o->buf = b;
+        o->cap = cap;
+}
+
+static void out_raw(struct out *o, const char *s, size_t l) {
+        out_reserve(o, l);
+        if (o->failed)
+                return;
+        memcpy(o->buf + o->len, s, l);
+        o->len += l;
+        o->buf[o->len] = '\0';
+}
+
+static void out_lit(struct out *o, const char *s) {
+        out_raw(o, s, strlen(s));
+}
+
+/* A JSON string; s is UTF-8 (it came out of jansson or our own formatting). */
+static void out_str(struct out *o, const char *s) {
+        size_t l = strlen(s);
+        out_reserve(o, l * 6 + 2);
+        if (o->failed)
+                return;
+        char *p = o->buf + o->len;
+        *p++ = '"';
+        for (size_t i = 0; i < l; i++) {
+                unsigned char c = (unsigned char)s[i];
+                if (c == '"' || c == '\\') {
+                        *p++ = '\\';
+                        *p++ = (char)c;
+                } else if (c < 0x20) {
+                        static const char hex[] = "0123456789abcdef";
+                        memcpy(p, "\\u00", 4);
+                        p[4] = hex[c >> 4];
+                        p[5] = hex[c & 15];
+                        p += 6;
+                } else {
+                        *p++ = (char)c;
                 }
         }
-        json_object_set_new(j, "Error", json_string(error ? error : ""));
-        json_object_set_new(j, "FailedNodes", failed);
-        json_object_set_new(j, "FailedAndUnresolvableNodes", unres);
-        json_object_set_new(j, "NodeNames", names ? names : json_null());
-        if (items)
-                json_object_set_new(j, "Nodes", json_pack("{s:o,s:o}", "metadata", json_object(), "items", items));
-        else
-                json_object_set_new(j, "Nodes", json_null());
-        return finish(j, ret, ret_len);
+        *p++ = '"';
+        *p = '\0';
+        o->len = (size_t)(p - o->buf);
+}
+
+static int out_finish(struct out *o, char **ret, size_t *ret_len) {
+        if (o->failed || !o->buf) {
+                free(o->buf);
+                return -ENOMEM;
+        }
+        *ret = o->buf;
+        *ret_len = o->len;
+        return 0;
+}
+
+static void out_failures(struct out *o, const struct sched_ext_args *a, const struct sched_ext_node_result *res,
+                         bool unresolvable_only) {
+        bool first = true;
+        out_lit(o, "{");
+        for (size_t i = 0; res && i < a->n_nodes; i++) {
+                if (res[i].verdict == SCHED_FIT || (unresolvable_only && res[i].verdict != SCHED_UNRESOLVABLE))
+                        continue;
+                if (!first)
+                        out_lit(o, ",");
+                first = false;
+                out_str(o, a->node_names[i]);
+                out_lit(o, ":");
+                out_str(o, res[i].reason ? res[i].reason : "does not fit");
+        }
+        out_lit(o, "}");
+}
+
+int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res,
+                            const char *error, char **ret, size_t *ret_len) {
+        struct out o = { 0 };
+        if (error)
+                res = NULL;
+        out_lit(&o, "{\"Error\":");
+        out_str(&o, error ? error : "");
+        /* kube-scheduler 1.20 knows only FailedNodes; later ones let FailedAndUnresolvableNodes
+         * win, so an unresolvable node goes in both */
+        out_lit(&o, ",\"FailedNodes\":");
+        out_failures(&o, a, res, false);
+        out_lit(&o, ",\"FailedAndUnresolvableNodes\":");
+        out_failures(&o, a, res, true);
+        if (!error && a->node_cache) {
+                out_lit(&o, ",\"NodeNames\":[");
+                bool first = true;
+                for (size_t i = 0; i < a->n_nodes; i++) {
+                        if (res[i].verdict != SCHED_FIT)
+                                continue;
+                        if (!first)
+                                out_lit(&o, ",");
+                        first = false;
+                        out_str(&o, a->node_names[i]);
+                }
+                out_lit(&o, "],\"Nodes\":null}");
+        } else if (!error) {
+                /* full Node objects come back as they were sent */
+                out_lit(&o, ",\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
+                bool first = true;
+                for (size_t i = 0; i < a->n_nodes; i++) {
+                        if (res[i].verdict != SCHED_FIT)
+                                continue;
+                        char *t = json_dumps(json_array_get(a->nodes_items, i), JSON_COMPACT);
+                        if (!t) {
+                                o.failed = true;
+                                break;
+                        }
+                        if (!first)
+                                out_lit(&o, ",");
+                        first = false;
+                        out_lit(&o, t);
+                        free(t);
+                }
+                out_lit(&o, "]}}");
+        } else {
+                out_lit(&o, ",\"NodeNames\":null,\"Nodes\":null}");
+        }
+        return out_finish(&o, ret, ret_len);
 }
 
 int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n, char **ret, size_t *ret_len) {
-        json_t *j = json_array();
-        if (!j)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                json_array_append_new(j, json_pack("{s:s,s:i}", "Host", names[i], "Score", scores[i]));
-        return finish(j, ret, ret_len);
+        struct out o = { 0 };
+        out_lit(&o, "[");
+        for (size_t i = 0; i < n; i++) {
+                char num[24];
+                out_lit(&o, i ? ",{\"Host\":" : "{\"Host\":");
+                out_str(&o, names[i]);
+                int l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
+                out_raw(&o, num, (size_t)l);
+        }
+        out_lit(&o, "]");
+        return out_finish(&o, ret, ret_len);
 }
 
 int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, char *err, size_t errlen) {

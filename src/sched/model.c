@@ -59,7 +59,8 @@ static void class_unref(struct sched_model *m, struct sched_topo_class *c) {
 static void node_free_gpus(struct sched_node *n) {
         for (unsigned i = 0; i < n->n_gpus; i++)
                 free(n->gpu[i].uuid);
-        free(n->gpu);
+        if (n->gpu != n->gpu_inline)
+                free(n->gpu);
         n->gpu = NULL;
         n->n_gpus = 0;
 }
@@ -70,6 +71,7 @@ static void pod_free(struct sched_pod *p) {
         free(p->uid);
         free(p->ns);
         free(p->name);
+        free(p->c);
         free(p);
 }
 
@@ -92,7 +94,6 @@ struct sched_model *sched_model_free(struct sched_model *m) {
                         free(c->scratch);
                         free(c);
                 }
-                free(n->name);
                 free(n);
         }
         sched_map_done(&m->pods);
@@ -104,9 +105,9 @@ struct sched_model *sched_model_free(struct sched_model *m) {
 
 /* ---- usage accounting ---- */
 
-static void apply(struct sched_node *n, const struct sched_assignment *a, int sign) {
-        for (unsigned k = 0; k < a->n && k < SCHED_MAX_CONTAINERS; k++) {
-                const struct sched_container_assign *c = &a->c[k];
+static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
+        for (unsigned k = 0; k < p->n; k++) {
+                const struct sched_container_assign *c = &p->c[k].assign;
                 for (alloc_set_t s = c->gpus; s; s &= s - 1) {
                         unsigned i = (unsigned)__builtin_ctzll(s);
                         if (i >= n->n_gpus)
@@ -127,12 +128,18 @@ static void apply(struct sched_node *n, const struct sched_assignment *a, int si
 /* A pod on a published node without an assignment: where our own fit would have put it. */
 static void infer(struct sched_model *m, struct sched_pod *p) {
         struct sched_fit fit;
-        p->assign = (struct sched_assignment){ 0 };
+        struct sched_request req = { .n = p->n };
+        for (unsigned k = 0; k < p->n; k++) {
+                p->c[k].assign = (struct sched_container_assign){ 0 };
+                req.c[k] = (struct sched_container_req){ .whole = p->c[k].whole, .core = p->c[k].core,
+                                                         .mem_mib = p->c[k].mem_mib };
+        }
         p->inferred = true;
         if (!p->node || !p->node->published)
                 return;
-        if (sched_fit_node(m, p->node, &p->req, SCHED_POLICY_BINPACK, &fit) == 0)
-                p->assign = fit.assign;
+        if (sched_fit_node(m, p->node, &req, SCHED_POLICY_BINPACK, &fit) == 0)
+                for (unsigned k = 0; k < p->n; k++)
+                        p->c[k].assign = fit.assign.c[k];
         /* else: it uses something we cannot place; nothing is counted (docs/scheduler.md) */
 }
 
@@ -141,7 +148,7 @@ static void link_pod(struct sched_node *n, struct sched_pod *p) {
         p->next_on_node = n->pods;
         n->pods = p;
         n->n_pods++;
-        apply(n, &p->assign, +1);
+        apply(n, p, +1);
 }
 
 static void unlink_pod(struct sched_model *m, struct sched_pod *p);
@@ -152,7 +159,6 @@ static void node_maybe_delete(struct sched_model *m, struct sched_node *n) {
         sched_map_del(&m->nodes, n->name, strlen(n->name));
         class_unref(m, n->topo);
         node_free_gpus(n);
-        free(n->name);
         free(n);
 }
 
@@ -160,7 +166,7 @@ static void unlink_pod(struct sched_model *m, struct sched_pod *p) {
         struct sched_node *n = p->node;
         if (!n)
                 return;
-        apply(n, &p->assign, -1);
+        apply(n, p, -1);
         for (struct sched_pod **pp = &n->pods; *pp; pp = &(*pp)->next_on_node)
                 if (*pp == p) {
                         *pp = p->next_on_node;
@@ -183,11 +189,11 @@ static void recount(struct sched_model *m, struct sched_node *n) {
         /* pods with a known placement first, then the inferred ones fitted around them */
         for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
                 if (!p->inferred)
-                        apply(n, &p->assign, +1);
+                        apply(n, p, +1);
         for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
                 if (p->inferred) {
                         infer(m, p);
-                        apply(n, &p->assign, +1);
+                        apply(n, p, +1);
                 }
         n->generation++;
 }
@@ -196,12 +202,13 @@ static struct sched_node *node_get_or_add(struct sched_model *m, const char *nam
         struct sched_node *n = sched_map_get(&m->nodes, name, strlen(name));
         if (n)
                 return n;
-        n = calloc(1, sizeof *n);
+        size_t l = strlen(name);
+        n = calloc(1, sizeof *n + l + 1);
         if (!n)
                 return NULL;
-        n->name = strdup(name);
-        if (!n->name || sched_map_put(&m->nodes, n->name, strlen(n->name), n) < 0) {
-                free(n->name);
+        n->name = (char *)(n + 1);
+        memcpy(n->name, name, l + 1);
+        if (sched_map_put(&m->nodes, n->name, l, n) < 0) {
                 free(n);
                 return NULL;
         }
@@ -246,7 +253,7 @@ int sched_model_set_node(struct sched_model *m, const struct sched_node_info *in
                 return -EINVAL;
         struct sched_gpu *gpus = calloc(info->n_gpus ? info->n_gpus : 1, sizeof *gpus);
         if (!gpus)
-                return -ENOMEM;
+                return -ENOMEM; /* built aside, moved inline below when it fits */
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
                 gpus[i].healthy = info->gpu[i].healthy;
@@ -266,6 +273,11 @@ int sched_model_set_node(struct sched_model *m, const struct sched_node_info *in
         }
         node_free_gpus(n);
         class_unref(m, n->topo);
+        if (info->n_gpus <= SCHED_NODE_INLINE_GPUS) {
+                memcpy(n->gpu_inline, gpus, info->n_gpus * sizeof *gpus);
+                free(gpus);
+                gpus = n->gpu_inline;
+        }
         n->gpu = gpus;
         n->n_gpus = info->n_gpus;
         n->topo = c;
@@ -316,6 +328,21 @@ static int pod_update_names(struct sched_pod *p, const struct sched_pod_info *in
         return 0;
 }
 
+static int pod_set_req(struct sched_pod *p, const struct sched_request *req) {
+        if (req->n != p->n) {
+                struct sched_pod_container *c = calloc(req->n ? req->n : 1, sizeof *c);
+                if (!c)
+                        return -ENOMEM;
+                free(p->c);
+                p->c = c;
+                p->n = req->n;
+        }
+        for (unsigned k = 0; k < req->n; k++)
+                p->c[k] = (struct sched_pod_container){ .whole = req->c[k].whole, .core = req->c[k].core,
+                                                        .mem_mib = req->c[k].mem_mib };
+        return 0;
+}
+
 static struct sched_pod *pod_get_or_add(struct sched_model *m, const char *uid) {
         struct sched_pod *p = sched_map_get(&m->pods, uid, strlen(uid));
         if (p)
@@ -332,13 +359,12 @@ static struct sched_pod *pod_get_or_add(struct sched_model *m, const char *uid) 
         return p;
 }
 
+/* p must be unlinked (its old use subtracted) before its request changes. */
 static int place(struct sched_model *m, struct sched_pod *p, const char *node_name,
                  const struct sched_assignment *assign) {
-        unlink_pod(m, p);
-        p->assign = (struct sched_assignment){ 0 };
         p->inferred = assign == NULL;
-        if (assign)
-                p->assign = *assign;
+        for (unsigned k = 0; k < p->n; k++)
+                p->c[k].assign = assign && k < assign->n ? assign->c[k] : (struct sched_container_assign){ 0 };
         if (!node_name || !node_name[0])
                 return 0;
         struct sched_node *n = node_get_or_add(m, node_name);
@@ -357,6 +383,8 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
             (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
                 return -EINVAL;
         bool on_node = info->node && info->node[0];
+        if (info->has_assignment && !on_node)
+                return -EINVAL; /* the caller gives the assignment's node as node */
         if (info->terminated || request_empty(&info->req) || (!on_node && !info->has_assignment)) {
                 (void)sched_model_remove_pod(m, info->uid);
                 return 0;
@@ -367,15 +395,18 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         int r = pod_update_names(p, info);
         if (r < 0)
                 return r;
-        p->req = info->req;
         p->bound = info->bound;
         /* Our own bind is ahead of the watch: keep the assumed placement until the feed shows an
          * assignment (or the pod on another node). */
         if (p->assumed && !info->has_assignment && (!on_node || (p->node && streq(p->node->name, info->node))))
                 return 0;
         p->assumed = false;
-        if (info->has_assignment && !on_node)
-                return -EINVAL; /* caller gives the assignment's node as node */
+        unlink_pod(m, p);
+        r = pod_set_req(p, &info->req);
+        if (r < 0) {
+                sched_model_remove_pod(m, info->uid);
+                return r;
+        }
         return place(m, p, info->node, info->has_assignment ? &info->assign : NULL);
 }
 
@@ -402,8 +433,15 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
         int r = pod_update_names(p, info);
         if (r < 0)
                 return r;
-        p->req = info->req;
-        r = place(m, p, node, assign);
+        p->bound = info->bound;
+        unlink_pod(m, p);
+        r = pod_set_req(p, &info->req);
+        if (r >= 0)
+                r = place(m, p, node, assign);
+        if (r < 0) {
+                sched_model_remove_pod(m, info->uid);
+                return r;
+        }
         if (r < 0)
                 return r;
         p->assumed = true;

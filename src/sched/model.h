@@ -100,8 +100,10 @@ struct sched_gpu {
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
 struct sched_pod;
 
+#define SCHED_NODE_INLINE_GPUS 8
+
 struct sched_node {
-        char *name;
+        char *name;                /* points into this allocation */
         bool published;            /* has a GPU annotation (else a placeholder holding pods) */
         unsigned n_gpus;
         struct sched_gpu *gpu;     /* n_gpus entries */
@@ -109,6 +111,15 @@ struct sched_node {
         struct sched_pod *pods;    /* list through sched_pod.next_on_node */
         unsigned n_pods;
         uint64_t generation;       /* bumped on every change of use or GPUs */
+        /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
+        struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
+};
+
+/* One GPU container of a pod in the model: its request (without the name) and its placement. */
+struct sched_pod_container {
+        unsigned whole, core;
+        uint32_t mem_mib;
+        struct sched_container_assign assign;
 };
 
 struct sched_pod {
@@ -116,8 +127,8 @@ struct sched_pod {
         char resource_version[32];
         struct sched_node *node;     /* NULL when not on a node */
         struct sched_pod *next_on_node;
-        struct sched_request req;
-        struct sched_assignment assign; /* what is counted on the node's GPUs */
+        unsigned n;                  /* GPU containers */
+        struct sched_pod_container *c; /* n entries: what each asks, and what is counted where */
         bool inferred;               /* no assignment annotation: placed by our own fit */
         bool assumed;                /* placed by our bind, not yet confirmed by the watch */
         bool bound;                  /* the feed saw spec.nodeName */

@@ -316,7 +316,7 @@ static void test_assume_forget_no_double_booking(void **state) {
         p1.bound = true;
         assert_int_equal(sched_model_set_pod(m, &p1), 0);
         assert_true(sched_model_pod(m, "u1")->assumed);
-        assert_int_equal(sched_model_pod(m, "u1")->assign.c[0].gpus, first);
+        assert_int_equal(sched_model_pod(m, "u1")->c[0].assign.gpus, first);
         /* bind of p2 failed: forget it, its GPU is free again */
         assert_int_equal(sched_model_forget_pod(m, "u2"), 0);
         assert_null(sched_model_pod(m, "u2"));
@@ -343,7 +343,7 @@ static void test_inferred_pods_and_recount(void **state) {
         assert_int_equal(sched_model_set_pod(m, &p), 0);
         const struct sched_pod *pod = sched_model_pod(m, "i");
         assert_true(pod->inferred);
-        assert_int_equal(__builtin_popcountll(pod->assign.c[0].gpus), 1);
+        assert_int_equal(__builtin_popcountll(pod->c[0].assign.gpus), 1);
         const struct sched_node *n = sched_model_node(m, "n");
         assert_int_equal(n->gpu[0].mem_used_mib + n->gpu[1].mem_used_mib, 6144);
         /* the node republishes with bigger GPUs: everything is re-counted */
