@@ -234,7 +234,53 @@ def test_usage(a, tmp):
     check(r.returncode == 0 and "--tls-client-ca" in r.stdout, r)
 
 
-TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage}
+RESOURCES = {"nvidia.com/gpu", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", "tencent.com/vcuda-core",
+             "tencent.com/vcuda-memory", "aliyun.com/gpu-mem"}
+
+
+def test_deploy(a, tmp):
+    """deploy/kubernetes/scheduler: rendered by `kubectl kustomize` where kubectl exists (else the files
+    the kustomization lists, loaded as YAML); least-privilege RBAC and a complete extender entry."""
+    import shutil
+    import yaml
+    d = os.path.join(a.source, "deploy/kubernetes/scheduler")
+    if shutil.which("kubectl"):
+        out = subprocess.run(["kubectl", "kustomize", d], capture_output=True, text=True, timeout=TIMEOUT_S)
+        check(out.returncode == 0, "kubectl kustomize: %s" % out.stderr)
+        docs = [x for x in yaml.safe_load_all(out.stdout) if x]
+    else:
+        with open(os.path.join(d, "kustomization.yaml")) as f:
+            k = yaml.safe_load(f)
+        docs = []
+        for r in k["resources"]:
+            with open(os.path.join(d, r)) as f:
+                docs += [x for x in yaml.safe_load_all(f) if x]
+    by = {(x["kind"], x["metadata"]["name"]): x for x in docs}
+    dep = by[("Deployment", "gpuslice-scheduler")]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    check(c["command"][:2] == ["/usr/bin/gpuslice", "scheduler"] and "--address=:9445" in c["command"], c)
+    check(dep["spec"]["template"]["spec"]["serviceAccountName"] == "gpuslice-scheduler", dep)
+    check(dep["spec"]["replicas"] == 1, "one binder only")
+    svc = by[("Service", "gpuslice-scheduler")]
+    check(svc["spec"]["ports"][0]["port"] == 9445, svc)
+    role = by[("ClusterRole", "gpuslice-scheduler")]
+    rules = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    check(rules[("", "pods")] == {"get", "list", "watch", "patch"}, rules)
+    check(rules[("", "pods/binding")] == {"create"}, rules)
+    check(rules[("", "nodes")] == {"get", "list", "watch"}, rules)
+    check(all("*" not in v and "delete" not in v and "update" not in v for v in rules.values()), rules)
+    check(set(r for _, r in rules) == {"pods", "pods/binding", "nodes", "events"}, rules)
+    cfg = yaml.safe_load(by[("ConfigMap", "gpuslice-kube-scheduler")]["data"]["config.yaml"])
+    check(cfg["kind"] == "KubeSchedulerConfiguration", cfg)
+    ext = cfg["extenders"][0]
+    check(ext["urlPrefix"] == "http://gpuslice-scheduler.gpuslice-system.svc:9445", ext)
+    check(ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize" and ext["bindVerb"] == "bind", ext)
+    check(ext["nodeCacheCapable"] is True and ext["ignorable"] is False, ext)
+    check({m["name"] for m in ext["managedResources"]} == RESOURCES, ext["managedResources"])
+    check(cfg["profiles"][0]["schedulerName"] == "gpuslice-scheduler", cfg)
+
+
+TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage, "deploy": test_deploy}
 
 
 def main():
