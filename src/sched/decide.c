@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/decide.h"
@@ -264,13 +265,13 @@ int sched_fit_node(struct sched_model *m, const struct sched_node *n, const stru
         return -ENODEV;
 }
 
-void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
-                if (fits[i].verdict == SCHED_FIT && fits[i].whole_count >= 2 && fits[i].ring_bw > best_ring)
-                        best_ring = fits[i].ring_bw;
+                if (fits[i]->verdict == SCHED_FIT && fits[i]->whole_count >= 2 && fits[i]->ring_bw > best_ring)
+                        best_ring = fits[i]->ring_bw;
         for (size_t i = 0; i < n; i++) {
-                const struct sched_fit *f = &fits[i];
+                const struct sched_fit *f = fits[i];
                 if (f->verdict != SCHED_FIT) {
                         ret_scores[i] = 0;
                         continue;
@@ -281,4 +282,21 @@ void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy 
                 long v = lround(s * 10.0);
                 ret_scores[i] = (int)(v < 0 ? 0 : v > 10 ? 10 : v);
         }
+}
+
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+        const struct sched_fit *stack[64] = { 0 };
+        const struct sched_fit **p = n <= 64 ? stack : malloc(n * sizeof *p);
+        if (!p) { /* out of memory: score one at a time (no ring normalisation across nodes) */
+                for (size_t i = 0; i < n; i++) {
+                        const struct sched_fit *one = &fits[i];
+                        sched_score_fitp(&one, 1, policy, &ret_scores[i]);
+                }
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                p[i] = &fits[i];
+        sched_score_fitp(p, n, policy, ret_scores);
+        if (p != stack)
+                free(p);
 }

@@ -56,6 +56,8 @@ int sched_fit_node(struct sched_model *m, const struct sched_node *n, const stru
  * request the ring bandwidth weighs most (normalised to the best among these nodes).
  */
 void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores);
+/* The same over pointers (fits[i] may point anywhere, e.g. into an earlier filter's results). */
+void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores);
 
 /* "8 GiB", "5.5 GiB", "512 MiB" */
 char *sched_format_mib(uint64_t mib, char *buf, size_t len);

@@ -36,6 +36,7 @@ struct sched_model {
         struct sched_map nodes;   /* name -> struct sched_node */
         struct sched_map pods;    /* uid -> struct sched_pod */
         struct sched_map classes; /* n + links -> struct sched_topo_class */
+        uint64_t generation;
 };
 
 int sched_model_new(struct sched_model **ret) {
@@ -251,6 +252,7 @@ static struct sched_topo_class *class_get(struct sched_model *m, const struct sc
 int sched_model_set_node(struct sched_model *m, const struct sched_node_info *info) {
         if (!m || !info || !info->name[0] || info->n_gpus > SCHED_MAX_GPUS)
                 return -EINVAL;
+        m->generation++;
         struct sched_gpu *gpus = calloc(info->n_gpus ? info->n_gpus : 1, sizeof *gpus);
         if (!gpus)
                 return -ENOMEM; /* built aside, moved inline below when it fits */
@@ -292,6 +294,7 @@ nomem:
 }
 
 int sched_model_remove_node(struct sched_model *m, const char *name) {
+        m->generation++;
         struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
         if (!n || !n->published)
                 return -ENOENT;
@@ -382,6 +385,7 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         if (!m || !info || !info->uid || !info->uid[0] || info->req.n > SCHED_MAX_CONTAINERS ||
             (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
                 return -EINVAL;
+        m->generation++;
         bool on_node = info->node && info->node[0];
         if (info->has_assignment && !on_node)
                 return -EINVAL; /* the caller gives the assignment's node as node */
@@ -416,6 +420,7 @@ int sched_model_remove_pod(struct sched_model *m, const char *uid) {
         struct sched_pod *p = sched_map_get(&m->pods, uid, strlen(uid));
         if (!p)
                 return -ENOENT;
+        m->generation++;
         unlink_pod(m, p);
         sched_map_del(&m->pods, p->uid, strlen(p->uid));
         pod_free(p);
@@ -427,6 +432,7 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
         if (!m || !info || !info->uid || !info->uid[0] || !node || !node[0] || !assign ||
             assign->n > SCHED_MAX_CONTAINERS)
                 return -EINVAL;
+        m->generation++;
         struct sched_pod *p = pod_get_or_add(m, info->uid);
         if (!p)
                 return -ENOMEM;
@@ -465,6 +471,9 @@ const struct sched_node *sched_model_node(const struct sched_model *m, const cha
 }
 const struct sched_pod *sched_model_pod(const struct sched_model *m, const char *uid) {
         return uid ? sched_map_get(&m->pods, uid, strlen(uid)) : NULL;
+}
+uint64_t sched_model_generation(const struct sched_model *m) {
+        return m->generation;
 }
 size_t sched_model_n_nodes(const struct sched_model *m) {
         return m->nodes.n;

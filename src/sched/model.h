@@ -176,6 +176,9 @@ int sched_model_forget_pod(struct sched_model *m, const char *uid);
 
 const struct sched_node *sched_model_node(const struct sched_model *m, const char *name);
 const struct sched_pod *sched_model_pod(const struct sched_model *m, const char *uid);
+/* Bumped on every change of the model's nodes or pods (decisions taken at one generation stay
+ * valid while it does not move). */
+uint64_t sched_model_generation(const struct sched_model *m);
 size_t sched_model_n_nodes(const struct sched_model *m);
 size_t sched_model_n_pods(const struct sched_model *m);
 size_t sched_model_n_topo_classes(const struct sched_model *m);

@@ -42,7 +42,18 @@ struct sched_server {
         struct sched_fit *fits;
         struct sched_ext_node_result *results;
         int *scores;
+        const struct sched_fit **fitp;
         size_t scratch_n;
+        /* the last filter's decisions, reused by the prioritize call that follows it for the same
+         * pod while the model has not changed (kube-scheduler sends the nodes that passed, in order) */
+        struct sched_fit *last_fits;
+        uint64_t *last_hash;
+        const struct sched_node **last_node;
+        size_t last_n, last_cap;
+        char last_uid[128];
+        uint64_t last_gen;
+        enum sched_policy last_policy;
+        bool last_valid;
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
         struct metrics_histogram *latency[VERB_N];
@@ -119,13 +130,66 @@ static int scratch_reserve(struct sched_server *s, size_t n) {
         int *sc = realloc(s->scores, cap * sizeof *sc);
         if (sc)
                 s->scores = sc;
-        if (!f || !r || !sc)
+        const struct sched_fit **fp = realloc(s->fitp, cap * sizeof *fp);
+        if (fp)
+                s->fitp = fp;
+        if (!f || !r || !sc || !fp)
                 return -ENOMEM;
         s->scratch_n = cap;
         return 0;
 }
 
 /* ---- filter / prioritize ---- */
+
+/* Decide one node into f. */
+static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
+                       enum sched_policy pol, struct sched_fit *f) {
+        if (a->pod.req.n == 0) {
+                /* asks for no GPU resource: not ours to judge */
+                memset(f, 0, sizeof *f);
+                f->verdict = SCHED_FIT;
+                f->pack = 0.5;
+        } else if (n) {
+                (void)sched_fit_node(s->model, n, &a->pod.req, pol, f);
+        } else {
+                memset(f, 0, sizeof *f);
+                f->verdict = SCHED_UNRESOLVABLE;
+                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)", SCHED_ANNOT_NODE_GPUS);
+        }
+        metrics_counter_add(s->verdicts[f->verdict], 1);
+}
+
+/* Keep filter's decisions for the prioritize call that follows (swaps the scratch fits away). */
+static void memo_filter(struct sched_server *s, const struct sched_ext_args *a, enum sched_policy pol) {
+        s->last_valid = false;
+        if (s->last_cap < s->scratch_n) {
+                uint64_t *h = realloc(s->last_hash, s->scratch_n * sizeof *h);
+                if (h)
+                        s->last_hash = h;
+                const struct sched_node **nd = realloc(s->last_node, s->scratch_n * sizeof *nd);
+                if (nd)
+                        s->last_node = nd;
+                struct sched_fit *lf = realloc(s->last_fits, s->scratch_n * sizeof *lf);
+                if (lf)
+                        s->last_fits = lf;
+                if (!h || !nd || !lf)
+                        return;
+                s->last_cap = s->scratch_n;
+        }
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                s->last_hash[i] = sched_map_hash(a->node_names[i], strlen(a->node_names[i]));
+                s->last_node[i] = sched_model_node(s->model, a->node_names[i]);
+        }
+        struct sched_fit *t = s->fits;
+        s->fits = s->last_fits;
+        s->last_fits = t;
+        /* results[] point at reasons in the fits just kept */
+        s->last_n = a->n_nodes;
+        strscpy(s->last_uid, a->pod.uid, sizeof s->last_uid);
+        s->last_gen = sched_model_generation(s->model);
+        s->last_policy = pol;
+        s->last_valid = a->pod.uid[0] != '\0';
+}
 
 /* Decide every node of a; under the lock. err non-NULL: every node fails with it. */
 static const char *decide_all(struct sched_server *s, const struct sched_ext_args *a) {
@@ -143,25 +207,41 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
         enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         for (size_t i = 0; i < a->n_nodes; i++) {
                 struct sched_fit *f = &s->fits[i];
-                if (a->pod.req.n == 0) {
-                        /* asks for no GPU resource: not ours to judge */
-                        memset(f, 0, sizeof *f);
-                        f->verdict = SCHED_FIT;
-                        f->pack = 0.5;
-                } else {
-                        const struct sched_node *n = sched_model_node(s->model, a->node_names[i]);
-                        if (n) {
-                                (void)sched_fit_node(s->model, n, &a->pod.req, pol, f);
-                        } else {
-                                memset(f, 0, sizeof *f);
-                                f->verdict = SCHED_UNRESOLVABLE;
-                                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)",
-                                         SCHED_ANNOT_NODE_GPUS);
+                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, a->node_names[i]) : NULL, pol, f);
+                s->results[i] = (struct sched_ext_node_result){ f->verdict, f->reason };
+        }
+        return NULL;
+}
+
+/* Scores for every node of a into s->scores; under the lock. */
+static const char *prioritize_all(struct sched_server *s, const struct sched_ext_args *a) {
+        if (!s->ready)
+                return "gpuslice scheduler: the cluster model is not synced with the API server yet";
+        if (scratch_reserve(s, a->n_nodes) < 0)
+                return "gpuslice scheduler: out of memory";
+        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        bool reuse = s->last_valid && a->pod.uid[0] && streq(a->pod.uid, s->last_uid) &&
+                     s->last_gen == sched_model_generation(s->model) && s->last_policy == pol;
+        size_t j = 0;
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                if (reuse) {
+                        /* the nodes that passed filter, in filter's order: skip the ones that failed */
+                        uint64_t h = sched_map_hash(a->node_names[i], strlen(a->node_names[i]));
+                        size_t k = j;
+                        while (k < s->last_n && s->last_fits[k].verdict != SCHED_FIT &&
+                               !(s->last_hash[k] == h && s->last_node[k]))
+                                k++;
+                        if (k < s->last_n && s->last_hash[k] == h && s->last_node[k] &&
+                            streq(s->last_node[k]->name, a->node_names[i])) {
+                                s->fitp[i] = &s->last_fits[k];
+                                j = k + 1;
+                                continue;
                         }
                 }
-                s->results[i] = (struct sched_ext_node_result){ f->verdict, f->reason };
-                metrics_counter_add(s->verdicts[f->verdict], 1);
+                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, a->node_names[i]) : NULL, pol, &s->fits[i]);
+                s->fitp[i] = &s->fits[i];
         }
+        sched_score_fitp(s->fitp, a->n_nodes, pol, s->scores);
         return NULL;
 }
 
@@ -189,6 +269,8 @@ unsigned sched_server_filter(struct sched_server *s, const char *body, size_t le
         pthread_mutex_lock(&s->lock);
         const char *e = decide_all(s, &a);
         r = sched_ext_filter_encode(&a, s->results, e, ret, ret_len);
+        if (!e)
+                memo_filter(s, &a, a.pod.has_policy ? a.pod.policy : s->o.policy);
         pthread_mutex_unlock(&s->lock);
         sched_ext_args_done(&a);
         observe(s, VERB_FILTER, t0, e || r < 0);
@@ -213,12 +295,9 @@ unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_
                 return 400;
         }
         pthread_mutex_lock(&s->lock);
-        const char *e = decide_all(s, &a);
-        if (!e) {
-                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
-                sched_score_fits(s->fits, a.n_nodes, pol, s->scores);
+        const char *e = prioritize_all(s, &a);
+        if (!e)
                 r = sched_ext_prioritize_encode(a.node_names, s->scores, a.n_nodes, ret, ret_len);
-        }
         pthread_mutex_unlock(&s->lock);
         sched_ext_args_done(&a);
         observe(s, VERB_PRIORITIZE, t0, e || r < 0);
@@ -504,6 +583,10 @@ struct sched_server *sched_server_free(struct sched_server *s) {
         free(s->fits);
         free(s->results);
         free(s->scores);
+        free(s->fitp);
+        free(s->last_fits);
+        free(s->last_hash);
+        free(s->last_node);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;

@@ -291,12 +291,70 @@ static void test_http_endpoints(void **state) {
         sched_server_free(s);
 }
 
+static void scores_of(json_t *j, long *ret) {
+        assert_int_equal(json_array_size(j), 2);
+        for (size_t i = 0; i < 2; i++)
+                ret[i] = (long)json_integer_value(json_object_get(json_array_get(j, i), "Score"));
+}
+
+/* Prioritize reuses the filter's decisions for the same pod while the model stands still: the
+ * scores must be the ones a fresh decision gives, and a change of the model must be seen. */
+static void test_prioritize_reuse_matches_fresh(void **state) {
+        (void)state;
+        static const char body[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"share-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-memory\":\"16\"}}}]}},\"NodeNames\":[\"gpunode\",\"gpunode-fake\"]}";
+        struct sched_server *a = server_with(NULL, "127.0.0.1:0"), *b = server_with(NULL, "127.0.0.1:0");
+        sched_server_set_ready(a, true);
+        sched_server_set_ready(b, true);
+        /* make the nodes differ: half of gpunode-fake's only GPU is taken */
+        struct sched_model *ms[2] = { sched_server_lock(a), NULL };
+        struct sched_pod_info p = { .uid = "x", .ns = "d", .name = "x", .node = "gpunode-fake", .bound = true };
+        p.req.n = 1;
+        p.req.c[0].mem_mib = 8192;
+        assert_int_equal(sched_model_set_pod(ms[0], &p), 0);
+        sched_server_unlock(a);
+        ms[1] = sched_server_lock(b);
+        assert_int_equal(sched_model_set_pod(ms[1], &p), 0);
+        sched_server_unlock(b);
+        json_decref(call(sched_server_filter, a, body, strlen(body), 200));
+        long reused[2], fresh[2];
+        json_t *j = call(sched_server_prioritize, a, body, strlen(body), 200);
+        scores_of(j, reused);
+        json_decref(j);
+        j = call(sched_server_prioritize, b, body, strlen(body), 200);
+        scores_of(j, fresh);
+        json_decref(j);
+        assert_int_equal(reused[0], fresh[0]);
+        assert_int_equal(reused[1], fresh[1]);
+        assert_true(fresh[1] > fresh[0]); /* binpack: the busier node */
+        /* the busy pod goes away after filter: prioritize must not use the stale decision */
+        json_decref(call(sched_server_filter, a, body, strlen(body), 200));
+        assert_int_equal(sched_model_remove_pod(sched_server_lock(a), "x"), 0);
+        sched_server_unlock(a);
+        j = call(sched_server_prioritize, a, body, strlen(body), 200);
+        scores_of(j, reused);
+        json_decref(j);
+        assert_int_equal(sched_model_remove_pod(sched_server_lock(b), "x"), 0);
+        sched_server_unlock(b);
+        j = call(sched_server_prioritize, b, body, strlen(body), 200);
+        scores_of(j, fresh);
+        json_decref(j);
+        assert_int_equal(reused[0], fresh[0]);
+        assert_int_equal(reused[1], fresh[1]);
+        assert_true(reused[1] < 8); /* the 8 GiB pod no longer counts on gpunode-fake */
+        sched_server_free(a);
+        sched_server_free(b);
+}
+
 int main(void) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_filter_prioritize_bind),
                 cmocka_unit_test(test_bind_refused_conflict_failed),
                 cmocka_unit_test(test_http_endpoints),
+                cmocka_unit_test(test_prioritize_reuse_matches_fresh),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();
