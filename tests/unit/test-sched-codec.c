@@ -63,7 +63,9 @@ static void test_filter_nodecache_sample(void **state) {
         size_t rl;
         char *reply = sample("filter.reply.nodecache.json", &rl);
         json_t *want = parse(reply, rl);
-        assert_true(json_equal(json_object_get(got, "FailedAndUnresolvableNodes"), json_object()));
+        json_t *empty = json_object();
+        assert_true(json_equal(json_object_get(got, "FailedAndUnresolvableNodes"), empty));
+        json_decref(empty);
         json_object_del(got, "FailedAndUnresolvableNodes");
         assert_true(json_equal(got, want));
         json_decref(got);
