@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuslice scheduler — the kube-scheduler extender in the foreground: serves filter, prioritize
- * and bind (src/sched/server.c) over a cluster model fed from a snapshot file (--snapshot) until
+ * and bind (src/sched/server.c) over a cluster model fed by the API server's node and pod watches
+ * (src/sched/feed.c, when built with src/kube), or from a snapshot file (--snapshot), until
  * SIGTERM/SIGINT (exit 0). docs/scheduler.md explains the decisions and the configuration.
  */
 #include <getopt.h>
@@ -10,6 +11,9 @@
 #include "cli/commands.h"
 #include "http/http.h"
 #include "sched/server.h"
+#ifdef GPUSLICE_HAVE_KUBE
+#include "sched/feed.h"
+#endif
 #include "util/log.h"
 #include "util/util.h"
 
@@ -22,7 +26,10 @@ static void help(FILE *f) {
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
               "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
               "                                 override it with the gpuslice.io/scheduling-policy annotation\n"
-              "      --snapshot FILE            load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
+              "      --kubeconfig FILE          the API server to watch and bind through (default:\n"
+              "                                 $KUBECONFIG, in-cluster, ~/.kube/config)\n"
+              "      --context NAME             kubeconfig context (default: the current one)\n"
+              "      --snapshot FILE            instead of the API: load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
               "                                 [Pod...]}, e.g. kubectl get nodes,pods -o json, merged)\n"
               "      --memory-unit NAME=MIB     MiB per unit of a memory resource, as configured on the\n"
               "                                 nodes (defaults: gpuslice.io/gpu-memory=256,\n"
@@ -52,8 +59,31 @@ static int set_unit(struct sched_units *u, const char *arg) {
         return 0;
 }
 
+static int load_snapshot(struct sched_server *s, const char *path, const struct sched_units *u, size_t *nn,
+                         size_t *np) {
+        char *text = NULL;
+        size_t len = 0;
+        int r = read_file(path, SCHED_CODEC_MAX_SNAPSHOT, &text, &len);
+        if (r < 0) {
+                log_error_errno(r, "cannot read the snapshot", "file=%s", path);
+                return EXIT_RUNTIME;
+        }
+        char err[256];
+        struct sched_model *m = sched_server_lock(s);
+        r = sched_snapshot_load(m, text, len, u, nn, np, err, sizeof err);
+        sched_server_unlock(s);
+        free(text);
+        if (r < 0) {
+                log_error("bad snapshot", "file=%s err=\"%s\"", path, err);
+                return EXIT_DATA;
+        }
+        sched_server_set_ready(s, true);
+        return EXIT_OK;
+}
+
 int cmd_scheduler(int argc, char **argv) {
-        enum { OPT_ADDR = 0x100, OPT_POLICY, OPT_SNAPSHOT, OPT_UNIT, OPT_CERT, OPT_KEY, OPT_CA, OPT_LOG };
+        enum { OPT_ADDR = 0x100, OPT_POLICY, OPT_SNAPSHOT, OPT_UNIT, OPT_CERT, OPT_KEY, OPT_CA, OPT_LOG, OPT_KUBECONFIG,
+               OPT_CONTEXT };
         static const struct option opts[] = {
                 { "address", required_argument, NULL, OPT_ADDR },
                 { "policy", required_argument, NULL, OPT_POLICY },
@@ -63,12 +93,14 @@ int cmd_scheduler(int argc, char **argv) {
                 { "tls-key", required_argument, NULL, OPT_KEY },
                 { "tls-client-ca", required_argument, NULL, OPT_CA },
                 { "log-level", required_argument, NULL, OPT_LOG },
+                { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+                { "context", required_argument, NULL, OPT_CONTEXT },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = SCHED_POLICY_BINPACK };
         sched_units_default(&o.units);
-        const char *snapshot = NULL;
+        const char *snapshot = NULL, *kubeconfig = NULL, *context = NULL;
         int c;
         optind = 0;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
@@ -105,6 +137,12 @@ int cmd_scheduler(int argc, char **argv) {
                                 return EXIT_USAGE;
                         }
                         break;
+                case OPT_KUBECONFIG:
+                        kubeconfig = optarg;
+                        break;
+                case OPT_CONTEXT:
+                        context = optarg;
+                        break;
                 case OPT_CERT:
                         o.tls_cert_file = optarg;
                         break;
@@ -137,12 +175,33 @@ int cmd_scheduler(int argc, char **argv) {
                       stderr);
                 return EXIT_USAGE;
         }
+#ifndef GPUSLICE_HAVE_KUBE
         if (!snapshot) {
                 fputs("gpuslice scheduler: --snapshot FILE is required: this build has no Kubernetes API client to "
                       "watch the cluster with (docs/scheduler.md)\n",
                       stderr);
                 return EXIT_USAGE;
         }
+        if (kubeconfig || context) {
+                fputs("gpuslice scheduler: --kubeconfig/--context: this build has no Kubernetes API client\n", stderr);
+                return EXIT_USAGE;
+        }
+#else
+        if (snapshot && (kubeconfig || context)) {
+                fputs("gpuslice scheduler: --snapshot and --kubeconfig/--context exclude each other\n", stderr);
+                return EXIT_USAGE;
+        }
+        struct sched_feed *feed = NULL;
+        if (!snapshot) {
+                char kerr[512];
+                int kr = sched_feed_new(kubeconfig, context, &feed, kerr, sizeof kerr);
+                if (kr < 0) {
+                        log_error_errno(kr, "cannot reach the API server", "err=\"%s\"", kerr);
+                        return EXIT_RUNTIME;
+                }
+                o.binder = sched_feed_binder(feed);
+        }
+#endif
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -156,40 +215,46 @@ int cmd_scheduler(int argc, char **argv) {
         if (r < 0) {
                 log_error_errno(r, "cannot set up the scheduler extender", "address=%s tls_cert=%s", o.address,
                                 o.tls_cert_file ? o.tls_cert_file : "");
+#ifdef GPUSLICE_HAVE_KUBE
+                sched_feed_free(feed);
+#endif
                 return r == -EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
         }
-        char *text = NULL;
-        size_t len = 0;
-        r = read_file(snapshot, SCHED_CODEC_MAX_SNAPSHOT, &text, &len);
-        if (r < 0) {
-                log_error_errno(r, "cannot read the snapshot", "file=%s", snapshot);
-                sched_server_free(s);
-                return EXIT_RUNTIME;
-        }
-        char err[256];
         size_t nn = 0, np = 0;
-        struct sched_model *m = sched_server_lock(s);
-        r = sched_snapshot_load(m, text, len, &o.units, &nn, &np, err, sizeof err);
-        sched_server_unlock(s);
-        free(text);
-        if (r < 0) {
-                log_error("bad snapshot", "file=%s err=\"%s\"", snapshot, err);
-                sched_server_free(s);
-                return EXIT_DATA;
+        int ret = EXIT_OK;
+#ifdef GPUSLICE_HAVE_KUBE
+        if (feed) {
+                char kerr[512];
+                r = sched_feed_run(feed, s, &o.units, kerr, sizeof kerr);
+                if (r < 0) {
+                        log_error_errno(r, "cannot watch the cluster", "err=\"%s\"", kerr);
+                        ret = EXIT_RUNTIME;
+                        goto out;
+                }
+        } else
+#endif
+        {
+                ret = load_snapshot(s, snapshot, &o.units, &nn, &np);
+                if (ret != EXIT_OK)
+                        goto out;
         }
-        sched_server_set_ready(s, true);
         r = sched_server_start(s);
         if (r < 0) {
                 log_error_errno(r, "cannot serve", "address=%s", o.address);
-                sched_server_free(s);
-                return EXIT_RUNTIME;
+                ret = EXIT_RUNTIME;
+                goto out;
         }
-        log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s nodes=%zu pods=%zu", o.address,
-                 sched_server_port(s), sched_policy_name(o.policy),
-                 o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", nn, np);
+        log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s source=%s nodes=%zu pods=%zu",
+                 o.address, sched_server_port(s), sched_policy_name(o.policy),
+                 o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", snapshot ? snapshot : "api",
+                 nn, np);
         int sig = 0;
         sigwait(&mask, &sig);
         log_info("scheduler extender stopping", "signal=%d", sig);
+out:
         sched_server_free(s);
-        return EXIT_OK;
+#ifdef GPUSLICE_HAVE_KUBE
+        sched_feed_free(feed); /* after the server: no handler runs any more */
+#endif
+        return ret;
 }

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * feed.c — informers → the extender's model, and the binder over the API (see feed.h). Built only
+ * when src/kube (the Kubernetes API client) is part of the tree.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "sched/feed.h"
+#include "util/util.h"
+
+struct sched_feed {
+        struct kube_config cfg;
+        struct kube_client *client;
+        struct kube_informer *nodes, *pods;
+        struct sched_server *server;
+        struct sched_units units;
+        struct sched_binder binder;
+        bool nodes_synced, pods_synced; /* under the server lock */
+        struct sched_node_info *node_info;  /* scratch, used with the server lock held */
+        struct sched_pod_view *pod_view;
+};
+
+static bool dns_name(const char *s) {
+        if (!s[0] || strlen(s) > 253)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+                        return false;
+        return true;
+}
+
+static const char *meta_str(const json_t *obj, const char *key) {
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+static void node_changed(const json_t *old_obj, const json_t *new_obj, void *userdata) {
+        struct sched_feed *f = userdata;
+        struct sched_model *m = sched_server_lock(f->server);
+        char err[200];
+        int r = new_obj ? sched_node_decode_json(new_obj, f->node_info, err, sizeof err) : -ENOENT;
+        if (r == 0)
+                (void)sched_model_set_node(m, f->node_info);
+        else {
+                /* gone, or its annotation is gone or invalid: no GPUs for the extender */
+                const char *name = meta_str(new_obj ? new_obj : old_obj, "name");
+                if (name)
+                        (void)sched_model_remove_node(m, name);
+        }
+        sched_server_unlock(f->server);
+}
+
+static void pod_changed(const json_t *old_obj, const json_t *new_obj, void *userdata) {
+        struct sched_feed *f = userdata;
+        struct sched_model *m = sched_server_lock(f->server);
+        char err[200];
+        if (new_obj && sched_pod_decode_json(new_obj, &f->units, f->pod_view, err, sizeof err) == 0) {
+                struct sched_pod_info info;
+                sched_pod_view_info(f->pod_view, &info);
+                (void)sched_model_set_pod(m, &info);
+        } else {
+                /* deleted, slimmed away (finished), or malformed: holds nothing we can count */
+                const char *uid = meta_str(new_obj ? new_obj : old_obj, "uid");
+                if (uid)
+                        (void)sched_model_remove_pod(m, uid);
+        }
+        sched_server_unlock(f->server);
+}
+
+static void update_ready(struct sched_feed *f, bool *flag) {
+        struct sched_model *m = sched_server_lock(f->server);
+        (void)m;
+        *flag = true;
+        bool ready = f->nodes_synced && f->pods_synced;
+        sched_server_unlock(f->server);
+        if (ready)
+                sched_server_set_ready(f->server, true);
+}
+
+static void nodes_synced(void *userdata) {
+        struct sched_feed *f = userdata;
+        update_ready(f, &f->nodes_synced);
+}
+
+static void pods_synced(void *userdata) {
+        struct sched_feed *f = userdata;
+        update_ready(f, &f->pods_synced);
+}
+
+static int api_error(int r, const struct kube_error *e, char *err, size_t errlen) {
+        snprintf(err, errlen, "%s%s%s (HTTP %ld)", e->reason[0] ? e->reason : "", e->reason[0] ? ": " : "",
+                 e->message[0] ? e->message : strerror(-r), e->http);
+        return r;
+}
+
+static int feed_annotate(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
+                         const char *annotations_json, char *err, size_t errlen) {
+        struct sched_feed *f = userdata;
+        if (!dns_name(ns) || !dns_name(name)) {
+                snprintf(err, errlen, "not a valid pod name");
+                return -EINVAL;
+        }
+        json_error_t je;
+        json_t *ann = json_loads(annotations_json, 0, &je);
+        /* a merge patch carrying metadata.uid and metadata.resourceVersion: the API server refuses it
+         * with 409 Conflict when the pod is not that object at that version any more */
+        json_t *patch = json_pack("{s:{s:s,s:o}}", "metadata", "uid", uid, "annotations", ann);
+        if (patch && rv && rv[0])
+                json_object_set_new(json_object_get(patch, "metadata"), "resourceVersion", json_string(rv));
+        char *body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+        json_decref(patch);
+        if (!body) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        char path[600];
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+        struct kube_error e = { 0 };
+        int r = kube_request(f->client, KUBE_PATCH_MERGE, path, body, NULL, &e);
+        free(body);
+        return r < 0 ? api_error(r, &e, err, errlen) : 0;
+}
+
+static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *node, char *err,
+                     size_t errlen) {
+        struct sched_feed *f = userdata;
+        if (!dns_name(ns) || !dns_name(name)) {
+                snprintf(err, errlen, "not a valid pod name");
+                return -EINVAL;
+        }
+        json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
+                              "metadata", "name", name, "namespace", ns, "uid", uid, "target", "apiVersion", "v1",
+                              "kind", "Node", "name", node);
+        char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+        json_decref(b);
+        if (!body) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        char path[600];
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
+        struct kube_error e = { 0 };
+        int r = kube_request(f->client, KUBE_POST, path, body, NULL, &e);
+        free(body);
+        return r < 0 ? api_error(r, &e, err, errlen) : 0;
+}
+
+int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, char *err, size_t errlen) {
+        struct sched_feed *f = calloc(1, sizeof *f);
+        if (!f)
+                return -ENOMEM;
+        f->node_info = malloc(sizeof *f->node_info);
+        f->pod_view = malloc(sizeof *f->pod_view);
+        if (!f->node_info || !f->pod_view) {
+                sched_feed_free(f);
+                return -ENOMEM;
+        }
+        int r = kube_config_load(kubeconfig, context, &f->cfg, err, errlen);
+        if (r < 0) {
+                sched_feed_free(f);
+                return r;
+        }
+        r = kube_client_new(&f->cfg, &f->client);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot create the API client for %s", f->cfg.server ? f->cfg.server : "?");
+                sched_feed_free(f);
+                return r;
+        }
+        kube_client_set_timeout(f->client, 4000); /* bind must answer within kube-scheduler's 5 s */
+        f->binder = (struct sched_binder){ feed_annotate, feed_bind, f };
+        *ret = f;
+        return 0;
+}
+
+const struct sched_binder *sched_feed_binder(struct sched_feed *f) {
+        return &f->binder;
+}
+
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, char *err,
+                   size_t errlen) {
+        f->server = s;
+        f->units = *u;
+        struct kube_informer_handlers hn = { node_changed, nodes_synced, f };
+        struct kube_informer_handlers hp = { pod_changed, pods_synced, f };
+        int r = kube_informer_new(f->client, "/api/v1/nodes", NULL, NULL, kube_slim_node, &hn, &f->nodes);
+        if (r >= 0)
+                r = kube_informer_new(f->client, "/api/v1/pods", NULL, NULL, kube_slim_pod, &hp, &f->pods);
+        if (r >= 0)
+                r = kube_informer_start(f->nodes);
+        if (r >= 0)
+                r = kube_informer_start(f->pods);
+        if (r < 0)
+                snprintf(err, errlen, "cannot start the node and pod watches: %s", strerror(-r));
+        return r;
+}
+
+struct sched_feed *sched_feed_free(struct sched_feed *f) {
+        if (!f)
+                return NULL;
+        f->pods = kube_informer_free(f->pods);
+        f->nodes = kube_informer_free(f->nodes);
+        f->client = kube_client_free(f->client);
+        kube_config_done(&f->cfg);
+        free(f->node_info);
+        free(f->pod_view);
+        free(f);
+        return NULL;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * feed — the extender's link to the API server (built only with src/kube): two informers (nodes,
+ * and pods with GPU resources or annotations) that keep the server's model up to date, and the
+ * binder bind uses (merge-patch of the assignment annotations with uid and resourceVersion
+ * preconditions, then POST of the Binding).
+ *
+ * The model is marked ready once both informers have listed everything. Must never call the
+ * informers while holding the server's lock (the informers call us with theirs held: the order is
+ * always informer lock, then server lock).
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "sched/server.h"
+
+struct sched_feed;
+
+/* Load the configuration (kubeconfig path, or NULL for --kubeconfig/$KUBECONFIG/in-cluster/
+ * ~/.kube/config; context NULL = current) and make the client. 0 or -errno with err. */
+int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, char *err, size_t errlen);
+/* The binder to put in sched_server_options (valid while the feed lives). */
+const struct sched_binder *sched_feed_binder(struct sched_feed *f);
+/* Start the informers feeding s's model; s becomes ready when both have listed. 0 or -errno. */
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, char *err,
+                   size_t errlen);
+struct sched_feed *sched_feed_free(struct sched_feed *f);
