@@ -26,11 +26,16 @@ static void help(FILE *f) {
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
               "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
               "                                 override it with the gpuslice.io/scheduling-policy annotation\n"
+#ifdef GPUSLICE_HAVE_KUBE
               "      --kubeconfig FILE          the API server to watch and bind through (default:\n"
               "                                 $KUBECONFIG, in-cluster, ~/.kube/config)\n"
               "      --context NAME             kubeconfig context (default: the current one)\n"
-              "      --snapshot FILE            instead of the API: load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
+              "      --snapshot FILE            instead of the API: load the cluster from FILE\n"
+              "                                 ({\"nodes\": [Node...], \"pods\": [Pod...]})\n"
+#else
+              "      --snapshot FILE            load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
               "                                 [Pod...]}, e.g. kubectl get nodes,pods -o json, merged)\n"
+#endif
               "      --memory-unit NAME=MIB     MiB per unit of a memory resource, as configured on the\n"
               "                                 nodes (defaults: gpuslice.io/gpu-memory=256,\n"
               "                                 tencent.com/vcuda-memory=256, aliyun.com/gpu-mem=1024)\n"
