@@ -39,5 +39,7 @@ env LD_LIBRARY_PATH="$build/sim" GPUSLICE_SIM_NODE="$root/tests/integration/moni
 
 echo "== cluster view (bench/inspect.sh)"
 "$here/inspect.sh" "$build" | tee "$out/inspect.md"
+echo "== scheduler extender (bench/sched-bench.c)"
+"$build/sched-bench" --markdown | tee "$out/sched.md"
 
 echo "bench/run.sh: done; tables in ${out#$root/}/, allocator and interposer sections in docs/BENCHMARKS.md"
