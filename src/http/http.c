@@ -29,6 +29,7 @@ struct http_server {
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
         char *tls_cert, *tls_key, *tls_ca;     /* PEM text, NULL for plain HTTP / no client check */
+        unsigned threads;                      /* 0/1: one polling thread */
 };
 
 /* Per-connection request state: the body as it arrives. */
@@ -121,6 +122,15 @@ int http_server_tls_files(struct http_server *s, const char *cert_file, const ch
         s->tls_cert = cert;
         s->tls_key = key;
         s->tls_ca = ca;
+        return 0;
+}
+
+int http_server_set_threads(struct http_server *s, unsigned n) {
+        if (!s || n == 0 || n > 64)
+                return -EINVAL;
+        if (s->daemon)
+                return -EBUSY;
+        s->threads = n;
         return 0;
 }
 
@@ -264,17 +274,19 @@ int http_server_start(struct http_server *s) {
         unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
         if (s->addr.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
-        struct MHD_OptionItem tls[4];
+        struct MHD_OptionItem opts[5];
         size_t nt = 0;
+        if (s->threads > 1)
+                opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)s->threads, NULL };
         if (s->tls_cert) {
                 flags |= MHD_USE_TLS;
-                tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert };
-                tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key };
+                opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert };
+                opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key };
                 if (s->tls_ca)
-                        tls[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca };
+                        opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca };
         }
-        tls[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, tls,
+        opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
                                      MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,

@@ -69,6 +69,10 @@ int http_server_handle(struct http_server *s, const char *path, http_handler_fn 
  */
 int http_server_tls_files(struct http_server *s, const char *cert_file, const char *key_file,
                           const char *client_ca_file);
+/* Serve with n threads (each polling its share of the connections) instead of one, so a slow
+ * handler (the extender's bind waits on the API server) does not hold up the others. Before start
+ * only: 0, -EBUSY, -EINVAL for 0 or more than 64. */
+int http_server_set_threads(struct http_server *s, unsigned n);
 /* Bind and serve. 0, -EADDRINUSE (or -EIO) when the address cannot be bound, -EBUSY if started. */
 int http_server_start(struct http_server *s);
 /* The bound port (useful with port 0), 0 before start. */

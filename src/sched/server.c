@@ -197,10 +197,11 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 return "gpuslice scheduler: the cluster model is not synced with the API server yet";
         if (scratch_reserve(s, a->n_nodes) < 0)
                 return "gpuslice scheduler: out of memory";
-        /* A pod we hold but that is not bound is being scheduled again: its earlier placement
-         * (an assume whose bind failed, or an annotation left by a bind cut short) is stale. */
+        /* A pod we hold but that is not bound is being scheduled again: its earlier placement (an
+         * annotation left by a bind cut short, e.g. by our restart) is stale. Not while our own bind
+         * of it is in flight (assumed): that bind may still succeed. */
         const struct sched_pod *held = a->pod.uid[0] ? sched_model_pod(s->model, a->pod.uid) : NULL;
-        if (held && !held->bound)
+        if (held && !held->bound && !held->assumed)
                 sched_model_remove_pod(s->model, a->pod.uid);
         if (a->pod.uid[0])
                 pending_put(s, &a->pod);
@@ -550,7 +551,9 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        if ((r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
+        /* bind waits on the API server: other calls go on on the other threads */
+        if ((r = http_server_set_threads(s->http, 4)) < 0 ||
+            (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -291,6 +292,93 @@ static void test_http_endpoints(void **state) {
         sched_server_free(s);
 }
 
+/* A binder whose Binding waits until the test lets it go. */
+struct gate {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool entered, release;
+};
+
+static int gate_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
+                         char *err, size_t errlen) {
+        (void)ud, (void)ns, (void)name, (void)uid, (void)rv, (void)ann, (void)err, (void)errlen;
+        return 0;
+}
+
+static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node, char *err,
+                     size_t errlen) {
+        struct gate *g = ud;
+        (void)ns, (void)name, (void)uid, (void)node, (void)err, (void)errlen;
+        pthread_mutex_lock(&g->lock);
+        g->entered = true;
+        pthread_cond_broadcast(&g->cond);
+        while (!g->release)
+                pthread_cond_wait(&g->cond, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+        return 0;
+}
+
+struct bind_call {
+        unsigned port;
+        const char *body;
+        long status;
+        char *out;
+};
+
+static long http(unsigned port, const char *path, const char *post, char **ret);
+
+static void *bind_thread(void *ud) {
+        struct bind_call *b = ud;
+        b->status = http(b->port, "/bind", b->body, &b->out);
+        return NULL;
+}
+
+/* A bind waiting on the API server must not hold up filter (the server has several threads). */
+static void test_slow_bind_does_not_block_filter(void **state) {
+        (void)state;
+        struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+        struct sched_binder b = { gate_annotate, gate_bind, &g };
+        struct sched_server_options o = { .address = "127.0.0.1:0", .binder = &b };
+        sched_units_default(&o.units);
+        struct sched_server *s;
+        assert_int_equal(sched_server_new(&o, &s), 0);
+        char err[256];
+        assert_int_equal(sched_snapshot_load(sched_server_lock(s), SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, err,
+                                             sizeof err), 0);
+        sched_server_unlock(s);
+        sched_server_set_ready(s, true);
+        assert_int_equal(sched_server_start(s), 0);
+        unsigned port = sched_server_port(s);
+        size_t len;
+        char *filter = sample("filter.request.nodecache.json", &len);
+        char *bind = sample("bind.request.nodecache.json", &len);
+        char *out;
+        assert_int_equal(http(port, "/filter", filter, &out), 200);
+        free(out);
+        struct bind_call bc = { .port = port, .body = bind };
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, bind_thread, &bc), 0);
+        pthread_mutex_lock(&g.lock);
+        while (!g.entered)
+                pthread_cond_wait(&g.cond, &g.lock);
+        pthread_mutex_unlock(&g.lock);
+        /* the bind is parked in the API call: a filter is still answered (the pod's GPUs are taken) */
+        assert_int_equal(http(port, "/filter", filter, &out), 200);
+        assert_non_null(strstr(out, "\"NodeNames\":[]"));
+        free(out);
+        pthread_mutex_lock(&g.lock);
+        g.release = true;
+        pthread_cond_broadcast(&g.cond);
+        pthread_mutex_unlock(&g.lock);
+        pthread_join(t, NULL);
+        assert_int_equal(bc.status, 200);
+        assert_non_null(strstr(bc.out, "\"Error\":\"\""));
+        free(bc.out);
+        free(filter);
+        free(bind);
+        sched_server_free(s);
+}
+
 static void scores_of(json_t *j, long *ret) {
         assert_int_equal(json_array_size(j), 2);
         for (size_t i = 0; i < 2; i++)
@@ -355,6 +443,7 @@ int main(void) {
                 cmocka_unit_test(test_bind_refused_conflict_failed),
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
+                cmocka_unit_test(test_slow_bind_does_not_block_filter),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();
