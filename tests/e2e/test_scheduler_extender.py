@@ -157,21 +157,29 @@ class Env:
             with open(path, "w") as f:
                 json.dump(snap, f)
             argv += ["--snapshot", path]
+        self.argv = argv
         self.ext = c.spawn("gpuslice-scheduler", argv)
-
-        def healthy():
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        c.wait("the extender synced", healthy, timeout=60)
+        self.wait_healthy()
         ext = {"urlPrefix": "http://127.0.0.1:%d" % self.port, "filterVerb": "filter",
                "prioritizeVerb": "prioritize", "weight": 5, "nodeCacheCapable": True, "ignorable": False,
                "httpTimeout": "5s", "managedResources": [{"name": r, "ignoredByScheduler": False} for r in RESOURCES]}
         if self.api_mode:
             ext["bindVerb"] = "bind"
         c.start_scheduler(extenders=[ext])
+
+    def wait_healthy(self):
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        self.c.wait("the extender synced", healthy, timeout=60)
+
+    def restart_extender(self):
+        self.ext.stop()
+        self.ext = self.c.spawn("gpuslice-scheduler", self.argv)
+        self.wait_healthy()
 
     def stop(self):
         self.c.__exit__(None, None, None)
@@ -243,7 +251,23 @@ def test_gpu_manager_spec(env):
         check("tencent.com/predicate-gpu-idx-0" in ann, ann)
 
 
-TESTS = [test_8gib_not_on_two_6gib, test_4gpu_ring, test_two_identical_fractional_pods, test_gpu_manager_spec]
+def test_restart(env):
+    """The extender restarts: its model comes back from the API (the pods bound earlier hold their
+    GPUs: a further 8 GiB pod fits neither small node)."""
+    c = env.c
+    if not env.api_mode:
+        raise Skip("needs gpuslice built with the Kubernetes client (src/kube): the model comes from the API")
+    env.restart_extender()
+    c.api("POST", "/api/v1/namespaces/default/pods",
+          pod_obj("want8d", {"gpuslice.io/gpu-core": "30", "gpuslice.io/gpu-memory": "32"}, selector=SMALL))
+    msg = c.wait("want8d refused after the restart",
+                 lambda: (lambda e: e if "largest free GPU" in e else None)(events_of(c, "want8d")), timeout=60)
+    check(not get_pod(c, "want8d")["spec"].get("nodeName"), "want8d was bound: %s" % msg)
+    c.api("DELETE", "/api/v1/namespaces/default/pods/want8d")
+
+
+TESTS = [test_8gib_not_on_two_6gib, test_4gpu_ring, test_two_identical_fractional_pods, test_gpu_manager_spec,
+         test_restart]
 
 
 def main():
