@@ -221,8 +221,21 @@ def test_usage(a, tmp):
     check(r.returncode == 2 and "go together" in r.stderr, r)
     r = run("--memory-unit", "cpu=5", "--snapshot", "x")
     check(r.returncode == 2, r)
-    r = run()
-    check(r.returncode == 2 and "--snapshot" in r.stderr, r)
+    if "--kubeconfig" in run("--help").stdout:
+        # built with the Kubernetes client: no snapshot means the API, and here there is none
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+        env["HOME"] = tmp
+        r = subprocess.run([exe, "scheduler", "--address", "127.0.0.1:0"], capture_output=True, text=True,
+                           timeout=TIMEOUT_S, env=env)
+        check(r.returncode == 1 and "cannot reach the API server" in r.stderr, r)
+        r = run("--snapshot", "x", "--kubeconfig", "y")
+        check(r.returncode == 2 and "exclude each other" in r.stderr, r)
+        missing = os.path.join(tmp, "no-such-kubeconfig")
+        r = run("--kubeconfig", missing, "--address", "127.0.0.1:0")
+        check(r.returncode == 1 and "no-such-kubeconfig" in r.stderr, r)
+    else:
+        r = run()
+        check(r.returncode == 2 and "--snapshot" in r.stderr, r)
     bad = os.path.join(tmp, "bad.json")
     with open(bad, "w") as f:
         f.write('{"nodes":[{"metadata":{"name":"n","annotations":{"gpuslice.io/gpus":"{\\"v\\":9}"}}}]}')
