@@ -40,10 +40,18 @@ char *sched_format_mib(uint64_t mib, char *buf, size_t len) {
         return buf;
 }
 
+/* What one GPU has left for shares. */
+struct gpu_room {
+        bool usable;           /* healthy and not held whole */
+        unsigned core_free;    /* percent, 0..100 */
+        uint64_t mem_free_mib;
+        uint64_t mem_total_mib;
+};
+
 /* The node's GPUs as the placement sees them while containers are added one by one. */
 struct room {
         unsigned n;
-        struct alloc_gpu_room share[SCHED_MAX_GPUS]; /* for alloc_fit_share */
+        struct gpu_room share[SCHED_MAX_GPUS];
         alloc_set_t whole_free;                       /* healthy, no sharer, no holder */
         alloc_set_t healthy;
         unsigned n_shared, n_held, n_unhealthy;
@@ -59,10 +67,11 @@ static void room_from_node(const struct sched_node *n, bool empty, struct room *
                 unsigned cu = empty ? 0 : g->core_used;
                 bool held = !empty && g->whole > 0;
                 bool shared = !empty && g->sharers > 0;
-                r->share[i] = (struct alloc_gpu_room){
+                r->share[i] = (struct gpu_room){
                         .usable = g->healthy && !held,
                         .core_free = cu >= 100 ? 0 : 100 - cu,
                         .mem_free_mib = g->mem_total_mib > mu ? g->mem_total_mib - mu : 0,
+                        .mem_total_mib = g->mem_total_mib,
                 };
                 if (g->healthy)
                         r->healthy |= 1ULL << i;
@@ -82,7 +91,7 @@ static void share_reason(const struct room *r, const struct sched_container_req 
         uint64_t best_mem = 0, best_mem_any = 0;
         unsigned best_core = 0, usable = 0;
         for (unsigned i = 0; i < r->n; i++) {
-                const struct alloc_gpu_room *g = &r->share[i];
+                const struct gpu_room *g = &r->share[i];
                 if (!g->usable)
                         continue;
                 usable++;
@@ -121,6 +130,35 @@ static void whole_reason(const struct room *r, const struct sched_container_req 
                          name, c->whole);
         else
                 snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name, err);
+}
+
+/*
+ * The GPU for one share, by the project's fractional placement (alloc_pick_fraction): memory in MiB
+ * is the kind placed (compute when the share asks no memory), and only GPUs where the other half
+ * fits too are usable, so compute and memory always land on one GPU. -ENOSPC when none.
+ */
+static int pick_share(const struct room *r, const struct sched_container_req *c, enum sched_policy policy) {
+        struct alloc_frac_request q; /* only the first n GPUs are read: no zeroing of the rest */
+        q.kind = c->mem_mib ? ALLOC_FRAC_MEM : ALLOC_FRAC_CORE;
+        q.policy = policy == SCHED_POLICY_SPREAD ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
+        q.size = c->mem_mib ? c->mem_mib : c->core;
+        q.partner = -1;
+        q.pair = false;
+        q.expect = 0;
+        q.n = r->n;
+        for (unsigned i = 0; i < r->n; i++) {
+                const struct gpu_room *g = &r->share[i];
+                uint64_t mt = MIN(g->mem_total_mib, (uint64_t)UINT32_MAX), mf = MIN(g->mem_free_mib, mt);
+                q.gpu[i] = (struct alloc_frac_gpu){
+                        .usable = g->usable && g->core_free >= c->core && g->mem_free_mib >= c->mem_mib,
+                        .total = { 100, (unsigned)mt },
+                        .used = { 100 - MIN(g->core_free, 100u), (unsigned)(mt - mf) },
+                        .avail = c->mem_mib ? (unsigned)mf : MIN(g->core_free, 100u),
+                };
+        }
+        struct alloc_frac_decision d;
+        int r2 = alloc_pick_fraction(&q, &d);
+        return r2 < 0 ? -ENOSPC : d.gpu;
 }
 
 /* Place every container on r; 0 or -ENOSPC with the reason. */
@@ -167,8 +205,7 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                         for (alloc_set_t s = set; s; s &= s - 1)
                                 r->share[__builtin_ctzll(s)].usable = false;
                 } else if (c->core || c->mem_mib) {
-                        int g = alloc_fit_share(r->share, r->n, c->core, c->mem_mib,
-                                                policy == SCHED_POLICY_SPREAD ? ALLOC_FIT_SPREAD : ALLOC_FIT_BINPACK);
+                        int g = pick_share(r, c, policy);
                         if (g < 0) {
                                 share_reason(r, c, i, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;

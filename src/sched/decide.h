@@ -4,8 +4,9 @@
  * good is each node (prioritize), which GPUs exactly (bind).
  *
  * A pod fits a node when all its GPU containers fit together on real GPUs: a fractional
- * container's compute and memory on ONE healthy GPU not held whole; k whole GPUs healthy, with no
- * sharer and no holder, chosen by the allocator (alloc_pick_gpus) by topology. Containers are
+ * container's compute and memory on ONE healthy GPU not held whole, chosen by the fractional
+ * placement (alloc_pick_fraction); k whole GPUs healthy, with no sharer and no holder, chosen by the
+ * allocator (alloc_pick_gpus) by topology. Containers are
  * placed one after the other on a scratch copy of the node's use: whole requests first (largest
  * first), then shares by memory, largest first.
  *
@@ -15,7 +16,7 @@
  */
 #pragma once
 
-#include "alloc/fit.h"
+#include "alloc/fraction.h"
 #include "sched/model.h"
 
 enum sched_policy {

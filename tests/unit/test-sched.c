@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the scheduler extender's cluster model and decisions (src/sched/model.c,
- * decide.c) and of the per-GPU share fit (src/alloc/fit.c).
+ * decide.c), whose shares go through the fractional placement of src/alloc (fraction.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include "alloc/fit.h"
 #include "sched/decide.h"
 #include "sched/model.h"
 #include "util/util.h"
@@ -81,27 +80,6 @@ static struct sched_model *new_model(void) {
         struct sched_model *m;
         assert_int_equal(sched_model_new(&m), 0);
         return m;
-}
-
-/* ---- fit ---- */
-
-static void test_fit_share_policies(void **state) {
-        (void)state;
-        struct alloc_gpu_room g[3] = {
-                { .usable = true, .core_free = 100, .mem_free_mib = 16384 },
-                { .usable = true, .core_free = 50, .mem_free_mib = 6144 },
-                { .usable = false, .core_free = 100, .mem_free_mib = 4096 },
-        };
-        assert_int_equal(alloc_fit_share(g, 3, 30, 4096, ALLOC_FIT_BINPACK), 1);
-        assert_int_equal(alloc_fit_share(g, 3, 30, 4096, ALLOC_FIT_SPREAD), 0);
-        assert_int_equal(alloc_fit_share(g, 3, 60, 4096, ALLOC_FIT_BINPACK), 0); /* compute: only GPU 0 */
-        assert_int_equal(alloc_fit_share(g, 3, 10, 20000, ALLOC_FIT_BINPACK), -ENOSPC);
-        assert_int_equal(alloc_fit_share(g, 3, 101, 1, ALLOC_FIT_BINPACK), -EINVAL);
-        assert_int_equal(alloc_fit_share(g, 0, 10, 1, ALLOC_FIT_BINPACK), -ENOSPC);
-        /* tie on memory: binpack takes less compute left, then the lowest index */
-        struct alloc_gpu_room t[2] = { { true, 80, 1000 }, { true, 40, 1000 } };
-        assert_int_equal(alloc_fit_share(t, 2, 10, 100, ALLOC_FIT_BINPACK), 1);
-        assert_int_equal(alloc_fit_share(t, 2, 10, 100, ALLOC_FIT_SPREAD), 0);
 }
 
 /* ---- filter ---- */
@@ -420,7 +398,6 @@ static void test_many_nodes_and_pods(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_fit_share_policies),
                 cmocka_unit_test(test_8gib_on_two_6gib_gpus),
                 cmocka_unit_test(test_no_room_reason_names_shortage),
                 cmocka_unit_test(test_unpublished_and_unknown_node),
