@@ -389,6 +389,12 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         bool on_node = info->node && info->node[0];
         if (info->has_assignment && !on_node)
                 return -EINVAL; /* the caller gives the assignment's node as node */
+        /* Our own bind is ahead of the watch: an older view of the pod (pending, no assignment yet)
+         * must not undo the assumption, or a second bind could take the same GPU. */
+        const struct sched_pod *known = sched_map_get(&m->pods, info->uid, strlen(info->uid));
+        if (known && known->assumed && !info->terminated && !info->has_assignment &&
+            (!on_node || (known->node && streq(known->node->name, info->node))))
+                return 0;
         if (info->terminated || request_empty(&info->req) || (!on_node && !info->has_assignment)) {
                 (void)sched_model_remove_pod(m, info->uid);
                 return 0;

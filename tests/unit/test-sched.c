@@ -289,6 +289,10 @@ static void test_assume_forget_no_double_booking(void **state) {
         assert_int_not_equal(f.assign.c[0].gpus, first);
         assert_int_equal(sched_model_assume_pod(m, &p2, "n", &f.assign, 2), 0);
         assert_int_equal(sched_fit_node(m, sched_model_node(m, "n"), &r, SCHED_POLICY_BINPACK, &f), -ENOSPC);
+        /* the watch brings an older view of p1 (pending, no annotation): the assumption stays */
+        assert_int_equal(sched_model_set_pod(m, &p1), 0);
+        assert_true(sched_model_pod(m, "u1")->assumed);
+        assert_int_equal(sched_fit_node(m, sched_model_node(m, "n"), &r, SCHED_POLICY_BINPACK, &f), -ENOSPC);
         /* the watch sees p1 bound but our annotation not yet: the assumption stays */
         p1.node = "n";
         p1.bound = true;
