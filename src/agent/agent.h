@@ -1,14 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * agent — what the node agent shares with its command-line client: the status socket and its
- * one-line protocol. The daemon itself is cmd_node (node.c), the client cmd_status (status.c);
- * both are declared in cli/commands.h.
+ * agent — the node agent's public API, for the command line (src/cli/cmd-node.c, cmd-status.c):
+ * run the kubelet device plugin daemon until SIGTERM, and ask a running one for its status.
  *
- * Protocol: connect to <state-dir>/gpuslice.sock, send "status\n", read one line of JSON
- * ({"resource", "registered", "devices": [{"id", "index", "health", "holder": {...}|null}], ...})
- * until the agent closes the connection.
+ * Status protocol: HTTP over the unix socket <state-dir>/gpuslice.sock (mode 0600), served by
+ * src/http: `GET /v1/status` answers one line of JSON ({"resource", "registered", "resources":
+ * [...], "devices": [{"id", "index", "health", "reason"?, "holder": {...}|null}], ...}).
  */
 #pragma once
 
+#include "config/config.h"
+
 #define AGENT_STATUS_SOCKET "gpuslice.sock"
+#define AGENT_STATUS_URL_PATH "/v1/status"
 #define AGENT_STATUS_MAX (4u << 20)
+
+struct agent_options {
+        struct config_args args; /* command-line flags over the config file (config_args_parse) */
+};
+
+/* Run the agent on the calling thread until SIGTERM/SIGINT (SIGHUP reloads the config). Blocks
+ * those signals in the calling process first: call it before any thread exists. Returns 0 after
+ * a clean stop, -EINVAL for a bad configuration, another -errno when it could not start.
+ * Logs (it is the daemon). */
+int agent_run(const struct agent_options *o);
+
+/* GET /v1/status from the agent listening on `socket_path`, with a 5 s limit in all. On success
+ * *ret is the malloc'd JSON text (NUL-terminated). -ENAMETOOLONG, -ECONNREFUSED/-ENOENT (no agent),
+ * -ETIMEDOUT, -EFBIG (over AGENT_STATUS_MAX), -EPROTO (not a 200 answer), -ENOMEM, -EIO. */
+int agent_status_fetch(const char *socket_path, char **ret);

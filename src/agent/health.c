@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * health — critical-Xid event thread and per-GPU probing (see health.h).
+ * health — one thread: NVML critical-Xid events and per-GPU probes (see health.h).
  * Must never: call NVML while holding the plugin lock, or mark a GPU for another GPU's event.
  */
 #include <errno.h>
@@ -31,28 +31,52 @@ static int table_index(const struct plugin *p, int gpu) {
         return -1;
 }
 
-static void *event_thread(void *arg) {
+/* Sleep until `until_ms` (CLOCK_MONOTONIC) or health_stop. */
+static void sleep_until(struct health *h, uint64_t until_ms) {
+        struct timespec ts = { .tv_sec = (time_t)(until_ms / 1000), .tv_nsec = (long)(until_ms % 1000) * 1000000L };
+        pthread_mutex_lock(&h->lock);
+        while (!atomic_load(&h->stop))
+                if (pthread_cond_timedwait(&h->wake, &h->lock, &ts) == ETIMEDOUT)
+                        break;
+        pthread_mutex_unlock(&h->lock);
+}
+
+/* One thread does both jobs so that the node wakes once per probe period when idle: it waits
+ * for an Xid event until the next probe is due (the wait's timeout is the probe schedule), then
+ * probes every GPU. An Xid is seen at once; an NVML error (lost GPU, NO_PERMISSION, ...) at the
+ * next probe, so within HEALTH_PROBE_MS plus one probe round. */
+static void *health_thread(void *arg) {
         struct health *h = arg;
         struct nvml_events *ev = h->events;
         struct nvml_error err = { 0 };
+        uint64_t next_probe = 0;
         int r;
         while (!atomic_load(&h->stop)) {
-                /* GPUs that came back (or could not be registered at start) get registered again. */
-                for (unsigned i = 0; i < h->plugin->n; i++) {
-                        unsigned idx = (unsigned)h->plugin->gpu[i].index;
-                        pthread_mutex_lock(&h->plugin->lock);
-                        bool healthy = h->plugin->gpu[i].healthy;
-                        pthread_mutex_unlock(&h->plugin->lock);
-                        if (healthy && !nvml_events_registered(ev, idx))
-                                (void)nvml_events_add_device(ev, idx, NULL);
+                uint64_t now = health_now_ms();
+                if (now >= next_probe) {
+                        health_probe(h, now);
+                        next_probe = health_now_ms() + HEALTH_PROBE_MS;
+                        /* GPUs that came back (or could not be registered at start) get registered again. */
+                        for (unsigned i = 0; ev && i < h->plugin->n; i++) {
+                                unsigned idx = (unsigned)h->plugin->gpu[i].index;
+                                pthread_mutex_lock(&h->plugin->lock);
+                                bool healthy = h->plugin->gpu[i].healthy;
+                                pthread_mutex_unlock(&h->plugin->lock);
+                                if (healthy && !nvml_events_registered(ev, idx))
+                                        (void)nvml_events_add_device(ev, idx, NULL);
+                        }
+                        continue;
+                }
+                if (!ev) {
+                        sleep_until(h, next_probe);
+                        continue;
                 }
                 struct nvml_event e;
-                r = nvml_events_wait(ev, 500, &e, &err);
+                r = nvml_events_wait(ev, (unsigned)(next_probe - now), &e, &err);
                 if (r < 0) {
                         if (r != -ETIMEDOUT) {
                                 log_debug("NVML event wait failed", "func=%s nvml=\"%s\"", err.func, err.text);
-                                struct timespec ts = { 0, 200 * 1000 * 1000 };
-                                nanosleep(&ts, NULL);
+                                sleep_until(h, MIN(next_probe, health_now_ms() + 200));
                         }
                         continue;
                 }
@@ -93,10 +117,15 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
                  uint64_t quiet_ms) {
         memset(h, 0, sizeof *h);
         pthread_mutex_init(&h->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&h->wake, &ca);
+        pthread_condattr_destroy(&ca);
         h->nvml = n;
         h->plugin = p;
         health_set_options(h, ignore, n_ignore, quiet_ms);
-        h->running = true; /* probing works even without events */
+        h->running = true;
         /* The event set exists before health_start returns (so before the plugin registers):
          * an Xid from then on is never missed. */
         struct nvml_error err = { 0 };
@@ -105,9 +134,8 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
                 log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"",
                                err.func, err.text);
                 h->events = NULL;
-                return 0;
         }
-        r = pthread_create(&h->thread, NULL, event_thread, h);
+        r = pthread_create(&h->thread, NULL, health_thread, h);
         if (r != 0) {
                 h->events = nvml_events_free(h->events);
                 return -r;
@@ -148,11 +176,15 @@ void health_probe(struct health *h, uint64_t now_ms) {
 void health_stop(struct health *h) {
         if (!h->running)
                 return;
+        pthread_mutex_lock(&h->lock);
         atomic_store(&h->stop, true);
+        pthread_cond_broadcast(&h->wake);
+        pthread_mutex_unlock(&h->lock);
         if (h->thread_running)
                 pthread_join(h->thread, NULL);
         h->thread_running = false;
         h->events = nvml_events_free(h->events);
         h->running = false;
         pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->wake);
 }

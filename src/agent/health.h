@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * health — keeps the plugin's Healthy/Unhealthy marks true: a thread waits on NVML critical-Xid
- * events (ignoring the configured Xids) and the main loop probes every GPU (health_probe) so a
- * lost GPU turns Unhealthy and a GPU that answers normally for the quiet period turns Healthy.
- * Must never: block the main loop on one GPU, or let one GPU's failure touch another's mark.
+ * health — keeps the plugin's Healthy/Unhealthy marks true, on a thread of its own: it waits on
+ * NVML critical-Xid events (ignoring the configured Xids) with the next probe as the wait's
+ * timeout, and probes every GPU every HEALTH_PROBE_MS (health_probe), so a lost or refusing GPU
+ * turns Unhealthy within about 0.8 s and a GPU that answers normally for the quiet period turns
+ * Healthy. Idle, that is one wake-up per probe period.
+ * Must never: block the agent's loop on one GPU, or let one GPU's failure touch another's mark.
  */
 #pragma once
 
@@ -16,16 +18,20 @@
 #include "nvml/nvml.h"
 
 #define HEALTH_XID_MAX 64
+/* Probe period: bounds the detection of faults NVML reports only as errors (lost GPU,
+ * NO_PERMISSION, ...) to this plus one probe round — under the 1 s the device plugin spec asks. */
+#define HEALTH_PROBE_MS 750
 
 struct health {
         struct nvml *nvml;
         struct plugin *plugin;
         pthread_t thread;
-        bool running;        /* started: probing on */
-        bool thread_running; /* the Xid event thread exists */
+        bool running;        /* started */
+        bool thread_running; /* the health thread exists */
         struct nvml_events *events;
         atomic_bool stop;
         pthread_mutex_t lock; /* guards the options below (SIGHUP changes them) */
+        pthread_cond_t wake;  /* health_stop wakes a thread sleeping without an event set */
         unsigned ignore[HEALTH_XID_MAX];
         size_t n_ignore;
         uint64_t quiet_ms;
@@ -35,12 +41,12 @@ struct health {
 /* Whether an Xid makes a GPU unhealthy (not in the ignore list). */
 bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xid);
 
-/* Caller-owned struct; starts the event thread (a node without event support still gets
+/* Caller-owned struct; starts the health thread (a node without event support still gets
  * probing). 0 or -errno (thread creation). */
 int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms);
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
-/* Probe every GPU once (main loop, about twice a second). */
+/* Probe every GPU once (the health thread, every HEALTH_PROBE_MS). */
 void health_probe(struct health *h, uint64_t now_ms);
 /* Stop and join the thread. Safe on a never-started struct that was zeroed. */
 void health_stop(struct health *h);

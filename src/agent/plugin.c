@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -103,7 +104,26 @@ void plugin_init(struct plugin *p, const struct plugin_options *opt, const struc
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                 p->svc[k] = (struct plugin_service){ .p = p, .kind = (enum plugin_kind)k };
         p->explicit_gpu = -1;
+        p->change_fd = -1;
         atomic_store(&p->generation, 1);
+        atomic_store(&p->notified, 1);
+}
+
+void plugin_notify(struct plugin *p) {
+        uint64_t g = atomic_load(&p->generation);
+        if (atomic_exchange(&p->notified, g) == g)
+                return;
+        rpc_streams_wake();
+        int fd = atomic_load(&p->change_fd);
+        if (fd >= 0) {
+                uint64_t one = 1;
+                (void)!write(fd, &one, sizeof one); /* EAGAIN: a wake-up is pending anyway */
+        }
+}
+
+void plugin_changed(struct plugin *p) {
+        atomic_fetch_add(&p->generation, 1);
+        plugin_notify(p);
 }
 
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
@@ -140,7 +160,7 @@ void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint
                  * starts now. A lost GPU starts counting only when it answers again. */
                 d->ok_since_ms = fault_cleared ? MAX(now_ms, (uint64_t)1) : 0;
                 if (was)
-                        atomic_fetch_add(&p->generation, 1);
+                        plugin_changed(p);
         }
         pthread_mutex_unlock(&p->lock);
 }
@@ -151,11 +171,12 @@ void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t qui
                 struct plugin_gpu *d = &p->gpu[i];
                 if (d->ok_since_ms == 0)
                         d->ok_since_ms = MAX(now_ms, (uint64_t)1);
-                else if (now_ms >= d->ok_since_ms + quiet_ms) {
+                /* a quiet period of 0 turns healthy on the first normal answer */
+                if (now_ms >= d->ok_since_ms + quiet_ms) {
                         d->healthy = true;
                         d->reason[0] = 0;
                         d->ok_since_ms = 0;
-                        atomic_fetch_add(&p->generation, 1);
+                        plugin_changed(p);
                 }
         }
         pthread_mutex_unlock(&p->lock);
@@ -289,7 +310,9 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
                         if (r < 0)
                                 return rpc_error(st, RPC_CANCELLED, "stream closed");
                 }
-                if (rpc_stream_wait(s, PLUGIN_WATCH_POLL_MS) < 0)
+                /* Woken by plugin_changed (rpc_streams_wake), not by polling; the timeout is a
+                 * safety net for a change made without it (see plugin.h). */
+                if (rpc_stream_wait_change(s, &p->generation, sent, PLUGIN_WATCH_SAFETY_MS) < 0)
                         return rpc_error(st, RPC_CANCELLED, "stream closed");
         }
 }
@@ -653,8 +676,8 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
                         (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
                 }
                 if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
-                        atomic_fetch_add(&p->generation, 1); /* fractions of these GPUs turn Unhealthy */
-                        share_note_whole(p);                 /* another container: no pairing across it */
+                        plugin_changed(p);  /* fractions of these GPUs turn Unhealthy */
+                        share_note_whole(p); /* another container: no pairing across it */
                 }
         } else
                 p->n_errors++;

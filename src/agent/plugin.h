@@ -8,8 +8,9 @@
  * GPU exclude each other under one lock.
  *
  * The table is shared by the gRPC call threads, the health thread and the main loop: every access
- * goes through plugin->lock, and every change a kubelet must see bumps plugin->generation, which
- * ListAndWatch streams poll (PLUGIN_WATCH_POLL_MS) to push the full list again.
+ * goes through plugin->lock, and every change a kubelet must see goes through plugin_changed:
+ * it bumps plugin->generation and wakes the ListAndWatch streams (rpc_streams_wake), which push
+ * the full list again, and the agent's loop (change_fd: its "devices changed" hooks).
  * Must never: trust a request (every ID is checked against the table), offer or hand out an
  * unhealthy GPU, block on NVML or the network while holding the lock.
  */
@@ -25,7 +26,8 @@
 #include "topo/topo.h"
 
 #define PLUGIN_API_VERSION "v1beta1"
-#define PLUGIN_WATCH_POLL_MS 100
+/* A stream re-reads the generation at least this often even if nobody woke it. */
+#define PLUGIN_WATCH_SAFETY_MS 60000
 
 /* Which resource a service speaks for. */
 enum plugin_kind {
@@ -75,6 +77,8 @@ struct share_book; /* share-internal.h: the records of fractional grants */
 struct plugin {
         pthread_mutex_t lock;
         atomic_uint_fast64_t generation; /* bumped on every change ListAndWatch must push */
+        atomic_uint_fast64_t notified;   /* the generation streams and change_fd were last told of */
+        atomic_int change_fd;            /* eventfd written on each change (the agent's loop), -1 none */
         atomic_bool stopping;
         struct plugin_options opt;
         struct topo topo;                /* the inventory the table was built from */
@@ -101,7 +105,15 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
 /* Table index of device `id`, or -1. Caller holds the lock (or owns p alone). */
 int plugin_find(const struct plugin *p, const char *id);
 
-/* Health transitions (take the lock; bump the generation when the health changes). */
+/* A change kubelet must see: bump the generation, wake the ListAndWatch streams and write
+ * change_fd. Any thread, lock held or not (it takes no lock of the plugin's). */
+void plugin_changed(struct plugin *p);
+/* Tell streams and change_fd of a generation bumped without plugin_changed (a plain
+ * atomic_fetch_add on generation); cheap when nothing changed. The agent calls it after every
+ * RPC, so a handler's change is never missed. */
+void plugin_notify(struct plugin *p);
+
+/* Health transitions (take the lock; plugin_changed when the health changes). */
 void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint64_t now_ms, bool fault_cleared);
 /* A normal NVML answer for GPU i at now_ms: becomes healthy after quiet_ms of normal answers. */
 void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t quiet_ms);

@@ -1,178 +1,134 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * status — `gpuslice status`: ask a running node agent over its local status socket
- * (<state-dir>/gpuslice.sock, agent.h) and print its devices, their health and who holds them.
- * Must never: hang on a stuck agent (every read and write has a timeout).
+ * status — the agent's status server: `GET /v1/status` over HTTP on the unix socket
+ * <state-dir>/gpuslice.sock (src/http, libmicrohttpd, its own thread), answering the devices,
+ * their health and who holds them as one line of JSON (agent.h). A request first reconciles with
+ * PodResources (at most every 250 ms, podsync.c) so holders are current.
+ * Must never: hold the plugin lock while talking to a peer, or let a slow client hold up the loop
+ * (the server has its own thread, connection limits and a 10 s idle timeout).
  */
 #include <errno.h>
-#include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "agent/agent.h"
-#include "cli/commands.h"
+#include "agent/node.h"
+#include "agent/share.h"
+#include "http/http.h"
+#include "util/log.h"
 #include "util/util.h"
 
-static int status_fetch(const char *path, char **ret) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        strscpy(sa.sun_path, path, sizeof sa.sun_path);
-        _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        struct timeval tv = { .tv_sec = 5 };
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-                return -errno;
-        if (send(fd, "status\n", 7, MSG_NOSIGNAL) != 7)
-                return -EIO;
-        size_t cap = 65536, len = 0;
-        _cleanup_(freep) char *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                if (len + 1 >= cap) {
-                        if (cap >= AGENT_STATUS_MAX)
-                                return -EFBIG;
-                        char *nb = realloc(buf, cap * 2);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                        cap *= 2;
-                }
-                ssize_t k = recv(fd, buf + len, cap - len - 1, 0);
-                if (k < 0)
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                if (k == 0)
-                        break;
-                len += (size_t)k;
+static json_t *status_json(struct node *n) {
+        json_t *root = json_object();
+        json_t *devs = json_array();
+        struct plugin *p = n->plugin;
+
+        pthread_mutex_lock(&n->status_lock);
+        json_object_set_new(root, "resource", json_string(p->opt.resource));
+        json_object_set_new(root, "endpoint", json_string(n->ep[0].socket_path));
+        json_object_set_new(root, "registered", json_boolean(n->ep[0].registered));
+        json_object_set_new(root, "registrations", json_integer((json_int_t)n->ep[0].n_registrations));
+        json_t *res = json_array();
+        for (unsigned k = 0; k < n->n_ep; k++) {
+                json_t *e = json_object();
+                json_object_set_new(e, "resource", json_string(n->ep[k].resource));
+                json_object_set_new(e, "endpoint", json_string(n->ep[k].socket_path));
+                json_object_set_new(e, "registered", json_boolean(n->ep[k].registered));
+                json_object_set_new(e, "registrations", json_integer((json_int_t)n->ep[k].n_registrations));
+                json_array_append_new(res, e);
         }
-        buf[len] = 0;
-        *ret = TAKE_PTR(buf);
+        pthread_mutex_unlock(&n->status_lock);
+        json_object_set_new(root, "resources", res);
+
+        pthread_mutex_lock(&p->lock);
+        struct share_usage use;
+        share_usage(p, &use);
+        json_object_set_new(root, "allocate_calls", json_integer((json_int_t)p->n_allocate));
+        json_object_set_new(root, "preferred_calls", json_integer((json_int_t)p->n_preferred));
+        json_object_set_new(root, "rejected_calls", json_integer((json_int_t)p->n_errors));
+        json_object_set_new(root, "driver_version", json_string(p->topo.driver_version));
+        for (unsigned i = 0; i < p->n; i++) {
+                const struct plugin_gpu *g = &p->gpu[i];
+                json_t *d = json_object();
+                json_object_set_new(d, "id", json_string(g->id));
+                json_object_set_new(d, "index", json_integer(g->index));
+                json_object_set_new(d, "minor", json_integer(g->minor));
+                json_object_set_new(d, "numa", json_integer(g->numa));
+                json_object_set_new(d, "health", json_string(g->healthy ? "Healthy" : "Unhealthy"));
+                if (!g->healthy)
+                        json_object_set_new(d, "reason", json_string(g->reason));
+                if (n->n_ep > 1) {
+                        json_object_set_new(d, "core_used", json_integer(use.core[i]));
+                        json_object_set_new(d, "memory_used_bytes",
+                                            json_integer((json_int_t)((uint64_t)use.mem[i] * p->opt.memory_unit)));
+                        json_object_set_new(d, "memory_ids", json_integer(g->n_mem));
+                }
+                const struct state_alloc *a = state_find(&p->state, p->opt.resource, g->id);
+                if (a) {
+                        json_t *h = json_object();
+                        json_object_set_new(h, "namespace", json_string(a->pod_namespace));
+                        json_object_set_new(h, "pod", json_string(a->pod_name));
+                        json_object_set_new(h, "container", json_string(a->container));
+                        json_object_set_new(h, "since", json_integer((json_int_t)a->alloc_time));
+                        json_object_set_new(d, "holder", h);
+                } else
+                        json_object_set_new(d, "holder", json_null());
+                json_array_append_new(devs, d);
+        }
+        pthread_mutex_unlock(&p->lock);
+        json_object_set_new(root, "devices", devs);
+        return root;
+}
+
+/* On the status server's thread. */
+static void serve_status(void *userdata, const struct http_request *req, struct http_response *resp) {
+        struct node *n = userdata;
+        if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                resp->status = 405;
+                return;
+        }
+        podsync_status_request(n);
+        json_t *j = status_json(n);
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!s) {
+                resp->status = 500;
+                return;
+        }
+        size_t len = strlen(s);
+        char *body = realloc(s, len + 2);
+        if (!body) {
+                free(s);
+                resp->status = 500;
+                return;
+        }
+        body[len++] = '\n';
+        body[len] = 0;
+        resp->body = body;
+        resp->body_len = len;
+        strscpy(resp->content_type, "application/json", sizeof resp->content_type);
+}
+
+int status_start(struct node *n) {
+        char addr[PATH_MAX + 8];
+        if ((size_t)snprintf(addr, sizeof addr, "unix:%s", n->status_path) >= sizeof addr)
+                return log_error_errno(-ENAMETOOLONG, "status socket path too long", "path=%s", n->status_path);
+        int r = http_server_new(addr, &n->status);
+        if (r == -EINVAL)
+                return log_error_errno(-ENAMETOOLONG, "status socket path too long", "path=%s", n->status_path);
+        if (r >= 0)
+                r = http_server_handle(n->status, AGENT_STATUS_URL_PATH, serve_status, n);
+        if (r >= 0)
+                r = http_server_start(n->status);
+        if (r < 0) {
+                n->status = http_server_free(n->status);
+                return log_error_errno(r, "cannot listen on the status socket", "path=%s", n->status_path);
+        }
         return 0;
 }
 
-static const char *jstr(json_t *o, const char *key) {
-        const char *s = json_string_value(json_object_get(o, key));
-        return s ? s : "";
-}
-
-static void print_table(json_t *j) {
-        printf("resource %s  registered %s  endpoint %s\n", jstr(j, "resource"),
-               json_is_true(json_object_get(j, "registered")) ? "yes" : "no", jstr(j, "endpoint"));
-        json_t *res = json_object_get(j, "resources");
-        size_t k;
-        json_t *r;
-        json_array_foreach(res, k, r) {
-                if (k > 0) /* the first is the whole-GPU resource printed above */
-                        printf("resource %s  registered %s  endpoint %s\n", jstr(r, "resource"),
-                               json_is_true(json_object_get(r, "registered")) ? "yes" : "no", jstr(r, "endpoint"));
-        }
-        printf("%-5s %-44s %-5s %-24s %s\n", "GPU", "DEVICE ID", "NUMA", "HEALTH", "HELD BY");
-        json_t *devs = json_object_get(j, "devices");
-        size_t i;
-        json_t *d;
-        json_array_foreach(devs, i, d) {
-                char holder[512] = "-";
-                json_t *h = json_object_get(d, "holder");
-                if (json_is_object(h)) {
-                        const char *pod = jstr(h, "pod");
-                        if (pod[0])
-                                snprintf(holder, sizeof holder, "%s/%s/%s", jstr(h, "namespace"), pod,
-                                         jstr(h, "container"));
-                        else
-                                snprintf(holder, sizeof holder, "(allocated, pod not reported yet)");
-                }
-                long long core = json_integer_value(json_object_get(d, "core_used"));
-                long long mem = json_integer_value(json_object_get(d, "memory_used_bytes"));
-                if (core > 0 || mem > 0)
-                        snprintf(holder, sizeof holder, "shared: core %lld %%, memory %lld MiB", core, mem >> 20);
-                char health[128];
-                if (json_object_get(d, "reason"))
-                        snprintf(health, sizeof health, "%s (%s)", jstr(d, "health"), jstr(d, "reason"));
-                else
-                        snprintf(health, sizeof health, "%s", jstr(d, "health"));
-                printf("%-5lld %-44s %-5lld %-24s %s\n", (long long)json_integer_value(json_object_get(d, "index")),
-                       jstr(d, "id"), (long long)json_integer_value(json_object_get(d, "numa")), health, holder);
-        }
-        printf("calls: allocate %lld, preferred %lld, rejected %lld\n",
-               (long long)json_integer_value(json_object_get(j, "allocate_calls")),
-               (long long)json_integer_value(json_object_get(j, "preferred_calls")),
-               (long long)json_integer_value(json_object_get(j, "rejected_calls")));
-}
-
-int cmd_status(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "state-dir", required_argument, NULL, 'd' },
-                { "socket", required_argument, NULL, 's' },
-                { "json", no_argument, NULL, 'j' },
-                { "help", no_argument, NULL, 'h' },
-                {},
-        };
-        const char *state_dir = "/var/lib/gpuslice";
-        const char *socket_path = NULL;
-        bool json = false;
-        int c;
-
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "d:s:jh", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'd':
-                        state_dir = optarg;
-                        break;
-                case 's':
-                        socket_path = optarg;
-                        break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        printf("Usage: gpuslice status [--state-dir DIR | --socket PATH] [--json]\n\n"
-                               "Show a running node agent's devices, their health and which pod holds each.\n"
-                               "  -d, --state-dir DIR  the agent's state dir (default /var/lib/gpuslice)\n"
-                               "  -s, --socket PATH    the status socket (default DIR/" AGENT_STATUS_SOCKET ")\n"
-                               "  -j, --json           print the agent's JSON answer\n");
-                        return EXIT_OK;
-                default:
-                        return EXIT_USAGE;
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice status: unexpected argument '%s'\n", argv[optind]);
-                return EXIT_USAGE;
-        }
-        char path[PATH_MAX];
-        if (socket_path)
-                strscpy(path, socket_path, sizeof path);
-        else
-                snprintf(path, sizeof path, "%s/%s", state_dir, AGENT_STATUS_SOCKET);
-
-        _cleanup_(freep) char *text = NULL;
-        int r = status_fetch(path, &text);
-        if (r < 0) {
-                fprintf(stderr, "gpuslice status: cannot reach the node agent at %s: %s\n", path, strerror(-r));
-                return EXIT_RUNTIME;
-        }
-        json_error_t jerr;
-        json_t *j = json_loads(text, 0, &jerr);
-        if (!j || !json_is_object(j)) {
-                fprintf(stderr, "gpuslice status: the agent's answer is not JSON: %s\n", jerr.text);
-                json_decref(j);
-                return EXIT_RUNTIME;
-        }
-        if (json)
-                fputs(text, stdout);
-        else
-                print_table(j);
-        json_decref(j);
-        return EXIT_OK;
+void status_stop(struct node *n) {
+        n->status = http_server_free(n->status);
 }

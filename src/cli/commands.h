@@ -19,8 +19,8 @@ int cmd_version(int argc, char **argv);
 int cmd_monitor(int argc, char **argv); /* src/cli/cmd-monitor.c */
 int cmd_ps(int argc, char **argv);      /* src/cli/cmd-ps.c */
 int cmd_labels(int argc, char **argv);  /* src/cli/cmd-labels.c */
-int cmd_node(int argc, char **argv);   /* src/agent/node.c */
-int cmd_status(int argc, char **argv); /* src/agent/status.c */
+int cmd_node(int argc, char **argv);   /* src/cli/cmd-node.c */
+int cmd_status(int argc, char **argv); /* src/cli/cmd-status.c */
 int cmd_run(int argc, char **argv);    /* src/cli/cmd-run.c */
 int cmd_cdi(int argc, char **argv);    /* src/cli/cmd-cdi.c */
 int cmd_hook(int argc, char **argv);   /* src/cli/cmd-hook.c */

@@ -11,6 +11,9 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include "util/util.h"
 
@@ -23,6 +26,7 @@ struct handler {
 struct http_server {
         struct sockaddr_storage addr;
         socklen_t addr_len;
+        char unix_path[108]; /* "unix:PATH" servers: the socket file ("" for TCP) */
         struct MHD_Daemon *daemon;
         unsigned port;
         struct handler handlers[HTTP_MAX_HANDLERS];
@@ -83,6 +87,19 @@ int http_parse_address(const char *address, struct sockaddr_storage *ret, sockle
 }
 
 int http_server_new(const char *address, struct http_server **ret) {
+        if (!address || !ret)
+                return -EINVAL;
+        if (startswith(address, "unix:")) {
+                const char *path = address + 5;
+                if (path[0] != '/' || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+                        return -EINVAL;
+                struct http_server *s = calloc(1, sizeof *s);
+                if (!s)
+                        return -ENOMEM;
+                strscpy(s->unix_path, path, sizeof s->unix_path);
+                *ret = s;
+                return 0;
+        }
         struct http_server *s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
@@ -262,11 +279,48 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         }
 }
 
+/* A listening unix socket at s->unix_path (a stale file there is replaced), owner-only. */
+static int listen_unix(struct http_server *s) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        strscpy(sa.sun_path, s->unix_path, sizeof sa.sun_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void)unlink(s->unix_path);
+        mode_t old = umask(0077); /* the file is created 0600: for its owner (root) only */
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+        umask(old);
+        if (r < 0 || listen(fd, 64) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
 int http_server_start(struct http_server *s) {
         if (!s)
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
+        if (s->unix_path[0]) {
+                int fd = listen_unix(s);
+                if (fd < 0)
+                        return fd;
+                /* MHD takes the socket over (closes it on stop); the per-IP limit does not
+                 * apply to unix peers, the total one does. */
+                s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
+                                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                                             s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                             MHD_OPTION_END);
+                if (!s->daemon) {
+                        close(fd);
+                        (void)unlink(s->unix_path);
+                        return -EIO;
+                }
+                return 0;
+        }
         /* poll(2), not the epoll mode MHD_USE_AUTO_INTERNAL_THREAD picks: with epoll (libmicrohttpd
          * 0.9.75) a client that sent half a request and closed was not noticed until the connection
          * timeout, so a few hundred such clients starved the server (agent-metrics-hostile). The
@@ -311,8 +365,11 @@ unsigned http_server_port(const struct http_server *s) {
 struct http_server *http_server_free(struct http_server *s) {
         if (!s)
                 return NULL;
-        if (s->daemon)
+        if (s->daemon) {
                 MHD_stop_daemon(s->daemon);
+                if (s->unix_path[0])
+                        (void)unlink(s->unix_path);
+        }
         for (size_t i = 0; i < s->n_handlers; i++)
                 free(s->handlers[i].path);
         free(s->tls_cert);

@@ -36,6 +36,9 @@
 
 enum { TAG_BATCH = 1, TAG_CLOSE = 2 };
 
+/* What a tag on a server's queue points at: every such struct starts with one of these. */
+enum tag_kind { TK_SHUTDOWN = 0x7a01, TK_CALL, TK_OP };
+
 struct rpc_method {
         const char *name;
         rpc_unary_fn unary;
@@ -56,7 +59,7 @@ struct rpc_server {
         pthread_t thread;
         bool started;
         atomic_bool stopping;
-        int shutdown_tag;
+        int shutdown_tag; /* TK_SHUTDOWN */
 
         rpc_observe_fn observe;
         void *observe_userdata;
@@ -75,7 +78,17 @@ enum call_kind {
 /* One call. Unary calls of registered methods live on the server's queue and are answered on
  * the server thread (their request has fully arrived, handlers do not block); streams and
  * unknown methods get a queue and a thread of their own. */
+struct rpc_call;
+/* The tag of one batch of a call on the server's queue (streams): the server thread marks it
+ * done under stream_lock and wakes the stream's thread. */
+struct call_op {
+        int tk; /* TK_OP */
+        int tag;
+        struct rpc_call *c;
+};
+
 struct rpc_call {
+        int tk; /* TK_CALL: the call itself is the tag of its request and of a unary final batch */
         struct rpc_server *srv;
         enum call_kind kind;
         int method;               /* index, -1 for generic */
@@ -84,8 +97,9 @@ struct rpc_call {
         grpc_metadata_array md;
         gpr_timespec deadline;
         grpc_byte_buffer *payload;
-        grpc_completion_queue *cq; /* own queue (threaded calls), NULL when on the server queue */
-        bool done[3];   /* by tag */
+        grpc_completion_queue *cq; /* own queue (unknown methods), NULL when on the server queue */
+        struct call_op op[3];      /* batch tags of a stream on the server queue */
+        bool done[3];   /* by tag; for calls on the server queue guarded by stream_lock */
         bool ok[3];
         int cancelled;  /* from RECV_CLOSE_ON_SERVER */
         /* kept alive until the inline final batch completes */
@@ -96,6 +110,50 @@ struct rpc_call {
 struct rpc_stream {
         struct rpc_call *c;
 };
+
+/* Streams sleep on one condition variable (CLOCK_MONOTONIC) for their batches, their client's
+ * close, a server stopping and rpc_streams_wake: an idle stream costs no wake-ups. One for the
+ * process, since a wake-up is for every stream of every server (they are few). */
+static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stream_cond;
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+static void stream_cond_init(void) {
+        pthread_condattr_t a;
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(&stream_cond, &a);
+        pthread_condattr_destroy(&a);
+}
+
+void rpc_streams_wake(void) {
+        pthread_once(&stream_once, stream_cond_init);
+        pthread_mutex_lock(&stream_lock);
+        pthread_cond_broadcast(&stream_cond);
+        pthread_mutex_unlock(&stream_lock);
+}
+
+/* Wait on stream_cond until `until` (CLOCK_MONOTONIC; NULL: forever). false on timeout.
+ * Caller holds stream_lock. */
+static bool stream_sleep(const struct timespec *until) {
+        if (!until) {
+                pthread_cond_wait(&stream_cond, &stream_lock);
+                return true;
+        }
+        return pthread_cond_timedwait(&stream_cond, &stream_lock, until) != ETIMEDOUT;
+}
+
+static struct timespec *deadline_ts(int timeout_ms, struct timespec *ts) {
+        if (timeout_ms < 0)
+                return NULL;
+        clock_gettime(CLOCK_MONOTONIC, ts);
+        ts->tv_sec += timeout_ms / 1000;
+        ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts->tv_nsec >= 1000000000L) {
+                ts->tv_sec++;
+                ts->tv_nsec -= 1000000000L;
+        }
+        return ts;
+}
 
 static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
 static atomic_bool grpc_started;
@@ -184,6 +242,17 @@ static grpc_byte_buffer *buffer_make(const void *p, size_t n) {
 /* Pump the call's queue until `tag` completes or timeout_ms passes (-1: forever).
  * Returns 1 when it completed, 0 on timeout. */
 static int call_pump(struct rpc_call *c, int tag, int timeout_ms) {
+        if (!c->cq) {
+                /* on the server queue: the server thread marks it done */
+                struct timespec ts, *until = deadline_ts(timeout_ms, &ts);
+                pthread_mutex_lock(&stream_lock);
+                while (!c->done[tag])
+                        if (!stream_sleep(until))
+                                break;
+                bool done = c->done[tag];
+                pthread_mutex_unlock(&stream_lock);
+                return done;
+        }
         gpr_timespec dl = deadline_in(timeout_ms);
         while (!c->done[tag]) {
                 grpc_event ev = grpc_completion_queue_next(c->cq, dl, NULL);
@@ -210,11 +279,22 @@ static bool call_wait(struct rpc_call *c, int tag, int timeout_ms) {
         return c->ok[tag];
 }
 
+static void call_mark(struct rpc_call *c, int tag, bool done, bool ok) {
+        if (!c->cq)
+                pthread_mutex_lock(&stream_lock);
+        c->done[tag] = done;
+        c->ok[tag] = ok;
+        if (!c->cq) {
+                pthread_cond_broadcast(&stream_cond);
+                pthread_mutex_unlock(&stream_lock);
+        }
+}
+
 static bool call_start(struct rpc_call *c, const grpc_op *ops, size_t n, int tag) {
-        c->done[tag] = false;
-        c->ok[tag] = false;
-        if (grpc_call_start_batch(c->call, ops, n, (void *)(intptr_t)tag, NULL) != GRPC_CALL_OK) {
-                c->done[tag] = true;
+        call_mark(c, tag, false, false);
+        void *t = c->cq ? (void *)(intptr_t)tag : (void *)&c->op[tag];
+        if (grpc_call_start_batch(c->call, ops, n, t, NULL) != GRPC_CALL_OK) {
+                call_mark(c, tag, true, false);
                 return false;
         }
         return true;
@@ -255,7 +335,12 @@ int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len) {
         struct rpc_call *c = s->c;
         grpc_op op;
 
-        if (c->done[TAG_CLOSE] || atomic_load(&c->srv->stopping))
+        if (atomic_load(&c->srv->stopping))
+                return -EPIPE;
+        pthread_mutex_lock(&stream_lock);
+        bool closed = c->done[TAG_CLOSE];
+        pthread_mutex_unlock(&stream_lock);
+        if (closed)
                 return -EPIPE;
         memset(&op, 0, sizeof op);
         grpc_byte_buffer *bb = buffer_make(msg, len);
@@ -277,13 +362,30 @@ int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len) {
         return ok ? 0 : -EPIPE;
 }
 
-int rpc_stream_wait(struct rpc_stream *s, int timeout_ms) {
+int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen,
+                           int timeout_ms) {
         struct rpc_call *c = s->c;
-        if (atomic_load(&c->srv->stopping))
-                return -EPIPE;
-        if (call_pump(c, TAG_CLOSE, timeout_ms) || atomic_load(&c->srv->stopping))
-                return -EPIPE;
-        return 0;
+        struct timespec ts, *until = deadline_ts(timeout_ms, &ts);
+        int r = 0;
+        pthread_mutex_lock(&stream_lock);
+        for (;;) {
+                if (c->done[TAG_CLOSE] || atomic_load(&c->srv->stopping)) {
+                        r = -EPIPE;
+                        break;
+                }
+                if (value && atomic_load(value) != seen) {
+                        r = 1;
+                        break;
+                }
+                if (!stream_sleep(until))
+                        break;
+        }
+        pthread_mutex_unlock(&stream_lock);
+        return r;
+}
+
+int rpc_stream_wait(struct rpc_stream *s, int timeout_ms) {
+        return rpc_stream_wait_change(s, NULL, 0, timeout_ms);
 }
 
 static void call_free(struct rpc_call *c) {
@@ -391,17 +493,37 @@ static void *call_thread(void *arg) {
 static void call_refuse(struct rpc_call *c, enum rpc_code code, const char *msg) {
         struct rpc_status st;
         rpc_error(&st, code, "%s", msg);
-        call_send_status(c, &st, NULL, 0, false, true);
-        call_free(c);
+        if (c->cq) {
+                call_send_status(c, &st, NULL, 0, false, true);
+                call_free(c);
+                return;
+        }
+        /* On the server queue, refused from the server thread: it must not wait for its own
+         * queue. The final batch completes there like a unary answer's and frees the call. */
+        grpc_op ops[3];
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        c->finish_details = grpc_slice_from_copied_string(st.message);
+        ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[1].data.send_status_from_server.status = (grpc_status_code)st.code;
+        ops[1].data.send_status_from_server.status_details = &c->finish_details;
+        ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[2].data.recv_close_on_server.cancelled = &c->cancelled;
+        c->kind = CALL_FINISH;
+        if (grpc_call_start_batch(c->call, ops, 3, c, NULL) != GRPC_CALL_OK)
+                call_free(c);
 }
 
 static struct rpc_call *call_new(struct rpc_server *srv, enum call_kind kind, int method, bool own_cq) {
         struct rpc_call *c = calloc(1, sizeof *c);
         if (!c)
                 return NULL;
+        c->tk = TK_CALL;
         c->srv = srv;
         c->kind = kind;
         c->method = method;
+        for (int t = 0; t < 3; t++)
+                c->op[t] = (struct call_op){ .tk = TK_OP, .tag = t, .c = c };
         c->finish_details = grpc_empty_slice();
         grpc_call_details_init(&c->details);
         grpc_metadata_array_init(&c->md);
@@ -424,7 +546,9 @@ static struct rpc_call *request_next(struct rpc_server *srv, int i) {
                 return c;
         }
         struct rpc_method *m = &srv->methods[i];
-        struct rpc_call *c = call_new(srv, CALL_REGISTERED, i, m->stream != NULL);
+        /* Every registered call lives on the server queue (the server thread is its only poller):
+         * a stream's thread sleeps on stream_cond, woken by its completions or rpc_streams_wake. */
+        struct rpc_call *c = call_new(srv, CALL_REGISTERED, i, false);
         if (!c)
                 return NULL;
         if (grpc_server_request_registered_call(srv->server, m->handle, &c->call, &c->deadline, &c->md, &c->payload,
@@ -506,9 +630,20 @@ static void spawn(struct rpc_server *srv, struct rpc_call *c) {
 static void *server_thread(void *arg) {
         struct rpc_server *srv = arg;
         struct rpc_call *generic = NULL;
-        bool shut = false;
+        bool shut = false, cq_shut = false;
 
         for (;;) {
+                /* Stream calls live on this queue until their threads end: shut it down only
+                 * then, polling for that end (only while stopping) every 20 ms. */
+                if (shut && !cq_shut) {
+                        pthread_mutex_lock(&srv->lock);
+                        bool idle = srv->active == 0;
+                        pthread_mutex_unlock(&srv->lock);
+                        if (idle) {
+                                grpc_completion_queue_shutdown(srv->cq);
+                                cq_shut = true;
+                        }
+                }
                 if (!shut && !atomic_load(&srv->stopping)) {
                         for (unsigned i = 0; i < srv->n_methods; i++)
                                 if (!srv->methods[i].pending)
@@ -516,14 +651,21 @@ static void *server_thread(void *arg) {
                         if (!generic)
                                 generic = request_next(srv, -1);
                 }
-                grpc_event ev = grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                grpc_event ev = grpc_completion_queue_next(srv->cq, shut && !cq_shut ? deadline_in(20)
+                                                                                    : gpr_inf_future(GPR_CLOCK_MONOTONIC),
+                                                           NULL);
                 if (ev.type == GRPC_QUEUE_SHUTDOWN)
                         break;
                 if (ev.type != GRPC_OP_COMPLETE)
                         continue;
                 if (ev.tag == &srv->shutdown_tag) {
                         shut = true;
-                        grpc_completion_queue_shutdown(srv->cq);
+                        continue;
+                }
+                if (*(const int *)ev.tag == TK_OP) {
+                        /* a stream's batch: its thread is waiting for it */
+                        struct call_op *op = ev.tag;
+                        call_mark(op->c, op->tag, true, ev.success);
                         continue;
                 }
                 struct rpc_call *c = ev.tag;
@@ -558,8 +700,10 @@ int rpc_server_new(const char *path, size_t max_recv, struct rpc_server **ret) {
                 return -ENOMEM;
         strscpy(s->path, path, sizeof s->path);
         s->max_recv = max_recv ? max_recv : RPC_DEFAULT_MAX_RECV;
+        s->shutdown_tag = TK_SHUTDOWN;
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->idle, NULL);
+        pthread_once(&stream_once, stream_cond_init);
         *ret = s;
         return 0;
 }
@@ -655,6 +799,7 @@ struct rpc_server *rpc_server_free(struct rpc_server *s) {
                 return NULL;
         if (s->started) {
                 atomic_store(&s->stopping, true);
+                rpc_streams_wake(); /* streams waiting in rpc_stream_wait see the stop */
                 grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
                 grpc_server_cancel_all_calls(s->server);
                 pthread_join(s->thread, NULL);

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,8 +66,18 @@ typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_
 /* Send one message. 0, -EPIPE when the client is gone or the call was cancelled,
  * -ETIMEDOUT when the client does not take it within 10 s (the call is then cancelled). */
 int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len);
-/* Sleep up to timeout_ms. 0 on timeout, -EPIPE when the client has gone or the server stops. */
+/* Sleep up to timeout_ms (-1: no limit). 0 on timeout, -EPIPE when the client has gone or the
+ * server stops. An idle stream costs no wake-ups: it sleeps on a condition variable that only its
+ * call's completions, a stopping server and rpc_streams_wake signal. */
 int rpc_stream_wait(struct rpc_stream *s, int timeout_ms);
+/* The same, also returning 1 as soon as *value differs from `seen` — checked when the call
+ * starts waiting and at every rpc_streams_wake, so a writer changes *value and then calls
+ * rpc_streams_wake, and no change is missed. */
+int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen,
+                           int timeout_ms);
+/* Wake every stream in rpc_stream_wait_change (of every server) to look at its value again.
+ * Thread-safe, any thread, never blocks for long; spurious wake-ups are harmless. */
+void rpc_streams_wake(void);
 
 struct rpc_server;
 

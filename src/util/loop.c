@@ -122,7 +122,7 @@ int loop_timer_init(struct loop *l, struct loop_timer *t, loop_timer_fn fn, void
 }
 
 int loop_timer_start(struct loop_timer *t, uint64_t ms) {
-        if (!t || t->io.fd < 0)
+        if (!t || !t->io.loop || t->io.fd < 0)
                 return -EINVAL;
         /* it_value 0 would disarm: "as soon as possible" is 1 ns */
         struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L } };
@@ -135,7 +135,7 @@ int loop_timer_start(struct loop_timer *t, uint64_t ms) {
 }
 
 int loop_timer_stop(struct loop_timer *t) {
-        if (!t || t->io.fd < 0)
+        if (!t || !t->io.loop || t->io.fd < 0)
                 return -EINVAL;
         struct itimerspec its = { 0 };
         if (timerfd_settime(t->io.fd, 0, &its, NULL) < 0)
@@ -149,7 +149,7 @@ bool loop_timer_armed(const struct loop_timer *t) {
 }
 
 void loop_timer_done(struct loop_timer *t) {
-        if (!t || t->io.fd < 0)
+        if (!t || !t->io.loop || t->io.fd < 0) /* zeroed (never initialised) or done */
                 return;
         (void)loop_io_stop(&t->io);
         close(t->io.fd);
@@ -192,7 +192,7 @@ int loop_signal_init(struct loop *l, struct loop_signal *s, const sigset_t *mask
 }
 
 void loop_signal_done(struct loop_signal *s) {
-        if (!s || s->io.fd < 0)
+        if (!s || !s->io.loop || s->io.fd < 0) /* zeroed (never initialised) or done */
                 return;
         (void)loop_io_stop(&s->io);
         close(s->io.fd);
@@ -225,7 +225,7 @@ int loop_event_init(struct loop *l, struct loop_event *e, loop_event_fn fn, void
 }
 
 int loop_event_post(struct loop_event *e) {
-        if (!e || e->io.fd < 0)
+        if (!e || !e->io.loop || e->io.fd < 0)
                 return -EINVAL;
         uint64_t one = 1;
         if (write(e->io.fd, &one, sizeof one) != (ssize_t)sizeof one)
@@ -238,7 +238,7 @@ int loop_event_fd(const struct loop_event *e) {
 }
 
 void loop_event_done(struct loop_event *e) {
-        if (!e || e->io.fd < 0)
+        if (!e || !e->io.loop || e->io.fd < 0) /* zeroed (never initialised) or done */
                 return;
         (void)loop_io_stop(&e->io);
         close(e->io.fd);

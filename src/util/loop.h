@@ -13,6 +13,8 @@
  * Everything but loop_event_post runs on the loop's thread. Callbacks run one at a time, one
  * ready source per epoll_wait (so a callback may stop or free any other handle safely). A loop
  * that has nothing due sleeps in epoll_wait without a timeout: idle costs no wake-ups.
+ * A zeroed handle may be given to *_done and loop_io_stop (nothing happens), so a struct holding
+ * handles can be torn down whatever point its set-up reached.
  * Must never: log, block other than in epoll_wait, or keep an fd it was not given past *_done.
  */
 #pragma once

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * agent — the node agent (agent_run, agent.h): the kubelet device plugin daemon. Loads NVML,
+ * serves the DevicePlugin on a unix socket per resource, registers with kubelet and follows its
+ * restarts, keeps health, keeps the allocation record reconciled with PodResources and in the
+ * state file, answers `gpuslice status`, reloads its config on SIGHUP and stops cleanly on
+ * SIGTERM (sockets removed).
+ *
+ * One loop (util/loop.h) on the calling thread holds every source: signals, inotify, timers
+ * (registration retries, PodResources sync) and the wake-ups other threads post (Register ended,
+ * record changed, devices changed). Nothing polls: idle, the loop sleeps until a timer is due.
+ * The parts are in the files node.h lists. Must never: block the loop on kubelet or another peer
+ * for longer than a bounded timeout, or serve before the plugin table is complete.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/node.h"
+#include "monitor/monitor.h"
+#include "nvml/nvml.h"
+#include "util/log.h"
+#include "util/util.h"
+
+int node_on_devices_changed(struct node *n, node_change_fn fn, void *userdata) {
+        if (!n || !fn)
+                return -EINVAL;
+        if (n->n_change_hooks >= NODE_MAX_CHANGE_HOOKS)
+                return -ENOSPC;
+        n->change_hooks[n->n_change_hooks].fn = fn;
+        n->change_hooks[n->n_change_hooks++].userdata = userdata;
+        return 0;
+}
+
+static void on_devices_changed(struct loop_event *e) {
+        struct node *n = e->userdata;
+        for (unsigned i = 0; i < n->n_change_hooks; i++)
+                n->change_hooks[i].fn(n, n->change_hooks[i].userdata);
+}
+
+static void on_signal(struct loop_signal *s, int signo) {
+        struct node *n = s->userdata;
+        if (signo == SIGHUP) {
+                log_info("SIGHUP: reloading the config", "%s", "");
+                node_reload(n);
+                return;
+        }
+        log_info("stopping", "signal=%s", strsignal(signo));
+        loop_stop(&n->loop);
+}
+
+static void endpoint_name(const char *resource, char *buf, size_t len) {
+        snprintf(buf, len, "gpuslice-%s.sock", resource);
+        for (char *c = buf; *c; c++)
+                if (*c == '/')
+                        *c = '-';
+}
+
+/* NVML, the inventory and the plugin table. */
+static int setup_plugin(struct node *n) {
+        struct nvml_error ne = { 0 };
+        int r = nvml_open(n->cfg.nvml_library[0] ? n->cfg.nvml_library : NULL, &n->nvml, &ne);
+        if (r < 0)
+                return log_error_errno(r, "cannot load NVML", "func=%s nvml=\"%s\"", ne.func, ne.text);
+        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
+        if (!t)
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        r = nvml_inventory(n->nvml, t, &ne);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the GPUs", "func=%s nvml=\"%s\"", ne.func, ne.text);
+        struct plugin_options o;
+        plugin_options_from_config(&n->cfg, &o);
+        n->plugin = malloc(sizeof *n->plugin);
+        if (!n->plugin)
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        plugin_init(n->plugin, &o, t);
+        log_info("inventory", "gpus=%u devices=%u driver=%s", n->plugin->topo.n_gpus, n->plugin->n,
+                 n->plugin->topo.driver_version);
+        for (unsigned i = 0; i < n->plugin->n; i++)
+                if (!n->plugin->gpu[i].healthy)
+                        log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
+                                 n->plugin->gpu[i].reason);
+
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
+                const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
+                if (!res[0])
+                        continue;
+                struct endpoint *ep = &n->ep[n->n_ep++];
+                ep->kind = (enum plugin_kind)k;
+                ep->resource = res;
+                char name[sizeof ep->name];
+                endpoint_name(res, name, sizeof name);
+                strscpy(ep->name, name, sizeof ep->name);
+                if ((size_t)snprintf(ep->socket_path, sizeof ep->socket_path, "%s/%s", n->cfg.plugin_dir, name) >=
+                    sizeof ep->socket_path)
+                        return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+        }
+        if (n->n_ep > 1) {
+                log_info("sharing GPUs", "core=%s memory=%s memory_unit=%" PRIu64 " policy=%s interposer=%s",
+                         o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",
+                         o.memory_unit, o.spread ? "spread" : "binpack", o.interposer);
+                if (access(o.interposer, R_OK) < 0)
+                        log_warn("the CUDA interposer is missing: fractional Allocate calls will fail",
+                                 "interposer=%s", o.interposer);
+        }
+        return 0;
+}
+
+static int setup(struct node *n, const sigset_t *mask) {
+        char err[512];
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, err, sizeof err);
+        if (r < 0) {
+                log_error_errno(r, "bad configuration", "error=\"%s\"", err);
+                return -EINVAL;
+        }
+        log_set_level((enum log_level)n->cfg.log_level);
+        if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
+
+        r = loop_init(&n->loop);
+        if (r >= 0)
+                r = loop_signal_init(&n->loop, &n->signals, mask, on_signal, n);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the event loop", "%s", "");
+
+        r = setup_plugin(n);
+        if (r < 0)
+                return r;
+        if ((size_t)snprintf(n->kubelet_path, sizeof n->kubelet_path, "%s/%s", n->cfg.plugin_dir, KUBELET_SOCKET) >=
+                    sizeof n->kubelet_path ||
+            (size_t)snprintf(n->status_path, sizeof n->status_path, "%s/%s", n->cfg.state_dir, AGENT_STATUS_SOCKET) >=
+                    sizeof n->status_path)
+                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+        snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
+
+        r = persist_start(n);
+        if (r < 0)
+                return r;
+        r = loop_event_init(&n->loop, &n->changed, on_devices_changed, n);
+        if (r < 0)
+                return log_error_errno(r, "eventfd failed", "%s", "");
+        atomic_store(&n->plugin->change_fd, loop_event_fd(&n->changed));
+
+        bool loaded = state_restore(n);
+        bool synced = podresources_sync(n) == 0;
+        state_persist(n);
+        /* Only a record we can trust says which limits dirs are dead: with neither the state file
+         * nor kubelet's answer, a running container's dir would look dead (its processes would
+         * then fail to open their region). */
+        if (loaded || synced)
+                limits_cleanup(n);
+        else {
+                n->cleanup_pending = true;
+                log_warn("keeping every limits dir until PodResources answers", "dir=%s", n->plugin->opt.limits_root);
+        }
+
+        r = kubewatch_start(n);
+        if (r < 0)
+                return r;
+        r = status_start(n);
+        if (r < 0)
+                return r;
+        if (!n->cfg.health_disabled) {
+                r = health_start(&n->health, n->nvml, n->plugin, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                                 n->cfg.health_quiet_period_sec * 1000);
+                if (r < 0)
+                        return log_error_errno(r, "cannot start the health thread", "%s", "");
+        }
+        node_monitor_start(n);
+        /* Other parts started from the agent (node publishing, CDI spec regeneration) start
+         * here: a source on n->loop and/or node_on_devices_changed (node.h). */
+        r = podsync_start(n);
+        if (r < 0)
+                return r;
+        r = register_init(n);
+        if (r < 0)
+                return r;
+        for (unsigned k = 0; k < n->n_ep; k++)
+                serve_and_register(n, &n->ep[k], true);
+        return 0;
+}
+
+static void teardown(struct node *n) {
+        if (n->plugin) {
+                atomic_store(&n->plugin->stopping, true);
+                atomic_store(&n->plugin->change_fd, -1);
+        }
+        register_done(n); /* Register calls cancelled, plugin servers stopped */
+        health_stop(&n->health);
+        n->monitor = monitor_service_stop(n->monitor);
+        status_stop(n);
+        if (n->plugin)
+                state_persist(n);
+        podsync_stop(n);
+        kubewatch_stop(n);
+        persist_stop(n);
+        loop_event_done(&n->changed);
+        loop_signal_done(&n->signals);
+        loop_done(&n->loop);
+        if (n->plugin) {
+                plugin_done(n->plugin);
+                free(n->plugin);
+        }
+        n->nvml = nvml_close(n->nvml);
+        pthread_mutex_destroy(&n->status_lock);
+        pthread_mutex_destroy(&n->sync_lock);
+        rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
+}
+
+int agent_run(const struct agent_options *o) {
+        if (!o)
+                return -EINVAL;
+        sigset_t mask;
+        /* Block the signals before any thread exists, so every thread inherits the mask and only
+         * the loop's signalfd sees them. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        struct node *n = calloc(1, sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        n->args = o->args;
+        n->inofd = -1;
+        n->loop.epfd = -1;
+        pthread_mutex_init(&n->status_lock, NULL);
+        pthread_mutex_init(&n->sync_lock, NULL);
+        int r = setup(n, &mask);
+        if (r >= 0) {
+                r = loop_run(&n->loop);
+                if (r < 0)
+                        log_error_errno(r, "the event loop failed", "%s", "");
+        }
+        teardown(n);
+        free(n);
+        if (r >= 0)
+                log_info("stopped", "%s", "");
+        return r;
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * podsync — keeps the allocation record reconciled with kubelet's PodResources List: every
+ * PODRES_SYNC_MS on a loop timer, and for a status request (at most once per STATUS_SYNC_MS);
+ * removes the limits dirs of allocations that ended.
+ * Must never: run two syncs at once (sync_lock), or wait on kubelet longer than PODRES_TIMEOUT_MS.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "agent/node.h"
+#include "agent/podres.h"
+#include "agent/share.h"
+#include "podresources.pb-c.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define PODRES_TIMEOUT_MS 2000
+#define PODRES_SYNC_MS 10000
+#define STATUS_SYNC_MS 250 /* at most one PodResources call per this, however many ask */
+#define STATE_GRACE_SEC 120 /* a fresh Allocate may not be listed by PodResources yet */
+
+static bool owned_resource(const char *resource, void *userdata) {
+        const struct node *n = userdata;
+        for (unsigned k = 0; k < n->n_ep; k++)
+                if (streq(resource, n->ep[k].resource))
+                        return true;
+        return false;
+}
+
+/* Per-container limits dirs of allocations the state no longer holds. */
+void limits_cleanup(struct node *n) {
+        if (n->n_ep < 2)
+                return;
+        int r = share_cleanup_dirs(n->plugin);
+        if (r > 0)
+                log_info("removed limits dirs of ended allocations", "count=%d dir=%s", r, n->plugin->opt.limits_root);
+        else if (r < 0 && r != -ENOENT)
+                log_warn_errno(r, "cannot clean the limits dirs", "dir=%s", n->plugin->opt.limits_root);
+}
+
+static int sync_locked(struct node *n) {
+        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+        _cleanup_(freep) uint8_t *buf = NULL;
+        _cleanup_(freep) uint8_t *resp = NULL;
+        size_t len = 0, resp_len = 0;
+        char target[PATH_MAX + 8];
+        struct rpc_status st;
+
+        if (!n->cfg.pod_resources_socket[0] || !file_exists(n->cfg.pod_resources_socket))
+                return -ENOENT;
+        int r = rpc_pack(&req.base, &buf, &len);
+        if (r < 0)
+                return r;
+        snprintf(target, sizeof target, "unix:%s", n->cfg.pod_resources_socket);
+        r = rpc_call_unary(target, "/v1.PodResourcesLister/List", buf, len, PODRES_TIMEOUT_MS, &resp, &resp_len, &st);
+        if (r < 0)
+                return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
+                                      n->cfg.pod_resources_socket, rpc_code_name(st.code), st.message);
+        struct podres_reports pr;
+        r = podres_decode(resp, resp_len, &pr);
+        if (r == -EBADMSG)
+                return log_warn_errno(r, "cannot decode the PodResources List answer", "%s", "");
+        if (r < 0)
+                return log_error_errno(r, "out of memory", "%s", "");
+        size_t added = 0, removed = 0, updated = 0, skipped = 0;
+        uint64_t now = (uint64_t)time(NULL);
+        pthread_mutex_lock(&n->plugin->lock);
+        r = state_reconcile(&n->plugin->state, pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
+                            &removed, &updated, &skipped);
+        if (r >= 0 && (added || removed)) {
+                (void)share_fixup_state(n->plugin);
+                plugin_changed(n->plugin); /* whole/fraction exclusion may change */
+        }
+        pthread_mutex_unlock(&n->plugin->lock);
+        podres_reports_done(&pr);
+        if (r < 0)
+                return log_warn_errno(r, "cannot reconcile with PodResources", "%s", "");
+        if (added || removed || updated) {
+                log_info("reconciled with PodResources", "added=%zu removed=%zu updated=%zu skipped=%zu", added,
+                         removed, updated, skipped);
+                (void)loop_event_post(&n->persist);
+        }
+        if (removed || n->cleanup_pending) {
+                n->cleanup_pending = false;
+                limits_cleanup(n);
+        }
+        return 0;
+}
+
+int podresources_sync(struct node *n) {
+        pthread_mutex_lock(&n->sync_lock);
+        int r = sync_locked(n);
+        pthread_mutex_unlock(&n->sync_lock);
+        return r;
+}
+
+void podsync_status_request(struct node *n) {
+        pthread_mutex_lock(&n->sync_lock);
+        uint64_t now = loop_now_ms();
+        if (!n->last_status_sync_ms || now - n->last_status_sync_ms >= STATUS_SYNC_MS) {
+                (void)sync_locked(n);
+                n->last_status_sync_ms = loop_now_ms();
+        }
+        pthread_mutex_unlock(&n->sync_lock);
+}
+
+static void on_sync(struct loop_timer *t) {
+        struct node *n = t->userdata;
+        (void)podresources_sync(n);
+        (void)loop_timer_start(t, PODRES_SYNC_MS);
+}
+
+int podsync_start(struct node *n) {
+        int r = loop_timer_init(&n->loop, &n->sync_timer, on_sync, n);
+        if (r >= 0)
+                r = loop_timer_start(&n->sync_timer, PODRES_SYNC_MS);
+        if (r < 0)
+                return log_error_errno(r, "timerfd failed", "%s", "");
+        return 0;
+}
+
+void podsync_stop(struct node *n) {
+        loop_timer_done(&n->sync_timer);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * reload — the configuration as the plugin sees it (plugin options), and SIGHUP: build the config
+ * again and apply what may change at run time (log level, device list strategy, policy, Xid
+ * ignore list, quiet period); the rest changes only on restart (logged).
+ * Must never: apply a config that failed to build (the old one stays).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/node.h"
+#include "util/log.h"
+#include "util/util.h"
+
+void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o) {
+        memset(o, 0, sizeof *o);
+        strscpy(o->resource, config_whole_gpu_resource(cfg), sizeof o->resource);
+        o->ids_by_index = cfg->device_id_strategy == CONFIG_DEVICE_ID_INDEX;
+        o->list_envvar = cfg->device_list_strategy & CONFIG_DEVICE_LIST_ENVVAR;
+        o->list_cdi = cfg->device_list_strategy & CONFIG_DEVICE_LIST_CDI;
+        snprintf(o->cdi_kind, sizeof o->cdi_kind, "%s/%s", cfg->cdi_vendor, cfg->cdi_class);
+        strscpy(o->dev_root, cfg->dev_root, sizeof o->dev_root);
+        const struct config_profile_info *pi = config_profile_info(cfg->profile);
+        if (pi && pi->core_resource)
+                strscpy(o->core_resource, pi->core_resource, sizeof o->core_resource);
+        if (pi && pi->memory_resource)
+                strscpy(o->memory_resource, pi->memory_resource, sizeof o->memory_resource);
+        o->memory_unit = o->memory_resource[0] ? config_memory_unit(cfg) : 0;
+        o->spread = cfg->alloc_policy == CONFIG_POLICY_SPREAD;
+        o->limit_when_alone = cfg->limit_when_alone;
+        strscpy(o->interposer, cfg->interposer_library, sizeof o->interposer);
+        if ((size_t)snprintf(o->limits_root, sizeof o->limits_root, "%.4080s/containers", cfg->state_dir) >=
+            sizeof o->limits_root)
+                o->limits_root[0] = 0; /* refused at Allocate: the state dir path is too long */
+}
+
+
+static void apply_runtime_config(struct node *n) {
+        log_set_level((enum log_level)n->cfg.log_level);
+        struct plugin_options o;
+        plugin_options_from_config(&n->cfg, &o);
+        pthread_mutex_lock(&n->plugin->lock);
+        /* Resource names, units and the limits root are fixed for the plugin's life. */
+        strscpy(o.resource, n->plugin->opt.resource, sizeof o.resource);
+        strscpy(o.core_resource, n->plugin->opt.core_resource, sizeof o.core_resource);
+        strscpy(o.memory_resource, n->plugin->opt.memory_resource, sizeof o.memory_resource);
+        o.memory_unit = n->plugin->opt.memory_unit;
+        strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
+        n->plugin->opt = o;
+        pthread_mutex_unlock(&n->plugin->lock);
+        if (n->health.running)
+                health_set_options(&n->health, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                                   n->cfg.health_quiet_period_sec * 1000);
+}
+
+void node_reload(struct node *n) {
+        struct gpuslice_config c;
+        char err[512];
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &c, err, sizeof err);
+        if (r < 0) {
+                log_error_errno(r, "config reload failed, keeping the old config", "error=\"%s\"", err);
+                return;
+        }
+        if (!streq(c.plugin_dir, n->cfg.plugin_dir) || !streq(c.state_dir, n->cfg.state_dir) ||
+            !streq(config_whole_gpu_resource(&c), config_whole_gpu_resource(&n->cfg)) ||
+            c.health_disabled != n->cfg.health_disabled || c.profile != n->cfg.profile ||
+            config_memory_unit(&c) != config_memory_unit(&n->cfg))
+                log_warn("plugin dir, state dir, resource names, memory unit and health.disabled change only on "
+                         "restart",
+                         "%s", "");
+        strscpy(c.plugin_dir, n->cfg.plugin_dir, sizeof c.plugin_dir);
+        strscpy(c.state_dir, n->cfg.state_dir, sizeof c.state_dir);
+        strscpy(c.whole_gpu_resource, n->cfg.whole_gpu_resource, sizeof c.whole_gpu_resource);
+        c.health_disabled = n->cfg.health_disabled;
+        pthread_mutex_lock(&n->sync_lock); /* the status thread's PodResources sync reads cfg */
+        n->cfg = c;
+        pthread_mutex_unlock(&n->sync_lock);
+        apply_runtime_config(n);
+        log_info("config reloaded", "quiet_period_s=%" PRIu64 " xid_ignored=%zu", c.health_quiet_period_sec,
+                 c.n_xid_ignore);
+}
