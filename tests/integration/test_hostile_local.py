@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hostile local clients against the node agent's own listeners: the status socket
-(<state-dir>/gpuslice.sock) and the metrics HTTP server (--metrics-address). Whatever they do —
+(<state-dir>/gpuslice.sock, HTTP: GET /v1/status) and the metrics HTTP server (--metrics-address). Whatever they do —
 say nothing (slowloris), send megabytes, open many connections, never read the answer — the agent
 must not crash, must keep serving kubelet (Allocate, ListAndWatch health pushes) and must answer
 honest clients again once they stop. Every wait is bounded; reuses test_agent.py's Env.
@@ -90,32 +90,56 @@ def still_serving_kubelet(e, ids, gpu):
     check(len(e.kubelet.law_ends) == 0, "ListAndWatch ended: %s" % e.kubelet.law_ends)
 
 
+def unix_http(path, data):
+    """Send raw bytes to the status socket; (what the agent answered, whether it closed)."""
+    s = unix_connect(path)()
+    out = b""
+    try:
+        s.sendall(data)
+        while True:
+            k = s.recv(65536)
+            if not k:
+                return out, True
+            out += k
+    except OSError:
+        return out, False
+    finally:
+        s.close()
+
+
 def test_status_hostile(e):
     e.start_agent()
     e.registered()
     ids = e.ids()
     path = os.path.join(e.state_dir, "gpuslice.sock")
     connect = unix_connect(path)
-    # A megabyte instead of "status\n": refused, the rest never read.
+    # A megabyte of request line: refused, the rest never read.
     s = connect()
     try:
-        s.sendall(b"status" + b"x" * (1 << 20))
+        s.sendall(b"GET /v1/status" + b"x" * (1 << 20))
     except OSError:
         pass  # the agent may close before we finish writing
     s.close()
-    # Requests that are not "status": an error line, then closed.
-    for req in (b"\x00\xff\xfe\n", b"STATUS\n", b"\n"):
-        s = connect()
-        s.sendall(req)
-        check(b"unknown request" in s.recv(4096), "answer to %r" % req)
-        s.close()
+    # The old line protocol and garbage: never a status answer (libmicrohttpd closes on a request
+    # line it cannot parse, answers 400, or waits for more until its 10 s idle timeout); unknown
+    # paths and methods: an HTTP error, then closed.
+    for req in (b"status\n\n", b"status\r\n\r\n", b"\x00\xff\xfe\r\n\r\n"):
+        got, _ = unix_http(path, req)
+        check(got == b"" or got.startswith(b"HTTP/1.1 400"), "answer to %r: %r" % (req, got[:80]))
+    for req, want in (
+                      (b"GET /v1/other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"HTTP/1.1 404"),
+                      (b"DELETE /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"HTTP/1.1 405")):
+        got, closed = unix_http(path, req)
+        check(got.startswith(want) and closed, "answer to %r: %r (closed: %s)" % (req, got[:80], closed))
+    got, closed = unix_http(path, b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 200") and b'"devices"' in got and closed, "raw status: %r" % got[:200])
     # Asks and never reads, with the smallest receive buffer.
     lazy = []
     for _ in range(4):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
         s.connect(path)
-        s.sendall(b"status\n")
+        s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
         lazy.append(s)
     # Slowloris: many clients that connect and say nothing, reconnecting as soon as dropped.
     t0 = time.monotonic()
