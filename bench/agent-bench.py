@@ -181,6 +181,95 @@ def reactions(args, stubs, topo_path, rounds):
     return out
 
 
+def task_switches(pid):
+    """{tid: voluntary + involuntary context switches} of every thread of pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                v = 0
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        v += int(line.split()[1])
+                out[tid] = v
+        except OSError:
+            pass  # the thread ended
+    return out
+
+
+def wakeups(args, stubs, topo_path, build, seconds):
+    """Idle wake-ups per second of all the agent's threads (context switches, voluntary and
+    involuntary, summed over /proc/PID/task/*/status) with the kubelet stand-in connected and the
+    three resources of the gpuslice profile streaming; also RPC latency and memory of that agent."""
+    tmp, plugin_dir, env = start_agent(args, topo_path)
+    env["LD_LIBRARY_PATH"] = os.path.join(build, "sim")
+    lib = os.path.join(tmp, "libgpuslice-cuda.so")
+    open(lib, "w").close()
+    k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
+    k.start()
+    agent = subprocess.Popen([os.path.join(build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
+                              "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
+                              os.path.join(tmp, "podres.sock"), "--log-level", "warn", "--resource-profile",
+                              "gpuslice", "--interposer", lib], env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
+    res = {}
+    try:
+        eps = ["gpuslice-nvidia.com-gpu.sock", "gpuslice-gpuslice.io-gpu-core.sock", "gpuslice-gpuslice.io-gpu-memory.sock"]
+        k.wait_for(lambda: all(k.last_ids(ep) for ep in eps), 30, "three registrations and streams")
+        pb = stubs["deviceplugin_pb2"]
+        ids = k.last_ids(eps[0])
+        stub, _ = k.plugin_stub(eps[0])
+        preq = pb.PreferredAllocationRequest()
+        preq.container_requests.add(available_deviceIDs=ids[: len(ids) // 2 + 1], allocation_size=2)
+        areq = pb.AllocateRequest()
+        areq.container_requests.add(devices_ids=ids[:2])
+        for name, fn, req in (("preferred", stub.GetPreferredAllocation, preq), ("allocate", stub.Allocate, areq)):
+            for _ in range(50):
+                fn(req, timeout=5)
+            lat = []
+            for _ in range(args.iterations):
+                t0 = time.perf_counter()
+                fn(req, timeout=5)
+                lat.append((time.perf_counter() - t0) * 1e6)
+            res[name] = (statistics.median(lat), pct(lat, 99))
+        time.sleep(3)  # let the record be written and the streams settle
+        with k.cond:
+            n_law = len(k.law)
+        a = task_switches(agent.pid)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        b = task_switches(agent.pid)
+        t1 = time.monotonic()
+        with k.cond:
+            res["law_messages"] = len(k.law) - n_law
+        res["threads"] = len(b)
+        res["wakeups"] = sum(b[t] - a.get(t, 0) for t in b) / (t1 - t0)
+        res["per_thread"] = sorted(((b[t] - a.get(t, 0)) / (t1 - t0) for t in b), reverse=True)
+        res["mem"] = proc_status(agent.pid)
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(10)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+        k.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def build_base(args, work):
+    """The base commit built in a temporary worktree (only the gpuslice program and the simulator)."""
+    wt = os.path.join(work, "base")
+    subprocess.run(["git", "-C", args.source, "worktree", "add", "--detach", wt, args.base], check=True,
+                   capture_output=True)
+    bdir = os.path.join(wt, "build")
+    subprocess.run(["cmake", "-S", wt, "-B", bdir, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                    "-DGPUSLICE_SHARED_DIR=" + os.path.abspath(args.shared)], check=True,
+                   capture_output=True)
+    subprocess.run(["cmake", "--build", bdir, "-j2", "--target", "gpuslice", "gpuslice_sim_nvml"], check=True,
+                   capture_output=True)
+    return wt, bdir
+
+
 def sharing(args, stubs, topo_path, iterations):
     """The gpuslice profile: fractional preferred/allocate latency and ListAndWatch sizes."""
     tmp, plugin_dir, env = start_agent(args, topo_path)
@@ -232,6 +321,25 @@ def sharing(args, stubs, topo_path, iterations):
     return res
 
 
+def print_wakeups(args, wake):
+    if args.markdown:
+        print("| idle, kubelet connected, 3 resources streaming (%.0f s) | before (%s) | after |" % (
+            args.wakeup_seconds, args.base))
+        print("|---|---|---|")
+    rows = (("wake-ups per second, all threads", "%.1f", lambda r: r["wakeups"]),
+            ("busiest threads (wake-ups/s)", "%s", lambda r: ", ".join("%.1f" % v for v in r["per_thread"][:4])),
+            ("threads", "%d", lambda r: r["threads"]),
+            ("ListAndWatch messages while idle", "%d", lambda r: r["law_messages"]),
+            ("GetPreferredAllocation p50 / p99", "%s", lambda r: "%.0f µs / %.0f µs" % r["preferred"]),
+            ("Allocate p50 / p99", "%s", lambda r: "%.0f µs / %.0f µs" % r["allocate"]),
+            ("VmRSS / RssAnon", "%s", lambda r: "%s / %s" % (r["mem"].get("VmRSS"), r["mem"].get("RssAnon"))))
+    for name, fmt, get in rows:
+        b, a = fmt % get(wake["before"]), fmt % get(wake["after"])
+        print(("| %s | %s | %s |" if args.markdown else "%s: before %s, after %s") % (name, b, a))
+    print()
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -241,6 +349,9 @@ def main():
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=10, help="rounds of each reaction measured")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--wakeup-seconds", type=float, default=60, help="idle wake-up measurement window")
+    ap.add_argument("--base", default="3de4a59", help="commit measured as 'before' (built in a temporary worktree)")
+    ap.add_argument("--only-wakeups", action="store_true", help="only the before/after wake-up comparison")
     args = ap.parse_args()
     stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
     work = tempfile.mkdtemp(prefix="gpuslice-bench-topo-")
@@ -250,6 +361,15 @@ def main():
         with open(big, "w") as f:
             f.write(big_node())
         seed = os.path.join(args.shared, "topologies", "seed000-8gpu-pcie-2socket.topo")
+        wt, base_build = build_base(args, work)
+        try:
+            wake = {"after": wakeups(args, stubs, seed, args.build, args.wakeup_seconds),
+                    "before": wakeups(args, stubs, seed, base_build, args.wakeup_seconds)}
+        finally:
+            subprocess.run(["git", "-C", args.source, "worktree", "remove", "--force", wt], capture_output=True)
+        print_wakeups(args, wake)
+        if args.only_wakeups:
+            return
         results = [run(args, stubs, seed, 8, args.iterations), run(args, stubs, big, 64, args.iterations)]
         react = reactions(args, stubs, seed, args.rounds)
         share = sharing(args, stubs, seed, min(args.iterations, 500))

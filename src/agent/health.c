@@ -54,8 +54,10 @@ static void *health_thread(void *arg) {
         while (!atomic_load(&h->stop)) {
                 uint64_t now = health_now_ms();
                 if (now >= next_probe) {
-                        health_probe(h, now);
+                        uint64_t recovery = health_probe(h, now);
                         next_probe = health_now_ms() + HEALTH_PROBE_MS;
+                        if (recovery && recovery < next_probe)
+                                next_probe = MAX(recovery, health_now_ms() + 1);
                         /* GPUs that came back (or could not be registered at start) get registered again. */
                         for (unsigned i = 0; ev && i < h->plugin->n; i++) {
                                 unsigned idx = (unsigned)h->plugin->gpu[i].index;
@@ -144,10 +146,11 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
         return 0;
 }
 
-void health_probe(struct health *h, uint64_t now_ms) {
+uint64_t health_probe(struct health *h, uint64_t now_ms) {
         pthread_mutex_lock(&h->lock);
         uint64_t quiet = h->quiet_ms;
         pthread_mutex_unlock(&h->lock);
+        uint64_t due = 0;
         for (unsigned i = 0; i < h->plugin->n; i++) {
                 struct nvml_error err = { 0 };
                 const struct plugin_gpu *g = &h->plugin->gpu[i];
@@ -170,7 +173,16 @@ void health_probe(struct health *h, uint64_t now_ms) {
                         if (!was && now_ok)
                                 log_info("GPU healthy again", "gpu=%d id=%s", g->index, g->id);
                 }
+                /* a GPU counting its quiet period turns healthy at ok_since + quiet: probe it then */
+                pthread_mutex_lock(&h->plugin->lock);
+                if (!g->healthy && g->ok_since_ms) {
+                        uint64_t at = g->ok_since_ms + quiet;
+                        if (!due || at < due)
+                                due = at;
+                }
+                pthread_mutex_unlock(&h->plugin->lock);
         }
+        return due;
 }
 
 void health_stop(struct health *h) {

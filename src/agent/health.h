@@ -46,8 +46,10 @@ bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xi
 int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms);
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
-/* Probe every GPU once (the health thread, every HEALTH_PROBE_MS). */
-void health_probe(struct health *h, uint64_t now_ms);
+/* Probe every GPU once (the health thread, every HEALTH_PROBE_MS). Returns when the next GPU
+ * counting its quiet period turns healthy if it keeps answering (CLOCK_MONOTONIC ms), 0 none:
+ * the thread probes again then, so recovery is listed right when the quiet period ends. */
+uint64_t health_probe(struct health *h, uint64_t now_ms);
 /* Stop and join the thread. Safe on a never-started struct that was zeroed. */
 void health_stop(struct health *h);
 
