@@ -182,16 +182,18 @@ def reactions(args, stubs, topo_path, rounds):
 
 
 def task_switches(pid):
-    """{tid: voluntary + involuntary context switches} of every thread of pid."""
+    """{tid: (name, voluntary + involuntary context switches)} of every thread of pid."""
     out = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                v = 0
+                v, name = 0, "?"
                 for line in f:
+                    if line.startswith("Name:"):
+                        name = line.split(None, 1)[1].strip()
                     if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
                         v += int(line.split()[1])
-                out[tid] = v
+                out[tid] = (name, v)
         except OSError:
             pass  # the thread ended
     return out
@@ -215,6 +217,25 @@ def wakeups(args, stubs, topo_path, build, seconds):
     try:
         eps = ["gpuslice-nvidia.com-gpu.sock", "gpuslice-gpuslice.io-gpu-core.sock", "gpuslice-gpuslice.io-gpu-memory.sock"]
         k.wait_for(lambda: all(k.last_ids(ep) for ep in eps), 30, "three registrations and streams")
+        time.sleep(3)  # let start-up settle
+
+        def window(key):
+            with k.cond:
+                n_law = len(k.law)
+            a = task_switches(agent.pid)
+            t0 = time.monotonic()
+            time.sleep(seconds)
+            b = task_switches(agent.pid)
+            t1 = time.monotonic()
+            with k.cond:
+                res[key + "law_messages"] = len(k.law) - n_law
+            # a thread that started during the window counts from 0
+            per = [((b[t][1] - a.get(t, ("", 0))[1]) / (t1 - t0), b[t][0]) for t in b]
+            res[key + "threads"] = len(b)
+            res[key + "wakeups"] = sum(v for v, _ in per)
+            res[key + "per_thread"] = sorted(per, reverse=True)
+
+        window("")  # a node without pods
         pb = stubs["deviceplugin_pb2"]
         ids = k.last_ids(eps[0])
         stub, _ = k.plugin_stub(eps[0])
@@ -231,19 +252,10 @@ def wakeups(args, stubs, topo_path, build, seconds):
                 fn(req, timeout=5)
                 lat.append((time.perf_counter() - t0) * 1e6)
             res[name] = (statistics.median(lat), pct(lat, 99))
-        time.sleep(3)  # let the record be written and the streams settle
-        with k.cond:
-            n_law = len(k.law)
-        a = task_switches(agent.pid)
-        t0 = time.monotonic()
-        time.sleep(seconds)
-        b = task_switches(agent.pid)
-        t1 = time.monotonic()
-        with k.cond:
-            res["law_messages"] = len(k.law) - n_law
-        res["threads"] = len(b)
-        res["wakeups"] = sum(b[t] - a.get(t, 0) for t in b) / (t1 - t0)
-        res["per_thread"] = sorted(((b[t] - a.get(t, 0)) / (t1 - t0) for t in b), reverse=True)
+        # a pod holds the two GPUs (PodResources names it): the agent keeps reconciling every 10 s
+        k.pods = [("bench", "pod-0", "main", "nvidia.com/gpu", ids[:2])]
+        time.sleep(3)
+        window("pods ")
         res["mem"] = proc_status(agent.pid)
     finally:
         agent.terminate()
@@ -326,10 +338,15 @@ def print_wakeups(args, wake):
         print("| idle, kubelet connected, 3 resources streaming (%.0f s) | before (%s) | after |" % (
             args.wakeup_seconds, args.base))
         print("|---|---|---|")
-    rows = (("wake-ups per second, all threads", "%.1f", lambda r: r["wakeups"]),
-            ("busiest threads (wake-ups/s)", "%s", lambda r: ", ".join("%.1f" % v for v in r["per_thread"][:4])),
+    def busiest(per):
+        return ", ".join("%s %.1f" % (name, v) for v, name in per[:5])
+
+    rows = (("wake-ups per second, all threads (no pods)", "%.1f", lambda r: r["wakeups"]),
+            ("busiest threads (no pods)", "%s", lambda r: busiest(r["per_thread"])),
+            ("wake-ups per second, all threads (a pod holding 2 GPUs)", "%.1f", lambda r: r["pods wakeups"]),
+            ("busiest threads (a pod holding 2 GPUs)", "%s", lambda r: busiest(r["pods per_thread"])),
             ("threads", "%d", lambda r: r["threads"]),
-            ("ListAndWatch messages while idle", "%d", lambda r: r["law_messages"]),
+            ("ListAndWatch messages while idle", "%d", lambda r: r["law_messages"] + r["pods law_messages"]),
             ("GetPreferredAllocation p50 / p99", "%s", lambda r: "%.0f µs / %.0f µs" % r["preferred"]),
             ("Allocate p50 / p99", "%s", lambda r: "%.0f µs / %.0f µs" % r["allocate"]),
             ("VmRSS / RssAnon", "%s", lambda r: "%s / %s" % (r["mem"].get("VmRSS"), r["mem"].get("RssAnon"))))

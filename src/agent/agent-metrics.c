@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "agent/share.h"
 #include "metrics/metrics.h"
 #include "monitor/monitor.h"

@@ -9,7 +9,7 @@
  * One loop (util/loop.h) on the calling thread holds every source: signals, inotify, timers
  * (registration retries, PodResources sync) and the wake-ups other threads post (Register ended,
  * record changed, devices changed). Nothing polls: idle, the loop sleeps until a timer is due.
- * The parts are in the files node.h lists. Must never: block the loop on kubelet or another peer
+ * The parts are in the files node-internal.h lists. Must never: block the loop on kubelet or another peer
  * for longer than a bounded timeout, or serve before the plugin table is complete.
  */
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
@@ -174,7 +174,7 @@ static int setup(struct node *n, const sigset_t *mask) {
         }
         node_monitor_start(n);
         /* Other parts started from the agent (node publishing, CDI spec regeneration) start
-         * here: a source on n->loop and/or node_on_devices_changed (node.h). */
+         * here: a source on n->loop and/or node_on_devices_changed (node-internal.h). */
         r = podsync_start(n);
         if (r < 0)
                 return r;

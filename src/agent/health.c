@@ -47,6 +47,7 @@ static void sleep_until(struct health *h, uint64_t until_ms) {
  * next probe, so within HEALTH_PROBE_MS plus one probe round. */
 static void *health_thread(void *arg) {
         struct health *h = arg;
+        pthread_setname_np(pthread_self(), "health");
         struct nvml_events *ev = h->events;
         struct nvml_error err = { 0 };
         uint64_t next_probe = 0;

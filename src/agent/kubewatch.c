@@ -11,7 +11,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "util/log.h"
 #include "util/util.h"
 

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "agent/share.h"
 #include "state/state.h"
 #include "util/log.h"

@@ -109,6 +109,12 @@ void plugin_init(struct plugin *p, const struct plugin_options *opt, const struc
         atomic_store(&p->notified, 1);
 }
 
+static uint64_t plugin_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 void plugin_notify(struct plugin *p) {
         uint64_t g = atomic_load(&p->generation);
         if (atomic_exchange(&p->notified, g) == g)
@@ -296,11 +302,20 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode Empty");
         v1beta1__empty__free_unpacked(in, NULL);
 
-        uint64_t sent = 0;
+        uint64_t sent = 0, sent_ms = 0;
         for (;;) {
                 if (atomic_load(&p->stopping))
                         return rpc_error(st, RPC_UNAVAILABLE, "plugin is stopping");
                 if (atomic_load(&p->generation) != sent) {
+                        /* A burst of changes (an Allocate per pod) is sent as one list: at most one
+                         * message per PLUGIN_WATCH_MIN_MS, the first of a burst at once. */
+                        uint64_t now = plugin_now_ms();
+                        if (sent_ms && now - sent_ms < PLUGIN_WATCH_MIN_MS) {
+                                if (rpc_stream_wait(s, (int)(PLUGIN_WATCH_MIN_MS - (now - sent_ms))) < 0)
+                                        return rpc_error(st, RPC_CANCELLED, "stream closed");
+                                continue;
+                        }
+                        sent_ms = now;
                         uint8_t *buf = NULL;
                         size_t n = 0;
                         if (plugin_pack_devices_kind(p, kind, &buf, &n, &sent) < 0)

@@ -26,6 +26,8 @@
 #include "topo/topo.h"
 
 #define PLUGIN_API_VERSION "v1beta1"
+/* A stream sends at most one list per this (a burst of changes becomes one message). */
+#define PLUGIN_WATCH_MIN_MS 100
 /* A stream re-reads the generation at least this often even if nobody woke it. */
 #define PLUGIN_WATCH_SAFETY_MS 60000
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "deviceplugin.pb-c.h"
 #include "util/log.h"
 #include "util/util.h"

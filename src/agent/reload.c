@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "util/log.h"
 #include "util/util.h"
 

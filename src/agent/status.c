@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 #include "agent/agent.h"
-#include "agent/node.h"
+#include "agent/node-internal.h"
 #include "agent/share.h"
 #include "http/http.h"
 #include "util/log.h"

@@ -477,6 +477,7 @@ static void call_run_stream(struct rpc_call *c) {
 static void *call_thread(void *arg) {
         struct rpc_call *c = arg;
         struct rpc_server *srv = c->srv;
+        pthread_setname_np(pthread_self(), "rpc-stream");
 
         if (c->kind == CALL_GENERIC)
                 call_run_generic(c);
@@ -629,6 +630,7 @@ static void spawn(struct rpc_server *srv, struct rpc_call *c) {
 
 static void *server_thread(void *arg) {
         struct rpc_server *srv = arg;
+        pthread_setname_np(pthread_self(), "rpc-server");
         struct rpc_call *generic = NULL;
         bool shut = false, cq_shut = false;
 
@@ -851,6 +853,20 @@ struct rpc_client_call {
         struct rpc_status st;
 };
 
+static grpc_channel *channel_create(const char *target) {
+        grpc_arg args[1];
+        args[0].type = GRPC_ARG_INTEGER;
+        args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+        args[0].value.integer = 16 << 20;
+        grpc_channel_args ca = { .num_args = 1, .args = args };
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        grpc_channel *ch = grpc_channel_create(target, creds, &ca);
+        grpc_channel_credentials_release(creds);
+        return ch;
+}
+
+/* One unary call on a channel of its own: a channel kept between calls costs more idle wake-ups
+ * (gRPC's backup poller and channel timers) than a handshake per call. */
 static int call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
                       uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st,
                       struct rpc_client_call *holder) {
@@ -863,14 +879,7 @@ static int call_unary(const char *target, const char *method, const void *req, s
                 return -EINVAL;
         pthread_once(&grpc_once, grpc_init_once);
 
-        grpc_arg args[1];
-        args[0].type = GRPC_ARG_INTEGER;
-        args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-        args[0].value.integer = 16 << 20;
-        grpc_channel_args ca = { .num_args = 1, .args = args };
-        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-        grpc_channel *ch = grpc_channel_create(target, creds, &ca);
-        grpc_channel_credentials_release(creds);
+        grpc_channel *ch = channel_create(target);
         if (!ch)
                 return -ENOMEM;
         grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
@@ -955,6 +964,7 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
 
 static void *client_call_thread(void *arg) {
         struct rpc_client_call *c = arg;
+        pthread_setname_np(pthread_self(), "rpc-call");
         c->r = call_unary(c->target, c->method, c->req, c->req_len, c->timeout_ms, &c->resp, &c->resp_len, &c->st,
                           c);
         atomic_store(&c->done, true);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * node — what the node agent's own files share (never included outside src/agent): the agent's
+ * node-internal — what the node agent's own files share (never included outside src/agent): the agent's
  * state and each part's start/stop. agent.c owns the loop and calls the parts:
  *
  *   register.c   serve each resource's socket and register with kubelet (async, backoff timers)
