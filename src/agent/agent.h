@@ -3,7 +3,7 @@
  * agent — the node agent's public API, for the command line (src/cli/cmd-node.c, cmd-status.c):
  * run the kubelet device plugin daemon until SIGTERM, and ask a running one for its status.
  *
- * Status protocol: HTTP over the unix socket <state-dir>/gpuslice.sock (mode 0600), served by
+ * Status protocol: HTTP over the unix socket <state-dir>/gpuslice.sock (owner only), served by
  * src/http: `GET /v1/status` answers one line of JSON ({"resource", "registered", "resources":
  * [...], "devices": [{"id", "index", "health", "reason"?, "holder": {...}|null}], ...}).
  */

@@ -287,7 +287,7 @@ static int listen_unix(struct http_server *s) {
         if (fd < 0)
                 return -errno;
         (void)unlink(s->unix_path);
-        mode_t old = umask(0077); /* the file is created 0600: for its owner (root) only */
+        mode_t old = umask(0077); /* the file is for its owner (root) only */
         int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
         umask(old);
         if (r < 0 || listen(fd, 64) < 0) {

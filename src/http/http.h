@@ -57,7 +57,7 @@ struct http_server;
 int http_parse_address(const char *address, struct sockaddr_storage *ret, socklen_t *ret_len);
 
 /* A server for `address` (see http_parse_address), or for "unix:/PATH", a unix socket created at
- * start (mode 0600, a stale file replaced) and removed at free. 0, -EINVAL, -ENOMEM. */
+ * start (owner only, a stale file replaced) and removed at free. 0, -EINVAL, -ENOMEM. */
 int http_server_new(const char *address, struct http_server **ret);
 /* Serve `path` (exact match; the string is copied) with fn. Before start only: -EBUSY after,
  * -ENOSPC past HTTP_MAX_HANDLERS, -EEXIST for a path registered twice. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP server (src/http): addresses, registration rules, and real requests over TCP on
- * 127.0.0.1 with a raw socket client (status codes, bodies, limits). */
+ * 127.0.0.1 (and a unix socket) with a raw socket client (status codes, bodies, limits). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 
 #include "http/http.h"
 #include "util/util.h"
@@ -231,6 +233,59 @@ static void test_address_in_use(void **state) {
         http_server_free(a);
 }
 
+/* "unix:/PATH": served on a unix socket made owner-only, replaced if stale, removed at free. */
+static void test_unix_socket(void **state) {
+        (void)state;
+        char dir[] = "/tmp/gpuslice-http-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[108], addr[120];
+        snprintf(path, sizeof path, "%s/s.sock", dir);
+        snprintf(addr, sizeof addr, "unix:%s", path);
+        FILE *stale = fopen(path, "w");
+        assert_non_null(stale);
+        fclose(stale);
+        struct http_server *s;
+        assert_int_equal(http_server_new(addr, &s), 0);
+        assert_int_equal(http_server_handle(s, "/echo", echo, NULL), 0);
+        assert_int_equal(http_server_start(s), 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_true(S_ISSOCK(st.st_mode));
+        assert_int_equal(st.st_mode & 0077, 0); /* owner only */
+
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        strscpy(sa.sun_path, path, sizeof sa.sun_path);
+        struct timeval tv = { .tv_sec = 10 };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        const char *req = "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+        char buf[4096];
+        size_t got = 0;
+        for (ssize_t n; got + 1 < sizeof buf && (n = recv(fd, buf + got, sizeof buf - 1 - got, 0)) > 0;)
+                got += (size_t)n;
+        buf[got] = 0;
+        close(fd);
+        assert_true(startswith(buf, "HTTP/1.1 200"));
+        assert_non_null(strstr(buf, "GET /echo 0:"));
+
+        http_server_free(s);
+        assert_int_equal(stat(path, &st), -1); /* removed */
+        rmdir(dir);
+
+        assert_int_equal(http_server_new("unix:relative.sock", &s), -EINVAL);
+        char longp[200] = "unix:/";
+        memset(longp + 6, 'a', sizeof longp - 7);
+        longp[sizeof longp - 1] = 0;
+        assert_int_equal(http_server_new(longp, &s), -EINVAL);
+        assert_int_equal(http_server_new(NULL, &s), -EINVAL);
+        /* a dir that does not exist: start fails, nothing is served */
+        assert_int_equal(http_server_new("unix:/nonexistent-gpuslice-dir/s.sock", &s), 0);
+        assert_int_equal(http_server_start(s), -ENOENT);
+        http_server_free(s);
+}
+
 static void test_free_null(void **state) {
         (void)state;
         assert_null(http_server_free(NULL));
@@ -251,6 +306,7 @@ int main(void) {
                 cmocka_unit_test(test_address_bad),
                 cmocka_unit_test(test_handle_rules),
                 cmocka_unit_test(test_address_in_use),
+                cmocka_unit_test(test_unix_socket),
                 cmocka_unit_test(test_free_null),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "deviceplugin.pb-c.h"
@@ -89,8 +90,26 @@ static enum rpc_code hang_stream(void *userdata, const uint8_t *req, size_t req_
         (void)req;
         (void)req_len;
         (void)st;
-        while (rpc_stream_wait(s, 50) == 0)
+        while (rpc_stream_wait(s, -1) == 0) /* no timeout: only the client or a stopping server ends it */
                 ;
+        return RPC_OK;
+}
+
+/* Waits for `changed` to move (rpc_stream_wait_change), then sends one message saying why it
+ * stopped waiting: "woke" (the value moved), "timeout" (1 s passed) or nothing (closed). */
+static atomic_uint_fast64_t changed;
+static enum rpc_code wait_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                 struct rpc_status *st) {
+        (void)userdata;
+        (void)req;
+        (void)req_len;
+        (void)st;
+        uint64_t seen = atomic_load(&changed);
+        int r = rpc_stream_wait_change(s, &changed, seen, 1000);
+        if (r == 1)
+                (void)rpc_stream_send(s, "woke", 4);
+        else if (r == 0)
+                (void)rpc_stream_send(s, "timeout", 7);
         return RPC_OK;
 }
 
@@ -105,6 +124,7 @@ static int setup(void **state) {
         assert_int_equal(rpc_server_add_unary(f->srv, "/t.T/Echo", echo, f), 0);
         assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Count", counter_stream, f), 0);
         assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Hang", hang_stream, f), 0);
+        assert_int_equal(rpc_server_add_stream(f->srv, "/t.T/Wait", wait_stream, f), 0);
         assert_int_equal(rpc_server_start(f->srv), 0);
         *state = f;
         return 0;
@@ -236,6 +256,57 @@ static void test_stream_cancelled_by_free(void **state) {
         assert_true(atomic_load(&f->stream_sent) >= 1);
 }
 
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A stream waiting for a change: a wake-up without a change keeps it waiting, a change plus
+ * rpc_streams_wake ends the wait at once (no polling), and with neither it times out. */
+static void test_stream_woken_by_change(void **state) {
+        struct fixture *f = *state;
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Wait", "", 0, 10000, -1, &c), 0);
+        usleep(200 * 1000); /* the handler is waiting (its call has arrived) */
+        rpc_streams_wake(); /* spurious: the value did not move */
+        usleep(100 * 1000);
+        assert_false(rpc_call_done(c));
+        uint64_t t0 = now_ms();
+        atomic_fetch_add(&changed, 1);
+        rpc_streams_wake();
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        int r = rpc_call_finish(c, &resp, &n, NULL);
+        uint64_t dt = now_ms() - t0;
+        /* a unary reader of a stream gets its message (then maybe a protocol error) */
+        assert_true(n == 4 && memcmp(resp, "woke", 4) == 0);
+        (void)r;
+        assert_true(dt < 900); /* woken, not the 1 s timeout */
+        free(resp);
+
+        /* nobody wakes it: the timeout */
+        resp = NULL;
+        n = 0;
+        t0 = now_ms();
+        (void)rpc_call_unary(f->target, "/t.T/Wait", "", 0, 10000, &resp, &n, NULL);
+        assert_true(n == 7 && memcmp(resp, "timeout", 7) == 0);
+        assert_true(now_ms() - t0 >= 900);
+        free(resp);
+}
+
+/* A stream sleeping without a timeout is ended by freeing the server. */
+static void test_stream_wait_ended_by_free(void **state) {
+        struct fixture *f = *state;
+        struct rpc_client_call *c = NULL;
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Hang", "", 0, 10000, -1, &c), 0);
+        usleep(200 * 1000);
+        uint64_t t0 = now_ms();
+        f->srv = rpc_server_free(f->srv);
+        assert_true(now_ms() - t0 < 5000);
+        (void)rpc_call_finish(c, NULL, NULL, NULL); /* ended (its status depends on who was first) */
+}
+
 static void test_async_roundtrip_notifies(void **state) {
         struct fixture *f = *state;
         int efd = eventfd(0, EFD_CLOEXEC);
@@ -350,6 +421,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_many_sequential_calls, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_server, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_cancelled_by_free, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stream_woken_by_change, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stream_wait_ended_by_free, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_roundtrip_notifies, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_error_status, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_cancel_hung_peer, setup, teardown),
