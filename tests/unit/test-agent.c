@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -307,6 +308,37 @@ static void test_health_lost_needs_answers(void **state) {
         assert_true(f->p.gpu[0].healthy);
 }
 
+static uint64_t drain(int fd) {
+        uint64_t v = 0;
+        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v)
+                return 0;
+        return v;
+}
+
+/* "devices changed": a health change writes change_fd; nothing changed, nothing written; a
+ * generation bumped behind plugin_changed's back is told by plugin_notify, once. */
+static void test_change_notifications(void **state) {
+        struct fx *f = *state;
+        int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        assert_true(fd >= 0);
+        atomic_store(&f->p.change_fd, fd);
+        plugin_notify(&f->p);
+        assert_int_equal(drain(fd), 0);
+        plugin_set_unhealthy(&f->p, 2, "xid 48", 1000, true);
+        assert_int_equal(drain(fd), 1);
+        plugin_set_unhealthy(&f->p, 2, "xid 48", 1100, true); /* already unhealthy: no change */
+        assert_int_equal(drain(fd), 0);
+        atomic_fetch_add(&f->p.generation, 1);
+        plugin_notify(&f->p);
+        plugin_notify(&f->p);
+        assert_int_equal(drain(fd), 1);
+        plugin_probe_ok(&f->p, 2, 5000, 0); /* quiet period 0: healthy on the first normal answer */
+        assert_true(f->p.gpu[2].healthy);
+        assert_int_equal(drain(fd), 1);
+        atomic_store(&f->p.change_fd, -1);
+        close(fd);
+}
+
 static void test_list_devices(void **state) {
         struct fx *f = *state;
         plugin_set_unhealthy(&f->p, 3, "xid 79", 1, false);
@@ -365,6 +397,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_allocate_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_health_xid_quiet_period, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_health_lost_needs_answers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_change_notifications, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_devices, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_options, setup, teardown),
                 cmocka_unit_test(test_xid_ignore_list),
