@@ -302,20 +302,24 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode Empty");
         v1beta1__empty__free_unpacked(in, NULL);
 
-        uint64_t sent = 0, sent_ms = 0;
+        /* A burst of changes (an Allocate per pod) must not cost a full list per change: a token
+         * bucket lets PLUGIN_WATCH_BURST lists go out at once, then one per PLUGIN_WATCH_MIN_MS,
+         * each carrying every change made meanwhile. A lone change is sent at once. */
+        const uint64_t cap = PLUGIN_WATCH_BURST * PLUGIN_WATCH_MIN_MS;
+        uint64_t sent = 0, credit = cap, last_ms = plugin_now_ms();
         for (;;) {
                 if (atomic_load(&p->stopping))
                         return rpc_error(st, RPC_UNAVAILABLE, "plugin is stopping");
                 if (atomic_load(&p->generation) != sent) {
-                        /* A burst of changes (an Allocate per pod) is sent as one list: at most one
-                         * message per PLUGIN_WATCH_MIN_MS, the first of a burst at once. */
                         uint64_t now = plugin_now_ms();
-                        if (sent_ms && now - sent_ms < PLUGIN_WATCH_MIN_MS) {
-                                if (rpc_stream_wait(s, (int)(PLUGIN_WATCH_MIN_MS - (now - sent_ms))) < 0)
+                        credit = MIN(cap, credit + (now - last_ms));
+                        last_ms = now;
+                        if (credit < PLUGIN_WATCH_MIN_MS) {
+                                if (rpc_stream_wait(s, (int)(PLUGIN_WATCH_MIN_MS - credit)) < 0)
                                         return rpc_error(st, RPC_CANCELLED, "stream closed");
                                 continue;
                         }
-                        sent_ms = now;
+                        credit -= PLUGIN_WATCH_MIN_MS;
                         uint8_t *buf = NULL;
                         size_t n = 0;
                         if (plugin_pack_devices_kind(p, kind, &buf, &n, &sent) < 0)

@@ -26,8 +26,10 @@
 #include "topo/topo.h"
 
 #define PLUGIN_API_VERSION "v1beta1"
-/* A stream sends at most one list per this (a burst of changes becomes one message). */
+/* A stream sends up to PLUGIN_WATCH_BURST lists at once, then at most one per PLUGIN_WATCH_MIN_MS
+ * (each carries every change made meanwhile). */
 #define PLUGIN_WATCH_MIN_MS 100
+#define PLUGIN_WATCH_BURST 4
 /* A stream re-reads the generation at least this often even if nobody woke it. */
 #define PLUGIN_WATCH_SAFETY_MS 60000
 
