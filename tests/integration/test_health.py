@@ -7,9 +7,11 @@ the quiet period is over) must be at most 1 s.
     /usr/bin/python3 test_health.py --build DIR --source DIR --topology FILE health-1s
 
 The time runs from before `gpuslice-sim` is started (its own start-up counts against the agent)
-to the stand-in's receipt of the message. Load: a sample over the bound is measured again (up to
-twice, on another GPU); the test fails when a fault kind stays over 1 s, so a slow design fails
-while one scheduling hiccup on a loaded CI machine does not.
+to the stand-in's receipt of the message. Faults NVML reports only as errors (NO_PERMISSION, and
+recovery) are found by the agent's periodic probe, so they are injected in the worst phase: right
+after a probe has run (a "pacer" GPU refused by NVML has just been listed Unhealthy), so each
+sample waits a whole probe period — a probe period over 1 s fails every sample. Load: a sample
+over the bound is measured once more; the test fails when one stays over 1 s twice in a row.
 """
 
 import os
@@ -23,7 +25,7 @@ from test_agent import check  # noqa: E402
 BOUND_MS = 1000
 QUIET_S = 1
 SAMPLES = 3  # per fault kind
-RETRIES = 2
+RETRIES = 1  # a sample over the bound is measured once more (load)
 
 
 def first_change(e, gpu_id, health, since):
@@ -35,17 +37,12 @@ def first_change(e, gpu_id, health, since):
     return None
 
 
-def measure(e, ids, gpu, inject, want, extra_ms=0):
-    """ms from the injection to `want` listed for GPU `gpu` (minus extra_ms, e.g. the quiet period)."""
-    t0 = time.monotonic()
-    inject(gpu)
-    e.kubelet.wait_for(lambda: first_change(e, ids[gpu], want, t0), 10, "GPU %d %s" % (gpu, want))
-    return (first_change(e, ids[gpu], want, t0) - t0) * 1000 - extra_ms
+def listed(e, ids, g):
+    return (e.kubelet.last_devices() or {}).get(ids[g], ("",))[0]
 
 
-def healthy(e, ids, gpu):
-    e.kubelet.wait_for(lambda: (e.kubelet.last_devices() or {}).get(ids[gpu], ("",))[0] == "Healthy", 10,
-                       "GPU %d healthy" % gpu)
+def wait_listed(e, ids, g, health):
+    e.kubelet.wait_for(lambda: listed(e, ids, g) == health, 10, "GPU %d %s" % (g, health))
 
 
 def test_health_1s(e):
@@ -55,71 +52,95 @@ def test_health_1s(e):
     n = len(ids)
     state = {"next": 0}
 
-    def gpu_for_round():
-        g = state["next"] % n
-        state["next"] += 1
-        return g
+    def sim(*argv):
+        e.sim(*argv)
+
+    def reason(g):
+        return {d["id"]: d.get("reason", "") for d in e.status()["devices"]}[ids[g]]
+
+    def probed(g, what):
+        """Wait until a probe (not only the Xid a lost GPU also posts) has seen GPU g's fault."""
+        deadline = time.monotonic() + 10
+        while what not in reason(g):
+            check(time.monotonic() < deadline, "GPU %d: reason %r" % (g, reason(g)))
+            time.sleep(0.05)
+
+    def all_healthy():
+        """Every GPU listed Healthy: no quiet period is running, so no extra probe is scheduled
+        and the probes keep their period."""
+        e.kubelet.wait_for(lambda: all(listed(e, ids, x) == "Healthy" for x in range(n)), 10, "all GPUs healthy")
+
+    def right_after_probe(g):
+        """Return as soon as a probe has just run: a pacer GPU refused by NVML is listed
+        Unhealthy. A fault injected now waits a whole probe period: the worst case."""
+        pacer = (g + n // 2) % n
+        wait_listed(e, ids, pacer, "Healthy")
+        sim("deny", str(pacer))
+        wait_listed(e, ids, pacer, "Unhealthy")
+        return pacer
+
+    def measure(g, inject, want, extra_ms=0):
+        t0 = time.monotonic()
+        inject()
+        e.kubelet.wait_for(lambda: first_change(e, ids[g], want, t0), 10, "GPU %d %s" % (g, want))
+        return (first_change(e, ids[g], want, t0) - t0) * 1000 - extra_ms
 
     def xid(g):
-        e.sim("xid", str(g), "48")
+        wait_listed(e, ids, g, "Healthy")
+        return measure(g, lambda: sim("xid", str(g), "48"), "Unhealthy")
 
-    def lose(g):
-        e.sim("lose", str(g))
+    def lost(g):
+        wait_listed(e, ids, g, "Healthy")
+        ms = measure(g, lambda: sim("lose", str(g)), "Unhealthy")
+        sim("restore", str(g))
+        return ms
 
-    def deny(g):
-        e.sim("deny", str(g))
+    def denied(g):
+        all_healthy()
+        pacer = right_after_probe(g)
+        ms = measure(g, lambda: sim("deny", str(g)), "Unhealthy")
+        sim("restore", str(g))
+        sim("restore", str(pacer))
+        return ms
 
-    def restore(g):
-        e.sim("restore", str(g))
+    def recovery(fault, what):
+        def one(g):
+            all_healthy()
+            sim(fault, str(g))
+            probed(g, what)
+            pacer = right_after_probe(g)
+            # Healthy again once the quiet period of normal answers is over: within 1 s after it
+            ms = measure(g, lambda: sim("restore", str(g)), "Healthy", extra_ms=QUIET_S * 1000)
+            sim("restore", str(pacer))
+            return ms
+        return one
 
     results = {}
 
     def run_kind(name, one):
         got = []
+        results[name] = got
         for _ in range(SAMPLES):
-            for attempt in range(RETRIES + 1):
-                ms = one(gpu_for_round())
+            for _attempt in range(RETRIES + 1):
+                g = state["next"] % n
+                state["next"] += 1
+                ms = one(g)
                 got.append(ms)
                 if ms <= BOUND_MS:
                     break
             else:
-                results[name] = got
-                check(False, "%s: over %d ms in %d tries in a row: %s" % (name, BOUND_MS, RETRIES + 1,
-                                                                          ["%.0f" % v for v in got]))
-        results[name] = got
+                check(False, "%s: over %d ms %d times in a row: %s" % (name, BOUND_MS, RETRIES + 1,
+                                                                       ["%.0f" % v for v in got]))
 
-    def fault(inject, cleanup):
-        def one(g):
-            healthy(e, ids, g)
-            ms = measure(e, ids, g, inject, "Unhealthy")
-            cleanup(g)
-            return ms
-        return one
-
-    def reason(g):
-        return {d["id"]: d.get("reason", "") for d in e.status()["devices"]}[ids[g]]
-
-    def recovery(inject, probe_reason):
-        def one(g):
-            healthy(e, ids, g)
-            inject(g)
-            # a probe has seen the fault (not just the Xid a lost GPU also posts): the quiet
-            # period starts only at the first normal answer after the restore
-            deadline = time.monotonic() + 10
-            while probe_reason not in reason(g):
-                check(time.monotonic() < deadline, "GPU %d: reason %r" % (g, reason(g)))
-                time.sleep(0.1)
-            # Healthy again once the quiet period of normal answers is over: within 1 s after it
-            return measure(e, ids, g, restore, "Healthy", extra_ms=QUIET_S * 1000)
-        return one
-
-    run_kind("Xid 48", fault(xid, lambda g: None))
-    run_kind("lost GPU", fault(lose, restore))
-    run_kind("NO_PERMISSION", fault(deny, restore))
-    run_kind("recovery after lost", recovery(lose, "LOST"))
-    run_kind("recovery after NO_PERMISSION", recovery(deny, "NO_PERMISSION"))
-    for name, v in results.items():
-        print("%-30s %s ms" % (name, " ".join("%.0f" % x for x in v)))
+    try:
+        run_kind("Xid 48", xid)
+        run_kind("lost GPU", lost)
+        run_kind("NO_PERMISSION (worst phase)", denied)
+        run_kind("recovery after lost (worst phase)", recovery("lose", "LOST"))
+        run_kind("recovery after NO_PERMISSION (worst phase)", recovery("deny", "NO_PERMISSION"))
+    finally:
+        for name, v in results.items():
+            print("%-44s %s ms" % (name, " ".join("%.0f" % x for x in v)))
     check(e.agent.poll() is None, "agent died")
 
 
