@@ -636,7 +636,7 @@ static void *server_thread(void *arg) {
 
         for (;;) {
                 /* Stream calls live on this queue until their threads end: shut it down only
-                 * then, polling for that end (only while stopping) every 20 ms. */
+                 * then, polling for that end (only while stopping) every 2 ms. */
                 if (shut && !cq_shut) {
                         pthread_mutex_lock(&srv->lock);
                         bool idle = srv->active == 0;
@@ -653,7 +653,7 @@ static void *server_thread(void *arg) {
                         if (!generic)
                                 generic = request_next(srv, -1);
                 }
-                grpc_event ev = grpc_completion_queue_next(srv->cq, shut && !cq_shut ? deadline_in(20)
+                grpc_event ev = grpc_completion_queue_next(srv->cq, shut && !cq_shut ? deadline_in(2)
                                                                                     : gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                                            NULL);
                 if (ev.type == GRPC_QUEUE_SHUTDOWN)
