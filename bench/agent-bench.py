@@ -1,5 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Node agent benchmark: Allocate and GetPreferredAllocation latency over the real unix socket,
+"""Node agent benchmark. First, before/after: the idle agent's wake-ups per second over all its
+threads (voluntary + involuntary context switches from /proc/PID/task/*/status, summed over a
+window of --wakeup-seconds, default 60) with the kubelet stand-in connected and the three
+resources of the gpuslice profile streaming — on a node without pods, then with a pod holding two
+GPUs (PodResources then names it, and the agent keeps reconciling) — plus RPC latency and memory,
+for this build and for --base (default 3de4a59, the last commit before the event loop) built in a
+temporary git worktree. Then: Allocate and GetPreferredAllocation latency over the real unix socket,
 the agent's memory (VmRSS, RssAnon) with 8 and 64 simulated GPUs, and its idle CPU use; how fast
 it reacts (re-registration after a kubelet restart or a removed socket, registration when kubelet
 comes late, Unhealthy pushed after a critical Xid or a lost GPU — the spec wants 1 s; the
@@ -7,6 +13,7 @@ integration tests check only that it happens); and with the gpuslice sharing pro
 fractional services' latency and ListAndWatch message sizes.
 
     /usr/bin/python3 bench/agent-bench.py --build build --source . --shared ../shared [--markdown]
+        [--wakeup-seconds 60] [--base COMMIT] [--only-wakeups]
 
 Latency is measured from a Python grpcio client on one persistent channel, so it includes the
 client's own per-call cost (an upper bound for the agent). Idle CPU is measured over 10 s with

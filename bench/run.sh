@@ -29,8 +29,10 @@ if [ -f "$build/libgpuslice-cuda.so" ]; then
 fi
 
 echo "== node agent (bench/agent-bench.py)"
+agent_quick=()
+[ "${BENCH_QUICK:-0}" = 1 ] && agent_quick=(--wakeup-seconds 10 --iterations 300 --rounds 3)
 /usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --shared "$root/../shared" --markdown \
-        | tee "$out/agent.md"
+        "${agent_quick[@]}" | tee "$out/agent.md"
 
 echo "== monitor (bench/monitor-bench.c)"
 env LD_LIBRARY_PATH="$build/sim" GPUSLICE_SIM_NODE="$root/tests/integration/monitor-seed002.node" \
