@@ -87,6 +87,7 @@ static int setup_plugin(struct node *n) {
                         log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
                                  n->plugin->gpu[i].reason);
 
+        cdi_refresh(n, &o);
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 if (!res[0])

@@ -131,6 +131,7 @@ void status_stop(struct node *n);
 
 /* reload.c */
 void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o);
+void cdi_refresh(struct node *n, const struct plugin_options *o); /* the CDI spec (list strategy cdi) */
 void node_reload(struct node *n);
 
 /* agent-metrics.c */

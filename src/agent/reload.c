@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/node-internal.h"
+#include "cdi/cdi.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -36,6 +37,23 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
 }
 
 
+/* The CDI spec defining the names Allocate hands out (src/cdi, docs/runtime.md): at start and
+ * after a reload (the kind or id strategy may have changed). */
+void cdi_refresh(struct node *n, const struct plugin_options *o) {
+        char path[1024], err[512];
+        if (!o->list_cdi)
+                return;
+        int r = cdi_agent_refresh(&n->plugin->topo, o->cdi_kind, o->dev_root,
+                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path, sizeof path,
+                                  err, sizeof err);
+        if (r < 0)
+                log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err);
+        else if (r == 0)
+                log_info("CDI spec written", "path=%s", path);
+        if (!o->list_envvar)
+                log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently", "%s", "");
+}
+
 static void apply_runtime_config(struct node *n) {
         log_set_level((enum log_level)n->cfg.log_level);
         struct plugin_options o;
@@ -49,6 +67,7 @@ static void apply_runtime_config(struct node *n) {
         strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
         n->plugin->opt = o;
         pthread_mutex_unlock(&n->plugin->lock);
+        cdi_refresh(n, &o);
         if (n->health.running)
                 health_set_options(&n->health, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
                                    n->cfg.health_quiet_period_sec * 1000);
