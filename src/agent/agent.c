@@ -23,6 +23,7 @@
 
 #include "agent/agent.h"
 #include "agent/node-internal.h"
+#include "agent/publish.h"
 #include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
@@ -174,8 +175,9 @@ static int setup(struct node *n, const sigset_t *mask) {
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
         node_monitor_start(n);
-        /* Other parts started from the agent (node publishing, CDI spec regeneration) start
-         * here: a source on n->loop and/or node_on_devices_changed (node-internal.h). */
+        /* Other parts started from the agent start here: a source on n->loop and/or
+         * node_on_devices_changed (node-internal.h). */
+        n->publish = publish_start(&n->cfg, n->plugin);
         r = podsync_start(n);
         if (r < 0)
                 return r;
@@ -194,6 +196,7 @@ static void teardown(struct node *n) {
         }
         register_done(n); /* Register calls cancelled, plugin servers stopped */
         health_stop(&n->health);
+        n->publish = publish_stop(n->publish);
         n->monitor = monitor_service_stop(n->monitor);
         status_stop(n);
         if (n->plugin)

@@ -38,6 +38,7 @@
 struct node;
 struct http_server;
 struct monitor_service;
+struct publish;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -90,6 +91,7 @@ struct node {
 
         struct http_server *status;      /* the status server */
         struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
+        struct publish *publish;         /* the Node object's labels (publish.c); NULL: node-local only */
 
         struct {
                 node_change_fn fn;
