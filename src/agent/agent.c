@@ -24,6 +24,7 @@
 #include "agent/agent.h"
 #include "agent/node-internal.h"
 #include "agent/publish.h"
+#include "agent/share.h"
 #include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
@@ -150,6 +151,13 @@ static int setup(struct node *n, const sigset_t *mask) {
         atomic_store(&n->plugin->change_fd, loop_event_fd(&n->changed));
 
         bool loaded = state_restore(n);
+        int jr = share_restore(n->plugin); /* the fractional journal (share.h) */
+        if (jr >= 0)
+                log_info("fractional journal loaded", "records=%d", jr);
+        else if (jr != -ENOENT)
+                log_warn_errno(jr, "fractional journal unusable, rebuilding from PodResources", "dir=%s",
+                               n->cfg.state_dir);
+        loaded = loaded || jr >= 0;
         bool synced = podresources_sync(n) == 0;
         state_persist(n);
         /* Only a record we can trust says which limits dirs are dead: with neither the state file

@@ -75,6 +75,8 @@ static int sync_locked(struct node *n) {
                 (void)share_fixup_state(n->plugin);
                 plugin_changed(n->plugin); /* whole/fraction exclusion may change */
         }
+        if (r >= 0)
+                (void)share_after_sync(n->plugin); /* the container admitted when the agent died */
         pthread_mutex_unlock(&n->plugin->lock);
         podres_reports_done(&pr);
         if (r < 0)

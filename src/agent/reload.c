@@ -34,6 +34,7 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
         if ((size_t)snprintf(o->limits_root, sizeof o->limits_root, "%.4080s/containers", cfg->state_dir) >=
             sizeof o->limits_root)
                 o->limits_root[0] = 0; /* refused at Allocate: the state dir path is too long */
+        strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
 }
 
 
@@ -65,6 +66,7 @@ static void apply_runtime_config(struct node *n) {
         strscpy(o.memory_resource, n->plugin->opt.memory_resource, sizeof o.memory_resource);
         o.memory_unit = n->plugin->opt.memory_unit;
         strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
+        strscpy(o.journal_dir, n->plugin->opt.journal_dir, sizeof o.journal_dir);
         n->plugin->opt = o;
         pthread_mutex_unlock(&n->plugin->lock);
         cdi_refresh(n, &o);
