@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan demo test test-unit test-asan bench fuzz faults clean format lint
+.PHONY: all build asan deps demo test test-unit test-asan bench fuzz faults clean format lint
 
 all: build
 
@@ -18,11 +18,19 @@ asan:
 		-DGPUSLICE_WERROR=ON -DGPUSLICE_SANITIZE=ON -DGPUSLICE_FUZZ=ON
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-demo: build
+# The Debian packages of scripts/install-deps.sh: a no-op when all are installed; installs the missing
+# ones as root, or prints the `sudo apt-get install` line and fails.
+deps:
+	@./scripts/install-deps.sh
+
+# demo and test check the packages first, then build (recursive make: the order holds under -j too).
+demo: deps
+	@$(MAKE) --no-print-directory build
 	@./scripts/demo.sh $(BUILD)
 
 # Every test, in both configurations; the last line is the summary CI reads.
-test: build asan
+test: deps
+	@$(MAKE) --no-print-directory build asan
 	@./scripts/run-tests.sh $(BUILD) $(BUILD_ASAN)
 
 test-unit: build

@@ -6,7 +6,7 @@ comes late, Unhealthy pushed after a critical Xid or a lost GPU — the spec wan
 integration tests check only that it happens); and with the gpuslice sharing profile, the
 fractional services' latency and ListAndWatch message sizes.
 
-    /usr/bin/python3 bench/agent-bench.py --build build --source . --shared ../shared [--markdown]
+    /usr/bin/python3 bench/agent-bench.py --build build --source . --topologies tests/data/topologies [--markdown]
 
 Latency is measured from a Python grpcio client on one persistent channel, so it includes the
 client's own per-call cost (an upper bound for the agent). Idle CPU is measured over 10 s with
@@ -236,7 +236,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
-    ap.add_argument("--shared", required=True)
+    ap.add_argument("--topologies", required=True, help="directory of reference .topo files")
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=10, help="rounds of each reaction measured")
@@ -249,7 +249,7 @@ def main():
         big = os.path.join(work, "64gpu.topo")
         with open(big, "w") as f:
             f.write(big_node())
-        seed = os.path.join(args.shared, "topologies", "seed000-8gpu-pcie-2socket.topo")
+        seed = os.path.join(args.topologies, "seed000-8gpu-pcie-2socket.topo")
         results = [run(args, stubs, seed, 8, args.iterations), run(args, stubs, big, 64, args.iterations)]
         react = reactions(args, stubs, seed, args.rounds)
         share = sharing(args, stubs, seed, min(args.iterations, 500))

@@ -29,7 +29,7 @@ if [ -f "$build/libgpuslice-cuda.so" ]; then
 fi
 
 echo "== node agent (bench/agent-bench.py)"
-/usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --shared "$root/../shared" --markdown \
+/usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --topologies "$root/tests/data/topologies" --markdown \
         | tee "$out/agent.md"
 
 echo "== monitor (bench/monitor-bench.c)"

@@ -34,8 +34,7 @@ say "Must-include GPU 5 (kubelet's must_include_deviceIDs), 2 GPUs"
 run "$G" alloc --count 2 --must-include 5 --json
 
 say "The same question on other machines, from pasted \`nvidia-smi topo -m\` text"
-for f in ../shared/topologies/dgx1-v100-hybrid-cube-mesh.topo ../shared/topologies/seed004-7gpu-p40-mlx4.topo; do
-  [ -f "$f" ] || continue
+for f in tests/data/topologies/dgx1-v100-hybrid-cube-mesh.topo tests/data/topologies/seed004-7gpu-p40-mlx4.topo; do
   run "$G" alloc --topology "$f" --count 4
 done
 

@@ -5,7 +5,7 @@
 #
 #   test-monitor.sh BUILD_DIR SOURCE_DIR CASE
 #
-# The seed 002 scenario (../shared/scenarios/seed002-titanv-shared-processes.smi): 8 x TITAN V,
+# The seed 002 scenario (tests/data/scenarios/seed002-titanv-shared-processes.smi): 8 x TITAN V,
 # processes with the seed's PIDs and sizes (gpuslice-sim proc add --keep), attributed through a
 # prepared proc root to four pods of different layouts; GPU 2 runs two pods' processes, GPU 6 two
 # processes of one container.

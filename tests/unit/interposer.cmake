@@ -41,7 +41,7 @@ if(TARGET test-interposer AND TARGET gpuslice_agent)
   add_test(NAME interposer-podman-core
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_core.py
                    --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
                        LABELS "integration;interposer" RESOURCE_LOCK podman)
 endif()

@@ -42,7 +42,7 @@ static int setup(void **state) {
         assert_non_null(f);
         char *text = NULL;
         size_t len = 0;
-        assert_int_equal(read_file(GPUSLICE_SHARED_DIR "/topologies/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
+        assert_int_equal(read_file(GPUSLICE_TOPO_DIR "/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
                                    &len),
                          0);
         struct topo_error err;

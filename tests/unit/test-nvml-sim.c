@@ -32,7 +32,7 @@
 
 #define SIM_NVML GPUSLICE_BUILD_DIR "/sim/libnvidia-ml.so.1"
 #define SIM_CLI GPUSLICE_BUILD_DIR "/sim/gpuslice-sim"
-#define TOPO_DIR GPUSLICE_SHARED_DIR "/topologies"
+#define TOPO_DIR GPUSLICE_TOPO_DIR
 #define TOPO(name) TOPO_DIR "/" name
 
 static char tmpdir[64];
