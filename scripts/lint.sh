@@ -9,4 +9,5 @@ if [ -n "$hits" ]; then
   echo "$hits"
   exit 1
 fi
+./scripts/lint-includes.sh || exit 1
 echo "lint: ok"
