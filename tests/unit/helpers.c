@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "topo/topo.h"
 #include "util/util.h"
 
 char *test_tmpdir_new(const char *tag) {
@@ -85,4 +86,22 @@ int test_count_entries(const char *path) {
                         n++;
         closedir(d);
         return n;
+}
+
+void test_touch(const char *path) {
+        test_write_file(path, "", 0, 0644);
+}
+
+void test_load_topo(const char *name, struct topo *ret) {
+        char *text = NULL;
+        size_t len = 0;
+        const char *path = test_path(GPUSLICE_TOPO_DIR, name);
+        int r = read_file(path, 1 << 20, &text, &len);
+        if (r < 0)
+                fail_msg("%s: %s", path, strerror(-r));
+        struct topo_error err = { 0 };
+        r = topo_parse(text, len, ret, &err);
+        free(text);
+        if (r < 0)
+                fail_msg("%s: %s", path, err.msg);
 }

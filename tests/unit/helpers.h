@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct topo;
+
 /* A new directory $TMPDIR/gpuslice-TAG-XXXXXX (TMPDIR unset: /tmp); free it with test_tmpdir_free. */
 char *test_tmpdir_new(const char *tag);
 
@@ -30,3 +32,9 @@ char *test_read_file(const char *path);
 
 /* Number of entries in directory PATH (without . and ..), -errno when it cannot be read. */
 int test_count_entries(const char *path);
+
+/* Create an empty file at PATH (mode 0644); fails the test on error. */
+void test_touch(const char *path);
+
+/* Parse the reference topology tests/data/topologies/NAME into RET; fails the test on error. */
+void test_load_topo(const char *name, struct topo *ret);
