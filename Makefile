@@ -48,8 +48,14 @@ faults: build
 fuzz: asan
 	@./scripts/fuzz.sh $(BUILD_ASAN) $${FUZZ_SECONDS:-300}
 
-lint:
-	@./scripts/lint.sh
+# clang-format, clang-tidy, shellcheck, layer rules, banned functions (scripts/lint.sh; needs a configured build)
+lint: build
+	@./scripts/lint.sh --build $(BUILD)
+
+# Apply .clang-format to every C file (generated src/interposer/passthrough.h excepted)
+format:
+	@find src sim tests bench -name '*.[ch]' -not -path 'src/interposer/passthrough.h' -print0 | \
+		xargs -0 clang-format -i --style=file
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -91,4 +91,4 @@ else
         { cat "$doc"; echo; echo "$begin"; cat "$tmp/section.md"; echo "$end"; } >"$tmp/doc.md"
 fi
 cat "$tmp/doc.md" >"$doc"
-echo "bench/alloc.sh: wrote the allocator section of ${doc#$root/}" >&2
+echo "bench/alloc.sh: wrote the allocator section of ${doc#"$root"/}" >&2

@@ -40,4 +40,4 @@ env LD_LIBRARY_PATH="$build/sim" GPUSLICE_SIM_NODE="$root/tests/integration/moni
 echo "== cluster view (bench/inspect.sh)"
 "$here/inspect.sh" "$build" | tee "$out/inspect.md"
 
-echo "bench/run.sh: done; tables in ${out#$root/}/, allocator and interposer sections in docs/BENCHMARKS.md"
+echo "bench/run.sh: done; tables in ${out#"$root"/}/, allocator and interposer sections in docs/BENCHMARKS.md"

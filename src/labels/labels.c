@@ -82,7 +82,7 @@ int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
         }
         if (t->driver_version[0]) {
                 unsigned a = 0, b = 0, c = 0;
-                int n = sscanf(t->driver_version, "%u.%u.%u", &a, &b, &c);
+                int n = sscanf(t->driver_version, "%6u.%6u.%6u", &a, &b, &c); /* widths: no overflow */
                 labels_sanitize(t->driver_version, v, sizeof v);
                 if (n >= 1)
                         metrics_text_printf(&x, "nvidia.com/cuda.driver-version.major=%u\n", a);

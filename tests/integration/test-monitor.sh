@@ -228,7 +228,9 @@ case_promtool() {
 }
 
 case_cri_names() {
-  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools not installed"
+  if ! { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; }; then
+    skip "python3-grpcio / python3-grpc-tools not installed"
+  fi
   seed_setup
   local sock=$TMP/cri.sock
   timeout 300 /usr/bin/python3 "$SRC/tests/integration/cri_standin.py" --proto-dir "$SRC/proto" --socket "$sock" \
