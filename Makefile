@@ -41,7 +41,7 @@ bench: build
 
 # Long fault-injection run on the fractional path (KILLS, SEED to reproduce; docs/sharing.md).
 faults: build
-	@/usr/bin/python3 tests/faults/faults.py --build $(BUILD) --source . --topology $(or $(TOPOLOGY),$(shell sed -n 's/^GPUSLICE_SHARED_DIR:[A-Z]*=//p' $(BUILD)/CMakeCache.txt)/topologies/seed000-8gpu-pcie-2socket.topo) \
+	@/usr/bin/python3 tests/faults/faults.py --build $(BUILD) --source . --topology $(or $(TOPOLOGY),tests/data/topologies/seed000-8gpu-pcie-2socket.topo) \
 		--kills $${KILLS:-120} --max-seconds $${FAULTS_SECONDS:-900} $${SEED:+--seed $$SEED}
 
 # Long fuzzing campaigns (FUZZ_SECONDS per target, default 300).

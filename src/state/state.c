@@ -446,7 +446,7 @@ static int decode_body(json_t *root, struct gpuslice_state *out) {
                 json_t *seen = json_is_object(o) ? json_object_get(o, "seen") : NULL;
                 if (!json_is_object(o) || json_object_size(o) != (seen ? 11u : 10u) || (seen && !json_is_boolean(seen)))
                         goto fail;
-                a->seen = seen && json_is_true(seen);
+                a->seen = seen && json_is_true(seen); // NOLINT(misc-redundant-expression): the macro tests NULL too
                 /* exactly 10 (11) members, and all known keys present below: nothing else */
                 if (get_str(o, "resource", a->resource, sizeof a->resource, true) < 0 ||
                     get_str(o, "device_id", a->device_id, sizeof a->device_id, true) < 0 ||
