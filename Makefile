@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan demo test test-unit test-asan bench fuzz faults clean format lint
+.PHONY: all build asan deps demo test test-unit test-asan bench fuzz faults clean format lint
 
 all: build
 
@@ -18,11 +18,19 @@ asan:
 		-DGPUSLICE_WERROR=ON -DGPUSLICE_SANITIZE=ON -DGPUSLICE_FUZZ=ON
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-demo: build
+# The Debian packages of scripts/install-deps.sh: a no-op when all are installed; installs the missing
+# ones as root, or prints the `sudo apt-get install` line and fails.
+deps:
+	@./scripts/install-deps.sh
+
+# demo and test check the packages first, then build (recursive make: the order holds under -j too).
+demo: deps
+	@$(MAKE) --no-print-directory build
 	@./scripts/demo.sh $(BUILD)
 
 # Every test, in both configurations; the last line is the summary CI reads.
-test: build asan
+test: deps
+	@$(MAKE) --no-print-directory build asan
 	@./scripts/run-tests.sh $(BUILD) $(BUILD_ASAN)
 
 test-unit: build
@@ -33,15 +41,21 @@ bench: build
 
 # Long fault-injection run on the fractional path (KILLS, SEED to reproduce; docs/sharing.md).
 faults: build
-	@/usr/bin/python3 tests/faults/faults.py --build $(BUILD) --source . --topology $(or $(TOPOLOGY),$(shell sed -n 's/^GPUSLICE_SHARED_DIR:[A-Z]*=//p' $(BUILD)/CMakeCache.txt)/topologies/seed000-8gpu-pcie-2socket.topo) \
+	@/usr/bin/python3 tests/faults/faults.py --build $(BUILD) --source . --topology $(or $(TOPOLOGY),tests/data/topologies/seed000-8gpu-pcie-2socket.topo) \
 		--kills $${KILLS:-120} --max-seconds $${FAULTS_SECONDS:-900} $${SEED:+--seed $$SEED}
 
 # Long fuzzing campaigns (FUZZ_SECONDS per target, default 300).
 fuzz: asan
 	@./scripts/fuzz.sh $(BUILD_ASAN) $${FUZZ_SECONDS:-300}
 
-lint:
-	@./scripts/lint.sh
+# clang-format, clang-tidy, shellcheck, layer rules, banned functions (scripts/lint.sh; needs a configured build)
+lint: build
+	@./scripts/lint.sh --build $(BUILD)
+
+# Apply .clang-format to every C file (generated src/interposer/passthrough.h excepted)
+format:
+	@find src sim tests bench -name '*.[ch]' -not -path 'src/interposer/passthrough.h' -print0 | \
+		xargs -0 clang-format -i --style=file
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -12,7 +12,7 @@ comes late, Unhealthy pushed after a critical Xid or a lost GPU — the spec wan
 integration tests check only that it happens); and with the gpuslice sharing profile, the
 fractional services' latency and ListAndWatch message sizes.
 
-    /usr/bin/python3 bench/agent-bench.py --build build --source . --shared ../shared [--markdown]
+    /usr/bin/python3 bench/agent-bench.py --build build --source . --topologies tests/data/topologies [--markdown]
         [--wakeup-seconds 60] [--base COMMIT] [--only-wakeups]
 
 Latency is measured from a Python grpcio client on one persistent channel, so it includes the
@@ -281,8 +281,7 @@ def build_base(args, work):
     subprocess.run(["git", "-C", args.source, "worktree", "add", "--detach", wt, args.base], check=True,
                    capture_output=True)
     bdir = os.path.join(wt, "build")
-    subprocess.run(["cmake", "-S", wt, "-B", bdir, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                    "-DGPUSLICE_SHARED_DIR=" + os.path.abspath(args.shared)], check=True,
+    subprocess.run(["cmake", "-S", wt, "-B", bdir, "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], check=True,
                    capture_output=True)
     subprocess.run(["cmake", "--build", bdir, "-j2", "--target", "gpuslice", "gpuslice_sim_nvml"], check=True,
                    capture_output=True)
@@ -368,7 +367,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
-    ap.add_argument("--shared", required=True)
+    ap.add_argument("--topologies", required=True, help="directory of reference .topo files")
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=10, help="rounds of each reaction measured")
@@ -384,7 +383,7 @@ def main():
         big = os.path.join(work, "64gpu.topo")
         with open(big, "w") as f:
             f.write(big_node())
-        seed = os.path.join(args.shared, "topologies", "seed000-8gpu-pcie-2socket.topo")
+        seed = os.path.join(args.topologies, "seed000-8gpu-pcie-2socket.topo")
         wt, base_build = build_base(args, work)
         try:
             wake = {"after": wakeups(args, stubs, seed, args.build, args.wakeup_seconds),

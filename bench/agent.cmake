@@ -4,7 +4,7 @@
 if(TARGET gpuslice_agent)
   add_custom_target(bench-agent
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/agent-bench.py --build ${CMAKE_BINARY_DIR}
-            --source ${CMAKE_SOURCE_DIR} --shared ${GPUSLICE_SHARED_DIR} --markdown
+            --source ${CMAKE_SOURCE_DIR} --topologies ${GPUSLICE_TOPO_DIR} --markdown
     DEPENDS gpuslice gpuslice_sim_nvml
     USES_TERMINAL)
 endif()

@@ -6,7 +6,7 @@
  * and an exhaustive myopic best-now (<= 16 GPUs). Prints markdown tables on stdout;
  * bench/run.sh puts them into docs/BENCHMARKS.md.
  *
- * Usage: alloc-bench [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]
+ * Usage: alloc-bench [--quick] [--topologies DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]
  *
  * Benchmark code, not product code: it may allocate and print, and it measures wall time.
  */
@@ -22,8 +22,8 @@
 #include "topo/topo.h"
 #include "util/util.h"
 
-#ifndef GPUSLICE_SHARED_DIR
-#define GPUSLICE_SHARED_DIR "../shared"
+#ifndef GPUSLICE_TOPO_DIR
+#define GPUSLICE_TOPO_DIR "tests/data/topologies"
 #endif
 
 static bool quick;
@@ -157,7 +157,7 @@ static void synth_dgx1(struct topo *t, unsigned n) {
 
 static int load_reference(const char *dir, const char *file, struct bench_topo *bt) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/topologies/%s", dir, file);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
         char *text = NULL;
         size_t len = 0;
         int r = read_file(path, 1 << 20, &text, &len);
@@ -817,12 +817,12 @@ static void print_summary(void) {
 /* ---------- main ---------- */
 
 int main(int argc, char **argv) {
-        const char *shared = GPUSLICE_SHARED_DIR;
+        const char *topologies = GPUSLICE_TOPO_DIR;
         for (int i = 1; i < argc; i++) {
                 if (streq(argv[i], "--quick"))
                         quick = true;
-                else if (streq(argv[i], "--shared") && i + 1 < argc)
-                        shared = argv[++i];
+                else if (streq(argv[i], "--topologies") && i + 1 < argc)
+                        topologies = argv[++i];
                 else if (streq(argv[i], "--only") && i + 1 < argc)
                         only = argv[++i];
                 else if (streq(argv[i], "--seed") && i + 1 < argc)
@@ -832,7 +832,7 @@ int main(int argc, char **argv) {
                 else if (streq(argv[i], "--churn-scale") && i + 1 < argc)
                         churn_scale = (unsigned)strtoul(argv[++i], NULL, 10);
                 else {
-                        fprintf(stderr, "usage: %s [--quick] [--shared DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]\n", argv[0]);
+                        fprintf(stderr, "usage: %s [--quick] [--topologies DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]\n", argv[0]);
                         return 2;
                 }
         }
@@ -843,7 +843,7 @@ int main(int argc, char **argv) {
         struct bench_topo bts[16];
         unsigned nb = 0;
         for (size_t i = 0; i < ELEMENTSOF(refs); i++)
-                if (load_reference(shared, refs[i], &bts[nb]) == 0)
+                if (load_reference(topologies, refs[i], &bts[nb]) == 0)
                         nb++;
         unsigned nref = nb;
         struct {

@@ -57,7 +57,7 @@ cat "$tmp/alloc.md"
         echo "- All ratios compare policies measured in this same run, on the same requests and job sequences."
         echo "- Other work may have shared the machine during the run: timings are the calling thread's CPU time"
         echo "  (the \"max wall\" column shows wall-clock outliers)."
-        echo "- Topologies: the five files of ../shared/topologies/ and six synthetic nodes built in the bench"
+        echo "- Topologies: the five files of tests/data/topologies/ and six synthetic nodes built in the bench"
         echo "  (16 and 64 GPUs: PCIe trees, NVSwitch boards on a PCIe tree, DGX-1 hybrid cube meshes side by side)."
         echo "- Baselines: random, first-fit, greedy best-now, NVIDIA's partition-based best-effort (capped: it"
         echo "  enumerates (n-1)!! partitions; when it gives up it uses the best partition seen so far, and the"
@@ -91,4 +91,4 @@ else
         { cat "$doc"; echo; echo "$begin"; cat "$tmp/section.md"; echo "$end"; } >"$tmp/doc.md"
 fi
 cat "$tmp/doc.md" >"$doc"
-echo "bench/alloc.sh: wrote the allocator section of ${doc#$root/}" >&2
+echo "bench/alloc.sh: wrote the allocator section of ${doc#"$root"/}" >&2

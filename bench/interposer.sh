@@ -26,8 +26,6 @@ for a in "$@"; do
         esac
 done
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
-shared="$(sed -n 's/^GPUSLICE_SHARED_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null | head -n1)"
-[ -n "$shared" ] || shared="$root/../shared"
 WL="$build/cuda-workload"
 IP="$build/libgpuslice-cuda.so"
 GS="$build/gpuslice"
@@ -42,7 +40,7 @@ done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH="$build/sim"
-node30="$shared/topologies/dgx-a100-nvswitch.topo"
+node30="$root/tests/data/topologies/dgx-a100-nvswitch.topo"
 out="$tmp/report.md"
 
 limits() { # limits FILE MEMORY CORE

@@ -2,7 +2,7 @@
 # 8 GPUs x 256 processes, sample cost and memory against the simulated node. Results go to
 # docs/BENCHMARKS.md ("Monitor") by hand.
 add_executable(monitor-bench ${CMAKE_CURRENT_SOURCE_DIR}/monitor-bench.c)
-target_link_libraries(monitor-bench PRIVATE gpuslice_monitor)
+target_link_libraries(monitor-bench PRIVATE gpuslice_everything)
 add_custom_target(bench-monitor
   COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/sim
           GPUSLICE_SIM_NODE=${CMAKE_SOURCE_DIR}/tests/integration/monitor-seed002.node

@@ -31,7 +31,7 @@ fi
 echo "== node agent (bench/agent-bench.py)"
 agent_quick=()
 [ "${BENCH_QUICK:-0}" = 1 ] && agent_quick=(--wakeup-seconds 10 --iterations 300 --rounds 3)
-/usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --shared "$root/../shared" --markdown \
+/usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --topologies "$root/tests/data/topologies" --markdown \
         "${agent_quick[@]}" | tee "$out/agent.md"
 
 echo "== monitor (bench/monitor-bench.c)"
@@ -44,4 +44,4 @@ echo "== cluster view (bench/inspect.sh)"
 echo "== scheduler extender (bench/sched-bench.c)"
 "$build/sched-bench" --markdown | tee "$out/sched.md"
 
-echo "bench/run.sh: done; tables in ${out#$root/}/, allocator and interposer sections in docs/BENCHMARKS.md"
+echo "bench/run.sh: done; tables in ${out#"$root"/}/, allocator and interposer sections in docs/BENCHMARKS.md"

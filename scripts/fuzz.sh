@@ -48,7 +48,9 @@ for t in "${targets[@]}"; do
   dirs=("$corpus")
   [ -d "$seeds/$t" ] && dirs+=("$seeds/$t")
   log=$out/$t.log
-  # -jobs=1 forks one worker that writes fuzz-0.log in the cwd: run from the output dir
+  # -jobs=1 forks one worker that writes fuzz-0.log in the cwd: run from the output dir.
+  # FUZZ_ARGS is a list of libFuzzer flags: split on purpose.
+  # shellcheck disable=SC2086
   (cd "$out" && "$exe" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -artifact_prefix="$arts/" ${FUZZ_JOBS:+-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS"} ${FUZZ_ARGS:-} \
       "${dirs[@]}") >"$log" 2>&1

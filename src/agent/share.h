@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "agent/plugin.h"
+#include "util/limits-dir.h"
 
 #define SHARE_CORE_IDS 100u        /* core IDs per GPU: percent */
 #define SHARE_MEM_IDS_MAX 1024u    /* memory IDs per GPU at most (bounds ListAndWatch messages) */
@@ -37,9 +38,9 @@
 #define SHARE_LIB_PATH "/usr/local/lib/gpuslice/libgpuslice-cuda.so" /* the interposer, read-only */
 
 /* Host side, under the limits root: <root>/<name>/{key,limits,shm/}. */
-#define SHARE_KEY_FILE "key"
-#define SHARE_LIMITS_FILE "limits"
-#define SHARE_SHM_DIR "shm"
+#define SHARE_KEY_FILE LIMITS_DIR_KEY_FILE
+#define SHARE_LIMITS_FILE LIMITS_DIR_LIMITS_FILE
+#define SHARE_SHM_DIR LIMITS_DIR_SHM_DIR
 
 /* Fractional use per GPU according to the state (table indices). */
 struct share_usage {

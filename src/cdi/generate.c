@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cdi/generate — discovery, the spec and its text in one call, for `gpuslice cdi generate` and the
- * node agent; the file is written with the project's atomic writer (labels_write_atomic). */
+ * node agent; the file is written with the project's atomic writer (util/atomic-file.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cdi/cdi.h"
-#include "labels/labels.h"
+#include "util/atomic-file.h"
 #include "util/util.h"
 
 int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len) {
@@ -56,7 +56,7 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
                         return -errno;
                 }
         }
-        r = labels_write_atomic(path, text, strlen(text));
+        r = atomic_file_write(path, text, strlen(text), 0644, 0);
         if (r < 0)
                 snprintf(err, err_len, "cannot write %s: %s", path, strerror(-r));
         return r;

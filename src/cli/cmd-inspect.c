@@ -100,7 +100,8 @@ static int list_all(struct kube_client *cl, const char *path, const char *field_
                 if (r >= 0 || !transient(r) || attempt + 1 >= LIST_ATTEMPTS)
                         break;
                 (void)item(NULL, c); /* forget a partial list */
-                unsigned ms = kube_backoff_ms(attempt, 500, 4000, (uint32_t)rand());
+                /* jitter only: rand() is enough */
+                unsigned ms = kube_backoff_ms(attempt, 500, 4000, (uint32_t)rand()); // NOLINT(cert-msc30-c)
                 fprintf(stderr, "gpuslice inspect: LIST %s: %s%s%s; retrying in %u ms\n", path, strerror(-r),
                         e.message[0] ? ": " : "", e.message, ms);
                 struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };

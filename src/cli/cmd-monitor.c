@@ -53,7 +53,8 @@ int cmd_monitor(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        static const char *const keys[] = {
+        /* indexed from OPT_ADDR; the first index reads OPT_ADDR - OPT_ADDR on purpose */
+        static const char *const keys[] = { // NOLINTNEXTLINE(misc-redundant-expression)
                 [OPT_ADDR - OPT_ADDR] = "metrics.address",      [OPT_PROC - OPT_ADDR] = "monitor.proc-root",
                 [OPT_ENGINE - OPT_ADDR] = "monitor.engine",     [OPT_CRI - OPT_ADDR] = "monitor.cri-socket",
                 [OPT_INTERVAL - OPT_ADDR] = "monitor.sample-interval",

@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "interposer/limits.h"
 #include "nvml/nvml-abi.h"
+#include "util/limits-dir.h"
 #include "util/util.h"
 
 #define INTERPOSER_NAME "libgpuslice-cuda.so"
@@ -96,15 +97,6 @@ static int find_interposer(char *buf, size_t len) {
                 }
         }
         return -ENOENT;
-}
-
-static int write_file_ro(const char *path, const char *text, size_t len) {
-        _cleanup_(closep) int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, text, len) != (ssize_t)len)
-                return -EIO;
-        return 0;
 }
 
 static pid_t child_pid;
@@ -201,22 +193,30 @@ int cmd_run(int argc, char **argv) {
         if (r < 0)
                 fprintf(stderr, "gpuslice run: NVML unavailable; matching GPU %u by index\n", gpu);
 
+        /* A fresh directory of our own (mkdtemp), laid out as the agent lays out a container's. */
         const char *base = secure_getenv("XDG_RUNTIME_DIR");
-        char dir[GS_REGION_PATH_MAX - 16];
+        char dir[GS_REGION_PATH_MAX - 32];
         if (snprintf(dir, sizeof dir, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >= (int)sizeof dir ||
             !mkdtemp(dir)) {
                 fprintf(stderr, "gpuslice run: cannot make a directory for the limits: %s\n", strerror(errno));
                 return EXIT_RUNTIME;
         }
+        char *name = strrchr(dir, '/') + 1;
+        name[-1] = '\0';
+        char err[256];
+        _cleanup_(closep) int dfd = limits_dir_create(dir, name, false, err, sizeof err);
+        name[-1] = '/';
         char limits_path[PATH_MAX + 16];
         snprintf(l.container, sizeof l.container, "run-%d", (int)getpid());
-        snprintf(l.region, sizeof l.region, "%s/region", dir);
-        snprintf(limits_path, sizeof limits_path, "%s/limits", dir);
+        snprintf(l.region, sizeof l.region, "%s/" LIMITS_DIR_SHM_DIR "/region", dir);
+        snprintf(limits_path, sizeof limits_path, "%s/" LIMITS_DIR_LIMITS_FILE, dir);
         char text[GS_LIMITS_MAX_FILE];
-        int n = gs_limits_format(&l, text, sizeof text);
-        if (n < 0 || write_file_ro(limits_path, text, (size_t)n) < 0) {
-                fprintf(stderr, "gpuslice run: cannot write %s\n", limits_path);
-                rmdir(dir);
+        int n = dfd < 0 ? dfd : gs_limits_format(&l, text, sizeof text);
+        if (n >= 0)
+                n = limits_dir_write_limits(dfd, text, (size_t)n);
+        if (n < 0) {
+                fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path, dfd < 0 ? err : strerror(-n));
+                (void)limits_dir_remove_at(AT_FDCWD, dir);
                 return EXIT_RUNTIME;
         }
         if (keep)
@@ -255,10 +255,7 @@ int cmd_run(int argc, char **argv) {
         int st = 0;
         while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
                 ;
-        if (!keep) {
-                unlink(limits_path);
-                unlink(l.region);
-                rmdir(dir);
-        }
+        if (!keep)
+                (void)limits_dir_remove_at(AT_FDCWD, dir);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

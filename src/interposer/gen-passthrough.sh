@@ -20,6 +20,7 @@ gen() {
   echo ' */'
   echo '#pragma once'
   echo
+  # shellcheck disable=SC1003 # a literal backslash, not an escaped quote
   echo '#define GS_PASSTHROUGH(X) \'
   comm -23 <(echo "$exports") <(echo "$hooked") | sed 's/.*/        X(&) \\/'
   echo '        /* end */'

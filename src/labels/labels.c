@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "metrics/metrics.h"
+#include "util/atomic-file.h"
 #include "util/util.h"
 
 char *labels_sanitize(const char *s, char *buf, size_t len) {
@@ -81,7 +82,7 @@ int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
         }
         if (t->driver_version[0]) {
                 unsigned a = 0, b = 0, c = 0;
-                int n = sscanf(t->driver_version, "%u.%u.%u", &a, &b, &c);
+                int n = sscanf(t->driver_version, "%6u.%6u.%6u", &a, &b, &c); /* widths: no overflow */
                 labels_sanitize(t->driver_version, v, sizeof v);
                 if (n >= 1)
                         metrics_text_printf(&x, "nvidia.com/cuda.driver-version.major=%u\n", a);
@@ -102,42 +103,6 @@ int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
 }
 
 int labels_write_atomic(const char *path, const char *data, size_t len) {
-        char tmp[4096], dir[4096];
-        int k = snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
-        if (k < 0 || (size_t)k >= sizeof tmp)
-                return -ENAMETOOLONG;
-        strscpy(dir, path, sizeof dir);
-        int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        int r = 0;
-        for (size_t off = 0; off < len;) {
-                ssize_t n = write(fd, data + off, len - off);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        r = -errno;
-                        break;
-                }
-                off += (size_t)n;
-        }
         /* readable by NFD, which may run as another user */
-        if (r == 0 && fchmod(fd, 0644) < 0)
-                r = -errno;
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                return r;
-        }
-        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-        }
-        return 0;
+        return atomic_file_write(path, data, len, 0644, 0);
 }

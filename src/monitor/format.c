@@ -299,7 +299,9 @@ static void format_compat_pod_mem(struct metrics_text *t, const struct monitor_s
                 snprintf(pid, sizeof pid, "%u", p->pid);
                 const char *labels[] = { "pod_name", p->pod, "pod_namespace", p->namespace, "gpu_uuid",
                                          s->gpus[p->gpu].uuid, "gpu_name", s->gpus[p->gpu].name, "app_pid", pid, NULL };
-                metrics_text_sample(t, "pod_used_gpu_mem_MB", labels, (double)(p->memory / (1024 * 1024)));
+                /* whole MiB, truncated as the exporter this mimics reports them */
+                metrics_text_sample(t, "pod_used_gpu_mem_MB", labels,
+                                    (double)(p->memory / (1024 * 1024))); // NOLINT(bugprone-integer-division)
         }
 }
 

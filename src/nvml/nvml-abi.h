@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nvml-abi — the subset of NVML's C ABI gpuslice uses, declared from ../shared/specs/nvml.md
+ * nvml-abi — the subset of NVML's C ABI gpuslice uses, declared from docs/specs/nvml.md
  * (there is no nvml.h on the build machines). The simulator (sim/) implements exactly these
  * prototypes; the binding (src/nvml) resolves them with dlsym and keeps them type-checked with
  * __typeof__. One declaration of the ABI for both: if this is wrong, both are wrong together,

@@ -667,7 +667,7 @@ int sched_ext_args_decode(const char *body, size_t len, const struct sched_units
                         fail(err, errlen, "ExtenderArgs.Nodes is not a NodeList");
                         goto bad;
                 }
-                ret->nodes_items = items && json_is_array(items) ? items : NULL;
+                ret->nodes_items = json_is_array(items) ? items : NULL;
                 ret->n_nodes = ret->nodes_items ? json_array_size(items) : 0;
         } else {
                 fail(err, errlen, "ExtenderArgs has neither NodeNames nor Nodes");

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/atomic-file.h"
 #include "util/util.h"
 
 #define STATE_MAGIC "gpuslice-state"
@@ -445,7 +446,7 @@ static int decode_body(json_t *root, struct gpuslice_state *out) {
                 json_t *seen = json_is_object(o) ? json_object_get(o, "seen") : NULL;
                 if (!json_is_object(o) || json_object_size(o) != (seen ? 11u : 10u) || (seen && !json_is_boolean(seen)))
                         goto fail;
-                a->seen = seen && json_is_true(seen);
+                a->seen = seen && json_is_true(seen); // NOLINT(misc-redundant-expression): the macro tests NULL too
                 /* exactly 10 (11) members, and all known keys present below: nothing else */
                 if (get_str(o, "resource", a->resource, sizeof a->resource, true) < 0 ||
                     get_str(o, "device_id", a->device_id, sizeof a->device_id, true) < 0 ||
@@ -512,29 +513,6 @@ int state_decode(const void *data, size_t len, struct gpuslice_state *ret) {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t)k;
-        }
-        return 0;
-}
-
-static void temp_name(char *buf, size_t len, const char *prefix, unsigned attempt) {
-        uint64_t rnd = 0;
-        if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
-                rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ attempt;
-        snprintf(buf, len, "%s%016" PRIx64, prefix, rnd);
-}
-
 /* Temp files a crashed save left behind (one writer per directory, so none is in use now). */
 static void remove_stale_temps(int dfd, const char *prefix) {
         int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -561,36 +539,9 @@ int state_write_atomic(const char *dir, const char *name, const void *data, size
         if (dfd < 0)
                 return -errno;
         char prefix[160];
-        snprintf(prefix, sizeof prefix, ".%s.tmp-", name);
+        snprintf(prefix, sizeof prefix, ".%s" ATOMIC_FILE_TEMP_INFIX, name); /* atomic_file_write_at's temporaries */
         remove_stale_temps(dfd, prefix);
-        char tmp[200];
-        _cleanup_(closep) int fd = -1;
-        for (unsigned attempt = 0; fd < 0; attempt++) {
-                temp_name(tmp, sizeof tmp, prefix, attempt);
-                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (fd < 0 && (errno != EEXIST || attempt >= 16))
-                        return -errno;
-        }
-        int r = write_all(fd, data, len);
-        if (r == 0 && mode != 0600 && fchmod(fd, (mode_t)(mode & 07777)) < 0)
-                r = -errno;
-        if (r == 0 && sync && fsync(fd) < 0)
-                r = -errno;
-        if (r == 0) {
-                int k = close(TAKE_FD(fd));
-                if (k < 0 && errno != EINTR)
-                        r = -errno;
-        }
-        if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
-                r = -errno;
-        if (r < 0) {
-                (void)unlinkat(dfd, tmp, 0);
-                return r;
-        }
-        /* The new file is in place; make the rename itself durable. */
-        if (sync && fsync(dfd) < 0)
-                return -errno;
-        return 0;
+        return atomic_file_write_at(dfd, name, data, len, (mode_t)(mode & 07777), sync ? 0 : ATOMIC_FILE_NO_SYNC);
 }
 
 int state_save(const char *dir, const struct gpuslice_state *s) {

@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "fuzz.h"
 #include "util/util.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int run_file(const char *path) {
         _cleanup_(freep) char *buf = NULL;

@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "alloc/alloc.h"
 #include "topo/topo.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint8_t take(const uint8_t **p, size_t *left) {
         if (*left == 0)

@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "compat/compat.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void one(const char *s, size_t n, const struct compat_node *nd) {
         char msg[256], again[256];

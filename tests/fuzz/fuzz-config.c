@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "config/config.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char *dump(const struct gpuslice_config *cfg, size_t *ret_len) {
         char *buf = NULL;

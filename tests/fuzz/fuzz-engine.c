@@ -2,16 +2,13 @@
 /* Fuzz target for the Engine API JSON parsers (/containers/json and /containers/ID/json) and the
  * GPU mapping that follows: no crash, no read past the input, ids well formed, GPU sets inside
  * the node. The first byte picks the parser. */
-#undef NDEBUG /* the checks are the point, in every build type */
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "engine/engine.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static struct topo t;
@@ -32,18 +29,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (data[0] & 1) {
                 struct engine_container c;
                 if (engine_parse_inspect(buf, size - 1, &c) == 0) {
-                        assert(strlen(c.id) == 64);
-                        assert(c.n_devices <= ENGINE_MAX_DEVICES);
+                        CHECK(strlen(c.id) == 64);
+                        CHECK(c.n_devices <= ENGINE_MAX_DEVICES);
                         uint64_t set = engine_container_gpus(&c, &t);
-                        assert((set & ~0xffull) == 0);
-                        assert(c.running || set == 0);
+                        CHECK((set & ~0xffull) == 0);
+                        CHECK(c.running || set == 0);
                 }
         } else {
                 struct engine_container *c;
                 size_t n;
                 if (engine_parse_list(buf, size - 1, &c, &n) == 0) {
                         for (size_t i = 0; i < n; i++)
-                                assert(strlen(c[i].id) == 64);
+                                CHECK(strlen(c[i].id) == 64);
                         free(c);
                 }
         }

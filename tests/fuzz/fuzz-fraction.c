@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "alloc/fraction.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static unsigned take(const uint8_t **p, size_t *left) {
         if (*left == 0)

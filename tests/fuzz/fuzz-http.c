@@ -6,8 +6,6 @@
  * afterwards. The first line of input (up to '\n') is also fed to http_parse_address.
  */
 #include <arpa/inet.h>
-#undef NDEBUG /* the checks are the point, in every build type */
-#include <assert.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,15 +14,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "http/http.h"
 #include "util/util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static void handler(void *ud, const struct http_request *req, struct http_response *resp) {
         (void)ud;
-        assert(req->path[0] == '/');
-        assert(strlen(req->body) <= req->body_len && req->body_len <= HTTP_MAX_BODY);
+        CHECK(req->path[0] == '/');
+        CHECK(strlen(req->body) <= req->body_len && req->body_len <= HTTP_MAX_BODY);
         resp->body = strdup("ok\n");
         resp->body_len = resp->body ? 3 : 0;
 }
@@ -63,10 +60,10 @@ static int exchange(const void *req, size_t len, char *reply, size_t cap, long t
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static unsigned runs;
         if (!server) {
-                assert(http_server_new("127.0.0.1:0", &server) == 0);
-                assert(http_server_handle(server, "/metrics", handler, NULL) == 0);
-                assert(http_server_handle(server, "/healthz", handler, NULL) == 0);
-                assert(http_server_start(server) == 0);
+                CHECK(http_server_new("127.0.0.1:0", &server) == 0);
+                CHECK(http_server_handle(server, "/metrics", handler, NULL) == 0);
+                CHECK(http_server_handle(server, "/healthz", handler, NULL) == 0);
+                CHECK(http_server_start(server) == 0);
         }
         char line[128];
         const uint8_t *nl = memchr(data, '\n', size);
@@ -77,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct sockaddr_storage ss;
                 socklen_t sl;
                 if (http_parse_address(line, &ss, &sl) == 0)
-                        assert(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+                        CHECK(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
         }
         static char reply[1 << 16];
         /* short: a keep-alive answer leaves the connection open until the timeout */
@@ -93,8 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 usleep(100 * 1000);
                         got = exchange(ok, sizeof ok - 1, reply, sizeof reply, 5000);
                 }
-                assert(got > 0);
-                assert(strncmp(reply, "HTTP/1.1 200", 12) == 0);
+                CHECK(got > 0);
+                CHECK(strncmp(reply, "HTTP/1.1 200", 12) == 0);
         }
         return 0;
 }

@@ -8,16 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "kube/cluster.h"
 #include "util/util.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *buf = malloc(size + 1);

@@ -8,15 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "kube/kube.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct tally {
         unsigned n;

@@ -11,15 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "interposer/limits.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static struct gs_limits l, back;

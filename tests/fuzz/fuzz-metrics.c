@@ -9,16 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "metrics/metrics.h"
 #include "util/util.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Walk one `{k="v",...}` block; returns the position after '}'. */
 static const char *check_labels(const char *p, unsigned n_labels) {

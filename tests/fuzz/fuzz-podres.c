@@ -13,16 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "agent/podres.h"
 #include "state/state.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static bool owned(const char *resource, void *userdata) {
         (void)userdata;

@@ -9,13 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "agent/plugin.h"
 #include "alloc/alloc.h"
 #include "deviceplugin.pb-c.h"
 #include "podresources.pb-c.h"
 #include "topo/topo.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char node[] = "      GPU0  GPU1  GPU2  GPU3\n"
                            "GPU0   X    NV2   PHB   SYS\n"

@@ -14,15 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "sim/sim.h"
-
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char path[64];
 static uint8_t *image; /* a valid state file's bytes */

@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "state/state.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(const char *copy, size_t size) {
         struct gpuslice_state s;

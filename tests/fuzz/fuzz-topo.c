@@ -7,16 +7,8 @@
 #include <string.h>
 #include <errno.h>
 
+#include "fuzz.h"
 #include "topo/topo.h"
-
-/* always on, also in release builds (NDEBUG) */
-#define CHECK(x)                 \
-        do {                     \
-                if (!(x))        \
-                        abort(); \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static struct topo t;

@@ -7,7 +7,7 @@ if(TARGET gpuslice_agent)
     add_test(NAME agent-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_agent.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                     --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo ${t})
+                     --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
     set_tests_properties(agent-${t} PROPERTIES TIMEOUT 120 LABELS "integration;agent")
   endforeach()
 endif()

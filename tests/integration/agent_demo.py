@@ -10,6 +10,7 @@ Exit code 0 when every step behaved as shown.
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,21 @@ import kubelet_standin  # noqa: E402
 
 def say(msg):
     print("\n\033[1m== %s\033[0m" % msg, flush=True)
+
+
+def claim(text, cond):
+    """The demo is also a test (ctest `demo`): every claim it prints is checked."""
+    if not cond:
+        raise AssertionError("FAILED: " + text)
+    print("checked: " + text)
+
+
+def cli_pick(build, env, count, busy):
+    """The whole-GPU allocator's answer through the CLI (`gpuslice alloc --json`), for comparison."""
+    cmd = [os.path.join(build, "gpuslice"), "alloc", "--count", str(count), "--json"]
+    if busy:
+        cmd += ["--busy", ",".join(map(str, busy))]
+    return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)["gpus"]
 
 
 def main():
@@ -80,22 +96,26 @@ def main():
 
         say("A 2-GPU pod while GPUs 0,1,3,4 are taken")
         free = [ids[i] for i in range(len(ids)) if i not in (0, 1, 3, 4)]
-        prefer_and_allocate(free, 2, "2 GPUs")
+        got = prefer_and_allocate(free, 2, "2 GPUs")
+        claim("kubelet is offered the allocator's pick (gpuslice alloc --count 2 --busy 0,1,3,4)",
+              sorted(ids.index(g) for g in got) == cli_pick(args.build, env, 2, (0, 1, 3, 4)))
         say("A 4-GPU pod on the empty node")
-        prefer_and_allocate(ids, min(4, len(ids)), "4 GPUs")
+        got = prefer_and_allocate(ids, min(4, len(ids)), "4 GPUs")
+        claim("the same for 4 GPUs on the empty node",
+              sorted(ids.index(g) for g in got) == cli_pick(args.build, env, min(4, len(ids)), ()))
 
         say("Inject Xid 48 (double-bit ECC error) on GPU 2 through the simulator")
         subprocess.run([sim, "xid", "2", "48"], env=env, check=True, capture_output=True)
         t0 = time.monotonic()
         k.wait_for(lambda: k.last_devices()[ids[2]][0] == "Unhealthy", 5, "GPU 2 unhealthy")
-        print("ListAndWatch pushed GPU2 Unhealthy after %.0f ms; the other GPUs stay Healthy: %s" % (
-            (time.monotonic() - t0) * 1000,
-            sum(1 for h, _ in k.last_devices().values() if h == "Healthy") == len(ids) - 1))
+        print("ListAndWatch pushed GPU2 Unhealthy after %.0f ms" % ((time.monotonic() - t0) * 1000))
+        claim("the other GPUs stay Healthy",
+              sum(1 for h, _ in k.last_devices().values() if h == "Healthy") == len(ids) - 1)
         req = pb.PreferredAllocationRequest()
         req.container_requests.add(available_deviceIDs=ids[:4], allocation_size=2)
         got = list(stub.GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
-        print("GetPreferredAllocation among GPUs 0-3 now → GPUs %s (never the unhealthy one)"
-              % ",".join(str(ids.index(g)) for g in got))
+        print("GetPreferredAllocation among GPUs 0-3 now → GPUs %s" % ",".join(str(ids.index(g)) for g in got))
+        claim("never the unhealthy GPU 2", len(got) == 2 and ids[2] not in got)
         print("status:")
         subprocess.run([os.path.join(args.build, "gpuslice"), "status", "--state-dir", os.path.join(tmp, "state")])
         k.wait_for(lambda: k.last_devices()[ids[2]][0] == "Healthy", 30, "GPU 2 healthy again")
@@ -107,7 +127,11 @@ def main():
         rc = agent.wait(10)
         left = [n for n in os.listdir(plugin_dir) if n != "kubelet.sock"]
         print("agent exited with %d; sockets left in the plugin dir besides kubelet.sock: %s" % (rc, left or "none"))
-        return 0 if rc == 0 and not left else 1
+        claim("a clean exit (status 0, its socket removed)", rc == 0 and not left)
+        return 0
+    except AssertionError as e:
+        print(e, file=sys.stderr)
+        return 1
     finally:
         if agent and agent.poll() is None:
             agent.kill()

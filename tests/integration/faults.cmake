@@ -6,6 +6,6 @@ if(TARGET gpuslice_agent)
   add_test(NAME faults-fractional
            COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/faults/faults.py --build ${CMAKE_BINARY_DIR}
                    --source ${CMAKE_SOURCE_DIR} --kills 30 --max-seconds 80
-                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(faults-fractional PROPERTIES TIMEOUT 240 LABELS "integration;agent;sharing;faults")
 endif()

@@ -4,6 +4,6 @@ if(TARGET gpuslice_agent)
   add_test(NAME agent-health-1s
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_health.py
                    --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo health-1s)
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(agent-health-1s PROPERTIES TIMEOUT 120 LABELS "integration;agent")
 endif()

@@ -3,7 +3,7 @@
 
 It serves the kubelet side of the device plugin API (Registration on <plugin-dir>/kubelet.sock)
 and the PodResources API (List on a configurable socket), and drives plugins the way kubelet
-does (../shared/specs/kubelet-device-plugin.md, "How kubelet behaves"):
+does (docs/specs/kubelet-device-plugin.md, "How kubelet behaves"):
 
 - Register is handled synchronously: inside the call it dials the plugin's socket and calls
   GetDevicePluginOptions (10 s timeout); only then does Register return, and ListAndWatch starts

@@ -10,7 +10,7 @@ if(TARGET gpuslice_agent)
     add_test(NAME agent-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_share.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                     --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo ${t})
+                     --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
     set_tests_properties(agent-${t} PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77 LABELS "integration;agent;sharing")
   endforeach()
   # podman cases share the machine's container storage: one at a time

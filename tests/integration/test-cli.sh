@@ -2,9 +2,8 @@
 # CLI behaviour through the real binary. Prints one line per check and "N passed, N failed".
 set -u
 BUILD=$1
-SHARED=$2
+TOPO=$2 # tests/data/topologies
 G="$BUILD/gpuslice"
-TOPO="$SHARED/topologies"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0

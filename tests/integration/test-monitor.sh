@@ -5,7 +5,7 @@
 #
 #   test-monitor.sh BUILD_DIR SOURCE_DIR CASE
 #
-# The seed 002 scenario (../shared/scenarios/seed002-titanv-shared-processes.smi): 8 x TITAN V,
+# The seed 002 scenario (tests/data/scenarios/seed002-titanv-shared-processes.smi): 8 x TITAN V,
 # processes with the seed's PIDs and sizes (gpuslice-sim proc add --keep), attributed through a
 # prepared proc root to four pods of different layouts; GPU 2 runs two pods' processes, GPU 6 two
 # processes of one container.
@@ -228,7 +228,9 @@ case_promtool() {
 }
 
 case_cri_names() {
-  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools not installed"
+  if ! { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; }; then
+    skip "python3-grpcio / python3-grpc-tools not installed"
+  fi
   seed_setup
   local sock=$TMP/cri.sock
   timeout 300 /usr/bin/python3 "$SRC/tests/integration/cri_standin.py" --proto-dir "$SRC/proto" --socket "$sock" \

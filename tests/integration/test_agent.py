@@ -11,148 +11,21 @@ Every test is bounded (an alarm ends a stuck test) and kills the agent on the wa
 Exit code 0 = pass.
 """
 
-import argparse
-import json
 import os
-import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
-import tempfile
 import urllib.request
 import time
-import traceback
 
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kubelet_standin  # noqa: E402
+import kubelet_standin  # noqa: E402,F401
+from agent_fixture import REACT_S, Env, check, free_port, run_main, scrape  # noqa: E402,F401
 
 TEST_TIMEOUT_S = 90
-# Reactions the spec wants within 1 s are checked as behaviour with this generous bound; how fast
-# they are is measured by bench/agent-bench.py (docs/BENCHMARKS.md), never asserted here.
-REACT_S = 10
-
-
-class Env:
-    def __init__(self, args, stubs):
-        self.args = args
-        self.stubs = stubs
-        self.pb = stubs["deviceplugin_pb2"]
-        self.tmp = tempfile.mkdtemp(prefix="gpuslice-agent-")
-        self.plugin_dir = os.path.join(self.tmp, "device-plugins")
-        self.state_dir = os.path.join(self.tmp, "state")
-        self.dev_root = os.path.join(self.tmp, "host")
-        self.podres = os.path.join(self.tmp, "pod-resources.sock")
-        os.makedirs(self.plugin_dir)
-        os.makedirs(os.path.join(self.dev_root, "dev"))
-        # The device nodes a host would have; uvm-tools and modeset deliberately absent.
-        for n in ["nvidia%d" % i for i in range(8)] + ["nvidiactl", "nvidia-uvm"]:
-            open(os.path.join(self.dev_root, "dev", n), "w").close()
-        self.env = dict(os.environ)
-        self.env["LD_LIBRARY_PATH"] = os.path.join(args.build, "sim")
-        self.env["GPUSLICE_SIM_NODE"] = args.topology
-        self.env["GPUSLICE_SIM_STATE"] = os.path.join(self.tmp, "sim.state")
-        self.kubelet = kubelet_standin.Kubelet(stubs, self.plugin_dir, self.podres)
-        self.kubelet.start()
-        self.agent = None
-        self.logs = []
-        self.sim("reset")
-
-    # ---- processes ----
-
-    def sim(self, *argv):
-        r = subprocess.run([os.path.join(self.args.build, "sim", "gpuslice-sim")] + list(argv), env=self.env,
-                           capture_output=True, text=True, timeout=10)
-        if r.returncode != 0:
-            raise AssertionError("gpuslice-sim %s failed: %s" % (" ".join(argv), r.stderr))
-        return r.stdout
-
-    def start_agent(self, *extra, quiet="2s"):
-        log = os.path.join(self.tmp, "agent-%d.log" % len(self.logs))
-        self.logs.append(log)
-        cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--plugin-dir", self.plugin_dir, "--state-dir",
-               self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.dev_root,
-               "--health-quiet-period", quiet, "--log-level", "debug",
-               # metrics off unless a test asks: agents of parallel tests would share a port
-               "--metrics-address="] + list(extra)
-        self.agent = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
-        return self.agent
-
-    def registered(self, count=1, timeout=10):
-        self.kubelet.wait_for(lambda: len(self.kubelet.registrations) >= count, timeout,
-                              "registration #%d" % count)
-        self.kubelet.wait_for(lambda: len(self.kubelet.law) > 0, timeout, "first ListAndWatch message")
-        return self.kubelet.registrations[count - 1]
-
-    def kill_agent(self, sig=signal.SIGKILL):
-        if self.agent and self.agent.poll() is None:
-            self.agent.send_signal(sig)
-            try:
-                self.agent.wait(10)
-            except subprocess.TimeoutExpired:
-                self.agent.kill()
-                self.agent.wait(5)
-        return self.agent.returncode if self.agent else None
-
-    def status(self):
-        r = subprocess.run([os.path.join(self.args.build, "gpuslice"), "status", "--state-dir", self.state_dir,
-                            "--json"], capture_output=True, text=True, timeout=15)
-        if r.returncode != 0:
-            raise AssertionError("gpuslice status failed (%d): %s" % (r.returncode, r.stderr))
-        return json.loads(r.stdout)
-
-    def close(self, failed):
-        try:
-            self.kill_agent(signal.SIGKILL)
-        finally:
-            self.kubelet.close()
-            if failed:
-                for log in self.logs:
-                    sys.stderr.write("---- %s ----\n" % log)
-                    with open(log) as f:
-                        sys.stderr.write(f.read()[-20000:])
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-    # ---- kubelet-side calls ----
-
-    def stub(self):
-        return self.kubelet.plugin_stub()[0]
-
-    def ids(self):
-        """Device IDs in NVML index order (the order ListAndWatch lists them)."""
-        resp = self.kubelet.law[-1][2]
-        return [d.ID for d in resp.devices]
-
-    def prefer(self, available, size, must=()):
-        req = self.pb.PreferredAllocationRequest()
-        req.container_requests.add(available_deviceIDs=available, must_include_deviceIDs=list(must),
-                                   allocation_size=size)
-        return list(self.stub().GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
-
-    def allocate(self, *containers):
-        req = self.pb.AllocateRequest()
-        for ids in containers:
-            req.container_requests.add(devices_ids=ids)
-        return self.stub().Allocate(req, timeout=5)
-
-    def expect_error(self, fn, code, text=None):
-        try:
-            fn()
-        except grpc.RpcError as e:
-            if e.code() != code:
-                raise AssertionError("expected %s, got %s: %s" % (code, e.code(), e.details()))
-            if text and text not in (e.details() or ""):
-                raise AssertionError("expected %r in the error message, got %r" % (text, e.details()))
-            return e.details()
-        raise AssertionError("expected %s, the call succeeded" % code)
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 # ---- tests ----
@@ -548,28 +421,6 @@ def test_sighup(e):
     check(e.agent.poll() is None, "agent died on a bad reload")
 
 
-def free_port():
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return sk.getsockname()[1]
-
-
-def scrape(port, until, what, timeout=REACT_S):
-    """GET /metrics until `until(text)` holds (the sampler is periodic)."""
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
-                text = r.read().decode()
-            if until(text):
-                return text
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("metrics never showed %s; last scrape:\n%s" % (what, text[-3000:]))
-
-
 def allocated_ratios(text):
     alloc = {}
     for line in text.splitlines():
@@ -608,38 +459,5 @@ def test_metrics(e):
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    ap.add_argument("test", choices=sorted(TESTS))
-    args = ap.parse_args()
-
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT_S)
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
-    e = None
-    failed = True
-    try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
-        e = Env(args, stubs)
-        TESTS[args.test](e)
-        failed = False
-        print("PASS agent-%s" % args.test)
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL agent-%s" % args.test)
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-        shutil.rmtree(stubdir, ignore_errors=True)
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(TESTS, Env, "agent-", TEST_TIMEOUT_S)

@@ -4,7 +4,7 @@ under the kubelet stand-in, each fault injected with `gpuslice-sim` several time
 from the injection to the ListAndWatch message listing the GPU Unhealthy (or Healthy again once
 the quiet period is over) must be at most 1 s.
 
-    /usr/bin/python3 test_health.py --build DIR --source DIR --topology FILE health-1s
+    /usr/bin/python3 test_health.py --build DIR --source DIR --topology FILE
 
 The time runs from before `gpuslice-sim` is started (its own start-up counts against the agent)
 to the stand-in's receipt of the message. Faults NVML reports only as errors (NO_PERMISSION, and
@@ -19,8 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_agent  # noqa: E402
-from test_agent import check  # noqa: E402
+from agent_fixture import Env, check, run_main  # noqa: E402
 
 BOUND_MS = 1000
 QUIET_S = 1
@@ -147,6 +146,4 @@ def test_health_1s(e):
 TESTS = {"health-1s": test_health_1s}
 
 if __name__ == "__main__":
-    test_agent.TESTS.clear()
-    test_agent.TESTS.update(TESTS)
-    test_agent.main()
+    run_main(TESTS, Env, "agent-", 110)

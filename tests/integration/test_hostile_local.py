@@ -20,7 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_agent  # noqa: E402
-from test_agent import REACT_S, check, free_port, scrape  # noqa: E402
+from agent_fixture import REACT_S, check, free_port, run_main, scrape  # noqa: E402
 
 ATTACK_S = 6
 
@@ -261,7 +261,4 @@ def allocated(text, gpu):
 TESTS = {"status-hostile": test_status_hostile, "metrics-hostile": test_metrics_hostile}
 
 if __name__ == "__main__":
-    test_agent.TESTS.clear()
-    test_agent.TESTS.update(TESTS)
-    sys.argv = [sys.argv[0]] + sys.argv[1:]
-    test_agent.main()
+    run_main(TESTS, label="agent-", timeout_s=test_agent.TEST_TIMEOUT_S)

@@ -14,7 +14,6 @@ interposer preloaded, and must get CUDA_ERROR_OUT_OF_MEMORY past its limit. Exit
 (podman, runc or busybox not installed).
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -23,12 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kubelet_standin  # noqa: E402
+import agent_fixture  # noqa: E402
 import test_agent  # noqa: E402
 from test_agent import check  # noqa: E402
 
@@ -46,8 +45,7 @@ PROFILES = {
 ID_RE = re.compile(r"^(GPU-[0-9a-f-]{36})::(core|mem)-(0|[1-9][0-9]*)$")
 
 
-class Skip(Exception):
-    pass
+Skip = agent_fixture.Skip
 
 
 def endpoint(resource):
@@ -612,41 +610,5 @@ def test_share_podman(e):
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_share")}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    ap.add_argument("test", choices=sorted(TESTS))
-    args = ap.parse_args()
-
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT_S)
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
-    e = None
-    failed, skipped = True, False
-    try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
-        e = Share(args, stubs)
-        TESTS[args.test](e)
-        failed = False
-        print("PASS %s" % args.test)
-    except Skip as s:
-        failed, skipped = False, True
-        print("SKIP %s: %s" % (args.test, s))
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL %s" % args.test)
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-        shutil.rmtree(stubdir, ignore_errors=True)
-    sys.exit(77 if skipped else 1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    agent_fixture.run_main(TESTS, Share, "", TEST_TIMEOUT_S)

@@ -12,20 +12,17 @@ spin). Exit 77 = skipped (podman, runc or busybox not installed, not root, or no
     /usr/bin/python3 test_podman_core.py --build DIR --source DIR --topology FILE
 """
 
-import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import kubelet_standin  # noqa: E402
+import agent_fixture  # noqa: E402
 import test_share  # noqa: E402
-from test_agent import check  # noqa: E402
+from agent_fixture import check  # noqa: E402
 
 TEST_TIMEOUT_S = 120
 SPIN_S = 4
@@ -54,13 +51,13 @@ def test_podman_core(e):
     setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
     r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
     if r.returncode == 77:
-        raise test_share.Skip(r.stderr.strip())
+        raise agent_fixture.Skip(r.stderr.strip())
     check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
     image = r.stdout.strip()
     workload = os.path.abspath(os.path.join(e.args.build, "cuda-workload"))
     needed = [workload, os.path.join(e.args.build, "libgpuslice-cuda.so"), os.path.join(e.args.build, "sim", "gpuslice-sim")]
     if not all(os.path.exists(f) for f in needed):
-        raise test_share.Skip("cuda-workload, libgpuslice-cuda.so or gpuslice-sim not built (no cuda.h?)")
+        raise agent_fixture.Skip("cuda-workload, libgpuslice-cuda.so or gpuslice-sim not built (no cuda.h?)")
     root = tempfile.mkdtemp(prefix="gpuslice-core-host-", dir="/dev")
     os.makedirs(os.path.join(root, "dev"))
     for minor in range(8):
@@ -109,40 +106,5 @@ def test_podman_core(e):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    args = ap.parse_args()
-
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT_S)
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
-    e = None
-    failed, skipped = True, False
-    try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
-        e = test_share.Share(args, stubs)
-        test_podman_core(e)
-        failed = False
-        print("PASS podman-core")
-    except test_share.Skip as s:
-        failed, skipped = False, True
-        print("SKIP podman-core: %s" % s)
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL podman-core")
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-        shutil.rmtree(stubdir, ignore_errors=True)
-    sys.exit(77 if skipped else 1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    agent_fixture.run_main({"podman-core": test_podman_core}, test_share.Share, "", TEST_TIMEOUT_S)

@@ -9,12 +9,12 @@ gpuslice_unit_test(interposer-region ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-inter
 if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
   add_executable(cuda-workload ${CMAKE_CURRENT_SOURCE_DIR}/interposer/cuda-workload.c)
   target_include_directories(cuda-workload SYSTEM PRIVATE ${GPUSLICE_CUDA_INCLUDE_DIR})
-  target_link_libraries(cuda-workload PRIVATE ${CMAKE_DL_LIBS} pthread)
+  target_link_libraries(cuda-workload PRIVATE gpuslice_nvml_abi ${CMAKE_DL_LIBS} pthread)
   # The same program linked against the driver (DT_NEEDED libcuda.so.1), as programs built with -lcuda are.
   add_executable(cuda-workload-linked ${CMAKE_CURRENT_SOURCE_DIR}/interposer/cuda-workload.c)
   target_include_directories(cuda-workload-linked SYSTEM PRIVATE ${GPUSLICE_CUDA_INCLUDE_DIR})
   target_compile_definitions(cuda-workload-linked PRIVATE WORKLOAD_LINKED)
-  target_link_libraries(cuda-workload-linked PRIVATE gpuslice_sim_cuda ${CMAKE_DL_LIBS} pthread)
+  target_link_libraries(cuda-workload-linked PRIVATE gpuslice_sim_cuda gpuslice_nvml_abi ${CMAKE_DL_LIBS} pthread)
 
   gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c
                      ${CMAKE_SOURCE_DIR}/src/interposer/region.c)
@@ -41,7 +41,7 @@ if(TARGET test-interposer AND TARGET gpuslice_agent)
   add_test(NAME interposer-podman-core
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_core.py
                    --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
                        LABELS "integration;interposer" RESOURCE_LOCK podman)
 endif()

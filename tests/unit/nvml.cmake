@@ -16,6 +16,7 @@ foreach(_fake node old noinit initfail noshutdown nolinktype)
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fake-nvml
     C_VISIBILITY_PRESET default)
   target_include_directories(fake-nvml-${_fake} PRIVATE ${_fake_nvml_dir})
+  target_link_libraries(fake-nvml-${_fake} PRIVATE gpuslice_nvml_abi)
   if(GPUSLICE_SHARED_LINK_FLAGS)
     target_link_options(fake-nvml-${_fake} PRIVATE ${GPUSLICE_SHARED_LINK_FLAGS})
   endif()

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,33 +29,19 @@
 struct fx {
         struct plugin p;
         struct topo t;
-        char devroot[64];
+        char *devroot;
 };
 
 static void make_file(const char *dir, const char *name) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/dev/%s", dir, name);
-        FILE *f = fopen(path, "w");
-        assert_non_null(f);
-        fclose(f);
+        test_touch(test_path(test_path(dir, "dev"), name));
 }
 
 static int setup(void **state) {
         struct fx *f = calloc(1, sizeof *f);
         assert_non_null(f);
-        char *text = NULL;
-        size_t len = 0;
-        assert_int_equal(read_file(GPUSLICE_SHARED_DIR "/topologies/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
-                                   &len),
-                         0);
-        struct topo_error err;
-        assert_int_equal(topo_parse(text, len, &f->t, &err), 0);
-        free(text);
-        snprintf(f->devroot, sizeof f->devroot, "/tmp/gpuslice-agent-XXXXXX");
-        assert_non_null(mkdtemp(f->devroot));
-        char dev[128];
-        snprintf(dev, sizeof dev, "%s/dev", f->devroot);
-        assert_int_equal(mkdir(dev, 0755), 0);
+        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
+        f->devroot = test_tmpdir_new("agent");
+        assert_int_equal(mkdir(test_path(f->devroot, "dev"), 0755), 0);
         make_file(f->devroot, "nvidia6");
         make_file(f->devroot, "nvidia7");
         make_file(f->devroot, "nvidiactl");
@@ -66,10 +54,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         struct fx *f = *state;
-        char cmd[128];
         plugin_done(&f->p);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->devroot);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_tmpdir_free(f->devroot), 0);
         free(f);
         return 0;
 }

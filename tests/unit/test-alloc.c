@@ -20,7 +20,7 @@
 #include "topo/topo.h"
 #include "util/util.h"
 
-#define TOPO_DIR GPUSLICE_SHARED_DIR "/topologies/"
+#define TOPO_DIR GPUSLICE_TOPO_DIR "/"
 
 static const char *const reference[] = {
         "seed000-8gpu-pcie-2socket.topo", "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
@@ -93,15 +95,15 @@ static char tmpdir[256];
 
 static int setup_dir(void **state) {
         (void)state;
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/gpuslice-test-config-XXXXXX");
-        return mkdtemp(tmpdir) ? 0 : -1;
+        char *d = test_tmpdir_new("test-config");
+        strscpy(tmpdir, d, sizeof tmpdir);
+        free(d);
+        return 0;
 }
 
 static int teardown_dir(void **state) {
         (void)state;
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        return system(cmd) == 0 ? 0 : -1;
+        return test_rmtree(tmpdir) == 0 ? 0 : -1;
 }
 
 static void write_text(const char *path, const char *text) {

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include "interposer/interposer.h"
 #include "interposer/region.h"
 #include "interposer/throttle.h"
@@ -34,13 +36,15 @@ uint64_t gs_now_ns(void) {
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static char dir[64];
+static char dir[256];
 static struct gs_limits lim;
 
 static int setup(void **state) {
         (void)state;
-        snprintf(dir, sizeof dir, "/tmp/gpuslice-region-XXXXXX");
-        if (!mkdtemp(dir))
+        char *d = test_tmpdir_new("region");
+        int k = snprintf(dir, sizeof dir, "%s", d);
+        free(d);
+        if (k < 0 || (size_t)k >= sizeof dir)
                 return -1;
         memset(&lim, 0, sizeof lim);
         lim.version = 1;
@@ -55,9 +59,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         (void)state;
-        unlink(lim.region);
-        rmdir(dir);
-        return 0;
+        return test_rmtree(dir) == 0 ? 0 : -1;
 }
 
 static struct gs_region *open_claimed(unsigned *slot) {

@@ -2,7 +2,7 @@
 /*
  * test-interposer — libgpuslice-cuda.so end to end: tests/interposer/cuda-workload (a CUDA driver
  * API program) runs with the interposer preloaded, against the simulated driver build/sim/libcuda.so.1
- * (LD_LIBRARY_PATH=build/sim, a node from ../shared/topologies, a private simulator state file).
+ * (LD_LIBRARY_PATH=build/sim, a node from tests/data/topologies, a private simulator state file).
  * Each test writes a limits file, runs one or more workload processes and checks what they saw.
  */
 #include <errno.h>
@@ -29,7 +29,7 @@
 #define INTERPOSER GPUSLICE_BUILD_DIR "/libgpuslice-cuda.so"
 #define GPUSLICE GPUSLICE_BUILD_DIR "/gpuslice"
 #define SIM_DIR GPUSLICE_BUILD_DIR "/sim"
-#define NODE GPUSLICE_SHARED_DIR "/topologies/dgx-a100-nvswitch.topo"
+#define NODE GPUSLICE_TOPO_DIR "/dgx-a100-nvswitch.topo"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,8 +200,7 @@ static void test_base64(void **state) {
 
 static void test_in_cluster(void **state) {
         (void)state;
-        char dir[] = "/tmp/kube-sa-XXXXXX", p[PATH_MAX];
-        assert_non_null(mkdtemp(dir));
+        char *dir = test_tmpdir_new("kube-sa"), p[PATH_MAX];
         struct kube_config c;
         char err[512];
         unsetenv("KUBERNETES_SERVICE_HOST");
@@ -224,8 +225,7 @@ static void test_in_cluster(void **state) {
         kube_config_done(&c);
         unsetenv("KUBERNETES_SERVICE_HOST");
         unsetenv("KUBERNETES_SERVICE_PORT");
-        snprintf(p, sizeof p, "rm -rf %s", dir);
-        assert_int_equal(system(p), 0);
+        assert_int_equal(test_tmpdir_free(dir), 0);
 }
 
 /* ---- watch decoder ---- */

@@ -26,16 +26,18 @@
 
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include "nvml/nvml.h"
 #include "topo/topo.h"
 #include "util/util.h"
 
 #define SIM_NVML GPUSLICE_BUILD_DIR "/sim/libnvidia-ml.so.1"
 #define SIM_CLI GPUSLICE_BUILD_DIR "/sim/gpuslice-sim"
-#define TOPO_DIR GPUSLICE_SHARED_DIR "/topologies"
+#define TOPO_DIR GPUSLICE_TOPO_DIR
 #define TOPO(name) TOPO_DIR "/" name
 
-static char tmpdir[64];
+static char tmpdir[256];
 static char state_file[PATH_MAX];
 static unsigned state_counter;
 
@@ -47,17 +49,15 @@ struct fixture {
 
 static int group_setup(void **state) {
         (void)state;
-        char tmpl[] = "/tmp/gpuslice-test-nvml-sim-XXXXXX";
-        if (!mkdtemp(tmpl))
-                return -1;
-        snprintf(tmpdir, sizeof(tmpdir), "%s", tmpl);
-        return 0;
+        char *d = test_tmpdir_new("test-nvml-sim");
+        int k = snprintf(tmpdir, sizeof tmpdir, "%s", d);
+        free(d);
+        return k > 0 && (size_t)k < sizeof tmpdir ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
         (void)state;
-        rmdir(tmpdir);
-        return 0;
+        return test_rmtree(tmpdir) == 0 ? 0 : -1;
 }
 
 /* Point the simulator at a node file and a fresh private state file. */

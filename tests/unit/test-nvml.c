@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include "fake-nvml.h"
 #include "nvml/nvml.h"
 #include "util/util.h"
@@ -353,8 +355,7 @@ static int write_text(const char *path, const char *text) {
 
 static void test_inventory_numa_sysfs_fallback(void **state) {
         struct node_fixture *f = *state;
-        char root[] = "/tmp/gpuslice-test-nvml-XXXXXX";
-        assert_non_null(mkdtemp(root));
+        char *root = test_tmpdir_new("test-nvml");
         char path[512];
         const char *parts[] = { "/bus", "/bus/pci", "/bus/pci/devices", "/bus/pci/devices/0000:3d:00.0",
                                 "/bus/pci/devices/0000:3e:00.0" };
@@ -375,13 +376,7 @@ static void test_inventory_numa_sysfs_fallback(void **state) {
         assert_int_equal(t.gpu[3].numa_node, -1); /* NVML: empty set → sysfs says none */
         assert_int_equal(t.gpu[0].numa_node, 0);  /* NVML wins where it answers */
 
-        unlink(path);
-        unlink(path3);
-        for (size_t i = ELEMENTSOF(parts); i-- > 0;) {
-                snprintf(path, sizeof(path), "%s%s", root, parts[i]);
-                rmdir(path);
-        }
-        rmdir(root);
+        assert_int_equal(test_tmpdir_free(root), 0);
 }
 
 static void test_inventory_numa_no_sysfs(void **state) {

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +28,7 @@
 #include "rpc/rpc.h"
 
 struct fixture {
-        char dir[64];
+        char *dir;
         char path[128];
         char target[140];
         char path2[128];
@@ -116,8 +118,7 @@ static enum rpc_code wait_stream(void *userdata, const uint8_t *req, size_t req_
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof *f);
         assert_non_null(f);
-        snprintf(f->dir, sizeof f->dir, "/tmp/gpuslice-rpc-XXXXXX");
-        assert_non_null(mkdtemp(f->dir));
+        f->dir = test_tmpdir_new("rpc");
         snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
         snprintf(f->target, sizeof f->target, "unix:%s", f->path);
         assert_int_equal(rpc_server_new(f->path, 4096, &f->srv), 0);
@@ -135,7 +136,7 @@ static int teardown(void **state) {
         f->srv = rpc_server_free(f->srv);
         struct stat st;
         assert_int_equal(stat(f->path, &st), -1); /* socket removed */
-        rmdir(f->dir);
+        assert_int_equal(test_tmpdir_free(f->dir), 0);
         free(f);
         return 0;
 }

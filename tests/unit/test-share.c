@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,22 +35,14 @@
 struct fx {
         struct plugin p;
         struct topo t;
-        char tmp[64];
+        char *tmp;
 };
 
 static int setup(void **state) {
         struct fx *f = calloc(1, sizeof *f);
         assert_non_null(f);
-        char *text = NULL;
-        size_t len = 0;
-        assert_int_equal(read_file(GPUSLICE_SHARED_DIR "/topologies/seed000-8gpu-pcie-2socket.topo", 1 << 20, &text,
-                                   &len),
-                         0);
-        struct topo_error err;
-        assert_int_equal(topo_parse(text, len, &f->t, &err), 0);
-        free(text);
-        snprintf(f->tmp, sizeof f->tmp, "/tmp/gpuslice-share-XXXXXX");
-        assert_non_null(mkdtemp(f->tmp));
+        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
+        f->tmp = test_tmpdir_new("share");
         struct plugin_options o = { .resource = "nvidia.com/gpu",
                                     .core_resource = "gpuslice.io/gpu-core",
                                     .memory_resource = "gpuslice.io/gpu-memory",
@@ -59,9 +53,7 @@ static int setup(void **state) {
         snprintf(o.limits_root, sizeof o.limits_root, "%s/containers", f->tmp);
         snprintf(o.journal_dir, sizeof o.journal_dir, "%s", f->tmp);
         snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
-        int fd = open(o.interposer, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        assert_true(fd >= 0);
-        close(fd);
+        test_touch(o.interposer);
         plugin_init(&f->p, &o, &f->t);
         *state = f;
         return 0;
@@ -69,10 +61,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         struct fx *f = *state;
-        char cmd[128];
         plugin_done(&f->p);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->tmp);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_tmpdir_free(f->tmp), 0);
         free(f);
         return 0;
 }

@@ -19,7 +19,7 @@
 
 #define SIM_NVML_PATH GPUSLICE_BUILD_DIR "/sim/libnvidia-ml.so.1"
 #define SIM_CUDA_PATH GPUSLICE_BUILD_DIR "/sim/libcuda.so.1"
-#define SIM_TOPO(name) GPUSLICE_SHARED_DIR "/topologies/" name
+#define SIM_TOPO(name) GPUSLICE_TOPO_DIR "/" name
 
 struct sim_nvml {
         void *dl;

@@ -60,7 +60,7 @@ static void test_bad_node_file_is_no_driver(void **state) {
         sim_select(path);
         assert_int_equal(N.nvmlInit_v2(), NVML_ERROR_DRIVER_NOT_LOADED);
         unlink(path);
-        sim_select(GPUSLICE_SHARED_DIR "/topologies/does-not-exist.topo");
+        sim_select(GPUSLICE_TOPO_DIR "/does-not-exist.topo");
         assert_int_equal(N.nvmlInit_v2(), NVML_ERROR_DRIVER_NOT_LOADED);
 }
 

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -24,15 +26,15 @@ static char tmpdir[256];
 
 static int setup_dir(void **state) {
         (void)state;
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/gpuslice-test-state-XXXXXX");
-        return mkdtemp(tmpdir) ? 0 : -1;
+        char *d = test_tmpdir_new("test-state");
+        strscpy(tmpdir, d, sizeof tmpdir);
+        free(d);
+        return 0;
 }
 
 static int teardown_dir(void **state) {
         (void)state;
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        return system(cmd) == 0 ? 0 : -1;
+        return test_rmtree(tmpdir) == 0 ? 0 : -1;
 }
 
 /* A fresh empty subdirectory of tmpdir for one test. */

@@ -18,7 +18,7 @@ static int parse_str(const char *s, struct topo_error *e) {
 
 static void load_ref(const char *name) {
         char path[512];
-        snprintf(path, sizeof path, "%s/topologies/%s", GPUSLICE_SHARED_DIR, name);
+        snprintf(path, sizeof path, "%s/%s", GPUSLICE_TOPO_DIR, name);
         _cleanup_(freep) char *buf = NULL;
         size_t len;
         assert_int_equal(read_file(path, 1 << 20, &buf, &len), 0);
@@ -36,7 +36,7 @@ static const char *L(unsigned a, unsigned b) {
 static void test_every_reference_topology_parses(void **state) {
         (void)state;
         char dir[512];
-        snprintf(dir, sizeof dir, "%s/topologies", GPUSLICE_SHARED_DIR);
+        snprintf(dir, sizeof dir, "%s", GPUSLICE_TOPO_DIR);
         DIR *d = opendir(dir);
         assert_non_null(d);
         unsigned n = 0;

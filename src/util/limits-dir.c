@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* limits-dir — one container's limits directory (limits-dir.h). */
+#include "util/limits-dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/atomic-file.h"
+#include "util/util.h"
+
+/* Remove PARENT/NAME, DEPTH directory levels below it at most. */
+static int remove_tree_at(int parent, const char *name, unsigned depth) {
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (de->d_type == DT_DIR && depth > 0)
+                        (void)remove_tree_at(dirfd(d), de->d_name, depth - 1);
+                else
+                        (void)unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+        return unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+int limits_dir_remove_at(int parent, const char *name) {
+        if (!name || !*name)
+                return -EINVAL;
+        return remove_tree_at(parent, name, 2);
+}
+
+static int fail(int r, char *err, size_t errlen, const char *what, const char *root, const char *name) {
+        if (err && errlen)
+                snprintf(err, errlen, "cannot %s %.180s%s%.60s: %s", what, root, name ? "/" : "", name ? name : "",
+                         strerror(-r));
+        return r;
+}
+
+int limits_dir_create(const char *root, const char *name, bool fresh, char *err, size_t errlen) {
+        if (!root || !*root || !name || !*name || strchr(name, '/') || streq(name, ".") || streq(name, ".."))
+                return fail(-EINVAL, err, errlen, "use", root ? root : "", name);
+        if (mkdir(root, 0755) < 0 && errno != EEXIST)
+                return fail(-errno, err, errlen, "create", root, NULL);
+        _cleanup_(closep) int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rfd < 0)
+                return fail(-errno, err, errlen, "open", root, NULL);
+        if (fresh)
+                (void)remove_tree_at(rfd, name, 2);
+        if (mkdirat(rfd, name, 0755) < 0 && errno != EEXIST)
+                return fail(-errno, err, errlen, "create", root, name);
+        int dfd = openat(rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return fail(-errno, err, errlen, "open", root, name);
+        /* The region is created by the first process of the container, whatever its user. */
+        if ((mkdirat(dfd, LIMITS_DIR_SHM_DIR, 0777) < 0 && errno != EEXIST) ||
+            fchmodat(dfd, LIMITS_DIR_SHM_DIR, 0777, 0) < 0) {
+                int r = -errno;
+                close(dfd);
+                if (err && errlen)
+                        snprintf(err, errlen, "cannot create the region dir: %s", strerror(-r));
+                return r;
+        }
+        return dfd;
+}
+
+int limits_dir_write_limits(int dfd, const char *text, size_t len) {
+        return atomic_file_write_at(dfd, LIMITS_DIR_LIMITS_FILE, text, len, 0444, 0);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * limits-dir — the directory of one limited container, made the same way by both writers of limits
+ * files (the node agent's Allocate, `gpuslice run`):
+ *
+ *     <root>/<name>/          0755 (created when missing; an existing one is reused)
+ *     <root>/<name>/limits    the limits file libgpuslice-cuda.so reads (interposer/limits.h), 0444,
+ *                             replaced atomically and durably (util/atomic-file.h)
+ *     <root>/<name>/shm/      0777: the shared region is created there by the container's first
+ *                             process, whatever its user
+ *     <root>/<name>/key       the agent only: which allocation the directory belongs to
+ *
+ * No logging; functions return 0 (or an fd) or -errno, and name the failed step in ERR.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LIMITS_DIR_LIMITS_FILE "limits"
+#define LIMITS_DIR_SHM_DIR "shm"
+#define LIMITS_DIR_KEY_FILE "key"
+
+/* Create ROOT (when missing) and ROOT/NAME (NAME: one path component) with its shm/ directory.
+ * FRESH: a directory of that name is someone else's leftover: remove it first. Returns an fd of
+ * ROOT/NAME (O_DIRECTORY, O_CLOEXEC, not through a symlink) or -errno with ERR set. */
+int limits_dir_create(const char *root, const char *name, bool fresh, char *err, size_t errlen);
+
+/* Write the limits file TEXT into the directory DFD (from limits_dir_create). */
+int limits_dir_write_limits(int dfd, const char *text, size_t len);
+
+/* Remove PARENT/NAME (NAME relative to the directory fd PARENT, or AT_FDCWD, or absolute) and what is in it (limits, key, shm/ and its region); a missing one is not an
+ * error. Stays inside the tree: symlinks are removed, never followed. */
+int limits_dir_remove_at(int parent, const char *name);

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# lint-planted: `make lint` (scripts/lint.sh) fails on a planted violation of each kind it checks.
+# The tree is copied to a temporary directory (the build's compile database rewritten to point at the
+# copy); the untouched copy must pass, then each kind gets one violation in a fresh copy and the check
+# of that kind must fail and name it.
+#   test-lint-planted.sh SOURCE-DIR BUILD-DIR
+set -u
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tree=$tmp/tree
+pass=0
+fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+fresh() {
+  rm -rf "$tree" "$tmp/build"
+  mkdir -p "$tree" "$tmp/build"
+  (cd "$src" && tar cf - .clang-format .clang-tidy .ci scripts src sim tests bench) | tar xf - -C "$tree"
+  sed -e "s#$src/src/#$tree/src/#g" -e "s#$src/sim/#$tree/sim/#g" "$build/compile_commands.json" \
+    >"$tmp/build/compile_commands.json"
+}
+
+lint() { # lint KIND [FILE...]: scripts/lint.sh of the copy, on the copy, one kind
+  local kind=$1
+  shift
+  if [ "$kind" = tidy ]; then
+    "$tree/scripts/lint.sh" --root "$tree" --build "$tmp/build" --only tidy --tidy-files "$@"
+  else
+    "$tree/scripts/lint.sh" --root "$tree" --build "$tmp/build" --only "$kind"
+  fi
+}
+
+expect_fail() { # expect_fail KIND PATTERN [FILE...]: the check fails and its output matches PATTERN
+  local kind=$1 pattern=$2 out rc
+  shift 2
+  out=$(lint "$kind" "$@" 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ] && grep -qE "$pattern" <<<"$out"; then
+    ok "$kind: planted violation found: $(grep -E "$pattern" <<<"$out" | head -n1 | sed "s#$tree/##")"
+  else
+    bad "$kind: planted violation not reported (exit $rc): $out"
+  fi
+}
+
+util=src/util/util.c
+fresh
+for kind in format shellcheck includes banned; do
+  if out=$(lint "$kind" 2>&1); then ok "$kind: the untouched tree passes"; else bad "$kind: untouched tree fails: $out"; fi
+done
+if out=$(lint tidy "$tree/$util" "$tree/src/topo/tree.c" 2>&1); then
+  ok "tidy: the untouched files pass"
+else
+  bad "tidy: untouched files fail: $out"
+fi
+
+fresh
+printf 'int  lint_planted_format (void){return 0;}\n' >>"$tree/$util"
+expect_fail format "util/util.c"
+
+fresh
+cat >>"$tree/$util" <<'C'
+int lint_planted_tidy(const char *a, const char *b);
+int lint_planted_tidy(const char *a, const char *b) {
+        if (strcmp(a, b))
+                return 1;
+        return 0;
+}
+C
+expect_fail tidy "bugprone-suspicious-string-compare" "$tree/$util"
+
+fresh
+# shellcheck disable=SC2016 # the planted line is literal shell, unexpanded on purpose
+printf 'ls $(pwd)\n' >>"$tree/scripts/demo.sh"
+expect_fail shellcheck "SC2046"
+
+fresh
+sed -i '1i #include "agent/plugin.h"' "$tree/src/topo/tree.c"
+expect_fail includes 'src/topo/tree.c:1: layer 1 \(topo\) includes "agent/plugin.h" of layer 4'
+
+fresh
+printf 'void lint_planted_banned(char *b);\nvoid lint_planted_banned(char *b) {\n        sprintf(b, "x");\n}\n' >>"$tree/$util"
+expect_fail banned "util/util.c:.*sprintf"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

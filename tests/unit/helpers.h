@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * helpers — what the unit tests share: private temporary directories (created with mkdtemp,
+ * removed with nftw, never with a shell), paths in them and whole-file reads and writes. Every
+ * helper fails the running cmocka test on an error it cannot report otherwise.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct topo;
+
+/* A new directory $TMPDIR/gpuslice-TAG-XXXXXX (TMPDIR unset: /tmp); free it with test_tmpdir_free. */
+char *test_tmpdir_new(const char *tag);
+
+/* Remove PATH and everything under it (symlinks removed, never followed), then free(PATH).
+ * NULL is a no-op. Returns 0 or -errno of the first failure. */
+int test_tmpdir_free(char *path);
+
+/* Remove PATH and everything under it; a missing PATH is not an error. */
+int test_rmtree(const char *path);
+
+/* DIR/NAME in a static buffer (one of four rotating, so two calls can be arguments of one call). */
+const char *test_path(const char *dir, const char *name);
+
+/* Write LEN bytes of TEXT to PATH (created or truncated, MODE); fails the test on error. */
+void test_write_file(const char *path, const char *text, size_t len, mode_t mode);
+
+/* The whole file at PATH, NUL-terminated, malloc'd (caller frees); NULL when it cannot be read. */
+char *test_read_file(const char *path);
+
+/* Number of entries in directory PATH (without . and ..), -errno when it cannot be read. */
+int test_count_entries(const char *path);
+
+/* Create an empty file at PATH (mode 0644); fails the test on error. */
+void test_touch(const char *path);
+
+/* Parse the reference topology tests/data/topologies/NAME into RET; fails the test on error. */
+void test_load_topo(const char *name, struct topo *ret);
