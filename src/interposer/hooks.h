@@ -51,6 +51,17 @@
         X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                            \
         X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                          \
         X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                            \
+        X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020, 0)              \
+        /* memory the driver takes for a context's limits and for loaded code */ \
+        X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0)                                 \
+        X(cuModuleLoad, cuModuleLoad, 2000, 0)                                   \
+        X(cuModuleLoadData, cuModuleLoadData, 2000, 0)                           \
+        X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0)                       \
+        X(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 2000, 0)                 \
+        X(cuModuleUnload, cuModuleUnload, 2000, 0)                               \
+        X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0)                        \
+        X(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000, 0)                \
+        X(cuLibraryUnload, cuLibraryUnload, 12000, 0)                            \
         /* memory: graph memory nodes (charged at instantiation, kept until trimmed) */ \
         X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                      \
         X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                   \
@@ -120,7 +131,9 @@
         X(cuGraphChildGraphNodeGetGraph) \
         X(cuMemGetAllocationPropertiesFromHandle) \
         X(cuCtxFromGreenCtx)      \
-        X(cuCtxSynchronize)
+        X(cuCtxSynchronize)       \
+        X(cuCtxGetLimit)          \
+        X(cuDeviceGetAttribute)
 
 /* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */
 #define GS_NVML_HOOKS(X)                 \

@@ -164,6 +164,8 @@ static struct {
 } user_pools[GS_USER_POOLS];
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER; /* VMM map/unmap/release only (rare calls) */
+/* Module/library loads of this process are measured one at a time (the others cannot blur the difference). */
+static pthread_mutex_t code_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_done; /* atomic: skips pthread_once on the fast path */
@@ -311,6 +313,7 @@ static void atfork_child(void) {
         memset(user_pools, 0, sizeof user_pools);
         pthread_mutex_init(&settle_lock, NULL);
         pthread_mutex_init(&vmm_lock, NULL);
+        pthread_mutex_init(&code_lock, NULL);
         __atomic_store_n(&sweep_last_ns, 0, __ATOMIC_RELAXED);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
@@ -1104,6 +1107,8 @@ static void ctx_gone(CUcontext ctx) {
         gs_table_take_ctx(GS_TAB_PTR, (uint64_t)(uintptr_t)ctx, bytes);
         gs_table_take_ctx(GS_TAB_ARRAY, (uint64_t)(uintptr_t)ctx, bytes);
         gs_table_take_ctx(GS_TAB_EXT, (uint64_t)(uintptr_t)ctx, bytes);
+        gs_table_take_ctx(GS_TAB_LIMIT, (uint64_t)(uintptr_t)ctx, bytes);
+        gs_table_take_ctx(GS_TAB_CODE, (uint64_t)(uintptr_t)ctx, bytes);
         uint64_t pooled[GS_TAB_MAX_DEV] = { 0 };
         gs_table_take_ctx(GS_TAB_ASYNC, (uint64_t)(uintptr_t)ctx, pooled);
         for (unsigned li = 0; li < GS_TAB_MAX_DEV; li++) {
@@ -1689,6 +1694,184 @@ static CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
                 if (li >= 0 && holds_unbacked(li))
                         settle(li);
         }
+        return r;
+}
+
+/* ---- wrappers: memory the driver takes for context limits, loaded code and pool imports ----
+ * None of these is an allocation the application sees, yet each takes device memory: a context's malloc
+ * heap, stack and printf FIFO (cuCtxSetLimit, up to GiBs), a module's or library's code and __device__
+ * globals, and pointers imported from another process's pool. All are rare calls. */
+
+/* Threads a device keeps resident at once (SMs × threads per SM): what a per-thread stack size costs.
+ * Unknown: the largest current GPU's (132 × 2048), so a stack is never charged for less. */
+static uint64_t resident_threads(void) {
+        CUdevice d;
+        int sms = 0, per_sm = 0;
+        if (real.cuCtxGetDevice && real.cuDeviceGetAttribute && real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
+            real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) == CUDA_SUCCESS &&
+            real.cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d) ==
+                    CUDA_SUCCESS &&
+            sms > 0 && per_sm > 0)
+                return (uint64_t)sms * (uint64_t)per_sm;
+        return 132u * 2048u;
+}
+
+/* Device memory a limit's value reserves; the caller only asks for the three limits that reserve any. */
+static uint64_t limit_cost(CUlimit kind, uint64_t value, uint64_t threads) {
+        return kind == CU_LIMIT_STACK_SIZE ? mul_sat(value, threads) : value;
+}
+
+/*
+ * cuCtxSetLimit: the current context's malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE), printf FIFO
+ * (CU_LIMIT_PRINTF_FIFO_SIZE) and per-thread stack (CU_LIMIT_STACK_SIZE, × resident threads) are device
+ * memory. What a context reserves at its default values is part of the context's own cost (context=); a
+ * change is charged by the difference it makes (new − current value, as cuCtxGetLimit says), refused with
+ * OUT_OF_MEMORY when it does not fit, given back when the limit is lowered again and when the context goes.
+ */
+static CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
+        ENTER();
+        bool costs = limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_STACK_SIZE ||
+                     limit == CU_LIMIT_PRINTF_FIFO_SIZE;
+        int li = g.mode == GS_MODE_LIMITED && !nested && costs ? mem_li(current_li()) : -1;
+        uint64_t ctx = li >= 0 ? current_ctx() : 0;
+        size_t old = 0;
+        if (!ctx || REAL(cuCtxGetLimit, &old, limit) != CUDA_SUCCESS)
+                return REAL(cuCtxSetLimit, limit, value); /* not limited, or the driver reports the error */
+        nested++;
+        pthread_mutex_lock(&ctx_lock);
+        uint64_t key = ctx << 2 | (uint64_t)limit, had = 0, threads = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
+        unsigned d;
+        if (gs_table_take(GS_TAB_LIMIT, key, &had, &d) < 0)
+                had = 0;
+        uint64_t from = limit_cost(limit, old, threads), to = limit_cost(limit, value, threads);
+        /* bytes beyond the defaults after the change: had + (to − from), never below 0 */
+        uint64_t want = to >= from ? (had + (to - from) < had ? UINT64_MAX : had + (to - from))
+                                   : (from - to >= had ? 0 : had - (from - to));
+        CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (want <= had || charge(li, want - had)) {
+                r = REAL(cuCtxSetLimit, limit, value);
+                if (r != CUDA_SUCCESS && want > had)
+                        refund(li, want - had);
+                else if (r == CUDA_SUCCESS && want < had)
+                        refund(li, had - want);
+        }
+        uint64_t keep = r == CUDA_SUCCESS ? want : had;
+        /* A full table keeps the charge until the process ends (never less). */
+        if (keep)
+                (void)gs_table_insert(GS_TAB_LIMIT, key, keep, (unsigned)li, ctx);
+        pthread_mutex_unlock(&ctx_lock);
+        nested--;
+        return r;
+}
+
+/* Free memory of the calling thread's device as the driver reports it; 0 when it cannot say. */
+static uint64_t driver_free(void) {
+        size_t f = 0, t = 0;
+        return REAL(cuMemGetInfo_v2, &f, &t) == CUDA_SUCCESS ? f : 0;
+}
+
+/*
+ * Module and library loads: no API tells what a load takes on the device (code, constant banks,
+ * __device__ globals), so it is measured: the driver's free memory on the device just before and just
+ * after the load (cuMemGetInfo), serialised within the process. What it took is charged once the load
+ * returns; a load that does not fit is unloaded again and refused with OUT_OF_MEMORY. Modules go with
+ * their context (ctx_gone), libraries (context-independent) at cuLibraryUnload.
+ */
+#define CODE_LOAD(call, phandle, undo, ctx_expr)                                                  \
+        do {                                                                                      \
+                ENTER();                                                                          \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1; \
+                if (li_ < 0)                                                                      \
+                        return call;                                                              \
+                nested++;                                                                         \
+                pthread_mutex_lock(&code_lock);                                                   \
+                uint64_t before_ = driver_free();                                                 \
+                CUresult r_ = call;                                                               \
+                uint64_t after_ = r_ == CUDA_SUCCESS ? driver_free() : before_;                   \
+                pthread_mutex_unlock(&code_lock);                                                 \
+                nested--;                                                                         \
+                if (r_ != CUDA_SUCCESS)                                                           \
+                        return r_;                                                                \
+                uint64_t took_ = before_ > after_ ? before_ - after_ : 0;                         \
+                if (!charge(li_, took_)) {                                                        \
+                        (void)GUARD(undo);                                                        \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
+                }                                                                                 \
+                if (gs_table_insert(GS_TAB_CODE, (uint64_t)(uintptr_t)*(phandle), took_, (unsigned)li_, \
+                                    (ctx_expr)) < 0) {                                            \
+                        refund(li_, took_);                                                       \
+                        (void)GUARD(undo);                                                        \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
+                }                                                                                 \
+                return CUDA_SUCCESS;                                                              \
+        } while (0)
+
+static CUresult gs_w_cuModuleLoad(CUmodule *module, const char *fname) {
+        CODE_LOAD(REAL(cuModuleLoad, module, fname), module, REAL(cuModuleUnload, *module), current_ctx());
+}
+
+static CUresult gs_w_cuModuleLoadData(CUmodule *module, const void *image) {
+        CODE_LOAD(REAL(cuModuleLoadData, module, image), module, REAL(cuModuleUnload, *module), current_ctx());
+}
+
+static CUresult gs_w_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                        CUjit_option *options, void **optionValues) {
+        CODE_LOAD(REAL(cuModuleLoadDataEx, module, image, numOptions, options, optionValues), module,
+                  REAL(cuModuleUnload, *module), current_ctx());
+}
+
+static CUresult gs_w_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
+        CODE_LOAD(REAL(cuModuleLoadFatBinary, module, fatCubin), module, REAL(cuModuleUnload, *module),
+                  current_ctx());
+}
+
+static CUresult gs_w_cuModuleUnload(CUmodule hmod) {
+        TRACKED_FREE(GS_TAB_CODE, (uintptr_t)hmod, REAL(cuModuleUnload, hmod));
+}
+
+static CUresult gs_w_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                       void **jitOptionsValues, unsigned int numJitOptions,
+                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                       unsigned int numLibraryOptions) {
+        CODE_LOAD(REAL(cuLibraryLoadData, library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                       libraryOptionValues, numLibraryOptions),
+                  library, REAL(cuLibraryUnload, *library), 0);
+}
+
+static CUresult gs_w_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                           void **jitOptionsValues, unsigned int numJitOptions,
+                                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                           unsigned int numLibraryOptions) {
+        CODE_LOAD(REAL(cuLibraryLoadFromFile, library, fileName, jitOptions, jitOptionsValues, numJitOptions,
+                       libraryOptions, libraryOptionValues, numLibraryOptions),
+                  library, REAL(cuLibraryUnload, *library), 0);
+}
+
+static CUresult gs_w_cuLibraryUnload(CUlibrary library) {
+        TRACKED_FREE(GS_TAB_CODE, (uintptr_t)library, REAL(cuLibraryUnload, library));
+}
+
+/* A pointer imported from another process's pool: charged like an IPC mapping (its size from
+ * cuMemGetAddressRange after the import; freed again and refused when it does not fit), given back at
+ * cuMemFree / cuMemFreeAsync or with its context. */
+static CUresult gs_w_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && ptr_out ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuMemPoolImportPointer, ptr_out, pool, shareData);
+        CUresult r = GUARD(REAL(cuMemPoolImportPointer, ptr_out, pool, shareData));
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *ptr_out));
+        if (q != CUDA_SUCCESS || !charge(li, size)) {
+                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
+                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r = remember(GS_TAB_PTR, *ptr_out, size, li);
+        if (r != CUDA_SUCCESS)
+                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
         return r;
 }
 

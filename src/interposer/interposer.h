@@ -31,6 +31,8 @@ enum gs_table {
         GS_TAB_MAPPING, /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */
         GS_TAB_MAPCOUNT, /* live mappings per tracked VMM handle: key handle → count in bytes */
         GS_TAB_RELEASED, /* VMM handles released while still mapped: charged until their last unmap */
+        GS_TAB_LIMIT, /* context limits (cuCtxSetLimit): key ctx << 2 | CUlimit → bytes beyond the defaults */
+        GS_TAB_CODE,  /* loaded modules and libraries: key handle → what the load took */
         GS_TAB_COUNT,
 };
 

@@ -770,6 +770,73 @@ static void test_external_memory_counted(void **state) {
         kill_proc(&h);
 }
 
+/* ---- memory the driver takes without an allocation: context limits, loaded code, pool imports ---- */
+
+static void test_ctx_limits_counted(void **state) {
+        (void)state;
+        /* 1 GiB limit: a 2 GiB malloc heap is refused; a heap of 8 MiB (default) + 512 MiB takes 512 MiB, is
+         * refused room for more, and is given back when lowered; the printf FIFO likewise. */
+        const char *a[] = { "init", "limit!", "heap", "2G", "info", "expect-free", "1G", "limit", "heap", "520M",
+                            "info", "expect-free", "512M", "alloc!", "513M", "alloc", "512M", "free", "limit", "heap",
+                            "8M", "info", "expect-free", "1G", "limit", "printf", "65M", "info", "expect-free",
+                            "960M", "limit!", "heap", "1G", "limit", "printf", "1M", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The stack costs its size per resident thread: a second process sees exactly what the driver holds. */
+        const char *hold[] = { "init", "limit", "stack", "1536", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        unsigned long long used = nvml_used();
+        assert_true(used > 0 && used % (512ULL * 2048) == 0); /* 512 bytes more × SMs × 2048 threads */
+        char expect[32];
+        snprintf(expect, sizeof expect, "%llu", 1 * GiB - used);
+        const char *b[] = { "init", "info", "expect-free", expect, "limit!", "stack", "32K", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        /* The context goes: so does what its limits took. */
+        const char *c[] = { "init", "limit", "heap", "520M", "release", "0", "init", "info", "expect-free", "1G",
+                            "limit", "heap", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+}
+
+static void test_module_loads_counted(void **state) {
+        (void)state;
+        /* A simulated module takes 2 MiB of code + its globals; measured by the interposer from the driver. */
+        const char *a[] = { "init", "module", "100M", "info", "expect-free", "922M", "module!", "1G", "info",
+                            "expect-free", "922M", "library", "200M", "info", "expect-free", "720M", "alloc!", "721M",
+                            "free", "info", "expect-free", "922M", "free", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The refused module was unloaded again: the driver holds only the first. */
+        const char *hold[] = { "init", "module", "100M", "module!", "1G", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        assert_int_equal(nvml_used(), 102 * MiB);
+        const char *b[] = { "init", "info", "expect-free", "922M", "module!", "921M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        /* Modules go with their context. */
+        const char *c[] = { "init", "module", "100M", "release", "0", "init", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+}
+
+static void test_pool_import_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        char hex[129];
+        /* A pointer of another process's pool: charged to the importer, refused past the limit, given back. */
+        const char *exp[] = { "init", "pool-export", "48M", "ready", "hold", NULL };
+        struct proc e = start_exporter(false, exp, hex);
+        const char *a[] = { "init", "pool-import", hex, "info", "expect-free", "16M", "pool-import!", hex, "alloc!",
+                            "17M", "alloc", "16M", "free", "free", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        const char *hold[] = { "init", "pool-import", hex, "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        const char *b[] = { "init", "info", "expect-free", "16M", "pool-import!", hex, NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        kill_proc(&e);
+}
+
 /* ---- failing closed ---- */
 
 static void test_malformed_limits_fail_closed(void **state) {
@@ -976,6 +1043,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_vmm_import_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_vmm_released_while_mapped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_external_memory_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ctx_limits_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_module_loads_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_import_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
