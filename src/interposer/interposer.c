@@ -18,6 +18,7 @@
  * is near, read the environment after init, depend on anything but libc, libdl and libpthread.
  */
 #define __CUDA_API_VERSION_INTERNAL 1 /* declares every ABI variant under its own name */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <cuda.h>
 
 #include <dlfcn.h>
@@ -210,7 +211,7 @@ static void complain(const char *fmt, ...) {
 static bool same_file_as_self(const struct stat *st) {
         Dl_info info;
         struct stat self;
-        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname || stat(info.dli_fname, &self) < 0)
+        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname || gs_stat(info.dli_fname, &self) < 0)
                 return false;
         return st->st_dev == self.st_dev && st->st_ino == self.st_ino;
 }
@@ -222,7 +223,7 @@ static bool candidate(const char *dir, size_t dir_len, char *buf, size_t len) {
         if (n < 0 || (size_t)n >= len)
                 return false;
         struct stat st;
-        return stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
+        return gs_stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
 }
 
 /* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else the usual driver dirs —

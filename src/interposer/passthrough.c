@@ -10,6 +10,7 @@
  * Never calls a NULL pointer: a symbol the real driver lacks resolves to a function returning
  * CUDA_ERROR_NOT_FOUND.
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <dlfcn.h>
 #include <stdint.h>
 

@@ -34,6 +34,17 @@ if(TARGET gpuslice_cuda AND EXISTS ${GPUSLICE_CUDA_STUB})
            --check ${GPUSLICE_CUDA_STUB})
 endif()
 
+# The glibc floor: libgpuslice-cuda.so loads on glibc 2.17 (no newer symbol version, no dependency beyond
+# libc/libdl/libpthread). Sanitizer builds link their runtimes and are exempt. The second test shows the
+# check fails on a library built without the floor (the simulated driver needs GLIBC_2.34).
+if(TARGET gpuslice_cuda AND NOT GPUSLICE_SANITIZE)
+  add_test(NAME interposer-glibc-floor COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
+           $<TARGET_FILE:gpuslice_cuda> 2.17)
+  add_test(NAME interposer-glibc-floor-detects COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
+           $<TARGET_FILE:gpuslice_sim_cuda> 2.17)
+  set_tests_properties(interposer-glibc-floor-detects PROPERTIES WILL_FAIL TRUE)
+endif()
+
 # End to end compute limit: the agent's Allocate answer for a 30 % core share applied to a real Podman
 # container running cuda-workload; its SM share is read from the host through the simulated NVML
 # (exit 77 = skipped when podman, runc or busybox are missing).
