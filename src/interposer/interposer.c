@@ -325,6 +325,18 @@ static void atfork_child(void) {
         g.slot = slot;
 }
 
+/* Loaded under the driver's name (libcuda.so.1 / libcuda.so: mounted at the driver's place or first on the
+ * library path) rather than preloaded under its own: then it exists only to limit, and runs limited or not
+ * at all. */
+static bool stands_in_for_driver(void) {
+        Dl_info info;
+        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname)
+                return false;
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        return strcmp(base, "libcuda.so.1") == 0 || strcmp(base, "libcuda.so") == 0;
+}
+
 static void init(void) {
         for (unsigned i = 0; i < GS_MAX_ORDINALS; i++)
                 g.dev_li[i] = -1;
@@ -338,7 +350,12 @@ static void init(void) {
         if (g.dl)
                 resolve_real();
 
+        /* Which limits: $GPUSLICE_LIMITS; else, standing in for the driver, the agent's fixed path (its
+         * absence is an error: this library is installed as libcuda.so.1 only to limit); else none. */
         const char *lim = secure_getenv(GS_LIMITS_ENV);
+        bool standin = stands_in_for_driver();
+        if ((!lim || !*lim) && standin)
+                lim = GS_LIMITS_DEFAULT_PATH;
         if (!lim || !*lim) {
                 g.mode = GS_MODE_PASS;
                 return;
@@ -346,12 +363,14 @@ static void init(void) {
         g.mode = GS_MODE_FAILED;
         g.fail_code = CUDA_ERROR_NOT_INITIALIZED;
         if (!g.dl) {
-                complain("no CUDA driver found (set GPUSLICE_REAL_LIBCUDA)");
+                complain("no CUDA driver found (set GPUSLICE_REAL_LIBCUDA): every CUDA call fails");
                 g.fail_code = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-        if (read_limits(lim, &g.limits) < 0)
+        if (read_limits(lim, &g.limits) < 0) {
+                complain("CUDA is refused to this process (its limits cannot be read)");
                 return;
+        }
         r = gs_region_open(&g.limits, &g.region);
         if (r < 0) {
                 complain("cannot use the shared region %s: %s", g.limits.region,
@@ -384,7 +403,12 @@ static inline void ensure_init(void) {
 
 void *gs_real_symbol(const char *name) {
         ensure_init();
-        return g.dl ? dlsym(g.dl, name) : NULL;
+        return g.dl && g.mode != GS_MODE_FAILED ? dlsym(g.dl, name) : NULL;
+}
+
+int gs_fail_code(void) {
+        ensure_init();
+        return g.mode == GS_MODE_FAILED ? (int)g.fail_code : (int)CUDA_ERROR_NOT_FOUND;
 }
 
 __attribute__((destructor)) static void fini(void) {
@@ -880,7 +904,7 @@ static void *map_proc(const char *symbol, void *fn, int version, cuuint64_t flag
 
 static CUresult gs_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *symbolStatus) {
-        ensure_init();
+        ENTER(); /* failed closed: no entry point at all (an unhooked one would bypass the refusal) */
         CUresult r = REAL(cuGetProcAddress_v2, symbol, pfn, cudaVersion, flags, symbolStatus);
         if (r == CUDA_SUCCESS && pfn && symbol)
                 *pfn = map_proc(symbol, *pfn, cudaVersion, flags);
@@ -888,7 +912,7 @@ static CUresult gs_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 }
 
 static CUresult gs_w_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-        ensure_init();
+        ENTER();
         CUresult r = REAL(cuGetProcAddress, symbol, pfn, cudaVersion, flags);
         if (r == CUDA_SUCCESS && pfn && symbol)
                 *pfn = map_proc(symbol, *pfn, cudaVersion, flags);

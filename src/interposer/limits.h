@@ -41,6 +41,9 @@
 #include <stdint.h>
 
 #define GS_LIMITS_ENV "GPUSLICE_LIMITS"
+/* Where the agent mounts the limits file in a container: read when $GPUSLICE_LIMITS is unset and the
+ * interposer stands in for the driver (loaded as libcuda.so.1), so clearing the environment is no escape. */
+#define GS_LIMITS_DEFAULT_PATH "/run/gpuslice/limits"
 #define GS_LIMITS_VERSION 1u
 #define GS_LIMITS_MAX_FILE 16384u /* a longer file is refused */
 #define GS_MAX_DEVICES 16u

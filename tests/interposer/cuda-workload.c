@@ -54,6 +54,7 @@
  *   green[!] / green-destroy     cuGreenCtxCreate on device 0 / destroy the newest
  *   graph-mem[!] SIZE / graph-keep SIZE   instantiate a graph allocating SIZE (freed in the graph / not)
  *   graph-run / graph-destroy / graph-trim   launch+sync, destroy the newest exec, cuDeviceGraphMemTrim(0)
+ *   unhooked          print "unhooked RC": what cuDriverGetVersion (passed through, not hooked) returns
  *   limit[!] heap|stack|printf VALUE   cuCtxSetLimit (MALLOC_HEAP_SIZE, STACK_SIZE, PRINTF_FIFO_SIZE)
  *   module[!] GLOBALS / library[!] GLOBALS   cuModuleLoadData / cuLibraryLoadData of a simulated image
  *                     declaring GLOBALS bytes of __device__ globals (unloaded by free/freeall)
@@ -91,6 +92,7 @@
 #define API(X)                                                      \
         X(cuInit, "cuInit", "cuInit")                               \
         X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                \
+        X(cuDriverGetVersion, "cuDriverGetVersion", "cuDriverGetVersion") \
         X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
         X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")    \
         X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") \
@@ -933,6 +935,10 @@ int main(int argc, char **argv) {
                                                            : CALL(cuMemPoolDestroy, upool);
                         if (cr != CUDA_SUCCESS)
                                 return fail("%s: %d", s, cr);
+                } else if (strcmp(s, "unhooked") == 0) {
+                        /* an entry point the interposer passes through (answers before cuInit): its result */
+                        int dv = 0;
+                        printf("unhooked %d\n", (int)CALL(cuDriverGetVersion, &dv));
                 } else if (strcmp(s, "limit") == 0 || strcmp(s, "limit!") == 0) {
                         if (!arg || i + 2 >= argc || parse_size(argv[i + 2], &v) < 0)
                                 return 2;

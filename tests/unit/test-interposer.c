@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +110,8 @@ struct proc {
         int out; /* read end of its stdout */
 };
 
+static bool capture_stderr; /* spawn_env: the child's stderr into the same pipe as its stdout */
+
 static struct proc spawn_env(char **env, const char *prog, const char *const *args) {
         const char *argv[64];
         unsigned n = 0;
@@ -122,6 +125,8 @@ static struct proc spawn_env(char **env, const char *prog, const char *const *ar
         assert_true(pid >= 0);
         if (pid == 0) {
                 dup2(p[1], STDOUT_FILENO);
+                if (capture_stderr)
+                        dup2(p[1], STDERR_FILENO);
                 execve(prog, (char *const *)argv, env);
                 _exit(127);
         }
@@ -845,8 +850,10 @@ static void test_malformed_limits_fail_closed(void **state) {
         assert_non_null(f);
         fputs("gpuslice-limits 1\ncontainer x\nregion /tmp/r\ndevice 0 memory=lots\n", f);
         fclose(f);
-        const char *args[] = { "init", NULL };
+        const char *args[] = { "--load=dlsym", "init", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 1); /* cuInit refused */
+        const char *procaddr[] = { "init", NULL };
+        assert_int_equal(run(WORKLOAD, procaddr, NULL, 0), 4); /* cuGetProcAddress hands out nothing */
 }
 
 static void test_foreign_region_fail_closed(void **state) {
@@ -856,7 +863,141 @@ static void test_foreign_region_fail_closed(void **state) {
         const char *args[] = { "init", "alloc", "1M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
         assert_int_equal(write_limits(1 * GiB, 100, "second"), 0);
-        assert_int_equal(run(WORKLOAD, args, NULL, 0), 1);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 4); /* cuGetProcAddress refused */
+        const char *dl[] = { "--load=dlsym", "init", "alloc", "1M", NULL };
+        assert_int_equal(run(WORKLOAD, dl, NULL, 0), 1); /* cuInit refused */
+}
+
+
+/* The interposer as the libcuda.so.1 the loader finds by name (a directory first on the library path
+ * holding it under the driver's name, as the agent mounts it), with or without a preload beside it. */
+static char standin_dir[128];
+
+static void make_standin(void) {
+        snprintf(standin_dir, sizeof standin_dir, "%s/lib", dir);
+        assert_int_equal(mkdir(standin_dir, 0755), 0);
+        char link[192];
+        snprintf(link, sizeof link, "%s/libcuda.so.1", standin_dir);
+        assert_int_equal(symlink(INTERPOSER, link), 0);
+}
+
+static void drop_standin(void) {
+        char link[192];
+        snprintf(link, sizeof link, "%s/libcuda.so.1", standin_dir);
+        unlink(link);
+        rmdir(standin_dir);
+}
+
+/* preload: LD_PRELOAD value or NULL; limits: GPUSLICE_LIMITS value or NULL. */
+static char **make_env_standin(const char *preload, const char *limits) {
+        static char *env[32];
+        static char e_node[256], e_state[256], e_lib[512], e_pre[256], e_lim[256];
+        unsigned n = 0;
+        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
+        snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
+        snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s:%s", standin_dir, SIM_DIR);
+        env[n++] = e_node;
+        env[n++] = e_state;
+        env[n++] = e_lib;
+        if (preload) {
+                snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", preload);
+                env[n++] = e_pre;
+        }
+        if (limits) {
+                snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits);
+                env[n++] = e_lim;
+        }
+        for (char **e = environ; *e && n < 30; e++)
+                if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
+                    strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
+                        env[n++] = *e;
+        env[n] = NULL;
+        return env;
+}
+
+static int run_standin(const char *prog, const char *preload, const char *limits, const char *const *args, char *out,
+                       size_t len) {
+        capture_stderr = true;
+        struct proc p = spawn_env(make_env_standin(preload, limits), prog, args);
+        capture_stderr = false;
+        return finish(&p, out, len);
+}
+
+static void test_found_by_name_limits_without_preload(void **state) {
+        (void)state;
+        make_standin();
+        /* No preload: every way of reaching libcuda.so.1 by name lands on the interposer, limited. */
+        static const char *const ways[] = { "--load=procaddr", "--load=dlsym", "--load=procaddr-legacy" };
+        for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+                const char *args[32] = { ways[w] };
+                memcpy(args + 1, limit_script, sizeof limit_script);
+                char out[1024];
+                if (run_standin(WORKLOAD, NULL, limits_path, args, out, sizeof out) != 0)
+                        fail_msg("%s: not limited when found by name: %s", ways[w], out);
+        }
+        const char *linked[32] = { "--load=link" };
+        memcpy(linked + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run_standin(WORKLOAD_LINKED, NULL, limits_path, linked, NULL, 0), 0);
+        /* A preload the loader cannot load is skipped (with a warning): the name still finds the limiter. */
+        const char *args[32] = { "--load=dlsym" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run_standin(WORKLOAD, "/nonexistent/libgpuslice-cuda.so", limits_path, args, NULL, 0), 0);
+        /* And both: the preload and the name are one library. */
+        assert_int_equal(run_standin(WORKLOAD, INTERPOSER, limits_path, args, NULL, 0), 0);
+        drop_standin();
+}
+
+static void test_found_by_name_fails_closed(void **state) {
+        (void)state;
+        make_standin();
+        char out[2048];
+        /* The environment cleared of GPUSLICE_LIMITS: the agent's fixed path, absent here — no CUDA at all,
+         * not even the calls it passes through, and stderr says why. */
+        assert_int_not_equal(access(GS_LIMITS_DEFAULT_PATH, F_OK), 0);
+        const char *init[] = { "--load=dlsym", "init", NULL };
+        assert_int_equal(run_standin(WORKLOAD, NULL, NULL, init, out, sizeof out), 1);
+        assert_non_null(strstr(out, "gpuslice: cannot open limits file " GS_LIMITS_DEFAULT_PATH));
+        assert_non_null(strstr(out, "CUDA is refused to this process"));
+        const char *unhooked[] = { "--load=dlsym", "unhooked", NULL };
+        assert_int_equal(run_standin(WORKLOAD, NULL, NULL, unhooked, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 3\n")); /* CUDA_ERROR_NOT_INITIALIZED, not the driver's answer */
+        /* The runtime's way: cuGetProcAddress hands out nothing. */
+        const char *procaddr[] = { "--load=procaddr", "init", NULL };
+        assert_int_not_equal(run_standin(WORKLOAD, NULL, NULL, procaddr, out, sizeof out), 0);
+        /* A limits file that is named but unreadable (here: a directory), and a malformed one. */
+        assert_int_equal(run_standin(WORKLOAD, NULL, dir, init, out, sizeof out), 1);
+        assert_non_null(strstr(out, "gpuslice: "));
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fputs("gpuslice-limits 1\ncontainer x\n", f);
+        fclose(f);
+        assert_int_equal(run_standin(WORKLOAD, INTERPOSER, limits_path, unhooked, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 3\n"));
+        /* No driver to stand in front of: refused as well (CUDA_ERROR_NO_DEVICE). */
+        assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
+        char *env_nodrv[8] = { NULL };
+        char e_lib[256], e_lim[256];
+        snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s", standin_dir);
+        snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits_path);
+        env_nodrv[0] = e_lib;
+        env_nodrv[1] = e_lim;
+        env_nodrv[2] = "GPUSLICE_REAL_LIBCUDA=/nonexistent/libcuda.so.1";
+        capture_stderr = true;
+        struct proc p = spawn_env(env_nodrv, WORKLOAD, unhooked);
+        capture_stderr = false;
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 100\n")); /* CUDA_ERROR_NO_DEVICE */
+        drop_standin();
+}
+
+static void test_preloaded_without_limits_passes_through(void **state) {
+        (void)state;
+        /* Preloaded by hand under its own name, no limits asked for: the driver's answers (not a stand-in). */
+        char out[256];
+        const char *args[] = { "--load=dlsym", "unhooked", NULL };
+        struct proc p = spawn_env(make_env(true, false), WORKLOAD, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 0\n")); /* the driver's own answer */
 }
 
 /* ---- compute share ---- */
@@ -1051,6 +1192,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_region_fail_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_found_by_name_limits_without_preload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_found_by_name_fails_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preloaded_without_limits_passes_through, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_unlimited_baseline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
