@@ -226,7 +226,8 @@ static bool candidate(const char *dir, size_t dir_len, char *buf, size_t len) {
         return gs_stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
 }
 
-/* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else the usual driver dirs —
+/* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else GS_REAL_DRIVER_DIR and the usual
+ * driver dirs —
  * skipping this library itself wherever it is linked as libcuda.so.1. */
 static int find_real_driver(char *buf, size_t len) {
         const char *e = secure_getenv("GPUSLICE_REAL_LIBCUDA");
@@ -245,6 +246,7 @@ static int find_real_driver(char *buf, size_t len) {
                 lp = colon ? colon + 1 : NULL;
         }
         static const char *const dirs[] = {
+                GS_REAL_DRIVER_DIR, /* where a runtime that mounts this library at the driver's place puts the driver */
                 "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib",
                 "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
         };

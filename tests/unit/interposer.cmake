@@ -55,4 +55,12 @@ if(TARGET test-interposer AND TARGET gpuslice_agent)
                    --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
                        LABELS "integration;interposer" RESOURCE_LOCK podman)
+  # Fail closed: the agent's wiring, a cleared environment, the interposer at the driver's place, an
+  # unloadable interposer and a missing limits file, each in a real Podman container.
+  add_test(NAME interposer-podman-failclosed
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_failclosed.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_SHARED_DIR}/topologies/seed000-8gpu-pcie-2socket.topo)
+  set_tests_properties(interposer-podman-failclosed PROPERTIES TIMEOUT 170 SKIP_RETURN_CODE 77
+                       LABELS "integration;interposer" RESOURCE_LOCK podman)
 endif()
