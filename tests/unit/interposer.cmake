@@ -16,10 +16,14 @@ if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
   target_compile_definitions(cuda-workload-linked PRIVATE WORKLOAD_LINKED)
   target_link_libraries(cuda-workload-linked PRIVATE gpuslice_sim_cuda ${CMAKE_DL_LIBS} pthread)
 
+  # Replays a CUDA runtime's cuGetProcAddress lookups (cudart-13.0-lookups.txt) and says what came back.
+  add_executable(procaddr-replay ${CMAKE_CURRENT_SOURCE_DIR}/interposer/procaddr-replay.c)
+  target_link_libraries(procaddr-replay PRIVATE ${CMAKE_DL_LIBS})
+
   gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c
                      ${CMAKE_SOURCE_DIR}/src/interposer/region.c)
   add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml cuda-workload
-                   cuda-workload-linked gpuslice)
+                   cuda-workload-linked gpuslice procaddr-replay)
 endif()
 if(TARGET test-interposer)
   set_tests_properties(unit-interposer PROPERTIES TIMEOUT 180)

@@ -1000,6 +1000,125 @@ static void test_preloaded_without_limits_passes_through(void **state) {
         assert_non_null(strstr(out, "unhooked 0\n")); /* the driver's own answer */
 }
 
+/* ---- cuGetProcAddress as NVIDIA's CUDA runtime uses it ---- */
+
+#include "interposer/hooks.h"
+
+#define REPLAY GPUSLICE_BUILD_DIR "/procaddr-replay"
+#define LOOKUPS GPUSLICE_SOURCE_DIR "/tests/interposer/cudart-13.0-lookups.txt"
+#define REPLAY_MAX 600
+
+static const struct {
+        const char *symbol, *base;
+        int version;
+        unsigned flags;
+} hooked[] = {
+#define HOOK_ROW(sym, base, ver, fl) { #sym, #base, ver, fl },
+        GS_HOOKS(HOOK_ROW)
+#undef HOOK_ROW
+};
+
+struct lookup {
+        char name[96];
+        int version;
+        unsigned long long flags;
+        int result, status;
+        char sym[96], file[64];
+};
+
+static unsigned parse_replay(char *out, struct lookup *l) {
+        unsigned n = 0;
+        for (char *line = out, *nl; line && *line && n < REPLAY_MAX; line = nl ? nl + 1 : NULL) {
+                nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                struct lookup *x = &l[n];
+                memset(x, 0, sizeof *x);
+                if (sscanf(line, "\"%95[^\"]\" %d %llu -> %d %d %95s %63s", x->name, &x->version, &x->flags,
+                           &x->result, &x->status, x->sym, x->file) == 7 ||
+                    sscanf(line, "\"\" %d %llu -> %d %d %95s %63s", &x->version, &x->flags, &x->result, &x->status,
+                           x->sym, x->file) == 6)
+                        n++;
+                if (nl)
+                        *nl = '\n'; /* the text stays searchable */
+        }
+        return n;
+}
+
+static bool is_hooked(const char *sym) {
+        for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++)
+                if (strcmp(hooked[i].symbol, sym) == 0)
+                        return true;
+        return false;
+}
+
+/* The variant a CUDA 13.0 driver hands out for a hooked name: newest at or before the version, the
+ * per-thread-stream one when asked for (and there is one). NULL for names not hooked. */
+static const char *expected_variant(const char *base, int version, unsigned long long flags) {
+        int best = -1;
+        bool want_ptsz = flags & 2;
+        for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
+                if (strcmp(hooked[i].base, base) != 0 || hooked[i].version > version)
+                        continue;
+                bool ptsz = hooked[i].flags & GS_PTSZ;
+                if (ptsz && !want_ptsz)
+                        continue;
+                if (best < 0 || hooked[i].version > hooked[best].version ||
+                    (hooked[i].version == hooked[best].version && ptsz))
+                        best = (int)i;
+        }
+        return best >= 0 ? hooked[best].symbol : NULL;
+}
+
+static void test_cudart_lookups_replayed(void **state) {
+        (void)state;
+        static char bare_out[REPLAY_MAX * 200], lim_out[REPLAY_MAX * 200];
+        static struct lookup bare[REPLAY_MAX], lim[REPLAY_MAX];
+        const char *args[] = { LOOKUPS, NULL };
+        struct proc p = spawn_env(make_env(false, false), REPLAY, args);
+        assert_int_equal(finish(&p, bare_out, sizeof bare_out), 0);
+        p = spawn_env(make_env(true, true), REPLAY, args);
+        assert_int_equal(finish(&p, lim_out, sizeof lim_out), 0);
+        unsigned n = parse_replay(bare_out, bare), m = parse_replay(lim_out, lim);
+        assert_int_equal(n, 440); /* the whole list, in order */
+        assert_int_equal(m, n);
+        unsigned implemented = 0, wrapped = 0;
+        for (unsigned i = 0; i < n; i++) {
+                const struct lookup *a = &bare[i], *b = &lim[i];
+                if (strcmp(a->name, b->name) != 0 || a->version != b->version)
+                        fail_msg("line %u: replays differ", i);
+                if (a->result != 0) {
+                        /* not implemented by the simulator: the interposer says the same */
+                        if (b->result != a->result || b->status != a->status)
+                                fail_msg("%s@%d: %d/%d alone, %d/%d through the interposer", a->name, a->version,
+                                         a->result, a->status, b->result, b->status);
+                        continue;
+                }
+                implemented++;
+                /* the simulator's own entry point, never one found through the global scope */
+                if (strcmp(a->file, "libcuda.so.1") != 0)
+                        fail_msg("%s@%d: the simulator handed out %s from %s", a->name, a->version, a->sym, a->file);
+                /* the variant a 13.0 driver hands out (where the interposer knows the variants) */
+                const char *want = expected_variant(a->name, a->version, a->flags);
+                if (want && strcmp(want, a->sym) != 0)
+                        fail_msg("%s@%d flags %llu: the simulator handed out %s, a driver %s", a->name, a->version,
+                                 a->flags, a->sym, want);
+                /* through the interposer: the same variant, as its wrapper when hooked */
+                bool hook = is_hooked(a->sym);
+                wrapped += hook;
+                if (strcmp(b->sym, a->sym) != 0 ||
+                    strcmp(b->file, hook ? "libgpuslice-cuda.so" : "libcuda.so.1") != 0)
+                        fail_msg("%s@%d flags %llu: %s from %s alone, %s from %s through the interposer", a->name,
+                                 a->version, a->flags, a->sym, a->file, b->sym, b->file);
+        }
+        print_message("cudart 13.0 lookups: %u, %u implemented by the simulator, %u of them hooked\n", n, implemented,
+                      wrapped);
+        assert_true(implemented >= 85 && wrapped >= 45); /* today 90 and 51 */
+        /* CUDA 13.0's context-taking variants */
+        assert_non_null(strstr(bare_out, "\"cuCtxSynchronize\" 13000 0 -> 0 0 cuCtxSynchronize_v2 libcuda.so.1\n"));
+        assert_non_null(strstr(bare_out, "\"cuCtxGetDevice\" 13000 0 -> 0 0 cuCtxGetDevice_v2 libcuda.so.1\n"));
+}
+
 /* ---- compute share ---- */
 
 /*
@@ -1158,6 +1277,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_linked_program_dlsym, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_load_procaddr_legacy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_procaddr_hands_out_exact_variant_wrappers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cudart_lookups_replayed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ptsz_variants_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
