@@ -24,6 +24,7 @@
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
  *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
  *   allocn N SIZE     N allocations of SIZE kept      infoloop N   N cuMemGetInfo (for instruction counts)
+ *   limitloop N       N cuCtxSetLimit (heap 16/24 MiB)  moduleloop N  N module load + unload (the same)
  *   nvml-info IDX     NVML memory of NVML device IDX, looked up as a program linked with -lnvidia-ml would
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
@@ -790,6 +791,25 @@ int main(int argc, char **argv) {
                                         size_t f, t;
                                         if (CALL(cuMemGetInfo_v2, &f, &t) != CUDA_SUCCESS)
                                                 return fail("infoloop: cuMemGetInfo failed");
+                                }
+                        }
+                } else if (strcmp(s, "limitloop") == 0 || strcmp(s, "moduleloop") == 0) {
+                        /* limitloop N: N cuCtxSetLimit of the malloc heap, 16 and 24 MiB in turn;
+                         * moduleloop N: N cuModuleLoadData + cuModuleUnload of a 1 MiB-globals module */
+                        unsigned long long n;
+                        if (!arg || parse_size(arg, &n) < 0)
+                                return 2;
+                        i++;
+                        for (unsigned long long k = 0; k < n; k++) {
+                                if (s[0] == 'l') {
+                                        if (CALL(cuCtxSetLimit, CU_LIMIT_MALLOC_HEAP_SIZE, (k & 1 ? 24u : 16u) << 20) !=
+                                            CUDA_SUCCESS)
+                                                return fail("limitloop: cuCtxSetLimit failed");
+                                } else {
+                                        CUmodule m = NULL;
+                                        if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module globals=1M") != CUDA_SUCCESS ||
+                                            CALL(cuModuleUnload, m) != CUDA_SUCCESS)
+                                                return fail("moduleloop: load/unload failed");
                                 }
                         }
                 } else if (strcmp(s, "exec") == 0) {
