@@ -35,7 +35,7 @@
 #define SHARE_SHM_PATH SHARE_CONTAINER_DIR "/shm"        /* the shared-region dir, read-write */
 #define SHARE_REGION_PATH SHARE_SHM_PATH "/region"
 /* The interposer, read-only, under the driver's name: preloaded by /etc/ld.so.preload (and LD_PRELOAD), it is
- * the libcuda.so.1 every later request of the loader gets (docs/interposer.md, "How it sits in front"). */
+ * the libcuda.so.1 handed out for every later request of the loader (docs/interposer.md). */
 #define SHARE_LIB_DIR SHARE_CONTAINER_DIR "/lib"
 #define SHARE_LIB_PATH SHARE_LIB_DIR "/libcuda.so.1"
 #define SHARE_LD_PRELOAD "/etc/ld.so.preload" /* names SHARE_LIB_PATH; read by the loader whatever the env */

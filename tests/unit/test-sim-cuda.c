@@ -532,6 +532,18 @@ static void test_limits_and_modules_take_memory(void **state) {
         assert_int_equal(unload(m), CUDA_ERROR_INVALID_HANDLE);
         assert_true(nvml_proc(3, pid, &used));
         assert_int_equal(used, 0);
+        /* malformed simulated images are code only (2 MiB): no globals parsed from them */
+        static const char *const bad[] = { "gpuslice-sim-module globals=", "gpuslice-sim-module globals=lots",
+                                           "gpuslice-sim-module globals=-5", "gpuslice-sim-module globals=1M junk",
+                                           "gpuslice-sim-module globals=99999999999999999999999",
+                                           "gpuslice-sim-modul globals=1G", "\x7f" "ELF\x02\x01" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_equal(load(&m, bad[i]), CUDA_SUCCESS);
+                assert_true(nvml_proc(3, pid, &used));
+                if (used != 2u << 20)
+                        fail_msg("image '%s' took %llu bytes", bad[i], used);
+                assert_int_equal(unload(m), CUDA_SUCCESS);
+        }
         /* with the context: its modules and limits go */
         assert_int_equal(load(&m, "gpuslice-sim-module globals=30M"), CUDA_SUCCESS);
         assert_int_equal(set_limit(CU_LIMIT_PRINTF_FIFO_SIZE, 17u << 20), CUDA_SUCCESS);
