@@ -3,16 +3,18 @@
  * interposer — libgpuslice-cuda.so: the in-container CUDA limiter.
  *
  * How it sits in front of the driver (docs/interposer.md has the why): this library's SONAME is
- * libcuda.so.1 and it is preloaded (LD_PRELOAD), so the dynamic loader hands it out for every request
- * of "libcuda.so.1" — DT_NEEDED of programs linked with -lcuda, and dlopen("libcuda.so.1") by CUDA
- * runtimes — with no dlsym trickery. It exports every driver symbol (hooked ones here, the rest as
+ * libcuda.so.1 and it is preloaded (/etc/ld.so.preload or LD_PRELOAD) or found by name in the driver's
+ * place, so the dynamic loader hands it out for every request of "libcuda.so.1" — DT_NEEDED of programs
+ * linked with -lcuda, and dlopen("libcuda.so.1") by CUDA runtimes — with no dlsym trickery. It exports every driver symbol (hooked ones here, the rest as
  * trampolines in passthrough.c) and loads the real driver by full path, RTLD_LOCAL.
  *
  * What it enforces, from the limits file named by $GPUSLICE_LIMITS: per device, a memory limit shared
  * by every process of the container (region.c), virtualised memory queries, and a compute share
- * (throttle.c). Initialisation is lazy (pthread_once) on the first call of any entry point, including
- * cuGetProcAddress before cuInit. With no $GPUSLICE_LIMITS it is a transparent pass-through; with a
- * broken limits file or region it fails closed (cuInit and every hooked call return an error).
+ * (throttle.c); device memory the driver takes without an allocation (context limits, loaded code,
+ * pool imports) counts too. Initialisation is lazy (pthread_once) on the first call of any entry point,
+ * including cuGetProcAddress before cuInit. Preloaded under its own name with no $GPUSLICE_LIMITS it is
+ * a transparent pass-through; loaded as libcuda.so.1 it reads the agent's fixed limits path; a missing,
+ * broken or unusable limits file, region or driver makes it fail closed (every CUDA call refused).
  *
  * Must never: call a NULL pointer, allocate/lock/log/syscall on the fast path of a call when no limit
  * is near, read the environment after init, depend on anything but libc, libdl and libpthread.
