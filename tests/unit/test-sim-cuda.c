@@ -536,7 +536,7 @@ static void test_limits_and_modules_take_memory(void **state) {
         static const char *const bad[] = { "gpuslice-sim-module globals=", "gpuslice-sim-module globals=lots",
                                            "gpuslice-sim-module globals=-5", "gpuslice-sim-module globals=1M junk",
                                            "gpuslice-sim-module globals=99999999999999999999999",
-                                           "gpuslice-sim-modul globals=1G", "\x7f" "ELF\x02\x01" };
+                                           "gpuslice-sim-modul globals=1G", "\177ELF\002\001" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 assert_int_equal(load(&m, bad[i]), CUDA_SUCCESS);
                 assert_true(nvml_proc(3, pid, &used));
