@@ -588,9 +588,18 @@ static void module_free(struct CUmod_st *m) {
         free(m); /* functions stay valid handles: they own nothing */
 }
 
+/* Is l one of the live objects? (A handle is checked against the list before it is dereferenced: an
+ * unloaded one may be freed memory.) objs_lock held. */
+static bool obj_live_locked(const struct obj_link *l) {
+        for (const struct obj_link *x = objs.next; x != &objs; x = x->next)
+                if (x == l)
+                        return true;
+        return false;
+}
+
 _public_ CUresult cuModuleUnload(CUmodule hmod) {
         pthread_mutex_lock(&objs_lock);
-        bool ok = hmod && hmod->magic == MOD_MAGIC;
+        bool ok = hmod && obj_live_locked(&hmod->link) && hmod->magic == MOD_MAGIC;
         if (ok) {
                 hmod->link.prev->next = hmod->link.next;
                 hmod->link.next->prev = hmod->link.prev;
@@ -676,7 +685,7 @@ _public_ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName
 
 _public_ CUresult cuLibraryUnload(CUlibrary library) {
         pthread_mutex_lock(&objs_lock);
-        bool ok = library && library->magic == LIB_MAGIC;
+        bool ok = library && obj_live_locked(&library->link) && library->magic == LIB_MAGIC;
         if (ok) {
                 library->link.prev->next = library->link.next;
                 library->link.next->prev = library->link.prev;
