@@ -2,7 +2,8 @@
 # Record which entry points NVIDIA's CUDA runtime looks up through cuGetProcAddress, by running a tiny
 # cudaGetDeviceCount program (shared and static cudart) against the simulated driver behind
 # lookup-recorder.c. Needs the CUDA toolkit (cuda_runtime_api.h, libcudart) and a build dir; not run in CI.
-#   tests/interposer/record-cudart-lookups.sh BUILD_DIR [CUDA_DIR] > tests/interposer/cudart-13.0-lookups.txt
+#   GPUSLICE_NODE=NODE_FILE tests/interposer/record-cudart-lookups.sh BUILD_DIR [CUDA_DIR] \
+#     > tests/interposer/cudart-13.0-lookups.txt  (then put the header comment back)
 # Also prints (stderr) what cudaGetDeviceCount returned, without and with a cuGetExportTable on offer.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -14,10 +15,9 @@ gcc -shared -fPIC -O1 -o "$work/libcuda.so.1" -Wl,-soname,libcuda.so.1 "$here/lo
 printf '#include <cuda_runtime_api.h>\n#include <stdio.h>\nint main(void) { int n = -1; cudaError_t e = cudaGetDeviceCount(&n);\n printf("cudaGetDeviceCount: %%d %%s\\n", (int)e, cudaGetErrorName(e)); return 0; }\n' > "$work/app.c"
 gcc -I"$cuda/include" -o "$work/app" "$work/app.c" -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64"
 gcc -I"$cuda/include" -o "$work/app-static" "$work/app.c" "$cuda/lib64/libcudart_static.a" -ldl -lpthread -lrt
-# A node whose driver speaks CUDA 13.0 (the simulator reports the node's CUDA version).
-cp "$here/../../topologies/dgx-a100-nvswitch.topo" "$work/node.topo" 2>/dev/null ||
-  cp "$(dirname "$here")/data/topologies/dgx-a100-nvswitch.topo" "$work/node.topo" 2>/dev/null ||
-  cp "${GPUSLICE_NODE:?set GPUSLICE_NODE to a topology file}" "$work/node.topo"
+# A node whose driver speaks CUDA 13.0 (the simulator reports the node's CUDA version): any node
+# description ($GPUSLICE_NODE) with that directive added.
+cp "${GPUSLICE_NODE:?set GPUSLICE_NODE to a node description (docs/node-description.md)}" "$work/node.topo"
 echo "node driver=580.65.06 cuda=13.0" >> "$work/node.topo"
 run() {
   LOOKUP_RECORD="$work/$1.txt" LOOKUP_REAL_LIBCUDA="$build/sim/libcuda.so.1" LD_LIBRARY_PATH="$work" \
