@@ -2,7 +2,7 @@
 /*
  * hooks — THE list of CUDA driver entry points libgpuslice-cuda.so intercepts. Everything else is
  * generated from it: the enum, the name table, the typed pointers to the real driver (prototypes from
- * cuda.h, one per exported ABI variant), the wrapper table and the cuGetProcAddress mapping.
+ * cuda-abi.h, one per exported ABI variant), the wrapper table and the cuGetProcAddress mapping.
  *
  * X(symbol, base, version, flags):
  *   symbol  — the exported symbol (each ABI variant is its own entry with its own prototype)
@@ -13,7 +13,7 @@
  * Adding an entry: add it to the group of the file that will hold its wrapper (gs_w_<symbol>, exported by
  * GS_EXPORT at the end of that file; the build fails until both exist).
  * Every exported driver symbol not listed here is passed through unchanged (passthrough.h).
- * cuda.h must be included with __CUDA_API_VERSION_INTERNAL defined, which declares every variant.
+ * Every symbol here (and in GS_INTERNAL) needs its prototype in cuda-abi.h, which declares every variant.
  */
 #pragma once
 

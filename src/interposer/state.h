@@ -12,9 +12,8 @@
  */
 #pragma once
 
-#define __CUDA_API_VERSION_INTERNAL 1 /* declares every ABI variant under its own name */
-#include "interposer/compat.h"        /* first: the glibc floor */
-#include <cuda.h>
+#include "interposer/compat.h"   /* first: the glibc floor */
+#include "interposer/cuda-abi.h" /* the driver API subset used (no CUDA toolkit needed) */
 
 #include <pthread.h>
 #include <stdbool.h>

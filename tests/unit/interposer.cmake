@@ -44,6 +44,8 @@ endif()
 if(TARGET gpuslice_cuda AND NOT GPUSLICE_SANITIZE)
   add_test(NAME interposer-glibc-floor COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
            $<TARGET_FILE:gpuslice_cuda> 2.17)
+endif()
+if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda AND NOT GPUSLICE_SANITIZE)
   add_test(NAME interposer-glibc-floor-detects COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
            $<TARGET_FILE:gpuslice_sim_cuda> 2.17)
   set_tests_properties(interposer-glibc-floor-detects PROPERTIES WILL_FAIL TRUE)
