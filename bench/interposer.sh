@@ -85,11 +85,13 @@ if command -v valgrind >/dev/null; then
         }
         echo "| call | direct | hooked, no limits file | hooked, memory limit not near | hooked, 50 % core share | added (limits set) |" >>"$out"
         echo "|---|---:|---:|---:|---:|---:|" >>"$out"
-        for call in launch alloc info; do
+        for call in launch alloc info limit module; do
                 case "$call" in
                 launch) name="cuLaunchKernel (1 block, 0 µs)"; step=(launch N 1 0) ;;
                 alloc) name="cuMemAlloc (4 KiB, kept)"; step=(allocn N 4096) ;;
                 info) name="cuMemGetInfo"; step=(infoloop N) ;;
+                limit) name="cuCtxSetLimit (malloc heap, 16/24 MiB in turn)"; step=(limitloop N) ;;
+                module) name="cuModuleLoadData + cuModuleUnload (measured load)"; step=(moduleloop N) ;;
                 esac
                 d=$(per_call direct "${step[@]}")
                 p=$(per_call nolimits "${step[@]}")

@@ -68,6 +68,18 @@ struct obj_link {
 struct CUmod_st {
         struct obj_link link;
         uint32_t magic;
+        CUcontext ctx;  /* modules go with their context */
+        unsigned gpu;
+        uint64_t bytes; /* device memory the load took (charged) */
+};
+
+#define LIB_MAGIC 0x4249424cu /* "LBIB" */
+struct CUlib_st {
+        struct obj_link link;
+        uint32_t magic;
+        bool charged;
+        unsigned gpu;
+        uint64_t bytes;
 };
 
 struct CUfunc_st {
@@ -473,15 +485,71 @@ _public_ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, 
         return launch(f, grid(gx, gy, gz), true);
 }
 
-/* ---- modules ---- */
+/* ---- modules and libraries ----
+ * Loading code takes device memory, as on a GPU: MODULE_CODE_BYTES for the code, plus the __device__
+ * globals a simulated image declares. A simulated image is text: "gpuslice-sim-module[ globals=SIZE]";
+ * any other image (a real cubin or fatbin) is code only. A module takes its memory on the current
+ * context's GPU and gives it back when unloaded or when its context goes; a library (context-independent)
+ * takes it on the current context's GPU when there is one, until unloaded. */
 
-static CUresult module_new(CUmodule *m) {
+#define MODULE_CODE_BYTES (2ULL << 20)
+#define SIM_IMAGE "gpuslice-sim-module"
+#define IMAGE_MAX 4096u
+
+/* What an image takes on the device. */
+static uint64_t image_bytes(const char *image, size_t len) {
+        uint64_t globals = 0;
+        size_t n = strnlen(image, len);
+        if (n >= sizeof SIM_IMAGE - 1 && memcmp(image, SIM_IMAGE, sizeof SIM_IMAGE - 1) == 0) {
+                char text[IMAGE_MAX];
+                memcpy(text, image, MIN(n, sizeof text - 1));
+                text[MIN(n, sizeof text - 1)] = '\0';
+                const char *g = strstr(text, " globals=");
+                uint64_t v;
+                if (g && parse_size(g + 9, &v) == 0)
+                        globals = v;
+        }
+        return MODULE_CODE_BYTES + globals;
+}
+
+/* An image's bytes from a file (the first IMAGE_MAX bytes are enough to tell). */
+static CUresult file_bytes(const char *fname, uint64_t *ret) {
+        int fd = open(fname, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return CUDA_ERROR_FILE_NOT_FOUND;
+        char buf[IMAGE_MAX];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n < 0)
+                return CUDA_ERROR_FILE_NOT_FOUND;
+        buf[n] = '\0';
+        *ret = image_bytes(buf, (size_t)n);
+        return CUDA_SUCCESS;
+}
+
+static CUresult module_new(CUmodule *m, uint64_t bytes) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        int ord;
+        unsigned gpu;
+        CUcontext ctx = NULL;
+        CUresult r = sim_cuda_current(&ord, &gpu);
+        if (r == CUDA_SUCCESS)
+                r = cuCtxGetCurrent(&ctx);
+        if (r != CUDA_SUCCESS)
+                return r;
         struct CUmod_st *x = calloc(1, sizeof *x);
         if (!x)
                 return CUDA_ERROR_OUT_OF_MEMORY;
+        r = sim_mem_charge(gpu, bytes);
+        if (r != CUDA_SUCCESS) {
+                free(x);
+                return r;
+        }
         x->magic = MOD_MAGIC;
+        x->ctx = ctx;
+        x->gpu = gpu;
+        x->bytes = bytes;
         obj_add(&x->link);
         *m = x;
         return CUDA_SUCCESS;
@@ -490,23 +558,145 @@ static CUresult module_new(CUmodule *m) {
 _public_ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
         if (!module || !image)
                 return CUDA_ERROR_INVALID_VALUE;
-        return module_new(module);
+        return module_new(module, image_bytes(image, IMAGE_MAX));
+}
+
+_public_ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
+                                     void **optionValues) {
+        if (!module || !image || (numOptions && (!options || !optionValues)))
+                return CUDA_ERROR_INVALID_VALUE;
+        return module_new(module, image_bytes(image, IMAGE_MAX));
+}
+
+_public_ CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
+        if (!module || !fatCubin)
+                return CUDA_ERROR_INVALID_VALUE;
+        return module_new(module, image_bytes(fatCubin, IMAGE_MAX));
 }
 
 _public_ CUresult cuModuleLoad(CUmodule *module, const char *fname) {
         if (!module || !fname)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (access(fname, R_OK) < 0)
-                return CUDA_ERROR_FILE_NOT_FOUND;
-        return module_new(module);
+        uint64_t bytes;
+        CUresult r = file_bytes(fname, &bytes);
+        return r == CUDA_SUCCESS ? module_new(module, bytes) : r;
+}
+
+static void module_free(struct CUmod_st *m) {
+        sim_mem_uncharge(m->gpu, m->bytes);
+        m->magic = 0;
+        free(m); /* functions stay valid handles: they own nothing */
+}
+
+/* Is l one of the live objects? (A handle is checked against the list before it is dereferenced: an
+ * unloaded one may be freed memory.) objs_lock held. */
+static bool obj_live_locked(const struct obj_link *l) {
+        for (const struct obj_link *x = objs.next; x != &objs; x = x->next)
+                if (x == l)
+                        return true;
+        return false;
 }
 
 _public_ CUresult cuModuleUnload(CUmodule hmod) {
-        if (!hmod || hmod->magic != MOD_MAGIC)
+        pthread_mutex_lock(&objs_lock);
+        bool ok = hmod && obj_live_locked(&hmod->link) && hmod->magic == MOD_MAGIC;
+        if (ok) {
+                hmod->link.prev->next = hmod->link.next;
+                hmod->link.next->prev = hmod->link.prev;
+                hmod->magic = 0;
+        }
+        pthread_mutex_unlock(&objs_lock);
+        if (!ok)
                 return CUDA_ERROR_INVALID_HANDLE;
-        hmod->magic = 0;
-        obj_del(&hmod->link);
-        free(hmod); /* functions stay valid handles: they own nothing */
+        module_free(hmod);
+        return CUDA_SUCCESS;
+}
+
+void sim_launch_ctx_gone(CUcontext ctx) {
+        struct obj_link gone = { &gone, &gone };
+        pthread_mutex_lock(&objs_lock);
+        for (struct obj_link *l = objs.next, *next; l != &objs; l = next) {
+                next = l->next;
+                struct CUmod_st *m = (struct CUmod_st *)(void *)l; /* every object starts with link, magic */
+                if (m->magic != MOD_MAGIC || m->ctx != ctx)
+                        continue;
+                l->prev->next = l->next;
+                l->next->prev = l->prev;
+                l->next = gone.next;
+                gone.next = l;
+        }
+        pthread_mutex_unlock(&objs_lock);
+        for (struct obj_link *l = gone.next, *next; l != &gone; l = next) {
+                next = l->next;
+                module_free((struct CUmod_st *)(void *)l);
+        }
+}
+
+static CUresult library_new(CUlibrary *library, uint64_t bytes, unsigned numJitOptions, CUjit_option *jitOptions,
+                            void **jitOptionsValues, unsigned numLibraryOptions, CUlibraryOption *libraryOptions,
+                            void **libraryOptionValues) {
+        if (!library || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+            (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        struct CUlib_st *x = calloc(1, sizeof *x);
+        if (!x)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        int ord;
+        unsigned gpu;
+        if (sim_cuda_current(&ord, &gpu) == CUDA_SUCCESS) { /* loaded into the current context's device */
+                CUresult r = sim_mem_charge(gpu, bytes);
+                if (r != CUDA_SUCCESS) {
+                        free(x);
+                        return r;
+                }
+                x->charged = true;
+                x->gpu = gpu;
+                x->bytes = bytes;
+        }
+        x->magic = LIB_MAGIC;
+        obj_add(&x->link);
+        *library = x;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                    void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                    void **libraryOptionValues, unsigned int numLibraryOptions) {
+        if (!code)
+                return CUDA_ERROR_INVALID_VALUE;
+        return library_new(library, image_bytes(code, IMAGE_MAX), numJitOptions, jitOptions, jitOptionsValues,
+                           numLibraryOptions, libraryOptions, libraryOptionValues);
+}
+
+_public_ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                        void **jitOptionsValues, unsigned int numJitOptions,
+                                        CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                        unsigned int numLibraryOptions) {
+        uint64_t bytes;
+        if (!fileName)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = file_bytes(fileName, &bytes);
+        return r == CUDA_SUCCESS ? library_new(library, bytes, numJitOptions, jitOptions, jitOptionsValues,
+                                               numLibraryOptions, libraryOptions, libraryOptionValues)
+                                 : r;
+}
+
+_public_ CUresult cuLibraryUnload(CUlibrary library) {
+        pthread_mutex_lock(&objs_lock);
+        bool ok = library && obj_live_locked(&library->link) && library->magic == LIB_MAGIC;
+        if (ok) {
+                library->link.prev->next = library->link.next;
+                library->link.next->prev = library->link.prev;
+                library->magic = 0;
+        }
+        pthread_mutex_unlock(&objs_lock);
+        if (!ok)
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (library->charged)
+                sim_mem_uncharge(library->gpu, library->bytes);
+        free(library);
         return CUDA_SUCCESS;
 }
 
@@ -751,6 +941,11 @@ static const struct sim_proc_entry launch_procs[] = {
         { "cuLaunchCooperativeKernel", 9000, true, (void *)cuLaunchCooperativeKernel_ptsz },
         { "cuModuleLoad", 2000, false, (void *)cuModuleLoad },
         { "cuModuleLoadData", 2000, false, (void *)cuModuleLoadData },
+        { "cuModuleLoadDataEx", 2010, false, (void *)cuModuleLoadDataEx },
+        { "cuModuleLoadFatBinary", 2000, false, (void *)cuModuleLoadFatBinary },
+        { "cuLibraryLoadData", 12000, false, (void *)cuLibraryLoadData },
+        { "cuLibraryLoadFromFile", 12000, false, (void *)cuLibraryLoadFromFile },
+        { "cuLibraryUnload", 12000, false, (void *)cuLibraryUnload },
         { "cuModuleUnload", 2000, false, (void *)cuModuleUnload },
         { "cuModuleGetFunction", 2000, false, (void *)cuModuleGetFunction },
         { "cuStreamCreate", 2000, false, (void *)cuStreamCreate },

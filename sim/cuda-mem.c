@@ -193,11 +193,13 @@ struct CUmemPoolHandle_st {
         unsigned gpu;
         uint64_t reserved, used, threshold;
         bool dead;                        /* created pool destroyed with allocations outstanding */
+        bool imported;                    /* another process's pool (cuMemPoolImportFromShareableHandle) */
+        uint32_t owner_pid;               /* imported: the exporting process */
         struct CUmemPoolHandle_st *next;  /* created pools */
 };
 
 /* Device pointers that are not cuda.c's: pool allocations, graph allocations, imported IPC mappings. */
-enum ptr_kind { PTR_POOL = 1, PTR_GRAPH, PTR_IPC };
+enum ptr_kind { PTR_POOL = 1, PTR_GRAPH, PTR_IPC, PTR_POOL_IMPORT };
 
 struct ptr_rec {
         CUdeviceptr ptr;
@@ -326,7 +328,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool)
                 return r;
         pthread_mutex_lock(&pool_lock);
         struct CUmemPoolHandle_st *p = pool ? pool : pool_of_gpu(gpu);
-        if (pool && !pool_valid(pool))
+        if (pool && (!pool_valid(pool) || pool->imported)) /* an imported pool only maps the exporter's pointers */
                 r = CUDA_ERROR_INVALID_VALUE;
         struct ptr_rec *rec = NULL;
         if (r == CUDA_SUCCESS)
@@ -353,6 +355,9 @@ CUresult sim_mem_free_other(CUdeviceptr dptr) {
                 rec_del_locked(r);
                 if (p->dead && p->used == 0)
                         pool_free_locked(p); /* destroyed earlier: goes with its last allocation */
+                res = CUDA_SUCCESS;
+        } else if (r && r->kind == PTR_POOL_IMPORT) {
+                rec_del_locked(r); /* the mapping goes; the memory is the exporter's */
                 res = CUDA_SUCCESS;
         } else if (r && r->kind == PTR_GRAPH && r->live) {
                 graph_pool[r->gpu].used -= MIN(graph_pool[r->gpu].used, r->bytes);
@@ -420,6 +425,101 @@ _public_ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
                         pool_release_locked(pool->gpu, &pool->reserved, pool->used, 0);
                         pool->dead = true;
                 }
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+/*
+ * Pools shared between processes (fabric handles): the exporter's pool and each exported pointer are
+ * described by (pid, GPU, address, size); the importer maps the pointer into its address space. The memory
+ * stays the exporter's: nothing is charged to the importer (as with IPC handles).
+ */
+#define POOL_SHARE_MAGIC 0x48535053u /* "SPSH" */
+#define PTR_SHARE_MAGIC 0x52545050u  /* "PPTR" */
+struct pool_share {
+        uint32_t magic;
+        uint32_t pid;
+        uint32_t gpu;
+        uint32_t pad;
+        uint64_t pool; /* the exporter's handle */
+        uint64_t bytes; /* PTR_SHARE: the allocation's size */
+};
+_Static_assert(sizeof(struct pool_share) <= 32, "fits the first half of a fabric handle / export data");
+
+_public_ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!handle_out || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&pool_lock);
+        CUresult r = pool_valid(pool) && !pool->imported ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+                struct pool_share sh = { POOL_SHARE_MAGIC, sim_cuda_self()->pid, pool->gpu, 0, (uint64_t)(uintptr_t)pool, 0 };
+                memset(handle_out, 0, sizeof(CUmemFabricHandle));
+                memcpy(handle_out, &sh, sizeof sh);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+_public_ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
+                                                     unsigned long long flags) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pool_out || !handle || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct pool_share sh;
+        memcpy(&sh, handle, sizeof sh);
+        if (sh.magic != POOL_SHARE_MAGIC || sh.gpu >= TOPO_MAX_GPUS || (kill((pid_t)sh.pid, 0) < 0 && errno == ESRCH))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (sh.pid == sim_cuda_self()->pid)
+                return CUDA_ERROR_INVALID_VALUE; /* a process does not import its own pool */
+        struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+        if (!p)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_lock(&pool_lock);
+        *p = (struct CUmemPoolHandle_st){ .magic = POOL_MAGIC, .gpu = sh.gpu, .imported = true, .owner_pid = sh.pid,
+                                          .next = created_pools };
+        created_pools = p;
+        pthread_mutex_unlock(&pool_lock);
+        *pool_out = p;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!shareData_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&pool_lock);
+        struct ptr_rec *r = rec_find_locked(ptr, false);
+        CUresult res = r && r->kind == PTR_POOL && !r->pool->imported ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (res == CUDA_SUCCESS) {
+                struct pool_share sh = { PTR_SHARE_MAGIC, sim_cuda_self()->pid, r->gpu, 0, r->ptr, r->bytes };
+                memset(shareData_out, 0, sizeof *shareData_out);
+                memcpy(shareData_out->reserved, &sh, sizeof sh);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return res;
+}
+
+_public_ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!ptr_out || !shareData)
+                return CUDA_ERROR_INVALID_VALUE;
+        struct pool_share sh;
+        memcpy(&sh, shareData->reserved, sizeof sh);
+        pthread_mutex_lock(&pool_lock);
+        CUresult r = CUDA_ERROR_INVALID_VALUE;
+        if (sh.magic == PTR_SHARE_MAGIC && sh.bytes && pool_valid(pool) && pool->imported && pool->owner_pid == sh.pid &&
+            pool->gpu == sh.gpu) {
+                struct ptr_rec *rec = NULL;
+                r = rec_add_locked(PTR_POOL_IMPORT, sh.gpu, sh.bytes, &rec);
+                if (r == CUDA_SUCCESS)
+                        *ptr_out = rec->ptr;
         }
         pthread_mutex_unlock(&pool_lock);
         return r;
@@ -1011,6 +1111,10 @@ static const struct sim_proc_entry mem_procs[] = {
         { "cuMemPoolGetAttribute", 11020, false, (void *)cuMemPoolGetAttribute },
         { "cuMemPoolCreate", 11020, false, (void *)cuMemPoolCreate },
         { "cuMemPoolDestroy", 11020, false, (void *)cuMemPoolDestroy },
+        { "cuMemPoolExportToShareableHandle", 11020, false, (void *)cuMemPoolExportToShareableHandle },
+        { "cuMemPoolImportFromShareableHandle", 11020, false, (void *)cuMemPoolImportFromShareableHandle },
+        { "cuMemPoolExportPointer", 11020, false, (void *)cuMemPoolExportPointer },
+        { "cuMemPoolImportPointer", 11020, false, (void *)cuMemPoolImportPointer },
         { "cuMemPoolSetAttribute", 11020, false, (void *)cuMemPoolSetAttribute },
         { "cuDeviceGetDefaultMemPool", 11020, false, (void *)cuDeviceGetDefaultMemPool },
         { "cuDeviceGetMemPool", 11020, false, (void *)cuDeviceGetMemPool },

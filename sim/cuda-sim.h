@@ -17,6 +17,9 @@
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
 
+/* Threads each simulated SM keeps resident (CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR). */
+#define SIM_THREADS_PER_SM 2048u
+
 /* ---- provided by cuda.c ---- */
 
 /* cuInit succeeded in this process. */
@@ -61,6 +64,8 @@ SIM_HIDDEN CUresult sim_graph_mem_alloc(CUdeviceptr ptr);
  * says whether the name exists at all. */
 SIM_HIDDEN void *sim_cuda_mem_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named);
 SIM_HIDDEN void *sim_cuda_launch_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named);
+/* A context is gone (destroyed, or its primary released for the last time): its modules go with it. */
+SIM_HIDDEN void sim_launch_ctx_gone(CUcontext ctx);
 /* Block until the work this process launched on node GPU `gpu` has finished (cuCtxSynchronize). */
 SIM_HIDDEN void sim_launch_sync(unsigned gpu);
 

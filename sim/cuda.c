@@ -41,6 +41,8 @@ struct CUctx_st {
         bool primary;
         bool active;      /* a primary context is active while retained */
         unsigned refs;    /* primary: retain count */
+        size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
+        uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
         struct CUctx_st *next; /* created contexts list */
 };
 
@@ -326,7 +328,7 @@ _public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
         case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 48 * 1024; break;
         case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 64 * 1024; break;
         case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = SIM_THREADS_PER_SM; break;
         case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1410000; break;
         case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 1215000; break;
         case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 4096; break;
@@ -383,8 +385,13 @@ static CUresult proc_register(unsigned gpu) {
         return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Free every allocation of ctx; lock held. */
+/* Free every allocation of ctx, the memory its limits take and its modules; lock held. */
 static void ctx_free_allocs_locked(CUcontext ctx) {
+        sim_launch_ctx_gone(ctx);
+        if (ctx->limit_bytes)
+                sim_mem_uncharge(visible[ctx->ordinal], ctx->limit_bytes);
+        ctx->limit_bytes = 0;
+        memset(ctx->limit, 0, sizeof ctx->limit);
         uint64_t freed[TOPO_MAX_GPUS] = { 0 };
         size_t w = 0;
         for (size_t i = 0; i < n_allocs; i++) {
@@ -683,6 +690,105 @@ _public_ CUresult cuCtxSynchronize(void) {
         return r;
 }
 
+_public_ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+        CHECK_INIT();
+        if (!ctx)
+                return cuCtxSynchronize();
+        pthread_mutex_lock(&lock);
+        CUresult r = ctx_check_locked(ctx);
+        unsigned gpu = r == CUDA_SUCCESS ? visible[ctx->ordinal] : 0;
+        pthread_mutex_unlock(&lock);
+        if (r == CUDA_SUCCESS) {
+                sim_launch_sync(gpu);
+                sim_mem_sync(gpu);
+        }
+        return r;
+}
+
+_public_ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+        CHECK_INIT();
+        if (!ctx)
+                return cuCtxGetDevice(device);
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUresult r = ctx_check_locked(ctx);
+        if (r == CUDA_SUCCESS)
+                *device = ctx->ordinal;
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+/* ---- context limits: the malloc heap, printf FIFO and stack are device memory, as on a GPU ---- */
+
+static size_t ctx_limit_default(CUlimit l) {
+        switch (l) {
+        case CU_LIMIT_STACK_SIZE: return 1024;
+        case CU_LIMIT_PRINTF_FIFO_SIZE: return 1u << 20;
+        case CU_LIMIT_MALLOC_HEAP_SIZE: return 8u << 20;
+        case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: return 2048;
+        case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: return 128;
+        default: return 0;
+        }
+}
+
+static size_t ctx_limit_value(CUcontext c, CUlimit l) {
+        return c->limit[l] ? c->limit[l] : ctx_limit_default(l);
+}
+
+/* Device memory the context's heap, FIFO and stacks take beyond what the defaults take (which is part of
+ * a context's own cost): the heap and FIFO byte for byte, the stack per resident thread. */
+static uint64_t ctx_limits_cost(CUcontext c) {
+        const struct topo_gpu *g = gpu_of(c->ordinal);
+        uint64_t threads = (uint64_t)g->sm_count * SIM_THREADS_PER_SM, sum = 0;
+        for (CUlimit l = CU_LIMIT_STACK_SIZE; l <= CU_LIMIT_MALLOC_HEAP_SIZE; l++) {
+                uint64_t v = ctx_limit_value(c, l), d = ctx_limit_default(l);
+                uint64_t extra = v > d ? v - d : 0;
+                sum += l == CU_LIMIT_STACK_SIZE ? extra * threads : extra;
+        }
+        return sum;
+}
+
+_public_ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+        CHECK_INIT();
+        if ((unsigned)limit >= CU_LIMIT_MAX || (limit <= CU_LIMIT_MALLOC_HEAP_SIZE && value > (1ULL << 40)))
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS) {
+                size_t was = c->limit[limit];
+                c->limit[limit] = value ? value : ctx_limit_default(limit);
+                uint64_t cost = ctx_limits_cost(c);
+                unsigned gpu = visible[c->ordinal];
+                if (cost > c->limit_bytes) {
+                        r = sim_mem_charge(gpu, cost - c->limit_bytes);
+                        if (r != CUDA_SUCCESS)
+                                c->limit[limit] = was;
+                        else
+                                c->limit_bytes = cost;
+                } else if (cost < c->limit_bytes) {
+                        sim_mem_uncharge(gpu, c->limit_bytes - cost);
+                        c->limit_bytes = cost;
+                }
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
+        CHECK_INIT();
+        if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS)
+                *pvalue = ctx_limit_value(c, limit);
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
 /* ---- memory ---- */
 
 static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
@@ -904,7 +1010,11 @@ static const struct proc_entry proc_table[] = {
         { "cuCtxSetCurrent", 4000, (void *)cuCtxSetCurrent },
         { "cuCtxGetCurrent", 4000, (void *)cuCtxGetCurrent },
         { "cuCtxGetDevice", 2000, (void *)cuCtxGetDevice },
+        { "cuCtxGetDevice", 13000, (void *)cuCtxGetDevice_v2 },
         { "cuCtxSynchronize", 2000, (void *)cuCtxSynchronize },
+        { "cuCtxSynchronize", 13000, (void *)cuCtxSynchronize_v2 },
+        { "cuCtxSetLimit", 3010, (void *)cuCtxSetLimit },
+        { "cuCtxGetLimit", 3010, (void *)cuCtxGetLimit },
         { "cuMemAlloc", 2000, (void *)cuMemAlloc },
         { "cuMemAlloc", 3020, (void *)cuMemAlloc_v2 },
         { "cuMemFree", 2000, (void *)cuMemFree },

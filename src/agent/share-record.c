@@ -382,6 +382,9 @@ int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh,
         int e = state_write_atomic(path, SHARE_KEY_FILE, key, (size_t)kl, 0644, STATE_WRITE_NO_SYNC);
         if (e >= 0)
                 e = state_write_atomic(path, SHARE_LIMITS_FILE, text, (size_t)n, 0444, STATE_WRITE_NO_SYNC);
+        if (e >= 0) /* the line /etc/ld.so.preload holds in the container (docs/sharing.md) */
+                e = state_write_atomic(path, SHARE_PRELOAD_FILE, SHARE_LIB_PATH "\n", sizeof SHARE_LIB_PATH, 0444,
+                                       STATE_WRITE_NO_SYNC);
         if (e < 0)
                 snprintf(err, errlen, "cannot write %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
         return e;

@@ -813,7 +813,7 @@ static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct 
         if (!add_env(out, a, "LD_PRELOAD", SHARE_LIB_PATH) || !add_env(out, a, GS_LIMITS_ENV, SHARE_LIMITS_PATH))
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         char host[4400];
-        out->mounts = arena_alloc(a, sizeof(void *) * 3);
+        out->mounts = arena_alloc(a, sizeof(void *) * 4);
         if (!out->mounts)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_LIMITS_FILE);
@@ -821,7 +821,9 @@ static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct 
         snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_SHM_DIR);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_SHM_PATH, host, false);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LIB_PATH, p->opt.interposer, true);
-        if (!out->mounts[0] || !out->mounts[1] || !out->mounts[2])
+        snprintf(host, sizeof host, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_PRELOAD_FILE);
+        out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LD_PRELOAD, host, true);
+        if (!out->mounts[0] || !out->mounts[1] || !out->mounts[2] || !out->mounts[3])
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         return RPC_OK;
 }

@@ -35,12 +35,17 @@
 #define SHARE_LIMITS_PATH SHARE_CONTAINER_DIR "/limits"  /* the limits file, read-only */
 #define SHARE_SHM_PATH SHARE_CONTAINER_DIR "/shm"        /* the shared-region dir, read-write */
 #define SHARE_REGION_PATH SHARE_SHM_PATH "/region"
-#define SHARE_LIB_PATH "/usr/local/lib/gpuslice/libgpuslice-cuda.so" /* the interposer, read-only */
+/* The interposer, read-only, under the driver's name: preloaded by /etc/ld.so.preload (and LD_PRELOAD), it is
+ * the libcuda.so.1 handed out for every later request of the loader (docs/interposer.md). */
+#define SHARE_LIB_DIR SHARE_CONTAINER_DIR "/lib"
+#define SHARE_LIB_PATH SHARE_LIB_DIR "/libcuda.so.1"
+#define SHARE_LD_PRELOAD "/etc/ld.so.preload" /* names SHARE_LIB_PATH; read by the loader whatever the env */
 
-/* Host side, under the limits root: <root>/<name>/{key,limits,shm/}. */
+/* Host side, under the limits root: <root>/<name>/{key,limits,ld.so.preload,shm/}. */
 #define SHARE_KEY_FILE LIMITS_DIR_KEY_FILE
 #define SHARE_LIMITS_FILE LIMITS_DIR_LIMITS_FILE
 #define SHARE_SHM_DIR LIMITS_DIR_SHM_DIR
+#define SHARE_PRELOAD_FILE "ld.so.preload"
 
 /* Fractional use per GPU according to the state (table indices). */
 struct share_usage {

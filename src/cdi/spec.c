@@ -14,7 +14,7 @@
 
 /* Where the fractional devices put the interposer (src/agent/share.h SHARE_LIB_PATH; a unit test
  * checks they agree). */
-#define CDI_SHARE_LIB_PATH "/usr/local/lib/gpuslice/libgpuslice-cuda.so"
+#define CDI_SHARE_LIB_PATH "/run/gpuslice/lib/libcuda.so.1"
 
 static bool part_valid(const char *s, size_t n, bool vendor) {
         if (n == 0 || !isalpha((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))

@@ -6,6 +6,7 @@
  * inserts (keys are unique while live, so reuse cannot create duplicates). The memory is mapped once at
  * init (MAP_NORESERVE: pages appear only where entries land); nothing is allocated on a call path.
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>

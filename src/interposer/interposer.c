@@ -1,32 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * interposer — libgpuslice-cuda.so: the in-container CUDA limiter.
+ * interposer — libgpuslice-cuda.so: the in-container CUDA limiter. This file: initialisation, finding
+ * and loading the real driver, the device map, cuInit and cuGetProcAddress, and the tables generated
+ * from hooks.h; the state all files share is struct gs_state g (state.h).
  *
  * How it sits in front of the driver (docs/interposer.md has the why): this library's SONAME is
- * libcuda.so.1 and it is preloaded (LD_PRELOAD), so the dynamic loader hands it out for every request
- * of "libcuda.so.1" — DT_NEEDED of programs linked with -lcuda, and dlopen("libcuda.so.1") by CUDA
- * runtimes — with no dlsym trickery. It exports every driver symbol (hooked ones here, the rest as
+ * libcuda.so.1 and it is preloaded (/etc/ld.so.preload or LD_PRELOAD) or found by name in the driver's
+ * place, so the dynamic loader hands it out for every request of "libcuda.so.1" — DT_NEEDED of programs
+ * linked with -lcuda, and dlopen("libcuda.so.1") by CUDA runtimes — with no dlsym trickery. It exports
+ * every driver symbol (hooked ones in interposer.c, memory.c, context.c and launch.c, the rest as
  * trampolines in passthrough.c) and loads the real driver by full path, RTLD_LOCAL.
  *
- * What it enforces, from the limits file named by $GPUSLICE_LIMITS: per device, a memory limit shared
- * by every process of the container (region.c), virtualised memory queries, and a compute share
- * (throttle.c). Initialisation is lazy (pthread_once) on the first call of any entry point, including
- * cuGetProcAddress before cuInit. With no $GPUSLICE_LIMITS it is a transparent pass-through; with a
- * broken limits file or region it fails closed (cuInit and every hooked call return an error).
+ * What it enforces, from the limits file: per device, a memory limit shared by every process of the
+ * container (region.c, memory.c), virtualised memory queries, and a compute share (throttle.c,
+ * launch.c); device memory the driver takes without an allocation (context limits, loaded code, pool
+ * imports) counts too. Initialisation is lazy (pthread_once) on the first call of any entry point,
+ * including cuGetProcAddress before cuInit. Preloaded under its own name with no $GPUSLICE_LIMITS it is
+ * a transparent pass-through; loaded as libcuda.so.1 it reads the agent's fixed limits path; a missing,
+ * broken or unusable limits file, region or driver makes it fail closed (every CUDA call refused).
  *
  * Must never: call a NULL pointer, allocate/lock/log/syscall on the fast path of a call when no limit
  * is near, read the environment after init, depend on anything but libc, libdl and libpthread.
  */
-#define __CUDA_API_VERSION_INTERNAL 1 /* declares every ABI variant under its own name */
-#include <cuda.h>
+#include "interposer/state.h" /* first: cuda.h with every variant, the glibc floor */
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,18 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "interposer/hooks.h"
-#include "interposer/interposer.h"
-#include "interposer/limits.h"
-#include "interposer/region.h"
 #include "interposer/throttle.h"
-
-_Static_assert(GS_TAB_MAX_DEV == GS_MAX_DEVICES, "the allocation table counts per limits device");
-
-#define GS_MAX_ORDINALS 64
-#define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))
-#define LIKELY(x) __builtin_expect(!!(x), 1)
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- the tables generated from GS_HOOKS ---- */
 
@@ -68,21 +59,6 @@ static const struct {
 #undef GS_INFO
 };
 
-/* Typed pointers into the real driver: every hooked variant and the few functions we call ourselves. */
-static struct {
-#define GS_REAL_MEMBER(sym, base, ver, fl) __typeof__(&sym) sym;
-        GS_HOOKS(GS_REAL_MEMBER)
-#undef GS_REAL_MEMBER
-#define GS_INTERNAL_MEMBER(sym) __typeof__(&sym) sym;
-        GS_INTERNAL(GS_INTERNAL_MEMBER)
-#undef GS_INTERNAL_MEMBER
-} real;
-
-/* The wrappers (defined below, each with the exact prototype of its variant, checked at compile time). */
-#define GS_WRAPPER_DECL(sym, base, ver, fl) static __typeof__(sym) gs_w_##sym;
-GS_HOOKS(GS_WRAPPER_DECL)
-#undef GS_WRAPPER_DECL
-
 static void *const wrappers[GS_HOOK_COUNT] = {
 #define GS_WRAPPER_ADDR(sym, base, ver, fl) [GS_HOOK_##sym] = (void *)gs_w_##sym,
         GS_HOOKS(GS_WRAPPER_ADDR)
@@ -99,97 +75,23 @@ static void *real_ptr(unsigned i) {
         return NULL;
 }
 
-/* Call the real variant, or fail as the driver would for a missing entry point: never a NULL call. */
-#define REAL(sym, ...) (LIKELY(real.sym != NULL) ? real.sym(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
+/* ---- the state (state.h) ---- */
 
-/* ---- state ---- */
-
-enum gs_mode {
-        GS_MODE_PASS,    /* no limits file: transparent */
-        GS_MODE_LIMITED, /* limits loaded, region mapped */
-        GS_MODE_FAILED,  /* limits requested but unusable: fail closed */
+struct gs_state g = {
+        .init_once = PTHREAD_ONCE_INIT,
+        .map_lock = PTHREAD_MUTEX_INITIALIZER,
+        .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
+        .settle_lock = PTHREAD_MUTEX_INITIALIZER,
+        .vmm_lock = PTHREAD_MUTEX_INITIALIZER,
+        .code_lock = PTHREAD_MUTEX_INITIALIZER,
 };
-
-static struct {
-        enum gs_mode mode;
-        CUresult fail_code;
-        void *dl; /* the real driver */
-        struct gs_limits limits;
-        struct gs_region *region;
-        unsigned slot;
-        bool any_mem, any_core;
-        /* Device map: CUDA ordinal → index into limits.dev, -1 = not limited. Written once, under map_lock. */
-        int mapped;
-        unsigned n_ordinals;
-        int dev_li[GS_MAX_ORDINALS];
-        char uuid[GS_MAX_ORDINALS][GS_UUID_MAX];
-} g;
-
-/*
- * Depth of wrapper → real driver calls on this thread. A driver may call its own exported entry points
- * (they then resolve to our wrappers, which come first in the global scope): such nested calls go
- * straight to the driver, so nothing is counted or throttled twice. initial-exec: no TLS lookup call.
- */
-static __thread unsigned nested __attribute__((tls_model("initial-exec")));
-#define GUARD(expr)                                \
-        __extension__({                            \
-                nested++;                          \
-                __typeof__(expr) guard_r_ = (expr); \
-                nested--;                          \
-                guard_r_;                          \
-        })
-
-#define GUARD_VOID(expr) \
-        do {             \
-                nested++; \
-                expr;    \
-                nested--; \
-        } while (0)
-
-/* Contexts charged to this process (see "wrappers: contexts"). */
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned primary_refs[GS_MAX_ORDINALS];
-static CUcontext primary_ctx[GS_MAX_ORDINALS];
-static struct {
-        CUcontext ctx;
-        int li; /* -1: not charged */
-} created[256];
-
-/* Memory held without an allocation of its own behind it (see "memory accounting"). */
-static uint64_t pool_cached[GS_MAX_DEVICES], graph_live[GS_MAX_DEVICES], graph_retained[GS_MAX_DEVICES];
-#define GS_USER_POOLS 32
-static struct {
-        CUmemoryPool pool;
-        int li1; /* limits index + 1; 0 = not known yet */
-} user_pools[GS_USER_POOLS];
-static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER; /* VMM map/unmap/release only (rare calls) */
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_done; /* atomic: skips pthread_once on the fast path */
-static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+struct gs_real real;
+__thread unsigned nested;
 
 uint64_t gs_now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * Memory queries stop counting a dead (e.g. SIGKILLed) process's memory within this long: they sweep
- * the region for dead slots at most once per interval per process. The clock is CLOCK_MONOTONIC_COARSE
- * (vDSO, no syscall), read on query paths only; launches and allocations never sweep (an allocation
- * that does not fit reclaims at once, see gs_region_reserve).
- */
-#define GS_SWEEP_INTERVAL_NS 100000000ULL
-static uint64_t sweep_last_ns; /* atomic; 0 = never swept */
-
-static void sweep_dead_slots(void) {
-        struct timespec ts;
-        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0)
-                return;
-        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-        (void)gs_region_sweep(g.region, g.slot, &sweep_last_ns, now, GS_SWEEP_INTERVAL_NS);
 }
 
 static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -208,7 +110,7 @@ static void complain(const char *fmt, ...) {
 static bool same_file_as_self(const struct stat *st) {
         Dl_info info;
         struct stat self;
-        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname || stat(info.dli_fname, &self) < 0)
+        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname || gs_stat(info.dli_fname, &self) < 0)
                 return false;
         return st->st_dev == self.st_dev && st->st_ino == self.st_ino;
 }
@@ -220,10 +122,11 @@ static bool candidate(const char *dir, size_t dir_len, char *buf, size_t len) {
         if (n < 0 || (size_t)n >= len)
                 return false;
         struct stat st;
-        return stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
+        return gs_stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
 }
 
-/* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else the usual driver dirs —
+/* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else GS_REAL_DRIVER_DIR and the usual
+ * driver dirs —
  * skipping this library itself wherever it is linked as libcuda.so.1. */
 static int find_real_driver(char *buf, size_t len) {
         const char *e = secure_getenv("GPUSLICE_REAL_LIBCUDA");
@@ -242,6 +145,7 @@ static int find_real_driver(char *buf, size_t len) {
                 lp = colon ? colon + 1 : NULL;
         }
         static const char *const dirs[] = {
+                GS_REAL_DRIVER_DIR, /* where a runtime that mounts this library at the driver's place puts the driver */
                 "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib",
                 "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
         };
@@ -300,18 +204,12 @@ static void atfork_child(void) {
                 return;
         gs_table_reset();
         gs_throttle_atfork_child();
-        /* The child has no contexts (CUDA does not survive fork); its new slot starts at zero. */
-        memset(primary_refs, 0, sizeof primary_refs);
-        memset(primary_ctx, 0, sizeof primary_ctx);
-        memset(created, 0, sizeof created);
-        pthread_mutex_init(&ctx_lock, NULL);
-        memset(pool_cached, 0, sizeof pool_cached);
-        memset(graph_live, 0, sizeof graph_live);
-        memset(graph_retained, 0, sizeof graph_retained);
-        memset(user_pools, 0, sizeof user_pools);
-        pthread_mutex_init(&settle_lock, NULL);
-        pthread_mutex_init(&vmm_lock, NULL);
-        __atomic_store_n(&sweep_last_ns, 0, __ATOMIC_RELAXED);
+        /* The child has no contexts (CUDA does not survive fork) and holds nothing: its slot starts at zero. */
+        memset(&g.proc, 0, sizeof g.proc);
+        pthread_mutex_init(&g.ctx_lock, NULL);
+        pthread_mutex_init(&g.settle_lock, NULL);
+        pthread_mutex_init(&g.vmm_lock, NULL);
+        pthread_mutex_init(&g.code_lock, NULL);
         unsigned slot;
         if (gs_region_claim(g.region, &slot) < 0) {
                 g.mode = GS_MODE_FAILED;
@@ -321,7 +219,19 @@ static void atfork_child(void) {
         g.slot = slot;
 }
 
-static void init(void) {
+/* Loaded under the driver's name (libcuda.so.1 / libcuda.so: mounted at the driver's place or first on the
+ * library path) rather than preloaded under its own: then it exists only to limit, and runs limited or not
+ * at all. */
+static bool stands_in_for_driver(void) {
+        Dl_info info;
+        if (!dladdr((void *)gs_now_ns, &info) || !info.dli_fname)
+                return false;
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        return strcmp(base, "libcuda.so.1") == 0 || strcmp(base, "libcuda.so") == 0;
+}
+
+void gs_init(void) {
         for (unsigned i = 0; i < GS_MAX_ORDINALS; i++)
                 g.dev_li[i] = -1;
         char path[PATH_MAX];
@@ -334,7 +244,12 @@ static void init(void) {
         if (g.dl)
                 resolve_real();
 
+        /* Which limits: $GPUSLICE_LIMITS; else, standing in for the driver, the agent's fixed path (its
+         * absence is an error: this library is installed as libcuda.so.1 only to limit); else none. */
         const char *lim = secure_getenv(GS_LIMITS_ENV);
+        bool standin = stands_in_for_driver();
+        if ((!lim || !*lim) && standin)
+                lim = GS_LIMITS_DEFAULT_PATH;
         if (!lim || !*lim) {
                 g.mode = GS_MODE_PASS;
                 return;
@@ -342,12 +257,14 @@ static void init(void) {
         g.mode = GS_MODE_FAILED;
         g.fail_code = CUDA_ERROR_NOT_INITIALIZED;
         if (!g.dl) {
-                complain("no CUDA driver found (set GPUSLICE_REAL_LIBCUDA)");
+                complain("no CUDA driver found (set GPUSLICE_REAL_LIBCUDA): every CUDA call fails");
                 g.fail_code = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-        if (read_limits(lim, &g.limits) < 0)
+        if (read_limits(lim, &g.limits) < 0) {
+                complain("CUDA is refused to this process (its limits cannot be read)");
                 return;
+        }
         r = gs_region_open(&g.limits, &g.region);
         if (r < 0) {
                 complain("cannot use the shared region %s: %s", g.limits.region,
@@ -371,31 +288,21 @@ static void init(void) {
         g.mode = GS_MODE_LIMITED;
 }
 
-static inline void ensure_init(void) {
-        if (UNLIKELY(!__atomic_load_n(&init_done, __ATOMIC_ACQUIRE))) {
-                pthread_once(&init_once, init);
-                __atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
-        }
-}
-
 void *gs_real_symbol(const char *name) {
         ensure_init();
-        return g.dl ? dlsym(g.dl, name) : NULL;
+        return g.dl && g.mode != GS_MODE_FAILED ? dlsym(g.dl, name) : NULL;
+}
+
+int gs_fail_code(void) {
+        ensure_init();
+        return g.mode == GS_MODE_FAILED ? (int)g.fail_code : (int)CUDA_ERROR_NOT_FOUND;
 }
 
 __attribute__((destructor)) static void fini(void) {
         /* Normal exit: stop counting at once rather than when someone notices we are gone. */
-        if (__atomic_load_n(&init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED)
+        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED)
                 gs_region_release(g.region, g.slot);
 }
-
-/* Entry check of every wrapper: initialise, and refuse when failed closed. */
-#define ENTER()                                                    \
-        do {                                                       \
-                ensure_init();                                     \
-                if (UNLIKELY(g.mode == GS_MODE_FAILED))            \
-                        return g.fail_code;                        \
-        } while (0)
 
 /* ---- devices ---- */
 
@@ -405,10 +312,10 @@ static void format_uuid(const CUuuid *u, char *buf, size_t len) {
                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-static void map_devices(void) {
+void gs_map_devices(void) {
         if (__atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE) || g.mode != GS_MODE_LIMITED)
                 return;
-        pthread_mutex_lock(&map_lock);
+        pthread_mutex_lock(&g.map_lock);
         int count = 0;
         if (!g.mapped && real.cuDeviceGetCount && real.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
                 g.n_ordinals = count < 0 ? 0 : count > GS_MAX_ORDINALS ? GS_MAX_ORDINALS : (unsigned)count;
@@ -431,413 +338,12 @@ static void map_devices(void) {
                 if (g.any_core)
                         gs_throttle_setup(g.region, &g.limits, g.dev_li, g.uuid, g.n_ordinals);
         }
-        pthread_mutex_unlock(&map_lock);
+        pthread_mutex_unlock(&g.map_lock);
 }
-
-static inline int li_of_ordinal(CUdevice d) {
-        if (UNLIKELY(!__atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE)))
-                map_devices();
-        return d >= 0 && d < GS_MAX_ORDINALS ? g.dev_li[d] : -1;
-}
-
-/* Limits index of the calling thread's current device, -1 when not limited (or no context). */
-static inline int current_li(void) {
-        if (UNLIKELY(!__atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE)))
-                map_devices();
-        if (LIKELY(g.n_ordinals == 1))
-                return g.dev_li[0]; /* one visible GPU: every context is on it */
-        CUdevice d;
-        if (!real.cuCtxGetDevice || real.cuCtxGetDevice(&d) != CUDA_SUCCESS)
-                return -1;
-        return d >= 0 && d < GS_MAX_ORDINALS ? g.dev_li[d] : -1;
-}
-
-static inline int mem_li(int li) {
-        return li >= 0 && g.limits.dev[li].memory_bytes ? li : -1;
-}
-
-/* ---- memory accounting ---- */
-
-/*
- * Memory this process holds that no live allocation of its own stands for (per limits index, atomics):
- *   pool_cached    — freed to a stream-ordered pool and still reserved by it: counted from the free until
- *                    the pools' RESERVED − USED (asked of the driver) says it went back to the device;
- *   graph_live     — what the memory nodes of live executable graphs need (charged at instantiation);
- *   graph_retained — graph memory of destroyed execs: the driver keeps it reserved (allocations may
- *                    outlive their graph) until cuDeviceGraphMemTrim, then RESERVED_MEM_CURRENT says.
- * Settling against the driver happens only on slow paths (a charge that does not fit, a memory query
- * while something is held, a trim), so the allocation and free fast paths stay one CAS / one add.
- * (The variables are declared with the other state, above.)
- */
-
-static inline bool reserve(int li, uint64_t bytes) {
-        return gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0;
-}
-
-static inline void refund(int li, uint64_t bytes) {
-        if (bytes)
-                gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
-}
-
-/* Sum RESERVED and USED over the stream-ordered pools this process can allocate from on limits index li:
- * each mapped device's current and default pool, and the pools it created or named. */
-static void pools_usage(int li, uint64_t *ret_reserved, uint64_t *ret_used) {
-        CUmemoryPool seen[GS_USER_POOLS + 2 * GS_MAX_ORDINALS];
-        unsigned n = 0;
-        for (unsigned d = 0; d < g.n_ordinals; d++) {
-                CUmemoryPool p;
-                if (g.dev_li[d] != li)
-                        continue;
-                if (real.cuDeviceGetMemPool && real.cuDeviceGetMemPool(&p, (CUdevice)d) == CUDA_SUCCESS && p)
-                        seen[n++] = p;
-                if (real.cuDeviceGetDefaultMemPool && real.cuDeviceGetDefaultMemPool(&p, (CUdevice)d) == CUDA_SUCCESS &&
-                    p)
-                        seen[n++] = p;
-        }
-        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
-                CUmemoryPool p = __atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE);
-                if (p && __atomic_load_n(&user_pools[k].li1, __ATOMIC_ACQUIRE) == li + 1)
-                        seen[n++] = p;
-        }
-        uint64_t r = 0, u = 0;
-        for (unsigned i = 0; i < n && real.cuMemPoolGetAttribute; i++) {
-                bool dup = false;
-                for (unsigned j = 0; j < i; j++)
-                        dup |= seen[j] == seen[i];
-                cuuint64_t v = 0;
-                if (dup)
-                        continue;
-                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
-                        r += v;
-                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
-                        u += v;
-        }
-        *ret_reserved = r;
-        *ret_used = u;
-}
-
-/* Graph memory the driver keeps reserved on limits index li (every mapped device). */
-static uint64_t graph_reserved(int li) {
-        uint64_t sum = 0;
-        for (unsigned d = 0; d < g.n_ordinals; d++) {
-                cuuint64_t v = 0;
-                if (g.dev_li[d] == li && real.cuDeviceGetGraphMemAttribute &&
-                    real.cuDeviceGetGraphMemAttribute((CUdevice)d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) ==
-                            CUDA_SUCCESS)
-                        sum += v;
-        }
-        return sum;
-}
-
-/* Lower *cell from `seen` to `desired` (refunding the difference) unless someone changed it meanwhile. */
-static bool lower_to(int li, uint64_t *cell, uint64_t seen, uint64_t desired) {
-        if (desired >= seen)
-                return true; /* never raised here: what is counted stays counted */
-        if (!__atomic_compare_exchange_n(cell, &seen, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                return false;
-        refund(li, seen - desired);
-        return true;
-}
-
-/* Slow path: give back what pools and graph memory no longer hold, as the driver reports it. */
-static void settle(int li) {
-        nested++;
-        pthread_mutex_lock(&settle_lock);
-        for (int tries = 0; tries < 4; tries++) {
-                uint64_t seen = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE), r, u;
-                if (!seen)
-                        break;
-                pools_usage(li, &r, &u);
-                if (lower_to(li, &pool_cached[li], seen, r > u ? r - u : 0))
-                        break;
-        }
-        for (int tries = 0; tries < 4; tries++) {
-                uint64_t seen = __atomic_load_n(&graph_retained[li], __ATOMIC_ACQUIRE);
-                if (!seen)
-                        break;
-                uint64_t r = graph_reserved(li), live = __atomic_load_n(&graph_live[li], __ATOMIC_ACQUIRE);
-                if (lower_to(li, &graph_retained[li], seen, r > live ? r - live : 0))
-                        break;
-        }
-        pthread_mutex_unlock(&settle_lock);
-        nested--;
-}
-
-static inline bool holds_unbacked(int li) {
-        return __atomic_load_n(&pool_cached[li], __ATOMIC_RELAXED) ||
-               __atomic_load_n(&graph_retained[li], __ATOMIC_RELAXED);
-}
-
-static bool charge_slow(int li, uint64_t bytes) __attribute__((noinline));
-static bool charge_slow(int li, uint64_t bytes) {
-        if (!holds_unbacked(li))
-                return false;
-        settle(li);
-        return reserve(li, bytes);
-}
-
-static inline bool charge(int li, uint64_t bytes) {
-        return LIKELY(reserve(li, bytes)) || charge_slow(li, bytes);
-}
-
-/* Move up to `want` bytes out of the pool cache (for a pool allocation it will serve); returns how many. */
-static uint64_t take_cached(int li, uint64_t want) {
-        uint64_t cur = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE);
-        for (;;) {
-                uint64_t t = cur < want ? cur : want;
-                if (!t)
-                        return 0;
-                if (__atomic_compare_exchange_n(&pool_cached[li], &cur, cur - t, false, __ATOMIC_ACQ_REL,
-                                                __ATOMIC_ACQUIRE))
-                        return t;
-        }
-}
-
-static inline void give_cached(int li, uint64_t bytes) {
-        if (bytes)
-                __atomic_add_fetch(&pool_cached[li], bytes, __ATOMIC_ACQ_REL);
-}
-
-/* After a pool allocation served partly from the cache: the pools' idle memory must not exceed what is
- * counted as cached (it does when a pool grew instead of reusing). Charge the excess; false = no room. */
-static bool pool_growth_counted(int li) {
-        bool ok = true;
-        nested++;
-        pthread_mutex_lock(&settle_lock);
-        uint64_t r, u;
-        pools_usage(li, &r, &u);
-        uint64_t idle = r > u ? r - u : 0, cached = __atomic_load_n(&pool_cached[li], __ATOMIC_ACQUIRE);
-        if (idle > cached) {
-                ok = reserve(li, idle - cached);
-                if (ok)
-                        give_cached(li, idle - cached);
-        }
-        pthread_mutex_unlock(&settle_lock);
-        nested--;
-        return ok;
-}
-
-/* The pool an allocation will come from: the one named, else the current device's current pool. */
-static CUmemoryPool target_pool(CUmemoryPool named) {
-        CUdevice d;
-        CUmemoryPool cur = NULL;
-        if (named)
-                return named;
-        if (real.cuCtxGetDevice && real.cuCtxGetDevice(&d) == CUDA_SUCCESS && real.cuDeviceGetMemPool &&
-            real.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)
-                cur = NULL;
-        return cur;
-}
-
-/* What pool p holds without handing it out (RESERVED − USED); 0 when unknown. */
-static uint64_t pool_idle(CUmemoryPool p) {
-        cuuint64_t r = 0, u = 0;
-        if (!p || !real.cuMemPoolGetAttribute ||
-            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
-            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
-                return 0;
-        return r > u ? r - u : 0;
-}
-
-/* After undoing an allocation that grew pool p past the limit: let the free complete and give the pool's
- * idle memory back to the device, so that what it holds is again what is counted. Refusal path only. */
-static void pool_shrink(CUmemoryPool p) {
-        if (real.cuCtxSynchronize)
-                (void)real.cuCtxSynchronize();
-        if (p && real.cuMemPoolTrimTo)
-                (void)real.cuMemPoolTrimTo(p, 0);
-}
-
-static void remember_pool(CUmemoryPool p, int li) {
-        if (!p)
-                return;
-        for (unsigned k = 0; k < GS_USER_POOLS; k++)
-                if (__atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE) == p)
-                        return;
-        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
-                CUmemoryPool empty = NULL;
-                if (__atomic_compare_exchange_n(&user_pools[k].pool, &empty, p, false, __ATOMIC_ACQ_REL,
-                                                __ATOMIC_ACQUIRE)) {
-                        __atomic_store_n(&user_pools[k].li1, li + 1, __ATOMIC_RELEASE);
-                        return;
-                }
-        }
-        /* More pools than slots: their cache is settled only as far as the others tell (documented). */
-}
-
-static void forget_pool(CUmemoryPool p) {
-        for (unsigned k = 0; k < GS_USER_POOLS; k++)
-                if (__atomic_load_n(&user_pools[k].pool, __ATOMIC_ACQUIRE) == p) {
-                        __atomic_store_n(&user_pools[k].li1, 0, __ATOMIC_RELEASE);
-                        __atomic_store_n(&user_pools[k].pool, NULL, __ATOMIC_RELEASE);
-                }
-}
-
-/* The calling thread's current context (what the driver frees an allocation with), 0 if none. */
-static inline uint64_t current_ctx(void) {
-        CUcontext c = NULL;
-        if (!real.cuCtxGetCurrent || real.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
-                return 0;
-        return (uint64_t)(uintptr_t)c;
-}
-
-/* After a successful tracked allocation: remember it, or undo it (table full) with undo(key). VMM handles
- * outlive contexts; everything else goes with the context it was made in. */
-static inline CUresult remember(enum gs_table t, uint64_t key, uint64_t bytes, int li) {
-        uint64_t ctx = t == GS_TAB_VMM ? 0 : current_ctx();
-        if (LIKELY(gs_table_insert(t, key, bytes, (unsigned)li, ctx) == 0))
-                return CUDA_SUCCESS;
-        refund(li, bytes);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-/*
- * The allocation pattern: charge first (so the container's sum never exceeds its limit, even while the
- * driver works), call the driver, refund on failure, remember on success. `key` is evaluated after
- * the call; `undo` releases the fresh allocation when it cannot be remembered.
- */
-#define TRACKED_ALLOC(table, li_expr, bytes_expr, call, key, undo)                      \
-        do {                                                                            \
-                ENTER();                                                                \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(li_expr) : -1;  \
-                if (li_ < 0)                                                            \
-                        return call;                                                    \
-                uint64_t bytes_ = (bytes_expr);                                         \
-                if (!charge(li_, bytes_))                                               \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                \
-                CUresult r_ = GUARD(call);                                              \
-                if (r_ != CUDA_SUCCESS) {                                               \
-                        refund(li_, bytes_);                                            \
-                        return r_;                                                      \
-                }                                                                       \
-                r_ = remember(table, (uint64_t)(key), bytes_, li_);                     \
-                if (r_ != CUDA_SUCCESS)                                                 \
-                        (void)GUARD(undo);                                              \
-                return r_;                                                              \
-        } while (0)
-
-/* Frees of device pointers: tracked ones as TRACKED_FREE; pool allocations go back to their pool, whose
- * cache stays counted (pool_cached) until the driver says the pool released it. */
-#define PTR_FREE(key_expr, call)                                                                      \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                         \
-                unsigned li_;                                                                         \
-                if (g.mode != GS_MODE_LIMITED || nested)                                              \
-                        return call;                                                                  \
-                if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                            \
-                        CUresult r_ = GUARD(call);                                                    \
-                        if (r_ == CUDA_SUCCESS)                                                       \
-                                refund((int)li_, bytes_);                                             \
-                        else                                                                          \
-                                (void)gs_table_insert(GS_TAB_PTR, key_, bytes_, li_, current_ctx());  \
-                        return r_;                                                                    \
-                }                                                                                     \
-                if (gs_table_take(GS_TAB_ASYNC, key_, &bytes_, &li_) == 0) {                          \
-                        CUresult r_ = GUARD(call);                                                    \
-                        if (r_ == CUDA_SUCCESS)                                                       \
-                                give_cached((int)li_, bytes_);                                        \
-                        else                                                                          \
-                                (void)gs_table_insert(GS_TAB_ASYNC, key_, bytes_, li_, current_ctx()); \
-                        return r_;                                                                    \
-                }                                                                                     \
-                return call;                                                                          \
-        } while (0)
-
-/*
- * Stream-ordered allocations: like TRACKED_ALLOC, but when the charge does not fit, the pool may serve the
- * request from memory it keeps cached (already counted in pool_cached): take from the cache what the
- * allocation's own pool holds idle, and afterwards check with the driver that the pools did not grow
- * beyond what is counted (they do under fragmentation) — else undo it, let the pool give back its idle
- * memory, and refuse.
- */
-#define ASYNC_ALLOC(pool_expr, bytes_expr, call, undo)                                                \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;           \
-                if (li_ < 0)                                                                          \
-                        return call;                                                                  \
-                remember_pool(pool_expr, li_);                                                        \
-                uint64_t bytes_ = (bytes_expr), take_ = 0;                                            \
-                CUmemoryPool tp_ = NULL;                                                              \
-                if (!charge(li_, bytes_)) {                                                           \
-                        /* only what the allocation's own pool holds idle can serve it */             \
-                        tp_ = GUARD(target_pool(pool_expr));                                          \
-                        uint64_t idle_ = GUARD(pool_idle(tp_));                                       \
-                        take_ = take_cached(li_, bytes_ < idle_ ? bytes_ : idle_);                    \
-                        if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                         \
-                                give_cached(li_, take_);                                              \
-                                return CUDA_ERROR_OUT_OF_MEMORY;                                      \
-                        }                                                                             \
-                }                                                                                     \
-                CUresult r_ = GUARD(call);                                                            \
-                if (r_ != CUDA_SUCCESS) {                                                             \
-                        refund(li_, bytes_ - take_);                                                  \
-                        give_cached(li_, take_);                                                      \
-                        return r_;                                                                    \
-                }                                                                                     \
-                if (gs_table_insert(GS_TAB_ASYNC, *dptr, bytes_, (unsigned)li_, current_ctx()) < 0) { \
-                        (void)GUARD(undo);                                                            \
-                        give_cached(li_, bytes_); /* back in its pool: counted until settled */       \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
-                }                                                                                     \
-                if (take_ && !pool_growth_counted(li_)) {                                             \
-                        uint64_t b_;                                                                  \
-                        unsigned d_;                                                                  \
-                        if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                      \
-                                (void)GUARD(undo);                                                    \
-                                give_cached(li_, b_);                                                 \
-                                GUARD_VOID(pool_shrink(tp_));                                         \
-                                settle(li_);                                                          \
-                        }                                                                             \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
-                }                                                                                     \
-                return CUDA_SUCCESS;                                                                  \
-        } while (0)
-
-/* The free pattern: forget first (the key cannot be handed out again until the driver frees it), call
- * the driver, refund on success, remember again on failure. */
-#define TRACKED_FREE(table, key_expr, call)                                              \
-        do {                                                                             \
-                ENTER();                                                                 \
-                uint64_t key_ = (uint64_t)(key_expr), bytes_;                            \
-                unsigned li_;                                                            \
-                if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(table, key_, &bytes_, &li_) < 0) \
-                        return call;                                                     \
-                CUresult r_ = GUARD(call);                                               \
-                if (r_ == CUDA_SUCCESS)                                                  \
-                        refund((int)li_, bytes_);                                        \
-                else                                                                     \
-                        (void)gs_table_insert(table, key_, bytes_, li_, current_ctx());  \
-                return r_;                                                               \
-        } while (0)
-
-static uint64_t mul_sat(uint64_t a, uint64_t b) {
-        uint64_t r;
-        return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-static uint64_t format_bytes(CUarray_format f) {
-        switch ((int)f) {
-        case CU_AD_FORMAT_UNSIGNED_INT8:
-        case CU_AD_FORMAT_SIGNED_INT8: return 1;
-        case CU_AD_FORMAT_UNSIGNED_INT16:
-        case CU_AD_FORMAT_SIGNED_INT16:
-        case CU_AD_FORMAT_HALF: return 2;
-        default: return 4; /* 32-bit formats, and an upper bound for the packed/compressed ones */
-        }
-}
-
-static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channels, CUarray_format f) {
-        uint64_t b = mul_sat(mul_sat(w ? w : 1, h ? h : 1), d ? d : 1);
-        return mul_sat(mul_sat(b, channels ? channels : 1), format_bytes(f));
-}
-
-#define PITCH_ALIGN 512u /* the widest pitch alignment drivers use */
 
 /* ---- wrappers: init and cuGetProcAddress ---- */
 
-static CUresult gs_w_cuInit(unsigned int flags) {
+CUresult gs_w_cuInit(unsigned int flags) {
         ensure_init();
         if (UNLIKELY(g.mode == GS_MODE_FAILED))
                 return g.fail_code;
@@ -845,7 +351,7 @@ static CUresult gs_w_cuInit(unsigned int flags) {
                 return CUDA_ERROR_NO_DEVICE; /* no driver on this machine, as the driver's absence looks */
         CUresult r = REAL(cuInit, flags);
         if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED)
-                map_devices();
+                gs_map_devices();
         return r;
 }
 
@@ -874,1001 +380,23 @@ static void *map_proc(const char *symbol, void *fn, int version, cuuint64_t flag
         return best >= 0 ? wrappers[best] : fn;
 }
 
-static CUresult gs_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+CUresult gs_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *symbolStatus) {
-        ensure_init();
+        ENTER(); /* failed closed: no entry point at all (an unhooked one would bypass the refusal) */
         CUresult r = REAL(cuGetProcAddress_v2, symbol, pfn, cudaVersion, flags, symbolStatus);
         if (r == CUDA_SUCCESS && pfn && symbol)
                 *pfn = map_proc(symbol, *pfn, cudaVersion, flags);
         return r;
 }
 
-static CUresult gs_w_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-        ensure_init();
+CUresult gs_w_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+        ENTER();
         CUresult r = REAL(cuGetProcAddress, symbol, pfn, cudaVersion, flags);
         if (r == CUDA_SUCCESS && pfn && symbol)
                 *pfn = map_proc(symbol, *pfn, cudaVersion, flags);
         return r;
 }
 
-/* ---- wrappers: allocations ---- */
+/* ---- exports ---- */
 
-static CUresult gs_w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAlloc_v2, dptr, bytesize), *dptr,
-                      REAL(cuMemFree_v2, *dptr));
-}
-
-static CUresult gs_w_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAlloc, dptr, bytesize), *dptr,
-                      REAL(cuMemFree, *dptr));
-}
-
-static CUresult gs_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAllocManaged, dptr, bytesize, flags), *dptr,
-                      REAL(cuMemFree_v2, *dptr));
-}
-
-static CUresult gs_w_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream), REAL(cuMemFreeAsync, *dptr, hStream));
-}
-
-static CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
-                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
-}
-
-static CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream hStream) {
-        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
-                    REAL(cuMemFreeAsync, *dptr, hStream));
-}
-
-static CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                  CUstream hStream) {
-        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
-                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
-}
-
-static int vmm_li(const CUmemAllocationProp *prop) {
-        if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-                return -1; /* host memory is not a device limit */
-        return li_of_ordinal((CUdevice)prop->location.id);
-}
-
-static CUresult gs_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                                 unsigned long long flags) {
-        TRACKED_ALLOC(GS_TAB_VMM, vmm_li(prop), size, REAL(cuMemCreate, handle, size, prop, flags), *handle,
-                      REAL(cuMemRelease, *handle));
-}
-
-static CUresult gs_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
-                      REAL(cuArrayCreate_v2, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
-}
-
-static CUresult gs_w_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
-                      REAL(cuArrayCreate, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
-}
-
-static CUresult gs_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
-                      d ? array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0,
-                      REAL(cuArray3DCreate_v2, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
-}
-
-static CUresult gs_w_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
-                      d ? array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0,
-                      REAL(cuArray3DCreate, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
-}
-
-static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
-        if (!d)
-                return 0;
-        uint64_t sum = 0;
-        for (unsigned l = 0; l < (levels ? levels : 1) && l < 64; l++) {
-                uint64_t w = d->Width >> l, h = d->Height >> l, z = d->Depth >> l;
-                uint64_t b = array_bytes(w ? w : 1, h ? h : 1, z ? z : 1, d->NumChannels, d->Format);
-                sum = sum + b < sum ? UINT64_MAX : sum + b;
-        }
-        return sum;
-}
-
-static CUresult gs_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
-                                            unsigned int numMipmapLevels) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), mipmap_bytes(d, numMipmapLevels),
-                      REAL(cuMipmappedArrayCreate, pHandle, d, numMipmapLevels), (uintptr_t)*pHandle,
-                      REAL(cuMipmappedArrayDestroy, *pHandle));
-}
-
-struct pitch_req {
-        bool wide; /* _v2 (size_t) or legacy (unsigned int) */
-        void *dptr, *pitch;
-        size_t w, h;
-        unsigned elem;
-};
-
-static CUresult pitch_driver_alloc(const struct pitch_req *q, uint64_t *ret_pitch) {
-        CUresult r;
-        if (q->wide) {
-                r = REAL(cuMemAllocPitch_v2, (CUdeviceptr *)q->dptr, (size_t *)q->pitch, q->w, q->h, q->elem);
-                if (r == CUDA_SUCCESS)
-                        *ret_pitch = *(size_t *)q->pitch;
-        } else {
-                r = REAL(cuMemAllocPitch, (CUdeviceptr_v1 *)q->dptr, (unsigned int *)q->pitch, (unsigned int)q->w,
-                         (unsigned int)q->h, q->elem);
-                if (r == CUDA_SUCCESS)
-                        *ret_pitch = *(unsigned int *)q->pitch;
-        }
-        return r;
-}
-
-static uint64_t pitch_key(const struct pitch_req *q) {
-        return q->wide ? (uint64_t)*(CUdeviceptr *)q->dptr : (uint64_t)*(CUdeviceptr_v1 *)q->dptr;
-}
-
-static void pitch_driver_free(const struct pitch_req *q) {
-        if (q->wide)
-                (void)REAL(cuMemFree_v2, *(CUdeviceptr *)q->dptr);
-        else
-                (void)REAL(cuMemFree, *(CUdeviceptr_v1 *)q->dptr);
-}
-
-/* The driver picks the pitch: charge the widest it may pick, then settle on what it picked. */
-static CUresult pitch_alloc(int li, const struct pitch_req *q) {
-        uint64_t h = q->h ? q->h : 1;
-        uint64_t wide = q->w > UINT64_MAX - PITCH_ALIGN ? UINT64_MAX : ((uint64_t)q->w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
-        uint64_t est = mul_sat(wide, h);
-        if (!charge(li, est))
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        uint64_t pitch = 0;
-        CUresult r = pitch_driver_alloc(q, &pitch);
-        if (r != CUDA_SUCCESS) {
-                refund(li, est);
-                return r;
-        }
-        uint64_t actual = mul_sat(pitch, h);
-        if (actual < est)
-                refund(li, est - actual);
-        else if (actual > est && !charge(li, actual - est)) {
-                refund(li, est);
-                pitch_driver_free(q);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        r = remember(GS_TAB_PTR, pitch_key(q), actual, li);
-        if (r != CUDA_SUCCESS)
-                pitch_driver_free(q);
-        return r;
-}
-
-static CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                        unsigned int ElementSizeBytes) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
-        if (li < 0 || !dptr || !pPitch)
-                return REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        struct pitch_req q = { true, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
-        return GUARD(pitch_alloc(li, &q));
-}
-
-static CUresult gs_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                                     unsigned int Height, unsigned int ElementSizeBytes) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
-        if (li < 0 || !dptr || !pPitch)
-                return REAL(cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        struct pitch_req q = { false, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
-        return GUARD(pitch_alloc(li, &q));
-}
-
-/* ---- wrappers: frees ---- */
-
-static CUresult gs_w_cuMemFree_v2(CUdeviceptr dptr) {
-        PTR_FREE(dptr, REAL(cuMemFree_v2, dptr));
-}
-
-static CUresult gs_w_cuMemFree(CUdeviceptr_v1 dptr) {
-        PTR_FREE(dptr, REAL(cuMemFree, dptr));
-}
-
-static CUresult gs_w_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-        PTR_FREE(dptr, REAL(cuMemFreeAsync, dptr, hStream));
-}
-
-static CUresult gs_w_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-        PTR_FREE(dptr, REAL(cuMemFreeAsync_ptsz, dptr, hStream));
-}
-
-/* cuMemRelease: with cuMemMap ("VMM mappings"). */
-
-static CUresult gs_w_cuArrayDestroy(CUarray hArray) {
-        TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hArray, REAL(cuArrayDestroy, hArray));
-}
-
-static CUresult gs_w_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
-        TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hMipmappedArray, REAL(cuMipmappedArrayDestroy, hMipmappedArray));
-}
-
-/* ---- wrappers: contexts ----
- * A context costs device memory the application never asked for (context= in the limits file). The
- * primary context is charged while this process holds it retained, every created context while it lives.
- * Context calls are rare: a process-local mutex is fine here. */
-
-
-/* The driver destroyed ctx and everything allocated in it: stop counting those bytes. */
-static void ctx_gone(CUcontext ctx) {
-        if (g.mode != GS_MODE_LIMITED || !ctx)
-                return;
-        uint64_t bytes[GS_TAB_MAX_DEV] = { 0 };
-        gs_table_take_ctx(GS_TAB_PTR, (uint64_t)(uintptr_t)ctx, bytes);
-        gs_table_take_ctx(GS_TAB_ARRAY, (uint64_t)(uintptr_t)ctx, bytes);
-        gs_table_take_ctx(GS_TAB_EXT, (uint64_t)(uintptr_t)ctx, bytes);
-        uint64_t pooled[GS_TAB_MAX_DEV] = { 0 };
-        gs_table_take_ctx(GS_TAB_ASYNC, (uint64_t)(uintptr_t)ctx, pooled);
-        for (unsigned li = 0; li < GS_TAB_MAX_DEV; li++) {
-                if (bytes[li])
-                        refund((int)li, bytes[li]);
-                give_cached((int)li, pooled[li]); /* pools belong to the device: cached until settled */
-        }
-}
-
-static int ctx_li(CUdevice dev) {
-        if (g.mode != GS_MODE_LIMITED || nested)
-                return -1;
-        int li = mem_li(li_of_ordinal(dev));
-        return li >= 0 && g.limits.dev[li].context_bytes ? li : -1;
-}
-
-/* A compute share is enforced on dev and this process's host PID is not known yet. */
-static bool want_host_pid(CUdevice dev) {
-        int li = li_of_ordinal(dev);
-        return li >= 0 && g.limits.dev[li].core_percent < 100 &&
-               !__atomic_load_n(&g.region->slot[g.slot].host_pid, __ATOMIC_RELAXED);
-}
-
-static bool ctx_charge(int li) {
-        /* li < 0: the context is not charged */
-        return li < 0 || charge(li, g.limits.dev[li].context_bytes);
-}
-
-static void ctx_refund(int li) {
-        if (li >= 0)
-                refund(li, g.limits.dev[li].context_bytes);
-}
-
-static CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
-                return REAL(cuDevicePrimaryCtxRetain, pctx, dev);
-        int li = ctx_li(dev); /* -1: references counted, nothing charged */
-        pthread_mutex_lock(&ctx_lock);
-        bool first = primary_refs[dev] == 0;
-        CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-        if (!first || ctx_charge(li)) {
-                struct gs_pidset before = { 0 };
-                bool learn = first && want_host_pid(dev);
-                if (learn)
-                        gs_hostpid_before(g.uuid[dev], &before);
-                r = GUARD(REAL(cuDevicePrimaryCtxRetain, pctx, dev));
-                if (learn && r == CUDA_SUCCESS)
-                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before);
-                if (r == CUDA_SUCCESS) {
-                        primary_refs[dev]++;
-                        primary_ctx[dev] = *pctx;
-                }
-                else if (first)
-                        ctx_refund(li);
-        }
-        pthread_mutex_unlock(&ctx_lock);
-        return r;
-}
-
-/* After the driver released (or reset: all references at once) device dev's primary context. When the
- * last reference goes, the driver destroys the context with its allocations. */
-static void primary_dropped(CUdevice dev, bool all) {
-        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
-                return;
-        int li = ctx_li(dev);
-        pthread_mutex_lock(&ctx_lock);
-        bool gone = false;
-        if (primary_refs[dev]) {
-                primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
-                gone = !primary_refs[dev];
-                if (gone)
-                        ctx_refund(li);
-        }
-        CUcontext c = primary_ctx[dev];
-        if (gone)
-                primary_ctx[dev] = NULL;
-        pthread_mutex_unlock(&ctx_lock);
-        if (gone)
-                ctx_gone(c);
-}
-
-#define PRIMARY_DROP(call, dev, all)                       \
-        do {                                               \
-                ENTER();                                   \
-                CUresult r_ = GUARD(call);                 \
-                if (r_ == CUDA_SUCCESS)                    \
-                        primary_dropped(dev, all);         \
-                return r_;                                 \
-        } while (0)
-
-static CUresult gs_w_cuDevicePrimaryCtxRelease(CUdevice dev) {
-        PRIMARY_DROP(REAL(cuDevicePrimaryCtxRelease, dev), dev, false);
-}
-
-static CUresult gs_w_cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-        PRIMARY_DROP(REAL(cuDevicePrimaryCtxRelease_v2, dev), dev, false);
-}
-
-static CUresult gs_w_cuDevicePrimaryCtxReset(CUdevice dev) {
-        PRIMARY_DROP(REAL(cuDevicePrimaryCtxReset, dev), dev, true);
-}
-
-static CUresult gs_w_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-        PRIMARY_DROP(REAL(cuDevicePrimaryCtxReset_v2, dev), dev, true);
-}
-
-/* Charge, create, remember (or refund). The context table is full: created, not charged (documented). */
-#define CTX_CREATE(call, pctx, dev)                                                      \
-        do {                                                                             \
-                ENTER();                                                                 \
-                if (g.mode != GS_MODE_LIMITED || nested)                                 \
-                        return call;                                                     \
-                int li_ = ctx_li(dev);                                                   \
-                if (!ctx_charge(li_))                                                    \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                 \
-                struct gs_pidset before_ = { 0 };                                        \
-                bool learn_ = (dev) >= 0 && (dev) < GS_MAX_ORDINALS && want_host_pid(dev); \
-                if (learn_)                                                              \
-                        gs_hostpid_before(g.uuid[dev], &before_);                        \
-                CUresult r_ = GUARD(call);                                               \
-                if (learn_ && r_ == CUDA_SUCCESS)                                        \
-                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before_);       \
-                if (li_ < 0)                                                             \
-                        return r_;                                                       \
-                if (r_ != CUDA_SUCCESS) {                                                \
-                        ctx_refund(li_);                                                 \
-                        return r_;                                                       \
-                }                                                                        \
-                pthread_mutex_lock(&ctx_lock);                                           \
-                size_t k_ = 0;                                                           \
-                while (k_ < ELEMENTS(created) && created[k_].ctx)                        \
-                        k_++;                                                            \
-                if (k_ < ELEMENTS(created))                                              \
-                        created[k_].ctx = *(pctx), created[k_].li = li_;                 \
-                else                                                                     \
-                        ctx_refund(li_);                                                 \
-                pthread_mutex_unlock(&ctx_lock);                                         \
-                return r_;                                                               \
-        } while (0)
-
-static CUresult gs_w_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-        CTX_CREATE(REAL(cuCtxCreate, pctx, flags, dev), pctx, dev);
-}
-
-static CUresult gs_w_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-        CTX_CREATE(REAL(cuCtxCreate_v2, pctx, flags, dev), pctx, dev);
-}
-
-static CUresult gs_w_cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int numParams, unsigned int flags,
-                                    CUdevice dev) {
-        CTX_CREATE(REAL(cuCtxCreate_v3, pctx, params, numParams, flags, dev), pctx, dev);
-}
-
-static CUresult gs_w_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
-        CTX_CREATE(REAL(cuCtxCreate_v4, pctx, params, flags, dev), pctx, dev);
-}
-
-static CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
-        ENTER();
-        if (!destroy)
-                return CUDA_ERROR_NOT_FOUND;
-        if (g.mode != GS_MODE_LIMITED || nested || !ctx)
-                return destroy(ctx);
-        CUresult r = GUARD(destroy(ctx));
-        if (r != CUDA_SUCCESS)
-                return r;
-        pthread_mutex_lock(&ctx_lock);
-        for (size_t k = 0; k < ELEMENTS(created); k++)
-                if (created[k].ctx == ctx) {
-                        ctx_refund(created[k].li);
-                        created[k].ctx = NULL;
-                        break;
-                }
-        pthread_mutex_unlock(&ctx_lock);
-        ctx_gone(ctx);
-        return r;
-}
-
-static CUresult gs_w_cuCtxDestroy(CUcontext ctx) {
-        return ctx_destroy(real.cuCtxDestroy, ctx);
-}
-
-static CUresult gs_w_cuCtxDestroy_v2(CUcontext ctx) {
-        return ctx_destroy(real.cuCtxDestroy_v2, ctx);
-}
-
-/* ---- wrappers: green contexts (charged like other contexts) ---- */
-
-static CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
-                return REAL(cuGreenCtxCreate, phCtx, desc, dev, flags);
-        int li = ctx_li(dev);
-        if (!ctx_charge(li))
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = GUARD(REAL(cuGreenCtxCreate, phCtx, desc, dev, flags));
-        if (li < 0)
-                return r;
-        if (r != CUDA_SUCCESS) {
-                ctx_refund(li);
-                return r;
-        }
-        pthread_mutex_lock(&ctx_lock);
-        size_t k = 0;
-        while (k < ELEMENTS(created) && created[k].ctx)
-                k++;
-        if (k < ELEMENTS(created))
-                created[k].ctx = (CUcontext)(void *)*phCtx, created[k].li = li; /* keyed by the green handle */
-        else
-                ctx_refund(li);
-        pthread_mutex_unlock(&ctx_lock);
-        return r;
-}
-
-static CUresult gs_w_cuGreenCtxDestroy(CUgreenCtx hCtx) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !hCtx)
-                return REAL(cuGreenCtxDestroy, hCtx);
-        CUcontext c = NULL; /* the context allocations made in it were recorded with */
-        if (GUARD(REAL(cuCtxFromGreenCtx, &c, hCtx)) != CUDA_SUCCESS)
-                c = NULL;
-        CUresult r = GUARD(REAL(cuGreenCtxDestroy, hCtx));
-        if (r != CUDA_SUCCESS)
-                return r;
-        pthread_mutex_lock(&ctx_lock);
-        for (size_t k = 0; k < ELEMENTS(created); k++)
-                if (created[k].ctx == (CUcontext)(void *)hCtx) {
-                        ctx_refund(created[k].li);
-                        created[k].ctx = NULL;
-                        break;
-                }
-        pthread_mutex_unlock(&ctx_lock);
-        ctx_gone(c);
-        return r;
-}
-
-/* ---- wrappers: imported memory ----
- * The importing container is charged for what it maps, although the exporter's container is charged for
- * the same bytes: a limiter must never count less than a container can hold on to, and the importer keeps
- * the memory alive (VMM handles: until it releases them; external memory: another API's allocation that
- * nothing else counts). Two containers sharing memory thus each need room for it (docs/interposer.md). */
-
-/* The size of an imported IPC mapping is not known before it is opened: open, ask the driver, charge, and
- * close again when it does not fit (it adds no device memory meanwhile: the exporter's bytes are mapped). */
-static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li) {
-        if (r != CUDA_SUCCESS)
-                return r;
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *pdptr));
-        if (q != CUDA_SUCCESS || !charge(li, size)) {
-                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
-                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        r = remember(GS_TAB_PTR, *pdptr, size, li);
-        if (r != CUDA_SUCCESS)
-                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
-        return r;
-}
-
-static CUresult gs_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
-        if (li < 0)
-                return REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li);
-}
-
-static CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
-        if (li < 0)
-                return REAL(cuIpcOpenMemHandle, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li);
-}
-
-static CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuIpcCloseMemHandle, dptr));
-}
-
-/* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
- * (refused there with OUT_OF_MEMORY), then counted like a cuMemCreate handle ("VMM mappings"). */
-static CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                                    CUmemAllocationHandleType shHandleType) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !handle)
-                return REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
-        CUresult r = GUARD(REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType));
-        if (r != CUDA_SUCCESS)
-                return r;
-        CUmemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        int li = GUARD(REAL(cuMemGetAllocationPropertiesFromHandle, &prop, *handle)) == CUDA_SUCCESS
-                         ? mem_li(vmm_li(&prop))
-                         : mem_li(current_li());
-        if (li >= 0 && gs_table_insert(GS_TAB_IMPORT, *handle, 0, (unsigned)li, 0) < 0) {
-                (void)GUARD(REAL(cuMemRelease, *handle));
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return r;
-}
-
-/*
- * VMM mappings. A handle's memory lives until it is released AND unmapped everywhere (cuMemRelease right
- * after cuMemMap is the usual pattern), so a tracked handle (cuMemCreate, or imported and charged) stays
- * charged past its cuMemRelease while mappings of it remain, and is given back at its last cuMemUnmap.
- * An imported handle is charged at its first cuMemMap (its size is known only there) and refused there.
- * These calls are rare: one process-local mutex keeps the handle, mapping and count tables consistent.
- */
-
-/* Live mappings of a tracked handle: add delta (+1/-1), return the new count; vmm_lock held. */
-static uint64_t map_count_add(uint64_t handle, int delta, unsigned li) {
-        uint64_t n = 0;
-        unsigned d;
-        (void)gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d);
-        n = delta > 0 ? n + 1 : n ? n - 1 : 0;
-        if (n)
-                (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, li, 0);
-        return n;
-}
-
-static CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                              unsigned long long flags) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
-                return REAL(cuMemMap, ptr, size, offset, handle, flags);
-        uint64_t bytes;
-        unsigned li;
-        pthread_mutex_lock(&vmm_lock);
-        bool imported = gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0;
-        bool charged = imported && charge((int)li, size);
-        CUresult r = imported && !charged ? CUDA_ERROR_OUT_OF_MEMORY
-                                          : GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
-        if (r != CUDA_SUCCESS) {
-                if (imported) {
-                        if (charged)
-                                refund((int)li, size);
-                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-                }
-                pthread_mutex_unlock(&vmm_lock);
-                return r;
-        }
-        /* Imported: counted like a cuMemCreate handle from now on (a full table keeps it charged). */
-        if (imported)
-                (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
-        uint64_t b;
-        unsigned d;
-        if (gs_table_take(GS_TAB_VMM, handle, &b, &d) == 0) { /* a tracked handle: remember the mapping */
-                (void)gs_table_insert(GS_TAB_VMM, handle, b, d, 0);
-                if (gs_table_insert(GS_TAB_MAPPING, ptr, size, d, handle) == 0)
-                        (void)map_count_add(handle, +1, d);
-        }
-        pthread_mutex_unlock(&vmm_lock);
-        return r;
-}
-
-static CUresult gs_w_cuMemUnmap(CUdeviceptr ptr, size_t size) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
-                return REAL(cuMemUnmap, ptr, size);
-        pthread_mutex_lock(&vmm_lock);
-        CUresult r = GUARD(REAL(cuMemUnmap, ptr, size));
-        /* The range may cover several mappings, one after the other. */
-        for (uint64_t p = ptr; r == CUDA_SUCCESS && p < (uint64_t)ptr + size;) {
-                uint64_t msize, handle, bytes;
-                unsigned li, d;
-                if (gs_table_take_all(GS_TAB_MAPPING, p, &msize, &li, &handle) < 0)
-                        break;
-                if (!map_count_add(handle, -1, li) && gs_table_take(GS_TAB_RELEASED, handle, &bytes, &d) == 0)
-                        refund((int)d, bytes); /* released earlier: its memory goes now */
-                p += msize ? msize : size;
-        }
-        pthread_mutex_unlock(&vmm_lock);
-        return r;
-}
-
-static CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
-                return REAL(cuMemRelease, handle);
-        uint64_t bytes, n;
-        unsigned li, d;
-        CUresult r;
-        pthread_mutex_lock(&vmm_lock);
-        if (gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) { /* imported, never mapped: not charged */
-                r = GUARD(REAL(cuMemRelease, handle));
-                if (r != CUDA_SUCCESS)
-                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-        } else if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
-                r = GUARD(REAL(cuMemRelease, handle));
-                if (r != CUDA_SUCCESS)
-                        (void)gs_table_insert(GS_TAB_VMM, handle, bytes, li, 0);
-                else if (gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d) == 0 && n) {
-                        /* still mapped: charged until the last cuMemUnmap (a full table keeps it charged) */
-                        (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, d, 0);
-                        (void)gs_table_insert(GS_TAB_RELEASED, handle, bytes, li, 0);
-                } else
-                        refund((int)li, bytes);
-        } else
-                r = GUARD(REAL(cuMemRelease, handle));
-        pthread_mutex_unlock(&vmm_lock);
-        return r;
-}
-
-/* External memory (Vulkan, D3D, NvSciBuf…): the whole object is charged at import (mapped buffers and
- * arrays are views of it) and given back when it is destroyed. */
-static CUresult gs_w_cuImportExternalMemory(CUexternalMemory *extMem_out,
-                                            const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc) {
-        TRACKED_ALLOC(GS_TAB_EXT, current_li(), memHandleDesc ? memHandleDesc->size : 0,
-                      REAL(cuImportExternalMemory, extMem_out, memHandleDesc), (uintptr_t)*extMem_out,
-                      REAL(cuDestroyExternalMemory, *extMem_out));
-}
-
-static CUresult gs_w_cuDestroyExternalMemory(CUexternalMemory extMem) {
-        TRACKED_FREE(GS_TAB_EXT, (uintptr_t)extMem, REAL(cuDestroyExternalMemory, extMem));
-}
-
-/* ---- wrappers: stream-ordered pools ---- */
-
-static void settle_all(void) {
-        for (unsigned li = 0; li < g.limits.n_devices; li++)
-                if (holds_unbacked((int)li))
-                        settle((int)li);
-}
-
-static CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
-        ENTER();
-        CUresult r = GUARD(REAL(cuMemPoolCreate, pool, poolProps));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested && pool && poolProps &&
-            poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-                int li = mem_li(li_of_ordinal((CUdevice)poolProps->location.id));
-                if (li >= 0)
-                        remember_pool(*pool, li);
-        }
-        return r;
-}
-
-static CUresult gs_w_cuMemPoolDestroy(CUmemoryPool pool) {
-        ENTER();
-        CUresult r = GUARD(REAL(cuMemPoolDestroy, pool));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
-                forget_pool(pool);
-                settle_all(); /* its memory went back to the device */
-        }
-        return r;
-}
-
-static CUresult gs_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-        ENTER();
-        CUresult r = GUARD(REAL(cuMemPoolTrimTo, pool, minBytesToKeep));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested)
-                settle_all();
-        return r;
-}
-
-/* ---- wrappers: graph memory nodes ----
- * A graph's allocations come from a per-device graph pool the driver fills at launch (or upload) and keeps
- * reserved until cuDeviceGraphMemTrim. The exact point that can still refuse is instantiation: what the
- * graph's memory nodes need (CUDA forbids relaunching a graph whose allocations are not freed, so one exec
- * never holds more than that) is charged when it is instantiated, refused there with OUT_OF_MEMORY. When
- * the exec is destroyed its charge moves to graph_retained (allocations may outlive it and the pool stays
- * reserved), which cuDeviceGraphMemTrim (and any slow path) settles against RESERVED_MEM_CURRENT. */
-
-#define GRAPH_DEPTH 8
-
-/* Add what the memory-allocation nodes of graph gr (and its child graphs) need, per limits index. */
-static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], unsigned depth) {
-        size_t n = 0;
-        CUresult r = REAL(cuGraphGetNodes, gr, NULL, &n);
-        if (r != CUDA_SUCCESS || n == 0)
-                return r;
-        CUgraphNode *nodes = calloc(n, sizeof *nodes);
-        if (!nodes)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        r = REAL(cuGraphGetNodes, gr, nodes, &n);
-        for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-                CUgraphNodeType t;
-                if (REAL(cuGraphNodeGetType, nodes[i], &t) != CUDA_SUCCESS)
-                        continue;
-                if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
-                        CUDA_MEM_ALLOC_NODE_PARAMS p;
-                        memset(&p, 0, sizeof p);
-                        if (REAL(cuGraphMemAllocNodeGetParams, nodes[i], &p) != CUDA_SUCCESS ||
-                            p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-                                continue;
-                        int li = mem_li(li_of_ordinal((CUdevice)p.poolProps.location.id));
-                        if (li >= 0)
-                                need[li] = need[li] + p.bytesize < need[li] ? UINT64_MAX : need[li] + p.bytesize;
-                } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < GRAPH_DEPTH) {
-                        CUgraph child = NULL;
-                        if (REAL(cuGraphChildGraphNodeGetGraph, nodes[i], &child) == CUDA_SUCCESS && child)
-                                r = graph_need(child, need, depth + 1);
-                }
-        }
-        free(nodes);
-        return r;
-}
-
-static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
-        return (uint64_t)(uintptr_t)e << 4 | li;
-}
-
-#define GRAPH_INSTANTIATE(call, pexec, graph)                                                         \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                    \
-                        return call;                                                                  \
-                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                               \
-                unsigned charged_ = 0;                                                                \
-                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */ \
-                for (; charged_ < g.limits.n_devices; charged_++)                                     \
-                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))               \
-                                break;                                                                \
-                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call); \
-                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                             \
-                        if (!need_[li_])                                                              \
-                                continue;                                                             \
-                        if (r_ != CUDA_SUCCESS) {                                                     \
-                                if (li_ < charged_)                                                   \
-                                        refund((int)li_, need_[li_]);                                 \
-                                continue;                                                             \
-                        }                                                                             \
-                        /* A full table keeps the charge until the process ends (never less). */     \
-                        (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0); \
-                        __atomic_add_fetch(&graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);          \
-                }                                                                                     \
-                return r_;                                                                            \
-        } while (0)
-
-static CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                        char *logBuffer, size_t bufferSize) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
-                          phGraphExec, hGraph);
-}
-
-static CUresult gs_w_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                           char *logBuffer, size_t bufferSize) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
-                          phGraphExec, hGraph);
-}
-
-static CUresult gs_w_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags), phGraphExec, hGraph);
-}
-
-static CUresult gs_w_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams, phGraphExec, hGraph, instantiateParams), phGraphExec,
-                          hGraph);
-}
-
-static CUresult gs_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams),
-                          phGraphExec, hGraph);
-}
-
-static CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !g.any_mem)
-                return REAL(cuGraphExecDestroy, hGraphExec);
-        CUresult r = GUARD(REAL(cuGraphExecDestroy, hGraphExec));
-        if (r != CUDA_SUCCESS)
-                return r;
-        for (unsigned li = 0; li < g.limits.n_devices; li++) {
-                uint64_t bytes;
-                unsigned d;
-                if (gs_table_take(GS_TAB_GRAPH, graph_key(hGraphExec, li), &bytes, &d) < 0)
-                        continue;
-                /* Still reserved by the driver until trimmed: the charge stays, as retained graph memory. */
-                __atomic_add_fetch(&graph_retained[li], bytes, __ATOMIC_ACQ_REL);
-                __atomic_sub_fetch(&graph_live[li], bytes, __ATOMIC_ACQ_REL);
-        }
-        return r;
-}
-
-static CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
-        ENTER();
-        CUresult r = GUARD(REAL(cuDeviceGraphMemTrim, device));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
-                int li = mem_li(li_of_ordinal(device));
-                if (li >= 0 && holds_unbacked(li))
-                        settle(li);
-        }
-        return r;
-}
-
-/* ---- wrappers: memory queries ---- */
-
-/* The container's view of a device: total = min(limit, physical), free = min(limit - used, physical free). */
-static void virtual_info(int li, uint64_t real_free, uint64_t real_total, uint64_t *ret_free, uint64_t *ret_total) {
-        uint64_t limit = g.limits.dev[li].memory_bytes;
-        uint64_t total = limit < real_total ? limit : real_total;
-        sweep_dead_slots(); /* a dead process's memory is free again */
-        uint64_t used = gs_region_used(g.region, (unsigned)li);
-        uint64_t free = used >= total ? 0 : total - used;
-        *ret_free = free < real_free ? free : real_free;
-        *ret_total = total;
-}
-
-/* The container's view of the current device's memory, for both cuMemGetInfo ABIs: false when no
- * memory limit applies (the driver's answer stands). */
-/* Inlined: as a call it cost cuMemGetInfo ~26 instructions (callgrind, docs/BENCHMARKS.md). */
-static inline __attribute__((always_inline)) bool limited_info(uint64_t real_free, uint64_t real_total,
-                                                               uint64_t *ret_free, uint64_t *ret_total) {
-        if (g.mode != GS_MODE_LIMITED)
-                return false;
-        int li = mem_li(current_li());
-        if (li < 0)
-                return false;
-        if (UNLIKELY(holds_unbacked(li)))
-                settle(li);
-        virtual_info(li, real_free, real_total, ret_free, ret_total);
-        return true;
-}
-
-static CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
-        ENTER();
-        if (nested)
-                return REAL(cuMemGetInfo_v2, free, total);
-        CUresult r = GUARD(REAL(cuMemGetInfo_v2, free, total));
-        uint64_t f, t;
-        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
-                *free = (size_t)f;
-                *total = (size_t)t;
-        }
-        return r;
-}
-
-static CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
-        ENTER();
-        if (nested)
-                return REAL(cuMemGetInfo, free, total);
-        CUresult r = GUARD(REAL(cuMemGetInfo, free, total));
-        uint64_t f, t;
-        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
-                *free = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
-                *total = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
-        }
-        return r;
-}
-
-static CUresult gs_w_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-        ENTER();
-        if (nested)
-                return REAL(cuDeviceTotalMem_v2, bytes, dev);
-        CUresult r = GUARD(REAL(cuDeviceTotalMem_v2, bytes, dev));
-        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)
-                return r;
-        int li = mem_li(li_of_ordinal(dev));
-        if (li >= 0 && g.limits.dev[li].memory_bytes < *bytes)
-                *bytes = (size_t)g.limits.dev[li].memory_bytes;
-        return r;
-}
-
-static CUresult gs_w_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
-        ENTER();
-        if (nested)
-                return REAL(cuDeviceTotalMem, bytes, dev);
-        CUresult r = GUARD(REAL(cuDeviceTotalMem, bytes, dev));
-        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)
-                return r;
-        int li = mem_li(li_of_ordinal(dev));
-        if (li >= 0 && g.limits.dev[li].memory_bytes < *bytes)
-                *bytes = (unsigned int)g.limits.dev[li].memory_bytes;
-        return r;
-}
-
-bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
-        ensure_init();
-        if (g.mode != GS_MODE_LIMITED || !uuid)
-                return false;
-        int li = -1;
-        for (unsigned i = 0; i < g.limits.n_devices && li < 0; i++)
-                if (g.limits.dev[i].uuid[0] && strcasecmp(g.limits.dev[i].uuid, uuid) == 0)
-                        li = (int)i;
-        /* Entries without a UUID: through the CUDA ordinal that has this UUID, once the devices are mapped. */
-        if (li < 0 && __atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE))
-                for (unsigned d = 0; d < g.n_ordinals && li < 0; d++)
-                        if (strcasecmp(g.uuid[d], uuid) == 0)
-                                li = g.dev_li[d];
-        if (mem_li(li) < 0)
-                return false;
-        sweep_dead_slots(); /* a dead process's memory is free again */
-        *ret_limit = g.limits.dev[li].memory_bytes;
-        *ret_used = gs_region_used(g.region, (unsigned)li);
-        return true;
-}
-
-/* ---- wrappers: launches ---- */
-
-static inline void before_launch(void) {
-        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || nested)
-                return;
-        int li = current_li();
-        if (li < 0 || g.limits.dev[li].core_percent >= 100)
-                return;
-        gs_throttle_launch(g.region, g.slot, (unsigned)li);
-}
-
-#define LAUNCH(call)               \
-        do {                       \
-                ENTER();           \
-                before_launch();   \
-                return GUARD(call); \
-        } while (0)
-
-static CUresult gs_w_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                    unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
-                                    void **extra) {
-        LAUNCH(REAL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
-}
-
-static CUresult gs_w_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
-                                         void **params, void **extra) {
-        LAUNCH(REAL(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
-}
-
-static CUresult gs_w_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-        LAUNCH(REAL(cuLaunchKernelEx, config, f, params, extra));
-}
-
-static CUresult gs_w_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-        LAUNCH(REAL(cuLaunchKernelEx_ptsz, config, f, params, extra));
-}
-
-static CUresult gs_w_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                               unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-                                               CUstream s, void **params) {
-        LAUNCH(REAL(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, shm, s, params));
-}
-
-static CUresult gs_w_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                                    unsigned int bx, unsigned int by, unsigned int bz,
-                                                    unsigned int shm, CUstream s, void **params) {
-        LAUNCH(REAL(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz, shm, s, params));
-}
-
-static CUresult gs_w_cuGraphLaunch(CUgraphExec hGraph, CUstream hStream) {
-        LAUNCH(REAL(cuGraphLaunch, hGraph, hStream));
-}
-
-static CUresult gs_w_cuGraphLaunch_ptsz(CUgraphExec hGraph, CUstream hStream) {
-        LAUNCH(REAL(cuGraphLaunch_ptsz, hGraph, hStream));
-}
-
-static CUresult gs_w_cuLaunch(CUfunction f) {
-        LAUNCH(REAL(cuLaunch, f));
-}
-
-static CUresult gs_w_cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
-        LAUNCH(REAL(cuLaunchGrid, f, grid_width, grid_height));
-}
-
-static CUresult gs_w_cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream) {
-        LAUNCH(REAL(cuLaunchGridAsync, f, grid_width, grid_height, hStream));
-}
-
-/* ---- exports: each wrapper under its driver name, with cuda.h's prototype checked ---- */
-
-#define GS_EXPORT(sym, base, ver, fl)                                                                  \
-        _Static_assert(__builtin_types_compatible_p(__typeof__(&gs_w_##sym), __typeof__(&sym)),         \
-                       #sym " wrapper must have the driver's prototype");                               \
-        extern __typeof__(sym) sym __attribute__((alias("gs_w_" #sym), visibility("default")));
-GS_HOOKS(GS_EXPORT)
-#undef GS_EXPORT
+GS_HOOKS_INIT(GS_EXPORT)

@@ -11,6 +11,10 @@
 /* Initialise (once) and look a symbol up in the real driver; NULL when absent or no driver. */
 void *gs_real_symbol(const char *name) __attribute__((visibility("hidden")));
 
+/* What an entry point the driver lacks returns: CUDA_ERROR_NOT_FOUND, or when failed closed the refusal
+ * (every pass-through call then fails too). */
+int gs_fail_code(void) __attribute__((visibility("hidden")));
+
 /* For NVML's memory queries: is the device with this UUID limited in this container? Its limit and the
  * container's usage. Initialises on first use; false when not limited. */
 bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) __attribute__((visibility("hidden")));
@@ -31,6 +35,8 @@ enum gs_table {
         GS_TAB_MAPPING, /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */
         GS_TAB_MAPCOUNT, /* live mappings per tracked VMM handle: key handle → count in bytes */
         GS_TAB_RELEASED, /* VMM handles released while still mapped: charged until their last unmap */
+        GS_TAB_LIMIT, /* context limits (cuCtxSetLimit): key ctx << 2 | CUlimit → bytes beyond the defaults */
+        GS_TAB_CODE,  /* loaded modules and libraries: key handle → what the load took */
         GS_TAB_COUNT,
 };
 

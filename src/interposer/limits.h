@@ -41,6 +41,12 @@
 #include <stdint.h>
 
 #define GS_LIMITS_ENV "GPUSLICE_LIMITS"
+/* Where the agent mounts the limits file in a container: read when $GPUSLICE_LIMITS is unset and the
+ * interposer stands in for the driver (loaded as libcuda.so.1), so clearing the environment is no escape. */
+#define GS_LIMITS_DEFAULT_PATH "/run/gpuslice/limits"
+/* Where the real driver is looked for first (after $GPUSLICE_REAL_LIBCUDA and the library path) when this
+ * library is mounted at the driver's own place in a container. */
+#define GS_REAL_DRIVER_DIR "/run/gpuslice/driver"
 #define GS_LIMITS_VERSION 1u
 #define GS_LIMITS_MAX_FILE 16384u /* a longer file is refused */
 #define GS_MAX_DEVICES 16u

@@ -10,6 +10,7 @@
  * Must never call a NULL pointer (no NVML loaded: NVML_ERROR_UNINITIALIZED, as NVML answers before
  * nvmlInit), never allocate or lock.
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <dlfcn.h>
 #include <string.h>
 #include <strings.h>

@@ -10,6 +10,7 @@
  * Never calls a NULL pointer: a symbol the real driver lacks resolves to a function returning
  * CUDA_ERROR_NOT_FOUND.
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <dlfcn.h>
 #include <stdint.h>
 
@@ -29,7 +30,7 @@ struct gs_pass {
 void *gs_pass_resolve(struct gs_pass *p) __attribute__((visibility("hidden"), used));
 
 static int gs_pass_missing(void) {
-        return 500; /* CUDA_ERROR_NOT_FOUND: the real driver does not have this symbol */
+        return gs_fail_code(); /* CUDA_ERROR_NOT_FOUND: no such symbol in the driver; or failed closed */
 }
 
 void *gs_pass_resolve(struct gs_pass *p) {

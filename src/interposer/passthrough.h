@@ -51,7 +51,6 @@
         X(cuCtxSetCacheConfig) \
         X(cuCtxSetCurrent) \
         X(cuCtxSetFlags) \
-        X(cuCtxSetLimit) \
         X(cuCtxSetSharedMemConfig) \
         X(cuCtxSynchronize) \
         X(cuCtxSynchronize_v2) \
@@ -238,9 +237,6 @@
         X(cuLibraryGetManaged) \
         X(cuLibraryGetModule) \
         X(cuLibraryGetUnifiedFunction) \
-        X(cuLibraryLoadData) \
-        X(cuLibraryLoadFromFile) \
-        X(cuLibraryUnload) \
         X(cuLinkAddData) \
         X(cuLinkAddData_v2) \
         X(cuLinkAddFile) \
@@ -290,7 +286,6 @@
         X(cuMemPoolGetAccess) \
         X(cuMemPoolGetAttribute) \
         X(cuMemPoolImportFromShareableHandle) \
-        X(cuMemPoolImportPointer) \
         X(cuMemPoolSetAccess) \
         X(cuMemPoolSetAttribute) \
         X(cuMemPrefetchAsync) \
@@ -419,11 +414,6 @@
         X(cuModuleGetLoadingMode) \
         X(cuModuleGetSurfRef) \
         X(cuModuleGetTexRef) \
-        X(cuModuleLoad) \
-        X(cuModuleLoadData) \
-        X(cuModuleLoadDataEx) \
-        X(cuModuleLoadFatBinary) \
-        X(cuModuleUnload) \
         X(cuMulticastAddDevice) \
         X(cuMulticastBindAddr) \
         X(cuMulticastBindMem) \

@@ -13,6 +13,7 @@
  *
  * Never take a lock, never block, never allocate.
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -140,7 +141,7 @@ static int region_map(const char *path, const struct gs_limits *l, struct gs_reg
         if (fd < 0)
                 return -errno;
         struct stat st;
-        if (fstat(fd, &st) < 0) {
+        if (gs_fstat(fd, &st) < 0) {
                 int r = -errno;
                 close(fd);
                 return r;

@@ -10,6 +10,7 @@
  * Must never: block a launch on a lock, call NVML from a launch, trust one noisy sample (steps are
  * smoothed and bounded).
  */
+#include "interposer/compat.h" /* first: the glibc floor */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>

@@ -70,7 +70,7 @@ local_tests() {
       'sorted(m for m in mounts if "/lib" in m) == ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05"]' \
       's["containerEdits"]["deviceNodes"][0]["hostPath"] == "/host/dev/nvidiactl"' \
       's["containerEdits"]["mounts"][0]["hostPath"].startswith("/host/drv/usr/lib/")' \
-      '"0-shared" in names and "LD_PRELOAD=/usr/local/lib/gpuslice/libgpuslice-cuda.so" in [d for d in s["devices"] if d["name"] == "0-shared"][0]["containerEdits"]["env"]'; then
+      '"0-shared" in names and "LD_PRELOAD=/run/gpuslice/lib/libcuda.so.1" in [d for d in s["devices"] if d["name"] == "0-shared"][0]["containerEdits"]["env"]'; then
     ok "options: capabilities, host roots, kind, shared devices"; else bad "options"; fi
   # YAML by default, to the file name engines expect (here in a temp dir)
   gen -o "$tmp/cdi/nvidia.com-gpu.yaml" || bad "generate yaml"

@@ -137,7 +137,7 @@ def run_shared(e, args):
         check(name in names, "Allocate named %r, the spec has no such device" % name)
         dev = [d for d in spec["devices"] if d["name"] == name][0]["containerEdits"]
         check(dev["mounts"][0]["hostPath"] == e.interposer and
-              dev["mounts"][0]["containerPath"] == "/usr/local/lib/gpuslice/libgpuslice-cuda.so",
+              dev["mounts"][0]["containerPath"] == "/run/gpuslice/lib/libcuda.so.1",
               "%s mounts %s" % (name, dev["mounts"]))
         uuid = name[:-len("-shared")]
         check(uuid == test_share.gpu_of(ids[0]), "%s is not the GPU of %s" % (name, ids[0]))

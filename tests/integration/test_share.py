@@ -225,9 +225,11 @@ def pair(e, first, second):
     check(lim1["core-policy"] == "hard" and lim1["region"] == "/run/gpuslice/shm/region", "limits %s" % lim1)
     env = dict(core_resp.envs)
     check(env["NVIDIA_VISIBLE_DEVICES"] == gpu, "NVIDIA_VISIBLE_DEVICES %s" % env)
-    check(env["LD_PRELOAD"] == "/usr/local/lib/gpuslice/libgpuslice-cuda.so", "LD_PRELOAD %s" % env)
+    check(env["LD_PRELOAD"] == "/run/gpuslice/lib/libcuda.so.1", "LD_PRELOAD %s" % env)
     check(env["GPUSLICE_LIMITS"] == "/run/gpuslice/limits", "GPUSLICE_LIMITS %s" % env)
-    check(m1["/usr/local/lib/gpuslice/libgpuslice-cuda.so"] == (e.interposer, True), "interposer mount %s" % m1)
+    check(m1["/run/gpuslice/lib/libcuda.so.1"] == (e.interposer, True), "interposer mount %s" % m1)
+    pre, ro = m1["/etc/ld.so.preload"]
+    check(ro and open(pre).read() == "/run/gpuslice/lib/libcuda.so.1\n", "ld.so.preload mount %s" % (m1["/etc/ld.so.preload"],))
     shm, ro = m1["/run/gpuslice/shm"]
     check(not ro and os.path.isdir(shm) and shm.startswith(os.path.join(e.state_dir, "containers") + "/"),
           "shm mount %s" % (m1["/run/gpuslice/shm"],))
@@ -593,9 +595,17 @@ def test_share_podman(e):
         r = run("sh", "-c", script)
         check(r.returncode == 3, "a second process past the shared limit: rc %d, want 3\n%s\n%s" %
               (r.returncode, r.stdout, r.stderr))
-        # control: the same program with the interposer's environment cleared gets its 3 GiB (what a
-        # root user inside could do, docs/sharing.md) — so the refusal above is the limiter's doing
+        # the interposer's environment cleared: still limited (/etc/ld.so.preload names it, and it reads
+        # the limits at their fixed path), docs/sharing.md
         r = run("sh", "-c", "unset LD_PRELOAD GPUSLICE_LIMITS; exec %s --gpu 0 --mem 3GiB --seconds 0" % workload)
+        check(r.returncode == 3, "environment cleared: rc %d, want 3\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+        # control: the same container without the agent's mounts and environment gets its 3 GiB — so the
+        # refusals above are the limiter's doing
+        bare = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name + "-bare"] + \
+            [f for d in resp.devices for f in ("--device", "%s:%s:%s" % (d.host_path, d.container_path, d.permissions))] + \
+            plumbing + [image]
+        r = subprocess.run(bare + [workload, "--gpu", "0", "--mem", "3GiB", "--seconds", "0"], capture_output=True,
+                           text=True, timeout=90)
         check(r.returncode == 0, "control without the interposer: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
         # the limits file is read-only inside, even for root
         r = run("sh", "-c", "cat /run/gpuslice/limits && echo x >> /run/gpuslice/limits")
@@ -604,6 +614,7 @@ def test_share_podman(e):
         print("podman: 1.5 GiB fits, 3 GiB refused with CUDA_ERROR_OUT_OF_MEMORY under a 2 GiB share of %s" % gpu)
     finally:
         subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name + "-bare"], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -24,6 +24,7 @@
  *   info32            legacy cuMemGetInfo               total         print "total BYTES" (cuDeviceTotalMem)
  *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
  *   allocn N SIZE     N allocations of SIZE kept      infoloop N   N cuMemGetInfo (for instruction counts)
+ *   limitloop N       N cuCtxSetLimit (heap 16/24 MiB)  moduleloop N  N module load + unload (the same)
  *   nvml-info IDX     NVML memory of NVML device IDX, looked up as a program linked with -lnvidia-ml would
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
@@ -54,6 +55,13 @@
  *   green[!] / green-destroy     cuGreenCtxCreate on device 0 / destroy the newest
  *   graph-mem[!] SIZE / graph-keep SIZE   instantiate a graph allocating SIZE (freed in the graph / not)
  *   graph-run / graph-destroy / graph-trim   launch+sync, destroy the newest exec, cuDeviceGraphMemTrim(0)
+ *   unhooked          print "unhooked RC": what cuDriverGetVersion (passed through, not hooked) returns
+ *   limit[!] heap|stack|printf VALUE   cuCtxSetLimit (MALLOC_HEAP_SIZE, STACK_SIZE, PRINTF_FIFO_SIZE)
+ *   module[!] GLOBALS / library[!] GLOBALS   cuModuleLoadData / cuLibraryLoadData of a simulated image
+ *                     declaring GLOBALS bytes of __device__ globals (unloaded by free/freeall)
+ *   pool-export SIZE  a pool with fabric handles, SIZE allocated from it; print "share HEX" (the pool's
+ *                     handle and the pointer's export data, 32 bytes each: the simulator's fit)
+ *   pool-import[!] HEX  cuMemPoolImportFromShareableHandle + cuMemPoolImportPointer (freed by free/freeall)
  *
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
@@ -85,6 +93,7 @@
 #define API(X)                                                      \
         X(cuInit, "cuInit", "cuInit")                               \
         X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                \
+        X(cuDriverGetVersion, "cuDriverGetVersion", "cuDriverGetVersion") \
         X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
         X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")    \
         X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") \
@@ -142,7 +151,15 @@
         X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode") \
         X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode")  \
         X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy")           \
-        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim")
+        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim")  \
+        X(cuCtxSetLimit, "cuCtxSetLimit", "cuCtxSetLimit")                          \
+        X(cuModuleUnload, "cuModuleUnload", "cuModuleUnload")                       \
+        X(cuLibraryLoadData, "cuLibraryLoadData", "cuLibraryLoadData")              \
+        X(cuLibraryUnload, "cuLibraryUnload", "cuLibraryUnload")                    \
+        X(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle") \
+        X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", "cuMemPoolImportFromShareableHandle") \
+        X(cuMemPoolExportPointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer") \
+        X(cuMemPoolImportPointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer")
 
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
 #define API_LEGACY(X)                                        \
@@ -161,7 +178,7 @@ static struct {
 #undef MEMBER
 } cu;
 
-enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT, K_MAPPED };
+enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT, K_MAPPED, K_MODULE, K_LIBRARY };
 static CUcontext created_ctx[16];
 static unsigned n_created;
 static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
@@ -189,6 +206,8 @@ static CUresult free_one(CUdeviceptr p, enum kind k) {
         case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
         case K_IPC: return CALL(cuIpcCloseMemHandle, p);
         case K_EXT: return CALL(cuDestroyExternalMemory, (CUexternalMemory)(uintptr_t)p);
+        case K_MODULE: return CALL(cuModuleUnload, (CUmodule)(uintptr_t)p);
+        case K_LIBRARY: return CALL(cuLibraryUnload, (CUlibrary)(uintptr_t)p);
         case K_IMPORT:
         case K_MAPPED: break; /* unmapped by the free step itself */
         case K_PTR: break;
@@ -774,6 +793,25 @@ int main(int argc, char **argv) {
                                                 return fail("infoloop: cuMemGetInfo failed");
                                 }
                         }
+                } else if (strcmp(s, "limitloop") == 0 || strcmp(s, "moduleloop") == 0) {
+                        /* limitloop N: N cuCtxSetLimit of the malloc heap, 16 and 24 MiB in turn;
+                         * moduleloop N: N cuModuleLoadData + cuModuleUnload of a 1 MiB-globals module */
+                        unsigned long long n;
+                        if (!arg || parse_size(arg, &n) < 0)
+                                return 2;
+                        i++;
+                        for (unsigned long long k = 0; k < n; k++) {
+                                if (s[0] == 'l') {
+                                        if (CALL(cuCtxSetLimit, CU_LIMIT_MALLOC_HEAP_SIZE, (k & 1 ? 24u : 16u) << 20) !=
+                                            CUDA_SUCCESS)
+                                                return fail("limitloop: cuCtxSetLimit failed");
+                                } else {
+                                        CUmodule m = NULL;
+                                        if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module globals=1M") != CUDA_SUCCESS ||
+                                            CALL(cuModuleUnload, m) != CUDA_SUCCESS)
+                                                return fail("moduleloop: load/unload failed");
+                                }
+                        }
                 } else if (strcmp(s, "exec") == 0) {
                         /* exec ARGS…: replace this process image with the workload running ARGS (same PID) */
                         char *nargv[64] = { "cuda-workload" };
@@ -917,6 +955,97 @@ int main(int argc, char **argv) {
                                                            : CALL(cuMemPoolDestroy, upool);
                         if (cr != CUDA_SUCCESS)
                                 return fail("%s: %d", s, cr);
+                } else if (strcmp(s, "unhooked") == 0) {
+                        /* an entry point the interposer passes through (answers before cuInit): its result */
+                        int dv = 0;
+                        printf("unhooked %d\n", (int)CALL(cuDriverGetVersion, &dv));
+                } else if (strcmp(s, "limit") == 0 || strcmp(s, "limit!") == 0) {
+                        if (!arg || i + 2 >= argc || parse_size(argv[i + 2], &v) < 0)
+                                return 2;
+                        CUlimit l = strcmp(arg, "heap") == 0    ? CU_LIMIT_MALLOC_HEAP_SIZE
+                                    : strcmp(arg, "stack") == 0 ? CU_LIMIT_STACK_SIZE
+                                    : strcmp(arg, "printf") == 0 ? CU_LIMIT_PRINTF_FIFO_SIZE
+                                                                 : CU_LIMIT_MAX;
+                        if (l == CU_LIMIT_MAX)
+                                return 2;
+                        i += 2;
+                        cr = CALL(cuCtxSetLimit, l, (size_t)v);
+                        if (strcmp(s, "limit!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS)
+                                return fail("%s %s %llu: %d", s, arg, v, cr);
+                } else if (strcmp(s, "module") == 0 || strcmp(s, "module!") == 0 || strcmp(s, "library") == 0 ||
+                           strcmp(s, "library!") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (n_allocs == MAX_ALLOCS)
+                                return fail("too many allocations");
+                        char image[96];
+                        snprintf(image, sizeof image, "gpuslice-sim-module globals=%llu", v);
+                        bool lib = s[0] == 'l', want_oom = s[strlen(s) - 1] == '!';
+                        CUmodule m = NULL;
+                        CUlibrary lb = NULL;
+                        cr = lib ? CALL(cuLibraryLoadData, &lb, image, NULL, NULL, 0, NULL, NULL, 0)
+                                 : CALL(cuModuleLoadData, &m, image);
+                        if (want_oom ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS)
+                                return fail("%s %llu: %d", s, v, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_kind[n_allocs] = lib ? K_LIBRARY : K_MODULE;
+                                allocs[n_allocs++] = lib ? (CUdeviceptr)(uintptr_t)lb : (CUdeviceptr)(uintptr_t)m;
+                        }
+                } else if (strcmp(s, "pool-export") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                 .handleTypes = CU_MEM_HANDLE_TYPE_FABRIC,
+                                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
+                        CUmemoryPool xp = NULL;
+                        CUdeviceptr p = 0;
+                        CUmemFabricHandle fh;
+                        CUmemPoolPtrExportData pd;
+                        if ((cr = CALL(cuMemPoolCreate, &xp, &props)) != CUDA_SUCCESS ||
+                            (cr = CALL(cuMemAllocFromPoolAsync, &p, v, xp, NULL)) != CUDA_SUCCESS ||
+                            (cr = CALL(cuMemPoolExportToShareableHandle, &fh, xp, CU_MEM_HANDLE_TYPE_FABRIC, 0)) !=
+                                    CUDA_SUCCESS ||
+                            (cr = CALL(cuMemPoolExportPointer, &pd, p)) != CUDA_SUCCESS)
+                                return fail("pool-export: %d", cr);
+                        printf("share ");
+                        for (size_t k = 0; k < 32; k++)
+                                printf("%02x", fh.data[k]);
+                        for (size_t k = 0; k < 32; k++)
+                                printf("%02x", pd.reserved[k]);
+                        printf("\n");
+                } else if (strcmp(s, "pool-import") == 0 || strcmp(s, "pool-import!") == 0) {
+                        unsigned char h[64];
+                        if (!arg || strlen(arg) != 128)
+                                return 2;
+                        for (size_t k = 0; k < sizeof h; k++) {
+                                unsigned b;
+                                if (sscanf(arg + 2 * k, "%2x", &b) != 1)
+                                        return 2;
+                                h[k] = (unsigned char)b;
+                        }
+                        i++;
+                        if (n_allocs == MAX_ALLOCS)
+                                return fail("too many allocations");
+                        CUmemFabricHandle fh;
+                        CUmemPoolPtrExportData pd;
+                        memset(&fh, 0, sizeof fh);
+                        memset(&pd, 0, sizeof pd);
+                        memcpy(fh.data, h, 32);
+                        memcpy(pd.reserved, h + 32, 32);
+                        CUmemoryPool ip = NULL;
+                        CUdeviceptr p = 0;
+                        if ((cr = CALL(cuMemPoolImportFromShareableHandle, &ip, &fh, CU_MEM_HANDLE_TYPE_FABRIC, 0)) !=
+                            CUDA_SUCCESS)
+                                return fail("pool import: %d", cr);
+                        cr = CALL(cuMemPoolImportPointer, &p, ip, &pd);
+                        if (strcmp(s, "pool-import!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS)
+                                return fail("%s: %d", s, cr);
+                        if (cr == CUDA_SUCCESS) {
+                                alloc_kind[n_allocs] = K_PTR;
+                                allocs[n_allocs++] = p;
+                        }
                 } else if (strcmp(s, "ipc-export") == 0 || strcmp(s, "vmm-export") == 0) {
                         /* print the newest allocation's IPC handle ("share HEX"): cuMemAlloc memory for
                          * ipc-export, a cuMemCreate handle (fam vmm) as a fabric handle for vmm-export */

@@ -16,10 +16,14 @@ if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda)
   target_compile_definitions(cuda-workload-linked PRIVATE WORKLOAD_LINKED)
   target_link_libraries(cuda-workload-linked PRIVATE gpuslice_sim_cuda gpuslice_nvml_abi ${CMAKE_DL_LIBS} pthread)
 
+  # Replays a CUDA runtime's cuGetProcAddress lookups (cudart-13.0-lookups.txt) and says what came back.
+  add_executable(procaddr-replay ${CMAKE_CURRENT_SOURCE_DIR}/interposer/procaddr-replay.c)
+  target_link_libraries(procaddr-replay PRIVATE ${CMAKE_DL_LIBS})
+
   gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c
                      ${CMAKE_SOURCE_DIR}/src/interposer/region.c)
   add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml cuda-workload
-                   cuda-workload-linked gpuslice)
+                   cuda-workload-linked gpuslice procaddr-replay)
 endif()
 if(TARGET test-interposer)
   set_tests_properties(unit-interposer PROPERTIES TIMEOUT 180)
@@ -34,6 +38,19 @@ if(TARGET gpuslice_cuda AND EXISTS ${GPUSLICE_CUDA_STUB})
            --check ${GPUSLICE_CUDA_STUB})
 endif()
 
+# The glibc floor: libgpuslice-cuda.so loads on glibc 2.17 (no newer symbol version, no dependency beyond
+# libc/libdl/libpthread). Sanitizer builds link their runtimes and are exempt. The second test shows the
+# check fails on a library built without the floor (the simulated driver needs GLIBC_2.34).
+if(TARGET gpuslice_cuda AND NOT GPUSLICE_SANITIZE)
+  add_test(NAME interposer-glibc-floor COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
+           $<TARGET_FILE:gpuslice_cuda> 2.17)
+endif()
+if(TARGET gpuslice_cuda AND TARGET gpuslice_sim_cuda AND NOT GPUSLICE_SANITIZE)
+  add_test(NAME interposer-glibc-floor-detects COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/interposer/check-glibc-floor.sh
+           $<TARGET_FILE:gpuslice_sim_cuda> 2.17)
+  set_tests_properties(interposer-glibc-floor-detects PROPERTIES WILL_FAIL TRUE)
+endif()
+
 # End to end compute limit: the agent's Allocate answer for a 30 % core share applied to a real Podman
 # container running cuda-workload; its SM share is read from the host through the simulated NVML
 # (exit 77 = skipped when podman, runc or busybox are missing).
@@ -43,5 +60,13 @@ if(TARGET test-interposer AND TARGET gpuslice_agent)
                    --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
                    --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
   set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
+                       LABELS "integration;interposer" RESOURCE_LOCK podman)
+  # Fail closed: the agent's wiring, a cleared environment, the interposer at the driver's place, an
+  # unloadable interposer and a missing limits file, each in a real Podman container.
+  add_test(NAME interposer-podman-failclosed
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_failclosed.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
+  set_tests_properties(interposer-podman-failclosed PROPERTIES TIMEOUT 170 SKIP_RETURN_CODE 77
                        LABELS "integration;interposer" RESOURCE_LOCK podman)
 endif()

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +110,8 @@ struct proc {
         int out; /* read end of its stdout */
 };
 
+static bool capture_stderr; /* spawn_env: the child's stderr into the same pipe as its stdout */
+
 static struct proc spawn_env(char **env, const char *prog, const char *const *args) {
         const char *argv[64];
         unsigned n = 0;
@@ -122,6 +125,8 @@ static struct proc spawn_env(char **env, const char *prog, const char *const *ar
         assert_true(pid >= 0);
         if (pid == 0) {
                 dup2(p[1], STDOUT_FILENO);
+                if (capture_stderr)
+                        dup2(p[1], STDERR_FILENO);
                 execve(prog, (char *const *)argv, env);
                 _exit(127);
         }
@@ -770,6 +775,73 @@ static void test_external_memory_counted(void **state) {
         kill_proc(&h);
 }
 
+/* ---- memory the driver takes without an allocation: context limits, loaded code, pool imports ---- */
+
+static void test_ctx_limits_counted(void **state) {
+        (void)state;
+        /* 1 GiB limit: a 2 GiB malloc heap is refused; a heap of 8 MiB (default) + 512 MiB takes 512 MiB, is
+         * refused room for more, and is given back when lowered; the printf FIFO likewise. */
+        const char *a[] = { "init", "limit!", "heap", "2G", "info", "expect-free", "1G", "limit", "heap", "520M",
+                            "info", "expect-free", "512M", "alloc!", "513M", "alloc", "512M", "free", "limit", "heap",
+                            "8M", "info", "expect-free", "1G", "limit", "printf", "65M", "info", "expect-free",
+                            "960M", "limit!", "heap", "1G", "limit", "printf", "1M", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The stack costs its size per resident thread: a second process sees exactly what the driver holds. */
+        const char *hold[] = { "init", "limit", "stack", "1536", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        unsigned long long used = nvml_used();
+        assert_true(used > 0 && used % (512ULL * 2048) == 0); /* 512 bytes more × SMs × 2048 threads */
+        char expect[32];
+        snprintf(expect, sizeof expect, "%llu", 1 * GiB - used);
+        const char *b[] = { "init", "info", "expect-free", expect, "limit!", "stack", "32K", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        /* The context goes: so does what its limits took. */
+        const char *c[] = { "init", "limit", "heap", "520M", "release", "0", "init", "info", "expect-free", "1G",
+                            "limit", "heap", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+}
+
+static void test_module_loads_counted(void **state) {
+        (void)state;
+        /* A simulated module takes 2 MiB of code + its globals; measured by the interposer from the driver. */
+        const char *a[] = { "init", "module", "100M", "info", "expect-free", "922M", "module!", "1G", "info",
+                            "expect-free", "922M", "library", "200M", "info", "expect-free", "720M", "alloc!", "721M",
+                            "free", "info", "expect-free", "922M", "free", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The refused module was unloaded again: the driver holds only the first. */
+        const char *hold[] = { "init", "module", "100M", "module!", "1G", "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        assert_int_equal(nvml_used(), 102 * MiB);
+        const char *b[] = { "init", "info", "expect-free", "922M", "module!", "921M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        /* Modules go with their context. */
+        const char *c[] = { "init", "module", "100M", "release", "0", "init", "info", "expect-free", "1G", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+}
+
+static void test_pool_import_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
+        char hex[129];
+        /* A pointer of another process's pool: charged to the importer, refused past the limit, given back. */
+        const char *exp[] = { "init", "pool-export", "48M", "ready", "hold", NULL };
+        struct proc e = start_exporter(false, exp, hex);
+        const char *a[] = { "init", "pool-import", hex, "info", "expect-free", "16M", "pool-import!", hex, "alloc!",
+                            "17M", "alloc", "16M", "free", "free", "info", "expect-free", "64M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        const char *hold[] = { "init", "pool-import", hex, "ready", "hold", NULL };
+        struct proc h = spawn(WORKLOAD, hold);
+        assert_true(wait_ready(&h));
+        const char *b[] = { "init", "info", "expect-free", "16M", "pool-import!", hex, NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        kill_proc(&h);
+        kill_proc(&e);
+}
+
 /* ---- failing closed ---- */
 
 static void test_malformed_limits_fail_closed(void **state) {
@@ -778,8 +850,10 @@ static void test_malformed_limits_fail_closed(void **state) {
         assert_non_null(f);
         fputs("gpuslice-limits 1\ncontainer x\nregion /tmp/r\ndevice 0 memory=lots\n", f);
         fclose(f);
-        const char *args[] = { "init", NULL };
+        const char *args[] = { "--load=dlsym", "init", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 1); /* cuInit refused */
+        const char *procaddr[] = { "init", NULL };
+        assert_int_equal(run(WORKLOAD, procaddr, NULL, 0), 4); /* cuGetProcAddress hands out nothing */
 }
 
 static void test_foreign_region_fail_closed(void **state) {
@@ -789,7 +863,260 @@ static void test_foreign_region_fail_closed(void **state) {
         const char *args[] = { "init", "alloc", "1M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
         assert_int_equal(write_limits(1 * GiB, 100, "second"), 0);
-        assert_int_equal(run(WORKLOAD, args, NULL, 0), 1);
+        assert_int_equal(run(WORKLOAD, args, NULL, 0), 4); /* cuGetProcAddress refused */
+        const char *dl[] = { "--load=dlsym", "init", "alloc", "1M", NULL };
+        assert_int_equal(run(WORKLOAD, dl, NULL, 0), 1); /* cuInit refused */
+}
+
+
+/* The interposer as the libcuda.so.1 the loader finds by name (a directory first on the library path
+ * holding it under the driver's name, as the agent mounts it), with or without a preload beside it. */
+static char standin_dir[128];
+
+static void make_standin(void) {
+        snprintf(standin_dir, sizeof standin_dir, "%s/lib", dir);
+        assert_int_equal(mkdir(standin_dir, 0755), 0);
+        char link[192];
+        snprintf(link, sizeof link, "%s/libcuda.so.1", standin_dir);
+        assert_int_equal(symlink(INTERPOSER, link), 0);
+}
+
+static void drop_standin(void) {
+        char link[192];
+        snprintf(link, sizeof link, "%s/libcuda.so.1", standin_dir);
+        unlink(link);
+        rmdir(standin_dir);
+}
+
+/* preload: LD_PRELOAD value or NULL; limits: GPUSLICE_LIMITS value or NULL. */
+static char **make_env_standin(const char *preload, const char *limits) {
+        static char *env[32];
+        static char e_node[256], e_state[256], e_lib[512], e_pre[256], e_lim[256];
+        unsigned n = 0;
+        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
+        snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
+        snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s:%s", standin_dir, SIM_DIR);
+        env[n++] = e_node;
+        env[n++] = e_state;
+        env[n++] = e_lib;
+        if (preload) {
+                snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", preload);
+                env[n++] = e_pre;
+        }
+        if (limits) {
+                snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits);
+                env[n++] = e_lim;
+        }
+        for (char **e = environ; *e && n < 30; e++)
+                if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
+                    strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
+                        env[n++] = *e;
+        env[n] = NULL;
+        return env;
+}
+
+static int run_standin(const char *prog, const char *preload, const char *limits, const char *const *args, char *out,
+                       size_t len) {
+        capture_stderr = true;
+        struct proc p = spawn_env(make_env_standin(preload, limits), prog, args);
+        capture_stderr = false;
+        return finish(&p, out, len);
+}
+
+static void test_found_by_name_limits_without_preload(void **state) {
+        (void)state;
+        make_standin();
+        /* No preload: every way of reaching libcuda.so.1 by name lands on the interposer, limited. */
+        static const char *const ways[] = { "--load=procaddr", "--load=dlsym", "--load=procaddr-legacy" };
+        for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+                const char *args[32] = { ways[w] };
+                memcpy(args + 1, limit_script, sizeof limit_script);
+                char out[1024];
+                if (run_standin(WORKLOAD, NULL, limits_path, args, out, sizeof out) != 0)
+                        fail_msg("%s: not limited when found by name: %s", ways[w], out);
+        }
+        const char *linked[32] = { "--load=link" };
+        memcpy(linked + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run_standin(WORKLOAD_LINKED, NULL, limits_path, linked, NULL, 0), 0);
+        /* A preload the loader cannot load is skipped (with a warning): the name still finds the limiter. */
+        const char *args[32] = { "--load=dlsym" };
+        memcpy(args + 1, limit_script, sizeof limit_script);
+        assert_int_equal(run_standin(WORKLOAD, "/nonexistent/libgpuslice-cuda.so", limits_path, args, NULL, 0), 0);
+        /* And both: the preload and the name are one library. */
+        assert_int_equal(run_standin(WORKLOAD, INTERPOSER, limits_path, args, NULL, 0), 0);
+        drop_standin();
+}
+
+static void test_found_by_name_fails_closed(void **state) {
+        (void)state;
+        make_standin();
+        char out[2048];
+        /* The environment cleared of GPUSLICE_LIMITS: the agent's fixed path, absent here — no CUDA at all,
+         * not even the calls it passes through, and stderr says why. */
+        assert_int_not_equal(access(GS_LIMITS_DEFAULT_PATH, F_OK), 0);
+        const char *init[] = { "--load=dlsym", "init", NULL };
+        assert_int_equal(run_standin(WORKLOAD, NULL, NULL, init, out, sizeof out), 1);
+        assert_non_null(strstr(out, "gpuslice: cannot open limits file " GS_LIMITS_DEFAULT_PATH));
+        assert_non_null(strstr(out, "CUDA is refused to this process"));
+        const char *unhooked[] = { "--load=dlsym", "unhooked", NULL };
+        assert_int_equal(run_standin(WORKLOAD, NULL, NULL, unhooked, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 3\n")); /* CUDA_ERROR_NOT_INITIALIZED, not the driver's answer */
+        /* The runtime's way: cuGetProcAddress hands out nothing. */
+        const char *procaddr[] = { "--load=procaddr", "init", NULL };
+        assert_int_not_equal(run_standin(WORKLOAD, NULL, NULL, procaddr, out, sizeof out), 0);
+        /* A limits file that is named but unreadable (here: a directory), and a malformed one. */
+        assert_int_equal(run_standin(WORKLOAD, NULL, dir, init, out, sizeof out), 1);
+        assert_non_null(strstr(out, "gpuslice: "));
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fputs("gpuslice-limits 1\ncontainer x\n", f);
+        fclose(f);
+        assert_int_equal(run_standin(WORKLOAD, INTERPOSER, limits_path, unhooked, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 3\n"));
+        /* No driver to stand in front of: refused as well (CUDA_ERROR_NO_DEVICE). */
+        assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
+        char *env_nodrv[8] = { NULL };
+        char e_lib[256], e_lim[256];
+        snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s", standin_dir);
+        snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits_path);
+        env_nodrv[0] = e_lib;
+        env_nodrv[1] = e_lim;
+        env_nodrv[2] = "GPUSLICE_REAL_LIBCUDA=/nonexistent/libcuda.so.1";
+        capture_stderr = true;
+        struct proc p = spawn_env(env_nodrv, WORKLOAD, unhooked);
+        capture_stderr = false;
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 100\n")); /* CUDA_ERROR_NO_DEVICE */
+        drop_standin();
+}
+
+static void test_preloaded_without_limits_passes_through(void **state) {
+        (void)state;
+        /* Preloaded by hand under its own name, no limits asked for: the driver's answers (not a stand-in). */
+        char out[256];
+        const char *args[] = { "--load=dlsym", "unhooked", NULL };
+        struct proc p = spawn_env(make_env(true, false), WORKLOAD, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "unhooked 0\n")); /* the driver's own answer */
+}
+
+/* ---- cuGetProcAddress as NVIDIA's CUDA runtime uses it ---- */
+
+#include "interposer/hooks.h"
+
+#define REPLAY GPUSLICE_BUILD_DIR "/procaddr-replay"
+#define LOOKUPS GPUSLICE_SOURCE_DIR "/tests/interposer/cudart-13.0-lookups.txt"
+#define REPLAY_MAX 600
+
+static const struct {
+        const char *symbol, *base;
+        int version;
+        unsigned flags;
+} hooked[] = {
+#define HOOK_ROW(sym, base, ver, fl) { #sym, #base, ver, fl },
+        GS_HOOKS(HOOK_ROW)
+#undef HOOK_ROW
+};
+
+struct lookup {
+        char name[96];
+        int version;
+        unsigned long long flags;
+        int result, status;
+        char sym[96], file[64];
+};
+
+static unsigned parse_replay(char *out, struct lookup *l) {
+        unsigned n = 0;
+        for (char *line = out, *nl; line && *line && n < REPLAY_MAX; line = nl ? nl + 1 : NULL) {
+                nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                struct lookup *x = &l[n];
+                memset(x, 0, sizeof *x);
+                if (sscanf(line, "\"%95[^\"]\" %d %llu -> %d %d %95s %63s", x->name, &x->version, &x->flags,
+                           &x->result, &x->status, x->sym, x->file) == 7 ||
+                    sscanf(line, "\"\" %d %llu -> %d %d %95s %63s", &x->version, &x->flags, &x->result, &x->status,
+                           x->sym, x->file) == 6)
+                        n++;
+                if (nl)
+                        *nl = '\n'; /* the text stays searchable */
+        }
+        return n;
+}
+
+static bool is_hooked(const char *sym) {
+        for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++)
+                if (strcmp(hooked[i].symbol, sym) == 0)
+                        return true;
+        return false;
+}
+
+/* The variant a CUDA 13.0 driver hands out for a hooked name: newest at or before the version, the
+ * per-thread-stream one when asked for (and there is one). NULL for names not hooked. */
+static const char *expected_variant(const char *base, int version, unsigned long long flags) {
+        int best = -1;
+        bool want_ptsz = flags & 2;
+        for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
+                if (strcmp(hooked[i].base, base) != 0 || hooked[i].version > version)
+                        continue;
+                bool ptsz = hooked[i].flags & GS_PTSZ;
+                if (ptsz && !want_ptsz)
+                        continue;
+                if (best < 0 || hooked[i].version > hooked[best].version ||
+                    (hooked[i].version == hooked[best].version && ptsz))
+                        best = (int)i;
+        }
+        return best >= 0 ? hooked[best].symbol : NULL;
+}
+
+static void test_cudart_lookups_replayed(void **state) {
+        (void)state;
+        static char bare_out[REPLAY_MAX * 200], lim_out[REPLAY_MAX * 200];
+        static struct lookup bare[REPLAY_MAX], lim[REPLAY_MAX];
+        const char *args[] = { LOOKUPS, NULL };
+        struct proc p = spawn_env(make_env(false, false), REPLAY, args);
+        assert_int_equal(finish(&p, bare_out, sizeof bare_out), 0);
+        p = spawn_env(make_env(true, true), REPLAY, args);
+        assert_int_equal(finish(&p, lim_out, sizeof lim_out), 0);
+        unsigned n = parse_replay(bare_out, bare), m = parse_replay(lim_out, lim);
+        assert_int_equal(n, 440); /* the whole list, in order */
+        assert_int_equal(m, n);
+        unsigned implemented = 0, wrapped = 0;
+        for (unsigned i = 0; i < n; i++) {
+                const struct lookup *a = &bare[i], *b = &lim[i];
+                if (strcmp(a->name, b->name) != 0 || a->version != b->version)
+                        fail_msg("line %u: replays differ", i);
+                if (a->result != 0) {
+                        /* not implemented by the simulator: the interposer says the same */
+                        if (b->result != a->result || b->status != a->status)
+                                fail_msg("%s@%d: %d/%d alone, %d/%d through the interposer", a->name, a->version,
+                                         a->result, a->status, b->result, b->status);
+                        continue;
+                }
+                implemented++;
+                /* the simulator's own entry point, never one found through the global scope */
+                if (strcmp(a->file, "libcuda.so.1") != 0)
+                        fail_msg("%s@%d: the simulator handed out %s from %s", a->name, a->version, a->sym, a->file);
+                /* the variant a 13.0 driver hands out (where the interposer knows the variants) */
+                const char *want = expected_variant(a->name, a->version, a->flags);
+                if (want && strcmp(want, a->sym) != 0)
+                        fail_msg("%s@%d flags %llu: the simulator handed out %s, a driver %s", a->name, a->version,
+                                 a->flags, a->sym, want);
+                /* through the interposer: the same variant, as its wrapper when hooked */
+                bool hook = is_hooked(a->sym);
+                wrapped += hook;
+                if (strcmp(b->sym, a->sym) != 0 ||
+                    strcmp(b->file, hook ? "libgpuslice-cuda.so" : "libcuda.so.1") != 0)
+                        fail_msg("%s@%d flags %llu: %s from %s alone, %s from %s through the interposer", a->name,
+                                 a->version, a->flags, a->sym, a->file, b->sym, b->file);
+        }
+        print_message("cudart 13.0 lookups: %u, %u implemented by the simulator, %u of them hooked\n", n, implemented,
+                      wrapped);
+        assert_true(implemented >= 85 && wrapped >= 45); /* today 90 and 51 */
+        /* CUDA 13.0's context-taking variants */
+        assert_non_null(strstr(bare_out, "\"cuCtxSynchronize\" 13000 0 -> 0 0 cuCtxSynchronize_v2 libcuda.so.1\n"));
+        assert_non_null(strstr(bare_out, "\"cuCtxGetDevice\" 13000 0 -> 0 0 cuCtxGetDevice_v2 libcuda.so.1\n"));
 }
 
 /* ---- compute share ---- */
@@ -950,6 +1277,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_linked_program_dlsym, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_load_procaddr_legacy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_procaddr_hands_out_exact_variant_wrappers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cudart_lookups_replayed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ptsz_variants_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
@@ -976,11 +1304,17 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_vmm_import_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_vmm_released_while_mapped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_external_memory_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ctx_limits_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_module_loads_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_import_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_limits_fail_closed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_region_fail_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_found_by_name_limits_without_preload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_found_by_name_fails_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_preloaded_without_limits_passes_through, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_unlimited_baseline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),

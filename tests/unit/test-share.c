@@ -222,6 +222,13 @@ static void test_pair_writes_limits(void **state) {
         assert_string_equal(env_of(c, GS_LIMITS_ENV), SHARE_LIMITS_PATH);
         assert_string_equal(env_of(c, "NVIDIA_VISIBLE_DEVICES"), f->p.gpu[3].id);
         assert_string_equal(mount_host(c, SHARE_LIB_PATH), f->p.opt.interposer);
+        /* /etc/ld.so.preload names the interposer (mounted under the driver's name): it loads whatever the env */
+        char pre[256] = "";
+        FILE *pf = fopen(mount_host(c, SHARE_LD_PRELOAD), "re");
+        assert_non_null(pf);
+        assert_non_null(fgets(pre, sizeof pre, pf));
+        fclose(pf);
+        assert_string_equal(pre, SHARE_LIB_PATH "\n");
         for (size_t i = 0; i < c->n_mounts; i++)
                 assert_int_equal(c->mounts[i]->read_only, !streq(c->mounts[i]->container_path, SHARE_SHM_PATH));
         struct stat sb;

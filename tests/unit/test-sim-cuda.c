@@ -446,6 +446,15 @@ static void test_get_proc_address_versions(void **state) {
                 { "cuDeviceGetUuid", 9000, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT },
                 { "cuFrobnicate", 13000, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND },
                 { "cuMemAlloc_v2", 13000, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND }, /* base names only */
+                /* CUDA 13.0's context-taking variants, and the entry points added for the interposer */
+                { "cuCtxSynchronize", 13000, "cuCtxSynchronize_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxSynchronize", 12090, "cuCtxSynchronize", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxGetDevice", 13000, "cuCtxGetDevice_v2", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxGetDevice", 2000, "cuCtxGetDevice", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuCtxSetLimit", 3010, "cuCtxSetLimit", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuModuleLoadDataEx", 13000, "cuModuleLoadDataEx", CU_GET_PROC_ADDRESS_SUCCESS },
+                { "cuLibraryLoadData", 11080, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT },
+                { "cuMemPoolImportPointer", 11020, "cuMemPoolImportPointer", CU_GET_PROC_ADDRESS_SUCCESS },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 void *fn = (void *)1;
@@ -464,8 +473,88 @@ static void test_get_proc_address_versions(void **state) {
         assert_int_equal(C.cuGetProcAddress("cuMemGetInfo", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
                          CUDA_SUCCESS);
         assert_ptr_equal(fn, dlsym(cuda_dl, "cuMemGetInfo_v2"));
+        /* per-thread default stream: the _ptsz variant where there is one */
+        assert_int_equal(C.cuGetProcAddress("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+                         CUDA_SUCCESS);
+        assert_ptr_equal(fn, dlsym(cuda_dl, "cuLaunchKernel_ptsz"));
+        assert_int_equal(C.cuGetProcAddress("cuLaunchKernel", &fn, 13000, 0), CUDA_SUCCESS);
+        assert_ptr_equal(fn, dlsym(cuda_dl, "cuLaunchKernel"));
         assert_int_equal(C.cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
         assert_int_equal(C.cuGetProcAddress_v2("cuInit", &fn, 12000, 1u << 7, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+
+/* Memory the driver takes without an allocation: context limits and loaded code (as NVML sees it). */
+static void test_limits_and_modules_take_memory(void **state) {
+        (void)state;
+        PFN_cuCtxSetLimit_v3010 set_limit = (PFN_cuCtxSetLimit_v3010)dlsym(cuda_dl, "cuCtxSetLimit");
+        PFN_cuCtxGetLimit_v3010 get_limit = (PFN_cuCtxGetLimit_v3010)dlsym(cuda_dl, "cuCtxGetLimit");
+        PFN_cuModuleLoadData_v2000 load = (PFN_cuModuleLoadData_v2000)dlsym(cuda_dl, "cuModuleLoadData");
+        PFN_cuModuleUnload_v2000 unload = (PFN_cuModuleUnload_v2000)dlsym(cuda_dl, "cuModuleUnload");
+        PFN_cuLibraryLoadData_v12000 lib_load = (PFN_cuLibraryLoadData_v12000)dlsym(cuda_dl, "cuLibraryLoadData");
+        PFN_cuLibraryUnload_v12000 lib_unload = (PFN_cuLibraryUnload_v12000)dlsym(cuda_dl, "cuLibraryUnload");
+        assert_non_null(set_limit);
+        assert_non_null(get_limit);
+        assert_non_null(load);
+        assert_non_null(unload);
+        assert_non_null(lib_load);
+        assert_non_null(lib_unload);
+        retain_current(3);
+        unsigned pid = (unsigned)getpid();
+        unsigned long long used = 1;
+        size_t v = 0;
+        assert_int_equal(get_limit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+        assert_int_equal(v, 8u << 20); /* the default heap is part of the context */
+        assert_int_equal(set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 72u << 20), CUDA_SUCCESS);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 64u << 20);
+        assert_int_equal(set_limit(CU_LIMIT_STACK_SIZE, 2048), CUDA_SUCCESS); /* 1 KiB more per resident thread */
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, (64u << 20) + 1024ULL * T.gpu[3].sm_count * 2048);
+        assert_int_equal(set_limit(CU_LIMIT_STACK_SIZE, 1024), CUDA_SUCCESS);
+        assert_int_equal(set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)T.gpu[3].memory_total), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(get_limit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+        assert_int_equal(v, 72u << 20); /* unchanged by the refusal */
+        assert_int_equal(set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 8u << 20), CUDA_SUCCESS);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 0);
+        /* a module: 2 MiB of code + its globals, until unloaded */
+        CUmodule m = NULL;
+        assert_int_equal(load(&m, "gpuslice-sim-module globals=30M"), CUDA_SUCCESS);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 32u << 20);
+        CUlibrary l = NULL;
+        assert_int_equal(lib_load(&l, "gpuslice-sim-module", NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 34u << 20);
+        assert_int_equal(lib_unload(l), CUDA_SUCCESS);
+        assert_int_equal(unload(m), CUDA_SUCCESS);
+        assert_int_equal(unload(m), CUDA_ERROR_INVALID_HANDLE);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 0);
+        /* malformed simulated images are code only (2 MiB): no globals parsed from them */
+        static const char *const bad[] = { "gpuslice-sim-module globals=", "gpuslice-sim-module globals=lots",
+                                           "gpuslice-sim-module globals=-5", "gpuslice-sim-module globals=1M junk",
+                                           "gpuslice-sim-module globals=99999999999999999999999",
+                                           "gpuslice-sim-modul globals=1G", "\177ELF\002\001" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_equal(load(&m, bad[i]), CUDA_SUCCESS);
+                assert_true(nvml_proc(3, pid, &used));
+                if (used != 2u << 20)
+                        fail_msg("image '%s' took %llu bytes", bad[i], used);
+                assert_int_equal(unload(m), CUDA_SUCCESS);
+        }
+        /* with the context: its modules and limits go */
+        assert_int_equal(load(&m, "gpuslice-sim-module globals=30M"), CUDA_SUCCESS);
+        assert_int_equal(set_limit(CU_LIMIT_PRINTF_FIFO_SIZE, 17u << 20), CUDA_SUCCESS);
+        assert_true(nvml_proc(3, pid, &used));
+        assert_int_equal(used, 48u << 20);
+        release(3);
+        assert_false(nvml_proc(3, pid, NULL));
+        retain_current(3);
+        assert_int_equal(get_limit(&v, CU_LIMIT_PRINTF_FIFO_SIZE), CUDA_SUCCESS);
+        assert_int_equal(v, 1u << 20); /* a new context: the defaults */
+        release(3);
 }
 
 /* Only the CUDA API leaves the library. */
@@ -628,6 +717,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_out_of_memory_and_exact_fit),
                 cmocka_unit_test(test_legacy_entry_points),
                 cmocka_unit_test(test_get_proc_address_versions),
+                cmocka_unit_test(test_limits_and_modules_take_memory),
                 cmocka_unit_test(test_exports_only_cuda),
                 cmocka_unit_test(test_error_names_and_strings),
                 cmocka_unit_test(test_other_process_allocation_visible),

@@ -1,0 +1,1208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * memory — every way a process of the container takes device memory, gives it back or asks about it:
+ * allocation families and frees, stream-ordered pools, VMM handles and mappings, imported memory, graph
+ * memory nodes, memory the driver takes without an allocation (context limits, module and library
+ * loads, pool imports), and the virtualised memory queries. All charged against the container's limit
+ * in the shared region (region.c) with what each allocation took remembered per process
+ * (alloc-table.c). docs/interposer.md, "Memory", says what is counted how and why.
+ */
+#include "interposer/state.h" /* first: cuda.h with every variant, the glibc floor */
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/*
+ * Memory queries stop counting a dead (e.g. SIGKILLed) process's memory within this long: they sweep
+ * the region for dead slots at most once per interval per process. The clock is CLOCK_MONOTONIC_COARSE
+ * (vDSO, no syscall), read on query paths only; launches and allocations never sweep (an allocation
+ * that does not fit reclaims at once, see gs_region_reserve).
+ */
+#define GS_SWEEP_INTERVAL_NS 100000000ULL
+
+static void sweep_dead_slots(void) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0)
+                return;
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        (void)gs_region_sweep(g.region, g.slot, &g.proc.sweep_last_ns, now, GS_SWEEP_INTERVAL_NS);
+}
+
+/* ---- memory accounting ---- */
+
+/*
+ * Memory this process holds that no live allocation of its own stands for (per limits index, atomics):
+ *   pool_cached    — freed to a stream-ordered pool and still reserved by it: counted from the free until
+ *                    the pools' RESERVED − USED (asked of the driver) says it went back to the device;
+ *   graph_live     — what the memory nodes of live executable graphs need (charged at instantiation);
+ *   graph_retained — graph memory of destroyed execs: the driver keeps it reserved (allocations may
+ *                    outlive their graph) until cuDeviceGraphMemTrim, then RESERVED_MEM_CURRENT says.
+ * Settling against the driver happens only on slow paths (a charge that does not fit, a memory query
+ * while something is held, a trim), so the allocation and free fast paths stay one CAS / one add.
+ * (The variables are declared with the other state, above.)
+ */
+
+/* Sum RESERVED and USED over the stream-ordered pools this process can allocate from on limits index li:
+ * each mapped device's current and default pool, and the pools it created or named. */
+static void pools_usage(int li, uint64_t *ret_reserved, uint64_t *ret_used) {
+        CUmemoryPool seen[GS_USER_POOLS + 2 * GS_MAX_ORDINALS];
+        unsigned n = 0;
+        for (unsigned d = 0; d < g.n_ordinals; d++) {
+                CUmemoryPool p;
+                if (g.dev_li[d] != li)
+                        continue;
+                if (real.cuDeviceGetMemPool && real.cuDeviceGetMemPool(&p, (CUdevice)d) == CUDA_SUCCESS && p)
+                        seen[n++] = p;
+                if (real.cuDeviceGetDefaultMemPool && real.cuDeviceGetDefaultMemPool(&p, (CUdevice)d) == CUDA_SUCCESS &&
+                    p)
+                        seen[n++] = p;
+        }
+        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
+                CUmemoryPool p = __atomic_load_n(&g.proc.user_pools[k].pool, __ATOMIC_ACQUIRE);
+                if (p && __atomic_load_n(&g.proc.user_pools[k].li1, __ATOMIC_ACQUIRE) == li + 1)
+                        seen[n++] = p;
+        }
+        uint64_t r = 0, u = 0;
+        for (unsigned i = 0; i < n && real.cuMemPoolGetAttribute; i++) {
+                bool dup = false;
+                for (unsigned j = 0; j < i; j++)
+                        dup |= seen[j] == seen[i];
+                cuuint64_t v = 0;
+                if (dup)
+                        continue;
+                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+                        r += v;
+                if (real.cuMemPoolGetAttribute(seen[i], CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+                        u += v;
+        }
+        *ret_reserved = r;
+        *ret_used = u;
+}
+
+/* Graph memory the driver keeps reserved on limits index li (every mapped device). */
+static uint64_t graph_reserved(int li) {
+        uint64_t sum = 0;
+        for (unsigned d = 0; d < g.n_ordinals; d++) {
+                cuuint64_t v = 0;
+                if (g.dev_li[d] == li && real.cuDeviceGetGraphMemAttribute &&
+                    real.cuDeviceGetGraphMemAttribute((CUdevice)d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) ==
+                            CUDA_SUCCESS)
+                        sum += v;
+        }
+        return sum;
+}
+
+/* Lower *cell from `seen` to `desired` (refunding the difference) unless someone changed it meanwhile. */
+static bool lower_to(int li, uint64_t *cell, uint64_t seen, uint64_t desired) {
+        if (desired >= seen)
+                return true; /* never raised here: what is counted stays counted */
+        if (!__atomic_compare_exchange_n(cell, &seen, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return false;
+        refund(li, seen - desired);
+        return true;
+}
+
+/* Slow path: give back what pools and graph memory no longer hold, as the driver reports it. */
+static void settle(int li) {
+        nested++;
+        pthread_mutex_lock(&g.settle_lock);
+        for (int tries = 0; tries < 4; tries++) {
+                uint64_t seen = __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_ACQUIRE), r, u;
+                if (!seen)
+                        break;
+                pools_usage(li, &r, &u);
+                if (lower_to(li, &g.proc.pool_cached[li], seen, r > u ? r - u : 0))
+                        break;
+        }
+        for (int tries = 0; tries < 4; tries++) {
+                uint64_t seen = __atomic_load_n(&g.proc.graph_retained[li], __ATOMIC_ACQUIRE);
+                if (!seen)
+                        break;
+                uint64_t r = graph_reserved(li), live = __atomic_load_n(&g.proc.graph_live[li], __ATOMIC_ACQUIRE);
+                if (lower_to(li, &g.proc.graph_retained[li], seen, r > live ? r - live : 0))
+                        break;
+        }
+        pthread_mutex_unlock(&g.settle_lock);
+        nested--;
+}
+
+static inline bool holds_unbacked(int li) {
+        return __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_RELAXED) ||
+               __atomic_load_n(&g.proc.graph_retained[li], __ATOMIC_RELAXED);
+}
+
+bool gs_charge_slow(int li, uint64_t bytes) {
+        if (!holds_unbacked(li))
+                return false;
+        settle(li);
+        return reserve(li, bytes);
+}
+
+/* Move up to `want` bytes out of the pool cache (for a pool allocation it will serve); returns how many. */
+static uint64_t take_cached(int li, uint64_t want) {
+        uint64_t cur = __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_ACQUIRE);
+        for (;;) {
+                uint64_t t = cur < want ? cur : want;
+                if (!t)
+                        return 0;
+                if (__atomic_compare_exchange_n(&g.proc.pool_cached[li], &cur, cur - t, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE))
+                        return t;
+        }
+}
+
+/* After a pool allocation served partly from the cache: the pools' idle memory must not exceed what is
+ * counted as cached (it does when a pool grew instead of reusing). Charge the excess; false = no room. */
+static bool pool_growth_counted(int li) {
+        bool ok = true;
+        nested++;
+        pthread_mutex_lock(&g.settle_lock);
+        uint64_t r, u;
+        pools_usage(li, &r, &u);
+        uint64_t idle = r > u ? r - u : 0, cached = __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_ACQUIRE);
+        if (idle > cached) {
+                ok = reserve(li, idle - cached);
+                if (ok)
+                        give_cached(li, idle - cached);
+        }
+        pthread_mutex_unlock(&g.settle_lock);
+        nested--;
+        return ok;
+}
+
+/* The pool an allocation will come from: the one named, else the current device's current pool. */
+static CUmemoryPool target_pool(CUmemoryPool named) {
+        CUdevice d;
+        CUmemoryPool cur = NULL;
+        if (named)
+                return named;
+        if (real.cuCtxGetDevice && real.cuCtxGetDevice(&d) == CUDA_SUCCESS && real.cuDeviceGetMemPool &&
+            real.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)
+                cur = NULL;
+        return cur;
+}
+
+/* What pool p holds without handing it out (RESERVED − USED); 0 when unknown. */
+static uint64_t pool_idle(CUmemoryPool p) {
+        cuuint64_t r = 0, u = 0;
+        if (!p || !real.cuMemPoolGetAttribute ||
+            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+            real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+                return 0;
+        return r > u ? r - u : 0;
+}
+
+/* After undoing an allocation that grew pool p past the limit: let the free complete and give the pool's
+ * idle memory back to the device, so that what it holds is again what is counted. Refusal path only. */
+static void pool_shrink(CUmemoryPool p) {
+        if (real.cuCtxSynchronize)
+                (void)real.cuCtxSynchronize();
+        if (p && real.cuMemPoolTrimTo)
+                (void)real.cuMemPoolTrimTo(p, 0);
+}
+
+static void remember_pool(CUmemoryPool p, int li) {
+        if (!p)
+                return;
+        for (unsigned k = 0; k < GS_USER_POOLS; k++)
+                if (__atomic_load_n(&g.proc.user_pools[k].pool, __ATOMIC_ACQUIRE) == p)
+                        return;
+        for (unsigned k = 0; k < GS_USER_POOLS; k++) {
+                CUmemoryPool empty = NULL;
+                if (__atomic_compare_exchange_n(&g.proc.user_pools[k].pool, &empty, p, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE)) {
+                        __atomic_store_n(&g.proc.user_pools[k].li1, li + 1, __ATOMIC_RELEASE);
+                        return;
+                }
+        }
+        /* More pools than slots: their cache is settled only as far as the others tell (documented). */
+}
+
+static void forget_pool(CUmemoryPool p) {
+        for (unsigned k = 0; k < GS_USER_POOLS; k++)
+                if (__atomic_load_n(&g.proc.user_pools[k].pool, __ATOMIC_ACQUIRE) == p) {
+                        __atomic_store_n(&g.proc.user_pools[k].li1, 0, __ATOMIC_RELEASE);
+                        __atomic_store_n(&g.proc.user_pools[k].pool, NULL, __ATOMIC_RELEASE);
+                }
+}
+
+/*
+ * The allocation pattern: charge first (so the container's sum never exceeds its limit, even while the
+ * driver works), call the driver, refund on failure, remember on success. `key` is evaluated after
+ * the call; `undo` releases the fresh allocation when it cannot be remembered.
+ */
+#define TRACKED_ALLOC(table, li_expr, bytes_expr, call, key, undo)                      \
+        do {                                                                            \
+                ENTER();                                                                \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(li_expr) : -1;  \
+                if (li_ < 0)                                                            \
+                        return call;                                                    \
+                uint64_t bytes_ = (bytes_expr);                                         \
+                if (!charge(li_, bytes_))                                               \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                \
+                CUresult r_ = GUARD(call);                                              \
+                if (r_ != CUDA_SUCCESS) {                                               \
+                        refund(li_, bytes_);                                            \
+                        return r_;                                                      \
+                }                                                                       \
+                r_ = remember(table, (uint64_t)(key), bytes_, li_);                     \
+                if (r_ != CUDA_SUCCESS)                                                 \
+                        (void)GUARD(undo);                                              \
+                return r_;                                                              \
+        } while (0)
+
+/* Frees of device pointers: tracked ones as TRACKED_FREE; pool allocations go back to their pool, whose
+ * cache stays counted (g.proc.pool_cached) until the driver says the pool released it. */
+#define PTR_FREE(key_expr, call)                                                                      \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                         \
+                unsigned li_;                                                                         \
+                if (g.mode != GS_MODE_LIMITED || nested)                                              \
+                        return call;                                                                  \
+                if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                            \
+                        CUresult r_ = GUARD(call);                                                    \
+                        if (r_ == CUDA_SUCCESS)                                                       \
+                                refund((int)li_, bytes_);                                             \
+                        else                                                                          \
+                                (void)gs_table_insert(GS_TAB_PTR, key_, bytes_, li_, current_ctx());  \
+                        return r_;                                                                    \
+                }                                                                                     \
+                if (gs_table_take(GS_TAB_ASYNC, key_, &bytes_, &li_) == 0) {                          \
+                        CUresult r_ = GUARD(call);                                                    \
+                        if (r_ == CUDA_SUCCESS)                                                       \
+                                give_cached((int)li_, bytes_);                                        \
+                        else                                                                          \
+                                (void)gs_table_insert(GS_TAB_ASYNC, key_, bytes_, li_, current_ctx()); \
+                        return r_;                                                                    \
+                }                                                                                     \
+                return call;                                                                          \
+        } while (0)
+
+/*
+ * Stream-ordered allocations: like TRACKED_ALLOC, but when the charge does not fit, the pool may serve the
+ * request from memory it keeps cached (already counted in g.proc.pool_cached): take from the cache what the
+ * allocation's own pool holds idle, and afterwards check with the driver that the pools did not grow
+ * beyond what is counted (they do under fragmentation) — else undo it, let the pool give back its idle
+ * memory, and refuse.
+ */
+#define ASYNC_ALLOC(pool_expr, bytes_expr, call, undo)                                                \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;           \
+                if (li_ < 0)                                                                          \
+                        return call;                                                                  \
+                remember_pool(pool_expr, li_);                                                        \
+                uint64_t bytes_ = (bytes_expr), take_ = 0;                                            \
+                CUmemoryPool tp_ = NULL;                                                              \
+                if (!charge(li_, bytes_)) {                                                           \
+                        /* only what the allocation's own pool holds idle can serve it */             \
+                        tp_ = GUARD(target_pool(pool_expr));                                          \
+                        uint64_t idle_ = GUARD(pool_idle(tp_));                                       \
+                        take_ = take_cached(li_, bytes_ < idle_ ? bytes_ : idle_);                    \
+                        if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                         \
+                                give_cached(li_, take_);                                              \
+                                return CUDA_ERROR_OUT_OF_MEMORY;                                      \
+                        }                                                                             \
+                }                                                                                     \
+                CUresult r_ = GUARD(call);                                                            \
+                if (r_ != CUDA_SUCCESS) {                                                             \
+                        refund(li_, bytes_ - take_);                                                  \
+                        give_cached(li_, take_);                                                      \
+                        return r_;                                                                    \
+                }                                                                                     \
+                if (gs_table_insert(GS_TAB_ASYNC, *dptr, bytes_, (unsigned)li_, current_ctx()) < 0) { \
+                        (void)GUARD(undo);                                                            \
+                        give_cached(li_, bytes_); /* back in its pool: counted until settled */       \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
+                }                                                                                     \
+                if (take_ && !pool_growth_counted(li_)) {                                             \
+                        uint64_t b_;                                                                  \
+                        unsigned d_;                                                                  \
+                        if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                      \
+                                (void)GUARD(undo);                                                    \
+                                give_cached(li_, b_);                                                 \
+                                GUARD_VOID(pool_shrink(tp_));                                         \
+                                settle(li_);                                                          \
+                        }                                                                             \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
+                }                                                                                     \
+                return CUDA_SUCCESS;                                                                  \
+        } while (0)
+
+/* The free pattern: forget first (the key cannot be handed out again until the driver frees it), call
+ * the driver, refund on success, remember again on failure. */
+#define TRACKED_FREE(table, key_expr, call)                                              \
+        do {                                                                             \
+                ENTER();                                                                 \
+                uint64_t key_ = (uint64_t)(key_expr), bytes_;                            \
+                unsigned li_;                                                            \
+                if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(table, key_, &bytes_, &li_) < 0) \
+                        return call;                                                     \
+                CUresult r_ = GUARD(call);                                               \
+                if (r_ == CUDA_SUCCESS)                                                  \
+                        refund((int)li_, bytes_);                                        \
+                else                                                                     \
+                        (void)gs_table_insert(table, key_, bytes_, li_, current_ctx());  \
+                return r_;                                                               \
+        } while (0)
+
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+        uint64_t r;
+        return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t format_bytes(CUarray_format f) {
+        switch ((int)f) {
+        case CU_AD_FORMAT_UNSIGNED_INT8:
+        case CU_AD_FORMAT_SIGNED_INT8: return 1;
+        case CU_AD_FORMAT_UNSIGNED_INT16:
+        case CU_AD_FORMAT_SIGNED_INT16:
+        case CU_AD_FORMAT_HALF: return 2;
+        default: return 4; /* 32-bit formats, and an upper bound for the packed/compressed ones */
+        }
+}
+
+static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channels, CUarray_format f) {
+        uint64_t b = mul_sat(mul_sat(w ? w : 1, h ? h : 1), d ? d : 1);
+        return mul_sat(mul_sat(b, channels ? channels : 1), format_bytes(f));
+}
+
+#define PITCH_ALIGN 512u /* the widest pitch alignment drivers use */
+
+/* ---- wrappers: allocations ---- */
+
+CUresult gs_w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAlloc_v2, dptr, bytesize), *dptr,
+                      REAL(cuMemFree_v2, *dptr));
+}
+
+CUresult gs_w_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAlloc, dptr, bytesize), *dptr,
+                      REAL(cuMemFree, *dptr));
+}
+
+CUresult gs_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+        TRACKED_ALLOC(GS_TAB_PTR, current_li(), bytesize, REAL(cuMemAllocManaged, dptr, bytesize, flags), *dptr,
+                      REAL(cuMemFree_v2, *dptr));
+}
+
+CUresult gs_w_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream), REAL(cuMemFreeAsync, *dptr, hStream));
+}
+
+CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
+                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
+}
+
+CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream hStream) {
+        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
+                    REAL(cuMemFreeAsync, *dptr, hStream));
+}
+
+CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                  CUstream hStream) {
+        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
+                    REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
+}
+
+static int vmm_li(const CUmemAllocationProp *prop) {
+        if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+                return -1; /* host memory is not a device limit */
+        return li_of_ordinal((CUdevice)prop->location.id);
+}
+
+CUresult gs_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                                 unsigned long long flags) {
+        TRACKED_ALLOC(GS_TAB_VMM, vmm_li(prop), size, REAL(cuMemCreate, handle, size, prop, flags), *handle,
+                      REAL(cuMemRelease, *handle));
+}
+
+CUresult gs_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d) {
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
+                      REAL(cuArrayCreate_v2, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
+}
+
+CUresult gs_w_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
+                      REAL(cuArrayCreate, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
+}
+
+CUresult gs_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
+                      d ? array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0,
+                      REAL(cuArray3DCreate_v2, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
+}
+
+CUresult gs_w_cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
+                      d ? array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0,
+                      REAL(cuArray3DCreate, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
+}
+
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
+        if (!d)
+                return 0;
+        uint64_t sum = 0;
+        for (unsigned l = 0; l < (levels ? levels : 1) && l < 64; l++) {
+                uint64_t w = d->Width >> l, h = d->Height >> l, z = d->Depth >> l;
+                uint64_t b = array_bytes(w ? w : 1, h ? h : 1, z ? z : 1, d->NumChannels, d->Format);
+                sum = sum + b < sum ? UINT64_MAX : sum + b;
+        }
+        return sum;
+}
+
+CUresult gs_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                            unsigned int numMipmapLevels) {
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), mipmap_bytes(d, numMipmapLevels),
+                      REAL(cuMipmappedArrayCreate, pHandle, d, numMipmapLevels), (uintptr_t)*pHandle,
+                      REAL(cuMipmappedArrayDestroy, *pHandle));
+}
+
+struct pitch_req {
+        bool wide; /* _v2 (size_t) or legacy (unsigned int) */
+        void *dptr, *pitch;
+        size_t w, h;
+        unsigned elem;
+};
+
+static CUresult pitch_driver_alloc(const struct pitch_req *q, uint64_t *ret_pitch) {
+        CUresult r;
+        if (q->wide) {
+                r = REAL(cuMemAllocPitch_v2, (CUdeviceptr *)q->dptr, (size_t *)q->pitch, q->w, q->h, q->elem);
+                if (r == CUDA_SUCCESS)
+                        *ret_pitch = *(size_t *)q->pitch;
+        } else {
+                r = REAL(cuMemAllocPitch, (CUdeviceptr_v1 *)q->dptr, (unsigned int *)q->pitch, (unsigned int)q->w,
+                         (unsigned int)q->h, q->elem);
+                if (r == CUDA_SUCCESS)
+                        *ret_pitch = *(unsigned int *)q->pitch;
+        }
+        return r;
+}
+
+static uint64_t pitch_key(const struct pitch_req *q) {
+        return q->wide ? (uint64_t)*(CUdeviceptr *)q->dptr : (uint64_t)*(CUdeviceptr_v1 *)q->dptr;
+}
+
+static void pitch_driver_free(const struct pitch_req *q) {
+        if (q->wide)
+                (void)REAL(cuMemFree_v2, *(CUdeviceptr *)q->dptr);
+        else
+                (void)REAL(cuMemFree, *(CUdeviceptr_v1 *)q->dptr);
+}
+
+/* The driver picks the pitch: charge the widest it may pick, then settle on what it picked. */
+static CUresult pitch_alloc(int li, const struct pitch_req *q) {
+        uint64_t h = q->h ? q->h : 1;
+        uint64_t wide = q->w > UINT64_MAX - PITCH_ALIGN ? UINT64_MAX : ((uint64_t)q->w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+        uint64_t est = mul_sat(wide, h);
+        if (!charge(li, est))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        uint64_t pitch = 0;
+        CUresult r = pitch_driver_alloc(q, &pitch);
+        if (r != CUDA_SUCCESS) {
+                refund(li, est);
+                return r;
+        }
+        uint64_t actual = mul_sat(pitch, h);
+        if (actual < est)
+                refund(li, est - actual);
+        else if (actual > est && !charge(li, actual - est)) {
+                refund(li, est);
+                pitch_driver_free(q);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r = remember(GS_TAB_PTR, pitch_key(q), actual, li);
+        if (r != CUDA_SUCCESS)
+                pitch_driver_free(q);
+        return r;
+}
+
+CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                        unsigned int ElementSizeBytes) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
+        if (li < 0 || !dptr || !pPitch)
+                return REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        struct pitch_req q = { true, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
+        return GUARD(pitch_alloc(li, &q));
+}
+
+CUresult gs_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                     unsigned int Height, unsigned int ElementSizeBytes) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
+        if (li < 0 || !dptr || !pPitch)
+                return REAL(cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        struct pitch_req q = { false, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
+        return GUARD(pitch_alloc(li, &q));
+}
+
+/* ---- wrappers: frees ---- */
+
+CUresult gs_w_cuMemFree_v2(CUdeviceptr dptr) {
+        PTR_FREE(dptr, REAL(cuMemFree_v2, dptr));
+}
+
+CUresult gs_w_cuMemFree(CUdeviceptr_v1 dptr) {
+        PTR_FREE(dptr, REAL(cuMemFree, dptr));
+}
+
+CUresult gs_w_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+        PTR_FREE(dptr, REAL(cuMemFreeAsync, dptr, hStream));
+}
+
+CUresult gs_w_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+        PTR_FREE(dptr, REAL(cuMemFreeAsync_ptsz, dptr, hStream));
+}
+
+/* cuMemRelease: with cuMemMap ("VMM mappings"). */
+
+CUresult gs_w_cuArrayDestroy(CUarray hArray) {
+        TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hArray, REAL(cuArrayDestroy, hArray));
+}
+
+CUresult gs_w_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+        TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hMipmappedArray, REAL(cuMipmappedArrayDestroy, hMipmappedArray));
+}
+
+/* ---- wrappers: imported memory ----
+ * The importing container is charged for what it maps, although the exporter's container is charged for
+ * the same bytes: a limiter must never count less than a container can hold on to, and the importer keeps
+ * the memory alive (VMM handles: until it releases them; external memory: another API's allocation that
+ * nothing else counts). Two containers sharing memory thus each need room for it (docs/interposer.md). */
+
+/* The size of an imported IPC mapping is not known before it is opened: open, ask the driver, charge, and
+ * close again when it does not fit (it adds no device memory meanwhile: the exporter's bytes are mapped). */
+static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li) {
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *pdptr));
+        if (q != CUDA_SUCCESS || !charge(li, size)) {
+                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
+                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r = remember(GS_TAB_PTR, *pdptr, size, li);
+        if (r != CUDA_SUCCESS)
+                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
+        return r;
+}
+
+CUresult gs_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li);
+}
+
+CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuIpcOpenMemHandle, pdptr, handle, Flags);
+        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li);
+}
+
+CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
+        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuIpcCloseMemHandle, dptr));
+}
+
+/* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
+ * (refused there with OUT_OF_MEMORY), then counted like a cuMemCreate handle ("VMM mappings"). */
+CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                    CUmemAllocationHandleType shHandleType) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || !handle)
+                return REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
+        CUresult r = GUARD(REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType));
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        int li = GUARD(REAL(cuMemGetAllocationPropertiesFromHandle, &prop, *handle)) == CUDA_SUCCESS
+                         ? mem_li(vmm_li(&prop))
+                         : mem_li(current_li());
+        if (li >= 0 && gs_table_insert(GS_TAB_IMPORT, *handle, 0, (unsigned)li, 0) < 0) {
+                (void)GUARD(REAL(cuMemRelease, *handle));
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return r;
+}
+
+/*
+ * VMM mappings. A handle's memory lives until it is released AND unmapped everywhere (cuMemRelease right
+ * after cuMemMap is the usual pattern), so a tracked handle (cuMemCreate, or imported and charged) stays
+ * charged past its cuMemRelease while mappings of it remain, and is given back at its last cuMemUnmap.
+ * An imported handle is charged at its first cuMemMap (its size is known only there) and refused there.
+ * These calls are rare: one process-local mutex keeps the handle, mapping and count tables consistent.
+ */
+
+/* Live mappings of a tracked handle: add delta (+1/-1), return the new count; vmm_lock held. */
+static uint64_t map_count_add(uint64_t handle, int delta, unsigned li) {
+        uint64_t n = 0;
+        unsigned d;
+        (void)gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d);
+        n = delta > 0 ? n + 1 : n ? n - 1 : 0;
+        if (n)
+                (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, li, 0);
+        return n;
+}
+
+CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                              unsigned long long flags) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemMap, ptr, size, offset, handle, flags);
+        uint64_t bytes;
+        unsigned li;
+        pthread_mutex_lock(&g.vmm_lock);
+        bool imported = gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0;
+        bool charged = imported && charge((int)li, size);
+        CUresult r = imported && !charged ? CUDA_ERROR_OUT_OF_MEMORY
+                                          : GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
+        if (r != CUDA_SUCCESS) {
+                if (imported) {
+                        if (charged)
+                                refund((int)li, size);
+                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+                }
+                pthread_mutex_unlock(&g.vmm_lock);
+                return r;
+        }
+        /* Imported: counted like a cuMemCreate handle from now on (a full table keeps it charged). */
+        if (imported)
+                (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
+        uint64_t b;
+        unsigned d;
+        if (gs_table_take(GS_TAB_VMM, handle, &b, &d) == 0) { /* a tracked handle: remember the mapping */
+                (void)gs_table_insert(GS_TAB_VMM, handle, b, d, 0);
+                if (gs_table_insert(GS_TAB_MAPPING, ptr, size, d, handle) == 0)
+                        (void)map_count_add(handle, +1, d);
+        }
+        pthread_mutex_unlock(&g.vmm_lock);
+        return r;
+}
+
+CUresult gs_w_cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemUnmap, ptr, size);
+        pthread_mutex_lock(&g.vmm_lock);
+        CUresult r = GUARD(REAL(cuMemUnmap, ptr, size));
+        /* The range may cover several mappings, one after the other. */
+        for (uint64_t p = ptr; r == CUDA_SUCCESS && p < (uint64_t)ptr + size;) {
+                uint64_t msize, handle, bytes;
+                unsigned li, d;
+                if (gs_table_take_all(GS_TAB_MAPPING, p, &msize, &li, &handle) < 0)
+                        break;
+                if (!map_count_add(handle, -1, li) && gs_table_take(GS_TAB_RELEASED, handle, &bytes, &d) == 0)
+                        refund((int)d, bytes); /* released earlier: its memory goes now */
+                p += msize ? msize : size;
+        }
+        pthread_mutex_unlock(&g.vmm_lock);
+        return r;
+}
+
+CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested)
+                return REAL(cuMemRelease, handle);
+        uint64_t bytes, n;
+        unsigned li, d;
+        CUresult r;
+        pthread_mutex_lock(&g.vmm_lock);
+        if (gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) { /* imported, never mapped: not charged */
+                r = GUARD(REAL(cuMemRelease, handle));
+                if (r != CUDA_SUCCESS)
+                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
+        } else if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
+                r = GUARD(REAL(cuMemRelease, handle));
+                if (r != CUDA_SUCCESS)
+                        (void)gs_table_insert(GS_TAB_VMM, handle, bytes, li, 0);
+                else if (gs_table_take(GS_TAB_MAPCOUNT, handle, &n, &d) == 0 && n) {
+                        /* still mapped: charged until the last cuMemUnmap (a full table keeps it charged) */
+                        (void)gs_table_insert(GS_TAB_MAPCOUNT, handle, n, d, 0);
+                        (void)gs_table_insert(GS_TAB_RELEASED, handle, bytes, li, 0);
+                } else
+                        refund((int)li, bytes);
+        } else
+                r = GUARD(REAL(cuMemRelease, handle));
+        pthread_mutex_unlock(&g.vmm_lock);
+        return r;
+}
+
+/* External memory (Vulkan, D3D, NvSciBuf…): the whole object is charged at import (mapped buffers and
+ * arrays are views of it) and given back when it is destroyed. */
+CUresult gs_w_cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                            const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc) {
+        TRACKED_ALLOC(GS_TAB_EXT, current_li(), memHandleDesc ? memHandleDesc->size : 0,
+                      REAL(cuImportExternalMemory, extMem_out, memHandleDesc), (uintptr_t)*extMem_out,
+                      REAL(cuDestroyExternalMemory, *extMem_out));
+}
+
+CUresult gs_w_cuDestroyExternalMemory(CUexternalMemory extMem) {
+        TRACKED_FREE(GS_TAB_EXT, (uintptr_t)extMem, REAL(cuDestroyExternalMemory, extMem));
+}
+
+/* ---- wrappers: stream-ordered pools ---- */
+
+static void settle_all(void) {
+        for (unsigned li = 0; li < g.limits.n_devices; li++)
+                if (holds_unbacked((int)li))
+                        settle((int)li);
+}
+
+CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolCreate, pool, poolProps));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested && pool && poolProps &&
+            poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+                int li = mem_li(li_of_ordinal((CUdevice)poolProps->location.id));
+                if (li >= 0)
+                        remember_pool(*pool, li);
+        }
+        return r;
+}
+
+CUresult gs_w_cuMemPoolDestroy(CUmemoryPool pool) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolDestroy, pool));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+                forget_pool(pool);
+                settle_all(); /* its memory went back to the device */
+        }
+        return r;
+}
+
+CUresult gs_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuMemPoolTrimTo, pool, minBytesToKeep));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested)
+                settle_all();
+        return r;
+}
+
+/* ---- wrappers: graph memory nodes ----
+ * A graph's allocations come from a per-device graph pool the driver fills at launch (or upload) and keeps
+ * reserved until cuDeviceGraphMemTrim. The exact point that can still refuse is instantiation: what the
+ * graph's memory nodes need (CUDA forbids relaunching a graph whose allocations are not freed, so one exec
+ * never holds more than that) is charged when it is instantiated, refused there with OUT_OF_MEMORY. When
+ * the exec is destroyed its charge moves to graph_retained (allocations may outlive it and the pool stays
+ * reserved), which cuDeviceGraphMemTrim (and any slow path) settles against RESERVED_MEM_CURRENT. */
+
+#define GRAPH_DEPTH 8
+
+/* Add what the memory-allocation nodes of graph gr (and its child graphs) need, per limits index. */
+static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], unsigned depth) {
+        size_t n = 0;
+        CUresult r = REAL(cuGraphGetNodes, gr, NULL, &n);
+        if (r != CUDA_SUCCESS || n == 0)
+                return r;
+        CUgraphNode *nodes = calloc(n, sizeof *nodes);
+        if (!nodes)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        r = REAL(cuGraphGetNodes, gr, nodes, &n);
+        for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+                CUgraphNodeType t;
+                if (REAL(cuGraphNodeGetType, nodes[i], &t) != CUDA_SUCCESS)
+                        continue;
+                if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+                        CUDA_MEM_ALLOC_NODE_PARAMS p;
+                        memset(&p, 0, sizeof p);
+                        if (REAL(cuGraphMemAllocNodeGetParams, nodes[i], &p) != CUDA_SUCCESS ||
+                            p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+                                continue;
+                        int li = mem_li(li_of_ordinal((CUdevice)p.poolProps.location.id));
+                        if (li >= 0)
+                                need[li] = need[li] + p.bytesize < need[li] ? UINT64_MAX : need[li] + p.bytesize;
+                } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < GRAPH_DEPTH) {
+                        CUgraph child = NULL;
+                        if (REAL(cuGraphChildGraphNodeGetGraph, nodes[i], &child) == CUDA_SUCCESS && child)
+                                r = graph_need(child, need, depth + 1);
+                }
+        }
+        free(nodes);
+        return r;
+}
+
+static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
+        return (uint64_t)(uintptr_t)e << 4 | li;
+}
+
+#define GRAPH_INSTANTIATE(call, pexec, graph)                                                         \
+        do {                                                                                          \
+                ENTER();                                                                              \
+                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                    \
+                        return call;                                                                  \
+                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                               \
+                unsigned charged_ = 0;                                                                \
+                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */ \
+                for (; charged_ < g.limits.n_devices; charged_++)                                     \
+                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))               \
+                                break;                                                                \
+                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call); \
+                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                             \
+                        if (!need_[li_])                                                              \
+                                continue;                                                             \
+                        if (r_ != CUDA_SUCCESS) {                                                     \
+                                if (li_ < charged_)                                                   \
+                                        refund((int)li_, need_[li_]);                                 \
+                                continue;                                                             \
+                        }                                                                             \
+                        /* A full table keeps the charge until the process ends (never less). */     \
+                        (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0); \
+                        __atomic_add_fetch(&g.proc.graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);          \
+                }                                                                                     \
+                return r_;                                                                            \
+        } while (0)
+
+CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                        char *logBuffer, size_t bufferSize) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
+                          phGraphExec, hGraph);
+}
+
+CUresult gs_w_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                           char *logBuffer, size_t bufferSize) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
+                          phGraphExec, hGraph);
+}
+
+CUresult gs_w_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags), phGraphExec, hGraph);
+}
+
+CUresult gs_w_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams, phGraphExec, hGraph, instantiateParams), phGraphExec,
+                          hGraph);
+}
+
+CUresult gs_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams),
+                          phGraphExec, hGraph);
+}
+
+CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
+        ENTER();
+        if (g.mode != GS_MODE_LIMITED || nested || !g.any_mem)
+                return REAL(cuGraphExecDestroy, hGraphExec);
+        CUresult r = GUARD(REAL(cuGraphExecDestroy, hGraphExec));
+        if (r != CUDA_SUCCESS)
+                return r;
+        for (unsigned li = 0; li < g.limits.n_devices; li++) {
+                uint64_t bytes;
+                unsigned d;
+                if (gs_table_take(GS_TAB_GRAPH, graph_key(hGraphExec, li), &bytes, &d) < 0)
+                        continue;
+                /* Still reserved by the driver until trimmed: the charge stays, as retained graph memory. */
+                __atomic_add_fetch(&g.proc.graph_retained[li], bytes, __ATOMIC_ACQ_REL);
+                __atomic_sub_fetch(&g.proc.graph_live[li], bytes, __ATOMIC_ACQ_REL);
+        }
+        return r;
+}
+
+CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
+        ENTER();
+        CUresult r = GUARD(REAL(cuDeviceGraphMemTrim, device));
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+                int li = mem_li(li_of_ordinal(device));
+                if (li >= 0 && holds_unbacked(li))
+                        settle(li);
+        }
+        return r;
+}
+
+/* ---- wrappers: memory the driver takes for context limits, loaded code and pool imports ----
+ * None of these is an allocation the application sees, yet each takes device memory: a context's malloc
+ * heap, stack and printf FIFO (cuCtxSetLimit, up to GiBs), a module's or library's code and __device__
+ * globals, and pointers imported from another process's pool. All are rare calls. */
+
+/* Threads a device keeps resident at once (SMs × threads per SM): what a per-thread stack size costs.
+ * Unknown: the largest current GPU's (132 × 2048), so a stack is never charged for less. */
+static uint64_t resident_threads(void) {
+        CUdevice d;
+        int sms = 0, per_sm = 0;
+        if (real.cuCtxGetDevice && real.cuDeviceGetAttribute && real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
+            real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) == CUDA_SUCCESS &&
+            real.cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d) ==
+                    CUDA_SUCCESS &&
+            sms > 0 && per_sm > 0)
+                return (uint64_t)sms * (uint64_t)per_sm;
+        return 132u * 2048u;
+}
+
+/* Device memory a limit's value reserves; the caller only asks for the three limits that reserve any. */
+static uint64_t limit_cost(CUlimit kind, uint64_t value, uint64_t threads) {
+        return kind == CU_LIMIT_STACK_SIZE ? mul_sat(value, threads) : value;
+}
+
+/*
+ * cuCtxSetLimit: the current context's malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE), printf FIFO
+ * (CU_LIMIT_PRINTF_FIFO_SIZE) and per-thread stack (CU_LIMIT_STACK_SIZE, × resident threads) are device
+ * memory. What a context reserves at its default values is part of the context's own cost (context=); a
+ * change is charged by the difference it makes (new − current value, as cuCtxGetLimit says), refused with
+ * OUT_OF_MEMORY when it does not fit, given back when the limit is lowered again and when the context goes.
+ */
+CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
+        ENTER();
+        bool costs = limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_STACK_SIZE ||
+                     limit == CU_LIMIT_PRINTF_FIFO_SIZE;
+        int li = g.mode == GS_MODE_LIMITED && !nested && costs ? mem_li(current_li()) : -1;
+        uint64_t ctx = li >= 0 ? current_ctx() : 0;
+        size_t old = 0;
+        if (!ctx || REAL(cuCtxGetLimit, &old, limit) != CUDA_SUCCESS)
+                return REAL(cuCtxSetLimit, limit, value); /* not limited, or the driver reports the error */
+        nested++;
+        pthread_mutex_lock(&g.ctx_lock);
+        uint64_t key = ctx << 2 | (uint64_t)limit, had = 0, threads = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
+        unsigned d;
+        if (gs_table_take(GS_TAB_LIMIT, key, &had, &d) < 0)
+                had = 0;
+        uint64_t from = limit_cost(limit, old, threads), to = limit_cost(limit, value, threads);
+        /* bytes beyond the defaults after the change: had + (to − from), never below 0 */
+        uint64_t want = to >= from ? (had + (to - from) < had ? UINT64_MAX : had + (to - from))
+                                   : (from - to >= had ? 0 : had - (from - to));
+        CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (want <= had || charge(li, want - had)) {
+                r = REAL(cuCtxSetLimit, limit, value);
+                if (r != CUDA_SUCCESS && want > had)
+                        refund(li, want - had);
+                else if (r == CUDA_SUCCESS && want < had)
+                        refund(li, had - want);
+        }
+        uint64_t keep = r == CUDA_SUCCESS ? want : had;
+        /* A full table keeps the charge until the process ends (never less). */
+        if (keep)
+                (void)gs_table_insert(GS_TAB_LIMIT, key, keep, (unsigned)li, ctx);
+        pthread_mutex_unlock(&g.ctx_lock);
+        nested--;
+        return r;
+}
+
+/* Free memory of the calling thread's device as the driver reports it; 0 when it cannot say. */
+static uint64_t driver_free(void) {
+        size_t f = 0, t = 0;
+        return REAL(cuMemGetInfo_v2, &f, &t) == CUDA_SUCCESS ? f : 0;
+}
+
+/*
+ * Module and library loads: no API tells what a load takes on the device (code, constant banks,
+ * __device__ globals), so it is measured: the driver's free memory on the device just before and just
+ * after the load (cuMemGetInfo), serialised within the process. What it took is charged once the load
+ * returns; a load that does not fit is unloaded again and refused with OUT_OF_MEMORY. Modules go with
+ * their context (ctx_gone), libraries (context-independent) at cuLibraryUnload.
+ */
+#define CODE_LOAD(call, phandle, undo, ctx_expr)                                                  \
+        do {                                                                                      \
+                ENTER();                                                                          \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1; \
+                if (li_ < 0)                                                                      \
+                        return call;                                                              \
+                nested++;                                                                         \
+                pthread_mutex_lock(&g.code_lock);                                                   \
+                uint64_t before_ = driver_free();                                                 \
+                CUresult r_ = call;                                                               \
+                uint64_t after_ = r_ == CUDA_SUCCESS ? driver_free() : before_;                   \
+                pthread_mutex_unlock(&g.code_lock);                                                 \
+                nested--;                                                                         \
+                if (r_ != CUDA_SUCCESS)                                                           \
+                        return r_;                                                                \
+                uint64_t took_ = before_ > after_ ? before_ - after_ : 0;                         \
+                if (!charge(li_, took_)) {                                                        \
+                        (void)GUARD(undo);                                                        \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
+                }                                                                                 \
+                if (gs_table_insert(GS_TAB_CODE, (uint64_t)(uintptr_t)*(phandle), took_, (unsigned)li_, \
+                                    (ctx_expr)) < 0) {                                            \
+                        refund(li_, took_);                                                       \
+                        (void)GUARD(undo);                                                        \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
+                }                                                                                 \
+                return CUDA_SUCCESS;                                                              \
+        } while (0)
+
+CUresult gs_w_cuModuleLoad(CUmodule *module, const char *fname) {
+        CODE_LOAD(REAL(cuModuleLoad, module, fname), module, REAL(cuModuleUnload, *module), current_ctx());
+}
+
+CUresult gs_w_cuModuleLoadData(CUmodule *module, const void *image) {
+        CODE_LOAD(REAL(cuModuleLoadData, module, image), module, REAL(cuModuleUnload, *module), current_ctx());
+}
+
+CUresult gs_w_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                        CUjit_option *options, void **optionValues) {
+        CODE_LOAD(REAL(cuModuleLoadDataEx, module, image, numOptions, options, optionValues), module,
+                  REAL(cuModuleUnload, *module), current_ctx());
+}
+
+CUresult gs_w_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
+        CODE_LOAD(REAL(cuModuleLoadFatBinary, module, fatCubin), module, REAL(cuModuleUnload, *module),
+                  current_ctx());
+}
+
+CUresult gs_w_cuModuleUnload(CUmodule hmod) {
+        TRACKED_FREE(GS_TAB_CODE, (uintptr_t)hmod, REAL(cuModuleUnload, hmod));
+}
+
+CUresult gs_w_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                       void **jitOptionsValues, unsigned int numJitOptions,
+                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                       unsigned int numLibraryOptions) {
+        CODE_LOAD(REAL(cuLibraryLoadData, library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                       libraryOptionValues, numLibraryOptions),
+                  library, REAL(cuLibraryUnload, *library), 0);
+}
+
+CUresult gs_w_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                           void **jitOptionsValues, unsigned int numJitOptions,
+                                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                           unsigned int numLibraryOptions) {
+        CODE_LOAD(REAL(cuLibraryLoadFromFile, library, fileName, jitOptions, jitOptionsValues, numJitOptions,
+                       libraryOptions, libraryOptionValues, numLibraryOptions),
+                  library, REAL(cuLibraryUnload, *library), 0);
+}
+
+CUresult gs_w_cuLibraryUnload(CUlibrary library) {
+        TRACKED_FREE(GS_TAB_CODE, (uintptr_t)library, REAL(cuLibraryUnload, library));
+}
+
+/* A pointer imported from another process's pool: charged like an IPC mapping (its size from
+ * cuMemGetAddressRange after the import; freed again and refused when it does not fit), given back at
+ * cuMemFree / cuMemFreeAsync or with its context. */
+CUresult gs_w_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
+        ENTER();
+        int li = g.mode == GS_MODE_LIMITED && !nested && ptr_out ? mem_li(current_li()) : -1;
+        if (li < 0)
+                return REAL(cuMemPoolImportPointer, ptr_out, pool, shareData);
+        CUresult r = GUARD(REAL(cuMemPoolImportPointer, ptr_out, pool, shareData));
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *ptr_out));
+        if (q != CUDA_SUCCESS || !charge(li, size)) {
+                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
+                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r = remember(GS_TAB_PTR, *ptr_out, size, li);
+        if (r != CUDA_SUCCESS)
+                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
+        return r;
+}
+
+/* ---- wrappers: memory queries ---- */
+
+/* The container's view of a device: total = min(limit, physical), free = min(limit - used, physical free). */
+static void virtual_info(int li, uint64_t real_free, uint64_t real_total, uint64_t *ret_free, uint64_t *ret_total) {
+        uint64_t limit = g.limits.dev[li].memory_bytes;
+        uint64_t total = limit < real_total ? limit : real_total;
+        sweep_dead_slots(); /* a dead process's memory is free again */
+        uint64_t used = gs_region_used(g.region, (unsigned)li);
+        uint64_t free = used >= total ? 0 : total - used;
+        *ret_free = free < real_free ? free : real_free;
+        *ret_total = total;
+}
+
+/* The container's view of the current device's memory, for both cuMemGetInfo ABIs: false when no
+ * memory limit applies (the driver's answer stands). */
+/* Inlined: as a call it cost cuMemGetInfo ~26 instructions (callgrind, docs/BENCHMARKS.md). */
+static inline __attribute__((always_inline)) bool limited_info(uint64_t real_free, uint64_t real_total,
+                                                               uint64_t *ret_free, uint64_t *ret_total) {
+        if (g.mode != GS_MODE_LIMITED)
+                return false;
+        int li = mem_li(current_li());
+        if (li < 0)
+                return false;
+        if (UNLIKELY(holds_unbacked(li)))
+                settle(li);
+        virtual_info(li, real_free, real_total, ret_free, ret_total);
+        return true;
+}
+
+CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
+        ENTER();
+        if (nested)
+                return REAL(cuMemGetInfo_v2, free, total);
+        CUresult r = GUARD(REAL(cuMemGetInfo_v2, free, total));
+        uint64_t f, t;
+        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
+                *free = (size_t)f;
+                *total = (size_t)t;
+        }
+        return r;
+}
+
+CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
+        ENTER();
+        if (nested)
+                return REAL(cuMemGetInfo, free, total);
+        CUresult r = GUARD(REAL(cuMemGetInfo, free, total));
+        uint64_t f, t;
+        if (r == CUDA_SUCCESS && free && total && limited_info(*free, *total, &f, &t)) {
+                *free = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
+                *total = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+        }
+        return r;
+}
+
+CUresult gs_w_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+        ENTER();
+        if (nested)
+                return REAL(cuDeviceTotalMem_v2, bytes, dev);
+        CUresult r = GUARD(REAL(cuDeviceTotalMem_v2, bytes, dev));
+        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)
+                return r;
+        int li = mem_li(li_of_ordinal(dev));
+        if (li >= 0 && g.limits.dev[li].memory_bytes < *bytes)
+                *bytes = (size_t)g.limits.dev[li].memory_bytes;
+        return r;
+}
+
+CUresult gs_w_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+        ENTER();
+        if (nested)
+                return REAL(cuDeviceTotalMem, bytes, dev);
+        CUresult r = GUARD(REAL(cuDeviceTotalMem, bytes, dev));
+        if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)
+                return r;
+        int li = mem_li(li_of_ordinal(dev));
+        if (li >= 0 && g.limits.dev[li].memory_bytes < *bytes)
+                *bytes = (unsigned int)g.limits.dev[li].memory_bytes;
+        return r;
+}
+
+bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
+        ensure_init();
+        if (g.mode != GS_MODE_LIMITED || !uuid)
+                return false;
+        int li = -1;
+        for (unsigned i = 0; i < g.limits.n_devices && li < 0; i++)
+                if (g.limits.dev[i].uuid[0] && strcasecmp(g.limits.dev[i].uuid, uuid) == 0)
+                        li = (int)i;
+        /* Entries without a UUID: through the CUDA ordinal that has this UUID, once the devices are mapped. */
+        if (li < 0 && __atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE))
+                for (unsigned d = 0; d < g.n_ordinals && li < 0; d++)
+                        if (strcasecmp(g.uuid[d], uuid) == 0)
+                                li = g.dev_li[d];
+        if (mem_li(li) < 0)
+                return false;
+        sweep_dead_slots(); /* a dead process's memory is free again */
+        *ret_limit = g.limits.dev[li].memory_bytes;
+        *ret_used = gs_region_used(g.region, (unsigned)li);
+        return true;
+}
+
+/* ---- exports ---- */
+
+GS_HOOKS_MEMORY(GS_EXPORT)
