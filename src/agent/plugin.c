@@ -525,8 +525,8 @@ enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t re
 
 static const char *const control_nodes[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset" };
 
-/* "<dev-root>/dev/<name>" without doubled slashes. */
-static int dev_host_path(const struct plugin *p, const char *name, char *buf, size_t len) {
+/* "<dev-root>/dev/<name>" without doubled slashes: where the agent looks for a device node. */
+static int dev_root_path(const struct plugin *p, const char *name, char *buf, size_t len) {
         const char *root = p->opt.dev_root[0] ? p->opt.dev_root : "/";
         size_t rl = strlen(root);
         while (rl > 0 && root[rl - 1] == '/')
@@ -538,17 +538,19 @@ static int dev_host_path(const struct plugin *p, const char *name, char *buf, si
 static bool dev_exists(const struct plugin *p, const char *name) {
         char path[4200];
         struct stat stt;
-        return dev_host_path(p, name, path, sizeof path) == 0 && stat(path, &stt) == 0;
+        return dev_root_path(p, name, path, sizeof path) == 0 && stat(path, &stt) == 0;
 }
 
-static V1beta1__DeviceSpec *dev_spec(const struct plugin *p, struct arena *a, const char *name) {
-        char path[4200];
+/* The device spec's host path is always the host's /dev/<name>: the container runtime resolves it on
+ * the host, where the dev root (the agent's view of the host's /dev, e.g. /host in the DaemonSet)
+ * does not exist. */
+static V1beta1__DeviceSpec *dev_spec(struct arena *a, const char *name) {
         V1beta1__DeviceSpec *d = arena_alloc(a, sizeof *d);
-        if (!d || dev_host_path(p, name, path, sizeof path) < 0)
+        if (!d)
                 return NULL;
         v1beta1__device_spec__init(d);
         d->container_path = arena_printf(a, "/dev/%s", name);
-        d->host_path = arena_printf(a, "%s", path);
+        d->host_path = arena_printf(a, "/dev/%s", name);
         d->permissions = "rw";
         return d->container_path && d->host_path ? d : NULL;
 }
@@ -595,14 +597,14 @@ enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t se
                         snprintf(name, sizeof name, "nvidia%d", p->gpu[i].minor);
                         if (!dev_exists(p, name))
                                 continue;
-                        if (!(out->devices[out->n_devices] = dev_spec(p, a, name)))
+                        if (!(out->devices[out->n_devices] = dev_spec(a, name)))
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         out->n_devices++;
                 }
                 for (size_t j = 0; j < ELEMENTSOF(control_nodes); j++) {
                         if (!dev_exists(p, control_nodes[j]))
                                 continue;
-                        if (!(out->devices[out->n_devices] = dev_spec(p, a, control_nodes[j])))
+                        if (!(out->devices[out->n_devices] = dev_spec(a, control_nodes[j])))
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         out->n_devices++;
                 }

@@ -45,8 +45,8 @@ API
     Node (c.nodes[name]):
     node.run(argv, env=None, check=True, timeout=60) -> CompletedProcess   run a command in the node's
                                 mount namespace (what its kubelet and containerd see)
-    node.spawn(name, argv, env=None) -> Proc   a long-running process in the node's namespace, stopped
-                                with the node; Proc: .pid, .log (path), .stop(sig=SIGTERM), .kill(), .alive()
+    node.spawn(name, argv, env=None, prefix=()) -> Proc   a long-running process (prefix + argv) in the
+                                node's namespace, stopped with the node; Proc: .pid, .log (path), .stop(sig=SIGTERM), .kill(), .alive()
     node.ctr(*args) -> str      `ctr -n k8s.io` against the node's containerd
     node.import_image(tar, tag=None)   import a docker-archive tar (and tag it)
     node.start_kubelet() / node.stop_kubelet(sig=SIGTERM) / node.restart_kubelet()
@@ -746,9 +746,10 @@ class Node:
                                                                  (r.stderr or r.stdout).strip()[-2000:]))
         return r
 
-    def spawn(self, name, argv, env=None):
+    def spawn(self, name, argv, env=None, prefix=()):
         e = dict(os.environ)
         e.update(env or {})
+        argv = list(prefix) + list(argv)
         if name in self.procs and self.procs[name].alive():
             raise E2EError("node %s: %s is already running" % (self.name, name))
         p = Proc("%s-%s" % (self.name, name), self._nsenter(argv), os.path.join(self.c.logs, "%s-%s.log" % (self.name, name)),

@@ -521,8 +521,9 @@ def test_share_restart_no_record(e):
 
 # ---- podman end to end ----
 
-def podman_flags(resp, build):
-    """An Allocate answer as `podman run` flags, the way a CRI runtime applies it."""
+def podman_flags(resp, build, dev_root=None):
+    """An Allocate answer as `podman run` flags, the way a CRI runtime applies it. Device specs name the
+    host's /dev; a test whose "host /dev" is the agent's --dev-root (fake nodes) maps them there."""
     flags = []
     for k, v in sorted(resp.envs.items()):
         flags += ["-e", "%s=%s" % (k, v)]
@@ -530,7 +531,9 @@ def podman_flags(resp, build):
         opt = "ro" if m.read_only else "rw"
         flags += ["--mount", "type=bind,src=%s,dst=%s,%s" % (m.host_path, m.container_path, opt)]
     for d in resp.devices:
-        flags += ["--device", "%s:%s:%s" % (d.host_path, d.container_path, d.permissions)]
+        check(d.host_path.startswith("/dev/"), "device spec host path %s is not the host's /dev" % d.host_path)
+        host = (dev_root.rstrip("/") + d.host_path) if dev_root else d.host_path
+        flags += ["--device", "%s:%s:%s" % (host, d.container_path, d.permissions)]
     return flags
 
 
@@ -557,7 +560,7 @@ def test_share_podman(e):
         got = e.admit((e.core, 50), (e.mem, 8))  # 50 %, 2 GiB
         resp = got[e.mem][1]
         gpu = one_gpu(got[e.core][0])
-        flags = podman_flags(resp, e.args.build)
+        flags = podman_flags(resp, e.args.build, e.dev_root)
         check("/dev/nvidiactl" in [d.container_path for d in resp.devices], "device specs %s" % resp.devices)
         # The test's own plumbing: the simulator's libraries, state and node file, the host's libc.
         sim = os.path.join(e.args.build, "sim")

@@ -81,7 +81,7 @@ def test_podman_core(e):
                     "-e", "GPUSLICE_SIM_NODE=" + e.args.topology, "-e", "GPUSLICE_SIM_STATE=" + state,
                     "-e", "LD_LIBRARY_PATH=" + sim,
                     "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
-        flags = test_share.podman_flags(resp, e.args.build)
+        flags = test_share.podman_flags(resp, e.args.build, e.dev_root)
         # kernels of 30 blocks x 1 ms: each launch fills the GPU (30 SMs) for 1 ms
         argv = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name] + flags + \
             plumbing + [image, workload, "init", "spin", str(SPIN_S), "30", "1000"]
