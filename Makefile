@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan deps demo test test-unit test-asan bench fuzz faults clean format lint
+.PHONY: all build asan deps demo test test-unit test-asan bench fuzz faults clean format lint e2e
 
 all: build
 
@@ -35,6 +35,10 @@ test: deps
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# gpuslice on real Kubernetes 1.20 (docs/e2e.md); E2E=test_whole.py[:test_name,...] runs a part.
+e2e: build
+	@./scripts/e2e/run.sh $(BUILD) $(E2E)
 
 bench: build
 	@./bench/run.sh $(BUILD)

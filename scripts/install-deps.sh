@@ -20,6 +20,10 @@ packages=(
   podman runc busybox-static prometheus openssl
   # make lint
   clang-format clang-tidy shellcheck
+  # make e2e (docs/e2e.md): Kubernetes 1.20 built from Debian's source, etcd, containerd, CNI, the
+  # Python client, debootstrap for the agent image's Debian base
+  golang-go dpkg-dev golang-github-modern-go-reflect2-dev etcd-server containerd containernetworking-plugins
+  python3-kubernetes debootstrap
 )
 
 if [ "${1:-}" = --list ]; then

@@ -40,7 +40,13 @@ fi
 
 STEP=setup
 fail() { echo "k8s-build: step '$STEP' failed: $*" >&2; exit 1; }
-trap 'rc=$?; [[ $rc -eq 0 ]] || echo "k8s-build: step '"'"'$STEP'"'"' failed (exit $rc); nothing was written to $OUT" >&2' EXIT
+TMP=""
+on_exit() {
+	local rc=$?
+	[[ -n $TMP ]] && rm -rf "$TMP"
+	[[ $rc -eq 0 ]] || echo "k8s-build: step '$STEP' failed (exit $rc); nothing was written to $OUT" >&2
+}
+trap on_exit EXIT
 
 mkdir -p "$CACHE" || fail "cannot create cache directory $CACHE"
 exec 9>"$CACHE/k8s-v$K8S_VERSION.lock"
@@ -99,9 +105,7 @@ log "source: $TARBALL"
 # --- 2. unpack ---------------------------------------------------------------------------------------
 STEP=unpack
 TMP=$(mktemp -d "$CACHE/k8s-v$K8S_VERSION.tmp.XXXXXX")
-cleanup_tmp() { rm -rf "$TMP"; }
-trap 'rc=$?; cleanup_tmp; [[ $rc -eq 0 ]] || echo "k8s-build: step '"'"'$STEP'"'"' failed (exit $rc); nothing was written to $OUT" >&2' EXIT
-export GOPATH=$TMP/gopath GO111MODULE=off CGO_ENABLED=0 GOFLAGS= GOCACHE=$CACHE/go-build
+export GOPATH=$TMP/gopath GO111MODULE=off CGO_ENABLED=0 GOFLAGS='' GOCACHE=$CACHE/go-build
 K=$GOPATH/src/k8s.io/kubernetes
 mkdir -p "$K"
 tar -xzf "$TARBALL" -C "$K" --strip-components=1 || fail "cannot unpack $TARBALL"
