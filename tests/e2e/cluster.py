@@ -683,7 +683,8 @@ _NODE_SETUP = r'''
 set -eu
 N=$1; GPUS=$2
 mount --make-rprivate /
-for d in /var/lib/kubelet /var/lib/gpuslice /var/log/pods /var/log/containers /run/gpuslice-e2e; do
+for d in /var/lib/kubelet /var/lib/gpuslice /var/log/pods /var/log/containers /run/gpuslice-e2e \
+         /usr/local/lib/gpuslice; do
     mkdir -p "$d" "$N/root$d"
     mount --bind "$N/root$d" "$d"
 done

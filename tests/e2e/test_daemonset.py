@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The agent deployed the way users deploy it: deploy/kubernetes/gpuslice-node.yaml applied to a real
+cluster, running the image Podman builds from deploy/Containerfile (binaries from the build tree;
+scripts/e2e/agent-image.sh), imported into the node's containerd. The manifest is applied as it is
+except for what a simulated node needs: the driver hostPath points at build/sim, the agent gets the
+simulator's GPUSLICE_SIM_* variables, and the ConfigMap turns on the gpuslice sharing profile.
+
+Proves: the ServiceAccount/RBAC, the init container putting the interposer on the host, whole-GPU
+pods getting their device nodes with the manifest's --dev-root=/host (fails on main: host paths under
+/host/dev), fractional pods getting the interposer at its one path (fails on main: the image kept it
+in /usr/lib/gpuslice, the agent looked in /usr/local/lib/gpuslice on the host), `kubectl exec
+ds/gpuslice-node -- gpuslice status` as docs/install.md says.
+
+    /usr/bin/python3 tests/e2e/test_daemonset.py [TEST ...]
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+import cluster
+import e2e
+from e2e import check, pod, wait_pod
+
+NODE = "ds-gpu"
+NS = "gpuslice-system"
+MANIFEST = os.path.join(e2e.REPO, "deploy", "kubernetes", "gpuslice-node.yaml")
+
+
+def adapt(docs, g):
+    """The manifest's objects with the simulated node's three adjustments."""
+    out = []
+    for d in docs:
+        if not d:
+            continue
+        if d["kind"] == "ConfigMap":
+            d["data"]["node.conf"] = d["data"]["node.conf"].replace("profile = default", "profile = gpuslice")
+            check("profile = gpuslice" in d["data"]["node.conf"], "ConfigMap has no 'profile = default' to change")
+        if d["kind"] == "DaemonSet":
+            spec = d["spec"]["template"]["spec"]
+            for v in spec["volumes"]:
+                if v["name"] == "driver":
+                    v["hostPath"]["path"] = os.path.join(e2e.BUILD, "sim")
+            spec["volumes"].append({"name": "sim-node", "hostPath": {"path": g.simdir}})
+            agent = [c for c in spec["containers"] if c["name"] == "agent"][0]
+            agent["volumeMounts"].append({"name": "sim-node", "mountPath": "/gpuslice-sim/node"})
+            agent["env"] += [{"name": "GPUSLICE_SIM_NODE", "value": "/gpuslice-sim/node/node.topo"},
+                             {"name": "GPUSLICE_SIM_STATE", "value": "/gpuslice-sim/node/state"}]
+        out.append(d)
+    return out
+
+
+def setup():
+    c = e2e.gpu_cluster([(NODE, "demo-8gpu-2socket.node", None)])
+    g = c.gpu[NODE]
+    tar = c.path("images", "gpuslice-agent.tar")
+    r = subprocess.run([os.path.join(e2e.REPO, "scripts", "e2e", "agent-image.sh"), e2e.BUILD, tar],
+                       capture_output=True, text=True, timeout=1200)
+    if r.returncode != 0:
+        raise cluster.E2EError("agent image: %s" % r.stderr.strip()[-2000:])
+    g.node.import_image(tar)
+    g.node.import_image(e2e.cuda_image(c))
+    with open(MANIFEST) as f:
+        docs = adapt(list(yaml.safe_load_all(f)), g)
+    c.apply(docs)
+    return c
+
+
+def ds_pod(c):
+    items = c.api("GET", "/api/v1/namespaces/%s/pods?labelSelector=app.kubernetes.io%%2Fname%%3Dgpuslice-node" % NS)["items"]
+    return items[0] if items else None
+
+
+def test_daemonset_agent_serves(c):
+    g = c.gpu[NODE]
+
+    def running():
+        p = ds_pod(c)
+        if not p:
+            return False
+        for cs in p["status"].get("containerStatuses", []) + p["status"].get("initContainerStatuses", []):
+            w = cs.get("state", {}).get("waiting", {})
+            if w.get("reason") in ("CreateContainerError", "ErrImageNeverPull", "ErrImagePull", "CrashLoopBackOff",
+                                   "RunContainerError", "CreateContainerConfigError"):
+                raise e2e.Fail("DaemonSet pod: %s: %s" % (w.get("reason"), w.get("message")))
+        return p["status"].get("phase") == "Running" and p
+    p = c.wait("the DaemonSet's pod running", running, timeout=120)
+    check(p["spec"]["serviceAccountName"] == "gpuslice-node", "pod runs as %s" % p["spec"].get("serviceAccountName"))
+    c.wait("allocatable nvidia.com/gpu 8 from the DaemonSet's agent", lambda: g.allocatable() == 8, timeout=60)
+    c.wait("allocatable gpuslice.io/gpu-core 800", lambda: g.allocatable("gpuslice.io/gpu-core") == 800, timeout=60)
+    check(os.path.exists(g.node.host_path("/usr/local/lib/gpuslice/libgpuslice-cuda.so")),
+          "the init container did not put the interposer on the host")
+
+
+def test_rbac_applied(c):
+    out = c.kubectl("auth", "can-i", "watch", "pods", "--as", "system:serviceaccount:%s:gpuslice-node" % NS,
+                    check=False)
+    check(out.stdout.strip() == "yes", "the agent's ServiceAccount cannot watch pods: %s %s" % (out.stdout, out.stderr))
+    out = c.kubectl("auth", "can-i", "delete", "pods", "--as", "system:serviceaccount:%s:gpuslice-node" % NS,
+                    check=False)
+    check(out.stdout.strip() == "no", "the agent's ServiceAccount may delete pods")
+
+
+def test_status_through_kubectl_exec(c):
+    out = c.kubectl("-n", NS, "exec", "ds/gpuslice-node", "-c", "agent", "--", "gpuslice", "status")
+    check(len(re.findall(r"GPU-[0-9a-f-]{36}", out)) >= 8, "gpuslice status in the pod lists no GPUs:\n%s" % out)
+
+
+def test_whole_gpus_with_dev_root(c):
+    c.apply(pod("ds-whole", NODE, 'echo "VISIBLE=$NVIDIA_VISIBLE_DEVICES"; ls /dev | grep "^nvidia[0-9]"; echo DONE; '
+                "sleep 3600", limits={"nvidia.com/gpu": 2}))
+    wait_pod(c, "ds-whole", timeout=60)
+    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-whole")), timeout=30)
+    check(len(re.findall(r"^nvidia\d+$", out, re.M)) == 2, "the 2-GPU pod does not see 2 device nodes:\n%s" % out)
+    e2e.delete(c, "pod", "ds-whole", wait=False)
+
+
+def test_fraction_with_interposer_from_image(c):
+    g = c.gpu[NODE]
+    cmd = ('export CUDA_VISIBLE_DEVICES="$NVIDIA_VISIBLE_DEVICES"; echo "PRELOAD=$LD_PRELOAD"; '
+           "cuda-workload init info alloc 1536M alloc! 1G; echo MEMRC=$?; echo DONE; sleep 3600")
+    c.apply(pod("ds-frac", NODE, cmd, limits={"gpuslice.io/gpu-core": 20, "gpuslice.io/gpu-memory": 8},
+                image=e2e.CUDA_IMAGE, sim=g))
+    wait_pod(c, "ds-frac", timeout=60)
+    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-frac")), timeout=60)
+    m = re.search(r"info (\d+) (\d+)", out)
+    check(m and int(m.group(2)) == 2 << 30 and "MEMRC=0" in out,
+          "the fractional pod is not held to its 2 GiB through the image's interposer:\n%s" % out)
+    e2e.delete(c, "pod", "ds-frac", wait=False)
+
+
+TESTS = [test_daemonset_agent_serves, test_rbac_applied, test_status_through_kubectl_exec,
+         test_whole_gpus_with_dev_root, test_fraction_with_interposer_from_image]
+
+if __name__ == "__main__":
+    sys.exit(e2e.main(TESTS, setup))
