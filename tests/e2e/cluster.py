@@ -784,6 +784,8 @@ class Node:
                lambda: os.readlink("/proc/%d/ns/mnt" % self.holder.pid) != os.readlink("/proc/self/ns/mnt"), timeout=10,
                interval=0.05)
         self.run(["sh", "-c", _NODE_SETUP, "node-setup", self.dir, str(self.gpus)])
+        with open(os.path.join(self.dir, "ns.pid"), "w") as f:  # for nsenter while debugging (docs/e2e.md)
+            f.write("%d\n" % self.holder.pid)
         self._write_containerd_config()
         self.start_containerd()
         for tar in images:
