@@ -39,12 +39,17 @@ if [[ ${1:-} == --print ]]; then
 fi
 
 STEP=setup
-fail() { echo "k8s-build: step '$STEP' failed: $*" >&2; exit 1; }
+REPORTED=0
+fail() {
+	echo "k8s-build: step '$STEP' failed: $*; nothing was written to $OUT" >&2
+	REPORTED=1
+	exit 1
+}
 TMP=""
 on_exit() {
 	local rc=$?
 	[[ -n $TMP ]] && rm -rf "$TMP"
-	[[ $rc -eq 0 ]] || echo "k8s-build: step '$STEP' failed (exit $rc); nothing was written to $OUT" >&2
+	[[ $rc -eq 0 || $REPORTED -eq 1 ]] || echo "k8s-build: step '$STEP' failed (exit $rc); nothing was written to $OUT" >&2
 }
 trap on_exit EXIT
 

@@ -41,7 +41,7 @@ sample() {
 		sum=0
 		if [[ -n $CG ]]; then pids=$(cat "$CG/cgroup.procs" 2>/dev/null); else pids=$(pgrep -s 0 2>/dev/null); fi
 		for pid in $pids; do
-			read -r _ rss _ <"/proc/$pid/statm" 2>/dev/null || continue
+			{ read -r _ rss _ <"/proc/$pid/statm"; } 2>/dev/null || continue
 			sum=$((sum + rss * 4))
 		done
 		((sum > peak)) && { peak=$sum; echo "$peak" >"$PEAK_FILE"; }
