@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Restarts with pods running on a real kubelet: the agent stopped with SIGTERM, killed with SIGKILL
-(state file kept, then also lost), and kubelet restarted. Each time a 2-GPU pod and a fractional pod
+(state file kept, then also lost), kubelet restarted, and the API server restarted. Each time a 2-GPU pod and a fractional pod
 keep running, the agent's books name their GPUs again, and a pod asking for every other GPU gets
 exactly those — nothing lost, nothing handed out twice — while one more GPU is refused.
 
@@ -100,7 +100,16 @@ def test_kubelet_restart(c):
     books(c, g)
 
 
-TESTS = [test_agent_sigterm, test_agent_sigkill, test_agent_sigkill_without_state_file, test_kubelet_restart]
+def test_apiserver_restart(c):
+    """The API server restarted (cluster.restart_apiserver): the node stays Ready and the books hold."""
+    c.restart_apiserver()
+    g = c.gpu[NODE]
+    g.node.wait_ready(timeout=90)
+    books(c, g)
+
+
+TESTS = [test_agent_sigterm, test_agent_sigkill, test_agent_sigkill_without_state_file, test_kubelet_restart,
+         test_apiserver_restart]
 
 if __name__ == "__main__":
     sys.exit(e2e.main(TESTS, setup))
