@@ -78,17 +78,17 @@ for spec in "${files[@]}"; do
 	echo "e2e: $f"
 	out=$(mktemp /tmp/gpuslice-e2e-out.XXXXXX)
 	timeout -k 30 "${GPUSLICE_E2E_TIMEOUT:-1500}" "$PY" "tests/e2e/$f" "${names[@]}" 2>&1 | tee "$out" |
-		grep -E --line-buffered '^(ok|FAIL) |cluster up|^GPUSLICE_E2E_KEEP'
+		grep -E --line-buffered '^(ok|PASS|FAIL|SKIP) |cluster up|^GPUSLICE_E2E_KEEP'
 	rc=${PIPESTATUS[0]}
-	p=$(grep -c '^ok ' "$out")
-	n=$(grep -c '^FAIL ' "$out")
+	p=$(grep -cE '^(ok|PASS) ' "$out")
+	n=$(grep -cE '^(FAIL|SKIP) ' "$out")
 	if ((rc != 0 && n == 0)); then
 		n=1
 		echo "FAIL $f: exit $rc without a test result; last lines:"
 		tail -n 25 "$out" | sed 's/^/    /'
 	elif ((n > 0)); then
 		echo "---- $f output (failures above) ----"
-		grep -vE '^(ok|FAIL) ' "$out" | tail -n 60 | sed 's/^/    /'
+		grep -vE '^(ok|PASS|FAIL|SKIP) ' "$out" | tail -n 60 | sed 's/^/    /'
 	fi
 	# a run killed by the timeout cannot clean up after itself: remove what it left
 	grep -o '/tmp/gpuslice-e2e-[A-Za-z0-9_]*' "$out" | sort -u | while read -r d; do

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The agent deployed the way users deploy it: deploy/kubernetes/gpuslice-node.yaml applied to a real
+"""The agent deployed the way users deploy it: deploy/kubernetes (kustomize: gpuslice-node.yaml, rbac.yaml,
+publish-patch.yaml) applied to a real
 cluster, running the image Podman builds from deploy/Containerfile (binaries from the build tree;
 scripts/e2e/agent-image.sh), imported into the node's containerd. The manifest is applied as it is
 except for what a simulated node needs: the driver hostPath points at build/sim, the agent gets the
@@ -63,8 +64,8 @@ def setup():
         raise cluster.E2EError("agent image: %s" % r.stderr.strip()[-2000:])
     g.node.import_image(tar)
     g.node.import_image(e2e.cuda_image(c))
-    with open(MANIFEST) as f:
-        docs = adapt(list(yaml.safe_load_all(f)), g)
+    rendered = c.kubectl("kustomize", os.path.dirname(MANIFEST))  # as docs/install.md: kubectl apply -k
+    docs = adapt(list(yaml.safe_load_all(rendered)), g)
     c.apply(docs)
     return c
 
