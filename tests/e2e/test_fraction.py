@@ -122,9 +122,12 @@ def test_freed_fraction_reusable_at_once(c):
     name = "share-gpuslice"
     g = c.gpu[name]
     n = g.node.gpus
-    c.wait("allocatable nvidia.com/gpu %d on %s" % (n, name), lambda: g.allocatable() == n, timeout=60)
+    # precondition: earlier tests' short-lived pods may never have been listed by PodResources, and such
+    # allocations keep the agent's grace (120 s) by design; wait that out
+    c.wait("allocatable nvidia.com/gpu %d on %s" % (n, name), lambda: g.allocatable() == n, timeout=180, interval=2)
     c.apply(pod("short", name, "sleep 3600", limits={"gpuslice.io/gpu-core": 10, "gpuslice.io/gpu-memory": 4}))
     wait_pod(c, "short")
+    g.status()  # the agent reconciles with PodResources on every status call: the container is now seen listed
     c.wait("allocatable nvidia.com/gpu %d while a fraction is out" % (n - 1), lambda: g.allocatable() == n - 1,
            timeout=60)
     e2e.delete(c, "pod", "short")
