@@ -605,7 +605,8 @@ def test_share_podman(e):
         # control: the same container without the agent's mounts and environment gets its 3 GiB — so the
         # refusals above are the limiter's doing
         bare = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name + "-bare"] + \
-            [f for d in resp.devices for f in ("--device", "%s:%s:%s" % (d.host_path, d.container_path, d.permissions))] + \
+            [f for d in resp.devices for f in ("--device", "%s%s:%s:%s" % (e.dev_root.rstrip("/"), d.host_path,
+                                                                            d.container_path, d.permissions))] + \
             plumbing + [image]
         r = subprocess.run(bare + [workload, "--gpu", "0", "--mem", "3GiB", "--seconds", "0"], capture_output=True,
                            text=True, timeout=90)

@@ -64,8 +64,9 @@ def test_podman_failclosed(e):
         got = e.admit((e.core, 50), (e.mem, 8))  # 50 %, 8 x 256 MiB = 2 GiB
         resp = got[e.mem][1]
         state = e.env["GPUSLICE_SIM_STATE"]
-        devices = [f for d in resp.devices for f in ("--device", "%s:%s:%s" % (d.host_path, d.container_path,
-                                                                                 d.permissions))]
+        # device specs name the host's /dev; this test's "host /dev" is the agent's dev root
+        devices = [f for d in resp.devices for f in ("--device", "%s%s:%s:%s" % (root.rstrip("/"), d.host_path,
+                                                                                   d.container_path, d.permissions))]
         plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
                     "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (workload, workload),
                     "-v", "%s:%s:ro" % (e.args.topology, e.args.topology), "-v", "%s:%s" % (state, state),
@@ -85,11 +86,11 @@ def test_podman_failclosed(e):
         at_limit = ["init", "alloc", "2G", "alloc!", "1", "info", "expect-free", "0"]
 
         # 1. the agent's answer
-        agent = test_share.podman_flags(resp, e.args.build) + plumbing + libpath
+        agent = test_share.podman_flags(resp, e.args.build, root) + plumbing + libpath
         r = run(agent, *at_limit)
         check(r.returncode == 0, "1. agent wiring: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
         # 2. environment cleared: podman's own -e flags of the answer left out
-        flags = test_share.podman_flags(resp, e.args.build)
+        flags = test_share.podman_flags(resp, e.args.build, root)
         no_env = []
         for flag, value in zip(flags[::2], flags[1::2]):  # podman_flags gives (flag, value) pairs
             if not (flag == "-e" and value.startswith(("LD_PRELOAD=", "GPUSLICE_LIMITS="))):
