@@ -34,9 +34,9 @@ static FILE *dout; /* the detailed tables; the summary goes first on stdout */
 static struct {
         char name[64];
         unsigned n;
-        double single_opt[6];  /* ring optimal %, by policy; -1 = not run */
-        double churn[6];       /* mean ring / empty-node best, by policy; -1 = not run */
-        double tmax;           /* worst decision time of gpuslice, µs */
+        double single_opt[6]; /* ring optimal %, by policy; -1 = not run */
+        double churn[6];      /* mean ring / empty-node best, by policy; -1 = not run */
+        double tmax;          /* worst decision time of gpuslice, µs */
         unsigned tmax_k;
 } summary[MAXT];
 static unsigned nsum;
@@ -51,7 +51,7 @@ static unsigned sum_slot(const char *name, unsigned n) {
                 summary[nsum].single_opt[p] = summary[nsum].churn[p] = -1;
         return nsum++;
 }
-static const char *only;        /* --only SUBSTRING: just the topologies whose name contains it */
+static const char *only;         /* --only SUBSTRING: just the topologies whose name contains it */
 static unsigned churn_scale = 1; /* --churn-scale N: N times the churn events */
 static bool churn_only;
 static unsigned seed_base = 1000; /* --seed N: first churn seed */
@@ -189,7 +189,7 @@ struct pctx {
         uint64_t rng;         /* random policy */
         unsigned long be_cap; /* best-effort: combinations per decision before giving up */
         unsigned long be_gave_up, be_invalid, be_calls;
-        bool last_unproven;   /* gpuslice's last answer: search budget reached */
+        bool last_unproven; /* gpuslice's last answer: search budget reached */
 };
 
 typedef int (*policy_fn)(struct pctx *p, const struct topo *t, alloc_set_t avail, unsigned k, alloc_set_t *ret);
@@ -325,13 +325,16 @@ struct be {
         bool have;
         long best_score;
         unsigned nsets, best_nsets;
-        int sets[64][64];  /* current partition: sets of k device slots */
+        int sets[64][64]; /* current partition: sets of k device slots */
         int best_sets[64][64];
 };
 
 static int be_pair_score(struct topo_link l) {
-        static const int pcie[] = { [TOPO_LEVEL_SYS] = 10, [TOPO_LEVEL_NODE] = 20, [TOPO_LEVEL_PHB] = 30,
-                                    [TOPO_LEVEL_PXB] = 40, [TOPO_LEVEL_PIX] = 50 };
+        static const int pcie[] = { [TOPO_LEVEL_SYS] = 10,
+                                    [TOPO_LEVEL_NODE] = 20,
+                                    [TOPO_LEVEL_PHB] = 30,
+                                    [TOPO_LEVEL_PXB] = 40,
+                                    [TOPO_LEVEL_PIX] = 50 };
         int s = l.pcie < ELEMENTSOF(pcie) ? pcie[l.pcie] : 0;
         return s + 100 * l.nvlinks;
 }
@@ -456,11 +459,18 @@ static int pol_besteffort(struct pctx *p, const struct topo *t, alloc_set_t avai
         return 0;
 }
 
-enum { P_OURS, P_RANDOM, P_FIRSTFIT, P_GREEDY, P_BESTEFFORT, P_BESTNOW, P_MAX };
-static const char *const pol_name[P_MAX] = { "gpuslice", "random", "first-fit", "greedy best-now", "best-effort",
-                                             "exhaustive best-now" };
-static const policy_fn pol_fn[P_MAX] = { pol_ours, pol_random, pol_firstfit, pol_greedy, pol_besteffort,
-                                          pol_bestnow };
+enum {
+        P_OURS,
+        P_RANDOM,
+        P_FIRSTFIT,
+        P_GREEDY,
+        P_BESTEFFORT,
+        P_BESTNOW,
+        P_MAX
+};
+static const char *const pol_name[P_MAX] = { "gpuslice",        "random",      "first-fit",
+                                             "greedy best-now", "best-effort", "exhaustive best-now" };
+static const policy_fn pol_fn[P_MAX] = { pol_ours, pol_random, pol_firstfit, pol_greedy, pol_besteffort, pol_bestnow };
 
 static bool pol_applies(int p, const struct topo *t) {
         if (p == P_BESTNOW)
@@ -521,8 +531,8 @@ static void single_quality(const struct bench_topo *bt) {
                                 truth_exhaustive++;
                         } else {
                                 for (int p = 0; p < P_MAX; p++)
-                                        if (have[p] && (ring[p] > best_ring ||
-                                                        (ring[p] == best_ring && pairs[p] > best_pair))) {
+                                        if (have[p] &&
+                                            (ring[p] > best_ring || (ring[p] == best_ring && pairs[p] > best_pair))) {
                                                 best_ring = ring[p];
                                                 best_pair = pairs[p];
                                         }
@@ -543,11 +553,12 @@ static void single_quality(const struct bench_topo *bt) {
         }
         fprintf(dout, "\n#### %s (%s)\n\n", bt->name, bt->what);
         fprintf(dout, "%s: %s, every size from 2 up. Reference for the ratios: %s.\n\n",
-               t->n_gpus <= 8 ? "Requests" : "Requests",
-               t->n_gpus <= 8 ? "every free subset" : "random free subsets (0-90 % busy), sizes 2-8 and all-free",
-               truth_known ? "the best ring any policy found (no exhaustive search at this size)"
-                           : "exhaustive search over every set");
-        fprintf(dout, "| policy | requests | ring optimal | mean ring / best | worst ring / best | mean pairs / best |\n");
+                t->n_gpus <= 8 ? "Requests" : "Requests",
+                t->n_gpus <= 8 ? "every free subset" : "random free subsets (0-90 % busy), sizes 2-8 and all-free",
+                truth_known ? "the best ring any policy found (no exhaustive search at this size)"
+                            : "exhaustive search over every set");
+        fprintf(dout,
+                "| policy | requests | ring optimal | mean ring / best | worst ring / best | mean pairs / best |\n");
         fprintf(dout, "|---|---:|---:|---:|---:|---:|\n");
         unsigned si = sum_slot(bt->name, t->n_gpus);
         for (int p = 0; p < P_MAX; p++) {
@@ -555,17 +566,19 @@ static void single_quality(const struct bench_topo *bt) {
                         continue;
                 summary[si].single_opt[p] = 100.0 * q[p].ring_opt / q[p].n;
                 fprintf(dout, "| %s | %lu | %.1f %% | %.3f | %.2f | %.3f |\n", pol_name[p], q[p].n,
-                       100.0 * q[p].ring_opt / q[p].n, q[p].ring_ratio / q[p].n, q[p].worst_ratio,
-                       q[p].pair_ratio / q[p].n);
+                        100.0 * q[p].ring_opt / q[p].n, q[p].ring_ratio / q[p].n, q[p].worst_ratio,
+                        q[p].pair_ratio / q[p].n);
         }
         if (pc.be_gave_up)
-                fprintf(dout, "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions; it then used the best "
-                       "partition seen so far.\n",
-                       pc.be_cap, pc.be_gave_up, pc.be_calls);
+                fprintf(dout,
+                        "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions; it then used the best "
+                        "partition seen so far.\n",
+                        pc.be_cap, pc.be_gave_up, pc.be_calls);
         if (pc.be_invalid)
-                fprintf(dout, "\nbest-effort returned a set with empty padding slots %lu times (counted with a first-fit "
-                       "fallback).\n",
-                       pc.be_invalid);
+                fprintf(dout,
+                        "\nbest-effort returned a set with empty padding slots %lu times (counted with a first-fit "
+                        "fallback).\n",
+                        pc.be_invalid);
 }
 
 /* ---------- churn ---------- */
@@ -656,11 +669,13 @@ static void churn(const struct bench_topo *bt, unsigned events, unsigned seeds, 
                 free(jobs);
         }
         fprintf(dout, "\n#### %s (%s)\n\n", bt->name, bt->what);
-        fprintf(dout, "%u seeds x %u events (arrivals of 1/2/4/8-GPU jobs weighted 40/30/20/10, departures 45 %%); "
-               "%lu jobs placed, %lu turned away for lack of free GPUs (the same for every policy).\n\n",
-               seeds, events, accepted, rejected);
-        fprintf(dout, "| policy | multi-GPU jobs | mean ring / empty-node best | jobs at empty-node best | gpuslice / policy | "
-               "mean decision |\n");
+        fprintf(dout,
+                "%u seeds x %u events (arrivals of 1/2/4/8-GPU jobs weighted 40/30/20/10, departures 45 %%); "
+                "%lu jobs placed, %lu turned away for lack of free GPUs (the same for every policy).\n\n",
+                seeds, events, accepted, rejected);
+        fprintf(dout, "| policy | multi-GPU jobs | mean ring / empty-node best | jobs at empty-node best | gpuslice / "
+                      "policy | "
+                      "mean decision |\n");
         fprintf(dout, "|---|---:|---:|---:|---:|---:|\n");
         double ours = cs[P_OURS].jobs ? cs[P_OURS].ratio / cs[P_OURS].jobs : 0;
         unsigned si = sum_slot(bt->name, t->n_gpus);
@@ -671,18 +686,19 @@ static void churn(const struct bench_topo *bt, unsigned events, unsigned seeds, 
                 summary[si].churn[p] = m;
                 unsigned long calls = accepted; /* every policy decides every placed job */
                 fprintf(dout, "| %s | %lu | %.4f | %.1f %% | %.3f | %.1f µs |\n", pol_name[p], cs[p].jobs, m,
-                       100.0 * cs[p].at_best / cs[p].jobs, m > 0 ? ours / m : 0.0, cs[p].us / (double)calls);
+                        100.0 * cs[p].at_best / cs[p].jobs, m > 0 ? ours / m : 0.0, cs[p].us / (double)calls);
         }
         if (run[P_BESTEFFORT] && pc.be_gave_up)
-                fprintf(dout, "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions and used the best "
-                       "partition seen so far.\n",
-                       pc.be_cap, pc.be_gave_up, pc.be_calls);
+                fprintf(dout,
+                        "\nbest-effort gave up (cap %lu combinations) on %lu of %lu decisions and used the best "
+                        "partition seen so far.\n",
+                        pc.be_cap, pc.be_gave_up, pc.be_calls);
         if (run[P_BESTEFFORT] && pc.be_invalid)
                 fprintf(dout, "\nbest-effort's answer held empty padding slots %lu times (first-fit fallback).\n",
-                       pc.be_invalid);
+                        pc.be_invalid);
         if (!with_slow)
                 fprintf(dout, "\nbest-effort and the exhaustive best-now are left out at this size: one decision takes "
-                       "longer than the whole run (see the timing table).\n");
+                              "longer than the whole run (see the timing table).\n");
 }
 
 /* ---------- decision time ---------- */
@@ -753,8 +769,8 @@ static void timing_row(const struct bench_topo *bt, unsigned k, double budget_us
         else
                 snprintf(be, sizeof be, "gave up after %.0f ms", be_us / 1000);
         fprintf(dout, "| %s | %u | %u | %.1f | %.1f | %.1f | %.1f | %.0f %% | %s | %.1f | %s |\n", bt->name, t->n_gpus,
-               k, p50, p99, mx, wall_max, 100.0 * (n - unproven) / n,
-               mx <= budget_us ? "yes" : "**no**", gr_n ? gr_us / gr_n : 0.0, be);
+                k, p50, p99, mx, wall_max, 100.0 * (n - unproven) / n, mx <= budget_us ? "yes" : "**no**",
+                gr_n ? gr_us / gr_n : 0.0, be);
         free(us);
 }
 
@@ -832,12 +848,15 @@ int main(int argc, char **argv) {
                 else if (streq(argv[i], "--churn-scale") && i + 1 < argc)
                         churn_scale = (unsigned)strtoul(argv[++i], NULL, 10);
                 else {
-                        fprintf(stderr, "usage: %s [--quick] [--topologies DIR] [--only NAME] [--churn-only] [--churn-scale N] [--seed N]\n", argv[0]);
+                        fprintf(stderr,
+                                "usage: %s [--quick] [--topologies DIR] [--only NAME] [--churn-only] [--churn-scale N] "
+                                "[--seed N]\n",
+                                argv[0]);
                         return 2;
                 }
         }
         static const char *const refs[] = {
-                "seed000-8gpu-pcie-2socket.topo", "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",
+                "seed000-8gpu-pcie-2socket.topo",  "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",
                 "dgx1-v100-hybrid-cube-mesh.topo", "dgx-a100-nvswitch.topo",
         };
         struct bench_topo bts[16];
@@ -864,24 +883,12 @@ int main(int argc, char **argv) {
                 snprintf(bt->name, sizeof bt->name, "%s", syn[i].name);
                 snprintf(bt->what, sizeof bt->what, "%s", syn[i].what);
                 switch (syn[i].kind) {
-                case 0:
-                        synth_pcie(bt->t, 16, 2, 4, 8, 8);
-                        break;
-                case 1:
-                        synth_nvswitch(bt->t, 16, 8, 12);
-                        break;
-                case 2:
-                        synth_dgx1(bt->t, 16);
-                        break;
-                case 3:
-                        synth_pcie(bt->t, 64, 2, 4, 8, 16);
-                        break;
-                case 4:
-                        synth_nvswitch(bt->t, 64, 8, 12);
-                        break;
-                default:
-                        synth_dgx1(bt->t, 64);
-                        break;
+                        case 0: synth_pcie(bt->t, 16, 2, 4, 8, 8); break;
+                        case 1: synth_nvswitch(bt->t, 16, 8, 12); break;
+                        case 2: synth_dgx1(bt->t, 16); break;
+                        case 3: synth_pcie(bt->t, 64, 2, 4, 8, 16); break;
+                        case 4: synth_nvswitch(bt->t, 64, 8, 12); break;
+                        default: synth_dgx1(bt->t, 64); break;
                 }
         }
         if (only) {
@@ -906,8 +913,8 @@ int main(int argc, char **argv) {
                 goto churn_section;
         fprintf(dout, "### Allocator: single requests\n\n");
         fprintf(dout, "Ring bandwidth is the slowest link of the best ring through the chosen GPUs (estimated GB/s: "
-               "NV# = 25 x #, PIX 12, PXB 11, PHB 8, NODE 7, SYS 5); \"pairs\" is the sum over all pairs. "
-               "\"ring optimal\" counts requests whose ring equals the best achievable from that free set.\n");
+                      "NV# = 25 x #, PIX 12, PXB 11, PHB 8, NODE 7, SYS 5); \"pairs\" is the sum over all pairs. "
+                      "\"ring optimal\" counts requests whose ring equals the best achievable from that free set.\n");
         for (unsigned i = 0; i < nb; i++)
                 if (bts[i].t->n_gpus <= 16)
                         single_quality(&bts[i]);
@@ -917,11 +924,13 @@ int main(int argc, char **argv) {
 
 churn_section:
         fprintf(dout, "\n### Allocator: churn\n\n");
-        fprintf(dout, "Random arrivals and departures, the same job sequence for every policy (a job is turned away "
-               "only when too few GPUs are free, which does not depend on the policy). Metric: for every job of 2 "
-               "or more GPUs, its ring bandwidth divided by the best ring that size gets on an empty node; the "
-               "mean over all such jobs. \"gpuslice / policy\" divides gpuslice's mean by the policy's (>= 1: gpuslice "
-               "is at least as good).\n");
+        fprintf(dout,
+                "Random arrivals and departures, the same job sequence for every policy (a job is turned away "
+                "only when too few GPUs are free, which does not depend on the policy). Metric: for every job of 2 "
+                "or more GPUs, its ring bandwidth divided by the best ring that size gets on an empty node; the "
+                "mean over all such jobs. \"gpuslice / policy\" divides gpuslice's mean by the policy's (>= 1: "
+                "gpuslice "
+                "is at least as good).\n");
         for (unsigned i = 0; i < nb; i++) {
                 unsigned n = bts[i].t->n_gpus;
                 if (n <= 8)
@@ -935,14 +944,19 @@ churn_section:
         if (churn_only)
                 goto out;
         fprintf(dout, "\n### Allocator: decision time\n\n");
-        fprintf(dout, "CPU time of one alloc_pick_gpus() call (µs, the calling thread's clock, so that other load on a shared "
-                      "machine does not count; \"max wall\" is the slowest wall-clock time seen) over %u requests per row: half on an empty node, half "
-               "with a random part busy. Budget: 50 µs for 8 GPUs, 1 ms for 16, 10 ms for 64 (\"in budget\" "
-               "judges the maximum). \"proven\": share of answers whose search finished (the pair total is then "
-               "proven best; otherwise it is the best found within the node budget). Greedy: mean of 20 calls on the same requests. Best-effort: one call on the empty "
-               "node, capped at %lu combinations (it then \"gives up\").\n\n",
-               quick ? 60 : 300, quick ? 3000000UL : 20000000UL);
-        fprintf(dout, "| topology | GPUs | k | p50 | p99 | max | max wall | proven | in budget | greedy | best-effort |\n");
+        fprintf(dout,
+                "CPU time of one alloc_pick_gpus() call (µs, the calling thread's clock, so that other load on a "
+                "shared "
+                "machine does not count; \"max wall\" is the slowest wall-clock time seen) over %u requests per row: "
+                "half on an empty node, half "
+                "with a random part busy. Budget: 50 µs for 8 GPUs, 1 ms for 16, 10 ms for 64 (\"in budget\" "
+                "judges the maximum). \"proven\": share of answers whose search finished (the pair total is then "
+                "proven best; otherwise it is the best found within the node budget). Greedy: mean of 20 calls on the "
+                "same requests. Best-effort: one call on the empty "
+                "node, capped at %lu combinations (it then \"gives up\").\n\n",
+                quick ? 60 : 300, quick ? 3000000UL : 20000000UL);
+        fprintf(dout,
+                "| topology | GPUs | k | p50 | p99 | max | max wall | proven | in budget | greedy | best-effort |\n");
         fprintf(dout, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
         for (unsigned i = 0; i < nb; i++) {
                 unsigned n = bts[i].t->n_gpus;

@@ -38,7 +38,8 @@ static json_t *make_pod(unsigned i) {
                 "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", "ml-team", "uid", uid,
                 "resourceVersion", "123456789", "creationTimestamp", "2026-11-23T10:00:00Z", "labels", "app", "trainer",
                 "job-name", name, "controller-uid", uid, "annotations", "gpuslice.io/assignment",
-                "{\"v\":1,\"node\":\"gpu-node-0001\",\"time\":1,\"containers\":[{\"name\":\"main\",\"gpus\":[3],\"core\":30,"
+                "{\"v\":1,\"node\":\"gpu-node-0001\",\"time\":1,\"containers\":[{\"name\":\"main\",\"gpus\":[3],"
+                "\"core\":30,"
                 "\"mem\":4096}]}",
                 "gpuslice.io/assigned", "true", "kubectl.kubernetes.io/last-applied-configuration",
                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"annotations\":{},\"name\":\"x\"},\"spec\":{}}",

@@ -69,17 +69,25 @@ static struct monitor_snapshot *synthetic(void) {
         s->names = monitor_names_new();
         for (unsigned g = 0; g < N_GPUS; g++) {
                 struct monitor_gpu *mg = &s->gpus[g];
-                *mg = (struct monitor_gpu){ .index = g, .healthy = true, .memory_used = 9ull << 30,
-                                            .memory_total = 12066ull << 20, .utilization = 87, .temperature = 61,
-                                            .power_mw = 212000, .allocated = 1 };
+                *mg = (struct monitor_gpu){ .index = g,
+                                            .healthy = true,
+                                            .memory_used = 9ull << 30,
+                                            .memory_total = 12066ull << 20,
+                                            .utilization = 87,
+                                            .temperature = 61,
+                                            .power_mw = 212000,
+                                            .allocated = 1 };
                 snprintf(mg->uuid, sizeof mg->uuid, "GPU-%08x-1b2c-4d3e-8f4a-5b6c7d8e9f%02x", 0xa871201cu + g, g);
                 strscpy(mg->name, "TITAN V", sizeof mg->name);
         }
         for (size_t i = 0; i < s->n_procs; i++) {
                 struct monitor_process *p = &s->procs[i];
                 unsigned g = (unsigned)(i / PER_GPU), c = (unsigned)(i / 2);
-                *p = (struct monitor_process){ .pid = 100000 + (unsigned)i, .gpu = g, .memory = (40ull + i % 7) << 20,
-                                               .sm = (int)(i % 5), .attributed = true };
+                *p = (struct monitor_process){ .pid = 100000 + (unsigned)i,
+                                               .gpu = g,
+                                               .memory = (40ull + i % 7) << 20,
+                                               .sm = (int)(i % 5),
+                                               .attributed = true };
                 p->comm = monitor_names_intern(s->names, "python3.10", 63);
                 snprintf(p->cg.container_id, sizeof p->cg.container_id, "%064x", c + 1);
                 snprintf(p->cg.pod_uid, sizeof p->cg.pod_uid, "8c6e4f1a-2b3d-4c5e-9f7a-%012x", c);
@@ -159,17 +167,19 @@ static void part_format(bool md) {
         http_server_free(h);
         double s50 = pct(t, ROUNDS, 0.5), s99 = pct(t, ROUNDS, 0.99);
         if (md)
-                printf("| synthetic 8 x 256 processes (1024 containers) | %zu B of text | format p50 %.2f ms / p99 %.2f ms | "
+                printf("| synthetic 8 x 256 processes (1024 containers) | %zu B of text | format p50 %.2f ms / p99 "
+                       "%.2f ms | "
                        "scrape p50 %.2f ms / p99 %.2f ms | snapshot %zu kB (RssAnon +%ld kB) |\n",
                        bytes, f50 * 1e3, f99 * 1e3, s50 * 1e3, s99 * 1e3,
                        (s->n_procs * sizeof *s->procs + s->n_gpus * sizeof *s->gpus + monitor_names_size(s->names)) /
                                1024,
                        rss1 - rss0);
         else
-                printf("format: %zu bytes, p50 %.3f ms, p99 %.3f ms; scrape over TCP (%ld bytes): p50 %.3f ms, p99 %.3f ms; "
+                printf("format: %zu bytes, p50 %.3f ms, p99 %.3f ms; scrape over TCP (%ld bytes): p50 %.3f ms, p99 "
+                       "%.3f ms; "
                        "snapshot RssAnon +%ld kB (sizeof process entry %zu, names %zu kB)\n",
-                       bytes, f50 * 1e3, f99 * 1e3, got, s50 * 1e3, s99 * 1e3, rss1 - rss0, sizeof(struct monitor_process),
-                       monitor_names_size(s->names) / 1024);
+                       bytes, f50 * 1e3, f99 * 1e3, got, s50 * 1e3, s99 * 1e3, rss1 - rss0,
+                       sizeof(struct monitor_process), monitor_names_size(s->names) / 1024);
         monitor_snapshot_unref(s);
 }
 
@@ -194,8 +204,11 @@ static void part_service(bool md) {
                 mkdir(dir, 0755);
                 snprintf(file, sizeof file, "%s/cgroup", dir);
                 FILE *f = fopen(file, "we");
-                fprintf(f, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8c6e4f1a_2b3d_4c5e_9f7a_%012x.slice/"
-                           "cri-containerd-%064x.scope\n", c, c + 1);
+                fprintf(f,
+                        "0::/kubepods.slice/kubepods-burstable.slice/"
+                        "kubepods-burstable-pod8c6e4f1a_2b3d_4c5e_9f7a_%012x.slice/"
+                        "cri-containerd-%064x.scope\n",
+                        c, c + 1);
                 fclose(f);
                 snprintf(file, sizeof file, "%s/comm", dir);
                 f = fopen(file, "we");
@@ -238,12 +251,14 @@ static void part_service(bool md) {
         http_server_free(h);
         long rss1 = status_kb("RssAnon"), vm = status_kb("VmRSS");
         if (md)
-                printf("| simulated node, %zu processes, monitor + HTTP in-process | sample p50 %.1f ms / p99 %.1f ms | "
+                printf("| simulated node, %zu processes, monitor + HTTP in-process | sample p50 %.1f ms / p99 %.1f ms "
+                       "| "
                        "scrape p50 %.2f ms / p99 %.2f ms | RssAnon +%ld kB (VmRSS %ld kB) |\n",
                        n_procs, p50 * 1e3, p99 * 1e3, pct(sc, ROUNDS, 0.5) * 1e3, pct(sc, ROUNDS, 0.99) * 1e3,
                        rss1 - rss0, vm);
         else
-                printf("sample (%zu processes): p50 %.2f ms, p99 %.2f ms; scrape p50 %.3f ms, p99 %.3f ms; RssAnon +%ld kB, "
+                printf("sample (%zu processes): p50 %.2f ms, p99 %.2f ms; scrape p50 %.3f ms, p99 %.3f ms; RssAnon "
+                       "+%ld kB, "
                        "VmRSS %ld kB\n",
                        n_procs, p50 * 1e3, p99 * 1e3, pct(sc, ROUNDS, 0.5) * 1e3, pct(sc, ROUNDS, 0.99) * 1e3,
                        rss1 - rss0, vm);

@@ -138,7 +138,11 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
                 snprintf(uid, sizeof uid, "00000000-0000-0000-0000-%012u", k);
                 snprintf(name, sizeof name, "pod-%u", k);
                 snprintf(node, sizeof node, "n%u", nd);
-                struct sched_pod_info p = { .uid = uid, .ns = "default", .name = name, .node = node, .bound = true,
+                struct sched_pod_info p = { .uid = uid,
+                                            .ns = "default",
+                                            .name = name,
+                                            .node = node,
+                                            .bound = true,
                                             .resource_version = "12345" };
                 p.req.n = 1;
                 strscpy(p.req.c[0].name, "main", sizeof p.req.c[0].name);
@@ -150,7 +154,8 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
                 } else {
                         p.req.c[0].core = core;
                         p.req.c[0].mem_mib = mem;
-                        p.assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
+                        p.assign.c[0] =
+                                (struct sched_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
                 }
                 if (sched_model_set_pod(m, &p) < 0)
                         abort();
@@ -247,7 +252,8 @@ int main(int argc, char **argv) {
                                 s += l + (s[l] == ',');
                         }
                 } else {
-                        fprintf(stderr, "usage: sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--markdown]\n");
+                        fprintf(stderr,
+                                "usage: sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--markdown]\n");
                         return 2;
                 }
         }

@@ -107,7 +107,9 @@ static int cmd_gpu(const char *cmd, int argc, char **argv) {
         bool with_value = streq(cmd, "xid") || streq(cmd, "util");
         if (argc != (with_value ? 3 : 2)) {
                 fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim %s GPU%s\n", cmd,
-                        streq(cmd, "xid") ? " XID" : with_value ? " PCT" : "");
+                        streq(cmd, "xid") ? " XID"
+                        : with_value      ? " PCT"
+                                          : "");
                 return EXIT_USAGE;
         }
         struct sim_state *s = NULL;
@@ -116,8 +118,7 @@ static int cmd_gpu(const char *cmd, int argc, char **argv) {
                 return ex;
         unsigned gpu, value = 0;
         ex = parse_gpu(argv[1], &gpu);
-        if (ex == EXIT_OK && with_value &&
-            parse_uint(argv[2], streq(cmd, "util") ? 100 : UINT32_MAX, &value) < 0) {
+        if (ex == EXIT_OK && with_value && parse_uint(argv[2], streq(cmd, "util") ? 100 : UINT32_MAX, &value) < 0) {
                 fprintf(stderr, "gpuslice-sim: '%s' is not a valid %s\n", argv[2],
                         streq(cmd, "util") ? "percentage (0-100)" : "Xid number");
                 ex = EXIT_USAGE;
@@ -152,9 +153,12 @@ static int cmd_proc(int argc, char **argv) {
         }
         bool add = streq(argv[1], "add");
         static const struct option opts[] = {
-                { "gpu", required_argument, NULL, 'g' }, { "pid", required_argument, NULL, 'p' },
-                { "mem", required_argument, NULL, 'm' }, { "sm", required_argument, NULL, 's' },
-                { "keep", no_argument, NULL, 'k' },      { "help", no_argument, NULL, 'h' },
+                { "gpu", required_argument, NULL, 'g' },
+                { "pid", required_argument, NULL, 'p' },
+                { "mem", required_argument, NULL, 'm' },
+                { "sm", required_argument, NULL, 's' },
+                { "keep", no_argument, NULL, 'k' },
+                { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *gpu_s = NULL, *mem_s = NULL;
@@ -164,23 +168,24 @@ static int cmd_proc(int argc, char **argv) {
         optind = 1;
         while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'g': gpu_s = optarg; break;
-                case 'm': mem_s = optarg; break;
-                case 'k': keep = true; break;
-                case 'p':
-                        if (parse_uint(optarg, INT32_MAX, &pid) < 0 || pid == 0) {
-                                fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 's':
-                        if (parse_uint(optarg, 100, &sm) < 0) {
-                                fprintf(stderr, "gpuslice-sim: --sm wants a percentage (0-100), got '%s'\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 'h': usage(stdout); return EXIT_OK;
-                default: return EXIT_USAGE;
+                        case 'g': gpu_s = optarg; break;
+                        case 'm': mem_s = optarg; break;
+                        case 'k': keep = true; break;
+                        case 'p':
+                                if (parse_uint(optarg, INT32_MAX, &pid) < 0 || pid == 0) {
+                                        fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case 's':
+                                if (parse_uint(optarg, 100, &sm) < 0) {
+                                        fprintf(stderr, "gpuslice-sim: --sm wants a percentage (0-100), got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case 'h': usage(stdout); return EXIT_OK;
+                        default: return EXIT_USAGE;
                 }
         }
         if (optind != argc - 1) {
@@ -234,8 +239,9 @@ static int cmd_proc(int argc, char **argv) {
         sim_state_unlock(s);
         sim_state_close(s);
         if (ex == EXIT_UNSAT)
-                fprintf(stderr, add ? "gpuslice-sim: the process table is full (%u entries)\n"
-                                    : "gpuslice-sim: no process %u on the node\n",
+                fprintf(stderr,
+                        add ? "gpuslice-sim: the process table is full (%u entries)\n"
+                            : "gpuslice-sim: no process %u on the node\n",
                         add ? SIM_MAX_PROCS : pid);
         return ex;
 }
@@ -277,13 +283,13 @@ static int cmd_show(int argc, char **argv) {
                "LAST XID");
         for (unsigned g = 0; g < node.n_gpus; g++) {
                 const struct sim_gpu_state *gs = &copy.gpu[g];
-                const char *health = gs->flags & SIM_GPU_LOST ? "lost"
-                                     : gs->flags & SIM_GPU_NO_PERMISSION ? "denied" : "ok";
+                const char *health = gs->flags & SIM_GPU_LOST            ? "lost"
+                                     : gs->flags & SIM_GPU_NO_PERMISSION ? "denied"
+                                                                         : "ok";
                 uint64_t total = node.gpu[g].memory_total, reserve = sim_reserve_bytes(total);
                 char last[32] = "-";
                 if (gs->xid_posted && gs->xid[(gs->xid_posted - 1) % SIM_XID_RING].seq)
-                        snprintf(last, sizeof last, "%" PRIu64,
-                                 gs->xid[(gs->xid_posted - 1) % SIM_XID_RING].xid);
+                        snprintf(last, sizeof last, "%" PRIu64, gs->xid[(gs->xid_posted - 1) % SIM_XID_RING].xid);
                 printf("%3u  %-28s %-7s %4u%% %4uC %7.1fW %8" PRIu64 " / %6" PRIu64 " MiB  %s\n", g, node.gpu[g].name,
                        health, util[g], temp[g], power[g] / 1000.0, (used[g] + reserve) >> 20, total >> 20, last);
         }
@@ -299,7 +305,9 @@ static int cmd_show(int argc, char **argv) {
                         snprintf(nspid, sizeof nspid, "%" PRIu32, p->ns_pid);
                 printf("%3" PRIu32 "  %8" PRIu32 " %8s %12" PRIu64 " %4" PRIu32 "%%  %s\n", p->gpu, p->pid, nspid,
                        p->used_bytes >> 20, p->sm_util,
-                       p->flags & SIM_PROC_CUDA ? "cuda" : p->flags & SIM_PROC_KEEP ? "manual, kept" : "manual");
+                       p->flags & SIM_PROC_CUDA   ? "cuda"
+                       : p->flags & SIM_PROC_KEEP ? "manual, kept"
+                                                  : "manual");
         }
         if (!n)
                 printf("(no processes)\n");

@@ -49,7 +49,7 @@ struct launch_state {
         uint64_t magic;
         uint32_t abi_version;
         uint32_t size;
-        pthread_mutex_t lock; /* robust, process-shared */
+        pthread_mutex_t lock;                        /* robust, process-shared */
         uint64_t sm_free_ns[TOPO_MAX_GPUS][MAX_SMS]; /* CLOCK_MONOTONIC ns at which each SM is free */
 };
 
@@ -68,7 +68,7 @@ struct obj_link {
 struct CUmod_st {
         struct obj_link link;
         uint32_t magic;
-        CUcontext ctx;  /* modules go with their context */
+        CUcontext ctx; /* modules go with their context */
         unsigned gpu;
         uint64_t bytes; /* device memory the load took (charged) */
 };
@@ -443,9 +443,9 @@ _public_ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
         return launch(f, grid(gx, gy, gz), false);
 }
 
-_public_ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
-                                      void **params, void **extra) {
+_public_ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                      unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
+                                      void **extra) {
         (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params, (void)extra;
         return launch(f, grid(gx, gy, gz), false);
 }
@@ -479,8 +479,8 @@ _public_ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsig
 }
 
 _public_ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                                 unsigned int bx, unsigned int by, unsigned int bz,
-                                                 unsigned int shm, CUstream s, void **params) {
+                                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+                                                 CUstream s, void **params) {
         (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params;
         return launch(f, grid(gx, gy, gz), true);
 }
@@ -561,8 +561,8 @@ _public_ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
         return module_new(module, image_bytes(image, IMAGE_MAX));
 }
 
-_public_ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
-                                     void **optionValues) {
+_public_ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                     CUjit_option *options, void **optionValues) {
         if (!module || !image || (numOptions && (!options || !optionValues)))
                 return CUDA_ERROR_INVALID_VALUE;
         return module_new(module, image_bytes(image, IMAGE_MAX));
@@ -662,8 +662,9 @@ static CUresult library_new(CUlibrary *library, uint64_t bytes, unsigned numJitO
 }
 
 _public_ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                    void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,
-                                    void **libraryOptionValues, unsigned int numLibraryOptions) {
+                                    void **jitOptionsValues, unsigned int numJitOptions,
+                                    CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                    unsigned int numLibraryOptions) {
         if (!code)
                 return CUDA_ERROR_INVALID_VALUE;
         return library_new(library, image_bytes(code, IMAGE_MAX), numJitOptions, jitOptions, jitOptionsValues,
@@ -798,7 +799,9 @@ _public_ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
         if (hGraph->n == GRAPH_MAX_NODES)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         struct knode *k = &hGraph->node[hGraph->n++];
-        *k = (struct knode){ .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_KERNEL, .f = p->func,
+        *k = (struct knode){ .magic = NODE_MAGIC,
+                             .type = CU_GRAPH_NODE_TYPE_KERNEL,
+                             .f = p->func,
                              .blocks = grid(p->gridDimX, p->gridDimY, p->gridDimZ) };
         *phGraphNode = k;
         return CUDA_SUCCESS;
@@ -823,8 +826,11 @@ _public_ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGrap
         if (r != CUDA_SUCCESS)
                 return r;
         struct knode *k = &hGraph->node[hGraph->n++];
-        *k = (struct knode){ .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .ptr = ptr,
-                             .bytes = nodeParams->bytesize, .ordinal = nodeParams->poolProps.location.id };
+        *k = (struct knode){ .magic = NODE_MAGIC,
+                             .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+                             .ptr = ptr,
+                             .bytes = nodeParams->bytesize,
+                             .ordinal = nodeParams->poolProps.location.id };
         nodeParams->dptr = ptr;
         *phGraphNode = k;
         return CUDA_SUCCESS;
@@ -911,7 +917,7 @@ static CUresult graph_launch(CUgraphExec e) {
                 return CUDA_ERROR_INVALID_VALUE;
         for (unsigned i = 0; i < e->n; i++) {
                 const struct knode *k = &e->node[i];
-                CUresult r = k->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? sim_graph_mem_alloc(k->ptr)
+                CUresult r = k->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC  ? sim_graph_mem_alloc(k->ptr)
                              : k->type == CU_GRAPH_NODE_TYPE_MEM_FREE ? sim_mem_free_other(k->ptr)
                                                                       : launch(k->f, k->blocks, false);
                 if (r != CUDA_SUCCESS)

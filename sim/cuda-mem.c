@@ -59,15 +59,21 @@ void sim_mem_uncharge(unsigned gpu, uint64_t bytes) {
 
 /* A charged object behind an opaque handle (arrays, mipmapped arrays, VMM allocations). */
 #define OBJ_MAGIC 0x4d424f53u /* "SOBM" */
-enum obj_kind { OBJ_ARRAY = 1, OBJ_MIPMAP, OBJ_VMM, OBJ_VMM_IMPORT, OBJ_EXT };
+enum obj_kind {
+        OBJ_ARRAY = 1,
+        OBJ_MIPMAP,
+        OBJ_VMM,
+        OBJ_VMM_IMPORT,
+        OBJ_EXT
+};
 
 struct obj {
         uint32_t magic;
         uint32_t kind;
         unsigned gpu;
         uint64_t bytes;
-        unsigned maps;  /* VMM: live mappings (cuMemMap) */
-        bool released;  /* VMM: cuMemRelease'd while mapped — the memory goes at the last cuMemUnmap */
+        unsigned maps; /* VMM: live mappings (cuMemMap) */
+        bool released; /* VMM: cuMemRelease'd while mapped — the memory goes at the last cuMemUnmap */
         struct obj *next;
 };
 
@@ -192,14 +198,19 @@ struct CUmemPoolHandle_st {
         uint32_t magic;
         unsigned gpu;
         uint64_t reserved, used, threshold;
-        bool dead;                        /* created pool destroyed with allocations outstanding */
-        bool imported;                    /* another process's pool (cuMemPoolImportFromShareableHandle) */
-        uint32_t owner_pid;               /* imported: the exporting process */
-        struct CUmemPoolHandle_st *next;  /* created pools */
+        bool dead;                       /* created pool destroyed with allocations outstanding */
+        bool imported;                   /* another process's pool (cuMemPoolImportFromShareableHandle) */
+        uint32_t owner_pid;              /* imported: the exporting process */
+        struct CUmemPoolHandle_st *next; /* created pools */
 };
 
 /* Device pointers that are not cuda.c's: pool allocations, graph allocations, imported IPC mappings. */
-enum ptr_kind { PTR_POOL = 1, PTR_GRAPH, PTR_IPC, PTR_POOL_IMPORT };
+enum ptr_kind {
+        PTR_POOL = 1,
+        PTR_GRAPH,
+        PTR_IPC,
+        PTR_POOL_IMPORT
+};
 
 struct ptr_rec {
         CUdeviceptr ptr;
@@ -213,9 +224,7 @@ struct ptr_rec {
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* pools, graph pools, ptr records */
 static struct CUmemPoolHandle_st default_pool[TOPO_MAX_GPUS];
 static struct CUmemPoolHandle_st *created_pools; /* cuMemPoolCreate */
-static struct {
-        uint64_t reserved, used;
-} graph_pool[TOPO_MAX_GPUS];
+static struct { uint64_t reserved, used; } graph_pool[TOPO_MAX_GPUS];
 static struct ptr_rec *recs;
 static size_t n_recs, cap_recs;
 static uint64_t va_next = POOL_VA_BASE;
@@ -442,13 +451,13 @@ struct pool_share {
         uint32_t pid;
         uint32_t gpu;
         uint32_t pad;
-        uint64_t pool; /* the exporter's handle */
+        uint64_t pool;  /* the exporter's handle */
         uint64_t bytes; /* PTR_SHARE: the allocation's size */
 };
 _Static_assert(sizeof(struct pool_share) <= 32, "fits the first half of a fabric handle / export data");
 
-_public_ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
-                                                   unsigned long long flags) {
+_public_ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                   CUmemAllocationHandleType handleType, unsigned long long flags) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!handle_out || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
@@ -456,7 +465,9 @@ _public_ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPoo
         pthread_mutex_lock(&pool_lock);
         CUresult r = pool_valid(pool) && !pool->imported ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         if (r == CUDA_SUCCESS) {
-                struct pool_share sh = { POOL_SHARE_MAGIC, sim_cuda_self()->pid, pool->gpu, 0, (uint64_t)(uintptr_t)pool, 0 };
+                struct pool_share sh = {
+                        POOL_SHARE_MAGIC, sim_cuda_self()->pid, pool->gpu, 0, (uint64_t)(uintptr_t)pool, 0
+                };
                 memset(handle_out, 0, sizeof(CUmemFabricHandle));
                 memcpy(handle_out, &sh, sizeof sh);
         }
@@ -464,8 +475,8 @@ _public_ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPoo
         return r;
 }
 
-_public_ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
-                                                     unsigned long long flags) {
+_public_ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                     CUmemAllocationHandleType handleType, unsigned long long flags) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!pool_out || !handle || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
@@ -480,8 +491,9 @@ _public_ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, voi
         if (!p)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_lock(&pool_lock);
-        *p = (struct CUmemPoolHandle_st){ .magic = POOL_MAGIC, .gpu = sh.gpu, .imported = true, .owner_pid = sh.pid,
-                                          .next = created_pools };
+        *p = (struct CUmemPoolHandle_st){
+                .magic = POOL_MAGIC, .gpu = sh.gpu, .imported = true, .owner_pid = sh.pid, .next = created_pools
+        };
         created_pools = p;
         pthread_mutex_unlock(&pool_lock);
         *pool_out = p;
@@ -514,8 +526,8 @@ _public_ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool
         memcpy(&sh, shareData->reserved, sizeof sh);
         pthread_mutex_lock(&pool_lock);
         CUresult r = CUDA_ERROR_INVALID_VALUE;
-        if (sh.magic == PTR_SHARE_MAGIC && sh.bytes && pool_valid(pool) && pool->imported && pool->owner_pid == sh.pid &&
-            pool->gpu == sh.gpu) {
+        if (sh.magic == PTR_SHARE_MAGIC && sh.bytes && pool_valid(pool) && pool->imported &&
+            pool->owner_pid == sh.pid && pool->gpu == sh.gpu) {
                 struct ptr_rec *rec = NULL;
                 r = rec_add_locked(PTR_POOL_IMPORT, sh.gpu, sh.bytes, &rec);
                 if (r == CUDA_SUCCESS)
@@ -598,12 +610,12 @@ _public_ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute a
         CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         if (r == CUDA_SUCCESS) {
                 switch (attr) {
-                case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = pool->threshold; break;
-                case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-                case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = pool->reserved; break;
-                case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-                case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = pool->used; break;
-                default: r = CUDA_ERROR_NOT_SUPPORTED; break;
+                        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = pool->threshold; break;
+                        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+                        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = pool->reserved; break;
+                        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+                        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = pool->used; break;
+                        default: r = CUDA_ERROR_NOT_SUPPORTED; break;
                 }
         }
         pthread_mutex_unlock(&pool_lock);
@@ -670,11 +682,11 @@ _public_ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attri
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&pool_lock);
         switch (attr) {
-        case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
-        case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].used; break;
-        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].reserved; break;
-        default: r = CUDA_ERROR_INVALID_VALUE; break;
+                case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+                case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].used; break;
+                case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+                case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = graph_pool[gpu].reserved; break;
+                default: r = CUDA_ERROR_INVALID_VALUE; break;
         }
         pthread_mutex_unlock(&pool_lock);
         return r;
@@ -775,7 +787,8 @@ _public_ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h
         return r;
 }
 
-_public_ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle) {
+_public_ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                         CUmemGenericAllocationHandle handle) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!prop)
@@ -885,12 +898,12 @@ _public_ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 static uint64_t format_bytes(CUarray_format f) {
         switch ((int)f) {
-        case CU_AD_FORMAT_UNSIGNED_INT8:
-        case CU_AD_FORMAT_SIGNED_INT8: return 1;
-        case CU_AD_FORMAT_UNSIGNED_INT16:
-        case CU_AD_FORMAT_SIGNED_INT16:
-        case CU_AD_FORMAT_HALF: return 2;
-        default: return 4;
+                case CU_AD_FORMAT_UNSIGNED_INT8:
+                case CU_AD_FORMAT_SIGNED_INT8: return 1;
+                case CU_AD_FORMAT_UNSIGNED_INT16:
+                case CU_AD_FORMAT_SIGNED_INT16:
+                case CU_AD_FORMAT_HALF: return 2;
+                default: return 4;
         }
 }
 
@@ -904,8 +917,8 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, unsigned channel
         return mul_sat(mul_sat(mul_sat(w ? w : 1, h ? h : 1), d ? d : 1), mul_sat(channels, format_bytes(f)));
 }
 
-static CUresult array_create(CUarray *pHandle, uint64_t w, uint64_t h, uint64_t d, unsigned channels,
-                             CUarray_format f, enum obj_kind kind, unsigned levels) {
+static CUresult array_create(CUarray *pHandle, uint64_t w, uint64_t h, uint64_t d, unsigned channels, CUarray_format f,
+                             enum obj_kind kind, unsigned levels) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!pHandle || w == 0 || (channels != 1 && channels != 2 && channels != 4))
@@ -961,8 +974,8 @@ _public_ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_A
         if (!d || !pHandle || numMipmapLevels == 0)
                 return CUDA_ERROR_INVALID_VALUE;
         CUarray a;
-        CUresult r = array_create(&a, d->Width, d->Height, d->Depth, d->NumChannels, d->Format, OBJ_MIPMAP,
-                                  numMipmapLevels);
+        CUresult r =
+                array_create(&a, d->Width, d->Height, d->Depth, d->NumChannels, d->Format, OBJ_MIPMAP, numMipmapLevels);
         if (r == CUDA_SUCCESS)
                 *pHandle = (CUmipmappedArray)(void *)a;
         return r;

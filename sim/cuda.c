@@ -28,22 +28,22 @@
 #include "sim/sim.h"
 #include "util/util.h"
 
-#define CTX_MAGIC 0x43545853u /* "SXTC" */
-#define VA_BASE 0x100000000000ULL /* 16 TiB */
-#define VA_PER_GPU (1ULL << 41)   /* 2 TiB of address space per GPU */
+#define CTX_MAGIC 0x43545853u        /* "SXTC" */
+#define VA_BASE 0x100000000000ULL    /* 16 TiB */
+#define VA_PER_GPU (1ULL << 41)      /* 2 TiB of address space per GPU */
 #define VA_LEGACY_BASE 0x10000000ULL /* 32-bit pointers for the legacy API */
 #define VA_LEGACY_END 0xF0000000ULL
 #define ALLOC_ALIGN 512ULL
 
 struct CUctx_st {
         uint32_t magic;
-        int ordinal;      /* CUDA device ordinal */
+        int ordinal; /* CUDA device ordinal */
         bool primary;
-        bool active;      /* a primary context is active while retained */
-        unsigned refs;    /* primary: retain count */
+        bool active;                /* a primary context is active while retained */
+        unsigned refs;              /* primary: retain count */
         size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
         uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
-        struct CUctx_st *next; /* created contexts list */
+        struct CUctx_st *next;      /* created contexts list */
 };
 
 struct alloc {
@@ -194,9 +194,9 @@ _public_ CUresult cuDriverGetVersion(int *driverVersion) {
 
 /* ---- devices ---- */
 
-#define CHECK_INIT()                                 \
-        do {                                         \
-                if (!ready())                        \
+#define CHECK_INIT()                                       \
+        do {                                               \
+                if (!ready())                              \
                         return CUDA_ERROR_NOT_INITIALIZED; \
         } while (0)
 
@@ -311,37 +311,35 @@ _public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
         const struct topo_gpu *g = gpu_of(dev);
         int v;
         switch (attrib) {
-        case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g->sm_count; break;
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = g->cc_major; break;
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = g->cc_minor; break;
-        case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = (int)bus_part(g->bus_id, 0); break;
-        case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)bus_part(g->bus_id, 1); break;
-        case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = (int)bus_part(g->bus_id, 2); break;
-        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = INT_MAX; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
-        case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 48 * 1024; break;
-        case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 64 * 1024; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
-        case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = SIM_THREADS_PER_SM; break;
-        case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1410000; break;
-        case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 1215000; break;
-        case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 4096; break;
-        case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 40 * 1024 * 1024; break;
-        case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
-        case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
-        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-        case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-        case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
-        case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
-                v = 1;
-                break;
-        default: v = 0; break; /* a valid attribute the simulator does not model */
+                case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g->sm_count; break;
+                case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = g->cc_major; break;
+                case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = g->cc_minor; break;
+                case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = (int)bus_part(g->bus_id, 0); break;
+                case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)bus_part(g->bus_id, 1); break;
+                case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = (int)bus_part(g->bus_id, 2); break;
+                case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = INT_MAX; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
+                case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 48 * 1024; break;
+                case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 64 * 1024; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
+                case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = SIM_THREADS_PER_SM; break;
+                case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1410000; break;
+                case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 1215000; break;
+                case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 4096; break;
+                case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 40 * 1024 * 1024; break;
+                case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
+                case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+                case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+                case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+                case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+                case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = 1; break;
+                default: v = 0; break; /* a valid attribute the simulator does not model */
         }
         *pi = v;
         return CUDA_SUCCESS;
@@ -509,8 +507,8 @@ _public_ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice d
         return ctx_create(pctx, dev);
 }
 
-_public_ CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                                 unsigned int flags, CUdevice dev) {
+_public_ CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+                                 CUdevice dev) {
         (void)flags;
         if (numParams < 0 || (numParams > 0 && !paramsArray))
                 return CUDA_ERROR_INVALID_VALUE;
@@ -631,8 +629,6 @@ _public_ CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
         return r;
 }
 
-
-
 _public_ CUresult cuCtxSetCurrent(CUcontext ctx) {
         CHECK_INIT();
         if (!ctx) {
@@ -723,12 +719,12 @@ _public_ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
 
 static size_t ctx_limit_default(CUlimit l) {
         switch (l) {
-        case CU_LIMIT_STACK_SIZE: return 1024;
-        case CU_LIMIT_PRINTF_FIFO_SIZE: return 1u << 20;
-        case CU_LIMIT_MALLOC_HEAP_SIZE: return 8u << 20;
-        case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: return 2048;
-        case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: return 128;
-        default: return 0;
+                case CU_LIMIT_STACK_SIZE: return 1024;
+                case CU_LIMIT_PRINTF_FIFO_SIZE: return 1u << 20;
+                case CU_LIMIT_MALLOC_HEAP_SIZE: return 8u << 20;
+                case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: return 2048;
+                case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: return 128;
+                default: return 0;
         }
 }
 
@@ -951,9 +947,9 @@ _public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
         switch (error) {
 #define SIM_ERR_NAME(code, text) \
         case code: *pStr = #code; return CUDA_SUCCESS;
-        SIM_CUDA_ERRORS(SIM_ERR_NAME)
+                SIM_CUDA_ERRORS(SIM_ERR_NAME)
 #undef SIM_ERR_NAME
-        default: break;
+                default: break;
         }
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;
@@ -965,9 +961,9 @@ _public_ CUresult cuGetErrorString(CUresult error, const char **pStr) {
         switch (error) {
 #define SIM_ERR_TEXT(code, text) \
         case code: *pStr = (text) ? (text) : #code; return CUDA_SUCCESS;
-        SIM_CUDA_ERRORS(SIM_ERR_TEXT)
+                SIM_CUDA_ERRORS(SIM_ERR_TEXT)
 #undef SIM_ERR_TEXT
-        default: break;
+                default: break;
         }
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;

@@ -71,8 +71,9 @@ static int state_map(void) {
         if (state && stat(path, &st) == 0 && st.st_dev == state_dev && st.st_ino == state_ino) {
                 if (state->n_gpus == node.n_gpus)
                         return 0;
-                fprintf(stderr, "gpuslice-sim: %s was made for a node with %u GPUs, this node has %u; "
-                                "remove it or run `gpuslice-sim reset`\n",
+                fprintf(stderr,
+                        "gpuslice-sim: %s was made for a node with %u GPUs, this node has %u; "
+                        "remove it or run `gpuslice-sim reset`\n",
                         path, state->n_gpus, node.n_gpus);
                 return -EPROTO;
         }
@@ -152,39 +153,39 @@ _public_ nvmlReturn_t nvmlShutdown(void) {
 
 _public_ const char *nvmlErrorString(nvmlReturn_t result) {
         switch (result) {
-        case NVML_SUCCESS: return "Success";
-        case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-        case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-        case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-        case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-        case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-        case NVML_ERROR_NOT_FOUND: return "Not Found";
-        case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-        case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
-        case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-        case NVML_ERROR_TIMEOUT: return "Timeout";
-        case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
-        case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
-        case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-        case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
-        case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-        case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
-        case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
-        case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
-        case NVML_ERROR_IN_USE: return "In use by another client";
-        case NVML_ERROR_MEMORY: return "Insufficient Memory";
-        case NVML_ERROR_NO_DATA: return "No data";
-        case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
-                return "The requested vgpu operation is not available on target device, becasue ECC is enabled";
-        case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
-        case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
-        case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-        case NVML_ERROR_DEPRECATED: return "Deprecated";
-        case NVML_ERROR_NOT_READY: return "Not ready";
-        case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
-        case NVML_ERROR_INVALID_STATE: return "Invalid state";
-        case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
-        case NVML_ERROR_UNKNOWN: return "Unknown Error";
+                case NVML_SUCCESS: return "Success";
+                case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+                case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+                case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+                case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+                case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+                case NVML_ERROR_NOT_FOUND: return "Not Found";
+                case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+                case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+                case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+                case NVML_ERROR_TIMEOUT: return "Timeout";
+                case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+                case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+                case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+                case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+                case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+                case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
+                case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
+                case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
+                case NVML_ERROR_IN_USE: return "In use by another client";
+                case NVML_ERROR_MEMORY: return "Insufficient Memory";
+                case NVML_ERROR_NO_DATA: return "No data";
+                case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
+                        return "The requested vgpu operation is not available on target device, becasue ECC is enabled";
+                case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
+                case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+                case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+                case NVML_ERROR_DEPRECATED: return "Deprecated";
+                case NVML_ERROR_NOT_READY: return "Not ready";
+                case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
+                case NVML_ERROR_INVALID_STATE: return "Invalid state";
+                case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
+                case NVML_ERROR_UNKNOWN: return "Unknown Error";
         }
         return "Unknown Error";
 }
@@ -224,11 +225,11 @@ static nvmlReturn_t dev_check(nvmlDevice_t d) {
         return NVML_SUCCESS;
 }
 
-#define CHECK(expr)                                  \
-        do {                                         \
-                nvmlReturn_t _r_ = (expr);           \
-                if (_r_ != NVML_SUCCESS)             \
-                        return _r_;                  \
+#define CHECK(expr)                        \
+        do {                               \
+                nvmlReturn_t _r_ = (expr); \
+                if (_r_ != NVML_SUCCESS)   \
+                        return _r_;        \
         } while (0)
 
 static const struct topo_gpu *gpu_of(nvmlDevice_t d) {
@@ -484,18 +485,17 @@ _public_ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, 
                 return NVML_SUCCESS;
         }
         switch (pair_pcie(device1->index, device2->index)) {
-        case TOPO_LEVEL_PIX: *pathInfo = NVML_TOPOLOGY_SINGLE; break;
-        case TOPO_LEVEL_PXB: *pathInfo = NVML_TOPOLOGY_MULTIPLE; break;
-        case TOPO_LEVEL_PHB: *pathInfo = NVML_TOPOLOGY_HOSTBRIDGE; break;
-        case TOPO_LEVEL_NODE: *pathInfo = NVML_TOPOLOGY_NODE; break;
-        case TOPO_LEVEL_SELF: *pathInfo = NVML_TOPOLOGY_INTERNAL; break;
-        default: *pathInfo = NVML_TOPOLOGY_SYSTEM; break;
+                case TOPO_LEVEL_PIX: *pathInfo = NVML_TOPOLOGY_SINGLE; break;
+                case TOPO_LEVEL_PXB: *pathInfo = NVML_TOPOLOGY_MULTIPLE; break;
+                case TOPO_LEVEL_PHB: *pathInfo = NVML_TOPOLOGY_HOSTBRIDGE; break;
+                case TOPO_LEVEL_NODE: *pathInfo = NVML_TOPOLOGY_NODE; break;
+                case TOPO_LEVEL_SELF: *pathInfo = NVML_TOPOLOGY_INTERNAL; break;
+                default: *pathInfo = NVML_TOPOLOGY_SYSTEM; break;
         }
         return NVML_SUCCESS;
 }
 
-_public_ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
-                                             int *p2pStatus) {
+_public_ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus) {
         CHECK(dev_check(device1));
         CHECK(dev_check(device2));
         if (!p2pStatus || p2pIndex < NVML_P2P_CAPS_INDEX_READ || p2pIndex > NVML_P2P_CAPS_INDEX_PCI ||
@@ -618,7 +618,7 @@ _public_ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, u
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                         nvmlIntNvLinkDeviceType_t *type) {
+                                                          nvmlIntNvLinkDeviceType_t *type) {
         CHECK(nvlink_check(device, link));
         if (!type)
                 return NVML_ERROR_INVALID_ARGUMENT;
@@ -650,8 +650,11 @@ static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_
                 uint32_t pid = sim_proc_visible_pid(p);
                 if (!pid)
                         continue;
-                out[n++] = (struct proc_view){ .pid = pid, .used = p->used_bytes, .sm = p->sm_util,
-                                               .mem = p->mem_util, .start_us = p->start_us,
+                out[n++] = (struct proc_view){ .pid = pid,
+                                               .used = p->used_bytes,
+                                               .sm = p->sm_util,
+                                               .mem = p->mem_util,
+                                               .start_us = p->start_us,
                                                .sample_us = p->sample_us };
         }
         sim_state_unlock(state);
@@ -682,7 +685,8 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCou
         unsigned n;
         CHECK(procs_protocol(device, infoCount, infos, views, &n));
         for (unsigned i = 0; i < n; i++)
-                infos[i] = (nvmlProcessInfo_t){ .pid = views[i].pid, .usedGpuMemory = views[i].used,
+                infos[i] = (nvmlProcessInfo_t){ .pid = views[i].pid,
+                                                .usedGpuMemory = views[i].used,
                                                 .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
                                                 .computeInstanceId = NVML_INVALID_INSTANCE_ID };
         return NVML_SUCCESS;
@@ -751,8 +755,10 @@ _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
                 return NVML_ERROR_INSUFFICIENT_SIZE;
         }
         for (unsigned i = 0; i < m; i++)
-                utilization[i] = (nvmlProcessUtilizationSample_t){ .pid = views[i].pid, .timeStamp = views[i].sample_us,
-                                                                   .smUtil = views[i].sm, .memUtil = views[i].mem };
+                utilization[i] = (nvmlProcessUtilizationSample_t){ .pid = views[i].pid,
+                                                                   .timeStamp = views[i].sample_us,
+                                                                   .smUtil = views[i].sm,
+                                                                   .memUtil = views[i].mem };
         *processSamplesCount = m;
         return NVML_SUCCESS;
 }
@@ -788,8 +794,8 @@ _public_ nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int
         return NVML_SUCCESS;
 }
 
-_public_ nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
-                                                  unsigned long *nodeSet, unsigned int scope) {
+_public_ nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet,
+                                                  unsigned int scope) {
         CHECK(dev_check(device));
         if (!nodeSet || nodeSetSize == 0 || scope > 1 /* NODE 0, SOCKET 1 */)
                 return NVML_ERROR_INVALID_ARGUMENT;
@@ -956,8 +962,10 @@ _public_ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *d
                         set->last_seq[g] = e.seq;
                 sim_state_unlock(state);
                 if (found) {
-                        *data = (nvmlEventData_t){ .device = &devices[g], .eventType = nvmlEventTypeXidCriticalError,
-                                                   .eventData = e.xid, .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
+                        *data = (nvmlEventData_t){ .device = &devices[g],
+                                                   .eventType = nvmlEventTypeXidCriticalError,
+                                                   .eventData = e.xid,
+                                                   .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
                                                    .computeInstanceId = NVML_INVALID_INSTANCE_ID };
                         return NVML_SUCCESS;
                 }

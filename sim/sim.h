@@ -51,7 +51,7 @@ struct sim_gpu_state {
         uint32_t temperature_c; /* 0 = derived from utilization */
         uint32_t power_mw;      /* 0 = derived from utilization */
         uint32_t reserved0;
-        uint64_t xid_posted;    /* events ever posted to this GPU; ring slot = n % SIM_XID_RING */
+        uint64_t xid_posted; /* events ever posted to this GPU; ring slot = n % SIM_XID_RING */
         struct sim_xid xid[SIM_XID_RING];
 };
 
@@ -69,15 +69,15 @@ struct sim_proc {
 };
 
 struct sim_state {
-        uint64_t magic;       /* SIM_STATE_MAGIC */
-        uint32_t abi_version; /* SIM_STATE_ABI */
-        uint32_t size;        /* sizeof(struct sim_state) */
-        uint32_t n_gpus;      /* GPUs of the node the file was made for */
-        uint32_t event_futex; /* bumped after every posted event; waiters sleep on it */
-        uint64_t event_seq;   /* last global event sequence number handed out */
+        uint64_t magic;           /* SIM_STATE_MAGIC */
+        uint32_t abi_version;     /* SIM_STATE_ABI */
+        uint32_t size;            /* sizeof(struct sim_state) */
+        uint32_t n_gpus;          /* GPUs of the node the file was made for */
+        uint32_t event_futex;     /* bumped after every posted event; waiters sleep on it */
+        uint64_t event_seq;       /* last global event sequence number handed out */
         uint64_t lock_recoveries; /* times a dead holder's lock was taken over */
-        pthread_mutex_t lock; /* robust, process-shared */
-        char node[256];       /* node description path the file was made for (information only) */
+        pthread_mutex_t lock;     /* robust, process-shared */
+        char node[256];           /* node description path the file was made for (information only) */
         struct sim_gpu_state gpu[TOPO_MAX_GPUS];
         struct sim_proc proc[SIM_MAX_PROCS];
 };
@@ -101,11 +101,10 @@ int sim_state_path(const char *node_path, char *buf, size_t len);
  * never sees a half-made file) when missing. A file with another magic, ABI version, size or
  * GPU count is refused with -EPROTO and a message in err.
  */
-int sim_state_open(const struct topo *t, const char *node_path, struct sim_state **ret, char *err,
-                   size_t err_len);
+int sim_state_open(const struct topo *t, const char *node_path, struct sim_state **ret, char *err, size_t err_len);
 /* Same, naming the state file directly. */
-int sim_state_open_path(const char *path, const struct topo *t, const char *node_path,
-                        struct sim_state **ret, char *err, size_t err_len);
+int sim_state_open_path(const char *path, const struct topo *t, const char *node_path, struct sim_state **ret,
+                        char *err, size_t err_len);
 /* Unmap. NULL is a no-op. */
 void sim_state_close(struct sim_state *s);
 

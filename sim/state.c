@@ -45,7 +45,7 @@ unsigned sim_power_limit_mw(const struct topo_gpu *g) {
                 const char *model;
                 unsigned mw;
         } table[] = {
-                { "A100-SXM", 400000 }, { "A100-PCIE", 250000 }, { "H100", 700000 },
+                { "A100-SXM", 400000 },  { "A100-PCIE", 250000 }, { "H100", 700000 },
                 { "V100-SXM2", 300000 }, { "V100-PCIE", 250000 }, { "P100", 250000 },
                 { "P40", 250000 },       { "T4", 70000 },         { "TITAN V", 250000 },
         };
@@ -92,8 +92,8 @@ static int state_init_new(struct sim_state *s, const struct topo *t, const char 
         return -r;
 }
 
-static int state_check(const struct sim_state *s, size_t file_size, const struct topo *t, const char *path,
-                       char *err, size_t err_len) {
+static int state_check(const struct sim_state *s, size_t file_size, const struct topo *t, const char *path, char *err,
+                       size_t err_len) {
         if (file_size < offsetof(struct sim_state, lock) || s->magic != SIM_STATE_MAGIC) {
                 snprintf(err, err_len, "%s is not a gpuslice simulator state file; remove it", path);
                 return -EPROTO;
@@ -145,8 +145,7 @@ static int state_map_existing(const char *path, const struct topo *t, struct sim
         return 0;
 }
 
-static int state_create(const char *path, const struct topo *t, const char *node_path, char *err,
-                        size_t err_len) {
+static int state_create(const char *path, const struct topo *t, const char *node_path, char *err, size_t err_len) {
         char tmp[PATH_MAX];
         if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
                 return -ENAMETOOLONG;
@@ -192,8 +191,7 @@ int sim_state_open_path(const char *path, const struct topo *t, const char *node
                 int r = state_map_existing(path, t, ret, err, err_len);
                 if (r != -ENOENT) {
                         if (r < 0 && !*err)
-                                snprintf(err, err_len, "cannot open simulator state %s: %s", path,
-                                         strerror(-r));
+                                snprintf(err, err_len, "cannot open simulator state %s: %s", path, strerror(-r));
                         return r;
                 }
                 r = state_create(path, t, node_path, err, err_len);
@@ -204,8 +202,7 @@ int sim_state_open_path(const char *path, const struct topo *t, const char *node
         return -EAGAIN;
 }
 
-int sim_state_open(const struct topo *t, const char *node_path, struct sim_state **ret, char *err,
-                   size_t err_len) {
+int sim_state_open(const struct topo *t, const char *node_path, struct sim_state **ret, char *err, size_t err_len) {
         char path[PATH_MAX];
         int r = sim_state_path(node_path, path, sizeof path);
         if (r < 0) {

@@ -25,7 +25,13 @@
 
 #include "util/util.h"
 
-enum { EXIT_OK = 0, EXIT_CUDA = 1, EXIT_USAGE = 2, EXIT_OOM = 3, EXIT_DRIVER = 4 };
+enum {
+        EXIT_OK = 0,
+        EXIT_CUDA = 1,
+        EXIT_USAGE = 2,
+        EXIT_OOM = 3,
+        EXIT_DRIVER = 4
+};
 
 #define CUDA_VERSION_WANTED 12000
 #define MAX_CHUNKS 1024
@@ -99,9 +105,12 @@ static int fail(const char *what, CUresult r) {
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
-                { "gpu", required_argument, NULL, 'g' },     { "mem", required_argument, NULL, 'm' },
-                { "seconds", required_argument, NULL, 's' }, { "chunks", required_argument, NULL, 'c' },
-                { "driver", required_argument, NULL, 'd' },  { "help", no_argument, NULL, 'h' },
+                { "gpu", required_argument, NULL, 'g' },
+                { "mem", required_argument, NULL, 'm' },
+                { "seconds", required_argument, NULL, 's' },
+                { "chunks", required_argument, NULL, 'c' },
+                { "driver", required_argument, NULL, 'd' },
+                { "help", no_argument, NULL, 'h' },
                 {},
         };
         unsigned gpu = 0, seconds = 0, chunks = 1;
@@ -111,18 +120,36 @@ int main(int argc, char **argv) {
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'g': have_gpu = parse_uint(optarg, INT_MAX, &gpu) == 0; if (!have_gpu) goto bad; break;
-                case 'm': have_mem = parse_size(optarg, &mem) == 0 && mem > 0; if (!have_mem) goto bad; break;
-                case 's': have_seconds = parse_uint(optarg, 86400 * 365, &seconds) == 0; if (!have_seconds) goto bad; break;
-                case 'c': if (parse_uint(optarg, MAX_CHUNKS, &chunks) < 0 || chunks == 0) goto bad; break;
-                case 'd': driver = optarg; break;
-                case 'h': usage(stdout); return EXIT_OK;
-                default: usage(stderr); return EXIT_USAGE;
+                        case 'g':
+                                have_gpu = parse_uint(optarg, INT_MAX, &gpu) == 0;
+                                if (!have_gpu)
+                                        goto bad;
+                                break;
+                        case 'm':
+                                have_mem = parse_size(optarg, &mem) == 0 && mem > 0;
+                                if (!have_mem)
+                                        goto bad;
+                                break;
+                        case 's':
+                                have_seconds = parse_uint(optarg, 86400 * 365, &seconds) == 0;
+                                if (!have_seconds)
+                                        goto bad;
+                                break;
+                        case 'c':
+                                if (parse_uint(optarg, MAX_CHUNKS, &chunks) < 0 || chunks == 0)
+                                        goto bad;
+                                break;
+                        case 'd': driver = optarg; break;
+                        case 'h': usage(stdout); return EXIT_OK;
+                        default: usage(stderr); return EXIT_USAGE;
                 }
                 continue;
-        bad:
+bad:
                 fprintf(stderr, "gpuslice-sim-workload: bad value '%s' for --%s\n", optarg,
-                        c == 'g' ? "gpu" : c == 'm' ? "mem" : c == 's' ? "seconds" : "chunks");
+                        c == 'g'   ? "gpu"
+                        : c == 'm' ? "mem"
+                        : c == 's' ? "seconds"
+                                   : "chunks");
                 return EXIT_USAGE;
         }
         if (optind != argc || !have_gpu || !have_mem || !have_seconds) {

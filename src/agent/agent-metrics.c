@@ -35,7 +35,8 @@ void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, do
                                     1);
         if (!streq(m, "ListAndWatch"))
                 metrics_histogram_observe(metrics_histogram_get("gpuslice_rpc_duration_seconds",
-                                                                "Time to answer a unary device plugin RPC.", "method", m),
+                                                                "Time to answer a unary device plugin RPC.", "method",
+                                                                m),
                                           seconds);
 }
 

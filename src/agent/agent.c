@@ -109,8 +109,8 @@ static int setup_plugin(struct node *n) {
                          o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",
                          o.memory_unit, o.spread ? "spread" : "binpack", o.interposer);
                 if (access(o.interposer, R_OK) < 0)
-                        log_warn("the CUDA interposer is missing: fractional Allocate calls will fail",
-                                 "interposer=%s", o.interposer);
+                        log_warn("the CUDA interposer is missing: fractional Allocate calls will fail", "interposer=%s",
+                                 o.interposer);
         }
         return 0;
 }

@@ -134,8 +134,8 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
         struct nvml_error err = { 0 };
         int r = nvml_events_new(n, 0, &h->events, &err);
         if (r < 0) {
-                log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"",
-                               err.func, err.text);
+                log_warn_errno(r, "NVML events unavailable, health relies on probing", "func=%s nvml=\"%s\"", err.func,
+                               err.text);
                 h->events = NULL;
         }
         r = pthread_create(&h->thread, NULL, health_thread, h);

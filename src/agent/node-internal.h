@@ -44,13 +44,13 @@ struct publish;
 struct endpoint {
         struct node *node;
         enum plugin_kind kind;
-        const char *resource;       /* points into plugin->opt */
-        char name[352];             /* socket file name in the plugin dir */
+        const char *resource; /* points into plugin->opt */
+        char name[352];       /* socket file name in the plugin dir */
         char socket_path[PATH_MAX];
         struct rpc_server *server;
-        bool registered;            /* registered and n_registrations: under node->status_lock */
+        bool registered; /* registered and n_registrations: under node->status_lock */
         uint64_t n_registrations;
-        struct loop_timer retry;    /* a Register to retry (backoff) */
+        struct loop_timer retry; /* a Register to retry (backoff) */
         /* Register runs asynchronously (rpc_call_start): the loop never waits on kubelet. */
         struct rpc_client_call *reg_call; /* in flight, or NULL */
         uint64_t reg_started_ms;
@@ -73,11 +73,11 @@ struct node {
         char status_path[PATH_MAX];
 
         struct loop loop;
-        struct loop_signal signals;  /* SIGTERM, SIGINT, SIGHUP */
-        struct loop_event reg_done;  /* a Register call has ended (rpc_call_start's notify fd) */
-        struct loop_event persist;   /* the record may have changed: write the state file */
-        struct loop_event changed;   /* plugin->change_fd: run the devices-changed hooks */
-        struct loop_io inotify;      /* kubewatch.c */
+        struct loop_signal signals; /* SIGTERM, SIGINT, SIGHUP */
+        struct loop_event reg_done; /* a Register call has ended (rpc_call_start's notify fd) */
+        struct loop_event persist;  /* the record may have changed: write the state file */
+        struct loop_event changed;  /* plugin->change_fd: run the devices-changed hooks */
+        struct loop_io inotify;     /* kubewatch.c */
         int inofd;
         struct loop_timer inotify_settle; /* kubelet's burst of socket events taken as one */
         bool pending_restart, pending_register;
@@ -86,7 +86,7 @@ struct node {
         pthread_mutex_t status_lock;  /* endpoint registration fields read by the status thread */
         pthread_mutex_t sync_lock;    /* one PodResources sync at a time (loop or status thread) */
         uint64_t last_status_sync_ms; /* under sync_lock */
-        bool cleanup_pending; /* limits dirs not checked yet: no trusted record at start (sync_lock) */
+        bool cleanup_pending;         /* limits dirs not checked yet: no trusted record at start (sync_lock) */
         uint64_t saved_generation;    /* of the state written last (loop thread) */
 
         struct http_server *status;      /* the status server */
@@ -115,11 +115,11 @@ int kubewatch_start(struct node *n);
 void kubewatch_stop(struct node *n);
 
 /* podsync.c */
-int podresources_sync(struct node *n);          /* takes sync_lock */
-int podsync_start(struct node *n);              /* the periodic timer */
+int podresources_sync(struct node *n); /* takes sync_lock */
+int podsync_start(struct node *n);     /* the periodic timer */
 void podsync_stop(struct node *n);
 void limits_cleanup(struct node *n);
-void podsync_status_request(struct node *n);    /* rate-limited sync for a status request */
+void podsync_status_request(struct node *n); /* rate-limited sync for a status request */
 
 /* persist.c */
 bool state_restore(struct node *n); /* whether a state file was loaded */

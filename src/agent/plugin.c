@@ -134,10 +134,10 @@ void plugin_changed(struct plugin *p) {
 
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
         switch (kind) {
-        case PLUGIN_WHOLE: return p->opt.resource;
-        case PLUGIN_CORE: return p->opt.core_resource;
-        case PLUGIN_MEMORY: return p->opt.memory_resource;
-        default: return "";
+                case PLUGIN_WHOLE: return p->opt.resource;
+                case PLUGIN_CORE: return p->opt.core_resource;
+                case PLUGIN_MEMORY: return p->opt.memory_resource;
+                default: return "";
         }
 }
 
@@ -190,8 +190,8 @@ void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t qui
 
 /* ---- GetDevicePluginOptions ---- */
 
-enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                 size_t *ret_len, struct rpc_status *st) {
+enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                 struct rpc_status *st) {
         (void)userdata;
         V1beta1__Empty *in = v1beta1__empty__unpack(NULL, req_len, req);
         if (!in)
@@ -205,8 +205,8 @@ enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_
         return RPC_OK;
 }
 
-enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                               size_t *ret_len, struct rpc_status *st) {
+enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                               struct rpc_status *st) {
         (void)userdata;
         V1beta1__PreStartContainerRequest *in = v1beta1__pre_start_container_request__unpack(NULL, req_len, req);
         if (!in)
@@ -341,8 +341,8 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
         return watch(userdata, PLUGIN_WHOLE, req, req_len, s, st);
 }
 
-enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len,
-                                            struct rpc_stream *s, struct rpc_status *st) {
+enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                            struct rpc_status *st) {
         struct plugin_service *svc = userdata;
         return watch(svc->p, svc->kind, req, req_len, s, st);
 }
@@ -396,8 +396,8 @@ static int table_index_of_topo(const struct plugin *p, unsigned g) {
 
 /* ---- GetPreferredAllocation ---- */
 
-static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPreferredAllocationRequest *cr,
-                                unsigned k, struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
+static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
+                                struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
                                 struct rpc_status *st) {
         char what[48];
         uint64_t avail = 0, must = 0;
@@ -462,8 +462,7 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
         return RPC_OK;
 }
 
-enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret,
-                                   struct rpc_status *st) {
+enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret, struct rpc_status *st) {
         if (n == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s has no container requests", what);
         if (n > 1024)
@@ -516,8 +515,8 @@ static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAl
         return prefer_one(ctx, cr, k, a, out, st);
 }
 
-enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                   size_t *ret_len, struct rpc_status *st) {
+enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                   struct rpc_status *st) {
         return plugin_preferred_each(userdata, req, req_len, prefer_whole, userdata, ret, ret_len, st);
 }
 
@@ -697,7 +696,7 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
                         (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
                 }
                 if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
-                        plugin_changed(p);  /* fractions of these GPUs turn Unhealthy */
+                        plugin_changed(p);   /* fractions of these GPUs turn Unhealthy */
                         share_note_whole(p); /* another container: no pairing across it */
                 }
         } else
@@ -716,9 +715,12 @@ int plugin_serve_kind(struct plugin *p, enum plugin_kind kind, struct rpc_server
         int r;
         if (kind == PLUGIN_WHOLE)
                 return plugin_serve(p, s);
-        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) < 0 ||
-            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_service_list_and_watch, svc)) < 0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", share_get_preferred, svc)) < 0 ||
+        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) <
+                    0 ||
+            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_service_list_and_watch, svc)) <
+                    0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", share_get_preferred, svc)) <
+                    0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", share_allocate, svc)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, svc)) < 0)
                 return r;
@@ -729,7 +731,8 @@ int plugin_serve(struct plugin *p, struct rpc_server *s) {
         int r;
         if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, p)) < 0 ||
             (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_list_and_watch, p)) < 0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", plugin_get_preferred, p)) < 0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", plugin_get_preferred, p)) <
+                    0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", plugin_allocate, p)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, p)) < 0)
                 return r;

@@ -42,7 +42,7 @@ enum plugin_kind {
 };
 
 struct plugin_options {
-        char resource[320];   /* "nvidia.com/gpu" */
+        char resource[320];        /* "nvidia.com/gpu" */
         char core_resource[320];   /* "" = no core resource (profile) */
         char memory_resource[320]; /* "" = no memory resource */
         uint64_t memory_unit;      /* bytes one memory ID stands for */
@@ -51,21 +51,21 @@ struct plugin_options {
         char interposer[4096];     /* host path of libgpuslice-cuda.so */
         char limits_root[4096];    /* host dir of the per-container dirs (<state-dir>/containers) */
         char journal_dir[4096];    /* dir of the fractional journal (the state dir); "" = none */
-        bool ids_by_index;    /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
-        bool list_envvar;     /* NVIDIA_VISIBLE_DEVICES + device specs */
-        bool list_cdi;        /* cdi_devices */
-        char cdi_kind[640];   /* "vendor/class" */
-        char dev_root[4096];  /* host root holding /dev ("/" on a real node) */
+        bool ids_by_index;         /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
+        bool list_envvar;          /* NVIDIA_VISIBLE_DEVICES + device specs */
+        bool list_cdi;             /* cdi_devices */
+        char cdi_kind[640];        /* "vendor/class" */
+        char dev_root[4096];       /* host root holding /dev ("/" on a real node) */
 };
 
 struct plugin_gpu {
-        char id[96];          /* device ID = GPU UUID */
-        int index;            /* NVML index */
-        int minor;            /* /dev/nvidia<minor>, -1 unknown */
-        int numa;             /* -1 unknown */
+        char id[96]; /* device ID = GPU UUID */
+        int index;   /* NVML index */
+        int minor;   /* /dev/nvidia<minor>, -1 unknown */
+        int numa;    /* -1 unknown */
         bool healthy;
-        char reason[96];      /* why unhealthy ("xid 79", "GPU_IS_LOST") */
-        uint64_t ok_since_ms; /* health: first normal answer since the last fault; 0 none yet */
+        char reason[96];       /* why unhealthy ("xid 79", "GPU_IS_LOST") */
+        uint64_t ok_since_ms;  /* health: first normal answer since the last fault; 0 none yet */
         uint64_t memory_total; /* bytes (NVML) */
         unsigned n_mem;        /* memory IDs advertised: min(memory_total / unit, SHARE_MEM_IDS_MAX) */
 };
@@ -85,12 +85,12 @@ struct plugin {
         atomic_int change_fd;            /* eventfd written on each change (the agent's loop), -1 none */
         atomic_bool stopping;
         struct plugin_options opt;
-        struct topo topo;                /* the inventory the table was built from */
+        struct topo topo; /* the inventory the table was built from */
         unsigned n;
         struct plugin_gpu gpu[TOPO_MAX_GPUS];
-        struct gpuslice_state state;     /* who holds which device (Allocate + PodResources) */
+        struct gpuslice_state state; /* who holds which device (Allocate + PodResources) */
         struct plugin_service svc[_PLUGIN_KIND_MAX];
-        struct share_book *book;         /* share.c: fractional grants per container, pairing, journal */
+        struct share_book *book; /* share.c: fractional grants per container, pairing, journal */
         /* A fixed GPU for the next fractional allocation (table index, -1 none): the seam for a
          * choice made by the cluster scheduler (see share.h, share_set_explicit_gpu). */
         int explicit_gpu;
@@ -123,20 +123,20 @@ void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint
 void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t quiet_ms);
 
 /* Every handler below is an rpc_unary_fn / rpc_stream_fn with the plugin as userdata. */
-enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                 size_t *ret_len, struct rpc_status *st);
+enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                 struct rpc_status *st);
 enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
                                     struct rpc_status *st);
-enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                   size_t *ret_len, struct rpc_status *st);
+enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                   struct rpc_status *st);
 enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                               struct rpc_status *st);
-enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                               size_t *ret_len, struct rpc_status *st);
+enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                               struct rpc_status *st);
 
 /* ListAndWatch of a fractional resource; userdata is a struct plugin_service. */
-enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len,
-                                            struct rpc_stream *s, struct rpc_status *st);
+enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                            struct rpc_status *st);
 
 /* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
 int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);

@@ -18,7 +18,7 @@
 
 #define PODRES_TIMEOUT_MS 2000
 #define PODRES_SYNC_MS 10000
-#define STATUS_SYNC_MS 250 /* at most one PodResources call per this, however many ask */
+#define STATUS_SYNC_MS 250  /* at most one PodResources call per this, however many ask */
 #define STATE_GRACE_SEC 120 /* a fresh Allocate may not be listed by PodResources yet */
 
 static bool owned_resource(const char *resource, void *userdata) {

@@ -140,9 +140,8 @@ json_t *publish_diff(const json_t *node, const json_t *labels, const char *annot
                 if (!json_is_string(h) || !json_equal(h, v))
                         json_object_set(pl, k, v);
         }
-        json_object_foreach(have_l, k, v)
-                if (label_managed(k) && !json_object_get(labels, k))
-                        json_object_set_new(pl, k, json_null());
+        json_object_foreach(have_l, k, v) if (label_managed(k) && !json_object_get(labels, k))
+                json_object_set_new(pl, k, json_null());
         const char *h = json_string_value(json_object_get(have_a, KUBE_ANN_GPUS));
         if (annotation && (!h || !streq(h, annotation)))
                 json_object_set_new(pa, KUBE_ANN_GPUS, json_string(annotation));
@@ -266,8 +265,8 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
                 r = kube_request(pub->client, KUBE_PATCH_MERGE, pub->path, body, NULL, &e);
                 if (r < 0) {
                         char msg[KUBE_ERR_MAX + 256];
-                        snprintf(msg, sizeof msg, "PATCH %.200s: %.64s (HTTP %ld): %.300s", pub->path, strerror(-r), e.http,
-                                 e.message);
+                        snprintf(msg, sizeof msg, "PATCH %.200s: %.64s (HTTP %ld): %.300s", pub->path, strerror(-r),
+                                 e.http, e.message);
                         note_error(pub, msg);
                         r = -EAGAIN;
                 } else {

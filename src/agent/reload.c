@@ -37,7 +37,6 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
         strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
 }
 
-
 /* The CDI spec defining the names Allocate hands out (src/cdi, docs/runtime.md): at start and
  * after a reload (the kind or id strategy may have changed). */
 void cdi_refresh(struct node *n, const struct plugin_options *o) {
@@ -45,8 +44,8 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         if (!o->list_cdi)
                 return;
         int r = cdi_agent_refresh(&n->plugin->topo, o->cdi_kind, o->dev_root,
-                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path, sizeof path,
-                                  err, sizeof err);
+                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path,
+                                  sizeof path, err, sizeof err);
         if (r < 0)
                 log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err);
         else if (r == 0)

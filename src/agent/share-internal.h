@@ -22,16 +22,16 @@ struct share_id {
 
 /* One container's fractional grant: its core half, its memory half, or both (a pair). */
 struct share_rec {
-        char name[128];          /* limits dir name = limits `container` id: first ID, "::" → "." */
-        uint8_t first;           /* kind that opened it */
+        char name[128]; /* limits dir name = limits `container` id: first ID, "::" → "." */
+        uint8_t first;  /* kind that opened it */
         bool has[_PLUGIN_KIND_MAX];
-        bool open;               /* waiting for the other half */
-        bool guessed;            /* the pair was joined without a proposal kubelet followed */
-        bool restored;           /* open when the agent restarted (from the journal) */
-        bool tentative;          /* a half joined it after the restart: reversed if its first half turns out free */
-        uint64_t gpus;           /* table indices */
-        uint64_t deadline_ms;    /* open: CLOCK_MONOTONIC after which no partner joins */
-        uint64_t wall;           /* Unix seconds of the last half */
+        bool open;            /* waiting for the other half */
+        bool guessed;         /* the pair was joined without a proposal kubelet followed */
+        bool restored;        /* open when the agent restarted (from the journal) */
+        bool tentative;       /* a half joined it after the restart: reversed if its first half turns out free */
+        uint64_t gpus;        /* table indices */
+        uint64_t deadline_ms; /* open: CLOCK_MONOTONIC after which no partner joins */
+        uint64_t wall;        /* Unix seconds of the last half */
         struct share_id *ids;
         size_t n_ids;
 };
@@ -40,9 +40,9 @@ struct share_rec {
 struct share_proposal {
         bool set;
         uint8_t kind;
-        int gpu;                 /* table index */
+        int gpu; /* table index */
         unsigned size;
-        char rec[128];           /* the open record it was made for ("" = a first half) */
+        char rec[128]; /* the open record it was made for ("" = a first half) */
 };
 
 #define SHARE_SHAPES 32u
@@ -51,14 +51,16 @@ struct share_book {
         struct share_rec *rec;
         size_t n, cap;
         struct share_proposal prop;
-        struct { uint16_t core, mem; } shape[SHARE_SHAPES]; /* recent container shapes, newest first */
+        struct {
+                uint16_t core, mem;
+        } shape[SHARE_SHAPES]; /* recent container shapes, newest first */
         unsigned n_shapes;
-        char last[128];          /* the record the last Allocate wrote (kubelet admits one container at a time) */
-        bool restored;           /* loaded from the journal; not yet checked against PodResources */
+        char last[128]; /* the record the last Allocate wrote (kubelet admits one container at a time) */
+        bool restored;  /* loaded from the journal; not yet checked against PodResources */
 };
 
-struct share_book *share_book(struct plugin *p);               /* NULL only when out of memory */
-struct share_rec *share_rec_open(struct plugin *p);            /* the open record, if any */
+struct share_book *share_book(struct plugin *p);    /* NULL only when out of memory */
+struct share_rec *share_rec_open(struct plugin *p); /* the open record, if any */
 struct share_rec *share_rec_find(struct plugin *p, const char *name);
 /* New record (closed, no IDs) or NULL (-ENOMEM). Pointers into the book change on add/remove. */
 struct share_rec *share_rec_add(struct plugin *p, const char *name);

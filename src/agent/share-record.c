@@ -314,8 +314,8 @@ static int rec_limits(const struct plugin *p, const struct share_rec *r, struct 
 /* The key file: the resource and device ID the dir lives by (the record's first ID). */
 static int rec_key(const struct plugin *p, const struct share_rec *r, char *buf, size_t len) {
         char id[SHARE_ID_MAX];
-        if (r->n_ids == 0 || share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind, r->ids[0].n,
-                                             id, sizeof id) < 0)
+        if (r->n_ids == 0 ||
+            share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind, r->ids[0].n, id, sizeof id) < 0)
                 return -EINVAL;
         int w = snprintf(buf, len, "%s\n%s\n", plugin_resource(p, (enum plugin_kind)r->ids[0].kind), id);
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : w;
@@ -411,7 +411,8 @@ static unsigned check_dir(struct plugin *p, const struct share_rec *r) {
         if (rec_limits(p, r, &want) < 0)
                 return 0;
         snprintf(path, sizeof path, "%s/%s/%s", p->opt.limits_root, r->name, SHARE_LIMITS_FILE);
-        if (read_file(path, GS_LIMITS_MAX_FILE, &text, &len) < 0 || gs_limits_parse(text, len, &have, err, sizeof err) < 0) {
+        if (read_file(path, GS_LIMITS_MAX_FILE, &text, &len) < 0 ||
+            gs_limits_parse(text, len, &have, err, sizeof err) < 0) {
                 violation("limits-dir", "%s: limits file missing or unreadable", r->name);
                 return 1;
         }
@@ -522,9 +523,8 @@ static char *journal_encode(struct plugin *p) {
                 json_array_append_new(shapes, json_pack("[ii]", b->shape[i].core, b->shape[i].mem));
         json_t *prop = json_null();
         if (b->prop.set && b->prop.gpu >= 0 && (unsigned)b->prop.gpu < p->n)
-                prop = json_pack("{s:s, s:s, s:i, s:s}", "kind", share_kind_word((enum plugin_kind)b->prop.kind),
-                                 "gpu", p->gpu[b->prop.gpu].id, "size", (json_int_t)b->prop.size, "record",
-                                 b->prop.rec);
+                prop = json_pack("{s:s, s:s, s:i, s:s}", "kind", share_kind_word((enum plugin_kind)b->prop.kind), "gpu",
+                                 p->gpu[b->prop.gpu].id, "size", (json_int_t)b->prop.size, "record", b->prop.rec);
         json_object_set_new(root, "proposal", prop ? prop : json_null());
         json_object_set_new(root, "last", json_string(b->last));
         return json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -534,7 +534,8 @@ int share_journal_save(struct plugin *p) {
         if (!p->opt.journal_dir[0])
                 return 0;
         _cleanup_(freep) char *text = journal_encode(p);
-        int r = text ? state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, text, strlen(text), 0600, 0) : -ENOMEM;
+        int r = text ? state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, text, strlen(text), 0600, 0)
+                     : -ENOMEM;
         share_count("gpuslice_share_journal_writes_total", r < 0 ? "error" : "ok");
         if (r < 0)
                 log_error_errno(r, "cannot write the fractional journal", "dir=%s", p->opt.journal_dir);
@@ -546,8 +547,8 @@ static int decode_rec(struct plugin *p, json_t *o, struct share_rec *r) {
         int open, guessed;
         json_int_t wall;
         json_t *ids;
-        if (json_unpack(o, "{s:s, s:s, s:b, s:b, s:I, s:o !}", "name", &name, "first", &first, "open", &open,
-                        "guessed", &guessed, "time", &wall, "ids", &ids) < 0 ||
+        if (json_unpack(o, "{s:s, s:s, s:b, s:b, s:I, s:o !}", "name", &name, "first", &first, "open", &open, "guessed",
+                        &guessed, "time", &wall, "ids", &ids) < 0 ||
             strlen(name) >= sizeof r->name || !strchr(name, '.') || wall < 0 || !json_is_array(ids) ||
             json_array_size(ids) == 0 || json_array_size(ids) > SHARE_CORE_IDS * TOPO_MAX_GPUS + SHARE_MEM_IDS_MAX)
                 return -EBADMSG;
@@ -595,8 +596,9 @@ int share_journal_decode(struct plugin *p, const char *text, size_t len) {
         json_int_t version;
         json_t *recs, *shapes, *prop;
         const char *last;
-        if (!root || json_unpack(root, "{s:I, s:o, s:o, s:o, s:s !}", "version", &version, "records", &recs,
-                                 "shapes", &shapes, "proposal", &prop, "last", &last) < 0 ||
+        if (!root ||
+            json_unpack(root, "{s:I, s:o, s:o, s:o, s:s !}", "version", &version, "records", &recs, "shapes", &shapes,
+                        "proposal", &prop, "last", &last) < 0 ||
             version != JOURNAL_VERSION || !json_is_array(recs) || !json_is_array(shapes) ||
             json_array_size(recs) > RECS_MAX || strlen(last) >= sizeof p->book->last)
                 return -EBADMSG;
@@ -671,8 +673,8 @@ static int restore_locked(struct plugin *p) {
                         rec->open = false;
                 char err[256];
                 if (share_rec_write_dir(p, rec, false, err, sizeof err) < 0)
-                        log_warn("cannot rewrite a limits dir from the journal", "container=%s error=\"%s\"",
-                                 rec->name, err);
+                        log_warn("cannot rewrite a limits dir from the journal", "container=%s error=\"%s\"", rec->name,
+                                 err);
         }
         b->restored = true;
         atomic_fetch_add(&p->generation, 1);
@@ -798,8 +800,8 @@ static size_t drop_ended_records(struct plugin *p) {
                 bool live = r->open;
                 for (size_t k = 0; k < r->n_ids && !live; k++) {
                         char id[SHARE_ID_MAX];
-                        live = share_format_id(p->gpu[r->ids[k].gpu].id, (enum plugin_kind)r->ids[k].kind,
-                                               r->ids[k].n, id, sizeof id) == 0 &&
+                        live = share_format_id(p->gpu[r->ids[k].gpu].id, (enum plugin_kind)r->ids[k].kind, r->ids[k].n,
+                                               id, sizeof id) == 0 &&
                                state_find(&p->state, plugin_resource(p, (enum plugin_kind)r->ids[k].kind), id);
                 }
                 if (live) {

@@ -267,7 +267,8 @@ static void rec_forget(struct plugin *p, struct share_rec *r, bool (*listed)(con
                         for (size_t j = 0; &b->rec[i] != r && j < b->rec[i].n_ids && !elsewhere; j++)
                                 elsewhere = id_in(&b->rec[i].ids[j], &id);
                 char dev[SHARE_ID_MAX];
-                if (!elsewhere && share_format_id(p->gpu[id.gpu].id, (enum plugin_kind)id.kind, id.n, dev, sizeof dev) == 0)
+                if (!elsewhere &&
+                    share_format_id(p->gpu[id.gpu].id, (enum plugin_kind)id.kind, id.n, dev, sizeof dev) == 0)
                         (void)state_remove(&p->state, plugin_resource(p, (enum plugin_kind)id.kind), dev);
         }
         r->n_ids = o;
@@ -362,8 +363,8 @@ static enum rpc_code prefer_decode(struct plugin *p, enum plugin_kind kind,
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: allocation_size %" PRId32 " is not positive", what,
                                  cr->allocation_size);
         in->size = (unsigned)cr->allocation_size;
-        enum rpc_code c = ids_to_bits(p, kind, cr->available_deviceids, cr->n_available_deviceids, false, &in->u,
-                                      what, in->avail, &in->avail_gpus, st);
+        enum rpc_code c = ids_to_bits(p, kind, cr->available_deviceids, cr->n_available_deviceids, false, &in->u, what,
+                                      in->avail, &in->avail_gpus, st);
         if (c == RPC_OK)
                 c = ids_to_bits(p, kind, cr->must_include_deviceids, cr->n_must_include_deviceids, true, &in->u, what,
                                 in->must, &in->must_gpus, st);
@@ -432,25 +433,23 @@ static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, unsigne
                                 const struct alloc_frac_decision *d, const char *what, struct rpc_status *st) {
         const char *res = plugin_resource(p, kind);
         switch (r) {
-        case -E2BIG:
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u %s %s", what, size, res, d->why);
-        case -EXDEV:
-                return rpc_error(st, RPC_RESOURCE_EXHAUSTED,
-                                 "%s: %s: %s; one container's core and memory must be on one GPU (the container is "
-                                 "refused rather than split)",
-                                 what, res, d->why);
-        case -ENOSPC:
-                return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: %s: %s", what, res, d->why);
-        default:
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %s: %s", what, res, d->why);
+                case -E2BIG: return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u %s %s", what, size, res, d->why);
+                case -EXDEV:
+                        return rpc_error(
+                                st, RPC_RESOURCE_EXHAUSTED,
+                                "%s: %s: %s; one container's core and memory must be on one GPU (the container is "
+                                "refused rather than split)",
+                                what, res, d->why);
+                case -ENOSPC: return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: %s: %s", what, res, d->why);
+                default: return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %s: %s", what, res, d->why);
         }
 }
 
 /* Must-include first, then the lowest available IDs on the chosen GPUs. */
-static enum rpc_code prefer_encode(struct plugin *p, enum plugin_kind kind, uint64_t chosen,
-                                   const struct prefer_in *in, const V1beta1__ContainerPreferredAllocationRequest *cr,
-                                   struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                   const char *what, struct rpc_status *st) {
+static enum rpc_code prefer_encode(struct plugin *p, enum plugin_kind kind, uint64_t chosen, const struct prefer_in *in,
+                                   const V1beta1__ContainerPreferredAllocationRequest *cr, struct arena *a,
+                                   V1beta1__ContainerPreferredAllocationResponse *out, const char *what,
+                                   struct rpc_status *st) {
         out->deviceids = arena_alloc(a, sizeof(char *) * (in->size + 1));
         if (!out->deviceids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
@@ -580,8 +579,7 @@ static enum rpc_code check_shape(const struct plugin *p, enum plugin_kind kind, 
                         if ((gpus & (UINT64_C(1) << g)) && bit_count(&bits[g]) != SHARE_CORE_IDS)
                                 return rpc_error(st, RPC_INVALID_ARGUMENT,
                                                  "%s: %u %s must be %u whole GPUs, but GPU %s gives %u of 100", what,
-                                                 total, res, total / SHARE_CORE_IDS, p->gpu[g].id,
-                                                 bit_count(&bits[g]));
+                                                 total, res, total / SHARE_CORE_IDS, p->gpu[g].id, bit_count(&bits[g]));
                 return RPC_OK;
         }
         if (ngpus > 1) {
@@ -613,8 +611,8 @@ static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAl
         return prefer_one(ctx, cr, k, k == 0, a, out, st);
 }
 
-enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                  size_t *ret_len, struct rpc_status *st) {
+enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                  struct rpc_status *st) {
         struct plugin_service *svc = userdata;
         return plugin_preferred_each(svc->p, req, req_len, prefer_share, svc, ret, ret_len, st);
 }
@@ -631,14 +629,14 @@ struct alloc_plan {
 /* IDs parsed, on healthy GPUs not held whole, in no earlier container of the message, of an
  * accepted shape, on the scheduler's GPU, and the interposer present. */
 static enum rpc_code allocate_decode(struct plugin *p, enum plugin_kind kind,
-                                     const V1beta1__ContainerAllocateRequest *cr, const char *what, struct gpu_bits *all,
-                                     struct alloc_plan *plan, struct rpc_status *st) {
+                                     const V1beta1__ContainerAllocateRequest *cr, const char *what,
+                                     struct gpu_bits *all, struct alloc_plan *plan, struct rpc_status *st) {
         struct share_usage u;
         if (cr->n_devices_ids == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
         share_usage(p, &u);
-        enum rpc_code c = ids_to_bits(p, kind, cr->devices_ids, cr->n_devices_ids, true, &u, what, plan->bits,
-                                      &plan->gpus, st);
+        enum rpc_code c =
+                ids_to_bits(p, kind, cr->devices_ids, cr->n_devices_ids, true, &u, what, plan->bits, &plan->gpus, st);
         if (c != RPC_OK)
                 return c;
         for (unsigned g = 0; g < p->n; g++)
@@ -693,8 +691,8 @@ static size_t plan_ids(const struct plugin *p, enum plugin_kind kind, const stru
         for (unsigned g = 0; g < p->n; g++)
                 for (unsigned i = 0; (plan->gpus >> g & 1) && i < ids_on_gpu(p, kind, g); i++)
                         if (bit_test(&plan->bits[g], i))
-                                ids[n++] = (struct share_id){ .gpu = (uint8_t)g, .kind = (uint8_t)kind,
-                                                              .n = (uint16_t)i };
+                                ids[n++] =
+                                        (struct share_id){ .gpu = (uint8_t)g, .kind = (uint8_t)kind, .n = (uint16_t)i };
         return n;
 }
 
@@ -721,8 +719,7 @@ static struct share_rec *plan_record(struct plugin *p, enum plugin_kind kind, bo
         return r;
 }
 
-static void plan_to_state(struct plugin *p, enum plugin_kind kind, const struct share_id *ids, size_t n,
-                          uint64_t now) {
+static void plan_to_state(struct plugin *p, enum plugin_kind kind, const struct share_id *ids, size_t n, uint64_t now) {
         const char *res = plugin_resource(p, kind);
         for (size_t k = 0; k < n; k++) {
                 struct state_alloc e = { .gpu_index = p->gpu[ids[k].gpu].index, .alloc_time = now };

@@ -23,17 +23,17 @@
 #include "agent/plugin.h"
 #include "util/limits-dir.h"
 
-#define SHARE_CORE_IDS 100u        /* core IDs per GPU: percent */
-#define SHARE_MEM_IDS_MAX 1024u    /* memory IDs per GPU at most (bounds ListAndWatch messages) */
-#define SHARE_ID_MAX 64u           /* device ID buffer, including the NUL */
-#define SHARE_PAIR_WINDOW_MS 5000u /* a container's second resource must follow its first within this */
-#define SHARE_PAIR_RESTART_MS 30000u /* ... or within this after an agent restart (the journal kept it) */
+#define SHARE_CORE_IDS 100u                     /* core IDs per GPU: percent */
+#define SHARE_MEM_IDS_MAX 1024u                 /* memory IDs per GPU at most (bounds ListAndWatch messages) */
+#define SHARE_ID_MAX 64u                        /* device ID buffer, including the NUL */
+#define SHARE_PAIR_WINDOW_MS 5000u              /* a container's second resource must follow its first within this */
+#define SHARE_PAIR_RESTART_MS 30000u            /* ... or within this after an agent restart (the journal kept it) */
 #define SHARE_JOURNAL_FILE "gpuslice.fractions" /* in the state dir: the fractional write-ahead journal */
 
 /* Where things appear inside a fractional container. */
 #define SHARE_CONTAINER_DIR "/run/gpuslice"
-#define SHARE_LIMITS_PATH SHARE_CONTAINER_DIR "/limits"  /* the limits file, read-only */
-#define SHARE_SHM_PATH SHARE_CONTAINER_DIR "/shm"        /* the shared-region dir, read-write */
+#define SHARE_LIMITS_PATH SHARE_CONTAINER_DIR "/limits" /* the limits file, read-only */
+#define SHARE_SHM_PATH SHARE_CONTAINER_DIR "/shm"       /* the shared-region dir, read-write */
 #define SHARE_REGION_PATH SHARE_SHM_PATH "/region"
 /* The interposer, read-only, under the driver's name: preloaded by /etc/ld.so.preload (and LD_PRELOAD), it is
  * the libcuda.so.1 handed out for every later request of the loader (docs/interposer.md). */
@@ -64,8 +64,8 @@ int share_parse_id(const struct plugin *p, const char *id, enum plugin_kind *ret
                    unsigned *ret_n);
 
 /* Handlers of the core and memory services (userdata: struct plugin_service). */
-enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                  size_t *ret_len, struct rpc_status *st);
+enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                  struct rpc_status *st);
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct rpc_status *st);
 

@@ -298,31 +298,31 @@ struct topo_link alloc_worst_link(const struct topo *t, alloc_set_t set) {
 
 struct ctx {
         const struct topo *t;
-        unsigned n;                  /* available GPUs, local indices 0..n-1 in GPU order */
-        int idx[MAXG];               /* local → GPU index */
-        uint16_t bw[MAXG][MAXG];     /* local bandwidth matrix, 0 on the diagonal */
-        uint64_t compat[MAXG];       /* local vertices whose link to i meets the floor (not i) */
-        uint32_t deg[MAXG];          /* bandwidth to every other available GPU */
-        uint32_t sdeg[MAXG];         /* bandwidth to every other GPU of the node, free or not */
-        uint64_t key[MAXG];          /* tie-break weight, smaller is taken first: sdeg, then deg */
-        int twin_rep[MAXG];          /* smallest local index with identical links, or itself */
-        uint64_t must;               /* local mask of must-include */
+        unsigned n;              /* available GPUs, local indices 0..n-1 in GPU order */
+        int idx[MAXG];           /* local → GPU index */
+        uint16_t bw[MAXG][MAXG]; /* local bandwidth matrix, 0 on the diagonal */
+        uint64_t compat[MAXG];   /* local vertices whose link to i meets the floor (not i) */
+        uint32_t deg[MAXG];      /* bandwidth to every other available GPU */
+        uint32_t sdeg[MAXG];     /* bandwidth to every other GPU of the node, free or not */
+        uint64_t key[MAXG];      /* tie-break weight, smaller is taken first: sdeg, then deg */
+        int twin_rep[MAXG];      /* smallest local index with identical links, or itself */
+        uint64_t must;           /* local mask of must-include */
         unsigned k;
         /* per threshold */
         unsigned tau;
-        uint64_t adj[MAXG];          /* local, at tau */
+        uint64_t adj[MAXG]; /* local, at tau */
         /* DFS state */
         int ord[MAXG];
         unsigned nord;
         int twin_prev_pos[MAXG];
         bool inc[MAXG];
-        uint64_t suffix[MAXG + 1];   /* local mask of ord[pos..] */
+        uint64_t suffix[MAXG + 1];     /* local mask of ord[pos..] */
         uint32_t gain[MAXG + 1][MAXG]; /* per depth: bandwidth of each local vertex to the set */
-        unsigned maxbw;              /* best pair bandwidth among candidates at this threshold */
+        unsigned maxbw;                /* best pair bandwidth among candidates at this threshold */
         unsigned long nodes, budget;
         bool exhausted;
-        bool first_only;             /* any set with a ring at tau will do (look-ahead) */
-        bool collect;                /* gather sets as good as best (pair == best_pair) into alt[] */
+        bool first_only; /* any set with a ring at tau will do (look-ahead) */
+        bool collect;    /* gather sets as good as best (pair == best_pair) into alt[] */
         uint64_t alt[ALT_MAX];
         unsigned nalt;
         /* best so far (at this threshold) */
@@ -440,8 +440,7 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
                 uint32_t *ng = c->gain[cnt + 1];
                 for (unsigned u = 0; u < c->n; u++)
                         ng[u] = g[u] + c->bw[v][u];
-                ctx_dfs(c, p + 1, set | (1ULL << v), cnt + 1, pair + g[v], deg + c->key[v],
-                        cmask & c->compat[v]);
+                ctx_dfs(c, p + 1, set | (1ULL << v), cnt + 1, pair + g[v], deg + c->key[v], cmask & c->compat[v]);
                 c->inc[p] = false;
                 if (c->exhausted || (c->first_only && c->have))
                         return;
@@ -737,8 +736,7 @@ static void ctx_leftover(struct ctx *c, uint64_t left, const unsigned *vals, uns
  * answer, so only one of each symmetric family) and keep the one that leaves the best rings for
  * 8, then 4, then 2 GPUs; then the smaller tie-break weight. Only up to LOOKAHEAD_MAX free GPUs.
  */
-static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed, const unsigned *vals,
-                                  unsigned nv) {
+static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed, const unsigned *vals, unsigned nv) {
         uint64_t all = c->n == 64 ? ~0ULL : (1ULL << c->n) - 1;
         uint64_t best = c->best, must = c->must;
         uint32_t best_pair = c->best_pair;
@@ -787,7 +785,6 @@ static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed,
         c->exhausted = false;
 }
 
-
 /* ---------- ultrametric nodes: exact tree DP ---------- */
 
 /*
@@ -802,11 +799,11 @@ static void ctx_pick_among_equals(struct ctx *c, unsigned tau, uint64_t allowed,
 struct utree {
         unsigned n_nodes;
         struct unode {
-                uint16_t level;   /* bandwidth of pairs split here (internal nodes) */
-                int16_t gpu;      /* local GPU index for leaves, -1 otherwise */
+                uint16_t level;      /* bandwidth of pairs split here (internal nodes) */
+                int16_t gpu;         /* local GPU index for leaves, -1 otherwise */
                 int16_t first, next; /* children list */
                 uint8_t count, nmust, height;
-                int16_t rep;      /* a GPU of the cluster */
+                int16_t rep; /* a GPU of the cluster */
         } node[2 * MAXG];
         uint8_t choice[2 * MAXG][MAXG + 1]; /* GPUs given to this child when its parent's prefix holds j */
 };
@@ -920,8 +917,14 @@ static __attribute__((noinline)) bool ctx_ultra_pick(struct ctx *c, const unsign
         u.n_nodes = 0;
         for (unsigned i = 0; i < c->n; i++) {
                 struct unode *nd = &u.node[u.n_nodes];
-                *nd = (struct unode){ .level = 0, .gpu = (int16_t)i, .first = -1, .next = -1, .count = 1,
-                                      .nmust = (uint8_t)(c->must >> i & 1), .height = 0, .rep = (int16_t)i };
+                *nd = (struct unode){ .level = 0,
+                                      .gpu = (int16_t)i,
+                                      .first = -1,
+                                      .next = -1,
+                                      .count = 1,
+                                      .nmust = (uint8_t)(c->must >> i & 1),
+                                      .height = 0,
+                                      .rep = (int16_t)i };
                 roots[nroots++] = (int)u.n_nodes++;
         }
         for (unsigned v = 0; v < nv; v++) {
@@ -945,7 +948,10 @@ static __attribute__((noinline)) bool ctx_ultra_pick(struct ctx *c, const unsign
                                 continue;
                         }
                         struct unode *nd = &u.node[u.n_nodes];
-                        *nd = (struct unode){ .level = (uint16_t)tau, .gpu = -1, .first = -1, .next = -1,
+                        *nd = (struct unode){ .level = (uint16_t)tau,
+                                              .gpu = -1,
+                                              .first = -1,
+                                              .next = -1,
                                               .rep = u.node[members[0]].rep };
                         unsigned count = 0, nm2 = 0, h = 0;
                         for (unsigned i = nm; i-- > 0;) {
@@ -1225,8 +1231,8 @@ static int pick_search(struct ctx *c, const struct alloc_request *req, unsigned 
 }
 
 /* Step 4: the result and one line for a person. */
-static void pick_explain(const struct topo *t, const struct ctx *c, alloc_set_t pick, unsigned nmust,
-                         unsigned navail, bool exact, struct alloc_result *r) {
+static void pick_explain(const struct topo *t, const struct ctx *c, alloc_set_t pick, unsigned nmust, unsigned navail,
+                         bool exact, struct alloc_result *r) {
         char b2[8];
         result_fill(t, pick, r);
         if (c->k == 1 && nmust)
@@ -1241,12 +1247,13 @@ static void pick_explain(const struct topo *t, const struct ctx *c, alloc_set_t 
                          "exactly the must-include GPUs: ring %u GB/s, worst link %s, pairs %u GB/s", r->ring_bw,
                          topo_link_name(r->worst, b2), r->pair_total);
         else
-                snprintf(r->why, sizeof r->why,
-                         "ring %u GB/s, the best any %u of the %u free GPUs%s reach; pair total %u GB/s, the most among "
-                         "those%s; %s",
-                         r->ring_bw, c->k, navail, nmust ? " with the must-include ones" : "", r->pair_total,
-                         c->nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
-                         exact ? "exact search" : "search budget reached: best found, not proven best");
+                snprintf(
+                        r->why, sizeof r->why,
+                        "ring %u GB/s, the best any %u of the %u free GPUs%s reach; pair total %u GB/s, the most among "
+                        "those%s; %s",
+                        r->ring_bw, c->k, navail, nmust ? " with the must-include ones" : "", r->pair_total,
+                        c->nalt > 1 ? "; of the equal sets, it leaves the best rings free" : "",
+                        exact ? "exact search" : "search budget reached: best found, not proven best");
 }
 
 int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,

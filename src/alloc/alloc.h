@@ -19,20 +19,20 @@
 typedef uint64_t alloc_set_t; /* bit i = GPU index i */
 
 struct alloc_request {
-        unsigned count;             /* GPUs wanted, >= 1 */
-        alloc_set_t available;      /* GPUs free to pick (must be < 1 << t->n_gpus) */
-        alloc_set_t must_include;   /* must be part of the answer (kubelet's must_include_deviceIDs) */
-        struct topo_link min_link;  /* refuse sets whose worst pair is below this; {0,0} = no floor */
+        unsigned count;            /* GPUs wanted, >= 1 */
+        alloc_set_t available;     /* GPUs free to pick (must be < 1 << t->n_gpus) */
+        alloc_set_t must_include;  /* must be part of the answer (kubelet's must_include_deviceIDs) */
+        struct topo_link min_link; /* refuse sets whose worst pair is below this; {0,0} = no floor */
 };
 
 struct alloc_result {
         alloc_set_t set;
-        unsigned n;                   /* == count */
-        int gpus[TOPO_MAX_GPUS];      /* the chosen indices, ascending */
-        unsigned ring_bw;             /* GB/s; 0 for a single GPU */
-        unsigned pair_total;          /* GB/s summed over all pairs */
-        struct topo_link worst;       /* the worst pairwise link (SELF for a single GPU) */
-        char why[256];                /* one line for a person: why this set */
+        unsigned n;              /* == count */
+        int gpus[TOPO_MAX_GPUS]; /* the chosen indices, ascending */
+        unsigned ring_bw;        /* GB/s; 0 for a single GPU */
+        unsigned pair_total;     /* GB/s summed over all pairs */
+        struct topo_link worst;  /* the worst pairwise link (SELF for a single GPU) */
+        char why[256];           /* one line for a person: why this set */
 };
 
 /*
@@ -43,8 +43,8 @@ struct alloc_result {
  *   -ENOSPC  fewer available GPUs than count
  *   -ERANGE  no set of that size meets req->min_link
  */
-int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret,
-                    char *err, size_t errlen);
+int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
+                    size_t errlen);
 
 /* Exact ring bandwidth (best Hamiltonian ring's slowest link) of a set; 0 for |set| < 2. */
 unsigned alloc_ring_bw(const struct topo *t, alloc_set_t set);

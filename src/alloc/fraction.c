@@ -15,22 +15,16 @@
 
 const char *alloc_frac_reason_name(enum alloc_frac_reason r) {
         switch (r) {
-        case ALLOC_FRAC_PARTNER:
-                return "partner";
-        case ALLOC_FRAC_MUST:
-                return "must-include";
-        case ALLOC_FRAC_PAIR_ROOM:
-                return "pair-room";
-        case ALLOC_FRAC_MOST_ROOM:
-                return "most-room";
-        case ALLOC_FRAC_ALONE:
-                return "alone";
+                case ALLOC_FRAC_PARTNER: return "partner";
+                case ALLOC_FRAC_MUST: return "must-include";
+                case ALLOC_FRAC_PAIR_ROOM: return "pair-room";
+                case ALLOC_FRAC_MOST_ROOM: return "most-room";
+                case ALLOC_FRAC_ALONE: return "alone";
         }
         return "?";
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(struct alloc_frac_decision *d, int err, const char *fmt,
-                                                       ...) {
+__attribute__((format(printf, 3, 4))) static int fail(struct alloc_frac_decision *d, int err, const char *fmt, ...) {
         va_list ap;
         d->gpu = -1;
         d->reserve = 0;
@@ -128,25 +122,25 @@ static void frac_explain(const struct alloc_frac_request *q, struct alloc_frac_d
         const char *ow = q->kind == ALLOC_FRAC_CORE ? "memory" : "core";
         const char *pol = q->policy == ALLOC_FRAC_SPREAD ? "spread" : "binpack";
         switch (d->reason) {
-        case ALLOC_FRAC_PARTNER:
-                snprintf(d->why, sizeof d->why, "GPU %d holds this container's %s; %u of %u %s IDs available there",
-                         d->gpu, ow, x->avail, x->total[q->kind], kw);
-                break;
-        case ALLOC_FRAC_MUST:
-                snprintf(d->why, sizeof d->why, "must-include IDs are on GPU %d", d->gpu);
-                break;
-        case ALLOC_FRAC_PAIR_ROOM:
-                snprintf(d->why, sizeof d->why, "%s: %u %s IDs available, %u %s IDs free for the partner (%u kept)",
-                         pol, x->avail, kw, other_free(q, (unsigned)d->gpu), ow, d->reserve);
-                break;
-        case ALLOC_FRAC_MOST_ROOM:
-                snprintf(d->why, sizeof d->why,
-                         "no GPU keeps %u %s IDs for the partner; GPU %d keeps the most (%u)", d->reserve, ow,
-                         d->gpu, other_free(q, (unsigned)d->gpu));
-                break;
-        case ALLOC_FRAC_ALONE:
-                snprintf(d->why, sizeof d->why, "%s: %u %s IDs available", pol, x->avail, kw);
-                break;
+                case ALLOC_FRAC_PARTNER:
+                        snprintf(d->why, sizeof d->why,
+                                 "GPU %d holds this container's %s; %u of %u %s IDs available there", d->gpu, ow,
+                                 x->avail, x->total[q->kind], kw);
+                        break;
+                case ALLOC_FRAC_MUST: snprintf(d->why, sizeof d->why, "must-include IDs are on GPU %d", d->gpu); break;
+                case ALLOC_FRAC_PAIR_ROOM:
+                        snprintf(d->why, sizeof d->why,
+                                 "%s: %u %s IDs available, %u %s IDs free for the partner (%u kept)", pol, x->avail, kw,
+                                 other_free(q, (unsigned)d->gpu), ow, d->reserve);
+                        break;
+                case ALLOC_FRAC_MOST_ROOM:
+                        snprintf(d->why, sizeof d->why,
+                                 "no GPU keeps %u %s IDs for the partner; GPU %d keeps the most (%u)", d->reserve, ow,
+                                 d->gpu, other_free(q, (unsigned)d->gpu));
+                        break;
+                case ALLOC_FRAC_ALONE:
+                        snprintf(d->why, sizeof d->why, "%s: %u %s IDs available", pol, x->avail, kw);
+                        break;
         }
 }
 

@@ -32,39 +32,39 @@ enum alloc_frac_policy {
 
 /* Why a GPU was chosen. */
 enum alloc_frac_reason {
-        ALLOC_FRAC_PARTNER = 0,   /* second half: the GPU of the container's first half */
-        ALLOC_FRAC_MUST,          /* kubelet's must-include IDs fix the GPU */
-        ALLOC_FRAC_PAIR_ROOM,     /* first half: policy order among GPUs with room for the partner */
-        ALLOC_FRAC_MOST_ROOM,     /* first half: no GPU keeps the proportional room; the most room */
-        ALLOC_FRAC_ALONE,         /* the profile has no other resource: policy order */
+        ALLOC_FRAC_PARTNER = 0, /* second half: the GPU of the container's first half */
+        ALLOC_FRAC_MUST,        /* kubelet's must-include IDs fix the GPU */
+        ALLOC_FRAC_PAIR_ROOM,   /* first half: policy order among GPUs with room for the partner */
+        ALLOC_FRAC_MOST_ROOM,   /* first half: no GPU keeps the proportional room; the most room */
+        ALLOC_FRAC_ALONE,       /* the profile has no other resource: policy order */
 };
 
 struct alloc_frac_gpu {
-        bool usable;        /* healthy, not held whole, allowed (explicit GPU seam) */
-        bool must;          /* kubelet's must-include IDs are on this GPU */
-        unsigned total[2];  /* IDs per kind on this GPU (core: 100; memory: units); 0 = not served */
-        unsigned used[2];   /* IDs of each kind granted on this GPU */
-        unsigned avail;     /* IDs of the requested kind kubelet lists as available on this GPU */
+        bool usable;       /* healthy, not held whole, allowed (explicit GPU seam) */
+        bool must;         /* kubelet's must-include IDs are on this GPU */
+        unsigned total[2]; /* IDs per kind on this GPU (core: 100; memory: units); 0 = not served */
+        unsigned used[2];  /* IDs of each kind granted on this GPU */
+        unsigned avail;    /* IDs of the requested kind kubelet lists as available on this GPU */
 };
 
 struct alloc_frac_request {
         enum alloc_frac_kind kind;
         enum alloc_frac_policy policy;
-        unsigned size;     /* IDs wanted, >= 1, on one GPU */
-        int partner;       /* GPU of this container's other half, -1 = this is a first half */
-        bool pair;         /* the profile serves the other resource: keep room for a partner */
-        unsigned expect;   /* first half: the partner size the caller expects (IDs of the other kind,
+        unsigned size;   /* IDs wanted, >= 1, on one GPU */
+        int partner;     /* GPU of this container's other half, -1 = this is a first half */
+        bool pair;       /* the profile serves the other resource: keep room for a partner */
+        unsigned expect; /* first half: the partner size the caller expects (IDs of the other kind,
                             * e.g. learned from earlier containers of this shape); 0 = proportional:
                             * the same share of the GPU as this half */
-        unsigned n;        /* GPUs, <= ALLOC_FRAC_MAX_GPUS */
+        unsigned n;      /* GPUs, <= ALLOC_FRAC_MAX_GPUS */
         struct alloc_frac_gpu gpu[ALLOC_FRAC_MAX_GPUS];
 };
 
 struct alloc_frac_decision {
         int gpu;
         enum alloc_frac_reason reason;
-        unsigned reserve;  /* first half: IDs of the other kind kept free for the partner (0: none) */
-        char why[160];     /* one line for a person */
+        unsigned reserve; /* first half: IDs of the other kind kept free for the partner (0: none) */
+        char why[160];    /* one line for a person */
 };
 
 /*

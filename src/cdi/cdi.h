@@ -61,20 +61,24 @@ enum cdi_cap {
 /* "compute,utility" / "all" → bits. 0 or -EINVAL (unknown name; *ret_bad points at it). "" → 0 bits. */
 int cdi_caps_parse(const char *s, unsigned *ret, const char **ret_bad);
 
-enum cdi_file_kind { CDI_FILE_LIBRARY, CDI_FILE_BINARY, CDI_FILE_IPC };
+enum cdi_file_kind {
+        CDI_FILE_LIBRARY,
+        CDI_FILE_BINARY,
+        CDI_FILE_IPC
+};
 
 struct cdi_file {
         enum cdi_file_kind kind;
-        unsigned cap;                 /* enum cdi_cap bit */
-        char path[CDI_PATH_MAX];      /* inside the root: /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05 */
-        char source[CDI_PATH_MAX];    /* the file to mount there, inside the root (path, or a binary's link target) */
-        char soname[128];             /* libraries: "libcuda.so.1" ("" unknown) */
+        unsigned cap;              /* enum cdi_cap bit */
+        char path[CDI_PATH_MAX];   /* inside the root: /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05 */
+        char source[CDI_PATH_MAX]; /* the file to mount there, inside the root (path, or a binary's link target) */
+        char soname[128];          /* libraries: "libcuda.so.1" ("" unknown) */
 };
 
 struct cdi_devnode {
-        char path[64];                /* inside the container: /dev/nvidia0 */
+        char path[64]; /* inside the container: /dev/nvidia0 */
         unsigned major, minor;
-        char type;                    /* 'c' */
+        char type; /* 'c' */
 };
 
 struct cdi_discovery {
@@ -89,8 +93,8 @@ struct cdi_discovery {
 };
 
 struct cdi_roots {
-        const char *dev_root;         /* default "/" */
-        const char *driver_root;      /* default "/" */
+        const char *dev_root;    /* default "/" */
+        const char *driver_root; /* default "/" */
 };
 
 /*
@@ -138,10 +142,10 @@ int cdi_format_yaml(const json_t *v, char **ret);
 
 /* What the hook needs from the OCI state (stdin) and the bundle's config.json. */
 struct cdi_oci {
-        int pid;                      /* container init, 0 unknown */
+        int pid; /* container init, 0 unknown */
         char bundle[CDI_PATH_MAX];
-        char rootfs[CDI_PATH_MAX];    /* absolute: root.path resolved against the bundle */
-        char **env;                   /* process.env, NULL-terminated; owned */
+        char rootfs[CDI_PATH_MAX]; /* absolute: root.path resolved against the bundle */
+        char **env;                /* process.env, NULL-terminated; owned */
         size_t n_env;
 };
 /* Parse the state JSON (id, pid, bundle). 0 or -EINVAL with err. */
@@ -155,8 +159,8 @@ void cdi_oci_done(struct cdi_oci *o);
 struct cdi_generate {
         struct cdi_roots roots;
         struct cdi_spec_options spec;
-        unsigned caps;                /* 0 → CDI_CAP_ALL */
-        bool json;                    /* JSON instead of YAML */
+        unsigned caps; /* 0 → CDI_CAP_ALL */
+        bool json;     /* JSON instead of YAML */
 };
 /* The spec text for node t. *ret malloc'ed. 0 or -errno with err. */
 int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len);

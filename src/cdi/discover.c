@@ -24,20 +24,34 @@ static const struct {
         unsigned cap;
         const char *base;
 } libraries[] = {
-        { CDI_CAP_UTILITY, "libnvidia-ml" },          { CDI_CAP_UTILITY, "libnvidia-cfg" },
-        { CDI_CAP_COMPUTE, "libcuda" },               { CDI_CAP_COMPUTE, "libcudadebugger" },
-        { CDI_CAP_COMPUTE, "libnvidia-opencl" },      { CDI_CAP_COMPUTE, "libnvidia-ptxjitcompiler" },
-        { CDI_CAP_COMPUTE, "libnvidia-fatbinaryloader" }, { CDI_CAP_COMPUTE, "libnvidia-allocator" },
-        { CDI_CAP_COMPUTE, "libnvidia-compiler" },    { CDI_CAP_COMPUTE, "libnvidia-nvvm" },
-        { CDI_CAP_COMPUTE, "libnvidia-gpucomp" },     { CDI_CAP_VIDEO, "libvdpau_nvidia" },
-        { CDI_CAP_VIDEO, "libnvidia-encode" },        { CDI_CAP_VIDEO, "libnvidia-opticalflow" },
-        { CDI_CAP_VIDEO, "libnvcuvid" },              { CDI_CAP_GRAPHICS, "libnvidia-eglcore" },
-        { CDI_CAP_GRAPHICS, "libnvidia-glcore" },     { CDI_CAP_GRAPHICS, "libnvidia-tls" },
-        { CDI_CAP_GRAPHICS, "libnvidia-glsi" },       { CDI_CAP_GRAPHICS, "libnvidia-fbc" },
-        { CDI_CAP_GRAPHICS, "libnvidia-ifr" },        { CDI_CAP_GRAPHICS, "libnvidia-rtcore" },
-        { CDI_CAP_GRAPHICS, "libnvoptix" },           { CDI_CAP_GRAPHICS, "libGLX_nvidia" },
-        { CDI_CAP_GRAPHICS, "libEGL_nvidia" },        { CDI_CAP_GRAPHICS, "libGLESv2_nvidia" },
-        { CDI_CAP_GRAPHICS, "libGLESv1_CM_nvidia" },  { CDI_CAP_GRAPHICS, "libnvidia-glvkspirv" },
+        { CDI_CAP_UTILITY, "libnvidia-ml" },
+        { CDI_CAP_UTILITY, "libnvidia-cfg" },
+        { CDI_CAP_COMPUTE, "libcuda" },
+        { CDI_CAP_COMPUTE, "libcudadebugger" },
+        { CDI_CAP_COMPUTE, "libnvidia-opencl" },
+        { CDI_CAP_COMPUTE, "libnvidia-ptxjitcompiler" },
+        { CDI_CAP_COMPUTE, "libnvidia-fatbinaryloader" },
+        { CDI_CAP_COMPUTE, "libnvidia-allocator" },
+        { CDI_CAP_COMPUTE, "libnvidia-compiler" },
+        { CDI_CAP_COMPUTE, "libnvidia-nvvm" },
+        { CDI_CAP_COMPUTE, "libnvidia-gpucomp" },
+        { CDI_CAP_VIDEO, "libvdpau_nvidia" },
+        { CDI_CAP_VIDEO, "libnvidia-encode" },
+        { CDI_CAP_VIDEO, "libnvidia-opticalflow" },
+        { CDI_CAP_VIDEO, "libnvcuvid" },
+        { CDI_CAP_GRAPHICS, "libnvidia-eglcore" },
+        { CDI_CAP_GRAPHICS, "libnvidia-glcore" },
+        { CDI_CAP_GRAPHICS, "libnvidia-tls" },
+        { CDI_CAP_GRAPHICS, "libnvidia-glsi" },
+        { CDI_CAP_GRAPHICS, "libnvidia-fbc" },
+        { CDI_CAP_GRAPHICS, "libnvidia-ifr" },
+        { CDI_CAP_GRAPHICS, "libnvidia-rtcore" },
+        { CDI_CAP_GRAPHICS, "libnvoptix" },
+        { CDI_CAP_GRAPHICS, "libGLX_nvidia" },
+        { CDI_CAP_GRAPHICS, "libEGL_nvidia" },
+        { CDI_CAP_GRAPHICS, "libGLESv2_nvidia" },
+        { CDI_CAP_GRAPHICS, "libGLESv1_CM_nvidia" },
+        { CDI_CAP_GRAPHICS, "libnvidia-glvkspirv" },
 };
 
 static const struct {
@@ -71,8 +85,12 @@ int cdi_caps_parse(const char *s, unsigned *ret, const char **ret_bad) {
                 const char *name;
                 unsigned bits;
         } names[] = {
-                { "utility", CDI_CAP_UTILITY }, { "compute", CDI_CAP_COMPUTE }, { "video", CDI_CAP_VIDEO },
-                { "graphics", CDI_CAP_GRAPHICS }, { "display", CDI_CAP_GRAPHICS }, { "all", CDI_CAP_ALL },
+                { "utility", CDI_CAP_UTILITY },
+                { "compute", CDI_CAP_COMPUTE },
+                { "video", CDI_CAP_VIDEO },
+                { "graphics", CDI_CAP_GRAPHICS },
+                { "display", CDI_CAP_GRAPHICS },
+                { "all", CDI_CAP_ALL },
                 { "compat32", 0 }, /* 32-bit libraries: accepted, not provided */
         };
         unsigned bits = 0;
@@ -152,8 +170,8 @@ static int resolve_in_root(const char *root, const char *path, char *ret) {
         return -ELOOP;
 }
 
-static int add_file(struct cdi_discovery *d, size_t *cap_files, enum cdi_file_kind kind, unsigned cap,
-                    const char *path, const char *source, const char *soname) {
+static int add_file(struct cdi_discovery *d, size_t *cap_files, enum cdi_file_kind kind, unsigned cap, const char *path,
+                    const char *source, const char *soname) {
         for (size_t i = 0; i < d->n_files; i++)
                 if (streq(d->files[i].path, path))
                         return 0;
@@ -291,8 +309,8 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
                         char in_root[CDI_PATH_MAX], real[CDI_PATH_MAX], full[CDI_PATH_MAX * 2];
                         struct stat st;
                         snprintf(in_root, sizeof in_root, "%s/%s", bin_dirs[k], binaries[i].name);
-                        if (resolve_in_root(drv_root, in_root, real) < 0 || join(full, sizeof full, drv_root, real) < 0 ||
-                            stat(full, &st) < 0 || !S_ISREG(st.st_mode))
+                        if (resolve_in_root(drv_root, in_root, real) < 0 ||
+                            join(full, sizeof full, drv_root, real) < 0 || stat(full, &st) < 0 || !S_ISREG(st.st_mode))
                                 continue;
                         /* mounted where the container looks for it: the name it was found under */
                         if ((r = add_file(&d, &w.cap_files, CDI_FILE_BINARY, binaries[i].cap, in_root, real, NULL)) < 0)
@@ -313,7 +331,8 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
         }
         if (!any_lib && (caps & (CDI_CAP_UTILITY | CDI_CAP_COMPUTE))) {
                 cdi_discovery_done(&d);
-                fail(err, err_len, "no library of driver %s (lib*.so.%s) in %s", d.driver_version, d.driver_version, path);
+                fail(err, err_len, "no library of driver %s (lib*.so.%s) in %s", d.driver_version, d.driver_version,
+                     path);
                 return -ENODATA;
         }
         *ret = d;

@@ -30,8 +30,8 @@ int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char *
         r = cdi_spec_build(t, &d, &g->roots, &g->spec, &spec);
         cdi_discovery_done(&d);
         if (r < 0) {
-                snprintf(err, err_len, "%s", r == -EINVAL ? "the CDI kind must be vendor/class (e.g. nvidia.com/gpu)"
-                                                          : strerror(-r));
+                snprintf(err, err_len, "%s",
+                         r == -EINVAL ? "the CDI kind must be vendor/class (e.g. nvidia.com/gpu)" : strerror(-r));
                 return r;
         }
         r = g->json ? cdi_format_json(spec, ret) : cdi_format_yaml(spec, ret);
@@ -69,7 +69,8 @@ int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_ro
         if (out && streq(out, "none"))
                 return 1;
         struct cdi_generate g = {
-                .roots = { .dev_root = dev_root && dev_root[0] ? dev_root : "/", .driver_root = drv && drv[0] ? drv : "/" },
+                .roots = { .dev_root = dev_root && dev_root[0] ? dev_root : "/",
+                           .driver_root = drv && drv[0] ? drv : "/" },
                 .spec = { .kind = kind, .interposer = interposer },
         };
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

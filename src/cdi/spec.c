@@ -27,7 +27,8 @@ static bool part_valid(const char *s, size_t n, bool vendor) {
 
 bool cdi_kind_valid(const char *kind) {
         const char *slash = kind ? strchr(kind, '/') : NULL;
-        return slash && part_valid(kind, (size_t)(slash - kind), true) && part_valid(slash + 1, strlen(slash + 1), false);
+        return slash && part_valid(kind, (size_t)(slash - kind), true) &&
+               part_valid(slash + 1, strlen(slash + 1), false);
 }
 
 int cdi_spec_file_name(const char *kind, const char *ext, char *buf, size_t len) {
@@ -144,11 +145,13 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                         if (!n->major)
                                 continue;
                         snprintf(name, sizeof name, "%d-shared", t->gpu[i].index);
-                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) < 0)
+                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) <
+                            0)
                                 goto oom;
                         snprintf(name, sizeof name, "%s-shared", t->gpu[i].uuid);
                         if (t->gpu[i].uuid[0] &&
-                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) < 0)
+                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) <
+                                    0)
                                 goto oom;
                 }
 
@@ -197,8 +200,8 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                     json_array_append_new(args, json_string(d->lib_dirs[i])) < 0)
                         goto oom_args;
         if ((links || d->n_lib_dirs) && o->hook_path) {
-                json_t *hook = json_pack("{s:s, s:s, s:o}", "hookName", "createContainer", "path", o->hook_path, "args",
-                                         args);
+                json_t *hook =
+                        json_pack("{s:s, s:s, s:o}", "hookName", "createContainer", "path", o->hook_path, "args", args);
                 if (push(common, "hooks", hook) < 0)
                         goto oom;
         } else
@@ -293,14 +296,14 @@ static bool plain_key(const char *k) {
 
 static int yaml_scalar(FILE *f, const json_t *v) {
         switch (json_typeof(v)) {
-        case JSON_STRING: yaml_string(f, json_string_value(v)); return 0;
-        case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return 0;
-        case JSON_TRUE: fputs("true", f); return 0;
-        case JSON_FALSE: fputs("false", f); return 0;
-        case JSON_NULL: fputs("null", f); return 0;
-        case JSON_OBJECT: fputs("{}", f); return 0; /* only reached when empty */
-        case JSON_ARRAY: fputs("[]", f); return 0;
-        default: return -EINVAL;
+                case JSON_STRING: yaml_string(f, json_string_value(v)); return 0;
+                case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return 0;
+                case JSON_TRUE: fputs("true", f); return 0;
+                case JSON_FALSE: fputs("false", f); return 0;
+                case JSON_NULL: fputs("null", f); return 0;
+                case JSON_OBJECT: fputs("{}", f); return 0; /* only reached when empty */
+                case JSON_ARRAY: fputs("[]", f); return 0;
+                default: return -EINVAL;
         }
 }
 

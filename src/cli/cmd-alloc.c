@@ -29,7 +29,12 @@ static void help(FILE *f) {
 }
 
 int cmd_alloc(int argc, char **argv) {
-        enum { OPT_NVML = 0x100, OPT_JSON, OPT_MIN, OPT_ENGINE };
+        enum {
+                OPT_NVML = 0x100,
+                OPT_JSON,
+                OPT_MIN,
+                OPT_ENGINE
+        };
         static const struct option opts[] = {
                 { "count", required_argument, NULL, 'c' },
                 { "busy", required_argument, NULL, 'b' },
@@ -50,40 +55,23 @@ int cmd_alloc(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "c:b:i:t:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'c':
-                        if (parse_uint(optarg, TOPO_MAX_GPUS * 4, &count) < 0) {
-                                fprintf(stderr, "gpuslice alloc: --count: expected a number, got '%s'\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        have_count = true;
-                        break;
-                case 'b':
-                        busy_s = optarg;
-                        break;
-                case 'i':
-                        must_s = optarg;
-                        break;
-                case OPT_MIN:
-                        min_s = optarg;
-                        break;
-                case OPT_ENGINE:
-                        engine = optarg;
-                        break;
-                case 't':
-                        src.topology = optarg;
-                        break;
-                case OPT_NVML:
-                        src.nvml_library = optarg;
-                        break;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'h':
-                        help(stdout);
-                        return EXIT_OK;
-                default:
-                        help(stderr);
-                        return EXIT_USAGE;
+                        case 'c':
+                                if (parse_uint(optarg, TOPO_MAX_GPUS * 4, &count) < 0) {
+                                        fprintf(stderr, "gpuslice alloc: --count: expected a number, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                have_count = true;
+                                break;
+                        case 'b': busy_s = optarg; break;
+                        case 'i': must_s = optarg; break;
+                        case OPT_MIN: min_s = optarg; break;
+                        case OPT_ENGINE: engine = optarg; break;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case OPT_JSON: json = true; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {
@@ -96,7 +84,8 @@ int cmd_alloc(int argc, char **argv) {
         }
         struct alloc_request req = { .count = count };
         if (min_s && topo_link_from_name(min_s, strlen(min_s), &req.min_link) < 0) {
-                fprintf(stderr, "gpuslice alloc: --min-link: '%s' is not a link level (NV#, PIX, PXB, PHB, NODE, SYS)\n",
+                fprintf(stderr,
+                        "gpuslice alloc: --min-link: '%s' is not a link level (NV#, PIX, PXB, PHB, NODE, SYS)\n",
                         min_s);
                 return EXIT_USAGE;
         }
@@ -161,9 +150,9 @@ int cmd_alloc(int argc, char **argv) {
                         json_array_append_new(uuids, json_string(t->gpu[res.gpus[k]].uuid));
                 }
                 return json_print(stdout, json_pack("{s:o, s:o, s:i, s:i, s:s, s:s}", "gpus", gpus, "uuids", uuids,
-                                                    "ring_bandwidth_gbps", (int)res.ring_bw,
-                                                    "pair_total_gbps", (int)res.pair_total, "worst_link",
-                                                    topo_link_name(res.worst, worst), "why", res.why)) < 0
+                                                    "ring_bandwidth_gbps", (int)res.ring_bw, "pair_total_gbps",
+                                                    (int)res.pair_total, "worst_link", topo_link_name(res.worst, worst),
+                                                    "why", res.why)) < 0
                                ? EXIT_RUNTIME
                                : EXIT_OK;
         }

@@ -27,15 +27,23 @@ static void help(FILE *f) {
               "      --host-driver-root DIR how the host sees it, for mount hostPath (default: --driver-root)\n"
               "      --capabilities LIST    utility,compute,video,graphics or all (default all)\n"
               "      --hook-path PATH       gpuslice binary the hook runs (default: this binary)\n"
-              "      --interposer PATH      host path of libgpuslice-cuda.so: adds <id>-shared devices\n" NODE_SOURCE_HELP
-              "  -h, --help                 this help\n",
+              "      --interposer PATH      host path of libgpuslice-cuda.so: adds <id>-shared "
+              "devices\n" NODE_SOURCE_HELP "  -h, --help                 this help\n",
               f);
 }
 
 int cmd_cdi(int argc, char **argv) {
         enum {
-                OPT_NVML = 0x100, OPT_FORMAT, OPT_KIND, OPT_DEV, OPT_HOST_DEV, OPT_DRV, OPT_HOST_DRV, OPT_CAPS,
-                OPT_HOOK, OPT_INTERPOSER,
+                OPT_NVML = 0x100,
+                OPT_FORMAT,
+                OPT_KIND,
+                OPT_DEV,
+                OPT_HOST_DEV,
+                OPT_DRV,
+                OPT_HOST_DRV,
+                OPT_CAPS,
+                OPT_HOOK,
+                OPT_INTERPOSER,
         };
         static const struct option opts[] = {
                 { "output", required_argument, NULL, 'o' },
@@ -71,28 +79,30 @@ int cmd_cdi(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "o:t:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'o': output = optarg; break;
-                case OPT_FORMAT: format = optarg; break;
-                case OPT_KIND: g.spec.kind = optarg; break;
-                case OPT_DEV: g.roots.dev_root = optarg; break;
-                case OPT_HOST_DEV: g.spec.host_dev_root = optarg; break;
-                case OPT_DRV: g.roots.driver_root = optarg; break;
-                case OPT_HOST_DRV: g.spec.host_driver_root = optarg; break;
-                case OPT_HOOK: g.spec.hook_path = optarg; break;
-                case OPT_INTERPOSER: g.spec.interposer = optarg; break;
-                case OPT_CAPS: {
-                        const char *bad = NULL;
-                        if (cdi_caps_parse(optarg, &g.caps, &bad) < 0 || g.caps == 0) {
-                                fprintf(stderr, "gpuslice cdi generate: --capabilities: unknown '%s' (utility, compute, video, graphics, all)\n",
-                                        bad ? bad : optarg);
-                                return EXIT_USAGE;
+                        case 'o': output = optarg; break;
+                        case OPT_FORMAT: format = optarg; break;
+                        case OPT_KIND: g.spec.kind = optarg; break;
+                        case OPT_DEV: g.roots.dev_root = optarg; break;
+                        case OPT_HOST_DEV: g.spec.host_dev_root = optarg; break;
+                        case OPT_DRV: g.roots.driver_root = optarg; break;
+                        case OPT_HOST_DRV: g.spec.host_driver_root = optarg; break;
+                        case OPT_HOOK: g.spec.hook_path = optarg; break;
+                        case OPT_INTERPOSER: g.spec.interposer = optarg; break;
+                        case OPT_CAPS: {
+                                const char *bad = NULL;
+                                if (cdi_caps_parse(optarg, &g.caps, &bad) < 0 || g.caps == 0) {
+                                        fprintf(stderr,
+                                                "gpuslice cdi generate: --capabilities: unknown '%s' (utility, "
+                                                "compute, video, graphics, all)\n",
+                                                bad ? bad : optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
                         }
-                        break;
-                }
-                case 't': src.topology = optarg; break;
-                case OPT_NVML: src.nvml_library = optarg; break;
-                case 'h': help(stdout); return EXIT_OK;
-                default: help(stderr); return EXIT_USAGE;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {
@@ -112,7 +122,8 @@ int cmd_cdi(int argc, char **argv) {
         g.json = format ? streq(format, "json") : ol > 5 && streq(output + ol - 5, ".json");
         if (!g.spec.hook_path) {
                 if (!realpath("/proc/self/exe", self)) {
-                        fprintf(stderr, "gpuslice cdi generate: cannot find this binary for the hook (--hook-path): %m\n");
+                        fprintf(stderr,
+                                "gpuslice cdi generate: cannot find this binary for the hook (--hook-path): %m\n");
                         return EXIT_RUNTIME;
                 }
                 g.spec.hook_path = self;

@@ -22,7 +22,9 @@ static void help(FILE *f) {
 }
 
 int cmd_check(int argc, char **argv) {
-        enum { OPT_NVML = 0x100 };
+        enum {
+                OPT_NVML = 0x100
+        };
         static const struct option opts[] = {
                 { "json", no_argument, NULL, 'j' },
                 { "topology", required_argument, NULL, 't' },
@@ -36,11 +38,11 @@ int cmd_check(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'j': json = true; break;
-                case 't': src.topology = optarg; break;
-                case OPT_NVML: src.nvml_library = optarg; break;
-                case 'h': help(stdout); return EXIT_OK;
-                default: help(stderr); return EXIT_USAGE;
+                        case 'j': json = true; break;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {
@@ -75,17 +77,19 @@ int cmd_check(int argc, char **argv) {
         if (json) {
                 json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:[]}", "driver",
                                       t->driver_version[0] ? t->driver_version : "unknown", "cuda", cuda, "gpu", model,
-                                      "brand", brand[0] ? brand : "unknown", "forward_compatibility_possible", datacenter,
-                                      "toolkits");
+                                      "brand", brand[0] ? brand : "unknown", "forward_compatibility_possible",
+                                      datacenter, "toolkits");
                 if (!o)
                         return EXIT_RUNTIME;
                 json_t *a = json_object_get(o, "toolkits");
                 for (size_t i = n; i-- > 0;) {
                         struct compat_version v = compat_version_from_cuda(rows[i].cuda);
                         char vb[16];
-                        enum compat_mode m = compat_classify(rows[i].cuda, t->cuda_version, t->driver_version, datacenter);
-                        json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "cuda", compat_version_format(&v, vb, sizeof vb),
-                                                           "min_driver", rows[i].min_driver, "mode", compat_mode_name(m)));
+                        enum compat_mode m =
+                                compat_classify(rows[i].cuda, t->cuda_version, t->driver_version, datacenter);
+                        json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "cuda",
+                                                           compat_version_format(&v, vb, sizeof vb), "min_driver",
+                                                           rows[i].min_driver, "mode", compat_mode_name(m)));
                 }
                 return json_print(stdout, o) < 0 ? EXIT_RUNTIME : EXIT_OK;
         }
@@ -97,13 +101,15 @@ int cmd_check(int argc, char **argv) {
         int major = t->cuda_version / 1000;
         const char *mvc = compat_minor_compat_driver(major);
         if (mvc)
-                printf("minor-version:   CUDA %d.x toolkits run on drivers ≥ %s (PTX JIT of newer code excepted)\n", major, mvc);
+                printf("minor-version:   CUDA %d.x toolkits run on drivers ≥ %s (PTX JIT of newer code excepted)\n",
+                       major, mvc);
         printf("\n%-14s %-15s %s\n", "CUDA toolkit", "minimum driver", "on this node");
         for (size_t i = n; i-- > 0;) {
                 struct compat_version v = compat_version_from_cuda(rows[i].cuda);
                 char vb[16];
                 enum compat_mode m = compat_classify(rows[i].cuda, t->cuda_version, t->driver_version, datacenter);
-                printf("%-14s %-15s %s\n", compat_version_format(&v, vb, sizeof vb), rows[i].min_driver, compat_mode_name(m));
+                printf("%-14s %-15s %s\n", compat_version_format(&v, vb, sizeof vb), rows[i].min_driver,
+                       compat_mode_name(m));
         }
         return EXIT_OK;
 }

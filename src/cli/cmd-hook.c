@@ -125,7 +125,8 @@ static int load_oci(struct cdi_oci *oci) {
 /* ---- inside the container's root ---- */
 
 static int open_in_root(int rootfd, const char *path, int flags) {
-        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
+                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
         while (*path == '/')
                 path++;
         if (!*path)
@@ -289,7 +290,7 @@ static int enter_mount_ns(int pid) {
 
 struct plan {
         const char *rootfs;
-        int pid;                      /* > 0: join its mount namespace first (prestart, createRuntime) */
+        int pid; /* > 0: join its mount namespace first (prestart, createRuntime) */
         const char *dev_root, *driver_root;
         const struct cdi_devnode *nodes[TOPO_MAX_GPUS + 4];
         size_t n_nodes;
@@ -356,26 +357,30 @@ static int hook_cdi_links(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'l': {
-                        char *sep = strstr(optarg, "::");
-                        if (!sep || sep == optarg || !sep[2] || sep[2] != '/' || p.n_links == MAX_LINKS) {
-                                fprintf(stderr, "gpuslice hook cdi-links: --link wants TARGET::/ABSOLUTE/LINK, got '%s'\n", optarg);
-                                return EXIT_USAGE;
+                        case 'l': {
+                                char *sep = strstr(optarg, "::");
+                                if (!sep || sep == optarg || !sep[2] || sep[2] != '/' || p.n_links == MAX_LINKS) {
+                                        fprintf(stderr,
+                                                "gpuslice hook cdi-links: --link wants TARGET::/ABSOLUTE/LINK, got "
+                                                "'%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                *sep = '\0';
+                                p.links[p.n_links][0] = optarg;
+                                p.links[p.n_links++][1] = sep + 2;
+                                break;
                         }
-                        *sep = '\0';
-                        p.links[p.n_links][0] = optarg;
-                        p.links[p.n_links++][1] = sep + 2;
-                        break;
-                }
-                case 'L':
-                        if (optarg[0] != '/' || p.n_ldconfig == ELEMENTSOF(p.ldconfig)) {
-                                fprintf(stderr, "gpuslice hook cdi-links: --ldconfig wants an absolute directory\n");
-                                return EXIT_USAGE;
-                        }
-                        p.ldconfig[p.n_ldconfig++] = optarg;
-                        break;
-                case 'h': help(stdout); return EXIT_OK;
-                default: help(stderr); return EXIT_USAGE;
+                        case 'L':
+                                if (optarg[0] != '/' || p.n_ldconfig == ELEMENTSOF(p.ldconfig)) {
+                                        fprintf(stderr,
+                                                "gpuslice hook cdi-links: --ldconfig wants an absolute directory\n");
+                                        return EXIT_USAGE;
+                                }
+                                p.ldconfig[p.n_ldconfig++] = optarg;
+                                break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         struct cdi_oci oci = { 0 };
@@ -417,15 +422,20 @@ static int select_gpus(const struct topo *t, const char *list, bool *sel) {
                                 sel[i] = found = true;
                         }
                 if (!found)
-                        return refuse("NVIDIA_VISIBLE_DEVICES: no GPU '%s' on this node (%u GPUs: indices 0-%u or UUIDs)",
-                                      tok, t->n_gpus, t->n_gpus ? t->n_gpus - 1 : 0);
+                        return refuse(
+                                "NVIDIA_VISIBLE_DEVICES: no GPU '%s' on this node (%u GPUs: indices 0-%u or UUIDs)",
+                                tok, t->n_gpus, t->n_gpus ? t->n_gpus - 1 : 0);
                 p = end ? end + 1 : p + n;
         }
         return 0;
 }
 
 static int hook_legacy(int argc, char **argv) {
-        enum { OPT_NVML = 0x100, OPT_DEV, OPT_DRV };
+        enum {
+                OPT_NVML = 0x100,
+                OPT_DEV,
+                OPT_DRV
+        };
         static const struct option opts[] = {
                 { "dev-root", required_argument, NULL, OPT_DEV },
                 { "driver-root", required_argument, NULL, OPT_DRV },
@@ -440,12 +450,12 @@ static int hook_legacy(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case OPT_DEV: roots.dev_root = optarg; break;
-                case OPT_DRV: roots.driver_root = optarg; break;
-                case 't': src.topology = optarg; break;
-                case OPT_NVML: src.nvml_library = optarg; break;
-                case 'h': help(stdout); return EXIT_OK;
-                default: help(stderr); return EXIT_USAGE;
+                        case OPT_DEV: roots.dev_root = optarg; break;
+                        case OPT_DRV: roots.driver_root = optarg; break;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         /* the stage: only the ones before the container runs do anything */
@@ -472,7 +482,8 @@ static int hook_legacy(int argc, char **argv) {
         unsigned caps = CDI_CAP_UTILITY | CDI_CAP_COMPUTE;
         const char *bad = NULL;
         if (caps_text && caps_text[0] && cdi_caps_parse(caps_text, &caps, &bad) < 0) {
-                r = refuse("NVIDIA_DRIVER_CAPABILITIES: unknown capability in '%s' (utility, compute, video, graphics, display, compat32, all)",
+                r = refuse("NVIDIA_DRIVER_CAPABILITIES: unknown capability in '%s' (utility, compute, video, graphics, "
+                           "display, compat32, all)",
                            caps_text);
                 goto out;
         }
@@ -514,8 +525,11 @@ static int hook_legacy(int argc, char **argv) {
         }
         /* createContainer hooks already run in the container's namespaces (where the state's pid
          * means nothing); prestart and createRuntime run in the runtime's and must join it */
-        struct plan p = { .rootfs = oci.rootfs, .pid = streq(stage, "createContainer") ? 0 : oci.pid, .dev_root = roots.dev_root,
-                          .driver_root = roots.driver_root, .d = &d };
+        struct plan p = { .rootfs = oci.rootfs,
+                          .pid = streq(stage, "createContainer") ? 0 : oci.pid,
+                          .dev_root = roots.dev_root,
+                          .driver_root = roots.driver_root,
+                          .d = &d };
         for (unsigned i = 0; i < t->n_gpus; i++)
                 if (sel[i]) {
                         if (!d.gpu[i].major) {

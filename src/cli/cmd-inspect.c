@@ -46,8 +46,8 @@ static void usage(FILE *f) {
 }
 
 struct collect {
-        json_t *arr;              /* nodes: slim objects */
-        struct kube_pod *pods;    /* pods: parsed as they arrive (no JSON kept) */
+        json_t *arr;           /* nodes: slim objects */
+        struct kube_pod *pods; /* pods: parsed as they arrive (no JSON kept) */
         size_t n, cap;
 };
 
@@ -114,8 +114,7 @@ static int list_all(struct kube_client *cl, const char *path, const char *field_
 }
 
 /* The share of pod p on GPU index gi of a node: summed over its containers there. */
-static void pod_share(const struct kube_pod *p, int gi, uint64_t gpu_mem, uint64_t *mem, unsigned *core,
-                      bool *whole) {
+static void pod_share(const struct kube_pod *p, int gi, uint64_t gpu_mem, uint64_t *mem, unsigned *core, bool *whole) {
         *mem = 0;
         *core = 0;
         *whole = false;
@@ -278,8 +277,9 @@ static void print_table(FILE *f, const struct kube_cluster *c, const char *only,
                         uint64_t m;
                         unsigned cr, wh;
                         pod_request(p, &m, &cr, &wh);
-                        fprintf(f, "%-24s %-4s %s/%s holds GPU resources (whole %u, core %u%%, memory %" PRIu64
-                                   " MiB) on no recorded GPU\n",
+                        fprintf(f,
+                                "%-24s %-4s %s/%s holds GPU resources (whole %u, core %u%%, memory %" PRIu64
+                                " MiB) on no recorded GPU\n",
                                 n->n_unplaced && !n->g.n ? n->name : "", "?", p->namespace_, p->name, wh, cr, m);
                 }
         }
@@ -293,7 +293,8 @@ static void print_table(FILE *f, const struct kube_cluster *c, const char *only,
                         if (wh)
                                 fprintf(f, "  %s/%s  %u whole GPU(s)\n", p->namespace_, p->name, wh);
                         else
-                                fprintf(f, "  %s/%s  memory %" PRIu64 " MiB  core %u%%  (fractional, GPU not assigned)\n",
+                                fprintf(f,
+                                        "  %s/%s  memory %" PRIu64 " MiB  core %u%%  (fractional, GPU not assigned)\n",
                                         p->namespace_, p->name, m, cr);
                 }
         }
@@ -303,7 +304,13 @@ static void print_table(FILE *f, const struct kube_cluster *c, const char *only,
 
 int cmd_inspect(int argc, char **argv) {
         struct inspect_opts o = { .page = KUBE_LIST_PAGE };
-        enum { O_KUBECONFIG = 256, O_CONTEXT, O_NODE, O_JSON, O_PAGE };
+        enum {
+                O_KUBECONFIG = 256,
+                O_CONTEXT,
+                O_NODE,
+                O_JSON,
+                O_PAGE
+        };
         static const struct option longopts[] = {
                 { "kubeconfig", required_argument, NULL, O_KUBECONFIG },
                 { "context", required_argument, NULL, O_CONTEXT },
@@ -318,34 +325,20 @@ int cmd_inspect(int argc, char **argv) {
         optind = 1;
         while ((c = getopt_long(argc, argv, "dh", longopts, NULL)) != -1) {
                 switch (c) {
-                case O_KUBECONFIG:
-                        o.kubeconfig = optarg;
-                        break;
-                case O_CONTEXT:
-                        o.context = optarg;
-                        break;
-                case O_NODE:
-                        o.node = optarg;
-                        break;
-                case 'd':
-                        o.details = true;
-                        break;
-                case O_JSON:
-                        o.json = true;
-                        break;
-                case O_PAGE:
-                        if (parse_uint(optarg, 100000, &o.page) < 0 || !o.page) {
-                                fprintf(stderr, "gpuslice inspect: --page-size: expected 1..100000, got '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
+                        case O_KUBECONFIG: o.kubeconfig = optarg; break;
+                        case O_CONTEXT: o.context = optarg; break;
+                        case O_NODE: o.node = optarg; break;
+                        case 'd': o.details = true; break;
+                        case O_JSON: o.json = true; break;
+                        case O_PAGE:
+                                if (parse_uint(optarg, 100000, &o.page) < 0 || !o.page) {
+                                        fprintf(stderr, "gpuslice inspect: --page-size: expected 1..100000, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case 'h': usage(stdout); return EXIT_OK;
+                        default: usage(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {

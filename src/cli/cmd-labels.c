@@ -20,7 +20,9 @@ static void help(FILE *f) {
 }
 
 int cmd_labels(int argc, char **argv) {
-        enum { OPT_NVML = 0x100 };
+        enum {
+                OPT_NVML = 0x100
+        };
         static const struct option opts[] = {
                 { "output", required_argument, NULL, 'o' },
                 { "topology", required_argument, NULL, 't' },
@@ -34,21 +36,11 @@ int cmd_labels(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "o:t:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'o':
-                        output = optarg;
-                        break;
-                case 't':
-                        src.topology = optarg;
-                        break;
-                case OPT_NVML:
-                        src.nvml_library = optarg;
-                        break;
-                case 'h':
-                        help(stdout);
-                        return EXIT_OK;
-                default:
-                        help(stderr);
-                        return EXIT_USAGE;
+                        case 'o': output = optarg; break;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {

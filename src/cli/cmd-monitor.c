@@ -39,7 +39,17 @@ static void help(FILE *f) {
 }
 
 int cmd_monitor(int argc, char **argv) {
-        enum { OPT_ADDR = 0x100, OPT_PROC, OPT_ENGINE, OPT_CRI, OPT_INTERVAL, OPT_COMPAT, OPT_NODE, OPT_NFD, OPT_NVML };
+        enum {
+                OPT_ADDR = 0x100,
+                OPT_PROC,
+                OPT_ENGINE,
+                OPT_CRI,
+                OPT_INTERVAL,
+                OPT_COMPAT,
+                OPT_NODE,
+                OPT_NFD,
+                OPT_NVML
+        };
         static const struct option opts[] = {
                 { "metrics-address", required_argument, NULL, OPT_ADDR },
                 { "proc-root", required_argument, NULL, OPT_PROC },
@@ -54,11 +64,15 @@ int cmd_monitor(int argc, char **argv) {
                 {},
         };
         /* indexed from OPT_ADDR; the first index reads OPT_ADDR - OPT_ADDR on purpose */
-        static const char *const keys[] = { // NOLINTNEXTLINE(misc-redundant-expression)
-                [OPT_ADDR - OPT_ADDR] = "metrics.address",      [OPT_PROC - OPT_ADDR] = "monitor.proc-root",
-                [OPT_ENGINE - OPT_ADDR] = "monitor.engine",     [OPT_CRI - OPT_ADDR] = "monitor.cri-socket",
+        static const char *const keys[] = {
+                // NOLINTNEXTLINE(misc-redundant-expression)
+                [OPT_ADDR - OPT_ADDR] = "metrics.address",
+                [OPT_PROC - OPT_ADDR] = "monitor.proc-root",
+                [OPT_ENGINE - OPT_ADDR] = "monitor.engine",
+                [OPT_CRI - OPT_ADDR] = "monitor.cri-socket",
                 [OPT_INTERVAL - OPT_ADDR] = "monitor.sample-interval",
-                [OPT_COMPAT - OPT_ADDR] = "metrics.compat",     [OPT_NODE - OPT_ADDR] = NULL,
+                [OPT_COMPAT - OPT_ADDR] = "metrics.compat",
+                [OPT_NODE - OPT_ADDR] = NULL,
                 [OPT_NFD - OPT_ADDR] = "monitor.nfd-features-file",
                 [OPT_NVML - OPT_ADDR] = "nvml.library",
         };
@@ -138,8 +152,8 @@ int cmd_monitor(int argc, char **argv) {
                 nvml_close(nvml);
                 return EXIT_RUNTIME;
         }
-        log_info("monitor serving", "address=%s port=%u interval_ms=%u", cfg.metrics_address,
-                 monitor_service_port(svc), o.interval_ms);
+        log_info("monitor serving", "address=%s port=%u interval_ms=%u", cfg.metrics_address, monitor_service_port(svc),
+                 o.interval_ms);
         int sig = 0;
         sigwait(&mask, &sig);
         log_info("monitor stopping", "signal=%d", sig);

@@ -55,8 +55,8 @@ static void print_table(FILE *f, const struct monitor_snapshot *s) {
                 else
                         snprintf(sm, sizeof sm, "%d", p->sm);
                 if (k8s)
-                        fprintf(f, "%-4u %-8u %10s %4s  %-16s %-16s %-28s %s\n", s->gpus[p->gpu].index, p->pid, mem,
-                                sm, or_dash(p->comm), or_dash(p->namespace), or_dash(p->pod), or_dash(p->container));
+                        fprintf(f, "%-4u %-8u %10s %4s  %-16s %-16s %-28s %s\n", s->gpus[p->gpu].index, p->pid, mem, sm,
+                                or_dash(p->comm), or_dash(p->namespace), or_dash(p->pod), or_dash(p->container));
                 else
                         fprintf(f, "%-4u %-8u %10s %4s  %-16s %s\n", s->gpus[p->gpu].index, p->pid, mem, sm,
                                 or_dash(p->comm), or_dash(p->container));
@@ -71,14 +71,13 @@ static json_t *json_snapshot(const struct monitor_snapshot *s) {
                 const struct monitor_process *p = &s->procs[i];
                 const struct monitor_gpu *g = &s->gpus[p->gpu];
                 json_array_append_new(
-                        procs,
-                        json_pack("{s:i, s:s, s:i, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "gpu",
-                                  (int)g->index, "gpu_uuid", g->uuid, "pid", (int)p->pid, "memory_bytes",
-                                  p->memory == UINT64_MAX ? json_null() : json_integer((json_int_t)p->memory),
-                                  "sm_percent", p->sm < 0 ? json_null() : json_integer(p->sm), "process", p->comm,
-                                  "namespace", p->namespace, "pod", p->pod, "container", p->container,
-                                  "container_id", p->cg.container_id, "pod_uid", p->cg.pod_uid, "qos",
-                                  cgroup_qos_name(p->cg.qos), "runtime", cgroup_runtime_name(p->cg.runtime)));
+                        procs, json_pack("{s:i, s:s, s:i, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "gpu",
+                                         (int)g->index, "gpu_uuid", g->uuid, "pid", (int)p->pid, "memory_bytes",
+                                         p->memory == UINT64_MAX ? json_null() : json_integer((json_int_t)p->memory),
+                                         "sm_percent", p->sm < 0 ? json_null() : json_integer(p->sm), "process",
+                                         p->comm, "namespace", p->namespace, "pod", p->pod, "container", p->container,
+                                         "container_id", p->cg.container_id, "pod_uid", p->cg.pod_uid, "qos",
+                                         cgroup_qos_name(p->cg.qos), "runtime", cgroup_runtime_name(p->cg.runtime)));
         }
         return json_pack("{s:o}", "processes", procs);
 }
@@ -90,7 +89,13 @@ static void on_signal(int sig) {
 }
 
 int cmd_ps(int argc, char **argv) {
-        enum { OPT_JSON = 0x100, OPT_INTERVAL, OPT_PROC, OPT_ENGINE, OPT_NVML };
+        enum {
+                OPT_JSON = 0x100,
+                OPT_INTERVAL,
+                OPT_PROC,
+                OPT_ENGINE,
+                OPT_NVML
+        };
         static const struct option opts[] = {
                 { "json", no_argument, NULL, OPT_JSON },
                 { "watch", no_argument, NULL, 'w' },
@@ -112,30 +117,14 @@ int cmd_ps(int argc, char **argv) {
         while ((c = getopt_long(argc, argv, "wh", opts, NULL)) >= 0) {
                 const char *key = NULL;
                 switch (c) {
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'w':
-                        watch = true;
-                        break;
-                case OPT_INTERVAL:
-                        key = "monitor.sample-interval";
-                        break;
-                case OPT_PROC:
-                        key = "monitor.proc-root";
-                        break;
-                case OPT_ENGINE:
-                        key = "monitor.engine";
-                        break;
-                case OPT_NVML:
-                        nvml_lib = optarg;
-                        break;
-                case 'h':
-                        help(stdout);
-                        return EXIT_OK;
-                default:
-                        help(stderr);
-                        return EXIT_USAGE;
+                        case OPT_JSON: json = true; break;
+                        case 'w': watch = true; break;
+                        case OPT_INTERVAL: key = "monitor.sample-interval"; break;
+                        case OPT_PROC: key = "monitor.proc-root"; break;
+                        case OPT_ENGINE: key = "monitor.engine"; break;
+                        case OPT_NVML: nvml_lib = optarg; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
                 if (key && config_set(&cfg, key, optarg, err, sizeof err) < 0) {
                         fprintf(stderr, "gpuslice ps: %s\n", err);

@@ -57,7 +57,8 @@ static int gpu_uuid(const char *lib, unsigned index, char *buf, size_t len) {
                 return -ENOENT;
         __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(dl, "nvmlInit_v2");
         __typeof__(&nvmlShutdown) shutdown = (__typeof__(shutdown))dlsym(dl, "nvmlShutdown");
-        __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index = (__typeof__(by_index))dlsym(dl, "nvmlDeviceGetHandleByIndex_v2");
+        __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index =
+                (__typeof__(by_index))dlsym(dl, "nvmlDeviceGetHandleByIndex_v2");
         __typeof__(&nvmlDeviceGetUUID) get_uuid = (__typeof__(get_uuid))dlsym(dl, "nvmlDeviceGetUUID");
         int r = -ENOENT;
         if (init && shutdown && by_index && get_uuid && init() == NVML_SUCCESS) {
@@ -107,7 +108,13 @@ static void forward(int sig) {
 }
 
 int cmd_run(int argc, char **argv) {
-        enum { OPT_ELASTIC = 0x100, OPT_INTERPOSER, OPT_NVML, OPT_KEEP, OPT_CONTEXT };
+        enum {
+                OPT_ELASTIC = 0x100,
+                OPT_INTERPOSER,
+                OPT_NVML,
+                OPT_KEEP,
+                OPT_CONTEXT
+        };
         static const struct option opts[] = {
                 { "gpu", required_argument, NULL, 'g' },
                 { "memory", required_argument, NULL, 'm' },
@@ -129,39 +136,42 @@ int cmd_run(int argc, char **argv) {
         /* '+': stop at the first non-option, so CMD's own options stay CMD's. */
         while ((c = getopt_long(argc, argv, "+g:m:c:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'g':
-                        if (parse_uint(optarg, GS_MAX_DEVICES * 64u, &gpu) < 0) {
-                                fprintf(stderr, "gpuslice run: --gpu: expected a GPU index, got '%s'\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        have_gpu = true;
-                        break;
-                case 'm':
-                        if (parse_size(optarg, &memory) < 0 || memory == 0) {
-                                fprintf(stderr, "gpuslice run: --memory: expected a size such as 4GiB, got '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 'c':
-                        if (parse_uint(optarg, 100, &core) < 0 || core == 0) {
-                                fprintf(stderr, "gpuslice run: --core: expected 1..100, got '%s'\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_ELASTIC: elastic = true; break;
-                case OPT_CONTEXT:
-                        if (parse_size(optarg, &context) < 0) {
-                                fprintf(stderr, "gpuslice run: --context: expected a size such as 300MiB, got '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_INTERPOSER: interposer = optarg; break;
-                case OPT_NVML: nvml = optarg; break;
-                case OPT_KEEP: keep = true; break;
-                case 'h': help(stdout); return EXIT_OK;
-                default: help(stderr); return EXIT_USAGE;
+                        case 'g':
+                                if (parse_uint(optarg, GS_MAX_DEVICES * 64u, &gpu) < 0) {
+                                        fprintf(stderr, "gpuslice run: --gpu: expected a GPU index, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                have_gpu = true;
+                                break;
+                        case 'm':
+                                if (parse_size(optarg, &memory) < 0 || memory == 0) {
+                                        fprintf(stderr,
+                                                "gpuslice run: --memory: expected a size such as 4GiB, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case 'c':
+                                if (parse_uint(optarg, 100, &core) < 0 || core == 0) {
+                                        fprintf(stderr, "gpuslice run: --core: expected 1..100, got '%s'\n", optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case OPT_ELASTIC: elastic = true; break;
+                        case OPT_CONTEXT:
+                                if (parse_size(optarg, &context) < 0) {
+                                        fprintf(stderr,
+                                                "gpuslice run: --context: expected a size such as 300MiB, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case OPT_INTERPOSER: interposer = optarg; break;
+                        case OPT_NVML: nvml = optarg; break;
+                        case OPT_KEEP: keep = true; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (!have_gpu || optind >= argc) {
@@ -181,10 +191,12 @@ int cmd_run(int argc, char **argv) {
                 return EXIT_RUNTIME;
         }
 
-        struct gs_limits l = { .version = GS_LIMITS_VERSION, .n_devices = 1,
+        struct gs_limits l = { .version = GS_LIMITS_VERSION,
+                               .n_devices = 1,
                                .core_policy = elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
-        l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core,
-                                              .context_bytes = context };
+        l.dev[0] = (struct gs_limits_device){
+                .index = 0, .memory_bytes = memory, .core_percent = core, .context_bytes = context
+        };
         int r = gpu_uuid(nvml, gpu, l.dev[0].uuid, sizeof l.dev[0].uuid);
         if (r == -ENODEV) {
                 fprintf(stderr, "gpuslice run: there is no GPU %u on this node\n", gpu);
@@ -196,7 +208,8 @@ int cmd_run(int argc, char **argv) {
         /* A fresh directory of our own (mkdtemp), laid out as the agent lays out a container's. */
         const char *base = secure_getenv("XDG_RUNTIME_DIR");
         char dir[GS_REGION_PATH_MAX - 32];
-        if (snprintf(dir, sizeof dir, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >= (int)sizeof dir ||
+        if (snprintf(dir, sizeof dir, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >=
+                    (int)sizeof dir ||
             !mkdtemp(dir)) {
                 fprintf(stderr, "gpuslice run: cannot make a directory for the limits: %s\n", strerror(errno));
                 return EXIT_RUNTIME;

@@ -87,8 +87,18 @@ static int load_snapshot(struct sched_server *s, const char *path, const struct 
 }
 
 int cmd_scheduler(int argc, char **argv) {
-        enum { OPT_ADDR = 0x100, OPT_POLICY, OPT_SNAPSHOT, OPT_UNIT, OPT_CERT, OPT_KEY, OPT_CA, OPT_LOG, OPT_KUBECONFIG,
-               OPT_CONTEXT };
+        enum {
+                OPT_ADDR = 0x100,
+                OPT_POLICY,
+                OPT_SNAPSHOT,
+                OPT_UNIT,
+                OPT_CERT,
+                OPT_KEY,
+                OPT_CA,
+                OPT_LOG,
+                OPT_KUBECONFIG,
+                OPT_CONTEXT
+        };
         static const struct option opts[] = {
                 { "address", required_argument, NULL, OPT_ADDR },
                 { "policy", required_argument, NULL, OPT_POLICY },
@@ -110,65 +120,53 @@ int cmd_scheduler(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'h':
-                        help(stdout);
-                        return EXIT_OK;
-                case OPT_ADDR: {
-                        struct sockaddr_storage ss;
-                        socklen_t sl;
-                        if (http_parse_address(optarg, &ss, &sl) < 0) {
-                                fprintf(stderr, "gpuslice scheduler: --address: expected HOST:PORT, got '%s'\n", optarg);
-                                return EXIT_USAGE;
+                        case 'h': help(stdout); return EXIT_OK;
+                        case OPT_ADDR: {
+                                struct sockaddr_storage ss;
+                                socklen_t sl;
+                                if (http_parse_address(optarg, &ss, &sl) < 0) {
+                                        fprintf(stderr, "gpuslice scheduler: --address: expected HOST:PORT, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                o.address = optarg;
+                                break;
                         }
-                        o.address = optarg;
-                        break;
-                }
-                case OPT_POLICY:
-                        if (sched_policy_from_name(optarg, &o.policy) < 0) {
-                                fprintf(stderr, "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
+                        case OPT_POLICY:
+                                if (sched_policy_from_name(optarg, &o.policy) < 0) {
+                                        fprintf(stderr,
+                                                "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case OPT_SNAPSHOT: snapshot = optarg; break;
+                        case OPT_UNIT:
+                                if (set_unit(&o.units, optarg) < 0) {
+                                        fprintf(stderr,
+                                                "gpuslice scheduler: --memory-unit: expected RESOURCE=MIB with a "
+                                                "memory "
+                                                "resource name, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
+                        case OPT_KUBECONFIG: kubeconfig = optarg; break;
+                        case OPT_CONTEXT: context = optarg; break;
+                        case OPT_CERT: o.tls_cert_file = optarg; break;
+                        case OPT_KEY: o.tls_key_file = optarg; break;
+                        case OPT_CA: o.tls_client_ca_file = optarg; break;
+                        case OPT_LOG: {
+                                enum log_level l;
+                                if (log_level_from_name(optarg, &l) < 0) {
+                                        fprintf(stderr, "gpuslice scheduler: --log-level: unknown level '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                log_set_level(l);
+                                break;
                         }
-                        break;
-                case OPT_SNAPSHOT:
-                        snapshot = optarg;
-                        break;
-                case OPT_UNIT:
-                        if (set_unit(&o.units, optarg) < 0) {
-                                fprintf(stderr,
-                                        "gpuslice scheduler: --memory-unit: expected RESOURCE=MIB with a memory "
-                                        "resource name, got '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_KUBECONFIG:
-                        kubeconfig = optarg;
-                        break;
-                case OPT_CONTEXT:
-                        context = optarg;
-                        break;
-                case OPT_CERT:
-                        o.tls_cert_file = optarg;
-                        break;
-                case OPT_KEY:
-                        o.tls_key_file = optarg;
-                        break;
-                case OPT_CA:
-                        o.tls_client_ca_file = optarg;
-                        break;
-                case OPT_LOG: {
-                        enum log_level l;
-                        if (log_level_from_name(optarg, &l) < 0) {
-                                fprintf(stderr, "gpuslice scheduler: --log-level: unknown level '%s'\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        log_set_level(l);
-                        break;
-                }
-                default:
-                        help(stderr);
-                        return EXIT_USAGE;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {
@@ -251,8 +249,8 @@ int cmd_scheduler(int argc, char **argv) {
         }
         log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s source=%s nodes=%zu pods=%zu",
                  o.address, sched_server_port(s), sched_policy_name(o.policy),
-                 o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", snapshot ? snapshot : "api",
-                 nn, np);
+                 o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", snapshot ? snapshot : "api", nn,
+                 np);
         int sig = 0;
         sigwait(&mask, &sig);
         log_info("scheduler extender stopping", "signal=%d", sig);

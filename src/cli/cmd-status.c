@@ -82,24 +82,18 @@ int cmd_status(int argc, char **argv) {
         optind = 1;
         while ((c = getopt_long(argc, argv, "d:s:jh", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'd':
-                        state_dir = optarg;
-                        break;
-                case 's':
-                        socket_path = optarg;
-                        break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        printf("Usage: gpuslice status [--state-dir DIR | --socket PATH] [--json]\n\n"
-                               "Show a running node agent's devices, their health and which pod holds each.\n"
-                               "  -d, --state-dir DIR  the agent's state dir (default /var/lib/gpuslice)\n"
-                               "  -s, --socket PATH    the status socket (default DIR/" AGENT_STATUS_SOCKET ")\n"
-                               "  -j, --json           print the agent's JSON answer\n");
-                        return EXIT_OK;
-                default:
-                        return EXIT_USAGE;
+                        case 'd': state_dir = optarg; break;
+                        case 's': socket_path = optarg; break;
+                        case 'j': json = true; break;
+                        case 'h':
+                                printf("Usage: gpuslice status [--state-dir DIR | --socket PATH] [--json]\n\n"
+                                       "Show a running node agent's devices, their health and which pod holds each.\n"
+                                       "  -d, --state-dir DIR  the agent's state dir (default /var/lib/gpuslice)\n"
+                                       "  -s, --socket PATH    the status socket (default DIR/" AGENT_STATUS_SOCKET
+                                       ")\n"
+                                       "  -j, --json           print the agent's JSON answer\n");
+                                return EXIT_OK;
+                        default: return EXIT_USAGE;
                 }
         }
         if (optind < argc) {

@@ -11,8 +11,7 @@ static void help(FILE *f) {
               "Show the node's GPUs and the link between every pair: the matrix (as `nvidia-smi topo -m`\n"
               "prints it, readable back with --topology), the tree (NUMA node → host bridge → PCIe switch\n"
               "→ GPU) and the GPU table. Without --topology the node is read through NVML.\n\n"
-              "Options:\n" NODE_SOURCE_HELP
-              "  -m, --matrix            only the matrix\n"
+              "Options:\n" NODE_SOURCE_HELP "  -m, --matrix            only the matrix\n"
               "      --tree              only the tree\n"
               "  -g, --gpus              only the GPU table\n"
               "      --json              machine-readable output (everything)\n"
@@ -21,7 +20,11 @@ static void help(FILE *f) {
 }
 
 int cmd_topo(int argc, char **argv) {
-        enum { OPT_NVML = 0x100, OPT_TREE, OPT_JSON };
+        enum {
+                OPT_NVML = 0x100,
+                OPT_TREE,
+                OPT_JSON
+        };
         static const struct option opts[] = {
                 { "topology", required_argument, NULL, 't' }, { "nvml-library", required_argument, NULL, OPT_NVML },
                 { "matrix", no_argument, NULL, 'm' },         { "tree", no_argument, NULL, OPT_TREE },
@@ -34,30 +37,14 @@ int cmd_topo(int argc, char **argv) {
         optind = 0;
         while ((c = getopt_long(argc, argv, "t:mgh", opts, NULL)) >= 0) {
                 switch (c) {
-                case 't':
-                        src.topology = optarg;
-                        break;
-                case OPT_NVML:
-                        src.nvml_library = optarg;
-                        break;
-                case 'm':
-                        matrix = true;
-                        break;
-                case OPT_TREE:
-                        tree = true;
-                        break;
-                case 'g':
-                        gpus = true;
-                        break;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'h':
-                        help(stdout);
-                        return EXIT_OK;
-                default:
-                        help(stderr);
-                        return EXIT_USAGE;
+                        case 't': src.topology = optarg; break;
+                        case OPT_NVML: src.nvml_library = optarg; break;
+                        case 'm': matrix = true; break;
+                        case OPT_TREE: tree = true; break;
+                        case 'g': gpus = true; break;
+                        case OPT_JSON: json = true; break;
+                        case 'h': help(stdout); return EXIT_OK;
+                        default: help(stderr); return EXIT_USAGE;
                 }
         }
         if (optind < argc) {

@@ -134,7 +134,8 @@ void print_matrix(FILE *f, const struct topo *t) {
         fputs("\nLegend:\n\n"
               "  X    = Self\n"
               "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
-              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA "
+              "node\n"
               "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
               "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
               "  PIX  = Connection traversing at most a single PCIe bridge\n"
@@ -144,14 +145,10 @@ void print_matrix(FILE *f, const struct topo *t) {
 
 static const char *state_name(enum topo_gpu_state s) {
         switch (s) {
-        case TOPO_GPU_OK:
-                return "ok";
-        case TOPO_GPU_NO_PERMISSION:
-                return "no-permission";
-        case TOPO_GPU_LOST:
-                return "lost";
-        case TOPO_GPU_ERROR:
-                return "error";
+                case TOPO_GPU_OK: return "ok";
+                case TOPO_GPU_NO_PERMISSION: return "no-permission";
+                case TOPO_GPU_LOST: return "lost";
+                case TOPO_GPU_ERROR: return "error";
         }
         return "?";
 }
@@ -174,33 +171,32 @@ static void tree_label(FILE *f, const struct topo *t, const struct topo_tree *tr
         const struct topo_tree_node *n = &tr->nodes[k];
         char mem[32], cuda[16];
         switch (n->kind) {
-        case TOPO_TREE_SYSTEM:
-                fprintf(f, "node: %u GPU%s, driver %s, CUDA %s%s\n", t->n_gpus, t->n_gpus == 1 ? "" : "s",
-                        t->driver_version[0] ? t->driver_version : "unknown",
-                        cuda_str(t->cuda_version, cuda, sizeof cuda), t->nvswitch ? ", NVSwitch fabric" : "");
-                return;
-        case TOPO_TREE_GPU: {
-                const struct topo_gpu *g = &t->gpu[n->gpu];
-                fprintf(f, "GPU%d  %s  %s  %s", n->gpu, g->name[0] ? g->name : "?",
-                        g->memory_total ? format_size(g->memory_total, mem, sizeof mem) : "?",
-                        g->bus_id[0] ? g->bus_id : "?");
-                if (g->state != TOPO_GPU_OK)
-                        fprintf(f, "  [%s]", state_name(g->state));
-                fputc('\n', f);
-                return;
-        }
-        case TOPO_TREE_NUMA: {
-                const char *cpus = group_cpus(t, tr, k);
-                fputs("NUMA node", f);
-                if (n->numa_node >= 0)
-                        fprintf(f, " %d", n->numa_node);
-                if (cpus)
-                        fprintf(f, " (CPUs %s)", cpus);
-                fputc('\n', f);
-                return;
-        }
-        default:
-                fprintf(f, "%s\n", topo_tree_kind_name(n->kind));
+                case TOPO_TREE_SYSTEM:
+                        fprintf(f, "node: %u GPU%s, driver %s, CUDA %s%s\n", t->n_gpus, t->n_gpus == 1 ? "" : "s",
+                                t->driver_version[0] ? t->driver_version : "unknown",
+                                cuda_str(t->cuda_version, cuda, sizeof cuda), t->nvswitch ? ", NVSwitch fabric" : "");
+                        return;
+                case TOPO_TREE_GPU: {
+                        const struct topo_gpu *g = &t->gpu[n->gpu];
+                        fprintf(f, "GPU%d  %s  %s  %s", n->gpu, g->name[0] ? g->name : "?",
+                                g->memory_total ? format_size(g->memory_total, mem, sizeof mem) : "?",
+                                g->bus_id[0] ? g->bus_id : "?");
+                        if (g->state != TOPO_GPU_OK)
+                                fprintf(f, "  [%s]", state_name(g->state));
+                        fputc('\n', f);
+                        return;
+                }
+                case TOPO_TREE_NUMA: {
+                        const char *cpus = group_cpus(t, tr, k);
+                        fputs("NUMA node", f);
+                        if (n->numa_node >= 0)
+                                fprintf(f, " %d", n->numa_node);
+                        if (cpus)
+                                fprintf(f, " (CPUs %s)", cpus);
+                        fputc('\n', f);
+                        return;
+                }
+                default: fprintf(f, "%s\n", topo_tree_kind_name(n->kind));
         }
 }
 
@@ -250,13 +246,16 @@ void print_gpus(FILE *f, const struct topo *t) {
                 char numa[8], minor[8];
                 snprintf(numa, sizeof numa, "%d", g->numa_node);
                 snprintf(minor, sizeof minor, "%d", g->minor);
-                fprintf(f, "%-4u %-22s %-10s %-10s %-17s %-4s %-16s %-5s %-4s %-13s %s\n", i, g->name[0] ? g->name : "?",
+                fprintf(f, "%-4u %-22s %-10s %-10s %-17s %-4s %-16s %-5s %-4s %-13s %s\n", i,
+                        g->name[0] ? g->name : "?",
                         g->memory_total ? format_size(g->memory_total, mem, sizeof mem) : "?",
                         g->memory_total ? format_size(g->memory_used, used, sizeof used) : "?",
                         g->bus_id[0] ? g->bus_id : "?", g->numa_node >= 0 ? numa : "?",
                         g->cpu_affinity[0] ? g->cpu_affinity : "?", g->minor >= 0 ? minor : "?",
-                        g->mig_mode < 0 ? "n/a" : g->mig_mode ? "on" : "off", state_name(g->state),
-                        g->uuid[0] ? g->uuid : "?");
+                        g->mig_mode < 0 ? "n/a"
+                        : g->mig_mode   ? "on"
+                                        : "off",
+                        state_name(g->state), g->uuid[0] ? g->uuid : "?");
                 if (g->state != TOPO_GPU_OK && g->state_text[0])
                         fprintf(f, "     %s\n", g->state_text);
         }
@@ -288,10 +287,9 @@ json_t *json_topo(const struct topo *t) {
                 const struct topo_gpu *g = &t->gpu[i];
                 json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:i}", "index", g->index,
                                       "state", state_name(g->state), "uuid", g->uuid, "name", g->name, "bus_id",
-                                      g->bus_id, "memory_total_bytes", (json_int_t)g->memory_total,
-                                      "memory_used_bytes", (json_int_t)g->memory_used, "minor", g->minor,
-                                      "numa_node", g->numa_node, "cpu_affinity", g->cpu_affinity, "mig_mode",
-                                      g->mig_mode);
+                                      g->bus_id, "memory_total_bytes", (json_int_t)g->memory_total, "memory_used_bytes",
+                                      (json_int_t)g->memory_used, "minor", g->minor, "numa_node", g->numa_node,
+                                      "cpu_affinity", g->cpu_affinity, "mig_mode", g->mig_mode);
                 if (g->state_text[0])
                         json_object_set_new(o, "state_text", json_string(g->state_text));
                 if (g->brand[0]) /* as NVIDIA_REQUIRE_* brand= terms name it */
@@ -317,8 +315,8 @@ json_t *json_topo(const struct topo *t) {
                 free(tr);
         }
         return json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o}", "driver_version", t->driver_version, "cuda_version",
-                         cuda_str(t->cuda_version, cuda, sizeof cuda), "nvswitch", t->nvswitch, "gpus", gpus,
-                         "links", links, "nics", nics, "tree", tree);
+                         cuda_str(t->cuda_version, cuda, sizeof cuda), "nvswitch", t->nvswitch, "gpus", gpus, "links",
+                         links, "nics", nics, "tree", tree);
 }
 
 int json_print(FILE *f, json_t *j) {

@@ -34,7 +34,7 @@ json_t *json_link(struct topo_link l);
 int json_print(FILE *f, json_t *j);
 
 /* Common option text for commands that read a node. */
-#define NODE_SOURCE_HELP                                                                              \
-        "  -t, --topology FILE     read the node from `nvidia-smi topo -m` text or a node\n"           \
-        "                          description (docs/node-description.md); - for stdin\n"               \
+#define NODE_SOURCE_HELP                                                                     \
+        "  -t, --topology FILE     read the node from `nvidia-smi topo -m` text or a node\n" \
+        "                          description (docs/node-description.md); - for stdin\n"    \
         "      --nvml-library PATH load NVML from PATH instead of libnvidia-ml.so.1\n"

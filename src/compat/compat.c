@@ -39,10 +39,10 @@ const char *compat_min_driver(int cuda) {
 
 const char *compat_minor_compat_driver(int major) {
         switch (major) {
-        case 11: return "450.80.02";
-        case 12: return "525.60.13";
-        case 13: return "580.65.06";
-        default: return NULL;
+                case 11: return "450.80.02";
+                case 12: return "525.60.13";
+                case 13: return "580.65.06";
+                default: return NULL;
         }
 }
 
@@ -104,8 +104,8 @@ char *compat_version_format(const struct compat_version *v, char *buf, size_t le
 /* ---- brands ---- */
 
 static const char *const brand_names[] = {
-        "unknown", "quadro", "tesla", "nvs", "grid", "geforce", "titan", "vapps", "vpc",
-        "vcs", "vws", "cloudgaming", "quadrortx", "nvidiartx", "nvidia", "geforcertx", "titanrtx",
+        "unknown", "quadro", "tesla",       "nvs",       "grid",      "geforce", "titan",      "vapps",    "vpc",
+        "vcs",     "vws",    "cloudgaming", "quadrortx", "nvidiartx", "nvidia",  "geforcertx", "titanrtx",
 };
 
 const char *compat_brand_name(int nvml_brand) {
@@ -131,9 +131,9 @@ const char *compat_brand_from_name(const char *name) {
 }
 
 bool compat_gpu_datacenter(const char *brand, const char *name) {
-        static const char *const models[] = { "Tesla", "A100", "A30", "A40", "A10", "A16", "A2", "H100", "H200",
-                                              "H20", "H800", "B200", "B100", "GB200", "L40", "L4", "L20",
-                                              "V100", "P100", "P40", "T4" };
+        static const char *const models[] = { "Tesla", "A100", "A30", "A40",  "A10",  "A16",  "A2",
+                                              "H100",  "H200", "H20", "H800", "B200", "B100", "GB200",
+                                              "L40",   "L4",   "L20", "V100", "P100", "P40",  "T4" };
         if (brand && brand[0])
                 return strcasecmp(brand, "tesla") == 0;
         for (size_t i = 0; i < ELEMENTSOF(models); i++)
@@ -163,21 +163,34 @@ enum compat_mode compat_classify(int cuda, int driver_cuda, const char *driver, 
 
 const char *compat_mode_name(enum compat_mode m) {
         switch (m) {
-        case COMPAT_NATIVE: return "native";
-        case COMPAT_MINOR_VERSION: return "minor-version compatibility";
-        case COMPAT_FORWARD: return "forward compatibility only (cuda-compat package)";
-        case COMPAT_FORWARD_NEEDS_DATACENTER: return "no (forward compatibility needs a data-center GPU)";
-        case COMPAT_NONE: break;
+                case COMPAT_NATIVE: return "native";
+                case COMPAT_MINOR_VERSION: return "minor-version compatibility";
+                case COMPAT_FORWARD: return "forward compatibility only (cuda-compat package)";
+                case COMPAT_FORWARD_NEEDS_DATACENTER: return "no (forward compatibility needs a data-center GPU)";
+                case COMPAT_NONE: break;
         }
         return "no";
 }
 
 /* ---- expressions ---- */
 
-enum op { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
+enum op {
+        OP_EQ,
+        OP_NE,
+        OP_LT,
+        OP_LE,
+        OP_GT,
+        OP_GE
+};
 static const char *const op_math[] = { "=", "≠", "<", "≤", ">", "≥" };
 
-enum key { KEY_CUDA, KEY_DRIVER, KEY_ARCH, KEY_BRAND, KEY_OTHER };
+enum key {
+        KEY_CUDA,
+        KEY_DRIVER,
+        KEY_ARCH,
+        KEY_BRAND,
+        KEY_OTHER
+};
 
 struct term {
         enum key key;
@@ -274,12 +287,12 @@ static int term_parse(const char *s, size_t n, struct term *ret, char *msg, size
 
 static bool op_holds(enum op op, int c) {
         switch (op) {
-        case OP_EQ: return c == 0;
-        case OP_NE: return c != 0;
-        case OP_LT: return c < 0;
-        case OP_LE: return c <= 0;
-        case OP_GT: return c > 0;
-        case OP_GE: return c >= 0;
+                case OP_EQ: return c == 0;
+                case OP_NE: return c != 0;
+                case OP_LT: return c < 0;
+                case OP_LE: return c <= 0;
+                case OP_GT: return c > 0;
+                case OP_GE: return c >= 0;
         }
         return false;
 }
@@ -295,7 +308,7 @@ static void cuda_hint(const struct term *t, char *buf, size_t len) {
                         say(buf, len, "needs driver ≥ %s for CUDA %s", d, v);
                 else if (compat_minor_compat_driver((int)t->v.part[0]))
                         say(buf, len, "needs a driver for CUDA %s or newer (CUDA %u.x starts at driver %s)", v,
-                                 t->v.part[0], compat_minor_compat_driver((int)t->v.part[0]));
+                            t->v.part[0], compat_minor_compat_driver((int)t->v.part[0]));
                 else
                         say(buf, len, "needs a driver supporting CUDA %s %s", op_math[t->op], v);
         } else
@@ -308,57 +321,57 @@ static int term_eval(const struct term *t, const struct compat_node *node, const
         char have[64], b[80], need[160];
         struct compat_version v;
         switch (t->key) {
-        case KEY_OTHER:
-                return 1;
-        case KEY_CUDA:
-                if (node->cuda <= 0) {
+                case KEY_OTHER: return 1;
+                case KEY_CUDA:
+                        if (node->cuda <= 0) {
+                                cuda_hint(t, need, sizeof need);
+                                say(why, len, "%s, the node's CUDA driver version is unknown", need);
+                                return 0;
+                        }
+                        v = compat_version_from_cuda(node->cuda);
+                        if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
+                                return 1;
                         cuda_hint(t, need, sizeof need);
-                        say(why, len, "%s, the node's CUDA driver version is unknown", need);
+                        say(why, len, "%s, node has %s (CUDA %s)", need,
+                            node->driver[0] ? node->driver : "an unknown driver",
+                            compat_version_format(&v, have, sizeof have));
+                        return 0;
+                case KEY_DRIVER:
+                        if (!node->driver[0] || compat_version_parse(node->driver, strlen(node->driver), &v) < 0) {
+                                say(why, len, "needs driver %s %s, the node's driver version is unknown",
+                                    op_math[t->op], show(t->val, t->val_len, b, sizeof b));
+                                return 0;
+                        }
+                        if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
+                                return 1;
+                        say(why, len, "needs driver %s %s, node has %s", op_math[t->op],
+                            show(t->val, t->val_len, b, sizeof b), node->driver);
+                        return 0;
+                case KEY_ARCH:
+                        if (!g)
+                                return 1;
+                        if (g->cc_major <= 0) {
+                                say(why, len, "needs compute capability %s %s, GPU %d's is unknown", op_math[t->op],
+                                    show(t->val, t->val_len, b, sizeof b), g->index);
+                                return 0;
+                        }
+                        v = (struct compat_version){ { (unsigned)g->cc_major, (unsigned)g->cc_minor }, 2 };
+                        if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
+                                return 1;
+                        say(why, len, "needs compute capability %s %s, GPU %d has %d.%d", op_math[t->op],
+                            show(t->val, t->val_len, b, sizeof b), g->index, g->cc_major, g->cc_minor);
+                        return 0;
+                case KEY_BRAND: {
+                        if (!g)
+                                return 1;
+                        const char *have_brand = g->brand[0] ? g->brand : "unknown";
+                        bool eq = strlen(have_brand) == t->val_len && strncasecmp(have_brand, t->val, t->val_len) == 0;
+                        if (eq == (t->op == OP_EQ))
+                                return 1;
+                        say(why, len, "needs a GPU of brand %s%s, GPU %d is %s", t->op == OP_NE ? "other than " : "",
+                            show(t->val, t->val_len, b, sizeof b), g->index, have_brand);
                         return 0;
                 }
-                v = compat_version_from_cuda(node->cuda);
-                if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
-                        return 1;
-                cuda_hint(t, need, sizeof need);
-                say(why, len, "%s, node has %s (CUDA %s)", need, node->driver[0] ? node->driver : "an unknown driver",
-                         compat_version_format(&v, have, sizeof have));
-                return 0;
-        case KEY_DRIVER:
-                if (!node->driver[0] || compat_version_parse(node->driver, strlen(node->driver), &v) < 0) {
-                        say(why, len, "needs driver %s %s, the node's driver version is unknown", op_math[t->op],
-                                 show(t->val, t->val_len, b, sizeof b));
-                        return 0;
-                }
-                if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
-                        return 1;
-                say(why, len, "needs driver %s %s, node has %s", op_math[t->op], show(t->val, t->val_len, b, sizeof b),
-                         node->driver);
-                return 0;
-        case KEY_ARCH:
-                if (!g)
-                        return 1;
-                if (g->cc_major <= 0) {
-                        say(why, len, "needs compute capability %s %s, GPU %d's is unknown", op_math[t->op],
-                                 show(t->val, t->val_len, b, sizeof b), g->index);
-                        return 0;
-                }
-                v = (struct compat_version){ { (unsigned)g->cc_major, (unsigned)g->cc_minor }, 2 };
-                if (op_holds(t->op, compat_version_cmp(&v, &t->v)))
-                        return 1;
-                say(why, len, "needs compute capability %s %s, GPU %d has %d.%d", op_math[t->op],
-                         show(t->val, t->val_len, b, sizeof b), g->index, g->cc_major, g->cc_minor);
-                return 0;
-        case KEY_BRAND: {
-                if (!g)
-                        return 1;
-                const char *have_brand = g->brand[0] ? g->brand : "unknown";
-                bool eq = strlen(have_brand) == t->val_len && strncasecmp(have_brand, t->val, t->val_len) == 0;
-                if (eq == (t->op == OP_EQ))
-                        return 1;
-                say(why, len, "needs a GPU of brand %s%s, GPU %d is %s", t->op == OP_NE ? "other than " : "",
-                         show(t->val, t->val_len, b, sizeof b), g->index, have_brand);
-                return 0;
-        }
         }
         return 0;
 }
@@ -393,7 +406,7 @@ static int group_eval(const char *s, size_t n, struct walk *w, char *msg, size_t
                         holds = 0;
                         if (!w->have_why) {
                                 say(w->first_why, sizeof w->first_why, "%s: %s", show(t.text, t.text_len, b, sizeof b),
-                                         why);
+                                    why);
                                 w->have_why = true;
                         }
                 }
@@ -483,8 +496,7 @@ const char *compat_env_get(const char *const *env, size_t n_env, const char *nam
         return found;
 }
 
-int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg,
-                     size_t msg_len) {
+int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg, size_t msg_len) {
         char why[512];
         if (compat_parse_bool(compat_env_get(env, n_env, "NVIDIA_DISABLE_REQUIRE")))
                 return 0;

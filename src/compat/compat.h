@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 #define COMPAT_VERSION_PARTS 4
-#define COMPAT_EXPR_MAX 4096     /* longer expressions are refused */
+#define COMPAT_EXPR_MAX 4096 /* longer expressions are refused */
 
 /* A dotted version: "12.4" → {12, 4}, n = 2; "535.104.05" → {535, 104, 5}, n = 3. */
 struct compat_version {
@@ -47,15 +47,15 @@ char *compat_version_format(const struct compat_version *v, char *buf, size_t le
 
 /* One GPU the container gets, for brand and arch terms. */
 struct compat_gpu {
-        int index;          /* for messages */
-        char brand[32];     /* "tesla", "geforce", …; "" unknown */
+        int index;              /* for messages */
+        char brand[32];         /* "tesla", "geforce", …; "" unknown */
         int cc_major, cc_minor; /* 0 unknown */
 };
 
 /* What the node has. */
 struct compat_node {
-        char driver[80];    /* driver version "535.104.05"; "" unknown */
-        int cuda;           /* CUDA driver version, 1000 * major + 10 * minor; 0 unknown */
+        char driver[80]; /* driver version "535.104.05"; "" unknown */
+        int cuda;        /* CUDA driver version, 1000 * major + 10 * minor; 0 unknown */
         const struct compat_gpu *gpus;
         size_t n_gpus;
 };
@@ -80,8 +80,7 @@ bool compat_parse_bool(const char *s);
  * hold; CUDA_VERSION=M.m[.p] without NVIDIA_REQUIRE_CUDA means cuda>=M.m. 0, -EPERM (msg:
  * "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs …") or -EINVAL (malformed; msg says which variable).
  */
-int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg,
-                     size_t msg_len);
+int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg, size_t msg_len);
 
 /* The last value of `name` in env, or NULL. */
 const char *compat_env_get(const char *const *env, size_t n_env, const char *name);
@@ -104,11 +103,11 @@ const char *compat_min_driver(int cuda);
 const char *compat_minor_compat_driver(int major);
 
 enum compat_mode {
-        COMPAT_NATIVE = 0,      /* the driver supports this CUDA version */
-        COMPAT_MINOR_VERSION,   /* same major, driver ≥ the major's minimum: runs, some features limited */
-        COMPAT_FORWARD,         /* newer major: only with the cuda-compat package on a data-center GPU */
+        COMPAT_NATIVE = 0,               /* the driver supports this CUDA version */
+        COMPAT_MINOR_VERSION,            /* same major, driver ≥ the major's minimum: runs, some features limited */
+        COMPAT_FORWARD,                  /* newer major: only with the cuda-compat package on a data-center GPU */
         COMPAT_FORWARD_NEEDS_DATACENTER, /* would need forward compatibility, but the GPU is not data-center */
-        COMPAT_NONE,            /* older driver of the same major below its minimum, or unknown facts */
+        COMPAT_NONE,                     /* older driver of the same major below its minimum, or unknown facts */
 };
 /* How a toolkit `cuda` runs on a driver whose CUDA driver version is driver_cuda (both
  * 1000*M+10*m) and version `driver`; datacenter: the GPU supports forward compatibility. */

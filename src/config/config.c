@@ -16,19 +16,19 @@
 #include "util/util.h"
 
 enum opt_type {
-        T_PATH,      /* absolute path, required */
-        T_PATH_OPT,  /* absolute path or "" */
-        T_LIBRARY,   /* soname (no '/') or absolute path, required */
-        T_ENUM,      /* one name of opt->names */
-        T_FLAGS,     /* comma-separated names of opt->names, bit i = names[i] */
+        T_PATH,     /* absolute path, required */
+        T_PATH_OPT, /* absolute path or "" */
+        T_LIBRARY,  /* soname (no '/') or absolute path, required */
+        T_ENUM,     /* one name of opt->names */
+        T_FLAGS,    /* comma-separated names of opt->names, bit i = names[i] */
         T_BOOL,
-        T_DURATION,  /* seconds, written 30s / 2m / 1h30m */
-        T_XIDS,      /* comma-separated Xid numbers */
-        T_SIZE,      /* bytes, written 256MiB */
-        T_ADDRESS,   /* HOST:PORT or "" */
-        T_URL,       /* unix:///path, http://host:port, tcp://host:port, or "" */
-        T_RESOURCE,  /* Kubernetes extended resource name or "" */
-        T_CDI_KIND,  /* vendor/class */
+        T_DURATION, /* seconds, written 30s / 2m / 1h30m */
+        T_XIDS,     /* comma-separated Xid numbers */
+        T_SIZE,     /* bytes, written 256MiB */
+        T_ADDRESS,  /* HOST:PORT or "" */
+        T_URL,      /* unix:///path, http://host:port, tcp://host:port, or "" */
+        T_RESOURCE, /* Kubernetes extended resource name or "" */
+        T_CDI_KIND, /* vendor/class */
 };
 
 struct opt_def {
@@ -36,8 +36,8 @@ struct opt_def {
         size_t offset, size;
         const char *const *names; /* T_ENUM / T_FLAGS */
         size_t n_names;
-        uint64_t min, max;        /* T_DURATION / T_SIZE (T_FLAGS: min = at least one bit) */
-        const char *expect;       /* what a valid value looks like, for error messages */
+        uint64_t min, max;  /* T_DURATION / T_SIZE (T_FLAGS: min = at least one bit) */
+        const char *expect; /* what a valid value looks like, for error messages */
 };
 
 static const char *const profile_names[] = { "default", "gpuslice", "tencent", "aliyun" };
@@ -53,80 +53,70 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
 #define DAY ((uint64_t)24 * 3600)
 
 /* X(key, flag, metavar, help, type, field, names, min, max, expect) — documentation order. */
-#define CONFIG_OPTION_LIST(X)                                                                          \
-        X("agent.state-dir", "state-dir", "DIR", "directory of the agent's state file", T_PATH,       \
-          FIELD(state_dir), NO_NAMES, 0, 0, "an absolute path")                                         \
-        X("agent.log-level", "log-level", "LEVEL", "error, warn, info or debug", T_ENUM,              \
-          FIELD(log_level), NAMES(log_level_names), 0, 0, "one of error, warn, info, debug")          \
-        X("kubelet.plugin-dir", "plugin-dir", "DIR", "kubelet device plugin directory", T_PATH,       \
-          FIELD(plugin_dir), NO_NAMES, 0, 0, "an absolute path")                                        \
-        X("kubelet.pod-resources-socket", "pod-resources-socket", "PATH",                             \
-          "kubelet PodResources API socket", T_PATH, FIELD(pod_resources_socket), NO_NAMES, 0, 0,     \
-          "an absolute path")                                                                          \
-        X("nvml.library", "nvml-library", "LIB", "NVML library to dlopen (soname or absolute path)",  \
-          T_LIBRARY, FIELD(nvml_library), NO_NAMES, 0, 0,                                              \
-          "a library soname like libnvidia-ml.so.1 or an absolute path")                              \
-        X("resources.profile", "resource-profile", "PROFILE",                                         \
-          "resource names: default, gpuslice, tencent or aliyun", T_ENUM, FIELD(profile),            \
-          NAMES(profile_names), 0, 0, "one of default, gpuslice, tencent, aliyun")                    \
-        X("resources.whole-gpu-name", "resource-name", "NAME",                                        \
-          "whole-GPU resource name (empty: nvidia.com/gpu)", T_RESOURCE, FIELD(whole_gpu_resource),  \
-          NO_NAMES, 0, 0, "a resource name like nvidia.com/gpu")                                       \
-        X("devices.id-strategy", "device-id-strategy", "STRATEGY",                                    \
-          "NVIDIA_VISIBLE_DEVICES lists uuid or index", T_ENUM, FIELD(device_id_strategy),           \
-          NAMES(id_strategy_names), 0, 0, "one of uuid, index")                                       \
-        X("devices.list-strategy", "device-list-strategy", "LIST",                                    \
-          "how devices reach the container: envvar, cdi or both", T_FLAGS,                            \
-          FIELD(device_list_strategy), NAMES(list_strategy_names), 1, 0,                              \
-          "a comma-separated list of envvar, cdi (or both)")                                          \
-        X("devices.cdi-kind", "cdi-kind", "VENDOR/CLASS", "CDI kind of the device names", T_CDI_KIND, \
-          FIELD(cdi_vendor), NO_NAMES, 0, 0, "a CDI kind like gpuslice.io/gpu")                         \
-        X("devices.dev-root", "dev-root", "DIR", "host root that holds /dev", T_PATH, FIELD(dev_root), \
-          NO_NAMES, 0, 0, "an absolute path")                                                           \
-        X("health.disabled", "health-disabled", NULL, "do not watch GPU health", T_BOOL,              \
-          FIELD(health_disabled), NO_NAMES, 0, 0, "true or false")                                      \
-        X("health.xid-ignore", "health-xid-ignore", "LIST", "Xids that do not make a GPU unhealthy",  \
-          T_XIDS, FIELD(xid_ignore), NO_NAMES, 0, 999999, "a comma-separated list of Xid numbers")        \
-        X("health.quiet-period", "health-quiet-period", "DURATION",                                   \
-          "fault-free time before a GPU is healthy again", T_DURATION,                                \
-          FIELD(health_quiet_period_sec), NO_NAMES, 0, DAY, "a duration like 30s or 2m")               \
-        X("metrics.address", "metrics-address", "HOST:PORT", "metrics/health HTTP listener, empty: off", \
-          T_ADDRESS, FIELD(metrics_address), NO_NAMES, 0, 0, "HOST:PORT like 127.0.0.1:9400, or empty") \
-        X("metrics.compat", "metrics-compat", "LIST", "extra metric families: pod-used-gpu-mem, gpu-manager", \
-          T_FLAGS, FIELD(metrics_compat), NAMES(compat_names), 0, 0,                                 \
-          "a comma-separated list of pod-used-gpu-mem, gpu-manager, or empty")                        \
-        X("monitor.proc-root", "proc-root", "DIR", "where /proc is mounted", T_PATH, FIELD(proc_root), \
-          NO_NAMES, 0, 0, "an absolute path")                                                           \
-        X("monitor.cri-socket", "cri-socket", "PATH", "CRI runtime socket for pod names, empty: off", \
-          T_PATH_OPT, FIELD(cri_socket), NO_NAMES, 0, 0, "an absolute path or empty")                  \
-        X("monitor.engine", "engine", "URL", "Docker-compatible Engine API, empty: off", T_URL,       \
-          FIELD(engine_url), NO_NAMES, 0, 0,                                                           \
-          "a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or empty")             \
-        X("monitor.sample-interval", "sample-interval", "DURATION", "GPU usage sampling period",      \
-          T_DURATION, FIELD(sample_interval_sec), NO_NAMES, 1, 3600,                                   \
-          "a duration like 5s or 1m (1s to 1h)")                                                      \
-        X("monitor.nfd-features-file", "nfd-features-file", "PATH",                                   \
-          "Node Feature Discovery features file to write, empty: off", T_PATH_OPT,                    \
-          FIELD(nfd_features_file), NO_NAMES, 0, 0, "an absolute path or empty")                       \
-        X("sharing.policy", "allocation-policy", "POLICY", "GPU choice for fractions: binpack or spread", \
-          T_ENUM, FIELD(alloc_policy), NAMES(policy_names), 0, 0, "one of binpack, spread")           \
-        X("sharing.memory-unit", "memory-unit", "SIZE", "GPU memory per memory device ID, 0: profile's", \
-          T_SIZE, FIELD(memory_unit_bytes), NO_NAMES, 1ULL << 20, 1ULL << 40,                          \
-          "a size like 256MiB or 1GiB (1MiB to 1TiB), or 0")                                          \
-        X("sharing.interposer", "interposer", "PATH", "host path of libgpuslice-cuda.so", T_PATH,      \
-          FIELD(interposer_library), NO_NAMES, 0, 0, "an absolute path")                               \
-        X("sharing.limit-when-alone", "limit-when-alone", NULL,                                       \
-          "throttle compute even when a container is alone on its GPU", T_BOOL,                       \
-          FIELD(limit_when_alone), NO_NAMES, 0, 0, "true or false")                                 \
-        X("kube.kubeconfig", "kubeconfig", "PATH",                                                    \
-          "kubeconfig to reach the API server and publish the node, empty: in-cluster or off",        \
-          T_PATH_OPT, FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")
+#define CONFIG_OPTION_LIST(X)                                                                                          \
+        X("agent.state-dir", "state-dir", "DIR", "directory of the agent's state file", T_PATH, FIELD(state_dir),      \
+          NO_NAMES, 0, 0, "an absolute path")                                                                          \
+        X("agent.log-level", "log-level", "LEVEL", "error, warn, info or debug", T_ENUM, FIELD(log_level),             \
+          NAMES(log_level_names), 0, 0, "one of error, warn, info, debug")                                             \
+        X("kubelet.plugin-dir", "plugin-dir", "DIR", "kubelet device plugin directory", T_PATH, FIELD(plugin_dir),     \
+          NO_NAMES, 0, 0, "an absolute path")                                                                          \
+        X("kubelet.pod-resources-socket", "pod-resources-socket", "PATH", "kubelet PodResources API socket", T_PATH,   \
+          FIELD(pod_resources_socket), NO_NAMES, 0, 0, "an absolute path")                                             \
+        X("nvml.library", "nvml-library", "LIB", "NVML library to dlopen (soname or absolute path)", T_LIBRARY,        \
+          FIELD(nvml_library), NO_NAMES, 0, 0, "a library soname like libnvidia-ml.so.1 or an absolute path")          \
+        X("resources.profile", "resource-profile", "PROFILE", "resource names: default, gpuslice, tencent or aliyun",  \
+          T_ENUM, FIELD(profile), NAMES(profile_names), 0, 0, "one of default, gpuslice, tencent, aliyun")             \
+        X("resources.whole-gpu-name", "resource-name", "NAME", "whole-GPU resource name (empty: nvidia.com/gpu)",      \
+          T_RESOURCE, FIELD(whole_gpu_resource), NO_NAMES, 0, 0, "a resource name like nvidia.com/gpu")                \
+        X("devices.id-strategy", "device-id-strategy", "STRATEGY", "NVIDIA_VISIBLE_DEVICES lists uuid or index",       \
+          T_ENUM, FIELD(device_id_strategy), NAMES(id_strategy_names), 0, 0, "one of uuid, index")                     \
+        X("devices.list-strategy", "device-list-strategy", "LIST",                                                     \
+          "how devices reach the container: envvar, cdi or both", T_FLAGS, FIELD(device_list_strategy),                \
+          NAMES(list_strategy_names), 1, 0, "a comma-separated list of envvar, cdi (or both)")                         \
+        X("devices.cdi-kind", "cdi-kind", "VENDOR/CLASS", "CDI kind of the device names", T_CDI_KIND,                  \
+          FIELD(cdi_vendor), NO_NAMES, 0, 0, "a CDI kind like gpuslice.io/gpu")                                        \
+        X("devices.dev-root", "dev-root", "DIR", "host root that holds /dev", T_PATH, FIELD(dev_root), NO_NAMES, 0, 0, \
+          "an absolute path")                                                                                          \
+        X("health.disabled", "health-disabled", NULL, "do not watch GPU health", T_BOOL, FIELD(health_disabled),       \
+          NO_NAMES, 0, 0, "true or false")                                                                             \
+        X("health.xid-ignore", "health-xid-ignore", "LIST", "Xids that do not make a GPU unhealthy", T_XIDS,           \
+          FIELD(xid_ignore), NO_NAMES, 0, 999999, "a comma-separated list of Xid numbers")                             \
+        X("health.quiet-period", "health-quiet-period", "DURATION", "fault-free time before a GPU is healthy again",   \
+          T_DURATION, FIELD(health_quiet_period_sec), NO_NAMES, 0, DAY, "a duration like 30s or 2m")                   \
+        X("metrics.address", "metrics-address", "HOST:PORT", "metrics/health HTTP listener, empty: off", T_ADDRESS,    \
+          FIELD(metrics_address), NO_NAMES, 0, 0, "HOST:PORT like 127.0.0.1:9400, or empty")                           \
+        X("metrics.compat", "metrics-compat", "LIST", "extra metric families: pod-used-gpu-mem, gpu-manager", T_FLAGS, \
+          FIELD(metrics_compat), NAMES(compat_names), 0, 0,                                                            \
+          "a comma-separated list of pod-used-gpu-mem, gpu-manager, or empty")                                         \
+        X("monitor.proc-root", "proc-root", "DIR", "where /proc is mounted", T_PATH, FIELD(proc_root), NO_NAMES, 0, 0, \
+          "an absolute path")                                                                                          \
+        X("monitor.cri-socket", "cri-socket", "PATH", "CRI runtime socket for pod names, empty: off", T_PATH_OPT,      \
+          FIELD(cri_socket), NO_NAMES, 0, 0, "an absolute path or empty")                                              \
+        X("monitor.engine", "engine", "URL", "Docker-compatible Engine API, empty: off", T_URL, FIELD(engine_url),     \
+          NO_NAMES, 0, 0, "a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or empty")              \
+        X("monitor.sample-interval", "sample-interval", "DURATION", "GPU usage sampling period", T_DURATION,           \
+          FIELD(sample_interval_sec), NO_NAMES, 1, 3600, "a duration like 5s or 1m (1s to 1h)")                        \
+        X("monitor.nfd-features-file", "nfd-features-file", "PATH",                                                    \
+          "Node Feature Discovery features file to write, empty: off", T_PATH_OPT, FIELD(nfd_features_file), NO_NAMES, \
+          0, 0, "an absolute path or empty")                                                                           \
+        X("sharing.policy", "allocation-policy", "POLICY", "GPU choice for fractions: binpack or spread", T_ENUM,      \
+          FIELD(alloc_policy), NAMES(policy_names), 0, 0, "one of binpack, spread")                                    \
+        X("sharing.memory-unit", "memory-unit", "SIZE", "GPU memory per memory device ID, 0: profile's", T_SIZE,       \
+          FIELD(memory_unit_bytes), NO_NAMES, 1ULL << 20, 1ULL << 40,                                                  \
+          "a size like 256MiB or 1GiB (1MiB to 1TiB), or 0")                                                           \
+        X("sharing.interposer", "interposer", "PATH", "host path of libgpuslice-cuda.so", T_PATH,                      \
+          FIELD(interposer_library), NO_NAMES, 0, 0, "an absolute path")                                               \
+        X("sharing.limit-when-alone", "limit-when-alone", NULL,                                                        \
+          "throttle compute even when a container is alone on its GPU", T_BOOL, FIELD(limit_when_alone), NO_NAMES, 0,  \
+          0, "true or false")                                                                                          \
+        X("kube.kubeconfig", "kubeconfig", "PATH",                                                                     \
+          "kubeconfig to reach the API server and publish the node, empty: in-cluster or off", T_PATH_OPT,             \
+          FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
 static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
 
-#define X_DEF(key, flag, metavar, help, type, field, names, min, max, expect) \
-        { type, field, names, min, max, expect },
+#define X_DEF(key, flag, metavar, help, type, field, names, min, max, expect) { type, field, names, min, max, expect },
 static const struct opt_def defs[] = { CONFIG_OPTION_LIST(X_DEF) };
 
 _Static_assert(ELEMENTSOF(options) == ELEMENTSOF(defs), "option tables out of step");
@@ -141,15 +131,13 @@ _Static_assert(sizeof(enum config_profile) == sizeof(int) && sizeof(enum config_
                "enum size");
 
 /* Sections of the file, in dump order. */
-static const char *const sections[] = { "agent", "kubelet", "nvml", "resources", "devices",
-                                        "health", "metrics", "monitor", "sharing", "kube" };
+static const char *const sections[] = { "agent",  "kubelet", "nvml",    "resources", "devices",
+                                        "health", "metrics", "monitor", "sharing",   "kube" };
 
 static const struct config_profile_info profiles[] = {
         [CONFIG_PROFILE_DEFAULT] = { "default", NULL, NULL, 0 },
-        [CONFIG_PROFILE_GPUSLICE] = { "gpuslice", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory",
-                                      256ULL << 20 },
-        [CONFIG_PROFILE_TENCENT] = { "tencent", "tencent.com/vcuda-core", "tencent.com/vcuda-memory",
-                                     256ULL << 20 },
+        [CONFIG_PROFILE_GPUSLICE] = { "gpuslice", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", 256ULL << 20 },
+        [CONFIG_PROFILE_TENCENT] = { "tencent", "tencent.com/vcuda-core", "tencent.com/vcuda-memory", 256ULL << 20 },
         [CONFIG_PROFILE_ALIYUN] = { "aliyun", NULL, "aliyun.com/gpu-mem", 1ULL << 30 },
 };
 
@@ -234,16 +222,28 @@ static int parse_duration(const char *s, uint64_t *ret) {
                 }
                 uint64_t mult;
                 switch (*s) {
-                case '\0':
-                        if (total != 0)
-                                return -EINVAL; /* "1m30" */
-                        mult = 1;
-                        break;
-                case 's': mult = 1; s++; break;
-                case 'm': mult = 60; s++; break;
-                case 'h': mult = 3600; s++; break;
-                case 'd': mult = DAY; s++; break;
-                default: return -EINVAL;
+                        case '\0':
+                                if (total != 0)
+                                        return -EINVAL; /* "1m30" */
+                                mult = 1;
+                                break;
+                        case 's':
+                                mult = 1;
+                                s++;
+                                break;
+                        case 'm':
+                                mult = 60;
+                                s++;
+                                break;
+                        case 'h':
+                                mult = 3600;
+                                s++;
+                                break;
+                        case 'd':
+                                mult = DAY;
+                                s++;
+                                break;
+                        default: return -EINVAL;
                 }
                 if (v > UINT64_MAX / mult || total > UINT64_MAX - v * mult)
                         return -ERANGE;
@@ -335,16 +335,15 @@ static bool valid_resource_name(const char *s) {
         size_t plen = (size_t)(slash - s);
         static const char reserved[] = "kubernetes.io";
         size_t rlen = sizeof reserved - 1;
-        if (plen >= rlen && memcmp(s + plen - rlen, reserved, rlen) == 0 &&
-            (plen == rlen || s[plen - rlen - 1] == '.'))
+        if (plen >= rlen && memcmp(s + plen - rlen, reserved, rlen) == 0 && (plen == rlen || s[plen - rlen - 1] == '.'))
                 return false;
         return true;
 }
 
 /* CDI: vendor and class start with a letter and end alnum; vendor may hold '.', both '-' and '_'. */
 static bool valid_cdi_part(const char *s, size_t n, bool vendor) {
-        if (n == 0 || n >= CONFIG_NAME_MAX || !isascii((unsigned char)s[0]) ||
-            !isalpha((unsigned char)s[0]) || !is_alnum(s[n - 1]))
+        if (n == 0 || n >= CONFIG_NAME_MAX || !isascii((unsigned char)s[0]) || !isalpha((unsigned char)s[0]) ||
+            !is_alnum(s[n - 1]))
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && !(vendor && s[i] == '.'))
@@ -532,95 +531,95 @@ static const struct opt_def *def_of(const struct config_option *o) {
 
 /* Apply value to cfg; name is what messages call the option (a key or a --flag). Every branch
  * validates the whole value before writing any field, so a failure leaves cfg untouched. */
-static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value,
-                      const char *name, char *err, size_t errlen) {
+static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value, const char *name,
+                      char *err, size_t errlen) {
         const struct opt_def *d = def_of(o);
         char *field = (char *)cfg + d->offset;
         char sbuf[96];
         int r;
 
         switch (d->type) {
-        case T_PATH:
-        case T_PATH_OPT:
-                if (d->type == T_PATH_OPT && value[0] == '\0')
+                case T_PATH:
+                case T_PATH_OPT:
+                        if (d->type == T_PATH_OPT && value[0] == '\0')
+                                break;
+                        if (!valid_path(value, d->size))
+                                goto invalid;
                         break;
-                if (!valid_path(value, d->size))
-                        goto invalid;
-                break;
-        case T_LIBRARY:
-                if (!valid_library(value, d->size))
-                        goto invalid;
-                break;
-        case T_RESOURCE:
-                if (value[0] != '\0' && (strlen(value) >= d->size || !valid_resource_name(value)))
-                        goto invalid;
-                break;
-        case T_ADDRESS:
-                if (value[0] != '\0' && !valid_address(value))
-                        goto invalid;
-                break;
-        case T_URL:
-                if (value[0] != '\0' && !valid_url(value))
-                        goto invalid;
-                break;
-        case T_CDI_KIND: {
-                const char *slash = strchr(value, '/');
-                if (!slash || !valid_cdi_part(value, (size_t)(slash - value), true) ||
-                    !valid_cdi_part(slash + 1, strlen(slash + 1), false))
-                        goto invalid;
-                strnscpy(cfg->cdi_vendor, sizeof cfg->cdi_vendor, value, (size_t)(slash - value));
-                strscpy(cfg->cdi_class, slash + 1, sizeof cfg->cdi_class);
-                return 0;
-        }
-        case T_ENUM:
-                for (size_t i = 0; i < d->n_names; i++)
-                        if (streq(value, d->names[i])) {
-                                int v = (int)i;
-                                memcpy(field, &v, sizeof v);
-                                return 0;
-                        }
-                goto invalid;
-        case T_FLAGS: {
-                struct flags_ctx c = { d, 0 };
-                if (for_each_item(value, flags_item, &c) < 0 || (d->min && c.bits == 0))
-                        goto invalid;
-                memcpy(field, &c.bits, sizeof c.bits);
-                return 0;
-        }
-        case T_BOOL: {
-                bool b;
-                if (parse_bool(value, &b) < 0)
-                        goto invalid;
-                memcpy(field, &b, sizeof b);
-                return 0;
-        }
-        case T_DURATION: {
-                uint64_t v;
-                if (parse_duration(value, &v) < 0 || v < d->min || v > d->max)
-                        goto invalid;
-                memcpy(field, &v, sizeof v);
-                return 0;
-        }
-        case T_SIZE: {
-                uint64_t v;
-                if (parse_size(value, &v) < 0 || (v != 0 && (v < d->min || v > d->max)))
-                        goto invalid;
-                memcpy(field, &v, sizeof v);
-                return 0;
-        }
-        case T_XIDS: {
-                struct xids_ctx c = { .max = d->max };
-                r = for_each_item(value, xids_item, &c);
-                if (r == -E2BIG) {
-                        errf(err, errlen, "%s: at most %d Xids, got more", name, CONFIG_XID_MAX);
-                        return -EINVAL;
+                case T_LIBRARY:
+                        if (!valid_library(value, d->size))
+                                goto invalid;
+                        break;
+                case T_RESOURCE:
+                        if (value[0] != '\0' && (strlen(value) >= d->size || !valid_resource_name(value)))
+                                goto invalid;
+                        break;
+                case T_ADDRESS:
+                        if (value[0] != '\0' && !valid_address(value))
+                                goto invalid;
+                        break;
+                case T_URL:
+                        if (value[0] != '\0' && !valid_url(value))
+                                goto invalid;
+                        break;
+                case T_CDI_KIND: {
+                        const char *slash = strchr(value, '/');
+                        if (!slash || !valid_cdi_part(value, (size_t)(slash - value), true) ||
+                            !valid_cdi_part(slash + 1, strlen(slash + 1), false))
+                                goto invalid;
+                        strnscpy(cfg->cdi_vendor, sizeof cfg->cdi_vendor, value, (size_t)(slash - value));
+                        strscpy(cfg->cdi_class, slash + 1, sizeof cfg->cdi_class);
+                        return 0;
                 }
-                if (r < 0)
+                case T_ENUM:
+                        for (size_t i = 0; i < d->n_names; i++)
+                                if (streq(value, d->names[i])) {
+                                        int v = (int)i;
+                                        memcpy(field, &v, sizeof v);
+                                        return 0;
+                                }
                         goto invalid;
-                memcpy(cfg->xid_ignore, c.v, sizeof c.v);
-                cfg->n_xid_ignore = c.n;
-                return 0;
-        }
+                case T_FLAGS: {
+                        struct flags_ctx c = { d, 0 };
+                        if (for_each_item(value, flags_item, &c) < 0 || (d->min && c.bits == 0))
+                                goto invalid;
+                        memcpy(field, &c.bits, sizeof c.bits);
+                        return 0;
+                }
+                case T_BOOL: {
+                        bool b;
+                        if (parse_bool(value, &b) < 0)
+                                goto invalid;
+                        memcpy(field, &b, sizeof b);
+                        return 0;
+                }
+                case T_DURATION: {
+                        uint64_t v;
+                        if (parse_duration(value, &v) < 0 || v < d->min || v > d->max)
+                                goto invalid;
+                        memcpy(field, &v, sizeof v);
+                        return 0;
+                }
+                case T_SIZE: {
+                        uint64_t v;
+                        if (parse_size(value, &v) < 0 || (v != 0 && (v < d->min || v > d->max)))
+                                goto invalid;
+                        memcpy(field, &v, sizeof v);
+                        return 0;
+                }
+                case T_XIDS: {
+                        struct xids_ctx c = { .max = d->max };
+                        r = for_each_item(value, xids_item, &c);
+                        if (r == -E2BIG) {
+                                errf(err, errlen, "%s: at most %d Xids, got more", name, CONFIG_XID_MAX);
+                                return -EINVAL;
+                        }
+                        if (r < 0)
+                                goto invalid;
+                        memcpy(cfg->xid_ignore, c.v, sizeof c.v);
+                        cfg->n_xid_ignore = c.n;
+                        return 0;
+                }
         }
         /* the string types */
         strscpy(field, value, d->size);
@@ -730,8 +729,7 @@ void config_init_defaults(struct gpuslice_config *cfg) {
         strscpy(cfg->metrics_address, "127.0.0.1:9400", sizeof cfg->metrics_address);
         strscpy(cfg->proc_root, "/proc", sizeof cfg->proc_root);
         strscpy(cfg->cri_socket, "/run/containerd/containerd.sock", sizeof cfg->cri_socket);
-        strscpy(cfg->interposer_library, "/usr/local/lib/gpuslice/libgpuslice-cuda.so",
-                sizeof cfg->interposer_library);
+        strscpy(cfg->interposer_library, "/usr/local/lib/gpuslice/libgpuslice-cuda.so", sizeof cfg->interposer_library);
 }
 
 /* ---- the file parser ------------------------------------------------------------------------ */
@@ -820,8 +818,8 @@ struct parse_state {
         int section; /* index into sections, -1 before the first header */
 };
 
-static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno,
-                      char *err, size_t errlen) {
+static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno, char *err,
+                      size_t errlen) {
         char sbuf[96];
         char *s = trim(line);
         if (*s == '\0' || *s == '#' || *s == ';')
@@ -871,8 +869,8 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
         *eq = '\0';
         char *name = trim(s);
         if (!valid_ident(name)) {
-                errf(err, errlen, "line %u: expected a key name (lowercase letters, digits, '-'), got '%s'",
-                     lineno, shown(name, sbuf, sizeof sbuf));
+                errf(err, errlen, "line %u: expected a key name (lowercase letters, digits, '-'), got '%s'", lineno,
+                     shown(name, sbuf, sizeof sbuf));
                 return -EINVAL;
         }
         if (ps->section < 0) {
@@ -1036,59 +1034,54 @@ static void write_value(FILE *f, const char *v) {
         fputc('"', f);
 }
 
-static void format_option(const struct gpuslice_config *cfg, const struct config_option *o, char *buf,
-                          size_t len) {
+static void format_option(const struct gpuslice_config *cfg, const struct config_option *o, char *buf, size_t len) {
         const struct opt_def *d = def_of(o);
         const char *field = (const char *)cfg + d->offset;
         size_t n = 0;
         buf[0] = '\0';
         switch (d->type) {
-        case T_PATH:
-        case T_PATH_OPT:
-        case T_LIBRARY:
-        case T_RESOURCE:
-        case T_ADDRESS:
-        case T_URL:
-                strscpy(buf, field, len);
-                break;
-        case T_CDI_KIND:
-                snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class);
-                break;
-        case T_ENUM: {
-                int v;
-                memcpy(&v, field, sizeof v);
-                snprintf(buf, len, "%s", (unsigned)v < d->n_names ? d->names[v] : "?");
-                break;
-        }
-        case T_FLAGS: {
-                unsigned bits;
-                memcpy(&bits, field, sizeof bits);
-                for (size_t i = 0; i < d->n_names; i++)
-                        if (bits & (1U << i))
-                                n += (size_t)snprintf(buf + n, len - MIN(n, len), "%s%s", n ? "," : "",
-                                                      d->names[i]);
-                break;
-        }
-        case T_BOOL: {
-                bool b;
-                memcpy(&b, field, sizeof b);
-                snprintf(buf, len, "%s", b ? "true" : "false");
-                break;
-        }
-        case T_DURATION:
-        case T_SIZE: {
-                uint64_t v;
-                memcpy(&v, field, sizeof v);
-                if (d->type == T_DURATION)
-                        format_duration(v, buf, len);
-                else
-                        format_bytes(v, buf, len);
-                break;
-        }
-        case T_XIDS:
-                for (size_t i = 0; i < cfg->n_xid_ignore && n < len; i++)
-                        n += (size_t)snprintf(buf + n, len - n, "%s%u", i ? ", " : "", cfg->xid_ignore[i]);
-                break;
+                case T_PATH:
+                case T_PATH_OPT:
+                case T_LIBRARY:
+                case T_RESOURCE:
+                case T_ADDRESS:
+                case T_URL: strscpy(buf, field, len); break;
+                case T_CDI_KIND: snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class); break;
+                case T_ENUM: {
+                        int v;
+                        memcpy(&v, field, sizeof v);
+                        snprintf(buf, len, "%s", (unsigned)v < d->n_names ? d->names[v] : "?");
+                        break;
+                }
+                case T_FLAGS: {
+                        unsigned bits;
+                        memcpy(&bits, field, sizeof bits);
+                        for (size_t i = 0; i < d->n_names; i++)
+                                if (bits & (1U << i))
+                                        n += (size_t)snprintf(buf + n, len - MIN(n, len), "%s%s", n ? "," : "",
+                                                              d->names[i]);
+                        break;
+                }
+                case T_BOOL: {
+                        bool b;
+                        memcpy(&b, field, sizeof b);
+                        snprintf(buf, len, "%s", b ? "true" : "false");
+                        break;
+                }
+                case T_DURATION:
+                case T_SIZE: {
+                        uint64_t v;
+                        memcpy(&v, field, sizeof v);
+                        if (d->type == T_DURATION)
+                                format_duration(v, buf, len);
+                        else
+                                format_bytes(v, buf, len);
+                        break;
+                }
+                case T_XIDS:
+                        for (size_t i = 0; i < cfg->n_xid_ignore && n < len; i++)
+                                n += (size_t)snprintf(buf + n, len - n, "%s%u", i ? ", " : "", cfg->xid_ignore[i]);
+                        break;
         }
 }
 
@@ -1138,8 +1131,7 @@ static int args_add(struct config_args *a, const char *key, const char *value) {
         return 0;
 }
 
-int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, char *err,
-                      size_t errlen) {
+int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, char *err, size_t errlen) {
         char sbuf[96];
         if (!ret || argc < 0 || first < 0 || (argc > 0 && !argv)) {
                 errf(err, errlen, "bad arguments");
@@ -1239,8 +1231,8 @@ fail:
         return r;
 }
 
-int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
-                 char *err, size_t errlen) {
+int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret, char *err,
+                 size_t errlen) {
         if (!ret) {
                 errf(err, errlen, "no config");
                 return -EINVAL;

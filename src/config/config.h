@@ -65,8 +65,8 @@ enum config_log_level {
 
 /* Compatibility metric families, bit mask (issue 4). */
 enum config_metrics_compat {
-        CONFIG_COMPAT_POD_GPU_MEM = 1 << 0,   /* pod_used_gpu_mem_MB{pod_name,pod_namespace,…} */
-        CONFIG_COMPAT_GPU_MANAGER = 1 << 1,   /* gpu-manager's container_gpu_* */
+        CONFIG_COMPAT_POD_GPU_MEM = 1 << 0, /* pod_used_gpu_mem_MB{pod_name,pod_namespace,…} */
+        CONFIG_COMPAT_GPU_MANAGER = 1 << 1, /* gpu-manager's container_gpu_* */
 };
 
 /*
@@ -75,8 +75,8 @@ enum config_metrics_compat {
  */
 struct gpuslice_config {
         /* [agent] */
-        char state_dir[CONFIG_PATH_MAX];            /* agent.state-dir        /var/lib/gpuslice */
-        enum config_log_level log_level;            /* agent.log-level        info */
+        char state_dir[CONFIG_PATH_MAX]; /* agent.state-dir        /var/lib/gpuslice */
+        enum config_log_level log_level; /* agent.log-level        info */
 
         /* [kubelet] */
         char plugin_dir[CONFIG_PATH_MAX];           /* kubelet.plugin-dir     /var/lib/kubelet/device-plugins */
@@ -84,44 +84,45 @@ struct gpuslice_config {
                                                        /var/lib/kubelet/pod-resources/kubelet.sock */
 
         /* [nvml] */
-        char nvml_library[CONFIG_PATH_MAX];         /* nvml.library           libnvidia-ml.so.1 (soname or path) */
+        char nvml_library[CONFIG_PATH_MAX]; /* nvml.library           libnvidia-ml.so.1 (soname or path) */
 
         /* [resources] */
-        enum config_profile profile;                /* resources.profile      default */
-        char whole_gpu_resource[CONFIG_NAME_MAX];   /* resources.whole-gpu-name  "" = nvidia.com/gpu */
+        enum config_profile profile;              /* resources.profile      default */
+        char whole_gpu_resource[CONFIG_NAME_MAX]; /* resources.whole-gpu-name  "" = nvidia.com/gpu */
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */
-        unsigned device_list_strategy;              /* devices.list-strategy  envvar (enum config_device_list bits) */
-        char cdi_vendor[CONFIG_NAME_MAX];           /* devices.cdi-kind       gpuslice.io/gpu (vendor part) */
-        char cdi_class[CONFIG_NAME_MAX];            /*                        (class part) */
-        char dev_root[CONFIG_PATH_MAX];             /* devices.dev-root       / (host root holding /dev) */
+        unsigned device_list_strategy;    /* devices.list-strategy  envvar (enum config_device_list bits) */
+        char cdi_vendor[CONFIG_NAME_MAX]; /* devices.cdi-kind       gpuslice.io/gpu (vendor part) */
+        char cdi_class[CONFIG_NAME_MAX];  /*                        (class part) */
+        char dev_root[CONFIG_PATH_MAX];   /* devices.dev-root       / (host root holding /dev) */
 
         /* [health] */
-        bool health_disabled;                       /* health.disabled        false */
-        unsigned xid_ignore[CONFIG_XID_MAX];        /* health.xid-ignore      13,31,43,45,68,109 */
+        bool health_disabled;                /* health.disabled        false */
+        unsigned xid_ignore[CONFIG_XID_MAX]; /* health.xid-ignore      13,31,43,45,68,109 */
         size_t n_xid_ignore;
-        uint64_t health_quiet_period_sec;           /* health.quiet-period    60s */
+        uint64_t health_quiet_period_sec; /* health.quiet-period    60s */
 
         /* [metrics] */
-        char metrics_address[CONFIG_ADDRESS_MAX];   /* metrics.address        127.0.0.1:9400, "" = off */
-        unsigned metrics_compat;                    /* metrics.compat         "" (enum config_metrics_compat bits) */
+        char metrics_address[CONFIG_ADDRESS_MAX]; /* metrics.address        127.0.0.1:9400, "" = off */
+        unsigned metrics_compat;                  /* metrics.compat         "" (enum config_metrics_compat bits) */
 
         /* [monitor] */
-        char proc_root[CONFIG_PATH_MAX];            /* monitor.proc-root      /proc */
-        char cri_socket[CONFIG_PATH_MAX];           /* monitor.cri-socket     /run/containerd/containerd.sock, "" = off */
-        char engine_url[CONFIG_PATH_MAX];           /* monitor.engine         "" = off; unix:///run/podman/podman.sock */
-        uint64_t sample_interval_sec;               /* monitor.sample-interval  5s */
-        char nfd_features_file[CONFIG_PATH_MAX];    /* monitor.nfd-features-file  "" = off */
+        char proc_root[CONFIG_PATH_MAX];         /* monitor.proc-root      /proc */
+        char cri_socket[CONFIG_PATH_MAX];        /* monitor.cri-socket     /run/containerd/containerd.sock, "" = off */
+        char engine_url[CONFIG_PATH_MAX];        /* monitor.engine         "" = off; unix:///run/podman/podman.sock */
+        uint64_t sample_interval_sec;            /* monitor.sample-interval  5s */
+        char nfd_features_file[CONFIG_PATH_MAX]; /* monitor.nfd-features-file  "" = off */
 
         /* [sharing] — fractional GPUs (issue 5) */
-        enum config_alloc_policy alloc_policy;      /* sharing.policy         binpack */
-        uint64_t memory_unit_bytes;                 /* sharing.memory-unit    0 = the profile's unit */
-        char interposer_library[CONFIG_PATH_MAX];   /* sharing.interposer     /usr/local/lib/gpuslice/libgpuslice-cuda.so */
-        bool limit_when_alone;                      /* sharing.limit-when-alone  true */
+        enum config_alloc_policy alloc_policy; /* sharing.policy         binpack */
+        uint64_t memory_unit_bytes;            /* sharing.memory-unit    0 = the profile's unit */
+        char interposer_library
+                [CONFIG_PATH_MAX]; /* sharing.interposer     /usr/local/lib/gpuslice/libgpuslice-cuda.so */
+        bool limit_when_alone;     /* sharing.limit-when-alone  true */
 
         /* [kube] — publishing the node to the API server (docs/cluster.md) */
-        char kubeconfig[CONFIG_PATH_MAX];           /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
+        char kubeconfig[CONFIG_PATH_MAX]; /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
 };
 
 /* What a resource profile advertises. Names of absent resources are NULL. */
@@ -184,8 +185,8 @@ const char *config_log_level_name(enum config_log_level l);
  * of the re-read file. Caller-owned; release with config_args_done().
  */
 struct config_override {
-        const char *key;   /* static string from the option table */
-        char *value;       /* owned copy */
+        const char *key; /* static string from the option table */
+        char *value;     /* owned copy */
 };
 struct config_args {
         char *config_path;                 /* --config FILE / -c FILE; NULL = none given */
@@ -211,5 +212,5 @@ void config_args_done(struct config_args *args);
  * missing default file is not an error. Use this at start and again on SIGHUP: on failure keep
  * running with the old config and log err.
  */
-int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
-                 char *err, size_t errlen);
+int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret, char *err,
+                 size_t errlen);

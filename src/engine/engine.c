@@ -32,7 +32,7 @@ int engine_parse_url(const char *url, char *ret_socket, size_t socket_len, char 
                 return 0;
         }
         /* Docker's tcp://HOST:PORT (plain, unauthenticated) is http:// */
-        const char *rest = startswith(url, "http://") ? url + strlen("http://")
+        const char *rest = startswith(url, "http://")  ? url + strlen("http://")
                            : startswith(url, "tcp://") ? url + strlen("tcp://")
                                                        : NULL;
         if (!rest || !rest[0] || strlen("http://") + strlen(rest) >= base_len)

@@ -35,17 +35,17 @@ struct engine_device {
 };
 
 struct engine_container {
-        char id[65];              /* full id, lower-case hex */
-        char name[256];           /* without the leading '/' */
+        char id[65];    /* full id, lower-case hex */
+        char name[256]; /* without the leading '/' */
         bool running;
         /* Kubernetes labels when the engine runs pods (dockershim, podman kube play), else "" */
         char pod_name[256], pod_namespace[256], pod_uid[64], container_name[256];
         /* GPUs asked for (from /containers/ID/json only) */
         size_t n_devices;
         struct engine_device devices[ENGINE_MAX_DEVICES];
-        bool gpus_all;            /* --gpus all, NVIDIA_VISIBLE_DEVICES=all */
-        int gpus_count;           /* --gpus N without ids: the first N GPUs; 0 none */
-        char gpu_ids[1024];       /* comma list of indices and/or UUIDs (device requests + env) */
+        bool gpus_all;      /* --gpus all, NVIDIA_VISIBLE_DEVICES=all */
+        int gpus_count;     /* --gpus N without ids: the first N GPUs; 0 none */
+        char gpu_ids[1024]; /* comma list of indices and/or UUIDs (device requests + env) */
 };
 
 /* Parse a URL: "unix:///path" or "/path" (→ *ret_socket = path, *ret_base = "http://localhost"),

@@ -32,8 +32,8 @@ struct http_server {
         struct handler handlers[HTTP_MAX_HANDLERS];
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
-        char *tls_cert, *tls_key, *tls_ca;     /* PEM text, NULL for plain HTTP / no client check */
-        unsigned threads;                      /* 0/1: one polling thread */
+        char *tls_cert, *tls_key, *tls_ca;      /* PEM text, NULL for plain HTTP / no client check */
+        unsigned threads;                       /* 0/1: one polling thread */
 };
 
 /* Per-connection request state: the body as it arrives. */
@@ -182,8 +182,7 @@ int http_server_handle(struct http_server *s, const char *path, http_handler_fn 
         return 0;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
-                             size_t len) {
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
         /* body is malloc'ed (or NULL) and handed to MHD, which frees it */
         struct MHD_Response *resp =
                 MHD_create_response_from_buffer_with_free_callback(len, body ? body : (char *)"", body ? free : NULL);
@@ -310,10 +309,9 @@ int http_server_start(struct http_server *s) {
                 /* MHD takes the socket over (closes it on stop); the per-IP limit does not
                  * apply to unix peers, the total one does. */
                 s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
-                                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                                             s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                                             MHD_OPTION_END);
+                                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
+                                             (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -340,8 +338,7 @@ int http_server_start(struct http_server *s) {
                         opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca };
         }
         opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
-                                     MHD_OPTION_SOCK_ADDR,
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
                                      (unsigned)HTTP_MAX_CONNECTIONS,

@@ -40,9 +40,9 @@ struct http_request {
 };
 
 struct http_response {
-        unsigned status;        /* 200 unless the handler sets it */
-        char content_type[96];  /* "text/plain; charset=utf-8" unless the handler sets it */
-        char *body;             /* malloc'ed by the handler; the server frees it */
+        unsigned status;       /* 200 unless the handler sets it */
+        char content_type[96]; /* "text/plain; charset=utf-8" unless the handler sets it */
+        char *body;            /* malloc'ed by the handler; the server frees it */
         size_t body_len;
 };
 

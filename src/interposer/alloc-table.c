@@ -34,8 +34,8 @@ int gs_table_init(void) {
         for (unsigned t = 0; t < GS_TAB_COUNT; t++) {
                 if (tables[t])
                         continue;
-                void *p = mmap(NULL, tab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                               -1, 0);
+                void *p = mmap(NULL, tab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                               0);
                 if (p == MAP_FAILED)
                         return -ENOMEM;
                 tables[t] = p;

@@ -78,8 +78,7 @@ CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
                 if (r == CUDA_SUCCESS) {
                         g.proc.primary_refs[dev]++;
                         g.proc.primary_ctx[dev] = *pctx;
-                }
-                else if (first)
+                } else if (first)
                         ctx_refund(li);
         }
         pthread_mutex_unlock(&g.ctx_lock);
@@ -108,13 +107,13 @@ static void primary_dropped(CUdevice dev, bool all) {
                 ctx_gone(c);
 }
 
-#define PRIMARY_DROP(call, dev, all)                       \
-        do {                                               \
-                ENTER();                                   \
-                CUresult r_ = GUARD(call);                 \
-                if (r_ == CUDA_SUCCESS)                    \
-                        primary_dropped(dev, all);         \
-                return r_;                                 \
+#define PRIMARY_DROP(call, dev, all)               \
+        do {                                       \
+                ENTER();                           \
+                CUresult r_ = GUARD(call);         \
+                if (r_ == CUDA_SUCCESS)            \
+                        primary_dropped(dev, all); \
+                return r_;                         \
         } while (0)
 
 CUresult gs_w_cuDevicePrimaryCtxRelease(CUdevice dev) {
@@ -134,37 +133,37 @@ CUresult gs_w_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 }
 
 /* Charge, create, remember (or refund). The context table is full: created, not charged (documented). */
-#define CTX_CREATE(call, pctx, dev)                                                      \
-        do {                                                                             \
-                ENTER();                                                                 \
-                if (g.mode != GS_MODE_LIMITED || nested)                                 \
-                        return call;                                                     \
-                int li_ = ctx_li(dev);                                                   \
-                if (!ctx_charge(li_))                                                    \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                 \
-                struct gs_pidset before_ = { 0 };                                        \
+#define CTX_CREATE(call, pctx, dev)                                                        \
+        do {                                                                               \
+                ENTER();                                                                   \
+                if (g.mode != GS_MODE_LIMITED || nested)                                   \
+                        return call;                                                       \
+                int li_ = ctx_li(dev);                                                     \
+                if (!ctx_charge(li_))                                                      \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+                struct gs_pidset before_ = { 0 };                                          \
                 bool learn_ = (dev) >= 0 && (dev) < GS_MAX_ORDINALS && want_host_pid(dev); \
-                if (learn_)                                                              \
-                        gs_hostpid_before(g.uuid[dev], &before_);                        \
-                CUresult r_ = GUARD(call);                                               \
-                if (learn_ && r_ == CUDA_SUCCESS)                                        \
-                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before_);       \
-                if (li_ < 0)                                                             \
-                        return r_;                                                       \
-                if (r_ != CUDA_SUCCESS) {                                                \
-                        ctx_refund(li_);                                                 \
-                        return r_;                                                       \
-                }                                                                        \
+                if (learn_)                                                                \
+                        gs_hostpid_before(g.uuid[dev], &before_);                          \
+                CUresult r_ = GUARD(call);                                                 \
+                if (learn_ && r_ == CUDA_SUCCESS)                                          \
+                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before_);         \
+                if (li_ < 0)                                                               \
+                        return r_;                                                         \
+                if (r_ != CUDA_SUCCESS) {                                                  \
+                        ctx_refund(li_);                                                   \
+                        return r_;                                                         \
+                }                                                                          \
                 pthread_mutex_lock(&g.ctx_lock);                                           \
-                size_t k_ = 0;                                                           \
-                while (k_ < ELEMENTS(g.proc.created) && g.proc.created[k_].ctx)                        \
-                        k_++;                                                            \
-                if (k_ < ELEMENTS(g.proc.created))                                              \
-                        g.proc.created[k_].ctx = *(pctx), g.proc.created[k_].li = li_;                 \
-                else                                                                     \
-                        ctx_refund(li_);                                                 \
+                size_t k_ = 0;                                                             \
+                while (k_ < ELEMENTS(g.proc.created) && g.proc.created[k_].ctx)            \
+                        k_++;                                                              \
+                if (k_ < ELEMENTS(g.proc.created))                                         \
+                        g.proc.created[k_].ctx = *(pctx), g.proc.created[k_].li = li_;     \
+                else                                                                       \
+                        ctx_refund(li_);                                                   \
                 pthread_mutex_unlock(&g.ctx_lock);                                         \
-                return r_;                                                               \
+                return r_;                                                                 \
         } while (0)
 
 CUresult gs_w_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
@@ -176,7 +175,7 @@ CUresult gs_w_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) 
 }
 
 CUresult gs_w_cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int numParams, unsigned int flags,
-                                    CUdevice dev) {
+                             CUdevice dev) {
         CTX_CREATE(REAL(cuCtxCreate_v3, pctx, params, numParams, flags, dev), pctx, dev);
 }
 
@@ -234,7 +233,8 @@ CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevi
         while (k < ELEMENTS(g.proc.created) && g.proc.created[k].ctx)
                 k++;
         if (k < ELEMENTS(g.proc.created))
-                g.proc.created[k].ctx = (CUcontext)(void *)*phCtx, g.proc.created[k].li = li; /* keyed by the green handle */
+                g.proc.created[k].ctx = (CUcontext)(void *)*phCtx,
+                g.proc.created[k].li = li; /* keyed by the green handle */
         else
                 ctx_refund(li);
         pthread_mutex_unlock(&g.ctx_lock);

@@ -122,9 +122,15 @@ typedef enum CUdriverProcAddressQueryResult_enum {
         CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
 
-typedef enum CUjit_option_enum { CU_JIT_MAX_REGISTERS = 0 } CUjit_option;
-typedef enum CUlibraryOption_enum { CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0 } CUlibraryOption;
-typedef enum CUexternalMemoryHandleType_enum { CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1 } CUexternalMemoryHandleType;
+typedef enum CUjit_option_enum {
+        CU_JIT_MAX_REGISTERS = 0
+} CUjit_option;
+typedef enum CUlibraryOption_enum {
+        CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0
+} CUlibraryOption;
+typedef enum CUexternalMemoryHandleType_enum {
+        CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1
+} CUexternalMemoryHandleType;
 
 typedef struct CUuuid_st {
         char bytes[16];
@@ -278,16 +284,22 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr);
 CUresult cuIpcOpenMemHandle(CUdeviceptr *, CUipcMemHandle, unsigned int);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned int);
 CUresult cuLaunch(CUfunction);
-CUresult cuLaunchCooperativeKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **);
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                                   unsigned int, unsigned int, CUstream, void **);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                                        unsigned int, unsigned int, unsigned int, CUstream, void **);
 CUresult cuLaunchGrid(CUfunction, int, int);
 CUresult cuLaunchGridAsync(CUfunction, int, int, CUstream);
-CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, CUstream, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, CUfunction, void **, void **);
-CUresult cuLaunchKernel_ptsz(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
-CUresult cuLibraryLoadData(CUlibrary *, const void *, CUjit_option *, void **, unsigned int, CUlibraryOption *, void **, unsigned int);
-CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, CUjit_option *, void **, unsigned int, CUlibraryOption *, void **, unsigned int);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, CUstream, void **, void **);
+CUresult cuLibraryLoadData(CUlibrary *, const void *, CUjit_option *, void **, unsigned int, CUlibraryOption *, void **,
+                           unsigned int);
+CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, CUjit_option *, void **, unsigned int, CUlibraryOption *,
+                               void **, unsigned int);
 CUresult cuLibraryUnload(CUlibrary);
 CUresult cuMemAlloc(CUdeviceptr_v1 *, unsigned int);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
@@ -361,7 +373,8 @@ GS_ABI_LAYOUT(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size, 24);
 _Static_assert(CUDA_SUCCESS == 0 && CUDA_ERROR_INVALID_VALUE == 1 && CUDA_ERROR_OUT_OF_MEMORY == 2 &&
                        CUDA_ERROR_NOT_INITIALIZED == 3 && CUDA_ERROR_NO_DEVICE == 100 && CUDA_ERROR_NOT_FOUND == 500,
                "CUresult values");
-_Static_assert(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == 16 && CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR == 39,
+_Static_assert(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == 16 &&
+                       CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR == 39,
                "device attributes");
 _Static_assert(CU_LIMIT_STACK_SIZE == 0 && CU_LIMIT_PRINTF_FIFO_SIZE == 1 && CU_LIMIT_MALLOC_HEAP_SIZE == 2, "limits");
 _Static_assert(CU_AD_FORMAT_UNSIGNED_INT8 == 1 && CU_AD_FORMAT_UNSIGNED_INT16 == 2 && CU_AD_FORMAT_SIGNED_INT8 == 8 &&

@@ -45,7 +45,7 @@ enum gs_hook {
 #define GS_ENUM(sym, base, ver, fl) GS_HOOK_##sym,
         GS_HOOKS(GS_ENUM)
 #undef GS_ENUM
-                GS_HOOK_COUNT
+        GS_HOOK_COUNT
 };
 
 static const struct {
@@ -146,8 +146,14 @@ static int find_real_driver(char *buf, size_t len) {
         }
         static const char *const dirs[] = {
                 GS_REAL_DRIVER_DIR, /* where a runtime that mounts this library at the driver's place puts the driver */
-                "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib",
-                "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
+                "/usr/lib/x86_64-linux-gnu",
+                "/usr/lib64",
+                "/lib/x86_64-linux-gnu",
+                "/lib64",
+                "/usr/lib",
+                "/usr/local/nvidia/lib64",
+                "/usr/local/nvidia/lib",
+                "/usr/lib/wsl/lib",
         };
         for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
                 if (candidate(dirs[i], strlen(dirs[i]), buf, len))
@@ -308,8 +314,8 @@ __attribute__((destructor)) static void fini(void) {
 
 static void format_uuid(const CUuuid *u, char *buf, size_t len) {
         const unsigned char *b = (const unsigned char *)u->bytes;
-        snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 void gs_map_devices(void) {
@@ -381,7 +387,7 @@ static void *map_proc(const char *symbol, void *fn, int version, cuuint64_t flag
 }
 
 CUresult gs_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                         CUdriverProcAddressQueryResult *symbolStatus) {
+                                  CUdriverProcAddressQueryResult *symbolStatus) {
         ENTER(); /* failed closed: no entry point at all (an unhooked one would bypass the refusal) */
         CUresult r = REAL(cuGetProcAddress_v2, symbol, pfn, cudaVersion, flags, symbolStatus);
         if (r == CUDA_SUCCESS && pfn && symbol)

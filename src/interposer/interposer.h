@@ -25,18 +25,18 @@ uint64_t gs_now_ns(void) __attribute__((visibility("hidden")));
 /* ---- allocation table (alloc-table.c): what each live allocation of this process costs ---- */
 
 enum gs_table {
-        GS_TAB_PTR,   /* device pointers: cuMemAlloc*, managed, async, external buffers */
-        GS_TAB_ARRAY, /* CUarray and CUmipmappedArray handles */
-        GS_TAB_VMM,   /* cuMemCreate handles, and imported handles once mapped */
-        GS_TAB_ASYNC, /* device pointers from a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) */
-        GS_TAB_IMPORT, /* imported VMM handles not mapped yet (charged at their first cuMemMap) */
-        GS_TAB_EXT,   /* imported external memory objects (cuImportExternalMemory) */
-        GS_TAB_GRAPH, /* executable graphs with memory nodes: key exec << 4 | limits index */
-        GS_TAB_MAPPING, /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */
+        GS_TAB_PTR,      /* device pointers: cuMemAlloc*, managed, async, external buffers */
+        GS_TAB_ARRAY,    /* CUarray and CUmipmappedArray handles */
+        GS_TAB_VMM,      /* cuMemCreate handles, and imported handles once mapped */
+        GS_TAB_ASYNC,    /* device pointers from a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) */
+        GS_TAB_IMPORT,   /* imported VMM handles not mapped yet (charged at their first cuMemMap) */
+        GS_TAB_EXT,      /* imported external memory objects (cuImportExternalMemory) */
+        GS_TAB_GRAPH,    /* executable graphs with memory nodes: key exec << 4 | limits index */
+        GS_TAB_MAPPING,  /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */
         GS_TAB_MAPCOUNT, /* live mappings per tracked VMM handle: key handle → count in bytes */
         GS_TAB_RELEASED, /* VMM handles released while still mapped: charged until their last unmap */
-        GS_TAB_LIMIT, /* context limits (cuCtxSetLimit): key ctx << 2 | CUlimit → bytes beyond the defaults */
-        GS_TAB_CODE,  /* loaded modules and libraries: key handle → what the load took */
+        GS_TAB_LIMIT,    /* context limits (cuCtxSetLimit): key ctx << 2 | CUlimit → bytes beyond the defaults */
+        GS_TAB_CODE,     /* loaded modules and libraries: key handle → what the load took */
         GS_TAB_COUNT,
 };
 

@@ -19,22 +19,22 @@ static inline void before_launch(void) {
         gs_throttle_launch(g.region, g.slot, (unsigned)li);
 }
 
-#define LAUNCH(call)               \
-        do {                       \
-                ENTER();           \
-                before_launch();   \
+#define LAUNCH(call)                \
+        do {                        \
+                ENTER();            \
+                before_launch();    \
                 return GUARD(call); \
         } while (0)
 
 CUresult gs_w_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                    unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
-                                    void **extra) {
+                             unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
+                             void **extra) {
         LAUNCH(REAL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
 }
 
-CUresult gs_w_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
-                                         void **params, void **extra) {
+CUresult gs_w_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                  unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
+                                  void **extra) {
         LAUNCH(REAL(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
 }
 
@@ -47,14 +47,14 @@ CUresult gs_w_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, 
 }
 
 CUresult gs_w_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                               unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-                                               CUstream s, void **params) {
+                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
+                                        void **params) {
         LAUNCH(REAL(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, shm, s, params));
 }
 
 CUresult gs_w_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                                    unsigned int bx, unsigned int by, unsigned int bz,
-                                                    unsigned int shm, CUstream s, void **params) {
+                                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+                                             CUstream s, void **params) {
         LAUNCH(REAL(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz, shm, s, params));
 }
 

@@ -85,13 +85,13 @@ static bool parse_dec(struct tok t, uint64_t max, uint64_t *ret) {
 }
 
 static bool container_char_ok(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-               c == '_' || c == ':' || c == '-';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == ':' || c == '-';
 }
 
 static bool uuid_char_ok(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-               c == '/' || c == '_';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '/' ||
+               c == '_';
 }
 
 /* Printable, no control characters; the path is used as is by open(2). */
@@ -110,8 +110,7 @@ static bool copy_checked(struct tok t, char *dst, size_t cap, bool (*ok)(char)) 
         return true;
 }
 
-static int parse_device(struct tok *toks, size_t n, struct gs_limits *l, unsigned line, char *err,
-                        size_t err_len) {
+static int parse_device(struct tok *toks, size_t n, struct gs_limits *l, unsigned line, char *err, size_t err_len) {
         if (l->n_devices == GS_MAX_DEVICES) {
                 set_err(err, err_len, line, "more than %u devices", GS_MAX_DEVICES);
                 return -EINVAL;
@@ -276,14 +275,14 @@ int gs_limits_format(const struct gs_limits *l, char *buf, size_t len) {
         if (!l || !buf || l->n_devices == 0 || l->n_devices > GS_MAX_DEVICES)
                 return -EINVAL;
         size_t off = 0;
-#define APPEND(...)                                                          \
-        do {                                                                 \
-                int _n = snprintf(buf + off, len - off, __VA_ARGS__);        \
-                if (_n < 0)                                                  \
-                        return -EINVAL;                                      \
-                if ((size_t)_n >= len - off)                                 \
-                        return -ENOBUFS;                                     \
-                off += (size_t)_n;                                           \
+#define APPEND(...)                                                   \
+        do {                                                          \
+                int _n = snprintf(buf + off, len - off, __VA_ARGS__); \
+                if (_n < 0)                                           \
+                        return -EINVAL;                               \
+                if ((size_t)_n >= len - off)                          \
+                        return -ENOBUFS;                              \
+                off += (size_t)_n;                                    \
         } while (0)
         if (len == 0)
                 return -ENOBUFS;

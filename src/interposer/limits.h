@@ -60,10 +60,10 @@ enum gs_core_policy {
 };
 
 struct gs_limits_device {
-        unsigned index;        /* CUDA ordinal inside the container */
+        unsigned index;         /* CUDA ordinal inside the container */
         char uuid[GS_UUID_MAX]; /* "GPU-…" or "" (match by index) */
-        uint64_t memory_bytes; /* 0 = no memory limit */
-        unsigned core_percent; /* 1..100; 100 = no compute limit */
+        uint64_t memory_bytes;  /* 0 = no memory limit */
+        unsigned core_percent;  /* 1..100; 100 = no compute limit */
         uint64_t context_bytes; /* charged per CUDA context against memory_bytes; 0 = not charged */
 };
 
@@ -113,9 +113,9 @@ int gs_limits_match(const struct gs_limits *l, unsigned ordinal, const char *uui
 #define GS_SLOT_FREE 0u
 #define GS_SLOT_CLAIMING 1u
 #define GS_SLOT_LIVE 2u
-#define GS_OWNER(state, pid, start)                                                           \
-        ((uint64_t)(state) | ((uint64_t)(pid) & 0x3fffffULL) << 2 | ((uint64_t)(start) & 0xffffffffffULL) << 24)
-#define GS_OWNER_STATE(o) ((unsigned)((o) & 3u))
+#define GS_OWNER(state, pid, start) \
+        ((uint64_t)(state) | ((uint64_t)(pid)&0x3fffffULL) << 2 | ((uint64_t)(start)&0xffffffffffULL) << 24)
+#define GS_OWNER_STATE(o) ((unsigned)((o)&3u))
 #define GS_OWNER_PID(o) ((unsigned)(((o) >> 2) & 0x3fffffu))
 #define GS_OWNER_START(o) ((uint64_t)(o) >> 24)
 
@@ -133,13 +133,13 @@ struct gs_region_device {
         uint64_t limit_bytes;   /* likewise */
         uint32_t core_percent;  /* likewise */
         uint32_t index;
-        uint64_t admit_seq;     /* bumped by every committed reservation (the admission CAS) */
-        uint64_t oom_count;     /* refusals (information) */
+        uint64_t admit_seq; /* bumped by every committed reservation (the admission CAS) */
+        uint64_t oom_count; /* refusals (information) */
         /* Compute throttle: a shared GCRA rate limiter plus the controller that sets its rate. */
-        uint64_t tat_ns;        /* theoretical arrival time of the next launch (CLOCK_MONOTONIC ns) */
-        uint64_t interval_ns;   /* minimum spacing between launches; 0 = not throttled */
-        uint64_t ctl_last_ns;   /* last controller step (CAS elects the one process that steps) */
-        uint64_t ctl_launches;  /* container launches counted at the last step */
+        uint64_t tat_ns;         /* theoretical arrival time of the next launch (CLOCK_MONOTONIC ns) */
+        uint64_t interval_ns;    /* minimum spacing between launches; 0 = not throttled */
+        uint64_t ctl_last_ns;    /* last controller step (CAS elects the one process that steps) */
+        uint64_t ctl_launches;   /* container launches counted at the last step */
         uint64_t ctl_util_milli; /* last measured container utilization, in 1/1000 percent */
         uint64_t reserved[8];
 };
@@ -150,8 +150,8 @@ struct gs_region {
         uint32_t size;        /* sizeof(struct gs_region) */
         char container[GS_CONTAINER_MAX];
         uint32_t n_devices;
-        uint32_t slots_hw;    /* high-water mark of claimed slot indexes + 1 (only grows) */
-        uint64_t reclaims;    /* dead slots reclaimed (information) */
+        uint32_t slots_hw; /* high-water mark of claimed slot indexes + 1 (only grows) */
+        uint64_t reclaims; /* dead slots reclaimed (information) */
         struct gs_region_device dev[GS_MAX_DEVICES];
         struct gs_region_slot slot[GS_REGION_SLOTS];
 };

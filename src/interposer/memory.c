@@ -234,52 +234,52 @@ static void forget_pool(CUmemoryPool p) {
  * driver works), call the driver, refund on failure, remember on success. `key` is evaluated after
  * the call; `undo` releases the fresh allocation when it cannot be remembered.
  */
-#define TRACKED_ALLOC(table, li_expr, bytes_expr, call, key, undo)                      \
-        do {                                                                            \
-                ENTER();                                                                \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(li_expr) : -1;  \
-                if (li_ < 0)                                                            \
-                        return call;                                                    \
-                uint64_t bytes_ = (bytes_expr);                                         \
-                if (!charge(li_, bytes_))                                               \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                \
-                CUresult r_ = GUARD(call);                                              \
-                if (r_ != CUDA_SUCCESS) {                                               \
-                        refund(li_, bytes_);                                            \
-                        return r_;                                                      \
-                }                                                                       \
-                r_ = remember(table, (uint64_t)(key), bytes_, li_);                     \
-                if (r_ != CUDA_SUCCESS)                                                 \
-                        (void)GUARD(undo);                                              \
-                return r_;                                                              \
+#define TRACKED_ALLOC(table, li_expr, bytes_expr, call, key, undo)                     \
+        do {                                                                           \
+                ENTER();                                                               \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(li_expr) : -1; \
+                if (li_ < 0)                                                           \
+                        return call;                                                   \
+                uint64_t bytes_ = (bytes_expr);                                        \
+                if (!charge(li_, bytes_))                                              \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                               \
+                CUresult r_ = GUARD(call);                                             \
+                if (r_ != CUDA_SUCCESS) {                                              \
+                        refund(li_, bytes_);                                           \
+                        return r_;                                                     \
+                }                                                                      \
+                r_ = remember(table, (uint64_t)(key), bytes_, li_);                    \
+                if (r_ != CUDA_SUCCESS)                                                \
+                        (void)GUARD(undo);                                             \
+                return r_;                                                             \
         } while (0)
 
 /* Frees of device pointers: tracked ones as TRACKED_FREE; pool allocations go back to their pool, whose
  * cache stays counted (g.proc.pool_cached) until the driver says the pool released it. */
-#define PTR_FREE(key_expr, call)                                                                      \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                         \
-                unsigned li_;                                                                         \
-                if (g.mode != GS_MODE_LIMITED || nested)                                              \
-                        return call;                                                                  \
-                if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                            \
-                        CUresult r_ = GUARD(call);                                                    \
-                        if (r_ == CUDA_SUCCESS)                                                       \
-                                refund((int)li_, bytes_);                                             \
-                        else                                                                          \
-                                (void)gs_table_insert(GS_TAB_PTR, key_, bytes_, li_, current_ctx());  \
-                        return r_;                                                                    \
-                }                                                                                     \
-                if (gs_table_take(GS_TAB_ASYNC, key_, &bytes_, &li_) == 0) {                          \
-                        CUresult r_ = GUARD(call);                                                    \
-                        if (r_ == CUDA_SUCCESS)                                                       \
-                                give_cached((int)li_, bytes_);                                        \
-                        else                                                                          \
+#define PTR_FREE(key_expr, call)                                                                       \
+        do {                                                                                           \
+                ENTER();                                                                               \
+                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                          \
+                unsigned li_;                                                                          \
+                if (g.mode != GS_MODE_LIMITED || nested)                                               \
+                        return call;                                                                   \
+                if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                             \
+                        CUresult r_ = GUARD(call);                                                     \
+                        if (r_ == CUDA_SUCCESS)                                                        \
+                                refund((int)li_, bytes_);                                              \
+                        else                                                                           \
+                                (void)gs_table_insert(GS_TAB_PTR, key_, bytes_, li_, current_ctx());   \
+                        return r_;                                                                     \
+                }                                                                                      \
+                if (gs_table_take(GS_TAB_ASYNC, key_, &bytes_, &li_) == 0) {                           \
+                        CUresult r_ = GUARD(call);                                                     \
+                        if (r_ == CUDA_SUCCESS)                                                        \
+                                give_cached((int)li_, bytes_);                                         \
+                        else                                                                           \
                                 (void)gs_table_insert(GS_TAB_ASYNC, key_, bytes_, li_, current_ctx()); \
-                        return r_;                                                                    \
-                }                                                                                     \
-                return call;                                                                          \
+                        return r_;                                                                     \
+                }                                                                                      \
+                return call;                                                                           \
         } while (0)
 
 /*
@@ -335,19 +335,19 @@ static void forget_pool(CUmemoryPool p) {
 
 /* The free pattern: forget first (the key cannot be handed out again until the driver frees it), call
  * the driver, refund on success, remember again on failure. */
-#define TRACKED_FREE(table, key_expr, call)                                              \
-        do {                                                                             \
-                ENTER();                                                                 \
-                uint64_t key_ = (uint64_t)(key_expr), bytes_;                            \
-                unsigned li_;                                                            \
+#define TRACKED_FREE(table, key_expr, call)                                                               \
+        do {                                                                                              \
+                ENTER();                                                                                  \
+                uint64_t key_ = (uint64_t)(key_expr), bytes_;                                             \
+                unsigned li_;                                                                             \
                 if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(table, key_, &bytes_, &li_) < 0) \
-                        return call;                                                     \
-                CUresult r_ = GUARD(call);                                               \
-                if (r_ == CUDA_SUCCESS)                                                  \
-                        refund((int)li_, bytes_);                                        \
-                else                                                                     \
-                        (void)gs_table_insert(table, key_, bytes_, li_, current_ctx());  \
-                return r_;                                                               \
+                        return call;                                                                      \
+                CUresult r_ = GUARD(call);                                                                \
+                if (r_ == CUDA_SUCCESS)                                                                   \
+                        refund((int)li_, bytes_);                                                         \
+                else                                                                                      \
+                        (void)gs_table_insert(table, key_, bytes_, li_, current_ctx());                   \
+                return r_;                                                                                \
         } while (0)
 
 static uint64_t mul_sat(uint64_t a, uint64_t b) {
@@ -357,12 +357,12 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
 
 static uint64_t format_bytes(CUarray_format f) {
         switch ((int)f) {
-        case CU_AD_FORMAT_UNSIGNED_INT8:
-        case CU_AD_FORMAT_SIGNED_INT8: return 1;
-        case CU_AD_FORMAT_UNSIGNED_INT16:
-        case CU_AD_FORMAT_SIGNED_INT16:
-        case CU_AD_FORMAT_HALF: return 2;
-        default: return 4; /* 32-bit formats, and an upper bound for the packed/compressed ones */
+                case CU_AD_FORMAT_UNSIGNED_INT8:
+                case CU_AD_FORMAT_SIGNED_INT8: return 1;
+                case CU_AD_FORMAT_UNSIGNED_INT16:
+                case CU_AD_FORMAT_SIGNED_INT16:
+                case CU_AD_FORMAT_HALF: return 2;
+                default: return 4; /* 32-bit formats, and an upper bound for the packed/compressed ones */
         }
 }
 
@@ -391,7 +391,8 @@ CUresult gs_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int
 }
 
 CUresult gs_w_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream), REAL(cuMemFreeAsync, *dptr, hStream));
+        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream),
+                    REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
 CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
@@ -399,14 +400,12 @@ CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream 
                     REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
 
-CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream hStream) {
+CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
         ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
                     REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
-CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                  CUstream hStream) {
+CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
         ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
                     REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
@@ -418,18 +417,20 @@ static int vmm_li(const CUmemAllocationProp *prop) {
 }
 
 CUresult gs_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                                 unsigned long long flags) {
+                          unsigned long long flags) {
         TRACKED_ALLOC(GS_TAB_VMM, vmm_li(prop), size, REAL(cuMemCreate, handle, size, prop, flags), *handle,
                       REAL(cuMemRelease, *handle));
 }
 
 CUresult gs_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
+                      d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
                       REAL(cuArrayCreate_v2, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
 }
 
 CUresult gs_w_cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
-        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
+        TRACKED_ALLOC(GS_TAB_ARRAY, current_li(),
+                      d ? array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0,
                       REAL(cuArrayCreate, pHandle, d), (uintptr_t)*pHandle, REAL(cuArrayDestroy, *pHandle));
 }
 
@@ -458,7 +459,7 @@ static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) 
 }
 
 CUresult gs_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
-                                            unsigned int numMipmapLevels) {
+                                     unsigned int numMipmapLevels) {
         TRACKED_ALLOC(GS_TAB_ARRAY, current_li(), mipmap_bytes(d, numMipmapLevels),
                       REAL(cuMipmappedArrayCreate, pHandle, d, numMipmapLevels), (uintptr_t)*pHandle,
                       REAL(cuMipmappedArrayDestroy, *pHandle));
@@ -487,7 +488,7 @@ static CUresult pitch_driver_alloc(const struct pitch_req *q, uint64_t *ret_pitc
 }
 
 static uint64_t pitch_key(const struct pitch_req *q) {
-        return q->wide ? (uint64_t)*(CUdeviceptr *)q->dptr : (uint64_t)*(CUdeviceptr_v1 *)q->dptr;
+        return q->wide ? (uint64_t) * (CUdeviceptr *)q->dptr : (uint64_t) * (CUdeviceptr_v1 *)q->dptr;
 }
 
 static void pitch_driver_free(const struct pitch_req *q) {
@@ -500,7 +501,9 @@ static void pitch_driver_free(const struct pitch_req *q) {
 /* The driver picks the pitch: charge the widest it may pick, then settle on what it picked. */
 static CUresult pitch_alloc(int li, const struct pitch_req *q) {
         uint64_t h = q->h ? q->h : 1;
-        uint64_t wide = q->w > UINT64_MAX - PITCH_ALIGN ? UINT64_MAX : ((uint64_t)q->w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+        uint64_t wide = q->w > UINT64_MAX - PITCH_ALIGN
+                                ? UINT64_MAX
+                                : ((uint64_t)q->w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
         uint64_t est = mul_sat(wide, h);
         if (!charge(li, est))
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -525,7 +528,7 @@ static CUresult pitch_alloc(int li, const struct pitch_req *q) {
 }
 
 CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                        unsigned int ElementSizeBytes) {
+                                 unsigned int ElementSizeBytes) {
         ENTER();
         int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
         if (li < 0 || !dptr || !pPitch)
@@ -535,7 +538,7 @@ CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Width
 }
 
 CUresult gs_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                                     unsigned int Height, unsigned int ElementSizeBytes) {
+                              unsigned int Height, unsigned int ElementSizeBytes) {
         ENTER();
         int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
         if (li < 0 || !dptr || !pPitch)
@@ -619,7 +622,7 @@ CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
 /* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
  * (refused there with OUT_OF_MEMORY), then counted like a cuMemCreate handle ("VMM mappings"). */
 CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                                    CUmemAllocationHandleType shHandleType) {
+                                             CUmemAllocationHandleType shHandleType) {
         ENTER();
         if (g.mode != GS_MODE_LIMITED || nested || !handle)
                 return REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
@@ -658,7 +661,7 @@ static uint64_t map_count_add(uint64_t handle, int delta, unsigned li) {
 }
 
 CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                              unsigned long long flags) {
+                       unsigned long long flags) {
         ENTER();
         if (g.mode != GS_MODE_LIMITED || nested)
                 return REAL(cuMemMap, ptr, size, offset, handle, flags);
@@ -743,7 +746,7 @@ CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
 /* External memory (Vulkan, D3D, NvSciBuf…): the whole object is charged at import (mapped buffers and
  * arrays are views of it) and given back when it is destroyed. */
 CUresult gs_w_cuImportExternalMemory(CUexternalMemory *extMem_out,
-                                            const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc) {
+                                     const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc) {
         TRACKED_ALLOC(GS_TAB_EXT, current_li(), memHandleDesc ? memHandleDesc->size : 0,
                       REAL(cuImportExternalMemory, extMem_out, memHandleDesc), (uintptr_t)*extMem_out,
                       REAL(cuDestroyExternalMemory, *extMem_out));
@@ -838,41 +841,41 @@ static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
         return (uint64_t)(uintptr_t)e << 4 | li;
 }
 
-#define GRAPH_INSTANTIATE(call, pexec, graph)                                                         \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                    \
-                        return call;                                                                  \
-                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                               \
-                unsigned charged_ = 0;                                                                \
-                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */ \
-                for (; charged_ < g.limits.n_devices; charged_++)                                     \
-                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))               \
-                                break;                                                                \
-                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call); \
-                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                             \
-                        if (!need_[li_])                                                              \
-                                continue;                                                             \
-                        if (r_ != CUDA_SUCCESS) {                                                     \
-                                if (li_ < charged_)                                                   \
-                                        refund((int)li_, need_[li_]);                                 \
-                                continue;                                                             \
-                        }                                                                             \
-                        /* A full table keeps the charge until the process ends (never less). */     \
+#define GRAPH_INSTANTIATE(call, pexec, graph)                                                              \
+        do {                                                                                               \
+                ENTER();                                                                                   \
+                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                         \
+                        return call;                                                                       \
+                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                                    \
+                unsigned charged_ = 0;                                                                     \
+                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */      \
+                for (; charged_ < g.limits.n_devices; charged_++)                                          \
+                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))                    \
+                                break;                                                                     \
+                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call);      \
+                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                                  \
+                        if (!need_[li_])                                                                   \
+                                continue;                                                                  \
+                        if (r_ != CUDA_SUCCESS) {                                                          \
+                                if (li_ < charged_)                                                        \
+                                        refund((int)li_, need_[li_]);                                      \
+                                continue;                                                                  \
+                        }                                                                                  \
+                        /* A full table keeps the charge until the process ends (never less). */           \
                         (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0); \
-                        __atomic_add_fetch(&g.proc.graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);          \
-                }                                                                                     \
-                return r_;                                                                            \
+                        __atomic_add_fetch(&g.proc.graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);         \
+                }                                                                                          \
+                return r_;                                                                                 \
         } while (0)
 
-CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                        char *logBuffer, size_t bufferSize) {
+CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                                 size_t bufferSize) {
         GRAPH_INSTANTIATE(REAL(cuGraphInstantiate, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
                           phGraphExec, hGraph);
 }
 
-CUresult gs_w_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                           char *logBuffer, size_t bufferSize) {
+CUresult gs_w_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                                    size_t bufferSize) {
         GRAPH_INSTANTIATE(REAL(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),
                           phGraphExec, hGraph);
 }
@@ -882,15 +885,15 @@ CUresult gs_w_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGra
 }
 
 CUresult gs_w_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
         GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams, phGraphExec, hGraph, instantiateParams), phGraphExec,
                           hGraph);
 }
 
 CUresult gs_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams),
-                          phGraphExec, hGraph);
+                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+        GRAPH_INSTANTIATE(REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams), phGraphExec,
+                          hGraph);
 }
 
 CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
@@ -935,8 +938,7 @@ static uint64_t resident_threads(void) {
         int sms = 0, per_sm = 0;
         if (real.cuCtxGetDevice && real.cuDeviceGetAttribute && real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
             real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) == CUDA_SUCCESS &&
-            real.cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d) ==
-                    CUDA_SUCCESS &&
+            real.cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d) == CUDA_SUCCESS &&
             sms > 0 && per_sm > 0)
                 return (uint64_t)sms * (uint64_t)per_sm;
         return 132u * 2048u;
@@ -965,7 +967,8 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
                 return REAL(cuCtxSetLimit, limit, value); /* not limited, or the driver reports the error */
         nested++;
         pthread_mutex_lock(&g.ctx_lock);
-        uint64_t key = ctx << 2 | (uint64_t)limit, had = 0, threads = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
+        uint64_t key = ctx << 2 | (uint64_t)limit, had = 0,
+                 threads = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
         unsigned d;
         if (gs_table_take(GS_TAB_LIMIT, key, &had, &d) < 0)
                 had = 0;
@@ -1003,33 +1006,33 @@ static uint64_t driver_free(void) {
  * returns; a load that does not fit is unloaded again and refused with OUT_OF_MEMORY. Modules go with
  * their context (ctx_gone), libraries (context-independent) at cuLibraryUnload.
  */
-#define CODE_LOAD(call, phandle, undo, ctx_expr)                                                  \
-        do {                                                                                      \
-                ENTER();                                                                          \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1; \
-                if (li_ < 0)                                                                      \
-                        return call;                                                              \
-                nested++;                                                                         \
-                pthread_mutex_lock(&g.code_lock);                                                   \
-                uint64_t before_ = driver_free();                                                 \
-                CUresult r_ = call;                                                               \
-                uint64_t after_ = r_ == CUDA_SUCCESS ? driver_free() : before_;                   \
-                pthread_mutex_unlock(&g.code_lock);                                                 \
-                nested--;                                                                         \
-                if (r_ != CUDA_SUCCESS)                                                           \
-                        return r_;                                                                \
-                uint64_t took_ = before_ > after_ ? before_ - after_ : 0;                         \
-                if (!charge(li_, took_)) {                                                        \
-                        (void)GUARD(undo);                                                        \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
-                }                                                                                 \
-                if (gs_table_insert(GS_TAB_CODE, (uint64_t)(uintptr_t)*(phandle), took_, (unsigned)li_, \
-                                    (ctx_expr)) < 0) {                                            \
-                        refund(li_, took_);                                                       \
-                        (void)GUARD(undo);                                                        \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                          \
-                }                                                                                 \
-                return CUDA_SUCCESS;                                                              \
+#define CODE_LOAD(call, phandle, undo, ctx_expr)                                                          \
+        do {                                                                                              \
+                ENTER();                                                                                  \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1;  \
+                if (li_ < 0)                                                                              \
+                        return call;                                                                      \
+                nested++;                                                                                 \
+                pthread_mutex_lock(&g.code_lock);                                                         \
+                uint64_t before_ = driver_free();                                                         \
+                CUresult r_ = call;                                                                       \
+                uint64_t after_ = r_ == CUDA_SUCCESS ? driver_free() : before_;                           \
+                pthread_mutex_unlock(&g.code_lock);                                                       \
+                nested--;                                                                                 \
+                if (r_ != CUDA_SUCCESS)                                                                   \
+                        return r_;                                                                        \
+                uint64_t took_ = before_ > after_ ? before_ - after_ : 0;                                 \
+                if (!charge(li_, took_)) {                                                                \
+                        (void)GUARD(undo);                                                                \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+                }                                                                                         \
+                if (gs_table_insert(GS_TAB_CODE, (uint64_t)(uintptr_t) * (phandle), took_, (unsigned)li_, \
+                                    (ctx_expr)) < 0) {                                                    \
+                        refund(li_, took_);                                                               \
+                        (void)GUARD(undo);                                                                \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+                }                                                                                         \
+                return CUDA_SUCCESS;                                                                      \
         } while (0)
 
 CUresult gs_w_cuModuleLoad(CUmodule *module, const char *fname) {
@@ -1040,34 +1043,32 @@ CUresult gs_w_cuModuleLoadData(CUmodule *module, const void *image) {
         CODE_LOAD(REAL(cuModuleLoadData, module, image), module, REAL(cuModuleUnload, *module), current_ctx());
 }
 
-CUresult gs_w_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                                        CUjit_option *options, void **optionValues) {
+CUresult gs_w_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
+                                 void **optionValues) {
         CODE_LOAD(REAL(cuModuleLoadDataEx, module, image, numOptions, options, optionValues), module,
                   REAL(cuModuleUnload, *module), current_ctx());
 }
 
 CUresult gs_w_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
-        CODE_LOAD(REAL(cuModuleLoadFatBinary, module, fatCubin), module, REAL(cuModuleUnload, *module),
-                  current_ctx());
+        CODE_LOAD(REAL(cuModuleLoadFatBinary, module, fatCubin), module, REAL(cuModuleUnload, *module), current_ctx());
 }
 
 CUresult gs_w_cuModuleUnload(CUmodule hmod) {
         TRACKED_FREE(GS_TAB_CODE, (uintptr_t)hmod, REAL(cuModuleUnload, hmod));
 }
 
-CUresult gs_w_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                       void **jitOptionsValues, unsigned int numJitOptions,
-                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                       unsigned int numLibraryOptions) {
+CUresult gs_w_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,
+                                unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                unsigned int numLibraryOptions) {
         CODE_LOAD(REAL(cuLibraryLoadData, library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
                        libraryOptionValues, numLibraryOptions),
                   library, REAL(cuLibraryUnload, *library), 0);
 }
 
 CUresult gs_w_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
-                                           void **jitOptionsValues, unsigned int numJitOptions,
-                                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                           unsigned int numLibraryOptions) {
+                                    void **jitOptionsValues, unsigned int numJitOptions,
+                                    CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                    unsigned int numLibraryOptions) {
         CODE_LOAD(REAL(cuLibraryLoadFromFile, library, fileName, jitOptions, jitOptionsValues, numJitOptions,
                        libraryOptions, libraryOptionValues, numLibraryOptions),
                   library, REAL(cuLibraryUnload, *library), 0);

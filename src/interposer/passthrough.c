@@ -41,26 +41,26 @@ void *gs_pass_resolve(struct gs_pass *p) {
         return fn;
 }
 
-#define GS_PASS_DECL(name)                                                    \
-        extern char gs_lazy_##name[] __attribute__((visibility("hidden")));   \
+#define GS_PASS_DECL(name)                                                  \
+        extern char gs_lazy_##name[] __attribute__((visibility("hidden"))); \
         __attribute__((visibility("hidden"))) struct gs_pass gs_pass_##name = { gs_lazy_##name, #name };
 GS_PASSTHROUGH(GS_PASS_DECL)
 
-#define GS_PASS_ASM(name)                                  \
-        __asm__(".pushsection .text\n"                     \
-                ".globl " #name "\n"                       \
-                ".type " #name ",@function\n"              \
-                ".p2align 4\n" #name ":\n"                 \
-                "\tendbr64\n"                              \
-                "\tjmp *gs_pass_" #name "(%rip)\n"         \
-                ".size " #name ", .-" #name "\n"           \
-                ".globl gs_lazy_" #name "\n"               \
-                ".hidden gs_lazy_" #name "\n"              \
-                ".type gs_lazy_" #name ",@function\n"      \
-                "gs_lazy_" #name ":\n"                     \
-                "\tendbr64\n"                              \
-                "\tleaq gs_pass_" #name "(%rip), %r11\n"   \
-                "\tjmp gs_pass_entry\n"                    \
+#define GS_PASS_ASM(name)                                \
+        __asm__(".pushsection .text\n"                   \
+                ".globl " #name "\n"                     \
+                ".type " #name ",@function\n"            \
+                ".p2align 4\n" #name ":\n"               \
+                "\tendbr64\n"                            \
+                "\tjmp *gs_pass_" #name "(%rip)\n"       \
+                ".size " #name ", .-" #name "\n"         \
+                ".globl gs_lazy_" #name "\n"             \
+                ".hidden gs_lazy_" #name "\n"            \
+                ".type gs_lazy_" #name ",@function\n"    \
+                "gs_lazy_" #name ":\n"                   \
+                "\tendbr64\n"                            \
+                "\tleaq gs_pass_" #name "(%rip), %r11\n" \
+                "\tjmp gs_pass_entry\n"                  \
                 ".popsection\n");
 GS_PASSTHROUGH(GS_PASS_ASM)
 

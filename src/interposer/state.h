@@ -56,9 +56,9 @@ GS_HOOKS(GS_WRAPPER_DECL)
 #undef GS_WRAPPER_DECL
 
 /* At the end of the file defining them: each wrapper under its driver name, cuda.h's prototype checked. */
-#define GS_EXPORT(sym, base, ver, fl)                                                                  \
-        _Static_assert(__builtin_types_compatible_p(__typeof__(&gs_w_##sym), __typeof__(&sym)),         \
-                       #sym " wrapper must have the driver's prototype");                               \
+#define GS_EXPORT(sym, base, ver, fl)                                                           \
+        _Static_assert(__builtin_types_compatible_p(__typeof__(&gs_w_##sym), __typeof__(&sym)), \
+                       #sym " wrapper must have the driver's prototype");                       \
         extern __typeof__(sym) sym __attribute__((alias("gs_w_" #sym), visibility("default")));
 
 /* ---- the state ---- */
@@ -117,18 +117,18 @@ extern struct gs_state g GS_HIDDEN;
  * straight to the driver, so nothing is counted or throttled twice. initial-exec: no TLS lookup call.
  */
 extern __thread unsigned nested __attribute__((tls_model("initial-exec"), visibility("hidden")));
-#define GUARD(expr)                                \
-        __extension__({                            \
-                nested++;                          \
+#define GUARD(expr)                                 \
+        __extension__({                             \
+                nested++;                           \
                 __typeof__(expr) guard_r_ = (expr); \
-                nested--;                          \
-                guard_r_;                          \
+                nested--;                           \
+                guard_r_;                           \
         })
 
-#define GUARD_VOID(expr) \
-        do {             \
+#define GUARD_VOID(expr)  \
+        do {              \
                 nested++; \
-                expr;    \
+                expr;     \
                 nested--; \
         } while (0)
 
@@ -144,11 +144,11 @@ static inline void ensure_init(void) {
 }
 
 /* Entry check of every wrapper: initialise, and refuse when failed closed. */
-#define ENTER()                                                    \
-        do {                                                       \
-                ensure_init();                                     \
-                if (UNLIKELY(g.mode == GS_MODE_FAILED))            \
-                        return g.fail_code;                        \
+#define ENTER()                                         \
+        do {                                            \
+                ensure_init();                          \
+                if (UNLIKELY(g.mode == GS_MODE_FAILED)) \
+                        return g.fail_code;             \
         } while (0)
 
 /* ---- devices (interposer.c) ---- */

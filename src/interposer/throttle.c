@@ -50,7 +50,7 @@ uint64_t gs_throttle_next_interval(uint64_t interval_ns, uint64_t dt_ns, uint64_
                                    uint64_t target_milli) {
         if (launches == 0 || dt_ns == 0 || target_milli == 0)
                 return interval_ns; /* nothing learned */
-        if (util_milli < 500)   /* < 0.5 %: launches cost nothing measurable; relax */
+        if (util_milli < 500)       /* < 0.5 %: launches cost nothing measurable; relax */
                 return interval_ns / 2 < 1000 ? 0 : interval_ns / 2;
         /* interval that would have given `target` with this period's cost per launch */
         unsigned __int128 num = (unsigned __int128)dt_ns * util_milli;

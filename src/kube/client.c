@@ -28,8 +28,8 @@
 struct kube_client {
         struct kube_config cfg; /* deep copy */
         unsigned timeout_ms;
-        atomic_bool *cancel;    /* when set, every request in flight ends (-ECANCELED) */
-        pthread_mutex_t lock;   /* token below */
+        atomic_bool *cancel;  /* when set, every request in flight ends (-ECANCELED) */
+        pthread_mutex_t lock; /* token below */
         char *token;
         struct timespec token_mtime;
         ino_t token_ino;
@@ -141,24 +141,16 @@ int kube_errno_from_http(long http, const char *reason) {
         if (http >= 200 && http < 300)
                 return 0;
         switch (http) {
-        case 401:
-        case 403:
-                return -EACCES;
-        case 404:
-                return -ENOENT;
-        case 409:
-                return reason && streq(reason, "AlreadyExists") ? -EEXIST : -ESTALE;
-        case 410:
-                return -EIDRM;
-        case 422:
-        case 400:
-                return -EINVAL;
-        case 413:
-                return -E2BIG;
-        case 429:
-                return -EAGAIN;
-        default:
-                return http >= 500 ? -EAGAIN : -EPROTO;
+                case 401:
+                case 403: return -EACCES;
+                case 404: return -ENOENT;
+                case 409: return reason && streq(reason, "AlreadyExists") ? -EEXIST : -ESTALE;
+                case 410: return -EIDRM;
+                case 422:
+                case 400: return -EINVAL;
+                case 413: return -E2BIG;
+                case 429: return -EAGAIN;
+                default: return http >= 500 ? -EAGAIN : -EPROTO;
         }
 }
 
@@ -188,23 +180,17 @@ void kube_status_decode(const char *body, size_t len, long http, struct kube_err
 
 static int errno_from_curl(CURLcode cc) {
         switch (cc) {
-        case CURLE_OPERATION_TIMEDOUT:
-                return -ETIMEDOUT;
-        case CURLE_COULDNT_RESOLVE_HOST:
-        case CURLE_COULDNT_RESOLVE_PROXY:
-                return -EHOSTUNREACH;
-        case CURLE_COULDNT_CONNECT:
-                return -ECONNREFUSED;
-        case CURLE_PEER_FAILED_VERIFICATION:
-        case CURLE_SSL_CONNECT_ERROR:
-        case CURLE_SSL_CERTPROBLEM:
-        case CURLE_SSL_CACERT_BADFILE:
-        case CURLE_SSL_CIPHER:
-                return -EKEYREJECTED;
-        case CURLE_OUT_OF_MEMORY:
-                return -ENOMEM;
-        default:
-                return -ECONNABORTED;
+                case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+                case CURLE_COULDNT_RESOLVE_HOST:
+                case CURLE_COULDNT_RESOLVE_PROXY: return -EHOSTUNREACH;
+                case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+                case CURLE_PEER_FAILED_VERIFICATION:
+                case CURLE_SSL_CONNECT_ERROR:
+                case CURLE_SSL_CERTPROBLEM:
+                case CURLE_SSL_CACERT_BADFILE:
+                case CURLE_SSL_CIPHER: return -EKEYREJECTED;
+                case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+                default: return -ECONNABORTED;
         }
 }
 
@@ -313,7 +299,9 @@ static int handle_init(struct kube_client *c, struct handle *hd, const char *pat
         } else if (c->cfg.ca_file)
                 curl_easy_setopt(h, CURLOPT_CAINFO, c->cfg.ca_file);
         if (c->cfg.cert_pem) {
-                struct curl_blob b = { .data = c->cfg.cert_pem, .len = strlen(c->cfg.cert_pem), .flags = CURL_BLOB_COPY };
+                struct curl_blob b = { .data = c->cfg.cert_pem,
+                                       .len = strlen(c->cfg.cert_pem),
+                                       .flags = CURL_BLOB_COPY };
                 curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
                 curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
         } else if (c->cfg.cert_file)
@@ -388,8 +376,12 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
                 [KUBE_DELETE] = "application/json",
         };
         static const char *const verb[] = {
-                [KUBE_GET] = "GET",     [KUBE_POST] = "POST",           [KUBE_PATCH_MERGE] = "PATCH",
-                [KUBE_PATCH_JSON] = "PATCH", [KUBE_PATCH_STRATEGIC] = "PATCH", [KUBE_PUT] = "PUT",
+                [KUBE_GET] = "GET",
+                [KUBE_POST] = "POST",
+                [KUBE_PATCH_MERGE] = "PATCH",
+                [KUBE_PATCH_JSON] = "PATCH",
+                [KUBE_PATCH_STRATEGIC] = "PATCH",
+                [KUBE_PUT] = "PUT",
                 [KUBE_DELETE] = "DELETE",
         };
         if (!c || !path || path[0] != '/' || (unsigned)m > KUBE_DELETE)
@@ -623,8 +615,9 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
         free(full);
         if (r < 0)
                 return r;
-        struct watch_ctx w = { .h = hd.h, .errbody = { .max = 1 << 20 }, .stop = o ? o->stop : NULL,
-                               .cancel = c->cancel };
+        struct watch_ctx w = {
+                .h = hd.h, .errbody = { .max = 1 << 20 }, .stop = o ? o->stop : NULL, .cancel = c->cancel
+        };
         kube_watch_decoder_init(&w.dec, KUBE_EVENT_MAX, event, userdata);
         curl_easy_setopt(hd.h, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, watch_write);

@@ -205,7 +205,8 @@ int kube_node_gpus_parse(const char *text, size_t len, struct kube_node_gpus *re
         }
         for (unsigned i = 0; i < g.n; i++)
                 for (unsigned j = 0; j < g.n; j++)
-                        g.link[i * g.n + j] = (struct topo_link){ .pcie = i == j ? TOPO_LEVEL_SELF : TOPO_LEVEL_UNKNOWN };
+                        g.link[i * g.n + j] =
+                                (struct topo_link){ .pcie = i == j ? TOPO_LEVEL_SELF : TOPO_LEVEL_UNKNOWN };
         json_t *links = json_object_get(o, "links");
         if (links) {
                 if (!json_is_string(links)) {

@@ -50,7 +50,7 @@ struct kube_gpu {
         uint64_t memory_mib;
         int cc_major, cc_minor; /* 0 unknown */
         bool healthy;
-        char health[96];        /* "ok" or the reason */
+        char health[96]; /* "ok" or the reason */
 };
 
 /* One node's published GPUs. gpu and link are malloc'ed (kube_node_gpus_done). */
@@ -74,19 +74,19 @@ void kube_node_gpus_done(struct kube_node_gpus *g);
 /* A pod's GPU need and placement. */
 struct kube_pod_container {
         char name[64];
-        unsigned whole;         /* whole GPUs (nvidia.com/gpu, or core requests >= 100 as 100s) */
-        unsigned core_percent;  /* fractional compute share of one GPU, 0 none */
-        uint64_t memory_mib;    /* fractional memory on one GPU, 0 none */
-        unsigned n_assigned;    /* GPU indices assigned (0: not assigned) */
+        unsigned whole;        /* whole GPUs (nvidia.com/gpu, or core requests >= 100 as 100s) */
+        unsigned core_percent; /* fractional compute share of one GPU, 0 none */
+        uint64_t memory_mib;   /* fractional memory on one GPU, 0 none */
+        unsigned n_assigned;   /* GPU indices assigned (0: not assigned) */
         int assigned[8];
 };
 
 struct kube_pod {
         char namespace_[64], name[256], node[256];
         char phase[16];
-        bool assigned_known;    /* an assignment annotation names its GPUs */
-        bool confirmed;         /* the agent confirmed the assignment (…/assigned = "true") */
-        char source[16];        /* "gpuslice", "gpushare", "gpu-manager", "" */
+        bool assigned_known; /* an assignment annotation names its GPUs */
+        bool confirmed;      /* the agent confirmed the assignment (…/assigned = "true") */
+        char source[16];     /* "gpuslice", "gpushare", "gpu-manager", "" */
         unsigned n;
         struct kube_pod_container c[KUBE_CONTAINERS_MAX];
 };
@@ -103,18 +103,18 @@ int kube_assignment_format(const char *node, uint64_t time_ms, const struct kube
 struct kube_gpu_use {
         uint64_t memory_alloc_mib;
         unsigned core_alloc_percent;
-        bool whole;           /* held whole by one pod */
+        bool whole; /* held whole by one pod */
         unsigned n_pods;
-        unsigned *pods;       /* indices into kube_cluster.pods */
+        unsigned *pods; /* indices into kube_cluster.pods */
 };
 
 struct kube_cluster_node {
         char name[256];
         struct kube_node_gpus g;
-        bool published;       /* has a valid annotation */
-        char error[128];      /* why the annotation was refused */
-        struct kube_gpu_use *use;  /* g.n entries */
-        unsigned n_unplaced;  /* pods on this node holding GPU resources with no known GPU */
+        bool published;           /* has a valid annotation */
+        char error[128];          /* why the annotation was refused */
+        struct kube_gpu_use *use; /* g.n entries */
+        unsigned n_unplaced;      /* pods on this node holding GPU resources with no known GPU */
         unsigned *unplaced;
 };
 
@@ -123,7 +123,7 @@ struct kube_cluster {
         struct kube_cluster_node *nodes;
         unsigned n_pods;
         struct kube_pod *pods;
-        unsigned n_pending;   /* pods with GPU requests not bound to a node */
+        unsigned n_pending; /* pods with GPU requests not bound to a node */
         unsigned *pending;
 };
 

@@ -66,94 +66,95 @@ static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **re
         if (++y->nodes > YAML_NODES_MAX)
                 return errf(y->err, y->errlen, -EINVAL, "%s: too many YAML nodes", y->path);
         switch (ev->type) {
-        case YAML_ALIAS_EVENT:
-                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: YAML aliases are not accepted", y->path,
-                            ev->start_mark.line + 1);
-        case YAML_SCALAR_EVENT: {
-                json_t *s = json_stringn((const char *)ev->data.scalar.value, ev->data.scalar.length);
-                if (!s)
-                        return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: not valid UTF-8", y->path,
+                case YAML_ALIAS_EVENT:
+                        return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: YAML aliases are not accepted", y->path,
                                     ev->start_mark.line + 1);
-                *ret = s;
-                return 0;
-        }
-        case YAML_SEQUENCE_START_EVENT: {
-                json_t *a = json_array();
-                if (!a)
-                        return -ENOMEM;
-                for (;;) {
-                        yaml_event_t e;
-                        r = y_next(y, &e);
-                        if (r < 0)
-                                break;
-                        if (e.type == YAML_SEQUENCE_END_EVENT) {
+                case YAML_SCALAR_EVENT: {
+                        json_t *s = json_stringn((const char *)ev->data.scalar.value, ev->data.scalar.length);
+                        if (!s)
+                                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: not valid UTF-8", y->path,
+                                            ev->start_mark.line + 1);
+                        *ret = s;
+                        return 0;
+                }
+                case YAML_SEQUENCE_START_EVENT: {
+                        json_t *a = json_array();
+                        if (!a)
+                                return -ENOMEM;
+                        for (;;) {
+                                yaml_event_t e;
+                                r = y_next(y, &e);
+                                if (r < 0)
+                                        break;
+                                if (e.type == YAML_SEQUENCE_END_EVENT) {
+                                        yaml_event_delete(&e);
+                                        *ret = a;
+                                        return 0;
+                                }
+                                json_t *v = NULL;
+                                r = y_node(y, &e, depth + 1, &v);
                                 yaml_event_delete(&e);
-                                *ret = a;
-                                return 0;
+                                if (r < 0)
+                                        break;
+                                json_array_append_new(a, v);
                         }
-                        json_t *v = NULL;
-                        r = y_node(y, &e, depth + 1, &v);
-                        yaml_event_delete(&e);
-                        if (r < 0)
-                                break;
-                        json_array_append_new(a, v);
+                        json_decref(a);
+                        return r;
                 }
-                json_decref(a);
-                return r;
-        }
-        case YAML_MAPPING_START_EVENT: {
-                json_t *o = json_object();
-                if (!o)
-                        return -ENOMEM;
-                for (;;) {
-                        yaml_event_t k;
-                        r = y_next(y, &k);
-                        if (r < 0)
-                                break;
-                        if (k.type == YAML_MAPPING_END_EVENT) {
+                case YAML_MAPPING_START_EVENT: {
+                        json_t *o = json_object();
+                        if (!o)
+                                return -ENOMEM;
+                        for (;;) {
+                                yaml_event_t k;
+                                r = y_next(y, &k);
+                                if (r < 0)
+                                        break;
+                                if (k.type == YAML_MAPPING_END_EVENT) {
+                                        yaml_event_delete(&k);
+                                        *ret = o;
+                                        return 0;
+                                }
+                                if (k.type != YAML_SCALAR_EVENT) {
+                                        r = errf(y->err, y->errlen, -EINVAL,
+                                                 "%s: line %zu: mapping keys must be scalars", y->path,
+                                                 k.start_mark.line + 1);
+                                        yaml_event_delete(&k);
+                                        break;
+                                }
+                                char *key = strndup((const char *)k.data.scalar.value, k.data.scalar.length);
+                                size_t line = k.start_mark.line + 1;
                                 yaml_event_delete(&k);
-                                *ret = o;
-                                return 0;
-                        }
-                        if (k.type != YAML_SCALAR_EVENT) {
-                                r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: mapping keys must be scalars",
-                                         y->path, k.start_mark.line + 1);
-                                yaml_event_delete(&k);
-                                break;
-                        }
-                        char *key = strndup((const char *)k.data.scalar.value, k.data.scalar.length);
-                        size_t line = k.start_mark.line + 1;
-                        yaml_event_delete(&k);
-                        if (!key) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        yaml_event_t v;
-                        r = y_next(y, &v);
-                        if (r < 0) {
+                                if (!key) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                yaml_event_t v;
+                                r = y_next(y, &v);
+                                if (r < 0) {
+                                        free(key);
+                                        break;
+                                }
+                                json_t *val = NULL;
+                                r = y_node(y, &v, depth + 1, &val);
+                                yaml_event_delete(&v);
+                                if (r >= 0 && json_object_get(o, key)) {
+                                        json_decref(val);
+                                        r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: duplicate key '%.64s'",
+                                                 y->path, line, key);
+                                }
+                                if (r >= 0 && json_object_set_new(o, key, val) < 0)
+                                        r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: bad key", y->path, line);
                                 free(key);
-                                break;
+                                if (r < 0)
+                                        break;
                         }
-                        json_t *val = NULL;
-                        r = y_node(y, &v, depth + 1, &val);
-                        yaml_event_delete(&v);
-                        if (r >= 0 && json_object_get(o, key)) {
-                                json_decref(val);
-                                r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: duplicate key '%.64s'", y->path,
-                                         line, key);
-                        }
-                        if (r >= 0 && json_object_set_new(o, key, val) < 0)
-                                r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: bad key", y->path, line);
-                        free(key);
-                        if (r < 0)
-                                break;
+                        json_decref(o);
+                        return r;
                 }
-                json_decref(o);
-                return r;
-        }
-        default:
-                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: unexpected YAML event", y->path,
-                            ev->start_mark.line + 1);
+                default:
+                        return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: unexpected YAML event", y->path,
+                                    ev->start_mark.line + 1);
         }
 }
 
@@ -297,8 +298,8 @@ static int named_entry(json_t *root, const char *list, const char *name, const c
                         continue;
                 json_t *in = json_object_get(v, inner);
                 if (!json_is_object(in))
-                        return errf(err, errlen, -EINVAL, "%s: %s[name=%.64s].%s: missing or not a mapping", path,
-                                    list, name, inner);
+                        return errf(err, errlen, -EINVAL, "%s: %s[name=%.64s].%s: missing or not a mapping", path, list,
+                                    name, inner);
                 *ret = in;
                 return 0;
         }

@@ -52,9 +52,8 @@ static const char *object_rv(const json_t *obj) {
         return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
 }
 
-int kube_informer_new(struct kube_client *c, const char *path, const char *label_selector,
-                      const char *field_selector, kube_slim_fn slim, const struct kube_informer_handlers *h,
-                      struct kube_informer **ret) {
+int kube_informer_new(struct kube_client *c, const char *path, const char *label_selector, const char *field_selector,
+                      kube_slim_fn slim, const struct kube_informer_handlers *h, struct kube_informer **ret) {
         if (!c || !path || path[0] != '/')
                 return -EINVAL;
         struct kube_informer *inf = calloc(1, sizeof *inf);
@@ -96,8 +95,8 @@ static void set_error(struct kube_informer *inf, const char *what, int r, const 
         pthread_mutex_lock(&inf->lock);
         inf->st.errors++;
         if (e && (e->http || e->message[0]))
-                snprintf(inf->last_error, sizeof inf->last_error, "%.16s: %.64s (HTTP %ld%s%.64s): %.300s", what, strerror(-r),
-                         e->http, e->reason[0] ? " " : "", e->reason, e->message);
+                snprintf(inf->last_error, sizeof inf->last_error, "%.16s: %.64s (HTTP %ld%s%.64s): %.300s", what,
+                         strerror(-r), e->http, e->reason[0] ? " " : "", e->reason, e->message);
         else
                 snprintf(inf->last_error, sizeof inf->last_error, "%s: %s", what, strerror(-r));
         pthread_mutex_unlock(&inf->lock);
@@ -176,9 +175,8 @@ static int do_list(struct kube_informer *inf) {
                         if (!ov || !a || !b || !streq(a, b) || !json_equal(ov, nv))
                                 inf->h.changed(ov, nv, inf->h.userdata);
                 }
-                json_object_foreach(inf->cache, key, ov)
-                        if (!json_object_get(l.fresh, key))
-                                inf->h.changed(ov, NULL, inf->h.userdata);
+                json_object_foreach(inf->cache, key, ov) if (!json_object_get(l.fresh, key))
+                        inf->h.changed(ov, NULL, inf->h.userdata);
         }
         json_decref(inf->cache);
         inf->cache = l.fresh;
@@ -214,8 +212,8 @@ static int watch_event(const struct kube_event *ev, void *u) {
                 if (object_key(ev->object, key, sizeof key) == 0) {
                         json_t *old = json_incref(json_object_get(inf->cache, key));
                         json_t *nv = ev->type == KUBE_EVENT_DELETED ? NULL
-                                     : inf->slim                 ? inf->slim(ev->object)
-                                                                 : json_incref(ev->object);
+                                     : inf->slim                    ? inf->slim(ev->object)
+                                                                    : json_incref(ev->object);
                         if (nv)
                                 json_object_set(inf->cache, key, nv);
                         else
@@ -361,8 +359,7 @@ void kube_informer_foreach(struct kube_informer *inf, void (*fn)(const char *key
         pthread_mutex_lock(&inf->lock);
         const char *key;
         json_t *v;
-        json_object_foreach(inf->cache, key, v)
-                fn(key, v, u);
+        json_object_foreach(inf->cache, key, v) fn(key, v, u);
         pthread_mutex_unlock(&inf->lock);
 }
 

@@ -31,10 +31,10 @@
 #include <jansson.h>
 #include <pthread.h>
 
-#define KUBE_BODY_MAX (64u << 20)   /* largest non-watch response body (one LIST page) */
-#define KUBE_EVENT_MAX (4u << 20)   /* largest single watch event line */
-#define KUBE_CONFIG_MAX (4u << 20)  /* largest kubeconfig / token / CA file */
-#define KUBE_LIST_PAGE 500          /* default `limit` of kube_list pages */
+#define KUBE_BODY_MAX (64u << 20)  /* largest non-watch response body (one LIST page) */
+#define KUBE_EVENT_MAX (4u << 20)  /* largest single watch event line */
+#define KUBE_CONFIG_MAX (4u << 20) /* largest kubeconfig / token / CA file */
+#define KUBE_LIST_PAGE 500         /* default `limit` of kube_list pages */
 #define KUBE_ERR_MAX 512
 
 /* -------------------------------------------------------------------------------------------- */
@@ -43,23 +43,23 @@
 /* Where to reach the API server and how to authenticate. Every string is malloc'ed or NULL and
  * owned by the struct (kube_config_done frees them). PEM data is held decoded (not base64). */
 struct kube_config {
-        char *server;            /* "https://10.0.0.1:6443" (no trailing slash) */
-        char *ca_file;           /* PEM bundle path, or NULL */
-        char *ca_pem;            /* PEM bundle bytes (certificate-authority-data), or NULL */
+        char *server;  /* "https://10.0.0.1:6443" (no trailing slash) */
+        char *ca_file; /* PEM bundle path, or NULL */
+        char *ca_pem;  /* PEM bundle bytes (certificate-authority-data), or NULL */
         char *cert_file, *key_file;
         char *cert_pem, *key_pem;
-        char *token;             /* static bearer token, or NULL */
-        char *token_file;        /* re-read when it changes (in-cluster: projected SA token) */
-        bool insecure;           /* insecure-skip-tls-verify */
-        char *namespace_;        /* the context's namespace (in-cluster: the pod's), or NULL */
-        char *source;            /* "/home/u/.kube/config" or "in-cluster": for messages */
+        char *token;      /* static bearer token, or NULL */
+        char *token_file; /* re-read when it changes (in-cluster: projected SA token) */
+        bool insecure;    /* insecure-skip-tls-verify */
+        char *namespace_; /* the context's namespace (in-cluster: the pod's), or NULL */
+        char *source;     /* "/home/u/.kube/config" or "in-cluster": for messages */
 };
 
 /* Parse kubeconfig text (YAML or JSON; len bytes) named `path` (for messages) and pick `context`
  * (NULL = current-context). Relative file paths in it are resolved against path's directory.
  * -EINVAL with err = "PATH: FIELD: what is wrong" on any malformed or missing field. */
-int kube_config_parse(const char *text, size_t len, const char *path, const char *context,
-                      struct kube_config *ret, char *err, size_t errlen);
+int kube_config_parse(const char *text, size_t len, const char *path, const char *context, struct kube_config *ret,
+                      char *err, size_t errlen);
 
 /* In-cluster configuration from the environment and the service account files under root
  * (NULL = /var/run/secrets/kubernetes.io/serviceaccount). -ENOENT when not running in a pod
@@ -120,7 +120,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
 struct kube_list_opts {
         const char *label_selector;
         const char *field_selector;
-        unsigned limit;               /* page size, 0 = KUBE_LIST_PAGE */
+        unsigned limit; /* page size, 0 = KUBE_LIST_PAGE */
 };
 
 /* LIST every page of a collection (path "/api/v1/pods"), calling item(obj) for each item (the
@@ -178,12 +178,12 @@ void kube_watch_decoder_done(struct kube_watch_decoder *d);
 struct kube_watch_opts {
         const char *label_selector;
         const char *field_selector;
-        const char *resource_version; /* start after this version; NULL = "most recent" */
-        unsigned timeout_seconds;     /* server-side timeout (0 = 300); the client gives up on a
+        const char *resource_version;  /* start after this version; NULL = "most recent" */
+        unsigned timeout_seconds;      /* server-side timeout (0 = 300); the client gives up on a
                                          silent stream after timeout + 30 s */
         unsigned idle_timeout_seconds; /* 0 = timeout_seconds + 30 */
-        bool bookmarks;               /* allowWatchBookmarks=true */
-        atomic_bool *stop;            /* polled while streaming; true ends the watch (returns 0) */
+        bool bookmarks;                /* allowWatchBookmarks=true */
+        atomic_bool *stop;             /* polled while streaming; true ends the watch (returns 0) */
 };
 
 /* One watch request streamed until the server ends it (timeout: returns 0), *stop, a decoder
@@ -230,9 +230,8 @@ struct kube_informer;
 
 /* path: the collection ("/api/v1/nodes"); selectors may be NULL; slim may be NULL (keep the
  * whole object). Does not start anything. The client must outlive the informer. */
-int kube_informer_new(struct kube_client *c, const char *path, const char *label_selector,
-                      const char *field_selector, kube_slim_fn slim, const struct kube_informer_handlers *h,
-                      struct kube_informer **ret);
+int kube_informer_new(struct kube_client *c, const char *path, const char *label_selector, const char *field_selector,
+                      kube_slim_fn slim, const struct kube_informer_handlers *h, struct kube_informer **ret);
 /* Start the list+watch thread. */
 int kube_informer_start(struct kube_informer *inf);
 /* Stop (joins the thread, at most one request timeout) and free. NULL is a no-op. */
@@ -247,8 +246,7 @@ int kube_informer_wait_synced(struct kube_informer *inf, unsigned ms);
  * or NULL. */
 json_t *kube_informer_get(struct kube_informer *inf, const char *key);
 /* Call fn for every cached object under the lock (fn borrows obj). */
-void kube_informer_foreach(struct kube_informer *inf, void (*fn)(const char *key, const json_t *obj, void *u),
-                           void *u);
+void kube_informer_foreach(struct kube_informer *inf, void (*fn)(const char *key, const json_t *obj, void *u), void *u);
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
 /* The last error, for the caller's log ("" when none). Copied into buf. */
 void kube_informer_last_error(struct kube_informer *inf, char *buf, size_t len);

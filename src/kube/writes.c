@@ -93,8 +93,8 @@ int kube_event_post(struct kube_client *c, const char *ns, const char *kind, con
                 json_object_set_new(inv, "uid", json_string(uid));
         return post_json(c, KUBE_POST, path,
                          json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion", "v1",
-                                   "kind", "Event", "metadata", "name", ename, "namespace", evns, "involvedObject",
-                                   inv, "type", type, "reason", reason, "message", message, "source", "component",
-                                   component, "firstTimestamp", stamp, "lastTimestamp", stamp, "count", 1),
+                                   "kind", "Event", "metadata", "name", ename, "namespace", evns, "involvedObject", inv,
+                                   "type", type, "reason", reason, "message", message, "source", "component", component,
+                                   "firstTimestamp", stamp, "lastTimestamp", stamp, "count", 1),
                          e);
 }

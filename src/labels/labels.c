@@ -32,27 +32,17 @@ char *labels_sanitize(const char *s, char *buf, size_t len) {
 
 const char *labels_gpu_family(int major, int minor) {
         switch (major) {
-        case 1:
-                return "tesla";
-        case 2:
-                return "fermi";
-        case 3:
-                return "kepler";
-        case 5:
-                return "maxwell";
-        case 6:
-                return "pascal";
-        case 7:
-                return minor < 5 ? "volta" : "turing";
-        case 8:
-                return minor < 9 ? "ampere" : "ada-lovelace";
-        case 9:
-                return "hopper";
-        case 10:
-        case 12:
-                return "blackwell";
-        default:
-                return NULL;
+                case 1: return "tesla";
+                case 2: return "fermi";
+                case 3: return "kepler";
+                case 5: return "maxwell";
+                case 6: return "pascal";
+                case 7: return minor < 5 ? "volta" : "turing";
+                case 8: return minor < 9 ? "ampere" : "ada-lovelace";
+                case 9: return "hopper";
+                case 10:
+                case 12: return "blackwell";
+                default: return NULL;
         }
 }
 

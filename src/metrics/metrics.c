@@ -161,11 +161,14 @@ bool metrics_valid_name(const char *s) {
 
 /* ---- registry ---- */
 
-static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10 };
+static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10 };
 #define N_BUCKETS ELEMENTSOF(bucket_bounds)
 
-enum entry_kind { ENTRY_COUNTER, ENTRY_HISTOGRAM };
+enum entry_kind {
+        ENTRY_COUNTER,
+        ENTRY_HISTOGRAM
+};
 
 struct entry {
         struct entry *next;
@@ -182,7 +185,7 @@ struct metrics_histogram {
         struct entry e;
         uint64_t buckets[N_BUCKETS]; /* non-cumulative; summed when written */
         uint64_t count;
-        uint64_t sum_ns;             /* sum of observations in ns, exact with atomics */
+        uint64_t sum_ns; /* sum of observations in ns, exact with atomics */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -192,8 +195,8 @@ static bool same_label(const char *a, const char *b) {
         return (!a && !b) || (a && b && streq(a, b));
 }
 
-static struct entry *registry_get(enum entry_kind kind, size_t size, const char *name, const char *help,
-                                  const char *lk, const char *lv) {
+static struct entry *registry_get(enum entry_kind kind, size_t size, const char *name, const char *help, const char *lk,
+                                  const char *lv) {
         if (!metrics_valid_name(name) || !help || (!lk) != (!lv) || (lk && !metrics_valid_name(lk)))
                 return NULL;
         pthread_mutex_lock(&registry_lock);
@@ -243,8 +246,8 @@ uint64_t metrics_counter_value(const struct metrics_counter *c) {
 
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
                                                 const char *label_value) {
-        return (struct metrics_histogram *)registry_get(ENTRY_HISTOGRAM, sizeof(struct metrics_histogram), name,
-                                                        help, label_key, label_value);
+        return (struct metrics_histogram *)registry_get(ENTRY_HISTOGRAM, sizeof(struct metrics_histogram), name, help,
+                                                        label_key, label_value);
 }
 
 void metrics_histogram_observe(struct metrics_histogram *h, double seconds) {

@@ -309,30 +309,20 @@ int cgroup_resolve_ns_pid(const char *proc_root, uint64_t pidns, unsigned ns_pid
 
 const char *cgroup_qos_name(enum cgroup_qos q) {
         switch (q) {
-        case CGROUP_QOS_GUARANTEED:
-                return "guaranteed";
-        case CGROUP_QOS_BURSTABLE:
-                return "burstable";
-        case CGROUP_QOS_BESTEFFORT:
-                return "besteffort";
-        default:
-                return "";
+                case CGROUP_QOS_GUARANTEED: return "guaranteed";
+                case CGROUP_QOS_BURSTABLE: return "burstable";
+                case CGROUP_QOS_BESTEFFORT: return "besteffort";
+                default: return "";
         }
 }
 
 const char *cgroup_runtime_name(enum cgroup_runtime r) {
         switch (r) {
-        case CGROUP_RUNTIME_UNKNOWN:
-                return "unknown";
-        case CGROUP_RUNTIME_CONTAINERD:
-                return "containerd";
-        case CGROUP_RUNTIME_CRIO:
-                return "cri-o";
-        case CGROUP_RUNTIME_DOCKER:
-                return "docker";
-        case CGROUP_RUNTIME_PODMAN:
-                return "podman";
-        default:
-                return "";
+                case CGROUP_RUNTIME_UNKNOWN: return "unknown";
+                case CGROUP_RUNTIME_CONTAINERD: return "containerd";
+                case CGROUP_RUNTIME_CRIO: return "cri-o";
+                case CGROUP_RUNTIME_DOCKER: return "docker";
+                case CGROUP_RUNTIME_PODMAN: return "podman";
+                default: return "";
         }
 }

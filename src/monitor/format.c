@@ -85,8 +85,8 @@ static void format_processes(struct metrics_text *t, const struct monitor_snapsh
                 const char *name, *help;
         } fam[] = {
                 { "gpuslice_process_gpu_memory_used_bytes", "GPU memory used by a process, in bytes (NVML)." },
-                { "gpuslice_process_sm_utilization_ratio",
-                  "Share of the GPU's streaming multiprocessors a process kept busy over the last sample period (0..1)." },
+                { "gpuslice_process_sm_utilization_ratio", "Share of the GPU's streaming multiprocessors a process "
+                                                           "kept busy over the last sample period (0..1)." },
         };
         for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
                 bool any = false;
@@ -105,9 +105,10 @@ static void format_processes(struct metrics_text *t, const struct monitor_snapsh
                         char pid[16];
                         snprintf(pid, sizeof pid, "%u", p->pid);
                         struct gpu_labels l = gpu_labels(s, p->gpu);
-                        const char *labels[] = { "pid", pid, "process", p->comm, "namespace", p->namespace,
-                                                 "pod", p->pod, "container", p->container, "gpu_index", l.index,
-                                                 "gpu_uuid", l.uuid, "gpu_model", l.model, NULL };
+                        const char *labels[] = { "pid",        pid,     "process",  p->comm,     "namespace",
+                                                 p->namespace, "pod",   p->pod,     "container", p->container,
+                                                 "gpu_index",  l.index, "gpu_uuid", l.uuid,      "gpu_model",
+                                                 l.model,      NULL };
                         metrics_text_sample(t, fam[f].name, labels, v);
                 }
         }
@@ -173,9 +174,21 @@ static void container_sample(void *ud, const struct container_sum *c) {
         x->any = true;
         const struct monitor_process *p = c->first;
         struct gpu_labels l = gpu_labels(x->s, p->gpu);
-        const char *labels[] = { "namespace", p->namespace, "pod", p->pod, "container", p->container,
-                                 "container_id", p->cg.container_id, "gpu_index", l.index, "gpu_uuid", l.uuid,
-                                 "gpu_model", l.model, NULL };
+        const char *labels[] = { "namespace",
+                                 p->namespace,
+                                 "pod",
+                                 p->pod,
+                                 "container",
+                                 p->container,
+                                 "container_id",
+                                 p->cg.container_id,
+                                 "gpu_index",
+                                 l.index,
+                                 "gpu_uuid",
+                                 l.uuid,
+                                 "gpu_model",
+                                 l.model,
+                                 NULL };
         double v = x->which == 0 ? (double)c->memory : MIN(c->sm, 100) / 100.0;
         metrics_text_sample(x->t, names[x->which], labels, v);
 }
@@ -215,8 +228,8 @@ static void format_compat_gpu_manager(struct metrics_text *t, const struct monit
                                 if (f == 1 && q->memory != UINT64_MAX)
                                         sum += (double)q->memory / MIB;
                         }
-                        const char *labels[] = { "pod_name", p->pod, "namespace", p->namespace, "node", node,
-                                                 "container_name", p->container, NULL };
+                        const char *labels[] = { "pod_name", p->pod,           "namespace",  p->namespace, "node",
+                                                 node,       "container_name", p->container, NULL };
                         metrics_text_sample(t, names[f], labels, f == 1 ? (double)(uint64_t)sum : sum);
                         i = j;
                 }
@@ -249,8 +262,9 @@ static void format_limits(struct metrics_text *t, const struct monitor_snapshot 
                                         uuid = s->gpus[g].uuid;
                                         model = s->gpus[g].name;
                                 }
-                        const char *labels[] = { "namespace", l->namespace, "pod", l->pod, "container", l->container,
-                                                 "gpu_index", index, "gpu_uuid", uuid, "gpu_model", model, NULL };
+                        const char *labels[] = { "namespace",  l->namespace, "pod", l->pod,     "container",
+                                                 l->container, "gpu_index",  index, "gpu_uuid", uuid,
+                                                 "gpu_model",  model,        NULL };
                         metrics_text_sample(t, names[f], labels,
                                             f == 0 ? (double)l->memory_bytes : MIN(l->core_percent, 100u) / 100.0);
                 }
@@ -263,7 +277,8 @@ static void format_compat_gpu_manager_requests(struct metrics_text *t, const str
                                                const char *node) {
         static const char *const names[] = { "container_request_gpu_utilization", "container_request_gpu_memory" };
         static const char *const helps[] = {
-                "GPU compute requested by a container in percent of one GPU (gpu-manager compatible; sum over its GPUs).",
+                "GPU compute requested by a container in percent of one GPU (gpu-manager compatible; sum over its "
+                "GPUs).",
                 "GPU memory requested by a container in MiB (gpu-manager compatible; sum over its GPUs).",
         };
         for (int f = 0; f < 2; f++) {
@@ -277,8 +292,8 @@ static void format_compat_gpu_manager_requests(struct metrics_text *t, const str
                                streq(s->limits[j].pod, l->pod) && streq(s->limits[j].container, l->container);
                              j++)
                                 sum += f == 0 ? s->limits[j].core_percent : s->limits[j].memory_bytes;
-                        const char *labels[] = { "pod_name", l->pod, "namespace", l->namespace, "node", node,
-                                                 "container_name", l->container, NULL };
+                        const char *labels[] = { "pod_name", l->pod,           "namespace",  l->namespace, "node",
+                                                 node,       "container_name", l->container, NULL };
                         metrics_text_sample(t, names[f], labels, f == 0 ? (double)sum : (double)(sum >> 20));
                         i = j;
                 }
@@ -292,13 +307,23 @@ static void format_compat_pod_mem(struct metrics_text *t, const struct monitor_s
                 if (!p->attributed || !p->pod[0] || p->memory == UINT64_MAX)
                         continue;
                 if (!any)
-                        metrics_text_family(t, "pod_used_gpu_mem_MB", "gauge",
-                                            "GPU memory used by a process of a pod, in MiB (nvidia-gpu-mem-monitor compatible).");
+                        metrics_text_family(
+                                t, "pod_used_gpu_mem_MB", "gauge",
+                                "GPU memory used by a process of a pod, in MiB (nvidia-gpu-mem-monitor compatible).");
                 any = true;
                 char pid[16];
                 snprintf(pid, sizeof pid, "%u", p->pid);
-                const char *labels[] = { "pod_name", p->pod, "pod_namespace", p->namespace, "gpu_uuid",
-                                         s->gpus[p->gpu].uuid, "gpu_name", s->gpus[p->gpu].name, "app_pid", pid, NULL };
+                const char *labels[] = { "pod_name",
+                                         p->pod,
+                                         "pod_namespace",
+                                         p->namespace,
+                                         "gpu_uuid",
+                                         s->gpus[p->gpu].uuid,
+                                         "gpu_name",
+                                         s->gpus[p->gpu].name,
+                                         "app_pid",
+                                         pid,
+                                         NULL };
                 /* whole MiB, truncated as the exporter this mimics reports them */
                 metrics_text_sample(t, "pod_used_gpu_mem_MB", labels,
                                     (double)(p->memory / (1024 * 1024))); // NOLINT(bugprone-integer-division)
@@ -313,9 +338,11 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                 gpu_family(&t, s, "gpuslice_gpu_memory_total_bytes", "GPU memory size, in bytes (NVML).", g_mem_total);
                 gpu_family(&t, s, "gpuslice_gpu_utilization_ratio",
                            "Share of the last sample period a kernel ran on the GPU (0..1).", g_util);
-                gpu_family(&t, s, "gpuslice_gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.", g_temp);
+                gpu_family(&t, s, "gpuslice_gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.",
+                           g_temp);
                 gpu_family(&t, s, "gpuslice_gpu_power_watts", "GPU power draw, in watts.", g_power);
-                gpu_family(&t, s, "gpuslice_gpu_healthy", "1 when NVML answers normally for the GPU, else 0.", g_healthy);
+                gpu_family(&t, s, "gpuslice_gpu_healthy", "1 when NVML answers normally for the GPU, else 0.",
+                           g_healthy);
                 gpu_family(&t, s, "gpuslice_gpu_allocated_ratio",
                            "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc);
                 format_processes(&t, s);
@@ -327,15 +354,15 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                 }
                 if (compat & CONFIG_COMPAT_POD_GPU_MEM)
                         format_compat_pod_mem(&t, s);
-                if (compat & CONFIG_COMPAT_GPU_MANAGER)
-                {
+                if (compat & CONFIG_COMPAT_GPU_MANAGER) {
                         format_compat_gpu_manager(&t, s, node_name ? node_name : "");
                         format_compat_gpu_manager_requests(&t, s, node_name ? node_name : "");
                 }
 
                 metrics_text_family(&t, "gpuslice_monitor_last_sample_timestamp_seconds", "gauge",
                                     "When the metrics above were sampled (Unix time).");
-                metrics_text_sample(&t, "gpuslice_monitor_last_sample_timestamp_seconds", NULL, (double)s->time_us / 1e6);
+                metrics_text_sample(&t, "gpuslice_monitor_last_sample_timestamp_seconds", NULL,
+                                    (double)s->time_us / 1e6);
                 metrics_text_family(&t, "gpuslice_monitor_sample_duration_seconds", "gauge",
                                     "How long the last sample took.");
                 metrics_text_sample(&t, "gpuslice_monitor_sample_duration_seconds", NULL, s->duration_s);

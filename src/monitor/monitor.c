@@ -204,8 +204,8 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
         }
         struct nvml_process_sample *samples = NULL;
         size_t n_samples = 0;
-        bool have_util = nvml_device_process_utilization(m->nvml, g, m->last_seen_us[g], &samples, &n_samples,
-                                                         NULL) >= 0;
+        bool have_util =
+                nvml_device_process_utilization(m->nvml, g, m->last_seen_us[g], &samples, &n_samples, NULL) >= 0;
         for (size_t i = 0; i < n_samples; i++)
                 m->last_seen_us[g] = MAX(m->last_seen_us[g], samples[i].timestamp_us);
 
@@ -222,9 +222,14 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
                         *cap = nc;
                 }
                 struct monitor_process *p = &s->procs[s->n_procs++];
-                *p = (struct monitor_process){ .pid = procs[i].pid, .gpu = g, .memory = procs[i].used_memory,
-                                               .sm = have_util ? 0 : -1, .comm = "", .namespace = "",
-                                               .pod = "", .container = "" };
+                *p = (struct monitor_process){ .pid = procs[i].pid,
+                                               .gpu = g,
+                                               .memory = procs[i].used_memory,
+                                               .sm = have_util ? 0 : -1,
+                                               .comm = "",
+                                               .namespace = "",
+                                               .pod = "",
+                                               .container = "" };
                 /* the newest sample of this pid */
                 uint64_t ts = 0;
                 for (size_t k = 0; k < n_samples; k++)
@@ -308,9 +313,14 @@ int monitor_sample(struct monitor *m) {
         for (unsigned g = 0; g < t->n_gpus; g++) {
                 const struct topo_gpu *tg = &t->gpu[g];
                 struct monitor_gpu *mg = &s->gpus[g];
-                *mg = (struct monitor_gpu){ .index = (unsigned)tg->index, .healthy = tg->state == TOPO_GPU_OK,
-                                            .memory_used = tg->memory_used, .memory_total = tg->memory_total,
-                                            .utilization = -1, .temperature = -1, .power_mw = -1, .allocated = -1 };
+                *mg = (struct monitor_gpu){ .index = (unsigned)tg->index,
+                                            .healthy = tg->state == TOPO_GPU_OK,
+                                            .memory_used = tg->memory_used,
+                                            .memory_total = tg->memory_total,
+                                            .utilization = -1,
+                                            .temperature = -1,
+                                            .power_mw = -1,
+                                            .allocated = -1 };
                 strscpy(mg->uuid, tg->uuid, sizeof mg->uuid);
                 strscpy(mg->name, tg->name, sizeof mg->name);
                 if (!mg->healthy)

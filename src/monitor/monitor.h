@@ -47,13 +47,13 @@ struct monitor_limit {
 };
 
 struct monitor_options {
-        const char *proc_root;    /* NULL = "/proc" */
-        const char *engine_url;   /* Engine API for names and allocation; NULL/"" = off */
-        const char *cri_socket;   /* CRI runtime socket for pod names; NULL/"" = off (see monitor_names) */
-        const char *nvml_library; /* when the monitor opens NVML itself; NULL = libnvidia-ml.so.1 */
-        const char *node_name;    /* the `node` label of compatibility metrics; NULL = hostname */
-        unsigned interval_ms;     /* sampling period; 0 = 5000 */
-        unsigned compat;          /* CONFIG_COMPAT_* bits (config/config.h) */
+        const char *proc_root;         /* NULL = "/proc" */
+        const char *engine_url;        /* Engine API for names and allocation; NULL/"" = off */
+        const char *cri_socket;        /* CRI runtime socket for pod names; NULL/"" = off (see monitor_names) */
+        const char *nvml_library;      /* when the monitor opens NVML itself; NULL = libnvidia-ml.so.1 */
+        const char *node_name;         /* the `node` label of compatibility metrics; NULL = hostname */
+        unsigned interval_ms;          /* sampling period; 0 = 5000 */
+        unsigned compat;               /* CONFIG_COMPAT_* bits (config/config.h) */
         const char *nfd_features_file; /* the service (re)writes the node labels there (labels/labels.h)
                                         * whenever they change; NULL/"" = off */
         /* How much of GPU `index` is allocated (0..1), from the agent's state; NULL = from the
@@ -72,12 +72,12 @@ void monitor_options_init(struct monitor_options *o);
 struct monitor_gpu {
         unsigned index;
         char uuid[96], name[96];
-        bool healthy;             /* NVML answers normally */
+        bool healthy;                       /* NVML answers normally */
         uint64_t memory_used, memory_total; /* bytes */
-        int utilization;          /* percent, -1 unknown */
-        int temperature;          /* °C, -1 unknown */
-        int64_t power_mw;         /* -1 unknown */
-        double allocated;         /* 0..1, <0 unknown */
+        int utilization;                    /* percent, -1 unknown */
+        int temperature;                    /* °C, -1 unknown */
+        int64_t power_mw;                   /* -1 unknown */
+        double allocated;                   /* 0..1, <0 unknown */
 };
 
 /*
@@ -96,11 +96,11 @@ size_t monitor_names_size(const struct monitor_names *n);
 
 struct monitor_process {
         unsigned pid;
-        unsigned gpu;             /* index into snapshot->gpus */
-        uint64_t memory;          /* bytes; UINT64_MAX unknown */
-        int sm;                   /* percent, -1 unknown */
-        bool attributed;          /* cgroup read (false: vanished or unreadable) */
-        const char *comm;         /* process name, "" if gone; interned, never NULL */
+        unsigned gpu;     /* index into snapshot->gpus */
+        uint64_t memory;  /* bytes; UINT64_MAX unknown */
+        int sm;           /* percent, -1 unknown */
+        bool attributed;  /* cgroup read (false: vanished or unreadable) */
+        const char *comm; /* process name, "" if gone; interned, never NULL */
         struct cgroup_info cg;
         /* names: Kubernetes (namespace, pod, container) or the engine's container name in
          * `container` on a plain host; falling back to the pod uid and the short container id.
@@ -109,19 +109,19 @@ struct monitor_process {
 };
 
 struct monitor_snapshot {
-        unsigned refs;                 /* atomic */
-        uint64_t time_us;              /* when the sample was taken (CLOCK_REALTIME µs) */
-        double duration_s;             /* how long the sample took */
+        unsigned refs;     /* atomic */
+        uint64_t time_us;  /* when the sample was taken (CLOCK_REALTIME µs) */
+        double duration_s; /* how long the sample took */
         char driver_version[80];
         int cuda_version;
         size_t n_gpus;
         struct monitor_gpu *gpus;
         size_t n_procs;
         struct monitor_process *procs;
-        struct monitor_names *names;   /* the strings procs point at; freed with the snapshot */
-        unsigned errors;               /* queries that failed in this sample */
-        size_t n_limits;               /* from monitor_options.container_limits, sorted by */
-        struct monitor_limit *limits;  /* namespace, pod, container, GPU index */
+        struct monitor_names *names;  /* the strings procs point at; freed with the snapshot */
+        unsigned errors;              /* queries that failed in this sample */
+        size_t n_limits;              /* from monitor_options.container_limits, sorted by */
+        struct monitor_limit *limits; /* namespace, pod, container, GPU index */
 };
 
 struct monitor;

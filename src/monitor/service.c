@@ -136,8 +136,7 @@ int monitor_service_start(const struct monitor_options *o, struct nvml *nvml, co
         if (r < 0)
                 goto fail;
         if ((r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0 ||
-            (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
-            (r = http_server_start(s->http)) < 0)
+            (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 || (r = http_server_start(s->http)) < 0)
                 goto fail;
         r = -pthread_create(&s->thread, NULL, sampler_main, s);
         if (r < 0)

@@ -53,10 +53,10 @@ int nvml_events_new(struct nvml *n, uint64_t mask, struct nvml_events **ret, str
                 return -EINVAL;
         if (!n->sym.nvmlEventSetCreate || !n->sym.nvmlEventSetFree || !n->sym.nvmlEventSetWait_v2 ||
             !n->sym.nvmlDeviceRegisterEvents) {
-                const char *missing = !n->sym.nvmlEventSetCreate     ? "nvmlEventSetCreate"
-                                      : !n->sym.nvmlEventSetFree      ? "nvmlEventSetFree"
-                                      : !n->sym.nvmlEventSetWait_v2   ? "nvmlEventSetWait_v2"
-                                                                      : "nvmlDeviceRegisterEvents";
+                const char *missing = !n->sym.nvmlEventSetCreate    ? "nvmlEventSetCreate"
+                                      : !n->sym.nvmlEventSetFree    ? "nvmlEventSetFree"
+                                      : !n->sym.nvmlEventSetWait_v2 ? "nvmlEventSetWait_v2"
+                                                                    : "nvmlDeviceRegisterEvents";
                 return nvml_fail(n, NVML_SYM_MISSING, missing, err);
         }
 
@@ -95,8 +95,7 @@ bool nvml_events_registered(const struct nvml_events *e, unsigned index) {
         return __atomic_load_n(&e->registered[index], __ATOMIC_ACQUIRE);
 }
 
-int nvml_events_wait(struct nvml_events *e, unsigned timeout_ms, struct nvml_event *ret,
-                     struct nvml_error *err) {
+int nvml_events_wait(struct nvml_events *e, unsigned timeout_ms, struct nvml_event *ret, struct nvml_error *err) {
         if (!e || !ret)
                 return -EINVAL;
         nvmlEventData_t d = { 0 };

@@ -22,19 +22,13 @@
 
 static enum topo_level level_from_nvml(nvmlGpuTopologyLevel_t l) {
         switch (l) {
-        case NVML_TOPOLOGY_INTERNAL:
-        case NVML_TOPOLOGY_SINGLE:
-                return TOPO_LEVEL_PIX;
-        case NVML_TOPOLOGY_MULTIPLE:
-                return TOPO_LEVEL_PXB;
-        case NVML_TOPOLOGY_HOSTBRIDGE:
-                return TOPO_LEVEL_PHB;
-        case NVML_TOPOLOGY_NODE:
-                return TOPO_LEVEL_NODE;
-        case NVML_TOPOLOGY_SYSTEM:
-                return TOPO_LEVEL_SYS;
-        default:
-                return TOPO_LEVEL_UNKNOWN;
+                case NVML_TOPOLOGY_INTERNAL:
+                case NVML_TOPOLOGY_SINGLE: return TOPO_LEVEL_PIX;
+                case NVML_TOPOLOGY_MULTIPLE: return TOPO_LEVEL_PXB;
+                case NVML_TOPOLOGY_HOSTBRIDGE: return TOPO_LEVEL_PHB;
+                case NVML_TOPOLOGY_NODE: return TOPO_LEVEL_NODE;
+                case NVML_TOPOLOGY_SYSTEM: return TOPO_LEVEL_SYS;
+                default: return TOPO_LEVEL_UNKNOWN;
         }
 }
 
@@ -199,8 +193,8 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
  * until NVML says the link does not exist; the bound only guards against a library that never
  * says so.
  */
-static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *pci_id, unsigned i,
-                          nvmlDevice_t h, unsigned *peer, unsigned *ret_switch) {
+static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *pci_id, unsigned i, nvmlDevice_t h,
+                          unsigned *peer, unsigned *ret_switch) {
         unsigned sw = 0;
         for (unsigned l = 0; l < NVML_MAX_NVLINKS_PROBED; l++) {
                 nvmlEnableState_t active = NVML_FEATURE_DISABLED;
@@ -235,8 +229,7 @@ static void probe_nvlinks(struct nvml *n, const struct topo *t, const unsigned *
                         break;
                 }
                 /* a GPU of ours we could not query (type GPU, bus id unknown) is not counted */
-                if (is_gpu || type == NVML_NVLINK_DEVICE_TYPE_GPU ||
-                    nvml_bus_id_equal(remote, t->gpu[i].bus_id))
+                if (is_gpu || type == NVML_NVLINK_DEVICE_TYPE_GPU || nvml_bus_id_equal(remote, t->gpu[i].bus_id))
                         continue;
                 bool unknown_gpu = false;
                 for (unsigned j = 0; j < t->n_gpus && !unknown_gpu; j++)
@@ -293,8 +286,7 @@ int nvml_inventory(struct nvml *n, struct topo *ret, struct nvml_error *err) {
                                 continue; /* stays UNKNOWN: we cannot know */
                         struct topo_link l = { .pcie = TOPO_LEVEL_UNKNOWN, .nvlinks = 0 };
                         nvmlGpuTopologyLevel_t lvl;
-                        if (NVCALL(n, nvmlDeviceGetTopologyCommonAncestor, handle[i], handle[j], &lvl) ==
-                            NVML_SUCCESS)
+                        if (NVCALL(n, nvmlDeviceGetTopologyCommonAncestor, handle[i], handle[j], &lvl) == NVML_SUCCESS)
                                 l.pcie = (uint8_t)level_from_nvml(lvl);
                         /* Both ends should agree; if one could not see the link, trust the other. */
                         unsigned nv = MAX(peer[i][j], peer[j][i]);

@@ -60,7 +60,7 @@ typedef enum {
         NVML_TOPOLOGY_MULTIPLE = 20,   /* PXB */
         NVML_TOPOLOGY_HOSTBRIDGE = 30, /* PHB */
         NVML_TOPOLOGY_NODE = 40,
-        NVML_TOPOLOGY_SYSTEM = 50,     /* SYS */
+        NVML_TOPOLOGY_SYSTEM = 50, /* SYS */
 } nvmlGpuTopologyLevel_t;
 
 typedef enum {
@@ -182,66 +182,64 @@ static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
 
 /* X-macro: every NVML function gpuslice uses, once. X(name, return type, (parameters)).
  * The binding builds its typed function table from this list; the simulator implements it. */
-#define NVML_ABI_FUNCTIONS(X)                                                                              \
-        X(nvmlInit_v2, nvmlReturn_t, (void))                                                               \
-        X(nvmlInitWithFlags, nvmlReturn_t, (unsigned int flags))                                           \
-        X(nvmlInit, nvmlReturn_t, (void))                                                                  \
-        X(nvmlShutdown, nvmlReturn_t, (void))                                                              \
-        X(nvmlErrorString, const char *, (nvmlReturn_t result))                                            \
-        X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *version, unsigned int length))                  \
-        X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int *cudaDriverVersion))                       \
-        X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *cudaDriverVersion))                          \
-        X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *deviceCount))                                \
-        X(nvmlDeviceGetCount, nvmlReturn_t, (unsigned int *deviceCount))                                   \
-        X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))         \
-        X(nvmlDeviceGetHandleByIndex, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))            \
-        X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *device))               \
-        X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int length))         \
-        X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t device, char *name, unsigned int length))         \
-        X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t device, char *serial, unsigned int length))     \
-        X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t *memory))              \
-        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t *memory))        \
-        X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t *pci))                \
-        X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t device, unsigned int *minorNumber))        \
-        X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int *index))                    \
-        X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t,                                               \
-          (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo))                  \
-        X(nvmlDeviceGetP2PStatus, nvmlReturn_t,                                                            \
-          (nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus))                      \
-        X(nvmlDeviceGetNvLinkState, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive))                           \
-        X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t,                                               \
-          (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))                                    \
-        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                               \
-          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))          \
-        X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                           \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                        \
-        X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                           \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                        \
-        X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                              \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                     \
-        X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t *utilization)) \
-        X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                                   \
-          (nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization, unsigned int *processSamplesCount, \
-           unsigned long long lastSeenTimeStamp))                                                          \
-        X(nvmlDeviceGetCpuAffinity, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet))                           \
-        X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t,                                                       \
-          (nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, unsigned int scope))     \
-        X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor)) \
-        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t *type))                  \
-        X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                              \
-          (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                     \
-        X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t,                                                  \
-          (nvmlDevice_t device, unsigned long long *eventTypes))                                           \
-        X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t *set))                                         \
-        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                            \
-        X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                        \
-        X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)) \
-        X(nvmlDeviceGetTemperature, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int sensorType, unsigned int *temp))                              \
-        X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))               \
+#define NVML_ABI_FUNCTIONS(X)                                                                                         \
+        X(nvmlInit_v2, nvmlReturn_t, (void))                                                                          \
+        X(nvmlInitWithFlags, nvmlReturn_t, (unsigned int flags))                                                      \
+        X(nvmlInit, nvmlReturn_t, (void))                                                                             \
+        X(nvmlShutdown, nvmlReturn_t, (void))                                                                         \
+        X(nvmlErrorString, const char *, (nvmlReturn_t result))                                                       \
+        X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *version, unsigned int length))                             \
+        X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int *cudaDriverVersion))                                  \
+        X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *cudaDriverVersion))                                     \
+        X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *deviceCount))                                           \
+        X(nvmlDeviceGetCount, nvmlReturn_t, (unsigned int *deviceCount))                                              \
+        X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                    \
+        X(nvmlDeviceGetHandleByIndex, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                       \
+        X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *device))                          \
+        X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int length))                    \
+        X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t device, char *name, unsigned int length))                    \
+        X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t device, char *serial, unsigned int length))                \
+        X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * memory))                        \
+        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * memory))                  \
+        X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t * pci))                          \
+        X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t device, unsigned int *minorNumber))                   \
+        X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int *index))                               \
+        X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t * pathInfo))                            \
+        X(nvmlDeviceGetP2PStatus, nvmlReturn_t,                                                                       \
+          (nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus))                                 \
+        X(nvmlDeviceGetNvLinkState, nvmlReturn_t,                                                                     \
+          (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive))                                      \
+        X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))                                               \
+        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))                     \
+        X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                                      \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                   \
+        X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                                      \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                   \
+        X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                                         \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                                \
+        X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * utilization))        \
+        X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                                              \
+          (nvmlDevice_t device, nvmlProcessUtilizationSample_t * utilization, unsigned int *processSamplesCount,      \
+           unsigned long long lastSeenTimeStamp))                                                                     \
+        X(nvmlDeviceGetCpuAffinity, nvmlReturn_t,                                                                     \
+          (nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet))                                      \
+        X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t,                                                                  \
+          (nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, unsigned int scope))                \
+        X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor))            \
+        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t * type))                            \
+        X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                                         \
+          (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                                \
+        X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t, (nvmlDevice_t device, unsigned long long *eventTypes))      \
+        X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t * set))                                                   \
+        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                                       \
+        X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                                                     \
+          (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                                   \
+        X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))    \
+        X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t device, unsigned int sensorType, unsigned int *temp)) \
+        X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))                          \
         X(nvmlDeviceGetEnforcedPowerLimit, nvmlReturn_t, (nvmlDevice_t device, unsigned int *limit))
 
 #define NVML_ABI_DECLARE(name, ret, params) ret name params;

@@ -65,5 +65,4 @@ void nvml_handle_forget(struct nvml *n, unsigned index);
 /* NVML index of a handle NVML gave us (events), -1 when unknown. */
 int nvml_index_of_handle(struct nvml *n, nvmlDevice_t h);
 /* Memory info through _v2, falling back to the unversioned call. */
-int nvml_memory(struct nvml *n, nvmlDevice_t h, uint64_t *ret_total, uint64_t *ret_used,
-                struct nvml_error *err);
+int nvml_memory(struct nvml *n, nvmlDevice_t h, uint64_t *ret_total, uint64_t *ret_used, struct nvml_error *err);

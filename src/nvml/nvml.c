@@ -128,15 +128,15 @@ int nvml_fail(const struct nvml *n, int r, const char *func, struct nvml_error *
 }
 
 /* Pick the first exported of two compatible symbols; name set to the one used (or the newer). */
-#define PICK(n, field, newer, older)                                   \
-        do {                                                           \
-                if ((n)->sym.newer) {                                  \
-                        (n)->field = (n)->sym.newer;                   \
-                        (n)->field##_name = #newer;                    \
-                } else {                                               \
-                        (n)->field = (n)->sym.older;                   \
+#define PICK(n, field, newer, older)                                          \
+        do {                                                                  \
+                if ((n)->sym.newer) {                                         \
+                        (n)->field = (n)->sym.newer;                          \
+                        (n)->field##_name = #newer;                           \
+                } else {                                                      \
+                        (n)->field = (n)->sym.older;                          \
                         (n)->field##_name = (n)->sym.older ? #older : #newer; \
-                }                                                      \
+                }                                                             \
         } while (0)
 
 static int resolve(struct nvml *n, struct nvml_error *err) {
@@ -236,13 +236,11 @@ bool nvml_has_symbol(const struct nvml *n, const char *symbol) {
 
 bool nvml_sym_present(const struct nvml *n, enum nvml_sym_id id) {
         switch (id) {
-#define X(name, ret, params)    \
-        case NVML_SYM_##name:   \
-                return n->sym.name != NULL;
+#define X(name, ret, params) \
+        case NVML_SYM_##name: return n->sym.name != NULL;
                 NVML_ABI_FUNCTIONS(X)
 #undef X
-        default:
-                return false;
+                default: return false;
         }
 }
 
@@ -317,8 +315,7 @@ int nvml_index_of_handle(struct nvml *n, nvmlDevice_t h) {
         return -1;
 }
 
-int nvml_memory(struct nvml *n, nvmlDevice_t h, uint64_t *ret_total, uint64_t *ret_used,
-                struct nvml_error *err) {
+int nvml_memory(struct nvml *n, nvmlDevice_t h, uint64_t *ret_total, uint64_t *ret_used, struct nvml_error *err) {
         int rc = NVML_SYM_MISSING;
         if (n->sym.nvmlDeviceGetMemoryInfo_v2) {
                 nvmlMemory_v2_t m = { .version = nvmlMemory_v2 };
@@ -431,12 +428,14 @@ int nvml_device_processes(struct nvml *n, unsigned index, struct nvml_process **
                 for (unsigned i = 0; i < count; i++) {
                         if (v1) {
                                 const nvmlProcessInfo_v1_t *p = (const nvmlProcessInfo_v1_t *)buf + i;
-                                out[i] = (struct nvml_process){ .pid = p->pid, .used_memory = p->usedGpuMemory,
+                                out[i] = (struct nvml_process){ .pid = p->pid,
+                                                                .used_memory = p->usedGpuMemory,
                                                                 .gpu_instance = UINT32_MAX,
                                                                 .compute_instance = UINT32_MAX };
                         } else {
                                 const nvmlProcessInfo_t *p = (const nvmlProcessInfo_t *)buf + i;
-                                out[i] = (struct nvml_process){ .pid = p->pid, .used_memory = p->usedGpuMemory,
+                                out[i] = (struct nvml_process){ .pid = p->pid,
+                                                                .used_memory = p->usedGpuMemory,
                                                                 .gpu_instance = p->gpuInstanceId,
                                                                 .compute_instance = p->computeInstanceId };
                         }
@@ -465,8 +464,7 @@ int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint
         return 0;
 }
 
-int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilization *ret,
-                            struct nvml_error *err) {
+int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilization *ret, struct nvml_error *err) {
         if (!n || !ret)
                 return -EINVAL;
         nvmlDevice_t h;
@@ -482,8 +480,7 @@ int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilizat
 }
 
 int nvml_device_process_utilization(struct nvml *n, unsigned index, uint64_t last_seen_us,
-                                    struct nvml_process_sample **ret, size_t *ret_n,
-                                    struct nvml_error *err) {
+                                    struct nvml_process_sample **ret, size_t *ret_n, struct nvml_error *err) {
         static const char func[] = "nvmlDeviceGetProcessUtilization";
         if (!n || !ret || !ret_n)
                 return -EINVAL;
@@ -525,8 +522,12 @@ int nvml_device_process_utilization(struct nvml *n, unsigned index, uint64_t las
                 }
                 for (unsigned i = 0; i < count; i++)
                         out[i] = (struct nvml_process_sample){
-                                .pid = buf[i].pid, .timestamp_us = buf[i].timeStamp, .sm = buf[i].smUtil,
-                                .memory = buf[i].memUtil, .encoder = buf[i].encUtil, .decoder = buf[i].decUtil,
+                                .pid = buf[i].pid,
+                                .timestamp_us = buf[i].timeStamp,
+                                .sm = buf[i].smUtil,
+                                .memory = buf[i].memUtil,
+                                .encoder = buf[i].encUtil,
+                                .decoder = buf[i].decUtil,
                         };
                 *ret = out;
                 *ret_n = count;

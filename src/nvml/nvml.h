@@ -121,9 +121,9 @@ int nvml_device_index_by_uuid(struct nvml *n, const char *uuid, unsigned *ret, s
 
 struct nvml_process {
         unsigned pid;
-        uint64_t used_memory;       /* bytes; UINT64_MAX when NVML cannot tell (e.g. no permission) */
-        unsigned gpu_instance;      /* MIG GPU instance, UINT32_MAX when not MIG or unknown */
-        unsigned compute_instance;  /* UINT32_MAX when not MIG or unknown */
+        uint64_t used_memory;      /* bytes; UINT64_MAX when NVML cannot tell (e.g. no permission) */
+        unsigned gpu_instance;     /* MIG GPU instance, UINT32_MAX when not MIG or unknown */
+        unsigned compute_instance; /* UINT32_MAX when not MIG or unknown */
 };
 
 /*
@@ -139,12 +139,11 @@ struct nvml_utilization {
         unsigned gpu;    /* percent of the last sample period a kernel ran */
         unsigned memory; /* percent of the period device memory was read or written */
 };
-int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilization *ret,
-                            struct nvml_error *err);
+int nvml_device_utilization(struct nvml *n, unsigned index, struct nvml_utilization *ret, struct nvml_error *err);
 
 struct nvml_process_sample {
         unsigned pid;
-        uint64_t timestamp_us; /* CPU timestamp of the sample, µs */
+        uint64_t timestamp_us;                 /* CPU timestamp of the sample, µs */
         unsigned sm, memory, encoder, decoder; /* percent */
 };
 /*
@@ -152,15 +151,13 @@ struct nvml_process_sample {
  * sample (NVML's NOT_FOUND) is success with *ret_n = 0. *ret is malloc'ed, caller frees.
  */
 int nvml_device_process_utilization(struct nvml *n, unsigned index, uint64_t last_seen_us,
-                                    struct nvml_process_sample **ret, size_t *ret_n,
-                                    struct nvml_error *err);
+                                    struct nvml_process_sample **ret, size_t *ret_n, struct nvml_error *err);
 
 /* GPU core temperature in °C. */
 int nvml_device_temperature(struct nvml *n, unsigned index, unsigned *ret_celsius, struct nvml_error *err);
 /* Memory total and used of GPU `index` in bytes (nvmlDeviceGetMemoryInfo_v2, falling back to v1):
  * the per-sample query that spares a whole nvml_inventory. */
-int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used,
-                       struct nvml_error *err);
+int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used, struct nvml_error *err);
 /* Power draw in milliwatts. */
 int nvml_device_power(struct nvml *n, unsigned index, unsigned *ret_milliwatts, struct nvml_error *err);
 
@@ -189,8 +186,7 @@ struct nvml_events *nvml_events_free(struct nvml_events *e);
 int nvml_events_add_device(struct nvml_events *e, unsigned index, struct nvml_error *err);
 bool nvml_events_registered(const struct nvml_events *e, unsigned index);
 /* Wait up to timeout_ms: 1 with *ret filled when an event arrived, 0 on timeout, or -errno. */
-int nvml_events_wait(struct nvml_events *e, unsigned timeout_ms, struct nvml_event *ret,
-                     struct nvml_error *err);
+int nvml_events_wait(struct nvml_events *e, unsigned timeout_ms, struct nvml_event *ret, struct nvml_error *err);
 
 /*
  * Helpers, public for the CLI and for tests.

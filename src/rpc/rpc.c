@@ -34,18 +34,25 @@
 
 #define RPC_MAX_METHODS 16
 
-enum { TAG_BATCH = 1, TAG_CLOSE = 2 };
+enum {
+        TAG_BATCH = 1,
+        TAG_CLOSE = 2
+};
 
 /* What a tag on a server's queue points at: every such struct starts with one of these. */
-enum tag_kind { TK_SHUTDOWN = 0x7a01, TK_CALL, TK_OP };
+enum tag_kind {
+        TK_SHUTDOWN = 0x7a01,
+        TK_CALL,
+        TK_OP
+};
 
 struct rpc_method {
         const char *name;
         rpc_unary_fn unary;
         rpc_stream_fn stream;
         void *userdata;
-        void *handle;               /* grpc_server_register_method */
-        struct rpc_call *pending;   /* the outstanding request for this method */
+        void *handle;             /* grpc_server_register_method */
+        struct rpc_call *pending; /* the outstanding request for this method */
 };
 
 struct rpc_server {
@@ -91,7 +98,7 @@ struct rpc_call {
         int tk; /* TK_CALL: the call itself is the tag of its request and of a unary final batch */
         struct rpc_server *srv;
         enum call_kind kind;
-        int method;               /* index, -1 for generic */
+        int method; /* index, -1 for generic */
         grpc_call *call;
         grpc_call_details details;
         grpc_metadata_array md;
@@ -99,9 +106,9 @@ struct rpc_call {
         grpc_byte_buffer *payload;
         grpc_completion_queue *cq; /* own queue (unknown methods), NULL when on the server queue */
         struct call_op op[3];      /* batch tags of a stream on the server queue */
-        bool done[3];   /* by tag; for calls on the server queue guarded by stream_lock */
+        bool done[3];              /* by tag; for calls on the server queue guarded by stream_lock */
         bool ok[3];
-        int cancelled;  /* from RECV_CLOSE_ON_SERVER */
+        int cancelled; /* from RECV_CLOSE_ON_SERVER */
         /* kept alive until the inline final batch completes */
         grpc_slice finish_details;
         grpc_byte_buffer *finish_msg;
@@ -182,10 +189,10 @@ enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *f
 
 const char *rpc_code_name(enum rpc_code c) {
         static const char *const names[] = {
-                "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                "UNAUTHENTICATED",
+                "OK",        "CANCELLED",       "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+                "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+                "ABORTED",   "OUT_OF_RANGE",    "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+                "DATA_LOSS", "UNAUTHENTICATED",
         };
         if ((unsigned)c < ELEMENTSOF(names))
                 return names[c];
@@ -362,8 +369,7 @@ int rpc_stream_send(struct rpc_stream *s, const void *msg, size_t len) {
         return ok ? 0 : -EPIPE;
 }
 
-int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen,
-                           int timeout_ms) {
+int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen, int timeout_ms) {
         struct rpc_call *c = s->c;
         struct timespec ts, *until = deadline_ts(timeout_ms, &ts);
         int r = 0;
@@ -653,9 +659,8 @@ static void *server_thread(void *arg) {
                         if (!generic)
                                 generic = request_next(srv, -1);
                 }
-                grpc_event ev = grpc_completion_queue_next(srv->cq, shut && !cq_shut ? deadline_in(2)
-                                                                                    : gpr_inf_future(GPR_CLOCK_MONOTONIC),
-                                                           NULL);
+                grpc_event ev = grpc_completion_queue_next(
+                        srv->cq, shut && !cq_shut ? deadline_in(2) : gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
                 if (ev.type == GRPC_QUEUE_SHUTDOWN)
                         break;
                 if (ev.type != GRPC_OP_COMPLETE)
@@ -823,14 +828,10 @@ struct rpc_server *rpc_server_free(struct rpc_server *s) {
 
 static int status_to_errno(grpc_status_code c) {
         switch (c) {
-        case GRPC_STATUS_OK:
-                return 0;
-        case GRPC_STATUS_UNAVAILABLE:
-                return -ECONNREFUSED;
-        case GRPC_STATUS_DEADLINE_EXCEEDED:
-                return -ETIMEDOUT;
-        default:
-                return -EREMOTEIO;
+                case GRPC_STATUS_OK: return 0;
+                case GRPC_STATUS_UNAVAILABLE: return -ECONNREFUSED;
+                case GRPC_STATUS_DEADLINE_EXCEEDED: return -ETIMEDOUT;
+                default: return -EREMOTEIO;
         }
 }
 
@@ -868,8 +869,7 @@ static grpc_channel *channel_create(const char *target) {
 /* One unary call on a channel of its own: a channel kept between calls costs more idle wake-ups
  * (gRPC's backup poller and channel timers) than a handshake per call. */
 static int call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
-                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st,
-                      struct rpc_client_call *holder) {
+                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st, struct rpc_client_call *holder) {
         struct rpc_status local;
         if (!st)
                 st = &local;
@@ -965,8 +965,7 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
 static void *client_call_thread(void *arg) {
         struct rpc_client_call *c = arg;
         pthread_setname_np(pthread_self(), "rpc-call");
-        c->r = call_unary(c->target, c->method, c->req, c->req_len, c->timeout_ms, &c->resp, &c->resp_len, &c->st,
-                          c);
+        c->r = call_unary(c->target, c->method, c->req, c->req_len, c->timeout_ms, &c->resp, &c->resp_len, &c->st, c);
         atomic_store(&c->done, true);
         if (c->notify_fd >= 0) {
                 uint64_t one = 1;

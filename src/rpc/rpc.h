@@ -54,14 +54,14 @@ struct rpc_status {
  * and set *ret_resp (malloc'd, the server frees it; NULL with length 0 is an empty message).
  * On failure return a code and write a message for the peer into st->message.
  */
-typedef enum rpc_code (*rpc_unary_fn)(void *userdata, const uint8_t *req, size_t req_len,
-                                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+typedef enum rpc_code (*rpc_unary_fn)(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret_resp,
+                                      size_t *ret_resp_len, struct rpc_status *st);
 
 struct rpc_stream;
 /* A server-streaming handler: runs on the call's own thread (it may block) until it returns (then the final
  * status is sent). It sends with rpc_stream_send and waits with rpc_stream_wait. */
-typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_t req_len,
-                                       struct rpc_stream *s, struct rpc_status *st);
+typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                       struct rpc_status *st);
 
 /* Send one message. 0, -EPIPE when the client is gone or the call was cancelled,
  * -ETIMEDOUT when the client does not take it within 10 s (the call is then cancelled). */
@@ -73,8 +73,7 @@ int rpc_stream_wait(struct rpc_stream *s, int timeout_ms);
 /* The same, also returning 1 as soon as *value differs from `seen` — checked when the call
  * starts waiting and at every rpc_streams_wake, so a writer changes *value and then calls
  * rpc_streams_wake, and no change is missed. */
-int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen,
-                           int timeout_ms);
+int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *value, uint64_t seen, int timeout_ms);
 /* Wake every stream in rpc_stream_wait_change (of every server) to look at its value again.
  * Thread-safe, any thread, never blocks for long; spurious wake-ups are harmless. */
 void rpc_streams_wake(void);
@@ -110,8 +109,8 @@ const char *rpc_server_path(const struct rpc_server *s);
  * -ETIMEDOUT (DEADLINE_EXCEEDED) or -EREMOTEIO (any other status); st (may be NULL) always gets
  * the status and its message.
  */
-int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len,
-                   int timeout_ms, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
 
 /*
  * The same call, asynchronous: rpc_call_start copies its arguments and runs the call on a thread

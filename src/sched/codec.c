@@ -13,7 +13,6 @@
 #include "sched/codec.h"
 #include "util/util.h"
 
-
 _printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
         if (err && errlen) {
                 va_list ap;
@@ -76,8 +75,14 @@ static int parse_quantity(const char *s, uint64_t *ret) {
         static const struct {
                 const char *sfx;
                 uint64_t mul;
-        } sfx[] = { { "", 1 },           { "k", 1000ULL },        { "M", 1000000ULL },    { "G", 1000000000ULL },
-                    { "T", 1000000000000ULL }, { "Ki", 1ULL << 10 }, { "Mi", 1ULL << 20 }, { "Gi", 1ULL << 30 },
+        } sfx[] = { { "", 1 },
+                    { "k", 1000ULL },
+                    { "M", 1000000ULL },
+                    { "G", 1000000000ULL },
+                    { "T", 1000000000000ULL },
+                    { "Ki", 1ULL << 10 },
+                    { "Mi", 1ULL << 20 },
+                    { "Gi", 1ULL << 30 },
                     { "Ti", 1ULL << 40 } };
         for (size_t k = 0; k < ELEMENTSOF(sfx); k++)
                 if (streq(s + i, sfx[k].sfx)) {
@@ -89,7 +94,12 @@ static int parse_quantity(const char *s, uint64_t *ret) {
         return -EINVAL;
 }
 
-enum res_kind { RES_NONE, RES_WHOLE, RES_CORE, RES_MEM };
+enum res_kind {
+        RES_NONE,
+        RES_WHOLE,
+        RES_CORE,
+        RES_MEM
+};
 
 static enum res_kind classify(const char *name, const struct sched_units *u, uint32_t *unit, enum sched_profile *p) {
         if (streq(name, "nvidia.com/gpu"))
@@ -239,7 +249,8 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                         if (get_str(c, "name", name, sizeof name, "assignment.containers[].", err, errlen) < 0)
                                 goto out;
                         json_t *gpus = json_object_get(c, "gpus");
-                        if (!json_is_array(gpus) || json_array_size(gpus) == 0 || json_array_size(gpus) > SCHED_MAX_GPUS) {
+                        if (!json_is_array(gpus) || json_array_size(gpus) == 0 ||
+                            json_array_size(gpus) > SCHED_MAX_GPUS) {
                                 fail(err, errlen, "annotation %s: container %s: gpus must be a non-empty array",
                                      SCHED_ANNOT_ASSIGNMENT, name);
                                 goto out;
@@ -268,7 +279,7 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                 }
                 v->has_assignment = true;
                 r = 0;
-        out:
+out:
                 json_decref(j);
                 return r;
         }
@@ -285,8 +296,9 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                 if (parse_idx_list(json_string_value(idx), &set) < 0 || !set)
                         return fail(err, errlen, "annotation %s is not a list of GPU indices", key);
                 const struct sched_container_req *rq = &v->req.c[x];
-                asg.c[x] = (struct sched_container_assign){ .gpus = set, .whole = rq->whole > 0, .core = rq->core,
-                                                            .mem_mib = rq->mem_mib };
+                asg.c[x] = (struct sched_container_assign){
+                        .gpus = set, .whole = rq->whole > 0, .core = rq->core, .mem_mib = rq->mem_mib
+                };
                 any = true;
         }
         if (any) {
@@ -307,7 +319,8 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                 for (unsigned x = 0; x < v->req.n; x++) {
                         const struct sched_container_req *rq = &v->req.c[x];
                         if (sched_request_is_fractional(rq))
-                                v->assign.c[x] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = rq->core,
+                                v->assign.c[x] = (struct sched_container_assign){ .gpus = 1ULL << g,
+                                                                                  .core = rq->core,
                                                                                   .mem_mib = rq->mem_mib };
                 }
                 v->has_assignment = true;
@@ -409,8 +422,7 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
 
 /* ---- node annotation ---- */
 
-int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err,
-                                 size_t errlen) {
+int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err, size_t errlen) {
         char name[SCHED_NAME_MAX];
         strscpy(name, ret->name, sizeof name);
         memset(ret, 0, sizeof *ret);
@@ -802,8 +814,8 @@ static void out_failures(struct out *o, const struct sched_ext_args *a, const st
         out_lit(o, "}");
 }
 
-int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res,
-                            const char *error, char **ret, size_t *ret_len) {
+int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res, const char *error,
+                            char **ret, size_t *ret_len) {
         struct out o = { 0 };
         if (error)
                 res = NULL;

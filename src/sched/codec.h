@@ -31,10 +31,10 @@
 #define SCHED_NODE_ANNOT_VERSION 1
 #define SCHED_ASSIGN_ANNOT_VERSION 1
 
-#define SCHED_CODEC_MAX_BODY (1u << 20)        /* = HTTP_MAX_BODY */
-#define SCHED_CODEC_MAX_NODES 20000            /* node names in one ExtenderArgs */
-#define SCHED_CODEC_MAX_ANNOT (64u << 10)      /* one annotation value */
-#define SCHED_CODEC_MAX_SNAPSHOT (256u << 20)  /* a snapshot file */
+#define SCHED_CODEC_MAX_BODY (1u << 20)       /* = HTTP_MAX_BODY */
+#define SCHED_CODEC_MAX_NODES 20000           /* node names in one ExtenderArgs */
+#define SCHED_CODEC_MAX_ANNOT (64u << 10)     /* one annotation value */
+#define SCHED_CODEC_MAX_SNAPSHOT (256u << 20) /* a snapshot file */
 
 /* Memory units of the fractional resources (MiB per unit); defaults in sched_units_default. */
 struct sched_units {
@@ -52,8 +52,8 @@ struct sched_pod_view {
         bool terminated;                /* status.phase Succeeded or Failed */
         struct sched_request req;
         bool has_policy;
-        enum sched_policy policy;       /* the pod's gpuslice.io/scheduling-policy */
-        bool has_assignment;            /* from gpuslice.io/assignment, or gpu-manager / gpushare */
+        enum sched_policy policy; /* the pod's gpuslice.io/scheduling-policy */
+        bool has_assignment;      /* from gpuslice.io/assignment, or gpu-manager / gpushare */
         char assigned_node[SCHED_NAME_MAX];
         struct sched_assignment assign;
 };
@@ -64,17 +64,16 @@ struct sched_pod_view {
  * quantities that are not whole numbers, a fractional compute above 100 not a multiple of 100,
  * whole and fractional resources in one container, too many GPU containers.
  */
-int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret,
-                     char *err, size_t errlen);
+int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
+                     size_t errlen);
 /* The same from a parsed jansson object (json_t *), for callers holding one. */
-int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret,
-                          char *err, size_t errlen);
+int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret, char *err,
+                          size_t errlen);
 /* As model input (pointers into v). */
 void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *ret);
 
 /* Node annotation value → node info (name set by the caller). 0 or -EINVAL with err. */
-int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err,
-                                 size_t errlen);
+int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err, size_t errlen);
 /* The same annotation from node info (malloc'ed, caller frees). 0 or -ENOMEM. */
 int sched_node_annotation_encode(const struct sched_node_info *info, char **ret);
 
@@ -92,11 +91,11 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
 
 struct sched_ext_args {
         struct sched_pod_view pod;
-        bool node_cache;        /* NodeNames given (Nodes null) */
+        bool node_cache; /* NodeNames given (Nodes null) */
         size_t n_nodes;
-        char **node_names;      /* n_nodes names */
-        void *nodes_items;      /* json_t array of Node objects when !node_cache (borrowed by replies) */
-        void *root;             /* owning json_t */
+        char **node_names; /* n_nodes names */
+        void *nodes_items; /* json_t array of Node objects when !node_cache (borrowed by replies) */
+        void *root;        /* owning json_t */
 };
 
 /* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. */
@@ -112,8 +111,8 @@ struct sched_ext_node_result {
 
 /* ExtenderFilterResult in the form the args came in (NodeNames or Nodes). error non-NULL: only
  * Error set (every node fails). Malloc'ed text. */
-int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res,
-                            const char *error, char **ret, size_t *ret_len);
+int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res, const char *error,
+                            char **ret, size_t *ret_len);
 /* HostPriorityList: [{"Host","Score"}] for names[i] / scores[i]. */
 int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n, char **ret, size_t *ret_len);
 

@@ -42,8 +42,8 @@ char *sched_format_mib(uint64_t mib, char *buf, size_t len) {
 
 /* What one GPU has left for shares. */
 struct gpu_room {
-        bool usable;           /* healthy and not held whole */
-        unsigned core_free;    /* percent, 0..100 */
+        bool usable;        /* healthy and not held whole */
+        unsigned core_free; /* percent, 0..100 */
         uint64_t mem_free_mib;
         uint64_t mem_total_mib;
 };
@@ -52,7 +52,7 @@ struct gpu_room {
 struct room {
         unsigned n;
         struct gpu_room share[SCHED_MAX_GPUS];
-        alloc_set_t whole_free;                       /* healthy, no sharer, no holder */
+        alloc_set_t whole_free; /* healthy, no sharer, no holder */
         alloc_set_t healthy;
         unsigned n_shared, n_held, n_unhealthy;
 };
@@ -104,32 +104,36 @@ static void share_reason(const struct room *r, const struct sched_container_req 
         }
         char who[96], a[24], b[24];
         if (placed)
-                snprintf(who, sizeof who, "container %s (after placing %u other container%s)", c->name[0] ? c->name : "?",
-                         placed, placed == 1 ? "" : "s");
+                snprintf(who, sizeof who, "container %s (after placing %u other container%s)",
+                         c->name[0] ? c->name : "?", placed, placed == 1 ? "" : "s");
         else
                 snprintf(who, sizeof who, "container %s", c->name[0] ? c->name : "?");
         if (usable == 0)
-                snprintf(buf, len, "no GPU can take a share: all %u are held whole or unhealthy; %s needs one", r->n, who);
+                snprintf(buf, len, "no GPU can take a share: all %u are held whole or unhealthy; %s needs one", r->n,
+                         who);
         else if (best_core < c->core)
                 snprintf(buf, len, "most free compute on one GPU is %u %%, %s needs %u %%", best_core, who, c->core);
         else if (best_mem_any < c->mem_mib)
-                snprintf(buf, len, "largest free GPU has %s, %s needs %s", sched_format_mib(best_mem_any, a, sizeof a), who,
-                         sched_format_mib(c->mem_mib, b, sizeof b));
+                snprintf(buf, len, "largest free GPU has %s, %s needs %s", sched_format_mib(best_mem_any, a, sizeof a),
+                         who, sched_format_mib(c->mem_mib, b, sizeof b));
         else
                 snprintf(buf, len, "no GPU has both %u %% compute and %s free (most memory with that compute: %s); %s",
-                         c->core, sched_format_mib(c->mem_mib, a, sizeof a), sched_format_mib(best_mem, b, sizeof b), who);
+                         c->core, sched_format_mib(c->mem_mib, a, sizeof a), sched_format_mib(best_mem, b, sizeof b),
+                         who);
 }
 
-static void whole_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, int err,
-                         char *buf, size_t len) {
+static void whole_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, int err, char *buf,
+                         size_t len) {
         unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
         const char *name = c->name[0] ? c->name : "?";
         if (err == -ENOSPC || free_n < c->whole)
-                snprintf(buf, len, "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s), container %s needs %u",
-                         free_n, r->n, r->n_shared, r->n_held, r->n_unhealthy, placed ? ", after placing other containers" : "",
+                snprintf(buf, len,
+                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s), container %s needs %u", free_n,
+                         r->n, r->n_shared, r->n_held, r->n_unhealthy, placed ? ", after placing other containers" : "",
                          name, c->whole);
         else
-                snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name, err);
+                snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name,
+                         err);
 }
 
 /*
@@ -172,9 +176,9 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                 unsigned x = order[i], j = i;
                 while (j > 0) {
                         const struct sched_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
-                        bool before = a->whole != b->whole ? a->whole > b->whole
+                        bool before = a->whole != b->whole       ? a->whole > b->whole
                                       : a->mem_mib != b->mem_mib ? a->mem_mib > b->mem_mib
-                                                                : a->core > b->core;
+                                                                 : a->core > b->core;
                         if (!before)
                                 break;
                         order[j] = order[j - 1];
@@ -210,7 +214,9 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                                 share_reason(r, c, i, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;
                         }
-                        *a = (struct sched_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
+                        *a = (struct sched_container_assign){ .gpus = 1ULL << g,
+                                                              .core = c->core,
+                                                              .mem_mib = c->mem_mib };
                         r->share[g].core_free -= c->core;
                         r->share[g].mem_free_mib -= c->mem_mib;
                         r->whole_free &= ~(1ULL << g);

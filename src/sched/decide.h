@@ -30,8 +30,8 @@ const char *sched_policy_name(enum sched_policy p);
 
 enum sched_verdict {
         SCHED_FIT = 0,
-        SCHED_NO_ROOM,       /* the node is big enough, but taken: preemption could help */
-        SCHED_UNRESOLVABLE,  /* not even the empty node would do (too few/small/unhealthy GPUs, no GPUs) */
+        SCHED_NO_ROOM,      /* the node is big enough, but taken: preemption could help */
+        SCHED_UNRESOLVABLE, /* not even the empty node would do (too few/small/unhealthy GPUs, no GPUs) */
 };
 
 struct sched_fit {
@@ -39,9 +39,9 @@ struct sched_fit {
         struct sched_assignment assign; /* SCHED_FIT: the GPUs chosen per container */
         char reason[200];               /* otherwise: the GPU-level shortage, for a person */
         /* for scoring */
-        unsigned ring_bw;               /* best ring of the largest whole request (GB/s), 0 if none */
-        unsigned whole_count;           /* GPUs of that request */
-        double pack;                    /* 0..1: how full the touched GPUs / node are after placing */
+        unsigned ring_bw;     /* best ring of the largest whole request (GB/s), 0 if none */
+        unsigned whole_count; /* GPUs of that request */
+        double pack;          /* 0..1: how full the touched GPUs / node are after placing */
 };
 
 /*

@@ -19,8 +19,8 @@ struct sched_feed {
         struct sched_server *server;
         struct sched_units units;
         struct sched_binder binder;
-        bool nodes_synced, pods_synced; /* under the server lock */
-        struct sched_node_info *node_info;  /* scratch, used with the server lock held */
+        bool nodes_synced, pods_synced;    /* under the server lock */
+        struct sched_node_info *node_info; /* scratch, used with the server lock held */
         struct sched_pod_view *pod_view;
 };
 

@@ -132,7 +132,8 @@ static void infer(struct sched_model *m, struct sched_pod *p) {
         struct sched_request req = { .n = p->n };
         for (unsigned k = 0; k < p->n; k++) {
                 p->c[k].assign = (struct sched_container_assign){ 0 };
-                req.c[k] = (struct sched_container_req){ .whole = p->c[k].whole, .core = p->c[k].core,
+                req.c[k] = (struct sched_container_req){ .whole = p->c[k].whole,
+                                                         .core = p->c[k].core,
                                                          .mem_mib = p->c[k].mem_mib };
         }
         p->inferred = true;
@@ -326,8 +327,7 @@ static int pod_update_names(struct sched_pod *p, const struct sched_pod_info *in
         free(p->name);
         p->ns = ns;
         p->name = name;
-        strscpy(p->resource_version, info->resource_version ? info->resource_version : "",
-                sizeof p->resource_version);
+        strscpy(p->resource_version, info->resource_version ? info->resource_version : "", sizeof p->resource_version);
         return 0;
 }
 
@@ -341,7 +341,8 @@ static int pod_set_req(struct sched_pod *p, const struct sched_request *req) {
                 p->n = req->n;
         }
         for (unsigned k = 0; k < req->n; k++)
-                p->c[k] = (struct sched_pod_container){ .whole = req->c[k].whole, .core = req->c[k].core,
+                p->c[k] = (struct sched_pod_container){ .whole = req->c[k].whole,
+                                                        .core = req->c[k].core,
                                                         .mem_mib = req->c[k].mem_mib };
         return 0;
 }
@@ -500,8 +501,8 @@ struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigne
         return n->topo->link[a * n->topo->n + b];
 }
 
-int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available,
-                           unsigned count, alloc_set_t *ret_set, unsigned *ret_ring_bw) {
+int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available, unsigned count,
+                           alloc_set_t *ret_set, unsigned *ret_ring_bw) {
         (void)m;
         struct sched_topo_class *c = n->topo;
         if (!c || count == 0 || count > c->n)

@@ -24,18 +24,18 @@
 #include "alloc/alloc.h"
 #include "topo/topo.h"
 
-#define SCHED_MAX_GPUS 64        /* per node (the allocator's limit) */
-#define SCHED_MAX_CONTAINERS 16  /* GPU-using containers per pod we account */
-#define SCHED_NAME_MAX 254       /* node names, pod names (DNS subdomain 253) */
+#define SCHED_MAX_GPUS 64       /* per node (the allocator's limit) */
+#define SCHED_MAX_CONTAINERS 16 /* GPU-using containers per pod we account */
+#define SCHED_NAME_MAX 254      /* node names, pod names (DNS subdomain 253) */
 #define SCHED_UUID_MAX 96
 
 /* ---- what a pod asks for, per container ---- */
 
 struct sched_container_req {
-        char name[64];     /* container name ("" when unknown) */
-        unsigned whole;    /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
-        unsigned core;     /* percent of one GPU, 1..100; 0 = no compute share asked */
-        uint32_t mem_mib;  /* MiB on one GPU; 0 = none asked */
+        char name[64];    /* container name ("" when unknown) */
+        unsigned whole;   /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
+        unsigned core;    /* percent of one GPU, 1..100; 0 = no compute share asked */
+        uint32_t mem_mib; /* MiB on one GPU; 0 = none asked */
 };
 
 enum sched_profile {
@@ -46,7 +46,7 @@ enum sched_profile {
 };
 
 struct sched_request {
-        unsigned n;        /* containers that ask for GPU resources */
+        unsigned n; /* containers that ask for GPU resources */
         struct sched_container_req c[SCHED_MAX_CONTAINERS];
         enum sched_profile profile; /* the fractional family the pod used (NONE for whole only) */
 };
@@ -89,12 +89,12 @@ struct sched_node_info {
 /* Per-GPU use, kept up to date as pods come and go. */
 struct sched_gpu {
         uint32_t mem_total_mib;
-        uint32_t mem_used_mib;  /* may exceed total when pods were admitted around us */
-        uint16_t core_used;     /* percent; may exceed 100 likewise */
-        uint16_t sharers;       /* fractional containers on it */
-        uint16_t whole;         /* containers holding it whole (1 normally; >1 = double-booked) */
+        uint32_t mem_used_mib; /* may exceed total when pods were admitted around us */
+        uint16_t core_used;    /* percent; may exceed 100 likewise */
+        uint16_t sharers;      /* fractional containers on it */
+        uint16_t whole;        /* containers holding it whole (1 normally; >1 = double-booked) */
         bool healthy;
-        char *uuid;             /* NULL when unknown */
+        char *uuid; /* NULL when unknown */
 };
 
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
@@ -103,14 +103,14 @@ struct sched_pod;
 #define SCHED_NODE_INLINE_GPUS 8
 
 struct sched_node {
-        char *name;                /* points into this allocation */
-        bool published;            /* has a GPU annotation (else a placeholder holding pods) */
+        char *name;     /* points into this allocation */
+        bool published; /* has a GPU annotation (else a placeholder holding pods) */
         unsigned n_gpus;
-        struct sched_gpu *gpu;     /* n_gpus entries */
+        struct sched_gpu *gpu; /* n_gpus entries */
         struct sched_topo_class *topo;
-        struct sched_pod *pods;    /* list through sched_pod.next_on_node */
+        struct sched_pod *pods; /* list through sched_pod.next_on_node */
         unsigned n_pods;
-        uint64_t generation;       /* bumped on every change of use or GPUs */
+        uint64_t generation; /* bumped on every change of use or GPUs */
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
@@ -125,14 +125,14 @@ struct sched_pod_container {
 struct sched_pod {
         char *uid, *ns, *name;
         char resource_version[32];
-        struct sched_node *node;     /* NULL when not on a node */
+        struct sched_node *node; /* NULL when not on a node */
         struct sched_pod *next_on_node;
-        unsigned n;                  /* GPU containers */
+        unsigned n;                    /* GPU containers */
         struct sched_pod_container *c; /* n entries: what each asks, and what is counted where */
-        bool inferred;               /* no assignment annotation: placed by our own fit */
-        bool assumed;                /* placed by our bind, not yet confirmed by the watch */
-        bool bound;                  /* the feed saw spec.nodeName */
-        uint64_t assumed_ns;         /* CLOCK_REALTIME of the assume */
+        bool inferred;                 /* no assignment annotation: placed by our own fit */
+        bool assumed;                  /* placed by our bind, not yet confirmed by the watch */
+        bool bound;                    /* the feed saw spec.nodeName */
+        uint64_t assumed_ns;           /* CLOCK_REALTIME of the assume */
 };
 
 /* What the feed knows of a pod. */
@@ -142,9 +142,9 @@ struct sched_pod_info {
         const char *node;             /* spec.nodeName or the assigned node; NULL/"" = pending */
         bool bound;                   /* node is spec.nodeName (else only our assignment's node) */
         struct sched_request req;
-        bool has_assignment;          /* assign below is from the pod's annotations */
+        bool has_assignment; /* assign below is from the pod's annotations */
         struct sched_assignment assign;
-        bool terminated;              /* Succeeded/Failed: holds nothing */
+        bool terminated; /* Succeeded/Failed: holds nothing */
 };
 
 struct sched_model;
@@ -189,8 +189,8 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
  * Whole-GPU pick on a node, memoised in its topology class: the allocator's answer for `count`
  * GPUs out of `available`. 0 (ret filled), or alloc_pick_gpus's error.
  */
-int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available,
-                           unsigned count, alloc_set_t *ret_set, unsigned *ret_ring_bw);
+int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available, unsigned count,
+                           alloc_set_t *ret_set, unsigned *ret_ring_bw);
 
 /* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);

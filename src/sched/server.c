@@ -23,7 +23,12 @@
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
 
-enum verb { VERB_FILTER, VERB_PRIORITIZE, VERB_BIND, VERB_N };
+enum verb {
+        VERB_FILTER,
+        VERB_PRIORITIZE,
+        VERB_BIND,
+        VERB_N
+};
 static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind" };
 
 struct sched_server {
@@ -154,7 +159,8 @@ static void decide_one(struct sched_server *s, const struct sched_ext_args *a, c
         } else {
                 memset(f, 0, sizeof *f);
                 f->verdict = SCHED_UNRESOLVABLE;
-                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)", SCHED_ANNOT_NODE_GPUS);
+                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)",
+                         SCHED_ANNOT_NODE_GPUS);
         }
         metrics_counter_add(s->verdicts[f->verdict], 1);
 }
@@ -336,7 +342,8 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         if (!v) {
                 pthread_mutex_unlock(&s->lock);
                 metrics_counter_add(s->bind_refused, 1);
-                snprintf(msg, sizeof msg, "gpuslice scheduler: pod %s/%s (uid %s) was not seen by filter; cannot choose its GPUs",
+                snprintf(msg, sizeof msg,
+                         "gpuslice scheduler: pod %s/%s (uid %s) was not seen by filter; cannot choose its GPUs",
                          b.pod_namespace, b.pod_name, b.pod_uid);
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
@@ -361,7 +368,8 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 uint64_t now = now_realtime_ns();
                 int r = sched_model_assume_pod(s->model, &info, b.node, &fit.assign, now);
                 if (r >= 0)
-                        r = sched_assignment_annotations(&pod.req, &fit.assign, n, b.node, now, &s->o.units, &annotations);
+                        r = sched_assignment_annotations(&pod.req, &fit.assign, n, b.node, now, &s->o.units,
+                                                         &annotations);
                 if (r < 0) {
                         sched_model_forget_pod(s->model, pod.uid);
                         pthread_mutex_unlock(&s->lock);
@@ -480,7 +488,8 @@ static void serve_metrics(void *ud, const struct http_request *req, struct http_
         static const struct {
                 const char *name, *help;
         } g[] = {
-                { "gpuslice_scheduler_model_nodes", "Nodes in the extender's cluster model (with GPUs or holding GPU pods)." },
+                { "gpuslice_scheduler_model_nodes",
+                  "Nodes in the extender's cluster model (with GPUs or holding GPU pods)." },
                 { "gpuslice_scheduler_model_pods", "Pods holding or assigned GPU resources in the model." },
                 { "gpuslice_scheduler_model_topology_classes", "Distinct node topologies (GPU count and links)." },
                 { "gpuslice_scheduler_pending_pods", "Pods seen by filter and kept for bind." },
@@ -521,18 +530,18 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         for (int v = 0; v < VERB_N; v++) {
                 s->calls[v] = metrics_counter_get("gpuslice_scheduler_requests_total",
                                                   "Extender calls served, by verb.", "verb", verb_names[v]);
-                s->errors[v] = metrics_counter_get("gpuslice_scheduler_request_errors_total",
-                                                   "Extender calls answered with an error, by verb.", "verb",
-                                                   verb_names[v]);
-                s->latency[v] = metrics_histogram_get("gpuslice_scheduler_request_duration_seconds",
-                                                      "Time to answer an extender call, by verb.", "verb",
-                                                      verb_names[v]);
+                s->errors[v] =
+                        metrics_counter_get("gpuslice_scheduler_request_errors_total",
+                                            "Extender calls answered with an error, by verb.", "verb", verb_names[v]);
+                s->latency[v] =
+                        metrics_histogram_get("gpuslice_scheduler_request_duration_seconds",
+                                              "Time to answer an extender call, by verb.", "verb", verb_names[v]);
         }
         static const char *const vn[3] = { "fit", "no_room", "unresolvable" };
         for (int v = 0; v < 3; v++)
-                s->verdicts[v] = metrics_counter_get("gpuslice_scheduler_decisions_total",
-                                                     "Node decisions of filter and prioritize, by verdict.", "verdict",
-                                                     vn[v]);
+                s->verdicts[v] =
+                        metrics_counter_get("gpuslice_scheduler_decisions_total",
+                                            "Node decisions of filter and prioritize, by verdict.", "verdict", vn[v]);
         const char *bh = "Bind calls, by result (ok, refused: the node no longer fits, conflict: the pod changed, "
                          "failed: the API call failed).";
         s->bind_ok = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "ok");

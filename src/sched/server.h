@@ -28,8 +28,8 @@ struct sched_binder {
         /* Merge-patch metadata.annotations of pod ns/name with `annotations_json` ({"k":"v"}), only
          * if its uid is `uid` and its resourceVersion is still `resource_version` ("" = no
          * precondition on the version). */
-        int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid,
-                        const char *resource_version, const char *annotations_json, char *err, size_t errlen);
+        int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
+                        const char *annotations_json, char *err, size_t errlen);
         /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node. */
         int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node, char *err,
                     size_t errlen);
@@ -37,10 +37,10 @@ struct sched_binder {
 };
 
 struct sched_server_options {
-        const char *address;        /* HOST:PORT */
-        enum sched_policy policy;   /* default policy; pods may override (gpuslice.io/scheduling-policy) */
+        const char *address;      /* HOST:PORT */
+        enum sched_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
         struct sched_units units;
-        const struct sched_binder *binder; /* NULL: bind answers an error */
+        const struct sched_binder *binder;                             /* NULL: bind answers an error */
         const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* NULL: plain HTTP */
 };
 

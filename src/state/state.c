@@ -33,9 +33,8 @@
 
 uint32_t state_crc32c(uint32_t crc, const void *buf, size_t len) {
         static const uint32_t t[16] = {
-                0x00000000, 0x105ec76f, 0x20bd8ede, 0x30e349b1, 0x417b1dbc, 0x5125dad3,
-                0x61c69362, 0x7198540d, 0x82f63b78, 0x92a8fc17, 0xa24bb5a6, 0xb21572c9,
-                0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
+                0x00000000, 0x105ec76f, 0x20bd8ede, 0x30e349b1, 0x417b1dbc, 0x5125dad3, 0x61c69362, 0x7198540d,
+                0x82f63b78, 0x92a8fc17, 0xa24bb5a6, 0xb21572c9, 0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
         };
         const unsigned char *p = buf;
         crc = ~crc;
@@ -94,8 +93,7 @@ int state_alloc_validate(const struct state_alloc *a) {
         if (!a || !valid_str(a->resource, sizeof a->resource, true) ||
             !valid_str(a->device_id, sizeof a->device_id, true) ||
             !valid_str(a->pod_namespace, sizeof a->pod_namespace, false) ||
-            !valid_str(a->pod_name, sizeof a->pod_name, false) ||
-            !valid_str(a->pod_uid, sizeof a->pod_uid, false) ||
+            !valid_str(a->pod_name, sizeof a->pod_name, false) || !valid_str(a->pod_uid, sizeof a->pod_uid, false) ||
             !valid_str(a->container, sizeof a->container, false))
                 return -EINVAL;
         if (a->gpu_index < -1 || a->core_percent > 100 || a->alloc_time > JSON_INT_MAX_U ||
@@ -111,8 +109,7 @@ static ssize_t find_index(const struct gpuslice_state *s, const char *resource, 
         return -1;
 }
 
-const struct state_alloc *state_find(const struct gpuslice_state *s, const char *resource,
-                                     const char *device_id) {
+const struct state_alloc *state_find(const struct gpuslice_state *s, const char *resource, const char *device_id) {
         if (!s || !device_id)
                 return NULL;
         ssize_t i = find_index(s, resource, device_id);
@@ -316,8 +313,7 @@ int state_encode(const struct gpuslice_state *s, char **ret, size_t *ret_len) {
                 if (set_str(o, "resource", a->resource) < 0 || set_str(o, "device_id", a->device_id) < 0 ||
                     set_str(o, "namespace", a->pod_namespace) < 0 || set_str(o, "pod", a->pod_name) < 0 ||
                     set_str(o, "pod_uid", a->pod_uid) < 0 || set_str(o, "container", a->container) < 0 ||
-                    set_int(o, "time", (json_int_t)a->alloc_time) < 0 ||
-                    set_int(o, "gpu_index", a->gpu_index) < 0 ||
+                    set_int(o, "time", (json_int_t)a->alloc_time) < 0 || set_int(o, "gpu_index", a->gpu_index) < 0 ||
                     set_int(o, "memory_bytes", (json_int_t)a->memory_bytes) < 0 ||
                     set_int(o, "core_percent", a->core_percent) < 0 ||
                     json_object_set_new(o, "seen", json_boolean(a->seen)) < 0)
@@ -455,8 +451,7 @@ static int decode_body(json_t *root, struct gpuslice_state *out) {
                     get_str(o, "pod_uid", a->pod_uid, sizeof a->pod_uid, false) < 0 ||
                     get_str(o, "container", a->container, sizeof a->container, false) < 0 ||
                     get_int(o, "time", 0, INT64_MAX, &t) < 0 || get_int(o, "gpu_index", -1, INT32_MAX, &gi) < 0 ||
-                    get_int(o, "memory_bytes", 0, INT64_MAX, &mem) < 0 ||
-                    get_int(o, "core_percent", 0, 100, &core) < 0)
+                    get_int(o, "memory_bytes", 0, INT64_MAX, &mem) < 0 || get_int(o, "core_percent", 0, 100, &core) < 0)
                         goto fail;
                 a->alloc_time = (uint64_t)t;
                 a->gpu_index = (int32_t)gi;
@@ -530,8 +525,7 @@ static void remove_stale_temps(int dfd, const char *prefix) {
         closedir(d);
 }
 
-int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode,
-                       unsigned flags) {
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode, unsigned flags) {
         bool sync = !(flags & STATE_WRITE_NO_SYNC);
         if (!dir || !name || !name[0] || strchr(name, '/') || strlen(name) > 128 || (!data && len))
                 return -EINVAL;

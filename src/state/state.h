@@ -23,33 +23,33 @@
 #define STATE_FILE_NAME "gpuslice.state"
 #define STATE_FORMAT_VERSION 1
 #define STATE_MAX_ENTRIES 16384
-#define STATE_FILE_MAX (16u << 20)   /* bytes; larger files are rejected */
+#define STATE_FILE_MAX (16u << 20) /* bytes; larger files are rejected */
 
 /* Buffer sizes, including the terminating NUL (so the longest string is one less). */
-#define STATE_RESOURCE_MAX 320       /* domain (253) + '/' + name (63) */
+#define STATE_RESOURCE_MAX 320 /* domain (253) + '/' + name (63) */
 #define STATE_DEVICE_ID_MAX 256
-#define STATE_NAMESPACE_MAX 64       /* DNS label, 63 */
-#define STATE_POD_NAME_MAX 254       /* DNS subdomain, 253 */
+#define STATE_NAMESPACE_MAX 64 /* DNS label, 63 */
+#define STATE_POD_NAME_MAX 254 /* DNS subdomain, 253 */
 #define STATE_POD_UID_MAX 64
-#define STATE_CONTAINER_MAX 64       /* DNS label, 63 */
+#define STATE_CONTAINER_MAX 64 /* DNS label, 63 */
 
 struct state_alloc {
-        char resource[STATE_RESOURCE_MAX];    /* "nvidia.com/gpu"; required */
-        char device_id[STATE_DEVICE_ID_MAX];  /* as advertised to kubelet; required, no NUL/control chars */
+        char resource[STATE_RESOURCE_MAX];       /* "nvidia.com/gpu"; required */
+        char device_id[STATE_DEVICE_ID_MAX];     /* as advertised to kubelet; required, no NUL/control chars */
         char pod_namespace[STATE_NAMESPACE_MAX]; /* "" when not known yet */
-        char pod_name[STATE_POD_NAME_MAX];    /* "" when not known yet */
-        char pod_uid[STATE_POD_UID_MAX];      /* "" when not known (PodResources does not report it) */
-        char container[STATE_CONTAINER_MAX];  /* "" when not known yet */
-        uint64_t alloc_time;                  /* Unix seconds when the agent recorded it */
-        int32_t gpu_index;                    /* GPU the ID lives on; -1 = not recorded */
-        uint64_t memory_bytes;                /* fractional: memory this ID grants; 0 = none */
-        uint32_t core_percent;                /* fractional: percent of the GPU this ID grants, 0..100 */
-        bool seen;                            /* PodResources has listed it at least once */
+        char pod_name[STATE_POD_NAME_MAX];       /* "" when not known yet */
+        char pod_uid[STATE_POD_UID_MAX];         /* "" when not known (PodResources does not report it) */
+        char container[STATE_CONTAINER_MAX];     /* "" when not known yet */
+        uint64_t alloc_time;                     /* Unix seconds when the agent recorded it */
+        int32_t gpu_index;                       /* GPU the ID lives on; -1 = not recorded */
+        uint64_t memory_bytes;                   /* fractional: memory this ID grants; 0 = none */
+        uint32_t core_percent;                   /* fractional: percent of the GPU this ID grants, 0..100 */
+        bool seen;                               /* PodResources has listed it at least once */
 };
 
 /* Caller-owned; initialize with state_init() (or = {0}), release with state_done(). */
 struct gpuslice_state {
-        uint64_t generation;       /* bumped by every change made through the functions below */
+        uint64_t generation;        /* bumped by every change made through the functions below */
         struct state_alloc *allocs; /* n_allocs valid entries, no (resource, device_id) twice */
         size_t n_allocs, cap;
 };
@@ -87,8 +87,7 @@ size_t state_remove_container(struct gpuslice_state *s, const char *pod_namespac
                               const char *container);
 /* The entry of (resource, device_id), resource NULL = any resource; NULL if absent. The pointer is
  * valid until the next change to s. */
-const struct state_alloc *state_find(const struct gpuslice_state *s, const char *resource,
-                                     const char *device_id);
+const struct state_alloc *state_find(const struct gpuslice_state *s, const char *resource, const char *device_id);
 
 /*
  * Make s agree with what kubelet reports (reports[0..n)):
@@ -128,8 +127,7 @@ int state_save(const char *dir, const struct gpuslice_state *s);
  * With STATE_WRITE_NO_SYNC in flags the two fsyncs are skipped: readers still see the old or the
  * new file whole, but a power loss may lose the change (for files rebuilt from a durable record). */
 #define STATE_WRITE_NO_SYNC 1u
-int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode,
-                       unsigned flags);
+int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode, unsigned flags);
 /* Read DIR/gpuslice.state. -ENOENT when absent, -EBADMSG when corrupt (see state_decode), -EFBIG
  * when larger than STATE_FILE_MAX, other -errno when unreadable. *ret written only on success. */
 int state_load(const char *dir, struct gpuslice_state *ret);

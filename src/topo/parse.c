@@ -43,7 +43,10 @@ struct line {
         size_t len;
 };
 
-enum column_kind { COL_GPU, COL_NIC };
+enum column_kind {
+        COL_GPU,
+        COL_NIC
+};
 
 struct column {
         enum column_kind kind;
@@ -192,8 +195,7 @@ static int parse_header(struct parser *p, const struct line *ln, struct token *t
                         continue;
                 }
                 if (n_gpus == 0)
-                        return fail(p, ln->no,
-                                    "expected the matrix header (GPU0 GPU1 ...), got '%s'",
+                        return fail(p, ln->no, "expected the matrix header (GPU0 GPU1 ...), got '%s'",
                                     tok_show(toks[i], b, sizeof b));
                 /* a NIC column: mlx5_0, NIC0, ... */
                 if (n_nics >= TOPO_MAX_NICS)
@@ -272,8 +274,9 @@ static int parse_row(struct parser *p, const struct line *ln, struct token *toks
                                     tok_show(v, b, sizeof b), tok_show(toks[0], b2, sizeof b2));
                 bool diag = c == row;
                 if (diag != (l.pcie == TOPO_LEVEL_SELF && l.nvlinks == 0))
-                        return fail(p, ln->no, diag ? "row %s: expected X on the diagonal, got '%s'"
-                                                    : "row %s: X off the diagonal ('%s')",
+                        return fail(p, ln->no,
+                                    diag ? "row %s: expected X on the diagonal, got '%s'"
+                                         : "row %s: X off the diagonal ('%s')",
                                     tok_show(toks[0], b, sizeof b), tok_show(v, b2, sizeof b2));
                 if (diag)
                         continue;
@@ -407,14 +410,17 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                         return fail(p, line, "power: expected watts like 250W, got '%s'", val);
                 g->power_limit_mw = w * 1000;
         } else if (tok_eq(key, "brand")) {
-                static const char *const brands[] = { "unknown", "quadro", "tesla", "nvs", "grid", "geforce",
-                                                      "titan", "vapps", "vpc", "vcs", "vws", "cloudgaming",
-                                                      "quadrortx", "nvidiartx", "nvidia", "geforcertx", "titanrtx" };
+                static const char *const brands[] = { "unknown",    "quadro",      "tesla",     "nvs",       "grid",
+                                                      "geforce",    "titan",       "vapps",     "vpc",       "vcs",
+                                                      "vws",        "cloudgaming", "quadrortx", "nvidiartx", "nvidia",
+                                                      "geforcertx", "titanrtx" };
                 bool known = false;
                 for (size_t i = 0; i < ELEMENTSOF(brands); i++)
                         known |= streq(val, brands[i]);
                 if (!known)
-                        return fail(p, line, "brand: expected tesla, geforce, quadro, nvidia, titan, nvidiartx, ... (NVML's brands), got '%s'",
+                        return fail(p, line,
+                                    "brand: expected tesla, geforce, quadro, nvidia, titan, nvidiartx, ... (NVML's "
+                                    "brands), got '%s'",
                                     val);
                 strscpy(g->brand, val, sizeof g->brand);
         } else if (tok_eq(key, "mig")) {
@@ -425,7 +431,9 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                 else
                         return fail(p, line, "mig: expected on or off, got '%s'", val);
         } else
-                return fail(p, line, "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, mig, brand)",
+                return fail(p, line,
+                            "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, "
+                            "mig, brand)",
                             tok_show(key, b, sizeof b));
         return 0;
 }
@@ -461,7 +469,8 @@ static int parse_directive(struct parser *p, const struct line *ln, struct token
                                 return r;
                         if (tok_eq(key, "driver")) {
                                 if (!val[0] || !isdigit((unsigned char)val[0]))
-                                        return fail(p, ln->no, "driver: expected a version like 550.54.15, got '%s'", val);
+                                        return fail(p, ln->no, "driver: expected a version like 550.54.15, got '%s'",
+                                                    val);
                                 strscpy(p->t->driver_version, val, sizeof p->t->driver_version);
                         } else if (tok_eq(key, "cuda")) {
                                 unsigned ma, mi;
@@ -658,8 +667,7 @@ int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct topo_e
                         if (ret->gpu[i].uuid[0] && streq(ret->gpu[i].uuid, ret->gpu[j].uuid))
                                 return fail(&p, 0, "GPU%u and GPU%u have the same uuid", i, j);
                         if (ret->gpu[i].bus_id[0] && streq(ret->gpu[i].bus_id, ret->gpu[j].bus_id))
-                                return fail(&p, 0, "GPU%u and GPU%u have the same bus id %s", i, j,
-                                            ret->gpu[i].bus_id);
+                                return fail(&p, 0, "GPU%u and GPU%u have the same bus id %s", i, j, ret->gpu[i].bus_id);
                         if (ret->gpu[i].minor >= 0 && ret->gpu[i].minor == ret->gpu[j].minor)
                                 return fail(&p, 0, "GPU%u and GPU%u have the same minor number %d", i, j,
                                             ret->gpu[i].minor);
@@ -724,9 +732,9 @@ void topo_apply_defaults(struct topo *t) {
                         continue;
                 int found = -1;
                 for (unsigned j = 0; j < i && found < 0; j++) {
-                        bool same = g->cpu_affinity[0] ? streq(g->cpu_affinity, t->gpu[j].cpu_affinity)
-                                                       : (!t->gpu[j].cpu_affinity[0] &&
-                                                          (t->link[i][j].pcie > TOPO_LEVEL_SYS));
+                        bool same = g->cpu_affinity[0]
+                                            ? streq(g->cpu_affinity, t->gpu[j].cpu_affinity)
+                                            : (!t->gpu[j].cpu_affinity[0] && (t->link[i][j].pcie > TOPO_LEVEL_SYS));
                         if (same)
                                 found = t->gpu[j].numa_node >= 0 ? t->gpu[j].numa_node : numa_of_group[j];
                 }

@@ -13,9 +13,8 @@
 #include "util/util.h"
 
 static const char *const level_names[] = {
-        [TOPO_LEVEL_UNKNOWN] = "?",   [TOPO_LEVEL_SYS] = "SYS", [TOPO_LEVEL_NODE] = "NODE",
-        [TOPO_LEVEL_PHB] = "PHB",     [TOPO_LEVEL_PXB] = "PXB", [TOPO_LEVEL_PIX] = "PIX",
-        [TOPO_LEVEL_SELF] = "X",
+        [TOPO_LEVEL_UNKNOWN] = "?", [TOPO_LEVEL_SYS] = "SYS", [TOPO_LEVEL_NODE] = "NODE", [TOPO_LEVEL_PHB] = "PHB",
+        [TOPO_LEVEL_PXB] = "PXB",   [TOPO_LEVEL_PIX] = "PIX", [TOPO_LEVEL_SELF] = "X",
 };
 
 /* GB/s per level, index = enum topo_level. Unknown is assumed to be the worst real path. */
@@ -56,7 +55,7 @@ int topo_link_from_name(const char *s, size_t len, struct topo_link *ret) {
                 const char *name;
                 enum topo_level level;
         } names[] = {
-                { "X", TOPO_LEVEL_SELF }, { "PIX", TOPO_LEVEL_PIX }, { "PXB", TOPO_LEVEL_PXB },
+                { "X", TOPO_LEVEL_SELF },  { "PIX", TOPO_LEVEL_PIX },   { "PXB", TOPO_LEVEL_PXB },
                 { "PHB", TOPO_LEVEL_PHB }, { "NODE", TOPO_LEVEL_NODE }, { "SYS", TOPO_LEVEL_SYS },
                 { "SOC", TOPO_LEVEL_SYS },
         };

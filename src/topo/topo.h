@@ -42,27 +42,27 @@ enum topo_gpu_state {
 };
 
 struct topo_gpu {
-        int index;              /* NVML index / GPUn in the matrix */
+        int index; /* NVML index / GPUn in the matrix */
         enum topo_gpu_state state;
-        char state_text[64];    /* NVML's text when state != OK */
-        char uuid[96];          /* "" when unknown */
-        char name[96];          /* model, "" when unknown */
-        char bus_id[32];        /* "00000000:1A:00.0", "" when unknown */
-        uint64_t memory_total;  /* bytes, 0 when unknown */
-        uint64_t memory_used;   /* bytes */
-        int minor;              /* /dev/nvidia<minor>, -1 when unknown */
-        int numa_node;          /* host NUMA node, -1 when unknown */
-        char cpu_affinity[128]; /* cpulist ("0-9,20-29"), "" when unknown */
-        int mig_mode;           /* 0 off, 1 on, -1 not supported / unknown */
-        int cc_major, cc_minor; /* CUDA compute capability, 0 when unknown */
-        int sm_count;           /* streaming multiprocessors, 0 when unknown */
-        unsigned power_limit_mw;/* 0 when unknown */
-        char brand[24];         /* NVML brand as requirement terms name it ("tesla", "geforce"), "" unknown */
+        char state_text[64];     /* NVML's text when state != OK */
+        char uuid[96];           /* "" when unknown */
+        char name[96];           /* model, "" when unknown */
+        char bus_id[32];         /* "00000000:1A:00.0", "" when unknown */
+        uint64_t memory_total;   /* bytes, 0 when unknown */
+        uint64_t memory_used;    /* bytes */
+        int minor;               /* /dev/nvidia<minor>, -1 when unknown */
+        int numa_node;           /* host NUMA node, -1 when unknown */
+        char cpu_affinity[128];  /* cpulist ("0-9,20-29"), "" when unknown */
+        int mig_mode;            /* 0 off, 1 on, -1 not supported / unknown */
+        int cc_major, cc_minor;  /* CUDA compute capability, 0 when unknown */
+        int sm_count;            /* streaming multiprocessors, 0 when unknown */
+        unsigned power_limit_mw; /* 0 when unknown */
+        char brand[24];          /* NVML brand as requirement terms name it ("tesla", "geforce"), "" unknown */
 };
 
 struct topo_nic {
-        char name[32];                      /* "mlx4_0" */
-        uint8_t level[TOPO_MAX_GPUS];       /* enum topo_level from each GPU */
+        char name[32];                /* "mlx4_0" */
+        uint8_t level[TOPO_MAX_GPUS]; /* enum topo_level from each GPU */
 };
 
 struct topo {
@@ -71,9 +71,9 @@ struct topo {
         struct topo_link link[TOPO_MAX_GPUS][TOPO_MAX_GPUS]; /* symmetric; diagonal is SELF */
         unsigned n_nics;
         struct topo_nic nic[TOPO_MAX_NICS];
-        bool nvswitch;              /* NVLinks go through an NVSwitch fabric */
-        char driver_version[80];    /* "" when unknown */
-        int cuda_version;           /* 1000*major + 10*minor, 0 when unknown */
+        bool nvswitch;           /* NVLinks go through an NVSwitch fabric */
+        char driver_version[80]; /* "" when unknown */
+        int cuda_version;        /* 1000*major + 10*minor, 0 when unknown */
 };
 
 /* Parse errors carry the line (1-based, 0 = whole input) and a message fit for a person. */
@@ -128,18 +128,18 @@ int topo_validate(const struct topo *t, struct topo_error *ret_err);
  */
 enum topo_tree_kind {
         TOPO_TREE_SYSTEM = 0,
-        TOPO_TREE_NUMA,        /* GPUs closer than SYS */
-        TOPO_TREE_HOSTBRIDGE,  /* closer than NODE */
-        TOPO_TREE_SWITCHTREE,  /* closer than PHB (share a PCIe switch hierarchy) */
-        TOPO_TREE_SWITCH,      /* closer than PXB (one switch) */
+        TOPO_TREE_NUMA,       /* GPUs closer than SYS */
+        TOPO_TREE_HOSTBRIDGE, /* closer than NODE */
+        TOPO_TREE_SWITCHTREE, /* closer than PHB (share a PCIe switch hierarchy) */
+        TOPO_TREE_SWITCH,     /* closer than PXB (one switch) */
         TOPO_TREE_GPU,
 };
 
 struct topo_tree_node {
         enum topo_tree_kind kind;
-        int parent;       /* index into nodes[], -1 for the root */
-        int gpu;          /* GPU index for TOPO_TREE_GPU, else -1 */
-        int numa_node;    /* for TOPO_TREE_NUMA when all its GPUs agree, else -1 */
+        int parent;    /* index into nodes[], -1 for the root */
+        int gpu;       /* GPU index for TOPO_TREE_GPU, else -1 */
+        int numa_node; /* for TOPO_TREE_NUMA when all its GPUs agree, else -1 */
         unsigned depth;
 };
 

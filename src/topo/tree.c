@@ -54,14 +54,10 @@ static enum topo_tree_kind kind_of_group(const struct topo *t, gset set, enum to
                                 worst = l;
                 }
         switch (worst) {
-        case TOPO_LEVEL_PIX:
-                return TOPO_TREE_SWITCH;
-        case TOPO_LEVEL_PXB:
-                return TOPO_TREE_SWITCHTREE;
-        case TOPO_LEVEL_PHB:
-                return TOPO_TREE_HOSTBRIDGE;
-        default:
-                return TOPO_TREE_NUMA;
+                case TOPO_LEVEL_PIX: return TOPO_TREE_SWITCH;
+                case TOPO_LEVEL_PXB: return TOPO_TREE_SWITCHTREE;
+                case TOPO_LEVEL_PHB: return TOPO_TREE_HOSTBRIDGE;
+                default: return TOPO_TREE_NUMA;
         }
 }
 
@@ -96,8 +92,7 @@ static void build(const struct topo *t, struct topo_tree *tr, int parent, gset s
                 }
                 /* Socket-level groups are NUMA nodes whatever lies inside; deeper groups are named by
                  * their worst internal path (a PIX pair is one switch even if split at PHB). */
-                enum topo_tree_kind kind = level == 0 ? TOPO_TREE_NUMA
-                                                      : kind_of_group(t, comps[k], levels[level].kind);
+                enum topo_tree_kind kind = level == 0 ? TOPO_TREE_NUMA : kind_of_group(t, comps[k], levels[level].kind);
                 int node = add_node(tr, kind, parent, -1, depth);
                 int numa = t->gpu[lowest(comps[k])].numa_node;
                 for (gset s = comps[k]; s; s &= s - 1)
@@ -118,18 +113,12 @@ void topo_tree_build(const struct topo *t, struct topo_tree *ret) {
 
 const char *topo_tree_kind_name(enum topo_tree_kind k) {
         switch (k) {
-        case TOPO_TREE_SYSTEM:
-                return "system";
-        case TOPO_TREE_NUMA:
-                return "NUMA node";
-        case TOPO_TREE_HOSTBRIDGE:
-                return "host bridge";
-        case TOPO_TREE_SWITCHTREE:
-                return "PCIe switches";
-        case TOPO_TREE_SWITCH:
-                return "PCIe switch";
-        case TOPO_TREE_GPU:
-                return "GPU";
+                case TOPO_TREE_SYSTEM: return "system";
+                case TOPO_TREE_NUMA: return "NUMA node";
+                case TOPO_TREE_HOSTBRIDGE: return "host bridge";
+                case TOPO_TREE_SWITCHTREE: return "PCIe switches";
+                case TOPO_TREE_SWITCH: return "PCIe switch";
+                case TOPO_TREE_GPU: return "GPU";
         }
         return "?";
 }

@@ -39,8 +39,8 @@ int log_full(enum log_level l, int err, const char *msg, const char *fmt, ...) {
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
         size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-        n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ level=%s msg=\"%s\"",
-                              ts.tv_nsec / 1000000, names[l], msg);
+        n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ level=%s msg=\"%s\"", ts.tv_nsec / 1000000, names[l],
+                              msg);
         if (n < sizeof line && fmt && fmt[0]) {
                 line[n++] = ' ';
                 va_list ap;

@@ -10,7 +10,12 @@
 
 #include "util/util.h"
 
-enum log_level { LOG_ERR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+enum log_level {
+        LOG_ERR = 0,
+        LOG_WARN,
+        LOG_INFO,
+        LOG_DEBUG
+};
 
 void log_set_level(enum log_level l);
 enum log_level log_get_level(void);

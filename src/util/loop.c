@@ -125,7 +125,8 @@ int loop_timer_start(struct loop_timer *t, uint64_t ms) {
         if (!t || !t->io.loop || t->io.fd < 0)
                 return -EINVAL;
         /* it_value 0 would disarm: "as soon as possible" is 1 ns */
-        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L } };
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
+                                                .tv_nsec = (long)(ms % 1000) * 1000000L } };
         if (ms == 0)
                 its.it_value.tv_nsec = 1;
         if (timerfd_settime(t->io.fd, 0, &its, NULL) < 0)
@@ -175,8 +176,7 @@ static bool mask_empty(const sigset_t *mask) {
         return true;
 }
 
-int loop_signal_init(struct loop *l, struct loop_signal *s, const sigset_t *mask, loop_signal_fn fn,
-                     void *userdata) {
+int loop_signal_init(struct loop *l, struct loop_signal *s, const sigset_t *mask, loop_signal_fn fn, void *userdata) {
         if (!l || !s || !mask || !fn || mask_empty(mask))
                 return -EINVAL;
         *s = (struct loop_signal){ .fn = fn, .userdata = userdata, .io.fd = -1 };

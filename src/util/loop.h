@@ -97,8 +97,7 @@ bool loop_timer_armed(const struct loop_timer *t);
 void loop_timer_done(struct loop_timer *t);
 
 /* Deliver the signals in `mask` to fn. -EINVAL for an empty mask. */
-int loop_signal_init(struct loop *l, struct loop_signal *s, const sigset_t *mask, loop_signal_fn fn,
-                     void *userdata);
+int loop_signal_init(struct loop *l, struct loop_signal *s, const sigset_t *mask, loop_signal_fn fn, void *userdata);
 void loop_signal_done(struct loop_signal *s);
 
 int loop_event_init(struct loop *l, struct loop_event *e, loop_event_fn fn, void *userdata);

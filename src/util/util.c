@@ -21,8 +21,7 @@ size_t utf8_seq_len(const char *str, size_t n) {
                         return 0;
                 cp = cp << 6 | (s[i] & 0x3f);
         }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
                 return 0;
         return len;
 }
@@ -59,10 +58,18 @@ int parse_size(const char *s, uint64_t *ret) {
         } units[] = {
                 { "", 1 },
                 { "B", 1 },
-                { "K", 1ULL << 10 },  { "KiB", 1ULL << 10 }, { "KB", 1000ULL },
-                { "M", 1ULL << 20 },  { "MiB", 1ULL << 20 }, { "MB", 1000000ULL },
-                { "G", 1ULL << 30 },  { "GiB", 1ULL << 30 }, { "GB", 1000000000ULL },
-                { "T", 1ULL << 40 },  { "TiB", 1ULL << 40 }, { "TB", 1000000000000ULL },
+                { "K", 1ULL << 10 },
+                { "KiB", 1ULL << 10 },
+                { "KB", 1000ULL },
+                { "M", 1ULL << 20 },
+                { "MiB", 1ULL << 20 },
+                { "MB", 1000000ULL },
+                { "G", 1ULL << 30 },
+                { "GiB", 1ULL << 30 },
+                { "GB", 1000000000ULL },
+                { "T", 1ULL << 40 },
+                { "TiB", 1ULL << 40 },
+                { "TB", 1000000000000ULL },
         };
         if (!s || !isdigit((unsigned char)s[0]))
                 return -EINVAL;

@@ -25,19 +25,19 @@
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* Hand ownership out of a _cleanup_ variable: returns the value and leaves NULL behind. */
-#define TAKE_PTR(p)                                  \
-        ({                                           \
-                __typeof__(p) *_pp_ = &(p);          \
-                __typeof__(p) _p_ = *_pp_;           \
-                *_pp_ = NULL;                        \
-                _p_;                                 \
+#define TAKE_PTR(p)                         \
+        ({                                  \
+                __typeof__(p) *_pp_ = &(p); \
+                __typeof__(p) _p_ = *_pp_;  \
+                *_pp_ = NULL;               \
+                _p_;                        \
         })
-#define TAKE_FD(fd)                                  \
-        ({                                           \
-                int *_pfd_ = &(fd);                  \
-                int _fd_ = *_pfd_;                   \
-                *_pfd_ = -1;                         \
-                _fd_;                                \
+#define TAKE_FD(fd)                 \
+        ({                          \
+                int *_pfd_ = &(fd); \
+                int _fd_ = *_pfd_;  \
+                *_pfd_ = -1;        \
+                _fd_;               \
         })
 
 static inline void freep(void *p) {

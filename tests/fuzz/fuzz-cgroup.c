@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t n = strlen(info.container_id);
                 CHECK(n == 0 || n == CGROUP_CONTAINER_ID_LEN);
                 for (size_t i = 0; i < n; i++)
-                        CHECK(isxdigit((unsigned char)info.container_id[i]) && !isupper((unsigned char)info.container_id[i]));
+                        CHECK(isxdigit((unsigned char)info.container_id[i]) &&
+                              !isupper((unsigned char)info.container_id[i]));
                 CHECK(strlen(info.pod_uid) < CGROUP_POD_UID_MAX);
                 CHECK(r == (info.container_id[0] || info.pod_uid[0]));
                 CHECK((info.runtime == CGROUP_RUNTIME_NONE) == (n == 0));

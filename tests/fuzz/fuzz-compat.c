@@ -32,7 +32,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(text, data, size);
         static const struct compat_gpu gpus[] = { { 0, "tesla", 8, 0 }, { 1, "geforce", 7, 5 } };
         struct compat_node nodes[] = {
-                { "535.104.05", 12020, gpus, 2 }, { "580.65.06", 13000, gpus, 1 }, { "", 0, NULL, 0 },
+                { "535.104.05", 12020, gpus, 2 },
+                { "580.65.06", 13000, gpus, 1 },
+                { "", 0, NULL, 0 },
         };
         for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
                 one(text, size, &nodes[i]);

@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 CHECK(back.n_devices == l.n_devices && back.core_policy == l.core_policy);
                 CHECK(strcmp(back.container, l.container) == 0 && strcmp(back.region, l.region) == 0);
                 for (unsigned i = 0; i < l.n_devices; i++)
-                        CHECK(back.dev[i].index == l.dev[i].index && back.dev[i].memory_bytes == l.dev[i].memory_bytes &&
+                        CHECK(back.dev[i].index == l.dev[i].index &&
+                              back.dev[i].memory_bytes == l.dev[i].memory_bytes &&
                               back.dev[i].core_percent == l.dev[i].core_percent &&
                               back.dev[i].context_bytes == l.dev[i].context_bytes &&
                               strcmp(back.dev[i].uuid, l.dev[i].uuid) == 0);

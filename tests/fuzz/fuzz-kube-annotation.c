@@ -30,13 +30,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* the same text as annotations of a node and of pods */
         json_t *s = json_stringn(buf, size);
         if (s) {
-                json_t *nodes = json_pack("[{s:{s:s,s:{s:O}}}]", "metadata", "name", "n", "annotations",
-                                          KUBE_ANN_GPUS, s);
-                json_t *pods = json_pack(
-                        "[{s:{s:s,s:s,s:{s:O,s:O,s:O}},s:{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}}]", "metadata", "name", "p",
-                        "namespace", "d", "annotations", KUBE_ANN_ASSIGNMENT, s, "ALIYUN_COM_GPU_MEM_IDX", s,
-                        "tencent.com/predicate-gpu-idx-0", s, "spec", "nodeName", "n", "containers", "name", "c",
-                        "resources", "limits", "nvidia.com/gpu", "1", "gpuslice.io/gpu-core", "30");
+                json_t *nodes =
+                        json_pack("[{s:{s:s,s:{s:O}}}]", "metadata", "name", "n", "annotations", KUBE_ANN_GPUS, s);
+                json_t *pods = json_pack("[{s:{s:s,s:s,s:{s:O,s:O,s:O}},s:{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}}]",
+                                         "metadata", "name", "p", "namespace", "d", "annotations", KUBE_ANN_ASSIGNMENT,
+                                         s, "ALIYUN_COM_GPU_MEM_IDX", s, "tencent.com/predicate-gpu-idx-0", s, "spec",
+                                         "nodeName", "n", "containers", "name", "c", "resources", "limits",
+                                         "nvidia.com/gpu", "1", "gpuslice.io/gpu-core", "30");
                 struct kube_cluster c;
                 if (nodes && pods && kube_cluster_build(nodes, pods, &c) == 0) {
                         for (unsigned i = 0; i < c.n_nodes; i++)

@@ -41,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       strcmp(back.region, l.region) == 0);
                 CHECK(back.core_policy == (l.core_policy == GS_CORE_ELASTIC ? GS_CORE_ELASTIC : GS_CORE_HARD));
                 for (unsigned i = 0; i < l.n_devices; i++)
-                        CHECK(back.dev[i].index == l.dev[i].index && back.dev[i].memory_bytes == l.dev[i].memory_bytes &&
+                        CHECK(back.dev[i].index == l.dev[i].index &&
+                              back.dev[i].memory_bytes == l.dev[i].memory_bytes &&
                               back.dev[i].core_percent == l.dev[i].core_percent &&
                               back.dev[i].context_bytes == l.dev[i].context_bytes &&
                               strcmp(back.dev[i].uuid, l.dev[i].uuid) == 0);

@@ -33,8 +33,11 @@ static struct plugin *get_plugin(void) {
                 struct topo_error err;
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
                         abort();
-                struct plugin_options o = { .resource = "nvidia.com/gpu", .list_envvar = true, .list_cdi = true,
-                                            .cdi_kind = "gpuslice.io/gpu", .dev_root = "/nonexistent" };
+                struct plugin_options o = { .resource = "nvidia.com/gpu",
+                                            .list_envvar = true,
+                                            .list_cdi = true,
+                                            .cdi_kind = "gpuslice.io/gpu",
+                                            .dev_root = "/nonexistent" };
                 p = malloc(sizeof *p);
                 if (!p)
                         abort();
@@ -57,37 +60,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = size - 1;
 
         switch (data[0] % 5) {
-        case 0:
-                c = plugin_allocate(p, req, len, &out, &out_len, &st);
-                if (c == RPC_OK) {
-                        V1beta1__AllocateResponse *r = v1beta1__allocate_response__unpack(NULL, out_len, out);
-                        if (!r)
-                                abort();
-                        v1beta1__allocate_response__free_unpacked(r, NULL);
+                case 0:
+                        c = plugin_allocate(p, req, len, &out, &out_len, &st);
+                        if (c == RPC_OK) {
+                                V1beta1__AllocateResponse *r = v1beta1__allocate_response__unpack(NULL, out_len, out);
+                                if (!r)
+                                        abort();
+                                v1beta1__allocate_response__free_unpacked(r, NULL);
+                        }
+                        break;
+                case 1:
+                        c = plugin_get_preferred(p, req, len, &out, &out_len, &st);
+                        if (c == RPC_OK) {
+                                V1beta1__PreferredAllocationResponse *r =
+                                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                                if (!r)
+                                        abort();
+                                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+                        }
+                        break;
+                case 2: c = plugin_get_options(p, req, len, &out, &out_len, &st); break;
+                case 3: c = plugin_pre_start(p, req, len, &out, &out_len, &st); break;
+                case 4: {
+                        V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, len, req);
+                        if (r)
+                                v1__list_pod_resources_response__free_unpacked(r, NULL);
+                        break;
                 }
-                break;
-        case 1:
-                c = plugin_get_preferred(p, req, len, &out, &out_len, &st);
-                if (c == RPC_OK) {
-                        V1beta1__PreferredAllocationResponse *r =
-                                v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                        if (!r)
-                                abort();
-                        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-                }
-                break;
-        case 2:
-                c = plugin_get_options(p, req, len, &out, &out_len, &st);
-                break;
-        case 3:
-                c = plugin_pre_start(p, req, len, &out, &out_len, &st);
-                break;
-        case 4: {
-                V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, len, req);
-                if (r)
-                        v1__list_pod_resources_response__free_unpacked(r, NULL);
-                break;
-        }
         }
         if (c != RPC_OK && (st.message[0] == 0 || out))
                 abort(); /* an error must say why and return nothing */

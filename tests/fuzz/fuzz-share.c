@@ -34,9 +34,12 @@ static struct plugin *get_plugin(void) {
                 struct topo_error err;
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
                         abort();
-                struct plugin_options o = { .resource = "nvidia.com/gpu", .core_resource = "gpuslice.io/gpu-core",
-                                            .memory_resource = "gpuslice.io/gpu-memory", .memory_unit = 256u << 20,
-                                            .list_envvar = true, .dev_root = "/nonexistent",
+                struct plugin_options o = { .resource = "nvidia.com/gpu",
+                                            .core_resource = "gpuslice.io/gpu-core",
+                                            .memory_resource = "gpuslice.io/gpu-memory",
+                                            .memory_unit = 256u << 20,
+                                            .list_envvar = true,
+                                            .dev_root = "/nonexistent",
                                             .interposer = "/nonexistent/libgpuslice-cuda.so",
                                             .limits_root = "/nonexistent/containers" };
                 p = malloc(sizeof *p);
@@ -70,33 +73,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         }
         switch ((data[0] >> 1) % 3) {
-        case 0: {
-                char id[128];
-                if (len >= sizeof id)
-                        return 0;
-                memcpy(id, req, len);
-                id[len] = 0;
-                enum plugin_kind k;
-                unsigned g, n;
-                char back[SHARE_ID_MAX];
-                if (share_parse_id(p, id, &k, &g, &n) == 0 &&
-                    (share_format_id(p->gpu[g].id, k, n, back, sizeof back) < 0 || strcmp(back, id) != 0))
-                        abort();
-                return 0;
-        }
-        case 1:
-                if (share_get_preferred(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK) {
-                        V1beta1__PreferredAllocationResponse *r =
-                                v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                        if (!r)
+                case 0: {
+                        char id[128];
+                        if (len >= sizeof id)
+                                return 0;
+                        memcpy(id, req, len);
+                        id[len] = 0;
+                        enum plugin_kind k;
+                        unsigned g, n;
+                        char back[SHARE_ID_MAX];
+                        if (share_parse_id(p, id, &k, &g, &n) == 0 &&
+                            (share_format_id(p->gpu[g].id, k, n, back, sizeof back) < 0 || strcmp(back, id) != 0))
                                 abort();
-                        v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+                        return 0;
                 }
-                break;
-        default:
-                if (share_allocate(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK)
-                        abort(); /* the interposer is missing: never OK */
-                break;
+                case 1:
+                        if (share_get_preferred(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK) {
+                                V1beta1__PreferredAllocationResponse *r =
+                                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                                if (!r)
+                                        abort();
+                                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+                        }
+                        break;
+                default:
+                        if (share_allocate(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK)
+                                abort(); /* the interposer is missing: never OK */
+                        break;
         }
         free(out);
         return 0;

@@ -53,24 +53,31 @@ int main(int argc, char **argv) {
         const char *kubeconfig = NULL, *path = "/api/v1/pods", *fs = NULL, *slim = "none";
         unsigned watch_timeout = 300, idle = 0, request_ms = 30000, first = 100, cap = 1000;
         static const struct option o[] = {
-                { "kubeconfig", required_argument, NULL, 'k' }, { "path", required_argument, NULL, 'p' },
-                { "field-selector", required_argument, NULL, 'f' }, { "watch-timeout", required_argument, NULL, 'w' },
-                { "idle", required_argument, NULL, 'i' }, { "request-timeout-ms", required_argument, NULL, 'r' },
-                { "backoff-ms", required_argument, NULL, 'b' }, { "slim", required_argument, NULL, 's' },
+                { "kubeconfig", required_argument, NULL, 'k' },
+                { "path", required_argument, NULL, 'p' },
+                { "field-selector", required_argument, NULL, 'f' },
+                { "watch-timeout", required_argument, NULL, 'w' },
+                { "idle", required_argument, NULL, 'i' },
+                { "request-timeout-ms", required_argument, NULL, 'r' },
+                { "backoff-ms", required_argument, NULL, 'b' },
+                { "slim", required_argument, NULL, 's' },
                 {},
         };
         int c;
         while ((c = getopt_long(argc, argv, "", o, NULL)) != -1) {
                 switch (c) {
-                case 'k': kubeconfig = optarg; break;
-                case 'p': path = optarg; break;
-                case 'f': fs = optarg; break;
-                case 'w': watch_timeout = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 'i': idle = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 'r': request_ms = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 'b': first = (unsigned)strtoul(optarg, NULL, 10); cap = first * 10; break;
-                case 's': slim = optarg; break;
-                default: return 2;
+                        case 'k': kubeconfig = optarg; break;
+                        case 'p': path = optarg; break;
+                        case 'f': fs = optarg; break;
+                        case 'w': watch_timeout = (unsigned)strtoul(optarg, NULL, 10); break;
+                        case 'i': idle = (unsigned)strtoul(optarg, NULL, 10); break;
+                        case 'r': request_ms = (unsigned)strtoul(optarg, NULL, 10); break;
+                        case 'b':
+                                first = (unsigned)strtoul(optarg, NULL, 10);
+                                cap = first * 10;
+                                break;
+                        case 's': slim = optarg; break;
+                        default: return 2;
                 }
         }
         struct kube_config kc;
@@ -107,7 +114,8 @@ int main(int argc, char **argv) {
                 char e[1024];
                 kube_informer_last_error(inf, e, sizeof e);
                 pthread_mutex_lock(&out_lock);
-                printf("STATS lists=%llu watches=%llu events=%llu relists410=%llu errors=%llu objects=%zu last_error=%s\n",
+                printf("STATS lists=%llu watches=%llu events=%llu relists410=%llu errors=%llu objects=%zu "
+                       "last_error=%s\n",
                        (unsigned long long)st.lists, (unsigned long long)st.watches, (unsigned long long)st.events,
                        (unsigned long long)st.relists_410, (unsigned long long)st.errors, st.objects, e);
                 fflush(stdout);

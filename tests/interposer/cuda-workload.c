@@ -90,83 +90,84 @@
 #define MAX_BG 16
 
 /* name in the table, exported symbol, base name for cuGetProcAddress */
-#define API(X)                                                      \
-        X(cuInit, "cuInit", "cuInit")                               \
-        X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                \
-        X(cuDriverGetVersion, "cuDriverGetVersion", "cuDriverGetVersion") \
-        X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
-        X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")    \
+#define API(X)                                                                                       \
+        X(cuInit, "cuInit", "cuInit")                                                                \
+        X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                                                 \
+        X(cuDriverGetVersion, "cuDriverGetVersion", "cuDriverGetVersion")                            \
+        X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain")          \
+        X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")                                     \
         X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") \
-        X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize") \
-        X(cuMemAlloc_v2, "cuMemAlloc_v2", "cuMemAlloc")             \
-        X(cuMemFree_v2, "cuMemFree_v2", "cuMemFree")                \
-        X(cuMemGetInfo_v2, "cuMemGetInfo_v2", "cuMemGetInfo")       \
+        X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize")                                  \
+        X(cuMemAlloc_v2, "cuMemAlloc_v2", "cuMemAlloc")                                              \
+        X(cuMemFree_v2, "cuMemFree_v2", "cuMemFree")                                                 \
+        X(cuMemGetInfo_v2, "cuMemGetInfo_v2", "cuMemGetInfo")                                        \
         X(cuDeviceTotalMem_v2, "cuDeviceTotalMem_v2", "cuDeviceTotalMem")
 
 /* Launch entry points: looked up in the global scope in the linked build (a program linked with -lcuda
  * that resolves some entry points at run time), through the chosen way otherwise. */
-#define API_LAUNCH(X)                                               \
-        X(cuModuleLoadData, "cuModuleLoadData", "cuModuleLoadData") \
-        X(cuModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction") \
-        X(cuLaunchKernel, "cuLaunchKernel", "cuLaunchKernel")       \
-        X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate")          \
-        X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", "cuGraphAddKernelNode") \
+#define API_LAUNCH(X)                                                                                \
+        X(cuModuleLoadData, "cuModuleLoadData", "cuModuleLoadData")                                  \
+        X(cuModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction")                         \
+        X(cuLaunchKernel, "cuLaunchKernel", "cuLaunchKernel")                                        \
+        X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate")                                           \
+        X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", "cuGraphAddKernelNode")                \
         X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags") \
         X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch")
 
 /* The other allocation families. */
-#define API_FAMILIES(X)                                                             \
-        X(cuMemAllocPitch_v2, "cuMemAllocPitch_v2", "cuMemAllocPitch")              \
-        X(cuMemAllocManaged, "cuMemAllocManaged", "cuMemAllocManaged")              \
-        X(cuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync")                    \
-        X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync") \
-        X(cuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync")                       \
-        X(cuMemCreate, "cuMemCreate", "cuMemCreate")                                \
-        X(cuMemRelease, "cuMemRelease", "cuMemRelease")                             \
-        X(cuArrayCreate_v2, "cuArrayCreate_v2", "cuArrayCreate")                    \
-        X(cuArray3DCreate_v2, "cuArray3DCreate_v2", "cuArray3DCreate")              \
-        X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy")                       \
-        X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", "cuMipmappedArrayCreate") \
-        X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy") \
-        X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool") \
-        X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute")  \
-        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo")                    \
-        X(cuMemPoolCreate, "cuMemPoolCreate", "cuMemPoolCreate")                    \
-        X(cuMemPoolDestroy, "cuMemPoolDestroy", "cuMemPoolDestroy")                 \
-        X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")              \
-        X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")     \
-        X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle")        \
-        X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle") \
-        X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle") \
-        X(cuMemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve")        \
-        X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree")                 \
-        X(cuMemMap, "cuMemMap", "cuMemMap")                                         \
-        X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap")                                   \
-        X(cuImportExternalMemory, "cuImportExternalMemory", "cuImportExternalMemory") \
-        X(cuDestroyExternalMemory, "cuDestroyExternalMemory", "cuDestroyExternalMemory") \
-        X(cuDeviceGetDevResource, "cuDeviceGetDevResource", "cuDeviceGetDevResource") \
-        X(cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", "cuDevResourceGenerateDesc") \
-        X(cuGreenCtxCreate, "cuGreenCtxCreate", "cuGreenCtxCreate")                 \
-        X(cuGreenCtxDestroy, "cuGreenCtxDestroy", "cuGreenCtxDestroy")              \
-        X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode") \
-        X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode")  \
-        X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy")           \
-        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim")  \
-        X(cuCtxSetLimit, "cuCtxSetLimit", "cuCtxSetLimit")                          \
-        X(cuModuleUnload, "cuModuleUnload", "cuModuleUnload")                       \
-        X(cuLibraryLoadData, "cuLibraryLoadData", "cuLibraryLoadData")              \
-        X(cuLibraryUnload, "cuLibraryUnload", "cuLibraryUnload")                    \
+#define API_FAMILIES(X)                                                                                             \
+        X(cuMemAllocPitch_v2, "cuMemAllocPitch_v2", "cuMemAllocPitch")                                              \
+        X(cuMemAllocManaged, "cuMemAllocManaged", "cuMemAllocManaged")                                              \
+        X(cuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync")                                                    \
+        X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync")                            \
+        X(cuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync")                                                       \
+        X(cuMemCreate, "cuMemCreate", "cuMemCreate")                                                                \
+        X(cuMemRelease, "cuMemRelease", "cuMemRelease")                                                             \
+        X(cuArrayCreate_v2, "cuArrayCreate_v2", "cuArrayCreate")                                                    \
+        X(cuArray3DCreate_v2, "cuArray3DCreate_v2", "cuArray3DCreate")                                              \
+        X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy")                                                       \
+        X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", "cuMipmappedArrayCreate")                               \
+        X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy")                            \
+        X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool")                      \
+        X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute")                                  \
+        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo")                                                    \
+        X(cuMemPoolCreate, "cuMemPoolCreate", "cuMemPoolCreate")                                                    \
+        X(cuMemPoolDestroy, "cuMemPoolDestroy", "cuMemPoolDestroy")                                                 \
+        X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")                                              \
+        X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")                                     \
+        X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle")                                        \
+        X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle")             \
+        X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle")       \
+        X(cuMemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve")                                        \
+        X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree")                                                 \
+        X(cuMemMap, "cuMemMap", "cuMemMap")                                                                         \
+        X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap")                                                                   \
+        X(cuImportExternalMemory, "cuImportExternalMemory", "cuImportExternalMemory")                               \
+        X(cuDestroyExternalMemory, "cuDestroyExternalMemory", "cuDestroyExternalMemory")                            \
+        X(cuDeviceGetDevResource, "cuDeviceGetDevResource", "cuDeviceGetDevResource")                               \
+        X(cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", "cuDevResourceGenerateDesc")                      \
+        X(cuGreenCtxCreate, "cuGreenCtxCreate", "cuGreenCtxCreate")                                                 \
+        X(cuGreenCtxDestroy, "cuGreenCtxDestroy", "cuGreenCtxDestroy")                                              \
+        X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode")                               \
+        X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode")                                  \
+        X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy")                                           \
+        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim")                                     \
+        X(cuCtxSetLimit, "cuCtxSetLimit", "cuCtxSetLimit")                                                          \
+        X(cuModuleUnload, "cuModuleUnload", "cuModuleUnload")                                                       \
+        X(cuLibraryLoadData, "cuLibraryLoadData", "cuLibraryLoadData")                                              \
+        X(cuLibraryUnload, "cuLibraryUnload", "cuLibraryUnload")                                                    \
         X(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle") \
-        X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", "cuMemPoolImportFromShareableHandle") \
-        X(cuMemPoolExportPointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer") \
+        X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle",                                 \
+          "cuMemPoolImportFromShareableHandle")                                                                     \
+        X(cuMemPoolExportPointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer")                               \
         X(cuMemPoolImportPointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer")
 
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
-#define API_LEGACY(X)                                        \
-        X(cuCtxCreate_v2, "cuCtxCreate_v2", "cuCtxCreate")   \
+#define API_LEGACY(X)                                         \
+        X(cuCtxCreate_v2, "cuCtxCreate_v2", "cuCtxCreate")    \
         X(cuCtxDestroy_v2, "cuCtxDestroy_v2", "cuCtxDestroy") \
-        X(cuMemAlloc, "cuMemAlloc", "cuMemAlloc")            \
-        X(cuMemFree, "cuMemFree", "cuMemFree")               \
+        X(cuMemAlloc, "cuMemAlloc", "cuMemAlloc")             \
+        X(cuMemFree, "cuMemFree", "cuMemFree")                \
         X(cuMemGetInfo, "cuMemGetInfo", "cuMemGetInfo")
 
 static struct {
@@ -178,10 +179,23 @@ static struct {
 #undef MEMBER
 } cu;
 
-enum kind { K_PTR, K_PTR32, K_ASYNC, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_IMPORT, K_EXT, K_MAPPED, K_MODULE, K_LIBRARY };
+enum kind {
+        K_PTR,
+        K_PTR32,
+        K_ASYNC,
+        K_VMM,
+        K_ARRAY,
+        K_MIPMAP,
+        K_IPC,
+        K_IMPORT,
+        K_EXT,
+        K_MAPPED,
+        K_MODULE,
+        K_LIBRARY
+};
 static CUcontext created_ctx[16];
 static unsigned n_created;
-static void *gpa_self; /* what cuGetProcAddress answered for "cuGetProcAddress" */
+static void *gpa_self;                 /* what cuGetProcAddress answered for "cuGetProcAddress" */
 static CUdeviceptr allocs[MAX_ALLOCS]; /* device pointer, or the handle of the other kinds */
 static enum kind alloc_kind[MAX_ALLOCS];
 static unsigned n_allocs;
@@ -199,18 +213,18 @@ static CUfunction kernel;
 
 static CUresult free_one(CUdeviceptr p, enum kind k) {
         switch (k) {
-        case K_PTR32: return CALL(cuMemFree, (CUdeviceptr_v1)p);
-        case K_ASYNC: return CALL(cuMemFreeAsync, p, NULL);
-        case K_VMM: return CALL(cuMemRelease, (CUmemGenericAllocationHandle)p);
-        case K_ARRAY: return CALL(cuArrayDestroy, (CUarray)(uintptr_t)p);
-        case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
-        case K_IPC: return CALL(cuIpcCloseMemHandle, p);
-        case K_EXT: return CALL(cuDestroyExternalMemory, (CUexternalMemory)(uintptr_t)p);
-        case K_MODULE: return CALL(cuModuleUnload, (CUmodule)(uintptr_t)p);
-        case K_LIBRARY: return CALL(cuLibraryUnload, (CUlibrary)(uintptr_t)p);
-        case K_IMPORT:
-        case K_MAPPED: break; /* unmapped by the free step itself */
-        case K_PTR: break;
+                case K_PTR32: return CALL(cuMemFree, (CUdeviceptr_v1)p);
+                case K_ASYNC: return CALL(cuMemFreeAsync, p, NULL);
+                case K_VMM: return CALL(cuMemRelease, (CUmemGenericAllocationHandle)p);
+                case K_ARRAY: return CALL(cuArrayDestroy, (CUarray)(uintptr_t)p);
+                case K_MIPMAP: return CALL(cuMipmappedArrayDestroy, (CUmipmappedArray)(uintptr_t)p);
+                case K_IPC: return CALL(cuIpcCloseMemHandle, p);
+                case K_EXT: return CALL(cuDestroyExternalMemory, (CUexternalMemory)(uintptr_t)p);
+                case K_MODULE: return CALL(cuModuleUnload, (CUmodule)(uintptr_t)p);
+                case K_LIBRARY: return CALL(cuLibraryUnload, (CUlibrary)(uintptr_t)p);
+                case K_IMPORT:
+                case K_MAPPED: break; /* unmapped by the free step itself */
+                case K_PTR: break;
         }
         return CALL(cuMemFree_v2, p);
 }
@@ -241,15 +255,19 @@ static CUresult alloc_family(const char *fam, unsigned long long bytes, CUdevice
                 *ret = (CUdeviceptr)h;
                 *kind = K_VMM;
         } else if (strcmp(fam, "array") == 0) { /* 1 channel of float: 4 bytes per element */
-                CUDA_ARRAY_DESCRIPTOR d = { .Width = bytes / 4, .Height = 1, .Format = CU_AD_FORMAT_FLOAT,
-                                            .NumChannels = 1 };
+                CUDA_ARRAY_DESCRIPTOR d = {
+                        .Width = bytes / 4, .Height = 1, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1
+                };
                 CUarray a = NULL;
                 r = CALL(cuArrayCreate_v2, &a, &d);
                 *ret = (CUdeviceptr)(uintptr_t)a;
                 *kind = K_ARRAY;
         } else if (strcmp(fam, "array3d") == 0) { /* 16 layers of 4 channels of 8-bit */
-                CUDA_ARRAY3D_DESCRIPTOR d = { .Width = bytes / 64, .Height = 1, .Depth = 16,
-                                              .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4 };
+                CUDA_ARRAY3D_DESCRIPTOR d = { .Width = bytes / 64,
+                                              .Height = 1,
+                                              .Depth = 16,
+                                              .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                              .NumChannels = 4 };
                 CUarray a = NULL;
                 r = CALL(cuArray3DCreate_v2, &a, &d);
                 *ret = (CUdeviceptr)(uintptr_t)a;
@@ -349,7 +367,6 @@ static int load(const char *how) {
 #undef BY_PROC_OLD
         return cu.cuInit ? 0 : 4;
 }
-
 
 static int parse_size(const char *s, unsigned long long *ret) {
         char *end;
@@ -554,8 +571,13 @@ static int step_graph_or_spin(const char *what, unsigned long long n, unsigned b
         if (strcmp(what, "spin") != 0) {
                 CUgraph gr;
                 CUgraphNode node;
-                CUDA_KERNEL_NODE_PARAMS p = { .func = kernel, .gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1,
-                                              .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1 };
+                CUDA_KERNEL_NODE_PARAMS p = { .func = kernel,
+                                              .gridDimX = blocks,
+                                              .gridDimY = 1,
+                                              .gridDimZ = 1,
+                                              .blockDimX = 128,
+                                              .blockDimY = 1,
+                                              .blockDimZ = 1 };
                 if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
                     CALL(cuGraphAddKernelNode_v2, &node, gr, NULL, 0, &p) != CUDA_SUCCESS ||
                     CALL(cuGraphInstantiateWithFlags, &ex, gr, 0) != CUDA_SUCCESS)
@@ -807,7 +829,8 @@ int main(int argc, char **argv) {
                                                 return fail("limitloop: cuCtxSetLimit failed");
                                 } else {
                                         CUmodule m = NULL;
-                                        if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module globals=1M") != CUDA_SUCCESS ||
+                                        if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module globals=1M") !=
+                                                    CUDA_SUCCESS ||
                                             CALL(cuModuleUnload, m) != CUDA_SUCCESS)
                                                 return fail("moduleloop: load/unload failed");
                                 }
@@ -827,12 +850,15 @@ int main(int argc, char **argv) {
                         const struct {
                                 const char *what;
                                 void *p;
-                        } w[] = { { "cuGetProcAddress", gpa_self }, { "cuLaunchKernel", (void *)cu.cuLaunchKernel },
-                                  { "cuMemAlloc", (void *)cu.cuMemAlloc_v2 }, { "cuMemAlloc@3000", (void *)cu.cuMemAlloc },
+                        } w[] = { { "cuGetProcAddress", gpa_self },
+                                  { "cuLaunchKernel", (void *)cu.cuLaunchKernel },
+                                  { "cuMemAlloc", (void *)cu.cuMemAlloc_v2 },
+                                  { "cuMemAlloc@3000", (void *)cu.cuMemAlloc },
                                   { "cuMemAllocAsync", (void *)cu.cuMemAllocAsync },
                                   { "cuGraphLaunch", (void *)cu.cuGraphLaunch },
                                   { "cuIpcOpenMemHandle", (void *)cu.cuIpcOpenMemHandle_v2 },
-                                  { "cuMemMap", (void *)cu.cuMemMap }, { "cuMemUnmap", (void *)cu.cuMemUnmap },
+                                  { "cuMemMap", (void *)cu.cuMemMap },
+                                  { "cuMemUnmap", (void *)cu.cuMemUnmap },
                                   { "cuImportExternalMemory", (void *)cu.cuImportExternalMemory },
                                   { "cuGreenCtxCreate", (void *)cu.cuGreenCtxCreate },
                                   { "cuGraphInstantiateWithFlags", (void *)cu.cuGraphInstantiateWithFlags },
@@ -846,7 +872,8 @@ int main(int argc, char **argv) {
                                         continue;
                                 }
                                 const char *base = strrchr(info.dli_fname, '/');
-                                printf("symbol %s -> %s %s\n", w[k].what, info.dli_sname, base ? base + 1 : info.dli_fname);
+                                printf("symbol %s -> %s %s\n", w[k].what, info.dli_sname,
+                                       base ? base + 1 : info.dli_fname);
                         }
                 } else if (strcmp(s, "kill-bg") == 0) {
                         kill_bg();
@@ -962,8 +989,8 @@ int main(int argc, char **argv) {
                 } else if (strcmp(s, "limit") == 0 || strcmp(s, "limit!") == 0) {
                         if (!arg || i + 2 >= argc || parse_size(argv[i + 2], &v) < 0)
                                 return 2;
-                        CUlimit l = strcmp(arg, "heap") == 0    ? CU_LIMIT_MALLOC_HEAP_SIZE
-                                    : strcmp(arg, "stack") == 0 ? CU_LIMIT_STACK_SIZE
+                        CUlimit l = strcmp(arg, "heap") == 0     ? CU_LIMIT_MALLOC_HEAP_SIZE
+                                    : strcmp(arg, "stack") == 0  ? CU_LIMIT_STACK_SIZE
                                     : strcmp(arg, "printf") == 0 ? CU_LIMIT_PRINTF_FIFO_SIZE
                                                                  : CU_LIMIT_MAX;
                         if (l == CU_LIMIT_MAX)
@@ -1059,7 +1086,8 @@ int main(int argc, char **argv) {
                         } else {
                                 CUmemFabricHandle fh;
                                 cr = CALL(cuMemExportToShareableHandle, &fh,
-                                          (CUmemGenericAllocationHandle)allocs[n_allocs - 1], CU_MEM_HANDLE_TYPE_FABRIC, 0);
+                                          (CUmemGenericAllocationHandle)allocs[n_allocs - 1], CU_MEM_HANDLE_TYPE_FABRIC,
+                                          0);
                                 memcpy(h, fh.data, sizeof h);
                         }
                         if (cr != CUDA_SUCCESS)
@@ -1075,7 +1103,8 @@ int main(int argc, char **argv) {
                         unsigned char h[64];
                         bool vmm = strncmp(s, "vmm", 3) == 0, want_oom = s[strlen(s) - 1] == '!';
                         unsigned long long size = 0;
-                        if (!arg || strlen(arg) != 128 || (vmm && (i + 2 >= argc || parse_size(argv[i + 2], &size) < 0)))
+                        if (!arg || strlen(arg) != 128 ||
+                            (vmm && (i + 2 >= argc || parse_size(argv[i + 2], &size) < 0)))
                                 return 2;
                         for (size_t k = 0; k < sizeof h; k++) {
                                 unsigned b;
@@ -1138,7 +1167,8 @@ int main(int argc, char **argv) {
                         i++;
                         int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                         CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = { .type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-                                                               .handle.fd = fd, .size = v };
+                                                               .handle.fd = fd,
+                                                               .size = v };
                         CUexternalMemory em = NULL;
                         cr = CALL(cuImportExternalMemory, &em, &d);
                         if (cr != CUDA_SUCCESS)
@@ -1158,14 +1188,16 @@ int main(int argc, char **argv) {
                             CALL(cuDevResourceGenerateDesc, &desc, &res, 1) != CUDA_SUCCESS)
                                 return fail("cannot describe device 0's SMs");
                         cr = CALL(cuGreenCtxCreate, &gc, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM);
-                        if (strcmp(s, "green!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS || n_greens == 16)
+                        if (strcmp(s, "green!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY
+                                                     : cr != CUDA_SUCCESS || n_greens == 16)
                                 return fail("%s: %d", s, cr);
                         if (cr == CUDA_SUCCESS)
                                 greens[n_greens++] = gc;
                 } else if (strcmp(s, "green-destroy") == 0) {
                         if (!n_greens || (cr = CALL(cuGreenCtxDestroy, greens[--n_greens])) != CUDA_SUCCESS)
                                 return fail("green-destroy failed");
-                } else if (strcmp(s, "graph-mem") == 0 || strcmp(s, "graph-mem!") == 0 || strcmp(s, "graph-keep") == 0) {
+                } else if (strcmp(s, "graph-mem") == 0 || strcmp(s, "graph-mem!") == 0 ||
+                           strcmp(s, "graph-keep") == 0) {
                         /* graph-mem SIZE: instantiate a graph that allocates SIZE on device 0 and frees it;
                          * graph-keep SIZE: one whose allocation outlives the launch (never freed). */
                         if (!arg || parse_size(arg, &v) < 0)
@@ -1174,15 +1206,18 @@ int main(int argc, char **argv) {
                         CUgraph gr;
                         CUgraphNode an, fn;
                         CUDA_MEM_ALLOC_NODE_PARAMS ap = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                                                         .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } },
+                                                                         .location = { CU_MEM_LOCATION_TYPE_DEVICE,
+                                                                                       0 } },
                                                           .bytesize = v };
                         if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
                             CALL(cuGraphAddMemAllocNode, &an, gr, NULL, 0, &ap) != CUDA_SUCCESS ||
-                            (strcmp(s, "graph-keep") != 0 && CALL(cuGraphAddMemFreeNode, &fn, gr, &an, 1, ap.dptr) != CUDA_SUCCESS))
+                            (strcmp(s, "graph-keep") != 0 &&
+                             CALL(cuGraphAddMemFreeNode, &fn, gr, &an, 1, ap.dptr) != CUDA_SUCCESS))
                                 return fail("cannot make a graph with memory nodes");
                         CUgraphExec ex = NULL;
                         cr = CALL(cuGraphInstantiateWithFlags, &ex, gr, 0);
-                        if (strcmp(s, "graph-mem!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS || n_gexecs == 16)
+                        if (strcmp(s, "graph-mem!") == 0 ? cr != CUDA_ERROR_OUT_OF_MEMORY
+                                                         : cr != CUDA_SUCCESS || n_gexecs == 16)
                                 return fail("%s %llu: instantiate %d", s, v, cr);
                         if (cr == CUDA_SUCCESS)
                                 gexecs[n_gexecs++] = ex;

@@ -23,7 +23,7 @@
 #define TOPO_DIR GPUSLICE_TOPO_DIR "/"
 
 static const char *const reference[] = {
-        "seed000-8gpu-pcie-2socket.topo", "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",
+        "seed000-8gpu-pcie-2socket.topo",  "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",
         "dgx1-v100-hybrid-cube-mesh.topo", "dgx-a100-nvswitch.topo",
 };
 
@@ -176,8 +176,8 @@ static void check_quality(const char *name) {
                                 fail_msg("%s avail=%#llx k=%u: ring %u (reported %u), best %u", name,
                                          (unsigned long long)avail, k, tb->ring[r.set], r.ring_bw, br);
                         if (100ULL * tb->pairs[r.set] < 98ULL * bp)
-                                fail_msg("%s avail=%#llx k=%u: pairs %u, best %u", name, (unsigned long long)avail,
-                                         k, tb->pairs[r.set], bp);
+                                fail_msg("%s avail=%#llx k=%u: pairs %u, best %u", name, (unsigned long long)avail, k,
+                                         tb->pairs[r.set], bp);
                         assert_int_equal(r.pair_total, tb->pairs[r.set]);
                         checked++;
                 }
@@ -265,8 +265,8 @@ static void test_single_leaves_rest_best_connected(void **state) {
                                                  (unsigned long long)avail, c, g);
                                 if (bf_static(t, g) == bf_static(t, c) &&
                                     bf_pairs(t, avail & ~(1ULL << g)) > bf_pairs(t, avail & ~(1ULL << c)))
-                                        fail_msg("%s avail=%#llx: took %u, %u leaves more pair bandwidth",
-                                                 reference[f], (unsigned long long)avail, c, g);
+                                        fail_msg("%s avail=%#llx: took %u, %u leaves more pair bandwidth", reference[f],
+                                                 (unsigned long long)avail, c, g);
                         }
                         assert_int_equal(r.ring_bw, 0);
                 }
@@ -348,7 +348,8 @@ static void test_floor_honoured(void **state) {
                 for (size_t fl = 0; fl < ELEMENTSOF(floors); fl++)
                         for (alloc_set_t avail = 1; avail <= full(t); avail += 11)
                                 for (unsigned k = 1; k <= (unsigned)__builtin_popcountll(avail); k++) {
-                                        struct alloc_request req = { .count = k, .available = avail,
+                                        struct alloc_request req = { .count = k,
+                                                                     .available = avail,
                                                                      .min_link = floors[fl] };
                                         struct alloc_result r;
                                         char err[256] = "";
@@ -646,7 +647,7 @@ static void test_tree_nodes_past_16(void **state) {
                         unsigned best = 0, bestp = 0;
                         bool any = false;
                         /* every k-subset of avail containing must */
-                        for (alloc_set_t sub = avail; ; sub = (sub - 1) & avail) {
+                        for (alloc_set_t sub = avail;; sub = (sub - 1) & avail) {
                                 if ((unsigned)__builtin_popcountll(sub) == k && (sub & must) == must) {
                                         unsigned rb = k <= 6 ? bf_ring(t, sub) : bf_min_pair(t, sub);
                                         unsigned pb = bf_pairs(t, sub);
@@ -751,8 +752,7 @@ static void test_ring_bw_past_dp_limit(void **state) {
 
         for (unsigned i = 0; i < 16; i++)
                 for (unsigned j = i + 1; j < 16; j++)
-                        topo_set_link(t, i, j,
-                                      (struct topo_link){ TOPO_LEVEL_SYS, (uint8_t)(i / 8 == j / 8 ? 2 : 0) });
+                        topo_set_link(t, i, j, (struct topo_link){ TOPO_LEVEL_SYS, (uint8_t)(i / 8 == j / 8 ? 2 : 0) });
         topo_set_link(t, 7, 8, (struct topo_link){ TOPO_LEVEL_SYS, 2 });
         assert_int_equal(alloc_ring_bw(t, full(t)), 5);
         topo_set_link(t, 0, 15, (struct topo_link){ TOPO_LEVEL_SYS, 1 });
@@ -782,8 +782,24 @@ static void test_set_parse_valid(void **state) {
 static void test_set_parse_malformed(void **state) {
         (void)state;
         static const char *const bad[] = {
-                "1,,2", "a", "3-1", "99", "-1", "8", "1,", ",1", "1-", "1--2", "1 2", " 1", "1-a", "0x1", "1.5",
-                "4294967296", "99999999999999999999", "2-9",
+                "1,,2",
+                "a",
+                "3-1",
+                "99",
+                "-1",
+                "8",
+                "1,",
+                ",1",
+                "1-",
+                "1--2",
+                "1 2",
+                " 1",
+                "1-a",
+                "0x1",
+                "1.5",
+                "4294967296",
+                "99999999999999999999",
+                "2-9",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 alloc_set_t s = 0x55;

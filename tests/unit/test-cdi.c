@@ -26,7 +26,8 @@ static void put32(unsigned char *p, uint32_t v) {
 
 /* new-format cache with n entries (soname[i], path[i]), flags 0x0303; old_entries > 0 prefixes an
  * old-format table of that many entries */
-static void build(struct cache *c, unsigned n, const char *const *sonames, const char *const *paths, unsigned old_entries) {
+static void build(struct cache *c, unsigned n, const char *const *sonames, const char *const *paths,
+                  unsigned old_entries) {
         memset(c, 0, sizeof *c);
         size_t start = 0;
         if (old_entries) {
@@ -68,7 +69,8 @@ static int collect(const struct cdi_ldcache_entry *e, void *userdata) {
 }
 
 static const char *const sonames[] = { "libcuda.so.1", "libnvidia-ml.so.1" };
-static const char *const paths[] = { "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" };
+static const char *const paths[] = { "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                     "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" };
 
 static void test_ldcache_new_and_old(void **state) {
         (void)state;
@@ -144,7 +146,8 @@ static void test_kinds(void **state) {
         char buf[128];
         assert_true(cdi_kind_valid("nvidia.com/gpu"));
         assert_true(cdi_kind_valid("gpuslice.io/gpu-shared"));
-        const char *bad[] = { "nvidia.com", "/gpu", "nvidia.com/", "1vendor/gpu", "vendor/gp.u", "vendor/gpu/x",
+        const char *bad[] = { "nvidia.com",  "/gpu",        "nvidia.com/",
+                              "1vendor/gpu", "vendor/gp.u", "vendor/gpu/x",
                               "vendor-/gpu", "ven dor/gpu", "" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 if (cdi_kind_valid(bad[i]))
@@ -159,16 +162,16 @@ static void test_min_version(void **state) {
         (void)state;
         json_t *s = json_pack("{s:[{s:s, s:{}}], s:{}}", "devices", "name", "gpu0", "containerEdits", "containerEdits");
         assert_string_equal(cdi_spec_min_version(s), "0.3.0");
-        json_object_set_new(json_object_get(s, "containerEdits"), "mounts", json_pack("[{s:s, s:s, s:s}]", "hostPath", "/a",
-                                                                                    "containerPath", "/a", "type", "bind"));
+        json_object_set_new(json_object_get(s, "containerEdits"), "mounts",
+                            json_pack("[{s:s, s:s, s:s}]", "hostPath", "/a", "containerPath", "/a", "type", "bind"));
         assert_string_equal(cdi_spec_min_version(s), "0.4.0");
         json_object_set_new(json_array_get(json_object_get(s, "devices"), 0), "name", json_string("0"));
         assert_string_equal(cdi_spec_min_version(s), "0.5.0");
         json_object_set_new(s, "annotations", json_object());
         assert_string_equal(cdi_spec_min_version(s), "0.6.0");
         json_decref(s);
-        s = json_pack("{s:[], s:{s:[{s:s, s:s}]}}", "devices", "containerEdits", "deviceNodes", "path", "/dev/x", "hostPath",
-                      "/host/dev/x");
+        s = json_pack("{s:[], s:{s:[{s:s, s:s}]}}", "devices", "containerEdits", "deviceNodes", "path", "/dev/x",
+                      "hostPath", "/host/dev/x");
         assert_string_equal(cdi_spec_min_version(s), "0.5.0");
         json_decref(s);
 }
@@ -176,8 +179,8 @@ static void test_min_version(void **state) {
 static void test_yaml(void **state) {
         (void)state;
         json_t *v = json_pack("{s:s, s:[{s:s, s:{s:[s,s], s:I}}, s], s:[], s:{}, s:b, s:s}", "kind", "nvidia.com/gpu",
-                              "devices", "name", "0", "edits", "env", "A=\"x\"", "B=\\\n", "major", (json_int_t)195, "plain",
-                              "empty", "obj", "flag", 1, "odd key", "é");
+                              "devices", "name", "0", "edits", "env", "A=\"x\"", "B=\\\n", "major", (json_int_t)195,
+                              "plain", "empty", "obj", "flag", 1, "odd key", "é");
         char *text = NULL;
         assert_int_equal(cdi_format_yaml(v, &text), 0);
         assert_string_equal(text, "kind: \"nvidia.com/gpu\"\n"
@@ -231,14 +234,24 @@ static void test_oci_state(void **state) {
         (void)state;
         struct cdi_oci o = { 0 };
         char err[256];
-        const char *good = "{\"ociVersion\":\"1.0.2\",\"id\":\"c1\",\"status\":\"creating\",\"pid\":42,\"bundle\":\"/b\"}";
+        const char *good =
+                "{\"ociVersion\":\"1.0.2\",\"id\":\"c1\",\"status\":\"creating\",\"pid\":42,\"bundle\":\"/b\"}";
         assert_int_equal(cdi_oci_parse_state(good, strlen(good), &o, err, sizeof err), 0);
         assert_int_equal(o.pid, 42);
         assert_string_equal(o.bundle, "/b");
         const char *bad[] = {
-                "", "[]", "{", "null", "{\"bundle\":\"relative\"}", "{\"bundle\":7}", "{\"pid\":1}",
-                "{\"bundle\":\"/b\",\"pid\":-1}", "{\"bundle\":\"/b\",\"pid\":\"1\"}", "{\"bundle\":\"/b\",\"pid\":99999999999}",
-                "{\"bundle\":\"/b\",\"bundle\":\"/c\"}", "{\"bundle\":\"/b\\u0000x\"}",
+                "",
+                "[]",
+                "{",
+                "null",
+                "{\"bundle\":\"relative\"}",
+                "{\"bundle\":7}",
+                "{\"pid\":1}",
+                "{\"bundle\":\"/b\",\"pid\":-1}",
+                "{\"bundle\":\"/b\",\"pid\":\"1\"}",
+                "{\"bundle\":\"/b\",\"pid\":99999999999}",
+                "{\"bundle\":\"/b\",\"bundle\":\"/c\"}",
+                "{\"bundle\":\"/b\\u0000x\"}",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 err[0] = '\0';
@@ -253,7 +266,8 @@ static void test_oci_config(void **state) {
         struct cdi_oci o = { 0 };
         char err[256];
         strscpy(o.bundle, "/run/b", sizeof o.bundle);
-        const char *good = "{\"root\":{\"path\":\"rootfs\"},\"process\":{\"env\":[\"A=1\",\"NVIDIA_VISIBLE_DEVICES=all\"]}}";
+        const char *good =
+                "{\"root\":{\"path\":\"rootfs\"},\"process\":{\"env\":[\"A=1\",\"NVIDIA_VISIBLE_DEVICES=all\"]}}";
         assert_int_equal(cdi_oci_parse_config(good, strlen(good), &o, err, sizeof err), 0);
         assert_string_equal(o.rootfs, "/run/b/rootfs");
         assert_int_equal(o.n_env, 2);
@@ -264,9 +278,15 @@ static void test_oci_config(void **state) {
         assert_string_equal(o.rootfs, "/var/lib/x/merged");
         assert_int_equal(o.n_env, 0);
         const char *bad[] = {
-                "{}", "{\"root\":{}}", "{\"root\":{\"path\":\"\"}}", "{\"root\":{\"path\":1}}",
-                "{\"root\":{\"path\":\"r\"},\"process\":7}", "{\"root\":{\"path\":\"r\"},\"process\":{\"env\":\"A=1\"}}",
-                "{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"A=1\",null]}}", "not json", "{\"root\":{\"path\":\"r\"}} x",
+                "{}",
+                "{\"root\":{}}",
+                "{\"root\":{\"path\":\"\"}}",
+                "{\"root\":{\"path\":1}}",
+                "{\"root\":{\"path\":\"r\"},\"process\":7}",
+                "{\"root\":{\"path\":\"r\"},\"process\":{\"env\":\"A=1\"}}",
+                "{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"A=1\",null]}}",
+                "not json",
+                "{\"root\":{\"path\":\"r\"}} x",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 err[0] = '\0';

@@ -106,7 +106,7 @@ static void test_image_12_2_every_brand(void **state) {
         char *req = image_require("12.2");
         struct compat_gpu g = gpu(0, "geforce", 8, 6);
         struct compat_node n470 = node("470.57.02", 11040, &g, 1);
-        assert_int_equal(check(req, &n470, msg, sizeof msg), 0);   /* 12.2 lists geforce on 470 */
+        assert_int_equal(check(req, &n470, msg, sizeof msg), 0); /* 12.2 lists geforce on 470 */
         struct compat_node n510 = node("510.47.03", 11060, &g, 1);
         assert_int_equal(check(req, &n510, msg, sizeof msg), -EPERM);
         free(req);
@@ -121,7 +121,8 @@ static void test_image_13_0(void **state) {
         struct compat_gpu geforce = gpu(0, "geforce", 8, 9), tesla = gpu(0, "tesla", 9, 0);
         struct compat_node n535g = node("535.104.05", 12020, &geforce, 1);
         assert_int_equal(check(req, &n535g, msg, sizeof msg), -EPERM);
-        assert_non_null(strstr(msg, "cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has 535.104.05 (CUDA 12.2)"));
+        assert_non_null(
+                strstr(msg, "cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has 535.104.05 (CUDA 12.2)"));
         struct compat_node n535t = node("535.104.05", 12020, &tesla, 1);
         assert_int_equal(check(req, &n535t, msg, sizeof msg), 0);
         struct compat_node n580 = node("580.65.06", 13000, &geforce, 1);
@@ -150,15 +151,27 @@ static void test_operators_and_unknown_keys(void **state) {
         (void)state;
         char msg[512];
         struct compat_node nd = node("535.104.05", 12020, NULL, 0);
-        const char *yes[] = { "cuda=12.2", "cuda!=12.1", "cuda<12.3", "cuda<=12.2", "cuda>12.1", "cuda>=12",
-                              "driver=535.104.05", "driver>535", "foo=bar", "foo>=1,cuda>=12", "  cuda>=13.0   cuda>=12.0 ",
-                              "", "   ", "CUDA>=12.2", "vendor!=x,driver<536" };
+        const char *yes[] = { "cuda=12.2",
+                              "cuda!=12.1",
+                              "cuda<12.3",
+                              "cuda<=12.2",
+                              "cuda>12.1",
+                              "cuda>=12",
+                              "driver=535.104.05",
+                              "driver>535",
+                              "foo=bar",
+                              "foo>=1,cuda>=12",
+                              "  cuda>=13.0   cuda>=12.0 ",
+                              "",
+                              "   ",
+                              "CUDA>=12.2",
+                              "vendor!=x,driver<536" };
         for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
                 if (check(yes[i], &nd, msg, sizeof msg) != 0)
                         fail_msg("'%s' should hold: %s", yes[i], msg);
         }
-        const char *no[] = { "cuda=12.1", "cuda!=12.2", "cuda<12.2", "cuda>12.2", "cuda>=12.3", "driver<535",
-                             "cuda>=12,driver>=536", "cuda>=13 driver>=600" };
+        const char *no[] = { "cuda=12.1",  "cuda!=12.2",           "cuda<12.2",           "cuda>12.2", "cuda>=12.3",
+                             "driver<535", "cuda>=12,driver>=536", "cuda>=13 driver>=600" };
         for (size_t i = 0; i < ELEMENTSOF(no); i++) {
                 if (check(no[i], &nd, msg, sizeof msg) != -EPERM)
                         fail_msg("'%s' should fail", no[i]);
@@ -179,9 +192,22 @@ static void test_malformed(void **state) {
         (void)state;
         char msg[512];
         struct compat_node nd = node("535.104.05", 12020, NULL, 0);
-        const char *bad[] = { "cuda", "cuda>=", "cuda>=x", "cuda>=12.", "cuda>>12", ">=12", "cuda>=12,", ",cuda>=12",
-                              "cuda>=12,,driver>=1", "brand>=tesla", "brand<tesla", "cuda=>12", "driver>=1.2.3.4.5",
-                              "cuda>=12=1", "arch>=sm_80", "cuda>=9999999999" };
+        const char *bad[] = { "cuda",
+                              "cuda>=",
+                              "cuda>=x",
+                              "cuda>=12.",
+                              "cuda>>12",
+                              ">=12",
+                              "cuda>=12,",
+                              ",cuda>=12",
+                              "cuda>=12,,driver>=1",
+                              "brand>=tesla",
+                              "brand<tesla",
+                              "cuda=>12",
+                              "driver>=1.2.3.4.5",
+                              "cuda>=12=1",
+                              "arch>=sm_80",
+                              "cuda>=9999999999" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 msg[0] = '\0';
                 if (check(bad[i], &nd, msg, sizeof msg) != -EINVAL)
@@ -211,8 +237,8 @@ static void test_env_rules(void **state) {
         struct compat_node nd = node("535.104.05", 12020, &g, 1);
         const char *refuse[] = { "PATH=/bin", "NVIDIA_REQUIRE_CUDA=cuda>=13.0" };
         assert_int_equal(compat_env_check(refuse, 2, &nd, msg, sizeof msg), -EPERM);
-        assert_string_equal(msg,
-                            "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has 535.104.05 (CUDA 12.2)");
+        assert_string_equal(msg, "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has "
+                                 "535.104.05 (CUDA 12.2)");
         const char *ok[] = { "NVIDIA_REQUIRE_CUDA=cuda>=12.2" };
         assert_int_equal(compat_env_check(ok, 1, &nd, msg, sizeof msg), 0);
         const char *disabled[] = { "NVIDIA_REQUIRE_CUDA=cuda>=13.0", "NVIDIA_DISABLE_REQUIRE=true" };

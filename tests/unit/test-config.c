@@ -21,45 +21,44 @@
 #define ERRLEN 512
 
 /* The example file of docs/configuration.md, every key set away from its default. */
-static const char full_example[] =
-        "# gpuslice node agent\n"
-        "[agent]\n"
-        "state-dir = /srv/gpuslice/state\n"
-        "log-level = debug\n"
-        "\n"
-        "[kubelet]\n"
-        "plugin-dir = /tmp/dp\n"
-        "pod-resources-socket = /tmp/pr/kubelet.sock\n"
-        "[nvml]\n"
-        "library = /opt/sim/libnvidia-ml.so.1\n"
-        "[resources]\n"
-        "profile = tencent\n"
-        "whole-gpu-name = example.com/gpu\n"
-        "[devices]\n"
-        "id-strategy = index\n"
-        "list-strategy = envvar, cdi\n"
-        "cdi-kind = example.com/accel\n"
-        "dev-root = /host\n"
-        "[health]\n"
-        "disabled = yes\n"
-        "xid-ignore = 13, 31,  79\n"
-        "quiet-period = 2m\n"
-        "[metrics]\n"
-        "address = \"[::1]:9500\"\n"
-        "compat = pod-used-gpu-mem,gpu-manager\n"
-        "[monitor]\n"
-        "proc-root = /host/proc\n"
-        "cri-socket = \"\"\n"
-        "engine = unix:///run/podman/podman.sock\n"
-        "sample-interval = 10s\n"
-        "nfd-features-file = /etc/kubernetes/node-feature-discovery/features.d/gpuslice\n"
-        "[sharing]\n"
-        "policy = spread\n"
-        "memory-unit = 1GiB\n"
-        "interposer = /opt/gpuslice/libgpuslice-cuda.so\n"
-        "limit-when-alone = off\n"
-        "[kube]\n"
-        "kubeconfig = /etc/gpuslice/kubeconfig\n";
+static const char full_example[] = "# gpuslice node agent\n"
+                                   "[agent]\n"
+                                   "state-dir = /srv/gpuslice/state\n"
+                                   "log-level = debug\n"
+                                   "\n"
+                                   "[kubelet]\n"
+                                   "plugin-dir = /tmp/dp\n"
+                                   "pod-resources-socket = /tmp/pr/kubelet.sock\n"
+                                   "[nvml]\n"
+                                   "library = /opt/sim/libnvidia-ml.so.1\n"
+                                   "[resources]\n"
+                                   "profile = tencent\n"
+                                   "whole-gpu-name = example.com/gpu\n"
+                                   "[devices]\n"
+                                   "id-strategy = index\n"
+                                   "list-strategy = envvar, cdi\n"
+                                   "cdi-kind = example.com/accel\n"
+                                   "dev-root = /host\n"
+                                   "[health]\n"
+                                   "disabled = yes\n"
+                                   "xid-ignore = 13, 31,  79\n"
+                                   "quiet-period = 2m\n"
+                                   "[metrics]\n"
+                                   "address = \"[::1]:9500\"\n"
+                                   "compat = pod-used-gpu-mem,gpu-manager\n"
+                                   "[monitor]\n"
+                                   "proc-root = /host/proc\n"
+                                   "cri-socket = \"\"\n"
+                                   "engine = unix:///run/podman/podman.sock\n"
+                                   "sample-interval = 10s\n"
+                                   "nfd-features-file = /etc/kubernetes/node-feature-discovery/features.d/gpuslice\n"
+                                   "[sharing]\n"
+                                   "policy = spread\n"
+                                   "memory-unit = 1GiB\n"
+                                   "interposer = /opt/gpuslice/libgpuslice-cuda.so\n"
+                                   "limit-when-alone = off\n"
+                                   "[kube]\n"
+                                   "kubeconfig = /etc/gpuslice/kubeconfig\n";
 
 static int parse(const char *text, struct gpuslice_config *cfg, char *err) {
         return config_parse_text(text, strlen(text), cfg, err, ERRLEN);
@@ -277,16 +276,16 @@ static void test_durations(void **state) {
         static const struct {
                 const char *text;
                 uint64_t sec;
-        } ok[] = { { "0", 0 }, { "90", 90 }, { "30s", 30 }, { "2m", 120 }, { "1h30m", 5400 }, { "1d", 86400 },
-                   { "1m30s", 90 } };
+        } ok[] = { { "0", 0 },        { "90", 90 },    { "30s", 30 },  { "2m", 120 },
+                   { "1h30m", 5400 }, { "1d", 86400 }, { "1m30s", 90 } };
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
                 struct gpuslice_config c;
                 config_init_defaults(&c);
                 assert_int_equal(config_set(&c, "health.quiet-period", ok[i].text, NULL, 0), 0);
                 assert_int_equal(c.health_quiet_period_sec, ok[i].sec);
         }
-        static const char *const bad[] = { "", "abc", "1x", "m", "1m30", "-5s", "1.5m", "2d", " 5s",
-                                           "99999999999999999999s" };
+        static const char *const bad[] = { "",    "abc",  "1x", "m",   "1m30",
+                                           "-5s", "1.5m", "2d", " 5s", "99999999999999999999s" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 struct gpuslice_config c;
                 config_init_defaults(&c);
@@ -349,12 +348,14 @@ static void test_error_bad_duration_message(void **state) {
 
 static void test_error_unknown_key(void **state) {
         (void)state;
-        expect_error("[health]\nquiet-perod = 30s\n", -ENOKEY, "line 2: unknown key 'health.quiet-perod' (did you mean 'health.quiet-period'?)");
+        expect_error("[health]\nquiet-perod = 30s\n", -ENOKEY,
+                     "line 2: unknown key 'health.quiet-perod' (did you mean 'health.quiet-period'?)");
 }
 
 static void test_error_key_in_wrong_section(void **state) {
         (void)state;
-        expect_error("[kubelet]\nstate-dir = /x\n", -ENOKEY, "line 2: unknown key 'kubelet.state-dir' (did you mean 'agent.state-dir'?)");
+        expect_error("[kubelet]\nstate-dir = /x\n", -ENOKEY,
+                     "line 2: unknown key 'kubelet.state-dir' (did you mean 'agent.state-dir'?)");
 }
 
 static void test_error_unknown_section_far_from_any(void **state) {
@@ -488,33 +489,49 @@ static void test_error_bad_values_per_type(void **state) {
         } cases[] = {
                 { "agent.state-dir", "relative/dir", "agent.state-dir: expected an absolute path, got 'relative/dir'" },
                 { "agent.state-dir", "", "agent.state-dir: expected an absolute path, got ''" },
-                { "agent.log-level", "verbose", "agent.log-level: expected one of error, warn, info, debug, got 'verbose'" },
+                { "agent.log-level", "verbose",
+                  "agent.log-level: expected one of error, warn, info, debug, got 'verbose'" },
                 { "nvml.library", "lib/libnvidia-ml.so.1",
                   "nvml.library: expected a library soname like libnvidia-ml.so.1 or an absolute path, got "
                   "'lib/libnvidia-ml.so.1'" },
-                { "resources.profile", "hami", "resources.profile: expected one of default, gpuslice, tencent, aliyun, got 'hami'" },
-                { "resources.whole-gpu-name", "gpu", "resources.whole-gpu-name: expected a resource name like nvidia.com/gpu, got 'gpu'" },
+                { "resources.profile", "hami",
+                  "resources.profile: expected one of default, gpuslice, tencent, aliyun, got 'hami'" },
+                { "resources.whole-gpu-name", "gpu",
+                  "resources.whole-gpu-name: expected a resource name like nvidia.com/gpu, got 'gpu'" },
                 { "resources.whole-gpu-name", "Nvidia.com/gpu",
                   "resources.whole-gpu-name: expected a resource name like nvidia.com/gpu, got 'Nvidia.com/gpu'" },
                 { "resources.whole-gpu-name", "kubernetes.io/gpu",
                   "resources.whole-gpu-name: expected a resource name like nvidia.com/gpu, got 'kubernetes.io/gpu'" },
                 { "devices.id-strategy", "UUID", "devices.id-strategy: expected one of uuid, index, got 'UUID'" },
                 { "devices.list-strategy", "envvar,volume",
-                  "devices.list-strategy: expected a comma-separated list of envvar, cdi (or both), got 'envvar,volume'" },
-                { "devices.cdi-kind", "gpuslice.io", "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got 'gpuslice.io'" },
-                { "devices.cdi-kind", "1vendor/gpu", "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got '1vendor/gpu'" },
-                { "devices.cdi-kind", "vendor/g.pu", "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got 'vendor/g.pu'" },
+                  "devices.list-strategy: expected a comma-separated list of envvar, cdi (or both), got "
+                  "'envvar,volume'" },
+                { "devices.cdi-kind", "gpuslice.io",
+                  "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got 'gpuslice.io'" },
+                { "devices.cdi-kind", "1vendor/gpu",
+                  "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got '1vendor/gpu'" },
+                { "devices.cdi-kind", "vendor/g.pu",
+                  "devices.cdi-kind: expected a CDI kind like gpuslice.io/gpu, got 'vendor/g.pu'" },
                 { "health.disabled", "maybe", "health.disabled: expected true or false, got 'maybe'" },
-                { "health.xid-ignore", "13,abc", "health.xid-ignore: expected a comma-separated list of Xid numbers, got '13,abc'" },
-                { "health.xid-ignore", "13,13", "health.xid-ignore: expected a comma-separated list of Xid numbers, got '13,13'" },
-                { "health.xid-ignore", "-1", "health.xid-ignore: expected a comma-separated list of Xid numbers, got '-1'" },
-                { "metrics.address", "localhost", "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got 'localhost'" },
-                { "metrics.address", "127.0.0.1:0", "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got '127.0.0.1:0'" },
+                { "health.xid-ignore", "13,abc",
+                  "health.xid-ignore: expected a comma-separated list of Xid numbers, got '13,abc'" },
+                { "health.xid-ignore", "13,13",
+                  "health.xid-ignore: expected a comma-separated list of Xid numbers, got '13,13'" },
+                { "health.xid-ignore", "-1",
+                  "health.xid-ignore: expected a comma-separated list of Xid numbers, got '-1'" },
+                { "metrics.address", "localhost",
+                  "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got 'localhost'" },
+                { "metrics.address", "127.0.0.1:0",
+                  "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got '127.0.0.1:0'" },
                 { "metrics.address", "127.0.0.1:65536",
                   "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got '127.0.0.1:65536'" },
-                { "metrics.address", "[::1:9400", "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got '[::1:9400'" },
-                { "metrics.compat", "dcgm", "metrics.compat: expected a comma-separated list of pod-used-gpu-mem, gpu-manager, or empty, got 'dcgm'" },
-                { "monitor.cri-socket", "run/containerd.sock", "monitor.cri-socket: expected an absolute path or empty, got 'run/containerd.sock'" },
+                { "metrics.address", "[::1:9400",
+                  "metrics.address: expected HOST:PORT like 127.0.0.1:9400, or empty, got '[::1:9400'" },
+                { "metrics.compat", "dcgm",
+                  "metrics.compat: expected a comma-separated list of pod-used-gpu-mem, gpu-manager, or empty, got "
+                  "'dcgm'" },
+                { "monitor.cri-socket", "run/containerd.sock",
+                  "monitor.cri-socket: expected an absolute path or empty, got 'run/containerd.sock'" },
                 { "monitor.engine", "unix://run/podman.sock",
                   "monitor.engine: expected a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or "
                   "empty, got 'unix://run/podman.sock'" },
@@ -522,8 +539,10 @@ static void test_error_bad_values_per_type(void **state) {
                   "monitor.engine: expected a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or "
                   "empty, got 'ftp://host:21'" },
                 { "sharing.policy", "pack", "sharing.policy: expected one of binpack, spread, got 'pack'" },
-                { "sharing.memory-unit", "100KiB", "sharing.memory-unit: expected a size like 256MiB or 1GiB (1MiB to 1TiB), or 0, got '100KiB'" },
-                { "sharing.memory-unit", "lots", "sharing.memory-unit: expected a size like 256MiB or 1GiB (1MiB to 1TiB), or 0, got 'lots'" },
+                { "sharing.memory-unit", "100KiB",
+                  "sharing.memory-unit: expected a size like 256MiB or 1GiB (1MiB to 1TiB), or 0, got '100KiB'" },
+                { "sharing.memory-unit", "lots",
+                  "sharing.memory-unit: expected a size like 256MiB or 1GiB (1MiB to 1TiB), or 0, got 'lots'" },
                 { "sharing.limit-when-alone", "2", "sharing.limit-when-alone: expected true or false, got '2'" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -790,8 +809,17 @@ static void test_docs_example_parses(void **state) {
 
 static void test_args_forms(void **state) {
         (void)state;
-        char *argv[] = { "gpuslice", "node", "--plugin-dir", "/p", "--state-dir=/s", "--health-disabled",
-                         "--health-quiet-period", "5m", "-c", "/etc/x.conf", "--device-list-strategy=both" };
+        char *argv[] = { "gpuslice",
+                         "node",
+                         "--plugin-dir",
+                         "/p",
+                         "--state-dir=/s",
+                         "--health-disabled",
+                         "--health-quiet-period",
+                         "5m",
+                         "-c",
+                         "/etc/x.conf",
+                         "--device-list-strategy=both" };
         struct config_args a;
         char err[ERRLEN] = "";
         assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 2, &a, err, sizeof err), 0);
@@ -861,10 +889,10 @@ static void test_flags_override_file(void **state) {
         assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 1, &a, err, sizeof err), 0);
         struct gpuslice_config c;
         assert_int_equal(config_build(&a, NULL, &c, err, sizeof err), 0);
-        assert_string_equal(c.state_dir, "/last-flag");         /* flag beats file; last flag wins */
-        assert_string_equal(c.plugin_dir, "/file-dp");          /* file beats default */
+        assert_string_equal(c.state_dir, "/last-flag"); /* flag beats file; last flag wins */
+        assert_string_equal(c.plugin_dir, "/file-dp");  /* file beats default */
         assert_int_equal(c.log_level, CONFIG_LOG_DEBUG);
-        assert_string_equal(c.proc_root, "/proc");              /* default */
+        assert_string_equal(c.proc_root, "/proc"); /* default */
         /* a reload with a changed file keeps the flags on top */
         write_text(path, "[agent]\nstate-dir = /changed\nlog-level = warn\n");
         assert_int_equal(config_build(&a, NULL, &c, err, sizeof err), 0);

@@ -76,17 +76,17 @@ static void test_malformed(void **state) {
         static const char *const bad[] = {
                 "",
                 "# only a comment\n",
-                "gpuslice-limits 2\ncontainer a\nregion /r\ndevice 0\n",         /* future version */
-                "gpuslice-limits 01\ncontainer a\nregion /r\ndevice 0\n",        /* leading zero */
+                "gpuslice-limits 2\ncontainer a\nregion /r\ndevice 0\n",  /* future version */
+                "gpuslice-limits 01\ncontainer a\nregion /r\ndevice 0\n", /* leading zero */
                 "gpuslice-limits\ncontainer a\nregion /r\ndevice 0\n",
-                "container a\ngpuslice-limits 1\nregion /r\ndevice 0\n",         /* header not first */
-                "gpuslice-limits 1\nregion /r\ndevice 0\n",                      /* no container */
-                "gpuslice-limits 1\ncontainer a\ndevice 0\n",                    /* no region */
-                "gpuslice-limits 1\ncontainer a\nregion /r\n",                   /* no device */
+                "container a\ngpuslice-limits 1\nregion /r\ndevice 0\n", /* header not first */
+                "gpuslice-limits 1\nregion /r\ndevice 0\n",              /* no container */
+                "gpuslice-limits 1\ncontainer a\ndevice 0\n",            /* no region */
+                "gpuslice-limits 1\ncontainer a\nregion /r\n",           /* no device */
                 "gpuslice-limits 1\ncontainer a\ncontainer b\nregion /r\ndevice 0\n",
                 "gpuslice-limits 1\ncontainer a b\nregion /r\ndevice 0\n",
-                "gpuslice-limits 1\ncontainer a/b\nregion /r\ndevice 0\n",       /* bad character */
-                "gpuslice-limits 1\ncontainer a\nregion r\ndevice 0\n",          /* relative */
+                "gpuslice-limits 1\ncontainer a/b\nregion /r\ndevice 0\n", /* bad character */
+                "gpuslice-limits 1\ncontainer a\nregion r\ndevice 0\n",    /* relative */
                 "gpuslice-limits 1\ncontainer a\nregion /r\nregion /s\ndevice 0\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ncore-policy soft\ndevice 0\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice\n",
@@ -109,7 +109,7 @@ static void test_malformed(void **state) {
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0\ndevice 0\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 uuid=GPU-1\ndevice 1 uuid=GPU-1\n",
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0\nfrobnicate\n",
-                "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0\r\n",        /* CR */
+                "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0\r\n", /* CR */
                 "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 a b c d e f g h\n",
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -160,7 +160,7 @@ static void test_format_round_trip(void **state) {
         (void)state;
         struct gs_limits l = { .version = 1, .core_policy = GS_CORE_ELASTIC, .n_devices = 2 };
         strcpy(l.container, "pod-x_1"); /* lint: allow (test) */
-        strcpy(l.region, "/tmp/r"); /* lint: allow (test) */
+        strcpy(l.region, "/tmp/r");     /* lint: allow (test) */
         l.dev[0] = (struct gs_limits_device){ .index = 2, .memory_bytes = 123, .core_percent = 40, .context_bytes = 7 };
         strcpy(l.dev[0].uuid, "GPU-abc"); /* lint: allow (test) */
         l.dev[1] = (struct gs_limits_device){ .index = 5, .core_percent = 100 };
@@ -185,7 +185,7 @@ static void test_format_errors(void **state) {
         (void)state;
         struct gs_limits l = { .version = 1, .n_devices = 1 };
         strcpy(l.container, "a"); /* lint: allow (test) */
-        strcpy(l.region, "/r"); /* lint: allow (test) */
+        strcpy(l.region, "/r");   /* lint: allow (test) */
         l.dev[0].core_percent = 100;
         char small[16];
         assert_int_equal(gs_limits_format(&l, small, sizeof small), -ENOBUFS);
@@ -214,7 +214,7 @@ static void test_format_refuses_values_that_read_back_different(void **state) {
         strcpy(l.container, "c"); /* lint: allow (test) */
         strcpy(l.region, "/r\t"); /* lint: allow (test) */
         assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
-        strcpy(l.region, "/r"); /* lint: allow (test) */
+        strcpy(l.region, "/r");          /* lint: allow (test) */
         strcpy(l.dev[0].uuid, "GPU-1 "); /* lint: allow (test) */
         assert_int_equal(gs_limits_format(&l, buf, sizeof buf), -EINVAL);
         strcpy(l.dev[0].uuid, "GPU-1"); /* lint: allow (test) */
@@ -226,19 +226,24 @@ static void test_match(void **state) {
         struct gs_limits l;
         const char *text = "gpuslice-limits 1\ncontainer a\nregion /r\ndevice 0 uuid=GPU-aa\ndevice 1\n";
         assert_int_equal(parse(text, &l), 0);
-        assert_int_equal(gs_limits_match(&l, 7, "GPU-aa"), 0); /* by uuid, whatever the ordinal */
+        assert_int_equal(gs_limits_match(&l, 7, "GPU-aa"), 0);  /* by uuid, whatever the ordinal */
         assert_int_equal(gs_limits_match(&l, 0, "GPU-bb"), -1); /* uuid given and different */
-        assert_int_equal(gs_limits_match(&l, 1, "GPU-cc"), 1); /* no uuid: by index */
+        assert_int_equal(gs_limits_match(&l, 1, "GPU-cc"), 1);  /* no uuid: by index */
         assert_int_equal(gs_limits_match(&l, 2, NULL), -1);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal),          cmocka_unit_test(test_full),
-                cmocka_unit_test(test_not_nul_terminated), cmocka_unit_test(test_malformed),
-                cmocka_unit_test(test_embedded_nul),     cmocka_unit_test(test_too_many_devices),
-                cmocka_unit_test(test_too_long),         cmocka_unit_test(test_unchanged_on_error),
-                cmocka_unit_test(test_format_round_trip), cmocka_unit_test(test_format_errors),
+                cmocka_unit_test(test_minimal),
+                cmocka_unit_test(test_full),
+                cmocka_unit_test(test_not_nul_terminated),
+                cmocka_unit_test(test_malformed),
+                cmocka_unit_test(test_embedded_nul),
+                cmocka_unit_test(test_too_many_devices),
+                cmocka_unit_test(test_too_long),
+                cmocka_unit_test(test_unchanged_on_error),
+                cmocka_unit_test(test_format_round_trip),
+                cmocka_unit_test(test_format_errors),
                 cmocka_unit_test(test_format_refuses_values_that_read_back_different),
                 cmocka_unit_test(test_match),
         };

@@ -544,7 +544,7 @@ static void test_table_round_trip(void **state) {
         assert_int_equal(gs_table_take(GS_TAB_PTR, 0x7f0000001000, &bytes, &dev), -ENOENT);
         assert_int_equal(gs_table_insert(GS_TAB_PTR, 0x7f0000001000, 4096, 3, 0), 0);
         assert_int_equal(gs_table_insert(GS_TAB_ARRAY, 0x7f0000001000, 99, 1, 0), 0); /* tables are apart */
-        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0, 1, 0, 0), 0); /* 0 and 1 are valid keys too */
+        assert_int_equal(gs_table_insert(GS_TAB_PTR, 0, 1, 0, 0), 0);                 /* 0 and 1 are valid keys too */
         assert_int_equal(gs_table_insert(GS_TAB_PTR, 1, 2, 0, 0), 0);
         assert_int_equal(gs_table_take(GS_TAB_PTR, 0x7f0000001000, &bytes, &dev), 0);
         assert_int_equal(bytes, 4096);
@@ -598,8 +598,8 @@ static void test_table_take_ctx(void **state) {
         uint64_t bytes;
         unsigned dev;
         assert_int_equal(gs_table_take(GS_TAB_PTR, 0x1000, &bytes, &dev), -ENOENT); /* gone with the context */
-        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x3000, &bytes, &dev), 0);     /* another context's stays */
-        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x4000, &bytes, &dev), 0);     /* ctx 0: never dropped */
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x3000, &bytes, &dev), 0);       /* another context's stays */
+        assert_int_equal(gs_table_take(GS_TAB_PTR, 0x4000, &bytes, &dev), 0);       /* ctx 0: never dropped */
         memset(per_dev, 0, sizeof per_dev);
         gs_table_take_ctx(GS_TAB_PTR, 0, per_dev);
         assert_int_equal(per_dev[1], 0);

@@ -190,9 +190,9 @@ static void kill_proc(struct proc *p) {
 
 /* ---- loading: every way a program reaches the driver lands on the interposer ---- */
 
-static const char *const limit_script[] = { "init", "alloc", "512M", "alloc!", "600M", "alloc", "512M",
-                                            "alloc!", "1", "info", "expect-free", "0", "free", "info",
-                                            "expect-free", "512M", NULL };
+static const char *const limit_script[] = { "init", "alloc",  "512M",        "alloc!", "600M",        "alloc",
+                                            "512M", "alloc!", "1",           "info",   "expect-free", "0",
+                                            "free", "info",   "expect-free", "512M",   NULL };
 
 static void test_load_procaddr(void **state) {
         (void)state;
@@ -267,8 +267,10 @@ static void test_procaddr_hands_out_exact_variant_wrappers(void **state) {
 static void test_ptsz_variants_limited(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
-        const char *args[] = { "--load=procaddr-ptsz", "init", "fam", "async", "60M", "fam!", "async", "5M",
-                               "freeall", "sync", "info", "expect-free", "64M", NULL };
+        const char *args[] = {
+                "--load=procaddr-ptsz", "init", "fam", "async", "60M", "fam!", "async", "5M", "freeall", "sync", "info",
+                "expect-free",          "64M",  NULL
+        };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -296,8 +298,8 @@ static void test_without_limits_is_transparent(void **state) {
 
 static void test_exact_limit(void **state) {
         (void)state;
-        const char *args[] = { "init", "alloc", "1G", "alloc!", "1", "info", "expect-free", "0", "free",
-                               "alloc", "1073741823", "alloc", "1", "alloc!", "1", NULL };
+        const char *args[] = { "init", "alloc", "1G",         "alloc!", "1", "info",   "expect-free", "0",
+                               "free", "alloc", "1073741823", "alloc",  "1", "alloc!", "1",           NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -310,8 +312,8 @@ static void test_over_limit_single(void **state) {
 static void test_fragmentation(void **state) {
         (void)state;
         /* 1 MiB chunks fill exactly the limit; freeing some makes room for exactly that much again. */
-        const char *args[] = { "init", "fill", "1M", "expect-free", "1G", "free", "free", "free",
-                               "alloc!", "3145729", "alloc", "3M", "alloc!", "1", NULL };
+        const char *args[] = { "init",   "fill",    "1M",    "expect-free", "1G",     "free", "free", "free",
+                               "alloc!", "3145729", "alloc", "3M",          "alloc!", "1",    NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -321,8 +323,9 @@ static void test_every_family_counted(void **state) {
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
                 const char *f = fams[i];
-                const char *args[] = { "init", "fam", f, "32M", "fam!", f, "34M", "fam", f, "32M", "alloc!", "1",
-                                       "info", "expect-free", "0", "freeall", "sync", "info", "expect-free", "64M", NULL };
+                const char *args[] = { "init", "fam",     f,      "32M",    "fam!",        f,      "34M",
+                                       "fam",  f,         "32M",  "alloc!", "1",           "info", "expect-free",
+                                       "0",    "freeall", "sync", "info",   "expect-free", "64M",  NULL };
                 char out[512];
                 if (run(WORKLOAD, args, out, sizeof out) != 0)
                         fail_msg("family %s not limited exactly", f);
@@ -332,16 +335,17 @@ static void test_every_family_counted(void **state) {
 static void test_families_share_one_limit(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
-        const char *args[] = { "init", "alloc", "16M", "fam", "vmm", "16M", "fam", "array", "16M", "fam", "async", "8M",
-                               "fam", "pitch", "8M", "fam!", "managed", "1M", "free", "fam", "managed", "8M",
-                               "info", "expect-free", "0", "freeall", "sync", "info", "expect-free", "64M", NULL };
+        const char *args[] = { "init",    "alloc",   "16M",   "fam",  "vmm",         "16M",   "fam",  "array",
+                               "16M",     "fam",     "async", "8M",   "fam",         "pitch", "8M",   "fam!",
+                               "managed", "1M",      "free",  "fam",  "managed",     "8M",    "info", "expect-free",
+                               "0",       "freeall", "sync",  "info", "expect-free", "64M",   NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
 static void test_info_virtualised(void **state) {
         (void)state;
-        const char *args[] = { "init", "info", "expect-free", "1G", "total", "expect-total", "1G", "alloc", "256M",
-                               "info", "expect-free", "768M", "info32", "expect-free", "768M", NULL };
+        const char *args[] = { "init", "info", "expect-free", "1G",   "total",  "expect-total", "1G",   "alloc",
+                               "256M", "info", "expect-free", "768M", "info32", "expect-free",  "768M", NULL };
         char out[512];
         assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
         assert_non_null(strstr(out, "info 1073741824 1073741824\n"));
@@ -363,8 +367,8 @@ static void test_info_never_above_physical(void **state) {
 static void test_legacy_32bit(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
-        const char *args[] = { "--load=dlsym", "init", "alloc32", "60M", "alloc!", "5M", "info32", "expect-free", "4M",
-                               "free", "info32", "expect-free", "64M", NULL };
+        const char *args[] = { "--load=dlsym", "init", "alloc32", "60M",    "alloc!",      "5M",  "info32",
+                               "expect-free",  "4M",   "free",    "info32", "expect-free", "64M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -381,8 +385,8 @@ static void test_processes_share_limit(void **state) {
         struct proc a = spawn(WORKLOAD, hold);
         assert_true(wait_ready(&a));
         /* A second process of the container sees the first one's memory as used. */
-        const char *b_args[] = { "init", "info", "expect-free", "424M", "alloc!", "500M", "alloc", "424M",
-                                 "alloc!", "1", NULL };
+        const char *b_args[] = { "init",  "info", "expect-free", "424M", "alloc!", "500M",
+                                 "alloc", "424M", "alloc!",      "1",    NULL };
         assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
         kill_proc(&a);
         /* Once it is gone, its memory is the container's again. */
@@ -401,10 +405,39 @@ static void write_two_devices(const char *extra0, const char *extra1) {
 static void test_multi_gpu_memory_per_device(void **state) {
         (void)state;
         write_two_devices("memory=67108864", "memory=134217728");
-        const char *args[] = { "init", "0", "alloc", "64M", "alloc!", "1", "init", "1", "info", "expect-free", "128M",
-                               "expect-total", "128M", "alloc", "128M", "alloc!", "1", "init", "0", "info",
-                               "expect-free", "0", "expect-total", "64M", "free", "info", "expect-free", "0",
-                               "init", "2", "alloc", "1G", NULL }; /* device 2 is not the container's */
+        const char *args[] = { "init",
+                               "0",
+                               "alloc",
+                               "64M",
+                               "alloc!",
+                               "1",
+                               "init",
+                               "1",
+                               "info",
+                               "expect-free",
+                               "128M",
+                               "expect-total",
+                               "128M",
+                               "alloc",
+                               "128M",
+                               "alloc!",
+                               "1",
+                               "init",
+                               "0",
+                               "info",
+                               "expect-free",
+                               "0",
+                               "expect-total",
+                               "64M",
+                               "free",
+                               "info",
+                               "expect-free",
+                               "0",
+                               "init",
+                               "2",
+                               "alloc",
+                               "1G",
+                               NULL }; /* device 2 is not the container's */
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -434,10 +467,11 @@ static void test_context_overhead_charged(void **state) {
         assert_int_equal(fclose(f), 0);
         /* The primary context costs 16M while retained; each created context 16M while it lives. When the
          * primary context goes (last release), the allocations made in it go with it. */
-        const char *args[] = { "init", "info", "expect-free", "48M", "alloc", "32M", "ctx-create", "0", "info",
-                               "expect-free", "0", "ctx-create!", "0", "alloc!", "1", "ctx-destroy", "init", "info",
-                               "expect-free", "16M", "release", "0", "release", "0", "init", "info", "expect-free",
-                               "48M", NULL };
+        const char *args[] = { "init",        "info",   "expect-free", "48M",         "alloc",   "32M",
+                               "ctx-create",  "0",      "info",        "expect-free", "0",       "ctx-create!",
+                               "0",           "alloc!", "1",           "ctx-destroy", "init",    "info",
+                               "expect-free", "16M",    "release",     "0",           "release", "0",
+                               "init",        "info",   "expect-free", "48M",         NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -445,8 +479,8 @@ static void test_context_teardown_frees_its_allocations(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         /* Memory allocated in a created context goes when it is destroyed; the primary's stays. */
-        const char *args[] = { "init", "alloc", "16M", "ctx-create", "0", "alloc", "40M", "fam", "array", "8M",
-                               "alloc!", "1", "ctx-destroy", "init", "info", "expect-free", "48M", NULL };
+        const char *args[] = { "init", "alloc",  "16M", "ctx-create",  "0",    "alloc", "40M",         "fam", "array",
+                               "8M",   "alloc!", "1",   "ctx-destroy", "init", "info",  "expect-free", "48M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -526,8 +560,9 @@ static void test_sigkill_during_allocation(void **state) {
  * not fit: the querier sees the dead process's bytes as used first, then (within a bounded wait) free. */
 static void test_info_frees_killed_process_memory(void **state) {
         (void)state;
-        const char *args[] = { "init", "bg", "5", "init", "alloc", "600M", "ready", "hold", "info", "expect-free",
-                               "424M", "kill-bg", "await-free", "1G", "expect-total", "1G", NULL };
+        const char *args[] = { "init",         "bg",   "5",           "init", "alloc",   "600M",       "ready",
+                               "hold",         "info", "expect-free", "424M", "kill-bg", "await-free", "1G",
+                               "expect-total", "1G",   NULL };
         char out[512];
         assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
         assert_non_null(strstr(out, "info 1073741824 1073741824\n"));
@@ -545,8 +580,9 @@ static void test_info_frees_killed_process_memory(void **state) {
 static void test_nvml_frees_killed_process_memory(void **state) {
         (void)state;
         /* The same through NVML (nvidia-smi's view); the process never calls cuMemGetInfo. */
-        const char *args[] = { "init", "bg", "5", "init", "alloc", "100M", "ready", "hold", "nvml-info", "0",
-                               "expect-free", "924M", "kill-bg", "await-nvml-free", "0", "1G", NULL };
+        const char *args[] = { "init", "bg",        "5", "init",        "alloc", "100M",    "ready",
+                               "hold", "nvml-info", "0", "expect-free", "924M",  "kill-bg", "await-nvml-free",
+                               "0",    "1G",        NULL };
         char out[1024];
         assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
         assert_non_null(strstr(out, "nvml2 1073741824 1073741824 0\n"));
@@ -600,10 +636,11 @@ static void test_pool_cache_counted(void **state) {
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         /* A pool that keeps what is freed still holds it: counted until trimmed. Its cache serves the pool's
          * next allocation without a false OOM, at the limit exactly. */
-        const char *args[] = { "init", "pool-keep", "fam", "async", "48M", "freeall", "info", "expect-free", "16M",
-                               "alloc!", "17M", "alloc", "16M", "fam", "async", "48M", "alloc!", "1", "fam!", "async",
-                               "1", "freeall", "info", "expect-free", "16M", "pool-trim", "0", "info", "expect-free",
-                               "64M", "alloc", "64M", NULL };
+        const char *args[] = { "init",        "pool-keep", "fam",         "async", "48M",       "freeall", "info",
+                               "expect-free", "16M",       "alloc!",      "17M",   "alloc",     "16M",     "fam",
+                               "async",       "48M",       "alloc!",      "1",     "fam!",      "async",   "1",
+                               "freeall",     "info",      "expect-free", "16M",   "pool-trim", "0",       "info",
+                               "expect-free", "64M",       "alloc",       "64M",   NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -613,13 +650,15 @@ static void test_pool_cache_of_another_pool(void **state) {
         /* The default pool's cache cannot serve a created pool: that allocation would grow the device's
          * memory past the limit and is refused before the driver sees it. Destroying the created pool gives
          * its cache back. */
-        const char *args[] = { "init", "pool-keep", "fam", "async", "48M", "free", "pool-create", "fam!", "upool", "48M",
-                               "info", "expect-free", "16M", "fam", "upool", "16M", "alloc!", "1", "free", "info",
-                               "expect-free", "0", "pool-destroy", "info", "expect-free", "16M", "pool-trim", "0",
-                               "info", "expect-free", "64M", NULL };
+        const char *args[] = { "init",        "pool-keep", "fam",         "async", "48M",          "free",
+                               "pool-create", "fam!",      "upool",       "48M",   "info",         "expect-free",
+                               "16M",         "fam",       "upool",       "16M",   "alloc!",       "1",
+                               "free",        "info",      "expect-free", "0",     "pool-destroy", "info",
+                               "expect-free", "16M",       "pool-trim",   "0",     "info",         "expect-free",
+                               "64M",         NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
-        const char *hold[] = { "init", "pool-keep", "fam", "async", "48M", "free", "pool-create", "fam!", "upool", "48M",
-                               "ready", "hold", NULL };
+        const char *hold[] = { "init", "pool-keep", "fam", "async", "48M",  "free", "pool-create",
+                               "fam!", "upool",     "48M", "ready", "hold", NULL };
         struct proc a = spawn(WORKLOAD, hold);
         assert_true(wait_ready(&a));
         assert_int_equal(nvml_used(), 48 * MiB); /* the device holds no more than the limit allows */
@@ -630,8 +669,8 @@ static void test_pool_released_at_sync(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         /* Default release threshold 0: the pool gives its cache back at the next synchronisation. */
-        const char *args[] = { "init", "fam", "pool", "48M", "freeall", "info", "expect-free", "16M", "sync", "info",
-                               "expect-free", "64M", "alloc", "64M", NULL };
+        const char *args[] = { "init", "fam",  "pool",        "48M", "freeall", "info", "expect-free", "16M",
+                               "sync", "info", "expect-free", "64M", "alloc",   "64M",  NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -655,11 +694,12 @@ static void test_graph_memory_counted(void **state) {
         /* Charged at instantiation (refused there), kept when the exec goes as far as the driver still reserves
          * it (one launch: 32M stay reserved), given back by a trim; an allocation that outlives its graph stays
          * counted after the trim. */
-        const char *args[] = { "init", "graph-mem", "32M", "info", "expect-free", "32M", "graph-mem!", "33M",
-                               "graph-mem", "32M", "alloc!", "1", "graph-run", "graph-destroy", "graph-destroy",
-                               "info", "expect-free", "32M", "graph-trim", "info", "expect-free", "64M",
-                               "graph-keep", "48M", "graph-run", "graph-destroy", "graph-trim", "info", "expect-free",
-                               "16M", "alloc!", "17M", "alloc", "16M", NULL };
+        const char *args[] = { "init",       "graph-mem",     "32M",           "info", "expect-free", "32M",
+                               "graph-mem!", "33M",           "graph-mem",     "32M",  "alloc!",      "1",
+                               "graph-run",  "graph-destroy", "graph-destroy", "info", "expect-free", "32M",
+                               "graph-trim", "info",          "expect-free",   "64M",  "graph-keep",  "48M",
+                               "graph-run",  "graph-destroy", "graph-trim",    "info", "expect-free", "16M",
+                               "alloc!",     "17M",           "alloc",         "16M",  NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
@@ -686,9 +726,12 @@ static void write_context_limits(void) {
 static void test_green_contexts_charged(void **state) {
         (void)state;
         write_context_limits();
-        const char *args[] = { "init", "info", "expect-free", "48M", "green", "info", "expect-free", "32M", "green",
-                               "green", "info", "expect-free", "0", "green!", "green-destroy", "info", "expect-free",
-                               "16M", "green-destroy", "green-destroy", "info", "expect-free", "48M", NULL };
+        const char *args[] = { "init",        "info",        "expect-free",   "48M",
+                               "green",       "info",        "expect-free",   "32M",
+                               "green",       "green",       "info",          "expect-free",
+                               "0",           "green!",      "green-destroy", "info",
+                               "expect-free", "16M",         "green-destroy", "green-destroy",
+                               "info",        "expect-free", "48M",           NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
         /* Another process of the container sees them. */
         const char *hold[] = { "init", "green", "ready", "hold", NULL };
@@ -706,8 +749,8 @@ static void test_ipc_import_counted(void **state) {
         /* Exported by a process outside the container: the importer is charged for what it maps. */
         const char *exp[] = { "init", "alloc", "48M", "ipc-export", "ready", "hold", NULL };
         struct proc e = start_exporter(false, exp, hex);
-        const char *a[] = { "init", "ipc-open", hex, "info", "expect-free", "16M", "ipc-open!", hex, "alloc!", "17M",
-                            "alloc", "16M", "free", "free", "info", "expect-free", "64M", NULL };
+        const char *a[] = { "init", "ipc-open", hex,   "info", "expect-free", "16M",  "ipc-open!",   hex,   "alloc!",
+                            "17M",  "alloc",    "16M", "free", "free",        "info", "expect-free", "64M", NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         /* Two processes of the container: the mapping held by one counts for the other. */
         const char *hold[] = { "init", "ipc-open", hex, "ready", "hold", NULL };
@@ -732,8 +775,9 @@ static void test_vmm_import_counted(void **state) {
         const char *exp[] = { "init", "fam", "vmm", "48M", "vmm-export", "ready", "hold", NULL };
         struct proc e = start_exporter(false, exp, hex);
         /* Charged at its first cuMemMap, refused there, given back at cuMemRelease. */
-        const char *a[] = { "init", "vmm-import", hex, "48M", "info", "expect-free", "16M", "vmm-import!", hex, "48M",
-                            "alloc", "16M", "alloc!", "1", "freeall", "info", "expect-free", "64M", NULL };
+        const char *a[] = { "init",        "vmm-import", hex,           "48M",   "info", "expect-free", "16M",
+                            "vmm-import!", hex,          "48M",         "alloc", "16M",  "alloc!",      "1",
+                            "freeall",     "info",       "expect-free", "64M",   NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         const char *hold[] = { "init", "vmm-import", hex, "48M", "ready", "hold", NULL };
         struct proc h = spawn(WORKLOAD, hold);
@@ -748,8 +792,9 @@ static void test_vmm_released_while_mapped(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
         /* cuMemRelease right after cuMemMap: the memory lives (and counts) until the last cuMemUnmap. */
-        const char *args[] = { "init", "fam", "vmm", "32M", "vmm-map-release", "info", "expect-free", "32M", "alloc!",
-                               "33M", "free", "info", "expect-free", "64M", "alloc", "64M", NULL };
+        const char *args[] = { "init",   "fam", "vmm",  "32M",  "vmm-map-release", "info", "expect-free", "32M",
+                               "alloc!", "33M", "free", "info", "expect-free",     "64M",  "alloc",       "64M",
+                               NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
         const char *hold[] = { "init", "fam", "vmm", "32M", "vmm-map-release", "ready", "hold", NULL };
         struct proc a = spawn(WORKLOAD, hold);
@@ -763,9 +808,11 @@ static void test_vmm_released_while_mapped(void **state) {
 static void test_external_memory_counted(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
-        const char *a[] = { "--load=dlsym", "init", "ext", "32M", "info", "expect-free", "32M", "ext!", "33M", "ext",
-                            "32M", "alloc!", "1", "free", "info", "expect-free", "32M", "freeall", "info",
-                            "expect-free", "64M", NULL };
+        const char *a[] = { "--load=dlsym", "init",   "ext",     "32M",  "info",
+                            "expect-free",  "32M",    "ext!",    "33M",  "ext",
+                            "32M",          "alloc!", "1",       "free", "info",
+                            "expect-free",  "32M",    "freeall", "info", "expect-free",
+                            "64M",          NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         const char *hold[] = { "init", "ext", "48M", "ready", "hold", NULL };
         struct proc h = spawn(WORKLOAD, hold);
@@ -781,10 +828,13 @@ static void test_ctx_limits_counted(void **state) {
         (void)state;
         /* 1 GiB limit: a 2 GiB malloc heap is refused; a heap of 8 MiB (default) + 512 MiB takes 512 MiB, is
          * refused room for more, and is given back when lowered; the printf FIFO likewise. */
-        const char *a[] = { "init", "limit!", "heap", "2G", "info", "expect-free", "1G", "limit", "heap", "520M",
-                            "info", "expect-free", "512M", "alloc!", "513M", "alloc", "512M", "free", "limit", "heap",
-                            "8M", "info", "expect-free", "1G", "limit", "printf", "65M", "info", "expect-free",
-                            "960M", "limit!", "heap", "1G", "limit", "printf", "1M", "info", "expect-free", "1G", NULL };
+        const char *a[] = { "init",   "limit!",      "heap", "2G",    "info",        "expect-free",
+                            "1G",     "limit",       "heap", "520M",  "info",        "expect-free",
+                            "512M",   "alloc!",      "513M", "alloc", "512M",        "free",
+                            "limit",  "heap",        "8M",   "info",  "expect-free", "1G",
+                            "limit",  "printf",      "65M",  "info",  "expect-free", "960M",
+                            "limit!", "heap",        "1G",   "limit", "printf",      "1M",
+                            "info",   "expect-free", "1G",   NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         /* The stack costs its size per resident thread: a second process sees exactly what the driver holds. */
         const char *hold[] = { "init", "limit", "stack", "1536", "ready", "hold", NULL };
@@ -798,17 +848,18 @@ static void test_ctx_limits_counted(void **state) {
         assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
         kill_proc(&h);
         /* The context goes: so does what its limits took. */
-        const char *c[] = { "init", "limit", "heap", "520M", "release", "0", "init", "info", "expect-free", "1G",
-                            "limit", "heap", "1G", NULL };
+        const char *c[] = { "init", "limit",       "heap", "520M",  "release", "0",  "init",
+                            "info", "expect-free", "1G",   "limit", "heap",    "1G", NULL };
         assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
 }
 
 static void test_module_loads_counted(void **state) {
         (void)state;
         /* A simulated module takes 2 MiB of code + its globals; measured by the interposer from the driver. */
-        const char *a[] = { "init", "module", "100M", "info", "expect-free", "922M", "module!", "1G", "info",
-                            "expect-free", "922M", "library", "200M", "info", "expect-free", "720M", "alloc!", "721M",
-                            "free", "info", "expect-free", "922M", "free", "info", "expect-free", "1G", NULL };
+        const char *a[] = { "init",        "module", "100M",        "info",        "expect-free", "922M", "module!",
+                            "1G",          "info",   "expect-free", "922M",        "library",     "200M", "info",
+                            "expect-free", "720M",   "alloc!",      "721M",        "free",        "info", "expect-free",
+                            "922M",        "free",   "info",        "expect-free", "1G",          NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         /* The refused module was unloaded again: the driver holds only the first. */
         const char *hold[] = { "init", "module", "100M", "module!", "1G", "ready", "hold", NULL };
@@ -830,8 +881,9 @@ static void test_pool_import_counted(void **state) {
         /* A pointer of another process's pool: charged to the importer, refused past the limit, given back. */
         const char *exp[] = { "init", "pool-export", "48M", "ready", "hold", NULL };
         struct proc e = start_exporter(false, exp, hex);
-        const char *a[] = { "init", "pool-import", hex, "info", "expect-free", "16M", "pool-import!", hex, "alloc!",
-                            "17M", "alloc", "16M", "free", "free", "info", "expect-free", "64M", NULL };
+        const char *a[] = { "init",         "pool-import", hex,      "info",        "expect-free", "16M",
+                            "pool-import!", hex,           "alloc!", "17M",         "alloc",       "16M",
+                            "free",         "free",        "info",   "expect-free", "64M",         NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         const char *hold[] = { "init", "pool-import", hex, "ready", "hold", NULL };
         struct proc h = spawn(WORKLOAD, hold);
@@ -867,7 +919,6 @@ static void test_foreign_region_fail_closed(void **state) {
         const char *dl[] = { "--load=dlsym", "init", "alloc", "1M", NULL };
         assert_int_equal(run(WORKLOAD, dl, NULL, 0), 1); /* cuInit refused */
 }
-
 
 /* The interposer as the libcuda.so.1 the loader finds by name (a directory first on the library path
  * holding it under the driver's name, as the agent mounts it), with or without a preload beside it. */
@@ -1034,8 +1085,8 @@ static unsigned parse_replay(char *out, struct lookup *l) {
                         *nl = '\0';
                 struct lookup *x = &l[n];
                 memset(x, 0, sizeof *x);
-                if (sscanf(line, "\"%95[^\"]\" %d %llu -> %d %d %95s %63s", x->name, &x->version, &x->flags,
-                           &x->result, &x->status, x->sym, x->file) == 7 ||
+                if (sscanf(line, "\"%95[^\"]\" %d %llu -> %d %d %95s %63s", x->name, &x->version, &x->flags, &x->result,
+                           &x->status, x->sym, x->file) == 7 ||
                     sscanf(line, "\"\" %d %llu -> %d %d %95s %63s", &x->version, &x->flags, &x->result, &x->status,
                            x->sym, x->file) == 6)
                         n++;
@@ -1106,8 +1157,7 @@ static void test_cudart_lookups_replayed(void **state) {
                 /* through the interposer: the same variant, as its wrapper when hooked */
                 bool hook = is_hooked(a->sym);
                 wrapped += hook;
-                if (strcmp(b->sym, a->sym) != 0 ||
-                    strcmp(b->file, hook ? "libgpuslice-cuda.so" : "libcuda.so.1") != 0)
+                if (strcmp(b->sym, a->sym) != 0 || strcmp(b->file, hook ? "libgpuslice-cuda.so" : "libcuda.so.1") != 0)
                         fail_msg("%s@%d flags %llu: %s from %s alone, %s from %s through the interposer", a->name,
                                  a->version, a->flags, a->sym, a->file, b->sym, b->file);
         }
@@ -1136,10 +1186,11 @@ static unsigned long long late_sum(const char *out) {
 
 static unsigned long long run_spin(const char *core, const char *step, bool two) {
         char out[1024];
-        const char *one[] = { "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "init", step, "2", "30", "1000",
-                              NULL };
-        const char *pair[] = { "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "bg", "6", "init", "ready",
-                               step, "2", "30", "1000", "init", step, "2", "30", "1000", "wait-bg", NULL };
+        const char *one[] = {
+                "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "init", step, "2", "30", "1000", NULL
+        };
+        const char *pair[] = { "run", "--gpu", "0",  "--core", core,   "--", WORKLOAD, "bg", "6",    "init",    "ready",
+                               step,  "2",     "30", "1000",   "init", step, "2",      "30", "1000", "wait-bg", NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, two ? pair : one);
         assert_int_equal(finish(&p, out, sizeof out), 0);
         return late_sum(out);
@@ -1167,8 +1218,8 @@ static void test_core_limit_graph_launches(void **state) {
 static void test_core_elastic_alone_uses_idle_gpu(void **state) {
         (void)state;
         char out[512];
-        const char *args[] = { "run", "--gpu", "0", "--core", "30", "--elastic", "--", WORKLOAD, "init", "spin", "2",
-                               "30", "1000", NULL };
+        const char *args[] = { "run",    "--gpu", "0",    "--core", "30", "--elastic", "--",
+                               WORKLOAD, "init",  "spin", "2",      "30", "1000",      NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, out, sizeof out), 0);
         /* Nobody else wants the GPU: the elastic share runs well past its 30 % (300 per mille). The bound
@@ -1194,7 +1245,8 @@ static void test_host_pid_learnt(void **state) {
         assert_int_equal(gs_region_open(&l, &r), 0);
         bool found = false;
         for (unsigned i = 0; i < r->slots_hw; i++)
-                if (GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_LIVE && GS_OWNER_PID(r->slot[i].owner) == (unsigned)a.pid)
+                if (GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_LIVE &&
+                    GS_OWNER_PID(r->slot[i].owner) == (unsigned)a.pid)
                         found = r->slot[i].host_pid == (unsigned)a.pid; /* same PID namespace here */
         gs_region_close(r);
         kill_proc(&a);
@@ -1212,11 +1264,11 @@ static void test_core_limit_shared_by_processes(void **state) {
 
 static void test_run_limits_command(void **state) {
         (void)state;
-        const char *args[] = { "run", "--gpu", "2", "--memory", "256MiB", "--", WORKLOAD, "init", "total",
-                               "expect-total", "256M", "alloc", "200M", "alloc!", "57M", "alloc", "56M",
-                               "info", "expect-free", "0", NULL };
-        const char *ctx[] = { "run", "--gpu", "2", "--memory", "256MiB", "--context", "56M", "--", WORKLOAD, "init",
-                              "info", "expect-free", "200M", NULL };
+        const char *args[] = { "run",          "--gpu", "2",     "--memory", "256MiB", "--",  WORKLOAD, "init", "total",
+                               "expect-total", "256M",  "alloc", "200M",     "alloc!", "57M", "alloc",  "56M",  "info",
+                               "expect-free",  "0",     NULL };
+        const char *ctx[] = { "run", "--gpu",  "2",    "--memory", "256MiB",      "--context", "56M",
+                              "--",  WORKLOAD, "init", "info",     "expect-free", "200M",      NULL };
         struct proc q = spawn_env(make_env(false, false), GPUSLICE, ctx);
         assert_int_equal(finish(&q, NULL, 0), 0);
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
@@ -1226,10 +1278,10 @@ static void test_run_limits_command(void **state) {
 static void test_run_shares_limit_between_processes(void **state) {
         (void)state;
         /* Three processes of one `gpuslice run` (the command starts two more) share one limit. */
-        const char *args[] = { "run", "--gpu", "1", "--memory", "256M", "--", WORKLOAD,
-                               "bg", "5", "init", "alloc", "100M", "ready", "hold",
-                               "bg", "5", "init", "alloc", "100M", "ready", "hold",
-                               "init", "info", "expect-free", "56M", "alloc!", "57M", "alloc", "56M", NULL };
+        const char *args[] = { "run",  "--gpu",  "1",     "--memory", "256M",  "--",   WORKLOAD, "bg",
+                               "5",    "init",   "alloc", "100M",     "ready", "hold", "bg",     "5",
+                               "init", "alloc",  "100M",  "ready",    "hold",  "init", "info",   "expect-free",
+                               "56M",  "alloc!", "57M",   "alloc",    "56M",   NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
@@ -1237,9 +1289,10 @@ static void test_run_shares_limit_between_processes(void **state) {
 static void test_nvml_memory_virtualised(void **state) {
         (void)state;
         /* nvidia-smi's view inside the container: the limit as total, the container's memory as used. */
-        const char *args[] = { "run", "--gpu", "2", "--memory", "256M", "--", WORKLOAD, "bg", "5", "init", "alloc",
-                               "100M", "ready", "hold", "nvml-info", "2", "expect-total", "256M", "expect-free",
-                               "156M", NULL };
+        const char *args[] = { "run",         "--gpu", "2",         "--memory", "256M",         "--",
+                               WORKLOAD,      "bg",    "5",         "init",     "alloc",        "100M",
+                               "ready",       "hold",  "nvml-info", "2",        "expect-total", "256M",
+                               "expect-free", "156M",  NULL };
         char out[512];
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
         assert_int_equal(finish(&p, out, sizeof out), 0);

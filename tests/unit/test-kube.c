@@ -31,37 +31,36 @@
 #define KEY_B64 "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUVmYWtlCi0tLS0tRU5EIFBSSVZBVEUgS0VZLS0tLS0K"
 
 /* As kubectl writes it (kind-style): lists at the parent's indentation, quoted and plain scalars. */
-static const char kubectl_yaml[] =
-        "apiVersion: v1\n"
-        "clusters:\n"
-        "- cluster:\n"
-        "    certificate-authority-data: " CA_B64 "\n"
-        "    server: https://127.0.0.1:6443/\n"
-        "  name: kind-a\n"
-        "- cluster:\n"
-        "    insecure-skip-tls-verify: true\n"
-        "    server: \"https://other:443\"\n"
-        "  name: other\n"
-        "contexts:\n"
-        "- context:\n"
-        "    cluster: kind-a\n"
-        "    user: admin\n"
-        "    namespace: gpu\n"
-        "  name: a\n"
-        "- context: {cluster: other, user: tok}\n"
-        "  name: b\n"
-        "current-context: a\n"
-        "kind: Config\n"
-        "preferences: {}\n"
-        "users:\n"
-        "- name: admin\n"
-        "  user:\n"
-        "    client-certificate-data: " CA_B64 "\n"
-        "    client-key-data: " KEY_B64 "\n"
-        "- name: tok\n"
-        "  user:\n"
-        "    token: 'abc.def'\n"
-        "    tokenFile: tokens/t\n";
+static const char kubectl_yaml[] = "apiVersion: v1\n"
+                                   "clusters:\n"
+                                   "- cluster:\n"
+                                   "    certificate-authority-data: " CA_B64 "\n"
+                                   "    server: https://127.0.0.1:6443/\n"
+                                   "  name: kind-a\n"
+                                   "- cluster:\n"
+                                   "    insecure-skip-tls-verify: true\n"
+                                   "    server: \"https://other:443\"\n"
+                                   "  name: other\n"
+                                   "contexts:\n"
+                                   "- context:\n"
+                                   "    cluster: kind-a\n"
+                                   "    user: admin\n"
+                                   "    namespace: gpu\n"
+                                   "  name: a\n"
+                                   "- context: {cluster: other, user: tok}\n"
+                                   "  name: b\n"
+                                   "current-context: a\n"
+                                   "kind: Config\n"
+                                   "preferences: {}\n"
+                                   "users:\n"
+                                   "- name: admin\n"
+                                   "  user:\n"
+                                   "    client-certificate-data: " CA_B64 "\n"
+                                   "    client-key-data: " KEY_B64 "\n"
+                                   "- name: tok\n"
+                                   "  user:\n"
+                                   "    token: 'abc.def'\n"
+                                   "    tokenFile: tokens/t\n";
 
 static int parse(const char *text, const char *ctx, struct kube_config *c, char *err) {
         err[0] = 0;
@@ -97,11 +96,12 @@ static void test_kubeconfig_json(void **state) {
         (void)state;
         struct kube_config c;
         char err[512];
-        const char *j = "{\"kind\":\"Config\",\"current-context\":\"x\","
-                        "\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],"
-                        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"http://127.0.0.1:8080\","
-                        "\"certificate-authority\":\"/abs/ca.crt\"}}],"
-                        "\"users\":[{\"name\":\"u\",\"user\":{\"client-certificate\":\"c.pem\",\"client-key\":\"k.pem\"}}]}";
+        const char *j =
+                "{\"kind\":\"Config\",\"current-context\":\"x\","
+                "\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],"
+                "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"http://127.0.0.1:8080\","
+                "\"certificate-authority\":\"/abs/ca.crt\"}}],"
+                "\"users\":[{\"name\":\"u\",\"user\":{\"client-certificate\":\"c.pem\",\"client-key\":\"k.pem\"}}]}";
         assert_int_equal(parse(j, NULL, &c, err), 0);
         assert_string_equal(c.server, "http://127.0.0.1:8080");
         assert_string_equal(c.ca_file, "/abs/ca.crt");
@@ -313,8 +313,7 @@ static void test_decoder_malformed(void **state) {
                 { "{\"type\":\"ADDED\",\"object\":[]}\n", -EPROTO, "without an object" },
                 { "{\"type\":\"EXPLODED\",\"object\":{}}\n", -EPROTO, "unknown event type" },
                 { "{\"type\":\"BOOKMARK\",\"object\":{}}\n", -EPROTO, "BOOKMARK without" },
-                { "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":7}}}\n", -EPROTO,
-                  "not a string" },
+                { "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":7}}}\n", -EPROTO, "not a string" },
                 { "{\"type\":\"ADDED\",\"type\":\"ADDED\",\"object\":{}}\n", -EPROTO, "not JSON" },
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -486,7 +485,8 @@ static void test_annotation_malformed(void **state) {
                 { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
                   "{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}]}",
                   "index 0 twice", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\",\"cc\":\"x\"}]}",
+                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\",\"cc\":\"x\"}"
+                  "]}",
                   "cc", -EINVAL },
                 { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
                   "{\"i\":1,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}],\"links\":\"NV1,PIX\"}",
@@ -530,10 +530,11 @@ static json_t *pod(const char *name, const char *node, const char *res, const ch
 static void test_pod_parse(void **state) {
         (void)state;
         struct kube_pod p;
-        json_t *j = pod("a", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\",\"cpu\":\"1\"}",
-                        "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":1,"
-                        "\\\"containers\\\":[{\\\"name\\\":\\\"main\\\",\\\"gpus\\\":[2],\\\"core\\\":30,\\\"mem\\\":4096}]}\","
-                        "\"gpuslice.io/assigned\":\"true\"}");
+        json_t *j = pod(
+                "a", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\",\"cpu\":\"1\"}",
+                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":1,"
+                "\\\"containers\\\":[{\\\"name\\\":\\\"main\\\",\\\"gpus\\\":[2],\\\"core\\\":30,\\\"mem\\\":4096}]}\","
+                "\"gpuslice.io/assigned\":\"true\"}");
         assert_int_equal(kube_pod_parse(j, &p), 0);
         assert_int_equal(p.n, 1);
         assert_int_equal(p.c[0].core_percent, 30);
@@ -551,7 +552,8 @@ static void test_pod_parse(void **state) {
         json_decref(j);
 
         j = pod("b", "n1", "{\"aliyun.com/gpu-mem\":\"4\"}",
-                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\",\"ALIYUN_COM_GPU_MEM_POD\":\"4\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\"}");
+                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\",\"ALIYUN_COM_GPU_MEM_POD\":\"4\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":"
+                "\"false\"}");
         assert_int_equal(kube_pod_parse(j, &p), 0);
         assert_int_equal(p.c[0].memory_mib, 4096);
         assert_int_equal(p.c[0].assigned[0], 1);
@@ -600,11 +602,13 @@ static void test_cluster_build(void **state) {
         json_array_append_new(nodes, n0);
         free(ann);
         json_t *pods = json_array();
-        json_array_append_new(pods, pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
-                                        "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
-        json_array_append_new(pods, pod("frac2", "n1", "{\"aliyun.com/gpu-mem\":\"2\"}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
-        json_array_append_new(pods, pod("whole", "n1", "{\"nvidia.com/gpu\":\"1\"}",
-                                        "{\"tencent.com/predicate-gpu-idx-0\":\"0\"}"));
+        json_array_append_new(pods,
+                              pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
+                                  "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
+        json_array_append_new(
+                pods, pod("frac2", "n1", "{\"aliyun.com/gpu-mem\":\"2\"}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
+        json_array_append_new(
+                pods, pod("whole", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{\"tencent.com/predicate-gpu-idx-0\":\"0\"}"));
         json_array_append_new(pods, pod("nowhere", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}"));
         json_array_append_new(pods, pod("pending", "", "{\"gpuslice.io/gpu-core\":\"50\"}", "{}"));
         json_t *done = pod("done", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{\"tencent.com/predicate-gpu-idx-0\":\"1\"}");
@@ -634,15 +638,15 @@ static void test_cluster_build(void **state) {
 
 static void test_slim(void **state) {
         (void)state;
-        json_t *p = pod("a", "n1", "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"4\",\"memory\":\"1Gi\"}",
-                        "{\"gpuslice.io/assignment\":\"x\",\"kubectl.kubernetes.io/last-applied-configuration\":\"big\"}");
+        json_t *p =
+                pod("a", "n1", "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"4\",\"memory\":\"1Gi\"}",
+                    "{\"gpuslice.io/assignment\":\"x\",\"kubectl.kubernetes.io/last-applied-configuration\":\"big\"}");
         json_t *s = kube_slim_pod(p);
         assert_non_null(s);
-        json_t *lim = json_object_get(json_object_get(json_array_get(json_object_get(json_object_get(s, "spec"),
-                                                                                             "containers"),
-                                                                     0),
-                                                      "resources"),
-                                      "limits");
+        json_t *lim = json_object_get(
+                json_object_get(json_array_get(json_object_get(json_object_get(s, "spec"), "containers"), 0),
+                                "resources"),
+                "limits");
         assert_int_equal(json_object_size(lim), 1);
         assert_non_null(json_object_get(lim, "nvidia.com/gpu"));
         json_t *an = json_object_get(json_object_get(s, "metadata"), "annotations");
@@ -665,9 +669,10 @@ static void test_slim(void **state) {
                                   0, NULL);
         s = kube_slim_node(node);
         char *d = json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS);
-        assert_string_equal(d, "{\"metadata\":{\"annotations\":{\"gpuslice.io/gpus\":\"{}\"},\"labels\":{\"nvidia.com/"
-                               "gpu.product\":\"X\"},\"name\":\"n\",\"resourceVersion\":\"5\"},\"status\":{\"capacity\":{"
-                               "\"nvidia.com/gpu\":\"8\"}}}");
+        assert_string_equal(d,
+                            "{\"metadata\":{\"annotations\":{\"gpuslice.io/gpus\":\"{}\"},\"labels\":{\"nvidia.com/"
+                            "gpu.product\":\"X\"},\"name\":\"n\",\"resourceVersion\":\"5\"},\"status\":{\"capacity\":{"
+                            "\"nvidia.com/gpu\":\"8\"}}}");
         free(d);
         json_decref(s);
         json_decref(node);
@@ -705,12 +710,11 @@ static void test_publish_labels_and_diff(void **state) {
         assert_non_null(p);
         json_t *pl = json_object_get(json_object_get(p, "metadata"), "labels");
         assert_true(json_object_size(pl) >= json_object_size(l));
-        assert_true(json_is_null(json_object_get(pl, "gpuslice.io/stale")));       /* ours, gone: removed */
-        assert_null(json_object_get(pl, "kubernetes.io/hostname"));                /* not ours: untouched */
-        assert_null(json_object_get(pl, "nvidia.com/gpu.machine"));                /* GFD's, not ours */
-        assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(p, "metadata"),
-                                                                               "annotations"),
-                                                               KUBE_ANN_GPUS)),
+        assert_true(json_is_null(json_object_get(pl, "gpuslice.io/stale"))); /* ours, gone: removed */
+        assert_null(json_object_get(pl, "kubernetes.io/hostname"));          /* not ours: untouched */
+        assert_null(json_object_get(pl, "nvidia.com/gpu.machine"));          /* GFD's, not ours */
+        assert_string_equal(json_string_value(json_object_get(
+                                    json_object_get(json_object_get(p, "metadata"), "annotations"), KUBE_ANN_GPUS)),
                             "{\"v\":1}");
         /* applied: nothing left to send */
         json_t *meta = json_object_get(node, "metadata");

@@ -83,8 +83,8 @@ static void test_parse_skips_exited_and_bad_ids(void **state) {
         assert_int_equal(cri_parse_list(b, len, &c, &n), 0);
         free(b);
         assert_int_equal(n, 0);
-        b = pack_one("zz1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING,
-                     true, &len);
+        b = pack_one("zz1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a",
+                     RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, true, &len);
         assert_int_equal(cri_parse_list(b, len, &c, &n), 0);
         free(b);
         assert_int_equal(n, 0);

@@ -214,11 +214,13 @@ static struct http_server *engine_stub(char *url, size_t len) {
         struct http_server *s;
         assert_int_equal(http_server_new("127.0.0.1:0", &s), 0);
         assert_int_equal(http_server_handle(s, "/containers/json", serve_list, NULL), 0);
-        assert_int_equal(http_server_handle(s, "/containers/791490b2b8c504dc2df6b135e583858444d40d5d4ff4eb06a512b35376167639/json",
-                                            serve_inspect, "inspect-devices.json"),
+        assert_int_equal(http_server_handle(
+                                 s, "/containers/791490b2b8c504dc2df6b135e583858444d40d5d4ff4eb06a512b35376167639/json",
+                                 serve_inspect, "inspect-devices.json"),
                          0);
-        assert_int_equal(http_server_handle(s, "/containers/f47063a2169ba2632c764bb0f856d63374c3ca77f2744372dbcedf720adff0cc/json",
-                                            serve_inspect, "inspect-stopped.json"),
+        assert_int_equal(http_server_handle(
+                                 s, "/containers/f47063a2169ba2632c764bb0f856d63374c3ca77f2744372dbcedf720adff0cc/json",
+                                 serve_inspect, "inspect-stopped.json"),
                          0);
         assert_int_equal(http_server_handle(s, "/error", serve_error, NULL), 0);
         assert_int_equal(http_server_start(s), 0);

@@ -18,8 +18,15 @@ static struct monitor_process procs[4];
 static struct monitor_snapshot snap;
 
 static struct monitor_process proc(unsigned pid, unsigned gpu, uint64_t mib, int sm, bool in_pod) {
-        struct monitor_process p = { .pid = pid, .gpu = gpu, .memory = mib << 20, .sm = sm, .attributed = true,
-                                     .comm = "python", .namespace = "", .pod = "", .container = "" };
+        struct monitor_process p = { .pid = pid,
+                                     .gpu = gpu,
+                                     .memory = mib << 20,
+                                     .sm = sm,
+                                     .attributed = true,
+                                     .comm = "python",
+                                     .namespace = "",
+                                     .pod = "",
+                                     .container = "" };
         if (in_pod) {
                 strscpy(p.cg.container_id, CID, sizeof p.cg.container_id);
                 strscpy(p.cg.pod_uid, UID, sizeof p.cg.pod_uid);
@@ -35,9 +42,14 @@ static struct monitor_process proc(unsigned pid, unsigned gpu, uint64_t mib, int
 static int setup(void **state) {
         (void)state;
         for (unsigned g = 0; g < 2; g++) {
-                gpus[g] = (struct monitor_gpu){ .index = g, .healthy = true, .memory_used = (g + 1) << 30,
-                                                .memory_total = 12066ull << 20, .utilization = 16, .temperature = 48,
-                                                .power_mw = 43500, .allocated = -1 };
+                gpus[g] = (struct monitor_gpu){ .index = g,
+                                                .healthy = true,
+                                                .memory_used = (g + 1) << 30,
+                                                .memory_total = 12066ull << 20,
+                                                .utilization = 16,
+                                                .temperature = 48,
+                                                .power_mw = 43500,
+                                                .allocated = -1 };
                 snprintf(gpus[g].uuid, sizeof gpus[g].uuid, "GPU-%u", g);
                 strscpy(gpus[g].name, "TITAN V", sizeof gpus[g].name);
         }
@@ -48,10 +60,15 @@ static int setup(void **state) {
         procs[1] = proc(11020, 0, 3887, 8, true);
         procs[2] = proc(41728, 0, 5133, -1, false); /* a host process, SM unknown */
         procs[3] = proc(999, 0, 100, 0, false);
-        procs[3].memory = UINT64_MAX;               /* memory unknown */
-        procs[3].attributed = false;                /* vanished */
-        snap = (struct monitor_snapshot){ .refs = 1, .n_gpus = 2, .gpus = gpus, .n_procs = 4, .procs = procs,
-                                          .time_us = 1700000000000000ull, .duration_s = 0.002 };
+        procs[3].memory = UINT64_MAX; /* memory unknown */
+        procs[3].attributed = false;  /* vanished */
+        snap = (struct monitor_snapshot){ .refs = 1,
+                                          .n_gpus = 2,
+                                          .gpus = gpus,
+                                          .n_procs = 4,
+                                          .procs = procs,
+                                          .time_us = 1700000000000000ull,
+                                          .duration_s = 0.002 };
         return 0;
 }
 
@@ -68,13 +85,15 @@ static char *format(unsigned compat) {
 static void test_gpu_series(void **state) {
         (void)state;
         char *s = format(0);
-        assert_non_null(strstr(s, "# TYPE gpuslice_gpu_memory_used_bytes gauge\ngpuslice_gpu_memory_used_bytes{" G0 "} 1073741824\n"));
+        assert_non_null(strstr(s, "# TYPE gpuslice_gpu_memory_used_bytes gauge\ngpuslice_gpu_memory_used_bytes{" G0
+                                  "} 1073741824\n"));
         assert_non_null(strstr(s, "gpuslice_gpu_memory_total_bytes{" G0 "} 12652118016\n"));
         assert_non_null(strstr(s, "gpuslice_gpu_utilization_ratio{" G0 "} 0.16\n"));
         assert_non_null(strstr(s, "gpuslice_gpu_temperature_celsius{" G0 "} 48\n"));
         assert_non_null(strstr(s, "gpuslice_gpu_power_watts{" G0 "} 43.5\n"));
         assert_non_null(strstr(s, "gpuslice_gpu_healthy{" G0 "} 1\n"));
-        assert_non_null(strstr(s, "gpuslice_gpu_healthy{gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0\n"));
+        assert_non_null(
+                strstr(s, "gpuslice_gpu_healthy{gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0\n"));
         free(s);
 }
 
@@ -93,10 +112,12 @@ static void test_unknowns_omitted(void **state) {
 static void test_process_series(void **state) {
         (void)state;
         char *s = format(0);
-        assert_non_null(strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"3148\",process=\"python\",namespace=\"ml\","
-                                  "pod=\"trainer-0\",container=\"worker\"," G0 "} 4075814912\n"));
-        assert_non_null(strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"41728\",process=\"python\",namespace=\"\","
-                                  "pod=\"\",container=\"\"," G0 "} 5382340608\n"));
+        assert_non_null(
+                strstr(s, "gpuslice_process_gpu_memory_used_bytes{pid=\"3148\",process=\"python\",namespace=\"ml\","
+                          "pod=\"trainer-0\",container=\"worker\"," G0 "} 4075814912\n"));
+        assert_non_null(strstr(s,
+                               "gpuslice_process_gpu_memory_used_bytes{pid=\"41728\",process=\"python\",namespace=\"\","
+                               "pod=\"\",container=\"\"," G0 "} 5382340608\n"));
         assert_non_null(strstr(s, "gpuslice_process_sm_utilization_ratio{pid=\"999\","));
         free(s);
 }
@@ -104,10 +125,12 @@ static void test_process_series(void **state) {
 static void test_container_sums(void **state) {
         (void)state;
         char *s = format(0);
-        assert_non_null(strstr(s, "gpuslice_container_gpu_memory_used_bytes{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
-                                  "container_id=\"" CID "\"," G0 "} 8151629824\n"));
-        assert_non_null(strstr(s, "gpuslice_container_sm_utilization_ratio{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
-                                  "container_id=\"" CID "\"," G0 "} 0.16\n"));
+        assert_non_null(strstr(
+                s, "gpuslice_container_gpu_memory_used_bytes{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
+                   "container_id=\"" CID "\"," G0 "} 8151629824\n"));
+        assert_non_null(strstr(
+                s, "gpuslice_container_sm_utilization_ratio{namespace=\"ml\",pod=\"trainer-0\",container=\"worker\","
+                   "container_id=\"" CID "\"," G0 "} 0.16\n"));
         /* one container series: host and vanished processes have none */
         const char *first = strstr(s, "gpuslice_container_gpu_memory_used_bytes{");
         assert_null(strstr(first + 1, "gpuslice_container_gpu_memory_used_bytes{"));
@@ -186,8 +209,9 @@ static void test_limits(void **state) {
         assert_non_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes{namespace=\"ml\",pod=\"infer\","
                                   "container=\"main\",gpu_index=\"0\",gpu_uuid=\"GPU-0\",gpu_model=\"TITAN V\"} "
                                   "2147483648\n"));
-        assert_non_null(strstr(s, "gpuslice_container_gpu_core_share_ratio{namespace=\"ml\",pod=\"infer\","
-                                  "container=\"main\",gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0.5\n"));
+        assert_non_null(strstr(s,
+                               "gpuslice_container_gpu_core_share_ratio{namespace=\"ml\",pod=\"infer\","
+                               "container=\"main\",gpu_index=\"1\",gpu_uuid=\"GPU-1\",gpu_model=\"TITAN V\"} 0.5\n"));
         /* no memory granted on GPU 1 to infer, no compute granted to cache: no series */
         assert_null(strstr(s, "gpuslice_container_gpu_memory_limit_bytes{namespace=\"ml\",pod=\"infer\","
                               "container=\"main\",gpu_index=\"1\""));
@@ -213,12 +237,14 @@ static void test_compat_gpu_manager_requests(void **state) {
         set_limits();
         char *s = format(CONFIG_COMPAT_GPU_MANAGER);
         /* summed over the container's GPUs: 30 + 50 percent, 2 GiB */
-        assert_non_null(strstr(s, "container_request_gpu_utilization{pod_name=\"infer\",namespace=\"ml\",node=\"node-7\","
-                                  "container_name=\"main\"} 80\n"));
+        assert_non_null(strstr(s,
+                               "container_request_gpu_utilization{pod_name=\"infer\",namespace=\"ml\",node=\"node-7\","
+                               "container_name=\"main\"} 80\n"));
         assert_non_null(strstr(s, "container_request_gpu_memory{pod_name=\"infer\",namespace=\"ml\",node=\"node-7\","
                                   "container_name=\"main\"} 2048\n"));
-        assert_non_null(strstr(s, "container_request_gpu_utilization{pod_name=\"cache\",namespace=\"web\",node=\"node-7\","
-                                  "container_name=\"redis\"} 0\n"));
+        assert_non_null(strstr(s,
+                               "container_request_gpu_utilization{pod_name=\"cache\",namespace=\"web\",node=\"node-7\","
+                               "container_name=\"redis\"} 0\n"));
         assert_non_null(strstr(s, "container_request_gpu_memory{pod_name=\"cache\",namespace=\"web\",node=\"node-7\","
                                   "container_name=\"redis\"} 1024\n"));
         const char *first = strstr(s, "container_request_gpu_memory{pod_name=\"infer\"");

@@ -102,7 +102,8 @@ static void test_head(void **state) {
 static void test_post_body(void **state) {
         (void)state;
         struct http_server *s = start();
-        const char *req = "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 11\r\n\r\n{\"a\": [1]}\n";
+        const char *req =
+                "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 11\r\n\r\n{\"a\": [1]}\n";
         char *r = roundtrip(s, req, strlen(req));
         assert_true(startswith(r, "HTTP/1.1 200"));
         assert_non_null(strstr(r, "POST /echo 11:{\"a\": [1]}\n"));
@@ -137,7 +138,8 @@ static void test_body_too_large(void **state) {
         struct http_server *s = start();
         size_t body = HTTP_MAX_BODY + 10;
         char head[256];
-        int n = snprintf(head, sizeof head, "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", body);
+        int n = snprintf(head, sizeof head,
+                         "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", body);
         char *req = malloc((size_t)n + body);
         memcpy(req, head, (size_t)n);
         memset(req + n, 'x', body);
@@ -193,8 +195,10 @@ static void test_address_bad(void **state) {
         (void)state;
         struct sockaddr_storage ss;
         socklen_t len;
-        const char *bad[] = { "", "9400", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "host.example:80",
-                              "[::1:80", "::1:80", "[zz]:80", "1.2.3.4:80x", "999.1.1.1:80" };
+        const char *bad[] = {
+                "",        "9400",   "127.0.0.1", "127.0.0.1:",  "127.0.0.1:65536", "127.0.0.1:-1", "host.example:80",
+                "[::1:80", "::1:80", "[zz]:80",   "1.2.3.4:80x", "999.1.1.1:80"
+        };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(http_parse_address(bad[i], &ss, &len), -EINVAL);
         assert_int_equal(http_parse_address(NULL, &ss, &len), -EINVAL);

@@ -128,12 +128,9 @@ static void test_write_missing_dir(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_sanitize),
-                cmocka_unit_test(test_family),
-                cmocka_unit_test(test_format_seed),
-                cmocka_unit_test(test_format_unknowns_left_out),
-                cmocka_unit_test(test_format_no_gpu),
-                cmocka_unit_test(test_write_atomic),
+                cmocka_unit_test(test_sanitize),          cmocka_unit_test(test_family),
+                cmocka_unit_test(test_format_seed),       cmocka_unit_test(test_format_unknowns_left_out),
+                cmocka_unit_test(test_format_no_gpu),     cmocka_unit_test(test_write_atomic),
                 cmocka_unit_test(test_write_missing_dir),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -420,8 +420,8 @@ static void test_processes(void **state) {
         pid_t child = fork();
         assert_true(child >= 0);
         if (child == 0) {
-                execl(SIM_CLI, "gpuslice-sim", "proc", "add", "--gpu", "2", "--pid", pid, "--mem", "512MiB",
-                      "--keep", (char *)NULL);
+                execl(SIM_CLI, "gpuslice-sim", "proc", "add", "--gpu", "2", "--pid", pid, "--mem", "512MiB", "--keep",
+                      (char *)NULL);
                 _exit(127);
         }
         int status;

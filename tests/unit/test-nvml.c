@@ -244,8 +244,8 @@ static void test_old_inventory(void **state) {
         assert_int_equal(nvml_open(FAKE_NVML_OLD, &n, NULL), 0);
         assert_int_equal(nvml_inventory(n, &t, NULL), 0);
         assert_int_equal(t.n_gpus, 2);
-        assert_int_equal(t.cuda_version, 11040);         /* unversioned CUDA version call */
-        assert_string_equal(t.driver_version, "");        /* not exported: unknown */
+        assert_int_equal(t.cuda_version, 11040);   /* unversioned CUDA version call */
+        assert_string_equal(t.driver_version, ""); /* not exported: unknown */
         assert_int_equal(t.gpu[0].state, TOPO_GPU_OK);
         assert_string_equal(t.gpu[0].uuid, "GPU-00000000-0000-0000-0000-00000000old0");
         assert_int_equal(t.gpu[0].memory_total, 12ULL << 30); /* nvmlDeviceGetMemoryInfo (v1) */

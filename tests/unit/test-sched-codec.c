@@ -178,14 +178,17 @@ static void test_pod_requests_every_profile(void **state) {
         struct sched_pod_view v;
         char err[256];
         assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}}",
-                                  NULL, &v, err, sizeof err), 0);
+                                  NULL, &v, err, sizeof err),
+                         0);
         assert_int_equal(v.req.n, 1); /* the container without GPUs is not counted */
         assert_int_equal(v.req.c[0].core, 30);
         assert_int_equal(v.req.c[0].mem_mib, 16 * 256);
         assert_int_equal(v.req.profile, SCHED_PROFILE_GPUSLICE);
         assert_string_equal(v.node_name, "n1");
-        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}}",
-                                  NULL, &v, err, sizeof err), 0);
+        assert_int_equal(
+                pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}}", NULL,
+                         &v, err, sizeof err),
+                0);
         assert_int_equal(v.req.c[0].whole, 2);
         assert_int_equal(v.req.c[0].core, 0);
         assert_int_equal(v.req.c[0].mem_mib, 0);
@@ -200,12 +203,15 @@ static void test_pod_requests_every_profile(void **state) {
         assert_int_equal(pod_with("{\"limits\":{\"cpu\":\"1\"}}", NULL, &v, err, sizeof err), 0);
         assert_int_equal(v.req.n, 0);
         /* errors name the container and the resource */
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, err, sizeof err),
+                         -EINVAL);
         assert_non_null(strstr(err, "container c0: compute 150 exceeds one GPU"));
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, err, sizeof err),
+                         -EINVAL);
         assert_non_null(strstr(err, "gpuslice.io/gpu-core is not a whole number"));
         assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-memory\":\"4\"}}", NULL, &v,
-                                  err, sizeof err), -EINVAL);
+                                  err, sizeof err),
+                         -EINVAL);
         assert_non_null(strstr(err, "whole GPUs and a GPU share"));
         assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"65\"}}", NULL, &v, err, sizeof err), -EINVAL);
         assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":2}}", NULL, &v, err, sizeof err), -EINVAL);
@@ -214,11 +220,13 @@ static void test_pod_requests_every_profile(void **state) {
         assert_int_equal(pod_with("[]", NULL, &v, err, sizeof err), -EINVAL);
         /* policy override */
         assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, err, sizeof err), 0);
+                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, err, sizeof err),
+                         0);
         assert_true(v.has_policy);
         assert_int_equal(v.policy, SCHED_POLICY_SPREAD);
         assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, err, sizeof err), -EINVAL);
+                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, err, sizeof err),
+                         -EINVAL);
 }
 
 static void test_assignment_roundtrip_and_foreign(void **state) {
@@ -240,8 +248,10 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         char *annots = json_dumps(j, JSON_COMPACT);
         struct sched_pod_view v;
         char err[256];
-        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"30\",\"tencent.com/vcuda-memory\":\"16\"}}",
-                                  annots, &v, err, sizeof err), 0);
+        assert_int_equal(
+                pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"30\",\"tencent.com/vcuda-memory\":\"16\"}}", annots,
+                         &v, err, sizeof err),
+                0);
         assert_true(v.has_assignment);
         assert_string_equal(v.assigned_node, "n1");
         assert_int_equal(v.assign.c[0].gpus, 1ULL << 3);
@@ -252,7 +262,8 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         /* gpu-manager's annotations alone (a pod from a migrating cluster) */
         assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\"}}",
                                   "{\"tencent.com/predicate-gpu-idx-0\":\"1,2\",\"tencent.com/predicate-node\":\"n1\"}",
-                                  &v, err, sizeof err), 0);
+                                  &v, err, sizeof err),
+                         0);
         assert_true(v.has_assignment);
         assert_int_equal(v.assign.c[0].gpus, 6);
         assert_true(v.assign.c[0].whole);
@@ -263,8 +274,9 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_POD\":\"4\""));
         assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\""));
         free(ann);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}", &v,
-                                  err, sizeof err), 0);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}",
+                                  &v, err, sizeof err),
+                         0);
         assert_true(v.has_assignment);
         assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
         assert_int_equal(v.assign.c[0].gpus, 2);
@@ -273,14 +285,16 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
                 "{\"gpuslice.io/assignment\":\"nope\"}",
                 "{\"gpuslice.io/assignment\":7}",
-                ("{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
+                ("{\"gpuslice.io/"
+                 "assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
                  "\\\"gpus\\\":[64]}]}\"}"),
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"containers\\\":[]}\"}",
                 "{\"tencent.com/predicate-gpu-idx-0\":\"x\"}",
                 "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, err, sizeof err), -EINVAL);
+                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, err, sizeof err),
+                                 -EINVAL);
 }
 
 static void test_node_annotation(void **state) {
@@ -293,7 +307,8 @@ static void test_node_annotation(void **state) {
                 in->gpu[g].mem_mib = 16384;
                 in->gpu[g].healthy = g != 2;
                 for (unsigned h = 0; h < 3; h++)
-                        in->link[g][h] = g == h ? (struct topo_link){ TOPO_LEVEL_SELF, 0 } : (struct topo_link){ TOPO_LEVEL_PIX, 0 };
+                        in->link[g][h] = g == h ? (struct topo_link){ TOPO_LEVEL_SELF, 0 }
+                                                : (struct topo_link){ TOPO_LEVEL_PIX, 0 };
         }
         in->link[0][1] = in->link[1][0] = (struct topo_link){ TOPO_LEVEL_SYS, 2 };
         char *text;
@@ -307,11 +322,12 @@ static void test_node_annotation(void **state) {
         assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_PIX);
         free(text);
         /* the documented example (docs/cluster.md), fields we do not use included */
-        const char *doc = "{\"v\":1,\"driver\":\"535.104.05\",\"cuda\":12020,\"nvswitch\":false,\"gpus\":["
-                          "{\"i\":1,\"uuid\":\"GPU-b\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"ok\"},"
-                          "{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"Xid 79\"},"
-                          "{\"i\":2,\"uuid\":\"GPU-c\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
-                          "\"links\":\"NV12,SYS;PIX\"}";
+        const char *doc =
+                "{\"v\":1,\"driver\":\"535.104.05\",\"cuda\":12020,\"nvswitch\":false,\"gpus\":["
+                "{\"i\":1,\"uuid\":\"GPU-b\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"ok\"},"
+                "{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"Xid 79\"},"
+                "{\"i\":2,\"uuid\":\"GPU-c\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
+                "\"links\":\"NV12,SYS;PIX\"}";
         assert_int_equal(sched_node_annotation_decode(doc, strlen(doc), out, err, sizeof err), 0);
         assert_string_equal(out->gpu[0].uuid, "GPU-a"); /* by index, not by position */
         assert_false(out->gpu[0].healthy);
@@ -329,7 +345,8 @@ static void test_node_annotation(void **state) {
                 "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":0,\"mem\":1}]}",
                 "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"PIX,PIX\"}",
                 "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"X\"}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1},{\"i\":2,\"mem\":1}],\"links\":\"PIX;PIX\"}",
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1},{\"i\":2,\"mem\":1}],\"links\":\"PIX;"
+                "PIX\"}",
                 "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":[\"PIX\"]}",
                 "[1]",
                 "{",
@@ -372,21 +389,21 @@ static void test_malformed_args(void **state) {
         sched_ext_args_done(&a);
         assert_int_equal(sched_ext_args_decode(ok, SCHED_CODEC_MAX_BODY + 1, &U, &a, err, sizeof err), -E2BIG);
         struct sched_ext_bind_args b;
-        const char *bb[] = { "{}", "{\"PodName\":\"a\",\"PodNamespace\":\"b\",\"PodUID\":\"c\"}", "{\"PodName\":1}", "x" };
+        const char *bb[] = { "{}", "{\"PodName\":\"a\",\"PodNamespace\":\"b\",\"PodUID\":\"c\"}", "{\"PodName\":1}",
+                             "x" };
         for (size_t i = 0; i < ELEMENTSOF(bb); i++)
                 assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, err, sizeof err), -EINVAL);
 }
 
 static void test_snapshot(void **state) {
         (void)state;
-        const char *snap =
-                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
-                "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"},"
-                "{\\\"i\\\":1,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\"}}},"
-                "{\"metadata\":{\"name\":\"cpu-only\"}}],"
-                "\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u1\"},"
-                "\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
-                "{\"gpuslice.io/gpu-memory\":\"8\"}}}]}}]}";
+        const char *snap = "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
+                           "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"},"
+                           "{\\\"i\\\":1,\\\"mem\\\":6144,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\"}}},"
+                           "{\"metadata\":{\"name\":\"cpu-only\"}}],"
+                           "\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u1\"},"
+                           "\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                           "{\"gpuslice.io/gpu-memory\":\"8\"}}}]}}]}";
         struct sched_model *m;
         assert_int_equal(sched_model_new(&m), 0);
         size_t nn, np;

@@ -30,14 +30,16 @@ static char *sample(const char *name, size_t *len) {
 }
 
 /* gpunode: 2 GPUs of 16 GiB on one PCIe switch; gpunode-fake: 1 GPU. */
-static const char SNAPSHOT[] =
-        "{\"nodes\":["
-        "{\"metadata\":{\"name\":\"gpunode\",\"annotations\":{\"gpuslice.io/gpus\":"
-        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-a\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"},"
-        "{\\\"i\\\":1,\\\"uuid\\\":\\\"GPU-b\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\"}}},"
-        "{\"metadata\":{\"name\":\"gpunode-fake\",\"annotations\":{\"gpuslice.io/gpus\":"
-        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-c\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}]}\"}}}"
-        "],\"pods\":[]}";
+static const char SNAPSHOT[] = "{\"nodes\":["
+                               "{\"metadata\":{\"name\":\"gpunode\",\"annotations\":{\"gpuslice.io/gpus\":"
+                               "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-a\\\",\\\"mem\\\":16384,"
+                               "\\\"health\\\":\\\"ok\\\"},"
+                               "{\\\"i\\\":1,\\\"uuid\\\":\\\"GPU-b\\\",\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],"
+                               "\\\"links\\\":\\\"PIX\\\"}\"}}},"
+                               "{\"metadata\":{\"name\":\"gpunode-fake\",\"annotations\":{\"gpuslice.io/gpus\":"
+                               "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-c\\\",\\\"mem\\\":16384,"
+                               "\\\"health\\\":\\\"ok\\\"}]}\"}}}"
+                               "],\"pods\":[]}";
 
 struct rec {
         int annotate_calls, bind_calls;
@@ -114,7 +116,8 @@ static void test_filter_prioritize_bind(void **state) {
         json_t *names = json_object_get(j, "NodeNames");
         assert_int_equal(json_array_size(names), 1);
         assert_string_equal(json_string_value(json_array_get(names, 0)), "gpunode");
-        const char *why = json_string_value(json_object_get(json_object_get(j, "FailedAndUnresolvableNodes"), "gpunode-fake"));
+        const char *why =
+                json_string_value(json_object_get(json_object_get(j, "FailedAndUnresolvableNodes"), "gpunode-fake"));
         assert_non_null(why);
         assert_non_null(strstr(why, "container main needs 2"));
         json_decref(j);
@@ -343,8 +346,9 @@ static void test_slow_bind_does_not_block_filter(void **state) {
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
         char err[256];
-        assert_int_equal(sched_snapshot_load(sched_server_lock(s), SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, err,
-                                             sizeof err), 0);
+        assert_int_equal(sched_snapshot_load(sched_server_lock(s), SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL,
+                                             err, sizeof err),
+                         0);
         sched_server_unlock(s);
         sched_server_set_ready(s, true);
         assert_int_equal(sched_server_start(s), 0);

@@ -159,21 +159,21 @@ static void test_id_malformed(void **state) {
         const char *u = f->p.gpu[2].id;
         char bad[20][160];
         int k = 0;
-        snprintf(bad[k++], 160, "%s", u);                   /* no suffix */
-        snprintf(bad[k++], 160, "%s::core-100", u);         /* out of range */
-        snprintf(bad[k++], 160, "%s::core-07", u);          /* not canonical */
+        snprintf(bad[k++], 160, "%s", u);           /* no suffix */
+        snprintf(bad[k++], 160, "%s::core-100", u); /* out of range */
+        snprintf(bad[k++], 160, "%s::core-07", u);  /* not canonical */
         snprintf(bad[k++], 160, "%s::core--1", u);
         snprintf(bad[k++], 160, "%s::core-", u);
         snprintf(bad[k++], 160, "%s::core-1x", u);
-        snprintf(bad[k++], 160, "%s::mem-96", u);           /* past the GPU's memory IDs */
+        snprintf(bad[k++], 160, "%s::mem-96", u); /* past the GPU's memory IDs */
         snprintf(bad[k++], 160, "%s::gpu-1", u);
         snprintf(bad[k++], 160, "%s:core-1", u);
         snprintf(bad[k++], 160, "%s::core-1::core-1", u);
-        snprintf(bad[k++], 160, "X%s::core-1", u);          /* unknown GPU */
-        snprintf(bad[k++], 160, "%.20s::core-1", u);        /* a UUID prefix */
+        snprintf(bad[k++], 160, "X%s::core-1", u);   /* unknown GPU */
+        snprintf(bad[k++], 160, "%.20s::core-1", u); /* a UUID prefix */
         snprintf(bad[k++], 160, "::core-1");
         snprintf(bad[k++], 160, "%s", "");
-        snprintf(bad[k++], 160, "%s::core-1%050d", u, 0);  /* too long */
+        snprintf(bad[k++], 160, "%s::core-1%050d", u, 0); /* too long */
         for (int i = 0; i < k; i++) {
                 enum plugin_kind kind;
                 unsigned g, n;
@@ -451,7 +451,8 @@ static enum rpc_code prefer_all(struct fx *f, enum plugin_kind kind, int size, c
         enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
         free(buf);
         if (c == RPC_OK) {
-                V1beta1__PreferredAllocationResponse *r = v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                V1beta1__PreferredAllocationResponse *r =
+                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
                 assert_non_null(r);
                 *ret_n = r->container_responses[0]->n_deviceids;
                 *ret_ids = calloc(*ret_n, sizeof(char *));

@@ -42,11 +42,11 @@ static int sim_nvml_load(void) {
                 fprintf(stderr, "dlopen %s: %s\n", SIM_NVML_PATH, dlerror());
                 return -1;
         }
-#define SIM_NVML_RESOLVE(name, ret, params)                                  \
-        N.name = (__typeof__(&name))dlsym(N.dl, #name);                      \
-        if (!N.name) {                                                       \
-                fprintf(stderr, "missing symbol %s\n", #name);               \
-                return -1;                                                   \
+#define SIM_NVML_RESOLVE(name, ret, params)                    \
+        N.name = (__typeof__(&name))dlsym(N.dl, #name);        \
+        if (!N.name) {                                         \
+                fprintf(stderr, "missing symbol %s\n", #name); \
+                return -1;                                     \
         }
         NVML_ABI_FUNCTIONS(SIM_NVML_RESOLVE)
 #undef SIM_NVML_RESOLVE

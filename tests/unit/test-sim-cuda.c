@@ -65,10 +65,10 @@ static int load_cuda(void) {
                 fprintf(stderr, "dlopen %s: %s\n", SIM_CUDA_PATH, dlerror());
                 return -1;
         }
-#define RESOLVE(field, sym)                                              \
-        if (!(*(void **)&C.field = dlsym(cuda_dl, sym))) {               \
-                fprintf(stderr, "missing %s\n", sym);                    \
-                return -1;                                               \
+#define RESOLVE(field, sym)                                \
+        if (!(*(void **)&C.field = dlsym(cuda_dl, sym))) { \
+                fprintf(stderr, "missing %s\n", sym);      \
+                return -1;                                 \
         }
         RESOLVE(cuInit, "cuInit");
         RESOLVE(cuDriverGetVersion, "cuDriverGetVersion");
@@ -310,9 +310,11 @@ static void test_devices_match_node(void **state) {
                 int v = 0;
                 assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d), CUDA_SUCCESS);
                 assert_int_equal(v, T.gpu[i].sm_count);
-                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d), CUDA_SUCCESS);
+                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d),
+                                 CUDA_SUCCESS);
                 assert_int_equal(v, T.gpu[i].cc_major);
-                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d), CUDA_SUCCESS);
+                assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d),
+                                 CUDA_SUCCESS);
                 assert_int_equal(v, T.gpu[i].cc_minor);
                 /* the UUID's 16 bytes are the hex digits of NVML's "GPU-..." string */
                 CUuuid u;
@@ -474,15 +476,15 @@ static void test_get_proc_address_versions(void **state) {
                          CUDA_SUCCESS);
         assert_ptr_equal(fn, dlsym(cuda_dl, "cuMemGetInfo_v2"));
         /* per-thread default stream: the _ptsz variant where there is one */
-        assert_int_equal(C.cuGetProcAddress("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
-                         CUDA_SUCCESS);
+        assert_int_equal(
+                C.cuGetProcAddress("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+                CUDA_SUCCESS);
         assert_ptr_equal(fn, dlsym(cuda_dl, "cuLaunchKernel_ptsz"));
         assert_int_equal(C.cuGetProcAddress("cuLaunchKernel", &fn, 13000, 0), CUDA_SUCCESS);
         assert_ptr_equal(fn, dlsym(cuda_dl, "cuLaunchKernel"));
         assert_int_equal(C.cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
         assert_int_equal(C.cuGetProcAddress_v2("cuInit", &fn, 12000, 1u << 7, NULL), CUDA_ERROR_INVALID_VALUE);
 }
-
 
 /* Memory the driver takes without an allocation: context limits and loaded code (as NVML sees it). */
 static void test_limits_and_modules_take_memory(void **state) {
@@ -533,10 +535,13 @@ static void test_limits_and_modules_take_memory(void **state) {
         assert_true(nvml_proc(3, pid, &used));
         assert_int_equal(used, 0);
         /* malformed simulated images are code only (2 MiB): no globals parsed from them */
-        static const char *const bad[] = { "gpuslice-sim-module globals=", "gpuslice-sim-module globals=lots",
-                                           "gpuslice-sim-module globals=-5", "gpuslice-sim-module globals=1M junk",
+        static const char *const bad[] = { "gpuslice-sim-module globals=",
+                                           "gpuslice-sim-module globals=lots",
+                                           "gpuslice-sim-module globals=-5",
+                                           "gpuslice-sim-module globals=1M junk",
                                            "gpuslice-sim-module globals=99999999999999999999999",
-                                           "gpuslice-sim-modul globals=1G", "\177ELF\002\001" };
+                                           "gpuslice-sim-modul globals=1G",
+                                           "\177ELF\002\001" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 assert_int_equal(load(&m, bad[i]), CUDA_SUCCESS);
                 assert_true(nvml_proc(3, pid, &used));
@@ -650,8 +655,8 @@ static void test_workload_program(void **state) {
         if (pid == 0) {
                 dup2(out[1], STDOUT_FILENO);
                 setenv("LD_LIBRARY_PATH", GPUSLICE_BUILD_DIR "/sim", 1);
-                execl(WORKLOAD, "gpuslice-sim-workload", "--gpu", "0", "--mem", "768MiB", "--seconds", "60",
-                      "--chunks", "3", (char *)NULL);
+                execl(WORKLOAD, "gpuslice-sim-workload", "--gpu", "0", "--mem", "768MiB", "--seconds", "60", "--chunks",
+                      "3", (char *)NULL);
                 _exit(127);
         }
         close(out[1]);

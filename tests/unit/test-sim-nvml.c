@@ -136,8 +136,8 @@ static void test_error_strings(void **state) {
 /* Only the NVML API leaves the library: the parser and the state code linked inside stay hidden. */
 static void test_exports_only_nvml(void **state) {
         (void)state;
-        static const char *const internal[] = { "topo_parse", "topo_init", "sim_state_open", "sim_node_load",
-                                                "read_file", "parse_size", "strscpy" };
+        static const char *const internal[] = { "topo_parse", "topo_init",  "sim_state_open", "sim_node_load",
+                                                "read_file",  "parse_size", "strscpy" };
         for (size_t i = 0; i < ELEMENTSOF(internal); i++)
                 assert_null(dlsym(N.dl, internal[i]));
         assert_non_null(dlsym(N.dl, "nvmlInit_v2"));
@@ -254,11 +254,11 @@ static void test_memory_v2_version_mismatch(void **state) {
 
 static nvmlGpuTopologyLevel_t expected_level(enum topo_level l) {
         switch (l) {
-        case TOPO_LEVEL_PIX: return NVML_TOPOLOGY_SINGLE;
-        case TOPO_LEVEL_PXB: return NVML_TOPOLOGY_MULTIPLE;
-        case TOPO_LEVEL_PHB: return NVML_TOPOLOGY_HOSTBRIDGE;
-        case TOPO_LEVEL_NODE: return NVML_TOPOLOGY_NODE;
-        default: return NVML_TOPOLOGY_SYSTEM;
+                case TOPO_LEVEL_PIX: return NVML_TOPOLOGY_SINGLE;
+                case TOPO_LEVEL_PXB: return NVML_TOPOLOGY_MULTIPLE;
+                case TOPO_LEVEL_PHB: return NVML_TOPOLOGY_HOSTBRIDGE;
+                case TOPO_LEVEL_NODE: return NVML_TOPOLOGY_NODE;
+                default: return NVML_TOPOLOGY_SYSTEM;
         }
 }
 

@@ -155,8 +155,7 @@ static void test_process_list_size_protocol(void **state) {
         add_proc(1, 4003, 300u << 20, 0, SIM_PROC_KEEP);
         add_proc(2, 4004, 400u << 20, 0, SIM_PROC_KEEP); /* another GPU */
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, NULL),
-                         NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 3);
         nvmlProcessInfo_t infos[8];
         count = 2;
@@ -203,7 +202,8 @@ static void test_process_list_layouts(void **state) {
                 assert_int_equal(buf[i], 0xAA);
 
         const __typeof__(N.nvmlDeviceGetComputeRunningProcesses_v3) calls[] = {
-                N.nvmlDeviceGetComputeRunningProcesses_v2, N.nvmlDeviceGetComputeRunningProcesses_v3 };
+                N.nvmlDeviceGetComputeRunningProcesses_v2, N.nvmlDeviceGetComputeRunningProcesses_v3
+        };
         for (unsigned c = 0; c < ELEMENTSOF(calls); c++) {
                 memset(buf, 0xAA, sizeof buf);
                 count = 2;
@@ -232,8 +232,8 @@ static void test_dead_pids_are_pruned(void **state) {
         if (child == 0)
                 _exit(0);
         assert_int_equal(waitpid(child, NULL, 0), child);
-        add_proc(3, (uint32_t)child, 1u << 30, 0, 0);            /* gone */
-        add_proc(3, (uint32_t)getpid(), 2u << 20, 0, 0);         /* alive */
+        add_proc(3, (uint32_t)child, 1u << 30, 0, 0);                       /* gone */
+        add_proc(3, (uint32_t)getpid(), 2u << 20, 0, 0);                    /* alive */
         add_proc(3, (uint32_t)child + 1000000, 3u << 20, 0, SIM_PROC_KEEP); /* kept by hand */
         nvmlProcessInfo_t infos[4];
         unsigned count = 4;

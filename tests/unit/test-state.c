@@ -57,7 +57,8 @@ static struct state_alloc mk(const char *resource, const char *id, const char *n
 /* A state with a whole GPU, a fractional pair and an entry whose pod is not known yet. */
 static void sample(struct gpuslice_state *s) {
         state_init(s);
-        struct state_alloc a = mk("nvidia.com/gpu", "GPU-6a1f0c2e-1111-2222-3333-444455556666", "ml", "train-0", "main");
+        struct state_alloc a =
+                mk("nvidia.com/gpu", "GPU-6a1f0c2e-1111-2222-3333-444455556666", "ml", "train-0", "main");
         strscpy(a.pod_uid, "0b7c5d4e-aaaa-bbbb-cccc-ddddeeeeffff", sizeof a.pod_uid);
         a.gpu_index = 3;
         assert_int_equal(state_add(s, &a), 0);
@@ -348,14 +349,14 @@ static void test_reconcile_adds_drops_updates(void **state) {
         const struct state_report rep[] = {
                 { "nvidia.com/gpu", "g0", "ns", "p", NULL, "c" },
                 { "nvidia.com/gpu", "g2", "ns", "p", "", "c" },
-                { "nvidia.com/gpu", "g3", "ns", "q", NULL, "d" },  /* we did not know it */
-                { "other.com/fpga", "f0", "ns", "q", NULL, "d" },  /* not ours */
-                { "nvidia.com/gpu", "", "ns", "q", NULL, "d" },    /* malformed */
-                { NULL, "g9", "ns", "q", NULL, "d" },              /* malformed */
+                { "nvidia.com/gpu", "g3", "ns", "q", NULL, "d" }, /* we did not know it */
+                { "other.com/fpga", "f0", "ns", "q", NULL, "d" }, /* not ours */
+                { "nvidia.com/gpu", "", "ns", "q", NULL, "d" },   /* malformed */
+                { NULL, "g9", "ns", "q", NULL, "d" },             /* malformed */
         };
         size_t added = 9, removed = 9, updated = 9, skipped = 9;
-        assert_int_equal(state_reconcile(&s, rep, ELEMENTSOF(rep), only_nvidia, NULL, 500, UINT64_MAX, &added,
-                                         &removed, &updated, &skipped),
+        assert_int_equal(state_reconcile(&s, rep, ELEMENTSOF(rep), only_nvidia, NULL, 500, UINT64_MAX, &added, &removed,
+                                         &updated, &skipped),
                          0);
         assert_int_equal(added, 1);
         assert_int_equal(removed, 1);
@@ -366,7 +367,7 @@ static void test_reconcile_adds_drops_updates(void **state) {
         const struct state_alloc *x = state_find(&s, "nvidia.com/gpu", "g0");
         assert_non_null(x);
         assert_string_equal(x->pod_name, "p");
-        assert_int_equal(x->gpu_index, 0);   /* kept */
+        assert_int_equal(x->gpu_index, 0);    /* kept */
         assert_int_equal(x->alloc_time, 100); /* kept */
         assert_null(state_find(&s, NULL, "g1"));
         assert_null(state_find(&s, NULL, "f0"));
@@ -600,7 +601,7 @@ static void test_decode_header_variants_rejected(void **state) {
 }
 
 #define ENTRY(fields) "{\"generation\": 3, \"allocations\": [{" fields "}]}"
-#define GOOD_FIELDS                                                                                       \
+#define GOOD_FIELDS                                                                                        \
         "\"resource\": \"nvidia.com/gpu\", \"device_id\": \"g0\", \"namespace\": \"ns\", \"pod\": \"p\", " \
         "\"pod_uid\": \"\", \"container\": \"c\", \"time\": 5, \"gpu_index\": 1, \"memory_bytes\": 0, "    \
         "\"core_percent\": 0"
@@ -650,7 +651,7 @@ static void test_decode_schema(void **state) {
                       "\"p\", \"pod_uid\": \"\", \"container\": \"c\", \"time\": 5, \"gpu_index\": 1, "
                       "\"memory_bytes\": 0, \"core_percent\": 0"),
                 "{\"generation\": 3, \"allocations\": [{" GOOD_FIELDS "}, {" GOOD_FIELDS "}]}", /* duplicate */
-                "{\"generation\": 3, \"allocations\": [\"\xff\xfe\"]}",                          /* bad UTF-8 */
+                "{\"generation\": 3, \"allocations\": [\"\xff\xfe\"]}",                         /* bad UTF-8 */
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 int r = decode_text(bad[i]);
@@ -803,7 +804,6 @@ static void test_load_absent(void **state) {
         snprintf(missing, sizeof missing, "%s/nope", dir);
         assert_int_equal(state_load(missing, &t), -ENOENT);
 }
-
 
 static void test_load_truncated_files_rejected(void **state) {
         (void)state;

@@ -190,7 +190,8 @@ static void test_pasted_variants(void **state) {
         (void)state;
         struct topo_error e;
         /* header without leading blank, CRLF, trailing blanks, lowercase-free SOC, comments inside */
-        assert_int_equal(parse_str("GPU0\tGPU1\tCPU Affinity\r\nGPU0\t X \tSOC\t0-3  \r\n# note\nGPU1\tSOC\tX\t4-7\r\n", &e), 0);
+        assert_int_equal(
+                parse_str("GPU0\tGPU1\tCPU Affinity\r\nGPU0\t X \tSOC\t0-3  \r\n# note\nGPU1\tSOC\tX\t4-7\r\n", &e), 0);
         assert_string_equal(L(0, 1), "SYS");
         assert_string_equal(T.gpu[1].cpu_affinity, "4-7");
         /* single GPU */
@@ -203,7 +204,9 @@ static void test_pasted_variants(void **state) {
                          0);
         assert_string_equal(L(0, 1), "NODE");
         /* the matrix gpuslice prints is read back: PXB, NV#, NIC without row */
-        assert_int_equal(parse_str("  GPU0 GPU1 GPU2 NIC0\nGPU0 X PXB NV4 PIX\nGPU1 PXB X NV4 PHB\nGPU2 NV4 NV4 X SYS\n", &e), 0);
+        assert_int_equal(
+                parse_str("  GPU0 GPU1 GPU2 NIC0\nGPU0 X PXB NV4 PIX\nGPU1 PXB X NV4 PHB\nGPU2 NV4 NV4 X SYS\n", &e),
+                0);
         assert_string_equal(L(0, 1), "PXB");
         assert_string_equal(L(1, 2), "NV4");
         assert_int_equal(T.nic[0].level[1], TOPO_LEVEL_PHB);
@@ -261,7 +264,8 @@ static void test_malformed_rejected_with_reason(void **state) {
                 { "  GPU0\nGPU0 X\ngpu 0 noequals\n", "expected key=value", 3 },
                 { "  GPU0\nGPU0 X\nnvswitch yes\n", "nvswitch takes no arguments", 3 },
                 { "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 0 minor=1\ngpu 1 minor=1\n", "same minor number", 0 },
-                { "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 0 bus=0:1:0.0\ngpu 1 bus=00000000:01:00.0\n", "same bus id", 0 },
+                { "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 0 bus=0:1:0.0\ngpu 1 bus=00000000:01:00.0\n", "same bus id",
+                  0 },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct topo_error e = { 0 };

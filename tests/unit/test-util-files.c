@@ -166,7 +166,11 @@ static void test_write_replaces_symlink(void **state) {
 /* Concurrent writers of one target: every read sees one whole version, no temporary file remains. */
 static void test_write_concurrent(void **state) {
         const char *dir = *state, *p = test_path(dir, "f");
-        enum { WRITERS = 4, ROUNDS = 40, LEN = 8192 };
+        enum {
+                WRITERS = 4,
+                ROUNDS = 40,
+                LEN = 8192
+        };
         pid_t pids[WRITERS];
         for (int w = 0; w < WRITERS; w++) {
                 pids[w] = fork();

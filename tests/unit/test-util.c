@@ -56,8 +56,8 @@ static void test_parse_size_exact_past_double_precision(void **state) {
 static void test_parse_size_malformed(void **state) {
         (void)state;
         uint64_t v = 7;
-        const char *bad[] = { "", "G", "-1G", "1.G", "1..5G", "0x10", "0x1p4", "1e3", "1E3G", "inf", "1 2",
-                              "1m", "1b", "1GiBx", "1 GiB ", ".5G" };
+        const char *bad[] = { "",     "G",   "-1G", "1.G", "1..5G", "0x10",  "0x1p4",  "1e3",
+                              "1E3G", "inf", "1 2", "1m",  "1b",    "1GiBx", "1 GiB ", ".5G" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(parse_size(bad[i], &v), -EINVAL);
         assert_int_equal(v, 7); /* untouched on failure */

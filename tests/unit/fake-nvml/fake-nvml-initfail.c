@@ -13,12 +13,9 @@ nvmlReturn_t nvmlShutdown(void) {
 #endif
 const char *nvmlErrorString(nvmlReturn_t result) {
         switch (result) {
-        case NVML_SUCCESS:
-                return "Success";
-        case NVML_ERROR_DRIVER_NOT_LOADED:
-                return "Driver Not Loaded";
-        default:
-                return "Unknown Error";
+                case NVML_SUCCESS: return "Success";
+                case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+                default: return "Unknown Error";
         }
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {

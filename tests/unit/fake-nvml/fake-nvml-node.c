@@ -85,14 +85,14 @@ __attribute__((constructor)) static void fake_init(void) {
 }
 
 /* Every device query starts here: uninitialized, bad handle, injected fault. */
-#define CHECK_DEV(d)                                                      \
-        do {                                                              \
-                if (refs == 0)                                            \
-                        return NVML_ERROR_UNINITIALIZED;                  \
-                if (!(d) || (d) < gpus || (d) >= gpus + N_GPUS)           \
-                        return NVML_ERROR_INVALID_ARGUMENT;               \
-                if (query_fault[(d)->index] != NVML_SUCCESS)              \
-                        return (nvmlReturn_t)query_fault[(d)->index];     \
+#define CHECK_DEV(d)                                                  \
+        do {                                                          \
+                if (refs == 0)                                        \
+                        return NVML_ERROR_UNINITIALIZED;              \
+                if (!(d) || (d) < gpus || (d) >= gpus + N_GPUS)       \
+                        return NVML_ERROR_INVALID_ARGUMENT;           \
+                if (query_fault[(d)->index] != NVML_SUCCESS)          \
+                        return (nvmlReturn_t)query_fault[(d)->index]; \
         } while (0)
 
 nvmlReturn_t nvmlInit_v2(void) {
@@ -110,18 +110,12 @@ nvmlReturn_t nvmlShutdown(void) {
 }
 const char *nvmlErrorString(nvmlReturn_t r) {
         switch (r) {
-        case NVML_SUCCESS:
-                return "Success";
-        case NVML_ERROR_NO_PERMISSION:
-                return "Insufficient Permissions";
-        case NVML_ERROR_GPU_IS_LOST:
-                return "GPU is lost";
-        case NVML_ERROR_NOT_SUPPORTED:
-                return "Not Supported";
-        case NVML_ERROR_INVALID_ARGUMENT:
-                return "Invalid Argument";
-        default:
-                return "Unknown Error";
+                case NVML_SUCCESS: return "Success";
+                case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+                case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+                case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+                case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+                default: return "Unknown Error";
         }
 }
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
@@ -328,7 +322,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
                 return NVML_ERROR_INSUFFICIENT_SIZE;
         }
         for (unsigned i = 0; i < have; i++)
-                infos[i] = (nvmlProcessInfo_t){ .pid = 100 + i, .usedGpuMemory = (100ULL + i) << 20,
+                infos[i] = (nvmlProcessInfo_t){ .pid = 100 + i,
+                                                .usedGpuMemory = (100ULL + i) << 20,
                                                 .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
                                                 .computeInstanceId = NVML_INVALID_INSTANCE_ID };
         *count = have;
@@ -342,8 +337,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
         u->memory = 17;
         return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *buf,
-                                             unsigned int *count, unsigned long long last) {
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *buf, unsigned int *count,
+                                             unsigned long long last) {
         CHECK_DEV(d);
         static const nvmlProcessUtilizationSample_t samples[] = {
                 { .pid = 100, .timeStamp = 1000, .smUtil = 30, .memUtil = 10, .encUtil = 0, .decUtil = 1 },
@@ -421,7 +416,8 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
                 memmove(events, events + 1, (n_events - 1) * sizeof(events[0]));
                 n_events--;
                 if (ev.gpu < N_GPUS && (set->registered[ev.gpu] & ev.type)) {
-                        *data = (nvmlEventData_t){ .device = &gpus[ev.gpu], .eventType = ev.type,
+                        *data = (nvmlEventData_t){ .device = &gpus[ev.gpu],
+                                                   .eventType = ev.type,
                                                    .eventData = ev.data,
                                                    .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
                                                    .computeInstanceId = NVML_INVALID_INSTANCE_ID };
