@@ -32,6 +32,7 @@
 #include "interposer/limits.h"
 #include "metrics/metrics.h"
 #include "state/state.h"
+#include "util/limits-dir.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -172,18 +173,16 @@ void share_rec_refresh(struct share_rec *r) {
         }
 }
 
-static int remove_tree_at(int parent, const char *name, unsigned depth);
-
 void share_rec_remove_dir(struct plugin *p, const struct share_rec *r) {
         _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root >= 0)
-                (void)remove_tree_at(root, r->name, 2);
+                (void)limits_dir_remove_at(root, r->name);
 }
 
 static void remove_dir(struct plugin *p, const char *name) {
         _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root >= 0)
-                (void)remove_tree_at(root, name, 2);
+                (void)limits_dir_remove_at(root, name);
 }
 
 void share_rec_release_ids(struct plugin *p, const struct share_rec *keep, const struct share_id *ids, size_t n) {
@@ -258,29 +257,6 @@ unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned si
 
 /* ---- limits dirs ---- */
 
-/* Remove dir and what is in it, two levels deep (key, limits, shm/region). */
-static int remove_tree_at(int parent, const char *name, unsigned depth) {
-        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                if (de->d_type == DT_DIR && depth > 0)
-                        (void)remove_tree_at(dirfd(d), de->d_name, depth - 1);
-                else
-                        (void)unlinkat(dirfd(d), de->d_name, 0);
-        }
-        closedir(d);
-        return unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
-}
-
 /* The grant of a record as a limits file. A half the container did not ask for gets the smallest
  * share of its resource when the profile serves it (1 % compute, one memory unit), so the
  * guaranteed shares of the others on the GPU hold (docs/sharing.md, "Only one of the two"); when
@@ -334,7 +310,7 @@ static int open_rec_dir(struct plugin *p, const struct share_rec *r, bool fresh,
                 return e;
         }
         if (fresh)
-                (void)remove_tree_at(root, r->name, 2);
+                (void)limits_dir_remove_at(root, r->name);
         if (mkdirat(root, r->name, 0755) < 0 && errno != EEXIST) {
                 int e = -errno;
                 snprintf(err, errlen, "cannot create %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
@@ -839,7 +815,7 @@ int share_cleanup_dirs(struct plugin *p) {
                 /* Decide and remove under the lock: an Allocate may be re-creating this name. */
                 pthread_mutex_lock(&p->lock);
                 bool live = share_rec_find(p, de->d_name) || (have && state_find(&p->state, resource, id));
-                if (!live && remove_tree_at(dirfd(d), de->d_name, 2) == 0)
+                if (!live && limits_dir_remove_at(dirfd(d), de->d_name) == 0)
                         removed++;
                 pthread_mutex_unlock(&p->lock);
         }
