@@ -115,6 +115,10 @@ static int setup_plugin(struct node *n) {
         return 0;
 }
 
+static int podres_sync_hook(void *userdata) {
+        return podresources_sync(userdata);
+}
+
 static int setup(struct node *n, const sigset_t *mask) {
         char err[512];
         int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, err, sizeof err);
@@ -150,6 +154,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                 return log_error_errno(r, "eventfd failed", "%s", "");
         atomic_store(&n->plugin->change_fd, loop_event_fd(&n->changed));
 
+        n->plugin->podres_sync = podres_sync_hook; /* evidence for pairing after a restart (share.c) */
+        n->plugin->podres_userdata = n;
         bool loaded = state_restore(n);
         int jr = share_restore(n->plugin); /* the fractional journal (share.h) */
         if (jr >= 0)

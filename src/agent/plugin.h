@@ -94,6 +94,11 @@ struct plugin {
         /* A fixed GPU for the next fractional allocation (table index, -1 none): the seam for a
          * choice made by the cluster scheduler (see share.h, share_set_explicit_gpu). */
         int explicit_gpu;
+        /* Ask kubelet's PodResources now and reconcile the state with it (the agent sets it; NULL:
+         * no PodResources). Called without the lock by a fractional handler about to pair a call
+         * with a record restored from the journal (share.c). 0 or -errno. */
+        int (*podres_sync)(void *userdata);
+        void *podres_userdata;
         /* counters for status */
         uint64_t n_allocate, n_preferred, n_errors;
 };

@@ -28,6 +28,7 @@ struct share_rec {
         bool open;            /* waiting for the other half */
         bool guessed;         /* the pair was joined without a proposal kubelet followed */
         bool restored;        /* open when the agent restarted (from the journal) */
+        bool confirmed;       /* restored, and PodResources listed its first half when a partner came */
         bool tentative;       /* a half joined it after the restart: reversed if its first half turns out free */
         uint64_t gpus;        /* table indices */
         uint64_t deadline_ms; /* open: CLOCK_MONOTONIC after which no partner joins */
@@ -57,6 +58,7 @@ struct share_book {
         unsigned n_shapes;
         char last[128]; /* the record the last Allocate wrote (kubelet admits one container at a time) */
         bool restored;  /* loaded from the journal; not yet checked against PodResources */
+        bool no_room;   /* the last GetPreferredAllocation refused a first half for room */
 };
 
 struct share_book *share_book(struct plugin *p);    /* NULL only when out of memory */
@@ -84,6 +86,12 @@ void share_rec_close(struct plugin *p, struct share_rec *r, const char *outcome,
  * of that size, else the largest partner seen at all (0 = no shape yet: proportional). */
 void share_shape_learn(struct plugin *p, unsigned core, unsigned mem);
 unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned size);
+/* The smallest partner every remembered container with a half of this kind and size had (0 = no
+ * such shape): a first half no GPU keeps that much room for is refused (alloc_frac_request.need). */
+unsigned share_shape_need(struct plugin *p, enum plugin_kind kind, unsigned size);
+
+/* Does kubelet hold (PodResources listed) the record's half of `kind`? */
+bool share_rec_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind);
 
 /* Write the journal (DIR/gpuslice.fractions) with the atomic writer. 0 or -errno; no journal
  * dir configured: 0. */

@@ -52,7 +52,8 @@ void share_count(const char *family, const char *outcome) {
         if (streq(family, "gpuslice_share_pairs_total"))
                 help = "Pairing of one container's core and memory halves: made (kubelet followed the proposal), "
                        "guessed (joined without a followed proposal), refused, expired, single (closed by the next "
-                       "container).";
+                       "container), reversed, no-room (a first half refused: no GPU keeps room for the smallest "
+                       "partner a container of its size had).";
         else if (streq(family, "gpuslice_share_invariant_violations_total")) {
                 help = "Violated fractional invariants found by the agent's own checks (must stay 0).";
                 key = "check";
@@ -253,6 +254,18 @@ unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned si
         }
         /* a shape seen before: the largest partner it had; else the largest partner of any shape */
         return exact ? exact : any;
+}
+
+unsigned share_shape_need(struct plugin *p, enum plugin_kind kind, unsigned size) {
+        struct share_book *b = share_book(p);
+        unsigned least = 0;
+        for (unsigned i = 0; b && i < b->n_shapes; i++) {
+                unsigned mine = kind == PLUGIN_CORE ? b->shape[i].core : b->shape[i].mem;
+                unsigned other = kind == PLUGIN_CORE ? b->shape[i].mem : b->shape[i].core;
+                if (mine == size && (least == 0 || other < least))
+                        least = other;
+        }
+        return least;
 }
 
 /* ---- limits dirs ---- */
@@ -667,7 +680,7 @@ static bool id_listed(struct plugin *p, const struct share_id *id) {
         return a && a->seen;
 }
 
-static bool half_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind) {
+bool share_rec_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind) {
         for (size_t k = 0; k < r->n_ids; k++)
                 if (r->ids[k].kind == kind)
                         return id_listed(p, &r->ids[k]);
@@ -694,23 +707,17 @@ static void rec_reopen(struct plugin *p, struct share_rec *r) {
         r->deadline_ms = health_now_ms() + SHARE_PAIR_RESTART_MS;
 }
 
-int share_after_sync(struct plugin *p) {
-        struct share_book *b = share_book(p);
-        if (!b || !b->restored)
-                return 0;
-        b->restored = false;
-        struct share_rec *r = b->last[0] ? share_rec_find(p, b->last) : NULL;
-        if (!r)
-                return 0;
+/* The container kubelet was admitting when the agent died (the last record written). */
+static int after_sync_last(struct plugin *p, struct share_rec *r) {
         enum plugin_kind first = (enum plugin_kind)r->first;
         enum plugin_kind second = first == PLUGIN_CORE ? PLUGIN_MEMORY : PLUGIN_CORE;
         int changed = 0;
-        if (!half_listed(p, r, first)) {
+        if (!share_rec_listed(p, r, first)) {
                 if (r->open) {
                         share_rec_close(p, r, "expired", "kubelet does not hold its first half after the restart");
                         changed = 1;
                 }
-        } else if (r->has[second] && !half_listed(p, r, second)) {
+        } else if (r->has[second] && !share_rec_listed(p, r, second)) {
                 rec_reopen(p, r);
                 log_debug("record reopened: its second half never reached kubelet", "container=%s", r->name);
                 char err[256];
@@ -725,6 +732,63 @@ int share_after_sync(struct plugin *p) {
         }
         return changed;
 }
+
+/* The first sync after a restore: every ID of the journal's records that PodResources does not
+ * list is not held by kubelet — kubelet lists an allocation as soon as its Allocate returned, so an
+ * unlisted one's answer never reached kubelet (the agent died first) or kubelet has let it go (a
+ * container failed while the agent was down). Left in the record, it would count against the room
+ * of its GPU for the state's 120 s grace. Records left without IDs go, with their dirs. Returns
+ * the number of IDs dropped. */
+static size_t drop_unlisted(struct plugin *p) {
+        struct share_book *b = share_book(p);
+        size_t dropped = 0;
+        for (size_t i = 0; b && i < b->n;) {
+                struct share_rec *r = &b->rec[i];
+                size_t o = 0;
+                for (size_t k = 0; k < r->n_ids; k++) {
+                        const struct share_id *id = &r->ids[k];
+                        char dev[SHARE_ID_MAX];
+                        if (id_listed(p, id)) {
+                                r->ids[o++] = *id;
+                                continue;
+                        }
+                        if (share_format_id(p->gpu[id->gpu].id, (enum plugin_kind)id->kind, id->n, dev, sizeof dev) ==
+                            0)
+                                (void)state_remove(&p->state, plugin_resource(p, (enum plugin_kind)id->kind), dev);
+                        dropped++;
+                }
+                r->n_ids = o;
+                share_rec_refresh(r);
+                if (o > 0) {
+                        i++;
+                        continue;
+                }
+                log_debug("record dropped: PodResources lists none of its IDs after the restart", "container=%s",
+                          r->name);
+                share_rec_remove_dir(p, r);
+                share_rec_remove(p, r);
+        }
+        return dropped;
+}
+
+int share_after_sync(struct plugin *p) {
+        struct share_book *b = share_book(p);
+        if (!b || !b->restored)
+                return 0;
+        b->restored = false;
+        int changed = 0;
+        struct share_rec *r = b->last[0] ? share_rec_find(p, b->last) : NULL;
+        if (r)
+                changed = after_sync_last(p, r);
+        if (drop_unlisted(p) > 0) {
+                changed = 1;
+                (void)share_journal_save(p);
+                (void)share_check(p, NULL);
+                atomic_fetch_add(&p->generation, 1);
+        }
+        return changed;
+}
+
 
 int share_restore(struct plugin *p) {
         if (!p->opt.journal_dir[0])

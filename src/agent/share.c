@@ -239,6 +239,39 @@ static int rec_gpu(const struct share_rec *r) {
         return r && r->gpus ? __builtin_ctzll(r->gpus) : -1;
 }
 
+/* Before a call of `kind` may pair with a record restored from the journal, ask kubelet (PodResources)
+ * whether it still holds that record's first half. The journal says which half was waiting when the
+ * agent died, not whether kubelet then failed its container: the start-up sync may have listed it
+ * before kubelet failed it, and a container kubelet fails is dropped from PodResources before the
+ * next container's first call (kubelet frees the devices of inactive pods at the start of each
+ * admission). Listed: this call is its partner (the join is not tentative). Not listed: its container
+ * is gone, the record closes and this call is a first half. No answer: the pairing stays tentative
+ * (reverse_stale_join). Takes p->lock itself; the PodResources call runs without it. */
+static void confirm_restored(struct plugin *p, enum plugin_kind kind) {
+        pthread_mutex_lock(&p->lock);
+        struct share_rec *r = share_rec_open(p);
+        bool ask = p->podres_sync && r && r->restored && !r->confirmed && r->first != kind;
+        pthread_mutex_unlock(&p->lock);
+        if (!ask)
+                return;
+        int e = p->podres_sync(p->podres_userdata);
+        pthread_mutex_lock(&p->lock);
+        r = share_rec_open(p);
+        if (e == 0 && r && r->restored && !r->confirmed && r->first != kind) {
+                if (share_rec_listed(p, r, (enum plugin_kind)r->first)) {
+                        r->confirmed = true;
+                        share_log_decision(p, "confirm", kind, rec_gpu(r), r->name,
+                                           "PodResources lists its first half: this call is its partner");
+                } else {
+                        share_rec_close(p, r, "expired",
+                                        "PodResources no longer lists its first half: kubelet failed its container "
+                                        "while the agent was down");
+                        (void)share_journal_save(p);
+                }
+        }
+        pthread_mutex_unlock(&p->lock);
+}
+
 /* ---- GetPreferredAllocation: decode → alloc_pick_fraction → encode ---- */
 
 /* Kubelet lists as available only IDs it does not hold, and it releases a container's devices
@@ -415,8 +448,10 @@ static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const str
                 .pair = plugin_resource(p, ok)[0] != 0,
                 .n = p->n,
         };
-        if (partner < 0 && q->pair)
+        if (partner < 0 && q->pair) {
                 q->expect = share_shape_expect(p, kind, in->size);
+                q->need = share_shape_need(p, kind, in->size);
+        }
         for (unsigned g = 0; g < p->n; g++) {
                 struct alloc_frac_gpu *x = &q->gpu[g];
                 x->usable = gpu_usable(p, &in->u, g);
@@ -524,6 +559,10 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 if (r < 0) {
                         if (partner) /* the partner's size is known now: the next container of this shape fits */
                                 learn_refused(p, partner, kind, in->size);
+                        if (r == -ENOSPC && d.reason == ALLOC_FRAC_NO_ROOM) /* refused before its partner */
+                                share_count("gpuslice_share_pairs_total", "no-room");
+                        if (r == -ENOSPC && !partner && share_book(p))
+                                share_book(p)->no_room = true;
                         c = frac_error(p, kind, in->size, r, &d, what, st);
                 } else {
                         chosen = UINT64_C(1) << d.gpu;
@@ -614,7 +653,24 @@ static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAl
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                   struct rpc_status *st) {
         struct plugin_service *svc = userdata;
-        return plugin_preferred_each(svc->p, req, req_len, prefer_share, svc, ret, ret_len, st);
+        struct plugin *p = svc->p;
+        confirm_restored(p, svc->kind);
+        pthread_mutex_lock(&p->lock);
+        if (share_book(p))
+                share_book(p)->no_room = false;
+        pthread_mutex_unlock(&p->lock);
+        enum rpc_code c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
+        pthread_mutex_lock(&p->lock);
+        bool again = c == RPC_RESOURCE_EXHAUSTED && p->podres_sync && share_book(p) && share_book(p)->no_room;
+        pthread_mutex_unlock(&p->lock);
+        /* A first half refused for room: the room counted may be of containers kubelet no longer
+         * holds (failed while the agent was down, not yet dropped by a sync). Refuse only on what
+         * PodResources says now: reconcile and decide once more. */
+        if (again && p->podres_sync(p->podres_userdata) == 0) {
+                share_log_decision(p, "preferred", svc->kind, -1, NULL, "refused for room: asked PodResources, again");
+                c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
+        }
+        return c;
 }
 
 /* ---- Allocate: decode → pair → commit (journal, dir) → encode ---- */
@@ -738,9 +794,10 @@ static void pair_outcome(struct plugin *p, struct share_rec *r, bool guessed) {
         unsigned g = (unsigned)rec_gpu(r);
         r->open = false;
         r->guessed = guessed;
-        r->tentative = r->restored; /* its first half may be a container kubelet failed meanwhile */
+        /* its first half may be a container kubelet failed meanwhile, unless PodResources said otherwise */
+        r->tentative = r->restored && !r->confirmed;
         r->deadline_ms = health_now_ms() + SHARE_PAIR_WINDOW_MS;
-        r->restored = false;
+        r->restored = r->confirmed = false;
         share_count("gpuslice_share_pairs_total", guessed ? "guessed" : "made");
         if (__builtin_popcountll(r->gpus) == 1)
                 share_shape_learn(p, share_rec_count(r, PLUGIN_CORE, g), share_rec_count(r, PLUGIN_MEMORY, g));
@@ -871,6 +928,7 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode AllocateRequest");
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
 
+        confirm_restored(p, svc->kind);
         pthread_mutex_lock(&p->lock);
         p->n_allocate++;
         void **slots = NULL;

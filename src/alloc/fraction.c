@@ -20,6 +20,7 @@ const char *alloc_frac_reason_name(enum alloc_frac_reason r) {
                 case ALLOC_FRAC_PAIR_ROOM: return "pair-room";
                 case ALLOC_FRAC_MOST_ROOM: return "most-room";
                 case ALLOC_FRAC_ALONE: return "alone";
+                case ALLOC_FRAC_NO_ROOM: return "no-room";
         }
         return "?";
 }
@@ -108,6 +109,14 @@ static int frac_search(const struct alloc_frac_request *q, struct alloc_frac_dec
         }
         if (best < 0 && roomiest < 0)
                 return fail(d, -ENOSPC, "no usable GPU has %u IDs available", q->size);
+        if (best < 0 && q->pair && q->need && other_free(q, (unsigned)roomiest) < q->need) {
+                d->reason = ALLOC_FRAC_NO_ROOM;
+                return fail(d, -ENOSPC,
+                            "no GPU with %u IDs available keeps %u %s IDs for the partner (the smallest partner "
+                            "seen with this size); GPU %d keeps the most (%u)",
+                            q->size, q->need, q->kind == ALLOC_FRAC_CORE ? "memory" : "core", roomiest,
+                            other_free(q, (unsigned)roomiest));
+        }
         bool alone = !q->pair || reserve_on(q, (unsigned)(best >= 0 ? best : roomiest)) == 0;
         d->gpu = best >= 0 ? best : roomiest;
         d->reason = alone ? ALLOC_FRAC_ALONE : best >= 0 ? ALLOC_FRAC_PAIR_ROOM : ALLOC_FRAC_MOST_ROOM;
@@ -141,6 +150,7 @@ static void frac_explain(const struct alloc_frac_request *q, struct alloc_frac_d
                 case ALLOC_FRAC_ALONE:
                         snprintf(d->why, sizeof d->why, "%s: %u %s IDs available", pol, x->avail, kw);
                         break;
+                case ALLOC_FRAC_NO_ROOM: break; /* never chosen */
         }
 }
 

@@ -37,6 +37,7 @@ enum alloc_frac_reason {
         ALLOC_FRAC_PAIR_ROOM,   /* first half: policy order among GPUs with room for the partner */
         ALLOC_FRAC_MOST_ROOM,   /* first half: no GPU keeps the proportional room; the most room */
         ALLOC_FRAC_ALONE,       /* the profile has no other resource: policy order */
+        ALLOC_FRAC_NO_ROOM,     /* refused (-ENOSPC): no GPU that fits keeps `need` for the partner */
 };
 
 struct alloc_frac_gpu {
@@ -56,6 +57,11 @@ struct alloc_frac_request {
         unsigned expect; /* first half: the partner size the caller expects (IDs of the other kind,
                             * e.g. learned from earlier containers of this shape); 0 = proportional:
                             * the same share of the GPU as this half */
+        unsigned need;   /* first half: the smallest partner the caller is sure of (IDs of the other
+                            * kind, e.g. the smallest partner every earlier container with a half of this
+                            * size had); when no GPU that fits keeps that many, the request is refused
+                            * (-ENOSPC) instead of placed where its partner cannot follow. 0 = unknown:
+                            * the GPU keeping the most room */
         unsigned n;      /* GPUs, <= ALLOC_FRAC_MAX_GPUS */
         struct alloc_frac_gpu gpu[ALLOC_FRAC_MAX_GPUS];
 };
@@ -73,11 +79,12 @@ struct alloc_frac_decision {
  *   -EINVAL  size 0, n too large, partner out of range, must-include on more than one GPU or on
  *            another GPU than the partner's
  *   -E2BIG   size larger than every GPU's total of that kind
- *   -ENOSPC  no usable GPU lists size available IDs
+ *   -ENOSPC  no usable GPU lists size available IDs, or (first half with need) none of those keeps
+ *            need IDs of the other kind free for the partner
  *   -EXDEV   the partner's GPU cannot take this half (unusable or too few available IDs): the
  *            container would be split across GPUs
  */
 int alloc_pick_fraction(const struct alloc_frac_request *req, struct alloc_frac_decision *ret);
 
-/* "partner", "must-include", "pair-room", "most-room", "alone". */
+/* "partner", "must-include", "pair-room", "most-room", "alone", "no-room". */
 const char *alloc_frac_reason_name(enum alloc_frac_reason r);

@@ -99,7 +99,7 @@ class Faults:
         self.taken = {WHOLE: set(), CORE: set(), MEM: set()}
         self.live = []            # admitted containers
         self.stats = dict(kills=0, pods=0, whole=0, pairs=0, refused_first=0, refused_pairs=0,
-                          refused_avoidable=0, overcommit=0, looser=0, split=0, checks=0, violations=0,
+                          refused_avoidable=0, refused_first_avoidable=0, overcommit=0, looser=0, split=0, checks=0, violations=0,
                           failed_by_kubelet=0, retried=0)
         self.law_since = 0.0
         self.events = []
@@ -225,14 +225,17 @@ class Faults:
                     raise Dead()
                 resp = self.allocate(res, ids)
             except Refused as r:
-                self.events.append("refused %s %s%s: %s %s" % (c.pod, res, " (second half)" if second else "",
-                                                               r.details, c.history))
+                self.events.append("refused %s %s%s%s: %s %s" % (c.pod, res, " (second half)" if second else "",
+                                                                 " (a GPU had room for both)" if c.fit_both else "",
+                                                                 r.details, c.history))
                 if second:
                     self.stats["refused_pairs"] += 1
                     if c.fit_both:
                         self.stats["refused_avoidable"] += 1
                 else:
                     self.stats["refused_first"] += 1
+                    if c.fit_both and res != WHOLE:
+                        self.stats["refused_first_avoidable"] += 1
                 self.release(c)
                 return False
             c.ids[res], c.resp[res] = ids, resp
@@ -413,9 +416,9 @@ def main():
         print("faults: %d kills, %d containers admitted (%d pairs, %d whole), %d checks in %.0f s" %
               (s["kills"], s["pods"], s["pairs"], s["whole"], s["checks"], time.monotonic() - t0))
         print("faults: over-committed GPUs %d, looser limits files %d, split containers %d, refused pairs %d "
-              "(avoidable %d), first halves refused for room %d, invariant violations %d" %
+              "(avoidable %d), first halves refused for room %d (avoidable %d), invariant violations %d" %
               (s["overcommit"], s["looser"], s["split"], s["refused_pairs"], s["refused_avoidable"],
-               s["refused_first"], s["violations"]))
+               s["refused_first"], s["refused_first_avoidable"], s["violations"]))
         print("faults: kills by point: %s" % ", ".join("%s %d" % kv for kv in sorted(f.points.items())))
         print("faults: containers met a dead agent: %d failed by kubelet, %d continued after the restart" %
               (s["failed_by_kubelet"], s["retried"]))
@@ -429,6 +432,12 @@ def main():
         print("FAIL faults (seed %d)" % args.seed)
     finally:
         if f:
+            keep = os.environ.get("FAULTS_KEEP_LOGS")
+            if keep:  # the agent's debug logs, for reading its decision lines
+                os.makedirs(keep, exist_ok=True)
+                for log in f.e.logs:
+                    shutil.copy(log, keep)
+                print("faults: agent logs kept in %s" % keep)
             f.e.close(failed)
         shutil.rmtree(stubdir, ignore_errors=True)
     sys.exit(1 if failed else 0)

@@ -85,6 +85,32 @@ static void test_most_room_when_none_keeps_it(void **state) {
         assert_int_equal(d.reason, ALLOC_FRAC_MOST_ROOM);
 }
 
+/* Issue 14 (refused pairs): every GPU where 10 % core fits has less than 12 memory units free, and
+ * every container seen with 10 % core had at least 12 units. Before, the core half went to the GPU
+ * with the most room and its memory half was refused there; now the first half is refused. Without
+ * a sure partner size (need 0) the most-room fallback stays. */
+static void test_no_room_for_known_partner(void **state) {
+        (void)state;
+        struct alloc_frac_request q = node(3, ALLOC_FRAC_CORE, 10);
+        use(&q, 0, 10, 90);
+        use(&q, 1, 10, 86);
+        use(&q, 2, 95, 0); /* room for the memory, not for the core */
+        q.expect = 40;
+        q.need = 12;
+        struct alloc_frac_decision d;
+        assert_int_equal(alloc_pick_fraction(&q, &d), -ENOSPC);
+        assert_int_equal(d.gpu, -1);
+        assert_int_equal(d.reason, ALLOC_FRAC_NO_ROOM);
+        assert_non_null(strstr(d.why, "12 memory IDs for the partner"));
+        q.need = 10; /* GPU 1 keeps 10: the smallest partner seen fits there */
+        assert_int_equal(alloc_pick_fraction(&q, &d), 0);
+        assert_int_equal(d.gpu, 1);
+        assert_int_equal(d.reason, ALLOC_FRAC_MOST_ROOM);
+        q.need = 0;
+        assert_int_equal(alloc_pick_fraction(&q, &d), 0);
+        assert_int_equal(d.gpu, 1);
+}
+
 static void test_partner_followed_or_refused(void **state) {
         (void)state;
         struct alloc_frac_request q = node(4, ALLOC_FRAC_CORE, 20);
@@ -168,6 +194,7 @@ static void test_random_guarantees(void **state) {
                 q.policy = rng(&s) & 1 ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
                 q.size = 1 + (unsigned)(rng(&s) % 60);
                 q.expect = (unsigned)(rng(&s) % 3 ? 0 : rng(&s) % 50);
+                q.need = q.expect && rng(&s) % 2 ? 1 + (unsigned)(rng(&s) % q.expect) : 0; /* need <= expect */
                 for (unsigned g = 0; g < n; g++) {
                         use(&q, g, (unsigned)(rng(&s) % 101), (unsigned)(rng(&s) % 97));
                         q.gpu[g].usable = rng(&s) % 5 != 0;
@@ -182,14 +209,21 @@ static void test_random_guarantees(void **state) {
                         assert_true(q.gpu[d.gpu].avail >= q.size);
                         if (q.partner >= 0)
                                 assert_int_equal(d.gpu, q.partner);
+                        unsigned o = q.kind == ALLOC_FRAC_CORE ? ALLOC_FRAC_MEM : ALLOC_FRAC_CORE;
+                        if (q.partner < 0 && q.need) /* never where the smallest known partner cannot follow */
+                                assert_true(q.gpu[d.gpu].total[o] - q.gpu[d.gpu].used[o] >= q.need);
                         assert_true(d.why[0] != 0);
                 } else {
                         assert_true(r == -ENOSPC || r == -EXDEV);
                         assert_int_equal(d.gpu, -1);
                         /* refused only when nothing fits */
+                        /* refused only when nothing fits, or nothing that fits keeps the known partner */
+                        unsigned o = q.kind == ALLOC_FRAC_CORE ? ALLOC_FRAC_MEM : ALLOC_FRAC_CORE;
                         if (r == -ENOSPC)
                                 for (unsigned g = 0; g < n; g++)
-                                        assert_false(q.gpu[g].usable && q.gpu[g].avail >= q.size);
+                                        assert_false(q.gpu[g].usable && q.gpu[g].avail >= q.size &&
+                                                     (q.need == 0 || q.partner >= 0 ||
+                                                      q.gpu[g].total[o] - q.gpu[g].used[o] >= q.need));
                 }
         }
 }
@@ -200,6 +234,7 @@ int main(void) {
                 cmocka_unit_test(test_spread_emptiest_ties_lowest),
                 cmocka_unit_test(test_first_half_keeps_room_for_partner),
                 cmocka_unit_test(test_most_room_when_none_keeps_it),
+                cmocka_unit_test(test_no_room_for_known_partner),
                 cmocka_unit_test(test_partner_followed_or_refused),
                 cmocka_unit_test(test_must_include),
                 cmocka_unit_test(test_alone_without_other_resource),

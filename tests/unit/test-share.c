@@ -20,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/plugin.h"
 #include "agent/share.h"
 #include "deviceplugin.pb-c.h"
 #include "interposer/limits.h"
+#include "state/state.h"
 #include "topo/topo.h"
 #include "util/util.h"
 
@@ -562,6 +564,146 @@ static void test_failed_preferred_closes_pair(void **state) {
         v1beta1__allocate_response__free_unpacked(mem, NULL);
 }
 
+/* ---- pairing after a restart: PodResources as evidence (issue 14) ---- */
+
+/* What the fake PodResources lists: device IDs (pod "p", container "c"). */
+struct podres_fake {
+        struct fx *f;
+        char ids[64][SHARE_ID_MAX];
+        size_t n;
+        unsigned calls;
+};
+
+static bool owned_frac(const char *resource, void *userdata) {
+        (void)userdata;
+        return streq(resource, "gpuslice.io/gpu-core") || streq(resource, "gpuslice.io/gpu-memory");
+}
+
+/* The agent's hook: kubelet's answer reconciled into the state, as podsync.c does. */
+static int podres_fake_sync(void *userdata) {
+        struct podres_fake *k = userdata;
+        struct state_report rep[64];
+        for (size_t i = 0; i < k->n; i++)
+                rep[i] = (struct state_report){ .resource = strstr(k->ids[i], "::core-") ? "gpuslice.io/gpu-core"
+                                                                                       : "gpuslice.io/gpu-memory",
+                                                .device_id = k->ids[i],
+                                                .pod_namespace = "default",
+                                                .pod_name = "p",
+                                                .pod_uid = "u",
+                                                .container = "c" };
+        size_t a, r, u, sk;
+        uint64_t now = (uint64_t)time(NULL);
+        k->calls++;
+        pthread_mutex_lock(&k->f->p.lock);
+        int e = state_reconcile(&k->f->p.state, rep, k->n, owned_frac, NULL, now, now - 120, &a, &r, &u, &sk);
+        pthread_mutex_unlock(&k->f->p.lock);
+        return e < 0 ? e : 0;
+}
+
+static void restart_plugin(struct fx *f) {
+        struct plugin_options o = f->p.opt;
+        plugin_done(&f->p);
+        plugin_init(&f->p, &o, &f->t);
+        assert_int_equal(share_restore(&f->p), 1);
+}
+
+/* The agent dies right after a container's first half (2 memory units on GPU 6); kubelet fails that
+ * container while the agent is down, after the start-up sync listed it. The next container asks for
+ * 30 % core first, on GPU 3: before, the agent took it for the restored record's partner and refused
+ * it ("IDs are on another GPU"); now PodResources says the record's container is gone. */
+static void test_restart_failed_container_not_partner(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *mem = NULL, *core = NULL;
+        struct podres_fake k = { .f = f };
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
+        fmt_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
+        fmt_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
+        k.n = 2;
+        restart_plugin(f);
+        f->p.podres_sync = podres_fake_sync;
+        f->p.podres_userdata = &k;
+        assert_int_equal(podres_fake_sync(&k), 0); /* the start-up sync still lists it */
+        k.n = 0;                                   /* ... then kubelet fails the container */
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 3, 0, 30, &core, &st), RPC_OK);
+        assert_true(k.calls >= 2);
+        const char *a = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        const char *b = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_not_equal(a, b);
+        struct gs_limits l;
+        read_limits(b, &l);
+        assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
+        assert_int_equal(l.dev[0].core_percent, 30);
+        assert_int_equal(share_check_all(&f->p), 0);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+}
+
+/* The same restart, but kubelet retries the container (PodResources still lists its first half):
+ * its core half joins the restored record, one dir with both limits. */
+static void test_restart_listed_container_pairs(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *mem = NULL, *core = NULL;
+        struct podres_fake k = { .f = f };
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
+        fmt_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
+        fmt_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
+        k.n = 2;
+        restart_plugin(f);
+        f->p.podres_sync = podres_fake_sync;
+        f->p.podres_userdata = &k;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 6, 0, 5, &core, &st), RPC_OK);
+        assert_int_equal(k.calls, 1);
+        const char *a = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_equal(a, mount_host(core->container_responses[0], SHARE_LIMITS_PATH));
+        struct gs_limits l;
+        read_limits(a, &l);
+        assert_int_equal(l.dev[0].core_percent, 5);
+        assert_int_equal(l.dev[0].memory_bytes, 2 * 256 * MIB);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+}
+
+/* A container granted before the agent died whose Allocate answer never reached kubelet (or that
+ * kubelet let go while the agent was down): the first PodResources answer after the restart does not
+ * list it, and its IDs stop counting against the GPU's room at once (before, for the state's 120 s
+ * grace: first halves were refused for room that kubelet had free). A listed container stays. */
+static void test_restart_drops_unlisted(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *a = NULL, *b = NULL;
+        struct podres_fake k = { .f = f };
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &a, &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 4, 0, 8, &b, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+        v1beta1__allocate_response__free_unpacked(b, NULL);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 50, &a, &st), RPC_OK); /* its answer is lost */
+        const char *lost = mount_host(a->container_responses[0], SHARE_LIMITS_PATH);
+        for (unsigned i = 0; i < 30; i++)
+                fmt_id(f, 4, PLUGIN_CORE, i, k.ids[k.n++]);
+        for (unsigned i = 0; i < 8; i++)
+                fmt_id(f, 4, PLUGIN_MEMORY, i, k.ids[k.n++]);
+        struct plugin_options o = f->p.opt;
+        plugin_done(&f->p);
+        plugin_init(&f->p, &o, &f->t);
+        assert_int_equal(share_restore(&f->p), 2);
+        struct share_usage u;
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[2], 50);
+        assert_int_equal(podres_fake_sync(&k), 0);
+        pthread_mutex_lock(&f->p.lock);
+        assert_int_equal(share_after_sync(&f->p), 1);
+        share_usage(&f->p, &u);
+        pthread_mutex_unlock(&f->p.lock);
+        assert_int_equal(u.core[2], 0); /* not held by kubelet: free now */
+        assert_int_equal(u.core[4], 30);
+        assert_int_equal(u.mem[4], 8);
+        assert_true(access(lost, F_OK) < 0);
+        assert_int_equal(share_check_all(&f->p), 0);
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+}
+
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
         struct fx *f = *state;
@@ -584,6 +726,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_restart_keeps_pair, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_preferred_closes_pair, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_failed_container_not_partner, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_listed_container_pairs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_drops_unlisted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invariant_finds_tampered_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
