@@ -35,6 +35,7 @@ struct share_rec {
         uint64_t wall;        /* Unix seconds of the last half */
         struct share_id *ids;
         size_t n_ids;
+        char *saved; /* its journal text as last written (NULL: not in the journal yet) */
 };
 
 /* What the last GetPreferredAllocation proposed (one container request). */
@@ -59,6 +60,15 @@ struct share_book {
         char last[128]; /* the record the last Allocate wrote (kubelet admits one container at a time) */
         bool restored;  /* loaded from the journal; not yet checked against PodResources */
         bool no_room;   /* the last GetPreferredAllocation refused a first half for room */
+        /* the journal (share-record.c): snapshot + append-only log */
+        bool log_open;          /* log_fd appends; false: the next save writes a snapshot */
+        int log_fd;
+        uint64_t seq;           /* of the last entry written or read */
+        size_t log_bytes;       /* appended since the snapshot */
+        size_t snap_bytes;      /* the snapshot's size */
+        char *saved_book;       /* the small fields as last written */
+        char (*gone)[128];      /* journaled records removed since the last entry */
+        size_t n_gone, cap_gone;
 };
 
 struct share_book *share_book(struct plugin *p);    /* NULL only when out of memory */
@@ -83,7 +93,7 @@ void share_rec_close(struct plugin *p, struct share_rec *r, const char *outcome,
 
 /* The shape memory: remember a container's (core, memory) IDs (also of refused pairs); the
  * partner a first half of `kind` and `size` keeps room for: the largest partner seen with a half
- * of that size, else the largest partner seen at all (0 = no shape yet: proportional). */
+ * of that size (0 = a size not seen yet: the caller keeps the most room it can). */
 void share_shape_learn(struct plugin *p, unsigned core, unsigned mem);
 unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned size);
 /* The smallest partner every remembered container with a half of this kind and size had (0 = no
@@ -93,8 +103,10 @@ unsigned share_shape_need(struct plugin *p, enum plugin_kind kind, unsigned size
 /* Does kubelet hold (PodResources listed) the record's half of `kind`? */
 bool share_rec_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind);
 
-/* Write the journal (DIR/gpuslice.fractions) with the atomic writer. 0 or -errno; no journal
- * dir configured: 0. */
+/* Make the book durable in the journal (DIR/gpuslice.fractions, the snapshot written with the
+ * atomic writer, and DIR/gpuslice.fractions.log, one fdatasync'ed line per change since): one
+ * append of what changed, or a new snapshot when there is no log yet or it outgrew its bound.
+ * 0 or -errno (the caller fails its answer); no journal dir configured: 0. */
 int share_journal_save(struct plugin *p);
 
 /* Write <root>/<rec>/{key,limits,shm/} from the record (fresh: remove an older dir of that name

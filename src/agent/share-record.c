@@ -36,7 +36,7 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define JOURNAL_VERSION 1
+#define JOURNAL_VERSION UINT64_C(2)
 #define JOURNAL_MAX (8u << 20)
 #define RECS_MAX 16384u
 
@@ -88,6 +88,8 @@ void share_crash_point(const char *point) {
 
 /* ---- the book ---- */
 
+static void log_close(struct share_book *b);
+
 struct share_book *share_book(struct plugin *p) {
         if (!p->book)
                 p->book = calloc(1, sizeof *p->book);
@@ -97,9 +99,15 @@ struct share_book *share_book(struct plugin *p) {
 void share_book_free(struct share_book *b) {
         if (!b)
                 return;
-        for (size_t i = 0; i < b->n; i++)
+        for (size_t i = 0; i < b->n; i++) {
                 free(b->rec[i].ids);
+                free(b->rec[i].saved);
+        }
+        if (b->log_open)
+                close(b->log_fd);
         free(b->rec);
+        free(b->gone);
+        free(b->saved_book);
         free(b);
 }
 
@@ -141,7 +149,21 @@ void share_rec_remove(struct plugin *p, struct share_rec *r) {
         struct share_book *b = share_book(p);
         if (!b || r < b->rec || r >= b->rec + b->n)
                 return;
+        if (r->saved) { /* journaled: the next log line deletes it */
+                if (b->n_gone == b->cap_gone) {
+                        size_t cap = b->cap_gone ? b->cap_gone * 2 : 16;
+                        char(*g)[128] = realloc(b->gone, cap * sizeof *g);
+                        if (g) {
+                                b->gone = g;
+                                b->cap_gone = cap;
+                        } else
+                                log_close(b); /* cannot say it: the next save writes a snapshot */
+                }
+                if (b->n_gone < b->cap_gone)
+                        strscpy(b->gone[b->n_gone++], r->name, sizeof b->gone[0]);
+        }
         free(r->ids);
+        free(r->saved);
         size_t i = (size_t)(r - b->rec);
         memmove(&b->rec[i], &b->rec[i + 1], (b->n - i - 1) * sizeof *r);
         b->n--;
@@ -244,16 +266,14 @@ void share_shape_learn(struct plugin *p, unsigned core, unsigned mem) {
 
 unsigned share_shape_expect(struct plugin *p, enum plugin_kind kind, unsigned size) {
         struct share_book *b = share_book(p);
-        unsigned exact = 0, any = 0;
+        unsigned exact = 0;
         for (unsigned i = 0; b && i < b->n_shapes; i++) {
                 unsigned mine = kind == PLUGIN_CORE ? b->shape[i].core : b->shape[i].mem;
                 unsigned other = kind == PLUGIN_CORE ? b->shape[i].mem : b->shape[i].core;
                 if (mine == size)
                         exact = MAX(exact, other);
-                any = MAX(any, other);
         }
-        /* a shape seen before: the largest partner it had; else the largest partner of any shape */
-        return exact ? exact : any;
+        return exact; /* a shape seen before: the largest partner it had */
 }
 
 unsigned share_shape_need(struct plugin *p, enum plugin_kind kind, unsigned size) {
@@ -472,6 +492,19 @@ unsigned share_check(struct plugin *p, const struct share_rec *rec) {
 
 /* ---- journal ---- */
 
+/* The journal is two files in the journal dir: a snapshot, SHARE_JOURNAL_FILE, replaced whole by
+ * the atomic writer (temp file, fsync, rename, fsync of the dir), and an append-only log,
+ * SHARE_JOURNAL_LOG, of one line per decision since that snapshot: what changed (records put
+ * whole, records deleted by name) and the book's small fields, written with one write() and made
+ * durable with fdatasync() before the answer leaves. Each entry carries a sequence number one
+ * above the one before; a snapshot holds everything up to its own, so log lines at or below it
+ * (left by a crash between the snapshot's rename and the log's truncation) are skipped. A last
+ * line without its newline is a write the crash cut short (never acknowledged) and is ignored;
+ * anything else wrong rejects the journal whole. The log is folded into a new snapshot when it
+ * outgrows JOURNAL_LOG_MIN and four times the snapshot, and at every start. */
+
+#define JOURNAL_LOG_MIN (64u << 10)
+
 static json_t *rec_json(const struct plugin *p, const struct share_rec *r) {
         json_t *o = json_object(), *ids = json_array();
         if (!o || !ids) {
@@ -483,6 +516,8 @@ static json_t *rec_json(const struct plugin *p, const struct share_rec *r) {
         json_object_set_new(o, "first", json_string(share_kind_word((enum plugin_kind)r->first)));
         json_object_set_new(o, "open", json_boolean(r->open));
         json_object_set_new(o, "guessed", json_boolean(r->guessed));
+        json_object_set_new(o, "restored", json_boolean(r->restored));
+        json_object_set_new(o, "tentative", json_boolean(r->tentative));
         json_object_set_new(o, "time", json_integer((json_int_t)r->wall));
         for (size_t k = 0; k < r->n_ids; k++) {
                 char id[SHARE_ID_MAX];
@@ -494,38 +529,240 @@ static json_t *rec_json(const struct plugin *p, const struct share_rec *r) {
         return o;
 }
 
-static char *journal_encode(struct plugin *p) {
-        struct share_book *b = share_book(p);
-        _cleanup_(json_decrefp) json_t *root = json_object();
-        json_t *recs = json_array(), *shapes = json_array();
-        if (!root || !recs || !shapes || !b) {
-                json_decref(recs);
+static char *rec_text(const struct plugin *p, const struct share_rec *r) {
+        _cleanup_(json_decrefp) json_t *o = rec_json(p, r);
+        return o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+}
+
+/* The book's small fields, `"shapes":…,"proposal":…,"last":…` (no braces), for both kinds of entry. */
+static char *book_text(const struct plugin *p, const struct share_book *b) {
+        _cleanup_(json_decrefp) json_t *o = json_object();
+        json_t *shapes = json_array();
+        if (!o || !shapes) {
                 json_decref(shapes);
                 return NULL;
         }
-        json_object_set_new(root, "version", json_integer(JOURNAL_VERSION));
-        json_object_set_new(root, "records", recs);
-        json_object_set_new(root, "shapes", shapes);
-        for (size_t i = 0; i < b->n; i++)
-                json_array_append_new(recs, rec_json(p, &b->rec[i]));
+        json_object_set_new(o, "shapes", shapes);
         for (unsigned i = 0; i < b->n_shapes; i++)
                 json_array_append_new(shapes, json_pack("[ii]", b->shape[i].core, b->shape[i].mem));
-        json_t *prop = json_null();
+        json_t *prop = NULL;
         if (b->prop.set && b->prop.gpu >= 0 && (unsigned)b->prop.gpu < p->n)
-                prop = json_pack("{s:s, s:s, s:i, s:s}", "kind", share_kind_word((enum plugin_kind)b->prop.kind), "gpu",
+                prop = json_pack("{s:s, s:s, s:I, s:s}", "kind", share_kind_word((enum plugin_kind)b->prop.kind), "gpu",
                                  p->gpu[b->prop.gpu].id, "size", (json_int_t)b->prop.size, "record", b->prop.rec);
-        json_object_set_new(root, "proposal", prop ? prop : json_null());
-        json_object_set_new(root, "last", json_string(b->last));
-        return json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_object_set_new(o, "proposal", prop ? prop : json_null());
+        json_object_set_new(o, "last", json_string(b->last));
+        char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!text)
+                return NULL;
+        size_t len = strlen(text); /* strip the braces: "{...}" -> "..." */
+        memmove(text, text + 1, len - 2);
+        text[len - 2] = 0;
+        return text;
+}
+
+/* A growing buffer of text; `failed` once out of memory. */
+struct sbuf {
+        char *s;
+        size_t len, cap;
+        bool failed;
+};
+
+static void sb_add(struct sbuf *sb, const char *text, size_t len) {
+        if (sb->failed)
+                return;
+        if (sb->len + len + 1 > sb->cap) {
+                size_t cap = MAX(sb->cap * 2, sb->len + len + 256);
+                char *s = realloc(sb->s, cap);
+                if (!s) {
+                        sb->failed = true;
+                        return;
+                }
+                sb->s = s;
+                sb->cap = cap;
+        }
+        memcpy(sb->s + sb->len, text, len);
+        sb->len += len;
+        sb->s[sb->len] = 0;
+}
+
+static void sb_str(struct sbuf *sb, const char *text) {
+        sb_add(sb, text, strlen(text));
+}
+
+static void sb_num(struct sbuf *sb, uint64_t v) {
+        char buf[24];
+        int w = snprintf(buf, sizeof buf, "%" PRIu64, v);
+        if (w > 0)
+                sb_add(sb, buf, (size_t)w);
+}
+
+static void gone_clear(struct share_book *b) {
+        b->n_gone = 0;
+}
+
+static void log_close(struct share_book *b) {
+        if (b->log_open)
+                close(b->log_fd);
+        b->log_open = false;
+}
+
+/* A new snapshot of the whole book (entry seq+1), then an empty log opened for appending. */
+static int journal_compact(struct plugin *p, struct share_book *b) {
+        _cleanup_(closep) int dfd = -1;
+        struct sbuf sb = { 0 };
+        char **texts = calloc(b->n ? b->n : 1, sizeof *texts);
+        _cleanup_(freep) char *book = book_text(p, b);
+        int r = -ENOMEM;
+        if (!texts || !book)
+                goto out;
+        sb_str(&sb, "{\"version\":");
+        sb_num(&sb, JOURNAL_VERSION);
+        sb_str(&sb, ",\"seq\":");
+        sb_num(&sb, b->seq + 1);
+        sb_str(&sb, ",\"records\":[");
+        for (size_t i = 0; i < b->n; i++) {
+                if (!(texts[i] = rec_text(p, &b->rec[i])))
+                        goto out;
+                if (i)
+                        sb_str(&sb, ",");
+                sb_str(&sb, texts[i]);
+        }
+        sb_str(&sb, "],");
+        sb_str(&sb, book);
+        sb_str(&sb, "}");
+        if (sb.failed)
+                goto out;
+        log_close(b);
+        r = state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, sb.s, sb.len, 0600, 0);
+        if (r < 0)
+                goto out;
+        b->seq++;
+        b->snap_bytes = sb.len;
+        b->log_bytes = 0;
+        for (size_t i = 0; i < b->n; i++) {
+                free(b->rec[i].saved);
+                b->rec[i].saved = texts[i];
+                texts[i] = NULL;
+        }
+        gone_clear(b);
+        free(b->saved_book);
+        b->saved_book = book;
+        book = NULL;
+        /* The log restarts empty; its dir entry made durable once, so later fdatasyncs suffice. A log
+         * that cannot be opened only means the next decision writes a snapshot again. */
+        dfd = open(p->opt.journal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = dfd < 0 ? -1
+                         : openat(dfd, SHARE_JOURNAL_LOG, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                                  0600);
+        if (fd >= 0 && fsync(dfd) == 0) {
+                b->log_fd = fd;
+                b->log_open = true;
+        } else if (fd >= 0)
+                close(fd);
+out:
+        for (size_t i = 0; texts && i < b->n; i++)
+                free(texts[i]);
+        free(texts);
+        free(sb.s);
+        return r;
+}
+
+static int write_all(int fd, const char *s, size_t len) {
+        while (len > 0) {
+                ssize_t w = write(fd, s, len);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return w < 0 ? -errno : -EIO;
+                s += w;
+                len -= (size_t)w;
+        }
+        return 0;
+}
+
+/* One log line with what changed since the last entry, written and fdatasync'ed; nothing at all
+ * when nothing changed. */
+static int journal_append(struct plugin *p, struct share_book *b) {
+        struct sbuf sb = { 0 };
+        char **texts = calloc(b->n ? b->n : 1, sizeof *texts);
+        _cleanup_(freep) char *book = book_text(p, b);
+        size_t puts = 0;
+        int r = -ENOMEM;
+        if (!texts || !book)
+                goto out;
+        sb_str(&sb, "{\"seq\":");
+        sb_num(&sb, b->seq + 1);
+        sb_str(&sb, ",\"del\":[");
+        for (size_t i = 0; i < b->n_gone; i++) {
+                _cleanup_(json_decrefp) json_t *name = json_string(b->gone[i]);
+                _cleanup_(freep) char *q = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+                if (!q)
+                        goto out;
+                if (i)
+                        sb_str(&sb, ",");
+                sb_str(&sb, q);
+        }
+        sb_str(&sb, "],\"put\":[");
+        for (size_t i = 0; i < b->n; i++) {
+                if (!(texts[i] = rec_text(p, &b->rec[i])))
+                        goto out;
+                if (b->rec[i].saved && streq(b->rec[i].saved, texts[i])) {
+                        free(texts[i]);
+                        texts[i] = NULL;
+                        continue;
+                }
+                if (puts++)
+                        sb_str(&sb, ",");
+                sb_str(&sb, texts[i]);
+        }
+        sb_str(&sb, "],");
+        sb_str(&sb, book);
+        sb_str(&sb, "}\n");
+        if (sb.failed)
+                goto out;
+        r = 0;
+        if (puts == 0 && b->n_gone == 0 && b->saved_book && streq(b->saved_book, book))
+                goto out; /* nothing to make durable */
+        r = write_all(b->log_fd, sb.s, sb.len);
+        if (r == 0 && fdatasync(b->log_fd) < 0)
+                r = -errno;
+        if (r < 0) {
+                log_close(b); /* a torn line may follow: the next save writes a snapshot */
+                goto out;
+        }
+        b->seq++;
+        b->log_bytes += sb.len;
+        for (size_t i = 0; i < b->n; i++)
+                if (texts[i]) {
+                        free(b->rec[i].saved);
+                        b->rec[i].saved = texts[i];
+                        texts[i] = NULL;
+                }
+        gone_clear(b);
+        free(b->saved_book);
+        b->saved_book = book;
+        book = NULL;
+out:
+        for (size_t i = 0; texts && i < b->n; i++)
+                free(texts[i]);
+        free(texts);
+        free(sb.s);
+        return r;
 }
 
 int share_journal_save(struct plugin *p) {
         if (!p->opt.journal_dir[0])
                 return 0;
-        _cleanup_(freep) char *text = journal_encode(p);
-        int r = text ? state_write_atomic(p->opt.journal_dir, SHARE_JOURNAL_FILE, text, strlen(text), 0600, 0)
-                     : -ENOMEM;
-        share_count("gpuslice_share_journal_writes_total", r < 0 ? "error" : "ok");
+        struct share_book *b = share_book(p);
+        int r = -ENOMEM;
+        if (b) {
+                size_t limit = MIN(MAX((size_t)JOURNAL_LOG_MIN, 4 * b->snap_bytes), (size_t)JOURNAL_MAX / 2);
+                bool compact = !b->log_open || b->log_bytes >= limit;
+                r = compact ? journal_compact(p, b) : journal_append(p, b);
+                share_count("gpuslice_share_journal_writes_total",
+                            r < 0 ? "error" : compact ? "snapshot" : "append");
+        } else
+                share_count("gpuslice_share_journal_writes_total", "error");
         if (r < 0)
                 log_error_errno(r, "cannot write the fractional journal", "dir=%s", p->opt.journal_dir);
         return r;
@@ -533,11 +770,12 @@ int share_journal_save(struct plugin *p) {
 
 static int decode_rec(struct plugin *p, json_t *o, struct share_rec *r) {
         const char *name, *first;
-        int open, guessed;
+        int open, guessed, restored, tentative;
         json_int_t wall;
         json_t *ids;
-        if (json_unpack(o, "{s:s, s:s, s:b, s:b, s:I, s:o !}", "name", &name, "first", &first, "open", &open, "guessed",
-                        &guessed, "time", &wall, "ids", &ids) < 0 ||
+        if (json_unpack(o, "{s:s, s:s, s:b, s:b, s:b, s:b, s:I, s:o !}", "name", &name, "first", &first, "open", &open,
+                        "guessed", &guessed, "restored", &restored, "tentative", &tentative, "time", &wall, "ids",
+                        &ids) < 0 ||
             strlen(name) >= sizeof r->name || !strchr(name, '.') || wall < 0 || !json_is_array(ids) ||
             json_array_size(ids) == 0 || json_array_size(ids) > SHARE_CORE_IDS * TOPO_MAX_GPUS + SHARE_MEM_IDS_MAX)
                 return -EBADMSG;
@@ -547,6 +785,8 @@ static int decode_rec(struct plugin *p, json_t *o, struct share_rec *r) {
         r->first = streq(first, "core") ? PLUGIN_CORE : PLUGIN_MEMORY;
         r->open = open;
         r->guessed = guessed;
+        r->restored = restored;
+        r->tentative = tentative;
         r->wall = (uint64_t)wall;
         size_t k;
         json_t *v;
@@ -563,12 +803,15 @@ static int decode_rec(struct plugin *p, json_t *o, struct share_rec *r) {
 static int decode_shapes(struct plugin *p, json_t *shapes) {
         size_t k;
         json_t *v;
+        if (!json_is_array(shapes))
+                return -EBADMSG;
         json_array_foreach(shapes, k, v) {
                 json_int_t c, m;
                 if (k >= SHARE_SHAPES || json_unpack(v, "[II!]", &c, &m) < 0 || c < 1 || c > SHARE_CORE_IDS || m < 1 ||
                     m > SHARE_MEM_IDS_MAX)
                         return -EBADMSG;
         }
+        share_book(p)->n_shapes = 0;
         /* oldest first, so the newest ends up in front */
         for (size_t i = json_array_size(shapes); i-- > 0;) {
                 json_int_t c, m;
@@ -578,46 +821,163 @@ static int decode_shapes(struct plugin *p, json_t *shapes) {
         return 0;
 }
 
+static int decode_proposal(struct plugin *p, json_t *o, struct share_proposal *ret) {
+        const char *kind, *gpu, *rec;
+        json_int_t size;
+        *ret = (struct share_proposal){ 0 };
+        if (json_is_null(o))
+                return 0;
+        if (json_unpack(o, "{s:s, s:s, s:I, s:s !}", "kind", &kind, "gpu", &gpu, "size", &size, "record", &rec) < 0 ||
+            (!streq(kind, "core") && !streq(kind, "mem")) || size < 1 ||
+            size > (json_int_t)SHARE_CORE_IDS * TOPO_MAX_GPUS || strlen(rec) >= sizeof ret->rec)
+                return -EBADMSG;
+        int g = -1;
+        for (unsigned i = 0; i < p->n && g < 0; i++)
+                if (streq(p->gpu[i].id, gpu))
+                        g = (int)i;
+        if (g < 0)
+                return -EBADMSG;
+        *ret = (struct share_proposal){ .set = true,
+                                        .kind = streq(kind, "core") ? PLUGIN_CORE : PLUGIN_MEMORY,
+                                        .gpu = g,
+                                        .size = (unsigned)size };
+        strscpy(ret->rec, rec, sizeof ret->rec);
+        return 0;
+}
+
+/* The small fields of either kind of entry. */
+static int decode_book(struct plugin *p, json_t *shapes, json_t *prop, const char *last) {
+        struct share_book *b = share_book(p);
+        struct share_proposal q;
+        if (strlen(last) >= sizeof b->last || decode_proposal(p, prop, &q) < 0 || decode_shapes(p, shapes) < 0)
+                return -EBADMSG;
+        b->prop = q;
+        strscpy(b->last, last, sizeof b->last);
+        return 0;
+}
+
+/* Put one decoded record in the book, replacing the one of its name (replace) or refusing a
+ * duplicate (!replace). */
+static int put_rec(struct plugin *p, json_t *o, bool replace) {
+        struct share_rec tmp = { 0 };
+        int r = decode_rec(p, o, &tmp);
+        struct share_rec *dst = r == 0 ? share_rec_find(p, tmp.name) : NULL;
+        if (r == 0 && dst && !replace)
+                r = -EBADMSG;
+        if (r == 0 && dst) {
+                free(dst->ids);
+                free(dst->saved);
+        } else if (r == 0)
+                dst = share_rec_add(p, tmp.name);
+        if (r < 0 || !dst) {
+                free(tmp.ids);
+                return r < 0 ? r : -EBADMSG;
+        }
+        *dst = tmp;
+        return 0;
+}
+
+/* Everything the journal put in the book goes (a journal is accepted or rejected whole). */
+static void book_reset(struct plugin *p) {
+        struct share_book *b = share_book(p);
+        for (size_t i = b->n; i-- > 0;)
+                share_rec_remove(p, &b->rec[i]);
+        b->n_shapes = 0;
+        b->last[0] = 0;
+        b->prop = (struct share_proposal){ 0 };
+        b->seq = 0;
+        gone_clear(b);
+}
+
 int share_journal_decode(struct plugin *p, const char *text, size_t len) {
         if (len > JOURNAL_MAX)
                 return -EBADMSG;
         _cleanup_(json_decrefp) json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
-        json_int_t version;
+        json_int_t version, seq;
         json_t *recs, *shapes, *prop;
         const char *last;
         if (!root ||
-            json_unpack(root, "{s:I, s:o, s:o, s:o, s:s !}", "version", &version, "records", &recs, "shapes", &shapes,
-                        "proposal", &prop, "last", &last) < 0 ||
-            version != JOURNAL_VERSION || !json_is_array(recs) || !json_is_array(shapes) ||
-            json_array_size(recs) > RECS_MAX || strlen(last) >= sizeof p->book->last)
+            json_unpack(root, "{s:I, s:I, s:o, s:o, s:o, s:s !}", "version", &version, "seq", &seq, "records", &recs,
+                        "shapes", &shapes, "proposal", &prop, "last", &last) < 0 ||
+            version != (json_int_t)JOURNAL_VERSION || seq < 1 || !json_is_array(recs) || json_array_size(recs) > RECS_MAX)
                 return -EBADMSG;
         struct share_book *b = share_book(p);
         if (!b)
                 return -ENOMEM;
-        strscpy(b->last, last, sizeof b->last);
+        int r = decode_book(p, shapes, prop, last);
         size_t k;
         json_t *v;
-        int r = decode_shapes(p, shapes);
         json_array_foreach(recs, k, v) {
                 if (r < 0)
                         break;
-                struct share_rec tmp = { 0 };
-                r = decode_rec(p, v, &tmp);
-                struct share_rec *dst = r == 0 && !share_rec_find(p, tmp.name) ? share_rec_add(p, tmp.name) : NULL;
-                if (!dst) {
-                        free(tmp.ids);
-                        r = r < 0 ? r : -EBADMSG;
-                        break;
-                }
-                *dst = tmp;
+                r = put_rec(p, v, false);
         }
-        if (r < 0) { /* rejected whole */
-                for (size_t i = b->n; i-- > 0;)
-                        share_rec_remove(p, &b->rec[i]);
-                b->n_shapes = 0;
-                b->last[0] = 0;
-        }
+        if (r < 0)
+                book_reset(p);
+        else
+                b->seq = (uint64_t)seq;
         return r;
+}
+
+/* One complete log line. 1 applied, 0 skipped (at or below the snapshot's entry), -EBADMSG. */
+static int replay_line(struct plugin *p, const char *line, size_t len) {
+        struct share_book *b = share_book(p);
+        _cleanup_(json_decrefp) json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+        json_int_t seq;
+        json_t *del, *put, *shapes, *prop;
+        const char *last;
+        if (!root ||
+            json_unpack(root, "{s:I, s:o, s:o, s:o, s:o, s:s !}", "seq", &seq, "del", &del, "put", &put, "shapes",
+                        &shapes, "proposal", &prop, "last", &last) < 0 ||
+            !json_is_array(del) || !json_is_array(put) || json_array_size(put) > RECS_MAX || seq < 1)
+                return -EBADMSG;
+        if ((uint64_t)seq <= b->seq)
+                return 0;
+        if ((uint64_t)seq != b->seq + 1)
+                return -EBADMSG; /* an entry is missing */
+        size_t k;
+        json_t *v;
+        json_array_foreach(del, k, v) {
+                struct share_rec *r = json_is_string(v) ? share_rec_find(p, json_string_value(v)) : NULL;
+                if (!r)
+                        return -EBADMSG;
+                share_rec_remove(p, r);
+        }
+        json_array_foreach(put, k, v) {
+                if (put_rec(p, v, true) < 0)
+                        return -EBADMSG;
+        }
+        if (decode_book(p, shapes, prop, last) < 0)
+                return -EBADMSG;
+        b->seq = (uint64_t)seq;
+        return 1;
+}
+
+int share_journal_replay(struct plugin *p, const char *text, size_t len) {
+        struct share_book *b = share_book(p);
+        if (!b)
+                return -ENOMEM;
+        if (len > JOURNAL_MAX) {
+                book_reset(p);
+                return -EBADMSG;
+        }
+        int applied = 0;
+        size_t at = 0;
+        while (at < len) {
+                const char *nl = memchr(text + at, '\n', len - at);
+                if (!nl)
+                        break; /* the last write, cut short by the crash: never acknowledged */
+                size_t n = (size_t)(nl - (text + at));
+                int r = replay_line(p, text + at, n);
+                if (r < 0) {
+                        book_reset(p);
+                        return r;
+                }
+                applied += r;
+                at += n + 1;
+        }
+        gone_clear(b);
+        return applied;
 }
 
 /* A restored record's IDs back in the allocation record (the state file may be older). */
@@ -641,14 +1001,24 @@ static void rec_to_state(struct plugin *p, const struct share_rec *r) {
 static int restore_locked(struct plugin *p) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", p->opt.journal_dir, SHARE_JOURNAL_FILE);
-        _cleanup_(freep) char *text = NULL;
-        size_t len = 0;
+        _cleanup_(freep) char *text = NULL, *log = NULL;
+        size_t len = 0, log_len = 0;
         int r = read_file(path, JOURNAL_MAX, &text, &len);
         if (r < 0)
                 return r;
         r = share_journal_decode(p, text, len);
         if (r < 0)
                 return r;
+        snprintf(path, sizeof path, "%s/%s", p->opt.journal_dir, SHARE_JOURNAL_LOG);
+        r = read_file(path, JOURNAL_MAX, &log, &log_len);
+        if (r == -ENOENT) /* a snapshot alone (written, the log not created yet) */
+                r = 0;
+        else if (r == 0)
+                r = share_journal_replay(p, log, log_len);
+        if (r < 0) {
+                book_reset(p);
+                return r == -EFBIG ? -EBADMSG : r;
+        }
         struct share_book *b = share_book(p);
         uint64_t now = health_now_ms();
         unsigned open = 0;
@@ -660,6 +1030,8 @@ static int restore_locked(struct plugin *p) {
                         rec->restored = true;
                 } else
                         rec->open = false;
+                if (rec->tentative) /* the call after its join may still come and reverse it */
+                        rec->deadline_ms = now + SHARE_PAIR_RESTART_MS;
                 char err[256];
                 if (share_rec_write_dir(p, rec, false, err, sizeof err) < 0)
                         log_warn("cannot rewrite a limits dir from the journal", "container=%s error=\"%s\"", rec->name,
@@ -668,6 +1040,7 @@ static int restore_locked(struct plugin *p) {
         b->restored = true;
         atomic_fetch_add(&p->generation, 1);
         (void)share_check(p, NULL);
+        (void)share_journal_save(p); /* the log folded into a snapshot; a torn last line dropped */
         return (int)b->n;
 }
 
@@ -733,8 +1106,8 @@ static int after_sync_last(struct plugin *p, struct share_rec *r) {
         return changed;
 }
 
-/* The first sync after a restore: every ID of the journal's records that PodResources does not
- * list is not held by kubelet — kubelet lists an allocation as soon as its Allocate returned, so an
+/* The first sync after a restore (the one at start, before the services are served): every ID of
+ * the journal's records that PodResources does not list is not held by kubelet — kubelet lists an allocation as soon as its Allocate returned, so an
  * unlisted one's answer never reached kubelet (the agent died first) or kubelet has let it go (a
  * container failed while the agent was down). Left in the record, it would count against the room
  * of its GPU for the state's 120 s grace. Records left without IDs go, with their dirs. Returns
@@ -768,6 +1141,24 @@ static size_t drop_unlisted(struct plugin *p) {
                 share_rec_remove_dir(p, r);
                 share_rec_remove(p, r);
         }
+        /* The same for fractional entries of the state file that no record holds (the state file is
+         * written after the journal, asynchronously: it may hold grants the journal has dropped). */
+        for (size_t k = 0; k < p->state.n_allocs;) {
+                const struct state_alloc *a = &p->state.allocs[k];
+                bool frac = (p->opt.core_resource[0] && streq(a->resource, p->opt.core_resource)) ||
+                            (p->opt.memory_resource[0] && streq(a->resource, p->opt.memory_resource));
+                if (!frac || a->seen) {
+                        k++;
+                        continue;
+                }
+                char res[STATE_RESOURCE_MAX], dev[STATE_DEVICE_ID_MAX];
+                strscpy(res, a->resource, sizeof res);
+                strscpy(dev, a->device_id, sizeof dev);
+                if (state_remove(&p->state, res, dev) < 0)
+                        k++;
+                else
+                        dropped++;
+        }
         return dropped;
 }
 
@@ -780,7 +1171,8 @@ int share_after_sync(struct plugin *p) {
         struct share_rec *r = b->last[0] ? share_rec_find(p, b->last) : NULL;
         if (r)
                 changed = after_sync_last(p, r);
-        if (drop_unlisted(p) > 0) {
+        /* only while every grant on record is from an earlier life (no Allocate answered since) */
+        if (p->n_allocate == 0 && drop_unlisted(p) > 0) {
                 changed = 1;
                 (void)share_journal_save(p);
                 (void)share_check(p, NULL);

@@ -449,8 +449,17 @@ static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const str
                 .n = p->n,
         };
         if (partner < 0 && q->pair) {
+                /* A size seen before: room for the largest partner it had, and refused when no GPU keeps
+                 * the smallest. A size never seen: its partner may be anything, so keep a whole GPU's worth
+                 * (an untouched GPU, by the policy), else the GPU keeping the most room: the guess most
+                 * likely to let the partner follow. */
                 q->expect = share_shape_expect(p, kind, in->size);
                 q->need = share_shape_need(p, kind, in->size);
+                unsigned whole = 0;
+                for (unsigned g = 0; g < p->n; g++)
+                        whole = MAX(whole, ok == PLUGIN_CORE ? SHARE_CORE_IDS : p->gpu[g].n_mem);
+                if (q->expect == 0)
+                        q->expect = whole;
         }
         for (unsigned g = 0; g < p->n; g++) {
                 struct alloc_frac_gpu *x = &q->gpu[g];

@@ -29,6 +29,7 @@
 #define SHARE_PAIR_WINDOW_MS 5000u              /* a container's second resource must follow its first within this */
 #define SHARE_PAIR_RESTART_MS 30000u            /* ... or within this after an agent restart (the journal kept it) */
 #define SHARE_JOURNAL_FILE "gpuslice.fractions" /* in the state dir: the fractional write-ahead journal */
+#define SHARE_JOURNAL_LOG "gpuslice.fractions.log" /* ... and its append-only log since that snapshot */
 
 /* Where things appear inside a fractional container. */
 #define SHARE_CONTAINER_DIR "/run/gpuslice"
@@ -88,6 +89,11 @@ int share_restore(struct plugin *p);
 /* Parse a journal into the plugin's book (exposed for the fuzz target and tests). 0 or -EBADMSG
  * (nothing kept), -ENOMEM. */
 int share_journal_decode(struct plugin *p, const char *text, size_t len);
+/* Replay a journal log (gpuslice.fractions.log) on the book share_journal_decode filled: complete
+ * lines in order, entries at or below the snapshot's skipped, a last line without its newline
+ * ignored (a write the crash cut short). The number of entries applied, or -EBADMSG (the book
+ * emptied: the journal is rejected whole), -ENOMEM. */
+int share_journal_replay(struct plugin *p, const char *text, size_t len);
 /* After a PodResources reconcile (caller holds the lock): the first one after a restore decides
  * what became of the container kubelet was admitting when the agent died — its first half listed
  * and its second not: the second half never reached kubelet, the record waits for it again; its
