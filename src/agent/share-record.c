@@ -111,6 +111,11 @@ void share_book_free(struct share_book *b) {
         free(b);
 }
 
+size_t share_record_count(struct plugin *p) {
+        struct share_book *b = share_book(p);
+        return b ? b->n : 0;
+}
+
 struct share_rec *share_rec_open(struct plugin *p) {
         struct share_book *b = share_book(p);
         for (size_t i = 0; b && i < b->n; i++)

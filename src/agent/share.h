@@ -94,6 +94,8 @@ int share_journal_decode(struct plugin *p, const char *text, size_t len);
  * ignored (a write the crash cut short). The number of entries applied, or -EBADMSG (the book
  * emptied: the journal is rejected whole), -ENOMEM. */
 int share_journal_replay(struct plugin *p, const char *text, size_t len);
+/* The number of fractional records in the book (tests and the fuzz target). */
+size_t share_record_count(struct plugin *p);
 /* After a PodResources reconcile (caller holds the lock): the first one after a restore decides
  * what became of the container kubelet was admitting when the agent died — its first half listed
  * and its second not: the second half never reached kubelet, the record waits for it again; its

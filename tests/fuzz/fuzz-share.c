@@ -6,7 +6,8 @@
  * to itself; every call gets an answer or a clean gRPC error, and every answer decodes again.
  * The interposer path does not exist, so Allocate stops before writing any file. A first byte of
  * 0xf0 or more feeds the rest to the journal parser (share_journal_decode), which must accept or
- * reject it whole.
+ * reject it whole; 0xe0..0xef splits the rest at its first NUL into a snapshot and a log
+ * (gpuslice.fractions.log) replayed on it (share_journal_replay): a rejected log leaves no record.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -68,6 +69,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort();
                 if (r != 0 && p->book && share_check_all(p) != 0)
                         abort(); /* a rejected journal leaves nothing behind */
+                share_book_free(p->book);
+                p->book = NULL;
+                return 0;
+        }
+        if (data[0] >= 0xe0) { /* snapshot NUL log */
+                const uint8_t *nul = memchr(req, 0, len);
+                size_t slen = nul ? (size_t)(nul - req) : 0;
+                const char *log = nul ? (const char *)nul + 1 : (const char *)req;
+                size_t llen = nul ? len - slen - 1 : len;
+                if (slen)
+                        (void)share_journal_decode(p, (const char *)req, slen);
+                int r = share_journal_replay(p, log, llen);
+                if (r < 0 && r != -EBADMSG && r != -ENOMEM)
+                        abort();
+                if (r == -EBADMSG && share_record_count(p) != 0)
+                        abort(); /* rejected whole */
                 share_book_free(p->book);
                 p->book = NULL;
                 return 0;

@@ -704,6 +704,156 @@ static void test_restart_drops_unlisted(void **state) {
         v1beta1__allocate_response__free_unpacked(a, NULL);
 }
 
+/* Issue 14, point 2: a half joined a restored record tentatively (no PodResources to ask), and the
+ * agent dies right after that join. The restart must still know the join was tentative: the next
+ * call lists the record's first half as available (its container had been failed), so the join is
+ * reversed and the joined container's other half joins it — one dir. Before, `tentative` was not
+ * journaled: after the second restart the memory half became a container of its own (split). */
+static void test_restart_keeps_tentative(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
+        restart_plugin(f);                                                          /* no PodResources */
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 6, 0, 30, &core, &st), RPC_OK); /* tentative join */
+        restart_plugin(f); /* killed right after the join */
+        /* the core container's memory half: kubelet lists every memory ID, the failed container's too */
+        char **ids = NULL;
+        size_t n = 0;
+        assert_int_equal(prefer_all(f, PLUGIN_MEMORY, 8, &ids, &n, &st), RPC_OK);
+        for (size_t i = 0; i < n; i++) {
+                enum plugin_kind kind;
+                unsigned g, num;
+                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
+                assert_int_equal(g, 6); /* steered to the core half's GPU */
+                free(ids[i]);
+        }
+        free(ids);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 0, 8, &mem, &st), RPC_OK);
+        const char *a = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_equal(a, mount_host(mem->container_responses[0], SHARE_LIMITS_PATH));
+        struct gs_limits l;
+        read_limits(a, &l);
+        assert_int_equal(l.dev[0].core_percent, 30);
+        assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
+        assert_int_equal(share_check_all(&f->p), 0);
+        v1beta1__allocate_response__free_unpacked(old, NULL);
+        v1beta1__allocate_response__free_unpacked(core, NULL);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+}
+
+/* The journal is a snapshot plus an append-only log: decisions append one line each, and a restart
+ * rebuilds the same records from both (then folds the log into a new snapshot). */
+static void test_journal_log_appends_and_restores(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r[6] = { 0 };
+        char snap[512], logp[512];
+        snprintf(snap, sizeof snap, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
+        snprintf(logp, sizeof logp, "%s/%s", f->tmp, SHARE_JOURNAL_LOG);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 30, &r[0], &st), RPC_OK); /* first save: snapshot */
+        struct stat s0, s1, l0, l1;
+        assert_int_equal(stat(snap, &s0), 0);
+        assert_int_equal(stat(logp, &l0), 0);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 1, 0, 8, &r[1], &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 2, 0, 4, &r[2], &st), RPC_OK);
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r[3], &st), RPC_OK);
+        assert_int_equal(stat(snap, &s1), 0);
+        assert_int_equal(stat(logp, &l1), 0);
+        assert_int_equal(s1.st_ino, s0.st_ino); /* not rewritten */
+        assert_true(l1.st_size > l0.st_size);   /* appended */
+        struct share_usage u0, u1;
+        share_usage(&f->p, &u0);
+        struct plugin_options o = f->p.opt;
+        plugin_done(&f->p);
+        plugin_init(&f->p, &o, &f->t);
+        assert_int_equal(share_restore(&f->p), 2);
+        share_usage(&f->p, &u1);
+        assert_memory_equal(u0.core, u1.core, sizeof u0.core);
+        assert_memory_equal(u0.mem, u1.mem, sizeof u0.mem);
+        assert_int_equal(stat(logp, &l1), 0);
+        assert_int_equal(l1.st_size, 0); /* folded into a new snapshot at start */
+        assert_int_equal(share_check_all(&f->p), 0);
+        /* the restored records go on: a second core on GPU 1 is another container, its dir its own */
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 30, 20, &r[4], &st), RPC_OK);
+        assert_string_not_equal(mount_host(r[4]->container_responses[0], SHARE_LIMITS_PATH),
+                                mount_host(r[0]->container_responses[0], SHARE_LIMITS_PATH));
+        for (unsigned i = 0; i < 6; i++)
+                if (r[i])
+                        v1beta1__allocate_response__free_unpacked(r[i], NULL);
+}
+
+/* The log parser: complete lines in order; a last line cut short ignored; entries at or below the
+ * snapshot's skipped; everything else rejects the journal whole (nothing kept). */
+static void test_journal_log_malformed(void **state) {
+        struct fx *f = *state;
+        char id0[SHARE_ID_MAX], id1[SHARE_ID_MAX], snap[1024], rec[512], rec2[512];
+        fmt_id(f, 3, PLUGIN_CORE, 0, id0);
+        fmt_id(f, 3, PLUGIN_MEMORY, 0, id1);
+        snprintf(rec, sizeof rec,
+                 "{\"name\":\"%.40s.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":false,\"restored\":false,"
+                 "\"tentative\":false,\"time\":5,\"ids\":[\"%s\"]}",
+                 f->p.gpu[3].id, id0);
+        snprintf(rec2, sizeof rec2,
+                 "{\"name\":\"%.40s.mem-0\",\"first\":\"mem\",\"open\":true,\"guessed\":false,\"restored\":false,"
+                 "\"tentative\":true,\"time\":6,\"ids\":[\"%s\"]}",
+                 f->p.gpu[3].id, id1);
+        snprintf(snap, sizeof snap,
+                 "{\"version\":2,\"seq\":3,\"records\":[%s],\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"\"}", rec);
+        const char *book = "\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"x\"";
+        struct {
+                const char *what;
+                int want; /* entries applied, or -EBADMSG */
+                size_t n_recs;
+                char log[2048];
+        } cases[16];
+        unsigned n = 0;
+#define CASE(w, res, nr, ...)                                                      \
+        do {                                                                   \
+                cases[n].what = (w);                                           \
+                cases[n].want = (res);                                         \
+                cases[n].n_recs = (nr);                                        \
+                snprintf(cases[n].log, sizeof cases[n].log, __VA_ARGS__);      \
+                n++;                                                           \
+        } while (0)
+        CASE("empty", 0, 1, "%s", "");
+        CASE("one put", 1, 2, "{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", rec2, book);
+        CASE("torn last line ignored", 1, 2, "{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n{\"seq\":5,\"del\":[", rec2,
+             book);
+        CASE("stale entries skipped", 1, 2,
+             "{\"seq\":2,\"del\":[\"nope\"],\"put\":[],%s}\n{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", book, rec2, book);
+        CASE("delete", 1, 0, "{\"seq\":4,\"del\":[\"%.40s.core-0\"],\"put\":[],%s}\n", f->p.gpu[3].id, book);
+        CASE("gap", -EBADMSG, 0, "{\"seq\":5,\"del\":[],\"put\":[%s],%s}\n", rec2, book);
+        CASE("delete unknown", -EBADMSG, 0, "{\"seq\":4,\"del\":[\"x.core-1\"],\"put\":[],%s}\n", book);
+        CASE("garbage line", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[],%s}\nnot json\n", book);
+        CASE("extra key", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[],\"x\":1,%s}\n", book);
+        CASE("missing key", -EBADMSG, 0, "{\"seq\":4,\"del\":[],%s}\n", book);
+        CASE("bad ID", -EBADMSG, 0,
+             "{\"seq\":4,\"del\":[],\"put\":[{\"name\":\"a.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":false,"
+             "\"restored\":false,\"tentative\":false,\"time\":1,\"ids\":[\"GPU-x::core-0\"]}],%s}\n",
+             book);
+        CASE("bad proposal GPU", -EBADMSG, 0,
+             "{\"seq\":4,\"del\":[],\"put\":[],\"shapes\":[],\"proposal\":{\"kind\":\"core\",\"gpu\":\"GPU-x\","
+             "\"size\":3,\"record\":\"\"},\"last\":\"\"}\n");
+        CASE("shape out of range", -EBADMSG, 0,
+             "{\"seq\":4,\"del\":[],\"put\":[],\"shapes\":[[101,1]],\"proposal\":null,\"last\":\"\"}\n");
+        CASE("negative seq", -EBADMSG, 0, "{\"seq\":-1,\"del\":[],\"put\":[],%s}\n", book);
+        CASE("control byte", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[]%c,%s}\n", 1, book);
+#undef CASE
+        for (unsigned i = 0; i < n; i++) {
+                struct plugin_options o = f->p.opt;
+                plugin_done(&f->p);
+                plugin_init(&f->p, &o, &f->t);
+                assert_int_equal(share_journal_decode(&f->p, snap, strlen(snap)), 0);
+                int r = share_journal_replay(&f->p, cases[i].log, strlen(cases[i].log));
+                if (r != cases[i].want)
+                        fail_msg("%s: %d, want %d", cases[i].what, r, cases[i].want);
+                size_t recs = share_record_count(&f->p);
+                if (recs != cases[i].n_recs)
+                        fail_msg("%s: %zu records, want %zu", cases[i].what, recs, cases[i].n_recs);
+        }
+}
+
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
         struct fx *f = *state;
@@ -729,6 +879,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_restart_failed_container_not_partner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_listed_container_pairs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_drops_unlisted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_keeps_tentative, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_journal_log_appends_and_restores, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_journal_log_malformed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invariant_finds_tampered_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
