@@ -5,9 +5,10 @@
  * per-container limits dirs written from them, and the invariants checked after every decision
  * (docs/sharing.md, "Crash safety").
  *
- * The journal, <state-dir>/gpuslice.fractions, is JSON written whole with the state module's
- * atomic writer (temp file, fsync, rename, fsync dir) BEFORE an answer leaves the agent; on start
- * it is read back, the records' IDs re-enter the allocation record, every live limits dir is
+ * The journal is a snapshot, <state-dir>/gpuslice.fractions, written whole with the atomic writer
+ * (temp file, fsync, rename, fsync dir), and an append-only log, gpuslice.fractions.log, of one
+ * fdatasync'ed line per decision since — durable BEFORE an answer leaves the agent; on start both
+ * are read back, the records' IDs re-enter the allocation record, every live limits dir is
  * rewritten from its record, and a half still waiting for its partner keeps waiting.
  *
  * Must never: write a limits file looser than the record's grant, trust a journal that fails any
@@ -58,7 +59,7 @@ void share_count(const char *family, const char *outcome) {
                 help = "Violated fractional invariants found by the agent's own checks (must stay 0).";
                 key = "check";
         } else if (streq(family, "gpuslice_share_journal_writes_total"))
-                help = "Writes of the fractional journal (gpuslice.fractions), by outcome.";
+                help = "Durable writes of the fractional journal: append (a log line), snapshot, error.";
         metrics_counter_add(metrics_counter_get(family, help, key, outcome), 1);
 }
 
