@@ -61,13 +61,13 @@ struct share_book {
         bool restored;  /* loaded from the journal; not yet checked against PodResources */
         bool no_room;   /* the last GetPreferredAllocation refused a first half for room */
         /* the journal (share-record.c): snapshot + append-only log */
-        bool log_open;          /* log_fd appends; false: the next save writes a snapshot */
+        bool log_open; /* log_fd appends; false: the next save writes a snapshot */
         int log_fd;
-        uint64_t seq;           /* of the last entry written or read */
-        size_t log_bytes;       /* appended since the snapshot */
-        size_t snap_bytes;      /* the snapshot's size */
-        char *saved_book;       /* the small fields as last written */
-        char (*gone)[128];      /* journaled records removed since the last entry */
+        uint64_t seq;      /* of the last entry written or read */
+        size_t log_bytes;  /* appended since the snapshot */
+        size_t snap_bytes; /* the snapshot's size */
+        char *saved_book;  /* the small fields as last written */
+        char (*gone)[128]; /* journaled records removed since the last entry */
         size_t n_gone, cap_gone;
 };
 

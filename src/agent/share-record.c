@@ -658,8 +658,8 @@ static int journal_compact(struct plugin *p, struct share_book *b) {
          * that cannot be opened only means the next decision writes a snapshot again. */
         dfd = open(p->opt.journal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int fd = dfd < 0 ? -1
-                         : openat(dfd, SHARE_JOURNAL_LOG, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                                  0600);
+                         : openat(dfd, SHARE_JOURNAL_LOG,
+                                  O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0 && fsync(dfd) == 0) {
                 b->log_fd = fd;
                 b->log_open = true;
@@ -765,8 +765,7 @@ int share_journal_save(struct plugin *p) {
                 size_t limit = MIN(MAX((size_t)JOURNAL_LOG_MIN, 4 * b->snap_bytes), (size_t)JOURNAL_MAX / 2);
                 bool compact = !b->log_open || b->log_bytes >= limit;
                 r = compact ? journal_compact(p, b) : journal_append(p, b);
-                share_count("gpuslice_share_journal_writes_total",
-                            r < 0 ? "error" : compact ? "snapshot" : "append");
+                share_count("gpuslice_share_journal_writes_total", r < 0 ? "error" : compact ? "snapshot" : "append");
         } else
                 share_count("gpuslice_share_journal_writes_total", "error");
         if (r < 0)
@@ -843,10 +842,9 @@ static int decode_proposal(struct plugin *p, json_t *o, struct share_proposal *r
                         g = (int)i;
         if (g < 0)
                 return -EBADMSG;
-        *ret = (struct share_proposal){ .set = true,
-                                        .kind = streq(kind, "core") ? PLUGIN_CORE : PLUGIN_MEMORY,
-                                        .gpu = g,
-                                        .size = (unsigned)size };
+        *ret = (struct share_proposal){
+                .set = true, .kind = streq(kind, "core") ? PLUGIN_CORE : PLUGIN_MEMORY, .gpu = g, .size = (unsigned)size
+        };
         strscpy(ret->rec, rec, sizeof ret->rec);
         return 0;
 }
@@ -905,7 +903,8 @@ int share_journal_decode(struct plugin *p, const char *text, size_t len) {
         if (!root ||
             json_unpack(root, "{s:I, s:I, s:o, s:o, s:o, s:s !}", "version", &version, "seq", &seq, "records", &recs,
                         "shapes", &shapes, "proposal", &prop, "last", &last) < 0 ||
-            version != (json_int_t)JOURNAL_VERSION || seq < 1 || !json_is_array(recs) || json_array_size(recs) > RECS_MAX)
+            version != (json_int_t)JOURNAL_VERSION || seq < 1 || !json_is_array(recs) ||
+            json_array_size(recs) > RECS_MAX)
                 return -EBADMSG;
         struct share_book *b = share_book(p);
         if (!b)
@@ -1186,7 +1185,6 @@ int share_after_sync(struct plugin *p) {
         }
         return changed;
 }
-
 
 int share_restore(struct plugin *p) {
         if (!p->opt.journal_dir[0])

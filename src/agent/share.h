@@ -23,12 +23,12 @@
 #include "agent/plugin.h"
 #include "util/limits-dir.h"
 
-#define SHARE_CORE_IDS 100u                     /* core IDs per GPU: percent */
-#define SHARE_MEM_IDS_MAX 1024u                 /* memory IDs per GPU at most (bounds ListAndWatch messages) */
-#define SHARE_ID_MAX 64u                        /* device ID buffer, including the NUL */
-#define SHARE_PAIR_WINDOW_MS 5000u              /* a container's second resource must follow its first within this */
-#define SHARE_PAIR_RESTART_MS 30000u            /* ... or within this after an agent restart (the journal kept it) */
-#define SHARE_JOURNAL_FILE "gpuslice.fractions" /* in the state dir: the fractional write-ahead journal */
+#define SHARE_CORE_IDS 100u                        /* core IDs per GPU: percent */
+#define SHARE_MEM_IDS_MAX 1024u                    /* memory IDs per GPU at most (bounds ListAndWatch messages) */
+#define SHARE_ID_MAX 64u                           /* device ID buffer, including the NUL */
+#define SHARE_PAIR_WINDOW_MS 5000u                 /* a container's second resource must follow its first within this */
+#define SHARE_PAIR_RESTART_MS 30000u               /* ... or within this after an agent restart (the journal kept it) */
+#define SHARE_JOURNAL_FILE "gpuslice.fractions"    /* in the state dir: the fractional write-ahead journal */
 #define SHARE_JOURNAL_LOG "gpuslice.fractions.log" /* ... and its append-only log since that snapshot */
 
 /* Where things appear inside a fractional container. */

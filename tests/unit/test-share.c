@@ -585,7 +585,7 @@ static int podres_fake_sync(void *userdata) {
         struct state_report rep[64];
         for (size_t i = 0; i < k->n; i++)
                 rep[i] = (struct state_report){ .resource = strstr(k->ids[i], "::core-") ? "gpuslice.io/gpu-core"
-                                                                                       : "gpuslice.io/gpu-memory",
+                                                                                         : "gpuslice.io/gpu-memory",
                                                 .device_id = k->ids[i],
                                                 .pod_namespace = "default",
                                                 .pod_name = "p",
@@ -714,9 +714,9 @@ static void test_restart_keeps_tentative(void **state) {
         struct rpc_status st;
         V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
-        restart_plugin(f);                                                          /* no PodResources */
+        restart_plugin(f);                                                            /* no PodResources */
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 6, 0, 30, &core, &st), RPC_OK); /* tentative join */
-        restart_plugin(f); /* killed right after the join */
+        restart_plugin(f);                                                            /* killed right after the join */
         /* the core container's memory half: kubelet lists every memory ID, the failed container's too */
         char **ids = NULL;
         size_t n = 0;
@@ -799,7 +799,8 @@ static void test_journal_log_malformed(void **state) {
                  "\"tentative\":true,\"time\":6,\"ids\":[\"%s\"]}",
                  f->p.gpu[3].id, id1);
         snprintf(snap, sizeof snap,
-                 "{\"version\":2,\"seq\":3,\"records\":[%s],\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"\"}", rec);
+                 "{\"version\":2,\"seq\":3,\"records\":[%s],\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"\"}",
+                 rec);
         const char *book = "\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"x\"";
         struct {
                 const char *what;
@@ -808,20 +809,21 @@ static void test_journal_log_malformed(void **state) {
                 char log[2048];
         } cases[16];
         unsigned n = 0;
-#define CASE(w, res, nr, ...)                                                      \
-        do {                                                                   \
-                cases[n].what = (w);                                           \
-                cases[n].want = (res);                                         \
-                cases[n].n_recs = (nr);                                        \
-                snprintf(cases[n].log, sizeof cases[n].log, __VA_ARGS__);      \
-                n++;                                                           \
+#define CASE(w, res, nr, ...)                                             \
+        do {                                                              \
+                cases[n].what = (w);                                      \
+                cases[n].want = (res);                                    \
+                cases[n].n_recs = (nr);                                   \
+                snprintf(cases[n].log, sizeof cases[n].log, __VA_ARGS__); \
+                n++;                                                      \
         } while (0)
         CASE("empty", 0, 1, "%s", "");
         CASE("one put", 1, 2, "{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", rec2, book);
         CASE("torn last line ignored", 1, 2, "{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n{\"seq\":5,\"del\":[", rec2,
              book);
         CASE("stale entries skipped", 1, 2,
-             "{\"seq\":2,\"del\":[\"nope\"],\"put\":[],%s}\n{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", book, rec2, book);
+             "{\"seq\":2,\"del\":[\"nope\"],\"put\":[],%s}\n{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", book, rec2,
+             book);
         CASE("delete", 1, 0, "{\"seq\":4,\"del\":[\"%.40s.core-0\"],\"put\":[],%s}\n", f->p.gpu[3].id, book);
         CASE("gap", -EBADMSG, 0, "{\"seq\":5,\"del\":[],\"put\":[%s],%s}\n", rec2, book);
         CASE("delete unknown", -EBADMSG, 0, "{\"seq\":4,\"del\":[\"x.core-1\"],\"put\":[],%s}\n", book);
@@ -829,7 +831,8 @@ static void test_journal_log_malformed(void **state) {
         CASE("extra key", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[],\"x\":1,%s}\n", book);
         CASE("missing key", -EBADMSG, 0, "{\"seq\":4,\"del\":[],%s}\n", book);
         CASE("bad ID", -EBADMSG, 0,
-             "{\"seq\":4,\"del\":[],\"put\":[{\"name\":\"a.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":false,"
+             "{\"seq\":4,\"del\":[],\"put\":[{\"name\":\"a.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":"
+             "false,"
              "\"restored\":false,\"tentative\":false,\"time\":1,\"ids\":[\"GPU-x::core-0\"]}],%s}\n",
              book);
         CASE("bad proposal GPU", -EBADMSG, 0,
