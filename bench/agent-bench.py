@@ -330,9 +330,10 @@ def sharing(args, stubs, topo_path, iterations):
                 fn(req, timeout=5)
                 lat.append((time.perf_counter() - t0) * 1e6)
             res[name] = (statistics.median(lat), pct(lat, 99))
-        # A node with live containers: 32 pairs (3 % + 2 units each, 4 per GPU), each iteration one
-        # container replaced by a new one on the same IDs (its core, then its memory Allocate), so the
-        # journal holds ~32 records throughout; every call is one durable journal write.
+        # A node with live containers: 32 pairs (20 % + 20 units each, 4 per GPU: 40 IDs a container),
+        # each iteration one container replaced by a new one on the same IDs (its core, then its memory
+        # Allocate), so the journal holds ~32 records (~70 kB) throughout; every call is one durable
+        # journal write.
         mstub, _ = k.plugin_stub(eps["gpuslice.io/gpu-memory"])
         gpus = sorted({i.split("::")[0] for i in core_ids})
         lat = []
@@ -340,8 +341,8 @@ def sharing(args, stubs, topo_path, iterations):
             slot = it % 32
             g = gpus[slot % len(gpus)]
             j = slot // len(gpus)
-            for fn, ids in ((stub.Allocate, ["%s::core-%d" % (g, 3 * j + n) for n in range(3)]),
-                            (mstub.Allocate, ["%s::mem-%d" % (g, 2 * j + n) for n in range(2)])):
+            for fn, ids in ((stub.Allocate, ["%s::core-%d" % (g, 20 * j + n) for n in range(20)]),
+                            (mstub.Allocate, ["%s::mem-%d" % (g, 20 * j + n) for n in range(20)])):
                 req = pb.AllocateRequest()
                 req.container_requests.add(devices_ids=ids)
                 t0 = time.perf_counter()

@@ -35,7 +35,8 @@ struct share_rec {
         uint64_t wall;        /* Unix seconds of the last half */
         struct share_id *ids;
         size_t n_ids;
-        char *saved; /* its journal text as last written (NULL: not in the journal yet) */
+        uint8_t *saved;   /* what its journal text said when last written (NULL: not in the journal yet) */
+        size_t saved_len; /* ... compared byte for byte at the next save (rec_journal_key) */
 };
 
 /* What the last GetPreferredAllocation proposed (one container request). */

@@ -540,6 +540,32 @@ static char *rec_text(const struct plugin *p, const struct share_rec *r) {
         return o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 }
 
+/* What a record's journal text says, as bytes to compare (cheaper than encoding it: a save looks at
+ * every live record). NULL when out of memory. */
+static uint8_t *rec_journal_key(const struct share_rec *r, size_t *ret_len) {
+        uint8_t head[5] = { r->first, r->open, r->guessed, r->restored, r->tentative };
+        size_t len = sizeof head + sizeof r->wall + r->n_ids * sizeof *r->ids;
+        uint8_t *k = malloc(len);
+        if (!k)
+                return NULL;
+        memcpy(k, head, sizeof head);
+        memcpy(k + sizeof head, &r->wall, sizeof r->wall);
+        if (r->n_ids)
+                memcpy(k + sizeof head + sizeof r->wall, r->ids, r->n_ids * sizeof *r->ids);
+        *ret_len = len;
+        return k;
+}
+
+static bool rec_unchanged(const struct share_rec *r, const uint8_t *key, size_t len) {
+        return r->saved && r->saved_len == len && memcmp(r->saved, key, len) == 0;
+}
+
+static void rec_set_saved(struct share_rec *r, uint8_t *key, size_t len) {
+        free(r->saved);
+        r->saved = key;
+        r->saved_len = len;
+}
+
 /* The book's small fields, `"shapes":…,"proposal":…,"last":…` (no braces), for both kinds of entry. */
 static char *book_text(const struct plugin *p, const struct share_book *b) {
         _cleanup_(json_decrefp) json_t *o = json_object();
@@ -617,10 +643,15 @@ static int journal_compact(struct plugin *p, struct share_book *b) {
         _cleanup_(closep) int dfd = -1;
         struct sbuf sb = { 0 };
         char **texts = calloc(b->n ? b->n : 1, sizeof *texts);
+        uint8_t **keys = calloc(b->n ? b->n : 1, sizeof *keys);
+        size_t *lens = calloc(b->n ? b->n : 1, sizeof *lens);
         _cleanup_(freep) char *book = book_text(p, b);
         int r = -ENOMEM;
-        if (!texts || !book)
+        if (!texts || !keys || !lens || !book)
                 goto out;
+        for (size_t i = 0; i < b->n; i++)
+                if (!(keys[i] = rec_journal_key(&b->rec[i], &lens[i])))
+                        goto out;
         sb_str(&sb, "{\"version\":");
         sb_num(&sb, JOURNAL_VERSION);
         sb_str(&sb, ",\"seq\":");
@@ -646,9 +677,8 @@ static int journal_compact(struct plugin *p, struct share_book *b) {
         b->snap_bytes = sb.len;
         b->log_bytes = 0;
         for (size_t i = 0; i < b->n; i++) {
-                free(b->rec[i].saved);
-                b->rec[i].saved = texts[i];
-                texts[i] = NULL;
+                rec_set_saved(&b->rec[i], keys[i], lens[i]);
+                keys[i] = NULL;
         }
         gone_clear(b);
         free(b->saved_book);
@@ -666,9 +696,15 @@ static int journal_compact(struct plugin *p, struct share_book *b) {
         } else if (fd >= 0)
                 close(fd);
 out:
-        for (size_t i = 0; texts && i < b->n; i++)
-                free(texts[i]);
+        for (size_t i = 0; i < b->n; i++) {
+                if (texts)
+                        free(texts[i]);
+                if (keys)
+                        free(keys[i]);
+        }
         free(texts);
+        free(keys);
+        free(lens);
         free(sb.s);
         return r;
 }
@@ -690,11 +726,12 @@ static int write_all(int fd, const char *s, size_t len) {
  * when nothing changed. */
 static int journal_append(struct plugin *p, struct share_book *b) {
         struct sbuf sb = { 0 };
-        char **texts = calloc(b->n ? b->n : 1, sizeof *texts);
+        uint8_t **keys = calloc(b->n ? b->n : 1, sizeof *keys);
+        size_t *lens = calloc(b->n ? b->n : 1, sizeof *lens);
         _cleanup_(freep) char *book = book_text(p, b);
         size_t puts = 0;
         int r = -ENOMEM;
-        if (!texts || !book)
+        if (!keys || !lens || !book)
                 goto out;
         sb_str(&sb, "{\"seq\":");
         sb_num(&sb, b->seq + 1);
@@ -710,16 +747,19 @@ static int journal_append(struct plugin *p, struct share_book *b) {
         }
         sb_str(&sb, "],\"put\":[");
         for (size_t i = 0; i < b->n; i++) {
-                if (!(texts[i] = rec_text(p, &b->rec[i])))
+                if (!(keys[i] = rec_journal_key(&b->rec[i], &lens[i])))
                         goto out;
-                if (b->rec[i].saved && streq(b->rec[i].saved, texts[i])) {
-                        free(texts[i]);
-                        texts[i] = NULL;
+                if (rec_unchanged(&b->rec[i], keys[i], lens[i])) {
+                        free(keys[i]);
+                        keys[i] = NULL;
                         continue;
                 }
+                _cleanup_(freep) char *text = rec_text(p, &b->rec[i]);
+                if (!text)
+                        goto out;
                 if (puts++)
                         sb_str(&sb, ",");
-                sb_str(&sb, texts[i]);
+                sb_str(&sb, text);
         }
         sb_str(&sb, "],");
         sb_str(&sb, book);
@@ -739,19 +779,19 @@ static int journal_append(struct plugin *p, struct share_book *b) {
         b->seq++;
         b->log_bytes += sb.len;
         for (size_t i = 0; i < b->n; i++)
-                if (texts[i]) {
-                        free(b->rec[i].saved);
-                        b->rec[i].saved = texts[i];
-                        texts[i] = NULL;
+                if (keys[i]) {
+                        rec_set_saved(&b->rec[i], keys[i], lens[i]);
+                        keys[i] = NULL;
                 }
         gone_clear(b);
         free(b->saved_book);
         b->saved_book = book;
         book = NULL;
 out:
-        for (size_t i = 0; texts && i < b->n; i++)
-                free(texts[i]);
-        free(texts);
+        for (size_t i = 0; keys && i < b->n; i++)
+                free(keys[i]);
+        free(keys);
+        free(lens);
         free(sb.s);
         return r;
 }
