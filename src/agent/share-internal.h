@@ -58,9 +58,10 @@ struct share_book {
                 uint16_t core, mem;
         } shape[SHARE_SHAPES]; /* recent container shapes, newest first */
         unsigned n_shapes;
-        char last[128]; /* the record the last Allocate wrote (kubelet admits one container at a time) */
-        bool restored;  /* loaded from the journal; not yet checked against PodResources */
-        bool no_room;   /* the last GetPreferredAllocation refused a first half for room */
+        char last[128];       /* the record the last Allocate wrote (kubelet admits one container at a time) */
+        bool restored;        /* loaded from the journal; not yet checked against PodResources */
+        bool no_room;         /* the last GetPreferredAllocation refused a first half for room */
+        bool no_room_partner; /* ... because no GPU keeps room for its known partner */
         /* the journal (share-record.c): snapshot + append-only log */
         bool log_open; /* log_fd appends; false: the next save writes a snapshot */
         int log_fd;

@@ -568,10 +568,10 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 if (r < 0) {
                         if (partner) /* the partner's size is known now: the next container of this shape fits */
                                 learn_refused(p, partner, kind, in->size);
-                        if (r == -ENOSPC && d.reason == ALLOC_FRAC_NO_ROOM) /* refused before its partner */
-                                share_count("gpuslice_share_pairs_total", "no-room");
-                        if (r == -ENOSPC && !partner && share_book(p))
+                        if (r == -ENOSPC && !partner && share_book(p)) {
                                 share_book(p)->no_room = true;
+                                share_book(p)->no_room_partner = d.reason == ALLOC_FRAC_NO_ROOM;
+                        }
                         c = frac_error(p, kind, in->size, r, &d, what, st);
                 } else {
                         chosen = UINT64_C(1) << d.gpu;
@@ -666,7 +666,7 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
         confirm_restored(p, svc->kind);
         pthread_mutex_lock(&p->lock);
         if (share_book(p))
-                share_book(p)->no_room = false;
+                share_book(p)->no_room = share_book(p)->no_room_partner = false;
         pthread_mutex_unlock(&p->lock);
         enum rpc_code c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
         pthread_mutex_lock(&p->lock);
@@ -679,6 +679,10 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
                 share_log_decision(p, "preferred", svc->kind, -1, NULL, "refused for room: asked PodResources, again");
                 c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
         }
+        pthread_mutex_lock(&p->lock);
+        if (c == RPC_RESOURCE_EXHAUSTED && share_book(p) && share_book(p)->no_room && share_book(p)->no_room_partner)
+                share_count("gpuslice_share_pairs_total", "no-room"); /* refused before its partner, once */
+        pthread_mutex_unlock(&p->lock);
         return c;
 }
 

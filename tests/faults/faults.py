@@ -30,9 +30,13 @@ After every restart (once the agent has registered) and at the end the stand-in 
                         memory IDs are on different GPUs, or its limits file names another GPU
   refused pairs         a container's second half refused although the stand-in followed the
                         agent's preferences (avoidable: a GPU had room for both at its first half)
+  first halves refused  for room (avoidable: a GPU not held whole had room for both, by the
+                        stand-in's books)
   violations            "fractional invariant violated" in the agent's own logs
 Usage:
   faults.py --build DIR --source DIR --topology FILE [--kills N] [--seed S] [--max-seconds T]
+  FAULTS_KEEP_LOGS=DIR keeps the agent's debug logs (one per life; the decision lines), FAULTS_TRACE=1
+  prints every admitted container and the room the stand-in saw at each first half.
 Exit 0 when over-commit, looser files, split containers and violations are all zero (refused pairs
 are reported); the seed is printed for reproduction.
 """

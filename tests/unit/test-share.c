@@ -569,7 +569,7 @@ static void test_failed_preferred_closes_pair(void **state) {
 /* What the fake PodResources lists: device IDs (pod "p", container "c"). */
 struct podres_fake {
         struct fx *f;
-        char ids[64][SHARE_ID_MAX];
+        char ids[1024][SHARE_ID_MAX];
         size_t n;
         unsigned calls;
 };
@@ -582,7 +582,7 @@ static bool owned_frac(const char *resource, void *userdata) {
 /* The agent's hook: kubelet's answer reconciled into the state, as podsync.c does. */
 static int podres_fake_sync(void *userdata) {
         struct podres_fake *k = userdata;
-        struct state_report rep[64];
+        static struct state_report rep[1024];
         for (size_t i = 0; i < k->n; i++)
                 rep[i] = (struct state_report){ .resource = strstr(k->ids[i], "::core-") ? "gpuslice.io/gpu-core"
                                                                                          : "gpuslice.io/gpu-memory",
@@ -857,6 +857,94 @@ static void test_journal_log_malformed(void **state) {
         }
 }
 
+/* GetPreferredAllocation over what a fake kubelet lists as available: every ID of `kind` but those
+ * `held` lists. */
+static enum rpc_code prefer_except(struct fx *f, enum plugin_kind kind, int size, const struct podres_fake *held,
+                                   int *ret_gpu, struct rpc_status *st) {
+        static char store[8 * 100][SHARE_ID_MAX];
+        static char *avail[8 * 100];
+        size_t n = 0;
+        for (unsigned g = 0; g < f->p.n; g++)
+                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : f->p.gpu[g].n_mem); i++) {
+                        fmt_id(f, (int)g, kind, i, store[n]);
+                        bool taken = false;
+                        for (size_t k = 0; k < held->n && !taken; k++)
+                                taken = streq(held->ids[k], store[n]);
+                        if (!taken) {
+                                avail[n] = store[n];
+                                n++;
+                        }
+                }
+        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        cr.available_deviceids = avail;
+        cr.n_available_deviceids = n;
+        cr.allocation_size = size;
+        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
+        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        req.container_requests = crs;
+        req.n_container_requests = 1;
+        uint8_t *buf, *out = NULL;
+        size_t len, out_len = 0;
+        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
+        enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
+        free(buf);
+        if (c == RPC_OK) {
+                V1beta1__PreferredAllocationResponse *r =
+                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+                assert_non_null(r);
+                enum plugin_kind k;
+                unsigned g, num;
+                assert_int_equal(share_parse_id(&f->p, r->container_responses[0]->deviceids[0], &k, &g, &num), 0);
+                *ret_gpu = (int)g;
+                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+        }
+        free(out);
+        return c;
+}
+
+static void pair_on(struct fx *f, int gpu, unsigned core0, unsigned core, unsigned mem0, unsigned mem,
+                    struct podres_fake *k) {
+        struct rpc_status st;
+        V1beta1__AllocateResponse *r = NULL;
+        assert_int_equal(allocate_run(f, PLUGIN_CORE, gpu, core0, core, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, gpu, mem0, mem, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        for (unsigned i = 0; k && i < core; i++)
+                fmt_id(f, gpu, PLUGIN_CORE, core0 + i, k->ids[k->n++]);
+        for (unsigned i = 0; k && i < mem; i++)
+                fmt_id(f, gpu, PLUGIN_MEMORY, mem0 + i, k->ids[k->n++]);
+}
+
+/* A first half is refused for room only on what PodResources says now: every GPU looks full of core
+ * to the agent, but kubelet has let GPU 3's big container go (no sync has told the agent yet). The
+ * memory half of a (20 %, 12 units) container — a shape seen before — must go to GPU 3 rather than
+ * be refused (before: refused, "no GPU ... keeps 20 core IDs for the partner"). */
+static void test_refusal_for_room_asks_podresources(void **state) {
+        struct fx *f = *state;
+        struct rpc_status st;
+        static struct podres_fake k;
+        k = (struct podres_fake){ .f = f };
+        pair_on(f, 3, 0, 20, 0, 12, &k); /* shape (20, 12) learnt */
+        for (int g = 0; g < 8; g++)
+                if (g != 3)
+                        pair_on(f, g, 0, 95, 0, 10, &k);
+        size_t before = k.n;
+        pair_on(f, 3, 20, 75, 12, 10, &k);
+        f->p.podres_sync = podres_fake_sync;
+        f->p.podres_userdata = &k;
+        assert_int_equal(podres_fake_sync(&k), 0); /* everything listed once */
+        k.n = before;                              /* then GPU 3's big container ends */
+        int gpu = -1;
+        assert_int_equal(prefer_except(f, PLUGIN_MEMORY, 12, &k, &gpu, &st), RPC_OK);
+        assert_int_equal(gpu, 3);
+        /* and with kubelet still holding it, the refusal stands */
+        pair_on(f, 3, 20, 75, 12, 10, &k);
+        assert_int_equal(podres_fake_sync(&k), 0);
+        assert_int_equal(prefer_except(f, PLUGIN_MEMORY, 12, &k, &gpu, &st), RPC_RESOURCE_EXHAUSTED);
+        assert_non_null(strstr(st.message, "20 core IDs for the partner"));
+}
+
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
         struct fx *f = *state;
@@ -885,6 +973,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_restart_keeps_tentative, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_journal_log_appends_and_restores, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_journal_log_malformed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refusal_for_room_asks_podresources, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invariant_finds_tampered_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
