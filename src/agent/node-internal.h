@@ -85,6 +85,8 @@ struct node {
 
         pthread_mutex_t status_lock;  /* endpoint registration fields read by the status thread */
         pthread_mutex_t sync_lock;    /* one PodResources sync at a time (loop or status thread) */
+        struct rpc_client *podres;    /* the kept PodResources connection (sync_lock) */
+        char podres_target[PATH_MAX + 8]; /* what podres connects to (sync_lock) */
         uint64_t last_status_sync_ms; /* under sync_lock */
         bool cleanup_pending;         /* limits dirs not checked yet: no trusted record at start (sync_lock) */
         uint64_t saved_generation;    /* of the state written last (loop thread) */

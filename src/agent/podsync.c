@@ -54,9 +54,18 @@ static int sync_locked(struct node *n) {
         if (r < 0)
                 return r;
         snprintf(target, sizeof target, "unix:%s", n->cfg.pod_resources_socket);
-        /* A channel per call: a kept one costs more idle wake-ups (gRPC's backup poller and
-         * channel timers) than its handshake every PODRES_SYNC_MS (bench/agent-bench.py). */
-        r = rpc_call_unary(target, "/v1.PodResourcesLister/List", buf, len, PODRES_TIMEOUT_MS, &resp, &resp_len, &st);
+        /* One kept connection (a new one per sync cost a dozen wake-ups every PODRES_SYNC_MS,
+         * bench/agent-bench.py); made anew when the socket setting changes (reload). */
+        if (n->podres && !streq(target, n->podres_target))
+                n->podres = rpc_client_free(n->podres);
+        if (!n->podres) {
+                r = rpc_client_new(target, &n->podres);
+                if (r < 0)
+                        return log_error_errno(r, "out of memory", "%s", "");
+                strscpy(n->podres_target, target, sizeof n->podres_target);
+        }
+        r = rpc_client_call(n->podres, "/v1.PodResourcesLister/List", buf, len, PODRES_TIMEOUT_MS, &resp, &resp_len,
+                            &st);
         if (r < 0)
                 return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
                                       n->cfg.pod_resources_socket, rpc_code_name(st.code), st.message);
@@ -144,4 +153,7 @@ int podsync_start(struct node *n) {
 
 void podsync_stop(struct node *n) {
         loop_timer_done(&n->sync_timer);
+        pthread_mutex_lock(&n->sync_lock);
+        n->podres = rpc_client_free(n->podres);
+        pthread_mutex_unlock(&n->sync_lock);
 }

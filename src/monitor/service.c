@@ -47,6 +47,7 @@ static void sample_once(struct monitor_service *s) {
 
 static void *sampler_main(void *userdata) {
         struct monitor_service *s = userdata;
+        pthread_setname_np(pthread_self(), "sampler"); /* as bench/agent-bench.py names it */
         pthread_mutex_lock(&s->lock);
         while (!s->stop) {
                 struct timespec deadline;

@@ -113,6 +113,19 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
                    uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
 
 /*
+ * A client of one target that keeps its connection between calls (a connection per call costs a
+ * handshake and a dozen wake-ups). rpc_client_call is rpc_call_unary on that connection; when the
+ * peer went away since the last call, it reconnects at once and tries once more; after a failed
+ * call the connection is dropped and the next call makes a new one. Not thread-safe: one caller
+ * at a time. rpc_client_free accepts NULL and returns NULL.
+ */
+struct rpc_client;
+int rpc_client_new(const char *target, struct rpc_client **ret);
+int rpc_client_call(struct rpc_client *c, const char *method, const void *req, size_t req_len, int timeout_ms,
+                    uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+struct rpc_client *rpc_client_free(struct rpc_client *c);
+
+/*
  * The same call, asynchronous: rpc_call_start copies its arguments and runs the call on a thread
  * of its own, returning at once (0, -EINVAL, -ENOMEM or a pthread error). When the call has
  * ended, rpc_call_done is true and, if notify_fd >= 0 (an eventfd, or the write end of a

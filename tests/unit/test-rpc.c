@@ -377,6 +377,53 @@ static void test_async_cancel_before_connect(void **state) {
         assert_true(st.code == RPC_CANCELLED || st.code == RPC_UNAVAILABLE);
 }
 
+static void restart_server(struct fixture *f) {
+        f->srv = rpc_server_free(f->srv);
+        assert_int_equal(rpc_server_new(f->path, 4096, &f->srv), 0);
+        assert_int_equal(rpc_server_add_unary(f->srv, "/t.T/Echo", echo, f), 0);
+        assert_int_equal(rpc_server_start(f->srv), 0);
+}
+
+static void client_echo(struct rpc_client *c, int expect) {
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        struct rpc_status st;
+        assert_int_equal(rpc_client_call(c, "/t.T/Echo", "kept", 4, 2000, &resp, &n, &st), expect);
+        if (expect == 0) {
+                assert_int_equal(n, 4);
+                assert_memory_equal(resp, "kept", 4);
+        } else {
+                assert_int_equal(st.code, RPC_UNAVAILABLE);
+        }
+        free(resp);
+}
+
+/* The kept connection: calls in a row, the peer restarting between calls (the next call still
+ * succeeds), the peer gone (UNAVAILABLE) and back. */
+static void test_client_kept_connection(void **state) {
+        struct fixture *f = *state;
+        struct rpc_client *c = NULL;
+        assert_int_equal(rpc_client_new(f->target, &c), 0);
+        for (int i = 0; i < 5; i++)
+                client_echo(c, 0);
+        restart_server(f);
+        client_echo(c, 0);
+        f->srv = rpc_server_free(f->srv);
+        client_echo(c, -ECONNREFUSED);
+        restart_server(f);
+        client_echo(c, 0);
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        struct rpc_status st;
+        assert_int_equal(rpc_client_call(c, "/t.T/Echo", "fail", 4, 2000, &resp, &n, &st), -EREMOTEIO);
+        assert_int_equal(st.code, RPC_INVALID_ARGUMENT);
+        client_echo(c, 0);
+        assert_null(rpc_client_free(c));
+        assert_null(rpc_client_free(NULL));
+        assert_int_equal(rpc_client_new(NULL, &c), -EINVAL);
+        assert_int_equal(rpc_client_call(NULL, "/a/b", NULL, 0, 100, &resp, &n, NULL), -EINVAL);
+}
+
 static void test_pack_protobuf(void **state) {
         (void)state;
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -428,6 +475,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_async_error_status, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_cancel_hung_peer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_cancel_before_connect, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_client_kept_connection, setup, teardown),
                 cmocka_unit_test(test_pack_protobuf),
                 cmocka_unit_test(test_bad_arguments),
         };
