@@ -757,11 +757,16 @@ int rpc_server_start(struct rpc_server *s) {
                 return -EINVAL;
         (void)unlink(s->path);
 
-        grpc_arg args[1];
+        grpc_arg args[2];
         args[0].type = GRPC_ARG_INTEGER;
         args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
         args[0].value.integer = (int)s->max_recv;
-        grpc_channel_args ca = { .num_args = 1, .args = args };
+        /* No bandwidth-delay probing: messages here are small, and its ping timers kept gRPC's timer
+         * thread waking twice a second on every connection a client keeps open (bench/agent-bench.py). */
+        args[1].type = GRPC_ARG_INTEGER;
+        args[1].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
+        args[1].value.integer = 0;
+        grpc_channel_args ca = { .num_args = 2, .args = args };
 
         s->server = grpc_server_create(&ca, NULL);
         if (!s->server)
