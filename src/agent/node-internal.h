@@ -83,13 +83,13 @@ struct node {
         bool pending_restart, pending_register;
         struct loop_timer sync_timer; /* PodResources every PODRES_SYNC_MS */
 
-        pthread_mutex_t status_lock;  /* endpoint registration fields read by the status thread */
-        pthread_mutex_t sync_lock;    /* one PodResources sync at a time (loop or status thread) */
-        struct rpc_client *podres;    /* the kept PodResources connection (sync_lock) */
+        pthread_mutex_t status_lock;      /* endpoint registration fields read by the status thread */
+        pthread_mutex_t sync_lock;        /* one PodResources sync at a time (loop or status thread) */
+        struct rpc_client *podres;        /* the kept PodResources connection (sync_lock) */
         char podres_target[PATH_MAX + 8]; /* what podres connects to (sync_lock) */
-        uint64_t last_status_sync_ms; /* under sync_lock */
-        bool cleanup_pending;         /* limits dirs not checked yet: no trusted record at start (sync_lock) */
-        uint64_t saved_generation;    /* of the state written last (loop thread) */
+        uint64_t last_status_sync_ms;     /* under sync_lock */
+        bool cleanup_pending;             /* limits dirs not checked yet: no trusted record at start (sync_lock) */
+        uint64_t saved_generation;        /* of the state written last (loop thread) */
 
         struct http_server *status;      /* the status server */
         struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
