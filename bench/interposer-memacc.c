@@ -15,8 +15,7 @@
  * (one sequence per process: the simulated driver never reuses device addresses).
  * Exit 0 when every counter is 0.
  */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <dlfcn.h>
 #include <inttypes.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cuda-errors — every CUresult of cuda.h (CUDA 13.0) with its name and, where the simulator knows it,
- * the driver's text (others read as their name). X(code, text). The compiler checks each code against
- * cuda.h, so a removed or renamed code breaks the build instead of the table. */
+/* cuda-errors — every CUresult of CUDA 13.0 with its name and, where the simulator knows it, the
+ * driver's text (others read as their name). X(code, text). The compiler checks each code against
+ * src/interposer/cuda-abi.h (itself checked against cuda.h where a toolkit is present), so a removed or
+ * renamed code breaks the build instead of the table. */
 #pragma once
 
 #define SIM_CUDA_ERRORS(X)                                                                                      \

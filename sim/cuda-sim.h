@@ -7,8 +7,7 @@
  */
 #pragma once
 
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <stdbool.h>
 #include <stdint.h>

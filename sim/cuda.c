@@ -2,7 +2,7 @@
 /*
  * cuda — the simulated libcuda.so.1: a minimal CUDA driver API (devices, primary and created
  * contexts, device memory, error texts, cuGetProcAddress with its versioned variants) with the
- * real prototypes of cuda.h. Device memory is bookkeeping only (no bytes behind the pointers):
+ * real prototypes (src/interposer/cuda-abi.h, checked against cuda.h where present). Device memory is bookkeeping only (no bytes behind the pointers):
  * every allocation is charged to the calling process on its GPU in the shared node state, so it
  * shows up in the simulated NVML's process list and counts against the GPU's capacity for every
  * process of the node.
@@ -11,8 +11,7 @@
  * another allocation of this process also covers, and never leave memory charged to a process
  * that is gone (freed on cuMemFree, context destruction, exit; pruned when the PID dies).
  */
-#define __CUDA_API_VERSION_INTERNAL 1 /* declares the legacy (unversioned) prototypes too */
-#include <cuda.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <errno.h>
 #include <inttypes.h>

@@ -11,7 +11,7 @@
  * 1 a CUDA call failed, 2 bad command line, 3 out of memory, 4 the driver could not be loaded.
  * It must never link against libcuda (that would pin one library at build time).
  */
-#include <cudaTypedefs.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <dlfcn.h>
 #include <getopt.h>

@@ -19,7 +19,7 @@ TAG=docker.io/library/gpuslice:0.1.0
 fail() { echo "agent-image: $*" >&2; exit 1; }
 
 for f in gpuslice libgpuslice-cuda.so; do
-	[[ -f $BUILD/$f ]] || fail "$BUILD/$f missing (make build; the interposer needs cuda.h)"
+	[[ -f $BUILD/$f ]] || fail "$BUILD/$f missing (make build)"
 done
 command -v podman >/dev/null || fail "podman not installed"
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Regenerate passthrough.h: every symbol the CUDA driver exports (read from the link stub's dynamic
-# symbol table) that hooks.h does not hook. Run after a CUDA upgrade; commit the result.
-#   src/interposer/gen-passthrough.sh [/usr/local/cuda/lib64/stubs/libcuda.so] > src/interposer/passthrough.h
-# With --check, exit 1 when the committed header differs from what the stub gives.
+# symbol table, or from a list of names such as tests/data/cuda/driver-13.0-exports.txt) that hooks.h
+# does not hook. Run after a CUDA upgrade; commit the result (and the list).
+#   src/interposer/gen-passthrough.sh [/usr/local/cuda/lib64/stubs/libcuda.so | LIST.txt] > src/interposer/passthrough.h
+# With --check, exit 1 when the committed header differs from what the stub or list gives.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 check=0
 if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 stub=${1:-/usr/local/cuda/lib64/stubs/libcuda.so}
 hooked=$(grep -oE '^ +X\((cu[A-Za-z0-9_]+),' "$here/hooks.h" | sed -E 's/ +X\(//; s/,//' | sort)
-exports=$(nm -D --defined-only "$stub" | awk '$2 == "T" { print $3 }' | sort -u)
+if [[ $stub == *.txt ]]; then
+  exports=$(grep -v '^#' "$stub" | sort -u)
+else
+  exports=$(nm -D --defined-only "$stub" | awk '$2 == "T" { print $3 }' | sort -u)
+fi
 gen() {
   echo '/* SPDX-License-Identifier: Apache-2.0 */'
   echo '/*'

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# libgpuslice-cuda.so must export every symbol the CUDA driver exports (stub's dynamic symbols), plus
-# the two NVML memory queries, and nothing else.  check-exports.sh LIBGPUSLICE_CUDA STUB_LIBCUDA
+# libgpuslice-cuda.so must export every symbol the CUDA driver exports, plus the two NVML memory
+# queries, and nothing else. The driver's list is the repository's (tests/data/cuda/); where a CUDA
+# toolkit is present, its link stub is compared with that list too (a stale list fails).
+#   check-exports.sh LIBGPUSLICE_CUDA DRIVER_EXPORTS_LIST [STUB_LIBCUDA]
 set -euo pipefail
-lib=$1 stub=$2
-want=$( (nm -D --defined-only "$stub" | awk '$2 == "T" { print $3 }'; printf 'nvmlDeviceGetMemoryInfo\nnvmlDeviceGetMemoryInfo_v2\n') | sort -u)
+lib=$1 list=$2 stub=${3:-}
+driver=$(grep -v '^#' "$list" | sort -u)
+if [ -n "$stub" ]; then
+        from_stub=$(nm -D --defined-only "$stub" | awk '$2 == "T" { print $3 }' | sort -u)
+        if [ "$driver" != "$from_stub" ]; then
+                echo "$list differs from $stub (a new CUDA? regenerate the list, then passthrough.h):"
+                diff <(echo "$driver") <(echo "$from_stub") || true
+                exit 1
+        fi
+fi
+want=$( (echo "$driver"; printf 'nvmlDeviceGetMemoryInfo\nnvmlDeviceGetMemoryInfo_v2\n') | sort -u)
 have=$(nm -D --defined-only "$lib" | awk '$2 == "T" || $2 == "i" { print $3 }' | sort -u)
 if [ "$want" != "$have" ]; then
         echo "missing:"; comm -23 <(echo "$want") <(echo "$have")
         echo "extra:"; comm -13 <(echo "$want") <(echo "$have")
         exit 1
 fi
-echo "exports: $(echo "$have" | wc -l) symbols, as the driver plus the NVML memory queries"
+echo "exports: $(echo "$have" | wc -l) symbols, as the driver plus the NVML memory queries${stub:+ (list checked against $stub)}"

@@ -66,8 +66,7 @@
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
  */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <dlfcn.h>
 

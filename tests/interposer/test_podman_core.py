@@ -56,8 +56,7 @@ def test_podman_core(e):
     image = r.stdout.strip()
     workload = os.path.abspath(os.path.join(e.args.build, "cuda-workload"))
     needed = [workload, os.path.join(e.args.build, "libgpuslice-cuda.so"), os.path.join(e.args.build, "sim", "gpuslice-sim")]
-    if not all(os.path.exists(f) for f in needed):
-        raise agent_fixture.Skip("cuda-workload, libgpuslice-cuda.so or gpuslice-sim not built (no cuda.h?)")
+    check(all(os.path.exists(f) for f in needed), "not built (every build has them): %s" % needed)
     root = tempfile.mkdtemp(prefix="gpuslice-core-host-", dir="/dev")
     os.makedirs(os.path.join(root, "dev"))
     for minor in range(8):

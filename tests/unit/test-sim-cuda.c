@@ -8,10 +8,7 @@
  * Processes that must start without an initialised driver re-run this program in a child mode
  * (argv[1] = "child-..."), so each one dlopens libcuda.so.1 afresh.
  */
-/* The legacy (pre-_v2) prototypes and PFN types are only declared for the driver's own build;
- * the test calls those exported variants too, so it asks for them the same way. */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cudaTypedefs.h>
+#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 
 #include <fcntl.h>
 #include <setjmp.h>
