@@ -401,7 +401,6 @@ def main():
     ap.add_argument("--only-sharing", action="store_true",
                     help="only the fractional latencies (journal cost), of --build; no base build")
     args = ap.parse_args()
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
     work = tempfile.mkdtemp(prefix="gpuslice-bench-topo-")
     if args.only_sharing:
         try:
@@ -415,7 +414,7 @@ def main():
             print("%s p50 %.0f us p99 %.0f us" % (name, share[name][0], share[name][1]))
         return
     try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        stubs = kubelet_standin.load_stubs(args.build)
         big = os.path.join(work, "64gpu.topo")
         with open(big, "w") as f:
             f.write(big_node())
@@ -433,7 +432,6 @@ def main():
         react = reactions(args, stubs, seed, args.rounds)
         share = sharing(args, stubs, seed, min(args.iterations, 500))
     finally:
-        shutil.rmtree(stubdir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     if args.markdown:
         print("| GPUs | GetPreferredAllocation p50 / p99 | Allocate p50 / p99 | VmRSS | RssAnon | threads | idle CPU |")

@@ -44,10 +44,8 @@ are reported); the seed is printed for reproduction.
 import argparse
 import os
 import random
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import traceback
 
@@ -408,12 +406,11 @@ def main():
         args.seed = int.from_bytes(os.urandom(4), "little")
     print("faults: seed %d, %d kills at most, %.0f s at most" % (args.seed, args.kills, args.max_seconds))
     sys.stdout.flush()
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
     f = None
     failed = True
     t0 = time.monotonic()
     try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+        stubs = kubelet_standin.load_stubs(args.build)
         f = Faults(args, stubs)
         f.run()
         s = f.stats
@@ -449,7 +446,6 @@ def main():
                     shutil.copy(log, keep)
                 print("faults: agent logs kept in %s" % keep)
             f.e.close(failed)
-        shutil.rmtree(stubdir, ignore_errors=True)
     sys.exit(1 if failed else 0)
 
 

@@ -58,7 +58,7 @@ def main():
     agent = None
     k = None
     try:
-        stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), os.path.join(tmp, "stubs"))
+        stubs = kubelet_standin.load_stubs(args.build)
         pb = stubs["deviceplugin_pb2"]
         sim = os.path.join(args.build, "sim", "gpuslice-sim")
         subprocess.run([sim, "reset"], env=env, check=True, capture_output=True)

@@ -12,14 +12,13 @@ does (docs/specs/kubelet-device-plugin.md, "How kubelet behaves"):
   plugins' too) and create kubelet.sock anew.
 
 Everything it sees is recorded (registrations, ListAndWatch messages, errors) so tests can
-assert on it. Stubs are generated at run time from the repository's proto/ files with
-`/usr/bin/python3 -m grpc_tools.protoc` (generate_stubs).
+assert on it. The stubs are generated once per build by CMake from the repository's proto/ files
+(BUILD/python-stubs, load_stubs).
 """
 
 import importlib
 import os
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -30,19 +29,22 @@ import grpc
 API_VERSION = "v1beta1"
 
 
-def generate_stubs(proto_dir, out_dir):
-    """Generate deviceplugin_pb2(_grpc) and podresources_pb2(_grpc) into out_dir and import them."""
-    os.makedirs(out_dir, exist_ok=True)
-    subprocess.run(
-        ["/usr/bin/python3", "-m", "grpc_tools.protoc", "-I" + proto_dir, "--python_out=" + out_dir,
-         "--grpc_python_out=" + out_dir, os.path.join(proto_dir, "deviceplugin.proto"),
-         os.path.join(proto_dir, "podresources.proto")],
-        check=True)
+STUBS_DIR = "python-stubs"  # in the build dir: generated once by CMake (tests/integration/stubs.cmake)
+
+
+def load_stubs(build_dir, names=("deviceplugin", "podresources")):
+    """Import NAME_pb2 and NAME_pb2_grpc for each name from the build's generated stubs; a dict by module name."""
+    out_dir = os.path.join(os.path.abspath(build_dir), STUBS_DIR)
+    for n in names:
+        if not os.path.exists(os.path.join(out_dir, n + "_pb2_grpc.py")):
+            raise RuntimeError("%s has no Python stubs for %s: build it first (cmake --build, target python-stubs)"
+                               % (build_dir, n))
     if out_dir not in sys.path:
         sys.path.insert(0, out_dir)
     mods = {}
-    for name in ("deviceplugin_pb2", "deviceplugin_pb2_grpc", "podresources_pb2", "podresources_pb2_grpc"):
-        mods[name] = importlib.import_module(name)
+    for n in names:
+        for suffix in ("_pb2", "_pb2_grpc"):
+            mods[n + suffix] = importlib.import_module(n + suffix)
     return mods
 
 

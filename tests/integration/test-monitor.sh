@@ -233,7 +233,7 @@ case_cri_names() {
   fi
   seed_setup
   local sock=$TMP/cri.sock
-  timeout 300 /usr/bin/python3 "$SRC/tests/integration/cri_standin.py" --proto-dir "$SRC/proto" --socket "$sock" \
+  timeout 300 /usr/bin/python3 "$SRC/tests/integration/cri_standin.py" --build "$BUILD" --socket "$sock" \
     --container "$CID_B,running,ml,trainer-0,$UID_B,worker" \
     --container "$CID_D,running,research,eval-3,$UID_D,main" \
     --container "$CID_C,exited,old,gone-1,$UID_C,stale" > "$TMP/cri.log" 2>&1 &
