@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "util/error.h"
 #include "util/util.h"
 
 static void test_parse_u64(void **state) {
@@ -63,12 +64,42 @@ static void test_parse_size_malformed(void **state) {
         assert_int_equal(v, 7); /* untouched on failure */
 }
 
+static void test_error_set_and_prefix(void **state) {
+        (void)state;
+        struct gs_error e;
+        gs_error_clear(&e);
+        assert_int_equal(e.code, 0);
+        assert_string_equal(e.message, "");
+        assert_int_equal(gs_error_set(&e, -EINVAL, "line %u: bad %s", 3u, "word"), -EINVAL);
+        assert_int_equal(e.code, -EINVAL);
+        assert_string_equal(e.message, "line 3: bad word");
+        assert_int_equal(gs_error_prefix(&e, "%s", "node.topo"), -EINVAL);
+        assert_string_equal(e.message, "node.topo: line 3: bad word");
+        gs_error_set(&e, -ENOENT, "%s", "");
+        gs_error_prefix(&e, "/etc/x");
+        assert_string_equal(e.message, "/etc/x");
+        /* NULL: only the code comes back */
+        assert_int_equal(gs_error_set(NULL, -EIO, "x"), -EIO);
+        assert_int_equal(gs_error_prefix(NULL, "x"), 0);
+        gs_error_clear(NULL);
+        /* too long: cut, NUL-terminated */
+        char big[600];
+        memset(big, 'a', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        gs_error_set(&e, -E2BIG, "%s", big);
+        assert_int_equal(strlen(e.message), GS_ERROR_MESSAGE_MAX - 1);
+        gs_error_prefix(&e, "p");
+        assert_int_equal(strlen(e.message), GS_ERROR_MESSAGE_MAX - 1);
+        assert_memory_equal(e.message, "p: aaa", 6);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_u64),
                 cmocka_unit_test(test_parse_size_units),
                 cmocka_unit_test(test_parse_size_exact_past_double_precision),
                 cmocka_unit_test(test_parse_size_malformed),
+                cmocka_unit_test(test_error_set_and_prefix),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
