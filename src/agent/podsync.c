@@ -46,7 +46,7 @@ static int sync_locked(struct node *n) {
         _cleanup_(freep) uint8_t *resp = NULL;
         size_t len = 0, resp_len = 0;
         char target[PATH_MAX + 8];
-        struct rpc_status st;
+        struct gs_error st;
 
         if (!n->cfg.pod_resources_socket[0] || !file_exists(n->cfg.pod_resources_socket))
                 return -ENOENT;

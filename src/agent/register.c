@@ -73,7 +73,7 @@ static void register_start(struct node *n, struct endpoint *ep) {
 
 /* A Register call has ended: registered, or retried with backoff. */
 static void register_finish(struct node *n, struct endpoint *ep) {
-        struct rpc_status st;
+        struct gs_error st;
         int r = rpc_call_finish(TAKE_PTR(ep->reg_call), NULL, NULL, &st);
         uint64_t now = loop_now_ms();
         if (ep->reg_again) {

@@ -187,12 +187,11 @@ void rpc_shutdown(void) {
                 grpc_shutdown_blocking();
 }
 
-enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *fmt, ...) {
+enum rpc_code rpc_error(struct gs_error *st, enum rpc_code code, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(st->message, sizeof st->message, fmt, ap);
+        (void)gs_error_setv(st, (int)code, fmt, ap);
         va_end(ap);
-        st->code = code;
         return code;
 }
 
@@ -316,7 +315,7 @@ static bool call_start(struct rpc_call *c, const grpc_op *ops, size_t n, int tag
         return true;
 }
 
-static void call_send_status(struct rpc_call *c, const struct rpc_status *st, const uint8_t *msg, size_t len,
+static void call_send_status(struct rpc_call *c, const struct gs_error *st, const uint8_t *msg, size_t len,
                              bool with_msg, bool with_close) {
         grpc_op ops[3];
         size_t n = 0;
@@ -427,7 +426,7 @@ static void call_free(struct rpc_call *c) {
 
 /* A call to a method nobody registered: read what the client sends, then refuse it. */
 static void call_run_generic(struct rpc_call *c) {
-        struct rpc_status st;
+        struct gs_error st;
         grpc_op ops[2];
         grpc_byte_buffer *in = NULL;
         char name[128];
@@ -448,7 +447,7 @@ static void call_run_generic(struct rpc_call *c) {
 
 /* A server-streaming call: the request message has arrived with the call. */
 static void call_run_stream(struct rpc_call *c) {
-        struct rpc_status st = { .code = RPC_OK };
+        struct gs_error st = { .code = RPC_OK };
         const struct rpc_method *m = &c->srv->methods[c->method];
         _cleanup_(freep) uint8_t *req = NULL;
         size_t req_len = 0;
@@ -507,7 +506,7 @@ static void *call_thread(void *arg) {
 }
 
 static void call_refuse(struct rpc_call *c, enum rpc_code code, const char *msg) {
-        struct rpc_status st;
+        struct gs_error st;
         rpc_error(&st, code, "%s", msg);
         if (c->cq) {
                 call_send_status(c, &st, NULL, 0, false, true);
@@ -579,7 +578,7 @@ static struct rpc_call *request_next(struct rpc_server *srv, int i) {
  * (a peer that never reads must not stall the loop): its completion frees the call. */
 static void unary_answer(struct rpc_call *c) {
         const struct rpc_method *m = &c->srv->methods[c->method];
-        struct rpc_status st = { .code = RPC_OK };
+        struct gs_error st = { .code = RPC_OK };
         _cleanup_(freep) uint8_t *req = NULL;
         _cleanup_(freep) uint8_t *resp = NULL;
         size_t req_len = 0, resp_len = 0;
@@ -865,7 +864,7 @@ struct rpc_client_call {
         int r;
         uint8_t *resp;
         size_t resp_len;
-        struct rpc_status st;
+        struct gs_error st;
 };
 
 static grpc_channel *channel_create(const char *target) {
@@ -888,7 +887,7 @@ static grpc_channel *channel_create(const char *target) {
 
 /* One unary call on channel ch (see rpc_client for a kept one). */
 static int call_on(grpc_channel *ch, const char *method, const void *req, size_t req_len, int timeout_ms,
-                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st, struct rpc_client_call *holder) {
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st, struct rpc_client_call *holder) {
         grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
         grpc_slice mslice = grpc_slice_from_copied_string(method);
         grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
@@ -963,15 +962,15 @@ static int call_on(grpc_channel *ch, const char *method, const void *req, size_t
         return r;
 }
 
-static void status_clear(struct rpc_status *st) {
+static void status_clear(struct gs_error *st) {
+        gs_error_clear(st);
         st->code = RPC_UNKNOWN;
-        st->message[0] = 0;
 }
 
 /* One unary call on a channel of its own (rpc_call_unary, rpc_call_start). */
 static int call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
-                      uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st, struct rpc_client_call *holder) {
-        struct rpc_status local;
+                      uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st, struct rpc_client_call *holder) {
+        struct gs_error local;
         if (!st)
                 st = &local;
         status_clear(st);
@@ -1014,8 +1013,8 @@ static void client_drop_channel(struct rpc_client *c) {
 }
 
 int rpc_client_call(struct rpc_client *c, const char *method, const void *req, size_t req_len, int timeout_ms,
-                    uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
-        struct rpc_status local;
+                    uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st) {
+        struct gs_error local;
         if (!st)
                 st = &local;
         status_clear(st);
@@ -1050,7 +1049,7 @@ struct rpc_client *rpc_client_free(struct rpc_client *c) {
 }
 
 int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
-                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st) {
         return call_unary(target, method, req, req_len, timeout_ms, ret_resp, ret_resp_len, st, NULL);
 }
 
@@ -1118,7 +1117,7 @@ void rpc_call_cancel(struct rpc_client_call *c) {
         pthread_mutex_unlock(&c->lock);
 }
 
-int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st) {
+int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st) {
         if (!c)
                 return -EINVAL;
         pthread_join(c->thread, NULL);

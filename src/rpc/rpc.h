@@ -16,6 +16,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "util/error.h"
+
 /* gRPC status codes (the wire values). */
 enum rpc_code {
         RPC_OK = 0,
@@ -37,10 +39,9 @@ enum rpc_code {
         RPC_UNAUTHENTICATED = 16,
 };
 
-struct rpc_status {
-        enum rpc_code code;
-        char message[256];
-};
+/* Statuses travel in struct gs_error (util/error.h): code is the gRPC status code (enum rpc_code), message
+ * its message. Transitional spelling for files not converted yet (src/agent/share*.c; docs/style.md). */
+#define rpc_status gs_error
 
 /* Default limit on a received message; bigger ones are refused by gRPC (RESOURCE_EXHAUSTED). */
 #define RPC_DEFAULT_MAX_RECV (1u << 20)
@@ -55,13 +56,13 @@ struct rpc_status {
  * On failure return a code and write a message for the peer into st->message.
  */
 typedef enum rpc_code (*rpc_unary_fn)(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret_resp,
-                                      size_t *ret_resp_len, struct rpc_status *st);
+                                      size_t *ret_resp_len, struct gs_error *st);
 
 struct rpc_stream;
 /* A server-streaming handler: runs on the call's own thread (it may block) until it returns (then the final
  * status is sent). It sends with rpc_stream_send and waits with rpc_stream_wait. */
 typedef enum rpc_code (*rpc_stream_fn)(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                       struct rpc_status *st);
+                                       struct gs_error *st);
 
 /* Send one message. 0, -EPIPE when the client is gone or the call was cancelled,
  * -ETIMEDOUT when the client does not take it within 10 s (the call is then cancelled). */
@@ -110,7 +111,7 @@ const char *rpc_server_path(const struct rpc_server *s);
  * the status and its message.
  */
 int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
-                   uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+                   uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st);
 
 /*
  * A client of one target that keeps its connection between calls (a connection per call costs a
@@ -122,7 +123,7 @@ int rpc_call_unary(const char *target, const char *method, const void *req, size
 struct rpc_client;
 int rpc_client_new(const char *target, struct rpc_client **ret);
 int rpc_client_call(struct rpc_client *c, const char *method, const void *req, size_t req_len, int timeout_ms,
-                    uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+                    uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st);
 struct rpc_client *rpc_client_free(struct rpc_client *c);
 
 /*
@@ -141,12 +142,13 @@ int rpc_call_start(const char *target, const char *method, const void *req, size
                    int notify_fd, struct rpc_client_call **ret);
 bool rpc_call_done(const struct rpc_client_call *c);
 void rpc_call_cancel(struct rpc_client_call *c);
-int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct rpc_status *st);
+int rpc_call_finish(struct rpc_client_call *c, uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st);
 
 /* protobuf-c glue: pack a message into a malloc'd buffer. 0 or -ENOMEM. */
 int rpc_pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len);
 
-/* printf into st->message and return code (for handlers: `return rpc_error(st, RPC_..., ...)`). */
-enum rpc_code rpc_error(struct rpc_status *st, enum rpc_code code, const char *fmt, ...)
+/* gs_error_set for a gRPC status: printf into st->message, set st->code and return code (for handlers:
+ * `return rpc_error(st, RPC_..., ...)`). */
+enum rpc_code rpc_error(struct gs_error *st, enum rpc_code code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 const char *rpc_code_name(enum rpc_code c);

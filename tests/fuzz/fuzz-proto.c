@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
         struct plugin *p = get_plugin();
-        struct rpc_status st = { 0 };
+        struct gs_error st = { 0 };
         uint8_t *out = NULL;
         size_t out_len = 0;
         enum rpc_code c = RPC_OK;

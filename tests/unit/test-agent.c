@@ -71,7 +71,7 @@ static void pack_free(ProtobufCMessage *m, uint8_t **buf, size_t *len) {
 }
 
 static enum rpc_code prefer(struct fx *f, const int *avail, size_t na, const int *must, size_t nm, int size,
-                            V1beta1__PreferredAllocationResponse **ret, struct rpc_status *st) {
+                            V1beta1__PreferredAllocationResponse **ret, struct gs_error *st) {
         char *a[8], *m[8];
         for (size_t i = 0; i < na; i++)
                 a[i] = (char *)id(f, avail[i]);
@@ -102,7 +102,7 @@ static enum rpc_code prefer(struct fx *f, const int *avail, size_t na, const int
 }
 
 static enum rpc_code allocate(struct fx *f, char **ids, size_t n, V1beta1__AllocateResponse **ret,
-                              struct rpc_status *st) {
+                              struct gs_error *st) {
         V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
         cr.devices_ids = ids;
         cr.n_devices_ids = n;
@@ -137,7 +137,7 @@ static void test_preferred_seed_case(void **state) {
         struct fx *f = *state;
         const int avail[] = { 2, 5, 6, 7 };
         V1beta1__PreferredAllocationResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(prefer(f, avail, 4, NULL, 0, 2, &r, &st), RPC_OK);
         assert_int_equal(r->n_container_responses, 1);
         assert_int_equal(r->container_responses[0]->n_deviceids, 2);
@@ -150,7 +150,7 @@ static void test_preferred_must_include(void **state) {
         struct fx *f = *state;
         const int avail[] = { 0, 1, 2, 3, 4, 5, 6, 7 }, must[] = { 5 };
         V1beta1__PreferredAllocationResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(prefer(f, avail, 8, must, 1, 2, &r, &st), RPC_OK);
         assert_true(has_id(r->container_responses[0], id(f, 5)));
         assert_true(has_id(r->container_responses[0], id(f, 4)));
@@ -162,7 +162,7 @@ static void test_preferred_skips_unhealthy(void **state) {
         plugin_set_unhealthy(&f->p, 7, "xid 48", 1000, true);
         const int avail[] = { 2, 5, 6, 7 };
         V1beta1__PreferredAllocationResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(prefer(f, avail, 4, NULL, 0, 2, &r, &st), RPC_OK);
         assert_false(has_id(r->container_responses[0], id(f, 7)));
         v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
@@ -178,7 +178,7 @@ static void test_preferred_bad_requests(void **state) {
         struct fx *f = *state;
         const int avail[] = { 0, 1 }, must[] = { 3 };
         V1beta1__PreferredAllocationResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(prefer(f, avail, 2, NULL, 0, 0, &r, &st), RPC_INVALID_ARGUMENT);
         assert_int_equal(prefer(f, avail, 2, NULL, 0, 9, &r, &st), RPC_INVALID_ARGUMENT);
         assert_int_equal(prefer(f, avail, 2, must, 1, 1, &r, &st), RPC_INVALID_ARGUMENT);
@@ -198,7 +198,7 @@ static void test_allocate_env_and_specs(void **state) {
         struct fx *f = *state;
         char *ids[] = { (char *)id(f, 7), (char *)id(f, 6) };
         V1beta1__AllocateResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(allocate(f, ids, 2, &r, &st), RPC_OK);
         assert_int_equal(r->n_container_responses, 1);
         V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
@@ -228,7 +228,7 @@ static void test_allocate_index_and_cdi(void **state) {
         f->p.opt.list_envvar = false;
         char *ids[] = { (char *)id(f, 3), (char *)id(f, 1) };
         V1beta1__AllocateResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(allocate(f, ids, 2, &r, &st), RPC_OK);
         V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
         assert_int_equal(c->n_envs, 0);
@@ -242,7 +242,7 @@ static void test_allocate_index_and_cdi(void **state) {
 static void test_allocate_refusals(void **state) {
         struct fx *f = *state;
         V1beta1__AllocateResponse *r = NULL;
-        struct rpc_status st;
+        struct gs_error st;
         char *unknown[] = { "GPU-nope" };
         assert_int_equal(allocate(f, unknown, 1, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "unknown device ID"));
@@ -352,7 +352,7 @@ static void test_options(void **state) {
         struct fx *f = *state;
         uint8_t *out = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(plugin_get_options(&f->p, NULL, 0, &out, &n, &st), RPC_OK);
         V1beta1__DevicePluginOptions *o = v1beta1__device_plugin_options__unpack(NULL, n, out);
         free(out);

@@ -38,7 +38,7 @@ struct fixture {
 };
 
 static enum rpc_code echo(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                          struct rpc_status *st) {
+                          struct gs_error *st) {
         (void)userdata;
         if (req_len == 4 && memcmp(req, "fail", 4) == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "you asked for %s", "failure");
@@ -53,7 +53,7 @@ static enum rpc_code echo(void *userdata, const uint8_t *req, size_t req_len, ui
 
 /* Kubelet's side of Register: while the caller waits, call back into the caller's server. */
 static enum rpc_code callback(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                              struct rpc_status *st) {
+                              struct gs_error *st) {
         struct fixture *f = userdata;
         (void)req;
         (void)req_len;
@@ -68,7 +68,7 @@ static enum rpc_code callback(void *userdata, const uint8_t *req, size_t req_len
 }
 
 static enum rpc_code counter_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                    struct rpc_status *st) {
+                                    struct gs_error *st) {
         struct fixture *f = userdata;
         (void)req;
         (void)req_len;
@@ -87,7 +87,7 @@ static enum rpc_code counter_stream(void *userdata, const uint8_t *req, size_t r
 
 /* A peer that accepts a call and never answers it (a hung kubelet): it waits until cancelled. */
 static enum rpc_code hang_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                 struct rpc_status *st) {
+                                 struct gs_error *st) {
         (void)userdata;
         (void)req;
         (void)req_len;
@@ -101,7 +101,7 @@ static enum rpc_code hang_stream(void *userdata, const uint8_t *req, size_t req_
  * stopped waiting: "woke" (the value moved), "timeout" (1 s passed) or nothing (closed). */
 static atomic_uint_fast64_t changed;
 static enum rpc_code wait_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                 struct rpc_status *st) {
+                                 struct gs_error *st) {
         (void)userdata;
         (void)req;
         (void)req_len;
@@ -145,7 +145,7 @@ static void test_unary_roundtrip(void **state) {
         struct fixture *f = *state;
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_unary(f->target, "/t.T/Echo", "hello", 5, 5000, &resp, &n, &st), 0);
         assert_int_equal(st.code, RPC_OK);
         assert_int_equal(n, 5);
@@ -166,7 +166,7 @@ static void test_unary_error_status(void **state) {
         struct fixture *f = *state;
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_unary(f->target, "/t.T/Echo", "fail", 4, 5000, &resp, &n, &st), -EREMOTEIO);
         assert_int_equal(st.code, RPC_INVALID_ARGUMENT);
         assert_string_equal(st.message, "you asked for failure");
@@ -177,7 +177,7 @@ static void test_unknown_method(void **state) {
         struct fixture *f = *state;
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_unary(f->target, "/t.T/Nope", "x", 1, 5000, &resp, &n, &st), -EREMOTEIO);
         assert_int_equal(st.code, RPC_UNIMPLEMENTED);
         assert_non_null(strstr(st.message, "/t.T/Nope"));
@@ -190,7 +190,7 @@ static void test_oversized_message_refused(void **state) {
         assert_non_null(buf);
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_unary(f->target, "/t.T/Echo", buf, big, 5000, &resp, &n, &st), -EREMOTEIO);
         assert_int_equal(st.code, RPC_RESOURCE_EXHAUSTED);
         free(buf);
@@ -238,7 +238,7 @@ static void test_no_server(void **state) {
         snprintf(target, sizeof target, "unix:%s/absent.sock", f->dir);
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_unary(target, "/t.T/Echo", "x", 1, 2000, &resp, &n, &st), -ECONNREFUSED);
         assert_int_equal(st.code, RPC_UNAVAILABLE);
 }
@@ -249,7 +249,7 @@ static void test_stream_cancelled_by_free(void **state) {
          * client cannot read streams, but it starts the call: the handler runs and is cancelled. */
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         int r = rpc_call_unary(f->target, "/t.T/Count", "", 0, 300, &resp, &n, &st);
         /* A unary reader gets the first message and then a protocol error, or the deadline. */
         assert_true(r < 0 || n > 0);
@@ -322,7 +322,7 @@ static void test_async_roundtrip_notifies(void **state) {
         assert_true(rpc_call_done(c));
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_finish(c, &resp, &n, &st), 0);
         assert_int_equal(st.code, RPC_OK);
         assert_int_equal(n, 5);
@@ -335,7 +335,7 @@ static void test_async_error_status(void **state) {
         struct fixture *f = *state;
         struct rpc_client_call *c = NULL;
         assert_int_equal(rpc_call_start(f->target, "/t.T/Echo", "fail", 4, 5000, -1, &c), 0);
-        struct rpc_status st;
+        struct gs_error st;
         uint8_t *resp = NULL;
         size_t n = 0;
         assert_int_equal(rpc_call_finish(c, &resp, &n, &st), -EREMOTEIO);
@@ -356,7 +356,7 @@ static void test_async_cancel_hung_peer(void **state) {
         assert_false(rpc_call_done(c));
         rpc_call_cancel(c);
         rpc_call_cancel(c); /* twice is harmless */
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_call_finish(c, NULL, NULL, &st), -EREMOTEIO);
         assert_int_equal(st.code, RPC_CANCELLED);
         assert_int_equal(poll(&p, 1, 0), 1);
@@ -370,7 +370,7 @@ static void test_async_cancel_before_connect(void **state) {
         struct rpc_client_call *c = NULL;
         assert_int_equal(rpc_call_start(target, "/t.T/Echo", "x", 1, 600000, -1, &c), 0);
         rpc_call_cancel(c);
-        struct rpc_status st;
+        struct gs_error st;
         int r = rpc_call_finish(c, NULL, NULL, &st);
         /* Cancelled, or refused first if the connection attempt failed before the cancel. */
         assert_true(r == -EREMOTEIO || r == -ECONNREFUSED);
@@ -387,7 +387,7 @@ static void restart_server(struct fixture *f) {
 static void client_echo(struct rpc_client *c, int expect) {
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_client_call(c, "/t.T/Echo", "kept", 4, 2000, &resp, &n, &st), expect);
         if (expect == 0) {
                 assert_int_equal(n, 4);
@@ -414,7 +414,7 @@ static void test_client_kept_connection(void **state) {
         client_echo(c, 0);
         uint8_t *resp = NULL;
         size_t n = 0;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(rpc_client_call(c, "/t.T/Echo", "fail", 4, 2000, &resp, &n, &st), -EREMOTEIO);
         assert_int_equal(st.code, RPC_INVALID_ARGUMENT);
         client_echo(c, 0);
