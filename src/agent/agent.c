@@ -120,10 +120,10 @@ static int podres_sync_hook(void *userdata) {
 }
 
 static int setup(struct node *n, const sigset_t *mask) {
-        char err[512];
-        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, err, sizeof err);
+        struct gs_error err;
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, &err);
         if (r < 0) {
-                log_error_errno(r, "bad configuration", "error=\"%s\"", err);
+                log_error_errno(r, "bad configuration", "error=\"%s\"", err.message);
                 return -EINVAL;
         }
         log_set_level((enum log_level)n->cfg.log_level);

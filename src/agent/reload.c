@@ -76,10 +76,10 @@ static void apply_runtime_config(struct node *n) {
 
 void node_reload(struct node *n) {
         struct gpuslice_config c;
-        char err[512];
-        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &c, err, sizeof err);
+        struct gs_error err;
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &c, &err);
         if (r < 0) {
-                log_error_errno(r, "config reload failed, keeping the old config", "error=\"%s\"", err);
+                log_error_errno(r, "config reload failed, keeping the old config", "error=\"%s\"", err.message);
                 return;
         }
         if (!streq(c.plugin_dir, n->cfg.plugin_dir) || !streq(c.state_dir, n->cfg.state_dir) ||

@@ -108,9 +108,9 @@ int cmd_monitor(int argc, char **argv) {
                         help(stderr);
                         return EXIT_USAGE;
                 }
-                char err[256];
-                if (config_set(&cfg, keys[c - OPT_ADDR], optarg, err, sizeof err) < 0) {
-                        fprintf(stderr, "gpuslice monitor: %s\n", err);
+                struct gs_error err;
+                if (config_set(&cfg, keys[c - OPT_ADDR], optarg, &err) < 0) {
+                        fprintf(stderr, "gpuslice monitor: %s\n", err.message);
                         return EXIT_USAGE;
                 }
                 nvml_given |= c == OPT_NVML;

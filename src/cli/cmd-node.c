@@ -27,10 +27,10 @@ static void usage(void) {
 
 int cmd_node(int argc, char **argv) {
         struct agent_options o = { 0 };
-        char err[512];
-        int r = config_args_parse(argc, argv, 1, &o.args, err, sizeof err);
+        struct gs_error err;
+        int r = config_args_parse(argc, argv, 1, &o.args, &err);
         if (r < 0) {
-                fprintf(stderr, "gpuslice node: %s\n", err);
+                fprintf(stderr, "gpuslice node: %s\n", err.message);
                 return EXIT_USAGE;
         }
         if (o.args.help) {

@@ -111,7 +111,7 @@ int cmd_ps(int argc, char **argv) {
         bool json = false, watch = false;
         const char *nvml_lib = NULL;
         uint64_t interval = 2;
-        char err[256];
+        struct gs_error err;
         int c;
         optind = 0;
         while ((c = getopt_long(argc, argv, "wh", opts, NULL)) >= 0) {
@@ -126,8 +126,8 @@ int cmd_ps(int argc, char **argv) {
                         case 'h': help(stdout); return EXIT_OK;
                         default: help(stderr); return EXIT_USAGE;
                 }
-                if (key && config_set(&cfg, key, optarg, err, sizeof err) < 0) {
-                        fprintf(stderr, "gpuslice ps: %s\n", err);
+                if (key && config_set(&cfg, key, optarg, &err) < 0) {
+                        fprintf(stderr, "gpuslice ps: %s\n", err.message);
                         return EXIT_USAGE;
                 }
                 if (c == OPT_INTERVAL)

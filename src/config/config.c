@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "util/error.h"
 #include "util/util.h"
 
 enum opt_type {
@@ -145,22 +146,19 @@ static const struct config_profile_info profiles[] = {
 
 /* ---- error text ----------------------------------------------------------------------------- */
 
-static void _printf_(3, 4) errf(char *err, size_t errlen, const char *fmt, ...) {
-        if (!err || errlen == 0)
-                return;
+/* The message of a failure; its code is set where the public function returns (config_fail). */
+static void _printf_(2, 3) errf(struct gs_error *err, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
+        (void)gs_error_setv(err, -EINVAL, fmt, ap);
         va_end(ap);
 }
 
-/* Prefix err with "PREFIX: " in place. */
-static void err_prefix(char *err, size_t errlen, const char *prefix) {
-        if (!err || errlen == 0)
-                return;
-        char tmp[512];
-        strscpy(tmp, err, sizeof tmp);
-        snprintf(err, errlen, "%s: %s", prefix, tmp);
+/* What every public function returns: r, recorded in err->code when it is a failure. */
+static int config_fail(struct gs_error *err, int r) {
+        if (r < 0 && err)
+                err->code = r;
+        return r;
 }
 
 /* A value as it may appear inside '…' in a message: at most 64 bytes, non-printables as \xNN. */
@@ -532,7 +530,7 @@ static const struct opt_def *def_of(const struct config_option *o) {
 /* Apply value to cfg; name is what messages call the option (a key or a --flag). Every branch
  * validates the whole value before writing any field, so a failure leaves cfg untouched. */
 static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value, const char *name,
-                      char *err, size_t errlen) {
+                      struct gs_error *err) {
         const struct opt_def *d = def_of(o);
         char *field = (char *)cfg + d->offset;
         char sbuf[96];
@@ -611,7 +609,7 @@ static int set_option(struct gpuslice_config *cfg, const struct config_option *o
                         struct xids_ctx c = { .max = d->max };
                         r = for_each_item(value, xids_item, &c);
                         if (r == -E2BIG) {
-                                errf(err, errlen, "%s: at most %d Xids, got more", name, CONFIG_XID_MAX);
+                                errf(err, "%s: at most %d Xids, got more", name, CONFIG_XID_MAX);
                                 return -EINVAL;
                         }
                         if (r < 0)
@@ -626,24 +624,24 @@ static int set_option(struct gpuslice_config *cfg, const struct config_option *o
         return 0;
 
 invalid:
-        errf(err, errlen, "%s: expected %s, got '%s'", name, d->expect, shown(value, sbuf, sizeof sbuf));
+        errf(err, "%s: expected %s, got '%s'", name, d->expect, shown(value, sbuf, sizeof sbuf));
         return -EINVAL;
 }
 
-int config_set(struct gpuslice_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+static int config_set_impl(struct gpuslice_config *cfg, const char *key, const char *value, struct gs_error *err) {
         char sbuf[96];
         if (!cfg || !key || !value) {
-                errf(err, errlen, "missing key or value");
+                errf(err, "missing key or value");
                 return -EINVAL;
         }
         const struct config_option *o = config_option_by_key(key);
         if (!o) {
                 char hint[128];
                 suggest_key(key, hint, sizeof hint);
-                errf(err, errlen, "unknown key '%s'%s", shown(key, sbuf, sizeof sbuf), hint);
+                errf(err, "unknown key '%s'%s", shown(key, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
-        return set_option(cfg, o, value, key, err, errlen); /* writes nothing unless valid */
+        return set_option(cfg, o, value, key, err); /* writes nothing unless valid */
 }
 
 /* ---- tables --------------------------------------------------------------------------------- */
@@ -742,14 +740,14 @@ static bool is_blank(char c) {
  * blanks allowed) into out.
  * Quoted: "…" with \" and \\; then only blanks or a comment. Unquoted: up to a '#' or ';' that
  * follows a blank, trailing blanks dropped. */
-static int parse_value(const char *s, char *out, size_t outlen, char *err, size_t errlen) {
+static int parse_value(const char *s, char *out, size_t outlen, struct gs_error *err) {
         while (is_blank(*s))
                 s++;
         size_t o = 0;
         if (*s == '"') {
                 for (s++;; s++) {
                         if (*s == '\0') {
-                                errf(err, errlen, "unterminated quoted string");
+                                errf(err, "unterminated quoted string");
                                 return -EINVAL;
                         }
                         if (*s == '"')
@@ -758,13 +756,13 @@ static int parse_value(const char *s, char *out, size_t outlen, char *err, size_
                         if (c == '\\') {
                                 s++;
                                 if (*s != '\\' && *s != '"') {
-                                        errf(err, errlen, "unknown escape in quoted string (only \\\\ and \\\")");
+                                        errf(err, "unknown escape in quoted string (only \\\\ and \\\")");
                                         return -EINVAL;
                                 }
                                 c = *s;
                         }
                         if (o + 1 >= outlen) {
-                                errf(err, errlen, "value too long");
+                                errf(err, "value too long");
                                 return -EINVAL;
                         }
                         out[o++] = c;
@@ -773,7 +771,7 @@ static int parse_value(const char *s, char *out, size_t outlen, char *err, size_
                 while (is_blank(*s))
                         s++;
                 if (*s != '\0' && *s != '#' && *s != ';') {
-                        errf(err, errlen, "unexpected text after the closing quote");
+                        errf(err, "unexpected text after the closing quote");
                         return -EINVAL;
                 }
                 out[o] = '\0';
@@ -783,7 +781,7 @@ static int parse_value(const char *s, char *out, size_t outlen, char *err, size_
                 if ((*s == '#' || *s == ';') && is_blank(s[-1]))
                         break; /* s[-1] exists: the caller passes the text after '=' */
                 if (o + 1 >= outlen) {
-                        errf(err, errlen, "value too long");
+                        errf(err, "value too long");
                         return -EINVAL;
                 }
                 out[o++] = *s;
@@ -818,8 +816,8 @@ struct parse_state {
         int section; /* index into sections, -1 before the first header */
 };
 
-static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno, char *err,
-                      size_t errlen) {
+static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno,
+                      struct gs_error *err) {
         char sbuf[96];
         char *s = trim(line);
         if (*s == '\0' || *s == '#' || *s == ';')
@@ -828,14 +826,14 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
         if (*s == '[') {
                 char *close = strchr(s, ']');
                 if (!close) {
-                        errf(err, errlen, "line %u: expected ']' to close the section header", lineno);
+                        errf(err, "line %u: expected ']' to close the section header", lineno);
                         return -EINVAL;
                 }
                 char *rest = close + 1;
                 while (is_blank(*rest))
                         rest++;
                 if (*rest != '\0' && *rest != '#' && *rest != ';') {
-                        errf(err, errlen, "line %u: unexpected text after the section header", lineno);
+                        errf(err, "line %u: unexpected text after the section header", lineno);
                         return -EINVAL;
                 }
                 *close = '\0';
@@ -844,8 +842,8 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
                         if (!streq(name, sections[i]))
                                 continue;
                         if (ps->section_line[i]) {
-                                errf(err, errlen, "line %u: section [%s] already appeared on line %u", lineno,
-                                     sections[i], ps->section_line[i]);
+                                errf(err, "line %u: section [%s] already appeared on line %u", lineno, sections[i],
+                                     ps->section_line[i]);
                                 return -EINVAL;
                         }
                         ps->section_line[i] = lineno;
@@ -856,25 +854,25 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
                 char hint[64] = "";
                 if (hit)
                         snprintf(hint, sizeof hint, " (did you mean [%s]?)", hit);
-                errf(err, errlen, "line %u: unknown section [%s]%s", lineno, shown(name, sbuf, sizeof sbuf), hint);
+                errf(err, "line %u: unknown section [%s]%s", lineno, shown(name, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
 
         char *eq = strchr(s, '=');
         if (!eq) {
-                errf(err, errlen, "line %u: expected 'key = value' or '[section]', got '%s'", lineno,
+                errf(err, "line %u: expected 'key = value' or '[section]', got '%s'", lineno,
                      shown(s, sbuf, sizeof sbuf));
                 return -EINVAL;
         }
         *eq = '\0';
         char *name = trim(s);
         if (!valid_ident(name)) {
-                errf(err, errlen, "line %u: expected a key name (lowercase letters, digits, '-'), got '%s'", lineno,
+                errf(err, "line %u: expected a key name (lowercase letters, digits, '-'), got '%s'", lineno,
                      shown(name, sbuf, sizeof sbuf));
                 return -EINVAL;
         }
         if (ps->section < 0) {
-                errf(err, errlen, "line %u: %s: key outside of any [section]", lineno, name);
+                errf(err, "line %u: %s: key outside of any [section]", lineno, name);
                 return -EINVAL;
         }
         char key[96];
@@ -883,40 +881,40 @@ static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char 
         if (!o) {
                 char hint[128];
                 suggest_key(key, hint, sizeof hint);
-                errf(err, errlen, "line %u: unknown key '%s'%s", lineno, shown(key, sbuf, sizeof sbuf), hint);
+                errf(err, "line %u: unknown key '%s'%s", lineno, shown(key, sbuf, sizeof sbuf), hint);
                 return -ENOKEY;
         }
         size_t idx = (size_t)(o - options);
         if (ps->key_line[idx]) {
-                errf(err, errlen, "line %u: %s: already set on line %u", lineno, key, ps->key_line[idx]);
+                errf(err, "line %u: %s: already set on line %u", lineno, key, ps->key_line[idx]);
                 return -EINVAL;
         }
         ps->key_line[idx] = lineno;
 
         char value[CONFIG_LINE_MAX + 1];
-        char verr[128];
-        if (parse_value(eq + 1, value, sizeof value, verr, sizeof verr) < 0) {
-                errf(err, errlen, "line %u: %s: %s", lineno, key, verr);
+        struct gs_error verr;
+        if (parse_value(eq + 1, value, sizeof value, &verr) < 0) {
+                errf(err, "line %u: %s: %s", lineno, key, verr.message);
                 return -EINVAL;
         }
-        char serr[384];
-        int r = set_option(cfg, o, value, key, serr, sizeof serr);
+        struct gs_error serr;
+        int r = set_option(cfg, o, value, key, &serr);
         if (r < 0) {
-                errf(err, errlen, "line %u: %s", lineno, serr);
+                errf(err, "line %u: %s", lineno, serr.message);
                 return r;
         }
         return 0;
 }
 
-int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg, char *err, size_t errlen) {
+static int config_parse_text_impl(const char *text, size_t len, struct gpuslice_config *cfg, struct gs_error *err) {
         if (!cfg || (!text && len > 0)) {
-                errf(err, errlen, "no text or config");
+                errf(err, "no text or config");
                 return -EINVAL;
         }
         /* Parse into a copy (on the heap: the struct is ~45 KiB) and publish it only at the end. */
         _cleanup_(freep) struct gpuslice_config *tmp = malloc(sizeof *tmp);
         if (!tmp) {
-                errf(err, errlen, "out of memory");
+                errf(err, "out of memory");
                 return -ENOMEM;
         }
         *tmp = *cfg;
@@ -936,23 +934,23 @@ int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg,
                 if (n > 0 && start[n - 1] == '\r')
                         n--;
                 if (n > CONFIG_LINE_MAX) {
-                        errf(err, errlen, "line %u: line longer than %d bytes", lineno, CONFIG_LINE_MAX);
+                        errf(err, "line %u: line longer than %d bytes", lineno, CONFIG_LINE_MAX);
                         return -EINVAL;
                 }
                 for (size_t i = 0; i < n; i++) {
                         unsigned char c = (unsigned char)start[i];
                         if (c == '\0') {
-                                errf(err, errlen, "line %u: NUL byte in the file", lineno);
+                                errf(err, "line %u: NUL byte in the file", lineno);
                                 return -EINVAL;
                         }
                         if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                                errf(err, errlen, "line %u: control character 0x%02x in the file", lineno, c);
+                                errf(err, "line %u: control character 0x%02x in the file", lineno, c);
                                 return -EINVAL;
                         }
                 }
                 memcpy(line, start, n);
                 line[n] = '\0';
-                int r = parse_line(&ps, tmp, line, lineno, err, errlen);
+                int r = parse_line(&ps, tmp, line, lineno, err);
                 if (r < 0)
                         return r;
         }
@@ -960,42 +958,42 @@ int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg,
         return 0;
 }
 
-int config_load_file(const char *path, struct gpuslice_config *cfg, char *err, size_t errlen) {
+static int config_load_file_impl(const char *path, struct gpuslice_config *cfg, struct gs_error *err) {
         if (!path || !cfg) {
-                errf(err, errlen, "no path or config");
+                errf(err, "no path or config");
                 return -EINVAL;
         }
         _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0) {
                 int r = -errno;
-                errf(err, errlen, "%s: %s", path, strerror(-r));
+                errf(err, "%s: %s", path, strerror(-r));
                 return r;
         }
         struct stat st;
         if (fstat(fd, &st) < 0) {
                 int r = -errno;
-                errf(err, errlen, "%s: %s", path, strerror(-r));
+                errf(err, "%s: %s", path, strerror(-r));
                 return r;
         }
         if (!S_ISREG(st.st_mode)) {
-                errf(err, errlen, "%s: not a regular file", path);
+                errf(err, "%s: not a regular file", path);
                 return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
         }
         if (st.st_size > CONFIG_FILE_MAX) {
-                errf(err, errlen, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
+                errf(err, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
                 return -EFBIG;
         }
         /* Read through the fd we checked, not the path again. */
         size_t cap = (size_t)st.st_size + 1, len = 0;
         _cleanup_(freep) char *text = malloc(cap);
         if (!text) {
-                errf(err, errlen, "%s: out of memory", path);
+                errf(err, "%s: out of memory", path);
                 return -ENOMEM;
         }
         int r;
         for (;;) {
                 if (len == cap) { /* the file grew since fstat */
-                        errf(err, errlen, "%s: changed while being read", path);
+                        errf(err, "%s: changed while being read", path);
                         return -EBUSY;
                 }
                 ssize_t k = read(fd, text + len, cap - len);
@@ -1003,16 +1001,16 @@ int config_load_file(const char *path, struct gpuslice_config *cfg, char *err, s
                         continue;
                 if (k < 0) {
                         r = -errno;
-                        errf(err, errlen, "%s: %s", path, strerror(-r));
+                        errf(err, "%s: %s", path, strerror(-r));
                         return r;
                 }
                 if (k == 0)
                         break;
                 len += (size_t)k;
         }
-        r = config_parse_text(text, len, cfg, err, errlen);
+        r = config_parse_text(text, len, cfg, err);
         if (r < 0)
-                err_prefix(err, errlen, path);
+                (void)gs_error_prefix(err, "%s", path);
         return r;
 }
 
@@ -1131,17 +1129,18 @@ static int args_add(struct config_args *a, const char *key, const char *value) {
         return 0;
 }
 
-int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, char *err, size_t errlen) {
+static int config_args_parse_impl(int argc, char *const *argv, int first, struct config_args *ret,
+                                  struct gs_error *err) {
         char sbuf[96];
         if (!ret || argc < 0 || first < 0 || (argc > 0 && !argv)) {
-                errf(err, errlen, "bad arguments");
+                errf(err, "bad arguments");
                 return -EINVAL;
         }
         struct config_args a = { 0 };
         struct gpuslice_config *scratch = malloc(sizeof *scratch);
         int r = 0;
         if (!scratch) {
-                errf(err, errlen, "out of memory");
+                errf(err, "out of memory");
                 return -ENOMEM;
         }
         config_init_defaults(scratch);
@@ -1157,7 +1156,7 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                         continue;
                 }
                 if (!startswith(arg, "--") && !streq(arg, "-c")) {
-                        errf(err, errlen, "unexpected argument '%s'", shown(arg, sbuf, sizeof sbuf));
+                        errf(err, "unexpected argument '%s'", shown(arg, sbuf, sizeof sbuf));
                         r = -EINVAL;
                         goto fail;
                 }
@@ -1166,7 +1165,7 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                 const char *value = NULL;
                 size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
                 if (nlen >= sizeof name) {
-                        errf(err, errlen, "unknown option '%s'", shown(arg, sbuf, sizeof sbuf));
+                        errf(err, "unknown option '%s'", shown(arg, sbuf, sizeof sbuf));
                         r = -EINVAL;
                         goto fail;
                 }
@@ -1180,7 +1179,7 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                         char hint[128] = "";
                         if (startswith(name, "--"))
                                 suggest_flag(name + 2, hint, sizeof hint);
-                        errf(err, errlen, "unknown option '%s'%s", shown(name, sbuf, sizeof sbuf), hint);
+                        errf(err, "unknown option '%s'%s", shown(name, sbuf, sizeof sbuf), hint);
                         r = -EINVAL;
                         goto fail;
                 }
@@ -1190,14 +1189,14 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                         else if (i + 1 < argc)
                                 value = argv[++i];
                         else {
-                                errf(err, errlen, "%s: needs a value", name);
+                                errf(err, "%s: needs a value", name);
                                 r = -EINVAL;
                                 goto fail;
                         }
                 }
                 if (is_config) {
                         if (value[0] == '\0') {
-                                errf(err, errlen, "%s: needs a file name", name);
+                                errf(err, "%s: needs a file name", name);
                                 r = -EINVAL;
                                 goto fail;
                         }
@@ -1213,12 +1212,12 @@ int config_args_parse(int argc, char *const *argv, int first, struct config_args
                 }
                 char flagname[100];
                 snprintf(flagname, sizeof flagname, "--%s", o->flag);
-                r = set_option(scratch, o, value, flagname, err, errlen);
+                r = set_option(scratch, o, value, flagname, err);
                 if (r < 0)
                         goto fail;
                 r = args_add(&a, o->key, value);
                 if (r < 0) {
-                        errf(err, errlen, "out of memory");
+                        errf(err, "out of memory");
                         goto fail;
                 }
         }
@@ -1231,22 +1230,22 @@ fail:
         return r;
 }
 
-int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret, char *err,
-                 size_t errlen) {
+static int config_build_impl(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
+                             struct gs_error *err) {
         if (!ret) {
-                errf(err, errlen, "no config");
+                errf(err, "no config");
                 return -EINVAL;
         }
         struct gpuslice_config *tmp = malloc(sizeof *tmp);
         if (!tmp) {
-                errf(err, errlen, "out of memory");
+                errf(err, "out of memory");
                 return -ENOMEM;
         }
         config_init_defaults(tmp);
         int r = 0;
         const char *path = args && args->config_path ? args->config_path : default_path;
         if (path) {
-                r = config_load_file(path, tmp, err, errlen);
+                r = config_load_file(path, tmp, err);
                 if (r == -ENOENT && !(args && args->config_path))
                         r = 0; /* the default file is optional */
                 if (r < 0)
@@ -1256,7 +1255,7 @@ int config_build(const struct config_args *args, const char *default_path, struc
                 const struct config_option *o = config_option_by_key(args->overrides[i].key);
                 char flagname[100];
                 snprintf(flagname, sizeof flagname, "--%s", o ? o->flag : "?");
-                r = o ? set_option(tmp, o, args->overrides[i].value, flagname, err, errlen) : -ENOKEY;
+                r = o ? set_option(tmp, o, args->overrides[i].value, flagname, err) : -ENOKEY;
                 if (r < 0)
                         goto out;
         }
@@ -1264,4 +1263,25 @@ int config_build(const struct config_args *args, const char *default_path, struc
 out:
         free(tmp);
         return r;
+}
+
+int config_set(struct gpuslice_config *cfg, const char *key, const char *value, struct gs_error *err) {
+        return config_fail(err, config_set_impl(cfg, key, value, err));
+}
+
+int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg, struct gs_error *err) {
+        return config_fail(err, config_parse_text_impl(text, len, cfg, err));
+}
+
+int config_load_file(const char *path, struct gpuslice_config *cfg, struct gs_error *err) {
+        return config_fail(err, config_load_file_impl(path, cfg, err));
+}
+
+int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, struct gs_error *err) {
+        return config_fail(err, config_args_parse_impl(argc, argv, first, ret, err));
+}
+
+int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
+                 struct gs_error *err) {
+        return config_fail(err, config_build_impl(args, default_path, ret, err));
 }

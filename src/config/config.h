@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/error.h"
+
 #define CONFIG_PATH_MAX 4096      /* includes the terminating NUL */
 #define CONFIG_NAME_MAX 320       /* resource names: DNS prefix (253) + '/' + name (63) + NUL */
 #define CONFIG_ADDRESS_MAX 256    /* HOST:PORT */
@@ -147,17 +149,17 @@ void config_init_defaults(struct gpuslice_config *cfg);
 /* Validate and apply one setting. key is the dotted key ("health.quiet-period"). On failure cfg is
  * unchanged, err holds "KEY: what was expected, got 'VALUE'", and the return is -EINVAL (bad value)
  * or -ENOKEY (unknown key). err may be NULL. */
-int config_set(struct gpuslice_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+int config_set(struct gpuslice_config *cfg, const char *key, const char *value, struct gs_error *err);
 
 /* Parse config file text (need not be NUL-terminated; len bytes) on top of *cfg. cfg is in/out and
  * written only on success; on failure err says "line N: KEY: …". -EINVAL for any syntax or value
  * error, -ENOKEY for an unknown section or key. */
-int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg, char *err, size_t errlen);
+int config_parse_text(const char *text, size_t len, struct gpuslice_config *cfg, struct gs_error *err);
 
 /* Read a regular file (at most CONFIG_FILE_MAX bytes) and parse it on top of *cfg; written only on
  * success. -errno when unreadable (err says "PATH: strerror"), else as config_parse_text (err is
  * prefixed with "PATH: "). */
-int config_load_file(const char *path, struct gpuslice_config *cfg, char *err, size_t errlen);
+int config_load_file(const char *path, struct gpuslice_config *cfg, struct gs_error *err);
 
 /* Write the effective config as a complete config file; parsing the output on top of any config
  * gives back an identical config. Returns 0 or -EIO. */
@@ -203,7 +205,7 @@ struct config_args {
  * message naming the flag. Unknown options and positional arguments are errors (-EINVAL).
  * *ret is written only on success.
  */
-int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, char *err, size_t errlen);
+int config_args_parse(int argc, char *const *argv, int first, struct config_args *ret, struct gs_error *err);
 void config_args_done(struct config_args *args);
 
 /*
@@ -212,5 +214,5 @@ void config_args_done(struct config_args *args);
  * missing default file is not an error. Use this at start and again on SIGHUP: on failure keep
  * running with the old config and log err.
  */
-int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret, char *err,
-                 size_t errlen);
+int config_build(const struct config_args *args, const char *default_path, struct gpuslice_config *ret,
+                 struct gs_error *err);

@@ -21,7 +21,6 @@ static char *dump(const struct gpuslice_config *cfg, size_t *ret_len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static struct gpuslice_config cfg, again;
-        char err[512];
         /* copy so the parser cannot lean on a terminator past `size` */
         char *text = malloc(size ? size : 1);
         if (!text)
@@ -30,16 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         config_init_defaults(&cfg);
         size_t l0;
         char *before = dump(&cfg, &l0);
-        err[0] = '\0';
-        int r = config_parse_text(text, size, &cfg, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = config_parse_text(text, size, &cfg, &err);
         size_t l1;
         char *after = dump(&cfg, &l1);
         if (r < 0) {
-                if (err[0] == '\0' || l0 != l1 || memcmp(before, after, l0) != 0)
+                if (err.message[0] == '\0' || err.code != r || l0 != l1 || memcmp(before, after, l0) != 0)
                         abort(); /* a failed parse must say why and change nothing */
         } else {
                 config_init_defaults(&again);
-                if (config_parse_text(after, l1, &again, err, sizeof err) < 0)
+                if (config_parse_text(after, l1, &again, &err) < 0)
                         abort();
                 size_t l2;
                 char *third = dump(&again, &l2);

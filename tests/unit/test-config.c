@@ -18,8 +18,6 @@
 #include "config/config.h"
 #include "util/util.h"
 
-#define ERRLEN 512
-
 /* The example file of docs/configuration.md, every key set away from its default. */
 static const char full_example[] = "# gpuslice node agent\n"
                                    "[agent]\n"
@@ -60,16 +58,17 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "[kube]\n"
                                    "kubeconfig = /etc/gpuslice/kubeconfig\n";
 
-static int parse(const char *text, struct gpuslice_config *cfg, char *err) {
-        return config_parse_text(text, strlen(text), cfg, err, ERRLEN);
+static int parse(const char *text, struct gpuslice_config *cfg, struct gs_error *err) {
+        return config_parse_text(text, strlen(text), cfg, err);
 }
 
 /* Parse text onto defaults; expect failure r with exactly this message. */
 static void expect_error(const char *text, int r, const char *msg) {
         struct gpuslice_config cfg;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&cfg);
-        assert_int_equal(parse(text, &cfg, err), r);
+        assert_int_equal(parse(text, &cfg, &gerr), r);
         assert_string_equal(err, msg);
 }
 
@@ -162,10 +161,10 @@ static void test_defaults_documented_values(void **state) {
 static void test_full_file_sets_every_key(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         config_init_defaults(&d);
-        assert_int_equal(parse(full_example, &c, err), 0);
+        assert_int_equal(parse(full_example, &c, &gerr), 0);
         assert_string_equal(c.state_dir, "/srv/gpuslice/state");
         assert_int_equal(c.log_level, CONFIG_LOG_DEBUG);
         assert_string_equal(c.plugin_dir, "/tmp/dp");
@@ -210,22 +209,22 @@ static void test_full_file_sets_every_key(void **state) {
 static void test_empty_text_keeps_defaults(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         config_init_defaults(&d);
-        assert_int_equal(config_parse_text("", 0, &c, err, ERRLEN), 0);
+        assert_int_equal(config_parse_text("", 0, &c, &gerr), 0);
         assert_true(same_config(&c, &d));
 }
 
 static void test_comments_crlf_bom_and_blanks(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         assert_int_equal(parse("\xef\xbb\xbf# comment\r\n; also a comment\r\n\r\n  [ health ]  # trailing\r\n"
                                "\tquiet-period\t=\t45s   # inline comment\r\n"
                                "xid-ignore = 1,2 ;other style\r\n",
-                               &c, err),
+                               &c, &gerr),
                          0);
         assert_int_equal(c.health_quiet_period_sec, 45);
         assert_int_equal(c.n_xid_ignore, 2);
@@ -235,38 +234,39 @@ static void test_comments_crlf_bom_and_blanks(void **state) {
 static void test_quoted_values_keep_specials(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(parse("[agent]\nstate-dir = \"/var/lib/a #b; \\\"c\\\" \\\\d \"  # comment\n", &c, err), 0);
+        assert_int_equal(parse("[agent]\nstate-dir = \"/var/lib/a #b; \\\"c\\\" \\\\d \"  # comment\n", &c, &gerr), 0);
         assert_string_equal(c.state_dir, "/var/lib/a #b; \"c\" \\d ");
 }
 
 static void test_hash_inside_unquoted_value_is_kept(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(parse("[agent]\nstate-dir = /var/lib/a#b\n", &c, err), 0);
+        assert_int_equal(parse("[agent]\nstate-dir = /var/lib/a#b\n", &c, &gerr), 0);
         assert_string_equal(c.state_dir, "/var/lib/a#b");
 }
 
 static void test_comment_right_after_equals_gives_empty_value(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(parse("[metrics]\naddress = # none\n[health]\nxid-ignore =#1\n", &c, err), -EINVAL);
+        assert_int_equal(parse("[metrics]\naddress = # none\n[health]\nxid-ignore =#1\n", &c, &gerr), -EINVAL);
         assert_string_equal(err, "line 4: health.xid-ignore: expected a comma-separated list of Xid numbers, got '#1'");
-        assert_int_equal(parse("[metrics]\naddress = # none\n", &c, err), 0);
+        assert_int_equal(parse("[metrics]\naddress = # none\n", &c, &gerr), 0);
         assert_string_equal(c.metrics_address, "");
 }
 
 static void test_empty_list_and_empty_address(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(parse("[health]\nxid-ignore =\n[metrics]\naddress =\n", &c, err), 0);
+        assert_int_equal(parse("[health]\nxid-ignore =\n[metrics]\naddress =\n", &c, &gerr), 0);
         assert_int_equal(c.n_xid_ignore, 0);
         assert_string_equal(c.metrics_address, "");
 }
@@ -281,7 +281,7 @@ static void test_durations(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
                 struct gpuslice_config c;
                 config_init_defaults(&c);
-                assert_int_equal(config_set(&c, "health.quiet-period", ok[i].text, NULL, 0), 0);
+                assert_int_equal(config_set(&c, "health.quiet-period", ok[i].text, NULL), 0);
                 assert_int_equal(c.health_quiet_period_sec, ok[i].sec);
         }
         static const char *const bad[] = { "",    "abc",  "1x", "m",   "1m30",
@@ -289,7 +289,7 @@ static void test_durations(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 struct gpuslice_config c;
                 config_init_defaults(&c);
-                assert_int_equal(config_set(&c, "health.quiet-period", bad[i], NULL, 0), -EINVAL);
+                assert_int_equal(config_set(&c, "health.quiet-period", bad[i], NULL), -EINVAL);
                 assert_int_equal(c.health_quiet_period_sec, 60);
         }
 }
@@ -298,9 +298,9 @@ static void test_sample_interval_bounds(void **state) {
         (void)state;
         struct gpuslice_config c;
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "monitor.sample-interval", "0s", NULL, 0), -EINVAL);
-        assert_int_equal(config_set(&c, "monitor.sample-interval", "2h", NULL, 0), -EINVAL);
-        assert_int_equal(config_set(&c, "monitor.sample-interval", "1h", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "monitor.sample-interval", "0s", NULL), -EINVAL);
+        assert_int_equal(config_set(&c, "monitor.sample-interval", "2h", NULL), -EINVAL);
+        assert_int_equal(config_set(&c, "monitor.sample-interval", "1h", NULL), 0);
         assert_int_equal(c.sample_interval_sec, 3600);
 }
 
@@ -308,12 +308,12 @@ static void test_list_strategy_both_and_empty(void **state) {
         (void)state;
         struct gpuslice_config c;
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "devices.list-strategy", "both", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "devices.list-strategy", "both", NULL), 0);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_ENVVAR | CONFIG_DEVICE_LIST_CDI);
-        assert_int_equal(config_set(&c, "devices.list-strategy", "cdi", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "devices.list-strategy", "cdi", NULL), 0);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_CDI);
-        assert_int_equal(config_set(&c, "devices.list-strategy", "", NULL, 0), -EINVAL);
-        assert_int_equal(config_set(&c, "devices.list-strategy", "envvar,,cdi", NULL, 0), -EINVAL);
+        assert_int_equal(config_set(&c, "devices.list-strategy", "", NULL), -EINVAL);
+        assert_int_equal(config_set(&c, "devices.list-strategy", "envvar,,cdi", NULL), -EINVAL);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_CDI);
 }
 
@@ -322,16 +322,16 @@ static void test_profiles(void **state) {
         struct gpuslice_config c;
         config_init_defaults(&c);
         assert_int_equal(config_memory_unit(&c), 0);
-        assert_int_equal(config_set(&c, "resources.profile", "gpuslice", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "resources.profile", "gpuslice", NULL), 0);
         assert_string_equal(config_profile_info(c.profile)->core_resource, "gpuslice.io/gpu-core");
         assert_string_equal(config_profile_info(c.profile)->memory_resource, "gpuslice.io/gpu-memory");
-        assert_int_equal(config_set(&c, "resources.profile", "aliyun", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "resources.profile", "aliyun", NULL), 0);
         assert_null(config_profile_info(c.profile)->core_resource);
         assert_string_equal(config_profile_info(c.profile)->memory_resource, "aliyun.com/gpu-mem");
         assert_int_equal(config_memory_unit(&c), 1ULL << 30);
-        assert_int_equal(config_set(&c, "sharing.memory-unit", "512MiB", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "sharing.memory-unit", "512MiB", NULL), 0);
         assert_int_equal(config_memory_unit(&c), 512ULL << 20);
-        assert_int_equal(config_set(&c, "resources.profile", "tencent", NULL, 0), 0);
+        assert_int_equal(config_set(&c, "resources.profile", "tencent", NULL), 0);
         assert_string_equal(config_profile_info(c.profile)->memory_resource, "tencent.com/vcuda-memory");
         assert_null(config_profile_info((enum config_profile)99));
         assert_string_equal(config_profile_name(CONFIG_PROFILE_TENCENT), "tencent");
@@ -446,9 +446,9 @@ static void test_longest_line_accepted(void **state) {
         memset(text + 1, 'x', CONFIG_LINE_MAX - 1);
         text[CONFIG_LINE_MAX] = '\n';
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(config_parse_text(text, CONFIG_LINE_MAX + 1, &c, err, ERRLEN), 0);
+        assert_int_equal(config_parse_text(text, CONFIG_LINE_MAX + 1, &c, &gerr), 0);
 }
 
 static void test_error_path_too_long(void **state) {
@@ -459,9 +459,10 @@ static void test_error_path_too_long(void **state) {
         memset(text + h, 'a', CONFIG_PATH_MAX);
         text[h + CONFIG_PATH_MAX] = '\0';
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(parse(text, &c, err), -EINVAL);
+        assert_int_equal(parse(text, &c, &gerr), -EINVAL);
         assert_true(startswith(err, "line 2: agent.state-dir: expected an absolute path, got '/aaa"));
 }
 
@@ -469,9 +470,10 @@ static void test_error_embedded_nul(void **state) {
         (void)state;
         static const char text[] = "[agent]\nstate-dir = /x\0y\n";
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_parse_text(text, sizeof text - 1, &c, err, ERRLEN), -EINVAL);
+        assert_int_equal(config_parse_text(text, sizeof text - 1, &c, &gerr), -EINVAL);
         assert_string_equal(err, "line 2: NUL byte in the file");
         assert_string_equal(c.state_dir, "/var/lib/gpuslice");
 }
@@ -547,10 +549,11 @@ static void test_error_bad_values_per_type(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct gpuslice_config c, d;
-                char err[ERRLEN] = "";
+                struct gs_error gerr = { 0 };
+                char *err = gerr.message;
                 config_init_defaults(&c);
                 config_init_defaults(&d);
-                int r = config_set(&c, cases[i].key, cases[i].value, err, sizeof err);
+                int r = config_set(&c, cases[i].key, cases[i].value, &gerr);
                 if (r != -EINVAL || !streq(err, cases[i].msg))
                         fail_msg("case %zu (%s = '%s'): r=%d err='%s'", i, cases[i].key, cases[i].value, r, err);
                 assert_true(same_config(&c, &d));
@@ -564,9 +567,10 @@ static void test_error_too_many_xids(void **state) {
         for (unsigned i = 0; i <= CONFIG_XID_MAX; i++)
                 n += (size_t)snprintf(list + n, sizeof list - n, "%s%u", i ? "," : "", i + 1);
         struct gpuslice_config c;
-        char err[ERRLEN];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "health.xid-ignore", list, err, sizeof err), -EINVAL);
+        assert_int_equal(config_set(&c, "health.xid-ignore", list, &gerr), -EINVAL);
         char msg[64];
         snprintf(msg, sizeof msg, "health.xid-ignore: at most %d Xids, got more", CONFIG_XID_MAX);
         assert_string_equal(err, msg);
@@ -575,19 +579,20 @@ static void test_error_too_many_xids(void **state) {
 static void test_error_message_escapes_value(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "agent.log-level", "a'b\n", err, sizeof err), -EINVAL);
+        assert_int_equal(config_set(&c, "agent.log-level", "a'b\n", &gerr), -EINVAL);
         assert_string_equal(err, "agent.log-level: expected one of error, warn, info, debug, got 'a\\x27b\\x0a'");
 }
 
 static void test_failed_parse_leaves_config_unchanged(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN];
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         config_init_defaults(&d);
-        assert_int_equal(parse("[agent]\nstate-dir = /new\nlog-level = debug\n[health]\nquiet-period = x\n", &c, err),
+        assert_int_equal(parse("[agent]\nstate-dir = /new\nlog-level = debug\n[health]\nquiet-period = x\n", &c, &gerr),
                          -EINVAL);
         assert_true(same_config(&c, &d));
         assert_string_equal(c.state_dir, "/var/lib/gpuslice");
@@ -596,10 +601,10 @@ static void test_failed_parse_leaves_config_unchanged(void **state) {
 static void test_parse_applies_on_top_of_given_config(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN];
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "agent.log-level", "warn", err, sizeof err), 0);
-        assert_int_equal(parse("[agent]\nstate-dir = /new\n", &c, err), 0);
+        assert_int_equal(config_set(&c, "agent.log-level", "warn", &gerr), 0);
+        assert_int_equal(parse("[agent]\nstate-dir = /new\n", &c, &gerr), 0);
         assert_int_equal(c.log_level, CONFIG_LOG_WARN);
         assert_string_equal(c.state_dir, "/new");
 }
@@ -607,13 +612,14 @@ static void test_parse_applies_on_top_of_given_config(void **state) {
 static void test_set_unknown_key(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_set(&c, "health.quietperiod", "1s", err, sizeof err), -ENOKEY);
+        assert_int_equal(config_set(&c, "health.quietperiod", "1s", &gerr), -ENOKEY);
         assert_string_equal(err, "unknown key 'health.quietperiod' (did you mean 'health.quiet-period'?)");
-        assert_int_equal(config_set(&c, "zzz", "1s", err, sizeof err), -ENOKEY);
+        assert_int_equal(config_set(&c, "zzz", "1s", &gerr), -ENOKEY);
         assert_string_equal(err, "unknown key 'zzz'"); /* nothing close: no suggestion */
-        assert_int_equal(config_set(&c, "health.quiet-period", NULL, err, sizeof err), -EINVAL);
+        assert_int_equal(config_set(&c, "health.quiet-period", NULL, &gerr), -EINVAL);
 }
 
 /* ---- files ---- */
@@ -624,11 +630,11 @@ static void test_load_file(void **state) {
         snprintf(path, sizeof path, "%s/node.conf", tmpdir);
         write_text(path, full_example);
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         config_init_defaults(&d);
-        assert_int_equal(config_load_file(path, &c, err, sizeof err), 0);
-        assert_int_equal(parse(full_example, &d, err), 0);
+        assert_int_equal(config_load_file(path, &c, &gerr), 0);
+        assert_int_equal(parse(full_example, &d, &gerr), 0);
         assert_true(same_config(&c, &d));
 }
 
@@ -637,9 +643,10 @@ static void test_load_missing_file(void **state) {
         char path[300], msg[400];
         snprintf(path, sizeof path, "%s/absent.conf", tmpdir);
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_load_file(path, &c, err, sizeof err), -ENOENT);
+        assert_int_equal(config_load_file(path, &c, &gerr), -ENOENT);
         snprintf(msg, sizeof msg, "%s: %s", path, strerror(ENOENT));
         assert_string_equal(err, msg);
 }
@@ -647,9 +654,11 @@ static void test_load_missing_file(void **state) {
 static void test_load_directory(void **state) {
         (void)state;
         struct gpuslice_config c;
-        char err[ERRLEN] = "", msg[400];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message, msg[400];
         config_init_defaults(&c);
-        assert_int_equal(config_load_file(tmpdir, &c, err, sizeof err), -EISDIR);
+        assert_int_equal(config_load_file(tmpdir, &c, &gerr), -EISDIR);
+        assert_int_equal(gerr.code, -EISDIR); /* the code returned, with the message */
         snprintf(msg, sizeof msg, "%s: not a regular file", tmpdir);
         assert_string_equal(err, msg);
 }
@@ -657,7 +666,7 @@ static void test_load_directory(void **state) {
 static int load_in_child(void *path) {
         struct gpuslice_config c;
         config_init_defaults(&c);
-        return config_load_file(path, &c, NULL, 0);
+        return config_load_file(path, &c, NULL);
 }
 
 static void test_load_unreadable_file(void **state) {
@@ -683,9 +692,9 @@ static void test_load_too_large_file(void **state) {
         assert_int_equal(ftruncate(fd, CONFIG_FILE_MAX + 1), 0);
         close(fd);
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(config_load_file(path, &c, err, sizeof err), -EFBIG);
+        assert_int_equal(config_load_file(path, &c, &gerr), -EFBIG);
 }
 
 static void test_load_error_names_file_and_line(void **state) {
@@ -694,9 +703,10 @@ static void test_load_error_names_file_and_line(void **state) {
         snprintf(path, sizeof path, "%s/bad.conf", tmpdir);
         write_text(path, "[health]\ndisabled = perhaps\n");
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        assert_int_equal(config_load_file(path, &c, err, sizeof err), -EINVAL);
+        assert_int_equal(config_load_file(path, &c, &gerr), -EINVAL);
         snprintf(msg, sizeof msg, "%s: line 2: health.disabled: expected true or false, got 'perhaps'", path);
         assert_string_equal(err, msg);
 }
@@ -706,31 +716,31 @@ static void test_load_error_names_file_and_line(void **state) {
 static void test_dump_round_trips_defaults(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
         _cleanup_(freep) char *text = dump(&c);
         /* parse onto a config that differs everywhere, to prove the dump sets every key */
         config_init_defaults(&d);
-        assert_int_equal(parse(full_example, &d, err), 0);
+        assert_int_equal(parse(full_example, &d, &gerr), 0);
         assert_false(same_config(&c, &d));
-        assert_int_equal(parse(text, &d, err), 0);
+        assert_int_equal(parse(text, &d, &gerr), 0);
         assert_true(same_config(&c, &d));
 }
 
 static void test_dump_round_trips_tricky_values(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
         config_init_defaults(&c);
-        assert_int_equal(parse(full_example, &c, err), 0);
-        assert_int_equal(config_set(&c, "agent.state-dir", "/a dir/with #hash; \"quotes\" \\ ", err, sizeof err), 0);
-        assert_int_equal(config_set(&c, "kubelet.plugin-dir", "/ leading", err, sizeof err), 0);
-        assert_int_equal(config_set(&c, "health.quiet-period", "1h30m", err, sizeof err), 0);
-        assert_int_equal(config_set(&c, "health.xid-ignore", "", err, sizeof err), 0);
-        assert_int_equal(config_set(&c, "sharing.memory-unit", "1536MiB", err, sizeof err), 0);
+        assert_int_equal(parse(full_example, &c, &gerr), 0);
+        assert_int_equal(config_set(&c, "agent.state-dir", "/a dir/with #hash; \"quotes\" \\ ", &gerr), 0);
+        assert_int_equal(config_set(&c, "kubelet.plugin-dir", "/ leading", &gerr), 0);
+        assert_int_equal(config_set(&c, "health.quiet-period", "1h30m", &gerr), 0);
+        assert_int_equal(config_set(&c, "health.xid-ignore", "", &gerr), 0);
+        assert_int_equal(config_set(&c, "sharing.memory-unit", "1536MiB", &gerr), 0);
         _cleanup_(freep) char *text = dump(&c);
         config_init_defaults(&d);
-        assert_int_equal(parse(text, &d, err), 0);
+        assert_int_equal(parse(text, &d, &gerr), 0);
         assert_string_equal(d.state_dir, "/a dir/with #hash; \"quotes\" \\ ");
         assert_string_equal(d.plugin_dir, "/ leading");
         assert_int_equal(d.health_quiet_period_sec, 5400);
@@ -798,9 +808,10 @@ static void test_docs_example_parses(void **state) {
         const char *end = strstr(start, "```");
         assert_non_null(end);
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         config_init_defaults(&c);
-        int r = config_parse_text(start, (size_t)(end - start), &c, err, sizeof err);
+        int r = config_parse_text(start, (size_t)(end - start), &c, &gerr);
         if (r < 0)
                 fail_msg("docs example: %s", err);
 }
@@ -821,8 +832,8 @@ static void test_args_forms(void **state) {
                          "/etc/x.conf",
                          "--device-list-strategy=both" };
         struct config_args a;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 2, &a, err, sizeof err), 0);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 2, &a, &gerr), 0);
         assert_string_equal(a.config_path, "/etc/x.conf");
         assert_true(a.config_path_given);
         assert_false(a.help);
@@ -841,7 +852,7 @@ static void test_args_help_and_version(void **state) {
         (void)state;
         char *argv[] = { "x", "--help", "--version" };
         struct config_args a;
-        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 1, &a, NULL, 0), 0);
+        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 1, &a, NULL), 0);
         assert_true(a.help);
         assert_true(a.version);
         assert_null(a.config_path);
@@ -850,8 +861,9 @@ static void test_args_help_and_version(void **state) {
 
 static void expect_args_error(int argc, char **argv, const char *msg) {
         struct config_args a = { .help = true };
-        char err[ERRLEN] = "";
-        assert_int_equal(config_args_parse(argc, argv, 1, &a, err, sizeof err), -EINVAL);
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
+        assert_int_equal(config_args_parse(argc, argv, 1, &a, &gerr), -EINVAL);
         assert_string_equal(err, msg);
         assert_true(a.help); /* untouched */
 }
@@ -885,17 +897,17 @@ static void test_flags_override_file(void **state) {
         snprintf(cfgflag, sizeof cfgflag, "--config=%s", path);
         char *argv[] = { "x", "--state-dir", "/from-flag", cfgflag, "--state-dir", "/last-flag" };
         struct config_args a;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 1, &a, err, sizeof err), 0);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_args_parse(ELEMENTSOF(argv), argv, 1, &a, &gerr), 0);
         struct gpuslice_config c;
-        assert_int_equal(config_build(&a, NULL, &c, err, sizeof err), 0);
+        assert_int_equal(config_build(&a, NULL, &c, &gerr), 0);
         assert_string_equal(c.state_dir, "/last-flag"); /* flag beats file; last flag wins */
         assert_string_equal(c.plugin_dir, "/file-dp");  /* file beats default */
         assert_int_equal(c.log_level, CONFIG_LOG_DEBUG);
         assert_string_equal(c.proc_root, "/proc"); /* default */
         /* a reload with a changed file keeps the flags on top */
         write_text(path, "[agent]\nstate-dir = /changed\nlog-level = warn\n");
-        assert_int_equal(config_build(&a, NULL, &c, err, sizeof err), 0);
+        assert_int_equal(config_build(&a, NULL, &c, &gerr), 0);
         assert_string_equal(c.state_dir, "/last-flag");
         assert_int_equal(c.log_level, CONFIG_LOG_WARN);
         assert_string_equal(c.plugin_dir, "/var/lib/kubelet/device-plugins");
@@ -911,11 +923,11 @@ static void test_build_failed_reload_keeps_old(void **state) {
         a.config_path = strdup(path);
         assert_non_null(a.config_path);
         struct gpuslice_config live, before;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_build(&a, NULL, &live, err, sizeof err), 0);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_build(&a, NULL, &live, &gerr), 0);
         before = live;
         write_text(path, "[agent]\nlog-level = debug\nstate-dir = oops\n");
-        assert_int_equal(config_build(&a, NULL, &live, err, sizeof err), -EINVAL);
+        assert_int_equal(config_build(&a, NULL, &live, &gerr), -EINVAL);
         assert_memory_equal(&live, &before, sizeof live);
         config_args_done(&a);
 }
@@ -926,16 +938,16 @@ static void test_build_missing_given_file_fails(void **state) {
         a.config_path = strdup("/nonexistent/gpuslice.conf");
         assert_non_null(a.config_path);
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_build(&a, NULL, &c, err, sizeof err), -ENOENT);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_build(&a, NULL, &c, &gerr), -ENOENT);
         config_args_done(&a);
 }
 
 static void test_build_missing_default_file_is_fine(void **state) {
         (void)state;
         struct gpuslice_config c, d;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_build(NULL, "/nonexistent/gpuslice.conf", &c, err, sizeof err), 0);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_build(NULL, "/nonexistent/gpuslice.conf", &c, &gerr), 0);
         config_init_defaults(&d);
         assert_true(same_config(&c, &d));
 }
@@ -946,8 +958,8 @@ static void test_build_uses_default_file(void **state) {
         snprintf(path, sizeof path, "%s/default.conf", tmpdir);
         write_text(path, "[agent]\nlog-level = error\n");
         struct gpuslice_config c;
-        char err[ERRLEN] = "";
-        assert_int_equal(config_build(NULL, path, &c, err, sizeof err), 0);
+        struct gs_error gerr = { 0 };
+        assert_int_equal(config_build(NULL, path, &c, &gerr), 0);
         assert_int_equal(c.log_level, CONFIG_LOG_ERROR);
 }
 
