@@ -40,14 +40,15 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
 /* The CDI spec defining the names Allocate hands out (src/cdi, docs/runtime.md): at start and
  * after a reload (the kind or id strategy may have changed). */
 void cdi_refresh(struct node *n, const struct plugin_options *o) {
-        char path[1024], err[512];
+        char path[1024];
+        struct gs_error err;
         if (!o->list_cdi)
                 return;
         int r = cdi_agent_refresh(&n->plugin->topo, o->cdi_kind, o->dev_root,
                                   o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path,
-                                  sizeof path, err, sizeof err);
+                                  sizeof path, &err);
         if (r < 0)
-                log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err);
+                log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err.message);
         else if (r == 0)
                 log_info("CDI spec written", "path=%s", path);
         if (!o->list_envvar)

@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 
+#include "util/error.h"
 #include "topo/topo.h"
 
 #define CDI_PATH_MAX 1024
@@ -105,7 +106,7 @@ struct cdi_roots {
  * malformed cache, -ENODATA no library of the driver version found. Free with cdi_discovery_done.
  */
 int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
-                 char *err, size_t err_len);
+                 struct gs_error *err);
 void cdi_discovery_done(struct cdi_discovery *d);
 
 /* ---- the spec ---- */
@@ -149,9 +150,9 @@ struct cdi_oci {
         size_t n_env;
 };
 /* Parse the state JSON (id, pid, bundle). 0 or -EINVAL with err. */
-int cdi_oci_parse_state(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len);
+int cdi_oci_parse_state(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err);
 /* Parse config.json into ret (root.path, process.env; the bundle from the state). 0 or -EINVAL. */
-int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len);
+int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err);
 void cdi_oci_done(struct cdi_oci *o);
 
 /* ---- generate: discover + build + text (+ atomic write) ---- */
@@ -163,9 +164,9 @@ struct cdi_generate {
         bool json;     /* JSON instead of YAML */
 };
 /* The spec text for node t. *ret malloc'ed. 0 or -errno with err. */
-int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len);
+int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, struct gs_error *err);
 /* The same, written atomically to path (temporary file, fsync, rename: the project's atomic writer). */
-int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, char *err, size_t err_len);
+int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, struct gs_error *err);
 
 /*
  * For the node agent: (re)write the node's CDI spec so the names its Allocate answers carry
@@ -175,4 +176,4 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
  * (default /). The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
  */
 int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      char *ret_path, size_t path_len, char *err, size_t err_len);
+                      char *ret_path, size_t path_len, struct gs_error *err);

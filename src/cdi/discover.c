@@ -17,7 +17,15 @@
 #include <unistd.h>
 
 #include "cdi/cdi.h"
+#include "util/error.h"
 #include "util/util.h"
+
+/* What every public function returns: r, recorded in err->code when it is a failure. */
+static int cdi_fail(struct gs_error *err, int r) {
+        if (r < 0 && err)
+                err->code = r;
+        return r;
+}
 
 /* Library base names (the soname up to ".so") by capability, as NVIDIA's toolkit groups them. */
 static const struct {
@@ -115,13 +123,11 @@ int cdi_caps_parse(const char *s, unsigned *ret, const char **ret_bad) {
         return 0;
 }
 
-_printf_(3, 4) static int fail(char *err, size_t len, const char *fmt, ...) {
-        if (err && len) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, len, fmt, ap);
-                va_end(ap);
-        }
+_printf_(2, 3) static int fail(struct gs_error *err, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)gs_error_setv(err, -EINVAL, fmt, ap);
+        va_end(ap);
         return 0;
 }
 
@@ -256,15 +262,15 @@ void cdi_discovery_done(struct cdi_discovery *d) {
         d->n_files = 0;
 }
 
-int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
-                 char *err, size_t err_len) {
+static int cdi_discover_impl(const struct topo *t, const struct cdi_roots *roots, unsigned caps,
+                             struct cdi_discovery *ret, struct gs_error *err) {
         const char *dev_root = roots && roots->dev_root ? roots->dev_root : "/";
         const char *drv_root = roots && roots->driver_root ? roots->driver_root : "/";
         struct cdi_discovery d;
         memset(&d, 0, sizeof d);
         strscpy(d.driver_version, t->driver_version, sizeof d.driver_version);
         if (!d.driver_version[0]) {
-                fail(err, err_len, "the driver version is unknown (NVML did not say)");
+                fail(err, "the driver version is unknown (NVML did not say)");
                 return -ENODATA;
         }
 
@@ -288,7 +294,7 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
                 return -ENAMETOOLONG;
         int r = read_file(path, CDI_LDCACHE_MAX, &cache, &len);
         if (r < 0) {
-                fail(err, err_len, "cannot read the driver root's ld cache %s: %s", path, strerror(-r));
+                fail(err, "cannot read the driver root's ld cache %s: %s", path, strerror(-r));
                 return r;
         }
         struct lib_walk w = { .d = &d, .root = drv_root, .caps = caps };
@@ -296,8 +302,7 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
         r = cdi_ldcache_parse(cache, len, on_entry, &w);
         if (r < 0) {
                 cdi_discovery_done(&d);
-                fail(err, err_len, r == -EBADMSG ? "%s is not a well-formed ld.so.cache" : "%s: %s", path,
-                     strerror(-r));
+                fail(err, r == -EBADMSG ? "%s is not a well-formed ld.so.cache" : "%s: %s", path, strerror(-r));
                 return r;
         }
         bool any_lib = d.n_files > 0;
@@ -331,14 +336,18 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
         }
         if (!any_lib && (caps & (CDI_CAP_UTILITY | CDI_CAP_COMPUTE))) {
                 cdi_discovery_done(&d);
-                fail(err, err_len, "no library of driver %s (lib*.so.%s) in %s", d.driver_version, d.driver_version,
-                     path);
+                fail(err, "no library of driver %s (lib*.so.%s) in %s", d.driver_version, d.driver_version, path);
                 return -ENODATA;
         }
         *ret = d;
         return 0;
 oom:
         cdi_discovery_done(&d);
-        fail(err, err_len, "out of memory");
+        fail(err, "out of memory");
         return r;
+}
+
+int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
+                 struct gs_error *err) {
+        return cdi_fail(err, cdi_discover_impl(t, roots, caps, ret, err));
 }

@@ -10,11 +10,20 @@
 
 #include "cdi/cdi.h"
 #include "util/atomic-file.h"
+#include "util/error.h"
 #include "util/util.h"
 
-int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, char *err, size_t err_len) {
+/* What every public function returns: r, recorded in err->code when it is a failure. */
+static int cdi_fail(struct gs_error *err, int r) {
+        if (r < 0 && err)
+                err->code = r;
+        return r;
+}
+
+static int cdi_generate_text_impl(const struct topo *t, const struct cdi_generate *g, char **ret,
+                                  struct gs_error *err) {
         struct cdi_discovery d;
-        int r = cdi_discover(t, &g->roots, g->caps ? g->caps : CDI_CAP_ALL, &d, err, err_len);
+        int r = cdi_discover(t, &g->roots, g->caps ? g->caps : CDI_CAP_ALL, &d, err);
         if (r < 0)
                 return r;
         unsigned nodes = 0;
@@ -22,28 +31,29 @@ int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char *
                 nodes += d.gpu[i].major != 0;
         if (t->n_gpus > 0 && nodes == 0) {
                 cdi_discovery_done(&d);
-                snprintf(err, err_len, "no GPU device node (/dev/nvidia<minor>, a character device) under %s",
-                         g->roots.dev_root ? g->roots.dev_root : "/");
+                gs_error_set(err, -EINVAL, "no GPU device node (/dev/nvidia<minor>, a character device) under %s",
+                             g->roots.dev_root ? g->roots.dev_root : "/");
                 return -ENODEV;
         }
         json_t *spec = NULL;
         r = cdi_spec_build(t, &d, &g->roots, &g->spec, &spec);
         cdi_discovery_done(&d);
         if (r < 0) {
-                snprintf(err, err_len, "%s",
-                         r == -EINVAL ? "the CDI kind must be vendor/class (e.g. nvidia.com/gpu)" : strerror(-r));
+                gs_error_set(err, -EINVAL, "%s",
+                             r == -EINVAL ? "the CDI kind must be vendor/class (e.g. nvidia.com/gpu)" : strerror(-r));
                 return r;
         }
         r = g->json ? cdi_format_json(spec, ret) : cdi_format_yaml(spec, ret);
         json_decref(spec);
         if (r < 0)
-                snprintf(err, err_len, "%s", strerror(-r));
+                gs_error_set(err, -EINVAL, "%s", strerror(-r));
         return r;
 }
 
-int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, char *err, size_t err_len) {
+static int cdi_generate_file_impl(const struct topo *t, const struct cdi_generate *g, const char *path,
+                                  struct gs_error *err) {
         _cleanup_(freep) char *text = NULL;
-        int r = cdi_generate_text(t, g, &text, err, err_len);
+        int r = cdi_generate_text(t, g, &text, err);
         if (r < 0)
                 return r;
         /* engines create /var/run/cdi lazily: make it (one level) when it is missing */
@@ -52,18 +62,18 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
         if (slash && slash != path && (size_t)(slash - path) < sizeof dir) {
                 strnscpy(dir, sizeof dir, path, (size_t)(slash - path));
                 if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-                        snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
+                        gs_error_set(err, -EINVAL, "cannot create %s: %s", dir, strerror(errno));
                         return -errno;
                 }
         }
         r = atomic_file_write(path, text, strlen(text), 0644, 0);
         if (r < 0)
-                snprintf(err, err_len, "cannot write %s: %s", path, strerror(-r));
+                gs_error_set(err, -EINVAL, "cannot write %s: %s", path, strerror(-r));
         return r;
 }
 
-int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      char *ret_path, size_t path_len, char *err, size_t err_len) {
+static int cdi_agent_refresh_impl(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
+                                  char *ret_path, size_t path_len, struct gs_error *err) {
         const char *out = secure_getenv("GPUSLICE_CDI_SPEC"), *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
         char self[4096];
         if (out && streq(out, "none"))
@@ -83,12 +93,25 @@ int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_ro
         else {
                 char name[400];
                 if (cdi_spec_file_name(kind, "yaml", name, sizeof name) < 0) {
-                        snprintf(err, err_len, "bad CDI kind '%s'", kind);
+                        gs_error_set(err, -EINVAL, "bad CDI kind '%s'", kind);
                         return -EINVAL;
                 }
                 snprintf(ret_path, path_len, "/var/run/cdi/%s", name);
         }
         size_t l = strlen(ret_path);
         g.json = l > 5 && streq(ret_path + l - 5, ".json");
-        return cdi_generate_file(t, &g, ret_path, err, err_len);
+        return cdi_generate_file(t, &g, ret_path, err);
+}
+
+int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, struct gs_error *err) {
+        return cdi_fail(err, cdi_generate_text_impl(t, g, ret, err));
+}
+
+int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const char *path, struct gs_error *err) {
+        return cdi_fail(err, cdi_generate_file_impl(t, g, path, err));
+}
+
+int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
+                      char *ret_path, size_t path_len, struct gs_error *err) {
+        return cdi_fail(err, cdi_agent_refresh_impl(t, kind, dev_root, interposer, ret_path, path_len, err));
 }

@@ -11,50 +11,56 @@
 #include <string.h>
 
 #include "cdi/cdi.h"
+#include "util/error.h"
 #include "util/util.h"
+
+/* What every public function returns: r, recorded in err->code when it is a failure. */
+static int cdi_fail(struct gs_error *err, int r) {
+        if (r < 0 && err)
+                err->code = r;
+        return r;
+}
 
 #define OCI_ENV_MAX 65536u
 
-_printf_(3, 4) static int fail(char *err, size_t len, const char *fmt, ...) {
-        if (err && len) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, len, fmt, ap);
-                va_end(ap);
-        }
+_printf_(2, 3) static int fail(struct gs_error *err, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)gs_error_setv(err, -EINVAL, fmt, ap);
+        va_end(ap);
         return -EINVAL;
 }
 
-static json_t *load(const char *text, size_t len, const char *what, char *err, size_t err_len) {
+static json_t *load(const char *text, size_t len, const char *what, struct gs_error *err) {
         json_error_t je;
         if (len > CDI_OCI_MAX) {
-                fail(err, err_len, "%s: larger than %u bytes", what, CDI_OCI_MAX);
+                fail(err, "%s: larger than %u bytes", what, CDI_OCI_MAX);
                 return NULL;
         }
         json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
         if (!root) {
-                fail(err, err_len, "%s: not JSON (line %d: %s)", what, je.line, je.text);
+                fail(err, "%s: not JSON (line %d: %s)", what, je.line, je.text);
                 return NULL;
         }
         if (!json_is_object(root)) {
                 json_decref(root);
-                fail(err, err_len, "%s: not a JSON object", what);
+                fail(err, "%s: not a JSON object", what);
                 return NULL;
         }
         return root;
 }
 
-int cdi_oci_parse_state(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len) {
-        json_t *root = load(text, len, "OCI state", err, err_len);
+static int cdi_oci_parse_state_impl(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err) {
+        json_t *root = load(text, len, "OCI state", err);
         if (!root)
                 return -EINVAL;
         int r = 0;
         const json_t *bundle = json_object_get(root, "bundle"), *pid = json_object_get(root, "pid");
         const char *b = json_string_value(bundle);
         if (!b || b[0] != '/' || strlen(b) >= sizeof ret->bundle)
-                r = fail(err, err_len, "OCI state: \"bundle\" must be an absolute path");
+                r = fail(err, "OCI state: \"bundle\" must be an absolute path");
         else if (pid && (!json_is_integer(pid) || json_integer_value(pid) < 0 || json_integer_value(pid) > INT32_MAX))
-                r = fail(err, err_len, "OCI state: \"pid\" must be a process id");
+                r = fail(err, "OCI state: \"pid\" must be a process id");
         else {
                 strscpy(ret->bundle, b, sizeof ret->bundle);
                 ret->pid = pid ? (int)json_integer_value(pid) : 0;
@@ -73,8 +79,8 @@ void cdi_oci_done(struct cdi_oci *o) {
         o->n_env = 0;
 }
 
-int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char *err, size_t err_len) {
-        json_t *root = load(text, len, "config.json", err, err_len);
+static int cdi_oci_parse_config_impl(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err) {
+        json_t *root = load(text, len, "config.json", err);
         if (!root)
                 return -EINVAL;
         int r = 0;
@@ -82,15 +88,15 @@ int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char
         const json_t *process = json_object_get(root, "process");
         const json_t *env = json_object_get(process, "env");
         if (!path || !path[0])
-                r = fail(err, err_len, "config.json: no root.path");
+                r = fail(err, "config.json: no root.path");
         else if (process && !json_is_object(process))
-                r = fail(err, err_len, "config.json: \"process\" is not an object");
+                r = fail(err, "config.json: \"process\" is not an object");
         else if (env && (!json_is_array(env) || json_array_size(env) > OCI_ENV_MAX))
-                r = fail(err, err_len, "config.json: process.env is not an array of at most %u strings", OCI_ENV_MAX);
+                r = fail(err, "config.json: process.env is not an array of at most %u strings", OCI_ENV_MAX);
         else if (path[0] == '/' ? strlen(path) >= sizeof ret->rootfs
                                 : snprintf(ret->rootfs, sizeof ret->rootfs, "%s/%s", ret->bundle, path) >=
                                           (int)sizeof ret->rootfs)
-                r = fail(err, err_len, "config.json: root.path too long");
+                r = fail(err, "config.json: root.path too long");
         if (r < 0)
                 goto out;
         if (path[0] == '/')
@@ -99,7 +105,7 @@ int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char
         char **list = calloc(n + 1, sizeof *list);
         if (!list) {
                 r = -ENOMEM;
-                fail(err, err_len, "out of memory");
+                fail(err, "out of memory");
                 goto out;
         }
         for (size_t i = 0; i < n; i++) {
@@ -108,7 +114,7 @@ int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char
                         for (size_t k = 0; k < i; k++)
                                 free(list[k]);
                         free(list);
-                        r = s ? -ENOMEM : fail(err, err_len, "config.json: process.env[%zu] is not a string", i);
+                        r = s ? -ENOMEM : fail(err, "config.json: process.env[%zu] is not a string", i);
                         goto out;
                 }
         }
@@ -118,4 +124,12 @@ int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, char
 out:
         json_decref(root);
         return r;
+}
+
+int cdi_oci_parse_state(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err) {
+        return cdi_fail(err, cdi_oci_parse_state_impl(text, len, ret, err));
+}
+
+int cdi_oci_parse_config(const char *text, size_t len, struct cdi_oci *ret, struct gs_error *err) {
+        return cdi_fail(err, cdi_oci_parse_config_impl(text, len, ret, err));
 }

@@ -143,16 +143,16 @@ int cmd_cdi(int argc, char **argv) {
         int r = node_load(&src, t);
         if (r != EXIT_OK)
                 return r;
-        char err[512] = "";
+        struct gs_error err = { 0 };
         if (streq(output, "-")) {
                 _cleanup_(freep) char *text = NULL;
-                r = cdi_generate_text(t, &g, &text, err, sizeof err);
+                r = cdi_generate_text(t, &g, &text, &err);
                 if (r >= 0)
                         fputs(text, stdout);
         } else
-                r = cdi_generate_file(t, &g, output, err, sizeof err);
+                r = cdi_generate_file(t, &g, output, &err);
         if (r < 0) {
-                fprintf(stderr, "gpuslice cdi generate: %s\n", err);
+                fprintf(stderr, "gpuslice cdi generate: %s\n", err.message);
                 return r == -EBADMSG ? EXIT_DATA : EXIT_RUNTIME;
         }
         return EXIT_OK;

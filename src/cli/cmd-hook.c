@@ -107,18 +107,19 @@ static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len) {
 static int load_oci(struct cdi_oci *oci) {
         _cleanup_(freep) char *state = NULL, *config = NULL;
         size_t len;
-        char err[512], path[CDI_PATH_MAX + 16];
+        struct gs_error err;
+        char path[CDI_PATH_MAX + 16];
         int r = read_fd_all(STDIN_FILENO, CDI_OCI_MAX, &state, &len);
         if (r < 0)
                 return refuse("cannot read the OCI state on stdin: %s", strerror(-r));
-        if (cdi_oci_parse_state(state, len, oci, err, sizeof err) < 0)
-                return refuse("%s", err);
+        if (cdi_oci_parse_state(state, len, oci, &err) < 0)
+                return refuse("%s", err.message);
         snprintf(path, sizeof path, "%s/config.json", oci->bundle);
         r = read_file(path, CDI_OCI_MAX, &config, &len);
         if (r < 0)
                 return refuse("cannot read %s: %s", path, r == -EFBIG ? "too large" : strerror(-r));
-        if (cdi_oci_parse_config(config, len, oci, err, sizeof err) < 0)
-                return refuse("%s: %s", path, err);
+        if (cdi_oci_parse_config(config, len, oci, &err) < 0)
+                return refuse("%s: %s", path, err.message);
         return EXIT_OK;
 }
 
@@ -518,9 +519,9 @@ static int hook_legacy(int argc, char **argv) {
                 goto out;
         }
 
-        char err[512];
-        if (cdi_discover(t, &roots, caps ? caps : CDI_CAP_UTILITY, &d, err, sizeof err) < 0) {
-                r = refuse("%s", err);
+        struct gs_error err;
+        if (cdi_discover(t, &roots, caps ? caps : CDI_CAP_UTILITY, &d, &err) < 0) {
+                r = refuse("%s", err.message);
                 goto out;
         }
         /* createContainer hooks already run in the container's namespaces (where the state's pid

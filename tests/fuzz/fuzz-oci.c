@@ -16,15 +16,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         memcpy(copy, data, size);
         struct cdi_oci o;
-        char err[256];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         memset(&o, 0, sizeof o);
         err[0] = '\0';
-        int r = cdi_oci_parse_state(copy, size, &o, err, sizeof err);
+        int r = cdi_oci_parse_state(copy, size, &o, &gerr);
         if (r == 0 ? (o.bundle[0] != '/' || o.pid < 0) : (r != -EINVAL || !err[0]))
                 abort();
         memcpy(o.bundle, "/bundle", sizeof "/bundle");
         err[0] = '\0';
-        r = cdi_oci_parse_config(copy, size, &o, err, sizeof err);
+        r = cdi_oci_parse_config(copy, size, &o, &gerr);
         if (r == 0) {
                 if (o.rootfs[0] != '/' || !o.env || o.env[o.n_env] != NULL)
                         abort();

@@ -233,10 +233,11 @@ static void test_share_path_agrees(void **state) {
 static void test_oci_state(void **state) {
         (void)state;
         struct cdi_oci o = { 0 };
-        char err[256];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         const char *good =
                 "{\"ociVersion\":\"1.0.2\",\"id\":\"c1\",\"status\":\"creating\",\"pid\":42,\"bundle\":\"/b\"}";
-        assert_int_equal(cdi_oci_parse_state(good, strlen(good), &o, err, sizeof err), 0);
+        assert_int_equal(cdi_oci_parse_state(good, strlen(good), &o, &gerr), 0);
         assert_int_equal(o.pid, 42);
         assert_string_equal(o.bundle, "/b");
         const char *bad[] = {
@@ -255,26 +256,28 @@ static void test_oci_state(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 err[0] = '\0';
-                if (cdi_oci_parse_state(bad[i], strlen(bad[i]), &o, err, sizeof err) != -EINVAL)
+                if (cdi_oci_parse_state(bad[i], strlen(bad[i]), &o, &gerr) != -EINVAL)
                         fail_msg("state '%s' accepted", bad[i]);
                 assert_true(startswith(err, "OCI state: "));
+                assert_int_equal(gerr.code, -EINVAL); /* the code returned travels with the message */
         }
 }
 
 static void test_oci_config(void **state) {
         (void)state;
         struct cdi_oci o = { 0 };
-        char err[256];
+        struct gs_error gerr = { 0 };
+        char *err = gerr.message;
         strscpy(o.bundle, "/run/b", sizeof o.bundle);
         const char *good =
                 "{\"root\":{\"path\":\"rootfs\"},\"process\":{\"env\":[\"A=1\",\"NVIDIA_VISIBLE_DEVICES=all\"]}}";
-        assert_int_equal(cdi_oci_parse_config(good, strlen(good), &o, err, sizeof err), 0);
+        assert_int_equal(cdi_oci_parse_config(good, strlen(good), &o, &gerr), 0);
         assert_string_equal(o.rootfs, "/run/b/rootfs");
         assert_int_equal(o.n_env, 2);
         assert_string_equal(o.env[1], "NVIDIA_VISIBLE_DEVICES=all");
         assert_null(o.env[2]);
         const char *abs = "{\"root\":{\"path\":\"/var/lib/x/merged\"}}";
-        assert_int_equal(cdi_oci_parse_config(abs, strlen(abs), &o, err, sizeof err), 0);
+        assert_int_equal(cdi_oci_parse_config(abs, strlen(abs), &o, &gerr), 0);
         assert_string_equal(o.rootfs, "/var/lib/x/merged");
         assert_int_equal(o.n_env, 0);
         const char *bad[] = {
@@ -290,7 +293,7 @@ static void test_oci_config(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 err[0] = '\0';
-                if (cdi_oci_parse_config(bad[i], strlen(bad[i]), &o, err, sizeof err) != -EINVAL)
+                if (cdi_oci_parse_config(bad[i], strlen(bad[i]), &o, &gerr) != -EINVAL)
                         fail_msg("config '%s' accepted", bad[i]);
                 assert_true(err[0] != '\0');
         }
@@ -298,7 +301,7 @@ static void test_oci_config(void **state) {
         char *big = malloc(2 * CDI_PATH_MAX + 64);
         assert_non_null(big);
         int w = snprintf(big, 2 * CDI_PATH_MAX + 64, "{\"root\":{\"path\":\"%0*d\"}}", CDI_PATH_MAX, 0);
-        assert_int_equal(cdi_oci_parse_config(big, (size_t)w, &o, err, sizeof err), -EINVAL);
+        assert_int_equal(cdi_oci_parse_config(big, (size_t)w, &o, &gerr), -EINVAL);
         free(big);
         cdi_oci_done(&o);
         cdi_oci_done(&o); /* twice is fine */
