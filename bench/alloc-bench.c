@@ -165,7 +165,7 @@ static int load_reference(const char *dir, const char *file, struct bench_topo *
                 fprintf(stderr, "alloc-bench: cannot read %s: %s\n", path, strerror(-r));
                 return r;
         }
-        struct topo_error e = { 0 };
+        struct gs_error e = { 0 };
         bt->t = malloc(sizeof *bt->t);
         if (!bt->t) {
                 free(text);
@@ -174,7 +174,7 @@ static int load_reference(const char *dir, const char *file, struct bench_topo *
         r = topo_parse(text, len, bt->t, &e);
         free(text);
         if (r < 0) {
-                fprintf(stderr, "alloc-bench: %s:%u: %s\n", path, e.line, e.msg);
+                fprintf(stderr, "alloc-bench: %s: %s\n", path, e.message);
                 free(bt->t);
                 return r;
         }

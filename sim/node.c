@@ -34,13 +34,10 @@ int sim_node_load(struct topo *ret, char *ret_path, size_t path_len, char *err, 
                 snprintf(err, err_len, "%s: cannot read: %s", abs, strerror(-r));
                 return r;
         }
-        struct topo_error perr = { 0 };
+        struct gs_error perr = { 0 };
         r = topo_parse(text, len, ret, &perr);
         if (r < 0) {
-                if (perr.line)
-                        snprintf(err, err_len, "%s:%u: %s", abs, perr.line, perr.msg);
-                else
-                        snprintf(err, err_len, "%s: %s", abs, perr.msg);
+                snprintf(err, err_len, "%s: %s", abs, perr.message); /* "line N: …" */
                 return -EINVAL;
         }
         if (ret->n_gpus == 0) {

@@ -59,9 +59,9 @@ int node_load(const struct node_source *src, struct topo *ret) {
                                 r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
                         return EXIT_RUNTIME;
                 }
-                struct topo_error e;
+                struct gs_error e;
                 if (topo_parse(text, len, ret, &e) < 0) {
-                        fprintf(stderr, "gpuslice: %s: %s\n", src->topology, e.msg);
+                        fprintf(stderr, "gpuslice: %s: %s\n", src->topology, e.message);
                         return EXIT_DATA;
                 }
                 return EXIT_OK;

@@ -55,7 +55,7 @@ struct column {
 
 struct parser {
         struct topo *t;
-        struct topo_error *err;
+        struct gs_error *err;
         bool have_header;
         unsigned n_cols;
         struct column cols[TOPO_MAX_GPUS + TOPO_MAX_NICS];
@@ -68,16 +68,12 @@ struct parser {
 };
 
 _printf_(3, 4) static int fail(struct parser *p, unsigned line, const char *fmt, ...) {
-        if (p->err) {
-                p->err->line = line;
-                va_list ap;
-                va_start(ap, fmt);
-                int n = line ? snprintf(p->err->msg, sizeof p->err->msg, "line %u: ", line) : 0;
-                if (n < 0 || (size_t)n >= sizeof p->err->msg)
-                        n = 0;
-                vsnprintf(p->err->msg + n, sizeof p->err->msg - (size_t)n, fmt, ap);
-                va_end(ap);
-        }
+        va_list ap;
+        va_start(ap, fmt);
+        (void)gs_error_setv(p->err, -EINVAL, fmt, ap);
+        va_end(ap);
+        if (line)
+                (void)gs_error_prefix(p->err, "line %u", line);
         return -EINVAL;
 }
 
@@ -621,7 +617,7 @@ static void infer_nvlink_pcie(struct topo *t) {
                 }
 }
 
-int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct topo_error *ret_err) {
+int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct gs_error *ret_err) {
         struct parser p = { .t = ret, .err = ret_err };
         int r;
         topo_init(ret);
@@ -792,7 +788,7 @@ void topo_apply_defaults(struct topo *t) {
                 t->cuda_version = DEFAULT_CUDA;
 }
 
-int topo_parse(const char *text, size_t len, struct topo *ret, struct topo_error *ret_err) {
+int topo_parse(const char *text, size_t len, struct topo *ret, struct gs_error *ret_err) {
         int r = topo_parse_raw(text, len, ret, ret_err);
         if (r < 0)
                 return r;

@@ -103,19 +103,19 @@ void topo_set_link(struct topo *t, unsigned a, unsigned b, struct topo_link l) {
         t->link[b][a] = l;
 }
 
-int topo_validate(const struct topo *t, struct topo_error *ret_err) {
-        struct topo_error e = { 0 };
+int topo_validate(const struct topo *t, struct gs_error *ret_err) {
+        struct gs_error e = { 0 };
         if (t->n_gpus > TOPO_MAX_GPUS) {
-                snprintf(e.msg, sizeof e.msg, "%u GPUs, at most %d are supported", t->n_gpus, TOPO_MAX_GPUS);
+                gs_error_set(&e, -EINVAL, "%u GPUs, at most %d are supported", t->n_gpus, TOPO_MAX_GPUS);
                 goto fail;
         }
         for (unsigned i = 0; i < t->n_gpus; i++) {
                 if (t->gpu[i].index != (int)i) {
-                        snprintf(e.msg, sizeof e.msg, "GPU at position %u has index %d", i, t->gpu[i].index);
+                        gs_error_set(&e, -EINVAL, "GPU at position %u has index %d", i, t->gpu[i].index);
                         goto fail;
                 }
                 if (t->link[i][i].pcie != TOPO_LEVEL_SELF || t->link[i][i].nvlinks != 0) {
-                        snprintf(e.msg, sizeof e.msg, "GPU%u: diagonal is not X", i);
+                        gs_error_set(&e, -EINVAL, "GPU%u: diagonal is not X", i);
                         goto fail;
                 }
                 for (unsigned j = 0; j < t->n_gpus; j++) {
@@ -124,13 +124,13 @@ int topo_validate(const struct topo *t, struct topo_error *ret_err) {
                         struct topo_link a = t->link[i][j], b = t->link[j][i];
                         if (a.pcie != b.pcie || a.nvlinks != b.nvlinks) {
                                 char na[8], nb[8];
-                                snprintf(e.msg, sizeof e.msg,
-                                         "matrix is not symmetric: GPU%u-GPU%u is %s but GPU%u-GPU%u is %s", i, j,
-                                         topo_link_name(a, na), j, i, topo_link_name(b, nb));
+                                gs_error_set(&e, -EINVAL,
+                                             "matrix is not symmetric: GPU%u-GPU%u is %s but GPU%u-GPU%u is %s", i, j,
+                                             topo_link_name(a, na), j, i, topo_link_name(b, nb));
                                 goto fail;
                         }
                         if (a.pcie == TOPO_LEVEL_SELF) {
-                                snprintf(e.msg, sizeof e.msg, "GPU%u-GPU%u: X off the diagonal", i, j);
+                                gs_error_set(&e, -EINVAL, "GPU%u-GPU%u: X off the diagonal", i, j);
                                 goto fail;
                         }
                 }

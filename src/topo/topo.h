@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/error.h"
+
 #define TOPO_MAX_GPUS 64
 #define TOPO_MAX_NICS 16
 
@@ -76,11 +78,10 @@ struct topo {
         int cuda_version;        /* 1000*major + 10*minor, 0 when unknown */
 };
 
-/* Parse errors carry the line (1-based, 0 = whole input) and a message fit for a person. */
-struct topo_error {
-        unsigned line;
-        char msg[192];
-};
+/* Parse and validation errors: struct gs_error (util/error.h), code -EINVAL, a message fit for a
+ * person that starts with "line N: " when a line is at fault. Transitional spelling for files not
+ * converted yet (tests/fuzz/fuzz-share.c; docs/style.md). */
+#define topo_error gs_error
 
 /* Reset to an empty node: no GPUs, every link UNKNOWN, fields "unknown" as documented above. */
 void topo_init(struct topo *t);
@@ -93,10 +94,10 @@ void topo_init(struct topo *t);
  * NUMA node). Returns 0, or -EINVAL with *ret_err filled (ret is then unspecified).
  * `text` need not be NUL-terminated.
  */
-int topo_parse(const char *text, size_t len, struct topo *ret, struct topo_error *ret_err);
+int topo_parse(const char *text, size_t len, struct topo *ret, struct gs_error *ret_err);
 
 /* Same as topo_parse without applying defaults: fields the text does not give stay unknown. */
-int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct topo_error *ret_err);
+int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct gs_error *ret_err);
 
 /* Default per-GPU fields for a parsed node (documented in docs/node-description.md). */
 void topo_apply_defaults(struct topo *t);
@@ -119,7 +120,7 @@ static inline struct topo_link topo_get_link(const struct topo *t, unsigned a, u
 void topo_set_link(struct topo *t, unsigned a, unsigned b, struct topo_link l);
 
 /* Check invariants (symmetry, diagonal, indices): 0 or -EINVAL with a message. */
-int topo_validate(const struct topo *t, struct topo_error *ret_err);
+int topo_validate(const struct topo *t, struct gs_error *ret_err);
 
 /*
  * The tree view: root (the system) → NUMA node / socket groups → host bridges → PCIe switch

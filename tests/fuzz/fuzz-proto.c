@@ -30,7 +30,7 @@ static struct plugin *get_plugin(void) {
         static struct plugin *p;
         if (!p) {
                 static struct topo t;
-                struct topo_error err;
+                struct gs_error err;
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
                         abort();
                 struct plugin_options o = { .resource = "nvidia.com/gpu",

@@ -13,7 +13,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static struct topo t;
         static struct topo_tree tr;
-        struct topo_error e;
+        struct gs_error e;
         /* copy so the parser cannot lean on a terminator past `size` */
         char *buf = malloc(size ? size : 1);
         if (!buf)
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int r = topo_parse(buf, size, &t, &e);
         if (r < 0) {
                 CHECK(r == -EINVAL);
-                CHECK(e.msg[0] != '\0');
+                CHECK(e.message[0] != '\0');
         } else {
                 CHECK(topo_validate(&t, NULL) == 0);
                 topo_tree_build(&t, &tr);

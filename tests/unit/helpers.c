@@ -99,9 +99,9 @@ void test_load_topo(const char *name, struct topo *ret) {
         int r = read_file(path, 1 << 20, &text, &len);
         if (r < 0)
                 fail_msg("%s: %s", path, strerror(-r));
-        struct topo_error err = { 0 };
+        struct gs_error err = { 0 };
         r = topo_parse(text, len, ret, &err);
         free(text);
         if (r < 0)
-                fail_msg("%s: %s", path, err.msg);
+                fail_msg("%s: %s", path, err.message);
 }

@@ -35,11 +35,11 @@ static void load(const char *name, struct topo *t) {
         int r = read_file(path, 1 << 20, &text, &len);
         if (r < 0)
                 fail_msg("cannot read %s: %s", path, strerror(-r));
-        struct topo_error e = { 0 };
+        struct gs_error e = { 0 };
         r = topo_parse(text, len, t, &e);
         free(text);
         if (r < 0)
-                fail_msg("%s:%u: %s", path, e.line, e.msg);
+                fail_msg("%s: %s", path, e.message);
 }
 
 static struct topo *load_new(const char *name) {

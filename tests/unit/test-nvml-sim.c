@@ -71,10 +71,10 @@ static void parse_file(const char *file, struct topo *ret) {
         _cleanup_(freep) char *text = NULL;
         size_t len = 0;
         assert_int_equal(read_file(file, 1 << 20, &text, &len), 0);
-        struct topo_error err = { 0 };
+        struct gs_error err = { 0 };
         int r = topo_parse(text, len, ret, &err);
         if (r < 0)
-                print_error("%s: line %u: %s\n", file, err.line, err.msg);
+                print_error("%s: %s\n", file, err.message);
         assert_int_equal(r, 0);
 }
 
@@ -187,7 +187,7 @@ static void check_node(const char *file, const struct topo *want, const struct t
                 assert_true(got->nvswitch);
         if (!any_nvlink)
                 assert_false(got->nvswitch);
-        struct topo_error err;
+        struct gs_error err;
         assert_int_equal(topo_validate(got, &err), 0);
 }
 

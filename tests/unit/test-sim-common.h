@@ -86,7 +86,7 @@ _unused_ static int sim_parse_file(const char *path, struct topo *t) {
         int r = read_file(path, 1 << 22, &text, &len);
         if (r < 0)
                 return r;
-        struct topo_error err;
+        struct gs_error err;
         return topo_parse(text, len, t, &err);
 }
 

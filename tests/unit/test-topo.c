@@ -12,7 +12,7 @@
 
 static struct topo T;
 
-static int parse_str(const char *s, struct topo_error *e) {
+static int parse_str(const char *s, struct gs_error *e) {
         return topo_parse(s, strlen(s), &T, e);
 }
 
@@ -22,10 +22,10 @@ static void load_ref(const char *name) {
         _cleanup_(freep) char *buf = NULL;
         size_t len;
         assert_int_equal(read_file(path, 1 << 20, &buf, &len), 0);
-        struct topo_error e = { 0 };
+        struct gs_error e = { 0 };
         int r = topo_parse(buf, len, &T, &e);
         if (r < 0)
-                fail_msg("%s: %s", name, e.msg);
+                fail_msg("%s: %s", name, e.message);
 }
 
 static const char *L(unsigned a, unsigned b) {
@@ -148,10 +148,10 @@ static void test_directives(void **state) {
                         "\tGPU0\tGPU1\n"
                         "GPU0\tX\tNV12\n"
                         "GPU1\tNV12\tX\n";
-        struct topo_error e;
+        struct gs_error e;
         int r = parse_str(s, &e);
         if (r < 0)
-                fail_msg("%s", e.msg);
+                fail_msg("%s", e.message);
         assert_true(T.nvswitch);
         assert_string_equal(T.driver_version, "535.104.05");
         assert_int_equal(T.cuda_version, 12020);
@@ -173,7 +173,7 @@ static void test_directives(void **state) {
 
 static void test_defaults_avoid_explicit_values(void **state) {
         (void)state;
-        struct topo_error e;
+        struct gs_error e;
         assert_int_equal(parse_str("  GPU0 GPU1 GPU2\nGPU0 X PIX PIX\nGPU1 PIX X PIX\nGPU2 PIX PIX X\n"
                                    "gpu 0 minor=1 bus=00000000:1D:00.0\n",
                                    &e),
@@ -188,7 +188,7 @@ static void test_defaults_avoid_explicit_values(void **state) {
 
 static void test_pasted_variants(void **state) {
         (void)state;
-        struct topo_error e;
+        struct gs_error e;
         /* header without leading blank, CRLF, trailing blanks, lowercase-free SOC, comments inside */
         assert_int_equal(
                 parse_str("GPU0\tGPU1\tCPU Affinity\r\nGPU0\t X \tSOC\t0-3  \r\n# note\nGPU1\tSOC\tX\t4-7\r\n", &e), 0);
@@ -268,14 +268,18 @@ static void test_malformed_rejected_with_reason(void **state) {
                   0 },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                struct topo_error e = { 0 };
+                struct gs_error e = { 0 };
                 int r = parse_str(cases[i].text, &e);
                 if (r != -EINVAL)
                         fail_msg("case %zu: expected -EINVAL, got %d", i, r);
-                if (!strstr(e.msg, cases[i].msg))
-                        fail_msg("case %zu: message '%s' lacks '%s'", i, e.msg, cases[i].msg);
-                if (e.line != cases[i].line)
-                        fail_msg("case %zu: line %u, expected %u (%s)", i, e.line, cases[i].line, e.msg);
+                if (!strstr(e.message, cases[i].msg))
+                        fail_msg("case %zu: message '%s' lacks '%s'", i, e.message, cases[i].msg);
+                unsigned line = 0; /* the line at fault starts the message: "line N: …" */
+                if (sscanf(e.message, "line %u:", &line) != 1)
+                        line = 0;
+                if (line != cases[i].line || e.code != -EINVAL)
+                        fail_msg("case %zu: line %u code %d, expected line %u (%s)", i, line, e.code, cases[i].line,
+                                 e.message);
         }
 }
 
@@ -283,7 +287,7 @@ static void test_malformed_rejected_with_reason(void **state) {
 static void test_brand(void **state) {
         (void)state;
         struct topo t;
-        struct topo_error e;
+        struct gs_error e;
         const char *text = "  GPU0 GPU1 GPU2\nGPU0 X PIX PIX\nGPU1 PIX X PIX\nGPU2 PIX PIX X\n"
                            "default brand=nvidia\ngpu 0 brand=geforce\ngpu 2 name=\"NVIDIA GeForce RTX 3090\"\n";
         assert_int_equal(topo_parse(text, strlen(text), &t, &e), 0);
@@ -306,9 +310,9 @@ static void test_too_many_gpus(void **state) {
         for (unsigned i = 0; i < 65; i++)
                 n += (size_t)snprintf(s + n, 65536 - n, " GPU%u", i);
         n += (size_t)snprintf(s + n, 65536 - n, "\n");
-        struct topo_error e;
+        struct gs_error e;
         assert_int_equal(topo_parse(s, n, &T, &e), -EINVAL);
-        assert_non_null(strstr(e.msg, "more than 64 GPUs"));
+        assert_non_null(strstr(e.message, "more than 64 GPUs"));
         free(s);
 }
 
@@ -320,7 +324,7 @@ static void test_not_nul_terminated(void **state) {
         size_t len = strlen(m);
         memcpy(buf, m, len);
         memset(buf + len, 'Z', sizeof buf - len);
-        struct topo_error e;
+        struct gs_error e;
         assert_int_equal(topo_parse(buf, len, &T, &e), 0);
         assert_int_equal(T.n_gpus, 2);
 }
@@ -363,9 +367,9 @@ static void test_validate_catches_asymmetry(void **state) {
         (void)state;
         assert_int_equal(parse_str(MINI, NULL), 0);
         T.link[0][1].pcie = TOPO_LEVEL_SYS;
-        struct topo_error e;
+        struct gs_error e;
         assert_int_equal(topo_validate(&T, &e), -EINVAL);
-        assert_non_null(strstr(e.msg, "not symmetric"));
+        assert_non_null(strstr(e.message, "not symmetric"));
 }
 
 /* collect (kind, gpu) pairs of the tree in order */
@@ -398,7 +402,7 @@ static void test_tree_two_sockets(void **state) {
 static void test_tree_pxb_and_singletons(void **state) {
         (void)state;
         char s[1024];
-        struct topo_error e;
+        struct gs_error e;
         /* GPU0-1 PIX, GPU2 under the same switch tree (PXB), GPU3 alone behind the host bridge */
         assert_int_equal(parse_str("  GPU0 GPU1 GPU2 GPU3\n"
                                    "GPU0 X PIX PXB PHB\nGPU1 PIX X PXB PHB\nGPU2 PXB PXB X PHB\nGPU3 PHB PHB PHB X\n",
