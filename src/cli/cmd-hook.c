@@ -513,13 +513,12 @@ static int hook_legacy(int argc, char **argv) {
                         g->cc_major = t->gpu[i].cc_major;
                         g->cc_minor = t->gpu[i].cc_minor;
                 }
-        char why[768];
-        if (compat_env_check(env, oci.n_env, &node, why, sizeof why) < 0) {
-                r = refuse("%s", why);
+        struct gs_error err;
+        if (compat_env_check(env, oci.n_env, &node, &err) < 0) {
+                r = refuse("%s", err.message);
                 goto out;
         }
 
-        struct gs_error err;
         if (cdi_discover(t, &roots, caps ? caps : CDI_CAP_UTILITY, &d, &err) < 0) {
                 r = refuse("%s", err.message);
                 goto out;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/error.h"
 #include "util/util.h"
 
 /* The toolkit's own minimum Linux driver, from NVIDIA's CUDA release notes (Table 3). */
@@ -450,12 +451,12 @@ static int expr_eval(const char *s, size_t n, struct walk *w, char *msg, size_t 
         return groups == 0 ? 1 : any;
 }
 
-int compat_require_validate(const char *expr, size_t len, char *msg, size_t msg_len) {
+static int require_validate_msg(const char *expr, size_t len, char *msg, size_t msg_len) {
         int r = expr_eval(expr, len, NULL, msg, msg_len);
         return r < 0 ? r : 0;
 }
 
-int compat_require_check(const char *expr, size_t len, const struct compat_node *node, char *msg, size_t msg_len) {
+static int require_check_msg(const char *expr, size_t len, const struct compat_node *node, char *msg, size_t msg_len) {
         int r = expr_eval(expr, len, NULL, msg, msg_len);
         if (r < 0)
                 return r;
@@ -496,7 +497,8 @@ const char *compat_env_get(const char *const *env, size_t n_env, const char *nam
         return found;
 }
 
-int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg, size_t msg_len) {
+static int env_check_msg(const char *const *env, size_t n_env, const struct compat_node *node, char *msg,
+                         size_t msg_len) {
         char why[512];
         if (compat_parse_bool(compat_env_get(env, n_env, "NVIDIA_DISABLE_REQUIRE")))
                 return 0;
@@ -519,7 +521,7 @@ int compat_env_check(const char *const *env, size_t n_env, const struct compat_n
                 const char *val = compat_env_get(env, n_env, name);
                 if (val != eq + 1)
                         continue;
-                int r = compat_require_check(val, strlen(val), node, why, sizeof why);
+                int r = require_check_msg(val, strlen(val), node, why, sizeof why);
                 if (r < 0) {
                         say(msg, msg_len, "%s: %s", name, why);
                         return r;
@@ -535,11 +537,29 @@ int compat_env_check(const char *const *env, size_t n_env, const struct compat_n
                 }
                 v.n = MIN(v.n, 2u);
                 snprintf(req, sizeof req, "cuda>=%s", compat_version_format(&v, vb, sizeof vb));
-                int r = compat_require_check(req, strlen(req), node, why, sizeof why);
+                int r = require_check_msg(req, strlen(req), node, why, sizeof why);
                 if (r < 0) {
                         say(msg, msg_len, "CUDA_VERSION=%s: %s", cv, why);
                         return r;
                 }
         }
         return 0;
+}
+
+int compat_require_validate(const char *expr, size_t len, struct gs_error *err) {
+        char msg[GS_ERROR_MESSAGE_MAX] = "";
+        int r = require_validate_msg(expr, len, msg, sizeof msg);
+        return r < 0 ? gs_error_set(err, r, "%s", msg) : r;
+}
+
+int compat_require_check(const char *expr, size_t len, const struct compat_node *node, struct gs_error *err) {
+        char msg[GS_ERROR_MESSAGE_MAX] = "";
+        int r = require_check_msg(expr, len, node, msg, sizeof msg);
+        return r < 0 ? gs_error_set(err, r, "%s", msg) : r;
+}
+
+int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, struct gs_error *err) {
+        char msg[GS_ERROR_MESSAGE_MAX] = "";
+        int r = env_check_msg(env, n_env, node, msg, sizeof msg);
+        return r < 0 ? gs_error_set(err, r, "%s", msg) : r;
 }

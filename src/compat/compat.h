@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/error.h"
+
 #define COMPAT_VERSION_PARTS 4
 #define COMPAT_EXPR_MAX 4096 /* longer expressions are refused */
 
@@ -63,12 +65,12 @@ struct compat_node {
 /*
  * Check one expression. 0 when satisfied (or empty); -EPERM when not, msg says why in one line
  * ("cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has 535.104.05 (CUDA 12.2)");
- * -EINVAL when malformed (msg says where). msg may be NULL.
+ * -EINVAL when malformed (msg says where). err (util/error.h) may be NULL.
  */
-int compat_require_check(const char *expr, size_t len, const struct compat_node *node, char *msg, size_t msg_len);
+int compat_require_check(const char *expr, size_t len, const struct compat_node *node, struct gs_error *err);
 
 /* Only parse (for tests and fuzzing): 0 or -EINVAL with msg. */
-int compat_require_validate(const char *expr, size_t len, char *msg, size_t msg_len);
+int compat_require_validate(const char *expr, size_t len, struct gs_error *err);
 
 /* Booleans the way NVIDIA's hook reads them (Go's strconv.ParseBool): 1 t T true TRUE True → true;
  * anything else false. */
@@ -80,7 +82,7 @@ bool compat_parse_bool(const char *s);
  * hold; CUDA_VERSION=M.m[.p] without NVIDIA_REQUIRE_CUDA means cuda>=M.m. 0, -EPERM (msg:
  * "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs …") or -EINVAL (malformed; msg says which variable).
  */
-int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, char *msg, size_t msg_len);
+int compat_env_check(const char *const *env, size_t n_env, const struct compat_node *node, struct gs_error *err);
 
 /* The last value of `name` in env, or NULL. */
 const char *compat_env_get(const char *const *env, size_t n_env, const char *name);

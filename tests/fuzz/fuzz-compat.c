@@ -12,15 +12,15 @@
 #include "compat/compat.h"
 
 static void one(const char *s, size_t n, const struct compat_node *nd) {
-        char msg[256], again[256];
-        int v = compat_require_validate(s, n, NULL, 0);
-        msg[0] = '\0';
-        int r = compat_require_check(s, n, nd, msg, sizeof msg);
+        struct gs_error e = { 0 }, e2 = { 0 };
+        const char *msg = e.message, *again = e2.message;
+        int v = compat_require_validate(s, n, NULL);
+        int r = compat_require_check(s, n, nd, &e);
         if ((v == -EINVAL) != (r == -EINVAL) || (r != 0 && r != -EPERM && r != -EINVAL))
                 abort();
-        if (r < 0 && (msg[0] == '\0' || strchr(msg, '\n') || strlen(msg) >= sizeof msg))
+        if (r < 0 && (msg[0] == '\0' || strchr(msg, '\n') || e.code != r))
                 abort();
-        int r2 = compat_require_check(s, n, nd, again, sizeof again);
+        int r2 = compat_require_check(s, n, nd, &e2);
         if (r2 != r || (r < 0 && strcmp(msg, again) != 0))
                 abort();
 }
@@ -55,12 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         *nl = '\0';
                         p = nl + 1;
                 }
-                char msg[256];
-                msg[0] = '\0';
-                int r = compat_env_check(env, n_env, &nodes[0], msg, sizeof msg);
+                struct gs_error e = { 0 };
+                int r = compat_env_check(env, n_env, &nodes[0], &e);
                 if (r != 0 && r != -EPERM && r != -EINVAL)
                         abort();
-                if (r < 0 && msg[0] == '\0')
+                if (r < 0 && (e.message[0] == '\0' || e.code != r))
                         abort();
                 free(env_text);
         }

@@ -33,9 +33,29 @@ static struct compat_node node(const char *driver, int cuda, const struct compat
         return nd;
 }
 
+/* The library's calls with the message copied into msg (NULL: no struct gs_error at all); the code that
+ * travels with the message is the one returned. */
+static int require_check(const char *expr, size_t n, const struct compat_node *nd, char *msg, size_t len) {
+        struct gs_error e = { 0 };
+        int r = compat_require_check(expr, n, nd, msg ? &e : NULL);
+        if (msg)
+                strscpy(msg, e.message, MIN(len, sizeof e.message));
+        assert_int_equal(r < 0 && msg ? e.code : r, r);
+        return r;
+}
+
+static int env_check(const char *const *env, size_t n_env, const struct compat_node *nd, char *msg, size_t len) {
+        struct gs_error e = { 0 };
+        int r = compat_env_check(env, n_env, nd, msg ? &e : NULL);
+        if (msg)
+                strscpy(msg, e.message, MIN(len, sizeof e.message));
+        assert_int_equal(r < 0 && msg ? e.code : r, r);
+        return r;
+}
+
 static int check(const char *expr, const struct compat_node *nd, char *msg, size_t len) {
         msg[0] = '\0';
-        return compat_require_check(expr, strlen(expr), nd, msg, len);
+        return require_check(expr, strlen(expr), nd, msg, len);
 }
 
 static void test_versions(void **state) {
@@ -213,20 +233,20 @@ static void test_malformed(void **state) {
                 if (check(bad[i], &nd, msg, sizeof msg) != -EINVAL)
                         fail_msg("'%s' should be malformed", bad[i]);
                 assert_non_null(strstr(msg, "malformed"));
-                assert_int_equal(compat_require_validate(bad[i], strlen(bad[i]), NULL, 0), -EINVAL);
+                assert_int_equal(compat_require_validate(bad[i], strlen(bad[i]), NULL), -EINVAL);
         }
         /* a NUL inside, and a tiny or absent message buffer */
-        assert_int_equal(compat_require_check("cuda>=1\0x", 9, &nd, msg, sizeof msg), -EINVAL);
+        assert_int_equal(require_check("cuda>=1\0x", 9, &nd, msg, sizeof msg), -EINVAL);
         char tiny[4];
-        assert_int_equal(compat_require_check("cuda>=13", 8, &nd, tiny, sizeof tiny), -EPERM);
+        assert_int_equal(require_check("cuda>=13", 8, &nd, tiny, sizeof tiny), -EPERM);
         assert_int_equal(strlen(tiny), 3);
-        assert_int_equal(compat_require_check("cuda>=13", 8, &nd, NULL, 0), -EPERM);
+        assert_int_equal(require_check("cuda>=13", 8, &nd, NULL, 0), -EPERM);
         /* long input refused, not walked */
         size_t big = COMPAT_EXPR_MAX + 10;
         char *s = malloc(big);
         assert_non_null(s);
         memset(s, 'a', big);
-        assert_int_equal(compat_require_check(s, big, &nd, msg, sizeof msg), -EINVAL);
+        assert_int_equal(require_check(s, big, &nd, msg, sizeof msg), -EINVAL);
         free(s);
 }
 
@@ -236,40 +256,40 @@ static void test_env_rules(void **state) {
         struct compat_gpu g = gpu(0, "geforce", 8, 6);
         struct compat_node nd = node("535.104.05", 12020, &g, 1);
         const char *refuse[] = { "PATH=/bin", "NVIDIA_REQUIRE_CUDA=cuda>=13.0" };
-        assert_int_equal(compat_env_check(refuse, 2, &nd, msg, sizeof msg), -EPERM);
+        assert_int_equal(env_check(refuse, 2, &nd, msg, sizeof msg), -EPERM);
         assert_string_equal(msg, "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has "
                                  "535.104.05 (CUDA 12.2)");
         const char *ok[] = { "NVIDIA_REQUIRE_CUDA=cuda>=12.2" };
-        assert_int_equal(compat_env_check(ok, 1, &nd, msg, sizeof msg), 0);
+        assert_int_equal(env_check(ok, 1, &nd, msg, sizeof msg), 0);
         const char *disabled[] = { "NVIDIA_REQUIRE_CUDA=cuda>=13.0", "NVIDIA_DISABLE_REQUIRE=true" };
-        assert_int_equal(compat_env_check(disabled, 2, &nd, msg, sizeof msg), 0);
+        assert_int_equal(env_check(disabled, 2, &nd, msg, sizeof msg), 0);
         const char *not_disabled[] = { "NVIDIA_REQUIRE_CUDA=cuda>=13.0", "NVIDIA_DISABLE_REQUIRE=yes" };
-        assert_int_equal(compat_env_check(not_disabled, 2, &nd, msg, sizeof msg), -EPERM);
+        assert_int_equal(env_check(not_disabled, 2, &nd, msg, sizeof msg), -EPERM);
         /* a later definition wins */
         const char *later[] = { "NVIDIA_REQUIRE_CUDA=cuda>=13.0", "NVIDIA_REQUIRE_CUDA=cuda>=12.0" };
-        assert_int_equal(compat_env_check(later, 2, &nd, msg, sizeof msg), 0);
+        assert_int_equal(env_check(later, 2, &nd, msg, sizeof msg), 0);
         /* other NVIDIA_REQUIRE_* variables count too */
         const char *other[] = { "NVIDIA_REQUIRE_CUDA=cuda>=12.0", "NVIDIA_REQUIRE_ARCH=arch>=9.0" };
-        assert_int_equal(compat_env_check(other, 2, &nd, msg, sizeof msg), -EPERM);
+        assert_int_equal(env_check(other, 2, &nd, msg, sizeof msg), -EPERM);
         assert_string_equal(msg, "NVIDIA_REQUIRE_ARCH: arch>=9.0: needs compute capability ≥ 9.0, GPU 0 has 8.6");
         /* legacy CUDA_VERSION: only when NVIDIA_REQUIRE_CUDA is absent */
         const char *legacy[] = { "CUDA_VERSION=13.0.2" };
-        assert_int_equal(compat_env_check(legacy, 1, &nd, msg, sizeof msg), -EPERM);
+        assert_int_equal(env_check(legacy, 1, &nd, msg, sizeof msg), -EPERM);
         assert_non_null(strstr(msg, "CUDA_VERSION=13.0.2: cuda>=13.0: needs driver ≥ 580.65.06"));
         const char *legacy_ok[] = { "CUDA_VERSION=9.0.176" };
-        assert_int_equal(compat_env_check(legacy_ok, 1, &nd, msg, sizeof msg), 0);
+        assert_int_equal(env_check(legacy_ok, 1, &nd, msg, sizeof msg), 0);
         const char *legacy_overridden[] = { "CUDA_VERSION=13.0.2", "NVIDIA_REQUIRE_CUDA=cuda>=12.0" };
-        assert_int_equal(compat_env_check(legacy_overridden, 2, &nd, msg, sizeof msg), 0);
+        assert_int_equal(env_check(legacy_overridden, 2, &nd, msg, sizeof msg), 0);
         const char *legacy_bad[] = { "CUDA_VERSION=twelve" };
-        assert_int_equal(compat_env_check(legacy_bad, 1, &nd, msg, sizeof msg), -EINVAL);
+        assert_int_equal(env_check(legacy_bad, 1, &nd, msg, sizeof msg), -EINVAL);
         char longname[300];
         memset(longname, 'X', sizeof longname);
         memcpy(longname, "NVIDIA_REQUIRE_", 15);
         memcpy(longname + 200, "=cuda>=1", 9);
         const char *too_long[] = { longname };
-        assert_int_equal(compat_env_check(too_long, 1, &nd, msg, sizeof msg), -EINVAL);
+        assert_int_equal(env_check(too_long, 1, &nd, msg, sizeof msg), -EINVAL);
         const char *malformed[] = { "NVIDIA_REQUIRE_CUDA=cuda>>1" };
-        assert_int_equal(compat_env_check(malformed, 1, &nd, msg, sizeof msg), -EINVAL);
+        assert_int_equal(env_check(malformed, 1, &nd, msg, sizeof msg), -EINVAL);
         assert_true(startswith(msg, "NVIDIA_REQUIRE_CUDA: malformed"));
         assert_true(compat_parse_bool("1") && compat_parse_bool("True") && !compat_parse_bool("on") &&
                     !compat_parse_bool(NULL) && !compat_parse_bool(""));
