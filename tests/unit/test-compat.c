@@ -35,22 +35,21 @@ static struct compat_node node(const char *driver, int cuda, const struct compat
 
 /* The library's calls with the message copied into msg (NULL: no struct gs_error at all); the code that
  * travels with the message is the one returned. */
+static int copy_out(int r, const struct gs_error *e, char *msg, size_t len) {
+        if (msg)
+                strscpy(msg, e->message, MIN(len, sizeof e->message));
+        assert_int_equal(r < 0 && msg ? e->code : r, r);
+        return r;
+}
+
 static int require_check(const char *expr, size_t n, const struct compat_node *nd, char *msg, size_t len) {
         struct gs_error e = { 0 };
-        int r = compat_require_check(expr, n, nd, msg ? &e : NULL);
-        if (msg)
-                strscpy(msg, e.message, MIN(len, sizeof e.message));
-        assert_int_equal(r < 0 && msg ? e.code : r, r);
-        return r;
+        return copy_out(compat_require_check(expr, n, nd, msg ? &e : NULL), &e, msg, len);
 }
 
 static int env_check(const char *const *env, size_t n_env, const struct compat_node *nd, char *msg, size_t len) {
         struct gs_error e = { 0 };
-        int r = compat_env_check(env, n_env, nd, msg ? &e : NULL);
-        if (msg)
-                strscpy(msg, e.message, MIN(len, sizeof e.message));
-        assert_int_equal(r < 0 && msg ? e.code : r, r);
-        return r;
+        return copy_out(compat_env_check(env, n_env, nd, msg ? &e : NULL), &e, msg, len);
 }
 
 static int check(const char *expr, const struct compat_node *nd, char *msg, size_t len) {
