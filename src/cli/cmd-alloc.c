@@ -74,10 +74,8 @@ int cmd_alloc(int argc, char **argv) {
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice alloc: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("alloc", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
         if (!have_count) {
                 fputs("gpuslice alloc: --count is required\n", stderr);
                 return EXIT_USAGE;
@@ -90,10 +88,8 @@ int cmd_alloc(int argc, char **argv) {
                 return EXIT_USAGE;
         }
 
-        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
-        if (!t)
-                return EXIT_RUNTIME;
-        int r = node_load(&src, t);
+        _cleanup_(freep) struct topo *t = NULL;
+        int r = node_load_new(&src, &t);
         if (r != EXIT_OK)
                 return r;
 

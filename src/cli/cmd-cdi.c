@@ -105,10 +105,8 @@ int cmd_cdi(int argc, char **argv) {
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice cdi generate: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("cdi generate", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
         if (!cdi_kind_valid(g.spec.kind)) {
                 fprintf(stderr, "gpuslice cdi generate: --kind must be VENDOR/CLASS (e.g. nvidia.com/gpu), got '%s'\n",
                         g.spec.kind);
@@ -137,10 +135,8 @@ int cmd_cdi(int argc, char **argv) {
                 output = def;
         }
 
-        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
-        if (!t)
-                return EXIT_RUNTIME;
-        int r = node_load(&src, t);
+        _cleanup_(freep) struct topo *t = NULL;
+        int r = node_load_new(&src, &t);
         if (r != EXIT_OK)
                 return r;
         struct gs_error err = { 0 };

@@ -45,14 +45,10 @@ int cmd_check(int argc, char **argv) {
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice check: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("check", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
-        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
-        if (!t)
-                return EXIT_RUNTIME;
-        int r = node_load(&src, t);
+        _cleanup_(freep) struct topo *t = NULL;
+        int r = node_load_new(&src, &t);
         if (r != EXIT_OK)
                 return r;
 

@@ -43,14 +43,10 @@ int cmd_labels(int argc, char **argv) {
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice labels: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("labels", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
-        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
-        if (!t)
-                return EXIT_RUNTIME;
-        int r = node_load(&src, t);
+        _cleanup_(freep) struct topo *t = NULL;
+        int r = node_load_new(&src, &t);
         if (r != EXIT_OK)
                 return r;
         _cleanup_(freep) char *text = NULL;

@@ -115,10 +115,8 @@ int cmd_monitor(int argc, char **argv) {
                 }
                 nvml_given |= c == OPT_NVML;
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice monitor: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("monitor", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
         if (!cfg.metrics_address[0]) {
                 fputs("gpuslice monitor: --metrics-address must not be empty\n", stderr);
                 return EXIT_USAGE;

@@ -133,10 +133,8 @@ int cmd_ps(int argc, char **argv) {
                 if (c == OPT_INTERVAL)
                         interval = cfg.sample_interval_sec;
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice ps: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("ps", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
 
         struct monitor_options o;
         monitor_options_init(&o);

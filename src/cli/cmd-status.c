@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "util/util.h"
 
 static const char *jstr(json_t *o, const char *key) {
@@ -96,10 +97,8 @@ int cmd_status(int argc, char **argv) {
                         default: return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice status: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("status", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
         char path[PATH_MAX];
         if (socket_path)
                 strscpy(path, socket_path, sizeof path);

@@ -47,17 +47,13 @@ int cmd_topo(int argc, char **argv) {
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice topo: unexpected argument '%s'\n", argv[optind]);
+        if (cli_no_more_args("topo", argc, argv) != EXIT_OK)
                 return EXIT_USAGE;
-        }
         if (!matrix && !tree && !gpus)
                 matrix = tree = gpus = true;
 
-        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
-        if (!t)
-                return EXIT_RUNTIME;
-        int r = node_load(&src, t);
+        _cleanup_(freep) struct topo *t = NULL;
+        int r = node_load_new(&src, &t);
         if (r != EXIT_OK)
                 return r;
         if (json)

@@ -2,6 +2,7 @@
 /* output — loading a node for the CLI and printing its matrix, tree, GPU table and JSON. */
 #include "cli/output.h"
 
+#include <getopt.h>
 #include <inttypes.h>
 
 #include "cli/commands.h"
@@ -80,6 +81,23 @@ int node_load(const struct node_source *src, struct topo *ret) {
                 return EXIT_RUNTIME;
         }
         return EXIT_OK;
+}
+
+int node_load_new(const struct node_source *src, struct topo **ret) {
+        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
+        if (!t)
+                return EXIT_RUNTIME;
+        int r = node_load(src, t);
+        if (r == EXIT_OK)
+                *ret = TAKE_PTR(t);
+        return r;
+}
+
+int cli_no_more_args(const char *cmd, int argc, char *const *argv) {
+        if (optind >= argc)
+                return EXIT_OK;
+        fprintf(stderr, "gpuslice %s: unexpected argument '%s'\n", cmd, argv[optind]);
+        return EXIT_USAGE;
 }
 
 static const char *cuda_str(int v, char *buf, size_t len) {

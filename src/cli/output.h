@@ -23,6 +23,11 @@ int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret);
 
 /* Fill *ret from the source. Prints a clear error and returns a CLI exit code on failure. */
 int node_load(const struct node_source *src, struct topo *ret);
+/* node_load into a malloc'd topo (*ret, the caller frees it): EXIT_OK, EXIT_RUNTIME or node_load's code. */
+int node_load_new(const struct node_source *src, struct topo **ret);
+/* After a command's getopt loop: EXIT_OK when no argument is left, else "gpuslice CMD: unexpected
+ * argument 'X'" on stderr and EXIT_USAGE. */
+int cli_no_more_args(const char *cmd, int argc, char *const *argv);
 
 void print_matrix(FILE *f, const struct topo *t);
 void print_tree(FILE *f, const struct topo *t);
