@@ -370,9 +370,19 @@ def print_wakeups(args, wake):
     def busiest(per):
         return ", ".join("%s %.1f" % (name, v) for v, name in per[:5])
 
+    def grpc_timers(per):
+        # gRPC 1.51's two timer threads: each wakes once a second per timer shard whose window is out of
+        # step with the others' (1 to 2 x cores a second, set by what gRPC did earlier, not by us)
+        return sum(v for v, name in per if name in ("timer_manager", "grpc_global_tim"))
+
     rows = (("wake-ups per second, all threads (no pods)", "%.1f", lambda r: r["wakeups"]),
+            ("… gRPC's timer threads / all others (no pods)", "%s",
+             lambda r: "%.1f / %.1f" % (grpc_timers(r["per_thread"]), r["wakeups"] - grpc_timers(r["per_thread"]))),
             ("busiest threads (no pods)", "%s", lambda r: busiest(r["per_thread"])),
             ("wake-ups per second, all threads (a pod holding 2 GPUs)", "%.1f", lambda r: r["pods wakeups"]),
+            ("… gRPC's timer threads / all others (a pod holding 2 GPUs)", "%s",
+             lambda r: "%.1f / %.1f" % (grpc_timers(r["pods per_thread"]),
+                                        r["pods wakeups"] - grpc_timers(r["pods per_thread"]))),
             ("busiest threads (a pod holding 2 GPUs)", "%s", lambda r: busiest(r["pods per_thread"])),
             ("threads", "%d", lambda r: r["threads"]),
             ("ListAndWatch messages while idle", "%d", lambda r: r["law_messages"] + r["pods law_messages"]),
