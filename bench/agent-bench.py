@@ -24,6 +24,7 @@ one ListAndWatch stream open, as under kubelet.
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -78,19 +79,8 @@ def pct(values, p):
 
 
 def run(args, stubs, topo_path, n_gpus, iterations):
-    tmp = tempfile.mkdtemp(prefix="gpuslice-bench-")
-    plugin_dir = os.path.join(tmp, "dp")
-    os.makedirs(plugin_dir)
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.build, "sim"), GPUSLICE_SIM_NODE=topo_path,
-               GPUSLICE_SIM_STATE=os.path.join(tmp, "sim.state"))
-    k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
-    k.start()
-    agent = subprocess.Popen([os.path.join(args.build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
-                              "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
-                              os.path.join(tmp, "podres.sock"), "--log-level", "warn"],
-                             env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
     res = {"gpus": n_gpus}
-    try:
+    with agent_on_node(args, stubs, topo_path) as (k, agent, env, tmp):
         k.wait_for(lambda: k.registrations and k.law, 20, "registration")
         pb = stubs["deviceplugin_pb2"]
         ids = [d.ID for d in k.law[-1][2].devices]
@@ -115,41 +105,58 @@ def run(args, stubs, topo_path, n_gpus, iterations):
         time.sleep(args.idle_seconds)
         c1, t1 = cpu_ticks(agent.pid), time.monotonic()
         res["idle_cpu_pct"] = 100.0 * (c1 - c0) / hz / (t1 - t0)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-        k.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 
-def start_agent(args, topo_path, *extra):
-    """Kubelet stand-in + agent on a simulated node; returns (kubelet, agent, env, tmp)."""
+@contextlib.contextmanager
+def agent_on_node(args, stubs, topo_path, flags=lambda tmp: [], build=None, setup=None):
+    """The kubelet stand-in and `gpuslice node` (from build, default args.build, with flags(tmp) added)
+    on a simulated node in a temporary directory: yields (kubelet, agent process, env, tmp); at the end
+    stops both and removes the directory. setup(env), if given, runs before either starts."""
+    build = build or args.build
     tmp = tempfile.mkdtemp(prefix="gpuslice-bench-")
     plugin_dir = os.path.join(tmp, "dp")
     os.makedirs(plugin_dir)
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.build, "sim"), GPUSLICE_SIM_NODE=topo_path,
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "sim"), GPUSLICE_SIM_NODE=topo_path,
                GPUSLICE_SIM_STATE=os.path.join(tmp, "sim.state"))
-    return tmp, plugin_dir, env
+    k = agent = None
+    try:
+        if setup:
+            setup(env)
+        k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
+        k.start()
+        agent = subprocess.Popen([os.path.join(build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
+                                  "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
+                                  os.path.join(tmp, "podres.sock"), "--log-level", "warn"] + flags(tmp),
+                                 env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
+        yield k, agent, env, tmp
+    finally:
+        if agent:
+            agent.terminate()
+            try:
+                agent.wait(10)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+        if k:
+            k.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def placeholder_interposer(tmp):
+    """--interposer needs a file; the protocol measurements never load it."""
+    lib = os.path.join(tmp, "libgpuslice-cuda.so")
+    open(lib, "w").close()
+    return ["--resource-profile", "gpuslice", "--interposer", lib]
 
 
 def reactions(args, stubs, topo_path, rounds):
     """Milliseconds from the trigger to what kubelet sees, per kind of event, over `rounds` rounds."""
-    tmp, plugin_dir, env = start_agent(args, topo_path)
     sim = os.path.join(args.build, "sim", "gpuslice-sim")
-    subprocess.run([sim, "reset"], env=env, check=True, capture_output=True)
-    k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
-    k.start()
-    agent = subprocess.Popen([os.path.join(args.build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
-                              "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
-                              os.path.join(tmp, "podres.sock"), "--log-level", "warn", "--health-quiet-period",
-                              "1s"], env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
     out = {"kubelet restart -> registered": [], "plugin socket removed -> registered": [],
            "critical Xid -> Unhealthy pushed": [], "GPU lost -> Unhealthy pushed": []}
-    try:
+    with agent_on_node(args, stubs, topo_path, lambda tmp: ["--health-quiet-period", "1s"],
+                       setup=lambda env: subprocess.run([sim, "reset"], env=env, check=True,
+                                                        capture_output=True)) as (k, agent, env, tmp):
         k.wait_for(lambda: k.registrations and k.law, 20, "registration")
         ids = [d.ID for d in k.law[-1][2].devices]
 
@@ -164,7 +171,7 @@ def reactions(args, stubs, topo_path, rounds):
             time.sleep(0.3)
             n = len(k.registrations)
             t0 = time.monotonic()
-            os.unlink(os.path.join(plugin_dir, reg.request.endpoint))
+            os.unlink(os.path.join(k.plugin_dir, reg.request.endpoint))
             reg = k.wait_for(lambda: len(k.registrations) > n and k.registrations[n], 20, "re-registration")
             out["plugin socket removed -> registered"].append((reg.at - t0) * 1000)
             gpu = r % len(ids)
@@ -180,14 +187,6 @@ def reactions(args, stubs, topo_path, rounds):
             k.wait_for(lambda: health(gpu2) == "Unhealthy", 20, "unhealthy after loss")
             out["GPU lost -> Unhealthy pushed"].append((time.monotonic() - t0) * 1000)
             subprocess.run([sim, "restore", str(gpu2)], env=env, check=True, capture_output=True)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-        k.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -213,18 +212,8 @@ def wakeups(args, stubs, topo_path, build, seconds):
     """Idle wake-ups per second of all the agent's threads (context switches, voluntary and
     involuntary, summed over /proc/PID/task/*/status) with the kubelet stand-in connected and the
     three resources of the gpuslice profile streaming; also RPC latency and memory of that agent."""
-    tmp, plugin_dir, env = start_agent(args, topo_path)
-    env["LD_LIBRARY_PATH"] = os.path.join(build, "sim")
-    lib = os.path.join(tmp, "libgpuslice-cuda.so")
-    open(lib, "w").close()
-    k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
-    k.start()
-    agent = subprocess.Popen([os.path.join(build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
-                              "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
-                              os.path.join(tmp, "podres.sock"), "--log-level", "warn", "--resource-profile",
-                              "gpuslice", "--interposer", lib], env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
     res = {}
-    try:
+    with agent_on_node(args, stubs, topo_path, placeholder_interposer, build=build) as (k, agent, env, tmp):
         eps = ["gpuslice-nvidia.com-gpu.sock", "gpuslice-gpuslice.io-gpu-core.sock", "gpuslice-gpuslice.io-gpu-memory.sock"]
         k.wait_for(lambda: all(k.last_ids(ep) for ep in eps), 30, "three registrations and streams")
         time.sleep(3)  # let start-up settle
@@ -267,14 +256,6 @@ def wakeups(args, stubs, topo_path, build, seconds):
         time.sleep(3)
         window("pods ")
         res["mem"] = proc_status(agent.pid)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-        k.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 
@@ -293,19 +274,8 @@ def build_base(args, work):
 
 def sharing(args, stubs, topo_path, iterations):
     """The gpuslice profile: fractional preferred/allocate latency and ListAndWatch sizes."""
-    tmp, plugin_dir, env = start_agent(args, topo_path)
-    lib = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
-    if not os.path.exists(lib):
-        lib = os.path.join(tmp, "libgpuslice-cuda.so")
-        open(lib, "w").close()
-    k = kubelet_standin.Kubelet(stubs, plugin_dir, os.path.join(tmp, "podres.sock"))
-    k.start()
-    agent = subprocess.Popen([os.path.join(args.build, "gpuslice"), "node", "--plugin-dir", plugin_dir,
-                              "--state-dir", os.path.join(tmp, "state"), "--pod-resources-socket",
-                              os.path.join(tmp, "podres.sock"), "--log-level", "warn", "--resource-profile",
-                              "gpuslice", "--interposer", lib], env=env, stderr=open(os.path.join(tmp, "agent.log"), "w"))
     res = {}
-    try:
+    with agent_on_node(args, stubs, topo_path, placeholder_interposer) as (k, agent, env, tmp):
         eps = {"gpuslice.io/gpu-core": "gpuslice-gpuslice.io-gpu-core.sock",
                "gpuslice.io/gpu-memory": "gpuslice-gpuslice.io-gpu-memory.sock"}
         k.wait_for(lambda: all(k.last_ids(ep) for ep in eps.values()), 20, "fractional registrations")
@@ -351,14 +321,6 @@ def sharing(args, stubs, topo_path, iterations):
                     lat.append((time.perf_counter() - t0) * 1e6)
         res["pair allocate, 32 live containers"] = (statistics.median(lat), pct(lat, 99))
         res["mem"] = proc_status(agent.pid)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-        k.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 
