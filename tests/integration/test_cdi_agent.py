@@ -42,18 +42,24 @@ def spec_names(path, timeout=10):
     return spec, {d["name"] for d in spec["devices"]}
 
 
-def run(e, args, strategy_id):
+def cdi_node(e, args, name):
+    """A fake driver root (cdi-fixture.sh), character devices under the agent's dev root (the harness
+    made plain files) and the spec path GPUSLICE_CDI_SPEC names; returns that path."""
     fx = os.path.join(e.tmp, "fx")
     subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
                     "tesla"], check=True, timeout=120)
-    # the agent's dev root: character devices this time (the harness made plain files)
     for i in range(8):
         p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
         os.unlink(p)
         os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
-    spec_path = os.path.join(e.tmp, "cdi", "agent-%s.json" % strategy_id)
+    spec_path = os.path.join(e.tmp, "cdi", "agent-%s.json" % name)
     e.env["GPUSLICE_CDI_SPEC"] = spec_path
     e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    return spec_path
+
+
+def run(e, args, strategy_id):
+    spec_path = cdi_node(e, args, strategy_id)
     kind = "example.com/gpu%s" % strategy_id.replace("-", "")
     e.start_agent("--device-list-strategy", "cdi", "--cdi-kind", kind, "--device-id-strategy", strategy_id)
     e.registered()
@@ -80,16 +86,7 @@ def run(e, args, strategy_id):
 
 def run_reload(e, args):
     """A SIGHUP that changes the CDI kind rewrites the spec: the new names exist, under the new kind."""
-    fx = os.path.join(e.tmp, "fx")
-    subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
-                    "tesla"], check=True, timeout=120)
-    for i in range(8):
-        p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
-        os.unlink(p)
-        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
-    spec_path = os.path.join(e.tmp, "cdi", "agent-reload.json")
-    e.env["GPUSLICE_CDI_SPEC"] = spec_path
-    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    spec_path = cdi_node(e, args, "reload")
     conf = os.path.join(e.tmp, "node.conf")
     with open(conf, "w") as f:
         f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/before\n")
@@ -114,16 +111,7 @@ def run_reload(e, args):
 def run_shared(e, args):
     """Fractional containers are named <id>-shared, a device of the spec that mounts the interposer."""
     import test_share  # noqa: E402 — imported here: only this case needs the sharing harness
-    fx = os.path.join(e.tmp, "fx")
-    subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
-                    "tesla"], check=True, timeout=120)
-    for i in range(8):
-        p = os.path.join(e.dev_root, "dev", "nvidia%d" % i)
-        os.unlink(p)
-        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
-    spec_path = os.path.join(e.tmp, "cdi", "agent-shared.json")
-    e.env["GPUSLICE_CDI_SPEC"] = spec_path
-    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    spec_path = cdi_node(e, args, "shared")
     e.start_share("gpuslice", "--device-list-strategy", "envvar,cdi", "--cdi-kind", "example.com/gpu")
     spec, names = spec_names(spec_path)
     got = e.admit((e.core, 30), (e.mem, 2))
