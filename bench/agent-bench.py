@@ -333,8 +333,8 @@ def print_wakeups(args, wake):
         return ", ".join("%s %.1f" % (name, v) for v, name in per[:5])
 
     def grpc_timers(per):
-        # gRPC 1.51's two timer threads: each wakes once a second per timer shard whose window is out of
-        # step with the others' (1 to 2 x cores a second, set by what gRPC did earlier, not by us)
+        # gRPC 1.51's two timer threads: the iomgr one wakes once a second per timer shard whose window is
+        # out of step with the others' (1 to 2 x cores a second, set by what gRPC did earlier, not by us)
         return sum(v for v, name in per if name in ("timer_manager", "grpc_global_tim"))
 
     rows = (("wake-ups per second, all threads (no pods)", "%.1f", lambda r: r["wakeups"]),
