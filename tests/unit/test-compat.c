@@ -57,6 +57,12 @@ static int check(const char *expr, const struct compat_node *nd, char *msg, size
         return require_check(expr, strlen(expr), nd, msg, len);
 }
 
+/* req against a node with one GPU g, driver and CUDA version: check's result, the message in msg. */
+static int check_on(const char *req, const char *driver, int cuda, const struct compat_gpu *g, char *msg, size_t len) {
+        struct compat_node nd = node(driver, cuda, g, 1);
+        return check(req, &nd, msg, len);
+}
+
 static void test_versions(void **state) {
         (void)state;
         struct compat_version a, b;
@@ -89,18 +95,14 @@ static void test_image_12_4(void **state) {
         char *req = image_require("12.4");
         assert_string_equal(req, "cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536");
         struct compat_gpu tesla = gpu(0, "tesla", 8, 0), geforce = gpu(0, "geforce", 8, 6);
-        struct compat_node n550 = node("550.54.15", 12040, &tesla, 1);
-        assert_int_equal(check(req, &n550, msg, sizeof msg), 0);
-        struct compat_node n535t = node("535.104.05", 12020, &tesla, 1);
-        assert_int_equal(check(req, &n535t, msg, sizeof msg), 0);
-        struct compat_node n535g = node("535.104.05", 12020, &geforce, 1);
-        assert_int_equal(check(req, &n535g, msg, sizeof msg), -EPERM);
+        assert_int_equal(check_on(req, "550.54.15", 12040, &tesla, msg, sizeof msg), 0);
+        assert_int_equal(check_on(req, "535.104.05", 12020, &tesla, msg, sizeof msg), 0);
+        assert_int_equal(check_on(req, "535.104.05", 12020, &geforce, msg, sizeof msg), -EPERM);
         assert_string_equal(msg, "cuda>=12.4: needs driver ≥ 550.54.14 for CUDA 12.4, node has 535.104.05 (CUDA 12.2)"
                                  " (and none of the 2 other alternatives holds)");
         assert_null(strchr(msg, '\n'));
         /* Tesla on 545 (CUDA 12.3): neither native nor a listed branch */
-        struct compat_node n545t = node("545.23.06", 12030, &tesla, 1);
-        assert_int_equal(check(req, &n545t, msg, sizeof msg), -EPERM);
+        assert_int_equal(check_on(req, "545.23.06", 12030, &tesla, msg, sizeof msg), -EPERM);
         free(req);
 }
 
@@ -109,12 +111,10 @@ static void test_image_11_0(void **state) {
         char msg[512];
         char *req = image_require("11.0");
         struct compat_gpu tesla = gpu(0, "tesla", 7, 0), quadro = gpu(1, "quadro", 7, 5);
-        struct compat_node n418 = node("418.87.01", 10010, &tesla, 1);
-        assert_int_equal(check(req, &n418, msg, sizeof msg), 0); /* R418 Tesla: forward compatibility */
-        struct compat_node n450 = node("450.80.02", 11000, &quadro, 1);
-        assert_int_equal(check(req, &n450, msg, sizeof msg), 0);
-        struct compat_node n440q = node("440.33.01", 10020, &quadro, 1);
-        assert_int_equal(check(req, &n440q, msg, sizeof msg), -EPERM);
+        assert_int_equal(check_on(req, "418.87.01", 10010, &tesla, msg, sizeof msg),
+                         0); /* R418 Tesla: forward compatibility */
+        assert_int_equal(check_on(req, "450.80.02", 11000, &quadro, msg, sizeof msg), 0);
+        assert_int_equal(check_on(req, "440.33.01", 10020, &quadro, msg, sizeof msg), -EPERM);
         assert_non_null(strstr(msg, "needs driver ≥ 450.36.06 for CUDA 11.0, node has 440.33.01 (CUDA 10.2)"));
         free(req);
 }
@@ -124,10 +124,8 @@ static void test_image_12_2_every_brand(void **state) {
         char msg[512];
         char *req = image_require("12.2");
         struct compat_gpu g = gpu(0, "geforce", 8, 6);
-        struct compat_node n470 = node("470.57.02", 11040, &g, 1);
-        assert_int_equal(check(req, &n470, msg, sizeof msg), 0); /* 12.2 lists geforce on 470 */
-        struct compat_node n510 = node("510.47.03", 11060, &g, 1);
-        assert_int_equal(check(req, &n510, msg, sizeof msg), -EPERM);
+        assert_int_equal(check_on(req, "470.57.02", 11040, &g, msg, sizeof msg), 0); /* 12.2 lists geforce on 470 */
+        assert_int_equal(check_on(req, "510.47.03", 11060, &g, msg, sizeof msg), -EPERM);
         free(req);
 }
 
@@ -138,14 +136,11 @@ static void test_image_13_0(void **state) {
         char msg[512];
         char *req = image_require("13.0");
         struct compat_gpu geforce = gpu(0, "geforce", 8, 9), tesla = gpu(0, "tesla", 9, 0);
-        struct compat_node n535g = node("535.104.05", 12020, &geforce, 1);
-        assert_int_equal(check(req, &n535g, msg, sizeof msg), -EPERM);
+        assert_int_equal(check_on(req, "535.104.05", 12020, &geforce, msg, sizeof msg), -EPERM);
         assert_non_null(
                 strstr(msg, "cuda>=13.0: needs driver ≥ 580.65.06 for CUDA 13.0, node has 535.104.05 (CUDA 12.2)"));
-        struct compat_node n535t = node("535.104.05", 12020, &tesla, 1);
-        assert_int_equal(check(req, &n535t, msg, sizeof msg), 0);
-        struct compat_node n580 = node("580.65.06", 13000, &geforce, 1);
-        assert_int_equal(check(req, &n580, msg, sizeof msg), 0);
+        assert_int_equal(check_on(req, "535.104.05", 12020, &tesla, msg, sizeof msg), 0);
+        assert_int_equal(check_on(req, "580.65.06", 13000, &geforce, msg, sizeof msg), 0);
         free(req);
 }
 
