@@ -111,8 +111,8 @@ static void test_image_11_0(void **state) {
         char msg[512];
         char *req = image_require("11.0");
         struct compat_gpu tesla = gpu(0, "tesla", 7, 0), quadro = gpu(1, "quadro", 7, 5);
-        assert_int_equal(check_on(req, "418.87.01", 10010, &tesla, msg, sizeof msg),
-                         0); /* R418 Tesla: forward compatibility */
+        /* R418 Tesla: forward compatibility */
+        assert_int_equal(check_on(req, "418.87.01", 10010, &tesla, msg, sizeof msg), 0);
         assert_int_equal(check_on(req, "450.80.02", 11000, &quadro, msg, sizeof msg), 0);
         assert_int_equal(check_on(req, "440.33.01", 10020, &quadro, msg, sizeof msg), -EPERM);
         assert_non_null(strstr(msg, "needs driver ≥ 450.36.06 for CUDA 11.0, node has 440.33.01 (CUDA 10.2)"));
