@@ -376,11 +376,10 @@ def main():
     work = tempfile.mkdtemp(prefix="gpuslice-bench-topo-")
     if args.only_sharing:
         try:
-            stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+            stubs = kubelet_standin.load_stubs(args.build)
             share = sharing(args, stubs, os.path.join(args.topologies, "seed000-8gpu-pcie-2socket.topo"),
                             args.iterations)
         finally:
-            shutil.rmtree(stubdir, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)
         for name in ("core preferred", "core allocate", "pair allocate, 32 live containers"):
             print("%s p50 %.0f us p99 %.0f us" % (name, share[name][0], share[name][1]))
