@@ -5,6 +5,10 @@
  * own (so it answers while the process waits in a client call — kubelet calls us back during our
  * Register), and a unary client. Messages are opaque bytes here; protobuf-c lives in the callers.
  *
+ * The first use initialises gRPC for the process and, unless the environment already names them,
+ * sets GRPC_POLL_STRATEGY=poll and GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=0 (why: rpc.c,
+ * grpc_init_once): call it before starting threads that read the environment concurrently.
+ *
  * Must never: log (callers log), abort on a peer's bytes, or hold a lock while calling a handler.
  */
 #pragma once
