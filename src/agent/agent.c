@@ -243,6 +243,7 @@ int agent_run(const struct agent_options *o) {
         sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
+        rpc_init(); /* gRPC's environment settings, also before any thread exists */
 
         struct node *n = calloc(1, sizeof *n);
         if (!n)

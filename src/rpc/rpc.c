@@ -180,6 +180,10 @@ static void grpc_init_once(void) {
         atomic_store(&grpc_started, true);
 }
 
+void rpc_init(void) {
+        pthread_once(&grpc_once, grpc_init_once);
+}
+
 void rpc_shutdown(void) {
         /* Joins gRPC's background threads, so nothing of gRPC runs while the process exits
          * (LeakSanitizer's exit-time stop-the-world hung on them now and then). */

@@ -7,7 +7,7 @@
  *
  * The first use initialises gRPC for the process and, unless the environment already names them,
  * sets GRPC_POLL_STRATEGY=poll and GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=0 (why: rpc.c,
- * grpc_init_once): call it before starting threads that read the environment concurrently.
+ * grpc_init_once): call rpc_init before starting threads that may read the environment meanwhile.
  *
  * Must never: log (callers log), abort on a peer's bytes, or hold a lock while calling a handler.
  */
@@ -84,6 +84,9 @@ int rpc_stream_wait_change(struct rpc_stream *s, const atomic_uint_fast64_t *val
 void rpc_streams_wake(void);
 
 struct rpc_server;
+
+/* Initialise gRPC for the process now (any rpc_* call does it at its first use). */
+void rpc_init(void);
 
 /* End gRPC for this process once every server is freed and no call is running: joins gRPC's
  * own threads. For the end of main(); a later rpc_* call is not allowed. */
