@@ -50,6 +50,11 @@ struct sched_fit {
  */
 int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
                    enum sched_policy policy, struct sched_fit *ret);
+/* The same without the fast path (a one-container pod decided from the node's summary, model.h):
+ * always the room, the allocator and the fractional placement. Answers exactly as sched_fit_node
+ * (the unit test compares them on random clusters); for tests and the bench. */
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                        enum sched_policy policy, struct sched_fit *ret);
 
 /*
  * Scores for fits of one pod on several nodes (fits[i] must be SCHED_FIT), 0..10 each, into

@@ -37,6 +37,7 @@ struct sched_model {
         struct sched_map pods;    /* uid -> struct sched_pod */
         struct sched_map classes; /* n + links -> struct sched_topo_class */
         uint64_t generation;
+        uint64_t nodes_generation; /* node added or freed */
 };
 
 int sched_model_new(struct sched_model **ret) {
@@ -106,6 +107,32 @@ struct sched_model *sched_model_free(struct sched_model *m) {
 
 /* ---- usage accounting ---- */
 
+/* The node's summary from its GPUs (model.h, struct sched_node_sum). */
+static void summarize(struct sched_node *n) {
+        struct sched_node_sum *u = &n->sum;
+        *u = (struct sched_node_sum){ 0 };
+        if (!n->published || n->n_gpus == 0 || n->n_gpus > SCHED_NODE_INLINE_GPUS)
+                return;
+        u->valid = true;
+        for (unsigned i = 0; i < n->n_gpus; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                if (!g->healthy)
+                        continue;
+                u->n_healthy++;
+                u->healthy_mem += g->mem_total_mib;
+                if (g->whole > 0)
+                        continue;
+                u->share_ok |= 1ULL << i;
+                if (g->sharers == 0)
+                        u->whole_free |= 1ULL << i;
+                u->core_free[i] = (uint8_t)(g->core_used >= 100 ? 0 : 100 - g->core_used);
+                u->mem_free[i] = g->mem_total_mib > g->mem_used_mib ? g->mem_total_mib - g->mem_used_mib : 0;
+                u->share_mem_free += u->mem_free[i];
+                u->max_share_core = MAX(u->max_share_core, (uint16_t)u->core_free[i]);
+                u->max_share_mem = MAX(u->max_share_mem, u->mem_free[i]);
+        }
+}
+
 static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
         for (unsigned k = 0; k < p->n; k++) {
                 const struct sched_container_assign *c = &p->c[k].assign;
@@ -124,6 +151,7 @@ static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
                 }
         }
         n->generation++;
+        summarize(n);
 }
 
 /* A pod on a published node without an assignment: where our own fit would have put it. */
@@ -159,6 +187,7 @@ static void node_maybe_delete(struct sched_model *m, struct sched_node *n) {
         if (n->published || n->pods)
                 return;
         sched_map_del(&m->nodes, n->name, strlen(n->name));
+        m->nodes_generation++;
         class_unref(m, n->topo);
         node_free_gpus(n);
         free(n);
@@ -188,6 +217,7 @@ static void recount(struct sched_model *m, struct sched_node *n) {
                 g->sharers = 0;
                 g->whole = 0;
         }
+        summarize(n); /* infer() below decides on it */
         /* pods with a known placement first, then the inferred ones fitted around them */
         for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
                 if (!p->inferred)
@@ -198,6 +228,7 @@ static void recount(struct sched_model *m, struct sched_node *n) {
                         apply(n, p, +1);
                 }
         n->generation++;
+        summarize(n);
 }
 
 static struct sched_node *node_get_or_add(struct sched_model *m, const char *name) {
@@ -214,6 +245,7 @@ static struct sched_node *node_get_or_add(struct sched_model *m, const char *nam
                 free(n);
                 return NULL;
         }
+        m->nodes_generation++;
         return n;
 }
 
@@ -487,6 +519,9 @@ size_t sched_model_n_nodes(const struct sched_model *m) {
 }
 size_t sched_model_n_pods(const struct sched_model *m) {
         return m->pods.n;
+}
+uint64_t sched_model_nodes_generation(const struct sched_model *m) {
+        return m->nodes_generation;
 }
 size_t sched_model_n_topo_classes(const struct sched_model *m) {
         return m->classes.n;

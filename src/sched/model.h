@@ -102,6 +102,25 @@ struct sched_pod;
 
 #define SCHED_NODE_INLINE_GPUS 8
 
+/*
+ * What the decisions' fast path (decide.c) reads instead of walking the GPUs, kept up to date by
+ * the model with every change of the node's use or GPUs. `valid` only for published nodes of at
+ * most SCHED_NODE_INLINE_GPUS GPUs (larger nodes always take the full path). Free compute and
+ * memory are what a share sees: 0 on GPUs held whole or unhealthy.
+ */
+struct sched_node_sum {
+        bool valid;
+        uint8_t n_healthy;
+        uint16_t max_share_core;   /* most compute free on one GPU a share may use (percent) */
+        uint32_t max_share_mem;    /* most memory free on one such GPU (MiB) */
+        alloc_set_t whole_free;    /* healthy, no holder, no sharer */
+        alloc_set_t share_ok;      /* healthy and not held whole */
+        uint64_t healthy_mem;      /* memory of the healthy GPUs (MiB) */
+        uint64_t share_mem_free;   /* free memory summed over the share_ok GPUs (MiB) */
+        uint8_t core_free[SCHED_NODE_INLINE_GPUS];
+        uint32_t mem_free[SCHED_NODE_INLINE_GPUS];
+};
+
 struct sched_node {
         char *name;     /* points into this allocation */
         bool published; /* has a GPU annotation (else a placeholder holding pods) */
@@ -111,6 +130,7 @@ struct sched_node {
         struct sched_pod *pods; /* list through sched_pod.next_on_node */
         unsigned n_pods;
         uint64_t generation; /* bumped on every change of use or GPUs */
+        struct sched_node_sum sum;
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
@@ -182,6 +202,9 @@ uint64_t sched_model_generation(const struct sched_model *m);
 size_t sched_model_n_nodes(const struct sched_model *m);
 size_t sched_model_n_pods(const struct sched_model *m);
 size_t sched_model_n_topo_classes(const struct sched_model *m);
+/* Bumped only when a node enters or leaves the model: node pointers resolved by name stay valid
+ * (and absent names stay absent) while it does not move. */
+uint64_t sched_model_nodes_generation(const struct sched_model *m);
 /* Iterate nodes: *cursor starts at 0; NULL at the end. */
 const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor);
 
