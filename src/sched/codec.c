@@ -868,10 +868,22 @@ int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n,
         struct out o = { 0 };
         out_lit(&o, "[");
         for (size_t i = 0; i < n; i++) {
-                char num[24];
+                /* scores are 0..10 (anything else is written with snprintf): 5,000 snprintf calls
+                 * were a tenth of a prioritize call */
+                char num[32];
+                int l;
+                if (scores[i] >= 0 && scores[i] <= 10) {
+                        static const char head[] = ",\"Score\":";
+                        memcpy(num, head, sizeof head - 1);
+                        l = sizeof head - 1;
+                        if (scores[i] == 10)
+                                num[l++] = '1';
+                        num[l++] = (char)('0' + scores[i] % 10);
+                        num[l++] = '}';
+                } else
+                        l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
                 out_lit(&o, i ? ",{\"Host\":" : "{\"Host\":");
                 out_str(&o, names[i]);
-                int l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
                 out_raw(&o, num, (size_t)l);
         }
         out_lit(&o, "]");

@@ -398,22 +398,38 @@ int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const
         return fit_node(m, n, req, policy, ret, false);
 }
 
+static int score_one(const struct sched_score_in *f, unsigned best_ring, enum sched_policy policy) {
+        if (f->verdict != SCHED_FIT)
+                return 0;
+        double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
+        if (f->whole_count >= 2 && best_ring > 0)
+                s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
+        long v = lround(s * 10.0);
+        return (int)(v < 0 ? 0 : v > 10 ? 10 : v);
+}
+
+void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret) {
+        *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack };
+}
+
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores) {
+        unsigned best_ring = 0;
+        for (size_t i = 0; i < n; i++)
+                if (in[i]->verdict == SCHED_FIT && in[i]->whole_count >= 2 && in[i]->ring_bw > best_ring)
+                        best_ring = in[i]->ring_bw;
+        for (size_t i = 0; i < n; i++)
+                ret_scores[i] = score_one(in[i], best_ring, policy);
+}
+
 void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (fits[i]->verdict == SCHED_FIT && fits[i]->whole_count >= 2 && fits[i]->ring_bw > best_ring)
                         best_ring = fits[i]->ring_bw;
         for (size_t i = 0; i < n; i++) {
-                const struct sched_fit *f = fits[i];
-                if (f->verdict != SCHED_FIT) {
-                        ret_scores[i] = 0;
-                        continue;
-                }
-                double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
-                if (f->whole_count >= 2 && best_ring > 0)
-                        s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
-                long v = lround(s * 10.0);
-                ret_scores[i] = (int)(v < 0 ? 0 : v > 10 ? 10 : v);
+                struct sched_score_in in;
+                sched_score_in_from_fit(fits[i], &in);
+                ret_scores[i] = score_one(&in, best_ring, policy);
         }
 }
 

@@ -65,5 +65,15 @@ void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy 
 /* The same over pointers (fits[i] may point anywhere, e.g. into an earlier filter's results). */
 void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores);
 
+/* What scoring reads of a fit (the extender keeps only this per node between filter and
+ * prioritize), and the same scores over it. */
+struct sched_score_in {
+        enum sched_verdict verdict;
+        unsigned ring_bw, whole_count;
+        double pack;
+};
+void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret);
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores);
+
 /* "8 GiB", "5.5 GiB", "512 MiB" */
 char *sched_format_mib(uint64_t mib, char *buf, size_t len);
