@@ -440,6 +440,42 @@ static void test_prioritize_reuse_matches_fresh(void **state) {
         sched_server_free(b);
 }
 
+/* The same node list call after call is resolved from the last filter's list: a node that arrives
+ * or leaves in between must still be seen (the cache follows the model's node set). */
+static void test_node_list_cache_follows_nodes(void **state) {
+        (void)state;
+        static const char body[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"cache-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-memory\":\"16\"}}}]}},\"NodeNames\":[\"gpunode\",\"late\",\"gpunode-fake\"]}";
+        struct sched_server *s = server_with(NULL, "127.0.0.1:0");
+        sched_server_set_ready(s, true);
+        for (int round = 0; round < 3; round++) {
+                json_t *j = call(sched_server_filter, s, body, strlen(body), 200);
+                json_t *names = json_object_get(j, "NodeNames");
+                json_t *failed = json_object_get(j, "FailedNodes");
+                /* rounds 0 and 2: "late" has no GPUs; round 1: it has one */
+                assert_int_equal(json_array_size(names), round == 1 ? 3 : 2);
+                assert_int_equal(json_object_get(failed, "late") != NULL, round != 1);
+                json_decref(j);
+                struct sched_model *m = sched_server_lock(s);
+                if (round == 0) {
+                        struct sched_node_info *ni = calloc(1, sizeof *ni);
+                        assert_non_null(ni);
+                        strscpy(ni->name, "late", sizeof ni->name);
+                        ni->n_gpus = 1;
+                        ni->gpu[0].mem_mib = 16384;
+                        ni->gpu[0].healthy = true;
+                        ni->link[0][0] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
+                        assert_int_equal(sched_model_set_node(m, ni), 0);
+                        free(ni);
+                } else if (round == 1)
+                        assert_int_equal(sched_model_remove_node(m, "late"), 0);
+                sched_server_unlock(s);
+        }
+        sched_server_free(s);
+}
+
 int main(void) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
@@ -448,6 +484,7 @@ int main(void) {
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
                 cmocka_unit_test(test_slow_bind_does_not_block_filter),
+                cmocka_unit_test(test_node_list_cache_follows_nodes),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();
