@@ -216,6 +216,11 @@ static int parse_idx_list(const char *s, alloc_set_t *ret) {
         return alloc_set_parse(s, SCHED_MAX_GPUS, ret);
 }
 
+static bool flag_true(json_t *annots, const char *key) {
+        const char *v = json_string_value(json_object_get(annots, key));
+        return v && streq(v, "true");
+}
+
 static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err, size_t errlen) {
         json_t *a = json_object_get(annots, SCHED_ANNOT_ASSIGNMENT);
         if (a) {
@@ -278,6 +283,8 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                         }
                 }
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPUSLICE;
+                v->confirmed = flag_true(annots, SCHED_ANNOT_ASSIGNED);
                 r = 0;
 out:
                 json_decref(j);
@@ -307,6 +314,8 @@ out:
                         return -EINVAL;
                 v->assign = asg;
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPU_MANAGER;
+                v->confirmed = flag_true(annots, "tencent.com/gpu-assigned");
                 return 0;
         }
         /* gpushare: ALIYUN_COM_GPU_MEM_IDX, one GPU for the pod's gpu-mem containers */
@@ -324,6 +333,8 @@ out:
                                                                                   .mem_mib = rq->mem_mib };
                 }
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPUSHARE;
+                v->confirmed = flag_true(annots, "ALIYUN_COM_GPU_MEM_ASSIGNED");
         }
         return 0;
 }
@@ -388,8 +399,10 @@ int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, str
                         return r;
                 if (ret->has_assignment && !ret->assigned_node[0])
                         strscpy(ret->assigned_node, ret->node_name, sizeof ret->assigned_node);
-                if (ret->has_assignment && !ret->assigned_node[0])
+                if (ret->has_assignment && !ret->assigned_node[0]) {
                         ret->has_assignment = false; /* gpushare idx without a node: nothing to count */
+                        ret->source = SCHED_SOURCE_NONE;
+                }
         }
         return 0;
 }
@@ -417,6 +430,8 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
                 .has_assignment = v->has_assignment && (!bound || streq(v->assigned_node, v->node_name)),
                 .assign = v->assign,
                 .terminated = v->terminated,
+                .source = v->source,
+                .confirmed = v->confirmed,
         };
 }
 
@@ -442,6 +457,8 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                 fail(err, errlen, "%s: gpus must be an array of at most %d", SCHED_ANNOT_NODE_GPUS, SCHED_MAX_GPUS);
                 goto out;
         }
+        if (get_str(j, "driver", ret->driver, sizeof ret->driver, "", err, errlen) < 0)
+                goto out;
         ret->n_gpus = (unsigned)json_array_size(gpus);
         alloc_set_t seen = 0;
         size_t i;
@@ -470,6 +487,7 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                     get_str(g, "health", health, sizeof health, "gpus[].", err, errlen) < 0)
                         goto out;
                 gi->healthy = streq(health, "ok");
+                strscpy(gi->health, health, sizeof gi->health);
         }
         for (unsigned a = 0; a < ret->n_gpus; a++)
                 for (unsigned b = 0; b < ret->n_gpus; b++)
@@ -488,9 +506,19 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                         size_t tok = strcspn(s, ",;");
                         if (s + tok > end)
                                 tok = (size_t)(end - s);
-                        struct topo_link l;
-                        if (a + 1 >= ret->n_gpus || b >= ret->n_gpus || topo_link_from_name(s, tok, &l) < 0 ||
-                            l.pcie == TOPO_LEVEL_SELF) {
+                        struct topo_link l, lp;
+                        const char *slash = memchr(s, '/', tok);
+                        size_t first = slash ? (size_t)(slash - s) : tok;
+                        bool bad = a + 1 >= ret->n_gpus || b >= ret->n_gpus || topo_link_from_name(s, first, &l) < 0 ||
+                                   l.pcie == TOPO_LEVEL_SELF;
+                        if (!bad && slash) {
+                                /* "NV12/PIX" (what the node agent publishes): the PCIe level under the NVLinks */
+                                bad = !l.nvlinks || topo_link_from_name(slash + 1, tok - first - 1, &lp) < 0 ||
+                                      lp.nvlinks || lp.pcie == TOPO_LEVEL_SELF;
+                                if (!bad)
+                                        l.pcie = lp.pcie;
+                        }
+                        if (bad) {
                                 fail(err, errlen, "%s: links: bad entry at GPU %u to %u", SCHED_ANNOT_NODE_GPUS, a, b);
                                 goto out;
                         }
