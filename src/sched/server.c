@@ -20,6 +20,8 @@
 #include "sched/server.h"
 #include "util/util.h"
 
+#define SCHED_SERVER_THREADS 16
+
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
 
@@ -606,8 +608,9 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        /* bind waits on the API server: other calls go on on the other threads */
-        if ((r = http_server_set_threads(s->http, 4)) < 0 ||
+        /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
+         * filter and prioritize for the next pods go on on the other threads */
+        if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
