@@ -394,9 +394,16 @@ int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, str
                                 return fail(err, errlen, "annotation %s must be binpack or spread", SCHED_ANNOT_POLICY);
                         ret->has_policy = true;
                 }
-                int r = decode_assignment(annots, ret, err, errlen);
-                if (r < 0)
-                        return r;
+                /* a malformed assignment is ignored, never fatal: the pod then counts as placed
+                 * without one (the extender infers where it is; inspect shows it on no recorded GPU) */
+                int r = decode_assignment(annots, ret, ret->assignment_error, sizeof ret->assignment_error);
+                if (r < 0) {
+                        ret->has_assignment = false;
+                        ret->assign = (struct sched_assignment){ 0 };
+                        ret->assigned_node[0] = '\0';
+                        ret->source = SCHED_SOURCE_NONE;
+                        ret->confirmed = false;
+                }
                 if (ret->has_assignment && !ret->assigned_node[0])
                         strscpy(ret->assigned_node, ret->node_name, sizeof ret->assigned_node);
                 if (ret->has_assignment && !ret->assigned_node[0]) {

@@ -58,13 +58,16 @@ struct sched_pod_view {
         struct sched_assignment assign;
         enum sched_source source; /* which of those */
         bool confirmed;           /* its "assigned" annotation says "true" (the node agent honoured it) */
+        char assignment_error[160]; /* why a malformed assignment annotation was ignored ("" none) */
 };
 
 /*
  * Decode a Pod (json text of the object). Containers without GPU resources are skipped (req.n
  * counts the GPU ones; an assignment is indexed like req). 0, or -EINVAL with err filled:
  * quantities that are not whole numbers, a fractional compute above 100 not a multiple of 100,
- * whole and fractional resources in one container, too many GPU containers.
+ * whole and fractional resources in one container, too many GPU containers. A malformed
+ * assignment annotation (ours, gpu-manager's, gpushare's) is not an error: the pod reads as
+ * unassigned and ret->assignment_error says why.
  */
 int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
                      size_t errlen);

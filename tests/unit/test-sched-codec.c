@@ -283,7 +283,7 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
         assert_int_equal(v.assign.c[0].gpus, 2);
         assert_int_equal(v.source, SCHED_SOURCE_GPUSHARE);
-        /* malformed assignments are refused with the annotation named */
+        /* malformed assignments are ignored (the pod reads as unassigned), the annotation named */
         const char *bad[] = {
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
                 "{\"gpuslice.io/assignment\":\"nope\"}",
@@ -295,9 +295,15 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
                 "{\"tencent.com/predicate-gpu-idx-0\":\"x\"}",
                 "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",
         };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, err, sizeof err),
-                                 -EINVAL);
+                                 0);
+                assert_false(v.has_assignment);
+                assert_int_equal(v.source, SCHED_SOURCE_NONE);
+                assert_int_equal(v.req.n, 1); /* the request still counts */
+                if (!strstr(v.assignment_error, "annotation"))
+                        fail_msg("case %zu: '%s'", i, v.assignment_error);
+        }
 }
 
 static void test_node_annotation(void **state) {
