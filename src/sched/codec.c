@@ -954,6 +954,151 @@ int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len) {
         return finish(json_pack("{s:s}", "Error", error ? error : ""), ret, ret_len);
 }
 
+/* ---- preemption ---- */
+
+void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a) {
+        if (!a)
+                return;
+        for (size_t i = 0; a->nodes && i < a->n_nodes; i++)
+                free(a->nodes[i].uids);
+        free(a->nodes);
+        json_decref(a->root);
+        memset(a, 0, sizeof *a);
+}
+
+/* One node's victims: {"Pods": [{"UID": "..."}] or [Pod...], "NumPDBViolations": n}. */
+static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, size_t *budget, char *err,
+                          size_t errlen) {
+        const char *where = meta ? "NodeNameToMetaVictims" : "NodeNameToVictims";
+        if (json_is_null(v))
+                return 0; /* no victims */
+        if (!json_is_object(v))
+                return fail(err, errlen, "%s[%s] is not an object", where, ret->node);
+        json_t *pods = json_object_get(v, "Pods"), *pdb = json_object_get(v, "NumPDBViolations");
+        if (pdb && !json_is_null(pdb)) {
+                if (!json_is_integer(pdb) || json_integer_value(pdb) < 0)
+                        return fail(err, errlen, "%s[%s].NumPDBViolations is not a count", where, ret->node);
+                ret->pdb_violations = json_integer_value(pdb);
+        }
+        if (!pods || json_is_null(pods))
+                return 0;
+        if (!json_is_array(pods))
+                return fail(err, errlen, "%s[%s].Pods is not an array", where, ret->node);
+        size_t n = json_array_size(pods);
+        if (n > *budget) {
+                fail(err, errlen, "more than %u victims", SCHED_CODEC_MAX_VICTIMS);
+                return -E2BIG;
+        }
+        *budget -= n;
+        ret->uids = calloc(n ? n : 1, sizeof *ret->uids);
+        if (!ret->uids)
+                return -ENOMEM;
+        size_t i;
+        json_t *p;
+        json_array_foreach(pods, i, p) {
+                json_t *uid = meta ? json_object_get(p, "UID")
+                                   : json_object_get(json_object_get(p, "metadata"), "uid");
+                if (!json_is_object(p) || !json_is_string(uid) || json_string_length(uid) == 0 ||
+                    json_string_length(uid) >= 128 || strlen(json_string_value(uid)) != json_string_length(uid))
+                        return fail(err, errlen, "%s[%s].Pods[%zu]: %s is not a pod UID", where, ret->node, i,
+                                    meta ? "UID" : "metadata.uid");
+                ret->uids[ret->n_uids++] = json_string_value(uid);
+        }
+        return 0;
+}
+
+int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
+                             struct sched_ext_preempt_args *ret, char *err, size_t errlen) {
+        memset(ret, 0, sizeof *ret);
+        if (len > SCHED_CODEC_MAX_BODY) {
+                fail(err, errlen, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
+                return -E2BIG;
+        }
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        if (!j)
+                return -EINVAL;
+        ret->root = j;
+        int r = -EINVAL;
+        if (!json_is_object(j)) {
+                fail(err, errlen, "ExtenderPreemptionArgs is not an object");
+                goto bad;
+        }
+        json_t *pod = json_object_get(j, "Pod");
+        if (!json_is_object(pod)) {
+                fail(err, errlen, "ExtenderPreemptionArgs.Pod is missing");
+                goto bad;
+        }
+        if (sched_pod_decode_json(pod, u, &ret->pod, err, errlen) < 0)
+                goto bad;
+        json_t *metav = json_object_get(j, "NodeNameToMetaVictims"), *full = json_object_get(j, "NodeNameToVictims");
+        bool meta = metav && !json_is_null(metav);
+        json_t *map = meta ? metav : full;
+        if (!map || json_is_null(map)) {
+                fail(err, errlen, "ExtenderPreemptionArgs has neither NodeNameToMetaVictims nor NodeNameToVictims");
+                goto bad;
+        }
+        if (!json_is_object(map)) {
+                fail(err, errlen, "%s is not an object", meta ? "NodeNameToMetaVictims" : "NodeNameToVictims");
+                goto bad;
+        }
+        if (json_object_size(map) > SCHED_CODEC_MAX_NODES) {
+                fail(err, errlen, "more than %u nodes", SCHED_CODEC_MAX_NODES);
+                r = -E2BIG;
+                goto bad;
+        }
+        ret->nodes = calloc(json_object_size(map) ? json_object_size(map) : 1, sizeof *ret->nodes);
+        if (!ret->nodes) {
+                r = -ENOMEM;
+                goto bad;
+        }
+        size_t budget = SCHED_CODEC_MAX_VICTIMS;
+        const char *key;
+        json_t *v;
+        json_object_foreach(map, key, v) {
+                struct sched_ext_victims *x = &ret->nodes[ret->n_nodes++];
+                x->node = key;
+                if (!key[0] || strlen(key) >= SCHED_NAME_MAX) {
+                        fail(err, errlen, "a node name is empty or too long");
+                        goto bad;
+                }
+                int q = victims_decode(v, meta, x, &budget, err, errlen);
+                if (q < 0) {
+                        r = q;
+                        goto bad;
+                }
+        }
+        return 0;
+bad:
+        sched_ext_preempt_args_done(ret);
+        return r;
+}
+
+int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len) {
+        struct out o = { 0 };
+        out_lit(&o, "{\"NodeNameToMetaVictims\":{");
+        bool first = true;
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                const struct sched_ext_victims *x = &a->nodes[i];
+                if (!keep[i])
+                        continue;
+                if (!first)
+                        out_lit(&o, ",");
+                first = false;
+                out_str(&o, x->node);
+                out_lit(&o, ":{\"Pods\":[");
+                for (size_t k = 0; k < x->n_uids; k++) {
+                        out_lit(&o, k ? ",{\"UID\":" : "{\"UID\":");
+                        out_str(&o, x->uids[k]);
+                        out_lit(&o, "}");
+                }
+                char num[48];
+                int l = snprintf(num, sizeof num, "],\"NumPDBViolations\":%lld}", x->pdb_violations);
+                out_raw(&o, num, (size_t)l);
+        }
+        out_lit(&o, "}}");
+        return out_finish(&o, ret, ret_len);
+}
+
 /* ---- snapshot ---- */
 
 int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, char *err, size_t errlen) {

@@ -128,6 +128,30 @@ int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_ar
 /* ExtenderBindingResult {"Error": error or ""}. */
 int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len);
 
+/* ExtenderPreemptionArgs: the pod and, per candidate node, the victims kube-scheduler would evict
+ * there (NodeNameToMetaVictims: pod UIDs, with nodeCacheCapable; NodeNameToVictims: full pods
+ * otherwise) and its PodDisruptionBudget violation count. Strings point into root. */
+#define SCHED_CODEC_MAX_VICTIMS 100000 /* victims in one request, all nodes together */
+struct sched_ext_victims {
+        const char *node;
+        size_t n_uids;
+        const char **uids;
+        long long pdb_violations;
+};
+struct sched_ext_preempt_args {
+        struct sched_pod_view pod;
+        size_t n_nodes;
+        struct sched_ext_victims *nodes;
+        void *root; /* owning json_t */
+};
+/* 0, or -EINVAL/-E2BIG with err naming the field. */
+int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
+                             struct sched_ext_preempt_args *ret, char *err, size_t errlen);
+void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a);
+/* ExtenderPreemptionResult {"NodeNameToMetaVictims": {node: {"Pods": [{"UID"}], "NumPDBViolations"}}}
+ * for the nodes of a with keep[i] (their victims as given). Malloc'ed text. */
+int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len);
+
 /* ---- snapshot: {"nodes": [Node...], "pods": [Pod...]} into a model ---- */
 
 /* Loads every node with a gpuslice.io/gpus annotation and every pod; counts what it loaded.

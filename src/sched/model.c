@@ -565,6 +565,37 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
         return sched_map_next(&m->nodes, cursor);
 }
 
+/* ---- preemption ---- */
+
+int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
+                            const struct sched_request *req, int policy, struct sched_fit *ret) {
+        struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
+        if (!n || !n->published)
+                return -ENODEV;
+        /* take the victims out (each once: a UID may be listed twice) */
+        struct sched_pod **out = calloc(n_uids ? n_uids : 1, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n_uids; i++) {
+                struct sched_pod *p = uids[i] ? sched_map_get(&m->pods, uids[i], strlen(uids[i])) : NULL;
+                if (!p || p->node != n)
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; j < k; j++)
+                        dup |= out[j] == p;
+                if (dup)
+                        continue;
+                apply(n, p, -1);
+                out[k++] = p;
+        }
+        int r = sched_fit_node_full(m, n, req, (enum sched_policy)policy, ret);
+        for (size_t j = 0; j < k; j++)
+                apply(n, out[j], +1);
+        free(out);
+        return r;
+}
+
 /* ---- what is recorded where (inspect) ---- */
 
 void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsigned g, uint64_t *ret_mem_mib,

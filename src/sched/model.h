@@ -101,6 +101,7 @@ struct sched_gpu {
 
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
 struct sched_pod;
+struct sched_fit; /* decide.h */
 
 #define SCHED_NODE_INLINE_GPUS 8
 
@@ -271,6 +272,16 @@ void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsi
                      unsigned *ret_core, bool *ret_whole);
 /* A pod's whole request, summed over its containers. */
 void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigned *ret_core, unsigned *ret_whole);
+
+/*
+ * Would req fit on node `name` if the pods with these UIDs were gone (preemption)? The victims'
+ * holdings on that node are taken out, the full placement decides (sched_fit_node_full, into *ret),
+ * and they are put back: the model is as before when it returns (pods the model does not hold, or
+ * holds on another node, free nothing). The decision's result: 0 fit, -ENOSPC, -ENODEV (no such
+ * node or it cannot ever fit), -EINVAL. Not const: it counts on the model meanwhile.
+ */
+int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
+                            const struct sched_request *req, int policy, struct sched_fit *ret);
 
 /* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);

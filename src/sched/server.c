@@ -29,9 +29,10 @@ enum verb {
         VERB_FILTER,
         VERB_PRIORITIZE,
         VERB_BIND,
+        VERB_PREEMPT,
         VERB_N
 };
-static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind" };
+static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind", "preempt" };
 
 struct sched_server {
         struct sched_server_options o;
@@ -469,6 +470,54 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         return bind_reply(s, t0, NULL, ret, ret_len);
 }
 
+/* ---- preempt ---- */
+
+unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        double t0 = now_mono();
+        struct sched_ext_preempt_args a;
+        char err[300];
+        int r = sched_ext_preempt_decode(body, len, &s->o.units, &a, err, sizeof err);
+        if (r < 0) {
+                /* ExtenderPreemptionResult has no error field: the status tells the scheduler */
+                *ret = strdup("{\"NodeNameToMetaVictims\":{}}");
+                *ret_len = *ret ? strlen(*ret) : 0;
+                observe(s, VERB_PREEMPT, t0, true);
+                return 400;
+        }
+        bool *keep = calloc(a.n_nodes ? a.n_nodes : 1, sizeof *keep);
+        unsigned status = 200;
+        pthread_mutex_lock(&s->lock);
+        if (!s->ready || !keep)
+                status = !keep ? 500 : 503; /* no node kept: no victim is evicted on a half-known cluster */
+        else {
+                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
+                for (size_t i = 0; i < a.n_nodes; i++) {
+                        if (a.pod.req.n == 0) {
+                                keep[i] = true; /* asks for no GPU resource: not ours to judge */
+                                continue;
+                        }
+                        /* kept only where evicting these victims frees GPUs the pod fits on */
+                        struct sched_fit f;
+                        keep[i] = sched_model_fit_without(s->model, a.nodes[i].node, a.nodes[i].uids, a.nodes[i].n_uids,
+                                                          &a.pod.req, (int)pol, &f) == 0;
+                        metrics_counter_add(s->verdicts[keep[i] ? SCHED_FIT : SCHED_NO_ROOM], 1);
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (status == 200)
+                r = sched_ext_preempt_encode(&a, keep, ret, ret_len);
+        if (status != 200 || r < 0) {
+                if (status == 200)
+                        status = 500;
+                *ret = strdup("{\"NodeNameToMetaVictims\":{}}");
+                *ret_len = *ret ? strlen(*ret) : 0;
+        }
+        free(keep);
+        sched_ext_preempt_args_done(&a);
+        observe(s, VERB_PREEMPT, t0, status != 200);
+        return status;
+}
+
 /* ---- HTTP ---- */
 
 static void json_reply(struct http_response *resp, unsigned status, char *body, size_t len) {
@@ -508,6 +557,15 @@ static void serve_bind(void *ud, const struct http_request *req, struct http_res
         size_t l;
         if (post_only(req, resp)) {
                 unsigned st = sched_server_bind(ud, req->body, req->body_len, &b, &l);
+                json_reply(resp, st, b, l);
+        }
+}
+
+static void serve_preempt(void *ud, const struct http_request *req, struct http_response *resp) {
+        char *b;
+        size_t l;
+        if (post_only(req, resp)) {
+                unsigned st = sched_server_preempt(ud, req->body, req->body_len, &b, &l);
                 json_reply(resp, st, b, l);
         }
 }
@@ -614,6 +672,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
+            (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
             (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0) {
                 sched_server_free(s);
