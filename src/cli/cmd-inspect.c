@@ -154,7 +154,7 @@ static int collect_pod(json_t *obj, void *u) {
                 return 0;
         }
         if (!c->model)
-                return 0; /* the pending-only list */
+                return 0;     /* the pending-only list */
         if (!c->view->uid[0]) /* the model keys pods by uid */
                 snprintf(c->view->uid, sizeof c->view->uid, "inspect-%zu", c->n_pods);
         struct sched_pod_info info;
@@ -290,7 +290,8 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                         uint64_t m;
                         unsigned cr, wh;
                         sched_pod_request(rec.unplaced[q], &m, &cr, &wh);
-                        json_array_append_new(unpl, json_request(rec.unplaced[q]->ns, rec.unplaced[q]->name, m, cr, wh));
+                        json_array_append_new(unpl,
+                                              json_request(rec.unplaced[q]->ns, rec.unplaced[q]->name, m, cr, wh));
                 }
                 sched_node_records_free(&rec);
                 json_object_set_new(jn, "gpus", gpus);

@@ -996,8 +996,7 @@ static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, s
         size_t i;
         json_t *p;
         json_array_foreach(pods, i, p) {
-                json_t *uid = meta ? json_object_get(p, "UID")
-                                   : json_object_get(json_object_get(p, "metadata"), "uid");
+                json_t *uid = meta ? json_object_get(p, "UID") : json_object_get(json_object_get(p, "metadata"), "uid");
                 if (!json_is_object(p) || !json_is_string(uid) || json_string_length(uid) == 0 ||
                     json_string_length(uid) >= 128 || strlen(json_string_value(uid)) != json_string_length(uid))
                         return fail(err, errlen, "%s[%s].Pods[%zu]: %s is not a pod UID", where, ret->node, i,

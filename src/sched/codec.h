@@ -56,8 +56,8 @@ struct sched_pod_view {
         bool has_assignment;      /* from gpuslice.io/assignment, or gpu-manager / gpushare */
         char assigned_node[SCHED_NAME_MAX];
         struct sched_assignment assign;
-        enum sched_source source; /* which of those */
-        bool confirmed;           /* its "assigned" annotation says "true" (the node agent honoured it) */
+        enum sched_source source;   /* which of those */
+        bool confirmed;             /* its "assigned" annotation says "true" (the node agent honoured it) */
         char assignment_error[160]; /* why a malformed assignment annotation was ignored ("" none) */
 };
 

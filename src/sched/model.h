@@ -114,12 +114,12 @@ struct sched_fit; /* decide.h */
 struct sched_node_sum {
         bool valid;
         uint8_t n_healthy;
-        uint16_t max_share_core;   /* most compute free on one GPU a share may use (percent) */
-        uint32_t max_share_mem;    /* most memory free on one such GPU (MiB) */
-        alloc_set_t whole_free;    /* healthy, no holder, no sharer */
-        alloc_set_t share_ok;      /* healthy and not held whole */
-        uint64_t healthy_mem;      /* memory of the healthy GPUs (MiB) */
-        uint64_t share_mem_free;   /* free memory summed over the share_ok GPUs (MiB) */
+        uint16_t max_share_core; /* most compute free on one GPU a share may use (percent) */
+        uint32_t max_share_mem;  /* most memory free on one such GPU (MiB) */
+        alloc_set_t whole_free;  /* healthy, no holder, no sharer */
+        alloc_set_t share_ok;    /* healthy and not held whole */
+        uint64_t healthy_mem;    /* memory of the healthy GPUs (MiB) */
+        uint64_t share_mem_free; /* free memory summed over the share_ok GPUs (MiB) */
         uint8_t core_free[SCHED_NODE_INLINE_GPUS];
         uint32_t mem_free[SCHED_NODE_INLINE_GPUS];
 };
@@ -135,9 +135,9 @@ struct sched_node_details {
 };
 
 struct sched_node {
-        char *name;     /* points into this allocation */
+        char *name;                         /* points into this allocation */
         struct sched_node_details *details; /* NULL unless the model keeps them */
-        bool published; /* has a GPU annotation (else a placeholder holding pods) */
+        bool published;                     /* has a GPU annotation (else a placeholder holding pods) */
         unsigned n_gpus;
         struct sched_gpu *gpu; /* n_gpus entries */
         struct sched_topo_class *topo;
@@ -190,7 +190,7 @@ struct sched_pod_info {
         struct sched_request req;
         bool has_assignment; /* assign below is from the pod's annotations */
         struct sched_assignment assign;
-        bool terminated; /* Succeeded/Failed: holds nothing */
+        bool terminated;          /* Succeeded/Failed: holds nothing */
         enum sched_source source; /* of the assignment */
         bool confirmed;
 };

@@ -256,8 +256,8 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 decide_one(s, a, a->pod.req.n ? s->nodes[i] : NULL, pol, &s->dec[i], &s->reason_off[i]);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 uint32_t o = s->reason_off[i];
-                s->results[i] = (struct sched_ext_node_result){ s->dec[i].verdict,
-                                                                o == UINT32_MAX ? NULL : s->reasons + o };
+                s->results[i] =
+                        (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
         }
         /* keep the decisions for prioritize (the list itself was kept by resolve_nodes) */
         if (s->fl_resolved && a->pod.uid[0]) {

@@ -86,15 +86,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(g);
         /* the same text as annotations of a node and of pods, read as inspect reads them */
         json_t *s = json_stringn(buf, size);
-        json_t *snap = s ? json_pack("{s:[{s:{s:s,s:{s:O}}}],s:[{s:{s:s,s:s,s:s,s:{s:O,s:O,s:O}},"
-                                     "s:{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}}]}",
-                                     "nodes", "metadata", "name", "n", "annotations", KUBE_ANN_GPUS, s, "pods",
-                                     "metadata", "name", "p", "namespace", "d", "uid", "u", "annotations",
-                                     KUBE_ANN_ASSIGNMENT, s, "ALIYUN_COM_GPU_MEM_IDX", s,
-                                     "tencent.com/predicate-gpu-idx-0", s, "spec", "nodeName", "n", "containers",
-                                     "name", "c", "resources", "limits", "nvidia.com/gpu", "1", "gpuslice.io/gpu-core",
-                                     "30")
-                     : NULL;
+        json_t *snap =
+                s ? json_pack("{s:[{s:{s:s,s:{s:O}}}],s:[{s:{s:s,s:s,s:s,s:{s:O,s:O,s:O}},"
+                              "s:{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}}]}",
+                              "nodes", "metadata", "name", "n", "annotations", KUBE_ANN_GPUS, s, "pods", "metadata",
+                              "name", "p", "namespace", "d", "uid", "u", "annotations", KUBE_ANN_ASSIGNMENT, s,
+                              "ALIYUN_COM_GPU_MEM_IDX", s, "tencent.com/predicate-gpu-idx-0", s, "spec", "nodeName",
+                              "n", "containers", "name", "c", "resources", "limits", "nvidia.com/gpu", "1",
+                              "gpuslice.io/gpu-core", "30")
+                  : NULL;
         char *text = snap ? json_dumps(snap, JSON_COMPACT) : NULL;
         struct sched_model *m = NULL;
         struct sched_units u;

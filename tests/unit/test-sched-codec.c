@@ -348,8 +348,9 @@ static void test_node_annotation(void **state) {
         assert_string_equal(out->driver, "535.104.05");
         assert_string_equal(out->gpu[0].health, "Xid 79");
         /* what the node agent publishes for NVLink pairs: the PCIe level under the links */
-        const char *agent = "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":\"ok\"},{\"i\":1,\"mem\":1,"
-                            "\"health\":\"ok\"},{\"i\":2,\"mem\":1,\"health\":\"ok\"}],\"links\":\"NV12/PIX,SYS;NV2/NODE\"}";
+        const char *agent =
+                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":\"ok\"},{\"i\":1,\"mem\":1,"
+                "\"health\":\"ok\"},{\"i\":2,\"mem\":1,\"health\":\"ok\"}],\"links\":\"NV12/PIX,SYS;NV2/NODE\"}";
         assert_int_equal(sched_node_annotation_decode(agent, strlen(agent), out, err, sizeof err), 0);
         assert_int_equal(out->link[0][1].nvlinks, 12);
         assert_int_equal(out->link[1][0].pcie, TOPO_LEVEL_PIX);
@@ -473,9 +474,10 @@ static void test_inspect_records(void **state) {
         json_array_append_new(nodes, json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations",
                                                SCHED_ANNOT_NODE_GPUS, ann));
         json_array_append_new(nodes, json_pack("{s:{s:s}}", "metadata", "name", "n0")); /* not published */
-        json_array_append_new(pods, k8s_pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
-                                            "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"true\"}",
-                                            "Running"));
+        json_array_append_new(
+                pods,
+                k8s_pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
+                        "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"true\"}", "Running"));
         json_array_append_new(pods, k8s_pod("frac2", "n1", "{\"aliyun.com/gpu-mem\":\"2\"}",
                                             "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}", "Running"));
         json_array_append_new(pods, k8s_pod("whole", "n1", "{\"nvidia.com/gpu\":\"1\"}",

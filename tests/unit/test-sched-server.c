@@ -494,7 +494,7 @@ static void add_pod(struct sched_server *s, const char *uid, const char *node, a
         sched_server_unlock(s);
 }
 
-#define PREEMPT_POD                                                                                                    \
+#define PREEMPT_POD                                                                                                  \
         "\"Pod\":{\"metadata\":{\"name\":\"hi\",\"namespace\":\"d\",\"uid\":\"hi-uid\"},\"spec\":{\"containers\":[{" \
         "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}"
 
@@ -506,11 +506,10 @@ static void test_preempt(void **state) {
         add_pod(s, "a", "gpunode", 1, true, 0);
         add_pod(s, "b", "gpunode", 2, true, 0);
         add_pod(s, "c", "gpunode-fake", 1, false, 8192);
-        static const char body[] =
-                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{"
-                "\"gpunode\":{\"Pods\":[{\"UID\":\"a\"}],\"NumPDBViolations\":1},"
-                "\"gpunode-fake\":{\"Pods\":[{\"UID\":\"zzz\"}],\"NumPDBViolations\":0},"
-                "\"nowhere\":{\"Pods\":[{\"UID\":\"b\"}],\"NumPDBViolations\":0}}}";
+        static const char body[] = "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{"
+                                   "\"gpunode\":{\"Pods\":[{\"UID\":\"a\"}],\"NumPDBViolations\":1},"
+                                   "\"gpunode-fake\":{\"Pods\":[{\"UID\":\"zzz\"}],\"NumPDBViolations\":0},"
+                                   "\"nowhere\":{\"Pods\":[{\"UID\":\"b\"}],\"NumPDBViolations\":0}}}";
         /* not synced: nothing is evicted */
         json_t *j = call(sched_server_preempt, s, body, strlen(body), 503);
         assert_int_equal(json_object_size(json_object_get(j, "NodeNameToMetaVictims")), 0);

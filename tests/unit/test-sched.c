@@ -417,9 +417,7 @@ static struct sched_container_req rnd_container(unsigned max_gpus) {
                 case 1: c.core = 1 + rnd(100); break;
                 case 2: c.mem_mib = 256 * (1 + rnd(64)); break;
                 case 3: c.whole = 1; break;
-                default:
-                        c.core = 1 + rnd(100);
-                        c.mem_mib = 256 * (1 + rnd(64));
+                default: c.core = 1 + rnd(100); c.mem_mib = 256 * (1 + rnd(64));
         }
         return c;
 }
@@ -429,8 +427,10 @@ static struct sched_container_req rnd_container(unsigned max_gpus) {
  * while pods come, go and are re-counted. */
 static void test_fast_path_matches_full(void **state) {
         (void)state;
-        static const struct topo_link links[] = { { TOPO_LEVEL_SYS, 0 }, { TOPO_LEVEL_PIX, 0 }, { TOPO_LEVEL_PHB, 0 },
-                                                  { TOPO_LEVEL_SYS, 2 }, { TOPO_LEVEL_NODE, 12 }, { TOPO_LEVEL_PXB, 1 } };
+        static const struct topo_link links[] = {
+                { TOPO_LEVEL_SYS, 0 }, { TOPO_LEVEL_PIX, 0 },   { TOPO_LEVEL_PHB, 0 },
+                { TOPO_LEVEL_SYS, 2 }, { TOPO_LEVEL_NODE, 12 }, { TOPO_LEVEL_PXB, 1 }
+        };
         unsigned checked = 0, fits = 0, fails = 0, whole_fits = 0, share_fits = 0;
         for (unsigned round = 0; round < 40; round++) {
                 struct sched_model *m = new_model();
@@ -460,7 +460,9 @@ static void test_fast_path_matches_full(void **state) {
                         if (kind == 0)
                                 add_whole_pod(m, uid, name, 1ULL << g);
                         else if (kind == 4) {
-                                struct sched_pod_info p = { .uid = uid, .ns = "d", .name = uid, .node = name, .bound = true };
+                                struct sched_pod_info p = {
+                                        .uid = uid, .ns = "d", .name = uid, .node = name, .bound = true
+                                };
                                 p.req = share_req(1 + rnd(40), 256 * (1 + rnd(16)));
                                 assert_int_equal(sched_model_set_pod(m, &p), 0); /* inferred */
                         } else
