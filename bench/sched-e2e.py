@@ -21,8 +21,10 @@ phases (it watches the cluster; in the first it is not called), so both pay for 
 kube-scheduler's client QPS/burst are raised (--qps, default 1000) in both phases: 1.20's default of
 50 would make the default scheduler's binding POSTs the limit.
 
-Memory: VmRSS of the extender with no nodes, after the N nodes are in its model (per node), and
-before and after the extender phase's P pods (per pod); it includes the informers' caches.
+Memory: VmRSS of the extender with no nodes, after the N nodes are in its model (per node), after
+the default phase's P pods (per watched pod: informer cache + model) and after the extender phase's
+P pods (per scheduled pod); it includes the informers' caches. Also the extender's own mean time per
+call by verb (its request-duration histogram), to tell its share of the time from kube-scheduler's.
 """
 
 import argparse
@@ -63,6 +65,20 @@ def metric(port, name):
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 return float(line.split()[-1])
     return None
+
+
+def verb_latency(port):
+    """Mean time the extender took per call, by verb (its request-duration histogram), in ms."""
+    sums, counts = {}, {}
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            for kind, d in (("_sum{", sums), ("_count{", counts)):
+                head = "gpuslice_scheduler_request_duration_seconds" + kind
+                if line.startswith(head):
+                    verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                    d[verb] = float(line.split()[-1])
+    return {v: {"calls": int(counts[v]), "mean_ms": round(1000 * sums[v] / counts[v], 3)}
+            for v in counts if counts[v]}
 
 
 def make_nodes(c, n, workers):
@@ -244,21 +260,31 @@ def main():
         items = c.api("GET", "/api/v1/namespaces/bench-extender/pods")["items"]
         assigned = sum(1 for p in items if "gpuslice.io/assignment" in p["metadata"].get("annotations", {}))
         result["extender"]["pods_with_assignment"] = assigned
+        result["extender"]["extender_calls"] = verb_latency(port)
         result["ratio_extender_to_default"] = round(result["extender"]["pods_per_s"] /
                                                     result["default"]["pods_per_s"], 3)
         result["memory"] = {"rss_kib_empty": rss0, "rss_kib_nodes": rss1, "rss_kib_default_pods": rss2,
                             "rss_kib_all_pods": rss3,
                             "per_node_bytes": round((rss1 - rss0) * 1024 / a.nodes),
-                            "per_pod_bytes": round((rss3 - rss2) * 1024 / a.pods)}
+                            # a pod the extender only watches (bound by the default scheduler):
+                            # informer cache + model
+                            "per_watched_pod_bytes": round((rss2 - rss1) * 1024 / a.pods),
+                            # a pod scheduled through the extender: the same plus what filter and
+                            # bind keep or touch (pending cache until bound, the HTTP threads'
+                            # first use of their stacks and malloc arenas)
+                            "per_scheduled_pod_bytes": round((rss3 - rss2) * 1024 / a.pods)}
         result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result, indent=1))
     m = result["memory"]
     print("\n| nodes × GPUs | pods per phase | default scheduler alone | with gpuslice extender | ratio | "
-          "extender RSS per node | per pod |")
-    print("|---|---|---|---|---|---|---|")
-    print("| %d × 8 | %d | %.1f pods/s | %.1f pods/s | %.2f | %.1f KiB | %.1f KiB |" % (
+          "extender RSS per node | per watched pod | per scheduled pod |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("| %d × 8 | %d | %.1f pods/s | %.1f pods/s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB |" % (
         a.nodes, a.pods, result["default"]["pods_per_s"], result["extender"]["pods_per_s"],
-        result["ratio_extender_to_default"], m["per_node_bytes"] / 1024, m["per_pod_bytes"] / 1024))
+        result["ratio_extender_to_default"], m["per_node_bytes"] / 1024, m["per_watched_pod_bytes"] / 1024,
+        m["per_scheduled_pod_bytes"] / 1024))
+    print("extender time per call: %s" % ", ".join("%s %.2f ms (%d calls)" % (v, x["mean_ms"], x["calls"])
+                                                  for v, x in sorted(result["extender"]["extender_calls"].items())))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
