@@ -208,6 +208,7 @@ static int container_req(json_t *c, const struct sched_units *u, struct sched_co
         ret->whole = (unsigned)whole;
         ret->core = (unsigned)core;
         ret->mem_mib = (uint32_t)mem;
+        ret->spec_index = (uint8_t)MIN(idx, 255u);
         return 1;
 }
 
@@ -290,12 +291,13 @@ out:
                 json_decref(j);
                 return r;
         }
-        /* gpu-manager: tencent.com/predicate-gpu-idx-<i> per GPU container i, predicate-node */
+        /* gpu-manager: tencent.com/predicate-gpu-idx-<i> for the container at position i of
+         * spec.containers (as gpu-admission writes it and the node agent reads it), predicate-node */
         char key[64];
         bool any = false;
         struct sched_assignment asg = { .n = v->req.n };
         for (unsigned x = 0; x < v->req.n; x++) {
-                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", x);
+                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", (unsigned)v->req.c[x].spec_index);
                 json_t *idx = json_object_get(annots, key);
                 if (!json_is_string(idx))
                         continue;
@@ -630,7 +632,7 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
         if (req->profile == SCHED_PROFILE_TENCENT) {
                 for (unsigned k = 0; k < a->n && k < req->n; k++) {
                         char key[64], idx[SCHED_MAX_GPUS * 3 + 1];
-                        snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
+                        snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", (unsigned)req->c[k].spec_index);
                         alloc_set_format(a->c[k].gpus, idx, sizeof idx);
                         set_str(ann, key, idx);
                 }

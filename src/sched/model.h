@@ -32,10 +32,11 @@
 /* ---- what a pod asks for, per container ---- */
 
 struct sched_container_req {
-        char name[64];    /* container name ("" when unknown) */
-        unsigned whole;   /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
-        unsigned core;    /* percent of one GPU, 1..100; 0 = no compute share asked */
-        uint32_t mem_mib; /* MiB on one GPU; 0 = none asked */
+        char name[64];      /* container name ("" when unknown) */
+        unsigned whole;     /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
+        unsigned core;      /* percent of one GPU, 1..100; 0 = no compute share asked */
+        uint32_t mem_mib;   /* MiB on one GPU; 0 = none asked */
+        uint8_t spec_index; /* position in spec.containers (gpu-manager's predicate-gpu-idx-<i>) */
 };
 
 enum sched_profile {

@@ -283,6 +283,22 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
         assert_int_equal(v.assign.c[0].gpus, 2);
         assert_int_equal(v.source, SCHED_SOURCE_GPUSHARE);
+        /* gpu-manager indexes by position in spec.containers, a sidecar first included: read and
+         * written that way (the node agent reads it so too) */
+        static const char side[] =
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"annotations\":{"
+                "\"tencent.com/predicate-gpu-idx-1\":\"2\",\"tencent.com/predicate-node\":\"n1\"}},"
+                "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"side\"},{\"name\":\"gpu\","
+                "\"resources\":{\"limits\":{\"tencent.com/vcuda-core\":\"20\"}}}]}}";
+        assert_int_equal(sched_pod_decode(side, strlen(side), &U, &v, err, sizeof err), 0);
+        assert_int_equal(v.req.n, 1);
+        assert_int_equal(v.req.c[0].spec_index, 1);
+        assert_true(v.has_assignment);
+        assert_int_equal(v.assign.c[0].gpus, 4);
+        assert_int_equal(sched_assignment_annotations(&v.req, &v.assign, NULL, "n1", 5, &U, &ann), 0);
+        assert_non_null(strstr(ann, "\"tencent.com/predicate-gpu-idx-1\":\"2\""));
+        assert_null(strstr(ann, "predicate-gpu-idx-0"));
+        free(ann);
         /* malformed assignments are ignored (the pod reads as unassigned), the annotation named */
         const char *bad[] = {
                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
