@@ -23,8 +23,9 @@
  *   gpus: GPU indices on that node; core: percent of each GPU (100 for whole GPUs); mem: MiB on
  *   each GPU (0 = whole GPU's memory for whole GPUs, no memory limit for core-only shares).
  *   gpuslice.io/assigned = "false" until the agent has honoured it at Allocate, then "true".
- * Also read: ALIYUN_COM_GPU_MEM_IDX (GPU index) + ALIYUN_COM_GPU_MEM_POD (GiB, the pod's total),
- * tencent.com/predicate-gpu-idx-<container index> ("0" or "0,1") + tencent.com/gpu-assigned.
+ * Also read (by src/sched/codec.c): ALIYUN_COM_GPU_MEM_IDX (GPU index) + ALIYUN_COM_GPU_MEM_POD
+ * (GiB, the pod's total), tencent.com/predicate-gpu-idx-<position in spec.containers> ("0" or
+ * "0,1") + tencent.com/gpu-assigned.
  */
 #pragma once
 
