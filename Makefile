@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan deps demo test test-unit test-asan bench fuzz faults clean format lint e2e
+.PHONY: all build asan deps demo test test-unit test-asan bench bench-sched-e2e fuzz faults clean format lint e2e
 
 all: build
 
@@ -42,6 +42,10 @@ e2e: build
 
 bench: build
 	@./bench/run.sh $(BUILD)
+
+# Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
+bench-sched-e2e: build
+	flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py --build $(BUILD) $(BENCH_ARGS)
 
 # Long fault-injection run on the fractional path (KILLS, SEED to reproduce; docs/sharing.md).
 faults: build

@@ -178,7 +178,7 @@ int alloc_pick_fraction(const struct alloc_frac_request *q, struct alloc_frac_de
                 }
         } else if (r == 0)
                 r = frac_search(q, &d);
-        if (r == 0)
+        if (r == 0 && !q->terse)
                 frac_explain(q, &d);
         *ret = d;
         return r;

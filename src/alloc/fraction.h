@@ -63,6 +63,8 @@ struct alloc_frac_request {
                             * (-ENOSPC) instead of placed where its partner cannot follow. 0 = unknown:
                             * the GPU keeping the most room */
         unsigned n;      /* GPUs, <= ALLOC_FRAC_MAX_GPUS */
+        bool terse;      /* leave ret->why empty on success (callers deciding thousands of nodes a call
+                          * never show it; errors still say why) */
         struct alloc_frac_gpu gpu[ALLOC_FRAC_MAX_GPUS];
 };
 

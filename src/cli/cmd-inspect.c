@@ -2,10 +2,11 @@
 /*
  * cmd-inspect — `gpuslice inspect` (also `kubectl gpuslice inspect`): the cluster's GPUs as the API
  * server knows them. Lists nodes and pods (paged), reads the agents' gpuslice.io/gpus annotations
- * and the pods' assignment annotations (kube/cluster.h), and prints one row per node and GPU with
- * memory and compute allocated, the whole-GPU holder, health and pods; pending GPU pods are shown
- * as such. --json gives the schema documented in docs/cluster.md. A thin client: decisions live
- * in src/kube.
+ * and the pods' assignment annotations into the one cluster model (src/sched/model.h, the
+ * scheduler extender's), and prints one row per node and GPU with memory and compute allocated
+ * (what the assignments record: sched_node_records), the whole-GPU holder, health and pods; pending
+ * GPU pods are shown as such. --json gives the schema documented in docs/cluster.md. A thin
+ * client: the model and the annotation readers live in src/sched.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,8 +20,9 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "kube/cluster.h"
 #include "kube/kube.h"
+#include "sched/codec.h"
+#include "sched/model.h"
 #include "util/util.h"
 
 struct inspect_opts {
@@ -45,40 +47,122 @@ static void usage(FILE *f) {
               f);
 }
 
+/* A node as listed: its name, and why it publishes no GPUs (else it is in the model). */
+struct listed_node {
+        char name[SCHED_NAME_MAX];
+        bool published;
+        char error[128];
+};
+
+/* What the LISTs bring: nodes and bound GPU pods go into the one cluster model (src/sched/model.h,
+ * the extender's), pending GPU pods (no node yet) are kept aside; nothing keeps the JSON. */
 struct collect {
-        json_t *arr;           /* nodes: slim objects */
-        struct kube_pod *pods; /* pods: parsed as they arrive (no JSON kept) */
-        size_t n, cap;
+        struct sched_model *model;
+        struct sched_units units;
+        struct sched_node_info *info; /* scratch */
+        struct listed_node *nodes;
+        size_t n_nodes, cap_nodes;
+        struct sched_pod_view *view; /* scratch */
+        struct sched_pod_view *pending;
+        size_t n_pending, cap_pending;
+        size_t n_pods;
+        int error;
 };
 
 static int collect_node(json_t *obj, void *u) {
         struct collect *c = u;
         if (!obj) { /* the list restarted */
-                json_array_clear(c->arr);
+                for (size_t i = 0; i < c->n_nodes; i++)
+                        if (c->nodes[i].published)
+                                (void)sched_model_remove_node(c->model, c->nodes[i].name);
+                c->n_nodes = 0;
                 return 0;
         }
-        json_t *s = kube_slim_node(obj);
-        if (s)
-                json_array_append_new(c->arr, s);
+        if (c->n_nodes == c->cap_nodes) {
+                size_t cap = c->cap_nodes ? c->cap_nodes * 2 : 64;
+                struct listed_node *n = realloc(c->nodes, cap * sizeof *n);
+                if (!n)
+                        return -ENOMEM;
+                c->nodes = n;
+                c->cap_nodes = cap;
+        }
+        struct listed_node *n = &c->nodes[c->n_nodes];
+        const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        if (!name || strlen(name) >= sizeof n->name)
+                return 0;
+        strscpy(n->name, name, sizeof n->name);
+        char err[256];
+        int r = sched_node_decode_json(obj, c->info, err, sizeof err);
+        if (r == 0)
+                r = sched_model_set_node(c->model, c->info);
+        if (r == -ENOMEM)
+                return r;
+        n->published = r == 0;
+        if (r == -ENOENT)
+                strscpy(n->error, "no " SCHED_ANNOT_NODE_GPUS " annotation", sizeof n->error);
+        else if (r < 0) {
+                /* "node NAME: gpuslice.io/gpus: why": the name is on the row already */
+                const char *e = err;
+                size_t l = strlen(name);
+                if (strncmp(e, "node ", 5) == 0 && strncmp(e + 5, name, l) == 0 && strncmp(e + 5 + l, ": ", 2) == 0)
+                        e += 7 + l;
+                strscpy(n->error, e, sizeof n->error);
+        }
+        c->n_nodes++;
         return 0;
 }
 
+/* Pods bound to a node go into the model; pods without a node are kept as pending (spec.nodeName
+ * empty: an assignment without a binding holds nothing yet as far as inspect tells). */
 static int collect_pod(json_t *obj, void *u) {
         struct collect *c = u;
-        if (!obj) {
-                c->n = 0;
+        if (!obj) { /* the list restarted: forget what it brought */
+                c->n_pending = 0;
+                if (c->model) {
+                        size_t cur = 0;
+                        const struct sched_node *n;
+                        char **uids = NULL;
+                        size_t nu = 0;
+                        while ((n = sched_model_next_node(c->model, &cur)))
+                                for (const struct sched_pod *p = n->pods; p; p = p->next_on_node) {
+                                        char **x = realloc(uids, (nu + 1) * sizeof *uids);
+                                        if (!x)
+                                                break;
+                                        uids = x;
+                                        uids[nu++] = p->uid;
+                                }
+                        for (size_t i = 0; i < nu; i++)
+                                (void)sched_model_remove_pod(c->model, uids[i]);
+                        free(uids);
+                }
                 return 0;
         }
-        if (c->n == c->cap) {
-                size_t cap = c->cap ? c->cap * 2 : 1024;
-                struct kube_pod *p = realloc(c->pods, cap * sizeof *p);
-                if (!p)
-                        return -ENOMEM;
-                c->pods = p;
-                c->cap = cap;
+        char err[256];
+        if (sched_pod_decode_json(obj, &c->units, c->view, err, sizeof err) < 0 || c->view->req.n == 0 ||
+            c->view->terminated)
+                return 0; /* holds nothing we can count */
+        if (!c->view->node_name[0]) {
+                if (c->n_pending == c->cap_pending) {
+                        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
+                        struct sched_pod_view *p = realloc(c->pending, cap * sizeof *p);
+                        if (!p)
+                                return -ENOMEM;
+                        c->pending = p;
+                        c->cap_pending = cap;
+                }
+                c->pending[c->n_pending++] = *c->view;
+                return 0;
         }
-        if (kube_pod_parse(obj, &c->pods[c->n]) == 0)
-                c->n++;
+        if (!c->model)
+                return 0;     /* the pending-only list */
+        if (!c->view->uid[0]) /* the model keys pods by uid */
+                snprintf(c->view->uid, sizeof c->view->uid, "inspect-%zu", c->n_pods);
+        struct sched_pod_info info;
+        sched_pod_view_info(c->view, &info);
+        int r = sched_model_set_pod(c->model, &info);
+        if (r == -ENOMEM)
+                return r;
+        c->n_pods++;
         return 0;
 }
 
@@ -113,193 +197,212 @@ static int list_all(struct kube_client *cl, const char *path, const char *field_
         return r;
 }
 
-/* The share of pod p on GPU index gi of a node: summed over its containers there. */
-static void pod_share(const struct kube_pod *p, int gi, uint64_t gpu_mem, uint64_t *mem, unsigned *core, bool *whole) {
-        *mem = 0;
-        *core = 0;
-        *whole = false;
-        for (unsigned k = 0; k < p->n; k++)
-                for (unsigned a = 0; a < p->c[k].n_assigned; a++)
-                        if (p->c[k].assigned[a] == gi) {
-                                if (p->c[k].whole) {
-                                        *whole = true;
-                                        *core += 100;
-                                        *mem += gpu_mem;
-                                } else {
-                                        *core += p->c[k].core_percent;
-                                        *mem += p->c[k].memory_mib;
-                                }
-                        }
-}
-
-static void pod_request(const struct kube_pod *p, uint64_t *mem, unsigned *core, unsigned *whole) {
+static void view_request(const struct sched_pod_view *v, uint64_t *mem, unsigned *core, unsigned *whole) {
         *mem = 0;
         *core = 0;
         *whole = 0;
-        for (unsigned k = 0; k < p->n; k++) {
-                *mem += p->c[k].memory_mib;
-                *core += p->c[k].core_percent;
-                *whole += p->c[k].whole;
+        for (unsigned k = 0; k < v->req.n; k++) {
+                *mem += v->req.c[k].mem_mib;
+                *core += v->req.c[k].core;
+                *whole += v->req.c[k].whole;
         }
 }
 
-static json_t *json_pod_ref(const struct kube_pod *p) {
+static json_t *json_ref(const char *ns, const char *name) {
         json_t *o = json_object();
-        json_object_set_new(o, "namespace", json_string(p->namespace_));
-        json_object_set_new(o, "name", json_string(p->name));
+        json_object_set_new(o, "namespace", json_string(ns));
+        json_object_set_new(o, "name", json_string(name));
         return o;
 }
 
-static json_t *json_pod_request(const struct kube_pod *p) {
-        uint64_t mem;
-        unsigned core, whole;
-        pod_request(p, &mem, &core, &whole);
-        json_t *o = json_pod_ref(p);
+static json_t *json_request(const char *ns, const char *name, uint64_t mem, unsigned core, unsigned whole) {
+        json_t *o = json_ref(ns, name);
         json_object_set_new(o, "memory_mib", json_integer((json_int_t)mem));
         json_object_set_new(o, "core_percent", json_integer(core));
         json_object_set_new(o, "whole_gpus", json_integer(whole));
         return o;
 }
 
-static json_t *json_cluster(const struct kube_cluster *c, const char *only) {
+static int node_cmp(const void *a, const void *b) {
+        return strcmp(((const struct listed_node *)a)->name, ((const struct listed_node *)b)->name);
+}
+
+static const char *gpu_model(const struct sched_node *n, unsigned g) {
+        return n->details ? n->details->gpu[g].model : "";
+}
+static const char *gpu_health(const struct sched_node *n, unsigned g) {
+        return n->details ? n->details->gpu[g].health : (n->gpu[g].healthy ? "ok" : "unhealthy");
+}
+
+static json_t *json_cluster(const struct collect *c, const char *only, int *ret) {
         json_t *root = json_object(), *nodes = json_array();
-        for (unsigned i = 0; i < c->n_nodes; i++) {
-                const struct kube_cluster_node *n = &c->nodes[i];
-                if (only && !streq(n->name, only))
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct listed_node *ln = &c->nodes[i];
+                if (only && !streq(ln->name, only))
                         continue;
+                const struct sched_node *n = sched_model_node(c->model, ln->name);
+                struct sched_node_records rec = { 0 };
+                if (n && sched_node_records(n, &rec) < 0) {
+                        *ret = -ENOMEM;
+                        break;
+                }
                 json_t *jn = json_object(), *gpus = json_array(), *unpl = json_array();
-                json_object_set_new(jn, "name", json_string(n->name));
-                json_object_set_new(jn, "published", json_boolean(n->published));
-                if (!n->published)
-                        json_object_set_new(jn, "error", json_string(n->error));
-                if (n->g.driver[0])
-                        json_object_set_new(jn, "driver", json_string(n->g.driver));
-                for (unsigned g = 0; g < n->g.n; g++) {
-                        const struct kube_gpu *k = &n->g.gpu[g];
-                        const struct kube_gpu_use *u = &n->use[g];
+                json_object_set_new(jn, "name", json_string(ln->name));
+                json_object_set_new(jn, "published", json_boolean(ln->published));
+                if (!ln->published)
+                        json_object_set_new(jn, "error", json_string(ln->error));
+                if (ln->published && n->details && n->details->driver[0])
+                        json_object_set_new(jn, "driver", json_string(n->details->driver));
+                for (unsigned g = 0; ln->published && g < n->n_gpus; g++) {
+                        const struct sched_gpu_record *u = &rec.gpu[g];
                         json_t *jg = json_object(), *pods = json_array();
-                        json_object_set_new(jg, "index", json_integer(k->index));
-                        json_object_set_new(jg, "uuid", json_string(k->uuid));
-                        json_object_set_new(jg, "model", json_string(k->model));
-                        json_object_set_new(jg, "health", json_string(k->health));
-                        json_object_set_new(jg, "memory_total_mib", json_integer((json_int_t)k->memory_mib));
-                        json_object_set_new(jg, "memory_allocated_mib", json_integer((json_int_t)u->memory_alloc_mib));
-                        json_object_set_new(jg, "core_allocated_percent", json_integer(u->core_alloc_percent));
+                        json_object_set_new(jg, "index", json_integer(g));
+                        json_object_set_new(jg, "uuid", json_string(n->gpu[g].uuid ? n->gpu[g].uuid : ""));
+                        json_object_set_new(jg, "model", json_string(gpu_model(n, g)));
+                        json_object_set_new(jg, "health", json_string(gpu_health(n, g)));
+                        json_object_set_new(jg, "memory_total_mib", json_integer(n->gpu[g].mem_total_mib));
+                        json_object_set_new(jg, "memory_allocated_mib", json_integer((json_int_t)u->mem_mib));
+                        json_object_set_new(jg, "core_allocated_percent", json_integer(u->core));
                         json_t *holder = json_null();
                         for (unsigned q = 0; q < u->n_pods; q++) {
-                                const struct kube_pod *p = &c->pods[u->pods[q]];
+                                const struct sched_pod *p = u->pods[q];
                                 uint64_t mem;
                                 unsigned core;
                                 bool whole;
-                                pod_share(p, k->index, k->memory_mib, &mem, &core, &whole);
-                                json_t *jp = json_pod_ref(p);
+                                sched_pod_share(p, n, g, &mem, &core, &whole);
+                                json_t *jp = json_ref(p->ns, p->name);
                                 json_object_set_new(jp, "memory_mib", json_integer((json_int_t)mem));
                                 json_object_set_new(jp, "core_percent", json_integer(core));
                                 json_object_set_new(jp, "whole", json_boolean(whole));
                                 json_object_set_new(jp, "confirmed", json_boolean(p->confirmed));
-                                json_object_set_new(jp, "source", json_string(p->source));
+                                json_object_set_new(jp, "source", json_string(sched_source_name(p->source)));
                                 json_array_append_new(pods, jp);
                                 if (whole && json_is_null(holder)) {
                                         json_decref(holder);
-                                        holder = json_pod_ref(p);
+                                        holder = json_ref(p->ns, p->name);
                                 }
                         }
                         json_object_set_new(jg, "whole_holder", holder);
                         json_object_set_new(jg, "pods", pods);
                         json_array_append_new(gpus, jg);
                 }
-                for (unsigned q = 0; q < n->n_unplaced; q++)
-                        json_array_append_new(unpl, json_pod_request(&c->pods[n->unplaced[q]]));
+                for (unsigned q = 0; q < rec.n_unplaced; q++) {
+                        uint64_t m;
+                        unsigned cr, wh;
+                        sched_pod_request(rec.unplaced[q], &m, &cr, &wh);
+                        json_array_append_new(unpl,
+                                              json_request(rec.unplaced[q]->ns, rec.unplaced[q]->name, m, cr, wh));
+                }
+                sched_node_records_free(&rec);
                 json_object_set_new(jn, "gpus", gpus);
                 json_object_set_new(jn, "unplaced_pods", unpl);
                 json_array_append_new(nodes, jn);
         }
         json_t *pend = json_array();
-        for (unsigned q = 0; q < c->n_pending; q++)
-                json_array_append_new(pend, json_pod_request(&c->pods[c->pending[q]]));
+        for (size_t q = 0; q < c->n_pending; q++) {
+                uint64_t m;
+                unsigned cr, wh;
+                view_request(&c->pending[q], &m, &cr, &wh);
+                json_array_append_new(pend, json_request(c->pending[q].ns, c->pending[q].name, m, cr, wh));
+        }
         json_object_set_new(root, "nodes", nodes);
         json_object_set_new(root, "pending_pods", pend);
         return root;
 }
 
-static void print_table(FILE *f, const struct kube_cluster *c, const char *only, bool details) {
+static int print_table(FILE *f, const struct collect *c, const char *only, bool details) {
         uint64_t tot_mem = 0, tot_alloc = 0;
         unsigned n_gpus = 0;
         fprintf(f, "%-24s %-4s %-28s %-17s %-9s %-22s %-9s %s\n", "NODE", "GPU", "MODEL", "MEMORY(MiB)", "CORE(%)",
                 "WHOLE-GPU HOLDER", "HEALTH", "PODS");
-        for (unsigned i = 0; i < c->n_nodes; i++) {
-                const struct kube_cluster_node *n = &c->nodes[i];
-                if (only && !streq(n->name, only))
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct listed_node *ln = &c->nodes[i];
+                if (only && !streq(ln->name, only))
                         continue;
-                if (!n->published) {
-                        fprintf(f, "%-24s %-4s (not published: %s)\n", n->name, "-", n->error);
+                if (!ln->published) {
+                        fprintf(f, "%-24s %-4s (not published: %s)\n", ln->name, "-", ln->error);
                         continue;
                 }
-                for (unsigned g = 0; g < n->g.n; g++) {
-                        const struct kube_gpu *k = &n->g.gpu[g];
-                        const struct kube_gpu_use *u = &n->use[g];
+                const struct sched_node *n = sched_model_node(c->model, ln->name);
+                struct sched_node_records rec;
+                if (sched_node_records(n, &rec) < 0)
+                        return -ENOMEM;
+                for (unsigned g = 0; g < n->n_gpus; g++) {
+                        const struct sched_gpu_record *u = &rec.gpu[g];
+                        uint64_t total = n->gpu[g].mem_total_mib;
                         char mem[40], core[24], holder[330] = "-";
-                        snprintf(mem, sizeof mem, "%" PRIu64 "/%" PRIu64, u->memory_alloc_mib, k->memory_mib);
-                        snprintf(core, sizeof core, "%u/100", u->core_alloc_percent);
+                        snprintf(mem, sizeof mem, "%" PRIu64 "/%" PRIu64, u->mem_mib, total);
+                        snprintf(core, sizeof core, "%u/100", u->core);
                         for (unsigned q = 0; q < u->n_pods; q++) {
-                                const struct kube_pod *p = &c->pods[u->pods[q]];
+                                const struct sched_pod *p = u->pods[q];
                                 uint64_t m;
                                 unsigned cr;
                                 bool whole;
-                                pod_share(p, k->index, k->memory_mib, &m, &cr, &whole);
+                                sched_pod_share(p, n, g, &m, &cr, &whole);
                                 if (whole) {
-                                        snprintf(holder, sizeof holder, "%s/%s", p->namespace_, p->name);
+                                        snprintf(holder, sizeof holder, "%s/%s", p->ns, p->name);
                                         break;
                                 }
                         }
-                        fprintf(f, "%-24s %-4d %-28.28s %-17s %-9s %-22.60s %-9.9s %u\n", g ? "" : n->name, k->index,
-                                k->model, mem, core, holder, k->health, u->n_pods);
-                        tot_mem += k->memory_mib;
-                        tot_alloc += MIN(u->memory_alloc_mib, k->memory_mib);
+                        fprintf(f, "%-24s %-4u %-28.28s %-17s %-9s %-22.60s %-9.9s %u\n", g ? "" : ln->name, g,
+                                gpu_model(n, g), mem, core, holder, gpu_health(n, g), u->n_pods);
+                        tot_mem += total;
+                        tot_alloc += MIN(u->mem_mib, total);
                         n_gpus++;
                         for (unsigned q = 0; details && q < u->n_pods; q++) {
-                                const struct kube_pod *p = &c->pods[u->pods[q]];
+                                const struct sched_pod *p = u->pods[q];
                                 uint64_t m;
                                 unsigned cr;
                                 bool whole;
-                                pod_share(p, k->index, k->memory_mib, &m, &cr, &whole);
+                                sched_pod_share(p, n, g, &m, &cr, &whole);
+                                const char *src = sched_source_name(p->source);
                                 if (whole)
-                                        fprintf(f, "%29s %s/%s  whole GPU%s  [%s]\n", "", p->namespace_, p->name,
-                                                p->confirmed ? "" : "  (assigned, not yet started)", p->source);
+                                        fprintf(f, "%29s %s/%s  whole GPU%s  [%s]\n", "", p->ns, p->name,
+                                                p->confirmed ? "" : "  (assigned, not yet started)", src);
                                 else
-                                        fprintf(f, "%29s %s/%s  memory %" PRIu64 " MiB  core %u%%%s  [%s]\n", "",
-                                                p->namespace_, p->name, m, cr,
-                                                p->confirmed ? "" : "  (assigned, not yet started)", p->source);
+                                        fprintf(f, "%29s %s/%s  memory %" PRIu64 " MiB  core %u%%%s  [%s]\n", "", p->ns,
+                                                p->name, m, cr, p->confirmed ? "" : "  (assigned, not yet started)",
+                                                src);
                         }
                 }
-                for (unsigned q = 0; q < n->n_unplaced; q++) {
-                        const struct kube_pod *p = &c->pods[n->unplaced[q]];
+                for (unsigned q = 0; q < rec.n_unplaced; q++) {
+                        const struct sched_pod *p = rec.unplaced[q];
                         uint64_t m;
                         unsigned cr, wh;
-                        pod_request(p, &m, &cr, &wh);
+                        sched_pod_request(p, &m, &cr, &wh);
                         fprintf(f,
                                 "%-24s %-4s %s/%s holds GPU resources (whole %u, core %u%%, memory %" PRIu64
                                 " MiB) on no recorded GPU\n",
-                                n->n_unplaced && !n->g.n ? n->name : "", "?", p->namespace_, p->name, wh, cr, m);
+                                rec.n_unplaced && !n->n_gpus ? ln->name : "", "?", p->ns, p->name, wh, cr, m);
                 }
+                sched_node_records_free(&rec);
         }
         if (c->n_pending) {
                 fprintf(f, "\nPENDING (no node yet):\n");
-                for (unsigned q = 0; q < c->n_pending; q++) {
-                        const struct kube_pod *p = &c->pods[c->pending[q]];
+                for (size_t q = 0; q < c->n_pending; q++) {
+                        const struct sched_pod_view *p = &c->pending[q];
                         uint64_t m;
                         unsigned cr, wh;
-                        pod_request(p, &m, &cr, &wh);
+                        view_request(p, &m, &cr, &wh);
                         if (wh)
-                                fprintf(f, "  %s/%s  %u whole GPU(s)\n", p->namespace_, p->name, wh);
+                                fprintf(f, "  %s/%s  %u whole GPU(s)\n", p->ns, p->name, wh);
                         else
                                 fprintf(f,
                                         "  %s/%s  memory %" PRIu64 " MiB  core %u%%  (fractional, GPU not assigned)\n",
-                                        p->namespace_, p->name, m, cr);
+                                        p->ns, p->name, m, cr);
                 }
         }
         fprintf(f, "\nGPUs: %u  memory allocated/total: %" PRIu64 "/%" PRIu64 " MiB (%.0f%%)\n", n_gpus, tot_alloc,
                 tot_mem, tot_mem ? 100.0 * (double)tot_alloc / (double)tot_mem : 0.0);
+        return 0;
+}
+
+static void collect_done(struct collect *c) {
+        c->model = sched_model_free(c->model);
+        free(c->info);
+        free(c->view);
+        free(c->nodes);
+        free(c->pending);
 }
 
 int cmd_inspect(int argc, char **argv) {
@@ -359,65 +462,71 @@ int cmd_inspect(int argc, char **argv) {
                 fprintf(stderr, "gpuslice inspect: %s\n", strerror(-r));
                 return EXIT_RUNTIME;
         }
-        struct collect nodes = { .arr = json_array() }, pods = { 0 };
-        char sel[320];
-        const char *node_sel = NULL;
-        if (!nodes.arr) {
+        struct collect col = { 0 }, pending = { 0 };
+        sched_units_default(&col.units);
+        pending.units = col.units;
+        col.info = malloc(sizeof *col.info);
+        col.view = malloc(sizeof *col.view);
+        pending.view = malloc(sizeof *pending.view);
+        r = col.info && col.view && pending.view ? sched_model_new(&col.model) : -ENOMEM;
+        if (r < 0) {
+                collect_done(&col);
+                collect_done(&pending);
                 kube_client_free(cl);
                 return EXIT_RUNTIME;
         }
+        sched_model_keep_details(col.model, true);
+        char sel[320];
+        const char *node_sel = NULL;
         if (o.node) {
                 snprintf(sel, sizeof sel, "metadata.name=%.256s", o.node);
                 node_sel = sel;
         }
-        r = list_all(cl, "/api/v1/nodes", node_sel, o.page, collect_node, &nodes);
+        r = list_all(cl, "/api/v1/nodes", node_sel, o.page, collect_node, &col);
         if (r >= 0 && o.node) {
                 /* that node's pods, then the pending ones (spec.nodeName empty) */
                 char ps[320];
                 snprintf(ps, sizeof ps, "spec.nodeName=%.256s", o.node);
-                r = list_all(cl, "/api/v1/pods", ps, o.page, collect_pod, &pods);
-                if (r >= 0) {
-                        /* a restart of the second list must not forget the first */
-                        struct collect pending = { 0 };
+                r = list_all(cl, "/api/v1/pods", ps, o.page, collect_pod, &col);
+                /* a restart of the second list must not forget the first: its own collector */
+                if (r >= 0)
                         r = list_all(cl, "/api/v1/pods", "spec.nodeName=", o.page, collect_pod, &pending);
-                        if (r >= 0 && pending.n) {
-                                struct kube_pod *m = realloc(pods.pods, (pods.n + pending.n) * sizeof *m);
-                                if (!m)
-                                        r = -ENOMEM;
-                                else {
-                                        memcpy(m + pods.n, pending.pods, pending.n * sizeof *m);
-                                        pods.pods = m;
-                                        pods.n += pending.n;
-                                }
+                if (r >= 0 && pending.n_pending) {
+                        struct sched_pod_view *m =
+                                realloc(col.pending, (col.n_pending + pending.n_pending) * sizeof *m);
+                        if (!m)
+                                r = -ENOMEM;
+                        else {
+                                memcpy(m + col.n_pending, pending.pending, pending.n_pending * sizeof *m);
+                                col.pending = m;
+                                col.n_pending += pending.n_pending;
                         }
-                        free(pending.pods);
                 }
         } else if (r >= 0)
-                r = list_all(cl, "/api/v1/pods", NULL, o.page, collect_pod, &pods);
+                r = list_all(cl, "/api/v1/pods", NULL, o.page, collect_pod, &col);
         kube_client_free(cl);
+        collect_done(&pending);
         if (r < 0) {
-                json_decref(nodes.arr);
-                free(pods.pods);
+                collect_done(&col);
                 return EXIT_RUNTIME;
         }
-        struct kube_cluster cluster;
-        r = kube_cluster_build_pods(nodes.arr, pods.pods, pods.n, &cluster);
-        json_decref(nodes.arr);
-        if (r < 0) {
-                fprintf(stderr, "gpuslice inspect: %s\n", strerror(-r));
-                return EXIT_RUNTIME;
-        }
-        if (o.node && cluster.n_nodes == 0) {
+        qsort(col.nodes, col.n_nodes, sizeof *col.nodes, node_cmp);
+        if (o.node && col.n_nodes == 0) {
                 fprintf(stderr, "gpuslice inspect: node '%s' not found\n", o.node);
-                kube_cluster_done(&cluster);
+                collect_done(&col);
                 return EXIT_RUNTIME;
         }
-        if (o.json)
-                r = json_print(stdout, json_cluster(&cluster, o.node)) < 0 ? EXIT_RUNTIME : EXIT_OK;
-        else {
-                print_table(stdout, &cluster, o.node, o.details);
-                r = fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+        if (o.json) {
+                int e = 0;
+                json_t *j = json_cluster(&col, o.node, &e);
+                if (e < 0) {
+                        json_decref(j);
+                        r = EXIT_RUNTIME;
+                } else
+                        r = json_print(stdout, j) < 0 ? EXIT_RUNTIME : EXIT_OK;
+        } else {
+                r = print_table(stdout, &col, o.node, o.details) < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
         }
-        kube_cluster_done(&cluster);
+        collect_done(&col);
         return r;
 }

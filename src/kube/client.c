@@ -24,6 +24,7 @@
 #define TOKEN_RECHECK_SEC 10 /* stat the token file at most this often */
 #define CONNECT_TIMEOUT_MS 10000
 #define WATCH_IDLE_SLACK_SEC 30
+#define KUBE_IDLE_HANDLES 8
 
 struct kube_client {
         struct kube_config cfg; /* deep copy */
@@ -35,6 +36,11 @@ struct kube_client {
         ino_t token_ino;
         off_t token_size;
         time_t token_checked;
+        /* easy handles of finished one-shot requests (kube_request), each keeping its connection:
+         * the next request reuses one instead of a new TCP connection and TLS handshake (the
+         * scheduler extender's bind makes two calls per pod). Guarded by lock. */
+        CURL *idle[KUBE_IDLE_HANDLES];
+        unsigned n_idle;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -81,6 +87,8 @@ struct kube_client *kube_client_free(struct kube_client *c) {
                 explicit_bzero(c->token, strlen(c->token));
                 free(c->token);
         }
+        for (unsigned i = 0; i < c->n_idle; i++)
+                curl_easy_cleanup(c->idle[i]);
         pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
@@ -271,12 +279,37 @@ static void handle_done(struct handle *hd) {
         memset(hd, 0, sizeof *hd);
 }
 
-static int handle_init(struct kube_client *c, struct handle *hd, const char *path, const char *content_type) {
+/* A one-shot request's handle goes back to the client's idle list (options reset, its connection
+ * kept open for the next request) instead of being cleaned up. */
+static void handle_release(struct kube_client *c, struct handle *hd) {
+        if (hd->h) {
+                curl_easy_reset(hd->h); /* keeps live connections; forgets the pointers into hd */
+                pthread_mutex_lock(&c->lock);
+                if (c->n_idle < KUBE_IDLE_HANDLES) {
+                        c->idle[c->n_idle++] = hd->h;
+                        hd->h = NULL;
+                }
+                pthread_mutex_unlock(&c->lock);
+        }
+        handle_done(hd);
+}
+
+static CURL *handle_take(struct kube_client *c) {
+        CURL *h = NULL;
+        pthread_mutex_lock(&c->lock);
+        if (c->n_idle)
+                h = c->idle[--c->n_idle];
+        pthread_mutex_unlock(&c->lock);
+        return h ? h : curl_easy_init();
+}
+
+static int handle_init(struct kube_client *c, struct handle *hd, const char *path, const char *content_type,
+                       bool reuse) {
         memset(hd, 0, sizeof *hd);
         char *url = NULL;
         if (asprintf(&url, "%s%s", c->cfg.server, path) < 0)
                 return -ENOMEM;
-        hd->h = curl_easy_init();
+        hd->h = reuse ? handle_take(c) : curl_easy_init();
         if (!hd->h) {
                 free(url);
                 return -ENOMEM;
@@ -387,7 +420,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         if (!c || !path || path[0] != '/' || (unsigned)m > KUBE_DELETE)
                 return -EINVAL;
         struct handle hd;
-        int r = handle_init(c, &hd, path, body ? ctype[m] : NULL);
+        int r = handle_init(c, &hd, path, body ? ctype[m] : NULL, true);
         if (r < 0)
                 return r;
         struct body b = { .max = KUBE_BODY_MAX };
@@ -445,7 +478,10 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         r = 0;
 out:
         free(b.p);
-        handle_done(&hd);
+        if (cc == CURLE_OK)
+                handle_release(c, &hd);
+        else
+                handle_done(&hd); /* a failed transfer's connection is not worth keeping */
         return r;
 }
 
@@ -611,7 +647,7 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
         if (asprintf(&full, "%s%s", path, q.s) < 0)
                 return -ENOMEM;
         struct handle hd;
-        int r = handle_init(c, &hd, full, NULL);
+        int r = handle_init(c, &hd, full, NULL, false);
         free(full);
         if (r < 0)
                 return r;

@@ -208,12 +208,18 @@ static int container_req(json_t *c, const struct sched_units *u, struct sched_co
         ret->whole = (unsigned)whole;
         ret->core = (unsigned)core;
         ret->mem_mib = (uint32_t)mem;
+        ret->spec_index = (uint8_t)MIN(idx, 255u);
         return 1;
 }
 
 /* "0,1,3" → set; -EINVAL on garbage. */
 static int parse_idx_list(const char *s, alloc_set_t *ret) {
         return alloc_set_parse(s, SCHED_MAX_GPUS, ret);
+}
+
+static bool flag_true(json_t *annots, const char *key) {
+        const char *v = json_string_value(json_object_get(annots, key));
+        return v && streq(v, "true");
 }
 
 static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err, size_t errlen) {
@@ -278,17 +284,20 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                         }
                 }
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPUSLICE;
+                v->confirmed = flag_true(annots, SCHED_ANNOT_ASSIGNED);
                 r = 0;
 out:
                 json_decref(j);
                 return r;
         }
-        /* gpu-manager: tencent.com/predicate-gpu-idx-<i> per GPU container i, predicate-node */
+        /* gpu-manager: tencent.com/predicate-gpu-idx-<i> for the container at position i of
+         * spec.containers (as gpu-admission writes it and the node agent reads it), predicate-node */
         char key[64];
         bool any = false;
         struct sched_assignment asg = { .n = v->req.n };
         for (unsigned x = 0; x < v->req.n; x++) {
-                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", x);
+                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", (unsigned)v->req.c[x].spec_index);
                 json_t *idx = json_object_get(annots, key);
                 if (!json_is_string(idx))
                         continue;
@@ -307,6 +316,8 @@ out:
                         return -EINVAL;
                 v->assign = asg;
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPU_MANAGER;
+                v->confirmed = flag_true(annots, "tencent.com/gpu-assigned");
                 return 0;
         }
         /* gpushare: ALIYUN_COM_GPU_MEM_IDX, one GPU for the pod's gpu-mem containers */
@@ -324,6 +335,8 @@ out:
                                                                                   .mem_mib = rq->mem_mib };
                 }
                 v->has_assignment = true;
+                v->source = SCHED_SOURCE_GPUSHARE;
+                v->confirmed = flag_true(annots, "ALIYUN_COM_GPU_MEM_ASSIGNED");
         }
         return 0;
 }
@@ -383,13 +396,22 @@ int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, str
                                 return fail(err, errlen, "annotation %s must be binpack or spread", SCHED_ANNOT_POLICY);
                         ret->has_policy = true;
                 }
-                int r = decode_assignment(annots, ret, err, errlen);
-                if (r < 0)
-                        return r;
+                /* a malformed assignment is ignored, never fatal: the pod then counts as placed
+                 * without one (the extender infers where it is; inspect shows it on no recorded GPU) */
+                int r = decode_assignment(annots, ret, ret->assignment_error, sizeof ret->assignment_error);
+                if (r < 0) {
+                        ret->has_assignment = false;
+                        ret->assign = (struct sched_assignment){ 0 };
+                        ret->assigned_node[0] = '\0';
+                        ret->source = SCHED_SOURCE_NONE;
+                        ret->confirmed = false;
+                }
                 if (ret->has_assignment && !ret->assigned_node[0])
                         strscpy(ret->assigned_node, ret->node_name, sizeof ret->assigned_node);
-                if (ret->has_assignment && !ret->assigned_node[0])
+                if (ret->has_assignment && !ret->assigned_node[0]) {
                         ret->has_assignment = false; /* gpushare idx without a node: nothing to count */
+                        ret->source = SCHED_SOURCE_NONE;
+                }
         }
         return 0;
 }
@@ -417,6 +439,8 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
                 .has_assignment = v->has_assignment && (!bound || streq(v->assigned_node, v->node_name)),
                 .assign = v->assign,
                 .terminated = v->terminated,
+                .source = v->source,
+                .confirmed = v->confirmed,
         };
 }
 
@@ -442,6 +466,8 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                 fail(err, errlen, "%s: gpus must be an array of at most %d", SCHED_ANNOT_NODE_GPUS, SCHED_MAX_GPUS);
                 goto out;
         }
+        if (get_str(j, "driver", ret->driver, sizeof ret->driver, "", err, errlen) < 0)
+                goto out;
         ret->n_gpus = (unsigned)json_array_size(gpus);
         alloc_set_t seen = 0;
         size_t i;
@@ -470,6 +496,7 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                     get_str(g, "health", health, sizeof health, "gpus[].", err, errlen) < 0)
                         goto out;
                 gi->healthy = streq(health, "ok");
+                strscpy(gi->health, health, sizeof gi->health);
         }
         for (unsigned a = 0; a < ret->n_gpus; a++)
                 for (unsigned b = 0; b < ret->n_gpus; b++)
@@ -488,9 +515,19 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                         size_t tok = strcspn(s, ",;");
                         if (s + tok > end)
                                 tok = (size_t)(end - s);
-                        struct topo_link l;
-                        if (a + 1 >= ret->n_gpus || b >= ret->n_gpus || topo_link_from_name(s, tok, &l) < 0 ||
-                            l.pcie == TOPO_LEVEL_SELF) {
+                        struct topo_link l, lp;
+                        const char *slash = memchr(s, '/', tok);
+                        size_t first = slash ? (size_t)(slash - s) : tok;
+                        bool bad = a + 1 >= ret->n_gpus || b >= ret->n_gpus || topo_link_from_name(s, first, &l) < 0 ||
+                                   l.pcie == TOPO_LEVEL_SELF;
+                        if (!bad && slash) {
+                                /* "NV12/PIX" (what the node agent publishes): the PCIe level under the NVLinks */
+                                bad = !l.nvlinks || topo_link_from_name(slash + 1, tok - first - 1, &lp) < 0 ||
+                                      lp.nvlinks || lp.pcie == TOPO_LEVEL_SELF;
+                                if (!bad)
+                                        l.pcie = lp.pcie;
+                        }
+                        if (bad) {
                                 fail(err, errlen, "%s: links: bad entry at GPU %u to %u", SCHED_ANNOT_NODE_GPUS, a, b);
                                 goto out;
                         }
@@ -595,7 +632,7 @@ int sched_assignment_annotations(const struct sched_request *req, const struct s
         if (req->profile == SCHED_PROFILE_TENCENT) {
                 for (unsigned k = 0; k < a->n && k < req->n; k++) {
                         char key[64], idx[SCHED_MAX_GPUS * 3 + 1];
-                        snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
+                        snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", (unsigned)req->c[k].spec_index);
                         alloc_set_format(a->c[k].gpus, idx, sizeof idx);
                         set_str(ann, key, idx);
                 }
@@ -868,10 +905,22 @@ int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n,
         struct out o = { 0 };
         out_lit(&o, "[");
         for (size_t i = 0; i < n; i++) {
-                char num[24];
+                /* scores are 0..10 (anything else is written with snprintf): 5,000 snprintf calls
+                 * were a tenth of a prioritize call */
+                char num[32];
+                int l;
+                if (scores[i] >= 0 && scores[i] <= 10) {
+                        static const char head[] = ",\"Score\":";
+                        memcpy(num, head, sizeof head - 1);
+                        l = sizeof head - 1;
+                        if (scores[i] == 10)
+                                num[l++] = '1';
+                        num[l++] = (char)('0' + scores[i] % 10);
+                        num[l++] = '}';
+                } else
+                        l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
                 out_lit(&o, i ? ",{\"Host\":" : "{\"Host\":");
                 out_str(&o, names[i]);
-                int l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
                 out_raw(&o, num, (size_t)l);
         }
         out_lit(&o, "]");
@@ -905,6 +954,150 @@ out:
 
 int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len) {
         return finish(json_pack("{s:s}", "Error", error ? error : ""), ret, ret_len);
+}
+
+/* ---- preemption ---- */
+
+void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a) {
+        if (!a)
+                return;
+        for (size_t i = 0; a->nodes && i < a->n_nodes; i++)
+                free(a->nodes[i].uids);
+        free(a->nodes);
+        json_decref(a->root);
+        memset(a, 0, sizeof *a);
+}
+
+/* One node's victims: {"Pods": [{"UID": "..."}] or [Pod...], "NumPDBViolations": n}. */
+static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, size_t *budget, char *err,
+                          size_t errlen) {
+        const char *where = meta ? "NodeNameToMetaVictims" : "NodeNameToVictims";
+        if (json_is_null(v))
+                return 0; /* no victims */
+        if (!json_is_object(v))
+                return fail(err, errlen, "%s[%s] is not an object", where, ret->node);
+        json_t *pods = json_object_get(v, "Pods"), *pdb = json_object_get(v, "NumPDBViolations");
+        if (pdb && !json_is_null(pdb)) {
+                if (!json_is_integer(pdb) || json_integer_value(pdb) < 0)
+                        return fail(err, errlen, "%s[%s].NumPDBViolations is not a count", where, ret->node);
+                ret->pdb_violations = json_integer_value(pdb);
+        }
+        if (!pods || json_is_null(pods))
+                return 0;
+        if (!json_is_array(pods))
+                return fail(err, errlen, "%s[%s].Pods is not an array", where, ret->node);
+        size_t n = json_array_size(pods);
+        if (n > *budget) {
+                fail(err, errlen, "more than %u victims", SCHED_CODEC_MAX_VICTIMS);
+                return -E2BIG;
+        }
+        *budget -= n;
+        ret->uids = calloc(n ? n : 1, sizeof *ret->uids);
+        if (!ret->uids)
+                return -ENOMEM;
+        size_t i;
+        json_t *p;
+        json_array_foreach(pods, i, p) {
+                json_t *uid = meta ? json_object_get(p, "UID") : json_object_get(json_object_get(p, "metadata"), "uid");
+                if (!json_is_object(p) || !json_is_string(uid) || json_string_length(uid) == 0 ||
+                    json_string_length(uid) >= 128 || strlen(json_string_value(uid)) != json_string_length(uid))
+                        return fail(err, errlen, "%s[%s].Pods[%zu]: %s is not a pod UID", where, ret->node, i,
+                                    meta ? "UID" : "metadata.uid");
+                ret->uids[ret->n_uids++] = json_string_value(uid);
+        }
+        return 0;
+}
+
+int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
+                             struct sched_ext_preempt_args *ret, char *err, size_t errlen) {
+        memset(ret, 0, sizeof *ret);
+        if (len > SCHED_CODEC_MAX_BODY) {
+                fail(err, errlen, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
+                return -E2BIG;
+        }
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        if (!j)
+                return -EINVAL;
+        ret->root = j;
+        int r = -EINVAL;
+        if (!json_is_object(j)) {
+                fail(err, errlen, "ExtenderPreemptionArgs is not an object");
+                goto bad;
+        }
+        json_t *pod = json_object_get(j, "Pod");
+        if (!json_is_object(pod)) {
+                fail(err, errlen, "ExtenderPreemptionArgs.Pod is missing");
+                goto bad;
+        }
+        if (sched_pod_decode_json(pod, u, &ret->pod, err, errlen) < 0)
+                goto bad;
+        json_t *metav = json_object_get(j, "NodeNameToMetaVictims"), *full = json_object_get(j, "NodeNameToVictims");
+        bool meta = metav && !json_is_null(metav);
+        json_t *map = meta ? metav : full;
+        if (!map || json_is_null(map)) {
+                fail(err, errlen, "ExtenderPreemptionArgs has neither NodeNameToMetaVictims nor NodeNameToVictims");
+                goto bad;
+        }
+        if (!json_is_object(map)) {
+                fail(err, errlen, "%s is not an object", meta ? "NodeNameToMetaVictims" : "NodeNameToVictims");
+                goto bad;
+        }
+        if (json_object_size(map) > SCHED_CODEC_MAX_NODES) {
+                fail(err, errlen, "more than %u nodes", SCHED_CODEC_MAX_NODES);
+                r = -E2BIG;
+                goto bad;
+        }
+        ret->nodes = calloc(json_object_size(map) ? json_object_size(map) : 1, sizeof *ret->nodes);
+        if (!ret->nodes) {
+                r = -ENOMEM;
+                goto bad;
+        }
+        size_t budget = SCHED_CODEC_MAX_VICTIMS;
+        const char *key;
+        json_t *v;
+        json_object_foreach(map, key, v) {
+                struct sched_ext_victims *x = &ret->nodes[ret->n_nodes++];
+                x->node = key;
+                if (!key[0] || strlen(key) >= SCHED_NAME_MAX) {
+                        fail(err, errlen, "a node name is empty or too long");
+                        goto bad;
+                }
+                int q = victims_decode(v, meta, x, &budget, err, errlen);
+                if (q < 0) {
+                        r = q;
+                        goto bad;
+                }
+        }
+        return 0;
+bad:
+        sched_ext_preempt_args_done(ret);
+        return r;
+}
+
+int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len) {
+        struct out o = { 0 };
+        out_lit(&o, "{\"NodeNameToMetaVictims\":{");
+        bool first = true;
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                const struct sched_ext_victims *x = &a->nodes[i];
+                if (!keep[i])
+                        continue;
+                if (!first)
+                        out_lit(&o, ",");
+                first = false;
+                out_str(&o, x->node);
+                out_lit(&o, ":{\"Pods\":[");
+                for (size_t k = 0; k < x->n_uids; k++) {
+                        out_lit(&o, k ? ",{\"UID\":" : "{\"UID\":");
+                        out_str(&o, x->uids[k]);
+                        out_lit(&o, "}");
+                }
+                char num[48];
+                int l = snprintf(num, sizeof num, "],\"NumPDBViolations\":%lld}", x->pdb_violations);
+                out_raw(&o, num, (size_t)l);
+        }
+        out_lit(&o, "}}");
+        return out_finish(&o, ret, ret_len);
 }
 
 /* ---- snapshot ---- */

@@ -56,13 +56,18 @@ struct sched_pod_view {
         bool has_assignment;      /* from gpuslice.io/assignment, or gpu-manager / gpushare */
         char assigned_node[SCHED_NAME_MAX];
         struct sched_assignment assign;
+        enum sched_source source;   /* which of those */
+        bool confirmed;             /* its "assigned" annotation says "true" (the node agent honoured it) */
+        char assignment_error[160]; /* why a malformed assignment annotation was ignored ("" none) */
 };
 
 /*
  * Decode a Pod (json text of the object). Containers without GPU resources are skipped (req.n
  * counts the GPU ones; an assignment is indexed like req). 0, or -EINVAL with err filled:
  * quantities that are not whole numbers, a fractional compute above 100 not a multiple of 100,
- * whole and fractional resources in one container, too many GPU containers.
+ * whole and fractional resources in one container, too many GPU containers. A malformed
+ * assignment annotation (ours, gpu-manager's, gpushare's) is not an error: the pod reads as
+ * unassigned and ret->assignment_error says why.
  */
 int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
                      size_t errlen);
@@ -122,6 +127,30 @@ struct sched_ext_bind_args {
 int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, char *err, size_t errlen);
 /* ExtenderBindingResult {"Error": error or ""}. */
 int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len);
+
+/* ExtenderPreemptionArgs: the pod and, per candidate node, the victims kube-scheduler would evict
+ * there (NodeNameToMetaVictims: pod UIDs, with nodeCacheCapable; NodeNameToVictims: full pods
+ * otherwise) and its PodDisruptionBudget violation count. Strings point into root. */
+#define SCHED_CODEC_MAX_VICTIMS 100000 /* victims in one request, all nodes together */
+struct sched_ext_victims {
+        const char *node;
+        size_t n_uids;
+        const char **uids;
+        long long pdb_violations;
+};
+struct sched_ext_preempt_args {
+        struct sched_pod_view pod;
+        size_t n_nodes;
+        struct sched_ext_victims *nodes;
+        void *root; /* owning json_t */
+};
+/* 0, or -EINVAL/-E2BIG with err naming the field. */
+int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
+                             struct sched_ext_preempt_args *ret, char *err, size_t errlen);
+void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a);
+/* ExtenderPreemptionResult {"NodeNameToMetaVictims": {node: {"Pods": [{"UID"}], "NumPDBViolations"}}}
+ * for the nodes of a with keep[i] (their victims as given). Malloc'ed text. */
+int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len);
 
 /* ---- snapshot: {"nodes": [Node...], "pods": [Pod...]} into a model ---- */
 

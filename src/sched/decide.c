@@ -149,6 +149,7 @@ static int pick_share(const struct room *r, const struct sched_container_req *c,
         q.partner = -1;
         q.pair = false;
         q.expect = 0;
+        q.terse = true;
         q.n = r->n;
         for (unsigned i = 0; i < r->n; i++) {
                 const struct gpu_room *g = &r->share[i];
@@ -271,8 +272,87 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
         return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
 }
 
-int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                   enum sched_policy policy, struct sched_fit *ret) {
+/*
+ * The fast path: one container on a node of at most 8 GPUs, decided from the node's summary
+ * (model.h) without the room, the fractional placement's request or the scratch assignment. It
+ * answers only FIT — the same GPU(s) and the same numbers as the full path, which the unit test
+ * sched-fastpath checks on random clusters; anything else (a failure, whose reason needs the full
+ * picture, or a shape it does not know) returns false and the full path decides.
+ */
+static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct sched_container_req *c,
+                     enum sched_policy policy, struct sched_fit *ret) {
+        const struct sched_node_sum *u = &n->sum;
+        if (!u->valid)
+                return false;
+        unsigned healthy = u->n_healthy;
+        double total = (double)u->healthy_mem, free_mem, node_full, mem_full;
+        if (c->whole) {
+                if ((unsigned)__builtin_popcountll(u->whole_free) < c->whole)
+                        return false;
+                alloc_set_t set;
+                unsigned bw;
+                if (sched_model_pick_whole(m, n, u->whole_free, c->whole, &set, &bw) < 0)
+                        return false;
+                uint64_t left = u->share_mem_free;
+                for (alloc_set_t x = set; x; x &= x - 1)
+                        left -= u->mem_free[__builtin_ctzll(x)];
+                free_mem = (double)left;
+                node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~set) / healthy;
+                mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
+                ret->assign.n = 1;
+                ret->assign.c[0] = (struct sched_container_assign){ .gpus = set, .whole = true };
+                ret->whole_count = c->whole;
+                ret->ring_bw = bw;
+                ret->pack = 0.5 * node_full + 0.5 * mem_full;
+                ret->verdict = SCHED_FIT;
+                return true;
+        }
+        if ((!c->core && !c->mem_mib) || c->core > u->max_share_core || c->mem_mib > u->max_share_mem)
+                return false;
+        /* alloc_pick_fraction without a partner or pair room: the policy's best GPU among those with
+         * both halves free, by the placed kind's free IDs (memory, or compute when no memory is
+         * asked); ties to the lowest index */
+        int best = -1;
+        unsigned best_avail = 0;
+        for (alloc_set_t x = u->share_ok; x; x &= x - 1) {
+                unsigned i = (unsigned)__builtin_ctzll(x);
+                if (u->core_free[i] < c->core || u->mem_free[i] < c->mem_mib)
+                        continue;
+                unsigned avail = c->mem_mib ? u->mem_free[i] : u->core_free[i];
+                if (best < 0 || (policy == SCHED_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
+                        best = (int)i;
+                        best_avail = avail;
+                }
+        }
+        if (best < 0)
+                return false;
+        unsigned g = (unsigned)best;
+        free_mem = (double)(u->share_mem_free - c->mem_mib);
+        node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~(1ULL << g)) / healthy;
+        mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
+        double tot = n->gpu[g].mem_total_mib;
+        double mf = tot > 0 ? 1.0 - (double)(u->mem_free[g] - c->mem_mib) / tot : 0;
+        double cf = 1.0 - (unsigned)(u->core_free[g] - c->core) / 100.0;
+        double gpu_full = 0;
+        gpu_full += mf > cf ? mf : cf;
+        ret->assign.n = 1;
+        ret->assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
+        ret->pack = 0.5 * (gpu_full / 1) + 0.25 * node_full + 0.25 * mem_full;
+        ret->verdict = SCHED_FIT;
+        return true;
+}
+
+static int fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                    enum sched_policy policy, struct sched_fit *ret, bool fast) {
+        /* what the fast path leaves alone must read as zero: the header, the used assignments */
+        ret->verdict = SCHED_FIT;
+        ret->assign.n = 0;
+        ret->ring_bw = ret->whole_count = 0;
+        ret->pack = 0;
+        ret->reason[0] = '\0';
+        if (fast && m && n && req && req->n == 1 && request_valid(req) && n->published &&
+            fit_fast(m, n, &req->c[0], policy, ret))
+                return 0;
         memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
         ret->reason[0] = '\0';
         if (!m || !n || !req || !request_valid(req)) {
@@ -308,22 +388,48 @@ int sched_fit_node(struct sched_model *m, const struct sched_node *n, const stru
         return -ENODEV;
 }
 
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                   enum sched_policy policy, struct sched_fit *ret) {
+        return fit_node(m, n, req, policy, ret, true);
+}
+
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                        enum sched_policy policy, struct sched_fit *ret) {
+        return fit_node(m, n, req, policy, ret, false);
+}
+
+static int score_one(const struct sched_score_in *f, unsigned best_ring, enum sched_policy policy) {
+        if (f->verdict != SCHED_FIT)
+                return 0;
+        double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
+        if (f->whole_count >= 2 && best_ring > 0)
+                s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
+        long v = lround(s * 10.0);
+        return (int)(v < 0 ? 0 : v > 10 ? 10 : v);
+}
+
+void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret) {
+        *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack };
+}
+
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores) {
+        unsigned best_ring = 0;
+        for (size_t i = 0; i < n; i++)
+                if (in[i]->verdict == SCHED_FIT && in[i]->whole_count >= 2 && in[i]->ring_bw > best_ring)
+                        best_ring = in[i]->ring_bw;
+        for (size_t i = 0; i < n; i++)
+                ret_scores[i] = score_one(in[i], best_ring, policy);
+}
+
 void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (fits[i]->verdict == SCHED_FIT && fits[i]->whole_count >= 2 && fits[i]->ring_bw > best_ring)
                         best_ring = fits[i]->ring_bw;
         for (size_t i = 0; i < n; i++) {
-                const struct sched_fit *f = fits[i];
-                if (f->verdict != SCHED_FIT) {
-                        ret_scores[i] = 0;
-                        continue;
-                }
-                double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
-                if (f->whole_count >= 2 && best_ring > 0)
-                        s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
-                long v = lround(s * 10.0);
-                ret_scores[i] = (int)(v < 0 ? 0 : v > 10 ? 10 : v);
+                struct sched_score_in in;
+                sched_score_in_from_fit(fits[i], &in);
+                ret_scores[i] = score_one(&in, best_ring, policy);
         }
 }
 

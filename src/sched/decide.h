@@ -50,6 +50,11 @@ struct sched_fit {
  */
 int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
                    enum sched_policy policy, struct sched_fit *ret);
+/* The same without the fast path (a one-container pod decided from the node's summary, model.h):
+ * always the room, the allocator and the fractional placement. Answers exactly as sched_fit_node
+ * (the unit test compares them on random clusters); for tests and the bench. */
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
+                        enum sched_policy policy, struct sched_fit *ret);
 
 /*
  * Scores for fits of one pod on several nodes (fits[i] must be SCHED_FIT), 0..10 each, into
@@ -59,6 +64,16 @@ int sched_fit_node(struct sched_model *m, const struct sched_node *n, const stru
 void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores);
 /* The same over pointers (fits[i] may point anywhere, e.g. into an earlier filter's results). */
 void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores);
+
+/* What scoring reads of a fit (the extender keeps only this per node between filter and
+ * prioritize), and the same scores over it. */
+struct sched_score_in {
+        enum sched_verdict verdict;
+        unsigned ring_bw, whole_count;
+        double pack;
+};
+void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret);
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores);
 
 /* "8 GiB", "5.5 GiB", "512 MiB" */
 char *sched_format_mib(uint64_t mib, char *buf, size_t len);

@@ -37,7 +37,22 @@ struct sched_model {
         struct sched_map pods;    /* uid -> struct sched_pod */
         struct sched_map classes; /* n + links -> struct sched_topo_class */
         uint64_t generation;
+        uint64_t nodes_generation; /* node added or freed */
+        bool keep_details;
 };
+
+void sched_model_keep_details(struct sched_model *m, bool keep) {
+        m->keep_details = keep;
+}
+
+const char *sched_source_name(enum sched_source s) {
+        switch (s) {
+                case SCHED_SOURCE_GPUSLICE: return "gpuslice";
+                case SCHED_SOURCE_GPUSHARE: return "gpushare";
+                case SCHED_SOURCE_GPU_MANAGER: return "gpu-manager";
+                default: return "";
+        }
+}
 
 int sched_model_new(struct sched_model **ret) {
         struct sched_model *m = calloc(1, sizeof *m);
@@ -58,6 +73,8 @@ static void class_unref(struct sched_model *m, struct sched_topo_class *c) {
 }
 
 static void node_free_gpus(struct sched_node *n) {
+        free(n->details);
+        n->details = NULL;
         for (unsigned i = 0; i < n->n_gpus; i++)
                 free(n->gpu[i].uuid);
         if (n->gpu != n->gpu_inline)
@@ -106,6 +123,32 @@ struct sched_model *sched_model_free(struct sched_model *m) {
 
 /* ---- usage accounting ---- */
 
+/* The node's summary from its GPUs (model.h, struct sched_node_sum). */
+static void summarize(struct sched_node *n) {
+        struct sched_node_sum *u = &n->sum;
+        *u = (struct sched_node_sum){ 0 };
+        if (!n->published || n->n_gpus == 0 || n->n_gpus > SCHED_NODE_INLINE_GPUS)
+                return;
+        u->valid = true;
+        for (unsigned i = 0; i < n->n_gpus; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                if (!g->healthy)
+                        continue;
+                u->n_healthy++;
+                u->healthy_mem += g->mem_total_mib;
+                if (g->whole > 0)
+                        continue;
+                u->share_ok |= 1ULL << i;
+                if (g->sharers == 0)
+                        u->whole_free |= 1ULL << i;
+                u->core_free[i] = (uint8_t)(g->core_used >= 100 ? 0 : 100 - g->core_used);
+                u->mem_free[i] = g->mem_total_mib > g->mem_used_mib ? g->mem_total_mib - g->mem_used_mib : 0;
+                u->share_mem_free += u->mem_free[i];
+                u->max_share_core = MAX(u->max_share_core, (uint16_t)u->core_free[i]);
+                u->max_share_mem = MAX(u->max_share_mem, u->mem_free[i]);
+        }
+}
+
 static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
         for (unsigned k = 0; k < p->n; k++) {
                 const struct sched_container_assign *c = &p->c[k].assign;
@@ -124,6 +167,7 @@ static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
                 }
         }
         n->generation++;
+        summarize(n);
 }
 
 /* A pod on a published node without an assignment: where our own fit would have put it. */
@@ -159,6 +203,7 @@ static void node_maybe_delete(struct sched_model *m, struct sched_node *n) {
         if (n->published || n->pods)
                 return;
         sched_map_del(&m->nodes, n->name, strlen(n->name));
+        m->nodes_generation++;
         class_unref(m, n->topo);
         node_free_gpus(n);
         free(n);
@@ -188,6 +233,7 @@ static void recount(struct sched_model *m, struct sched_node *n) {
                 g->sharers = 0;
                 g->whole = 0;
         }
+        summarize(n); /* infer() below decides on it */
         /* pods with a known placement first, then the inferred ones fitted around them */
         for (struct sched_pod *p = n->pods; p; p = p->next_on_node)
                 if (!p->inferred)
@@ -198,6 +244,7 @@ static void recount(struct sched_model *m, struct sched_node *n) {
                         apply(n, p, +1);
                 }
         n->generation++;
+        summarize(n);
 }
 
 static struct sched_node *node_get_or_add(struct sched_model *m, const char *name) {
@@ -214,6 +261,7 @@ static struct sched_node *node_get_or_add(struct sched_model *m, const char *nam
                 free(n);
                 return NULL;
         }
+        m->nodes_generation++;
         return n;
 }
 
@@ -266,15 +314,30 @@ int sched_model_set_node(struct sched_model *m, const struct sched_node_info *in
                                 goto nomem;
                 }
         }
+        struct sched_node_details *d = NULL;
+        if (m->keep_details) {
+                d = calloc(1, sizeof *d + info->n_gpus * sizeof d->gpu[0]);
+                if (!d)
+                        goto nomem;
+                strscpy(d->driver, info->driver, sizeof d->driver);
+                for (unsigned i = 0; i < info->n_gpus; i++) {
+                        strscpy(d->gpu[i].model, info->gpu[i].model, sizeof d->gpu[i].model);
+                        strscpy(d->gpu[i].health, info->gpu[i].health, sizeof d->gpu[i].health);
+                }
+        }
         struct sched_topo_class *c = class_get(m, info);
-        if (!c)
+        if (!c) {
+                free(d);
                 goto nomem;
+        }
         struct sched_node *n = node_get_or_add(m, info->name);
         if (!n) {
                 class_unref(m, c);
+                free(d);
                 goto nomem;
         }
         node_free_gpus(n);
+        n->details = d;
         class_unref(m, n->topo);
         if (info->n_gpus <= SCHED_NODE_INLINE_GPUS) {
                 memcpy(n->gpu_inline, gpus, info->n_gpus * sizeof *gpus);
@@ -407,6 +470,8 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         if (r < 0)
                 return r;
         p->bound = info->bound;
+        p->confirmed = info->confirmed;
+        p->source = (uint8_t)info->source;
         /* Our own bind is ahead of the watch: keep the assumed placement until the feed shows an
          * assignment (or the pod on another node). */
         if (p->assumed && !info->has_assignment && (!on_node || (p->node && streq(p->node->name, info->node))))
@@ -447,6 +512,8 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
         if (r < 0)
                 return r;
         p->bound = info->bound;
+        p->confirmed = false;
+        p->source = SCHED_SOURCE_GPUSLICE;
         unlink_pod(m, p);
         r = pod_set_req(p, &info->req);
         if (r >= 0)
@@ -488,11 +555,160 @@ size_t sched_model_n_nodes(const struct sched_model *m) {
 size_t sched_model_n_pods(const struct sched_model *m) {
         return m->pods.n;
 }
+uint64_t sched_model_nodes_generation(const struct sched_model *m) {
+        return m->nodes_generation;
+}
 size_t sched_model_n_topo_classes(const struct sched_model *m) {
         return m->classes.n;
 }
 const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor) {
         return sched_map_next(&m->nodes, cursor);
+}
+
+/* ---- preemption ---- */
+
+int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
+                            const struct sched_request *req, int policy, struct sched_fit *ret) {
+        struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
+        if (!n || !n->published)
+                return -ENODEV;
+        /* take the victims out (each once: a UID may be listed twice) */
+        struct sched_pod **out = calloc(n_uids ? n_uids : 1, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n_uids; i++) {
+                struct sched_pod *p = uids[i] ? sched_map_get(&m->pods, uids[i], strlen(uids[i])) : NULL;
+                if (!p || p->node != n)
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; j < k; j++)
+                        dup |= out[j] == p;
+                if (dup)
+                        continue;
+                apply(n, p, -1);
+                out[k++] = p;
+        }
+        int r = sched_fit_node_full(m, n, req, (enum sched_policy)policy, ret);
+        for (size_t j = 0; j < k; j++)
+                apply(n, out[j], +1);
+        free(out);
+        return r;
+}
+
+/* ---- what is recorded where (inspect) ---- */
+
+void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsigned g, uint64_t *ret_mem_mib,
+                     unsigned *ret_core, bool *ret_whole) {
+        uint64_t mem = 0;
+        unsigned core = 0;
+        bool whole = false;
+        for (unsigned k = 0; k < p->n; k++) {
+                const struct sched_container_assign *a = &p->c[k].assign;
+                if (g >= 64 || !(a->gpus >> g & 1))
+                        continue;
+                if (a->whole) {
+                        whole = true;
+                        core += 100;
+                        mem += g < n->n_gpus ? n->gpu[g].mem_total_mib : 0;
+                } else {
+                        core += a->core;
+                        mem += a->mem_mib;
+                }
+        }
+        *ret_mem_mib = mem;
+        *ret_core = core;
+        *ret_whole = whole;
+}
+
+void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigned *ret_core, unsigned *ret_whole) {
+        uint64_t mem = 0;
+        unsigned core = 0, whole = 0;
+        for (unsigned k = 0; k < p->n; k++) {
+                mem += p->c[k].mem_mib;
+                core += p->c[k].core;
+                whole += p->c[k].whole;
+        }
+        *ret_mem_mib = mem;
+        *ret_core = core;
+        *ret_whole = whole;
+}
+
+/* Placed by an assignment on GPUs this node has, for every GPU container. */
+static bool pod_recorded(const struct sched_pod *p, const struct sched_node *n) {
+        if (p->inferred)
+                return false;
+        alloc_set_t have = n->n_gpus >= 64 ? ~0ULL : (1ULL << n->n_gpus) - 1;
+        for (unsigned k = 0; k < p->n; k++) {
+                const struct sched_container_assign *a = &p->c[k].assign;
+                if (!a->gpus || (a->gpus & ~have))
+                        return false;
+        }
+        return true;
+}
+
+void sched_node_records_free(struct sched_node_records *r) {
+        if (!r)
+                return;
+        for (unsigned g = 0; r->gpu && g < r->n_gpus; g++)
+                free(r->gpu[g].pods);
+        free(r->gpu);
+        free(r->unplaced);
+        *r = (struct sched_node_records){ 0 };
+}
+
+int sched_node_records(const struct sched_node *n, struct sched_node_records *ret) {
+        struct sched_node_records r = { .n_gpus = n->n_gpus };
+        /* the node's list is newest first: walk it into an array, oldest first */
+        const struct sched_pod **order = calloc(n->n_pods ? n->n_pods : 1, sizeof *order);
+        r.gpu = calloc(n->n_gpus ? n->n_gpus : 1, sizeof *r.gpu);
+        r.unplaced = calloc(n->n_pods ? n->n_pods : 1, sizeof *r.unplaced);
+        if (!order || !r.gpu || !r.unplaced)
+                goto nomem;
+        unsigned np = 0;
+        for (const struct sched_pod *p = n->pods; p && np < n->n_pods; p = p->next_on_node)
+                order[np++] = p;
+        for (unsigned i = 0; i < np / 2; i++) {
+                const struct sched_pod *t = order[i];
+                order[i] = order[np - 1 - i];
+                order[np - 1 - i] = t;
+        }
+        for (unsigned g = 0; g < n->n_gpus; g++) {
+                r.gpu[g].pods = calloc(np ? np : 1, sizeof *r.gpu[g].pods);
+                if (!r.gpu[g].pods)
+                        goto nomem;
+        }
+        for (unsigned i = 0; i < np; i++) {
+                const struct sched_pod *p = order[i];
+                if (!p->bound)
+                        continue; /* assigned to this node but not bound to it: pending */
+                /* containers placed by an assignment count where it says, even when another
+                 * container of the pod has no recorded GPU (the pod is then also unplaced) */
+                if (!p->inferred)
+                        for (unsigned g = 0; g < n->n_gpus; g++) {
+                                uint64_t mem;
+                                unsigned core;
+                                bool whole;
+                                bool on = false;
+                                for (unsigned k = 0; k < p->n; k++)
+                                        on |= (p->c[k].assign.gpus >> g & 1) != 0;
+                                if (!on)
+                                        continue;
+                                sched_pod_share(p, n, g, &mem, &core, &whole);
+                                r.gpu[g].mem_mib += mem;
+                                r.gpu[g].core += core;
+                                r.gpu[g].pods[r.gpu[g].n_pods++] = p;
+                        }
+                if (!pod_recorded(p, n))
+                        r.unplaced[r.n_unplaced++] = p;
+        }
+        free(order);
+        *ret = r;
+        return 0;
+nomem:
+        free(order);
+        sched_node_records_free(&r);
+        return -ENOMEM;
 }
 
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b) {

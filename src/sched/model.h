@@ -32,10 +32,11 @@
 /* ---- what a pod asks for, per container ---- */
 
 struct sched_container_req {
-        char name[64];    /* container name ("" when unknown) */
-        unsigned whole;   /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
-        unsigned core;    /* percent of one GPU, 1..100; 0 = no compute share asked */
-        uint32_t mem_mib; /* MiB on one GPU; 0 = none asked */
+        char name[64];      /* container name ("" when unknown) */
+        unsigned whole;     /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
+        unsigned core;      /* percent of one GPU, 1..100; 0 = no compute share asked */
+        uint32_t mem_mib;   /* MiB on one GPU; 0 = none asked */
+        uint8_t spec_index; /* position in spec.containers (gpu-manager's predicate-gpu-idx-<i>) */
 };
 
 enum sched_profile {
@@ -76,11 +77,13 @@ struct sched_gpu_info {
         char model[64];
         uint32_t mem_mib;
         bool healthy;
+        char health[96]; /* "ok" or why not */
 };
 
 /* A node as published (the node annotation): GPUs in index order and the link matrix. */
 struct sched_node_info {
         char name[SCHED_NAME_MAX];
+        char driver[80]; /* "" unknown */
         unsigned n_gpus;
         struct sched_gpu_info gpu[SCHED_MAX_GPUS];
         struct topo_link link[SCHED_MAX_GPUS][SCHED_MAX_GPUS]; /* symmetric, SELF on the diagonal */
@@ -99,18 +102,50 @@ struct sched_gpu {
 
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
 struct sched_pod;
+struct sched_fit; /* decide.h */
 
 #define SCHED_NODE_INLINE_GPUS 8
 
+/*
+ * What the decisions' fast path (decide.c) reads instead of walking the GPUs, kept up to date by
+ * the model with every change of the node's use or GPUs. `valid` only for published nodes of at
+ * most SCHED_NODE_INLINE_GPUS GPUs (larger nodes always take the full path). Free compute and
+ * memory are what a share sees: 0 on GPUs held whole or unhealthy.
+ */
+struct sched_node_sum {
+        bool valid;
+        uint8_t n_healthy;
+        uint16_t max_share_core; /* most compute free on one GPU a share may use (percent) */
+        uint32_t max_share_mem;  /* most memory free on one such GPU (MiB) */
+        alloc_set_t whole_free;  /* healthy, no holder, no sharer */
+        alloc_set_t share_ok;    /* healthy and not held whole */
+        uint64_t healthy_mem;    /* memory of the healthy GPUs (MiB) */
+        uint64_t share_mem_free; /* free memory summed over the share_ok GPUs (MiB) */
+        uint8_t core_free[SCHED_NODE_INLINE_GPUS];
+        uint32_t mem_free[SCHED_NODE_INLINE_GPUS];
+};
+
+/* What a person reads of a node beyond the numbers (kept only by a model told to:
+ * sched_model_keep_details; `gpuslice inspect`). */
+struct sched_node_details {
+        char driver[80];
+        struct {
+                char model[64];
+                char health[96];
+        } gpu[]; /* n_gpus */
+};
+
 struct sched_node {
-        char *name;     /* points into this allocation */
-        bool published; /* has a GPU annotation (else a placeholder holding pods) */
+        char *name;                         /* points into this allocation */
+        struct sched_node_details *details; /* NULL unless the model keeps them */
+        bool published;                     /* has a GPU annotation (else a placeholder holding pods) */
         unsigned n_gpus;
         struct sched_gpu *gpu; /* n_gpus entries */
         struct sched_topo_class *topo;
         struct sched_pod *pods; /* list through sched_pod.next_on_node */
         unsigned n_pods;
         uint64_t generation; /* bumped on every change of use or GPUs */
+        struct sched_node_sum sum;
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
@@ -122,6 +157,16 @@ struct sched_pod_container {
         struct sched_container_assign assign;
 };
 
+/* Who placed a pod on its GPUs: the annotation its placement was read from. */
+enum sched_source {
+        SCHED_SOURCE_NONE = 0,    /* no assignment (inferred, or pending) */
+        SCHED_SOURCE_GPUSLICE,    /* gpuslice.io/assignment */
+        SCHED_SOURCE_GPUSHARE,    /* ALIYUN_COM_GPU_MEM_IDX */
+        SCHED_SOURCE_GPU_MANAGER, /* tencent.com/predicate-gpu-idx-<i> */
+};
+/* "gpuslice", "gpushare", "gpu-manager", "" */
+const char *sched_source_name(enum sched_source s);
+
 struct sched_pod {
         char *uid, *ns, *name;
         char resource_version[32];
@@ -132,6 +177,8 @@ struct sched_pod {
         bool inferred;                 /* no assignment annotation: placed by our own fit */
         bool assumed;                  /* placed by our bind, not yet confirmed by the watch */
         bool bound;                    /* the feed saw spec.nodeName */
+        bool confirmed;                /* the node agent honoured the assignment (…assigned = "true") */
+        uint8_t source;                /* enum sched_source */
         uint64_t assumed_ns;           /* CLOCK_REALTIME of the assume */
 };
 
@@ -144,13 +191,18 @@ struct sched_pod_info {
         struct sched_request req;
         bool has_assignment; /* assign below is from the pod's annotations */
         struct sched_assignment assign;
-        bool terminated; /* Succeeded/Failed: holds nothing */
+        bool terminated;          /* Succeeded/Failed: holds nothing */
+        enum sched_source source; /* of the assignment */
+        bool confirmed;
 };
 
 struct sched_model;
 
 int sched_model_new(struct sched_model **ret);
 struct sched_model *sched_model_free(struct sched_model *m);
+/* Keep each node's driver and per-GPU model and health text (struct sched_node_details) from now
+ * on; the extender does not need them. */
+void sched_model_keep_details(struct sched_model *m, bool keep);
 
 /* Add or replace a node's GPUs and topology; its pods are re-counted on the new GPUs. 0, -EINVAL
  * (no name, more than SCHED_MAX_GPUS), -ENOMEM. */
@@ -182,6 +234,9 @@ uint64_t sched_model_generation(const struct sched_model *m);
 size_t sched_model_n_nodes(const struct sched_model *m);
 size_t sched_model_n_pods(const struct sched_model *m);
 size_t sched_model_n_topo_classes(const struct sched_model *m);
+/* Bumped only when a node enters or leaves the model: node pointers resolved by name stay valid
+ * (and absent names stay absent) while it does not move. */
+uint64_t sched_model_nodes_generation(const struct sched_model *m);
 /* Iterate nodes: *cursor starts at 0; NULL at the end. */
 const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor);
 
@@ -191,6 +246,43 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
  */
 int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available, unsigned count,
                            alloc_set_t *ret_set, unsigned *ret_ring_bw);
+
+/*
+ * What is recorded on a node's GPUs, as `gpuslice inspect` shows it: per GPU the pods bound to the
+ * node whose placement an assignment annotation names (not inferred by our fit, not only assumed),
+ * in the order they entered the model, with the compute and memory they hold there; and the pods
+ * bound to the node that hold GPU resources on no recorded GPU (no assignment, or one naming GPUs
+ * the node does not have). A pure reading of the model; *ret freed with sched_node_records_free.
+ */
+struct sched_gpu_record {
+        uint64_t mem_mib; /* handed out (a whole GPU counts its memory) */
+        unsigned core;    /* percent handed out (a whole GPU counts 100) */
+        unsigned n_pods;
+        const struct sched_pod **pods;
+};
+struct sched_node_records {
+        unsigned n_gpus;
+        struct sched_gpu_record *gpu;
+        unsigned n_unplaced;
+        const struct sched_pod **unplaced;
+};
+int sched_node_records(const struct sched_node *n, struct sched_node_records *ret);
+void sched_node_records_free(struct sched_node_records *r);
+/* Pod p's hold on GPU g of n, summed over its containers. */
+void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsigned g, uint64_t *ret_mem_mib,
+                     unsigned *ret_core, bool *ret_whole);
+/* A pod's whole request, summed over its containers. */
+void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigned *ret_core, unsigned *ret_whole);
+
+/*
+ * Would req fit on node `name` if the pods with these UIDs were gone (preemption)? The victims'
+ * holdings on that node are taken out, the full placement decides (sched_fit_node_full, into *ret),
+ * and they are put back: the model is as before when it returns (pods the model does not hold, or
+ * holds on another node, free nothing). The decision's result: 0 fit, -ENOSPC, -ENODEV (no such
+ * node or it cannot ever fit), -EINVAL. Not const: it counts on the model meanwhile.
+ */
+int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
+                            const struct sched_request *req, int policy, struct sched_fit *ret);
 
 /* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);

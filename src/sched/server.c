@@ -20,6 +20,8 @@
 #include "sched/server.h"
 #include "util/util.h"
 
+#define SCHED_SERVER_THREADS 16
+
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
 
@@ -27,9 +29,10 @@ enum verb {
         VERB_FILTER,
         VERB_PRIORITIZE,
         VERB_BIND,
+        VERB_PREEMPT,
         VERB_N
 };
-static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind" };
+static const char *const verb_names[VERB_N] = { "filter", "prioritize", "bind", "preempt" };
 
 struct sched_server {
         struct sched_server_options o;
@@ -43,18 +46,30 @@ struct sched_server {
         struct sched_map pending;
         struct sched_pod_view *ring[PENDING_MAX];
         size_t ring_head, ring_n;
-        /* scratch for fits, grown to the largest node list seen */
-        struct sched_fit *fits;
+        /* scratch, grown to the largest node list seen: this call's nodes and decisions (only what
+         * scoring reads), the failing nodes' reasons in one pool, the filter reply's results */
+        const struct sched_node **nodes;
+        struct sched_score_in *dec;
+        const struct sched_score_in **decp;
+        uint32_t *reason_off;
         struct sched_ext_node_result *results;
         int *scores;
-        const struct sched_fit **fitp;
         size_t scratch_n;
-        /* the last filter's decisions, reused by the prioritize call that follows it for the same
-         * pod while the model has not changed (kube-scheduler sends the nodes that passed, in order) */
-        struct sched_fit *last_fits;
-        uint64_t *last_hash;
-        const struct sched_node **last_node;
-        size_t last_n, last_cap;
+        char *reasons;
+        size_t reasons_len, reasons_cap;
+        /* the last filter's node list: names (NUL-separated, in order), the nodes they resolved to
+         * while the model's node set stays (sched_model_nodes_generation), and the decisions, which
+         * the prioritize call that follows for the same pod reuses while the model has not changed
+         * at all (kube-scheduler sends the nodes that passed, in order). kube-scheduler sends the
+         * same node list call after call, so the next filter resolves it without a lookup. */
+        char *fl_names;
+        size_t fl_len, fl_cap;
+        uint32_t *fl_off;
+        const struct sched_node **fl_node;
+        struct sched_score_in *fl_dec;
+        size_t fl_n, fl_alloc;
+        uint64_t fl_nodes_gen;
+        bool fl_resolved;
         char last_uid[128];
         uint64_t last_gen;
         enum sched_policy last_policy;
@@ -122,23 +137,26 @@ static void pending_drop(struct sched_server *s, const char *uid) {
         free(v);
 }
 
+static int grow(void **p, size_t size) {
+        void *q = realloc(*p, size);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        return 0;
+}
+
 static int scratch_reserve(struct sched_server *s, size_t n) {
         if (n <= s->scratch_n)
                 return 0;
         size_t cap = MAX(n, 64);
-        struct sched_fit *f = realloc(s->fits, cap * sizeof *f);
-        if (f)
-                s->fits = f;
-        struct sched_ext_node_result *r = realloc(s->results, cap * sizeof *r);
-        if (r)
-                s->results = r;
-        int *sc = realloc(s->scores, cap * sizeof *sc);
-        if (sc)
-                s->scores = sc;
-        const struct sched_fit **fp = realloc(s->fitp, cap * sizeof *fp);
-        if (fp)
-                s->fitp = fp;
-        if (!f || !r || !sc || !fp)
+        if (grow((void **)&s->nodes, cap * sizeof *s->nodes) < 0 || grow((void **)&s->dec, cap * sizeof *s->dec) < 0 ||
+            grow((void **)&s->decp, cap * sizeof *s->decp) < 0 ||
+            grow((void **)&s->reason_off, cap * sizeof *s->reason_off) < 0 ||
+            grow((void **)&s->results, cap * sizeof *s->results) < 0 ||
+            grow((void **)&s->scores, cap * sizeof *s->scores) < 0 ||
+            grow((void **)&s->fl_off, cap * sizeof *s->fl_off) < 0 ||
+            grow((void **)&s->fl_node, cap * sizeof *s->fl_node) < 0 ||
+            grow((void **)&s->fl_dec, cap * sizeof *s->fl_dec) < 0)
                 return -ENOMEM;
         s->scratch_n = cap;
         return 0;
@@ -146,59 +164,79 @@ static int scratch_reserve(struct sched_server *s, size_t n) {
 
 /* ---- filter / prioritize ---- */
 
-/* Decide one node into f. */
-static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
-                       enum sched_policy pol, struct sched_fit *f) {
-        if (a->pod.req.n == 0) {
-                /* asks for no GPU resource: not ours to judge */
-                memset(f, 0, sizeof *f);
-                f->verdict = SCHED_FIT;
-                f->pack = 0.5;
-        } else if (n) {
-                (void)sched_fit_node(s->model, n, &a->pod.req, pol, f);
-        } else {
-                memset(f, 0, sizeof *f);
-                f->verdict = SCHED_UNRESOLVABLE;
-                snprintf(f->reason, sizeof f->reason, "node publishes no GPUs (no %s annotation)",
-                         SCHED_ANNOT_NODE_GPUS);
+/* A failing node's reason into the pool; UINT32_MAX when it cannot be kept. */
+static uint32_t reason_keep(struct sched_server *s, const char *reason) {
+        size_t l = strlen(reason) + 1;
+        if (s->reasons_len + l > s->reasons_cap) {
+                size_t cap = MAX(s->reasons_cap * 2, s->reasons_len + l + 4096);
+                if (cap > UINT32_MAX || grow((void **)&s->reasons, cap) < 0)
+                        return UINT32_MAX;
+                s->reasons_cap = cap;
         }
-        metrics_counter_add(s->verdicts[f->verdict], 1);
+        memcpy(s->reasons + s->reasons_len, reason, l);
+        s->reasons_len += l;
+        return (uint32_t)(s->reasons_len - l);
 }
 
-/* Keep filter's decisions for the prioritize call that follows (swaps the scratch fits away). */
-static void memo_filter(struct sched_server *s, const struct sched_ext_args *a, enum sched_policy pol) {
-        s->last_valid = false;
-        if (s->last_cap < s->scratch_n) {
-                uint64_t *h = realloc(s->last_hash, s->scratch_n * sizeof *h);
-                if (h)
-                        s->last_hash = h;
-                const struct sched_node **nd = realloc(s->last_node, s->scratch_n * sizeof *nd);
-                if (nd)
-                        s->last_node = nd;
-                struct sched_fit *lf = realloc(s->last_fits, s->scratch_n * sizeof *lf);
-                if (lf)
-                        s->last_fits = lf;
-                if (!h || !nd || !lf)
-                        return;
-                s->last_cap = s->scratch_n;
+/* Decide one node into d (and its reason into the pool when reason_off is given). */
+static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
+                       enum sched_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
+        struct sched_fit f;
+        if (a->pod.req.n == 0) {
+                /* asks for no GPU resource: not ours to judge */
+                *d = (struct sched_score_in){ .verdict = SCHED_FIT, .pack = 0.5 };
+                f.reason[0] = '\0';
+        } else if (n) {
+                (void)sched_fit_node(s->model, n, &a->pod.req, pol, &f);
+                sched_score_in_from_fit(&f, d);
+        } else {
+                *d = (struct sched_score_in){ .verdict = SCHED_UNRESOLVABLE };
+                snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", SCHED_ANNOT_NODE_GPUS);
         }
+        if (reason_off)
+                *reason_off = d->verdict == SCHED_FIT ? UINT32_MAX : reason_keep(s, f.reason);
+        metrics_counter_add(s->verdicts[d->verdict], 1);
+}
+
+/* The nodes of a's names into s->nodes: from the last filter's list when it is the same list and
+ * no node came or went since, else looked up one by one (and kept as the new list). */
+static void resolve_nodes(struct sched_server *s, const struct sched_ext_args *a) {
+        uint64_t gen = sched_model_nodes_generation(s->model);
+        bool same = s->fl_resolved && s->fl_nodes_gen == gen && s->fl_n == a->n_nodes;
+        for (size_t i = 0; same && i < a->n_nodes; i++)
+                same = streq(a->node_names[i], s->fl_names + s->fl_off[i]);
+        if (same) {
+                memcpy(s->nodes, s->fl_node, a->n_nodes * sizeof *s->nodes);
+                return;
+        }
+        s->fl_resolved = false;
+        s->fl_len = 0;
+        bool keep = true;
         for (size_t i = 0; i < a->n_nodes; i++) {
-                s->last_hash[i] = sched_map_hash(a->node_names[i], strlen(a->node_names[i]));
-                s->last_node[i] = sched_model_node(s->model, a->node_names[i]);
+                const char *name = a->node_names[i];
+                s->nodes[i] = sched_model_node(s->model, name);
+                size_t l = strlen(name) + 1;
+                if (keep && s->fl_len + l > s->fl_cap) {
+                        size_t cap = MAX(s->fl_cap * 2, s->fl_len + l + 4096);
+                        keep = cap <= UINT32_MAX && grow((void **)&s->fl_names, cap) == 0;
+                        if (keep)
+                                s->fl_cap = cap;
+                }
+                if (keep) {
+                        memcpy(s->fl_names + s->fl_len, name, l);
+                        s->fl_off[i] = (uint32_t)s->fl_len;
+                        s->fl_len += l;
+                }
+                s->fl_node[i] = s->nodes[i];
         }
-        struct sched_fit *t = s->fits;
-        s->fits = s->last_fits;
-        s->last_fits = t;
-        /* results[] point at reasons in the fits just kept */
-        s->last_n = a->n_nodes;
-        strscpy(s->last_uid, a->pod.uid, sizeof s->last_uid);
-        s->last_gen = sched_model_generation(s->model);
-        s->last_policy = pol;
-        s->last_valid = a->pod.uid[0] != '\0';
+        s->fl_n = keep ? a->n_nodes : 0;
+        s->fl_nodes_gen = gen;
+        s->fl_resolved = keep;
 }
 
 /* Decide every node of a; under the lock. err non-NULL: every node fails with it. */
 static const char *decide_all(struct sched_server *s, const struct sched_ext_args *a) {
+        s->last_valid = false;
         if (!s->ready)
                 return "gpuslice scheduler: the cluster model is not synced with the API server yet";
         if (scratch_reserve(s, a->n_nodes) < 0)
@@ -212,10 +250,24 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
         if (a->pod.uid[0])
                 pending_put(s, &a->pod);
         enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        resolve_nodes(s, a);
+        s->reasons_len = 0;
+        for (size_t i = 0; i < a->n_nodes; i++)
+                decide_one(s, a, a->pod.req.n ? s->nodes[i] : NULL, pol, &s->dec[i], &s->reason_off[i]);
         for (size_t i = 0; i < a->n_nodes; i++) {
-                struct sched_fit *f = &s->fits[i];
-                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, a->node_names[i]) : NULL, pol, f);
-                s->results[i] = (struct sched_ext_node_result){ f->verdict, f->reason };
+                uint32_t o = s->reason_off[i];
+                s->results[i] =
+                        (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
+        }
+        /* keep the decisions for prioritize (the list itself was kept by resolve_nodes) */
+        if (s->fl_resolved && a->pod.uid[0]) {
+                struct sched_score_in *t = s->fl_dec;
+                s->fl_dec = s->dec;
+                s->dec = t;
+                strscpy(s->last_uid, a->pod.uid, sizeof s->last_uid);
+                s->last_gen = sched_model_generation(s->model);
+                s->last_policy = pol;
+                s->last_valid = true;
         }
         return NULL;
 }
@@ -231,24 +283,23 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                      s->last_gen == sched_model_generation(s->model) && s->last_policy == pol;
         size_t j = 0;
         for (size_t i = 0; i < a->n_nodes; i++) {
+                const char *name = a->node_names[i];
                 if (reuse) {
                         /* the nodes that passed filter, in filter's order: skip the ones that failed */
-                        uint64_t h = sched_map_hash(a->node_names[i], strlen(a->node_names[i]));
                         size_t k = j;
-                        while (k < s->last_n && s->last_fits[k].verdict != SCHED_FIT &&
-                               !(s->last_hash[k] == h && s->last_node[k]))
+                        while (k < s->fl_n && s->fl_dec[k].verdict != SCHED_FIT &&
+                               !streq(name, s->fl_names + s->fl_off[k]))
                                 k++;
-                        if (k < s->last_n && s->last_hash[k] == h && s->last_node[k] &&
-                            streq(s->last_node[k]->name, a->node_names[i])) {
-                                s->fitp[i] = &s->last_fits[k];
+                        if (k < s->fl_n && streq(name, s->fl_names + s->fl_off[k])) {
+                                s->decp[i] = &s->fl_dec[k];
                                 j = k + 1;
                                 continue;
                         }
                 }
-                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, a->node_names[i]) : NULL, pol, &s->fits[i]);
-                s->fitp[i] = &s->fits[i];
+                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, name) : NULL, pol, &s->dec[i], NULL);
+                s->decp[i] = &s->dec[i];
         }
-        sched_score_fitp(s->fitp, a->n_nodes, pol, s->scores);
+        sched_score_inp(s->decp, a->n_nodes, pol, s->scores);
         return NULL;
 }
 
@@ -276,8 +327,6 @@ unsigned sched_server_filter(struct sched_server *s, const char *body, size_t le
         pthread_mutex_lock(&s->lock);
         const char *e = decide_all(s, &a);
         r = sched_ext_filter_encode(&a, s->results, e, ret, ret_len);
-        if (!e)
-                memo_filter(s, &a, a.pod.has_policy ? a.pod.policy : s->o.policy);
         pthread_mutex_unlock(&s->lock);
         sched_ext_args_done(&a);
         observe(s, VERB_FILTER, t0, e || r < 0);
@@ -421,6 +470,54 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         return bind_reply(s, t0, NULL, ret, ret_len);
 }
 
+/* ---- preempt ---- */
+
+unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        double t0 = now_mono();
+        struct sched_ext_preempt_args a;
+        char err[300];
+        int r = sched_ext_preempt_decode(body, len, &s->o.units, &a, err, sizeof err);
+        if (r < 0) {
+                /* ExtenderPreemptionResult has no error field: the status tells the scheduler */
+                *ret = strdup("{\"NodeNameToMetaVictims\":{}}");
+                *ret_len = *ret ? strlen(*ret) : 0;
+                observe(s, VERB_PREEMPT, t0, true);
+                return 400;
+        }
+        bool *keep = calloc(a.n_nodes ? a.n_nodes : 1, sizeof *keep);
+        unsigned status = 200;
+        pthread_mutex_lock(&s->lock);
+        if (!s->ready || !keep)
+                status = !keep ? 500 : 503; /* no node kept: no victim is evicted on a half-known cluster */
+        else {
+                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
+                for (size_t i = 0; i < a.n_nodes; i++) {
+                        if (a.pod.req.n == 0) {
+                                keep[i] = true; /* asks for no GPU resource: not ours to judge */
+                                continue;
+                        }
+                        /* kept only where evicting these victims frees GPUs the pod fits on */
+                        struct sched_fit f;
+                        keep[i] = sched_model_fit_without(s->model, a.nodes[i].node, a.nodes[i].uids, a.nodes[i].n_uids,
+                                                          &a.pod.req, (int)pol, &f) == 0;
+                        metrics_counter_add(s->verdicts[keep[i] ? SCHED_FIT : SCHED_NO_ROOM], 1);
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (status == 200)
+                r = sched_ext_preempt_encode(&a, keep, ret, ret_len);
+        if (status != 200 || r < 0) {
+                if (status == 200)
+                        status = 500;
+                *ret = strdup("{\"NodeNameToMetaVictims\":{}}");
+                *ret_len = *ret ? strlen(*ret) : 0;
+        }
+        free(keep);
+        sched_ext_preempt_args_done(&a);
+        observe(s, VERB_PREEMPT, t0, status != 200);
+        return status;
+}
+
 /* ---- HTTP ---- */
 
 static void json_reply(struct http_response *resp, unsigned status, char *body, size_t len) {
@@ -460,6 +557,15 @@ static void serve_bind(void *ud, const struct http_request *req, struct http_res
         size_t l;
         if (post_only(req, resp)) {
                 unsigned st = sched_server_bind(ud, req->body, req->body_len, &b, &l);
+                json_reply(resp, st, b, l);
+        }
+}
+
+static void serve_preempt(void *ud, const struct http_request *req, struct http_response *resp) {
+        char *b;
+        size_t l;
+        if (post_only(req, resp)) {
+                unsigned st = sched_server_preempt(ud, req->body, req->body_len, &b, &l);
                 json_reply(resp, st, b, l);
         }
 }
@@ -560,11 +666,13 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        /* bind waits on the API server: other calls go on on the other threads */
-        if ((r = http_server_set_threads(s->http, 4)) < 0 ||
+        /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
+         * filter and prioritize for the next pods go on on the other threads */
+        if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
+            (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
             (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0) {
                 sched_server_free(s);
@@ -592,13 +700,17 @@ struct sched_server *sched_server_free(struct sched_server *s) {
                 free(v);
         sched_map_done(&s->pending);
         sched_model_free(s->model);
-        free(s->fits);
+        free(s->nodes);
+        free(s->dec);
+        free(s->decp);
+        free(s->reason_off);
         free(s->results);
         free(s->scores);
-        free(s->fitp);
-        free(s->last_fits);
-        free(s->last_hash);
-        free(s->last_node);
+        free(s->reasons);
+        free(s->fl_names);
+        free(s->fl_off);
+        free(s->fl_node);
+        free(s->fl_dec);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;

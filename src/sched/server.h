@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server — the scheduler extender's HTTP side: the verbs kube-scheduler calls (POST /filter,
- * /prioritize, /bind) plus /healthz and /metrics, on the project's one HTTP server (src/http),
+ * /prioritize, /bind, /preempt) plus /healthz and /metrics, on the project's one HTTP server (src/http),
  * over a cluster model (model.h) it owns and guards with one lock.
  *
  * The model is fed from outside (the API watch, or a snapshot) through sched_server_lock(), which
@@ -69,3 +69,8 @@ void sched_server_set_ready(struct sched_server *s, bool ready);
 unsigned sched_server_filter(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
 unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+/* Preemption (ExtenderPreemptionArgs → ExtenderPreemptionResult): of the candidate nodes, those
+ * where evicting the given victims frees GPUs the pod fits on (the full placement, the victims' GPU
+ * holdings taken out), each with its victims as given — victims are never dropped, since
+ * kube-scheduler may need them for other resources. 503 with no node while not synced. */
+unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target for the scheduler extender's untrusted inputs (src/sched/codec.c): the input is
- * decoded as ExtenderArgs, ExtenderBindingArgs, a Pod, a node GPU annotation and a snapshot;
+ * decoded as ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, a Pod, a node GPU
+ * annotation and a snapshot;
  * whatever decodes is run through the model and the decisions (filter of the decoded pod on every
  * loaded node, scores, the filter reply), which must keep their invariants.
  */
@@ -66,6 +67,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 free(res);
                 free(scores);
                 sched_ext_args_done(&a);
+        }
+        /* as ExtenderPreemptionArgs: whatever decodes is answered on the loaded model, which must
+         * come back unchanged */
+        struct sched_ext_preempt_args pa;
+        if (sched_ext_preempt_decode(s, size, &u, &pa, err, sizeof err) == 0) {
+                bool *keep = calloc(pa.n_nodes ? pa.n_nodes : 1, sizeof *keep);
+                assert(keep);
+                uint64_t gen = sched_model_generation(m);
+                for (size_t i = 0; i < pa.n_nodes; i++) {
+                        assert(pa.nodes[i].node && pa.nodes[i].node[0]);
+                        struct sched_fit f;
+                        keep[i] = sched_model_fit_without(m, pa.nodes[i].node, pa.nodes[i].uids, pa.nodes[i].n_uids,
+                                                          &pa.pod.req, SCHED_POLICY_BINPACK, &f) == 0;
+                }
+                assert(sched_model_generation(m) == gen);
+                char *out;
+                size_t out_len;
+                if (sched_ext_preempt_encode(&pa, keep, &out, &out_len) == 0)
+                        free(out);
+                free(keep);
+                sched_ext_preempt_args_done(&pa);
         }
         sched_model_free(m);
         return 0;

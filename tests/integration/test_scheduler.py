@@ -288,6 +288,7 @@ def test_deploy(a, tmp):
     ext = cfg["extenders"][0]
     check(ext["urlPrefix"] == "http://gpuslice-scheduler.gpuslice-system.svc:9445", ext)
     check(ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize" and ext["bindVerb"] == "bind", ext)
+    check(ext["preemptVerb"] == "preempt", ext)
     check(ext["nodeCacheCapable"] is True and ext["ignorable"] is False, ext)
     check({m["name"] for m in ext["managedResources"]} == RESOURCES, ext["managedResources"])
     check(cfg["profiles"][0]["schedulerName"] == "gpuslice-scheduler", cfg)

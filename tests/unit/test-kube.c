@@ -22,6 +22,7 @@
 
 #include "agent/publish.h"
 #include "kube/cluster.h"
+#include "sched/codec.h"
 #include "kube/kube-internal.h"
 #include "kube/kube.h"
 #include "topo/topo.h"
@@ -418,31 +419,33 @@ static void node3(struct topo *t) {
         topo_set_link(t, 1, 2, (struct topo_link){ .pcie = TOPO_LEVEL_NODE });
 }
 
+/* What the agent publishes, the extender (and inspect) reads back: one writer, one reader. */
 static void test_annotation_round_trip(void **state) {
         (void)state;
         struct topo *t = malloc(sizeof *t);
+        struct sched_node_info *g = calloc(1, sizeof *g);
+        assert_non_null(t);
+        assert_non_null(g);
         node3(t);
         bool healthy[3] = { true, false, true };
         const char *reason[3] = { "", "xid 79", "" };
         char *s = NULL;
         assert_int_equal(kube_node_gpus_format(t, healthy, reason, &s), 0);
         assert_non_null(strstr(s, "\"links\":\"NV12/PIX,SYS;NODE\""));
-        struct kube_node_gpus g;
+        assert_non_null(strstr(s, "\"cuda\":12020"));
+        assert_non_null(strstr(s, "\"cc\":\"8.0\""));
         char err[256];
-        assert_int_equal(kube_node_gpus_parse(s, strlen(s), &g, err, sizeof err), 0);
-        assert_int_equal(g.n, 3);
-        assert_string_equal(g.driver, "535.104.05");
-        assert_int_equal(g.cuda_version, 12020);
-        assert_string_equal(g.gpu[1].uuid, "GPU-1");
-        assert_int_equal(g.gpu[1].memory_mib, 40960);
-        assert_false(g.gpu[1].healthy);
-        assert_string_equal(g.gpu[1].health, "xid 79");
-        assert_true(g.gpu[0].healthy);
-        assert_int_equal(g.gpu[2].cc_major, 8);
+        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, err, sizeof err), 0);
+        assert_int_equal(g->n_gpus, 3);
+        assert_string_equal(g->driver, "535.104.05");
+        assert_string_equal(g->gpu[1].uuid, "GPU-1");
+        assert_int_equal(g->gpu[1].mem_mib, 40960);
+        assert_false(g->gpu[1].healthy);
+        assert_string_equal(g->gpu[1].health, "xid 79");
+        assert_true(g->gpu[0].healthy);
         for (unsigned i = 0; i < 3; i++)
                 for (unsigned j = 0; j < 3; j++)
-                        assert_memory_equal(&g.link[i * 3 + j], &t->link[i][j], sizeof(struct topo_link));
-        kube_node_gpus_done(&g);
+                        assert_memory_equal(&g->link[i][j], &t->link[i][j], sizeof(struct topo_link));
         free(s);
 
         /* 64 GPUs on NVSwitch fit the bound */
@@ -460,58 +463,16 @@ static void test_annotation_round_trip(void **state) {
                 h64[i] = true;
         assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), 0);
         assert_true(strlen(s) <= KUBE_ANNOTATION_MAX);
-        assert_int_equal(kube_node_gpus_parse(s, strlen(s), &g, err, sizeof err), 0);
-        assert_int_equal(g.n, 64);
-        assert_int_equal(g.link[5 * 64 + 63].nvlinks, 18);
-        kube_node_gpus_done(&g);
+        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, err, sizeof err), 0);
+        assert_int_equal(g->n_gpus, 64);
+        assert_int_equal(g->link[5][63].nvlinks, 18);
         free(s);
+        /* too many GPUs for the annotation */
+        t->n_gpus = 65;
+        assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), -E2BIG);
+        free(g);
         free(t);
 }
-
-static void test_annotation_malformed(void **state) {
-        (void)state;
-        static const struct {
-                const char *text, *why;
-                int r;
-        } bad[] = {
-                { "", "not a JSON object", -EINVAL },
-                { "[]", "not a JSON object", -EINVAL },
-                { "{}", "v: missing", -EINVAL },
-                { "{\"v\":2,\"gpus\":[]}", "version 2 not supported", -ENOTSUP },
-                { "{\"v\":1}", "gpus: missing", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":-1}]}", "gpus[0].i", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":\"x\"}]}", "gpus[0].mem", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\"}]}", "health", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
-                  "{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}]}",
-                  "index 0 twice", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\",\"cc\":\"x\"}"
-                  "]}",
-                  "cc", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
-                  "{\"i\":1,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}],\"links\":\"NV1,PIX\"}",
-                  "links", -EINVAL },
-                { "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"},"
-                  "{\"i\":1,\"mem\":1,\"uuid\":\"u\",\"model\":\"m\",\"health\":\"ok\"}],\"links\":\"BOGUS\"}",
-                  "links", -EINVAL },
-                { "{\"v\":1,\"driver\":7,\"gpus\":[]}", "driver", -EINVAL },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                struct kube_node_gpus g;
-                char err[256] = "";
-                int r = kube_node_gpus_parse(bad[i].text, strlen(bad[i].text), &g, err, sizeof err);
-                if (r != bad[i].r || !strstr(err, bad[i].why))
-                        fail_msg("case %zu: r=%d err='%s'", i, r, err);
-        }
-        char *big = malloc(KUBE_ANNOTATION_MAX + 2);
-        memset(big, ' ', KUBE_ANNOTATION_MAX + 1);
-        struct kube_node_gpus g;
-        char err[256];
-        assert_int_equal(kube_node_gpus_parse(big, KUBE_ANNOTATION_MAX + 1, &g, err, sizeof err), -E2BIG);
-        free(big);
-}
-
-/* ---- pods and the cluster table ---- */
 
 static json_t *pod(const char *name, const char *node, const char *res, const char *ann) {
         char buf[2048];
@@ -525,115 +486,6 @@ static json_t *pod(const char *name, const char *node, const char *res, const ch
         if (!j)
                 fail_msg("bad test pod: %s", je.text);
         return j;
-}
-
-static void test_pod_parse(void **state) {
-        (void)state;
-        struct kube_pod p;
-        json_t *j = pod(
-                "a", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\",\"cpu\":\"1\"}",
-                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":1,"
-                "\\\"containers\\\":[{\\\"name\\\":\\\"main\\\",\\\"gpus\\\":[2],\\\"core\\\":30,\\\"mem\\\":4096}]}\","
-                "\"gpuslice.io/assigned\":\"true\"}");
-        assert_int_equal(kube_pod_parse(j, &p), 0);
-        assert_int_equal(p.n, 1);
-        assert_int_equal(p.c[0].core_percent, 30);
-        assert_int_equal(p.c[0].memory_mib, 4096);
-        assert_int_equal(p.c[0].n_assigned, 1);
-        assert_int_equal(p.c[0].assigned[0], 2);
-        assert_true(p.confirmed);
-        assert_string_equal(p.source, "gpuslice");
-        /* the formatter writes what the parser reads */
-        char *s;
-        assert_int_equal(kube_assignment_format("n1", 1, &p, &s), 0);
-        assert_string_equal(s, "{\"v\":1,\"node\":\"n1\",\"time\":1,\"containers\":[{\"name\":\"main\",\"gpus\":[2],"
-                               "\"core\":30,\"mem\":4096}]}");
-        free(s);
-        json_decref(j);
-
-        j = pod("b", "n1", "{\"aliyun.com/gpu-mem\":\"4\"}",
-                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\",\"ALIYUN_COM_GPU_MEM_POD\":\"4\",\"ALIYUN_COM_GPU_MEM_ASSIGNED\":"
-                "\"false\"}");
-        assert_int_equal(kube_pod_parse(j, &p), 0);
-        assert_int_equal(p.c[0].memory_mib, 4096);
-        assert_int_equal(p.c[0].assigned[0], 1);
-        assert_false(p.confirmed);
-        assert_string_equal(p.source, "gpushare");
-        json_decref(j);
-
-        j = pod("c", "n1", "{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}",
-                "{\"tencent.com/predicate-gpu-idx-0\":\"0,3\",\"tencent.com/gpu-assigned\":\"true\"}");
-        assert_int_equal(kube_pod_parse(j, &p), 0);
-        assert_int_equal(p.c[0].whole, 2);
-        assert_int_equal(p.c[0].n_assigned, 2);
-        assert_int_equal(p.c[0].assigned[1], 3);
-        assert_string_equal(p.source, "gpu-manager");
-        json_decref(j);
-
-        /* malformed annotations are ignored, never fatal */
-        j = pod("d", "n1", "{\"nvidia.com/gpu\":\"1\"}",
-                "{\"gpuslice.io/assignment\":\"{not json\",\"ALIYUN_COM_GPU_MEM_IDX\":\"x\","
-                "\"tencent.com/predicate-gpu-idx-0\":\"1,,2\"}");
-        assert_int_equal(kube_pod_parse(j, &p), 0);
-        assert_int_equal(p.c[0].whole, 1);
-        assert_false(p.assigned_known);
-        json_decref(j);
-
-        j = pod("e", "n1", "{\"cpu\":\"2\"}", "{}");
-        assert_int_equal(kube_pod_parse(j, &p), -ENODATA);
-        json_decref(j);
-        j = json_loads("{\"metadata\":{}}", 0, NULL);
-        assert_int_equal(kube_pod_parse(j, &p), -EINVAL);
-        json_decref(j);
-}
-
-static void test_cluster_build(void **state) {
-        (void)state;
-        struct topo *t = malloc(sizeof *t);
-        node3(t);
-        bool healthy[3] = { true, true, true };
-        char *ann;
-        assert_int_equal(kube_node_gpus_format(t, healthy, NULL, &ann), 0);
-        free(t);
-        json_t *nodes = json_array();
-        json_t *n1 = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations", KUBE_ANN_GPUS, ann);
-        json_t *n0 = json_pack("{s:{s:s}}", "metadata", "name", "n0"); /* not published */
-        json_array_append_new(nodes, n1);
-        json_array_append_new(nodes, n0);
-        free(ann);
-        json_t *pods = json_array();
-        json_array_append_new(pods,
-                              pod("frac1", "n1", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}",
-                                  "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
-        json_array_append_new(
-                pods, pod("frac2", "n1", "{\"aliyun.com/gpu-mem\":\"2\"}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"2\"}"));
-        json_array_append_new(
-                pods, pod("whole", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{\"tencent.com/predicate-gpu-idx-0\":\"0\"}"));
-        json_array_append_new(pods, pod("nowhere", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}"));
-        json_array_append_new(pods, pod("pending", "", "{\"gpuslice.io/gpu-core\":\"50\"}", "{}"));
-        json_t *done = pod("done", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{\"tencent.com/predicate-gpu-idx-0\":\"1\"}");
-        json_object_set_new(json_object_get(done, "status"), "phase", json_string("Succeeded"));
-        json_array_append_new(pods, done);
-        struct kube_cluster c;
-        assert_int_equal(kube_cluster_build(nodes, pods, &c), 0);
-        assert_int_equal(c.n_nodes, 2);
-        assert_string_equal(c.nodes[0].name, "n0");
-        assert_false(c.nodes[0].published);
-        const struct kube_cluster_node *n = &c.nodes[1];
-        assert_true(n->published);
-        assert_int_equal(n->use[2].n_pods, 2);
-        assert_int_equal(n->use[2].memory_alloc_mib, 4096 + 2048);
-        assert_int_equal(n->use[2].core_alloc_percent, 30);
-        assert_true(n->use[0].whole);
-        assert_int_equal(n->use[0].memory_alloc_mib, 40960);
-        assert_int_equal(n->use[1].n_pods, 0); /* the Succeeded pod holds nothing */
-        assert_int_equal(n->n_unplaced, 1);
-        assert_string_equal(c.pods[n->unplaced[0]].name, "nowhere");
-        assert_int_equal(c.n_pending, 1);
-        assert_string_equal(c.pods[c.pending[0]].name, "pending");
-        kube_cluster_done(&c);
-        json_decref(nodes);
-        json_decref(pods);
 }
 
 static void test_slim(void **state) {
@@ -755,9 +607,6 @@ int main(void) {
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_annotation_round_trip),
-                cmocka_unit_test(test_annotation_malformed),
-                cmocka_unit_test(test_pod_parse),
-                cmocka_unit_test(test_cluster_build),
                 cmocka_unit_test(test_slim),
                 cmocka_unit_test(test_publish_labels_and_diff),
         };

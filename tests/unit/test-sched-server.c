@@ -440,6 +440,134 @@ static void test_prioritize_reuse_matches_fresh(void **state) {
         sched_server_free(b);
 }
 
+/* The same node list call after call is resolved from the last filter's list: a node that arrives
+ * or leaves in between must still be seen (the cache follows the model's node set). */
+static void test_node_list_cache_follows_nodes(void **state) {
+        (void)state;
+        static const char body[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"cache-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-memory\":\"16\"}}}]}},\"NodeNames\":[\"gpunode\",\"late\",\"gpunode-fake\"]}";
+        struct sched_server *s = server_with(NULL, "127.0.0.1:0");
+        sched_server_set_ready(s, true);
+        for (int round = 0; round < 3; round++) {
+                json_t *j = call(sched_server_filter, s, body, strlen(body), 200);
+                json_t *names = json_object_get(j, "NodeNames");
+                json_t *failed = json_object_get(j, "FailedNodes");
+                /* rounds 0 and 2: "late" has no GPUs; round 1: it has one */
+                assert_int_equal(json_array_size(names), round == 1 ? 3 : 2);
+                assert_int_equal(json_object_get(failed, "late") != NULL, round != 1);
+                json_decref(j);
+                struct sched_model *m = sched_server_lock(s);
+                if (round == 0) {
+                        struct sched_node_info *ni = calloc(1, sizeof *ni);
+                        assert_non_null(ni);
+                        strscpy(ni->name, "late", sizeof ni->name);
+                        ni->n_gpus = 1;
+                        ni->gpu[0].mem_mib = 16384;
+                        ni->gpu[0].healthy = true;
+                        ni->link[0][0] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
+                        assert_int_equal(sched_model_set_node(m, ni), 0);
+                        free(ni);
+                } else if (round == 1)
+                        assert_int_equal(sched_model_remove_node(m, "late"), 0);
+                sched_server_unlock(s);
+        }
+        sched_server_free(s);
+}
+
+static void add_pod(struct sched_server *s, const char *uid, const char *node, alloc_set_t gpus, bool whole,
+                    uint32_t mem) {
+        struct sched_pod_info p = { .uid = uid, .ns = "d", .name = uid, .node = node, .bound = true };
+        p.req.n = 1;
+        strscpy(p.req.c[0].name, "c", sizeof p.req.c[0].name);
+        p.has_assignment = true;
+        p.assign.n = 1;
+        if (whole) {
+                p.req.c[0].whole = (unsigned)__builtin_popcountll(gpus);
+                p.assign.c[0] = (struct sched_container_assign){ .gpus = gpus, .whole = true };
+        } else {
+                p.req.c[0].mem_mib = mem;
+                p.assign.c[0] = (struct sched_container_assign){ .gpus = gpus, .mem_mib = mem };
+        }
+        assert_int_equal(sched_model_set_pod(sched_server_lock(s), &p), 0);
+        sched_server_unlock(s);
+}
+
+#define PREEMPT_POD                                                                                                  \
+        "\"Pod\":{\"metadata\":{\"name\":\"hi\",\"namespace\":\"d\",\"uid\":\"hi-uid\"},\"spec\":{\"containers\":[{" \
+        "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}"
+
+/* preempt keeps exactly the candidate nodes where evicting the given victims frees a GPU the pod
+ * fits on, with their victims as given; the model is unchanged afterwards. */
+static void test_preempt(void **state) {
+        (void)state;
+        struct sched_server *s = server_with(NULL, "127.0.0.1:0");
+        add_pod(s, "a", "gpunode", 1, true, 0);
+        add_pod(s, "b", "gpunode", 2, true, 0);
+        add_pod(s, "c", "gpunode-fake", 1, false, 8192);
+        static const char body[] = "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{"
+                                   "\"gpunode\":{\"Pods\":[{\"UID\":\"a\"}],\"NumPDBViolations\":1},"
+                                   "\"gpunode-fake\":{\"Pods\":[{\"UID\":\"zzz\"}],\"NumPDBViolations\":0},"
+                                   "\"nowhere\":{\"Pods\":[{\"UID\":\"b\"}],\"NumPDBViolations\":0}}}";
+        /* not synced: nothing is evicted */
+        json_t *j = call(sched_server_preempt, s, body, strlen(body), 503);
+        assert_int_equal(json_object_size(json_object_get(j, "NodeNameToMetaVictims")), 0);
+        json_decref(j);
+        sched_server_set_ready(s, true);
+        uint64_t gen = sched_model_generation(sched_server_lock(s));
+        sched_server_unlock(s);
+        j = call(sched_server_preempt, s, body, strlen(body), 200);
+        json_t *m = json_object_get(j, "NodeNameToMetaVictims");
+        assert_int_equal(json_object_size(m), 1); /* the others free no GPU (zzz holds none; no GPUs) */
+        json_t *v = json_object_get(m, "gpunode");
+        assert_non_null(v);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(v, "Pods"), 0), "UID")),
+                            "a");
+        assert_int_equal(json_integer_value(json_object_get(v, "NumPDBViolations")), 1);
+        json_decref(j);
+        /* the model is as before: both GPUs of gpunode are still held */
+        struct sched_model *mod = sched_server_lock(s);
+        const struct sched_node *n = sched_model_node(mod, "gpunode");
+        assert_int_equal(n->gpu[0].whole + n->gpu[1].whole, 2);
+        assert_int_equal(sched_model_generation(mod), gen);
+        sched_server_unlock(s);
+        /* full pods (nodeCacheCapable false): the share on gpunode-fake goes, a whole GPU is free */
+        static const char full[] = "{" PREEMPT_POD ",\"NodeNameToVictims\":{\"gpunode-fake\":{\"Pods\":["
+                                   "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"c\"}}],"
+                                   "\"NumPDBViolations\":0},\"gpunode\":{\"Pods\":[],\"NumPDBViolations\":0}}}";
+        j = call(sched_server_preempt, s, full, strlen(full), 200);
+        m = json_object_get(j, "NodeNameToMetaVictims");
+        assert_int_equal(json_object_size(m), 1);
+        assert_non_null(json_object_get(m, "gpunode-fake"));
+        json_decref(j);
+        /* malformed bodies answer 400 and no node */
+        static const char *const bad[] = {
+                "",
+                "[]",
+                "{\"NodeNameToMetaVictims\":{}}",
+                "{" PREEMPT_POD "}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":[]}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":7}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":{}}}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{}]}}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"\"}]}}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":5}]}}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":-1}}}",
+                "{" PREEMPT_POD ",\"NodeNameToMetaVictims\":{\"\":{}}}",
+                "{" PREEMPT_POD ",\"NodeNameToVictims\":{\"n\":{\"Pods\":[{\"metadata\":{}}]}}}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                char *out;
+                size_t out_len;
+                if (sched_server_preempt(s, bad[i], strlen(bad[i]), &out, &out_len) != 400)
+                        fail_msg("case %zu not refused", i);
+                assert_non_null(strstr(out, "\"NodeNameToMetaVictims\":{}"));
+                free(out);
+        }
+        sched_server_free(s);
+}
+
 int main(void) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
@@ -448,6 +576,8 @@ int main(void) {
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
                 cmocka_unit_test(test_slow_bind_does_not_block_filter),
+                cmocka_unit_test(test_node_list_cache_follows_nodes),
+                cmocka_unit_test(test_preempt),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();

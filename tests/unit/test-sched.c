@@ -400,6 +400,123 @@ static void test_many_nodes_and_pods(void **state) {
         sched_model_free(m);
 }
 
+/* A small deterministic generator (the test must replay the same clusters everywhere). */
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+static unsigned rnd(unsigned n) {
+        rnd_state ^= rnd_state << 13;
+        rnd_state ^= rnd_state >> 7;
+        rnd_state ^= rnd_state << 17;
+        return n ? (unsigned)(rnd_state % n) : 0;
+}
+
+static struct sched_container_req rnd_container(unsigned max_gpus) {
+        struct sched_container_req c = { 0 };
+        strscpy(c.name, "c", sizeof c.name);
+        switch (rnd(6)) {
+                case 0: c.whole = 1 + rnd(max_gpus + 1); break; /* sometimes more than the node has */
+                case 1: c.core = 1 + rnd(100); break;
+                case 2: c.mem_mib = 256 * (1 + rnd(64)); break;
+                case 3: c.whole = 1; break;
+                default: c.core = 1 + rnd(100); c.mem_mib = 256 * (1 + rnd(64));
+        }
+        return c;
+}
+
+/* The summary fast path (sched_fit_node) and the full path (allocator, fractional placement,
+ * room) agree on every node of random clusters, for every verdict, GPU, score input and reason,
+ * while pods come, go and are re-counted. */
+static void test_fast_path_matches_full(void **state) {
+        (void)state;
+        static const struct topo_link links[] = {
+                { TOPO_LEVEL_SYS, 0 }, { TOPO_LEVEL_PIX, 0 },   { TOPO_LEVEL_PHB, 0 },
+                { TOPO_LEVEL_SYS, 2 }, { TOPO_LEVEL_NODE, 12 }, { TOPO_LEVEL_PXB, 1 }
+        };
+        unsigned checked = 0, fits = 0, fails = 0, whole_fits = 0, share_fits = 0;
+        for (unsigned round = 0; round < 40; round++) {
+                struct sched_model *m = new_model();
+                unsigned n_nodes = 4 + rnd(12);
+                char name[32], uid[48];
+                for (unsigned k = 0; k < n_nodes; k++) {
+                        snprintf(name, sizeof name, "n%u", k);
+                        unsigned ng = k % 7 == 6 ? 9 + rnd(4) : 1 + rnd(8); /* some past the summary's 8 */
+                        struct sched_node_info *i = node_info(name, ng, 4096u * (1 + rnd(8)), links[rnd(6)]);
+                        for (unsigned g = 0; g < ng; g++) {
+                                i->gpu[g].healthy = rnd(10) != 0;
+                                if (rnd(4) == 0)
+                                        i->gpu[g].mem_mib = 1024u * (1 + rnd(40));
+                                for (unsigned h = g + 1; h < ng; h++)
+                                        i->link[g][h] = i->link[h][g] = links[rnd(6)];
+                        }
+                        add_node(m, i);
+                }
+                /* pods: assigned shares and whole GPUs (sometimes overbooked, as around us), inferred ones */
+                unsigned n_pods = rnd(8 * n_nodes);
+                for (unsigned k = 0; k < n_pods; k++) {
+                        snprintf(name, sizeof name, "n%u", rnd(n_nodes));
+                        snprintf(uid, sizeof uid, "r%u-p%u", round, k);
+                        const struct sched_node *nd = sched_model_node(m, name);
+                        unsigned g = rnd(nd->n_gpus);
+                        unsigned kind = rnd(5);
+                        if (kind == 0)
+                                add_whole_pod(m, uid, name, 1ULL << g);
+                        else if (kind == 4) {
+                                struct sched_pod_info p = {
+                                        .uid = uid, .ns = "d", .name = uid, .node = name, .bound = true
+                                };
+                                p.req = share_req(1 + rnd(40), 256 * (1 + rnd(16)));
+                                assert_int_equal(sched_model_set_pod(m, &p), 0); /* inferred */
+                        } else
+                                add_share_pod(m, uid, name, g, 1 + rnd(60), 256 * (1 + rnd(32)));
+                        if (rnd(6) == 0) { /* and some leave again */
+                                snprintf(uid, sizeof uid, "r%u-p%u", round, rnd(k + 1));
+                                (void)sched_model_remove_pod(m, uid);
+                        }
+                }
+                for (unsigned q = 0; q < 60; q++) {
+                        struct sched_request req = { .n = rnd(5) == 0 ? 2 : 1, .profile = SCHED_PROFILE_GPUSLICE };
+                        for (unsigned c = 0; c < req.n; c++)
+                                req.c[c] = rnd_container(8);
+                        enum sched_policy pol = rnd(2) ? SCHED_POLICY_SPREAD : SCHED_POLICY_BINPACK;
+                        size_t cur = 0;
+                        const struct sched_node *n;
+                        while ((n = sched_model_next_node(m, &cur))) {
+                                struct sched_fit a, b;
+                                memset(&a, 0x5a, sizeof a); /* whatever the caller's buffer held */
+                                memset(&b, 0xa5, sizeof b);
+                                int ra = sched_fit_node(m, n, &req, pol, &a);
+                                int rb = sched_fit_node_full(m, n, &req, pol, &b);
+                                assert_int_equal(ra, rb);
+                                assert_int_equal(a.verdict, b.verdict);
+                                assert_string_equal(a.reason, b.reason);
+                                assert_int_equal(a.assign.n, b.assign.n);
+                                for (unsigned c = 0; c < a.assign.n; c++) {
+                                        assert_int_equal(a.assign.c[c].gpus, b.assign.c[c].gpus);
+                                        assert_int_equal(a.assign.c[c].whole, b.assign.c[c].whole);
+                                        assert_int_equal(a.assign.c[c].core, b.assign.c[c].core);
+                                        assert_int_equal(a.assign.c[c].mem_mib, b.assign.c[c].mem_mib);
+                                }
+                                if (a.verdict == SCHED_FIT) {
+                                        assert_true(a.pack == b.pack); /* bit for bit: scores must not move */
+                                        assert_int_equal(a.ring_bw, b.ring_bw);
+                                        assert_int_equal(a.whole_count, b.whole_count);
+                                        fits++;
+                                        if (req.n == 1 && req.c[0].whole)
+                                                whole_fits++;
+                                        else if (req.n == 1)
+                                                share_fits++;
+                                } else
+                                        fails++;
+                                checked++;
+                        }
+                }
+                sched_model_free(m);
+        }
+        /* the generator must reach every branch for the comparison to mean something */
+        assert_true(checked > 10000);
+        assert_true(whole_fits > 500 && share_fits > 1000 && fails > 1000);
+        (void)fits;
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_8gib_on_two_6gib_gpus),
@@ -413,6 +530,7 @@ int main(void) {
                 cmocka_unit_test(test_inferred_pods_and_recount),
                 cmocka_unit_test(test_bad_input),
                 cmocka_unit_test(test_many_nodes_and_pods),
+                cmocka_unit_test(test_fast_path_matches_full),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

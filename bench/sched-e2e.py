@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Pods bound per second by the real kube-scheduler 1.20 alone, and by it with `gpuslice scheduler` as
+its extender (filter, prioritize and bind), measured in the same run on the same cluster; and the
+extender's resident memory per node and per pod (docs/BENCHMARKS.md).
+
+The control plane of the e2e harness (tests/e2e/cluster.py: etcd, kube-apiserver; binaries cached in
+/var/cache/gpuslice-e2e) with kubelet-less GPU nodes: Node objects carrying the gpuslice.io/gpus
+annotation (8 GPUs of 32 GiB, two NVLink quads), capacity and Ready set through the status
+subresource (as tests/e2e/test_scheduler_extender.py makes them). Pods are bound, never run.
+
+    flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py [--build DIR] [--nodes N] [--pods P]
+    make bench-sched-e2e            (the same with the defaults; takes the e2e lock itself)
+
+Per phase: P pods (one container, gpuslice.io/gpu-core 10 + gpuslice.io/gpu-memory 8, i.e. 10 % and
+2 GiB of one GPU) are created while no scheduler runs, then kube-scheduler is started and a watch
+records when each pod gets its node; the rate is (P - 1) / (last bind - first bind), so neither pod
+creation nor the scheduler's start is counted. Phase "default": kube-scheduler without extenders.
+Phase "extender": kube-scheduler with gpuslice's extender entry (nodeCacheCapable, filter,
+prioritize, bind; ignorable false), as in deploy/kubernetes/scheduler. The extender runs in both
+phases (it watches the cluster; in the first it is not called), so both pay for its watch.
+kube-scheduler's client QPS/burst are raised (--qps, default 1000) in both phases: 1.20's default of
+50 would make the default scheduler's binding POSTs the limit.
+
+Memory: VmRSS of the extender with no nodes, after the N nodes are in its model (per node), after
+the default phase's P pods (per watched pod: informer cache + model) and after the extender phase's
+P pods (per scheduled pod); it includes the informers' caches. Also the extender's own mean time per
+call by verb (its request-duration histogram), to tell its share of the time from kube-scheduler's.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import cluster  # noqa: E402
+import test_scheduler_extender as tse  # noqa: E402
+
+LIMITS = {"gpuslice.io/gpu-core": "10", "gpuslice.io/gpu-memory": "8"}
+
+
+def log(msg):
+    sys.stderr.write("%s sched-e2e: %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def metric(port, name):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.split()[-1])
+    return None
+
+
+def verb_latency(port):
+    """Mean time the extender took per call, by verb (its request-duration histogram), in ms."""
+    sums, counts = {}, {}
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            for kind, d in (("_sum{", sums), ("_count{", counts)):
+                head = "gpuslice_scheduler_request_duration_seconds" + kind
+                if line.startswith(head):
+                    verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                    d[verb] = float(line.split()[-1])
+    return {v: {"calls": int(counts[v]), "mean_ms": round(1000 * sums[v] / counts[v], 3)}
+            for v in counts if counts[v]}
+
+
+def make_nodes(c, n, workers):
+    mems = [32768] * 8
+    links = tse.links_quads(8)
+
+    def one(i):
+        name = "bench-%04d" % i
+        tse.make_node(c, name, mems, links)
+        # room for every pod of both phases as far as kube-scheduler's own counting goes
+        req = urllib.request.Request(c.server + "/api/v1/nodes/%s/status" % name, method="PATCH",
+                                     data=json.dumps({"status": {"capacity": {"pods": "5000"},
+                                                                 "allocatable": {"pods": "5000"}}}).encode(),
+                                     headers={"Content-Type": "application/merge-patch+json"})
+        with urllib.request.urlopen(req, context=c._ssl(), timeout=30) as r:
+            r.read()
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, range(n)))
+
+
+def start_scheduler(c, qps, extenders=None):
+    """kube-scheduler as cluster.Cluster.start_scheduler starts it, with the client's QPS raised."""
+    kc = c.path("scheduler.kubeconfig")
+    hport = cluster.free_port()
+    cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1beta1", "kind": "KubeSchedulerConfiguration",
+           "clientConnection": {"kubeconfig": kc, "qps": qps, "burst": qps},
+           "leaderElection": {"leaderElect": False},
+           "healthzBindAddress": "127.0.0.1:%d" % hport, "metricsBindAddress": "127.0.0.1:%d" % hport}
+    if extenders:
+        cfg["extenders"] = extenders
+    path = c.path("bench-scheduler-config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    if "kube-scheduler" in c.procs:
+        c.procs["kube-scheduler"].stop()
+    c.spawn("kube-scheduler", [
+        os.path.join(c.bin, "kube-scheduler"), "--config", path,
+        "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+        "--bind-address", "127.0.0.1", "--secure-port", str(cluster.free_port()), "--port", "0",
+        "--cert-dir", c.path("scheduler-certs"), "--v", "1"])
+
+
+class BindWatch(threading.Thread):
+    """Watches one namespace's pods from resourceVersion rv; records when each pod first has a node."""
+
+    def __init__(self, c, ns, rv, want):
+        super().__init__(daemon=True)
+        self.c, self.ns, self.rv, self.want = c, ns, rv, want
+        self.bound = {}
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.done.is_set():
+                url = "%s/api/v1/namespaces/%s/pods?watch=1&resourceVersion=%s&timeoutSeconds=600" % (
+                    self.c.server, self.ns, self.rv)
+                with urllib.request.urlopen(url, context=self.c._ssl(), timeout=620) as r:
+                    for line in r:
+                        ev = json.loads(line)
+                        obj = ev.get("object", {})
+                        self.rv = obj.get("metadata", {}).get("resourceVersion", self.rv)
+                        name = obj.get("metadata", {}).get("name")
+                        if obj.get("spec", {}).get("nodeName") and name not in self.bound:
+                            self.bound[name] = time.monotonic()
+                            if len(self.bound) >= self.want:
+                                self.done.set()
+                                return
+        except Exception as e:  # reported by the caller
+            self.error = e
+            self.done.set()
+
+
+def create_pods(c, ns, n, workers):
+    c.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    # no controller-manager runs here to make the namespace's default ServiceAccount
+    c.api("POST", "/api/v1/namespaces/%s/serviceaccounts" % ns,
+          {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+
+    def one(i):
+        p = tse.pod_obj("p%05d" % i, LIMITS)
+        p["metadata"]["namespace"] = ns
+        c.api("POST", "/api/v1/namespaces/%s/pods" % ns, p)
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, range(n)))
+    return c.api("GET", "/api/v1/namespaces/%s/pods?limit=1" % ns)["metadata"]["resourceVersion"]
+
+
+def phase(c, name, ns, pods, workers, qps, extenders, timeout):
+    log("%s: creating %d pods in %s (no scheduler running)" % (name, pods, ns))
+    if "kube-scheduler" in c.procs:
+        c.procs["kube-scheduler"].stop()
+        del c.procs["kube-scheduler"]
+    rv = create_pods(c, ns, pods, workers)
+    w = BindWatch(c, ns, rv, pods)
+    w.start()
+    t0 = time.monotonic()
+    start_scheduler(c, qps, extenders)
+    if not w.done.wait(timeout) or w.error:
+        raise cluster.E2EError("%s: %d of %d pods bound after %ss (%s); kube-scheduler log: %s" % (
+            name, len(w.bound), pods, timeout, w.error, c.procs["kube-scheduler"].tail(20)))
+    times = sorted(w.bound.values())
+    span = times[-1] - times[0]
+    rate = (len(times) - 1) / span if span > 0 else float("inf")
+    log("%s: %d pods bound, first %.2f s after the scheduler started, last %.2f s: %.1f pods/s" % (
+        name, len(times), times[0] - t0, times[-1] - t0, rate))
+    c.procs["kube-scheduler"].stop()
+    del c.procs["kube-scheduler"]
+    return {"pods": len(times), "first_s": round(times[0] - t0, 3), "last_s": round(times[-1] - t0, 3),
+            "pods_per_s": round(rate, 1)}
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.environ.get("GPUSLICE_BUILD", os.path.join(ROOT, "build")))
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--pods", type=int, default=1000, help="pods per phase")
+    ap.add_argument("--qps", type=int, default=1000, help="kube-scheduler client QPS and burst")
+    ap.add_argument("--workers", type=int, default=8, help="parallel API calls creating nodes and pods")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds for one phase's pods to be bound")
+    ap.add_argument("--json", help="also write the result here")
+    a = ap.parse_args()
+    exe = os.path.join(a.build, "gpuslice")
+    if "--kubeconfig" not in subprocess.run([exe, "scheduler", "--help"], capture_output=True, text=True).stdout:
+        sys.exit("sched-e2e: %s was built without the Kubernetes client: the extender cannot bind" % exe)
+    result = {"machine": machine(), "nodes": a.nodes, "pods_per_phase": a.pods, "qps": a.qps,
+              "pod_limits": LIMITS}
+    with cluster.Cluster(log=log) as c:
+        c.start_control_plane()
+        port = cluster.free_port()
+        ext_proc = c.spawn("gpuslice-scheduler", [exe, "scheduler", "--address", "127.0.0.1:%d" % port,
+                                                  "--kubeconfig", c.kubeconfig, "--log-level", "warn"])
+
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        c.wait("the extender synced", healthy, timeout=60)
+        time.sleep(1)
+        rss0 = rss_kib(ext_proc.pid)
+        log("creating %d GPU nodes" % a.nodes)
+        make_nodes(c, a.nodes, a.workers)
+        c.wait("%d nodes in the extender's model" % a.nodes,
+               lambda: metric(port, "gpuslice_scheduler_model_nodes") == a.nodes, timeout=120)
+        time.sleep(1)
+        rss1 = rss_kib(ext_proc.pid)
+        result["default"] = phase(c, "default", "bench-default", a.pods, a.workers, a.qps, None, a.timeout)
+        c.wait("the default phase's pods in the extender's model",
+               lambda: metric(port, "gpuslice_scheduler_model_pods") == a.pods, timeout=120)
+        time.sleep(1)
+        rss2 = rss_kib(ext_proc.pid)
+        ext = {"urlPrefix": "http://127.0.0.1:%d" % port, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+               "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "ignorable": False, "httpTimeout": "5s",
+               "managedResources": [{"name": r, "ignoredByScheduler": False} for r in tse.RESOURCES]}
+        result["extender"] = phase(c, "extender", "bench-extender", a.pods, a.workers, a.qps, [ext], a.timeout)
+        c.wait("the extender phase's pods in the extender's model",
+               lambda: metric(port, "gpuslice_scheduler_model_pods") == 2 * a.pods, timeout=120)
+        time.sleep(1)
+        rss3 = rss_kib(ext_proc.pid)
+        binds = metric(port, "gpuslice_scheduler_binds_total{result=\"ok\"}")
+        result["extender"]["binds_ok"] = binds
+        # every pod of the extender phase carries the assignment it was bound with
+        items = c.api("GET", "/api/v1/namespaces/bench-extender/pods")["items"]
+        assigned = sum(1 for p in items if "gpuslice.io/assignment" in p["metadata"].get("annotations", {}))
+        result["extender"]["pods_with_assignment"] = assigned
+        result["extender"]["extender_calls"] = verb_latency(port)
+        result["ratio_extender_to_default"] = round(result["extender"]["pods_per_s"] /
+                                                    result["default"]["pods_per_s"], 3)
+        result["memory"] = {"rss_kib_empty": rss0, "rss_kib_nodes": rss1, "rss_kib_default_pods": rss2,
+                            "rss_kib_all_pods": rss3,
+                            "per_node_bytes": round((rss1 - rss0) * 1024 / a.nodes),
+                            # a pod the extender only watches (bound by the default scheduler):
+                            # informer cache + model
+                            "per_watched_pod_bytes": round((rss2 - rss1) * 1024 / a.pods),
+                            # a pod scheduled through the extender: the same plus what filter and
+                            # bind keep or touch (pending cache until bound, the HTTP threads'
+                            # first use of their stacks and malloc arenas)
+                            "per_scheduled_pod_bytes": round((rss3 - rss2) * 1024 / a.pods)}
+        result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(result, indent=1))
+    m = result["memory"]
+    print("\n| nodes × GPUs | pods per phase | default scheduler alone | with gpuslice extender | ratio | "
+          "extender RSS per node | per watched pod | per scheduled pod |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("| %d × 8 | %d | %.1f pods/s | %.1f pods/s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB |" % (
+        a.nodes, a.pods, result["default"]["pods_per_s"], result["extender"]["pods_per_s"],
+        result["ratio_extender_to_default"], m["per_node_bytes"] / 1024, m["per_watched_pod_bytes"] / 1024,
+        m["per_scheduled_pod_bytes"] / 1024))
+    print("extender time per call: %s" % ", ".join("%s %.2f ms (%d calls)" % (v, x["mean_ms"], x["calls"])
+                                                  for v, x in sorted(result["extender"]["extender_calls"].items())))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if assigned != a.pods:
+        sys.exit("sched-e2e: only %d of %d extender-phase pods carry an assignment" % (assigned, a.pods))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
