@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/assign.h"
 #include "agent/node-internal.h"
 #include "agent/publish.h"
 #include "agent/share.h"
@@ -192,6 +193,9 @@ static int setup(struct node *n, const sigset_t *mask) {
         /* Other parts started from the agent start here: a source on n->loop and/or
          * node_on_devices_changed (node-internal.h). */
         n->publish = publish_start(&n->cfg, n->plugin);
+        if (n->publish) /* the scheduler's assignments, on the publisher's API client (assign.h) */
+                n->plugin->assign = assign_start(publish_client(n->publish), publish_node(n->publish), n->plugin,
+                                                 n->cfg.pod_resources_socket);
         r = podsync_start(n);
         if (r < 0)
                 return r;
@@ -210,6 +214,8 @@ static void teardown(struct node *n) {
         }
         register_done(n); /* Register calls cancelled, plugin servers stopped */
         health_stop(&n->health);
+        if (n->plugin)
+                n->plugin->assign = assign_stop(n->plugin->assign); /* servers stopped: no call uses it */
         n->publish = publish_stop(n->publish);
         n->monitor = monitor_service_stop(n->monitor);
         status_stop(n);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "agent/assign.h"
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
 #include "agent/share.h"
@@ -473,8 +474,9 @@ enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, 
         return RPC_OK;
 }
 
-enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t req_len, plugin_prefer_fn prefer,
-                                    void *ctx, uint8_t **ret, size_t *ret_len, struct rpc_status *st) {
+enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
+                                    plugin_prefer_fn prefer, void *ctx, uint8_t **ret, size_t *ret_len,
+                                    struct rpc_status *st) {
         struct arena a = { 0 };
         enum rpc_code c = RPC_OK;
 
@@ -482,11 +484,22 @@ enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode PreferredAllocationRequest");
         V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+        /* the scheduler's assignment (assign.h): kubelet sends one container per call */
+        V1beta1__ContainerPreferredAllocationRequest *cr0 =
+                in->n_container_requests == 1 ? in->container_requests[0] : NULL;
+        size_t n_avail = cr0 ? cr0->n_available_deviceids : 0;
+        struct assign_ctx ax;
+        assign_call_begin(&ax, p, kind, false, cr0 && cr0->allocation_size > 0 ? (unsigned)cr0->allocation_size : 0,
+                          NULL, 0);
 
         pthread_mutex_lock(&p->lock);
         p->n_preferred++;
         void **slots = NULL;
         c = plugin_responses_new(in->n_container_requests, "PreferredAllocationRequest", &a, &slots, st);
+        if (c == RPC_OK && cr0)
+                c = assign_call_narrow(&ax, p, cr0->available_deviceids, &cr0->n_available_deviceids,
+                                       cr0->must_include_deviceids, cr0->n_must_include_deviceids,
+                                       "container request 0", st);
         resp.container_responses = (void *)slots;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerPreferredAllocationResponse *o = arena_alloc(&a, sizeof *o);
@@ -505,6 +518,9 @@ enum rpc_code plugin_preferred_each(struct plugin *p, const uint8_t *req, size_t
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
         arena_free(&a);
+        if (cr0)
+                cr0->n_available_deviceids = n_avail; /* narrowed in place: every ID is freed */
+        assign_call_end(&ax);
         v1beta1__preferred_allocation_request__free_unpacked(in, NULL);
         return c;
 }
@@ -517,7 +533,7 @@ static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAl
 
 enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                    struct rpc_status *st) {
-        return plugin_preferred_each(userdata, req, req_len, prefer_whole, userdata, ret, ret_len, st);
+        return plugin_preferred_each(userdata, PLUGIN_WHOLE, req, req_len, prefer_whole, userdata, ret, ret_len, st);
 }
 
 /* ---- Allocate ---- */
@@ -661,11 +677,17 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode AllocateRequest");
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+        struct assign_ctx ax; /* the scheduler's assignment (assign.h) */
+        const V1beta1__ContainerAllocateRequest *cr0 = in->n_container_requests == 1 ? in->container_requests[0] : NULL;
+        assign_call_begin(&ax, p, PLUGIN_WHOLE, true, cr0 ? (unsigned)cr0->n_devices_ids : 0,
+                          cr0 ? cr0->devices_ids : NULL, cr0 ? cr0->n_devices_ids : 0);
 
         pthread_mutex_lock(&p->lock);
         p->n_allocate++;
         void **slots = NULL;
         c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
+        if (c == RPC_OK)
+                c = assign_call_check(&ax, p, "container request 0", st);
         resp.container_responses = (void *)slots;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerAllocateResponse *o = arena_alloc(&a, sizeof *o);
@@ -699,6 +721,7 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
                         plugin_changed(p);   /* fractions of these GPUs turn Unhealthy */
                         share_note_whole(p); /* another container: no pairing across it */
                 }
+                assign_call_commit(&ax);
         } else
                 p->n_errors++;
         pthread_mutex_unlock(&p->lock);
@@ -706,6 +729,7 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
         arena_free(&a);
+        assign_call_end(&ax);
         v1beta1__allocate_request__free_unpacked(in, NULL);
         return c;
 }

@@ -77,6 +77,7 @@ struct plugin_service {
 };
 
 struct share_book; /* share-internal.h: the records of fractional grants */
+struct assign;     /* assign.h: the scheduler's assignments (NULL: node-local only) */
 
 struct plugin {
         pthread_mutex_t lock;
@@ -99,6 +100,8 @@ struct plugin {
          * with a record restored from the journal (share.c). 0 or -errno. */
         int (*podres_sync)(void *userdata);
         void *podres_userdata;
+        /* The scheduler's assignments (assign.h), set before serving; NULL: node-local only. */
+        struct assign *assign;
         /* counters for status */
         uint64_t n_allocate, n_preferred, n_errors;
 };

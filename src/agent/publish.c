@@ -396,6 +396,14 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *
         return pub;
 }
 
+struct kube_client *publish_client(const struct publish *pub) {
+        return pub ? pub->client : NULL;
+}
+
+const char *publish_node(const struct publish *pub) {
+        return pub ? pub->node : NULL;
+}
+
 struct publish *publish_stop(struct publish *pub) {
         if (!pub)
                 return NULL;

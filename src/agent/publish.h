@@ -21,6 +21,11 @@ struct publish;
 /* Start publishing p's GPUs, or return NULL (logged once: not configured, or the config is bad).
  * p must outlive the publisher. */
 struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p);
+/* The publisher's API client and node name, for other parts of the agent that talk to the API
+ * server (assign.h): one client per agent. Valid until publish_stop. */
+struct kube_client *publish_client(const struct publish *pub);
+const char *publish_node(const struct publish *pub);
+
 /* Stop the thread and free. NULL is a no-op. Returns NULL. */
 struct publish *publish_stop(struct publish *pub);
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/assign.h"
 #include "agent/health.h"
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
@@ -668,7 +669,7 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
         if (share_book(p))
                 share_book(p)->no_room = share_book(p)->no_room_partner = false;
         pthread_mutex_unlock(&p->lock);
-        enum rpc_code c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
+        enum rpc_code c = plugin_preferred_each(p, svc->kind, req, req_len, prefer_share, svc, ret, ret_len, st);
         pthread_mutex_lock(&p->lock);
         bool again = c == RPC_RESOURCE_EXHAUSTED && p->podres_sync && share_book(p) && share_book(p)->no_room;
         pthread_mutex_unlock(&p->lock);
@@ -677,7 +678,7 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
          * PodResources says now: reconcile and decide once more. */
         if (again && p->podres_sync(p->podres_userdata) == 0) {
                 share_log_decision(p, "preferred", svc->kind, -1, NULL, "refused for room: asked PodResources, again");
-                c = plugin_preferred_each(p, req, req_len, prefer_share, svc, ret, ret_len, st);
+                c = plugin_preferred_each(p, svc->kind, req, req_len, prefer_share, svc, ret, ret_len, st);
         }
         pthread_mutex_lock(&p->lock);
         if (c == RPC_RESOURCE_EXHAUSTED && share_book(p) && share_book(p)->no_room && share_book(p)->no_room_partner)
@@ -940,6 +941,10 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode AllocateRequest");
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+        struct assign_ctx ax; /* the scheduler's assignment (assign.h) */
+        const V1beta1__ContainerAllocateRequest *cr0 = in->n_container_requests == 1 ? in->container_requests[0] : NULL;
+        assign_call_begin(&ax, p, svc->kind, true, cr0 ? (unsigned)cr0->n_devices_ids : 0,
+                          cr0 ? cr0->devices_ids : NULL, cr0 ? cr0->n_devices_ids : 0);
 
         confirm_restored(p, svc->kind);
         pthread_mutex_lock(&p->lock);
@@ -948,10 +953,13 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         enum rpc_code c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
         resp.container_responses = (void *)slots;
         if (c == RPC_OK)
-                c = allocate_all(svc, in, &a, &resp, st);
+                c = assign_call_check(&ax, p, "container request 0", st);
         if (c == RPC_OK)
+                c = allocate_all(svc, in, &a, &resp, st);
+        if (c == RPC_OK) {
                 atomic_fetch_add(&p->generation, 1); /* the other kind's IDs of these GPUs change health */
-        else {
+                assign_call_commit(&ax);
+        } else {
                 p->n_errors++;
                 share_log_decision(p, "allocate", svc->kind, -1, NULL, st->message);
                 partner_failed(p, svc->kind, st->message);
@@ -961,6 +969,7 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
         arena_free(&a);
+        assign_call_end(&ax);
         v1beta1__allocate_request__free_unpacked(in, NULL);
         return c;
 }

@@ -102,6 +102,7 @@ json_t *kube_slim_pod(json_t *obj) {
         }
         if (!any)
                 goto fail;
+        copy_str(meta, json_object_get(obj, "metadata"), "creationTimestamp"); /* kubelet's admission order */
         json_object_set_new(out, "metadata", meta);
         copy_str(sp, spec, "nodeName");
         json_object_set_new(sp, "containers", cs);

@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * assign-watch — the agent's side of honouring the scheduler's assignment (assign.h): an informer
+ * of the pods bound to this node (src/kube, on the publisher's API client: fieldSelector
+ * spec.nodeName=NODE, slim pods), the handler hooks (begin before p->lock: candidates, a LIST when
+ * the informer may lag, kubelet's PodResources as evidence; check/narrow under the lock; commit
+ * after an Allocate answered), and a patcher thread that confirms a pod once every GPU resource of
+ * it was handed out: it checks with PodResources that the pod holds the assigned GPUs (and
+ * rewrites the assignment to what it really holds if not), then patches gpuslice.io/assigned (and
+ * the profile's flag) to "true" with a uid + resourceVersion precondition.
+ *
+ * Locks: a->lock (marks, queue) is taken alone or under p->lock, never the other way round.
+ * Must never: block a handler past ASSIGN_PODRES_MS / the client's timeout, or patch a pod whose
+ * uid or assignment changed since it was matched.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent/assign.h"
+#include "agent/share.h"
+#include "kube/cluster.h"
+#include "kube/kube.h"
+#include "metrics/metrics.h"
+#include "podresources.pb-c.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define ASSIGN_PODRES_MS 2000       /* PodResources List deadline (evidence, verification) */
+#define ASSIGN_MARKS_MAX 1024       /* (pod, container, kind) honoured, kept until the pod is confirmed */
+#define ASSIGN_QUEUE_MAX 256        /* pods waiting for their patch */
+#define ASSIGN_VERIFY_MS 15000      /* how long the patcher waits for PodResources to list the devices */
+#define ASSIGN_PATCH_RETRIES 5      /* conflicts (the pod changed) re-read and retried */
+
+struct mark {
+        char uid[64];
+        uint8_t container, kind;
+};
+
+struct queued {
+        char ns[64], name[254], uid[64];
+        uint64_t since_ms, next_ms;
+};
+
+struct assign {
+        struct kube_client *client; /* borrowed (the publisher's) */
+        struct kube_informer *inf;
+        struct plugin *p;
+        char node[256];
+        char podres[PATH_MAX + 8]; /* "unix:/…" or "" */
+        struct assign_names names;
+
+        pthread_mutex_t lock; /* marks, queue */
+        pthread_cond_t cond;
+        struct mark marks[ASSIGN_MARKS_MAX];
+        size_t n_marks, next_mark;
+        struct queued queue[ASSIGN_QUEUE_MAX];
+        size_t n_queue;
+        atomic_bool stop;
+        pthread_t thread;
+        bool started;
+};
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void count(const char *family, const char *key, const char *value) {
+        const char *help = streq(family, "gpuslice_assign_allocations_total")
+                                   ? "Allocate calls by what the scheduler's assignment decided: honoured (the "
+                                     "assigned GPUs handed out), refused (kubelet's IDs contradicted it), fallback "
+                                     "(no pod with an assignment fits: node-local placement)."
+                                   : "Pods the agent finished: confirmed (assigned=true), repaired (the assignment "
+                                     "rewritten to the GPUs kubelet lists), unverified (PodResources never listed "
+                                     "its devices), failed (the patch failed).";
+        metrics_counter_add(metrics_counter_get(family, help, key, value), 1);
+}
+
+/* ---- candidates ---- */
+
+static json_t *slim_pod(json_t *obj) {
+        return kube_slim_pod(obj);
+}
+
+struct collect {
+        struct assign *a;
+        struct assign_pod *pods;
+        size_t n;
+        bool all; /* keep confirmed pods too (lookup) */
+};
+
+static void collect_one(struct collect *c, const json_t *obj) {
+        if (c->n >= ASSIGN_PODS_MAX)
+                return;
+        struct assign_pod *p = &c->pods[c->n];
+        if (assign_pod_parse(obj, c->a->node, &c->a->names, p) < 0 || (p->confirmed && !c->all))
+                return;
+        c->n++;
+}
+
+static void collect_cb(const char *key, const json_t *obj, void *u) {
+        (void)key;
+        collect_one(u, obj);
+}
+
+static int list_cb(json_t *obj, void *u) {
+        struct collect *c = u;
+        if (!obj) {
+                c->n = 0; /* the list restarted */
+                return 0;
+        }
+        json_t *s = kube_slim_pod(obj);
+        if (s)
+                collect_one(c, s);
+        json_decref(s);
+        return 0;
+}
+
+/* Apply the local marks (Allocates answered, not yet visible in the API). Caller holds a->lock. */
+static void apply_marks(struct assign *a, struct assign_pod *pods, size_t n) {
+        for (size_t m = 0; m < a->n_marks; m++)
+                for (size_t i = 0; i < n; i++)
+                        if (streq(pods[i].uid, a->marks[m].uid) && a->marks[m].container < pods[i].n)
+                                pods[i].c[a->marks[m].container].done[a->marks[m].kind] = true;
+}
+
+/* The pods of this node with an assignment, from the informer, or (fresh) from a LIST. */
+static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, size_t *ret_n) {
+        struct collect c = { .a = a, .pods = calloc(ASSIGN_PODS_MAX, sizeof(struct assign_pod)) };
+        if (!c.pods)
+                return -ENOMEM;
+        if (fresh) {
+                char sel[320];
+                snprintf(sel, sizeof sel, "spec.nodeName=%s", a->node);
+                struct kube_list_opts o = { .field_selector = sel };
+                struct kube_error e;
+                int r = kube_list(a->client, "/api/v1/pods", &o, list_cb, &c, NULL, &e);
+                if (r < 0) {
+                        free(c.pods);
+                        return r;
+                }
+        } else
+                kube_informer_foreach(a->inf, collect_cb, &c);
+        pthread_mutex_lock(&a->lock);
+        apply_marks(a, c.pods, c.n);
+        pthread_mutex_unlock(&a->lock);
+        *ret = c.pods;
+        *ret_n = c.n;
+        return 0;
+}
+
+/* ---- PodResources ---- */
+
+static enum plugin_kind kind_of_resource(const struct assign *a, const char *res) {
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
+                if (a->names.name[k] && a->names.name[k][0] && streq(a->names.name[k], res))
+                        return (enum plugin_kind)k;
+        return _PLUGIN_KIND_MAX;
+}
+
+static V1__ListPodResourcesResponse *podres_list(struct assign *a) {
+        if (!a->podres[0])
+                return NULL;
+        struct stat stt;
+        if (stat(a->podres + 5, &stt) < 0)
+                return NULL;
+        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+        uint8_t *buf = NULL, *resp = NULL;
+        size_t len = 0, resp_len = 0;
+        struct rpc_status st;
+        V1__ListPodResourcesResponse *lr = NULL;
+        if (rpc_pack(&req.base, &buf, &len) >= 0 &&
+            rpc_call_unary(a->podres, "/v1.PodResourcesLister/List", buf, len, ASSIGN_PODRES_MS, &resp, &resp_len,
+                           &st) >= 0)
+                lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
+        free(buf);
+        free(resp);
+        return lr;
+}
+
+static int seen_from(struct assign *a, const V1__ListPodResourcesResponse *lr, struct assign_seen *ret) {
+        size_t n = 0;
+        for (size_t i = 0; i < lr->n_pod_resources; i++)
+                n += lr->pod_resources[i]->n_containers;
+        ret->c = calloc(n ? n : 1, sizeof *ret->c);
+        if (!ret->c)
+                return -ENOMEM;
+        ret->n = 0;
+        for (size_t i = 0; i < lr->n_pod_resources; i++) {
+                const V1__PodResources *pr = lr->pod_resources[i];
+                for (size_t j = 0; j < pr->n_containers; j++) {
+                        const V1__ContainerResources *cr = pr->containers[j];
+                        struct assign_seen_container *s = &ret->c[ret->n++];
+                        strscpy(s->ns, pr->namespace_ ? pr->namespace_ : "", sizeof s->ns);
+                        strscpy(s->pod, pr->name ? pr->name : "", sizeof s->pod);
+                        strscpy(s->container, cr->name ? cr->name : "", sizeof s->container);
+                        for (size_t k = 0; k < cr->n_devices; k++) {
+                                enum plugin_kind kind = kind_of_resource(a, cr->devices[k]->resource_name
+                                                                                    ? cr->devices[k]->resource_name
+                                                                                    : "");
+                                if (kind < _PLUGIN_KIND_MAX && cr->devices[k]->n_device_ids)
+                                        s->holds[kind] = true;
+                        }
+                }
+        }
+        return 0;
+}
+
+/* NVML index of a device ID of ours, -1 if none. The IDs and indices of the table never change
+ * after plugin_init, so no lock is needed. */
+static int id_index(const struct plugin *p, enum plugin_kind kind, const char *id) {
+        if (!id)
+                return -1;
+        if (kind == PLUGIN_WHOLE) {
+                int i = plugin_find(p, id);
+                return i < 0 ? -1 : p->gpu[i].index;
+        }
+        enum plugin_kind k;
+        unsigned g, n;
+        if (share_parse_id(p, id, &k, &g, &n) < 0 || k != kind)
+                return -1;
+        return p->gpu[g].index;
+}
+
+/* ---- the hooks ---- */
+
+static const char *kind_name(const struct assign *a, enum plugin_kind kind) {
+        return a->names.name[kind] ? a->names.name[kind] : "?";
+}
+
+void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
+                       char *const *ids, size_t n_ids) {
+        memset(ctx, 0, sizeof *ctx);
+        struct assign *a = p ? p->assign : NULL;
+        if (!a || !size || kind >= _PLUGIN_KIND_MAX)
+                return;
+        ctx->a = a;
+        ctx->call = (struct assign_call){ .kind = kind, .size = size, .allocate = allocate };
+        for (size_t k = 0; allocate && k < n_ids; k++) {
+                int x = id_index(p, kind, ids[k]);
+                if (x >= 0 && x < 64)
+                        ctx->call.ids_gpus |= UINT64_C(1) << x;
+        }
+        struct assign_pod *pods = NULL;
+        size_t n = 0;
+        struct assign_decision d;
+        bool fresh = false;
+        if (candidates(a, false, &pods, &n) < 0)
+                return;
+        (void)assign_match(pods, n, NULL, &ctx->call, &d);
+        if (d.verdict == ASSIGN_NONE && kube_informer_synced(a->inf)) {
+                /* kubelet may have seen the pod before our watch did: ask the API server itself */
+                struct assign_pod *fp = NULL;
+                size_t fn = 0;
+                if (candidates(a, true, &fp, &fn) == 0) {
+                        free(pods);
+                        pods = fp;
+                        n = fn;
+                        fresh = true;
+                        (void)assign_match(pods, n, NULL, &ctx->call, &d);
+                }
+        }
+        if (d.verdict != ASSIGN_NONE) {
+                /* which of them kubelet is admitting: the one its pod manager lists without devices */
+                V1__ListPodResourcesResponse *lr = podres_list(a);
+                struct assign_seen seen = { 0 };
+                if (lr && seen_from(a, lr, &seen) == 0)
+                        (void)assign_match(pods, n, &seen, &ctx->call, &d);
+                free(seen.c);
+                if (lr)
+                        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        }
+        ctx->d = d;
+        if (d.verdict != ASSIGN_NONE) {
+                ctx->active = true;
+                ctx->pod = pods[d.pod];
+                for (unsigned i = 0; i < p->n; i++)
+                        if (p->gpu[i].index >= 0 && p->gpu[i].index < 64 && (d.gpus >> p->gpu[i].index & 1))
+                                ctx->allowed |= UINT64_C(1) << i;
+                if (d.verdict == ASSIGN_MATCH && (unsigned)__builtin_popcountll(ctx->allowed) !=
+                                                         (unsigned)__builtin_popcountll(d.gpus)) {
+                        char g[128];
+                        ctx->d.verdict = ASSIGN_REFUSE;
+                        snprintf(ctx->d.why, sizeof ctx->d.why,
+                                 "pod %.63s/%.120s was assigned GPU %s, which this node does not have",
+                                 ctx->pod.ns, ctx->pod.name, assign_format_gpus(d.gpus, g, sizeof g));
+                }
+        }
+        char g[128];
+        log_debug("assignment decision", "call=%s resource=%s size=%u pod=%s%s%s container=%s gpus=%s verdict=%s "
+                                         "candidates=%u fresh=%d reason=\"%s\"",
+                  allocate ? "allocate" : "preferred", kind_name(a, kind), size, ctx->active ? ctx->pod.ns : "-",
+                  ctx->active ? "/" : "", ctx->active ? ctx->pod.name : "",
+                  ctx->active ? ctx->pod.c[d.container].name : "-", assign_format_gpus(ctx->d.gpus, g, sizeof g),
+                  ctx->d.verdict == ASSIGN_MATCH    ? "honour"
+                  : ctx->d.verdict == ASSIGN_REFUSE ? "refuse"
+                                                    : "node-local",
+                  d.n_candidates, fresh, ctx->d.why);
+        if (allocate && !ctx->active)
+                count("gpuslice_assign_allocations_total", "outcome", "fallback");
+        free(pods);
+}
+
+enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct rpc_status *st) {
+        (void)p;
+        if (!ctx->active || ctx->d.verdict != ASSIGN_REFUSE)
+                return RPC_OK;
+        if (ctx->call.allocate)
+                count("gpuslice_assign_allocations_total", "outcome", "refused");
+        return rpc_error(st, RPC_FAILED_PRECONDITION,
+                         "%s: %s; refusing rather than hand out another GPU (gpuslice.io/assignment)", what,
+                         ctx->d.why);
+}
+
+enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
+                                 size_t n_must, const char *what, struct rpc_status *st) {
+        enum rpc_code c = assign_call_check(ctx, p, what, st);
+        if (c != RPC_OK || !ctx->active)
+                return c;
+        enum plugin_kind kind = ctx->call.kind;
+        char g[128];
+        for (size_t k = 0; k < n_must; k++) {
+                int x = id_index(p, kind, must[k]);
+                if (x >= 0 && !(ctx->d.gpus >> x & 1))
+                        return rpc_error(st, RPC_FAILED_PRECONDITION,
+                                         "%s: must-include device %.96s is not on GPU %s, which the scheduler "
+                                         "assigned to pod %.63s/%.120s",
+                                         what, must[k], assign_format_gpus(ctx->d.gpus, g, sizeof g), ctx->pod.ns,
+                                         ctx->pod.name);
+        }
+        size_t kept = 0;
+        for (size_t k = 0; k < *n_avail; k++) {
+                int x = id_index(p, kind, avail[k]);
+                if (x >= 0 && x < 64 && (ctx->d.gpus >> x & 1)) {
+                        char *t = avail[kept];
+                        avail[kept++] = avail[k];
+                        avail[k] = t;
+                }
+        }
+        if (!kept)
+                return rpc_error(st, RPC_FAILED_PRECONDITION,
+                                 "%s: kubelet lists no available %s on GPU %s, which the scheduler assigned to pod "
+                                 "%.63s/%.120s",
+                                 what, kind_name(ctx->a, kind), assign_format_gpus(ctx->d.gpus, g, sizeof g),
+                                 ctx->pod.ns, ctx->pod.name);
+        *n_avail = kept;
+        return RPC_OK;
+}
+
+static void enqueue(struct assign *a, const struct assign_pod *pod) {
+        for (size_t i = 0; i < a->n_queue; i++)
+                if (streq(a->queue[i].uid, pod->uid))
+                        return;
+        if (a->n_queue >= ASSIGN_QUEUE_MAX)
+                return;
+        struct queued *q = &a->queue[a->n_queue++];
+        memset(q, 0, sizeof *q);
+        strscpy(q->ns, pod->ns, sizeof q->ns);
+        strscpy(q->name, pod->name, sizeof q->name);
+        strscpy(q->uid, pod->uid, sizeof q->uid);
+        q->since_ms = q->next_ms = now_ms();
+        pthread_cond_signal(&a->cond);
+}
+
+void assign_call_commit(struct assign_ctx *ctx) {
+        struct assign *a = ctx->a;
+        if (!a || !ctx->active || ctx->d.verdict != ASSIGN_MATCH || !ctx->call.allocate)
+                return;
+        count("gpuslice_assign_allocations_total", "outcome", "honoured");
+        ctx->pod.c[ctx->d.container].done[ctx->call.kind] = true;
+        pthread_mutex_lock(&a->lock);
+        struct mark *m = &a->marks[a->next_mark];
+        strscpy(m->uid, ctx->pod.uid, sizeof m->uid);
+        m->container = (uint8_t)ctx->d.container;
+        m->kind = (uint8_t)ctx->call.kind;
+        a->next_mark = (a->next_mark + 1) % ASSIGN_MARKS_MAX;
+        if (a->n_marks < ASSIGN_MARKS_MAX)
+                a->n_marks++;
+        apply_marks(a, &ctx->pod, 1);
+        if (assign_pod_complete(&ctx->pod))
+                enqueue(a, &ctx->pod);
+        pthread_mutex_unlock(&a->lock);
+        log_debug("assignment honoured", "pod=%s/%s container=%s resource=%s complete=%d", ctx->pod.ns, ctx->pod.name,
+                  ctx->pod.c[ctx->d.container].name, kind_name(a, ctx->call.kind), assign_pod_complete(&ctx->pod));
+}
+
+void assign_call_end(struct assign_ctx *ctx) {
+        memset(ctx, 0, sizeof *ctx);
+}
+
+/* ---- the patcher ---- */
+
+/* The GPUs (NVML set) each container of ns/name holds per PodResources; false when the pod is not
+ * listed or some GPU resource of it holds nothing yet. */
+static bool held_gpus(struct assign *a, const V1__ListPodResourcesResponse *lr, const struct assign_pod *pod,
+                      uint64_t *ret) {
+        const V1__PodResources *pr = NULL;
+        for (size_t i = 0; i < lr->n_pod_resources && !pr; i++)
+                if (lr->pod_resources[i]->name && lr->pod_resources[i]->namespace_ &&
+                    streq(lr->pod_resources[i]->name, pod->name) && streq(lr->pod_resources[i]->namespace_, pod->ns))
+                        pr = lr->pod_resources[i];
+        if (!pr)
+                return false;
+        for (unsigned k = 0; k < pod->n; k++) {
+                const struct assign_container *c = &pod->c[k];
+                ret[k] = 0;
+                for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX; kind++) {
+                        if (!c->req[kind])
+                                continue;
+                        bool got = false;
+                        for (size_t j = 0; j < pr->n_containers; j++) {
+                                const V1__ContainerResources *cr = pr->containers[j];
+                                if (!cr->name || !streq(cr->name, c->name))
+                                        continue;
+                                for (size_t d = 0; d < cr->n_devices; d++) {
+                                        const V1__ContainerDevices *cd = cr->devices[d];
+                                        if (!cd->resource_name || kind_of_resource(a, cd->resource_name) != kind)
+                                                continue;
+                                        for (size_t x = 0; x < cd->n_device_ids; x++) {
+                                                int i = id_index(a->p, (enum plugin_kind)kind, cd->device_ids[x]);
+                                                if (i >= 0 && i < 64) {
+                                                        ret[k] |= UINT64_C(1) << i;
+                                                        got = true;
+                                                }
+                                        }
+                                }
+                        }
+                        if (!got)
+                                return false;
+                }
+        }
+        return true;
+}
+
+/* The patch: flags true, and (repair) the assignment rewritten to what the containers hold. */
+static json_t *patch_body(const struct assign_pod *pod, const json_t *cur, const uint64_t *held) {
+        json_t *an = json_object_get(json_object_get(cur, "metadata"), "annotations");
+        json_t *out = json_object();
+        if (!out)
+                return NULL;
+        if (pod->flags & ASSIGN_FLAG_GPUSLICE)
+                json_object_set_new(out, KUBE_ANN_ASSIGNED, json_string("true"));
+        if (pod->flags & ASSIGN_FLAG_GPU_MANAGER)
+                json_object_set_new(out, "tencent.com/gpu-assigned", json_string("true"));
+        if (pod->flags & ASSIGN_FLAG_GPUSHARE)
+                json_object_set_new(out, "ALIYUN_COM_GPU_MEM_ASSIGNED", json_string("true"));
+        if (!held)
+                return out;
+        const char *s = json_string_value(json_object_get(an, KUBE_ANN_ASSIGNMENT));
+        json_t *j = s ? json_loads(s, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(j, "containers"), i, e) {
+                const char *nm = json_string_value(json_object_get(e, "name"));
+                for (unsigned k = 0; nm && k < pod->n; k++) {
+                        if (!streq(pod->c[k].name, nm))
+                                continue;
+                        json_t *g = json_array();
+                        for (unsigned x = 0; x < 64; x++)
+                                if (held[k] >> x & 1)
+                                        json_array_append_new(g, json_integer(x));
+                        json_object_set_new(e, "gpus", g);
+                }
+        }
+        char *dump = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        if (dump)
+                json_object_set_new(out, KUBE_ANN_ASSIGNMENT, json_string(dump));
+        free(dump);
+        json_decref(j);
+        for (unsigned k = 0; k < pod->n; k++) {
+                char key[64], v[128];
+                if (!held[k])
+                        continue;
+                assign_format_gpus(held[k], v, sizeof v);
+                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
+                if (json_object_get(an, key))
+                        json_object_set_new(out, key, json_string(v));
+                if ((pod->flags & ASSIGN_FLAG_GPUSHARE) && json_object_get(an, "ALIYUN_COM_GPU_MEM_IDX") &&
+                    (pod->c[k].req[PLUGIN_MEMORY] || pod->c[k].req[PLUGIN_CORE]))
+                        json_object_set_new(out, "ALIYUN_COM_GPU_MEM_IDX", json_string(v));
+        }
+        return out;
+}
+
+/* 0 done (or nothing to do any more), -EAGAIN try later, other -errno failed for good. */
+static int confirm(struct assign *a, struct queued *q) {
+        char ens[256], ename[800], path[1200];
+        if (!kube_escape(q->ns, ens, sizeof ens) || !kube_escape(q->name, ename, sizeof ename))
+                return -ENAMETOOLONG;
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ens, ename);
+        for (unsigned attempt = 0; attempt < ASSIGN_PATCH_RETRIES; attempt++) {
+                json_t *cur = NULL;
+                struct kube_error e;
+                int r = kube_request(a->client, KUBE_GET, path, NULL, &cur, &e);
+                if (r == -ENOENT)
+                        return 0; /* gone: nothing to confirm */
+                if (r < 0)
+                        return -EAGAIN;
+                struct assign_pod *pod = calloc(1, sizeof *pod);
+                if (!pod) {
+                        json_decref(cur);
+                        return -ENOMEM;
+                }
+                r = assign_pod_parse(cur, a->node, &a->names, pod);
+                if (r < 0 || !streq(pod->uid, q->uid) || pod->confirmed) {
+                        /* another incarnation, or its assignment changed or was confirmed meanwhile */
+                        json_decref(cur);
+                        free(pod);
+                        return 0;
+                }
+                uint64_t held[ASSIGN_CONTAINERS_MAX] = { 0 };
+                bool repair = false, verified = false;
+                V1__ListPodResourcesResponse *lr = podres_list(a);
+                if (lr) {
+                        verified = held_gpus(a, lr, pod, held);
+                        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+                        if (!verified && now_ms() - q->since_ms < ASSIGN_VERIFY_MS) {
+                                json_decref(cur);
+                                free(pod);
+                                return -EAGAIN; /* kubelet has not recorded the devices yet */
+                        }
+                        for (unsigned k = 0; verified && k < pod->n; k++) {
+                                uint64_t want = 0;
+                                for (unsigned i = 0; i < pod->c[k].n_gpus; i++)
+                                        want |= UINT64_C(1) << pod->c[k].gpus[i];
+                                repair |= held[k] != want;
+                        }
+                }
+                json_t *ann = patch_body(pod, cur, repair ? held : NULL);
+                json_t *body = ann ? json_pack("{s:{s:s,s:s,s:o}}", "metadata", "uid", pod->uid, "resourceVersion",
+                                               pod->rv, "annotations", ann)
+                                   : NULL;
+                char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+                json_decref(body);
+                json_decref(cur);
+                r = text ? kube_request(a->client, KUBE_PATCH_MERGE, path, text, NULL, &e) : -ENOMEM;
+                free(text);
+                if (r == 0) {
+                        if (repair)
+                                log_warn("assignment repaired: the pod holds other GPUs than it was assigned",
+                                         "pod=%s/%s", q->ns, q->name);
+                        else if (lr && !verified)
+                                log_warn("assignment confirmed without PodResources listing its devices",
+                                         "pod=%s/%s", q->ns, q->name);
+                        else
+                                log_debug("assignment confirmed", "pod=%s/%s verified=%d", q->ns, q->name, verified);
+                        count("gpuslice_assign_pods_total", "result",
+                              repair ? "repaired" : (lr && !verified) ? "unverified" : "confirmed");
+                        free(pod);
+                        return 0;
+                }
+                free(pod);
+                if (r != -ESTALE) {
+                        log_warn_errno(r, "cannot mark the pod assigned", "pod=%s/%s http=%ld error=\"%s\"", q->ns,
+                                       q->name, e.http, e.message);
+                        return -EAGAIN;
+                }
+                /* 409: the pod changed since the read (kubelet's status updates): read it again */
+        }
+        return -EAGAIN;
+}
+
+static void *patcher_main(void *u) {
+        struct assign *a = u;
+        pthread_mutex_lock(&a->lock);
+        while (!atomic_load(&a->stop)) {
+                uint64_t now = now_ms(), next = UINT64_MAX;
+                struct queued q;
+                bool have = false;
+                for (size_t i = 0; i < a->n_queue && !have; i++)
+                        if (a->queue[i].next_ms <= now) {
+                                q = a->queue[i];
+                                a->queue[i] = a->queue[--a->n_queue];
+                                have = true;
+                        } else
+                                next = MIN(next, a->queue[i].next_ms);
+                if (have) {
+                        pthread_mutex_unlock(&a->lock);
+                        int r = confirm(a, &q);
+                        pthread_mutex_lock(&a->lock);
+                        if (r == -EAGAIN && now_ms() - q.since_ms < 10 * ASSIGN_VERIFY_MS &&
+                            a->n_queue < ASSIGN_QUEUE_MAX) {
+                                q.next_ms = now_ms() + 500;
+                                a->queue[a->n_queue++] = q;
+                        } else if (r < 0)
+                                count("gpuslice_assign_pods_total", "result", "failed");
+                        continue;
+                }
+                if (next == UINT64_MAX)
+                        pthread_cond_wait(&a->cond, &a->lock);
+                else {
+                        struct timespec ts;
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        uint64_t wait = next - now;
+                        ts.tv_sec += (time_t)(wait / 1000);
+                        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+                        if (ts.tv_nsec >= 1000000000L) {
+                                ts.tv_sec++;
+                                ts.tv_nsec -= 1000000000L;
+                        }
+                        pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+                }
+        }
+        pthread_mutex_unlock(&a->lock);
+        return NULL;
+}
+
+/* ---- start, stop, lookup ---- */
+
+struct assign *assign_start(struct kube_client *client, const char *node, struct plugin *p,
+                            const char *pod_resources_socket) {
+        if (!client || !node || !node[0] || !p)
+                return NULL;
+        struct assign *a = calloc(1, sizeof *a);
+        if (!a)
+                return NULL;
+        a->client = client;
+        a->p = p;
+        strscpy(a->node, node, sizeof a->node);
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
+                a->names.name[k] = plugin_resource(p, (enum plugin_kind)k);
+        if (pod_resources_socket && pod_resources_socket[0])
+                snprintf(a->podres, sizeof a->podres, "unix:%s", pod_resources_socket);
+        pthread_mutex_init(&a->lock, NULL);
+        pthread_cond_init(&a->cond, NULL);
+        char sel[320];
+        snprintf(sel, sizeof sel, "spec.nodeName=%s", node);
+        int r = kube_informer_new(client, "/api/v1/pods", NULL, sel, slim_pod, NULL, &a->inf);
+        if (r >= 0)
+                r = kube_informer_start(a->inf);
+        if (r >= 0) {
+                r = -pthread_create(&a->thread, NULL, patcher_main, a);
+                a->started = r == 0;
+        }
+        if (r < 0) {
+                log_error_errno(r, "cannot watch this node's pods: the scheduler's assignments are not honoured",
+                                "node=%s", node);
+                return assign_stop(a);
+        }
+        log_info("honouring the scheduler's GPU assignments", "node=%s pod_resources=%s", node,
+                 a->podres[0] ? a->podres + 5 : "-");
+        return a;
+}
+
+struct assign *assign_stop(struct assign *a) {
+        if (!a)
+                return NULL;
+        if (a->started) {
+                pthread_mutex_lock(&a->lock);
+                atomic_store(&a->stop, true);
+                pthread_cond_signal(&a->cond);
+                pthread_mutex_unlock(&a->lock);
+                pthread_join(a->thread, NULL);
+        }
+        kube_informer_free(a->inf);
+        pthread_cond_destroy(&a->cond);
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+        return NULL;
+}
+
+int assign_lookup_container(struct assign *a, const char *ns, const char *pod, const char *container, int *ret_gpus,
+                            unsigned max) {
+        if (!a)
+                return -ENODEV;
+        if (!ns || !pod || !container)
+                return -EINVAL;
+        char key[400];
+        snprintf(key, sizeof key, "%s/%s", ns, pod);
+        json_t *obj = kube_informer_get(a->inf, key);
+        struct assign_pod *p = obj ? calloc(1, sizeof *p) : NULL;
+        int r = -ENOENT;
+        if (p && assign_pod_parse(obj, a->node, &a->names, p) == 0)
+                for (unsigned k = 0; k < p->n; k++)
+                        if (streq(p->c[k].name, container) && p->c[k].n_gpus) {
+                                r = (int)MIN(p->c[k].n_gpus, max);
+                                memcpy(ret_gpus, p->c[k].gpus, sizeof(int) * (size_t)r);
+                        }
+        free(p);
+        json_decref(obj);
+        return r;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * assign — the node agent honours the GPU(s) the scheduler extender assigned (docs/scheduler.md,
+ * "On the node"). The extender writes gpuslice.io/assignment (and gpu-manager's or gpushare's
+ * annotations) on a pod before it binds it; kubelet's Allocate names only device IDs, never the
+ * pod. This module matches each GetPreferredAllocation / Allocate call to the pod kubelet is
+ * admitting, steers the call to the assigned GPU(s), refuses IDs that contradict the assignment,
+ * and marks the pod assigned once every GPU resource of it was handed out.
+ *
+ * Two halves:
+ *   assign.c        pure: a pod object → its candidate slots (assign_pod_parse), and the match of
+ *                   one call against the candidates (assign_match). No I/O, no logging, no globals.
+ *   assign-watch.c  the agent's side: an informer of the pods bound to this node (src/kube, on the
+ *                   publisher's API client), kubelet's PodResources as evidence of which pod is
+ *                   being admitted, the hooks the handlers call, the patcher thread, metrics.
+ *
+ * Must never: hand out a GPU other than the assigned one to a pod that has an assignment, block a
+ * handler longer than a bounded timeout, or change anything for pods (or nodes) without one.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "agent/plugin.h"
+
+#define ASSIGN_CONTAINERS_MAX 16
+#define ASSIGN_GPUS_MAX 8
+#define ASSIGN_PODS_MAX 256 /* candidates considered per call (pending pods on one node) */
+
+/* Which annotations mark the pod honoured (set to "true" by the agent). */
+enum {
+        ASSIGN_FLAG_GPUSLICE = 1 << 0,    /* gpuslice.io/assigned */
+        ASSIGN_FLAG_GPU_MANAGER = 1 << 1, /* tencent.com/gpu-assigned */
+        ASSIGN_FLAG_GPUSHARE = 1 << 2,    /* ALIYUN_COM_GPU_MEM_ASSIGNED */
+};
+
+/* The resource names this agent serves (plugin options); "" = none of that kind. */
+struct assign_names {
+        const char *name[_PLUGIN_KIND_MAX];
+};
+
+struct assign_container {
+        char name[64];
+        unsigned req[_PLUGIN_KIND_MAX]; /* device IDs kubelet asks of each resource (limits; 0 none) */
+        unsigned n_gpus;
+        int gpus[ASSIGN_GPUS_MAX];       /* assigned NVML indices */
+        bool done[_PLUGIN_KIND_MAX];     /* honoured by this agent (an Allocate answered) */
+};
+
+/* A pod bound to this node with an assignment for it. */
+struct assign_pod {
+        char ns[64], name[254], uid[64], rv[32];
+        int64_t created;     /* metadata.creationTimestamp, Unix seconds (kubelet admits in this order) */
+        uint64_t assumed_ms; /* when the extender decided (gpuslice.io/assignment "time", ms) */
+        unsigned flags;      /* ASSIGN_FLAG_*: the annotations to set to "true" */
+        bool confirmed;      /* every one of them is "true" already: not a candidate any more */
+        unsigned n;
+        struct assign_container c[ASSIGN_CONTAINERS_MAX];
+};
+
+/* From a (slim or full) pod object: a pod of node `node` with an assignment (confirmed or not), or
+ * -ENODATA (no GPU resource of ours, no assignment for this node, finished), -EINVAL
+ * (no name). Assignments are read in this order: gpuslice.io/assignment; gpu-manager's
+ * tencent.com/predicate-gpu-idx-<container index> with tencent.com/predicate-node; gpushare's
+ * ALIYUN_COM_GPU_MEM_IDX (with spec.nodeName). A container whose assignment does not name every
+ * GPU it needs (whole: as many as it asks; fractional: exactly one) makes the pod -EINVAL:
+ * malformed assignments are never honoured halfway. Every input is untrusted. */
+int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret);
+
+/* Which pod's containers kubelet lists, and what they hold (PodResources List): evidence of the pod
+ * being admitted (kubelet adds a pod to its pod manager, which PodResources lists, right before it
+ * admits it, and inserts a container's devices right after its Allocate answered). */
+struct assign_seen_container {
+        char ns[64], pod[254], container[64];
+        bool holds[_PLUGIN_KIND_MAX]; /* devices of our resource of that kind */
+};
+struct assign_seen {
+        size_t n;
+        struct assign_seen_container *c;
+};
+
+struct assign_call {
+        enum plugin_kind kind;
+        unsigned size;     /* device IDs asked */
+        bool allocate;     /* Allocate (ids_gpus known) or GetPreferredAllocation */
+        uint64_t ids_gpus; /* Allocate: NVML indices the IDs are on */
+};
+
+enum assign_verdict {
+        ASSIGN_NONE,   /* no pod with an assignment fits this call: node-local placement */
+        ASSIGN_MATCH,  /* pod/container; hand out exactly `gpus` */
+        ASSIGN_REFUSE, /* the IDs contradict the assignment of the pod kubelet is admitting */
+};
+
+struct assign_decision {
+        enum assign_verdict verdict;
+        int pod, container; /* indices into the candidates (MATCH, REFUSE) */
+        uint64_t gpus;      /* NVML indices assigned to it */
+        unsigned n_candidates;
+        bool tie; /* several candidates fitted: the order chose (see assign_match) */
+        char why[400];
+};
+
+/* Match one call. Candidate slot of a pod: its first container (spec order) that still has a GPU
+ * resource of ours not held (done, or held per `seen`) — kubelet allocates containers in order —
+ * when that container asks `kind` with exactly `size` IDs not yet held. With `seen` (may be NULL),
+ * only pods kubelet lists count, and when it lists none of them the verdict is NONE. At Allocate,
+ * candidates whose assigned GPUs the IDs are on win (whole: exactly that set; fractional: the one
+ * GPU); none → REFUSE naming the first candidate. Several left → the order: creation time, assume
+ * time, namespace/name, uid (the first wins; `tie`). At Allocate every survivor has the same GPUs
+ * for this call, so the order can never hand out a GPU assigned to another pod. 0 or -EINVAL. */
+int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen, const struct assign_call *call,
+                 struct assign_decision *ret);
+
+/* "0,2" for a set of NVML indices ("-" when empty); returns buf. */
+char *assign_format_gpus(uint64_t set, char *buf, size_t len);
+
+/* Is every GPU resource of every container of pod held (done)? */
+bool assign_pod_complete(const struct assign_pod *pod);
+
+/* ---- the agent's side (assign-watch.c) ---------------------------------------------------- */
+
+struct assign;
+struct kube_client;
+
+/* Start watching the pods bound to `node` through `client` (borrowed; must outlive the watcher).
+ * pod_resources_socket: kubelet's PodResources (evidence; "" = none). NULL on failure (logged). */
+struct assign *assign_start(struct kube_client *client, const char *node, struct plugin *p,
+                            const char *pod_resources_socket);
+struct assign *assign_stop(struct assign *a); /* NULL-safe; returns NULL */
+
+/* One handler call's view. assign_call_begin runs before the handler takes p->lock (it may ask the
+ * API server and PodResources, each bounded); check under the lock turns the verdict into an
+ * answer; commit after a successful Allocate; end always. a == NULL: every step is a no-op and
+ * the handler keeps its node-local behaviour. */
+struct assign_ctx {
+        struct assign *a;
+        struct assign_call call;
+        struct assign_decision d;
+        bool active; /* a decision was made (a pod with an assignment could be the one) */
+        struct assign_pod pod; /* the matched pod (a copy) */
+        uint64_t allowed;      /* MATCH: table indices the call may use */
+};
+void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
+                       char *const *ids, size_t n_ids);
+/* Under p->lock. RPC_OK, or the refusal (FAILED_PRECONDITION) written to st. */
+enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct rpc_status *st);
+void assign_call_commit(struct assign_ctx *ctx);
+void assign_call_end(struct assign_ctx *ctx);
+
+/* Narrow a GetPreferredAllocation's available IDs to the assigned GPUs (in place: ids[0..*n) is
+ * permuted, the kept ones first, *n lowered; the caller restores the count before freeing). A
+ * must-include ID off the assignment is a refusal. Under p->lock. */
+enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
+                                 size_t n_must, const char *what, struct rpc_status *st);
+
+/* For pairing (issue 14): the GPUs (NVML indices) the scheduler assigned to container `container`
+ * of pod ns/name on this node, from the watched pods (confirmed ones too). Returns how many (≤ max)
+ * or -ENOENT (unknown pod or container, no assignment), -ENODEV (no watcher). Any thread. */
+int assign_lookup_container(struct assign *a, const char *ns, const char *pod, const char *container, int *ret_gpus,
+                            unsigned max);

@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The node agent honours the scheduler's assignment (docs/scheduler.md, "On the node"): the real agent
+on the simulated seed node (8 x P40), the kubelet stand-in (kubelet_standin.py: the device plugin calls,
+PodResources List) and the API stand-in (kube_standin.py: pods with their assignment annotations, watch,
+merge patch with a resourceVersion precondition). The stand-ins play what the real ones do: kubelet's
+pod manager lists the pod it is admitting (without devices) before it calls the plugin, and its
+devices right after the Allocate answered. tests/e2e/test_scheduler_extender.py runs the same against
+the real kube-scheduler, kube-apiserver and kubelets.
+
+    /usr/bin/python3 test_assign.py --build DIR --source DIR --topology FILE TEST
+"""
+
+import json
+import os
+import sys
+import time
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agent_fixture  # noqa: E402
+import kube_standin  # noqa: E402
+from agent_fixture import check  # noqa: E402
+
+NODE = "gpu-int"
+
+
+def endpoint(resource):
+    return "gpuslice-%s.sock" % resource.replace("/", "-")
+
+CORE, MEM = "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory"
+
+
+class Env(agent_fixture.Env):
+    def __init__(self, args, stubs):
+        super().__init__(args, stubs)
+        self.api = kube_standin.StandIn().start()
+        self.kubeconfig = self.api.kubeconfig(os.path.join(self.tmp, "kubeconfig"))
+        self.env["NODE_NAME"] = NODE
+
+    def close(self, failed):
+        try:
+            super().close(failed)
+        finally:
+            self.api.stop()
+
+    def put_pod(self, name, limits, gpus, created="2026-11-23T10:00:00Z", extra_ann=None):
+        asg = {"v": 1, "node": NODE, "time": 1000,
+               "containers": [{"name": "main", "gpus": gpus, "core": 100, "mem": 0}]}
+        ann = {"gpuslice.io/assignment": json.dumps(asg), "gpuslice.io/assigned": "false"}
+        ann.update(extra_ann or {})
+        self.api.store.put("pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": "uid-" + name, "creationTimestamp": created,
+                         "annotations": ann},
+            "spec": {"nodeName": NODE, "containers": [{"name": "main", "resources": {
+                "limits": {k: str(v) for k, v in limits.items()}}}]},
+            "status": {"phase": "Pending"}})
+
+    def start(self, *extra):
+        interposer = os.path.join(self.tmp, "libgpuslice-cuda.so")  # the protocol only: any file will do
+        open(interposer, "w").close()
+        self.start_agent("--kubeconfig", self.kubeconfig, "--interposer", interposer, *extra)
+        want = ["nvidia.com/gpu"] + ([CORE, MEM] if extra else [])
+        k = self.kubelet
+        k.wait_for(lambda: all(k.last_ids(endpoint(r)) is not None for r in want), 15, "ListAndWatch of %s" % want)
+        # the pods informer has listed and watches
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if any(m == "GET" and p.startswith("/api/v1/pods") and "watch=" in p for m, p in self.api.store.requests):
+                return
+            time.sleep(0.05)
+        raise AssertionError("the agent never watched its pods: %s" % self.api.store.requests[-10:])
+
+    def kubelet_lists(self, *entries):
+        """PodResources: (pod, resource, ids) — resource None = listed without devices (being admitted)."""
+        with self.kubelet.cond:
+            self.kubelet.pods = [("default", pod, "main", res or "", list(ids or [])) for pod, res, ids in entries]
+
+    def ann(self, name):
+        return self.api.store.get("pods", "default/" + name)["metadata"]["annotations"]
+
+    def wait_assigned(self, name, key="gpuslice.io/assigned", timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ann(name).get(key) == "true":
+                return self.ann(name)
+            time.sleep(0.1)
+        raise AssertionError("%s never marked %s: %s" % (name, key, self.ann(name)))
+
+    def ids(self):
+        return self.kubelet.last_ids(endpoint("nvidia.com/gpu"))
+
+    def stub(self):
+        return self.kubelet.plugin_stub(endpoint("nvidia.com/gpu"))[0]
+
+    def law_ids(self, resource_kind):
+        """Every ID kubelet would list for a fractional resource (kind: core/mem), GPU index order."""
+        uuids = self.ids()
+        n = 100 if resource_kind == "core" else 96
+        return ["%s::%s-%d" % (u, resource_kind, i) for u in uuids for i in range(n)]
+
+    def fstub(self, resource):
+        return self.kubelet.plugin_stub(endpoint(resource))[0]
+
+    def fprefer(self, resource, kind, size):
+        req = self.pb.PreferredAllocationRequest()
+        req.container_requests.add(available_deviceIDs=self.law_ids(kind), allocation_size=size)
+        return list(self.fstub(resource).GetPreferredAllocation(req, timeout=10).container_responses[0].deviceIDs)
+
+    def fallocate(self, resource, ids):
+        req = self.pb.AllocateRequest()
+        req.container_requests.add(devices_ids=ids)
+        return self.fstub(resource).Allocate(req, timeout=10)
+
+
+def gpu_of(e, ids):
+    uuids = e.ids()
+    return sorted({uuids.index(i.split("::")[0]) for i in ids})
+
+
+def test_assign_twins(e):
+    """Two identical fractional pods (30 % + 8 units), twin-a on GPU 3, twin-b on GPU 5: kubelet admits
+    twin-b first (its pod manager lists it): it gets GPU 5 although the order alone would pick twin-a;
+    then twin-a gets GPU 3; IDs on another GPU are refused; both end assigned=true, with the
+    resourceVersion precondition in the patch."""
+    e.put_pod("twin-a", {CORE: 30, MEM: 8}, [3])
+    e.put_pod("twin-b", {CORE: 30, MEM: 8}, [5])
+    e.start("--resource-profile", "gpuslice")
+    e.kubelet_lists(("twin-b", None, None), ("other", "nvidia.com/gpu", []))
+    core_b = e.fprefer(CORE, "core", 30)
+    check(gpu_of(e, core_b) == [5], "twin-b's core offered on GPU %s" % gpu_of(e, core_b))
+    e.fallocate(CORE, core_b)
+    e.kubelet_lists(("twin-b", CORE, core_b))
+    mem_b = e.fprefer(MEM, "mem", 8)
+    check(gpu_of(e, mem_b) == [5], "twin-b's memory offered on GPU %s" % gpu_of(e, mem_b))
+    e.fallocate(MEM, mem_b)
+    e.kubelet_lists(("twin-b", CORE, core_b), ("twin-b", MEM, mem_b), ("twin-a", None, None))
+    ann_b = e.wait_assigned("twin-b")
+    check(json.loads(ann_b["gpuslice.io/assignment"])["containers"][0]["gpus"] == [5], ann_b)
+    # twin-a: kubelet's IDs on GPU 4 contradict its assignment → refused, nothing handed out
+    core_a = e.fprefer(CORE, "core", 30)
+    check(gpu_of(e, core_a) == [3], "twin-a's core offered on GPU %s" % gpu_of(e, core_a))
+    wrong = ["%s::core-%d" % (e.ids()[4], i) for i in range(30)]
+    msg = e.expect_error(lambda: e.fallocate(CORE, wrong), grpc.StatusCode.FAILED_PRECONDITION,
+                         "was assigned GPU 3")
+    check("twin-a" in msg and "GPU 4" in msg, msg)
+    e.fallocate(CORE, core_a)
+    e.kubelet_lists(("twin-b", CORE, core_b), ("twin-b", MEM, mem_b), ("twin-a", CORE, core_a))
+    mem_a = e.fprefer(MEM, "mem", 8)
+    check(gpu_of(e, mem_a) == [3], "twin-a's memory offered on GPU %s" % gpu_of(e, mem_a))
+    e.fallocate(MEM, mem_a)
+    e.kubelet_lists(("twin-b", CORE, core_b), ("twin-b", MEM, mem_b), ("twin-a", CORE, core_a),
+                    ("twin-a", MEM, mem_a))
+    e.wait_assigned("twin-a")
+    patches = [b for p, b in e.api.store.patches if p.endswith("/twin-a") or p.endswith("/twin-b")]
+    check(patches and all(b["metadata"].get("resourceVersion") and b["metadata"].get("uid") for b in patches),
+          "patches without their precondition: %s" % patches)
+    check(all(set(b["metadata"]["annotations"]) == {"gpuslice.io/assigned"} for b in patches),
+          "a patch touched more than the flag: %s" % patches)
+
+
+def test_assign_whole(e):
+    """A 2-GPU pod assigned GPUs 6 and 7 (the allocator alone would pick others first): preferred
+    answers exactly those; Allocate of other IDs is refused; a gpu-manager flag rides along; a call
+    no pod with an assignment fits stays node-local."""
+    e.put_pod("whole", {"nvidia.com/gpu": 2}, [6, 7], extra_ann={"tencent.com/gpu-assigned": "false"})
+    e.start()
+    e.kubelet_lists(("whole", None, None))
+    uuids = e.ids()
+    got = e.prefer(uuids, 2)
+    check(sorted(uuids.index(i) for i in got) == [6, 7], "preferred %s" % got)
+    e.expect_error(lambda: e.allocate(uuids[0:2]), grpc.StatusCode.FAILED_PRECONDITION, "was assigned GPU 6,7")
+    # must-include off the assignment is refused too
+    e.expect_error(lambda: e.prefer(uuids, 2, must=[uuids[0]]), grpc.StatusCode.FAILED_PRECONDITION,
+                   "must-include")
+    e.allocate(got)
+    e.kubelet_lists(("whole", "nvidia.com/gpu", got))
+    ann = e.wait_assigned("whole")
+    check(ann.get("tencent.com/gpu-assigned") == "true", ann)
+    # nothing pending any more: a 1-GPU call is node-local (the allocator's choice, no refusal)
+    e.kubelet_lists(("whole", "nvidia.com/gpu", got), ("plain", None, None))
+    one = e.prefer(uuids, 1)
+    e.allocate(one)
+    check(uuids.index(one[0]) not in (6, 7), "node-local call got an assigned GPU: %s" % one)
+
+
+def test_assign_repair(e):
+    """PodResources shows the pod holding other GPUs than its annotation says (a swap the agent could not
+    see, e.g. kubelet skipped GetPreferredAllocation and the annotation was edited meanwhile): the
+    patcher rewrites the assignment to what kubelet lists, and marks it assigned."""
+    e.put_pod("moved", {"nvidia.com/gpu": 1}, [2])
+    e.start()
+    uuids = e.ids()
+    e.kubelet_lists(("moved", None, None))
+    e.allocate([uuids[2]])
+    e.kubelet_lists(("moved", "nvidia.com/gpu", [uuids[4]]))
+    ann = e.wait_assigned("moved")
+    check(json.loads(ann["gpuslice.io/assignment"])["containers"][0]["gpus"] == [4], ann)
+
+
+TESTS = {"assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair}
+
+if __name__ == "__main__":
+    agent_fixture.run_main(TESTS, make_env=Env, timeout_s=120)
