@@ -33,11 +33,12 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define ASSIGN_PODRES_MS 2000       /* PodResources List deadline (evidence, verification) */
-#define ASSIGN_MARKS_MAX 1024       /* (pod, container, kind) honoured, kept until the pod is confirmed */
-#define ASSIGN_QUEUE_MAX 256        /* pods waiting for their patch */
-#define ASSIGN_VERIFY_MS 15000      /* how long the patcher waits for PodResources to list the devices */
-#define ASSIGN_PATCH_RETRIES 5      /* conflicts (the pod changed) re-read and retried */
+#define ASSIGN_PODRES_MS 2000    /* PodResources List deadline (evidence, verification) */
+#define ASSIGN_MARKS_MAX 1024    /* (pod, container, kind) honoured, kept until the pod is confirmed */
+#define ASSIGN_QUEUE_MAX 256     /* pods waiting for their patch */
+#define ASSIGN_VERIFY_MS 15000   /* how long the patcher waits for PodResources to list the devices */
+#define ASSIGN_PATCH_RETRIES 5   /* conflicts (the pod changed) re-read and retried */
+#define ASSIGN_SYNC_WAIT_MS 2000 /* at start: how long to wait for the first list of the node's pods */
 
 struct mark {
         char uid[64];
@@ -178,9 +179,8 @@ static V1__ListPodResourcesResponse *podres_list(struct assign *a) {
         size_t len = 0, resp_len = 0;
         struct rpc_status st;
         V1__ListPodResourcesResponse *lr = NULL;
-        if (rpc_pack(&req.base, &buf, &len) >= 0 &&
-            rpc_call_unary(a->podres, "/v1.PodResourcesLister/List", buf, len, ASSIGN_PODRES_MS, &resp, &resp_len,
-                           &st) >= 0)
+        if (rpc_pack(&req.base, &buf, &len) >= 0 && rpc_call_unary(a->podres, "/v1.PodResourcesLister/List", buf, len,
+                                                                   ASSIGN_PODRES_MS, &resp, &resp_len, &st) >= 0)
                 lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
         free(buf);
         free(resp);
@@ -204,9 +204,8 @@ static int seen_from(struct assign *a, const V1__ListPodResourcesResponse *lr, s
                         strscpy(s->pod, pr->name ? pr->name : "", sizeof s->pod);
                         strscpy(s->container, cr->name ? cr->name : "", sizeof s->container);
                         for (size_t k = 0; k < cr->n_devices; k++) {
-                                enum plugin_kind kind = kind_of_resource(a, cr->devices[k]->resource_name
-                                                                                    ? cr->devices[k]->resource_name
-                                                                                    : "");
+                                enum plugin_kind kind = kind_of_resource(
+                                        a, cr->devices[k]->resource_name ? cr->devices[k]->resource_name : "");
                                 if (kind < _PLUGIN_KIND_MAX && cr->devices[k]->n_device_ids)
                                         s->holds[kind] = true;
                         }
@@ -257,7 +256,9 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         if (candidates(a, false, &pods, &n) < 0)
                 return;
         (void)assign_match(pods, n, NULL, &ctx->call, &d);
-        if (d.verdict == ASSIGN_NONE && kube_informer_synced(a->inf)) {
+        struct kube_informer_stats ist;
+        kube_informer_stats(a->inf, &ist);
+        if (d.verdict == ASSIGN_NONE && (kube_informer_synced(a->inf) || !ist.errors)) {
                 /* kubelet may have seen the pod before our watch did: ask the API server itself */
                 struct assign_pod *fp = NULL;
                 size_t fn = 0;
@@ -286,18 +287,19 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
                 for (unsigned i = 0; i < p->n; i++)
                         if (p->gpu[i].index >= 0 && p->gpu[i].index < 64 && (d.gpus >> p->gpu[i].index & 1))
                                 ctx->allowed |= UINT64_C(1) << i;
-                if (d.verdict == ASSIGN_MATCH && (unsigned)__builtin_popcountll(ctx->allowed) !=
-                                                         (unsigned)__builtin_popcountll(d.gpus)) {
+                if (d.verdict == ASSIGN_MATCH &&
+                    (unsigned)__builtin_popcountll(ctx->allowed) != (unsigned)__builtin_popcountll(d.gpus)) {
                         char g[128];
                         ctx->d.verdict = ASSIGN_REFUSE;
                         snprintf(ctx->d.why, sizeof ctx->d.why,
-                                 "pod %.63s/%.120s was assigned GPU %s, which this node does not have",
-                                 ctx->pod.ns, ctx->pod.name, assign_format_gpus(d.gpus, g, sizeof g));
+                                 "pod %.63s/%.120s was assigned GPU %s, which this node does not have", ctx->pod.ns,
+                                 ctx->pod.name, assign_format_gpus(d.gpus, g, sizeof g));
                 }
         }
         char g[128];
-        log_debug("assignment decision", "call=%s resource=%s size=%u pod=%s%s%s container=%s gpus=%s verdict=%s "
-                                         "candidates=%u fresh=%d reason=\"%s\"",
+        log_debug("assignment decision",
+                  "call=%s resource=%s size=%u pod=%s%s%s container=%s gpus=%s verdict=%s "
+                  "candidates=%u fresh=%d reason=\"%s\"",
                   allocate ? "allocate" : "preferred", kind_name(a, kind), size, ctx->active ? ctx->pod.ns : "-",
                   ctx->active ? "/" : "", ctx->active ? ctx->pod.name : "",
                   ctx->active ? ctx->pod.c[d.container].name : "-", assign_format_gpus(ctx->d.gpus, g, sizeof g),
@@ -549,12 +551,14 @@ static int confirm(struct assign *a, struct queued *q) {
                                 log_warn("assignment repaired: the pod holds other GPUs than it was assigned",
                                          "pod=%s/%s", q->ns, q->name);
                         else if (lr && !verified)
-                                log_warn("assignment confirmed without PodResources listing its devices",
-                                         "pod=%s/%s", q->ns, q->name);
+                                log_warn("assignment confirmed without PodResources listing its devices", "pod=%s/%s",
+                                         q->ns, q->name);
                         else
                                 log_debug("assignment confirmed", "pod=%s/%s verified=%d", q->ns, q->name, verified);
                         count("gpuslice_assign_pods_total", "result",
-                              repair ? "repaired" : (lr && !verified) ? "unverified" : "confirmed");
+                              repair              ? "repaired"
+                              : (lr && !verified) ? "unverified"
+                                                  : "confirmed");
                         free(pod);
                         return 0;
                 }
@@ -637,6 +641,11 @@ struct assign *assign_start(struct kube_client *client, const char *node, struct
         int r = kube_informer_new(client, "/api/v1/pods", NULL, sel, slim_pod, NULL, &a->inf);
         if (r >= 0)
                 r = kube_informer_start(a->inf);
+        /* a short wait, so the first Allocate after a restart already knows the node's pods (a call
+         * before the first list asks the API server itself) */
+        if (r >= 0 && kube_informer_wait_synced(a->inf, ASSIGN_SYNC_WAIT_MS) < 0)
+                log_warn("the node's pods are not listed yet: Allocate calls ask the API server until they are",
+                         "node=%s", node);
         if (r >= 0) {
                 r = -pthread_create(&a->thread, NULL, patcher_main, a);
                 a->started = r == 0;

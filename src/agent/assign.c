@@ -48,8 +48,9 @@ static bool dec(const char *s, uint64_t max, uint64_t *ret) {
 static int64_t rfc3339(const char *s) {
         struct tm tm = { 0 };
         char z = 0;
-        if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                         &tm.tm_sec, &z) != 7 ||
+        if (!s ||
+            sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                   &tm.tm_sec, &z) != 7 ||
             z != 'Z' || strlen(s) != 20)
                 return 0;
         tm.tm_year -= 1900;
@@ -362,8 +363,8 @@ static int pod_cmp(const struct assign_pod *a, const struct assign_pod *b) {
         return c ? c : strcmp(a->uid, b->uid);
 }
 
-int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen, const struct assign_call *call,
-                 struct assign_decision *ret) {
+int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
+                 const struct assign_call *call, struct assign_decision *ret) {
         if (!call || !ret || (n && !pods) || call->kind >= _PLUGIN_KIND_MAX || !call->size)
                 return -EINVAL;
         struct assign_decision d = { .verdict = ASSIGN_NONE, .pod = -1, .container = -1 };
@@ -386,7 +387,8 @@ int assign_match(const struct assign_pod *pods, size_t n, const struct assign_se
                 n_listed += listed[i];
         }
         if (!d.n_candidates) {
-                snprintf(d.why, sizeof d.why, "no pod with an assignment asks %u IDs of this resource next", call->size);
+                snprintf(d.why, sizeof d.why, "no pod with an assignment asks %u IDs of this resource next",
+                         call->size);
                 *ret = d;
                 return 0;
         }

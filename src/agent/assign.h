@@ -47,8 +47,8 @@ struct assign_container {
         char name[64];
         unsigned req[_PLUGIN_KIND_MAX]; /* device IDs kubelet asks of each resource (limits; 0 none) */
         unsigned n_gpus;
-        int gpus[ASSIGN_GPUS_MAX];       /* assigned NVML indices */
-        bool done[_PLUGIN_KIND_MAX];     /* honoured by this agent (an Allocate answered) */
+        int gpus[ASSIGN_GPUS_MAX];   /* assigned NVML indices */
+        bool done[_PLUGIN_KIND_MAX]; /* honoured by this agent (an Allocate answered) */
 };
 
 /* A pod bound to this node with an assignment for it. */
@@ -113,8 +113,8 @@ struct assign_decision {
  * GPU); none → REFUSE naming the first candidate. Several left → the order: creation time, assume
  * time, namespace/name, uid (the first wins; `tie`). At Allocate every survivor has the same GPUs
  * for this call, so the order can never hand out a GPU assigned to another pod. 0 or -EINVAL. */
-int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen, const struct assign_call *call,
-                 struct assign_decision *ret);
+int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
+                 const struct assign_call *call, struct assign_decision *ret);
 
 /* "0,2" for a set of NVML indices ("-" when empty); returns buf. */
 char *assign_format_gpus(uint64_t set, char *buf, size_t len);
@@ -141,7 +141,7 @@ struct assign_ctx {
         struct assign *a;
         struct assign_call call;
         struct assign_decision d;
-        bool active; /* a decision was made (a pod with an assignment could be the one) */
+        bool active;           /* a decision was made (a pod with an assignment could be the one) */
         struct assign_pod pod; /* the matched pod (a copy) */
         uint64_t allowed;      /* MATCH: table indices the call may use */
 };

@@ -37,8 +37,8 @@ typedef enum rpc_code (*plugin_prefer_fn)(void *ctx, const V1beta1__ContainerPre
  * container requests, the plugin lock, one answer per container request in order, encode. A pod
  * the scheduler assigned GPUs to narrows kubelet's available IDs to those GPUs (assign.h). */
 enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
-                                    plugin_prefer_fn prefer,
-                                    void *ctx, uint8_t **ret, size_t *ret_len, struct rpc_status *st);
+                                    plugin_prefer_fn prefer, void *ctx, uint8_t **ret, size_t *ret_len,
+                                    struct rpc_status *st);
 
 enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
                                   V1beta1__ContainerAllocateResponse *out, struct rpc_status *st);

@@ -5,8 +5,11 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kube/kube.h"
 #include "sched/feed.h"
@@ -96,6 +99,15 @@ static int api_error(int r, const struct kube_error *e, char *err, size_t errlen
         return r;
 }
 
+/* For the e2e restart case only: GPUSLICE_CRASH_AT=bind-annotated in the extender's environment
+ * (read with secure_getenv) makes it SIGKILL itself right after a bind's annotation was written,
+ * before the Binding: "killed between annotate and bind" (docs/scheduler.md). */
+static void crash_point(const char *point) {
+        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
+        if (want && streq(want, point))
+                (void)kill(getpid(), SIGKILL);
+}
+
 static int feed_annotate(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
                          const char *annotations_json, char *err, size_t errlen) {
         struct sched_feed *f = userdata;
@@ -121,6 +133,8 @@ static int feed_annotate(void *userdata, const char *ns, const char *name, const
         struct kube_error e = { 0 };
         int r = kube_request(f->client, KUBE_PATCH_MERGE, path, body, NULL, &e);
         free(body);
+        if (r >= 0)
+                crash_point("bind-annotated");
         return r < 0 ? api_error(r, &e, err, errlen) : 0;
 }
 

@@ -209,7 +209,8 @@ def test_deploy_manifests(c):
 def test_rbac(c):
     k = [os.path.join(c.bin, "kubectl"), "--kubeconfig", c.agent_kubeconfig, "auth", "can-i"]
     want = {("patch", "nodes"): "yes", ("watch", "nodes"): "yes", ("list", "pods"): "yes",
-            ("delete", "nodes"): "no", ("patch", "pods"): "no", ("get", "secrets"): "no", ("create", "pods"): "no",
+            ("delete", "nodes"): "no", ("patch", "pods"): "yes", ("get", "secrets"): "no", ("create", "pods"): "no",
+            ("delete", "pods"): "no",
             ("update", "nodes"): "no"}
     for (verb, res), ans in want.items():
         r = subprocess.run(k + [verb, res], capture_output=True, text=True, timeout=30)

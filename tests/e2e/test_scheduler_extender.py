@@ -14,6 +14,7 @@ case that needs bind is reported SKIP and fails the run.
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -270,30 +271,261 @@ TESTS = [test_8gib_not_on_two_6gib, test_4gpu_ring, test_two_identical_fractiona
          test_restart]
 
 
+# ---- with kubelets: the node agents honour the assignment ----------------------------------------------
+#
+# A second cluster (after the first is gone: one e2e cluster at a time): real kubelets with containerd,
+# one per resource profile, each with `gpuslice node --kubeconfig …` (publishing its node, watching its
+# pods), kube-scheduler with the extender (filter, prioritize, bind). Pods run; what their containers
+# get (NVIDIA_VISIBLE_DEVICES, the limits file's GPU) must be what the extender wrote on them.
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e  # noqa: E402
+
+KNODES = [("kgpu-a", "demo-8gpu-2socket.node", "gpuslice"), ("kgpu-t", "seed004-7gpu-p40-mlx4.topo", "tencent"),
+          ("kgpu-y", "demo-8gpu-2socket.node", "aliyun")]
+SHOW = 'echo "VISIBLE=$NVIDIA_VISIBLE_DEVICES"; cat /run/gpuslice/limits 2>/dev/null; echo END; sleep 3600'
+
+
+class KEnv:
+    def __init__(self, build):
+        self.build = build
+        self.c = c = e2e.gpu_cluster([(n, t, {"gpuslice.io/e2e": "kubelet"}) for n, t, _ in KNODES])
+        img = e2e.cuda_image(c)
+        for name, _, profile in KNODES:
+            c.gpu[name].node.import_image(img)
+            self.start_agent(name)
+        self.port = free_port()
+        self.argv = [os.path.join(build, "gpuslice"), "scheduler", "--address", "127.0.0.1:%d" % self.port,
+                     "--log-level", "debug", "--kubeconfig", c.kubeconfig]
+        self.ext = c.spawn("gpuslice-scheduler", self.argv)
+        self.wait_healthy()
+        c.start_scheduler(extenders=[{
+            "urlPrefix": "http://127.0.0.1:%d" % self.port, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+            "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "ignorable": False, "httpTimeout": "5s",
+            "managedResources": [{"name": r, "ignoredByScheduler": False} for r in RESOURCES]}])
+        # every node published and advertises its resources
+        for name, _, _ in KNODES:
+            c.wait("%s published" % name, lambda n=name: "gpuslice.io/gpus" in c.api("GET", "/api/v1/nodes/" + n)[
+                "metadata"].get("annotations", {}), timeout=60)
+            c.wait("%s allocatable" % name, lambda n=name: c.gpu[n].allocatable() > 0, timeout=60)
+
+    def start_agent(self, name, wait=True):
+        profile = dict((n, p) for n, _, p in KNODES)[name]
+        return self.c.gpu[name].start_agent("--resource-profile", profile, "--kubeconfig", self.c.kubeconfig,
+                                            "--log-level", "debug", env={"NODE_NAME": name}, wait=wait)
+
+    def wait_healthy(self):
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        self.c.wait("the extender synced", healthy, timeout=60)
+
+    def restart_extender(self, env=None):
+        self.ext.stop()
+        self.ext = self.c.spawn("gpuslice-scheduler", self.argv, env=env)
+        self.wait_healthy()
+
+    def stop(self):
+        self.c.stop()
+
+
+def kpod(env, name, node, limits):
+    p = e2e.pod(name, node, SHOW, limits=limits, image=e2e.CUDA_IMAGE)
+    p["spec"]["schedulerName"] = "default-scheduler"
+    return p
+
+
+def seen(env, name, node):
+    """What the container got: GPU indices from NVIDIA_VISIBLE_DEVICES and from the limits file."""
+    c = env.c
+    e2e.wait_pod(c, name, timeout=120)
+    out = c.wait("%s printed its devices" % name, lambda: (lambda t: t if "END" in t else None)(e2e.logs(c, name)),
+                 timeout=60)
+    idx = env.c.gpu[node].uuid_index()
+    vis = [v for line in out.splitlines() if line.startswith("VISIBLE=") for v in line[8:].split(",") if v]
+    lim = [w[5:] for line in out.splitlines() if line.startswith("device ") for w in line.split()
+           if w.startswith("uuid=")]
+    core = [int(w[5:]) for line in out.splitlines() if line.startswith("device ") for w in line.split()
+            if w.startswith("core=")]
+    mem = [int(w[7:]) for line in out.splitlines() if line.startswith("device ") for w in line.split()
+           if w.startswith("memory=")]
+    return sorted(idx[u] for u in vis), sorted(idx[u] for u in lim), core, mem, out
+
+
+def assigned(env, name, flags=("gpuslice.io/assigned",), timeout=60):
+    def done():
+        ann = get_pod(env.c, name)["metadata"].get("annotations", {})
+        return ann if all(ann.get(f) == "true" for f in flags) else None
+    try:
+        return env.c.wait("%s marked %s" % (name, ", ".join(flags)), done, timeout=timeout)
+    except cluster.E2EError as e:
+        raise Fail("%s: %s" % (e, get_pod(env.c, name)["metadata"].get("annotations")))
+
+
+def asg_gpus(ann, container=0):
+    return sorted(json.loads(ann["gpuslice.io/assignment"])["containers"][container]["gpus"])
+
+
+def test_agents_honour_identical_twins(env):
+    """Two identical 60 % + 2 GiB pods submitted together on kgpu-a: the extender assigns distinct GPUs
+    (60 + 60 > 100), and each container's limits file and NVIDIA_VISIBLE_DEVICES name its own assigned
+    GPU; both end gpuslice.io/assigned=true."""
+    c = env.c
+    lim = {"gpuslice.io/gpu-core": 60, "gpuslice.io/gpu-memory": 8}
+    for n in ("ktwin-a", "ktwin-b"):
+        c.api("POST", "/api/v1/namespaces/default/pods", kpod(env, n, "kgpu-a", lim))
+    got = {}
+    for n in ("ktwin-a", "ktwin-b"):
+        ann = assigned(env, n)
+        want = asg_gpus(ann)
+        vis, limg, core, _, out = seen(env, n, "kgpu-a")
+        check(vis == want and limg == want and core == [60], "%s assigned %s, got visible %s limits %s core %s:\n%s"
+              % (n, want, vis, limg, core, out))
+        got[n] = want
+    check(got["ktwin-a"] != got["ktwin-b"], "both twins on one GPU: %s" % got)
+
+
+def test_agents_honour_whole(env):
+    """A 2-GPU pod gets exactly the GPUs the extender assigned (NVIDIA_VISIBLE_DEVICES), and is marked."""
+    c = env.c
+    c.api("POST", "/api/v1/namespaces/default/pods", kpod(env, "kwhole", "kgpu-a", {"nvidia.com/gpu": 2}))
+    ann = assigned(env, "kwhole")
+    vis, _, _, _, out = seen(env, "kwhole", "kgpu-a")
+    check(vis == asg_gpus(ann) and len(vis) == 2, "assigned %s, visible %s:\n%s" % (asg_gpus(ann), vis, out))
+
+
+def test_agents_honour_gpu_manager(env):
+    """A gpu-manager pod spec unchanged (vcuda-core/vcuda-memory) on the tencent-profile node: the limits
+    file names tencent.com/predicate-gpu-idx-0's GPU; tencent.com/gpu-assigned and gpuslice.io/assigned end true."""
+    c = env.c
+    c.api("POST", "/api/v1/namespaces/default/pods",
+          kpod(env, "ktencent", "kgpu-t", {"tencent.com/vcuda-core": 20, "tencent.com/vcuda-memory": 8}))
+    ann = assigned(env, "ktencent", ("tencent.com/gpu-assigned", "gpuslice.io/assigned"))
+    want = sorted(int(x) for x in ann["tencent.com/predicate-gpu-idx-0"].split(","))
+    _, limg, core, _, out = seen(env, "ktencent", "kgpu-t")
+    check(limg == want and core == [20], "predicate %s, limits %s core %s:\n%s" % (want, limg, core, out))
+
+
+def test_agents_honour_gpushare(env):
+    """A gpushare pod spec unchanged (aliyun.com/gpu-mem) on the aliyun-profile node: the limits file
+    names ALIYUN_COM_GPU_MEM_IDX's GPU with 2 GiB; ALIYUN_COM_GPU_MEM_ASSIGNED ends true."""
+    c = env.c
+    c.api("POST", "/api/v1/namespaces/default/pods", kpod(env, "kshare", "kgpu-y", {"aliyun.com/gpu-mem": 2}))
+    ann = assigned(env, "kshare", ("ALIYUN_COM_GPU_MEM_ASSIGNED", "gpuslice.io/assigned"))
+    want = [int(ann["ALIYUN_COM_GPU_MEM_IDX"])]
+    _, limg, _, mem, out = seen(env, "kshare", "kgpu-y")
+    check(limg == want and mem == [2 << 30], "IDX %s, limits %s memory %s:\n%s" % (want, limg, mem, out))
+
+
+def test_extender_killed_between_annotate_and_bind(env):
+    """The extender SIGKILLs itself right after writing a pod's assignment, before the Binding
+    (GPUSLICE_CRASH_AT=bind-annotated); restarted, it binds the pod again: the pod runs on the GPU of
+    its final annotation, and nothing on kgpu-a is double-booked."""
+    c = env.c
+    env.ext.stop()
+    env.ext = c.spawn("gpuslice-scheduler", env.argv, env=dict(os.environ, GPUSLICE_CRASH_AT="bind-annotated"))
+    env.wait_healthy()
+    c.api("POST", "/api/v1/namespaces/default/pods",
+          kpod(env, "kcrash", "kgpu-a", {"gpuslice.io/gpu-core": 30, "gpuslice.io/gpu-memory": 4}))
+    c.wait("the extender killed itself after the annotation", lambda: not env.ext.alive(), timeout=60)
+    ann = get_pod(c, "kcrash")["metadata"].get("annotations", {})
+    check("gpuslice.io/assignment" in ann and not get_pod(c, "kcrash")["spec"].get("nodeName"),
+          "not annotated-but-unbound: %s" % ann)
+    env.restart_extender()
+    ann = assigned(env, "kcrash", timeout=120)
+    _, limg, _, _, out = seen(env, "kcrash", "kgpu-a")
+    check(limg == asg_gpus(ann), "assigned %s, limits %s:\n%s" % (asg_gpus(ann), limg, out))
+    no_double_booking(env, "kgpu-a")
+
+
+def test_agent_killed_before_allocate(env):
+    """kgpu-a's kubelet is stopped and its agent SIGKILLed; a pod is bound there with its assignment; the
+    agent restarts (knowing nothing of the pod), then kubelet: its Allocate is matched to the pod from
+    the API and honoured, and nothing is double-booked."""
+    c = env.c
+    node = c.gpu["kgpu-a"].node
+    node.stop_kubelet()
+    c.gpu["kgpu-a"].stop_agent(signal.SIGKILL)
+    c.api("POST", "/api/v1/namespaces/default/pods",
+          kpod(env, "kafter", "kgpu-a", {"gpuslice.io/gpu-core": 30, "gpuslice.io/gpu-memory": 4}))
+    bound_node(c, "kafter", timeout=90)
+    # the agent first (it waits for kubelet.sock and registers within ms of it), so the restarted
+    # kubelet admits the pod with the plugin registered
+    env.start_agent("kgpu-a", wait=False)
+    node.start_kubelet()
+    c.wait("the agent of kgpu-a registered", c.gpu["kgpu-a"]._registered, timeout=90)
+    ann = assigned(env, "kafter", timeout=120)
+    _, limg, _, _, out = seen(env, "kafter", "kgpu-a")
+    check(limg == asg_gpus(ann), "assigned %s, limits %s:\n%s" % (asg_gpus(ann), limg, out))
+    no_double_booking(env, "kgpu-a")
+
+
+def no_double_booking(env, node):
+    """Over the running pods on node: a GPU held whole by one pod only and shared by none; per GPU the
+    compute shares sum to at most 100 — from what the containers really got."""
+    c = env.c
+    pods = c.api("GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName=" + node)["items"]
+    whole, core = {}, {}
+    for p in pods:
+        if p["status"].get("phase") != "Running":
+            continue
+        vis, limg, cs, _, _ = seen(env, p["metadata"]["name"], node)
+        if limg:
+            for g, k in zip(limg, cs):
+                core[g] = core.get(g, 0) + k
+        else:
+            for g in vis:
+                whole.setdefault(g, []).append(p["metadata"]["name"])
+    check(all(len(v) == 1 for v in whole.values()), "a GPU held whole twice: %s" % whole)
+    check(not set(whole) & set(core), "GPUs both whole and shared: %s / %s" % (whole, core))
+    check(all(v <= 100 for v in core.values()), "over 100 %% on a GPU: %s" % core)
+
+
+KTESTS = [test_agents_honour_identical_twins, test_agents_honour_whole, test_agents_honour_gpu_manager,
+          test_agents_honour_gpushare, test_extender_killed_between_annotate_and_bind, test_agent_killed_before_allocate]
+
+
+def run(env_class, tests, build, wanted):
+    chosen = [t for t in tests if not wanted or t.__name__ in wanted]
+    if not chosen:
+        return 0
+    failed = 0
+    env = None
+    try:
+        env = env_class(build)
+        for t in chosen:
+            try:
+                t(env)
+                print("PASS", t.__name__, "(api)" if getattr(env, "api_mode", True) else "(snapshot)", flush=True)
+            except Skip as e:
+                failed += 1
+                print("SKIP", t.__name__, "-", e, "(counted as a failure)", flush=True)
+            except Exception:
+                failed += 1
+                print("FAIL", t.__name__, flush=True)
+                traceback.print_exc()
+                print(env.ext.tail(40) if hasattr(env.ext, "tail") else "")
+    except Exception:
+        traceback.print_exc()
+        for t in chosen:
+            failed += 1
+            print("FAIL", t.__name__, "- setup failed", flush=True)
+    finally:
+        if env:
+            env.stop()
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("GPUSLICE_BUILD", os.path.join(ROOT, "build")))
     ap.add_argument("tests", nargs="*")
     a = ap.parse_args()
-    env = Env(a.build)
-    failed = 0
-    try:
-        for t in TESTS:
-            if a.tests and t.__name__ not in a.tests:
-                continue
-            try:
-                t(env)
-                print("PASS", t.__name__, "(api)" if env.api_mode else "(snapshot)")
-            except Skip as e:
-                failed += 1
-                print("SKIP", t.__name__, "-", e, "(counted as a failure)")
-            except Exception:
-                failed += 1
-                print("FAIL", t.__name__)
-                traceback.print_exc()
-                print(env.ext.tail(40) if hasattr(env.ext, "tail") else "")
-    finally:
-        env.stop()
+    failed = run(Env, TESTS, a.build, a.tests)
+    failed += run(KEnv, KTESTS, a.build, a.tests)  # the second cluster starts after the first is gone
     return 1 if failed else 0
 
 

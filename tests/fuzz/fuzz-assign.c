@@ -29,8 +29,10 @@ static void check_pod(const struct assign_pod *p) {
         for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX; kind++)
                 for (unsigned size = 1; size <= 200; size = size * 3 + 1)
                         for (int alloc = 0; alloc < 2; alloc++) {
-                                struct assign_call c = { .kind = (enum plugin_kind)kind, .size = size,
-                                                         .allocate = alloc, .ids_gpus = alloc ? 5 : 0 };
+                                struct assign_call c = { .kind = (enum plugin_kind)kind,
+                                                         .size = size,
+                                                         .allocate = alloc,
+                                                         .ids_gpus = alloc ? 5 : 0 };
                                 struct assign_decision d;
                                 CHECK(assign_match(p, 1, alloc ? &seen : NULL, &c, &d) == 0);
                                 if (d.verdict != ASSIGN_NONE) {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """deploy/kubernetes renders with `kubectl kustomize` (every kubectl found: the host's and the
 Kubernetes 1.20 one that `make e2e` builds) and holds what docs/cluster.md promises: the agent's
-ServiceAccount, a ClusterRole with exactly nodes get/list/watch/patch and pods list/watch (no
+ServiceAccount, a ClusterRole with exactly nodes get/list/watch/patch and pods get/list/watch/patch (no
 wildcard, nothing else), its binding, and the DaemonSet running as that ServiceAccount with NODE_NAME
 from the downward API.
 
@@ -32,7 +32,7 @@ def check(docs, who):
     role = by[("ClusterRole", "gpuslice-node")]
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"])
     assert rules == [(("",), ("nodes",), ("get", "list", "patch", "watch")),
-                     (("",), ("pods",), ("list", "watch"))], (who, rules)
+                     (("",), ("pods",), ("get", "list", "patch", "watch"))], (who, rules)
     for r in role["rules"]:
         assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"], r
         assert "resourceNames" not in r or r["resourceNames"], r

@@ -30,9 +30,11 @@ static json_t *pod_json(const char *name, const char *created, const char *limit
         snprintf(text, sizeof text,
                  "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"uid-%s\",\"resourceVersion\":\"7\","
                  "\"creationTimestamp\":\"%s\",\"annotations\":%s},"
-                 "\"spec\":{\"nodeName\":\"gpu-a\",\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":%s}}%s%s%s]}}",
-                 name, name, created, annotations, limits_a, limits_b ? ",{\"name\":\"b\",\"resources\":{\"limits\":" : "",
-                 limits_b ? limits_b : "", limits_b ? "}}" : "");
+                 "\"spec\":{\"nodeName\":\"gpu-a\",\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":%s}}%s%s%"
+                 "s]}}",
+                 name, name, created, annotations, limits_a,
+                 limits_b ? ",{\"name\":\"b\",\"resources\":{\"limits\":" : "", limits_b ? limits_b : "",
+                 limits_b ? "}}" : "");
         json_error_t e;
         json_t *j = json_loads(text, 0, &e);
         if (!j)
@@ -61,11 +63,11 @@ static int parse(json_t *j, struct assign_pod *p) {
 static void frac_pod(struct assign_pod *p, const char *name, const char *created, int gpu, long long t) {
         char a[2048], c[128];
         snprintf(c, sizeof c, "{\"name\":\"a\",\"gpus\":[%d],\"core\":40,\"mem\":10240}", gpu);
-        assert_int_equal(parse(pod_json(name, created,
-                                        "{\"gpuslice.io/gpu-core\":\"40\",\"gpuslice.io/gpu-memory\":\"40\"}", NULL,
-                                        asg(a, sizeof a, c, t)),
-                               p),
-                         0);
+        assert_int_equal(
+                parse(pod_json(name, created, "{\"gpuslice.io/gpu-core\":\"40\",\"gpuslice.io/gpu-memory\":\"40\"}",
+                               NULL, asg(a, sizeof a, c, t)),
+                      p),
+                0);
 }
 
 static void test_parse_gpuslice(void **state) {
@@ -154,9 +156,11 @@ static void test_parse_malformed(void **state) {
         assert_int_equal(parse(pod_json("n", "x", "{\"cpu\":\"1\"}", NULL, "{}"), &p), -ENODATA);
         assert_int_equal(parse(pod_json("n", "x", lim1, NULL, "{}"), &p), -ENODATA);
         /* an assignment for another node */
-        snprintf(a, sizeof a, "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"gpu-b\\\","
-                              "\\\"containers\\\":[{\\\"name\\\":\\\"a\\\",\\\"gpus\\\":[3]}]}\"}");
+        snprintf(a, sizeof a,
+                 "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"gpu-b\\\","
+                 "\\\"containers\\\":[{\\\"name\\\":\\\"a\\\",\\\"gpus\\\":[3]}]}\"}");
         assert_int_equal(parse(pod_json("n", "x", lim1, NULL, a), &p), -ENODATA);
+        /* clang-format off */
         static const char *const bad[] = {
                 "not json",
                 "{\"v\":2,\"node\":\"gpu-a\",\"containers\":[]}",
@@ -170,6 +174,7 @@ static void test_parse_malformed(void **state) {
                 "{\"v\":1,\"node\":\"gpu-a\",\"containers\":[{\"name\":\"a\",\"gpus\":[1]},{\"name\":\"a\",\"gpus\":[1]}]}",
                 "{\"v\":1,\"node\":\"gpu-a\",\"v\":1,\"containers\":[]}",
         };
+        /* clang-format on */
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 json_t *s = json_string(bad[i]);
                 json_t *an = json_pack("{s:o}", "gpuslice.io/assignment", s);
@@ -367,12 +372,12 @@ static void test_match_container_order(void **state) {
         struct assign_pod p;
         struct assign_decision d;
         char a[2048];
-        assert_int_equal(parse(pod_json("two", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}",
-                                        "{\"nvidia.com/gpu\":\"2\"}",
-                                        asg(a, sizeof a,
-                                            "{\"name\":\"a\",\"gpus\":[0]},{\"name\":\"b\",\"gpus\":[2,3]}", 1)),
-                               &p),
-                         0);
+        assert_int_equal(
+                parse(pod_json("two", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}",
+                               "{\"nvidia.com/gpu\":\"2\"}",
+                               asg(a, sizeof a, "{\"name\":\"a\",\"gpus\":[0]},{\"name\":\"b\",\"gpus\":[2,3]}", 1)),
+                      &p),
+                0);
         struct assign_call c = call(PLUGIN_WHOLE, 2, false, 0);
         assert_int_equal(assign_match(&p, 1, NULL, &c, &d), 0);
         assert_int_equal(d.verdict, ASSIGN_NONE); /* container a first */
@@ -396,9 +401,9 @@ static void test_match_container_order(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_parse_gpuslice),       cmocka_unit_test(test_parse_profiles),
-                cmocka_unit_test(test_parse_malformed),      cmocka_unit_test(test_match_single),
-                cmocka_unit_test(test_match_identical_pods), cmocka_unit_test(test_match_order),
+                cmocka_unit_test(test_parse_gpuslice),        cmocka_unit_test(test_parse_profiles),
+                cmocka_unit_test(test_parse_malformed),       cmocka_unit_test(test_match_single),
+                cmocka_unit_test(test_match_identical_pods),  cmocka_unit_test(test_match_order),
                 cmocka_unit_test(test_match_container_order),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
