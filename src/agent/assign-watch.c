@@ -39,6 +39,7 @@
 #define ASSIGN_VERIFY_MS 15000   /* how long the patcher waits for PodResources to list the devices */
 #define ASSIGN_PATCH_RETRIES 5   /* conflicts (the pod changed) re-read and retried */
 #define ASSIGN_SYNC_WAIT_MS 2000 /* at start: how long to wait for the first list of the node's pods */
+#define ASSIGN_SWEEP_MS 30000    /* how often pods held per PodResources but not marked are looked for */
 
 struct mark {
         char uid[64];
@@ -525,10 +526,17 @@ static int confirm(struct assign *a, struct queued *q) {
                 if (lr) {
                         verified = held_gpus(a, lr, pod, held);
                         v1__list_pod_resources_response__free_unpacked(lr, NULL);
-                        if (!verified && now_ms() - q->since_ms < ASSIGN_VERIFY_MS) {
+                        if (!verified) {
                                 json_decref(cur);
                                 free(pod);
-                                return -EAGAIN; /* kubelet has not recorded the devices yet */
+                                if (now_ms() - q->since_ms < ASSIGN_VERIFY_MS)
+                                        return -EAGAIN; /* kubelet has not recorded the devices yet */
+                                /* kubelet never listed them (its admission failed after our answer,
+                                 * or the call was another pod's): never mark a pod that holds nothing */
+                                log_warn("not marking the pod assigned: PodResources does not list its GPUs",
+                                         "pod=%s/%s", q->ns, q->name);
+                                count("gpuslice_assign_pods_total", "result", "unverified");
+                                return 0;
                         }
                         for (unsigned k = 0; verified && k < pod->n; k++) {
                                 uint64_t want = 0;
@@ -550,15 +558,9 @@ static int confirm(struct assign *a, struct queued *q) {
                         if (repair)
                                 log_warn("assignment repaired: the pod holds other GPUs than it was assigned",
                                          "pod=%s/%s", q->ns, q->name);
-                        else if (lr && !verified)
-                                log_warn("assignment confirmed without PodResources listing its devices", "pod=%s/%s",
-                                         q->ns, q->name);
                         else
                                 log_debug("assignment confirmed", "pod=%s/%s verified=%d", q->ns, q->name, verified);
-                        count("gpuslice_assign_pods_total", "result",
-                              repair              ? "repaired"
-                              : (lr && !verified) ? "unverified"
-                                                  : "confirmed");
+                        count("gpuslice_assign_pods_total", "result", repair ? "repaired" : "confirmed");
                         free(pod);
                         return 0;
                 }
@@ -573,11 +575,55 @@ static int confirm(struct assign *a, struct queued *q) {
         return -EAGAIN;
 }
 
+/* Pods with an assignment that PodResources shows holding every GPU resource, but not marked: the
+ * agent died between an Allocate and the patch, or the call was matched to another pod. Queue them
+ * (confirm verifies and, if needed, repairs). Takes a->lock itself. */
+static void sweep(struct assign *a) {
+        struct assign_pod *pods = NULL;
+        size_t n = 0;
+        if (candidates(a, false, &pods, &n) < 0 || !n) {
+                free(pods);
+                return;
+        }
+        V1__ListPodResourcesResponse *lr = podres_list(a);
+        struct assign_seen seen = { 0 };
+        if (lr && seen_from(a, lr, &seen) == 0) {
+                pthread_mutex_lock(&a->lock);
+                for (size_t i = 0; i < n; i++) {
+                        bool all = true;
+                        for (unsigned k = 0; k < pods[i].n && all; k++) {
+                                const struct assign_seen_container *s = NULL;
+                                for (size_t j = 0; j < seen.n && !s; j++)
+                                        if (streq(seen.c[j].ns, pods[i].ns) && streq(seen.c[j].pod, pods[i].name) &&
+                                            streq(seen.c[j].container, pods[i].c[k].name))
+                                                s = &seen.c[j];
+                                for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX && all; kind++)
+                                        all = !pods[i].c[k].req[kind] || (s && s->holds[kind]);
+                        }
+                        if (all)
+                                enqueue(a, &pods[i]);
+                }
+                pthread_mutex_unlock(&a->lock);
+        }
+        free(seen.c);
+        if (lr)
+                v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        free(pods);
+}
+
 static void *patcher_main(void *u) {
         struct assign *a = u;
+        uint64_t next_sweep = now_ms() + ASSIGN_SYNC_WAIT_MS;
         pthread_mutex_lock(&a->lock);
         while (!atomic_load(&a->stop)) {
-                uint64_t now = now_ms(), next = UINT64_MAX;
+                uint64_t now = now_ms(), next = next_sweep;
+                if (now >= next_sweep) {
+                        pthread_mutex_unlock(&a->lock);
+                        sweep(a);
+                        pthread_mutex_lock(&a->lock);
+                        next_sweep = now_ms() + ASSIGN_SWEEP_MS;
+                        continue;
+                }
                 struct queued q;
                 bool have = false;
                 for (size_t i = 0; i < a->n_queue && !have; i++)
@@ -599,20 +645,16 @@ static void *patcher_main(void *u) {
                                 count("gpuslice_assign_pods_total", "result", "failed");
                         continue;
                 }
-                if (next == UINT64_MAX)
-                        pthread_cond_wait(&a->cond, &a->lock);
-                else {
-                        struct timespec ts;
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        uint64_t wait = next - now;
-                        ts.tv_sec += (time_t)(wait / 1000);
-                        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-                        if (ts.tv_nsec >= 1000000000L) {
-                                ts.tv_sec++;
-                                ts.tv_nsec -= 1000000000L;
-                        }
-                        pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                uint64_t wait = next - now;
+                ts.tv_sec += (time_t)(wait / 1000);
+                ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
                 }
+                pthread_cond_timedwait(&a->cond, &a->lock, &ts);
         }
         pthread_mutex_unlock(&a->lock);
         return NULL;

@@ -463,6 +463,52 @@ def test_agent_killed_before_allocate(env):
     no_double_booking(env, "kgpu-a")
 
 
+def used_gpus(env, node):
+    """GPU index -> compute share in use (100 for whole) over the running pods on node, from what their
+    containers got."""
+    use = {}
+    pods = env.c.api("GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName=" + node)["items"]
+    for p in pods:
+        if p["status"].get("phase") != "Running":
+            continue
+        vis, limg, cs, _, _ = seen(env, p["metadata"]["name"], node)
+        for g, k in (zip(limg, cs) if limg else ((g, 100) for g in vis)):
+            use[g] = use.get(g, 0) + k
+    return use
+
+
+def test_agents_honour_written_assignment(env):
+    """Pods bound directly (spec.nodeName, no scheduler) with an assignment written by hand, on GPUs the
+    agent would not pick on its own (a free GPU for a share, while binpack would join a shared one; two
+    free GPUs other than the allocator's pick): the agent hands out exactly those and marks them."""
+    c = env.c
+    g = c.gpu["kgpu-a"]
+    use = used_gpus(env, "kgpu-a")
+    free = [i for i in range(g.gpu_count()) if i not in use]
+    check(len(free) >= 3, "kgpu-a has too few free GPUs left: %s" % use)
+    pick = g.predict(2, busy=sorted(use))
+    whole = [i for i in free if i not in pick][-2:] if len([i for i in free if i not in pick]) >= 2 else free[-2:]
+    share = [i for i in free if i not in whole][-1]
+    check(whole != pick, "cannot find GPUs the allocator would not pick: free %s, pick %s" % (free, pick))
+    for name, lim, gpus, core, mem in (
+            ("kwrit-share", {"gpuslice.io/gpu-core": 20, "gpuslice.io/gpu-memory": 4}, [share], 20, 1024),
+            ("kwrit-whole", {"nvidia.com/gpu": 2}, whole, 100, 0)):
+        p = kpod(env, name, "kgpu-a", lim)
+        p["spec"]["nodeName"] = "kgpu-a"
+        p["metadata"]["annotations"] = {
+            "gpuslice.io/assignment": json.dumps({"v": 1, "node": "kgpu-a", "time": int(time.time() * 1000),
+                                                  "containers": [{"name": "main", "gpus": gpus, "core": core,
+                                                                  "mem": mem}]}),
+            "gpuslice.io/assigned": "false"}
+        c.api("POST", "/api/v1/namespaces/default/pods", p)
+    for name, gpus in (("kwrit-share", [share]), ("kwrit-whole", sorted(whole))):
+        assigned(env, name)
+        vis, limg, _, _, out = seen(env, name, "kgpu-a")
+        got = limg if name.endswith("share") else vis
+        check(got == gpus, "%s written %s, got %s:\n%s" % (name, gpus, got, out))
+    no_double_booking(env, "kgpu-a")
+
+
 def no_double_booking(env, node):
     """Over the running pods on node: a GPU held whole by one pod only and shared by none; per GPU the
     compute shares sum to at most 100 — from what the containers really got."""
@@ -485,7 +531,8 @@ def no_double_booking(env, node):
 
 
 KTESTS = [test_agents_honour_identical_twins, test_agents_honour_whole, test_agents_honour_gpu_manager,
-          test_agents_honour_gpushare, test_extender_killed_between_annotate_and_bind, test_agent_killed_before_allocate]
+          test_agents_honour_gpushare, test_agents_honour_written_assignment,
+          test_extender_killed_between_annotate_and_bind, test_agent_killed_before_allocate]
 
 
 def run(env_class, tests, build, wanted):

@@ -199,7 +199,22 @@ def test_assign_repair(e):
     check(json.loads(ann["gpuslice.io/assignment"])["containers"][0]["gpus"] == [4], ann)
 
 
-TESTS = {"assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair}
+def test_assign_sweep(e):
+    """The agent died between an Allocate and its patch: after the restart kubelet lists the pod holding
+    its assigned GPU; the agent (which answered no Allocate for it) finds it and marks it; a pod that
+    holds nothing is never marked."""
+    e.put_pod("held", {"nvidia.com/gpu": 1}, [3])
+    e.put_pod("failed", {"nvidia.com/gpu": 1}, [4])
+    e.kubelet_lists(("failed", None, None))
+    e.start()
+    e.kubelet_lists(("held", "nvidia.com/gpu", [e.ids()[3]]), ("failed", None, None))
+    ann = e.wait_assigned("held", timeout=45)
+    check(json.loads(ann["gpuslice.io/assignment"])["containers"][0]["gpus"] == [3], ann)
+    check(e.ann("failed").get("gpuslice.io/assigned") == "false", e.ann("failed"))
+
+
+TESTS = {"assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
+         "assign-sweep": test_assign_sweep}
 
 if __name__ == "__main__":
     agent_fixture.run_main(TESTS, make_env=Env, timeout_s=120)
