@@ -386,6 +386,11 @@ def test_agents_honour_identical_twins(env):
               % (n, want, vis, limg, core, out))
         got[n] = want
     check(got["ktwin-a"] != got["ktwin-b"], "both twins on one GPU: %s" % got)
+    # how: each Allocate was matched by kubelet's pod manager (PodResources), not by the order
+    with open(os.path.join(c.logs, "kgpu-a-agent.log"), errors="replace") as f:
+        lines = [ln for ln in f if "assignment decision" in ln and "call=allocate" in ln and "ktwin-" in ln]
+    check(len(lines) == 4 and all("verdict=honour" in ln and "kubelet lists it being admitted" in ln
+                                  for ln in lines), "the twins' Allocate decisions: %s" % lines)
 
 
 def test_agents_honour_whole(env):
