@@ -34,6 +34,9 @@ agent_quick=()
 /usr/bin/python3 "$here/agent-bench.py" --build "$build" --source "$root" --topologies "$root/tests/data/topologies" --markdown \
         "${agent_quick[@]}" | tee "$out/agent.md"
 
+echo "== node agent honouring the scheduler's assignment (bench/assign-bench.py)"
+/usr/bin/python3 "$here/assign-bench.py" --build "$build" --source "$root" | tee "$out/assign.md"
+
 echo "== monitor (bench/monitor-bench.c)"
 env LD_LIBRARY_PATH="$build/sim" GPUSLICE_SIM_NODE="$root/tests/integration/monitor-seed002.node" \
         GPUSLICE_SIM_STATE="$out/monitor-bench.state" GPUSLICE_BENCH_SIM_CLI="$build/sim/gpuslice-sim" \
