@@ -11,6 +11,9 @@
  *   reload.c     config → plugin options, SIGHUP reload
  *   agent-metrics.c  RPC metrics observer, /metrics service glue
  *   health.c     its own thread: NVML events + probes (no loop source)
+ *   publish.c    its own thread: the Node object's labels and annotation (started from setup)
+ *   assign-watch.c  the informer of this node's pods and the patcher thread: the scheduler's
+ *                assignment honoured at Allocate (assign.h; on the publisher's API client)
  *
  * Threads: the loop thread runs every callback here; gRPC handlers, the health thread and the
  * status server's thread reach the loop only through loop_event_post (and plugin_changed).
