@@ -33,13 +33,15 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define ASSIGN_PODRES_MS 2000    /* PodResources List deadline (evidence, verification) */
-#define ASSIGN_MARKS_MAX 1024    /* (pod, container, kind) honoured, kept until the pod is confirmed */
-#define ASSIGN_QUEUE_MAX 256     /* pods waiting for their patch */
-#define ASSIGN_VERIFY_MS 15000   /* how long the patcher waits for PodResources to list the devices */
-#define ASSIGN_PATCH_RETRIES 5   /* conflicts (the pod changed) re-read and retried */
-#define ASSIGN_SYNC_WAIT_MS 2000 /* at start: how long to wait for the first list of the node's pods */
-#define ASSIGN_SWEEP_MS 30000    /* how often pods held per PodResources but not marked are looked for */
+#define ASSIGN_PODRES_MS 2000      /* PodResources List deadline (evidence, verification) */
+#define ASSIGN_MARKS_MAX 1024      /* (pod, container, kind) honoured, kept until the pod is confirmed */
+#define ASSIGN_QUEUE_MAX 256       /* pods waiting for their patch */
+#define ASSIGN_VERIFY_MS 15000     /* how long the patcher waits for PodResources to list the devices */
+#define ASSIGN_PATCH_RETRIES 5     /* conflicts (the pod changed) re-read and retried */
+#define ASSIGN_SYNC_WAIT_MS 2000   /* at start: how long to wait for the first list of the node's pods */
+#define ASSIGN_LIST_SLOW_MS 1000   /* a handler's LIST slower than this ... */
+#define ASSIGN_LIST_PAUSE_MS 30000 /* ... or failed: no LIST from handlers for this long */
+#define ASSIGN_SWEEP_MS 30000      /* how often pods held per PodResources but not marked are looked for */
 
 struct mark {
         char uid[64];
@@ -68,6 +70,7 @@ struct assign {
         atomic_bool stop;
         pthread_t thread;
         bool started;
+        _Atomic uint64_t list_again_ms; /* no LIST from a handler before this (the last was slow or failed) */
 };
 
 static uint64_t now_ms(void) {
@@ -259,11 +262,21 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         (void)assign_match(pods, n, NULL, &ctx->call, &d);
         struct kube_informer_stats ist;
         kube_informer_stats(a->inf, &ist);
-        if (d.verdict == ASSIGN_NONE && (kube_informer_synced(a->inf) || !ist.errors)) {
+        uint64_t t0 = now_ms();
+        if (d.verdict == ASSIGN_NONE && (kube_informer_synced(a->inf) || !ist.errors) &&
+            t0 >= atomic_load(&a->list_again_ms)) {
                 /* kubelet may have seen the pod before our watch did: ask the API server itself */
                 struct assign_pod *fp = NULL;
                 size_t fn = 0;
-                if (candidates(a, true, &fp, &fn) == 0) {
+                int lr = candidates(a, true, &fp, &fn);
+                if (lr < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS) {
+                        /* a slow or failing API server must not hold every kubelet call: the
+                         * informer alone for a while (a pod missed meanwhile is found by the sweep) */
+                        atomic_store(&a->list_again_ms, now_ms() + ASSIGN_LIST_PAUSE_MS);
+                        log_warn("listing the node's pods from a handler was slow or failed: relying on the watch",
+                                 "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, lr, ASSIGN_LIST_PAUSE_MS);
+                }
+                if (lr == 0) {
                         free(pods);
                         pods = fp;
                         n = fn;
