@@ -39,8 +39,14 @@ uint64_t gs_now_ns(void) {
 static char dir[256];
 static struct gs_limits lim;
 
+/* Every child a case forks, so that teardown kills and reaps what a failed assertion left running
+ * (cmocka leaves the case at the failed assert; spinning children would outlive the test). */
+static pid_t children[64];
+static unsigned n_children;
+
 static int setup(void **state) {
         (void)state;
+        n_children = 0;
         char *d = test_tmpdir_new("region");
         int k = snprintf(dir, sizeof dir, "%s", d);
         free(d);
@@ -57,8 +63,23 @@ static int setup(void **state) {
         return 0;
 }
 
+static pid_t fork_child(void) {
+        pid_t p = fork();
+        if (p > 0 && n_children < sizeof children / sizeof children[0])
+                children[n_children++] = p;
+        return p;
+}
+
 static int teardown(void **state) {
         (void)state;
+        for (unsigned i = 0; i < n_children; i++) {
+                /* Only a child not reaped yet: a reaped pid may belong to someone else by now. */
+                if (waitpid(children[i], NULL, WNOHANG) != 0)
+                        continue;
+                kill(children[i], SIGKILL);
+                (void)waitpid(children[i], NULL, 0);
+        }
+        n_children = 0;
         return test_rmtree(dir) == 0 ? 0 : -1;
 }
 
@@ -284,7 +305,7 @@ static void test_processes_share_limit(void **state) {
         memset(sh, 0, sizeof *sh);
         pid_t pids[4];
         for (unsigned i = 0; i < 4; i++) {
-                pids[i] = fork();
+                pids[i] = fork_child();
                 assert_true(pids[i] >= 0);
                 if (pids[i] == 0)
                         child_loop(i + 11, &sh->inflight, &sh->over, &sh->progress[i]);
@@ -317,7 +338,7 @@ static void test_sigkill_recovery(void **state) {
         memset(sh, 0, sizeof *sh);
         pid_t pids[6];
         for (unsigned i = 0; i < 6; i++) {
-                pids[i] = fork();
+                pids[i] = fork_child();
                 assert_true(pids[i] >= 0);
                 if (pids[i] == 0)
                         child_loop(i + 101, NULL, NULL, &sh->progress[i]);
@@ -330,8 +351,13 @@ static void test_sigkill_recovery(void **state) {
                 /* Not reaped yet: a zombie's memory is gone too and must count as free. */
         }
         /* The survivors keep making progress. */
+        /* Up to 10 s: on a loaded machine the survivors may not run for a while. */
         uint64_t before[2] = { sh->progress[4], sh->progress[5] };
-        usleep(50000);
+        for (int spins = 0; spins < 2000; spins++) {
+                if (sh->progress[4] > before[0] && sh->progress[5] > before[1])
+                        break;
+                usleep(5000);
+        }
         assert_true(sh->progress[4] > before[0]);
         assert_true(sh->progress[5] > before[1]);
         kill(pids[4], SIGKILL);
@@ -352,7 +378,7 @@ static void test_slots_reused_after_death(void **state) {
         assert_int_equal(gs_region_open(&lim, &r), 0);
         /* More short-lived processes than slots: dead owners' slots must be reclaimed for new ones. */
         for (unsigned i = 0; i < GS_REGION_SLOTS + 20; i++) {
-                pid_t p = fork();
+                pid_t p = fork_child();
                 assert_true(p >= 0);
                 if (p == 0) {
                         unsigned s;
@@ -369,7 +395,7 @@ static void test_slots_reused_after_death(void **state) {
 static pid_t holder(struct gs_region *r, uint64_t bytes) {
         int p[2];
         assert_int_equal(pipe(p), 0);
-        pid_t pid = fork();
+        pid_t pid = fork_child();
         assert_true(pid >= 0);
         if (pid == 0) {
                 unsigned s;
@@ -465,7 +491,7 @@ static void test_process_alive(void **state) {
         assert_int_equal(gs_process_start((unsigned)getpid(), &start), 0);
         assert_true(gs_process_alive((unsigned)getpid(), start & 0xffffffffffULL));
         assert_false(gs_process_alive((unsigned)getpid(), (start + 1) & 0xffffffffffULL)); /* PID reused */
-        pid_t p = fork();
+        pid_t p = fork_child();
         if (p == 0)
                 _exit(0);
         uint64_t cs = 0;
