@@ -26,7 +26,7 @@ def setup():
     for g in c.gpu.values():
         g.start_agent()
     for name, g in c.gpu.items():
-        c.wait("%s allocatable nvidia.com/gpu" % name, lambda g=g: g.allocatable() == g.node.gpus, timeout=60)
+        c.wait("%s allocatable nvidia.com/gpu" % name, lambda g=g: g.allocatable() == g.node.gpus, timeout=120)
     return c
 
 
@@ -35,7 +35,7 @@ def seen(c, name):
     def out():
         text = e2e.logs(c, name)
         return text if "DEV=" in text else None
-    text = c.wait("output of %s" % name, out, timeout=30)
+    text = c.wait("output of %s" % name, out, timeout=90)
     vis = re.search(r"VISIBLE=(.*)", text).group(1).strip()
     dev = re.search(r"DEV=(.*)", text).group(1).split()
     return vis, sorted(int(d[len("nvidia"):]) for d in dev)
@@ -115,7 +115,7 @@ def test_dev_root_host_paths(c):
     g.start_agent("--dev-root", root, prefix=argv_agent)
     try:
         c.apply(pod("devroot", "gpu-p40", SHOW, limits={"nvidia.com/gpu": 2}))
-        wait_pod(c, "devroot", timeout=60)
+        wait_pod(c, "devroot", timeout=120)
         got = gpus_of(c, g, "devroot")
         check(len(got) == 2, "devroot pod sees GPUs %s" % got)
     finally:
