@@ -21,9 +21,10 @@ packages=(
   # make lint
   clang-format clang-tidy shellcheck
   # make e2e (docs/e2e.md): Kubernetes 1.20 built from Debian's source, etcd, containerd, CNI, the
-  # Python client, debootstrap for the agent image's Debian base
+  # Python client, debootstrap for the agent image's Debian base; ip (the nodes' bridges) and pgrep
+  # (run.sh's memory sampler without cgroup v1), absent from a minimal Debian
   golang-go dpkg-dev golang-github-modern-go-reflect2-dev etcd-server containerd containernetworking-plugins
-  python3-kubernetes debootstrap
+  python3-kubernetes debootstrap iproute2 procps
 )
 
 if [ "${1:-}" = --list ]; then

@@ -197,7 +197,7 @@ def get_pod(c, name, namespace="default"):
     return c.api("GET", "/api/v1/namespaces/%s/pods/%s" % (namespace, name))
 
 
-def wait_pod(c, name, phase="Running", namespace="default", timeout=90):
+def wait_pod(c, name, phase="Running", namespace="default", timeout=150):
     def done():
         p = get_pod(c, name, namespace)
         st = p.get("status", {})

@@ -90,8 +90,8 @@ def test_daemonset_agent_serves(c):
         return p["status"].get("phase") == "Running" and p
     p = c.wait("the DaemonSet's pod running", running, timeout=120)
     check(p["spec"]["serviceAccountName"] == "gpuslice-node", "pod runs as %s" % p["spec"].get("serviceAccountName"))
-    c.wait("allocatable nvidia.com/gpu 8 from the DaemonSet's agent", lambda: g.allocatable() == 8, timeout=60)
-    c.wait("allocatable gpuslice.io/gpu-core 800", lambda: g.allocatable("gpuslice.io/gpu-core") == 800, timeout=60)
+    c.wait("allocatable nvidia.com/gpu 8 from the DaemonSet's agent", lambda: g.allocatable() == 8, timeout=120)
+    c.wait("allocatable gpuslice.io/gpu-core 800", lambda: g.allocatable("gpuslice.io/gpu-core") == 800, timeout=120)
     check(os.path.exists(g.node.host_path("/usr/local/lib/gpuslice/libgpuslice-cuda.so")),
           "the init container did not put the interposer on the host")
 
@@ -113,8 +113,8 @@ def test_status_through_kubectl_exec(c):
 def test_whole_gpus_with_dev_root(c):
     c.apply(pod("ds-whole", NODE, 'echo "VISIBLE=$NVIDIA_VISIBLE_DEVICES"; ls /dev | grep "^nvidia[0-9]"; echo DONE; '
                 "sleep 3600", limits={"nvidia.com/gpu": 2}))
-    wait_pod(c, "ds-whole", timeout=60)
-    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-whole")), timeout=30)
+    wait_pod(c, "ds-whole", timeout=120)
+    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-whole")), timeout=90)
     check(len(re.findall(r"^nvidia\d+$", out, re.M)) == 2, "the 2-GPU pod does not see 2 device nodes:\n%s" % out)
     e2e.delete(c, "pod", "ds-whole", wait=False)
 
@@ -125,8 +125,8 @@ def test_fraction_with_interposer_from_image(c):
            "cuda-workload init info alloc 1536M alloc! 1G; echo MEMRC=$?; echo DONE; sleep 3600")
     c.apply(pod("ds-frac", NODE, cmd, limits={"gpuslice.io/gpu-core": 20, "gpuslice.io/gpu-memory": 8},
                 image=e2e.CUDA_IMAGE, sim=g))
-    wait_pod(c, "ds-frac", timeout=60)
-    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-frac")), timeout=60)
+    wait_pod(c, "ds-frac", timeout=120)
+    out = c.wait("output", lambda: (lambda t: t if "DONE" in t else None)(e2e.logs(c, "ds-frac")), timeout=90)
     m = re.search(r"info (\d+) (\d+)", out)
     check(m and int(m.group(2)) == 2 << 30 and "MEMRC=0" in out,
           "the fractional pod is not held to its 2 GiB through the image's interposer:\n%s" % out)
