@@ -181,7 +181,7 @@ static V1__ListPodResourcesResponse *podres_list(struct assign *a) {
         V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
         uint8_t *buf = NULL, *resp = NULL;
         size_t len = 0, resp_len = 0;
-        struct rpc_status st;
+        struct gs_error st;
         V1__ListPodResourcesResponse *lr = NULL;
         if (rpc_pack(&req.base, &buf, &len) >= 0 && rpc_call_unary(a->podres, "/v1.PodResourcesLister/List", buf, len,
                                                                    ASSIGN_PODRES_MS, &resp, &resp_len, &st) >= 0)
@@ -326,7 +326,7 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         free(pods);
 }
 
-enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct rpc_status *st) {
+enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct gs_error *st) {
         (void)p;
         if (!ctx->active || ctx->d.verdict != ASSIGN_REFUSE)
                 return RPC_OK;
@@ -338,7 +338,7 @@ enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const 
 }
 
 enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
-                                 size_t n_must, const char *what, struct rpc_status *st) {
+                                 size_t n_must, const char *what, struct gs_error *st) {
         enum rpc_code c = assign_call_check(ctx, p, what, st);
         if (c != RPC_OK || !ctx->active)
                 return c;

@@ -148,7 +148,7 @@ struct assign_ctx {
 void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids);
 /* Under p->lock. RPC_OK, or the refusal (FAILED_PRECONDITION) written to st. */
-enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct rpc_status *st);
+enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct gs_error *st);
 void assign_call_commit(struct assign_ctx *ctx);
 void assign_call_end(struct assign_ctx *ctx);
 
@@ -156,7 +156,7 @@ void assign_call_end(struct assign_ctx *ctx);
  * permuted, the kept ones first, *n lowered; the caller restores the count before freeing). A
  * must-include ID off the assignment is a refusal. Under p->lock. */
 enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
-                                 size_t n_must, const char *what, struct rpc_status *st);
+                                 size_t n_must, const char *what, struct gs_error *st);
 
 /* For pairing (issue 14): the GPUs (NVML indices) the scheduler assigned to container `container`
  * of pod ns/name on this node, from the watched pods (confirmed ones too). Returns how many (≤ max)

@@ -192,7 +192,7 @@ void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t qui
 /* ---- GetDevicePluginOptions ---- */
 
 enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                 struct rpc_status *st) {
+                                 struct gs_error *st) {
         (void)userdata;
         V1beta1__Empty *in = v1beta1__empty__unpack(NULL, req_len, req);
         if (!in)
@@ -207,7 +207,7 @@ enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_
 }
 
 enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                               struct rpc_status *st) {
+                               struct gs_error *st) {
         (void)userdata;
         V1beta1__PreStartContainerRequest *in = v1beta1__pre_start_container_request__unpack(NULL, req_len, req);
         if (!in)
@@ -297,7 +297,7 @@ int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64
 }
 
 static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
-                           struct rpc_stream *s, struct rpc_status *st) {
+                           struct rpc_stream *s, struct gs_error *st) {
         V1beta1__Empty *in = v1beta1__empty__unpack(NULL, req_len, req);
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode Empty");
@@ -338,12 +338,12 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
 }
 
 enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                    struct rpc_status *st) {
+                                    struct gs_error *st) {
         return watch(userdata, PLUGIN_WHOLE, req, req_len, s, st);
 }
 
 enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                            struct rpc_status *st) {
+                                            struct gs_error *st) {
         struct plugin_service *svc = userdata;
         return watch(svc->p, svc->kind, req, req_len, s, st);
 }
@@ -353,7 +353,7 @@ enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, 
 /* Turn a list of IDs into a set of table indices. Every ID must be known; with `healthy` every
  * one must be healthy; duplicates are refused. Caller holds the lock. */
 static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bool healthy, const char *what,
-                                uint64_t *ret, struct rpc_status *st) {
+                                uint64_t *ret, struct gs_error *st) {
         uint64_t set = 0;
         struct share_usage u;
         share_usage(p, &u);
@@ -399,7 +399,7 @@ static int table_index_of_topo(const struct plugin *p, unsigned g) {
 
 static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
                                 struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                struct rpc_status *st) {
+                                struct gs_error *st) {
         char what[48];
         uint64_t avail = 0, must = 0;
         enum rpc_code c;
@@ -463,7 +463,7 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
         return RPC_OK;
 }
 
-enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret, struct rpc_status *st) {
+enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret, struct gs_error *st) {
         if (n == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s has no container requests", what);
         if (n > 1024)
@@ -476,7 +476,7 @@ enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, 
 
 enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
                                     plugin_prefer_fn prefer, void *ctx, uint8_t **ret, size_t *ret_len,
-                                    struct rpc_status *st) {
+                                    struct gs_error *st) {
         struct arena a = { 0 };
         enum rpc_code c = RPC_OK;
 
@@ -527,12 +527,12 @@ enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, con
 
 static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
                                   struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                  struct rpc_status *st) {
+                                  struct gs_error *st) {
         return prefer_one(ctx, cr, k, a, out, st);
 }
 
 enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                   struct rpc_status *st) {
+                                   struct gs_error *st) {
         return plugin_preferred_each(userdata, PLUGIN_WHOLE, req, req_len, prefer_whole, userdata, ret, ret_len, st);
 }
 
@@ -571,7 +571,7 @@ static V1beta1__DeviceSpec *dev_spec(struct arena *a, const char *name) {
 }
 
 enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
-                                  V1beta1__ContainerAllocateResponse *out, struct rpc_status *st) {
+                                  V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
         /* The IDs in NVML index order, as a comma list, for env and CDI. */
         size_t cap = (size_t)p->n * 100 + 1;
         char *list = arena_alloc(a, cap);
@@ -647,7 +647,7 @@ enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t se
 
 static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *cr, unsigned k,
                                   struct arena *a, V1beta1__ContainerAllocateResponse *out, uint64_t *ret_set,
-                                  struct rpc_status *st) {
+                                  struct gs_error *st) {
         char what[48];
         uint64_t set = 0;
 
@@ -667,7 +667,7 @@ static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllo
 }
 
 enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                              struct rpc_status *st) {
+                              struct gs_error *st) {
         struct plugin *p = userdata;
         struct arena a = { 0 };
         enum rpc_code c = RPC_OK;

@@ -132,19 +132,19 @@ void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t qui
 
 /* Every handler below is an rpc_unary_fn / rpc_stream_fn with the plugin as userdata. */
 enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                 struct rpc_status *st);
+                                 struct gs_error *st);
 enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                    struct rpc_status *st);
+                                    struct gs_error *st);
 enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                   struct rpc_status *st);
+                                   struct gs_error *st);
 enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                              struct rpc_status *st);
+                              struct gs_error *st);
 enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                               struct rpc_status *st);
+                               struct gs_error *st);
 
 /* ListAndWatch of a fractional resource; userdata is a struct plugin_service. */
 enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                            struct rpc_status *st);
+                                            struct gs_error *st);
 
 /* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
 int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);

@@ -143,7 +143,7 @@ void share_usage(const struct plugin *p, struct share_usage *ret) {
  * with `usable`, so are IDs on unhealthy GPUs and on GPUs held whole. */
 static enum rpc_code ids_to_bits(const struct plugin *p, enum plugin_kind kind, char **ids, size_t n, bool usable,
                                  const struct share_usage *u, const char *what, struct gpu_bits *bits,
-                                 uint64_t *ret_gpus, struct rpc_status *st) {
+                                 uint64_t *ret_gpus, struct gs_error *st) {
         uint64_t gpus = 0;
         for (size_t k = 0; k < n; k++) {
                 const char *id = ids[k] ? ids[k] : "";
@@ -180,7 +180,7 @@ static int topo_of(const struct plugin *p, unsigned i) {
 
 /* Whole GPUs through the core resource (a multiple of 100): untouched GPUs, topology-aware. */
 static enum rpc_code prefer_whole_cores(struct plugin *p, unsigned count, uint64_t cand, uint64_t must_gpus,
-                                        const char *what, uint64_t *ret, struct rpc_status *st) {
+                                        const char *what, uint64_t *ret, struct gs_error *st) {
         struct alloc_request ar = { .count = count };
         for (unsigned i = 0; i < p->n; i++) {
                 int g = topo_of(p, i);
@@ -391,7 +391,7 @@ struct prefer_in {
 
 static enum rpc_code prefer_decode(struct plugin *p, enum plugin_kind kind,
                                    const V1beta1__ContainerPreferredAllocationRequest *cr, const char *what,
-                                   struct prefer_in *in, struct rpc_status *st) {
+                                   struct prefer_in *in, struct gs_error *st) {
         share_usage(p, &in->u);
         if (cr->allocation_size <= 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: allocation_size %" PRId32 " is not positive", what,
@@ -422,7 +422,7 @@ static bool gpu_usable(const struct plugin *p, const struct share_usage *u, unsi
 
 /* Whole GPUs through the core resource (a multiple of 100): untouched GPUs, topology-aware. */
 static enum rpc_code prefer_whole(struct plugin *p, const struct prefer_in *in, const char *what, uint64_t *ret,
-                                  struct rpc_status *st) {
+                                  struct gs_error *st) {
         if (in->size % SHARE_CORE_IDS)
                 return rpc_error(st, RPC_INVALID_ARGUMENT,
                                  "%s: %u %s exceeds one GPU (100) and is not a multiple of 100: more than one GPU "
@@ -475,7 +475,7 @@ static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const str
 }
 
 static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, unsigned size, int r,
-                                const struct alloc_frac_decision *d, const char *what, struct rpc_status *st) {
+                                const struct alloc_frac_decision *d, const char *what, struct gs_error *st) {
         const char *res = plugin_resource(p, kind);
         switch (r) {
                 case -E2BIG: return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u %s %s", what, size, res, d->why);
@@ -494,7 +494,7 @@ static enum rpc_code frac_error(struct plugin *p, enum plugin_kind kind, unsigne
 static enum rpc_code prefer_encode(struct plugin *p, enum plugin_kind kind, uint64_t chosen, const struct prefer_in *in,
                                    const V1beta1__ContainerPreferredAllocationRequest *cr, struct arena *a,
                                    V1beta1__ContainerPreferredAllocationResponse *out, const char *what,
-                                   struct rpc_status *st) {
+                                   struct gs_error *st) {
         out->deviceids = arena_alloc(a, sizeof(char *) * (in->size + 1));
         if (!out->deviceids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
@@ -542,7 +542,7 @@ static void learn_refused(struct plugin *p, const struct share_rec *partner, enu
 
 static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__ContainerPreferredAllocationRequest *cr,
                                 unsigned k, bool may_pair, struct arena *a,
-                                V1beta1__ContainerPreferredAllocationResponse *out, struct rpc_status *st) {
+                                V1beta1__ContainerPreferredAllocationResponse *out, struct gs_error *st) {
         struct plugin *p = svc->p;
         enum plugin_kind kind = svc->kind;
         char what[48];
@@ -613,7 +613,7 @@ static bool add_env(V1beta1__ContainerAllocateResponse *out, struct arena *a, co
 /* Check the shape of one container's IDs: core up to 100 on one GPU, more only as whole GPUs;
  * memory on one GPU. */
 static enum rpc_code check_shape(const struct plugin *p, enum plugin_kind kind, const struct gpu_bits *bits,
-                                 uint64_t gpus, const char *what, struct rpc_status *st) {
+                                 uint64_t gpus, const char *what, struct gs_error *st) {
         const char *res = plugin_resource(p, kind);
         unsigned total = 0, ngpus = (unsigned)__builtin_popcountll(gpus);
         for (unsigned g = 0; g < p->n; g++)
@@ -655,13 +655,13 @@ static enum rpc_code check_shape(const struct plugin *p, enum plugin_kind kind, 
 
 static enum rpc_code prefer_share(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
                                   struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                  struct rpc_status *st) {
+                                  struct gs_error *st) {
         /* kubelet sends one container per call; only the first of several may be a partner */
         return prefer_one(ctx, cr, k, k == 0, a, out, st);
 }
 
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                  struct rpc_status *st) {
+                                  struct gs_error *st) {
         struct plugin_service *svc = userdata;
         struct plugin *p = svc->p;
         confirm_restored(p, svc->kind);
@@ -700,7 +700,7 @@ struct alloc_plan {
  * accepted shape, on the scheduler's GPU, and the interposer present. */
 static enum rpc_code allocate_decode(struct plugin *p, enum plugin_kind kind,
                                      const V1beta1__ContainerAllocateRequest *cr, const char *what,
-                                     struct gpu_bits *all, struct alloc_plan *plan, struct rpc_status *st) {
+                                     struct gpu_bits *all, struct alloc_plan *plan, struct gs_error *st) {
         struct share_usage u;
         if (cr->n_devices_ids == 0)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
@@ -733,7 +733,7 @@ static enum rpc_code allocate_decode(struct plugin *p, enum plugin_kind kind,
 /* Join the open record of the other resource, or start a new one; a half on another GPU than its
  * partner is refused (kubelet fails the container), never split. */
 static enum rpc_code allocate_pair(struct plugin *p, enum plugin_kind kind, bool may_pair, struct alloc_plan *plan,
-                                   const char *what, struct rpc_status *st) {
+                                   const char *what, struct gs_error *st) {
         struct share_rec *r = partner_for(p, kind, may_pair, health_now_ms());
         if (!r)
                 return RPC_OK;
@@ -821,7 +821,7 @@ static void pair_outcome(struct plugin *p, struct share_rec *r, bool guessed) {
  * anything else happens), then write its limits dir and check the invariants. */
 static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bool may_pair,
                                      const struct alloc_plan *plan, const char *what, char *ret_name,
-                                     struct rpc_status *st) {
+                                     struct gs_error *st) {
         struct share_id *ids = calloc(SHARE_CORE_IDS * TOPO_MAX_GPUS + SHARE_MEM_IDS_MAX, sizeof *ids);
         if (!ids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
@@ -867,7 +867,7 @@ static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bo
 
 /* The answer: the GPU's devices, the interposer's environment and the three mounts. */
 static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct arena *a,
-                                     V1beta1__ContainerAllocateResponse *out, struct rpc_status *st) {
+                                     V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
         struct share_rec *r = share_rec_find(p, name);
         if (!r)
                 return rpc_error(st, RPC_INTERNAL, "record %s vanished", name);
@@ -899,7 +899,7 @@ static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct 
 /* Every container request is decoded before anything is recorded; then each is paired,
  * committed and encoded in turn. */
 static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__AllocateRequest *in, struct arena *a,
-                                  V1beta1__AllocateResponse *resp, struct rpc_status *st) {
+                                  V1beta1__AllocateResponse *resp, struct gs_error *st) {
         struct plugin *p = svc->p;
         size_t n = in->n_container_requests;
         bool may_pair = n == 1; /* kubelet sends one container per call; only then may it pair */
@@ -932,7 +932,7 @@ static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__All
 }
 
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                             struct rpc_status *st) {
+                             struct gs_error *st) {
         struct plugin_service *svc = userdata;
         struct plugin *p = svc->p;
         struct arena a = { 0 };

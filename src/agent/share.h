@@ -66,9 +66,9 @@ int share_parse_id(const struct plugin *p, const char *id, enum plugin_kind *ret
 
 /* Handlers of the core and memory services (userdata: struct plugin_service). */
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                  struct rpc_status *st);
+                                  struct gs_error *st);
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                             struct rpc_status *st);
+                             struct gs_error *st);
 
 /* After a PodResources reconcile: entries it added for our fractional resources get their GPU
  * index and the share one ID stands for. Returns how many were filled in. */

@@ -44,8 +44,7 @@ enum rpc_code {
 };
 
 /* Statuses travel in struct gs_error (util/error.h): code is the gRPC status code (enum rpc_code), message
- * its message. Transitional spelling for files not converted yet (src/agent/share*.c; docs/style.md). */
-#define rpc_status gs_error
+ * its message. */
 
 /* Default limit on a received message; bigger ones are refused by gRPC (RESOURCE_EXHAUSTED). */
 #define RPC_DEFAULT_MAX_RECV (1u << 20)

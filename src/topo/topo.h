@@ -79,9 +79,7 @@ struct topo {
 };
 
 /* Parse and validation errors: struct gs_error (util/error.h), code -EINVAL, a message fit for a
- * person that starts with "line N: " when a line is at fault. Transitional spelling for files not
- * converted yet (tests/fuzz/fuzz-share.c; docs/style.md). */
-#define topo_error gs_error
+ * person that starts with "line N: " when a line is at fault. */
 
 /* Reset to an empty node: no GPUs, every link UNKNOWN, fields "unknown" as documented above. */
 void topo_init(struct topo *t);

@@ -32,7 +32,7 @@ static struct plugin *get_plugin(void) {
         static struct plugin *p;
         if (!p) {
                 static struct topo t;
-                struct topo_error err;
+                struct gs_error err;
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
                         abort();
                 struct plugin_options o = { .resource = "nvidia.com/gpu",
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
         struct plugin *p = get_plugin();
-        struct rpc_status st = { 0 };
+        struct gs_error st = { 0 };
         uint8_t *out = NULL;
         size_t out_len = 0;
         const uint8_t *req = data + 1;

@@ -75,7 +75,7 @@ static void fmt_id(struct fx *f, int gpu, enum plugin_kind kind, unsigned n, cha
 
 /* Allocate `count` consecutive IDs from `first` of one kind on one GPU (optionally a second GPU). */
 static enum rpc_code allocate_ids(struct fx *f, enum plugin_kind kind, char **ids, size_t n,
-                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
         V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
         cr.devices_ids = ids;
         cr.n_devices_ids = n;
@@ -98,7 +98,7 @@ static enum rpc_code allocate_ids(struct fx *f, enum plugin_kind kind, char **id
 }
 
 static enum rpc_code allocate_run(struct fx *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count,
-                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
         char store[128][SHARE_ID_MAX];
         char *ids[128];
         assert_true(count <= 128);
@@ -188,7 +188,7 @@ static void test_id_malformed(void **state) {
 
 static void test_pair_writes_limits(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 3, 0, 25, &core, &st), RPC_OK);
         const char *path = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
@@ -250,7 +250,7 @@ static void test_pair_writes_limits(void **state) {
 
 static void test_same_kind_starts_new_container(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &a, &st), RPC_OK);
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 10, 10, &b, &st), RPC_OK);
@@ -262,7 +262,7 @@ static void test_same_kind_starts_new_container(void **state) {
 
 static void test_second_resource_on_other_gpu_refused(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_INVALID_ARGUMENT);
@@ -280,7 +280,7 @@ static void test_second_resource_on_other_gpu_refused(void **state) {
 
 static void test_span_and_exceed_refused(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char store[200][SHARE_ID_MAX];
         char *ids[200];
@@ -312,7 +312,7 @@ static void test_span_and_exceed_refused(void **state) {
 
 static void test_missing_interposer_refused(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         assert_int_equal(unlink(f->p.opt.interposer), 0);
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 0, 0, 5, &r, &st), RPC_FAILED_PRECONDITION);
@@ -320,7 +320,7 @@ static void test_missing_interposer_refused(void **state) {
 }
 
 static enum rpc_code allocate_two(struct fx *f, char **a, size_t na, char **b, size_t nb,
-                                  V1beta1__AllocateResponse **ret, struct rpc_status *st) {
+                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
         V1beta1__ContainerAllocateRequest c1 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT,
                                           c2 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
         c1.devices_ids = a;
@@ -347,7 +347,7 @@ static enum rpc_code allocate_two(struct fx *f, char **a, size_t na, char **b, s
 
 static void test_two_containers_in_one_message(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char s1[3][SHARE_ID_MAX], s2[2][SHARE_ID_MAX];
         char *a[3] = { s1[0], s1[1], s1[2] }, *b[2] = { s2[0], s2[1] };
@@ -377,7 +377,7 @@ static void test_two_containers_in_one_message(void **state) {
 
 static void test_cleanup_removes_ended(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 10, &a, &st), RPC_OK);
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 10, &b, &st), RPC_OK);
@@ -429,7 +429,7 @@ static void test_fixup_after_reconcile(void **state) {
 /* ---- placement ---- */
 
 static enum rpc_code prefer_all(struct fx *f, enum plugin_kind kind, int size, char ***ret_ids, size_t *ret_n,
-                                struct rpc_status *st) {
+                                struct gs_error *st) {
         static char store[8 * 100][SHARE_ID_MAX];
         static char *avail[8 * 100];
         size_t n = 0;
@@ -468,7 +468,7 @@ static enum rpc_code prefer_all(struct fx *f, enum plugin_kind kind, int size, c
 
 static void test_explicit_gpu_seam(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         assert_int_equal(share_set_explicit_gpu(&f->p, "GPU-nope"), -ENOENT);
         assert_int_equal(share_set_explicit_gpu(&f->p, f->p.gpu[6].id), 0);
         char **ids = NULL;
@@ -493,7 +493,7 @@ static void test_explicit_gpu_seam(void **state) {
 
 static void test_preferred_follows_pending(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         /* the container's core went to GPU 5 (say kubelet ignored an earlier hint): its memory follows */
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 40, &r, &st), RPC_OK);
@@ -516,7 +516,7 @@ static void test_preferred_follows_pending(void **state) {
  * and the second half after the restart joins it (one dir, both limits). */
 static void test_restart_keeps_pair(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &core, &st), RPC_OK);
         char path[4400];
@@ -544,7 +544,7 @@ static void test_restart_keeps_pair(void **state) {
  * its record must not stay open for the next container. */
 static void test_failed_preferred_closes_pair(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 20, &core, &st), RPC_OK);
         char **ids = NULL;
@@ -613,7 +613,7 @@ static void restart_plugin(struct fx *f) {
  * it ("IDs are on another GPU"); now PodResources says the record's container is gone. */
 static void test_restart_failed_container_not_partner(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
         struct podres_fake k = { .f = f };
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
@@ -643,7 +643,7 @@ static void test_restart_failed_container_not_partner(void **state) {
  * its core half joins the restored record, one dir with both limits. */
 static void test_restart_listed_container_pairs(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
         struct podres_fake k = { .f = f };
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
@@ -671,7 +671,7 @@ static void test_restart_listed_container_pairs(void **state) {
  * grace: first halves were refused for room that kubelet had free). A listed container stays. */
 static void test_restart_drops_unlisted(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         struct podres_fake k = { .f = f };
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &a, &st), RPC_OK);
@@ -711,7 +711,7 @@ static void test_restart_drops_unlisted(void **state) {
  * journaled: after the second restart the memory half became a container of its own (split). */
 static void test_restart_keeps_tentative(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
         restart_plugin(f);                                                            /* no PodResources */
@@ -746,7 +746,7 @@ static void test_restart_keeps_tentative(void **state) {
  * rebuilds the same records from both (then folds the log into a new snapshot). */
 static void test_journal_log_appends_and_restores(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r[6] = { 0 };
         char snap[512], logp[512];
         snprintf(snap, sizeof snap, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
@@ -860,7 +860,7 @@ static void test_journal_log_malformed(void **state) {
 /* GetPreferredAllocation over what a fake kubelet lists as available: every ID of `kind` but those
  * `held` lists. */
 static enum rpc_code prefer_except(struct fx *f, enum plugin_kind kind, int size, const struct podres_fake *held,
-                                   int *ret_gpu, struct rpc_status *st) {
+                                   int *ret_gpu, struct gs_error *st) {
         static char store[8 * 100][SHARE_ID_MAX];
         static char *avail[8 * 100];
         size_t n = 0;
@@ -904,7 +904,7 @@ static enum rpc_code prefer_except(struct fx *f, enum plugin_kind kind, int size
 
 static void pair_on(struct fx *f, int gpu, unsigned core0, unsigned core, unsigned mem0, unsigned mem,
                     struct podres_fake *k) {
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, gpu, core0, core, &r, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
@@ -922,7 +922,7 @@ static void pair_on(struct fx *f, int gpu, unsigned core0, unsigned core, unsign
  * be refused (before: refused, "no GPU ... keeps 20 core IDs for the partner"). */
 static void test_refusal_for_room_asks_podresources(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         static struct podres_fake k;
         k = (struct podres_fake){ .f = f };
         pair_on(f, 3, 0, 20, 0, 12, &k); /* shape (20, 12) learnt */
@@ -948,7 +948,7 @@ static void test_refusal_for_room_asks_podresources(void **state) {
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
         struct fx *f = *state;
-        struct rpc_status st;
+        struct gs_error st;
         V1beta1__AllocateResponse *core = NULL;
         assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
         assert_int_equal(share_check_all(&f->p), 0);
