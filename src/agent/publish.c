@@ -335,12 +335,12 @@ static void *publish_main(void *u) {
 
 struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p) {
         struct kube_config kc;
-        char err[KUBE_ERR_MAX];
+        struct gs_error err = { 0 };
         int r;
         if (cfg->kubeconfig[0])
-                r = kube_config_load(cfg->kubeconfig, NULL, &kc, err, sizeof err);
+                r = kube_config_load(cfg->kubeconfig, NULL, &kc, &err);
         else
-                r = kube_config_in_cluster(NULL, &kc, err, sizeof err);
+                r = kube_config_in_cluster(NULL, &kc, &err);
         if (r == -ENOENT && !cfg->kubeconfig[0]) {
                 log_info("no Kubernetes API server configured (no --kubeconfig, not in a pod): the node is not "
                          "published, working node-local",
@@ -349,7 +349,7 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *
         }
         if (r < 0) {
                 log_error_errno(r, "cannot read the API server configuration: the node is not published",
-                                "error=\"%s\"", err);
+                                "error=\"%s\"", err.message);
                 return NULL;
         }
         struct publish *pub = calloc(1, sizeof *pub);

@@ -449,10 +449,10 @@ int cmd_inspect(int argc, char **argv) {
                 return EXIT_USAGE;
         }
         struct kube_config kc;
-        char err[KUBE_ERR_MAX];
-        int r = kube_config_load(o.kubeconfig, o.context, &kc, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = kube_config_load(o.kubeconfig, o.context, &kc, &err);
         if (r < 0) {
-                fprintf(stderr, "gpuslice inspect: %s\n", err);
+                fprintf(stderr, "gpuslice inspect: %s\n", err.message);
                 return r == -ENOENT && !o.kubeconfig ? EXIT_RUNTIME : EXIT_DATA;
         }
         struct kube_client *cl = NULL;

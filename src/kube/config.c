@@ -28,24 +28,12 @@
 #define YAML_NODES_MAX 100000
 #define SA_ROOT "/var/run/secrets/kubernetes.io/serviceaccount"
 
-static int errf(char *err, size_t errlen, int r, const char *fmt, ...) _printf_(4, 5);
-static int errf(char *err, size_t errlen, int r, const char *fmt, ...) {
-        if (err && errlen) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
-
 /* ---- YAML → JSON (every scalar a string) ---------------------------------------------------- */
 
 struct ytree {
         yaml_parser_t p;
         unsigned nodes;
-        char *err;
-        size_t errlen;
+        struct gs_error *err;
         const char *path;
 };
 
@@ -53,27 +41,27 @@ static int y_node(struct ytree *y, yaml_event_t *first, unsigned depth, json_t *
 
 static int y_next(struct ytree *y, yaml_event_t *ev) {
         if (!yaml_parser_parse(&y->p, ev))
-                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: %s", y->path, y->p.problem_mark.line + 1,
-                            y->p.problem ? y->p.problem : "YAML syntax error");
+                return gs_error_set(y->err, -EINVAL, "%s: line %zu: %s", y->path, y->p.problem_mark.line + 1,
+                                    y->p.problem ? y->p.problem : "YAML syntax error");
         return 0;
 }
 
 static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **ret) {
         int r;
         if (depth > YAML_DEPTH_MAX)
-                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: nested too deeply", y->path,
-                            ev->start_mark.line + 1);
+                return gs_error_set(y->err, -EINVAL, "%s: line %zu: nested too deeply", y->path,
+                                    ev->start_mark.line + 1);
         if (++y->nodes > YAML_NODES_MAX)
-                return errf(y->err, y->errlen, -EINVAL, "%s: too many YAML nodes", y->path);
+                return gs_error_set(y->err, -EINVAL, "%s: too many YAML nodes", y->path);
         switch (ev->type) {
                 case YAML_ALIAS_EVENT:
-                        return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: YAML aliases are not accepted", y->path,
-                                    ev->start_mark.line + 1);
+                        return gs_error_set(y->err, -EINVAL, "%s: line %zu: YAML aliases are not accepted", y->path,
+                                            ev->start_mark.line + 1);
                 case YAML_SCALAR_EVENT: {
                         json_t *s = json_stringn((const char *)ev->data.scalar.value, ev->data.scalar.length);
                         if (!s)
-                                return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: not valid UTF-8", y->path,
-                                            ev->start_mark.line + 1);
+                                return gs_error_set(y->err, -EINVAL, "%s: line %zu: not valid UTF-8", y->path,
+                                                    ev->start_mark.line + 1);
                         *ret = s;
                         return 0;
                 }
@@ -116,9 +104,8 @@ static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **re
                                         return 0;
                                 }
                                 if (k.type != YAML_SCALAR_EVENT) {
-                                        r = errf(y->err, y->errlen, -EINVAL,
-                                                 "%s: line %zu: mapping keys must be scalars", y->path,
-                                                 k.start_mark.line + 1);
+                                        r = gs_error_set(y->err, -EINVAL, "%s: line %zu: mapping keys must be scalars",
+                                                         y->path, k.start_mark.line + 1);
                                         yaml_event_delete(&k);
                                         break;
                                 }
@@ -140,11 +127,11 @@ static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **re
                                 yaml_event_delete(&v);
                                 if (r >= 0 && json_object_get(o, key)) {
                                         json_decref(val);
-                                        r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: duplicate key '%.64s'",
-                                                 y->path, line, key);
+                                        r = gs_error_set(y->err, -EINVAL, "%s: line %zu: duplicate key '%.64s'",
+                                                         y->path, line, key);
                                 }
                                 if (r >= 0 && json_object_set_new(o, key, val) < 0)
-                                        r = errf(y->err, y->errlen, -EINVAL, "%s: line %zu: bad key", y->path, line);
+                                        r = gs_error_set(y->err, -EINVAL, "%s: line %zu: bad key", y->path, line);
                                 free(key);
                                 if (r < 0)
                                         break;
@@ -153,19 +140,19 @@ static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **re
                         return r;
                 }
                 default:
-                        return errf(y->err, y->errlen, -EINVAL, "%s: line %zu: unexpected YAML event", y->path,
-                                    ev->start_mark.line + 1);
+                        return gs_error_set(y->err, -EINVAL, "%s: line %zu: unexpected YAML event", y->path,
+                                            ev->start_mark.line + 1);
         }
 }
 
-int kube_yaml_to_json(const char *text, size_t len, const char *path, json_t **ret, char *err, size_t errlen) {
-        struct ytree y = { .err = err, .errlen = errlen, .path = path };
+int kube_yaml_to_json(const char *text, size_t len, const char *path, json_t **ret, struct gs_error *err) {
+        struct ytree y = { .err = err, .path = path };
         json_t *root = NULL;
         int r = 0;
         bool doc = false;
 
         if (len > KUBE_CONFIG_MAX)
-                return errf(err, errlen, -EFBIG, "%s: larger than %u bytes", path, KUBE_CONFIG_MAX);
+                return gs_error_set(err, -EFBIG, "%s: larger than %u bytes", path, KUBE_CONFIG_MAX);
         if (!yaml_parser_initialize(&y.p))
                 return -ENOMEM;
         yaml_parser_set_input_string(&y.p, (const unsigned char *)text, len);
@@ -186,7 +173,7 @@ int kube_yaml_to_json(const char *text, size_t len, const char *path, json_t **r
                 if (t == YAML_DOCUMENT_START_EVENT) {
                         yaml_event_delete(&ev);
                         if (doc) {
-                                r = errf(err, errlen, -EINVAL, "%s: more than one YAML document", path);
+                                r = gs_error_set(err, -EINVAL, "%s: more than one YAML document", path);
                                 break;
                         }
                         doc = true;
@@ -203,7 +190,7 @@ int kube_yaml_to_json(const char *text, size_t len, const char *path, json_t **r
                 return r;
         }
         if (!root)
-                return errf(err, errlen, -EINVAL, "%s: empty file", path);
+                return gs_error_set(err, -EINVAL, "%s: empty file", path);
         *ret = root;
         return 0;
 }
@@ -284,37 +271,37 @@ void kube_config_done(struct kube_config *c) {
 
 /* The named entry of a kubeconfig list (clusters/contexts/users), or NULL. */
 static int named_entry(json_t *root, const char *list, const char *name, const char *inner, const char *path,
-                       json_t **ret, char *err, size_t errlen) {
+                       json_t **ret, struct gs_error *err) {
         json_t *a = json_object_get(root, list);
         if (a && !json_is_array(a))
-                return errf(err, errlen, -EINVAL, "%s: %s: not a list", path, list);
+                return gs_error_set(err, -EINVAL, "%s: %s: not a list", path, list);
         size_t i;
         json_t *v;
         json_array_foreach(a, i, v) {
                 json_t *n = json_object_get(v, "name");
                 if (!json_is_string(n))
-                        return errf(err, errlen, -EINVAL, "%s: %s[%zu].name: missing", path, list, i);
+                        return gs_error_set(err, -EINVAL, "%s: %s[%zu].name: missing", path, list, i);
                 if (!streq(json_string_value(n), name))
                         continue;
                 json_t *in = json_object_get(v, inner);
                 if (!json_is_object(in))
-                        return errf(err, errlen, -EINVAL, "%s: %s[name=%.64s].%s: missing or not a mapping", path, list,
-                                    name, inner);
+                        return gs_error_set(err, -EINVAL, "%s: %s[name=%.64s].%s: missing or not a mapping", path, list,
+                                            name, inner);
                 *ret = in;
                 return 0;
         }
-        return errf(err, errlen, -EINVAL, "%s: %s: no entry named '%.64s'", path, list, name);
+        return gs_error_set(err, -EINVAL, "%s: %s: no entry named '%.64s'", path, list, name);
 }
 
 /* Optional string field; a non-string is an error. */
-static int get_str(json_t *o, const char *field, const char *where, const char *path, const char **ret, char *err,
-                   size_t errlen) {
+static int get_str(json_t *o, const char *field, const char *where, const char *path, const char **ret,
+                   struct gs_error *err) {
         json_t *v = json_object_get(o, field);
         *ret = NULL;
         if (!v)
                 return 0;
         if (!json_is_string(v))
-                return errf(err, errlen, -EINVAL, "%s: %s.%s: not a string", path, where, field);
+                return gs_error_set(err, -EINVAL, "%s: %s.%s: not a string", path, where, field);
         *ret = json_string_value(v);
         return 0;
 }
@@ -328,21 +315,21 @@ static int dup_path(const char *file, const char *base_dir, char **ret) {
 }
 
 static int pem_from_base64(const char *b64, const char *where, const char *field, const char *path, char **ret,
-                           char *err, size_t errlen) {
+                           struct gs_error *err) {
         size_t n;
         char *pem;
         if (kube_base64_decode(b64, strlen(b64), &pem, &n) < 0)
-                return errf(err, errlen, -EINVAL, "%s: %s.%s: not valid base64", path, where, field);
+                return gs_error_set(err, -EINVAL, "%s: %s.%s: not valid base64", path, where, field);
         if (n == 0 || strlen(pem) != n || !strstr(pem, "-----BEGIN ")) {
                 free(pem);
-                return errf(err, errlen, -EINVAL, "%s: %s.%s: does not hold PEM data", path, where, field);
+                return gs_error_set(err, -EINVAL, "%s: %s.%s: does not hold PEM data", path, where, field);
         }
         *ret = pem;
         return 0;
 }
 
 int kube_config_parse(const char *text, size_t len, const char *path, const char *context, struct kube_config *ret,
-                      char *err, size_t errlen) {
+                      struct gs_error *err) {
         struct kube_config c = { 0 };
         json_t *root = NULL, *ctx, *cl, *us;
         const char *s;
@@ -351,43 +338,43 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
 
         if (!path)
                 path = "kubeconfig";
-        r = kube_yaml_to_json(text, len, path, &root, err, errlen);
+        r = kube_yaml_to_json(text, len, path, &root, err);
         if (r < 0)
                 return r;
         if (!json_is_object(root)) {
-                r = errf(err, errlen, -EINVAL, "%s: not a mapping at the top", path);
+                r = gs_error_set(err, -EINVAL, "%s: not a mapping at the top", path);
                 goto fail;
         }
         json_t *kind = json_object_get(root, "kind");
         if (kind && (!json_is_string(kind) || !streq(json_string_value(kind), "Config"))) {
-                r = errf(err, errlen, -EINVAL, "%s: kind: expected Config", path);
+                r = gs_error_set(err, -EINVAL, "%s: kind: expected Config", path);
                 goto fail;
         }
         if (!context) {
-                r = get_str(root, "current-context", "", path, &context, err, errlen);
+                r = get_str(root, "current-context", "", path, &context, err);
                 if (r < 0)
                         goto fail;
                 if (!context || !context[0]) {
-                        r = errf(err, errlen, -EINVAL, "%s: current-context: not set", path);
+                        r = gs_error_set(err, -EINVAL, "%s: current-context: not set", path);
                         goto fail;
                 }
         }
-        r = named_entry(root, "contexts", context, "context", path, &ctx, err, errlen);
+        r = named_entry(root, "contexts", context, "context", path, &ctx, err);
         if (r < 0)
                 goto fail;
         snprintf(where, sizeof where, "contexts[name=%.64s].context", context);
         const char *cluster, *user;
-        if ((r = get_str(ctx, "cluster", where, path, &cluster, err, errlen)) < 0 ||
-            (r = get_str(ctx, "user", where, path, &user, err, errlen)) < 0 ||
-            (r = get_str(ctx, "namespace", where, path, &s, err, errlen)) < 0)
+        if ((r = get_str(ctx, "cluster", where, path, &cluster, err)) < 0 ||
+            (r = get_str(ctx, "user", where, path, &user, err)) < 0 ||
+            (r = get_str(ctx, "namespace", where, path, &s, err)) < 0)
                 goto fail;
         if (!cluster) {
-                r = errf(err, errlen, -EINVAL, "%s: %s.cluster: missing", path, where);
+                r = gs_error_set(err, -EINVAL, "%s: %s.cluster: missing", path, where);
                 goto fail;
         }
         if (s && !(c.namespace_ = strdup(s)))
                 goto oom;
-        r = named_entry(root, "clusters", cluster, "cluster", path, &cl, err, errlen);
+        r = named_entry(root, "clusters", cluster, "cluster", path, &cl, err);
         if (r < 0)
                 goto fail;
 
@@ -398,51 +385,51 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
         }
 
         snprintf(where, sizeof where, "clusters[name=%.64s].cluster", cluster);
-        if ((r = get_str(cl, "server", where, path, &s, err, errlen)) < 0)
+        if ((r = get_str(cl, "server", where, path, &s, err)) < 0)
                 goto fail;
         if (!s || !s[0]) {
-                r = errf(err, errlen, -EINVAL, "%s: %s.server: missing", path, where);
+                r = gs_error_set(err, -EINVAL, "%s: %s.server: missing", path, where);
                 goto fail;
         }
         const char *host = startswith(s, "https://") ? s + 8 : startswith(s, "http://") ? s + 7 : NULL;
         if (!host || !host[0] || host[0] == '/') {
-                r = errf(err, errlen, -EINVAL, "%s: %s.server: not an http(s) URL: '%.128s'", path, where, s);
+                r = gs_error_set(err, -EINVAL, "%s: %s.server: not an http(s) URL: '%.128s'", path, where, s);
                 goto fail;
         }
         if (!(c.server = strdup(s)))
                 goto oom;
         for (size_t n = strlen(c.server); n > 0 && c.server[n - 1] == '/'; n--)
                 c.server[n - 1] = 0;
-        if ((r = get_str(cl, "certificate-authority-data", where, path, &s, err, errlen)) < 0)
+        if ((r = get_str(cl, "certificate-authority-data", where, path, &s, err)) < 0)
                 goto fail;
-        if (s && (r = pem_from_base64(s, where, "certificate-authority-data", path, &c.ca_pem, err, errlen)) < 0)
+        if (s && (r = pem_from_base64(s, where, "certificate-authority-data", path, &c.ca_pem, err)) < 0)
                 goto fail;
-        if ((r = get_str(cl, "certificate-authority", where, path, &s, err, errlen)) < 0)
+        if ((r = get_str(cl, "certificate-authority", where, path, &s, err)) < 0)
                 goto fail;
         if (s && !c.ca_pem && dup_path(s, dir, &c.ca_file) < 0)
                 goto oom;
-        if ((r = get_str(cl, "insecure-skip-tls-verify", where, path, &s, err, errlen)) < 0)
+        if ((r = get_str(cl, "insecure-skip-tls-verify", where, path, &s, err)) < 0)
                 goto fail;
         if (s) {
                 if (streq(s, "true"))
                         c.insecure = true;
                 else if (!streq(s, "false")) {
-                        r = errf(err, errlen, -EINVAL, "%s: %s.insecure-skip-tls-verify: expected true or false", path,
-                                 where);
+                        r = gs_error_set(err, -EINVAL, "%s: %s.insecure-skip-tls-verify: expected true or false", path,
+                                         where);
                         goto fail;
                 }
         }
 
         if (user) {
-                r = named_entry(root, "users", user, "user", path, &us, err, errlen);
+                r = named_entry(root, "users", user, "user", path, &us, err);
                 if (r < 0)
                         goto fail;
                 snprintf(where, sizeof where, "users[name=%.64s].user", user);
                 if (json_object_get(us, "exec") || json_object_get(us, "auth-provider")) {
-                        r = errf(err, errlen, -ENOTSUP,
-                                 "%s: %s: exec and auth-provider credentials are not supported (use a token, "
-                                 "tokenFile or a client certificate)",
-                                 path, where);
+                        r = gs_error_set(err, -ENOTSUP,
+                                         "%s: %s: exec and auth-provider credentials are not supported (use a token, "
+                                         "tokenFile or a client certificate)",
+                                         path, where);
                         goto fail;
                 }
                 static const struct {
@@ -459,12 +446,12 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
                 };
                 for (size_t i = 0; i < ELEMENTSOF(F); i++) {
                         char **dst = (char **)((char *)&c + F[i].off);
-                        if ((r = get_str(us, F[i].field, where, path, &s, err, errlen)) < 0)
+                        if ((r = get_str(us, F[i].field, where, path, &s, err)) < 0)
                                 goto fail;
                         if (!s)
                                 continue;
                         if (F[i].pem)
-                                r = pem_from_base64(s, where, F[i].field, path, dst, err, errlen);
+                                r = pem_from_base64(s, where, F[i].field, path, dst, err);
                         else if (F[i].file)
                                 r = dup_path(s, dir, dst);
                         else
@@ -476,9 +463,9 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
                 }
                 bool cert = c.cert_pem || c.cert_file, key = c.key_pem || c.key_file;
                 if (cert != key) {
-                        r = errf(err, errlen, -EINVAL, "%s: %s: %s without %s", path, where,
-                                 cert ? "a client certificate" : "a client key",
-                                 cert ? "its client-key" : "its client-certificate");
+                        r = gs_error_set(err, -EINVAL, "%s: %s: %s without %s", path, where,
+                                         cert ? "a client certificate" : "a client key",
+                                         cert ? "its client-key" : "its client-certificate");
                         goto fail;
                 }
         }
@@ -489,7 +476,7 @@ int kube_config_parse(const char *text, size_t len, const char *path, const char
         *ret = c;
         return 0;
 oom:
-        r = errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+        r = gs_error_set(err, -ENOMEM, "%s: out of memory", path);
 fail:
         free(dir);
         json_decref(root);
@@ -497,7 +484,7 @@ fail:
         return r;
 }
 
-int kube_config_in_cluster(const char *root, struct kube_config *ret, char *err, size_t errlen) {
+int kube_config_in_cluster(const char *root, struct kube_config *ret, struct gs_error *err) {
         struct kube_config c = { 0 };
         const char *host = secure_getenv("KUBERNETES_SERVICE_HOST");
         const char *port = secure_getenv("KUBERNETES_SERVICE_PORT");
@@ -507,12 +494,12 @@ int kube_config_in_cluster(const char *root, struct kube_config *ret, char *err,
         if (!root)
                 root = SA_ROOT;
         if (!host || !host[0])
-                return errf(err, errlen, -ENOENT, "not in a pod: KUBERNETES_SERVICE_HOST is not set");
+                return gs_error_set(err, -ENOENT, "not in a pod: KUBERNETES_SERVICE_HOST is not set");
         if (!port || !port[0])
                 port = "443";
         snprintf(p, sizeof p, "%s/token", root);
         if (access(p, R_OK) < 0)
-                return errf(err, errlen, -ENOENT, "in-cluster: %s: %s", p, strerror(errno));
+                return gs_error_set(err, -ENOENT, "in-cluster: %s: %s", p, strerror(errno));
         bool v6 = strchr(host, ':') != NULL;
         if (asprintf(&c.server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0) {
                 c.server = NULL;
@@ -536,26 +523,25 @@ int kube_config_in_cluster(const char *root, struct kube_config *ret, char *err,
         *ret = c;
         return 0;
 oom:
-        r = errf(err, errlen, -ENOMEM, "out of memory");
+        r = gs_error_set(err, -ENOMEM, "out of memory");
         kube_config_done(&c);
         return r;
 }
 
-static int load_file(const char *path, const char *context, struct kube_config *ret, char *err, size_t errlen) {
+static int load_file(const char *path, const char *context, struct kube_config *ret, struct gs_error *err) {
         char *text = NULL;
         size_t len = 0;
         int r = read_file(path, KUBE_CONFIG_MAX, &text, &len);
         if (r < 0)
-                return errf(err, errlen, r, "%s: %s", path, strerror(-r));
-        r = kube_config_parse(text, len, path, context, ret, err, errlen);
+                return gs_error_set(err, r, "%s: %s", path, strerror(-r));
+        r = kube_config_parse(text, len, path, context, ret, err);
         free(text);
         return r;
 }
 
-int kube_config_load(const char *kubeconfig_path, const char *context, struct kube_config *ret, char *err,
-                     size_t errlen) {
+int kube_config_load(const char *kubeconfig_path, const char *context, struct kube_config *ret, struct gs_error *err) {
         if (kubeconfig_path && kubeconfig_path[0])
-                return load_file(kubeconfig_path, context, ret, err, errlen);
+                return load_file(kubeconfig_path, context, ret, err);
         const char *env = secure_getenv("KUBECONFIG");
         if (env && env[0]) {
                 /* kubectl merges the list; we take the first file that exists. */
@@ -566,15 +552,15 @@ int kube_config_load(const char *kubeconfig_path, const char *context, struct ku
                                 memcpy(one, f, n);
                                 one[n] = 0;
                                 if (access(one, F_OK) == 0)
-                                        return load_file(one, context, ret, err, errlen);
+                                        return load_file(one, context, ret, err);
                         }
                         f += n;
                         if (*f == ':')
                                 f++;
                 }
-                return errf(err, errlen, -ENOENT, "KUBECONFIG=%.200s: no such file", env);
+                return gs_error_set(err, -ENOENT, "KUBECONFIG=%.200s: no such file", env);
         }
-        int r = kube_config_in_cluster(NULL, ret, err, errlen);
+        int r = kube_config_in_cluster(NULL, ret, err);
         if (r != -ENOENT)
                 return r;
         const char *home = secure_getenv("HOME");
@@ -582,8 +568,9 @@ int kube_config_load(const char *kubeconfig_path, const char *context, struct ku
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%s/.kube/config", home);
                 if (access(p, F_OK) == 0)
-                        return load_file(p, context, ret, err, errlen);
+                        return load_file(p, context, ret, err);
         }
-        return errf(err, errlen, -ENOENT,
-                    "no API server configured: no --kubeconfig, no KUBECONFIG, not in a pod, no ~/.kube/config");
+        return gs_error_set(
+                err, -ENOENT,
+                "no API server configured: no --kubeconfig, no KUBECONFIG, not in a pod, no ~/.kube/config");
 }

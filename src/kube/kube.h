@@ -31,6 +31,8 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "util/error.h"
+
 #define KUBE_BODY_MAX (64u << 20)  /* largest non-watch response body (one LIST page) */
 #define KUBE_EVENT_MAX (4u << 20)  /* largest single watch event line */
 #define KUBE_CONFIG_MAX (4u << 20) /* largest kubeconfig / token / CA file */
@@ -59,18 +61,17 @@ struct kube_config {
  * (NULL = current-context). Relative file paths in it are resolved against path's directory.
  * -EINVAL with err = "PATH: FIELD: what is wrong" on any malformed or missing field. */
 int kube_config_parse(const char *text, size_t len, const char *path, const char *context, struct kube_config *ret,
-                      char *err, size_t errlen);
+                      struct gs_error *err);
 
 /* In-cluster configuration from the environment and the service account files under root
  * (NULL = /var/run/secrets/kubernetes.io/serviceaccount). -ENOENT when not running in a pod
  * (KUBERNETES_SERVICE_HOST unset or no token file). */
-int kube_config_in_cluster(const char *root, struct kube_config *ret, char *err, size_t errlen);
+int kube_config_in_cluster(const char *root, struct kube_config *ret, struct gs_error *err);
 
 /* The usual search: kubeconfig_path if given; else $KUBECONFIG (first existing file of the
  * colon-separated list); else in-cluster; else ~/.kube/config. -ENOENT when nothing applies
  * (err says what was looked for), -EINVAL/-EACCES/... for a file that exists but is bad. */
-int kube_config_load(const char *kubeconfig_path, const char *context, struct kube_config *ret, char *err,
-                     size_t errlen);
+int kube_config_load(const char *kubeconfig_path, const char *context, struct kube_config *ret, struct gs_error *err);
 
 void kube_config_done(struct kube_config *c);
 

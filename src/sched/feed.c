@@ -172,8 +172,11 @@ int sched_feed_new(const char *kubeconfig, const char *context, struct sched_fee
                 sched_feed_free(f);
                 return -ENOMEM;
         }
-        int r = kube_config_load(kubeconfig, context, &f->cfg, err, errlen);
+        struct gs_error e = { 0 };
+        int r = kube_config_load(kubeconfig, context, &f->cfg, &e);
         if (r < 0) {
+                if (err && errlen)
+                        snprintf(err, errlen, "%s", e.message);
                 sched_feed_free(f);
                 return r;
         }

@@ -18,15 +18,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size)
                 memcpy(buf, data, size);
         struct kube_config c;
-        char err[512] = "";
-        int r = kube_config_parse(buf, size, "/fuzz/config", NULL, &c, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = kube_config_parse(buf, size, "/fuzz/config", NULL, &c, &err);
         if (r == 0) {
                 CHECK(c.server && (startswith(c.server, "https://") || startswith(c.server, "http://")));
                 CHECK((c.cert_pem || c.cert_file) == (c.key_pem || c.key_file));
                 kube_config_done(&c);
         } else {
                 CHECK(r < 0);
-                CHECK(strstr(err, "/fuzz/config") != NULL || r == -ENOMEM);
+                CHECK(strstr(err.message, "/fuzz/config") != NULL || r == -ENOMEM);
         }
         free(buf);
         return 0;

@@ -81,10 +81,10 @@ int main(int argc, char **argv) {
                 }
         }
         struct kube_config kc;
-        char err[512];
-        int r = kube_config_load(kubeconfig, NULL, &kc, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = kube_config_load(kubeconfig, NULL, &kc, &err);
         if (r < 0) {
-                fprintf(stderr, "probe: %s\n", err);
+                fprintf(stderr, "probe: %s\n", err.message);
                 return 1;
         }
         struct kube_client *cl;

@@ -22,9 +22,9 @@ int main(int argc, char **argv) {
         if (argc < 3)
                 return 2;
         struct kube_config kc;
-        char err[512];
-        if (kube_config_load(argv[1], NULL, &kc, err, sizeof err) < 0) {
-                fprintf(stderr, "%s\n", err);
+        struct gs_error err = { 0 };
+        if (kube_config_load(argv[1], NULL, &kc, &err) < 0) {
+                fprintf(stderr, "%s\n", err.message);
                 return 2;
         }
         struct kube_client *c;

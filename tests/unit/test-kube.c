@@ -63,16 +63,16 @@ static const char kubectl_yaml[] = "apiVersion: v1\n"
                                    "    token: 'abc.def'\n"
                                    "    tokenFile: tokens/t\n";
 
-static int parse(const char *text, const char *ctx, struct kube_config *c, char *err) {
-        err[0] = 0;
-        return kube_config_parse(text, strlen(text), "/etc/k/config", ctx, c, err, 512);
+static int parse(const char *text, const char *ctx, struct kube_config *c, struct gs_error *err) {
+        gs_error_clear(err);
+        return kube_config_parse(text, strlen(text), "/etc/k/config", ctx, c, err);
 }
 
 static void test_kubeconfig_kubectl_style(void **state) {
         (void)state;
         struct kube_config c;
-        char err[512];
-        assert_int_equal(parse(kubectl_yaml, NULL, &c, err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(parse(kubectl_yaml, NULL, &c, &err), 0);
         assert_string_equal(c.server, "https://127.0.0.1:6443");
         assert_non_null(c.ca_pem);
         assert_non_null(strstr(c.ca_pem, "BEGIN CERTIFICATE"));
@@ -84,7 +84,7 @@ static void test_kubeconfig_kubectl_style(void **state) {
         assert_string_equal(c.source, "/etc/k/config");
         kube_config_done(&c);
 
-        assert_int_equal(parse(kubectl_yaml, "b", &c, err), 0);
+        assert_int_equal(parse(kubectl_yaml, "b", &c, &err), 0);
         assert_string_equal(c.server, "https://other:443");
         assert_true(c.insecure);
         assert_string_equal(c.token, "abc.def");
@@ -96,14 +96,14 @@ static void test_kubeconfig_kubectl_style(void **state) {
 static void test_kubeconfig_json(void **state) {
         (void)state;
         struct kube_config c;
-        char err[512];
+        struct gs_error err = { 0 };
         const char *j =
                 "{\"kind\":\"Config\",\"current-context\":\"x\","
                 "\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],"
                 "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"http://127.0.0.1:8080\","
                 "\"certificate-authority\":\"/abs/ca.crt\"}}],"
                 "\"users\":[{\"name\":\"u\",\"user\":{\"client-certificate\":\"c.pem\",\"client-key\":\"k.pem\"}}]}";
-        assert_int_equal(parse(j, NULL, &c, err), 0);
+        assert_int_equal(parse(j, NULL, &c, &err), 0);
         assert_string_equal(c.server, "http://127.0.0.1:8080");
         assert_string_equal(c.ca_file, "/abs/ca.crt");
         assert_string_equal(c.cert_file, "/etc/k/c.pem");
@@ -163,10 +163,10 @@ static void test_kubeconfig_errors(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct kube_config c;
-                char err[512];
-                int r = parse(cases[i].text, cases[i].ctx, &c, err);
-                if (r != cases[i].r || !strstr(err, cases[i].want) || !strstr(err, "/etc/k/config"))
-                        fail_msg("case %zu: r=%d err='%s', want %d '%s'", i, r, err, cases[i].r, cases[i].want);
+                struct gs_error err = { 0 };
+                int r = parse(cases[i].text, cases[i].ctx, &c, &err);
+                if (r != cases[i].r || !strstr(err.message, cases[i].want) || !strstr(err.message, "/etc/k/config"))
+                        fail_msg("case %zu: r=%d err='%s', want %d '%s'", i, r, err.message, cases[i].r, cases[i].want);
         }
 }
 
@@ -178,9 +178,9 @@ static void test_kubeconfig_deep_nesting_refused(void **state) {
                 text[n++] = '[';
         text[n] = 0;
         struct kube_config c;
-        char err[512];
-        assert_int_equal(parse(text, NULL, &c, err), -EINVAL);
-        assert_non_null(strstr(err, "nested too deeply"));
+        struct gs_error err = { 0 };
+        assert_int_equal(parse(text, NULL, &c, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "nested too deeply"));
 }
 
 static void test_base64(void **state) {
@@ -203,13 +203,13 @@ static void test_in_cluster(void **state) {
         (void)state;
         char *dir = test_tmpdir_new("kube-sa"), p[PATH_MAX];
         struct kube_config c;
-        char err[512];
+        struct gs_error err = { 0 };
         unsetenv("KUBERNETES_SERVICE_HOST");
-        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), -ENOENT);
-        assert_non_null(strstr(err, "KUBERNETES_SERVICE_HOST"));
+        assert_int_equal(kube_config_in_cluster(dir, &c, &err), -ENOENT);
+        assert_non_null(strstr(err.message, "KUBERNETES_SERVICE_HOST"));
         setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
         setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
-        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), -ENOENT); /* no token yet */
+        assert_int_equal(kube_config_in_cluster(dir, &c, &err), -ENOENT); /* no token yet */
         snprintf(p, sizeof p, "%s/token", dir);
         FILE *f = fopen(p, "w");
         fputs("tok\n", f);
@@ -218,7 +218,7 @@ static void test_in_cluster(void **state) {
         f = fopen(p, "w");
         fputs("kube-system\n", f);
         fclose(f);
-        assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), 0);
+        assert_int_equal(kube_config_in_cluster(dir, &c, &err), 0);
         assert_string_equal(c.server, "https://[fd00::1]:6443");
         assert_non_null(strstr(c.token_file, "/token"));
         assert_null(c.ca_file);
