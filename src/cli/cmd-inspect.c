@@ -91,8 +91,8 @@ static int collect_node(json_t *obj, void *u) {
         if (!name || strlen(name) >= sizeof n->name)
                 return 0;
         strscpy(n->name, name, sizeof n->name);
-        char err[256];
-        int r = sched_node_decode_json(obj, c->info, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = sched_node_decode_json(obj, c->info, &err);
         if (r == 0)
                 r = sched_model_set_node(c->model, c->info);
         if (r == -ENOMEM)
@@ -102,7 +102,7 @@ static int collect_node(json_t *obj, void *u) {
                 strscpy(n->error, "no " SCHED_ANNOT_NODE_GPUS " annotation", sizeof n->error);
         else if (r < 0) {
                 /* "node NAME: gpuslice.io/gpus: why": the name is on the row already */
-                const char *e = err;
+                const char *e = err.message;
                 size_t l = strlen(name);
                 if (strncmp(e, "node ", 5) == 0 && strncmp(e + 5, name, l) == 0 && strncmp(e + 5 + l, ": ", 2) == 0)
                         e += 7 + l;
@@ -137,9 +137,8 @@ static int collect_pod(json_t *obj, void *u) {
                 }
                 return 0;
         }
-        char err[256];
-        if (sched_pod_decode_json(obj, &c->units, c->view, err, sizeof err) < 0 || c->view->req.n == 0 ||
-            c->view->terminated)
+        struct gs_error err = { 0 };
+        if (sched_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
                 if (c->n_pending == c->cap_pending) {

@@ -73,13 +73,13 @@ static int load_snapshot(struct sched_server *s, const char *path, const struct 
                 log_error_errno(r, "cannot read the snapshot", "file=%s", path);
                 return EXIT_RUNTIME;
         }
-        char err[256];
+        struct gs_error err = { 0 };
         struct sched_model *m = sched_server_lock(s);
-        r = sched_snapshot_load(m, text, len, u, nn, np, err, sizeof err);
+        r = sched_snapshot_load(m, text, len, u, nn, np, &err);
         sched_server_unlock(s);
         free(text);
         if (r < 0) {
-                log_error("bad snapshot", "file=%s err=\"%s\"", path, err);
+                log_error("bad snapshot", "file=%s err=\"%s\"", path, err.message);
                 return EXIT_DATA;
         }
         sched_server_set_ready(s, true);
@@ -196,10 +196,10 @@ int cmd_scheduler(int argc, char **argv) {
         }
         struct sched_feed *feed = NULL;
         if (!snapshot) {
-                char kerr[512];
-                int kr = sched_feed_new(kubeconfig, context, &feed, kerr, sizeof kerr);
+                struct gs_error kerr = { 0 };
+                int kr = sched_feed_new(kubeconfig, context, &feed, &kerr);
                 if (kr < 0) {
-                        log_error_errno(kr, "cannot reach the API server", "err=\"%s\"", kerr);
+                        log_error_errno(kr, "cannot reach the API server", "err=\"%s\"", kerr.message);
                         return EXIT_RUNTIME;
                 }
                 o.binder = sched_feed_binder(feed);
@@ -227,10 +227,10 @@ int cmd_scheduler(int argc, char **argv) {
         int ret = EXIT_OK;
 #ifdef GPUSLICE_HAVE_KUBE
         if (feed) {
-                char kerr[512];
-                r = sched_feed_run(feed, s, &o.units, kerr, sizeof kerr);
+                struct gs_error kerr = { 0 };
+                r = sched_feed_run(feed, s, &o.units, &kerr);
                 if (r < 0) {
-                        log_error_errno(r, "cannot watch the cluster", "err=\"%s\"", kerr);
+                        log_error_errno(r, "cannot watch the cluster", "err=\"%s\"", kerr.message);
                         ret = EXIT_RUNTIME;
                         goto out;
                 }

@@ -13,45 +13,35 @@
 #include "sched/codec.h"
 #include "util/util.h"
 
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
-        if (err && errlen) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return -EINVAL;
-}
-
 void sched_units_default(struct sched_units *ret) {
         *ret = (struct sched_units){ .gpuslice_mib = 256, .tencent_mib = 256, .aliyun_mib = 1024 };
 }
 
-static json_t *load(const char *text, size_t len, size_t max, char *err, size_t errlen) {
+static json_t *load(const char *text, size_t len, size_t max, struct gs_error *err) {
         if (!text)
-                return fail(err, errlen, "no input"), NULL;
+                return gs_error_set(err, -EINVAL, "no input"), NULL;
         if (len > max) {
-                fail(err, errlen, "input of %zu bytes exceeds the limit of %zu", len, max);
+                gs_error_set(err, -EINVAL, "input of %zu bytes exceeds the limit of %zu", len, max);
                 return NULL;
         }
         json_error_t je;
         json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
         if (!j)
-                fail(err, errlen, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+                gs_error_set(err, -EINVAL, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
         return j;
 }
 
 /* A string member into buf; absent or null → "" (0); wrong type or too long → -EINVAL. */
-static int get_str(json_t *obj, const char *key, char *buf, size_t len, const char *what, char *err, size_t errlen) {
+static int get_str(json_t *obj, const char *key, char *buf, size_t len, const char *what, struct gs_error *err) {
         buf[0] = '\0';
         json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
         if (!v || json_is_null(v))
                 return 0;
         if (!json_is_string(v))
-                return fail(err, errlen, "%s%s is not a string", what, key);
+                return gs_error_set(err, -EINVAL, "%s%s is not a string", what, key);
         size_t l = json_string_length(v);
         if (l >= len || strlen(json_string_value(v)) != l)
-                return fail(err, errlen, "%s%s is too long or contains NUL", what, key);
+                return gs_error_set(err, -EINVAL, "%s%s is too long or contains NUL", what, key);
         memcpy(buf, json_string_value(v), l + 1);
         return 0;
 }
@@ -133,19 +123,19 @@ static enum res_kind classify(const char *name, const struct sched_units *u, uin
 /* One container's GPU resources: limits (extended resources must have requests == limits; a
  * container that sets only requests is read from requests). 1 if it asks for any, 0 if none. */
 static int container_req(json_t *c, const struct sched_units *u, struct sched_container_req *ret,
-                         enum sched_profile *profile, unsigned idx, char *err, size_t errlen) {
+                         enum sched_profile *profile, unsigned idx, struct gs_error *err) {
         *ret = (struct sched_container_req){ 0 };
         char where[40];
         snprintf(where, sizeof where, "spec.containers[%u].", idx);
-        if (get_str(c, "name", ret->name, sizeof ret->name, where, err, errlen) < 0)
+        if (get_str(c, "name", ret->name, sizeof ret->name, where, err) < 0)
                 return -EINVAL;
         json_t *res = json_object_get(c, "resources");
         if (res && !json_is_null(res) && !json_is_object(res))
-                return fail(err, errlen, "%sresources is not an object", where);
+                return gs_error_set(err, -EINVAL, "%sresources is not an object", where);
         json_t *lim = json_is_object(res) ? json_object_get(res, "limits") : NULL;
         json_t *rq = json_is_object(res) ? json_object_get(res, "requests") : NULL;
         if ((lim && !json_is_null(lim) && !json_is_object(lim)) || (rq && !json_is_null(rq) && !json_is_object(rq)))
-                return fail(err, errlen, "%sresources.limits/requests is not an object", where);
+                return gs_error_set(err, -EINVAL, "%sresources.limits/requests is not an object", where);
         bool any = false, frac = false;
         uint64_t core = 0, whole = 0, mem = 0;
         for (int pass = 0; pass < 2; pass++) {
@@ -165,8 +155,8 @@ static int container_req(json_t *c, const struct sched_units *u, struct sched_co
                                 continue;
                         uint64_t q;
                         if (!json_is_string(val) || parse_quantity(json_string_value(val), &q) < 0)
-                                return fail(err, errlen, "container %s: %s is not a whole number",
-                                            ret->name[0] ? ret->name : "?", key);
+                                return gs_error_set(err, -EINVAL, "container %s: %s is not a whole number",
+                                                    ret->name[0] ? ret->name : "?", key);
                         if (q == 0)
                                 continue;
                         any = true;
@@ -180,7 +170,8 @@ static int container_req(json_t *c, const struct sched_units *u, struct sched_co
                         } else {
                                 frac = true;
                                 if (q > UINT32_MAX / (unit ? unit : 1))
-                                        return fail(err, errlen, "container %s: %s is too large", ret->name, key);
+                                        return gs_error_set(err, -EINVAL, "container %s: %s is too large", ret->name,
+                                                            key);
                                 mem = q * unit;
                         }
                 }
@@ -189,22 +180,25 @@ static int container_req(json_t *c, const struct sched_units *u, struct sched_co
                 return 0;
         if (core > 100) {
                 if (core % 100 != 0)
-                        return fail(err, errlen,
-                                    "container %s: compute %llu exceeds one GPU (100) and is not a multiple of 100",
-                                    ret->name, (unsigned long long)core);
+                        return gs_error_set(
+                                err, -EINVAL,
+                                "container %s: compute %llu exceeds one GPU (100) and is not a multiple of 100",
+                                ret->name, (unsigned long long)core);
                 if (whole)
-                        return fail(err, errlen, "container %s asks for nvidia.com/gpu and whole GPUs by compute",
-                                    ret->name);
+                        return gs_error_set(err, -EINVAL,
+                                            "container %s asks for nvidia.com/gpu and whole GPUs by compute",
+                                            ret->name);
                 whole = core / 100;
                 core = 0;
                 mem = 0; /* a whole GPU brings all its memory */
                 frac = false;
         }
         if (whole && frac)
-                return fail(err, errlen, "container %s asks for whole GPUs and a GPU share at once", ret->name);
+                return gs_error_set(err, -EINVAL, "container %s asks for whole GPUs and a GPU share at once",
+                                    ret->name);
         if (whole > SCHED_MAX_GPUS)
-                return fail(err, errlen, "container %s asks for %llu GPUs (at most %d)", ret->name,
-                            (unsigned long long)whole, SCHED_MAX_GPUS);
+                return gs_error_set(err, -EINVAL, "container %s asks for %llu GPUs (at most %d)", ret->name,
+                                    (unsigned long long)whole, SCHED_MAX_GPUS);
         ret->whole = (unsigned)whole;
         ret->core = (unsigned)core;
         ret->mem_mib = (uint32_t)mem;
@@ -222,29 +216,30 @@ static bool flag_true(json_t *annots, const char *key) {
         return v && streq(v, "true");
 }
 
-static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err, size_t errlen) {
+static int decode_assignment(json_t *annots, struct sched_pod_view *v, struct gs_error *err) {
         json_t *a = json_object_get(annots, SCHED_ANNOT_ASSIGNMENT);
         if (a) {
                 if (!json_is_string(a) || json_string_length(a) > SCHED_CODEC_MAX_ANNOT)
-                        return fail(err, errlen, "annotation %s is not a string of at most %u bytes",
-                                    SCHED_ANNOT_ASSIGNMENT, SCHED_CODEC_MAX_ANNOT);
+                        return gs_error_set(err, -EINVAL, "annotation %s is not a string of at most %u bytes",
+                                            SCHED_ANNOT_ASSIGNMENT, SCHED_CODEC_MAX_ANNOT);
                 json_error_t je;
                 json_t *j = json_loadb(json_string_value(a), json_string_length(a), JSON_REJECT_DUPLICATES, &je);
                 if (!j || !json_is_object(j)) {
                         json_decref(j);
-                        return fail(err, errlen, "annotation %s is not a JSON object", SCHED_ANNOT_ASSIGNMENT);
+                        return gs_error_set(err, -EINVAL, "annotation %s is not a JSON object", SCHED_ANNOT_ASSIGNMENT);
                 }
                 int r = -EINVAL;
                 json_t *ver = json_object_get(j, "v");
                 json_t *cs = json_object_get(j, "containers");
                 if (!json_is_integer(ver) || json_integer_value(ver) != SCHED_ASSIGN_ANNOT_VERSION) {
-                        fail(err, errlen, "annotation %s: unknown version", SCHED_ANNOT_ASSIGNMENT);
+                        gs_error_set(err, -EINVAL, "annotation %s: unknown version", SCHED_ANNOT_ASSIGNMENT);
                         goto out;
                 }
-                if (get_str(j, "node", v->assigned_node, sizeof v->assigned_node, "assignment.", err, errlen) < 0)
+                if (get_str(j, "node", v->assigned_node, sizeof v->assigned_node, "assignment.", err) < 0)
                         goto out;
                 if (!v->assigned_node[0] || !json_is_array(cs)) {
-                        fail(err, errlen, "annotation %s: node and containers are required", SCHED_ANNOT_ASSIGNMENT);
+                        gs_error_set(err, -EINVAL, "annotation %s: node and containers are required",
+                                     SCHED_ANNOT_ASSIGNMENT);
                         goto out;
                 }
                 v->assign = (struct sched_assignment){ .n = v->req.n };
@@ -252,13 +247,14 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                 json_t *c;
                 json_array_foreach(cs, i, c) {
                         char name[64];
-                        if (get_str(c, "name", name, sizeof name, "assignment.containers[].", err, errlen) < 0)
+                        if (get_str(c, "name", name, sizeof name, "assignment.containers[].", err) < 0)
                                 goto out;
                         json_t *gpus = json_object_get(c, "gpus");
                         if (!json_is_array(gpus) || json_array_size(gpus) == 0 ||
                             json_array_size(gpus) > SCHED_MAX_GPUS) {
-                                fail(err, errlen, "annotation %s: container %s: gpus must be a non-empty array",
-                                     SCHED_ANNOT_ASSIGNMENT, name);
+                                gs_error_set(err, -EINVAL,
+                                             "annotation %s: container %s: gpus must be a non-empty array",
+                                             SCHED_ANNOT_ASSIGNMENT, name);
                                 goto out;
                         }
                         alloc_set_t set = 0;
@@ -267,8 +263,8 @@ static int decode_assignment(json_t *annots, struct sched_pod_view *v, char *err
                         json_array_foreach(gpus, k, g) {
                                 if (!json_is_integer(g) || json_integer_value(g) < 0 ||
                                     json_integer_value(g) >= SCHED_MAX_GPUS) {
-                                        fail(err, errlen, "annotation %s: container %s: bad GPU index",
-                                             SCHED_ANNOT_ASSIGNMENT, name);
+                                        gs_error_set(err, -EINVAL, "annotation %s: container %s: bad GPU index",
+                                                     SCHED_ANNOT_ASSIGNMENT, name);
                                         goto out;
                                 }
                                 set |= 1ULL << json_integer_value(g);
@@ -303,7 +299,7 @@ out:
                         continue;
                 alloc_set_t set;
                 if (parse_idx_list(json_string_value(idx), &set) < 0 || !set)
-                        return fail(err, errlen, "annotation %s is not a list of GPU indices", key);
+                        return gs_error_set(err, -EINVAL, "annotation %s is not a list of GPU indices", key);
                 const struct sched_container_req *rq = &v->req.c[x];
                 asg.c[x] = (struct sched_container_assign){
                         .gpus = set, .whole = rq->whole > 0, .core = rq->core, .mem_mib = rq->mem_mib
@@ -312,7 +308,7 @@ out:
         }
         if (any) {
                 if (get_str(annots, "tencent.com/predicate-node", v->assigned_node, sizeof v->assigned_node,
-                            "annotation ", err, errlen) < 0)
+                            "annotation ", err) < 0)
                         return -EINVAL;
                 v->assign = asg;
                 v->has_assignment = true;
@@ -325,7 +321,7 @@ out:
         if (json_is_string(idx)) {
                 unsigned g;
                 if (parse_uint(json_string_value(idx), SCHED_MAX_GPUS - 1, &g) < 0)
-                        return fail(err, errlen, "annotation ALIYUN_COM_GPU_MEM_IDX is not a GPU index");
+                        return gs_error_set(err, -EINVAL, "annotation ALIYUN_COM_GPU_MEM_IDX is not a GPU index");
                 v->assign = (struct sched_assignment){ .n = v->req.n };
                 for (unsigned x = 0; x < v->req.n; x++) {
                         const struct sched_container_req *rq = &v->req.c[x];
@@ -341,65 +337,68 @@ out:
         return 0;
 }
 
-int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret, char *err,
-                          size_t errlen) {
+int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret,
+                          struct gs_error *err) {
         json_t *pod = (json_t *)pod_json;
         memset(ret, 0, sizeof *ret);
         if (!json_is_object(pod))
-                return fail(err, errlen, "pod is not an object");
+                return gs_error_set(err, -EINVAL, "pod is not an object");
         json_t *meta = json_object_get(pod, "metadata");
         json_t *spec = json_object_get(pod, "spec");
         json_t *status = json_object_get(pod, "status");
         if (!json_is_object(meta))
-                return fail(err, errlen, "pod has no metadata object");
-        if (get_str(meta, "uid", ret->uid, sizeof ret->uid, "metadata.", err, errlen) < 0 ||
-            get_str(meta, "namespace", ret->ns, sizeof ret->ns, "metadata.", err, errlen) < 0 ||
-            get_str(meta, "name", ret->name, sizeof ret->name, "metadata.", err, errlen) < 0 ||
-            get_str(meta, "resourceVersion", ret->resource_version, sizeof ret->resource_version, "metadata.", err,
-                    errlen) < 0)
+                return gs_error_set(err, -EINVAL, "pod has no metadata object");
+        if (get_str(meta, "uid", ret->uid, sizeof ret->uid, "metadata.", err) < 0 ||
+            get_str(meta, "namespace", ret->ns, sizeof ret->ns, "metadata.", err) < 0 ||
+            get_str(meta, "name", ret->name, sizeof ret->name, "metadata.", err) < 0 ||
+            get_str(meta, "resourceVersion", ret->resource_version, sizeof ret->resource_version, "metadata.", err) < 0)
                 return -EINVAL;
         if (spec && !json_is_object(spec))
-                return fail(err, errlen, "pod spec is not an object");
-        if (get_str(spec, "nodeName", ret->node_name, sizeof ret->node_name, "spec.", err, errlen) < 0)
+                return gs_error_set(err, -EINVAL, "pod spec is not an object");
+        if (get_str(spec, "nodeName", ret->node_name, sizeof ret->node_name, "spec.", err) < 0)
                 return -EINVAL;
         if (json_is_object(status)) {
                 char phase[32];
-                if (get_str(status, "phase", phase, sizeof phase, "status.", err, errlen) < 0)
+                if (get_str(status, "phase", phase, sizeof phase, "status.", err) < 0)
                         return -EINVAL;
                 ret->terminated = streq(phase, "Succeeded") || streq(phase, "Failed");
         }
         json_t *cs = json_is_object(spec) ? json_object_get(spec, "containers") : NULL;
         if (cs && !json_is_null(cs) && !json_is_array(cs))
-                return fail(err, errlen, "spec.containers is not an array");
+                return gs_error_set(err, -EINVAL, "spec.containers is not an array");
         size_t i;
         json_t *c;
         json_array_foreach(cs, i, c) {
                 if (!json_is_object(c))
-                        return fail(err, errlen, "spec.containers[%zu] is not an object", i);
+                        return gs_error_set(err, -EINVAL, "spec.containers[%zu] is not an object", i);
                 struct sched_container_req cr;
-                int r = container_req(c, u, &cr, &ret->req.profile, (unsigned)i, err, errlen);
+                int r = container_req(c, u, &cr, &ret->req.profile, (unsigned)i, err);
                 if (r < 0)
                         return r;
                 if (r == 0)
                         continue;
                 if (ret->req.n >= SCHED_MAX_CONTAINERS)
-                        return fail(err, errlen, "more than %d containers ask for GPU resources", SCHED_MAX_CONTAINERS);
+                        return gs_error_set(err, -EINVAL, "more than %d containers ask for GPU resources",
+                                            SCHED_MAX_CONTAINERS);
                 ret->req.c[ret->req.n++] = cr;
         }
         json_t *annots = json_object_get(meta, "annotations");
         if (annots && !json_is_null(annots) && !json_is_object(annots))
-                return fail(err, errlen, "metadata.annotations is not an object");
+                return gs_error_set(err, -EINVAL, "metadata.annotations is not an object");
         if (json_is_object(annots)) {
                 json_t *pol = json_object_get(annots, SCHED_ANNOT_POLICY);
                 if (pol) {
                         if (!json_is_string(pol) || sched_policy_from_name(json_string_value(pol), &ret->policy) < 0)
-                                return fail(err, errlen, "annotation %s must be binpack or spread", SCHED_ANNOT_POLICY);
+                                return gs_error_set(err, -EINVAL, "annotation %s must be binpack or spread",
+                                                    SCHED_ANNOT_POLICY);
                         ret->has_policy = true;
                 }
                 /* a malformed assignment is ignored, never fatal: the pod then counts as placed
                  * without one (the extender infers where it is; inspect shows it on no recorded GPU) */
-                int r = decode_assignment(annots, ret, ret->assignment_error, sizeof ret->assignment_error);
+                struct gs_error ae = { 0 };
+                int r = decode_assignment(annots, ret, &ae);
                 if (r < 0) {
+                        strscpy(ret->assignment_error, ae.message, sizeof ret->assignment_error);
                         ret->has_assignment = false;
                         ret->assign = (struct sched_assignment){ 0 };
                         ret->assigned_node[0] = '\0';
@@ -416,12 +415,12 @@ int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, str
         return 0;
 }
 
-int sched_pod_decode(const char *text, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
-                     size_t errlen) {
-        json_t *j = load(text, len, SCHED_CODEC_MAX_BODY, err, errlen);
+int sched_pod_decode(const char *text, size_t len, const struct sched_units *u, struct sched_pod_view *ret,
+                     struct gs_error *err) {
+        json_t *j = load(text, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
-        int r = sched_pod_decode_json(j, u, ret, err, errlen);
+        int r = sched_pod_decode_json(j, u, ret, err);
         json_decref(j);
         return r;
 }
@@ -446,12 +445,12 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
 
 /* ---- node annotation ---- */
 
-int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err, size_t errlen) {
+int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, struct gs_error *err) {
         char name[SCHED_NAME_MAX];
         strscpy(name, ret->name, sizeof name);
         memset(ret, 0, sizeof *ret);
         strscpy(ret->name, name, sizeof ret->name);
-        json_t *j = load(value, len, SCHED_CODEC_MAX_ANNOT, err, errlen);
+        json_t *j = load(value, len, SCHED_CODEC_MAX_ANNOT, err);
         if (!j)
                 return -EINVAL;
         int r = -EINVAL;
@@ -459,14 +458,16 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
         json_t *gpus = json_object_get(j, "gpus");
         json_t *links = json_object_get(j, "links");
         if (!json_is_object(j) || !json_is_integer(ver) || json_integer_value(ver) != SCHED_NODE_ANNOT_VERSION) {
-                fail(err, errlen, "%s: not a version %d object", SCHED_ANNOT_NODE_GPUS, SCHED_NODE_ANNOT_VERSION);
+                gs_error_set(err, -EINVAL, "%s: not a version %d object", SCHED_ANNOT_NODE_GPUS,
+                             SCHED_NODE_ANNOT_VERSION);
                 goto out;
         }
         if (!json_is_array(gpus) || json_array_size(gpus) > SCHED_MAX_GPUS) {
-                fail(err, errlen, "%s: gpus must be an array of at most %d", SCHED_ANNOT_NODE_GPUS, SCHED_MAX_GPUS);
+                gs_error_set(err, -EINVAL, "%s: gpus must be an array of at most %d", SCHED_ANNOT_NODE_GPUS,
+                             SCHED_MAX_GPUS);
                 goto out;
         }
-        if (get_str(j, "driver", ret->driver, sizeof ret->driver, "", err, errlen) < 0)
+        if (get_str(j, "driver", ret->driver, sizeof ret->driver, "", err) < 0)
                 goto out;
         ret->n_gpus = (unsigned)json_array_size(gpus);
         alloc_set_t seen = 0;
@@ -478,22 +479,22 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                 /* indices are a permutation of 0..n-1: GPU i goes to position i */
                 if (!json_is_object(g) || !json_is_integer(idx) || json_integer_value(idx) < 0 ||
                     json_integer_value(idx) >= (json_int_t)ret->n_gpus || (seen >> json_integer_value(idx) & 1)) {
-                        fail(err, errlen, "%s: gpus[%zu].i must be a distinct index below %u", SCHED_ANNOT_NODE_GPUS, i,
-                             ret->n_gpus);
+                        gs_error_set(err, -EINVAL, "%s: gpus[%zu].i must be a distinct index below %u",
+                                     SCHED_ANNOT_NODE_GPUS, i, ret->n_gpus);
                         goto out;
                 }
                 unsigned at = (unsigned)json_integer_value(idx);
                 seen |= 1ULL << at;
                 if (!json_is_integer(mem) || json_integer_value(mem) < 0 || json_integer_value(mem) > UINT32_MAX) {
-                        fail(err, errlen, "%s: gpus[%zu].mem must be a MiB count", SCHED_ANNOT_NODE_GPUS, i);
+                        gs_error_set(err, -EINVAL, "%s: gpus[%zu].mem must be a MiB count", SCHED_ANNOT_NODE_GPUS, i);
                         goto out;
                 }
                 struct sched_gpu_info *gi = &ret->gpu[at];
                 char health[96];
                 gi->mem_mib = (uint32_t)json_integer_value(mem);
-                if (get_str(g, "uuid", gi->uuid, sizeof gi->uuid, "gpus[].", err, errlen) < 0 ||
-                    get_str(g, "model", gi->model, sizeof gi->model, "gpus[].", err, errlen) < 0 ||
-                    get_str(g, "health", health, sizeof health, "gpus[].", err, errlen) < 0)
+                if (get_str(g, "uuid", gi->uuid, sizeof gi->uuid, "gpus[].", err) < 0 ||
+                    get_str(g, "model", gi->model, sizeof gi->model, "gpus[].", err) < 0 ||
+                    get_str(g, "health", health, sizeof health, "gpus[].", err) < 0)
                         goto out;
                 gi->healthy = streq(health, "ok");
                 strscpy(gi->health, health, sizeof gi->health);
@@ -506,7 +507,7 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
          * rows by ';' (docs/cluster.md) */
         if (links && !json_is_null(links)) {
                 if (!json_is_string(links)) {
-                        fail(err, errlen, "%s: links is not a string", SCHED_ANNOT_NODE_GPUS);
+                        gs_error_set(err, -EINVAL, "%s: links is not a string", SCHED_ANNOT_NODE_GPUS);
                         goto out;
                 }
                 const char *s = json_string_value(links), *end = s + json_string_length(links);
@@ -528,14 +529,16 @@ int sched_node_annotation_decode(const char *value, size_t len, struct sched_nod
                                         l.pcie = lp.pcie;
                         }
                         if (bad) {
-                                fail(err, errlen, "%s: links: bad entry at GPU %u to %u", SCHED_ANNOT_NODE_GPUS, a, b);
+                                gs_error_set(err, -EINVAL, "%s: links: bad entry at GPU %u to %u",
+                                             SCHED_ANNOT_NODE_GPUS, a, b);
                                 goto out;
                         }
                         ret->link[a][b] = ret->link[b][a] = l;
                         s += tok;
                         if (s < end && *s == ';') {
                                 if (b != ret->n_gpus - 1) {
-                                        fail(err, errlen, "%s: links: row %u too short", SCHED_ANNOT_NODE_GPUS, a);
+                                        gs_error_set(err, -EINVAL, "%s: links: row %u too short", SCHED_ANNOT_NODE_GPUS,
+                                                     a);
                                         goto out;
                                 }
                                 a++;
@@ -680,32 +683,32 @@ void sched_ext_args_done(struct sched_ext_args *a) {
 }
 
 int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
-                          char *err, size_t errlen) {
+                          struct gs_error *err) {
         memset(ret, 0, sizeof *ret);
         if (len > SCHED_CODEC_MAX_BODY) {
-                fail(err, errlen, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
+                gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
                 return -E2BIG;
         }
-        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
         ret->root = j;
         if (!json_is_object(j)) {
-                fail(err, errlen, "ExtenderArgs is not an object");
+                gs_error_set(err, -EINVAL, "ExtenderArgs is not an object");
                 goto bad;
         }
         json_t *pod = json_object_get(j, "Pod");
         if (!json_is_object(pod)) {
-                fail(err, errlen, "ExtenderArgs.Pod is missing");
+                gs_error_set(err, -EINVAL, "ExtenderArgs.Pod is missing");
                 goto bad;
         }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err, errlen) < 0)
+        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
                 goto bad;
         json_t *names = json_object_get(j, "NodeNames");
         json_t *nodes = json_object_get(j, "Nodes");
         if (names && !json_is_null(names)) {
                 if (!json_is_array(names)) {
-                        fail(err, errlen, "ExtenderArgs.NodeNames is not an array");
+                        gs_error_set(err, -EINVAL, "ExtenderArgs.NodeNames is not an array");
                         goto bad;
                 }
                 ret->node_cache = true;
@@ -713,17 +716,17 @@ int sched_ext_args_decode(const char *body, size_t len, const struct sched_units
         } else if (nodes && !json_is_null(nodes)) {
                 json_t *items = json_object_get(nodes, "items");
                 if (!json_is_object(nodes) || (items && !json_is_null(items) && !json_is_array(items))) {
-                        fail(err, errlen, "ExtenderArgs.Nodes is not a NodeList");
+                        gs_error_set(err, -EINVAL, "ExtenderArgs.Nodes is not a NodeList");
                         goto bad;
                 }
                 ret->nodes_items = json_is_array(items) ? items : NULL;
                 ret->n_nodes = ret->nodes_items ? json_array_size(items) : 0;
         } else {
-                fail(err, errlen, "ExtenderArgs has neither NodeNames nor Nodes");
+                gs_error_set(err, -EINVAL, "ExtenderArgs has neither NodeNames nor Nodes");
                 goto bad;
         }
         if (ret->n_nodes > SCHED_CODEC_MAX_NODES) {
-                fail(err, errlen, "%zu nodes exceed the limit of %d", ret->n_nodes, SCHED_CODEC_MAX_NODES);
+                gs_error_set(err, -EINVAL, "%zu nodes exceed the limit of %d", ret->n_nodes, SCHED_CODEC_MAX_NODES);
                 goto bad;
         }
         ret->node_names = calloc(ret->n_nodes ? ret->n_nodes : 1, sizeof *ret->node_names);
@@ -739,7 +742,7 @@ int sched_ext_args_decode(const char *body, size_t len, const struct sched_units
                         v = json_object_get(json_object_get(json_array_get(ret->nodes_items, i), "metadata"), "name");
                 if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= SCHED_NAME_MAX ||
                     strlen(json_string_value(v)) != json_string_length(v)) {
-                        fail(err, errlen, "node %zu has no valid name", i);
+                        gs_error_set(err, -EINVAL, "node %zu has no valid name", i);
                         goto bad;
                 }
                 ret->node_names[i] = (char *)json_string_value(v);
@@ -927,23 +930,23 @@ int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n,
         return out_finish(&o, ret, ret_len);
 }
 
-int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, char *err, size_t errlen) {
+int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, struct gs_error *err) {
         memset(ret, 0, sizeof *ret);
-        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
         int r = -EINVAL;
         if (!json_is_object(j)) {
-                fail(err, errlen, "ExtenderBindingArgs is not an object");
+                gs_error_set(err, -EINVAL, "ExtenderBindingArgs is not an object");
                 goto out;
         }
-        if (get_str(j, "PodName", ret->pod_name, sizeof ret->pod_name, "", err, errlen) < 0 ||
-            get_str(j, "PodNamespace", ret->pod_namespace, sizeof ret->pod_namespace, "", err, errlen) < 0 ||
-            get_str(j, "PodUID", ret->pod_uid, sizeof ret->pod_uid, "", err, errlen) < 0 ||
-            get_str(j, "Node", ret->node, sizeof ret->node, "", err, errlen) < 0)
+        if (get_str(j, "PodName", ret->pod_name, sizeof ret->pod_name, "", err) < 0 ||
+            get_str(j, "PodNamespace", ret->pod_namespace, sizeof ret->pod_namespace, "", err) < 0 ||
+            get_str(j, "PodUID", ret->pod_uid, sizeof ret->pod_uid, "", err) < 0 ||
+            get_str(j, "Node", ret->node, sizeof ret->node, "", err) < 0)
                 goto out;
         if (!ret->pod_name[0] || !ret->pod_namespace[0] || !ret->pod_uid[0] || !ret->node[0]) {
-                fail(err, errlen, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
+                gs_error_set(err, -EINVAL, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
                 goto out;
         }
         r = 0;
@@ -969,26 +972,25 @@ void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a) {
 }
 
 /* One node's victims: {"Pods": [{"UID": "..."}] or [Pod...], "NumPDBViolations": n}. */
-static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, size_t *budget, char *err,
-                          size_t errlen) {
+static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, size_t *budget, struct gs_error *err) {
         const char *where = meta ? "NodeNameToMetaVictims" : "NodeNameToVictims";
         if (json_is_null(v))
                 return 0; /* no victims */
         if (!json_is_object(v))
-                return fail(err, errlen, "%s[%s] is not an object", where, ret->node);
+                return gs_error_set(err, -EINVAL, "%s[%s] is not an object", where, ret->node);
         json_t *pods = json_object_get(v, "Pods"), *pdb = json_object_get(v, "NumPDBViolations");
         if (pdb && !json_is_null(pdb)) {
                 if (!json_is_integer(pdb) || json_integer_value(pdb) < 0)
-                        return fail(err, errlen, "%s[%s].NumPDBViolations is not a count", where, ret->node);
+                        return gs_error_set(err, -EINVAL, "%s[%s].NumPDBViolations is not a count", where, ret->node);
                 ret->pdb_violations = json_integer_value(pdb);
         }
         if (!pods || json_is_null(pods))
                 return 0;
         if (!json_is_array(pods))
-                return fail(err, errlen, "%s[%s].Pods is not an array", where, ret->node);
+                return gs_error_set(err, -EINVAL, "%s[%s].Pods is not an array", where, ret->node);
         size_t n = json_array_size(pods);
         if (n > *budget) {
-                fail(err, errlen, "more than %u victims", SCHED_CODEC_MAX_VICTIMS);
+                gs_error_set(err, -EINVAL, "more than %u victims", SCHED_CODEC_MAX_VICTIMS);
                 return -E2BIG;
         }
         *budget -= n;
@@ -1001,49 +1003,50 @@ static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, s
                 json_t *uid = meta ? json_object_get(p, "UID") : json_object_get(json_object_get(p, "metadata"), "uid");
                 if (!json_is_object(p) || !json_is_string(uid) || json_string_length(uid) == 0 ||
                     json_string_length(uid) >= 128 || strlen(json_string_value(uid)) != json_string_length(uid))
-                        return fail(err, errlen, "%s[%s].Pods[%zu]: %s is not a pod UID", where, ret->node, i,
-                                    meta ? "UID" : "metadata.uid");
+                        return gs_error_set(err, -EINVAL, "%s[%s].Pods[%zu]: %s is not a pod UID", where, ret->node, i,
+                                            meta ? "UID" : "metadata.uid");
                 ret->uids[ret->n_uids++] = json_string_value(uid);
         }
         return 0;
 }
 
 int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
-                             struct sched_ext_preempt_args *ret, char *err, size_t errlen) {
+                             struct sched_ext_preempt_args *ret, struct gs_error *err) {
         memset(ret, 0, sizeof *ret);
         if (len > SCHED_CODEC_MAX_BODY) {
-                fail(err, errlen, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
+                gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
                 return -E2BIG;
         }
-        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err, errlen);
+        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
         ret->root = j;
         int r = -EINVAL;
         if (!json_is_object(j)) {
-                fail(err, errlen, "ExtenderPreemptionArgs is not an object");
+                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs is not an object");
                 goto bad;
         }
         json_t *pod = json_object_get(j, "Pod");
         if (!json_is_object(pod)) {
-                fail(err, errlen, "ExtenderPreemptionArgs.Pod is missing");
+                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs.Pod is missing");
                 goto bad;
         }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err, errlen) < 0)
+        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
                 goto bad;
         json_t *metav = json_object_get(j, "NodeNameToMetaVictims"), *full = json_object_get(j, "NodeNameToVictims");
         bool meta = metav && !json_is_null(metav);
         json_t *map = meta ? metav : full;
         if (!map || json_is_null(map)) {
-                fail(err, errlen, "ExtenderPreemptionArgs has neither NodeNameToMetaVictims nor NodeNameToVictims");
+                gs_error_set(err, -EINVAL,
+                             "ExtenderPreemptionArgs has neither NodeNameToMetaVictims nor NodeNameToVictims");
                 goto bad;
         }
         if (!json_is_object(map)) {
-                fail(err, errlen, "%s is not an object", meta ? "NodeNameToMetaVictims" : "NodeNameToVictims");
+                gs_error_set(err, -EINVAL, "%s is not an object", meta ? "NodeNameToMetaVictims" : "NodeNameToVictims");
                 goto bad;
         }
         if (json_object_size(map) > SCHED_CODEC_MAX_NODES) {
-                fail(err, errlen, "more than %u nodes", SCHED_CODEC_MAX_NODES);
+                gs_error_set(err, -EINVAL, "more than %u nodes", SCHED_CODEC_MAX_NODES);
                 r = -E2BIG;
                 goto bad;
         }
@@ -1059,10 +1062,10 @@ int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_un
                 struct sched_ext_victims *x = &ret->nodes[ret->n_nodes++];
                 x->node = key;
                 if (!key[0] || strlen(key) >= SCHED_NAME_MAX) {
-                        fail(err, errlen, "a node name is empty or too long");
+                        gs_error_set(err, -EINVAL, "a node name is empty or too long");
                         goto bad;
                 }
-                int q = victims_decode(v, meta, x, &budget, err, errlen);
+                int q = victims_decode(v, meta, x, &budget, err);
                 if (q < 0) {
                         r = q;
                         goto bad;
@@ -1102,32 +1105,32 @@ int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool 
 
 /* ---- snapshot ---- */
 
-int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, char *err, size_t errlen) {
+int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, struct gs_error *err) {
         json_t *node = (json_t *)node_json;
         json_t *meta = json_is_object(node) ? json_object_get(node, "metadata") : NULL;
         if (!json_is_object(meta))
-                return fail(err, errlen, "node has no metadata");
+                return gs_error_set(err, -EINVAL, "node has no metadata");
         char name[SCHED_NAME_MAX];
-        if (get_str(meta, "name", name, sizeof name, "metadata.", err, errlen) < 0)
+        if (get_str(meta, "name", name, sizeof name, "metadata.", err) < 0)
                 return -EINVAL;
         if (!name[0])
-                return fail(err, errlen, "node has no name");
+                return gs_error_set(err, -EINVAL, "node has no name");
         json_t *ann = json_object_get(meta, "annotations");
         json_t *v = json_is_object(ann) ? json_object_get(ann, SCHED_ANNOT_NODE_GPUS) : NULL;
         if (!v)
                 return -ENOENT;
         if (!json_is_string(v))
-                return fail(err, errlen, "node %s: %s is not a string", name, SCHED_ANNOT_NODE_GPUS);
+                return gs_error_set(err, -EINVAL, "node %s: %s is not a string", name, SCHED_ANNOT_NODE_GPUS);
         strscpy(ret->name, name, sizeof ret->name);
-        char e2[160];
-        if (sched_node_annotation_decode(json_string_value(v), json_string_length(v), ret, e2, sizeof e2) < 0)
-                return fail(err, errlen, "node %s: %s", name, e2);
+        struct gs_error e2 = { 0 };
+        if (sched_node_annotation_decode(json_string_value(v), json_string_length(v), ret, &e2) < 0)
+                return gs_error_set(err, -EINVAL, "node %s: %.159s", name, e2.message);
         return 0;
 }
 
 int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, const struct sched_units *u,
-                        size_t *ret_nodes, size_t *ret_pods, char *err, size_t errlen) {
-        json_t *j = load(text, len, SCHED_CODEC_MAX_SNAPSHOT, err, errlen);
+                        size_t *ret_nodes, size_t *ret_pods, struct gs_error *err) {
+        json_t *j = load(text, len, SCHED_CODEC_MAX_SNAPSHOT, err);
         if (!j)
                 return -EINVAL;
         int r = -EINVAL;
@@ -1140,13 +1143,13 @@ int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, con
         }
         json_t *nodes = json_object_get(j, "nodes"), *pods = json_object_get(j, "pods");
         if (!json_is_object(j) || (nodes && !json_is_array(nodes)) || (pods && !json_is_array(pods))) {
-                fail(err, errlen, "snapshot must be {\"nodes\": [...], \"pods\": [...]}");
+                gs_error_set(err, -EINVAL, "snapshot must be {\"nodes\": [...], \"pods\": [...]}");
                 goto out;
         }
         size_t i;
         json_t *o;
         json_array_foreach(nodes, i, o) {
-                int q = sched_node_decode_json(o, info, err, errlen);
+                int q = sched_node_decode_json(o, info, err);
                 if (q == -ENOENT)
                         continue;
                 if (q < 0)
@@ -1159,9 +1162,9 @@ int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, con
                 nn++;
         }
         json_array_foreach(pods, i, o) {
-                char e2[200];
-                if (sched_pod_decode_json(o, u, pv, e2, sizeof e2) < 0) {
-                        fail(err, errlen, "pods[%zu]: %s", i, e2);
+                struct gs_error e2 = { 0 };
+                if (sched_pod_decode_json(o, u, pv, &e2) < 0) {
+                        gs_error_set(err, -EINVAL, "pods[%zu]: %.199s", i, e2.message);
                         goto out;
                 }
                 struct sched_pod_info pi;
@@ -1169,7 +1172,7 @@ int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, con
                 int q = sched_model_set_pod(m, &pi);
                 if (q < 0) {
                         r = q;
-                        fail(err, errlen, "pods[%zu]: not accepted by the model", i);
+                        gs_error_set(err, -EINVAL, "pods[%zu]: not accepted by the model", i);
                         goto out;
                 }
                 np++;

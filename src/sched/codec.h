@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/error.h"
+
 #include "sched/decide.h"
 #include "sched/model.h"
 
@@ -69,16 +71,16 @@ struct sched_pod_view {
  * assignment annotation (ours, gpu-manager's, gpushare's) is not an error: the pod reads as
  * unassigned and ret->assignment_error says why.
  */
-int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret, char *err,
-                     size_t errlen);
+int sched_pod_decode(const char *json, size_t len, const struct sched_units *u, struct sched_pod_view *ret,
+                     struct gs_error *err);
 /* The same from a parsed jansson object (json_t *), for callers holding one. */
-int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret, char *err,
-                          size_t errlen);
+int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret,
+                          struct gs_error *err);
 /* As model input (pointers into v). */
 void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *ret);
 
 /* Node annotation value → node info (name set by the caller). 0 or -EINVAL with err. */
-int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, char *err, size_t errlen);
+int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, struct gs_error *err);
 /* The same annotation from node info (malloc'ed, caller frees). 0 or -ENOMEM. */
 int sched_node_annotation_encode(const struct sched_node_info *info, char **ret);
 
@@ -105,7 +107,7 @@ struct sched_ext_args {
 
 /* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. */
 int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
-                          char *err, size_t errlen);
+                          struct gs_error *err);
 void sched_ext_args_done(struct sched_ext_args *a);
 
 /* Filter outcome per node of the args (same order). */
@@ -124,7 +126,7 @@ int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n,
 struct sched_ext_bind_args {
         char pod_name[254], pod_namespace[254], pod_uid[128], node[SCHED_NAME_MAX];
 };
-int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, char *err, size_t errlen);
+int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, struct gs_error *err);
 /* ExtenderBindingResult {"Error": error or ""}. */
 int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len);
 
@@ -146,7 +148,7 @@ struct sched_ext_preempt_args {
 };
 /* 0, or -EINVAL/-E2BIG with err naming the field. */
 int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
-                             struct sched_ext_preempt_args *ret, char *err, size_t errlen);
+                             struct sched_ext_preempt_args *ret, struct gs_error *err);
 void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a);
 /* ExtenderPreemptionResult {"NodeNameToMetaVictims": {node: {"Pods": [{"UID"}], "NumPDBViolations"}}}
  * for the nodes of a with keep[i] (their victims as given). Malloc'ed text. */
@@ -157,6 +159,6 @@ int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool 
 /* Loads every node with a gpuslice.io/gpus annotation and every pod; counts what it loaded.
  * 0 or -EINVAL with err (the first bad object named). */
 int sched_snapshot_load(struct sched_model *m, const char *json, size_t len, const struct sched_units *u,
-                        size_t *ret_nodes, size_t *ret_pods, char *err, size_t errlen);
+                        size_t *ret_nodes, size_t *ret_pods, struct gs_error *err);
 /* A Node object's GPU annotation into node info; -ENOENT when it has none. */
-int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, char *err, size_t errlen);
+int sched_node_decode_json(const void *node_json, struct sched_node_info *ret, struct gs_error *err);

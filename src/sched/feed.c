@@ -43,8 +43,8 @@ static const char *meta_str(const json_t *obj, const char *key) {
 static void node_changed(const json_t *old_obj, const json_t *new_obj, void *userdata) {
         struct sched_feed *f = userdata;
         struct sched_model *m = sched_server_lock(f->server);
-        char err[200];
-        int r = new_obj ? sched_node_decode_json(new_obj, f->node_info, err, sizeof err) : -ENOENT;
+        struct gs_error err = { 0 };
+        int r = new_obj ? sched_node_decode_json(new_obj, f->node_info, &err) : -ENOENT;
         if (r == 0)
                 (void)sched_model_set_node(m, f->node_info);
         else {
@@ -59,8 +59,8 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *use
 static void pod_changed(const json_t *old_obj, const json_t *new_obj, void *userdata) {
         struct sched_feed *f = userdata;
         struct sched_model *m = sched_server_lock(f->server);
-        char err[200];
-        if (new_obj && sched_pod_decode_json(new_obj, &f->units, f->pod_view, err, sizeof err) == 0) {
+        struct gs_error err = { 0 };
+        if (new_obj && sched_pod_decode_json(new_obj, &f->units, f->pod_view, &err) == 0) {
                 struct sched_pod_info info;
                 sched_pod_view_info(f->pod_view, &info);
                 (void)sched_model_set_pod(m, &info);
@@ -93,10 +93,9 @@ static void pods_synced(void *userdata) {
         update_ready(f, &f->pods_synced);
 }
 
-static int api_error(int r, const struct kube_error *e, char *err, size_t errlen) {
-        snprintf(err, errlen, "%s%s%s (HTTP %ld)", e->reason[0] ? e->reason : "", e->reason[0] ? ": " : "",
-                 e->message[0] ? e->message : strerror(-r), e->http);
-        return r;
+static int api_error(int r, const struct kube_error *e, struct gs_error *err) {
+        return gs_error_set(err, r, "%s%s%s (HTTP %ld)", e->reason[0] ? e->reason : "", e->reason[0] ? ": " : "",
+                            e->message[0] ? e->message : strerror(-r), e->http);
 }
 
 /* For the e2e restart case only: GPUSLICE_CRASH_AT=bind-annotated in the extender's environment
@@ -109,11 +108,10 @@ static void crash_point(const char *point) {
 }
 
 static int feed_annotate(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
-                         const char *annotations_json, char *err, size_t errlen) {
+                         const char *annotations_json, struct gs_error *err) {
         struct sched_feed *f = userdata;
         if (!dns_name(ns) || !dns_name(name)) {
-                snprintf(err, errlen, "not a valid pod name");
-                return -EINVAL;
+                return gs_error_set(err, -EINVAL, "not a valid pod name");
         }
         json_error_t je;
         json_t *ann = json_loads(annotations_json, 0, &je);
@@ -125,8 +123,7 @@ static int feed_annotate(void *userdata, const char *ns, const char *name, const
         char *body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
         json_decref(patch);
         if (!body) {
-                snprintf(err, errlen, "out of memory");
-                return -ENOMEM;
+                return gs_error_set(err, -ENOMEM, "out of memory");
         }
         char path[600];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
@@ -135,15 +132,14 @@ static int feed_annotate(void *userdata, const char *ns, const char *name, const
         free(body);
         if (r >= 0)
                 crash_point("bind-annotated");
-        return r < 0 ? api_error(r, &e, err, errlen) : 0;
+        return r < 0 ? api_error(r, &e, err) : 0;
 }
 
-static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *node, char *err,
-                     size_t errlen) {
+static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
+                     struct gs_error *err) {
         struct sched_feed *f = userdata;
         if (!dns_name(ns) || !dns_name(name)) {
-                snprintf(err, errlen, "not a valid pod name");
-                return -EINVAL;
+                return gs_error_set(err, -EINVAL, "not a valid pod name");
         }
         json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
                               "metadata", "name", name, "namespace", ns, "uid", uid, "target", "apiVersion", "v1",
@@ -151,18 +147,17 @@ static int feed_bind(void *userdata, const char *ns, const char *name, const cha
         char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
         json_decref(b);
         if (!body) {
-                snprintf(err, errlen, "out of memory");
-                return -ENOMEM;
+                return gs_error_set(err, -ENOMEM, "out of memory");
         }
         char path[600];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
         struct kube_error e = { 0 };
         int r = kube_request(f->client, KUBE_POST, path, body, NULL, &e);
         free(body);
-        return r < 0 ? api_error(r, &e, err, errlen) : 0;
+        return r < 0 ? api_error(r, &e, err) : 0;
 }
 
-int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, char *err, size_t errlen) {
+int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, struct gs_error *err) {
         struct sched_feed *f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
@@ -172,17 +167,14 @@ int sched_feed_new(const char *kubeconfig, const char *context, struct sched_fee
                 sched_feed_free(f);
                 return -ENOMEM;
         }
-        struct gs_error e = { 0 };
-        int r = kube_config_load(kubeconfig, context, &f->cfg, &e);
+        int r = kube_config_load(kubeconfig, context, &f->cfg, err);
         if (r < 0) {
-                if (err && errlen)
-                        snprintf(err, errlen, "%s", e.message);
                 sched_feed_free(f);
                 return r;
         }
         r = kube_client_new(&f->cfg, &f->client);
         if (r < 0) {
-                snprintf(err, errlen, "cannot create the API client for %s", f->cfg.server ? f->cfg.server : "?");
+                gs_error_set(err, r, "cannot create the API client for %s", f->cfg.server ? f->cfg.server : "?");
                 sched_feed_free(f);
                 return r;
         }
@@ -196,8 +188,7 @@ const struct sched_binder *sched_feed_binder(struct sched_feed *f) {
         return &f->binder;
 }
 
-int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, char *err,
-                   size_t errlen) {
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, struct gs_error *err) {
         f->server = s;
         f->units = *u;
         struct kube_informer_handlers hn = { node_changed, nodes_synced, f };
@@ -210,7 +201,7 @@ int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sc
         if (r >= 0)
                 r = kube_informer_start(f->pods);
         if (r < 0)
-                snprintf(err, errlen, "cannot start the node and pod watches: %s", strerror(-r));
+                gs_error_set(err, r, "cannot start the node and pod watches: %s", strerror(-r));
         return r;
 }
 

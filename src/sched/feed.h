@@ -19,9 +19,9 @@ struct sched_feed;
 
 /* Load the configuration (kubeconfig path, or NULL for --kubeconfig/$KUBECONFIG/in-cluster/
  * ~/.kube/config; context NULL = current) and make the client. 0 or -errno with err. */
-int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, char *err, size_t errlen);
+int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, struct gs_error *err);
 /* The binder to put in sched_server_options (valid while the feed lives). */
 const struct sched_binder *sched_feed_binder(struct sched_feed *f);
 /* Start the informers feeding s's model; s becomes ready when both have listed. 0 or -errno. */
-int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, char *err, size_t errlen);
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, struct gs_error *err);
 struct sched_feed *sched_feed_free(struct sched_feed *f);

@@ -313,12 +313,12 @@ static void observe(struct sched_server *s, enum verb v, double t0, bool error) 
 unsigned sched_server_filter(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_args a;
-        char err[300];
-        int r = sched_ext_args_decode(body, len, &s->o.units, &a, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = sched_ext_args_decode(body, len, &s->o.units, &a, &err);
         if (r < 0) {
                 sched_ext_args_done(&a);
                 char msg[360];
-                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderArgs: %s", err);
+                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderArgs: %s", err.message);
                 if (sched_ext_filter_encode(&a, NULL, msg, ret, ret_len) < 0)
                         *ret = NULL, *ret_len = 0;
                 observe(s, VERB_FILTER, t0, true);
@@ -341,8 +341,8 @@ unsigned sched_server_filter(struct sched_server *s, const char *body, size_t le
 unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_args a;
-        char err[300];
-        int r = sched_ext_args_decode(body, len, &s->o.units, &a, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = sched_ext_args_decode(body, len, &s->o.units, &a, &err);
         if (r < 0) {
                 /* HostPriorityList has no error field: the status tells the scheduler */
                 *ret = strdup("[]");
@@ -380,9 +380,10 @@ static unsigned bind_reply(struct sched_server *s, double t0, const char *error,
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_bind_args b;
-        char err[300], msg[2048];
-        if (sched_ext_bind_decode(body, len, &b, err, sizeof err) < 0) {
-                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderBindingArgs: %s", err);
+        struct gs_error err = { 0 };
+        char msg[2048];
+        if (sched_ext_bind_decode(body, len, &b, &err) < 0) {
+                snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderBindingArgs: %s", err.message);
                 bind_reply(s, t0, msg, ret, ret_len);
                 return 400;
         }
@@ -431,19 +432,19 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
 
         int r = 0;
         const char *step = "bind";
-        err[0] = '\0';
+        gs_error_clear(&err);
         if (!s->has_binder) {
                 r = -ENOTCONN;
-                snprintf(err, sizeof err, "no API server configured (--kubeconfig or in-cluster)");
+                gs_error_set(&err, r, "no API server configured (--kubeconfig or in-cluster)");
         }
         if (r >= 0 && annotations) {
                 step = "annotate";
                 r = s->binder.annotate(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, annotations,
-                                       err, sizeof err);
+                                       &err);
         }
         if (r >= 0) {
                 step = "bind";
-                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, b.node, err, sizeof err);
+                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, b.node, &err);
         }
         free(annotations);
         pthread_mutex_lock(&s->lock);
@@ -458,11 +459,11 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                         snprintf(msg, sizeof msg,
                                  "gpuslice scheduler: pod %s/%s changed since it was filtered (resourceVersion %s "
                                  "conflict at %s); nothing was bound, it will be scheduled again: %s",
-                                 pod.ns, pod.name, pod.resource_version, step, err);
+                                 pod.ns, pod.name, pod.resource_version, step, err.message);
                 } else {
                         metrics_counter_add(s->bind_failed, 1);
                         snprintf(msg, sizeof msg, "gpuslice scheduler: %s of pod %s/%s to %s failed: %s", step, pod.ns,
-                                 pod.name, b.node, err[0] ? err : strerror(-r));
+                                 pod.name, b.node, err.message[0] ? err.message : strerror(-r));
                 }
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
@@ -475,8 +476,8 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
 unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_preempt_args a;
-        char err[300];
-        int r = sched_ext_preempt_decode(body, len, &s->o.units, &a, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = sched_ext_preempt_decode(body, len, &s->o.units, &a, &err);
         if (r < 0) {
                 /* ExtenderPreemptionResult has no error field: the status tells the scheduler */
                 *ret = strdup("{\"NodeNameToMetaVictims\":{}}");

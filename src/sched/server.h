@@ -29,10 +29,10 @@ struct sched_binder {
          * if its uid is `uid` and its resourceVersion is still `resource_version` ("" = no
          * precondition on the version). */
         int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
-                        const char *annotations_json, char *err, size_t errlen);
+                        const char *annotations_json, struct gs_error *err);
         /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node. */
-        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node, char *err,
-                    size_t errlen);
+        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
+                    struct gs_error *err);
         void *userdata;
 };
 

@@ -43,9 +43,9 @@ static void round_trip(const struct sched_node_info *g) {
                         t->link[i][j] = g->link[i][j];
         }
         char *s = NULL;
-        char err[256];
+        struct gs_error err = { 0 };
         if (kube_node_gpus_format(t, healthy, reason, &s) == 0) {
-                int r = sched_node_annotation_decode(s, strlen(s), back, err, sizeof err);
+                int r = sched_node_annotation_decode(s, strlen(s), back, &err);
                 CHECK(r == 0);
                 CHECK(back->n_gpus == g->n_gpus);
                 for (unsigned i = 0; i < g->n_gpus; i++) {
@@ -76,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         memcpy(buf, data, size);
         buf[size] = 0;
-        char err[256];
-        if (sched_node_annotation_decode(buf, size, g, err, sizeof err) == 0) {
+        struct gs_error err = { 0 };
+        if (sched_node_annotation_decode(buf, size, g, &err) == 0) {
                 CHECK(g->n_gpus <= SCHED_MAX_GPUS);
                 for (unsigned i = 0; i < g->n_gpus; i++)
                         CHECK(g->link[i][i].pcie == TOPO_LEVEL_SELF);
@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sched_units_default(&u);
         if (text && sched_model_new(&m) == 0) {
                 sched_model_keep_details(m, true);
-                (void)sched_snapshot_load(m, text, strlen(text), &u, NULL, NULL, err, sizeof err);
+                (void)sched_snapshot_load(m, text, strlen(text), &u, NULL, NULL, &err);
                 size_t cur = 0;
                 const struct sched_node *n;
                 while ((n = sched_model_next_node(m, &cur))) {

@@ -20,11 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *s = (const char *)data;
         struct sched_units u;
         sched_units_default(&u);
-        char err[256];
+        struct gs_error err = { 0 };
         struct sched_ext_args a;
-        int have_args = sched_ext_args_decode(s, size, &u, &a, err, sizeof err) == 0;
+        int have_args = sched_ext_args_decode(s, size, &u, &a, &err) == 0;
         struct sched_ext_bind_args b;
-        if (sched_ext_bind_decode(s, size, &b, err, sizeof err) == 0)
+        if (sched_ext_bind_decode(s, size, &b, &err) == 0)
                 assert(b.pod_name[0] && b.node[0]);
         struct sched_node_info *ni = malloc(sizeof *ni);
         assert(ni);
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ni->name[1] = '\0';
         struct sched_model *m;
         assert(sched_model_new(&m) == 0);
-        if (sched_node_annotation_decode(s, size, ni, err, sizeof err) == 0) {
+        if (sched_node_annotation_decode(s, size, ni, &err) == 0) {
                 assert(ni->n_gpus <= SCHED_MAX_GPUS);
                 char *text;
                 assert(sched_node_annotation_encode(ni, &text) == 0);
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 assert(sched_model_set_node(m, ni) == 0);
         }
         free(ni);
-        (void)sched_snapshot_load(m, s, size, &u, NULL, NULL, err, sizeof err);
+        (void)sched_snapshot_load(m, s, size, &u, NULL, NULL, &err);
         if (have_args) {
                 size_t n = a.n_nodes;
                 struct sched_fit *fits = calloc(n ? n : 1, sizeof *fits);
@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* as ExtenderPreemptionArgs: whatever decodes is answered on the loaded model, which must
          * come back unchanged */
         struct sched_ext_preempt_args pa;
-        if (sched_ext_preempt_decode(s, size, &u, &pa, err, sizeof err) == 0) {
+        if (sched_ext_preempt_decode(s, size, &u, &pa, &err) == 0) {
                 bool *keep = calloc(pa.n_nodes ? pa.n_nodes : 1, sizeof *keep);
                 assert(keep);
                 uint64_t gen = sched_model_generation(m);

@@ -434,8 +434,8 @@ static void test_annotation_round_trip(void **state) {
         assert_non_null(strstr(s, "\"links\":\"NV12/PIX,SYS;NODE\""));
         assert_non_null(strstr(s, "\"cuda\":12020"));
         assert_non_null(strstr(s, "\"cc\":\"8.0\""));
-        char err[256];
-        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, &err), 0);
         assert_int_equal(g->n_gpus, 3);
         assert_string_equal(g->driver, "535.104.05");
         assert_string_equal(g->gpu[1].uuid, "GPU-1");
@@ -463,7 +463,7 @@ static void test_annotation_round_trip(void **state) {
                 h64[i] = true;
         assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), 0);
         assert_true(strlen(s) <= KUBE_ANNOTATION_MAX);
-        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, err, sizeof err), 0);
+        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, &err), 0);
         assert_int_equal(g->n_gpus, 64);
         assert_int_equal(g->link[5][63].nvlinks, 18);
         free(s);

@@ -40,8 +40,8 @@ static void test_filter_nodecache_sample(void **state) {
         size_t len;
         char *body = sample("filter.request.nodecache.json", &len);
         struct sched_ext_args a;
-        char err[256];
-        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, &err), 0);
         assert_true(a.node_cache);
         assert_int_equal(a.n_nodes, 2);
         assert_string_equal(a.node_names[0], "gpunode");
@@ -99,8 +99,8 @@ static void test_filter_nodes_sample(void **state) {
         char *body = sample("filter.request.nodes.json", &len);
         char *reply = sample("filter.reply.nodes.json", &rl);
         struct sched_ext_args a;
-        char err[256];
-        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, &err), 0);
         assert_false(a.node_cache);
         assert_int_equal(a.n_nodes, 2);
         assert_string_equal(a.node_names[1], "gpunode-fake");
@@ -127,8 +127,8 @@ static void test_prioritize_and_bind_samples(void **state) {
         size_t len;
         char *body = sample("prioritize.request.nodecache.json", &len);
         struct sched_ext_args a;
-        char err[256];
-        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_ext_args_decode(body, len, &U, &a, &err), 0);
         int scores[2] = { 10, 1 };
         char *out;
         size_t out_len;
@@ -146,7 +146,7 @@ static void test_prioritize_and_bind_samples(void **state) {
 
         body = sample("bind.request.nodecache.json", &len);
         struct sched_ext_bind_args b;
-        assert_int_equal(sched_ext_bind_decode(body, len, &b, err, sizeof err), 0);
+        assert_int_equal(sched_ext_bind_decode(body, len, &b, &err), 0);
         assert_string_equal(b.pod_name, "ext-c");
         assert_string_equal(b.pod_namespace, "default");
         assert_string_equal(b.pod_uid, "e981bc86-1140-480f-8584-8551befe9a66");
@@ -163,22 +163,22 @@ static void test_prioritize_and_bind_samples(void **state) {
         free(reply);
 }
 
-static int pod_with(const char *resources, const char *annotations, struct sched_pod_view *v, char *err, size_t len) {
+static int pod_with(const char *resources, const char *annotations, struct sched_pod_view *v, struct gs_error *err) {
         char buf[4096];
         snprintf(buf, sizeof buf,
                  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"annotations\":%s},"
                  "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c0\",\"resources\":%s},"
                  "{\"name\":\"nogpu\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}",
                  annotations ? annotations : "{}", resources);
-        return sched_pod_decode(buf, strlen(buf), &U, v, err, len);
+        return sched_pod_decode(buf, strlen(buf), &U, v, err);
 }
 
 static void test_pod_requests_every_profile(void **state) {
         (void)state;
         struct sched_pod_view v;
-        char err[256];
+        struct gs_error err = { 0 };
         assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}}",
-                                  NULL, &v, err, sizeof err),
+                                  NULL, &v, &err),
                          0);
         assert_int_equal(v.req.n, 1); /* the container without GPUs is not counted */
         assert_int_equal(v.req.c[0].core, 30);
@@ -187,45 +187,42 @@ static void test_pod_requests_every_profile(void **state) {
         assert_string_equal(v.node_name, "n1");
         assert_int_equal(
                 pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}}", NULL,
-                         &v, err, sizeof err),
+                         &v, &err),
                 0);
         assert_int_equal(v.req.c[0].whole, 2);
         assert_int_equal(v.req.c[0].core, 0);
         assert_int_equal(v.req.c[0].mem_mib, 0);
         assert_int_equal(v.req.profile, SCHED_PROFILE_TENCENT);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"8\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"8\"}}", NULL, &v, &err), 0);
         assert_int_equal(v.req.c[0].mem_mib, 8192);
         assert_int_equal(v.req.c[0].core, 0);
         assert_int_equal(v.req.profile, SCHED_PROFILE_ALIYUN);
-        assert_int_equal(pod_with("{\"requests\":{\"nvidia.com/gpu\":\"1\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(pod_with("{\"requests\":{\"nvidia.com/gpu\":\"1\"}}", NULL, &v, &err), 0);
         assert_int_equal(v.req.c[0].whole, 1);
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1k\"}}", NULL, &v, err, sizeof err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"cpu\":\"1\"}}", NULL, &v, err, sizeof err), 0);
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1k\"}}", NULL, &v, &err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"cpu\":\"1\"}}", NULL, &v, &err), 0);
         assert_int_equal(v.req.n, 0);
         /* errors name the container and the resource */
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, err, sizeof err),
-                         -EINVAL);
-        assert_non_null(strstr(err, "container c0: compute 150 exceeds one GPU"));
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, err, sizeof err),
-                         -EINVAL);
-        assert_non_null(strstr(err, "gpuslice.io/gpu-core is not a whole number"));
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-memory\":\"4\"}}", NULL, &v,
-                                  err, sizeof err),
-                         -EINVAL);
-        assert_non_null(strstr(err, "whole GPUs and a GPU share"));
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"65\"}}", NULL, &v, err, sizeof err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":2}}", NULL, &v, err, sizeof err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"99999999999\"}}", NULL, &v, err, sizeof err),
-                         -EINVAL);
-        assert_int_equal(pod_with("[]", NULL, &v, err, sizeof err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "container c0: compute 150 exceeds one GPU"));
+        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "gpuslice.io/gpu-core is not a whole number"));
+        assert_int_equal(
+                pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-memory\":\"4\"}}", NULL, &v, &err),
+                -EINVAL);
+        assert_non_null(strstr(err.message, "whole GPUs and a GPU share"));
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"65\"}}", NULL, &v, &err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":2}}", NULL, &v, &err), -EINVAL);
+        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"99999999999\"}}", NULL, &v, &err), -EINVAL);
+        assert_int_equal(pod_with("[]", NULL, &v, &err), -EINVAL);
         /* policy override */
         assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, err, sizeof err),
+                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, &err),
                          0);
         assert_true(v.has_policy);
         assert_int_equal(v.policy, SCHED_POLICY_SPREAD);
         assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, err, sizeof err),
+                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, &err),
                          -EINVAL);
 }
 
@@ -247,10 +244,10 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         /* our annotation decodes back to the same assignment on a pod with that request */
         char *annots = json_dumps(j, JSON_COMPACT);
         struct sched_pod_view v;
-        char err[256];
+        struct gs_error err = { 0 };
         assert_int_equal(
                 pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"30\",\"tencent.com/vcuda-memory\":\"16\"}}", annots,
-                         &v, err, sizeof err),
+                         &v, &err),
                 0);
         assert_true(v.has_assignment);
         assert_string_equal(v.assigned_node, "n1");
@@ -262,7 +259,7 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         /* gpu-manager's annotations alone (a pod from a migrating cluster) */
         assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\"}}",
                                   "{\"tencent.com/predicate-gpu-idx-0\":\"1,2\",\"tencent.com/predicate-node\":\"n1\"}",
-                                  &v, err, sizeof err),
+                                  &v, &err),
                          0);
         assert_true(v.has_assignment);
         assert_int_equal(v.assign.c[0].gpus, 6);
@@ -276,9 +273,9 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_POD\":\"4\""));
         assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\""));
         free(ann);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}",
-                                  &v, err, sizeof err),
-                         0);
+        assert_int_equal(
+                pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}", &v, &err),
+                0);
         assert_true(v.has_assignment);
         assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
         assert_int_equal(v.assign.c[0].gpus, 2);
@@ -290,7 +287,7 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
                 "\"tencent.com/predicate-gpu-idx-1\":\"2\",\"tencent.com/predicate-node\":\"n1\"}},"
                 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"side\"},{\"name\":\"gpu\","
                 "\"resources\":{\"limits\":{\"tencent.com/vcuda-core\":\"20\"}}}]}}";
-        assert_int_equal(sched_pod_decode(side, strlen(side), &U, &v, err, sizeof err), 0);
+        assert_int_equal(sched_pod_decode(side, strlen(side), &U, &v, &err), 0);
         assert_int_equal(v.req.n, 1);
         assert_int_equal(v.req.c[0].spec_index, 1);
         assert_true(v.has_assignment);
@@ -312,8 +309,7 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
                 "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, err, sizeof err),
-                                 0);
+                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, &err), 0);
                 assert_false(v.has_assignment);
                 assert_int_equal(v.source, SCHED_SOURCE_NONE);
                 assert_int_equal(v.req.n, 1); /* the request still counts */
@@ -338,8 +334,8 @@ static void test_node_annotation(void **state) {
         in->link[0][1] = in->link[1][0] = (struct topo_link){ TOPO_LEVEL_SYS, 2 };
         char *text;
         assert_int_equal(sched_node_annotation_encode(in, &text), 0);
-        char err[256];
-        assert_int_equal(sched_node_annotation_decode(text, strlen(text), out, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_node_annotation_decode(text, strlen(text), out, &err), 0);
         assert_int_equal(out->n_gpus, 3);
         assert_string_equal(out->gpu[1].uuid, "GPU-1");
         assert_false(out->gpu[2].healthy);
@@ -353,7 +349,7 @@ static void test_node_annotation(void **state) {
                 "{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"Xid 79\"},"
                 "{\"i\":2,\"uuid\":\"GPU-c\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
                 "\"links\":\"NV12,SYS;PIX\"}";
-        assert_int_equal(sched_node_annotation_decode(doc, strlen(doc), out, err, sizeof err), 0);
+        assert_int_equal(sched_node_annotation_decode(doc, strlen(doc), out, &err), 0);
         assert_string_equal(out->gpu[0].uuid, "GPU-a"); /* by index, not by position */
         assert_false(out->gpu[0].healthy);
         assert_true(out->gpu[1].healthy);
@@ -367,7 +363,7 @@ static void test_node_annotation(void **state) {
         const char *agent =
                 "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":\"ok\"},{\"i\":1,\"mem\":1,"
                 "\"health\":\"ok\"},{\"i\":2,\"mem\":1,\"health\":\"ok\"}],\"links\":\"NV12/PIX,SYS;NV2/NODE\"}";
-        assert_int_equal(sched_node_annotation_decode(agent, strlen(agent), out, err, sizeof err), 0);
+        assert_int_equal(sched_node_annotation_decode(agent, strlen(agent), out, &err), 0);
         assert_int_equal(out->link[0][1].nvlinks, 12);
         assert_int_equal(out->link[1][0].pcie, TOPO_LEVEL_PIX);
         assert_int_equal(out->link[2][1].nvlinks, 2);
@@ -394,7 +390,7 @@ static void test_node_annotation(void **state) {
                 "{",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                assert_int_equal(sched_node_annotation_decode(bad[i], strlen(bad[i]), out, err, sizeof err), -EINVAL);
+                assert_int_equal(sched_node_annotation_decode(bad[i], strlen(bad[i]), out, &err), -EINVAL);
         free(in);
         free(out);
 }
@@ -418,23 +414,23 @@ static void test_malformed_args(void **state) {
                 "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[],\"NodeNames\":[]}",
         };
         struct sched_ext_args a;
-        char err[256];
+        struct gs_error err = { 0 };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                err[0] = '\0';
-                assert_int_equal(sched_ext_args_decode(bad[i], strlen(bad[i]), &U, &a, err, sizeof err), -EINVAL);
-                assert_true(err[0] != '\0');
+                gs_error_clear(&err);
+                assert_int_equal(sched_ext_args_decode(bad[i], strlen(bad[i]), &U, &a, &err), -EINVAL);
+                assert_true(err.message[0] != '\0');
                 assert_null(a.root);
         }
         const char *ok = "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[]}";
-        assert_int_equal(sched_ext_args_decode(ok, strlen(ok), &U, &a, err, sizeof err), 0);
+        assert_int_equal(sched_ext_args_decode(ok, strlen(ok), &U, &a, &err), 0);
         assert_int_equal(a.n_nodes, 0);
         sched_ext_args_done(&a);
-        assert_int_equal(sched_ext_args_decode(ok, SCHED_CODEC_MAX_BODY + 1, &U, &a, err, sizeof err), -E2BIG);
+        assert_int_equal(sched_ext_args_decode(ok, SCHED_CODEC_MAX_BODY + 1, &U, &a, &err), -E2BIG);
         struct sched_ext_bind_args b;
         const char *bb[] = { "{}", "{\"PodName\":\"a\",\"PodNamespace\":\"b\",\"PodUID\":\"c\"}", "{\"PodName\":1}",
                              "x" };
         for (size_t i = 0; i < ELEMENTSOF(bb); i++)
-                assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, err, sizeof err), -EINVAL);
+                assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, &err), -EINVAL);
 }
 
 static void test_snapshot(void **state) {
@@ -449,8 +445,8 @@ static void test_snapshot(void **state) {
         struct sched_model *m;
         assert_int_equal(sched_model_new(&m), 0);
         size_t nn, np;
-        char err[256];
-        assert_int_equal(sched_snapshot_load(m, snap, strlen(snap), &U, &nn, &np, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_snapshot_load(m, snap, strlen(snap), &U, &nn, &np, &err), 0);
         assert_int_equal(nn, 1);
         assert_int_equal(np, 1);
         const struct sched_node *n = sched_model_node(m, "a");
@@ -458,8 +454,8 @@ static void test_snapshot(void **state) {
         assert_int_equal(n->gpu[0].mem_used_mib + n->gpu[1].mem_used_mib, 2048);
         assert_true(sched_model_pod(m, "u1")->inferred);
         const char *bad = "{\"nodes\":[{\"metadata\":{\"name\":\"b\",\"annotations\":{\"gpuslice.io/gpus\":\"{}\"}}}]}";
-        assert_int_equal(sched_snapshot_load(m, bad, strlen(bad), &U, NULL, NULL, err, sizeof err), -EINVAL);
-        assert_non_null(strstr(err, "node b"));
+        assert_int_equal(sched_snapshot_load(m, bad, strlen(bad), &U, NULL, NULL, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "node b"));
         sched_model_free(m);
 }
 
@@ -508,8 +504,8 @@ static void test_inspect_records(void **state) {
         struct sched_model *m;
         assert_int_equal(sched_model_new(&m), 0);
         sched_model_keep_details(m, true);
-        char err[256];
-        assert_int_equal(sched_snapshot_load(m, text, strlen(text), &U, NULL, NULL, err, sizeof err), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_snapshot_load(m, text, strlen(text), &U, NULL, NULL, &err), 0);
         free(text);
         assert_null(sched_model_node(m, "n0"));
         const struct sched_node *n = sched_model_node(m, "n1");

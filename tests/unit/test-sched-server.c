@@ -48,7 +48,7 @@ struct rec {
 };
 
 static int rec_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
-                        char *err, size_t errlen) {
+                        struct gs_error *err) {
         struct rec *r = ud;
         (void)ns;
         (void)name;
@@ -57,12 +57,12 @@ static int rec_annotate(void *ud, const char *ns, const char *name, const char *
         strscpy(r->rv, rv, sizeof r->rv);
         strscpy(r->annotations, ann, sizeof r->annotations);
         if (r->annotate_ret == -ESTALE)
-                snprintf(err, errlen, "Operation cannot be fulfilled: the object has been modified");
+                gs_error_set(err, -ESTALE, "Operation cannot be fulfilled: the object has been modified");
         return r->annotate_ret;
 }
 
-static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node, char *err,
-                    size_t errlen) {
+static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node,
+                    struct gs_error *err) {
         struct rec *r = ud;
         (void)ns;
         (void)name;
@@ -70,7 +70,7 @@ static int rec_bind(void *ud, const char *ns, const char *name, const char *uid,
         r->bind_calls++;
         strscpy(r->node, node, sizeof r->node);
         if (r->bind_ret < 0)
-                snprintf(err, errlen, "pods \"x\" is forbidden");
+                gs_error_set(err, r->bind_ret, "pods \"x\" is forbidden");
         return r->bind_ret;
 }
 
@@ -80,9 +80,9 @@ static struct sched_server *server_with(struct rec *rec, const char *address) {
         sched_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
-        char err[256];
+        struct gs_error err = { 0 };
         struct sched_model *m = sched_server_lock(s);
-        assert_int_equal(sched_snapshot_load(m, SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, err, sizeof err), 0);
+        assert_int_equal(sched_snapshot_load(m, SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, &err), 0);
         sched_server_unlock(s);
         return s;
 }
@@ -303,15 +303,15 @@ struct gate {
 };
 
 static int gate_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
-                         char *err, size_t errlen) {
-        (void)ud, (void)ns, (void)name, (void)uid, (void)rv, (void)ann, (void)err, (void)errlen;
+                         struct gs_error *err) {
+        (void)ud, (void)ns, (void)name, (void)uid, (void)rv, (void)ann, (void)err;
         return 0;
 }
 
-static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node, char *err,
-                     size_t errlen) {
+static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node,
+                     struct gs_error *err) {
         struct gate *g = ud;
-        (void)ns, (void)name, (void)uid, (void)node, (void)err, (void)errlen;
+        (void)ns, (void)name, (void)uid, (void)node, (void)err;
         pthread_mutex_lock(&g->lock);
         g->entered = true;
         pthread_cond_broadcast(&g->cond);
@@ -345,10 +345,9 @@ static void test_slow_bind_does_not_block_filter(void **state) {
         sched_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
-        char err[256];
-        assert_int_equal(sched_snapshot_load(sched_server_lock(s), SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL,
-                                             err, sizeof err),
-                         0);
+        struct gs_error err = { 0 };
+        assert_int_equal(
+                sched_snapshot_load(sched_server_lock(s), SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, &err), 0);
         sched_server_unlock(s);
         sched_server_set_ready(s, true);
         assert_int_equal(sched_server_start(s), 0);
