@@ -216,8 +216,8 @@ int cmd_run(int argc, char **argv) {
         }
         char *name = strrchr(dir, '/') + 1;
         name[-1] = '\0';
-        char err[256];
-        _cleanup_(closep) int dfd = limits_dir_create(dir, name, false, err, sizeof err);
+        struct gs_error err = { 0 };
+        _cleanup_(closep) int dfd = limits_dir_create(dir, name, false, &err);
         name[-1] = '/';
         char limits_path[PATH_MAX + 16];
         snprintf(l.container, sizeof l.container, "run-%d", (int)getpid());
@@ -228,7 +228,8 @@ int cmd_run(int argc, char **argv) {
         if (n >= 0)
                 n = limits_dir_write_limits(dfd, text, (size_t)n);
         if (n < 0) {
-                fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path, dfd < 0 ? err : strerror(-n));
+                fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path,
+                        dfd < 0 ? err.message : strerror(-n));
                 (void)limits_dir_remove_at(AT_FDCWD, dir);
                 return EXIT_RUNTIME;
         }

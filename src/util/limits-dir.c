@@ -43,36 +43,32 @@ int limits_dir_remove_at(int parent, const char *name) {
         return remove_tree_at(parent, name, 2);
 }
 
-static int fail(int r, char *err, size_t errlen, const char *what, const char *root, const char *name) {
-        if (err && errlen)
-                snprintf(err, errlen, "cannot %s %.180s%s%.60s: %s", what, root, name ? "/" : "", name ? name : "",
-                         strerror(-r));
-        return r;
+static int fail(int r, struct gs_error *err, const char *what, const char *root, const char *name) {
+        return gs_error_set(err, r, "cannot %s %.180s%s%.60s: %s", what, root, name ? "/" : "", name ? name : "",
+                            strerror(-r));
 }
 
-int limits_dir_create(const char *root, const char *name, bool fresh, char *err, size_t errlen) {
+int limits_dir_create(const char *root, const char *name, bool fresh, struct gs_error *err) {
         if (!root || !*root || !name || !*name || strchr(name, '/') || streq(name, ".") || streq(name, ".."))
-                return fail(-EINVAL, err, errlen, "use", root ? root : "", name);
+                return fail(-EINVAL, err, "use", root ? root : "", name);
         if (mkdir(root, 0755) < 0 && errno != EEXIST)
-                return fail(-errno, err, errlen, "create", root, NULL);
+                return fail(-errno, err, "create", root, NULL);
         _cleanup_(closep) int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (rfd < 0)
-                return fail(-errno, err, errlen, "open", root, NULL);
+                return fail(-errno, err, "open", root, NULL);
         if (fresh)
                 (void)remove_tree_at(rfd, name, 2);
         if (mkdirat(rfd, name, 0755) < 0 && errno != EEXIST)
-                return fail(-errno, err, errlen, "create", root, name);
+                return fail(-errno, err, "create", root, name);
         int dfd = openat(rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
-                return fail(-errno, err, errlen, "open", root, name);
+                return fail(-errno, err, "open", root, name);
         /* The region is created by the first process of the container, whatever its user. */
         if ((mkdirat(dfd, LIMITS_DIR_SHM_DIR, 0777) < 0 && errno != EEXIST) ||
             fchmodat(dfd, LIMITS_DIR_SHM_DIR, 0777, 0) < 0) {
                 int r = -errno;
                 close(dfd);
-                if (err && errlen)
-                        snprintf(err, errlen, "cannot create the region dir: %s", strerror(-r));
-                return r;
+                return gs_error_set(err, r, "cannot create the region dir: %s", strerror(-r));
         }
         return dfd;
 }

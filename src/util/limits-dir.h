@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/error.h"
+
 #define LIMITS_DIR_LIMITS_FILE "limits"
 #define LIMITS_DIR_SHM_DIR "shm"
 #define LIMITS_DIR_KEY_FILE "key"
@@ -24,7 +26,7 @@
 /* Create ROOT (when missing) and ROOT/NAME (NAME: one path component) with its shm/ directory.
  * FRESH: a directory of that name is someone else's leftover: remove it first. Returns an fd of
  * ROOT/NAME (O_DIRECTORY, O_CLOEXEC, not through a symlink) or -errno with ERR set. */
-int limits_dir_create(const char *root, const char *name, bool fresh, char *err, size_t errlen);
+int limits_dir_create(const char *root, const char *name, bool fresh, struct gs_error *err);
 
 /* Write the limits file TEXT into the directory DFD (from limits_dir_create). */
 int limits_dir_write_limits(int dfd, const char *text, size_t len);

@@ -202,13 +202,14 @@ static void test_write_concurrent(void **state) {
 }
 
 static void test_limits_dir_create_layout(void **state) {
-        char root[PATH_MAX], err[256] = "";
+        char root[PATH_MAX];
+        struct gs_error err = { 0 };
         strscpy(root, test_path(*state, "containers"), sizeof root);
         mode_t old = umask(077);
-        int dfd = limits_dir_create(root, "c1", false, err, sizeof err);
+        int dfd = limits_dir_create(root, "c1", false, &err);
         umask(old);
         if (dfd < 0)
-                fail_msg("%d %s", dfd, err);
+                fail_msg("%d %s", dfd, err.message);
         assert_int_equal(limits_dir_write_limits(dfd, "gpuslice-limits 1\n", 18), 0);
         assert_int_equal(atomic_file_write_at(dfd, LIMITS_DIR_KEY_FILE, "k\n", 2, 0644, 0), 0);
         close(dfd);
@@ -221,12 +222,12 @@ static void test_limits_dir_create_layout(void **state) {
 
         /* Reused as it is, unless fresh: then the leftover is gone. */
         test_write_file(test_path(test_path(c1, LIMITS_DIR_SHM_DIR), "region"), "r", 1, 0600);
-        dfd = limits_dir_create(root, "c1", false, err, sizeof err);
+        dfd = limits_dir_create(root, "c1", false, &err);
         assert_true(dfd >= 0);
         close(dfd);
         assert_int_equal(test_count_entries(c1), 3);
         assert_int_equal(test_count_entries(test_path(c1, LIMITS_DIR_SHM_DIR)), 1);
-        dfd = limits_dir_create(root, "c1", true, err, sizeof err);
+        dfd = limits_dir_create(root, "c1", true, &err);
         assert_true(dfd >= 0);
         close(dfd);
         assert_int_equal(test_count_entries(c1), 1); /* shm/ only, empty */
@@ -235,30 +236,30 @@ static void test_limits_dir_create_layout(void **state) {
 
 static void test_limits_dir_create_errors(void **state) {
         const char *dir = *state;
-        char err[256] = "";
-        assert_int_equal(limits_dir_create(dir, "a/b", false, err, sizeof err), -EINVAL);
-        assert_int_equal(limits_dir_create(dir, "..", false, err, sizeof err), -EINVAL);
-        assert_int_equal(limits_dir_create(dir, "", false, err, sizeof err), -EINVAL);
+        struct gs_error err = { 0 };
+        assert_int_equal(limits_dir_create(dir, "a/b", false, &err), -EINVAL);
+        assert_int_equal(limits_dir_create(dir, "..", false, &err), -EINVAL);
+        assert_int_equal(limits_dir_create(dir, "", false, &err), -EINVAL);
         test_write_file(test_path(dir, "file"), "x", 1, 0600);
-        err[0] = 0;
-        assert_int_equal(limits_dir_create(test_path(dir, "file"), "c", false, err, sizeof err), -ENOTDIR);
-        assert_non_null(strstr(err, "file"));
-        assert_int_equal(limits_dir_create(test_path(dir, "no/such"), "c", false, err, sizeof err), -ENOENT);
+        gs_error_clear(&err);
+        assert_int_equal(limits_dir_create(test_path(dir, "file"), "c", false, &err), -ENOTDIR);
+        assert_non_null(strstr(err.message, "file"));
+        assert_int_equal(limits_dir_create(test_path(dir, "no/such"), "c", false, &err), -ENOENT);
         /* The container's name is a symlink (planted by someone): not followed. */
         assert_int_equal(mkdir(test_path(dir, "elsewhere"), 0755), 0);
         assert_int_equal(mkdir(test_path(dir, "root"), 0755), 0);
         assert_int_equal(symlink(test_path(dir, "elsewhere"), test_path(test_path(dir, "root"), "c")), 0);
-        err[0] = 0;
-        int r = limits_dir_create(test_path(dir, "root"), "c", false, err, sizeof err);
+        gs_error_clear(&err);
+        int r = limits_dir_create(test_path(dir, "root"), "c", false, &err);
         assert_true(r == -ELOOP || r == -ENOTDIR);
-        assert_true(err[0] != 0);
+        assert_true(err.message[0] != 0);
         assert_int_equal(test_count_entries(test_path(dir, "elsewhere")), 0);
 }
 
 static void test_limits_dir_remove(void **state) {
         const char *dir = *state;
-        char err[256];
-        int dfd = limits_dir_create(dir, "c", false, err, sizeof err);
+        struct gs_error err = { 0 };
+        int dfd = limits_dir_create(dir, "c", false, &err);
         assert_true(dfd >= 0);
         assert_int_equal(limits_dir_write_limits(dfd, "x", 1), 0);
         close(dfd);
