@@ -197,10 +197,10 @@ typedef int (*policy_fn)(struct pctx *p, const struct topo *t, alloc_set_t avail
 static int pol_ours(struct pctx *p, const struct topo *t, alloc_set_t avail, unsigned k, alloc_set_t *ret) {
         struct alloc_request req = { .count = k, .available = avail };
         struct alloc_result r;
-        char err[256];
-        int rc = alloc_pick_gpus(t, &req, &r, err, sizeof err);
+        struct gs_error err = { 0 };
+        int rc = alloc_pick_gpus(t, &req, &r, &err);
         if (rc < 0) {
-                fprintf(stderr, "alloc-bench: ours failed: %s\n", err);
+                fprintf(stderr, "alloc-bench: ours failed: %s\n", err.message);
                 return rc;
         }
         p->last_unproven = strstr(r.why, "not proven") != NULL;

@@ -445,12 +445,12 @@ static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPrefer
                 ar.available &= ~held_free;
 
         struct alloc_result res;
-        char err[160] = "";
-        int r = alloc_pick_gpus(&p->topo, &ar, &res, err, sizeof err);
+        struct gs_error err = { 0 };
+        int r = alloc_pick_gpus(&p->topo, &ar, &res, &err);
         if (r < 0)
                 return rpc_error(st, r == -ENOSPC ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
-                                 "%s: no preferred allocation of %" PRId32 " healthy devices: %s", what,
-                                 cr->allocation_size, err[0] ? err : "allocator refused");
+                                 "%s: no preferred allocation of %" PRId32 " healthy devices: %.159s", what,
+                                 cr->allocation_size, err.message[0] ? err.message : "allocator refused");
         out->deviceids = arena_alloc(a, sizeof(char *) * (res.n + 1));
         if (!out->deviceids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");

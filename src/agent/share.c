@@ -195,9 +195,9 @@ static enum rpc_code prefer_whole_cores(struct plugin *p, unsigned count, uint64
                 return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: %u whole GPUs wanted, %d untouched ones available",
                                  what, count, __builtin_popcountll(ar.available));
         struct alloc_result res;
-        char err[160] = "";
-        if (alloc_pick_gpus(&p->topo, &ar, &res, err, sizeof err) < 0)
-                return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: no %u whole GPUs: %s", what, count, err);
+        struct gs_error err = { 0 };
+        if (alloc_pick_gpus(&p->topo, &ar, &res, &err) < 0)
+                return rpc_error(st, RPC_RESOURCE_EXHAUSTED, "%s: no %u whole GPUs: %.159s", what, count, err.message);
         uint64_t set = 0;
         for (unsigned j = 0; j < res.n; j++)
                 for (unsigned i = 0; i < p->n; i++)

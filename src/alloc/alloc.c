@@ -1020,17 +1020,6 @@ static void result_fill(const struct topo *t, alloc_set_t set, struct alloc_resu
         r->worst = alloc_worst_link(t, set);
 }
 
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...) {
-        if (err && errlen > 0) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
-
 static bool link_meets(struct topo_link l, struct topo_link floor) {
         if (floor.pcie == 0 && floor.nvlinks == 0)
                 return true;
@@ -1041,32 +1030,32 @@ static bool link_meets(struct topo_link l, struct topo_link floor) {
 
 /* Step 1: the request against the topology. Fills *nmust and *navail. */
 static int pick_validate(const struct topo *t, const struct alloc_request *req, unsigned *nmust, unsigned *navail,
-                         char *err, size_t errlen) {
+                         struct gs_error *err) {
         char s1[200];
         if (!t || !req)
-                return fail(err, errlen, -EINVAL, "internal error: missing topology, request or result");
+                return gs_error_set(err, -EINVAL, "internal error: missing topology, request or result");
         if (t->n_gpus == 0 || t->n_gpus > MAXG)
-                return fail(err, errlen, -EINVAL, "the topology has %u GPUs", t->n_gpus);
+                return gs_error_set(err, -EINVAL, "the topology has %u GPUs", t->n_gpus);
         alloc_set_t all = t->n_gpus == 64 ? ~0ULL : ((1ULL << t->n_gpus) - 1);
         if (req->count == 0)
-                return fail(err, errlen, -EINVAL, "asked for 0 GPUs; the count must be at least 1");
+                return gs_error_set(err, -EINVAL, "asked for 0 GPUs; the count must be at least 1");
         if (req->available & ~all)
-                return fail(err, errlen, -EINVAL, "available GPU index %s is past this node's GPUs 0-%u",
-                            alloc_set_format(req->available & ~all, s1, sizeof s1), t->n_gpus - 1);
+                return gs_error_set(err, -EINVAL, "available GPU index %s is past this node's GPUs 0-%u",
+                                    alloc_set_format(req->available & ~all, s1, sizeof s1), t->n_gpus - 1);
         if (req->must_include & ~all)
-                return fail(err, errlen, -EINVAL, "must-include GPU index %s is past this node's GPUs 0-%u",
-                            alloc_set_format(req->must_include & ~all, s1, sizeof s1), t->n_gpus - 1);
+                return gs_error_set(err, -EINVAL, "must-include GPU index %s is past this node's GPUs 0-%u",
+                                    alloc_set_format(req->must_include & ~all, s1, sizeof s1), t->n_gpus - 1);
         if (req->must_include & ~req->available)
-                return fail(err, errlen, -EINVAL, "must-include GPU %s is not among the available GPUs",
-                            alloc_set_format(req->must_include & ~req->available, s1, sizeof s1));
+                return gs_error_set(err, -EINVAL, "must-include GPU %s is not among the available GPUs",
+                                    alloc_set_format(req->must_include & ~req->available, s1, sizeof s1));
         *nmust = popcount64(req->must_include);
         if (*nmust > req->count)
-                return fail(err, errlen, -EINVAL, "%u GPUs must be included but only %u were asked for", *nmust,
-                            req->count);
+                return gs_error_set(err, -EINVAL, "%u GPUs must be included but only %u were asked for", *nmust,
+                                    req->count);
         *navail = popcount64(req->available);
         if (*navail < req->count)
-                return fail(err, errlen, -ENOSPC, "asked for %u GPUs but only %u %s available", req->count, *navail,
-                            *navail == 1 ? "is" : "are");
+                return gs_error_set(err, -ENOSPC, "asked for %u GPUs but only %u %s available", req->count, *navail,
+                                    *navail == 1 ? "is" : "are");
         return 0;
 }
 
@@ -1160,8 +1149,7 @@ static unsigned ctx_thresholds(const struct ctx *c, unsigned *vals, unsigned cap
 
 /* Step 3 for k >= 2 with free choice: the best ring, then the best pair total, then what it leaves. */
 static int ctx_search_multi(struct ctx *c, const struct alloc_request *req, const unsigned *vals, unsigned nv,
-                            bool floor, unsigned navail, alloc_set_t *ret_pick, bool *ret_exact, char *err,
-                            size_t errlen) {
+                            bool floor, unsigned navail, alloc_set_t *ret_pick, bool *ret_exact, struct gs_error *err) {
         char b1[8];
         /* Candidates: compatible with every must-include GPU. */
         uint64_t allowed = (c->n == 64) ? ~0ULL : ((1ULL << c->n) - 1);
@@ -1187,10 +1175,10 @@ static int ctx_search_multi(struct ctx *c, const struct alloc_request *req, cons
                 /* The lowest threshold admits every compatible set; only the floor or a search cut
                  * short by the budget can leave us here. */
                 if (floor)
-                        return fail(err, errlen, -ERANGE,
-                                    "no %u GPUs among the %u available are all linked by %s or better", c->k, navail,
-                                    topo_link_name(req->min_link, b1));
-                return fail(err, errlen, -EDEADLK, "internal error: no set found");
+                        return gs_error_set(err, -ERANGE,
+                                            "no %u GPUs among the %u available are all linked by %s or better", c->k,
+                                            navail, topo_link_name(req->min_link, b1));
+                return gs_error_set(err, -EDEADLK, "internal error: no set found");
         }
         *ret_exact = !c->exhausted;
         alloc_set_t pick = 0;
@@ -1202,15 +1190,15 @@ static int ctx_search_multi(struct ctx *c, const struct alloc_request *req, cons
 
 /* Step 3: the set. */
 static int pick_search(struct ctx *c, const struct alloc_request *req, unsigned nmust, unsigned navail, bool floor,
-                       alloc_set_t *ret_pick, bool *ret_exact, char *err, size_t errlen) {
+                       alloc_set_t *ret_pick, bool *ret_exact, struct gs_error *err) {
         char b1[8];
         if (floor)
                 for (uint64_t m = c->must; m; m &= m - 1) {
                         unsigned v = ctz64(m);
                         if ((c->must & ~(1ULL << v) & ~c->compat[v]) != 0)
-                                return fail(err, errlen, -ERANGE,
-                                            "the must-include GPUs are linked below the required %s",
-                                            topo_link_name(req->min_link, b1));
+                                return gs_error_set(err, -ERANGE,
+                                                    "the must-include GPUs are linked below the required %s",
+                                                    topo_link_name(req->min_link, b1));
                 }
         unsigned vals[272]; /* at most 255 NVLink counts + the PCIe levels */
         unsigned nv = ctx_thresholds(c, vals, sizeof vals / sizeof vals[0]);
@@ -1220,13 +1208,13 @@ static int pick_search(struct ctx *c, const struct alloc_request *req, unsigned 
         else if (c->k == nmust)
                 *ret_pick = req->must_include;
         else {
-                int r = ctx_search_multi(c, req, vals, nv, floor, navail, ret_pick, ret_exact, err, errlen);
+                int r = ctx_search_multi(c, req, vals, nv, floor, navail, ret_pick, ret_exact, err);
                 if (r < 0)
                         return r;
         }
         if (floor && c->k >= 2 && !link_meets(alloc_worst_link(c->t, *ret_pick), req->min_link))
-                return fail(err, errlen, -ERANGE, "no %u GPUs among the %u available are all linked by %s or better",
-                            c->k, navail, topo_link_name(req->min_link, b1));
+                return gs_error_set(err, -ERANGE, "no %u GPUs among the %u available are all linked by %s or better",
+                                    c->k, navail, topo_link_name(req->min_link, b1));
         return 0;
 }
 
@@ -1256,12 +1244,12 @@ static void pick_explain(const struct topo *t, const struct ctx *c, alloc_set_t 
                         exact ? "exact search" : "search budget reached: best found, not proven best");
 }
 
-int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
-                    size_t errlen) {
+int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret,
+                    struct gs_error *err) {
         unsigned nmust = 0, navail = 0;
         if (!ret)
-                return fail(err, errlen, -EINVAL, "internal error: missing topology, request or result");
-        int r = pick_validate(t, req, &nmust, &navail, err, errlen);
+                return gs_error_set(err, -EINVAL, "internal error: missing topology, request or result");
+        int r = pick_validate(t, req, &nmust, &navail, err);
         if (r < 0)
                 return r;
         bool floor = req->min_link.pcie != 0 || req->min_link.nvlinks != 0;
@@ -1269,7 +1257,7 @@ int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struc
         ctx_build(&c, t, req, floor);
         alloc_set_t pick = 0;
         bool exact = true;
-        r = pick_search(&c, req, nmust, navail, floor, &pick, &exact, err, errlen);
+        r = pick_search(&c, req, nmust, navail, floor, &pick, &exact, err);
         if (r < 0)
                 return r;
         struct alloc_result res;

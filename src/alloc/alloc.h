@@ -43,8 +43,8 @@ struct alloc_result {
  *   -ENOSPC  fewer available GPUs than count
  *   -ERANGE  no set of that size meets req->min_link
  */
-int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret, char *err,
-                    size_t errlen);
+int alloc_pick_gpus(const struct topo *t, const struct alloc_request *req, struct alloc_result *ret,
+                    struct gs_error *err);
 
 /* Exact ring bandwidth (best Hamiltonian ring's slowest link) of a set; 0 for |set| < 2. */
 unsigned alloc_ring_bw(const struct topo *t, alloc_set_t set);

@@ -131,10 +131,10 @@ int cmd_alloc(int argc, char **argv) {
         req.must_include = must;
 
         struct alloc_result res;
-        char err[256] = "";
-        r = alloc_pick_gpus(t, &req, &res, err, sizeof err);
+        struct gs_error err = { 0 };
+        r = alloc_pick_gpus(t, &req, &res, &err);
         if (r < 0) {
-                fprintf(stderr, "gpuslice alloc: %s\n", err[0] ? err : strerror(-r));
+                fprintf(stderr, "gpuslice alloc: %s\n", err.message[0] ? err.message : strerror(-r));
                 return r == -EINVAL ? EXIT_USAGE : EXIT_UNSAT;
         }
         char set[512], worst[8];

@@ -753,8 +753,8 @@ int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, al
         }
         struct alloc_request req = { .count = count, .available = available };
         struct alloc_result res;
-        char err[128];
-        int r = alloc_pick_gpus(c->scratch, &req, &res, err, sizeof err);
+        struct gs_error err;
+        int r = alloc_pick_gpus(c->scratch, &req, &res, &err);
         *slot = (struct memo_slot){ .available = available, .count = (uint8_t)count, .err = (int8_t)(r < 0 ? r : 0) };
         if (r < 0)
                 return r;

@@ -102,12 +102,12 @@ static void fuzz_pick(const uint8_t *p, size_t left) {
                 req.must_include &= (req.must_include & (req.must_include - 1)); /* mostly few */
 
         struct alloc_result r;
-        char err[128];
-        int rc = alloc_pick_gpus(&t, &req, &r, err, sizeof err);
+        struct gs_error err = { 0 };
+        int rc = alloc_pick_gpus(&t, &req, &r, &err);
         if (rc < 0) {
                 if (rc != -EINVAL && rc != -ENOSPC && rc != -ERANGE)
                         abort();
-                if (!err[0])
+                if (!err.message[0])
                         abort();
                 if (rc == -ENOSPC && (unsigned)__builtin_popcountll(req.available) >= req.count)
                         abort();

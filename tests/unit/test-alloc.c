@@ -148,10 +148,10 @@ static bool bf_best(const struct topo *t, const struct table *tb, alloc_set_t av
 
 static int pick(const struct topo *t, unsigned k, alloc_set_t avail, alloc_set_t must, struct alloc_result *r) {
         struct alloc_request req = { .count = k, .available = avail, .must_include = must };
-        char err[256] = "";
-        int rc = alloc_pick_gpus(t, &req, r, err, sizeof err);
+        struct gs_error err = { 0 };
+        int rc = alloc_pick_gpus(t, &req, r, &err);
         if (rc < 0)
-                print_message("alloc_pick_gpus: %s\n", err);
+                print_message("alloc_pick_gpus: %s\n", err.message);
         return rc;
 }
 
@@ -352,13 +352,13 @@ static void test_floor_honoured(void **state) {
                                                                      .available = avail,
                                                                      .min_link = floors[fl] };
                                         struct alloc_result r;
-                                        char err[256] = "";
-                                        int rc = alloc_pick_gpus(t, &req, &r, err, sizeof err);
+                                        struct gs_error err = { 0 };
+                                        int rc = alloc_pick_gpus(t, &req, &r, &err);
                                         unsigned br, bp;
                                         bool possible = bf_best(t, tb, avail, 0, k, &floors[fl], &br, &bp);
                                         if (!possible) {
                                                 assert_int_equal(rc, -ERANGE);
-                                                assert_true(strlen(err) > 0);
+                                                assert_true(strlen(err.message) > 0);
                                                 continue;
                                         }
                                         assert_int_equal(rc, 0);
@@ -375,11 +375,11 @@ static void test_floor_out_of_reach(void **state) {
         struct topo *t = load_new("seed000-8gpu-pcie-2socket.topo");
         struct alloc_request req = { .count = 4, .available = full(t), .min_link = { TOPO_LEVEL_PIX, 0 } };
         struct alloc_result r;
-        char err[256] = "";
-        assert_int_equal(alloc_pick_gpus(t, &req, &r, err, sizeof err), -ERANGE);
-        assert_non_null(strstr(err, "PIX"));
+        struct gs_error err = { 0 };
+        assert_int_equal(alloc_pick_gpus(t, &req, &r, &err), -ERANGE);
+        assert_non_null(strstr(err.message, "PIX"));
         req.count = 2;
-        assert_int_equal(alloc_pick_gpus(t, &req, &r, err, sizeof err), 0);
+        assert_int_equal(alloc_pick_gpus(t, &req, &r, &err), 0);
         assert_int_equal(r.worst.pcie, TOPO_LEVEL_PIX);
         free(t);
 }
@@ -390,9 +390,9 @@ static void expect_error(const struct topo *t, const struct alloc_request *req, 
         struct alloc_result r;
         memset(&r, 0xA5, sizeof r);
         struct alloc_result untouched = r;
-        char err[256] = "";
-        assert_int_equal(alloc_pick_gpus(t, req, &r, err, sizeof err), want);
-        assert_true(strlen(err) > 10);
+        struct gs_error err = { 0 };
+        assert_int_equal(alloc_pick_gpus(t, req, &r, &err), want);
+        assert_true(strlen(err.message) > 10);
         assert_memory_equal(&r, &untouched, sizeof r); /* ret written only on success */
 }
 
