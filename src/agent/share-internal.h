@@ -113,7 +113,7 @@ int share_journal_save(struct plugin *p);
 
 /* Write <root>/<rec>/{key,limits,shm/} from the record (fresh: remove an older dir of that name
  * first). The limits file is replaced atomically. 0 or -errno with err. */
-int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh, char *err, size_t errlen);
+int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh, struct gs_error *err);
 
 /* The invariants after a decision (rec = the record decided on, or NULL for every record):
  * per GPU granted core <= 100 and memory <= the GPU's memory, no ID in two records, no GPU held

@@ -336,57 +336,49 @@ static int rec_key(const struct plugin *p, const struct share_rec *r, char *buf,
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : w;
 }
 
-static int open_rec_dir(struct plugin *p, const struct share_rec *r, bool fresh, char *err, size_t errlen) {
+static int open_rec_dir(struct plugin *p, const struct share_rec *r, bool fresh, struct gs_error *err) {
         if (mkdir(p->opt.limits_root, 0755) < 0 && errno != EEXIST) {
                 int e = -errno;
-                snprintf(err, errlen, "cannot create %.180s: %s", p->opt.limits_root, strerror(-e));
-                return e;
+                return gs_error_set(err, e, "cannot create %.180s: %s", p->opt.limits_root, strerror(-e));
         }
         _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root < 0) {
                 int e = -errno;
-                snprintf(err, errlen, "cannot open %.180s: %s", p->opt.limits_root, strerror(-e));
-                return e;
+                return gs_error_set(err, e, "cannot open %.180s: %s", p->opt.limits_root, strerror(-e));
         }
         if (fresh)
                 (void)limits_dir_remove_at(root, r->name);
         if (mkdirat(root, r->name, 0755) < 0 && errno != EEXIST) {
                 int e = -errno;
-                snprintf(err, errlen, "cannot create %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
-                return e;
+                return gs_error_set(err, e, "cannot create %.100s/%.60s: %s", p->opt.limits_root, r->name,
+                                    strerror(-e));
         }
         int dfd = openat(root, r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0) {
                 int e = -errno;
-                snprintf(err, errlen, "cannot open %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
-                return e;
+                return gs_error_set(err, e, "cannot open %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
         }
         /* The region is created by the first process of the container, whatever its user. */
         if ((mkdirat(dfd, SHARE_SHM_DIR, 0777) < 0 && errno != EEXIST) || fchmodat(dfd, SHARE_SHM_DIR, 0777, 0) < 0) {
                 int e = -errno;
                 close(dfd);
-                snprintf(err, errlen, "cannot create the region dir: %s", strerror(-e));
-                return e;
+                return gs_error_set(err, e, "cannot create the region dir: %s", strerror(-e));
         }
         return dfd;
 }
 
-int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh, char *err, size_t errlen) {
+int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh, struct gs_error *err) {
         struct gs_limits l;
         char text[GS_LIMITS_MAX_FILE], key[STATE_RESOURCE_MAX + STATE_DEVICE_ID_MAX + 4], path[4400];
         int n = rec_limits(p, r, &l);
         if (n == 0)
                 n = gs_limits_format(&l, text, sizeof text);
-        if (n < 0) {
-                snprintf(err, errlen, "cannot format the limits file: %s", strerror(-n));
-                return n;
-        }
+        if (n < 0)
+                return gs_error_set(err, n, "cannot format the limits file: %s", strerror(-n));
         int kl = rec_key(p, r, key, sizeof key);
-        if (kl < 0) {
-                snprintf(err, errlen, "bad record name %.100s", r->name);
-                return kl;
-        }
-        int dfd = open_rec_dir(p, r, fresh, err, errlen);
+        if (kl < 0)
+                return gs_error_set(err, kl, "bad record name %.100s", r->name);
+        int dfd = open_rec_dir(p, r, fresh, err);
         if (dfd < 0)
                 return dfd;
         close(dfd);
@@ -401,7 +393,7 @@ int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh,
                 e = state_write_atomic(path, SHARE_PRELOAD_FILE, SHARE_LIB_PATH "\n", sizeof SHARE_LIB_PATH, 0444,
                                        STATE_WRITE_NO_SYNC);
         if (e < 0)
-                snprintf(err, errlen, "cannot write %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
+                gs_error_set(err, e, "cannot write %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
         return e;
 }
 
@@ -1077,10 +1069,10 @@ static int restore_locked(struct plugin *p) {
                         rec->open = false;
                 if (rec->tentative) /* the call after its join may still come and reverse it */
                         rec->deadline_ms = now + SHARE_PAIR_RESTART_MS;
-                char err[256];
-                if (share_rec_write_dir(p, rec, false, err, sizeof err) < 0)
+                struct gs_error err = { 0 };
+                if (share_rec_write_dir(p, rec, false, &err) < 0)
                         log_warn("cannot rewrite a limits dir from the journal", "container=%s error=\"%s\"", rec->name,
-                                 err);
+                                 err.message);
         }
         b->restored = true;
         atomic_fetch_add(&p->generation, 1);
@@ -1138,9 +1130,9 @@ static int after_sync_last(struct plugin *p, struct share_rec *r) {
         } else if (r->has[second] && !share_rec_listed(p, r, second)) {
                 rec_reopen(p, r);
                 log_debug("record reopened: its second half never reached kubelet", "container=%s", r->name);
-                char err[256];
-                if (share_rec_write_dir(p, r, false, err, sizeof err) < 0)
-                        log_warn("cannot rewrite a limits dir", "container=%s error=\"%s\"", r->name, err);
+                struct gs_error err = { 0 };
+                if (share_rec_write_dir(p, r, false, &err) < 0)
+                        log_warn("cannot rewrite a limits dir", "container=%s error=\"%s\"", r->name, err.message);
                 changed = 1;
         }
         if (changed) {

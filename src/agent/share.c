@@ -377,9 +377,9 @@ static void reverse_stale_join(struct plugin *p, bool lost_first) {
         share_count("gpuslice_share_pairs_total", "reversed");
         share_log_decision(p, "reverse", (enum plugin_kind)r->first, rec_gpu(r), r->name,
                            "the guessed partner was a container kubelet failed during the restart");
-        char err[256];
-        if (share_rec_write_dir(p, r, false, err, sizeof err) < 0)
-                share_log_decision(p, "reverse", (enum plugin_kind)r->first, rec_gpu(r), r->name, err);
+        struct gs_error err = { 0 };
+        if (share_rec_write_dir(p, r, false, &err) < 0)
+                share_log_decision(p, "reverse", (enum plugin_kind)r->first, rec_gpu(r), r->name, err.message);
 }
 
 struct prefer_in {
@@ -852,9 +852,9 @@ static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bo
                                  strerror(e < 0 ? -e : ENOENT));
         }
         share_crash_point("allocate-journaled");
-        char err[256];
-        if (share_rec_write_dir(p, r, !plan->join[0], err, sizeof err) < 0)
-                return rpc_error(st, RPC_INTERNAL, "%s: %s", what, err);
+        struct gs_error err = { 0 };
+        if (share_rec_write_dir(p, r, !plan->join[0], &err) < 0)
+                return rpc_error(st, RPC_INTERNAL, "%s: %s", what, err.message);
         share_crash_point("allocate-dir-written");
         (void)share_check(p, r);
         share_log_decision(p, "allocate", kind, rec_gpu(r), r->name,
