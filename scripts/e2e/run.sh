@@ -90,8 +90,9 @@ for spec in "${files[@]}"; do
 		echo "---- $f output (failures above) ----"
 		grep -vE '^(ok|PASS|FAIL|SKIP) ' "$out" | tail -n 60 | sed 's/^/    /'
 	fi
-	# a run killed by the timeout cannot clean up after itself: remove what it left
-	grep -o '/tmp/gpuslice-e2e-[A-Za-z0-9_]*' "$out" | sort -u | while read -r d; do
+	# a run killed by the timeout cannot clean up after itself: remove what it left (unless asked to
+	# keep it for reading the logs)
+	[[ ${GPUSLICE_E2E_KEEP_DIR:-} == 1 ]] || grep -o '/tmp/gpuslice-e2e-[A-Za-z0-9_]*' "$out" | sort -u | while read -r d; do
 		[[ -d $d ]] && "$PY" tests/e2e/cluster.py reap "$d"
 	done
 	rm -f "$out"
