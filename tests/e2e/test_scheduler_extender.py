@@ -446,24 +446,56 @@ def test_extender_killed_between_annotate_and_bind(env):
     no_double_booking(env, "kgpu-a")
 
 
+def admission_race(c, name):
+    """The message if kubelet rejected the pod at admission because the restarted kubelet ran its
+    admission before the plugin registered again (kubelet 1.20 keeps a checkpointed resource at zero
+    healthy devices until the plugin re-registers: UnexpectedAdmissionError), else None."""
+    st = get_pod(c, name).get("status", {})
+    if st.get("phase") == "Failed" and st.get("reason") == "UnexpectedAdmissionError":
+        return st.get("message", "")
+    return None
+
+
 def test_agent_killed_before_allocate(env):
     """kgpu-a's kubelet is stopped and its agent SIGKILLed; a pod is bound there with its assignment; the
     agent restarts (knowing nothing of the pod), then kubelet: its Allocate is matched to the pod from
-    the API and honoured, and nothing is double-booked."""
+    the API and honoured, and nothing is double-booked.
+    The restarted kubelet admits the pods it finds within ms of opening its registration socket, and the
+    agent registers within tens of ms of it (inotify): on this 2-core machine kubelet wins that race
+    now and then and rejects the pod itself (UnexpectedAdmissionError, no Allocate reaches any plugin).
+    That is kubelet's behaviour, not the agent's; the scenario is then set up again (at most 3 times)."""
     c = env.c
     node = c.gpu["kgpu-a"].node
-    node.stop_kubelet()
-    c.gpu["kgpu-a"].stop_agent(signal.SIGKILL)
-    c.api("POST", "/api/v1/namespaces/default/pods",
-          kpod(env, "kafter", "kgpu-a", {"gpuslice.io/gpu-core": 30, "gpuslice.io/gpu-memory": 4}))
-    bound_node(c, "kafter", timeout=90)
-    # the agent first (it waits for kubelet.sock and registers within ms of it), so the restarted
-    # kubelet admits the pod with the plugin registered
-    env.start_agent("kgpu-a", wait=False)
-    node.start_kubelet()
-    c.wait("the agent of kgpu-a registered", c.gpu["kgpu-a"]._registered, timeout=90)
-    ann = assigned(env, "kafter", timeout=120)
-    _, limg, _, _, out = seen(env, "kafter", "kgpu-a")
+    races = []
+    for attempt in range(3):
+        name = "kafter" if attempt == 0 else "kafter%d" % attempt
+        # schedulable again: Ready, and the taints of the last restart (not-ready) lifted
+        c.wait("kgpu-a Ready and untainted", lambda: c.node_ready("kgpu-a") and not [
+            t for t in c.api("GET", "/api/v1/nodes/kgpu-a")["spec"].get("taints", [])
+            if t.get("effect") == "NoSchedule" and t.get("key", "").startswith("node.kubernetes.io/")], timeout=120)
+        node.stop_kubelet()
+        c.gpu["kgpu-a"].stop_agent(signal.SIGKILL)
+        c.api("POST", "/api/v1/namespaces/default/pods",
+              kpod(env, name, "kgpu-a", {"gpuslice.io/gpu-core": 30, "gpuslice.io/gpu-memory": 4}))
+        bound_node(c, name, timeout=90)
+        # the agent first (it waits for kubelet.sock and registers within ms of it), so the restarted
+        # kubelet admits the pod with the plugin registered
+        env.start_agent("kgpu-a", wait=False)
+        node.start_kubelet()
+        c.wait("the agent of kgpu-a registered", c.gpu["kgpu-a"]._registered, timeout=90)
+        c.wait("%s admitted or rejected by kubelet" % name,
+               lambda: admission_race(c, name) is not None or
+               get_pod(c, name).get("status", {}).get("phase") in ("Running", "Succeeded"), timeout=120)
+        msg = admission_race(c, name)
+        if msg is None:
+            break
+        races.append(msg)
+        print("kubelet rejected %s before the plugin re-registered (%s); setting up again" % (name, msg))
+        e2e.delete(c, "pods", name)
+    else:
+        raise Fail("kubelet rejected the pod at admission in all 3 attempts: %s" % races)
+    ann = assigned(env, name, timeout=120)
+    _, limg, _, _, out = seen(env, name, "kgpu-a")
     check(limg == asg_gpus(ann), "assigned %s, limits %s:\n%s" % (asg_gpus(ann), limg, out))
     no_double_booking(env, "kgpu-a")
 
