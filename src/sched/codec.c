@@ -682,9 +682,15 @@ void sched_ext_args_done(struct sched_ext_args *a) {
         a->n_nodes = 0;
 }
 
-int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
-                          struct gs_error *err) {
-        memset(ret, 0, sizeof *ret);
+/*
+ * The start of every extender request (filter/prioritize and preempt): the size bound, the parse,
+ * the outer object (`what` names it in messages) and its Pod. *ret_root is the parsed document
+ * whenever the body parsed, also when a later check fails, so the caller's *_done frees it.
+ * 0, or -E2BIG (body too large) / -EINVAL with err filled.
+ */
+static int ext_request_begin(const char *body, size_t len, const char *what, const struct sched_units *u,
+                             void **ret_root, struct sched_pod_view *ret_pod, struct gs_error *err) {
+        *ret_root = NULL;
         if (len > SCHED_CODEC_MAX_BODY) {
                 gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
                 return -E2BIG;
@@ -692,18 +698,26 @@ int sched_ext_args_decode(const char *body, size_t len, const struct sched_units
         json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
-        ret->root = j;
-        if (!json_is_object(j)) {
-                gs_error_set(err, -EINVAL, "ExtenderArgs is not an object");
-                goto bad;
-        }
+        *ret_root = j;
+        if (!json_is_object(j))
+                return gs_error_set(err, -EINVAL, "%s is not an object", what);
         json_t *pod = json_object_get(j, "Pod");
-        if (!json_is_object(pod)) {
-                gs_error_set(err, -EINVAL, "ExtenderArgs.Pod is missing");
-                goto bad;
+        if (!json_is_object(pod))
+                return gs_error_set(err, -EINVAL, "%s.Pod is missing", what);
+        if (sched_pod_decode_json(pod, u, ret_pod, err) < 0)
+                return -EINVAL;
+        return 0;
+}
+
+int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
+                          struct gs_error *err) {
+        memset(ret, 0, sizeof *ret);
+        int r = ext_request_begin(body, len, "ExtenderArgs", u, &ret->root, &ret->pod, err);
+        if (r < 0) {
+                sched_ext_args_done(ret);
+                return r;
         }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
-                goto bad;
+        json_t *j = ret->root;
         json_t *names = json_object_get(j, "NodeNames");
         json_t *nodes = json_object_get(j, "Nodes");
         if (names && !json_is_null(names)) {
@@ -1013,26 +1027,13 @@ static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, s
 int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
                              struct sched_ext_preempt_args *ret, struct gs_error *err) {
         memset(ret, 0, sizeof *ret);
-        if (len > SCHED_CODEC_MAX_BODY) {
-                gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
-                return -E2BIG;
+        int r = ext_request_begin(body, len, "ExtenderPreemptionArgs", u, &ret->root, &ret->pod, err);
+        if (r < 0) {
+                sched_ext_preempt_args_done(ret);
+                return r;
         }
-        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
-        if (!j)
-                return -EINVAL;
-        ret->root = j;
-        int r = -EINVAL;
-        if (!json_is_object(j)) {
-                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs is not an object");
-                goto bad;
-        }
-        json_t *pod = json_object_get(j, "Pod");
-        if (!json_is_object(pod)) {
-                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs.Pod is missing");
-                goto bad;
-        }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
-                goto bad;
+        r = -EINVAL;
+        json_t *j = ret->root;
         json_t *metav = json_object_get(j, "NodeNameToMetaVictims"), *full = json_object_get(j, "NodeNameToVictims");
         bool meta = metav && !json_is_null(metav);
         json_t *map = meta ? metav : full;
