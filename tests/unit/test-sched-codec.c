@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "helpers.h"
 #include <jansson.h>
 
 #include "sched/codec.h"
@@ -20,12 +22,9 @@
 
 static struct sched_units U;
 
+/* tests/data/extender/NAME */
 static char *sample(const char *name, size_t *len) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/tests/data/extender/%s", GPUSLICE_SOURCE_DIR, name);
-        char *buf;
-        assert_int_equal(read_file(path, 1 << 20, &buf, len), 0);
-        return buf;
+        return test_read_source(test_path("tests/data/extender", name), len);
 }
 
 static json_t *parse(const char *s, size_t len) {
