@@ -103,6 +103,20 @@ static int ham_backtrack(struct ham_bt *h, unsigned v, uint64_t visited, unsigne
         return unknown ? -1 : 0;
 }
 
+/* The vertices of WITHIN reachable, inside WITHIN, from its lowest one (WITHIN when that part of the graph
+ * is connected). */
+static uint64_t flood(const uint64_t adj[], uint64_t within) {
+        uint64_t seen = within & -within, frontier = seen;
+        while (frontier) {
+                unsigned v = ctz64(frontier);
+                frontier &= frontier - 1;
+                uint64_t nb = adj[v] & within & ~seen;
+                seen |= nb;
+                frontier |= nb;
+        }
+        return seen;
+}
+
 static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         if (n < 3)
                 return n == 2 ? ((adj[0] & 2) ? 1 : 0) : 1;
@@ -117,16 +131,7 @@ static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         }
         if (2 * mindeg >= n) /* Dirac */
                 return 1;
-        /* Connected? */
-        uint64_t seen = 1, frontier = 1;
-        while (frontier) {
-                unsigned v = ctz64(frontier);
-                frontier &= frontier - 1;
-                uint64_t nb = adj[v] & all & ~seen;
-                seen |= nb;
-                frontier |= nb;
-        }
-        if (seen != all)
+        if (flood(adj, all) != all) /* not connected */
                 return 0;
         if (n <= RING_DP_MAX) {
                 /* dp[mask of vertices 1..n-1] = ends (bit v-1) of paths from 0 covering {0} ∪ mask */
@@ -158,15 +163,7 @@ static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         /* No cut vertex (a ring survives losing any one vertex). */
         for (unsigned x = 0; x < n; x++) {
                 uint64_t rest = all & ~(1ULL << x);
-                uint64_t s = rest & -rest, f = s;
-                while (f) {
-                        unsigned v = ctz64(f);
-                        f &= f - 1;
-                        uint64_t nb = adj[v] & rest & ~s;
-                        s |= nb;
-                        f |= nb;
-                }
-                if (s != rest)
+                if (flood(adj, rest) != rest)
                         return 0;
         }
         struct ham_bt h = { .adj = adj, .n = n, .budget = budget };
