@@ -940,32 +940,27 @@ _public_ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_byt
 
 /* ---- errors ---- */
 
-_public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
+/* A CUresult's name (#code) or, with DESCRIBE, its text (the name when it has none). */
+static CUresult error_lookup(CUresult error, bool describe, const char **pStr) {
         if (!pStr)
                 return CUDA_ERROR_INVALID_VALUE;
         switch (error) {
-#define SIM_ERR_NAME(code, text) \
-        case code: *pStr = #code; return CUDA_SUCCESS;
-                SIM_CUDA_ERRORS(SIM_ERR_NAME)
-#undef SIM_ERR_NAME
+#define SIM_ERR_LOOKUP(code, text) \
+        case code: *pStr = describe && (text) ? (text) : #code; return CUDA_SUCCESS;
+                SIM_CUDA_ERRORS(SIM_ERR_LOOKUP)
+#undef SIM_ERR_LOOKUP
                 default: break;
         }
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;
 }
 
+_public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
+        return error_lookup(error, false, pStr);
+}
+
 _public_ CUresult cuGetErrorString(CUresult error, const char **pStr) {
-        if (!pStr)
-                return CUDA_ERROR_INVALID_VALUE;
-        switch (error) {
-#define SIM_ERR_TEXT(code, text) \
-        case code: *pStr = (text) ? (text) : #code; return CUDA_SUCCESS;
-                SIM_CUDA_ERRORS(SIM_ERR_TEXT)
-#undef SIM_ERR_TEXT
-                default: break;
-        }
-        *pStr = NULL;
-        return CUDA_ERROR_INVALID_VALUE;
+        return error_lookup(error, true, pStr);
 }
 
 /* ---- cuGetProcAddress ---- */
