@@ -444,6 +444,18 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
         }
 }
 
+/* Add GPU V to the greedy set: its bandwidth to the set so far, its key, every GPU's gain towards
+ * the set, and the candidates still compatible with all of it. */
+static inline void greedy_take(const struct ctx *c, unsigned v, uint64_t *set, uint64_t *cmask, uint32_t gain[],
+                               uint32_t *pair, uint64_t *deg) {
+        *set |= 1ULL << v;
+        *pair += gain[v];
+        *deg += c->key[v];
+        for (unsigned u = 0; u < c->n; u++)
+                gain[u] += c->bw[v][u];
+        *cmask &= c->compat[v] & ~*set;
+}
+
 /* Greedy incumbent: from the must set (or from `start`), add the GPU with the most bandwidth to
  * the set, ties to the one least connected to the rest. */
 static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
@@ -468,13 +480,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
         if (start >= 0 && cnt < c->k) {
                 if (!(cmask >> start & 1))
                         return;
-                unsigned v = (unsigned)start;
-                set |= 1ULL << v;
-                pair += gain[v];
-                deg += c->key[v];
-                for (unsigned u = 0; u < c->n; u++)
-                        gain[u] += c->bw[v][u];
-                cmask &= c->compat[v] & ~set;
+                greedy_take(c, (unsigned)start, &set, &cmask, gain, &pair, &deg);
                 cnt++;
         }
         while (cnt < c->k) {
@@ -494,13 +500,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
                 }
                 if (best < 0)
                         return;
-                unsigned v = (unsigned)best;
-                set |= 1ULL << v;
-                pair += gain[v];
-                deg += c->key[v];
-                for (unsigned u = 0; u < c->n; u++)
-                        gain[u] += c->bw[v][u];
-                cmask &= c->compat[v] & ~set;
+                greedy_take(c, (unsigned)best, &set, &cmask, gain, &pair, &deg);
                 cnt++;
         }
         ctx_offer(c, set, pair, deg);
