@@ -199,6 +199,16 @@ _public_ CUresult cuDriverGetVersion(int *driverVersion) {
                         return CUDA_ERROR_NOT_INITIALIZED; \
         } while (0)
 
+/* The start of a query about one device: initialised, the out-parameter OUT given, DEV visible. */
+#define CHECK_DEVICE_QUERY(out, dev)                      \
+        do {                                              \
+                CHECK_INIT();                             \
+                if (!(out))                               \
+                        return CUDA_ERROR_INVALID_VALUE;  \
+                if (!dev_valid(dev))                      \
+                        return CUDA_ERROR_INVALID_DEVICE; \
+        } while (0)
+
 static const struct topo_gpu *gpu_of(CUdevice dev) {
         return &node.gpu[visible[dev]];
 }
@@ -216,11 +226,7 @@ _public_ CUresult cuDeviceGetCount(int *count) {
 }
 
 _public_ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-        CHECK_INIT();
-        if (!device)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(ordinal))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(device, ordinal);
         *device = ordinal;
         return CUDA_SUCCESS;
 }
@@ -246,11 +252,7 @@ static int hexval(char c) {
 }
 
 static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
-        CHECK_INIT();
-        if (!uuid)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(uuid, dev);
         memset(uuid, 0, sizeof *uuid);
         const char *s = gpu_of(dev)->uuid;
         if (startswith(s, "GPU-"))
@@ -275,11 +277,7 @@ _public_ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 }
 
 _public_ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-        CHECK_INIT();
-        if (!bytes)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(bytes, dev);
         *bytes = gpu_of(dev)->memory_total;
         return CUDA_SUCCESS;
 }
@@ -427,11 +425,7 @@ static void proc_maybe_unregister_locked(unsigned gpu) {
 }
 
 _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-        CHECK_INIT();
-        if (!pctx)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(pctx, dev);
         pthread_mutex_lock(&lock);
         struct CUctx_st *c = &primary[dev];
         CUresult r = CUDA_SUCCESS;
@@ -474,11 +468,7 @@ _public_ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
 }
 
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
-        CHECK_INIT();
-        if (!pctx)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(pctx, dev);
         struct CUctx_st *c = calloc(1, sizeof *c);
         if (!c)
                 return CUDA_ERROR_OUT_OF_MEMORY;
