@@ -685,6 +685,8 @@ static int write_all(int fd, const char *s, size_t len) {
 
 /* One log line with what changed since the last entry, written and fdatasync'ed; nothing at all
  * when nothing changed. */
+/* lint: long — builds one log line of every record that changed since the last entry and makes it durable; the
+ * diff, the write and the fallback to a snapshot share the key arrays it allocates. */
 static int journal_append(struct plugin *p, struct share_book *b) {
         struct sbuf sb = { 0 };
         uint8_t **keys = calloc(b->n ? b->n : 1, sizeof *keys);

@@ -378,6 +378,8 @@ static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint64_t deg) 
         c->best_deg = deg;
 }
 
+/* lint: long — the branch-and-bound search: each bound and pruning rule is one condition, and they must be tested
+ * in this order at every node (hot path: no calls per node). */
 static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint64_t deg,
                     uint64_t cmask) {
         if ((c->first_only && c->have) || (c->collect && c->nalt >= ALT_MAX))
@@ -904,6 +906,9 @@ static uint64_t utree_collect(const struct utree *u, int v, unsigned j) {
 
 /* The exact pick for ultrametric nodes; false when it does not apply (caller searches). */
 /* noinline: its ~10 KiB of tables live only during the call, not in alloc_pick_gpus' frame */
+/* lint: long — the ultrametric exact pick: build the cluster tree, then per level a DP over its clusters and a
+ * redo of the winner's; the ~10 KiB of DP tables are locals on purpose (see noinline above), so helpers would take
+ * them all. */
 static __attribute__((noinline)) bool ctx_ultra_pick(struct ctx *c, const unsigned *vals, unsigned nv) {
         if (!ctx_is_ultrametric(c))
                 return false;

@@ -107,6 +107,9 @@ static void forward(int sig) {
                 kill(child_pid, sig);
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags' (interposer path, limits dir,
+ * environment, fork and exec, wait). */
 int cmd_run(int argc, char **argv) {
         enum {
                 OPT_ELASTIC = 0x100,

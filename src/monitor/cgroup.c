@@ -82,6 +82,9 @@ static enum cgroup_qos qos_from(struct slice s) {
 }
 
 /* One path component (between slashes). */
+/* lint: long — one cgroup path component against each naming it may follow (systemd slices and cgroupfs, kubepods
+ * and the QoS classes, a pod UID, the runtimes' conmon scopes, containerd, CRI-O, Docker and Podman container
+ * IDs); one branch per naming. */
 static void parse_component(struct slice comp, struct slice prev, bool *k8s, struct cgroup_info *info) {
         struct slice name = comp;
         if (!slice_strip_suffix(&name, ".slice"))

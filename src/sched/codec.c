@@ -122,6 +122,9 @@ static enum res_kind classify(const char *name, const struct sched_units *u, uin
 
 /* One container's GPU resources: limits (extended resources must have requests == limits; a
  * container that sets only requests is read from requests). 1 if it asks for any, 0 if none. */
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (a container's GPU resources of every profile
+ * gpuslice reads). */
 static int container_req(json_t *c, const struct sched_units *u, struct sched_container_req *ret,
                          enum sched_profile *profile, unsigned idx, struct gs_error *err) {
         *ret = (struct sched_container_req){ 0 };
@@ -216,6 +219,9 @@ static bool flag_true(json_t *annots, const char *key) {
         return v && streq(v, "true");
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (our assignment annotation, then gpu-manager's
+ * and gpushare's). */
 static int decode_assignment(json_t *annots, struct sched_pod_view *v, struct gs_error *err) {
         json_t *a = json_object_get(annots, SCHED_ANNOT_ASSIGNMENT);
         if (a) {
@@ -337,6 +343,8 @@ out:
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the Pod fields the scheduler reads). */
 int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret,
                           struct gs_error *err) {
         json_t *pod = (json_t *)pod_json;
@@ -445,6 +453,9 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
 
 /* ---- node annotation ---- */
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the node annotation: GPUs, their order, the link
+ * rows). */
 int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, struct gs_error *err) {
         char name[SCHED_NAME_MAX];
         strscpy(name, ret->name, sizeof name);

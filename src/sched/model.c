@@ -458,6 +458,8 @@ static int pod_refresh(struct sched_model *m, const struct sched_pod_info *info,
         return 0;
 }
 
+/* lint: long — its complexity is the argument checks and the rules of when a watched pod may replace an assumed
+ * one, each one condition; 37 lines. */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info) {
         if (!m || !info || !info->uid || !info->uid[0] || info->req.n > SCHED_MAX_CONTAINERS ||
             (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
