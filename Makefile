@@ -56,7 +56,7 @@ faults: build
 fuzz: asan
 	@./scripts/fuzz.sh $(BUILD_ASAN) $${FUZZ_SECONDS:-300}
 
-# clang-format, clang-tidy, shellcheck, layer rules, banned functions (scripts/lint.sh; needs a configured build)
+# clang-format, clang-tidy, shellcheck, layer rules, banned functions, function size (scripts/lint.sh; needs a configured build)
 lint: build
 	@./scripts/lint.sh --build $(BUILD)
 

@@ -78,6 +78,18 @@ def pct(values, p):
     return values[k]
 
 
+def latency(fn, req, warmup, iterations):
+    """(median, p99) in microseconds of the unary call fn(req), after `warmup` unmeasured calls."""
+    for _ in range(warmup):
+        fn(req, timeout=5)
+    lat = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        fn(req, timeout=5)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(lat), pct(lat, 99)
+
+
 def run(args, stubs, topo_path, n_gpus, iterations):
     res = {"gpus": n_gpus}
     with agent_on_node(args, stubs, topo_path) as (k, agent, env, tmp):
@@ -91,14 +103,7 @@ def run(args, stubs, topo_path, n_gpus, iterations):
         areq = pb.AllocateRequest()
         areq.container_requests.add(devices_ids=ids[:2])
         for name, fn, req in (("preferred", stub.GetPreferredAllocation, preq), ("allocate", stub.Allocate, areq)):
-            for _ in range(50):
-                fn(req, timeout=5)  # warm up
-            lat = []
-            for _ in range(iterations):
-                t0 = time.perf_counter()
-                fn(req, timeout=5)
-                lat.append((time.perf_counter() - t0) * 1e6)
-            res[name] = (statistics.median(lat), pct(lat, 99))
+            res[name] = latency(fn, req, 50, iterations)
         res["mem"] = proc_status(agent.pid)
         hz = os.sysconf("SC_CLK_TCK")
         c0, t0 = cpu_ticks(agent.pid), time.monotonic()
@@ -292,14 +297,7 @@ def sharing(args, stubs, topo_path, iterations):
         areq.container_requests.add(devices_ids=core_ids[:30])
         for name, fn, req in (("core preferred", stub.GetPreferredAllocation, preq),
                               ("core allocate", stub.Allocate, areq)):
-            for _ in range(20):
-                fn(req, timeout=5)
-            lat = []
-            for _ in range(iterations):
-                t0 = time.perf_counter()
-                fn(req, timeout=5)
-                lat.append((time.perf_counter() - t0) * 1e6)
-            res[name] = (statistics.median(lat), pct(lat, 99))
+            res[name] = latency(fn, req, 20, iterations)
         # A node with live containers: 32 pairs (20 % + 20 units each, 4 per GPU: 40 IDs a container),
         # each iteration one container replaced by a new one on the same IDs (its core, then its memory
         # Allocate), so the journal holds ~32 records (~70 kB) throughout; every call is one durable

@@ -77,6 +77,24 @@ static size_t heap(void) {
         return m.uordblks + m.hblkhd;
 }
 
+static json_t *deep_copy(json_t *pod) {
+        return json_deep_copy(pod);
+}
+
+/* Heap bytes per pod of a cache (namespace/name → COPY(pod)) of the PODS pods FULL. */
+static double cache_cost(json_t **full, unsigned pods, json_t *(*copy)(json_t *pod)) {
+        size_t h0 = heap();
+        json_t *cache = json_object();
+        for (unsigned i = 0; i < pods; i++) {
+                char key[128];
+                snprintf(key, sizeof key, "ml-team/job-%06u-worker", i);
+                json_object_set_new(cache, key, copy(full[i]));
+        }
+        double per_pod = (double)(heap() - h0) / pods;
+        json_decref(cache);
+        return per_pod;
+}
+
 int main(int argc, char **argv) {
         unsigned events = 100000, pods = 20000;
         bool md = false;
@@ -127,27 +145,9 @@ int main(int argc, char **argv) {
         json_t **full = calloc(pods, sizeof *full);
         for (unsigned i = 0; i < pods; i++)
                 full[i] = make_pod(i);
-        size_t h0 = heap();
-        json_t *cache = json_object();
-        for (unsigned i = 0; i < pods; i++) {
-                char key[128];
-                snprintf(key, sizeof key, "ml-team/job-%06u-worker", i);
-                json_object_set_new(cache, key, kube_slim_pod(full[i]));
-        }
-        size_t h1 = heap();
-        double per_slim = (double)(h1 - h0) / pods;
-        json_decref(cache);
+        double per_slim = cache_cost(full, pods, kube_slim_pod);
         /* whole pods: what they cost already (built above), measured the same way */
-        size_t h2 = heap();
-        json_t *whole = json_object();
-        for (unsigned i = 0; i < pods; i++) {
-                char key[128];
-                snprintf(key, sizeof key, "ml-team/job-%06u-worker", i);
-                json_object_set_new(whole, key, json_deep_copy(full[i]));
-        }
-        size_t h3 = heap();
-        double per_full = (double)(h3 - h2) / pods;
-        json_decref(whole);
+        double per_full = cache_cost(full, pods, deep_copy);
         for (unsigned i = 0; i < pods; i++)
                 json_decref(full[i]);
         free(full);

@@ -99,28 +99,6 @@ def make_nodes(c, n, workers):
         list(ex.map(one, range(n)))
 
 
-def start_scheduler(c, qps, extenders=None):
-    """kube-scheduler as cluster.Cluster.start_scheduler starts it, with the client's QPS raised."""
-    kc = c.path("scheduler.kubeconfig")
-    hport = cluster.free_port()
-    cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1beta1", "kind": "KubeSchedulerConfiguration",
-           "clientConnection": {"kubeconfig": kc, "qps": qps, "burst": qps},
-           "leaderElection": {"leaderElect": False},
-           "healthzBindAddress": "127.0.0.1:%d" % hport, "metricsBindAddress": "127.0.0.1:%d" % hport}
-    if extenders:
-        cfg["extenders"] = extenders
-    path = c.path("bench-scheduler-config.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f, indent=1)
-    if "kube-scheduler" in c.procs:
-        c.procs["kube-scheduler"].stop()
-    c.spawn("kube-scheduler", [
-        os.path.join(c.bin, "kube-scheduler"), "--config", path,
-        "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
-        "--bind-address", "127.0.0.1", "--secure-port", str(cluster.free_port()), "--port", "0",
-        "--cert-dir", c.path("scheduler-certs"), "--v", "1"])
-
-
 class BindWatch(threading.Thread):
     """Watches one namespace's pods from resourceVersion rv; records when each pod first has a node."""
 
@@ -176,7 +154,7 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout):
     w = BindWatch(c, ns, rv, pods)
     w.start()
     t0 = time.monotonic()
-    start_scheduler(c, qps, extenders)
+    c.start_scheduler(extenders, qps=qps)
     if not w.done.wait(timeout) or w.error:
         raise cluster.E2EError("%s: %d of %d pods bound after %ss (%s); kube-scheduler log: %s" % (
             name, len(w.bound), pods, timeout, w.error, c.procs["kube-scheduler"].tail(20)))

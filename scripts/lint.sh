@@ -5,6 +5,9 @@
 #   shell       shellcheck on every shell script (--only shellcheck)
 #   includes    the layer rules of docs/architecture.md (scripts/lint-includes.sh)
 #   banned      unbounded or unchecked libc calls that have safer twins in util.h (curl's habit)
+#   size        functions of src/ over 80 lines or cyclomatic complexity 25 (pmccabe) need a comment saying
+#               why, with `lint: long`, in the 6 lines above their first line (scripts/lint-size.allow: the
+#               few not yet annotated, each with its reason)
 #
 #   scripts/lint.sh [--root DIR] [--build DIR] [--only KIND,...] [--tidy-files FILE...]
 # --root: the tree to check (default: this repository); --build: the build whose compile database
@@ -13,7 +16,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root="$here/.."
 build=
-only=format,tidy,shellcheck,includes,banned
+only=format,tidy,shellcheck,includes,banned,size
 tidy_files=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +79,28 @@ if want banned; then
     echo "lint: banned functions (use snprintf, strscpy, strtok_r, parse_uint):"
     echo "$hits"
     failed+=(banned)
+  fi
+fi
+
+if want size; then
+  # pmccabe columns: modified and traditional McCabe complexity, statements, first line, lines, file(line): name
+  # shellcheck disable=SC2046 # one path per line, no spaces in the tree's file names
+  hits=$(pmccabe $(find src -name '*.c' | sort) 2>/dev/null | awk -v max_lines=80 -v max_cc=25 '
+    FNR == NR { if ($0 !~ /^#/ && NF) allowed[$1] = 1; next }
+    ($2 > max_cc || $5 > max_lines) {
+      split($6, loc, /[()]/); file = loc[1]; line = loc[2]; name = $7
+      if ((file ":" name) in allowed) next
+      found = 0
+      for (i = (line > 6 ? line - 6 : 1); i <= line; i++) {
+        cmd = "sed -n " i "p " file; cmd | getline text; close(cmd)
+        if (text ~ /lint: long/) found = 1
+      }
+      if (!found) printf "%s:%s: %s: %d lines, complexity %d (split it, or say why with lint: long)\n", file, line, name, $5, $2
+    }' "$here/lint-size.allow" -)
+  if [ -n "$hits" ]; then
+    echo "lint: size: functions over 80 lines or complexity 25 without a reason:"
+    echo "$hits"
+    failed+=(size)
   fi
 fi
 

@@ -199,6 +199,16 @@ _public_ CUresult cuDriverGetVersion(int *driverVersion) {
                         return CUDA_ERROR_NOT_INITIALIZED; \
         } while (0)
 
+/* The start of a query about one device: initialised, the out-parameter OUT given, DEV visible. */
+#define CHECK_DEVICE_QUERY(out, dev)                      \
+        do {                                              \
+                CHECK_INIT();                             \
+                if (!(out))                               \
+                        return CUDA_ERROR_INVALID_VALUE;  \
+                if (!dev_valid(dev))                      \
+                        return CUDA_ERROR_INVALID_DEVICE; \
+        } while (0)
+
 static const struct topo_gpu *gpu_of(CUdevice dev) {
         return &node.gpu[visible[dev]];
 }
@@ -216,11 +226,7 @@ _public_ CUresult cuDeviceGetCount(int *count) {
 }
 
 _public_ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-        CHECK_INIT();
-        if (!device)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(ordinal))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(device, ordinal);
         *device = ordinal;
         return CUDA_SUCCESS;
 }
@@ -246,11 +252,7 @@ static int hexval(char c) {
 }
 
 static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
-        CHECK_INIT();
-        if (!uuid)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(uuid, dev);
         memset(uuid, 0, sizeof *uuid);
         const char *s = gpu_of(dev)->uuid;
         if (startswith(s, "GPU-"))
@@ -275,11 +277,7 @@ _public_ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 }
 
 _public_ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-        CHECK_INIT();
-        if (!bytes)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(bytes, dev);
         *bytes = gpu_of(dev)->memory_total;
         return CUDA_SUCCESS;
 }
@@ -427,11 +425,7 @@ static void proc_maybe_unregister_locked(unsigned gpu) {
 }
 
 _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-        CHECK_INIT();
-        if (!pctx)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(pctx, dev);
         pthread_mutex_lock(&lock);
         struct CUctx_st *c = &primary[dev];
         CUresult r = CUDA_SUCCESS;
@@ -474,11 +468,7 @@ _public_ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
 }
 
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
-        CHECK_INIT();
-        if (!pctx)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!dev_valid(dev))
-                return CUDA_ERROR_INVALID_DEVICE;
+        CHECK_DEVICE_QUERY(pctx, dev);
         struct CUctx_st *c = calloc(1, sizeof *c);
         if (!c)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -940,32 +930,27 @@ _public_ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_byt
 
 /* ---- errors ---- */
 
-_public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
+/* A CUresult's name (#code) or, with DESCRIBE, its text (the name when it has none). */
+static CUresult error_lookup(CUresult error, bool describe, const char **pStr) {
         if (!pStr)
                 return CUDA_ERROR_INVALID_VALUE;
         switch (error) {
-#define SIM_ERR_NAME(code, text) \
-        case code: *pStr = #code; return CUDA_SUCCESS;
-                SIM_CUDA_ERRORS(SIM_ERR_NAME)
-#undef SIM_ERR_NAME
+#define SIM_ERR_LOOKUP(code, text) \
+        case code: *pStr = describe && (text) ? (text) : #code; return CUDA_SUCCESS;
+                SIM_CUDA_ERRORS(SIM_ERR_LOOKUP)
+#undef SIM_ERR_LOOKUP
                 default: break;
         }
         *pStr = NULL;
         return CUDA_ERROR_INVALID_VALUE;
 }
 
+_public_ CUresult cuGetErrorName(CUresult error, const char **pStr) {
+        return error_lookup(error, false, pStr);
+}
+
 _public_ CUresult cuGetErrorString(CUresult error, const char **pStr) {
-        if (!pStr)
-                return CUDA_ERROR_INVALID_VALUE;
-        switch (error) {
-#define SIM_ERR_TEXT(code, text) \
-        case code: *pStr = (text) ? (text) : #code; return CUDA_SUCCESS;
-                SIM_CUDA_ERRORS(SIM_ERR_TEXT)
-#undef SIM_ERR_TEXT
-                default: break;
-        }
-        *pStr = NULL;
-        return CUDA_ERROR_INVALID_VALUE;
+        return error_lookup(error, true, pStr);
 }
 
 /* ---- cuGetProcAddress ---- */

@@ -120,6 +120,8 @@ static int podres_sync_hook(void *userdata) {
         return podresources_sync(userdata);
 }
 
+/* lint: long — the agent's start-up in order (config, NVML, plugins, state, journal, clean-up, sources of the
+ * loop, parts hooked in); each step is a call and its failure message, and the order is the point. */
 static int setup(struct node *n, const sigset_t *mask) {
         struct gs_error err;
         int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, &err);

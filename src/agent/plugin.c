@@ -570,6 +570,8 @@ static V1beta1__DeviceSpec *dev_spec(struct arena *a, const char *name) {
         return d->container_path && d->host_path ? d : NULL;
 }
 
+/* lint: long — one Allocate answer's devices, environment and CDI names from one set, with every arena allocation
+ * checked; the pieces share the ID list built first. */
 enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
                                   V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
         /* The IDs in NVML index order, as a comma list, for env and CDI. */

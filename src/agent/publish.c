@@ -316,13 +316,7 @@ static void *publish_main(void *u) {
                                 seen_gen = gen;
                         }
                 }
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += (long)PUBLISH_TICK_MS * 1000000L / 4;
-                if (ts.tv_nsec >= 1000000000L) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000L;
-                }
+                struct timespec ts = timespec_after_ms(CLOCK_REALTIME, PUBLISH_TICK_MS / 4);
                 pthread_mutex_lock(&pub->lock);
                 if (!pub->kick && !atomic_load(&pub->stop))
                         pthread_cond_timedwait(&pub->cond, &pub->lock, &ts);

@@ -336,37 +336,6 @@ static int rec_key(const struct plugin *p, const struct share_rec *r, char *buf,
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : w;
 }
 
-static int open_rec_dir(struct plugin *p, const struct share_rec *r, bool fresh, struct gs_error *err) {
-        if (mkdir(p->opt.limits_root, 0755) < 0 && errno != EEXIST) {
-                int e = -errno;
-                return gs_error_set(err, e, "cannot create %.180s: %s", p->opt.limits_root, strerror(-e));
-        }
-        _cleanup_(closep) int root = open(p->opt.limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0) {
-                int e = -errno;
-                return gs_error_set(err, e, "cannot open %.180s: %s", p->opt.limits_root, strerror(-e));
-        }
-        if (fresh)
-                (void)limits_dir_remove_at(root, r->name);
-        if (mkdirat(root, r->name, 0755) < 0 && errno != EEXIST) {
-                int e = -errno;
-                return gs_error_set(err, e, "cannot create %.100s/%.60s: %s", p->opt.limits_root, r->name,
-                                    strerror(-e));
-        }
-        int dfd = openat(root, r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0) {
-                int e = -errno;
-                return gs_error_set(err, e, "cannot open %.100s/%.60s: %s", p->opt.limits_root, r->name, strerror(-e));
-        }
-        /* The region is created by the first process of the container, whatever its user. */
-        if ((mkdirat(dfd, SHARE_SHM_DIR, 0777) < 0 && errno != EEXIST) || fchmodat(dfd, SHARE_SHM_DIR, 0777, 0) < 0) {
-                int e = -errno;
-                close(dfd);
-                return gs_error_set(err, e, "cannot create the region dir: %s", strerror(-e));
-        }
-        return dfd;
-}
-
 int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh, struct gs_error *err) {
         struct gs_limits l;
         char text[GS_LIMITS_MAX_FILE], key[STATE_RESOURCE_MAX + STATE_DEVICE_ID_MAX + 4], path[4400];
@@ -378,7 +347,7 @@ int share_rec_write_dir(struct plugin *p, const struct share_rec *r, bool fresh,
         int kl = rec_key(p, r, key, sizeof key);
         if (kl < 0)
                 return gs_error_set(err, kl, "bad record name %.100s", r->name);
-        int dfd = open_rec_dir(p, r, fresh, err);
+        int dfd = limits_dir_create(p->opt.limits_root, r->name, fresh, err);
         if (dfd < 0)
                 return dfd;
         close(dfd);
@@ -716,6 +685,8 @@ static int write_all(int fd, const char *s, size_t len) {
 
 /* One log line with what changed since the last entry, written and fdatasync'ed; nothing at all
  * when nothing changed. */
+/* lint: long — builds one log line of every record that changed since the last entry and makes it durable; the
+ * diff, the write and the fallback to a snapshot share the key arrays it allocates. */
 static int journal_append(struct plugin *p, struct share_book *b) {
         struct sbuf sb = { 0 };
         uint8_t **keys = calloc(b->n ? b->n : 1, sizeof *keys);

@@ -103,6 +103,20 @@ static int ham_backtrack(struct ham_bt *h, unsigned v, uint64_t visited, unsigne
         return unknown ? -1 : 0;
 }
 
+/* The vertices of WITHIN reachable, inside WITHIN, from its lowest one (WITHIN when that part of the graph
+ * is connected). */
+static uint64_t flood(const uint64_t adj[], uint64_t within) {
+        uint64_t seen = within & -within, frontier = seen;
+        while (frontier) {
+                unsigned v = ctz64(frontier);
+                frontier &= frontier - 1;
+                uint64_t nb = adj[v] & within & ~seen;
+                seen |= nb;
+                frontier |= nb;
+        }
+        return seen;
+}
+
 static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         if (n < 3)
                 return n == 2 ? ((adj[0] & 2) ? 1 : 0) : 1;
@@ -117,16 +131,7 @@ static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         }
         if (2 * mindeg >= n) /* Dirac */
                 return 1;
-        /* Connected? */
-        uint64_t seen = 1, frontier = 1;
-        while (frontier) {
-                unsigned v = ctz64(frontier);
-                frontier &= frontier - 1;
-                uint64_t nb = adj[v] & all & ~seen;
-                seen |= nb;
-                frontier |= nb;
-        }
-        if (seen != all)
+        if (flood(adj, all) != all) /* not connected */
                 return 0;
         if (n <= RING_DP_MAX) {
                 /* dp[mask of vertices 1..n-1] = ends (bit v-1) of paths from 0 covering {0} ∪ mask */
@@ -158,15 +163,7 @@ static int ham_cycle(unsigned n, const uint64_t adj[], unsigned long budget) {
         /* No cut vertex (a ring survives losing any one vertex). */
         for (unsigned x = 0; x < n; x++) {
                 uint64_t rest = all & ~(1ULL << x);
-                uint64_t s = rest & -rest, f = s;
-                while (f) {
-                        unsigned v = ctz64(f);
-                        f &= f - 1;
-                        uint64_t nb = adj[v] & rest & ~s;
-                        s |= nb;
-                        f |= nb;
-                }
-                if (s != rest)
+                if (flood(adj, rest) != rest)
                         return 0;
         }
         struct ham_bt h = { .adj = adj, .n = n, .budget = budget };
@@ -381,6 +378,8 @@ static void ctx_offer(struct ctx *c, uint64_t set, uint32_t pair, uint64_t deg) 
         c->best_deg = deg;
 }
 
+/* lint: long — the branch-and-bound search: each bound and pruning rule is one condition, and they must be tested
+ * in this order at every node (hot path: no calls per node). */
 static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uint32_t pair, uint64_t deg,
                     uint64_t cmask) {
         if ((c->first_only && c->have) || (c->collect && c->nalt >= ALT_MAX))
@@ -447,6 +446,18 @@ static void ctx_dfs(struct ctx *c, unsigned pos, uint64_t set, unsigned cnt, uin
         }
 }
 
+/* Add GPU V to the greedy set: its bandwidth to the set so far, its key, every GPU's gain towards
+ * the set, and the candidates still compatible with all of it. */
+static inline void greedy_take(const struct ctx *c, unsigned v, uint64_t *set, uint64_t *cmask, uint32_t gain[],
+                               uint32_t *pair, uint64_t *deg) {
+        *set |= 1ULL << v;
+        *pair += gain[v];
+        *deg += c->key[v];
+        for (unsigned u = 0; u < c->n; u++)
+                gain[u] += c->bw[v][u];
+        *cmask &= c->compat[v] & ~*set;
+}
+
 /* Greedy incumbent: from the must set (or from `start`), add the GPU with the most bandwidth to
  * the set, ties to the one least connected to the rest. */
 static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
@@ -471,13 +482,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
         if (start >= 0 && cnt < c->k) {
                 if (!(cmask >> start & 1))
                         return;
-                unsigned v = (unsigned)start;
-                set |= 1ULL << v;
-                pair += gain[v];
-                deg += c->key[v];
-                for (unsigned u = 0; u < c->n; u++)
-                        gain[u] += c->bw[v][u];
-                cmask &= c->compat[v] & ~set;
+                greedy_take(c, (unsigned)start, &set, &cmask, gain, &pair, &deg);
                 cnt++;
         }
         while (cnt < c->k) {
@@ -497,13 +502,7 @@ static void ctx_greedy(struct ctx *c, uint64_t allowed, int start) {
                 }
                 if (best < 0)
                         return;
-                unsigned v = (unsigned)best;
-                set |= 1ULL << v;
-                pair += gain[v];
-                deg += c->key[v];
-                for (unsigned u = 0; u < c->n; u++)
-                        gain[u] += c->bw[v][u];
-                cmask &= c->compat[v] & ~set;
+                greedy_take(c, (unsigned)best, &set, &cmask, gain, &pair, &deg);
                 cnt++;
         }
         ctx_offer(c, set, pair, deg);
@@ -907,6 +906,9 @@ static uint64_t utree_collect(const struct utree *u, int v, unsigned j) {
 
 /* The exact pick for ultrametric nodes; false when it does not apply (caller searches). */
 /* noinline: its ~10 KiB of tables live only during the call, not in alloc_pick_gpus' frame */
+/* lint: long — the ultrametric exact pick: build the cluster tree, then per level a DP over its clusters and a
+ * redo of the winner's; the ~10 KiB of DP tables are locals on purpose (see noinline above), so helpers would take
+ * them all. */
 static __attribute__((noinline)) bool ctx_ultra_pick(struct ctx *c, const unsigned *vals, unsigned nv) {
         if (!ctx_is_ultrametric(c))
                 return false;

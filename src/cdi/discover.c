@@ -262,6 +262,8 @@ void cdi_discovery_done(struct cdi_discovery *d) {
         d->n_files = 0;
 }
 
+/* lint: long — discovery of the driver's files: device nodes, libraries through the ld cache, binaries, IPC
+ * sockets, each kind a loop with its own checks, all filling one result that is freed whole on failure. */
 static int cdi_discover_impl(const struct topo *t, const struct cdi_roots *roots, unsigned caps,
                              struct cdi_discovery *ret, struct gs_error *err) {
         const char *dev_root = roots && roots->dev_root ? roots->dev_root : "/";

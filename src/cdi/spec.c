@@ -98,6 +98,8 @@ fail:
         return NULL;
 }
 
+/* lint: long — the CDI spec as the spec's layout reads (devices per GPU, all, shared; then the common edits), one
+ * branch per optional part; it fills one json_t that is freed whole on failure. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                    const struct cdi_spec_options *o, json_t **ret) {
         const char *dev_root = roots && roots->dev_root ? roots->dev_root : "/";

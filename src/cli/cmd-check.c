@@ -21,6 +21,8 @@ static void help(FILE *f) {
               f);
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags'. */
 int cmd_check(int argc, char **argv) {
         enum {
                 OPT_NVML = 0x100

@@ -431,6 +431,9 @@ static int select_gpus(const struct topo *t, const char *list, bool *sel) {
         return 0;
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags' (the legacy hook's flags, as
+ * nvidia-container-runtime passes them). */
 static int hook_legacy(int argc, char **argv) {
         enum {
                 OPT_NVML = 0x100,

@@ -309,6 +309,8 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
         return root;
 }
 
+/* lint: long — the table of `gpuslice inspect`: one fprintf per column per row, and the totals; long because the
+ * table is wide, not because it decides much. */
 static int print_table(FILE *f, const struct collect *c, const char *only, bool details) {
         uint64_t tot_mem = 0, tot_alloc = 0;
         unsigned n_gpus = 0;
@@ -404,6 +406,8 @@ static void collect_done(struct collect *c) {
         free(c->pending);
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags'. */
 int cmd_inspect(int argc, char **argv) {
         struct inspect_opts o = { .page = KUBE_LIST_PAGE };
         enum {

@@ -88,6 +88,8 @@ static void on_signal(int sig) {
         stop = 1;
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags'. */
 int cmd_ps(int argc, char **argv) {
         enum {
                 OPT_JSON = 0x100,

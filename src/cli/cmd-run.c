@@ -107,7 +107,15 @@ static void forward(int sig) {
                 kill(child_pid, sig);
 }
 
-int cmd_run(int argc, char **argv) {
+struct run_opts {
+        unsigned gpu, core;
+        uint64_t memory, context;
+        bool have_gpu, elastic, keep;
+        const char *interposer, *nvml;
+};
+
+/* The flags into *O (optind then points at CMD). -1 to go on, else the exit code (help, bad usage). */
+static int run_parse(int argc, char **argv, struct run_opts *o) {
         enum {
                 OPT_ELASTIC = 0x100,
                 OPT_INTERPOSER,
@@ -127,25 +135,22 @@ int cmd_run(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        unsigned gpu = 0, core = 100;
-        uint64_t memory = 0, context = 0;
-        bool have_gpu = false, elastic = false, keep = false;
-        const char *interposer = NULL, *nvml = NULL;
+        *o = (struct run_opts){ .core = 100 };
         int c;
         optind = 0;
         /* '+': stop at the first non-option, so CMD's own options stay CMD's. */
         while ((c = getopt_long(argc, argv, "+g:m:c:h", opts, NULL)) >= 0) {
                 switch (c) {
                         case 'g':
-                                if (parse_uint(optarg, GS_MAX_DEVICES * 64u, &gpu) < 0) {
+                                if (parse_uint(optarg, GS_MAX_DEVICES * 64u, &o->gpu) < 0) {
                                         fprintf(stderr, "gpuslice run: --gpu: expected a GPU index, got '%s'\n",
                                                 optarg);
                                         return EXIT_USAGE;
                                 }
-                                have_gpu = true;
+                                o->have_gpu = true;
                                 break;
                         case 'm':
-                                if (parse_size(optarg, &memory) < 0 || memory == 0) {
+                                if (parse_size(optarg, &o->memory) < 0 || o->memory == 0) {
                                         fprintf(stderr,
                                                 "gpuslice run: --memory: expected a size such as 4GiB, got '%s'\n",
                                                 optarg);
@@ -153,37 +158,103 @@ int cmd_run(int argc, char **argv) {
                                 }
                                 break;
                         case 'c':
-                                if (parse_uint(optarg, 100, &core) < 0 || core == 0) {
+                                if (parse_uint(optarg, 100, &o->core) < 0 || o->core == 0) {
                                         fprintf(stderr, "gpuslice run: --core: expected 1..100, got '%s'\n", optarg);
                                         return EXIT_USAGE;
                                 }
                                 break;
-                        case OPT_ELASTIC: elastic = true; break;
+                        case OPT_ELASTIC: o->elastic = true; break;
                         case OPT_CONTEXT:
-                                if (parse_size(optarg, &context) < 0) {
+                                if (parse_size(optarg, &o->context) < 0) {
                                         fprintf(stderr,
                                                 "gpuslice run: --context: expected a size such as 300MiB, got '%s'\n",
                                                 optarg);
                                         return EXIT_USAGE;
                                 }
                                 break;
-                        case OPT_INTERPOSER: interposer = optarg; break;
-                        case OPT_NVML: nvml = optarg; break;
-                        case OPT_KEEP: keep = true; break;
+                        case OPT_INTERPOSER: o->interposer = optarg; break;
+                        case OPT_NVML: o->nvml = optarg; break;
+                        case OPT_KEEP: o->keep = true; break;
                         case 'h': help(stdout); return EXIT_OK;
                         default: help(stderr); return EXIT_USAGE;
                 }
         }
-        if (!have_gpu || optind >= argc) {
-                fprintf(stderr, "gpuslice run: %s\n", !have_gpu ? "--gpu is required" : "no command given");
+        if (!o->have_gpu || optind >= argc) {
+                fprintf(stderr, "gpuslice run: %s\n", !o->have_gpu ? "--gpu is required" : "no command given");
                 help(stderr);
                 return EXIT_USAGE;
         }
+        return -1;
+}
 
+/* A fresh directory of our own (mkdtemp, in DIR), laid out as the agent lays out a container's, with L written
+ * into it (L's region and container name set here); LIMITS_PATH is its limits file. 0, or -1 with the reason
+ * printed and the directory removed. */
+static int run_write_limits(struct gs_limits *l, char *dir, size_t dir_len, char *limits_path, size_t path_len) {
+        const char *base = secure_getenv("XDG_RUNTIME_DIR");
+        if (snprintf(dir, dir_len, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >= (int)dir_len ||
+            !mkdtemp(dir)) {
+                fprintf(stderr, "gpuslice run: cannot make a directory for the limits: %s\n", strerror(errno));
+                return -1;
+        }
+        char *name = strrchr(dir, '/') + 1;
+        name[-1] = '\0';
+        struct gs_error err = { 0 };
+        _cleanup_(closep) int dfd = limits_dir_create(dir, name, false, &err);
+        name[-1] = '/';
+        snprintf(l->container, sizeof l->container, "run-%d", (int)getpid());
+        snprintf(l->region, sizeof l->region, "%s/" LIMITS_DIR_SHM_DIR "/region", dir);
+        snprintf(limits_path, path_len, "%s/" LIMITS_DIR_LIMITS_FILE, dir);
+        char text[GS_LIMITS_MAX_FILE];
+        int n = dfd < 0 ? dfd : gs_limits_format(l, text, sizeof text);
+        if (n >= 0)
+                n = limits_dir_write_limits(dfd, text, (size_t)n);
+        if (n < 0) {
+                fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path,
+                        dfd < 0 ? err.message : strerror(-n));
+                (void)limits_dir_remove_at(AT_FDCWD, dir);
+                return -1;
+        }
+        return 0;
+}
+
+/* Run CMD (argv-style) with the container's environment, SIGINT and SIGTERM forwarded to it; its wait status,
+ * or -1 when it could not be started. */
+static int run_child(char **cmd, const char *preload, const char *limits_path, const char *visible) {
+        struct sigaction sa = { .sa_handler = forward }, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        child_pid = fork();
+        if (child_pid < 0) {
+                fprintf(stderr, "gpuslice run: fork: %s\n", strerror(errno));
+                return -1;
+        }
+        if (child_pid == 0) {
+                sigaction(SIGINT, &old_int, NULL);
+                sigaction(SIGTERM, &old_term, NULL);
+                if (setenv("LD_PRELOAD", preload, 1) < 0 || setenv(GS_LIMITS_ENV, limits_path, 1) < 0 ||
+                    setenv("CUDA_VISIBLE_DEVICES", visible, 1) < 0)
+                        _exit(127);
+                execvp(cmd[0], cmd);
+                fprintf(stderr, "gpuslice run: %s: %s\n", cmd[0], strerror(errno));
+                _exit(127);
+        }
+        int st = 0;
+        while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        return st;
+}
+
+int cmd_run(int argc, char **argv) {
+        struct run_opts o;
+        int rc = run_parse(argc, argv, &o);
+        if (rc >= 0)
+                return rc;
         char lib[PATH_MAX];
-        if (interposer) {
-                if (!realpath(interposer, lib)) {
-                        fprintf(stderr, "gpuslice run: --interposer %s: %s\n", interposer, strerror(errno));
+        if (o.interposer) {
+                if (!realpath(o.interposer, lib)) {
+                        fprintf(stderr, "gpuslice run: --interposer %s: %s\n", o.interposer, strerror(errno));
                         return EXIT_RUNTIME;
                 }
         } else if (find_interposer(lib, sizeof lib) < 0) {
@@ -193,47 +264,22 @@ int cmd_run(int argc, char **argv) {
 
         struct gs_limits l = { .version = GS_LIMITS_VERSION,
                                .n_devices = 1,
-                               .core_policy = elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
+                               .core_policy = o.elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
         l.dev[0] = (struct gs_limits_device){
-                .index = 0, .memory_bytes = memory, .core_percent = core, .context_bytes = context
+                .index = 0, .memory_bytes = o.memory, .core_percent = o.core, .context_bytes = o.context
         };
-        int r = gpu_uuid(nvml, gpu, l.dev[0].uuid, sizeof l.dev[0].uuid);
+        int r = gpu_uuid(o.nvml, o.gpu, l.dev[0].uuid, sizeof l.dev[0].uuid);
         if (r == -ENODEV) {
-                fprintf(stderr, "gpuslice run: there is no GPU %u on this node\n", gpu);
+                fprintf(stderr, "gpuslice run: there is no GPU %u on this node\n", o.gpu);
                 return EXIT_USAGE;
         }
         if (r < 0)
-                fprintf(stderr, "gpuslice run: NVML unavailable; matching GPU %u by index\n", gpu);
+                fprintf(stderr, "gpuslice run: NVML unavailable; matching GPU %u by index\n", o.gpu);
 
-        /* A fresh directory of our own (mkdtemp), laid out as the agent lays out a container's. */
-        const char *base = secure_getenv("XDG_RUNTIME_DIR");
-        char dir[GS_REGION_PATH_MAX - 32];
-        if (snprintf(dir, sizeof dir, "%s/gpuslice-run-XXXXXX", base && *base == '/' ? base : "/tmp") >=
-                    (int)sizeof dir ||
-            !mkdtemp(dir)) {
-                fprintf(stderr, "gpuslice run: cannot make a directory for the limits: %s\n", strerror(errno));
+        char dir[GS_REGION_PATH_MAX - 32], limits_path[PATH_MAX + 16];
+        if (run_write_limits(&l, dir, sizeof dir, limits_path, sizeof limits_path) < 0)
                 return EXIT_RUNTIME;
-        }
-        char *name = strrchr(dir, '/') + 1;
-        name[-1] = '\0';
-        struct gs_error err = { 0 };
-        _cleanup_(closep) int dfd = limits_dir_create(dir, name, false, &err);
-        name[-1] = '/';
-        char limits_path[PATH_MAX + 16];
-        snprintf(l.container, sizeof l.container, "run-%d", (int)getpid());
-        snprintf(l.region, sizeof l.region, "%s/" LIMITS_DIR_SHM_DIR "/region", dir);
-        snprintf(limits_path, sizeof limits_path, "%s/" LIMITS_DIR_LIMITS_FILE, dir);
-        char text[GS_LIMITS_MAX_FILE];
-        int n = dfd < 0 ? dfd : gs_limits_format(&l, text, sizeof text);
-        if (n >= 0)
-                n = limits_dir_write_limits(dfd, text, (size_t)n);
-        if (n < 0) {
-                fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path,
-                        dfd < 0 ? err.message : strerror(-n));
-                (void)limits_dir_remove_at(AT_FDCWD, dir);
-                return EXIT_RUNTIME;
-        }
-        if (keep)
+        if (o.keep)
                 fprintf(stderr, "gpuslice run: limits in %s\n", limits_path);
 
         /* The environment every process of the "container" inherits. */
@@ -245,31 +291,12 @@ int cmd_run(int argc, char **argv) {
         if (l.dev[0].uuid[0])
                 memcpy(visible, l.dev[0].uuid, sizeof visible);
         else
-                snprintf(visible, sizeof visible, "%u", gpu);
+                snprintf(visible, sizeof visible, "%u", o.gpu);
 
-        struct sigaction sa = { .sa_handler = forward }, old_int, old_term;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
-        child_pid = fork();
-        if (child_pid < 0) {
-                fprintf(stderr, "gpuslice run: fork: %s\n", strerror(errno));
+        int st = run_child(argv + optind, preload, limits_path, visible);
+        if (st < 0)
                 return EXIT_RUNTIME;
-        }
-        if (child_pid == 0) {
-                sigaction(SIGINT, &old_int, NULL);
-                sigaction(SIGTERM, &old_term, NULL);
-                if (setenv("LD_PRELOAD", preload, 1) < 0 || setenv(GS_LIMITS_ENV, limits_path, 1) < 0 ||
-                    setenv("CUDA_VISIBLE_DEVICES", visible, 1) < 0)
-                        _exit(127);
-                execvp(argv[optind], argv + optind);
-                fprintf(stderr, "gpuslice run: %s: %s\n", argv[optind], strerror(errno));
-                _exit(127);
-        }
-        int st = 0;
-        while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (!keep)
+        if (!o.keep)
                 (void)limits_dir_remove_at(AT_FDCWD, dir);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

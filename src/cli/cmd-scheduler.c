@@ -86,6 +86,9 @@ static int load_snapshot(struct sched_server *s, const char *path, const struct 
         return EXIT_OK;
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
+ * in its message), then the command's steps in order; its size is its flags' (with and without the Kubernetes
+ * client compiled in). */
 int cmd_scheduler(int argc, char **argv) {
         enum {
                 OPT_ADDR = 0x100,

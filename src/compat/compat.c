@@ -227,6 +227,8 @@ static bool is_blank(char c) {
         return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom. */
 static int term_parse(const char *s, size_t n, struct term *ret, char *msg, size_t msg_len) {
         char b[96];
         size_t k = 0;

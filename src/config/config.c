@@ -529,6 +529,7 @@ static const struct opt_def *def_of(const struct config_option *o) {
 
 /* Apply value to cfg; name is what messages call the option (a key or a --flag). Every branch
  * validates the whole value before writing any field, so a failure leaves cfg untouched. */
+/* lint: long — one branch per option type, each validating the whole value before writing (see above). */
 static int set_option(struct gpuslice_config *cfg, const struct config_option *o, const char *value, const char *name,
                       struct gs_error *err) {
         const struct opt_def *d = def_of(o);
@@ -816,6 +817,9 @@ struct parse_state {
         int section; /* index into sections, -1 before the first header */
 };
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (INI lines: blank, comment, section, key =
+ * value). */
 static int parse_line(struct parse_state *ps, struct gpuslice_config *cfg, char *line, unsigned lineno,
                       struct gs_error *err) {
         char sbuf[96];
@@ -1129,6 +1133,8 @@ static int args_add(struct config_args *a, const char *key, const char *value) {
         return 0;
 }
 
+/* lint: long — the agent's command line: --help, --version, --config and one --KEY[=VALUE] per configuration
+ * option, each checked against a scratch config and recorded as an override in order; one branch per form. */
 static int config_args_parse_impl(int argc, char *const *argv, int first, struct config_args *ret,
                                   struct gs_error *err) {
         char sbuf[96];

@@ -176,6 +176,9 @@ static int parse_device(struct tok *toks, size_t n, struct gs_limits *l, unsigne
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (docs/interposer.md); the interposer trusts
+ * nothing it has not checked here. */
 int gs_limits_parse(const char *text, size_t len, struct gs_limits *ret, char *err, size_t err_len) {
         if (err && err_len)
                 err[0] = '\0';

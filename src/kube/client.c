@@ -303,6 +303,8 @@ static CURL *handle_take(struct kube_client *c) {
         return h ? h : curl_easy_init();
 }
 
+/* lint: long — one curl handle for the API server: URL, timeouts, then one branch per TLS and credential source a
+ * kubeconfig may give (inline data or a file for the CA, the client certificate and key; a token), in that order. */
 static int handle_init(struct kube_client *c, struct handle *hd, const char *path, const char *content_type,
                        bool reuse) {
         memset(hd, 0, sizeof *hd);
@@ -397,6 +399,8 @@ static int transport_error(struct handle *hd, CURLcode cc, struct kube_error *e)
         return errno_from_curl(cc);
 }
 
+/* lint: long — one request: handle, method, body, transfer, status mapping and JSON decoding, each failure
+ * translated once at this boundary. */
 int kube_request(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
                  struct kube_error *e) {
         static const char *const ctype[] = {
@@ -507,6 +511,8 @@ static void query_add(struct query *q, const char *key, const char *value) {
                 q->n += (size_t)w;
 }
 
+/* lint: long — a paged LIST with its continue token, the expired-token restart and the item callback; the pages
+ * share one handle and one query buffer. */
 int kube_list(struct kube_client *c, const char *path, const struct kube_list_opts *o,
               int (*item)(json_t *obj, void *userdata), void *userdata, char **ret_rv, struct kube_error *e) {
         char *cont = NULL, *rv = NULL, *full = NULL;
@@ -625,6 +631,8 @@ static int watch_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c2, cu
         return (w->stop && atomic_load(w->stop)) || (w->cancel && atomic_load(w->cancel)) ? 1 : 0;
 }
 
+/* lint: long — one WATCH stream: query, handle, the hung-stream timeout, the server ending the stream and the
+ * event callback; the states share one handle. */
 int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_opts *o,
                int (*event)(const struct kube_event *ev, void *userdata), void *userdata, struct kube_error *e) {
         struct query q = { .n = 0 };

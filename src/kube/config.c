@@ -46,6 +46,8 @@ static int y_next(struct ytree *y, yaml_event_t *ev) {
         return 0;
 }
 
+/* lint: long — the YAML-to-JSON walk: one case per libyaml event kind (scalar, sequence, mapping, alias) with its
+ * own checks. */
 static int y_node(struct ytree *y, yaml_event_t *ev, unsigned depth, json_t **ret) {
         int r;
         if (depth > YAML_DEPTH_MAX)
@@ -328,6 +330,9 @@ static int pem_from_base64(const char *b64, const char *where, const char *field
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (kubeconfig: context, cluster, user, each field
+ * and its mutual exclusions). */
 int kube_config_parse(const char *text, size_t len, const char *path, const char *context, struct kube_config *ret,
                       struct gs_error *err) {
         struct kube_config c = { 0 };

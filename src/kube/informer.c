@@ -104,14 +104,7 @@ static void set_error(struct kube_informer *inf, const char *what, int r, const 
 
 /* Sleep ms unless stopped. true when stopped. */
 static bool pause_ms(struct kube_informer *inf, unsigned ms) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = timespec_after_ms(CLOCK_REALTIME, ms);
         pthread_mutex_lock(&inf->lock);
         while (!atomic_load(&inf->stop))
                 if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) == ETIMEDOUT)
@@ -330,14 +323,7 @@ bool kube_informer_synced(struct kube_informer *inf) {
 }
 
 int kube_informer_wait_synced(struct kube_informer *inf, unsigned ms) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = timespec_after_ms(CLOCK_REALTIME, ms);
         pthread_mutex_lock(&inf->lock);
         while (!inf->synced)
                 if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) == ETIMEDOUT)

@@ -82,6 +82,9 @@ static enum cgroup_qos qos_from(struct slice s) {
 }
 
 /* One path component (between slashes). */
+/* lint: long — one cgroup path component against each naming it may follow (systemd slices and cgroupfs, kubepods
+ * and the QoS classes, a pod UID, the runtimes' conmon scopes, containerd, CRI-O, Docker and Podman container
+ * IDs); one branch per naming. */
 static void parse_component(struct slice comp, struct slice prev, bool *k8s, struct cgroup_info *info) {
         struct slice name = comp;
         if (!slice_strip_suffix(&name, ".slice"))
@@ -228,27 +231,30 @@ int cgroup_parse(const char *text, size_t len, struct cgroup_info *ret) {
         return best_score > 0;
 }
 
-int cgroup_attribute_pid(const char *proc_root, unsigned pid, struct cgroup_info *ret) {
+/* PROC_ROOT/PID/FILE, at most CGROUP_FILE_MAX bytes, into *RET (malloc'd, NUL-terminated). */
+static int read_proc(const char *proc_root, const char *pid, const char *file, char **ret, size_t *ret_len) {
         char path[4096];
-        int k = snprintf(path, sizeof path, "%s/%u/cgroup", proc_root ? proc_root : "/proc", pid);
+        int k = snprintf(path, sizeof path, "%s/%s/%s", proc_root, pid, file);
         if (k < 0 || (size_t)k >= sizeof path)
                 return -ENAMETOOLONG;
+        return read_file(path, CGROUP_FILE_MAX, ret, ret_len);
+}
+
+int cgroup_attribute_pid(const char *proc_root, unsigned pid, struct cgroup_info *ret) {
+        char pid_s[16];
+        snprintf(pid_s, sizeof pid_s, "%u", pid);
         _cleanup_(freep) char *text = NULL;
         size_t len;
-        int r = read_file(path, CGROUP_FILE_MAX, &text, &len);
+        int r = read_proc(proc_root ? proc_root : "/proc", pid_s, "cgroup", &text, &len);
         if (r < 0)
                 return r;
         return cgroup_parse(text, len, ret);
 }
 
 static int ns_pid_of(const char *proc_root, const char *pid_s, unsigned *ret) {
-        char path[4096];
-        int k = snprintf(path, sizeof path, "%s/%s/status", proc_root, pid_s);
-        if (k < 0 || (size_t)k >= sizeof path)
-                return -ENAMETOOLONG;
         _cleanup_(freep) char *text = NULL;
         size_t len;
-        int r = read_file(path, CGROUP_FILE_MAX, &text, &len);
+        int r = read_proc(proc_root, pid_s, "status", &text, &len);
         if (r < 0)
                 return r;
         const char *line = strstr(text, "NSpid:");

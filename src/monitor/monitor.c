@@ -285,6 +285,9 @@ static int refresh_topo(struct monitor *m) {
         return 0;
 }
 
+/* lint: long — one sample in order: topology, each GPU's readings and processes, container names from the Engine
+ * API and CRI, allocations, container limits, then the snapshot swap; every step fills the one snapshot, freed
+ * whole on failure. */
 int monitor_sample(struct monitor *m) {
         uint64_t t0 = now_us(CLOCK_MONOTONIC);
         int r = refresh_topo(m);

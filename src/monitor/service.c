@@ -50,14 +50,7 @@ static void *sampler_main(void *userdata) {
         pthread_setname_np(pthread_self(), "sampler"); /* as bench/agent-bench.py names it */
         pthread_mutex_lock(&s->lock);
         while (!s->stop) {
-                struct timespec deadline;
-                clock_gettime(CLOCK_MONOTONIC, &deadline);
-                deadline.tv_sec += s->interval_ms / 1000;
-                deadline.tv_nsec += (long)(s->interval_ms % 1000) * 1000000L;
-                if (deadline.tv_nsec >= 1000000000L) {
-                        deadline.tv_sec++;
-                        deadline.tv_nsec -= 1000000000L;
-                }
+                struct timespec deadline = timespec_after_ms(CLOCK_MONOTONIC, s->interval_ms);
                 while (!s->stop && pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == 0)
                         ;
                 if (s->stop)

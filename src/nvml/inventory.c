@@ -69,6 +69,8 @@ static int read_sysfs_numa(struct nvml *n, const char *bus_id) {
 
 /* Fill one GPU. Returns true when the GPU answered well enough to be asked about links.
  * *ret_pci_id gets its PCI device id (0 when unknown) to tell GPUs from NVSwitches. */
+/* lint: long — one GPU's fields, one NVML query each, in the order of struct topo_gpu; gpu_fault decides for each
+ * query whether its failure leaves the field unknown or ends the GPU. */
 static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nvmlDevice_t *ret_handle,
                           unsigned *ret_pci_id) {
         struct nvml_error e;

@@ -122,6 +122,9 @@ static enum res_kind classify(const char *name, const struct sched_units *u, uin
 
 /* One container's GPU resources: limits (extended resources must have requests == limits; a
  * container that sets only requests is read from requests). 1 if it asks for any, 0 if none. */
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (a container's GPU resources of every profile
+ * gpuslice reads). */
 static int container_req(json_t *c, const struct sched_units *u, struct sched_container_req *ret,
                          enum sched_profile *profile, unsigned idx, struct gs_error *err) {
         *ret = (struct sched_container_req){ 0 };
@@ -216,6 +219,9 @@ static bool flag_true(json_t *annots, const char *key) {
         return v && streq(v, "true");
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (our assignment annotation, then gpu-manager's
+ * and gpushare's). */
 static int decode_assignment(json_t *annots, struct sched_pod_view *v, struct gs_error *err) {
         json_t *a = json_object_get(annots, SCHED_ANNOT_ASSIGNMENT);
         if (a) {
@@ -337,6 +343,8 @@ out:
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the Pod fields the scheduler reads). */
 int sched_pod_decode_json(const void *pod_json, const struct sched_units *u, struct sched_pod_view *ret,
                           struct gs_error *err) {
         json_t *pod = (json_t *)pod_json;
@@ -445,6 +453,9 @@ void sched_pod_view_info(const struct sched_pod_view *v, struct sched_pod_info *
 
 /* ---- node annotation ---- */
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the node annotation: GPUs, their order, the link
+ * rows). */
 int sched_node_annotation_decode(const char *value, size_t len, struct sched_node_info *ret, struct gs_error *err) {
         char name[SCHED_NAME_MAX];
         strscpy(name, ret->name, sizeof name);
@@ -682,9 +693,15 @@ void sched_ext_args_done(struct sched_ext_args *a) {
         a->n_nodes = 0;
 }
 
-int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
-                          struct gs_error *err) {
-        memset(ret, 0, sizeof *ret);
+/*
+ * The start of every extender request (filter/prioritize and preempt): the size bound, the parse,
+ * the outer object (`what` names it in messages) and its Pod. *ret_root is the parsed document
+ * whenever the body parsed, also when a later check fails, so the caller's *_done frees it.
+ * 0, or -E2BIG (body too large) / -EINVAL with err filled.
+ */
+static int ext_request_begin(const char *body, size_t len, const char *what, const struct sched_units *u,
+                             void **ret_root, struct sched_pod_view *ret_pod, struct gs_error *err) {
+        *ret_root = NULL;
         if (len > SCHED_CODEC_MAX_BODY) {
                 gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
                 return -E2BIG;
@@ -692,18 +709,26 @@ int sched_ext_args_decode(const char *body, size_t len, const struct sched_units
         json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
         if (!j)
                 return -EINVAL;
-        ret->root = j;
-        if (!json_is_object(j)) {
-                gs_error_set(err, -EINVAL, "ExtenderArgs is not an object");
-                goto bad;
-        }
+        *ret_root = j;
+        if (!json_is_object(j))
+                return gs_error_set(err, -EINVAL, "%s is not an object", what);
         json_t *pod = json_object_get(j, "Pod");
-        if (!json_is_object(pod)) {
-                gs_error_set(err, -EINVAL, "ExtenderArgs.Pod is missing");
-                goto bad;
+        if (!json_is_object(pod))
+                return gs_error_set(err, -EINVAL, "%s.Pod is missing", what);
+        if (sched_pod_decode_json(pod, u, ret_pod, err) < 0)
+                return -EINVAL;
+        return 0;
+}
+
+int sched_ext_args_decode(const char *body, size_t len, const struct sched_units *u, struct sched_ext_args *ret,
+                          struct gs_error *err) {
+        memset(ret, 0, sizeof *ret);
+        int r = ext_request_begin(body, len, "ExtenderArgs", u, &ret->root, &ret->pod, err);
+        if (r < 0) {
+                sched_ext_args_done(ret);
+                return r;
         }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
-                goto bad;
+        json_t *j = ret->root;
         json_t *names = json_object_get(j, "NodeNames");
         json_t *nodes = json_object_get(j, "Nodes");
         if (names && !json_is_null(names)) {
@@ -1013,26 +1038,13 @@ static int victims_decode(json_t *v, bool meta, struct sched_ext_victims *ret, s
 int sched_ext_preempt_decode(const char *body, size_t len, const struct sched_units *u,
                              struct sched_ext_preempt_args *ret, struct gs_error *err) {
         memset(ret, 0, sizeof *ret);
-        if (len > SCHED_CODEC_MAX_BODY) {
-                gs_error_set(err, -EINVAL, "request of %zu bytes exceeds %u", len, SCHED_CODEC_MAX_BODY);
-                return -E2BIG;
+        int r = ext_request_begin(body, len, "ExtenderPreemptionArgs", u, &ret->root, &ret->pod, err);
+        if (r < 0) {
+                sched_ext_preempt_args_done(ret);
+                return r;
         }
-        json_t *j = load(body, len, SCHED_CODEC_MAX_BODY, err);
-        if (!j)
-                return -EINVAL;
-        ret->root = j;
-        int r = -EINVAL;
-        if (!json_is_object(j)) {
-                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs is not an object");
-                goto bad;
-        }
-        json_t *pod = json_object_get(j, "Pod");
-        if (!json_is_object(pod)) {
-                gs_error_set(err, -EINVAL, "ExtenderPreemptionArgs.Pod is missing");
-                goto bad;
-        }
-        if (sched_pod_decode_json(pod, u, &ret->pod, err) < 0)
-                goto bad;
+        r = -EINVAL;
+        json_t *j = ret->root;
         json_t *metav = json_object_get(j, "NodeNameToMetaVictims"), *full = json_object_get(j, "NodeNameToVictims");
         bool meta = metav && !json_is_null(metav);
         json_t *map = meta ? metav : full;

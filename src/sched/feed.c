@@ -98,6 +98,19 @@ static int api_error(int r, const struct kube_error *e, struct gs_error *err) {
                             e->message[0] ? e->message : strerror(-r), e->http);
 }
 
+/* OBJ (its reference is taken; NULL: it could not be built) as the JSON body of METHOD PATH. */
+static int send_json(struct sched_feed *f, enum kube_method method, const char *path, json_t *obj,
+                     struct gs_error *err) {
+        char *body = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        json_decref(obj);
+        if (!body)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        struct kube_error e = { 0 };
+        int r = kube_request(f->client, method, path, body, NULL, &e);
+        free(body);
+        return r < 0 ? api_error(r, &e, err) : r;
+}
+
 /* For the e2e restart case only: GPUSLICE_CRASH_AT=bind-annotated in the extender's environment
  * (read with secure_getenv) makes it SIGKILL itself right after a bind's annotation was written,
  * before the Binding: "killed between annotate and bind" (docs/scheduler.md). */
@@ -120,19 +133,13 @@ static int feed_annotate(void *userdata, const char *ns, const char *name, const
         json_t *patch = json_pack("{s:{s:s,s:o}}", "metadata", "uid", uid, "annotations", ann);
         if (patch && rv && rv[0])
                 json_object_set_new(json_object_get(patch, "metadata"), "resourceVersion", json_string(rv));
-        char *body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
-        json_decref(patch);
-        if (!body) {
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        }
         char path[600];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
-        struct kube_error e = { 0 };
-        int r = kube_request(f->client, KUBE_PATCH_MERGE, path, body, NULL, &e);
-        free(body);
-        if (r >= 0)
-                crash_point("bind-annotated");
-        return r < 0 ? api_error(r, &e, err) : 0;
+        int r = send_json(f, KUBE_PATCH_MERGE, path, patch, err);
+        if (r < 0)
+                return r;
+        crash_point("bind-annotated");
+        return 0;
 }
 
 static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
@@ -144,17 +151,10 @@ static int feed_bind(void *userdata, const char *ns, const char *name, const cha
         json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
                               "metadata", "name", name, "namespace", ns, "uid", uid, "target", "apiVersion", "v1",
                               "kind", "Node", "name", node);
-        char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
-        json_decref(b);
-        if (!body) {
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        }
         char path[600];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
-        struct kube_error e = { 0 };
-        int r = kube_request(f->client, KUBE_POST, path, body, NULL, &e);
-        free(body);
-        return r < 0 ? api_error(r, &e, err) : 0;
+        int r = send_json(f, KUBE_POST, path, b, err);
+        return r < 0 ? r : 0;
 }
 
 int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, struct gs_error *err) {

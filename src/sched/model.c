@@ -445,6 +445,21 @@ static int place(struct sched_model *m, struct sched_pod *p, const char *node_na
         return 0;
 }
 
+/* The model's pod for INFO (added when new) with INFO's names and bound flag. */
+static int pod_refresh(struct sched_model *m, const struct sched_pod_info *info, struct sched_pod **ret) {
+        struct sched_pod *p = pod_get_or_add(m, info->uid);
+        if (!p)
+                return -ENOMEM;
+        int r = pod_update_names(p, info);
+        if (r < 0)
+                return r;
+        p->bound = info->bound;
+        *ret = p;
+        return 0;
+}
+
+/* lint: long — its complexity is the argument checks and the rules of when a watched pod may replace an assumed
+ * one, each one condition; 37 lines. */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info) {
         if (!m || !info || !info->uid || !info->uid[0] || info->req.n > SCHED_MAX_CONTAINERS ||
             (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
@@ -463,13 +478,10 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
                 (void)sched_model_remove_pod(m, info->uid);
                 return 0;
         }
-        struct sched_pod *p = pod_get_or_add(m, info->uid);
-        if (!p)
-                return -ENOMEM;
-        int r = pod_update_names(p, info);
+        struct sched_pod *p;
+        int r = pod_refresh(m, info, &p);
         if (r < 0)
                 return r;
-        p->bound = info->bound;
         p->confirmed = info->confirmed;
         p->source = (uint8_t)info->source;
         /* Our own bind is ahead of the watch: keep the assumed placement until the feed shows an
@@ -505,13 +517,10 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
             assign->n > SCHED_MAX_CONTAINERS)
                 return -EINVAL;
         m->generation++;
-        struct sched_pod *p = pod_get_or_add(m, info->uid);
-        if (!p)
-                return -ENOMEM;
-        int r = pod_update_names(p, info);
+        struct sched_pod *p;
+        int r = pod_refresh(m, info, &p);
         if (r < 0)
                 return r;
-        p->bound = info->bound;
         p->confirmed = false;
         p->source = SCHED_SOURCE_GPUSLICE;
         unlink_pod(m, p);
@@ -522,8 +531,6 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
                 sched_model_remove_pod(m, info->uid);
                 return r;
         }
-        if (r < 0)
-                return r;
         p->assumed = true;
         p->assumed_ns = now_ns;
         return 0;

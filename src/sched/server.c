@@ -377,6 +377,8 @@ static unsigned bind_reply(struct sched_server *s, double t0, const char *error,
         return 200;
 }
 
+/* lint: long — the bind verb in order: decode, choose again against the current model, assume, annotate and bind
+ * through the binder, answer; each failure has its own answer and metric. */
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_bind_args b;

@@ -197,7 +197,7 @@ static bool report_valid(const struct state_report *rp) {
                (!rp->container || valid_str(rp->container, STATE_CONTAINER_MAX, false));
 }
 
-/* Longer than most (about 85 lines): one pass over the reports and one over the entries on a
+/* lint: long (about 85 lines): one pass over the reports and one over the entries on a
  * private copy, swapped in only at the end, so that every failure leaves s unchanged; split into
  * helpers it would have to pass the copy, the seen array and four counters around. */
 int state_reconcile(struct gpuslice_state *s, const struct state_report *reports, size_t n,
@@ -295,6 +295,7 @@ static int set_int(json_t *o, const char *k, json_int_t v) {
         return json_object_set_new(o, k, json_integer(v)) < 0 ? -ENOMEM : 0;
 }
 
+/* lint: long — one field of the state file per line, each checked (JSON_INT bounds, out of memory); 49 lines. */
 int state_encode(const struct gpuslice_state *s, char **ret, size_t *ret_len) {
         if (!s || !ret || s->n_allocs > STATE_MAX_ENTRIES || s->generation > JSON_INT_MAX_U)
                 return -EINVAL;
@@ -414,7 +415,7 @@ static int cmp_alloc(const void *x, const void *y) {
         return c ? c : strcmp(a->device_id, b->device_id);
 }
 
-/* Its branch count comes from one || chain of field checks per entry (each key read and bounded),
+/* lint: long: its branch count comes from one || chain of field checks per entry (each key read and bounded),
  * not from nested logic. */
 static int decode_body(json_t *root, struct gpuslice_state *out) {
         if (!json_is_object(root) || json_object_size(root) != 2)

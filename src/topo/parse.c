@@ -170,6 +170,8 @@ static int parse_small_int(struct token t, int max, int *ret) {
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the header row of nvidia-smi topo -m). */
 static int parse_header(struct parser *p, const struct line *ln, struct token *toks, unsigned n) {
         unsigned i = 0, n_gpus = 0, n_nics = 0;
         char b[40];
@@ -247,6 +249,8 @@ static int find_row(struct parser *p, struct token name, unsigned *ret_col) {
         return -ENOENT;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (one row of the link matrix). */
 static int parse_row(struct parser *p, const struct line *ln, struct token *toks, unsigned n) {
         char b[40], b2[40];
         unsigned row;
@@ -348,6 +352,8 @@ static int unquote(struct token v, char *buf, size_t len, struct token *ret) {
         return 0;
 }
 
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (one directive field of a GPU). */
 static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, unsigned gpu, struct token key,
                          const char *val) {
         char b[40];
@@ -541,6 +547,9 @@ static int check_bytes(struct parser *p, const struct line *ln) {
 }
 
 /* pass: 0 = matrix, 1 = directives */
+/* lint: long — a strict parser: one check per field of the format, in the format's order, each with its own
+ * message; split, the grammar would no longer read top to bottom (the line loop of one pass: matrix, then
+ * directives). */
 static int parse_pass(struct parser *p, const char *text, size_t len, int pass) {
         size_t pos = 0;
         unsigned no = 0;
@@ -716,6 +725,8 @@ static void default_bus_id(const struct topo *t, unsigned i, char *buf, size_t l
         }
 }
 
+/* lint: long — each default is one rule applied where the file was silent (NUMA nodes, the links inferred, every
+ * GPU field left out, driver and CUDA versions), in order, since later ones read earlier ones. */
 void topo_apply_defaults(struct topo *t) {
         /* NUMA nodes: from the file, else one per distinct CPU affinity, else one per SYS island */
         int numa_of_group[TOPO_MAX_GPUS];

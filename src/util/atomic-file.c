@@ -41,6 +41,8 @@ static int temp_name(char *buf, size_t len, const char *name, unsigned attempt) 
         return k < 0 || (size_t)k >= len ? -ENAMETOOLONG : 0;
 }
 
+/* lint: long — its complexity is the argument checks and one check per system call of the write (open, write loop,
+ * fsync, rename, fsync of the directory), each undoing what came before; 30 lines. */
 int atomic_file_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode, unsigned flags) {
         if (dfd < 0 || !name || !*name || strchr(name, '/') || streq(name, ".") || streq(name, "..") ||
             (!data && len > 0))

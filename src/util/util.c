@@ -115,6 +115,18 @@ int parse_size(const char *s, uint64_t *ret) {
         return -EINVAL;
 }
 
+struct timespec timespec_after_ms(clockid_t clock, uint64_t ms) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        ts.tv_sec += (time_t)(ms / 1000);
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        return ts;
+}
+
 char *format_size(uint64_t bytes, char *buf, size_t len) {
         if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
                 snprintf(buf, len, "%" PRIu64 " GiB", bytes >> 30);

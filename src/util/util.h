@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -88,6 +89,10 @@ int parse_u64(const char *s, uint64_t *ret);
 /* "24GiB", "12066MiB", "16G", "512M", "1024" (bytes), "1.5GiB". 0 or -EINVAL / -ERANGE. */
 int parse_size(const char *s, uint64_t *ret);
 /* Format bytes as "24.0 GiB" / "512 MiB". Returns buf. */
+/* CLOCK's time now plus MS milliseconds: a deadline for pthread_cond_timedwait (CLOCK_REALTIME unless the
+ * condition variable was made with another clock). */
+struct timespec timespec_after_ms(clockid_t clock, uint64_t ms);
+
 char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */

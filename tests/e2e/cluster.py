@@ -19,8 +19,9 @@ API
                                 /readyz. Writes c.kubeconfig (admin, system:masters) and c.ca_file.
     c.restart_apiserver()       stops kube-apiserver (SIGTERM) and starts it again on the same port.
     c.start_controller_manager()
-    c.start_scheduler(extenders=None)   extenders: a list of dicts in kubescheduler.config.k8s.io/v1beta1
-                                form ({"urlPrefix": ..., "filterVerb": ..., ...}) put in the config file.
+    c.start_scheduler(extenders=None, qps=None)   extenders: a list of dicts in kubescheduler.config.k8s.io/v1beta1
+                                form ({"urlPrefix": ..., "filterVerb": ..., ...}) put in the config file;
+                                qps: the client's QPS and burst (default: kube-scheduler's own, 50/100).
     c.start()                   all of the above (control plane, controller-manager, scheduler).
     c.service_account_token(namespace, name, audience=None) -> (token, path)
                                 creates the namespace and ServiceAccount if needed, asks the TokenRequest API
@@ -537,11 +538,14 @@ class Cluster:
             "--use-service-account-credentials=true", "--leader-elect=false",
             "--node-monitor-grace-period", "40s", "--cert-dir", self.path("cm-certs"), "--v", "1"])
 
-    def start_scheduler(self, extenders=None):
+    def start_scheduler(self, extenders=None, qps=None):
         kc = self.path("scheduler.kubeconfig")
         hport = free_port()
+        conn = {"kubeconfig": kc}
+        if qps:
+            conn.update(qps=qps, burst=qps)
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1beta1", "kind": "KubeSchedulerConfiguration",
-               "clientConnection": {"kubeconfig": kc}, "leaderElection": {"leaderElect": False},
+               "clientConnection": conn, "leaderElection": {"leaderElect": False},
                "healthzBindAddress": "127.0.0.1:%d" % hport, "metricsBindAddress": "127.0.0.1:%d" % hport}
         if extenders:
             cfg["extenders"] = extenders

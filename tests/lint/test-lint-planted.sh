@@ -47,7 +47,7 @@ expect_fail() { # expect_fail KIND PATTERN [FILE...]: the check fails and its ou
 
 util=src/util/util.c
 fresh
-for kind in format shellcheck includes banned; do
+for kind in format shellcheck includes banned size; do
   if out=$(lint "$kind" 2>&1); then ok "$kind: the untouched tree passes"; else bad "$kind: untouched tree fails: $out"; fi
 done
 if out=$(lint tidy "$tree/$util" "$tree/src/topo/tree.c" 2>&1); then
@@ -83,6 +83,31 @@ expect_fail includes 'src/topo/tree.c:1: layer 1 \(topo\) includes "agent/plugin
 fresh
 printf 'void lint_planted_banned(char *b);\nvoid lint_planted_banned(char *b) {\n        sprintf(b, "x");\n}\n' >>"$tree/$util"
 expect_fail banned "util/util.c:.*sprintf"
+
+fresh
+{
+  printf 'int lint_planted_size(int x);\nint lint_planted_size(int x) {\n'
+  for i in $(seq 1 90); do printf '        x += %d;\n' "$i"; done
+  printf '        return x;\n}\n'
+} >>"$tree/$util"
+expect_fail size "util/util.c:[0-9]+: lint_planted_size: 9[0-9] lines"
+
+fresh
+{
+  printf 'int lint_planted_branchy(int x);\nint lint_planted_branchy(int x) {\n'
+  for i in $(seq 1 30); do printf '        if (x == %d)\n                x++;\n' "$i"; done
+  printf '        return x;\n}\n'
+} >>"$tree/$util"
+expect_fail size "util/util.c:[0-9]+: lint_planted_branchy: [0-9]+ lines, complexity 31"
+
+fresh
+# the same function with its reason passes
+{
+  printf '/* lint: long — planted: a reason makes it pass. */\nint lint_planted_size(int x);\nint lint_planted_size(int x) {\n'
+  for i in $(seq 1 90); do printf '        x += %d;\n' "$i"; done
+  printf '        return x;\n}\n'
+} >>"$tree/$util"
+if out=$(lint size 2>&1); then ok "size: a function with lint: long above it passes"; else bad "size: annotated function fails: $out"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

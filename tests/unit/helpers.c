@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -104,4 +106,29 @@ void test_load_topo(const char *name, struct topo *ret) {
         free(text);
         if (r < 0)
                 fail_msg("%s: %s", path, err.message);
+}
+
+char *test_read_source(const char *relpath, size_t *len) {
+        char *buf = NULL;
+        const char *path = test_path(GPUSLICE_SOURCE_DIR, relpath);
+        int r = read_file(path, 1 << 24, &buf, len);
+        if (r < 0)
+                fail_msg("%s: %s", path, strerror(-r));
+        return buf;
+}
+
+int test_without_root(int (*f)(void *), void *arg) {
+        pid_t pid = fork();
+        if (pid < 0)
+                return -ECHILD;
+        if (pid == 0) {
+                if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
+                        _exit(255);
+                int r = f(arg);
+                _exit(r < 0 && r > -255 ? -r : r == 0 ? 0 : 254);
+        }
+        int status;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) >= 254)
+                return -ECHILD;
+        return -WEXITSTATUS(status);
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * helpers — what the unit tests share: private temporary directories (created with mkdtemp,
- * removed with nftw, never with a shell), paths in them and whole-file reads and writes. Every
- * helper fails the running cmocka test on an error it cannot report otherwise.
+ * removed with nftw, never with a shell), paths in them, whole-file reads and writes, the
+ * reference topologies and files of the source tree, and running a step without root's file
+ * permission override. Every helper fails the running cmocka test on an error it cannot report
+ * otherwise. (The node agent's fixtures, which need the agent library: helpers-agent.h.)
  */
 #pragma once
 
@@ -38,3 +40,11 @@ void test_touch(const char *path);
 
 /* Parse the reference topology tests/data/topologies/NAME into RET; fails the test on error. */
 void test_load_topo(const char *name, struct topo *ret);
+
+/* The file RELPATH of the source tree (e.g. "tests/data/extender/x.json"), malloc'd and
+ * NUL-terminated, its length in *LEN; fails the test when it cannot be read. */
+char *test_read_source(const char *relpath, size_t *len);
+
+/* Run F(ARG) in a child process without root's override of file permissions (a root test run
+ * drops to uid/gid 65534 first). Returns what F returned, as -errno, or -ECHILD. */
+int test_without_root(int (*f)(void *), void *arg);

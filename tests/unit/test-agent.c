@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers-agent.h"
 #include "helpers.h"
 
 #include <errno.h>
@@ -26,102 +27,47 @@
 #include "topo/topo.h"
 #include "util/util.h"
 
-struct fx {
-        struct plugin p;
-        struct topo t;
-        char *devroot;
-};
-
 static void make_file(const char *dir, const char *name) {
         test_touch(test_path(test_path(dir, "dev"), name));
 }
 
 static int setup(void **state) {
-        struct fx *f = calloc(1, sizeof *f);
-        assert_non_null(f);
-        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
-        f->devroot = test_tmpdir_new("agent");
-        assert_int_equal(mkdir(test_path(f->devroot, "dev"), 0755), 0);
-        make_file(f->devroot, "nvidia6");
-        make_file(f->devroot, "nvidia7");
-        make_file(f->devroot, "nvidiactl");
+        struct test_plugin *f = test_plugin_new("seed000-8gpu-pcie-2socket.topo", "agent");
+        assert_int_equal(mkdir(test_path(f->tmp, "dev"), 0755), 0);
+        make_file(f->tmp, "nvidia6");
+        make_file(f->tmp, "nvidia7");
+        make_file(f->tmp, "nvidiactl");
         struct plugin_options o = { .resource = "nvidia.com/gpu", .list_envvar = true, .cdi_kind = "gpuslice.io/gpu" };
-        snprintf(o.dev_root, sizeof o.dev_root, "%s", f->devroot);
-        plugin_init(&f->p, &o, &f->t);
+        snprintf(o.dev_root, sizeof o.dev_root, "%s", f->tmp);
+        test_plugin_init(f, &o);
         *state = f;
         return 0;
 }
 
 static int teardown(void **state) {
-        struct fx *f = *state;
-        plugin_done(&f->p);
-        assert_int_equal(test_tmpdir_free(f->devroot), 0);
-        free(f);
+        test_plugin_free(*state);
         return 0;
 }
 
-static const char *id(struct fx *f, int i) {
+static const char *id(struct test_plugin *f, int i) {
         return f->p.gpu[i].id;
 }
 
 /* ---- request builders ---- */
 
-static void pack_free(ProtobufCMessage *m, uint8_t **buf, size_t *len) {
-        assert_int_equal(rpc_pack(m, buf, len), 0);
-}
-
-static enum rpc_code prefer(struct fx *f, const int *avail, size_t na, const int *must, size_t nm, int size,
+static enum rpc_code prefer(struct test_plugin *f, const int *avail, size_t na, const int *must, size_t nm, int size,
                             V1beta1__PreferredAllocationResponse **ret, struct gs_error *st) {
         char *a[8], *m[8];
         for (size_t i = 0; i < na; i++)
                 a[i] = (char *)id(f, avail[i]);
         for (size_t i = 0; i < nm; i++)
                 m[i] = (char *)id(f, must[i]);
-        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        cr.available_deviceids = a;
-        cr.n_available_deviceids = na;
-        cr.must_include_deviceids = m;
-        cr.n_must_include_deviceids = nm;
-        cr.allocation_size = size;
-        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
-        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        pack_free(&req.base, &buf, &len);
-        enum rpc_code c = plugin_get_preferred(&f->p, buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                *ret = v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                assert_non_null(*ret);
-        } else
-                assert_null(out);
-        free(out);
-        return c;
+        return test_rpc_preferred(plugin_get_preferred, &f->p, a, na, m, nm, size, ret, st);
 }
 
-static enum rpc_code allocate(struct fx *f, char **ids, size_t n, V1beta1__AllocateResponse **ret,
+static enum rpc_code allocate(struct test_plugin *f, char **ids, size_t n, V1beta1__AllocateResponse **ret,
                               struct gs_error *st) {
-        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-        cr.devices_ids = ids;
-        cr.n_devices_ids = n;
-        V1beta1__ContainerAllocateRequest *crs[1] = { &cr };
-        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        pack_free(&req.base, &buf, &len);
-        enum rpc_code c = plugin_allocate(&f->p, buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
-                assert_non_null(*ret);
-        } else
-                assert_null(out);
-        free(out);
-        return c;
+        return test_rpc_allocate(plugin_allocate, &f->p, ids, n, ret, st);
 }
 
 static bool has_id(const V1beta1__ContainerPreferredAllocationResponse *r, const char *want) {
@@ -134,7 +80,7 @@ static bool has_id(const V1beta1__ContainerPreferredAllocationResponse *r, const
 /* ---- tests ---- */
 
 static void test_preferred_seed_case(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         const int avail[] = { 2, 5, 6, 7 };
         V1beta1__PreferredAllocationResponse *r = NULL;
         struct gs_error st;
@@ -147,7 +93,7 @@ static void test_preferred_seed_case(void **state) {
 }
 
 static void test_preferred_must_include(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         const int avail[] = { 0, 1, 2, 3, 4, 5, 6, 7 }, must[] = { 5 };
         V1beta1__PreferredAllocationResponse *r = NULL;
         struct gs_error st;
@@ -158,7 +104,7 @@ static void test_preferred_must_include(void **state) {
 }
 
 static void test_preferred_skips_unhealthy(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         plugin_set_unhealthy(&f->p, 7, "xid 48", 1000, true);
         const int avail[] = { 2, 5, 6, 7 };
         V1beta1__PreferredAllocationResponse *r = NULL;
@@ -175,7 +121,7 @@ static void test_preferred_skips_unhealthy(void **state) {
 }
 
 static void test_preferred_bad_requests(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         const int avail[] = { 0, 1 }, must[] = { 3 };
         V1beta1__PreferredAllocationResponse *r = NULL;
         struct gs_error st;
@@ -195,7 +141,7 @@ static void test_preferred_bad_requests(void **state) {
 }
 
 static void test_allocate_env_and_specs(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         char *ids[] = { (char *)id(f, 7), (char *)id(f, 6) };
         V1beta1__AllocateResponse *r = NULL;
         struct gs_error st;
@@ -222,7 +168,7 @@ static void test_allocate_env_and_specs(void **state) {
 }
 
 static void test_allocate_index_and_cdi(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         f->p.opt.ids_by_index = true;
         f->p.opt.list_cdi = true;
         f->p.opt.list_envvar = false;
@@ -240,7 +186,7 @@ static void test_allocate_index_and_cdi(void **state) {
 }
 
 static void test_allocate_refusals(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         V1beta1__AllocateResponse *r = NULL;
         struct gs_error st;
         char *unknown[] = { "GPU-nope" };
@@ -266,7 +212,7 @@ static void test_allocate_refusals(void **state) {
 }
 
 static void test_health_xid_quiet_period(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         uint64_t g0 = atomic_load(&f->p.generation);
         plugin_set_unhealthy(&f->p, 4, "xid 48", 10000, true);
         assert_false(f->p.gpu[4].healthy);
@@ -281,7 +227,7 @@ static void test_health_xid_quiet_period(void **state) {
 }
 
 static void test_health_lost_needs_answers(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 10000, false);
         /* still lost at 20000: the quiet period has not started */
         plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 20000, false);
@@ -304,7 +250,7 @@ static uint64_t drain(int fd) {
 /* "devices changed": a health change writes change_fd; nothing changed, nothing written; a
  * generation bumped behind plugin_changed's back is told by plugin_notify, once. */
 static void test_change_notifications(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         assert_true(fd >= 0);
         atomic_store(&f->p.change_fd, fd);
@@ -326,7 +272,7 @@ static void test_change_notifications(void **state) {
 }
 
 static void test_list_devices(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         plugin_set_unhealthy(&f->p, 3, "xid 79", 1, false);
         uint8_t *buf = NULL;
         size_t n = 0;
@@ -349,7 +295,7 @@ static void test_list_devices(void **state) {
 }
 
 static void test_options(void **state) {
-        struct fx *f = *state;
+        struct test_plugin *f = *state;
         uint8_t *out = NULL;
         size_t n = 0;
         struct gs_error st;

@@ -16,36 +16,21 @@
 
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include "alloc/alloc.h"
 #include "topo/topo.h"
 #include "util/util.h"
-
-#define TOPO_DIR GPUSLICE_TOPO_DIR "/"
 
 static const char *const reference[] = {
         "seed000-8gpu-pcie-2socket.topo",  "seed004-7gpu-p40-mlx4.topo", "pcie-8gpu-pix-phb-sys.topo",
         "dgx1-v100-hybrid-cube-mesh.topo", "dgx-a100-nvswitch.topo",
 };
 
-static void load(const char *name, struct topo *t) {
-        char path[512];
-        snprintf(path, sizeof path, "%s%s", TOPO_DIR, name);
-        char *text = NULL;
-        size_t len = 0;
-        int r = read_file(path, 1 << 20, &text, &len);
-        if (r < 0)
-                fail_msg("cannot read %s: %s", path, strerror(-r));
-        struct gs_error e = { 0 };
-        r = topo_parse(text, len, t, &e);
-        free(text);
-        if (r < 0)
-                fail_msg("%s: %s", path, e.message);
-}
-
 static struct topo *load_new(const char *name) {
         struct topo *t = malloc(sizeof *t);
         assert_non_null(t);
-        load(name, t);
+        test_load_topo(name, t);
         return t;
 }
 

@@ -111,24 +111,6 @@ static void write_text(const char *path, const char *text) {
         assert_int_equal(fclose(f), 0);
 }
 
-/* Run f(arg) in a child process without root's override of file permissions (a root test run
- * drops to uid/gid 65534 first). Returns what f returned, as -errno, or -ECHILD. */
-static int without_root(int (*f)(void *), void *arg) {
-        pid_t pid = fork();
-        if (pid < 0)
-                return -ECHILD;
-        if (pid == 0) {
-                if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
-                        _exit(255);
-                int r = f(arg);
-                _exit(r < 0 && r > -255 ? -r : r == 0 ? 0 : 254);
-        }
-        int status;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) >= 254)
-                return -ECHILD;
-        return -WEXITSTATUS(status);
-}
-
 /* ---- defaults and valid files ---- */
 
 static void test_defaults_documented_values(void **state) {
@@ -678,9 +660,9 @@ static void test_load_unreadable_file(void **state) {
         snprintf(path, sizeof path, "%s/secret.conf", dir);
         write_text(path, "[agent]\n");
         assert_int_equal(chmod(path, 0), 0);
-        assert_int_equal(without_root(load_in_child, path), -EACCES);
+        assert_int_equal(test_without_root(load_in_child, path), -EACCES);
         assert_int_equal(chmod(path, 0644), 0);
-        assert_int_equal(without_root(load_in_child, path), 0); /* the child can read it otherwise */
+        assert_int_equal(test_without_root(load_in_child, path), 0); /* the child can read it otherwise */
 }
 
 static void test_load_too_large_file(void **state) {

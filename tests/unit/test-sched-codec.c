@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "helpers.h"
 #include <jansson.h>
 
 #include "sched/codec.h"
@@ -20,12 +22,9 @@
 
 static struct sched_units U;
 
+/* tests/data/extender/NAME */
 static char *sample(const char *name, size_t *len) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/tests/data/extender/%s", GPUSLICE_SOURCE_DIR, name);
-        char *buf;
-        assert_int_equal(read_file(path, 1 << 20, &buf, len), 0);
-        return buf;
+        return test_read_source(test_path("tests/data/extender", name), len);
 }
 
 static json_t *parse(const char *s, size_t len) {
@@ -433,6 +432,51 @@ static void test_malformed_args(void **state) {
                 assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, &err), -EINVAL);
 }
 
+/* Both extender decoders start alike (ext_request_begin): the same checks, messages naming each one's object. */
+static void test_request_preamble_both_decoders(void **state) {
+        (void)state;
+        static const struct {
+                const char *body, *msg;
+        } cases[] = {
+                { "[]", " is not an object" },
+                { "{}", ".Pod is missing" },
+                { "{\"Pod\":1}", ".Pod is missing" },
+        };
+        struct gs_error err = { 0 };
+        char want[sizeof err.message];
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct sched_ext_args a;
+                struct sched_ext_preempt_args pa;
+                gs_error_clear(&err);
+                assert_int_equal(sched_ext_args_decode(cases[i].body, strlen(cases[i].body), &U, &a, &err), -EINVAL);
+                snprintf(want, sizeof want, "ExtenderArgs%s", cases[i].msg);
+                assert_string_equal(err.message, want);
+                assert_null(a.root);
+                gs_error_clear(&err);
+                assert_int_equal(sched_ext_preempt_decode(cases[i].body, strlen(cases[i].body), &U, &pa, &err),
+                                 -EINVAL);
+                snprintf(want, sizeof want, "ExtenderPreemptionArgs%s", cases[i].msg);
+                assert_string_equal(err.message, want);
+                assert_null(pa.root);
+        }
+        /* a Pod the pod decoder refuses: its message, for both */
+        const char *badpod = "{\"Pod\":{\"metadata\":{\"name\":1}}}";
+        struct sched_ext_args a;
+        struct sched_ext_preempt_args pa;
+        gs_error_clear(&err);
+        assert_int_equal(sched_ext_args_decode(badpod, strlen(badpod), &U, &a, &err), -EINVAL);
+        strscpy(want, err.message, sizeof want);
+        assert_true(want[0] != '\0');
+        gs_error_clear(&err);
+        assert_int_equal(sched_ext_preempt_decode(badpod, strlen(badpod), &U, &pa, &err), -EINVAL);
+        assert_string_equal(err.message, want);
+        const char *ok = "{\"Pod\":{\"metadata\":{}},\"NodeNameToMetaVictims\":{}}";
+        assert_int_equal(sched_ext_preempt_decode(ok, SCHED_CODEC_MAX_BODY + 1, &U, &pa, &err), -E2BIG);
+        assert_int_equal(sched_ext_preempt_decode(ok, strlen(ok), &U, &pa, &err), 0);
+        assert_int_equal(pa.n_nodes, 0);
+        sched_ext_preempt_args_done(&pa);
+}
+
 static void test_snapshot(void **state) {
         (void)state;
         const char *snap = "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
@@ -557,6 +601,7 @@ int main(void) {
                 cmocka_unit_test(test_assignment_roundtrip_and_foreign),
                 cmocka_unit_test(test_node_annotation),
                 cmocka_unit_test(test_malformed_args),
+                cmocka_unit_test(test_request_preamble_both_decoders),
                 cmocka_unit_test(test_snapshot),
                 cmocka_unit_test(test_inspect_records),
         };

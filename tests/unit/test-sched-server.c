@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "helpers.h"
 #include <pthread.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -21,12 +23,9 @@
 #include "sched/server.h"
 #include "util/util.h"
 
+/* tests/data/extender/NAME */
 static char *sample(const char *name, size_t *len) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/tests/data/extender/%s", GPUSLICE_SOURCE_DIR, name);
-        char *buf;
-        assert_int_equal(read_file(path, 1 << 20, &buf, len), 0);
-        return buf;
+        return test_read_source(test_path("tests/data/extender", name), len);
 }
 
 /* gpunode: 2 GPUs of 16 GiB on one PCIe switch; gpunode-fake: 1 GPU. */

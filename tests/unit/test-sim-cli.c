@@ -17,23 +17,6 @@
 
 #define SIM_CLI GPUSLICE_BUILD_DIR "/sim/gpuslice-sim"
 
-static int setup(void **state) {
-        (void)state;
-        return sim_nvml_load();
-}
-
-static int teardown(void **state) {
-        (void)state;
-        sim_shutdown_all();
-        return 0;
-}
-
-static int group_teardown(void **state) {
-        (void)state;
-        sim_remove_tmpdir();
-        return 0;
-}
-
 /* Run gpuslice-sim with the arguments (NULL-terminated), output discarded; returns the exit code. */
 static int run(const char *arg, ...) {
         const char *argv[16] = { "gpuslice-sim" };
@@ -63,12 +46,6 @@ static int run(const char *arg, ...) {
 static void start(const char *file) {
         sim_select(file);
         assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
-}
-
-static nvmlDevice_t dev(unsigned i) {
-        nvmlDevice_t d = NULL;
-        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-        return d;
 }
 
 static void test_help_and_usage(void **state) {
@@ -118,7 +95,7 @@ static void test_xid_and_lose_post_events(void **state) {
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         nvmlEventSet_t set;
         assert_int_equal(N.nvmlEventSetCreate(&set), NVML_SUCCESS);
-        assert_int_equal(N.nvmlDeviceRegisterEvents(dev(1), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceRegisterEvents(sim_dev(1), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
         assert_int_equal(run("xid", "1", "48", NULL), 0);
         assert_int_equal(run("lose", "1", NULL), 0);
         nvmlEventData_t e;
@@ -139,17 +116,17 @@ static void test_proc_add_del(void **state) {
         assert_int_equal(run("proc", "add", "--gpu", "2", "--pid", "999999", "--mem", "1GiB", "--keep", NULL), 0);
         nvmlProcessInfo_t infos[4];
         unsigned count = 4;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(2), &count, infos), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(2), &count, infos), NVML_SUCCESS);
         assert_int_equal(count, 2);
         uint64_t sum = infos[0].usedGpuMemory + infos[1].usedGpuMemory;
         assert_int_equal(sum, (512ULL << 20) + (1ULL << 30));
         nvmlUtilization_t u;
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(2), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(2), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 35);
         assert_int_equal(run("show", NULL), 0);
         assert_int_equal(run("proc", "del", "--pid", pid, NULL), 0);
         count = 4;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(2), &count, infos), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(2), &count, infos), NVML_SUCCESS);
         assert_int_equal(count, 1);
         assert_int_equal(infos[0].pid, 999999);
 }
@@ -159,17 +136,17 @@ static void test_util_and_reset(void **state) {
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         assert_int_equal(run("util", "6", "70", NULL), 0);
         nvmlUtilization_t u;
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(6), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(6), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 70);
         assert_int_equal(run("lose", "5", NULL), 0);
         assert_int_equal(run("proc", "add", "--gpu", "6", "--pid", "999999", "--mem", "1GiB", "--keep", NULL), 0);
         assert_int_equal(run("reset", NULL), 0);
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(6), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(6), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 0);
         nvmlDevice_t d;
         assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(5, &d), NVML_SUCCESS);
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(6), &count, NULL), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(6), &count, NULL), NVML_SUCCESS);
         assert_int_equal(count, 0);
 }
 
@@ -188,13 +165,13 @@ static void test_reset_replaces_stale_file(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_teardown(test_help_and_usage, teardown),
-                cmocka_unit_test_teardown(test_bad_node, teardown),
-                cmocka_unit_test_teardown(test_lose_deny_restore, teardown),
-                cmocka_unit_test_teardown(test_xid_and_lose_post_events, teardown),
-                cmocka_unit_test_teardown(test_proc_add_del, teardown),
-                cmocka_unit_test_teardown(test_util_and_reset, teardown),
-                cmocka_unit_test_teardown(test_reset_replaces_stale_file, teardown),
+                cmocka_unit_test_teardown(test_help_and_usage, sim_test_teardown),
+                cmocka_unit_test_teardown(test_bad_node, sim_test_teardown),
+                cmocka_unit_test_teardown(test_lose_deny_restore, sim_test_teardown),
+                cmocka_unit_test_teardown(test_xid_and_lose_post_events, sim_test_teardown),
+                cmocka_unit_test_teardown(test_proc_add_del, sim_test_teardown),
+                cmocka_unit_test_teardown(test_util_and_reset, sim_test_teardown),
+                cmocka_unit_test_teardown(test_reset_replaces_stale_file, sim_test_teardown),
         };
-        return cmocka_run_group_tests(tests, setup, group_teardown);
+        return cmocka_run_group_tests(tests, sim_test_setup, sim_test_group_teardown);
 }

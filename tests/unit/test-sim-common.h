@@ -3,6 +3,7 @@
  * test-sim-common — helpers shared by the simulator's unit tests: load build/sim/libnvidia-ml.so.1 by path
  * (tests never link against it) into a typed table generated from NVML_ABI_FUNCTIONS, and point
  * the simulator at a node file and a private state file before the first nvmlInit.
+ * Also the cmocka fixtures they share (include <cmocka.h> first).
  * Header-only (static functions): each test program includes it once.
  */
 #pragma once
@@ -100,4 +101,34 @@ _unused_ static int sim_write_node(const char *name, const char *text, char *buf
                 return -1;
         fputs(text, f);
         return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- cmocka fixtures shared by the simulator tests ---- */
+
+/* Before each test: the library is loaded (once). */
+_unused_ static int sim_test_setup(void **state) {
+        (void)state;
+        return sim_nvml_load();
+}
+
+/* After each test: every nvmlInit of the test undone. */
+_unused_ static int sim_test_teardown(void **state) {
+        (void)state;
+        sim_shutdown_all();
+        return 0;
+}
+
+/* After the group: the private state directory removed. */
+_unused_ static int sim_test_group_teardown(void **state) {
+        (void)state;
+        sim_remove_tmpdir();
+        return 0;
+}
+
+/* The handle of simulated GPU I (the test fails if there is none). */
+_unused_ static nvmlDevice_t sim_dev(unsigned i) {
+        nvmlDevice_t d = NULL;
+        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
+        assert_non_null(d);
+        return d;
 }

@@ -211,17 +211,11 @@ static int finish(struct child *c) {
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static nvmlDevice_t dev(unsigned i) {
-        nvmlDevice_t d = NULL;
-        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-        return d;
-}
-
 /* Memory NVML lists for pid on gpu; 0 when the process is not listed, ULLONG_MAX-1 if listed with 0. */
 static bool nvml_proc(unsigned gpu, unsigned pid, unsigned long long *ret_used) {
         nvmlProcessInfo_t infos[64];
         unsigned count = 64;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(gpu), &count, infos), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(gpu), &count, infos), NVML_SUCCESS);
         for (unsigned i = 0; i < count; i++)
                 if (infos[i].pid == pid) {
                         if (ret_used)
@@ -594,7 +588,7 @@ static void test_other_process_allocation_visible(void **state) {
         assert_true(nvml_proc(1, (unsigned)c.pid, &used));
         assert_int_equal(used, 1ULL << 30);
         nvmlMemory_v2_t m = { .version = nvmlMemory_v2 };
-        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(1), &m), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(sim_dev(1), &m), NVML_SUCCESS);
         assert_true(m.used >= (1ULL << 30));
         assert_int_equal(finish(&c), 0);
         assert_false(nvml_proc(1, (unsigned)c.pid, NULL));

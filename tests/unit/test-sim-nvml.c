@@ -14,33 +14,9 @@
 #include "compat/compat.h"
 #include "test-sim-common.h"
 
-static int setup(void **state) {
-        (void)state;
-        return sim_nvml_load();
-}
-
-static int teardown(void **state) {
-        (void)state;
-        sim_shutdown_all();
-        return 0;
-}
-
-static int group_teardown(void **state) {
-        (void)state;
-        sim_remove_tmpdir();
-        return 0;
-}
-
 static void start(const char *node_file) {
         sim_select(node_file);
         assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
-}
-
-static nvmlDevice_t dev(unsigned i) {
-        nvmlDevice_t d = NULL;
-        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-        assert_non_null(d);
-        return d;
 }
 
 /* ---- init ---- */
@@ -97,10 +73,10 @@ static void test_init_is_reference_counted(void **state) {
 static void test_handles_are_stable_across_reinit(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
-        nvmlDevice_t a = dev(3);
+        nvmlDevice_t a = sim_dev(3);
         assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
         assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
-        assert_ptr_equal(dev(3), a);
+        assert_ptr_equal(sim_dev(3), a);
         unsigned idx = 99;
         assert_int_equal(N.nvmlDeviceGetIndex(a, &idx), NVML_SUCCESS);
         assert_int_equal(idx, 3);
@@ -173,7 +149,7 @@ static void test_inventory_matches_node_file(void **state) {
         assert_int_equal(N.nvmlSystemGetCudaDriverVersion_v2(&cuda), NVML_SUCCESS);
         assert_int_equal(cuda, t.cuda_version);
         for (unsigned i = 0; i < t.n_gpus; i++) {
-                nvmlDevice_t d = dev(i);
+                nvmlDevice_t d = sim_dev(i);
                 assert_int_equal(N.nvmlDeviceGetUUID(d, buf, NVML_DEVICE_UUID_BUFFER_SIZE), NVML_SUCCESS);
                 assert_string_equal(buf, t.gpu[i].uuid);
                 nvmlDevice_t by_uuid = NULL;
@@ -207,7 +183,7 @@ static void test_inventory_matches_node_file(void **state) {
 static void test_string_buffers_too_small(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
-        nvmlDevice_t d = dev(0);
+        nvmlDevice_t d = sim_dev(0);
         char buf[128];
         assert_int_equal(N.nvmlDeviceGetUUID(d, buf, sizeof buf), NVML_SUCCESS);
         size_t uuid_len = strlen(buf);
@@ -226,7 +202,7 @@ static void test_memory_v1_and_v2(void **state) {
         static struct topo t;
         assert_int_equal(sim_parse_file(file, &t), 0);
         start(file);
-        nvmlDevice_t d = dev(2);
+        nvmlDevice_t d = sim_dev(2);
         nvmlMemory_t m1;
         assert_int_equal(N.nvmlDeviceGetMemoryInfo(d, &m1), NVML_SUCCESS);
         assert_int_equal(m1.total, t.gpu[2].memory_total);
@@ -245,9 +221,9 @@ static void test_memory_v2_version_mismatch(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         nvmlMemory_v2_t m2 = { .version = (unsigned)(sizeof(nvmlMemory_v2_t) | (1u << 24)) };
-        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(0), &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(sim_dev(0), &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         m2.version = 0;
-        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(0), &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(sim_dev(0), &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
 }
 
 /* ---- topology ---- */
@@ -269,7 +245,8 @@ static void check_levels(const char *file) {
         for (unsigned a = 0; a < t.n_gpus; a++)
                 for (unsigned b = 0; b < t.n_gpus; b++) {
                         nvmlGpuTopologyLevel_t lv = 99;
-                        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(a), dev(b), &lv), NVML_SUCCESS);
+                        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(a), sim_dev(b), &lv),
+                                         NVML_SUCCESS);
                         if (a == b)
                                 assert_int_equal(lv, NVML_TOPOLOGY_INTERNAL);
                         else
@@ -282,20 +259,21 @@ static void test_levels_pcie_file(void **state) {
         check_levels(SIM_TOPO("pcie-8gpu-pix-phb-sys.topo"));
         /* spot checks straight from the file's text */
         nvmlGpuTopologyLevel_t lv;
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(0), dev(1), &lv), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(0), sim_dev(1), &lv), NVML_SUCCESS);
         assert_int_equal(lv, NVML_TOPOLOGY_SINGLE);
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(0), dev(2), &lv), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(0), sim_dev(2), &lv), NVML_SUCCESS);
         assert_int_equal(lv, NVML_TOPOLOGY_HOSTBRIDGE);
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(3), dev(4), &lv), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(3), sim_dev(4), &lv), NVML_SUCCESS);
         assert_int_equal(lv, NVML_TOPOLOGY_SYSTEM);
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(3), dev(4), NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(3), sim_dev(4), NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_levels_old_soc_file(void **state) {
         (void)state;
         check_levels(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         nvmlGpuTopologyLevel_t lv;
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(2), dev(7), &lv), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(2), sim_dev(7), &lv), NVML_SUCCESS);
         assert_int_equal(lv, NVML_TOPOLOGY_SYSTEM); /* SOC */
 }
 
@@ -310,13 +288,15 @@ static void test_p2p_status(void **state) {
         (void)state;
         start(SIM_TOPO("dgx1-v100-hybrid-cube-mesh.topo"));
         int st = -1;
-        assert_int_equal(N.nvmlDeviceGetP2PStatus(dev(0), dev(3), NVML_P2P_CAPS_INDEX_NVLINK, &st), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetP2PStatus(sim_dev(0), sim_dev(3), NVML_P2P_CAPS_INDEX_NVLINK, &st),
+                         NVML_SUCCESS);
         assert_int_equal(st, NVML_P2P_STATUS_OK);
-        assert_int_equal(N.nvmlDeviceGetP2PStatus(dev(0), dev(5), NVML_P2P_CAPS_INDEX_NVLINK, &st), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetP2PStatus(sim_dev(0), sim_dev(5), NVML_P2P_CAPS_INDEX_NVLINK, &st),
+                         NVML_SUCCESS);
         assert_int_not_equal(st, NVML_P2P_STATUS_OK); /* SYS, no NVLink */
-        assert_int_equal(N.nvmlDeviceGetP2PStatus(dev(0), dev(5), NVML_P2P_CAPS_INDEX_READ, &st), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetP2PStatus(sim_dev(0), sim_dev(5), NVML_P2P_CAPS_INDEX_READ, &st), NVML_SUCCESS);
         assert_int_not_equal(st, NVML_P2P_STATUS_OK);
-        assert_int_equal(N.nvmlDeviceGetP2PStatus(dev(0), dev(1), 17, &st), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetP2PStatus(sim_dev(0), sim_dev(1), 17, &st), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 /* Count, per GPU, the links whose remote is each peer; compare with the matrix's NV#. */
@@ -329,22 +309,22 @@ static void test_nvlinks_dgx1_direct(void **state) {
         char bus[TOPO_MAX_GPUS][32];
         for (unsigned i = 0; i < t.n_gpus; i++) {
                 nvmlPciInfo_t pci;
-                assert_int_equal(N.nvmlDeviceGetPciInfo_v3(dev(i), &pci), NVML_SUCCESS);
+                assert_int_equal(N.nvmlDeviceGetPciInfo_v3(sim_dev(i), &pci), NVML_SUCCESS);
                 strscpy(bus[i], pci.busId, sizeof bus[i]);
         }
         for (unsigned g = 0; g < t.n_gpus; g++) {
                 unsigned per_peer[TOPO_MAX_GPUS] = { 0 }, links = 0;
                 for (unsigned l = 0;; l++) {
                         nvmlEnableState_t on;
-                        nvmlReturn_t r = N.nvmlDeviceGetNvLinkState(dev(g), l, &on);
+                        nvmlReturn_t r = N.nvmlDeviceGetNvLinkState(sim_dev(g), l, &on);
                         if (r == NVML_ERROR_INVALID_ARGUMENT)
                                 break;
                         assert_int_equal(r, NVML_SUCCESS);
                         assert_int_equal(on, NVML_FEATURE_ENABLED);
                         nvmlPciInfo_t remote;
-                        assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(g), l, &remote), NVML_SUCCESS);
+                        assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(sim_dev(g), l, &remote), NVML_SUCCESS);
                         nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
-                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(g), l, &type), NVML_SUCCESS);
+                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(sim_dev(g), l, &type), NVML_SUCCESS);
                         assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_GPU);
                         bool matched = false;
                         for (unsigned p = 0; p < t.n_gpus; p++)
@@ -363,24 +343,24 @@ static void test_nvlinks_dgx1_direct(void **state) {
                                 assert_int_equal(per_peer[p], t.link[g][p].nvlinks);
         }
         nvmlPciInfo_t remote;
-        assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(0), 6, &remote), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemotePciInfo_v2(sim_dev(0), 6, &remote), NVML_ERROR_INVALID_ARGUMENT);
         nvmlIntNvLinkDeviceType_t type;
-        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 6, &type), NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 0, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(sim_dev(0), 6, &type), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(sim_dev(0), 0, NULL), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void check_nvswitch_links(unsigned n_gpus, unsigned want_links) {
         char bus[TOPO_MAX_GPUS][32];
         for (unsigned i = 0; i < n_gpus; i++) {
                 nvmlPciInfo_t pci;
-                assert_int_equal(N.nvmlDeviceGetPciInfo_v3(dev(i), &pci), NVML_SUCCESS);
+                assert_int_equal(N.nvmlDeviceGetPciInfo_v3(sim_dev(i), &pci), NVML_SUCCESS);
                 strscpy(bus[i], pci.busId, sizeof bus[i]);
         }
         for (unsigned g = 0; g < n_gpus; g++) {
                 unsigned links = 0;
                 for (unsigned l = 0;; l++) {
                         nvmlPciInfo_t remote;
-                        nvmlReturn_t r = N.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(g), l, &remote);
+                        nvmlReturn_t r = N.nvmlDeviceGetNvLinkRemotePciInfo_v2(sim_dev(g), l, &remote);
                         if (r == NVML_ERROR_INVALID_ARGUMENT)
                                 break;
                         assert_int_equal(r, NVML_SUCCESS);
@@ -388,7 +368,7 @@ static void check_nvswitch_links(unsigned n_gpus, unsigned want_links) {
                                 assert_string_not_equal(remote.busId, bus[p]);
                         assert_int_equal(remote.pciDeviceId, 0x1af110deu);
                         nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
-                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(g), l, &type), NVML_SUCCESS);
+                        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(sim_dev(g), l, &type), NVML_SUCCESS);
                         assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
                         links++;
                         assert_true(links <= 64);
@@ -421,9 +401,9 @@ static void test_pcie_gpu_has_no_nvlink(void **state) {
         (void)state;
         start(SIM_TOPO("pcie-8gpu-pix-phb-sys.topo"));
         nvmlEnableState_t on;
-        assert_int_equal(N.nvmlDeviceGetNvLinkState(dev(0), 0, &on), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N.nvmlDeviceGetNvLinkState(sim_dev(0), 0, &on), NVML_ERROR_NOT_SUPPORTED);
         nvmlIntNvLinkDeviceType_t type;
-        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(dev(0), 0, &type), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N.nvmlDeviceGetNvLinkRemoteDeviceType(sim_dev(0), 0, &type), NVML_ERROR_NOT_SUPPORTED);
 }
 
 /* ---- affinity, capabilities, sensors ---- */
@@ -432,22 +412,22 @@ static void test_cpu_affinity_from_cpulist(void **state) {
         (void)state;
         start(SIM_TOPO("dgx-a100-nvswitch.topo")); /* GPU4: 112-127,240-255 */
         unsigned long set[4];
-        assert_int_equal(N.nvmlDeviceGetCpuAffinity(dev(4), 4, set), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetCpuAffinity(sim_dev(4), 4, set), NVML_SUCCESS);
         assert_int_equal(set[0], 0);
         assert_int_equal(set[1], 0xffff000000000000UL); /* 112..127 */
         assert_int_equal(set[2], 0);
         assert_int_equal(set[3], 0xffff000000000000UL); /* 240..255 */
         unsigned long one;
-        assert_int_equal(N.nvmlDeviceGetCpuAffinity(dev(4), 1, &one), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetCpuAffinity(sim_dev(4), 1, &one), NVML_SUCCESS);
         assert_int_equal(one, 0);
-        assert_int_equal(N.nvmlDeviceGetCpuAffinity(dev(4), 0, set), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetCpuAffinity(sim_dev(4), 0, set), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_cpu_affinity_unknown(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo")); /* no CPU Affinity column */
         unsigned long set[2];
-        assert_int_equal(N.nvmlDeviceGetCpuAffinity(dev(0), 2, set), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N.nvmlDeviceGetCpuAffinity(sim_dev(0), 2, set), NVML_ERROR_NOT_SUPPORTED);
 }
 
 static void test_memory_affinity_from_numa(void **state) {
@@ -458,19 +438,20 @@ static void test_memory_affinity_from_numa(void **state) {
         start(file);
         for (unsigned i = 0; i < t.n_gpus; i++) {
                 unsigned long set[2] = { ~0UL, ~0UL };
-                assert_int_equal(N.nvmlDeviceGetMemoryAffinity(dev(i), 2, set, NVML_AFFINITY_SCOPE_NODE), NVML_SUCCESS);
+                assert_int_equal(N.nvmlDeviceGetMemoryAffinity(sim_dev(i), 2, set, NVML_AFFINITY_SCOPE_NODE),
+                                 NVML_SUCCESS);
                 assert_int_equal(set[0], 1UL << t.gpu[i].numa_node);
                 assert_int_equal(set[1], 0);
         }
         unsigned long s;
-        assert_int_equal(N.nvmlDeviceGetMemoryAffinity(dev(0), 1, &s, 7), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetMemoryAffinity(sim_dev(0), 1, &s, 7), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_mig_not_supported_by_default(void **state) {
         (void)state;
         start(SIM_TOPO("dgx-a100-nvswitch.topo"));
         unsigned cur, pend;
-        assert_int_equal(N.nvmlDeviceGetMigMode(dev(0), &cur, &pend), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N.nvmlDeviceGetMigMode(sim_dev(0), &cur, &pend), NVML_ERROR_NOT_SUPPORTED);
 }
 
 static void test_mig_mode_from_node(void **state) {
@@ -483,10 +464,10 @@ static void test_mig_mode_from_node(void **state) {
         assert_int_equal(sim_write_node("mig.topo", buf, path, sizeof path), 0);
         start(path);
         unsigned cur = 9, pend = 9;
-        assert_int_equal(N.nvmlDeviceGetMigMode(dev(1), &cur, &pend), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetMigMode(sim_dev(1), &cur, &pend), NVML_SUCCESS);
         assert_int_equal(cur, NVML_DEVICE_MIG_ENABLE);
         assert_int_equal(pend, NVML_DEVICE_MIG_ENABLE);
-        assert_int_equal(N.nvmlDeviceGetMigMode(dev(2), &cur, &pend), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetMigMode(sim_dev(2), &cur, &pend), NVML_SUCCESS);
         assert_int_equal(cur, NVML_DEVICE_MIG_DISABLE);
         unlink(path);
 }
@@ -495,47 +476,47 @@ static void test_sensors(void **state) {
         (void)state;
         start(SIM_TOPO("seed004-7gpu-p40-mlx4.topo"));
         unsigned temp = 0, power = 0, limit = 0;
-        assert_int_equal(N.nvmlDeviceGetTemperature(dev(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTemperature(sim_dev(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
         assert_in_range(temp, 20, 100);
-        assert_int_equal(N.nvmlDeviceGetTemperature(dev(0), 5, &temp), NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(N.nvmlDeviceGetEnforcedPowerLimit(dev(0), &limit), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetTemperature(sim_dev(0), 5, &temp), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetEnforcedPowerLimit(sim_dev(0), &limit), NVML_SUCCESS);
         assert_true(limit > 0);
-        assert_int_equal(N.nvmlDeviceGetPowerUsage(dev(0), &power), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetPowerUsage(sim_dev(0), &power), NVML_SUCCESS);
         assert_true(power > 0 && power <= limit);
         nvmlUtilization_t u = { 7, 7 };
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(0), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(0), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 0); /* idle node */
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_teardown(test_no_node_is_no_driver, teardown),
-                cmocka_unit_test_teardown(test_bad_node_file_is_no_driver, teardown),
-                cmocka_unit_test_teardown(test_calls_before_init_are_uninitialized, teardown),
-                cmocka_unit_test_teardown(test_init_is_reference_counted, teardown),
-                cmocka_unit_test_teardown(test_handles_are_stable_across_reinit, teardown),
-                cmocka_unit_test_teardown(test_init_flags_unknown_rejected, teardown),
-                cmocka_unit_test_teardown(test_error_strings, teardown),
-                cmocka_unit_test_teardown(test_exports_only_nvml, teardown),
-                cmocka_unit_test_teardown(test_count_and_bad_index, teardown),
-                cmocka_unit_test_teardown(test_inventory_matches_node_file, teardown),
-                cmocka_unit_test_teardown(test_string_buffers_too_small, teardown),
-                cmocka_unit_test_teardown(test_memory_v1_and_v2, teardown),
-                cmocka_unit_test_teardown(test_memory_v2_version_mismatch, teardown),
-                cmocka_unit_test_teardown(test_levels_pcie_file, teardown),
-                cmocka_unit_test_teardown(test_levels_old_soc_file, teardown),
-                cmocka_unit_test_teardown(test_levels_nvlink_files, teardown),
-                cmocka_unit_test_teardown(test_p2p_status, teardown),
-                cmocka_unit_test_teardown(test_nvlinks_dgx1_direct, teardown),
-                cmocka_unit_test_teardown(test_nvlinks_dgx_a100_switch, teardown),
-                cmocka_unit_test_teardown(test_nvlinks_nvswitch_directive, teardown),
-                cmocka_unit_test_teardown(test_pcie_gpu_has_no_nvlink, teardown),
-                cmocka_unit_test_teardown(test_cpu_affinity_from_cpulist, teardown),
-                cmocka_unit_test_teardown(test_cpu_affinity_unknown, teardown),
-                cmocka_unit_test_teardown(test_memory_affinity_from_numa, teardown),
-                cmocka_unit_test_teardown(test_mig_not_supported_by_default, teardown),
-                cmocka_unit_test_teardown(test_mig_mode_from_node, teardown),
-                cmocka_unit_test_teardown(test_sensors, teardown),
+                cmocka_unit_test_teardown(test_no_node_is_no_driver, sim_test_teardown),
+                cmocka_unit_test_teardown(test_bad_node_file_is_no_driver, sim_test_teardown),
+                cmocka_unit_test_teardown(test_calls_before_init_are_uninitialized, sim_test_teardown),
+                cmocka_unit_test_teardown(test_init_is_reference_counted, sim_test_teardown),
+                cmocka_unit_test_teardown(test_handles_are_stable_across_reinit, sim_test_teardown),
+                cmocka_unit_test_teardown(test_init_flags_unknown_rejected, sim_test_teardown),
+                cmocka_unit_test_teardown(test_error_strings, sim_test_teardown),
+                cmocka_unit_test_teardown(test_exports_only_nvml, sim_test_teardown),
+                cmocka_unit_test_teardown(test_count_and_bad_index, sim_test_teardown),
+                cmocka_unit_test_teardown(test_inventory_matches_node_file, sim_test_teardown),
+                cmocka_unit_test_teardown(test_string_buffers_too_small, sim_test_teardown),
+                cmocka_unit_test_teardown(test_memory_v1_and_v2, sim_test_teardown),
+                cmocka_unit_test_teardown(test_memory_v2_version_mismatch, sim_test_teardown),
+                cmocka_unit_test_teardown(test_levels_pcie_file, sim_test_teardown),
+                cmocka_unit_test_teardown(test_levels_old_soc_file, sim_test_teardown),
+                cmocka_unit_test_teardown(test_levels_nvlink_files, sim_test_teardown),
+                cmocka_unit_test_teardown(test_p2p_status, sim_test_teardown),
+                cmocka_unit_test_teardown(test_nvlinks_dgx1_direct, sim_test_teardown),
+                cmocka_unit_test_teardown(test_nvlinks_dgx_a100_switch, sim_test_teardown),
+                cmocka_unit_test_teardown(test_nvlinks_nvswitch_directive, sim_test_teardown),
+                cmocka_unit_test_teardown(test_pcie_gpu_has_no_nvlink, sim_test_teardown),
+                cmocka_unit_test_teardown(test_cpu_affinity_from_cpulist, sim_test_teardown),
+                cmocka_unit_test_teardown(test_cpu_affinity_unknown, sim_test_teardown),
+                cmocka_unit_test_teardown(test_memory_affinity_from_numa, sim_test_teardown),
+                cmocka_unit_test_teardown(test_mig_not_supported_by_default, sim_test_teardown),
+                cmocka_unit_test_teardown(test_mig_mode_from_node, sim_test_teardown),
+                cmocka_unit_test_teardown(test_sensors, sim_test_teardown),
         };
-        return cmocka_run_group_tests(tests, setup, group_teardown);
+        return cmocka_run_group_tests(tests, sim_test_setup, sim_test_group_teardown);
 }

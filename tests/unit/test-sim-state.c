@@ -23,22 +23,11 @@
 static struct topo T;
 static struct sim_state *S;
 
-static int setup(void **state) {
-        (void)state;
-        return sim_nvml_load();
-}
-
 static int teardown(void **state) {
         (void)state;
         sim_state_close(S);
         S = NULL;
         sim_shutdown_all();
-        return 0;
-}
-
-static int group_teardown(void **state) {
-        (void)state;
-        sim_remove_tmpdir();
         return 0;
 }
 
@@ -49,12 +38,6 @@ static void start(const char *file) {
         assert_int_equal(sim_parse_file(file, &T), 0);
         char err[512];
         assert_int_equal(sim_state_open_path(sim_state_file, &T, file, &S, err, sizeof err), 0);
-}
-
-static nvmlDevice_t dev(unsigned i) {
-        nvmlDevice_t d = NULL;
-        assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-        return d;
 }
 
 static void set_flags(unsigned gpu, uint32_t flags) {
@@ -84,7 +67,7 @@ static void post_xid(unsigned gpu, uint64_t xid) {
 static void test_lost_gpu(void **state) {
         (void)state;
         start(SIM_TOPO("pcie-8gpu-pix-phb-sys.topo"));
-        nvmlDevice_t d2 = dev(2);
+        nvmlDevice_t d2 = sim_dev(2);
         set_flags(2, SIM_GPU_LOST);
         unsigned n = 0;
         assert_int_equal(N.nvmlDeviceGetCount_v2(&n), NVML_SUCCESS);
@@ -96,8 +79,8 @@ static void test_lost_gpu(void **state) {
         nvmlMemory_t m;
         assert_int_equal(N.nvmlDeviceGetMemoryInfo(d2, &m), NVML_ERROR_GPU_IS_LOST);
         nvmlGpuTopologyLevel_t lv;
-        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(dev(0), d2, &lv), NVML_ERROR_GPU_IS_LOST);
-        assert_int_equal(N.nvmlDeviceGetUUID(dev(3), buf, sizeof buf), NVML_SUCCESS); /* others fine */
+        assert_int_equal(N.nvmlDeviceGetTopologyCommonAncestor(sim_dev(0), d2, &lv), NVML_ERROR_GPU_IS_LOST);
+        assert_int_equal(N.nvmlDeviceGetUUID(sim_dev(3), buf, sizeof buf), NVML_SUCCESS); /* others fine */
         /* recovery: the same handle works again */
         set_flags(2, 0);
         assert_int_equal(N.nvmlDeviceGetUUID(d2, buf, sizeof buf), NVML_SUCCESS);
@@ -115,7 +98,7 @@ static void test_no_permission_gpu(void **state) {
         nvmlDevice_t d;
         assert_int_equal(N.nvmlDeviceGetHandleByIndex_v2(1, &d), NVML_ERROR_NO_PERMISSION);
         char uuid[96];
-        assert_int_equal(N.nvmlDeviceGetUUID(dev(0), uuid, sizeof uuid), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUUID(sim_dev(0), uuid, sizeof uuid), NVML_SUCCESS);
         /* the v1 calls only see devices the caller may use */
         assert_int_equal(N.nvmlDeviceGetCount(&n), NVML_SUCCESS);
         assert_int_equal(n, 7);
@@ -130,7 +113,7 @@ static void test_no_permission_by_uuid(void **state) {
         (void)state;
         start(SIM_TOPO("pcie-8gpu-pix-phb-sys.topo"));
         char uuid[96];
-        assert_int_equal(N.nvmlDeviceGetUUID(dev(5), uuid, sizeof uuid), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUUID(sim_dev(5), uuid, sizeof uuid), NVML_SUCCESS);
         set_flags(5, SIM_GPU_NO_PERMISSION);
         nvmlDevice_t d;
         assert_int_equal(N.nvmlDeviceGetHandleByUUID(uuid, &d), NVML_ERROR_NO_PERMISSION);
@@ -142,9 +125,10 @@ static void test_process_list_empty(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(0), &count, NULL), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(0), &count, NULL), NVML_SUCCESS);
         assert_int_equal(count, 0);
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(0), NULL, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(0), NULL, NULL),
+                         NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_process_list_size_protocol(void **state) {
@@ -155,15 +139,16 @@ static void test_process_list_size_protocol(void **state) {
         add_proc(1, 4003, 300u << 20, 0, SIM_PROC_KEEP);
         add_proc(2, 4004, 400u << 20, 0, SIM_PROC_KEEP); /* another GPU */
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(1), &count, NULL),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 3);
         nvmlProcessInfo_t infos[8];
         count = 2;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, infos),
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(1), &count, infos),
                          NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 3);
         count = 8;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, infos), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(1), &count, infos), NVML_SUCCESS);
         assert_int_equal(count, 3);
         uint64_t sum = 0;
         for (unsigned i = 0; i < count; i++) {
@@ -174,7 +159,7 @@ static void test_process_list_size_protocol(void **state) {
                 sum += infos[i].usedGpuMemory;
         }
         nvmlMemory_v2_t m = { .version = nvmlMemory_v2 };
-        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(1), &m), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(sim_dev(1), &m), NVML_SUCCESS);
         assert_int_equal(m.used, sum);
         assert_int_equal(m.free, m.total - m.reserved - sum);
 }
@@ -188,7 +173,7 @@ static void test_process_list_layouts(void **state) {
         unsigned char buf[128];
         memset(buf, 0xAA, sizeof buf);
         unsigned count = 2;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses(dev(0), &count, (nvmlProcessInfo_v1_t *)buf),
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses(sim_dev(0), &count, (nvmlProcessInfo_v1_t *)buf),
                          NVML_SUCCESS);
         assert_int_equal(count, 2);
         for (unsigned i = 0; i < 2; i++) {
@@ -207,7 +192,7 @@ static void test_process_list_layouts(void **state) {
         for (unsigned c = 0; c < ELEMENTSOF(calls); c++) {
                 memset(buf, 0xAA, sizeof buf);
                 count = 2;
-                assert_int_equal(calls[c](dev(0), &count, (nvmlProcessInfo_t *)buf), NVML_SUCCESS);
+                assert_int_equal(calls[c](sim_dev(0), &count, (nvmlProcessInfo_t *)buf), NVML_SUCCESS);
                 for (unsigned i = 0; i < 2; i++) {
                         uint32_t pid, gi, ci;
                         uint64_t used;
@@ -237,12 +222,12 @@ static void test_dead_pids_are_pruned(void **state) {
         add_proc(3, (uint32_t)child + 1000000, 3u << 20, 0, SIM_PROC_KEEP); /* kept by hand */
         nvmlProcessInfo_t infos[4];
         unsigned count = 4;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(3), &count, infos), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(3), &count, infos), NVML_SUCCESS);
         assert_int_equal(count, 2);
         for (unsigned i = 0; i < count; i++)
                 assert_int_not_equal(infos[i].pid, (unsigned)child);
         nvmlMemory_v2_t m = { .version = nvmlMemory_v2 };
-        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(dev(3), &m), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetMemoryInfo_v2(sim_dev(3), &m), NVML_SUCCESS);
         assert_int_equal(m.used, (2u << 20) + (3u << 20));
 }
 
@@ -252,12 +237,12 @@ static void test_utilization_from_processes(void **state) {
         add_proc(4, 6001, 1u << 20, 30, SIM_PROC_KEEP);
         add_proc(4, 6002, 1u << 20, 25, SIM_PROC_KEEP);
         nvmlUtilization_t u;
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(4), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(4), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 55);
         assert_int_equal(sim_state_lock(S), 0);
         S->gpu[4].util_gpu = 80; /* `gpuslice-sim util 4 80` */
         sim_state_unlock(S);
-        assert_int_equal(N.nvmlDeviceGetUtilizationRates(dev(4), &u), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(4), &u), NVML_SUCCESS);
         assert_int_equal(u.gpu, 80);
 }
 
@@ -265,15 +250,15 @@ static void test_process_utilization_samples(void **state) {
         (void)state;
         start(SIM_TOPO("seed000-8gpu-pcie-2socket.topo"));
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetProcessUtilization(dev(5), NULL, &count, 0), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_NOT_FOUND);
         add_proc(5, 7001, 1u << 20, 40, SIM_PROC_KEEP);
         add_proc(5, 7002, 1u << 20, 10, SIM_PROC_KEEP);
         count = 0;
-        assert_int_equal(N.nvmlDeviceGetProcessUtilization(dev(5), NULL, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 2);
         nvmlProcessUtilizationSample_t s[4];
         count = 4;
-        assert_int_equal(N.nvmlDeviceGetProcessUtilization(dev(5), s, &count, 0), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), s, &count, 0), NVML_SUCCESS);
         assert_int_equal(count, 2);
         unsigned long long newest = 0;
         for (unsigned i = 0; i < count; i++) {
@@ -283,9 +268,9 @@ static void test_process_utilization_samples(void **state) {
         }
         /* nothing newer than a timestamp an hour ahead */
         count = 4;
-        assert_int_equal(N.nvmlDeviceGetProcessUtilization(dev(5), s, &count, newest + 3600ULL * 1000000ULL),
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), s, &count, newest + 3600ULL * 1000000ULL),
                          NVML_ERROR_NOT_FOUND);
-        assert_int_equal(N.nvmlDeviceGetProcessUtilization(dev(5), s, NULL, 0), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), s, NULL, 0), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- events ---- */
@@ -293,7 +278,7 @@ static void test_process_utilization_samples(void **state) {
 static nvmlEventSet_t new_set(unsigned gpu, unsigned long long types) {
         nvmlEventSet_t set = NULL;
         assert_int_equal(N.nvmlEventSetCreate(&set), NVML_SUCCESS);
-        assert_int_equal(N.nvmlDeviceRegisterEvents(dev(gpu), types, set), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceRegisterEvents(sim_dev(gpu), types, set), NVML_SUCCESS);
         return set;
 }
 
@@ -301,13 +286,13 @@ static void test_supported_event_types(void **state) {
         (void)state;
         start(SIM_TOPO("dgx1-v100-hybrid-cube-mesh.topo"));
         unsigned long long types = 0;
-        assert_int_equal(N.nvmlDeviceGetSupportedEventTypes(dev(0), &types), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetSupportedEventTypes(sim_dev(0), &types), NVML_SUCCESS);
         assert_true(types & nvmlEventTypeXidCriticalError);
         assert_true(types & nvmlEventTypeDoubleBitEccError);
         nvmlEventSet_t set = NULL;
         assert_int_equal(N.nvmlEventSetCreate(&set), NVML_SUCCESS);
-        assert_int_equal(N.nvmlDeviceRegisterEvents(dev(0), nvmlEventTypeClock, set), NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(N.nvmlDeviceRegisterEvents(dev(0), types, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceRegisterEvents(sim_dev(0), nvmlEventTypeClock, set), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N.nvmlDeviceRegisterEvents(sim_dev(0), types, NULL), NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(N.nvmlEventSetFree(set), NVML_SUCCESS);
 }
 
@@ -323,7 +308,7 @@ static void test_xid_delivered_once_per_set(void **state) {
         for (unsigned i = 0; i < ELEMENTSOF(sets); i++) {
                 nvmlEventData_t e;
                 assert_int_equal(N.nvmlEventSetWait_v2(sets[i], &e, 0), NVML_SUCCESS);
-                assert_ptr_equal(e.device, dev(2));
+                assert_ptr_equal(e.device, sim_dev(2));
                 assert_int_equal(e.eventType, nvmlEventTypeXidCriticalError);
                 assert_int_equal(e.eventData, 48);
                 assert_int_equal(N.nvmlEventSetWait_v2(sets[i], &e, 0), NVML_SUCCESS);
@@ -347,10 +332,10 @@ static void test_xid_only_for_registered_gpus(void **state) {
         nvmlEventData_t e;
         assert_int_equal(N.nvmlEventSetWait_v2(set, &e, 0), NVML_ERROR_TIMEOUT);
         assert_int_equal(N.nvmlEventSetWait_v2(ecc, &e, 0), NVML_ERROR_TIMEOUT); /* Xid not asked for */
-        assert_int_equal(N.nvmlDeviceRegisterEvents(dev(0), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceRegisterEvents(sim_dev(0), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
         post_xid(0, 79);
         assert_int_equal(N.nvmlEventSetWait_v2(set, &e, 0), NVML_SUCCESS);
-        assert_ptr_equal(e.device, dev(0));
+        assert_ptr_equal(e.device, sim_dev(0));
         assert_int_equal(e.eventData, 79);
         N.nvmlEventSetFree(set);
         N.nvmlEventSetFree(ecc);
@@ -423,7 +408,8 @@ static void test_shutdown_while_waiting(void **state) {
         assert_int_equal(N.nvmlEventSetFree(set), NVML_SUCCESS);
         unsigned count = 0;
         add_proc(1, 9001, 1u << 20, 0, SIM_PROC_KEEP);
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(1), &count, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(1), &count, NULL),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 1);
 }
 
@@ -442,12 +428,13 @@ static void test_sigkilled_lock_holder_does_not_block(void **state) {
         assert_int_equal(waitpid(child, &st, 0), child);
         assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         unsigned count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(0), &count, NULL), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(0), &count, NULL), NVML_SUCCESS);
         assert_int_equal(S->lock_recoveries, 1);
         /* and the lock keeps working afterwards */
         add_proc(0, 8001, 1u << 20, 0, SIM_PROC_KEEP);
         count = 0;
-        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(dev(0), &count, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses_v3(sim_dev(0), &count, NULL),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 1);
 }
 
@@ -547,5 +534,5 @@ int main(void) {
                 cmocka_unit_test_teardown(test_self_identity, teardown),
                 cmocka_unit_test_teardown(test_default_state_path_is_per_node, teardown),
         };
-        return cmocka_run_group_tests(tests, setup, group_teardown);
+        return cmocka_run_group_tests(tests, sim_test_setup, sim_test_group_teardown);
 }

@@ -118,36 +118,6 @@ static int decode_text(const char *body) {
         return r;
 }
 
-static size_t count_entries(const char *dir) {
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        size_t n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
-                        n++;
-        closedir(d);
-        return n;
-}
-
-/* Run f(arg) in a child process without root's override of file permissions (a root test run
- * drops to uid/gid 65534 first). Returns what f returned, as -errno, or -ECHILD. */
-static int without_root(int (*f)(void *), void *arg) {
-        pid_t pid = fork();
-        if (pid < 0)
-                return -ECHILD;
-        if (pid == 0) {
-                if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
-                        _exit(255);
-                int r = f(arg);
-                _exit(r < 0 && r > -255 ? -r : r == 0 ? 0 : 254);
-        }
-        int status;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) >= 254)
-                return -ECHILD;
-        return -WEXITSTATUS(status);
-}
-
 /* ---- CRC ---- */
 
 static void test_crc32c_known_vectors(void **state) {
@@ -753,7 +723,7 @@ static void test_save_load_round_trip(void **state) {
         assert_int_equal(state_save(dir, &s), 0);
         assert_int_equal(state_load(dir, &t), 0);
         assert_same_state(&s, &t);
-        assert_int_equal(count_entries(dir), 1); /* no temp file left */
+        assert_int_equal(test_count_entries(dir), 1); /* no temp file left */
         char path[400];
         snprintf(path, sizeof path, "%s/" STATE_FILE_NAME, dir);
         struct stat st;
@@ -765,7 +735,7 @@ static void test_save_load_round_trip(void **state) {
         state_done(&t);
         assert_int_equal(state_load(dir, &t), 0);
         assert_same_state(&s, &t);
-        assert_int_equal(count_entries(dir), 1);
+        assert_int_equal(test_count_entries(dir), 1);
         state_done(&s);
         state_done(&t);
 }
@@ -788,7 +758,7 @@ static void test_save_removes_stale_temp_files(void **state) {
         struct gpuslice_state s;
         sample(&s);
         assert_int_equal(state_save(dir, &s), 0);
-        assert_int_equal(count_entries(dir), 2); /* the state file and "unrelated" */
+        assert_int_equal(test_count_entries(dir), 2); /* the state file and "unrelated" */
         assert_int_equal(access(path, F_OK), 0);
         state_done(&s);
 }
@@ -897,7 +867,7 @@ static void test_failed_save_keeps_previous_file(void **state) {
         assert_int_equal(sigaction(SIGXFSZ, &oldsa, NULL), 0);
 
         assert_int_equal(r, -EFBIG);
-        assert_int_equal(count_entries(dir), 1);
+        assert_int_equal(test_count_entries(dir), 1);
         assert_int_equal(state_load(dir, &t), 0);
         assert_same_state(&good, &t);
         state_done(&t);
@@ -923,7 +893,7 @@ static void test_failed_rename_cleans_up(void **state) {
         sample(&s);
         int r = state_save(dir, &s);
         assert_true(r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST);
-        assert_int_equal(count_entries(dir), 1);
+        assert_int_equal(test_count_entries(dir), 1);
         state_done(&s);
 }
 
@@ -945,9 +915,9 @@ static void test_save_unwritable_dir_keeps_previous(void **state) {
         assert_int_equal(state_remove(&s, NULL, "GPU-0::core-7"), 0);
         child_state = &s;
         assert_int_equal(chmod(dir, 0555), 0);
-        assert_int_equal(without_root(save_in_child, dir), -EACCES);
+        assert_int_equal(test_without_root(save_in_child, dir), -EACCES);
         assert_int_equal(chmod(dir, 0777), 0);
-        assert_int_equal(without_root(save_in_child, dir), 0); /* the child can save otherwise */
+        assert_int_equal(test_without_root(save_in_child, dir), 0); /* the child can save otherwise */
         assert_int_equal(chmod(dir, 0700), 0);
         assert_int_equal(state_load(dir, &t), 0);
         assert_int_equal(t.n_allocs, 2);

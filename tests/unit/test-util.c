@@ -10,6 +10,23 @@
 #include "util/error.h"
 #include "util/util.h"
 
+/* The deadline is now + ms on the clock asked for, with the nanoseconds carried into the seconds. */
+static void test_timespec_after_ms(void **state) {
+        (void)state;
+        const uint64_t steps[] = { 0, 1, 999, 1000, 1500, 61999 };
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                struct timespec before, after;
+                clock_gettime(CLOCK_MONOTONIC, &before);
+                struct timespec d = timespec_after_ms(CLOCK_MONOTONIC, steps[i]);
+                clock_gettime(CLOCK_MONOTONIC, &after);
+                assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+                int64_t dn = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+                int64_t lo = (int64_t)before.tv_sec * 1000000000 + before.tv_nsec + (int64_t)steps[i] * 1000000;
+                int64_t hi = (int64_t)after.tv_sec * 1000000000 + after.tv_nsec + (int64_t)steps[i] * 1000000;
+                assert_true(dn >= lo && dn <= hi);
+        }
+}
+
 static void test_parse_u64(void **state) {
         (void)state;
         uint64_t v;
@@ -95,6 +112,7 @@ static void test_error_set_and_prefix(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_timespec_after_ms),
                 cmocka_unit_test(test_parse_u64),
                 cmocka_unit_test(test_parse_size_units),
                 cmocka_unit_test(test_parse_size_exact_past_double_precision),
