@@ -531,8 +531,15 @@ static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAl
         return prefer_one(ctx, cr, k, a, out, st);
 }
 
+void plugin_kubelet_called(struct plugin *p) {
+        pthread_mutex_lock(&p->lock);
+        (void)state_mark_settled(&p->state);
+        pthread_mutex_unlock(&p->lock);
+}
+
 enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                    struct gs_error *st) {
+        plugin_kubelet_called(userdata);
         return plugin_preferred_each(userdata, PLUGIN_WHOLE, req, req_len, prefer_whole, userdata, ret, ret_len, st);
 }
 
@@ -674,6 +681,7 @@ enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len
         struct arena a = { 0 };
         enum rpc_code c = RPC_OK;
         uint64_t all = 0;
+        plugin_kubelet_called(p);
 
         V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, req_len, req);
         if (!in)

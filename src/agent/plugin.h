@@ -125,6 +125,12 @@ void plugin_changed(struct plugin *p);
  * RPC, so a handler's change is never missed. */
 void plugin_notify(struct plugin *p);
 
+/* Kubelet called (GetPreferredAllocation or Allocate, any resource): it has recorded every Allocate
+ * answered before (one goroutine admits pods, resource by resource), so the allocation record's
+ * entries are settled (state_mark_settled): the next PodResources sync frees those it does not
+ * list, without the grace of a fresh answer. Called first by each of those handlers; takes the lock. */
+void plugin_kubelet_called(struct plugin *p);
+
 /* Health transitions (take the lock; plugin_changed when the health changes). */
 void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint64_t now_ms, bool fault_cleared);
 /* A normal NVML answer for GPU i at now_ms: becomes healthy after quiet_ms of normal answers. */

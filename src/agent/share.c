@@ -664,6 +664,7 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
                                   struct gs_error *st) {
         struct plugin_service *svc = userdata;
         struct plugin *p = svc->p;
+        plugin_kubelet_called(p);
         confirm_restored(p, svc->kind);
         pthread_mutex_lock(&p->lock);
         if (share_book(p))
@@ -936,6 +937,7 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         struct plugin_service *svc = userdata;
         struct plugin *p = svc->p;
         struct arena a = { 0 };
+        plugin_kubelet_called(p);
 
         V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, req_len, req);
         if (!in)

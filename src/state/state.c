@@ -200,6 +200,16 @@ static bool report_valid(const struct state_report *rp) {
 /* lint: long (about 85 lines): one pass over the reports and one over the entries on a
  * private copy, swapped in only at the end, so that every failure leaves s unchanged; split into
  * helpers it would have to pass the copy, the seen array and four counters around. */
+size_t state_mark_settled(struct gpuslice_state *s) {
+        size_t n = 0;
+        for (size_t i = 0; s && i < s->n_allocs; i++)
+                if (!s->allocs[i].settled) {
+                        s->allocs[i].settled = true;
+                        n++;
+                }
+        return n;
+}
+
 int state_reconcile(struct gpuslice_state *s, const struct state_report *reports, size_t n,
                     bool (*owned)(const char *resource, void *userdata), void *userdata, uint64_t now,
                     uint64_t keep_since, size_t *ret_added, size_t *ret_removed, size_t *ret_updated,
@@ -256,9 +266,10 @@ int state_reconcile(struct gpuslice_state *s, const struct state_report *reports
 
         size_t o = 0;
         for (size_t i = 0; i < c.n_allocs; i++) {
-                /* Listed before and not now: the container is gone, whatever its age. Never
-                 * listed: it may still be starting (docs/sharing.md, "Ending"). */
-                if (!seen[i] && (c.allocs[i].seen || c.allocs[i].alloc_time < keep_since)) {
+                /* Listed before and not now, or kubelet called again since it recorded the answer:
+                 * the container is gone, whatever its age. Otherwise its answer may still be on its
+                 * way to kubelet's books (docs/sharing.md, "Ending"). */
+                if (!seen[i] && (c.allocs[i].seen || c.allocs[i].settled || c.allocs[i].alloc_time < keep_since)) {
                         removed++;
                         continue;
                 }

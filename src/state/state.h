@@ -45,6 +45,10 @@ struct state_alloc {
         uint64_t memory_bytes;                   /* fractional: memory this ID grants; 0 = none */
         uint32_t core_percent;                   /* fractional: percent of the GPU this ID grants, 0..100 */
         bool seen;                               /* PodResources has listed it at least once */
+        /* In memory only (not in the file): kubelet called a plugin again after the Allocate that
+         * recorded it. Kubelet records an Allocate answer before its next call (one goroutine admits
+         * pods, resource by resource), so from then on an unlisted entry is not held. */
+        bool settled;
 };
 
 /* Caller-owned; initialize with state_init() (or = {0}), release with state_done(). */
@@ -97,9 +101,9 @@ const struct state_alloc *state_find(const struct gpuslice_state *s, const char 
  *  - known entries take kubelet's pod/container names where kubelet gives them;
  *  - reported entries are marked seen;
  *  - entries kubelet does not report are dropped at once when it has listed them before (the
- *    container is gone), and otherwise unless alloc_time >= keep_since (allocated so recently that
- *    kubelet may not list them yet, docs/sharing.md): pass now - grace, or UINT64_MAX to drop every
- *    unreported entry.
+ *    container is gone) or they are settled (kubelet made a call after recording them), and
+ *    otherwise unless alloc_time >= keep_since (allocated so recently that kubelet may not list
+ *    them yet, docs/sharing.md): pass now - grace, or UINT64_MAX to drop every unreported entry.
  * Reports with an empty resource or device ID, or strings too long for an entry, are skipped and
  * counted in *ret_skipped. On -ENOMEM / -E2BIG s is unchanged. Bumps generation once if anything
  * changed. ret_* may be NULL.
@@ -108,6 +112,10 @@ int state_reconcile(struct gpuslice_state *s, const struct state_report *reports
                     bool (*owned)(const char *resource, void *userdata), void *userdata, uint64_t now,
                     uint64_t keep_since, size_t *ret_added, size_t *ret_removed, size_t *ret_updated,
                     size_t *ret_skipped);
+
+/* Mark every entry settled (kubelet called again: it has recorded every Allocate answered so far).
+ * Not a change of the file: generation is not bumped. Returns how many were newly marked. */
+size_t state_mark_settled(struct gpuslice_state *s);
 
 /* Serialize to the file format (header + JSON body). *ret is malloc'ed, caller frees. */
 int state_encode(const struct gpuslice_state *s, char **ret, size_t *ret_len);

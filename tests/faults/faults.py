@@ -44,6 +44,7 @@ are reported); the seed is printed for reproduction.
 import argparse
 import os
 import random
+import shutil
 import signal
 import sys
 import time

@@ -351,7 +351,9 @@ def test_share_exclusion(e):
 
 def test_share_grace(e):
     """Issue 10: a fraction is free as soon as PodResources stops listing its container (no 120 s
-    grace); an allocation PodResources never listed keeps its grace (it may be starting)."""
+    grace). An allocation PodResources never listed keeps its grace only while its answer may still be
+    on its way to kubelet's books: once kubelet calls the agent again (it records an Allocate answer
+    before its next call), an unlisted allocation is freed at the next sync (before: held 120 s)."""
     e.start_share()
     whole = "nvidia.com/gpu"
     got = e.admit((e.core, 30), (e.mem, 8))
@@ -360,16 +362,27 @@ def test_share_grace(e):
     with e.kubelet.cond:
         e.kubelet.pods = [("ml", "job", "main", e.core, got[e.core][0]), ("ml", "job", "main", e.mem, got[e.mem][0])]
     e.status()  # a status request makes the agent ask PodResources now: the entries are seen
-    other = e.admit((e.core, 80), (e.mem, 8))  # never listed: starting (80 % does not fit beside 30 %)
+    other = e.admit((e.core, 80), (e.mem, 8))  # never listed (80 % does not fit beside 30 %)
     gpu2 = one_gpu(other[e.core][0])
     check(gpu2 != gpu, "the second container on the first one's GPU")
     with e.kubelet.cond:
-        e.kubelet.pods = []  # the job ended
+        e.kubelet.pods = []  # the job ended; kubelet has not listed the other container (yet)
     e.status()
     e.wait_health(whole, lambda d: d[gpu][0] == "Healthy", "the GPU of the ended container free again at once",
                   timeout=test_agent.REACT_S)
+    # its memory half, the last answer, may not be in kubelet's books yet: it keeps its grace
     d = e.devices(whole)
-    check(d[gpu2][0] == "Unhealthy", "the never-listed allocation lost its grace: %s" % d[gpu2][0])
+    check(d[gpu2][0] == "Unhealthy", "the last answer lost its grace before kubelet called again: %s" % d[gpu2][0])
+    st = {x["id"]: x for x in e.status()["devices"]}
+    check(st[gpu2]["core_used"] == 0 and st[gpu2]["memory_used_bytes"] == 2 * GIB,
+          "only the answer kubelet has not moved past is kept: %s" % st[gpu2])
+    # kubelet calls again (the next container's GetPreferredAllocation): it has recorded every earlier
+    # answer, so what PodResources does not list is not held
+    e.prefer_r(whole, sorted(e.available(whole)), 1)
+    e.status()
+    e.wait_health(whole, lambda d: d[gpu2][0] == "Healthy",
+                  "an allocation kubelet moved past without listing it freed at the next sync",
+                  timeout=test_agent.REACT_S)
 
 
 def test_share_restart(e):

@@ -424,6 +424,38 @@ static void test_reconcile_frees_seen_entry_at_once(void **state) {
         state_done(&s);
 }
 
+/* An entry kubelet has had every chance to record (it called again after the Allocate) and does
+ * not list is gone at the next reconcile, however young; one made after that call keeps its grace;
+ * the mark is not written to the file. */
+static void test_reconcile_drops_settled_entry(void **state) {
+        (void)state;
+        struct gpuslice_state s;
+        state_init(&s);
+        struct state_alloc a = mk("nvidia.com/gpu", "GPU-a", "", "", "");
+        a.alloc_time = 195;
+        assert_int_equal(state_add(&s, &a), 0);
+        uint64_t gen = s.generation;
+        assert_int_equal(state_mark_settled(&s), 1);
+        assert_int_equal(state_mark_settled(&s), 0);
+        assert_int_equal(s.generation, gen);
+        a = mk("nvidia.com/gpu", "GPU-b", "", "", ""); /* answered after kubelet's last call */
+        a.alloc_time = 195;
+        assert_int_equal(state_add(&s, &a), 0);
+        char *buf = NULL;
+        size_t len, removed = 9;
+        assert_int_equal(state_encode(&s, &buf, &len), 0);
+        assert_int_equal(state_reconcile(&s, NULL, 0, NULL, NULL, 196, 190, NULL, &removed, NULL, NULL), 0);
+        assert_int_equal(removed, 1);
+        assert_null(state_find(&s, NULL, "GPU-a"));
+        assert_non_null(state_find(&s, NULL, "GPU-b"));
+        struct gpuslice_state t;
+        assert_int_equal(state_decode(buf, len, &t), 0);
+        free(buf);
+        assert_false(state_find(&t, NULL, "GPU-a")->settled);
+        state_done(&t);
+        state_done(&s);
+}
+
 static void test_reconcile_empty_report_drops_all(void **state) {
         (void)state;
         struct gpuslice_state s;
@@ -940,6 +972,7 @@ int main(void) {
                 cmocka_unit_test(test_reconcile_without_change_keeps_generation),
                 cmocka_unit_test(test_reconcile_keeps_recent_unreported),
                 cmocka_unit_test(test_reconcile_frees_seen_entry_at_once),
+                cmocka_unit_test(test_reconcile_drops_settled_entry),
                 cmocka_unit_test(test_reconcile_empty_report_drops_all),
                 cmocka_unit_test(test_encode_decode_round_trip),
                 cmocka_unit_test(test_encode_empty_state),
