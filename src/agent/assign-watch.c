@@ -42,6 +42,8 @@
 #define ASSIGN_LIST_SLOW_MS 1000   /* a handler's LIST slower than this ... */
 #define ASSIGN_LIST_PAUSE_MS 30000 /* ... or failed: no LIST from handlers for this long */
 #define ASSIGN_SWEEP_MS 30000      /* how often pods held per PodResources but not marked are looked for */
+#define ASSIGN_KEY_MAX 320         /* "namespace/name" */
+#define ASSIGN_MEMO_MAX 512        /* pods kubelet lists that a LIST found without an assignment */
 
 struct mark {
         char uid[64];
@@ -67,10 +69,18 @@ struct assign {
         size_t n_marks, next_mark;
         struct queued queue[ASSIGN_QUEUE_MAX];
         size_t n_queue;
+        /* Pods kubelet lists (PodResources) that the informer does not cache and a LIST found
+         * without an assignment: pods without GPU resources (slimmed away), static pods. A call
+         * asks the API server only for a pod kubelet lists that is in neither (assign_need_list).
+         * Under lock; pruned to what kubelet still lists. */
+        char (*memo)[ASSIGN_KEY_MAX];
+        size_t n_memo;
         atomic_bool stop;
         pthread_t thread;
         bool started;
         _Atomic uint64_t list_again_ms; /* no LIST from a handler before this (the last was slow or failed) */
+        pthread_mutex_t podres_lock;    /* podres_rc: one call at a time */
+        struct rpc_client *podres_rc;   /* one kept PodResources connection (handlers, patcher) */
 };
 
 static uint64_t now_ms(void) {
@@ -101,7 +111,25 @@ struct collect {
         struct assign_pod *pods;
         size_t n;
         bool all; /* keep confirmed pods too (lookup) */
+        /* every cached pod's key, sorted (informer only, when asked for: assign_need_list) */
+        char (*keys)[ASSIGN_KEY_MAX];
+        size_t n_keys, cap_keys;
+        bool want_keys;
 };
+
+static void collect_key(struct collect *c, const char *key) {
+        if (!c->want_keys || strlen(key) >= ASSIGN_KEY_MAX)
+                return;
+        if (c->n_keys == c->cap_keys) {
+                size_t cap = c->cap_keys ? 2 * c->cap_keys : 64;
+                void *k = reallocarray(c->keys, cap, sizeof *c->keys);
+                if (!k)
+                        return; /* a key missing only makes a LIST more likely */
+                c->keys = k;
+                c->cap_keys = cap;
+        }
+        strscpy(c->keys[c->n_keys++], key, ASSIGN_KEY_MAX);
+}
 
 static void collect_one(struct collect *c, const json_t *obj) {
         if (c->n >= ASSIGN_PODS_MAX)
@@ -113,8 +141,12 @@ static void collect_one(struct collect *c, const json_t *obj) {
 }
 
 static void collect_cb(const char *key, const json_t *obj, void *u) {
-        (void)key;
+        collect_key(u, key);
         collect_one(u, obj);
+}
+
+static int key_cmp(const void *x, const void *y) {
+        return strcmp(x, y);
 }
 
 static int list_cb(json_t *obj, void *u) {
@@ -138,9 +170,12 @@ static void apply_marks(struct assign *a, struct assign_pod *pods, size_t n) {
                                 pods[i].c[a->marks[m].container].done[a->marks[m].kind] = true;
 }
 
-/* The pods of this node with an assignment, from the informer, or (fresh) from a LIST. */
-static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, size_t *ret_n) {
-        struct collect c = { .a = a, .pods = calloc(ASSIGN_PODS_MAX, sizeof(struct assign_pod)) };
+/* The pods of this node with an assignment, from the informer, or (fresh) from a LIST. keys (may be
+ * NULL; informer only): every cached pod's key, sorted (caller frees keys->keys). */
+static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, size_t *ret_n, struct collect *keys) {
+        struct collect c = { .a = a,
+                             .pods = calloc(ASSIGN_PODS_MAX, sizeof(struct assign_pod)),
+                             .want_keys = keys && !fresh };
         if (!c.pods)
                 return -ENOMEM;
         if (fresh) {
@@ -155,6 +190,11 @@ static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, siz
                 }
         } else
                 kube_informer_foreach(a->inf, collect_cb, &c);
+        if (c.want_keys) {
+                qsort(c.keys, c.n_keys, sizeof *c.keys, key_cmp);
+                keys->keys = c.keys;
+                keys->n_keys = c.n_keys;
+        }
         pthread_mutex_lock(&a->lock);
         apply_marks(a, c.pods, c.n);
         pthread_mutex_unlock(&a->lock);
@@ -183,8 +223,15 @@ static V1__ListPodResourcesResponse *podres_list(struct assign *a) {
         size_t len = 0, resp_len = 0;
         struct gs_error st;
         V1__ListPodResourcesResponse *lr = NULL;
-        if (rpc_pack(&req.base, &buf, &len) >= 0 && rpc_call_unary(a->podres, "/v1.PodResourcesLister/List", buf, len,
-                                                                   ASSIGN_PODRES_MS, &resp, &resp_len, &st) >= 0)
+        int r = rpc_pack(&req.base, &buf, &len);
+        pthread_mutex_lock(&a->podres_lock);
+        if (r >= 0 && !a->podres_rc)
+                r = rpc_client_new(a->podres, &a->podres_rc);
+        if (r >= 0)
+                r = rpc_client_call(a->podres_rc, "/v1.PodResourcesLister/List", buf, len, ASSIGN_PODRES_MS, &resp,
+                                    &resp_len, &st);
+        pthread_mutex_unlock(&a->podres_lock);
+        if (r >= 0)
                 lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
         free(buf);
         free(resp);
@@ -234,6 +281,64 @@ static int id_index(const struct plugin *p, enum plugin_kind kind, const char *i
         return p->gpu[g].index;
 }
 
+/* ---- is the cache enough? (assign_need_list) ---- */
+
+struct known_ctx {
+        struct assign *a;
+        const struct collect *keys; /* the informer's keys, sorted */
+};
+
+static bool memo_has(const struct assign *a, const char *key) {
+        return a->n_memo && bsearch(key, a->memo, a->n_memo, sizeof *a->memo, key_cmp);
+}
+
+/* Under a->lock. */
+static bool known_cb(const char *ns, const char *pod, void *u) {
+        const struct known_ctx *k = u;
+        char key[ASSIGN_KEY_MAX];
+        if ((size_t)snprintf(key, sizeof key, "%s/%s", ns, pod) >= sizeof key)
+                return false;
+        return (k->keys->n_keys && bsearch(key, k->keys->keys, k->keys->n_keys, sizeof *k->keys->keys, key_cmp)) ||
+               memo_has(k->a, key);
+}
+
+static bool seen_has(const struct assign_seen *seen, const char *key) {
+        for (size_t i = 0; i < seen->n; i++) {
+                size_t l = strlen(seen->c[i].ns);
+                if (strncmp(key, seen->c[i].ns, l) == 0 && key[l] == '/' && streq(key + l + 1, seen->c[i].pod))
+                        return true;
+        }
+        return false;
+}
+
+/* Forget the pods kubelet no longer lists (a later pod of that name is another pod). Under a->lock. */
+static void memo_prune(struct assign *a, const struct assign_seen *seen) {
+        size_t o = 0;
+        for (size_t i = 0; i < a->n_memo; i++)
+                if (seen_has(seen, a->memo[i]))
+                        memmove(a->memo[o++], a->memo[i], ASSIGN_KEY_MAX);
+        a->n_memo = o;
+}
+
+/* After a LIST: the pods kubelet lists that the cache does not know and the LIST did not return
+ * as candidates need no LIST again while kubelet lists them. Under a->lock. */
+static void memo_add(struct assign *a, const struct assign_seen *seen, const struct collect *keys,
+                     const struct assign_pod *listed, size_t n_listed) {
+        struct known_ctx k = { a, keys };
+        for (size_t i = 0; i < seen->n && a->n_memo < ASSIGN_MEMO_MAX; i++) {
+                bool candidate = false;
+                for (size_t j = 0; j < n_listed && !candidate; j++)
+                        candidate = streq(listed[j].ns, seen->c[i].ns) && streq(listed[j].name, seen->c[i].pod);
+                if (candidate || known_cb(seen->c[i].ns, seen->c[i].pod, &k))
+                        continue;
+                if ((size_t)snprintf(a->memo[a->n_memo], ASSIGN_KEY_MAX, "%s/%s", seen->c[i].ns, seen->c[i].pod) >=
+                    ASSIGN_KEY_MAX)
+                        continue;
+                a->n_memo++;
+                qsort(a->memo, a->n_memo, sizeof *a->memo, key_cmp);
+        }
+}
+
 /* ---- the hooks ---- */
 
 static const char *kind_name(const struct assign *a, enum plugin_kind kind) {
@@ -257,43 +362,66 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         size_t n = 0;
         struct assign_decision d;
         bool fresh = false;
-        if (candidates(a, false, &pods, &n) < 0)
+        struct collect keys = { 0 };
+        if (candidates(a, false, &pods, &n, &keys) < 0)
                 return;
         (void)assign_match(pods, n, NULL, &ctx->call, &d);
+        /* kubelet's pod manager: the pods kubelet has, the one it is admitting among them */
+        V1__ListPodResourcesResponse *lr = podres_list(a);
+        struct assign_seen seen = { 0 };
+        bool have_seen = lr && seen_from(a, lr, &seen) == 0;
+        bool synced = kube_informer_synced(a->inf);
         struct kube_informer_stats ist;
         kube_informer_stats(a->inf, &ist);
         uint64_t t0 = now_ms();
-        if (d.verdict == ASSIGN_NONE && (kube_informer_synced(a->inf) || !ist.errors) &&
-            t0 >= atomic_load(&a->list_again_ms)) {
-                /* kubelet may have seen the pod before our watch did: ask the API server itself */
+        if (d.verdict == ASSIGN_NONE && (synced || !ist.errors) && t0 >= atomic_load(&a->list_again_ms)) {
+                /* The cache answers when it knows every pod kubelet lists; otherwise kubelet may have
+                 * seen the pod before our watch did: ask the API server itself. */
+                long unknown = -1;
+                pthread_mutex_lock(&a->lock);
+                if (have_seen)
+                        memo_prune(a, &seen);
+                bool need = assign_need_list(synced, have_seen ? &seen : NULL, known_cb,
+                                             &(struct known_ctx){ a, &keys }, &unknown);
+                pthread_mutex_unlock(&a->lock);
                 struct assign_pod *fp = NULL;
                 size_t fn = 0;
-                int lr = candidates(a, true, &fp, &fn);
-                if (lr < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS) {
+                int lr_list = need ? candidates(a, true, &fp, &fn, NULL) : -EALREADY;
+                if (need && (lr_list < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS)) {
                         /* a slow or failing API server must not hold every kubelet call: the
                          * informer alone for a while (a pod missed meanwhile is found by the sweep) */
                         atomic_store(&a->list_again_ms, now_ms() + ASSIGN_LIST_PAUSE_MS);
                         log_warn("listing the node's pods from a handler was slow or failed: relying on the watch",
-                                 "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, lr, ASSIGN_LIST_PAUSE_MS);
+                                 "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, lr_list, ASSIGN_LIST_PAUSE_MS);
                 }
-                if (lr == 0) {
+                if (need)
+                        log_debug("listing the node's pods for a kubelet call", "reason=\"%s\" pod=%s%s%s",
+                                  !synced       ? "the watch has not listed them yet"
+                                  : !have_seen  ? "no PodResources answer"
+                                                : "kubelet lists a pod the watch has not delivered",
+                                  unknown >= 0 ? seen.c[unknown].ns : "-", unknown >= 0 ? "/" : "",
+                                  unknown >= 0 ? seen.c[unknown].pod : "");
+                if (lr_list == 0) {
+                        if (have_seen) {
+                                pthread_mutex_lock(&a->lock);
+                                memo_add(a, &seen, &keys, fp, fn);
+                                pthread_mutex_unlock(&a->lock);
+                        }
                         free(pods);
                         pods = fp;
                         n = fn;
                         fresh = true;
                         (void)assign_match(pods, n, NULL, &ctx->call, &d);
-                }
+                } else
+                        free(fp);
         }
-        if (d.verdict != ASSIGN_NONE) {
-                /* which of them kubelet is admitting: the one its pod manager lists without devices */
-                V1__ListPodResourcesResponse *lr = podres_list(a);
-                struct assign_seen seen = { 0 };
-                if (lr && seen_from(a, lr, &seen) == 0)
-                        (void)assign_match(pods, n, &seen, &ctx->call, &d);
-                free(seen.c);
-                if (lr)
-                        v1__list_pod_resources_response__free_unpacked(lr, NULL);
-        }
+        /* which of them kubelet is admitting: the one its pod manager lists without devices */
+        if (d.verdict != ASSIGN_NONE && have_seen)
+                (void)assign_match(pods, n, &seen, &ctx->call, &d);
+        free(seen.c);
+        if (lr)
+                v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        free(keys.keys);
         ctx->d = d;
         if (d.verdict != ASSIGN_NONE) {
                 ctx->active = true;
@@ -594,7 +722,7 @@ static int confirm(struct assign *a, struct queued *q) {
 static void sweep(struct assign *a) {
         struct assign_pod *pods = NULL;
         size_t n = 0;
-        if (candidates(a, false, &pods, &n) < 0 || !n) {
+        if (candidates(a, false, &pods, &n, NULL) < 0 || !n) {
                 free(pods);
                 return;
         }
@@ -689,7 +817,13 @@ struct assign *assign_start(struct kube_client *client, const char *node, struct
                 a->names.name[k] = plugin_resource(p, (enum plugin_kind)k);
         if (pod_resources_socket && pod_resources_socket[0])
                 snprintf(a->podres, sizeof a->podres, "unix:%s", pod_resources_socket);
+        a->memo = calloc(ASSIGN_MEMO_MAX, sizeof *a->memo);
+        if (!a->memo) {
+                free(a);
+                return NULL;
+        }
         pthread_mutex_init(&a->lock, NULL);
+        pthread_mutex_init(&a->podres_lock, NULL);
         pthread_cond_init(&a->cond, NULL);
         char sel[320];
         snprintf(sel, sizeof sel, "spec.nodeName=%s", node);
@@ -726,8 +860,11 @@ struct assign *assign_stop(struct assign *a) {
                 pthread_join(a->thread, NULL);
         }
         kube_informer_free(a->inf);
+        a->podres_rc = rpc_client_free(a->podres_rc);
         pthread_cond_destroy(&a->cond);
+        pthread_mutex_destroy(&a->podres_lock);
         pthread_mutex_destroy(&a->lock);
+        free(a->memo);
         free(a);
         return NULL;
 }

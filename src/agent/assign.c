@@ -297,6 +297,22 @@ out:
         return r;
 }
 
+bool assign_need_list(bool synced, const struct assign_seen *seen,
+                      bool (*known)(const char *ns, const char *pod, void *userdata), void *userdata,
+                      long *ret_unknown) {
+        if (ret_unknown)
+                *ret_unknown = -1;
+        if (!synced || !seen || !known)
+                return true;
+        for (size_t i = 0; i < seen->n; i++)
+                if (!known(seen->c[i].ns, seen->c[i].pod, userdata)) {
+                        if (ret_unknown)
+                                *ret_unknown = (long)i;
+                        return true;
+                }
+        return false;
+}
+
 char *assign_format_gpus(uint64_t set, char *buf, size_t len) {
         size_t w = 0;
         if (len)

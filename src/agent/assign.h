@@ -116,6 +116,18 @@ struct assign_decision {
 int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
                  const struct assign_call *call, struct assign_decision *ret);
 
+/* Must a call that no cached candidate fits ask the API server (a LIST of the node's pods) before
+ * it is taken as node-local? The informer's cache answers alone when it has completed its first
+ * list and every pod kubelet's pod manager lists (seen: PodResources; the pod kubelet is admitting
+ * is among them) is one the cache knows (`known`: cached, or found without an assignment by an
+ * earlier LIST). A LIST is needed when the cache is not synced, when there is no PodResources answer
+ * (seen NULL: nothing tells whether kubelet saw a pod before our watch did), or when kubelet lists a
+ * pod the cache does not know (it did). *ret_unknown: the index in seen->c of the first unknown pod,
+ * -1 when none (may be NULL). */
+bool assign_need_list(bool synced, const struct assign_seen *seen,
+                      bool (*known)(const char *ns, const char *pod, void *userdata), void *userdata,
+                      long *ret_unknown);
+
 /* "0,2" for a set of NVML indices ("-" when empty); returns buf. */
 char *assign_format_gpus(uint64_t set, char *buf, size_t len);
 

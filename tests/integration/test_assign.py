@@ -213,7 +213,55 @@ def test_assign_sweep(e):
     check(e.ann("failed").get("gpuslice.io/assigned") == "false", e.ann("failed"))
 
 
-TESTS = {"assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
+def pod_lists(e):
+    """The LISTs of the node's pods the agent sent (not its watches)."""
+    return [p for m, p in e.api.store.requests if m == "GET" and p.startswith("/api/v1/pods?") and "watch=" not in p]
+
+
+def test_assign_cache(e):
+    """Issue 11's weak point: with API access and no pod with an assignment, kubelet's calls are answered
+    from the informer's cache, not a LIST each (the cache is synced and knows every pod kubelet lists).
+    A pod kubelet lists that the watch has not delivered costs one LIST (kubelet saw it first): a pod
+    with an assignment found that way is honoured; one without is not listed for again."""
+    e.put_pod("known", {"nvidia.com/gpu": 1}, [1])
+    e.start()
+    uuids = e.ids()
+    e.kubelet_lists(("known", None, None))
+    e.allocate([uuids[1]])
+    e.kubelet_lists(("known", "nvidia.com/gpu", [uuids[1]]))
+    e.wait_assigned("known")
+    before = len(pod_lists(e))
+    for i in range(3):  # kubelet admits pods without assignments: its pod manager lists only known pods
+        got = e.prefer([u for j, u in enumerate(uuids) if j not in (1, 2, 3, 4)][i:], 1)
+        e.allocate(got)
+    check(len(pod_lists(e)) == before, "calls the cache could answer listed the pods: %s" % pod_lists(e)[before:])
+    # a pod kubelet lists that neither the cache nor the API server has as a candidate (a static pod, a
+    # pod without GPUs): one LIST, then remembered while kubelet lists it
+    e.kubelet_lists(("known", "nvidia.com/gpu", [uuids[1]]), ("static-web", None, None))
+    for _ in range(2):
+        e.prefer(uuids[5:], 1)
+    check(len(pod_lists(e)) == before + 1, "a pod kubelet lists, unknown to the API server: %d LISTs, wanted 1" %
+          (len(pod_lists(e)) - before))
+    # the watch lags: the API server has the pod (and its assignment, GPU 3) but the watch never delivered
+    # it; kubelet lists it being admitted → the agent lists the pods and honours the assignment
+    lag = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "lagging", "namespace": "default", "uid": "uid-lagging",
+                        "creationTimestamp": "2026-11-23T10:00:00Z", "resourceVersion": "1",
+                        "annotations": {"gpuslice.io/assignment": json.dumps({"v": 1, "node": NODE, "time": 1000,
+                                                                               "containers": [{"name": "main",
+                                                                                               "gpus": [3]}]}),
+                                        "gpuslice.io/assigned": "false"}},
+           "spec": {"nodeName": NODE, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Pending"}}
+    with e.api.store.lock:
+        e.api.store.objs["pods"]["default/lagging"] = lag  # no watch event
+    e.kubelet_lists(("known", "nvidia.com/gpu", [uuids[1]]), ("static-web", None, None), ("lagging", None, None))
+    got = e.prefer([u for j, u in enumerate(uuids) if j not in (1,)], 1)
+    check(got == [uuids[3]], "the pod the watch had not delivered was not honoured: preferred %s" % got)
+    check(len(pod_lists(e)) == before + 2, "%d LISTs for the lagging pod, wanted 1" % (len(pod_lists(e)) - before - 1))
+
+
+TESTS = {"assign-cache": test_assign_cache, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
          "assign-sweep": test_assign_sweep}
 
 if __name__ == "__main__":
