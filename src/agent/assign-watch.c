@@ -345,6 +345,23 @@ static const char *kind_name(const struct assign *a, enum plugin_kind kind) {
         return a->names.name[kind] ? a->names.name[kind] : "?";
 }
 
+/* What fractional pairing may rely on (assign_ctx.evidence): the container this call is for, and
+ * whether its other fractional half is asked and already handed out. */
+static void pairing_evidence(struct assign_ctx *ctx, const struct assign_pod *pod, unsigned k,
+                             const struct assign_seen *seen) {
+        const struct assign_container *c = &pod->c[k];
+        enum plugin_kind other = ctx->call.kind == PLUGIN_CORE ? PLUGIN_MEMORY : PLUGIN_CORE;
+        if ((size_t)snprintf(ctx->owner, sizeof ctx->owner, "%s/%s/%s", pod->ns, pod->name, c->name) >=
+            sizeof ctx->owner)
+                return;
+        ctx->evidence = true;
+        ctx->other_asked = c->req[other] > 0;
+        ctx->other_held = c->done[other];
+        for (size_t i = 0; i < seen->n && !ctx->other_held; i++)
+                ctx->other_held = seen->c[i].holds[other] && streq(seen->c[i].ns, pod->ns) &&
+                                  streq(seen->c[i].pod, pod->name) && streq(seen->c[i].container, c->name);
+}
+
 void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids) {
         memset(ctx, 0, sizeof *ctx);
@@ -418,6 +435,8 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         /* which of them kubelet is admitting: the one its pod manager lists without devices */
         if (d.verdict != ASSIGN_NONE && have_seen)
                 (void)assign_match(pods, n, &seen, &ctx->call, &d);
+        if (d.verdict == ASSIGN_MATCH && have_seen && (kind == PLUGIN_CORE || kind == PLUGIN_MEMORY))
+                pairing_evidence(ctx, &pods[d.pod], (unsigned)d.container, &seen);
         free(seen.c);
         if (lr)
                 v1__list_pod_resources_response__free_unpacked(lr, NULL);

@@ -30,6 +30,7 @@
 #define ASSIGN_CONTAINERS_MAX 16
 #define ASSIGN_GPUS_MAX 8
 #define ASSIGN_PODS_MAX 256 /* candidates considered per call (pending pods on one node) */
+#define ASSIGN_OWNER_MAX 384 /* "namespace/pod/container" */
 
 /* Which annotations mark the pod honoured (set to "true" by the agent). */
 enum {
@@ -156,6 +157,13 @@ struct assign_ctx {
         bool active;           /* a decision was made (a pod with an assignment could be the one) */
         struct assign_pod pod; /* the matched pod (a copy) */
         uint64_t allowed;      /* MATCH: table indices the call may use */
+        /* For fractional pairing (share.c), set on a MATCH made with kubelet's PodResources answer
+         * (evidence): the container this call is for ("ns/pod/container"), whether it asks the other
+         * fractional resource too, and whether that half was handed out already (kubelet lists it,
+         * or this agent answered it) — then this call is that container's second half. */
+        bool evidence;
+        char owner[ASSIGN_OWNER_MAX];
+        bool other_asked, other_held;
 };
 void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids);

@@ -501,6 +501,7 @@ enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, con
                                        cr0->must_include_deviceids, cr0->n_must_include_deviceids,
                                        "container request 0", st);
         resp.container_responses = (void *)slots;
+        p->call_assign = &ax;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerPreferredAllocationResponse *o = arena_alloc(&a, sizeof *o);
                 if (!o) {
@@ -511,6 +512,7 @@ enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, con
                 c = prefer(ctx, in->container_requests[k], (unsigned)k, &a, o, st);
                 resp.container_responses[resp.n_container_responses++] = o;
         }
+        p->call_assign = NULL;
         if (c != RPC_OK)
                 p->n_errors++;
         pthread_mutex_unlock(&p->lock);

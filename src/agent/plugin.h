@@ -78,6 +78,7 @@ struct plugin_service {
 
 struct share_book; /* share-internal.h: the records of fractional grants */
 struct assign;     /* assign.h: the scheduler's assignments (NULL: node-local only) */
+struct assign_ctx; /* assign.h: one handler call's view of them */
 
 struct plugin {
         pthread_mutex_t lock;
@@ -102,6 +103,9 @@ struct plugin {
         void *podres_userdata;
         /* The scheduler's assignments (assign.h), set before serving; NULL: node-local only. */
         struct assign *assign;
+        /* The running GetPreferredAllocation's view of the assignment (under the lock, for share.c's
+         * pairing); NULL outside one. */
+        const struct assign_ctx *call_assign;
         /* counters for status */
         uint64_t n_allocate, n_preferred, n_errors;
 };

@@ -240,6 +240,72 @@ static int rec_gpu(const struct share_rec *r) {
         return r && r->gpus ? __builtin_ctzll(r->gpus) : -1;
 }
 
+/* What the scheduler's assignment and PodResources say of this call's container (assign.h): NULL
+ * when they say nothing (no assignment matched, or no PodResources answer during the call). */
+static const struct assign_ctx *call_evidence(const struct assign_ctx *ax) {
+        return ax && ax->active && ax->d.verdict == ASSIGN_MATCH && ax->evidence ? ax : NULL;
+}
+
+/* The container record r belongs to ("ns/pod/container"): the assignment's at its first half, or
+ * the one PodResources named holding its first ID. False when neither is known. */
+static bool rec_owner(struct plugin *p, const struct share_rec *r, char *buf, size_t len) {
+        if (r->owner[0]) {
+                strscpy(buf, r->owner, len);
+                return true;
+        }
+        char dev[SHARE_ID_MAX];
+        if (r->n_ids == 0 || share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind,
+                                             r->ids[0].n, dev, sizeof dev) < 0)
+                return false;
+        const struct state_alloc *a =
+                state_find(&p->state, plugin_resource(p, (enum plugin_kind)r->ids[0].kind), dev);
+        if (!a || !a->pod_name[0] || !a->container[0])
+                return false;
+        int w = snprintf(buf, len, "%s/%s/%s", a->pod_namespace, a->pod_name, a->container);
+        return w > 0 && (size_t)w < len;
+}
+
+/* Pairing on evidence instead of the call order (docs/sharing.md, "How the pair is known"). Before
+ * a call of `kind` may pair with the open record:
+ *  - the assignment names this call's container and says it asks only this resource, or that its
+ *    other half is not handed out yet (this call is its first half): the open record is another
+ *    container's and closes (`single`);
+ *  - it says the other half is handed out, and the record is not known to be another container's:
+ *    the record is its partner for certain (returns true: not a guess, not tentative);
+ *  - no assignment matched this call, but the record's container has one (assign_lookup_container):
+ *    its partner would have been matched to it, so this call is not its partner: the record closes.
+ * Otherwise the call order decides as before (returns false). */
+static bool pair_evidence(struct plugin *p, enum plugin_kind kind, const struct assign_ctx *ax) {
+        struct share_rec *r = share_rec_open(p);
+        if (!r || r->first == kind)
+                return false;
+        const struct assign_ctx *e = call_evidence(ax);
+        char owner[ASSIGN_OWNER_MAX], why[600];
+        bool known = rec_owner(p, r, owner, sizeof owner);
+        if (e && (!e->other_asked || !e->other_held)) {
+                snprintf(why, sizeof why,
+                         "the scheduler's assignment says this call is %.383s's %s (PodResources lists no other half "
+                         "of it)",
+                         e->owner, e->other_asked ? "first half" : "only fractional resource");
+                share_rec_close(p, r, "single", why);
+                return false;
+        }
+        if (e)
+                return !known || streq(owner, e->owner);
+        if (!known || !ax || !ax->a || ax->active)
+                return false;
+        char ns[64], pod[254], ctr[64];
+        int gpus[ASSIGN_GPUS_MAX];
+        if (sscanf(owner, "%63[^/]/%253[^/]/%63s", ns, pod, ctr) == 3 &&
+            assign_lookup_container(ax->a, ns, pod, ctr, gpus, ASSIGN_GPUS_MAX) > 0) {
+                snprintf(why, sizeof why,
+                         "its container %.383s has the scheduler's assignment and this call was not matched to it",
+                         owner);
+                share_rec_close(p, r, "single", why);
+        }
+        return false;
+}
+
 /* Before a call of `kind` may pair with a record restored from the journal, ask kubelet (PodResources)
  * whether it still holds that record's first half. The journal says which half was waiting when the
  * agent died, not whether kubelet then failed its container: the start-up sync may have listed it
@@ -556,6 +622,8 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 reverse_stale_join(p, release_available(p, kind, in->avail, in->must));
                 share_usage(p, &in->u);
         }
+        if (c == RPC_OK && may_pair)
+                (void)pair_evidence(p, kind, p->call_assign);
         struct share_rec *partner = c == RPC_OK ? partner_for(p, kind, may_pair, health_now_ms()) : NULL;
         if (c == RPC_OK && kind == PLUGIN_CORE && in->size > SHARE_CORE_IDS && !partner) {
                 c = prefer_whole(p, in, what, &chosen, st);
@@ -565,6 +633,9 @@ static enum rpc_code prefer_one(struct plugin_service *svc, const V1beta1__Conta
                 struct alloc_frac_request q;
                 struct alloc_frac_decision d;
                 frac_request_fill(p, kind, in, rec_gpu(partner), &q);
+                const struct assign_ctx *e = call_evidence(p->call_assign);
+                if (e && !e->other_asked)
+                        q.pair = false; /* one resource only (the pod's spec): no partner to keep room for */
                 int r = alloc_pick_fraction(&q, &d);
                 if (r < 0) {
                         if (partner) /* the partner's size is known now: the next container of this shape fits */
@@ -695,6 +766,8 @@ struct alloc_plan {
         uint64_t gpus;
         char join[128]; /* the open record this half joins, "" = a new record */
         bool guessed;
+        bool certain;                  /* the assignment says this half is the record's partner */
+        const struct assign_ctx *why; /* the assignment's evidence of this call, NULL none */
 };
 
 /* IDs parsed, on healthy GPUs not held whole, in no earlier container of the message, of an
@@ -734,7 +807,9 @@ static enum rpc_code allocate_decode(struct plugin *p, enum plugin_kind kind,
 /* Join the open record of the other resource, or start a new one; a half on another GPU than its
  * partner is refused (kubelet fails the container), never split. */
 static enum rpc_code allocate_pair(struct plugin *p, enum plugin_kind kind, bool may_pair, struct alloc_plan *plan,
-                                   const char *what, struct gs_error *st) {
+                                   const struct assign_ctx *ax, const char *what, struct gs_error *st) {
+        plan->why = may_pair ? call_evidence(ax) : NULL;
+        plan->certain = may_pair && pair_evidence(p, kind, ax);
         struct share_rec *r = partner_for(p, kind, may_pair, health_now_ms());
         if (!r)
                 return RPC_OK;
@@ -750,8 +825,10 @@ static enum rpc_code allocate_pair(struct plugin *p, enum plugin_kind kind, bool
                 return RPC_INVALID_ARGUMENT; /* partner_failed closes the record */
         }
         const struct share_proposal *q = &share_book(p)->prop;
-        plan->guessed = !(q->set && q->kind == kind && streq(q->rec, r->name) && q->gpu >= 0 &&
-                          plan->gpus == UINT64_C(1) << q->gpu);
+        plan->guessed = !plan->certain && !(q->set && q->kind == kind && streq(q->rec, r->name) && q->gpu >= 0 &&
+                                            plan->gpus == UINT64_C(1) << q->gpu);
+        if (plan->certain)
+                r->confirmed = true; /* restored or not, the assignment says whose it is: not tentative */
         strscpy(plan->join, r->name, sizeof plan->join);
         return RPC_OK;
 }
@@ -772,6 +849,7 @@ static size_t plan_ids(const struct plugin *p, enum plugin_kind kind, const stru
  * when that ID went back to kubelet). */
 static struct share_rec *plan_record(struct plugin *p, enum plugin_kind kind, bool may_pair,
                                      const struct alloc_plan *plan, const struct share_id *first) {
+        const struct assign_ctx *e = plan->why;
         if (plan->join[0])
                 return share_rec_find(p, plan->join);
         char name[128];
@@ -784,8 +862,11 @@ static struct share_rec *plan_record(struct plugin *p, enum plugin_kind kind, bo
         if (r) {
                 enum plugin_kind ok = other_kind(kind);
                 r->first = (uint8_t)kind;
-                r->open = may_pair && plugin_resource(p, ok)[0];
+                /* a container the assignment says asks only this resource waits for no partner */
+                r->open = may_pair && plugin_resource(p, ok)[0] && !(e && !e->other_asked);
                 r->deadline_ms = health_now_ms() + SHARE_PAIR_WINDOW_MS;
+                if (e)
+                        strscpy(r->owner, e->owner, sizeof r->owner);
         }
         return r;
 }
@@ -859,8 +940,11 @@ static enum rpc_code allocate_commit(struct plugin *p, enum plugin_kind kind, bo
         share_crash_point("allocate-dir-written");
         (void)share_check(p, r);
         share_log_decision(p, "allocate", kind, rec_gpu(r), r->name,
-                           plan->join[0] ? (plan->guessed ? "joined its partner (guessed)" : "joined its partner")
+                           plan->join[0] ? (plan->certain   ? "joined its partner (the scheduler's assignment)"
+                                            : plan->guessed ? "joined its partner (guessed)"
+                                                            : "joined its partner")
                            : r->open     ? "first half, waiting for its partner"
+                           : plan->why   ? "single (the scheduler's assignment: one resource only)"
                                          : "single");
         strscpy(ret_name, r->name, 128);
         return RPC_OK;
@@ -899,8 +983,9 @@ static enum rpc_code allocate_encode(struct plugin *p, const char *name, struct 
 
 /* Every container request is decoded before anything is recorded; then each is paired,
  * committed and encoded in turn. */
-static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__AllocateRequest *in, struct arena *a,
-                                  V1beta1__AllocateResponse *resp, struct gs_error *st) {
+static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__AllocateRequest *in,
+                                  const struct assign_ctx *ax, struct arena *a, V1beta1__AllocateResponse *resp,
+                                  struct gs_error *st) {
         struct plugin *p = svc->p;
         size_t n = in->n_container_requests;
         bool may_pair = n == 1; /* kubelet sends one container per call; only then may it pair */
@@ -915,7 +1000,7 @@ static enum rpc_code allocate_all(struct plugin_service *svc, const V1beta1__All
         for (size_t k = 0; c == RPC_OK && k < n; k++) {
                 char name[128] = "";
                 snprintf(what, sizeof what, "container request %zu", k);
-                c = allocate_pair(p, svc->kind, may_pair, &plans[k], what, st);
+                c = allocate_pair(p, svc->kind, may_pair, &plans[k], ax, what, st);
                 if (c == RPC_OK)
                         c = allocate_commit(p, svc->kind, may_pair, &plans[k], what, name, st);
                 V1beta1__ContainerAllocateResponse *o = c == RPC_OK ? arena_alloc(a, sizeof *o) : NULL;
@@ -957,7 +1042,7 @@ enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len,
         if (c == RPC_OK)
                 c = assign_call_check(&ax, p, "container request 0", st);
         if (c == RPC_OK)
-                c = allocate_all(svc, in, &a, &resp, st);
+                c = allocate_all(svc, in, &ax, &a, &resp, st);
         if (c == RPC_OK) {
                 atomic_fetch_add(&p->generation, 1); /* the other kind's IDs of these GPUs change health */
                 assign_call_commit(&ax);

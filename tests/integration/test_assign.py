@@ -261,7 +261,60 @@ def test_assign_cache(e):
     check(len(pod_lists(e)) == before + 2, "%d LISTs for the lagging pod, wanted 1" % (len(pod_lists(e)) - before - 1))
 
 
-TESTS = {"assign-cache": test_assign_cache, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
+def limits_dir(resp):
+    return [m.host_path for m in resp.container_responses[0].mounts if m.container_path == "/run/gpuslice/limits"][0]
+
+
+def decisions(e, text):
+    with open(e.logs[-1], errors="replace") as f:
+        return sum(1 for ln in f if "fraction decision" in ln and text in ln)
+
+
+def test_assign_pairs(e):
+    """Fractional pairing uses the assignment's evidence instead of the call order (docs/sharing.md):
+    (1) a node-local memory-only container, then the core half of a pod assigned another GPU: before,
+    the core call was taken for the open record's partner and refused ("the container is refused rather
+    than split"); now the assignment says it is the first half of its own container. (2) A container
+    whose second half comes without a GetPreferredAllocation (kubelet may skip it): the join is known,
+    not guessed. (3) A memory-only pod with an assignment followed at once by a core-only pod on the same
+    GPU: two containers, two limits files (before: summed into one, docs/sharing.md "What stays
+    ambiguous")."""
+    e.put_pod("y", {CORE: 30, MEM: 8}, [2])
+    e.put_pod("solo", {MEM: 8}, [5])
+    e.put_pod("next", {CORE: 30}, [5])
+    e.start("--resource-profile", "gpuslice")
+    uuids = e.ids()
+    # (1) node-local memory-only container x (no assignment) on some GPU, its record left open
+    e.kubelet_lists(("x", None, None))
+    mem_x = e.fprefer(MEM, "mem", 8)
+    e.fallocate(MEM, mem_x)
+    check(gpu_of(e, mem_x) != [2], "x landed on y's GPU: %s" % gpu_of(e, mem_x))
+    e.kubelet_lists(("x", MEM, mem_x), ("y", None, None))
+    core_y = e.fprefer(CORE, "core", 30)
+    check(gpu_of(e, core_y) == [2], "y's core offered on GPU %s" % gpu_of(e, core_y))
+    ry = e.fallocate(CORE, core_y)
+    e.kubelet_lists(("x", MEM, mem_x), ("y", CORE, core_y))
+    # (2) y's memory half straight to Allocate (no GetPreferredAllocation, as kubelet may do)
+    mem_y = ["%s::mem-%d" % (uuids[2], i) for i in range(8)]
+    ry2 = e.fallocate(MEM, mem_y)
+    check(limits_dir(ry) == limits_dir(ry2), "y's halves in two limits dirs: %s %s" % (limits_dir(ry), limits_dir(ry2)))
+    check(decisions(e, "joined its partner (the scheduler's assignment)") == 1, "y's join was not known")
+    check(decisions(e, "joined its partner (guessed)") == 0, "a join was guessed")
+    e.kubelet_lists(("x", MEM, mem_x), ("y", CORE, core_y), ("y", MEM, mem_y))
+    e.wait_assigned("y")
+    # (3) two one-resource pods back to back on GPU 5
+    e.kubelet_lists(("x", MEM, mem_x), ("y", CORE, core_y), ("y", MEM, mem_y), ("solo", None, None))
+    mem_s = e.fprefer(MEM, "mem", 8)
+    rs = e.fallocate(MEM, mem_s)
+    e.kubelet_lists(("x", MEM, mem_x), ("y", CORE, core_y), ("y", MEM, mem_y), ("solo", MEM, mem_s),
+                    ("next", None, None))
+    core_n = e.fprefer(CORE, "core", 30)
+    rn = e.fallocate(CORE, core_n)
+    check(gpu_of(e, mem_s) == [5] and gpu_of(e, core_n) == [5], "solo/next not on GPU 5")
+    check(limits_dir(rs) != limits_dir(rn), "two one-resource containers share one limits file: %s" % limits_dir(rs))
+
+
+TESTS = {"assign-cache": test_assign_cache, "assign-pairs": test_assign_pairs, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
          "assign-sweep": test_assign_sweep}
 
 if __name__ == "__main__":

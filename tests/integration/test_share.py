@@ -210,6 +210,9 @@ def pair(e, first, second):
     mem_ids, mem_resp = got[e.mem]
     gpu = one_gpu(core_ids)
     check(one_gpu(mem_ids) == gpu, "core on %s but memory on %s" % (gpu, one_gpu(mem_ids)))
+    with e.kubelet.cond:  # kubelet lists a container's devices as soon as their Allocate answered
+        pod = "pair-%d" % len(e.kubelet.pods)
+        e.kubelet.pods = e.kubelet.pods + [("ml", pod, "main", e.core, core_ids), ("ml", pod, "main", e.mem, mem_ids)]
     # Both answers name the same limits dir, so kubelet's merge of the two is consistent.
     lim1, m1 = limits_of(core_resp)
     lim2, m2 = limits_of(mem_resp)
@@ -307,7 +310,10 @@ def test_share_reject(e):
     e.expect_error(lambda: e.allocate_r(e.core, ["%s::core-1" % a, "%s::core-1" % a]), INVALID, "twice")
     e.expect_error(lambda: e.allocate_r(e.core, []), INVALID, "no device IDs")
     # a container's second resource on another GPU than its first: refused, naming both
-    e.allocate_r(e.core, ["%s::core-%d" % (a, n) for n in range(20)])
+    held = ["%s::core-%d" % (a, n) for n in range(20)]
+    e.allocate_r(e.core, held)
+    with e.kubelet.cond:  # kubelet lists it as soon as the Allocate answered
+        e.kubelet.pods = [("ml", "first", "main", e.core, held)]
     msg = e.expect_error(lambda: e.allocate_r(e.mem, ["%s::mem-%d" % (b, n) for n in range(4)]), INVALID,
                          "must be on one GPU")
     check(a in msg, "error names the first GPU: %s" % msg)
