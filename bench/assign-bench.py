@@ -7,7 +7,9 @@ PodResources) and the API stand-in (tests/integration/), one whole GPU per "pod"
 then Allocate as kubelet does, timed from the grpcio client, in three modes:
 
   node-local   no API access: the hooks are no-ops
-  fallback     API access, no pod with an assignment: each call also LISTs the node's pods
+  fallback     API access, no pod with an assignment: each call asks PodResources whether kubelet lists a pod
+               the informer's cache does not know (it knows every one here: no LIST of the node's pods;
+               before commit "answered from the informer's cache", each call LISTed them)
   honoured     API access, every call's pod carries an assignment: the informer's candidates,
                a PodResources List per call, the narrowing and the check (and the patch, off the call)
 
@@ -20,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,8 +91,7 @@ def main():
     args = ap.parse_args()
     if not args.topology:
         args.topology = os.path.join(args.source, "tests", "data", "topologies", "seed000-8gpu-pcie-2socket.topo")
-    stubdir = tempfile.mkdtemp(prefix="gpuslice-stubs-")
-    stubs = kubelet_standin.generate_stubs(os.path.join(args.source, "proto"), stubdir)
+    stubs = kubelet_standin.load_stubs(args.build)
     print("| whole GPU, %d calls each (µs, grpcio client) | GetPreferredAllocation p50 / p99 | Allocate p50 / p99 |"
           % args.iterations)
     print("|---|---|---|")

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers-share.h"
 #include "helpers.h"
 
 #include <errno.h>
@@ -34,120 +35,30 @@
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 
-struct fx {
-        struct plugin p;
-        struct topo t;
-        char *tmp;
-};
-
 static int setup(void **state) {
-        struct fx *f = calloc(1, sizeof *f);
-        assert_non_null(f);
-        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
-        f->tmp = test_tmpdir_new("share");
-        struct plugin_options o = { .resource = "nvidia.com/gpu",
-                                    .core_resource = "gpuslice.io/gpu-core",
-                                    .memory_resource = "gpuslice.io/gpu-memory",
-                                    .memory_unit = 256 * MIB,
-                                    .limit_when_alone = true,
-                                    .list_envvar = true };
-        snprintf(o.dev_root, sizeof o.dev_root, "%s", f->tmp);
-        snprintf(o.limits_root, sizeof o.limits_root, "%s/containers", f->tmp);
-        snprintf(o.journal_dir, sizeof o.journal_dir, "%s", f->tmp);
-        snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
-        test_touch(o.interposer);
-        plugin_init(&f->p, &o, &f->t);
-        *state = f;
+        *state = test_share_new();
         return 0;
 }
 
 static int teardown(void **state) {
-        struct fx *f = *state;
-        plugin_done(&f->p);
-        assert_int_equal(test_tmpdir_free(f->tmp), 0);
-        free(f);
+        test_share_free(*state);
         return 0;
-}
-
-static void fmt_id(struct fx *f, int gpu, enum plugin_kind kind, unsigned n, char *buf) {
-        assert_int_equal(share_format_id(f->p.gpu[gpu].id, kind, n, buf, SHARE_ID_MAX), 0);
-}
-
-/* Allocate `count` consecutive IDs from `first` of one kind on one GPU (optionally a second GPU). */
-static enum rpc_code allocate_ids(struct fx *f, enum plugin_kind kind, char **ids, size_t n,
-                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
-        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-        cr.devices_ids = ids;
-        cr.n_devices_ids = n;
-        V1beta1__ContainerAllocateRequest *crs[1] = { &cr };
-        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_allocate(&f->p.svc[kind], buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
-                assert_non_null(*ret);
-        } else
-                assert_null(out);
-        free(out);
-        return c;
-}
-
-static enum rpc_code allocate_run(struct fx *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count,
-                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
-        char store[128][SHARE_ID_MAX];
-        char *ids[128];
-        assert_true(count <= 128);
-        for (unsigned i = 0; i < count; i++) {
-                fmt_id(f, gpu, kind, first + i, store[i]);
-                ids[i] = store[i];
-        }
-        return allocate_ids(f, kind, ids, count, ret, st);
-}
-
-static const char *mount_host(const V1beta1__ContainerAllocateResponse *c, const char *container_path) {
-        for (size_t i = 0; i < c->n_mounts; i++)
-                if (streq(c->mounts[i]->container_path, container_path))
-                        return c->mounts[i]->host_path;
-        return NULL;
-}
-
-static const char *env_of(const V1beta1__ContainerAllocateResponse *c, const char *key) {
-        for (size_t i = 0; i < c->n_envs; i++)
-                if (streq(c->envs[i]->key, key))
-                        return c->envs[i]->value;
-        return NULL;
-}
-
-static void read_limits(const char *path, struct gs_limits *ret) {
-        char *text = NULL;
-        size_t len = 0;
-        char err[256] = "";
-        assert_int_equal(read_file(path, GS_LIMITS_MAX_FILE, &text, &len), 0);
-        int r = gs_limits_parse(text, len, ret, err, sizeof err);
-        if (r < 0)
-                fail_msg("limits file does not parse: %s\n%s", err, text);
-        free(text);
 }
 
 /* ---- IDs ---- */
 
 static void test_id_round_trip(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         char id[SHARE_ID_MAX];
         enum plugin_kind kind;
         unsigned g, n;
-        fmt_id(f, 5, PLUGIN_CORE, 99, id);
+        test_share_id(f, 5, PLUGIN_CORE, 99, id);
         assert_true(strlen(id) <= 63);
         assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
         assert_int_equal(kind, PLUGIN_CORE);
         assert_int_equal(g, 5);
         assert_int_equal(n, 99);
-        fmt_id(f, 7, PLUGIN_MEMORY, 95, id);
+        test_share_id(f, 7, PLUGIN_MEMORY, 95, id);
         assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
         assert_int_equal(kind, PLUGIN_MEMORY);
         assert_int_equal(g, 7);
@@ -157,7 +68,7 @@ static void test_id_round_trip(void **state) {
 }
 
 static void test_id_malformed(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         const char *u = f->p.gpu[2].id;
         char bad[20][160];
         int k = 0;
@@ -187,25 +98,25 @@ static void test_id_malformed(void **state) {
 /* ---- Allocate ---- */
 
 static void test_pair_writes_limits(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 3, 0, 25, &core, &st), RPC_OK);
-        const char *path = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 3, 0, 25, &core, &st), RPC_OK);
+        const char *path = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
         assert_non_null(path);
         struct gs_limits l;
-        read_limits(path, &l);
+        test_share_read_limits(path, &l);
         assert_int_equal(l.n_devices, 1);
         assert_int_equal(l.dev[0].core_percent, 25);
         /* no memory yet: the smallest share (one unit), never looser than the grant */
         assert_int_equal(l.dev[0].memory_bytes, 256 * MIB);
 
         /* The memory of the same container joins the record: the same file now carries both. */
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 3, 10, 12, &mem, &st), RPC_OK);
-        const char *path2 = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 3, 10, 12, &mem, &st), RPC_OK);
+        const char *path2 = test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH);
         assert_non_null(path2);
         assert_string_equal(path, path2);
-        read_limits(path2, &l);
+        test_share_read_limits(path2, &l);
         assert_int_equal(l.version, 1);
         assert_int_equal(l.n_devices, 1);
         assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
@@ -220,13 +131,13 @@ static void test_pair_writes_limits(void **state) {
         assert_true(strncmp(path + strlen(f->p.opt.limits_root) + 1, l.container, strlen(l.container)) == 0);
 
         const V1beta1__ContainerAllocateResponse *c = mem->container_responses[0];
-        assert_string_equal(env_of(c, "LD_PRELOAD"), SHARE_LIB_PATH);
-        assert_string_equal(env_of(c, GS_LIMITS_ENV), SHARE_LIMITS_PATH);
-        assert_string_equal(env_of(c, "NVIDIA_VISIBLE_DEVICES"), f->p.gpu[3].id);
-        assert_string_equal(mount_host(c, SHARE_LIB_PATH), f->p.opt.interposer);
+        assert_string_equal(test_share_env(c, "LD_PRELOAD"), SHARE_LIB_PATH);
+        assert_string_equal(test_share_env(c, GS_LIMITS_ENV), SHARE_LIMITS_PATH);
+        assert_string_equal(test_share_env(c, "NVIDIA_VISIBLE_DEVICES"), f->p.gpu[3].id);
+        assert_string_equal(test_share_mount(c, SHARE_LIB_PATH), f->p.opt.interposer);
         /* /etc/ld.so.preload names the interposer (mounted under the driver's name): it loads whatever the env */
         char pre[256] = "";
-        FILE *pf = fopen(mount_host(c, SHARE_LD_PRELOAD), "re");
+        FILE *pf = fopen(test_share_mount(c, SHARE_LD_PRELOAD), "re");
         assert_non_null(pf);
         assert_non_null(fgets(pre, sizeof pre, pf));
         fclose(pf);
@@ -236,7 +147,7 @@ static void test_pair_writes_limits(void **state) {
         struct stat sb;
         assert_int_equal(stat(path, &sb), 0);
         assert_int_equal(sb.st_mode & 0777, 0444);
-        assert_int_equal(stat(mount_host(c, SHARE_SHM_PATH), &sb), 0);
+        assert_int_equal(stat(test_share_mount(c, SHARE_SHM_PATH), &sb), 0);
         assert_true(S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0777);
 
         struct share_usage u;
@@ -249,23 +160,23 @@ static void test_pair_writes_limits(void **state) {
 }
 
 static void test_same_kind_starts_new_container(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &a, &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 10, 10, &b, &st), RPC_OK);
-        assert_string_not_equal(mount_host(a->container_responses[0], SHARE_LIMITS_PATH),
-                                mount_host(b->container_responses[0], SHARE_LIMITS_PATH));
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &a, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 10, 10, &b, &st), RPC_OK);
+        assert_string_not_equal(test_share_mount(a->container_responses[0], SHARE_LIMITS_PATH),
+                                test_share_mount(b->container_responses[0], SHARE_LIMITS_PATH));
         v1beta1__allocate_response__free_unpacked(a, NULL);
         v1beta1__allocate_response__free_unpacked(b, NULL);
 }
 
 static void test_second_resource_on_other_gpu_refused(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "must be on one GPU"));
         assert_non_null(strstr(st.message, f->p.gpu[0].id));
         /* nothing recorded for the refusal, and the pending record is closed: the next core
@@ -273,102 +184,76 @@ static void test_second_resource_on_other_gpu_refused(void **state) {
         struct share_usage u;
         share_usage(&f->p, &u);
         assert_int_equal(u.core[1], 0);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(a, NULL);
         v1beta1__allocate_response__free_unpacked(b, NULL);
 }
 
 static void test_span_and_exceed_refused(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char store[200][SHARE_ID_MAX];
         char *ids[200];
         for (unsigned i = 0; i < 10; i++) {
-                fmt_id(f, 0, PLUGIN_CORE, i, store[i]);
-                fmt_id(f, 1, PLUGIN_CORE, i, store[10 + i]);
+                test_share_id(f, 0, PLUGIN_CORE, i, store[i]);
+                test_share_id(f, 1, PLUGIN_CORE, i, store[10 + i]);
         }
         for (unsigned i = 0; i < 20; i++)
                 ids[i] = store[i];
-        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 20, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 20 }, 1, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "span 2 GPUs"));
         /* 150: one whole GPU and half of another */
         for (unsigned i = 0; i < 100; i++)
-                fmt_id(f, 0, PLUGIN_CORE, i, store[i]);
+                test_share_id(f, 0, PLUGIN_CORE, i, store[i]);
         for (unsigned i = 0; i < 50; i++)
-                fmt_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
+                test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 150; i++)
                 ids[i] = store[i];
-        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 150, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 150 }, 1, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "multiple of 100"));
         /* 200 as 100 + 100 is two whole GPUs */
         for (unsigned i = 0; i < 100; i++)
-                fmt_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
+                test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 200; i++)
                 ids[i] = store[i];
-        assert_int_equal(allocate_ids(f, PLUGIN_CORE, ids, 200, &r, &st), RPC_OK);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 200 }, 1, &r, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
 static void test_missing_interposer_refused(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         assert_int_equal(unlink(f->p.opt.interposer), 0);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 0, 0, 5, &r, &st), RPC_FAILED_PRECONDITION);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 0, 0, 5, &r, &st), RPC_FAILED_PRECONDITION);
         assert_non_null(strstr(st.message, "interposer"));
 }
 
-static enum rpc_code allocate_two(struct fx *f, char **a, size_t na, char **b, size_t nb,
-                                  V1beta1__AllocateResponse **ret, struct gs_error *st) {
-        V1beta1__ContainerAllocateRequest c1 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT,
-                                          c2 = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-        c1.devices_ids = a;
-        c1.n_devices_ids = na;
-        c2.devices_ids = b;
-        c2.n_devices_ids = nb;
-        V1beta1__ContainerAllocateRequest *crs[2] = { &c1, &c2 };
-        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 2;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_allocate(&f->p.svc[PLUGIN_CORE], buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
-                assert_non_null(*ret);
-        } else
-                assert_null(out);
-        free(out);
-        return c;
-}
-
 static void test_two_containers_in_one_message(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char s1[3][SHARE_ID_MAX], s2[2][SHARE_ID_MAX];
         char *a[3] = { s1[0], s1[1], s1[2] }, *b[2] = { s2[0], s2[1] };
-        fmt_id(f, 0, PLUGIN_CORE, 0, s1[0]);
-        fmt_id(f, 0, PLUGIN_CORE, 1, s1[1]);
-        fmt_id(f, 0, PLUGIN_CORE, 2, s1[2]);
-        fmt_id(f, 0, PLUGIN_CORE, 3, s2[0]);
-        fmt_id(f, 0, PLUGIN_CORE, 2, s2[1]); /* also in the first container */
-        assert_int_equal(allocate_two(f, a, 3, b, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        test_share_id(f, 0, PLUGIN_CORE, 0, s1[0]);
+        test_share_id(f, 0, PLUGIN_CORE, 1, s1[1]);
+        test_share_id(f, 0, PLUGIN_CORE, 2, s1[2]);
+        test_share_id(f, 0, PLUGIN_CORE, 3, s2[0]);
+        test_share_id(f, 0, PLUGIN_CORE, 2, s2[1]); /* also in the first container */
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "another container"));
         struct share_usage u;
         share_usage(&f->p, &u);
         assert_int_equal(u.core[0], 0);
-        fmt_id(f, 0, PLUGIN_CORE, 4, s2[1]);
-        assert_int_equal(allocate_two(f, a, 3, b, 2, &r, &st), RPC_OK);
+        test_share_id(f, 0, PLUGIN_CORE, 4, s2[1]);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st), RPC_OK);
         assert_int_equal(r->n_container_responses, 2);
         /* two containers: two limits files, never paired with each other */
-        assert_string_not_equal(mount_host(r->container_responses[0], SHARE_LIMITS_PATH),
-                                mount_host(r->container_responses[1], SHARE_LIMITS_PATH));
+        assert_string_not_equal(test_share_mount(r->container_responses[0], SHARE_LIMITS_PATH),
+                                test_share_mount(r->container_responses[1], SHARE_LIMITS_PATH));
         struct gs_limits l;
-        read_limits(mount_host(r->container_responses[1], SHARE_LIMITS_PATH), &l);
+        test_share_read_limits(test_share_mount(r->container_responses[1], SHARE_LIMITS_PATH), &l);
         assert_int_equal(l.dev[0].core_percent, 2);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
@@ -376,14 +261,14 @@ static void test_two_containers_in_one_message(void **state) {
 /* ---- state upkeep ---- */
 
 static void test_cleanup_removes_ended(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 10, &a, &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 10, &b, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 4, 0, 10, &a, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 5, 0, 10, &b, &st), RPC_OK);
         char gone[4400], kept[4400];
-        snprintf(gone, sizeof gone, "%s", mount_host(a->container_responses[0], SHARE_SHM_PATH));
-        snprintf(kept, sizeof kept, "%s", mount_host(b->container_responses[0], SHARE_SHM_PATH));
+        snprintf(gone, sizeof gone, "%s", test_share_mount(a->container_responses[0], SHARE_SHM_PATH));
+        snprintf(kept, sizeof kept, "%s", test_share_mount(b->container_responses[0], SHARE_SHM_PATH));
         /* a region file the container created */
         char region[4500];
         snprintf(region, sizeof region, "%s/region", gone);
@@ -394,7 +279,7 @@ static void test_cleanup_removes_ended(void **state) {
         /* the first container ends: PodResources no longer lists its IDs */
         for (unsigned i = 0; i < 10; i++) {
                 char id[SHARE_ID_MAX];
-                fmt_id(f, 4, PLUGIN_CORE, i, id);
+                test_share_id(f, 4, PLUGIN_CORE, i, id);
                 assert_int_equal(state_remove(&f->p.state, "gpuslice.io/gpu-core", id), 0);
         }
         assert_int_equal(share_cleanup_dirs(&f->p), 1);
@@ -406,14 +291,14 @@ static void test_cleanup_removes_ended(void **state) {
 }
 
 static void test_cleanup_without_root(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         assert_int_equal(share_cleanup_dirs(&f->p), -ENOENT);
 }
 
 static void test_fixup_after_reconcile(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct state_alloc e = { .resource = "gpuslice.io/gpu-memory", .gpu_index = -1 };
-        fmt_id(f, 6, PLUGIN_MEMORY, 3, e.device_id);
+        test_share_id(f, 6, PLUGIN_MEMORY, 3, e.device_id);
         assert_int_equal(state_add(&f->p.state, &e), 0);
         struct state_alloc o = { .resource = "example.com/fpga", .device_id = "fpga-0", .gpu_index = -1 };
         assert_int_equal(state_add(&f->p.state, &o), 0);
@@ -428,111 +313,52 @@ static void test_fixup_after_reconcile(void **state) {
 
 /* ---- placement ---- */
 
-static enum rpc_code prefer_all(struct fx *f, enum plugin_kind kind, int size, char ***ret_ids, size_t *ret_n,
-                                struct gs_error *st) {
-        static char store[8 * 100][SHARE_ID_MAX];
-        static char *avail[8 * 100];
-        size_t n = 0;
-        for (unsigned g = 0; g < f->p.n; g++)
-                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : f->p.gpu[g].n_mem); i++) {
-                        fmt_id(f, (int)g, kind, i, store[n]);
-                        avail[n] = store[n];
-                        n++;
-                }
-        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        cr.available_deviceids = avail;
-        cr.n_available_deviceids = n;
-        cr.allocation_size = size;
-        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
-        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                V1beta1__PreferredAllocationResponse *r =
-                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                assert_non_null(r);
-                *ret_n = r->container_responses[0]->n_deviceids;
-                *ret_ids = calloc(*ret_n, sizeof(char *));
-                for (size_t i = 0; i < *ret_n; i++)
-                        (*ret_ids)[i] = strdup(r->container_responses[0]->deviceids[i]);
-                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-        }
-        free(out);
-        return c;
-}
-
 static void test_explicit_gpu_seam(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         assert_int_equal(share_set_explicit_gpu(&f->p, "GPU-nope"), -ENOENT);
         assert_int_equal(share_set_explicit_gpu(&f->p, f->p.gpu[6].id), 0);
-        char **ids = NULL;
-        size_t n = 0;
-        assert_int_equal(prefer_all(f, PLUGIN_CORE, 30, &ids, &n, &st), RPC_OK);
-        assert_int_equal(n, 30);
-        for (size_t i = 0; i < n; i++) {
-                enum plugin_kind kind;
-                unsigned g, num;
-                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
-                assert_int_equal(g, 6);
-                free(ids[i]);
-        }
-        free(ids);
+        int gpu = -1;
+        assert_int_equal(test_share_prefer(f, PLUGIN_CORE, 30, NULL, 0, &gpu, &st), RPC_OK);
+        assert_int_equal(gpu, 6);
         V1beta1__AllocateResponse *r = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "scheduler placed"));
         assert_int_equal(share_set_explicit_gpu(&f->p, NULL), 0);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
 static void test_preferred_follows_pending(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         /* the container's core went to GPU 5 (say kubelet ignored an earlier hint): its memory follows */
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 5, 0, 40, &r, &st), RPC_OK);
-        char **ids = NULL;
-        size_t n = 0;
-        assert_int_equal(prefer_all(f, PLUGIN_MEMORY, 8, &ids, &n, &st), RPC_OK);
-        assert_int_equal(n, 8);
-        for (size_t i = 0; i < n; i++) {
-                enum plugin_kind kind;
-                unsigned g, num;
-                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
-                assert_int_equal(g, 5);
-                free(ids[i]);
-        }
-        free(ids);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 5, 0, 40, &r, &st), RPC_OK);
+        int gpu = -1;
+        assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 8, NULL, 0, &gpu, &st), RPC_OK);
+        assert_int_equal(gpu, 5);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
 /* Issue 14: the agent dies between a container's two halves; the journal keeps the open record,
  * and the second half after the restart joins it (one dir, both limits). */
 static void test_restart_keeps_pair(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &core, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 4, 0, 30, &core, &st), RPC_OK);
         char path[4400];
-        snprintf(path, sizeof path, "%s", mount_host(core->container_responses[0], SHARE_LIMITS_PATH));
+        snprintf(path, sizeof path, "%s", test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH));
         char journal[256];
         snprintf(journal, sizeof journal, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
         assert_true(access(journal, R_OK) == 0); /* written before the answer */
         /* "restart": a new plugin on the same dirs */
-        struct plugin_options o = f->p.opt;
-        plugin_done(&f->p);
-        plugin_init(&f->p, &o, &f->t);
-        assert_int_equal(share_restore(&f->p), 1);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 4, 0, 8, &mem, &st), RPC_OK);
-        assert_string_equal(mount_host(mem->container_responses[0], SHARE_LIMITS_PATH), path);
+        test_share_restart(f, 1);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 4, 0, 8, &mem, &st), RPC_OK);
+        assert_string_equal(test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH), path);
         struct gs_limits l;
-        read_limits(path, &l);
+        test_share_read_limits(path, &l);
         assert_int_equal(l.dev[0].core_percent, 30);
         assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
         assert_int_equal(share_check_all(&f->p), 0);
@@ -543,22 +369,20 @@ static void test_restart_keeps_pair(void **state) {
 /* Issue 14: a container whose second half fails at GetPreferredAllocation is refused by kubelet;
  * its record must not stay open for the next container. */
 static void test_failed_preferred_closes_pair(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 20, &core, &st), RPC_OK);
-        char **ids = NULL;
-        size_t n = 0;
-        assert_int_not_equal(prefer_all(f, PLUGIN_MEMORY, 97, &ids, &n, &st), RPC_OK); /* more than a GPU */
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 2, 0, 8, &mem, &st), RPC_OK);
-        const char *a = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
-        const char *b = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 20, &core, &st), RPC_OK);
+        assert_int_not_equal(test_share_prefer(f, PLUGIN_MEMORY, 97, NULL, 0, NULL, &st), RPC_OK); /* more than a GPU */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 2, 0, 8, &mem, &st), RPC_OK);
+        const char *a = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
+        const char *b = test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH);
         assert_string_not_equal(a, b); /* another container: its own dir */
         struct gs_limits l;
-        read_limits(a, &l);
+        test_share_read_limits(a, &l);
         assert_int_equal(l.dev[0].core_percent, 20);
         assert_int_equal(l.dev[0].memory_bytes, 256 * MIB); /* never unlimited */
-        read_limits(b, &l);
+        test_share_read_limits(b, &l);
         assert_int_equal(l.dev[0].core_percent, 1); /* memory only: the smallest compute share */
         v1beta1__allocate_response__free_unpacked(core, NULL);
         v1beta1__allocate_response__free_unpacked(mem, NULL);
@@ -566,72 +390,31 @@ static void test_failed_preferred_closes_pair(void **state) {
 
 /* ---- pairing after a restart: PodResources as evidence (issue 14) ---- */
 
-/* What the fake PodResources lists: device IDs (pod "p", container "c"). */
-struct podres_fake {
-        struct fx *f;
-        char ids[1024][SHARE_ID_MAX];
-        size_t n;
-        unsigned calls;
-};
-
-static bool owned_frac(const char *resource, void *userdata) {
-        (void)userdata;
-        return streq(resource, "gpuslice.io/gpu-core") || streq(resource, "gpuslice.io/gpu-memory");
-}
-
-/* The agent's hook: kubelet's answer reconciled into the state, as podsync.c does. */
-static int podres_fake_sync(void *userdata) {
-        struct podres_fake *k = userdata;
-        static struct state_report rep[1024];
-        for (size_t i = 0; i < k->n; i++)
-                rep[i] = (struct state_report){ .resource = strstr(k->ids[i], "::core-") ? "gpuslice.io/gpu-core"
-                                                                                         : "gpuslice.io/gpu-memory",
-                                                .device_id = k->ids[i],
-                                                .pod_namespace = "default",
-                                                .pod_name = "p",
-                                                .pod_uid = "u",
-                                                .container = "c" };
-        size_t a, r, u, sk;
-        uint64_t now = (uint64_t)time(NULL);
-        k->calls++;
-        pthread_mutex_lock(&k->f->p.lock);
-        int e = state_reconcile(&k->f->p.state, rep, k->n, owned_frac, NULL, now, now - 120, &a, &r, &u, &sk);
-        pthread_mutex_unlock(&k->f->p.lock);
-        return e < 0 ? e : 0;
-}
-
-static void restart_plugin(struct fx *f) {
-        struct plugin_options o = f->p.opt;
-        plugin_done(&f->p);
-        plugin_init(&f->p, &o, &f->t);
-        assert_int_equal(share_restore(&f->p), 1);
-}
-
 /* The agent dies right after a container's first half (2 memory units on GPU 6); kubelet fails that
  * container while the agent is down, after the start-up sync listed it. The next container asks for
  * 30 % core first, on GPU 3: before, the agent took it for the restored record's partner and refused
  * it ("IDs are on another GPU"); now PodResources says the record's container is gone. */
 static void test_restart_failed_container_not_partner(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
-        struct podres_fake k = { .f = f };
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
-        fmt_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
-        fmt_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
+        struct test_podres k = { .f = f };
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
+        test_share_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
+        test_share_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
         k.n = 2;
-        restart_plugin(f);
-        f->p.podres_sync = podres_fake_sync;
+        test_share_restart(f, 1);
+        f->p.podres_sync = test_podres_sync;
         f->p.podres_userdata = &k;
-        assert_int_equal(podres_fake_sync(&k), 0); /* the start-up sync still lists it */
+        assert_int_equal(test_podres_sync(&k), 0); /* the start-up sync still lists it */
         k.n = 0;                                   /* ... then kubelet fails the container */
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 3, 0, 30, &core, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 3, 0, 30, &core, &st), RPC_OK);
         assert_true(k.calls >= 2);
-        const char *a = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
-        const char *b = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        const char *a = test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH);
+        const char *b = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
         assert_string_not_equal(a, b);
         struct gs_limits l;
-        read_limits(b, &l);
+        test_share_read_limits(b, &l);
         assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
         assert_int_equal(l.dev[0].core_percent, 30);
         assert_int_equal(share_check_all(&f->p), 0);
@@ -642,23 +425,23 @@ static void test_restart_failed_container_not_partner(void **state) {
 /* The same restart, but kubelet retries the container (PodResources still lists its first half):
  * its core half joins the restored record, one dir with both limits. */
 static void test_restart_listed_container_pairs(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
-        struct podres_fake k = { .f = f };
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
-        fmt_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
-        fmt_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
+        struct test_podres k = { .f = f };
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &mem, &st), RPC_OK);
+        test_share_id(f, 6, PLUGIN_MEMORY, 56, k.ids[0]);
+        test_share_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
         k.n = 2;
-        restart_plugin(f);
-        f->p.podres_sync = podres_fake_sync;
+        test_share_restart(f, 1);
+        f->p.podres_sync = test_podres_sync;
         f->p.podres_userdata = &k;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 6, 0, 5, &core, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 6, 0, 5, &core, &st), RPC_OK);
         assert_int_equal(k.calls, 1);
-        const char *a = mount_host(mem->container_responses[0], SHARE_LIMITS_PATH);
-        assert_string_equal(a, mount_host(core->container_responses[0], SHARE_LIMITS_PATH));
+        const char *a = test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_equal(a, test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH));
         struct gs_limits l;
-        read_limits(a, &l);
+        test_share_read_limits(a, &l);
         assert_int_equal(l.dev[0].core_percent, 5);
         assert_int_equal(l.dev[0].memory_bytes, 2 * 256 * MIB);
         v1beta1__allocate_response__free_unpacked(mem, NULL);
@@ -670,28 +453,23 @@ static void test_restart_listed_container_pairs(void **state) {
  * list it, and its IDs stop counting against the GPU's room at once (before, for the state's 120 s
  * grace: first halves were refused for room that kubelet had free). A listed container stays. */
 static void test_restart_drops_unlisted(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
-        V1beta1__AllocateResponse *a = NULL, *b = NULL;
-        struct podres_fake k = { .f = f };
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 4, 0, 30, &a, &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 4, 0, 8, &b, &st), RPC_OK);
-        v1beta1__allocate_response__free_unpacked(a, NULL);
-        v1beta1__allocate_response__free_unpacked(b, NULL);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 50, &a, &st), RPC_OK); /* its answer is lost */
-        const char *lost = mount_host(a->container_responses[0], SHARE_LIMITS_PATH);
+        V1beta1__AllocateResponse *a = NULL;
+        struct test_podres k = { .f = f };
+        test_share_allocate_ok(f, PLUGIN_CORE, 4, 0, 30);
+        test_share_allocate_ok(f, PLUGIN_MEMORY, 4, 0, 8);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 50, &a, &st), RPC_OK); /* its answer is lost */
+        const char *lost = test_share_mount(a->container_responses[0], SHARE_LIMITS_PATH);
         for (unsigned i = 0; i < 30; i++)
-                fmt_id(f, 4, PLUGIN_CORE, i, k.ids[k.n++]);
+                test_share_id(f, 4, PLUGIN_CORE, i, k.ids[k.n++]);
         for (unsigned i = 0; i < 8; i++)
-                fmt_id(f, 4, PLUGIN_MEMORY, i, k.ids[k.n++]);
-        struct plugin_options o = f->p.opt;
-        plugin_done(&f->p);
-        plugin_init(&f->p, &o, &f->t);
-        assert_int_equal(share_restore(&f->p), 2);
+                test_share_id(f, 4, PLUGIN_MEMORY, i, k.ids[k.n++]);
+        test_share_restart(f, 2);
         struct share_usage u;
         share_usage(&f->p, &u);
         assert_int_equal(u.core[2], 50);
-        assert_int_equal(podres_fake_sync(&k), 0);
+        assert_int_equal(test_podres_sync(&k), 0);
         pthread_mutex_lock(&f->p.lock);
         assert_int_equal(share_after_sync(&f->p), 1);
         share_usage(&f->p, &u);
@@ -710,30 +488,22 @@ static void test_restart_drops_unlisted(void **state) {
  * reversed and the joined container's other half joins it — one dir. Before, `tentative` was not
  * journaled: after the second restart the memory half became a container of its own (split). */
 static void test_restart_keeps_tentative(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
-        restart_plugin(f);                                                            /* no PodResources */
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 6, 0, 30, &core, &st), RPC_OK); /* tentative join */
-        restart_plugin(f);                                                            /* killed right after the join */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
+        test_share_restart(f, 1);                                                            /* no PodResources */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 6, 0, 30, &core, &st), RPC_OK); /* tentative join */
+        test_share_restart(f, 1);                                                            /* killed right after the join */
         /* the core container's memory half: kubelet lists every memory ID, the failed container's too */
-        char **ids = NULL;
-        size_t n = 0;
-        assert_int_equal(prefer_all(f, PLUGIN_MEMORY, 8, &ids, &n, &st), RPC_OK);
-        for (size_t i = 0; i < n; i++) {
-                enum plugin_kind kind;
-                unsigned g, num;
-                assert_int_equal(share_parse_id(&f->p, ids[i], &kind, &g, &num), 0);
-                assert_int_equal(g, 6); /* steered to the core half's GPU */
-                free(ids[i]);
-        }
-        free(ids);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 6, 0, 8, &mem, &st), RPC_OK);
-        const char *a = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
-        assert_string_equal(a, mount_host(mem->container_responses[0], SHARE_LIMITS_PATH));
+        int gpu = -1;
+        assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 8, NULL, 0, &gpu, &st), RPC_OK);
+        assert_int_equal(gpu, 6); /* steered to the core half's GPU */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 0, 8, &mem, &st), RPC_OK);
+        const char *a = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
+        assert_string_equal(a, test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH));
         struct gs_limits l;
-        read_limits(a, &l);
+        test_share_read_limits(a, &l);
         assert_int_equal(l.dev[0].core_percent, 30);
         assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
         assert_int_equal(share_check_all(&f->p), 0);
@@ -745,29 +515,26 @@ static void test_restart_keeps_tentative(void **state) {
 /* The journal is a snapshot plus an append-only log: decisions append one line each, and a restart
  * rebuilds the same records from both (then folds the log into a new snapshot). */
 static void test_journal_log_appends_and_restores(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r[6] = { 0 };
         char snap[512], logp[512];
         snprintf(snap, sizeof snap, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
         snprintf(logp, sizeof logp, "%s/%s", f->tmp, SHARE_JOURNAL_LOG);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 30, &r[0], &st), RPC_OK); /* first save: snapshot */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 30, &r[0], &st), RPC_OK); /* first save: snapshot */
         struct stat s0, s1, l0, l1;
         assert_int_equal(stat(snap, &s0), 0);
         assert_int_equal(stat(logp, &l0), 0);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 1, 0, 8, &r[1], &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, 2, 0, 4, &r[2], &st), RPC_OK);
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r[3], &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 1, 0, 8, &r[1], &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 2, 0, 4, &r[2], &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r[3], &st), RPC_OK);
         assert_int_equal(stat(snap, &s1), 0);
         assert_int_equal(stat(logp, &l1), 0);
         assert_int_equal(s1.st_ino, s0.st_ino); /* not rewritten */
         assert_true(l1.st_size > l0.st_size);   /* appended */
         struct share_usage u0, u1;
         share_usage(&f->p, &u0);
-        struct plugin_options o = f->p.opt;
-        plugin_done(&f->p);
-        plugin_init(&f->p, &o, &f->t);
-        assert_int_equal(share_restore(&f->p), 2);
+        test_share_restart(f, 2);
         share_usage(&f->p, &u1);
         assert_memory_equal(u0.core, u1.core, sizeof u0.core);
         assert_memory_equal(u0.mem, u1.mem, sizeof u0.mem);
@@ -775,9 +542,9 @@ static void test_journal_log_appends_and_restores(void **state) {
         assert_int_equal(l1.st_size, 0); /* folded into a new snapshot at start */
         assert_int_equal(share_check_all(&f->p), 0);
         /* the restored records go on: a second core on GPU 1 is another container, its dir its own */
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 30, 20, &r[4], &st), RPC_OK);
-        assert_string_not_equal(mount_host(r[4]->container_responses[0], SHARE_LIMITS_PATH),
-                                mount_host(r[0]->container_responses[0], SHARE_LIMITS_PATH));
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 30, 20, &r[4], &st), RPC_OK);
+        assert_string_not_equal(test_share_mount(r[4]->container_responses[0], SHARE_LIMITS_PATH),
+                                test_share_mount(r[0]->container_responses[0], SHARE_LIMITS_PATH));
         for (unsigned i = 0; i < 6; i++)
                 if (r[i])
                         v1beta1__allocate_response__free_unpacked(r[i], NULL);
@@ -786,10 +553,10 @@ static void test_journal_log_appends_and_restores(void **state) {
 /* The log parser: complete lines in order; a last line cut short ignored; entries at or below the
  * snapshot's skipped; everything else rejects the journal whole (nothing kept). */
 static void test_journal_log_malformed(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         char id0[SHARE_ID_MAX], id1[SHARE_ID_MAX], snap[1024], rec[512], rec2[512];
-        fmt_id(f, 3, PLUGIN_CORE, 0, id0);
-        fmt_id(f, 3, PLUGIN_MEMORY, 0, id1);
+        test_share_id(f, 3, PLUGIN_CORE, 0, id0);
+        test_share_id(f, 3, PLUGIN_MEMORY, 0, id1);
         snprintf(rec, sizeof rec,
                  "{\"name\":\"%.40s.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":false,\"restored\":false,"
                  "\"tentative\":false,\"time\":5,\"ids\":[\"%s\"]}",
@@ -857,102 +624,71 @@ static void test_journal_log_malformed(void **state) {
         }
 }
 
-/* GetPreferredAllocation over what a fake kubelet lists as available: every ID of `kind` but those
- * `held` lists. */
-static enum rpc_code prefer_except(struct fx *f, enum plugin_kind kind, int size, const struct podres_fake *held,
-                                   int *ret_gpu, struct gs_error *st) {
-        static char store[8 * 100][SHARE_ID_MAX];
-        static char *avail[8 * 100];
-        size_t n = 0;
-        for (unsigned g = 0; g < f->p.n; g++)
-                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : f->p.gpu[g].n_mem); i++) {
-                        fmt_id(f, (int)g, kind, i, store[n]);
-                        bool taken = false;
-                        for (size_t k = 0; k < held->n && !taken; k++)
-                                taken = streq(held->ids[k], store[n]);
-                        if (!taken) {
-                                avail[n] = store[n];
-                                n++;
-                        }
-                }
-        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        cr.available_deviceids = avail;
-        cr.n_available_deviceids = n;
-        cr.allocation_size = size;
-        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
-        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                V1beta1__PreferredAllocationResponse *r =
-                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                assert_non_null(r);
-                enum plugin_kind k;
-                unsigned g, num;
-                assert_int_equal(share_parse_id(&f->p, r->container_responses[0]->deviceids[0], &k, &g, &num), 0);
-                *ret_gpu = (int)g;
-                v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-        }
-        free(out);
-        return c;
-}
-
-static void pair_on(struct fx *f, int gpu, unsigned core0, unsigned core, unsigned mem0, unsigned mem,
-                    struct podres_fake *k) {
-        struct gs_error st;
-        V1beta1__AllocateResponse *r = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, gpu, core0, core, &r, &st), RPC_OK);
-        v1beta1__allocate_response__free_unpacked(r, NULL);
-        assert_int_equal(allocate_run(f, PLUGIN_MEMORY, gpu, mem0, mem, &r, &st), RPC_OK);
-        v1beta1__allocate_response__free_unpacked(r, NULL);
-        for (unsigned i = 0; k && i < core; i++)
-                fmt_id(f, gpu, PLUGIN_CORE, core0 + i, k->ids[k->n++]);
-        for (unsigned i = 0; k && i < mem; i++)
-                fmt_id(f, gpu, PLUGIN_MEMORY, mem0 + i, k->ids[k->n++]);
-}
-
 /* A first half is refused for room only on what PodResources says now: every GPU looks full of core
  * to the agent, but kubelet has let GPU 3's big container go (no sync has told the agent yet). The
  * memory half of a (20 %, 12 units) container — a shape seen before — must go to GPU 3 rather than
  * be refused (before: refused, "no GPU ... keeps 20 core IDs for the partner"). */
 static void test_refusal_for_room_asks_podresources(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
-        static struct podres_fake k;
-        k = (struct podres_fake){ .f = f };
-        pair_on(f, 3, 0, 20, 0, 12, &k); /* shape (20, 12) learnt */
+        static struct test_podres k;
+        k = (struct test_podres){ .f = f };
+        test_share_pair_on(f, 3, 0, 20, 0, 12, &k); /* shape (20, 12) learnt */
         for (int g = 0; g < 8; g++)
                 if (g != 3)
-                        pair_on(f, g, 0, 95, 0, 10, &k);
+                        test_share_pair_on(f, g, 0, 95, 0, 10, &k);
         size_t before = k.n;
-        pair_on(f, 3, 20, 75, 12, 10, &k);
-        f->p.podres_sync = podres_fake_sync;
+        test_share_pair_on(f, 3, 20, 75, 12, 10, &k);
+        f->p.podres_sync = test_podres_sync;
         f->p.podres_userdata = &k;
-        assert_int_equal(podres_fake_sync(&k), 0); /* everything listed once */
+        assert_int_equal(test_podres_sync(&k), 0); /* everything listed once */
         k.n = before;                              /* then GPU 3's big container ends */
         int gpu = -1;
-        assert_int_equal(prefer_except(f, PLUGIN_MEMORY, 12, &k, &gpu, &st), RPC_OK);
+        assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 12, k.ids, k.n, &gpu, &st), RPC_OK);
         assert_int_equal(gpu, 3);
         /* and with kubelet still holding it, the refusal stands */
-        pair_on(f, 3, 20, 75, 12, 10, &k);
-        assert_int_equal(podres_fake_sync(&k), 0);
-        assert_int_equal(prefer_except(f, PLUGIN_MEMORY, 12, &k, &gpu, &st), RPC_RESOURCE_EXHAUSTED);
+        test_share_pair_on(f, 3, 20, 75, 12, 10, &k);
+        assert_int_equal(test_podres_sync(&k), 0);
+        assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 12, k.ids, k.n, &gpu, &st), RPC_RESOURCE_EXHAUSTED);
         assert_non_null(strstr(st.message, "20 core IDs for the partner"));
+}
+
+/* Kubelet records an Allocate answer before its next call: an allocation PodResources does not list
+ * once kubelet called again is not held (freed at that sync, not after the 120 s grace); the last
+ * answer, which kubelet may not have recorded yet, keeps the grace. */
+static void test_unlisted_after_next_call_freed(void **state) {
+        struct test_share *f = *state;
+        struct gs_error st;
+        static struct test_podres k;
+        k = (struct test_podres){ .f = f };
+        struct share_usage u;
+        test_share_allocate_ok(f, PLUGIN_CORE, 2, 0, 30);
+        assert_int_equal(test_podres_sync(&k), 0); /* kubelet lists nothing: the answer may be in flight */
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[2], 30);
+        /* kubelet's next call (the memory half's GetPreferredAllocation) */
+        assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 4, NULL, 0, NULL, &st), RPC_OK);
+        assert_int_equal(test_podres_sync(&k), 0);
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[2], 0); /* kubelet moved past it without listing it: not held */
+        /* a listed one stays, and so does the answer after the last call */
+        test_share_pair_on(f, 4, 0, 20, 0, 8, &k);
+        test_share_allocate_ok(f, PLUGIN_CORE, 5, 0, 10);
+        assert_int_equal(test_podres_sync(&k), 0);
+        share_usage(&f->p, &u);
+        assert_int_equal(u.core[4], 20);
+        assert_int_equal(u.mem[4], 8);
+        assert_int_equal(u.core[5], 10);
 }
 
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
-        struct fx *f = *state;
+        struct test_share *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL;
-        assert_int_equal(allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
         assert_int_equal(share_check_all(&f->p), 0);
-        const char *path = mount_host(core->container_responses[0], SHARE_LIMITS_PATH);
+        const char *path = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
         assert_int_equal(chmod(path, 0644), 0);
         FILE *fp = fopen(path, "we");
         assert_non_null(fp);
@@ -975,6 +711,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_journal_log_malformed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refusal_for_room_asks_podresources, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invariant_finds_tampered_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unlisted_after_next_call_freed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pair_writes_limits, setup, teardown),
