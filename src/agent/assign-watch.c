@@ -413,9 +413,9 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
                 }
                 if (need)
                         log_debug("listing the node's pods for a kubelet call", "reason=\"%s\" pod=%s%s%s",
-                                  !synced       ? "the watch has not listed them yet"
-                                  : !have_seen  ? "no PodResources answer"
-                                                : "kubelet lists a pod the watch has not delivered",
+                                  !synced      ? "the watch has not listed them yet"
+                                  : !have_seen ? "no PodResources answer"
+                                               : "kubelet lists a pod the watch has not delivered",
                                   unknown >= 0 ? seen.c[unknown].ns : "-", unknown >= 0 ? "/" : "",
                                   unknown >= 0 ? seen.c[unknown].pod : "");
                 if (lr_list == 0) {

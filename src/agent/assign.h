@@ -29,7 +29,7 @@
 
 #define ASSIGN_CONTAINERS_MAX 16
 #define ASSIGN_GPUS_MAX 8
-#define ASSIGN_PODS_MAX 256 /* candidates considered per call (pending pods on one node) */
+#define ASSIGN_PODS_MAX 256  /* candidates considered per call (pending pods on one node) */
 #define ASSIGN_OWNER_MAX 384 /* "namespace/pod/container" */
 
 /* Which annotations mark the pod honoured (set to "true" by the agent). */

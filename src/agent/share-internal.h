@@ -31,9 +31,6 @@ struct share_rec {
         bool restored;        /* open when the agent restarted (from the journal) */
         bool confirmed;       /* restored, and PodResources listed its first half when a partner came */
         bool tentative;       /* a half joined it after the restart: reversed if its first half turns out free */
-        /* the container it belongs to, "ns/pod/container", when the scheduler's assignment said at its
-         * first half (assign_ctx.owner; in memory only: after a restart PodResources names it) */
-        char owner[ASSIGN_OWNER_MAX];
         uint64_t gpus;        /* table indices */
         uint64_t deadline_ms; /* open: CLOCK_MONOTONIC after which no partner joins */
         uint64_t wall;        /* Unix seconds of the last half */
@@ -41,6 +38,9 @@ struct share_rec {
         size_t n_ids;
         uint8_t *saved;   /* what its journal text said when last written (NULL: not in the journal yet) */
         size_t saved_len; /* ... compared byte for byte at the next save (rec_journal_key) */
+        /* the container it belongs to, "ns/pod/container", when the scheduler's assignment said at its
+         * first half (assign_ctx.owner; in memory only: after a restart PodResources names it) */
+        char owner[ASSIGN_OWNER_MAX];
 };
 
 /* What the last GetPreferredAllocation proposed (one container request). */

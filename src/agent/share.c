@@ -254,11 +254,10 @@ static bool rec_owner(struct plugin *p, const struct share_rec *r, char *buf, si
                 return true;
         }
         char dev[SHARE_ID_MAX];
-        if (r->n_ids == 0 || share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind,
-                                             r->ids[0].n, dev, sizeof dev) < 0)
+        if (r->n_ids == 0 || share_format_id(p->gpu[r->ids[0].gpu].id, (enum plugin_kind)r->ids[0].kind, r->ids[0].n,
+                                             dev, sizeof dev) < 0)
                 return false;
-        const struct state_alloc *a =
-                state_find(&p->state, plugin_resource(p, (enum plugin_kind)r->ids[0].kind), dev);
+        const struct state_alloc *a = state_find(&p->state, plugin_resource(p, (enum plugin_kind)r->ids[0].kind), dev);
         if (!a || !a->pod_name[0] || !a->container[0])
                 return false;
         int w = snprintf(buf, len, "%s/%s/%s", a->pod_namespace, a->pod_name, a->container);
@@ -766,7 +765,7 @@ struct alloc_plan {
         uint64_t gpus;
         char join[128]; /* the open record this half joins, "" = a new record */
         bool guessed;
-        bool certain;                  /* the assignment says this half is the record's partner */
+        bool certain;                 /* the assignment says this half is the record's partner */
         const struct assign_ctx *why; /* the assignment's evidence of this call, NULL none */
 };
 

@@ -25,10 +25,14 @@ static void test_parse_gpuslice(void **state) {
         (void)state;
         struct assign_pod p;
         char a[2048];
-        assert_int_equal(test_assign_parse(test_assign_pod_json("w", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"2\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[4,5],\"core\":100,\"mem\":0}", 42)),
-                               &p),
-                         0);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json(
+                                "w", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"2\"}", NULL,
+                                test_assign_annotation(a, sizeof a,
+                                                       "{\"name\":\"a\",\"gpus\":[4,5],\"core\":100,\"mem\":0}", 42)),
+                        &p),
+                0);
         assert_string_equal(p.name, "w");
         assert_string_equal(p.uid, "uid-w");
         assert_string_equal(p.rv, "7");
@@ -42,18 +46,24 @@ static void test_parse_gpuslice(void **state) {
         assert_int_equal(p.c[0].gpus[0], 4);
         assert_int_equal(p.c[0].gpus[1], 5);
         /* 200 % of core = two whole GPUs through the core resource */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("c", "2026-11-23T10:00:00Z", "{\"gpuslice.io/gpu-core\":\"200\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[0,1],\"core\":100,\"mem\":0}", 1)),
-                               &p),
-                         0);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json(
+                                "c", "2026-11-23T10:00:00Z", "{\"gpuslice.io/gpu-core\":\"200\"}", NULL,
+                                test_assign_annotation(a, sizeof a,
+                                                       "{\"name\":\"a\",\"gpus\":[0,1],\"core\":100,\"mem\":0}", 1)),
+                        &p),
+                0);
         assert_int_equal(p.c[0].req[PLUGIN_CORE], 200);
         /* confirmed */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("k", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}", NULL,
-                                        "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"gpu-a\\\","
-                                        "\\\"containers\\\":[{\\\"name\\\":\\\"a\\\",\\\"gpus\\\":[3]}]}\","
-                                        "\"gpuslice.io/assigned\":\"true\"}"),
-                               &p),
-                         0);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json("k", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}", NULL,
+                                             "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"gpu-a\\\","
+                                             "\\\"containers\\\":[{\\\"name\\\":\\\"a\\\",\\\"gpus\\\":[3]}]}\","
+                                             "\"gpuslice.io/assigned\":\"true\"}"),
+                        &p),
+                0);
         assert_true(p.confirmed);
 }
 
@@ -61,10 +71,11 @@ static void test_parse_profiles(void **state) {
         (void)state;
         struct assign_pod p;
         struct assign_names tn = { .name = { "nvidia.com/gpu", "tencent.com/vcuda-core", "tencent.com/vcuda-memory" } };
-        json_t *j = test_assign_pod_json("t", "2026-11-23T10:00:00Z",
-                             "{\"tencent.com/vcuda-core\":\"20\",\"tencent.com/vcuda-memory\":\"8\"}", NULL,
-                             "{\"tencent.com/predicate-gpu-idx-0\":\"1\",\"tencent.com/predicate-node\":\"gpu-a\","
-                             "\"tencent.com/predicate-time\":\"5000000\",\"tencent.com/gpu-assigned\":\"false\"}");
+        json_t *j = test_assign_pod_json(
+                "t", "2026-11-23T10:00:00Z", "{\"tencent.com/vcuda-core\":\"20\",\"tencent.com/vcuda-memory\":\"8\"}",
+                NULL,
+                "{\"tencent.com/predicate-gpu-idx-0\":\"1\",\"tencent.com/predicate-node\":\"gpu-a\","
+                "\"tencent.com/predicate-time\":\"5000000\",\"tencent.com/gpu-assigned\":\"false\"}");
         assert_int_equal(assign_pod_parse(j, "gpu-a", &tn, &p), 0);
         assert_int_equal(p.flags, ASSIGN_FLAG_GPU_MANAGER);
         assert_int_equal(p.c[0].gpus[0], 1);
@@ -75,9 +86,10 @@ static void test_parse_profiles(void **state) {
         json_decref(j);
 
         struct assign_names an = { .name = { "nvidia.com/gpu", "", "aliyun.com/gpu-mem" } };
-        j = test_assign_pod_json("y", "2026-11-23T10:00:00Z", "{\"aliyun.com/gpu-mem\":\"2\"}", NULL,
-                     "{\"ALIYUN_COM_GPU_MEM_IDX\":\"3\",\"ALIYUN_COM_GPU_MEM_POD\":\"2\","
-                     "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\",\"ALIYUN_COM_GPU_MEM_ASSUME_TIME\":\"9000000\"}");
+        j = test_assign_pod_json(
+                "y", "2026-11-23T10:00:00Z", "{\"aliyun.com/gpu-mem\":\"2\"}", NULL,
+                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"3\",\"ALIYUN_COM_GPU_MEM_POD\":\"2\","
+                "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\",\"ALIYUN_COM_GPU_MEM_ASSUME_TIME\":\"9000000\"}");
         assert_int_equal(assign_pod_parse(j, "gpu-a", &an, &p), 0);
         assert_int_equal(p.flags, ASSIGN_FLAG_GPUSHARE);
         assert_int_equal(p.c[0].gpus[0], 3);
@@ -92,7 +104,7 @@ static void test_parse_profiles(void **state) {
         strncat(a, ",\"tencent.com/gpu-assigned\":\"false\",\"tencent.com/predicate-gpu-idx-0\":\"1\"}",
                 sizeof a - strlen(a) - 1);
         j = test_assign_pod_json("tt", "2026-11-23T10:00:00Z",
-                     "{\"tencent.com/vcuda-core\":\"20\",\"tencent.com/vcuda-memory\":\"8\"}", NULL, a);
+                                 "{\"tencent.com/vcuda-core\":\"20\",\"tencent.com/vcuda-memory\":\"8\"}", NULL, a);
         assert_int_equal(assign_pod_parse(j, "gpu-a", &tn, &p), 0);
         assert_int_equal(p.flags, ASSIGN_FLAG_GPUSLICE | ASSIGN_FLAG_GPU_MANAGER);
         json_decref(j);
@@ -104,7 +116,8 @@ static void test_parse_malformed(void **state) {
         char a[2048];
         const char *lim1 = "{\"nvidia.com/gpu\":\"1\"}";
         /* not ours / nothing assigned */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("n", "x", "{\"cpu\":\"1\"}", NULL, "{}"), &p), -ENODATA);
+        assert_int_equal(test_assign_parse(test_assign_pod_json("n", "x", "{\"cpu\":\"1\"}", NULL, "{}"), &p),
+                         -ENODATA);
         assert_int_equal(test_assign_parse(test_assign_pod_json("n", "x", lim1, NULL, "{}"), &p), -ENODATA);
         /* an assignment for another node */
         snprintf(a, sizeof a,
@@ -137,36 +150,47 @@ static void test_parse_malformed(void **state) {
                         fail_msg("case %zu (%s): %d", i, bad[i], r);
         }
         /* a whole-GPU assignment that names fewer GPUs than asked */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", "{\"nvidia.com/gpu\":\"2\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
-                               &p),
-                         -EINVAL);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json("m", "x", "{\"nvidia.com/gpu\":\"2\"}", NULL,
+                                             test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
+                        &p),
+                -EINVAL);
         /* whole and fractional in one container; 150 %; a bad quantity */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", "{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-core\":\"10\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
-                               &p),
-                         -EINVAL);
-        assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", "{\"gpuslice.io/gpu-core\":\"150\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
-                               &p),
-                         -EINVAL);
-        assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", "{\"nvidia.com/gpu\":\"1k\"}", NULL,
-                                        test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
-                               &p),
-                         -EINVAL);
+        assert_int_equal(
+                test_assign_parse(test_assign_pod_json(
+                                          "m", "x", "{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-core\":\"10\"}", NULL,
+                                          test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
+                                  &p),
+                -EINVAL);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json("m", "x", "{\"gpuslice.io/gpu-core\":\"150\"}", NULL,
+                                             test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
+                        &p),
+                -EINVAL);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json("m", "x", "{\"nvidia.com/gpu\":\"1k\"}", NULL,
+                                             test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1)),
+                        &p),
+                -EINVAL);
         /* gpu-manager / gpushare indices */
-        assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", lim1, NULL, "{\"tencent.com/predicate-gpu-idx-0\":\"1,\"}"), &p),
-                         -EINVAL);
+        assert_int_equal(
+                test_assign_parse(
+                        test_assign_pod_json("m", "x", lim1, NULL, "{\"tencent.com/predicate-gpu-idx-0\":\"1,\"}"), &p),
+                -EINVAL);
         assert_int_equal(test_assign_parse(test_assign_pod_json("m", "x", "{\"gpuslice.io/gpu-memory\":\"4\"}", NULL,
-                                        "{\"ALIYUN_COM_GPU_MEM_IDX\":\"x\"}"),
-                               &p),
+                                                                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"x\"}"),
+                                           &p),
                          -EINVAL);
         /* no name */
         json_t *j = json_loads("{\"metadata\":{}}", 0, NULL);
         assert_int_equal(assign_pod_parse(j, "gpu-a", &TEST_ASSIGN_NAMES, &p), -EINVAL);
         json_decref(j);
         /* finished pods hold nothing */
-        j = test_assign_pod_json("f", "x", lim1, NULL, test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1));
+        j = test_assign_pod_json("f", "x", lim1, NULL,
+                                 test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[1]}", 1));
         json_object_set_new(j, "status", json_pack("{s:s}", "phase", "Succeeded"));
         assert_int_equal(assign_pod_parse(j, "gpu-a", &TEST_ASSIGN_NAMES, &p), -ENODATA);
         json_decref(j);
@@ -292,10 +316,13 @@ static void test_match_container_order(void **state) {
         struct assign_decision d;
         char a[2048];
         assert_int_equal(
-                test_assign_parse(test_assign_pod_json("two", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}",
-                               "{\"nvidia.com/gpu\":\"2\"}",
-                               test_assign_annotation(a, sizeof a, "{\"name\":\"a\",\"gpus\":[0]},{\"name\":\"b\",\"gpus\":[2,3]}", 1)),
-                      &p),
+                test_assign_parse(test_assign_pod_json(
+                                          "two", "2026-11-23T10:00:00Z", "{\"nvidia.com/gpu\":\"1\"}",
+                                          "{\"nvidia.com/gpu\":\"2\"}",
+                                          test_assign_annotation(
+                                                  a, sizeof a,
+                                                  "{\"name\":\"a\",\"gpus\":[0]},{\"name\":\"b\",\"gpus\":[2,3]}", 1)),
+                                  &p),
                 0);
         d = test_assign_expect(&p, 1, NULL, PLUGIN_WHOLE, 2, false, 0, -1);
         assert_int_equal(d.verdict, ASSIGN_NONE); /* container a first */

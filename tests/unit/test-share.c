@@ -201,7 +201,8 @@ static void test_span_and_exceed_refused(void **state) {
         }
         for (unsigned i = 0; i < 20; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 20 }, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 20 }, 1, &r, &st),
+                         RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "span 2 GPUs"));
         /* 150: one whole GPU and half of another */
         for (unsigned i = 0; i < 100; i++)
@@ -210,14 +211,16 @@ static void test_span_and_exceed_refused(void **state) {
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 150; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 150 }, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 150 }, 1, &r, &st),
+                         RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "multiple of 100"));
         /* 200 as 100 + 100 is two whole GPUs */
         for (unsigned i = 0; i < 100; i++)
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 200; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 200 }, 1, &r, &st), RPC_OK);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 200 }, 1, &r, &st),
+                         RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
@@ -241,13 +244,15 @@ static void test_two_containers_in_one_message(void **state) {
         test_share_id(f, 0, PLUGIN_CORE, 2, s1[2]);
         test_share_id(f, 0, PLUGIN_CORE, 3, s2[0]);
         test_share_id(f, 0, PLUGIN_CORE, 2, s2[1]); /* also in the first container */
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st),
+                         RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "another container"));
         struct share_usage u;
         share_usage(&f->p, &u);
         assert_int_equal(u.core[0], 0);
         test_share_id(f, 0, PLUGIN_CORE, 4, s2[1]);
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st), RPC_OK);
+        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st),
+                         RPC_OK);
         assert_int_equal(r->n_container_responses, 2);
         /* two containers: two limits files, never paired with each other */
         assert_string_not_equal(test_share_mount(r->container_responses[0], SHARE_LIMITS_PATH),
@@ -492,9 +497,9 @@ static void test_restart_keeps_tentative(void **state) {
         struct gs_error st;
         V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
-        test_share_restart(f, 1);                                                            /* no PodResources */
+        test_share_restart(f, 1);                                                                /* no PodResources */
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 6, 0, 30, &core, &st), RPC_OK); /* tentative join */
-        test_share_restart(f, 1);                                                            /* killed right after the join */
+        test_share_restart(f, 1); /* killed right after the join */
         /* the core container's memory half: kubelet lists every memory ID, the failed container's too */
         int gpu = -1;
         assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 8, NULL, 0, &gpu, &st), RPC_OK);
@@ -521,7 +526,8 @@ static void test_journal_log_appends_and_restores(void **state) {
         char snap[512], logp[512];
         snprintf(snap, sizeof snap, "%s/%s", f->tmp, SHARE_JOURNAL_FILE);
         snprintf(logp, sizeof logp, "%s/%s", f->tmp, SHARE_JOURNAL_LOG);
-        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 30, &r[0], &st), RPC_OK); /* first save: snapshot */
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 30, &r[0], &st),
+                         RPC_OK); /* first save: snapshot */
         struct stat s0, s1, l0, l1;
         assert_int_equal(stat(snap, &s0), 0);
         assert_int_equal(stat(logp, &l0), 0);
