@@ -66,6 +66,10 @@ struct share_book {
         bool restored;        /* loaded from the journal; not yet checked against PodResources */
         bool no_room;         /* the last GetPreferredAllocation refused a first half for room */
         bool no_room_partner; /* ... because no GPU keeps room for its known partner */
+        /* GPUs held whole until the reconcile of the running GetPreferredAllocation: kubelet's list
+         * of the other fractional resource may still show their IDs Unhealthy (ListAndWatch has not
+         * reached it), so no first half goes there in that call (0 outside one) */
+        uint64_t just_freed;
         /* the journal (share-record.c): snapshot + append-only log */
         bool log_open; /* log_fd appends; false: the next save writes a snapshot */
         int log_fd;

@@ -527,9 +527,10 @@ static void frac_request_fill(struct plugin *p, enum plugin_kind kind, const str
                 if (q->expect == 0)
                         q->expect = whole;
         }
+        uint64_t just_freed = partner < 0 && share_book(p) ? share_book(p)->just_freed : 0;
         for (unsigned g = 0; g < p->n; g++) {
                 struct alloc_frac_gpu *x = &q->gpu[g];
-                x->usable = gpu_usable(p, &in->u, g);
+                x->usable = gpu_usable(p, &in->u, g) && !(just_freed >> g & 1);
                 x->must = (in->must_gpus >> g) & 1;
                 x->total[ALLOC_FRAC_CORE] = p->opt.core_resource[0] ? SHARE_CORE_IDS : 0;
                 x->total[ALLOC_FRAC_MEM] = p->opt.memory_resource[0] ? p->gpu[g].n_mem : 0;
@@ -743,13 +744,23 @@ enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req
         enum rpc_code c = plugin_preferred_each(p, svc->kind, req, req_len, prefer_share, svc, ret, ret_len, st);
         pthread_mutex_lock(&p->lock);
         bool again = c == RPC_RESOURCE_EXHAUSTED && p->podres_sync && share_book(p) && share_book(p)->no_room;
+        struct share_usage before;
+        share_usage(p, &before);
         pthread_mutex_unlock(&p->lock);
         /* A first half refused for room: the room counted may be of containers kubelet no longer
          * holds (failed while the agent was down, not yet dropped by a sync). Refuse only on what
-         * PodResources says now: reconcile and decide once more. */
+         * PodResources says now: reconcile and decide once more. A GPU that was held whole until
+         * now is not offered to this first half: kubelet's list of the other resource still marks
+         * its IDs Unhealthy until our ListAndWatch reaches it, and the partner would be refused. */
         if (again && p->podres_sync(p->podres_userdata) == 0) {
                 share_log_decision(p, "preferred", svc->kind, -1, NULL, "refused for room: asked PodResources, again");
+                pthread_mutex_lock(&p->lock);
+                share_book(p)->just_freed = before.whole;
+                pthread_mutex_unlock(&p->lock);
                 c = plugin_preferred_each(p, svc->kind, req, req_len, prefer_share, svc, ret, ret_len, st);
+                pthread_mutex_lock(&p->lock);
+                share_book(p)->just_freed = 0;
+                pthread_mutex_unlock(&p->lock);
         }
         pthread_mutex_lock(&p->lock);
         if (c == RPC_RESOURCE_EXHAUSTED && share_book(p) && share_book(p)->no_room && share_book(p)->no_room_partner)
