@@ -21,11 +21,8 @@
 
 #define MIB (UINT64_C(1) << 20)
 
-struct test_share *test_share_new(void) {
-        struct test_share *f = calloc(1, sizeof *f);
-        assert_non_null(f);
-        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
-        f->tmp = test_tmpdir_new("share");
+struct test_plugin *test_share_new(void) {
+        struct test_plugin *f = test_plugin_new("seed000-8gpu-pcie-2socket.topo", "share");
         struct plugin_options o = { .resource = "nvidia.com/gpu",
                                     .core_resource = "gpuslice.io/gpu-core",
                                     .memory_resource = "gpuslice.io/gpu-memory",
@@ -37,17 +34,11 @@ struct test_share *test_share_new(void) {
         snprintf(o.journal_dir, sizeof o.journal_dir, "%s", f->tmp);
         snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
         test_touch(o.interposer);
-        plugin_init(&f->p, &o, &f->t);
+        test_plugin_init(f, &o);
         return f;
 }
 
-void test_share_free(struct test_share *f) {
-        plugin_done(&f->p);
-        assert_int_equal(test_tmpdir_free(f->tmp), 0);
-        free(f);
-}
-
-void test_share_restart(struct test_share *f, int records) {
+void test_share_restart(struct test_plugin *f, int records) {
         struct plugin_options o = f->p.opt;
         plugin_done(&f->p);
         plugin_init(&f->p, &o, &f->t);
@@ -56,14 +47,14 @@ void test_share_restart(struct test_share *f, int records) {
                 assert_int_equal(r, records);
 }
 
-void test_share_id(struct test_share *f, int gpu, enum plugin_kind kind, unsigned n, char *buf) {
+void test_share_id(struct test_plugin *f, int gpu, enum plugin_kind kind, unsigned n, char *buf) {
         assert_int_equal(share_format_id(f->p.gpu[gpu].id, kind, n, buf, SHARE_ID_MAX), 0);
 }
 
-enum rpc_code test_share_allocate(struct test_share *f, enum plugin_kind kind, char **const *ids, const size_t *n,
+enum rpc_code test_share_allocate(struct test_plugin *f, enum plugin_kind kind, char **const *ids, const size_t *n,
                                   size_t k, V1beta1__AllocateResponse **ret, struct gs_error *st) {
         V1beta1__ContainerAllocateRequest cr[4], *crs[4];
-        assert_true(k >= 1 && k <= 4);
+        assert_true(k >= 2 && k <= 4);
         for (size_t i = 0; i < k; i++) {
                 v1beta1__container_allocate_request__init(&cr[i]);
                 cr[i].devices_ids = ids[i];
@@ -87,7 +78,7 @@ enum rpc_code test_share_allocate(struct test_share *f, enum plugin_kind kind, c
         return c;
 }
 
-enum rpc_code test_share_allocate_run(struct test_share *f, enum plugin_kind kind, int gpu, unsigned first,
+enum rpc_code test_share_allocate_run(struct test_plugin *f, enum plugin_kind kind, int gpu, unsigned first,
                                       unsigned count, V1beta1__AllocateResponse **ret, struct gs_error *st) {
         char store[128][SHARE_ID_MAX];
         char *ids[128];
@@ -96,12 +87,10 @@ enum rpc_code test_share_allocate_run(struct test_share *f, enum plugin_kind kin
                 test_share_id(f, gpu, kind, first + i, store[i]);
                 ids[i] = store[i];
         }
-        char **one[1] = { ids };
-        size_t n[1] = { count };
-        return test_share_allocate(f, kind, one, n, 1, ret, st);
+        return test_rpc_allocate(share_allocate, &f->p.svc[kind], ids, count, ret, st);
 }
 
-void test_share_allocate_ok(struct test_share *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count) {
+void test_share_allocate_ok(struct test_plugin *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count) {
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         enum rpc_code c = test_share_allocate_run(f, kind, gpu, first, count, &r, &st);
@@ -110,7 +99,7 @@ void test_share_allocate_ok(struct test_share *f, enum plugin_kind kind, int gpu
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
-enum rpc_code test_share_prefer(struct test_share *f, enum plugin_kind kind, int size, char (*except)[SHARE_ID_MAX],
+enum rpc_code test_share_prefer(struct test_plugin *f, enum plugin_kind kind, int size, char (*except)[SHARE_ID_MAX],
                                 size_t n_except, int *ret_gpu, struct gs_error *st) {
         char(*store)[SHARE_ID_MAX] = calloc((size_t)f->p.n * SHARE_MEM_IDS_MAX, SHARE_ID_MAX);
         char **avail = calloc((size_t)f->p.n * SHARE_MEM_IDS_MAX, sizeof *avail);
@@ -127,25 +116,11 @@ enum rpc_code test_share_prefer(struct test_share *f, enum plugin_kind kind, int
                                 n++;
                         }
                 }
-        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        cr.available_deviceids = avail;
-        cr.n_available_deviceids = n;
-        cr.allocation_size = size;
-        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
-        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = 1;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_get_preferred(&f->p.svc[kind], buf, len, &out, &out_len, st);
-        free(buf);
+        V1beta1__PreferredAllocationResponse *r = NULL;
+        enum rpc_code c = test_rpc_preferred(share_get_preferred, &f->p.svc[kind], avail, n, NULL, 0, size, &r, st);
         free(avail);
         free(store);
         if (c == RPC_OK) {
-                V1beta1__PreferredAllocationResponse *r =
-                        v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
-                assert_non_null(r);
                 const V1beta1__ContainerPreferredAllocationResponse *o = r->container_responses[0];
                 assert_int_equal(o->n_deviceids, (size_t)size);
                 int gpu = -1;
@@ -161,9 +136,7 @@ enum rpc_code test_share_prefer(struct test_share *f, enum plugin_kind kind, int
                 if (ret_gpu)
                         *ret_gpu = gpu;
                 v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-        } else
-                assert_null(out);
-        free(out);
+        }
         return c;
 }
 
@@ -224,7 +197,7 @@ int test_podres_sync(void *userdata) {
         return e < 0 ? e : 0;
 }
 
-void test_share_pair_on(struct test_share *f, int gpu, unsigned core0, unsigned core, unsigned mem0, unsigned mem,
+void test_share_pair_on(struct test_plugin *f, int gpu, unsigned core0, unsigned core, unsigned mem0, unsigned mem,
                         struct test_podres *k) {
         test_share_allocate_ok(f, PLUGIN_CORE, gpu, core0, core);
         test_share_allocate_ok(f, PLUGIN_MEMORY, gpu, mem0, mem);

@@ -1,5 +1,5 @@
 # Node agent: fractional GPUs (src/agent/share.c) — IDs, limits files, pairing, clean-up.
 if(TARGET gpuslice_agent)
   gpuslice_unit_test(share ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-share.c ${CMAKE_CURRENT_SOURCE_DIR}/unit/helpers-share.c)
-  target_link_libraries(test-share PRIVATE gpuslice_agent)
+  target_link_libraries(test-share PRIVATE gpuslice_test_agent_helpers gpuslice_agent)
 endif()

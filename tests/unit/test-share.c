@@ -41,14 +41,14 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-        test_share_free(*state);
+        test_plugin_free(*state);
         return 0;
 }
 
 /* ---- IDs ---- */
 
 static void test_id_round_trip(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         char id[SHARE_ID_MAX];
         enum plugin_kind kind;
         unsigned g, n;
@@ -68,7 +68,7 @@ static void test_id_round_trip(void **state) {
 }
 
 static void test_id_malformed(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         const char *u = f->p.gpu[2].id;
         char bad[20][160];
         int k = 0;
@@ -98,7 +98,7 @@ static void test_id_malformed(void **state) {
 /* ---- Allocate ---- */
 
 static void test_pair_writes_limits(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 3, 0, 25, &core, &st), RPC_OK);
@@ -160,7 +160,7 @@ static void test_pair_writes_limits(void **state) {
 }
 
 static void test_same_kind_starts_new_container(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &a, &st), RPC_OK);
@@ -172,7 +172,7 @@ static void test_same_kind_starts_new_container(void **state) {
 }
 
 static void test_second_resource_on_other_gpu_refused(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
@@ -190,7 +190,7 @@ static void test_second_resource_on_other_gpu_refused(void **state) {
 }
 
 static void test_span_and_exceed_refused(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char store[200][SHARE_ID_MAX];
@@ -201,7 +201,7 @@ static void test_span_and_exceed_refused(void **state) {
         }
         for (unsigned i = 0; i < 20; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 20 }, 1, &r, &st),
+        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 20, &r, &st),
                          RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "span 2 GPUs"));
         /* 150: one whole GPU and half of another */
@@ -211,7 +211,7 @@ static void test_span_and_exceed_refused(void **state) {
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 150; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 150 }, 1, &r, &st),
+        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 150, &r, &st),
                          RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "multiple of 100"));
         /* 200 as 100 + 100 is two whole GPUs */
@@ -219,13 +219,12 @@ static void test_span_and_exceed_refused(void **state) {
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 200; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ ids }, (size_t[]){ 200 }, 1, &r, &st),
-                         RPC_OK);
+        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 200, &r, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
 static void test_missing_interposer_refused(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         assert_int_equal(unlink(f->p.opt.interposer), 0);
@@ -234,7 +233,7 @@ static void test_missing_interposer_refused(void **state) {
 }
 
 static void test_two_containers_in_one_message(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         char s1[3][SHARE_ID_MAX], s2[2][SHARE_ID_MAX];
@@ -266,7 +265,7 @@ static void test_two_containers_in_one_message(void **state) {
 /* ---- state upkeep ---- */
 
 static void test_cleanup_removes_ended(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL, *b = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 4, 0, 10, &a, &st), RPC_OK);
@@ -296,12 +295,12 @@ static void test_cleanup_removes_ended(void **state) {
 }
 
 static void test_cleanup_without_root(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         assert_int_equal(share_cleanup_dirs(&f->p), -ENOENT);
 }
 
 static void test_fixup_after_reconcile(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct state_alloc e = { .resource = "gpuslice.io/gpu-memory", .gpu_index = -1 };
         test_share_id(f, 6, PLUGIN_MEMORY, 3, e.device_id);
         assert_int_equal(state_add(&f->p.state, &e), 0);
@@ -319,7 +318,7 @@ static void test_fixup_after_reconcile(void **state) {
 /* ---- placement ---- */
 
 static void test_explicit_gpu_seam(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         assert_int_equal(share_set_explicit_gpu(&f->p, "GPU-nope"), -ENOENT);
         assert_int_equal(share_set_explicit_gpu(&f->p, f->p.gpu[6].id), 0);
@@ -335,7 +334,7 @@ static void test_explicit_gpu_seam(void **state) {
 }
 
 static void test_preferred_follows_pending(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
         /* the container's core went to GPU 5 (say kubelet ignored an earlier hint): its memory follows */
@@ -349,7 +348,7 @@ static void test_preferred_follows_pending(void **state) {
 /* Issue 14: the agent dies between a container's two halves; the journal keeps the open record,
  * and the second half after the restart joins it (one dir, both limits). */
 static void test_restart_keeps_pair(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 4, 0, 30, &core, &st), RPC_OK);
@@ -374,7 +373,7 @@ static void test_restart_keeps_pair(void **state) {
 /* Issue 14: a container whose second half fails at GetPreferredAllocation is refused by kubelet;
  * its record must not stay open for the next container. */
 static void test_failed_preferred_closes_pair(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL, *mem = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 20, &core, &st), RPC_OK);
@@ -400,7 +399,7 @@ static void test_failed_preferred_closes_pair(void **state) {
  * 30 % core first, on GPU 3: before, the agent took it for the restored record's partner and refused
  * it ("IDs are on another GPU"); now PodResources says the record's container is gone. */
 static void test_restart_failed_container_not_partner(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
         struct test_podres k = { .f = f };
@@ -430,7 +429,7 @@ static void test_restart_failed_container_not_partner(void **state) {
 /* The same restart, but kubelet retries the container (PodResources still lists its first half):
  * its core half joins the restored record, one dir with both limits. */
 static void test_restart_listed_container_pairs(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *mem = NULL, *core = NULL;
         struct test_podres k = { .f = f };
@@ -458,7 +457,7 @@ static void test_restart_listed_container_pairs(void **state) {
  * list it, and its IDs stop counting against the GPU's room at once (before, for the state's 120 s
  * grace: first halves were refused for room that kubelet had free). A listed container stays. */
 static void test_restart_drops_unlisted(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *a = NULL;
         struct test_podres k = { .f = f };
@@ -493,7 +492,7 @@ static void test_restart_drops_unlisted(void **state) {
  * reversed and the joined container's other half joins it — one dir. Before, `tentative` was not
  * journaled: after the second restart the memory half became a container of its own (split). */
 static void test_restart_keeps_tentative(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *old = NULL, *core = NULL, *mem = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 6, 56, 2, &old, &st), RPC_OK);
@@ -520,7 +519,7 @@ static void test_restart_keeps_tentative(void **state) {
 /* The journal is a snapshot plus an append-only log: decisions append one line each, and a restart
  * rebuilds the same records from both (then folds the log into a new snapshot). */
 static void test_journal_log_appends_and_restores(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r[6] = { 0 };
         char snap[512], logp[512];
@@ -559,7 +558,7 @@ static void test_journal_log_appends_and_restores(void **state) {
 /* The log parser: complete lines in order; a last line cut short ignored; entries at or below the
  * snapshot's skipped; everything else rejects the journal whole (nothing kept). */
 static void test_journal_log_malformed(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         char id0[SHARE_ID_MAX], id1[SHARE_ID_MAX], snap[1024], rec[512], rec2[512];
         test_share_id(f, 3, PLUGIN_CORE, 0, id0);
         test_share_id(f, 3, PLUGIN_MEMORY, 0, id1);
@@ -635,7 +634,7 @@ static void test_journal_log_malformed(void **state) {
  * memory half of a (20 %, 12 units) container — a shape seen before — must go to GPU 3 rather than
  * be refused (before: refused, "no GPU ... keeps 20 core IDs for the partner"). */
 static void test_refusal_for_room_asks_podresources(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         static struct test_podres k;
         k = (struct test_podres){ .f = f };
@@ -663,7 +662,7 @@ static void test_refusal_for_room_asks_podresources(void **state) {
  * once kubelet called again is not held (freed at that sync, not after the 120 s grace); the last
  * answer, which kubelet may not have recorded yet, keeps the grace. */
 static void test_unlisted_after_next_call_freed(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         static struct test_podres k;
         k = (struct test_podres){ .f = f };
@@ -693,7 +692,7 @@ static void test_unlisted_after_next_call_freed(void **state) {
  * refused (seen in make faults, seed 7: "the container's other half is on GPU 1, which has 0 IDs of
  * this kind available"). The next call may use it. */
 static void test_just_freed_whole_gpu_not_offered(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         static struct test_podres k;
         k = (struct test_podres){ .f = f };
@@ -715,7 +714,7 @@ static void test_just_freed_whole_gpu_not_offered(void **state) {
 
 /* The agent checks its own invariants: a limits file that differs from its grant is found. */
 static void test_invariant_finds_tampered_limits(void **state) {
-        struct test_share *f = *state;
+        struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
