@@ -197,9 +197,6 @@ static bool report_valid(const struct state_report *rp) {
                (!rp->container || valid_str(rp->container, STATE_CONTAINER_MAX, false));
 }
 
-/* lint: long (about 85 lines): one pass over the reports and one over the entries on a
- * private copy, swapped in only at the end, so that every failure leaves s unchanged; split into
- * helpers it would have to pass the copy, the seen array and four counters around. */
 size_t state_mark_settled(struct gpuslice_state *s) {
         size_t n = 0;
         for (size_t i = 0; s && i < s->n_allocs; i++)
@@ -210,6 +207,9 @@ size_t state_mark_settled(struct gpuslice_state *s) {
         return n;
 }
 
+/* lint: long (about 85 lines): one pass over the reports and one over the entries on a
+ * private copy, swapped in only at the end, so that every failure leaves s unchanged; split into
+ * helpers it would have to pass the copy, the seen array and four counters around. */
 int state_reconcile(struct gpuslice_state *s, const struct state_report *reports, size_t n,
                     bool (*owned)(const char *resource, void *userdata), void *userdata, uint64_t now,
                     uint64_t keep_since, size_t *ret_added, size_t *ret_removed, size_t *ret_updated,
