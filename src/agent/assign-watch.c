@@ -362,6 +362,91 @@ static void pairing_evidence(struct assign_ctx *ctx, const struct assign_pod *po
                                   streq(seen->c[i].pod, pod->name) && streq(seen->c[i].container, c->name);
 }
 
+/* With no candidate for the call: LIST the node's pods when the informer's cache may lag behind what
+ * kubelet admits (assign_need_list), and take the fresh list as the candidates. True if it did. */
+static bool list_if_lagging(struct assign *a, struct collect *keys, const struct assign_seen *seen, bool have_seen,
+                            struct assign_pod **pods, size_t *n) {
+        bool synced = kube_informer_synced(a->inf);
+        struct kube_informer_stats ist;
+        kube_informer_stats(a->inf, &ist);
+        uint64_t t0 = now_ms();
+        if (!(synced || !ist.errors) || t0 < atomic_load(&a->list_again_ms))
+                return false;
+        /* The cache answers when it knows every pod kubelet lists; otherwise kubelet may have
+         * seen the pod before our watch did: ask the API server itself. */
+        long unknown = -1;
+        pthread_mutex_lock(&a->lock);
+        if (have_seen)
+                memo_prune(a, seen);
+        bool need =
+                assign_need_list(synced, have_seen ? seen : NULL, known_cb, &(struct known_ctx){ a, keys }, &unknown);
+        pthread_mutex_unlock(&a->lock);
+        if (!need)
+                return false;
+        struct assign_pod *fp = NULL;
+        size_t fn = 0;
+        int r = candidates(a, true, &fp, &fn, NULL);
+        if (r < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS) {
+                /* a slow or failing API server must not hold every kubelet call: the
+                 * informer alone for a while (a pod missed meanwhile is found by the sweep) */
+                atomic_store(&a->list_again_ms, now_ms() + ASSIGN_LIST_PAUSE_MS);
+                log_warn("listing the node's pods from a handler was slow or failed: relying on the watch",
+                         "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, r, ASSIGN_LIST_PAUSE_MS);
+        }
+        log_debug("listing the node's pods for a kubelet call", "reason=\"%s\" pod=%s%s%s",
+                  !synced      ? "the watch has not listed them yet"
+                  : !have_seen ? "no PodResources answer"
+                               : "kubelet lists a pod the watch has not delivered",
+                  unknown >= 0 ? seen->c[unknown].ns : "-", unknown >= 0 ? "/" : "",
+                  unknown >= 0 ? seen->c[unknown].pod : "");
+        if (r < 0) {
+                free(fp);
+                return false;
+        }
+        if (have_seen) {
+                pthread_mutex_lock(&a->lock);
+                memo_add(a, seen, keys, fp, fn);
+                pthread_mutex_unlock(&a->lock);
+        }
+        free(*pods);
+        *pods = fp;
+        *n = fn;
+        return true;
+}
+
+/* The call is bound to pod's assignment: the plugin's GPUs it may use, refused when the node lacks one. */
+static void ctx_activate(struct assign_ctx *ctx, const struct plugin *p, const struct assign_pod *pod) {
+        const struct assign_decision *d = &ctx->d;
+        ctx->active = true;
+        ctx->pod = *pod;
+        for (unsigned i = 0; i < p->n; i++)
+                if (p->gpu[i].index >= 0 && p->gpu[i].index < 64 && (d->gpus >> p->gpu[i].index & 1))
+                        ctx->allowed |= UINT64_C(1) << i;
+        if (d->verdict == ASSIGN_MATCH &&
+            (unsigned)__builtin_popcountll(ctx->allowed) != (unsigned)__builtin_popcountll(d->gpus)) {
+                char g[128];
+                ctx->d.verdict = ASSIGN_REFUSE;
+                snprintf(ctx->d.why, sizeof ctx->d.why,
+                         "pod %.63s/%.120s was assigned GPU %s, which this node does not have", ctx->pod.ns,
+                         ctx->pod.name, assign_format_gpus(d->gpus, g, sizeof g));
+        }
+}
+
+static void log_decision(const struct assign_ctx *ctx, const char *resource, unsigned size,
+                         const struct assign_decision *d, bool fresh) {
+        char g[128];
+        log_debug("assignment decision",
+                  "call=%s resource=%s size=%u pod=%s%s%s container=%s gpus=%s verdict=%s "
+                  "candidates=%u fresh=%d reason=\"%s\"",
+                  ctx->call.allocate ? "allocate" : "preferred", resource, size, ctx->active ? ctx->pod.ns : "-",
+                  ctx->active ? "/" : "", ctx->active ? ctx->pod.name : "",
+                  ctx->active ? ctx->pod.c[d->container].name : "-", assign_format_gpus(ctx->d.gpus, g, sizeof g),
+                  ctx->d.verdict == ASSIGN_MATCH    ? "honour"
+                  : ctx->d.verdict == ASSIGN_REFUSE ? "refuse"
+                                                    : "node-local",
+                  d->n_candidates, fresh, ctx->d.why);
+}
+
 void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids) {
         memset(ctx, 0, sizeof *ctx);
@@ -387,50 +472,9 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         V1__ListPodResourcesResponse *lr = podres_list(a);
         struct assign_seen seen = { 0 };
         bool have_seen = lr && seen_from(a, lr, &seen) == 0;
-        bool synced = kube_informer_synced(a->inf);
-        struct kube_informer_stats ist;
-        kube_informer_stats(a->inf, &ist);
-        uint64_t t0 = now_ms();
-        if (d.verdict == ASSIGN_NONE && (synced || !ist.errors) && t0 >= atomic_load(&a->list_again_ms)) {
-                /* The cache answers when it knows every pod kubelet lists; otherwise kubelet may have
-                 * seen the pod before our watch did: ask the API server itself. */
-                long unknown = -1;
-                pthread_mutex_lock(&a->lock);
-                if (have_seen)
-                        memo_prune(a, &seen);
-                bool need = assign_need_list(synced, have_seen ? &seen : NULL, known_cb,
-                                             &(struct known_ctx){ a, &keys }, &unknown);
-                pthread_mutex_unlock(&a->lock);
-                struct assign_pod *fp = NULL;
-                size_t fn = 0;
-                int lr_list = need ? candidates(a, true, &fp, &fn, NULL) : -EALREADY;
-                if (need && (lr_list < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS)) {
-                        /* a slow or failing API server must not hold every kubelet call: the
-                         * informer alone for a while (a pod missed meanwhile is found by the sweep) */
-                        atomic_store(&a->list_again_ms, now_ms() + ASSIGN_LIST_PAUSE_MS);
-                        log_warn("listing the node's pods from a handler was slow or failed: relying on the watch",
-                                 "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, lr_list, ASSIGN_LIST_PAUSE_MS);
-                }
-                if (need)
-                        log_debug("listing the node's pods for a kubelet call", "reason=\"%s\" pod=%s%s%s",
-                                  !synced      ? "the watch has not listed them yet"
-                                  : !have_seen ? "no PodResources answer"
-                                               : "kubelet lists a pod the watch has not delivered",
-                                  unknown >= 0 ? seen.c[unknown].ns : "-", unknown >= 0 ? "/" : "",
-                                  unknown >= 0 ? seen.c[unknown].pod : "");
-                if (lr_list == 0) {
-                        if (have_seen) {
-                                pthread_mutex_lock(&a->lock);
-                                memo_add(a, &seen, &keys, fp, fn);
-                                pthread_mutex_unlock(&a->lock);
-                        }
-                        free(pods);
-                        pods = fp;
-                        n = fn;
-                        fresh = true;
-                        (void)assign_match(pods, n, NULL, &ctx->call, &d);
-                } else
-                        free(fp);
+        if (d.verdict == ASSIGN_NONE && list_if_lagging(a, &keys, &seen, have_seen, &pods, &n)) {
+                fresh = true;
+                (void)assign_match(pods, n, NULL, &ctx->call, &d);
         }
         /* which of them kubelet is admitting: the one its pod manager lists without devices */
         if (d.verdict != ASSIGN_NONE && have_seen)
@@ -442,32 +486,9 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
                 v1__list_pod_resources_response__free_unpacked(lr, NULL);
         free(keys.keys);
         ctx->d = d;
-        if (d.verdict != ASSIGN_NONE) {
-                ctx->active = true;
-                ctx->pod = pods[d.pod];
-                for (unsigned i = 0; i < p->n; i++)
-                        if (p->gpu[i].index >= 0 && p->gpu[i].index < 64 && (d.gpus >> p->gpu[i].index & 1))
-                                ctx->allowed |= UINT64_C(1) << i;
-                if (d.verdict == ASSIGN_MATCH &&
-                    (unsigned)__builtin_popcountll(ctx->allowed) != (unsigned)__builtin_popcountll(d.gpus)) {
-                        char g[128];
-                        ctx->d.verdict = ASSIGN_REFUSE;
-                        snprintf(ctx->d.why, sizeof ctx->d.why,
-                                 "pod %.63s/%.120s was assigned GPU %s, which this node does not have", ctx->pod.ns,
-                                 ctx->pod.name, assign_format_gpus(d.gpus, g, sizeof g));
-                }
-        }
-        char g[128];
-        log_debug("assignment decision",
-                  "call=%s resource=%s size=%u pod=%s%s%s container=%s gpus=%s verdict=%s "
-                  "candidates=%u fresh=%d reason=\"%s\"",
-                  allocate ? "allocate" : "preferred", kind_name(a, kind), size, ctx->active ? ctx->pod.ns : "-",
-                  ctx->active ? "/" : "", ctx->active ? ctx->pod.name : "",
-                  ctx->active ? ctx->pod.c[d.container].name : "-", assign_format_gpus(ctx->d.gpus, g, sizeof g),
-                  ctx->d.verdict == ASSIGN_MATCH    ? "honour"
-                  : ctx->d.verdict == ASSIGN_REFUSE ? "refuse"
-                                                    : "node-local",
-                  d.n_candidates, fresh, ctx->d.why);
+        if (d.verdict != ASSIGN_NONE)
+                ctx_activate(ctx, p, &pods[d.pod]);
+        log_decision(ctx, kind_name(a, kind), size, &d, fresh);
         if (allocate && !ctx->active)
                 count("gpuslice_assign_allocations_total", "outcome", "fallback");
         free(pods);

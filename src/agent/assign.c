@@ -224,6 +224,47 @@ static int parse_gpushare(const json_t *an, const char *node, const char *bound,
         return 1;
 }
 
+/* The assignment in whichever profile's annotations the pod carries (gpuslice's first): 1 found (its
+ * profile flag set), 0 none for this node, -EINVAL malformed. */
+static int parse_profiles(const json_t *an, const char *node, const char *bound, struct assign_pod *p) {
+        int g = parse_gpuslice(ann(an, KUBE_ANN_ASSIGNMENT), node, p);
+        if (g > 0)
+                p->flags |= ASSIGN_FLAG_GPUSLICE;
+        else if (g == 0 && (g = parse_gpu_manager(an, node, bound, p)) > 0)
+                p->flags |= ASSIGN_FLAG_GPU_MANAGER;
+        else if (g == 0 && (g = parse_gpushare(an, node, bound, p)) > 0)
+                p->flags |= ASSIGN_FLAG_GPUSHARE;
+        return g;
+}
+
+/* Every container holds exactly the GPUs it asks, no GPU twice: an assignment is never honoured halfway. */
+static bool assignment_whole(const struct assign_pod *p) {
+        for (unsigned k = 0; k < p->n; k++) {
+                const struct assign_container *c = &p->c[k];
+                unsigned need = gpus_needed(c);
+                if (need ? c->n_gpus != need : c->n_gpus != 0)
+                        return false;
+                for (unsigned i = 0; i < c->n_gpus; i++)
+                        for (unsigned j = 0; j < i; j++)
+                                if (c->gpus[i] == c->gpus[j])
+                                        return false;
+        }
+        return true;
+}
+
+/* Whether every ASSIGNED flag of the profiles in flags is already "true" (the pod is confirmed). */
+static bool flags_all_true(const json_t *an, unsigned flags) {
+        static const char *const flag_key[] = { KUBE_ANN_ASSIGNED, "tencent.com/gpu-assigned",
+                                                "ALIYUN_COM_GPU_MEM_ASSIGNED" };
+        bool all = true;
+        for (unsigned f = 0; f < ELEMENTSOF(flag_key); f++)
+                if (flags & (1u << f)) {
+                        const char *v = ann(an, flag_key[f]);
+                        all &= v && streq(v, "true");
+                }
+        return all;
+}
+
 int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret) {
         struct assign_pod *p = calloc(1, sizeof *p);
         if (!p)
@@ -253,13 +294,7 @@ int assign_pod_parse(const json_t *pod, const char *node, const struct assign_na
         if (!any)
                 goto out;
 
-        int g = parse_gpuslice(ann(an, KUBE_ANN_ASSIGNMENT), node, p);
-        if (g > 0)
-                p->flags |= ASSIGN_FLAG_GPUSLICE;
-        else if (g == 0 && (g = parse_gpu_manager(an, node, bound ? bound : "", p)) > 0)
-                p->flags |= ASSIGN_FLAG_GPU_MANAGER;
-        else if (g == 0 && (g = parse_gpushare(an, node, bound ? bound : "", p)) > 0)
-                p->flags |= ASSIGN_FLAG_GPUSHARE;
+        int g = parse_profiles(an, node, bound ? bound : "", p);
         if (g < 0) {
                 r = -EINVAL;
                 goto out;
@@ -272,24 +307,9 @@ int assign_pod_parse(const json_t *pod, const char *node, const struct assign_na
         if (ann(an, "ALIYUN_COM_GPU_MEM_ASSIGNED"))
                 p->flags |= ASSIGN_FLAG_GPUSHARE;
         r = -EINVAL;
-        for (unsigned k = 0; k < p->n; k++) {
-                const struct assign_container *c = &p->c[k];
-                unsigned need = gpus_needed(c);
-                if (need ? c->n_gpus != need : c->n_gpus != 0)
-                        goto out; /* never honour an assignment halfway */
-                for (unsigned i = 0; i < c->n_gpus; i++)
-                        for (unsigned j = 0; j < i; j++)
-                                if (c->gpus[i] == c->gpus[j])
-                                        goto out;
-        }
-        static const char *const flag_key[] = { KUBE_ANN_ASSIGNED, "tencent.com/gpu-assigned",
-                                                "ALIYUN_COM_GPU_MEM_ASSIGNED" };
-        p->confirmed = true;
-        for (unsigned f = 0; f < ELEMENTSOF(flag_key); f++)
-                if (p->flags & (1u << f)) {
-                        const char *v = ann(an, flag_key[f]);
-                        p->confirmed &= v && streq(v, "true");
-                }
+        if (!assignment_whole(p))
+                goto out;
+        p->confirmed = flags_all_true(an, p->flags);
         *ret = *p;
         r = 0;
 out:
@@ -379,15 +399,12 @@ static int pod_cmp(const struct assign_pod *a, const struct assign_pod *b) {
         return c ? c : strcmp(a->uid, b->uid);
 }
 
-int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
-                 const struct assign_call *call, struct assign_decision *ret) {
-        if (!call || !ret || (n && !pods) || call->kind >= _PLUGIN_KIND_MAX || !call->size)
-                return -EINVAL;
-        struct assign_decision d = { .verdict = ASSIGN_NONE, .pod = -1, .container = -1 };
-        int slot[ASSIGN_PODS_MAX];
-        bool listed[ASSIGN_PODS_MAX];
-        size_t m = MIN(n, (size_t)ASSIGN_PODS_MAX);
-        unsigned n_listed = 0;
+/* Per pod, the container whose turn it is if it asks exactly this call (slot, -1 if none) and whether
+ * kubelet lists the pod (listed); returns how many pods have a slot, *n_listed how many of them listed. */
+static unsigned scan_candidates(const struct assign_pod *pods, size_t m, const struct assign_seen *seen,
+                                const struct assign_call *call, int *slot, bool *listed, unsigned *n_listed) {
+        unsigned n = 0;
+        *n_listed = 0;
         for (size_t i = 0; i < m; i++) {
                 const struct assign_pod *p = &pods[i];
                 slot[i] = -1;
@@ -398,10 +415,41 @@ int assign_match(const struct assign_pod *pods, size_t n, const struct assign_se
                 if (k < 0 || p->c[k].req[call->kind] != call->size || held(p, (unsigned)k, call->kind, seen))
                         continue;
                 slot[i] = k;
-                d.n_candidates++;
+                n++;
                 listed[i] = seen_find(seen, p, NULL) != NULL;
-                n_listed += listed[i];
+                *n_listed += listed[i];
         }
+        return n;
+}
+
+/* kubelet's IDs lie on other GPUs than the oldest candidate's assignment: refuse, naming both. */
+static void refuse_other_gpus(struct assign_decision *d, const struct assign_pod *pods, int pod, int container,
+                              const struct assign_call *call) {
+        const struct assign_pod *p = &pods[pod];
+        const struct assign_container *c = &p->c[container];
+        char want[128], got[256];
+        assign_format_gpus(gpu_set(c), want, sizeof want);
+        assign_format_gpus(call->ids_gpus, got, sizeof got);
+        d->verdict = ASSIGN_REFUSE;
+        d->pod = pod;
+        d->container = container;
+        d->gpus = gpu_set(c);
+        snprintf(d->why, sizeof d->why,
+                 "pod %.63s/%.100s container %.40s was assigned GPU %.32s by the scheduler, kubelet's IDs "
+                 "are on GPU %.32s",
+                 p->ns, p->name, c->name, want, got[0] ? got : "-");
+}
+
+int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
+                 const struct assign_call *call, struct assign_decision *ret) {
+        if (!call || !ret || (n && !pods) || call->kind >= _PLUGIN_KIND_MAX || !call->size)
+                return -EINVAL;
+        struct assign_decision d = { .verdict = ASSIGN_NONE, .pod = -1, .container = -1 };
+        int slot[ASSIGN_PODS_MAX];
+        bool listed[ASSIGN_PODS_MAX];
+        size_t m = MIN(n, (size_t)ASSIGN_PODS_MAX);
+        unsigned n_listed = 0;
+        d.n_candidates = scan_candidates(pods, m, seen, call, slot, listed, &n_listed);
         if (!d.n_candidates) {
                 snprintf(d.why, sizeof d.why, "no pod with an assignment asks %u IDs of this resource next",
                          call->size);
@@ -432,19 +480,7 @@ int assign_match(const struct assign_pod *pods, size_t n, const struct assign_se
         }
         d.n_candidates = seen ? n_listed : d.n_candidates;
         if (best < 0) {
-                const struct assign_pod *p = &pods[first];
-                const struct assign_container *c = &p->c[slot[first]];
-                char want[128], got[256];
-                assign_format_gpus(gpu_set(c), want, sizeof want);
-                assign_format_gpus(call->ids_gpus, got, sizeof got);
-                d.verdict = ASSIGN_REFUSE;
-                d.pod = first;
-                d.container = slot[first];
-                d.gpus = gpu_set(c);
-                snprintf(d.why, sizeof d.why,
-                         "pod %.63s/%.100s container %.40s was assigned GPU %.32s by the scheduler, kubelet's IDs "
-                         "are on GPU %.32s",
-                         p->ns, p->name, c->name, want, got[0] ? got : "-");
+                refuse_other_gpus(&d, pods, first, slot[first], call);
                 *ret = d;
                 return 0;
         }
