@@ -872,7 +872,7 @@ struct rpc_client_call {
 };
 
 static grpc_channel *channel_create(const char *target) {
-        grpc_arg args[3];
+        grpc_arg args[4];
         args[0].type = GRPC_ARG_INTEGER;
         args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
         args[0].value.integer = 16 << 20;
@@ -882,20 +882,39 @@ static grpc_channel *channel_create(const char *target) {
         args[2].type = GRPC_ARG_INTEGER;
         args[2].key = (char *)GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS;
         args[2].value.integer = INT_MAX;
-        grpc_channel_args ca = { .num_args = 3, .args = args };
+        /* A failed connection starts gRPC's reconnect backoff timer (1 s by default, a short timer
+         * that puts a timer shard out of step for good: call_on). Our calls never wait for a
+         * reconnect (no wait-for-ready; a failed rpc_client drops its channel, the next call makes
+         * a new one), so the backoff only ever adds that timer: make it long. */
+        args[3].type = GRPC_ARG_INTEGER;
+        args[3].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+        args[3].value.integer = 20000;
+        grpc_channel_args ca = { .num_args = 4, .args = args };
         grpc_channel_credentials *creds = grpc_insecure_credentials_create();
         grpc_channel *ch = grpc_channel_create(target, creds, &ca);
         grpc_channel_credentials_release(creds);
         return ch;
 }
 
-/* One unary call on channel ch (see rpc_client for a kept one). */
+/*
+ * One unary call on channel ch (see rpc_client for a kept one).
+ *
+ * The call itself has no gRPC deadline: its time limit is the wait for its completion
+ * (grpc_completion_queue_pluck's deadline is the poller's own sleep, no timer), after which the
+ * call is cancelled with DEADLINE_EXCEEDED. Same result for the caller, but no gRPC timer: every
+ * call deadline is a timer in gRPC 1.51's iomgr timer list, whose shards each wake gRPC's timer
+ * thread once a second and adapt their window to the timers they get — a short deadline (the
+ * 2 s PodResources sync every 10 s) shortened one shard's window and put its wake-ups out of
+ * step with the others' for good: 1 to 2 × cores timer wake-ups a second instead of 1
+ * (bench/agent-bench.py, docs/BENCHMARKS.md). The peer does not learn our deadline (no
+ * grpc-timeout header); the cancel ends its side of the call (RST_STREAM).
+ */
 static int call_on(grpc_channel *ch, const char *method, const void *req, size_t req_len, int timeout_ms,
                    uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st, struct rpc_client_call *holder) {
         grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
         grpc_slice mslice = grpc_slice_from_copied_string(method);
         grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
-                                                   deadline_in(timeout_ms), NULL);
+                                                   gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         grpc_slice_unref(mslice);
         if (holder) {
                 pthread_mutex_lock(&holder->lock);
@@ -932,7 +951,12 @@ static int call_on(grpc_channel *ch, const char *method, const void *req, size_t
                 rpc_error(st, RPC_INTERNAL, "cannot start call");
                 r = -EIO;
         } else {
-                (void)grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                if (grpc_completion_queue_pluck(cq, (void *)1, deadline_in(timeout_ms), NULL).type ==
+                    GRPC_QUEUE_TIMEOUT) {
+                        (void)grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
+                                                           NULL);
+                        (void)grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                }
                 st->code = (enum rpc_code)status;
                 strnscpy(st->message, sizeof st->message, (const char *)GRPC_SLICE_START_PTR(details),
                          GRPC_SLICE_LENGTH(details));

@@ -114,7 +114,9 @@ const char *rpc_server_path(const struct rpc_server *s);
  * One unary call to `target` ("unix:/path") with a deadline. On OK returns 0 and sets *ret_resp
  * (malloc'd, may be NULL for an empty message). Otherwise returns -ECONNREFUSED (UNAVAILABLE),
  * -ETIMEDOUT (DEADLINE_EXCEEDED) or -EREMOTEIO (any other status); st (may be NULL) always gets
- * the status and its message.
+ * the status and its message. timeout_ms (-1: none) is kept by the caller's side alone: a call
+ * still unanswered then is cancelled with DEADLINE_EXCEEDED (no gRPC deadline timer, no
+ * grpc-timeout sent to the peer; why: rpc.c, call_on).
  */
 int rpc_call_unary(const char *target, const char *method, const void *req, size_t req_len, int timeout_ms,
                    uint8_t **ret_resp, size_t *ret_resp_len, struct gs_error *st);

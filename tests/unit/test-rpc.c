@@ -35,6 +35,7 @@ struct fixture {
         char target2[140];
         struct rpc_server *srv;
         atomic_int stream_sent;
+        atomic_int hang_ended; /* hang_stream calls that returned */
 };
 
 static enum rpc_code echo(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
@@ -88,12 +89,13 @@ static enum rpc_code counter_stream(void *userdata, const uint8_t *req, size_t r
 /* A peer that accepts a call and never answers it (a hung kubelet): it waits until cancelled. */
 static enum rpc_code hang_stream(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
                                  struct gs_error *st) {
-        (void)userdata;
+        struct fixture *f = userdata;
         (void)req;
         (void)req_len;
         (void)st;
         while (rpc_stream_wait(s, -1) == 0) /* no timeout: only the client or a stopping server ends it */
                 ;
+        atomic_fetch_add(&f->hang_ended, 1);
         return RPC_OK;
 }
 
@@ -296,6 +298,74 @@ static void test_stream_woken_by_change(void **state) {
         free(resp);
 }
 
+/* Wait up to 5 s for the server's hung handlers to have returned n times in all. */
+static bool hang_ended_within(struct fixture *f, int n) {
+        for (int i = 0; i < 500 && atomic_load(&f->hang_ended) < n; i++)
+                usleep(10 * 1000);
+        return atomic_load(&f->hang_ended) >= n;
+}
+
+/* A peer that never answers: the call ends with DEADLINE_EXCEEDED after its timeout (kept by the
+ * client alone, no gRPC deadline), and the cancel reaches the peer, whose handler then returns. */
+static void test_unary_hung_peer_times_out(void **state) {
+        struct fixture *f = *state;
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        struct gs_error st;
+        uint64_t t0 = now_ms();
+        assert_int_equal(rpc_call_unary(f->target, "/t.T/Hang", "x", 1, 300, &resp, &n, &st), -ETIMEDOUT);
+        uint64_t dt = now_ms() - t0;
+        assert_int_equal(st.code, RPC_DEADLINE_EXCEEDED);
+        assert_null(resp);
+        assert_true(dt >= 290 && dt < 5000);
+        assert_true(hang_ended_within(f, 1));
+        /* the server still serves */
+        assert_int_equal(rpc_call_unary(f->target, "/t.T/Echo", "ok", 2, 5000, &resp, &n, &st), 0);
+        free(resp);
+}
+
+/* The same on a kept connection: the call times out, the next call on the client succeeds. */
+static void test_client_hung_peer_times_out(void **state) {
+        struct fixture *f = *state;
+        struct rpc_client *c = NULL;
+        assert_int_equal(rpc_client_new(f->target, &c), 0);
+        uint8_t *resp = NULL;
+        size_t n = 0;
+        struct gs_error st;
+        assert_int_equal(rpc_client_call(c, "/t.T/Echo", "a", 1, 5000, &resp, &n, &st), 0);
+        free(resp);
+        resp = NULL;
+        uint64_t t0 = now_ms();
+        assert_int_equal(rpc_client_call(c, "/t.T/Hang", "x", 1, 300, &resp, &n, &st), -ETIMEDOUT);
+        uint64_t dt = now_ms() - t0;
+        assert_int_equal(st.code, RPC_DEADLINE_EXCEEDED);
+        assert_true(dt >= 290 && dt < 5000);
+        assert_true(hang_ended_within(f, 1));
+        assert_int_equal(rpc_client_call(c, "/t.T/Echo", "b", 1, 5000, &resp, &n, &st), 0);
+        assert_int_equal(n, 1);
+        free(resp);
+        assert_null(rpc_client_free(c));
+}
+
+/* An asynchronous call (Register's way) to a peer that never answers ends at its timeout. */
+static void test_async_hung_peer_times_out(void **state) {
+        struct fixture *f = *state;
+        int efd = eventfd(0, EFD_CLOEXEC);
+        assert_true(efd >= 0);
+        struct rpc_client_call *c = NULL;
+        uint64_t t0 = now_ms();
+        assert_int_equal(rpc_call_start(f->target, "/t.T/Hang", "x", 1, 300, efd, &c), 0);
+        struct pollfd p = { .fd = efd, .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        uint64_t dt = now_ms() - t0;
+        assert_true(dt >= 290 && dt < 5000);
+        struct gs_error st;
+        assert_int_equal(rpc_call_finish(c, NULL, NULL, &st), -ETIMEDOUT);
+        assert_int_equal(st.code, RPC_DEADLINE_EXCEEDED);
+        assert_true(hang_ended_within(f, 1));
+        close(efd);
+}
+
 /* A stream sleeping without a timeout is ended by freeing the server. */
 static void test_stream_wait_ended_by_free(void **state) {
         struct fixture *f = *state;
@@ -476,6 +546,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_async_cancel_hung_peer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_cancel_before_connect, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_kept_connection, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unary_hung_peer_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_client_hung_peer_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_async_hung_peer_times_out, setup, teardown),
                 cmocka_unit_test(test_pack_protobuf),
                 cmocka_unit_test(test_bad_arguments),
         };
