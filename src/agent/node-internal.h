@@ -5,7 +5,8 @@
  *
  *   register.c   serve each resource's socket and register with kubelet (async, backoff timers)
  *   kubewatch.c  inotify on the plugin dir: kubelet restarts, removed sockets (debounced)
- *   podsync.c    PodResources reconcile every 10 s (and on status requests), limits-dir clean-up
+ *   podsync.c    PodResources reconcile every 10 s while anything is on record (and on status requests),
+ *                limits-dir clean-up
  *   persist.c    state file: restored at start, written when the record changes (event)
  *   status.c     GET /v1/status over the status unix socket (src/http)
  *   reload.c     config → plugin options, SIGHUP reload
@@ -122,6 +123,7 @@ void kubewatch_stop(struct node *n);
 /* podsync.c */
 int podresources_sync(struct node *n); /* takes sync_lock */
 int podsync_start(struct node *n);     /* the periodic timer */
+void podsync_arm(struct node *n);      /* loop thread: start the timer if off and anything is on record */
 void podsync_stop(struct node *n);
 void limits_cleanup(struct node *n);
 void podsync_status_request(struct node *n); /* rate-limited sync for a status request */

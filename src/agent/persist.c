@@ -2,7 +2,8 @@
 /*
  * persist — the allocation record in the state file: restored at start, and written on the loop
  * thread whenever it changed (n->persist is posted after every RPC and every PodResources sync;
- * a write happens only when the record's generation moved) and once more at teardown.
+ * a write happens only when the record's generation moved) and once more at teardown. The same
+ * event starts the periodic PodResources sync once something is on record (podsync_arm).
  * Must never: trust a damaged file (start empty and rebuild), or write with the plugin lock held.
  */
 #include <errno.h>
@@ -65,6 +66,7 @@ bool state_restore(struct node *n) {
 
 static void on_persist(struct loop_event *e) {
         state_persist(e->userdata);
+        podsync_arm(e->userdata); /* an allocation recorded: reconcile it from now on */
 }
 
 int persist_start(struct node *n) {

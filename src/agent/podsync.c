@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * podsync — keeps the allocation record reconciled with kubelet's PodResources List: every
- * PODRES_SYNC_MS on a loop timer, and for a status request (at most once per STATUS_SYNC_MS);
+ * PODRES_SYNC_MS on a loop timer while anything of ours is on record (podsync_arm), and for a
+ * status request (at most once per STATUS_SYNC_MS);
  * removes the limits dirs of allocations that ended.
  * Must never: run two syncs at once (sync_lock), or wait on kubelet longer than PODRES_TIMEOUT_MS.
  */
@@ -121,8 +122,9 @@ void podsync_status_request(struct node *n) {
 
 /* Whether a periodic sync can change anything: with no allocation of ours on record (and the
  * limits dirs checked), kubelet holds none of our devices that we do not know of — the record
- * is only ever emptied by a sync or a fresh start, both of which asked PodResources. Skipping
- * the call then keeps an idle node free of its dozen wake-ups (a gRPC connection per call). */
+ * is only ever emptied by a sync or a fresh start, both of which asked PodResources. The timer
+ * then stays off (no wake-up every PODRES_SYNC_MS on a node without pods) until an allocation
+ * is recorded: every RPC posts n->persist, whose handler calls podsync_arm. */
 static bool sync_needed(struct node *n) {
         bool any = false;
         pthread_mutex_lock(&n->plugin->lock);
@@ -135,19 +137,23 @@ static bool sync_needed(struct node *n) {
         return any;
 }
 
+void podsync_arm(struct node *n) {
+        if (!loop_timer_armed(&n->sync_timer) && sync_needed(n))
+                (void)loop_timer_start(&n->sync_timer, PODRES_SYNC_MS);
+}
+
 static void on_sync(struct loop_timer *t) {
         struct node *n = t->userdata;
         if (sync_needed(n))
                 (void)podresources_sync(n);
-        (void)loop_timer_start(t, PODRES_SYNC_MS);
+        podsync_arm(n); /* again while anything of ours is on record */
 }
 
 int podsync_start(struct node *n) {
         int r = loop_timer_init(&n->loop, &n->sync_timer, on_sync, n);
-        if (r >= 0)
-                r = loop_timer_start(&n->sync_timer, PODRES_SYNC_MS);
         if (r < 0)
                 return log_error_errno(r, "timerfd failed", "%s", "");
+        podsync_arm(n);
         return 0;
 }
 

@@ -2,7 +2,8 @@
 # kubelet stand-in (tests/integration/kubelet_standin.py, Debian's python3-grpcio).
 if(TARGET gpuslice_agent)
   set(_agent_tests register kubelet-late register-retry register-hang register-backoff preferred allocate allocate-options cdi-only hostile kubelet-restart
-      restart-state restart-state-file-only corrupt-state health-xid health-lost sigterm status-cli sighup metrics)
+      restart-state restart-state-file-only corrupt-state health-xid health-lost sigterm status-cli sighup metrics
+      podsync-periodic)
   foreach(t ${_agent_tests})
     add_test(NAME agent-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_agent.py

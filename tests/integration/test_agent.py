@@ -457,6 +457,32 @@ def test_metrics(e):
     check(e.kill_agent(signal.SIGTERM) == 0, "exit status after SIGTERM")
 
 
+def test_podsync_periodic(e):
+    """The periodic PodResources reconcile (every 10 s) runs while anything of ours is on record: its
+    timer stays off on a node without allocations and the first Allocate starts it, so the holder of
+    a GPU is learnt and an ended pod dropped without any status request (which would sync at once)."""
+    e.start_agent()
+    e.registered()
+    ids = e.ids()
+    path = os.path.join(e.state_dir, "gpuslice.state")
+
+    def pod_recorded():
+        try:
+            with open(path, "rb") as f:
+                return b'"job-p"' in f.read()
+        except FileNotFoundError:
+            return False
+
+    check(not pod_recorded(), "a holder on record before any Allocate")
+    with e.kubelet.cond:
+        e.kubelet.pods = [("default", "job-p", "main", "nvidia.com/gpu", [ids[3]])]
+    e.allocate([ids[3]])
+    e.kubelet.wait_for(pod_recorded, 25, "the holder learnt by a periodic sync (within 10 s of the Allocate)")
+    with e.kubelet.cond:
+        e.kubelet.pods = []  # the pod ended
+    e.kubelet.wait_for(lambda: not pod_recorded(), 25, "the ended pod dropped by the next periodic sync")
+
+
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
 
 
