@@ -256,8 +256,13 @@ def wakeups(args, stubs, topo_path, build, seconds):
                 fn(req, timeout=5)
                 lat.append((time.perf_counter() - t0) * 1e6)
             res[name] = (statistics.median(lat), pct(lat, 99))
-        # a pod holds the two GPUs (PodResources names it): the agent keeps reconciling every 10 s
-        k.pods = [("bench", "pod-0", "main", "nvidia.com/gpu", ids[:2])]
+        # a pod holds the two GPUs (PodResources names it): the agent keeps reconciling every 10 s. The
+        # window starts once a sync has named the pod (the agent then writes its state file once, a
+        # dozen context switches of fsync), so that it measures the steady state with a pod on record
+        with k.cond:
+            calls = k.podres_calls
+            k.pods = [("bench", "pod-0", "main", "nvidia.com/gpu", ids[:2])]
+        k.wait_for(lambda: k.podres_calls > calls, 30, "a PodResources sync naming the pod")
         time.sleep(3)
         window("pods ")
         res["mem"] = proc_status(agent.pid)
