@@ -872,7 +872,7 @@ struct rpc_client_call {
 };
 
 static grpc_channel *channel_create(const char *target) {
-        grpc_arg args[4];
+        grpc_arg args[3];
         args[0].type = GRPC_ARG_INTEGER;
         args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
         args[0].value.integer = 16 << 20;
@@ -882,14 +882,7 @@ static grpc_channel *channel_create(const char *target) {
         args[2].type = GRPC_ARG_INTEGER;
         args[2].key = (char *)GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS;
         args[2].value.integer = INT_MAX;
-        /* A failed connection starts gRPC's reconnect backoff timer (1 s by default, a short timer
-         * that puts a timer shard out of step for good: call_on). Our calls never wait for a
-         * reconnect (no wait-for-ready; a failed rpc_client drops its channel, the next call makes
-         * a new one), so the backoff only ever adds that timer: make it long. */
-        args[3].type = GRPC_ARG_INTEGER;
-        args[3].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-        args[3].value.integer = 20000;
-        grpc_channel_args ca = { .num_args = 4, .args = args };
+        grpc_channel_args ca = { .num_args = 3, .args = args };
         grpc_channel_credentials *creds = grpc_insecure_credentials_create();
         grpc_channel *ch = grpc_channel_create(target, creds, &ca);
         grpc_channel_credentials_release(creds);
