@@ -646,6 +646,37 @@ static void spawn(struct rpc_server *srv, struct rpc_call *c) {
         }
 }
 
+/* A request slot for every method (and the generic one) that has none waiting. */
+static void request_all(struct rpc_server *srv, struct rpc_call **generic) {
+        for (unsigned i = 0; i < srv->n_methods; i++)
+                if (!srv->methods[i].pending)
+                        srv->methods[i].pending = request_next(srv, (int)i);
+        if (!*generic)
+                *generic = request_next(srv, -1);
+}
+
+/* A call's completion on the server queue: a finished call is freed; a new one frees its request slot
+ * and is answered here (unary) or on its own thread (streams, unknown methods) — unless the server is
+ * stopping or the request failed (ok false). */
+static void dispatch(struct rpc_server *srv, struct rpc_call *c, struct rpc_call **generic, bool ok) {
+        if (c->kind == CALL_FINISH) {
+                call_free(c);
+                return;
+        }
+        if (c == *generic)
+                *generic = NULL;
+        else if (c->method >= 0 && srv->methods[c->method].pending == c)
+                srv->methods[c->method].pending = NULL;
+        if (!ok || atomic_load(&srv->stopping)) {
+                call_free(c);
+                return;
+        }
+        if (c->kind == CALL_REGISTERED && srv->methods[c->method].unary)
+                unary_answer(c);
+        else
+                spawn(srv, c);
+}
+
 static void *server_thread(void *arg) {
         struct rpc_server *srv = arg;
         pthread_setname_np(pthread_self(), "rpc-server");
@@ -664,13 +695,8 @@ static void *server_thread(void *arg) {
                                 cq_shut = true;
                         }
                 }
-                if (!shut && !atomic_load(&srv->stopping)) {
-                        for (unsigned i = 0; i < srv->n_methods; i++)
-                                if (!srv->methods[i].pending)
-                                        srv->methods[i].pending = request_next(srv, (int)i);
-                        if (!generic)
-                                generic = request_next(srv, -1);
-                }
+                if (!shut && !atomic_load(&srv->stopping))
+                        request_all(srv, &generic);
                 grpc_event ev = grpc_completion_queue_next(
                         srv->cq, shut && !cq_shut ? deadline_in(2) : gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
                 if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -687,23 +713,7 @@ static void *server_thread(void *arg) {
                         call_mark(op->c, op->tag, true, ev.success);
                         continue;
                 }
-                struct rpc_call *c = ev.tag;
-                if (c->kind == CALL_FINISH) {
-                        call_free(c);
-                        continue;
-                }
-                if (c == generic)
-                        generic = NULL;
-                else if (c->method >= 0 && srv->methods[c->method].pending == c)
-                        srv->methods[c->method].pending = NULL;
-                if (!ev.success || shut || atomic_load(&srv->stopping)) {
-                        call_free(c);
-                        continue;
-                }
-                if (c->kind == CALL_REGISTERED && srv->methods[c->method].unary)
-                        unary_answer(c);
-                else
-                        spawn(srv, c);
+                dispatch(srv, ev.tag, &generic, ev.success && !shut);
         }
         if (generic)
                 call_free(generic);
