@@ -1,0 +1,365 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The reference docs agree with the built program (what a platform team reads before the code).
+
+  cli      every command of `gpuslice --help` has a `## gpuslice NAME` section in docs/cli.md and
+           no section names a command that does not exist; every flag a command's `--help` prints
+           is in its section (`gpuslice node`'s may be in docs/configuration.md instead, which
+           documents each of them), every flag a section names exists, and a default a section
+           states in backticks (`(default \\`X\\`)`) is the one `--help` prints.
+  metrics  every family a scrape of the node agent (simulated node, kubelet stand-in, a fractional
+           profile, the compat families, an allocation) and of `gpuslice scheduler` (a snapshot,
+           one request of each verb) serves, and every family name the source registers, is in
+           docs/metrics.md; every family docs/metrics.md names is in a scrape, or in CONDITIONAL
+           below with the reason it was not produced here. Types and labels of the scrape match
+           the docs' tables.
+
+Usage: test_docs.py --build DIR --source DIR {cli,metrics}. Exit 0 pass, 1 fail (the message names
+each difference).
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+FLAG = r"--[a-z][a-z0-9-]*"
+
+# Flags a cli.md section names that belong to another program, not to gpuslice.
+FOREIGN = {
+    "alloc": {"--gpus": "docker run's flag, printed for pasting"},
+    "status": {"--unix-socket": "curl's flag, reading the status socket"},
+}
+
+
+def fail(problems, what):
+    if problems:
+        sys.stderr.write("%s: %d difference(s) between the program and the docs:\n" % (what, len(problems)))
+        for p in problems:
+            sys.stderr.write("  - %s\n" % p)
+        sys.exit(1)
+
+
+def gpuslice(build, *argv):
+    r = subprocess.run([os.path.join(build, "gpuslice")] + list(argv), capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
+# ---- cli ----
+
+def help_commands(build):
+    rc, out = gpuslice(build, "--help")
+    if rc != 0:
+        raise AssertionError("gpuslice --help exited %d" % rc)
+    body = out.split("Commands:", 1)[1]
+    return [m.group(1) for m in re.finditer(r"^  ([a-z]+) ", body, re.M)]
+
+
+def help_flags(text):
+    """Flags of a --help text: the leading flags of each option line and those of the Usage lines,
+    with the default each option line states."""
+    flags, defaults = set(), {}
+    for line in text.splitlines():
+        if re.match(r"^\s*(Usage:|gpuslice |kubectl )", line):
+            flags.update(re.findall(r"(?<![\w-])" + FLAG, line))
+            continue
+        m = re.match(r"^\s+((?:-[A-Za-z], )?(?:--[a-z][a-z0-9-]*))(?:[ =]\S+)?\s{2,}(.*)$", line) or \
+            re.match(r"^\s+((?:-[A-Za-z], )?(?:--[a-z][a-z0-9-]*))(?:\s+(\S.*))?$", line)
+        if not m:
+            continue
+        names = [n.strip() for n in m.group(1).split(",")]
+        for n in names:
+            if n.startswith("--"):
+                flags.add(n)
+                d = re.search(r"\(default:? ([^) ]+)\)", m.group(2) or "")
+                if d:
+                    defaults[n] = d.group(1)
+    flags -= {"--help"}
+    return flags, defaults
+
+
+def doc_sections(md):
+    """{command: text} of the `## gpuslice NAME` sections of cli.md."""
+    secs = {}
+    parts = re.split(r"^## gpuslice ([a-z]+)[^\n]*\n", md, flags=re.M)
+    for i in range(1, len(parts), 2):
+        secs[parts[i]] = parts[i + 1]
+    return secs
+
+
+def test_cli(a):
+    md = open(os.path.join(a.source, "docs", "cli.md")).read()
+    conf_md = open(os.path.join(a.source, "docs", "configuration.md")).read()
+    # the options every node-reading command shares, documented once at the top
+    common = md.split("## Where the node comes from", 1)[1].split("\n## ", 1)[0]
+    common_flags = set(re.findall(r"(?<![\w-])" + FLAG, common))
+    secs = doc_sections(md)
+    problems = []
+    cmds = help_commands(a.build)
+    if len(cmds) < 10:
+        raise AssertionError("only %d commands parsed from gpuslice --help: %s" % (len(cmds), cmds))
+    for c in cmds:
+        if c not in secs:
+            problems.append("command '%s' (gpuslice --help) has no '## gpuslice %s' section in docs/cli.md" % (c, c))
+    for c in secs:
+        if c not in cmds:
+            problems.append("docs/cli.md has a section for 'gpuslice %s', a command gpuslice --help does not list" % c)
+    for c in cmds:
+        if c not in secs or c == "version":
+            continue
+        rc, out = gpuslice(a.build, c, "--help")
+        if rc != 0:
+            problems.append("gpuslice %s --help exited %d" % (c, rc))
+            continue
+        have, defaults = help_flags(out)
+        sec = secs[c]
+        doc = set(re.findall(r"(?<![\w-])" + FLAG, sec))
+        # "the node source options" stands for the shared --topology/--nvml-library
+        if re.search(r"node\s+source\s+options", sec):
+            doc |= common_flags
+        doc -= set(FOREIGN.get(c, {}))
+        doc -= {"--help"}
+        extra_doc = set()
+        if c == "node":  # every node flag is a config key, documented in configuration.md
+            extra_doc = set(re.findall(r"`(" + FLAG + r")`", conf_md))
+        for f in sorted(have - doc - extra_doc):
+            problems.append("gpuslice %s %s (in --help) is not documented in docs/cli.md%s" %
+                            (c, f, " or docs/configuration.md" if c == "node" else ""))
+        for f in sorted(doc - have):
+            if c == "node" and f in extra_doc:
+                continue
+            problems.append("docs/cli.md documents gpuslice %s %s, which gpuslice %s --help does not list" % (c, f, c))
+        if c == "node":
+            for f in sorted(set(re.findall(r"^\| `[a-z-]+\.[a-z-]+` \| `(" + FLAG + ")`", conf_md, re.M)) - have):
+                problems.append("docs/configuration.md documents gpuslice node %s, which --help does not list" % f)
+        for f, want in defaults.items():
+            for m in re.finditer(r"`" + re.escape(f) + r"(?: [^`]*)?`[^`|]{0,40}?\(default `([^`]+)`", sec):
+                if m.group(1) != want:
+                    problems.append("gpuslice %s %s: docs/cli.md says default %s, --help says %s" %
+                                    (c, f, m.group(1), want))
+    fail(problems, "docs/cli.md")
+
+
+# ---- metrics ----
+
+# Families the docs name that this test does not produce, and why. Each must still be named in src/.
+CONDITIONAL = {
+    "gpuslice_assign_allocations_total": "node agent with API access and a scheduler extender's assignment "
+                                         "(tests/integration/test_assign.py)",
+    "gpuslice_assign_pods_total": "node agent with API access (tests/integration/test_assign.py)",
+    "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
+    "gpuslice_container_gpu_memory_limit_bytes": "an allocation PodResources names (a pod), test_share.py",
+    "gpuslice_container_gpu_core_share_ratio": "an allocation PodResources names (a pod), test_share.py",
+    "container_request_gpu_utilization": "an allocation PodResources names (a pod), test_share.py",
+    "container_request_gpu_memory": "an allocation PodResources names (a pod), test_share.py",
+    "gpuslice_container_gpu_memory_used_bytes": "a GPU process inside a container (cgroup, tests monitor-*)",
+    "gpuslice_container_sm_utilization_ratio": "a GPU process inside a container (cgroup, tests monitor-*)",
+    "pod_used_gpu_mem_MB": "a GPU process inside a pod (tests monitor-seed-compat)",
+    "container_gpu_utilization": "a GPU process inside a pod (tests monitor-seed-compat)",
+    "container_gpu_memory_total": "a GPU process inside a pod (tests monitor-seed-compat)",
+}
+
+SOURCE_FAMILY = re.compile(r'"((?:gpuslice_[a-z0-9_]+)|pod_used_gpu_mem_MB|container_(?:request_)?gpu_[a-z_]+)"')
+
+
+def source_families(src):
+    names = set()
+    for root, _, files in os.walk(src):
+        if "interposer" in root:
+            continue
+        for f in files:
+            if f.endswith(".c"):
+                names.update(SOURCE_FAMILY.findall(open(os.path.join(root, f), errors="replace").read()))
+    return names
+
+
+def doc_families(md):
+    """{family: (type or None, labels or None)} from docs/metrics.md: table rows (`name{labels}` or
+    `name` with the section's `Labels:` line), the compat table and the scheduler's list."""
+    fams = {}
+    labels = None
+    for para in re.split(r"\n\s*\n", md):
+        if para.startswith("#"):
+            labels = None
+        # "Labels: `a`, `b`, ..." (or "labels `a`, ...") in prose, possibly over several lines
+        m = re.search(r"\b[Ll]abels:? ((?:`[a-z_]+`(?: \([^)]*\))?(?:,\s+|\s+and\s+)?)+)", para)
+        if m and not para.lstrip().startswith("|"):
+            labels = re.findall(r"`([a-z_]+)`", m.group(1))
+        for line in para.splitlines():
+            row = re.match(r"^\| `([A-Za-z_][A-Za-z0-9_]*)(?:\{([a-z_, ]*)\})?` \| ([a-z]+) \|", line)
+            if row:
+                lab = [x.strip() for x in row.group(2).split(",")] if row.group(2) is not None else labels
+                fams[row.group(1)] = (row.group(3), lab)
+                continue
+            crow = re.match(r"^\| `[a-z-]+` \| `([A-Za-z_][A-Za-z0-9_]*)`[^|]*\| ([^|]*) \|", line)
+            if crow:
+                lab = re.findall(r"`([a-z_]+)`", crow.group(2))
+                fams[crow.group(1)] = ("gauge", lab or fams.get("container_gpu_utilization", (None, None))[1])
+    return fams
+
+
+def parse_scrape(text):
+    """{family: (type, set of label names)}"""
+    types, labels = {}, {}
+    for line in text.splitlines():
+        m = re.match(r"^# TYPE (\S+) (\S+)", line)
+        if m:
+            types[m.group(1)] = m.group(2)
+            labels.setdefault(m.group(1), set())
+            continue
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? ", line)
+        if not m:
+            continue
+        name = m.group(1)
+        fam = name
+        if name not in types:
+            for suf in ("_bucket", "_sum", "_count"):
+                if name.endswith(suf) and name[: -len(suf)] in types:
+                    fam = name[: -len(suf)]
+        labs = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(2) or "")) - {"le"}
+        labels.setdefault(fam, set()).update(labs)
+    return {f: (types.get(f), labels.get(f, set())) for f in set(types) | set(labels)}
+
+
+def scrape_agent(a, tmp):
+    """The node agent with the gpuslice profile and the compat families: one whole-GPU container and
+    one fractional (core + memory) container admitted as kubelet would, then /metrics."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_share  # noqa: E402  (the sharing tests' fixture: simulated node, kubelet stand-in)
+    from kubelet_standin import load_stubs  # noqa: E402
+    args = argparse.Namespace(build=a.build, source=a.source,
+                              topology=os.path.join(a.source, "tests/data/topologies/seed000-8gpu-pcie-2socket.topo"))
+    e = test_share.Share(args, load_stubs(a.build))
+    ok = False
+    try:
+        port = test_share.agent_fixture.free_port()
+        e.start_share("gpuslice", "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s",
+                      "--metrics-compat", "pod-used-gpu-mem,gpu-manager")
+        # a GPU process outside any container, for the per-process families
+        e.sim("proc", "add", "--gpu", "0", "--pid", str(os.getpid()), "--mem", "256MiB", "--sm", "10")
+        e.admit(("nvidia.com/gpu", 2))
+        try:  # a refused Allocate, for gpuslice_rpc_errors_total
+            e.allocate_r("nvidia.com/gpu", ["GPU-not-a-gpu"])
+        except test_share.grpc.RpcError:
+            pass
+        e.admit(("gpuslice.io/gpu-core", 30), ("gpuslice.io/gpu-memory", 4))
+        text = test_share.agent_fixture.scrape(
+            port, lambda t: "gpuslice_process_gpu_memory_used_bytes{" in t and "gpuslice_share_pairs_total" in t and "gpuslice_gpu_allocated_ratio" in t and
+            "gpuslice_rpc_duration_seconds_bucket" in t and "gpuslice_share_journal_writes_total" in t,
+            "the pairing and journal counters, the allocated ratio and the RPC histogram")
+        ok = True
+        return text
+    finally:
+        e.close(not ok)
+
+
+def scrape_scheduler(a, tmp):
+    node = {"metadata": {"name": "n1", "labels": {}, "annotations": {}},
+            "status": {"allocatable": {"gpuslice.io/gpu-memory": "64", "gpuslice.io/gpu-core": "100"}}}
+    snap = os.path.join(tmp, "snapshot.json")
+    with open(snap, "w") as f:
+        json.dump({"nodes": [node], "pods": []}, f)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from agent_fixture import free_port
+    port = free_port()
+    log = open(os.path.join(tmp, "scheduler.log"), "w+")
+    p = subprocess.Popen([os.path.join(a.build, "gpuslice"), "scheduler", "--snapshot", snap, "--address",
+                          "127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or p.poll() is not None:
+                    log.seek(0)
+                    raise AssertionError("scheduler did not serve: " + log.read())
+                time.sleep(0.1)
+        pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u1", "annotations": {}},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"gpuslice.io/gpu-memory": "4"}}}]}}
+        for verb in ("filter", "prioritize", "preempt"):
+            body = {"Pod": pod, "Nodes": None, "NodeNames": ["n1"]}
+            if verb == "preempt":
+                body = {"Pod": pod, "NodeNameToVictims": {}, "NodeNameToMetaVictims": {"n1": {"Pods": []}}}
+            req = urllib.request.Request(base + "/" + verb, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=10).read()
+            except urllib.error.HTTPError:
+                pass
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+            return r.read().decode()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(15)
+
+
+def promtool_check(text, what):
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    # promtool exits 1 for lint remarks too (the compat families' names, docs/metrics.md); only a parse
+    # error ("error while linting") is fatal here
+    if "error while linting" in r.stdout + r.stderr:
+        raise AssertionError("promtool check metrics rejects the %s scrape: %s%s" % (what, r.stdout, r.stderr))
+
+
+def test_metrics(a):
+    md = open(os.path.join(a.source, "docs", "metrics.md")).read()
+    docs = doc_families(md)
+    if len(docs) < 20:
+        raise AssertionError("only %d families parsed from docs/metrics.md: %s" % (len(docs), sorted(docs)))
+    code = source_families(os.path.join(a.source, "src"))
+    tmp = tempfile.mkdtemp(prefix="gpuslice-docs-")
+    agent_text = scrape_agent(a, tmp)
+    sched_text = scrape_scheduler(a, tmp)
+    promtool_check(agent_text, "agent")
+    promtool_check(sched_text, "scheduler")
+    scraped = parse_scrape(agent_text)
+    scraped.update(parse_scrape(sched_text))
+    problems = []
+    for f in sorted(set(scraped) - set(docs)):
+        problems.append("%s is served on /metrics but not in docs/metrics.md" % f)
+    for f in sorted(code - set(docs)):
+        if f not in scraped:
+            problems.append("%s is named in src/ but not in docs/metrics.md" % f)
+    for f in sorted(set(docs) - set(scraped)):
+        if f not in CONDITIONAL:
+            problems.append("docs/metrics.md documents %s, which no scrape served (and it is not listed as "
+                            "conditional in tests/integration/test_docs.py)" % f)
+        elif f not in code:
+            problems.append("docs/metrics.md documents %s, which src/ never names" % f)
+    for f in sorted(CONDITIONAL):
+        if f in scraped:
+            problems.append("%s is listed as conditional in test_docs.py but was served: drop it from CONDITIONAL" % f)
+    for f, (typ, labs) in sorted(scraped.items()):
+        if f not in docs:
+            continue
+        dtyp, dlabs = docs[f]
+        if typ and dtyp and typ != dtyp and f not in ("container_gpu_utilization", "container_gpu_memory_total"):
+            problems.append("%s: docs/metrics.md says %s, /metrics says %s" % (f, dtyp, typ))
+        if dlabs is not None and labs and set(dlabs) != labs:
+            problems.append("%s: docs/metrics.md labels %s, /metrics labels %s" % (f, sorted(dlabs), sorted(labs)))
+    fail(problems, "docs/metrics.md")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("test", choices=["cli", "metrics"])
+    a = ap.parse_args()
+    a.build, a.source = os.path.abspath(a.build), os.path.abspath(a.source)
+    {"cli": test_cli, "metrics": test_metrics}[a.test](a)
+    print("PASS docs-%s" % a.test)
+
+
+if __name__ == "__main__":
+    main()
