@@ -350,14 +350,74 @@ def test_metrics(a):
     fail(problems, "docs/metrics.md")
 
 
+# ---- install ----
+
+def test_install(a):
+    """docs/install.md's build line: every package in scripts/install-deps.sh (the one list), and
+    every pkg-config module the CMake files require comes from a package it names (asked of dpkg);
+    the repository paths README.md and docs/install.md name exist (build/ ones in the build tree)."""
+    inst = open(os.path.join(a.source, "docs", "install.md")).read()
+    readme = open(os.path.join(a.source, "README.md")).read()
+    problems = []
+    r = subprocess.run([os.path.join(a.source, "scripts", "install-deps.sh"), "--list"], capture_output=True,
+                       text=True, timeout=30, check=True)
+    listed = set(r.stdout.split())
+    m = re.search(r"^apt-get install ((?:[^\n]*\\\n)*[^\n]*)", inst, re.M)
+    if not m:
+        raise AssertionError("docs/install.md has no 'apt-get install' build line")
+    build_pkgs = set(m.group(1).replace("\\", " ").split())
+    for p in sorted(build_pkgs - listed):
+        problems.append("docs/install.md's build line names %s, which scripts/install-deps.sh does not list" % p)
+    mods = set()
+    for root, _, files in os.walk(a.source):
+        if "/build" in root[len(a.source):] or "/." in root[len(a.source):]:
+            continue
+        for f in files:
+            if f == "CMakeLists.txt" or f.endswith(".cmake"):
+                mods.update(re.findall(r"pkg_check_modules\(\w+ REQUIRED IMPORTED_TARGET ([\w.+-]+)\)",
+                                       open(os.path.join(root, f), errors="replace").read()))
+    if len(mods) < 5:
+        raise AssertionError("only %d pkg-config modules found in the CMake files: %s" % (len(mods), mods))
+    for mod in sorted(mods):
+        d = subprocess.run(["pkg-config", "--variable=pcfiledir", mod], capture_output=True, text=True).stdout.strip()
+        q = subprocess.run(["dpkg", "-S", os.path.join(d, mod + ".pc")], capture_output=True, text=True)
+        pkg = q.stdout.split(":")[0] if q.returncode == 0 else None
+        if not pkg:
+            problems.append("pkg-config module %s: no Debian package owns its .pc (%s)" % (mod, q.stderr.strip()))
+        elif pkg not in build_pkgs:
+            problems.append("the build needs pkg-config module %s (Debian %s), missing from docs/install.md's "
+                            "build line" % (mod, pkg))
+    for name, text in (("README.md", readme), ("docs/install.md", inst)):
+        for path in sorted(set(re.findall(r"(?<![\w/.-])((?:build|docs|sim|tests|deploy|scripts|src|bench)/"
+                                           r"[\w./-]*[\w])", text))):
+            if "…" in path or path.endswith("/sim/libnvidia-ml.so") or "<" in path:
+                continue
+            base = a.build if path.startswith("build/") else a.source
+            rel = path[len("build/"):] if path.startswith("build/") else path
+            if not os.path.exists(os.path.join(base, rel)):
+                problems.append("%s names %s, which does not exist" % (name, path))
+    # README's first example: the command prints exactly what the README shows
+    m = re.search(r"^```\n\$ (build/gpuslice [^\n]*)\n(.*?)^```", readme, re.M | re.S)
+    if not m:
+        problems.append("README.md's first example (```, $ build/gpuslice ...) is not found")
+    else:
+        argv = m.group(1).split()
+        r = subprocess.run([os.path.join(a.build, "gpuslice")] + argv[1:], cwd=a.source, capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode != 0 or r.stdout != m.group(2):
+            problems.append("README.md's example `%s` prints (exit %d):\n%s\n    but README.md shows:\n%s" %
+                            (m.group(1), r.returncode, r.stdout + r.stderr, m.group(2)))
+    fail(problems, "README.md / docs/install.md")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=["cli", "metrics"])
+    ap.add_argument("test", choices=["cli", "metrics", "install"])
     a = ap.parse_args()
     a.build, a.source = os.path.abspath(a.build), os.path.abspath(a.source)
-    {"cli": test_cli, "metrics": test_metrics}[a.test](a)
+    {"cli": test_cli, "metrics": test_metrics, "install": test_install}[a.test](a)
     print("PASS docs-%s" % a.test)
 
 
