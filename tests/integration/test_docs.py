@@ -153,10 +153,6 @@ CONDITIONAL = {
                                          "(tests/integration/test_assign.py)",
     "gpuslice_assign_pods_total": "node agent with API access (tests/integration/test_assign.py)",
     "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
-    "gpuslice_container_gpu_memory_limit_bytes": "an allocation PodResources names (a pod), test_share.py",
-    "gpuslice_container_gpu_core_share_ratio": "an allocation PodResources names (a pod), test_share.py",
-    "container_request_gpu_utilization": "an allocation PodResources names (a pod), test_share.py",
-    "container_request_gpu_memory": "an allocation PodResources names (a pod), test_share.py",
     "gpuslice_container_gpu_memory_used_bytes": "a GPU process inside a container (cgroup, tests monitor-*)",
     "gpuslice_container_sm_utilization_ratio": "a GPU process inside a container (cgroup, tests monitor-*)",
     "pod_used_gpu_mem_MB": "a GPU process inside a pod (tests monitor-seed-compat)",
@@ -193,7 +189,8 @@ def doc_families(md):
         for line in para.splitlines():
             row = re.match(r"^\| `([A-Za-z_][A-Za-z0-9_]*)(?:\{([a-z_, ]*)\})?` \| ([a-z]+) \|", line)
             if row:
-                lab = [x.strip() for x in row.group(2).split(",")] if row.group(2) is not None else labels
+                # `name{a, b}`, else the section's Labels line, else none
+                lab = [x.strip() for x in row.group(2).split(",")] if row.group(2) is not None else (labels or [])
                 fams[row.group(1)] = (row.group(3), lab)
                 continue
             crow = re.match(r"^\| `[a-z-]+` \| `([A-Za-z_][A-Za-z0-9_]*)`[^|]*\| ([^|]*) \|", line)
@@ -204,13 +201,12 @@ def doc_families(md):
 
 
 def parse_scrape(text):
-    """{family: (type, set of label names)}"""
+    """{family: (type, set of label names or None when it has no sample)}"""
     types, labels = {}, {}
     for line in text.splitlines():
         m = re.match(r"^# TYPE (\S+) (\S+)", line)
         if m:
             types[m.group(1)] = m.group(2)
-            labels.setdefault(m.group(1), set())
             continue
         if line.startswith("#") or not line.strip():
             continue
@@ -225,7 +221,8 @@ def parse_scrape(text):
                     fam = name[: -len(suf)]
         labs = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(2) or "")) - {"le"}
         labels.setdefault(fam, set()).update(labs)
-    return {f: (types.get(f), labels.get(f, set())) for f in set(types) | set(labels)}
+    # labels None: a family with no sample to read them from
+    return {f: (types.get(f), labels.get(f)) for f in set(types) | set(labels)}
 
 
 def scrape_agent(a, tmp):
@@ -244,14 +241,20 @@ def scrape_agent(a, tmp):
                       "--metrics-compat", "pod-used-gpu-mem,gpu-manager")
         # a GPU process outside any container, for the per-process families
         e.sim("proc", "add", "--gpu", "0", "--pid", str(os.getpid()), "--mem", "256MiB", "--sm", "10")
-        e.admit(("nvidia.com/gpu", 2))
+        whole = e.admit(("nvidia.com/gpu", 2))
         try:  # a refused Allocate, for gpuslice_rpc_errors_total
             e.allocate_r("nvidia.com/gpu", ["GPU-not-a-gpu"])
         except test_share.grpc.RpcError:
             pass
-        e.admit(("gpuslice.io/gpu-core", 30), ("gpuslice.io/gpu-memory", 4))
+        frac = e.admit(("gpuslice.io/gpu-core", 30), ("gpuslice.io/gpu-memory", 4))
+        # PodResources names both containers: the limits and request families then have a pod
+        e.kubelet.pods = [("ml", "train", "main", "nvidia.com/gpu", whole["nvidia.com/gpu"][0]),
+                          ("ml", "infer", "main", e.core, frac[e.core][0]),
+                          ("ml", "infer", "main", e.mem, frac[e.mem][0])]
+        e.status()  # reconciles with PodResources now rather than in 10 s
         text = test_share.agent_fixture.scrape(
-            port, lambda t: "gpuslice_process_gpu_memory_used_bytes{" in t and "gpuslice_share_pairs_total" in t and "gpuslice_gpu_allocated_ratio" in t and
+            port, lambda t: "gpuslice_container_gpu_core_share_ratio{" in t and "container_request_gpu_memory{" in t and
+            "gpuslice_process_gpu_memory_used_bytes{" in t and "gpuslice_share_pairs_total" in t and "gpuslice_gpu_allocated_ratio" in t and
             "gpuslice_rpc_duration_seconds_bucket" in t and "gpuslice_share_journal_writes_total" in t,
             "the pairing and journal counters, the allocated ratio and the RPC histogram")
         ok = True
@@ -345,7 +348,7 @@ def test_metrics(a):
         dtyp, dlabs = docs[f]
         if typ and dtyp and typ != dtyp and f not in ("container_gpu_utilization", "container_gpu_memory_total"):
             problems.append("%s: docs/metrics.md says %s, /metrics says %s" % (f, dtyp, typ))
-        if dlabs is not None and labs and set(dlabs) != labs:
+        if labs is not None and set(dlabs) != labs:
             problems.append("%s: docs/metrics.md labels %s, /metrics labels %s" % (f, sorted(dlabs), sorted(labs)))
     fail(problems, "docs/metrics.md")
 
