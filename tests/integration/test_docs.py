@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,11 +154,6 @@ CONDITIONAL = {
                                          "(tests/integration/test_assign.py)",
     "gpuslice_assign_pods_total": "node agent with API access (tests/integration/test_assign.py)",
     "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
-    "gpuslice_container_gpu_memory_used_bytes": "a GPU process inside a container (cgroup, tests monitor-*)",
-    "gpuslice_container_sm_utilization_ratio": "a GPU process inside a container (cgroup, tests monitor-*)",
-    "pod_used_gpu_mem_MB": "a GPU process inside a pod (tests monitor-seed-compat)",
-    "container_gpu_utilization": "a GPU process inside a pod (tests monitor-seed-compat)",
-    "container_gpu_memory_total": "a GPU process inside a pod (tests monitor-seed-compat)",
 }
 
 SOURCE_FAMILY = re.compile(r'"((?:gpuslice_[a-z0-9_]+)|pod_used_gpu_mem_MB|container_(?:request_)?gpu_[a-z_]+)"')
@@ -237,10 +233,15 @@ def scrape_agent(a, tmp):
     ok = False
     try:
         port = test_share.agent_fixture.free_port()
+        # a GPU process of a pod's container: PID 4242 of a cgroup v2 / systemd / containerd proc root
+        # fixture, held on GPU 0 by the simulator (--keep: no such host process needed)
+        proc = os.path.join(tmp, "proc")
+        shutil.copytree(os.path.join(a.source, "tests/data/proc-v2-systemd-containerd-guaranteed"), proc)
+        with open(os.path.join(proc, "4242", "comm"), "w") as f:
+            f.write("python3\n")
+        e.sim("proc", "add", "--gpu", "0", "--pid", "4242", "--mem", "256MiB", "--sm", "10", "--keep")
         e.start_share("gpuslice", "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s",
-                      "--metrics-compat", "pod-used-gpu-mem,gpu-manager")
-        # a GPU process outside any container, for the per-process families
-        e.sim("proc", "add", "--gpu", "0", "--pid", str(os.getpid()), "--mem", "256MiB", "--sm", "10")
+                      "--metrics-compat", "pod-used-gpu-mem,gpu-manager", "--proc-root", proc, "--cri-socket=")
         whole = e.admit(("nvidia.com/gpu", 2))
         try:  # a refused Allocate, for gpuslice_rpc_errors_total
             e.allocate_r("nvidia.com/gpu", ["GPU-not-a-gpu"])
@@ -254,7 +255,7 @@ def scrape_agent(a, tmp):
         e.status()  # reconciles with PodResources now rather than in 10 s
         text = test_share.agent_fixture.scrape(
             port, lambda t: "gpuslice_container_gpu_core_share_ratio{" in t and "container_request_gpu_memory{" in t and
-            "gpuslice_process_gpu_memory_used_bytes{" in t and "gpuslice_share_pairs_total" in t and "gpuslice_gpu_allocated_ratio" in t and
+            "gpuslice_container_gpu_memory_used_bytes{" in t and "pod_used_gpu_mem_MB{" in t and "gpuslice_share_pairs_total" in t and "gpuslice_gpu_allocated_ratio" in t and
             "gpuslice_rpc_duration_seconds_bucket" in t and "gpuslice_share_journal_writes_total" in t,
             "the pairing and journal counters, the allocated ratio and the RPC histogram")
         ok = True
@@ -321,8 +322,11 @@ def test_metrics(a):
         raise AssertionError("only %d families parsed from docs/metrics.md: %s" % (len(docs), sorted(docs)))
     code = source_families(os.path.join(a.source, "src"))
     tmp = tempfile.mkdtemp(prefix="gpuslice-docs-")
-    agent_text = scrape_agent(a, tmp)
-    sched_text = scrape_scheduler(a, tmp)
+    try:
+        agent_text = scrape_agent(a, tmp)
+        sched_text = scrape_scheduler(a, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     promtool_check(agent_text, "agent")
     promtool_check(sched_text, "scheduler")
     scraped = parse_scrape(agent_text)
