@@ -403,6 +403,18 @@ def test_install(a):
             rel = path[len("build/"):] if path.startswith("build/") else path
             if not os.path.exists(os.path.join(base, rel)):
                 problems.append("%s names %s, which does not exist" % (name, path))
+    # README's Layout: the folders of src/ and tests/ it lists are the ones there are
+    for top, pat in (("src", r"`src/` \(one folder per part: ([^)]*)\)"), ("tests", r"`tests/` \(([^)]*)\)")):
+        m = re.search(pat, readme)
+        if not m:
+            problems.append("README.md's Layout does not list the folders of %s/" % top)
+            continue
+        said = set(re.findall(r"`([a-z0-9_-]+)/?`", m.group(1)))
+        there = {d for d in os.listdir(os.path.join(a.source, top)) if os.path.isdir(os.path.join(a.source, top, d))}
+        for d in sorted(there - said):
+            problems.append("README.md's Layout does not list %s/%s" % (top, d))
+        for d in sorted(said - there):
+            problems.append("README.md's Layout lists %s/%s, which does not exist" % (top, d))
     # README's first example: the command prints exactly what the README shows
     m = re.search(r"^```\n\$ (build/gpuslice [^\n]*)\n(.*?)^```", readme, re.M | re.S)
     if not m:
