@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The reference docs agree with the built program (what a platform team reads before the code).
 
-  cli      every command of `gpuslice --help` has a `## gpuslice NAME` section in docs/cli.md and
-           no section names a command that does not exist; every flag a command's `--help` prints
+  cli      every command of `gpuslice --help` (and of src/cli/commands.h) has a `## gpuslice NAME`
+           section in docs/cli.md and no section names a command that does not exist; the flags of a
+           command's getopt table (src/cli/cmd-NAME.c) are those its --help prints; every flag --help prints
            is in its section (`gpuslice node`'s may be in docs/configuration.md instead, which
            documents each of them), every flag a section names exists, and a default a section
            states in backticks (`(default \\`X\\`)`) is the one `--help` prints.
@@ -12,8 +13,12 @@
            docs/metrics.md; every family docs/metrics.md names is in a scrape, or in CONDITIONAL
            below with the reason it was not produced here. Types and labels of the scrape match
            the docs' tables.
+  install  docs/install.md's build line against scripts/install-deps.sh and the CMake files' pkg-config
+           modules (their Debian packages, asked of dpkg); the paths README.md and install.md name
+           exist; README's Layout lists the folders of src/ and tests/; README's first example prints
+           what README shows.
 
-Usage: test_docs.py --build DIR --source DIR {cli,metrics}. Exit 0 pass, 1 fail (the message names
+Usage: test_docs.py --build DIR --source DIR {cli,metrics,install}. Exit 0 pass, 1 fail (the message names
 each difference).
 """
 
@@ -104,6 +109,11 @@ def test_cli(a):
     cmds = help_commands(a.build)
     if len(cmds) < 10:
         raise AssertionError("only %d commands parsed from gpuslice --help: %s" % (len(cmds), cmds))
+    # every command commands.h declares is reachable (in main.c's table, which --help prints)
+    declared = re.findall(r"^int cmd_([a-z]+)\(", open(os.path.join(a.source, "src/cli/commands.h")).read(), re.M)
+    for c in declared:
+        if c not in cmds:
+            problems.append("src/cli/commands.h declares cmd_%s, which gpuslice --help does not list" % c)
     for c in cmds:
         if c not in secs:
             problems.append("command '%s' (gpuslice --help) has no '## gpuslice %s' section in docs/cli.md" % (c, c))
@@ -118,6 +128,15 @@ def test_cli(a):
             problems.append("gpuslice %s --help exited %d" % (c, rc))
             continue
         have, defaults = help_flags(out)
+        # what the command accepts (its getopt_long table) is what --help lists
+        srcf = os.path.join(a.source, "src/cli/cmd-%s.c" % c)
+        if c != "node" and os.path.exists(srcf):
+            longs = {"--" + x for x in re.findall(r'\{\s*"([a-z][a-z0-9-]*)",\s*(?:no|required|optional)_argument',
+                                                  open(srcf).read())} - {"--help"}
+            for f in sorted(longs - have):
+                problems.append("gpuslice %s accepts %s (src/cli/cmd-%s.c), which its --help does not list" % (c, f, c))
+            for f in sorted(have - longs):
+                problems.append("gpuslice %s --help lists %s, which src/cli/cmd-%s.c does not accept" % (c, f, c))
         sec = secs[c]
         doc = set(re.findall(r"(?<![\w-])" + FLAG, sec))
         # "the node source options" stands for the shared --topology/--nvml-library
