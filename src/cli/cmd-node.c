@@ -11,16 +11,21 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "config/config.h"
+#include "util/util.h"
 
 static void usage(void) {
         size_t k = 0;
         const struct config_option *opts = config_options(&k);
         printf("Usage: gpuslice node [--config FILE] [OPTIONS]\n\n"
                "Run the kubelet device plugin node agent. Options (each also a config file key):\n");
+        /* "--flag METAVAR" padded to one column; the width is the metavar's field, after "--flag " */
         for (size_t i = 0; i < k; i++)
                 printf("  --%s%s%-*s %s\n", opts[i].flag, opts[i].metavar ? " " : "",
-                       (int)(28 - strlen(opts[i].flag) - (opts[i].metavar ? strlen(opts[i].metavar) + 1 : 0)),
+                       (int)MAX(0, 30 - (int)strlen(opts[i].flag) - (opts[i].metavar ? 1 : 0)),
                        opts[i].metavar ? opts[i].metavar : "", opts[i].help);
+        printf("  %-32s %s\n  %-32s %s\n  %-32s %s\n", "-c, --config FILE",
+               "config file (default /etc/gpuslice/node.conf, if it exists)", "-h, --help", "this help", "--version",
+               "print the version");
         printf("\nSignals: SIGTERM/SIGINT stop (sockets removed, exit 0), SIGHUP reloads the config.\n"
                "Documentation: docs/node-agent.md\n");
 }

@@ -19,8 +19,8 @@
 
 static void help(FILE *f) {
         fputs("Usage: gpuslice scheduler [OPTIONS]\n\n"
-              "Serve the kube-scheduler extender verbs (POST /filter, /prioritize, /bind) that place GPU\n"
-              "pods on nodes and GPUs where they really fit, plus /healthz and /metrics, in the foreground.\n"
+              "Serve the kube-scheduler extender verbs (POST /filter, /prioritize, /bind, /preempt) that place\n"
+              "GPU pods on nodes and GPUs where they really fit, plus /healthz and /metrics, in the foreground.\n"
               "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md has the details.\n\n"
               "Options:\n"
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"

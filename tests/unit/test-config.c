@@ -764,22 +764,73 @@ static void test_option_table_consistent(void **state) {
         assert_null(config_option_by_flag("--nope"));
 }
 
+/* The next `...` span in [p, end) copied to out (truncated to n); the position after it, or NULL. */
+static const char *doc_span(const char *p, const char *end, char *out, size_t n) {
+        const char *a = memchr(p, '`', (size_t)(end - p));
+        if (!a)
+                return NULL;
+        const char *b = memchr(a + 1, '`', (size_t)(end - a - 1));
+        if (!b)
+                return NULL;
+        size_t len = MIN((size_t)(b - a - 1), n - 1);
+        memcpy(out, a + 1, len);
+        out[len] = 0;
+        return b + 1;
+}
+
+/* Parse "[section]\nname = value" onto the defaults; is the result the defaults? */
+static bool default_is(const char *key, const char *value) {
+        char text[512];
+        const char *dot = strchr(key, '.');
+        assert_non_null(dot);
+        snprintf(text, sizeof text, "[%.*s]\n%s = %s\n", (int)(dot - key), key, dot + 1, value);
+        struct gpuslice_config d, c;
+        struct gs_error gerr = { 0 };
+        config_init_defaults(&d);
+        config_init_defaults(&c);
+        if (config_parse_text(text, strlen(text), &c, &gerr) < 0)
+                fail_msg("docs/configuration.md: default '%s' of %s does not parse: %s", value, key, gerr.message);
+        return same_config(&c, &d);
+}
+
+/* Every row `| \`section.key\` | \`--flag\` | \`default\` | …` of docs/configuration.md names an option
+ * that exists, with its flag and its real default; every option has exactly one row. */
 static void test_docs_name_every_option(void **state) {
         (void)state;
         _cleanup_(freep) char *doc = NULL;
         assert_int_equal(read_file(GPUSLICE_SOURCE_DIR "/docs/configuration.md", 1 << 20, &doc, NULL), 0);
         size_t n;
         const struct config_option *o = config_options(&n);
-        for (size_t i = 0; i < n; i++) {
-                char k[128], f[128];
-                snprintf(k, sizeof k, "`%s`", o[i].key);
-                snprintf(f, sizeof f, "`--%s`", o[i].flag);
-                if (!strstr(doc, k) || !strstr(doc, f))
-                        fail_msg("docs/configuration.md does not document %s / --%s", o[i].key, o[i].flag);
+        unsigned rows[128] = { 0 };
+        assert_true(n <= ELEMENTSOF(rows));
+        for (const char *line = doc; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                const char *eol = strchrnul(line, '\n');
+                char key[128], flag[128], def[256];
+                if (!startswith(line, "| `"))
+                        continue;
+                const char *p = doc_span(line, eol, key, sizeof key);
+                if (!p || !strchr(key, '.') || !startswith(p, " | `--"))
+                        continue; /* another table */
+                p = doc_span(p, eol, flag, sizeof flag);
+                const char *cell = p ? strstr(p, " | ") : NULL;
+                if (!cell || !doc_span(cell, eol, def, sizeof def))
+                        fail_msg("docs/configuration.md: the row of %s has no `default` cell", key);
+                const struct config_option *opt = config_option_by_key(key);
+                if (!opt)
+                        fail_msg("docs/configuration.md documents %s, which is not a config key", key);
+                if (!streq(flag + 2, opt->flag))
+                        fail_msg("docs/configuration.md: %s has flag %s, the code --%s", key, flag, opt->flag);
+                if (!default_is(key, def))
+                        fail_msg("docs/configuration.md: %s default `%s` is not the code's default", key, def);
+                rows[opt - o]++;
         }
+        for (size_t i = 0; i < n; i++)
+                if (rows[i] != 1)
+                        fail_msg("docs/configuration.md has %u table rows for %s / --%s (want 1)", rows[i], o[i].key,
+                                 o[i].flag);
 }
 
-/* The example in the docs parses. */
+/* The example in the docs, "every key with its default value", is exactly that. */
 static void test_docs_example_parses(void **state) {
         (void)state;
         _cleanup_(freep) char *doc = NULL;
@@ -789,13 +840,31 @@ static void test_docs_example_parses(void **state) {
         start += 7;
         const char *end = strstr(start, "```");
         assert_non_null(end);
-        struct gpuslice_config c;
+        struct gpuslice_config c, d;
         struct gs_error gerr = { 0 };
         char *err = gerr.message;
         config_init_defaults(&c);
+        config_init_defaults(&d);
         int r = config_parse_text(start, (size_t)(end - start), &c, &gerr);
         if (r < 0)
                 fail_msg("docs example: %s", err);
+        if (!same_config(&c, &d))
+                fail_msg("docs/configuration.md: the example of every default sets something else than the defaults");
+        _cleanup_(freep) char *example = strndup(start, (size_t)(end - start));
+        assert_non_null(example);
+        size_t n;
+        const struct config_option *o = config_options(&n);
+        for (size_t i = 0; i < n; i++) {
+                const char *dot = strchr(o[i].key, '.');
+                char sec[64], kv[96];
+                snprintf(sec, sizeof sec, "[%.*s]\n", (int)(dot - o[i].key), o[i].key);
+                snprintf(kv, sizeof kv, "\n%s = ", dot + 1);
+                const char *s = strstr(example, sec);
+                const char *next = s ? strstr(s + 1, "\n[") : NULL;
+                const char *k = s ? strstr(s, kv) : NULL;
+                if (!k || (next && k > next))
+                        fail_msg("docs/configuration.md: the example of every default lacks %s", o[i].key);
+        }
 }
 
 /* ---- command line ---- */
