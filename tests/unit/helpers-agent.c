@@ -55,20 +55,29 @@ static void *unpack_preferred(size_t len, const uint8_t *data) {
         return v1beta1__preferred_allocation_response__unpack(NULL, len, data);
 }
 
-enum rpc_code test_rpc_allocate(rpc_unary_fn h, void *userdata, char **ids, size_t n, V1beta1__AllocateResponse **ret,
-                                struct gs_error *st) {
-        V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-        cr.devices_ids = ids;
-        cr.n_devices_ids = n;
-        V1beta1__ContainerAllocateRequest *crs[1] = { &cr };
+enum rpc_code test_rpc_allocate_containers(rpc_unary_fn h, void *userdata, char **const *ids, const size_t *n, size_t k,
+                                           V1beta1__AllocateResponse **ret, struct gs_error *st) {
+        V1beta1__ContainerAllocateRequest cr[TEST_RPC_CONTAINERS_MAX], *crs[TEST_RPC_CONTAINERS_MAX];
+        assert_true(k >= 1 && k <= TEST_RPC_CONTAINERS_MAX);
+        for (size_t i = 0; i < k; i++) {
+                v1beta1__container_allocate_request__init(&cr[i]);
+                cr[i].devices_ids = ids[i];
+                cr[i].n_devices_ids = n[i];
+                crs[i] = &cr[i];
+        }
         V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
         req.container_requests = crs;
-        req.n_container_requests = 1;
+        req.n_container_requests = k;
         void *r = NULL;
         enum rpc_code c = call(h, userdata, &req.base, unpack_allocate, &r, st);
         if (c == RPC_OK)
                 *ret = r;
         return c;
+}
+
+enum rpc_code test_rpc_allocate(rpc_unary_fn h, void *userdata, char **ids, size_t n, V1beta1__AllocateResponse **ret,
+                                struct gs_error *st) {
+        return test_rpc_allocate_containers(h, userdata, &ids, &n, 1, ret, st);
 }
 
 enum rpc_code test_rpc_preferred(rpc_unary_fn h, void *userdata, char **avail, size_t na, char **must, size_t nm,

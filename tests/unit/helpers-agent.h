@@ -38,6 +38,11 @@ void test_plugin_free(struct test_plugin *f);
 enum rpc_code test_rpc_allocate(rpc_unary_fn h, void *userdata, char **ids, size_t n, V1beta1__AllocateResponse **ret,
                                 struct gs_error *st);
 
+/* The same with K containers (1..TEST_RPC_CONTAINERS_MAX), container i asking for IDS[i][0..N[i]). */
+#define TEST_RPC_CONTAINERS_MAX 4
+enum rpc_code test_rpc_allocate_containers(rpc_unary_fn h, void *userdata, char **const *ids, const size_t *n, size_t k,
+                                           V1beta1__AllocateResponse **ret, struct gs_error *st);
+
 /* The same for a PreferredAllocationRequest of one container: AVAIL[0..NA), MUST[0..NM), SIZE. */
 enum rpc_code test_rpc_preferred(rpc_unary_fn h, void *userdata, char **avail, size_t na, char **must, size_t nm,
                                  int size, V1beta1__PreferredAllocationResponse **ret, struct gs_error *st);

@@ -53,29 +53,8 @@ void test_share_id(struct test_plugin *f, int gpu, enum plugin_kind kind, unsign
 
 enum rpc_code test_share_allocate(struct test_plugin *f, enum plugin_kind kind, char **const *ids, const size_t *n,
                                   size_t k, V1beta1__AllocateResponse **ret, struct gs_error *st) {
-        V1beta1__ContainerAllocateRequest cr[4], *crs[4];
-        assert_true(k >= 2 && k <= 4);
-        for (size_t i = 0; i < k; i++) {
-                v1beta1__container_allocate_request__init(&cr[i]);
-                cr[i].devices_ids = ids[i];
-                cr[i].n_devices_ids = n[i];
-                crs[i] = &cr[i];
-        }
-        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-        req.container_requests = crs;
-        req.n_container_requests = k;
-        uint8_t *buf, *out = NULL;
-        size_t len, out_len = 0;
-        assert_int_equal(rpc_pack(&req.base, &buf, &len), 0);
-        enum rpc_code c = share_allocate(&f->p.svc[kind], buf, len, &out, &out_len, st);
-        free(buf);
-        if (c == RPC_OK) {
-                *ret = v1beta1__allocate_response__unpack(NULL, out_len, out);
-                assert_non_null(*ret);
-        } else
-                assert_null(out);
-        free(out);
-        return c;
+        assert_true(k >= 2 && k <= TEST_RPC_CONTAINERS_MAX);
+        return test_rpc_allocate_containers(share_allocate, &f->p.svc[kind], ids, n, k, ret, st);
 }
 
 enum rpc_code test_share_allocate_run(struct test_plugin *f, enum plugin_kind kind, int gpu, unsigned first,
