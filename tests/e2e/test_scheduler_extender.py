@@ -24,6 +24,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
+import e2e  # noqa: E402
+from e2e import get_pod  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESOURCES = ["nvidia.com/gpu", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", "tencent.com/vcuda-core",
@@ -115,10 +117,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def get_pod(c, name):
-    return c.api("GET", "/api/v1/namespaces/default/pods/" + name)
-
-
 def bound_node(c, name, timeout=60):
     try:
         return c.wait("pod %s bound" % name, lambda: get_pod(c, name)["spec"].get("nodeName"), timeout=timeout)
@@ -131,7 +129,26 @@ def events_of(c, name):
     return " | ".join(e.get("message", "") for e in ev.get("items", []))
 
 
-class Env:
+class ExtenderEnv:
+    """What both clusters of this file share: the extender process (self.ext, self.argv, self.port on
+    cluster self.c), waited for and restarted."""
+
+    def wait_healthy(self):
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        self.c.wait("the extender synced", healthy, timeout=60)
+
+    def restart_extender(self, env=None):
+        self.ext.stop()
+        self.ext = self.c.spawn("gpuslice-scheduler", self.argv, env=env)
+        self.wait_healthy()
+
+
+class Env(ExtenderEnv):
     def __init__(self, build):
         self.build = build
         self.exe = os.path.join(build, "gpuslice")
@@ -167,20 +184,6 @@ class Env:
         if self.api_mode:
             ext["bindVerb"] = "bind"
         c.start_scheduler(extenders=[ext])
-
-    def wait_healthy(self):
-        def healthy():
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        self.c.wait("the extender synced", healthy, timeout=60)
-
-    def restart_extender(self):
-        self.ext.stop()
-        self.ext = self.c.spawn("gpuslice-scheduler", self.argv)
-        self.wait_healthy()
 
     def stop(self):
         self.c.__exit__(None, None, None)
@@ -278,15 +281,12 @@ TESTS = [test_8gib_not_on_two_6gib, test_4gpu_ring, test_two_identical_fractiona
 # pods), kube-scheduler with the extender (filter, prioritize, bind). Pods run; what their containers
 # get (NVIDIA_VISIBLE_DEVICES, the limits file's GPU) must be what the extender wrote on them.
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e  # noqa: E402
-
 KNODES = [("kgpu-a", "demo-8gpu-2socket.node", "gpuslice"), ("kgpu-t", "seed004-7gpu-p40-mlx4.topo", "tencent"),
           ("kgpu-y", "demo-8gpu-2socket.node", "aliyun")]
 SHOW = 'echo "VISIBLE=$NVIDIA_VISIBLE_DEVICES"; cat /run/gpuslice/limits 2>/dev/null; echo END; sleep 3600'
 
 
-class KEnv:
+class KEnv(ExtenderEnv):
     def __init__(self, build):
         self.build = build
         self.c = c = e2e.gpu_cluster([(n, t, {"gpuslice.io/e2e": "kubelet"}) for n, t, _ in KNODES])
@@ -313,20 +313,6 @@ class KEnv:
         profile = dict((n, p) for n, _, p in KNODES)[name]
         return self.c.gpu[name].start_agent("--resource-profile", profile, "--kubeconfig", self.c.kubeconfig,
                                             "--log-level", "debug", env={"NODE_NAME": name}, wait=wait)
-
-    def wait_healthy(self):
-        def healthy():
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        self.c.wait("the extender synced", healthy, timeout=60)
-
-    def restart_extender(self, env=None):
-        self.ext.stop()
-        self.ext = self.c.spawn("gpuslice-scheduler", self.argv, env=env)
-        self.wait_healthy()
 
     def stop(self):
         self.c.stop()
