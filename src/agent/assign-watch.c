@@ -826,15 +826,7 @@ static void *patcher_main(void *u) {
                                 count("gpuslice_assign_pods_total", "result", "failed");
                         continue;
                 }
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                uint64_t wait = next - now;
-                ts.tv_sec += (time_t)(wait / 1000);
-                ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000L;
-                }
+                struct timespec ts = timespec_after_ms(CLOCK_REALTIME, next - now);
                 pthread_cond_timedwait(&a->cond, &a->lock, &ts);
         }
         pthread_mutex_unlock(&a->lock);

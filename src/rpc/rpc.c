@@ -153,13 +153,7 @@ static bool stream_sleep(const struct timespec *until) {
 static struct timespec *deadline_ts(int timeout_ms, struct timespec *ts) {
         if (timeout_ms < 0)
                 return NULL;
-        clock_gettime(CLOCK_MONOTONIC, ts);
-        ts->tv_sec += timeout_ms / 1000;
-        ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts->tv_nsec >= 1000000000L) {
-                ts->tv_sec++;
-                ts->tv_nsec -= 1000000000L;
-        }
+        *ts = timespec_after_ms(CLOCK_MONOTONIC, (uint64_t)timeout_ms);
         return ts;
 }
 
