@@ -9,15 +9,22 @@
  * on (no such process) or no room (process table full).
  * It must never hold the state lock while printing or waiting.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "nvml/nvml-abi.h"
 #include "sim/sim.h"
+#include "util/atomic-file.h"
 #include "util/util.h"
 
 enum {
@@ -47,7 +54,17 @@ static void usage(FILE *f) {
               "  proc add --gpu N --pid P --mem SIZE [--sm PCT] [--keep]\n"
               "                              a process P holding SIZE (24GiB, 512MiB, bytes) on GPU N;\n"
               "                              --keep: keep it even though P does not exist\n"
+              "                              [--mig GI:CI] on that MIG device (GPU and compute instance ids)\n"
               "  proc del --pid P            remove process P from every GPU\n"
+              "  gpu-reset GPU               reset an idle GPU: a pending MIG mode takes effect, its MIG\n"
+              "                              instances are gone\n"
+              "  mig-fault kill|fail N       the Nth MIG change through NVML from now on kills its caller\n"
+              "                              after it is made, or fails (NVML_ERROR_UNKNOWN) unmade\n"
+              "  mig-fault clear             no MIG fault\n"
+              "  caps ROOT                   write the MIG capabilities as the driver and nvidia-modprobe\n"
+              "                              make them, under ROOT: proc/driver/nvidia-caps/mig-minors,\n"
+              "                              proc/driver/nvidia/capabilities/..., dev/nvidia-caps/nvidia-cap<M>\n"
+              "                              (config, monitor and every existing GPU/compute instance)\n"
               "  show                        print the state\n"
               "  reset                       back to an idle, healthy node (recreates a stale file)\n"
               "  --help                      this text\n"
@@ -158,10 +175,12 @@ static int cmd_proc(int argc, char **argv) {
                 { "mem", required_argument, NULL, 'm' },
                 { "sm", required_argument, NULL, 's' },
                 { "keep", no_argument, NULL, 'k' },
+                { "mig", required_argument, NULL, 'M' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *gpu_s = NULL, *mem_s = NULL;
+        uint32_t gi = SIM_NO_INSTANCE, ci = SIM_NO_INSTANCE;
         unsigned pid = 0, sm = 0;
         bool keep = false;
         int c;
@@ -171,6 +190,18 @@ static int cmd_proc(int argc, char **argv) {
                         case 'g': gpu_s = optarg; break;
                         case 'm': mem_s = optarg; break;
                         case 'k': keep = true; break;
+                        case 'M': {
+                                unsigned a, b;
+                                char tail;
+                                if (sscanf(optarg, "%u:%u%c", &a, &b, &tail) != 2 || a >= SIM_MIG_CAP_GIS ||
+                                    b >= SIM_MIG_MAX_CI) {
+                                        fprintf(stderr, "gpuslice-sim: --mig wants GI:CI (ids), got '%s'\n", optarg);
+                                        return EXIT_USAGE;
+                                }
+                                gi = a;
+                                ci = b;
+                                break;
+                        }
                         case 'p':
                                 if (parse_uint(optarg, INT32_MAX, &pid) < 0 || pid == 0) {
                                         fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
@@ -209,19 +240,32 @@ static int cmd_proc(int argc, char **argv) {
         unsigned gpu = 0;
         if (add)
                 ex = parse_gpu(gpu_s, &gpu);
-        if (ex == EXIT_OK && add) {
-                uint64_t total = node.gpu[gpu].memory_total, room = total - sim_reserve_bytes(total);
-                if (mem > room) {
-                        fprintf(stderr, "gpuslice-sim: %s is more than GPU %u has (%" PRIu64 " bytes usable)\n", mem_s,
-                                gpu, room);
-                        ex = EXIT_UNSAT;
-                }
-        }
         if (ex == EXIT_OK)
                 ex = lock_or_fail(s);
         if (ex != EXIT_OK) {
                 sim_state_close(s);
                 return ex;
+        }
+        if (add && gi != SIM_NO_INSTANCE) {
+                struct sim_mig_gi *g = sim_mig_gi_find(&s->mig[gpu], gi);
+                if (s->mig[gpu].current != NVML_DEVICE_MIG_ENABLE || !g || !sim_mig_ci_find(g, ci)) {
+                        sim_state_unlock(s);
+                        sim_state_close(s);
+                        fprintf(stderr, "gpuslice-sim: GPU %u has no MIG device %u:%u (GPU instance:compute instance)\n",
+                                gpu, gi, ci);
+                        return EXIT_UNSAT;
+                }
+        }
+        if (add) {
+                uint64_t total, room, used;
+                sim_mem_capacity_locked(s, &node, gpu, gi, &total, &room, &used);
+                if (mem > room) {
+                        sim_state_unlock(s);
+                        sim_state_close(s);
+                        fprintf(stderr, "gpuslice-sim: %s is more than %s has (%" PRIu64 " bytes usable)\n", mem_s,
+                                gi == SIM_NO_INSTANCE ? "the GPU" : "the MIG device", room);
+                        return EXIT_UNSAT;
+                }
         }
         if (add) {
                 struct sim_proc *p = NULL;
@@ -230,6 +274,8 @@ static int cmd_proc(int argc, char **argv) {
                         ex = EXIT_UNSAT;
                 } else {
                         p->used_bytes = mem;
+                        p->gi = gi;
+                        p->ci = ci;
                         p->sm_util = sm;
                         p->sample_us = sim_now_us();
                         p->flags = keep ? SIM_PROC_KEEP : 0;
@@ -244,6 +290,39 @@ static int cmd_proc(int argc, char **argv) {
                             : "gpuslice-sim: no process %u on the node\n",
                         add ? SIM_MAX_PROCS : pid);
         return ex;
+}
+
+/* MIG mode and instances, like `nvidia-smi mig -lgi` with the compute instances below each. */
+static void print_mig(const struct sim_state *s) {
+        bool any = false;
+        for (unsigned g = 0; g < node.n_gpus; g++) {
+                const struct sim_mig_model *m = sim_mig_model(&node.gpu[g]);
+                const struct sim_mig_gpu *mg = &s->mig[g];
+                if (!m)
+                        continue;
+                if (!any)
+                        printf("\nGPU  MIG  %-8s %-12s %5s %9s  %s\n", "PENDING", "PROFILE", "GI", "PLACEMENT",
+                               "COMPUTE INSTANCES (id: MIG index, profile)");
+                any = true;
+                printf("%3u  %-4s %-8s", g, mg->current ? "on" : "off", mg->pending != mg->current ? (mg->pending ? "on" : "off") : "-");
+                bool first = true;
+                for (unsigned i = 0; i < SIM_MIG_MAX_GI; i++) {
+                        const struct sim_mig_gi *gi = &mg->gi[i];
+                        if (!gi->used)
+                                continue;
+                        char name[48];
+                        sim_mig_device_name(m, gi, NULL, name, sizeof name);
+                        printf("%s %-12s %5" PRIu32 " %7" PRIu32 ":%" PRIu32 " ", first ? "" : "\n                ", name,
+                               gi->id, gi->start, gi->size);
+                        first = false;
+                        for (unsigned j = 0; j < SIM_MIG_MAX_CI; j++)
+                                if (gi->ci[j].used) {
+                                        sim_mig_device_name(m, gi, &gi->ci[j], name, sizeof name);
+                                        printf(" %" PRIu32 ": %" PRIu32 ", %s;", gi->ci[j].id, gi->ci[j].index, name);
+                                }
+                }
+                putchar('\n');
+        }
 }
 
 static int cmd_show(int argc, char **argv) {
@@ -293,7 +372,8 @@ static int cmd_show(int argc, char **argv) {
                 printf("%3u  %-28s %-7s %4u%% %4uC %7.1fW %8" PRIu64 " / %6" PRIu64 " MiB  %s\n", g, node.gpu[g].name,
                        health, util[g], temp[g], power[g] / 1000.0, (used[g] + reserve) >> 20, total >> 20, last);
         }
-        printf("\nGPU  %8s %8s %12s %5s  %s\n", "PID", "NS PID", "USED MiB", "SM", "SOURCE");
+        print_mig(&copy);
+        printf("\nGPU  %8s %8s %12s %5s %-7s  %s\n", "PID", "NS PID", "USED MiB", "SM", "MIG", "SOURCE");
         unsigned n = 0;
         for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
                 const struct sim_proc *p = &copy.proc[i];
@@ -303,14 +383,181 @@ static int cmd_show(int argc, char **argv) {
                 char nspid[16] = "-";
                 if (p->ns_pid && p->ns_pid != p->pid)
                         snprintf(nspid, sizeof nspid, "%" PRIu32, p->ns_pid);
-                printf("%3" PRIu32 "  %8" PRIu32 " %8s %12" PRIu64 " %4" PRIu32 "%%  %s\n", p->gpu, p->pid, nspid,
-                       p->used_bytes >> 20, p->sm_util,
+                char mig[24] = "-";
+                if (p->gi != SIM_NO_INSTANCE)
+                        snprintf(mig, sizeof mig, "%" PRIu32 ":%" PRIu32, p->gi, p->ci);
+                printf("%3" PRIu32 "  %8" PRIu32 " %8s %12" PRIu64 " %4" PRIu32 "%% %-7s  %s\n", p->gpu, p->pid, nspid,
+                       p->used_bytes >> 20, p->sm_util, mig,
                        p->flags & SIM_PROC_CUDA   ? "cuda"
                        : p->flags & SIM_PROC_KEEP ? "manual, kept"
                                                   : "manual");
         }
         if (!n)
                 printf("(no processes)\n");
+        return EXIT_OK;
+}
+
+static int cmd_gpu_reset(int argc, char **argv) {
+        if (argc != 2) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim gpu-reset GPU\n");
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        unsigned gpu = 0;
+        if (ex == EXIT_OK && (ex = parse_gpu(argv[1], &gpu)) == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        sim_state_prune_locked(s);
+        bool busy = false;
+        for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+                busy |= s->proc[i].pid && s->proc[i].gpu == gpu;
+        if (!busy) {
+                struct sim_mig_gpu *g = &s->mig[gpu];
+                g->current = g->pending;
+                memset(g->gi, 0, sizeof g->gi); /* MIG instances do not survive a reset */
+        }
+        sim_state_unlock(s);
+        sim_state_close(s);
+        if (busy) {
+                fprintf(stderr, "gpuslice-sim: GPU %u has processes; a reset needs it idle\n", gpu);
+                return EXIT_UNSAT;
+        }
+        return EXIT_OK;
+}
+
+static int cmd_mig_fault(int argc, char **argv) {
+        unsigned n = 0;
+        bool clear = argc == 2 && streq(argv[1], "clear");
+        if (!clear && (argc != 3 || (!streq(argv[1], "kill") && !streq(argv[1], "fail")) ||
+                       parse_uint(argv[2], 1000000, &n) < 0 || n == 0)) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim mig-fault kill|fail N (N >= 1) | mig-fault clear\n");
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        s->mig_fault = clear ? SIM_MIG_FAULT_NONE : streq(argv[1], "kill") ? SIM_MIG_FAULT_KILL : SIM_MIG_FAULT_FAIL;
+        s->mig_fault_after = n;
+        sim_state_unlock(s);
+        sim_state_close(s);
+        return EXIT_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        (void)st;
+        (void)ftw;
+        return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* mkdir -p */
+static int mkdirs(const char *path) {
+        char buf[PATH_MAX];
+        strscpy(buf, path, sizeof buf);
+        for (char *p = buf + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        *p = '/';
+                }
+        return mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+/* One capability: its proc file (as the driver shows it) and its /dev node (as nvidia-modprobe -f makes it). */
+static int write_cap(const char *root, const char *name, unsigned minor, mode_t mode) {
+        char path[PATH_MAX], text[128];
+        snprintf(path, sizeof path, "%s/proc/driver/nvidia/capabilities/%s", root, name);
+        char *slash = strrchr(path, '/');
+        *slash = '\0';
+        int r = mkdirs(path);
+        *slash = '/';
+        int n = snprintf(text, sizeof text, "DeviceFileMinor: %u\nDeviceFileMode: %u\nDeviceFileModify: 1\n", minor,
+                         (unsigned)mode);
+        if (r < 0 || (r = atomic_file_write(path, text, (size_t)n, 0444, ATOMIC_FILE_NO_SYNC)) < 0)
+                return r;
+        snprintf(path, sizeof path, "%s/dev/nvidia-caps/nvidia-cap%u", root, minor);
+        if (mknod(path, S_IFCHR | mode, makedev(SIM_MIG_CAP_MAJOR, minor)) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* lint: long — the driver's and nvidia-modprobe's files in order: mig-minors, then config/monitor, then every
+ * existing GPU and compute instance of every GPU. */
+static int cmd_caps(int argc, char **argv) {
+        if (argc != 2 || argv[1][0] != '/') {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim caps ROOT (an absolute directory)\n");
+                return EXIT_USAGE;
+        }
+        const char *root = argv[1];
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        static struct sim_mig_gpu mig[TOPO_MAX_GPUS];
+        memcpy(mig, s->mig, sizeof mig);
+        sim_state_unlock(s);
+        sim_state_close(s);
+
+        static char text[1 << 20];
+        char path[PATH_MAX];
+        int len = sim_mig_minors_text(text, sizeof text), r = len < 0 ? len : 0;
+        snprintf(path, sizeof path, "%s/proc/driver/nvidia-caps", root);
+        if (r == 0)
+                r = mkdirs(path);
+        if (r == 0) {
+                snprintf(path, sizeof path, "%s/proc/driver/nvidia-caps/mig-minors", root);
+                r = atomic_file_write(path, text, (size_t)len, 0444, ATOMIC_FILE_NO_SYNC);
+        }
+        /* what exists now replaces what existed before */
+        snprintf(path, sizeof path, "%s/proc/driver/nvidia/capabilities", root);
+        if (r == 0 && nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+                r = -errno;
+        snprintf(path, sizeof path, "%s/dev/nvidia-caps", root);
+        if (r == 0 && nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+                r = -errno;
+        if (r == 0)
+                r = mkdirs(path);
+        if (r == 0)
+                r = write_cap(root, "mig/config", 1, 0400);
+        if (r == 0)
+                r = write_cap(root, "mig/monitor", 2, 0444);
+        for (unsigned g = 0; r == 0 && g < node.n_gpus; g++) {
+                unsigned minor = node.gpu[g].minor >= 0 ? (unsigned)node.gpu[g].minor : g;
+                if (mig[g].current != NVML_DEVICE_MIG_ENABLE || minor >= SIM_MIG_CAP_GPUS)
+                        continue;
+                for (unsigned i = 0; r == 0 && i < SIM_MIG_MAX_GI; i++) {
+                        const struct sim_mig_gi *gi = &mig[g].gi[i];
+                        if (!gi->used)
+                                continue;
+                        char name[96];
+                        snprintf(name, sizeof name, "gpu%u/mig/gi%" PRIu32 "/access", minor, gi->id);
+                        r = write_cap(root, name, sim_mig_cap_minor(minor, gi->id, SIM_NO_INSTANCE), 0444);
+                        for (unsigned j = 0; r == 0 && j < SIM_MIG_MAX_CI; j++) {
+                                if (!gi->ci[j].used)
+                                        continue;
+                                snprintf(name, sizeof name, "gpu%u/mig/gi%" PRIu32 "/ci%" PRIu32 "/access", minor,
+                                         gi->id, gi->ci[j].id);
+                                r = write_cap(root, name, sim_mig_cap_minor(minor, gi->id, gi->ci[j].id), 0444);
+                        }
+                }
+        }
+        if (r < 0) {
+                fprintf(stderr, "gpuslice-sim: caps under %s: %s\n", root, strerror(-r));
+                return EXIT_RUNTIME;
+        }
         return EXIT_OK;
 }
 
@@ -377,6 +624,12 @@ int main(int argc, char **argv) {
                 return cmd_show(argc - 1, argv + 1);
         if (streq(cmd, "reset"))
                 return cmd_reset(argc - 1, argv + 1);
+        if (streq(cmd, "gpu-reset"))
+                return cmd_gpu_reset(argc - 1, argv + 1);
+        if (streq(cmd, "mig-fault"))
+                return cmd_mig_fault(argc - 1, argv + 1);
+        if (streq(cmd, "caps"))
+                return cmd_caps(argc - 1, argv + 1);
         fprintf(stderr, "gpuslice-sim: unknown command '%s'\n\n", cmd);
         usage(stderr);
         return EXIT_USAGE;

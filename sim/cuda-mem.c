@@ -31,16 +31,14 @@ CUresult sim_mem_charge(unsigned gpu, uint64_t bytes) {
         if (sim_state_lock(s) < 0)
                 return CUDA_ERROR_UNKNOWN;
         sim_state_prune_locked(s);
-        uint64_t total = t->gpu[gpu].memory_total, usable = total - sim_reserve_bytes(total);
-        uint64_t used = sim_state_used_locked(s, gpu);
+        uint64_t total, usable, used;
+        sim_mem_capacity_locked(s, t, gpu, sim_cuda_instance(gpu), &total, &usable, &used);
         struct sim_proc *p = NULL;
         CUresult r = CUDA_SUCCESS;
         if (used > usable || bytes > usable - used || sim_proc_get_locked(s, self->pid, gpu, &p) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         else {
-                p->flags |= SIM_PROC_CUDA;
-                p->ns_pid = self->ns_pid;
-                p->pidns = self->pidns;
+                sim_cuda_tag_locked(p, gpu);
                 p->used_bytes += bytes;
         }
         sim_state_unlock(s);

@@ -36,6 +36,11 @@ SIM_HIDDEN const char *sim_cuda_node_path(void);
 SIM_HIDDEN struct sim_state *sim_cuda_state(void);
 SIM_HIDDEN const struct sim_identity *sim_cuda_self(void);
 
+/* The GPU instance this process's MIG device on node GPU gpu belongs to (SIM_NO_INSTANCE: the whole GPU). */
+SIM_HIDDEN uint32_t sim_cuda_instance(unsigned gpu);
+/* Lock held: mark p (this process on node GPU gpu) as the CUDA driver's: identity, its MIG device. */
+SIM_HIDDEN void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu);
+
 /* The allocation of this process that contains dptr (cuMemAlloc family): base, size, node GPU. */
 SIM_HIDDEN CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu);
 

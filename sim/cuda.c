@@ -61,6 +61,13 @@ static struct sim_state *state;
 static struct sim_identity self;
 static unsigned n_visible;
 static unsigned visible[TOPO_MAX_GPUS]; /* CUDA ordinal → node GPU index */
+/* The MIG device a CUDA ordinal is (gi SIM_NO_INSTANCE: the whole GPU); a process sees at most one. */
+static struct {
+        uint32_t gi, ci;
+        unsigned sms;
+        uint64_t memory;
+        char uuid[96], name[160];
+} visible_mig[TOPO_MAX_GPUS];
 static struct CUctx_st primary[TOPO_MAX_GPUS];
 static struct CUctx_st *created;
 static struct alloc *allocs;
@@ -75,14 +82,68 @@ static bool ready(void) {
         return __atomic_load_n(&init_done, __ATOMIC_ACQUIRE) && init_result == CUDA_SUCCESS;
 }
 
-/* CUDA_VISIBLE_DEVICES: indices or GPU UUIDs (a unique prefix will do), comma-separated; the list
- * ends at the first entry that names no device or repeats one, as with the real driver. */
+/* The MIG device `want` (a MIG UUID, or NULL: the first MIG device of GPU gpu, by index) as the next
+ * CUDA ordinal; false when there is none. State lock taken here. */
+static bool add_mig_device(unsigned gpu, const char *want) {
+        const struct sim_mig_model *m = sim_mig_model(&node.gpu[gpu]);
+        if (!m || sim_state_lock(state) < 0)
+                return false;
+        struct sim_mig_gpu *g = &state->mig[gpu];
+        const struct sim_mig_gi *best_gi = NULL;
+        const struct sim_mig_ci *best = NULL;
+        char uuid[96];
+        for (unsigned i = 0; g->current == SIM_MIG_ENABLED && i < SIM_MIG_MAX_GI; i++)
+                for (unsigned j = 0; g->gi[i].used && j < SIM_MIG_MAX_CI; j++) {
+                        const struct sim_mig_ci *c = &g->gi[i].ci[j];
+                        if (!c->used)
+                                continue;
+                        sim_mig_uuid(node.gpu[gpu].uuid, c->serial, uuid, sizeof uuid);
+                        if (want ? startswith(uuid, want) : !best || c->index < best->index) {
+                                best = c;
+                                best_gi = &g->gi[i];
+                        }
+                }
+        bool found = best != NULL;
+        if (found) {
+                unsigned k = n_visible++;
+                struct sim_mig_ci_shape sh = { 0 };
+                const struct sim_mig_profile *p = sim_mig_profile(m, best_gi->profile);
+                sim_mig_ci_shape(m, best_gi, best->profile, &sh);
+                visible[k] = gpu;
+                visible_mig[k].gi = best_gi->id;
+                visible_mig[k].ci = best->id;
+                visible_mig[k].sms = sh.sms;
+                visible_mig[k].memory = p ? (uint64_t)p->memory_mib << 20 : 0;
+                sim_mig_uuid(node.gpu[gpu].uuid, best->serial, visible_mig[k].uuid, sizeof visible_mig[k].uuid);
+                char profile[48];
+                sim_mig_device_name(m, best_gi, best, profile, sizeof profile);
+                snprintf(visible_mig[k].name, sizeof visible_mig[k].name, "%s MIG %s", node.gpu[gpu].name, profile);
+        }
+        sim_state_unlock(state);
+        return found;
+}
+
+static bool mig_on(unsigned gpu) {
+        return state->mig[gpu].current == SIM_MIG_ENABLED;
+}
+
+/* CUDA_VISIBLE_DEVICES: indices, GPU UUIDs or MIG UUIDs (a unique prefix will do), comma-separated; the
+ * list ends at the first entry that names no device or repeats one, as with the real driver. A GPU with
+ * MIG on is no CUDA device itself; a process enumerates at most one MIG device (the first named, or
+ * without CUDA_VISIBLE_DEVICES the lowest-indexed of the first GPU with one). */
 static void parse_visible(void) {
         const char *env = secure_getenv("CUDA_VISIBLE_DEVICES");
         n_visible = 0;
+        for (unsigned k = 0; k < TOPO_MAX_GPUS; k++)
+                visible_mig[k].gi = visible_mig[k].ci = SIM_NO_INSTANCE;
+        bool have_mig = false;
         if (!env) {
-                for (unsigned i = 0; i < node.n_gpus; i++)
-                        visible[n_visible++] = i;
+                for (unsigned i = 0; i < node.n_gpus; i++) {
+                        if (!mig_on(i))
+                                visible[n_visible++] = i;
+                        else if (!have_mig)
+                                have_mig = add_mig_device(i, NULL);
+                }
                 return;
         }
         char buf[1024];
@@ -93,6 +154,15 @@ static void parse_visible(void) {
                         tok++;
                 int found = -1;
                 unsigned idx;
+                if (startswith(tok, "MIG-")) {
+                        bool added = false;
+                        for (unsigned i = 0; i < node.n_gpus && !have_mig && !added; i++)
+                                added = add_mig_device(i, tok);
+                        if (!added)
+                                return;
+                        have_mig = true;
+                        continue;
+                }
                 if (parse_uint(tok, TOPO_MAX_GPUS - 1, &idx) == 0) {
                         if (idx < node.n_gpus)
                                 found = (int)idx;
@@ -106,10 +176,10 @@ static void parse_visible(void) {
                                         found = (int)i;
                                 }
                 }
-                if (found < 0)
+                if (found < 0 || mig_on((unsigned)found))
                         return;
                 for (unsigned k = 0; k < n_visible; k++)
-                        if (visible[k] == (unsigned)found)
+                        if (visible[k] == (unsigned)found && visible_mig[k].gi == SIM_NO_INSTANCE)
                                 return;
                 visible[n_visible++] = (unsigned)found;
         }
@@ -217,6 +287,33 @@ static bool dev_valid(CUdevice dev) {
         return dev >= 0 && (unsigned)dev < n_visible;
 }
 
+static bool dev_is_mig(CUdevice dev) {
+        return visible_mig[dev].gi != SIM_NO_INSTANCE;
+}
+
+/* SMs of a CUDA device: the GPU's, or its MIG device's compute instance's. */
+static int dev_sms(CUdevice dev) {
+        return dev_is_mig(dev) ? (int)visible_mig[dev].sms : gpu_of(dev)->sm_count;
+}
+
+uint32_t sim_cuda_instance(unsigned gpu) {
+        for (unsigned k = 0; k < n_visible; k++)
+                if (visible[k] == gpu && dev_is_mig((CUdevice)k))
+                        return visible_mig[k].gi;
+        return SIM_NO_INSTANCE;
+}
+
+void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu) {
+        p->flags |= SIM_PROC_CUDA;
+        p->ns_pid = self.ns_pid;
+        p->pidns = self.pidns;
+        for (unsigned k = 0; k < n_visible; k++)
+                if (visible[k] == gpu && dev_is_mig((CUdevice)k)) {
+                        p->gi = visible_mig[k].gi;
+                        p->ci = visible_mig[k].ci;
+                }
+}
+
 _public_ CUresult cuDeviceGetCount(int *count) {
         CHECK_INIT();
         if (!count)
@@ -237,7 +334,7 @@ _public_ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
                 return CUDA_ERROR_INVALID_VALUE;
         if (!dev_valid(dev))
                 return CUDA_ERROR_INVALID_DEVICE;
-        strscpy(name, gpu_of(dev)->name, (size_t)len); /* the driver truncates */
+        strscpy(name, dev_is_mig(dev) ? visible_mig[dev].name : gpu_of(dev)->name, (size_t)len); /* truncated */
         return CUDA_SUCCESS;
 }
 
@@ -254,8 +351,8 @@ static int hexval(char c) {
 static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
         CHECK_DEVICE_QUERY(uuid, dev);
         memset(uuid, 0, sizeof *uuid);
-        const char *s = gpu_of(dev)->uuid;
-        if (startswith(s, "GPU-"))
+        const char *s = dev_is_mig(dev) ? visible_mig[dev].uuid : gpu_of(dev)->uuid;
+        if (startswith(s, "GPU-") || startswith(s, "MIG-"))
                 s += 4;
         unsigned n = 0;
         for (; *s && n < 32; s++) {
@@ -278,7 +375,7 @@ _public_ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 
 _public_ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
         CHECK_DEVICE_QUERY(bytes, dev);
-        *bytes = gpu_of(dev)->memory_total;
+        *bytes = dev_is_mig(dev) ? visible_mig[dev].memory : gpu_of(dev)->memory_total;
         return CUDA_SUCCESS;
 }
 
@@ -308,7 +405,7 @@ _public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
         const struct topo_gpu *g = gpu_of(dev);
         int v;
         switch (attrib) {
-                case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g->sm_count; break;
+                case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = dev_sms(dev); break;
                 case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = g->cc_major; break;
                 case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = g->cc_minor; break;
                 case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = (int)bus_part(g->bus_id, 0); break;
@@ -371,11 +468,8 @@ static CUresult proc_register(unsigned gpu) {
                 return CUDA_ERROR_UNKNOWN;
         struct sim_proc *p = NULL;
         int r = sim_proc_get_locked(state, self.pid, gpu, &p);
-        if (r == 0) {
-                p->flags |= SIM_PROC_CUDA;
-                p->ns_pid = self.ns_pid;
-                p->pidns = self.pidns;
-        }
+        if (r == 0)
+                sim_cuda_tag_locked(p, gpu);
         sim_state_unlock(state);
         return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -567,7 +661,7 @@ _public_ CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resourc
                 return CUDA_ERROR_INVALID_DEVICE;
         memset(resource, 0, sizeof *resource);
         resource->type = CU_DEV_RESOURCE_TYPE_SM;
-        resource->sm.smCount = gpu_of(device)->sm_count;
+        resource->sm.smCount = (unsigned)dev_sms(device);
         return CUDA_SUCCESS;
 }
 
@@ -724,8 +818,7 @@ static size_t ctx_limit_value(CUcontext c, CUlimit l) {
 /* Device memory the context's heap, FIFO and stacks take beyond what the defaults take (which is part of
  * a context's own cost): the heap and FIFO byte for byte, the stack per resident thread. */
 static uint64_t ctx_limits_cost(CUcontext c) {
-        const struct topo_gpu *g = gpu_of(c->ordinal);
-        uint64_t threads = (uint64_t)g->sm_count * SIM_THREADS_PER_SM, sum = 0;
+        uint64_t threads = (uint64_t)dev_sms(c->ordinal) * SIM_THREADS_PER_SM, sum = 0;
         for (CUlimit l = CU_LIMIT_STACK_SIZE; l <= CU_LIMIT_MALLOC_HEAP_SIZE; l++) {
                 uint64_t v = ctx_limit_value(c, l), d = ctx_limit_default(l);
                 uint64_t extra = v > d ? v - d : 0;
@@ -810,17 +903,15 @@ static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
                 goto out;
         }
         sim_state_prune_locked(state);
-        uint64_t total = node.gpu[gpu].memory_total, usable = total - sim_reserve_bytes(total);
-        uint64_t used = sim_state_used_locked(state, gpu);
+        uint64_t total, usable, used;
+        sim_mem_capacity_locked(state, &node, gpu, sim_cuda_instance(gpu), &total, &usable, &used);
         struct sim_proc *p = NULL;
         if (used > usable || bytesize > usable - used)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         else if (sim_proc_get_locked(state, self.pid, gpu, &p) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         else {
-                p->flags |= SIM_PROC_CUDA;
-                p->ns_pid = self.ns_pid;
-                p->pidns = self.pidns;
+                sim_cuda_tag_locked(p, gpu);
                 p->used_bytes += bytesize;
         }
         sim_state_unlock(state);
@@ -908,9 +999,9 @@ _public_ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
         if (sim_state_lock(state) < 0)
                 return CUDA_ERROR_UNKNOWN;
         sim_state_prune_locked(state);
-        uint64_t used = sim_state_used_locked(state, gpu);
+        uint64_t total, usable, used;
+        sim_mem_capacity_locked(state, &node, gpu, sim_cuda_instance(gpu), &total, &usable, &used);
         sim_state_unlock(state);
-        uint64_t total = node.gpu[gpu].memory_total, usable = total - sim_reserve_bytes(total);
         *free_bytes = used >= usable ? 0 : usable - used;
         *total_bytes = total;
         return CUDA_SUCCESS;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * node — load the simulated node description ($GPUSLICE_SIM_NODE) with the one topology parser,
- * and name the node's shared state file. Never writes anything; never logs (callers decide).
+ * node — load the simulated node description ($GPUSLICE_SIM_NODE) with the one topology parser (and
+ * its `mig` lines with sim/mig-node.c), and name the node's shared state file. Never writes anything;
+ * never logs (callers decide).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,22 @@
 #include "util/util.h"
 
 #define SIM_NODE_MAX_BYTES (4u << 20)
+
+/* The MIG state of the description this process loaded last, and which node it was (by its GPUs). */
+static struct sim_mig_node loaded_mig;
+static uint64_t loaded_hash;
+
+static uint64_t node_hash(const struct topo *t) {
+        uint64_t h = 0xcbf29ce484222325ULL ^ t->n_gpus;
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                for (const unsigned char *p = (const unsigned char *)t->gpu[i].uuid; *p; p++)
+                        h = (h ^ *p) * 0x100000001b3ULL;
+        return h | 1; /* never 0: 0 means nothing loaded */
+}
+
+const struct sim_mig_node *sim_node_mig(const struct topo *t) {
+        return loaded_hash && loaded_hash == node_hash(t) ? &loaded_mig : NULL;
+}
 
 int sim_node_load(struct topo *ret, char *ret_path, size_t path_len, char *err, size_t err_len) {
         const char *name = secure_getenv(SIM_ENV_NODE);
@@ -44,6 +61,13 @@ int sim_node_load(struct topo *ret, char *ret_path, size_t path_len, char *err, 
                 snprintf(err, err_len, "%s: the node has no GPUs", abs);
                 return -EINVAL;
         }
+        char merr[256];
+        r = sim_mig_node_parse(text, len, ret, &loaded_mig, merr, sizeof merr);
+        if (r < 0) {
+                snprintf(err, err_len, "%s: %s", abs, merr);
+                return -EINVAL;
+        }
+        loaded_hash = node_hash(ret);
         if (strlen(abs) >= path_len) {
                 snprintf(err, err_len, "%s: path too long", abs);
                 return -ENAMETOOLONG;

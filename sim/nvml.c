@@ -19,6 +19,7 @@
 
 #include "compat/compat.h"
 #include "nvml/nvml-abi.h"
+#include "sim/nvml-sim.h"
 #include "sim/sim.h"
 #include "util/util.h"
 
@@ -33,10 +34,6 @@
 
 #define NVSWITCH_PCI_DEVICE_ID 0x1af110deu /* NVIDIA NVSwitch (GA100 generation) */
 
-struct nvmlDevice_st {
-        unsigned index;
-};
-
 struct nvmlEventSet_st {
         uint64_t types[TOPO_MAX_GPUS];    /* registered event types per GPU (0 = not registered) */
         uint64_t last_seq[TOPO_MAX_GPUS]; /* last delivered global sequence per GPU */
@@ -50,6 +47,7 @@ static struct sim_state *state;
 static dev_t state_dev;
 static ino_t state_ino;
 static struct nvmlDevice_st devices[TOPO_MAX_GPUS];
+static struct nvmlDevice_st mig_devices[TOPO_MAX_GPUS][SIM_MIG_MAX_DEVICES];
 
 /* ---- init ---- */
 
@@ -108,8 +106,11 @@ static nvmlReturn_t init_locked(void) {
         r = state_map();
         if (r < 0)
                 return r == -EPROTO ? NVML_ERROR_LIB_RM_VERSION_MISMATCH : NVML_ERROR_UNKNOWN;
-        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++) {
                 devices[i].index = i;
+                for (unsigned k = 0; k < SIM_MIG_MAX_DEVICES; k++)
+                        mig_devices[i][k] = (struct nvmlDevice_st){ .index = i, .mig = k + 1 };
+        }
         return NVML_SUCCESS;
 }
 
@@ -208,16 +209,13 @@ static uint32_t gpu_flags(unsigned i) {
 
 static bool handle_valid(nvmlDevice_t d) {
         uintptr_t p = (uintptr_t)d, lo = (uintptr_t)devices, hi = (uintptr_t)(devices + node.n_gpus);
-        return d && p >= lo && p < hi && (p - lo) % sizeof devices[0] == 0;
+        uintptr_t mlo = (uintptr_t)mig_devices, mhi = (uintptr_t)(mig_devices + node.n_gpus);
+        return d && ((p >= lo && p < hi && (p - lo) % sizeof devices[0] == 0) ||
+                     (p >= mlo && p < mhi && (p - mlo) % sizeof mig_devices[0][0] == 0));
 }
 
-/* The checks every device query starts with, in NVML's order. */
-static nvmlReturn_t dev_check(nvmlDevice_t d) {
-        if (!initialized())
-                return NVML_ERROR_UNINITIALIZED;
-        if (!handle_valid(d))
-                return NVML_ERROR_INVALID_ARGUMENT;
-        uint32_t f = gpu_flags(d->index);
+nvmlReturn_t nvml_sim_gpu_faults(unsigned gpu) {
+        uint32_t f = gpu_flags(gpu);
         if (f & SIM_GPU_LOST)
                 return NVML_ERROR_GPU_IS_LOST;
         if (f & SIM_GPU_NO_PERMISSION)
@@ -225,12 +223,81 @@ static nvmlReturn_t dev_check(nvmlDevice_t d) {
         return NVML_SUCCESS;
 }
 
-#define CHECK(expr)                        \
-        do {                               \
-                nvmlReturn_t _r_ = (expr); \
-                if (_r_ != NVML_SUCCESS)   \
-                        return _r_;        \
-        } while (0)
+/* The checks every device query starts with, in NVML's order. Queries that also take a MIG device
+ * handle use dev_check_any; every other one needs the GPU's own handle. */
+static nvmlReturn_t dev_check(nvmlDevice_t d) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!handle_valid(d))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->mig)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return nvml_sim_gpu_faults(d->index);
+}
+
+static nvmlReturn_t lock_state(void);
+
+/* A GPU or a live MIG device handle. For a MIG handle, *ret_gi / *ret_ci (may be NULL) name its
+ * instances as ids (SIM_NO_INSTANCE for a GPU handle). */
+static nvmlReturn_t dev_check_any(nvmlDevice_t d, uint32_t *ret_gi, uint32_t *ret_ci) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!handle_valid(d))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        CHECK(nvml_sim_gpu_faults(d->index));
+        uint32_t gi = SIM_NO_INSTANCE, ci = SIM_NO_INSTANCE;
+        if (d->mig) {
+                CHECK(lock_state());
+                struct sim_mig_gi *g = NULL;
+                struct sim_mig_ci *c = NULL;
+                nvmlReturn_t r = nvml_sim_mig_resolve_locked(d, &g, &c);
+                if (r == NVML_SUCCESS) {
+                        gi = g->id;
+                        ci = c->id;
+                }
+                sim_state_unlock(state);
+                CHECK(r);
+        }
+        if (ret_gi)
+                *ret_gi = gi;
+        if (ret_ci)
+                *ret_ci = ci;
+        return NVML_SUCCESS;
+}
+
+nvmlDevice_t nvml_sim_mig_handle(unsigned gpu, unsigned k, uint64_t serial) {
+        struct nvmlDevice_st *h = &mig_devices[gpu][k];
+        __atomic_store_n(&h->serial, serial, __ATOMIC_RELEASE);
+        return h;
+}
+
+bool nvml_sim_initialized(void) {
+        return initialized();
+}
+
+const struct topo *nvml_sim_node(void) {
+        return &node;
+}
+
+struct sim_state *nvml_sim_state(void) {
+        return state;
+}
+
+nvmlDevice_t nvml_sim_gpu_handle(unsigned i) {
+        return &devices[i];
+}
+
+bool nvml_sim_handle_valid(nvmlDevice_t d) {
+        return handle_valid(d);
+}
+
+nvmlReturn_t nvml_sim_dev_check(nvmlDevice_t d) {
+        return dev_check(d);
+}
+
+nvmlReturn_t nvml_sim_copy_string(const char *s, char *buf, unsigned len) {
+        return copy_string(s, buf, len);
+}
 
 static const struct topo_gpu *gpu_of(nvmlDevice_t d) {
         return &node.gpu[d->index];
@@ -238,6 +305,19 @@ static const struct topo_gpu *gpu_of(nvmlDevice_t d) {
 
 static nvmlReturn_t lock_state(void) {
         return sim_state_lock(state) < 0 ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
+nvmlReturn_t nvml_sim_lock(void) {
+        return lock_state();
+}
+
+/* With MIG on, the processes of all instances together through the parent handle need the mig/monitor
+ * capability (here: privilege); a MIG device's own handle answers for it without. */
+static nvmlReturn_t parent_aggregate_check(unsigned gpu) {
+        CHECK(lock_state());
+        bool mig = state->mig[gpu].current == NVML_DEVICE_MIG_ENABLE;
+        sim_state_unlock(state);
+        return mig && !nvml_sim_privileged() ? NVML_ERROR_NO_PERMISSION : NVML_SUCCESS;
 }
 
 /* ---- system ---- */
@@ -326,17 +406,50 @@ _public_ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
         for (unsigned i = 0; i < node.n_gpus; i++)
                 if (streq(node.gpu[i].uuid, uuid))
                         return handle_of(i, device);
-        return NVML_ERROR_NOT_FOUND;
+        if (!startswith(uuid, "MIG-"))
+                return NVML_ERROR_NOT_FOUND;
+        CHECK(lock_state());
+        nvmlDevice_t d = nvml_sim_mig_by_uuid_locked(uuid);
+        sim_state_unlock(state);
+        if (!d)
+                return NVML_ERROR_NOT_FOUND;
+        CHECK(nvml_sim_gpu_faults(d->index));
+        *device = d;
+        return NVML_SUCCESS;
+}
+
+/* A MIG device's UUID (name) into buf, under the lock; stale handles answer INVALID_ARGUMENT. */
+static nvmlReturn_t mig_string(nvmlDevice_t device, bool name, char *buf, size_t len) {
+        CHECK(lock_state());
+        struct sim_mig_gi *gi = NULL;
+        struct sim_mig_ci *ci = NULL;
+        nvmlReturn_t r = nvml_sim_mig_resolve_locked(device, &gi, &ci);
+        if (r == NVML_SUCCESS) {
+                if (name)
+                        nvml_sim_mig_name_locked(device, gi, ci, buf, len);
+                else
+                        nvml_sim_mig_uuid_locked(device, ci, buf, len);
+        }
+        sim_state_unlock(state);
+        return r;
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
-        CHECK(dev_check(device));
-        return copy_string(gpu_of(device)->uuid, uuid, length);
+        CHECK(dev_check_any(device, NULL, NULL));
+        if (!device->mig)
+                return copy_string(gpu_of(device)->uuid, uuid, length);
+        char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        CHECK(mig_string(device, false, buf, sizeof buf));
+        return copy_string(buf, uuid, length);
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
-        CHECK(dev_check(device));
-        return copy_string(gpu_of(device)->name, name, length);
+        CHECK(dev_check_any(device, NULL, NULL));
+        if (!device->mig)
+                return copy_string(gpu_of(device)->name, name, length);
+        char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        CHECK(mig_string(device, true, buf, sizeof buf));
+        return copy_string(buf, name, length);
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length) {
@@ -352,25 +465,25 @@ _public_ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, uns
         return copy_string(buf, serial, length);
 }
 
-static void memory_numbers(unsigned gpu, uint64_t *total, uint64_t *reserved, uint64_t *used) {
-        *total = node.gpu[gpu].memory_total;
-        *reserved = sim_reserve_bytes(*total);
-        *used = 0;
-        if (lock_state() == NVML_SUCCESS) {
-                sim_state_prune_locked(state);
-                *used = sim_state_used_locked(state, gpu);
-                sim_state_unlock(state);
-        }
-        if (*used > *total - *reserved)
-                *used = *total - *reserved;
+/* The memory of a GPU, or of a MIG device's GPU instance (gi): what its compute instances share. */
+static nvmlReturn_t memory_numbers(nvmlDevice_t device, uint64_t *total, uint64_t *reserved, uint64_t *used) {
+        uint32_t gi;
+        CHECK(dev_check_any(device, &gi, NULL));
+        uint64_t usable;
+        CHECK(lock_state());
+        sim_state_prune_locked(state);
+        sim_mem_capacity_locked(state, &node, device->index, gi, total, &usable, used);
+        sim_state_unlock(state);
+        *reserved = *total - usable;
+        return NVML_SUCCESS;
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
-        CHECK(dev_check(device));
+        CHECK(dev_check_any(device, NULL, NULL));
         if (!memory)
                 return NVML_ERROR_INVALID_ARGUMENT;
         uint64_t total, reserved, used;
-        memory_numbers(device->index, &total, &reserved, &used);
+        CHECK(memory_numbers(device, &total, &reserved, &used));
         /* The v1 struct has no reserved field: the driver's share counts as used. */
         memory->total = total;
         memory->used = used + reserved;
@@ -379,13 +492,13 @@ _public_ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
-        CHECK(dev_check(device));
+        CHECK(dev_check_any(device, NULL, NULL));
         if (!memory)
                 return NVML_ERROR_INVALID_ARGUMENT;
         if (memory->version != nvmlMemory_v2)
                 return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
         uint64_t total, reserved, used;
-        memory_numbers(device->index, &total, &reserved, &used);
+        CHECK(memory_numbers(device, &total, &reserved, &used));
         memory->total = total;
         memory->reserved = reserved;
         memory->used = used;
@@ -454,11 +567,12 @@ _public_ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int
         return NVML_SUCCESS;
 }
 
+/* A MIG device's index is its MIG index (what nvmlDeviceGetMigDeviceHandleByIndex takes). */
 _public_ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-        CHECK(dev_check(device));
+        CHECK(dev_check_any(device, NULL, NULL));
         if (!index)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        *index = device->index;
+        *index = device->mig ? device->mig - 1 : device->index;
         return NVML_SUCCESS;
 }
 
@@ -635,16 +749,18 @@ struct proc_view {
         uint64_t used;
         uint32_t sm, mem;
         uint64_t start_us, sample_us;
+        uint32_t gi, ci;
 };
 
-/* Snapshot of the GPU's live processes (pruned). Returns the count (<= SIM_MAX_PROCS). */
-static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_n) {
+/* Snapshot of the GPU's live processes (pruned), or of one MIG device's (gi, ci; SIM_NO_INSTANCE for
+ * all). Returns the count (<= SIM_MAX_PROCS). */
+static nvmlReturn_t procs_of(unsigned gpu, uint32_t gi, uint32_t ci, struct proc_view *out, unsigned *ret_n) {
         CHECK(lock_state());
         sim_state_prune_locked(state);
         unsigned n = 0;
         for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
                 const struct sim_proc *p = &state->proc[i];
-                if (!p->pid || p->gpu != gpu)
+                if (!p->pid || p->gpu != gpu || (gi != SIM_NO_INSTANCE && (p->gi != gi || p->ci != ci)))
                         continue;
                 /* host PIDs, as the driver reports them, also for processes in containers */
                 uint32_t pid = sim_proc_visible_pid(p);
@@ -655,7 +771,9 @@ static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_
                                                .sm = p->sm_util,
                                                .mem = p->mem_util,
                                                .start_us = p->start_us,
-                                               .sample_us = p->sample_us };
+                                               .sample_us = p->sample_us,
+                                               .gi = p->gi,
+                                               .ci = p->ci };
         }
         sim_state_unlock(state);
         *ret_n = n;
@@ -666,11 +784,14 @@ static nvmlReturn_t procs_of(unsigned gpu, struct proc_view *out, unsigned *ret_
  * filled with *infoCount entries. */
 static nvmlReturn_t procs_protocol(nvmlDevice_t device, unsigned int *infoCount, const void *infos,
                                    struct proc_view *views, unsigned *ret_n) {
-        CHECK(dev_check(device));
+        uint32_t gi, ci;
+        CHECK(dev_check_any(device, &gi, &ci));
         if (!infoCount)
                 return NVML_ERROR_INVALID_ARGUMENT;
+        if (!device->mig)
+                CHECK(parent_aggregate_check(device->index));
         unsigned n;
-        CHECK(procs_of(device->index, views, &n));
+        CHECK(procs_of(device->index, gi, ci, views, &n));
         if (*infoCount < n || (!infos && n > 0)) {
                 *infoCount = n;
                 return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -687,8 +808,8 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCou
         for (unsigned i = 0; i < n; i++)
                 infos[i] = (nvmlProcessInfo_t){ .pid = views[i].pid,
                                                 .usedGpuMemory = views[i].used,
-                                                .gpuInstanceId = NVML_INVALID_INSTANCE_ID,
-                                                .computeInstanceId = NVML_INVALID_INSTANCE_ID };
+                                                .gpuInstanceId = views[i].gi,
+                                                .computeInstanceId = views[i].ci };
         return NVML_SUCCESS;
 }
 
@@ -717,6 +838,10 @@ _public_ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
         if (!utilization)
                 return NVML_ERROR_INVALID_ARGUMENT;
         CHECK(lock_state());
+        if (state->mig[device->index].current == NVML_DEVICE_MIG_ENABLE) {
+                sim_state_unlock(state);
+                return NVML_ERROR_NOT_SUPPORTED; /* not available per GPU or per instance with MIG on */
+        }
         sim_state_prune_locked(state);
         unsigned mem;
         unsigned gpu = sim_gpu_util_locked(state, device->index, &mem);
@@ -734,11 +859,14 @@ _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
         CHECK(dev_check(device));
         if (!processSamplesCount)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        if (gpu_of(device)->mig_mode == NVML_DEVICE_MIG_ENABLE)
+        CHECK(lock_state());
+        bool mig = state->mig[device->index].current == NVML_DEVICE_MIG_ENABLE;
+        sim_state_unlock(state);
+        if (mig)
                 return NVML_ERROR_NOT_SUPPORTED;
         struct proc_view views[SIM_MAX_PROCS];
         unsigned n, m = 0;
-        CHECK(procs_of(device->index, views, &n));
+        CHECK(procs_of(device->index, SIM_NO_INSTANCE, SIM_NO_INSTANCE, views, &n));
         uint64_t tick = sim_now_us() / SIM_SAMPLE_PERIOD_US * SIM_SAMPLE_PERIOD_US;
         for (unsigned i = 0; i < n; i++) {
                 uint64_t ts = MAX(tick, MAX(views[i].start_us, views[i].sample_us));
@@ -834,10 +962,12 @@ _public_ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
         CHECK(dev_check(device));
         if (!currentMode || !pendingMode)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        int m = gpu_of(device)->mig_mode;
-        if (m < 0)
+        if (!sim_mig_model(gpu_of(device)))
                 return NVML_ERROR_NOT_SUPPORTED;
-        *currentMode = *pendingMode = (unsigned)m;
+        CHECK(lock_state());
+        *currentMode = state->mig[device->index].current;
+        *pendingMode = state->mig[device->index].pending;
+        sim_state_unlock(state);
         return NVML_SUCCESS;
 }
 

@@ -23,7 +23,7 @@
 #define SIM_ENV_STATE "GPUSLICE_SIM_STATE"
 
 #define SIM_STATE_MAGIC 0x5453534d49534c47ULL /* "GLSIMSST" little-endian, arbitrary but fixed */
-#define SIM_STATE_ABI 1u
+#define SIM_STATE_ABI 2u /* 2: MIG state per GPU, GPU/compute instance of each process */
 #define SIM_MAX_PROCS 512u
 #define SIM_XID_RING 64u
 
@@ -58,6 +58,7 @@ struct sim_gpu_state {
 struct sim_proc {
         uint32_t pid;        /* PID as the host sees it (0 = free slot) */
         uint32_t gpu;        /* GPU index */
+        uint32_t gi, ci;     /* the MIG device it runs on (GPU and compute instance ids), SIM_NO_INSTANCE if none */
         uint64_t used_bytes; /* device memory held on that GPU */
         uint32_t sm_util;    /* percent of the GPU's SMs this process keeps busy */
         uint32_t mem_util;   /* percent of memory bandwidth */
@@ -67,6 +68,44 @@ struct sim_proc {
         uint32_t ns_pid;     /* the PID inside that namespace (getpid() of the recorder) */
         uint32_t flags;      /* SIM_PROC_* */
 };
+
+/* ---- MIG: the instances of each GPU, in the shared state (profiles and rules: sim/mig.c) ---- */
+
+#define SIM_NO_INSTANCE 0xFFFFFFFFu /* NVML_INVALID_INSTANCE_ID */
+#define SIM_MIG_ENABLED 1u          /* NVML_DEVICE_MIG_ENABLE */
+#define SIM_MIG_MAX_GI 8u           /* GPU instances per GPU (7 on every simulated model) */
+#define SIM_MIG_MAX_CI 8u           /* compute instances per GPU instance */
+#define SIM_MIG_MAX_DEVICES 7u      /* MIG devices per GPU (nvmlDeviceGetMaxMigDeviceCount) */
+
+struct sim_mig_ci {
+        uint32_t used;        /* 0 = free slot */
+        uint32_t id;          /* compute instance id within its GPU instance */
+        uint32_t profile;     /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+        uint32_t start, size; /* compute slices of the GPU instance it occupies */
+        uint32_t index;       /* MIG device index (nvmlDeviceGetMigDeviceHandleByIndex) */
+        uint64_t serial;      /* creation number on this node: the MIG UUID derives from it */
+};
+
+struct sim_mig_gi {
+        uint32_t used;        /* 0 = free slot */
+        uint32_t id;          /* GPU instance id, fixed by the placement (sim/mig.c) */
+        uint32_t profile;     /* NVML_GPU_INSTANCE_PROFILE_* */
+        uint32_t start, size; /* memory slices */
+        struct sim_mig_ci ci[SIM_MIG_MAX_CI];
+};
+
+struct sim_mig_gpu {
+        uint32_t current, pending; /* NVML_DEVICE_MIG_*; pending differs until a reset applies it */
+        uint32_t reset_required;   /* a mode change waits for `gpuslice-sim gpu-reset` (node: mig N reset=required) */
+        uint32_t reserved0;
+        struct sim_mig_gi gi[SIM_MIG_MAX_GI];
+};
+
+/* A fault on the MIG changes made through NVML (gpuslice-sim mig-fault): the countdown-th change from now
+ * on (create/destroy of a GPU or compute instance, a MIG mode change) ... */
+#define SIM_MIG_FAULT_NONE 0u
+#define SIM_MIG_FAULT_KILL 1u /* ... is made, then the calling process is SIGKILLed */
+#define SIM_MIG_FAULT_FAIL 2u /* ... fails with NVML_ERROR_UNKNOWN and changes nothing */
 
 struct sim_state {
         uint64_t magic;           /* SIM_STATE_MAGIC */
@@ -80,6 +119,10 @@ struct sim_state {
         char node[256];           /* node description path the file was made for (information only) */
         struct sim_gpu_state gpu[TOPO_MAX_GPUS];
         struct sim_proc proc[SIM_MAX_PROCS];
+        uint64_t mig_serial;      /* last MIG device creation number handed out */
+        uint32_t mig_fault;       /* SIM_MIG_FAULT_* */
+        uint32_t mig_fault_after; /* changes left before the fault strikes (1 = the next one) */
+        struct sim_mig_gpu mig[TOPO_MAX_GPUS];
 };
 
 /* ---- node description ---- */
@@ -161,6 +204,104 @@ void sim_self_identity(struct sim_identity *ret);
  * visible from here (gone, or in no namespace below ours).
  */
 uint32_t sim_proc_visible_pid(const struct sim_proc *p);
+
+/* ---- MIG (sim/mig.c: the device's rules; sim/mig-node.c: the node description's `mig` lines) ---- */
+
+/* One GPU instance profile of a model. */
+struct sim_mig_profile {
+        unsigned profile;    /* NVML_GPU_INSTANCE_PROFILE_* */
+        unsigned id;         /* info.id, nvidia-smi's "ID" (device specific) */
+        const char *name;    /* "1g.10gb" */
+        unsigned slices;     /* compute slices (of 7) */
+        unsigned mem_slices; /* memory slices (of 8): the placement size */
+        unsigned instances;  /* at most this many at once */
+        unsigned sms, copy_engines, decoders, encoders, jpegs, ofas;
+        unsigned memory_mib;
+        unsigned starts; /* bit s: a placement may start at memory slice s */
+};
+
+struct sim_mig_model {
+        const char *label;       /* "A100-40GB" */
+        const char *match, *also; /* the GPU name contains match (and also, when set) */
+        const struct sim_mig_profile *profiles;
+        unsigned n_profiles;
+};
+
+/* A compute instance profile inside a GPU instance. */
+struct sim_mig_ci_shape {
+        unsigned profile;   /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+        unsigned slices;    /* compute slices */
+        unsigned align;     /* placements start at multiples of this */
+        unsigned instances; /* how many fit the GPU instance */
+        unsigned sms;
+};
+
+/* The MIG state of every GPU when the node's state file is made (and at `gpuslice-sim reset`). */
+struct sim_mig_node {
+        struct sim_mig_gpu gpu[TOPO_MAX_GPUS];
+        uint64_t serial;
+};
+
+/* The model's MIG table, NULL for a GPU without MIG (every MIG query then answers NOT_SUPPORTED). */
+const struct sim_mig_model *sim_mig_model(const struct topo_gpu *g);
+/* The simulated MIG models, for messages. */
+const char *sim_mig_models(void);
+const struct sim_mig_profile *sim_mig_profile(const struct sim_mig_model *m, unsigned nvml_profile);
+const struct sim_mig_profile *sim_mig_profile_by_id(const struct sim_mig_model *m, unsigned id);
+const struct sim_mig_profile *sim_mig_profile_by_name(const struct sim_mig_model *m, const char *name);
+/* The starts of p's placements (size p->mem_slices), at most 8. Returns the count. */
+unsigned sim_mig_placements(const struct sim_mig_profile *p, unsigned *ret_starts);
+/* The id the driver gives a GPU instance at this placement (0..14). */
+uint32_t sim_mig_gi_id(unsigned start, unsigned size);
+struct sim_mig_gi *sim_mig_gi_find(struct sim_mig_gpu *g, uint32_t id);
+struct sim_mig_ci *sim_mig_ci_find(struct sim_mig_gi *gi, uint32_t id);
+/* Create a GPU instance (start -1: the lowest free placement). -EOPNOTSUPP profile not on this model,
+ * -EINVAL not one of its placements, -ENOSPC does not fit next to the others. */
+int sim_mig_gi_create(struct sim_mig_gpu *g, const struct sim_mig_model *m, unsigned nvml_profile, int start,
+                      struct sim_mig_gi **ret);
+/* How many more instances of the profile can be created now. */
+unsigned sim_mig_gi_remaining(const struct sim_mig_gpu *g, const struct sim_mig_model *m, unsigned nvml_profile);
+/* -EBUSY while it has compute instances. */
+int sim_mig_gi_destroy(struct sim_mig_gi *gi);
+int sim_mig_ci_shape(const struct sim_mig_model *m, const struct sim_mig_gi *gi, unsigned ci_profile,
+                     struct sim_mig_ci_shape *ret);
+/* The compute instance profile that covers the whole GPU instance (nvidia-smi's -C default). */
+int sim_mig_ci_full_profile(const struct sim_mig_model *m, const struct sim_mig_gi *gi);
+/* Create a compute instance; *serial is the node's creation counter (the MIG UUID derives from it). */
+int sim_mig_ci_create(struct sim_mig_gpu *g, const struct sim_mig_model *m, struct sim_mig_gi *gi, unsigned ci_profile,
+                      int start, uint64_t *serial, struct sim_mig_ci **ret);
+unsigned sim_mig_ci_remaining(const struct sim_mig_gpu *g, const struct sim_mig_model *m, const struct sim_mig_gi *gi,
+                              unsigned ci_profile);
+/* "3g.40gb", or "1c.3g.40gb" for a compute instance smaller than its GPU instance (ci may be NULL). */
+void sim_mig_device_name(const struct sim_mig_model *m, const struct sim_mig_gi *gi, const struct sim_mig_ci *ci,
+                         char *buf, size_t len);
+/* "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from the parent's UUID and the creation number. */
+void sim_mig_uuid(const char *parent_uuid, uint64_t serial, char *buf, size_t len);
+/* Lock held: memory held by the processes of a GPU instance; processes on a compute instance
+ * (ci SIM_NO_INSTANCE: anywhere in the GPU instance). */
+uint64_t sim_mig_gi_used_locked(const struct sim_state *s, unsigned gpu, uint32_t gi);
+unsigned sim_mig_ci_procs_locked(const struct sim_state *s, unsigned gpu, uint32_t gi, uint32_t ci);
+/* Lock held: the memory a process sees on a GPU (gi SIM_NO_INSTANCE) or on a GPU instance: its total, what
+ * the driver leaves usable (total less its reserve) and what processes hold of it. */
+void sim_mem_capacity_locked(struct sim_state *s, const struct topo *t, unsigned gpu, uint32_t gi, uint64_t *ret_total,
+                             uint64_t *ret_usable, uint64_t *ret_used);
+/* Capability minors (/proc/driver/nvidia-caps/mig-minors): every GPU minor 0..31, GPU instance id 0..14. */
+#define SIM_MIG_CAP_GPUS 32u
+#define SIM_MIG_CAP_GIS 15u
+#define SIM_MIG_CAP_MAJOR 508u /* the nvidia-caps character major the simulated node uses (a real one: /proc/devices) */
+/* The minor of gpu<gpu_minor>/gi<gi>/access (ci SIM_NO_INSTANCE) or gpu<gpu_minor>/gi<gi>/ci<ci>/access. */
+unsigned sim_mig_cap_minor(unsigned gpu_minor, uint32_t gi, uint32_t ci);
+/* The whole mig-minors file as the driver writes it. Returns its length, or -ENOBUFS (len < 64 KiB). */
+int sim_mig_minors_text(char *buf, size_t len);
+/* MIG modes from the node's `mig=` attributes, no instances. */
+void sim_mig_initial(const struct topo *t, struct sim_mig_node *ret);
+/* Parse the `mig` lines of a node description (docs/node-description.md) on top of sim_mig_initial:
+ * 0, or -EINVAL with "line N: reason" in err. */
+int sim_mig_node_parse(const char *text, size_t len, const struct topo *t, struct sim_mig_node *ret, char *err,
+                       size_t err_len);
+/* The MIG state the node description t was loaded from declares (sim_node_load of this process), NULL
+ * when this process loaded no description of t. */
+const struct sim_mig_node *sim_node_mig(const struct topo *t);
 
 /* Per-GPU derived readings (lock held). */
 unsigned sim_gpu_util_locked(const struct sim_state *s, unsigned gpu, unsigned *ret_mem_util);

@@ -65,6 +65,17 @@ static void state_fill(struct sim_state *s, const struct topo *t) {
                 s->gpu[i].xid_posted = posted;
         }
         memset(s->proc, 0, sizeof s->proc);
+        /* MIG as the node description declares it (the node this process loaded, when it is this one) */
+        const struct sim_mig_node *decl = sim_node_mig(t);
+        struct sim_mig_node initial;
+        if (!decl) {
+                sim_mig_initial(t, &initial);
+                decl = &initial;
+        }
+        memcpy(s->mig, decl->gpu, sizeof s->mig);
+        s->mig_serial = MAX(s->mig_serial, decl->serial);
+        s->mig_fault = SIM_MIG_FAULT_NONE;
+        s->mig_fault_after = 0;
 }
 
 void sim_state_reset_locked(struct sim_state *s, const struct topo *t) {
@@ -274,6 +285,7 @@ int sim_proc_get_locked(struct sim_state *s, uint32_t pid, unsigned gpu, struct 
                         continue;
                 memset(p, 0, sizeof *p);
                 p->gpu = gpu;
+                p->gi = p->ci = SIM_NO_INSTANCE;
                 p->start_us = sim_now_us();
                 p->pid = pid; /* last: a dying writer leaves either a free or a complete slot */
                 *ret = p;

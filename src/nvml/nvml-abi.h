@@ -80,6 +80,7 @@ typedef enum {
 #define NVML_DEVICE_MIG_ENABLE 1
 
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_NAME_BUFFER_SIZE 64
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
@@ -168,6 +169,142 @@ typedef struct {
         unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+/* ---- MIG (Multi-Instance GPU): handles, profiles, placements, instances ---- */
+
+typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+
+/* nvmlDeviceGetGpuInstanceProfileInfo*'s `profile` argument: a slice shape, not the profile's id
+ * (info.id, what nvidia-smi prints as "ID", is device specific: 19 for 1g.5gb on an A100). */
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_GPU_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_GPU_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_GPU_INSTANCE_PROFILE_8_SLICE 0x5
+#define NVML_GPU_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7 /* with a media engine: 1g.5gb+me */
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9 /* twice the memory: 1g.10gb on an A100-40GB */
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX 0xA
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX 0xB
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX 0xC
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME 0xD
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME 0xE
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME 0xF
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME 0x10
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x11
+
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE 0x5
+#define NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 0x7
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 0x8
+
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
+
+/* The memory slices a GPU instance occupies: [start, start + size). */
+typedef struct {
+        unsigned int start;
+        unsigned int size;
+} nvmlGpuInstancePlacement_t;
+
+/* The compute slices a compute instance occupies inside its GPU instance. */
+typedef struct {
+        unsigned int start;
+        unsigned int size;
+} nvmlComputeInstancePlacement_t;
+
+typedef struct {
+        unsigned int id; /* device-specific profile id (nvidia-smi's "ID") */
+        unsigned int isP2pSupported;
+        unsigned int sliceCount; /* compute slices */
+        unsigned int instanceCount;
+        unsigned int multiprocessorCount;
+        unsigned int copyEngineCount;
+        unsigned int decoderCount;
+        unsigned int encoderCount;
+        unsigned int jpegCount;
+        unsigned int ofaCount;
+        unsigned long long memorySizeMB; /* MiB */
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct {
+        unsigned int version; /* nvmlGpuInstanceProfileInfo_v2 */
+        unsigned int id;
+        unsigned int isP2pSupported;
+        unsigned int sliceCount;
+        unsigned int instanceCount;
+        unsigned int multiprocessorCount;
+        unsigned int copyEngineCount;
+        unsigned int decoderCount;
+        unsigned int encoderCount;
+        unsigned int jpegCount;
+        unsigned int ofaCount;
+        unsigned long long memorySizeMB;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE]; /* "MIG 1g.5gb" */
+} nvmlGpuInstanceProfileInfo_v2_t;
+#define nvmlGpuInstanceProfileInfo_v2 ((unsigned int)(sizeof(nvmlGpuInstanceProfileInfo_v2_t) | (2u << 24)))
+
+typedef struct {
+        nvmlDevice_t device; /* the parent GPU */
+        unsigned int id;     /* GPU instance id */
+        unsigned int profileId;
+        nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct {
+        unsigned int id;
+        unsigned int sliceCount;
+        unsigned int instanceCount;
+        unsigned int multiprocessorCount;
+        unsigned int sharedCopyEngineCount;
+        unsigned int sharedDecoderCount;
+        unsigned int sharedEncoderCount;
+        unsigned int sharedJpegCount;
+        unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct {
+        unsigned int version; /* nvmlComputeInstanceProfileInfo_v2 */
+        unsigned int id;
+        unsigned int sliceCount;
+        unsigned int instanceCount;
+        unsigned int multiprocessorCount;
+        unsigned int sharedCopyEngineCount;
+        unsigned int sharedDecoderCount;
+        unsigned int sharedEncoderCount;
+        unsigned int sharedJpegCount;
+        unsigned int sharedOfaCount;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE]; /* "MIG 1c.3g.20gb" */
+} nvmlComputeInstanceProfileInfo_v2_t;
+#define nvmlComputeInstanceProfileInfo_v2 ((unsigned int)(sizeof(nvmlComputeInstanceProfileInfo_v2_t) | (2u << 24)))
+
+typedef struct {
+        nvmlDevice_t device;
+        nvmlGpuInstance_t gpuInstance;
+        unsigned int id; /* compute instance id, unique within its GPU instance */
+        unsigned int profileId;
+        nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
+/* What a MIG device handle offers (nvmlDeviceGetAttributes_v2 accepts MIG handles only). */
+typedef struct {
+        unsigned int multiprocessorCount;
+        unsigned int sharedCopyEngineCount;
+        unsigned int sharedDecoderCount;
+        unsigned int sharedEncoderCount;
+        unsigned int sharedJpegCount;
+        unsigned int sharedOfaCount;
+        unsigned int gpuInstanceSliceCount;
+        unsigned int computeInstanceSliceCount;
+        unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t is 68 bytes");
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId at 36");
 static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t is 24 bytes");
@@ -179,6 +316,20 @@ static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t is 8 bytes");
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process sample is 32 bytes");
 static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16, "smUtil at 16");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
+static_assert(sizeof(nvmlGpuInstancePlacement_t) == 8, "GI placement is 8 bytes");
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "GI profile info v1 is 48 bytes");
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40, "v1 memorySizeMB at 40");
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152, "GI profile info v2 is 152 bytes (0x02000098)");
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB) == 48, "v2 memorySizeMB at 48");
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, name) == 56, "v2 name at 56");
+static_assert(nvmlGpuInstanceProfileInfo_v2 == 0x02000098u, "nvmlGpuInstanceProfileInfo_v2");
+static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "GI info is 24 bytes");
+static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36, "CI profile info v1 is 36 bytes");
+static_assert(sizeof(nvmlComputeInstanceProfileInfo_v2_t) == 136, "CI profile info v2 is 136 bytes (0x02000088)");
+static_assert(nvmlComputeInstanceProfileInfo_v2 == 0x02000088u, "nvmlComputeInstanceProfileInfo_v2");
+static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "CI info (with placement, _v2 call) is 32 bytes");
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "device attributes are 40 bytes");
+static_assert(offsetof(nvmlDeviceAttributes_t, memorySizeMB) == 32, "attributes memorySizeMB at 32");
 
 /* X-macro: every NVML function gpuslice uses, once. X(name, return type, (parameters)).
  * The binding builds its typed function table from this list; the simulator implements it. */
@@ -232,6 +383,59 @@ static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
         X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t * type))                            \
         X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                                         \
           (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                                \
+        X(nvmlDeviceSetMigMode, nvmlReturn_t,                                                                         \
+          (nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus))                                   \
+        X(nvmlDeviceGetMaxMigDeviceCount, nvmlReturn_t, (nvmlDevice_t device, unsigned int *count))                   \
+        X(nvmlDeviceGetMigDeviceHandleByIndex, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice))                                         \
+        X(nvmlDeviceIsMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t device, unsigned int *isMigDevice))                \
+        X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t migDevice, nvmlDevice_t *device)) \
+        X(nvmlDeviceGetGpuInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                          \
+        X(nvmlDeviceGetComputeInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                      \
+        X(nvmlDeviceGetAttributes_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlDeviceAttributes_t * attributes))       \
+        X(nvmlDeviceGetGpuInstanceProfileInfo, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info))                            \
+        X(nvmlDeviceGetGpuInstanceProfileInfoV, nvmlReturn_t,                                                         \
+          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info))                         \
+        X(nvmlDeviceGetGpuInstancePossiblePlacements_v2, nvmlReturn_t,                                                \
+          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements, unsigned int *count))  \
+        X(nvmlDeviceGetGpuInstanceRemainingCapacity, nvmlReturn_t,                                                    \
+          (nvmlDevice_t device, unsigned int profileId, unsigned int *count))                                         \
+        X(nvmlDeviceCreateGpuInstance, nvmlReturn_t,                                                                  \
+          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstance))                              \
+        X(nvmlDeviceCreateGpuInstanceWithPlacement, nvmlReturn_t,                                                     \
+          (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,                  \
+           nvmlGpuInstance_t *gpuInstance))                                                                           \
+        X(nvmlGpuInstanceDestroy, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance))                                      \
+        X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                                                    \
+          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances, unsigned int *count))        \
+        X(nvmlDeviceGetGpuInstanceById, nvmlReturn_t,                                                                 \
+          (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance))                                     \
+        X(nvmlGpuInstanceGetInfo, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info))        \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlReturn_t,                                                 \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                              \
+           nvmlComputeInstanceProfileInfo_t *info))                                                                   \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfoV, nvmlReturn_t,                                                \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                              \
+           nvmlComputeInstanceProfileInfo_v2_t *info))                                                                \
+        X(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, nvmlReturn_t,                                           \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int *count))                               \
+        X(nvmlGpuInstanceGetComputeInstancePossiblePlacements, nvmlReturn_t,                                          \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstancePlacement_t *placements,         \
+           unsigned int *count))                                                                                      \
+        X(nvmlGpuInstanceCreateComputeInstance, nvmlReturn_t,                                                         \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstance))            \
+        X(nvmlGpuInstanceCreateComputeInstanceWithPlacement, nvmlReturn_t,                                            \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t *placement,    \
+           nvmlComputeInstance_t *computeInstance))                                                                   \
+        X(nvmlComputeInstanceDestroy, nvmlReturn_t, (nvmlComputeInstance_t computeInstance))                          \
+        X(nvmlGpuInstanceGetComputeInstances, nvmlReturn_t,                                                           \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstances,            \
+           unsigned int *count))                                                                                      \
+        X(nvmlGpuInstanceGetComputeInstanceById, nvmlReturn_t,                                                        \
+          (nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance))                   \
+        X(nvmlComputeInstanceGetInfo_v2, nvmlReturn_t,                                                                \
+          (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info))                                  \
         X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t, (nvmlDevice_t device, unsigned long long *eventTypes))      \
         X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t * set))                                                   \
         X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                                       \

@@ -390,7 +390,11 @@ int nvml_device_processes(struct nvml *n, unsigned index, struct nvml_process **
         int r = nvml_handle(n, index, &h, err);
         if (r < 0)
                 return r;
+        return nvml_processes_of(n, h, ret, ret_n, err);
+}
 
+int nvml_processes_of(struct nvml *n, nvmlDevice_t h, struct nvml_process **ret, size_t *ret_n,
+                      struct nvml_error *err) {
         bool v1 = !n->processes;
         const char *func = v1 ? "nvmlDeviceGetComputeRunningProcesses" : n->processes_name;
         size_t elem = v1 ? sizeof(nvmlProcessInfo_v1_t) : sizeof(nvmlProcessInfo_t);

@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mig/mig.h"
 #include "nvml/nvml-abi.h"
 #include "topo/topo.h"
 
@@ -187,6 +188,38 @@ int nvml_events_add_device(struct nvml_events *e, unsigned index, struct nvml_er
 bool nvml_events_registered(const struct nvml_events *e, unsigned index);
 /* Wait up to timeout_ms: 1 with *ret filled when an event arrived, 0 on timeout, or -errno. */
 int nvml_events_wait(struct nvml_events *e, unsigned timeout_ms, struct nvml_event *ret, struct nvml_error *err);
+
+/*
+ * MIG (Multi-Instance GPU), filling the model of mig/mig.h. What a MIG device handle answers is asked
+ * through it (UUID, name, attributes, memory, processes); the rest through the parent GPU's handle.
+ */
+
+/* MIG mode, current and pending (0 off, 1 on); -EOPNOTSUPP when the GPU has no MIG. */
+int nvml_mig_mode(struct nvml *n, unsigned index, int *ret_current, int *ret_pending, struct nvml_error *err);
+/* One GPU's MIG side: mode, GPU instances with their compute instances, MIG devices (by MIG index, holes
+ * skipped) with UUID, name, profile name, attributes and memory. -EOPNOTSUPP: no MIG. */
+int nvml_mig_gpu(struct nvml *n, unsigned index, struct mig_gpu *ret, struct nvml_error *err);
+/* Every GPU of t that answers (lost, forbidden and MIG-less GPUs stay mode -1). Fails only on an
+ * unexpected NVML error. */
+int nvml_mig_inventory(struct nvml *n, const struct topo *t, struct mig_node *ret, struct nvml_error *err);
+/* What the GPU can hold: every GPU instance profile it reports, with its placements (MIG must be on;
+ * NVML wants privilege for placements: -EPERM otherwise). */
+int nvml_mig_caps(struct nvml *n, unsigned index, struct mig_caps *ret, struct nvml_error *err);
+/* Processes on MIG device mig_index of GPU index, through the MIG device's handle. */
+int nvml_mig_device_processes(struct nvml *n, unsigned index, unsigned mig_index, struct nvml_process **ret,
+                              size_t *ret_n, struct nvml_error *err);
+/* Set the MIG mode; *ret_activation is NVML's activation status (NVML_SUCCESS: in effect now;
+ * NVML_ERROR_RESET_REQUIRED or NVML_ERROR_IN_USE: pending until a GPU reset). */
+int nvml_mig_set_mode(struct nvml *n, unsigned index, int mode, int *ret_activation, struct nvml_error *err);
+/* Create a GPU instance of profile_id (info.id) at a placement; its id in *ret_gi. -ENOSPC: no room. */
+int nvml_mig_create_gi(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
+                       struct nvml_error *err);
+/* Create a compute instance of `slices` compute slices in GPU instance gi; its id in *ret_ci. */
+int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, unsigned slices, unsigned *ret_ci,
+                       struct nvml_error *err);
+/* Destroy; -EBUSY (NVML's IN_USE) while processes run on it / while a GPU instance has compute instances. */
+int nvml_mig_destroy_ci(struct nvml *n, unsigned index, unsigned gi, unsigned ci, struct nvml_error *err);
+int nvml_mig_destroy_gi(struct nvml *n, unsigned index, unsigned gi, struct nvml_error *err);
 
 /*
  * Helpers, public for the CLI and for tests.

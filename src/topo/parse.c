@@ -459,6 +459,8 @@ static int parse_directive(struct parser *p, const struct line *ln, struct token
         char val[128], b[40];
         struct token key;
         int r;
+        if (tok_eq(toks[0], "mig"))
+                return 0; /* MIG instances of a simulated node: read by the simulator (sim/mig-node.c) */
         if (tok_eq(toks[0], "nvswitch")) {
                 if (n != 1)
                         return fail(p, ln->no, "nvswitch takes no arguments");
@@ -510,7 +512,8 @@ static int parse_directive(struct parser *p, const struct line *ln, struct token
 }
 
 static bool is_directive(struct token t) {
-        return tok_eq(t, "node") || tok_eq(t, "gpu") || tok_eq(t, "default") || tok_eq(t, "nvswitch");
+        return tok_eq(t, "node") || tok_eq(t, "gpu") || tok_eq(t, "default") || tok_eq(t, "nvswitch") ||
+               tok_eq(t, "mig");
 }
 
 /* Legend lines look like "  NV#  = Connection traversing ..." */

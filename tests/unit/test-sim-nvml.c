@@ -460,7 +460,7 @@ static void test_mig_mode_from_node(void **state) {
         size_t len;
         assert_int_equal(read_file(SIM_TOPO("dgx-a100-nvswitch.topo"), 1 << 20, &text, &len), 0);
         char buf[8192], path[PATH_MAX];
-        snprintf(buf, sizeof buf, "%s\ngpu 1 mig=on\ngpu 2 mig=off\n", text);
+        snprintf(buf, sizeof buf, "%s\ndefault name=\"NVIDIA A100-SXM4-40GB\"\ngpu 1 mig=on\ngpu 2 mig=off\n", text);
         assert_int_equal(sim_write_node("mig.topo", buf, path, sizeof path), 0);
         start(path);
         unsigned cur = 9, pend = 9;
