@@ -4,3 +4,9 @@ gpuslice_fuzz_target(sim-state ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-sim-state.c ${CM
                      ${CMAKE_SOURCE_DIR}/sim/node.c ${CMAKE_SOURCE_DIR}/sim/mig.c ${CMAKE_SOURCE_DIR}/sim/mig-node.c)
 target_include_directories(fuzz-sim-state PRIVATE ${CMAKE_SOURCE_DIR})
 target_link_libraries(fuzz-sim-state PRIVATE pthread)
+
+# The simulator's `mig` node-description lines (sim/mig-node.c, with the device rules of sim/mig.c).
+gpuslice_fuzz_target(sim-mig-node ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-sim-mig-node.c ${CMAKE_SOURCE_DIR}/sim/state.c
+                     ${CMAKE_SOURCE_DIR}/sim/node.c ${CMAKE_SOURCE_DIR}/sim/mig.c ${CMAKE_SOURCE_DIR}/sim/mig-node.c)
+target_include_directories(fuzz-sim-mig-node PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(fuzz-sim-mig-node PRIVATE pthread)

@@ -13,3 +13,7 @@ add_dependencies(test-sim-cli gpuslice_sim_nvml gpuslice_sim_cli)
 gpuslice_unit_test(sim-cuda ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sim-cuda.c)
 target_link_libraries(test-sim-cuda PRIVATE gpuslice_cuda_abi)
 add_dependencies(test-sim-cuda gpuslice_sim_nvml gpuslice_sim_cuda gpuslice_sim_workload)
+
+gpuslice_unit_test(sim-mig ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sim-mig.c)
+target_link_libraries(test-sim-mig PRIVATE gpuslice_sim_common gpuslice_cuda_abi)
+add_dependencies(test-sim-mig gpuslice_sim_nvml gpuslice_sim_cuda gpuslice_sim_cli)
