@@ -360,18 +360,20 @@ void sim_mig_device_name(const struct sim_mig_model *m, const struct sim_mig_gi 
                 snprintf(buf, len, "%uc.%s", (unsigned)ci->size, p->name);
 }
 
+static uint64_t splitmix64(uint64_t x) {
+        x += 0x9e3779b97f4a7c15ULL;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+}
+
 void sim_mig_uuid(const char *parent_uuid, uint64_t serial, char *buf, size_t len) {
-        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
-        for (const unsigned char *s = (const unsigned char *)parent_uuid; *s; s++) {
-                h1 = (h1 ^ *s) * 0x100000001b3ULL;
-                h2 = (h2 ^ *s) * 0x100000001b3ULL;
-        }
-        for (unsigned i = 0; i < 8; i++) {
-                h1 = (h1 ^ ((serial >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-                h2 = (h2 ^ ((serial >> (8 * (7 - i))) & 0xff)) * 0x100000001b3ULL;
-        }
-        snprintf(buf, len, "MIG-%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64, h1 >> 32,
-                 (h1 >> 16) & 0xffff, h1 & 0xffff, h2 >> 48, h2 & (uint64_t)0xffffffffffff);
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const unsigned char *s = (const unsigned char *)parent_uuid; *s; s++)
+                h = (h ^ *s) * 0x100000001b3ULL;
+        uint64_t a = splitmix64(h ^ serial), b = splitmix64(a ^ serial);
+        snprintf(buf, len, "MIG-%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64, a >> 32,
+                 (a >> 16) & 0xffff, a & 0xffff, b >> 48, b & (uint64_t)0xffffffffffff);
 }
 
 uint64_t sim_mig_gi_used_locked(const struct sim_state *s, unsigned gpu, uint32_t gi) {

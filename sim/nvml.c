@@ -523,7 +523,7 @@ static unsigned pci_device_id(const char *model) {
                 { "A100-SXM4-80GB", 0x20b2 }, { "A100-SXM4", 0x20b0 }, { "A100-PCIE", 0x20f1 },
                 { "H100", 0x2330 },           { "V100-SXM2", 0x1db1 }, { "V100-PCIE", 0x1db4 },
                 { "P100", 0x15f8 },           { "P40", 0x1b38 },       { "T4", 0x1eb8 },
-                { "TITAN V", 0x1d81 },
+                { "TITAN V", 0x1d81 },        { "H200", 0x2335 },
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (strstr(model, table[i].model))

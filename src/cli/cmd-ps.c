@@ -18,7 +18,9 @@
 static void help(FILE *f) {
         fputs("Usage: gpuslice ps [OPTIONS]\n\n"
               "List every process using a GPU: GPU, memory, SM utilization, and the namespace, pod\n"
-              "and container it runs in (or the container's name on a plain Docker/Podman host).\n\n"
+              "and container it runs in (or the container's name on a plain Docker/Podman host). A process\n"
+              "on a MIG device shows its GPU instance and compute instance (MIG column, GI:CI); NVML has no\n"
+              "per-process utilization with MIG on (SM% -).\n\n"
               "Options:\n"
               "      --json               machine-readable output\n"
               "  -w, --watch              refresh in place every --interval (Ctrl-C stops)\n"
@@ -34,18 +36,32 @@ static const char *or_dash(const char *s) {
         return s && s[0] ? s : "-";
 }
 
+/* "GI:CI" of a process on a MIG device, "-" otherwise. */
+static const char *mig_of(const struct monitor_snapshot *s, const struct monitor_process *p, char *buf, size_t len) {
+        if (!p->mig || p->mig > s->n_migs)
+                return "-";
+        const struct monitor_mig *m = &s->migs[p->mig - 1];
+        snprintf(buf, len, "%u:%u", m->gpu_instance, m->compute_instance);
+        return buf;
+}
+
 static void print_table(FILE *f, const struct monitor_snapshot *s) {
-        bool k8s = false;
-        for (size_t i = 0; i < s->n_procs; i++)
+        bool k8s = false, mig = false;
+        for (size_t i = 0; i < s->n_procs; i++) {
                 k8s |= s->procs[i].pod[0] != '\0';
+                mig |= s->procs[i].mig != 0;
+        }
+        fprintf(f, "%-4s ", "GPU");
+        if (mig)
+                fprintf(f, "%-5s ", "MIG");
         if (k8s)
-                fprintf(f, "%-4s %-8s %10s %4s  %-16s %-16s %-28s %s\n", "GPU", "PID", "MEMORY", "SM%", "PROCESS",
-                        "NAMESPACE", "POD", "CONTAINER");
+                fprintf(f, "%-8s %10s %4s  %-16s %-16s %-28s %s\n", "PID", "MEMORY", "SM%", "PROCESS", "NAMESPACE",
+                        "POD", "CONTAINER");
         else
-                fprintf(f, "%-4s %-8s %10s %4s  %-16s %s\n", "GPU", "PID", "MEMORY", "SM%", "PROCESS", "CONTAINER");
+                fprintf(f, "%-8s %10s %4s  %-16s %s\n", "PID", "MEMORY", "SM%", "PROCESS", "CONTAINER");
         for (size_t i = 0; i < s->n_procs; i++) {
                 const struct monitor_process *p = &s->procs[i];
-                char mem[32], sm[16];
+                char mem[32], sm[16], gc[24];
                 if (p->memory == UINT64_MAX)
                         strscpy(mem, "?", sizeof mem);
                 else
@@ -54,12 +70,14 @@ static void print_table(FILE *f, const struct monitor_snapshot *s) {
                         strscpy(sm, "-", sizeof sm);
                 else
                         snprintf(sm, sizeof sm, "%d", p->sm);
+                fprintf(f, "%-4u ", s->gpus[p->gpu].index);
+                if (mig)
+                        fprintf(f, "%-5s ", mig_of(s, p, gc, sizeof gc));
                 if (k8s)
-                        fprintf(f, "%-4u %-8u %10s %4s  %-16s %-16s %-28s %s\n", s->gpus[p->gpu].index, p->pid, mem, sm,
-                                or_dash(p->comm), or_dash(p->namespace), or_dash(p->pod), or_dash(p->container));
+                        fprintf(f, "%-8u %10s %4s  %-16s %-16s %-28s %s\n", p->pid, mem, sm, or_dash(p->comm),
+                                or_dash(p->namespace), or_dash(p->pod), or_dash(p->container));
                 else
-                        fprintf(f, "%-4u %-8u %10s %4s  %-16s %s\n", s->gpus[p->gpu].index, p->pid, mem, sm,
-                                or_dash(p->comm), or_dash(p->container));
+                        fprintf(f, "%-8u %10s %4s  %-16s %s\n", p->pid, mem, sm, or_dash(p->comm), or_dash(p->container));
         }
         if (s->n_procs == 0)
                 fputs("(no GPU processes)\n", f);
@@ -78,6 +96,13 @@ static json_t *json_snapshot(const struct monitor_snapshot *s) {
                                          p->comm, "namespace", p->namespace, "pod", p->pod, "container", p->container,
                                          "container_id", p->cg.container_id, "pod_uid", p->cg.pod_uid, "qos",
                                          cgroup_qos_name(p->cg.qos), "runtime", cgroup_runtime_name(p->cg.runtime)));
+                const struct monitor_mig *m = p->mig && p->mig <= s->n_migs ? &s->migs[p->mig - 1] : NULL;
+                json_t *o = json_array_get(procs, json_array_size(procs) - 1);
+                json_object_set_new(o, "mig", m ? json_pack("{s:s, s:s, s:i, s:i, s:i}", "uuid", m->uuid, "profile",
+                                                            m->profile, "index", (int)m->index, "gpu_instance",
+                                                            (int)m->gpu_instance, "compute_instance",
+                                                            (int)m->compute_instance)
+                                                : json_null());
         }
         return json_pack("{s:o}", "processes", procs);
 }

@@ -27,6 +27,7 @@ static const struct command commands[] = {
         { "inspect", cmd_inspect, "show the cluster's GPUs: allocation, holders, health, pods" },
         { "run", cmd_run, "run a command limited to a GPU fraction (memory, compute share)" },
         { "cdi", cmd_cdi, "generate the node's CDI spec (devices, driver libraries, hook)" },
+        { "mig", cmd_mig, "MIG layouts: status, plan, apply (crash-safe), recover" },
         { "hook", cmd_hook, "OCI hook: CUDA requirement check and driver injection" },
         { "check", cmd_check, "which CUDA versions this node's driver runs, and how" },
         { "scheduler", cmd_scheduler, "run the kube-scheduler extender (filter, prioritize, bind by GPU)" },

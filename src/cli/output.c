@@ -49,7 +49,21 @@ int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret) {
         return EXIT_RUNTIME;
 }
 
+static int node_load_impl(const struct node_source *src, struct topo *ret, struct mig_node *ret_mig);
+
 int node_load(const struct node_source *src, struct topo *ret) {
+        return node_load_impl(src, ret, NULL);
+}
+
+/* The MIG side of a node read from a file: the modes the description gives, no instances (the
+ * simulator's `mig` lines are read by the simulator). */
+static void mig_from_topo(const struct topo *t, struct mig_node *m) {
+        mig_node_init(m, t->n_gpus);
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                m->gpu[i].mode = m->gpu[i].pending = t->gpu[i].mig_mode;
+}
+
+static int node_load_impl(const struct node_source *src, struct topo *ret, struct mig_node *ret_mig) {
         if (src->topology) {
                 _cleanup_(freep) char *text = NULL;
                 size_t len;
@@ -65,6 +79,8 @@ int node_load(const struct node_source *src, struct topo *ret) {
                         fprintf(stderr, "gpuslice: %s: %s\n", src->topology, e.message);
                         return EXIT_DATA;
                 }
+                if (ret_mig)
+                        mig_from_topo(ret, ret_mig);
                 return EXIT_OK;
         }
         struct nvml_error e = { 0 };
@@ -75,12 +91,114 @@ int node_load(const struct node_source *src, struct topo *ret) {
                 return r;
         }
         r = nvml_inventory(n, ret, &e);
+        if (r >= 0 && ret_mig)
+                r = nvml_mig_inventory(n, ret, ret_mig, &e);
         nvml_close(n);
         if (r < 0) {
                 fprintf(stderr, "gpuslice: NVML inventory failed: %s: %s\n", e.func, e.text);
                 return EXIT_RUNTIME;
         }
         return EXIT_OK;
+}
+
+int node_load_new_mig(const struct node_source *src, struct topo **ret, struct mig_node **ret_mig) {
+        _cleanup_(freep) struct topo *t = malloc(sizeof *t);
+        _cleanup_(freep) struct mig_node *m = malloc(sizeof *m);
+        if (!t || !m)
+                return EXIT_RUNTIME;
+        int r = node_load_impl(src, t, m);
+        if (r == EXIT_OK) {
+                *ret = TAKE_PTR(t);
+                *ret_mig = TAKE_PTR(m);
+        }
+        return r;
+}
+
+static const char *mode_name(int mode) {
+        return mode < 0 ? "n/a" : mode ? "on" : "off";
+}
+
+/* Like nvidia-smi: the GPU instances (`nvidia-smi mig -lgi`), then the MIG devices table. */
+void print_mig(FILE *f, const struct mig_node *m) {
+        bool any = false;
+        for (unsigned g = 0; g < m->n_gpus; g++) {
+                const struct mig_gpu *mg = &m->gpu[g];
+                if (mg->mode < 0)
+                        continue;
+                if (!any)
+                        fprintf(f, "MIG mode:\n%-4s %-8s %s\n", "GPU", "CURRENT", "PENDING");
+                any = true;
+                fprintf(f, "%-4u %-8s %s\n", g, mode_name(mg->mode), mode_name(mg->pending));
+        }
+        if (!any)
+                return;
+        bool gis = false;
+        for (unsigned g = 0; g < m->n_gpus; g++)
+                for (unsigned i = 0; i < m->gpu[g].n_gis; i++) {
+                        const struct mig_gi *gi = &m->gpu[g].gi[i];
+                        if (!gis)
+                                fprintf(f, "\nGPU instances:\n%-4s %-16s %-10s %-11s %-10s %s\n", "GPU", "NAME",
+                                        "PROFILE ID", "INSTANCE ID", "PLACEMENT", "COMPUTE INSTANCES");
+                        gis = true;
+                        char pl[24], name[48];
+                        snprintf(pl, sizeof pl, "%u:%u", gi->placement.start, gi->placement.size);
+                        snprintf(name, sizeof name, "MIG %s", gi->profile[0] ? gi->profile : "?");
+                        fprintf(f, "%-4u %-16s %-10u %-11u %-10s %u\n", g, name, gi->profile_id, gi->id, pl, gi->n_cis);
+                }
+        bool devs = false;
+        for (unsigned g = 0; g < m->n_gpus; g++)
+                for (unsigned k = 0; k < m->gpu[g].n_devices; k++) {
+                        const struct mig_device *d = &m->gpu[g].dev[k];
+                        if (!devs)
+                                fprintf(f, "\nMIG devices:\n%-4s %-3s %-3s %-4s %-12s %-22s %-4s %-3s %-3s %-3s %-3s %-3s %s\n",
+                                        "GPU", "GI", "CI", "MIG", "PROFILE", "MEMORY-USAGE", "SM", "CE", "ENC", "DEC",
+                                        "OFA", "JPG", "UUID");
+                        devs = true;
+                        char mem[48];
+                        snprintf(mem, sizeof mem, "%lluMiB / %lluMiB", (unsigned long long)(d->memory_used >> 20),
+                                 (unsigned long long)(d->memory_total >> 20));
+                        fprintf(f, "%-4u %-3u %-3u %-4u %-12s %-22s %-4u %-3u %-3u %-3u %-3u %-3u %s\n", g, d->gi, d->ci,
+                                d->index, d->profile, mem, d->sms, d->copy_engines, d->encoders, d->decoders, d->ofas,
+                                d->jpegs, d->uuid);
+                }
+        if (!devs)
+                fputs("\nMIG devices: none\n", f);
+}
+
+json_t *json_mig(const struct mig_node *m) {
+        json_t *gpus = json_array();
+        for (unsigned g = 0; g < m->n_gpus; g++) {
+                const struct mig_gpu *mg = &m->gpu[g];
+                json_t *gis = json_array(), *devs = json_array();
+                for (unsigned i = 0; i < mg->n_gis; i++) {
+                        const struct mig_gi *gi = &mg->gi[i];
+                        json_t *cis = json_array();
+                        for (unsigned j = 0; j < gi->n_cis; j++)
+                                json_array_append_new(cis, json_pack("{s:i, s:i, s:i, s:i}", "id", gi->ci[j].id,
+                                                                     "profile_id", gi->ci[j].profile_id, "start",
+                                                                     gi->ci[j].placement.start, "size",
+                                                                     gi->ci[j].placement.size));
+                        json_array_append_new(gis, json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:o}", "id", gi->id, "profile",
+                                                             gi->profile, "profile_id", gi->profile_id, "start",
+                                                             gi->placement.start, "size",
+                                                             gi->placement.size, "slices", gi->slices,
+                                                             "compute_instances", cis));
+                }
+                for (unsigned k = 0; k < mg->n_devices; k++) {
+                        const struct mig_device *d = &mg->dev[k];
+                        json_array_append_new(
+                                devs, json_pack("{s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i}", "index",
+                                                d->index, "gpu_instance", d->gi, "compute_instance", d->ci, "profile",
+                                                d->profile, "uuid", d->uuid, "name", d->name, "memory_total_bytes",
+                                                (json_int_t)d->memory_total, "memory_used_bytes",
+                                                (json_int_t)d->memory_used, "sms", d->sms, "gpu_instance_slices",
+                                                d->gi_slices, "compute_instance_slices", d->ci_slices));
+                }
+                json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:o, s:o}", "gpu", g, "mode", mode_name(mg->mode),
+                                                      "pending", mode_name(mg->pending), "gpu_instances", gis,
+                                                      "devices", devs));
+        }
+        return gpus;
 }
 
 int node_load_new(const struct node_source *src, struct topo **ret) {

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 
 struct node_source {
@@ -25,6 +26,8 @@ int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret);
 int node_load(const struct node_source *src, struct topo *ret);
 /* node_load into a malloc'd topo (*ret, the caller frees it): EXIT_OK, EXIT_RUNTIME or node_load's code. */
 int node_load_new(const struct node_source *src, struct topo **ret);
+/* node_load_new and the node's MIG side (from NVML; from a file: the modes only). Both malloc'd. */
+int node_load_new_mig(const struct node_source *src, struct topo **ret, struct mig_node **ret_mig);
 /* After a command's getopt loop: EXIT_OK when no argument is left, else "gpuslice CMD: unexpected
  * argument 'X'" on stderr and EXIT_USAGE. */
 int cli_no_more_args(const char *cmd, int argc, char *const *argv);
@@ -32,6 +35,9 @@ int cli_no_more_args(const char *cmd, int argc, char *const *argv);
 void print_matrix(FILE *f, const struct topo *t);
 void print_tree(FILE *f, const struct topo *t);
 void print_gpus(FILE *f, const struct topo *t);
+/* MIG mode per GPU, GPU instances, MIG devices (nothing for a node without MIG). */
+void print_mig(FILE *f, const struct mig_node *m);
+json_t *json_mig(const struct mig_node *m);
 
 json_t *json_topo(const struct topo *t);
 json_t *json_link(struct topo_link l);

@@ -8,11 +8,9 @@
 
 #include <jansson.h>
 
+#include "kube/yaml.h" /* kube_yaml_to_json: public, the MIG layout files use it too */
 #include "util/error.h"
 
-/* YAML text (one document) → JSON tree, every scalar a string. No aliases, bounded depth and
- * node count. *ret owned by the caller. -EINVAL with err "PATH: line N: ...". */
-int kube_yaml_to_json(const char *text, size_t len, const char *path, json_t **ret, struct gs_error *err);
 
 /* Strict base64 (whitespace allowed). *ret malloc'ed, NUL-terminated. 0, -EINVAL, -ENOMEM. */
 int kube_base64_decode(const char *in, size_t len, char **ret, size_t *ret_len);

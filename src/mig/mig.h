@@ -63,6 +63,7 @@ struct mig_ci {
 struct mig_gi {
         unsigned id;         /* GPU instance id (0..14) */
         unsigned profile_id; /* the GPU instance profile's id */
+        char profile[MIG_PROFILE_NAME_MAX]; /* its name, "3g.40gb" ("" unknown) */
         unsigned slices;     /* its compute slices */
         struct mig_placement placement;
         unsigned n_cis;
@@ -133,31 +134,41 @@ struct mig_want {
         } item[MIG_MAX_PROFILES];
 };
 
-/* An exact layout: GPU instances at placements, each with one full compute instance. */
+/* An exact layout: GPU instances at placements, each with its compute instances at theirs (from a layout:
+ * one compute instance covering the GPU instance). */
+struct mig_target_gi {
+        unsigned profile_id;
+        unsigned slices;
+        struct mig_placement placement;
+        unsigned n_cis;
+        struct mig_placement ci[MIG_MAX_CIS]; /* compute slices */
+};
+
 struct mig_target {
         bool enabled;
         unsigned n;
-        struct {
-                unsigned profile_id;
-                unsigned slices;
-                struct mig_placement placement;
-        } gi[MIG_MAX_GIS];
+        struct mig_target_gi gi[MIG_MAX_GIS];
 };
+
+/* The exact layout a GPU has now (what a rollback restores). */
+void mig_target_from_gpu(const struct mig_gpu *g, struct mig_target *ret);
+/* Whether the GPU holds exactly the target (mode included). */
+bool mig_target_reached(const struct mig_gpu *g, const struct mig_target *t);
 
 enum mig_step_kind {
         MIG_STEP_DESTROY_CI, /* gi, ci */
         MIG_STEP_DESTROY_GI, /* gi */
         MIG_STEP_SET_MODE,   /* mode */
         MIG_STEP_CREATE_GI,  /* profile_id at placement */
-        MIG_STEP_CREATE_CI,  /* a compute instance of ci_slices covering the GPU instance at placement */
+        MIG_STEP_CREATE_CI,  /* a compute instance at ci_placement in the GPU instance at placement */
 };
 
 struct mig_step {
         enum mig_step_kind kind;
         unsigned gi, ci;   /* existing instances' ids (destroy) */
         unsigned profile_id;
-        struct mig_placement placement; /* of the GPU instance (create) */
-        unsigned ci_slices;
+        struct mig_placement placement;    /* of the GPU instance (create) */
+        struct mig_placement ci_placement; /* compute slices of the compute instance (create) */
         int mode;
 };
 
@@ -186,9 +197,10 @@ int mig_plan_place(const struct mig_caps *caps, const struct mig_gpu *now, const
                    struct mig_target *ret, struct gs_error *err);
 
 /*
- * The steps from now to target: compute instances that are not one full CI of a kept GPU instance and
- * GPU instances not in the target are destroyed (CIs first), then the mode is set if it differs, then the
- * missing GPU instances are created, each with its full compute instance. An empty plan: nothing to do.
+ * The steps from now to target: compute instances the target does not have (at their placement, in a
+ * GPU instance it keeps) and GPU instances it does not have are destroyed (compute instances first), then
+ * the mode is set if it differs, then the missing GPU instances and compute instances are created. A GPU
+ * instance is kept when the target has its profile at its placement. An empty plan: nothing to do.
  */
 void mig_plan_steps(const struct mig_gpu *now, const struct mig_target *target, struct mig_plan *ret);
 

@@ -179,12 +179,25 @@ int mig_plan_place(const struct mig_caps *caps, const struct mig_gpu *now, const
                                     s.n, mig_caps_memory_slices(caps), mem);
         }
         ret->n = s.n;
-        for (unsigned k = 0; k < s.n; k++) {
-                ret->gi[k].profile_id = s.want[k]->id;
-                ret->gi[k].slices = s.want[k]->slices;
-                ret->gi[k].placement = s.best[k];
-        }
+        for (unsigned k = 0; k < s.n; k++)
+                ret->gi[k] = (struct mig_target_gi){ .profile_id = s.want[k]->id,
+                                                     .slices = s.want[k]->slices,
+                                                     .placement = s.best[k],
+                                                     .n_cis = 1,
+                                                     .ci = { { 0, s.want[k]->slices } } };
         return 0;
+}
+
+void mig_target_from_gpu(const struct mig_gpu *g, struct mig_target *ret) {
+        memset(ret, 0, sizeof *ret);
+        ret->enabled = g->mode == 1;
+        for (unsigned i = 0; ret->enabled && i < g->n_gis && i < MIG_MAX_GIS; i++) {
+                const struct mig_gi *gi = &g->gi[i];
+                struct mig_target_gi *t = &ret->gi[ret->n++];
+                *t = (struct mig_target_gi){ .profile_id = gi->profile_id, .slices = gi->slices, .placement = gi->placement };
+                for (unsigned j = 0; j < gi->n_cis && j < MIG_MAX_CIS; j++)
+                        t->ci[t->n_cis++] = gi->ci[j].placement;
+        }
 }
 
 /* ---- steps ---- */
@@ -194,31 +207,42 @@ static void add(struct mig_plan *p, struct mig_step s) {
                 p->step[p->n++] = s;
 }
 
+static bool same(struct mig_placement a, struct mig_placement b) {
+        return a.start == b.start && a.size == b.size;
+}
+
 static int target_index(const struct mig_target *t, const struct mig_gi *g) {
-        for (unsigned k = 0; k < t->n; k++)
-                if (t->gi[k].profile_id == g->profile_id && t->gi[k].placement.start == g->placement.start &&
-                    t->gi[k].placement.size == g->placement.size)
+        for (unsigned k = 0; t->enabled && k < t->n; k++)
+                if (t->gi[k].profile_id == g->profile_id && same(t->gi[k].placement, g->placement))
                         return (int)k;
+        return -1;
+}
+
+static int target_ci_index(const struct mig_target_gi *t, const struct mig_ci *c) {
+        for (unsigned j = 0; j < t->n_cis; j++)
+                if (same(t->ci[j], c->placement))
+                        return (int)j;
         return -1;
 }
 
 void mig_plan_steps(const struct mig_gpu *now, const struct mig_target *target, struct mig_plan *ret) {
         memset(ret, 0, sizeof *ret);
-        bool have[MIG_MAX_GIS] = { false }, full[MIG_MAX_GIS] = { false };
+        bool have[MIG_MAX_GIS] = { false }, have_ci[MIG_MAX_GIS][MIG_MAX_CIS] = { { false } };
         /* what goes: compute instances first, then their GPU instances */
         for (unsigned i = 0; i < now->n_gis; i++) {
                 const struct mig_gi *g = &now->gi[i];
-                int k = target->enabled ? target_index(target, g) : -1;
+                int k = target_index(target, g);
+                if (k >= 0 && have[k])
+                        k = -1; /* (cannot happen on hardware: one GPU instance per placement) */
                 for (unsigned j = 0; j < g->n_cis; j++) {
-                        const struct mig_ci *c = &g->ci[j];
-                        bool whole = c->slices == g->slices && c->placement.start == 0;
-                        if (k >= 0 && whole && !full[k]) {
-                                full[k] = true;
+                        int c = k >= 0 ? target_ci_index(&target->gi[k], &g->ci[j]) : -1;
+                        if (c >= 0 && !have_ci[k][c]) {
+                                have_ci[k][c] = true;
                                 continue;
                         }
-                        add(ret, (struct mig_step){ .kind = MIG_STEP_DESTROY_CI, .gi = g->id, .ci = c->id });
+                        add(ret, (struct mig_step){ .kind = MIG_STEP_DESTROY_CI, .gi = g->id, .ci = g->ci[j].id });
                 }
-                if (k >= 0 && !have[k])
+                if (k >= 0)
                         have[k] = true;
                 else
                         add(ret, (struct mig_step){ .kind = MIG_STEP_DESTROY_GI, .gi = g->id });
@@ -227,16 +251,24 @@ void mig_plan_steps(const struct mig_gpu *now, const struct mig_target *target, 
         if (now->mode != mode || now->pending != mode)
                 add(ret, (struct mig_step){ .kind = MIG_STEP_SET_MODE, .mode = mode });
         for (unsigned k = 0; k < target->n; k++) {
+                const struct mig_target_gi *t = &target->gi[k];
                 if (!have[k])
                         add(ret, (struct mig_step){ .kind = MIG_STEP_CREATE_GI,
-                                                    .profile_id = target->gi[k].profile_id,
-                                                    .placement = target->gi[k].placement });
-                if (!full[k])
-                        add(ret, (struct mig_step){ .kind = MIG_STEP_CREATE_CI,
-                                                    .profile_id = target->gi[k].profile_id,
-                                                    .placement = target->gi[k].placement,
-                                                    .ci_slices = target->gi[k].slices });
+                                                    .profile_id = t->profile_id,
+                                                    .placement = t->placement });
+                for (unsigned j = 0; j < t->n_cis; j++)
+                        if (!have_ci[k][j])
+                                add(ret, (struct mig_step){ .kind = MIG_STEP_CREATE_CI,
+                                                            .profile_id = t->profile_id,
+                                                            .placement = t->placement,
+                                                            .ci_placement = t->ci[j] });
         }
+}
+
+bool mig_target_reached(const struct mig_gpu *g, const struct mig_target *t) {
+        struct mig_plan p;
+        mig_plan_steps(g, t, &p);
+        return p.n == 0;
 }
 
 void mig_step_describe(const struct mig_step *s, const struct mig_caps *caps, char *buf, size_t len) {
@@ -257,8 +289,8 @@ void mig_step_describe(const struct mig_step *s, const struct mig_caps *caps, ch
                                  s->placement.size);
                         return;
                 case MIG_STEP_CREATE_CI:
-                        snprintf(buf, len, "create its compute instance (%u slices) in %s at %u:%u", s->ci_slices, name,
-                                 s->placement.start, s->placement.size);
+                        snprintf(buf, len, "create compute instance %u:%u in %s at %u:%u", s->ci_placement.start,
+                                 s->ci_placement.size, name, s->placement.start, s->placement.size);
                         return;
         }
         snprintf(buf, len, "?");

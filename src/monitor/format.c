@@ -114,6 +114,57 @@ static void format_processes(struct metrics_text *t, const struct monitor_snapsh
         }
 }
 
+/* MIG devices (GPUs with MIG on). NVML has no utilization per GPU or per instance then: memory and
+ * processes are what there is. Processes are tied to their MIG device by an info family. */
+static void format_mig(struct metrics_text *t, const struct monitor_snapshot *s) {
+        static const struct {
+                const char *name, *help;
+        } fam[] = {
+                { "gpuslice_mig_device_info", "A MIG device (a compute instance of a GPU instance): always 1." },
+                { "gpuslice_mig_device_memory_used_bytes",
+                  "Memory in use in the MIG device's GPU instance, in bytes (its compute instances share it)." },
+                { "gpuslice_mig_device_memory_total_bytes", "Memory of the MIG device's GPU instance, in bytes." },
+                { "gpuslice_mig_device_processes", "Processes running on the MIG device." },
+        };
+        for (size_t f = 0; f < ELEMENTSOF(fam) && s->n_migs; f++) {
+                metrics_text_family(t, fam[f].name, "gauge", fam[f].help);
+                for (size_t i = 0; i < s->n_migs; i++) {
+                        const struct monitor_mig *m = &s->migs[i];
+                        char idx[16], gi[16], ci[16];
+                        snprintf(idx, sizeof idx, "%u", m->index);
+                        snprintf(gi, sizeof gi, "%u", m->gpu_instance);
+                        snprintf(ci, sizeof ci, "%u", m->compute_instance);
+                        struct gpu_labels l = gpu_labels(s, m->gpu);
+                        const char *labels[] = { "gpu_index", l.index,  "gpu_uuid",       l.uuid,  "mig_index",
+                                                 idx,         "mig_uuid", m->uuid,        "profile", m->profile,
+                                                 "gpu_instance", gi,      "compute_instance", ci,     NULL };
+                        double v = f == 0 ? 1 : f == 1 ? (double)m->memory_used : f == 2 ? (double)m->memory_total
+                                                                                          : m->processes;
+                        metrics_text_sample(t, fam[f].name, labels, v);
+                }
+        }
+        bool any = false;
+        for (size_t i = 0; i < s->n_procs; i++) {
+                const struct monitor_process *p = &s->procs[i];
+                if (!p->mig || p->mig > s->n_migs)
+                        continue;
+                const struct monitor_mig *m = &s->migs[p->mig - 1];
+                if (!any)
+                        metrics_text_family(t, "gpuslice_process_mig_device_info", "gauge",
+                                            "The MIG device a GPU process runs on: always 1.");
+                any = true;
+                char pid[16], gi[16], ci[16];
+                snprintf(pid, sizeof pid, "%u", p->pid);
+                snprintf(gi, sizeof gi, "%u", m->gpu_instance);
+                snprintf(ci, sizeof ci, "%u", m->compute_instance);
+                struct gpu_labels l = gpu_labels(s, p->gpu);
+                const char *labels[] = { "pid",      pid,        "gpu_index",    l.index, "mig_uuid",         m->uuid,
+                                         "profile",  m->profile, "gpu_instance", gi,      "compute_instance", ci,
+                                         NULL };
+                metrics_text_sample(t, "gpuslice_process_mig_device_info", labels, 1);
+        }
+}
+
 struct container_sum {
         const struct monitor_process *first;
         uint64_t memory;
@@ -346,6 +397,7 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                 gpu_family(&t, s, "gpuslice_gpu_allocated_ratio",
                            "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc);
                 format_processes(&t, s);
+                format_mig(&t, s);
                 format_limits(&t, s);
                 for (int w = 0; w < 2; w++) {
                         struct fam_ctx x = { .t = &t, .s = s, .which = w };

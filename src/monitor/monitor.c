@@ -24,6 +24,7 @@ struct monitor {
         struct nvml *nvml;
         bool own_nvml;
         struct topo *topo; /* the last inventory, reused between samples */
+        struct mig_gpu *mig; /* scratch for one GPU's MIG side */
         bool have_topo;
         uint64_t last_seen_us[TOPO_MAX_GPUS];
 
@@ -65,7 +66,8 @@ int monitor_new(const struct monitor_options *o, struct nvml *nvml, struct monit
             dup_opt(o->nvml_library, &m->nvml_library) < 0 || dup_opt(o->node_name, &m->node_name) < 0)
                 r = -ENOMEM;
         m->topo = malloc(sizeof *m->topo);
-        if (!m->topo)
+        m->mig = malloc(sizeof *m->mig);
+        if (!m->topo || !m->mig)
                 r = -ENOMEM;
         if (r == 0 && !nvml) {
                 r = nvml_open(m->nvml_library, &nvml, NULL);
@@ -88,6 +90,7 @@ struct monitor *monitor_free(struct monitor *m) {
                 nvml_close(m->nvml);
         pthread_mutex_destroy(&m->lock);
         free(m->topo);
+        free(m->mig);
         free(m->proc_root);
         free(m->engine_url);
         free(m->cri_socket);
@@ -114,6 +117,7 @@ static void snapshot_free(struct monitor_snapshot *s) {
         free(s->limits);
         free(s->gpus);
         free(s->procs);
+        free(s->migs);
         free(s);
 }
 
@@ -184,6 +188,8 @@ static int cmp_proc(const void *a, const void *b) {
         const struct monitor_process *x = a, *y = b;
         if (x->gpu != y->gpu)
                 return x->gpu < y->gpu ? -1 : 1;
+        if (x->mig != y->mig)
+                return x->mig < y->mig ? -1 : 1;
         if (x->memory != y->memory && x->memory != UINT64_MAX && y->memory != UINT64_MAX)
                 return x->memory > y->memory ? -1 : 1;
         return x->pid < y->pid ? -1 : x->pid > y->pid;
@@ -192,6 +198,38 @@ static int cmp_proc(const void *a, const void *b) {
 void monitor_sort_processes(struct monitor_snapshot *s) {
         if (s->n_procs > 1)
                 qsort(s->procs, s->n_procs, sizeof *s->procs, cmp_proc);
+}
+
+/* Append one NVML process of GPU g (on MIG device mig - 1 of the snapshot; 0: none) with its name and cgroup. */
+static int append_process(struct monitor *m, struct monitor_snapshot *s, size_t *cap, unsigned g,
+                          const struct nvml_process *np, unsigned mig, int sm) {
+        if (s->n_procs == *cap) {
+                size_t nc = *cap ? *cap * 2 : 16;
+                struct monitor_process *pp = realloc(s->procs, nc * sizeof *pp);
+                if (!pp)
+                        return -ENOMEM;
+                s->procs = pp;
+                *cap = nc;
+        }
+        struct monitor_process *p = &s->procs[s->n_procs++];
+        *p = (struct monitor_process){ .pid = np->pid,
+                                       .gpu = g,
+                                       .mig = mig,
+                                       .memory = np->used_memory,
+                                       .sm = sm,
+                                       .comm = "",
+                                       .namespace = "",
+                                       .pod = "",
+                                       .container = "" };
+        const char *comm = read_comm(s->names, m->proc_root, p->pid);
+        if (!comm)
+                return -ENOMEM;
+        p->comm = comm;
+        int a = cgroup_attribute_pid(m->proc_root, p->pid, &p->cg);
+        p->attributed = a >= 0;
+        if (a < 0 && a != -ENOENT && a != -ESRCH)
+                s->errors++; /* unreadable or malformed; a vanished PID is no error */
+        return 0;
 }
 
 static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, size_t *cap) {
@@ -209,48 +247,61 @@ static int add_procs(struct monitor *m, struct monitor_snapshot *s, unsigned g, 
         for (size_t i = 0; i < n_samples; i++)
                 m->last_seen_us[g] = MAX(m->last_seen_us[g], samples[i].timestamp_us);
 
-        for (size_t i = 0; i < n; i++) {
-                if (s->n_procs == *cap) {
-                        size_t nc = *cap ? *cap * 2 : 16;
-                        struct monitor_process *np = realloc(s->procs, nc * sizeof *np);
-                        if (!np) {
-                                free(procs);
-                                free(samples);
-                                return -ENOMEM;
-                        }
-                        s->procs = np;
-                        *cap = nc;
-                }
-                struct monitor_process *p = &s->procs[s->n_procs++];
-                *p = (struct monitor_process){ .pid = procs[i].pid,
-                                               .gpu = g,
-                                               .memory = procs[i].used_memory,
-                                               .sm = have_util ? 0 : -1,
-                                               .comm = "",
-                                               .namespace = "",
-                                               .pod = "",
-                                               .container = "" };
+        for (size_t i = 0; i < n && r >= 0; i++) {
                 /* the newest sample of this pid */
                 uint64_t ts = 0;
+                int sm = have_util ? 0 : -1;
                 for (size_t k = 0; k < n_samples; k++)
-                        if (samples[k].pid == p->pid && samples[k].timestamp_us >= ts) {
+                        if (samples[k].pid == procs[i].pid && samples[k].timestamp_us >= ts) {
                                 ts = samples[k].timestamp_us;
-                                p->sm = (int)MIN(samples[k].sm, 100u);
+                                sm = (int)MIN(samples[k].sm, 100u);
                         }
-                const char *comm = read_comm(s->names, m->proc_root, p->pid);
-                if (!comm) {
-                        free(procs);
-                        free(samples);
-                        return -ENOMEM;
-                }
-                p->comm = comm;
-                int a = cgroup_attribute_pid(m->proc_root, p->pid, &p->cg);
-                p->attributed = a >= 0;
-                if (a < 0 && a != -ENOENT && a != -ESRCH)
-                        s->errors++; /* unreadable or malformed; a vanished PID is no error */
+                r = append_process(m, s, cap, g, &procs[i], 0, sm);
         }
         free(procs);
         free(samples);
+        return r;
+}
+
+/* A GPU with MIG on: its MIG devices, and the processes of each through the device's own handle (no
+ * privilege needed; per-process utilization does not exist with MIG on). 1 when MIG is off here. */
+static int add_mig(struct monitor *m, struct monitor_snapshot *s, unsigned g, size_t *cap, size_t *cap_migs) {
+        if (nvml_mig_gpu(m->nvml, g, m->mig, NULL) < 0 || m->mig->mode != 1)
+                return 1;
+        for (unsigned k = 0; k < m->mig->n_devices; k++) {
+                const struct mig_device *d = &m->mig->dev[k];
+                if (s->n_migs == *cap_migs) {
+                        size_t nc = *cap_migs ? *cap_migs * 2 : 8;
+                        struct monitor_mig *mm = realloc(s->migs, nc * sizeof *mm);
+                        if (!mm)
+                                return -ENOMEM;
+                        s->migs = mm;
+                        *cap_migs = nc;
+                }
+                size_t at = s->n_migs++;
+                struct monitor_mig *mg = &s->migs[at];
+                *mg = (struct monitor_mig){ .gpu = g,
+                                            .index = d->index,
+                                            .gpu_instance = d->gi,
+                                            .compute_instance = d->ci,
+                                            .memory_used = d->memory_used,
+                                            .memory_total = d->memory_total };
+                strscpy(mg->profile, d->profile, sizeof mg->profile);
+                strscpy(mg->uuid, d->uuid, sizeof mg->uuid);
+                struct nvml_process *procs = NULL;
+                size_t n = 0;
+                if (nvml_mig_device_processes(m->nvml, g, d->index, &procs, &n, NULL) < 0) {
+                        s->errors++;
+                        continue;
+                }
+                int r = 0;
+                for (size_t i = 0; i < n && r >= 0; i++)
+                        r = append_process(m, s, cap, g, &procs[i], (unsigned)at + 1, -1);
+                free(procs);
+                if (r < 0)
+                        return r;
+                s->migs[at].processes = (unsigned)n;
+        }
         return 0;
 }
 
@@ -312,7 +363,7 @@ int monitor_sample(struct monitor *m) {
                 snapshot_free(s);
                 return -ENOMEM;
         }
-        size_t cap = 0;
+        size_t cap = 0, cap_migs = 0;
         for (unsigned g = 0; g < t->n_gpus; g++) {
                 const struct topo_gpu *tg = &t->gpu[g];
                 struct monitor_gpu *mg = &s->gpus[g];
@@ -336,7 +387,9 @@ int monitor_sample(struct monitor *m) {
                         mg->temperature = (int)v;
                 if (nvml_device_power(m->nvml, g, &v, NULL) >= 0)
                         mg->power_mw = v;
-                r = add_procs(m, s, g, &cap);
+                r = tg->mig_mode >= 0 ? add_mig(m, s, g, &cap, &cap_migs) : 1;
+                if (r > 0)
+                        r = add_procs(m, s, g, &cap);
                 if (r < 0) {
                         snapshot_free(s);
                         return r;

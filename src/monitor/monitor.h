@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * monitor — who uses which GPU: samples NVML (per GPU memory, utilization, temperature, power,
- * health; per process memory and SM utilization), attributes every GPU process to a container
+ * health; per process memory and SM utilization; per MIG device memory and processes, each process
+ * attributed to its MIG device), attributes every GPU process to a container
  * and pod (monitor/cgroup.h), names them (CRI or Engine API, falling back to ids), and publishes
  * the result as an immutable, reference-counted snapshot. Scrapes format the current snapshot;
  * they never sample (sampling is decoupled from scraping, so a scrape stays cheap).
@@ -94,9 +95,21 @@ const char *monitor_names_intern(struct monitor_names *n, const char *s, size_t 
 /* Bytes the pool holds (strings, table, chunk headers): for benchmarks. */
 size_t monitor_names_size(const struct monitor_names *n);
 
+/* One MIG device of a GPU with MIG on (NVML answers utilization neither per GPU nor per instance then). */
+struct monitor_mig {
+        unsigned gpu;                       /* index into snapshot->gpus */
+        unsigned index;                     /* MIG index */
+        unsigned gpu_instance, compute_instance;
+        char profile[32];                   /* "1g.10gb", "1c.3g.40gb" */
+        char uuid[96];                      /* "MIG-…" */
+        uint64_t memory_used, memory_total; /* bytes, its GPU instance's */
+        unsigned processes;
+};
+
 struct monitor_process {
         unsigned pid;
         unsigned gpu;     /* index into snapshot->gpus */
+        unsigned mig;     /* 1 + index into snapshot->migs; 0: not on a MIG device (the GPU has MIG off) */
         uint64_t memory;  /* bytes; UINT64_MAX unknown */
         int sm;           /* percent, -1 unknown */
         bool attributed;  /* cgroup read (false: vanished or unreadable) */
@@ -118,6 +131,8 @@ struct monitor_snapshot {
         struct monitor_gpu *gpus;
         size_t n_procs;
         struct monitor_process *procs;
+        size_t n_migs;
+        struct monitor_mig *migs; /* MIG devices, by GPU then MIG index */
         struct monitor_names *names;  /* the strings procs point at; freed with the snapshot */
         unsigned errors;              /* queries that failed in this sample */
         size_t n_limits;              /* from monitor_options.container_limits, sorted by */

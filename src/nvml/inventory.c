@@ -121,6 +121,7 @@ static bool gpu_inventory(struct nvml *n, unsigned index, struct topo_gpu *g, nv
         if (rc == NVML_SUCCESS) {
                 strnscpy(g->bus_id, sizeof(g->bus_id), pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
                 *ret_pci_id = pci.pciDeviceId;
+                g->pci_device_id = pci.pciDeviceId;
         } else if (gpu_fault(n, g, rc, "nvmlDeviceGetPciInfo_v3", false))
                 return false;
 

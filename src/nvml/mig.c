@@ -176,6 +176,7 @@ static int read_gis(struct nvml *n, nvmlDevice_t h, const struct mig_caps *caps,
                                               .profile_id = info.profileId,
                                               .slices = p->slices,
                                               .placement = { info.placement.start, info.placement.size } };
+                        strscpy(g->profile, p->name, sizeof g->profile);
                         int r = read_cis(n, gh[k], g, err);
                         if (r < 0)
                                 return r;
@@ -336,8 +337,9 @@ int nvml_mig_create_gi(struct nvml *n, unsigned index, unsigned profile_id, stru
         return 0;
 }
 
-int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, unsigned slices, unsigned *ret_ci,
+int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, struct mig_placement at, unsigned *ret_ci,
                        struct nvml_error *err) {
+        unsigned slices = at.size;
         nvmlGpuInstance_t gh;
         int r = gi_by_id(n, index, gi, &gh, err);
         if (r < 0)
@@ -350,9 +352,13 @@ int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, unsigned sli
         if (rc != NVML_SUCCESS)
                 return nvml_fail(n, rc, "nvmlGpuInstanceGetComputeInstanceProfileInfo", err);
         nvmlComputeInstance_t ch;
-        rc = NVCALL(n, nvmlGpuInstanceCreateComputeInstance, gh, info.id, &ch);
+        nvmlComputeInstancePlacement_t pl = { .start = at.start, .size = at.size };
+        rc = NVCALL(n, nvmlGpuInstanceCreateComputeInstanceWithPlacement, gh, info.id, &pl, &ch);
+        if (rc == NVML_SYM_MISSING && at.start == 0) /* drivers before placements: the lowest free one */
+                rc = NVCALL(n, nvmlGpuInstanceCreateComputeInstance, gh, info.id, &ch);
         if (rc != NVML_SUCCESS)
-                return nvml_fail(n, rc, "nvmlGpuInstanceCreateComputeInstance", err);
+                return nvml_fail(n, rc == NVML_SYM_MISSING ? NVML_ERROR_FUNCTION_NOT_FOUND : rc,
+                                 "nvmlGpuInstanceCreateComputeInstanceWithPlacement", err);
         nvmlComputeInstanceInfo_t ci;
         rc = NVCALL(n, nvmlComputeInstanceGetInfo_v2, ch, &ci);
         if (rc != NVML_SUCCESS)

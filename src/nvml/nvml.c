@@ -451,6 +451,23 @@ int nvml_processes_of(struct nvml *n, nvmlDevice_t h, struct nvml_process **ret,
         return nvml_fail(n, NVML_ERROR_INSUFFICIENT_SIZE, func, err);
 }
 
+int nvml_device_uuid(struct nvml *n, unsigned index, char *buf, size_t len, struct nvml_error *err) {
+        if (!n || !buf || len == 0)
+                return -EINVAL;
+        nvmlDevice_t h;
+        int r = nvml_handle(n, index, &h, err);
+        if (r < 0)
+                return r;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+        int rc = NVCALL(n, nvmlDeviceGetUUID, h, uuid, sizeof(uuid));
+        if (rc != NVML_SUCCESS)
+                return nvml_fail(n, rc, "nvmlDeviceGetUUID", err);
+        if (strnlen(uuid, sizeof(uuid)) >= len)
+                return -ENOBUFS;
+        strnscpy(buf, len, uuid, strnlen(uuid, sizeof(uuid)));
+        return 0;
+}
+
 int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used,
                        struct nvml_error *err) {
         if (!n || !ret_total || !ret_used)

@@ -117,6 +117,9 @@ int nvml_inventory(struct nvml *n, struct topo *ret, struct nvml_error *err);
  */
 int nvml_device_probe(struct nvml *n, unsigned index, struct nvml_error *err);
 
+/* UUID of GPU `index` ("GPU-…") into buf. -ENOBUFS when it does not fit. */
+int nvml_device_uuid(struct nvml *n, unsigned index, char *buf, size_t len, struct nvml_error *err);
+
 /* Index of the GPU with this UUID (NVML's nvmlDeviceGetHandleByUUID + nvmlDeviceGetIndex). */
 int nvml_device_index_by_uuid(struct nvml *n, const char *uuid, unsigned *ret, struct nvml_error *err);
 
@@ -214,8 +217,8 @@ int nvml_mig_set_mode(struct nvml *n, unsigned index, int mode, int *ret_activat
 /* Create a GPU instance of profile_id (info.id) at a placement; its id in *ret_gi. -ENOSPC: no room. */
 int nvml_mig_create_gi(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
                        struct nvml_error *err);
-/* Create a compute instance of `slices` compute slices in GPU instance gi; its id in *ret_ci. */
-int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, unsigned slices, unsigned *ret_ci,
+/* Create a compute instance at a placement (compute slices) in GPU instance gi; its id in *ret_ci. */
+int nvml_mig_create_ci(struct nvml *n, unsigned index, unsigned gi, struct mig_placement at, unsigned *ret_ci,
                        struct nvml_error *err);
 /* Destroy; -EBUSY (NVML's IN_USE) while processes run on it / while a GPU instance has compute instances. */
 int nvml_mig_destroy_ci(struct nvml *n, unsigned index, unsigned gi, unsigned ci, struct nvml_error *err);

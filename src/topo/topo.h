@@ -60,6 +60,7 @@ struct topo_gpu {
         int sm_count;            /* streaming multiprocessors, 0 when unknown */
         unsigned power_limit_mw; /* 0 when unknown */
         char brand[24];          /* NVML brand as requirement terms name it ("tesla", "geforce"), "" unknown */
+        uint32_t pci_device_id;  /* PCI device id << 16 | vendor id (0x20B010DE), 0 when unknown */
 };
 
 struct topo_nic {
