@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 
+#include "mig/mig.h"
 #include "util/error.h"
 #include "topo/topo.h"
 
@@ -82,6 +83,16 @@ struct cdi_devnode {
         char type; /* 'c' */
 };
 
+/* One MIG device: its parent's node (gpu[] of the discovery) and its two capability nodes. */
+struct cdi_mig {
+        unsigned gpu;   /* topo GPU position */
+        unsigned index; /* MIG index */
+        char uuid[96];  /* "MIG-…" */
+        struct cdi_devnode gi, ci; /* /dev/nvidia-caps/nvidia-cap<M>: gpuN/giG/access, gpuN/giG/ciC/access */
+};
+
+#define CDI_MIG_MINORS "/proc/driver/nvidia-caps/mig-minors"
+
 struct cdi_discovery {
         char driver_version[80];
         struct cdi_devnode control[4]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset: those present */
@@ -91,6 +102,8 @@ struct cdi_discovery {
         size_t n_files;
         char lib_dirs[8][CDI_PATH_MAX]; /* distinct directories of the libraries, for ldconfig */
         unsigned n_lib_dirs;
+        struct cdi_mig *mig; /* MIG devices (cdi_discover_mig) */
+        size_t n_mig;
 };
 
 struct cdi_roots {
@@ -109,6 +122,16 @@ int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned c
                  struct gs_error *err);
 void cdi_discovery_done(struct cdi_discovery *d);
 
+/*
+ * Add the MIG devices of mig (GPUs with MIG on) to d: each one's capability nodes, whose minors the
+ * driver's mig-minors text (the file mig_minors, read whole) gives for gpu<device minor>/gi<G>/access and
+ * gpu<minor>/gi<G>/ci<C>/access, and which exist as character devices under the dev root. 0, or -errno
+ * with err: -ENOENT the file or a node is missing (a MIG device a container could not use: nothing is
+ * offered rather than that), -ENODEV the parent's /dev/nvidiaN is missing.
+ */
+int cdi_discover_mig(const struct topo *t, const struct mig_node *mig, const struct cdi_roots *roots,
+                     const char *mig_minors, struct cdi_discovery *d, struct gs_error *err);
+
 /* ---- the spec ---- */
 
 struct cdi_spec_options {
@@ -119,7 +142,8 @@ struct cdi_spec_options {
         const char *interposer;       /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
 };
 
-/* Build the spec: one device per GPU by index and by UUID, "all", and with an interposer one
+/* Build the spec: one device per GPU by index and by UUID, one per MIG device by "<gpu index>:<MIG index>"
+ * and by MIG UUID (the parent's node and the two capability nodes), "all", and with an interposer one
  * "<index>-shared" / "<uuid>-shared" device per GPU. *ret is a new reference. 0 or -EINVAL (bad
  * kind) / -ENOMEM. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
@@ -160,8 +184,10 @@ void cdi_oci_done(struct cdi_oci *o);
 struct cdi_generate {
         struct cdi_roots roots;
         struct cdi_spec_options spec;
-        unsigned caps; /* 0 → CDI_CAP_ALL */
-        bool json;     /* JSON instead of YAML */
+        unsigned caps;              /* 0 → CDI_CAP_ALL */
+        bool json;                  /* JSON instead of YAML */
+        const struct mig_node *mig; /* MIG devices to offer (NULL: none) */
+        const char *mig_minors;     /* NULL → CDI_MIG_MINORS */
 };
 /* The spec text for node t. *ret malloc'ed. 0 or -errno with err. */
 int cdi_generate_text(const struct topo *t, const struct cdi_generate *g, char **ret, struct gs_error *err);

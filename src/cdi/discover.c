@@ -260,6 +260,75 @@ void cdi_discovery_done(struct cdi_discovery *d) {
         free(d->files);
         d->files = NULL;
         d->n_files = 0;
+        free(d->mig);
+        d->mig = NULL;
+        d->n_mig = 0;
+}
+
+static int cdi_discover_mig_impl(const struct topo *t, const struct mig_node *mig, const struct cdi_roots *roots,
+                                 const char *mig_minors, struct cdi_discovery *d, struct gs_error *err) {
+        const char *dev_root = roots && roots->dev_root ? roots->dev_root : "/";
+        size_t total = 0;
+        for (unsigned g = 0; g < mig->n_gpus && g < t->n_gpus; g++)
+                total += mig->gpu[g].mode == 1 ? mig->gpu[g].n_devices : 0;
+        if (total == 0)
+                return 0;
+        _cleanup_(freep) char *text = NULL;
+        size_t len = 0;
+        int r = read_file(mig_minors, MIG_MINORS_MAX, &text, &len);
+        if (r < 0) {
+                fail(err, "the node has MIG devices but %s cannot be read: %s", mig_minors, strerror(-r));
+                return r;
+        }
+        struct cdi_mig *out = calloc(total, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        size_t n = 0;
+        for (unsigned g = 0; g < mig->n_gpus && g < t->n_gpus; g++) {
+                if (mig->gpu[g].mode != 1 || mig->gpu[g].n_devices == 0)
+                        continue;
+                if (!d->gpu[g].major || t->gpu[g].minor < 0) {
+                        free(out);
+                        fail(err, "GPU %u has MIG devices but no device node /dev/nvidia<minor>", g);
+                        return -ENODEV;
+                }
+                for (unsigned k = 0; k < mig->gpu[g].n_devices; k++) {
+                        const struct mig_device *md = &mig->gpu[g].dev[k];
+                        struct cdi_mig *x = &out[n];
+                        unsigned gi_minor, ci_minor;
+                        char gi_name[48], ci_name[48];
+                        x->gpu = g;
+                        x->index = md->index;
+                        strscpy(x->uuid, md->uuid, sizeof x->uuid);
+                        r = mig_minors_lookup(text, len, (unsigned)t->gpu[g].minor, md->gi, md->ci, &gi_minor, &ci_minor);
+                        if (r == 0) {
+                                snprintf(gi_name, sizeof gi_name, "nvidia-caps/nvidia-cap%u", gi_minor);
+                                snprintf(ci_name, sizeof ci_name, "nvidia-caps/nvidia-cap%u", ci_minor);
+                                if (!devnode(dev_root, gi_name, &x->gi) || !devnode(dev_root, ci_name, &x->ci))
+                                        r = -ENOENT;
+                        }
+                        if (r < 0) {
+                                free(out);
+                                fail(err,
+                                     "MIG device %u:%u (GPU %d, GI %u, CI %u): no capability nodes for "
+                                     "gpu%d/gi%u/access and .../ci%u/access (%s, /dev/nvidia-caps under %s; "
+                                     "`nvidia-smi` or `nvidia-modprobe -f` makes them)",
+                                     g, md->index, t->gpu[g].minor, md->gi, md->ci, t->gpu[g].minor, md->gi, md->ci,
+                                     mig_minors, dev_root);
+                                return -ENOENT;
+                        }
+                        n++;
+                }
+        }
+        free(d->mig);
+        d->mig = out;
+        d->n_mig = n;
+        return 0;
+}
+
+int cdi_discover_mig(const struct topo *t, const struct mig_node *mig, const struct cdi_roots *roots,
+                     const char *mig_minors, struct cdi_discovery *d, struct gs_error *err) {
+        return cdi_fail(err, cdi_discover_mig_impl(t, mig, roots, mig_minors ? mig_minors : CDI_MIG_MINORS, d, err));
 }
 
 /* lint: long — discovery of the driver's files: device nodes, libraries through the ld cache, binaries, IPC

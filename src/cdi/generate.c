@@ -35,6 +35,10 @@ static int cdi_generate_text_impl(const struct topo *t, const struct cdi_generat
                              g->roots.dev_root ? g->roots.dev_root : "/");
                 return -ENODEV;
         }
+        if (g->mig && (r = cdi_discover_mig(t, g->mig, &g->roots, g->mig_minors, &d, err)) < 0) {
+                cdi_discovery_done(&d);
+                return r;
+        }
         json_t *spec = NULL;
         r = cdi_spec_build(t, &d, &g->roots, &g->spec, &spec);
         cdi_discovery_done(&d);

@@ -136,6 +136,28 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                     json_array_append_new(devices, device_json(t->gpu[i].uuid, gpu_edits(n, host_dev, NULL))) < 0)
                         goto oom_all;
         }
+        /* one device per MIG device: "<gpu index>:<MIG index>" and its MIG UUID, as NVIDIA's toolkit names them */
+        for (size_t i = 0; i < d->n_mig; i++) {
+                const struct cdi_mig *m = &d->mig[i];
+                char name[64];
+                snprintf(name, sizeof name, "%d:%u", t->gpu[m->gpu].index, m->index);
+                for (int k = 0; k < 2; k++) {
+                        json_t *e = json_object();
+                        if (!e)
+                                goto oom_all;
+                        if (push(e, "deviceNodes", node_json(&d->gpu[m->gpu], host_dev)) < 0 ||
+                            push(e, "deviceNodes", node_json(&m->gi, host_dev)) < 0 ||
+                            push(e, "deviceNodes", node_json(&m->ci, host_dev)) < 0) {
+                                json_decref(e);
+                                goto oom_all;
+                        }
+                        if (json_array_append_new(devices, device_json(k ? m->uuid : name, e)) < 0)
+                                goto oom_all; /* e went with device_json */
+                }
+                if (push(all, "deviceNodes", node_json(&m->gi, host_dev)) < 0 ||
+                    push(all, "deviceNodes", node_json(&m->ci, host_dev)) < 0)
+                        goto oom_all;
+        }
         if (json_object_size(all) == 0)
                 json_decref(all);
         else if (json_array_append_new(devices, device_json("all", all)) < 0)

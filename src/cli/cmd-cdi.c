@@ -13,7 +13,9 @@
 static void help(FILE *f) {
         fputs("Usage: gpuslice cdi generate [OPTIONS]\n\n"
               "Write a Container Device Interface spec for the node's GPUs: one device per GPU by index\n"
-              "and by UUID plus `all` (and `<id>-shared` devices with --interposer), device nodes, the\n"
+              "and by UUID plus `all` (and `<id>-shared` devices with --interposer), one per MIG device by\n"
+              "`<GPU index>:<MIG index>` and by MIG UUID (the GPU's node and the MIG device's two capability\n"
+              "nodes under /dev/nvidia-caps, their minors from --mig-minors), device nodes, the\n"
               "driver's libraries found through the ld cache, its binaries and IPC sockets, and a\n"
               "createContainer hook (`gpuslice hook cdi-links`) for the library links.\n\n"
               "Options:\n"
@@ -28,7 +30,9 @@ static void help(FILE *f) {
               "      --capabilities LIST    utility,compute,video,graphics or all (default all)\n"
               "      --hook-path PATH       gpuslice binary the hook runs (default: this binary)\n"
               "      --interposer PATH      host path of libgpuslice-cuda.so: adds <id>-shared "
-              "devices\n" NODE_SOURCE_HELP "  -h, --help                 this help\n",
+              "devices\n"
+              "      --mig-minors FILE      the driver's MIG capability minors (default "
+              "/proc/driver/nvidia-caps/mig-minors)\n" NODE_SOURCE_HELP "  -h, --help                 this help\n",
               f);
 }
 
@@ -46,6 +50,7 @@ int cmd_cdi(int argc, char **argv) {
                 OPT_CAPS,
                 OPT_HOOK,
                 OPT_INTERPOSER,
+                OPT_MIG_MINORS,
         };
         static const struct option opts[] = {
                 { "output", required_argument, NULL, 'o' },
@@ -58,6 +63,7 @@ int cmd_cdi(int argc, char **argv) {
                 { "capabilities", required_argument, NULL, OPT_CAPS },
                 { "hook-path", required_argument, NULL, OPT_HOOK },
                 { "interposer", required_argument, NULL, OPT_INTERPOSER },
+                { "mig-minors", required_argument, NULL, OPT_MIG_MINORS },
                 { "topology", required_argument, NULL, 't' },
                 { "nvml-library", required_argument, NULL, OPT_NVML },
                 { "help", no_argument, NULL, 'h' },
@@ -90,6 +96,7 @@ int cmd_cdi(int argc, char **argv) {
                         case OPT_HOST_DRV: g.spec.host_driver_root = optarg; break;
                         case OPT_HOOK: g.spec.hook_path = optarg; break;
                         case OPT_INTERPOSER: g.spec.interposer = optarg; break;
+                        case OPT_MIG_MINORS: g.mig_minors = optarg; break;
                         case OPT_CAPS: {
                                 const char *bad = NULL;
                                 if (cdi_caps_parse(optarg, &g.caps, &bad) < 0 || g.caps == 0) {
@@ -138,9 +145,11 @@ int cmd_cdi(int argc, char **argv) {
         }
 
         _cleanup_(freep) struct topo *t = NULL;
-        int r = node_load_new(&src, &t);
+        _cleanup_(freep) struct mig_node *mig = NULL;
+        int r = node_load_new_mig(&src, &t, &mig);
         if (r != EXIT_OK)
                 return r;
+        g.mig = mig;
         struct gs_error err = { 0 };
         if (streq(output, "-")) {
                 _cleanup_(freep) char *text = NULL;
