@@ -10,7 +10,7 @@
   metrics  every family a scrape of the node agent (simulated node, kubelet stand-in, a fractional
            profile, the compat families, an allocation) and of `gpuslice scheduler` (a snapshot,
            one request of each verb) serves, and every family name the source registers, is in
-           docs/metrics.md; every family docs/metrics.md names is in a scrape, or in CONDITIONAL
+           docs/metrics.md (the agent's, the extender's and a monitor's on a MIG node); every family docs/metrics.md names is in a scrape, or in CONDITIONAL
            below with the reason it was not produced here. Types and labels of the scrape match
            the docs' tables.
   install  docs/install.md's build line against scripts/install-deps.sh and the CMake files' pkg-config
@@ -330,6 +330,40 @@ def scrape_scheduler(a, tmp):
         p.wait(15)
 
 
+def scrape_mig(a, tmp):
+    """gpuslice monitor on the simulated MIG node (tests/data/mig/h100-mixed.node) with a process on a MIG
+    device: the per-MIG-device families."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from agent_fixture import free_port
+    env = dict(os.environ, GPUSLICE_SIM_NODE=os.path.join(a.source, "tests/data/mig/h100-mixed.node"),
+               GPUSLICE_SIM_STATE=os.path.join(tmp, "mig.state"))
+    subprocess.run([os.path.join(a.build, "sim", "gpuslice-sim"), "proc", "add", "--gpu", "0", "--pid", "4243",
+                    "--mem", "256MiB", "--mig", "14:0", "--keep"], env=env, check=True, timeout=30)
+    port = free_port()
+    log = open(os.path.join(tmp, "monitor-mig.log"), "w+")
+    p = subprocess.Popen([os.path.join(a.build, "gpuslice"), "monitor", "--nvml-library",
+                          os.path.join(a.build, "sim", "libnvidia-ml.so.1"), "--metrics-address",
+                          "127.0.0.1:%d" % port, "--sample-interval", "1s"], env=env, stdout=log,
+                         stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                    text = r.read().decode()
+                if "gpuslice_process_mig_device_info{" in text:
+                    return text
+            except OSError:
+                pass
+            if time.monotonic() > deadline or p.poll() is not None:
+                log.seek(0)
+                raise AssertionError("gpuslice monitor on the MIG node served no MIG families: " + log.read())
+            time.sleep(0.2)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(15)
+
+
 def promtool_check(text, what):
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     # promtool exits 1 for lint remarks too (the compat families' names, docs/metrics.md); only a parse
@@ -348,12 +382,17 @@ def test_metrics(a):
     try:
         agent_text = scrape_agent(a, tmp)
         sched_text = scrape_scheduler(a, tmp)
+        mig_text = scrape_mig(a, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     promtool_check(agent_text, "agent")
     promtool_check(sched_text, "scheduler")
+    promtool_check(mig_text, "MIG node monitor")
     scraped = parse_scrape(agent_text)
     scraped.update(parse_scrape(sched_text))
+    for f, v in parse_scrape(mig_text).items():
+        if f.startswith(("gpuslice_mig_", "gpuslice_process_mig_")):
+            scraped[f] = v
     problems = []
     for f in sorted(set(scraped) - set(docs)):
         problems.append("%s is served on /metrics but not in docs/metrics.md" % f)
