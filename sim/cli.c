@@ -170,14 +170,10 @@ static int cmd_proc(int argc, char **argv) {
         }
         bool add = streq(argv[1], "add");
         static const struct option opts[] = {
-                { "gpu", required_argument, NULL, 'g' },
-                { "pid", required_argument, NULL, 'p' },
-                { "mem", required_argument, NULL, 'm' },
-                { "sm", required_argument, NULL, 's' },
-                { "keep", no_argument, NULL, 'k' },
-                { "mig", required_argument, NULL, 'M' },
-                { "help", no_argument, NULL, 'h' },
-                {},
+                { "gpu", required_argument, NULL, 'g' }, { "pid", required_argument, NULL, 'p' },
+                { "mem", required_argument, NULL, 'm' }, { "sm", required_argument, NULL, 's' },
+                { "keep", no_argument, NULL, 'k' },      { "mig", required_argument, NULL, 'M' },
+                { "help", no_argument, NULL, 'h' },      {},
         };
         const char *gpu_s = NULL, *mem_s = NULL;
         uint32_t gi = SIM_NO_INSTANCE, ci = SIM_NO_INSTANCE;
@@ -251,8 +247,9 @@ static int cmd_proc(int argc, char **argv) {
                 if (s->mig[gpu].current != NVML_DEVICE_MIG_ENABLE || !g || !sim_mig_ci_find(g, ci)) {
                         sim_state_unlock(s);
                         sim_state_close(s);
-                        fprintf(stderr, "gpuslice-sim: GPU %u has no MIG device %u:%u (GPU instance:compute instance)\n",
-                                gpu, gi, ci);
+                        fprintf(stderr,
+                                "gpuslice-sim: GPU %u has no MIG device %u:%u (GPU instance:compute instance)\n", gpu,
+                                gi, ci);
                         return EXIT_UNSAT;
                 }
         }
@@ -304,7 +301,8 @@ static void print_mig(const struct sim_state *s) {
                         printf("\nGPU  MIG  %-8s %-12s %5s %9s  %s\n", "PENDING", "PROFILE", "GI", "PLACEMENT",
                                "COMPUTE INSTANCES (id: MIG index, profile)");
                 any = true;
-                printf("%3u  %-4s %-8s", g, mg->current ? "on" : "off", mg->pending != mg->current ? (mg->pending ? "on" : "off") : "-");
+                printf("%3u  %-4s %-8s", g, mg->current ? "on" : "off",
+                       mg->pending != mg->current ? (mg->pending ? "on" : "off") : "-");
                 bool first = true;
                 for (unsigned i = 0; i < SIM_MIG_MAX_GI; i++) {
                         const struct sim_mig_gi *gi = &mg->gi[i];
@@ -312,8 +310,8 @@ static void print_mig(const struct sim_state *s) {
                                 continue;
                         char name[48];
                         sim_mig_device_name(m, gi, NULL, name, sizeof name);
-                        printf("%s %-12s %5" PRIu32 " %7" PRIu32 ":%" PRIu32 " ", first ? "" : "\n                ", name,
-                               gi->id, gi->start, gi->size);
+                        printf("%s %-12s %5" PRIu32 " %7" PRIu32 ":%" PRIu32 " ", first ? "" : "\n                ",
+                               name, gi->id, gi->start, gi->size);
                         first = false;
                         for (unsigned j = 0; j < SIM_MIG_MAX_CI; j++)
                                 if (gi->ci[j].used) {

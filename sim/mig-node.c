@@ -301,8 +301,9 @@ static int check_modes(struct mig_parser *p) {
         for (unsigned i = 0; i < p->t->n_gpus; i++) {
                 const struct topo_gpu *g = &p->t->gpu[i];
                 if (g->mig_mode >= 0 && !sim_mig_model(g)) {
-                        snprintf(p->err, p->err_len, "GPU %u: mig=%s, but %s has no MIG in the simulator (MIG models: %s)",
-                                 i, g->mig_mode ? "on" : "off", g->name, sim_mig_models());
+                        snprintf(p->err, p->err_len,
+                                 "GPU %u: mig=%s, but %s has no MIG in the simulator (MIG models: %s)", i,
+                                 g->mig_mode ? "on" : "off", g->name, sim_mig_models());
                         return -EINVAL;
                 }
         }

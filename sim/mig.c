@@ -100,8 +100,8 @@ const struct sim_mig_model *sim_mig_model(const struct topo_gpu *g) {
                         best = m;
         }
         /* H100 NVL (94GB) and GH200 (96GB) have other tables, not simulated */
-        if (best && streq(best->label, "H100-80GB") && (strstr(g->name, "NVL") || strstr(g->name, "94GB") ||
-                                                         strstr(g->name, "96GB") || strstr(g->name, "GH200")))
+        if (best && streq(best->label, "H100-80GB") &&
+            (strstr(g->name, "NVL") || strstr(g->name, "94GB") || strstr(g->name, "96GB") || strstr(g->name, "GH200")))
                 return NULL;
         return best;
 }

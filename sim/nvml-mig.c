@@ -430,8 +430,8 @@ static nvmlReturn_t gi_create(nvmlDevice_t device, unsigned profileId, int start
         nvmlReturn_t r = change_begin_locked();
         struct sim_mig_gi *gi = NULL;
         if (r == NVML_SUCCESS)
-                r = errno_to_nvml(sim_mig_gi_create(mig_of(device->index), model_of(device->index), p->profile, start,
-                                                    &gi));
+                r = errno_to_nvml(
+                        sim_mig_gi_create(mig_of(device->index), model_of(device->index), p->profile, start, &gi));
         if (r != NVML_SUCCESS) {
                 sim_state_unlock(nvml_sim_state());
                 return r;
@@ -585,8 +585,8 @@ _public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstan
         return ci_profile_info(gpuInstance, profile, engProfile, info, NULL, 0);
 }
 
-_public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance,
-                                                                    unsigned int profile, unsigned int engProfile,
+_public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance, unsigned int profile,
+                                                                    unsigned int engProfile,
                                                                     nvmlComputeInstanceProfileInfo_v2_t *info) {
         if (!info)
                 return NVML_ERROR_INVALID_ARGUMENT;
@@ -665,7 +665,7 @@ static nvmlReturn_t ci_create(nvmlGpuInstance_t gpuInstance, unsigned profileId,
         struct sim_mig_gi *gi;
         struct sim_mig_ci_shape sh;
         CHECK(ci_shape_lock(gpuInstance, profileId, &gi, &sh));
-        nvmlReturn_t r = !computeInstance        ? NVML_ERROR_INVALID_ARGUMENT
+        nvmlReturn_t r = !computeInstance         ? NVML_ERROR_INVALID_ARGUMENT
                          : !nvml_sim_privileged() ? NVML_ERROR_NO_PERMISSION
                                                   : change_begin_locked();
         struct sim_mig_ci *ci = NULL;
@@ -726,7 +726,7 @@ _public_ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIn
         CHECK(ci_resolve_lock(computeInstance, &gi, &ci));
         struct sim_state *s = nvml_sim_state();
         sim_state_prune_locked(s);
-        nvmlReturn_t r = !nvml_sim_privileged()                                           ? NVML_ERROR_NO_PERMISSION
+        nvmlReturn_t r = !nvml_sim_privileged()                                             ? NVML_ERROR_NO_PERMISSION
                          : sim_mig_ci_procs_locked(s, computeInstance->gpu, gi->id, ci->id) ? NVML_ERROR_IN_USE
                                                                                             : change_begin_locked();
         if (r != NVML_SUCCESS) {
@@ -738,8 +738,7 @@ _public_ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIn
 }
 
 _public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
-                                                         nvmlComputeInstance_t *computeInstances,
-                                                         unsigned int *count) {
+                                                         nvmlComputeInstance_t *computeInstances, unsigned int *count) {
         struct sim_mig_gi *gi;
         struct sim_mig_ci_shape sh;
         CHECK(ci_shape_lock(gpuInstance, profileId, &gi, &sh));

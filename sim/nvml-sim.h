@@ -60,7 +60,7 @@ NVML_SIM_HIDDEN nvmlReturn_t nvml_sim_copy_string(const char *s, char *buf, unsi
 NVML_SIM_HIDDEN nvmlDevice_t nvml_sim_mig_handle(unsigned gpu, unsigned k, uint64_t serial);
 /* Lock held: the GPU and compute instance a live MIG handle names; NVML_ERROR_INVALID_ARGUMENT when stale. */
 NVML_SIM_HIDDEN nvmlReturn_t nvml_sim_mig_resolve_locked(nvmlDevice_t d, struct sim_mig_gi **ret_gi,
-                                                          struct sim_mig_ci **ret_ci);
+                                                         struct sim_mig_ci **ret_ci);
 /* Lock held: the MIG handle whose UUID is uuid, or NULL. */
 NVML_SIM_HIDDEN nvmlDevice_t nvml_sim_mig_by_uuid_locked(const char *uuid);
 /* The MIG device's UUID / name ("<GPU name> MIG 1g.10gb"). Lock held. */

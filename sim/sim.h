@@ -23,7 +23,7 @@
 #define SIM_ENV_STATE "GPUSLICE_SIM_STATE"
 
 #define SIM_STATE_MAGIC 0x5453534d49534c47ULL /* "GLSIMSST" little-endian, arbitrary but fixed */
-#define SIM_STATE_ABI 2u /* 2: MIG state per GPU, GPU/compute instance of each process */
+#define SIM_STATE_ABI 2u                      /* 2: MIG state per GPU, GPU/compute instance of each process */
 #define SIM_MAX_PROCS 512u
 #define SIM_XID_RING 64u
 
@@ -221,7 +221,7 @@ struct sim_mig_profile {
 };
 
 struct sim_mig_model {
-        const char *label;       /* "A100-40GB" */
+        const char *label;        /* "A100-40GB" */
         const char *match, *also; /* the GPU name contains match (and also, when set) */
         const struct sim_mig_profile *profiles;
         unsigned n_profiles;

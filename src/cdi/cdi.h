@@ -85,9 +85,9 @@ struct cdi_devnode {
 
 /* One MIG device: its parent's node (gpu[] of the discovery) and its two capability nodes. */
 struct cdi_mig {
-        unsigned gpu;   /* topo GPU position */
-        unsigned index; /* MIG index */
-        char uuid[96];  /* "MIG-…" */
+        unsigned gpu;              /* topo GPU position */
+        unsigned index;            /* MIG index */
+        char uuid[96];             /* "MIG-…" */
         struct cdi_devnode gi, ci; /* /dev/nvidia-caps/nvidia-cap<M>: gpuN/giG/access, gpuN/giG/ciC/access */
 };
 

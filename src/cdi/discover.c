@@ -300,7 +300,8 @@ static int cdi_discover_mig_impl(const struct topo *t, const struct mig_node *mi
                         x->gpu = g;
                         x->index = md->index;
                         strscpy(x->uuid, md->uuid, sizeof x->uuid);
-                        r = mig_minors_lookup(text, len, (unsigned)t->gpu[g].minor, md->gi, md->ci, &gi_minor, &ci_minor);
+                        r = mig_minors_lookup(text, len, (unsigned)t->gpu[g].minor, md->gi, md->ci, &gi_minor,
+                                              &ci_minor);
                         if (r == 0) {
                                 snprintf(gi_name, sizeof gi_name, "nvidia-caps/nvidia-cap%u", gi_minor);
                                 snprintf(ci_name, sizeof ci_name, "nvidia-caps/nvidia-cap%u", ci_minor);

@@ -53,10 +53,10 @@ static int parse_args(int argc, char **argv, struct mig_args *a) {
                 OPT_NVML,
         };
         static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' },       { "layout", required_argument, NULL, 'l' },
-                { "gpu", required_argument, NULL, 'g' },          { "state-dir", required_argument, NULL, OPT_STATE },
-                { "json", no_argument, NULL, OPT_JSON },          { "nvml-library", required_argument, NULL, OPT_NVML },
-                { "help", no_argument, NULL, 'h' },               {},
+                { "config", required_argument, NULL, 'c' }, { "layout", required_argument, NULL, 'l' },
+                { "gpu", required_argument, NULL, 'g' },    { "state-dir", required_argument, NULL, OPT_STATE },
+                { "json", no_argument, NULL, OPT_JSON },    { "nvml-library", required_argument, NULL, OPT_NVML },
+                { "help", no_argument, NULL, 'h' },         {},
         };
         *a = (struct mig_args){ .state_dir = DEFAULT_STATE_DIR, .gpu = -1 };
         int c;
@@ -119,7 +119,8 @@ static int mig_status(const struct mig_args *a, struct nvml *n) {
                         printf("  GPU %u: %s\n", i, err.message);
                 else
                         printf("  GPU %u: layout %s%s\n", i, layout,
-                               pending ? ", waiting for a GPU reset" : ", interrupted: `gpuslice mig recover` completes it");
+                               pending ? ", waiting for a GPU reset"
+                                       : ", interrupted: `gpuslice mig recover` completes it");
         }
         return EXIT_OK;
 }
@@ -148,8 +149,9 @@ static int one_gpu(const struct mig_args *a, struct nvml *n, unsigned i, const s
                        res->steps == 1 ? "" : "s");
                 print_steps(res);
                 if (res->outcome == MIGCTL_PENDING_RESET) {
-                        fprintf(stderr, "gpuslice mig apply: GPU %u waits for a reset (or a reboot) to change its MIG "
-                                        "mode; run apply again after it\n",
+                        fprintf(stderr,
+                                "gpuslice mig apply: GPU %u waits for a reset (or a reboot) to change its MIG "
+                                "mode; run apply again after it\n",
                                 i);
                         ex = EXIT_UNSAT;
                 }

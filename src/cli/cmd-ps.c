@@ -77,7 +77,8 @@ static void print_table(FILE *f, const struct monitor_snapshot *s) {
                         fprintf(f, "%-8u %10s %4s  %-16s %-16s %-28s %s\n", p->pid, mem, sm, or_dash(p->comm),
                                 or_dash(p->namespace), or_dash(p->pod), or_dash(p->container));
                 else
-                        fprintf(f, "%-8u %10s %4s  %-16s %s\n", p->pid, mem, sm, or_dash(p->comm), or_dash(p->container));
+                        fprintf(f, "%-8u %10s %4s  %-16s %s\n", p->pid, mem, sm, or_dash(p->comm),
+                                or_dash(p->container));
         }
         if (s->n_procs == 0)
                 fputs("(no GPU processes)\n", f);
@@ -98,11 +99,11 @@ static json_t *json_snapshot(const struct monitor_snapshot *s) {
                                          cgroup_qos_name(p->cg.qos), "runtime", cgroup_runtime_name(p->cg.runtime)));
                 const struct monitor_mig *m = p->mig && p->mig <= s->n_migs ? &s->migs[p->mig - 1] : NULL;
                 json_t *o = json_array_get(procs, json_array_size(procs) - 1);
-                json_object_set_new(o, "mig", m ? json_pack("{s:s, s:s, s:i, s:i, s:i}", "uuid", m->uuid, "profile",
-                                                            m->profile, "index", (int)m->index, "gpu_instance",
-                                                            (int)m->gpu_instance, "compute_instance",
-                                                            (int)m->compute_instance)
-                                                : json_null());
+                json_object_set_new(o, "mig",
+                                    m ? json_pack("{s:s, s:s, s:i, s:i, s:i}", "uuid", m->uuid, "profile", m->profile,
+                                                  "index", (int)m->index, "gpu_instance", (int)m->gpu_instance,
+                                                  "compute_instance", (int)m->compute_instance)
+                                      : json_null());
         }
         return json_pack("{s:o}", "processes", procs);
 }

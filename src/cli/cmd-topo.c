@@ -22,6 +22,8 @@ static void help(FILE *f) {
               f);
 }
 
+/* lint: long — a command's main: the getopt switch (one case per flag), then each view in order; its size is its
+ * flags'. */
 int cmd_topo(int argc, char **argv) {
         enum {
                 OPT_NVML = 0x100,
@@ -30,11 +32,15 @@ int cmd_topo(int argc, char **argv) {
                 OPT_MIG
         };
         static const struct option opts[] = {
-                { "topology", required_argument, NULL, 't' }, { "nvml-library", required_argument, NULL, OPT_NVML },
-                { "matrix", no_argument, NULL, 'm' },         { "tree", no_argument, NULL, OPT_TREE },
-                { "gpus", no_argument, NULL, 'g' },           { "json", no_argument, NULL, OPT_JSON },
+                { "topology", required_argument, NULL, 't' },
+                { "nvml-library", required_argument, NULL, OPT_NVML },
+                { "matrix", no_argument, NULL, 'm' },
+                { "tree", no_argument, NULL, OPT_TREE },
+                { "gpus", no_argument, NULL, 'g' },
+                { "json", no_argument, NULL, OPT_JSON },
                 { "mig", no_argument, NULL, OPT_MIG },
-                { "help", no_argument, NULL, 'h' },           {},
+                { "help", no_argument, NULL, 'h' },
+                {},
         };
         struct node_source src = { 0 };
         bool matrix = false, tree = false, gpus = false, json = false, mig = false;

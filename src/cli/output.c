@@ -150,16 +150,18 @@ void print_mig(FILE *f, const struct mig_node *m) {
                 for (unsigned k = 0; k < m->gpu[g].n_devices; k++) {
                         const struct mig_device *d = &m->gpu[g].dev[k];
                         if (!devs)
-                                fprintf(f, "\nMIG devices:\n%-4s %-3s %-3s %-4s %-12s %-22s %-4s %-3s %-3s %-3s %-3s %-3s %s\n",
+                                fprintf(f,
+                                        "\nMIG devices:\n%-4s %-3s %-3s %-4s %-12s %-22s %-4s %-3s %-3s %-3s %-3s %-3s "
+                                        "%s\n",
                                         "GPU", "GI", "CI", "MIG", "PROFILE", "MEMORY-USAGE", "SM", "CE", "ENC", "DEC",
                                         "OFA", "JPG", "UUID");
                         devs = true;
                         char mem[48];
                         snprintf(mem, sizeof mem, "%lluMiB / %lluMiB", (unsigned long long)(d->memory_used >> 20),
                                  (unsigned long long)(d->memory_total >> 20));
-                        fprintf(f, "%-4u %-3u %-3u %-4u %-12s %-22s %-4u %-3u %-3u %-3u %-3u %-3u %s\n", g, d->gi, d->ci,
-                                d->index, d->profile, mem, d->sms, d->copy_engines, d->encoders, d->decoders, d->ofas,
-                                d->jpegs, d->uuid);
+                        fprintf(f, "%-4u %-3u %-3u %-4u %-12s %-22s %-4u %-3u %-3u %-3u %-3u %-3u %s\n", g, d->gi,
+                                d->ci, d->index, d->profile, mem, d->sms, d->copy_engines, d->encoders, d->decoders,
+                                d->ofas, d->jpegs, d->uuid);
                 }
         if (!devs)
                 fputs("\nMIG devices: none\n", f);
@@ -178,11 +180,10 @@ json_t *json_mig(const struct mig_node *m) {
                                                                      "profile_id", gi->ci[j].profile_id, "start",
                                                                      gi->ci[j].placement.start, "size",
                                                                      gi->ci[j].placement.size));
-                        json_array_append_new(gis, json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:o}", "id", gi->id, "profile",
-                                                             gi->profile, "profile_id", gi->profile_id, "start",
-                                                             gi->placement.start, "size",
-                                                             gi->placement.size, "slices", gi->slices,
-                                                             "compute_instances", cis));
+                        json_array_append_new(gis, json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:o}", "id", gi->id,
+                                                             "profile", gi->profile, "profile_id", gi->profile_id,
+                                                             "start", gi->placement.start, "size", gi->placement.size,
+                                                             "slices", gi->slices, "compute_instances", cis));
                 }
                 for (unsigned k = 0; k < mg->n_devices; k++) {
                         const struct mig_device *d = &mg->dev[k];
@@ -194,9 +195,9 @@ json_t *json_mig(const struct mig_node *m) {
                                                 (json_int_t)d->memory_used, "sms", d->sms, "gpu_instance_slices",
                                                 d->gi_slices, "compute_instance_slices", d->ci_slices));
                 }
-                json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:o, s:o}", "gpu", g, "mode", mode_name(mg->mode),
-                                                      "pending", mode_name(mg->pending), "gpu_instances", gis,
-                                                      "devices", devs));
+                json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:o, s:o}", "gpu", g, "mode",
+                                                      mode_name(mg->mode), "pending", mode_name(mg->pending),
+                                                      "gpu_instances", gis, "devices", devs));
         }
         return gpus;
 }

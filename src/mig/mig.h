@@ -36,11 +36,11 @@ struct mig_placement {
 
 /* A GPU instance profile as the GPU reports it (nvmlDeviceGetGpuInstanceProfileInfoV, placements). */
 struct mig_profile {
-        unsigned nvml_profile;          /* NVML_GPU_INSTANCE_PROFILE_* (the shape asked for) */
-        unsigned id;                    /* info.id: nvidia-smi's profile ID, device specific */
+        unsigned nvml_profile;           /* NVML_GPU_INSTANCE_PROFILE_* (the shape asked for) */
+        unsigned id;                     /* info.id: nvidia-smi's profile ID, device specific */
         char name[MIG_PROFILE_NAME_MAX]; /* "1g.10gb", "1g.10gb+me" */
-        unsigned slices;                /* compute slices */
-        unsigned instances;             /* how many may exist at once */
+        unsigned slices;                 /* compute slices */
+        unsigned instances;              /* how many may exist at once */
         unsigned sms, copy_engines, decoders, encoders, jpegs, ofas;
         uint64_t memory_mib;
         unsigned n_placements;
@@ -61,10 +61,10 @@ struct mig_ci {
 };
 
 struct mig_gi {
-        unsigned id;         /* GPU instance id (0..14) */
-        unsigned profile_id; /* the GPU instance profile's id */
+        unsigned id;                        /* GPU instance id (0..14) */
+        unsigned profile_id;                /* the GPU instance profile's id */
         char profile[MIG_PROFILE_NAME_MAX]; /* its name, "3g.40gb" ("" unknown) */
-        unsigned slices;     /* its compute slices */
+        unsigned slices;                    /* its compute slices */
         struct mig_placement placement;
         unsigned n_cis;
         struct mig_ci ci[MIG_MAX_CIS];
@@ -165,7 +165,7 @@ enum mig_step_kind {
 
 struct mig_step {
         enum mig_step_kind kind;
-        unsigned gi, ci;   /* existing instances' ids (destroy) */
+        unsigned gi, ci; /* existing instances' ids (destroy) */
         unsigned profile_id;
         struct mig_placement placement;    /* of the GPU instance (create) */
         struct mig_placement ci_placement; /* compute slices of the compute instance (create) */
@@ -212,7 +212,12 @@ void mig_step_describe(const struct mig_step *s, const struct mig_caps *caps, ch
 #define MIG_MINORS_MAX (1u << 20) /* longer texts are refused */
 
 struct mig_minor {
-        enum { MIG_CAP_CONFIG, MIG_CAP_MONITOR, MIG_CAP_GI, MIG_CAP_CI } kind;
+        enum {
+                MIG_CAP_CONFIG,
+                MIG_CAP_MONITOR,
+                MIG_CAP_GI,
+                MIG_CAP_CI
+        } kind;
         unsigned gpu, gi, ci; /* gpu: the GPU's device minor */
         unsigned minor;       /* /dev/nvidia-caps/nvidia-cap<minor> */
 };

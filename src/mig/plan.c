@@ -46,11 +46,11 @@ const struct mig_profile *mig_caps_profile_by_id(const struct mig_caps *c, unsig
 struct search {
         const struct mig_caps *caps;
         const struct mig_gpu *now;
-        unsigned n;                                   /* instances to place */
-        const struct mig_profile *want[MIG_MAX_GIS];  /* largest first */
-        struct mig_placement at[MIG_MAX_GIS];         /* the current choice */
-        uint32_t used_mem;                            /* memory slices taken (bit mask) */
-        int best_kept;                                /* -1: nothing found yet */
+        unsigned n;                                  /* instances to place */
+        const struct mig_profile *want[MIG_MAX_GIS]; /* largest first */
+        struct mig_placement at[MIG_MAX_GIS];        /* the current choice */
+        uint32_t used_mem;                           /* memory slices taken (bit mask) */
+        int best_kept;                               /* -1: nothing found yet */
         struct mig_placement best[MIG_MAX_GIS];
 };
 
@@ -194,7 +194,9 @@ void mig_target_from_gpu(const struct mig_gpu *g, struct mig_target *ret) {
         for (unsigned i = 0; ret->enabled && i < g->n_gis && i < MIG_MAX_GIS; i++) {
                 const struct mig_gi *gi = &g->gi[i];
                 struct mig_target_gi *t = &ret->gi[ret->n++];
-                *t = (struct mig_target_gi){ .profile_id = gi->profile_id, .slices = gi->slices, .placement = gi->placement };
+                *t = (struct mig_target_gi){ .profile_id = gi->profile_id,
+                                             .slices = gi->slices,
+                                             .placement = gi->placement };
                 for (unsigned j = 0; j < gi->n_cis && j < MIG_MAX_CIS; j++)
                         t->ci[t->n_cis++] = gi->ci[j].placement;
         }

@@ -145,8 +145,9 @@ static int check_idle(struct ctx *c, const struct mig_gpu *g) {
                 if (r < 0 && r != -ENOENT && r != -EINVAL)
                         return nvml_err(c, r, &e, "listing a MIG device's processes");
                 if (r >= 0 && n > 0)
-                        return gs_error_set(c->err, -EBUSY, "GPU %u is in use: MIG device %s (GI %u CI %u) has %zu process%s",
-                                            c->index, g->dev[k].uuid, g->dev[k].gi, g->dev[k].ci, n, n == 1 ? "" : "es");
+                        return gs_error_set(c->err, -EBUSY,
+                                            "GPU %u is in use: MIG device %s (GI %u CI %u) has %zu process%s", c->index,
+                                            g->dev[k].uuid, g->dev[k].gi, g->dev[k].ci, n, n == 1 ? "" : "es");
         }
         return 0;
 }
@@ -184,7 +185,8 @@ static int run_step(struct ctx *c, struct mig_gpu *g, const struct mig_step *s) 
                 case MIG_STEP_CREATE_GI:
                         r = nvml_mig_create_gi(c->n, c->index, s->profile_id, s->placement, &id, &e);
                         if (r >= 0 && g->n_gis < MIG_MAX_GIS)
-                                g->gi[g->n_gis++] = (struct mig_gi){ .id = id, .profile_id = s->profile_id,
+                                g->gi[g->n_gis++] = (struct mig_gi){ .id = id,
+                                                                     .profile_id = s->profile_id,
                                                                      .placement = s->placement };
                         break;
                 case MIG_STEP_CREATE_CI: {

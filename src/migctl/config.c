@@ -37,7 +37,8 @@ static int parse_pci_id(const char *s, uint32_t *ret) {
         for (const char *p = s + 2; *p; p++) {
                 if (!isxdigit((unsigned char)*p))
                         return -EINVAL;
-                v = v << 4 | (uint32_t)(isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10));
+                v = v << 4 |
+                    (uint32_t)(isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10));
         }
         *ret = v;
         return 0;
@@ -122,9 +123,9 @@ static int parse_entry(const json_t *v, struct migctl_entry *e, const char *wher
                 } else if (streq(k, "mig-devices"))
                         devs = x;
                 else
-                        return gs_error_set(err, -EINVAL,
-                                            "%s: unknown key '%.40s' (devices, device-filter, mig-enabled, mig-devices)",
-                                            where, k);
+                        return gs_error_set(
+                                err, -EINVAL,
+                                "%s: unknown key '%.40s' (devices, device-filter, mig-enabled, mig-devices)", where, k);
                 if (r < 0)
                         return r;
         }
@@ -142,7 +143,8 @@ static int parse_entry(const json_t *v, struct migctl_entry *e, const char *wher
 
 static int parse_layout(const char *name, const json_t *v, struct migctl_layout *l, struct gs_error *err) {
         if (strlen(name) == 0 || strlen(name) >= MIGCTL_NAME_MAX)
-                return gs_error_set(err, -EINVAL, "mig-configs: a layout name of 1..%u characters", MIGCTL_NAME_MAX - 1);
+                return gs_error_set(err, -EINVAL, "mig-configs: a layout name of 1..%u characters",
+                                    MIGCTL_NAME_MAX - 1);
         if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > MIGCTL_MAX_ENTRIES)
                 return gs_error_set(err, -EINVAL, "mig-configs: %s: expected a list of 1..%u entries", name,
                                     MIGCTL_MAX_ENTRIES);

@@ -69,8 +69,8 @@ static int get_uint(const json_t *o, const char *key, unsigned max, unsigned *re
 }
 
 static int parse_placement(const json_t *o, unsigned max, struct mig_placement *ret) {
-        if (!json_is_object(o) || get_uint(o, "start", max, &ret->start) < 0 || get_uint(o, "size", max, &ret->size) < 0 ||
-            ret->size == 0 || ret->start + ret->size > max)
+        if (!json_is_object(o) || get_uint(o, "start", max, &ret->start) < 0 ||
+            get_uint(o, "size", max, &ret->size) < 0 || ret->size == 0 || ret->start + ret->size > max)
                 return -EINVAL;
         return 0;
 }
@@ -88,8 +88,8 @@ static int parse_before(const json_t *o, struct mig_target *t) {
                 struct mig_placement pl = { 0, 0 };
                 const json_t *cis = json_object_get(g, "cis");
                 if (!json_is_object(g) || get_uint(g, "profile", 0xffff, &x->profile_id) < 0 ||
-                    get_uint(g, "slices", 16, &x->slices) < 0 || parse_placement(g, 16, &pl) < 0 || !json_is_array(cis) ||
-                    json_array_size(cis) > MIG_MAX_CIS)
+                    get_uint(g, "slices", 16, &x->slices) < 0 || parse_placement(g, 16, &pl) < 0 ||
+                    !json_is_array(cis) || json_array_size(cis) > MIG_MAX_CIS)
                         return -EINVAL;
                 x->placement = pl;
                 size_t j;

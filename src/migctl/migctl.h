@@ -37,11 +37,11 @@
 #define MIGCTL_MAX_FILTERS 8
 
 struct migctl_entry {
-        bool all;                              /* devices: all */
-        uint64_t devices;                      /* devices: [0, 1, …]: bit i = GPU index i */
-        unsigned n_filters;                    /* device-filter: PCI ids, any of them matches */
-        uint32_t filter[MIGCTL_MAX_FILTERS];   /* "0x20B010DE": device id << 16 | vendor id */
-        struct mig_want want;                  /* mig-enabled, mig-devices */
+        bool all;                            /* devices: all */
+        uint64_t devices;                    /* devices: [0, 1, …]: bit i = GPU index i */
+        unsigned n_filters;                  /* device-filter: PCI ids, any of them matches */
+        uint32_t filter[MIGCTL_MAX_FILTERS]; /* "0x20B010DE": device id << 16 | vendor id */
+        struct mig_want want;                /* mig-enabled, mig-devices */
 };
 
 struct migctl_layout {
@@ -78,20 +78,20 @@ int migctl_layout_select(const struct migctl_layout *l, unsigned index, uint32_t
 /* ---- applying ---- */
 
 enum migctl_outcome {
-        MIGCTL_UNCHANGED = 0,  /* the GPU already held the layout */
-        MIGCTL_DONE,           /* changed: it holds the layout now */
-        MIGCTL_PENDING_RESET,  /* the MIG mode change waits for a GPU reset; the journal completes it after */
-        MIGCTL_ROLLED_BACK,    /* (recovery) an interrupted change could not be completed and was undone */
-        MIGCTL_RECOVERED,      /* (recovery) an interrupted change was completed */
+        MIGCTL_UNCHANGED = 0, /* the GPU already held the layout */
+        MIGCTL_DONE,          /* changed: it holds the layout now */
+        MIGCTL_PENDING_RESET, /* the MIG mode change waits for a GPU reset; the journal completes it after */
+        MIGCTL_ROLLED_BACK,   /* (recovery) an interrupted change could not be completed and was undone */
+        MIGCTL_RECOVERED,     /* (recovery) an interrupted change was completed */
 };
 
 const char *migctl_outcome_name(enum migctl_outcome o);
 
 struct migctl_result {
         enum migctl_outcome outcome;
-        unsigned steps;           /* changes made */
-        struct mig_plan plan;     /* the changes planned (for a person) */
-        struct mig_caps caps;     /* the GPU's profiles, when they were read (names for the plan) */
+        unsigned steps;       /* changes made */
+        struct mig_plan plan; /* the changes planned (for a person) */
+        struct mig_caps caps; /* the GPU's profiles, when they were read (names for the plan) */
         bool have_caps;
 };
 
@@ -127,11 +127,11 @@ int migctl_journal_peek(const char *state_dir, const char *uuid, char *ret_layou
 /* ---- the journal's format (a codec of its own, for tests and fuzzing) ---- */
 
 struct migctl_journal {
-        char gpu[96];                  /* the GPU's UUID */
-        char layout[MIGCTL_NAME_MAX];  /* the layout being applied */
-        bool pending_reset;            /* a mode change waits for a reset */
-        struct mig_target before;      /* the exact layout before the change (a rollback restores it) */
-        struct mig_want want;          /* the layout wanted */
+        char gpu[96];                 /* the GPU's UUID */
+        char layout[MIGCTL_NAME_MAX]; /* the layout being applied */
+        bool pending_reset;           /* a mode change waits for a reset */
+        struct mig_target before;     /* the exact layout before the change (a rollback restores it) */
+        struct mig_want want;         /* the layout wanted */
 };
 
 /* JSON text of a journal; *ret malloc'ed. 0 or -ENOMEM. */

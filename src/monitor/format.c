@@ -135,11 +135,15 @@ static void format_mig(struct metrics_text *t, const struct monitor_snapshot *s)
                         snprintf(gi, sizeof gi, "%u", m->gpu_instance);
                         snprintf(ci, sizeof ci, "%u", m->compute_instance);
                         struct gpu_labels l = gpu_labels(s, m->gpu);
-                        const char *labels[] = { "gpu_index", l.index,  "gpu_uuid",       l.uuid,  "mig_index",
-                                                 idx,         "mig_uuid", m->uuid,        "profile", m->profile,
-                                                 "gpu_instance", gi,      "compute_instance", ci,     NULL };
-                        double v = f == 0 ? 1 : f == 1 ? (double)m->memory_used : f == 2 ? (double)m->memory_total
-                                                                                          : m->processes;
+                        const char *labels[] = {
+                                "gpu_index",        l.index, "gpu_uuid", l.uuid,     "mig_index",    idx,
+                                "mig_uuid",         m->uuid, "profile",  m->profile, "gpu_instance", gi,
+                                "compute_instance", ci,      NULL
+                        };
+                        double v = f == 0   ? 1
+                                   : f == 1 ? (double)m->memory_used
+                                   : f == 2 ? (double)m->memory_total
+                                            : m->processes;
                         metrics_text_sample(t, fam[f].name, labels, v);
                 }
         }
@@ -158,8 +162,8 @@ static void format_mig(struct metrics_text *t, const struct monitor_snapshot *s)
                 snprintf(gi, sizeof gi, "%u", m->gpu_instance);
                 snprintf(ci, sizeof ci, "%u", m->compute_instance);
                 struct gpu_labels l = gpu_labels(s, p->gpu);
-                const char *labels[] = { "pid",      pid,        "gpu_index",    l.index, "mig_uuid",         m->uuid,
-                                         "profile",  m->profile, "gpu_instance", gi,      "compute_instance", ci,
+                const char *labels[] = { "pid",     pid,        "gpu_index",    l.index, "mig_uuid",         m->uuid,
+                                         "profile", m->profile, "gpu_instance", gi,      "compute_instance", ci,
                                          NULL };
                 metrics_text_sample(t, "gpuslice_process_mig_device_info", labels, 1);
         }

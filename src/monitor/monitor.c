@@ -23,7 +23,7 @@ struct monitor {
 
         struct nvml *nvml;
         bool own_nvml;
-        struct topo *topo; /* the last inventory, reused between samples */
+        struct topo *topo;   /* the last inventory, reused between samples */
         struct mig_gpu *mig; /* scratch for one GPU's MIG side */
         bool have_topo;
         uint64_t last_seen_us[TOPO_MAX_GPUS];

@@ -97,8 +97,8 @@ size_t monitor_names_size(const struct monitor_names *n);
 
 /* One MIG device of a GPU with MIG on (NVML answers utilization neither per GPU nor per instance then). */
 struct monitor_mig {
-        unsigned gpu;                       /* index into snapshot->gpus */
-        unsigned index;                     /* MIG index */
+        unsigned gpu;   /* index into snapshot->gpus */
+        unsigned index; /* MIG index */
         unsigned gpu_instance, compute_instance;
         char profile[32];                   /* "1g.10gb", "1c.3g.40gb" */
         char uuid[96];                      /* "MIG-…" */
@@ -132,7 +132,7 @@ struct monitor_snapshot {
         size_t n_procs;
         struct monitor_process *procs;
         size_t n_migs;
-        struct monitor_mig *migs; /* MIG devices, by GPU then MIG index */
+        struct monitor_mig *migs;     /* MIG devices, by GPU then MIG index */
         struct monitor_names *names;  /* the strings procs point at; freed with the snapshot */
         unsigned errors;              /* queries that failed in this sample */
         size_t n_limits;              /* from monitor_options.container_limits, sorted by */

@@ -123,7 +123,8 @@ int nvml_mig_mode(struct nvml *n, unsigned index, int *ret_current, int *ret_pen
         unsigned cur = 0, pend = 0;
         int rc = NVCALL(n, nvmlDeviceGetMigMode, h, &cur, &pend);
         if (rc != NVML_SUCCESS)
-                return nvml_fail(n, rc == NVML_SYM_MISSING ? NVML_ERROR_NOT_SUPPORTED : rc, "nvmlDeviceGetMigMode", err);
+                return nvml_fail(n, rc == NVML_SYM_MISSING ? NVML_ERROR_NOT_SUPPORTED : rc, "nvmlDeviceGetMigMode",
+                                 err);
         *ret_current = cur == NVML_DEVICE_MIG_ENABLE;
         *ret_pending = pend == NVML_DEVICE_MIG_ENABLE;
         return 0;

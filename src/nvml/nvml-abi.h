@@ -333,117 +333,117 @@ static_assert(offsetof(nvmlDeviceAttributes_t, memorySizeMB) == 32, "attributes 
 
 /* X-macro: every NVML function gpuslice uses, once. X(name, return type, (parameters)).
  * The binding builds its typed function table from this list; the simulator implements it. */
-#define NVML_ABI_FUNCTIONS(X)                                                                                         \
-        X(nvmlInit_v2, nvmlReturn_t, (void))                                                                          \
-        X(nvmlInitWithFlags, nvmlReturn_t, (unsigned int flags))                                                      \
-        X(nvmlInit, nvmlReturn_t, (void))                                                                             \
-        X(nvmlShutdown, nvmlReturn_t, (void))                                                                         \
-        X(nvmlErrorString, const char *, (nvmlReturn_t result))                                                       \
-        X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *version, unsigned int length))                             \
-        X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int *cudaDriverVersion))                                  \
-        X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *cudaDriverVersion))                                     \
-        X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *deviceCount))                                           \
-        X(nvmlDeviceGetCount, nvmlReturn_t, (unsigned int *deviceCount))                                              \
-        X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                    \
-        X(nvmlDeviceGetHandleByIndex, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                       \
-        X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *device))                          \
-        X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int length))                    \
-        X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t device, char *name, unsigned int length))                    \
-        X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t device, char *serial, unsigned int length))                \
-        X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * memory))                        \
-        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * memory))                  \
-        X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t * pci))                          \
-        X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t device, unsigned int *minorNumber))                   \
-        X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int *index))                               \
-        X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t * pathInfo))                            \
-        X(nvmlDeviceGetP2PStatus, nvmlReturn_t,                                                                       \
-          (nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus))                                 \
-        X(nvmlDeviceGetNvLinkState, nvmlReturn_t,                                                                     \
-          (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive))                                      \
-        X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))                                               \
-        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))                     \
-        X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                                      \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                   \
-        X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                                      \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                   \
-        X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                                         \
-          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                                \
-        X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * utilization))        \
-        X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                                              \
-          (nvmlDevice_t device, nvmlProcessUtilizationSample_t * utilization, unsigned int *processSamplesCount,      \
-           unsigned long long lastSeenTimeStamp))                                                                     \
-        X(nvmlDeviceGetCpuAffinity, nvmlReturn_t,                                                                     \
-          (nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet))                                      \
-        X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t,                                                                  \
-          (nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, unsigned int scope))                \
-        X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor))            \
-        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t * type))                            \
-        X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                                         \
-          (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                                \
-        X(nvmlDeviceSetMigMode, nvmlReturn_t,                                                                         \
-          (nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus))                                   \
-        X(nvmlDeviceGetMaxMigDeviceCount, nvmlReturn_t, (nvmlDevice_t device, unsigned int *count))                   \
-        X(nvmlDeviceGetMigDeviceHandleByIndex, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice))                                         \
-        X(nvmlDeviceIsMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t device, unsigned int *isMigDevice))                \
-        X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t migDevice, nvmlDevice_t *device)) \
-        X(nvmlDeviceGetGpuInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                          \
-        X(nvmlDeviceGetComputeInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                      \
-        X(nvmlDeviceGetAttributes_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlDeviceAttributes_t * attributes))       \
-        X(nvmlDeviceGetGpuInstanceProfileInfo, nvmlReturn_t,                                                          \
-          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info))                            \
-        X(nvmlDeviceGetGpuInstanceProfileInfoV, nvmlReturn_t,                                                         \
-          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info))                         \
-        X(nvmlDeviceGetGpuInstancePossiblePlacements_v2, nvmlReturn_t,                                                \
+#define NVML_ABI_FUNCTIONS(X)                                                                                          \
+        X(nvmlInit_v2, nvmlReturn_t, (void))                                                                           \
+        X(nvmlInitWithFlags, nvmlReturn_t, (unsigned int flags))                                                       \
+        X(nvmlInit, nvmlReturn_t, (void))                                                                              \
+        X(nvmlShutdown, nvmlReturn_t, (void))                                                                          \
+        X(nvmlErrorString, const char *, (nvmlReturn_t result))                                                        \
+        X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *version, unsigned int length))                              \
+        X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int *cudaDriverVersion))                                   \
+        X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *cudaDriverVersion))                                      \
+        X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *deviceCount))                                            \
+        X(nvmlDeviceGetCount, nvmlReturn_t, (unsigned int *deviceCount))                                               \
+        X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                     \
+        X(nvmlDeviceGetHandleByIndex, nvmlReturn_t, (unsigned int index, nvmlDevice_t *device))                        \
+        X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *device))                           \
+        X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int length))                     \
+        X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t device, char *name, unsigned int length))                     \
+        X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t device, char *serial, unsigned int length))                 \
+        X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * memory))                         \
+        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * memory))                   \
+        X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t * pci))                           \
+        X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t device, unsigned int *minorNumber))                    \
+        X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int *index))                                \
+        X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t,                                                           \
+          (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t * pathInfo))                             \
+        X(nvmlDeviceGetP2PStatus, nvmlReturn_t,                                                                        \
+          (nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus))                                  \
+        X(nvmlDeviceGetNvLinkState, nvmlReturn_t,                                                                      \
+          (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive))                                       \
+        X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t,                                                           \
+          (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))                                                \
+        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                                           \
+          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))                      \
+        X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                                       \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                    \
+        X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                                       \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                                    \
+        X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                                 \
+        X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * utilization))         \
+        X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                                               \
+          (nvmlDevice_t device, nvmlProcessUtilizationSample_t * utilization, unsigned int *processSamplesCount,       \
+           unsigned long long lastSeenTimeStamp))                                                                      \
+        X(nvmlDeviceGetCpuAffinity, nvmlReturn_t,                                                                      \
+          (nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet))                                       \
+        X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t,                                                                   \
+          (nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, unsigned int scope))                 \
+        X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor))             \
+        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t * type))                             \
+        X(nvmlDeviceGetMigMode, nvmlReturn_t,                                                                          \
+          (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                                 \
+        X(nvmlDeviceSetMigMode, nvmlReturn_t,                                                                          \
+          (nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus))                                    \
+        X(nvmlDeviceGetMaxMigDeviceCount, nvmlReturn_t, (nvmlDevice_t device, unsigned int *count))                    \
+        X(nvmlDeviceGetMigDeviceHandleByIndex, nvmlReturn_t,                                                           \
+          (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice))                                          \
+        X(nvmlDeviceIsMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t device, unsigned int *isMigDevice))                 \
+        X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, nvmlReturn_t, (nvmlDevice_t migDevice, nvmlDevice_t * device)) \
+        X(nvmlDeviceGetGpuInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                           \
+        X(nvmlDeviceGetComputeInstanceId, nvmlReturn_t, (nvmlDevice_t device, unsigned int *id))                       \
+        X(nvmlDeviceGetAttributes_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlDeviceAttributes_t * attributes))        \
+        X(nvmlDeviceGetGpuInstanceProfileInfo, nvmlReturn_t,                                                           \
+          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info))                             \
+        X(nvmlDeviceGetGpuInstanceProfileInfoV, nvmlReturn_t,                                                          \
+          (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info))                          \
+        X(nvmlDeviceGetGpuInstancePossiblePlacements_v2, nvmlReturn_t,                                                 \
           (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements, unsigned int *count))  \
-        X(nvmlDeviceGetGpuInstanceRemainingCapacity, nvmlReturn_t,                                                    \
-          (nvmlDevice_t device, unsigned int profileId, unsigned int *count))                                         \
-        X(nvmlDeviceCreateGpuInstance, nvmlReturn_t,                                                                  \
-          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstance))                              \
-        X(nvmlDeviceCreateGpuInstanceWithPlacement, nvmlReturn_t,                                                     \
-          (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,                  \
-           nvmlGpuInstance_t *gpuInstance))                                                                           \
-        X(nvmlGpuInstanceDestroy, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance))                                      \
-        X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                                                    \
-          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances, unsigned int *count))        \
-        X(nvmlDeviceGetGpuInstanceById, nvmlReturn_t,                                                                 \
-          (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance))                                     \
-        X(nvmlGpuInstanceGetInfo, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info))        \
-        X(nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlReturn_t,                                                 \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                              \
-           nvmlComputeInstanceProfileInfo_t *info))                                                                   \
-        X(nvmlGpuInstanceGetComputeInstanceProfileInfoV, nvmlReturn_t,                                                \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                              \
-           nvmlComputeInstanceProfileInfo_v2_t *info))                                                                \
-        X(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, nvmlReturn_t,                                           \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int *count))                               \
-        X(nvmlGpuInstanceGetComputeInstancePossiblePlacements, nvmlReturn_t,                                          \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstancePlacement_t *placements,         \
-           unsigned int *count))                                                                                      \
-        X(nvmlGpuInstanceCreateComputeInstance, nvmlReturn_t,                                                         \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstance))            \
-        X(nvmlGpuInstanceCreateComputeInstanceWithPlacement, nvmlReturn_t,                                            \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t *placement,    \
-           nvmlComputeInstance_t *computeInstance))                                                                   \
-        X(nvmlComputeInstanceDestroy, nvmlReturn_t, (nvmlComputeInstance_t computeInstance))                          \
-        X(nvmlGpuInstanceGetComputeInstances, nvmlReturn_t,                                                           \
-          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstances,            \
-           unsigned int *count))                                                                                      \
-        X(nvmlGpuInstanceGetComputeInstanceById, nvmlReturn_t,                                                        \
-          (nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance))                   \
-        X(nvmlComputeInstanceGetInfo_v2, nvmlReturn_t,                                                                \
-          (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info))                                  \
-        X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t, (nvmlDevice_t device, unsigned long long *eventTypes))      \
-        X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t * set))                                                   \
-        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                                       \
-        X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                                                     \
-          (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                                   \
-        X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))    \
-        X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t device, unsigned int sensorType, unsigned int *temp)) \
-        X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))                          \
+        X(nvmlDeviceGetGpuInstanceRemainingCapacity, nvmlReturn_t,                                                     \
+          (nvmlDevice_t device, unsigned int profileId, unsigned int *count))                                          \
+        X(nvmlDeviceCreateGpuInstance, nvmlReturn_t,                                                                   \
+          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstance))                               \
+        X(nvmlDeviceCreateGpuInstanceWithPlacement, nvmlReturn_t,                                                      \
+          (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,                   \
+           nvmlGpuInstance_t *gpuInstance))                                                                            \
+        X(nvmlGpuInstanceDestroy, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance))                                       \
+        X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                                                     \
+          (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances, unsigned int *count))         \
+        X(nvmlDeviceGetGpuInstanceById, nvmlReturn_t,                                                                  \
+          (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance))                                      \
+        X(nvmlGpuInstanceGetInfo, nvmlReturn_t, (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info))         \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlReturn_t,                                                  \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                               \
+           nvmlComputeInstanceProfileInfo_t *info))                                                                    \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfoV, nvmlReturn_t,                                                 \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                               \
+           nvmlComputeInstanceProfileInfo_v2_t *info))                                                                 \
+        X(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, nvmlReturn_t,                                            \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int *count))                                \
+        X(nvmlGpuInstanceGetComputeInstancePossiblePlacements, nvmlReturn_t,                                           \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstancePlacement_t *placements,          \
+           unsigned int *count))                                                                                       \
+        X(nvmlGpuInstanceCreateComputeInstance, nvmlReturn_t,                                                          \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstance))             \
+        X(nvmlGpuInstanceCreateComputeInstanceWithPlacement, nvmlReturn_t,                                             \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t *placement,     \
+           nvmlComputeInstance_t *computeInstance))                                                                    \
+        X(nvmlComputeInstanceDestroy, nvmlReturn_t, (nvmlComputeInstance_t computeInstance))                           \
+        X(nvmlGpuInstanceGetComputeInstances, nvmlReturn_t,                                                            \
+          (nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstances,             \
+           unsigned int *count))                                                                                       \
+        X(nvmlGpuInstanceGetComputeInstanceById, nvmlReturn_t,                                                         \
+          (nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance))                    \
+        X(nvmlComputeInstanceGetInfo_v2, nvmlReturn_t,                                                                 \
+          (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info))                                   \
+        X(nvmlDeviceGetSupportedEventTypes, nvmlReturn_t, (nvmlDevice_t device, unsigned long long *eventTypes))       \
+        X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t * set))                                                    \
+        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                                        \
+        X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                                                      \
+          (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                                    \
+        X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))     \
+        X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t device, unsigned int sensorType, unsigned int *temp))  \
+        X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))                           \
         X(nvmlDeviceGetEnforcedPowerLimit, nvmlReturn_t, (nvmlDevice_t device, unsigned int *limit))
 
 #define NVML_ABI_DECLARE(name, ret, params) ret name params;

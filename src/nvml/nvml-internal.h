@@ -67,5 +67,4 @@ int nvml_index_of_handle(struct nvml *n, nvmlDevice_t h);
 /* Memory info through _v2, falling back to the unversioned call. */
 int nvml_memory(struct nvml *n, nvmlDevice_t h, uint64_t *ret_total, uint64_t *ret_used, struct nvml_error *err);
 /* Compute processes through one handle (a GPU's or a MIG device's): nvml_device_processes's protocol. */
-int nvml_processes_of(struct nvml *n, nvmlDevice_t h, struct nvml_process **ret, size_t *ret_n,
-                      struct nvml_error *err);
+int nvml_processes_of(struct nvml *n, nvmlDevice_t h, struct nvml_process **ret, size_t *ret_n, struct nvml_error *err);

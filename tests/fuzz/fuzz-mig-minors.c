@@ -18,7 +18,8 @@ struct seen {
 
 static int on(const struct mig_minor *m, void *ud) {
         struct seen *s = ud;
-        CHECK(m->kind == MIG_CAP_CONFIG || m->kind == MIG_CAP_MONITOR || m->kind == MIG_CAP_GI || m->kind == MIG_CAP_CI);
+        CHECK(m->kind == MIG_CAP_CONFIG || m->kind == MIG_CAP_MONITOR || m->kind == MIG_CAP_GI ||
+              m->kind == MIG_CAP_CI);
         CHECK(m->minor <= 999999999u);
         if (m->kind == MIG_CAP_CI && !s->have_ci) {
                 s->first_ci = *m;

@@ -132,8 +132,8 @@ static void test_place_every_full_layout(void **state) {
                 const char *b;
                 unsigned nb;
         } ok[] = {
-                { "1g.5gb", 7, NULL, 0 },  { "1g.10gb", 4, NULL, 0 }, { "2g.10gb", 3, "1g.5gb", 1 },
-                { "3g.20gb", 2, NULL, 0 }, { "4g.20gb", 1, "3g.20gb", 1 }, { "7g.40gb", 1, NULL, 0 },
+                { "1g.5gb", 7, NULL, 0 },        { "1g.10gb", 4, NULL, 0 },      { "2g.10gb", 3, "1g.5gb", 1 },
+                { "3g.20gb", 2, NULL, 0 },       { "4g.20gb", 1, "3g.20gb", 1 }, { "7g.40gb", 1, NULL, 0 },
                 { "1g.5gb+me", 1, "1g.5gb", 6 },
         };
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
@@ -141,7 +141,8 @@ static void test_place_every_full_layout(void **state) {
                 struct mig_target t;
                 struct gs_error err = { 0 };
                 if (mig_plan_place(&c, &g, &w, &t, &err) != 0)
-                        fail_msg("%s x%u + %s x%u: %s", ok[i].a, ok[i].na, ok[i].b ? ok[i].b : "-", ok[i].nb, err.message);
+                        fail_msg("%s x%u + %s x%u: %s", ok[i].a, ok[i].na, ok[i].b ? ok[i].b : "-", ok[i].nb,
+                                 err.message);
                 assert_valid(&c, &t);
         }
 }
@@ -190,7 +191,7 @@ static void test_place_keeps_what_exists(void **state) {
         (void)state;
         struct mig_caps c = a100();
         struct mig_gpu g = empty_on();
-        add_gi(&g, 1, 9, 3, 4, 4, true); /* a 3g.20gb at 4:4 */
+        add_gi(&g, 1, 9, 3, 4, 4, true);   /* a 3g.20gb at 4:4 */
         add_gi(&g, 13, 19, 1, 1, 1, true); /* a 1g.5gb at 1:1 */
         struct mig_want w = want_of(true, "3g.20gb", 1, "1g.5gb", 2, NULL, 0);
         struct mig_target t;
@@ -291,9 +292,18 @@ static void test_minors_parse(void **state) {
 static void test_minors_malformed_lines_skipped(void **state) {
         (void)state;
         static const char *bad[] = {
-                "config\n",          "config x\n",           "gpu0/gi0/access\n",        "gpu/gi0/access 3\n",
-                "gpu0/gi/access 3\n", "gpu0/gi0/ci/access 3\n", "gpu0/gi0/access 3 4\n",   "gpu0/gi0/accesss 3\n",
-                "gpu0/gi0/access -3\n", "gpu0/gi0/access 99999999999\n", "GPU0/gi0/access 3\n", " config 1\n",
+                "config\n",
+                "config x\n",
+                "gpu0/gi0/access\n",
+                "gpu/gi0/access 3\n",
+                "gpu0/gi/access 3\n",
+                "gpu0/gi0/ci/access 3\n",
+                "gpu0/gi0/access 3 4\n",
+                "gpu0/gi0/accesss 3\n",
+                "gpu0/gi0/access -3\n",
+                "gpu0/gi0/access 99999999999\n",
+                "GPU0/gi0/access 3\n",
+                " config 1\n",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 unsigned n[4] = { 0 };

@@ -203,7 +203,8 @@ static void test_config_malformed(void **state) {
                 { "mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "version" },
                 { "version: v1\n", "mig-configs" },
                 { "version: v1\nmig-configs: {}\n", "mig-configs" },
-                { "version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "unknown key 'extra'" },
+                { "version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+                  "unknown key 'extra'" },
                 { "version: v1\nmig-configs: {a: []}\n", "a: expected a list" },
                 { "version: v1\nmig-configs: {a: [{devices: all}]}\n", "devices and mig-enabled are required" },
                 { "version: v1\nmig-configs: {a: [{devices: some, mig-enabled: true}]}\n", "devices: expected all" },
@@ -276,15 +277,22 @@ static void test_journal_round_trip_and_malformed(void **state) {
         assert_int_equal(back.want.n, 3);
         assert_int_equal(back.want.item[2].count, 1);
         static const char *bad[] = {
-                "", "{}", "[1]",
-                "{\"version\":2,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":false,"
+                "",
+                "{}",
+                "[1]",
+                "{\"version\":2,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":"
+                "false,"
                 "\"gis\":[]},\"want\":{\"enabled\":false,\"devices\":{}}}",
-                "{\"version\":1,\"gpu\":\"MIG-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":false,"
+                "{\"version\":1,\"gpu\":\"MIG-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":"
+                "false,"
                 "\"gis\":[]},\"want\":{\"enabled\":false,\"devices\":{}}}",
-                "{\"version\":1,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":true,"
-                "\"gis\":[{\"profile\":9,\"slices\":3,\"start\":4,\"size\":40,\"cis\":[]}]},\"want\":{\"enabled\":false,"
+                "{\"version\":1,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":"
+                "true,"
+                "\"gis\":[{\"profile\":9,\"slices\":3,\"start\":4,\"size\":40,\"cis\":[]}]},\"want\":{\"enabled\":"
+                "false,"
                 "\"devices\":{}}}",
-                "{\"version\":1,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":false,"
+                "{\"version\":1,\"gpu\":\"GPU-1\",\"layout\":\"a\",\"pending_reset\":false,\"before\":{\"enabled\":"
+                "false,"
                 "\"gis\":[]},\"want\":{\"enabled\":true,\"devices\":{\"1g.10gb\":9}}}",
                 "{\"version\":1,\"version\":1}",
         };

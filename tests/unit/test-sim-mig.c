@@ -227,8 +227,9 @@ static void test_profiles_walk_a100_40(void **state) {
                 assert_string_equal(v.name, want[i].name);
         }
         nvmlGpuInstanceProfileInfo_t info;
-        assert_int_equal(N.nvmlDeviceGetGpuInstanceProfileInfo(sim_dev(0), NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, &info),
-                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(
+                N.nvmlDeviceGetGpuInstanceProfileInfo(sim_dev(0), NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, &info),
+                NVML_ERROR_NOT_SUPPORTED);
         assert_int_equal(N.nvmlDeviceGetGpuInstanceProfileInfo(sim_dev(0), NVML_GPU_INSTANCE_PROFILE_COUNT, &info),
                          NVML_ERROR_INVALID_ARGUMENT);
         nvmlGpuInstanceProfileInfo_v2_t bad = { .version = 1 };
@@ -335,7 +336,8 @@ static void test_gi_placement_rules(void **state) {
         assert_int_equal(N.nvmlDeviceCreateGpuInstanceWithPlacement(d, p4, &at, &gi), NVML_SUCCESS);
         /* no memory slice left for a 2g */
         at = (nvmlGpuInstancePlacement_t){ .start = 4, .size = 2 };
-        assert_int_equal(N.nvmlDeviceCreateGpuInstanceWithPlacement(d, p2, &at, &gi), NVML_ERROR_INSUFFICIENT_RESOURCES);
+        assert_int_equal(N.nvmlDeviceCreateGpuInstanceWithPlacement(d, p2, &at, &gi),
+                         NVML_ERROR_INSUFFICIENT_RESOURCES);
         assert_int_equal(N.nvmlDeviceCreateGpuInstance(d, 12345, &gi), NVML_ERROR_INVALID_ARGUMENT);
 }
 
@@ -367,24 +369,27 @@ static void test_ci_profiles_in_a_3g(void **state) {
         assert_int_equal(N.nvmlDeviceGetGpuInstanceById(sim_dev(1), 1, &gi), NVML_SUCCESS);
         nvmlComputeInstanceProfileInfo_v2_t v = { .version = nvmlComputeInstanceProfileInfo_v2 };
         assert_int_equal(N.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
-                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &v),
+                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                                         &v),
                          NVML_SUCCESS);
         assert_string_equal(v.name, "MIG 1c.3g.40gb");
         assert_int_equal(v.instanceCount, 3);
         assert_int_equal(v.multiprocessorCount, 20);
         assert_int_equal(N.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
-                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &v),
+                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                                         &v),
                          NVML_SUCCESS);
         assert_string_equal(v.name, "MIG 3g.40gb");
         nvmlComputeInstanceProfileInfo_t info;
         assert_int_equal(N.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE,
-                                                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info),
+                                                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                                        &info),
                          NVML_ERROR_NOT_SUPPORTED);
         unsigned count = 9;
         /* 2c at 0 and 1c at 2 take all three compute slices */
-        assert_int_equal(N.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
-                                                                              &count),
-                         NVML_SUCCESS);
+        assert_int_equal(
+                N.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &count),
+                NVML_SUCCESS);
         assert_int_equal(count, 0);
         nvmlComputeInstance_t ci;
         assert_int_equal(N.nvmlGpuInstanceCreateComputeInstance(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci),
@@ -615,7 +620,7 @@ static void test_fault_kill_after_change(void **state) {
         nvmlGpuInstance_t list[2];
         unsigned count = 0;
         assert_int_equal(N.nvmlDeviceGetGpuInstances(sim_dev(2), 9, list, &count), NVML_SUCCESS);
-        assert_int_equal(count, 1); /* made, then the caller died */
+        assert_int_equal(count, 1);                     /* made, then the caller died */
         assert_int_equal(in_child(child_create_gi), 0); /* the fault struck once */
 }
 
