@@ -328,17 +328,21 @@ static int recover_locked(struct ctx *c) {
         return 0;
 }
 
+/* The context of one GPU with its state directory locked: the lock's fd (close it to unlock), or -errno. */
+static int ctx_open(struct ctx *c, struct nvml *n, unsigned index, const char *state_dir, struct migctl_result *ret,
+                    struct gs_error *err) {
+        memset(ret, 0, sizeof *ret);
+        int r = ctx_init(c, n, index, state_dir, ret, err);
+        return r < 0 ? r : lock_dir(c->dir, err);
+}
+
 int migctl_recover_gpu(struct nvml *n, unsigned index, const char *state_dir, struct migctl_result *ret,
                        struct gs_error *err) {
-        memset(ret, 0, sizeof *ret);
         struct ctx c;
-        int r = ctx_init(&c, n, index, state_dir, ret, err);
-        if (r < 0)
-                return r;
-        int fd = lock_dir(c.dir, err);
+        int fd = ctx_open(&c, n, index, state_dir, ret, err);
         if (fd < 0)
                 return fd;
-        r = recover_locked(&c);
+        int r = recover_locked(&c);
         close(fd);
         return r;
 }
@@ -378,17 +382,13 @@ static int apply_locked(struct ctx *c, const char *layout, const struct mig_want
 
 int migctl_apply_gpu(struct nvml *n, unsigned index, const char *layout, const struct mig_want *want,
                      const char *state_dir, struct migctl_result *ret, struct gs_error *err) {
-        memset(ret, 0, sizeof *ret);
         if (!want || !layout)
                 return gs_error_set(err, -EINVAL, "no layout");
         struct ctx c;
-        int r = ctx_init(&c, n, index, state_dir, ret, err);
-        if (r < 0)
-                return r;
-        int fd = lock_dir(c.dir, err);
+        int fd = ctx_open(&c, n, index, state_dir, ret, err);
         if (fd < 0)
                 return fd;
-        r = apply_locked(&c, layout, want);
+        int r = apply_locked(&c, layout, want);
         close(fd);
         return r;
 }
