@@ -2,7 +2,8 @@
 /*
  * gpuslice mig — MIG layouts by hand: the node's MIG state (and any change left half done), what a
  * declared layout would change, applying it, completing or rolling back an interrupted change. A thin
- * client of src/migctl (layout files, the crash-safe applier) and src/nvml.
+ * client of src/migctl (layout files, the crash-safe applier) and src/nvml: it must never change a GPU
+ * itself, only through migctl (which refuses busy GPUs and journals every change).
  */
 #include <getopt.h>
 
