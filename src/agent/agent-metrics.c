@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "agent/node-internal.h"
-#include "agent/share.h"
 #include "metrics/metrics.h"
 #include "monitor/monitor.h"
 #include "util/log.h"
@@ -21,7 +20,7 @@
  * record or what ListAndWatch shows, tell the streams (plugin_notify) and the state writer. */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds) {
         struct node *n = userdata;
-        plugin_notify(n->plugin);
+        devices_notify(n->devices);
         (void)loop_event_post(&n->persist);
         const char *m = strrchr(method, '/');
         m = m ? m + 1 : method;
@@ -44,20 +43,20 @@ void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, do
  * its core and memory shares. Called on the monitor's sampler thread. */
 static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         struct plugin *p = userdata;
-        struct share_usage u;
+        struct devices *d = plugin_devices(p);
+        struct plugin_usage u;
         int r = -ENOENT;
-        pthread_mutex_lock(&p->lock);
-        share_usage(p, &u);
-        for (unsigned i = 0; i < p->n; i++) {
-                if (p->gpu[i].index != (int)index)
-                        continue;
+        devices_lock(d);
+        plugin_usage(p, &u);
+        int i = devices_find_nvml(d, (int)index);
+        if (i >= 0) {
+                unsigned n_mem = devices_info(d, (unsigned)i)->n_mem;
                 double core = u.core[i] / 100.0;
-                double mem = p->gpu[i].n_mem ? (double)u.mem[i] / p->gpu[i].n_mem : 0.0;
+                double mem = n_mem ? (double)u.mem[i] / n_mem : 0.0;
                 *ret = (u.whole >> i) & 1 ? 1.0 : MIN(1.0, MAX(core, mem));
                 r = 0;
-                break;
         }
-        pthread_mutex_unlock(&p->lock);
+        devices_unlock(d);
         return r;
 }
 
@@ -69,19 +68,21 @@ static int container_limits(void *userdata, struct monitor_limit **ret, size_t *
         struct monitor_limit *out = NULL;
         size_t n = 0, cap = 0;
         int r = 0;
-        pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < p->state.n_allocs; i++) {
-                const struct state_alloc *a = &p->state.allocs[i];
-                bool whole = streq(a->resource, p->opt.resource);
-                bool frac = (p->opt.core_resource[0] && streq(a->resource, p->opt.core_resource)) ||
-                            (p->opt.memory_resource[0] && streq(a->resource, p->opt.memory_resource));
+        struct devices *d = plugin_devices(p);
+        const char *core = plugin_resource(p, PLUGIN_CORE), *memory = plugin_resource(p, PLUGIN_MEMORY);
+        devices_lock(d);
+        const struct gpuslice_state *s = plugin_record(p);
+        for (size_t i = 0; i < s->n_allocs; i++) {
+                const struct state_alloc *a = &s->allocs[i];
+                bool whole = streq(a->resource, plugin_resource(p, PLUGIN_WHOLE));
+                bool frac = (core[0] && streq(a->resource, core)) || (memory[0] && streq(a->resource, memory));
                 if ((!whole && !frac) || !a->pod_name[0])
                         continue;
                 int gpu = -1;
                 if (whole) {
-                        for (unsigned g = 0; g < p->n; g++)
-                                if (streq(p->gpu[g].id, a->device_id))
-                                        gpu = p->gpu[g].index;
+                        int g = devices_find(d, a->device_id);
+                        if (g >= 0)
+                                gpu = devices_info(d, (unsigned)g)->index;
                 } else
                         gpu = a->gpu_index;
                 if (gpu < 0)
@@ -104,7 +105,7 @@ static int container_limits(void *userdata, struct monitor_limit **ret, size_t *
                         }
                         out[n] = (struct monitor_limit){ .gpu_index = (unsigned)gpu };
                         strscpy(out[n].namespace, a->pod_namespace, sizeof out[n].namespace);
-                        strscpy(out[n].pod, a->pod_name, sizeof out[n].pod);
+                        strscpy(out[n].pod, a->pod_name, MIN(sizeof out[n].pod, sizeof a->pod_name));
                         strscpy(out[n].container, a->container, sizeof out[n].container);
                         n++;
                 }
@@ -113,7 +114,7 @@ static int container_limits(void *userdata, struct monitor_limit **ret, size_t *
                 out[k].memory_bytes += a->memory_bytes;
                 out[k].core_percent += a->core_percent;
         }
-        pthread_mutex_unlock(&p->lock);
+        devices_unlock(d);
         if (r < 0) {
                 free(out);
                 return r;

@@ -79,16 +79,21 @@ static int setup_plugin(struct node *n) {
                 return log_error_errno(r, "cannot read the GPUs", "func=%s nvml=\"%s\"", ne.func, ne.text);
         struct plugin_options o;
         plugin_options_from_config(&n->cfg, &o);
-        n->plugin = malloc(sizeof *n->plugin);
-        if (!n->plugin)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
-        plugin_init(n->plugin, &o, t);
-        log_info("inventory", "gpus=%u devices=%u driver=%s", n->plugin->topo.n_gpus, n->plugin->n,
-                 n->plugin->topo.driver_version);
-        for (unsigned i = 0; i < n->plugin->n; i++)
-                if (!n->plugin->gpu[i].healthy)
-                        log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", n->plugin->gpu[i].id,
-                                 n->plugin->gpu[i].reason);
+        r = devices_new(t, o.memory_unit, SHARE_MEM_IDS_MAX, &n->devices);
+        if (r >= 0)
+                r = plugin_new(n->devices, &o, &n->plugin);
+        if (r >= 0)
+                r = share_new(n->plugin, &n->share);
+        if (r < 0)
+                return log_error_errno(r, "out of memory", "%s", "");
+        log_info("inventory", "gpus=%u devices=%u driver=%s", t->n_gpus, devices_count(n->devices), t->driver_version);
+        for (unsigned i = 0; i < devices_count(n->devices); i++) {
+                struct device_health h;
+                devices_health(n->devices, i, &h);
+                if (!h.healthy)
+                        log_warn("GPU unhealthy at start", "id=%s reason=\"%s\"", devices_info(n->devices, i)->id,
+                                 h.reason);
+        }
 
         cdi_refresh(n, &o);
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
@@ -155,12 +160,11 @@ static int setup(struct node *n, const sigset_t *mask) {
         r = loop_event_init(&n->loop, &n->changed, on_devices_changed, n);
         if (r < 0)
                 return log_error_errno(r, "eventfd failed", "%s", "");
-        atomic_store(&n->plugin->change_fd, loop_event_fd(&n->changed));
+        devices_set_change_fd(n->devices, loop_event_fd(&n->changed));
 
-        n->plugin->podres_sync = podres_sync_hook; /* evidence for pairing after a restart (share.c) */
-        n->plugin->podres_userdata = n;
+        share_set_podres_sync(n->share, podres_sync_hook, n); /* evidence for pairing after a restart */
         bool loaded = state_restore(n);
-        int jr = share_restore(n->plugin); /* the fractional journal (share.h) */
+        int jr = share_restore(n->share); /* the fractional journal (share.h) */
         if (jr >= 0)
                 log_info("fractional journal loaded", "records=%d", jr);
         else if (jr != -ENOENT)
@@ -176,7 +180,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                 limits_cleanup(n);
         else {
                 n->cleanup_pending = true;
-                log_warn("keeping every limits dir until PodResources answers", "dir=%s", n->plugin->opt.limits_root);
+                log_warn("keeping every limits dir until PodResources answers", "dir=%s",
+                         plugin_options(n->plugin)->limits_root);
         }
 
         r = kubewatch_start(n);
@@ -186,7 +191,7 @@ static int setup(struct node *n, const sigset_t *mask) {
         if (r < 0)
                 return r;
         if (!n->cfg.health_disabled) {
-                r = health_start(&n->health, n->nvml, n->plugin, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                r = health_start(&n->health, n->nvml, n->devices, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
                                  n->cfg.health_quiet_period_sec * 1000);
                 if (r < 0)
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
@@ -194,10 +199,13 @@ static int setup(struct node *n, const sigset_t *mask) {
         node_monitor_start(n);
         /* Other parts started from the agent start here: a source on n->loop and/or
          * node_on_devices_changed (node-internal.h). */
-        n->publish = publish_start(&n->cfg, n->plugin);
-        if (n->publish) /* the scheduler's assignments, on the publisher's API client (assign.h) */
-                n->plugin->assign = assign_start(publish_client(n->publish), publish_node(n->publish), n->plugin,
-                                                 n->cfg.pod_resources_socket);
+        n->publish = publish_start(&n->cfg, n->devices);
+        if (n->publish) { /* the scheduler's assignments, on the publisher's API client (assign.h) */
+                for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
+                        n->assign_names.name[k] = plugin_resource(n->plugin, (enum plugin_kind)k);
+                plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
+                                                          n->devices, &n->assign_names, n->cfg.pod_resources_socket));
+        }
         r = podsync_start(n);
         if (r < 0)
                 return r;
@@ -210,14 +218,14 @@ static int setup(struct node *n, const sigset_t *mask) {
 }
 
 static void teardown(struct node *n) {
-        if (n->plugin) {
-                atomic_store(&n->plugin->stopping, true);
-                atomic_store(&n->plugin->change_fd, -1);
-        }
+        if (n->plugin)
+                plugin_stop(n->plugin);
+        if (n->devices)
+                devices_set_change_fd(n->devices, -1);
         register_done(n); /* Register calls cancelled, plugin servers stopped */
         health_stop(&n->health);
-        if (n->plugin)
-                n->plugin->assign = assign_stop(n->plugin->assign); /* servers stopped: no call uses it */
+        if (n->plugin) /* servers stopped: no call uses it */
+                (void)assign_stop(plugin_set_assign(n->plugin, NULL));
         n->publish = publish_stop(n->publish);
         n->monitor = monitor_service_stop(n->monitor);
         status_stop(n);
@@ -229,10 +237,9 @@ static void teardown(struct node *n) {
         loop_event_done(&n->changed);
         loop_signal_done(&n->signals);
         loop_done(&n->loop);
-        if (n->plugin) {
-                plugin_done(n->plugin);
-                free(n->plugin);
-        }
+        n->share = share_free(n->share);
+        n->plugin = plugin_free(n->plugin);
+        n->devices = devices_free(n->devices);
         n->nvml = nvml_close(n->nvml);
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);

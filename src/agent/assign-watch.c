@@ -2,14 +2,14 @@
 /*
  * assign-watch — the agent's side of honouring the scheduler's assignment (assign.h): an informer
  * of the pods bound to this node (src/kube, on the publisher's API client: fieldSelector
- * spec.nodeName=NODE, slim pods), the handler hooks (begin before p->lock: candidates, a LIST when
+ * spec.nodeName=NODE, slim pods), the handler hooks (begin before the device lock: candidates, a LIST when
  * the informer may lag, kubelet's PodResources as evidence; check/narrow under the lock; commit
  * after an Allocate answered), and a patcher thread that confirms a pod once every GPU resource of
  * it was handed out: it checks with PodResources that the pod holds the assigned GPUs (and
  * rewrites the assignment to what it really holds if not), then patches gpuslice.io/assigned (and
  * the profile's flag) to "true" with a uid + resourceVersion precondition.
  *
- * Locks: a->lock (marks, queue) is taken alone or under p->lock, never the other way round.
+ * Locks: a->lock (marks, queue) is taken alone or under the device lock, never the other way round.
  * Must never: block a handler past ASSIGN_PODRES_MS / the client's timeout, or patch a pod whose
  * uid or assignment changed since it was matched.
  */
@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "agent/assign.h"
+#include "agent/devices.h"
 #include "agent/share.h"
 #include "kube/cluster.h"
 #include "kube/kube.h"
@@ -58,7 +59,7 @@ struct queued {
 struct assign {
         struct kube_client *client; /* borrowed (the publisher's) */
         struct kube_informer *inf;
-        struct plugin *p;
+        const struct devices *dev; /* borrowed: the table the IDs of kubelet's calls name */
         char node[256];
         char podres[PATH_MAX + 8]; /* "unix:/…" or "" */
         struct assign_names names;
@@ -82,12 +83,6 @@ struct assign {
         pthread_mutex_t podres_lock;    /* podres_rc: one call at a time */
         struct rpc_client *podres_rc;   /* one kept PodResources connection (handlers, patcher) */
 };
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void count(const char *family, const char *key, const char *value) {
         const char *help = streq(family, "gpuslice_assign_allocations_total")
@@ -265,20 +260,20 @@ static int seen_from(struct assign *a, const V1__ListPodResourcesResponse *lr, s
         return 0;
 }
 
-/* NVML index of a device ID of ours, -1 if none. The IDs and indices of the table never change
- * after plugin_init, so no lock is needed. */
-static int id_index(const struct plugin *p, enum plugin_kind kind, const char *id) {
-        if (!id)
+/* NVML index of a device ID of ours, -1 if none. What a device is never changes after
+ * devices_new, so no lock is needed. */
+static int id_index(const struct devices *d, enum plugin_kind kind, const char *id) {
+        if (!id || !d)
                 return -1;
         if (kind == PLUGIN_WHOLE) {
-                int i = plugin_find(p, id);
-                return i < 0 ? -1 : p->gpu[i].index;
+                int i = devices_find(d, id);
+                return i < 0 ? -1 : devices_info(d, (unsigned)i)->index;
         }
         enum plugin_kind k;
         unsigned g, n;
-        if (share_parse_id(p, id, &k, &g, &n) < 0 || k != kind)
+        if (share_parse_id(d, id, &k, &g, &n) < 0 || k != kind)
                 return -1;
-        return p->gpu[g].index;
+        return devices_info(d, g)->index;
 }
 
 /* ---- is the cache enough? (assign_need_list) ---- */
@@ -342,7 +337,7 @@ static void memo_add(struct assign *a, const struct assign_seen *seen, const str
 /* ---- the hooks ---- */
 
 static const char *kind_name(const struct assign *a, enum plugin_kind kind) {
-        return a->names.name[kind] ? a->names.name[kind] : "?";
+        return a && a->names.name[kind] ? a->names.name[kind] : "?";
 }
 
 /* What fractional pairing may rely on (assign_ctx.evidence): the container this call is for, and
@@ -369,7 +364,7 @@ static bool list_if_lagging(struct assign *a, struct collect *keys, const struct
         bool synced = kube_informer_synced(a->inf);
         struct kube_informer_stats ist;
         kube_informer_stats(a->inf, &ist);
-        uint64_t t0 = now_ms();
+        uint64_t t0 = monotonic_ms();
         if (!(synced || !ist.errors) || t0 < atomic_load(&a->list_again_ms))
                 return false;
         /* The cache answers when it knows every pod kubelet lists; otherwise kubelet may have
@@ -386,12 +381,12 @@ static bool list_if_lagging(struct assign *a, struct collect *keys, const struct
         struct assign_pod *fp = NULL;
         size_t fn = 0;
         int r = candidates(a, true, &fp, &fn, NULL);
-        if (r < 0 || now_ms() - t0 > ASSIGN_LIST_SLOW_MS) {
+        if (r < 0 || monotonic_ms() - t0 > ASSIGN_LIST_SLOW_MS) {
                 /* a slow or failing API server must not hold every kubelet call: the
                  * informer alone for a while (a pod missed meanwhile is found by the sweep) */
-                atomic_store(&a->list_again_ms, now_ms() + ASSIGN_LIST_PAUSE_MS);
+                atomic_store(&a->list_again_ms, monotonic_ms() + ASSIGN_LIST_PAUSE_MS);
                 log_warn("listing the node's pods from a handler was slow or failed: relying on the watch",
-                         "ms=%" PRIu64 " error=%d pause_ms=%u", now_ms() - t0, r, ASSIGN_LIST_PAUSE_MS);
+                         "ms=%" PRIu64 " error=%d pause_ms=%u", monotonic_ms() - t0, r, ASSIGN_LIST_PAUSE_MS);
         }
         log_debug("listing the node's pods for a kubelet call", "reason=\"%s\" pod=%s%s%s",
                   !synced      ? "the watch has not listed them yet"
@@ -414,14 +409,16 @@ static bool list_if_lagging(struct assign *a, struct collect *keys, const struct
         return true;
 }
 
-/* The call is bound to pod's assignment: the plugin's GPUs it may use, refused when the node lacks one. */
-static void ctx_activate(struct assign_ctx *ctx, const struct plugin *p, const struct assign_pod *pod) {
+/* The call is bound to pod's assignment: the table's devices it may use, refused when the node lacks one. */
+static void ctx_activate(struct assign_ctx *ctx, const struct devices *dev, const struct assign_pod *pod) {
         const struct assign_decision *d = &ctx->d;
         ctx->active = true;
         ctx->pod = *pod;
-        for (unsigned i = 0; i < p->n; i++)
-                if (p->gpu[i].index >= 0 && p->gpu[i].index < 64 && (d->gpus >> p->gpu[i].index & 1))
+        for (unsigned i = 0; i < devices_count(dev); i++) {
+                int x = devices_info(dev, i)->index;
+                if (x >= 0 && x < 64 && (d->gpus >> x & 1))
                         ctx->allowed |= UINT64_C(1) << i;
+        }
         if (d->verdict == ASSIGN_MATCH &&
             (unsigned)__builtin_popcountll(ctx->allowed) != (unsigned)__builtin_popcountll(d->gpus)) {
                 char g[128];
@@ -447,16 +444,15 @@ static void log_decision(const struct assign_ctx *ctx, const char *resource, uns
                   d->n_candidates, fresh, ctx->d.why);
 }
 
-void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
+void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids) {
         memset(ctx, 0, sizeof *ctx);
-        struct assign *a = p ? p->assign : NULL;
         if (!a || !size || kind >= _PLUGIN_KIND_MAX)
                 return;
         ctx->a = a;
         ctx->call = (struct assign_call){ .kind = kind, .size = size, .allocate = allocate };
         for (size_t k = 0; allocate && k < n_ids; k++) {
-                int x = id_index(p, kind, ids[k]);
+                int x = id_index(a->dev, kind, ids[k]);
                 if (x >= 0 && x < 64)
                         ctx->call.ids_gpus |= UINT64_C(1) << x;
         }
@@ -487,15 +483,14 @@ void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kin
         free(keys.keys);
         ctx->d = d;
         if (d.verdict != ASSIGN_NONE)
-                ctx_activate(ctx, p, &pods[d.pod]);
+                ctx_activate(ctx, a->dev, &pods[d.pod]);
         log_decision(ctx, kind_name(a, kind), size, &d, fresh);
         if (allocate && !ctx->active)
                 count("gpuslice_assign_allocations_total", "outcome", "fallback");
         free(pods);
 }
 
-enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct gs_error *st) {
-        (void)p;
+enum rpc_code assign_call_check(struct assign_ctx *ctx, const char *what, struct gs_error *st) {
         if (!ctx->active || ctx->d.verdict != ASSIGN_REFUSE)
                 return RPC_OK;
         if (ctx->call.allocate)
@@ -505,15 +500,15 @@ enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const 
                          ctx->d.why);
 }
 
-enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
-                                 size_t n_must, const char *what, struct gs_error *st) {
-        enum rpc_code c = assign_call_check(ctx, p, what, st);
+enum rpc_code assign_call_narrow(struct assign_ctx *ctx, const struct devices *d, char **avail, size_t *n_avail,
+                                 char **must, size_t n_must, const char *what, struct gs_error *st) {
+        enum rpc_code c = assign_call_check(ctx, what, st);
         if (c != RPC_OK || !ctx->active)
                 return c;
         enum plugin_kind kind = ctx->call.kind;
         char g[128];
         for (size_t k = 0; k < n_must; k++) {
-                int x = id_index(p, kind, must[k]);
+                int x = id_index(d, kind, must[k]);
                 if (x >= 0 && !(ctx->d.gpus >> x & 1))
                         return rpc_error(st, RPC_FAILED_PRECONDITION,
                                          "%s: must-include device %.96s is not on GPU %s, which the scheduler "
@@ -523,7 +518,7 @@ enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char 
         }
         size_t kept = 0;
         for (size_t k = 0; k < *n_avail; k++) {
-                int x = id_index(p, kind, avail[k]);
+                int x = id_index(d, kind, avail[k]);
                 if (x >= 0 && x < 64 && (ctx->d.gpus >> x & 1)) {
                         char *t = avail[kept];
                         avail[kept++] = avail[k];
@@ -551,7 +546,7 @@ static void enqueue(struct assign *a, const struct assign_pod *pod) {
         strscpy(q->ns, pod->ns, sizeof q->ns);
         strscpy(q->name, pod->name, sizeof q->name);
         strscpy(q->uid, pod->uid, sizeof q->uid);
-        q->since_ms = q->next_ms = now_ms();
+        q->since_ms = q->next_ms = monotonic_ms();
         pthread_cond_signal(&a->cond);
 }
 
@@ -610,7 +605,7 @@ static bool held_gpus(struct assign *a, const V1__ListPodResourcesResponse *lr, 
                                         if (!cd->resource_name || kind_of_resource(a, cd->resource_name) != kind)
                                                 continue;
                                         for (size_t x = 0; x < cd->n_device_ids; x++) {
-                                                int i = id_index(a->p, (enum plugin_kind)kind, cd->device_ids[x]);
+                                                int i = id_index(a->dev, (enum plugin_kind)kind, cd->device_ids[x]);
                                                 if (i >= 0 && i < 64) {
                                                         ret[k] |= UINT64_C(1) << i;
                                                         got = true;
@@ -710,7 +705,7 @@ static int confirm(struct assign *a, struct queued *q) {
                         if (!verified) {
                                 json_decref(cur);
                                 free(pod);
-                                if (now_ms() - q->since_ms < ASSIGN_VERIFY_MS)
+                                if (monotonic_ms() - q->since_ms < ASSIGN_VERIFY_MS)
                                         return -EAGAIN; /* kubelet has not recorded the devices yet */
                                 /* kubelet never listed them (its admission failed after our answer,
                                  * or the call was another pod's): never mark a pod that holds nothing */
@@ -794,15 +789,15 @@ static void sweep(struct assign *a) {
 
 static void *patcher_main(void *u) {
         struct assign *a = u;
-        uint64_t next_sweep = now_ms() + ASSIGN_SYNC_WAIT_MS;
+        uint64_t next_sweep = monotonic_ms() + ASSIGN_SYNC_WAIT_MS;
         pthread_mutex_lock(&a->lock);
         while (!atomic_load(&a->stop)) {
-                uint64_t now = now_ms(), next = next_sweep;
+                uint64_t now = monotonic_ms(), next = next_sweep;
                 if (now >= next_sweep) {
                         pthread_mutex_unlock(&a->lock);
                         sweep(a);
                         pthread_mutex_lock(&a->lock);
-                        next_sweep = now_ms() + ASSIGN_SWEEP_MS;
+                        next_sweep = monotonic_ms() + ASSIGN_SWEEP_MS;
                         continue;
                 }
                 struct queued q;
@@ -818,9 +813,9 @@ static void *patcher_main(void *u) {
                         pthread_mutex_unlock(&a->lock);
                         int r = confirm(a, &q);
                         pthread_mutex_lock(&a->lock);
-                        if (r == -EAGAIN && now_ms() - q.since_ms < 10 * ASSIGN_VERIFY_MS &&
+                        if (r == -EAGAIN && monotonic_ms() - q.since_ms < 10 * ASSIGN_VERIFY_MS &&
                             a->n_queue < ASSIGN_QUEUE_MAX) {
-                                q.next_ms = now_ms() + 500;
+                                q.next_ms = monotonic_ms() + 500;
                                 a->queue[a->n_queue++] = q;
                         } else if (r < 0)
                                 count("gpuslice_assign_pods_total", "result", "failed");
@@ -835,18 +830,17 @@ static void *patcher_main(void *u) {
 
 /* ---- start, stop, lookup ---- */
 
-struct assign *assign_start(struct kube_client *client, const char *node, struct plugin *p,
-                            const char *pod_resources_socket) {
-        if (!client || !node || !node[0] || !p)
+struct assign *assign_start(struct kube_client *client, const char *node, const struct devices *d,
+                            const struct assign_names *names, const char *pod_resources_socket) {
+        if (!client || !node || !node[0] || !d || !names)
                 return NULL;
         struct assign *a = calloc(1, sizeof *a);
         if (!a)
                 return NULL;
         a->client = client;
-        a->p = p;
+        a->dev = d;
         strscpy(a->node, node, sizeof a->node);
-        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
-                a->names.name[k] = plugin_resource(p, (enum plugin_kind)k);
+        a->names = *names;
         if (pod_resources_socket && pod_resources_socket[0])
                 snprintf(a->podres, sizeof a->podres, "unix:%s", pod_resources_socket);
         a->memo = calloc(ASSIGN_MEMO_MAX, sizeof *a->memo);

@@ -138,18 +138,21 @@ bool assign_pod_complete(const struct assign_pod *pod);
 /* ---- the agent's side (assign-watch.c) ---------------------------------------------------- */
 
 struct assign;
+struct devices;
 struct kube_client;
 
-/* Start watching the pods bound to `node` through `client` (borrowed; must outlive the watcher).
- * pod_resources_socket: kubelet's PodResources (evidence; "" = none). NULL on failure (logged). */
-struct assign *assign_start(struct kube_client *client, const char *node, struct plugin *p,
-                            const char *pod_resources_socket);
+/* Start watching the pods bound to `node` through `client` (borrowed; must outlive the watcher), for
+ * the devices of table d and the resources `names` (both borrowed). pod_resources_socket: kubelet's
+ * PodResources (evidence; "" = none). NULL on failure (logged). */
+struct assign *assign_start(struct kube_client *client, const char *node, const struct devices *d,
+                            const struct assign_names *names, const char *pod_resources_socket);
 struct assign *assign_stop(struct assign *a); /* NULL-safe; returns NULL */
 
-/* One handler call's view. assign_call_begin runs before the handler takes p->lock (it may ask the
- * API server and PodResources, each bounded); check under the lock turns the verdict into an
- * answer; commit after a successful Allocate; end always. a == NULL: every step is a no-op and
- * the handler keeps its node-local behaviour. */
+/* One handler call's view, made by assign_call_begin and passed as a parameter to whatever decides
+ * for the call. assign_call_begin runs before the handler takes the device lock (it may ask the API
+ * server and PodResources, each bounded); check under the lock turns the verdict into an answer;
+ * commit after a successful Allocate; end always. a == NULL: every step is a no-op and the handler
+ * keeps its node-local behaviour. */
 struct assign_ctx {
         struct assign *a;
         struct assign_call call;
@@ -165,18 +168,18 @@ struct assign_ctx {
         char owner[ASSIGN_OWNER_MAX];
         bool other_asked, other_held;
 };
-void assign_call_begin(struct assign_ctx *ctx, struct plugin *p, enum plugin_kind kind, bool allocate, unsigned size,
+void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids);
-/* Under p->lock. RPC_OK, or the refusal (FAILED_PRECONDITION) written to st. */
-enum rpc_code assign_call_check(struct assign_ctx *ctx, struct plugin *p, const char *what, struct gs_error *st);
+/* Under the device lock. RPC_OK, or the refusal (FAILED_PRECONDITION) written to st. */
+enum rpc_code assign_call_check(struct assign_ctx *ctx, const char *what, struct gs_error *st);
 void assign_call_commit(struct assign_ctx *ctx);
 void assign_call_end(struct assign_ctx *ctx);
 
 /* Narrow a GetPreferredAllocation's available IDs to the assigned GPUs (in place: ids[0..*n) is
  * permuted, the kept ones first, *n lowered; the caller restores the count before freeing). A
- * must-include ID off the assignment is a refusal. Under p->lock. */
-enum rpc_code assign_call_narrow(struct assign_ctx *ctx, struct plugin *p, char **avail, size_t *n_avail, char **must,
-                                 size_t n_must, const char *what, struct gs_error *st);
+ * must-include ID off the assignment is a refusal. d: the device table the IDs name. Under the device lock. */
+enum rpc_code assign_call_narrow(struct assign_ctx *ctx, const struct devices *d, char **avail, size_t *n_avail,
+                                 char **must, size_t n_must, const char *what, struct gs_error *st);
 
 /* For pairing (issue 14): the GPUs (NVML indices) the scheduler assigned to container `container`
  * of pod ns/name on this node, from the watched pods (confirmed ones too). Returns how many (≤ max)

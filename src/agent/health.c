@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * health — one thread: NVML critical-Xid events and per-GPU probes (see health.h).
- * Must never: call NVML while holding the plugin lock, or mark a GPU for another GPU's event.
+ * Must never: call NVML while holding the device lock, or mark a GPU for another GPU's event.
  */
 #include <errno.h>
 #include <string.h>
@@ -9,26 +9,13 @@
 
 #include "agent/health.h"
 #include "util/log.h"
-
-uint64_t health_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+#include "util/util.h"
 
 bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xid) {
         for (size_t i = 0; i < n_ignore; i++)
                 if (ignore[i] == xid)
                         return false;
         return true;
-}
-
-/* Table index of the GPU with NVML index `gpu`, or -1. The table never changes after init. */
-static int table_index(const struct plugin *p, int gpu) {
-        for (unsigned i = 0; i < p->n; i++)
-                if (p->gpu[i].index == gpu)
-                        return (int)i;
-        return -1;
 }
 
 /* Sleep until `until_ms` (CLOCK_MONOTONIC) or health_stop. */
@@ -53,19 +40,18 @@ static void *health_thread(void *arg) {
         uint64_t next_probe = 0;
         int r;
         while (!atomic_load(&h->stop)) {
-                uint64_t now = health_now_ms();
+                uint64_t now = monotonic_ms();
                 if (now >= next_probe) {
                         uint64_t recovery = health_probe(h, now);
-                        next_probe = health_now_ms() + HEALTH_PROBE_MS;
+                        next_probe = monotonic_ms() + HEALTH_PROBE_MS;
                         if (recovery && recovery < next_probe)
-                                next_probe = MAX(recovery, health_now_ms() + 1);
+                                next_probe = MAX(recovery, monotonic_ms() + 1);
                         /* GPUs that came back (or could not be registered at start) get registered again. */
-                        for (unsigned i = 0; ev && i < h->plugin->n; i++) {
-                                unsigned idx = (unsigned)h->plugin->gpu[i].index;
-                                pthread_mutex_lock(&h->plugin->lock);
-                                bool healthy = h->plugin->gpu[i].healthy;
-                                pthread_mutex_unlock(&h->plugin->lock);
-                                if (healthy && !nvml_events_registered(ev, idx))
+                        for (unsigned i = 0; ev && i < devices_count(h->devices); i++) {
+                                unsigned idx = (unsigned)devices_info(h->devices, i)->index;
+                                struct device_health dh;
+                                devices_health(h->devices, i, &dh);
+                                if (dh.healthy && !nvml_events_registered(ev, idx))
                                         (void)nvml_events_add_device(ev, idx, NULL);
                         }
                         continue;
@@ -79,7 +65,7 @@ static void *health_thread(void *arg) {
                 if (r < 0) {
                         if (r != -ETIMEDOUT) {
                                 log_debug("NVML event wait failed", "func=%s nvml=\"%s\"", err.func, err.text);
-                                sleep_until(h, MIN(next_probe, health_now_ms() + 200));
+                                sleep_until(h, MIN(next_probe, monotonic_ms() + 200));
                         }
                         continue;
                 }
@@ -88,7 +74,7 @@ static void *health_thread(void *arg) {
                 pthread_mutex_lock(&h->lock);
                 bool critical = health_xid_is_critical(h->ignore, h->n_ignore, e.xid);
                 pthread_mutex_unlock(&h->lock);
-                int i = e.gpu >= 0 ? table_index(h->plugin, e.gpu) : -1;
+                int i = e.gpu >= 0 ? devices_find_nvml(h->devices, e.gpu) : -1;
                 if (!critical) {
                         log_info("ignored Xid", "gpu=%d xid=%u", e.gpu, e.xid);
                         continue;
@@ -97,15 +83,22 @@ static void *health_thread(void *arg) {
                         log_warn("critical Xid on an unknown GPU, ignored", "gpu=%d xid=%u", e.gpu, e.xid);
                         continue;
                 }
-                char reason[32];
-                snprintf(reason, sizeof reason, "xid %u", e.xid);
-                pthread_mutex_lock(&h->lock);
-                h->n_xids++;
-                pthread_mutex_unlock(&h->lock);
-                plugin_set_unhealthy(h->plugin, (unsigned)i, reason, health_now_ms(), true);
-                log_warn("GPU unhealthy", "gpu=%d id=%s xid=%u", e.gpu, h->plugin->gpu[i].id, e.xid);
+                health_xid(h, (unsigned)i, e.xid);
         }
         return NULL;
+}
+
+void health_xid(struct health *h, unsigned i, unsigned xid) {
+        const struct device_info *d = devices_info(h->devices, i);
+        char reason[32];
+        snprintf(reason, sizeof reason, "xid %u", xid);
+        pthread_mutex_lock(&h->lock);
+        h->n_xids++;
+        pthread_mutex_unlock(&h->lock);
+        (void)devices_fault(h->devices, i, reason);
+        /* An Xid is an event: the GPU answers normally right after, so the quiet period starts now. */
+        devices_answered(h->devices, i, monotonic_ms());
+        log_warn("GPU unhealthy", "gpu=%d id=%s xid=%u", d->index, d->id, xid);
 }
 
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms) {
@@ -116,7 +109,7 @@ void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignor
         pthread_mutex_unlock(&h->lock);
 }
 
-int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
+int health_start(struct health *h, struct nvml *n, struct devices *d, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms) {
         memset(h, 0, sizeof *h);
         pthread_mutex_init(&h->lock, NULL);
@@ -126,7 +119,7 @@ int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsig
         pthread_cond_init(&h->wake, &ca);
         pthread_condattr_destroy(&ca);
         h->nvml = n;
-        h->plugin = p;
+        h->devices = d;
         health_set_options(h, ignore, n_ignore, quiet_ms);
         h->running = true;
         /* The event set exists before health_start returns (so before the plugin registers):
@@ -152,36 +145,22 @@ uint64_t health_probe(struct health *h, uint64_t now_ms) {
         uint64_t quiet = h->quiet_ms;
         pthread_mutex_unlock(&h->lock);
         uint64_t due = 0;
-        for (unsigned i = 0; i < h->plugin->n; i++) {
+        for (unsigned i = 0; i < devices_count(h->devices); i++) {
                 struct nvml_error err = { 0 };
-                const struct plugin_gpu *g = &h->plugin->gpu[i];
+                const struct device_info *g = devices_info(h->devices, i);
                 int r = nvml_device_probe(h->nvml, (unsigned)g->index, &err);
-                pthread_mutex_lock(&h->plugin->lock);
-                bool was = g->healthy;
-                pthread_mutex_unlock(&h->plugin->lock);
                 if (r < 0) {
                         char reason[96];
                         snprintf(reason, sizeof reason, "%s", nvml_code_name(err.nvml_code));
-                        plugin_set_unhealthy(h->plugin, i, reason, now_ms, false);
-                        if (was)
+                        if (devices_fault(h->devices, i, reason))
                                 log_warn_errno(r, "GPU unhealthy", "gpu=%d id=%s nvml=\"%s\"", g->index, g->id,
                                                err.text);
-                } else {
-                        plugin_probe_ok(h->plugin, i, now_ms, quiet);
-                        pthread_mutex_lock(&h->plugin->lock);
-                        bool now_ok = g->healthy;
-                        pthread_mutex_unlock(&h->plugin->lock);
-                        if (!was && now_ok)
-                                log_info("GPU healthy again", "gpu=%d id=%s", g->index, g->id);
-                }
-                /* a GPU counting its quiet period turns healthy at ok_since + quiet: probe it then */
-                pthread_mutex_lock(&h->plugin->lock);
-                if (!g->healthy && g->ok_since_ms) {
-                        uint64_t at = g->ok_since_ms + quiet;
-                        if (!due || at < due)
-                                due = at;
-                }
-                pthread_mutex_unlock(&h->plugin->lock);
+                } else if (devices_probe_ok(h->devices, i, now_ms, quiet))
+                        log_info("GPU healthy again", "gpu=%d id=%s", g->index, g->id);
+                /* a GPU counting its quiet period turns healthy at the end of it: probe it then */
+                uint64_t at = devices_quiet_due(h->devices, i, quiet);
+                if (at && (!due || at < due))
+                        due = at;
         }
         return due;
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * health — keeps the plugin's Healthy/Unhealthy marks true, on a thread of its own: it waits on
- * NVML critical-Xid events (ignoring the configured Xids) with the next probe as the wait's
- * timeout, and probes every GPU every HEALTH_PROBE_MS (health_probe), so a lost or refusing GPU
- * turns Unhealthy within about 0.9 s and a GPU that answers normally for the quiet period turns
- * Healthy. Idle, that is one wake-up per probe period.
+ * health — keeps the device table's Healthy/Unhealthy marks true (devices.h), on a thread of its
+ * own: it waits on NVML critical-Xid events (ignoring the configured Xids) with the next probe as
+ * the wait's timeout, and probes every GPU every HEALTH_PROBE_MS (health_probe), so a lost or
+ * refusing GPU turns Unhealthy within about 0.9 s and a GPU that answers normally for the quiet
+ * period turns Healthy. Idle, that is one wake-up per probe period.
  * Must never: block the agent's loop on one GPU, or let one GPU's failure touch another's mark.
  */
 #pragma once
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/plugin.h"
+#include "agent/devices.h"
 #include "nvml/nvml.h"
 
 #define HEALTH_XID_MAX 64
@@ -27,7 +27,7 @@
 
 struct health {
         struct nvml *nvml;
-        struct plugin *plugin;
+        struct devices *devices;
         pthread_t thread;
         bool running;        /* started */
         bool thread_running; /* the health thread exists */
@@ -46,15 +46,14 @@ bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xi
 
 /* Caller-owned struct; starts the health thread (a node without event support still gets
  * probing). 0 or -errno (thread creation). */
-int health_start(struct health *h, struct nvml *n, struct plugin *p, const unsigned *ignore, size_t n_ignore,
+int health_start(struct health *h, struct nvml *n, struct devices *d, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms);
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
 /* Probe every GPU once (the health thread, every HEALTH_PROBE_MS). Returns when the next GPU
  * counting its quiet period turns healthy if it keeps answering (CLOCK_MONOTONIC ms), 0 none:
  * the thread probes again then, so recovery is listed right when the quiet period ends. */
 uint64_t health_probe(struct health *h, uint64_t now_ms);
+/* A critical Xid on table device i: Unhealthy (reason "xid N"), its quiet period starting now. */
+void health_xid(struct health *h, unsigned i, unsigned xid);
 /* Stop and join the thread. Safe on a never-started struct that was zeroed. */
 void health_stop(struct health *h);
-
-/* CLOCK_MONOTONIC in ms. */
-uint64_t health_now_ms(void);

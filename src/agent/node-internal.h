@@ -17,7 +17,7 @@
  *                assignment honoured at Allocate (assign.h; on the publisher's API client)
  *
  * Threads: the loop thread runs every callback here; gRPC handlers, the health thread and the
- * status server's thread reach the loop only through loop_event_post (and plugin_changed).
+ * status server's thread reach the loop only through loop_event_post (and devices_changed).
  *
  * Hooks for other parts started from the agent (node publishing, CDI regeneration): add a source
  * to n->loop in agent.c's setup, and/or node_on_devices_changed — called on the loop thread,
@@ -30,6 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/assign.h"
+#include "agent/devices.h"
 #include "agent/health.h"
 #include "agent/plugin.h"
 #include "config/config.h"
@@ -40,6 +42,7 @@
 #define NODE_MAX_CHANGE_HOOKS 8
 
 struct node;
+struct share;
 struct http_server;
 struct monitor_service;
 struct publish;
@@ -48,7 +51,7 @@ struct publish;
 struct endpoint {
         struct node *node;
         enum plugin_kind kind;
-        const char *resource; /* points into plugin->opt */
+        const char *resource; /* plugin_resource(): fixed for the plugin's life */
         char name[352];       /* socket file name in the plugin dir */
         char socket_path[PATH_MAX];
         struct rpc_server *server;
@@ -68,7 +71,9 @@ struct node {
         struct config_args args;
         struct gpuslice_config cfg;
         struct nvml *nvml;
-        struct plugin *plugin;
+        struct devices *devices; /* the device table (devices.h) */
+        struct plugin *plugin;   /* the resources' shared core (plugin.h) on it */
+        struct share *share;     /* the fractional resources (share.h): book and journal, served with a profile */
         struct health health;
         struct endpoint ep[_PLUGIN_KIND_MAX];
         unsigned n_ep;
@@ -80,7 +85,7 @@ struct node {
         struct loop_signal signals; /* SIGTERM, SIGINT, SIGHUP */
         struct loop_event reg_done; /* a Register call has ended (rpc_call_start's notify fd) */
         struct loop_event persist;  /* the record may have changed: write the state file */
-        struct loop_event changed;  /* plugin->change_fd: run the devices-changed hooks */
+        struct loop_event changed;  /* the device table's change fd: run the devices-changed hooks */
         struct loop_io inotify;     /* kubewatch.c */
         int inofd;
         struct loop_timer inotify_settle; /* kubelet's burst of socket events taken as one */
@@ -95,9 +100,10 @@ struct node {
         bool cleanup_pending;             /* limits dirs not checked yet: no trusted record at start (sync_lock) */
         uint64_t saved_generation;        /* of the state written last (loop thread) */
 
-        struct http_server *status;      /* the status server */
-        struct monitor_service *monitor; /* /metrics and /healthz; NULL when off or not started */
-        struct publish *publish;         /* the Node object's labels (publish.c); NULL: node-local only */
+        struct http_server *status;       /* the status server */
+        struct monitor_service *monitor;  /* /metrics and /healthz; NULL when off or not started */
+        struct publish *publish;          /* the Node object's labels (publish.c); NULL: node-local only */
+        struct assign_names assign_names; /* the resource names the assignment watcher matches */
 
         struct {
                 node_change_fn fn;

@@ -4,13 +4,12 @@
  * thread whenever it changed (n->persist is posted after every RPC and every PodResources sync;
  * a write happens only when the record's generation moved) and once more at teardown. The same
  * event starts the periodic PodResources sync once something is on record (podsync_arm).
- * Must never: trust a damaged file (start empty and rebuild), or write with the plugin lock held.
+ * Must never: trust a damaged file (start empty and rebuild), or write with the device lock held.
  */
 #include <errno.h>
 #include <inttypes.h>
 
 #include "agent/node-internal.h"
-#include "agent/share.h"
 #include "state/state.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -18,10 +17,10 @@
 void state_persist(struct node *n) {
         struct gpuslice_state copy;
         state_init(&copy);
-        pthread_mutex_lock(&n->plugin->lock);
-        uint64_t gen = n->plugin->state.generation;
-        int r = gen == n->saved_generation ? 1 : state_copy(&n->plugin->state, &copy);
-        pthread_mutex_unlock(&n->plugin->lock);
+        devices_lock(n->devices);
+        uint64_t gen = plugin_record(n->plugin)->generation;
+        int r = gen == n->saved_generation ? 1 : state_copy(plugin_record(n->plugin), &copy);
+        devices_unlock(n->devices);
         if (r == 1)
                 return;
         if (r >= 0)
@@ -49,16 +48,17 @@ bool state_restore(struct node *n) {
                 return false;
         }
         size_t kept = 0;
-        pthread_mutex_lock(&n->plugin->lock);
+        devices_lock(n->devices);
+        struct gpuslice_state *rec = plugin_record(n->plugin);
         for (size_t i = 0; i < s.n_allocs; i++) {
                 const struct state_alloc *a = &s.allocs[i];
                 /* Keep other resources' entries too: they are not ours to drop. */
-                if (state_add(&n->plugin->state, a) >= 0)
+                if (state_add(rec, a) >= 0)
                         kept++;
         }
-        (void)share_fixup_state(n->plugin);
-        n->saved_generation = n->plugin->state.generation;
-        pthread_mutex_unlock(&n->plugin->lock);
+        (void)plugin_record_fixup(n->plugin);
+        n->saved_generation = rec->generation;
+        devices_unlock(n->devices);
         state_done(&s);
         log_info("state file loaded", "dir=%s allocations=%zu", n->cfg.state_dir, kept);
         return true;

@@ -1,28 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plugin — the kubelet DevicePlugin service for whole GPUs (see plugin.h).
+ * plugin — what every resource's DevicePlugin shares (see plugin.h): the options, the allocation
+ * record, the counters, the handlers alike for every resource, the device part of an Allocate
+ * answer and the GetPreferredAllocation frame (plugin-internal.h).
  *
  * Responses are built in an arena (every small protobuf-c struct and string comes from it and is
  * freed in one go after packing). Must never: let a request's IDs, sizes or counts index anything
  * unchecked, or leave the lock held on an error path.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sys/stat.h>
-#include <time.h>
 
-#include "agent/assign.h"
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
 #include "agent/share.h"
-#include "alloc/alloc.h"
 #include "deviceplugin.pb-c.h"
 #include "util/util.h"
+
+struct plugin {
+        struct devices *dev;         /* borrowed; its lock guards everything below but `stopping` */
+        struct plugin_options opt;   /* a reload replaces all but the fixed fields (plugin_set_options) */
+        struct gpuslice_state state; /* who holds which device ID (Allocate + PodResources) */
+        struct plugin_service svc[_PLUGIN_KIND_MAX];
+        struct assign *assign; /* the scheduler's assignments, set before serving; NULL: node-local only */
+        struct {
+                void (*fn)(void *userdata);
+                void *userdata;
+        } whole_hook;
+        struct plugin_counters count;
+        atomic_bool stopping;
+};
 
 /* ---- a small arena for building responses ---- */
 
@@ -76,61 +88,35 @@ void arena_free(struct arena *a) {
         }
 }
 
-/* ---- the table ---- */
+/* ---- the core ---- */
 
-void plugin_init(struct plugin *p, const struct plugin_options *opt, const struct topo *t) {
-        memset(p, 0, sizeof *p);
-        pthread_mutex_init(&p->lock, NULL);
+int plugin_new(struct devices *d, const struct plugin_options *opt, struct plugin **ret) {
+        struct plugin *p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->dev = d;
         p->opt = *opt;
-        p->topo = *t;
-        for (unsigned i = 0; i < t->n_gpus && p->n < TOPO_MAX_GPUS; i++) {
-                const struct topo_gpu *g = &t->gpu[i];
-                if (!g->uuid[0])
-                        continue; /* no ID to advertise */
-                struct plugin_gpu *d = &p->gpu[p->n++];
-                strscpy(d->id, g->uuid, sizeof d->id);
-                d->index = g->index;
-                d->minor = g->minor;
-                d->numa = g->numa_node;
-                d->healthy = g->state == TOPO_GPU_OK;
-                d->memory_total = g->memory_total;
-                if (opt->memory_unit > 0) {
-                        uint64_t k = g->memory_total / opt->memory_unit;
-                        d->n_mem = (unsigned)MIN(k, (uint64_t)SHARE_MEM_IDS_MAX);
-                }
-                if (!d->healthy)
-                        strscpy(d->reason, g->state_text[0] ? g->state_text : "not readable", sizeof d->reason);
-        }
         state_init(&p->state);
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                 p->svc[k] = (struct plugin_service){ .p = p, .kind = (enum plugin_kind)k };
-        p->explicit_gpu = -1;
-        p->change_fd = -1;
-        atomic_store(&p->generation, 1);
-        atomic_store(&p->notified, 1);
+        *ret = p;
+        return 0;
 }
 
-static uint64_t plugin_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+struct plugin *plugin_free(struct plugin *p) {
+        if (!p)
+                return NULL;
+        state_done(&p->state);
+        free(p);
+        return NULL;
 }
 
-void plugin_notify(struct plugin *p) {
-        uint64_t g = atomic_load(&p->generation);
-        if (atomic_exchange(&p->notified, g) == g)
-                return;
-        rpc_streams_wake();
-        int fd = atomic_load(&p->change_fd);
-        if (fd >= 0) {
-                uint64_t one = 1;
-                (void)!write(fd, &one, sizeof one); /* EAGAIN: a wake-up is pending anyway */
-        }
+struct devices *plugin_devices(const struct plugin *p) {
+        return p->dev;
 }
 
-void plugin_changed(struct plugin *p) {
-        atomic_fetch_add(&p->generation, 1);
-        plugin_notify(p);
+struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind) {
+        return &p->svc[kind < _PLUGIN_KIND_MAX ? kind : PLUGIN_WHOLE];
 }
 
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
@@ -142,54 +128,123 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
         }
 }
 
-void plugin_done(struct plugin *p) {
-        share_book_free(p->book);
-        p->book = NULL;
-        state_done(&p->state);
-        pthread_mutex_destroy(&p->lock);
+const struct plugin_options *plugin_options(const struct plugin *p) {
+        return &p->opt;
 }
 
-int plugin_find(const struct plugin *p, const char *id) {
-        for (unsigned i = 0; i < p->n; i++)
-                if (streq(p->gpu[i].id, id))
-                        return (int)i;
-        return -1;
+void plugin_set_options(struct plugin *p, const struct plugin_options *o) {
+        struct plugin_options n = *o;
+        devices_lock(p->dev);
+        strscpy(n.resource, p->opt.resource, sizeof n.resource);
+        strscpy(n.core_resource, p->opt.core_resource, sizeof n.core_resource);
+        strscpy(n.memory_resource, p->opt.memory_resource, sizeof n.memory_resource);
+        n.memory_unit = p->opt.memory_unit;
+        strscpy(n.limits_root, p->opt.limits_root, sizeof n.limits_root);
+        strscpy(n.journal_dir, p->opt.journal_dir, sizeof n.journal_dir);
+        p->opt = n;
+        devices_unlock(p->dev);
 }
 
-void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint64_t now_ms, bool fault_cleared) {
-        pthread_mutex_lock(&p->lock);
-        if (i < p->n) {
-                struct plugin_gpu *d = &p->gpu[i];
-                bool was = d->healthy;
-                d->healthy = false;
-                strscpy(d->reason, reason, sizeof d->reason);
-                /* An Xid is an event: the GPU answers normally right after, so the quiet period
-                 * starts now. A lost GPU starts counting only when it answers again. */
-                d->ok_since_ms = fault_cleared ? MAX(now_ms, (uint64_t)1) : 0;
-                if (was)
-                        plugin_changed(p);
-        }
-        pthread_mutex_unlock(&p->lock);
+struct gpuslice_state *plugin_record(struct plugin *p) {
+        return &p->state;
 }
 
-void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t quiet_ms) {
-        pthread_mutex_lock(&p->lock);
-        if (i < p->n && !p->gpu[i].healthy) {
-                struct plugin_gpu *d = &p->gpu[i];
-                if (d->ok_since_ms == 0)
-                        d->ok_since_ms = MAX(now_ms, (uint64_t)1);
-                /* a quiet period of 0 turns healthy on the first normal answer */
-                if (now_ms >= d->ok_since_ms + quiet_ms) {
-                        d->healthy = true;
-                        d->reason[0] = 0;
-                        d->ok_since_ms = 0;
-                        plugin_changed(p);
+/* Is `resource` one of our fractional resources, and which? */
+static bool fractional(const struct plugin *p, const char *resource, enum plugin_kind *ret) {
+        if (p->opt.core_resource[0] && streq(resource, p->opt.core_resource))
+                *ret = PLUGIN_CORE;
+        else if (p->opt.memory_resource[0] && streq(resource, p->opt.memory_resource))
+                *ret = PLUGIN_MEMORY;
+        else
+                return false;
+        return true;
+}
+
+void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
+        struct plugin_usage u = { 0 };
+        for (size_t k = 0; k < p->state.n_allocs; k++) {
+                const struct state_alloc *a = &p->state.allocs[k];
+                if (streq(a->resource, p->opt.resource)) {
+                        int i = devices_find(p->dev, a->device_id);
+                        if (i >= 0)
+                                u.whole |= UINT64_C(1) << i;
+                        continue;
                 }
+                enum plugin_kind want, kind;
+                unsigned g, n;
+                if (!fractional(p, a->resource, &want) || share_parse_id(p->dev, a->device_id, &kind, &g, &n) < 0 ||
+                    kind != want)
+                        continue;
+                if (kind == PLUGIN_CORE)
+                        u.core[g]++;
+                else
+                        u.mem[g]++;
+                u.frac |= UINT64_C(1) << g;
         }
-        pthread_mutex_unlock(&p->lock);
+        *ret = u;
 }
 
-/* ---- GetDevicePluginOptions ---- */
+size_t plugin_record_fixup(struct plugin *p) {
+        size_t fixed = 0;
+        for (size_t k = 0; k < p->state.n_allocs; k++) {
+                struct state_alloc *a = &p->state.allocs[k];
+                enum plugin_kind want, kind;
+                unsigned g, n;
+                if (!fractional(p, a->resource, &want) || a->gpu_index >= 0 ||
+                    share_parse_id(p->dev, a->device_id, &kind, &g, &n) < 0)
+                        continue;
+                a->gpu_index = devices_info(p->dev, g)->index;
+                if (kind == PLUGIN_CORE)
+                        a->core_percent = 1;
+                else
+                        a->memory_bytes = p->opt.memory_unit;
+                fixed++;
+        }
+        if (fixed)
+                p->state.generation++;
+        return fixed;
+}
+
+void plugin_count(struct plugin *p, enum plugin_call call, bool ok) {
+        if (call == PLUGIN_CALL_ALLOCATE)
+                p->count.allocate++;
+        else
+                p->count.preferred++;
+        if (!ok)
+                p->count.errors++;
+}
+
+struct plugin_counters plugin_counters(const struct plugin *p) {
+        return p->count;
+}
+
+void plugin_kubelet_called(struct plugin *p) {
+        devices_lock(p->dev);
+        (void)state_mark_settled(&p->state);
+        devices_unlock(p->dev);
+}
+
+struct assign *plugin_set_assign(struct plugin *p, struct assign *a) {
+        struct assign *old = p->assign;
+        p->assign = a;
+        return old;
+}
+
+void plugin_on_whole_allocate(struct plugin *p, void (*fn)(void *userdata), void *userdata) {
+        p->whole_hook.fn = fn;
+        p->whole_hook.userdata = userdata;
+}
+
+void plugin_whole_allocated(struct plugin *p) {
+        if (p->whole_hook.fn)
+                p->whole_hook.fn(p->whole_hook.userdata);
+}
+
+void plugin_stop(struct plugin *p) {
+        atomic_store(&p->stopping, true);
+}
+
+/* ---- GetDevicePluginOptions, PreStartContainer ---- */
 
 enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                  struct gs_error *st) {
@@ -249,29 +304,31 @@ int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **
                              uint64_t *ret_generation) {
         struct arena a = { 0 };
         V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
-        struct share_usage u;
+        struct plugin_usage u;
         int r = -ENOMEM;
+        unsigned n = devices_count(p->dev);
 
-        pthread_mutex_lock(&p->lock);
-        uint64_t gen = atomic_load(&p->generation);
-        share_usage(p, &u);
+        devices_lock(p->dev);
+        uint64_t gen = devices_generation(p->dev);
+        plugin_usage(p, &u);
         size_t cap = 0;
-        for (unsigned i = 0; i < p->n; i++)
-                cap += kind == PLUGIN_WHOLE ? 1 : kind == PLUGIN_CORE ? SHARE_CORE_IDS : p->gpu[i].n_mem;
+        for (unsigned i = 0; i < n; i++)
+                cap += kind == PLUGIN_WHOLE ? 1 : kind == PLUGIN_CORE ? SHARE_CORE_IDS : devices_info(p->dev, i)->n_mem;
         resp.devices = arena_alloc(&a, sizeof(void *) * (cap + 1));
-        for (unsigned i = 0; resp.devices && i < p->n; i++) {
-                const struct plugin_gpu *d = &p->gpu[i];
+        for (unsigned i = 0; resp.devices && i < n; i++) {
+                const struct device_info *d = devices_info(p->dev, i);
+                bool healthy = devices_healthy(p->dev, i);
                 uint64_t bit = UINT64_C(1) << i;
                 /* Whole and fractional use of a GPU exclude each other: while one kind holds a
                  * GPU, the other kind's IDs of it are listed Unhealthy (docs/sharing.md). */
                 if (kind == PLUGIN_WHOLE) {
-                        V1beta1__Device *dev = device_msg(&a, d->id, d->healthy && !(u.frac & bit), d->numa);
+                        V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(u.frac & bit), d->numa);
                         if (!dev)
                                 break;
                         resp.devices[resp.n_devices++] = dev;
                         continue;
                 }
-                bool ok = d->healthy && !(u.whole & bit);
+                bool ok = healthy && !(u.whole & bit);
                 unsigned k = kind == PLUGIN_CORE ? SHARE_CORE_IDS : d->n_mem;
                 for (unsigned j = 0; j < k; j++) {
                         char id[SHARE_ID_MAX];
@@ -282,7 +339,7 @@ int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **
                         resp.devices[resp.n_devices++] = dev;
                 }
         }
-        pthread_mutex_unlock(&p->lock);
+        devices_unlock(p->dev);
         if (!a.failed && resp.devices) {
                 r = rpc_pack(&resp.base, ret, ret_len);
                 if (r >= 0 && ret_generation)
@@ -296,8 +353,10 @@ int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64
         return plugin_pack_devices_kind(p, PLUGIN_WHOLE, ret, ret_len, ret_generation);
 }
 
-static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
-                           struct rpc_stream *s, struct gs_error *st) {
+enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
+                                    struct gs_error *st) {
+        struct plugin_service *svc = userdata;
+        struct plugin *p = svc->p;
         V1beta1__Empty *in = v1beta1__empty__unpack(NULL, req_len, req);
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode Empty");
@@ -307,12 +366,12 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
          * bucket lets PLUGIN_WATCH_BURST lists go out at once, then one per PLUGIN_WATCH_MIN_MS,
          * each carrying every change made meanwhile. A lone change is sent at once. */
         const uint64_t cap = PLUGIN_WATCH_BURST * PLUGIN_WATCH_MIN_MS;
-        uint64_t sent = 0, credit = cap, last_ms = plugin_now_ms();
+        uint64_t sent = 0, credit = cap, last_ms = monotonic_ms();
         for (;;) {
                 if (atomic_load(&p->stopping))
                         return rpc_error(st, RPC_UNAVAILABLE, "plugin is stopping");
-                if (atomic_load(&p->generation) != sent) {
-                        uint64_t now = plugin_now_ms();
+                if (devices_generation(p->dev) != sent) {
+                        uint64_t now = monotonic_ms();
                         credit = MIN(cap, credit + (now - last_ms));
                         last_ms = now;
                         if (credit < PLUGIN_WATCH_MIN_MS) {
@@ -323,144 +382,46 @@ static enum rpc_code watch(struct plugin *p, enum plugin_kind kind, const uint8_
                         credit -= PLUGIN_WATCH_MIN_MS;
                         uint8_t *buf = NULL;
                         size_t n = 0;
-                        if (plugin_pack_devices_kind(p, kind, &buf, &n, &sent) < 0)
+                        if (plugin_pack_devices_kind(p, svc->kind, &buf, &n, &sent) < 0)
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         int r = rpc_stream_send(s, buf, n);
                         free(buf);
                         if (r < 0)
                                 return rpc_error(st, RPC_CANCELLED, "stream closed");
                 }
-                /* Woken by plugin_changed (rpc_streams_wake), not by polling; the timeout is a
-                 * safety net for a change made without it (see plugin.h). */
-                if (rpc_stream_wait_change(s, &p->generation, sent, PLUGIN_WATCH_SAFETY_MS) < 0)
+                /* Woken by devices_changed (rpc_streams_wake), not by polling; the timeout is a
+                 * safety net for a change made without it (see devices.h). */
+                if (devices_wait_change(p->dev, s, sent, PLUGIN_WATCH_SAFETY_MS) < 0)
                         return rpc_error(st, RPC_CANCELLED, "stream closed");
         }
 }
 
-enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                    struct gs_error *st) {
-        return watch(userdata, PLUGIN_WHOLE, req, req_len, s, st);
+int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_server *s) {
+        struct plugin_service *svc = plugin_service(p, kind);
+        int r;
+        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) <
+                    0 ||
+            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_list_and_watch, svc)) < 0 ||
+            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, svc)) < 0)
+                return r;
+        return 0;
 }
 
-enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                            struct gs_error *st) {
-        struct plugin_service *svc = userdata;
-        return watch(svc->p, svc->kind, req, req_len, s, st);
+/* ---- the frame of GetPreferredAllocation ---- */
+
+void plugin_assign_preferred(struct plugin *p, enum plugin_kind kind, const V1beta1__PreferredAllocationRequest *in,
+                             struct assign_ctx *ax) {
+        const V1beta1__ContainerPreferredAllocationRequest *cr0 =
+                in->n_container_requests == 1 ? in->container_requests[0] : NULL;
+        assign_call_begin(ax, p->assign, kind, false,
+                          cr0 && cr0->allocation_size > 0 ? (unsigned)cr0->allocation_size : 0, NULL, 0);
 }
 
-/* ---- request checking shared by Allocate and GetPreferredAllocation ---- */
-
-/* Turn a list of IDs into a set of table indices. Every ID must be known; with `healthy` every
- * one must be healthy; duplicates are refused. Caller holds the lock. */
-static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bool healthy, const char *what,
-                                uint64_t *ret, struct gs_error *st) {
-        uint64_t set = 0;
-        struct share_usage u;
-        share_usage(p, &u);
-        for (size_t k = 0; k < n; k++) {
-                const char *id = ids[k] ? ids[k] : "";
-                int i = plugin_find(p, id);
-                if (i < 0)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: unknown device ID \"%.96s\"", what, id);
-                if (set & (UINT64_C(1) << i))
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device ID %s given twice", what, id);
-                if (healthy && !p->gpu[i].healthy)
-                        return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device %s is unhealthy (%s)", what, id,
-                                         p->gpu[i].reason);
-                if (healthy && (u.frac & (UINT64_C(1) << i)))
-                        return rpc_error(st, RPC_INVALID_ARGUMENT,
-                                         "%s: device %s is shared: fractions of it are allocated (%s%s%s), so it "
-                                         "cannot be handed out whole",
-                                         what, id, p->opt.core_resource,
-                                         p->opt.core_resource[0] && p->opt.memory_resource[0] ? ", " : "",
-                                         p->opt.memory_resource);
-                set |= UINT64_C(1) << i;
-        }
-        *ret = set;
-        return RPC_OK;
-}
-
-/* Table index → topology index (the allocator works on NVML indices). */
-static int topo_index(const struct plugin *p, unsigned i) {
-        for (unsigned g = 0; g < p->topo.n_gpus; g++)
-                if (p->topo.gpu[g].index == p->gpu[i].index && streq(p->topo.gpu[g].uuid, p->gpu[i].id))
-                        return (int)g;
-        return -1;
-}
-
-static int table_index_of_topo(const struct plugin *p, unsigned g) {
-        for (unsigned i = 0; i < p->n; i++)
-                if (streq(p->topo.gpu[g].uuid, p->gpu[i].id))
-                        return (int)i;
-        return -1;
-}
-
-/* ---- GetPreferredAllocation ---- */
-
-static enum rpc_code prefer_one(struct plugin *p, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
-                                struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                struct gs_error *st) {
-        char what[48];
-        uint64_t avail = 0, must = 0;
-        enum rpc_code c;
-
-        snprintf(what, sizeof what, "container request %u", k);
-        if (cr->allocation_size <= 0 || (unsigned)cr->allocation_size > p->n)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: allocation_size %" PRId32 " is not in 1..%u", what,
-                                 cr->allocation_size, p->n);
-        c = ids_to_set(p, cr->available_deviceids, cr->n_available_deviceids, false, what, &avail, st);
-        if (c != RPC_OK)
-                return c;
-        c = ids_to_set(p, cr->must_include_deviceids, cr->n_must_include_deviceids, true, what, &must, st);
-        if (c != RPC_OK)
-                return c;
-        if ((must & ~avail) != 0)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: must_include_deviceIDs not all in available_deviceIDs",
-                                 what);
-        if ((unsigned)__builtin_popcountll(must) > (unsigned)cr->allocation_size)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %d must-include devices but allocation_size %" PRId32,
-                                 what, __builtin_popcountll(must), cr->allocation_size);
-
-        /* Translate to topology indices, dropping unhealthy GPUs from what may be offered. */
-        struct alloc_request ar = { .count = (unsigned)cr->allocation_size };
-        uint64_t held_free = 0; /* available but held by someone per our records */
-        struct share_usage u;
-        share_usage(p, &u);
-        for (unsigned i = 0; i < p->n; i++) {
-                if (!(avail & (UINT64_C(1) << i)) || !p->gpu[i].healthy || (u.frac & (UINT64_C(1) << i)))
-                        continue;
-                int g = topo_index(p, i);
-                if (g < 0)
-                        continue;
-                alloc_set_t bit = (alloc_set_t)1 << g;
-                const struct state_alloc *held = state_find(&p->state, p->opt.resource, p->gpu[i].id);
-                if (held && held->pod_name[0] && !(must & (UINT64_C(1) << i)))
-                        held_free |= bit;
-                ar.available |= bit;
-                if (must & (UINT64_C(1) << i))
-                        ar.must_include |= bit;
-        }
-        /* Prefer GPUs nobody holds; fall back to kubelet's view if that leaves too few. */
-        if ((unsigned)__builtin_popcountll(ar.available & ~held_free) >= ar.count)
-                ar.available &= ~held_free;
-
-        struct alloc_result res;
-        struct gs_error err = { 0 };
-        int r = alloc_pick_gpus(&p->topo, &ar, &res, &err);
-        if (r < 0)
-                return rpc_error(st, r == -ENOSPC ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT,
-                                 "%s: no preferred allocation of %" PRId32 " healthy devices: %.159s", what,
-                                 cr->allocation_size, err.message[0] ? err.message : "allocator refused");
-        out->deviceids = arena_alloc(a, sizeof(char *) * (res.n + 1));
-        if (!out->deviceids)
-                return rpc_error(st, RPC_INTERNAL, "out of memory");
-        for (unsigned j = 0; j < res.n; j++) {
-                int i = table_index_of_topo(p, (unsigned)res.gpus[j]);
-                if (i < 0)
-                        return rpc_error(st, RPC_INTERNAL, "allocator returned an unknown GPU");
-                out->deviceids[out->n_deviceids++] = arena_printf(a, "%s", p->gpu[i].id);
-        }
-        return RPC_OK;
+void plugin_assign_allocate(struct plugin *p, enum plugin_kind kind, const V1beta1__AllocateRequest *in,
+                            struct assign_ctx *ax) {
+        const V1beta1__ContainerAllocateRequest *cr0 = in->n_container_requests == 1 ? in->container_requests[0] : NULL;
+        assign_call_begin(ax, p->assign, kind, true, cr0 ? (unsigned)cr0->n_devices_ids : 0,
+                          cr0 ? cr0->devices_ids : NULL, cr0 ? cr0->n_devices_ids : 0);
 }
 
 enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret, struct gs_error *st) {
@@ -474,34 +435,24 @@ enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, 
         return RPC_OK;
 }
 
-enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, const uint8_t *req, size_t req_len,
+enum rpc_code plugin_preferred_each(struct plugin *p, V1beta1__PreferredAllocationRequest *in, struct assign_ctx *ax,
                                     plugin_prefer_fn prefer, void *ctx, uint8_t **ret, size_t *ret_len,
                                     struct gs_error *st) {
         struct arena a = { 0 };
-        enum rpc_code c = RPC_OK;
-
-        V1beta1__PreferredAllocationRequest *in = v1beta1__preferred_allocation_request__unpack(NULL, req_len, req);
-        if (!in)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode PreferredAllocationRequest");
         V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
         /* the scheduler's assignment (assign.h): kubelet sends one container per call */
         V1beta1__ContainerPreferredAllocationRequest *cr0 =
                 in->n_container_requests == 1 ? in->container_requests[0] : NULL;
         size_t n_avail = cr0 ? cr0->n_available_deviceids : 0;
-        struct assign_ctx ax;
-        assign_call_begin(&ax, p, kind, false, cr0 && cr0->allocation_size > 0 ? (unsigned)cr0->allocation_size : 0,
-                          NULL, 0);
 
-        pthread_mutex_lock(&p->lock);
-        p->n_preferred++;
+        devices_lock(p->dev);
         void **slots = NULL;
-        c = plugin_responses_new(in->n_container_requests, "PreferredAllocationRequest", &a, &slots, st);
+        enum rpc_code c = plugin_responses_new(in->n_container_requests, "PreferredAllocationRequest", &a, &slots, st);
         if (c == RPC_OK && cr0)
-                c = assign_call_narrow(&ax, p, cr0->available_deviceids, &cr0->n_available_deviceids,
+                c = assign_call_narrow(ax, p->dev, cr0->available_deviceids, &cr0->n_available_deviceids,
                                        cr0->must_include_deviceids, cr0->n_must_include_deviceids,
                                        "container request 0", st);
         resp.container_responses = (void *)slots;
-        p->call_assign = &ax;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 V1beta1__ContainerPreferredAllocationResponse *o = arena_alloc(&a, sizeof *o);
                 if (!o) {
@@ -509,43 +460,21 @@ enum rpc_code plugin_preferred_each(struct plugin *p, enum plugin_kind kind, con
                         break;
                 }
                 v1beta1__container_preferred_allocation_response__init(o);
-                c = prefer(ctx, in->container_requests[k], (unsigned)k, &a, o, st);
+                c = prefer(ctx, ax, in->container_requests[k], (unsigned)k, &a, o, st);
                 resp.container_responses[resp.n_container_responses++] = o;
         }
-        p->call_assign = NULL;
-        if (c != RPC_OK)
-                p->n_errors++;
-        pthread_mutex_unlock(&p->lock);
+        plugin_count(p, PLUGIN_CALL_PREFERRED, c == RPC_OK);
+        devices_unlock(p->dev);
 
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
                 c = rpc_error(st, RPC_INTERNAL, "out of memory");
         arena_free(&a);
         if (cr0)
                 cr0->n_available_deviceids = n_avail; /* narrowed in place: every ID is freed */
-        assign_call_end(&ax);
-        v1beta1__preferred_allocation_request__free_unpacked(in, NULL);
         return c;
 }
 
-static enum rpc_code prefer_whole(void *ctx, const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned k,
-                                  struct arena *a, V1beta1__ContainerPreferredAllocationResponse *out,
-                                  struct gs_error *st) {
-        return prefer_one(ctx, cr, k, a, out, st);
-}
-
-void plugin_kubelet_called(struct plugin *p) {
-        pthread_mutex_lock(&p->lock);
-        (void)state_mark_settled(&p->state);
-        pthread_mutex_unlock(&p->lock);
-}
-
-enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                   struct gs_error *st) {
-        plugin_kubelet_called(userdata);
-        return plugin_preferred_each(userdata, PLUGIN_WHOLE, req, req_len, prefer_whole, userdata, ret, ret_len, st);
-}
-
-/* ---- Allocate ---- */
+/* ---- the device part of an Allocate answer ---- */
 
 static const char *const control_nodes[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset" };
 
@@ -579,22 +508,28 @@ static V1beta1__DeviceSpec *dev_spec(struct arena *a, const char *name) {
         return d->container_path && d->host_path ? d : NULL;
 }
 
+/* The device ID of device i as the answer names it: its UUID, or its NVML index. */
+static int answer_id(const struct plugin *p, unsigned i, const char *sep, char *buf, size_t len) {
+        const struct device_info *d = devices_info(p->dev, i);
+        return p->opt.ids_by_index ? snprintf(buf, len, "%s%d", sep, d->index) : snprintf(buf, len, "%s%s", sep, d->id);
+}
+
 /* lint: long — one Allocate answer's devices, environment and CDI names from one set, with every arena allocation
  * checked; the pieces share the ID list built first. */
 enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t set, unsigned env_room,
                                   V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
+        unsigned count = devices_count(p->dev);
         /* The IDs in NVML index order, as a comma list, for env and CDI. */
-        size_t cap = (size_t)p->n * 100 + 1;
+        size_t cap = (size_t)count * 100 + 1;
         char *list = arena_alloc(a, cap);
         if (!list)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         size_t len = 0;
         unsigned n = 0;
-        for (unsigned i = 0; i < p->n; i++) {
+        for (unsigned i = 0; i < count; i++) {
                 if (!(set & (UINT64_C(1) << i)))
                         continue;
-                int w = p->opt.ids_by_index ? snprintf(list + len, cap - len, "%s%d", n ? "," : "", p->gpu[i].index)
-                                            : snprintf(list + len, cap - len, "%s%s", n ? "," : "", p->gpu[i].id);
+                int w = answer_id(p, i, n ? "," : "", list + len, cap - len);
                 if (w < 0 || (size_t)w >= cap - len)
                         return rpc_error(st, RPC_INTERNAL, "device list too long");
                 len += (size_t)w;
@@ -616,11 +551,12 @@ enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t se
                 out->devices = arena_alloc(a, sizeof(void *) * (n + ELEMENTSOF(control_nodes)));
                 if (!out->devices)
                         return rpc_error(st, RPC_INTERNAL, "out of memory");
-                for (unsigned i = 0; i < p->n; i++) {
+                for (unsigned i = 0; i < count; i++) {
                         char name[32];
-                        if (!(set & (UINT64_C(1) << i)) || p->gpu[i].minor < 0)
+                        int minor = devices_info(p->dev, i)->minor;
+                        if (!(set & (UINT64_C(1) << i)) || minor < 0)
                                 continue;
-                        snprintf(name, sizeof name, "nvidia%d", p->gpu[i].minor);
+                        snprintf(name, sizeof name, "nvidia%d", minor);
                         if (!dev_exists(p, name))
                                 continue;
                         if (!(out->devices[out->n_devices] = dev_spec(a, name)))
@@ -639,138 +575,20 @@ enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t se
                 out->cdi_devices = arena_alloc(a, sizeof(void *) * n);
                 if (!out->cdi_devices)
                         return rpc_error(st, RPC_INTERNAL, "out of memory");
-                for (unsigned i = 0; i < p->n; i++) {
+                for (unsigned i = 0; i < count; i++) {
                         if (!(set & (UINT64_C(1) << i)))
                                 continue;
                         V1beta1__CDIDevice *d = arena_alloc(a, sizeof *d);
+                        char id[128];
                         if (!d)
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         v1beta1__cdidevice__init(d);
-                        d->name = p->opt.ids_by_index ? arena_printf(a, "%s=%d", p->opt.cdi_kind, p->gpu[i].index)
-                                                      : arena_printf(a, "%s=%s", p->opt.cdi_kind, p->gpu[i].id);
+                        (void)answer_id(p, i, "", id, sizeof id);
+                        d->name = arena_printf(a, "%s=%s", p->opt.cdi_kind, id);
                         if (!d->name)
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         out->cdi_devices[out->n_cdi_devices++] = d;
                 }
         }
         return RPC_OK;
-}
-
-static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *cr, unsigned k,
-                                  struct arena *a, V1beta1__ContainerAllocateResponse *out, uint64_t *ret_set,
-                                  struct gs_error *st) {
-        char what[48];
-        uint64_t set = 0;
-
-        snprintf(what, sizeof what, "container request %u", k);
-        if (cr->n_devices_ids == 0)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: no device IDs", what);
-        enum rpc_code c = ids_to_set(p, cr->devices_ids, cr->n_devices_ids, true, what, &set, st);
-        if (c != RPC_OK)
-                return c;
-        c = plugin_fill_devices(p, a, set, 0, out, st);
-        if (c != RPC_OK)
-                return c;
-        if (out->n_envs == 0)
-                out->envs = NULL;
-        *ret_set = set;
-        return RPC_OK;
-}
-
-enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                              struct gs_error *st) {
-        struct plugin *p = userdata;
-        struct arena a = { 0 };
-        enum rpc_code c = RPC_OK;
-        uint64_t all = 0;
-        plugin_kubelet_called(p);
-
-        V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, req_len, req);
-        if (!in)
-                return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode AllocateRequest");
-        V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
-        struct assign_ctx ax; /* the scheduler's assignment (assign.h) */
-        const V1beta1__ContainerAllocateRequest *cr0 = in->n_container_requests == 1 ? in->container_requests[0] : NULL;
-        assign_call_begin(&ax, p, PLUGIN_WHOLE, true, cr0 ? (unsigned)cr0->n_devices_ids : 0,
-                          cr0 ? cr0->devices_ids : NULL, cr0 ? cr0->n_devices_ids : 0);
-
-        pthread_mutex_lock(&p->lock);
-        p->n_allocate++;
-        void **slots = NULL;
-        c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
-        if (c == RPC_OK)
-                c = assign_call_check(&ax, p, "container request 0", st);
-        resp.container_responses = (void *)slots;
-        for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
-                V1beta1__ContainerAllocateResponse *o = arena_alloc(&a, sizeof *o);
-                uint64_t set = 0;
-                if (!o) {
-                        c = rpc_error(st, RPC_INTERNAL, "out of memory");
-                        break;
-                }
-                v1beta1__container_allocate_response__init(o);
-                c = allocate_one(p, in->container_requests[k], (unsigned)k, &a, o, &set, st);
-                if (c == RPC_OK && (set & all))
-                        c = rpc_error(st, RPC_INVALID_ARGUMENT,
-                                      "container request %zu: a device is also requested by another container", k);
-                all |= set;
-                resp.container_responses[resp.n_container_responses++] = o;
-        }
-        if (c == RPC_OK) {
-                /* Record the hand-out; PodResources later names the pod and container. A device
-                 * kubelet hands out again was released by its previous holder: replace it. */
-                time_t now = time(NULL);
-                for (unsigned i = 0; i < p->n; i++) {
-                        if (!(all & (UINT64_C(1) << i)))
-                                continue;
-                        struct state_alloc e = { .gpu_index = p->gpu[i].index, .alloc_time = (uint64_t)now };
-                        strscpy(e.resource, p->opt.resource, sizeof e.resource);
-                        strscpy(e.device_id, p->gpu[i].id, sizeof e.device_id);
-                        (void)state_remove(&p->state, p->opt.resource, e.device_id);
-                        (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
-                }
-                if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
-                        plugin_changed(p);   /* fractions of these GPUs turn Unhealthy */
-                        share_note_whole(p); /* another container: no pairing across it */
-                }
-                assign_call_commit(&ax);
-        } else
-                p->n_errors++;
-        pthread_mutex_unlock(&p->lock);
-
-        if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)
-                c = rpc_error(st, RPC_INTERNAL, "out of memory");
-        arena_free(&a);
-        assign_call_end(&ax);
-        v1beta1__allocate_request__free_unpacked(in, NULL);
-        return c;
-}
-
-int plugin_serve_kind(struct plugin *p, enum plugin_kind kind, struct rpc_server *s) {
-        struct plugin_service *svc = &p->svc[kind];
-        int r;
-        if (kind == PLUGIN_WHOLE)
-                return plugin_serve(p, s);
-        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) <
-                    0 ||
-            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_service_list_and_watch, svc)) <
-                    0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", share_get_preferred, svc)) <
-                    0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", share_allocate, svc)) < 0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, svc)) < 0)
-                return r;
-        return 0;
-}
-
-int plugin_serve(struct plugin *p, struct rpc_server *s) {
-        int r;
-        if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, p)) < 0 ||
-            (r = rpc_server_add_stream(s, "/v1beta1.DevicePlugin/ListAndWatch", plugin_list_and_watch, p)) < 0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", plugin_get_preferred, p)) <
-                    0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", plugin_allocate, p)) < 0 ||
-            (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/PreStartContainer", plugin_pre_start, p)) < 0)
-                return r;
-        return 0;
 }

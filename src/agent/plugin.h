@@ -1,29 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plugin — the kubelet DevicePlugins (API v1beta1) of one node: the device table (health, NUMA
- * node, who holds what) shared by every resource the agent serves, and the protocol handlers
- * (GetDevicePluginOptions, ListAndWatch, GetPreferredAllocation, Allocate, PreStartContainer) over
- * protobuf-c messages. This file's handlers serve whole GPUs; share.h adds the fractional
- * resources (core percent and memory units) on the same table, so whole and fractional use of one
- * GPU exclude each other under one lock.
+ * plugin — what the kubelet DevicePlugins (API v1beta1) of one node share: their options, the
+ * allocation record (who holds which device ID: Allocate answers, PodResources), the call counters,
+ * the scheduler's assignment watcher (assign.h), and the handlers every resource serves alike
+ * (GetDevicePluginOptions, ListAndWatch, PreStartContainer) over the device table (devices.h).
+ * The resources' own handlers are whole.c (nvidia.com/gpu) and share.c (core percent and memory
+ * units, on the same table and lock: whole and fractional use of one GPU exclude each other).
  *
- * The table is shared by the gRPC call threads, the health thread and the main loop: every access
- * goes through plugin->lock, and every change a kubelet must see goes through plugin_changed:
- * it bumps plugin->generation and wakes the ListAndWatch streams (rpc_streams_wake), which push
- * the full list again, and the agent's loop (change_fd: its "devices changed" hooks).
+ * struct plugin is plugin.c's: no other file reads a field of it. Its data is guarded by the device
+ * table's lock (devices_lock(plugin_devices(p))); a function that needs the lock held says so.
  * Must never: trust a request (every ID is checked against the table), offer or hand out an
  * unhealthy GPU, block on NVML or the network while holding the lock.
  */
 #pragma once
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "agent/devices.h"
 #include "rpc/rpc.h"
 #include "state/state.h"
-#include "topo/topo.h"
 
 #define PLUGIN_API_VERSION "v1beta1"
 /* A stream sends up to PLUGIN_WATCH_BURST lists at once, then at most one per PLUGIN_WATCH_MIN_MS
@@ -58,110 +55,91 @@ struct plugin_options {
         char dev_root[4096];       /* host root holding /dev ("/" on a real node) */
 };
 
-struct plugin_gpu {
-        char id[96]; /* device ID = GPU UUID */
-        int index;   /* NVML index */
-        int minor;   /* /dev/nvidia<minor>, -1 unknown */
-        int numa;    /* -1 unknown */
-        bool healthy;
-        char reason[96];       /* why unhealthy ("xid 79", "GPU_IS_LOST") */
-        uint64_t ok_since_ms;  /* health: first normal answer since the last fault; 0 none yet */
-        uint64_t memory_total; /* bytes (NVML) */
-        unsigned n_mem;        /* memory IDs advertised: min(memory_total / unit, SHARE_MEM_IDS_MAX) */
+/* Use per device according to the allocation record (table indices). */
+struct plugin_usage {
+        uint16_t core[DEVICES_MAX]; /* core IDs held */
+        uint16_t mem[DEVICES_MAX];  /* memory IDs held */
+        uint64_t whole;             /* devices held whole (the whole-GPU resource) */
+        uint64_t frac;              /* devices with any core or memory ID held */
 };
 
-/* A service: the userdata of one resource's handlers. */
+/* Kubelet's calls, counted for `gpuslice status`. */
+enum plugin_call {
+        PLUGIN_CALL_PREFERRED,
+        PLUGIN_CALL_ALLOCATE
+};
+struct plugin_counters {
+        uint64_t allocate, preferred, errors;
+};
+
+struct plugin;
+struct assign; /* assign.h: the scheduler's assignments (NULL: node-local only) */
+
+/* The userdata of a resource's shared handlers (options, ListAndWatch, PreStartContainer). */
 struct plugin_service {
         struct plugin *p;
         enum plugin_kind kind;
 };
 
-struct share_book; /* share-internal.h: the records of fractional grants */
-struct assign;     /* assign.h: the scheduler's assignments (NULL: node-local only) */
-struct assign_ctx; /* assign.h: one handler call's view of them */
+/* The services' core on table d (borrowed: it outlives the plugin). 0 or -ENOMEM. */
+int plugin_new(struct devices *d, const struct plugin_options *opt, struct plugin **ret);
+struct plugin *plugin_free(struct plugin *p); /* NULL-safe; returns NULL */
 
-struct plugin {
-        pthread_mutex_t lock;
-        atomic_uint_fast64_t generation; /* bumped on every change ListAndWatch must push */
-        atomic_uint_fast64_t notified;   /* the generation streams and change_fd were last told of */
-        atomic_int change_fd;            /* eventfd written on each change (the agent's loop), -1 none */
-        atomic_bool stopping;
-        struct plugin_options opt;
-        struct topo topo; /* the inventory the table was built from */
-        unsigned n;
-        struct plugin_gpu gpu[TOPO_MAX_GPUS];
-        struct gpuslice_state state; /* who holds which device (Allocate + PodResources) */
-        struct plugin_service svc[_PLUGIN_KIND_MAX];
-        struct share_book *book; /* share.c: fractional grants per container, pairing, journal */
-        /* A fixed GPU for the next fractional allocation (table index, -1 none): the seam for a
-         * choice made by the cluster scheduler (see share.h, share_set_explicit_gpu). */
-        int explicit_gpu;
-        /* Ask kubelet's PodResources now and reconcile the state with it (the agent sets it; NULL:
-         * no PodResources). Called without the lock by a fractional handler about to pair a call
-         * with a record restored from the journal (share.c). 0 or -errno. */
-        int (*podres_sync)(void *userdata);
-        void *podres_userdata;
-        /* The scheduler's assignments (assign.h), set before serving; NULL: node-local only. */
-        struct assign *assign;
-        /* The running GetPreferredAllocation's view of the assignment (under the lock, for share.c's
-         * pairing); NULL outside one. */
-        const struct assign_ctx *call_assign;
-        /* counters for status */
-        uint64_t n_allocate, n_preferred, n_errors;
-};
-
-/* Build the table from an inventory: one device per GPU with a UUID; GPUs NVML could not read
- * start Unhealthy. The plugin is caller-owned memory (it is large: allocate it). */
-void plugin_init(struct plugin *p, const struct plugin_options *opt, const struct topo *t);
-void plugin_done(struct plugin *p);
-
-/* The resource name a kind speaks for ("" when the profile has none). */
+struct devices *plugin_devices(const struct plugin *p);
+struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind);
+/* The resource name a kind speaks for ("" when the profile has none). Fixed for the plugin's life:
+ * any thread. */
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
+/* The kind a resource name is ours as, or _PLUGIN_KIND_MAX. Any thread. */
+enum plugin_kind plugin_kind_of(const struct plugin *p, const char *resource);
 
-/* Table index of device `id`, or -1. Caller holds the lock (or owns p alone). */
-int plugin_find(const struct plugin *p, const char *id);
+/* The options (caller holds the lock: a reload replaces them). */
+const struct plugin_options *plugin_options(const struct plugin *p);
+/* A reload: the new options, but the resource names, memory unit, limits root and journal dir are
+ * fixed for the plugin's life (kept). Takes the lock. */
+void plugin_set_options(struct plugin *p, const struct plugin_options *o);
 
-/* A change kubelet must see: bump the generation, wake the ListAndWatch streams and write
- * change_fd. Any thread, lock held or not (it takes no lock of the plugin's). */
-void plugin_changed(struct plugin *p);
-/* Tell streams and change_fd of a generation bumped without plugin_changed (a plain
- * atomic_fetch_add on generation); cheap when nothing changed. The agent calls it after every
- * RPC, so a handler's change is never missed. */
-void plugin_notify(struct plugin *p);
+/* The allocation record (caller holds the lock; changed only through state.h's functions). */
+struct gpuslice_state *plugin_record(struct plugin *p);
+/* Use per device from the record (caller holds the lock). */
+void plugin_usage(const struct plugin *p, struct plugin_usage *ret);
+/* After a PodResources reconcile or a state file load: entries of our fractional resources without
+ * a GPU get their GPU index and the share one ID stands for. Returns how many were filled in.
+ * Caller holds the lock. */
+size_t plugin_record_fixup(struct plugin *p);
+
+/* Count a call (caller holds the lock); the counters (caller holds the lock). */
+void plugin_count(struct plugin *p, enum plugin_call call, bool ok);
+struct plugin_counters plugin_counters(const struct plugin *p);
 
 /* Kubelet called (GetPreferredAllocation or Allocate, any resource): it has recorded every Allocate
- * answered before (one goroutine admits pods, resource by resource), so the allocation record's
- * entries are settled (state_mark_settled): the next PodResources sync frees those it does not
- * list, without the grace of a fresh answer. Called first by each of those handlers; takes the lock. */
+ * answered before (one goroutine admits pods, resource by resource), so the record's entries are
+ * settled (state_mark_settled): the next PodResources sync frees those it does not list, without
+ * the grace of a fresh answer. Called first by each of those handlers; takes the lock. */
 void plugin_kubelet_called(struct plugin *p);
 
-/* Health transitions (take the lock; plugin_changed when the health changes). */
-void plugin_set_unhealthy(struct plugin *p, unsigned i, const char *reason, uint64_t now_ms, bool fault_cleared);
-/* A normal NVML answer for GPU i at now_ms: becomes healthy after quiet_ms of normal answers. */
-void plugin_probe_ok(struct plugin *p, unsigned i, uint64_t now_ms, uint64_t quiet_ms);
+/* The scheduler's assignments (set before serving, cleared after; the old one is returned). */
+struct assign *plugin_set_assign(struct plugin *p, struct assign *a);
 
-/* Every handler below is an rpc_unary_fn / rpc_stream_fn with the plugin as userdata. */
+/* A whole-GPU Allocate was answered (whole.c, lock held): fn(userdata) runs then (share.c closes
+ * its open fractional record: another container came). One observer. */
+void plugin_on_whole_allocate(struct plugin *p, void (*fn)(void *userdata), void *userdata);
+void plugin_whole_allocated(struct plugin *p);
+
+/* Stop: ListAndWatch streams end (teardown). */
+void plugin_stop(struct plugin *p);
+
+/* Handlers every resource shares (rpc_unary_fn / rpc_stream_fn; userdata: struct plugin_service). */
 enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                  struct gs_error *st);
 enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
                                     struct gs_error *st);
-enum rpc_code plugin_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                                   struct gs_error *st);
-enum rpc_code plugin_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
-                              struct gs_error *st);
 enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                struct gs_error *st);
-
-/* ListAndWatch of a fractional resource; userdata is a struct plugin_service. */
-enum rpc_code plugin_service_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
-                                            struct gs_error *st);
+/* Add those three of `kind`'s service to a server. */
+int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);
 
 /* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
 int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
 int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
                              uint64_t *ret_generation);
-
-/* Add the whole-GPU plugin's methods to a server. */
-int plugin_serve(struct plugin *p, struct rpc_server *s);
-/* Add the methods of one kind's service (whole: as plugin_serve) to a server. */
-int plugin_serve_kind(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);

@@ -34,11 +34,12 @@ static bool owned_resource(const char *resource, void *userdata) {
 void limits_cleanup(struct node *n) {
         if (n->n_ep < 2)
                 return;
-        int r = share_cleanup_dirs(n->plugin);
+        const char *root = plugin_options(n->plugin)->limits_root; /* fixed for the plugin's life */
+        int r = share_cleanup_dirs(n->share);
         if (r > 0)
-                log_info("removed limits dirs of ended allocations", "count=%d dir=%s", r, n->plugin->opt.limits_root);
+                log_info("removed limits dirs of ended allocations", "count=%d dir=%s", r, root);
         else if (r < 0 && r != -ENOENT)
-                log_warn_errno(r, "cannot clean the limits dirs", "dir=%s", n->plugin->opt.limits_root);
+                log_warn_errno(r, "cannot clean the limits dirs", "dir=%s", root);
 }
 
 static int sync_locked(struct node *n) {
@@ -78,16 +79,16 @@ static int sync_locked(struct node *n) {
                 return log_error_errno(r, "out of memory", "%s", "");
         size_t added = 0, removed = 0, updated = 0, skipped = 0;
         uint64_t now = (uint64_t)time(NULL);
-        pthread_mutex_lock(&n->plugin->lock);
-        r = state_reconcile(&n->plugin->state, pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC, &added,
-                            &removed, &updated, &skipped);
+        devices_lock(n->devices);
+        r = state_reconcile(plugin_record(n->plugin), pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC,
+                            &added, &removed, &updated, &skipped);
         if (r >= 0 && (added || removed)) {
-                (void)share_fixup_state(n->plugin);
-                plugin_changed(n->plugin); /* whole/fraction exclusion may change */
+                (void)plugin_record_fixup(n->plugin);
+                devices_changed(n->devices); /* whole/fraction exclusion may change */
         }
         if (r >= 0)
-                (void)share_after_sync(n->plugin); /* the container admitted when the agent died */
-        pthread_mutex_unlock(&n->plugin->lock);
+                (void)share_after_sync(n->share); /* the container admitted when the agent died */
+        devices_unlock(n->devices);
         podres_reports_done(&pr);
         if (r < 0)
                 return log_warn_errno(r, "cannot reconcile with PodResources", "%s", "");
@@ -112,10 +113,10 @@ int podresources_sync(struct node *n) {
 
 void podsync_status_request(struct node *n) {
         pthread_mutex_lock(&n->sync_lock);
-        uint64_t now = loop_now_ms();
+        uint64_t now = monotonic_ms();
         if (!n->last_status_sync_ms || now - n->last_status_sync_ms >= STATUS_SYNC_MS) {
                 (void)sync_locked(n);
-                n->last_status_sync_ms = loop_now_ms();
+                n->last_status_sync_ms = monotonic_ms();
         }
         pthread_mutex_unlock(&n->sync_lock);
 }
@@ -127,10 +128,11 @@ void podsync_status_request(struct node *n) {
  * is recorded: every RPC posts n->persist, whose handler calls podsync_arm. */
 static bool sync_needed(struct node *n) {
         bool any = false;
-        pthread_mutex_lock(&n->plugin->lock);
-        for (size_t i = 0; i < n->plugin->state.n_allocs && !any; i++)
-                any = owned_resource(n->plugin->state.allocs[i].resource, n);
-        pthread_mutex_unlock(&n->plugin->lock);
+        devices_lock(n->devices);
+        const struct gpuslice_state *s = plugin_record(n->plugin);
+        for (size_t i = 0; i < s->n_allocs && !any; i++)
+                any = owned_resource(s->allocs[i].resource, n);
+        devices_unlock(n->devices);
         pthread_mutex_lock(&n->sync_lock);
         any = any || n->cleanup_pending;
         pthread_mutex_unlock(&n->sync_lock);

@@ -2,7 +2,7 @@
 /*
  * publish — the node agent's GPUs on its Node object (publish.h, docs/cluster.md). One thread:
  * an informer on this node only (fieldSelector metadata.name=NODE) tells what is published; the
- * plugin's generation tells when health changed; a merge patch sends only what differs. A failed
+ * device table's generation tells when health changed; a merge patch sends only what differs. A failed
  * patch is retried with capped backoff; errors are logged once per change of error, not per try.
  * Must never block the agent's loop or touch keys gpuslice does not manage.
  */
@@ -163,7 +163,7 @@ json_t *publish_diff(const json_t *node, const json_t *labels, const char *annot
 }
 
 struct publish {
-        struct plugin *plugin;
+        struct devices *devices; /* borrowed: what is published, and when (its generation) */
         struct kube_client *client;
         struct kube_informer *inf;
         char node[256];
@@ -185,7 +185,7 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *u) 
         pthread_mutex_unlock(&pub->lock);
 }
 
-/* What should be published now: labels and annotation from the plugin's inventory and health. */
+/* What should be published now: labels and annotation from the device table's inventory and health. */
 static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         struct topo *t = malloc(sizeof *t);
         bool healthy[TOPO_MAX_GPUS] = { false };
@@ -193,16 +193,16 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         const char *reason[TOPO_MAX_GPUS];
         if (!t)
                 return -ENOMEM;
-        struct plugin *p = pub->plugin;
-        pthread_mutex_lock(&p->lock);
-        *t = p->topo;
+        struct devices *d = pub->devices;
+        *t = *devices_topo(d);
+        devices_lock(d);
         for (unsigned i = 0; i < t->n_gpus; i++) {
-                int k = t->gpu[i].uuid[0] ? plugin_find(p, t->gpu[i].uuid) : -1;
-                healthy[i] = k >= 0 && p->gpu[k].healthy;
-                strscpy(reasons[i], k < 0 ? "not usable" : p->gpu[k].reason, sizeof reasons[i]);
+                int k = t->gpu[i].uuid[0] ? devices_find(d, t->gpu[i].uuid) : -1;
+                healthy[i] = k >= 0 && devices_healthy(d, (unsigned)k);
+                strscpy(reasons[i], k < 0 ? "not usable" : devices_reason(d, (unsigned)k), sizeof reasons[i]);
                 reason[i] = reasons[i];
         }
-        pthread_mutex_unlock(&p->lock);
+        devices_unlock(d);
         int r = kube_node_gpus_format(t, healthy, reason, ret_ann);
         if (r >= 0) {
                 *ret_labels = publish_labels(t, healthy);
@@ -224,12 +224,6 @@ static void note_error(struct publish *pub, const char *what) {
 }
 
 /* One pass: 0 when in step (or patched), -EAGAIN to retry later. */
-static uint64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int sync_once(struct publish *pub, char **last_sent, char **last_sent_from, uint64_t *last_sent_ms) {
         if (!kube_informer_synced(pub->inf)) {
                 char e[KUBE_ERR_MAX + 256];
@@ -254,7 +248,7 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
         const char *rv = json_string_value(json_object_get(json_object_get(node, "metadata"), "resourceVersion"));
         char *body = patch ? json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         r = 0;
-        uint64_t now = now_ms();
+        uint64_t now = monotonic_ms();
         if (body && *last_sent && streq(*last_sent, body) &&
             ((*last_sent_from && rv && streq(*last_sent_from, rv)) || now - *last_sent_ms < RESEND_SAME_MS)) {
                 /* sent already: the watch has not brought the new version yet, or the server does
@@ -296,8 +290,8 @@ static void *publish_main(void *u) {
         uint64_t last_sent_ms = 0;
         uint64_t retry_at = 0;
         while (!atomic_load(&pub->stop)) {
-                uint64_t now = now_ms();
-                uint64_t gen = atomic_load(&pub->plugin->generation);
+                uint64_t now = monotonic_ms();
+                uint64_t gen = devices_generation(pub->devices);
                 pthread_mutex_lock(&pub->lock);
                 bool kick = pub->kick;
                 pub->kick = false;
@@ -327,7 +321,7 @@ static void *publish_main(void *u) {
         return NULL;
 }
 
-struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p) {
+struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d) {
         struct kube_config kc;
         struct gs_error err = { 0 };
         int r;
@@ -351,7 +345,7 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *
                 kube_config_done(&kc);
                 return NULL;
         }
-        pub->plugin = p;
+        pub->devices = d;
         pthread_mutex_init(&pub->lock, NULL);
         pthread_cond_init(&pub->cond, NULL);
         const char *nn = secure_getenv("NODE_NAME");

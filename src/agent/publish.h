@@ -3,7 +3,7 @@
  * publish — the node agent's GPUs published on its Node object: GFD-named labels
  * (nvidia.com/gpu.product, …), gpuslice.io/… labels, and the gpuslice.io/gpus annotation
  * (kube/cluster.h). A thread of its own watches the node (an informer on this one node) and the
- * plugin's health generation, and sends a merge patch touching only gpuslice's keys whenever what
+ * device table's generation, and sends a merge patch touching only gpuslice's keys whenever what
  * is published differs from what should be (health flip, driver upgrade, someone edited a label).
  * Without an API server (no --kubeconfig, not in a pod) it is not started and the agent works
  * node-local, saying so once. See docs/cluster.md.
@@ -12,15 +12,15 @@
 
 #include <jansson.h>
 
-#include "agent/plugin.h"
+#include "agent/devices.h"
 #include "config/config.h"
 #include "topo/topo.h"
 
 struct publish;
 
-/* Start publishing p's GPUs, or return NULL (logged once: not configured, or the config is bad).
- * p must outlive the publisher. */
-struct publish *publish_start(const struct gpuslice_config *cfg, struct plugin *p);
+/* Start publishing the GPUs of table d, or return NULL (logged once: not configured, or the config
+ * is bad). d must outlive the publisher. */
+struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d);
 /* The publisher's API client and node name, for other parts of the agent that talk to the API
  * server (assign.h): one client per agent. Valid until publish_stop. */
 struct kube_client *publish_client(const struct publish *pub);

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "agent/node-internal.h"
+#include "agent/share.h"
+#include "agent/whole.h"
 #include "deviceplugin.pb-c.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -67,7 +69,7 @@ static void register_start(struct node *n, struct endpoint *ep) {
                 retry_in(ep, ep->backoff_ms);
                 return;
         }
-        ep->reg_started_ms = loop_now_ms();
+        ep->reg_started_ms = monotonic_ms();
         log_debug("registering with kubelet", "resource=%s socket=%s", ep->resource, n->kubelet_path);
 }
 
@@ -75,7 +77,7 @@ static void register_start(struct node *n, struct endpoint *ep) {
 static void register_finish(struct node *n, struct endpoint *ep) {
         struct gs_error st;
         int r = rpc_call_finish(TAKE_PTR(ep->reg_call), NULL, NULL, &st);
-        uint64_t now = loop_now_ms();
+        uint64_t now = monotonic_ms();
         if (ep->reg_again) {
                 ep->reg_again = false;
                 log_debug("registration superseded, registering again", "resource=%s", ep->resource);
@@ -118,7 +120,7 @@ static int serve(struct node *n, struct endpoint *ep) {
         int r = rpc_server_new(ep->socket_path, 0, &ep->server);
         if (r < 0)
                 return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
-        r = plugin_serve_kind(n->plugin, ep->kind, ep->server);
+        r = ep->kind == PLUGIN_WHOLE ? whole_serve(n->plugin, ep->server) : share_serve(n->share, ep->kind, ep->server);
         rpc_server_set_observer(ep->server, node_observe_rpc, n);
         if (r >= 0)
                 r = rpc_server_start(ep->server);

@@ -44,7 +44,7 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         struct gs_error err;
         if (!o->list_cdi)
                 return;
-        int r = cdi_agent_refresh(&n->plugin->topo, o->cdi_kind, o->dev_root,
+        int r = cdi_agent_refresh(devices_topo(n->devices), o->cdi_kind, o->dev_root,
                                   o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path,
                                   sizeof path, &err);
         if (r < 0)
@@ -59,16 +59,11 @@ static void apply_runtime_config(struct node *n) {
         log_set_level((enum log_level)n->cfg.log_level);
         struct plugin_options o;
         plugin_options_from_config(&n->cfg, &o);
-        pthread_mutex_lock(&n->plugin->lock);
-        /* Resource names, units and the limits root are fixed for the plugin's life. */
-        strscpy(o.resource, n->plugin->opt.resource, sizeof o.resource);
-        strscpy(o.core_resource, n->plugin->opt.core_resource, sizeof o.core_resource);
-        strscpy(o.memory_resource, n->plugin->opt.memory_resource, sizeof o.memory_resource);
-        o.memory_unit = n->plugin->opt.memory_unit;
-        strscpy(o.limits_root, n->plugin->opt.limits_root, sizeof o.limits_root);
-        strscpy(o.journal_dir, n->plugin->opt.journal_dir, sizeof o.journal_dir);
-        n->plugin->opt = o;
-        pthread_mutex_unlock(&n->plugin->lock);
+        /* Resource names, units and the limits root are fixed for the plugin's life: kept. */
+        plugin_set_options(n->plugin, &o);
+        devices_lock(n->devices);
+        o = *plugin_options(n->plugin);
+        devices_unlock(n->devices);
         cdi_refresh(n, &o);
         if (n->health.running)
                 health_set_options(&n->health, n->cfg.xid_ignore, n->cfg.n_xid_ignore,

@@ -10,9 +10,15 @@
  *   core    <uuid>::core-<n>   n = 0..99, each 1 % of the GPU's compute
  *   memory  <uuid>::mem-<n>    n = 0..N-1, each one memory unit; N = min(total / unit, SHARE_MEM_IDS_MAX)
  *
+ * The fractional service (struct share, share.c's) keeps the book (share-book.h), its journal
+ * (share-journal.h) and the pairing's state; it works on the plugin core's record and options
+ * (plugin.h) under the device table's lock. The files: share.c (handlers, pairing), share-id.c
+ * (IDs), share-book.c, share-journal.c (codec), share-journal-file.c (the two files), share-dirs.c
+ * (limits dirs), share-key.c (their key file), share-restart.c (pairing across an agent restart),
+ * share-check.c (invariants), share-log.c (metrics, decision log, crash points).
+ *
  * Must never: hand out fractions of a GPU held whole (or the reverse), let one container's core
  * and memory land on two GPUs, write outside the limits root, or trust an ID it did not parse back.
- * Every function expects the caller to hold p->lock unless it says otherwise.
  */
 #pragma once
 
@@ -20,7 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/assign.h"
+#include "agent/devices.h"
 #include "agent/plugin.h"
+#include "deviceplugin.pb-c.h"
 #include "util/limits-dir.h"
 
 #define SHARE_CORE_IDS 100u                        /* core IDs per GPU: percent */
@@ -48,70 +57,64 @@
 #define SHARE_SHM_DIR LIMITS_DIR_SHM_DIR
 #define SHARE_PRELOAD_FILE "ld.so.preload"
 
-/* Fractional use per GPU according to the state (table indices). */
-struct share_usage {
-        uint16_t core[TOPO_MAX_GPUS]; /* core IDs held */
-        uint16_t mem[TOPO_MAX_GPUS];  /* memory IDs held */
-        uint64_t whole;               /* GPUs held whole (the whole-GPU resource) */
-        uint64_t frac;                /* GPUs with any core or memory ID held */
-};
-void share_usage(const struct plugin *p, struct share_usage *ret);
+/* ---- device IDs (share-id.c; any thread: what a device is never changes) ---- */
 
 /* "<uuid>::core-<n>" / "<uuid>::mem-<n>". 0, -EINVAL (kind), -ENAMETOOLONG. */
 int share_format_id(const char *uuid, enum plugin_kind kind, unsigned n, char *buf, size_t len);
-/* Parse an ID back: kind, table index of its GPU, number. Only canonical IDs of advertised GPUs
- * and numbers parse (core-7, never core-07; mem-n only for n < the GPU's n_mem). 0 or -EINVAL. */
-int share_parse_id(const struct plugin *p, const char *id, enum plugin_kind *ret_kind, unsigned *ret_gpu,
+/* Parse an ID back: kind, table index of its device, number. Only canonical IDs of devices of the
+ * table and numbers parse (core-7, never core-07; mem-n only for n < the device's n_mem). 0 or
+ * -EINVAL. */
+int share_parse_id(const struct devices *d, const char *id, enum plugin_kind *ret_kind, unsigned *ret_gpu,
                    unsigned *ret_n);
+/* "core", "mem" ("" for the whole kind). */
+const char *share_kind_word(enum plugin_kind kind);
 
-/* Handlers of the core and memory services (userdata: struct plugin_service). */
+/* ---- the fractional service ---- */
+
+struct share;
+struct share_service; /* a handler's userdata: the service and the resource it speaks for */
+
+/* The fractional service on plugin p (borrowed: it outlives the service): an empty book, the
+ * journal in the options' journal dir (not read yet: share_restore). 0 or -ENOMEM. */
+int share_new(struct plugin *p, struct share **ret);
+struct share *share_free(struct share *s); /* NULL-safe; returns NULL */
+/* Ask kubelet's PodResources now and reconcile the record with it (the agent's; NULL: no
+ * PodResources). Called without the lock by a handler about to pair a call with a record restored
+ * from the journal, or to decide once more on a first half refused for room. 0 or -errno. */
+void share_set_podres_sync(struct share *s, int (*fn)(void *userdata), void *userdata);
+
+/* The userdata of kind's handlers (PLUGIN_CORE or PLUGIN_MEMORY). */
+struct share_service *share_service(struct share *s, enum plugin_kind kind);
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                   struct gs_error *st);
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct gs_error *st);
+/* What the handlers run once they have asked the scheduler's watcher for this call's decision (ax,
+ * assign_call_begin's; the caller ends it): the decision travels as this parameter. */
+enum rpc_code share_preferred_decided(struct share_service *svc, V1beta1__PreferredAllocationRequest *in,
+                                      struct assign_ctx *ax, uint8_t **ret, size_t *ret_len, struct gs_error *st);
+enum rpc_code share_allocate_decided(struct share_service *svc, const V1beta1__AllocateRequest *in,
+                                     struct assign_ctx *ax, uint8_t **ret, size_t *ret_len, struct gs_error *st);
+/* Add kind's methods (its handlers and plugin_serve_common's) to a server. */
+int share_serve(struct share *s, enum plugin_kind kind, struct rpc_server *srv);
 
-/* After a PodResources reconcile: entries it added for our fractional resources get their GPU
- * index and the share one ID stands for. Returns how many were filled in. */
-size_t share_fixup_state(struct plugin *p);
-
-/* Drop the records of containers whose IDs the state no longer holds, then remove the
- * per-container dirs that neither a record nor the state's key ID keeps (the allocation is gone).
- * Takes p->lock itself, per dir. Returns how many dirs were removed, or -errno if the root cannot
- * be read (-ENOENT: none yet). */
-int share_cleanup_dirs(struct plugin *p);
-
-/* At start, after the state file: read the journal (opt.journal_dir/gpuslice.fractions), put its
- * records' IDs back in the state, keep a half waiting for its partner open
- * (SHARE_PAIR_RESTART_MS), rewrite every record's limits dir, and check the invariants. Returns the
- * number of records, -ENOENT (no journal), -EBADMSG (rejected whole: nothing restored). Takes
- * p->lock itself. */
-int share_restore(struct plugin *p);
-/* Parse a journal into the plugin's book (exposed for the fuzz target and tests). 0 or -EBADMSG
- * (nothing kept), -ENOMEM. */
-int share_journal_decode(struct plugin *p, const char *text, size_t len);
-/* Replay a journal log (gpuslice.fractions.log) on the book share_journal_decode filled: complete
- * lines in order, entries at or below the snapshot's skipped, a last line without its newline
- * ignored (a write the crash cut short). The number of entries applied, or -EBADMSG (the book
- * emptied: the journal is rejected whole), -ENOMEM. */
-int share_journal_replay(struct plugin *p, const char *text, size_t len);
-/* The number of fractional records in the book (tests and the fuzz target). */
-size_t share_record_count(struct plugin *p);
+/* At start, after the state file: read the journal, put its records' IDs back in the record, keep a
+ * half waiting for its partner open (SHARE_PAIR_RESTART_MS), rewrite every record's limits dir,
+ * and check the invariants. Returns the number of records, -ENOENT (no journal), -EBADMSG
+ * (rejected whole: nothing restored). Takes the lock itself. */
+int share_restore(struct share *s);
 /* After a PodResources reconcile (caller holds the lock): the first one after a restore decides
  * what became of the container kubelet was admitting when the agent died — its first half listed
  * and its second not: the second half never reached kubelet, the record waits for it again; its
  * first half not listed: kubelet failed the container, nothing may join it. Returns 1 when it
  * changed a record. */
-int share_after_sync(struct plugin *p);
-/* The invariants over every record (see share-internal.h); returns the number of violations.
- * Caller holds the lock. */
-unsigned share_check_all(struct plugin *p);
-
-/* A whole-GPU Allocate happened: another container, so the open fractional record is closed. */
-void share_note_whole(struct plugin *p);
-void share_book_free(struct share_book *b);
-
-/* The seam for a GPU chosen by the cluster scheduler: restrict the next fractional placement and
- * allocation to GPU `uuid` (NULL: no restriction). Nothing calls it yet: a later scheduler extender
- * records its choice in a pod annotation, and the component that reads it for the pod kubelet is
- * admitting calls this before kubelet's GetPreferredAllocation. 0 or -ENOENT (unknown GPU). */
-int share_set_explicit_gpu(struct plugin *p, const char *uuid);
+int share_after_sync(struct share *s);
+/* Drop the records of containers whose IDs the record no longer holds, then remove the
+ * per-container dirs that neither a record nor the record's key ID keeps (the allocation is gone).
+ * Takes the lock itself, per dir. Returns how many dirs were removed, or -errno if the root cannot
+ * be read (-ENOENT: none yet). */
+int share_cleanup_dirs(struct share *s);
+/* The invariants over every record (share-check.c); the number of violations. Caller holds the lock. */
+unsigned share_check_all(struct share *s);
+/* The number of records in the book (tests). Caller holds the lock. */
+size_t share_record_count(struct share *s);

@@ -15,7 +15,6 @@
 
 #include "agent/agent.h"
 #include "agent/node-internal.h"
-#include "agent/share.h"
 #include "http/http.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -26,7 +25,7 @@ static json_t *status_json(struct node *n) {
         struct plugin *p = n->plugin;
 
         pthread_mutex_lock(&n->status_lock);
-        json_object_set_new(root, "resource", json_string(p->opt.resource));
+        json_object_set_new(root, "resource", json_string(plugin_resource(p, PLUGIN_WHOLE)));
         json_object_set_new(root, "endpoint", json_string(n->ep[0].socket_path));
         json_object_set_new(root, "registered", json_boolean(n->ep[0].registered));
         json_object_set_new(root, "registrations", json_integer((json_int_t)n->ep[0].n_registrations));
@@ -42,30 +41,34 @@ static json_t *status_json(struct node *n) {
         pthread_mutex_unlock(&n->status_lock);
         json_object_set_new(root, "resources", res);
 
-        pthread_mutex_lock(&p->lock);
-        struct share_usage use;
-        share_usage(p, &use);
-        json_object_set_new(root, "allocate_calls", json_integer((json_int_t)p->n_allocate));
-        json_object_set_new(root, "preferred_calls", json_integer((json_int_t)p->n_preferred));
-        json_object_set_new(root, "rejected_calls", json_integer((json_int_t)p->n_errors));
-        json_object_set_new(root, "driver_version", json_string(p->topo.driver_version));
-        for (unsigned i = 0; i < p->n; i++) {
-                const struct plugin_gpu *g = &p->gpu[i];
+        struct devices *dev = n->devices;
+        devices_lock(dev);
+        struct plugin_usage use;
+        plugin_usage(p, &use);
+        struct plugin_counters c = plugin_counters(p);
+        json_object_set_new(root, "allocate_calls", json_integer((json_int_t)c.allocate));
+        json_object_set_new(root, "preferred_calls", json_integer((json_int_t)c.preferred));
+        json_object_set_new(root, "rejected_calls", json_integer((json_int_t)c.errors));
+        json_object_set_new(root, "driver_version", json_string(devices_topo(dev)->driver_version));
+        for (unsigned i = 0; i < devices_count(dev); i++) {
+                const struct device_info *g = devices_info(dev, i);
+                bool healthy = devices_healthy(dev, i);
                 json_t *d = json_object();
                 json_object_set_new(d, "id", json_string(g->id));
                 json_object_set_new(d, "index", json_integer(g->index));
                 json_object_set_new(d, "minor", json_integer(g->minor));
                 json_object_set_new(d, "numa", json_integer(g->numa));
-                json_object_set_new(d, "health", json_string(g->healthy ? "Healthy" : "Unhealthy"));
-                if (!g->healthy)
-                        json_object_set_new(d, "reason", json_string(g->reason));
+                json_object_set_new(d, "health", json_string(healthy ? "Healthy" : "Unhealthy"));
+                if (!healthy)
+                        json_object_set_new(d, "reason", json_string(devices_reason(dev, i)));
                 if (n->n_ep > 1) {
                         json_object_set_new(d, "core_used", json_integer(use.core[i]));
-                        json_object_set_new(d, "memory_used_bytes",
-                                            json_integer((json_int_t)((uint64_t)use.mem[i] * p->opt.memory_unit)));
+                        json_object_set_new(
+                                d, "memory_used_bytes",
+                                json_integer((json_int_t)((uint64_t)use.mem[i] * plugin_options(p)->memory_unit)));
                         json_object_set_new(d, "memory_ids", json_integer(g->n_mem));
                 }
-                const struct state_alloc *a = state_find(&p->state, p->opt.resource, g->id);
+                const struct state_alloc *a = state_find(plugin_record(p), plugin_resource(p, PLUGIN_WHOLE), g->id);
                 if (a) {
                         json_t *h = json_object();
                         json_object_set_new(h, "namespace", json_string(a->pod_namespace));
@@ -77,7 +80,7 @@ static json_t *status_json(struct node *n) {
                         json_object_set_new(d, "holder", json_null());
                 json_array_append_new(devs, d);
         }
-        pthread_mutex_unlock(&p->lock);
+        devices_unlock(dev);
         json_object_set_new(root, "devices", devs);
         return root;
 }

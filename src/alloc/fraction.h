@@ -41,7 +41,7 @@ enum alloc_frac_reason {
 };
 
 struct alloc_frac_gpu {
-        bool usable;       /* healthy, not held whole, allowed (explicit GPU seam) */
+        bool usable;       /* healthy, not held whole */
         bool must;         /* kubelet's must-include IDs are on this GPU */
         unsigned total[2]; /* IDs per kind on this GPU (core: 100; memory: units); 0 = not served */
         unsigned used[2];  /* IDs of each kind granted on this GPU */

@@ -208,7 +208,7 @@ static int run_write_limits(struct gs_limits *l, char *dir, size_t dir_len, char
         char text[GS_LIMITS_MAX_FILE];
         int n = dfd < 0 ? dfd : gs_limits_format(l, text, sizeof text);
         if (n >= 0)
-                n = limits_dir_write_limits(dfd, text, (size_t)n);
+                n = limits_dir_write_limits(dfd, text, (size_t)n, 0);
         if (n < 0) {
                 fprintf(stderr, "gpuslice run: cannot write %s: %s\n", limits_path,
                         dfd < 0 ? err.message : strerror(-n));

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util/error.h"
 
@@ -28,8 +29,15 @@
  * ROOT/NAME (O_DIRECTORY, O_CLOEXEC, not through a symlink) or -errno with ERR set. */
 int limits_dir_create(const char *root, const char *name, bool fresh, struct gs_error *err);
 
-/* Write the limits file TEXT into the directory DFD (from limits_dir_create). */
-int limits_dir_write_limits(int dfd, const char *text, size_t len);
+/* Replace NAME (one path component) in the directory DFD (from limits_dir_create: written through
+ * that fd, never by a path rebuilt from it) with LEN bytes of DATA, file mode MODE, atomically
+ * (util/atomic-file.h); temporary files of NAME a crash left there are removed first. FLAGS:
+ * ATOMIC_FILE_NO_SYNC for a file rebuilt from a durable record at start (the agent's). */
+int limits_dir_write(int dfd, const char *name, const void *data, size_t len, mode_t mode, unsigned flags);
+
+/* Write the limits file TEXT into the directory DFD: limits_dir_write of LIMITS_DIR_LIMITS_FILE,
+ * mode 0444. */
+int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flags);
 
 /* Remove PARENT/NAME (NAME relative to the directory fd PARENT, or AT_FDCWD, or absolute) and what is in it (limits, key, shm/ and its region); a missing one is not an
  * error. Stays inside the tree: symlinks are removed, never followed. */

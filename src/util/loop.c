@@ -11,12 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-uint64_t loop_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int loop_init(struct loop *l) {
         if (!l)
                 return -EINVAL;

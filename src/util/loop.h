@@ -106,6 +106,3 @@ int loop_event_post(struct loop_event *e);
 /* The eventfd, for APIs that notify by writing 8 bytes to an fd (rpc_call_start). */
 int loop_event_fd(const struct loop_event *e);
 void loop_event_done(struct loop_event *e);
-
-/* CLOCK_MONOTONIC in milliseconds. */
-uint64_t loop_now_ms(void);

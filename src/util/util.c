@@ -127,6 +127,12 @@ struct timespec timespec_after_ms(clockid_t clock, uint64_t ms) {
         return ts;
 }
 
+uint64_t monotonic_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 char *format_size(uint64_t bytes, char *buf, size_t len) {
         if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
                 snprintf(buf, len, "%" PRIu64 " GiB", bytes >> 30);

@@ -92,6 +92,9 @@ int parse_size(const char *s, uint64_t *ret);
 /* CLOCK's time now plus MS milliseconds: a deadline for pthread_cond_timedwait (CLOCK_REALTIME unless the
  * condition variable was made with another clock). */
 struct timespec timespec_after_ms(clockid_t clock, uint64_t ms);
+/* CLOCK_MONOTONIC in milliseconds: the one clock for durations, deadlines and periods (never the wall
+ * clock, which can jump). */
+uint64_t monotonic_ms(void);
 
 char *format_size(uint64_t bytes, char *buf, size_t len);
 

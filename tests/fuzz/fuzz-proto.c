@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz the node agent's protocol surface: the first byte picks a DevicePlugin method, the rest is
- * the request as kubelet (or anyone who can reach the socket) would send it. Every input must
+ * the request as kubelet (or anyone who can reach the socket) would send it (src/agent/whole.c,
+ * plugin.c). Every input must
  * get an answer or a clean gRPC error — never a crash, leak or out-of-bounds access — and every
  * successful answer must decode again. Also decodes the PodResources List answer the agent reads.
  */
@@ -10,7 +11,9 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "agent/devices.h"
 #include "agent/plugin.h"
+#include "agent/whole.h"
 #include "alloc/alloc.h"
 #include "deviceplugin.pb-c.h"
 #include "podresources.pb-c.h"
@@ -38,12 +41,11 @@ static struct plugin *get_plugin(void) {
                                             .list_cdi = true,
                                             .cdi_kind = "gpuslice.io/gpu",
                                             .dev_root = "/nonexistent" };
-                p = malloc(sizeof *p);
-                if (!p)
+                struct devices *d = NULL;
+                if (devices_new(&t, 0, 0, &d) < 0 || plugin_new(d, &o, &p) < 0)
                         abort();
-                plugin_init(p, &o, &t);
                 /* one unhealthy GPU so that path is reachable */
-                plugin_set_unhealthy(p, 3, "xid 79", 1, false);
+                (void)devices_fault(d, 3, "xid 79");
         }
         return p;
 }
@@ -61,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         switch (data[0] % 5) {
                 case 0:
-                        c = plugin_allocate(p, req, len, &out, &out_len, &st);
+                        c = whole_allocate(p, req, len, &out, &out_len, &st);
                         if (c == RPC_OK) {
                                 V1beta1__AllocateResponse *r = v1beta1__allocate_response__unpack(NULL, out_len, out);
                                 if (!r)
@@ -70,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         }
                         break;
                 case 1:
-                        c = plugin_get_preferred(p, req, len, &out, &out_len, &st);
+                        c = whole_get_preferred(p, req, len, &out, &out_len, &st);
                         if (c == RPC_OK) {
                                 V1beta1__PreferredAllocationResponse *r =
                                         v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
@@ -79,8 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
                         }
                         break;
-                case 2: c = plugin_get_options(p, req, len, &out, &out_len, &st); break;
-                case 3: c = plugin_pre_start(p, req, len, &out, &out_len, &st); break;
+                case 2: c = plugin_get_options(plugin_service(p, PLUGIN_WHOLE), req, len, &out, &out_len, &st); break;
+                case 3: c = plugin_pre_start(plugin_service(p, PLUGIN_WHOLE), req, len, &out, &out_len, &st); break;
                 case 4: {
                         V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, len, req);
                         if (r)
@@ -92,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort(); /* an error must say why and return nothing */
         free(out);
         /* Allocate records hand-outs; keep the state from growing across runs. */
-        state_done(&p->state);
-        state_init(&p->state);
+        state_done(plugin_record(p));
+        state_init(plugin_record(p));
         return 0;
 }

@@ -5,9 +5,10 @@
  * kubelet (or anyone who can reach the socket) would send it. An ID that parses must format back
  * to itself; every call gets an answer or a clean gRPC error, and every answer decodes again.
  * The interposer path does not exist, so Allocate stops before writing any file. A first byte of
- * 0xf0 or more feeds the rest to the journal parser (share_journal_decode), which must accept or
- * reject it whole; 0xe0..0xef splits the rest at its first NUL into a snapshot and a log
- * (gpuslice.fractions.log) replayed on it (share_journal_replay): a rejected log leaves no record.
+ * 0xf0 or more feeds the rest to the journal parser (share_journal_decode) on a fresh book in
+ * memory, which must accept or reject it whole; 0xe0..0xef splits the rest at its first NUL into a
+ * snapshot and a log (gpuslice.fractions.log) replayed on it (share_journal_replay): a rejected log
+ * leaves no record.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -15,7 +16,10 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "agent/devices.h"
 #include "agent/plugin.h"
+#include "agent/share-book.h"
+#include "agent/share-journal.h"
 #include "agent/share.h"
 #include "deviceplugin.pb-c.h"
 #include "topo/topo.h"
@@ -28,9 +32,9 @@ static const char node[] = "      GPU0  GPU1  GPU2\n"
                            "gpu 1 uuid=GPU-00000000-0000-0000-0000-000000000001 numa=0 memory=4GiB\n"
                            "gpu 2 uuid=GPU-00000000-0000-0000-0000-000000000002 numa=1 memory=2GiB\n";
 
-static struct plugin *get_plugin(void) {
-        static struct plugin *p;
-        if (!p) {
+static struct share *get_share(void) {
+        static struct share *s;
+        if (!s) {
                 static struct topo t;
                 struct gs_error err;
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0)
@@ -43,19 +47,31 @@ static struct plugin *get_plugin(void) {
                                             .dev_root = "/nonexistent",
                                             .interposer = "/nonexistent/libgpuslice-cuda.so",
                                             .limits_root = "/nonexistent/containers" };
-                p = malloc(sizeof *p);
-                if (!p)
+                struct devices *d = NULL;
+                struct plugin *p = NULL;
+                if (devices_new(&t, o.memory_unit, SHARE_MEM_IDS_MAX, &d) < 0 || plugin_new(d, &o, &p) < 0 ||
+                    share_new(p, &s) < 0)
                         abort();
-                plugin_init(p, &o, &t);
-                plugin_set_unhealthy(p, 2, "xid 79", 1, false);
+                (void)devices_fault(d, 2, "xid 79");
         }
-        return p;
+        return s;
+}
+
+static const struct devices *get_devices(void) {
+        static struct devices *d;
+        if (!d) {
+                static struct topo t;
+                struct gs_error err;
+                if (topo_parse(node, sizeof node - 1, &t, &err) < 0 ||
+                    devices_new(&t, 256u << 20, SHARE_MEM_IDS_MAX, &d) < 0)
+                        abort();
+        }
+        return d;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
-        struct plugin *p = get_plugin();
         struct gs_error st = { 0 };
         uint8_t *out = NULL;
         size_t out_len = 0;
@@ -63,14 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = size - 1;
         enum plugin_kind kind = (data[0] & 1) ? PLUGIN_MEMORY : PLUGIN_CORE;
 
-        if (data[0] >= 0xf0) { /* the fractional journal (gpuslice.fractions) */
-                int r = share_journal_decode(p, (const char *)req, len);
+        if (data[0] >= 0xf0) { /* the fractional journal (gpuslice.fractions), on a book in memory */
+                struct share_book *b = share_book_new();
+                uint64_t seq = 0;
+                if (!b)
+                        return 0;
+                int r = share_journal_decode(get_devices(), b, (const char *)req, len, &seq);
                 if (r != 0 && r != -EBADMSG && r != -ENOMEM)
                         abort();
-                if (r != 0 && p->book && share_check_all(p) != 0)
+                if (r != 0 && share_book_count(b) != 0)
                         abort(); /* a rejected journal leaves nothing behind */
-                share_book_free(p->book);
-                p->book = NULL;
+                share_book_free(b);
                 return 0;
         }
         if (data[0] >= 0xe0) { /* snapshot NUL log */
@@ -78,15 +97,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t slen = nul ? (size_t)(nul - req) : 0;
                 const char *log = nul ? (const char *)nul + 1 : (const char *)req;
                 size_t llen = nul ? len - slen - 1 : len;
+                struct share_book *b = share_book_new();
+                uint64_t seq = 0;
+                if (!b)
+                        return 0;
                 if (slen)
-                        (void)share_journal_decode(p, (const char *)req, slen);
-                int r = share_journal_replay(p, log, llen);
+                        (void)share_journal_decode(get_devices(), b, (const char *)req, slen, &seq);
+                int r = share_journal_replay(get_devices(), b, log, llen, &seq);
                 if (r < 0 && r != -EBADMSG && r != -ENOMEM)
                         abort();
-                if (r == -EBADMSG && share_record_count(p) != 0)
+                if (r == -EBADMSG && share_book_count(b) != 0)
                         abort(); /* rejected whole */
-                share_book_free(p->book);
-                p->book = NULL;
+                share_book_free(b);
                 return 0;
         }
         switch ((data[0] >> 1) % 3) {
@@ -99,13 +121,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         enum plugin_kind k;
                         unsigned g, n;
                         char back[SHARE_ID_MAX];
-                        if (share_parse_id(p, id, &k, &g, &n) == 0 &&
-                            (share_format_id(p->gpu[g].id, k, n, back, sizeof back) < 0 || strcmp(back, id) != 0))
+                        const struct devices *d = get_devices();
+                        if (share_parse_id(d, id, &k, &g, &n) == 0 &&
+                            (share_format_id(devices_info(d, g)->id, k, n, back, sizeof back) < 0 ||
+                             strcmp(back, id) != 0))
                                 abort();
                         return 0;
                 }
                 case 1:
-                        if (share_get_preferred(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK) {
+                        if (share_get_preferred(share_service(get_share(), kind), req, len, &out, &out_len, &st) ==
+                            RPC_OK) {
                                 V1beta1__PreferredAllocationResponse *r =
                                         v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
                                 if (!r)
@@ -114,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         }
                         break;
                 default:
-                        if (share_allocate(&p->svc[kind], req, len, &out, &out_len, &st) == RPC_OK)
+                        if (share_allocate(share_service(get_share(), kind), req, len, &out, &out_len, &st) == RPC_OK)
                                 abort(); /* the interposer is missing: never OK */
                         break;
         }

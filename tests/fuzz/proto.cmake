@@ -1,8 +1,6 @@
-# The node agent's protocol handlers (src/agent/plugin.c) on arbitrary request bytes.
-# plugin.c is compiled into the target so the libFuzzer build instruments it.
-if(TARGET gpuslice_rpc)
-  gpuslice_fuzz_target(proto ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-proto.c ${CMAKE_SOURCE_DIR}/src/agent/plugin.c
-                       ${CMAKE_SOURCE_DIR}/src/agent/share.c ${CMAKE_SOURCE_DIR}/src/agent/share-record.c
-                       ${CMAKE_SOURCE_DIR}/src/agent/health.c)
-  target_link_libraries(fuzz-proto PRIVATE gpuslice_rpc gpuslice_monitor)
+# The node agent's protocol handlers (src/agent/plugin.c, whole.c) on arbitrary request bytes; the agent
+# library is built instrumented (fuzzer-no-link) in the fuzzing configuration.
+if(TARGET gpuslice_agent)
+  gpuslice_fuzz_target(proto ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-proto.c)
+  target_link_libraries(fuzz-proto PRIVATE gpuslice_agent)
 endif()

@@ -1,8 +1,7 @@
-# Fractional GPUs in the node agent (src/agent/share.c): device-ID parser, preferred allocation and
-# Allocate on arbitrary bytes. The agent sources are compiled in so the libFuzzer build instruments them.
-if(TARGET gpuslice_rpc)
-  gpuslice_fuzz_target(share ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-share.c ${CMAKE_SOURCE_DIR}/src/agent/share.c
-                       ${CMAKE_SOURCE_DIR}/src/agent/share-record.c
-                       ${CMAKE_SOURCE_DIR}/src/agent/plugin.c ${CMAKE_SOURCE_DIR}/src/agent/health.c)
-  target_link_libraries(fuzz-share PRIVATE gpuslice_rpc gpuslice_monitor)
+# Fractional GPUs in the node agent (src/agent/share*.c): device-ID parser, preferred allocation and
+# Allocate on arbitrary bytes, the journal codec; the agent library is built instrumented (fuzzer-no-link)
+# in the fuzzing configuration.
+if(TARGET gpuslice_agent)
+  gpuslice_fuzz_target(share ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-share.c)
+  target_link_libraries(fuzz-share PRIVATE gpuslice_agent)
 endif()

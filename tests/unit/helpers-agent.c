@@ -19,13 +19,26 @@ struct test_plugin *test_plugin_new(const char *topo, const char *tag) {
 }
 
 void test_plugin_init(struct test_plugin *f, const struct plugin_options *o) {
-        plugin_init(&f->p, o, &f->t);
+        assert_int_equal(devices_new(&f->t, o->memory_unit, SHARE_MEM_IDS_MAX, &f->dev), 0);
+        assert_int_equal(plugin_new(f->dev, o, &f->p), 0);
+}
+
+const char *test_device_id(const struct test_plugin *f, unsigned i) {
+        return devices_info(f->dev, i)->id;
+}
+
+bool test_device_healthy(struct test_plugin *f, unsigned i) {
+        struct device_health h;
+        devices_health(f->dev, i, &h);
+        return h.healthy;
 }
 
 void test_plugin_free(struct test_plugin *f) {
         if (!f)
                 return;
-        plugin_done(&f->p);
+        f->s = share_free(f->s);
+        f->p = plugin_free(f->p);
+        f->dev = devices_free(f->dev);
         assert_int_equal(test_tmpdir_free(f->tmp), 0);
         free(f);
 }

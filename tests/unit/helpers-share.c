@@ -35,26 +35,32 @@ struct test_plugin *test_share_new(void) {
         snprintf(o.interposer, sizeof o.interposer, "%s/libgpuslice-cuda.so", f->tmp);
         test_touch(o.interposer);
         test_plugin_init(f, &o);
+        assert_int_equal(share_new(f->p, &f->s), 0);
         return f;
 }
 
 void test_share_restart(struct test_plugin *f, int records) {
-        struct plugin_options o = f->p.opt;
-        plugin_done(&f->p);
-        plugin_init(&f->p, &o, &f->t);
-        int r = share_restore(&f->p);
+        devices_lock(f->dev);
+        struct plugin_options o = *plugin_options(f->p);
+        devices_unlock(f->dev);
+        f->s = share_free(f->s);
+        f->p = plugin_free(f->p);
+        f->dev = devices_free(f->dev);
+        test_plugin_init(f, &o);
+        assert_int_equal(share_new(f->p, &f->s), 0);
+        int r = share_restore(f->s);
         if (records >= 0)
                 assert_int_equal(r, records);
 }
 
 void test_share_id(struct test_plugin *f, int gpu, enum plugin_kind kind, unsigned n, char *buf) {
-        assert_int_equal(share_format_id(f->p.gpu[gpu].id, kind, n, buf, SHARE_ID_MAX), 0);
+        assert_int_equal(share_format_id(test_device_id(f, (unsigned)gpu), kind, n, buf, SHARE_ID_MAX), 0);
 }
 
 enum rpc_code test_share_allocate(struct test_plugin *f, enum plugin_kind kind, char **const *ids, const size_t *n,
                                   size_t k, V1beta1__AllocateResponse **ret, struct gs_error *st) {
         assert_true(k >= 2 && k <= TEST_RPC_CONTAINERS_MAX);
-        return test_rpc_allocate_containers(share_allocate, &f->p.svc[kind], ids, n, k, ret, st);
+        return test_rpc_allocate_containers(share_allocate, share_service(f->s, kind), ids, n, k, ret, st);
 }
 
 enum rpc_code test_share_allocate_run(struct test_plugin *f, enum plugin_kind kind, int gpu, unsigned first,
@@ -66,7 +72,7 @@ enum rpc_code test_share_allocate_run(struct test_plugin *f, enum plugin_kind ki
                 test_share_id(f, gpu, kind, first + i, store[i]);
                 ids[i] = store[i];
         }
-        return test_rpc_allocate(share_allocate, &f->p.svc[kind], ids, count, ret, st);
+        return test_rpc_allocate(share_allocate, share_service(f->s, kind), ids, count, ret, st);
 }
 
 void test_share_allocate_ok(struct test_plugin *f, enum plugin_kind kind, int gpu, unsigned first, unsigned count) {
@@ -80,12 +86,13 @@ void test_share_allocate_ok(struct test_plugin *f, enum plugin_kind kind, int gp
 
 enum rpc_code test_share_prefer(struct test_plugin *f, enum plugin_kind kind, int size, char (*except)[SHARE_ID_MAX],
                                 size_t n_except, int *ret_gpu, struct gs_error *st) {
-        char(*store)[SHARE_ID_MAX] = calloc((size_t)f->p.n * SHARE_MEM_IDS_MAX, SHARE_ID_MAX);
-        char **avail = calloc((size_t)f->p.n * SHARE_MEM_IDS_MAX, sizeof *avail);
+        unsigned count = devices_count(f->dev);
+        char(*store)[SHARE_ID_MAX] = calloc((size_t)count * SHARE_MEM_IDS_MAX, SHARE_ID_MAX);
+        char **avail = calloc((size_t)count * SHARE_MEM_IDS_MAX, sizeof *avail);
         assert_true(store && avail);
         size_t n = 0;
-        for (unsigned g = 0; g < f->p.n; g++)
-                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : f->p.gpu[g].n_mem); i++) {
+        for (unsigned g = 0; g < count; g++)
+                for (unsigned i = 0; i < (kind == PLUGIN_CORE ? 100u : devices_info(f->dev, g)->n_mem); i++) {
                         test_share_id(f, (int)g, kind, i, store[n]);
                         bool taken = false;
                         for (size_t k = 0; k < n_except && !taken; k++)
@@ -96,7 +103,8 @@ enum rpc_code test_share_prefer(struct test_plugin *f, enum plugin_kind kind, in
                         }
                 }
         V1beta1__PreferredAllocationResponse *r = NULL;
-        enum rpc_code c = test_rpc_preferred(share_get_preferred, &f->p.svc[kind], avail, n, NULL, 0, size, &r, st);
+        enum rpc_code c =
+                test_rpc_preferred(share_get_preferred, share_service(f->s, kind), avail, n, NULL, 0, size, &r, st);
         free(avail);
         free(store);
         if (c == RPC_OK) {
@@ -106,7 +114,7 @@ enum rpc_code test_share_prefer(struct test_plugin *f, enum plugin_kind kind, in
                 for (size_t i = 0; i < o->n_deviceids; i++) {
                         enum plugin_kind k;
                         unsigned g, num;
-                        assert_int_equal(share_parse_id(&f->p, o->deviceids[i], &k, &g, &num), 0);
+                        assert_int_equal(share_parse_id(f->dev, o->deviceids[i], &k, &g, &num), 0);
                         assert_int_equal(k, kind);
                         if (gpu >= 0 && (unsigned)gpu != g)
                                 fail_msg("preferred IDs on GPUs %d and %u", gpu, g);
@@ -170,9 +178,9 @@ int test_podres_sync(void *userdata) {
         size_t a, r, u, sk;
         uint64_t now = (uint64_t)time(NULL);
         k->calls++;
-        pthread_mutex_lock(&k->f->p.lock);
-        int e = state_reconcile(&k->f->p.state, rep, k->n, owned_frac, NULL, now, now - 120, &a, &r, &u, &sk);
-        pthread_mutex_unlock(&k->f->p.lock);
+        devices_lock(k->f->dev);
+        int e = state_reconcile(plugin_record(k->f->p), rep, k->n, owned_frac, NULL, now, now - 120, &a, &r, &u, &sk);
+        devices_unlock(k->f->dev);
         return e < 0 ? e : 0;
 }
 

@@ -19,13 +19,13 @@
 #include "interposer/limits.h"
 #include "util/error.h"
 
-/* A new fixture: the plugin initialised with the gpuslice profile, its dev root, journal dir,
- * limits root (tmp/containers) and interposer file in f->tmp, no journal loaded. Free with
- * test_plugin_free. */
+/* A new fixture: the plugin core and the fractional service (f->s) with the gpuslice profile, its
+ * dev root, journal dir, limits root (tmp/containers) and interposer file in f->tmp, no journal
+ * loaded. Free with test_plugin_free. */
 struct test_plugin *test_share_new(void);
 
-/* The agent restarts on the same directories: plugin_done, plugin_init, share_restore, which must
- * restore RECORDS records (-1: any). */
+/* The agent restarts on the same directories: service, plugin and table freed and made anew,
+ * share_restore, which must restore RECORDS records (-1: any). */
 void test_share_restart(struct test_plugin *f, int records);
 
 /* Device ID N of KIND on GPU (table index) into BUF (SHARE_ID_MAX bytes). */
@@ -66,8 +66,8 @@ struct test_podres {
         unsigned calls;
 };
 
-/* The agent's PodResources hook (plugin.podres_sync, USERDATA a struct test_podres): the fake's list
- * reconciled into the state as podsync.c does (120 s grace). 0 or -errno. */
+/* The agent's PodResources hook (share_set_podres_sync, USERDATA a struct test_podres): the fake's
+ * list reconciled into the record as podsync.c does (120 s grace). 0 or -errno. */
 int test_podres_sync(void *userdata);
 
 /* A pair: CORE IDs from CORE0 and MEM IDs from MEM0 on GPU, both Allocates must succeed; with K, the

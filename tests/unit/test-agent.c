@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests for the node agent's plugin logic (src/agent/plugin.c, health.c) called directly with
- * protobuf-c messages: preferred allocation on the seed topology, Allocate answers and their
- * options, every refusal, health transitions and the ListAndWatch list.
+ * Tests for the node agent's plugin logic (src/agent/plugin.c, whole.c, devices.c, health.c) called
+ * directly with protobuf-c messages: preferred allocation on the seed topology, Allocate answers and
+ * their options, every refusal, health transitions and the ListAndWatch list.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,8 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/devices.h"
 #include "agent/health.h"
 #include "agent/plugin.h"
+#include "agent/whole.h"
 #include "deviceplugin.pb-c.h"
 #include "topo/topo.h"
 #include "util/util.h"
@@ -50,7 +52,15 @@ static int teardown(void **state) {
 }
 
 static const char *id(struct test_plugin *f, int i) {
-        return f->p.gpu[i].id;
+        return test_device_id(f, (unsigned)i);
+}
+
+/* What plugin_set_unhealthy(p, i, reason, now, fault_cleared) was: a fault, and with fault_cleared a
+ * normal answer right after it at `now` (an Xid the GPU answered after). */
+static void set_unhealthy(struct test_plugin *f, unsigned i, const char *reason, uint64_t now, bool answered) {
+        (void)devices_fault(f->dev, i, reason);
+        if (answered)
+                devices_answered(f->dev, i, now);
 }
 
 /* ---- request builders ---- */
@@ -62,12 +72,12 @@ static enum rpc_code prefer(struct test_plugin *f, const int *avail, size_t na, 
                 a[i] = (char *)id(f, avail[i]);
         for (size_t i = 0; i < nm; i++)
                 m[i] = (char *)id(f, must[i]);
-        return test_rpc_preferred(plugin_get_preferred, &f->p, a, na, m, nm, size, ret, st);
+        return test_rpc_preferred(whole_get_preferred, f->p, a, na, m, nm, size, ret, st);
 }
 
 static enum rpc_code allocate(struct test_plugin *f, char **ids, size_t n, V1beta1__AllocateResponse **ret,
                               struct gs_error *st) {
-        return test_rpc_allocate(plugin_allocate, &f->p, ids, n, ret, st);
+        return test_rpc_allocate(whole_allocate, f->p, ids, n, ret, st);
 }
 
 static bool has_id(const V1beta1__ContainerPreferredAllocationResponse *r, const char *want) {
@@ -105,7 +115,7 @@ static void test_preferred_must_include(void **state) {
 
 static void test_preferred_skips_unhealthy(void **state) {
         struct test_plugin *f = *state;
-        plugin_set_unhealthy(&f->p, 7, "xid 48", 1000, true);
+        set_unhealthy(f, 7, "xid 48", 1000, true);
         const int avail[] = { 2, 5, 6, 7 };
         V1beta1__PreferredAllocationResponse *r = NULL;
         struct gs_error st;
@@ -134,10 +144,10 @@ static void test_preferred_bad_requests(void **state) {
         uint8_t *out = NULL;
         size_t n = 0;
         const uint8_t garbage[] = { 0xff, 0xff, 0xff };
-        assert_int_equal(plugin_get_preferred(&f->p, garbage, sizeof garbage, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(whole_get_preferred(f->p, garbage, sizeof garbage, &out, &n, &st), RPC_INVALID_ARGUMENT);
         assert_null(out);
         /* an empty message has no container requests */
-        assert_int_equal(plugin_get_preferred(&f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(whole_get_preferred(f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
 }
 
 static void test_allocate_env_and_specs(void **state) {
@@ -163,15 +173,19 @@ static void test_allocate_env_and_specs(void **state) {
         assert_int_equal(c->n_cdi_devices, 0);
         v1beta1__allocate_response__free_unpacked(r, NULL);
         /* recorded for the state file */
-        assert_non_null(state_find(&f->p.state, "nvidia.com/gpu", id(f, 6)));
-        assert_null(state_find(&f->p.state, "nvidia.com/gpu", id(f, 5)));
+        assert_non_null(state_find(plugin_record(f->p), "nvidia.com/gpu", id(f, 6)));
+        assert_null(state_find(plugin_record(f->p), "nvidia.com/gpu", id(f, 5)));
 }
 
 static void test_allocate_index_and_cdi(void **state) {
         struct test_plugin *f = *state;
-        f->p.opt.ids_by_index = true;
-        f->p.opt.list_cdi = true;
-        f->p.opt.list_envvar = false;
+        devices_lock(f->dev);
+        struct plugin_options o = *plugin_options(f->p);
+        devices_unlock(f->dev);
+        o.ids_by_index = true;
+        o.list_cdi = true;
+        o.list_envvar = false;
+        plugin_set_options(f->p, &o);
         char *ids[] = { (char *)id(f, 3), (char *)id(f, 1) };
         V1beta1__AllocateResponse *r = NULL;
         struct gs_error st;
@@ -197,47 +211,49 @@ static void test_allocate_refusals(void **state) {
         assert_non_null(strstr(st.message, "twice"));
         assert_int_equal(allocate(f, NULL, 0, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "no device IDs"));
-        plugin_set_unhealthy(&f->p, 2, "GPU_IS_LOST", 1000, false);
+        set_unhealthy(f, 2, "GPU_IS_LOST", 1000, false);
         char *sick[] = { (char *)id(f, 2) };
         assert_int_equal(allocate(f, sick, 1, &r, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "unhealthy"));
         uint8_t *out = NULL;
         size_t n = 0;
-        assert_int_equal(plugin_allocate(&f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(whole_allocate(f->p, NULL, 0, &out, &n, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "no container requests"));
         const uint8_t trunc[] = { 0x0a, 0x40, 0x0a };
-        assert_int_equal(plugin_allocate(&f->p, trunc, sizeof trunc, &out, &n, &st), RPC_INVALID_ARGUMENT);
+        assert_int_equal(whole_allocate(f->p, trunc, sizeof trunc, &out, &n, &st), RPC_INVALID_ARGUMENT);
         assert_null(out);
-        assert_null(state_find(&f->p.state, NULL, id(f, 2)));
+        assert_null(state_find(plugin_record(f->p), NULL, id(f, 2)));
 }
 
 static void test_health_xid_quiet_period(void **state) {
         struct test_plugin *f = *state;
-        uint64_t g0 = atomic_load(&f->p.generation);
-        plugin_set_unhealthy(&f->p, 4, "xid 48", 10000, true);
-        assert_false(f->p.gpu[4].healthy);
-        assert_true(atomic_load(&f->p.generation) > g0);
-        plugin_probe_ok(&f->p, 4, 11000, 2000);
-        assert_false(f->p.gpu[4].healthy);
-        plugin_probe_ok(&f->p, 4, 12000, 2000);
-        assert_true(f->p.gpu[4].healthy);
-        assert_string_equal(f->p.gpu[4].reason, "");
-        for (unsigned i = 0; i < f->p.n; i++)
-                assert_true(f->p.gpu[i].healthy);
+        uint64_t g0 = devices_generation(f->dev);
+        set_unhealthy(f, 4, "xid 48", 10000, true);
+        assert_false(test_device_healthy(f, 4));
+        assert_true(devices_generation(f->dev) > g0);
+        devices_probe_ok(f->dev, 4, 11000, 2000);
+        assert_false(test_device_healthy(f, 4));
+        devices_probe_ok(f->dev, 4, 12000, 2000);
+        assert_true(test_device_healthy(f, 4));
+        struct device_health h;
+        devices_health(f->dev, 4, &h);
+        assert_string_equal(h.reason, "");
+        for (unsigned i = 0; i < devices_count(f->dev); i++)
+                assert_true(test_device_healthy(f, i));
 }
 
 static void test_health_lost_needs_answers(void **state) {
         struct test_plugin *f = *state;
-        plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 10000, false);
+        set_unhealthy(f, 1, "GPU_IS_LOST", 10000, false);
         /* still lost at 20000: the quiet period has not started */
-        plugin_set_unhealthy(&f->p, 1, "GPU_IS_LOST", 20000, false);
-        plugin_probe_ok(&f->p, 1, 20500, 2000); /* first normal answer */
-        assert_false(f->p.gpu[1].healthy);
-        plugin_probe_ok(&f->p, 1, 22000, 2000);
-        assert_false(f->p.gpu[1].healthy);
-        plugin_probe_ok(&f->p, 1, 22500, 2000);
-        assert_true(f->p.gpu[1].healthy);
-        assert_true(f->p.gpu[0].healthy);
+        set_unhealthy(f, 1, "GPU_IS_LOST", 20000, false);
+        devices_probe_ok(f->dev, 1, 20500, 2000); /* first normal answer */
+        assert_false(test_device_healthy(f, 1));
+        devices_probe_ok(f->dev, 1, 22000, 2000);
+        assert_false(test_device_healthy(f, 1));
+        devices_probe_ok(f->dev, 1, 22500, 2000);
+        assert_true(test_device_healthy(f, 1));
+        assert_true(test_device_healthy(f, 0));
 }
 
 static uint64_t drain(int fd) {
@@ -248,37 +264,37 @@ static uint64_t drain(int fd) {
 }
 
 /* "devices changed": a health change writes change_fd; nothing changed, nothing written; a
- * generation bumped behind plugin_changed's back is told by plugin_notify, once. */
+ * generation bumped behind devices_changed's back is told by devices_notify, once. */
 static void test_change_notifications(void **state) {
         struct test_plugin *f = *state;
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         assert_true(fd >= 0);
-        atomic_store(&f->p.change_fd, fd);
-        plugin_notify(&f->p);
+        devices_set_change_fd(f->dev, fd);
+        devices_notify(f->dev);
         assert_int_equal(drain(fd), 0);
-        plugin_set_unhealthy(&f->p, 2, "xid 48", 1000, true);
+        set_unhealthy(f, 2, "xid 48", 1000, true);
         assert_int_equal(drain(fd), 1);
-        plugin_set_unhealthy(&f->p, 2, "xid 48", 1100, true); /* already unhealthy: no change */
+        set_unhealthy(f, 2, "xid 48", 1100, true); /* already unhealthy: no change */
         assert_int_equal(drain(fd), 0);
-        atomic_fetch_add(&f->p.generation, 1);
-        plugin_notify(&f->p);
-        plugin_notify(&f->p);
+        devices_touch(f->dev);
+        devices_notify(f->dev);
+        devices_notify(f->dev);
         assert_int_equal(drain(fd), 1);
-        plugin_probe_ok(&f->p, 2, 5000, 0); /* quiet period 0: healthy on the first normal answer */
-        assert_true(f->p.gpu[2].healthy);
+        devices_probe_ok(f->dev, 2, 5000, 0); /* quiet period 0: healthy on the first normal answer */
+        assert_true(test_device_healthy(f, 2));
         assert_int_equal(drain(fd), 1);
-        atomic_store(&f->p.change_fd, -1);
+        devices_set_change_fd(f->dev, -1);
         close(fd);
 }
 
 static void test_list_devices(void **state) {
         struct test_plugin *f = *state;
-        plugin_set_unhealthy(&f->p, 3, "xid 79", 1, false);
+        set_unhealthy(f, 3, "xid 79", 1, false);
         uint8_t *buf = NULL;
         size_t n = 0;
         uint64_t gen = 0;
-        assert_int_equal(plugin_pack_devices(&f->p, &buf, &n, &gen), 0);
-        assert_int_equal(gen, atomic_load(&f->p.generation));
+        assert_int_equal(plugin_pack_devices(f->p, &buf, &n, &gen), 0);
+        assert_int_equal(gen, devices_generation(f->dev));
         V1beta1__ListAndWatchResponse *r = v1beta1__list_and_watch_response__unpack(NULL, n, buf);
         free(buf);
         assert_non_null(r);
@@ -299,7 +315,7 @@ static void test_options(void **state) {
         uint8_t *out = NULL;
         size_t n = 0;
         struct gs_error st;
-        assert_int_equal(plugin_get_options(&f->p, NULL, 0, &out, &n, &st), RPC_OK);
+        assert_int_equal(plugin_get_options(plugin_service(f->p, PLUGIN_WHOLE), NULL, 0, &out, &n, &st), RPC_OK);
         V1beta1__DevicePluginOptions *o = v1beta1__device_plugin_options__unpack(NULL, n, out);
         free(out);
         assert_non_null(o);

@@ -3,8 +3,8 @@
  * Tests for the node agent's fractional GPUs (src/agent/share.c) called directly with protobuf-c
  * messages on the seed topology (8 x 24 GiB): device IDs and their malformed forms, the limits
  * file an Allocate writes (read back with gs_limits_parse), pairing of a container's core and
- * memory, the per-container dir clean-up, the state fix-up after a reconcile, and the seam for an
- * explicit GPU choice.
+ * memory, the per-container dir clean-up, the state fix-up after a reconcile, the scheduler's
+ * choice of GPU arriving as the call's decision, and the journal codec on a book in memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "agent/plugin.h"
+#include "agent/share-book.h"
+#include "agent/share-journal.h"
 #include "agent/share.h"
 #include "deviceplugin.pb-c.h"
 #include "interposer/limits.h"
@@ -54,22 +56,22 @@ static void test_id_round_trip(void **state) {
         unsigned g, n;
         test_share_id(f, 5, PLUGIN_CORE, 99, id);
         assert_true(strlen(id) <= 63);
-        assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
+        assert_int_equal(share_parse_id(f->dev, id, &kind, &g, &n), 0);
         assert_int_equal(kind, PLUGIN_CORE);
         assert_int_equal(g, 5);
         assert_int_equal(n, 99);
         test_share_id(f, 7, PLUGIN_MEMORY, 95, id);
-        assert_int_equal(share_parse_id(&f->p, id, &kind, &g, &n), 0);
+        assert_int_equal(share_parse_id(f->dev, id, &kind, &g, &n), 0);
         assert_int_equal(kind, PLUGIN_MEMORY);
         assert_int_equal(g, 7);
         assert_int_equal(n, 95);
-        assert_int_equal(f->p.gpu[0].n_mem, 96); /* 24 GiB / 256 MiB */
-        assert_int_equal(share_format_id(f->p.gpu[0].id, PLUGIN_WHOLE, 0, id, sizeof id), -EINVAL);
+        assert_int_equal(devices_info(f->dev, 0)->n_mem, 96); /* 24 GiB / 256 MiB */
+        assert_int_equal(share_format_id(test_device_id(f, 0), PLUGIN_WHOLE, 0, id, sizeof id), -EINVAL);
 }
 
 static void test_id_malformed(void **state) {
         struct test_plugin *f = *state;
-        const char *u = f->p.gpu[2].id;
+        const char *u = test_device_id(f, 2);
         char bad[20][160];
         int k = 0;
         snprintf(bad[k++], 160, "%s", u);           /* no suffix */
@@ -90,7 +92,7 @@ static void test_id_malformed(void **state) {
         for (int i = 0; i < k; i++) {
                 enum plugin_kind kind;
                 unsigned g, n;
-                if (share_parse_id(&f->p, bad[i], &kind, &g, &n) != -EINVAL)
+                if (share_parse_id(f->dev, bad[i], &kind, &g, &n) != -EINVAL)
                         fail_msg("accepted malformed ID %s", bad[i]);
         }
 }
@@ -119,7 +121,7 @@ static void test_pair_writes_limits(void **state) {
         test_share_read_limits(path2, &l);
         assert_int_equal(l.version, 1);
         assert_int_equal(l.n_devices, 1);
-        assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
+        assert_string_equal(l.dev[0].uuid, test_device_id(f, 3));
         assert_int_equal(l.dev[0].index, 0);
         assert_int_equal(l.dev[0].core_percent, 25);
         assert_int_equal(l.dev[0].memory_bytes, 12 * 256 * MIB);
@@ -128,13 +130,14 @@ static void test_pair_writes_limits(void **state) {
         /* the container id is the dir name */
         const char *slash = strrchr(path, '/');
         assert_non_null(slash);
-        assert_true(strncmp(path + strlen(f->p.opt.limits_root) + 1, l.container, strlen(l.container)) == 0);
+        assert_true(strncmp(path + strlen(plugin_options(f->p)->limits_root) + 1, l.container, strlen(l.container)) ==
+                    0);
 
         const V1beta1__ContainerAllocateResponse *c = mem->container_responses[0];
         assert_string_equal(test_share_env(c, "LD_PRELOAD"), SHARE_LIB_PATH);
         assert_string_equal(test_share_env(c, GS_LIMITS_ENV), SHARE_LIMITS_PATH);
-        assert_string_equal(test_share_env(c, "NVIDIA_VISIBLE_DEVICES"), f->p.gpu[3].id);
-        assert_string_equal(test_share_mount(c, SHARE_LIB_PATH), f->p.opt.interposer);
+        assert_string_equal(test_share_env(c, "NVIDIA_VISIBLE_DEVICES"), test_device_id(f, 3));
+        assert_string_equal(test_share_mount(c, SHARE_LIB_PATH), plugin_options(f->p)->interposer);
         /* /etc/ld.so.preload names the interposer (mounted under the driver's name): it loads whatever the env */
         char pre[256] = "";
         FILE *pf = fopen(test_share_mount(c, SHARE_LD_PRELOAD), "re");
@@ -150,8 +153,8 @@ static void test_pair_writes_limits(void **state) {
         assert_int_equal(stat(test_share_mount(c, SHARE_SHM_PATH), &sb), 0);
         assert_true(S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0777);
 
-        struct share_usage u;
-        share_usage(&f->p, &u);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[3], 25);
         assert_int_equal(u.mem[3], 12);
         assert_true(u.frac == UINT64_C(1) << 3 && u.whole == 0);
@@ -178,11 +181,11 @@ static void test_second_resource_on_other_gpu_refused(void **state) {
         assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 0, 0, 4, &a, &st), RPC_OK);
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "must be on one GPU"));
-        assert_non_null(strstr(st.message, f->p.gpu[0].id));
+        assert_non_null(strstr(st.message, test_device_id(f, 0)));
         /* nothing recorded for the refusal, and the pending record is closed: the next core
          * allocation elsewhere is a container of its own */
-        struct share_usage u;
-        share_usage(&f->p, &u);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[1], 0);
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &b, &st), RPC_OK);
         v1beta1__allocate_response__free_unpacked(a, NULL);
@@ -201,7 +204,7 @@ static void test_span_and_exceed_refused(void **state) {
         }
         for (unsigned i = 0; i < 20; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 20, &r, &st),
+        assert_int_equal(test_rpc_allocate(share_allocate, share_service(f->s, PLUGIN_CORE), ids, 20, &r, &st),
                          RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "span 2 GPUs"));
         /* 150: one whole GPU and half of another */
@@ -211,7 +214,7 @@ static void test_span_and_exceed_refused(void **state) {
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 150; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 150, &r, &st),
+        assert_int_equal(test_rpc_allocate(share_allocate, share_service(f->s, PLUGIN_CORE), ids, 150, &r, &st),
                          RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "multiple of 100"));
         /* 200 as 100 + 100 is two whole GPUs */
@@ -219,7 +222,8 @@ static void test_span_and_exceed_refused(void **state) {
                 test_share_id(f, 1, PLUGIN_CORE, i, store[100 + i]);
         for (unsigned i = 0; i < 200; i++)
                 ids[i] = store[i];
-        assert_int_equal(test_rpc_allocate(share_allocate, &f->p.svc[PLUGIN_CORE], ids, 200, &r, &st), RPC_OK);
+        assert_int_equal(test_rpc_allocate(share_allocate, share_service(f->s, PLUGIN_CORE), ids, 200, &r, &st),
+                         RPC_OK);
         v1beta1__allocate_response__free_unpacked(r, NULL);
 }
 
@@ -227,7 +231,7 @@ static void test_missing_interposer_refused(void **state) {
         struct test_plugin *f = *state;
         struct gs_error st;
         V1beta1__AllocateResponse *r = NULL;
-        assert_int_equal(unlink(f->p.opt.interposer), 0);
+        assert_int_equal(unlink(plugin_options(f->p)->interposer), 0);
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 0, 0, 5, &r, &st), RPC_FAILED_PRECONDITION);
         assert_non_null(strstr(st.message, "interposer"));
 }
@@ -246,8 +250,8 @@ static void test_two_containers_in_one_message(void **state) {
         assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st),
                          RPC_INVALID_ARGUMENT);
         assert_non_null(strstr(st.message, "another container"));
-        struct share_usage u;
-        share_usage(&f->p, &u);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[0], 0);
         test_share_id(f, 0, PLUGIN_CORE, 4, s2[1]);
         assert_int_equal(test_share_allocate(f, PLUGIN_CORE, (char **const[]){ a, b }, (size_t[]){ 3, 2 }, 2, &r, &st),
@@ -279,14 +283,14 @@ static void test_cleanup_removes_ended(void **state) {
         int fd = open(region, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
         close(fd);
-        assert_int_equal(share_cleanup_dirs(&f->p), 0); /* both live */
+        assert_int_equal(share_cleanup_dirs(f->s), 0); /* both live */
         /* the first container ends: PodResources no longer lists its IDs */
         for (unsigned i = 0; i < 10; i++) {
                 char id[SHARE_ID_MAX];
                 test_share_id(f, 4, PLUGIN_CORE, i, id);
-                assert_int_equal(state_remove(&f->p.state, "gpuslice.io/gpu-core", id), 0);
+                assert_int_equal(state_remove(plugin_record(f->p), "gpuslice.io/gpu-core", id), 0);
         }
-        assert_int_equal(share_cleanup_dirs(&f->p), 1);
+        assert_int_equal(share_cleanup_dirs(f->s), 1);
         struct stat sb;
         assert_int_equal(stat(gone, &sb), -1);
         assert_int_equal(stat(kept, &sb), 0);
@@ -296,41 +300,104 @@ static void test_cleanup_removes_ended(void **state) {
 
 static void test_cleanup_without_root(void **state) {
         struct test_plugin *f = *state;
-        assert_int_equal(share_cleanup_dirs(&f->p), -ENOENT);
+        assert_int_equal(share_cleanup_dirs(f->s), -ENOENT);
 }
 
 static void test_fixup_after_reconcile(void **state) {
         struct test_plugin *f = *state;
         struct state_alloc e = { .resource = "gpuslice.io/gpu-memory", .gpu_index = -1 };
         test_share_id(f, 6, PLUGIN_MEMORY, 3, e.device_id);
-        assert_int_equal(state_add(&f->p.state, &e), 0);
+        assert_int_equal(state_add(plugin_record(f->p), &e), 0);
         struct state_alloc o = { .resource = "example.com/fpga", .device_id = "fpga-0", .gpu_index = -1 };
-        assert_int_equal(state_add(&f->p.state, &o), 0);
-        assert_int_equal(share_fixup_state(&f->p), 1);
-        const struct state_alloc *a = state_find(&f->p.state, "gpuslice.io/gpu-memory", e.device_id);
+        assert_int_equal(state_add(plugin_record(f->p), &o), 0);
+        assert_int_equal(plugin_record_fixup(f->p), 1);
+        const struct state_alloc *a = state_find(plugin_record(f->p), "gpuslice.io/gpu-memory", e.device_id);
         assert_non_null(a);
-        assert_int_equal(a->gpu_index, f->p.gpu[6].index);
+        assert_int_equal(a->gpu_index, devices_info(f->dev, 6)->index);
         assert_int_equal(a->memory_bytes, 256 * MIB);
-        assert_int_equal(state_find(&f->p.state, "example.com/fpga", "fpga-0")->gpu_index, -1);
-        assert_int_equal(share_fixup_state(&f->p), 0);
+        assert_int_equal(state_find(plugin_record(f->p), "example.com/fpga", "fpga-0")->gpu_index, -1);
+        assert_int_equal(plugin_record_fixup(f->p), 0);
 }
 
 /* ---- placement ---- */
 
-static void test_explicit_gpu_seam(void **state) {
+/* The scheduler's choice of GPU reaches the fractional placement as the call's decision
+ * (assign_call_begin's struct assign_ctx), passed as a parameter — no field of the plugin holds it.
+ * Built here as assign_call_begin would for a pod assigned GPU 6: the preferred IDs are on GPU 6;
+ * an Allocate whose IDs contradict the assignment is refused and hands out nothing; without a
+ * decision the same IDs are handed out. (The decision itself, from a pod's annotation: unit-assign,
+ * agent-assign-twins.) */
+static void test_assignment_steers_fractions(void **state) {
         struct test_plugin *f = *state;
+        struct share_service *svc = share_service(f->s, PLUGIN_CORE);
         struct gs_error st;
-        assert_int_equal(share_set_explicit_gpu(&f->p, "GPU-nope"), -ENOENT);
-        assert_int_equal(share_set_explicit_gpu(&f->p, f->p.gpu[6].id), 0);
-        int gpu = -1;
-        assert_int_equal(test_share_prefer(f, PLUGIN_CORE, 30, NULL, 0, &gpu, &st), RPC_OK);
-        assert_int_equal(gpu, 6);
-        V1beta1__AllocateResponse *r = NULL;
-        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_INVALID_ARGUMENT);
-        assert_non_null(strstr(st.message, "scheduler placed"));
-        assert_int_equal(share_set_explicit_gpu(&f->p, NULL), 0);
-        assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 2, 0, 10, &r, &st), RPC_OK);
-        v1beta1__allocate_response__free_unpacked(r, NULL);
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        /* GetPreferredAllocation of 30 core IDs, every core ID of every GPU available */
+        unsigned n = devices_count(f->dev);
+        char(*store)[SHARE_ID_MAX] = calloc((size_t)n * SHARE_CORE_IDS, SHARE_ID_MAX);
+        char **avail = calloc((size_t)n * SHARE_CORE_IDS, sizeof *avail);
+        assert_true(store && avail);
+        for (unsigned k = 0; k < n * SHARE_CORE_IDS; k++) {
+                test_share_id(f, (int)(k / SHARE_CORE_IDS), PLUGIN_CORE, k % SHARE_CORE_IDS, store[k]);
+                avail[k] = store[k];
+        }
+        V1beta1__ContainerPreferredAllocationRequest cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        cr.available_deviceids = avail;
+        cr.n_available_deviceids = (size_t)n * SHARE_CORE_IDS;
+        cr.allocation_size = 30;
+        V1beta1__ContainerPreferredAllocationRequest *crs[1] = { &cr };
+        V1beta1__PreferredAllocationRequest preq = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        preq.container_requests = crs;
+        preq.n_container_requests = 1;
+        struct assign_ctx match = { .active = true,
+                                    .call = { .kind = PLUGIN_CORE, .size = 30 },
+                                    .d = { .verdict = ASSIGN_MATCH,
+                                           .gpus = UINT64_C(1) << devices_info(f->dev, 6)->index } };
+        assert_int_equal(share_preferred_decided(svc, &preq, &match, &out, &out_len, &st), RPC_OK);
+        assert_int_equal(cr.n_available_deviceids, (size_t)n * SHARE_CORE_IDS); /* narrowed, then restored */
+        V1beta1__PreferredAllocationResponse *pr = v1beta1__preferred_allocation_response__unpack(NULL, out_len, out);
+        free(out);
+        assert_non_null(pr);
+        assert_int_equal(pr->container_responses[0]->n_deviceids, 30);
+        for (size_t i = 0; i < pr->container_responses[0]->n_deviceids; i++) {
+                enum plugin_kind kind;
+                unsigned g, num;
+                assert_int_equal(share_parse_id(f->dev, pr->container_responses[0]->deviceids[i], &kind, &g, &num), 0);
+                assert_int_equal(g, 6);
+        }
+        v1beta1__preferred_allocation_response__free_unpacked(pr, NULL);
+        free(avail);
+        free(store);
+
+        /* Allocate of 10 core IDs on GPU 2 */
+        char ids_store[10][SHARE_ID_MAX], *ids[10];
+        for (unsigned i = 0; i < 10; i++) {
+                test_share_id(f, 2, PLUGIN_CORE, i, ids_store[i]);
+                ids[i] = ids_store[i];
+        }
+        V1beta1__ContainerAllocateRequest acr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        acr.devices_ids = ids;
+        acr.n_devices_ids = 10;
+        V1beta1__ContainerAllocateRequest *acrs[1] = { &acr };
+        V1beta1__AllocateRequest areq = V1BETA1__ALLOCATE_REQUEST__INIT;
+        areq.container_requests = acrs;
+        areq.n_container_requests = 1;
+        struct assign_ctx refuse = { .active = true,
+                                     .call = { .kind = PLUGIN_CORE, .size = 10, .allocate = true },
+                                     .d = { .verdict = ASSIGN_REFUSE, .why = "pod ns/p was assigned GPU 6" } };
+        out = NULL;
+        assert_int_equal(share_allocate_decided(svc, &areq, &refuse, &out, &out_len, &st), RPC_FAILED_PRECONDITION);
+        assert_null(out);
+        assert_non_null(strstr(st.message, "was assigned GPU 6"));
+        struct plugin_usage u;
+        devices_lock(f->dev);
+        plugin_usage(f->p, &u);
+        devices_unlock(f->dev);
+        assert_int_equal(u.core[2], 0);
+        struct assign_ctx none = { 0 };
+        assert_int_equal(share_allocate_decided(svc, &areq, &none, &out, &out_len, &st), RPC_OK);
+        free(out);
 }
 
 static void test_preferred_follows_pending(void **state) {
@@ -365,7 +432,7 @@ static void test_restart_keeps_pair(void **state) {
         test_share_read_limits(path, &l);
         assert_int_equal(l.dev[0].core_percent, 30);
         assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         v1beta1__allocate_response__free_unpacked(core, NULL);
         v1beta1__allocate_response__free_unpacked(mem, NULL);
 }
@@ -408,8 +475,7 @@ static void test_restart_failed_container_not_partner(void **state) {
         test_share_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
         k.n = 2;
         test_share_restart(f, 1);
-        f->p.podres_sync = test_podres_sync;
-        f->p.podres_userdata = &k;
+        share_set_podres_sync(f->s, test_podres_sync, &k);
         assert_int_equal(test_podres_sync(&k), 0); /* the start-up sync still lists it */
         k.n = 0;                                   /* ... then kubelet fails the container */
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 3, 0, 30, &core, &st), RPC_OK);
@@ -419,9 +485,9 @@ static void test_restart_failed_container_not_partner(void **state) {
         assert_string_not_equal(a, b);
         struct gs_limits l;
         test_share_read_limits(b, &l);
-        assert_string_equal(l.dev[0].uuid, f->p.gpu[3].id);
+        assert_string_equal(l.dev[0].uuid, test_device_id(f, 3));
         assert_int_equal(l.dev[0].core_percent, 30);
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         v1beta1__allocate_response__free_unpacked(mem, NULL);
         v1beta1__allocate_response__free_unpacked(core, NULL);
 }
@@ -438,8 +504,7 @@ static void test_restart_listed_container_pairs(void **state) {
         test_share_id(f, 6, PLUGIN_MEMORY, 57, k.ids[1]);
         k.n = 2;
         test_share_restart(f, 1);
-        f->p.podres_sync = test_podres_sync;
-        f->p.podres_userdata = &k;
+        share_set_podres_sync(f->s, test_podres_sync, &k);
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 6, 0, 5, &core, &st), RPC_OK);
         assert_int_equal(k.calls, 1);
         const char *a = test_share_mount(mem->container_responses[0], SHARE_LIMITS_PATH);
@@ -470,19 +535,19 @@ static void test_restart_drops_unlisted(void **state) {
         for (unsigned i = 0; i < 8; i++)
                 test_share_id(f, 4, PLUGIN_MEMORY, i, k.ids[k.n++]);
         test_share_restart(f, 2);
-        struct share_usage u;
-        share_usage(&f->p, &u);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[2], 50);
         assert_int_equal(test_podres_sync(&k), 0);
-        pthread_mutex_lock(&f->p.lock);
-        assert_int_equal(share_after_sync(&f->p), 1);
-        share_usage(&f->p, &u);
-        pthread_mutex_unlock(&f->p.lock);
+        devices_lock(f->dev);
+        assert_int_equal(share_after_sync(f->s), 1);
+        plugin_usage(f->p, &u);
+        devices_unlock(f->dev);
         assert_int_equal(u.core[2], 0); /* not held by kubelet: free now */
         assert_int_equal(u.core[4], 30);
         assert_int_equal(u.mem[4], 8);
         assert_true(access(lost, F_OK) < 0);
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         v1beta1__allocate_response__free_unpacked(a, NULL);
 }
 
@@ -510,7 +575,7 @@ static void test_restart_keeps_tentative(void **state) {
         test_share_read_limits(a, &l);
         assert_int_equal(l.dev[0].core_percent, 30);
         assert_int_equal(l.dev[0].memory_bytes, 8 * 256 * MIB);
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         v1beta1__allocate_response__free_unpacked(old, NULL);
         v1beta1__allocate_response__free_unpacked(core, NULL);
         v1beta1__allocate_response__free_unpacked(mem, NULL);
@@ -537,15 +602,15 @@ static void test_journal_log_appends_and_restores(void **state) {
         assert_int_equal(stat(logp, &l1), 0);
         assert_int_equal(s1.st_ino, s0.st_ino); /* not rewritten */
         assert_true(l1.st_size > l0.st_size);   /* appended */
-        struct share_usage u0, u1;
-        share_usage(&f->p, &u0);
+        struct plugin_usage u0, u1;
+        plugin_usage(f->p, &u0);
         test_share_restart(f, 2);
-        share_usage(&f->p, &u1);
+        plugin_usage(f->p, &u1);
         assert_memory_equal(u0.core, u1.core, sizeof u0.core);
         assert_memory_equal(u0.mem, u1.mem, sizeof u0.mem);
         assert_int_equal(stat(logp, &l1), 0);
         assert_int_equal(l1.st_size, 0); /* folded into a new snapshot at start */
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         /* the restored records go on: a second core on GPU 1 is another container, its dir its own */
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 30, 20, &r[4], &st), RPC_OK);
         assert_string_not_equal(test_share_mount(r[4]->container_responses[0], SHARE_LIMITS_PATH),
@@ -565,11 +630,11 @@ static void test_journal_log_malformed(void **state) {
         snprintf(rec, sizeof rec,
                  "{\"name\":\"%.40s.core-0\",\"first\":\"core\",\"open\":false,\"guessed\":false,\"restored\":false,"
                  "\"tentative\":false,\"time\":5,\"ids\":[\"%s\"]}",
-                 f->p.gpu[3].id, id0);
+                 test_device_id(f, 3), id0);
         snprintf(rec2, sizeof rec2,
                  "{\"name\":\"%.40s.mem-0\",\"first\":\"mem\",\"open\":true,\"guessed\":false,\"restored\":false,"
                  "\"tentative\":true,\"time\":6,\"ids\":[\"%s\"]}",
-                 f->p.gpu[3].id, id1);
+                 test_device_id(f, 3), id1);
         snprintf(snap, sizeof snap,
                  "{\"version\":2,\"seq\":3,\"records\":[%s],\"shapes\":[[30,12]],\"proposal\":null,\"last\":\"\"}",
                  rec);
@@ -596,7 +661,7 @@ static void test_journal_log_malformed(void **state) {
         CASE("stale entries skipped", 1, 2,
              "{\"seq\":2,\"del\":[\"nope\"],\"put\":[],%s}\n{\"seq\":4,\"del\":[],\"put\":[%s],%s}\n", book, rec2,
              book);
-        CASE("delete", 1, 0, "{\"seq\":4,\"del\":[\"%.40s.core-0\"],\"put\":[],%s}\n", f->p.gpu[3].id, book);
+        CASE("delete", 1, 0, "{\"seq\":4,\"del\":[\"%.40s.core-0\"],\"put\":[],%s}\n", test_device_id(f, 3), book);
         CASE("gap", -EBADMSG, 0, "{\"seq\":5,\"del\":[],\"put\":[%s],%s}\n", rec2, book);
         CASE("delete unknown", -EBADMSG, 0, "{\"seq\":4,\"del\":[\"x.core-1\"],\"put\":[],%s}\n", book);
         CASE("garbage line", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[],%s}\nnot json\n", book);
@@ -615,15 +680,16 @@ static void test_journal_log_malformed(void **state) {
         CASE("negative seq", -EBADMSG, 0, "{\"seq\":-1,\"del\":[],\"put\":[],%s}\n", book);
         CASE("control byte", -EBADMSG, 0, "{\"seq\":4,\"del\":[],\"put\":[]%c,%s}\n", 1, book);
 #undef CASE
-        for (unsigned i = 0; i < n; i++) {
-                struct plugin_options o = f->p.opt;
-                plugin_done(&f->p);
-                plugin_init(&f->p, &o, &f->t);
-                assert_int_equal(share_journal_decode(&f->p, snap, strlen(snap)), 0);
-                int r = share_journal_replay(&f->p, cases[i].log, strlen(cases[i].log));
+        for (unsigned i = 0; i < n; i++) { /* each on a fresh book in memory: no plugin, no file */
+                struct share_book *b = share_book_new();
+                uint64_t seq = 0;
+                assert_non_null(b);
+                assert_int_equal(share_journal_decode(f->dev, b, snap, strlen(snap), &seq), 0);
+                int r = share_journal_replay(f->dev, b, cases[i].log, strlen(cases[i].log), &seq);
                 if (r != cases[i].want)
                         fail_msg("%s: %d, want %d", cases[i].what, r, cases[i].want);
-                size_t recs = share_record_count(&f->p);
+                size_t recs = share_book_count(b);
+                share_book_free(b);
                 if (recs != cases[i].n_recs)
                         fail_msg("%s: %zu records, want %zu", cases[i].what, recs, cases[i].n_recs);
         }
@@ -644,8 +710,7 @@ static void test_refusal_for_room_asks_podresources(void **state) {
                         test_share_pair_on(f, g, 0, 95, 0, 10, &k);
         size_t before = k.n;
         test_share_pair_on(f, 3, 20, 75, 12, 10, &k);
-        f->p.podres_sync = test_podres_sync;
-        f->p.podres_userdata = &k;
+        share_set_podres_sync(f->s, test_podres_sync, &k);
         assert_int_equal(test_podres_sync(&k), 0); /* everything listed once */
         k.n = before;                              /* then GPU 3's big container ends */
         int gpu = -1;
@@ -666,21 +731,21 @@ static void test_unlisted_after_next_call_freed(void **state) {
         struct gs_error st;
         static struct test_podres k;
         k = (struct test_podres){ .f = f };
-        struct share_usage u;
+        struct plugin_usage u;
         test_share_allocate_ok(f, PLUGIN_CORE, 2, 0, 30);
         assert_int_equal(test_podres_sync(&k), 0); /* kubelet lists nothing: the answer may be in flight */
-        share_usage(&f->p, &u);
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[2], 30);
         /* kubelet's next call (the memory half's GetPreferredAllocation) */
         assert_int_equal(test_share_prefer(f, PLUGIN_MEMORY, 4, NULL, 0, NULL, &st), RPC_OK);
         assert_int_equal(test_podres_sync(&k), 0);
-        share_usage(&f->p, &u);
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[2], 0); /* kubelet moved past it without listing it: not held */
         /* a listed one stays, and so does the answer after the last call */
         test_share_pair_on(f, 4, 0, 20, 0, 8, &k);
         test_share_allocate_ok(f, PLUGIN_CORE, 5, 0, 10);
         assert_int_equal(test_podres_sync(&k), 0);
-        share_usage(&f->p, &u);
+        plugin_usage(f->p, &u);
         assert_int_equal(u.core[4], 20);
         assert_int_equal(u.mem[4], 8);
         assert_int_equal(u.core[5], 10);
@@ -699,15 +764,16 @@ static void test_just_freed_whole_gpu_not_offered(void **state) {
         for (int g = 0; g < 8; g++)
                 if (g != 3)
                         test_share_pair_on(f, g, 0, 95, 0, 10, &k);
-        struct state_alloc w = { .resource = "nvidia.com/gpu", .gpu_index = f->p.gpu[3].index, .alloc_time = 1 };
-        snprintf(w.device_id, sizeof w.device_id, "%s", f->p.gpu[3].id);
-        assert_int_equal(state_add(&f->p.state, &w), 0); /* held whole; its pod has ended, no sync saw it */
-        f->p.podres_sync = test_podres_sync;
-        f->p.podres_userdata = &k;
+        struct state_alloc w = { .resource = "nvidia.com/gpu",
+                                 .gpu_index = devices_info(f->dev, 3)->index,
+                                 .alloc_time = 1 };
+        snprintf(w.device_id, sizeof w.device_id, "%s", test_device_id(f, 3));
+        assert_int_equal(state_add(plugin_record(f->p), &w), 0); /* held whole; its pod has ended, no sync saw it */
+        share_set_podres_sync(f->s, test_podres_sync, &k);
         int gpu = -1;
         assert_int_equal(test_share_prefer(f, PLUGIN_CORE, 30, k.ids, k.n, &gpu, &st), RPC_RESOURCE_EXHAUSTED);
         assert_true(k.calls >= 1); /* reconciled, and GPU 3 freed ... */
-        assert_null(state_find(&f->p.state, "nvidia.com/gpu", f->p.gpu[3].id));
+        assert_null(state_find(plugin_record(f->p), "nvidia.com/gpu", test_device_id(f, 3)));
         assert_int_equal(test_share_prefer(f, PLUGIN_CORE, 30, k.ids, k.n, &gpu, &st), RPC_OK);
         assert_int_equal(gpu, 3); /* ... offered from the next call on */
 }
@@ -718,15 +784,15 @@ static void test_invariant_finds_tampered_limits(void **state) {
         struct gs_error st;
         V1beta1__AllocateResponse *core = NULL;
         assert_int_equal(test_share_allocate_run(f, PLUGIN_CORE, 1, 0, 10, &core, &st), RPC_OK);
-        assert_int_equal(share_check_all(&f->p), 0);
+        assert_int_equal(share_check_all(f->s), 0);
         const char *path = test_share_mount(core->container_responses[0], SHARE_LIMITS_PATH);
         assert_int_equal(chmod(path, 0644), 0);
         FILE *fp = fopen(path, "we");
         assert_non_null(fp);
         fprintf(fp, "gpuslice-limits 1\ncontainer x\nregion /run/gpuslice/shm/region\ndevice 0 uuid=%s core=100\n",
-                f->p.gpu[1].id);
+                test_device_id(f, 1));
         fclose(fp);
-        assert_int_equal(share_check_all(&f->p), 1);
+        assert_int_equal(share_check_all(f->s), 1);
         v1beta1__allocate_response__free_unpacked(core, NULL);
 }
 
@@ -755,7 +821,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_cleanup_removes_ended, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cleanup_without_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixup_after_reconcile, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_explicit_gpu_seam, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_assignment_steers_fractions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_preferred_follows_pending, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -210,7 +210,7 @@ static void test_limits_dir_create_layout(void **state) {
         umask(old);
         if (dfd < 0)
                 fail_msg("%d %s", dfd, err.message);
-        assert_int_equal(limits_dir_write_limits(dfd, "gpuslice-limits 1\n", 18), 0);
+        assert_int_equal(limits_dir_write_limits(dfd, "gpuslice-limits 1\n", 18, 0), 0);
         assert_int_equal(atomic_file_write_at(dfd, LIMITS_DIR_KEY_FILE, "k\n", 2, 0644, 0), 0);
         close(dfd);
         char c1[PATH_MAX];
@@ -261,7 +261,7 @@ static void test_limits_dir_remove(void **state) {
         struct gs_error err = { 0 };
         int dfd = limits_dir_create(dir, "c", false, &err);
         assert_true(dfd >= 0);
-        assert_int_equal(limits_dir_write_limits(dfd, "x", 1), 0);
+        assert_int_equal(limits_dir_write_limits(dfd, "x", 1, 0), 0);
         close(dfd);
         /* a symlink inside points out of the tree: removed, its target kept */
         test_write_file(test_path(dir, "outside"), "keep", 4, 0600);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * devices — the node agent's device table: the devices it serves (today one per GPU NVML lists with
+ * a UUID), each one's health, the table's generation, and the agent's lock. devices.c is the only
+ * file that reads or writes a table field; everything else goes through these functions.
+ *
+ * The table is keyed by device ID. A device has a kind and may have a parent (another device of the
+ * table it is part of): whole GPUs have none. MIG instances will be devices of their own, children
+ * of their GPU, whose health follows the parent's (a fault of the GPU marks its instances); shares
+ * of a device (core percent, memory units) are not devices of the table but IDs of the resources
+ * that serve it (share-id.h). A DRA driver prepares its claims on the same table and lock.
+ *
+ * The lock (devices_lock) guards the health kept here and, by rule, the data other files keep about
+ * these devices and must decide on together with their health: the allocation record and options of
+ * plugin.c, the fractional book of share.c. A decision reads health and holders under this one lock.
+ * What a device is (devices_info: ID, kind, parent, NVML index, memory) never changes after
+ * devices_new and is read without it.
+ *
+ * Every change a kubelet must see (health here, holders elsewhere) bumps the generation;
+ * devices_changed also tells: it wakes the ListAndWatch streams (rpc_streams_wake) and writes the
+ * change fd (the agent's loop: its "devices changed" hooks).
+ * Must never: let one device's fault mark another (but its children), or block: no NVML, no peer.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "topo/topo.h"
+
+struct rpc_stream;
+
+#define DEVICES_MAX TOPO_MAX_GPUS
+
+enum device_kind {
+        DEVICE_GPU = 0, /* a whole GPU (an NVML device) */
+        /* next: MIG instances (a parent GPU, their own memory and NVML handle) */
+};
+
+/* What a device is: fixed from devices_new on; read without the lock. */
+struct device_info {
+        char id[96]; /* device ID: the GPU UUID */
+        enum device_kind kind;
+        int parent;            /* table index of the device this one is part of; -1: none */
+        int index;             /* NVML index */
+        int minor;             /* /dev/nvidia<minor>, -1 unknown */
+        int numa;              /* -1 unknown */
+        uint64_t memory_total; /* bytes (NVML) */
+        unsigned n_mem;        /* memory IDs the memory resource advertises: min(memory / unit, max) */
+};
+
+/* A device's health as one copy (devices_health). */
+struct device_health {
+        bool healthy;
+        char reason[96]; /* why unhealthy ("xid 79", "GPU_IS_LOST"); "" when healthy */
+};
+
+struct devices;
+
+/* The table of an inventory: one device per GPU with a UUID (at most DEVICES_MAX); GPUs NVML could
+ * not read start Unhealthy. memory_unit: bytes one memory ID stands for (0: none), at most max_units
+ * IDs per device. 0 or -ENOMEM. */
+int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, struct devices **ret);
+struct devices *devices_free(struct devices *d); /* NULL-safe; returns NULL */
+
+/* ---- what the devices are (any thread, no lock) ---- */
+unsigned devices_count(const struct devices *d);
+const struct device_info *devices_info(const struct devices *d, unsigned i); /* i < devices_count */
+int devices_find(const struct devices *d, const char *id);                   /* table index or -1 */
+int devices_find_nvml(const struct devices *d, int index);                   /* by NVML index, or -1 */
+const struct topo *devices_topo(const struct devices *d);                    /* the inventory */
+
+/* ---- the lock ---- */
+void devices_lock(struct devices *d);
+void devices_unlock(struct devices *d);
+
+/* ---- health ---- */
+/* Caller holds the lock. */
+bool devices_healthy(const struct devices *d, unsigned i);
+const char *devices_reason(const struct devices *d, unsigned i);
+/* Take the lock. */
+void devices_health(struct devices *d, unsigned i, struct device_health *ret);
+/* A fault (an Xid, a failed probe): Unhealthy with `reason`; its quiet period starts only with a
+ * normal answer after this. Returns whether it was healthy (then the change is told). */
+bool devices_fault(struct devices *d, unsigned i, const char *reason);
+/* A normal answer at now_ms from a device that had a fault: its quiet period starts then, unless it
+ * runs already. Never turns it healthy (the next probe does). */
+void devices_answered(struct devices *d, unsigned i, uint64_t now_ms);
+/* A probe's normal answer at now_ms: starts the quiet period if none runs; after quiet_ms of
+ * normal answers (0: at once) the device is Healthy again. Returns true when it turned healthy. */
+bool devices_probe_ok(struct devices *d, unsigned i, uint64_t now_ms, uint64_t quiet_ms);
+/* When an unhealthy device counting its quiet period turns healthy if it keeps answering (ms),
+ * 0 when it counts none. */
+uint64_t devices_quiet_due(struct devices *d, unsigned i, uint64_t quiet_ms);
+
+/* ---- changes ---- */
+uint64_t devices_generation(const struct devices *d); /* any thread */
+/* A change kubelet must see: bump the generation and tell (streams, change fd). Any thread, lock
+ * held or not. */
+void devices_changed(struct devices *d);
+/* Bump the generation without telling: devices_notify tells later (the agent calls it after every
+ * RPC, so a handler's change is never missed). */
+void devices_touch(struct devices *d);
+/* Tell of a generation bumped since the last telling; cheap when nothing changed. */
+void devices_notify(struct devices *d);
+/* The eventfd written on each change (the agent's loop), -1: none. */
+void devices_set_change_fd(struct devices *d, int fd);
+/* A ListAndWatch stream sleeps until the generation differs from `seen` (rpc_stream_wait_change):
+ * 1 changed, 0 timed out, -errno the stream ended. */
+int devices_wait_change(const struct devices *d, struct rpc_stream *s, uint64_t seen, int timeout_ms);
