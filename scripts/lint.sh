@@ -8,6 +8,11 @@
 #   size        functions of src/ over 80 lines or cyclomatic complexity 25 (pmccabe) need a comment saying
 #               why, with `lint: long`, in the 6 lines above their first line (scripts/lint-size.allow: the
 #               few not yet annotated, each with its reason)
+#   cycles      no cycle between the .c files of src/agent (scripts/lint-cycles.py: a file uses another
+#               when it names a function or variable the other defines; docs/style.md)
+#   owners      the node agent's state objects (struct plugin, devices, share, share_book, share_journal)
+#               are defined in their owner's .c file only, so no other file can read a field of them
+#               (docs/node-agent.md, "The agent's files")
 #
 #   scripts/lint.sh [--root DIR] [--build DIR] [--only KIND,...] [--tidy-files FILE...]
 # --root: the tree to check (default: this repository); --build: the build whose compile database
@@ -16,7 +21,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root="$here/.."
 build=
-only=format,tidy,shellcheck,includes,banned,size
+only=format,tidy,shellcheck,includes,banned,size,cycles,owners
 tidy_files=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -102,6 +107,25 @@ if want size; then
     echo "$hits"
     failed+=(size)
   fi
+fi
+
+if want cycles; then
+  "$here/lint-cycles.py" --root "$root" src/agent || failed+=(cycles)
+fi
+
+if want owners; then
+  # struct NAME is defined in FILE and nowhere else in src/ (a header defining it would hand its fields out)
+  bad=0
+  for pair in plugin:src/agent/plugin.c devices:src/agent/devices.c share:src/agent/share.c \
+    share_book:src/agent/share-book.c share_journal:src/agent/share-journal-file.c; do
+    name=${pair%%:*} file=${pair#*:}
+    where=$(grep -rlE "^struct $name \{" src --include='*.c' --include='*.h' | sort | tr '\n' ' ')
+    if [ "$where" != "$file " ]; then
+      echo "lint: owners: struct $name must be defined in $file only (its owner), found in: ${where:-nowhere}"
+      bad=1
+    fi
+  done
+  [ "$bad" -eq 0 ] || failed+=(owners)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -47,7 +47,7 @@ expect_fail() { # expect_fail KIND PATTERN [FILE...]: the check fails and its ou
 
 util=src/util/util.c
 fresh
-for kind in format shellcheck includes banned size; do
+for kind in format shellcheck includes banned size cycles owners; do
   if out=$(lint "$kind" 2>&1); then ok "$kind: the untouched tree passes"; else bad "$kind: untouched tree fails: $out"; fi
 done
 if out=$(lint tidy "$tree/$util" "$tree/src/topo/tree.c" 2>&1); then
@@ -108,6 +108,21 @@ fresh
   printf '        return x;\n}\n'
 } >>"$tree/$util"
 if out=$(lint size 2>&1); then ok "size: a function with lint: long above it passes"; else bad "size: annotated function fails: $out"; fi
+
+fresh
+# a file cycle in src/agent: devices.c (which plugin.c uses) calls into plugin.c
+printf '#include "agent/plugin.h"\nvoid lint_planted_cycle(void);\nvoid lint_planted_cycle(void) {\n        (void)plugin_free(NULL);\n}\n' >>"$tree/src/agent/devices.c"
+expect_fail cycles "src/agent: files call each other in a cycle: .*devices.c.*plugin.c|src/agent: files call each other in a cycle: .*plugin.c.*devices.c"
+
+fresh
+# the same names in comments and strings are not uses
+printf '/* plugin_free */\nconst char *lint_planted_name(void);\nconst char *lint_planted_name(void) {\n        return "plugin_free";\n}\n' >>"$tree/src/agent/devices.c"
+if out=$(lint cycles 2>&1); then ok "cycles: a name in a comment or a string is no use"; else bad "cycles: comment/string counted: $out"; fi
+
+fresh
+# a field of struct plugin handed out: its definition copied into a header
+printf 'struct plugin {\n        int planted;\n};\n' >>"$tree/src/agent/plugin-internal.h"
+expect_fail owners "struct plugin must be defined in src/agent/plugin.c only"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
