@@ -42,7 +42,7 @@ static void *health_thread(void *arg) {
         while (!atomic_load(&h->stop)) {
                 uint64_t now = monotonic_ms();
                 if (now >= next_probe) {
-                        uint64_t recovery = health_probe(h, now);
+                        uint64_t recovery = health_probe(h);
                         next_probe = monotonic_ms() + HEALTH_PROBE_MS;
                         if (recovery && recovery < next_probe)
                                 next_probe = MAX(recovery, monotonic_ms() + 1);
@@ -96,9 +96,13 @@ void health_xid(struct health *h, unsigned i, unsigned xid) {
         h->n_xids++;
         pthread_mutex_unlock(&h->lock);
         (void)devices_fault(h->devices, i, reason);
-        /* An Xid is an event: the GPU answers normally right after, so the quiet period starts now. */
-        devices_answered(h->devices, i, monotonic_ms());
         log_warn("GPU unhealthy", "gpu=%d id=%s xid=%u", d->index, d->id, xid);
+        /* An Xid is an event: a GPU that answers normally right after it starts its quiet period
+         * now; one that does not (it is lost, or NVML refuses it) starts it at its first normal
+         * probe, never at the Xid. */
+        struct nvml_error err = { 0 };
+        if (nvml_device_probe(h->nvml, (unsigned)d->index, &err) == 0)
+                devices_answered(h->devices, i, monotonic_ms());
 }
 
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms) {
@@ -140,7 +144,7 @@ int health_start(struct health *h, struct nvml *n, struct devices *d, const unsi
         return 0;
 }
 
-uint64_t health_probe(struct health *h, uint64_t now_ms) {
+uint64_t health_probe(struct health *h) {
         pthread_mutex_lock(&h->lock);
         uint64_t quiet = h->quiet_ms;
         pthread_mutex_unlock(&h->lock);
@@ -149,13 +153,16 @@ uint64_t health_probe(struct health *h, uint64_t now_ms) {
                 struct nvml_error err = { 0 };
                 const struct device_info *g = devices_info(h->devices, i);
                 int r = nvml_device_probe(h->nvml, (unsigned)g->index, &err);
+                /* the answer's time: after it came, so a quiet period never starts before the GPU
+                 * answered normally (a fault may end while the probe runs) */
+                uint64_t answered_ms = monotonic_ms();
                 if (r < 0) {
                         char reason[96];
                         snprintf(reason, sizeof reason, "%s", nvml_code_name(err.nvml_code));
                         if (devices_fault(h->devices, i, reason))
                                 log_warn_errno(r, "GPU unhealthy", "gpu=%d id=%s nvml=\"%s\"", g->index, g->id,
                                                err.text);
-                } else if (devices_probe_ok(h->devices, i, now_ms, quiet))
+                } else if (devices_probe_ok(h->devices, i, answered_ms, quiet))
                         log_info("GPU healthy again", "gpu=%d id=%s", g->index, g->id);
                 /* a GPU counting its quiet period turns healthy at the end of it: probe it then */
                 uint64_t at = devices_quiet_due(h->devices, i, quiet);

@@ -3,8 +3,10 @@
  * health — keeps the device table's Healthy/Unhealthy marks true (devices.h), on a thread of its
  * own: it waits on NVML critical-Xid events (ignoring the configured Xids) with the next probe as
  * the wait's timeout, and probes every GPU every HEALTH_PROBE_MS (health_probe), so a lost or
- * refusing GPU turns Unhealthy within about 0.9 s and a GPU that answers normally for the quiet
- * period turns Healthy. Idle, that is one wake-up per probe period.
+ * refusing GPU turns Unhealthy within about 0.9 s. A GPU turns Healthy again once it has answered
+ * normally for the quiet period, counted from its first normal answer after its last fault: a
+ * probe's answer, or the probe the thread makes right after an Xid (the time an answer is taken
+ * is when the probe returned, never before). Idle, that is one wake-up per probe period.
  * Must never: block the agent's loop on one GPU, or let one GPU's failure touch another's mark.
  */
 #pragma once
@@ -49,11 +51,14 @@ bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xi
 int health_start(struct health *h, struct nvml *n, struct devices *d, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms);
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
-/* Probe every GPU once (the health thread, every HEALTH_PROBE_MS). Returns when the next GPU
- * counting its quiet period turns healthy if it keeps answering (CLOCK_MONOTONIC ms), 0 none:
- * the thread probes again then, so recovery is listed right when the quiet period ends. */
-uint64_t health_probe(struct health *h, uint64_t now_ms);
-/* A critical Xid on table device i: Unhealthy (reason "xid N"), its quiet period starting now. */
+/* Probe every GPU once (the health thread, every HEALTH_PROBE_MS); a normal answer counts at the
+ * time the probe returned. Returns when the next GPU counting its quiet period turns healthy if it
+ * keeps answering (CLOCK_MONOTONIC ms), 0 none: the thread probes again then, so recovery is listed
+ * right when the quiet period ends. */
+uint64_t health_probe(struct health *h);
+/* A critical Xid on table device i: Unhealthy at once (reason "xid N"), then probed: a normal
+ * answer starts its quiet period then (a GPU that does not answer starts it at its first normal
+ * probe). The health thread's, exposed for tests. */
 void health_xid(struct health *h, unsigned i, unsigned xid);
 /* Stop and join the thread. Safe on a never-started struct that was zeroed. */
 void health_stop(struct health *h);

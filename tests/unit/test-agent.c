@@ -256,6 +256,24 @@ static void test_health_lost_needs_answers(void **state) {
         assert_true(test_device_healthy(f, 0));
 }
 
+/* An Xid on a GPU that does not answer (lost, refused) starts no quiet period: it starts at the
+ * first normal answer after it, however long ago the Xid was (the health thread marks the fault,
+ * then probes; only a normal answer calls devices_answered). */
+static void test_health_xid_without_answer(void **state) {
+        struct test_plugin *f = *state;
+        set_unhealthy(f, 5, "xid 79", 10000, false); /* the Xid; the probe right after it failed */
+        devices_probe_ok(f->dev, 5, 10400, 2000);    /* the first normal answer */
+        assert_false(test_device_healthy(f, 5));
+        devices_probe_ok(f->dev, 5, 12000, 2000); /* 2 s after the Xid, 1.6 s after the answer */
+        assert_false(test_device_healthy(f, 5));
+        assert_int_equal(devices_quiet_due(f->dev, 5, 2000), 12400);
+        devices_probe_ok(f->dev, 5, 12400, 2000);
+        assert_true(test_device_healthy(f, 5));
+        /* an answer while healthy, or a second one, moves nothing */
+        devices_answered(f->dev, 5, 13000);
+        assert_int_equal(devices_quiet_due(f->dev, 5, 2000), 0);
+}
+
 static uint64_t drain(int fd) {
         uint64_t v = 0;
         if (read(fd, &v, sizeof v) != (ssize_t)sizeof v)
@@ -345,6 +363,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_allocate_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_health_xid_quiet_period, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_health_lost_needs_answers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_health_xid_without_answer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_change_notifications, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_devices, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_options, setup, teardown),
