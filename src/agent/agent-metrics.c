@@ -136,6 +136,7 @@ void node_monitor_start(struct node *n) {
         o.compat = n->cfg.metrics_compat;
         o.interval_ms = n->cfg.sample_interval_sec * 1000;
         o.nfd_features_file = n->cfg.nfd_features_file;
+        o.node_name = n->cfg.node_name[0] ? n->cfg.node_name : NULL; /* --node-name: the compat `node` label too */
         o.gpu_allocated = gpu_allocated;
         o.container_limits = container_limits;
         o.userdata = n->plugin;

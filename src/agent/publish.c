@@ -20,6 +20,7 @@
 #include "kube/cluster.h"
 #include "kube/kube.h"
 #include "labels/labels.h"
+#include "metrics/metrics.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -223,18 +224,35 @@ static void note_error(struct publish *pub, const char *what) {
                 log_warn("cannot publish the node", "node=%s error=\"%s\"", pub->node, what);
 }
 
+static struct metrics_counter *failures(const char *reason) {
+        return metrics_counter_get("gpuslice_node_publish_failures_total",
+                                   "Failed attempts to publish the node's GPUs on its Node object, by reason: watch "
+                                   "(the Node cannot be read), no-node (no Node of the agent's node name: see "
+                                   "--node-name), patch (the patch was refused).",
+                                   "reason", reason);
+}
+
+/* A failed attempt: counted (gpuslice_node_publish_failures_total, by reason) every time, logged
+ * once per change of error. */
+static void failed(struct publish *pub, const char *reason, const char *what) {
+        metrics_counter_add(failures(reason), 1);
+        note_error(pub, what);
+}
+
 /* One pass: 0 when in step (or patched), -EAGAIN to retry later. */
 static int sync_once(struct publish *pub, char **last_sent, char **last_sent_from, uint64_t *last_sent_ms) {
         if (!kube_informer_synced(pub->inf)) {
                 char e[KUBE_ERR_MAX + 256];
                 kube_informer_last_error(pub->inf, e, sizeof e);
                 if (e[0])
-                        note_error(pub, e);
+                        failed(pub, "watch", e);
                 return -EAGAIN;
         }
         json_t *node = kube_informer_get(pub->inf, pub->node);
         if (!node) {
-                note_error(pub, "the node object does not exist (yet)");
+                failed(pub, "no-node",
+                       "no Node object of this name (yet): is it the Node's name? (--node-name, kube.node-name, "
+                       "$NODE_NAME)");
                 return -EAGAIN;
         }
         json_t *labels = NULL;
@@ -261,7 +279,7 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
                         char msg[KUBE_ERR_MAX + 256];
                         snprintf(msg, sizeof msg, "PATCH %.200s: %.64s (HTTP %ld): %.300s", pub->path, strerror(-r),
                                  e.http, e.message);
-                        note_error(pub, msg);
+                        failed(pub, "patch", msg);
                         r = -EAGAIN;
                 } else {
                         note_error(pub, "");
@@ -348,7 +366,8 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
         pub->devices = d;
         pthread_mutex_init(&pub->lock, NULL);
         pthread_cond_init(&pub->cond, NULL);
-        const char *nn = secure_getenv("NODE_NAME");
+        /* kube.node-name (--node-name), else $NODE_NAME (the DaemonSet's downward API), else the host name */
+        const char *nn = cfg->node_name[0] ? cfg->node_name : secure_getenv("NODE_NAME");
         if (nn && nn[0])
                 strscpy(pub->node, nn, sizeof pub->node);
         else if (gethostname(pub->node, sizeof pub->node - 1) < 0)
@@ -368,6 +387,8 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
         }
         if (r >= 0)
                 r = kube_informer_start(pub->inf);
+        /* every reason at 0 from the start: a failure is a rise of the counter, not a new series */
+        (void)failures("watch"), (void)failures("no-node"), (void)failures("patch");
         if (r >= 0 && (r = -pthread_create(&pub->thread, NULL, publish_main, pub)) == 0)
                 log_info("publishing the node to the API server", "node=%s server=%s config=%s", pub->node, kc.server,
                          source);

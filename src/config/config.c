@@ -23,13 +23,14 @@ enum opt_type {
         T_ENUM,     /* one name of opt->names */
         T_FLAGS,    /* comma-separated names of opt->names, bit i = names[i] */
         T_BOOL,
-        T_DURATION, /* seconds, written 30s / 2m / 1h30m */
-        T_XIDS,     /* comma-separated Xid numbers */
-        T_SIZE,     /* bytes, written 256MiB */
-        T_ADDRESS,  /* HOST:PORT or "" */
-        T_URL,      /* unix:///path, http://host:port, tcp://host:port, or "" */
-        T_RESOURCE, /* Kubernetes extended resource name or "" */
-        T_CDI_KIND, /* vendor/class */
+        T_DURATION,  /* seconds, written 30s / 2m / 1h30m */
+        T_XIDS,      /* comma-separated Xid numbers */
+        T_SIZE,      /* bytes, written 256MiB */
+        T_ADDRESS,   /* HOST:PORT or "" */
+        T_URL,       /* unix:///path, http://host:port, tcp://host:port, or "" */
+        T_NODE_NAME, /* a Kubernetes object name (DNS subdomain) or "" */
+        T_RESOURCE,  /* Kubernetes extended resource name or "" */
+        T_CDI_KIND,  /* vendor/class */
 };
 
 struct opt_def {
@@ -112,7 +113,9 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           0, "true or false")                                                                                          \
         X("kube.kubeconfig", "kubeconfig", "PATH",                                                                     \
           "kubeconfig to reach the API server and publish the node, empty: in-cluster or off", T_PATH_OPT,             \
-          FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")
+          FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")                                              \
+        X("kube.node-name", "node-name", "NAME", "the Node object to publish, empty: $NODE_NAME, else the host name",  \
+          T_NODE_NAME, FIELD(node_name), NO_NAMES, 0, 0, "a node name like gpu-node-1 (a DNS subdomain), or empty")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
 static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
@@ -559,6 +562,11 @@ static int set_option(struct gpuslice_config *cfg, const struct config_option *o
                         break;
                 case T_URL:
                         if (value[0] != '\0' && !valid_url(value))
+                                goto invalid;
+                        break;
+                case T_NODE_NAME:
+                        if (value[0] != '\0' &&
+                            (strlen(value) >= d->size || !valid_dns_subdomain(value, strlen(value))))
                                 goto invalid;
                         break;
                 case T_CDI_KIND: {
@@ -1047,7 +1055,8 @@ static void format_option(const struct gpuslice_config *cfg, const struct config
                 case T_LIBRARY:
                 case T_RESOURCE:
                 case T_ADDRESS:
-                case T_URL: strscpy(buf, field, len); break;
+                case T_URL:
+                case T_NODE_NAME: strscpy(buf, field, len); break;
                 case T_CDI_KIND: snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class); break;
                 case T_ENUM: {
                         int v;

@@ -25,6 +25,7 @@
 #define CONFIG_PATH_MAX 4096      /* includes the terminating NUL */
 #define CONFIG_NAME_MAX 320       /* resource names: DNS prefix (253) + '/' + name (63) + NUL */
 #define CONFIG_ADDRESS_MAX 256    /* HOST:PORT */
+#define CONFIG_NODE_NAME_MAX 254  /* a Node's name: a DNS subdomain (253) + NUL */
 #define CONFIG_XID_MAX 64         /* entries in health.xid-ignore */
 #define CONFIG_LINE_MAX 8191      /* longest accepted line of a config file, in bytes */
 #define CONFIG_FILE_MAX (1 << 20) /* largest accepted config file, in bytes */
@@ -124,7 +125,8 @@ struct gpuslice_config {
         bool limit_when_alone;     /* sharing.limit-when-alone  true */
 
         /* [kube] — publishing the node to the API server (docs/cluster.md) */
-        char kubeconfig[CONFIG_PATH_MAX]; /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
+        char kubeconfig[CONFIG_PATH_MAX];     /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
+        char node_name[CONFIG_NODE_NAME_MAX]; /* kube.node-name   "" = $NODE_NAME, else the host name */
 };
 
 /* What a resource profile advertises. Names of absent resources are NULL. */

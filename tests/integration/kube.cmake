@@ -8,7 +8,7 @@ if(TARGET gpuslice_kube)
   add_executable(kube-write-probe ${CMAKE_CURRENT_SOURCE_DIR}/integration/kube-write-probe.c)
   target_link_libraries(kube-write-probe PRIVATE gpuslice_kube)
   set(_kube_tests informer-cut informer-410 informer-burst informer-hang informer-paging publish-inspect
-      publish-recover inspect-errors writes)
+      publish-recover publish-node-name inspect-errors writes)
   foreach(t ${_kube_tests})
     add_test(NAME kube-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_kube.py

@@ -170,6 +170,7 @@ def test_cli(a):
 # Families the docs name that this test does not produce, and why. Each must still be named in src/.
 CONDITIONAL = {
     "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
+    "gpuslice_node_publish_failures_total": "only with API access (the node published): kube-publish-node-name",
 }
 # Every gpuslice_assign_* family needs a node agent with API access and pods the scheduler extender
 # assigned (tests/integration/test_assign.py, a kube-apiserver stand-in): none here.

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kube_standin  # noqa: E402
+from agent_fixture import free_port, scrape  # noqa: E402
 
 TOPOS = {"gpu-a": "dgx1-v100-hybrid-cube-mesh.topo", "gpu-b": "dgx-a100-nvswitch.topo",
          "gpu-c": "pcie-8gpu-pix-phb-sys.topo"}
@@ -97,17 +99,19 @@ class Env:
                                             "metadata": {"name": name, "labels": labels or {}},
                                             "status": {"capacity": {"cpu": "64"}}})
 
-    def start_agent(self, name):
+    def start_agent(self, name, node_name_env=None, extra=()):
+        """The agent of simulated node `name`; NODE_NAME is `name` unless node_name_env says otherwise
+        (None: `name`). extra: more flags."""
         d = os.path.join(self.tmp, name)
-        os.makedirs(os.path.join(d, "plugins"))
-        os.makedirs(os.path.join(d, "host", "dev"))
+        os.makedirs(os.path.join(d, "plugins"), exist_ok=True)
+        os.makedirs(os.path.join(d, "host", "dev"), exist_ok=True)
         for n in ["nvidia%d" % i for i in range(8)] + ["nvidiactl", "nvidia-uvm"]:
             open(os.path.join(d, "host", "dev", n), "w").close()
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = os.path.join(self.args.build, "sim")
         env["GPUSLICE_SIM_NODE"] = os.path.join(self.args.source, "tests", "data", "kube", TOPOS[name])
         env["GPUSLICE_SIM_STATE"] = os.path.join(d, "sim.state")
-        env["NODE_NAME"] = name
+        env["NODE_NAME"] = name if node_name_env is None else node_name_env
         env.pop("KUBERNETES_SERVICE_HOST", None)
         self.sim(name, "reset")
         log = open(os.path.join(d, "agent.log"), "w")
@@ -115,7 +119,7 @@ class Env:
                               os.path.join(d, "plugins"), "--state-dir", os.path.join(d, "state"),
                               "--pod-resources-socket", os.path.join(d, "podres.sock"), "--dev-root",
                               os.path.join(d, "host"), "--health-quiet-period", "2s", "--metrics-address=",
-                              "--log-level", "debug", "--kubeconfig", self.kubeconfig],
+                              "--log-level", "debug", "--kubeconfig", self.kubeconfig] + list(extra),
                              env=env, stdout=subprocess.DEVNULL, stderr=log)
         self.agents[name] = (p, env, os.path.join(d, "agent.log"))
         return p
@@ -420,6 +424,38 @@ def test_publish_recover(e):
     assert time.time() - t0 < 8, "SIGTERM waited %.1f s for a hung request" % (time.time() - t0)
 
 
+def test_publish_node_name(e):
+    """An agent whose host (NODE_NAME here) is not its Node's name publishes nothing, says so, and
+    counts every failed attempt (gpuslice_node_publish_failures_total{reason="no-node"}); the same
+    agent with --node-name, NODE_NAME still wrong, publishes on the Node it names (issue 19, point 6)."""
+    e.node("gpu-b", {"kubernetes.io/hostname": "gpu-b"})
+    port = free_port()
+    p = e.start_agent("gpu-b", node_name_env="gpu-b.example.org", extra=["--metrics-address=127.0.0.1:%d" % port])
+
+    def failures(text):
+        m = re.search(r'^gpuslice_node_publish_failures_total\{reason="no-node"\} (\d+)', text, re.M)
+        return int(m.group(1)) if m else 0
+
+    text = scrape(port, lambda t: failures(t) >= 2, "two failed publications (no-node)", timeout=60)
+    for reason in ("watch", "patch"):  # every reason is a series from the start
+        assert 'gpuslice_node_publish_failures_total{reason="%s"} 0' % reason in text, text
+    assert e.annotation("gpu-b") is None, "published on a Node the agent was not told of"
+    log = open(e.agents["gpu-b"][2]).read()
+    assert log.count("--node-name") == 1, "the failure is logged once and points at --node-name"
+    p.terminate()
+    assert p.wait(20) == 0
+    port = free_port()
+    e.start_agent("gpu-b", node_name_env="gpu-b.example.org",
+                  extra=["--node-name", "gpu-b", "--metrics-address=127.0.0.1:%d" % port])
+    wait_for(lambda: e.annotation("gpu-b"), 60, "published on gpu-b")
+    assert e.labels("gpu-b").get("nvidia.com/gpu.count") == "8", e.labels("gpu-b")
+    assert failures(scrape(port, lambda t: "gpuslice_node_publish_failures_total" in t, "the family")) == 0
+    # a name that is no Kubernetes name is refused before anything starts
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "node", "--node-name", "Not_A_Name"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "--node-name" in r.stderr, (r.returncode, r.stderr)
+
+
 def test_inspect_errors(e):
     r = e.inspect("--kubeconfig", os.path.join(e.tmp, "nope"), rc=3)
     assert "nope" in r.stderr, r.stderr
@@ -488,6 +524,7 @@ TESTS = {
     "informer-paging": test_informer_paging,
     "publish-inspect": test_publish_inspect,
     "publish-recover": test_publish_recover,
+    "publish-node-name": test_publish_node_name,
     "inspect-errors": test_inspect_errors,
     "writes": test_writes,
 }

@@ -56,7 +56,8 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "interposer = /opt/gpuslice/libgpuslice-cuda.so\n"
                                    "limit-when-alone = off\n"
                                    "[kube]\n"
-                                   "kubeconfig = /etc/gpuslice/kubeconfig\n";
+                                   "kubeconfig = /etc/gpuslice/kubeconfig\n"
+                                   "node-name = gpu-node-7.example.org\n";
 
 static int parse(const char *text, struct gpuslice_config *cfg, struct gs_error *err) {
         return config_parse_text(text, strlen(text), cfg, err);
@@ -175,6 +176,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(c.interposer_library, "/opt/gpuslice/libgpuslice-cuda.so");
         assert_false(c.limit_when_alone);
         assert_string_equal(c.kubeconfig, "/etc/gpuslice/kubeconfig");
+        assert_string_equal(c.node_name, "gpu-node-7.example.org");
         /* every line of the dump differs from the defaults' dump (every key was changed) */
         _cleanup_(freep) char *dc = dump(&c);
         _cleanup_(freep) char *dd = dump(&d);
@@ -251,6 +253,31 @@ static void test_empty_list_and_empty_address(void **state) {
         assert_int_equal(parse("[health]\nxid-ignore =\n[metrics]\naddress =\n", &c, &gerr), 0);
         assert_int_equal(c.n_xid_ignore, 0);
         assert_string_equal(c.metrics_address, "");
+}
+
+/* kube.node-name: a Kubernetes object name (DNS subdomain) or empty; anything else is refused and
+ * leaves the old value. */
+static void test_node_name(void **state) {
+        (void)state;
+        struct gpuslice_config c;
+        struct gs_error gerr = { 0 };
+        config_init_defaults(&c);
+        assert_string_equal(c.node_name, "");
+        assert_int_equal(config_set(&c, "kube.node-name", "gpu-7.rack-2", &gerr), 0);
+        assert_string_equal(c.node_name, "gpu-7.rack-2");
+        static const char *const bad[] = { "Gpu-7", "gpu_7", "-gpu", "gpu-", "a..b", ".a", "gpu 7" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                gs_error_clear(&gerr);
+                assert_int_equal(config_set(&c, "kube.node-name", bad[i], &gerr), -EINVAL);
+                assert_non_null(strstr(gerr.message, "a node name like"));
+                assert_string_equal(c.node_name, "gpu-7.rack-2");
+        }
+        char long_name[300];
+        memset(long_name, 'a', sizeof long_name - 1);
+        long_name[sizeof long_name - 1] = 0;
+        assert_int_equal(config_set(&c, "kube.node-name", long_name, &gerr), -EINVAL);
+        assert_int_equal(config_set(&c, "kube.node-name", "", &gerr), 0);
+        assert_string_equal(c.node_name, "");
 }
 
 static void test_durations(void **state) {
@@ -1024,6 +1051,7 @@ int main(void) {
                 cmocka_unit_test(test_hash_inside_unquoted_value_is_kept),
                 cmocka_unit_test(test_comment_right_after_equals_gives_empty_value),
                 cmocka_unit_test(test_empty_list_and_empty_address),
+                cmocka_unit_test(test_node_name),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_sample_interval_bounds),
                 cmocka_unit_test(test_list_strategy_both_and_empty),
