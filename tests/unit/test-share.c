@@ -796,8 +796,126 @@ static void test_invariant_finds_tampered_limits(void **state) {
         v1beta1__allocate_response__free_unpacked(core, NULL);
 }
 
+/* ---- the book and its codec, in memory (no plugin, no file) ---- */
+
+/* Records added, found, put in place, removed (the later ones move down), IDs counted; shapes newest
+ * first without duplicates; the small fields; clear. */
+static void test_book_in_memory(void **state) {
+        (void)state;
+        struct share_book *b = share_book_new();
+        assert_non_null(b);
+        struct share_rec *r = share_book_add(b, "a.core-0");
+        assert_non_null(r);
+        r->first = PLUGIN_CORE;
+        r->open = true;
+        assert_int_equal(share_rec_add_id(r, 3, PLUGIN_CORE, 0), 0);
+        assert_int_equal(share_rec_add_id(r, 3, PLUGIN_CORE, 1), 0);
+        assert_non_null(share_book_add(b, "b.mem-0"));
+        assert_non_null(share_book_add(b, "c.core-5"));
+        assert_int_equal(share_book_count(b), 3);
+        r = share_book_find(b, "a.core-0");
+        assert_non_null(r);
+        assert_int_equal(share_rec_count(r, PLUGIN_CORE, 3), 2);
+        assert_int_equal(r->gpus, UINT64_C(1) << 3);
+        assert_true(share_book_open(b) == r);
+        /* put: replaces the record of that name in place, its IDs moved into the book */
+        struct share_rec x = { .first = PLUGIN_MEMORY };
+        strscpy(x.name, "b.mem-0", sizeof x.name);
+        assert_int_equal(share_rec_add_id(&x, 1, PLUGIN_MEMORY, 7), 0);
+        struct share_rec *put = share_book_put(b, &x);
+        assert_true(put == share_book_at(b, 1));
+        assert_null(x.ids);
+        assert_int_equal(share_rec_count(put, PLUGIN_MEMORY, 1), 1);
+        /* remove: the later records move down */
+        share_book_remove(b, share_book_at(b, 0));
+        assert_int_equal(share_book_count(b), 2);
+        assert_string_equal(share_book_at(b, 0)->name, "b.mem-0");
+        assert_null(share_book_open(b));
+        /* shapes: newest first, a repeated one moves to the front, out-of-range ones ignored */
+        share_book_learn(b, 30, 12);
+        share_book_learn(b, 20, 8);
+        share_book_learn(b, 30, 12);
+        share_book_learn(b, 101, 1);
+        struct share_shape sh[SHARE_SHAPES];
+        assert_int_equal(share_book_shapes(b, sh, SHARE_SHAPES), 2);
+        assert_int_equal(sh[0].core, 30);
+        assert_int_equal(sh[1].core, 20);
+        share_book_learn(b, 30, 20);
+        assert_int_equal(share_book_expect(b, PLUGIN_CORE, 30), 20);
+        assert_int_equal(share_book_need(b, PLUGIN_CORE, 30), 12);
+        assert_int_equal(share_book_expect(b, PLUGIN_MEMORY, 8), 20);
+        assert_int_equal(share_book_expect(b, PLUGIN_CORE, 55), 0);
+        share_book_set_last(b, "c.core-5");
+        share_book_proposal(b)->set = true;
+        share_book_clear(b);
+        assert_int_equal(share_book_count(b), 0);
+        assert_string_equal(share_book_last(b), "");
+        assert_false(share_book_proposal_const(b)->set);
+        assert_int_equal(share_book_shapes(b, sh, SHARE_SHAPES), 0);
+        share_book_free(b);
+}
+
+/* A book encoded as a snapshot decodes into an equal book; a log line of its changes replays onto
+ * the old one to the same records. */
+static void test_journal_round_trip_in_memory(void **state) {
+        struct test_plugin *f = *state;
+        struct share_book *b = share_book_new(), *c = share_book_new();
+        assert_true(b && c);
+        struct share_rec *r = share_book_add(b, "GPU-x.core-0");
+        r->first = PLUGIN_CORE;
+        r->open = true;
+        r->wall = 42;
+        assert_int_equal(share_rec_add_id(r, 2, PLUGIN_CORE, 0), 0);
+        assert_int_equal(share_rec_add_id(r, 2, PLUGIN_CORE, 1), 0);
+        r = share_book_add(b, "GPU-y.mem-3");
+        r->first = PLUGIN_MEMORY;
+        r->tentative = true;
+        assert_int_equal(share_rec_add_id(r, 5, PLUGIN_MEMORY, 3), 0);
+        share_book_learn(b, 25, 24);
+        share_book_set_last(b, "GPU-y.mem-3");
+        *share_book_proposal(b) =
+                (struct share_proposal){ .set = true, .kind = PLUGIN_MEMORY, .gpu = 5, .size = 1, .rec = "" };
+        char *fields = share_journal_fields(f->dev, b);
+        size_t len = 0;
+        char *snap = share_journal_snapshot(f->dev, b, 7, fields, &len);
+        assert_non_null(snap);
+        uint64_t seq = 0;
+        assert_int_equal(share_journal_decode(f->dev, c, snap, len, &seq), 0);
+        assert_int_equal(seq, 7);
+        assert_int_equal(share_book_count(c), 2);
+        for (size_t i = 0; i < 2; i++) {
+                size_t ka, kb;
+                uint8_t *a = share_journal_key(share_book_at(b, i), &ka),
+                        *z = share_journal_key(share_book_at(c, i), &kb);
+                assert_true(a && z && ka == kb && memcmp(a, z, ka) == 0);
+                assert_string_equal(share_book_at(b, i)->name, share_book_at(c, i)->name);
+                free(a);
+                free(z);
+        }
+        char *fields_c = share_journal_fields(f->dev, c);
+        assert_string_equal(fields, fields_c);
+        /* one change: a record closed, one deleted */
+        share_book_at(b, 0)->open = false;
+        const char *del[] = { "GPU-y.mem-3" };
+        size_t put[] = { 0 };
+        char *line = share_journal_line(f->dev, b, 8, del, 1, put, 1, fields, &len);
+        assert_non_null(line);
+        assert_int_equal(share_journal_replay(f->dev, c, line, len, &seq), 1);
+        assert_int_equal(seq, 8);
+        assert_int_equal(share_book_count(c), 1);
+        assert_false(share_book_at(c, 0)->open);
+        free(line);
+        free(fields_c);
+        free(snap);
+        free(fields);
+        share_book_free(b);
+        share_book_free(c);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_book_in_memory),
+                cmocka_unit_test_setup_teardown(test_journal_round_trip_in_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_keeps_pair, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_preferred_closes_pair, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_failed_container_not_partner, setup, teardown),

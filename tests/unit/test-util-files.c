@@ -256,6 +256,30 @@ static void test_limits_dir_create_errors(void **state) {
         assert_int_equal(test_count_entries(test_path(dir, "elsewhere")), 0);
 }
 
+/* limits_dir_write goes through the fd limits_dir_create returned, never by the path: a dir
+ * renamed after it was opened still gets the file; a temporary file a crash left is removed first. */
+static void test_limits_dir_write_through_fd(void **state) {
+        const char *dir = *state;
+        struct gs_error err = { 0 };
+        char c1[PATH_MAX], c2[PATH_MAX];
+        strscpy(c1, test_path(dir, "c1"), sizeof c1);
+        strscpy(c2, test_path(dir, "c2"), sizeof c2);
+        int dfd = limits_dir_create(dir, "c1", false, &err);
+        assert_true(dfd >= 0);
+        test_write_file(test_path(c1, ".key" ATOMIC_FILE_TEMP_INFIX "0123456789abcdef"), "torn", 4, 0600);
+        assert_int_equal(rename(c1, c2), 0);
+        assert_int_equal(limits_dir_write(dfd, LIMITS_DIR_KEY_FILE, "r\nid\n", 5, 0644, ATOMIC_FILE_NO_SYNC), 0);
+        assert_int_equal(limits_dir_write_limits(dfd, "x", 1, ATOMIC_FILE_NO_SYNC), 0);
+        close(dfd);
+        assert_file(test_path(c2, LIMITS_DIR_KEY_FILE), "r\nid\n");
+        assert_int_equal(mode_of(test_path(c2, LIMITS_DIR_KEY_FILE)), 0644);
+        assert_int_equal(mode_of(test_path(c2, LIMITS_DIR_LIMITS_FILE)), 0444);
+        assert_int_equal(test_count_entries(c2), 3); /* key, limits, shm: the temporary is gone */
+        assert_int_equal(access(c1, F_OK), -1);
+        assert_int_equal(limits_dir_write(-1, "key", "x", 1, 0644, 0), -EINVAL);
+        assert_int_equal(limits_dir_write(AT_FDCWD, "a/b", "x", 1, 0644, 0), -EINVAL);
+}
+
 static void test_limits_dir_remove(void **state) {
         const char *dir = *state;
         struct gs_error err = { 0 };
@@ -287,6 +311,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_write_concurrent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits_dir_create_layout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits_dir_create_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_limits_dir_write_through_fd, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits_dir_remove, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
