@@ -10,7 +10,6 @@
  */
 #include "state/state.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -520,23 +519,6 @@ int state_decode(const void *data, size_t len, struct gpuslice_state *ret) {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* Temp files a crashed save left behind (one writer per directory, so none is in use now). */
-static void remove_stale_temps(int dfd, const char *prefix) {
-        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (startswith(de->d_name, prefix))
-                        (void)unlinkat(dfd, de->d_name, 0);
-        closedir(d);
-}
-
 int state_write_atomic(const char *dir, const char *name, const void *data, size_t len, unsigned mode, unsigned flags) {
         bool sync = !(flags & STATE_WRITE_NO_SYNC);
         if (!dir || !name || !name[0] || strchr(name, '/') || strlen(name) > 128 || (!data && len))
@@ -544,9 +526,7 @@ int state_write_atomic(const char *dir, const char *name, const void *data, size
         _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
-        char prefix[160];
-        snprintf(prefix, sizeof prefix, ".%s" ATOMIC_FILE_TEMP_INFIX, name); /* atomic_file_write_at's temporaries */
-        remove_stale_temps(dfd, prefix);
+        atomic_file_remove_temps(dfd, name); /* a crashed save's, none in use: one writer per directory */
         return atomic_file_write_at(dfd, name, data, len, (mode_t)(mode & 07777), sync ? 0 : ATOMIC_FILE_NO_SYNC);
 }
 

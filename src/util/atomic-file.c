@@ -2,6 +2,7 @@
 /* atomic-file — temporary file, full write, fsync, rename, fsync of the directory (atomic-file.h). */
 #include "util/atomic-file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -92,4 +93,22 @@ int atomic_file_write(const char *path, const void *data, size_t len, mode_t mod
         if (dfd < 0)
                 return -errno;
         return atomic_file_write_at(dfd, name, data, len, mode, flags);
+}
+
+void atomic_file_remove_temps(int dfd, const char *name) {
+        char prefix[NAME_MAX + 1];
+        if (!name || (size_t)snprintf(prefix, sizeof prefix, ".%s" ATOMIC_FILE_TEMP_INFIX, name) >= sizeof prefix)
+                return;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (startswith(de->d_name, prefix))
+                        (void)unlinkat(dfd, de->d_name, 0);
+        closedir(d);
 }

@@ -28,3 +28,7 @@ int atomic_file_write_at(int dfd, const char *name, const void *data, size_t len
 
 /* The same for a path: its directory is opened (O_DIRECTORY) and fsynced. */
 int atomic_file_write(const char *path, const void *data, size_t len, mode_t mode, unsigned flags);
+
+/* Remove the temporary files of NAME a crash left in the directory DFD (for a caller that owns the
+ * directory: one writer, so none is in use now). Best effort. */
+void atomic_file_remove_temps(int dfd, const char *name);

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -74,30 +73,10 @@ int limits_dir_create(const char *root, const char *name, bool fresh, struct gs_
         return dfd;
 }
 
-/* Temporary files of NAME a crashed write left in the directory DFD (one writer per directory:
- * none is in use now). */
-static void remove_stale_temps(int dfd, const char *name) {
-        char prefix[NAME_MAX + 1];
-        if ((size_t)snprintf(prefix, sizeof prefix, ".%s" ATOMIC_FILE_TEMP_INFIX, name) >= sizeof prefix)
-                return;
-        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (startswith(de->d_name, prefix))
-                        (void)unlinkat(dfd, de->d_name, 0);
-        closedir(d);
-}
-
 int limits_dir_write(int dfd, const char *name, const void *data, size_t len, mode_t mode, unsigned flags) {
         if (dfd < 0 || !name || !*name || strchr(name, '/'))
                 return -EINVAL;
-        remove_stale_temps(dfd, name);
+        atomic_file_remove_temps(dfd, name);
         return atomic_file_write_at(dfd, name, data, len, mode, flags);
 }
 
