@@ -90,8 +90,6 @@ struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind);
 /* The resource name a kind speaks for ("" when the profile has none). Fixed for the plugin's life:
  * any thread. */
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
-/* The kind a resource name is ours as, or _PLUGIN_KIND_MAX. Any thread. */
-enum plugin_kind plugin_kind_of(const struct plugin *p, const char *resource);
 
 /* The options (caller holds the lock: a reload replaces them). */
 const struct plugin_options *plugin_options(const struct plugin *p);

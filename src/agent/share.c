@@ -130,10 +130,6 @@ struct share_service *share_service(struct share *s, enum plugin_kind kind) {
         return &s->svc[kind < _PLUGIN_KIND_MAX ? kind : PLUGIN_CORE];
 }
 
-size_t share_record_count(struct share *s) {
-        return share_book_count(s->book);
-}
-
 unsigned share_check_all(struct share *s) {
         return share_check(s->p, s->book, NULL);
 }

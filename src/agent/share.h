@@ -116,5 +116,3 @@ int share_after_sync(struct share *s);
 int share_cleanup_dirs(struct share *s);
 /* The invariants over every record (share-check.c); the number of violations. Caller holds the lock. */
 unsigned share_check_all(struct share *s);
-/* The number of records in the book (tests). Caller holds the lock. */
-size_t share_record_count(struct share *s);
