@@ -3,7 +3,7 @@
  * agent-metrics — the agent's side of /metrics: RPC counts, errors and latencies per method (the
  * rpc servers' observer, which also wakes streams and the state writer after every call), and the
  * allocation view the monitor's sampler asks for (gpu_allocated, container_limits).
- * Must never: take the plugin lock for longer than a copy, or fail the device plugin when metrics
+ * Must never: take the device lock for longer than a copy, or fail the device plugin when metrics
  * cannot be served.
  */
 #include <errno.h>

@@ -4,7 +4,7 @@
  * <state-dir>/gpuslice.sock (src/http, libmicrohttpd, its own thread), answering the devices,
  * their health and who holds them as one line of JSON (agent.h). A request first reconciles with
  * PodResources (at most every 250 ms, podsync.c) so holders are current.
- * Must never: hold the plugin lock while talking to a peer, or let a slow client hold up the loop
+ * Must never: hold the device lock while talking to a peer, or let a slow client hold up the loop
  * (the server has its own thread, connection limits and a 10 s idle timeout).
  */
 #include <errno.h>
