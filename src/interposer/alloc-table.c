@@ -5,6 +5,13 @@
  * keys are claimed with one CAS, removed by writing a tombstone, and tombstones are reused by later
  * inserts (keys are unique while live, so reuse cannot create duplicates). The memory is mapped once at
  * init (MAP_NORESERVE: pages appear only where entries land); nothing is allocated on a call path.
+ *
+ * Tombstones are never cleared (clearing one without a lock can hide a key a concurrent insert placed past
+ * it), so after a few million alloc/free cycles no slot is empty any more and a lookup could not stop at
+ * one. Lookups stop instead at the table's probe bound: the farthest any key has ever been placed from its
+ * home slot. An insert raises the bound before it returns (before the key can be looked up), and since
+ * inserts reuse tombstones the bound follows the live load, not the history: a missing key costs a few
+ * probes, not a scan of the table (test_table_tombstones_do_not_slow_misses).
  */
 #include "interposer/compat.h" /* first: the glibc floor */
 #include <errno.h>
@@ -27,6 +34,7 @@ struct entry {
 };
 
 static struct entry *tables[GS_TAB_COUNT];
+static uint64_t probe_bound[GS_TAB_COUNT]; /* atomic: max over inserts of (distance from home + 1) */
 
 static const size_t tab_bytes = sizeof(struct entry) * TAB_SIZE;
 
@@ -45,8 +53,18 @@ int gs_table_init(void) {
 
 void gs_table_reset(void) {
         for (unsigned t = 0; t < GS_TAB_COUNT; t++)
-                if (tables[t])
+                if (tables[t]) {
                         (void)madvise(tables[t], tab_bytes, MADV_DONTNEED); /* private anonymous: zero again */
+                        __atomic_store_n(&probe_bound[t], 0, __ATOMIC_RELEASE);
+                }
+}
+
+/* A key now lives `distance` slots past its home: lookups must look that far. */
+static inline void raise_bound(enum gs_table t, uint64_t distance) {
+        uint64_t b = __atomic_load_n(&probe_bound[t], __ATOMIC_ACQUIRE);
+        while (b < distance + 1 && !__atomic_compare_exchange_n(&probe_bound[t], &b, distance + 1, false,
+                                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                ;
 }
 
 static inline uint64_t mix(uint64_t k) {
@@ -79,6 +97,7 @@ int gs_table_insert(enum gs_table t, uint64_t key, uint64_t bytes, unsigned dev,
                         __atomic_store_n(&e->bytes, bytes, __ATOMIC_RELAXED);
                         __atomic_store_n(&e->ctx, ctx, __ATOMIC_RELAXED);
                         __atomic_store_n(&e->dev, (uint64_t)dev, __ATOMIC_RELEASE);
+                        raise_bound(t, i);
                         return 0;
                 }
         }
@@ -93,8 +112,8 @@ int gs_table_take_all(enum gs_table t, uint64_t key, uint64_t *ret_bytes, unsign
         struct entry *tab = tables[t];
         if (!tab || key >= UINT64_MAX - 2)
                 return -ENOENT;
-        uint64_t k = enc(key);
-        for (uint64_t i = 0, h = mix(k); i < TAB_SIZE; i++) {
+        uint64_t k = enc(key), bound = __atomic_load_n(&probe_bound[t], __ATOMIC_ACQUIRE);
+        for (uint64_t i = 0, h = mix(k); i < bound; i++) {
                 struct entry *e = &tab[(h + i) & (TAB_SIZE - 1)];
                 uint64_t cur = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
                 if (cur == KEY_EMPTY)
