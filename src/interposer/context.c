@@ -45,7 +45,7 @@ static int ctx_li(CUdevice dev) {
 /* A compute share is enforced on dev and this process's host PID is not known yet. */
 static bool want_host_pid(CUdevice dev) {
         int li = li_of_ordinal(dev);
-        return li >= 0 && g.limits.dev[li].core_percent < 100 &&
+        return li >= 0 && g.limits.dev[li].core_percent < 100 && have_slot() &&
                !__atomic_load_n(&g.region->slot[g.slot].host_pid, __ATOMIC_RELAXED);
 }
 

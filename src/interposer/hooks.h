@@ -143,7 +143,6 @@
         X(cuGraphChildGraphNodeGetGraph)          \
         X(cuMemGetAllocationPropertiesFromHandle) \
         X(cuCtxFromGreenCtx)                      \
-        X(cuCtxSynchronize)                       \
         X(cuCtxGetLimit)                          \
         X(cuDeviceGetAttribute)
 

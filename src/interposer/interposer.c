@@ -84,6 +84,8 @@ struct gs_state g = {
         .settle_lock = PTHREAD_MUTEX_INITIALIZER,
         .vmm_lock = PTHREAD_MUTEX_INITIALIZER,
         .code_lock = PTHREAD_MUTEX_INITIALIZER,
+        .slot_lock = PTHREAD_MUTEX_INITIALIZER,
+        .slot = GS_NO_SLOT,
 };
 struct gs_real real;
 __thread unsigned nested;
@@ -205,24 +207,38 @@ static int read_limits(const char *path, struct gs_limits *ret) {
 }
 
 static void atfork_child(void) {
-        /* A forked child owns none of its parent's allocations and needs its own slot. */
+        /* A forked child owns none of its parent's allocations; it claims a slot of its own only when it
+         * uses CUDA (have_slot), so workers that never do (data loaders) do not fill the region. */
         if (g.mode != GS_MODE_LIMITED)
                 return;
         gs_table_reset();
         gs_throttle_atfork_child();
-        /* The child has no contexts (CUDA does not survive fork) and holds nothing: its slot starts at zero. */
+        /* The child has no contexts (CUDA does not survive fork) and holds nothing. */
         memset(&g.proc, 0, sizeof g.proc);
         pthread_mutex_init(&g.ctx_lock, NULL);
         pthread_mutex_init(&g.settle_lock, NULL);
         pthread_mutex_init(&g.vmm_lock, NULL);
         pthread_mutex_init(&g.code_lock, NULL);
-        unsigned slot;
-        if (gs_region_claim(g.region, &slot) < 0) {
-                g.mode = GS_MODE_FAILED;
-                g.fail_code = CUDA_ERROR_OUT_OF_MEMORY;
-                return;
+        pthread_mutex_init(&g.slot_lock, NULL);
+        __atomic_store_n(&g.slot, GS_NO_SLOT, __ATOMIC_RELEASE);
+}
+
+bool gs_claim_slot(void) {
+        static bool said;
+        if (g.mode != GS_MODE_LIMITED)
+                return false;
+        pthread_mutex_lock(&g.slot_lock);
+        unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
+        if (slot == GS_NO_SLOT && gs_region_claim(g.region, &slot) == 0)
+                __atomic_store_n(&g.slot, slot, __ATOMIC_RELEASE);
+        else if (slot == GS_NO_SLOT && !said) {
+                said = true;
+                complain("no free process slot in %s (%u processes of this container use CUDA): this process's "
+                         "device memory, contexts and launches are refused",
+                         g.limits.region, GS_REGION_SLOTS);
         }
-        g.slot = slot;
+        pthread_mutex_unlock(&g.slot_lock);
+        return slot != GS_NO_SLOT;
 }
 
 /* Loaded under the driver's name (libcuda.so.1 / libcuda.so: mounted at the driver's place or first on the
@@ -281,11 +297,9 @@ void gs_init(void) {
                 complain("cannot map the allocation table");
                 return;
         }
-        r = gs_region_claim(g.region, &g.slot);
-        if (r < 0) {
-                complain("no free process slot in %s", g.limits.region);
-                return;
-        }
+        /* A slot this very process holds belongs to the image it replaced with execve(); this one claims
+         * its own when it first needs it (have_slot). */
+        gs_region_drop_own(g.region);
         for (unsigned i = 0; i < g.limits.n_devices; i++) {
                 g.any_mem |= g.limits.dev[i].memory_bytes != 0;
                 g.any_core |= g.limits.dev[i].core_percent < 100;
@@ -306,7 +320,8 @@ int gs_fail_code(void) {
 
 __attribute__((destructor)) static void fini(void) {
         /* Normal exit: stop counting at once rather than when someone notices we are gone. */
-        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED)
+        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED &&
+            __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT)
                 gs_region_release(g.region, g.slot);
 }
 

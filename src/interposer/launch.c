@@ -16,7 +16,8 @@ static inline void before_launch(void) {
         int li = current_li();
         if (li < 0 || g.limits.dev[li].core_percent >= 100)
                 return;
-        gs_throttle_launch(g.region, g.slot, (unsigned)li);
+        /* without a slot (none free) the launch is not counted, but still obeys the container's limiter */
+        gs_throttle_launch(g.region, have_slot() ? g.slot : GS_NO_SLOT, (unsigned)li);
 }
 
 #define LAUNCH(call)                \

@@ -195,11 +195,11 @@ static uint64_t pool_idle(CUmemoryPool p) {
         return r > u ? r - u : 0;
 }
 
-/* After undoing an allocation that grew pool p past the limit: let the free complete and give the pool's
- * idle memory back to the device, so that what it holds is again what is counted. Refusal path only. */
+/* After undoing an allocation that grew pool p past the limit: give the pool's idle memory back to the
+ * device. Refusal path only. Never a synchronisation: a cuCtxSynchronize here would invalidate a stream
+ * capture in progress on any thread of the process (CUDA graphs). The undone free completes in stream order;
+ * until then its bytes stay counted as the pool's cache (give_cached), settled at the next slow path. */
 static void pool_shrink(CUmemoryPool p) {
-        if (real.cuCtxSynchronize)
-                (void)real.cuCtxSynchronize();
         if (p && real.cuMemPoolTrimTo)
                 (void)real.cuMemPoolTrimTo(p, 0);
 }

@@ -217,13 +217,16 @@ static int claim_once(struct gs_region *r, unsigned pid, uint64_t start, unsigne
         return -ENOSPC;
 }
 
-int gs_region_claim(struct gs_region *r, unsigned *ret_slot) {
-        unsigned pid = (unsigned)getpid();
+static uint64_t own_start(unsigned pid) {
         uint64_t start = 0;
-        int k = gs_process_start(pid, &start);
-        if (k < 0)
+        if (gs_process_start(pid, &start) < 0)
                 start = 0;
-        start &= 0xffffffffffULL;
+        return start & 0xffffffffffULL;
+}
+
+void gs_region_drop_own(struct gs_region *r) {
+        unsigned pid = (unsigned)getpid();
+        uint64_t start = own_start(pid);
         /* A slot already held by this very process (same PID, same start time) belongs to the image it
          * replaced with execve(): that image's device memory went with its address space. */
         unsigned hw = MIN_U(LOAD(&r->slots_hw), GS_REGION_SLOTS);
@@ -233,6 +236,12 @@ int gs_region_claim(struct gs_region *r, unsigned *ret_slot) {
                     GS_OWNER_START(o) == start && CAS(&r->slot[i].owner, &o, (uint64_t)GS_SLOT_FREE))
                         __atomic_add_fetch(&r->reclaims, 1, __ATOMIC_RELAXED);
         }
+}
+
+int gs_region_claim(struct gs_region *r, unsigned *ret_slot) {
+        unsigned pid = (unsigned)getpid();
+        uint64_t start = own_start(pid);
+        gs_region_drop_own(r);
         if (claim_once(r, pid, start, ret_slot) == 0)
                 return 0;
         gs_region_reclaim_dead(r);

@@ -22,6 +22,9 @@ void gs_region_close(struct gs_region *r);
 
 /* Claim a slot for the calling process (getpid(), its start time). -ENOSPC when all are taken by live processes. */
 int gs_region_claim(struct gs_region *r, unsigned *ret_slot);
+/* Drop any slot the calling process (getpid(), its start time) holds: one a previous image claimed before
+ * execve(). No syscall beyond reading the own start time. */
+void gs_region_drop_own(struct gs_region *r);
 /* Give the slot back (normal exit); its memory stops counting. */
 void gs_region_release(struct gs_region *r, unsigned slot);
 

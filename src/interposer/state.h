@@ -30,6 +30,7 @@ _Static_assert(GS_TAB_MAX_DEV == GS_MAX_DEVICES, "the allocation table counts pe
 #define GS_MAX_ORDINALS 64
 #define GS_USER_POOLS 32   /* created or named pools settled by name */
 #define GS_CREATED_MAX 256 /* created and green contexts charged */
+#define GS_NO_SLOT GS_REGION_SLOTS
 #define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -78,7 +79,10 @@ struct gs_state {
         void *dl; /* the real driver */
         struct gs_limits limits;
         struct gs_region *region;
+        /* This process's slot in the region (atomic), GS_NO_SLOT until it first charges memory, creates a
+         * context or launches: a forked child that never uses CUDA (a data-loader worker) takes none. */
         unsigned slot;
+        pthread_mutex_t slot_lock;
         bool any_mem, any_core;
         /* Device map: CUDA ordinal → index into limits.dev, -1 = not limited. Written once, under map_lock. */
         pthread_mutex_t map_lock;
@@ -177,14 +181,26 @@ static inline int mem_li(int li) {
         return li >= 0 && g.limits.dev[li].memory_bytes ? li : -1;
 }
 
+/* ---- the process slot (interposer.c) ---- */
+
+/* Claim this process's slot (slow path, once): false when the region has none free (said on stderr once). */
+bool gs_claim_slot(void) GS_HIDDEN __attribute__((noinline));
+
+/* This process has a slot (claiming it on first use). One acquire load on the fast path. */
+static inline bool have_slot(void) {
+        return LIKELY(__atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT) || gs_claim_slot();
+}
+
 /* ---- accounting primitives (memory.c has the rest) ---- */
 
 static inline bool reserve(int li, uint64_t bytes) {
-        return gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0;
+        return have_slot() &&
+               gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0;
 }
 
 static inline void refund(int li, uint64_t bytes) {
-        if (bytes)
+        /* without a slot nothing was ever charged */
+        if (bytes && __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT)
                 gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
 }
 

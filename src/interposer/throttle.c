@@ -267,7 +267,8 @@ static void start_controller(void) {
 }
 
 void gs_throttle_launch(struct gs_region *r, unsigned slot, unsigned li) {
-        __atomic_add_fetch(&r->slot[slot].launches[li], 1, __ATOMIC_RELAXED);
+        if (slot < GS_REGION_SLOTS)
+                __atomic_add_fetch(&r->slot[slot].launches[li], 1, __ATOMIC_RELAXED);
         if (__builtin_expect(!__atomic_load_n(&t.started, __ATOMIC_ACQUIRE), 0) && t.region)
                 start_controller();
         uint64_t now = gs_now_ns();
@@ -277,5 +278,6 @@ void gs_throttle_launch(struct gs_region *r, unsigned slot, unsigned li) {
         struct timespec until = { (time_t)((now + wait) / 1000000000ULL), (long)((now + wait) % 1000000000ULL) };
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
                 ;
-        __atomic_add_fetch(&r->slot[slot].throttled_ns[li], wait, __ATOMIC_RELAXED);
+        if (slot < GS_REGION_SLOTS)
+                __atomic_add_fetch(&r->slot[slot].throttled_ns[li], wait, __ATOMIC_RELAXED);
 }

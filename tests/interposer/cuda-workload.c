@@ -33,6 +33,7 @@
  *                     background children are SIGKILLed when this program exits
  *   wait-bg           wait for the background children, copying their output; fail if one failed
  *   kill-bg           SIGKILL the background children and reap them
+ *   fork-idle N       fork N children that never use CUDA (data-loader workers) and keep them until exit
  *   await-free N      repeat cuMemGetInfo (every 5 ms) until it reports N free; fail after 10 s
  *   await-nvml-free IDX N   the same through NVML device IDX (nvmlDeviceGetMemoryInfo_v2)
  *   symbols           print "symbol WHAT -> EXPORTED-NAME FILE" for a few fetched pointers
@@ -433,7 +434,16 @@ static pid_t bg[MAX_BG];
 static int bg_out[MAX_BG]; /* read end of each child's stdout */
 static unsigned n_bg;
 
+#define MAX_IDLE 1024
+static pid_t idle_kids[MAX_IDLE];
+static unsigned n_idle;
+
 static void kill_bg(void) {
+        for (unsigned k = 0; k < n_idle; k++) {
+                kill(idle_kids[k], SIGKILL);
+                waitpid(idle_kids[k], NULL, 0);
+        }
+        n_idle = 0;
         for (unsigned k = 0; k < n_bg; k++) {
                 kill(bg[k], SIGKILL);
                 waitpid(bg[k], NULL, 0);
@@ -890,6 +900,22 @@ int main(int argc, char **argv) {
                         i += 2;
                         if (step_await_free((int)idx, v))
                                 return 1;
+                } else if (strcmp(s, "fork-idle") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0 || v > MAX_IDLE - n_idle)
+                                return 2;
+                        i++;
+                        for (unsigned long long k = 0; k < v; k++) {
+                                pid_t c = fork();
+                                if (c < 0)
+                                        return fail("fork: %s", strerror(errno));
+                                if (c == 0) { /* a worker that never touches CUDA, until killed (60 s at most) */
+                                        struct timespec ts = { 60, 0 };
+                                        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                                                ;
+                                        _exit(0);
+                                }
+                                idle_kids[n_idle++] = c;
+                        }
                 } else if (strcmp(s, "wait-bg") == 0) {
                         if (step_wait_bg())
                                 return 1;

@@ -188,6 +188,20 @@ static void kill_proc(struct proc *p) {
         (void)finish(p, NULL, 0);
 }
 
+/* The container's region, as the limits file names it (the test's own mapping). */
+static struct gs_region *open_region(void) {
+        struct gs_limits l;
+        char text[4096];
+        FILE *f = fopen(limits_path, "re");
+        assert_non_null(f);
+        size_t n = fread(text, 1, sizeof text, f);
+        fclose(f);
+        assert_int_equal(gs_limits_parse(text, n, &l, NULL, 0), 0);
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&l, &r), 0);
+        return r;
+}
+
 /* ---- loading: every way a program reaches the driver lands on the interposer ---- */
 
 static const char *const limit_script[] = { "init", "alloc",  "512M",        "alloc!", "600M",        "alloc",
@@ -493,6 +507,24 @@ static void test_context_that_does_not_fit(void **state) {
         assert_int_equal(fclose(f), 0);
         const char *args[] = { "init!", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+/* A forked child takes a process slot only when it uses CUDA: a process with 300 data-loader workers
+ * (fork, no CUDA) leaves the container's 256 slots free for the processes that do. */
+static void test_forked_children_without_cuda_take_no_slot(void **state) {
+        (void)state;
+        const char *a_args[] = { "init", "alloc", "16M", "fork-idle", "300", "ready", "hold", NULL };
+        struct proc a = spawn(WORKLOAD, a_args);
+        assert_true(wait_ready(&a));
+        const char *b_args[] = { "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", NULL };
+        assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
+        struct gs_region *r = open_region();
+        unsigned live = 0;
+        for (unsigned i = 0; i < r->slots_hw && i < GS_REGION_SLOTS; i++)
+                live += GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_LIVE;
+        assert_int_equal(live, 1); /* A; B has exited; no worker */
+        gs_region_close(r);
+        kill_proc(&a);
 }
 
 static void test_exec_does_not_leak(void **state) {
@@ -1234,15 +1266,7 @@ static void test_host_pid_learnt(void **state) {
         const char *hold[] = { "init", "ready", "hold", NULL };
         struct proc a = spawn(WORKLOAD, hold);
         assert_true(wait_ready(&a));
-        struct gs_limits l;
-        char text[4096];
-        FILE *f = fopen(limits_path, "re");
-        assert_non_null(f);
-        size_t n = fread(text, 1, sizeof text, f);
-        fclose(f);
-        assert_int_equal(gs_limits_parse(text, n, &l, NULL, 0), 0);
-        struct gs_region *r = NULL;
-        assert_int_equal(gs_region_open(&l, &r), 0);
+        struct gs_region *r = open_region();
         bool found = false;
         for (unsigned i = 0; i < r->slots_hw; i++)
                 if (GS_OWNER_STATE(r->slot[i].owner) == GS_SLOT_LIVE &&
@@ -1360,6 +1384,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ctx_limits_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_module_loads_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_import_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forked_children_without_cuda_take_no_slot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_does_not_leak, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_container_not_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sigkill_during_allocation, setup, teardown),
