@@ -13,7 +13,7 @@ cd "$root" || exit 2
 # layer of an included header: by folder, except the two header-level libraries of layer 1
 layer_of() { # HEADER (folder/name.h)
   case "$1" in
-    interposer/limits.h | interposer/cuda-abi.h | nvml/nvml-abi.h) echo 1; return ;;
+    interposer/limits.h | interposer/ldcache.h | interposer/cuda-abi.h | nvml/nvml-abi.h) echo 1; return ;;
   esac
   case "${1%%/*}" in
     util) echo 0 ;;
@@ -49,7 +49,7 @@ while IFS= read -r -d '' f; do
   folder=${f#*/}; folder=${folder%%/*}
   case "$f" in sim/*) folder=sim ;; esac
   mine=$(layer_of "$folder/x.h")
-  [ "$f" = src/interposer/limits.c ] || [ "$f" = src/interposer/limits.h ] && mine=1
+  case "$f" in src/interposer/limits.[ch] | src/interposer/ldcache.[ch]) mine=1 ;; esac
   n=0
   while IFS= read -r line; do
     n=$((n + 1))

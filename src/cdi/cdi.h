@@ -4,8 +4,8 @@
  * spec (`gpuslice cdi generate`) and as the same edits applied by an OCI hook (`gpuslice hook`).
  *
  * Three layers:
- *   - the ld.so.cache reader (pure: bytes in, entries out; glibc's "glibc-ld.so.cache1.1" format,
- *     alone or after the old "ld.so-1.7.0" table);
+ *   - the ld.so.cache reader (interposer/ldcache.h: pure, bytes in, entries out; glibc's
+ *     "glibc-ld.so.cache1.1" format, alone or after the old "ld.so-1.7.0" table);
  *   - discovery (I/O, read only): device nodes under a dev root (major/minor from the node itself),
  *     the driver's user-space libraries (lib*.so.<driver version>, found through the ld cache under
  *     a driver root, grouped by capability), its binaries and IPC sockets;
@@ -28,28 +28,13 @@
 
 #include <jansson.h>
 
+#include "interposer/ldcache.h"
 #include "mig/mig.h"
 #include "util/error.h"
 #include "topo/topo.h"
 
 #define CDI_PATH_MAX 1024
-#define CDI_LDCACHE_MAX (64u << 20) /* bigger caches are refused */
-
-/* ---- ld.so.cache ---- */
-
-struct cdi_ldcache_entry {
-        int32_t flags;      /* FLAG_ELF_LIBC6 (3) | architecture bits (0x0300 x86-64, 0x0a00 aarch64, …) */
-        const char *soname; /* "libcuda.so.1", NUL-terminated inside the data */
-        const char *path;   /* "/usr/lib/x86_64-linux-gnu/libcuda.so.1" */
-};
-/* Called per entry; a negative return stops the walk and is returned. */
-typedef int (*cdi_ldcache_fn)(const struct cdi_ldcache_entry *e, void *userdata);
-
-/* Walk the cache in data[0..len). 0, or -EBADMSG when it is not a well-formed cache (every
- * offset and count is checked against len; strings must end inside the data), or fn's error. */
-int cdi_ldcache_parse(const void *data, size_t len, cdi_ldcache_fn fn, void *userdata);
-/* Whether an entry's flags are a 64-bit library for the machine gpuslice was built for. */
-bool cdi_ldcache_native(int32_t flags);
+/* ---- ld.so.cache: interposer/ldcache.h (gs_ldcache_parse, shared with libgpuslice-cuda.so) ---- */
 
 /* ---- discovery ---- */
 

@@ -208,9 +208,9 @@ struct lib_walk {
         int error;
 };
 
-static int on_entry(const struct cdi_ldcache_entry *e, void *userdata) {
+static int on_entry(const struct gs_ldcache_entry *e, void *userdata) {
         struct lib_walk *w = userdata;
-        if (!cdi_ldcache_native(e->flags))
+        if (!gs_ldcache_native(e->flags))
                 return 0;
         for (size_t i = 0; i < ELEMENTSOF(libraries); i++) {
                 size_t bl = strlen(libraries[i].base);
@@ -364,14 +364,14 @@ static int cdi_discover_impl(const struct topo *t, const struct cdi_roots *roots
         size_t len = 0;
         if (join(path, sizeof path, drv_root, "/etc/ld.so.cache") < 0)
                 return -ENAMETOOLONG;
-        int r = read_file(path, CDI_LDCACHE_MAX, &cache, &len);
+        int r = read_file(path, GS_LDCACHE_MAX, &cache, &len);
         if (r < 0) {
                 fail(err, "cannot read the driver root's ld cache %s: %s", path, strerror(-r));
                 return r;
         }
         struct lib_walk w = { .d = &d, .root = drv_root, .caps = caps };
         snprintf(w.suffix, sizeof w.suffix, ".so.%s", d.driver_version);
-        r = cdi_ldcache_parse(cache, len, on_entry, &w);
+        r = gs_ldcache_parse(cache, len, on_entry, &w);
         if (r < 0) {
                 cdi_discovery_done(&d);
                 fail(err, r == -EBADMSG ? "%s is not a well-formed ld.so.cache" : "%s: %s", path, strerror(-r));

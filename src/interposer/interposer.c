@@ -33,10 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "interposer/ldcache.h"
 #include "interposer/throttle.h"
 
 /* ---- the tables generated from GS_HOOKS ---- */
@@ -127,9 +129,45 @@ static bool candidate(const char *dir, size_t dir_len, char *buf, size_t len) {
         return gs_stat(buf, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_self(&st);
 }
 
-/* The real libcuda.so.1: $GPUSLICE_REAL_LIBCUDA, else the library path, else GS_REAL_DRIVER_DIR and the usual
- * driver dirs —
- * skipping this library itself wherever it is linked as libcuda.so.1. */
+struct cache_pick {
+        char *buf;
+        size_t len;
+};
+
+static int cache_entry(const struct gs_ldcache_entry *e, void *userdata) {
+        struct cache_pick *p = userdata;
+        const char *slash = strrchr(e->path, '/');
+        if (!gs_ldcache_native(e->flags) || strcmp(e->soname, "libcuda.so.1") != 0 || !slash)
+                return 0;
+        return candidate(e->path, (size_t)(slash - e->path), p->buf, p->len) ? -ECANCELED : 0; /* found: stop */
+}
+
+/* The first libcuda.so.1 of the loader's cache (/etc/ld.so.cache, in its order) that is not this library:
+ * where the loader finds the driver when no path names it, e.g. CUDA forward-compatibility libraries
+ * configured through ld.so.conf.d. */
+static bool in_loader_cache(char *buf, size_t len) {
+        int fd = open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+                return false;
+        if (gs_fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > GS_LDCACHE_MAX) {
+                close(fd);
+                return false;
+        }
+        void *data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (data == MAP_FAILED)
+                return false;
+        struct cache_pick pick = { buf, len };
+        int r = gs_ldcache_parse(data, (size_t)st.st_size, cache_entry, &pick);
+        munmap(data, (size_t)st.st_size);
+        return r == -ECANCELED;
+}
+
+/* The real libcuda.so.1, in the loader's order: $GPUSLICE_REAL_LIBCUDA, else the library path, else
+ * GS_REAL_DRIVER_DIR (where a runtime that mounts this library at the driver's place puts the driver), else
+ * the loader's cache, else the usual driver dirs — skipping this library itself wherever it is linked as
+ * libcuda.so.1. */
 static int find_real_driver(char *buf, size_t len) {
         const char *e = secure_getenv("GPUSLICE_REAL_LIBCUDA");
         if (e && *e) {
@@ -146,8 +184,9 @@ static int find_real_driver(char *buf, size_t len) {
                         return 0;
                 lp = colon ? colon + 1 : NULL;
         }
+        if (candidate(GS_REAL_DRIVER_DIR, strlen(GS_REAL_DRIVER_DIR), buf, len) || in_loader_cache(buf, len))
+                return 0;
         static const char *const dirs[] = {
-                GS_REAL_DRIVER_DIR, /* where a runtime that mounts this library at the driver's place puts the driver */
                 "/usr/lib/x86_64-linux-gnu",
                 "/usr/lib64",
                 "/lib/x86_64-linux-gnu",

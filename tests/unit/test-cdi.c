@@ -59,12 +59,12 @@ struct seen {
         int stop_after;
 };
 
-static int collect(const struct cdi_ldcache_entry *e, void *userdata) {
+static int collect(const struct gs_ldcache_entry *e, void *userdata) {
         struct seen *s = userdata;
         if (s->n < 8)
                 strscpy(s->names[s->n], e->soname, sizeof s->names[0]);
         s->n++;
-        assert_true(cdi_ldcache_native(e->flags));
+        assert_true(gs_ldcache_native(e->flags));
         return s->stop_after && (int)s->n == s->stop_after ? -ECANCELED : 0;
 }
 
@@ -77,19 +77,19 @@ static void test_ldcache_new_and_old(void **state) {
         struct cache c;
         struct seen s = { 0 };
         build(&c, 2, sonames, paths, 0);
-        assert_int_equal(cdi_ldcache_parse(c.buf, c.len, collect, &s), 0);
+        assert_int_equal(gs_ldcache_parse(c.buf, c.len, collect, &s), 0);
         assert_int_equal(s.n, 2);
         assert_string_equal(s.names[1], "libnvidia-ml.so.1");
         memset(&s, 0, sizeof s);
         build(&c, 2, sonames, paths, 3); /* glibc < 2.32 layout: the old table first */
-        assert_int_equal(cdi_ldcache_parse(c.buf, c.len, collect, &s), 0);
+        assert_int_equal(gs_ldcache_parse(c.buf, c.len, collect, &s), 0);
         assert_int_equal(s.n, 2);
         memset(&s, 0, sizeof s);
         s.stop_after = 1; /* the callback's error stops the walk and comes back */
-        assert_int_equal(cdi_ldcache_parse(c.buf, c.len, collect, &s), -ECANCELED);
+        assert_int_equal(gs_ldcache_parse(c.buf, c.len, collect, &s), -ECANCELED);
         assert_int_equal(s.n, 1);
         build(&c, 0, NULL, NULL, 0);
-        assert_int_equal(cdi_ldcache_parse(c.buf, c.len, collect, &s), 0);
+        assert_int_equal(gs_ldcache_parse(c.buf, c.len, collect, &s), 0);
 }
 
 static void test_ldcache_malformed(void **state) {
@@ -99,29 +99,29 @@ static void test_ldcache_malformed(void **state) {
         build(&c, 2, sonames, paths, 0);
         /* every truncation short of the whole cache is refused (the strings end the file) */
         for (size_t l = 0; l < c.len; l++)
-                if (cdi_ldcache_parse(c.buf, l, collect, &s) != -EBADMSG)
+                if (gs_ldcache_parse(c.buf, l, collect, &s) != -EBADMSG)
                         fail_msg("truncated to %zu bytes: accepted", l);
         struct cache bad = c;
         put32(bad.buf + 20, 1000000); /* nlibs past the end */
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
         bad = c;
         put32(bad.buf + 20, UINT32_MAX);
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
         bad = c;
         put32(bad.buf + 48 + 4, (uint32_t)bad.len + 10); /* key offset past the end */
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
         bad = c;
         bad.buf[bad.len - 1] = 'x'; /* last string not terminated */
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
         bad = c;
         memcpy(bad.buf, "glibc-ld.so.cache1.0", 20);
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
         build(&bad, 2, sonames, paths, 3);
         put32(bad.buf + 12, 400000000); /* old table count past the end */
-        assert_int_equal(cdi_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
-        assert_int_equal(cdi_ldcache_parse(NULL, 0, collect, &s), -EBADMSG);
-        assert_false(cdi_ldcache_native(0x0003 | 0x0800)); /* another architecture */
-        assert_false(cdi_ldcache_native(0x0001));          /* libc5 */
+        assert_int_equal(gs_ldcache_parse(bad.buf, bad.len, collect, &s), -EBADMSG);
+        assert_int_equal(gs_ldcache_parse(NULL, 0, collect, &s), -EBADMSG);
+        assert_false(gs_ldcache_native(0x0003 | 0x0800)); /* another architecture */
+        assert_false(gs_ldcache_native(0x0001));          /* libc5 */
 }
 
 static void test_caps(void **state) {

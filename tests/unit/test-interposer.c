@@ -76,6 +76,11 @@ static int teardown(void **state) {
         unlink(limits_path);
         unlink(state_path);
         unlink(region_path);
+        char extra[160];
+        snprintf(extra, sizeof extra, "%s/ld.so.conf", dir);
+        unlink(extra);
+        snprintf(extra, sizeof extra, "%s/ld.so.cache", dir);
+        unlink(extra);
         rmdir(dir);
         return 0;
 }
@@ -203,6 +208,50 @@ static struct gs_region *open_region(void) {
 }
 
 /* ---- loading: every way a program reaches the driver lands on the interposer ---- */
+/* The real driver is found where the loader finds it when no path names it: through the loader's cache
+ * (/etc/ld.so.cache, e.g. CUDA's forward-compatibility libraries configured in ld.so.conf.d). The cache is
+ * built by the real ldconfig for a directory holding the simulated driver and mounted over
+ * /etc/ld.so.cache in a private mount namespace; the workload runs without LD_LIBRARY_PATH. */
+static void test_driver_found_through_loader_cache(void **state) {
+        (void)state;
+        if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0 || access("/sbin/ldconfig", X_OK) != 0)
+                skip(); /* needs root (a mount namespace), unshare(1) and ldconfig(8) */
+        char conf[160], cache[160];
+        snprintf(conf, sizeof conf, "%s/ld.so.conf", dir);
+        snprintf(cache, sizeof cache, "%s/ld.so.cache", dir);
+        FILE *f = fopen(conf, "we");
+        assert_non_null(f);
+        fprintf(f, "%s\n", SIM_DIR);
+        fclose(f);
+        const char *ldc[] = { "-X", "-C", cache, "-f", conf, NULL };
+        char *no_env[] = { NULL };
+        struct proc l = spawn_env(no_env, "/sbin/ldconfig", ldc);
+        assert_int_equal(finish(&l, NULL, 0), 0);
+        static char e_node[256], e_state[256], e_pre[256], e_lim[256];
+        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
+        snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
+        snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", INTERPOSER);
+        snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits_path);
+        char *env[] = { e_node, e_state, e_pre, e_lim, NULL }; /* no LD_LIBRARY_PATH, no GPUSLICE_REAL_LIBCUDA */
+        const char *args[] = { "-m",          "--propagation",
+                               "private",     "/bin/sh",
+                               "-c",          "mount --bind \"$1\" /etc/ld.so.cache && shift && exec \"$@\"",
+                               "sh",          cache,
+                               WORKLOAD,      "init",
+                               "alloc",       "1G",
+                               "alloc!",      "1",
+                               "free",        "info",
+                               "expect-free", "1G",
+                               NULL };
+        capture_stderr = true;
+        struct proc p = spawn_env(env, "/usr/bin/unshare", args);
+        char out[2048];
+        int st = finish(&p, out, sizeof out);
+        capture_stderr = false;
+        if (st != 0)
+                print_message("%s\n", out);
+        assert_int_equal(st, 0);
+}
 
 static const char *const limit_script[] = { "init", "alloc",  "512M",        "alloc!", "600M",        "alloc",
                                             "512M", "alloc!", "1",           "info",   "expect-free", "0",
@@ -1354,6 +1403,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_linked_program_dlsym, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_load_procaddr_legacy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_procaddr_hands_out_exact_variant_wrappers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_found_through_loader_cache, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cudart_lookups_replayed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ptsz_variants_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),

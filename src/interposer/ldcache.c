@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cdi/ldcache — glibc's /etc/ld.so.cache, read with bounds checks on every count and offset.
+ * ldcache — glibc's /etc/ld.so.cache, read with bounds checks on every count and offset. Pure (bytes in,
+ * entries out): compiled into libgpuslice-cuda.so (finding the real driver as the loader would) and linked
+ * into the CDI generator (the driver's libraries). Never allocates, never reads outside data[0..len).
  *
  * Layout (little-endian on the machines we run on; glibc writes the host's byte order):
  *   new format: "glibc-ld.so.cache" "1.1" | u32 nlibs | u32 len_strings | u8 flags | u8 pad[3] |
@@ -15,8 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cdi/cdi.h"
-#include "util/util.h"
+#include "interposer/ldcache.h"
 
 #define NEW_MAGIC "glibc-ld.so.cache1.1"
 #define OLD_MAGIC "ld.so-1.7.0"
@@ -31,7 +32,7 @@ static uint32_t get_u32(const unsigned char *p) {
         return v;
 }
 
-bool cdi_ldcache_native(int32_t flags) {
+bool gs_ldcache_native(int32_t flags) {
         if ((flags & 0xff) != 3) /* FLAG_ELF_LIBC6 */
                 return false;
 #if defined(__x86_64__)
@@ -53,10 +54,10 @@ static const char *string_at(const unsigned char *base, size_t avail, uint32_t o
         return nul ? (const char *)base + off : NULL;
 }
 
-int cdi_ldcache_parse(const void *data, size_t len, cdi_ldcache_fn fn, void *userdata) {
+int gs_ldcache_parse(const void *data, size_t len, gs_ldcache_fn fn, void *userdata) {
         const unsigned char *p = data;
         size_t start = 0;
-        if (!data || len > CDI_LDCACHE_MAX)
+        if (!data || len > GS_LDCACHE_MAX)
                 return -EBADMSG;
         if (len >= OLD_HEADER && memcmp(p, OLD_MAGIC, sizeof OLD_MAGIC - 1) == 0) {
                 uint32_t n_old = get_u32(p + 12);
@@ -73,7 +74,7 @@ int cdi_ldcache_parse(const void *data, size_t len, cdi_ldcache_fn fn, void *use
                 return -EBADMSG;
         for (uint32_t i = 0; i < nlibs; i++) {
                 const unsigned char *e = base + NEW_HEADER + (size_t)i * NEW_ENTRY;
-                struct cdi_ldcache_entry ent;
+                struct gs_ldcache_entry ent;
                 int32_t flags;
                 memcpy(&flags, e, sizeof flags);
                 ent.flags = flags;
