@@ -901,6 +901,22 @@ _public_ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph 
         return CUDA_SUCCESS;
 }
 
+/* The 5-argument forms (CUDA 10.0 and 11.0; since 12.0 "cuGraphInstantiate" names the WithFlags form):
+ * nothing goes wrong in a simulated instantiation, so there is never an error node or a log to write. */
+_public_ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                        char *logBuffer, size_t bufferSize) {
+        if (phErrorNode)
+                *phErrorNode = NULL;
+        if (logBuffer && bufferSize)
+                logBuffer[0] = '\0';
+        return cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+}
+
+_public_ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                     char *logBuffer, size_t bufferSize) {
+        return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
 _public_ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
         if (!hGraphExec || hGraphExec->magic != EXEC_MAGIC)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -962,7 +978,9 @@ static const struct sim_proc_entry launch_procs[] = {
         { "cuGraphDestroy", 10000, false, (void *)cuGraphDestroy },
         { "cuGraphAddKernelNode", 12000, false, (void *)cuGraphAddKernelNode_v2 },
         { "cuGraphInstantiateWithFlags", 11040, false, (void *)cuGraphInstantiateWithFlags },
-        { "cuGraphInstantiate", 11040, false, (void *)cuGraphInstantiateWithFlags },
+        { "cuGraphInstantiate", 10000, false, (void *)cuGraphInstantiate },
+        { "cuGraphInstantiate", 11000, false, (void *)cuGraphInstantiate_v2 },
+        { "cuGraphInstantiate", 12000, false, (void *)cuGraphInstantiateWithFlags }, /* cudaTypedefs.h, 12.0 */
         { "cuGraphExecDestroy", 10000, false, (void *)cuGraphExecDestroy },
         { "cuGraphAddMemAllocNode", 11040, false, (void *)cuGraphAddMemAllocNode },
         { "cuGraphAddMemFreeNode", 11040, false, (void *)cuGraphAddMemFreeNode },

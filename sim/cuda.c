@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sim/cuda-errors.h"
@@ -1104,6 +1105,42 @@ static const struct proc_entry proc_table[] = {
         { "cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2 },
 };
 
+/*
+ * GPUSLICE_SIM_PROC=internal: cuGetProcAddress hands out internal entry points instead of the exported
+ * symbols, as a real driver may — each a distinct trampoline (x86-64: movabs rax, fn; jmp rax) to the same
+ * function — so that an interposer cannot recognise them by pointer and must pick its wrapper by name and
+ * version. At most 256 distinct functions; beyond that the exported pointer itself.
+ */
+static void *internal_entry(void *fn) {
+        static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        static unsigned char *page;
+        static void *from[256];
+        static unsigned n;
+        void *r = fn;
+        pthread_mutex_lock(&mu);
+        if (!page) {
+                void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                page = p == MAP_FAILED ? NULL : p;
+        }
+        unsigned i = 0;
+        while (i < n && from[i] != fn)
+                i++;
+        if (page && i == n && n < 256) {
+                unsigned char *t = page + 16 * n;
+                uint64_t a = (uint64_t)(uintptr_t)fn;
+                t[0] = 0x48; /* movabs $fn, %rax */
+                t[1] = 0xb8;
+                memcpy(t + 2, &a, sizeof a);
+                t[10] = 0xff; /* jmp *%rax */
+                t[11] = 0xe0;
+                from[n++] = fn;
+        }
+        if (page && i < n)
+                r = page + 16 * i;
+        pthread_mutex_unlock(&mu);
+        return r;
+}
+
 _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                       CUdriverProcAddressQueryResult *symbolStatus) {
         /* Works before cuInit: runtimes fetch every entry point through here first. */
@@ -1127,6 +1164,9 @@ _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
                 fn = sim_cuda_mem_proc(symbol, cudaVersion, flags, &named);
         if (!fn && !named)
                 fn = sim_cuda_launch_proc(symbol, cudaVersion, flags, &named);
+        const char *mode = secure_getenv("GPUSLICE_SIM_PROC");
+        if (fn && mode && streq(mode, "internal"))
+                fn = internal_entry(fn);
         *pfn = fn;
         if (symbolStatus)
                 *symbolStatus = fn      ? CU_GET_PROC_ADDRESS_SUCCESS

@@ -122,6 +122,15 @@
 
 #define GS_HOOKS(X) GS_HOOKS_INIT(X) GS_HOOKS_MEMORY(X) GS_HOOKS_CONTEXT(X) GS_HOOKS_LAUNCH(X)
 
+/*
+ * Names cuGetProcAddress answers with another entry point from some version on: X(name, version, symbol).
+ * cuda.h 12.0 `#define cuGraphInstantiate cuGraphInstantiateWithFlags`, cudaTypedefs.h 12.0
+ * `#define PFN_cuGraphInstantiate PFN_cuGraphInstantiateWithFlags_v11040`: a caller asking for
+ * "cuGraphInstantiate" at 12000 or later gets the 3-argument form, not cuGraphInstantiate_v2's 5 arguments.
+ * (tests/interposer/cuda-13.0-variants.txt lists every hooked name at every version boundary.)
+ */
+#define GS_PROC_RENAMES(X) X(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags)
+
 /* Driver functions the interposer itself calls (never wrapped, never exported from here). */
 #define GS_INTERNAL(X)                            \
         X(cuDeviceGetCount)                       \

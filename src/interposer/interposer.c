@@ -67,6 +67,16 @@ static void *const wrappers[GS_HOOK_COUNT] = {
 #undef GS_WRAPPER_ADDR
 };
 
+static const struct {
+        const char *name;
+        int version;
+        unsigned hook;
+} renames[] = {
+#define GS_RENAME(name, ver, sym) { #name, ver, GS_HOOK_##sym },
+        GS_PROC_RENAMES(GS_RENAME)
+#undef GS_RENAME
+};
+
 static void *real_ptr(unsigned i) {
         switch (i) {
 #define GS_REAL_CASE(sym, base, ver, fl) \
@@ -423,9 +433,10 @@ static void *map_proc(const char *symbol, void *fn, int version, cuuint64_t flag
                 if (real_ptr(i) == fn)
                         return wrappers[i];
         /* A pointer we do not know for a name we hook (a driver handing out internal entry points):
-         * pick our variant by the driver's rules — newest at or before `version`, per-thread stream
-         * variants when asked — so the call still goes through a wrapper. */
-        int best = -1;
+         * pick our variant by the driver's rules — newest at or before `version` (counting the names that
+         * became another entry point, GS_PROC_RENAMES), per-thread stream variants when asked — so the
+         * call still goes through a wrapper of the right prototype. */
+        int best = -1, best_version = -1;
         bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
         for (unsigned i = 0; i < GS_HOOK_COUNT; i++) {
                 if (strcmp(hook_info[i].base, symbol) != 0 || hook_info[i].version > version)
@@ -433,10 +444,14 @@ static void *map_proc(const char *symbol, void *fn, int version, cuuint64_t flag
                 bool is_ptsz = hook_info[i].flags & GS_PTSZ;
                 if (is_ptsz && !ptsz)
                         continue;
-                if (best < 0 || hook_info[i].version > hook_info[best].version ||
-                    (hook_info[i].version == hook_info[best].version && is_ptsz))
-                        best = (int)i;
+                if (best < 0 || hook_info[i].version > best_version ||
+                    (hook_info[i].version == best_version && is_ptsz))
+                        best = (int)i, best_version = hook_info[i].version;
         }
+        for (unsigned k = 0; k < ELEMENTS(renames); k++)
+                if (strcmp(renames[k].name, symbol) == 0 && renames[k].version <= version &&
+                    renames[k].version > best_version)
+                        best = (int)renames[k].hook, best_version = renames[k].version;
         return best >= 0 ? wrappers[best] : fn;
 }
 

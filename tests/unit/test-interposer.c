@@ -1136,6 +1136,7 @@ static void test_preloaded_without_limits_passes_through(void **state) {
 
 #include "interposer/hooks.h"
 
+#define VARIANTS GPUSLICE_SOURCE_DIR "/tests/interposer/cuda-13.0-variants.txt"
 #define REPLAY GPUSLICE_BUILD_DIR "/procaddr-replay"
 #define LOOKUPS GPUSLICE_SOURCE_DIR "/tests/interposer/cudart-13.0-lookups.txt"
 #define REPLAY_MAX 600
@@ -1200,6 +1201,39 @@ static const char *expected_variant(const char *base, int version, unsigned long
                         best = (int)i;
         }
         return best >= 0 ? hooked[best].symbol : NULL;
+}
+
+/* A driver may hand out internal entry points rather than its exported symbols; then the interposer picks
+ * its wrapper by name and version, and that wrapper must have the prototype the caller expects: the newest
+ * variant at or before the version, the per-thread-stream one under the flag, and the names that became
+ * another entry point — "cuGraphInstantiate" from 12000 is the 3-argument cuGraphInstantiateWithFlags, not
+ * the 5-argument cuGraphInstantiate_v2 (a crash). The simulator hands out trampolines
+ * (GPUSLICE_SIM_PROC=internal); cuda-13.0-variants.txt says what each lookup must give. */
+static void test_procaddr_variants_by_name(void **state) {
+        (void)state;
+        static char out[200 * 200];
+        char **env = make_env(true, true);
+        unsigned n = 0;
+        while (env[n])
+                n++;
+        static char e_proc[] = "GPUSLICE_SIM_PROC=internal";
+        env[n] = e_proc;
+        env[n + 1] = NULL;
+        const char *args[] = { "--lib", "libgpuslice-cuda.so", VARIANTS, NULL };
+        struct proc p = spawn_env(env, REPLAY, args);
+        int st = finish(&p, out, sizeof out);
+        unsigned ok = 0;
+        for (const char *q = out; (q = strstr(q, " ok\n")); q++)
+                ok++;
+        if (st != 0)
+                print_message("%s", out);
+        assert_int_equal(st, 0);
+        print_message("variants resolved by name through the interposer: %u\n", ok);
+        assert_true(ok >= 80); /* every lookup of an entry point the simulator has */
+        assert_non_null(strstr(out, "\"cuGraphInstantiate\" 12000 0 -> 0 0 cuGraphInstantiateWithFlags "
+                                    "libgpuslice-cuda.so ok\n"));
+        assert_non_null(
+                strstr(out, "\"cuGraphInstantiate\" 11000 0 -> 0 0 cuGraphInstantiate_v2 libgpuslice-cuda.so ok\n"));
 }
 
 static void test_cudart_lookups_replayed(void **state) {
@@ -1405,6 +1439,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_procaddr_hands_out_exact_variant_wrappers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_found_through_loader_cache, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cudart_lookups_replayed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_procaddr_variants_by_name, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ptsz_variants_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_without_limits_is_transparent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exact_limit, setup, teardown),
