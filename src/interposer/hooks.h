@@ -26,67 +26,62 @@
         X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)
 
 /* memory.c: every way device memory is taken, given back or queried */
-#define GS_HOOKS_MEMORY(X)                                                                      \
-        /* memory: allocation families */                                                       \
-        X(cuMemAlloc, cuMemAlloc, 2000, 0)                                                      \
-        X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                                   \
-        X(cuMemAllocPitch, cuMemAllocPitch, 2000, 0)                                            \
-        X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                         \
-        X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                        \
-        X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                           \
-        X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, GS_PTSZ)                                \
-        X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                           \
-        X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, GS_PTSZ)                \
-        X(cuMemCreate, cuMemCreate, 10020, 0)                                                   \
-        X(cuArrayCreate, cuArrayCreate, 2000, 0)                                                \
-        X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                                             \
-        X(cuArray3DCreate, cuArray3DCreate, 2000, 0)                                            \
-        X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                                         \
-        X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)                              \
-        /* memory: imported (charged to the importing container too, see docs/interposer.md) */ \
-        X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)                                      \
-        X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000, 0)                                  \
-        X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                                    \
-        X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0)             \
-        X(cuMemMap, cuMemMap, 10020, 0)                                                         \
-        X(cuMemUnmap, cuMemUnmap, 10020, 0)                                                     \
-        X(cuImportExternalMemory, cuImportExternalMemory, 10000, 0)                             \
-        X(cuDestroyExternalMemory, cuDestroyExternalMemory, 10000, 0)                           \
-        /* memory: stream-ordered pools (what a pool keeps cached counts) */                    \
-        X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                                           \
-        X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                                         \
-        X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                                           \
-        X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020, 0)                             \
-        /* memory the driver takes for a context's limits and for loaded code */                \
-        X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0)                                                \
-        X(cuModuleLoad, cuModuleLoad, 2000, 0)                                                  \
-        X(cuModuleLoadData, cuModuleLoadData, 2000, 0)                                          \
-        X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0)                                      \
-        X(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 2000, 0)                                \
-        X(cuModuleUnload, cuModuleUnload, 2000, 0)                                              \
-        X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0)                                       \
-        X(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000, 0)                               \
-        X(cuLibraryUnload, cuLibraryUnload, 12000, 0)                                           \
-        /* memory: graph memory nodes (charged at instantiation, kept until trimmed) */         \
-        X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                                     \
-        X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                                  \
-        X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)                   \
-        X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)                 \
-        X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, GS_PTSZ)      \
-        X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                                     \
-        X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)                                 \
-        /* memory: frees */                                                                     \
-        X(cuMemFree, cuMemFree, 2000, 0)                                                        \
-        X(cuMemFree_v2, cuMemFree, 3020, 0)                                                     \
-        X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                             \
-        X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, GS_PTSZ)                                  \
-        X(cuMemRelease, cuMemRelease, 10020, 0)                                                 \
-        X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                                              \
-        X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)                            \
-        /* memory: queries */                                                                   \
-        X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                                  \
-        X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                               \
-        X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, 0)                                          \
+#define GS_HOOKS_MEMORY(X)                                                                           \
+        /* memory: allocation families */                                                            \
+        X(cuMemAlloc, cuMemAlloc, 2000, 0)                                                           \
+        X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                                        \
+        X(cuMemAllocPitch, cuMemAllocPitch, 2000, 0)                                                 \
+        X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                              \
+        X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                             \
+        X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                                \
+        X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, GS_PTSZ)                                     \
+        X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                                \
+        X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, GS_PTSZ)                     \
+        X(cuMemCreate, cuMemCreate, 10020, 0)                                                        \
+        X(cuArrayCreate, cuArrayCreate, 2000, 0)                                                     \
+        X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                                                  \
+        X(cuArray3DCreate, cuArray3DCreate, 2000, 0)                                                 \
+        X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                                              \
+        X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)                                   \
+        /* memory: VMM mappings (of tracked handles) and external memory; imports are not charged */ \
+        X(cuMemMap, cuMemMap, 10020, 0)                                                              \
+        X(cuMemUnmap, cuMemUnmap, 10020, 0)                                                          \
+        X(cuImportExternalMemory, cuImportExternalMemory, 10000, 0)                                  \
+        X(cuDestroyExternalMemory, cuDestroyExternalMemory, 10000, 0)                                \
+        /* memory: stream-ordered pools (what a pool keeps cached counts) */                         \
+        X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                                                \
+        X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                                              \
+        X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                                                \
+        /* memory the driver takes for a context's limits and for loaded code */                     \
+        X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0)                                                     \
+        X(cuModuleLoad, cuModuleLoad, 2000, 0)                                                       \
+        X(cuModuleLoadData, cuModuleLoadData, 2000, 0)                                               \
+        X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0)                                           \
+        X(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 2000, 0)                                     \
+        X(cuModuleUnload, cuModuleUnload, 2000, 0)                                                   \
+        X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0)                                            \
+        X(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000, 0)                                    \
+        X(cuLibraryUnload, cuLibraryUnload, 12000, 0)                                                \
+        /* memory: graph memory nodes (charged at instantiation, kept until trimmed) */              \
+        X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                                          \
+        X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                                       \
+        X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)                        \
+        X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)                      \
+        X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, GS_PTSZ)           \
+        X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                                          \
+        X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)                                      \
+        /* memory: frees */                                                                          \
+        X(cuMemFree, cuMemFree, 2000, 0)                                                             \
+        X(cuMemFree_v2, cuMemFree, 3020, 0)                                                          \
+        X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                                  \
+        X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, GS_PTSZ)                                       \
+        X(cuMemRelease, cuMemRelease, 10020, 0)                                                      \
+        X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                                                   \
+        X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)                                 \
+        /* memory: queries */                                                                        \
+        X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                                       \
+        X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                                    \
+        X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, 0)                                               \
         X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0)
 
 /* context.c: contexts (each costs context= bytes of the limit) */
@@ -132,27 +127,25 @@
 #define GS_PROC_RENAMES(X) X(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags)
 
 /* Driver functions the interposer itself calls (never wrapped, never exported from here). */
-#define GS_INTERNAL(X)                            \
-        X(cuDeviceGetCount)                       \
-        X(cuDeviceGetUuid)                        \
-        X(cuDeviceGetUuid_v2)                     \
-        X(cuCtxGetDevice)                         \
-        X(cuCtxGetCurrent)                        \
-        X(cuStreamGetCtx)                         \
-        X(cuCtxPushCurrent_v2)                    \
-        X(cuCtxPopCurrent_v2)                     \
-        X(cuMemGetAddressRange_v2)                \
-        X(cuMemPoolGetAttribute)                  \
-        X(cuDeviceGetMemPool)                     \
-        X(cuDeviceGetDefaultMemPool)              \
-        X(cuDeviceGetGraphMemAttribute)           \
-        X(cuGraphGetNodes)                        \
-        X(cuGraphNodeGetType)                     \
-        X(cuGraphMemAllocNodeGetParams)           \
-        X(cuGraphChildGraphNodeGetGraph)          \
-        X(cuMemGetAllocationPropertiesFromHandle) \
-        X(cuCtxFromGreenCtx)                      \
-        X(cuCtxGetLimit)                          \
+#define GS_INTERNAL(X)                   \
+        X(cuDeviceGetCount)              \
+        X(cuDeviceGetUuid)               \
+        X(cuDeviceGetUuid_v2)            \
+        X(cuCtxGetDevice)                \
+        X(cuCtxGetCurrent)               \
+        X(cuStreamGetCtx)                \
+        X(cuCtxPushCurrent_v2)           \
+        X(cuCtxPopCurrent_v2)            \
+        X(cuMemPoolGetAttribute)         \
+        X(cuDeviceGetMemPool)            \
+        X(cuDeviceGetDefaultMemPool)     \
+        X(cuDeviceGetGraphMemAttribute)  \
+        X(cuGraphGetNodes)               \
+        X(cuGraphNodeGetType)            \
+        X(cuGraphMemAllocNodeGetParams)  \
+        X(cuGraphChildGraphNodeGetGraph) \
+        X(cuCtxFromGreenCtx)             \
+        X(cuCtxGetLimit)                 \
         X(cuDeviceGetAttribute)
 
 /* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */

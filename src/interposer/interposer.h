@@ -29,7 +29,6 @@ enum gs_table {
         GS_TAB_ARRAY,    /* CUarray and CUmipmappedArray handles */
         GS_TAB_VMM,      /* cuMemCreate handles, and imported handles once mapped */
         GS_TAB_ASYNC,    /* device pointers from a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) */
-        GS_TAB_IMPORT,   /* imported VMM handles not mapped yet (charged at their first cuMemMap) */
         GS_TAB_EXT,      /* imported external memory objects (cuImportExternalMemory) */
         GS_TAB_GRAPH,    /* executable graphs with memory nodes: key exec << 4 | limits index */
         GS_TAB_MAPPING,  /* VMM mappings of tracked handles: key VA → (size, limits index, handle in ctx) */

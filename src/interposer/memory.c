@@ -575,78 +575,20 @@ CUresult gs_w_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
         TRACKED_FREE(GS_TAB_ARRAY, (uintptr_t)hMipmappedArray, REAL(cuMipmappedArrayDestroy, hMipmappedArray));
 }
 
-/* ---- wrappers: imported memory ----
- * The importing container is charged for what it maps, although the exporter's container is charged for
- * the same bytes: a limiter must never count less than a container can hold on to, and the importer keeps
- * the memory alive (VMM handles: until it releases them; external memory: another API's allocation that
- * nothing else counts). Two containers sharing memory thus each need room for it (docs/interposer.md). */
-
-/* The size of an imported IPC mapping is not known before it is opened: open, ask the driver, charge, and
- * close again when it does not fit (it adds no device memory meanwhile: the exporter's bytes are mapped). */
-static CUresult ipc_opened(CUresult r, CUdeviceptr *pdptr, int li) {
-        if (r != CUDA_SUCCESS)
-                return r;
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *pdptr));
-        if (q != CUDA_SUCCESS || !charge(li, size)) {
-                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
-                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        r = remember(GS_TAB_PTR, *pdptr, size, li);
-        if (r != CUDA_SUCCESS)
-                (void)GUARD(REAL(cuIpcCloseMemHandle, *pdptr));
-        return r;
-}
-
-CUresult gs_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
-        if (li < 0)
-                return REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle_v2, pdptr, handle, Flags)), pdptr, li);
-}
-
-CUresult gs_w_cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested && pdptr ? mem_li(current_li()) : -1;
-        if (li < 0)
-                return REAL(cuIpcOpenMemHandle, pdptr, handle, Flags);
-        return ipc_opened(GUARD(REAL(cuIpcOpenMemHandle, pdptr, handle, Flags)), pdptr, li);
-}
-
-CUresult gs_w_cuIpcCloseMemHandle(CUdeviceptr dptr) {
-        TRACKED_FREE(GS_TAB_PTR, dptr, REAL(cuIpcCloseMemHandle, dptr));
-}
-
-/* An imported VMM handle: its size is known when it is mapped, so it is charged at its first cuMemMap
- * (refused there with OUT_OF_MEMORY), then counted like a cuMemCreate handle ("VMM mappings"). */
-CUresult gs_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                             CUmemAllocationHandleType shHandleType) {
-        ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !handle)
-                return REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
-        CUresult r = GUARD(REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType));
-        if (r != CUDA_SUCCESS)
-                return r;
-        CUmemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        int li = GUARD(REAL(cuMemGetAllocationPropertiesFromHandle, &prop, *handle)) == CUDA_SUCCESS
-                         ? mem_li(vmm_li(&prop))
-                         : mem_li(current_li());
-        if (li >= 0 && gs_table_insert(GS_TAB_IMPORT, *handle, 0, (unsigned)li, 0) < 0) {
-                (void)GUARD(REAL(cuMemRelease, *handle));
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return r;
-}
+/* ---- imported memory ----
+ * Memory another process exported (cuIpcOpenMemHandle, cuMemImportFromShareableHandle + cuMemMap,
+ * cuMemPoolImportPointer) is not charged to the importer: it lives on the exporter's device and is charged
+ * to the exporter's container for as long as the exporter holds it. (Charging the importer too billed a
+ * tensor-parallel pod for its peers' buffers, on the importer's device.) Those calls are not hooked; only
+ * cuImportExternalMemory (another API's allocation that nothing else counts) is charged, below. The gap
+ * this leaves — a VMM import kept alive after its exporter released it — is in docs/interposer.md. */
 
 /*
  * VMM mappings. A handle's memory lives until it is released AND unmapped everywhere (cuMemRelease right
- * after cuMemMap is the usual pattern), so a tracked handle (cuMemCreate, or imported and charged) stays
- * charged past its cuMemRelease while mappings of it remain, and is given back at its last cuMemUnmap.
- * An imported handle is charged at its first cuMemMap (its size is known only there) and refused there.
- * These calls are rare: one process-local mutex keeps the handle, mapping and count tables consistent.
+ * after cuMemMap is the usual pattern), so a tracked handle (cuMemCreate) stays charged past its
+ * cuMemRelease while mappings of it remain, and is given back at its last cuMemUnmap. Mappings of untracked
+ * handles (imported ones) are passed through. These calls are rare: one process-local mutex keeps the
+ * handle, mapping and count tables consistent.
  */
 
 /* Live mappings of a tracked handle: add delta (+1/-1), return the new count; vmm_lock held. */
@@ -665,25 +607,12 @@ CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGeneric
         ENTER();
         if (g.mode != GS_MODE_LIMITED || nested)
                 return REAL(cuMemMap, ptr, size, offset, handle, flags);
-        uint64_t bytes;
-        unsigned li;
         pthread_mutex_lock(&g.vmm_lock);
-        bool imported = gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0;
-        bool charged = imported && charge((int)li, size);
-        CUresult r = imported && !charged ? CUDA_ERROR_OUT_OF_MEMORY
-                                          : GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
+        CUresult r = GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
         if (r != CUDA_SUCCESS) {
-                if (imported) {
-                        if (charged)
-                                refund((int)li, size);
-                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-                }
                 pthread_mutex_unlock(&g.vmm_lock);
                 return r;
         }
-        /* Imported: counted like a cuMemCreate handle from now on (a full table keeps it charged). */
-        if (imported)
-                (void)gs_table_insert(GS_TAB_VMM, handle, size, li, 0);
         uint64_t b;
         unsigned d;
         if (gs_table_take(GS_TAB_VMM, handle, &b, &d) == 0) { /* a tracked handle: remember the mapping */
@@ -723,11 +652,7 @@ CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
         unsigned li, d;
         CUresult r;
         pthread_mutex_lock(&g.vmm_lock);
-        if (gs_table_take(GS_TAB_IMPORT, handle, &bytes, &li) == 0) { /* imported, never mapped: not charged */
-                r = GUARD(REAL(cuMemRelease, handle));
-                if (r != CUDA_SUCCESS)
-                        (void)gs_table_insert(GS_TAB_IMPORT, handle, 0, li, 0);
-        } else if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
+        if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
                 r = GUARD(REAL(cuMemRelease, handle));
                 if (r != CUDA_SUCCESS)
                         (void)gs_table_insert(GS_TAB_VMM, handle, bytes, li, 0);
@@ -926,10 +851,10 @@ CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
         return r;
 }
 
-/* ---- wrappers: memory the driver takes for context limits, loaded code and pool imports ----
- * None of these is an allocation the application sees, yet each takes device memory: a context's malloc
- * heap, stack and printf FIFO (cuCtxSetLimit, up to GiBs), a module's or library's code and __device__
- * globals, and pointers imported from another process's pool. All are rare calls. */
+/* ---- wrappers: memory the driver takes for context limits and loaded code ----
+ * Neither is an allocation the application sees, yet each takes device memory: a context's malloc heap,
+ * stack and printf FIFO (cuCtxSetLimit, up to GiBs), a module's or library's code and __device__ globals.
+ * Both are rare calls. */
 
 /* Threads a device keeps resident at once (SMs × threads per SM): what a per-thread stack size costs.
  * Unknown: the largest current GPU's (132 × 2048), so a stack is never charged for less. */
@@ -1076,30 +1001,6 @@ CUresult gs_w_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CU
 
 CUresult gs_w_cuLibraryUnload(CUlibrary library) {
         TRACKED_FREE(GS_TAB_CODE, (uintptr_t)library, REAL(cuLibraryUnload, library));
-}
-
-/* A pointer imported from another process's pool: charged like an IPC mapping (its size from
- * cuMemGetAddressRange after the import; freed again and refused when it does not fit), given back at
- * cuMemFree / cuMemFreeAsync or with its context. */
-CUresult gs_w_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
-        ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested && ptr_out ? mem_li(current_li()) : -1;
-        if (li < 0)
-                return REAL(cuMemPoolImportPointer, ptr_out, pool, shareData);
-        CUresult r = GUARD(REAL(cuMemPoolImportPointer, ptr_out, pool, shareData));
-        if (r != CUDA_SUCCESS)
-                return r;
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        CUresult q = GUARD(REAL(cuMemGetAddressRange_v2, &base, &size, *ptr_out));
-        if (q != CUDA_SUCCESS || !charge(li, size)) {
-                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
-                return q != CUDA_SUCCESS ? q : CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        r = remember(GS_TAB_PTR, *ptr_out, size, li);
-        if (r != CUDA_SUCCESS)
-                (void)GUARD(REAL(cuMemFree_v2, *ptr_out));
-        return r;
 }
 
 /* ---- wrappers: memory queries ---- */

@@ -217,9 +217,12 @@
         X(cuGreenCtxStreamCreate) \
         X(cuGreenCtxWaitEvent) \
         X(cuImportExternalSemaphore) \
+        X(cuIpcCloseMemHandle) \
         X(cuIpcGetEventHandle) \
         X(cuIpcGetMemHandle) \
         X(cuIpcOpenEventHandle) \
+        X(cuIpcOpenMemHandle) \
+        X(cuIpcOpenMemHandle_v2) \
         X(cuKernelGetAttribute) \
         X(cuKernelGetFunction) \
         X(cuKernelGetLibrary) \
@@ -279,6 +282,7 @@
         X(cuMemHostRegister) \
         X(cuMemHostRegister_v2) \
         X(cuMemHostUnregister) \
+        X(cuMemImportFromShareableHandle) \
         X(cuMemMapArrayAsync) \
         X(cuMemMapArrayAsync_ptsz) \
         X(cuMemPoolExportPointer) \
@@ -286,6 +290,7 @@
         X(cuMemPoolGetAccess) \
         X(cuMemPoolGetAttribute) \
         X(cuMemPoolImportFromShareableHandle) \
+        X(cuMemPoolImportPointer) \
         X(cuMemPoolSetAccess) \
         X(cuMemPoolSetAttribute) \
         X(cuMemPrefetchAsync) \
