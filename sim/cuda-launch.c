@@ -71,6 +71,8 @@ struct CUmod_st {
         CUcontext ctx; /* modules go with their context */
         unsigned gpu;
         uint64_t bytes; /* device memory the load took (charged) */
+        uint64_t lazy;  /* taken at the first cuModuleGetFunction (CUDA_MODULE_LOADING=LAZY), 0 = none */
+        bool lazy_taken;
 };
 
 #define LIB_MAGIC 0x4249424cu /* "LBIB" */
@@ -487,29 +489,62 @@ _public_ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, 
 
 /* ---- modules and libraries ----
  * Loading code takes device memory, as on a GPU: MODULE_CODE_BYTES for the code, plus the __device__
- * globals a simulated image declares. A simulated image is text: "gpuslice-sim-module[ globals=SIZE]";
- * any other image (a real cubin or fatbin) is code only. A module takes its memory on the current
- * context's GPU and gives it back when unloaded or when its context goes; a library (context-independent)
- * takes it on the current context's GPU when there is one, until unloaded. */
+ * globals a simulated image declares. A simulated image is text:
+ * "gpuslice-sim-module[ globals=SIZE][ lazy=SIZE][ delay=MS]" — lazy: what a module takes later, at its
+ * first cuModuleGetFunction (the driver's lazy loading: no call a limiter hooks takes it); delay: the load
+ * takes MS milliseconds after taking its memory (a window in which others allocate). Any other image (a
+ * real cubin or fatbin) is code only. A module takes its memory on the current context's GPU and gives it
+ * back when unloaded or when its context goes; a library (context-independent) takes it on the current
+ * context's GPU when there is one, until unloaded. */
 
 #define MODULE_CODE_BYTES (2ULL << 20)
 #define SIM_IMAGE "gpuslice-sim-module"
 #define IMAGE_MAX 4096u
 
-/* What an image takes on the device. */
-static uint64_t image_bytes(const char *image, size_t len) {
-        uint64_t globals = 0;
+struct image_info {
+        uint64_t bytes, lazy;
+        unsigned delay_ms;
+};
+
+/* What an image takes on the device. A simulated image is "gpuslice-sim-module" followed by key=SIZE tokens
+ * (globals, lazy, delay); anything else in it (an unknown token, a bad size) makes it code only. */
+static struct image_info image_info(const char *image, size_t len) {
+        struct image_info i = { MODULE_CODE_BYTES, 0, 0 }, code_only = i;
         size_t n = strnlen(image, len);
-        if (n >= sizeof SIM_IMAGE - 1 && memcmp(image, SIM_IMAGE, sizeof SIM_IMAGE - 1) == 0) {
-                char text[IMAGE_MAX];
-                memcpy(text, image, MIN(n, sizeof text - 1));
-                text[MIN(n, sizeof text - 1)] = '\0';
-                const char *g = strstr(text, " globals=");
+        if (n < sizeof SIM_IMAGE - 1 || memcmp(image, SIM_IMAGE, sizeof SIM_IMAGE - 1) != 0)
+                return i;
+        char text[IMAGE_MAX];
+        memcpy(text, image, MIN(n, sizeof text - 1));
+        text[MIN(n, sizeof text - 1)] = '\0';
+        const char *p = text + sizeof SIM_IMAGE - 1;
+        while (*p) {
+                if (*p++ != ' ')
+                        return code_only;
+                size_t tl = strcspn(p, " ");
+                const char *eq = memchr(p, '=', tl);
+                char val[32];
                 uint64_t v;
-                if (g && parse_size(g + 9, &v) == 0)
-                        globals = v;
+                if (!eq || (size_t)(p + tl - eq - 1) >= sizeof val)
+                        return code_only;
+                strnscpy(val, sizeof val, eq + 1, (size_t)(p + tl - eq - 1));
+                if (parse_size(val, &v) < 0)
+                        return code_only;
+                size_t kl = (size_t)(eq - p);
+                if (kl == 7 && memcmp(p, "globals", 7) == 0)
+                        i.bytes = MODULE_CODE_BYTES + v;
+                else if (kl == 4 && memcmp(p, "lazy", 4) == 0)
+                        i.lazy = v;
+                else if (kl == 5 && memcmp(p, "delay", 5) == 0)
+                        i.delay_ms = v > 60000 ? 60000 : (unsigned)v;
+                else
+                        return code_only;
+                p += tl;
         }
-        return MODULE_CODE_BYTES + globals;
+        return i;
+}
+
+static uint64_t image_bytes(const char *image, size_t len) {
+        return image_info(image, len).bytes;
 }
 
 /* An image's bytes from a file (the first IMAGE_MAX bytes are enough to tell). */
@@ -527,7 +562,8 @@ static CUresult file_bytes(const char *fname, uint64_t *ret) {
         return CUDA_SUCCESS;
 }
 
-static CUresult module_new(CUmodule *m, uint64_t bytes) {
+static CUresult module_new(CUmodule *m, struct image_info info) {
+        uint64_t bytes = info.bytes;
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         int ord;
@@ -550,6 +586,12 @@ static CUresult module_new(CUmodule *m, uint64_t bytes) {
         x->ctx = ctx;
         x->gpu = gpu;
         x->bytes = bytes;
+        x->lazy = info.lazy;
+        if (info.delay_ms) {
+                struct timespec ts = { (time_t)(info.delay_ms / 1000), (long)(info.delay_ms % 1000) * 1000000L };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+        }
         obj_add(&x->link);
         *m = x;
         return CUDA_SUCCESS;
@@ -558,20 +600,20 @@ static CUresult module_new(CUmodule *m, uint64_t bytes) {
 _public_ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
         if (!module || !image)
                 return CUDA_ERROR_INVALID_VALUE;
-        return module_new(module, image_bytes(image, IMAGE_MAX));
+        return module_new(module, image_info(image, IMAGE_MAX));
 }
 
 _public_ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
                                      CUjit_option *options, void **optionValues) {
         if (!module || !image || (numOptions && (!options || !optionValues)))
                 return CUDA_ERROR_INVALID_VALUE;
-        return module_new(module, image_bytes(image, IMAGE_MAX));
+        return module_new(module, image_info(image, IMAGE_MAX));
 }
 
 _public_ CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
         if (!module || !fatCubin)
                 return CUDA_ERROR_INVALID_VALUE;
-        return module_new(module, image_bytes(fatCubin, IMAGE_MAX));
+        return module_new(module, image_info(fatCubin, IMAGE_MAX));
 }
 
 _public_ CUresult cuModuleLoad(CUmodule *module, const char *fname) {
@@ -579,11 +621,11 @@ _public_ CUresult cuModuleLoad(CUmodule *module, const char *fname) {
                 return CUDA_ERROR_INVALID_VALUE;
         uint64_t bytes;
         CUresult r = file_bytes(fname, &bytes);
-        return r == CUDA_SUCCESS ? module_new(module, bytes) : r;
+        return r == CUDA_SUCCESS ? module_new(module, (struct image_info){ bytes, 0, 0 }) : r;
 }
 
 static void module_free(struct CUmod_st *m) {
-        sim_mem_uncharge(m->gpu, m->bytes);
+        sim_mem_uncharge(m->gpu, m->bytes + (m->lazy_taken ? m->lazy : 0));
         m->magic = 0;
         free(m); /* functions stay valid handles: they own nothing */
 }
@@ -711,6 +753,15 @@ _public_ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const ch
         unsigned us = DEFAULT_BLOCK_US;
         if (startswith(name, "spin_") && parse_uint(name + 5, 10000000, &us) < 0)
                 return CUDA_ERROR_NOT_FOUND;
+        pthread_mutex_lock(&objs_lock);
+        CUresult lr = CUDA_SUCCESS;
+        if (hmod->lazy && !hmod->lazy_taken) { /* lazy loading: the code arrives at its first use */
+                lr = sim_mem_charge(hmod->gpu, hmod->lazy);
+                hmod->lazy_taken = lr == CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&objs_lock);
+        if (lr != CUDA_SUCCESS)
+                return lr;
         struct CUfunc_st *f = calloc(1, sizeof *f);
         if (!f)
                 return CUDA_ERROR_OUT_OF_MEMORY;

@@ -72,6 +72,7 @@ struct obj {
         uint64_t bytes;
         unsigned maps; /* VMM: live mappings (cuMemMap) */
         bool released; /* VMM: cuMemRelease'd while mapped — the memory goes at the last cuMemUnmap */
+        CUcontext ctx; /* arrays: the context they live in (freed with it); NULL for the others */
         struct obj *next;
 };
 
@@ -89,6 +90,8 @@ static CUresult obj_new(enum obj_kind kind, unsigned gpu, uint64_t bytes, struct
                 return r;
         }
         *o = (struct obj){ .magic = OBJ_MAGIC, .kind = kind, .gpu = gpu, .bytes = bytes };
+        if (kind == OBJ_ARRAY || kind == OBJ_MIPMAP)
+                (void)cuCtxGetCurrent(&o->ctx);
         pthread_mutex_lock(&obj_lock);
         o->next = objs;
         objs = o;
@@ -103,6 +106,26 @@ static void obj_free(struct obj *o) {
                 sim_mem_uncharge(o->gpu, o->bytes); /* imported objects are someone else's memory */
         o->magic = 0;
         free(o);
+}
+
+void sim_mem_ctx_gone(CUcontext ctx) {
+        struct obj *gone = NULL;
+        pthread_mutex_lock(&obj_lock);
+        for (struct obj **pp = &objs; *pp;) {
+                struct obj *o = *pp;
+                if (ctx && o->ctx == ctx) {
+                        *pp = o->next;
+                        o->next = gone;
+                        gone = o;
+                } else
+                        pp = &o->next;
+        }
+        pthread_mutex_unlock(&obj_lock);
+        while (gone) {
+                struct obj *next = gone->next;
+                obj_free(gone);
+                gone = next;
+        }
 }
 
 /* Unlink and free the object if it is ours and of that kind (a mapped VMM handle: once unmapped). */

@@ -54,6 +54,8 @@ SIM_HIDDEN void sim_mem_uncharge(unsigned gpu, uint64_t bytes);
 SIM_HIDDEN CUresult sim_mem_free_other(CUdeviceptr dptr);
 /* cuMemGetAddressRange for those pointers and imported IPC mappings. */
 SIM_HIDDEN CUresult sim_mem_range_other(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size);
+/* A context is gone: the arrays made in it go with it (VMM handles and pools outlive contexts). */
+SIM_HIDDEN void sim_mem_ctx_gone(CUcontext ctx);
 /* A synchronisation on node GPU gpu: pools release what exceeds their release threshold. */
 SIM_HIDDEN void sim_mem_sync(unsigned gpu);
 /* Graph memory nodes: an address for a node's allocation (at node creation), and its allocation from

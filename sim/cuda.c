@@ -43,6 +43,7 @@ struct CUctx_st {
         unsigned refs;              /* primary: retain count */
         size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
         uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
+        uint64_t own_bytes;         /* what the context itself takes (the node's `cuda context=`, charged) */
         struct CUctx_st *next;      /* created contexts list */
 };
 
@@ -475,9 +476,22 @@ static CUresult proc_register(unsigned gpu) {
         return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Free every allocation of ctx, the memory its limits take and its modules; lock held. */
+/* A new context takes what the node says one takes (`cuda context=SIZE`, 0 when unsaid), as a real driver
+ * takes its context's memory: charged to the process, seen by NVML per process; lock held. */
+static CUresult ctx_take_own_locked(CUcontext ctx, unsigned gpu) {
+        CUresult r = node.cuda_context_bytes ? sim_mem_charge(gpu, node.cuda_context_bytes) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS)
+                ctx->own_bytes = node.cuda_context_bytes;
+        return r;
+}
+
+/* Free every allocation of ctx, the memory its limits take, its modules and its own memory; lock held. */
 static void ctx_free_allocs_locked(CUcontext ctx) {
         sim_launch_ctx_gone(ctx);
+        sim_mem_ctx_gone(ctx);
+        if (ctx->own_bytes)
+                sim_mem_uncharge(visible[ctx->ordinal], ctx->own_bytes);
+        ctx->own_bytes = 0;
         if (ctx->limit_bytes)
                 sim_mem_uncharge(visible[ctx->ordinal], ctx->limit_bytes);
         ctx->limit_bytes = 0;
@@ -526,6 +540,8 @@ _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         CUresult r = CUDA_SUCCESS;
         if (!c->active)
                 r = proc_register(visible[dev]);
+        if (r == CUDA_SUCCESS && !c->active)
+                r = ctx_take_own_locked(c, visible[dev]);
         if (r == CUDA_SUCCESS) {
                 c->magic = CTX_MAGIC;
                 c->ordinal = dev;
@@ -569,8 +585,13 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
                 return CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_lock(&lock);
         CUresult r = proc_register(visible[dev]);
+        if (r == CUDA_SUCCESS)
+                r = ctx_take_own_locked(c, visible[dev]);
         if (r == CUDA_SUCCESS) {
-                *c = (struct CUctx_st){ .magic = CTX_MAGIC, .ordinal = dev, .active = true, .next = created };
+                uint64_t own = c->own_bytes;
+                *c = (struct CUctx_st){
+                        .magic = CTX_MAGIC, .ordinal = dev, .active = true, .own_bytes = own, .next = created
+                };
                 created = c;
                 current = c; /* a new context is made current for the calling thread */
                 *pctx = c;

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * context — contexts charged against the memory limit: the primary context while this process holds it
- * retained, created and green contexts while they live (context= in the limits file, docs/interposer.md);
- * when a context goes, the driver frees what was allocated in it and so does the accounting (ctx_gone).
- * The first context on a device with a compute share also learns this process's host PID (throttle.c).
+ * retained, created and green contexts while they live; when a context goes, the driver frees what was
+ * allocated in it and so does the accounting (ctx_gone). What a context costs is what the driver took for it,
+ * measured around its creation with NVML's own figures (gs_took_*), at least context= of the limits file
+ * (charged before the driver is asked, so a context that cannot fit even that is never made); a context whose
+ * measured cost does not fit is destroyed again and refused. The first context on a limited device also
+ * learns this process's host PID (nvml-view.c), which the measurements and the compute share need.
  */
 #include "interposer/state.h" /* first: cuda.h with every variant, the glibc floor */
 
 #include <string.h>
 
-#include "interposer/throttle.h"
+#include "interposer/nvml-view.h"
 
 /* ---- wrappers: contexts ----
  * A context costs device memory the application never asked for (context= in the limits file). The
@@ -42,11 +45,52 @@ static int ctx_li(CUdevice dev) {
         return li >= 0 && g.limits.dev[li].context_bytes ? li : -1;
 }
 
-/* A compute share is enforced on dev and this process's host PID is not known yet. */
+/* dev is limited and this process's host PID is not known yet. */
 static bool want_host_pid(CUdevice dev) {
         int li = li_of_ordinal(dev);
-        return li >= 0 && g.limits.dev[li].core_percent < 100 && have_slot() &&
+        return li >= 0 && (g.limits.dev[li].core_percent < 100 || g.limits.dev[li].memory_bytes) && have_slot() &&
                !__atomic_load_n(&g.region->slot[g.slot].host_pid, __ATOMIC_RELAXED);
+}
+
+/* Around a context's creation on dev: the readings for its cost and for learning the host PID. */
+struct ctx_watch {
+        int mli; /* memory-limited index of dev, -1: not measured */
+        bool learn;
+        struct gs_pidset before;
+        struct gs_took took;
+};
+
+static void watch_begin(CUdevice dev, struct ctx_watch *w) {
+        w->mli = dev >= 0 && dev < GS_MAX_ORDINALS ? mem_li(li_of_ordinal(dev)) : -1;
+        w->learn = dev >= 0 && dev < GS_MAX_ORDINALS && want_host_pid(dev);
+        w->before.valid = false;
+        nested++;
+        if (w->learn)
+                gs_view_processes(g.uuid[dev], &w->before);
+        if (w->mli >= 0)
+                gs_took_begin(g.uuid[dev], false, &w->took);
+        nested--;
+}
+
+/* After the driver made the context: learn the host PID, and charge what the context took beyond context=.
+ * false when that does not fit (the caller destroys the context and refuses). *ret_extra: what was charged. */
+static bool watch_end(CUdevice dev, const struct ctx_watch *w, uint64_t *ret_extra) {
+        *ret_extra = 0;
+        nested++;
+        if (w->learn) {
+                struct gs_pidset now;
+                gs_view_processes(g.uuid[dev], &now);
+                gs_view_learn_host_pid(g.region, g.slot, &w->before, &now);
+        }
+        uint64_t took = w->mli >= 0 ? gs_took_end(g.uuid[dev], false, &w->took) : 0;
+        nested--;
+        uint64_t pre = w->mli >= 0 ? g.limits.dev[w->mli].context_bytes : 0;
+        if (took <= pre)
+                return true;
+        if (!charge(w->mli, took - pre))
+                return false;
+        *ret_extra = took - pre;
+        return true;
 }
 
 static bool ctx_charge(int li) {
@@ -68,16 +112,20 @@ CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         bool first = g.proc.primary_refs[dev] == 0;
         CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
         if (!first || ctx_charge(li)) {
-                struct gs_pidset before = { 0 };
-                bool learn = first && want_host_pid(dev);
-                if (learn)
-                        gs_hostpid_before(g.uuid[dev], &before);
+                struct ctx_watch w = { .mli = -1 };
+                uint64_t extra = 0;
+                if (first)
+                        watch_begin(dev, &w);
                 r = GUARD(REAL(cuDevicePrimaryCtxRetain, pctx, dev));
-                if (learn && r == CUDA_SUCCESS)
-                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before);
+                if (r == CUDA_SUCCESS && first && !watch_end(dev, &w, &extra)) {
+                        (void)GUARD(REAL(cuDevicePrimaryCtxRelease_v2, dev)); /* its measured cost does not fit */
+                        r = CUDA_ERROR_OUT_OF_MEMORY;
+                }
                 if (r == CUDA_SUCCESS) {
                         g.proc.primary_refs[dev]++;
                         g.proc.primary_ctx[dev] = *pctx;
+                        if (first)
+                                g.proc.primary_measured[dev] = extra;
                 } else if (first)
                         ctx_refund(li);
         }
@@ -96,8 +144,11 @@ static void primary_dropped(CUdevice dev, bool all) {
         if (g.proc.primary_refs[dev]) {
                 g.proc.primary_refs[dev] = all ? 0 : g.proc.primary_refs[dev] - 1;
                 gone = !g.proc.primary_refs[dev];
-                if (gone)
+                if (gone) {
                         ctx_refund(li);
+                        refund(mem_li(li_of_ordinal(dev)), g.proc.primary_measured[dev]);
+                        g.proc.primary_measured[dev] = 0;
+                }
         }
         CUcontext c = g.proc.primary_ctx[dev];
         if (gone)
@@ -132,38 +183,49 @@ CUresult gs_w_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
         PRIMARY_DROP(REAL(cuDevicePrimaryCtxReset_v2, dev), dev, true);
 }
 
-/* Charge, create, remember (or refund). The context table is full: created, not charged (documented). */
-#define CTX_CREATE(call, pctx, dev)                                                        \
-        do {                                                                               \
-                ENTER();                                                                   \
-                if (g.mode != GS_MODE_LIMITED || nested)                                   \
-                        return call;                                                       \
-                int li_ = ctx_li(dev);                                                     \
-                if (!ctx_charge(li_))                                                      \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                   \
-                struct gs_pidset before_ = { 0 };                                          \
-                bool learn_ = (dev) >= 0 && (dev) < GS_MAX_ORDINALS && want_host_pid(dev); \
-                if (learn_)                                                                \
-                        gs_hostpid_before(g.uuid[dev], &before_);                          \
-                CUresult r_ = GUARD(call);                                                 \
-                if (learn_ && r_ == CUDA_SUCCESS)                                          \
-                        gs_hostpid_after(g.region, g.slot, g.uuid[dev], &before_);         \
-                if (li_ < 0)                                                               \
-                        return r_;                                                         \
-                if (r_ != CUDA_SUCCESS) {                                                  \
-                        ctx_refund(li_);                                                   \
-                        return r_;                                                         \
-                }                                                                          \
-                pthread_mutex_lock(&g.ctx_lock);                                           \
-                size_t k_ = 0;                                                             \
-                while (k_ < ELEMENTS(g.proc.created) && g.proc.created[k_].ctx)            \
-                        k_++;                                                              \
-                if (k_ < ELEMENTS(g.proc.created))                                         \
-                        g.proc.created[k_].ctx = *(pctx), g.proc.created[k_].li = li_;     \
-                else                                                                       \
-                        ctx_refund(li_);                                                   \
-                pthread_mutex_unlock(&g.ctx_lock);                                         \
-                return r_;                                                                 \
+/* Charge context=, create, charge what the context measurably took beyond it (or destroy it again and refuse),
+ * remember. The context table is full: created, not charged (documented). */
+static CUresult ctx_created(CUresult r, CUcontext ctx, CUdevice dev, int li, const struct ctx_watch *w) {
+        uint64_t extra = 0;
+        if (r == CUDA_SUCCESS && !watch_end(dev, w, &extra)) {
+                (void)GUARD(REAL(cuCtxDestroy_v2, ctx)); /* its measured cost does not fit */
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (r != CUDA_SUCCESS) {
+                ctx_refund(li);
+                return r;
+        }
+        if (li < 0 && !extra)
+                return r;
+        pthread_mutex_lock(&g.ctx_lock);
+        size_t k = 0;
+        while (k < ELEMENTS(g.proc.created) && g.proc.created[k].ctx)
+                k++;
+        if (k < ELEMENTS(g.proc.created)) {
+                g.proc.created[k].ctx = ctx;
+                g.proc.created[k].li = li;
+                g.proc.created[k].mli = w->mli;
+                g.proc.created[k].measured = extra;
+        } else {
+                ctx_refund(li);
+                refund(w->mli, extra);
+        }
+        pthread_mutex_unlock(&g.ctx_lock);
+        return r;
+}
+
+#define CTX_CREATE(call, pctx, dev)                                                         \
+        do {                                                                                \
+                ENTER();                                                                    \
+                if (g.mode != GS_MODE_LIMITED || nested)                                    \
+                        return call;                                                        \
+                int li_ = ctx_li(dev);                                                      \
+                if (!ctx_charge(li_))                                                       \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                    \
+                struct ctx_watch w_;                                                        \
+                watch_begin(dev, &w_);                                                      \
+                CUresult r_ = GUARD(call);                                                  \
+                return ctx_created(r_, r_ == CUDA_SUCCESS ? *(pctx) : NULL, dev, li_, &w_); \
         } while (0)
 
 CUresult gs_w_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
@@ -196,6 +258,8 @@ static CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
         for (size_t k = 0; k < ELEMENTS(g.proc.created); k++)
                 if (g.proc.created[k].ctx == ctx) {
                         ctx_refund(g.proc.created[k].li);
+                        refund(g.proc.created[k].mli, g.proc.created[k].measured);
+                        g.proc.created[k].measured = 0;
                         g.proc.created[k].ctx = NULL;
                         break;
                 }
@@ -233,8 +297,8 @@ CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevi
         while (k < ELEMENTS(g.proc.created) && g.proc.created[k].ctx)
                 k++;
         if (k < ELEMENTS(g.proc.created))
-                g.proc.created[k].ctx = (CUcontext)(void *)*phCtx,
-                g.proc.created[k].li = li; /* keyed by the green handle */
+                g.proc.created[k].ctx = (CUcontext)(void *)*phCtx, /* keyed by the green handle */
+                        g.proc.created[k].li = li, g.proc.created[k].mli = -1, g.proc.created[k].measured = 0;
         else
                 ctx_refund(li);
         pthread_mutex_unlock(&g.ctx_lock);

@@ -97,6 +97,7 @@ struct gs_state g = {
         .vmm_lock = PTHREAD_MUTEX_INITIALIZER,
         .code_lock = PTHREAD_MUTEX_INITIALIZER,
         .slot_lock = PTHREAD_MUTEX_INITIALIZER,
+        .unseen_lock = PTHREAD_MUTEX_INITIALIZER,
         .slot = GS_NO_SLOT,
 };
 struct gs_real real;
@@ -269,6 +270,7 @@ static void atfork_child(void) {
         pthread_mutex_init(&g.vmm_lock, NULL);
         pthread_mutex_init(&g.code_lock, NULL);
         pthread_mutex_init(&g.slot_lock, NULL);
+        pthread_mutex_init(&g.unseen_lock, NULL);
         __atomic_store_n(&g.slot, GS_NO_SLOT, __ATOMIC_RELEASE);
 }
 

@@ -9,6 +9,8 @@
  */
 #include "interposer/state.h" /* first: cuda.h with every variant, the glibc floor */
 
+#include "interposer/nvml-view.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,95 @@ static void sweep_dead_slots(void) {
                 return;
         uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
         (void)gs_region_sweep(g.region, g.slot, &g.proc.sweep_last_ns, now, GS_SWEEP_INTERVAL_NS);
+}
+
+/* ---- measuring what the driver took ---- */
+
+const char *gs_uuid_of(int li) {
+        if (li < 0 || (unsigned)li >= g.limits.n_devices)
+                return "";
+        if (g.limits.dev[li].uuid[0])
+                return g.limits.dev[li].uuid;
+        for (unsigned d = 0; d < g.n_ordinals; d++)
+                if (g.dev_li[d] == li)
+                        return g.uuid[d];
+        return "";
+}
+
+static unsigned host_pid(void) {
+        unsigned s = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
+        return s < GS_REGION_SLOTS ? __atomic_load_n(&g.region->slot[s].host_pid, __ATOMIC_RELAXED) : 0;
+}
+
+/* This process's used memory on the device as NVML lists it; *listed = false when it is not listed. */
+static bool proc_reading(const char *uuid, uint64_t *ret) {
+        struct gs_pidset s;
+        gs_view_processes(uuid, &s);
+        if (!s.valid)
+                return false;
+        unsigned me = host_pid();
+        *ret = 0; /* not listed: it holds nothing there yet (a process is listed from its first context) */
+        for (unsigned i = 0; me && i < s.n; i++)
+                if (s.pid[i] == me)
+                        *ret = s.used[i];
+        return true;
+}
+
+void gs_took_begin(const char *uuid, bool with_ctx, struct gs_took *t) {
+        size_t f = 0, total = 0;
+        nested++;
+        t->proc_ok = proc_reading(uuid, &t->proc);
+        t->dev_ok = gs_view_device_used(uuid, &t->dev_used);
+        t->free_ok = with_ctx && REAL(cuMemGetInfo_v2, &f, &total) == CUDA_SUCCESS;
+        t->free = f;
+        nested--;
+}
+
+uint64_t gs_took_end(const char *uuid, bool with_ctx, const struct gs_took *t) {
+        uint64_t p = 0, u = 0;
+        size_t f = 0, total = 0;
+        uint64_t r = 0;
+        nested++;
+        /* per process only once NVML knows this process's PID (learnt at its first context) */
+        if (t->proc_ok && host_pid() && proc_reading(uuid, &p))
+                r = p > t->proc ? p - t->proc : 0;
+        else if (t->dev_ok && gs_view_device_used(uuid, &u))
+                r = u > t->dev_used ? u - t->dev_used : 0;
+        else if (t->free_ok && with_ctx && REAL(cuMemGetInfo_v2, &f, &total) == CUDA_SUCCESS)
+                r = t->free > f ? t->free - f : 0;
+        nested--;
+        return r;
+}
+
+#define GS_RECONCILE_INTERVAL_NS 100000000ULL
+
+void gs_reconcile(int li) {
+        struct timespec ts;
+        unsigned me = host_pid(), s = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
+        if (li < 0 || !me || s >= GS_REGION_SLOTS || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0)
+                return;
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        uint64_t last = __atomic_load_n(&g.proc.reconcile_last_ns, __ATOMIC_RELAXED);
+        if ((last && now >= last && now - last < GS_RECONCILE_INTERVAL_NS) ||
+            !__atomic_compare_exchange_n(&g.proc.reconcile_last_ns, &last, now ? now : 1, false, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+                return;
+        nested++;
+        uint64_t drv;
+        if (gs_view_process_used(gs_uuid_of(li), me, &drv)) {
+                pthread_mutex_lock(&g.unseen_lock);
+                /* what the hooks charged for this process = its slot minus what was charged as unseen */
+                uint64_t mine = __atomic_load_n(&g.region->slot[s].used[li], __ATOMIC_ACQUIRE);
+                uint64_t unseen = g.proc.unseen[li], hooked = mine > unseen ? mine - unseen : 0;
+                uint64_t want = drv > hooked ? drv - hooked : 0;
+                if (want > unseen)
+                        gs_region_force(g.region, s, (unsigned)li, want - unseen); /* already taken: counted */
+                else
+                        refund(li, unseen - want);
+                g.proc.unseen[li] = want;
+                pthread_mutex_unlock(&g.unseen_lock);
+        }
+        nested--;
 }
 
 /* ---- memory accounting ---- */
@@ -135,6 +226,11 @@ static inline bool holds_unbacked(int li) {
 }
 
 bool gs_charge_slow(int li, uint64_t bytes) {
+        if (g.proc.unseen[li]) { /* what no hook sees may have gone (unloaded lazily loaded code) */
+                gs_reconcile(li);
+                if (reserve(li, bytes))
+                        return true;
+        }
         if (!holds_unbacked(li))
                 return false;
         settle(li);
@@ -918,18 +1014,14 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
         return r;
 }
 
-/* Free memory of the calling thread's device as the driver reports it; 0 when it cannot say. */
-static uint64_t driver_free(void) {
-        size_t f = 0, t = 0;
-        return REAL(cuMemGetInfo_v2, &f, &t) == CUDA_SUCCESS ? f : 0;
-}
-
 /*
  * Module and library loads: no API tells what a load takes on the device (code, constant banks,
- * __device__ globals), so it is measured: the driver's free memory on the device just before and just
- * after the load (cuMemGetInfo), serialised within the process. What it took is charged once the load
- * returns; a load that does not fit is unloaded again and refused with OUT_OF_MEMORY. Modules go with
- * their context (ctx_gone), libraries (context-independent) at cuLibraryUnload.
+ * __device__ globals), so it is measured around the load (gs_took_*): the driver's own per-process figure
+ * through NVML where it knows this process — a neighbour's allocation during the load is not billed here —
+ * else the device's used or free memory (then a neighbour's is). Loads of a process are serialised. What
+ * it took is charged once the load returns; a load that does not fit is unloaded again and refused with
+ * OUT_OF_MEMORY. Modules go with their context (ctx_gone), libraries (context-independent) at
+ * cuLibraryUnload. Code the driver loads later (lazy loading) is what gs_reconcile finds.
  */
 #define CODE_LOAD(call, phandle, undo, ctx_expr)                                                          \
         do {                                                                                              \
@@ -937,16 +1029,17 @@ static uint64_t driver_free(void) {
                 int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1;  \
                 if (li_ < 0)                                                                              \
                         return call;                                                                      \
+                const char *uuid_ = gs_uuid_of(li_);                                                      \
+                struct gs_took t_;                                                                        \
                 nested++;                                                                                 \
                 pthread_mutex_lock(&g.code_lock);                                                         \
-                uint64_t before_ = driver_free();                                                         \
+                gs_took_begin(uuid_, true, &t_);                                                          \
                 CUresult r_ = call;                                                                       \
-                uint64_t after_ = r_ == CUDA_SUCCESS ? driver_free() : before_;                           \
+                uint64_t took_ = r_ == CUDA_SUCCESS ? gs_took_end(uuid_, true, &t_) : 0;                  \
                 pthread_mutex_unlock(&g.code_lock);                                                       \
                 nested--;                                                                                 \
                 if (r_ != CUDA_SUCCESS)                                                                   \
                         return r_;                                                                        \
-                uint64_t took_ = before_ > after_ ? before_ - after_ : 0;                                 \
                 if (!charge(li_, took_)) {                                                                \
                         (void)GUARD(undo);                                                                \
                         return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
@@ -1028,6 +1121,7 @@ static inline __attribute__((always_inline)) bool limited_info(uint64_t real_fre
                 return false;
         if (UNLIKELY(holds_unbacked(li)))
                 settle(li);
+        gs_reconcile(li); /* what no hook saw (lazily loaded code), at most every 100 ms */
         virtual_info(li, real_free, real_total, ret_free, ret_total);
         return true;
 }
@@ -1099,6 +1193,7 @@ bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
                                 li = g.dev_li[d];
         if (mem_li(li) < 0)
                 return false;
+        gs_reconcile(li);
         sweep_dead_slots(); /* a dead process's memory is free again */
         *ret_limit = g.limits.dev[li].memory_bytes;
         *ret_used = gs_region_used(g.region, (unsigned)li);

@@ -341,6 +341,13 @@ int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t
         }
 }
 
+void gs_region_force(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes) {
+        if (slot >= GS_REGION_SLOTS || dev >= GS_MAX_DEVICES || !bytes)
+                return;
+        __atomic_add_fetch(&r->slot[slot].used[dev], bytes, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&r->dev[dev].admit_seq, 1, __ATOMIC_SEQ_CST);
+}
+
 void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes) {
         if (slot >= GS_REGION_SLOTS || dev >= GS_MAX_DEVICES)
                 return;

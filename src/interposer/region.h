@@ -49,6 +49,10 @@ uint64_t gs_region_used(const struct gs_region *r, unsigned dev);
  * (after one attempt to reclaim dead slots). Nothing is counted on failure.
  */
 int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t limit, uint64_t bytes);
+/* Add bytes the process already holds (measured after the fact: lazily loaded code, a context's memory)
+ * to slot on dev without a limit check: the container may go over its limit, and further reservations are
+ * refused until it is back under. Bumps admit_seq, so no concurrent reservation commits on a sum without it. */
+void gs_region_force(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes);
 /* Give back bytes reserved earlier by the same slot. */
 void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes);
 

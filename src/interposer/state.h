@@ -95,15 +95,24 @@ struct gs_state {
         pthread_mutex_t settle_lock; /* settling pool caches and graph memory with the driver */
         pthread_mutex_t vmm_lock;    /* VMM map/unmap/release */
         pthread_mutex_t code_lock;   /* module/library loads are measured one at a time */
+        pthread_mutex_t unseen_lock; /* settling g.proc.unseen with NVML */
         /* This process's own (a forked child starts from zero). */
         struct {
                 /* Contexts charged to this process (context.c). */
                 unsigned primary_refs[GS_MAX_ORDINALS];
                 CUcontext primary_ctx[GS_MAX_ORDINALS];
+                uint64_t primary_measured[GS_MAX_ORDINALS]; /* charged beyond context= for it (measured) */
                 struct {
                         CUcontext ctx;
-                        int li; /* -1: not charged */
+                        int li;            /* -1: context= not charged */
+                        int mli;           /* where `measured` is charged */
+                        uint64_t measured; /* charged beyond context= (measured) */
                 } created[GS_CREATED_MAX];
+                /* Memory the driver holds for this process that no hooked call accounts (lazily loaded
+                 * kernels, code a runtime registers through private entry points): NVML's per-process
+                 * figure minus what the hooks charged, settled at most every 100 ms (memory.c). */
+                uint64_t unseen[GS_MAX_DEVICES];
+                uint64_t reconcile_last_ns; /* atomic */
                 /* Memory held without an allocation of its own behind it (memory.c; atomics). */
                 uint64_t pool_cached[GS_MAX_DEVICES], graph_live[GS_MAX_DEVICES], graph_retained[GS_MAX_DEVICES];
                 struct {
@@ -210,6 +219,26 @@ bool gs_charge_slow(int li, uint64_t bytes) GS_HIDDEN __attribute__((noinline));
 static inline bool charge(int li, uint64_t bytes) {
         return LIKELY(reserve(li, bytes)) || gs_charge_slow(li, bytes);
 }
+
+/* ---- measuring what the driver took (memory.c): contexts, code, what no hook sees ---- */
+
+/* A reading before a call that takes device memory nobody names (a context, a code load). */
+struct gs_took {
+        bool proc_ok, dev_ok, free_ok;
+        uint64_t proc;     /* NVML: this process's used memory on the device (0 when not listed yet) */
+        uint64_t dev_used; /* NVML: the device's used memory */
+        uint64_t free;     /* cuMemGetInfo: the device's free memory (needs a current context) */
+};
+/* The device (uuid) before the call; with_ctx: a context is current (cuMemGetInfo can be asked). */
+void gs_took_begin(const char *uuid, bool with_ctx, struct gs_took *t) GS_HIDDEN;
+/* What the call took: NVML's per-process delta when NVML knows this process (a neighbour's allocation in
+ * the window is not counted), else the device's used delta, else the device's free delta; 0 when nothing
+ * can say. */
+uint64_t gs_took_end(const char *uuid, bool with_ctx, const struct gs_took *t) GS_HIDDEN;
+/* The UUID the driver reports for limits index li ("" when unknown). */
+const char *gs_uuid_of(int li) GS_HIDDEN;
+/* Settle g.proc.unseen[li] with NVML's per-process figure (rate-limited: at most every 100 ms). */
+void gs_reconcile(int li) GS_HIDDEN;
 
 static inline void give_cached(int li, uint64_t bytes) {
         if (bytes)

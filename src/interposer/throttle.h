@@ -28,21 +28,6 @@ void gs_throttle_setup(struct gs_region *r, const struct gs_limits *l, const int
 /* Before a launch on limited device li: count it, start the controller on first use, wait if over the rate. */
 void gs_throttle_launch(struct gs_region *r, unsigned slot, unsigned li) __attribute__((visibility("hidden")));
 
-/*
- * Learn this process's host PID (what NVML reports) around the creation of its first context on the
- * device with this UUID: gs_hostpid_before() lists the device's compute processes, gs_hostpid_after()
- * lists them again and, when exactly one PID is new, stores it in the slot. Slow path (NVML calls);
- * does nothing once known or when NVML is unavailable.
- */
-struct gs_pidset {
-        unsigned n;
-        unsigned pid[64];
-        bool valid;
-};
-void gs_hostpid_before(const char *uuid, struct gs_pidset *ret) __attribute__((visibility("hidden")));
-void gs_hostpid_after(struct gs_region *r, unsigned slot, const char *uuid, const struct gs_pidset *before)
-        __attribute__((visibility("hidden")));
-
 /* In a forked child: the controller thread did not survive the fork. */
 void gs_throttle_atfork_child(void) __attribute__((visibility("hidden")));
 

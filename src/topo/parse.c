@@ -455,12 +455,45 @@ static int split_kv(struct parser *p, unsigned line, struct token t, struct toke
         return 0;
 }
 
+/* `cuda context=SIZE` and `unsupported QUERY...`: what the node's CUDA driver and NVML do (recorded by
+ * `gpuslice sim record`), each its own directive. */
+static int parse_driver_directive(struct parser *p, const struct line *ln, struct token *toks, unsigned n) {
+        char val[128], b[40];
+        struct token key;
+        int r;
+        if (tok_eq(toks[0], "unsupported")) {
+                if (n < 2)
+                        return fail(p, ln->no, "unsupported: name at least one query (process-utilization)");
+                for (unsigned i = 1; i < n; i++) {
+                        if (!tok_eq(toks[i], "process-utilization"))
+                                return fail(p, ln->no, "unsupported: unknown query '%s' (known: process-utilization)",
+                                            tok_show(toks[i], b, sizeof b));
+                        p->t->unsupported |= TOPO_UNSUPPORTED_PROCESS_UTIL;
+                }
+                return 0;
+        }
+        for (unsigned i = 1; i < n; i++) { /* cuda */
+                uint64_t u;
+                if ((r = split_kv(p, ln->no, toks[i], &key, val, sizeof val)) < 0)
+                        return r;
+                if (!tok_eq(key, "context"))
+                        return fail(p, ln->no, "unknown cuda attribute '%s' (known: context)",
+                                    tok_show(key, b, sizeof b));
+                if (parse_size(val, &u) < 0)
+                        return fail(p, ln->no, "context: expected a size like 512MiB, got '%s'", val);
+                p->t->cuda_context_bytes = u;
+        }
+        return 0;
+}
+
 static int parse_directive(struct parser *p, const struct line *ln, struct token *toks, unsigned n) {
         char val[128], b[40];
         struct token key;
         int r;
         if (tok_eq(toks[0], "mig"))
                 return 0; /* MIG instances of a simulated node: read by the simulator (sim/mig-node.c) */
+        if (tok_eq(toks[0], "cuda") || tok_eq(toks[0], "unsupported"))
+                return parse_driver_directive(p, ln, toks, n);
         if (tok_eq(toks[0], "nvswitch")) {
                 if (n != 1)
                         return fail(p, ln->no, "nvswitch takes no arguments");
@@ -513,7 +546,7 @@ static int parse_directive(struct parser *p, const struct line *ln, struct token
 
 static bool is_directive(struct token t) {
         return tok_eq(t, "node") || tok_eq(t, "gpu") || tok_eq(t, "default") || tok_eq(t, "nvswitch") ||
-               tok_eq(t, "mig");
+               tok_eq(t, "mig") || tok_eq(t, "cuda") || tok_eq(t, "unsupported");
 }
 
 /* Legend lines look like "  NV#  = Connection traversing ..." */

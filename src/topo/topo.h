@@ -77,7 +77,13 @@ struct topo {
         bool nvswitch;           /* NVLinks go through an NVSwitch fabric */
         char driver_version[80]; /* "" when unknown */
         int cuda_version;        /* 1000*major + 10*minor, 0 when unknown */
+        /* What the CUDA driver takes on a GPU for one context (measured on a real node by `gpuslice sim
+         * record`; the simulated driver charges it per context). 0 when unknown. */
+        uint64_t cuda_context_bytes;
+        unsigned unsupported; /* TOPO_UNSUPPORTED_*: NVML queries this node's driver answers NOT_SUPPORTED */
 };
+
+#define TOPO_UNSUPPORTED_PROCESS_UTIL 1u /* nvmlDeviceGetProcessUtilization */
 
 /* Parse and validation errors: struct gs_error (util/error.h), code -EINVAL, a message fit for a
  * person that starts with "line N: " when a line is at fault. */

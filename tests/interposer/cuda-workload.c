@@ -60,6 +60,8 @@
  *   limit[!] heap|stack|printf VALUE   cuCtxSetLimit (MALLOC_HEAP_SIZE, STACK_SIZE, PRINTF_FIFO_SIZE)
  *   module[!] GLOBALS / library[!] GLOBALS   cuModuleLoadData / cuLibraryLoadData of a simulated image
  *                     declaring GLOBALS bytes of __device__ globals (unloaded by free/freeall)
+ *   module-image TEXT cuModuleLoadData of the image TEXT (the simulator's "gpuslice-sim-module lazy=… delay=…")
+ *   module-func NAME  cuModuleGetFunction NAME in the newest module (a lazily loaded module's code arrives)
  *   pool-export SIZE  a pool with fabric handles, SIZE allocated from it; print "share HEX" (the pool's
  *                     handle and the pointer's export data, 32 bytes each: the simulator's fit)
  *   pool-import[!] HEX  cuMemPoolImportFromShareableHandle + cuMemPoolImportPointer (freed by free/freeall)
@@ -1044,6 +1046,26 @@ int main(int argc, char **argv) {
                                 alloc_kind[n_allocs] = lib ? K_LIBRARY : K_MODULE;
                                 allocs[n_allocs++] = lib ? (CUdeviceptr)(uintptr_t)lb : (CUdeviceptr)(uintptr_t)m;
                         }
+                } else if (strcmp(s, "module-image") == 0 || strcmp(s, "module-func") == 0) {
+                        if (!arg)
+                                return 2;
+                        i++;
+                        if (strcmp(s, "module-func") == 0) {
+                                CUfunction fn;
+                                unsigned k = n_allocs;
+                                while (k > 0 && alloc_kind[k - 1] != K_MODULE)
+                                        k--;
+                                if (!k || (cr = CALL(cuModuleGetFunction, &fn, (CUmodule)(uintptr_t)allocs[k - 1],
+                                                     arg)) != CUDA_SUCCESS)
+                                        return fail("module-func %s failed", arg);
+                                continue;
+                        }
+                        CUmodule m = NULL;
+                        cr = CUDA_ERROR_OUT_OF_MEMORY;
+                        if (n_allocs == MAX_ALLOCS || (cr = CALL(cuModuleLoadData, &m, arg)) != CUDA_SUCCESS)
+                                return fail("module-image: %d", cr);
+                        alloc_kind[n_allocs] = K_MODULE;
+                        allocs[n_allocs++] = (CUdeviceptr)(uintptr_t)m;
                 } else if (strcmp(s, "pool-export") == 0) {
                         if (!arg || parse_size(arg, &v) < 0)
                                 return 2;

@@ -39,6 +39,7 @@
 extern char **environ;
 
 static char dir[64];
+static const char *node_path = NODE; /* the simulated node (a test may point it at its own) */
 static char limits_path[128], state_path[128], region_path[128];
 
 static int write_limits(uint64_t memory, unsigned core, const char *container) {
@@ -81,6 +82,9 @@ static int teardown(void **state) {
         unlink(extra);
         snprintf(extra, sizeof extra, "%s/ld.so.cache", dir);
         unlink(extra);
+        snprintf(extra, sizeof extra, "%s/node", dir);
+        unlink(extra);
+        node_path = NODE;
         rmdir(dir);
         return 0;
 }
@@ -90,7 +94,7 @@ static char **make_env(bool preload, bool limits) {
         static char *env[32];
         static char e_node[256], e_state[256], e_lib[256], e_pre[256], e_lim[256];
         unsigned n = 0;
-        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
+        snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", node_path);
         snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
         snprintf(e_lib, sizeof e_lib, "LD_LIBRARY_PATH=%s", SIM_DIR);
         snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", INTERPOSER);
@@ -546,6 +550,73 @@ static void test_context_teardown_frees_its_allocations(void **state) {
         const char *args[] = { "init", "alloc",  "16M", "ctx-create",  "0",    "alloc", "40M",         "fam", "array",
                                "8M",   "alloc!", "1",   "ctx-destroy", "init", "info",  "expect-free", "48M", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+}
+
+/* A node whose CUDA driver takes `context` bytes per context (the node description's `cuda context=`, as
+ * `gpuslice sim record` measures it on a real GPU): the test's own copy of the default node. */
+static void use_node_with_context_cost(const char *context) {
+        static char path[128];
+        char text[65536];
+        snprintf(path, sizeof path, "%s/node", dir);
+        FILE *in = fopen(NODE, "re"), *out = fopen(path, "we");
+        assert_non_null(in);
+        assert_non_null(out);
+        size_t n = fread(text, 1, sizeof text, in);
+        fwrite(text, 1, n, out);
+        fprintf(out, "\ncuda context=%s\n", context);
+        fclose(in);
+        fclose(out);
+        node_path = path;
+}
+
+/* A context costs what the driver takes for it, measured around its creation with NVML's per-process
+ * figure — without any context= in the limits file (the agent writes none). Before: contexts cost nothing
+ * unless context= said so. */
+static void test_context_cost_measured(void **state) {
+        (void)state;
+        use_node_with_context_cost("128MiB");
+        assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
+        const char *a[] = { "init", "info", "expect-free", "896M", "alloc!", "897M", "alloc", "896M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* a created context too; and a context whose cost does not fit is refused */
+        const char *b[] = { "init", "ctx-create",  "0",    "info",  "expect-free", "768M",        "ctx-destroy", "init",
+                            "info", "expect-free", "896M", "alloc", "800M",        "ctx-create!", "0",           NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+}
+
+/* Code the driver loads lazily (at a kernel's first use, CUDA_MODULE_LOADING=LAZY, and what runtimes load
+ * through private entry points) is taken in no call the interposer hooks: the next memory query finds it
+ * in NVML's per-process figure and charges it. Before: never counted. */
+static void test_lazily_loaded_code_counted(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
+        /* the load itself takes the 2M of code the simulator charges for any module; the 64M arrive lazily */
+        const char *a[] = { "init",        "module-image", "gpuslice-sim-module lazy=64M",
+                            "info",        "expect-free",  "1022M",
+                            "module-func", "spin_10",      "sleep",
+                            "150",         "info",         "expect-free",
+                            "958M",        "alloc!",       "959M",
+                            "freeall",     "sleep",        "150",
+                            "info",        "expect-free",  "1G",
+                            NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+}
+
+/* A module load is charged what the driver took for this process, not what the device lost meanwhile: a
+ * neighbour (another container) allocating 256M during a slow load is not billed to this container.
+ * Before: measured by the device's free memory, it was (and kept until the unload). */
+static void test_module_load_not_billed_for_neighbour(void **state) {
+        (void)state;
+        assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
+        const char *a[] = { "init", "ready",       "module-image", "gpuslice-sim-module globals=8M delay=2500",
+                            "info", "expect-free", "1014M",        NULL };
+        struct proc pa = spawn(WORKLOAD, a);
+        assert_true(wait_ready(&pa));
+        const char *b[] = { "init", "alloc", "256M", "ready", "hold", NULL };
+        struct proc pb = spawn_env(make_env(false, false), WORKLOAD, b); /* not in the container */
+        assert_true(wait_ready(&pb));
+        assert_int_equal(finish(&pa, NULL, 0), 0);
+        kill_proc(&pb);
 }
 
 static void test_context_that_does_not_fit(void **state) {
@@ -1442,6 +1513,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_overhead_charged, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_that_does_not_fit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_context_cost_measured, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lazily_loaded_code_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_module_load_not_billed_for_neighbour, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_context_teardown_frees_its_allocations, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_cache_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_cache_of_another_pool, setup, teardown),

@@ -263,6 +263,11 @@ static void test_malformed_rejected_with_reason(void **state) {
                 { "  GPU0\nGPU0 X\ngpu 0 name=\"unterminated\n", "stray quote", 3 },
                 { "  GPU0\nGPU0 X\ngpu 0 noequals\n", "expected key=value", 3 },
                 { "  GPU0\nGPU0 X\nnvswitch yes\n", "nvswitch takes no arguments", 3 },
+                { "  GPU0\nGPU0 X\ncuda context=big\n", "context: expected a size", 3 },
+                { "  GPU0\nGPU0 X\ncuda ctx=1G\n", "unknown cuda attribute 'ctx'", 3 },
+                { "  GPU0\nGPU0 X\ncuda context\n", "expected key=value", 3 },
+                { "  GPU0\nGPU0 X\nunsupported\n", "name at least one query", 3 },
+                { "  GPU0\nGPU0 X\nunsupported clocks\n", "unknown query 'clocks'", 3 },
                 { "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 0 minor=1\ngpu 1 minor=1\n", "same minor number", 0 },
                 { "  GPU0 GPU1\nGPU0 X PIX\nGPU1 PIX X\ngpu 0 bus=0:1:0.0\ngpu 1 bus=00000000:01:00.0\n", "same bus id",
                   0 },
@@ -281,6 +286,21 @@ static void test_malformed_rejected_with_reason(void **state) {
                         fail_msg("case %zu: line %u code %d, expected line %u (%s)", i, line, e.code, cases[i].line,
                                  e.message);
         }
+}
+
+/* What the node's driver does (recorded by `gpuslice sim record`): a context's cost, unsupported queries. */
+static void test_driver_directives(void **state) {
+        (void)state;
+        struct topo t;
+        struct gs_error e;
+        const char *text = "  GPU0\nGPU0 X\ncuda context=504MiB\nunsupported process-utilization\n";
+        assert_int_equal(topo_parse(text, strlen(text), &t, &e), 0);
+        assert_int_equal(t.cuda_context_bytes, 504ULL << 20);
+        assert_int_equal(t.unsupported, TOPO_UNSUPPORTED_PROCESS_UTIL);
+        const char *none = "  GPU0\nGPU0 X\n";
+        assert_int_equal(topo_parse(none, strlen(none), &t, &e), 0);
+        assert_int_equal(t.cuda_context_bytes, 0); /* unknown: the simulated driver takes nothing */
+        assert_int_equal(t.unsupported, 0);
 }
 
 /* brand: given per GPU, by `default`, or derived from the model name */
@@ -431,6 +451,7 @@ int main(void) {
                 cmocka_unit_test(test_defaults_avoid_explicit_values),
                 cmocka_unit_test(test_pasted_variants),
                 cmocka_unit_test(test_malformed_rejected_with_reason),
+                cmocka_unit_test(test_driver_directives),
                 cmocka_unit_test(test_brand),
                 cmocka_unit_test(test_too_many_gpus),
                 cmocka_unit_test(test_not_nul_terminated),

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nvml-view — what NVML, the driver's own accounting, says about this process: the PID NVML shows for it
+ * (its host PID, learnt around its first context), the device memory the driver holds for it, and a
+ * device's memory in use. The memory accounting measures what no hooked call names with these (a
+ * context's own memory, loaded code, lazily loaded kernels) rather than guessing.
+ *
+ * Internal to libgpuslice-cuda.so. NVML is loaded privately (dlopen RTLD_LOCAL) on first use; every call
+ * here is a slow path (context creation, code loads, memory queries), never a launch or an allocation's
+ * fast path. Without NVML each answers "unknown" (false / valid = false).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "interposer/limits.h"
+
+/* The compute processes NVML lists on a device. */
+struct gs_pidset {
+        unsigned n;
+        unsigned pid[64];
+        uint64_t used[64]; /* the driver's per-process used memory, bytes */
+        bool valid;
+};
+
+/* List the device's compute processes (uuid "GPU-…"); ret->valid is false when NVML cannot say. */
+void gs_view_processes(const char *uuid, struct gs_pidset *ret) __attribute__((visibility("hidden")));
+
+/* After this process made its first context on the device: store in the slot the one PID that is in
+ * `now` and not in `before` (two processes starting at once: ambiguous, nothing stored). */
+void gs_view_learn_host_pid(struct gs_region *r, unsigned slot, const struct gs_pidset *before,
+                            const struct gs_pidset *now) __attribute__((visibility("hidden")));
+
+/* Device memory the driver holds for host PID pid on the device (NVML's per-process used memory): true and
+ * *ret, or false (no NVML, PID 0, not listed). */
+bool gs_view_process_used(const char *uuid, unsigned pid, uint64_t *ret) __attribute__((visibility("hidden")));
+
+/* Device memory in use on the whole device (NVML's used, every process's and the driver's): true, or false. */
+bool gs_view_device_used(const char *uuid, uint64_t *ret) __attribute__((visibility("hidden")));
