@@ -495,7 +495,9 @@ static void test_process_alive(void **state) {
         if (p == 0)
                 _exit(0);
         uint64_t cs = 0;
-        usleep(20000);
+        siginfo_t info;
+        /* until it has exited, without reaping it (a fixed sleep was too short under load) */
+        assert_int_equal(waitid(P_PID, (id_t)p, &info, WEXITED | WNOWAIT), 0);
         (void)gs_process_start((unsigned)p, &cs);
         assert_false(gs_process_alive((unsigned)p, cs)); /* a zombie is dead */
         waitpid(p, NULL, 0);
