@@ -862,7 +862,7 @@ _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
         CHECK(lock_state());
         bool mig = state->mig[device->index].current == NVML_DEVICE_MIG_ENABLE;
         sim_state_unlock(state);
-        if (mig)
+        if (mig || (node.unsupported & TOPO_UNSUPPORTED_PROCESS_UTIL)) /* the node description says so */
                 return NVML_ERROR_NOT_SUPPORTED;
         struct proc_view views[SIM_MAX_PROCS];
         unsigned n, m = 0;

@@ -141,7 +141,10 @@ struct gs_region_device {
         uint64_t ctl_last_ns;    /* last controller step (CAS elects the one process that steps) */
         uint64_t ctl_launches;   /* container launches counted at the last step */
         uint64_t ctl_util_milli; /* last measured container utilization, in 1/1000 percent */
-        uint64_t reserved[8];
+        /* the controller's window (throttle.h, struct gs_ctl_window): GPU time and launches not yet learnt */
+        uint64_t ctl_win_busy_ns, ctl_win_launches, ctl_win_age_ns;
+        uint64_t ctl_last_seen_us; /* newest NVML utilization sample already counted (its timeStamp) */
+        uint64_t reserved[4];
 };
 
 struct gs_region {

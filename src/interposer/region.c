@@ -363,8 +363,11 @@ uint64_t gs_region_throttle(struct gs_region *r, unsigned dev, uint64_t now) {
         uint64_t interval = __atomic_load_n(&d->interval_ns, __ATOMIC_RELAXED);
         if (!interval)
                 return 0;
-        /* Tolerate a short burst (a few launches' worth), so launch bursts do not stall on every call. */
-        uint64_t tol = interval * 4;
+        /* Tolerate a short burst — four launches' worth, and at least GS_THROTTLE_MIN_BURST_NS — so bursts do not
+         * stall on every call, and a waiter that wakes late (clock_nanosleep's slack, ~50 µs) finds the TAT
+         * still ahead of it rather than losing the time it overslept (many-small-kernel work starved below
+         * its share when the tolerance was shorter than the slack). */
+        uint64_t tol = interval * 4 > GS_THROTTLE_MIN_BURST_NS ? interval * 4 : GS_THROTTLE_MIN_BURST_NS;
         uint64_t tat = LOAD(&d->tat_ns);
         for (;;) {
                 uint64_t t = tat > now ? tat : now;

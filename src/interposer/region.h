@@ -58,8 +58,10 @@ void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint6
 
 /*
  * The shared launch throttle of dev: reserve the next launch time and return how long the caller must
- * wait first (ns, 0 = go now). now is CLOCK_MONOTONIC ns.
+ * wait first (ns, 0 = go now). now is CLOCK_MONOTONIC ns. Bursts of four intervals, and at least
+ * GS_THROTTLE_MIN_BURST_NS, pass without waiting.
  */
+#define GS_THROTTLE_MIN_BURST_NS 1000000ULL
 uint64_t gs_region_throttle(struct gs_region *r, unsigned dev, uint64_t now);
 
 /* Is the process (pid, start time in clock ticks) alive? Zombies count as dead; a process whose /proc entry

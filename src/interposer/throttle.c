@@ -23,7 +23,6 @@
 #include "interposer/throttle.h"
 #include "nvml/nvml-abi.h"
 
-#define MAX_INTERVAL_NS 1000000000ULL /* never space launches more than 1 s apart */
 #define MAX_SAMPLES 512u
 
 static struct {
@@ -46,24 +45,67 @@ void gs_throttle_atfork_child(void) {
         __atomic_store_n(&t.started, 0, __ATOMIC_RELEASE);
 }
 
-uint64_t gs_throttle_next_interval(uint64_t interval_ns, uint64_t dt_ns, uint64_t launches, uint64_t util_milli,
-                                   uint64_t target_milli) {
-        if (launches == 0 || dt_ns == 0 || target_milli == 0)
+uint64_t gs_throttle_step(struct gs_ctl_window *w, uint64_t interval_ns, uint64_t dt_ns, uint64_t launches,
+                          uint64_t util_milli, uint64_t target_milli) {
+        if (dt_ns == 0 || target_milli == 0)
                 return interval_ns; /* nothing learned */
-        if (util_milli < 500)       /* < 0.5 %: launches cost nothing measurable; relax */
+        w->busy_ns += (uint64_t)((unsigned __int128)dt_ns * (util_milli > 100000 ? 100000 : util_milli) / 100000);
+        w->launches += launches << GS_CTL_LAUNCH_SHIFT;
+        w->age_ns += dt_ns;
+        if (w->launches == 0) {
+                if (w->age_ns >= GS_CTL_MAX_WINDOW_NS)
+                        *w = (struct gs_ctl_window){ 0 }; /* nothing launched for a while: forget the busy time */
+                return interval_ns;
+        }
+        if (w->launches < (GS_CTL_MIN_LAUNCHES << GS_CTL_LAUNCH_SHIFT) && w->age_ns < GS_CTL_MAX_WINDOW_NS)
+                return interval_ns; /* not enough launches to learn a cost from yet */
+        uint64_t busy = w->busy_ns, n = w->launches, age = w->age_ns;
+        w->busy_ns /= 2, w->launches /= 2, w->age_ns /= 2; /* older periods weigh less */
+        if ((unsigned __int128)busy * 200 < age)           /* < 0.5 %: launches cost nothing measurable; relax */
                 return interval_ns / 2 < 1000 ? 0 : interval_ns / 2;
-        /* interval that would have given `target` with this period's cost per launch */
-        unsigned __int128 num = (unsigned __int128)dt_ns * util_milli;
-        unsigned __int128 den = (unsigned __int128)target_milli * launches;
-        uint64_t want = num / den > MAX_INTERVAL_NS ? MAX_INTERVAL_NS : (uint64_t)(num / den);
+        /* the cost of one launch (busy / n) at the target share: interval = cost / share */
+        unsigned __int128 want =
+                ((unsigned __int128)busy * 100000 << GS_CTL_LAUNCH_SHIFT) / ((unsigned __int128)target_milli * n);
+        uint64_t wanted = want > GS_CTL_MAX_INTERVAL_NS ? GS_CTL_MAX_INTERVAL_NS : (uint64_t)want;
         if (interval_ns == 0)
-                return want;
+                return wanted;
         /* Smooth (samples lag and jitter): half old, half new — so at most halving per step — and
          * growing by at most ×4 per step. */
-        uint64_t next = interval_ns / 2 + want / 2;
+        uint64_t next = interval_ns / 2 + wanted / 2;
         if (next > interval_ns * 4)
                 next = interval_ns * 4;
-        return next > MAX_INTERVAL_NS ? MAX_INTERVAL_NS : next;
+        return next > GS_CTL_MAX_INTERVAL_NS ? GS_CTL_MAX_INTERVAL_NS : next;
+}
+
+uint64_t gs_throttle_aggregate(const struct gs_util_sample *s, unsigned n, uint64_t last_seen_us,
+                               bool (*mine)(unsigned pid), uint64_t *ret_mine, uint64_t *ret_all, bool *ret_matched) {
+        uint64_t newest = last_seen_us, sum_mine = 0, sum_all = 0;
+        bool matched = false;
+        for (unsigned i = 0; i < n; i++) {
+                if (s[i].ts_us <= last_seen_us)
+                        continue;
+                bool first = true; /* each PID once: the average of its samples in the window */
+                for (unsigned k = 0; k < i && first; k++)
+                        first = !(s[k].pid == s[i].pid && s[k].ts_us > last_seen_us);
+                if (s[i].ts_us > newest)
+                        newest = s[i].ts_us;
+                if (!first)
+                        continue;
+                uint64_t total = 0, count = 0;
+                for (unsigned k = i; k < n; k++)
+                        if (s[k].pid == s[i].pid && s[k].ts_us > last_seen_us)
+                                total += s[k].sm, count++;
+                uint64_t avg = total * 1000 / count;
+                sum_all += avg;
+                if (mine(s[i].pid)) {
+                        sum_mine += avg;
+                        matched = true;
+                }
+        }
+        *ret_mine = sum_mine;
+        *ret_all = sum_all;
+        *ret_matched = matched;
+        return newest;
 }
 
 /* ---- the controller thread ---- */
@@ -85,7 +127,8 @@ static int nvml_open(struct nvml *n) {
         n->by_uuid = (__typeof__(n->by_uuid))dlsym(n->dl, "nvmlDeviceGetHandleByUUID");
         n->proc_util = (__typeof__(n->proc_util))dlsym(n->dl, "nvmlDeviceGetProcessUtilization");
         n->util = (__typeof__(n->util))dlsym(n->dl, "nvmlDeviceGetUtilizationRates");
-        if (!n->init || !n->by_uuid || !n->proc_util || n->init() != NVML_SUCCESS)
+        /* without per-process samples the device's utilization stands in (container_util) */
+        if (!n->init || !n->by_uuid || (!n->proc_util && !n->util) || n->init() != NVML_SUCCESS)
                 return -ENOENT;
         for (unsigned i = 0; i < t.limits->n_devices; i++)
                 if (!t.uuid[i][0] || n->by_uuid(t.uuid[i], &n->dev[i]) != NVML_SUCCESS)
@@ -107,23 +150,45 @@ static bool pid_in_container(const struct gs_region *r, unsigned pid) {
         return false;
 }
 
-/* The container's SM utilization on a device, in 1/1000 percent; the device's in *ret_all. -1 on error. */
-static int64_t container_util(struct nvml *n, unsigned li, uint64_t *ret_all) {
+static bool in_container(unsigned pid) {
+        return pid_in_container(t.region, pid);
+}
+
+/*
+ * The container's SM utilization on a device over the last period, in 1/1000 percent; the device's in
+ * *ret_all. From NVML's per-process samples newer than the last ones counted (lastSeenTimeStamp: with 0 NVML
+ * answers an average over its whole sample buffer, seconds old). Where NVML has no per-process samples (the
+ * query unsupported: MIG, some newer GPUs) or none of them is the container's although it launched (its
+ * processes' host PIDs unknown), the whole device's utilization stands in for the container's: the share
+ * is then enforced on all the GPU's work, never left unenforced. -1 when NVML cannot say at all.
+ */
+static int64_t container_util(struct nvml *n, unsigned li, bool launched, uint64_t *ret_all, bool *ret_whole) {
         static nvmlProcessUtilizationSample_t s[MAX_SAMPLES];
+        static struct gs_util_sample g_s[MAX_SAMPLES];
+        struct gs_region_device *d = &t.region->dev[li];
+        uint64_t last_seen = __atomic_load_n(&d->ctl_last_seen_us, __ATOMIC_RELAXED);
         unsigned count = MAX_SAMPLES;
-        nvmlReturn_t r = n->proc_util(n->dev[li], s, &count, 0);
-        if (r == NVML_ERROR_NOT_FOUND)
-                count = 0;
-        else if (r != NVML_SUCCESS)
-                return -1;
+        nvmlReturn_t r = n->proc_util ? n->proc_util(n->dev[li], s, &count, last_seen) : NVML_ERROR_FUNCTION_NOT_FOUND;
         uint64_t mine = 0, all = 0;
-        for (unsigned i = 0; i < count && i < MAX_SAMPLES; i++) {
-                all += s[i].smUtil;
-                if (pid_in_container(t.region, s[i].pid))
-                        mine += s[i].smUtil;
+        bool matched = false, per_process = r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND;
+        if (r == NVML_SUCCESS) {
+                for (unsigned i = 0; i < count && i < MAX_SAMPLES; i++)
+                        g_s[i] = (struct gs_util_sample){ s[i].pid, s[i].timeStamp, s[i].smUtil };
+                uint64_t newest = gs_throttle_aggregate(g_s, count < MAX_SAMPLES ? count : MAX_SAMPLES, last_seen,
+                                                        in_container, &mine, &all, &matched);
+                __atomic_store_n(&d->ctl_last_seen_us, newest, __ATOMIC_RELAXED);
         }
-        *ret_all = all * 1000;
-        return (int64_t)(mine * 1000);
+        *ret_whole = false;
+        if (per_process && (matched || !launched || all == 0)) {
+                *ret_all = all;
+                return (int64_t)mine;
+        }
+        *ret_whole = true;
+        nvmlUtilization_t u;
+        if (!n->util || n->util(n->dev[li], &u) != NVML_SUCCESS)
+                return -1;
+        *ret_all = (uint64_t)u.gpu * 1000;
+        return (int64_t)*ret_all;
 }
 
 static void step(struct nvml *n, unsigned li) {
@@ -144,12 +209,13 @@ static void step(struct nvml *n, unsigned li) {
         if (!last || launches < prev || !n->dev[li])
                 return; /* first step, or a process left and took its count with it */
         uint64_t all = 0;
-        int64_t u = container_util(n, li, &all);
+        bool whole = false;
+        int64_t u = container_util(n, li, launches > prev, &all, &whole);
         if (u < 0)
                 return;
         __atomic_store_n(&d->ctl_util_milli, (uint64_t)u, __ATOMIC_RELAXED);
         uint64_t target = (uint64_t)t.limits->dev[li].core_percent * 1000;
-        if (t.limits->core_policy == GS_CORE_ELASTIC) {
+        if (t.limits->core_policy == GS_CORE_ELASTIC && !whole) { /* what others use is unknown with `whole` */
                 uint64_t others = all > (uint64_t)u ? all - (uint64_t)u : 0;
                 uint64_t idle = others < 100000 ? 100000 - others : 0;
                 if (idle > target)
@@ -159,8 +225,15 @@ static void step(struct nvml *n, unsigned li) {
                         return;
                 }
         }
+        /* The window lives in the region: whichever process steps next continues it. */
+        struct gs_ctl_window w = { __atomic_load_n(&d->ctl_win_busy_ns, __ATOMIC_RELAXED),
+                                   __atomic_load_n(&d->ctl_win_launches, __ATOMIC_RELAXED),
+                                   __atomic_load_n(&d->ctl_win_age_ns, __ATOMIC_RELAXED) };
         uint64_t cur = __atomic_load_n(&d->interval_ns, __ATOMIC_RELAXED);
-        uint64_t next = gs_throttle_next_interval(cur, now - last, launches - prev, (uint64_t)u, target);
+        uint64_t next = gs_throttle_step(&w, cur, now - last, launches - prev, (uint64_t)u, target);
+        __atomic_store_n(&d->ctl_win_busy_ns, w.busy_ns, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->ctl_win_launches, w.launches, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->ctl_win_age_ns, w.age_ns, __ATOMIC_RELAXED);
         __atomic_store_n(&d->interval_ns, next, __ATOMIC_RELAXED);
 }
 

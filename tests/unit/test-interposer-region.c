@@ -509,56 +509,153 @@ static void test_throttle_spacing(void **state) {
         struct gs_region *r = NULL;
         assert_int_equal(gs_region_open(&lim, &r), 0);
         assert_int_equal(gs_region_throttle(r, 0, 1000), 0); /* interval 0: never waits */
-        r->dev[0].interval_ns = 1000;
+        r->dev[0].interval_ns = 1000000;                     /* 1 ms: the burst is four launches */
         r->dev[0].tat_ns = 0;
-        uint64_t now = 1000000, waited = 0;
+        uint64_t now = 1000000000, waited = 0;
         /* 100 launches at the same instant: a burst of 5 passes, then each waits one interval more. */
         for (unsigned i = 0; i < 100; i++) {
                 uint64_t w = gs_region_throttle(r, 0, now);
                 if (i <= 4)
                         assert_int_equal(w, 0);
                 else
-                        assert_int_equal(w, (i - 4) * 1000);
+                        assert_int_equal(w, (i - 4) * 1000000ULL);
                 waited = w;
         }
-        assert_int_equal(waited, 95000);
+        assert_int_equal(waited, 95000000);
         /* A long idle gap does not bank an unbounded burst. */
-        now += 10000000;
+        now += 10000000000ULL;
         assert_int_equal(gs_region_throttle(r, 0, now), 0);
         for (unsigned i = 0; i < 4; i++)
                 (void)gs_region_throttle(r, 0, now);
+        assert_int_equal(gs_region_throttle(r, 0, now), 1000000);
+        /* Short intervals: the burst is at least GS_THROTTLE_MIN_BURST_NS worth (1 ms = 1000 launches of 1 µs). */
+        r->dev[0].interval_ns = 1000;
+        now += 10000000000ULL;
+        for (unsigned i = 0; i <= 1000; i++)
+                assert_int_equal(gs_region_throttle(r, 0, now), 0);
         assert_int_equal(gs_region_throttle(r, 0, now), 1000);
         gs_region_close(r);
+}
+
+/* A launcher whose sleeps end ~50 µs late (clock_nanosleep's slack) gets its share: with launches 5 µs apart,
+ * 100 ms give ≥ 95 % of the 20000 launches. When the burst tolerance was four intervals (20 µs, shorter than
+ * the slack) every late wake-up lost the time overslept: 57 % of the share (11480 launches). */
+static void test_throttle_oversleep_keeps_share(void **state) {
+        (void)state;
+        struct gs_region *r = NULL;
+        assert_int_equal(gs_region_open(&lim, &r), 0);
+        r->dev[0].interval_ns = 5000;
+        r->dev[0].tat_ns = 0;
+        uint64_t start = 5000000000ULL, now = start, n = 0;
+        while (now < start + 100000000) {
+                uint64_t w = gs_region_throttle(r, 0, now);
+                now += w ? w + 50000 : 0; /* woken 50 µs late */
+                now += 1000;              /* the launch itself */
+                n++;
+        }
+        print_message("launches in 100 ms at 5 µs spacing with 50 µs oversleep: %llu\n", (unsigned long long)n);
+        assert_true(n >= 19000);
+        gs_region_close(r);
+}
+
+/* Fresh window: one step learns the cost per launch from one period. */
+static uint64_t one_step(uint64_t interval, uint64_t dt, uint64_t launches, uint64_t util, uint64_t target) {
+        struct gs_ctl_window w = { 0 };
+        return gs_throttle_step(&w, interval, dt, launches, util, target);
 }
 
 static void test_controller_learns_cost_per_launch(void **state) {
         (void)state;
         const uint64_t P = 100000000; /* 100 ms */
         /* Unthrottled, 1000 launches gave 100 %: for 25 % each launch must be spaced 4 × 100 µs. */
-        assert_int_equal(gs_throttle_next_interval(0, P, 1000, 100000, 25000), 400000);
+        assert_int_equal(one_step(0, P, 1000, 100000, 25000), 400000);
         /* The same cost at a 20× smaller scale (bigger kernels, fewer launches): same answer per launch cost. */
-        assert_int_equal(gs_throttle_next_interval(0, P, 50, 100000, 25000), 8000000);
+        assert_int_equal(one_step(0, P, 50, 100000, 25000), 8000000);
         /* Already right: stays. */
-        assert_int_equal(gs_throttle_next_interval(400000, P, 250, 25000, 25000), 400000);
+        assert_int_equal(one_step(400000, P, 250, 25000, 25000), 400000);
         /* Half-way moves (smoothing), growth bounded to ×4 per step. */
-        assert_int_equal(gs_throttle_next_interval(400000, P, 250, 50000, 25000), 600000);
-        assert_int_equal(gs_throttle_next_interval(1000, P, 10, 100000, 10000), 4000);
+        assert_int_equal(one_step(400000, P, 250, 50000, 25000), 600000);
+        assert_int_equal(one_step(1000, P, 10, 100000, 10000), 4000);
         /* A big drop only halves the interval per step. */
-        assert_int_equal(gs_throttle_next_interval(4000000, P, 1000, 1000, 90000), 2000555);
+        assert_int_equal(one_step(4000000, P, 1000, 1000, 90000), 2000555);
 }
 
 static void test_controller_edge_cases(void **state) {
         (void)state;
         const uint64_t P = 100000000;
-        /* Nothing launched, no time, no target: nothing learned. */
-        assert_int_equal(gs_throttle_next_interval(1234, P, 0, 50000, 30000), 1234);
-        assert_int_equal(gs_throttle_next_interval(1234, 0, 10, 50000, 30000), 1234);
-        assert_int_equal(gs_throttle_next_interval(1234, P, 10, 50000, 0), 1234);
+        /* No time, no target: nothing learned. */
+        assert_int_equal(one_step(1234, 0, 10, 50000, 30000), 1234);
+        assert_int_equal(one_step(1234, P, 10, 50000, 0), 1234);
+        /* Fewer than GS_CTL_MIN_LAUNCHES launches in a young window: not yet. */
+        assert_int_equal(one_step(1234, P, 3, 50000, 30000), 1234);
+        assert_int_equal(one_step(1234, P, 0, 50000, 30000), 1234);
         /* Launches that cost nothing measurable relax the limiter down to off. */
-        assert_int_equal(gs_throttle_next_interval(8000, P, 10, 100, 30000), 4000);
-        assert_int_equal(gs_throttle_next_interval(1500, P, 10, 100, 30000), 0);
-        /* Never more than a second between launches. */
-        assert_int_equal(gs_throttle_next_interval(0, P, 1, 100000, 1000), 1000000000);
+        assert_int_equal(one_step(8000, P, 10, 100, 30000), 4000);
+        assert_int_equal(one_step(1500, P, 10, 100, 30000), 0);
+        /* Never more than ten seconds between launches. */
+        assert_int_equal(one_step(0, P, 4, 100000, 1000), 2500000000ULL);
+        struct gs_ctl_window w = { 0 };
+        for (unsigned i = 0; i < 60; i++)
+                (void)gs_throttle_step(&w, 0, P, 0, 100000, 1000); /* busy, nothing launched: forgotten at 5 s */
+        assert_true(w.age_ns < 5000000000ULL);
+        w = (struct gs_ctl_window){ 0 };
+        assert_int_equal(gs_throttle_step(&w, 0, 60 * 1000000000ULL, 1, 100000, 1000), 10000000000ULL);
+}
+
+/*
+ * A whole training step as one CUDA graph (one cuGraphLaunch keeps the GPU busy for 800 ms) under a 30 %
+ * share: the controller must learn that one launch costs 800 ms although no period of 100 ms can show more
+ * than 100 ms of it, and space launches ~2.7 s apart. A closed loop: the GPU runs each launch for 800 ms
+ * when the limiter lets it go; utilization over the last 30 s of 60 must be 25-35 %. (The controller that
+ * learnt from one period at a time, capped at 1 s, gave ~80 %.)
+ */
+static void test_controller_long_graph_launches(void **state) {
+        (void)state;
+        const uint64_t P = 100000000, COST = 800000000, TARGET = 30000;
+        struct gs_ctl_window w = { 0 };
+        uint64_t interval = 0, next_launch = 0, busy_until = 0, busy_late = 0;
+        for (uint64_t t = 0; t < 60000000000ULL; t += P) {
+                uint64_t launches = 0;
+                /* the application launches as soon as the previous step is done and the limiter allows */
+                if (t >= busy_until && t >= next_launch) {
+                        launches = 1;
+                        busy_until = t + COST;
+                        next_launch = t + interval;
+                }
+                uint64_t busy = busy_until > t ? (busy_until - t > P ? P : busy_until - t) : 0;
+                if (t >= 30000000000ULL)
+                        busy_late += busy;
+                interval = gs_throttle_step(&w, interval, P, launches, busy * 100000 / P, TARGET);
+        }
+        double util = (double)busy_late / 30e9;
+        print_message("one 800 ms graph launch at 30 %%: interval %.2f s, utilization %.1f %%\n",
+                      (double)interval / 1e9, util * 100);
+        assert_true(util > 0.25 && util < 0.35);
+}
+
+/* NVML's samples: several per process (it may return its buffer), averaged per PID rather than summed;
+ * only those newer than the last counted; the newest timestamp returned for the next call. */
+static bool even_pid(unsigned pid) {
+        return pid % 2 == 0;
+}
+
+static void test_controller_aggregates_samples(void **state) {
+        (void)state;
+        const struct gs_util_sample s[] = {
+                { 10, 1000, 30 }, { 11, 1000, 20 }, { 10, 1100, 50 }, { 10, 900, 99 }, /* old: before last_seen */
+                { 12, 1200, 10 },
+        };
+        uint64_t mine, all;
+        bool matched;
+        uint64_t newest = gs_throttle_aggregate(s, 5, 950, even_pid, &mine, &all, &matched);
+        assert_int_equal(newest, 1200);
+        assert_int_equal(mine, 40000 + 10000); /* pid 10: (30 + 50) / 2, pid 12: 10 */
+        assert_int_equal(all, 40000 + 20000 + 10000);
+        assert_true(matched);
+        newest = gs_throttle_aggregate(s, 5, 1200, even_pid, &mine, &all, &matched);
+        assert_int_equal(newest, 1200); /* nothing newer */
+        assert_int_equal(all, 0);
+        assert_false(matched);
 }
 
 /* ---- the per-process allocation table (alloc-table.c) ---- */
@@ -714,8 +811,11 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sweep_keeps_live_slots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_process_alive, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttle_spacing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_throttle_oversleep_keeps_share, setup, teardown),
                 cmocka_unit_test(test_controller_learns_cost_per_launch),
                 cmocka_unit_test(test_controller_edge_cases),
+                cmocka_unit_test(test_controller_long_graph_launches),
+                cmocka_unit_test(test_controller_aggregates_samples),
                 cmocka_unit_test(test_table_round_trip),
                 cmocka_unit_test(test_table_full_and_tombstones),
                 cmocka_unit_test(test_table_tombstones_do_not_slow_misses),

@@ -552,9 +552,9 @@ static void test_context_teardown_frees_its_allocations(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
-/* A node whose CUDA driver takes `context` bytes per context (the node description's `cuda context=`, as
- * `gpuslice sim record` measures it on a real GPU): the test's own copy of the default node. */
-static void use_node_with_context_cost(const char *context) {
+/* The test's own copy of the default node with one more directive: `cuda context=` (what a context takes, as
+ * `gpuslice sim record` measures it on a real GPU), `unsupported process-utilization`. */
+static void use_node_with(const char *directive) {
         static char path[128];
         char text[65536];
         snprintf(path, sizeof path, "%s/node", dir);
@@ -563,7 +563,7 @@ static void use_node_with_context_cost(const char *context) {
         assert_non_null(out);
         size_t n = fread(text, 1, sizeof text, in);
         fwrite(text, 1, n, out);
-        fprintf(out, "\ncuda context=%s\n", context);
+        fprintf(out, "\n%s\n", directive);
         fclose(in);
         fclose(out);
         node_path = path;
@@ -574,7 +574,7 @@ static void use_node_with_context_cost(const char *context) {
  * unless context= said so. */
 static void test_context_cost_measured(void **state) {
         (void)state;
-        use_node_with_context_cost("128MiB");
+        use_node_with("cuda context=128MiB");
         assert_int_equal(write_limits(1 * GiB, 100, "test"), 0);
         const char *a[] = { "init", "info", "expect-free", "896M", "alloc!", "897M", "alloc", "896M", NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
@@ -1389,6 +1389,16 @@ static void test_core_limit_graph_launches(void **state) {
         assert_true(late > 150 && late < 450);
 }
 
+/* Where NVML has no per-process utilization (newer GPUs, MIG: NOT_SUPPORTED) the device's utilization stands
+ * in for the container's: the share is still enforced. Before: no samples, no feedback, never throttled
+ * (1000 per mille). */
+static void test_core_limit_without_process_utilization(void **state) {
+        (void)state;
+        use_node_with("unsupported process-utilization");
+        unsigned long long late = run_spin("30", "spin", false);
+        assert_true(late > 150 && late < 450);
+}
+
 static void test_core_elastic_alone_uses_idle_gpu(void **state) {
         (void)state;
         char out[512];
@@ -1543,6 +1553,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_core_unlimited_baseline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_limit_without_process_utilization, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_elastic_alone_uses_idle_gpu, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_host_pid_learnt, setup, teardown),
