@@ -31,6 +31,7 @@ static const struct command commands[] = {
         { "hook", cmd_hook, "OCI hook: CUDA requirement check and driver injection" },
         { "check", cmd_check, "which CUDA versions this node's driver runs, and how" },
         { "scheduler", cmd_scheduler, "run the kube-scheduler extender (filter, prioritize, bind by GPU)" },
+        { "sim", cmd_sim, "record this node as a simulator node description (sim record)" },
         { "version", cmd_version, "print the version" },
 };
 

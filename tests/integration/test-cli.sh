@@ -89,6 +89,22 @@ if [ -f "$BUILD/sim/libnvidia-ml.so.1" ]; then
     bad "gpuslice-sim not built"
   fi
   expect_exit 1 "NVML without a node description" env -u GPUSLICE_SIM_NODE LD_LIBRARY_PATH="$BUILD/sim" "$G" topo
+  # gpuslice sim record: the node read back through the simulator loaded with the recording answers the same
+  { cat "$TOPO/dgx-a100-nvswitch.topo"; echo; echo "cuda context=504MiB"; echo "unsupported process-utilization"; \
+    echo "gpu 3 mig=on"; } >"$tmp/orig.node"
+  sim() { GPUSLICE_SIM_NODE=$1 GPUSLICE_SIM_STATE="$tmp/state-$2" LD_LIBRARY_PATH="$BUILD/sim" "${@:3}"; }
+  expect_exit 0 "sim record" sim "$tmp/orig.node" a "$G" sim record -o "$tmp/rec.node"
+  check "sim record: a context's cost measured through NVML" grep -qx "cuda context=504MiB" "$tmp/rec.node"
+  check "sim record: unsupported process utilization" grep -qx "unsupported process-utilization" "$tmp/rec.node"
+  check "sim record: MIG mode read" grep -q "^gpu 3 .* mig=on" "$tmp/rec.node"
+  check "sim record: SM counts from the CUDA driver" grep -q "^gpu 0 .* sms=" "$tmp/rec.node"
+  sim "$tmp/orig.node" a "$G" topo --json >"$tmp/orig.json"
+  sim "$tmp/rec.node" b "$G" topo --json >"$tmp/rec.json"
+  check "sim record: topo --json of the recording equals the original's" cmp -s "$tmp/orig.json" "$tmp/rec.json"
+  expect_exit 0 "sim record --no-cuda" sim "$tmp/orig.node" a "$G" sim record --no-cuda
+  if grep -q "^cuda" "$tmp/out"; then bad "sim record --no-cuda: recorded a context cost"; else ok "sim record --no-cuda: no context cost"; fi
+  expect_exit 2 "sim without record" "$G" sim
+  rm -f "$tmp"/state-* "$tmp"/state-*.launch
 else
   bad "simulator not built ($BUILD/sim/libnvidia-ml.so.1)"
 fi
