@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan deps demo test test-unit test-asan bench bench-sched-e2e fuzz faults clean format lint e2e
+.PHONY: all build asan deps demo test test-unit test-asan bench bench-sched-e2e fuzz faults clean format lint e2e hwkit
 
 all: build
 
@@ -42,6 +42,11 @@ e2e: build
 
 bench: build
 	@./bench/run.sh $(BUILD)
+
+# The hardware kit (docs/hardware.md): $(BUILD)/hwkit, one folder to copy to a GPU machine and run there
+# (`$(BUILD)/hwkit/run.sh --out DIR`); prints its size.
+hwkit: build
+	@./hwkit/assemble.sh $(BUILD) $(BUILD)/hwkit
 
 # Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
 bench-sched-e2e: build

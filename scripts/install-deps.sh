@@ -18,6 +18,8 @@ packages=(
   libcmocka-dev valgrind python3-grpcio python3-grpc-tools python3-protobuf python3-yaml
   # real peers of the integration tests: containers and Prometheus
   podman runc busybox-static prometheus openssl
+  # make hwkit (docs/hardware.md): the carried binaries find the kit's own libraries (patchelf)
+  patchelf
   # make lint (pmccabe: function size and cyclomatic complexity; universal-ctags: the file-cycle check)
   clang-format clang-tidy shellcheck pmccabe universal-ctags
   # make e2e (docs/e2e.md): Kubernetes 1.20 built from Debian's source, etcd, containerd, CNI, the

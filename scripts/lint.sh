@@ -68,7 +68,7 @@ fi
 if want shellcheck; then
   # SC2129 (group redirects into one { } block) is a style preference the bench report writers ignore.
   if ! shellcheck -e SC2129 .ci/run scripts/*.sh bench/*.sh src/interposer/*.sh tests/integration/*.sh \
-    tests/interposer/*.sh tests/lint/*.sh; then
+    tests/interposer/*.sh tests/lint/*.sh hwkit/*.sh; then
     failed+=(shellcheck)
   fi
 fi
@@ -79,7 +79,7 @@ fi
 
 if want banned; then
   pat='\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|atof|gets)\s*\('
-  hits=$(grep -rnE "$pat" src sim bench tests --include='*.c' --include='*.h' | grep -v 'lint: allow' || true)
+  hits=$(grep -rnE "$pat" src sim bench tests hwkit --include='*.c' --include='*.h' | grep -v 'lint: allow' || true)
   if [ -n "$hits" ]; then
     echo "lint: banned functions (use snprintf, strscpy, strtok_r, parse_uint):"
     echo "$hits"

@@ -61,6 +61,15 @@
  *   module[!] GLOBALS / library[!] GLOBALS   cuModuleLoadData / cuLibraryLoadData of a simulated image
  *                     declaring GLOBALS bytes of __device__ globals (unloaded by free/freeall)
  *   module-image TEXT cuModuleLoadData of the image TEXT (the simulator's "gpuslice-sim-module lazy=… delay=…")
+ *   module-global SIZE  a module with SIZE bytes of __device__ globals (PTX on a real driver, the simulator's
+ *                     image on the simulator), kept until free/freeall
+ *   cycles N SIZE     N × (cuMemAlloc SIZE + cuMemFree); print "cycles N NS-PER-PAIR"
+ *   asyncloop N SIZE  N × (cuMemAllocAsync SIZE + cuMemFreeAsync) on the default stream, then sync; print
+ *                     "asyncloop N NS-PER-PAIR"
+ *   launchtime N      N launches of an empty kernel (0 µs), then sync; print "launchtime N NS-PER-LAUNCH"
+ *   devices           cuInit and cuDeviceGetCount only (no context); print "devices N"
+ *   watch S SIZE      for S seconds: allocate SIZE, launch an empty kernel, synchronise, free; print
+ *                     "watch OPS MAX-US" (the slowest of those rounds: a stall would show here)
  *   module-func NAME  cuModuleGetFunction NAME in the newest module (a lazily loaded module's code arrives)
  *   pool-export SIZE  a pool with fabric handles, SIZE allocated from it; print "share HEX" (the pool's
  *                     handle and the pointer's export data, 32 bytes each: the simulator's fit)
@@ -95,6 +104,7 @@
 #define API(X)                                                                                       \
         X(cuInit, "cuInit", "cuInit")                                                                \
         X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet")                                                 \
+        X(cuDeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount")                                  \
         X(cuDriverGetVersion, "cuDriverGetVersion", "cuDriverGetVersion")                            \
         X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain")          \
         X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent")                                     \
@@ -210,6 +220,28 @@ static CUgraphExec gexecs[16];
 static unsigned n_gexecs;
 static unsigned long long last_value, last_total;
 static CUfunction kernel;
+static unsigned long long kernel_ns; /* the PTX kernel's parameter: how long each block spins (real GPUs) */
+static void *kernel_args[] = { &kernel_ns };
+static bool real_gpu; /* the driver refused the simulator's image: kernels are PTX, timed on the GPU's clock */
+
+/* A real driver runs this (PTX, JIT-compiled for whatever GPU it is): each block spins for its parameter's
+ * nanoseconds on %globaltimer, as the simulator's spin_<µs> kernels do. */
+static const char spin_ptx[] = ".version 6.0\n"
+                               ".target sm_52\n"
+                               ".address_size 64\n"
+                               ".visible .entry spin(.param .u64 spin_ns)\n"
+                               "{\n"
+                               "  .reg .pred %p;\n"
+                               "  .reg .b64 %rd<5>;\n"
+                               "  ld.param.u64 %rd1, [spin_ns];\n"
+                               "  mov.u64 %rd2, %globaltimer;\n"
+                               "SPIN:\n"
+                               "  mov.u64 %rd3, %globaltimer;\n"
+                               "  sub.s64 %rd4, %rd3, %rd2;\n"
+                               "  setp.lt.u64 %p, %rd4, %rd1;\n"
+                               "  @%p bra SPIN;\n"
+                               "  ret;\n"
+                               "}\n";
 
 #define CALL(f, ...) (cu.f ? cu.f(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
 
@@ -414,18 +446,34 @@ static void *thread_main(void *arg) {
 
 static CUcontext ctx;
 
+/* The kernel of the launch steps: the simulator's spin_<µs> where the driver is the simulator, else the PTX
+ * spin kernel with us as its parameter. */
+static int load_kernel(unsigned us) {
+        if (kernel)
+                return 0;
+        CUmodule m;
+        char name[64];
+        snprintf(name, sizeof name, "spin_%u", us);
+        if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module") == CUDA_SUCCESS &&
+            CALL(cuModuleGetFunction, &kernel, m, name) == CUDA_SUCCESS)
+                return 0;
+        CUresult r = CALL(cuModuleLoadData, &m, spin_ptx);
+        if (r != CUDA_SUCCESS || (r = CALL(cuModuleGetFunction, &kernel, m, "spin")) != CUDA_SUCCESS)
+                return fail("cannot load the kernel: %d", r);
+        real_gpu = true;
+        kernel_ns = (unsigned long long)us * 1000ULL;
+        return 0;
+}
+
+static CUresult launch_one(unsigned blocks) {
+        return CALL(cuLaunchKernel, kernel, blocks, 1, 1, 128, 1, 1, 0, NULL, real_gpu ? kernel_args : NULL, NULL);
+}
+
 static int step_launch(unsigned long long n, unsigned blocks, unsigned us) {
-        if (!kernel) {
-                CUmodule m;
-                /* The simulator's convention: a function named "spin_<µs>" keeps each block busy that long. */
-                char name[64];
-                snprintf(name, sizeof name, "spin_%u", us);
-                if (CALL(cuModuleLoadData, &m, "gpuslice-sim-module") != CUDA_SUCCESS ||
-                    CALL(cuModuleGetFunction, &kernel, m, name) != CUDA_SUCCESS)
-                        return fail("cannot load the kernel");
-        }
+        if (load_kernel(us))
+                return 1;
         for (unsigned long long i = 0; i < n; i++) {
-                CUresult r = CALL(cuLaunchKernel, kernel, blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+                CUresult r = launch_one(blocks);
                 if (r != CUDA_SUCCESS)
                         return fail("cuLaunchKernel: %d", r);
         }
@@ -588,7 +636,8 @@ static int step_graph_or_spin(const char *what, unsigned long long n, unsigned b
                                               .gridDimZ = 1,
                                               .blockDimX = 128,
                                               .blockDimY = 1,
-                                              .blockDimZ = 1 };
+                                              .blockDimZ = 1,
+                                              .kernelParams = real_gpu ? kernel_args : NULL };
                 if (CALL(cuGraphCreate, &gr, 0) != CUDA_SUCCESS ||
                     CALL(cuGraphAddKernelNode_v2, &node, gr, NULL, 0, &p) != CUDA_SUCCESS ||
                     CALL(cuGraphInstantiateWithFlags, &ex, gr, 0) != CUDA_SUCCESS)
@@ -602,8 +651,7 @@ static int step_graph_or_spin(const char *what, unsigned long long n, unsigned b
                 if (timed ? t >= end : count >= n)
                         break;
                 late += t >= half;
-                CUresult r = ex ? CALL(cuGraphLaunch, ex, NULL)
-                                : CALL(cuLaunchKernel, kernel, blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+                CUresult r = ex ? CALL(cuGraphLaunch, ex, NULL) : launch_one(blocks);
                 if (r != CUDA_SUCCESS)
                         return fail("launch: %d", r);
                 count++;
@@ -1066,6 +1114,87 @@ int main(int argc, char **argv) {
                                 return fail("module-image: %d", cr);
                         alloc_kind[n_allocs] = K_MODULE;
                         allocs[n_allocs++] = (CUdeviceptr)(uintptr_t)m;
+                } else if (strcmp(s, "module-global") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0 || n_allocs == MAX_ALLOCS)
+                                return 2;
+                        i++;
+                        char image[512];
+                        CUmodule m = NULL;
+                        snprintf(image, sizeof image, "gpuslice-sim-module globals=%llu", v);
+                        cr = CALL(cuModuleLoadData, &m, image);
+                        if (cr != CUDA_SUCCESS) { /* a real driver: PTX declaring the global */
+                                snprintf(image, sizeof image,
+                                         ".version 6.0\n.target sm_52\n.address_size 64\n"
+                                         ".visible .global .align 8 .b8 kit_global[%llu];\n"
+                                         ".visible .entry touch() { .reg .b64 %%rd1; mov.u64 %%rd1, kit_global; ret; "
+                                         "}\n",
+                                         v);
+                                cr = CALL(cuModuleLoadData, &m, image);
+                        }
+                        if (cr != CUDA_SUCCESS)
+                                return fail("module-global %llu: %d", v, cr);
+                        alloc_kind[n_allocs] = K_MODULE;
+                        allocs[n_allocs++] = (CUdeviceptr)(uintptr_t)m;
+                } else if (strcmp(s, "cycles") == 0 || strcmp(s, "asyncloop") == 0) {
+                        unsigned long long size;
+                        if (!arg || i + 2 >= argc || parse_size(arg, &v) < 0 || parse_size(argv[i + 2], &size) < 0)
+                                return 2;
+                        i += 2;
+                        bool async = strcmp(s, "asyncloop") == 0;
+                        uint64_t t0 = now_ns();
+                        for (unsigned long long k = 0; k < v; k++) {
+                                CUdeviceptr p;
+                                cr = async ? CALL(cuMemAllocAsync, &p, size, NULL) : CALL(cuMemAlloc_v2, &p, size);
+                                if (cr != CUDA_SUCCESS || (cr = async ? CALL(cuMemFreeAsync, p, NULL)
+                                                                      : CALL(cuMemFree_v2, p)) != CUDA_SUCCESS)
+                                        return fail("%s: %d", s, cr);
+                        }
+                        if (async && CALL(cuCtxSynchronize) != CUDA_SUCCESS)
+                                return fail("%s: sync failed", s);
+                        printf("%s %llu %llu\n", s, v, v ? (unsigned long long)((now_ns() - t0) / v) : 0ULL);
+                } else if (strcmp(s, "devices") == 0) {
+                        int n = 0;
+                        if ((cr = CALL(cuInit, 0)) != CUDA_SUCCESS || (cr = CALL(cuDeviceGetCount, &n)) != CUDA_SUCCESS)
+                                return fail("devices: %d", cr);
+                        printf("devices %d\n", n);
+                } else if (strcmp(s, "watch") == 0) {
+                        unsigned long long size;
+                        if (!arg || i + 2 >= argc || parse_size(arg, &v) < 0 || parse_size(argv[i + 2], &size) < 0)
+                                return 2;
+                        i += 2;
+                        if (load_kernel(0))
+                                return 1;
+                        kernel_ns = 0;
+                        uint64_t end = now_ns() + v * 1000000000ULL, worst = 0, ops = 0;
+                        while (now_ns() < end) {
+                                uint64_t t0 = now_ns();
+                                CUdeviceptr p;
+                                cr = CALL(cuMemAlloc_v2, &p, size);
+                                if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_OUT_OF_MEMORY)
+                                        return fail("watch: alloc %d", cr);
+                                if (launch_one(1) != CUDA_SUCCESS || CALL(cuCtxSynchronize) != CUDA_SUCCESS)
+                                        return fail("watch: launch failed");
+                                if (cr == CUDA_SUCCESS && CALL(cuMemFree_v2, p) != CUDA_SUCCESS)
+                                        return fail("watch: free failed");
+                                uint64_t d = now_ns() - t0;
+                                worst = d > worst ? d : worst;
+                                ops++;
+                        }
+                        printf("watch %llu %llu\n", (unsigned long long)ops, (unsigned long long)(worst / 1000));
+                } else if (strcmp(s, "launchtime") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (load_kernel(0))
+                                return 1;
+                        kernel_ns = 0;
+                        uint64_t t0 = now_ns();
+                        for (unsigned long long k = 0; k < v; k++)
+                                if ((cr = launch_one(1)) != CUDA_SUCCESS)
+                                        return fail("launchtime: %d", cr);
+                        if (CALL(cuCtxSynchronize) != CUDA_SUCCESS)
+                                return fail("launchtime: sync failed");
+                        printf("launchtime %llu %llu\n", v, v ? (unsigned long long)((now_ns() - t0) / v) : 0ULL);
                 } else if (strcmp(s, "pool-export") == 0) {
                         if (!arg || parse_size(arg, &v) < 0)
                                 return 2;

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""PyTorch under the gpuslice limiter, for the hardware kit (hwkit/kit.py, docs/hardware.md).
+
+    torch_probe.py limit            what the limit looks like to PyTorch: mem_get_info, allocating up to it,
+                                    CUDA's out-of-memory error beyond it (the process lives on), then a
+                                    cuBLAS matmul (code the driver loads lazily); prints "HOLD {json}" and
+                                    waits for a line on stdin before it exits (the kit reads NVML meanwhile)
+    torch_probe.py rate SECONDS     bf16 8192³ matmuls back to back; prints {"rate": matmuls/s in the second half}
+    torch_probe.py graph SECONDS    one CUDA graph of 20 such matmuls (a whole "step" per replay), replayed
+                                    back to back; prints {"rate": replays/s in the second half}
+    torch_probe.py nccl RANK WORLD PORT   torch.distributed with NCCL: init, all_reduce, check the sum
+
+Every result is one JSON line on stdout; errors are a JSON line {"error": ...} and exit status 1.
+"""
+import json
+import sys
+import time
+
+MiB = 1 << 20
+
+
+def out(obj, prefix=""):
+    print(prefix + json.dumps(obj), flush=True)
+
+
+def oom_types(torch):
+    types = []
+    for name in ("OutOfMemoryError",):
+        for mod in (torch, torch.cuda):
+            t = getattr(mod, name, None)
+            if isinstance(t, type):
+                types.append(t)
+    return tuple(types) or (RuntimeError,)
+
+
+def limit(torch):
+    free0, total = torch.cuda.mem_get_info()
+    chunk = 256 * MiB
+    held, oom = [], None
+    for _ in range(100000):
+        try:
+            held.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+        except oom_types(torch) as e:
+            oom = type(e).__module__ + "." + type(e).__name__
+            break
+    allocated = len(held) * chunk
+    # beyond the limit again, with the caching allocator emptied first: the driver's answer, not the cache's
+    torch.cuda.empty_cache()
+    again = None
+    try:
+        torch.empty(chunk, dtype=torch.uint8, device="cuda")
+    except oom_types(torch) as e:
+        again = type(e).__name__
+    # room for cuBLAS (its kernels and workspace arrive lazily, through no call the limiter hooks)
+    for _ in range(min(4, len(held))):
+        held.pop()
+    torch.cuda.empty_cache()
+    a = torch.randn(1024, 1024, device="cuda")
+    (a @ a).sum().item()
+    free1, total1 = torch.cuda.mem_get_info()
+    import os
+    out({"pid": os.getpid(), "total": total, "free_start": free0, "allocated": allocated, "oom": oom,
+         "oom_again": again, "free_after_matmul": free1, "total_after": total1,
+         "reserved": torch.cuda.memory_reserved()}, "HOLD ")
+    sys.stdin.readline()
+    out({"alive": True})
+
+
+def matmuls(torch, seconds, graph):
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    step = lambda: [torch.matmul(a, b, out=c) for _ in range(20 if graph else 1)]  # noqa: E731
+    step()
+    torch.cuda.synchronize()
+    run = step
+    if graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        run = g.replay
+    begin = time.monotonic()
+    half, end = begin + seconds / 2, begin + seconds
+    late = 0
+    while True:
+        t = time.monotonic()
+        if t >= end:
+            break
+        run()
+        torch.cuda.synchronize()  # one step at a time: the rate is what the share lets through
+        late += t >= half
+    out({"rate": late / (seconds / 2), "seconds": seconds})
+
+
+def nccl(torch, rank, world, port):
+    import torch.distributed as dist
+    torch.cuda.set_device(0)
+    t0 = time.monotonic()
+    dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    x = torch.full((1 << 20,), float(rank + 1), device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    want = world * (world + 1) / 2
+    ok = abs(x[0].item() - want) < 1e-3
+    dist.destroy_process_group()
+    out({"rank": rank, "ok": ok, "sum": x[0].item(), "want": want, "seconds": time.monotonic() - t0})
+    return ok
+
+
+def main():
+    try:
+        import torch
+    except Exception as e:  # a missing client is the kit's skip, decided before it runs this
+        out({"error": "import torch: %s" % e})
+        return 1
+    try:
+        if not torch.cuda.is_available():
+            out({"error": "torch.cuda.is_available() is False"})
+            return 1
+        what = sys.argv[1]
+        if what == "limit":
+            limit(torch)
+        elif what in ("rate", "graph"):
+            matmuls(torch, float(sys.argv[2]), what == "graph")
+        elif what == "nccl":
+            return 0 if nccl(torch, int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])) else 1
+        else:
+            out({"error": "unknown mode %s" % what})
+            return 2
+        return 0
+    except Exception as e:
+        out({"error": "%s: %s" % (type(e).__name__, e)})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
