@@ -87,7 +87,7 @@ static bool watch_end(CUdevice dev, const struct ctx_watch *w, uint64_t *ret_ext
         uint64_t pre = w->mli >= 0 ? g.limits.dev[w->mli].context_bytes : 0;
         if (took <= pre)
                 return true;
-        if (!charge(w->mli, took - pre))
+        if (!gs_charge_measured(w->mli, took - pre))
                 return false;
         *ret_extra = took - pre;
         return true;

@@ -225,16 +225,23 @@ static inline bool holds_unbacked(int li) {
                __atomic_load_n(&g.proc.graph_retained[li], __ATOMIC_RELAXED);
 }
 
-bool gs_charge_slow(int li, uint64_t bytes) {
-        if (g.proc.unseen[li]) { /* what no hook sees may have gone (unloaded lazily loaded code) */
-                gs_reconcile(li);
-                if (reserve(li, bytes))
-                        return true;
-        }
+bool gs_charge_measured(int li, uint64_t bytes) {
+        if (reserve(li, bytes))
+                return true;
         if (!holds_unbacked(li))
                 return false;
         settle(li);
         return reserve(li, bytes);
+}
+
+bool gs_charge_slow(int li, uint64_t bytes) {
+        /* Before refusing: what no hook sees, as the driver says now (lazily loaded code may have gone, or
+         * come: then the refusal stands on the true figure), and what pools and graphs still hold. */
+        uint64_t unseen = g.proc.unseen[li];
+        gs_reconcile(li);
+        if (g.proc.unseen[li] < unseen && reserve(li, bytes))
+                return true;
+        return gs_charge_measured(li, bytes);
 }
 
 /* Move up to `want` bytes out of the pool cache (for a pool allocation it will serve); returns how many. */
@@ -1040,7 +1047,7 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
                 nested--;                                                                                 \
                 if (r_ != CUDA_SUCCESS)                                                                   \
                         return r_;                                                                        \
-                if (!charge(li_, took_)) {                                                                \
+                if (!gs_charge_measured(li_, took_)) {                                                    \
                         (void)GUARD(undo);                                                                \
                         return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
                 }                                                                                         \

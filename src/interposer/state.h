@@ -213,8 +213,12 @@ static inline void refund(int li, uint64_t bytes) {
                 gs_region_unreserve(g.region, g.slot, (unsigned)li, bytes);
 }
 
-/* A charge that does not fit: settle pool caches and graph memory with the driver, then try again. */
+/* A charge that does not fit: settle what no hook sees, pool caches and graph memory with the driver, then try
+ * again. */
 bool gs_charge_slow(int li, uint64_t bytes) GS_HIDDEN __attribute__((noinline));
+/* The charge of memory the driver already took and that was measured (a context, a code load): like charge(),
+ * but never settles what no hook sees — that settling would count this very memory as unseen. */
+bool gs_charge_measured(int li, uint64_t bytes) GS_HIDDEN;
 
 static inline bool charge(int li, uint64_t bytes) {
         return LIKELY(reserve(li, bytes)) || gs_charge_slow(li, bytes);
