@@ -3,7 +3,8 @@
 # rot between GPU days. The kit is assembled from BUILD exactly as `make hwkit` does, into a temporary folder.
 #
 #   simulate    run.sh --simulate: every check that needs no NVIDIA runtime runs against the simulated node
-#               and passes; the real-GPU-only checks are skipped as such; none fails
+#               and passes; the real-GPU-only checks are skipped as such; none fails; every check is
+#               described in docs/hardware.md
 #   no-driver   run.sh on this machine as it is, without an NVIDIA driver: every check that needs one is
 #               skipped with "no NVIDIA driver", none passes in its place, none fails (exit 77 where a driver
 #               is installed: nothing to prove there)
@@ -26,12 +27,16 @@ else
   "$tmp/kit/run.sh" --out "$tmp/out" --simulate || rc=$?
 fi
 
-/usr/bin/python3 - "$mode" "$tmp/out" "$rc" <<'EOF'
+/usr/bin/python3 - "$mode" "$tmp/out" "$rc" "$src" <<'EOF'
 import json, os, sys
-mode, out, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mode, out, rc, src = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rep = json.load(open(os.path.join(out, "report.json")))
 checks = {c["id"]: c for c in rep["checks"]}
 problems = []
+docs = open(os.path.join(src, "docs", "hardware.md")).read()
+for cid in checks:  # docs/hardware.md says what each check does and its pass rule
+    if "`%s`" % cid not in docs:
+        problems.append("check %s is not described in docs/hardware.md" % cid)
 for name in ("report.json", "report.md", "logs.tar.gz"):
     if not os.path.exists(os.path.join(out, name)):
         problems.append("%s was not written" % name)
