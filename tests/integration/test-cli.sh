@@ -91,7 +91,7 @@ if [ -f "$BUILD/sim/libnvidia-ml.so.1" ]; then
   expect_exit 1 "NVML without a node description" env -u GPUSLICE_SIM_NODE LD_LIBRARY_PATH="$BUILD/sim" "$G" topo
   # gpuslice sim record: the node read back through the simulator loaded with the recording answers the same
   { cat "$TOPO/dgx-a100-nvswitch.topo"; echo; echo "cuda context=504MiB"; echo "unsupported process-utilization"; \
-    echo "gpu 3 mig=on"; } >"$tmp/orig.node"
+    echo 'default name="NVIDIA H100 80GB HBM3" memory=80GiB sms=132 cc=9.0'; echo "gpu 3 mig=on"; } >"$tmp/orig.node"
   sim() { GPUSLICE_SIM_NODE=$1 GPUSLICE_SIM_STATE="$tmp/state-$2" LD_LIBRARY_PATH="$BUILD/sim" "${@:3}"; }
   expect_exit 0 "sim record" sim "$tmp/orig.node" a "$G" sim record -o "$tmp/rec.node"
   check "sim record: a context's cost measured through NVML" grep -qx "cuda context=504MiB" "$tmp/rec.node"
