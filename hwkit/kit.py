@@ -236,7 +236,7 @@ class Kit:
 
     def limited(self, memory=None, core=None, keep=False):
         """`gpuslice run` on the kit's GPU with these limits: the product's own path into a "container"."""
-        argv = [self.bins["gpuslice"], "run", "--gpu", str(self.gpu)]
+        argv = [self.bins["gpuslice"], "run", "--gpu", str(self.gpu), "--interposer", self.bins["interposer"]]
         if memory:
             argv += ["--memory", str(memory)]
         if core:
@@ -559,7 +559,7 @@ def c_shared_limit(k):
 def c_limit_torch(k):
     limit = 4 * GiB
     p = k.start("torch-limit", k.limited(memory=limit, keep=True) +
-                [k.py, os.path.join(k.kit, "probes", "torch_probe.py"), "limit"])
+                [k.py, os.path.join(k.kit, "probes", "client_probe.py"), "limit"])
     hold = None
     try:
         line = k.wait_line(p, "HOLD ", timeout=180)
@@ -609,7 +609,7 @@ def c_lazy(k):
        modes=("real",), needs=("driver", "gpuslice", "jax"))
 def c_jax(k):
     limit = 4 * GiB
-    r = k.run("jax", k.limited(memory=limit) + [k.py, os.path.join(k.kit, "probes", "jax_cupy_probe.py"), "jax"],
+    r = k.run("jax", k.limited(memory=limit) + [k.py, os.path.join(k.kit, "probes", "client_probe.py"), "jax"],
               timeout=240)
     o = r.last_json() or {}
     fig = {"limit_mib": mib(limit), "bytes_limit_mib": mib(o.get("bytes_limit")), "platform": o.get("platform")}
@@ -623,7 +623,7 @@ def c_jax(k):
        "block) and then raises its OutOfMemoryError", modes=("real",), needs=("driver", "gpuslice", "cupy"))
 def c_cupy(k):
     limit = 3 * GiB
-    r = k.run("cupy", k.limited(memory=limit) + [k.py, os.path.join(k.kit, "probes", "jax_cupy_probe.py"), "cupy"],
+    r = k.run("cupy", k.limited(memory=limit) + [k.py, os.path.join(k.kit, "probes", "client_probe.py"), "cupy"],
               timeout=180)
     o = r.last_json() or {}
     if r.rc != 0 or "total" not in o:
@@ -647,7 +647,7 @@ def free_port():
        "init_process_group('nccl') and an all_reduce finish, with the right sum, within 120 s",
        modes=("real",), needs=("driver", "gpuslice", "torch"))
 def c_nccl1(k):
-    probe = os.path.join(k.kit, "probes", "torch_probe.py")
+    probe = os.path.join(k.kit, "probes", "client_probe.py")
     r = k.run("nccl-1", k.limited(memory=8 * GiB) + [k.py, probe, "nccl", "0", "1", str(free_port())], timeout=120)
     o = r.last_json() or {}
     return verdict(r.rc == 0 and o.get("ok"), {"seconds": round(r.secs, 1), "sum": o.get("sum")},
@@ -658,7 +658,7 @@ def c_nccl1(k):
        "where NCCL allows two ranks on one GPU (checked first without gpuslice), both ranks initialise and "
        "all-reduce within 120 s under the limiter", modes=("real",), needs=("driver", "gpuslice", "torch"))
 def c_nccl2(k):
-    probe = os.path.join(k.kit, "probes", "torch_probe.py")
+    probe = os.path.join(k.kit, "probes", "client_probe.py")
 
     def pair(prefix, name):
         port = str(free_port())
@@ -679,20 +679,23 @@ def c_nccl2(k):
 
 # ---- the compute share ----
 
-def rate(k, core, seconds, kind):
-    """Steps per second in the second half of a run at `core` %: PyTorch matmuls (real GPU) or the simulator's
-    full-GPU spin kernels. kind: "rate" (one kernel per step) or "graph" (one CUDA graph of many per step)."""
-    if not k.simulate:
-        probe = os.path.join(k.kit, "probes", "torch_probe.py")
-        r = k.run("torch-%s-%s" % (kind, core), k.limited(core=core) + [k.py, probe, kind, str(seconds)],
-                  timeout=seconds + 120)
-        o = r.last_json() or {}
-        return o.get("rate"), o.get("error") or (r.err.strip()[-200:] if r.rc else "")
-    step, us = ("spin", 1000) if kind == "rate" else ("spin-graph", 100000)
-    r = k.run("spin-%s-%s" % (kind, core), k.limited(core=core) + k.workload("init", step, seconds, sim_sms(k), us),
-              timeout=seconds + 60)
-    v = parse_kv(r.out, "launched")
-    return (v[1] / (seconds / 2) if v and len(v) >= 2 else None), (r.err.strip()[-200:] if r.rc else "")
+def rate_argv(k, core, seconds, kind):
+    """A run of steps at `core` %: PyTorch matmuls (real GPU) or the simulator's full-GPU spin kernels. kind:
+    "rate" (one kernel per step) or "graph" (one CUDA graph of many per step)."""
+    if k.simulate:
+        step, us = ("spin", 1000) if kind == "rate" else ("spin-graph", 100000)
+        return k.limited(core=core) + k.workload("init", step, seconds, sim_sms(k), us)
+    return k.limited(core=core) + [k.py, os.path.join(k.kit, "probes", "client_probe.py"), kind, str(seconds)]
+
+
+def rate_of(k, r, seconds):
+    """Steps per second in the second half of the run (None, and why, when it gave none)."""
+    if k.simulate:
+        v = parse_kv(r.out, "launched")
+        got = v[1] / (seconds / 2) if v and len(v) >= 2 else None
+        return got, (r.err.strip()[-200:] if got is None else "")
+    o = r.last_json() or {}
+    return o.get("rate"), o.get("error") or (r.err.strip()[-200:] if r.rc else "")
 
 
 def sim_sms(k):
@@ -704,18 +707,26 @@ def share_rule(k):
     return 0.05 if not k.simulate else 0.15  # the simulator's SMs are CPU time on a shared build machine
 
 
+def share_ratio(k, kind, seconds):
+    """The rate at 30 % over the rate at 100 %, judged against 0.30."""
+    runs = {}
+    for core in (100, 30):
+        r = k.run("%s-%d" % (kind, core), rate_argv(k, core, seconds, kind), timeout=seconds + 120)
+        runs[core], why = rate_of(k, r, seconds)
+        if runs[core] is None:
+            return ("fail", {}, why or "no rate")
+    if not runs[100]:
+        return ("fail", {}, "nothing ran at 100 %")
+    ratio = runs[30] / runs[100]
+    return verdict(abs(ratio - 0.30) <= share_rule(k), {"rate_100": round(runs[100], 3),
+                                                        "rate_30": round(runs[30], 3), "ratio": round(ratio, 3)})
+
+
 @check("compute-share", "the compute share: a matmul loop at --core 30 against --core 100",
        "the rate at 30 % is 0.30 ± 0.05 of the rate at 100 % (simulated node: ± 0.15, its GPU is CPU time)",
        needs=("driver", "gpuslice", "torch"))
 def c_compute(k):
-    secs = 4 if k.simulate else 12
-    full, e1 = rate(k, 100, secs, "rate")
-    part, e2 = rate(k, 30, secs, "rate")
-    if not full or part is None:
-        return ("fail", {}, e1 or e2 or "no rate")
-    ratio = part / full
-    return verdict(abs(ratio - 0.30) <= share_rule(k), {"rate_100": round(full, 2), "rate_30": round(part, 2),
-                                                        "ratio": round(ratio, 3)})
+    return share_ratio(k, "rate", 4 if k.simulate else 12)
 
 
 @check("compute-share-pair", "two containers at 30 % and 70 % on the one GPU at once",
@@ -723,20 +734,10 @@ def c_compute(k):
        needs=("driver", "gpuslice", "torch"))
 def c_compute_pair(k):
     seconds = 4 if k.simulate else 12
-    if k.simulate:
-        argv = lambda c: k.limited(core=c) + k.workload("init", "spin", seconds, sim_sms(k), 1000)  # noqa: E731
-    else:
-        probe = os.path.join(k.kit, "probes", "torch_probe.py")
-        argv = lambda c: k.limited(core=c) + [k.py, probe, "rate", str(seconds)]  # noqa: E731
-    a, b = k.start("pair-30", argv(30)), k.start("pair-70", argv(70))
-    ra, rb = k.finish(a, timeout=seconds + 120), k.finish(b, timeout=seconds + 120)
-    if k.simulate:
-        va, vb = parse_kv(ra.out, "launched"), parse_kv(rb.out, "launched")
-        x, y = (va[1] if va else None), (vb[1] if vb else None)
-    else:
-        x, y = (ra.last_json() or {}).get("rate"), (rb.last_json() or {}).get("rate")
+    a, b = k.start("pair-30", rate_argv(k, 30, seconds, "rate")), k.start("pair-70", rate_argv(k, 70, seconds, "rate"))
+    (x, why_a), (y, why_b) = (rate_of(k, k.finish(p, timeout=seconds + 120), seconds) for p in (a, b))
     if not x or not y:
-        return ("fail", {}, "a run gave no rate (exit %s, %s)" % (ra.rc, rb.rc))
+        return ("fail", {}, "a run gave no rate: %s" % (why_a or why_b))
     share = x / (x + y)
     return verdict(abs(share - 0.30) <= share_rule(k), {"steps_30": round(x, 2), "steps_70": round(y, 2),
                                                          "share_30": round(share, 3)})
@@ -746,14 +747,7 @@ def c_compute_pair(k):
        "the graph replays at 30 % run at 0.30 ± 0.05 of their rate at 100 % (simulated node: 100 ms kernels; "
        "± 0.15)", needs=("driver", "gpuslice", "torch"))
 def c_long_graphs(k):
-    secs = 6 if k.simulate else 16
-    full, e1 = rate(k, 100, secs, "graph")
-    part, e2 = rate(k, 30, secs, "graph")
-    if not full or part is None:
-        return ("fail", {}, e1 or e2 or "no rate")
-    ratio = part / full
-    return verdict(abs(ratio - 0.30) <= share_rule(k), {"rate_100": round(full, 3), "rate_30": round(part, 3),
-                                                        "ratio": round(ratio, 3)})
+    return share_ratio(k, "graph", 6 if k.simulate else 16)
 
 
 @check("compute-share-small-kernels", "many small kernels at --core 50 (the throttle's sleep slack)",

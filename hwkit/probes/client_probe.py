@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""PyTorch under the gpuslice limiter, for the hardware kit (hwkit/kit.py, docs/hardware.md).
+"""PyTorch, JAX and CuPy under the gpuslice limiter, for the hardware kit (hwkit/kit.py, docs/hardware.md).
 
-    torch_probe.py limit            what the limit looks like to PyTorch: mem_get_info, allocating up to it,
+    client_probe.py limit           what the limit looks like to PyTorch: mem_get_info, allocating up to it,
                                     CUDA's out-of-memory error beyond it (the process lives on), then a
                                     cuBLAS matmul (code the driver loads lazily); prints "HOLD {json}" and
                                     waits for a line on stdin before it exits (the kit reads NVML meanwhile)
-    torch_probe.py rate SECONDS     bf16 8192³ matmuls back to back; prints {"rate": matmuls/s in the second half}
-    torch_probe.py graph SECONDS    one CUDA graph of 20 such matmuls (a whole "step" per replay), replayed
+    client_probe.py rate SECONDS    bf16 8192³ matmuls back to back; prints {"rate": matmuls/s in the second half}
+    client_probe.py graph SECONDS   one CUDA graph of 20 such matmuls (a whole "step" per replay), replayed
                                     back to back; prints {"rate": replays/s in the second half}
-    torch_probe.py nccl RANK WORLD PORT   torch.distributed with NCCL: init, all_reduce, check the sum
+    client_probe.py nccl RANK WORLD PORT   torch.distributed with NCCL: init, all_reduce, check the sum
+    client_probe.py jax             JAX with its default preallocation (75 % of the memory it sees): a 4096²
+                                    matmul runs; prints the device's memory_stats (bytes_limit: XLA's pool)
+    client_probe.py cupy            CuPy: Device().mem_info, then 256 MiB blocks until its OutOfMemoryError
 
 Every result is one JSON line on stdout; errors are a JSON line {"error": ...} and exit status 1.
 """
 import json
+import os
 import sys
 import time
 
@@ -58,7 +62,6 @@ def limit(torch):
     a = torch.randn(1024, 1024, device="cuda")
     (a @ a).sum().item()
     free1, total1 = torch.cuda.mem_get_info()
-    import os
     out({"pid": os.getpid(), "total": total, "free_start": free0, "allocated": allocated, "oom": oom,
          "oom_again": again, "free_after_matmul": free1, "total_after": total1,
          "reserved": torch.cuda.memory_reserved()}, "HOLD ")
@@ -113,17 +116,41 @@ def nccl(torch, rank, world, port):
     return ok
 
 
+def jax_probe():
+    import jax
+    import jax.numpy as jnp
+    dev = jax.devices()[0]
+    x = jnp.ones((4096, 4096), dtype=jnp.float32)
+    y = (x @ x).block_until_ready()
+    stats = dev.memory_stats() or {}
+    out({"platform": dev.platform, "ok": float(y[0, 0]) == 4096.0, "bytes_limit": stats.get("bytes_limit"),
+         "bytes_in_use": stats.get("bytes_in_use")})
+
+
+def cupy_probe():
+    import cupy
+    free0, total = cupy.cuda.Device(0).mem_info
+    held, oom = [], None
+    for _ in range(100000):
+        try:
+            held.append(cupy.empty(256 * MiB, dtype=cupy.uint8))
+        except cupy.cuda.memory.OutOfMemoryError as e:
+            oom = type(e).__name__
+            break
+    out({"total": total, "free_start": free0, "allocated": len(held) * 256 * MiB, "oom": oom,
+         "pool_total": cupy.get_default_memory_pool().total_bytes()})
+
+
 def main():
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
-        import torch
-    except Exception as e:  # a missing client is the kit's skip, decided before it runs this
-        out({"error": "import torch: %s" % e})
-        return 1
-    try:
+        if what in ("jax", "cupy"):
+            (jax_probe if what == "jax" else cupy_probe)()
+            return 0
+        import torch  # a missing client is the kit's skip, decided before it runs this
         if not torch.cuda.is_available():
             out({"error": "torch.cuda.is_available() is False"})
             return 1
-        what = sys.argv[1]
         if what == "limit":
             limit(torch)
         elif what in ("rate", "graph"):
@@ -131,7 +158,7 @@ def main():
         elif what == "nccl":
             return 0 if nccl(torch, int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])) else 1
         else:
-            out({"error": "unknown mode %s" % what})
+            out({"error": "unknown mode %r" % what})
             return 2
         return 0
     except Exception as e:
