@@ -167,6 +167,8 @@ static void print_directives(FILE *f, const struct topo *t) {
                         fprintf(f, " minor=%d", g->minor);
                 if (g->numa_node >= 0)
                         fprintf(f, " numa=%d", g->numa_node);
+                else
+                        fputs(" numa=none", f); /* NVML knows none (a VM): the simulator must not make one up */
                 if (g->sm_count > 0)
                         fprintf(f, " sms=%d", g->sm_count);
                 if (g->cc_major > 0)

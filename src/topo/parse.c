@@ -380,6 +380,10 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                     dom > 0xffff || dev > 0x1f || fn > 7)
                         return fail(p, line, "bus: expected a PCI bus id like 00000000:1A:00.0, got '%s'", val);
                 snprintf(g->bus_id, sizeof g->bus_id, "%08X:%02X:%02X.%X", dom, bus, dev, fn);
+        } else if (tok_eq(key, "numa") && streq(val, "none")) {
+                g->numa_node = TOPO_NUMA_NONE; /* NVML knows none (a VM): no default either */
+                if (gpu < TOPO_MAX_GPUS)
+                        p->numa_given[gpu] = true;
         } else if (tok_eq(key, "minor") || tok_eq(key, "numa") || tok_eq(key, "sms")) {
                 unsigned v;
                 if (parse_uint(val, 65535, &v) < 0)
@@ -796,9 +800,12 @@ void topo_apply_defaults(struct topo *t) {
                 }
                 numa_of_group[i] = found;
         }
-        for (unsigned i = 0; i < t->n_gpus; i++)
-                if (t->gpu[i].numa_node < 0)
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                if (t->gpu[i].numa_node == TOPO_NUMA_NONE)
+                        t->gpu[i].numa_node = -1;
+                else if (t->gpu[i].numa_node < 0)
                         t->gpu[i].numa_node = numa_of_group[i];
+        }
         infer_nvlink_pcie(t);
 
         uint64_t h = topo_hash(t);

@@ -53,7 +53,7 @@ struct topo_gpu {
         uint64_t memory_total;   /* bytes, 0 when unknown */
         uint64_t memory_used;    /* bytes */
         int minor;               /* /dev/nvidia<minor>, -1 when unknown */
-        int numa_node;           /* host NUMA node, -1 when unknown */
+        int numa_node;           /* host NUMA node, -1 when unknown (TOPO_NUMA_NONE: said so, `numa=none`) */
         char cpu_affinity[128];  /* cpulist ("0-9,20-29"), "" when unknown */
         int mig_mode;            /* 0 off, 1 on, -1 not supported / unknown */
         int cc_major, cc_minor;  /* CUDA compute capability, 0 when unknown */
@@ -84,6 +84,8 @@ struct topo {
 };
 
 #define TOPO_UNSUPPORTED_PROCESS_UTIL 1u /* nvmlDeviceGetProcessUtilization */
+/* numa_node between topo_parse_raw and topo_apply_defaults: the text said `numa=none` (unknown, no default) */
+#define TOPO_NUMA_NONE (-2)
 
 /* Parse and validation errors: struct gs_error (util/error.h), code -EINVAL, a message fit for a
  * person that starts with "line N: " when a line is at fault. */

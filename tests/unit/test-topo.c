@@ -301,6 +301,12 @@ static void test_driver_directives(void **state) {
         assert_int_equal(topo_parse(none, strlen(none), &t, &e), 0);
         assert_int_equal(t.cuda_context_bytes, 0); /* unknown: the simulated driver takes nothing */
         assert_int_equal(t.unsupported, 0);
+        assert_int_equal(t.gpu[0].numa_node, 0); /* a default NUMA node */
+        /* numa=none: NVML knew none (a VM), so no default either */
+        const char *vm = "  GPU0 GPU1\nGPU0 X SYS\nGPU1 SYS X\ngpu 0 numa=none\n";
+        assert_int_equal(topo_parse(vm, strlen(vm), &t, &e), 0);
+        assert_int_equal(t.gpu[0].numa_node, -1);
+        assert_true(t.gpu[1].numa_node >= 0);
 }
 
 /* brand: given per GPU, by `default`, or derived from the model name */
