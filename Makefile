@@ -43,10 +43,10 @@ e2e: build
 bench: build
 	@./bench/run.sh $(BUILD)
 
-# The hardware kit (docs/hardware.md): $(BUILD)/hwkit, one folder to copy to a GPU machine and run there
-# (`$(BUILD)/hwkit/run.sh --out DIR`); prints its size.
+# The hardware kit (docs/hardware.md): $(BUILD)/gpuslice-hwkit, one folder to copy to a GPU machine and run there
+# (`$(BUILD)/gpuslice-hwkit/run.sh --out DIR`); prints its size.
 hwkit: build
-	@./hwkit/assemble.sh $(BUILD) $(BUILD)/hwkit
+	@./hwkit/assemble.sh $(BUILD) $(BUILD)/gpuslice-hwkit
 
 # Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
 bench-sched-e2e: build

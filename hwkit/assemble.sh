@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hwkit/assemble.sh BUILD DEST — the hardware kit (docs/hardware.md) as one self-contained folder, from a
-# built tree (`make hwkit` runs it with build/ and build/hwkit):
+# built tree (`make hwkit` runs it with build/ and build/gpuslice-hwkit):
 #
 #   run.sh kit.py rebuild.sh      the entry script, the checks, the compiler-only rebuild
 #   bin/gpuslice                  with the non-glibc libraries it links in lib/ (found through its RPATH)

@@ -18,7 +18,7 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 fresh() {
   rm -rf "$tree" "$tmp/build"
   mkdir -p "$tree" "$tmp/build"
-  (cd "$src" && tar cf - .clang-format .clang-tidy .ci scripts src sim tests bench) | tar xf - -C "$tree"
+  (cd "$src" && tar cf - .clang-format .clang-tidy .ci scripts src sim tests bench hwkit) | tar xf - -C "$tree"
   sed -e "s#$src/src/#$tree/src/#g" -e "s#$src/sim/#$tree/sim/#g" "$build/compile_commands.json" \
     >"$tmp/build/compile_commands.json"
 }
