@@ -50,6 +50,27 @@ void metrics_text_family(struct metrics_text *t, const char *name, const char *t
  * (integers exactly), NaN/Inf as the format spells them.
  */
 void metrics_text_sample(struct metrics_text *t, const char *name, const char *const *labels, double value);
+/*
+ * The pieces of a sample, for formatters that write many (src/monitor/format.c; 8 GPUs x 256
+ * processes are 1.8 MB of text per scrape): raw bytes, an escaped label value, a value as
+ * metrics_text_sample writes it, a whole number. metrics_text_reserve makes room for n more bytes at
+ * once (false when that failed; t->failed is then set).
+ */
+void metrics_text_append(struct metrics_text *t, const char *s, size_t n);
+void metrics_text_escaped(struct metrics_text *t, const char *value);
+void metrics_text_value(struct metrics_text *t, double value);
+void metrics_text_uint(struct metrics_text *t, uint64_t value);
+bool metrics_text_reserve(struct metrics_text *t, size_t n);
+
+/*
+ * A label set already in the text (the bytes between a sample's braces, escaped), to go out again
+ * under another family without escaping it twice: name{<text[off, off+len)>} value\n. An empty span,
+ * or one past the end of the text, writes no braces.
+ */
+struct metrics_span {
+        size_t off, len;
+};
+void metrics_text_sample_span(struct metrics_text *t, const char *name, struct metrics_span labels, double value);
 /* Escape a label value into buf (always terminated; -ENOBUFS when cut short). */
 int metrics_escape_label(const char *value, char *buf, size_t len);
 /* Take the text (NUL-terminated, caller frees) or -ENOMEM if anything failed; resets t. */
