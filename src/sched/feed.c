@@ -64,11 +64,15 @@ static void pod_changed(const json_t *old_obj, const json_t *new_obj, void *user
                 struct sched_pod_info info;
                 sched_pod_view_info(f->pod_view, &info);
                 (void)sched_model_set_pod(m, &info);
+                if (f->pod_view->node_name[0] || f->pod_view->terminated)
+                        sched_server_pod_settled(f->server, f->pod_view->uid); /* no longer pending */
         } else {
                 /* deleted, slimmed away (finished), or malformed: holds nothing we can count */
                 const char *uid = meta_str(new_obj ? new_obj : old_obj, "uid");
-                if (uid)
+                if (uid) {
                         (void)sched_model_remove_pod(m, uid);
+                        sched_server_pod_settled(f->server, uid);
+                }
         }
         sched_server_unlock(f->server);
 }

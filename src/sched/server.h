@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server — the scheduler extender's HTTP side: the verbs kube-scheduler calls (POST /filter,
- * /prioritize, /bind, /preempt) plus /healthz and /metrics, on the project's one HTTP server (src/http),
- * over a cluster model (model.h) it owns and guards with one lock.
+ * /prioritize, /bind, /preempt) plus /healthz and /metrics, and the read-only operator page with its
+ * JSON API (ui.h), on the project's one HTTP server (src/http), over a cluster model (model.h) it owns
+ * and guards with one lock.
  *
  * The model is fed from outside (the API watch, or a snapshot) through sched_server_lock(), which
  * hands out the model under the lock. Bind talks to the API server through a binder (two calls:
@@ -21,6 +22,7 @@
 #include "sched/codec.h"
 #include "sched/decide.h"
 #include "sched/model.h"
+#include "sched/view.h"
 
 /* Errors a binder returns: -ESTALE for a failed precondition (the pod changed: 409 Conflict),
  * other -errno for the rest; err says what the API said. */
@@ -59,6 +61,19 @@ void sched_server_unlock(struct sched_server *s);
 /* Whether the feed has delivered a complete picture (until then /healthz says 503 and filter
  * answers an Error so no pod is placed on a half-known cluster). */
 void sched_server_set_ready(struct sched_server *s, bool ready);
+/* The feed saw pod `uid` bound to a node, finished or deleted: it is not pending any more (the page
+ * and the unschedulable metric forget it; bind would not have it either). With the lock held
+ * (between sched_server_lock and sched_server_unlock). */
+void sched_server_pod_settled(struct sched_server *s, const char *uid);
+
+/*
+ * The operator page's documents (view.h, docs/ui.md), built under the lock: /api/v1/cluster for
+ * query q (the model with the pending pods filter has seen and what it said of them), and
+ * /api/v1/topology for one node (-ENOENT when the model has no published node of that name).
+ * *ret malloc'ed. 0 or -errno.
+ */
+int sched_server_view(struct sched_server *s, const struct sched_view_query *q, char **ret, size_t *ret_len);
+int sched_server_topology(struct sched_server *s, const char *node, char **ret, size_t *ret_len);
 
 /*
  * The verbs without HTTP (the handlers call these; tests and the bench call them directly).
