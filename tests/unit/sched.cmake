@@ -5,3 +5,5 @@ gpuslice_unit_test(sched-codec ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-codec
 target_link_libraries(test-sched-codec PRIVATE gpuslice_sched)
 gpuslice_unit_test(sched-server ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-server.c)
 target_link_libraries(test-sched-server PRIVATE gpuslice_sched_server)
+gpuslice_unit_test(sched-view ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-view.c)
+target_link_libraries(test-sched-view PRIVATE gpuslice_sched)
