@@ -332,9 +332,9 @@ int http_server_start(struct http_server *s) {
                  * apply to unix peers, the total one does. */
                 s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
                                              MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                             (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_END);
+                                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                             MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -363,9 +363,8 @@ int http_server_start(struct http_server *s) {
         opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                     MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)HTTP_MAX_CONNECTIONS,
+                                     MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
                                      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS_PER_IP,

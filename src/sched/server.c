@@ -272,8 +272,8 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 s->results[i] =
                         (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
         }
-        struct pending *pp = a->pod.uid[0] && a->pod.req.n ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid))
-                                                             : NULL;
+        struct pending *pp =
+                a->pod.uid[0] && a->pod.req.n ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid)) : NULL;
         if (pp && sched_filter_summary_note(&pp->filter, s->results, a->node_names, a->n_nodes, now_realtime_ns()))
                 s->view_gen++;
         /* keep the decisions for prioritize (the list itself was kept by resolve_nodes) */

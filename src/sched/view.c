@@ -87,9 +87,12 @@ enum query_key {
         Q_NAMESPACE,
         Q_MODEL,
         Q_SINCE,
+        Q_OFFSET,
+        Q_LIMIT,
         Q_N
 };
-static const char *const query_keys[Q_N] = { "node", "namespace", "model", "since" };
+static const char *const query_keys[Q_N] = { "node", "namespace", "model", "since", "offset", "limit" };
+#define KNOWN_KEYS "node, namespace, model, since, offset, limit"
 
 static int query_value(struct sched_view_query *q, enum query_key k, const char *v, size_t n, struct gs_error *err) {
         const char *key = query_keys[k];
@@ -118,11 +121,22 @@ static int query_value(struct sched_view_query *q, enum query_key k, const char 
                 case Q_SINCE:
                         if (n == 0)
                                 return 0;
-                        if (n > 20 || strspn(v, "0123456789") != n ||
-                            parse_u64(v, &q->since) < 0)
+                        if (n > 20 || strspn(v, "0123456789") != n || parse_u64(v, &q->since) < 0)
                                 return gs_error_set(err, -EINVAL, "query parameter 'since': not a generation number");
                         q->has_since = true;
                         return 0;
+                case Q_OFFSET:
+                case Q_LIMIT: {
+                        unsigned num = 0;
+                        if (n > 0 && (strspn(v, "0123456789") != n || parse_uint(v, SCHED_VIEW_MAX_NODES, &num) < 0))
+                                return gs_error_set(err, -EINVAL, "query parameter '%s': not a number of nodes (0..%d)",
+                                                    key, SCHED_VIEW_MAX_NODES);
+                        if (k == Q_OFFSET)
+                                q->offset = num;
+                        else
+                                q->limit = num;
+                        return 0;
+                }
                 default: return gs_error_set(err, -EINVAL, "query parameter '%s' not handled", key);
         }
 }
@@ -148,8 +162,7 @@ int sched_view_query_parse(const char *query, size_t len, struct sched_view_quer
                 size_t kn, vn = 0;
                 int r = url_decode(part, klen, key, sizeof key, &kn);
                 if (r == -E2BIG || (r == 0 && memchr(key, '\0', kn)))
-                        return gs_error_set(err, -EINVAL, "unknown query parameter (known: node, namespace, model, "
-                                                          "since)");
+                        return gs_error_set(err, -EINVAL, "unknown query parameter (known: " KNOWN_KEYS ")");
                 if (r < 0)
                         return gs_error_set(err, -EINVAL, "bad %%-escape in a query parameter's name");
                 enum query_key k = Q_N;
@@ -157,8 +170,7 @@ int sched_view_query_parse(const char *query, size_t len, struct sched_view_quer
                         if (streq(key, query_keys[j]))
                                 k = (enum query_key)j;
                 if (k == Q_N)
-                        return gs_error_set(err, -EINVAL,
-                                            "unknown query parameter '%s' (known: node, namespace, model, since)",
+                        return gs_error_set(err, -EINVAL, "unknown query parameter '%s' (known: " KNOWN_KEYS ")",
                                             shown(key, sb));
                 if (seen[k])
                         return gs_error_set(err, -EINVAL, "query parameter '%s' given twice", query_keys[k]);
@@ -168,8 +180,7 @@ int sched_view_query_parse(const char *query, size_t len, struct sched_view_quer
                 if (!eq)
                         val[0] = '\0';
                 if (memchr(val, '\0', vn))
-                        return gs_error_set(err, -EINVAL, "query parameter '%s': contains a NUL byte",
-                                            query_keys[k]);
+                        return gs_error_set(err, -EINVAL, "query parameter '%s': contains a NUL byte", query_keys[k]);
                 r = query_value(&q, k, val, vn, err);
                 if (r < 0)
                         return r;
@@ -253,7 +264,7 @@ static const char *gpu_model(const struct sched_node *n, unsigned g) {
 
 static const char *gpu_health(const struct sched_node *n, unsigned g) {
         return n->details && n->details->gpu[g].health[0] ? n->details->gpu[g].health
-                                                           : (n->gpu[g].healthy ? "ok" : "unhealthy");
+                                                          : (n->gpu[g].healthy ? "ok" : "unhealthy");
 }
 
 static bool pod_on_gpu(const struct sched_pod *p, unsigned g) {
@@ -284,15 +295,108 @@ static void share_what(unsigned core, uint64_t mem, char *buf, size_t len) {
                 snprintf(buf, len, "%s", m);
 }
 
-static void set_pod_flags(json_t *o, const struct sched_pod *p) {
-        json_object_set_new(o, "bound", json_boolean(p->bound));
-        json_object_set_new(o, "confirmed", json_boolean(p->confirmed));
-        json_object_set_new(o, "assumed", json_boolean(p->assumed));
-        json_object_set_new(o, "inferred", json_boolean(p->inferred));
-        json_object_set_new(o, "source", json_string(sched_source_name(p->source)));
+/* ---- a JSON writer for the cluster document: written straight into one buffer (at 1,000 nodes the
+ * document is MBs, and it is written under the server's lock; a tree of jansson values took 10x as
+ * long). Strings are escaped as JSON wants, and bytes that are not UTF-8 become U+FFFD. ---- */
+
+struct jw {
+        char *buf;
+        size_t len, cap;
+        bool failed;
+};
+
+static bool jw_room(struct jw *w, size_t n) {
+        if (w->failed)
+                return false;
+        if (w->len + n + 1 <= w->cap)
+                return true;
+        size_t cap = w->cap ? w->cap : 16384;
+        while (cap < w->len + n + 1)
+                cap *= 2;
+        char *b = realloc(w->buf, cap);
+        if (!b) {
+                w->failed = true;
+                return false;
+        }
+        w->buf = b;
+        w->cap = cap;
+        return true;
 }
 
-static json_t *holder_json(const struct sched_pod *p, const struct sched_node *n, unsigned g) {
+static void jw_raw(struct jw *w, const char *s, size_t n) {
+        if (!jw_room(w, n))
+                return;
+        memcpy(w->buf + w->len, s, n);
+        w->len += n;
+}
+#define JW_LIT(w, lit) jw_raw(w, "" lit, sizeof(lit) - 1) /* lit: a string literal (the "" makes sure) */
+
+static void jw_str(struct jw *w, const char *s) {
+        JW_LIT(w, "\"");
+        const char *end = s + strlen(s);
+        while (s < end) {
+                const char *run = s;
+                while (s < end && (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x80 && *s != '"' && *s != '\\')
+                        s++;
+                jw_raw(w, run, (size_t)(s - run));
+                if (s == end)
+                        break;
+                unsigned char c = (unsigned char)*s;
+                size_t k = c >= 0x80 ? utf8_seq_len(s, (size_t)(end - s)) : 1;
+                if (c >= 0x80) {
+                        if (k)
+                                jw_raw(w, s, k);
+                        else
+                                JW_LIT(w, "\xef\xbf\xbd");
+                        s += k ? k : 1;
+                        continue;
+                }
+                char esc[8];
+                int n = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
+                                              : snprintf(esc, sizeof esc, "\\u%04x", c);
+                jw_raw(w, esc, (size_t)n);
+                s++;
+        }
+        JW_LIT(w, "\"");
+}
+
+static void jw_int(struct jw *w, int64_t v) {
+        char b[24];
+        int n = snprintf(b, sizeof b, "%lld", (long long)v);
+        jw_raw(w, b, (size_t)n);
+}
+
+static void jw_bool(struct jw *w, bool v) {
+        if (v)
+                JW_LIT(w, "true");
+        else
+                JW_LIT(w, "false");
+}
+
+/* ,"key": then the value (keys are literals that need no escaping) */
+#define JW_KEY(w, key) JW_LIT(w, ",\"" key "\":")
+
+static void pod_flags(struct jw *w, const struct sched_pod *p) {
+        JW_KEY(w, "bound");
+        jw_bool(w, p->bound);
+        JW_KEY(w, "confirmed");
+        jw_bool(w, p->confirmed);
+        JW_KEY(w, "assumed");
+        jw_bool(w, p->assumed);
+        JW_KEY(w, "inferred");
+        jw_bool(w, p->inferred);
+        JW_KEY(w, "source");
+        jw_str(w, sched_source_name(p->source));
+}
+
+static void ns_name(struct jw *w, const char *ns, const char *name) {
+        JW_LIT(w, "{\"namespace\":");
+        jw_str(w, ns);
+        JW_KEY(w, "name");
+        jw_str(w, name);
+}
+
+static void holder_json(struct jw *w, const struct sched_pod *p, const struct sched_node *n, unsigned g) {
         uint64_t mem;
         unsigned core;
         bool whole;
@@ -302,11 +406,17 @@ static json_t *holder_json(const struct sched_pod *p, const struct sched_node *n
                 strscpy(what, "whole GPU", sizeof what);
         else
                 share_what(core, mem, what, sizeof what);
-        json_t *h = json_pack("{s:s,s:s,s:s,s:I,s:i,s:s}", "kind", whole ? "whole" : "share", "namespace", p->ns,
-                              "name", p->name, "memory_mib", (json_int_t)mem, "core_percent", (int)core, "what", what);
-        if (h)
-                set_pod_flags(h, p);
-        return h;
+        ns_name(w, p->ns, p->name);
+        JW_KEY(w, "kind");
+        jw_str(w, whole ? "whole" : "share");
+        JW_KEY(w, "memory_mib");
+        jw_int(w, (int64_t)mem);
+        JW_KEY(w, "core_percent");
+        jw_int(w, core);
+        JW_KEY(w, "what");
+        jw_str(w, what);
+        pod_flags(w, p);
+        JW_LIT(w, "}");
 }
 
 struct totals {
@@ -314,52 +424,132 @@ struct totals {
         uint64_t mem_total, mem_alloc, core_alloc;
 };
 
-/* The GPUs of n the filters keep, as JSON; NULL when none is kept and a filter asked for GPUs. */
-static json_t *gpus_json(const struct sched_node *n, const struct sched_pod *const *pods, size_t np,
-                         const struct sched_view_query *q, struct totals *t) {
-        json_t *gpus = json_array();
-        for (unsigned g = 0; gpus && g < n->n_gpus; g++) {
+/* What one node shows: its pods oldest first (the node's list is newest first). */
+struct node_pods {
+        size_t n;
+        const struct sched_pod **p;
+};
+
+static int node_pods(const struct sched_node *n, struct node_pods *ret) {
+        ret->n = 0;
+        ret->p = calloc(n->n_pods ? n->n_pods : 1, sizeof *ret->p);
+        if (!ret->p)
+                return -ENOMEM;
+        for (const struct sched_pod *p = n->pods; p && ret->n < n->n_pods; p = p->next_on_node)
+                ret->p[ret->n++] = p;
+        for (size_t i = 0; i < ret->n / 2; i++) {
+                const struct sched_pod *x = ret->p[i];
+                ret->p[i] = ret->p[ret->n - 1 - i];
+                ret->p[ret->n - 1 - i] = x;
+        }
+        return 0;
+}
+
+/* Whether GPU g passes the model and namespace filters; *ret_holders: pods on it. */
+static bool gpu_kept(const struct sched_node *n, unsigned g, const struct node_pods *np,
+                     const struct sched_view_query *q, size_t *ret_holders) {
+        size_t holders = 0;
+        bool ns_hit = !q->ns[0];
+        for (size_t i = 0; i < np->n; i++)
+                if (pod_on_gpu(np->p[i], g)) {
+                        holders++;
+                        ns_hit |= streq(np->p[i]->ns, q->ns);
+                }
+        *ret_holders = holders;
+        return ns_hit && (!q->model[0] || contains_ci(gpu_model(n, g), q->model));
+}
+
+static bool unplaced_kept(const struct sched_pod *p, const struct sched_node *n, const struct sched_view_query *q) {
+        return !pod_placed(p, n) && (!q->ns[0] || streq(p->ns, q->ns));
+}
+
+/* The memory and compute handed out on a GPU (a whole GPU counts all of it). */
+static void gpu_use(const struct sched_gpu *u, uint64_t *ret_mem, unsigned *ret_core) {
+        *ret_mem = u->mem_used_mib + (uint64_t)u->whole * u->mem_total_mib;
+        *ret_core = u->core_used + 100u * u->whole;
+}
+
+/* Whether node n shows under q (a filter on GPUs hides a node none of whose GPUs or unplaced pods
+ * pass), its share of the totals added to t. */
+static bool node_count(const struct sched_node *n, const struct node_pods *np, const struct sched_view_query *q,
+                       struct totals *t) {
+        size_t kept = 0, unplaced = 0;
+        for (unsigned g = 0; g < n->n_gpus; g++) {
+                size_t holders;
+                if (!gpu_kept(n, g, np, q, &holders))
+                        continue;
                 const struct sched_gpu *u = &n->gpu[g];
-                if (q->model[0] && !contains_ci(gpu_model(n, g), q->model))
-                        continue;
-                bool ns_hit = !q->ns[0];
-                json_t *holders = json_array(), *holder = json_null();
-                for (size_t i = 0; holders && i < np; i++) {
-                        if (!pod_on_gpu(pods[i], g))
-                                continue;
-                        ns_hit |= streq(pods[i]->ns, q->ns);
-                        json_t *h = holder_json(pods[i], n, g);
-                        if (h && json_is_null(holder) && streq(json_string_value(json_object_get(h, "kind")), "whole"))
-                                holder = json_pack("{s:s,s:s}", "namespace", pods[i]->ns, "name", pods[i]->name);
-                        json_array_append_new(holders, h);
-                }
-                if (!ns_hit) {
-                        json_decref(holders);
-                        json_decref(holder);
-                        continue;
-                }
-                uint64_t mem = u->mem_used_mib + (uint64_t)u->whole * u->mem_total_mib;
-                unsigned core = u->core_used + 100u * u->whole;
-                json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:b,s:I,s:I,s:i,s:i,s:o,s:o}", "index", (int)g, "uuid",
-                                      u->uuid ? u->uuid : "", "model", gpu_model(n, g), "health", gpu_health(n, g),
-                                      "healthy", u->healthy, "memory_total_mib", (json_int_t)u->mem_total_mib,
-                                      "memory_allocated_mib", (json_int_t)mem, "core_allocated_percent", (int)core,
-                                      "sharers", (int)u->sharers, "whole_holder", holder, "holders", holders);
-                if (!o || json_array_append_new(gpus, o) < 0) {
-                        json_decref(gpus);
-                        return NULL;
-                }
+                uint64_t mem;
+                unsigned core;
+                gpu_use(u, &mem, &core);
+                kept++;
                 t->gpus++;
                 t->healthy += u->healthy;
-                t->holders += json_array_size(holders);
+                t->holders += holders;
                 t->mem_total += u->mem_total_mib;
                 t->mem_alloc += MIN(mem, (uint64_t)u->mem_total_mib);
                 t->core_alloc += MIN(core, 100u);
         }
-        return gpus;
+        for (size_t i = 0; i < np->n; i++)
+                unplaced += unplaced_kept(np->p[i], n, q);
+        if ((q->ns[0] || q->model[0]) && !kept && !unplaced)
+                return false;
+        t->nodes++;
+        t->unplaced += unplaced;
+        return true;
 }
 
-static json_t *request_json(json_t *o, const struct sched_container_req *c, unsigned n) {
+static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const struct node_pods *np) {
+        const struct sched_gpu *u = &n->gpu[g];
+        uint64_t mem;
+        unsigned core;
+        gpu_use(u, &mem, &core);
+        JW_LIT(w, "{\"index\":");
+        jw_int(w, g);
+        JW_KEY(w, "uuid");
+        jw_str(w, u->uuid ? u->uuid : "");
+        JW_KEY(w, "model");
+        jw_str(w, gpu_model(n, g));
+        JW_KEY(w, "health");
+        jw_str(w, gpu_health(n, g));
+        JW_KEY(w, "healthy");
+        jw_bool(w, u->healthy);
+        JW_KEY(w, "memory_total_mib");
+        jw_int(w, u->mem_total_mib);
+        JW_KEY(w, "memory_allocated_mib");
+        jw_int(w, (int64_t)mem);
+        JW_KEY(w, "core_allocated_percent");
+        jw_int(w, core);
+        JW_KEY(w, "sharers");
+        jw_int(w, u->sharers);
+        const struct sched_pod *whole = NULL;
+        JW_KEY(w, "holders");
+        JW_LIT(w, "[");
+        for (size_t i = 0, k = 0; i < np->n; i++) {
+                const struct sched_pod *p = np->p[i];
+                if (!pod_on_gpu(p, g))
+                        continue;
+                if (k++)
+                        JW_LIT(w, ",");
+                holder_json(w, p, n, g);
+                uint64_t m;
+                unsigned c;
+                bool is_whole;
+                sched_pod_share(p, n, g, &m, &c, &is_whole);
+                if (is_whole && !whole)
+                        whole = p;
+        }
+        JW_LIT(w, "]");
+        JW_KEY(w, "whole_holder");
+        if (whole) {
+                ns_name(w, whole->ns, whole->name);
+                JW_LIT(w, "}");
+        } else
+                JW_LIT(w, "null");
+        JW_LIT(w, "}");
+}
+
+static void request_json(struct jw *w, const struct sched_container_req *c, unsigned n) {
         uint64_t mem = 0;
         unsigned core = 0, whole = 0;
         for (unsigned k = 0; k < n; k++) {
@@ -372,86 +562,108 @@ static json_t *request_json(json_t *o, const struct sched_container_req *c, unsi
                 snprintf(what, sizeof what, "%u whole GPU%s", whole, whole == 1 ? "" : "s");
         else
                 share_what(core, mem, what, sizeof what);
-        json_object_set_new(o, "memory_mib", json_integer((json_int_t)mem));
-        json_object_set_new(o, "core_percent", json_integer(core));
-        json_object_set_new(o, "whole_gpus", json_integer(whole));
-        json_object_set_new(o, "what", json_string(what));
-        return o;
+        JW_KEY(w, "memory_mib");
+        jw_int(w, (int64_t)mem);
+        JW_KEY(w, "core_percent");
+        jw_int(w, core);
+        JW_KEY(w, "whole_gpus");
+        jw_int(w, whole);
+        JW_KEY(w, "what");
+        jw_str(w, what);
 }
 
-static json_t *node_json(const struct sched_node *n, const struct sched_view_query *q, struct totals *t) {
-        /* the node's list is newest first: oldest first reads better */
-        size_t np = 0;
-        const struct sched_pod **pods = calloc(n->n_pods ? n->n_pods : 1, sizeof *pods);
-        if (!pods)
-                return NULL;
-        for (const struct sched_pod *p = n->pods; p && np < n->n_pods; p = p->next_on_node)
-                pods[np++] = p;
-        for (size_t i = 0; i < np / 2; i++) {
-                const struct sched_pod *x = pods[i];
-                pods[i] = pods[np - 1 - i];
-                pods[np - 1 - i] = x;
+static void unplaced_json(struct jw *w, const struct sched_pod *p) {
+        struct sched_container_req c[SCHED_MAX_CONTAINERS];
+        unsigned n = MIN(p->n, (unsigned)SCHED_MAX_CONTAINERS);
+        for (unsigned k = 0; k < n; k++)
+                c[k] = (struct sched_container_req){ .whole = p->c[k].whole,
+                                                     .core = p->c[k].core,
+                                                     .mem_mib = p->c[k].mem_mib };
+        ns_name(w, p->ns, p->name);
+        request_json(w, c, n);
+        pod_flags(w, p);
+        JW_LIT(w, "}");
+}
+
+/* A node that shows under q, with the GPUs and unplaced pods that pass its filters. */
+static void node_json(struct jw *w, const struct sched_node *n, const struct node_pods *np,
+                      const struct sched_view_query *q) {
+        JW_LIT(w, "{\"name\":");
+        jw_str(w, n->name);
+        JW_KEY(w, "published");
+        jw_bool(w, n->published);
+        JW_KEY(w, "gpu_count");
+        jw_int(w, n->n_gpus);
+        if (n->details && n->details->driver[0]) {
+                JW_KEY(w, "driver");
+                jw_str(w, n->details->driver);
         }
-        json_t *gpus = gpus_json(n, pods, np, q, t), *unplaced = json_array();
-        for (size_t i = 0; gpus && unplaced && i < np; i++) {
-                const struct sched_pod *p = pods[i];
-                if (pod_placed(p, n) || (q->ns[0] && !streq(p->ns, q->ns)))
+        JW_KEY(w, "gpus");
+        JW_LIT(w, "[");
+        for (unsigned g = 0, k = 0; g < n->n_gpus; g++) {
+                size_t holders;
+                if (!gpu_kept(n, g, np, q, &holders))
                         continue;
-                struct sched_container_req c[SCHED_MAX_CONTAINERS];
-                for (unsigned k = 0; k < p->n && k < SCHED_MAX_CONTAINERS; k++)
-                        c[k] = (struct sched_container_req){ .whole = p->c[k].whole,
-                                                             .core = p->c[k].core,
-                                                             .mem_mib = p->c[k].mem_mib };
-                json_t *o = json_pack("{s:s,s:s}", "namespace", p->ns, "name", p->name);
-                if (o)
-                        set_pod_flags(request_json(o, c, MIN(p->n, (unsigned)SCHED_MAX_CONTAINERS)), p);
-                json_array_append_new(unplaced, o);
+                if (k++)
+                        JW_LIT(w, ",");
+                gpu_json(w, n, g, np);
         }
-        free(pods);
-        if (!gpus || !unplaced) {
-                json_decref(gpus);
-                json_decref(unplaced);
-                return NULL;
+        JW_LIT(w, "]");
+        JW_KEY(w, "unplaced_pods");
+        JW_LIT(w, "[");
+        for (size_t i = 0, k = 0; i < np->n; i++) {
+                if (!unplaced_kept(np->p[i], n, q))
+                        continue;
+                if (k++)
+                        JW_LIT(w, ",");
+                unplaced_json(w, np->p[i]);
         }
-        bool filtered = q->ns[0] || q->model[0];
-        if (filtered && json_array_size(gpus) == 0 && json_array_size(unplaced) == 0) {
-                json_decref(gpus);
-                json_decref(unplaced);
-                return json_null(); /* nothing of it passes the filters */
-        }
-        t->nodes++;
-        t->unplaced += json_array_size(unplaced);
-        json_t *o = json_pack("{s:s,s:b,s:i,s:o,s:o}", "name", n->name, "published", n->published, "gpu_count",
-                              (int)n->n_gpus, "gpus", gpus, "unplaced_pods", unplaced);
-        if (o && n->details && n->details->driver[0])
-                json_object_set_new(o, "driver", json_string(n->details->driver));
-        return o;
+        JW_LIT(w, "]}");
 }
 
-static json_t *pending_json(const struct sched_view_pending *v) {
+static void pending_json(struct jw *w, const struct sched_view_pending *v) {
         const struct sched_pod_view *p = v->pod;
         const struct sched_filter_summary *f = v->filter;
-        json_t *o = json_pack("{s:s,s:s,s:s}", "namespace", p->ns, "name", p->name, "uid", p->uid);
-        if (!o)
-                return NULL;
-        request_json(o, p->req.c, MIN(p->req.n, (unsigned)SCHED_MAX_CONTAINERS));
-        if (!f)
-                return o;
-        json_t *reasons = json_array();
-        for (unsigned k = 0; k < f->n_reasons; k++)
-                json_array_append_new(reasons, json_pack("{s:s,s:i,s:s}", "text", f->reason[k].text, "nodes",
-                                                         (int)f->reason[k].nodes, "example_node", f->reason[k].node));
-        json_object_set_new(o, "first_seen_ms", json_integer((json_int_t)(f->first_ns / 1000000)));
-        json_object_set_new(o, "last_filter_ms", json_integer((json_int_t)(f->last_ns / 1000000)));
-        json_object_set_new(o, "unschedulable_since_ms",
-                            f->unfit_since_ns ? json_integer((json_int_t)(f->unfit_since_ns / 1000000)) : json_null());
-        json_object_set_new(o, "nodes", json_integer(f->nodes));
-        json_object_set_new(o, "fit", json_integer(f->fit));
-        json_object_set_new(o, "no_room", json_integer(f->no_room));
-        json_object_set_new(o, "unresolvable", json_integer(f->unresolvable));
-        json_object_set_new(o, "reasons", reasons);
-        json_object_set_new(o, "other_nodes", json_integer(f->other_nodes));
-        return o;
+        ns_name(w, p->ns, p->name);
+        JW_KEY(w, "uid");
+        jw_str(w, p->uid);
+        request_json(w, p->req.c, MIN(p->req.n, (unsigned)SCHED_MAX_CONTAINERS));
+        if (f) {
+                JW_KEY(w, "first_seen_ms");
+                jw_int(w, (int64_t)(f->first_ns / 1000000));
+                JW_KEY(w, "last_filter_ms");
+                jw_int(w, (int64_t)(f->last_ns / 1000000));
+                JW_KEY(w, "unschedulable_since_ms");
+                if (f->unfit_since_ns)
+                        jw_int(w, (int64_t)(f->unfit_since_ns / 1000000));
+                else
+                        JW_LIT(w, "null");
+                JW_KEY(w, "nodes");
+                jw_int(w, f->nodes);
+                JW_KEY(w, "fit");
+                jw_int(w, f->fit);
+                JW_KEY(w, "no_room");
+                jw_int(w, f->no_room);
+                JW_KEY(w, "unresolvable");
+                jw_int(w, f->unresolvable);
+                JW_KEY(w, "reasons");
+                JW_LIT(w, "[");
+                for (unsigned k = 0; k < f->n_reasons; k++) {
+                        if (k)
+                                JW_LIT(w, ",");
+                        JW_LIT(w, "{\"text\":");
+                        jw_str(w, f->reason[k].text);
+                        JW_KEY(w, "nodes");
+                        jw_int(w, f->reason[k].nodes);
+                        JW_KEY(w, "example_node");
+                        jw_str(w, f->reason[k].node);
+                        JW_LIT(w, "}");
+                }
+                JW_LIT(w, "]");
+                JW_KEY(w, "other_nodes");
+                jw_int(w, f->other_nodes);
+        }
+        JW_LIT(w, "}");
 }
 
 static int node_name_cmp(const void *a, const void *b) {
@@ -470,14 +682,19 @@ static int dump(json_t *root, char **ret, size_t *ret_len) {
         return 0;
 }
 
-/* lint: long — the document in order: the unchanged answer, the nodes (sorted, filtered), the pending pods,
- * the totals; each step one loop. */
-int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
-                       const struct sched_view_query *q, const struct sched_view_state *st, char **ret,
-                       size_t *ret_len) {
-        if (q->has_since && q->since == st->generation)
-                return dump(json_pack("{s:I,s:b}", "generation", (json_int_t)st->generation, "unchanged", 1), ret,
-                            ret_len);
+static int jw_finish(struct jw *w, char **ret, size_t *ret_len) {
+        if (w->failed || !jw_room(w, 0)) {
+                free(w->buf);
+                return -ENOMEM;
+        }
+        w->buf[w->len] = '\0';
+        *ret = w->buf;
+        *ret_len = w->len;
+        return 0;
+}
+
+/* The nodes that show, sorted by name, counted into t; the window of them written to w. */
+static int nodes_json(struct jw *w, const struct sched_model *m, const struct sched_view_query *q, struct totals *t) {
         size_t nn = 0, cur = 0;
         const struct sched_node **nodes = calloc(sched_model_n_nodes(m) + 1, sizeof *nodes);
         if (!nodes)
@@ -487,46 +704,88 @@ int sched_view_cluster(const struct sched_model *m, const struct sched_view_pend
                 if (!q->node[0] || strstr(n->name, q->node))
                         nodes[nn++] = n;
         qsort(nodes, nn, sizeof *nodes, node_name_cmp);
-        struct totals t = { 0 };
-        json_t *jn = json_array(), *jp = json_array();
-        for (size_t i = 0; jn && i < nn; i++) {
-                json_t *o = node_json(nodes[i], q, &t);
-                if (!o) {
-                        json_decref(jn);
-                        jn = NULL;
-                } else if (json_is_null(o))
-                        json_decref(o);
-                else
-                        json_array_append_new(jn, o);
+        uint64_t end = q->limit ? (uint64_t)q->offset + q->limit : UINT64_MAX;
+        int r = 0;
+        JW_LIT(w, "[");
+        for (size_t i = 0, k = 0; i < nn; i++) {
+                struct node_pods np;
+                if ((r = node_pods(nodes[i], &np)) < 0)
+                        break;
+                size_t index = t->nodes;
+                if (node_count(nodes[i], &np, q, t) && index >= q->offset && index < end) {
+                        if (k++)
+                                JW_LIT(w, ",");
+                        node_json(w, nodes[i], &np, q);
+                }
+                free(np.p);
         }
+        JW_LIT(w, "]");
         free(nodes);
-        size_t shown_pending = 0;
-        for (size_t i = 0; jn && jp && i < n_pending; i++) {
+        return r;
+}
+
+/* lint: long — the document in order: the unchanged answer, the nodes (sorted, filtered, the window), the pending
+ * pods, the totals; each a call or a loop of plain writes. */
+int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
+                       const struct sched_view_query *q, const struct sched_view_state *st, char **ret,
+                       size_t *ret_len) {
+        struct jw w = { 0 };
+        JW_LIT(&w, "{\"generation\":");
+        jw_int(&w, (int64_t)st->generation);
+        if (q->has_since && q->since == st->generation) {
+                JW_LIT(&w, ",\"unchanged\":true}");
+                return jw_finish(&w, ret, ret_len);
+        }
+        JW_KEY(&w, "ready");
+        jw_bool(&w, st->ready);
+        JW_KEY(&w, "time_ms");
+        jw_int(&w, (int64_t)(st->now_ns / 1000000));
+        JW_LIT(&w, ",\"filters\":{\"node\":");
+        jw_str(&w, q->node);
+        JW_KEY(&w, "namespace");
+        jw_str(&w, q->ns);
+        JW_KEY(&w, "model");
+        jw_str(&w, q->model);
+        JW_LIT(&w, "},\"offset\":");
+        jw_int(&w, q->offset);
+        JW_KEY(&w, "nodes");
+        struct totals t = { 0 };
+        if (nodes_json(&w, m, q, &t) < 0)
+                w.failed = true;
+        JW_KEY(&w, "pending_pods");
+        JW_LIT(&w, "[");
+        size_t shown = 0, unschedulable = 0;
+        for (size_t i = 0; i < n_pending; i++) {
                 if (q->ns[0] && !streq(pending[i].pod->ns, q->ns))
                         continue;
-                json_t *o = pending_json(&pending[i]);
-                if (!o || json_array_append_new(jp, o) < 0) {
-                        json_decref(jp);
-                        jp = NULL;
-                }
-                shown_pending++;
+                if (shown++)
+                        JW_LIT(&w, ",");
+                pending_json(&w, &pending[i]);
+                unschedulable += pending[i].filter && pending[i].filter->unfit_since_ns;
         }
-        if (!jn || !jp) {
-                json_decref(jn);
-                json_decref(jp);
-                return -ENOMEM;
+        JW_LIT(&w, "]");
+        static const char *const names[] = { "nodes",
+                                             "gpus",
+                                             "gpus_healthy",
+                                             "holders",
+                                             "unplaced_pods",
+                                             "memory_total_mib",
+                                             "memory_allocated_mib",
+                                             "core_allocated_percent",
+                                             "pending_pods",
+                                             "unschedulable_pods" };
+        const uint64_t vals[] = { t.nodes,     t.gpus,      t.healthy,    t.holders, t.unplaced,
+                                  t.mem_total, t.mem_alloc, t.core_alloc, shown,     unschedulable };
+        JW_LIT(&w, ",\"totals\":{");
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                if (i)
+                        JW_LIT(&w, ",");
+                jw_str(&w, names[i]);
+                JW_LIT(&w, ":");
+                jw_int(&w, (int64_t)vals[i]);
         }
-        json_t *totals = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "nodes", (json_int_t)t.nodes, "gpus",
-                                   (json_int_t)t.gpus, "gpus_healthy", (json_int_t)t.healthy, "holders",
-                                   (json_int_t)t.holders, "unplaced_pods", (json_int_t)t.unplaced, "memory_total_mib",
-                                   (json_int_t)t.mem_total, "memory_allocated_mib", (json_int_t)t.mem_alloc,
-                                   "core_allocated_percent", (json_int_t)t.core_alloc, "pending_pods",
-                                   (json_int_t)shown_pending);
-        json_t *filters = json_pack("{s:s,s:s,s:s}", "node", q->node, "namespace", q->ns, "model", q->model);
-        return dump(json_pack("{s:I,s:b,s:I,s:o,s:o,s:o,s:o}", "generation", (json_int_t)st->generation, "ready",
-                              st->ready, "time_ms", (json_int_t)(st->now_ns / 1000000), "filters", filters, "totals",
-                              totals, "nodes", jn, "pending_pods", jp),
-                    ret, ret_len);
+        JW_LIT(&w, "}}");
+        return jw_finish(&w, ret, ret_len);
 }
 
 /* ---- the topology document ---- */

@@ -25,23 +25,27 @@
 #include "sched/codec.h"
 #include "sched/model.h"
 
-#define SCHED_VIEW_MAX_QUERY 2048 /* bytes of a query string */
-#define SCHED_VIEW_MAX_MODEL 64   /* bytes of the model filter */
+#define SCHED_VIEW_MAX_QUERY 2048   /* bytes of a query string */
+#define SCHED_VIEW_MAX_MODEL 64     /* bytes of the model filter */
+#define SCHED_VIEW_MAX_NODES 100000 /* the largest offset or limit */
 
 /* What a query string may say. Filters: "" = no filter. */
 struct sched_view_query {
-        char node[SCHED_NAME_MAX]; /* cluster: nodes whose name contains it; topology: the node (exact) */
-        char ns[64];               /* only GPUs holding a pod of this namespace, pending pods of it */
+        char node[SCHED_NAME_MAX];            /* cluster: nodes whose name contains it; topology: the node (exact) */
+        char ns[64];                          /* only GPUs holding a pod of this namespace, pending pods of it */
         char model[SCHED_VIEW_MAX_MODEL + 1]; /* only GPUs whose model contains it (ASCII case ignored) */
         bool has_since;
-        uint64_t since; /* the generation the page has: an unchanged view answers {"unchanged":true} */
+        uint64_t since;         /* the generation the page has: an unchanged view answers {"unchanged":true} */
+        unsigned offset, limit; /* write only the nodes [offset, offset+limit) of those that show (limit 0: all);
+                                   the totals count them all */
 };
 
 /*
- * Parse "node=gpu-a&namespace=ml&model=A100&since=42" (percent-encoded, '+' is a space; an empty
- * value is no filter). 0, or -EINVAL with err saying which parameter and why: an unknown or repeated
- * key, a bad %-escape, a value too long or with characters its field cannot hold (node: DNS subdomain
- * characters; namespace: a DNS label; model: printable UTF-8; since: a decimal number).
+ * Parse "node=gpu-a&namespace=ml&model=A100&since=42&offset=0&limit=100" (percent-encoded, '+' is a
+ * space; an empty value is no filter). 0, or -EINVAL with err saying which parameter and why: an
+ * unknown or repeated key, a bad %-escape, a value too long or with characters its field cannot hold
+ * (node: DNS subdomain characters; namespace: a DNS label; model: printable UTF-8; since: a decimal
+ * number; offset, limit: 0..SCHED_VIEW_MAX_NODES).
  */
 int sched_view_query_parse(const char *query, size_t len, struct sched_view_query *ret, struct gs_error *err);
 
@@ -55,11 +59,11 @@ struct sched_filter_summary {
         uint32_t nodes, fit, no_room, unresolvable; /* the last call's nodes by verdict */
         unsigned n_reasons;
         struct {
-                uint32_t nodes;              /* nodes that failed with exactly this text */
-                char node[SCHED_NAME_MAX];   /* the first of them */
-                char text[200];              /* the GPU-level shortage (decide.h) */
-        } reason[SCHED_VIEW_REASONS];        /* the first distinct reasons of the last call */
-        uint32_t other_nodes;                /* failed nodes whose reason is not kept above */
+                uint32_t nodes;            /* nodes that failed with exactly this text */
+                char node[SCHED_NAME_MAX]; /* the first of them */
+                char text[200];            /* the GPU-level shortage (decide.h) */
+        } reason[SCHED_VIEW_REASONS];      /* the first distinct reasons of the last call */
+        uint32_t other_nodes;              /* failed nodes whose reason is not kept above */
 };
 
 /* Fold one filter call (res[i] for node names[i]) into s at now_ns. true when what the page shows
@@ -82,9 +86,11 @@ struct sched_view_state {
 };
 
 /*
- * /api/v1/cluster: {"generation","ready","time","totals":{…},"nodes":[…],"pending_pods":[…]}
- * (docs/ui.md), nodes sorted by name, filtered by q. With q->has_since and q->since equal to the
- * generation: only {"generation":N,"unchanged":true}. *ret malloc'ed. 0 or -ENOMEM.
+ * /api/v1/cluster: {"generation","ready","time_ms","filters","totals":{…},"offset","nodes":[…],
+ * "pending_pods":[…]} (docs/ui.md): the nodes that show under q's filters sorted by name (the window
+ * q->offset, q->limit of them; the totals count all), the pending pods of q's namespace. With
+ * q->has_since and q->since equal to the generation: only {"generation":N,"unchanged":true}.
+ * *ret malloc'ed. 0 or -ENOMEM.
  */
 int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
                        const struct sched_view_query *q, const struct sched_view_state *st, char **ret,

@@ -49,8 +49,8 @@ static void page_query(const char *s, size_t size) {
                 return;
         }
         assert(size <= SCHED_VIEW_MAX_QUERY);
-        assert(strlen(q.node) < sizeof q.node && strspn(q.node, "abcdefghijklmnopqrstuvwxyz0123456789-.") ==
-                                                       strlen(q.node));
+        assert(strlen(q.node) < sizeof q.node &&
+               strspn(q.node, "abcdefghijklmnopqrstuvwxyz0123456789-.") == strlen(q.node));
         assert(strspn(q.ns, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(q.ns) && strlen(q.ns) < 64);
         assert(strlen(q.model) <= SCHED_VIEW_MAX_MODEL);
         struct sched_view_pending none = { 0 };

@@ -43,6 +43,9 @@ static void test_query_valid(void **state) {
         assert_string_equal(q.model, "caf\xc3\xa9");
         assert_int_equal(parse("n%6Fde=x", &q, &err), 0); /* an escaped key is the key */
         assert_string_equal(q.node, "x");
+        assert_int_equal(parse("offset=20&limit=100000", &q, &err), 0);
+        assert_int_equal(q.offset, 20);
+        assert_int_equal(q.limit, 100000);
 }
 
 static void refused(const char *query, const char *why) {
@@ -55,7 +58,10 @@ static void refused(const char *query, const char *why) {
 
 static void test_query_refused(void **state) {
         (void)state;
-        refused("colour=red", "unknown query parameter 'colour' (known: node, namespace, model, since)");
+        refused("colour=red", "unknown query parameter 'colour' (known: node, namespace, model, since, offset, limit)");
+        refused("offset=-1", "'offset': not a number of nodes");
+        refused("limit=100001", "'limit': not a number of nodes (0..100000)");
+        refused("limit=1e3", "'limit'");
         refused("node=a&node=b", "'node' given twice");
         refused("node=a&n%6fde=b", "'node' given twice");
         refused("node=Gpu-A", "'node': not part of a node name");
@@ -183,7 +189,8 @@ static json_t *cluster(struct sched_model *m, const char *query, const struct sc
         assert_int_equal(strlen(text), len);
         json_error_t je;
         json_t *j = json_loads(text, 0, &je);
-        assert_non_null(j);
+        if (!j)
+                fail_msg("not JSON (%s at %d): %s", je.text, je.position, text);
         free(text);
         return j;
 }
@@ -196,8 +203,8 @@ static json_t *gpu(json_t *doc, const char *node, int index) {
                         continue;
                 size_t k;
                 json_t *g;
-                json_array_foreach(json_object_get(n, "gpus"), k, g) if (json_integer_value(json_object_get(g, "index")) ==
-                                                                         index) return g;
+                json_array_foreach(json_object_get(n, "gpus"), k,
+                                   g) if (json_integer_value(json_object_get(g, "index")) == index) return g;
         }
         return NULL;
 }
@@ -259,7 +266,7 @@ static void test_cluster_filters(void **state) {
         struct sched_model *m = load();
         json_t *d = cluster(m, "namespace=ml", NULL, 0);
         assert_int_equal(json_array_size(json_object_get(d, "nodes")), 1); /* only b holds ml pods */
-        assert_null(gpu(d, "b", 3));                                        /* and only its GPUs that do */
+        assert_null(gpu(d, "b", 3));                                       /* and only its GPUs that do */
         assert_non_null(gpu(d, "b", 0));
         json_decref(d);
         d = cluster(m, "model=t4", NULL, 0);
@@ -268,6 +275,20 @@ static void test_cluster_filters(void **state) {
         json_decref(d);
         d = cluster(m, "node=b", NULL, 0);
         assert_int_equal(json_array_size(json_object_get(d, "nodes")), 1);
+        json_decref(d);
+        /* a window of the nodes that show; the totals count them all */
+        d = cluster(m, "offset=1&limit=1", NULL, 0);
+        assert_int_equal(json_array_size(json_object_get(d, "nodes")), 1);
+        assert_non_null(gpu(d, "b", 0));
+        assert_int_equal(json_integer_value(json_object_get(d, "offset")), 1);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "totals"), "nodes")), 2);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "totals"), "gpus")), 6);
+        json_decref(d);
+        d = cluster(m, "offset=2", NULL, 0);
+        assert_int_equal(json_array_size(json_object_get(d, "nodes")), 0);
+        json_decref(d);
+        d = cluster(m, "namespace=ml&offset=0&limit=1", NULL, 0); /* the window is of the nodes that show */
+        assert_non_null(gpu(d, "b", 0));
         json_decref(d);
         d = cluster(m, "node=zz", NULL, 0);
         assert_int_equal(json_array_size(json_object_get(d, "nodes")), 0);
@@ -290,8 +311,10 @@ static void test_cluster_pending(void **state) {
         v.req.n = 1;
         v.req.c[0] = (struct sched_container_req){ .mem_mib = 8192, .core = 50 };
         struct sched_filter_summary s = { 0 };
-        struct sched_ext_node_result r[2] = { { SCHED_NO_ROOM, "largest free GPU has 6 GiB, container main needs 8 GiB" },
-                                              { SCHED_NO_ROOM, "largest free GPU has 6 GiB, container main needs 8 GiB" } };
+        struct sched_ext_node_result r[2] = {
+                { SCHED_NO_ROOM, "largest free GPU has 6 GiB, container main needs 8 GiB" },
+                { SCHED_NO_ROOM, "largest free GPU has 6 GiB, container main needs 8 GiB" }
+        };
         char *names[] = { "a", "b" };
         sched_filter_summary_note(&s, r, names, 2, 3000000000ull);
         struct sched_view_pending p = { &v, &s };
