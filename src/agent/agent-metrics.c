@@ -60,6 +60,19 @@ static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         return r;
 }
 
+/* Whether GPU `index` is Healthy in the device table (what kubelet is told). Called on the monitor's
+ * sampler thread. */
+static int gpu_healthy(void *userdata, unsigned index, bool *ret) {
+        struct devices *d = plugin_devices(userdata);
+        int i = devices_find_nvml(d, (int)index);
+        if (i < 0)
+                return -ENOENT;
+        struct device_health h;
+        devices_health(d, (unsigned)i, &h);
+        *ret = h.healthy;
+        return 0;
+}
+
 /* Every named container's shares from the records: whole GPUs of the whole-GPU resource, core
  * and memory IDs of the fractional ones, summed per (container, GPU). Entries PodResources has not
  * named yet are left out. Called on the monitor's sampler thread. */
@@ -138,6 +151,7 @@ void node_monitor_start(struct node *n) {
         o.nfd_features_file = n->cfg.nfd_features_file;
         o.node_name = n->cfg.node_name[0] ? n->cfg.node_name : NULL; /* --node-name: the compat `node` label too */
         o.gpu_allocated = gpu_allocated;
+        o.gpu_healthy = gpu_healthy;
         o.container_limits = container_limits;
         o.userdata = n->plugin;
         int r = monitor_service_start(&o, n->nvml, n->cfg.metrics_address, &n->monitor);

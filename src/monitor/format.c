@@ -507,7 +507,10 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                           "Share of the last sample period a kernel ran on the GPU (0..1).", g_util },
                         { "gpuslice_gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.", g_temp },
                         { "gpuslice_gpu_power_watts", "GPU power draw, in watts.", g_power },
-                        { "gpuslice_gpu_healthy", "1 when NVML answers normally for the GPU, else 0.", g_healthy },
+                        { "gpuslice_gpu_healthy",
+                          "1 when the GPU is healthy (NVML answers normally; in the node agent also: listed Healthy "
+                          "to kubelet), else 0.",
+                          g_healthy },
                         { "gpuslice_gpu_allocated_ratio",
                           "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc },
                 };

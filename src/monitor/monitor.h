@@ -61,6 +61,10 @@ struct monitor_options {
          * Engine API's running containers when engine_url is set, else not reported. Returns 0
          * with *ret, or <0 unknown. Called on the sampler thread. */
         int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        /* Whether GPU `index` is healthy as the node agent lists it to kubelet (a critical Xid makes
+         * it unhealthy until its quiet period has passed, though NVML answers); NULL = NVML's answer
+         * alone. Returns 0 with *ret, or <0 unknown. Called on the sampler thread. */
+        int (*gpu_healthy)(void *userdata, unsigned index, bool *ret);
         /* Every container's GPU shares from the agent's records (whole GPUs and fractions, one
          * entry per container and GPU); NULL = none. Returns 0 with a malloc'd array (NULL when
          * empty) or <0. Called on the sampler thread. */
@@ -73,7 +77,7 @@ void monitor_options_init(struct monitor_options *o);
 struct monitor_gpu {
         unsigned index;
         char uuid[96], name[96];
-        bool healthy;                       /* NVML answers normally */
+        bool healthy; /* NVML answers normally (and the agent lists it healthy: monitor_options.gpu_healthy) */
         uint64_t memory_used, memory_total; /* bytes */
         int utilization;                    /* percent, -1 unknown */
         int temperature;                    /* °C, -1 unknown */

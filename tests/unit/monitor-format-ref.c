@@ -453,7 +453,10 @@ int monitor_format_metrics_ref(const struct monitor_snapshot *s, unsigned compat
                 gpu_family(&t, s, "gpuslice_gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.",
                            g_temp);
                 gpu_family(&t, s, "gpuslice_gpu_power_watts", "GPU power draw, in watts.", g_power);
-                gpu_family(&t, s, "gpuslice_gpu_healthy", "1 when NVML answers normally for the GPU, else 0.",
+                /* the one change since the freeze: this family's HELP text (the agent's health joined it) */
+                gpu_family(&t, s, "gpuslice_gpu_healthy",
+                           "1 when the GPU is healthy (NVML answers normally; in the node agent also: listed Healthy "
+                           "to kubelet), else 0.",
                            g_healthy);
                 gpu_family(&t, s, "gpuslice_gpu_allocated_ratio",
                            "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc);
