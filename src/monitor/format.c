@@ -431,6 +431,34 @@ static void format_limits(struct metrics_text *t, const struct monitor_snapshot 
         }
 }
 
+/* The interposer's refusals per container and GPU: a counter, for a memory share only. */
+static void format_refusals(struct metrics_text *t, const struct monitor_snapshot *s) {
+        static const char name[] = "gpuslice_container_gpu_memory_refusals_total";
+        bool any = false;
+        for (size_t i = 0; i < s->n_limits; i++) {
+                const struct monitor_limit *l = &s->limits[i];
+                if (!l->has_refusals)
+                        continue;
+                if (!any)
+                        metrics_text_family(t, name, "counter",
+                                            "GPU memory allocations the interposer refused a container on one GPU for "
+                                            "going past its limit.");
+                any = true;
+                char index[16];
+                const char *uuid = "", *model = "";
+                snprintf(index, sizeof index, "%u", l->gpu_index);
+                for (size_t g = 0; g < s->n_gpus; g++)
+                        if (s->gpus[g].index == l->gpu_index) {
+                                uuid = s->gpus[g].uuid;
+                                model = s->gpus[g].name;
+                        }
+                const char *labels[] = { "namespace",  l->namespace, "pod", l->pod,     "container",
+                                         l->container, "gpu_index",  index, "gpu_uuid", uuid,
+                                         "gpu_model",  model,        NULL };
+                metrics_text_sample(t, name, labels, (double)l->refusals);
+        }
+}
+
 /* gpu-manager's requests: per container over all its GPUs, vcuda-core percent and MiB. The
  * limits are sorted by container, so one container's GPUs are adjacent. */
 static void format_compat_gpu_manager_requests(struct metrics_text *t, const struct monitor_snapshot *s,
@@ -520,6 +548,7 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                         format_processes(&t, s, &b);
                 format_mig(&t, s);
                 format_limits(&t, s);
+                format_refusals(&t, s);
                 if (!t.failed && format_containers(&t, s, &b) < 0)
                         t.failed = true;
                 gpu_blocks_done(&b);

@@ -45,6 +45,8 @@ struct monitor_limit {
         bool whole;            /* the GPU is held whole: all its memory and compute */
         uint64_t memory_bytes; /* memory granted (whole: the GPU's total, filled in by the sampler); 0 = none */
         unsigned core_percent; /* compute granted, percent of the GPU (whole: 100); 0 = none */
+        bool has_refusals;     /* a memory share the interposer enforces: refusals below are known */
+        uint64_t refusals;     /* allocations the interposer refused for going past memory_bytes, so far */
 };
 
 struct monitor_options {
