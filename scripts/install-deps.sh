@@ -16,6 +16,8 @@ packages=(
   libmicrohttpd-dev libgnutls28-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
   # tests: cmocka, the Python kubelet stand-in (real grpcio), valgrind
   libcmocka-dev valgrind python3-grpcio python3-grpc-tools python3-protobuf python3-yaml
+  # the operator page's browser test and render benchmark (headless, over the DevTools pipe)
+  chromium
   # real peers of the integration tests: containers and Prometheus
   podman runc busybox-static prometheus openssl
   # make lint (pmccabe: function size and cyclomatic complexity; universal-ctags: the file-cycle check)

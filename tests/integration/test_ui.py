@@ -148,6 +148,19 @@ class Extender:
 class Env:
     def __init__(self, a):
         self.a = a
+        self.started = None
+        if a.test == "browser":  # Chromium starts (seconds) while the cluster and the extender come up
+            import threading
+            import browser
+            box = {}
+
+            def start():
+                try:
+                    box["b"] = browser.Browser(width=1280, height=760)
+                except Exception as ex:  # noqa: BLE001 — handed to the test thread
+                    box["e"] = ex
+            self.started = (threading.Thread(target=start, daemon=True), box)
+            self.started[0].start()
         self.tmp = tempfile.mkdtemp(prefix="gpuslice-ui-")
         self.api = kube_standin.StandIn().start()
         small_cluster(self.api.store)
@@ -157,7 +170,18 @@ class Env:
         check(r["NodeNames"] == [] and len(r["FailedNodes"]) == 3, "filter of ml/big: %s" % r)
         self.reasons = r["FailedNodes"]
 
+    def browser(self):
+        t, box = self.started
+        t.join()
+        if "e" in box:
+            raise box["e"]
+        return box.pop("b")
+
     def close(self, failed):
+        if self.started:  # a browser the test did not take
+            self.started[0].join()
+            if "b" in self.started[1]:
+                self.started[1].pop("b").close()
         try:
             self.ext.stop()
         finally:
@@ -186,8 +210,7 @@ def nodes_shown(b):
 
 
 def test_browser(a, e):
-    import browser
-    with browser.Browser(width=1280, height=760) as b:
+    with e.browser() as b:
         b.send("Log.enable")
         b.open(e.ext.base + "/ui")
         b.wait("document.body.dataset.rendered === '1'", what="the first render")
