@@ -20,8 +20,9 @@
 static void help(FILE *f) {
         fputs("Usage: gpuslice scheduler [OPTIONS]\n\n"
               "Serve the kube-scheduler extender verbs (POST /filter, /prioritize, /bind, /preempt) that place\n"
-              "GPU pods on nodes and GPUs where they really fit, plus /healthz and /metrics, in the foreground.\n"
-              "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md has the details.\n\n"
+              "GPU pods on nodes and GPUs where they really fit, plus /healthz, /metrics and the read-only operator\n"
+              "page GET /ui with its JSON API (/api/v1/cluster, /api/v1/topology), in the foreground.\n"
+              "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md and docs/ui.md have the details.\n\n"
               "Options:\n"
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
               "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
