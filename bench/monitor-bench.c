@@ -6,8 +6,8 @@
  *   monitor-bench [--markdown]
  *
  * Part 1 (pure): a synthetic snapshot of 8 GPUs x 256 processes (2 processes per container, all
- * in pods, names as long as real ones) → monitor_format_metrics p50/p99, output size and the heap it
- * takes (the largest block malloc held while formatting: the text), side by side in one run with the
+ * in pods, names as long as real ones) → monitor_format_metrics p50/p99, output size and the memory it
+ * touches (the peak RSS of one call over the RSS before it: the text and any scratch), side by side in one run with the
  * formatter it replaced (tests/unit/monitor-format-ref.c, frozen; rounds interleaved so both see the
  * same machine), and the same text served by the HTTP server and scraped over TCP on 127.0.0.1
  * (p50/p99 per scrape).
@@ -197,7 +197,8 @@ static void part_format(bool md) {
         double f50 = pct(t, ROUNDS, 0.5), f99 = pct(t, ROUNDS, 0.99);
         double o50 = pct(to, ROUNDS, 0.5), o99 = pct(to, ROUNDS, 0.99);
         if (md)
-                printf("| format, synthetic 8 x 256 processes | old: %zu B, p50 %.2f ms / p99 %.2f ms, %.0f MB/s, heap "
+                printf("| format, synthetic 8 x 256 processes | old: %zu B, p50 %.2f ms / p99 %.2f ms, %.0f MB/s, peak "
+                       "RSS +"
                        "%ld kB | new: %zu B, p50 %.2f ms / p99 %.2f ms, %.0f MB/s, peak RSS +%ld kB | %.1fx |\n",
                        old_bytes, o50 * 1e3, o99 * 1e3, (double)old_bytes / o50 / 1e6, old_heap, bytes, f50 * 1e3,
                        f99 * 1e3, (double)bytes / f50 / 1e6, heap, o50 / f50);
