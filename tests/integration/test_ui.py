@@ -243,8 +243,12 @@ def test_browser(a, e):
                 f.write(shot)
         # the pending pod and the extender's reason
         b.click('nav a[data-view="pending"]')
-        want = e.reasons["gpu-b"].split(":")[-1].strip()
-        wait_text(b, '[data-pending="ml/big"] .reason', want, "ml/big's reason")
+        # the first distinct reason of the filter call (node order: gpu-a's), as the extender gave it
+        first = json.loads(request(e.ext.base + "/api/v1/cluster")[1])["pending_pods"][0]["reasons"][0]
+        check(first["example_node"] == "gpu-a" and first["text"] in e.reasons["gpu-a"], first)
+        wait_text(b, '[data-pending="ml/big"] .reason', first["text"], "ml/big's reason")
+        cell = text_of(b, '[data-pending="ml/big"] .reason')
+        check(cell.startswith(first["text"] + " (%d of 3 nodes, e.g. gpu-a)" % first["nodes"]), cell)
         check("8 whole GPUs" in text_of(b, '[data-pending="ml/big"]'), text_of(b, '[data-pending="ml/big"]'))
         check("3 (0 / " in text_of(b, '[data-pending="ml/big"]'), text_of(b, '[data-pending="ml/big"]'))
         check(text_of(b, "#n-pending") == "1", text_of(b, "#n-pending"))
