@@ -172,12 +172,12 @@ void metrics_text_sample_span(struct metrics_text *t, const char *name, struct m
         }
         if (!text_reserve(t, nl + labels.len + 3))
                 return; /* from here on t->buf stays where it is for these copies */
-        char *p = t->buf + t->len;
-        memcpy(p, name, nl);
-        p[nl] = '{';
-        memcpy(p + nl + 1, t->buf + labels.off, labels.len);
-        p[nl + 1 + labels.len] = '}';
-        t->len += nl + labels.len + 2;
+        /* name{, then the labels from where they are in this same buffer, then } */
+        metrics_text_append(t, name, nl);
+        metrics_text_append(t, "{", 1);
+        memmove(t->buf + t->len, t->buf + labels.off, labels.len);
+        t->len += labels.len;
+        metrics_text_append(t, "}", 1);
         text_putc(t, ' ');
         metrics_text_value(t, value);
         text_putc(t, '\n');

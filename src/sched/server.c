@@ -617,7 +617,7 @@ static void format_unschedulable(struct sched_server *s, struct metrics_text *t,
                 any = true;
                 const char *labels[] = { "namespace", p->v.ns, "pod", p->v.name, NULL };
                 uint64_t since = p->filter.unfit_since_ns;
-                metrics_text_sample(t, name, labels, now_ns > since ? (double)((now_ns - since) / 1000000) / 1e3 : 0);
+                metrics_text_sample(t, name, labels, now_ns > since ? (double)(now_ns - since) / 1e9 : 0);
         }
 }
 

@@ -19,10 +19,11 @@ extern const unsigned char sched_ui_index_html[], sched_ui_app_js[], sched_ui_ap
 extern const unsigned long sched_ui_index_html_len, sched_ui_app_js_len, sched_ui_app_css_len;
 
 /* Everything the page loads comes from here: no inline script or style, nothing from elsewhere. */
+static const char page_csp[] = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 static const char *const page_headers[] = {
         "Content-Security-Policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
-        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        page_csp,
         "X-Content-Type-Options",
         "nosniff",
         "Referrer-Policy",
