@@ -14,18 +14,10 @@
 static bool text_reserve(struct metrics_text *t, size_t extra) {
         if (t->failed)
                 return false;
-        if (t->len + extra + 1 <= t->cap)
-                return true;
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + extra + 1)
-                cap *= 2;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
+        if (buffer_reserve(&t->buf, &t->cap, t->len + extra + 1) < 0) {
                 t->failed = true;
                 return false;
         }
-        t->buf = b;
-        t->cap = cap;
         return true;
 }
 

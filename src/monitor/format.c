@@ -397,22 +397,28 @@ static void format_compat_gpu_manager(struct metrics_text *t, const struct monit
         free(idx);
 }
 
-/* The shares the node agent handed out, per container and GPU (HAMi-style limit visibility). */
+/* The shares the node agent handed out, per container and GPU (HAMi-style limit visibility), and the
+ * interposer's refusals for the memory shares (a counter). */
 static void format_limits(struct metrics_text *t, const struct monitor_snapshot *s) {
-        static const char *const names[] = { "gpuslice_container_gpu_memory_limit_bytes",
-                                             "gpuslice_container_gpu_core_share_ratio" };
-        static const char *const helps[] = {
-                "GPU memory the node agent granted a container on one GPU, in bytes (absent: no memory limit).",
-                "Share of one GPU's compute the node agent granted a container (0..1; absent: no compute limit).",
+        static const struct {
+                const char *name, *type, *help;
+        } fam[] = {
+                { "gpuslice_container_gpu_memory_limit_bytes", "gauge",
+                  "GPU memory the node agent granted a container on one GPU, in bytes (absent: no memory limit)." },
+                { "gpuslice_container_gpu_core_share_ratio", "gauge",
+                  "Share of one GPU's compute the node agent granted a container (0..1; absent: no compute limit)." },
+                { "gpuslice_container_gpu_memory_refusals_total", "counter",
+                  "GPU memory allocations the interposer refused a container on one GPU for going past its limit." },
         };
-        for (int f = 0; f < 2; f++) {
+        for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
                 bool any = false;
                 for (size_t i = 0; i < s->n_limits; i++) {
                         const struct monitor_limit *l = &s->limits[i];
-                        if ((f == 0 && !l->memory_bytes) || (f == 1 && !l->core_percent))
+                        if ((f == 0 && !l->memory_bytes) || (f == 1 && !l->core_percent) ||
+                            (f == 2 && !l->has_refusals))
                                 continue;
                         if (!any)
-                                metrics_text_family(t, names[f], "gauge", helps[f]);
+                                metrics_text_family(t, fam[f].name, fam[f].type, fam[f].help);
                         any = true;
                         char index[16];
                         const char *uuid = "", *model = "";
@@ -425,37 +431,11 @@ static void format_limits(struct metrics_text *t, const struct monitor_snapshot 
                         const char *labels[] = { "namespace",  l->namespace, "pod", l->pod,     "container",
                                                  l->container, "gpu_index",  index, "gpu_uuid", uuid,
                                                  "gpu_model",  model,        NULL };
-                        metrics_text_sample(t, names[f], labels,
-                                            f == 0 ? (double)l->memory_bytes : MIN(l->core_percent, 100u) / 100.0);
+                        double v = f == 0   ? (double)l->memory_bytes
+                                   : f == 1 ? MIN(l->core_percent, 100u) / 100.0
+                                            : (double)l->refusals;
+                        metrics_text_sample(t, fam[f].name, labels, v);
                 }
-        }
-}
-
-/* The interposer's refusals per container and GPU: a counter, for a memory share only. */
-static void format_refusals(struct metrics_text *t, const struct monitor_snapshot *s) {
-        static const char name[] = "gpuslice_container_gpu_memory_refusals_total";
-        bool any = false;
-        for (size_t i = 0; i < s->n_limits; i++) {
-                const struct monitor_limit *l = &s->limits[i];
-                if (!l->has_refusals)
-                        continue;
-                if (!any)
-                        metrics_text_family(t, name, "counter",
-                                            "GPU memory allocations the interposer refused a container on one GPU for "
-                                            "going past its limit.");
-                any = true;
-                char index[16];
-                const char *uuid = "", *model = "";
-                snprintf(index, sizeof index, "%u", l->gpu_index);
-                for (size_t g = 0; g < s->n_gpus; g++)
-                        if (s->gpus[g].index == l->gpu_index) {
-                                uuid = s->gpus[g].uuid;
-                                model = s->gpus[g].name;
-                        }
-                const char *labels[] = { "namespace",  l->namespace, "pod", l->pod,     "container",
-                                         l->container, "gpu_index",  index, "gpu_uuid", uuid,
-                                         "gpu_model",  model,        NULL };
-                metrics_text_sample(t, name, labels, (double)l->refusals);
         }
 }
 
@@ -548,7 +528,6 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                         format_processes(&t, s, &b);
                 format_mig(&t, s);
                 format_limits(&t, s);
-                format_refusals(&t, s);
                 if (!t.failed && format_containers(&t, s, &b) < 0)
                         t.failed = true;
                 gpu_blocks_done(&b);

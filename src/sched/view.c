@@ -306,21 +306,9 @@ struct jw {
 };
 
 static bool jw_room(struct jw *w, size_t n) {
-        if (w->failed)
-                return false;
-        if (w->len + n + 1 <= w->cap)
-                return true;
-        size_t cap = w->cap ? w->cap : 16384;
-        while (cap < w->len + n + 1)
-                cap *= 2;
-        char *b = realloc(w->buf, cap);
-        if (!b) {
+        if (!w->failed && buffer_reserve(&w->buf, &w->cap, w->len + n + 1) < 0)
                 w->failed = true;
-                return false;
-        }
-        w->buf = b;
-        w->cap = cap;
-        return true;
+        return !w->failed;
 }
 
 static void jw_raw(struct jw *w, const char *s, size_t n) {

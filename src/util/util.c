@@ -145,6 +145,23 @@ char *format_size(uint64_t bytes, char *buf, size_t len) {
         return buf;
 }
 
+int buffer_reserve(char **buf, size_t *cap, size_t need) {
+        if (need <= *cap)
+                return 0;
+        size_t c = *cap ? *cap : 4096;
+        while (c < need) {
+                if (c > SIZE_MAX / 2)
+                        return -ENOMEM;
+                c *= 2;
+        }
+        char *b = realloc(*buf, c);
+        if (!b)
+                return -ENOMEM;
+        *buf = b;
+        *cap = c;
+        return 0;
+}
+
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
         _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)

@@ -100,3 +100,7 @@ char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* A growable byte buffer (*buf of *cap bytes, NULL/0 to start): make room for `need` bytes in all,
+ * doubling from 4096. 0, or -ENOMEM with the buffer as it was. */
+int buffer_reserve(char **buf, size_t *cap, size_t need);

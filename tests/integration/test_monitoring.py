@@ -147,9 +147,13 @@ def prom_get(base, path, **params):
     url = base + path + "?" + urllib.parse.urlencode(params, doseq=True)
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return json.loads(e.read() or b'{"status":"error","error":"HTTP %d"}' % e.code)
+            body, code = r.read(), r.status
+    except urllib.error.HTTPError as e:  # 400/422 with Prometheus' error; 503 text while it starts
+        body, code = e.read(), e.code
+    try:
+        return json.loads(body)
+    except ValueError:
+        return {"status": "error", "error": "HTTP %d: %s" % (code, body[:200].decode(errors="replace"))}
 
 
 def run_query(base, expr):
