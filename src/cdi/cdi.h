@@ -121,6 +121,9 @@ struct cdi_roots {
 int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
                  struct gs_error *err);
 void cdi_discovery_done(struct cdi_discovery *d);
+/* The device nodes alone (control nodes, the GPUs' nodes), no driver files: what a node whose ld cache cannot
+ * be read still offers. Never fails; ret is filled (free with cdi_discovery_done). */
+void cdi_discover_nodes(const struct topo *t, const struct cdi_roots *roots, struct cdi_discovery *ret);
 
 /*
  * Add the MIG devices of mig (GPUs with MIG on) to d: each one's capability nodes, whose minors the
@@ -148,6 +151,30 @@ struct cdi_spec_options {
  * kind) / -ENOMEM. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                    const struct cdi_spec_options *o, json_t **ret);
+/* ---- one DRA claim's spec ---- */
+
+struct cdi_claim_device {
+        const char *name; /* the CDI device name: "<claim uid>-<device>" ([A-Za-z0-9_.:-]) */
+        unsigned gpu;     /* position of its GPU in the topology */
+};
+
+/* The limiter of a claim with shared devices: the host dir made by limits_dir_create (limits, shm/,
+ * ld.so.preload) and the interposer, mounted where every limited container has them (util/limits-dir.h). */
+struct cdi_claim_limits {
+        const char *dir;
+        const char *interposer;
+};
+
+/* One claim's spec under o->kind ("gpu.gpuslice.io/claim"): a device per entry of dev[0..n) with its GPU's
+ * device node; in the spec-wide edits (applied once whichever devices a container gets) the driver's files and
+ * hook as in cdi_spec_build, and with limits the limiter's environment (LD_PRELOAD, GPUSLICE_LIMITS) and mounts.
+ * 0, -EINVAL (bad kind or name, a GPU without a device node), -ENAMETOOLONG, -ENOMEM. */
+int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
+                         const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
+                         const struct cdi_claim_limits *limits, json_t **ret);
+/* Whether a CDI device name is valid: 1..255 of [A-Za-z0-9_.:-]. */
+bool cdi_name_valid(const char *name);
+
 /* The lowest cdiVersion that accepts this spec (names starting with a digit and deviceNodes
  * hostPath need 0.5.0, mount type 0.4.0, annotations 0.6.0; 0.3.0 otherwise). */
 const char *cdi_spec_min_version(const json_t *spec);
