@@ -167,7 +167,8 @@ static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 
 
 enum entry_kind {
         ENTRY_COUNTER,
-        ENTRY_HISTOGRAM
+        ENTRY_HISTOGRAM,
+        ENTRY_GAUGE,
 };
 
 struct entry {
@@ -179,6 +180,11 @@ struct entry {
 struct metrics_counter {
         struct entry e;
         uint64_t value;
+};
+
+struct metrics_gauge {
+        struct entry e;
+        int64_t value;
 };
 
 struct metrics_histogram {
@@ -244,6 +250,17 @@ uint64_t metrics_counter_value(const struct metrics_counter *c) {
         return c ? __atomic_load_n(&c->value, __ATOMIC_RELAXED) : 0;
 }
 
+struct metrics_gauge *metrics_gauge_get(const char *name, const char *help, const char *label_key,
+                                        const char *label_value) {
+        return (struct metrics_gauge *)registry_get(ENTRY_GAUGE, sizeof(struct metrics_gauge), name, help, label_key,
+                                                    label_value);
+}
+
+void metrics_gauge_set(struct metrics_gauge *g, int64_t v) {
+        if (g)
+                __atomic_store_n(&g->value, v, __ATOMIC_RELAXED);
+}
+
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
                                                 const char *label_value) {
         return (struct metrics_histogram *)registry_get(ENTRY_HISTOGRAM, sizeof(struct metrics_histogram), name, help,
@@ -302,15 +319,21 @@ void metrics_registry_format(struct metrics_text *t) {
                                 seen = true;
                 if (seen)
                         continue;
-                metrics_text_family(t, e->name, e->kind == ENTRY_COUNTER ? "counter" : "histogram", e->help);
+                metrics_text_family(t, e->name,
+                                    e->kind == ENTRY_COUNTER ? "counter" : e->kind == ENTRY_GAUGE ? "gauge" : "histogram",
+                                    e->help);
                 for (const struct entry *q = e; q; q = q->next) {
                         if (q->kind != e->kind || !streq(q->name, e->name))
                                 continue;
-                        if (q->kind == ENTRY_COUNTER) {
-                                const char *labels[] = { q->label_key, q->label_value, NULL };
+                        const char *labels[] = { q->label_key, q->label_value, NULL };
+                        if (q->kind == ENTRY_COUNTER)
                                 metrics_text_sample(t, q->name, labels,
                                                     (double)metrics_counter_value((const struct metrics_counter *)q));
-                        } else {
+                        else if (q->kind == ENTRY_GAUGE)
+                                metrics_text_sample(
+                                        t, q->name, labels,
+                                        (double)__atomic_load_n(&((const struct metrics_gauge *)q)->value, __ATOMIC_RELAXED));
+                        else {
                                 format_histogram(t, (const struct metrics_histogram *)q);
                         }
                 }

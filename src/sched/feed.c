@@ -115,8 +115,7 @@ static int send_json(struct sched_feed *f, enum kube_method method, const char *
  * (read with secure_getenv) makes it SIGKILL itself right after a bind's annotation was written,
  * before the Binding: "killed between annotate and bind" (docs/scheduler.md). */
 static void crash_point(const char *point) {
-        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
-        if (want && streq(want, point))
+        if (crash_point_due(point))
                 (void)kill(getpid(), SIGKILL);
 }
 

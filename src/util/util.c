@@ -182,3 +182,17 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
         *ret = TAKE_PTR(buf);
         return 0;
 }
+
+bool crash_point_due(const char *point) {
+        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
+        if (!want || !want[0] || !point)
+                return false;
+        size_t n = strlen(point);
+        if (strncmp(want, point, n) != 0 || (want[n] != '\0' && want[n] != ':'))
+                return false;
+        static unsigned hits; /* the process's one crash counter; tests only */
+        unsigned nth = 1;
+        if (want[n] == ':' && parse_uint(want + n + 1, 1000000, &nth) < 0)
+                return false;
+        return ++hits >= nth;
+}

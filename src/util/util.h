@@ -100,3 +100,9 @@ char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* Crash points for the fault-injection tests (tests/faults, the DRA kill tests, the extender's e2e
+ * restart): true when $GPUSLICE_CRASH_AT (read with secure_getenv) names `point` ("point", or "point:N"
+ * for the Nth time this process reaches it); the caller then SIGKILLs itself (after a log line, in a
+ * daemon). Always false when the variable is unset. */
+bool crash_point_due(const char *point);
