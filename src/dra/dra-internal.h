@@ -107,5 +107,8 @@ int dra_kubelet_start(struct dra *d, struct gs_error *err);
 void dra_kubelet_stop(struct dra *d);
 
 /* publish.c */
+/* The resource.k8s.io version to use ("v1", "v1beta2", "v1beta1"): the one found, else asked of the server
+ * now (a request: never with the lock held). 0 or -errno with err. */
+int dra_api_version(struct dra *d, char *buf, size_t len, struct gs_error *err);
 int dra_publish_start(struct dra *d, struct gs_error *err);
 void dra_publish_stop(struct dra *d);

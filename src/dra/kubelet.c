@@ -44,7 +44,6 @@ typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim Claim;
 #define DRA_V1 "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
 #define DRA_V1BETA1 "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
 #define CLAIMS_MAX 1024               /* claims in one call */
-#define API_TIMEOUT_MS 10000          /* one claim's read, well inside kubelet's 45 s */
 #define HEALTH_RESEND_MS 30000        /* the health list is sent again this often ... */
 #define HEALTH_TIMEOUT_S 90           /* ... and kubelet told to wait this long for it */
 
@@ -133,18 +132,16 @@ struct answer {
 /* Read the claim from the API: its allocation is what the scheduler wrote. */
 static int fetch_claim(struct dra *d, const Claim *c, struct dra_claim *ret, struct gs_error *err) {
         char path[600], version[16];
-        pthread_mutex_lock(&d->lock);
-        strscpy(version, d->api_version, sizeof version);
-        pthread_mutex_unlock(&d->lock);
-        if (!version[0])
-                return gs_error_set(err, -EAGAIN, "the resource.k8s.io API was not found yet");
+        int r = dra_api_version(d, version, sizeof version, err);
+        if (r < 0)
+                return r;
         if (!dra_dns_label_valid(c->namespace_) || !dra_dns_subdomain_valid(c->name))
                 return gs_error_set(err, -EINVAL, "not a valid claim namespace/name");
         snprintf(path, sizeof path, "/apis/resource.k8s.io/%s/namespaces/%s/resourceclaims/%s", version,
                  c->namespace_, c->name);
         json_t *obj = NULL;
         struct kube_error ke = { 0 };
-        int r = kube_request(d->kube, KUBE_GET, path, NULL, &obj, &ke);
+        r = kube_request(d->kube, KUBE_GET, path, NULL, &obj, &ke);
         if (r < 0)
                 return gs_error_set(err, r, "cannot read claim %s/%s: %s", c->namespace_, c->name,
                                     ke.message[0] ? ke.message : strerror(-r));

@@ -275,6 +275,24 @@ out:
 
 /* ---- the API ---- */
 
+static int find_version(struct dra *d, char *buf, size_t len, struct gs_error *err);
+
+int dra_api_version(struct dra *d, char *buf, size_t len, struct gs_error *err) {
+        pthread_mutex_lock(&d->lock);
+        strscpy(buf, d->api_version, len);
+        pthread_mutex_unlock(&d->lock);
+        if (buf[0])
+                return 0;
+        int r = find_version(d, buf, len, err);
+        if (r == 0) {
+                pthread_mutex_lock(&d->lock);
+                if (!d->api_version[0])
+                        strscpy(d->api_version, buf, sizeof d->api_version);
+                pthread_mutex_unlock(&d->lock);
+        }
+        return r;
+}
+
 static int find_version(struct dra *d, char *buf, size_t len, struct gs_error *err) {
         json_t *group = NULL;
         struct kube_error ke = { 0 };
