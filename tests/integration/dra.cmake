@@ -12,4 +12,11 @@ if(TARGET gpuslice_dra)
                      --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
     set_tests_properties(dra-${t} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
   endforeach()
+  # The DeviceClasses and example claims of deploy/kubernetes/dra evaluated by a real CEL implementation
+  # (@bufbuild/cel, vendored in tests/integration/cel/vendor) on the slices of four simulated nodes.
+  add_test(NAME dra-cel
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra_cel.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
+  set_tests_properties(dra-cel PROPERTIES TIMEOUT 300 LABELS "integration;dra")
 endif()
