@@ -174,7 +174,9 @@ CONDITIONAL = {
 }
 # Every gpuslice_assign_* family needs a node agent with API access and pods the scheduler extender
 # assigned (tests/integration/test_assign.py, a kube-apiserver stand-in): none here.
-CONDITIONAL_PREFIX = ("gpuslice_assign_",)
+# Every gpuslice_dra_* family needs `gpuslice node --dra` with an API server: tests/integration/test_dra.py
+# scrapes them (prepare-shared).
+CONDITIONAL_PREFIX = ("gpuslice_assign_", "gpuslice_dra_")
 
 
 def conditional(f):

@@ -406,7 +406,8 @@ def test_prepare_whole(e):
 
 
 def test_prepare_shared(e):
-    up(e)
+    port = agent_fixture.free_port()
+    up(e, "--metrics-address", "127.0.0.1:%d" % port)
     g0 = uuid_of(e, 0)
     a = e.claim("a", [("share", "gpu-0-shared", 4 * GIB, 30)])
     b = e.claim("b", [("share", "gpu-0-shared", 2 * GIB, 20)],
@@ -434,9 +435,16 @@ def test_prepare_shared(e):
     check("exceed" in e.kubelet.prepare(big)[big[1]].error, "cores past 100 %% prepared")
     whole = e.claim("whole", [("gpu", "gpu-0")])
     check("already prepared" in e.kubelet.prepare(whole)[whole[1]].error, "whole GPU prepared beside shares")
+    text = agent_fixture.scrape(port, lambda t: "gpuslice_dra_prepared_claims 2" in t, "2 prepared claims")
+    check('gpuslice_dra_claim_errors_total{operation="prepare"} 2' in text, "errors not counted:\n%s" %
+          "\n".join(x for x in text.splitlines() if "gpuslice_dra" in x))
+    check("gpuslice_dra_prepare_seconds_count 4" in text and 'gpuslice_dra_slice_writes_total{outcome="created"}' in text,
+          "DRA families missing")
     check(e.kubelet.unprepare(a, b) == {a[1]: "", b[1]: ""}, "unprepare")
     check(e.limits_dirs() == [] and e.cdi_specs() == [], "left behind: %s %s" % (e.limits_dirs(), e.cdi_specs()))
     ok(e.kubelet.prepare(whole), whole[1])
+    agent_fixture.scrape(port, lambda t: "gpuslice_dra_prepared_claims 1" in t and
+                         "gpuslice_dra_unprepare_seconds_count 2" in t, "1 prepared claim after the unprepare")
 
 
 def test_prepare_errors(e):
