@@ -24,7 +24,13 @@
 #include "topo/topo.h"
 #include "util/util.h"
 
-enum constraint { C_NONE, C_ISLAND, C_SWITCH, C_ROOT, C_MAX };
+enum constraint {
+        C_NONE,
+        C_ISLAND,
+        C_SWITCH,
+        C_ROOT,
+        C_MAX
+};
 static const char *const cname[] = { "none", "nvlinkIsland", "pcieSwitch", "pcieRoot" };
 
 /* Host bridge groups: GPUs whose link is PHB or closer share a root complex. */
@@ -110,7 +116,8 @@ static void run(const char *path) {
                                 continue;
                         }
                         printf("| %s | %u | %s | %u | %.1f | %.1f | %.0f %% | %.0f %% (%u) | %u |\n", base, k, cname[c],
-                               cases, sched / both, mine / both, 100.0 * sched / mine, 100.0 * worst, worse, only_alloc);
+                               cases, sched / both, mine / both, 100.0 * sched / mine, 100.0 * worst, worse,
+                               only_alloc);
                 }
         free(t);
 }

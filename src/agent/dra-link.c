@@ -108,8 +108,8 @@ int node_dra_start(struct node *n) {
         if (!n->cfg.dra_enabled)
                 return 0;
         if (!n->publish)
-                return log_error_errno(-EINVAL, "--dra needs the API server: set kube.kubeconfig or run in a pod",
-                                       "%s", "");
+                return log_error_errno(-EINVAL, "--dra needs the API server: set kube.kubeconfig or run in a pod", "%s",
+                                       "");
         char limits[CONFIG_PATH_MAX + 32], self[PATH_MAX] = "";
         snprintf(limits, sizeof limits, "%s/dra-containers", n->cfg.state_dir);
         ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

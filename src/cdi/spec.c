@@ -144,8 +144,8 @@ static int common_edits(json_t *common, const struct cdi_discovery *d, const cha
                     json_array_append_new(args, json_string(d->lib_dirs[i])) < 0)
                         return -ENOMEM;
         if ((links || d->n_lib_dirs) && hook_path) {
-                json_t *hook = json_pack("{s:s, s:s, s:O}", "hookName", "createContainer", "path", hook_path, "args",
-                                         args);
+                json_t *hook =
+                        json_pack("{s:s, s:s, s:O}", "hookName", "createContainer", "path", hook_path, "args", args);
                 if (push(common, "hooks", hook) < 0)
                         return -ENOMEM;
         }
@@ -276,7 +276,7 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
                          const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
                          const struct cdi_claim_limits *limits, json_t **ret) {
         const char *host_dev = o->host_dev_root ? o->host_dev_root : roots && roots->dev_root ? roots->dev_root : "/";
-        const char *host_drv = o->host_driver_root ? o->host_driver_root
+        const char *host_drv = o->host_driver_root           ? o->host_driver_root
                                : roots && roots->driver_root ? roots->driver_root
                                                              : "/";
         if (!cdi_kind_valid(o->kind) || (limits && (!limits->dir || !limits->interposer)))
@@ -284,14 +284,14 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
         for (size_t i = 0; i < n; i++)
                 if (dev[i].gpu >= t->n_gpus || !d->gpu[dev[i].gpu].major || !cdi_name_valid(dev[i].name))
                         return -EINVAL;
-        _cleanup_(json_decrefp) json_t *spec =
-                json_pack("{s:s, s:s, s:[], s:{}}", "cdiVersion", "0.3.0", "kind", o->kind, "devices", "containerEdits");
+        _cleanup_(json_decrefp) json_t *spec = json_pack("{s:s, s:s, s:[], s:{}}", "cdiVersion", "0.3.0", "kind",
+                                                         o->kind, "devices", "containerEdits");
         if (!spec)
                 return -ENOMEM;
         json_t *devices = json_object_get(spec, "devices"), *common = json_object_get(spec, "containerEdits");
         for (size_t i = 0; i < n; i++)
-                if (json_array_append_new(devices, device_json(dev[i].name, gpu_edits(&d->gpu[dev[i].gpu], host_dev,
-                                                                                       NULL))) < 0)
+                if (json_array_append_new(devices,
+                                          device_json(dev[i].name, gpu_edits(&d->gpu[dev[i].gpu], host_dev, NULL))) < 0)
                         return -ENOMEM;
         int r = common_edits(common, d, host_dev, host_drv, o->hook_path);
         if (r == 0 && limits)

@@ -117,19 +117,20 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")                                              \
         X("kube.node-name", "node-name", "NAME", "the Node object to publish, empty: $NODE_NAME, else the host name",  \
           T_NODE_NAME, FIELD(node_name), NO_NAMES, 0, 0, "a node name like gpu-node-1 (a DNS subdomain), or empty")    \
-        X("dra.enabled", "dra", NULL, "serve GPUs through Dynamic Resource Allocation (docs/dra.md)", T_BOOL,           \
+        X("dra.enabled", "dra", NULL, "serve GPUs through Dynamic Resource Allocation (docs/dra.md)", T_BOOL,          \
           FIELD(dra_enabled), NO_NAMES, 0, 0, "true or false")                                                         \
-        X("dra.device-plugin", "dra-device-plugin", NULL, "with dra.enabled, also serve the device plugin's resources", \
-          T_BOOL, FIELD(dra_device_plugin), NO_NAMES, 0, 0, "true or false")                                           \
-        X("dra.driver-name", "dra-driver-name", "NAME", "DRA driver name", T_DRIVER, FIELD(dra_driver), NO_NAMES, 0, 0, \
-          "a lowercase DNS subdomain of at most 63 characters like gpu.gpuslice.io")                                   \
+        X("dra.device-plugin", "dra-device-plugin", NULL,                                                              \
+          "with dra.enabled, also serve the device plugin's resources", T_BOOL, FIELD(dra_device_plugin), NO_NAMES, 0, \
+          0, "true or false")                                                                                          \
+        X("dra.driver-name", "dra-driver-name", "NAME", "DRA driver name", T_DRIVER, FIELD(dra_driver), NO_NAMES, 0,   \
+          0, "a lowercase DNS subdomain of at most 63 characters like gpu.gpuslice.io")                                \
         X("dra.registry-dir", "dra-registry-dir", "DIR", "kubelet's plugin registration directory", T_PATH,            \
           FIELD(dra_registry_dir), NO_NAMES, 0, 0, "an absolute path")                                                 \
-        X("dra.plugin-dir", "dra-plugin-dir", "DIR", "directory of kubelet plugin sockets (<dir>/<driver>/dra.sock)",   \
+        X("dra.plugin-dir", "dra-plugin-dir", "DIR", "directory of kubelet plugin sockets (<dir>/<driver>/dra.sock)",  \
           T_PATH, FIELD(dra_plugin_dir), NO_NAMES, 0, 0, "an absolute path")                                           \
-        X("dra.cdi-dir", "dra-cdi-dir", "DIR", "where the claims' CDI specs are written", T_PATH, FIELD(dra_cdi_dir),   \
+        X("dra.cdi-dir", "dra-cdi-dir", "DIR", "where the claims' CDI specs are written", T_PATH, FIELD(dra_cdi_dir),  \
           NO_NAMES, 0, 0, "an absolute path")                                                                          \
-        X("dra.sharing", "dra-sharing", NULL, "publish shared GPU devices (consumable memory and cores)", T_BOOL,        \
+        X("dra.sharing", "dra-sharing", NULL, "publish shared GPU devices (consumable memory and cores)", T_BOOL,      \
           FIELD(dra_sharing), NO_NAMES, 0, 0, "true or false")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },

@@ -108,8 +108,8 @@ static bool config_applies(const json_t *reqs, const char *request) {
         return false;
 }
 
-static int capacity(const json_t *cc, const char *driver, const char *name, bool *has, uint64_t *ret,
-                    const char *where, struct gs_error *err) {
+static int capacity(const json_t *cc, const char *driver, const char *name, bool *has, uint64_t *ret, const char *where,
+                    struct gs_error *err) {
         char qualified[DRA_MAX_DOMAIN + DRA_MAX_ID + 2];
         snprintf(qualified, sizeof qualified, "%s/%s", driver, name);
         const json_t *v = json_object_get(cc, name) ?: json_object_get(cc, qualified);
@@ -212,8 +212,7 @@ static int claim_from_json(const json_t *root, const char *driver, struct dra_cl
             (configs && !json_is_array(configs)))
                 return gs_error_set(err, -EINVAL, "status.allocation: malformed");
         if (json_array_size(results) > DRA_RESULTS_MAX)
-                return gs_error_set(err, -E2BIG, "status.allocation.devices.results: more than %u",
-                                    DRA_RESULTS_MAX);
+                return gs_error_set(err, -E2BIG, "status.allocation.devices.results: more than %u", DRA_RESULTS_MAX);
         c->allocated = true;
         size_t i;
         const json_t *o;

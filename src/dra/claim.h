@@ -24,7 +24,7 @@
 #include "dra/slices.h"
 #include "util/error.h"
 
-#define DRA_RESULTS_MAX 32          /* AllocationResultsMaxSize */
+#define DRA_RESULTS_MAX 32            /* AllocationResultsMaxSize */
 #define DRA_CLAIM_TEXT_MAX (1u << 20) /* a longer claim is refused */
 #define DRA_PARAMS_MAX (10u * 1024)   /* OpaqueParametersMaxLength */
 #define DRA_UID_MAX 64

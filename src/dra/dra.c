@@ -56,8 +56,8 @@ static void pcie_root(const char *dev_root, const char *nvml_bus_id, char *buf, 
         p += strlen("devices/");
         size_t l = strcspn(p, "/");
         /* "pci" + 4 hex + ":" + 2 hex */
-        if (l != 10 || strspn(p + 3, "0123456789abcdef") != 4 || p[7] != ':' ||
-            strspn(p + 8, "0123456789abcdef") < 2 || l >= len)
+        if (l != 10 || strspn(p + 3, "0123456789abcdef") != 4 || p[7] != ':' || strspn(p + 8, "0123456789abcdef") < 2 ||
+            l >= len)
                 return;
         memcpy(buf, p, l);
         buf[l] = '\0';
@@ -75,10 +75,12 @@ static int copy_opt(char *dst, size_t len, const char *src, const char *dflt, co
 static int copy_options(struct dra *d, const struct dra_options *o, struct gs_error *err) {
         int r = copy_opt(d->driver, sizeof d->driver, o->driver, DRA_DRIVER_DEFAULT, "driver name", err);
         r = r ?: copy_opt(d->node, sizeof d->node, o->node, NULL, "node name", err);
-        r = r ?: copy_opt(d->registry_dir, sizeof d->registry_dir, o->registry_dir, DRA_REGISTRY_DIR_DEFAULT,
-                          "registry dir", err);
-        r = r ?: copy_opt(d->plugin_dir, sizeof d->plugin_dir, o->plugin_dir, DRA_PLUGIN_DIR_DEFAULT, "plugin dir",
-                          err);
+        r = r
+                    ?: copy_opt(d->registry_dir, sizeof d->registry_dir, o->registry_dir, DRA_REGISTRY_DIR_DEFAULT,
+                                "registry dir", err);
+        r = r
+                    ?: copy_opt(d->plugin_dir, sizeof d->plugin_dir, o->plugin_dir, DRA_PLUGIN_DIR_DEFAULT,
+                                "plugin dir", err);
         r = r ?: copy_opt(d->cdi_dir, sizeof d->cdi_dir, o->cdi_dir, DRA_CDI_DIR_DEFAULT, "CDI dir", err);
         r = r ?: copy_opt(d->limits_root, sizeof d->limits_root, o->limits_root, NULL, "limits root", err);
         r = r ?: copy_opt(d->dev_root, sizeof d->dev_root, o->dev_root, "/", "dev root", err);
@@ -91,7 +93,8 @@ static int copy_options(struct dra *d, const struct dra_options *o, struct gs_er
                                      (int)sizeof d->journal_dir)
                 return gs_error_set(err, -EINVAL, "state dir: missing or too long");
         if (!dra_dns_subdomain_valid(d->driver) || strlen(d->driver) > DRA_MAX_DOMAIN)
-                return gs_error_set(err, -EINVAL, "driver name '%s': not a lowercase DNS subdomain of at most %d characters",
+                return gs_error_set(err, -EINVAL,
+                                    "driver name '%s': not a lowercase DNS subdomain of at most %d characters",
                                     d->driver, DRA_MAX_DOMAIN);
         if (!dra_dns_subdomain_valid(d->node))
                 return gs_error_set(err, -EINVAL, "node name '%.200s' is not a valid pool name", d->node);
@@ -162,7 +165,8 @@ int dra_start(const struct dra_options *o, const struct topo *t, const struct dr
                 return r;
         if (!d->kube) {
                 dra_free(d);
-                return gs_error_set(err, -EINVAL, "the DRA driver needs the API server (kube.kubeconfig or in-cluster)");
+                return gs_error_set(err, -EINVAL,
+                                    "the DRA driver needs the API server (kube.kubeconfig or in-cluster)");
         }
         r = dra_publish_start(d, err);
         if (r == 0)
@@ -233,10 +237,10 @@ json_t *dra_status(struct dra *d) {
                 const struct dra_record *r = &d->recs[i];
                 json_t *devs = json_array();
                 for (unsigned k = 0; devs && k < r->n; k++)
-                        json_array_append_new(devs, json_pack("{s:s, s:s, s:s, s:I, s:i}", "request", r->dev[k].request,
-                                                              "device", r->dev[k].device, "uuid", r->dev[k].uuid,
-                                                              "memory", (json_int_t)r->dev[k].memory, "cores",
-                                                              (int)r->dev[k].cores));
+                        json_array_append_new(devs,
+                                              json_pack("{s:s, s:s, s:s, s:I, s:i}", "request", r->dev[k].request,
+                                                        "device", r->dev[k].device, "uuid", r->dev[k].uuid, "memory",
+                                                        (json_int_t)r->dev[k].memory, "cores", (int)r->dev[k].cores));
                 json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:s, s:o*}", "uid", r->uid, "namespace",
                                                         r->namespace_, "name", r->name, "state",
                                                         dra_record_state_name(r->state), "devices", devs));

@@ -18,9 +18,9 @@
 #include "util/atomic-file.h"
 #include "util/util.h"
 
-static const char *const state_names[] = { [DRA_REC_PREPARING] = "preparing",
-                                           [DRA_REC_PREPARED] = "prepared",
-                                           [DRA_REC_UNPREPARING] = "unpreparing" };
+static const char *const state_names[] = {
+        [DRA_REC_PREPARING] = "preparing", [DRA_REC_PREPARED] = "prepared", [DRA_REC_UNPREPARING] = "unpreparing"
+};
 
 const char *dra_record_state_name(enum dra_record_state s) {
         return s >= DRA_REC_PREPARING && s <= DRA_REC_UNPREPARING ? state_names[s] : "?";
@@ -41,9 +41,9 @@ int dra_record_encode(const struct dra_record *r, char **ret) {
                 const struct dra_record_device *d = &r->dev[i];
                 if (json_array_append_new(devs, json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:I, s:i}", "request",
                                                           d->request, "device", d->device, "shareID", d->share_id,
-                                                          "uuid", d->uuid, "index", (int)d->index, "shared",
-                                                          d->shared, "memory", (json_int_t)d->memory, "cores",
-                                                          (int)d->cores)) < 0) {
+                                                          "uuid", d->uuid, "index", (int)d->index, "shared", d->shared,
+                                                          "memory", (json_int_t)d->memory, "cores", (int)d->cores)) <
+                    0) {
                         json_decref(devs);
                         return -ENOMEM;
                 }
@@ -213,8 +213,8 @@ static int read_at(int dfd, const char *name, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int dra_journal_scan(int dfd, void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e,
-                                         void *userdata),
+int dra_journal_scan(int dfd,
+                     void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e, void *userdata),
                      void *userdata) {
         int fd = dup(dfd);
         if (fd < 0)
@@ -244,7 +244,8 @@ int dra_journal_scan(int dfd, void (*fn)(const char *file, const struct dra_reco
                 if (r < 0)
                         gs_error_set(&e, r, "cannot read: %s", strerror(-r));
                 else if ((r = dra_record_decode(text, len, rec, &e)) == 0 &&
-                         (strlen(rec->uid) + strlen(DRA_RECORD_SUFFIX) != l || strncmp(n, rec->uid, strlen(rec->uid))))
+                         (strlen(rec->uid) + strlen(DRA_RECORD_SUFFIX) != l ||
+                          strncmp(n, rec->uid, strlen(rec->uid)) != 0))
                         r = gs_error_set(&e, -EINVAL, "the file name is not the record's uid");
                 free(text);
                 fn(n, r == 0 ? rec : NULL, &e, userdata);

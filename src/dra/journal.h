@@ -55,7 +55,7 @@ struct dra_record {
         bool elastic; /* the limits file's core-policy */
         unsigned n;
         struct dra_record_device dev[DRA_RESULTS_MAX];
-        char spec[DRA_PATH_MAX];   /* the CDI spec file ("" none) */
+        char spec[DRA_PATH_MAX];      /* the CDI spec file ("" none) */
         char limits[DRA_UID_MAX + 8]; /* the limits dir's name under the limits root ("" none) */
 };
 
@@ -73,6 +73,6 @@ int dra_record_remove(int dfd, const char *uid);
 /* Call fn for each record file of the journal (the name and its decoded record, or NULL and the
  * decode error for one that is not trusted); temporaries of the atomic writer are removed first.
  * 0 or -errno from reading the directory. */
-int dra_journal_scan(int dfd, void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e,
-                                         void *userdata),
+int dra_journal_scan(int dfd,
+                     void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e, void *userdata),
                      void *userdata);

@@ -43,9 +43,9 @@ typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim Claim;
 
 #define DRA_V1 "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
 #define DRA_V1BETA1 "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
-#define CLAIMS_MAX 1024               /* claims in one call */
-#define HEALTH_RESEND_MS 30000        /* the health list is sent again this often ... */
-#define HEALTH_TIMEOUT_S 90           /* ... and kubelet told to wait this long for it */
+#define CLAIMS_MAX 1024        /* claims in one call */
+#define HEALTH_RESEND_MS 30000 /* the health list is sent again this often ... */
+#define HEALTH_TIMEOUT_S 90    /* ... and kubelet told to wait this long for it */
 
 /* What GetInfo lists, most preferred first: kubelet takes the first DRAPlugin service it knows; a 1.37+
  * kubelet also picks its health service here (1.36 subscribes on v1alpha1 whatever is listed). */
@@ -93,8 +93,8 @@ static enum rpc_code get_info(void *userdata, const uint8_t *req, size_t req_len
         return RPC_OK;
 }
 
-static enum rpc_code notify_status(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret,
-                                   size_t *ret_len, struct gs_error *st) {
+static enum rpc_code notify_status(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
+                                   struct gs_error *st) {
         struct dra *d = userdata;
         Pluginregistration__RegistrationStatus *s = pluginregistration__registration_status__unpack(NULL, req_len, req);
         if (!s)
@@ -137,8 +137,8 @@ static int fetch_claim(struct dra *d, const Claim *c, struct dra_claim *ret, str
                 return r;
         if (!dra_dns_label_valid(c->namespace_) || !dra_dns_subdomain_valid(c->name))
                 return gs_error_set(err, -EINVAL, "not a valid claim namespace/name");
-        snprintf(path, sizeof path, "/apis/resource.k8s.io/%s/namespaces/%s/resourceclaims/%s", version,
-                 c->namespace_, c->name);
+        snprintf(path, sizeof path, "/apis/resource.k8s.io/%s/namespaces/%s/resourceclaims/%s", version, c->namespace_,
+                 c->name);
         json_t *obj = NULL;
         struct kube_error ke = { 0 };
         r = kube_request(d->kube, KUBE_GET, path, NULL, &obj, &ke);
@@ -148,8 +148,8 @@ static int fetch_claim(struct dra *d, const Claim *c, struct dra_claim *ret, str
         r = dra_claim_from_json(obj, d->driver, ret, err);
         json_decref(obj);
         if (r == 0 && !streq(ret->uid, c->uid))
-                r = gs_error_set(err, -ESTALE, "claim %s/%s is UID %s now, kubelet asked for %s", c->namespace_, c->name,
-                                 ret->uid, c->uid);
+                r = gs_error_set(err, -ESTALE, "claim %s/%s is UID %s now, kubelet asked for %s", c->namespace_,
+                                 c->name, ret->uid, c->uid);
         return r;
 }
 
@@ -204,8 +204,8 @@ static void fill_answer(struct dra *d, const char *uid, struct answer *a) {
 static enum rpc_code prepare(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct gs_error *st) {
         struct dra *d = userdata;
-        PrepareRequest *in = k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, req_len,
-                                                                                                        req);
+        PrepareRequest *in =
+                k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, req_len, req);
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode NodePrepareResourcesRequest");
         if (in->n_claims > CLAIMS_MAX) {
@@ -264,7 +264,7 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
         UnprepareEntry *e = calloc(n + 1, sizeof *e);
         UnprepareEntry **ep = calloc(n + 1, sizeof *ep);
         UnprepareResult *res = calloc(n + 1, sizeof *res);
-        char (*errors)[GS_ERROR_MESSAGE_MAX] = calloc(n + 1, sizeof *errors);
+        char(*errors)[GS_ERROR_MESSAGE_MAX] = calloc(n + 1, sizeof *errors);
         enum rpc_code code = RPC_OK;
         if (in->n_claims > CLAIMS_MAX)
                 code = rpc_error(st, RPC_INVALID_ARGUMENT, "more than %d claims", CLAIMS_MAX);
@@ -284,7 +284,8 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
                         count_error("unprepare");
                         snprintf(errors[i], sizeof errors[i], "%s", err.message);
                         res[i].error = errors[i];
-                        dra_log(d, DRA_LOG_WARN, "cannot unprepare a claim", "uid=%s error=\"%s\"", c->uid, err.message);
+                        dra_log(d, DRA_LOG_WARN, "cannot unprepare a claim", "uid=%s error=\"%s\"", c->uid,
+                                err.message);
                 } else
                         dra_log(d, DRA_LOG_INFO, "claim unprepared", "claim=%s/%s uid=%s", c->namespace_, c->name,
                                 c->uid);
@@ -393,18 +394,21 @@ int dra_kubelet_start(struct dra *d, struct gs_error *err) {
         };
         r = rpc_server_new(d->dra_socket, 0, &d->dra_server);
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(methods); i++)
-                r = rpc_server_add_unary(d->dra_server, methods[i][0], methods[i][1][0] == 'p' ? prepare : unprepare, d);
+                r = rpc_server_add_unary(d->dra_server, methods[i][0], methods[i][1][0] == 'p' ? prepare : unprepare,
+                                         d);
         r = r ?: rpc_server_add_stream(d->dra_server, "/v1.DRAResourceHealth/NodeWatchResources", watch_health, d);
-        r = r ?: rpc_server_add_stream(d->dra_server, "/v1alpha1.DRAResourceHealth/NodeWatchResources", watch_health,
-                                       d);
+        r = r
+                    ?: rpc_server_add_stream(d->dra_server, "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+                                             watch_health, d);
         r = r ?: rpc_server_start(d->dra_server);
         if (r < 0)
                 return gs_error_set(err, r, "cannot serve %.200s: %s", d->dra_socket, strerror(-r));
         /* registration last: kubelet dials the DRA socket as soon as it sees this one */
         r = rpc_server_new(d->reg_socket, 0, &d->reg_server);
         r = r ?: rpc_server_add_unary(d->reg_server, "/pluginregistration.Registration/GetInfo", get_info, d);
-        r = r ?: rpc_server_add_unary(d->reg_server, "/pluginregistration.Registration/NotifyRegistrationStatus",
-                                      notify_status, d);
+        r = r
+                    ?: rpc_server_add_unary(d->reg_server, "/pluginregistration.Registration/NotifyRegistrationStatus",
+                                            notify_status, d);
         r = r ?: rpc_server_start(d->reg_server);
         if (r < 0)
                 return gs_error_set(err, r, "cannot serve %.200s: %s", d->reg_socket, strerror(-r));

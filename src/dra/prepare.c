@@ -249,8 +249,9 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                                                     res->device);
                         if (res->cores < 1 || res->cores > DRA_CORES_TOTAL || res->memory < 1 ||
                             res->memory > d->topo.gpu[g].memory_total)
-                                return gs_error_set(err, -EINVAL, "shared device %.63s: consumed %" PRIu64
-                                                                  " B and %" PRIu64 " %% out of range",
+                                return gs_error_set(err, -EINVAL,
+                                                    "shared device %.63s: consumed %" PRIu64 " B and %" PRIu64
+                                                    " %% out of range",
                                                     res->device, res->memory, res->cores);
                         if (policy != DRA_POLICY_NODE && res->params.core_policy != DRA_POLICY_NODE &&
                             res->params.core_policy != policy)
@@ -326,8 +327,8 @@ int dra_engine_lookup(struct dra *d, const char *uid, struct dra_record *ret) {
                 if (!files_present(r, d)) {
                         struct gs_error e = { 0 };
                         if (write_files(d, r, &e) < 0)
-                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files", "claim=%s error=\"%s\"",
-                                        uid, e.message);
+                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
+                                        "claim=%s error=\"%s\"", uid, e.message);
                 }
                 *ret = *r;
         }
@@ -464,7 +465,8 @@ int dra_engine_open(struct dra *d, struct gs_error *err) {
         struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
         struct gs_error de = { 0 };
         if (cdi_discover(&d->topo, &roots, CDI_CAP_ALL, &d->disc, &de) < 0) {
-                dra_log(d, DRA_LOG_WARN, "the driver's files are not found: the claims' CDI specs carry device nodes only",
+                dra_log(d, DRA_LOG_WARN,
+                        "the driver's files are not found: the claims' CDI specs carry device nodes only",
                         "error=\"%s\"", de.message);
                 cdi_discover_nodes(&d->topo, &roots, &d->disc);
         }
@@ -522,20 +524,22 @@ void dra_engine_recover(struct dra *d) {
         pthread_mutex_lock(&d->lock);
         int e = dra_journal_scan(d->journal_fd, on_record, d);
         if (e < 0)
-                dra_log(d, DRA_LOG_ERROR, "cannot read the journal", "dir=%s error=\"%s\"", d->journal_dir, strerror(-e));
+                dra_log(d, DRA_LOG_ERROR, "cannot read the journal", "dir=%s error=\"%s\"", d->journal_dir,
+                        strerror(-e));
         for (size_t i = 0; i < d->n_recs;) {
                 struct dra_record r = d->recs[i];
                 if (r.state == DRA_REC_PREPARED) {
                         struct gs_error we = { 0 };
                         if (write_files(d, &r, &we) < 0)
-                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files", "claim=%s error=\"%s\"",
-                                        r.uid, we.message);
+                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
+                                        "claim=%s error=\"%s\"", r.uid, we.message);
                         i++;
                         continue;
                 }
                 /* preparing: kubelet never got an answer and prepares again; unpreparing: finish it */
-                dra_log(d, DRA_LOG_INFO, r.state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
-                                                                      : "finishing an interrupted unprepare",
+                dra_log(d, DRA_LOG_INFO,
+                        r.state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
+                                                     : "finishing an interrupted unprepare",
                         "claim=%s", r.uid);
                 remove_files(d, &r);
                 if ((e = dra_record_remove(d->journal_fd, r.uid)) < 0) {

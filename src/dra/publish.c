@@ -94,8 +94,8 @@ struct existing {
 
 static void collect(const char *key, const json_t *obj, void *userdata) {
         struct existing *e = userdata;
-        json_int_t g = json_integer_value(json_object_get(json_object_get(json_object_get(obj, "spec"), "pool"),
-                                                          "generation"));
+        json_int_t g = json_integer_value(
+                json_object_get(json_object_get(json_object_get(obj, "spec"), "pool"), "generation"));
         if (json_object_size(e->by_name) > 0 && g != e->max_gen)
                 e->mixed = true;
         e->max_gen = MAX(e->max_gen, (int64_t)g);
@@ -199,7 +199,8 @@ static int delete_slice(struct pass *p, const char *name, struct gs_error *err) 
         int r = kube_request(p->d->kube, KUBE_DELETE, path, NULL, NULL, &ke);
         if (r < 0 && r != -ENOENT) {
                 count_write("error");
-                return gs_error_set(err, r, "DELETE ResourceSlice %s: %s", name, ke.message[0] ? ke.message : strerror(-r));
+                return gs_error_set(err, r, "DELETE ResourceSlice %s: %s", name,
+                                    ke.message[0] ? ke.message : strerror(-r));
         }
         count_write("deleted");
         return 0;
@@ -263,8 +264,9 @@ static int sync_pool(struct pass *p, struct gs_error *err) {
         pthread_mutex_lock(&d->lock);
         d->generation = p->in.generation;
         pthread_mutex_unlock(&d->lock);
-        dra_log(d, DRA_LOG_INFO, "ResourceSlices published", "pool=%s generation=%" PRId64 " slices=%zu devices=%zu api=%s",
-                d->node, p->in.generation, json_array_size(desired), devices, p->version);
+        dra_log(d, DRA_LOG_INFO, "ResourceSlices published",
+                "pool=%s generation=%" PRId64 " slices=%zu devices=%zu api=%s", d->node, p->in.generation,
+                json_array_size(desired), devices, p->version);
         if (dropped)
                 withdraw_sharing(d, "the server dropped allowMultipleAllocations, consumesCounters or sharedCounters");
 out:
@@ -379,8 +381,8 @@ static bool connect_api(struct dra *d, struct pass *p) {
                         pthread_mutex_lock(&d->lock);
                         strscpy(d->api_version, p->version, sizeof d->api_version);
                         pthread_mutex_unlock(&d->lock);
-                        dra_log(d, DRA_LOG_INFO, "publishing ResourceSlices", "api=resource.k8s.io/%s driver=%s pool=%s",
-                                p->version, d->driver, d->node);
+                        dra_log(d, DRA_LOG_INFO, "publishing ResourceSlices",
+                                "api=resource.k8s.io/%s driver=%s pool=%s", p->version, d->driver, d->node);
                         return true;
                 }
                 d->informer = kube_informer_free(d->informer);

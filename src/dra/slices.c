@@ -221,9 +221,9 @@ static int quantity_suffix(const char *s, int *ret_base2, int *ret_exp10) {
                 const char *s;
                 int b2, e10;
         } sfx[] = {
-                { "", 0, 0 },     { "Ki", 10, 0 }, { "Mi", 20, 0 }, { "Gi", 30, 0 }, { "Ti", 40, 0 }, { "Pi", 50, 0 },
-                { "Ei", 60, 0 },  { "n", 0, -9 },  { "u", 0, -6 },  { "m", 0, -3 },  { "k", 0, 3 },   { "M", 0, 6 },
-                { "G", 0, 9 },    { "T", 0, 12 },  { "P", 0, 15 },  { "E", 0, 18 },
+                { "", 0, 0 },    { "Ki", 10, 0 }, { "Mi", 20, 0 }, { "Gi", 30, 0 }, { "Ti", 40, 0 }, { "Pi", 50, 0 },
+                { "Ei", 60, 0 }, { "n", 0, -9 },  { "u", 0, -6 },  { "m", 0, -3 },  { "k", 0, 3 },   { "M", 0, 6 },
+                { "G", 0, 9 },   { "T", 0, 12 },  { "P", 0, 15 },  { "E", 0, 18 },
         };
         for (size_t i = 0; i < ELEMENTSOF(sfx); i++)
                 if (streq(s, sfx[i].s)) {
@@ -399,8 +399,8 @@ static json_t *quantity(uint64_t v) {
 }
 
 /* lint: long — one attribute per line, in the order docs/dra.md lists them; each is optional. */
-static int gpu_attributes(const struct dra_slice_input *in, unsigned g, bool shared, const int *island,
-                          const int *sw, json_t *attrs) {
+static int gpu_attributes(const struct dra_slice_input *in, unsigned g, bool shared, const int *island, const int *sw,
+                          json_t *attrs) {
         const struct topo_gpu *gpu = &in->t->gpu[g];
         char v[80];
         int r = attr_string(attrs, "type", shared ? "shared" : "gpu");
@@ -447,8 +447,8 @@ static json_t *device_counters(const struct topo_gpu *gpu, bool shared) {
                          quantity(shared ? 1 : gpu->memory_total));
 }
 
-static json_t *device_json(const struct dra_slice_input *in, unsigned g, bool shared, bool counters,
-                           const int *island, const int *sw) {
+static json_t *device_json(const struct dra_slice_input *in, unsigned g, bool shared, bool counters, const int *island,
+                           const int *sw) {
         const struct topo_gpu *gpu = &in->t->gpu[g];
         char name[DRA_MAX_LABEL + 1];
         if (dra_device_name((unsigned)gpu->index, shared, name, sizeof name) < 0)
@@ -496,9 +496,9 @@ static void slice_name(const struct dra_slice_input *in, unsigned k, char *buf, 
 static json_t *slice_json(const struct dra_slice_input *in, unsigned k, json_t *devices, json_t *counters) {
         char name[DRA_MAX_POOL_NAME + 1];
         slice_name(in, k, name, sizeof name);
-        json_t *spec = json_pack("{s:s, s:s, s:{s:s, s:I, s:I}}", "driver", in->driver, "nodeName", in->node, "pool",
-                                 "name", in->node, "generation", (json_int_t)in->generation, "resourceSliceCount",
-                                 (json_int_t)0);
+        json_t *spec =
+                json_pack("{s:s, s:s, s:{s:s, s:I, s:I}}", "driver", in->driver, "nodeName", in->node, "pool", "name",
+                          in->node, "generation", (json_int_t)in->generation, "resourceSliceCount", (json_int_t)0);
         if (!spec || (devices && json_object_set_new(spec, "devices", devices) < 0) ||
             (counters && json_object_set_new(spec, "sharedCounters", counters) < 0)) {
                 json_decref(spec);

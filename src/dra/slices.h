@@ -57,9 +57,9 @@ struct dra_slice_input {
         const char *node;   /* the node name: also the pool's name */
         bool sharing;       /* publish gpu-<i>-shared devices and the counter sets */
         uint64_t memory_unit;
-        bool offered[TOPO_MAX_GPUS];          /* per topo position: false = not published (unhealthy, held) */
-        char pcie_root[TOPO_MAX_GPUS][32];    /* "pci0000:00", "" unknown (then not published) */
-        int64_t generation;                   /* pool.generation written into every slice */
+        bool offered[TOPO_MAX_GPUS];       /* per topo position: false = not published (unhealthy, held) */
+        char pcie_root[TOPO_MAX_GPUS][32]; /* "pci0000:00", "" unknown (then not published) */
+        int64_t generation;                /* pool.generation written into every slice */
 };
 
 /*

@@ -320,7 +320,9 @@ void metrics_registry_format(struct metrics_text *t) {
                 if (seen)
                         continue;
                 metrics_text_family(t, e->name,
-                                    e->kind == ENTRY_COUNTER ? "counter" : e->kind == ENTRY_GAUGE ? "gauge" : "histogram",
+                                    e->kind == ENTRY_COUNTER ? "counter"
+                                    : e->kind == ENTRY_GAUGE ? "gauge"
+                                                             : "histogram",
                                     e->help);
                 for (const struct entry *q = e; q; q = q->next) {
                         if (q->kind != e->kind || !streq(q->name, e->name))
@@ -330,9 +332,9 @@ void metrics_registry_format(struct metrics_text *t) {
                                 metrics_text_sample(t, q->name, labels,
                                                     (double)metrics_counter_value((const struct metrics_counter *)q));
                         else if (q->kind == ENTRY_GAUGE)
-                                metrics_text_sample(
-                                        t, q->name, labels,
-                                        (double)__atomic_load_n(&((const struct metrics_gauge *)q)->value, __ATOMIC_RELAXED));
+                                metrics_text_sample(t, q->name, labels,
+                                                    (double)__atomic_load_n(&((const struct metrics_gauge *)q)->value,
+                                                                            __ATOMIC_RELAXED));
                         else {
                                 format_histogram(t, (const struct metrics_histogram *)q);
                         }

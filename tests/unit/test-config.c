@@ -157,8 +157,10 @@ static void test_dra_driver_name(void **state) {
         assert_string_equal(c.dra_driver, "gpu.gpuslice.io");
         assert_int_equal(config_set(&c, "dra.driver-name", "dra.example.com", &err), 0);
         assert_string_equal(c.dra_driver, "dra.example.com");
-        static const char *const bad[] = { "Gpu.Example.com", "gpu_example", "", "-gpu.example", "gpu..example",
-                                           "a-driver-name-that-is-far-too-long-to-be-any-dra-driver.example.com" };
+        static const char *const bad[] = {
+                "Gpu.Example.com", "gpu_example",  "",
+                "-gpu.example",    "gpu..example", "a-driver-name-that-is-far-too-long-to-be-any-dra-driver.example.com"
+        };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
                 assert_int_equal(config_set(&c, "dra.driver-name", bad[i], &err), -EINVAL);
                 assert_non_null(strstr(err.message, "dra.driver-name"));

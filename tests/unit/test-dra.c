@@ -25,6 +25,7 @@
 #include "helpers.h"
 #include "interposer/limits.h"
 #include "topo/topo.h"
+#include "util/util.h"
 
 #define DRV "gpu.gpuslice.io"
 #define UID1 "4e2b1f8c-6a7d-4b0e-9f31-2c5d8e7a9b10"
@@ -43,8 +44,8 @@ static void test_device_names(void **state) {
         assert_true(idx == 7 && shared);
         assert_int_equal(dra_device_parse("gpu-0", &idx, &shared), 0);
         assert_true(idx == 0 && !shared);
-        static const char *const bad[] = { "gpu-07", "gpu--1", "gpu-", "gpu-1-sharedx", "gpu-1shared", "GPU-1",
-                                           "gpu-1234567", "mig-1", "", "gpu-1-" };
+        static const char *const bad[] = { "gpu-07",      "gpu--1", "gpu-", "gpu-1-sharedx", "gpu-1shared", "GPU-1",
+                                           "gpu-1234567", "mig-1",  "",     "gpu-1-" };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
                 assert_int_equal(dra_device_parse(bad[i], &idx, &shared), -EINVAL);
         assert_int_equal(dra_device_name(1, false, buf, 5), -ENAMETOOLONG);
@@ -90,10 +91,18 @@ static void test_quantities(void **state) {
         static const struct {
                 const char *s;
                 uint64_t v;
-        } good[] = { { "80Gi", 85899345920ULL }, { "1073741824", 1073741824ULL }, { "1.5Gi", 1610612736ULL },
-                     { "100m", 1 },            { "1500m", 2 },                   { "0", 0 },
-                     { "1e3", 1000 },          { "1E-3", 1 },                    { "2k", 2000 },
-                     { "+5", 5 },              { "0.5", 1 },                     { "1G", 1000000000ULL },
+        } good[] = { { "80Gi", 85899345920ULL },
+                     { "1073741824", 1073741824ULL },
+                     { "1.5Gi", 1610612736ULL },
+                     { "100m", 1 },
+                     { "1500m", 2 },
+                     { "0", 0 },
+                     { "1e3", 1000 },
+                     { "1E-3", 1 },
+                     { "2k", 2000 },
+                     { "+5", 5 },
+                     { "0.5", 1 },
+                     { "1G", 1000000000ULL },
                      { "9223372036854775807", INT64_MAX } };
         for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
                 uint64_t v = 7;
@@ -113,11 +122,12 @@ static void test_quantities(void **state) {
 
 static json_t *build(const char *topo, bool sharing, struct topo *t) {
         test_load_topo(topo, t);
-        struct dra_slice_input in = { .t = t, .driver = DRV, .node = "node-a", .sharing = sharing,
-                                      .memory_unit = 256u << 20, .generation = 3 };
+        struct dra_slice_input in = {
+                .t = t, .driver = DRV, .node = "node-a", .sharing = sharing, .memory_unit = 256u << 20, .generation = 3
+        };
         for (unsigned g = 0; g < t->n_gpus; g++)
                 in.offered[g] = true;
-        strcpy(in.pcie_root[0], "pci0000:00");
+        strscpy(in.pcie_root[0], "pci0000:00", sizeof in.pcie_root[0]);
         json_t *s = NULL;
         assert_int_equal(dra_slices_build(&in, &s), 0);
         return s;
@@ -132,10 +142,11 @@ static void check_pool(json_t *slices, unsigned *ret_devices, unsigned *ret_sets
                 json_t *spec = json_object_get(s, "spec");
                 json_t *devs = json_object_get(spec, "devices"), *sets = json_object_get(spec, "sharedCounters");
                 assert_false(devs && sets);
-                assert_true(dra_dns_subdomain_valid(json_string_value(json_object_get(json_object_get(s, "metadata"),
-                                                                                      "name"))));
-                assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "pool"), "resourceSliceCount")),
-                                 json_array_size(slices));
+                assert_true(dra_dns_subdomain_valid(
+                        json_string_value(json_object_get(json_object_get(s, "metadata"), "name"))));
+                assert_int_equal(
+                        json_integer_value(json_object_get(json_object_get(spec, "pool"), "resourceSliceCount")),
+                        json_array_size(slices));
                 assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "pool"), "generation")), 3);
                 bool counters = false;
                 json_array_foreach(devs, k, d) {
@@ -153,7 +164,8 @@ static void check_pool(json_t *slices, unsigned *ret_devices, unsigned *ret_sets
                                 assert_true(!v || dra_semver_valid(v));
                         }
                 }
-                assert_true(json_array_size(devs) <= (counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE));
+                assert_true(json_array_size(devs) <=
+                            (counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE));
                 assert_true(json_array_size(sets) <= DRA_MAX_COUNTER_SETS_PER_SLICE);
                 *ret_devices += (unsigned)json_array_size(devs);
                 *ret_sets += (unsigned)json_array_size(sets);
@@ -188,7 +200,7 @@ static void test_slices_many(void **state) {
         struct topo *t = calloc(1, sizeof *t);
         topo_init(t);
         t->n_gpus = TOPO_MAX_GPUS;
-        strcpy(t->driver_version, "550.54.15");
+        strscpy(t->driver_version, "550.54.15", sizeof t->driver_version);
         struct dra_slice_input in = { .t = t, .driver = DRV, .node = "n", .sharing = true, .memory_unit = 1u << 30 };
         for (unsigned g = 0; g < t->n_gpus; g++) {
                 t->gpu[g].index = (int)g;
@@ -241,7 +253,7 @@ static void test_groups(void **state) {
         dra_nvlink_islands(t, island);
         dra_pcie_switch_groups(t, sw);
         for (unsigned g = 0; g < 8; g++) {
-                assert_int_equal(island[g], (int)g); /* no NVLink: an island each */
+                assert_int_equal(island[g], (int)g);     /* no NVLink: an island each */
                 assert_int_equal(sw[g], (int)(g & ~1u)); /* PIX pairs */
         }
         test_load_topo("dgx1-v100-hybrid-cube-mesh.topo", t);
@@ -273,11 +285,16 @@ static void test_claim_decode(void **state) {
                 "\"shareID\":\"" UID2 "\",\"consumedCapacity\":{\"memory\":\"4Gi\",\"cores\":\"30\"}},"
                 "{\"request\":\"nic\",\"driver\":\"dra.net\",\"pool\":\"n\",\"device\":\"eth0\"},"
                 "{\"request\":\"other\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-1\"}",
-                "{\"source\":\"FromClaim\",\"requests\":[\"gpus\"],\"opaque\":{\"driver\":\"" DRV "\",\"parameters\":" PARAMS(
+                "{\"source\":\"FromClaim\",\"requests\":[\"gpus\"],\"opaque\":{\"driver\":\"" DRV
+                "\",\"parameters\":" PARAMS(
                         ",\"corePolicy\":\"elastic\"") "}},"
-                "{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"" DRV "\",\"parameters\":" PARAMS(
-                        ",\"corePolicy\":\"hard\"") "}},"
-                "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"dra.net\",\"parameters\":{\"x\":1}}}");
+                                                       "{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"" DRV
+                                                       "\",\"parameters\":" PARAMS(
+                                                               ",\"corePolicy\":\"hard\"") "}},"
+                                                                                           "{\"source\":\"FromClaim\","
+                                                                                           "\"opaque\":{\"driver\":"
+                                                                                           "\"dra.net\",\"parameters\":"
+                                                                                           "{\"x\":1}}}");
         assert_int_equal(dra_claim_decode(t, strlen(t), DRV, c, &err), 0);
         assert_true(c->allocated && c->n_results == 2);
         assert_string_equal(c->results[0].device, "gpu-0-shared");
@@ -311,8 +328,8 @@ static void test_claim_malformed(void **state) {
                 assert_non_null(strstr(err.message, cases[i].want));
         }
         static const char *const results[] = {
-                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\"}",                      /* no device */
-                "{\"request\":\"r\",\"driver\":7,\"pool\":\"n\",\"device\":\"gpu-0\"}",           /* driver type */
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\"}",            /* no device */
+                "{\"request\":\"r\",\"driver\":7,\"pool\":\"n\",\"device\":\"gpu-0\"}", /* driver type */
                 "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\","
                 "\"consumedCapacity\":{\"memory\":\"lots\"}}",
                 "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\",\"shareID\":\"X\"}",
@@ -332,11 +349,12 @@ static void test_claim_malformed(void **state) {
         assert_int_equal(dra_claim_decode(t, strlen(t), DRV, c, &err), -EINVAL);
         assert_non_null(strstr(err.message, "config[0]"));
         char *many = malloc(64 * 100 + 256);
-        strcpy(many, "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"a\"},\"status\":{\"allocation\":"
-                     "{\"devices\":{\"results\":[");
+        size_t at = (size_t)snprintf(many, 64 * 100 + 256,
+                                     "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"a\"},"
+                                     "\"status\":{\"allocation\":{\"devices\":{\"results\":[");
         for (int i = 0; i < 33; i++)
-                strcat(many, i ? ",{}" : "{}");
-        strcat(many, "]}}}}");
+                at += (size_t)snprintf(many + at, 64 * 100 + 256 - at, "%s{}", i ? "," : "");
+        snprintf(many + at, 64 * 100 + 256 - at, "]}}}}");
         assert_int_equal(dra_claim_decode(many, strlen(many), DRV, c, &err), -E2BIG);
         free(many);
         free(c);
@@ -379,18 +397,23 @@ static void test_params(void **state) {
 static void test_record_codec(void **state) {
         (void)state;
         struct dra_record *r = calloc(1, sizeof *r), *back = calloc(1, sizeof *back);
-        strcpy(r->uid, UID1);
-        strcpy(r->namespace_, "default");
-        strcpy(r->name, "c");
+        strscpy(r->uid, UID1, sizeof r->uid);
+        strscpy(r->namespace_, "default", sizeof r->namespace_);
+        strscpy(r->name, "c", sizeof r->name);
         r->state = DRA_REC_PREPARED;
         r->elastic = true;
         r->n = 2;
-        r->dev[0] = (struct dra_record_device){ .request = "a", .device = "gpu-3-shared", .uuid = "GPU-x", .index = 3,
-                                                 .shared = true, .memory = 1ULL << 34, .cores = 40 };
-        strcpy(r->dev[0].share_id, UID2);
+        r->dev[0] = (struct dra_record_device){ .request = "a",
+                                                .device = "gpu-3-shared",
+                                                .uuid = "GPU-x",
+                                                .index = 3,
+                                                .shared = true,
+                                                .memory = 1ULL << 34,
+                                                .cores = 40 };
+        strscpy(r->dev[0].share_id, UID2, sizeof r->dev[0].share_id);
         r->dev[1] = (struct dra_record_device){ .request = "b", .device = "gpu-4", .uuid = "GPU-y", .index = 4 };
-        strcpy(r->spec, "/var/run/cdi/x.json");
-        strcpy(r->limits, "dra-" UID1);
+        strscpy(r->spec, "/var/run/cdi/x.json", sizeof r->spec);
+        strscpy(r->limits, "dra-" UID1, sizeof r->limits);
         char *text = NULL;
         struct gs_error err = { 0 };
         assert_int_equal(dra_record_encode(r, &text), 0);
@@ -399,18 +422,23 @@ static void test_record_codec(void **state) {
         free(text);
         static const char *const bad[] = {
                 "{}",
-                "{\"v\":2,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":\"hard\","
+                "{\"v\":2,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
                 "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
                 "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"done\",\"corePolicy\":\"hard\","
                 "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
-                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":\"hard\","
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
                 "\"devices\":[],\"spec\":\"relative\",\"limits\":\"\"}",
-                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":\"hard\","
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
                 "\"devices\":[],\"spec\":\"\",\"limits\":\"../etc\"}",
-                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":\"hard\","
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
                 "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":2,"
                 "\"shared\":false,\"memory\":0,\"cores\":0}],\"spec\":\"\",\"limits\":\"\"}",
-                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":\"hard\","
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
                 "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":1,"
                 "\"shared\":false,\"memory\":0,\"cores\":101}],\"spec\":\"\",\"limits\":\"\"}",
         };
@@ -447,8 +475,12 @@ static void set_held(void *userdata, uint64_t gpus) {
 
 static void open_driver(struct fixture *f) {
         char p[4200];
-        struct dra_options o = { .node = "node-a", .state_dir = f->dir, .interposer = "/lib/x/libgpuslice-cuda.so",
-                                 .sharing = true, .memory_unit = 256u << 20, .limit_when_alone = true };
+        struct dra_options o = { .node = "node-a",
+                                 .state_dir = f->dir,
+                                 .interposer = "/lib/x/libgpuslice-cuda.so",
+                                 .sharing = true,
+                                 .memory_unit = 256u << 20,
+                                 .limit_when_alone = true };
         char limits[4200], cdi[4200], dev[4200];
         snprintf(limits, sizeof limits, "%s/limits", f->dir);
         snprintf(cdi, sizeof cdi, "%s/cdi", f->dir);
@@ -499,14 +531,14 @@ static bool have_nodes(struct fixture *f) {
 
 static struct dra_claim *claim(const char *uid, const char *device, uint64_t memory, uint64_t cores) {
         struct dra_claim *c = calloc(1, sizeof *c);
-        strcpy(c->uid, uid);
-        strcpy(c->namespace_, "default");
-        strcpy(c->name, "c");
+        strscpy(c->uid, uid, sizeof c->uid);
+        strscpy(c->namespace_, "default", sizeof c->namespace_);
+        strscpy(c->name, "c", sizeof c->name);
         c->allocated = true;
         c->n_results = 1;
-        strcpy(c->results[0].request, "r");
-        strcpy(c->results[0].pool, "node-a");
-        strcpy(c->results[0].device, device);
+        strscpy(c->results[0].request, "r", sizeof c->results[0].request);
+        strscpy(c->results[0].pool, "node-a", sizeof c->results[0].pool);
+        strscpy(c->results[0].device, device, sizeof c->results[0].device);
         c->results[0].has_memory = c->results[0].has_cores = memory > 0;
         c->results[0].memory = memory;
         c->results[0].cores = cores;
@@ -547,7 +579,7 @@ static void test_engine_prepare(void **state) {
         assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EBUSY);
         assert_non_null(strstr(err.message, "device plugin"));
         /* another node's pool */
-        strcpy(x->results[0].pool, "node-b");
+        strscpy(x->results[0].pool, "node-b", sizeof x->results[0].pool);
         assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EINVAL);
         assert_int_equal(dra_engine_unprepare(f->d, UID1, &err), 0);
         assert_true(f->held == 0);
