@@ -188,31 +188,6 @@ int dra_record_remove(int dfd, const char *uid) {
         return fsync(dfd) < 0 ? -errno : 0;
 }
 
-static int read_at(int dfd, const char *name, char **ret, size_t *ret_len) {
-        _cleanup_(closep) int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        _cleanup_(freep) char *buf = malloc(DRA_RECORD_MAX + 1);
-        size_t len = 0;
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + len, DRA_RECORD_MAX + 1 - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-                if (len > DRA_RECORD_MAX)
-                        return -EFBIG;
-        }
-        *ret = TAKE_PTR(buf);
-        *ret_len = len;
-        return 0;
-}
-
 int dra_journal_scan(int dfd,
                      void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e, void *userdata),
                      void *userdata) {
@@ -240,7 +215,7 @@ int dra_journal_scan(int dfd,
                 struct gs_error e = { 0 };
                 char *text = NULL;
                 size_t len = 0;
-                int r = read_at(dirfd(d), n, &text, &len);
+                int r = read_file_at(dirfd(d), n, O_NOFOLLOW | O_NOCTTY, DRA_RECORD_MAX, &text, &len);
                 if (r < 0)
                         gs_error_set(&e, r, "cannot read: %s", strerror(-r));
                 else if ((r = dra_record_decode(text, len, rec, &e)) == 0 &&

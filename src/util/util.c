@@ -146,7 +146,11 @@ char *format_size(uint64_t bytes, char *buf, size_t len) {
 }
 
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
+        return read_file_at(AT_FDCWD, path, 0, max, ret, ret_len);
+}
+
+int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_(closep) int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | flags);
         if (fd < 0)
                 return -errno;
         size_t cap = 4096, len = 0;

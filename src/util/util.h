@@ -100,6 +100,8 @@ char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+/* The same for NAME in the directory open as DFD (or AT_FDCWD), open flags added (O_NOFOLLOW, O_NOCTTY). */
+int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len);
 
 /* Crash points for the fault-injection tests (tests/faults, the DRA kill tests, the extender's e2e
  * restart): true when $GPUSLICE_CRASH_AT (read with secure_getenv) names `point` ("point", or "point:N"

@@ -116,10 +116,7 @@ class Env:
         finally:
             self.kubelet.close()
             if failed:
-                for log in self.logs:
-                    sys.stderr.write("---- %s ----\n" % log)
-                    with open(log) as f:
-                        sys.stderr.write(f.read()[-20000:])
+                dump_logs(self.logs)
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- kubelet-side calls ----
@@ -154,6 +151,14 @@ class Env:
                 raise AssertionError("expected %r in the error message, got %r" % (text, e.details()))
             return e.details()
         raise AssertionError("expected %s, the call succeeded" % code)
+
+
+def dump_logs(logs):
+    """The tail of each log on stderr, for a failed test."""
+    for log in logs:
+        sys.stderr.write("---- %s ----\n" % log)
+        with open(log) as f:
+            sys.stderr.write(f.read()[-20000:])
 
 
 def free_port():

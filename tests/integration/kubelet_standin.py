@@ -48,6 +48,20 @@ def load_stubs(build_dir, names=("deviceplugin", "podresources")):
     return mods
 
 
+def wait_on(cond, predicate, timeout, what="condition"):
+    """Wait under the condition variable until predicate() is true (returned) or fail after timeout s."""
+    deadline = time.monotonic() + timeout
+    with cond:
+        while True:
+            v = predicate()
+            if v:
+                return v
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+            cond.wait(min(left, 0.05))
+
+
 def valid_resource_name(name):
     """Domain-prefixed extended resource: 'domain/name', not in kubernetes.io's namespace."""
     if name.count("/") != 1:
@@ -227,16 +241,7 @@ class Kubelet:
     # ---- helpers for tests ----
 
     def wait_for(self, predicate, timeout, what="condition"):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                v = predicate()
-                if v:
-                    return v
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-                self.cond.wait(min(left, 0.05))
+        return wait_on(self.cond, predicate, timeout, what)
 
     def last_devices(self, endpoint=None):
         """The latest ListAndWatch list (of one endpoint, or of any) as {id: (health, [numa ids])}."""
@@ -349,26 +354,24 @@ class DraKubelet:
         mod = "dra_v1" if self.chosen == "v1.DRAPlugin" else "dra_v1beta1"
         return self.s[mod + "_pb2"], self.s[mod + "_pb2_grpc"].DRAPluginStub(self._channel(self.info.endpoint))
 
+    def _call(self, method, claims, timeout):
+        """One NodePrepareResources / NodeUnprepareResources call; every claim of it must be answered."""
+        pb, stub = self._dra()
+        req = getattr(pb, method + "Request")(claims=[pb.Claim(namespace=ns, uid=uid, name=name)
+                                                      for ns, uid, name in claims])
+        resp = getattr(stub, method)(req, timeout=timeout)
+        missing = {c[1] for c in claims} - set(resp.claims.keys())
+        if missing:
+            raise AssertionError("%s answered no entry for %s (kubelet would retry them)" % (method, sorted(missing)))
+        return resp.claims
+
     def prepare(self, *claims, timeout=45):
         """claims: (namespace, uid, name). Returns {uid: NodePrepareResourceResponse}."""
-        pb, stub = self._dra()
-        req = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace=ns, uid=uid, name=name)
-                                                     for ns, uid, name in claims])
-        resp = stub.NodePrepareResources(req, timeout=timeout)
-        missing = {c[1] for c in claims} - set(resp.claims.keys())
-        if missing:
-            raise AssertionError("claims without an answer (kubelet would retry them): %s" % sorted(missing))
-        return dict(resp.claims)
+        return dict(self._call("NodePrepareResources", claims, timeout))
 
     def unprepare(self, *claims, timeout=45):
-        pb, stub = self._dra()
-        req = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace=ns, uid=uid, name=name)
-                                                       for ns, uid, name in claims])
-        resp = stub.NodeUnprepareResources(req, timeout=timeout)
-        missing = {c[1] for c in claims} - set(resp.claims.keys())
-        if missing:
-            raise AssertionError("unprepare answered no entry for %s" % sorted(missing))
-        return {k: v.error for k, v in resp.claims.items()}
+        """Returns {uid: error text}."""
+        return {k: v.error for k, v in self._call("NodeUnprepareResources", claims, timeout).items()}
 
     def watch_health(self):
         """Subscribe as kubelet does (one stream, re-subscribed by the caller after a restart)."""
@@ -399,16 +402,7 @@ class DraKubelet:
         return {d.device.device_name: (d.health, d.message) for d in msg.devices}
 
     def wait_for(self, predicate, timeout, what="condition"):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                v = predicate()
-                if v:
-                    return v
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-                self.cond.wait(min(left, 0.05))
+        return wait_on(self.cond, predicate, timeout, what)
 
     def restart(self, wipe=None):
         """A kubelet restart: connections dropped, ResourceSlices of the node wiped (wipe()), the plugin

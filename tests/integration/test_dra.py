@@ -74,7 +74,7 @@ class DraEnv:
             args.build, names=("deviceplugin", "podresources") + kubelet_standin.DRA_STUBS)
         self.tmp = tempfile.mkdtemp(prefix="gpuslice-dra-")
         p = lambda *a: os.path.join(self.tmp, *a)  # noqa: E731
-        self.registry, self.plugins, self.state = p("plugins_registry"), p("plugins"), p("state")
+        self.registry, self.plugins, self.state_dir = p("plugins_registry"), p("plugins"), p("state")
         self.cdi, self.host, self.dp = p("cdi"), p("host"), p("device-plugins")
         self.podres = p("podres.sock")
         for d in (self.registry, self.plugins, self.dp, os.path.join(self.host, "dev")):
@@ -134,31 +134,19 @@ class DraEnv:
         if crash:
             env["GPUSLICE_CRASH_AT"] = crash
         cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--dra", "--plugin-dir", self.dp, "--state-dir",
-               self.state, "--pod-resources-socket", self.podres, "--dev-root", self.host, "--kubeconfig",
+               self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.host, "--kubeconfig",
                self.kubeconfig, "--dra-registry-dir", self.registry, "--dra-plugin-dir", self.plugins,
                "--dra-cdi-dir", self.cdi, "--interposer", self.interposer, "--health-quiet-period", "2s",
                "--log-level", "debug", "--metrics-address="] + list(extra)
         self.agent = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
         return self.agent
 
-    def kill_agent(self, sig=signal.SIGKILL):
-        if self.agent and self.agent.poll() is None:
-            self.agent.send_signal(sig)
-            try:
-                self.agent.wait(15)
-            except subprocess.TimeoutExpired:
-                self.agent.kill()
-                self.agent.wait(5)
+    kill_agent = agent_fixture.Env.kill_agent
+    status = agent_fixture.Env.status
 
     def log(self):
         with open(self.logs[-1]) as f:
             return f.read()
-
-    def status(self):
-        r = subprocess.run([os.path.join(self.args.build, "gpuslice"), "status", "--state-dir", self.state, "--json"],
-                           capture_output=True, text=True, timeout=15)
-        check(r.returncode == 0, "gpuslice status failed: %s" % r.stderr)
-        return json.loads(r.stdout)
 
     # ---- the API's side ----
 
@@ -215,11 +203,11 @@ class DraEnv:
         return sorted(n for n in os.listdir(self.cdi)) if os.path.isdir(self.cdi) else []
 
     def limits_dirs(self):
-        d = os.path.join(self.state, "dra-containers")
+        d = os.path.join(self.state_dir, "dra-containers")
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
     def limits(self, claim_uid):
-        path = os.path.join(self.state, "dra-containers", "dra-" + claim_uid, "limits")
+        path = os.path.join(self.state_dir, "dra-containers", "dra-" + claim_uid, "limits")
         out = {}
         with open(path) as f:
             for line in f:
@@ -239,10 +227,7 @@ class DraEnv:
             self.dp_kubelet.close()
             self.api.stop()
             if failed:
-                for log in self.logs:
-                    sys.stderr.write("---- %s ----\n" % log)
-                    with open(log) as f:
-                        sys.stderr.write(f.read()[-20000:])
+                agent_fixture.dump_logs(self.logs)
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
