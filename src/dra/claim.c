@@ -196,10 +196,32 @@ static int decode_meta(const json_t *root, struct dra_claim *c, struct gs_error 
         return r;
 }
 
+/* The pods status.reservedFor names (other consumers are counted out). */
+static int decode_reserved(const json_t *list, struct dra_claim *c, struct gs_error *err) {
+        size_t i;
+        const json_t *o;
+        if (list && !json_is_array(list) && !json_is_null(list))
+                return gs_error_set(err, -EINVAL, "status.reservedFor: not an array");
+        json_array_foreach(list, i, o) {
+                const char *res = json_string_value(json_object_get(o, "resource"));
+                char name[DRA_MAX_POOL_NAME + 1];
+                if (!res || !streq(res, "pods"))
+                        continue;
+                int r = get_string(o, "name", true, name, sizeof name, "status.reservedFor[]", err);
+                if (r < 0)
+                        return r;
+                if (c->n_reserved_pods < DRA_RESERVED_KEPT)
+                        strscpy(c->reserved_pods[c->n_reserved_pods], name, sizeof c->reserved_pods[0]);
+                c->n_reserved_pods++;
+        }
+        return 0;
+}
+
 static int claim_from_json(const json_t *root, const char *driver, struct dra_claim *c, struct gs_error *err) {
         if (!json_is_object(root))
                 return gs_error_set(err, -EINVAL, "not a JSON object");
         int r = decode_meta(root, c, err);
+        r = r ?: decode_reserved(json_object_get(json_object_get(root, "status"), "reservedFor"), c, err);
         if (r < 0)
                 return r;
         const json_t *alloc = json_object_get(json_object_get(root, "status"), "allocation");

@@ -54,6 +54,8 @@ struct dra_result {
         struct dra_params params;   /* this driver's configs that apply to the request, merged */
 };
 
+#define DRA_RESERVED_KEPT 4 /* pod names kept of status.reservedFor */
+
 struct dra_claim {
         char uid[DRA_UID_MAX];
         char namespace_[DRA_MAX_LABEL + 1];
@@ -61,6 +63,8 @@ struct dra_claim {
         bool allocated; /* status.allocation present */
         unsigned n_results;
         struct dra_result results[DRA_RESULTS_MAX];
+        unsigned n_reserved_pods; /* pods in status.reservedFor (the first DRA_RESERVED_KEPT named below) */
+        char reserved_pods[DRA_RESERVED_KEPT][DRA_MAX_POOL_NAME + 1];
 };
 
 /* Decode a ResourceClaim of any served version (v1, v1beta2, v1beta1 agree on what is read here) and

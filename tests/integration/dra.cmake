@@ -4,7 +4,7 @@
 # the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
 if(TARGET gpuslice_dra)
   set(_dra_tests register slices slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors
-      prepare-restart prepare-kills health coexist)
+      prepare-restart prepare-kills health coexist inspect)
   foreach(t ${_dra_tests})
     add_test(NAME dra-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra.py

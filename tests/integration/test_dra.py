@@ -631,6 +631,40 @@ def test_coexist(e):
                           "Healthy", 10, "released to the device plugin")
 
 
+def test_inspect(e):
+    """`gpuslice inspect` shows the claims of the driver beside the pods, on their GPUs."""
+    up(e)
+    w = e.claim("train", [("gpu", "gpu-2")], ns="ml")
+    sh = e.claim("notebook", [("share", "gpu-3-shared", 6 * GIB, 40)], ns="ml")
+    with e.api.store.lock:
+        o = e.api.store.objs["resourceclaims"]["ml/train"]
+        o["status"]["reservedFor"] = [{"resource": "pods", "name": "trainer-0", "uid": str(uuid.uuid4())}]
+    ans = e.kubelet.prepare(w, sh)
+    ok(ans, w[1])
+    ok(ans, sh[1])
+    e.kubelet.wait_for(lambda: (e.api.store.get("nodes", NODE) or {}).get("metadata", {}).get(
+        "annotations", {}).get("gpuslice.io/gpus"), 20, "the node annotation")
+
+    def inspect(*argv):
+        r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig] +
+                           list(argv), capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "inspect failed: %s" % r.stderr)
+        return r.stdout
+    j = json.loads(inspect("--json"))
+    gpus = j["nodes"][0]["gpus"]
+    check(gpus[2]["claims"] == [{"namespace": "ml", "name": "train", "request": "gpu", "whole": True, "memory_mib": 0,
+                                 "core_percent": 0, "reserved_for": "ml/trainer-0"}], "gpu 2: %s" % gpus[2]["claims"])
+    check(gpus[3]["claims"][0]["memory_mib"] == 6 * 1024 and gpus[3]["claims"][0]["core_percent"] == 40 and
+          not gpus[3]["claims"][0]["whole"], "gpu 3: %s" % gpus[3]["claims"])
+    check(all(g["claims"] == [] for i, g in enumerate(gpus) if i not in (2, 3)), "claims elsewhere")
+    table = inspect()
+    row = [x for x in table.splitlines() if x.split()[:1] == ["2"] or " 2    " in x[24:30]][0]
+    check("claim ml/train" in row and "(+1 DRA claim)" in row, "table row %r" % row)
+    d = inspect("-d")
+    check("claim ml/notebook  memory 6144 MiB  core 40%  [dra: share]" in d and
+          "claim ml/train  whole GPU  [dra: gpu, pods ml/trainer-0]" in d, d)
+
+
 TESTS = {
     "register": test_register,
     "slices": test_slices,
@@ -643,6 +677,7 @@ TESTS = {
     "prepare-kills": test_prepare_kills,
     "health": test_health,
     "coexist": test_coexist,
+    "inspect": test_inspect,
 }
 
 if __name__ == "__main__":
