@@ -393,6 +393,14 @@ static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_r
 int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
         if (!c->allocated)
                 return gs_error_set(err, -EINVAL, "claim %.63s/%.100s is not allocated", c->namespace_, c->name);
+        if (c->n_results == 0) { /* nothing of this driver's: nothing to hold, no files, no record */
+                memset(ret, 0, sizeof *ret);
+                strscpy(ret->uid, c->uid, sizeof ret->uid);
+                strscpy(ret->namespace_, c->namespace_, sizeof ret->namespace_);
+                strscpy(ret->name, c->name, sizeof ret->name);
+                ret->state = DRA_REC_PREPARED;
+                return 0;
+        }
         pthread_mutex_lock(&d->lock);
         int e = prepare_locked(d, c, ret, err);
         pthread_mutex_unlock(&d->lock);

@@ -591,6 +591,11 @@ static void test_engine_prepare(void **state) {
         assert_int_equal(test_count_entries(f->d->limits_root), 0);
         assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
         assert_int_equal(dra_engine_unprepare(f->d, "NOT A UID", &err), -EINVAL);
+        /* a claim with nothing of this driver: prepared, nothing held or written */
+        a->n_results = 0;
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), 0);
+        assert_true(r.n == 0 && f->held == 0 && f->d->n_recs == 0);
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
         free(a);
         free(b);
         free(w);
