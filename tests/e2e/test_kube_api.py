@@ -194,14 +194,13 @@ def test_publish(c):
 
 
 def test_deploy_manifests(c):
-    """deploy/kubernetes renders with every kubectl here (the 1.20 one and /usr/bin/kubectl when
-    present) and holds exactly the RBAC docs/cluster.md describes (setup applied it for real)."""
+    """deploy/kubernetes (and deploy/dra, the DRA mode) render with every kubectl here (the 1.20 one and
+    /usr/bin/kubectl when present) and hold exactly the RBAC docs/cluster.md and docs/dra.md describe
+    (setup applied deploy/kubernetes for real)."""
     ks = [os.path.join(c.bin, "kubectl")] + [k for k in test_deploy_kube.kubectls() if k != os.path.join(c.bin, "kubectl")]
     for k in ks:
-        r = subprocess.run([k, "kustomize", os.path.join(REPO, "deploy", "kubernetes")], capture_output=True,
-                           text=True, timeout=120)
-        check(r.returncode == 0, "%s kustomize: %s" % (k, r.stderr))
-        test_deploy_kube.check(list(test_deploy_kube.yaml.safe_load_all(r.stdout)), k)
+        err = test_deploy_kube.render_and_check(k, REPO)
+        check(err is None, err)
     role = c.api("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuslice-node")
     check(len(role["rules"]) == 2, role["rules"])
 

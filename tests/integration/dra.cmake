@@ -12,7 +12,7 @@ if(TARGET gpuslice_dra)
                      --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
     set_tests_properties(dra-${t} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
   endforeach()
-  # The DeviceClasses and example claims of deploy/kubernetes/dra evaluated by a real CEL implementation
+  # The DeviceClasses and example claims of deploy/dra evaluated by a real CEL implementation
   # (@bufbuild/cel, vendored in tests/integration/cel/vendor) on the slices of four simulated nodes.
   add_test(NAME dra-cel
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra_cel.py

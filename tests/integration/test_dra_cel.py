@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The DeviceClasses and example claims of deploy/kubernetes/dra select what docs/dra.md says they
+"""The DeviceClasses and example claims of deploy/dra select what docs/dra.md says they
 select, evaluated with a real CEL implementation (@bufbuild/cel under Debian's nodejs, vendored in
 tests/integration/cel/vendor) against the ResourceSlices `gpuslice node --dra` publishes on simulated
 nodes of several topologies (the harness of test_dra.py). Expectations come from the topology (links,
@@ -59,7 +59,7 @@ def node_modules(dest):
 def manifests(source):
     """The DeviceClasses' expressions and the example claims (templates) as the docs show them."""
     docs = []
-    d = os.path.join(source, "deploy", "kubernetes", "dra")
+    d = os.path.join(source, "deploy", "dra")
     for f in ["deviceclasses.yaml"] + sorted("examples/" + n for n in os.listdir(os.path.join(d, "examples"))):
         with open(os.path.join(d, f)) as fh:
             docs += [x for x in yaml.safe_load_all(fh) if x]

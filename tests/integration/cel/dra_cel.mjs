@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The DeviceClass and claim selectors of deploy/kubernetes/dra evaluated with a real CEL implementation
+// The DeviceClass and claim selectors of deploy/dra evaluated with a real CEL implementation
 // (@bufbuild/cel, vendored in vendor/) against the devices the DRA driver published, with the variables
 // Kubernetes' DRA CEL environment documents (resource.k8s.io/v1 CELDeviceSelector): device.driver,
 // device.attributes[domain].name, device.capacity[domain].name, device.allowMultipleAllocations.
