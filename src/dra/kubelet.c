@@ -72,7 +72,7 @@ static void set_prepared_gauge(struct dra *d) {
         pthread_mutex_unlock(&d->lock);
         metrics_gauge_set(metrics_gauge_get("gpuslice_dra_prepared_claims",
                                             "Claims the DRA driver holds prepared on this node.", NULL, NULL),
-                          (int64_t)n);
+                          (double)n);
 }
 
 /* ---- registration ---- */

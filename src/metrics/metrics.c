@@ -168,7 +168,7 @@ static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 
 enum entry_kind {
         ENTRY_COUNTER,
         ENTRY_HISTOGRAM,
-        ENTRY_GAUGE,
+        ENTRY_GAUGE
 };
 
 struct entry {
@@ -184,7 +184,7 @@ struct metrics_counter {
 
 struct metrics_gauge {
         struct entry e;
-        int64_t value;
+        uint64_t bits; /* the double's bits, atomically */
 };
 
 struct metrics_histogram {
@@ -252,13 +252,26 @@ uint64_t metrics_counter_value(const struct metrics_counter *c) {
 
 struct metrics_gauge *metrics_gauge_get(const char *name, const char *help, const char *label_key,
                                         const char *label_value) {
+        if (!name || (strlen(name) > 6 && streq(name + strlen(name) - 6, "_total")))
+                return NULL; /* a gauge named like a counter */
         return (struct metrics_gauge *)registry_get(ENTRY_GAUGE, sizeof(struct metrics_gauge), name, help, label_key,
                                                     label_value);
 }
 
-void metrics_gauge_set(struct metrics_gauge *g, int64_t v) {
+void metrics_gauge_set(struct metrics_gauge *g, double v) {
+        uint64_t bits;
+        memcpy(&bits, &v, sizeof bits);
         if (g)
-                __atomic_store_n(&g->value, v, __ATOMIC_RELAXED);
+                __atomic_store_n(&g->bits, bits, __ATOMIC_RELAXED);
+}
+
+double metrics_gauge_value(const struct metrics_gauge *g) {
+        if (!g)
+                return 0;
+        uint64_t bits = __atomic_load_n(&g->bits, __ATOMIC_RELAXED);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        return v;
 }
 
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
@@ -319,11 +332,10 @@ void metrics_registry_format(struct metrics_text *t) {
                                 seen = true;
                 if (seen)
                         continue;
-                metrics_text_family(t, e->name,
-                                    e->kind == ENTRY_COUNTER ? "counter"
-                                    : e->kind == ENTRY_GAUGE ? "gauge"
-                                                             : "histogram",
-                                    e->help);
+                static const char *const type[] = {
+                        [ENTRY_COUNTER] = "counter", [ENTRY_HISTOGRAM] = "histogram", [ENTRY_GAUGE] = "gauge"
+                };
+                metrics_text_family(t, e->name, type[e->kind], e->help);
                 for (const struct entry *q = e; q; q = q->next) {
                         if (q->kind != e->kind || !streq(q->name, e->name))
                                 continue;
@@ -333,8 +345,7 @@ void metrics_registry_format(struct metrics_text *t) {
                                                     (double)metrics_counter_value((const struct metrics_counter *)q));
                         else if (q->kind == ENTRY_GAUGE)
                                 metrics_text_sample(t, q->name, labels,
-                                                    (double)__atomic_load_n(&((const struct metrics_gauge *)q)->value,
-                                                                            __ATOMIC_RELAXED));
+                                                    metrics_gauge_value((const struct metrics_gauge *)q));
                         else {
                                 format_histogram(t, (const struct metrics_histogram *)q);
                         }

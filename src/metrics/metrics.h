@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics — Prometheus text exposition (format 0.0.4) of gpuslice's data, and the agent's own
- * counters that any module can bump.
+ * counters, gauges and histograms that any module can set.
  *
  * Two parts:
  *  1. A text builder (struct metrics_text) that writes families with HELP and TYPE lines and
@@ -68,18 +68,20 @@ struct metrics_counter *metrics_counter_get(const char *name, const char *help, 
 void metrics_counter_add(struct metrics_counter *c, uint64_t n);
 uint64_t metrics_counter_value(const struct metrics_counter *c);
 
-/* A value that goes up and down (Prometheus gauge); the same rules as counters, without the _total suffix. */
+/* A value that goes up and down (a state: 1/0, a count now). Same rules as counters, but for the name:
+ * not ending in _total. Set from any thread. */
 struct metrics_gauge;
 struct metrics_gauge *metrics_gauge_get(const char *name, const char *help, const char *label_key,
                                         const char *label_value);
-void metrics_gauge_set(struct metrics_gauge *g, int64_t v);
+void metrics_gauge_set(struct metrics_gauge *g, double value);
+double metrics_gauge_value(const struct metrics_gauge *g);
 
 /* Latency histogram in seconds with fixed buckets 100µs … 10s. Same rules as counters. */
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
                                                 const char *label_value);
 void metrics_histogram_observe(struct metrics_histogram *h, double seconds);
 
-/* Write every registered counter, gauge and histogram (families grouped, HELP/TYPE once each). */
+/* Write every registered counter and histogram (families grouped, HELP/TYPE once each). */
 void metrics_registry_format(struct metrics_text *t);
 
 /* Whether s is a valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*). */

@@ -136,6 +136,27 @@ static void test_counter_invalid(void **state) {
         assert_null(metrics_counter_get("ok_total", "x", "bad-key", "v"));
 }
 
+/* Gauges: set from anywhere, the last value written as a gauge family; a counter's name is refused. */
+static void test_gauge(void **state) {
+        (void)state;
+        assert_null(metrics_gauge_get("g_total", "x", NULL, NULL));
+        assert_null(metrics_gauge_get("bad name", "x", NULL, NULL));
+        struct metrics_gauge *a = metrics_gauge_get("t_registered", "Registered.", "resource", "nvidia.com/gpu");
+        struct metrics_gauge *b = metrics_gauge_get("t_registered", "Registered.", "resource", "gpuslice.io/gpu-core");
+        assert_non_null(a);
+        assert_ptr_equal(a, metrics_gauge_get("t_registered", "Registered.", "resource", "nvidia.com/gpu"));
+        metrics_gauge_set(a, 1);
+        metrics_gauge_set(b, 0.5);
+        metrics_gauge_set(b, 0);
+        assert_true(metrics_gauge_value(a) == 1);
+        struct metrics_text t = { 0 };
+        metrics_registry_format(&t);
+        char *s = finish(&t);
+        assert_non_null(strstr(s, "# TYPE t_registered gauge\nt_registered{resource=\"nvidia.com/gpu\"} 1\n"
+                                  "t_registered{resource=\"gpuslice.io/gpu-core\"} 0\n"));
+        free(s);
+}
+
 static void test_histogram(void **state) {
         (void)state;
         struct metrics_histogram *h = metrics_histogram_get("t_seconds", "Latency.", NULL, NULL);
@@ -183,6 +204,7 @@ int main(void) {
                 cmocka_unit_test(test_valid_names),
                 cmocka_unit_test(test_counter_registry),
                 cmocka_unit_test(test_counter_invalid),
+                cmocka_unit_test(test_gauge),
                 cmocka_unit_test(test_histogram),
                 cmocka_unit_test(test_histogram_labelled),
         };
