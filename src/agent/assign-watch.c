@@ -186,7 +186,8 @@ static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, siz
         } else
                 kube_informer_foreach(a->inf, collect_cb, &c);
         if (c.want_keys) {
-                qsort(c.keys, c.n_keys, sizeof *c.keys, key_cmp);
+                if (c.n_keys) /* none: c.keys is NULL, which qsort must not get */
+                        qsort(c.keys, c.n_keys, sizeof *c.keys, key_cmp);
                 keys->keys = c.keys;
                 keys->n_keys = c.n_keys;
         }
