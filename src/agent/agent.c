@@ -208,6 +208,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                                                           n->devices, &n->assign_names, n->cfg.pod_resources_socket));
         }
         r = node_dra_start(n);
+        if (r >= 0 && n->dra)
+                r = node_on_devices_changed(n, node_dra_push, NULL);
         if (r < 0)
                 return r;
         r = podsync_start(n);

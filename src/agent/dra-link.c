@@ -87,10 +87,12 @@ static void dra_log_line(void *userdata, enum dra_log_level level, const char *m
 }
 
 /* After any change kubelet would see: the table's view of every GPU, by topology position. */
-static void push(struct node *n, void *userdata) {
+void node_dra_push(struct node *n, void *userdata) {
         struct dra_gpu_state st[TOPO_MAX_GPUS];
         unsigned count = devices_topo(n->devices)->n_gpus;
         (void)userdata;
+        if (!n->dra)
+                return;
         memset(st, 0, sizeof st);
         devices_lock(n->devices);
         uint64_t own = plugin_own_use(n->plugin);
@@ -140,8 +142,8 @@ int node_dra_start(struct node *n) {
                 return log_error_errno(r, "cannot start the DRA driver", "error=\"%s\"", err.message);
         log_info("DRA driver started", "driver=%s pool=%s device_plugin=%s", o.driver, o.node,
                  n->cfg.dra_device_plugin ? "on" : "off");
-        push(n, NULL);
-        return node_on_devices_changed(n, push, NULL);
+        node_dra_push(n, NULL);
+        return 0;
 }
 
 void node_dra_stop(struct node *n) {

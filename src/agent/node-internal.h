@@ -156,6 +156,8 @@ void node_reload(struct node *n);
 /* dra-link.c */
 int node_dra_start(struct node *n); /* 0 when off or started */
 void node_dra_stop(struct node *n);
+/* A node_change_fn: the table's view of the GPUs to the DRA driver (nothing when it is off). */
+void node_dra_push(struct node *n, void *userdata);
 
 /* agent-metrics.c */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds);
