@@ -41,7 +41,7 @@ static size_t heap(void) {
         return mi.uordblks + mi.hblkhd;
 }
 
-static void set_links(struct sched_node_info *n, unsigned kind) {
+static void set_links(struct cluster_node_info *n, unsigned kind) {
         static const struct topo_link SYS = { TOPO_LEVEL_SYS, 0 }, PIX = { TOPO_LEVEL_PIX, 0 },
                                       PHB = { TOPO_LEVEL_PHB, 0 };
         for (unsigned a = 0; a < 8; a++)
@@ -99,13 +99,13 @@ static const struct shape shapes[] = {
 
 static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
         struct sched_server_options o = { .address = "127.0.0.1:0" };
-        sched_units_default(&o.units);
+        cluster_units_default(&o.units);
         size_t h0 = heap();
         struct sched_server *s;
         if (sched_server_new(&o, &s) < 0)
                 abort();
         struct sched_model *m = sched_server_lock(s);
-        struct sched_node_info *ni = calloc(1, sizeof *ni);
+        struct cluster_node_info *ni = calloc(1, sizeof *ni);
         size_t h1 = heap();
         for (unsigned i = 0; i < n_nodes; i++) {
                 snprintf(ni->name, sizeof ni->name, "n%u", i);
@@ -150,12 +150,12 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
                 p.assign.n = 1;
                 if (whole) {
                         p.req.c[0].whole = 1;
-                        p.assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .whole = true };
+                        p.assign.c[0] = (struct cluster_container_assign){ .gpus = 1ULL << g, .whole = true };
                 } else {
                         p.req.c[0].core = core;
                         p.req.c[0].mem_mib = mem;
                         p.assign.c[0] =
-                                (struct sched_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
+                                (struct cluster_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
                 }
                 if (sched_model_set_pod(m, &p) < 0)
                         abort();

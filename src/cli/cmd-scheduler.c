@@ -47,7 +47,7 @@ static void help(FILE *f) {
               f);
 }
 
-static int set_unit(struct sched_units *u, const char *arg) {
+static int set_unit(struct cluster_units *u, const char *arg) {
         const char *eq = strchr(arg, '=');
         unsigned v;
         if (!eq || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
@@ -64,7 +64,7 @@ static int set_unit(struct sched_units *u, const char *arg) {
         return 0;
 }
 
-static int load_snapshot(struct sched_server *s, const char *path, const struct sched_units *u, size_t *nn,
+static int load_snapshot(struct sched_server *s, const char *path, const struct cluster_units *u, size_t *nn,
                          size_t *np) {
         char *text = NULL;
         size_t len = 0;
@@ -116,8 +116,8 @@ int cmd_scheduler(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = SCHED_POLICY_BINPACK };
-        sched_units_default(&o.units);
+        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = CLUSTER_POLICY_BINPACK };
+        cluster_units_default(&o.units);
         const char *snapshot = NULL, *kubeconfig = NULL, *context = NULL;
         int c;
         optind = 0;
@@ -136,7 +136,7 @@ int cmd_scheduler(int argc, char **argv) {
                                 break;
                         }
                         case OPT_POLICY:
-                                if (sched_policy_from_name(optarg, &o.policy) < 0) {
+                                if (cluster_policy_from_name(optarg, &o.policy) < 0) {
                                         fprintf(stderr,
                                                 "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
                                                 optarg);
@@ -251,7 +251,7 @@ int cmd_scheduler(int argc, char **argv) {
                 goto out;
         }
         log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s source=%s nodes=%zu pods=%zu",
-                 o.address, sched_server_port(s), sched_policy_name(o.policy),
+                 o.address, sched_server_port(s), cluster_policy_name(o.policy),
                  o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", snapshot ? snapshot : "api", nn,
                  np);
         int sig = 0;

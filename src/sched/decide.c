@@ -12,22 +12,6 @@
 #include "sched/decide.h"
 #include "util/util.h"
 
-int sched_policy_from_name(const char *s, enum sched_policy *ret) {
-        if (!s)
-                return -EINVAL;
-        if (streq(s, "binpack"))
-                *ret = SCHED_POLICY_BINPACK;
-        else if (streq(s, "spread"))
-                *ret = SCHED_POLICY_SPREAD;
-        else
-                return -EINVAL;
-        return 0;
-}
-
-const char *sched_policy_name(enum sched_policy p) {
-        return p == SCHED_POLICY_SPREAD ? "spread" : "binpack";
-}
-
 char *sched_format_mib(uint64_t mib, char *buf, size_t len) {
         if (mib >= 1024) {
                 if (mib % 1024 == 0)
@@ -51,7 +35,7 @@ struct gpu_room {
 /* The node's GPUs as the placement sees them while containers are added one by one. */
 struct room {
         unsigned n;
-        struct gpu_room share[SCHED_MAX_GPUS];
+        struct gpu_room share[CLUSTER_GPUS_MAX];
         alloc_set_t whole_free; /* healthy, no sharer, no holder */
         alloc_set_t healthy;
         unsigned n_shared, n_held, n_unhealthy;
@@ -86,7 +70,7 @@ static void room_from_node(const struct sched_node *n, bool empty, struct room *
         }
 }
 
-static void share_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, char *buf,
+static void share_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, char *buf,
                          size_t len) {
         uint64_t best_mem = 0, best_mem_any = 0;
         unsigned best_core = 0, usable = 0;
@@ -122,8 +106,8 @@ static void share_reason(const struct room *r, const struct sched_container_req 
                          who);
 }
 
-static void whole_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, int err, char *buf,
-                         size_t len) {
+static void whole_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, int err,
+                         char *buf, size_t len) {
         unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
         const char *name = c->name[0] ? c->name : "?";
         if (err == -ENOSPC || free_n < c->whole)
@@ -141,10 +125,10 @@ static void whole_reason(const struct room *r, const struct sched_container_req 
  * is the kind placed (compute when the share asks no memory), and only GPUs where the other half
  * fits too are usable, so compute and memory always land on one GPU. -ENOSPC when none.
  */
-static int pick_share(const struct room *r, const struct sched_container_req *c, enum sched_policy policy) {
+static int pick_share(const struct room *r, const struct cluster_container_req *c, enum cluster_policy policy) {
         struct alloc_frac_request q; /* only the first n GPUs are read: no zeroing of the rest */
         q.kind = c->mem_mib ? ALLOC_FRAC_MEM : ALLOC_FRAC_CORE;
-        q.policy = policy == SCHED_POLICY_SPREAD ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
+        q.policy = policy == CLUSTER_POLICY_SPREAD ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
         q.size = c->mem_mib ? c->mem_mib : c->core;
         q.partner = -1;
         q.pair = false;
@@ -167,16 +151,16 @@ static int pick_share(const struct room *r, const struct sched_container_req *c,
 }
 
 /* Place every container on r; 0 or -ENOSPC with the reason. */
-static int place_all(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                     enum sched_policy policy, struct room *r, struct sched_fit *ret) {
-        unsigned order[SCHED_MAX_CONTAINERS];
+static int place_all(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                     enum cluster_policy policy, struct room *r, struct sched_fit *ret) {
+        unsigned order[CLUSTER_CONTAINERS_MAX];
         for (unsigned k = 0; k < req->n; k++)
                 order[k] = k;
         /* whole requests first, largest first; then shares by memory, then compute */
         for (unsigned i = 1; i < req->n; i++) {
                 unsigned x = order[i], j = i;
                 while (j > 0) {
-                        const struct sched_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
+                        const struct cluster_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
                         bool before = a->whole != b->whole       ? a->whole > b->whole
                                       : a->mem_mib != b->mem_mib ? a->mem_mib > b->mem_mib
                                                                  : a->core > b->core;
@@ -187,12 +171,12 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                 }
                 order[j] = x;
         }
-        ret->assign = (struct sched_assignment){ .n = req->n };
+        ret->assign = (struct cluster_assignment){ .n = req->n };
         ret->ring_bw = 0;
         ret->whole_count = 0;
         for (unsigned i = 0; i < req->n; i++) {
-                const struct sched_container_req *c = &req->c[order[i]];
-                struct sched_container_assign *a = &ret->assign.c[order[i]];
+                const struct cluster_container_req *c = &req->c[order[i]];
+                struct cluster_container_assign *a = &ret->assign.c[order[i]];
                 if (c->whole) {
                         alloc_set_t set = 0;
                         unsigned bw = 0;
@@ -201,7 +185,7 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                                 whole_reason(r, c, i, e, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;
                         }
-                        *a = (struct sched_container_assign){ .gpus = set, .whole = true };
+                        *a = (struct cluster_container_assign){ .gpus = set, .whole = true };
                         if (c->whole > ret->whole_count) {
                                 ret->whole_count = c->whole;
                                 ret->ring_bw = bw;
@@ -215,9 +199,9 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                                 share_reason(r, c, i, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;
                         }
-                        *a = (struct sched_container_assign){ .gpus = 1ULL << g,
-                                                              .core = c->core,
-                                                              .mem_mib = c->mem_mib };
+                        *a = (struct cluster_container_assign){ .gpus = 1ULL << g,
+                                                                .core = c->core,
+                                                                .mem_mib = c->mem_mib };
                         r->share[g].core_free -= c->core;
                         r->share[g].mem_free_mib -= c->mem_mib;
                         r->whole_free &= ~(1ULL << g);
@@ -226,12 +210,12 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
         return 0;
 }
 
-static bool request_valid(const struct sched_request *req) {
-        if (req->n > SCHED_MAX_CONTAINERS)
+static bool request_valid(const struct cluster_request *req) {
+        if (req->n > CLUSTER_CONTAINERS_MAX)
                 return false;
         for (unsigned k = 0; k < req->n; k++) {
-                const struct sched_container_req *c = &req->c[k];
-                if (c->core > 100 || c->whole > SCHED_MAX_GPUS || (c->whole && (c->core || c->mem_mib)))
+                const struct cluster_container_req *c = &req->c[k];
+                if (c->core > 100 || c->whole > CLUSTER_GPUS_MAX || (c->whole && (c->core || c->mem_mib)))
                         return false;
         }
         return true;
@@ -256,7 +240,7 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
         double gpu_full = 0;
         unsigned shares = 0;
         for (unsigned k = 0; k < f->assign.n; k++) {
-                const struct sched_container_assign *a = &f->assign.c[k];
+                const struct cluster_container_assign *a = &f->assign.c[k];
                 if (a->whole || !a->gpus)
                         continue;
                 unsigned g = (unsigned)__builtin_ctzll(a->gpus);
@@ -279,8 +263,8 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
  * sched-fastpath checks on random clusters; anything else (a failure, whose reason needs the full
  * picture, or a shape it does not know) returns false and the full path decides.
  */
-static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct sched_container_req *c,
-                     enum sched_policy policy, struct sched_fit *ret) {
+static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct cluster_container_req *c,
+                     enum cluster_policy policy, struct sched_fit *ret) {
         const struct sched_node_sum *u = &n->sum;
         if (!u->valid)
                 return false;
@@ -300,7 +284,7 @@ static bool fit_fast(struct sched_model *m, const struct sched_node *n, const st
                 node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~set) / healthy;
                 mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
                 ret->assign.n = 1;
-                ret->assign.c[0] = (struct sched_container_assign){ .gpus = set, .whole = true };
+                ret->assign.c[0] = (struct cluster_container_assign){ .gpus = set, .whole = true };
                 ret->whole_count = c->whole;
                 ret->ring_bw = bw;
                 ret->pack = 0.5 * node_full + 0.5 * mem_full;
@@ -319,7 +303,7 @@ static bool fit_fast(struct sched_model *m, const struct sched_node *n, const st
                 if (u->core_free[i] < c->core || u->mem_free[i] < c->mem_mib)
                         continue;
                 unsigned avail = c->mem_mib ? u->mem_free[i] : u->core_free[i];
-                if (best < 0 || (policy == SCHED_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
+                if (best < 0 || (policy == CLUSTER_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
                         best = (int)i;
                         best_avail = avail;
                 }
@@ -336,14 +320,15 @@ static bool fit_fast(struct sched_model *m, const struct sched_node *n, const st
         double gpu_full = 0;
         gpu_full += mf > cf ? mf : cf;
         ret->assign.n = 1;
-        ret->assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
+        ret->assign.c[0] =
+                (struct cluster_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
         ret->pack = 0.5 * (gpu_full / 1) + 0.25 * node_full + 0.25 * mem_full;
         ret->verdict = SCHED_FIT;
         return true;
 }
 
-static int fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                    enum sched_policy policy, struct sched_fit *ret, bool fast) {
+static int fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                    enum cluster_policy policy, struct sched_fit *ret, bool fast) {
         /* what the fast path leaves alone must read as zero: the header, the used assignments */
         ret->verdict = SCHED_FIT;
         ret->assign.n = 0;
@@ -379,29 +364,29 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         room_from_node(n, true, &r);
         if (place_all(m, n, req, policy, &r, &empty) == 0) {
                 ret->verdict = SCHED_NO_ROOM;
-                ret->assign = (struct sched_assignment){ 0 };
+                ret->assign = (struct cluster_assignment){ 0 };
                 return -ENOSPC;
         }
         ret->verdict = SCHED_UNRESOLVABLE;
-        ret->assign = (struct sched_assignment){ 0 };
+        ret->assign = (struct cluster_assignment){ 0 };
         snprintf(ret->reason, sizeof ret->reason, "even with every GPU free: %.170s", empty.reason);
         return -ENODEV;
 }
 
-int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                   enum sched_policy policy, struct sched_fit *ret) {
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                   enum cluster_policy policy, struct sched_fit *ret) {
         return fit_node(m, n, req, policy, ret, true);
 }
 
-int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                        enum sched_policy policy, struct sched_fit *ret) {
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                        enum cluster_policy policy, struct sched_fit *ret) {
         return fit_node(m, n, req, policy, ret, false);
 }
 
-static int score_one(const struct sched_score_in *f, unsigned best_ring, enum sched_policy policy) {
+static int score_one(const struct sched_score_in *f, unsigned best_ring, enum cluster_policy policy) {
         if (f->verdict != SCHED_FIT)
                 return 0;
-        double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
+        double s = policy == CLUSTER_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
         if (f->whole_count >= 2 && best_ring > 0)
                 s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
         long v = lround(s * 10.0);
@@ -412,7 +397,7 @@ void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *r
         *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack };
 }
 
-void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (in[i]->verdict == SCHED_FIT && in[i]->whole_count >= 2 && in[i]->ring_bw > best_ring)
@@ -421,7 +406,7 @@ void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sche
                 ret_scores[i] = score_one(in[i], best_ring, policy);
 }
 
-void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum cluster_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (fits[i]->verdict == SCHED_FIT && fits[i]->whole_count >= 2 && fits[i]->ring_bw > best_ring)
@@ -433,7 +418,7 @@ void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_
         }
 }
 
-void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum cluster_policy policy, int *ret_scores) {
         const struct sched_fit *stack[64] = { 0 };
         const struct sched_fit **p = n <= 64 ? stack : malloc(n * sizeof *p);
         if (!p) { /* out of memory: score one at a time (no ring normalisation across nodes) */
