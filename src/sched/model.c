@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "sched/decide.h"
-#include "sched/map.h"
+#include "sched/map-internal.h"
 #include "sched/model.h"
 #include "util/util.h"
 

@@ -16,7 +16,7 @@
 
 #include "http/http.h"
 #include "metrics/metrics.h"
-#include "sched/map.h"
+#include "sched/map-internal.h"
 #include "sched/server.h"
 #include "util/util.h"
 
