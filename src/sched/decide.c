@@ -150,13 +150,11 @@ static int pick_share(const struct room *r, const struct cluster_container_req *
         return r2 < 0 ? -ENOSPC : d.gpu;
 }
 
-/* Place every container on r; 0 or -ENOSPC with the reason. */
-static int place_all(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
-                     enum cluster_policy policy, struct room *r, struct sched_fit *ret) {
-        unsigned order[CLUSTER_CONTAINERS_MAX];
+/* The order containers are placed in (both paths): whole requests first, largest first; then shares by
+ * memory, then compute; equal ones in their order in the pod. */
+static void placement_order(const struct cluster_request *req, unsigned *order) {
         for (unsigned k = 0; k < req->n; k++)
                 order[k] = k;
-        /* whole requests first, largest first; then shares by memory, then compute */
         for (unsigned i = 1; i < req->n; i++) {
                 unsigned x = order[i], j = i;
                 while (j > 0) {
@@ -171,6 +169,13 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                 }
                 order[j] = x;
         }
+}
+
+/* Place every container on r; 0 or -ENOSPC with the reason. */
+static int place_all(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                     enum cluster_policy policy, struct room *r, struct sched_fit *ret) {
+        unsigned order[CLUSTER_CONTAINERS_MAX];
+        placement_order(req, order);
         ret->assign = (struct cluster_assignment){ .n = req->n };
         ret->ring_bw = 0;
         ret->whole_count = 0;
@@ -257,72 +262,121 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
 }
 
 /*
- * The fast path: one container on a node of at most 8 GPUs, decided from the node's summary
- * (model.h) without the room, the fractional placement's request or the scratch assignment. It
- * answers only FIT — the same GPU(s) and the same numbers as the full path, which the unit test
- * sched-fastpath checks on random clusters; anything else (a failure, whose reason needs the full
- * picture, or a shape it does not know) returns false and the full path decides.
+ * The fast path: a pod on a node of at most 8 GPUs, decided from the node's summary (model.h) without
+ * the room, the fractional placement's request or the reasons: the containers are placed in the full
+ * path's order on a copy of the summary's free compute, memory and free-whole set. It answers only
+ * FIT — the same GPUs and the same numbers as the full path, which the unit test
+ * test_fast_path_matches_full checks on random clusters, one- and two-container pods; anything else
+ * (a failure, whose reason needs the full picture) returns false and the full path decides.
  */
-static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct cluster_container_req *c,
-                     enum cluster_policy policy, struct sched_fit *ret) {
-        const struct sched_node_sum *u = &n->sum;
-        if (!u->valid)
-                return false;
-        unsigned healthy = u->n_healthy;
-        double total = (double)u->healthy_mem, free_mem, node_full, mem_full;
-        if (c->whole) {
-                if ((unsigned)__builtin_popcountll(u->whole_free) < c->whole)
-                        return false;
-                alloc_set_t set;
-                unsigned bw;
-                if (sched_model_pick_whole(m, n, u->whole_free, c->whole, &set, &bw) < 0)
-                        return false;
-                uint64_t left = u->share_mem_free;
-                for (alloc_set_t x = set; x; x &= x - 1)
-                        left -= u->mem_free[__builtin_ctzll(x)];
-                free_mem = (double)left;
-                node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~set) / healthy;
-                mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-                ret->assign.n = 1;
-                ret->assign.c[0] = (struct cluster_container_assign){ .gpus = set, .whole = true };
-                ret->whole_count = c->whole;
-                ret->ring_bw = bw;
-                ret->pack = 0.5 * node_full + 0.5 * mem_full;
-                ret->verdict = SCHED_FIT;
-                return true;
-        }
-        if ((!c->core && !c->mem_mib) || c->core > u->max_share_core || c->mem_mib > u->max_share_mem)
-                return false;
-        /* alloc_pick_fraction without a partner or pair room: the policy's best GPU among those with
-         * both halves free, by the placed kind's free IDs (memory, or compute when no memory is
-         * asked); ties to the lowest index */
+struct fast_room {
+        uint8_t core_free[SCHED_NODE_INLINE_GPUS];
+        uint32_t mem_free[SCHED_NODE_INLINE_GPUS];
+        alloc_set_t whole_free, share_ok;
+        uint64_t share_mem_free;
+};
+
+/* One share on the fast room: alloc_pick_fraction without a partner or pair room — the policy's best GPU
+ * among those with both halves free, by the placed kind's free IDs (memory, or compute when no memory is
+ * asked); ties to the lowest index. -1 when none. */
+static int fast_share(struct fast_room *r, const struct cluster_container_req *c, enum cluster_policy policy) {
         int best = -1;
         unsigned best_avail = 0;
-        for (alloc_set_t x = u->share_ok; x; x &= x - 1) {
+        for (alloc_set_t x = r->share_ok; x; x &= x - 1) {
                 unsigned i = (unsigned)__builtin_ctzll(x);
-                if (u->core_free[i] < c->core || u->mem_free[i] < c->mem_mib)
+                if (r->core_free[i] < c->core || r->mem_free[i] < c->mem_mib)
                         continue;
-                unsigned avail = c->mem_mib ? u->mem_free[i] : u->core_free[i];
+                unsigned avail = c->mem_mib ? r->mem_free[i] : r->core_free[i];
                 if (best < 0 || (policy == CLUSTER_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
                         best = (int)i;
                         best_avail = avail;
                 }
         }
-        if (best < 0)
+        if (best >= 0) {
+                r->core_free[best] = (uint8_t)(r->core_free[best] - c->core);
+                r->mem_free[best] -= c->mem_mib;
+                r->share_mem_free -= c->mem_mib;
+                r->whole_free &= ~(1ULL << best);
+        }
+        return best;
+}
+
+/* k whole GPUs on the fast room (the memoised allocator pick). false when they do not fit. */
+static bool fast_whole(struct sched_model *m, const struct sched_node *n, struct fast_room *r,
+                       const struct cluster_container_req *c, struct cluster_container_assign *a, unsigned *bw) {
+        alloc_set_t set;
+        if ((unsigned)__builtin_popcountll(r->whole_free) < c->whole ||
+            sched_model_pick_whole(m, n, r->whole_free, c->whole, &set, bw) < 0)
                 return false;
-        unsigned g = (unsigned)best;
-        free_mem = (double)(u->share_mem_free - c->mem_mib);
-        node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~(1ULL << g)) / healthy;
-        mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-        double tot = n->gpu[g].mem_total_mib;
-        double mf = tot > 0 ? 1.0 - (double)(u->mem_free[g] - c->mem_mib) / tot : 0;
-        double cf = 1.0 - (unsigned)(u->core_free[g] - c->core) / 100.0;
+        for (alloc_set_t x = set; x; x &= x - 1)
+                r->share_mem_free -= r->mem_free[__builtin_ctzll(x)];
+        r->whole_free &= ~set;
+        r->share_ok &= ~set;
+        *a = (struct cluster_container_assign){ .gpus = set, .whole = true };
+        return true;
+}
+
+/* pack_after over the fast room: the same sums in the same order, so the same double. */
+static double fast_pack(const struct sched_node *n, const struct fast_room *r, const struct sched_fit *f) {
+        const struct sched_node_sum *u = &n->sum;
+        double total = (double)u->healthy_mem, free_mem = (double)r->share_mem_free;
+        double node_full = 1.0 - (double)(unsigned)__builtin_popcountll(r->whole_free) / u->n_healthy;
+        double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
         double gpu_full = 0;
-        gpu_full += mf > cf ? mf : cf;
-        ret->assign.n = 1;
-        ret->assign.c[0] =
-                (struct cluster_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
-        ret->pack = 0.5 * (gpu_full / 1) + 0.25 * node_full + 0.25 * mem_full;
+        unsigned shares = 0;
+        for (unsigned k = 0; k < f->assign.n; k++) {
+                const struct cluster_container_assign *a = &f->assign.c[k];
+                if (a->whole || !a->gpus)
+                        continue;
+                unsigned g = (unsigned)__builtin_ctzll(a->gpus);
+                double tot = n->gpu[g].mem_total_mib;
+                double mf = tot > 0 ? 1.0 - (double)r->mem_free[g] / tot : 0;
+                double cf = 1.0 - (unsigned)r->core_free[g] / 100.0;
+                gpu_full += mf > cf ? mf : cf;
+                shares++;
+        }
+        if (!shares)
+                return 0.5 * node_full + 0.5 * mem_full;
+        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+}
+
+static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                     enum cluster_policy policy, struct sched_fit *ret) {
+        const struct sched_node_sum *u = &n->sum;
+        if (!u->valid || !u->n_healthy)
+                return false;
+        struct fast_room r = { .whole_free = u->whole_free,
+                               .share_ok = u->share_ok,
+                               .share_mem_free = u->share_mem_free };
+        memcpy(r.core_free, u->core_free, sizeof r.core_free);
+        memcpy(r.mem_free, u->mem_free, sizeof r.mem_free);
+        unsigned order[CLUSTER_CONTAINERS_MAX];
+        placement_order(req, order);
+        ret->assign.n = req->n;
+        for (unsigned i = 0; i < req->n; i++) {
+                const struct cluster_container_req *c = &req->c[order[i]];
+                struct cluster_container_assign *a = &ret->assign.c[order[i]];
+                *a = (struct cluster_container_assign){ 0 };
+                if (c->whole) {
+                        unsigned bw = 0;
+                        if (!fast_whole(m, n, &r, c, a, &bw))
+                                return false;
+                        if (c->whole > ret->whole_count) {
+                                ret->whole_count = c->whole;
+                                ret->ring_bw = bw;
+                        }
+                } else if (c->core || c->mem_mib) {
+                        if (c->core > u->max_share_core || c->mem_mib > u->max_share_mem)
+                                return false;
+                        int g = fast_share(&r, c, policy);
+                        if (g < 0)
+                                return false;
+                        *a = (struct cluster_container_assign){ .gpus = 1ULL << g,
+                                                                .core = c->core,
+                                                                .mem_mib = c->mem_mib };
+                }
+        }
+        ret->pack = fast_pack(n, &r, ret);
         ret->verdict = SCHED_FIT;
         return true;
 }
@@ -335,8 +389,8 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         ret->ring_bw = ret->whole_count = 0;
         ret->pack = 0;
         ret->reason[0] = '\0';
-        if (fast && m && n && req && req->n == 1 && request_valid(req) && n->published &&
-            fit_fast(m, n, &req->c[0], policy, ret))
+        if (fast && m && n && req && req->n >= 1 && request_valid(req) && n->published &&
+            fit_fast(m, n, req, policy, ret))
                 return 0;
         memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
         ret->reason[0] = '\0';

@@ -424,14 +424,14 @@ static struct cluster_container_req rnd_container(unsigned max_gpus) {
 
 /* The summary fast path (sched_fit_node) and the full path (allocator, fractional placement,
  * room) agree on every node of random clusters, for every verdict, GPU, score input and reason,
- * while pods come, go and are re-counted. */
+ * one- and two-container pods, while pods come, go and are re-counted. */
 static void test_fast_path_matches_full(void **state) {
         (void)state;
         static const struct topo_link links[] = {
                 { TOPO_LEVEL_SYS, 0 }, { TOPO_LEVEL_PIX, 0 },   { TOPO_LEVEL_PHB, 0 },
                 { TOPO_LEVEL_SYS, 2 }, { TOPO_LEVEL_NODE, 12 }, { TOPO_LEVEL_PXB, 1 }
         };
-        unsigned checked = 0, fits = 0, fails = 0, whole_fits = 0, share_fits = 0;
+        unsigned checked = 0, fits = 0, fails = 0, whole_fits = 0, share_fits = 0, multi_fits = 0;
         for (unsigned round = 0; round < 40; round++) {
                 struct sched_model *m = new_model();
                 unsigned n_nodes = 4 + rnd(12);
@@ -504,6 +504,8 @@ static void test_fast_path_matches_full(void **state) {
                                                 whole_fits++;
                                         else if (req.n == 1)
                                                 share_fits++;
+                                        else
+                                                multi_fits++;
                                 } else
                                         fails++;
                                 checked++;
@@ -513,7 +515,7 @@ static void test_fast_path_matches_full(void **state) {
         }
         /* the generator must reach every branch for the comparison to mean something */
         assert_true(checked > 10000);
-        assert_true(whole_fits > 500 && share_fits > 1000 && fails > 1000);
+        assert_true(whole_fits > 500 && share_fits > 1000 && multi_fits > 500 && fails > 1000);
         (void)fits;
 }
 
