@@ -226,6 +226,36 @@ static bool request_valid(const struct cluster_request *req) {
         return true;
 }
 
+/* The pack (0..1) from how full the node is and how full the GPUs the shares went to are after the
+ * placement; free_of gives GPU g's free memory and compute then (from either path's room). */
+static double pack_of(const struct sched_node *n, const struct sched_fit *f, double node_full, double mem_full,
+                      const void *room, void (*free_of)(const void *room, unsigned g, uint64_t *mem, unsigned *core)) {
+        double gpu_full = 0;
+        unsigned shares = 0;
+        for (unsigned k = 0; k < f->assign.n; k++) {
+                const struct cluster_container_assign *a = &f->assign.c[k];
+                if (a->whole || !a->gpus)
+                        continue;
+                unsigned g = (unsigned)__builtin_ctzll(a->gpus), core;
+                uint64_t mem;
+                free_of(room, g, &mem, &core);
+                double tot = n->gpu[g].mem_total_mib;
+                double mf = tot > 0 ? 1.0 - (double)mem / tot : 0;
+                double cf = 1.0 - core / 100.0;
+                gpu_full += mf > cf ? mf : cf;
+                shares++;
+        }
+        if (!shares)
+                return 0.5 * node_full + 0.5 * mem_full;
+        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+}
+
+static void room_free_of(const void *room, unsigned g, uint64_t *mem, unsigned *core) {
+        const struct room *r = room;
+        *mem = r->share[g].mem_free_mib;
+        *core = r->share[g].core_free;
+}
+
 /* How full the node is after the placement (0..1) and how full the GPUs the shares went to are. */
 static double pack_after(const struct sched_node *n, const struct room *after, const struct sched_fit *f) {
         double total = 0, free_mem = 0;
@@ -241,24 +271,7 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
                 return 1;
         double node_full = 1.0 - (double)whole_free / healthy;
         double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-        bool any_share = false;
-        double gpu_full = 0;
-        unsigned shares = 0;
-        for (unsigned k = 0; k < f->assign.n; k++) {
-                const struct cluster_container_assign *a = &f->assign.c[k];
-                if (a->whole || !a->gpus)
-                        continue;
-                unsigned g = (unsigned)__builtin_ctzll(a->gpus);
-                double tot = n->gpu[g].mem_total_mib;
-                double mf = tot > 0 ? 1.0 - (double)after->share[g].mem_free_mib / tot : 0;
-                double cf = 1.0 - after->share[g].core_free / 100.0;
-                gpu_full += mf > cf ? mf : cf;
-                shares++;
-                any_share = true;
-        }
-        if (!any_share)
-                return 0.5 * node_full + 0.5 * mem_full;
-        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+        return pack_of(n, f, node_full, mem_full, after, room_free_of);
 }
 
 /*
@@ -316,28 +329,19 @@ static bool fast_whole(struct sched_model *m, const struct sched_node *n, struct
         return true;
 }
 
+static void fast_free_of(const void *room, unsigned g, uint64_t *mem, unsigned *core) {
+        const struct fast_room *r = room;
+        *mem = r->mem_free[g];
+        *core = r->core_free[g];
+}
+
 /* pack_after over the fast room: the same sums in the same order, so the same double. */
 static double fast_pack(const struct sched_node *n, const struct fast_room *r, const struct sched_fit *f) {
         const struct sched_node_sum *u = &n->sum;
         double total = (double)u->healthy_mem, free_mem = (double)r->share_mem_free;
         double node_full = 1.0 - (double)(unsigned)__builtin_popcountll(r->whole_free) / u->n_healthy;
         double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-        double gpu_full = 0;
-        unsigned shares = 0;
-        for (unsigned k = 0; k < f->assign.n; k++) {
-                const struct cluster_container_assign *a = &f->assign.c[k];
-                if (a->whole || !a->gpus)
-                        continue;
-                unsigned g = (unsigned)__builtin_ctzll(a->gpus);
-                double tot = n->gpu[g].mem_total_mib;
-                double mf = tot > 0 ? 1.0 - (double)r->mem_free[g] / tot : 0;
-                double cf = 1.0 - (unsigned)r->core_free[g] / 100.0;
-                gpu_full += mf > cf ? mf : cf;
-                shares++;
-        }
-        if (!shares)
-                return 0.5 * node_full + 0.5 * mem_full;
-        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+        return pack_of(n, f, node_full, mem_full, r, fast_free_of);
 }
 
 static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
