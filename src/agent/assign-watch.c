@@ -502,7 +502,7 @@ enum rpc_code assign_call_check(struct assign_ctx *ctx, const char *what, struct
         if (ctx->call.allocate)
                 count("gpuslice_assign_allocations_total", "outcome", "refused");
         return rpc_error(st, RPC_FAILED_PRECONDITION,
-                         "%s: %s; refusing rather than hand out another GPU (gpuslice.io/assignment)", what,
+                         "%s: %s; refusing rather than hand out another GPU (" CLUSTER_ANN_ASSIGNMENT ")", what,
                          ctx->d.why);
 }
 

@@ -40,21 +40,20 @@ static void help(FILE *f) {
               f);
 }
 
+/* --memory-unit NAME=MIB: the MiB of a memory resource the cluster codec knows. */
 static int set_unit(struct cluster_units *u, const char *arg) {
         const char *eq = strchr(arg, '=');
+        char name[128];
         unsigned v;
-        if (!eq || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
+        if (!eq || (size_t)(eq - arg) >= sizeof name || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
                 return -EINVAL;
-        size_t l = (size_t)(eq - arg);
-        if (l == strlen("gpuslice.io/gpu-memory") && strncmp(arg, "gpuslice.io/gpu-memory", l) == 0)
-                u->gpuslice_mib = v;
-        else if (l == strlen("tencent.com/vcuda-memory") && strncmp(arg, "tencent.com/vcuda-memory", l) == 0)
-                u->tencent_mib = v;
-        else if (l == strlen("aliyun.com/gpu-mem") && strncmp(arg, "aliyun.com/gpu-mem", l) == 0)
-                u->aliyun_mib = v;
-        else
-                return -EINVAL;
-        return 0;
+        strnscpy(name, sizeof name, arg, (size_t)(eq - arg));
+        switch (cluster_resource_classify(name, u, NULL, NULL)) {
+                case CLUSTER_NAME_GPUSLICE_MEMORY: u->gpuslice_mib = v; return 0;
+                case CLUSTER_NAME_TENCENT_MEMORY: u->tencent_mib = v; return 0;
+                case CLUSTER_NAME_ALIYUN_MEMORY: u->aliyun_mib = v; return 0;
+                default: return -EINVAL;
+        }
 }
 
 static int load_snapshot(struct sched_server *s, const char *path, const struct cluster_units *u, size_t *nn,

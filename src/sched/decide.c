@@ -406,7 +406,8 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         if (!n->published || n->n_gpus == 0) {
                 ret->verdict = SCHED_UNRESOLVABLE;
                 snprintf(ret->reason, sizeof ret->reason, "%s",
-                         n->published ? "node has no GPUs" : "node publishes no GPUs (no gpuslice.io/gpus annotation)");
+                         n->published ? "node has no GPUs"
+                                      : "node publishes no GPUs (no " CLUSTER_ANN_GPUS " annotation)");
                 return -ENODEV;
         }
         struct room r;
