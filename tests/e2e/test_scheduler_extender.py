@@ -448,7 +448,11 @@ def test_agent_records_node_local(env):
     (gpuslice.io/assignment "by":"agent", assigned "true"), so `gpuslice inspect --json` shows them on
     the GPUs their containers really got, as the agent's — not as "GPU resources on no recorded GPU"."""
     c = env.c
-    for name, lim in (("klocal-whole", {"nvidia.com/gpu": 2}),
+    # as many whole GPUs (up to 2) as kgpu-a has free after the cases before this one
+    use = used_gpus(env, "kgpu-a")
+    free = [i for i in range(c.gpu["kgpu-a"].gpu_count()) if i not in use]
+    check(free, "kgpu-a has no free GPU left: %s" % use)
+    for name, lim in (("klocal-whole", {"nvidia.com/gpu": min(2, len(free))}),
                       ("klocal-share", {"gpuslice.io/gpu-core": 20, "gpuslice.io/gpu-memory": 4})):
         p = kpod(env, name, "kgpu-a", lim)
         p["spec"]["nodeName"] = "kgpu-a"

@@ -343,13 +343,14 @@ static void test_assignment_containers(void **state) {
         assert_int_equal(v.req.c[0].whole, 16);
         assert_int_equal(v.assign.c[0].gpus, 0xffff);
         assert_true(v.assign.c[0].whole);
+        /* clang-format off */ /* one literal per case: clang warns on split ones in an array */
         static const char *const bad[] = {
-                "{\"v\":1,\"node\":\"n1\",\"containers\":[{\"name\":\"c0\",\"gpus\":[1]},{\"name\":\"c0\",\"gpus\":[2]}"
-                "]}",
+                "{\"v\":1,\"node\":\"n1\",\"containers\":[{\"name\":\"c0\",\"gpus\":[1]},{\"name\":\"c0\",\"gpus\":[2]}]}",
                 "{\"v\":1,\"node\":\"n1\",\"containers\":[{\"name\":\"c0\",\"gpus\":[1,1]}]}",
                 "{\"v\":1,\"node\":\"n1\",\"containers\":[7]}",
                 "{\"v\":1,\"node\":\"n1\",\"containers\":[{\"name\":\"c0\",\"gpus\":[1]}],\"by\":7}",
         };
+        /* clang-format on */
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 assert_int_equal(pod1(w16, bad[i], &v), 0);
                 if (v.has_assignment || !v.assignment_error[0])
