@@ -204,6 +204,7 @@ static int setup(struct node *n, const sigset_t *mask) {
         if (n->publish) { /* the scheduler's assignments, on the publisher's API client (assign.h) */
                 for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                         n->assign_names.name[k] = plugin_resource(n->plugin, (enum plugin_kind)k);
+                n->assign_names.memory_mib = (uint32_t)MIN(config_memory_unit(&n->cfg) >> 20, (uint64_t)UINT32_MAX);
                 plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
                                                           n->devices, &n->assign_names, n->cfg.pod_resources_socket));
         }

@@ -53,7 +53,7 @@ static void usage(FILE *f) {
 
 /* A node as listed: its name, and why it publishes no GPUs (else it is in the model). */
 struct listed_node {
-        char name[SCHED_NAME_MAX];
+        char name[CLUSTER_NAME_MAX];
         bool published;
         char error[128];
 };
@@ -73,12 +73,12 @@ struct listed_claim {
  * keeps the JSON. */
 struct collect {
         struct sched_model *model;
-        struct sched_units units;
-        struct sched_node_info *info; /* scratch */
+        struct cluster_units units;
+        struct cluster_node_info *info; /* scratch */
         struct listed_node *nodes;
         size_t n_nodes, cap_nodes;
-        struct sched_pod_view *view; /* scratch */
-        struct sched_pod_view *pending;
+        struct cluster_pod *view; /* scratch */
+        struct cluster_pod *pending;
         size_t n_pending, cap_pending;
         size_t n_pods;
         struct listed_claim *claims;
@@ -110,14 +110,14 @@ static int collect_node(json_t *obj, void *u) {
                 return 0;
         strscpy(n->name, name, sizeof n->name);
         struct gs_error err = { 0 };
-        int r = sched_node_decode_json(obj, c->info, &err);
+        int r = cluster_node_decode_json(obj, c->info, &err);
         if (r == 0)
                 r = sched_model_set_node(c->model, c->info);
         if (r == -ENOMEM)
                 return r;
         n->published = r == 0;
         if (r == -ENOENT)
-                strscpy(n->error, "no " SCHED_ANNOT_NODE_GPUS " annotation", sizeof n->error);
+                strscpy(n->error, "no " CLUSTER_ANN_GPUS " annotation", sizeof n->error);
         else if (r < 0) {
                 /* "node NAME: gpuslice.io/gpus: why": the name is on the row already */
                 const char *e = err.message;
@@ -156,12 +156,12 @@ static int collect_pod(json_t *obj, void *u) {
                 return 0;
         }
         struct gs_error err = { 0 };
-        if (sched_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
+        if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
                 if (c->n_pending == c->cap_pending) {
                         size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
-                        struct sched_pod_view *p = realloc(c->pending, cap * sizeof *p);
+                        struct cluster_pod *p = realloc(c->pending, cap * sizeof *p);
                         if (!p)
                                 return -ENOMEM;
                         c->pending = p;
@@ -253,7 +253,7 @@ static int list_all(struct kube_client *cl, const char *path, const char *field_
         return r;
 }
 
-static void view_request(const struct sched_pod_view *v, uint64_t *mem, unsigned *core, unsigned *whole) {
+static void view_request(const struct cluster_pod *v, uint64_t *mem, unsigned *core, unsigned *whole) {
         *mem = 0;
         *core = 0;
         *whole = 0;
@@ -372,7 +372,7 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                                 json_object_set_new(jp, "core_percent", json_integer(core));
                                 json_object_set_new(jp, "whole", json_boolean(whole));
                                 json_object_set_new(jp, "confirmed", json_boolean(p->confirmed));
-                                json_object_set_new(jp, "source", json_string(sched_source_name(p->source)));
+                                json_object_set_new(jp, "source", json_string(cluster_source_name(p->source)));
                                 json_array_append_new(pods, jp);
                                 if (whole && json_is_null(holder)) {
                                         json_decref(holder);
@@ -467,7 +467,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                 unsigned cr;
                                 bool whole;
                                 sched_pod_share(p, n, g, &m, &cr, &whole);
-                                const char *src = sched_source_name(p->source);
+                                const char *src = cluster_source_name(p->source);
                                 if (whole)
                                         fprintf(f, "%29s %s/%s  whole GPU%s  [%s]\n", "", p->ns, p->name,
                                                 p->confirmed ? "" : "  (assigned, not yet started)", src);
@@ -506,7 +506,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
         if (c->n_pending) {
                 fprintf(f, "\nPENDING (no node yet):\n");
                 for (size_t q = 0; q < c->n_pending; q++) {
-                        const struct sched_pod_view *p = &c->pending[q];
+                        const struct cluster_pod *p = &c->pending[q];
                         uint64_t m;
                         unsigned cr, wh;
                         view_request(p, &m, &cr, &wh);
@@ -593,7 +593,7 @@ int cmd_inspect(int argc, char **argv) {
                 return EXIT_RUNTIME;
         }
         struct collect col = { 0 }, pending = { 0 };
-        sched_units_default(&col.units);
+        cluster_units_default(&col.units);
         pending.units = col.units;
         col.info = malloc(sizeof *col.info);
         col.view = malloc(sizeof *col.view);
@@ -622,8 +622,7 @@ int cmd_inspect(int argc, char **argv) {
                 if (r >= 0)
                         r = list_all(cl, "/api/v1/pods", "spec.nodeName=", o.page, collect_pod, &pending);
                 if (r >= 0 && pending.n_pending) {
-                        struct sched_pod_view *m =
-                                realloc(col.pending, (col.n_pending + pending.n_pending) * sizeof *m);
+                        struct cluster_pod *m = realloc(col.pending, (col.n_pending + pending.n_pending) * sizeof *m);
                         if (!m)
                                 r = -ENOMEM;
                         else {

@@ -55,7 +55,7 @@ class Env:
         os.makedirs(self.plugin_dir)
         os.makedirs(os.path.join(self.dev_root, "dev"))
         # The device nodes a host would have; uvm-tools and modeset deliberately absent.
-        for n in ["nvidia%d" % i for i in range(8)] + ["nvidiactl", "nvidia-uvm"]:
+        for n in ["nvidia%d" % i for i in range(16)] + ["nvidiactl", "nvidia-uvm"]:
             open(os.path.join(self.dev_root, "dev", n), "w").close()
         self.env = dict(os.environ)
         self.env["LD_LIBRARY_PATH"] = os.path.join(args.build, "sim")

@@ -3,8 +3,8 @@
 demand: a watch stream cut in the middle of an event, bursts of 429/500 answers, a response that
 never comes, 410 Gone at will. It keeps nodes and pods with a global resourceVersion, serves GET,
 paged LIST (limit/continue, fieldSelector metadata.name / spec.nodeName), WATCH as chunked
-newline-delimited JSON (resourceVersion, timeoutSeconds, allowWatchBookmarks), and merge-patch
-PATCH.
+newline-delimited JSON (resourceVersion, timeoutSeconds, allowWatchBookmarks), merge-patch
+PATCH, and pods/binding as 1.20 does it (annotations merged in the update that sets the node).
 
 resource.k8s.io (the DRA driver's tests, test_dra.py; no kube-apiserver new enough for DRA can be built
 here): ResourceSlices (cluster-scoped, fieldSelector spec.nodeName / spec.driver), ResourceClaims
@@ -71,6 +71,7 @@ class Store:
         self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
         self.requests = []  # (method, path)
         self.patches = []  # (path, body)
+        self.bindings = []  # (path, Binding)
         self.stopping = False
 
     def key(self, kind, obj):
@@ -349,6 +350,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
             new = s.put(kind, new)
         self.send_json(200, new)
 
+    def bind(self, name, binding):
+        """pods/NAME/binding as kube-apiserver 1.20 does it (pkg/registry/core/pod/storage/storage.go,
+        setPodHostAndAnnotations): one update that sets spec.nodeName, merges the Binding's
+        metadata.annotations into the pod's and marks it scheduled; 404 for no such pod, 409 for a pod
+        being deleted or already bound. 1.20 takes no uid/resourceVersion precondition from the Binding."""
+        s = self.store
+        with s.lock:
+            s.bindings.append((self.path, binding))
+            o = s.objs["pods"].get(name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", 'pods "%s" not found' % name))
+            if o["metadata"].get("deletionTimestamp"):
+                return self.send_json(409, status(409, "Conflict", "pod %s is being deleted" % name))
+            if o.get("spec", {}).get("nodeName"):
+                return self.send_json(409, status(409, "Conflict", 'pod %s is already assigned to node "%s"' %
+                                                  (name, o["spec"]["nodeName"])))
+            new = copy.deepcopy(o)
+            new.setdefault("spec", {})["nodeName"] = binding.get("target", {}).get("name", "")
+            new["metadata"].setdefault("annotations", {}).update((binding.get("metadata") or {}).get("annotations") or {})
+            new.setdefault("status", {}).setdefault("conditions", []).append({"type": "PodScheduled", "status": "True"})
+            s.put("pods", new)
+        self.send_json(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
     def do_POST(self):
         body = self.read_body()
         if self.faults("POST"):
@@ -359,6 +383,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if kind != "pods":
             return self.send_json(404, status(404, "NotFound", "stand-in: POST pods only"))
         obj = json.loads(body)
+        if urllib.parse.urlparse(self.path).path.endswith("/binding") and name:
+            return self.bind(name, obj)
         self.send_json(201, self.store.put("pods", obj))
 
     def do_PUT(self):
