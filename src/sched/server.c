@@ -16,7 +16,7 @@
 
 #include "http/http.h"
 #include "metrics/metrics.h"
-#include "sched/map.h"
+#include "sched/map-internal.h"
 #include "sched/server.h"
 #include "sched/ui.h"
 #include "sched/view.h"
@@ -27,10 +27,10 @@
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
 
-/* A pod seen by filter: what bind needs (first: the map's values are read as struct sched_pod_view
+/* A pod seen by filter: what bind needs (first: the map's values are read as struct cluster_pod
  * too), and what the last filter call said about it (the operator page, the unschedulable metric). */
 struct pending {
-        struct sched_pod_view v;
+        struct cluster_pod v;
         struct sched_filter_summary filter;
 };
 
@@ -82,7 +82,7 @@ struct sched_server {
         bool fl_resolved;
         char last_uid[128];
         uint64_t last_gen;
-        enum sched_policy last_policy;
+        enum cluster_policy last_policy;
         bool last_valid;
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
@@ -105,7 +105,7 @@ static double now_mono(void) {
 
 /* ---- pending pods ---- */
 
-static void pending_put(struct sched_server *s, const struct sched_pod_view *v) {
+static void pending_put(struct sched_server *s, const struct cluster_pod *v) {
         struct pending *old = sched_map_get(&s->pending, v->uid, strlen(v->uid));
         if (old) {
                 old->v = *v; /* same uid: the key (old->v.uid) keeps its content */
@@ -193,7 +193,7 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
 
 /* Decide one node into d (and its reason into the pool when reason_off is given). */
 static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
-                       enum sched_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
+                       enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
         struct sched_fit f;
         if (a->pod.req.n == 0) {
                 /* asks for no GPU resource: not ours to judge */
@@ -204,7 +204,7 @@ static void decide_one(struct sched_server *s, const struct sched_ext_args *a, c
                 sched_score_in_from_fit(&f, d);
         } else {
                 *d = (struct sched_score_in){ .verdict = SCHED_UNRESOLVABLE };
-                snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", SCHED_ANNOT_NODE_GPUS);
+                snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", CLUSTER_ANN_GPUS);
         }
         if (reason_off)
                 *reason_off = d->verdict == SCHED_FIT ? UINT32_MAX : reason_keep(s, f.reason);
@@ -262,7 +262,7 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 sched_model_remove_pod(s->model, a->pod.uid);
         if (a->pod.uid[0])
                 pending_put(s, &a->pod);
-        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         resolve_nodes(s, a);
         s->reasons_len = 0;
         for (size_t i = 0; i < a->n_nodes; i++)
@@ -295,7 +295,7 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                 return "gpuslice scheduler: the cluster model is not synced with the API server yet";
         if (scratch_reserve(s, a->n_nodes) < 0)
                 return "gpuslice scheduler: out of memory";
-        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         bool reuse = s->last_valid && a->pod.uid[0] && streq(a->pod.uid, s->last_uid) &&
                      s->last_gen == sched_model_generation(s->model) && s->last_policy == pol;
         size_t j = 0;
@@ -394,8 +394,8 @@ static unsigned bind_reply(struct sched_server *s, double t0, const char *error,
         return 200;
 }
 
-/* lint: long — the bind verb in order: decode, choose again against the current model, assume, annotate and bind
- * through the binder, answer; each failure has its own answer and metric. */
+/* lint: long — the bind verb in order: decode, choose again against the current model, assume, bind (with the
+ * assignment) through the binder, answer; each failure has its own answer and metric. */
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_bind_args b;
@@ -407,7 +407,7 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 return 400;
         }
         pthread_mutex_lock(&s->lock);
-        struct sched_pod_view *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
+        struct cluster_pod *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
         if (!v) {
                 pthread_mutex_unlock(&s->lock);
                 metrics_counter_add(s->bind_refused, 1);
@@ -416,10 +416,10 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                          b.pod_namespace, b.pod_name, b.pod_uid);
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
-        struct sched_pod_view pod = *v;
+        struct cluster_pod pod = *v;
         const struct sched_node *n = sched_model_node(s->model, b.node);
         struct sched_fit fit;
-        enum sched_policy pol = pod.has_policy ? pod.policy : s->o.policy;
+        enum cluster_policy pol = pod.has_policy ? pod.policy : s->o.policy;
         char *annotations = NULL;
         if (pod.req.n > 0) {
                 /* choose again against the model as it is now: other binds may have taken GPUs */
@@ -436,9 +436,13 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 sched_pod_view_info(&pod, &info);
                 uint64_t now = now_realtime_ns();
                 int r = sched_model_assume_pod(s->model, &info, b.node, &fit.assign, now);
-                if (r >= 0)
-                        r = sched_assignment_annotations(&pod.req, &fit.assign, n, b.node, now, &s->o.units,
-                                                         &annotations);
+                if (r >= 0) {
+                        const char *uuids[CLUSTER_GPUS_MAX];
+                        for (unsigned g = 0; g < n->n_gpus && g < CLUSTER_GPUS_MAX; g++)
+                                uuids[g] = n->gpu[g].uuid;
+                        r = cluster_bind_annotations(&pod.req, &fit.assign, b.node, now, uuids,
+                                                     MIN(n->n_gpus, CLUSTER_GPUS_MAX), &s->o.units, &annotations);
+                }
                 if (r < 0) {
                         sched_model_forget_pod(s->model, pod.uid);
                         pthread_mutex_unlock(&s->lock);
@@ -450,21 +454,15 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         pthread_mutex_unlock(&s->lock);
 
         int r = 0;
-        const char *step = "bind";
         gs_error_clear(&err);
         if (!s->has_binder) {
                 r = -ENOTCONN;
                 gs_error_set(&err, r, "no API server configured (--kubeconfig or in-cluster)");
         }
-        if (r >= 0 && annotations) {
-                step = "annotate";
-                r = s->binder.annotate(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, annotations,
-                                       &err);
-        }
-        if (r >= 0) {
-                step = "bind";
-                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, b.node, &err);
-        }
+        /* one call: the node and the assignment land in the same update of the pod, or neither */
+        if (r >= 0)
+                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, b.node,
+                                   annotations, &err);
         free(annotations);
         pthread_mutex_lock(&s->lock);
         if (r < 0)
@@ -476,13 +474,15 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 if (r == -ESTALE) {
                         metrics_counter_add(s->bind_conflict, 1);
                         snprintf(msg, sizeof msg,
-                                 "gpuslice scheduler: pod %s/%s changed since it was filtered (resourceVersion %s "
-                                 "conflict at %s); nothing was bound, it will be scheduled again: %s",
-                                 pod.ns, pod.name, pod.resource_version, step, err.message);
+                                 "gpuslice scheduler: the API server refused binding pod %s/%s (resourceVersion %s) "
+                                 "to %s as a conflict (bound already, being deleted, or changed since it was "
+                                 "filtered); nothing was written: %s",
+                                 pod.ns, pod.name, pod.resource_version, b.node, err.message);
                 } else {
                         metrics_counter_add(s->bind_failed, 1);
-                        snprintf(msg, sizeof msg, "gpuslice scheduler: %s of pod %s/%s to %s failed: %s", step, pod.ns,
-                                 pod.name, b.node, err.message[0] ? err.message : strerror(-r));
+                        snprintf(msg, sizeof msg, "gpuslice scheduler: bind of pod %s/%s to %s failed%s: %s", pod.ns,
+                                 pod.name, b.node, r == -ENOENT ? " (the pod is gone)" : "",
+                                 err.message[0] ? err.message : strerror(-r));
                 }
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
@@ -510,7 +510,7 @@ unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t l
         if (!s->ready || !keep)
                 status = !keep ? 500 : 503; /* no node kept: no victim is evicted on a half-known cluster */
         else {
-                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
+                enum cluster_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
                 for (size_t i = 0; i < a.n_nodes; i++) {
                         if (a.pod.req.n == 0) {
                                 keep[i] = true; /* asks for no GPU resource: not ours to judge */
@@ -663,7 +663,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         if (!s)
                 return -ENOMEM;
         s->o = *o;
-        if (o->binder && o->binder->annotate && o->binder->bind) {
+        if (o->binder && o->binder->bind) {
                 s->binder = *o->binder;
                 s->has_binder = true;
         }
@@ -738,7 +738,7 @@ struct sched_server *sched_server_free(struct sched_server *s) {
                 return NULL;
         s->http = http_server_free(s->http);
         size_t cur = 0;
-        struct sched_pod_view *v;
+        struct cluster_pod *v;
         while ((v = sched_map_next(&s->pending, &cur)))
                 free(v); /* a struct pending (v is its first member) */
         sched_map_done(&s->pending);

@@ -6,9 +6,9 @@
  * and guards with one lock.
  *
  * The model is fed from outside (the API watch, or a snapshot) through sched_server_lock(), which
- * hands out the model under the lock. Bind talks to the API server through a binder (two calls:
- * annotate the pod with a resourceVersion precondition, then POST its Binding); without one, bind
- * answers an error and the scheduler configuration must not name a bindVerb.
+ * hands out the model under the lock. Bind talks to the API server through a binder (one call: the
+ * pod's Binding carrying its assignment annotations, set in the same update as the node); without
+ * one, bind answers an error and the scheduler configuration must not name a bindVerb.
  *
  * Must never: answer filter or prioritize with a node kube-scheduler did not send, hold the lock
  * across an API call, or leave an assumed pod in the model after its bind failed.
@@ -24,24 +24,22 @@
 #include "sched/model.h"
 #include "sched/view.h"
 
-/* Errors a binder returns: -ESTALE for a failed precondition (the pod changed: 409 Conflict),
- * other -errno for the rest; err says what the API said. */
+/* Errors a binder returns: -ESTALE when the API server refused the Binding as a conflict (409: the
+ * pod is bound already or being deleted; or, on servers that honour them, its uid or resourceVersion
+ * changed), -ENOENT when the pod is gone, other -errno for the rest; err says what the API said. */
 struct sched_binder {
-        /* Merge-patch metadata.annotations of pod ns/name with `annotations_json` ({"k":"v"}), only
-         * if its uid is `uid` and its resourceVersion is still `resource_version` ("" = no
-         * precondition on the version). */
-        int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
-                        const char *annotations_json, struct gs_error *err);
-        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node. */
-        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
-                    struct gs_error *err);
+        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node, with `annotations_json` ({"k":"v"})
+         * as the Binding's metadata.annotations (merged into the pod's by the same update), uid and
+         * resource_version ("" none) as its preconditions. */
+        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
+                    const char *node, const char *annotations_json, struct gs_error *err);
         void *userdata;
 };
 
 struct sched_server_options {
-        const char *address;      /* HOST:PORT */
-        enum sched_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
-        struct sched_units units;
+        const char *address;        /* HOST:PORT */
+        enum cluster_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
+        struct cluster_units units;
         const struct sched_binder *binder;                             /* NULL: bind answers an error */
         const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* NULL: plain HTTP */
 };

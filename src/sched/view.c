@@ -610,7 +610,7 @@ static void node_json(struct jw *w, const struct sched_node *n, const struct nod
 }
 
 static void pending_json(struct jw *w, const struct sched_view_pending *v) {
-        const struct sched_pod_view *p = v->pod;
+        const struct cluster_pod *p = v->pod;
         const struct sched_filter_summary *f = v->filter;
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "uid");

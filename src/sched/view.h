@@ -73,7 +73,7 @@ bool sched_filter_summary_note(struct sched_filter_summary *s, const struct sche
 
 /* A pending pod as the page lists it. */
 struct sched_view_pending {
-        const struct sched_pod_view *pod;
+        const struct cluster_pod *pod;
         const struct sched_filter_summary *filter;
 };
 

@@ -37,8 +37,8 @@ static void page_query(const char *s, size_t size) {
         static struct sched_model *pm;
         struct gs_error err = { 0 };
         if (!pm) {
-                struct sched_units u;
-                sched_units_default(&u);
+                struct cluster_units u;
+                cluster_units_default(&u);
                 assert(sched_model_new(&pm) == 0);
                 sched_model_keep_details(pm, true);
                 assert(sched_snapshot_load(pm, page_model, strlen(page_model), &u, NULL, NULL, &err) == 0);
@@ -77,24 +77,24 @@ static void page_query(const char *s, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *s = (const char *)data;
         page_query(s, size);
-        struct sched_units u;
-        sched_units_default(&u);
+        struct cluster_units u;
+        cluster_units_default(&u);
         struct gs_error err = { 0 };
         struct sched_ext_args a;
         int have_args = sched_ext_args_decode(s, size, &u, &a, &err) == 0;
         struct sched_ext_bind_args b;
         if (sched_ext_bind_decode(s, size, &b, &err) == 0)
                 assert(b.pod_name[0] && b.node[0]);
-        struct sched_node_info *ni = malloc(sizeof *ni);
+        struct cluster_node_info *ni = malloc(sizeof *ni);
         assert(ni);
         ni->name[0] = 'n';
         ni->name[1] = '\0';
         struct sched_model *m;
         assert(sched_model_new(&m) == 0);
-        if (sched_node_annotation_decode(s, size, ni, &err) == 0) {
-                assert(ni->n_gpus <= SCHED_MAX_GPUS);
+        if (cluster_node_decode(s, size, ni, &err) == 0) {
+                assert(ni->n_gpus <= CLUSTER_GPUS_MAX);
                 char *text;
-                assert(sched_node_annotation_encode(ni, &text) == 0);
+                assert(cluster_node_encode(ni, &text) == 0);
                 free(text);
                 assert(sched_model_set_node(m, ni) == 0);
         }
@@ -109,13 +109,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (size_t i = 0; i < n; i++) {
                         const struct sched_node *node = sched_model_node(m, a.node_names[i]);
                         if (node)
-                                (void)sched_fit_node(m, node, &a.pod.req, SCHED_POLICY_BINPACK, &fits[i]);
+                                (void)sched_fit_node(m, node, &a.pod.req, CLUSTER_POLICY_BINPACK, &fits[i]);
                         else
                                 fits[i].verdict = SCHED_UNRESOLVABLE;
                         res[i].verdict = fits[i].verdict;
                         res[i].reason = fits[i].reason;
                 }
-                sched_score_fits(fits, n, SCHED_POLICY_SPREAD, scores);
+                sched_score_fits(fits, n, CLUSTER_POLICY_SPREAD, scores);
                 for (size_t i = 0; i < n; i++)
                         assert(scores[i] >= 0 && scores[i] <= 10);
                 char *out;
@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         assert(pa.nodes[i].node && pa.nodes[i].node[0]);
                         struct sched_fit f;
                         keep[i] = sched_model_fit_without(m, pa.nodes[i].node, pa.nodes[i].uids, pa.nodes[i].n_uids,
-                                                          &pa.pod.req, SCHED_POLICY_BINPACK, &f) == 0;
+                                                          &pa.pod.req, CLUSTER_POLICY_BINPACK, &f) == 0;
                 }
                 assert(sched_model_generation(m) == gen);
                 char *out;

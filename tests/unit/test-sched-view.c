@@ -166,8 +166,8 @@ static struct sched_model *load(void) {
         struct sched_model *m;
         assert_int_equal(sched_model_new(&m), 0);
         sched_model_keep_details(m, true);
-        struct sched_units u;
-        sched_units_default(&u);
+        struct cluster_units u;
+        cluster_units_default(&u);
         size_t nn, np;
         struct gs_error err = { 0 };
         int r = sched_snapshot_load(m, snapshot, strlen(snapshot), &u, &nn, &np, &err);
@@ -307,7 +307,7 @@ static void test_cluster_filters(void **state) {
 static void test_cluster_pending(void **state) {
         (void)state;
         struct sched_model *m = load();
-        struct sched_pod_view v = { .uid = "p1", .ns = "ml", .name = "big" };
+        struct cluster_pod v = { .uid = "p1", .ns = "ml", .name = "big" };
         v.req.n = 1;
         v.req.c[0] = (struct sched_container_req){ .mem_mib = 8192, .core = 50 };
         struct sched_filter_summary s = { 0 };
