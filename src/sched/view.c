@@ -374,7 +374,7 @@ static void pod_flags(struct jw *w, const struct sched_pod *p) {
         JW_KEY(w, "inferred");
         jw_bool(w, p->inferred);
         JW_KEY(w, "source");
-        jw_str(w, sched_source_name(p->source));
+        jw_str(w, cluster_source_name(p->source));
 }
 
 static void ns_name(struct jw *w, const char *ns, const char *name) {
@@ -537,7 +537,7 @@ static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const
         JW_LIT(w, "}");
 }
 
-static void request_json(struct jw *w, const struct sched_container_req *c, unsigned n) {
+static void request_json(struct jw *w, const struct cluster_container_req *c, unsigned n) {
         uint64_t mem = 0;
         unsigned core = 0, whole = 0;
         for (unsigned k = 0; k < n; k++) {
@@ -561,12 +561,12 @@ static void request_json(struct jw *w, const struct sched_container_req *c, unsi
 }
 
 static void unplaced_json(struct jw *w, const struct sched_pod *p) {
-        struct sched_container_req c[SCHED_MAX_CONTAINERS];
-        unsigned n = MIN(p->n, (unsigned)SCHED_MAX_CONTAINERS);
+        struct cluster_container_req c[CLUSTER_CONTAINERS_MAX];
+        unsigned n = MIN(p->n, (unsigned)CLUSTER_CONTAINERS_MAX);
         for (unsigned k = 0; k < n; k++)
-                c[k] = (struct sched_container_req){ .whole = p->c[k].whole,
-                                                     .core = p->c[k].core,
-                                                     .mem_mib = p->c[k].mem_mib };
+                c[k] = (struct cluster_container_req){ .whole = p->c[k].whole,
+                                                       .core = p->c[k].core,
+                                                       .mem_mib = p->c[k].mem_mib };
         ns_name(w, p->ns, p->name);
         request_json(w, c, n);
         pod_flags(w, p);
@@ -615,7 +615,7 @@ static void pending_json(struct jw *w, const struct sched_view_pending *v) {
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "uid");
         jw_str(w, p->uid);
-        request_json(w, p->req.c, MIN(p->req.n, (unsigned)SCHED_MAX_CONTAINERS));
+        request_json(w, p->req.c, MIN(p->req.n, (unsigned)CLUSTER_CONTAINERS_MAX));
         if (f) {
                 JW_KEY(w, "first_seen_ms");
                 jw_int(w, (int64_t)(f->first_ns / 1000000));

@@ -31,7 +31,7 @@
 
 /* What a query string may say. Filters: "" = no filter. */
 struct sched_view_query {
-        char node[SCHED_NAME_MAX];            /* cluster: nodes whose name contains it; topology: the node (exact) */
+        char node[CLUSTER_NAME_MAX];          /* cluster: nodes whose name contains it; topology: the node (exact) */
         char ns[64];                          /* only GPUs holding a pod of this namespace, pending pods of it */
         char model[SCHED_VIEW_MAX_MODEL + 1]; /* only GPUs whose model contains it (ASCII case ignored) */
         bool has_since;
@@ -59,11 +59,11 @@ struct sched_filter_summary {
         uint32_t nodes, fit, no_room, unresolvable; /* the last call's nodes by verdict */
         unsigned n_reasons;
         struct {
-                uint32_t nodes;            /* nodes that failed with exactly this text */
-                char node[SCHED_NAME_MAX]; /* the first of them */
-                char text[200];            /* the GPU-level shortage (decide.h) */
-        } reason[SCHED_VIEW_REASONS];      /* the first distinct reasons of the last call */
-        uint32_t other_nodes;              /* failed nodes whose reason is not kept above */
+                uint32_t nodes;              /* nodes that failed with exactly this text */
+                char node[CLUSTER_NAME_MAX]; /* the first of them */
+                char text[200];              /* the GPU-level shortage (decide.h) */
+        } reason[SCHED_VIEW_REASONS];        /* the first distinct reasons of the last call */
+        uint32_t other_nodes;                /* failed nodes whose reason is not kept above */
 };
 
 /* Fold one filter call (res[i] for node names[i]) into s at now_ns. true when what the page shows

@@ -309,7 +309,7 @@ static void test_cluster_pending(void **state) {
         struct sched_model *m = load();
         struct cluster_pod v = { .uid = "p1", .ns = "ml", .name = "big" };
         v.req.n = 1;
-        v.req.c[0] = (struct sched_container_req){ .mem_mib = 8192, .core = 50 };
+        v.req.c[0] = (struct cluster_container_req){ .mem_mib = 8192, .core = 50 };
         struct sched_filter_summary s = { 0 };
         struct sched_ext_node_result r[2] = {
                 { SCHED_NO_ROOM, "largest free GPU has 6 GiB, container main needs 8 GiB" },
