@@ -6,8 +6,11 @@
  *   monitor-bench [--markdown]
  *
  * Part 1 (pure): a synthetic snapshot of 8 GPUs x 256 processes (2 processes per container, all
- * in pods, names as long as real ones) → monitor_format_metrics p50/p99 and output size, and the
- * same text served by the HTTP server and scraped over TCP on 127.0.0.1 (p50/p99 per scrape).
+ * in pods, names as long as real ones) → monitor_format_metrics p50/p99, output size and the memory it
+ * touches (the peak RSS of one call over the RSS before it: the text and any scratch), side by side in one run with the
+ * formatter it replaced (tests/unit/monitor-format-ref.c, frozen; rounds interleaved so both see the
+ * same machine), and the same text served by the HTTP server and scraped over TCP on 127.0.0.1
+ * (p50/p99 per scrape).
  * Part 2 (needs LD_LIBRARY_PATH=build/sim and GPUSLICE_SIM_NODE/GPUSLICE_SIM_STATE, set by the
  * bench-monitor target; runs first, on a fresh heap): the monitor in this process on the simulated 8-GPU node with
  * the simulator's maximum of processes (512) attributed through a generated proc root; time per
@@ -21,6 +24,9 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <malloc.h>
+
+#include "../tests/unit/monitor-format-ref.h"
 #include "http/http.h"
 #include "monitor/monitor.h"
 #include "util/util.h"
@@ -137,21 +143,73 @@ static long scrape(unsigned port, const char *path) {
         return total;
 }
 
+/* Reset this process's peak RSS (VmHWM) to its current RSS (proc(5), clear_refs "5"). */
+static void reset_peak_rss(void) {
+        FILE *f = fopen("/proc/self/clear_refs", "we");
+        if (f) {
+                fputs("5", f);
+                fclose(f);
+        }
+}
+
+typedef int (*format_fn)(const struct monitor_snapshot *s, unsigned compat, const char *node_name, char **ret,
+                         size_t *ret_len);
+
+static double format_once(format_fn fn, const struct monitor_snapshot *s, size_t *bytes) {
+        char *text;
+        double t0 = now_s();
+        if (fn(s, 0, "node-1", &text, bytes) < 0)
+                exit(1);
+        double t = now_s() - t0;
+        free(text);
+        return t;
+}
+
+/* The most memory one call touches (peak RSS above the RSS before it, kB: the text and the formatter's
+ * scratch), over a few calls; malloc_trim first so that no call reuses pages an earlier one left. */
+static long format_peak_kb(format_fn fn, const struct monitor_snapshot *s) {
+        long most = 0;
+        for (int r = 0; r < 5; r++) {
+                char *text;
+                size_t len;
+                malloc_trim(0);
+                reset_peak_rss();
+                long base = status_kb("VmRSS");
+                if (fn(s, 0, "node-1", &text, &len) < 0)
+                        exit(1);
+                most = MAX(most, status_kb("VmHWM") - base);
+                free(text);
+        }
+        return most;
+}
+
 static void part_format(bool md) {
         long rss0 = status_kb("RssAnon");
         struct monitor_snapshot *s = synthetic();
         long rss1 = status_kb("RssAnon");
-        double t[ROUNDS];
-        size_t bytes = 0;
+        double t[ROUNDS], to[ROUNDS];
+        size_t bytes = 0, old_bytes = 0;
         for (int r = 0; r < ROUNDS; r++) {
-                char *text;
-                double t0 = now_s();
-                if (monitor_format_metrics(s, 0, "node-1", &text, &bytes) < 0)
-                        exit(1);
-                t[r] = now_s() - t0;
-                free(text);
+                to[r] = format_once(monitor_format_metrics_ref, s, &old_bytes);
+                t[r] = format_once(monitor_format_metrics, s, &bytes);
         }
+        long old_heap = format_peak_kb(monitor_format_metrics_ref, s), heap = format_peak_kb(monitor_format_metrics, s);
         double f50 = pct(t, ROUNDS, 0.5), f99 = pct(t, ROUNDS, 0.99);
+        double o50 = pct(to, ROUNDS, 0.5), o99 = pct(to, ROUNDS, 0.99);
+        if (md)
+                printf("| format, synthetic 8 x 256 processes | old: %zu B, p50 %.2f ms / p99 %.2f ms, %.0f MB/s, peak "
+                       "RSS +"
+                       "%ld kB | new: %zu B, p50 %.2f ms / p99 %.2f ms, %.0f MB/s, peak RSS +%ld kB | %.1fx |\n",
+                       old_bytes, o50 * 1e3, o99 * 1e3, (double)old_bytes / o50 / 1e6, old_heap, bytes, f50 * 1e3,
+                       f99 * 1e3, (double)bytes / f50 / 1e6, heap, o50 / f50);
+        else
+                printf("format old (before the rewrite): %zu bytes, p50 %.3f ms, p99 %.3f ms, %.0f MB/s, peak RSS "
+                       "+%ld kB\n"
+                       "format new:                      %zu bytes, p50 %.3f ms, p99 %.3f ms, %.0f MB/s, peak RSS "
+                       "+%ld kB\n"
+                       "speed-up (p50): %.1fx\n",
+                       old_bytes, o50 * 1e3, o99 * 1e3, (double)old_bytes / o50 / 1e6, old_heap, bytes, f50 * 1e3,
+                       f99 * 1e3, (double)bytes / f50 / 1e6, heap, o50 / f50);
 
         served = s;
         struct http_server *h;
@@ -167,19 +225,18 @@ static void part_format(bool md) {
         http_server_free(h);
         double s50 = pct(t, ROUNDS, 0.5), s99 = pct(t, ROUNDS, 0.99);
         if (md)
-                printf("| synthetic 8 x 256 processes (1024 containers) | %zu B of text | format p50 %.2f ms / p99 "
-                       "%.2f ms | "
-                       "scrape p50 %.2f ms / p99 %.2f ms | snapshot %zu kB (RssAnon +%ld kB) |\n",
-                       bytes, f50 * 1e3, f99 * 1e3, s50 * 1e3, s99 * 1e3,
+                printf("| scrape over TCP, synthetic 8 x 256 processes (1024 containers) | %zu B of text | scrape p50 "
+                       "%.2f ms / p99 %.2f ms | snapshot %zu kB (RssAnon +%ld kB) |\n",
+                       bytes, s50 * 1e3, s99 * 1e3,
                        (s->n_procs * sizeof *s->procs + s->n_gpus * sizeof *s->gpus + monitor_names_size(s->names)) /
                                1024,
                        rss1 - rss0);
         else
-                printf("format: %zu bytes, p50 %.3f ms, p99 %.3f ms; scrape over TCP (%ld bytes): p50 %.3f ms, p99 "
-                       "%.3f ms; "
-                       "snapshot RssAnon +%ld kB (sizeof process entry %zu, names %zu kB)\n",
-                       bytes, f50 * 1e3, f99 * 1e3, got, s50 * 1e3, s99 * 1e3, rss1 - rss0,
-                       sizeof(struct monitor_process), monitor_names_size(s->names) / 1024);
+                printf("scrape over TCP (%ld bytes): p50 %.3f ms, p99 %.3f ms; snapshot RssAnon +%ld kB (sizeof "
+                       "process "
+                       "entry %zu, names %zu kB)\n",
+                       got, s50 * 1e3, s99 * 1e3, rss1 - rss0, sizeof(struct monitor_process),
+                       monitor_names_size(s->names) / 1024);
         monitor_snapshot_unref(s);
 }
 

@@ -47,4 +47,9 @@ echo "== cluster view (bench/inspect.sh)"
 echo "== scheduler extender (bench/sched-bench.c)"
 "$build/sched-bench" --markdown | tee "$out/sched.md"
 
+echo "== operator page at 1,000 nodes (bench/ui-bench.py, headless Chromium)"
+ui_quick=()
+[ "${BENCH_QUICK:-0}" = 1 ] && ui_quick=(--loads 2)
+/usr/bin/python3 "$here/ui-bench.py" --build "$build" --markdown "${ui_quick[@]}" | tee "$out/ui.md"
+
 echo "bench/run.sh: done; tables in ${out#"$root"/}/, allocator and interposer sections in docs/BENCHMARKS.md"

@@ -5,8 +5,9 @@
  * For N nodes × 8 GPUs (N = 100, 1,000, 5,000 by default) and 40,000 pods held in the model:
  * the time of a filter call and of a prioritize call as kube-scheduler makes them with
  * nodeCacheCapable (the pod plus every node name; JSON decoded, every node decided, the reply
- * encoded), for three pod shapes (a 30 % / 4 GiB share, one whole GPU, four whole GPUs), p50 and
- * p99; and the model's heap per node and per pod (mallinfo2 deltas).
+ * encoded), for five pod shapes (a 30 % / 4 GiB share, one whole GPU, four whole GPUs, and two
+ * multi-container pods: two shares, a share beside two whole GPUs), p50 and p99; and the model's heap
+ * per node and per pod (mallinfo2 deltas).
  *
  * Nodes come in four topologies (8-GPU PCIe two-socket, DGX-1-like hybrid cube mesh, two NVLink
  * quads, NVSwitch); pods are spread over the GPUs as shares sized so they fit, a quarter of the
@@ -41,7 +42,7 @@ static size_t heap(void) {
         return mi.uordblks + mi.hblkhd;
 }
 
-static void set_links(struct sched_node_info *n, unsigned kind) {
+static void set_links(struct cluster_node_info *n, unsigned kind) {
         static const struct topo_link SYS = { TOPO_LEVEL_SYS, 0 }, PIX = { TOPO_LEVEL_PIX, 0 },
                                       PHB = { TOPO_LEVEL_PHB, 0 };
         for (unsigned a = 0; a < 8; a++)
@@ -71,16 +72,16 @@ static int cmp_double(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-static char *args_body(unsigned n_nodes, const char *limits) {
+static char *args_body(unsigned n_nodes, const char *containers) {
         size_t cap = (size_t)n_nodes * 16 + 1024;
         char *b = malloc(cap);
         if (!b)
                 abort();
         size_t off = (size_t)snprintf(b, cap,
                                       "{\"Pod\":{\"metadata\":{\"name\":\"bench\",\"namespace\":\"default\",\"uid\":"
-                                      "\"bench-uid\",\"resourceVersion\":\"1\"},\"spec\":{\"containers\":[{\"name\":"
-                                      "\"main\",\"resources\":{\"limits\":%s}}]}},\"Nodes\":null,\"NodeNames\":[",
-                                      limits);
+                                      "\"bench-uid\",\"resourceVersion\":\"1\"},\"spec\":{\"containers\":%s}},"
+                                      "\"Nodes\":null,\"NodeNames\":[",
+                                      containers);
         for (unsigned i = 0; i < n_nodes; i++)
                 off += (size_t)snprintf(b + off, cap - off, "%s\"n%u\"", i ? "," : "", i);
         snprintf(b + off, cap - off, "]}");
@@ -88,24 +89,32 @@ static char *args_body(unsigned n_nodes, const char *limits) {
 }
 
 struct shape {
-        const char *name, *limits;
+        const char *name, *containers; /* spec.containers */
 };
 
+#define CONTAINER(NAME, LIMITS) "{\"name\":\"" NAME "\",\"resources\":{\"limits\":" LIMITS "}}"
+#define SHARE30 "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}"
+
 static const struct shape shapes[] = {
-        { "share 30 % / 4 GiB", "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}" },
-        { "1 whole GPU", "{\"nvidia.com/gpu\":\"1\"}" },
-        { "4 whole GPUs", "{\"nvidia.com/gpu\":\"4\"}" },
+        { "share 30 % / 4 GiB", "[" CONTAINER("main", SHARE30) "]" },
+        { "1 whole GPU", "[" CONTAINER("main", "{\"nvidia.com/gpu\":\"1\"}") "]" },
+        { "4 whole GPUs", "[" CONTAINER("main", "{\"nvidia.com/gpu\":\"4\"}") "]" },
+        { "2 containers: 2 shares 20 % / 2 GiB",
+          "[" CONTAINER("a", "{\"gpuslice.io/gpu-core\":\"20\",\"gpuslice.io/gpu-memory\":\"8\"}") "," CONTAINER(
+                  "b", "{\"gpuslice.io/gpu-core\":\"20\",\"gpuslice.io/gpu-memory\":\"8\"}") "]" },
+        { "2 containers: share + 2 whole GPUs",
+          "[" CONTAINER("a", SHARE30) "," CONTAINER("b", "{\"nvidia.com/gpu\":\"2\"}") "]" },
 };
 
 static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
         struct sched_server_options o = { .address = "127.0.0.1:0" };
-        sched_units_default(&o.units);
+        cluster_units_default(&o.units);
         size_t h0 = heap();
         struct sched_server *s;
         if (sched_server_new(&o, &s) < 0)
                 abort();
         struct sched_model *m = sched_server_lock(s);
-        struct sched_node_info *ni = calloc(1, sizeof *ni);
+        struct cluster_node_info *ni = calloc(1, sizeof *ni);
         size_t h1 = heap();
         for (unsigned i = 0; i < n_nodes; i++) {
                 snprintf(ni->name, sizeof ni->name, "n%u", i);
@@ -150,12 +159,12 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
                 p.assign.n = 1;
                 if (whole) {
                         p.req.c[0].whole = 1;
-                        p.assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .whole = true };
+                        p.assign.c[0] = (struct cluster_container_assign){ .gpus = 1ULL << g, .whole = true };
                 } else {
                         p.req.c[0].core = core;
                         p.req.c[0].mem_mib = mem;
                         p.assign.c[0] =
-                                (struct sched_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
+                                (struct cluster_container_assign){ .gpus = 1ULL << g, .core = core, .mem_mib = mem };
                 }
                 if (sched_model_set_pod(m, &p) < 0)
                         abort();
@@ -176,7 +185,7 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
         double *tf = calloc(iters, sizeof *tf), *tp = calloc(iters, sizeof *tp), *tb = calloc(iters, sizeof *tb);
         double *tc = calloc(iters, sizeof *tc);
         for (size_t sh = 0; sh < ELEMENTSOF(shapes); sh++) {
-                char *body = args_body(n_nodes, shapes[sh].limits);
+                char *body = args_body(n_nodes, shapes[sh].containers);
                 size_t len = strlen(body);
                 unsigned passed = 0;
                 for (unsigned i = 0; i < iters + 3; i++) {
@@ -263,7 +272,10 @@ int main(int argc, char **argv) {
                 printf("| nodes | pods | heap per node | heap per pod | topologies |");
                 for (size_t sh = 0; sh < ELEMENTSOF(shapes); sh++)
                         printf(" %s: filter+prioritize p50 / p99 |", shapes[sh].name);
-                printf("\n|---|---|---|---|---|---|---|---|\n");
+                printf("\n|---|---|---|---|---|");
+                for (size_t sh = 0; sh < ELEMENTSOF(shapes); sh++)
+                        printf("---|");
+                printf("\n");
         }
         for (unsigned i = 0; i < n_sizes; i++)
                 run(sizes[i], pods, iters, md);

@@ -14,8 +14,11 @@ packages=(
   # libraries: gRPC C core + protobuf-c (kubelet APIs), HTTP server, JSON, HTTP client
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
   libmicrohttpd-dev libgnutls28-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
-  # tests: cmocka, the Python kubelet stand-in (real grpcio), valgrind
-  libcmocka-dev valgrind python3-grpcio python3-grpc-tools python3-protobuf python3-yaml
+  # tests: cmocka, the Python kubelet stand-in (real grpcio), valgrind; node for the DRA CEL test (its CEL
+  # package is vendored: tests/integration/cel/vendor)
+  libcmocka-dev valgrind python3-grpcio python3-grpc-tools python3-protobuf python3-yaml nodejs
+  # the operator page's browser test and render benchmark (headless, over the DevTools pipe)
+  chromium
   # real peers of the integration tests: containers and Prometheus
   podman runc busybox-static prometheus openssl
   # make hwkit (docs/hardware.md): the carried binaries find the kit's own libraries (patchelf)

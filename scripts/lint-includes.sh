@@ -18,8 +18,8 @@ layer_of() { # HEADER (folder/name.h)
   case "${1%%/*}" in
     util) echo 0 ;;
     topo | alloc | compat | mig) echo 1 ;;
-    nvml | config | state | rpc | http | metrics | engine | labels | cdi | kube) echo 2 ;;
-    monitor | sched | migctl) echo 3 ;;
+    nvml | config | state | rpc | http | metrics | engine | labels | cdi | cluster | kube) echo 2 ;;
+    monitor | sched | migctl | dra) echo 3 ;;
     agent) echo 4 ;;
     cli) echo 5 ;;
     interposer) echo apart ;;
@@ -31,7 +31,7 @@ layer_of() { # HEADER (folder/name.h)
 # parts that use another part of their own layer (the build links them: src/*/CMakeLists.txt)
 same_layer_ok() { # FOLDER INCLUDED-FOLDER
   case "$1>$2" in
-    "alloc>topo" | "topo>compat" | "labels>metrics" | "mig>topo") return 0 ;;
+    "alloc>topo" | "topo>compat" | "labels>metrics" | "mig>topo" | "kube>cluster") return 0 ;;
   esac
   return 1
 }

@@ -163,129 +163,151 @@ static int cmd_gpu(const char *cmd, int argc, char **argv) {
         return EXIT_OK;
 }
 
-static int cmd_proc(int argc, char **argv) {
-        if (argc < 2 || (!streq(argv[1], "add") && !streq(argv[1], "del"))) {
-                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim proc add|del ...\n");
-                return EXIT_USAGE;
+struct proc_args {
+        bool add, keep;
+        const char *gpu_s, *mem_s;
+        uint32_t gi, ci; /* --mig GI:CI, SIM_NO_INSTANCE none */
+        unsigned pid, sm;
+        uint64_t mem;
+};
+
+/* One option of `proc`. EXIT_OK, or the exit code (-1: --help printed). */
+static int proc_option(int c, struct proc_args *a) {
+        switch (c) {
+                case 'g': a->gpu_s = optarg; break;
+                case 'm': a->mem_s = optarg; break;
+                case 'k': a->keep = true; break;
+                case 'M': {
+                        unsigned x, y;
+                        char tail;
+                        if (sscanf(optarg, "%u:%u%c", &x, &y, &tail) != 2 || x >= SIM_MIG_CAP_GIS ||
+                            y >= SIM_MIG_MAX_CI) {
+                                fprintf(stderr, "gpuslice-sim: --mig wants GI:CI (ids), got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        a->gi = x;
+                        a->ci = y;
+                        break;
+                }
+                case 'p':
+                        if (parse_uint(optarg, INT32_MAX, &a->pid) < 0 || a->pid == 0) {
+                                fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 's':
+                        if (parse_uint(optarg, 100, &a->sm) < 0) {
+                                fprintf(stderr, "gpuslice-sim: --sm wants a percentage (0-100), got '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'h': usage(stdout); return -1;
+                default: return EXIT_USAGE;
         }
-        bool add = streq(argv[1], "add");
+        return EXIT_OK;
+}
+
+/* `proc add|del` options into a. EXIT_OK or the exit code (-1: --help printed). */
+static int proc_parse(int argc, char **argv, struct proc_args *a) {
         static const struct option opts[] = {
                 { "gpu", required_argument, NULL, 'g' }, { "pid", required_argument, NULL, 'p' },
                 { "mem", required_argument, NULL, 'm' }, { "sm", required_argument, NULL, 's' },
                 { "keep", no_argument, NULL, 'k' },      { "mig", required_argument, NULL, 'M' },
                 { "help", no_argument, NULL, 'h' },      {},
         };
-        const char *gpu_s = NULL, *mem_s = NULL;
-        uint32_t gi = SIM_NO_INSTANCE, ci = SIM_NO_INSTANCE;
-        unsigned pid = 0, sm = 0;
-        bool keep = false;
-        int c;
+        int c, ex;
         optind = 1;
-        while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) >= 0) {
-                switch (c) {
-                        case 'g': gpu_s = optarg; break;
-                        case 'm': mem_s = optarg; break;
-                        case 'k': keep = true; break;
-                        case 'M': {
-                                unsigned a, b;
-                                char tail;
-                                if (sscanf(optarg, "%u:%u%c", &a, &b, &tail) != 2 || a >= SIM_MIG_CAP_GIS ||
-                                    b >= SIM_MIG_MAX_CI) {
-                                        fprintf(stderr, "gpuslice-sim: --mig wants GI:CI (ids), got '%s'\n", optarg);
-                                        return EXIT_USAGE;
-                                }
-                                gi = a;
-                                ci = b;
-                                break;
-                        }
-                        case 'p':
-                                if (parse_uint(optarg, INT32_MAX, &pid) < 0 || pid == 0) {
-                                        fprintf(stderr, "gpuslice-sim: '%s' is not a PID\n", optarg);
-                                        return EXIT_USAGE;
-                                }
-                                break;
-                        case 's':
-                                if (parse_uint(optarg, 100, &sm) < 0) {
-                                        fprintf(stderr, "gpuslice-sim: --sm wants a percentage (0-100), got '%s'\n",
-                                                optarg);
-                                        return EXIT_USAGE;
-                                }
-                                break;
-                        case 'h': usage(stdout); return EXIT_OK;
-                        default: return EXIT_USAGE;
-                }
-        }
+        while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) >= 0)
+                if ((ex = proc_option(c, a)) != EXIT_OK)
+                        return ex;
         if (optind != argc - 1) {
                 fprintf(stderr, "gpuslice-sim: unexpected argument '%s'\n", argv[optind + 1]);
                 return EXIT_USAGE;
         }
-        if (!pid || (add && (!gpu_s || !mem_s))) {
+        if (!a->pid || (a->add && (!a->gpu_s || !a->mem_s))) {
                 fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim proc add --gpu N --pid P --mem SIZE [--sm PCT] "
                                 "[--keep] | proc del --pid P\n");
                 return EXIT_USAGE;
         }
-        uint64_t mem = 0;
-        if (add && parse_size(mem_s, &mem) < 0) {
-                fprintf(stderr, "gpuslice-sim: '%s' is not a size (24GiB, 512MiB, bytes)\n", mem_s);
+        if (a->add && parse_size(a->mem_s, &a->mem) < 0) {
+                fprintf(stderr, "gpuslice-sim: '%s' is not a size (24GiB, 512MiB, bytes)\n", a->mem_s);
                 return EXIT_USAGE;
         }
-        struct sim_state *s = NULL;
-        int ex = open_state(&s);
+        return EXIT_OK;
+}
+
+/* Whether the locked state can take a's process on GPU gpu (its MIG device exists, the memory fits).
+ * EXIT_OK or EXIT_UNSAT, said on stderr. */
+static int proc_fits(struct sim_state *s, const struct proc_args *a, unsigned gpu) {
+        if (a->gi != SIM_NO_INSTANCE) {
+                struct sim_mig_gi *g = sim_mig_gi_find(&s->mig[gpu], a->gi);
+                if (s->mig[gpu].current != NVML_DEVICE_MIG_ENABLE || !g || !sim_mig_ci_find(g, a->ci)) {
+                        fprintf(stderr,
+                                "gpuslice-sim: GPU %u has no MIG device %u:%u (GPU instance:compute instance)\n", gpu,
+                                a->gi, a->ci);
+                        return EXIT_UNSAT;
+                }
+        }
+        uint64_t total, room, used;
+        sim_mem_capacity_locked(s, &node, gpu, a->gi, &total, &room, &used);
+        if (a->mem > room) {
+                fprintf(stderr, "gpuslice-sim: %s is more than %s has (%" PRIu64 " bytes usable)\n", a->mem_s,
+                        a->gi == SIM_NO_INSTANCE ? "the GPU" : "the MIG device", room);
+                return EXIT_UNSAT;
+        }
+        return EXIT_OK;
+}
+
+/* Add or remove the process in the locked state. EXIT_OK or EXIT_UNSAT (table full, no such process). */
+static int proc_apply(struct sim_state *s, const struct proc_args *a, unsigned gpu) {
+        if (!a->add)
+                return sim_proc_del_locked(s, a->pid) == 0 ? EXIT_UNSAT : EXIT_OK;
+        struct sim_proc *p = NULL;
+        if (sim_proc_get_locked(s, a->pid, gpu, &p) < 0)
+                return EXIT_UNSAT;
+        p->used_bytes = a->mem;
+        p->gi = a->gi;
+        p->ci = a->ci;
+        p->sm_util = a->sm;
+        p->sample_us = sim_now_us();
+        p->flags = a->keep ? SIM_PROC_KEEP : 0;
+        return EXIT_OK;
+}
+
+static int cmd_proc(int argc, char **argv) {
+        if (argc < 2 || (!streq(argv[1], "add") && !streq(argv[1], "del"))) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim proc add|del ...\n");
+                return EXIT_USAGE;
+        }
+        struct proc_args a = { .add = streq(argv[1], "add"), .gi = SIM_NO_INSTANCE, .ci = SIM_NO_INSTANCE };
+        int ex = proc_parse(argc, argv, &a);
         if (ex != EXIT_OK)
+                return ex < 0 ? EXIT_OK : ex;
+        struct sim_state *s = NULL;
+        if ((ex = open_state(&s)) != EXIT_OK)
                 return ex;
         unsigned gpu = 0;
-        if (add)
-                ex = parse_gpu(gpu_s, &gpu);
+        if (a.add)
+                ex = parse_gpu(a.gpu_s, &gpu);
         if (ex == EXIT_OK)
                 ex = lock_or_fail(s);
         if (ex != EXIT_OK) {
                 sim_state_close(s);
                 return ex;
         }
-        if (add && gi != SIM_NO_INSTANCE) {
-                struct sim_mig_gi *g = sim_mig_gi_find(&s->mig[gpu], gi);
-                if (s->mig[gpu].current != NVML_DEVICE_MIG_ENABLE || !g || !sim_mig_ci_find(g, ci)) {
-                        sim_state_unlock(s);
-                        sim_state_close(s);
-                        fprintf(stderr,
-                                "gpuslice-sim: GPU %u has no MIG device %u:%u (GPU instance:compute instance)\n", gpu,
-                                gi, ci);
-                        return EXIT_UNSAT;
-                }
+        if (a.add && (ex = proc_fits(s, &a, gpu)) != EXIT_OK) {
+                sim_state_unlock(s);
+                sim_state_close(s);
+                return ex;
         }
-        if (add) {
-                uint64_t total, room, used;
-                sim_mem_capacity_locked(s, &node, gpu, gi, &total, &room, &used);
-                if (mem > room) {
-                        sim_state_unlock(s);
-                        sim_state_close(s);
-                        fprintf(stderr, "gpuslice-sim: %s is more than %s has (%" PRIu64 " bytes usable)\n", mem_s,
-                                gi == SIM_NO_INSTANCE ? "the GPU" : "the MIG device", room);
-                        return EXIT_UNSAT;
-                }
-        }
-        if (add) {
-                struct sim_proc *p = NULL;
-                int r = sim_proc_get_locked(s, pid, gpu, &p);
-                if (r < 0) {
-                        ex = EXIT_UNSAT;
-                } else {
-                        p->used_bytes = mem;
-                        p->gi = gi;
-                        p->ci = ci;
-                        p->sm_util = sm;
-                        p->sample_us = sim_now_us();
-                        p->flags = keep ? SIM_PROC_KEEP : 0;
-                }
-        } else if (sim_proc_del_locked(s, pid) == 0)
-                ex = EXIT_UNSAT;
+        ex = proc_apply(s, &a, gpu);
         sim_state_unlock(s);
         sim_state_close(s);
         if (ex == EXIT_UNSAT)
                 fprintf(stderr,
-                        add ? "gpuslice-sim: the process table is full (%u entries)\n"
-                            : "gpuslice-sim: no process %u on the node\n",
-                        add ? SIM_MAX_PROCS : pid);
+                        a.add ? "gpuslice-sim: the process table is full (%u entries)\n"
+                              : "gpuslice-sim: no process %u on the node\n",
+                        a.add ? SIM_MAX_PROCS : a.pid);
         return ex;
 }
 

@@ -398,6 +398,8 @@ static unsigned bus_part(const char *bus_id, int which) {
         return which == 0 ? d : which == 1 ? b : dev;
 }
 
+/* lint: long — a table written as a switch: one case per CUdevice_attribute the simulator models (the values a
+ * real device of its kind reports); split up, the table would no longer read as one. */
 _public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
         CHECK_INIT();
         if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)

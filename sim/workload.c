@@ -103,7 +103,14 @@ static int fail(const char *what, CUresult r) {
         return r == CUDA_ERROR_OUT_OF_MEMORY ? EXIT_OOM : EXIT_CUDA;
 }
 
-int main(int argc, char **argv) {
+struct args {
+        unsigned gpu, seconds, chunks;
+        uint64_t mem;
+        const char *driver;
+};
+
+/* The command line into a; EXIT_OK, or the exit code (help printed: -1 → EXIT_OK after --help). */
+static int parse_args(int argc, char **argv, struct args *a) {
         static const struct option opts[] = {
                 { "gpu", required_argument, NULL, 'g' },
                 { "mem", required_argument, NULL, 'm' },
@@ -113,38 +120,21 @@ int main(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        unsigned gpu = 0, seconds = 0, chunks = 1;
-        uint64_t mem = 0;
-        const char *driver = NULL;
-        bool have_gpu = false, have_mem = false, have_seconds = false;
+        bool have_gpu = false, have_mem = false, have_seconds = false, ok = true;
         int c;
-        while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
+        *a = (struct args){ .chunks = 1 };
+        while (ok && (c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
                 switch (c) {
-                        case 'g':
-                                have_gpu = parse_uint(optarg, INT_MAX, &gpu) == 0;
-                                if (!have_gpu)
-                                        goto bad;
-                                break;
-                        case 'm':
-                                have_mem = parse_size(optarg, &mem) == 0 && mem > 0;
-                                if (!have_mem)
-                                        goto bad;
-                                break;
-                        case 's':
-                                have_seconds = parse_uint(optarg, 86400 * 365, &seconds) == 0;
-                                if (!have_seconds)
-                                        goto bad;
-                                break;
-                        case 'c':
-                                if (parse_uint(optarg, MAX_CHUNKS, &chunks) < 0 || chunks == 0)
-                                        goto bad;
-                                break;
-                        case 'd': driver = optarg; break;
-                        case 'h': usage(stdout); return EXIT_OK;
+                        case 'g': ok = have_gpu = parse_uint(optarg, INT_MAX, &a->gpu) == 0; break;
+                        case 'm': ok = have_mem = parse_size(optarg, &a->mem) == 0 && a->mem > 0; break;
+                        case 's': ok = have_seconds = parse_uint(optarg, 86400 * 365, &a->seconds) == 0; break;
+                        case 'c': ok = parse_uint(optarg, MAX_CHUNKS, &a->chunks) == 0 && a->chunks > 0; break;
+                        case 'd': a->driver = optarg; break;
+                        case 'h': usage(stdout); return -1;
                         default: usage(stderr); return EXIT_USAGE;
                 }
-                continue;
-bad:
+        }
+        if (!ok) {
                 fprintf(stderr, "gpuslice-sim-workload: bad value '%s' for --%s\n", optarg,
                         c == 'g'   ? "gpu"
                         : c == 'm' ? "mem"
@@ -156,7 +146,11 @@ bad:
                 usage(stderr);
                 return EXIT_USAGE;
         }
+        return EXIT_OK;
+}
 
+/* The driver's entry points, the way a CUDA 12+ runtime finds them. EXIT_OK or EXIT_DRIVER. */
+static int bind_driver(const char *driver) {
         void *dl = load_driver(driver);
         if (!dl) {
                 fprintf(stderr, "gpuslice-sim-workload: cannot load the CUDA driver: %s\n", dlerror());
@@ -174,6 +168,30 @@ bad:
             resolve("cuCtxSetCurrent", (void **)&cu.setCurrent) < 0 || resolve("cuMemAlloc", (void **)&cu.alloc) < 0 ||
             resolve("cuMemFree", (void **)&cu.free) < 0)
                 return EXIT_DRIVER;
+        return EXIT_OK;
+}
+
+/* Until `seconds` have passed or a signal came. */
+static void hold(unsigned seconds) {
+        struct timespec end;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        end.tv_sec += seconds;
+        while (!stop) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+                        break;
+                usleep(20 * 1000);
+        }
+}
+
+int main(int argc, char **argv) {
+        struct args a;
+        int ex = parse_args(argc, argv, &a);
+        if (ex != EXIT_OK)
+                return ex < 0 ? EXIT_OK : ex;
+        if ((ex = bind_driver(a.driver)) != EXIT_OK)
+                return ex;
 
         /* Before "ready": whoever reads it may signal at once. */
         struct sigaction sa = { .sa_handler = on_signal };
@@ -185,7 +203,7 @@ bad:
         CUcontext ctx;
         if ((r = cu.init(0)) != CUDA_SUCCESS)
                 return fail("cuInit", r);
-        if ((r = cu.deviceGet(&dev, (int)gpu)) != CUDA_SUCCESS)
+        if ((r = cu.deviceGet(&dev, (int)a.gpu)) != CUDA_SUCCESS)
                 return fail("cuDeviceGet", r);
         if ((r = cu.retain(&ctx, dev)) != CUDA_SUCCESS)
                 return fail("cuDevicePrimaryCtxRetain", r);
@@ -193,28 +211,17 @@ bad:
                 return fail("cuCtxSetCurrent", r);
 
         static CUdeviceptr ptrs[MAX_CHUNKS];
-        uint64_t chunk = mem / chunks, done = 0;
-        for (unsigned i = 0; i < chunks; i++) {
-                uint64_t n = i + 1 == chunks ? mem - done : chunk;
+        uint64_t chunk = a.mem / a.chunks, done = 0;
+        for (unsigned i = 0; i < a.chunks; i++) {
+                uint64_t n = i + 1 == a.chunks ? a.mem - done : chunk;
                 if ((r = cu.alloc(&ptrs[i], n)) != CUDA_SUCCESS)
                         return fail("cuMemAlloc", r);
                 done += n;
         }
-        printf("ready pid=%d gpu=%u bytes=%" PRIu64 "\n", (int)getpid(), gpu, mem);
+        printf("ready pid=%d gpu=%u bytes=%" PRIu64 "\n", (int)getpid(), a.gpu, a.mem);
         fflush(stdout);
-
-        struct timespec end;
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        end.tv_sec += seconds;
-        while (!stop) {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
-                        break;
-                usleep(20 * 1000);
-        }
-
-        for (unsigned i = 0; i < chunks; i++)
+        hold(a.seconds);
+        for (unsigned i = 0; i < a.chunks; i++)
                 if ((r = cu.free(ptrs[i])) != CUDA_SUCCESS)
                         return fail("cuMemFree", r);
         if ((r = cu.release(dev)) != CUDA_SUCCESS)

@@ -96,7 +96,8 @@ static int setup_plugin(struct node *n) {
         }
 
         cdi_refresh(n, &o);
-        for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++) {
+        /* --dra alone: the table stays (health, the DRA driver's view of it), no device plugin is served */
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX && (!n->cfg.dra_enabled || n->cfg.dra_device_plugin); k++) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 if (!res[0])
                         continue;
@@ -203,9 +204,15 @@ static int setup(struct node *n, const sigset_t *mask) {
         if (n->publish) { /* the scheduler's assignments, on the publisher's API client (assign.h) */
                 for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                         n->assign_names.name[k] = plugin_resource(n->plugin, (enum plugin_kind)k);
+                n->assign_names.memory_mib = (uint32_t)MIN(config_memory_unit(&n->cfg) >> 20, (uint64_t)UINT32_MAX);
                 plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
                                                           n->devices, &n->assign_names, n->cfg.pod_resources_socket));
         }
+        r = node_dra_start(n);
+        if (r >= 0 && n->dra)
+                r = node_on_devices_changed(n, node_dra_push, NULL);
+        if (r < 0)
+                return r;
         r = podsync_start(n);
         if (r < 0)
                 return r;
@@ -223,6 +230,7 @@ static void teardown(struct node *n) {
         if (n->devices)
                 devices_set_change_fd(n->devices, -1);
         register_done(n); /* Register calls cancelled, plugin servers stopped */
+        node_dra_stop(n); /* before the publisher: it uses the publisher's API client */
         health_stop(&n->health);
         if (n->plugin) /* servers stopped: no call uses it */
                 (void)assign_stop(plugin_set_assign(n->plugin, NULL));

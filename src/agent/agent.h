@@ -24,8 +24,3 @@ struct agent_options {
  * a clean stop, -EINVAL for a bad configuration, another -errno when it could not start.
  * Logs (it is the daemon). */
 int agent_run(const struct agent_options *o);
-
-/* GET /v1/status from the agent listening on `socket_path`, with a 5 s limit in all. On success
- * *ret is the malloc'd JSON text (NUL-terminated). -ENAMETOOLONG, -ECONNREFUSED/-ENOENT (no agent),
- * -ETIMEDOUT, -EFBIG (over AGENT_STATUS_MAX), -EPROTO (not a 200 answer), -ENOMEM, -EIO. */
-int agent_status_fetch(const char *socket_path, char **ret);

@@ -27,7 +27,7 @@
 #include "agent/assign.h"
 #include "agent/devices.h"
 #include "agent/share.h"
-#include "kube/cluster.h"
+#include "cluster/cluster.h"
 #include "kube/kube.h"
 #include "metrics/metrics.h"
 #include "podresources.pb-c.h"
@@ -45,6 +45,7 @@
 #define ASSIGN_SWEEP_MS 30000      /* how often pods held per PodResources but not marked are looked for */
 #define ASSIGN_KEY_MAX 320         /* "namespace/name" */
 #define ASSIGN_MEMO_MAX 512        /* pods kubelet lists that a LIST found without an assignment */
+#define ASSIGN_RECORD_MS 1000      /* after a node-local Allocate: sweep this soon (record the pod) */
 
 struct mark {
         char uid[64];
@@ -64,8 +65,13 @@ struct assign {
         char podres[PATH_MAX + 8]; /* "unix:/…" or "" */
         struct assign_names names;
 
-        pthread_mutex_t lock; /* marks, queue */
+        /* the GPUs' UUIDs by NVML index (the assignments the agent records name them) */
+        char uuid[CLUSTER_GPUS_MAX][CLUSTER_UUID_MAX];
+        const char *uuid_ptr[CLUSTER_GPUS_MAX];
+
+        pthread_mutex_t lock; /* marks, queue, sweep_at */
         pthread_cond_t cond;
+        uint64_t sweep_at; /* the patcher's next sweep (now_ms) */
         struct mark marks[ASSIGN_MARKS_MAX];
         size_t n_marks, next_mark;
         struct queued queue[ASSIGN_QUEUE_MAX];
@@ -186,7 +192,8 @@ static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, siz
         } else
                 kube_informer_foreach(a->inf, collect_cb, &c);
         if (c.want_keys) {
-                qsort(c.keys, c.n_keys, sizeof *c.keys, key_cmp);
+                if (c.n_keys) /* none: c.keys is NULL, which qsort must not get */
+                        qsort(c.keys, c.n_keys, sizeof *c.keys, key_cmp);
                 keys->keys = c.keys;
                 keys->n_keys = c.n_keys;
         }
@@ -496,7 +503,7 @@ enum rpc_code assign_call_check(struct assign_ctx *ctx, const char *what, struct
         if (ctx->call.allocate)
                 count("gpuslice_assign_allocations_total", "outcome", "refused");
         return rpc_error(st, RPC_FAILED_PRECONDITION,
-                         "%s: %s; refusing rather than hand out another GPU (gpuslice.io/assignment)", what,
+                         "%s: %s; refusing rather than hand out another GPU (" CLUSTER_ANN_ASSIGNMENT ")", what,
                          ctx->d.why);
 }
 
@@ -552,6 +559,14 @@ static void enqueue(struct assign *a, const struct assign_pod *pod) {
 
 void assign_call_commit(struct assign_ctx *ctx) {
         struct assign *a = ctx->a;
+        if (a && !ctx->active && ctx->call.allocate) {
+                /* placed node-locally: record on the pod where, once kubelet lists what it holds */
+                pthread_mutex_lock(&a->lock);
+                a->sweep_at = MIN(a->sweep_at, monotonic_ms() + ASSIGN_RECORD_MS);
+                pthread_cond_signal(&a->cond);
+                pthread_mutex_unlock(&a->lock);
+                return;
+        }
         if (!a || !ctx->active || ctx->d.verdict != ASSIGN_MATCH || !ctx->call.allocate)
                 return;
         count("gpuslice_assign_allocations_total", "outcome", "honoured");
@@ -620,54 +635,114 @@ static bool held_gpus(struct assign *a, const V1__ListPodResourcesResponse *lr, 
         return true;
 }
 
-/* The patch: flags true, and (repair) the assignment rewritten to what the containers hold. */
-static json_t *patch_body(const struct assign_pod *pod, const json_t *cur, const uint64_t *held) {
-        json_t *an = json_object_get(json_object_get(cur, "metadata"), "annotations");
+/* The patch: flags true, and (repair: held non-NULL, indexed like the view's containers) the
+ * assignment rewritten to what the containers hold. */
+static json_t *patch_body(const struct assign_pod *pod, const struct cluster_pod *view, const json_t *cur,
+                          const uint64_t *held) {
         json_t *out = json_object();
         if (!out)
                 return NULL;
-        if (pod->flags & ASSIGN_FLAG_GPUSLICE)
-                json_object_set_new(out, KUBE_ANN_ASSIGNED, json_string("true"));
-        if (pod->flags & ASSIGN_FLAG_GPU_MANAGER)
-                json_object_set_new(out, "tencent.com/gpu-assigned", json_string("true"));
-        if (pod->flags & ASSIGN_FLAG_GPUSHARE)
-                json_object_set_new(out, "ALIYUN_COM_GPU_MEM_ASSIGNED", json_string("true"));
-        if (!held)
-                return out;
-        const char *s = json_string_value(json_object_get(an, KUBE_ANN_ASSIGNMENT));
-        json_t *j = s ? json_loads(s, JSON_REJECT_DUPLICATES, NULL) : NULL;
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(j, "containers"), i, e) {
-                const char *nm = json_string_value(json_object_get(e, "name"));
-                for (unsigned k = 0; nm && k < pod->n; k++) {
-                        if (!streq(pod->c[k].name, nm))
-                                continue;
-                        json_t *g = json_array();
-                        for (unsigned x = 0; x < 64; x++)
-                                if (held[k] >> x & 1)
-                                        json_array_append_new(g, json_integer(x));
-                        json_object_set_new(e, "gpus", g);
-                }
-        }
-        char *dump = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (dump)
-                json_object_set_new(out, KUBE_ANN_ASSIGNMENT, json_string(dump));
-        free(dump);
-        json_decref(j);
-        for (unsigned k = 0; k < pod->n; k++) {
-                char key[64], v[128];
-                if (!held[k])
-                        continue;
-                assign_format_gpus(held[k], v, sizeof v);
-                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
-                if (json_object_get(an, key))
-                        json_object_set_new(out, key, json_string(v));
-                if ((pod->flags & ASSIGN_FLAG_GPUSHARE) && json_object_get(an, "ALIYUN_COM_GPU_MEM_IDX") &&
-                    (pod->c[k].req[PLUGIN_MEMORY] || pod->c[k].req[PLUGIN_CORE]))
-                        json_object_set_new(out, "ALIYUN_COM_GPU_MEM_IDX", json_string(v));
+        for (unsigned f = CLUSTER_FLAG_GPUSLICE; f <= CLUSTER_FLAG_GPUSHARE; f <<= 1)
+                if (pod->flags & f)
+                        json_object_set_new(out, cluster_flag_key(f), json_string("true"));
+        if (held && cluster_repair_annotations(json_object_get(json_object_get(cur, "metadata"), "annotations"), view,
+                                               held, out) < 0) {
+                json_decref(out);
+                return NULL;
         }
         return out;
+}
+
+static uint64_t realtime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What one read of a pod asks the patcher to send. */
+struct patch_plan {
+        json_t *annotations; /* NULL: nothing to send */
+        char uid[64], rv[32];
+        const char *result; /* confirmed, repaired, recorded */
+};
+
+/* The pod's GPUs per PodResources into held (indexed like the view's containers). 0, -EAGAIN (not
+ * listed yet, or no answer, when one is needed), -ENODATA (never listed: give up). */
+static int held_now(struct assign *a, const struct queued *q, const struct assign_pod *pod, bool need, uint64_t *held) {
+        uint64_t mine[ASSIGN_CONTAINERS_MAX] = { 0 };
+        V1__ListPodResourcesResponse *lr = podres_list(a);
+        if (!lr)
+                return need ? -EAGAIN : -ENOENT; /* confirming: without an answer, as assigned */
+        bool verified = held_gpus(a, lr, pod, mine);
+        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        if (!verified) {
+                if (monotonic_ms() - q->since_ms < ASSIGN_VERIFY_MS)
+                        return -EAGAIN; /* kubelet has not recorded the devices yet */
+                /* kubelet never listed them (its admission failed after our answer, or the call
+                 * was another pod's): never mark a pod that holds nothing */
+                log_warn("not marking the pod assigned: PodResources does not list its GPUs", "pod=%s/%s", q->ns,
+                         q->name);
+                count("gpuslice_assign_pods_total", "result", "unverified");
+                return -ENODATA;
+        }
+        for (unsigned k = 0; k < pod->n; k++)
+                held[pod->c[k].index] = mine[k];
+        return 0;
+}
+
+/* A pod without any assignment that holds GPUs of ours (a node-local placement): its record. */
+static int plan_record(struct assign *a, const struct queued *q, const struct cluster_pod *v,
+                       const struct assign_pod *pod, struct patch_plan *ret) {
+        uint64_t held[CLUSTER_CONTAINERS_MAX] = { 0 };
+        int r = held_now(a, q, pod, true, held);
+        if (r < 0)
+                return r == -EAGAIN ? r : 0;
+        ret->annotations = json_object();
+        if (!ret->annotations)
+                return -ENOMEM;
+        r = cluster_agent_record(&v->req, held, a->node, realtime_ns(), (const char *const *)a->uuid_ptr,
+                                 CLUSTER_GPUS_MAX, ret->annotations);
+        ret->result = "recorded";
+        return r == -ENODATA ? 0 : r;
+}
+
+/* A pod with an assignment of ours: confirmed, or repaired to what it holds. */
+static int plan_confirm(struct assign *a, const struct queued *q, const struct cluster_pod *v, const json_t *cur,
+                        const struct assign_pod *pod, struct patch_plan *ret) {
+        uint64_t held[CLUSTER_CONTAINERS_MAX] = { 0 };
+        int r = held_now(a, q, pod, false, held);
+        if (r == -EAGAIN || r == -ENODATA)
+                return r == -EAGAIN ? r : 0;
+        bool repair = false;
+        for (unsigned k = 0; r == 0 && k < pod->n; k++)
+                repair |= held[pod->c[k].index] != pod->c[k].gpus;
+        ret->annotations = patch_body(pod, v, cur, repair ? held : NULL);
+        ret->result = repair ? "repaired" : "confirmed";
+        return ret->annotations ? 0 : -ENOMEM;
+}
+
+/* What to send for the pod as read (cur). 0 (ret->annotations NULL: nothing to do any more),
+ * -EAGAIN, -ENOMEM. */
+static int plan(struct assign *a, const struct queued *q, const json_t *cur, struct patch_plan *ret) {
+        struct cluster_pod *v = malloc(sizeof *v);
+        struct assign_pod *pod = calloc(1, sizeof *pod);
+        struct cluster_units u;
+        int r = v && pod ? 0 : -ENOMEM;
+        assign_units(&a->names, &u);
+        if (r == 0 && cluster_pod_decode_json(cur, &u, v, NULL) == 0 && streq(v->uid, q->uid)) {
+                int p = assign_pod_from_view(v, a->node, &a->names, pod);
+                if (p == 0 && !pod->confirmed)
+                        r = plan_confirm(a, q, v, cur, pod, ret);
+                else if (p == -ENODATA && !v->has_assignment && !v->assignment_error[0] &&
+                         assign_pod_requests(v, a->node, &a->names, pod) == 0)
+                        r = plan_record(a, q, v, pod, ret);
+                /* else: another incarnation, or its assignment changed or was confirmed meanwhile */
+                strscpy(ret->uid, pod->uid, sizeof ret->uid);
+                strscpy(ret->rv, pod->rv, sizeof ret->rv);
+        }
+        free(v);
+        free(pod);
+        return r;
 }
 
 /* 0 done (or nothing to do any more), -EAGAIN try later, other -errno failed for good. */
@@ -684,65 +759,29 @@ static int confirm(struct assign *a, struct queued *q) {
                         return 0; /* gone: nothing to confirm */
                 if (r < 0)
                         return -EAGAIN;
-                struct assign_pod *pod = calloc(1, sizeof *pod);
-                if (!pod) {
-                        json_decref(cur);
-                        return -ENOMEM;
-                }
-                r = assign_pod_parse(cur, a->node, &a->names, pod);
-                if (r < 0 || !streq(pod->uid, q->uid) || pod->confirmed) {
-                        /* another incarnation, or its assignment changed or was confirmed meanwhile */
-                        json_decref(cur);
-                        free(pod);
-                        return 0;
-                }
-                uint64_t held[ASSIGN_CONTAINERS_MAX] = { 0 };
-                bool repair = false, verified = false;
-                V1__ListPodResourcesResponse *lr = podres_list(a);
-                if (lr) {
-                        verified = held_gpus(a, lr, pod, held);
-                        v1__list_pod_resources_response__free_unpacked(lr, NULL);
-                        if (!verified) {
-                                json_decref(cur);
-                                free(pod);
-                                if (monotonic_ms() - q->since_ms < ASSIGN_VERIFY_MS)
-                                        return -EAGAIN; /* kubelet has not recorded the devices yet */
-                                /* kubelet never listed them (its admission failed after our answer,
-                                 * or the call was another pod's): never mark a pod that holds nothing */
-                                log_warn("not marking the pod assigned: PodResources does not list its GPUs",
-                                         "pod=%s/%s", q->ns, q->name);
-                                count("gpuslice_assign_pods_total", "result", "unverified");
-                                return 0;
-                        }
-                        for (unsigned k = 0; verified && k < pod->n; k++) {
-                                uint64_t want = 0;
-                                for (unsigned i = 0; i < pod->c[k].n_gpus; i++)
-                                        want |= UINT64_C(1) << pod->c[k].gpus[i];
-                                repair |= held[k] != want;
-                        }
-                }
-                json_t *ann = patch_body(pod, cur, repair ? held : NULL);
-                json_t *body = ann ? json_pack("{s:{s:s,s:s,s:o}}", "metadata", "uid", pod->uid, "resourceVersion",
-                                               pod->rv, "annotations", ann)
-                                   : NULL;
+                struct patch_plan pl = { 0 };
+                r = plan(a, q, cur, &pl);
+                json_decref(cur);
+                if (r < 0 || !pl.annotations)
+                        return r;
+                /* uid and resourceVersion as preconditions: 409 when the pod changed since the read */
+                json_t *body = json_pack("{s:{s:s,s:s,s:o}}", "metadata", "uid", pl.uid, "resourceVersion", pl.rv,
+                                         "annotations", pl.annotations);
                 char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
                 json_decref(body);
-                json_decref(cur);
                 r = text ? kube_request(a->client, KUBE_PATCH_MERGE, path, text, NULL, &e) : -ENOMEM;
                 free(text);
                 if (r == 0) {
-                        if (repair)
+                        if (streq(pl.result, "repaired"))
                                 log_warn("assignment repaired: the pod holds other GPUs than it was assigned",
                                          "pod=%s/%s", q->ns, q->name);
                         else
-                                log_debug("assignment confirmed", "pod=%s/%s verified=%d", q->ns, q->name, verified);
-                        count("gpuslice_assign_pods_total", "result", repair ? "repaired" : "confirmed");
-                        free(pod);
+                                log_debug("assignment written", "pod=%s/%s result=%s", q->ns, q->name, pl.result);
+                        count("gpuslice_assign_pods_total", "result", pl.result);
                         return 0;
                 }
-                free(pod);
                 if (r != -ESTALE) {
-                        log_warn_errno(r, "cannot mark the pod assigned", "pod=%s/%s http=%ld error=\"%s\"", q->ns,
+                        log_warn_errno(r, "cannot write the pod's assignment", "pod=%s/%s http=%ld error=\"%s\"", q->ns,
                                        q->name, e.http, e.message);
                         return -EAGAIN;
                 }
@@ -751,53 +790,93 @@ static int confirm(struct assign *a, struct queued *q) {
         return -EAGAIN;
 }
 
+/* Does kubelet list every GPU resource of ours of pod as held (in any of its entries for a container)? */
+static bool seen_holds_all(const struct assign_seen *seen, const struct assign_pod *pod) {
+        for (unsigned k = 0; k < pod->n; k++) {
+                bool holds[_PLUGIN_KIND_MAX] = { false };
+                for (size_t j = 0; j < seen->n; j++)
+                        if (streq(seen->c[j].ns, pod->ns) && streq(seen->c[j].pod, pod->name) &&
+                            streq(seen->c[j].container, pod->c[k].name))
+                                for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX; kind++)
+                                        holds[kind] |= seen->c[j].holds[kind];
+                for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX; kind++)
+                        if (pod->c[k].req[kind] && !holds[kind])
+                                return false;
+        }
+        return true;
+}
+
+struct unrecorded {
+        struct assign *a;
+        const struct assign_seen *seen;
+        struct cluster_pod *view;
+        struct assign_pod *pods; /* found */
+        size_t n, cap;
+};
+
+/* A cached pod with no assignment of any system that kubelet lists holding our GPUs: placed here
+ * node-locally; collected so the patcher records where (one truth about who holds which GPU). */
+static void unrecorded_cb(const char *key, const json_t *obj, void *u) {
+        (void)key;
+        struct unrecorded *x = u;
+        struct cluster_units un;
+        assign_units(&x->a->names, &un);
+        if (x->n == x->cap) {
+                size_t cap = x->cap ? 2 * x->cap : 8;
+                void *p = cap <= ASSIGN_QUEUE_MAX ? reallocarray(x->pods, cap, sizeof *x->pods) : NULL;
+                if (!p)
+                        return; /* the next sweep finds it */
+                x->pods = p;
+                x->cap = cap;
+        }
+        if (cluster_pod_decode_json(obj, &un, x->view, NULL) == 0 && !x->view->has_assignment &&
+            !x->view->assignment_error[0] &&
+            assign_pod_requests(x->view, x->a->node, &x->a->names, &x->pods[x->n]) == 0 &&
+            seen_holds_all(x->seen, &x->pods[x->n]))
+                x->n++;
+}
+
 /* Pods with an assignment that PodResources shows holding every GPU resource, but not marked: the
- * agent died between an Allocate and the patch, or the call was matched to another pod. Queue them
- * (confirm verifies and, if needed, repairs). Takes a->lock itself. */
+ * agent died between an Allocate and the patch, or the call was matched to another pod; and pods
+ * holding GPU resources of ours without any assignment (placed node-locally). Queue them (confirm
+ * verifies and confirms, repairs or records). Takes a->lock itself. */
 static void sweep(struct assign *a) {
         struct assign_pod *pods = NULL;
         size_t n = 0;
-        if (candidates(a, false, &pods, &n, NULL) < 0 || !n) {
-                free(pods);
-                return;
-        }
-        V1__ListPodResourcesResponse *lr = podres_list(a);
+        struct unrecorded x = { .a = a, .view = malloc(sizeof *x.view) };
+        V1__ListPodResourcesResponse *lr = x.view ? podres_list(a) : NULL;
         struct assign_seen seen = { 0 };
-        if (lr && seen_from(a, lr, &seen) == 0) {
+        if (lr && seen_from(a, lr, &seen) == 0 && candidates(a, false, &pods, &n, NULL) == 0) {
+                x.seen = &seen;
+                if (seen.n)
+                        kube_informer_foreach(a->inf, unrecorded_cb, &x);
                 pthread_mutex_lock(&a->lock);
-                for (size_t i = 0; i < n; i++) {
-                        bool all = true;
-                        for (unsigned k = 0; k < pods[i].n && all; k++) {
-                                const struct assign_seen_container *s = NULL;
-                                for (size_t j = 0; j < seen.n && !s; j++)
-                                        if (streq(seen.c[j].ns, pods[i].ns) && streq(seen.c[j].pod, pods[i].name) &&
-                                            streq(seen.c[j].container, pods[i].c[k].name))
-                                                s = &seen.c[j];
-                                for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX && all; kind++)
-                                        all = !pods[i].c[k].req[kind] || (s && s->holds[kind]);
-                        }
-                        if (all)
+                for (size_t i = 0; i < n; i++)
+                        if (seen_holds_all(&seen, &pods[i]))
                                 enqueue(a, &pods[i]);
-                }
+                for (size_t i = 0; i < x.n; i++)
+                        enqueue(a, &x.pods[i]);
                 pthread_mutex_unlock(&a->lock);
         }
         free(seen.c);
         if (lr)
                 v1__list_pod_resources_response__free_unpacked(lr, NULL);
         free(pods);
+        free(x.view);
+        free(x.pods);
 }
 
 static void *patcher_main(void *u) {
         struct assign *a = u;
-        uint64_t next_sweep = monotonic_ms() + ASSIGN_SYNC_WAIT_MS;
         pthread_mutex_lock(&a->lock);
+        a->sweep_at = monotonic_ms() + ASSIGN_SYNC_WAIT_MS;
         while (!atomic_load(&a->stop)) {
-                uint64_t now = monotonic_ms(), next = next_sweep;
-                if (now >= next_sweep) {
+                uint64_t now = monotonic_ms(), next = a->sweep_at;
+                if (now >= a->sweep_at) {
+                        a->sweep_at = now + ASSIGN_SWEEP_MS;
                         pthread_mutex_unlock(&a->lock);
                         sweep(a);
                         pthread_mutex_lock(&a->lock);
-                        next_sweep = monotonic_ms() + ASSIGN_SWEEP_MS;
                         continue;
                 }
                 struct queued q;
@@ -841,6 +920,14 @@ struct assign *assign_start(struct kube_client *client, const char *node, const 
         a->dev = d;
         strscpy(a->node, node, sizeof a->node);
         a->names = *names;
+        /* the GPUs' UUIDs by NVML index: what a device is never changes after devices_new */
+        for (unsigned i = 0; i < devices_count(d); i++) {
+                const struct device_info *g = devices_info(d, i);
+                if (g->kind == DEVICE_GPU && g->index >= 0 && g->index < CLUSTER_GPUS_MAX)
+                        strscpy(a->uuid[g->index], g->id, sizeof a->uuid[0]);
+        }
+        for (unsigned i = 0; i < CLUSTER_GPUS_MAX; i++)
+                a->uuid_ptr[i] = a->uuid[i];
         if (pod_resources_socket && pod_resources_socket[0])
                 snprintf(a->podres, sizeof a->podres, "unix:%s", pod_resources_socket);
         a->memo = calloc(ASSIGN_MEMO_MAX, sizeof *a->memo);
@@ -908,9 +995,10 @@ int assign_lookup_container(struct assign *a, const char *ns, const char *pod, c
         int r = -ENOENT;
         if (p && assign_pod_parse(obj, a->node, &a->names, p) == 0)
                 for (unsigned k = 0; k < p->n; k++)
-                        if (streq(p->c[k].name, container) && p->c[k].n_gpus) {
-                                r = (int)MIN(p->c[k].n_gpus, max);
-                                memcpy(ret_gpus, p->c[k].gpus, sizeof(int) * (size_t)r);
+                        if (streq(p->c[k].name, container) && p->c[k].gpus) {
+                                r = 0;
+                                for (uint64_t s = p->c[k].gpus; s && (unsigned)r < max; s &= s - 1)
+                                        ret_gpus[r++] = __builtin_ctzll(s);
                         }
         free(p);
         json_decref(obj);

@@ -9,81 +9,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent/assign.h"
-#include "kube/cluster.h"
 #include "util/util.h"
 
-static const char *ann(const json_t *annotations, const char *key) {
-        return json_string_value(json_object_get(annotations, key));
-}
+_Static_assert((int)PLUGIN_WHOLE == (int)CLUSTER_RES_WHOLE && (int)PLUGIN_CORE == (int)CLUSTER_RES_CORE &&
+                       (int)PLUGIN_MEMORY == (int)CLUSTER_RES_MEM && (int)_PLUGIN_KIND_MAX == (int)_CLUSTER_RES_MAX,
+               "a plugin kind is the cluster codec's resource kind");
 
-static bool copy_field(const json_t *o, const char *k, char *buf, size_t len) {
-        const char *s = json_string_value(json_object_get(o, k));
-        if (!s || strlen(s) >= len)
-                return false;
-        strscpy(buf, s, len);
-        return true;
-}
-
-/* A non-negative decimal integer that fits in max. */
-static bool dec(const char *s, uint64_t max, uint64_t *ret) {
-        uint64_t x = 0;
-        if (!s || !*s)
-                return false;
-        for (; *s; s++) {
-                if (*s < '0' || *s > '9')
-                        return false;
-                uint64_t d = (uint64_t)(*s - '0');
-                if (x > (max - d) / 10)
-                        return false;
-                x = x * 10 + d;
-        }
-        *ret = x;
-        return true;
-}
-
-/* "2026-11-23T23:40:16Z" → Unix seconds; 0 when absent or malformed (sorts first, deterministic). */
-static int64_t rfc3339(const char *s) {
-        struct tm tm = { 0 };
-        char z = 0;
-        if (!s ||
-            sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                   &tm.tm_sec, &z) != 7 ||
-            z != 'Z' || strlen(s) != 20)
-                return 0;
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        time_t t = timegm(&tm);
-        return t < 0 ? 0 : (int64_t)t;
-}
-
-/* "0" or "0,1": NVML indices (< 1024), at most max; 0 when malformed. */
-static unsigned indices(const char *s, int *out, unsigned max) {
-        unsigned n = 0;
-        if (!s || !*s)
-                return 0;
-        while (*s) {
-                unsigned v = 0, digits = 0;
-                while (*s >= '0' && *s <= '9' && digits < 5) {
-                        v = v * 10 + (unsigned)(*s - '0');
-                        s++;
-                        digits++;
-                }
-                if (!digits || v >= 1024 || n >= max)
-                        return 0;
-                out[n++] = (int)v;
-                if (*s == ',' && s[1])
-                        s++;
-                else if (*s)
-                        return 0;
-        }
-        return n;
-}
-
-static bool gpus_known(const struct assign_container *c) {
-        return c->n_gpus > 0;
+void assign_units(const struct assign_names *names, struct cluster_units *ret) {
+        cluster_units_default(ret);
+        const char *w = names->name[PLUGIN_WHOLE];
+        if (w && w[0] && !streq(w, cluster_resource_name(CLUSTER_NAME_NVIDIA_GPU, NULL)))
+                ret->whole_name = w;
+        uint32_t *unit[_CLUSTER_NAME_MAX] = { [CLUSTER_NAME_GPUSLICE_MEMORY] = &ret->gpuslice_mib,
+                                              [CLUSTER_NAME_TENCENT_MEMORY] = &ret->tencent_mib,
+                                              [CLUSTER_NAME_ALIYUN_MEMORY] = &ret->aliyun_mib };
+        enum cluster_res_name m = cluster_resource_classify(names->name[PLUGIN_MEMORY], ret, NULL, NULL);
+        if (names->memory_mib && unit[m])
+                *unit[m] = names->memory_mib;
 }
 
 /* GPUs the container must be assigned: whole count, core multiple of 100, else one. 0: asks none. */
@@ -95,225 +39,123 @@ static unsigned gpus_needed(const struct assign_container *c) {
         return c->req[PLUGIN_CORE] || c->req[PLUGIN_MEMORY] ? 1 : 0;
 }
 
-/* The containers' requests of our resources. false: a container asks something no assignment can
- * describe (whole GPUs and a share at once, more than 100 % not in whole GPUs, too many GPUs). */
-static bool parse_requests(const json_t *spec, const struct assign_names *names, struct assign_pod *p, bool *any) {
-        size_t ci;
-        json_t *c;
-        json_array_foreach(json_object_get(spec, "containers"), ci, c) {
-                if (p->n >= ASSIGN_CONTAINERS_MAX)
-                        return false;
-                struct assign_container *k = &p->c[p->n++];
-                if (!copy_field(c, "name", k->name, sizeof k->name))
-                        return false;
-                json_t *res = json_object_get(c, "resources");
+/* The containers that ask a resource this agent serves, with what they ask of each. 0 or -EINVAL
+ * (such a container without a name: it could not be matched to an assignment). */
+static int our_containers(const struct cluster_pod *v, const struct assign_names *names, const struct cluster_units *u,
+                          struct assign_pod *p) {
+        for (unsigned x = 0; x < v->req.n; x++) {
+                const struct cluster_container_req *c = &v->req.c[x];
+                struct assign_container *k = &p->c[p->n];
+                *k = (struct assign_container){ .index = (uint8_t)x, .gpus = v->assign.c[x].gpus };
+                bool any = false;
                 for (unsigned kind = 0; kind < _PLUGIN_KIND_MAX; kind++) {
                         const char *nm = names->name[kind];
-                        if (!nm || !nm[0])
-                                continue;
-                        /* kubelet reads limits (extended resources: requests must equal them) */
-                        json_t *q = json_object_get(json_object_get(res, "limits"), nm);
-                        if (!q)
-                                q = json_object_get(json_object_get(res, "requests"), nm);
-                        uint64_t v;
-                        if (!q)
-                                continue;
-                        if (!dec(json_string_value(q), 1u << 20, &v))
-                                return false;
-                        k->req[kind] = (unsigned)v;
-                        *any |= v > 0;
+                        if (nm && nm[0] && c->qty[kind] &&
+                            streq(cluster_resource_name((enum cluster_res_name)c->res[kind], u), nm)) {
+                                k->req[kind] = c->qty[kind];
+                                any = true;
+                        }
                 }
-                if (k->req[PLUGIN_WHOLE] && (k->req[PLUGIN_CORE] || k->req[PLUGIN_MEMORY]))
-                        return false;
-                if (k->req[PLUGIN_CORE] > 100 && k->req[PLUGIN_CORE] % 100)
-                        return false;
-                if (gpus_needed(k) > ASSIGN_GPUS_MAX)
-                        return false;
-        }
-        return true;
-}
-
-/* gpuslice.io/assignment: containers by name. 1 found, 0 absent/other node, -EINVAL malformed. */
-static int parse_gpuslice(const char *a, const char *node, struct assign_pod *p) {
-        if (!a)
-                return 0;
-        if (strlen(a) > KUBE_ANNOTATION_MAX)
-                return -EINVAL;
-        json_t *j = json_loads(a, JSON_REJECT_DUPLICATES, NULL);
-        json_t *v = json_object_get(j, "v"), *cs = json_object_get(j, "containers"), *t = json_object_get(j, "time");
-        const char *an = json_string_value(json_object_get(j, "node"));
-        int r = -EINVAL;
-        if (!json_is_integer(v) || json_integer_value(v) != 1 || !json_is_array(cs) || !an)
-                goto out;
-        if (!streq(an, node)) {
-                r = 0;
-                goto out;
-        }
-        if (json_is_integer(t) && json_integer_value(t) > 0)
-                p->assumed_ms = (uint64_t)json_integer_value(t);
-        size_t i;
-        json_t *e;
-        json_array_foreach(cs, i, e) {
-                const char *nm = json_string_value(json_object_get(e, "name"));
-                json_t *gs = json_object_get(e, "gpus");
-                if (!nm || !json_is_array(gs) || json_array_size(gs) > ASSIGN_GPUS_MAX)
-                        goto out;
-                struct assign_container *c = NULL;
-                for (unsigned k = 0; k < p->n && !c; k++)
-                        if (streq(p->c[k].name, nm))
-                                c = &p->c[k];
-                if (!c || gpus_known(c))
-                        goto out; /* a container the pod does not have, or named twice */
-                size_t gi;
-                json_t *gv;
-                json_array_foreach(gs, gi, gv) {
-                        if (!json_is_integer(gv) || json_integer_value(gv) < 0 || json_integer_value(gv) >= 64)
-                                goto out;
-                        c->gpus[c->n_gpus++] = (int)json_integer_value(gv);
-                }
-        }
-        r = 1;
-out:
-        json_decref(j);
-        return r;
-}
-
-/* tencent.com/predicate-gpu-idx-<i> (container index i) + predicate-node + predicate-time (ns). */
-static int parse_gpu_manager(const json_t *an, const char *node, const char *bound, struct assign_pod *p) {
-        const char *pn = ann(an, "tencent.com/predicate-node");
-        bool any = false;
-        for (unsigned k = 0; k < p->n; k++) {
-                char key[64];
-                snprintf(key, sizeof key, "tencent.com/predicate-gpu-idx-%u", k);
-                const char *v = ann(an, key);
-                if (!v)
+                if (!any)
                         continue;
-                any = true;
-                p->c[k].n_gpus = indices(v, p->c[k].gpus, ASSIGN_GPUS_MAX);
-                if (!p->c[k].n_gpus)
+                if (!c->name[0])
                         return -EINVAL;
+                strscpy(k->name, c->name, sizeof k->name);
+                p->n++;
         }
-        if (!any)
-                return 0;
-        if (!streq(pn ? pn : bound, node))
-                return 0;
-        uint64_t ns;
-        if (dec(ann(an, "tencent.com/predicate-time"), UINT64_MAX, &ns))
-                p->assumed_ms = ns / 1000000u;
-        return 1;
+        return 0;
 }
 
-/* ALIYUN_COM_GPU_MEM_IDX: the one GPU of every container asking the memory resource. */
-static int parse_gpushare(const json_t *an, const char *node, const char *bound, struct assign_pod *p) {
-        const char *v = ann(an, "ALIYUN_COM_GPU_MEM_IDX");
-        if (!v)
-                return 0;
-        int g;
-        if (indices(v, &g, 1) != 1)
-                return -EINVAL;
-        if (!streq(bound, node))
-                return 0;
-        for (unsigned k = 0; k < p->n; k++)
-                if (p->c[k].req[PLUGIN_MEMORY] || p->c[k].req[PLUGIN_CORE]) {
-                        p->c[k].gpus[0] = g;
-                        p->c[k].n_gpus = 1;
-                }
-        uint64_t ns;
-        if (dec(ann(an, "ALIYUN_COM_GPU_MEM_ASSUME_TIME"), UINT64_MAX, &ns))
-                p->assumed_ms = ns / 1000000u;
-        return 1;
-}
-
-/* The assignment in whichever profile's annotations the pod carries (gpuslice's first): 1 found (its
- * profile flag set), 0 none for this node, -EINVAL malformed. */
-static int parse_profiles(const json_t *an, const char *node, const char *bound, struct assign_pod *p) {
-        int g = parse_gpuslice(ann(an, KUBE_ANN_ASSIGNMENT), node, p);
-        if (g > 0)
-                p->flags |= ASSIGN_FLAG_GPUSLICE;
-        else if (g == 0 && (g = parse_gpu_manager(an, node, bound, p)) > 0)
-                p->flags |= ASSIGN_FLAG_GPU_MANAGER;
-        else if (g == 0 && (g = parse_gpushare(an, node, bound, p)) > 0)
-                p->flags |= ASSIGN_FLAG_GPUSHARE;
-        return g;
-}
-
-/* Every container holds exactly the GPUs it asks, no GPU twice: an assignment is never honoured halfway. */
+/* Every container holds exactly as many GPUs as it asks: an assignment is never honoured halfway. */
 static bool assignment_whole(const struct assign_pod *p) {
-        for (unsigned k = 0; k < p->n; k++) {
-                const struct assign_container *c = &p->c[k];
-                unsigned need = gpus_needed(c);
-                if (need ? c->n_gpus != need : c->n_gpus != 0)
+        for (unsigned k = 0; k < p->n; k++)
+                if ((unsigned)__builtin_popcountll(p->c[k].gpus) != gpus_needed(&p->c[k]))
                         return false;
-                for (unsigned i = 0; i < c->n_gpus; i++)
-                        for (unsigned j = 0; j < i; j++)
-                                if (c->gpus[i] == c->gpus[j])
-                                        return false;
-        }
         return true;
 }
 
-/* Whether every ASSIGNED flag of the profiles in flags is already "true" (the pod is confirmed). */
-static bool flags_all_true(const json_t *an, unsigned flags) {
-        static const char *const flag_key[] = { KUBE_ANN_ASSIGNED, "tencent.com/gpu-assigned",
-                                                "ALIYUN_COM_GPU_MEM_ASSIGNED" };
-        bool all = true;
-        for (unsigned f = 0; f < ELEMENTSOF(flag_key); f++)
-                if (flags & (1u << f)) {
-                        const char *v = ann(an, flag_key[f]);
-                        all &= v && streq(v, "true");
-                }
-        return all;
+static unsigned source_flag(enum cluster_source s) {
+        switch (s) {
+                case CLUSTER_SOURCE_GPUSLICE:
+                case CLUSTER_SOURCE_AGENT: return CLUSTER_FLAG_GPUSLICE;
+                case CLUSTER_SOURCE_GPU_MANAGER: return CLUSTER_FLAG_GPU_MANAGER;
+                case CLUSTER_SOURCE_GPUSHARE: return CLUSTER_FLAG_GPUSHARE;
+                case CLUSTER_SOURCE_NONE: break;
+        }
+        return 0;
 }
 
-int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret) {
+static int requests(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                    struct assign_pod *p) {
+        struct cluster_units u;
+        assign_units(names, &u);
+        if (!node || !v->name[0] || strlen(v->ns) >= sizeof p->ns)
+                return -EINVAL;
+        strscpy(p->ns, v->ns[0] ? v->ns : "default", sizeof p->ns);
+        strscpy(p->name, v->name, sizeof p->name);
+        if (strlen(v->uid) < sizeof p->uid)
+                strscpy(p->uid, v->uid, sizeof p->uid);
+        strscpy(p->rv, v->resource_version, sizeof p->rv);
+        p->created = v->created;
+        if (v->terminated || (v->node_name[0] && !streq(v->node_name, node)))
+                return -ENODATA;
+        if (our_containers(v, names, &u, p) < 0)
+                return -EINVAL;
+        return p->n ? 0 : -ENODATA;
+}
+
+static int from_view(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                     struct assign_pod *p) {
+        int r = requests(v, node, names, p);
+        if (r < 0)
+                return r;
+        if (v->assignment_error[0])
+                return -EINVAL;
+        if (!v->has_assignment || !streq(v->assigned_node, node))
+                return -ENODATA; /* nothing assigned here */
+        p->assumed_ms = v->assumed_ms;
+        /* the extender's profile annotations ride along with its own: flip them too */
+        p->flags = source_flag(v->source) | (v->flags & (CLUSTER_FLAG_GPU_MANAGER | CLUSTER_FLAG_GPUSHARE));
+        if (!assignment_whole(p))
+                return -EINVAL;
+        p->confirmed = (p->flags & ~v->flags_true) == 0;
+        return 0;
+}
+
+/* One of the two above into a scratch pod, copied out on success. */
+static int
+view_into(int (*fn)(const struct cluster_pod *, const char *, const struct assign_names *, struct assign_pod *),
+          const struct cluster_pod *v, const char *node, const struct assign_names *names, struct assign_pod *ret) {
         struct assign_pod *p = calloc(1, sizeof *p);
         if (!p)
                 return -ENOMEM;
-        int r = -EINVAL;
-        json_t *meta = json_object_get(pod, "metadata"), *spec = json_object_get(pod, "spec");
-        json_t *an = json_object_get(meta, "annotations");
-        const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
-        const char *bound = json_string_value(json_object_get(spec, "nodeName"));
-        bool any = false;
-        if (!node || !copy_field(meta, "name", p->name, sizeof p->name))
-                goto out;
-        if (!copy_field(meta, "namespace", p->ns, sizeof p->ns))
-                strscpy(p->ns, "default", sizeof p->ns);
-        if (!copy_field(meta, "uid", p->uid, sizeof p->uid))
-                p->uid[0] = 0;
-        if (!copy_field(meta, "resourceVersion", p->rv, sizeof p->rv))
-                p->rv[0] = 0;
-        p->created = rfc3339(json_string_value(json_object_get(meta, "creationTimestamp")));
-        r = -ENODATA;
-        if ((phase && (streq(phase, "Succeeded") || streq(phase, "Failed"))) || (bound && !streq(bound, node)))
-                goto out;
-        r = -EINVAL;
-        if (!parse_requests(spec, names, p, &any))
-                goto out;
-        r = -ENODATA;
-        if (!any)
-                goto out;
-
-        int g = parse_profiles(an, node, bound ? bound : "", p);
-        if (g < 0) {
-                r = -EINVAL;
-                goto out;
-        }
-        if (!g)
-                goto out; /* -ENODATA: nothing assigned here */
-        /* the extender's profile annotations ride along with its own: flip them too */
-        if (ann(an, "tencent.com/gpu-assigned"))
-                p->flags |= ASSIGN_FLAG_GPU_MANAGER;
-        if (ann(an, "ALIYUN_COM_GPU_MEM_ASSIGNED"))
-                p->flags |= ASSIGN_FLAG_GPUSHARE;
-        r = -EINVAL;
-        if (!assignment_whole(p))
-                goto out;
-        p->confirmed = flags_all_true(an, p->flags);
-        *ret = *p;
-        r = 0;
-out:
+        int r = fn(v, node, names, p);
+        if (r == 0)
+                *ret = *p;
         free(p);
+        return r;
+}
+
+int assign_pod_from_view(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                         struct assign_pod *ret) {
+        return view_into(from_view, v, node, names, ret);
+}
+
+int assign_pod_requests(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                        struct assign_pod *ret) {
+        return view_into(requests, v, node, names, ret);
+}
+
+int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret) {
+        struct cluster_pod *v = malloc(sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        struct cluster_units u;
+        assign_units(names, &u);
+        int r = cluster_pod_decode_json(pod, &u, v, NULL);
+        if (r == 0)
+                r = assign_pod_from_view(v, node, names, ret);
+        free(v);
         return r;
 }
 
@@ -351,10 +193,7 @@ char *assign_format_gpus(uint64_t set, char *buf, size_t len) {
 }
 
 static uint64_t gpu_set(const struct assign_container *c) {
-        uint64_t s = 0;
-        for (unsigned i = 0; i < c->n_gpus; i++)
-                s |= UINT64_C(1) << (c->gpus[i] & 63);
-        return s;
+        return c->gpus;
 }
 
 static const struct assign_seen_container *seen_find(const struct assign_seen *seen, const struct assign_pod *p,

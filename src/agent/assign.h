@@ -26,51 +26,59 @@
 #include <jansson.h>
 
 #include "agent/plugin.h"
+#include "cluster/cluster.h"
 
-#define ASSIGN_CONTAINERS_MAX 16
-#define ASSIGN_GPUS_MAX 8
-#define ASSIGN_PODS_MAX 256  /* candidates considered per call (pending pods on one node) */
-#define ASSIGN_OWNER_MAX 384 /* "namespace/pod/container" */
-
-/* Which annotations mark the pod honoured (set to "true" by the agent). */
-enum {
-        ASSIGN_FLAG_GPUSLICE = 1 << 0,    /* gpuslice.io/assigned */
-        ASSIGN_FLAG_GPU_MANAGER = 1 << 1, /* tencent.com/gpu-assigned */
-        ASSIGN_FLAG_GPUSHARE = 1 << 2,    /* ALIYUN_COM_GPU_MEM_ASSIGNED */
-};
+#define ASSIGN_CONTAINERS_MAX CLUSTER_CONTAINERS_MAX /* GPU containers of one pod */
+#define ASSIGN_GPUS_MAX CLUSTER_GPUS_MAX             /* GPUs of one container */
+#define ASSIGN_PODS_MAX 256                          /* candidates considered per call (pending pods on one node) */
+#define ASSIGN_OWNER_MAX 384                         /* "namespace/pod/container" */
 
 /* The resource names this agent serves (plugin options); "" = none of that kind. */
 struct assign_names {
         const char *name[_PLUGIN_KIND_MAX];
+        uint32_t memory_mib; /* MiB per ID of the memory resource (sharing.memory-unit); 0 = the profile's */
 };
 
 struct assign_container {
         char name[64];
+        uint8_t index;                  /* in the pod's cluster_request (cluster_pod_decode_json) */
         unsigned req[_PLUGIN_KIND_MAX]; /* device IDs kubelet asks of each resource (limits; 0 none) */
-        unsigned n_gpus;
-        int gpus[ASSIGN_GPUS_MAX];   /* assigned NVML indices */
-        bool done[_PLUGIN_KIND_MAX]; /* honoured by this agent (an Allocate answered) */
+        uint64_t gpus;                  /* assigned NVML indices (bit i = index i) */
+        bool done[_PLUGIN_KIND_MAX];    /* honoured by this agent (an Allocate answered) */
 };
 
 /* A pod bound to this node with an assignment for it. */
 struct assign_pod {
         char ns[64], name[254], uid[64], rv[32];
         int64_t created;     /* metadata.creationTimestamp, Unix seconds (kubelet admits in this order) */
-        uint64_t assumed_ms; /* when the extender decided (gpuslice.io/assignment "time", ms) */
-        unsigned flags;      /* ASSIGN_FLAG_*: the annotations to set to "true" */
+        uint64_t assumed_ms; /* when it was decided (the assignment's "time", the profiles' assume time) */
+        unsigned flags;      /* CLUSTER_FLAG_*: the annotations to set to "true" */
         bool confirmed;      /* every one of them is "true" already: not a candidate any more */
-        unsigned n;
+        unsigned n;          /* the GPU containers that ask a resource of this agent, in spec order */
         struct assign_container c[ASSIGN_CONTAINERS_MAX];
 };
 
+/* The cluster codec's units as this agent serves them: its whole-GPU name when not nvidia.com/gpu, its
+ * memory unit for its memory resource. */
+void assign_units(const struct assign_names *names, struct cluster_units *ret);
+
 /* From a (slim or full) pod object: a pod of node `node` with an assignment (confirmed or not), or
  * -ENODATA (no GPU resource of ours, no assignment for this node, finished), -EINVAL
- * (no name). Assignments are read in this order: gpuslice.io/assignment; gpu-manager's
- * tencent.com/predicate-gpu-idx-<container index> with tencent.com/predicate-node; gpushare's
- * ALIYUN_COM_GPU_MEM_IDX (with spec.nodeName). A container whose assignment does not name every
- * GPU it needs (whole: as many as it asks; fractional: exactly one) makes the pod -EINVAL:
- * malformed assignments are never honoured halfway. Every input is untrusted. */
+ * (no name, a request or an assignment the cluster codec refuses). The pod is read by the one cluster
+ * codec (cluster_pod_decode_json, src/cluster): gpuslice.io/assignment (by the extender or recorded
+ * by an agent), else gpu-manager's tencent.com/predicate-gpu-idx-<container index> with
+ * tencent.com/predicate-node, else gpushare's ALIYUN_COM_GPU_MEM_IDX (with spec.nodeName). A
+ * container whose assignment does not name every GPU it needs (whole: as many as it asks, up to
+ * CLUSTER_GPUS_MAX; fractional: exactly one) makes the pod -EINVAL: malformed assignments are never
+ * honoured halfway. Every input is untrusted. */
 int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret);
+/* The same from the codec's view of the pod. */
+int assign_pod_from_view(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                         struct assign_pod *ret);
+/* Only what the pod asks of this agent, assignment or not (no flags, no GPUs): 0, -ENODATA (finished,
+ * on another node, nothing of ours), -EINVAL (no name, a container of ours without one). */
+int assign_pod_requests(const struct cluster_pod *v, const char *node, const struct assign_names *names,
+                        struct assign_pod *ret);
 
 /* Which pod's containers kubelet lists, and what they hold (PodResources List): evidence of the pod
  * being admitted (kubelet adds a pod to its pod manager, which PodResources lists, right before it

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "agent/health.h"
+#include "metrics/metrics.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -75,6 +76,12 @@ static void *health_thread(void *arg) {
                 bool critical = health_xid_is_critical(h->ignore, h->n_ignore, e.xid);
                 pthread_mutex_unlock(&h->lock);
                 int i = e.gpu >= 0 ? devices_find_nvml(h->devices, e.gpu) : -1;
+                if (i >= 0) /* every Xid of our GPUs, ignored ones too: a storm of any kind is news */
+                        metrics_counter_add(metrics_counter_get("gpuslice_gpu_xid_errors_total",
+                                                                "Xid errors NVML reported for a GPU (the ignored Xids "
+                                                                "too), by GPU UUID.",
+                                                                "gpu_uuid", devices_info(h->devices, (unsigned)i)->id),
+                                            1);
                 if (!critical) {
                         log_info("ignored Xid", "gpu=%d xid=%u", e.gpu, e.xid);
                         continue;

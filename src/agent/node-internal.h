@@ -15,6 +15,8 @@
  *   publish.c    its own thread: the Node object's labels and annotation (started from setup)
  *   assign-watch.c  the informer of this node's pods and the patcher thread: the scheduler's
  *                assignment honoured at Allocate (assign.h; on the publisher's API client)
+ *   dra-link.c   --dra: the DRA driver (src/dra) started on the publisher's API client, fed the table's
+ *                view of the GPUs, its claims' GPUs marked held in the table
  *
  * Threads: the loop thread runs every callback here; gRPC handlers, the health thread and the
  * status server's thread reach the loop only through loop_event_post (and devices_changed).
@@ -46,6 +48,7 @@ struct share;
 struct http_server;
 struct monitor_service;
 struct publish;
+struct dra;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -104,6 +107,7 @@ struct node {
         struct monitor_service *monitor;  /* /metrics and /healthz; NULL when off or not started */
         struct publish *publish;          /* the Node object's labels (publish.c); NULL: node-local only */
         struct assign_names assign_names; /* the resource names the assignment watcher matches */
+        struct dra *dra;                  /* the DRA driver (dra-link.c); NULL when off */
 
         struct {
                 node_change_fn fn;
@@ -148,6 +152,12 @@ void status_stop(struct node *n);
 void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o);
 void cdi_refresh(struct node *n, const struct plugin_options *o); /* the CDI spec (list strategy cdi) */
 void node_reload(struct node *n);
+
+/* dra-link.c */
+int node_dra_start(struct node *n); /* 0 when off or started */
+void node_dra_stop(struct node *n);
+/* A node_change_fn: the table's view of the GPUs to the DRA driver (nothing when it is off). */
+void node_dra_push(struct node *n, void *userdata);
 
 /* agent-metrics.c */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds);

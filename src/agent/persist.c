@@ -32,6 +32,8 @@ void state_persist(struct node *n) {
         }
         n->saved_generation = gen;
         log_debug("state file written", "dir=%s generation=%" PRIu64, n->cfg.state_dir, gen);
+        if (n->n_change_hooks) /* the record changed: an allocation, which the hooks see too (node-internal.h) */
+                (void)loop_event_post(&n->changed);
 }
 
 bool state_restore(struct node *n) {

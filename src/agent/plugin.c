@@ -33,6 +33,9 @@ struct plugin {
                 void *userdata;
         } whole_hook;
         struct plugin_counters count;
+        /* Devices another driver on this node holds (the DRA driver's prepared claims; table indices):
+         * counted as held whole and in fractions, so no kind hands them out (plugin_usage). */
+        uint64_t held_elsewhere;
         atomic_bool stopping;
 };
 
@@ -181,7 +184,25 @@ void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
                         u.mem[g]++;
                 u.frac |= UINT64_C(1) << g;
         }
+        u.whole |= p->held_elsewhere; /* another driver's: neither kind may hand them out */
+        u.frac |= p->held_elsewhere;
         *ret = u;
+}
+
+uint64_t plugin_own_use(const struct plugin *p) {
+        struct plugin_usage u;
+        plugin_usage(p, &u);
+        return (u.whole | u.frac) & ~p->held_elsewhere;
+}
+
+uint64_t plugin_held_elsewhere(const struct plugin *p) {
+        return p->held_elsewhere;
+}
+
+bool plugin_set_held_elsewhere(struct plugin *p, uint64_t devices) {
+        bool changed = devices != p->held_elsewhere;
+        p->held_elsewhere = devices;
+        return changed;
 }
 
 size_t plugin_record_fixup(struct plugin *p) {

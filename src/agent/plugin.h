@@ -99,8 +99,17 @@ void plugin_set_options(struct plugin *p, const struct plugin_options *o);
 
 /* The allocation record (caller holds the lock; changed only through state.h's functions). */
 struct gpuslice_state *plugin_record(struct plugin *p);
-/* Use per device from the record (caller holds the lock). */
+/* Use per device from the record (caller holds the lock); devices another driver holds count as held
+ * whole and in fractions. */
 void plugin_usage(const struct plugin *p, struct plugin_usage *ret);
+/* The devices the device plugin's own record holds, whole or in fractions (a mask of table indices;
+ * caller holds the lock). */
+uint64_t plugin_own_use(const struct plugin *p);
+/* The devices another driver on this node holds (the DRA driver's prepared claims, dra-link.c; a mask
+ * of table indices): no kind hands them out, ListAndWatch lists them Unhealthy. Caller holds the lock
+ * and calls devices_changed when it returns true (the set changed). */
+bool plugin_set_held_elsewhere(struct plugin *p, uint64_t devices);
+uint64_t plugin_held_elsewhere(const struct plugin *p); /* caller holds the lock */
 /* After a PodResources reconcile or a state file load: entries of our fractional resources without
  * a GPU get their GPU index and the share one ID stands for. Returns how many were filled in.
  * Caller holds the lock. */

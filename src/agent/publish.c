@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "agent/publish.h"
-#include "kube/cluster.h"
+#include "cluster/cluster.h"
 #include "kube/kube.h"
 #include "labels/labels.h"
 #include "metrics/metrics.h"
@@ -143,9 +143,9 @@ json_t *publish_diff(const json_t *node, const json_t *labels, const char *annot
         }
         json_object_foreach(have_l, k, v) if (label_managed(k) && !json_object_get(labels, k))
                 json_object_set_new(pl, k, json_null());
-        const char *h = json_string_value(json_object_get(have_a, KUBE_ANN_GPUS));
+        const char *h = json_string_value(json_object_get(have_a, CLUSTER_ANN_GPUS));
         if (annotation && (!h || !streq(h, annotation)))
-                json_object_set_new(pa, KUBE_ANN_GPUS, json_string(annotation));
+                json_object_set_new(pa, CLUSTER_ANN_GPUS, json_string(annotation));
         if (!json_object_size(pl) && !json_object_size(pa)) {
                 json_decref(pl);
                 json_decref(pa);
@@ -204,7 +204,7 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
                 reason[i] = reasons[i];
         }
         devices_unlock(d);
-        int r = kube_node_gpus_format(t, healthy, reason, ret_ann);
+        int r = cluster_node_encode_topo(t, healthy, reason, ret_ann);
         if (r >= 0) {
                 *ret_labels = publish_labels(t, healthy);
                 if (!*ret_labels) {

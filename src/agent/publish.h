@@ -2,7 +2,7 @@
 /*
  * publish — the node agent's GPUs published on its Node object: GFD-named labels
  * (nvidia.com/gpu.product, …), gpuslice.io/… labels, and the gpuslice.io/gpus annotation
- * (kube/cluster.h). A thread of its own watches the node (an informer on this one node) and the
+ * (src/cluster/cluster.h). A thread of its own watches the node (an informer on this one node) and the
  * device table's generation, and sends a merge patch touching only gpuslice's keys whenever what
  * is published differs from what should be (health flip, driver upgrade, someone edited a label).
  * Without an API server (no --kubeconfig, not in a pod) it is not started and the agent works

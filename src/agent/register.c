@@ -15,6 +15,7 @@
 #include "agent/share.h"
 #include "agent/whole.h"
 #include "deviceplugin.pb-c.h"
+#include "metrics/metrics.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -33,6 +34,10 @@ static void set_registered(struct node *n, struct endpoint *ep, bool registered)
         if (registered)
                 ep->n_registrations++;
         pthread_mutex_unlock(&n->status_lock);
+        metrics_gauge_set(metrics_gauge_get("gpuslice_agent_registered",
+                                            "1 while the resource is registered with kubelet, else 0 (by resource).",
+                                            "resource", ep->resource),
+                          registered ? 1 : 0);
 }
 
 static void retry_in(struct endpoint *ep, uint64_t ms) {

@@ -77,17 +77,11 @@ int share_dir_write(const struct plugin *p, const struct share_rec *r, bool fres
         _cleanup_(closep) int dfd = limits_dir_create(root, r->name, fresh, err);
         if (dfd < 0)
                 return dfd;
-        /* Key first: a dir whose limits exist is always one clean-up can attribute. No fsync: the
-         * journal (fsynced before) is the durable record, and every dir is rewritten from it at
-         * start; the rename still shows a reader the old file or the new one, whole. */
-        int e = limits_dir_write(dfd, SHARE_KEY_FILE, key, (size_t)kl, 0644, ATOMIC_FILE_NO_SYNC);
-        if (e >= 0)
-                e = limits_dir_write_limits(dfd, text, (size_t)n, ATOMIC_FILE_NO_SYNC);
-        if (e >= 0) /* the line /etc/ld.so.preload holds in the container (docs/sharing.md) */
-                e = limits_dir_write(dfd, SHARE_PRELOAD_FILE, SHARE_LIB_PATH "\n", sizeof SHARE_LIB_PATH, 0444,
-                                     ATOMIC_FILE_NO_SYNC);
+        /* No fsync: the journal (fsynced before) is the durable record, and every dir is rewritten from
+         * it at start; the rename still shows a reader the old file or the new one, whole. */
+        int e = limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, ATOMIC_FILE_NO_SYNC, err);
         if (e < 0)
-                gs_error_set(err, e, "cannot write %.100s/%.60s: %s", root, r->name, strerror(-e));
+                gs_error_prefix(err, "%.100s/%.60s", root, r->name);
         return e;
 }
 

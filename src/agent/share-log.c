@@ -48,17 +48,7 @@ void share_rec_close(const struct plugin *p, struct share_rec *r, const char *ou
 }
 
 void share_crash_point(const char *point) {
-        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
-        if (!want || !want[0])
-                return;
-        size_t n = strlen(point);
-        if (strncmp(want, point, n) != 0 || (want[n] != '\0' && want[n] != ':'))
-                return;
-        static unsigned hits; /* the agent's one crash counter; tests only */
-        unsigned nth = 1;
-        if (want[n] == ':' && parse_uint(want + n + 1, 1000000, &nth) < 0)
-                return;
-        if (++hits >= nth) {
+        if (crash_point_due(point)) {
                 log_warn("crash point reached: killing myself", "point=%s", point);
                 raise(SIGKILL);
         }

@@ -40,22 +40,18 @@
 #define SHARE_JOURNAL_FILE "gpuslice.fractions"    /* in the state dir: the fractional write-ahead journal */
 #define SHARE_JOURNAL_LOG "gpuslice.fractions.log" /* ... and its append-only log since that snapshot */
 
-/* Where things appear inside a fractional container. */
-#define SHARE_CONTAINER_DIR "/run/gpuslice"
-#define SHARE_LIMITS_PATH SHARE_CONTAINER_DIR "/limits" /* the limits file, read-only */
-#define SHARE_SHM_PATH SHARE_CONTAINER_DIR "/shm"       /* the shared-region dir, read-write */
-#define SHARE_REGION_PATH SHARE_SHM_PATH "/region"
-/* The interposer, read-only, under the driver's name: preloaded by /etc/ld.so.preload (and LD_PRELOAD), it is
- * the libcuda.so.1 handed out for every later request of the loader (docs/interposer.md). */
-#define SHARE_LIB_DIR SHARE_CONTAINER_DIR "/lib"
-#define SHARE_LIB_PATH SHARE_LIB_DIR "/libcuda.so.1"
-#define SHARE_LD_PRELOAD "/etc/ld.so.preload" /* names SHARE_LIB_PATH; read by the loader whatever the env */
-
-/* Host side, under the limits root: <root>/<name>/{key,limits,ld.so.preload,shm/}. */
+/* Where things appear inside a fractional container, and the host side under the limits root
+ * (<root>/<name>/{key,limits,ld.so.preload,shm/}): util/limits-dir.h, shared with the DRA driver. */
+#define SHARE_CONTAINER_DIR LIMITS_DIR_CONTAINER_DIR
+#define SHARE_LIMITS_PATH LIMITS_DIR_CONTAINER_LIMITS
+#define SHARE_SHM_PATH LIMITS_DIR_CONTAINER_SHM
+#define SHARE_REGION_PATH LIMITS_DIR_CONTAINER_REGION
+#define SHARE_LIB_PATH LIMITS_DIR_CONTAINER_LIB
+#define SHARE_LD_PRELOAD LIMITS_DIR_CONTAINER_PRELOAD
 #define SHARE_KEY_FILE LIMITS_DIR_KEY_FILE
 #define SHARE_LIMITS_FILE LIMITS_DIR_LIMITS_FILE
 #define SHARE_SHM_DIR LIMITS_DIR_SHM_DIR
-#define SHARE_PRELOAD_FILE "ld.so.preload"
+#define SHARE_PRELOAD_FILE LIMITS_DIR_PRELOAD_FILE
 
 /* ---- device IDs (share-id.c; any thread: what a device is never changes) ---- */
 

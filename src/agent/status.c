@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/node-internal.h"
+#include "dra/dra.h"
 #include "http/http.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -82,6 +83,8 @@ static json_t *status_json(struct node *n) {
         }
         devices_unlock(dev);
         json_object_set_new(root, "devices", devs);
+        if (n->dra) /* --dra: the driver's registration and prepared claims */
+                json_object_set_new(root, "dra", dra_status(n->dra));
         return root;
 }
 

@@ -37,6 +37,10 @@ static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bo
                 if (healthy && !devices_healthy(d, (unsigned)i))
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device %s is unhealthy (%s)", what, id,
                                          devices_reason(d, (unsigned)i));
+                if (healthy && (plugin_held_elsewhere(p) & (UINT64_C(1) << i)))
+                        return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                         "%s: device %s is held by another driver on this node (a DRA claim)", what,
+                                         id);
                 if (healthy && (u.frac & (UINT64_C(1) << i)))
                         return rpc_error(st, RPC_INVALID_ARGUMENT,
                                          "%s: device %s is shared: fractions of it are allocated (%s%s%s), so it "

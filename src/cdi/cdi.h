@@ -3,22 +3,26 @@
  * cdi — what a container needs from the node to use its GPUs, as a Container Device Interface
  * spec (`gpuslice cdi generate`) and as the same edits applied by an OCI hook (`gpuslice hook`).
  *
- * Three layers:
+ * Four parts:
  *   - the ld.so.cache reader (interposer/ldcache.h: pure, bytes in, entries out; glibc's
  *     "glibc-ld.so.cache1.1" format, alone or after the old "ld.so-1.7.0" table);
  *   - discovery (I/O, read only): device nodes under a dev root (major/minor from the node itself),
  *     the driver's user-space libraries (lib*.so.<driver version>, found through the ld cache under
  *     a driver root, grouped by capability), its binaries and IPC sockets;
  *   - the spec (pure): discovery + the node's GPUs → a jansson tree in the CDI format, with the
- *     lowest cdiVersion that fits, written as JSON or YAML.
+ *     lowest cdiVersion that fits, written as JSON or YAML;
+ *   - the OCI hook (hook.c): its inputs (the state, config.json), the legacy image checks and plan
+ *     (NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*), and applying a plan
+ *     inside a container's root (mount namespace, openat2(RESOLVE_IN_ROOT), ldconfig). Fail closed:
+ *     anything it cannot read, find or do refuses the container with one line, never half-set-up.
  *
  * Paths: discovery looks under dev_root/driver_root as gpuslice sees them; the spec's host paths
  * are written under host_dev_root/host_driver_root (how the host sees the same trees, for a
  * gpuslice running in a container with the host mounted at, say, /host); container paths are the
  * paths relative to the root (/dev/nvidia0, /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05).
  *
- * Library code: never logs, never writes a file (the CLI writes atomically), never follows a
- * symlink out of the driver root.
+ * Library code: never logs, never writes a file outside a container's root (the CLI writes the spec
+ * atomically), never follows a symlink out of the driver root or out of a container's root.
  */
 #pragma once
 
@@ -30,8 +34,8 @@
 
 #include "interposer/ldcache.h"
 #include "mig/mig.h"
-#include "util/error.h"
 #include "topo/topo.h"
+#include "util/error.h"
 
 #define CDI_PATH_MAX 1024
 /* ---- ld.so.cache: interposer/ldcache.h (gs_ldcache_parse, shared with libgpuslice-cuda.so) ---- */
@@ -106,6 +110,9 @@ struct cdi_roots {
 int cdi_discover(const struct topo *t, const struct cdi_roots *roots, unsigned caps, struct cdi_discovery *ret,
                  struct gs_error *err);
 void cdi_discovery_done(struct cdi_discovery *d);
+/* The device nodes alone (control nodes, the GPUs' nodes), no driver files: what a node whose ld cache cannot
+ * be read still offers. Never fails; ret is filled (free with cdi_discovery_done). */
+void cdi_discover_nodes(const struct topo *t, const struct cdi_roots *roots, struct cdi_discovery *ret);
 
 /*
  * Add the MIG devices of mig (GPUs with MIG on) to d: each one's capability nodes, whose minors the
@@ -133,6 +140,30 @@ struct cdi_spec_options {
  * kind) / -ENOMEM. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                    const struct cdi_spec_options *o, json_t **ret);
+/* ---- one DRA claim's spec ---- */
+
+struct cdi_claim_device {
+        const char *name; /* the CDI device name: "<claim uid>-<device>" ([A-Za-z0-9_.:-]) */
+        unsigned gpu;     /* position of its GPU in the topology */
+};
+
+/* The limiter of a claim with shared devices: the host dir made by limits_dir_create (limits, shm/,
+ * ld.so.preload) and the interposer, mounted where every limited container has them (util/limits-dir.h). */
+struct cdi_claim_limits {
+        const char *dir;
+        const char *interposer;
+};
+
+/* One claim's spec under o->kind ("gpu.gpuslice.io/claim"): a device per entry of dev[0..n) with its GPU's
+ * device node; in the spec-wide edits (applied once whichever devices a container gets) the driver's files and
+ * hook as in cdi_spec_build, and with limits the limiter's environment (LD_PRELOAD, GPUSLICE_LIMITS) and mounts.
+ * 0, -EINVAL (bad kind or name, a GPU without a device node), -ENAMETOOLONG, -ENOMEM. */
+int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
+                         const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
+                         const struct cdi_claim_limits *limits, json_t **ret);
+/* Whether a CDI device name is valid: 1..255 of [A-Za-z0-9_.:-]. */
+bool cdi_name_valid(const char *name);
+
 /* The lowest cdiVersion that accepts this spec (names starting with a digit and deviceNodes
  * hostPath need 0.5.0, mount type 0.4.0, annotations 0.6.0; 0.3.0 otherwise). */
 const char *cdi_spec_min_version(const json_t *spec);
@@ -188,3 +219,75 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
  */
 int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
                       char *ret_path, size_t path_len, struct gs_error *err);
+
+/* ---- the OCI hook (hook.c; `gpuslice hook` is its command line) ---- */
+
+#define CDI_HOOK_LINKS_MAX 256
+#define CDI_HOOK_LDCONFIG_MAX 8
+
+/* Which hook stage runs where: prestart and createRuntime in the runtime's mount namespace (the hook
+ * joins the container's), createContainer in the container's; the stages after start do nothing. */
+enum cdi_hook_stage {
+        CDI_HOOK_STAGE_NOTHING = 0,  /* poststart, startContainer, poststop */
+        CDI_HOOK_STAGE_RUNTIME_NS,   /* prestart, createRuntime */
+        CDI_HOOK_STAGE_CONTAINER_NS, /* createContainer */
+};
+/* 0 or -EINVAL (an unknown stage). */
+int cdi_hook_stage(const char *name, enum cdi_hook_stage *ret);
+
+/* The OCI state from fd (the hook's stdin) and the bundle's config.json into ret (free with
+ * cdi_oci_done). 0 or -errno with err: what could not be read or parsed. */
+int cdi_hook_read_oci(int fd, struct cdi_oci *ret, struct gs_error *err);
+
+/* What to do inside one container's root. */
+struct cdi_hook_link {
+        char target[128];        /* a file name (no '/'): the link's content */
+        char path[CDI_PATH_MAX]; /* absolute, inside the root */
+};
+struct cdi_hook_plan {
+        char rootfs[CDI_PATH_MAX]; /* the container's root filesystem (absolute, as the runtime sees it) */
+        int pid;                   /* > 0: join this process's mount namespace first */
+        char driver_root[CDI_PATH_MAX];
+        const struct cdi_devnode *nodes[TOPO_MAX_GPUS + 4]; /* device nodes to create (borrowed) */
+        size_t n_nodes;
+        const struct cdi_discovery *d; /* its files to bind-mount (read-only but sockets), NULL none (borrowed) */
+        struct cdi_hook_link *links;   /* malloc'ed */
+        size_t n_links;
+        char ldconfig[CDI_HOOK_LDCONFIG_MAX][CDI_PATH_MAX]; /* directories for the container's ld cache */
+        size_t n_ldconfig;
+        const char *ldconfig_bin; /* NULL: /sbin/ldconfig, else /usr/sbin/ldconfig */
+};
+/* Add a link (target: a file name; path: absolute). 0, -EINVAL, -E2BIG (too many), -ENOMEM. */
+int cdi_hook_plan_link(struct cdi_hook_plan *p, const char *target, const char *path);
+/* Add a directory for ldconfig (absolute). 0, -EINVAL, -E2BIG. */
+int cdi_hook_plan_ldconfig(struct cdi_hook_plan *p, const char *dir);
+void cdi_hook_plan_done(struct cdi_hook_plan *p);
+
+/* The legacy-image hook's decision for a container (`gpuslice hook [STAGE]`): its
+ * NVIDIA_VISIBLE_DEVICES (indices, UUIDs, all; none and void and unset: nothing to do),
+ * NVIDIA_DRIVER_CAPABILITIES and NVIDIA_REQUIRE_* / NVIDIA_DISABLE_REQUIRE / CUDA_VERSION checked
+ * against the node (load_node fills the node's GPUs and driver: asked only for a GPU container),
+ * then the plan: the GPUs' and the control device nodes, the driver's files of those capabilities,
+ * the soname and libcuda.so links, the ld cache directories. d receives the discovery the plan
+ * borrows (free with cdi_discovery_done after the plan). 0 (a plan to apply), 1 (nothing to do), or
+ * the refusal: -errno with err saying what failed and, for requirements, what the node has. */
+struct cdi_hook_legacy {
+        const struct cdi_oci *oci;
+        enum cdi_hook_stage stage;
+        struct cdi_roots roots;
+        int (*load_node)(void *userdata, struct topo *ret, struct gs_error *err);
+        void *userdata;
+};
+int cdi_hook_plan_legacy(const struct cdi_hook_legacy *in, struct cdi_discovery *d, struct cdi_hook_plan *ret,
+                         struct gs_error *err);
+
+/* NVIDIA_VISIBLE_DEVICES (a list of indices or UUIDs, "all", "none") → ret_sel[i] for GPU i of t.
+ * 0, or -EINVAL / -ENODEV (no such GPU, or one not usable) with err. */
+int cdi_hook_select_gpus(const struct topo *t, const char *list, bool *ret_sel, struct gs_error *err);
+
+/* Apply a plan in a child process (so joining a mount namespace never touches the caller): device
+ * nodes made, files bind-mounted (read-only, nosuid, nodev; IPC sockets writable), links made, every
+ * path resolved inside the root (openat2 RESOLVE_IN_ROOT: a symlink in the image cannot lead out of
+ * it), then ldconfig -r ROOT (best effort: images without /etc or with a foreign libc keep theirs).
+ * 0, or the first failure as -errno with err (the container must be refused). */
+int cdi_hook_apply(const struct cdi_hook_plan *p, struct gs_error *err);

@@ -254,6 +254,26 @@ static bool devnode(const char *dev_root, const char *name, struct cdi_devnode *
         return true;
 }
 
+static void find_nodes(const struct topo *t, const char *dev_root, struct cdi_discovery *d) {
+        for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++)
+                if (devnode(dev_root, control_nodes[i], &d->control[d->n_control]))
+                        d->n_control++;
+        for (unsigned i = 0; i < t->n_gpus && i < TOPO_MAX_GPUS; i++) {
+                char name[32];
+                if (t->gpu[i].minor < 0)
+                        continue;
+                snprintf(name, sizeof name, "nvidia%d", t->gpu[i].minor);
+                if (!devnode(dev_root, name, &d->gpu[i]))
+                        memset(&d->gpu[i], 0, sizeof d->gpu[i]);
+        }
+}
+
+void cdi_discover_nodes(const struct topo *t, const struct cdi_roots *roots, struct cdi_discovery *ret) {
+        memset(ret, 0, sizeof *ret);
+        strscpy(ret->driver_version, t->driver_version, sizeof ret->driver_version);
+        find_nodes(t, roots && roots->dev_root ? roots->dev_root : "/", ret);
+}
+
 void cdi_discovery_done(struct cdi_discovery *d) {
         if (!d)
                 return;
@@ -346,17 +366,7 @@ static int cdi_discover_impl(const struct topo *t, const struct cdi_roots *roots
                 return -ENODATA;
         }
 
-        for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++)
-                if (devnode(dev_root, control_nodes[i], &d.control[d.n_control]))
-                        d.n_control++;
-        for (unsigned i = 0; i < t->n_gpus && i < TOPO_MAX_GPUS; i++) {
-                char name[32];
-                if (t->gpu[i].minor < 0)
-                        continue;
-                snprintf(name, sizeof name, "nvidia%d", t->gpu[i].minor);
-                if (!devnode(dev_root, name, &d.gpu[i]))
-                        memset(&d.gpu[i], 0, sizeof d.gpu[i]);
-        }
+        find_nodes(t, dev_root, &d);
 
         /* libraries through the ld cache */
         char path[CDI_PATH_MAX];

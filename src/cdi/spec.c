@@ -10,11 +10,12 @@
 #include <string.h>
 
 #include "cdi/cdi.h"
+#include "interposer/limits.h"
+#include "util/limits-dir.h"
 #include "util/util.h"
 
-/* Where the fractional devices put the interposer (src/agent/share.h SHARE_LIB_PATH; a unit test
- * checks they agree). */
-#define CDI_SHARE_LIB_PATH "/run/gpuslice/lib/libcuda.so.1"
+/* Where the fractional devices put the interposer: the place every limited container has it. */
+#define CDI_SHARE_LIB_PATH LIMITS_DIR_CONTAINER_LIB
 
 static bool part_valid(const char *s, size_t n, bool vendor) {
         if (n == 0 || !isalpha((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
@@ -98,6 +99,59 @@ fail:
         return NULL;
 }
 
+/* The edits every device of a spec needs once: control nodes, the driver's files, the hook that makes the
+ * library links and runs ldconfig; NVIDIA_VISIBLE_DEVICES=void keeps a legacy hook (NVIDIA's or ours) from
+ * injecting the same things a second time. 0, -ENAMETOOLONG or -ENOMEM (common keeps what was added). */
+static int common_edits(json_t *common, const struct cdi_discovery *d, const char *host_dev, const char *host_drv,
+                        const char *hook_path) {
+        char host[CDI_PATH_MAX * 2];
+        if (push(common, "env", json_string("NVIDIA_VISIBLE_DEVICES=void")) < 0)
+                return -ENOMEM;
+        for (unsigned i = 0; i < d->n_control; i++)
+                if (push(common, "deviceNodes", node_json(&d->control[i], host_dev)) < 0)
+                        return -ENOMEM;
+        _cleanup_(json_decrefp) json_t *args = json_pack("[s,s,s]", "gpuslice", "hook", "cdi-links");
+        if (!args)
+                return -ENOMEM;
+        bool links = false;
+        for (size_t i = 0; i < d->n_files; i++) {
+                const struct cdi_file *f = &d->files[i];
+                if (prefixed(host, sizeof host, host_drv, f->source) < 0)
+                        return -ENAMETOOLONG;
+                if (push(common, "mounts", mount_json(host, f->path, f->kind != CDI_FILE_IPC)) < 0)
+                        return -ENOMEM;
+                if (f->kind != CDI_FILE_LIBRARY || !f->soname[0])
+                        continue;
+                const char *base = strrchr(f->path, '/') + 1;
+                char link[CDI_PATH_MAX * 2 + 8];
+                size_t dl = (size_t)(base - f->path);
+                if (!streq(base, f->soname)) {
+                        snprintf(link, sizeof link, "%s::%.*s%s", base, (int)dl, f->path, f->soname);
+                        if (json_array_append_new(args, json_string("--link")) < 0 ||
+                            json_array_append_new(args, json_string(link)) < 0)
+                                return -ENOMEM;
+                        links = true;
+                }
+                if (startswith(f->soname, "libcuda.so.")) { /* the development name some loaders ask for */
+                        snprintf(link, sizeof link, "%s::%.*slibcuda.so", f->soname, (int)dl, f->path);
+                        if (json_array_append_new(args, json_string("--link")) < 0 ||
+                            json_array_append_new(args, json_string(link)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        for (unsigned i = 0; i < d->n_lib_dirs; i++)
+                if (json_array_append_new(args, json_string("--ldconfig")) < 0 ||
+                    json_array_append_new(args, json_string(d->lib_dirs[i])) < 0)
+                        return -ENOMEM;
+        if ((links || d->n_lib_dirs) && hook_path) {
+                json_t *hook =
+                        json_pack("{s:s, s:s, s:O}", "hookName", "createContainer", "path", hook_path, "args", args);
+                if (push(common, "hooks", hook) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* lint: long — the CDI spec as the spec's layout reads (devices per GPU, all, shared; then the common edits), one
  * branch per optional part; it fills one json_t that is freed whole on failure. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
@@ -106,7 +160,7 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
         const char *drv_root = roots && roots->driver_root ? roots->driver_root : "/";
         const char *host_dev = o->host_dev_root ? o->host_dev_root : dev_root;
         const char *host_drv = o->host_driver_root ? o->host_driver_root : drv_root;
-        char host[CDI_PATH_MAX * 2];
+        int r;
         if (!cdi_kind_valid(o->kind))
                 return -EINVAL;
         json_t *spec = json_pack("{s:s, s:s, s:[]}", "cdiVersion", "0.3.0", "kind", o->kind, "devices");
@@ -179,70 +233,84 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                                 goto oom;
                 }
 
-        /* common edits: control nodes, driver files, the hook; NVIDIA_VISIBLE_DEVICES=void keeps a
-         * legacy hook (NVIDIA's or ours) from injecting the same things a second time */
-        if (push(common, "env", json_string("NVIDIA_VISIBLE_DEVICES=void")) < 0)
-                goto oom;
-        for (unsigned i = 0; i < d->n_control; i++)
-                if (push(common, "deviceNodes", node_json(&d->control[i], host_dev)) < 0)
-                        goto oom;
-        json_t *args = json_pack("[s,s,s]", "gpuslice", "hook", "cdi-links");
-        if (!args)
-                goto oom;
-        bool links = false;
-        for (size_t i = 0; i < d->n_files; i++) {
-                const struct cdi_file *f = &d->files[i];
-                if (prefixed(host, sizeof host, host_drv, f->source) < 0) {
-                        json_decref(args);
-                        return -ENAMETOOLONG;
-                }
-                if (push(common, "mounts", mount_json(host, f->path, f->kind != CDI_FILE_IPC)) < 0) {
-                        json_decref(args);
-                        goto oom;
-                }
-                if (f->kind != CDI_FILE_LIBRARY || !f->soname[0])
-                        continue;
-                const char *base = strrchr(f->path, '/') + 1;
-                char link[CDI_PATH_MAX * 2 + 8];
-                size_t dl = (size_t)(base - f->path);
-                if (!streq(base, f->soname)) {
-                        snprintf(link, sizeof link, "%s::%.*s%s", base, (int)dl, f->path, f->soname);
-                        if (json_array_append_new(args, json_string("--link")) < 0 ||
-                            json_array_append_new(args, json_string(link)) < 0)
-                                goto oom_args;
-                        links = true;
-                }
-                if (startswith(f->soname, "libcuda.so.")) { /* the development name some loaders ask for */
-                        snprintf(link, sizeof link, "%s::%.*slibcuda.so", f->soname, (int)dl, f->path);
-                        if (json_array_append_new(args, json_string("--link")) < 0 ||
-                            json_array_append_new(args, json_string(link)) < 0)
-                                goto oom_args;
-                }
+        r = common_edits(common, d, host_dev, host_drv, o->hook_path);
+        if (r < 0) {
+                json_decref(spec);
+                return r;
         }
-        for (unsigned i = 0; i < d->n_lib_dirs; i++)
-                if (json_array_append_new(args, json_string("--ldconfig")) < 0 ||
-                    json_array_append_new(args, json_string(d->lib_dirs[i])) < 0)
-                        goto oom_args;
-        if ((links || d->n_lib_dirs) && o->hook_path) {
-                json_t *hook =
-                        json_pack("{s:s, s:s, s:o}", "hookName", "createContainer", "path", o->hook_path, "args", args);
-                if (push(common, "hooks", hook) < 0)
-                        goto oom;
-        } else
-                json_decref(args);
-
         if (json_object_set_new(spec, "cdiVersion", json_string(cdi_spec_min_version(spec))) < 0)
                 goto oom;
         *ret = spec;
         return 0;
-oom_args:
-        json_decref(args);
-        goto oom;
 oom_all:
         json_decref(all);
 oom:
         json_decref(spec);
         return -ENOMEM;
+}
+
+static int limiter_edits(json_t *common, const struct cdi_claim_limits *l) {
+        char host[CDI_PATH_MAX * 2];
+        if (push(common, "env", json_string("LD_PRELOAD=" CDI_SHARE_LIB_PATH)) < 0 ||
+            push(common, "env", json_string(GS_LIMITS_ENV "=" LIMITS_DIR_CONTAINER_LIMITS)) < 0)
+                return -ENOMEM;
+        static const struct {
+                const char *file, *container;
+                bool ro;
+        } m[] = {
+                { LIMITS_DIR_LIMITS_FILE, LIMITS_DIR_CONTAINER_LIMITS, true },
+                { LIMITS_DIR_SHM_DIR, LIMITS_DIR_CONTAINER_SHM, false },
+                { LIMITS_DIR_PRELOAD_FILE, LIMITS_DIR_CONTAINER_PRELOAD, true },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(m); i++) {
+                int w = snprintf(host, sizeof host, "%s/%s", l->dir, m[i].file);
+                if (w < 0 || (size_t)w >= sizeof host)
+                        return -ENAMETOOLONG;
+                if (push(common, "mounts", mount_json(host, m[i].container, m[i].ro)) < 0)
+                        return -ENOMEM;
+        }
+        return push(common, "mounts", mount_json(l->interposer, CDI_SHARE_LIB_PATH, true));
+}
+
+int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
+                         const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
+                         const struct cdi_claim_limits *limits, json_t **ret) {
+        const char *host_dev = o->host_dev_root ? o->host_dev_root : roots && roots->dev_root ? roots->dev_root : "/";
+        const char *host_drv = o->host_driver_root           ? o->host_driver_root
+                               : roots && roots->driver_root ? roots->driver_root
+                                                             : "/";
+        if (!cdi_kind_valid(o->kind) || (limits && (!limits->dir || !limits->interposer)))
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (dev[i].gpu >= t->n_gpus || !d->gpu[dev[i].gpu].major || !cdi_name_valid(dev[i].name))
+                        return -EINVAL;
+        _cleanup_(json_decrefp) json_t *spec = json_pack("{s:s, s:s, s:[], s:{}}", "cdiVersion", "0.3.0", "kind",
+                                                         o->kind, "devices", "containerEdits");
+        if (!spec)
+                return -ENOMEM;
+        json_t *devices = json_object_get(spec, "devices"), *common = json_object_get(spec, "containerEdits");
+        for (size_t i = 0; i < n; i++)
+                if (json_array_append_new(devices,
+                                          device_json(dev[i].name, gpu_edits(&d->gpu[dev[i].gpu], host_dev, NULL))) < 0)
+                        return -ENOMEM;
+        int r = common_edits(common, d, host_dev, host_drv, o->hook_path);
+        if (r == 0 && limits)
+                r = limiter_edits(common, limits);
+        if (r < 0)
+                return r;
+        if (json_object_set_new(spec, "cdiVersion", json_string(cdi_spec_min_version(spec))) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(spec);
+        return 0;
+}
+
+bool cdi_name_valid(const char *name) {
+        if (!name || !name[0] || strlen(name) > 255)
+                return false;
+        for (const char *c = name; *c; c++)
+                if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.' && *c != ':' && *c != '-')
+                        return false;
+        return true;
 }
 
 static int version_need(const json_t *edits) {

@@ -5,8 +5,10 @@
  * and the pods' assignment annotations into the one cluster model (src/sched/model.h, the
  * scheduler extender's), and prints one row per node and GPU with memory and compute allocated
  * (what the assignments record: sched_node_records), the whole-GPU holder, health and pods; pending
- * GPU pods are shown as such. --json gives the schema documented in docs/cluster.md. A thin
- * client: the model and the annotation readers live in src/sched.
+ * GPU pods are shown as such. Where the API serves resource.k8s.io, the ResourceClaims allocated by
+ * gpuslice's DRA driver are shown beside the pods, on the GPU their device names (docs/dra.md). --json
+ * gives the schema documented in docs/cluster.md. A thin client: the model and the annotation readers
+ * live in src/sched, the claim decoder in src/dra.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +22,8 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "dra/claim.h"
+#include "dra/dra.h"
 #include "kube/kube.h"
 #include "sched/codec.h"
 #include "sched/model.h"
@@ -49,23 +53,37 @@ static void usage(FILE *f) {
 
 /* A node as listed: its name, and why it publishes no GPUs (else it is in the model). */
 struct listed_node {
-        char name[SCHED_NAME_MAX];
+        char name[CLUSTER_NAME_MAX];
         bool published;
         char error[128];
 };
 
+/* One device a DRA claim of gpuslice's driver holds (the claim is shown on that node's GPU). */
+struct listed_claim {
+        char ns[DRA_MAX_LABEL + 1], name[DRA_MAX_POOL_NAME + 1], request[128];
+        char node[DRA_MAX_POOL_NAME + 1];
+        unsigned gpu; /* NVML index, from the device name */
+        bool shared;
+        uint64_t memory, cores;
+        char pods[DRA_RESERVED_KEPT * 64]; /* "ns/pod,..." of status.reservedFor */
+};
+
 /* What the LISTs bring: nodes and bound GPU pods go into the one cluster model (src/sched/model.h,
- * the extender's), pending GPU pods (no node yet) are kept aside; nothing keeps the JSON. */
+ * the extender's), pending GPU pods (no node yet) are kept aside, DRA claims beside them; nothing
+ * keeps the JSON. */
 struct collect {
         struct sched_model *model;
-        struct sched_units units;
-        struct sched_node_info *info; /* scratch */
+        struct cluster_units units;
+        struct cluster_node_info *info; /* scratch */
         struct listed_node *nodes;
         size_t n_nodes, cap_nodes;
-        struct sched_pod_view *view; /* scratch */
-        struct sched_pod_view *pending;
+        struct cluster_pod *view; /* scratch */
+        struct cluster_pod *pending;
         size_t n_pending, cap_pending;
         size_t n_pods;
+        struct listed_claim *claims;
+        size_t n_claims, cap_claims;
+        struct dra_claim *claim; /* scratch */
         int error;
 };
 
@@ -92,14 +110,14 @@ static int collect_node(json_t *obj, void *u) {
                 return 0;
         strscpy(n->name, name, sizeof n->name);
         struct gs_error err = { 0 };
-        int r = sched_node_decode_json(obj, c->info, &err);
+        int r = cluster_node_decode_json(obj, c->info, &err);
         if (r == 0)
                 r = sched_model_set_node(c->model, c->info);
         if (r == -ENOMEM)
                 return r;
         n->published = r == 0;
         if (r == -ENOENT)
-                strscpy(n->error, "no " SCHED_ANNOT_NODE_GPUS " annotation", sizeof n->error);
+                strscpy(n->error, "no " CLUSTER_ANN_GPUS " annotation", sizeof n->error);
         else if (r < 0) {
                 /* "node NAME: gpuslice.io/gpus: why": the name is on the row already */
                 const char *e = err.message;
@@ -138,12 +156,12 @@ static int collect_pod(json_t *obj, void *u) {
                 return 0;
         }
         struct gs_error err = { 0 };
-        if (sched_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
+        if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
                 if (c->n_pending == c->cap_pending) {
                         size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
-                        struct sched_pod_view *p = realloc(c->pending, cap * sizeof *p);
+                        struct cluster_pod *p = realloc(c->pending, cap * sizeof *p);
                         if (!p)
                                 return -ENOMEM;
                         c->pending = p;
@@ -162,6 +180,45 @@ static int collect_pod(json_t *obj, void *u) {
         if (r == -ENOMEM)
                 return r;
         c->n_pods++;
+        return 0;
+}
+
+/* A ResourceClaim: each device gpuslice's DRA driver allocated for it. */
+static int collect_claim(json_t *obj, void *u) {
+        struct collect *c = u;
+        if (!obj) {
+                c->n_claims = 0;
+                return 0;
+        }
+        struct gs_error err = { 0 };
+        if (dra_claim_from_json(obj, DRA_DRIVER_DEFAULT, c->claim, &err) < 0)
+                return 0; /* not one inspect can show */
+        const struct dra_claim *cl = c->claim;
+        for (unsigned i = 0; i < cl->n_results; i++) {
+                const struct dra_result *res = &cl->results[i];
+                unsigned gpu;
+                bool shared;
+                if (dra_device_parse(res->device, &gpu, &shared) < 0)
+                        continue;
+                if (c->n_claims == c->cap_claims) {
+                        size_t cap = c->cap_claims ? c->cap_claims * 2 : 16;
+                        struct listed_claim *n = realloc(c->claims, cap * sizeof *n);
+                        if (!n)
+                                return -ENOMEM;
+                        c->claims = n;
+                        c->cap_claims = cap;
+                }
+                struct listed_claim *lc = &c->claims[c->n_claims++];
+                *lc = (struct listed_claim){ .gpu = gpu, .shared = shared, .memory = res->memory, .cores = res->cores };
+                strscpy(lc->ns, cl->namespace_, sizeof lc->ns);
+                strscpy(lc->name, cl->name, sizeof lc->name);
+                strscpy(lc->request, res->request, sizeof lc->request);
+                strscpy(lc->node, res->pool, sizeof lc->node);
+                size_t at = 0;
+                for (unsigned k = 0; k < MIN(cl->n_reserved_pods, (unsigned)DRA_RESERVED_KEPT); k++)
+                        at += (size_t)snprintf(lc->pods + at, sizeof lc->pods - MIN(at, sizeof lc->pods), "%s%s/%s",
+                                               k ? "," : "", cl->namespace_, cl->reserved_pods[k]);
+        }
         return 0;
 }
 
@@ -196,7 +253,7 @@ static int list_all(struct kube_client *cl, const char *path, const char *field_
         return r;
 }
 
-static void view_request(const struct sched_pod_view *v, uint64_t *mem, unsigned *core, unsigned *whole) {
+static void view_request(const struct cluster_pod *v, uint64_t *mem, unsigned *core, unsigned *whole) {
         *mem = 0;
         *core = 0;
         *whole = 0;
@@ -220,6 +277,47 @@ static json_t *json_request(const char *ns, const char *name, uint64_t mem, unsi
         json_object_set_new(o, "core_percent", json_integer(core));
         json_object_set_new(o, "whole_gpus", json_integer(whole));
         return o;
+}
+
+/* The claims of gpuslice's DRA driver, where the server serves resource.k8s.io (else none, silently). */
+static int list_claims(struct kube_client *cl, unsigned page, struct collect *c) {
+        json_t *group = NULL;
+        if (kube_request(cl, KUBE_GET, "/apis/resource.k8s.io", NULL, &group, NULL) < 0)
+                return 0;
+        static const char *const prefer[] = { "v1", "v1beta2", "v1beta1" };
+        const char *version = NULL;
+        for (size_t k = 0; k < ELEMENTSOF(prefer) && !version; k++) {
+                size_t i;
+                json_t *v;
+                json_array_foreach(json_object_get(group, "versions"), i, v) {
+                        const char *ver = json_string_value(json_object_get(v, "version"));
+                        if (ver && streq(ver, prefer[k]))
+                                version = prefer[k];
+                }
+        }
+        json_decref(group);
+        if (!version || !(c->claim = malloc(sizeof *c->claim)))
+                return version ? -ENOMEM : 0;
+        char path[80];
+        snprintf(path, sizeof path, "/apis/resource.k8s.io/%s/resourceclaims", version);
+        return list_all(cl, path, NULL, page, collect_claim, c);
+}
+
+static json_t *json_claims(const struct collect *c, const char *node, unsigned gpu) {
+        json_t *out = json_array();
+        for (size_t i = 0; i < c->n_claims; i++) {
+                const struct listed_claim *lc = &c->claims[i];
+                if (!streq(lc->node, node) || lc->gpu != gpu)
+                        continue;
+                json_t *o = json_ref(lc->ns, lc->name);
+                json_object_set_new(o, "request", json_string(lc->request));
+                json_object_set_new(o, "whole", json_boolean(!lc->shared));
+                json_object_set_new(o, "memory_mib", json_integer((json_int_t)(lc->memory >> 20)));
+                json_object_set_new(o, "core_percent", json_integer((json_int_t)lc->cores));
+                json_object_set_new(o, "reserved_for", json_string(lc->pods));
+                json_array_append_new(out, o);
+        }
+        return out;
 }
 
 static int node_cmp(const void *a, const void *b) {
@@ -274,7 +372,7 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                                 json_object_set_new(jp, "core_percent", json_integer(core));
                                 json_object_set_new(jp, "whole", json_boolean(whole));
                                 json_object_set_new(jp, "confirmed", json_boolean(p->confirmed));
-                                json_object_set_new(jp, "source", json_string(sched_source_name(p->source)));
+                                json_object_set_new(jp, "source", json_string(cluster_source_name(p->source)));
                                 json_array_append_new(pods, jp);
                                 if (whole && json_is_null(holder)) {
                                         json_decref(holder);
@@ -283,6 +381,7 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                         }
                         json_object_set_new(jg, "whole_holder", holder);
                         json_object_set_new(jg, "pods", pods);
+                        json_object_set_new(jg, "claims", json_claims(c, ln->name, g));
                         json_array_append_new(gpus, jg);
                 }
                 for (unsigned q = 0; q < rec.n_unplaced; q++) {
@@ -345,8 +444,20 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                         break;
                                 }
                         }
-                        fprintf(f, "%-24s %-4u %-28.28s %-17s %-9s %-22.60s %-9.9s %u\n", g ? "" : ln->name, g,
-                                gpu_model(n, g), mem, core, holder, gpu_health(n, g), u->n_pods);
+                        unsigned n_claims = 0;
+                        for (size_t k = 0; k < c->n_claims; k++)
+                                if (streq(c->claims[k].node, ln->name) && c->claims[k].gpu == g) {
+                                        n_claims++;
+                                        if (!c->claims[k].shared && streq(holder, "-"))
+                                                snprintf(holder, sizeof holder, "claim %s/%s", c->claims[k].ns,
+                                                         c->claims[k].name);
+                                }
+                        char claims[40] = "";
+                        if (n_claims)
+                                snprintf(claims, sizeof claims, " (+%u DRA claim%s)", n_claims,
+                                         n_claims > 1 ? "s" : "");
+                        fprintf(f, "%-24s %-4u %-28.28s %-17s %-9s %-22.60s %-9.9s %u%s\n", g ? "" : ln->name, g,
+                                gpu_model(n, g), mem, core, holder, gpu_health(n, g), u->n_pods, claims);
                         tot_mem += total;
                         tot_alloc += MIN(u->mem_mib, total);
                         n_gpus++;
@@ -356,7 +467,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                 unsigned cr;
                                 bool whole;
                                 sched_pod_share(p, n, g, &m, &cr, &whole);
-                                const char *src = sched_source_name(p->source);
+                                const char *src = cluster_source_name(p->source);
                                 if (whole)
                                         fprintf(f, "%29s %s/%s  whole GPU%s  [%s]\n", "", p->ns, p->name,
                                                 p->confirmed ? "" : "  (assigned, not yet started)", src);
@@ -364,6 +475,20 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                         fprintf(f, "%29s %s/%s  memory %" PRIu64 " MiB  core %u%%%s  [%s]\n", "", p->ns,
                                                 p->name, m, cr, p->confirmed ? "" : "  (assigned, not yet started)",
                                                 src);
+                        }
+                        for (size_t k = 0; details && k < c->n_claims; k++) {
+                                const struct listed_claim *lc = &c->claims[k];
+                                if (!streq(lc->node, ln->name) || lc->gpu != g)
+                                        continue;
+                                if (lc->shared)
+                                        fprintf(f,
+                                                "%29s claim %s/%s  memory %" PRIu64 " MiB  core %" PRIu64
+                                                "%%  [dra: %s%s%s]\n",
+                                                "", lc->ns, lc->name, lc->memory >> 20, lc->cores, lc->request,
+                                                lc->pods[0] ? ", pods " : "", lc->pods);
+                                else
+                                        fprintf(f, "%29s claim %s/%s  whole GPU  [dra: %s%s%s]\n", "", lc->ns, lc->name,
+                                                lc->request, lc->pods[0] ? ", pods " : "", lc->pods);
                         }
                 }
                 for (unsigned q = 0; q < rec.n_unplaced; q++) {
@@ -381,7 +506,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
         if (c->n_pending) {
                 fprintf(f, "\nPENDING (no node yet):\n");
                 for (size_t q = 0; q < c->n_pending; q++) {
-                        const struct sched_pod_view *p = &c->pending[q];
+                        const struct cluster_pod *p = &c->pending[q];
                         uint64_t m;
                         unsigned cr, wh;
                         view_request(p, &m, &cr, &wh);
@@ -400,6 +525,8 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
 
 static void collect_done(struct collect *c) {
         c->model = sched_model_free(c->model);
+        free(c->claims);
+        free(c->claim);
         free(c->info);
         free(c->view);
         free(c->nodes);
@@ -466,7 +593,7 @@ int cmd_inspect(int argc, char **argv) {
                 return EXIT_RUNTIME;
         }
         struct collect col = { 0 }, pending = { 0 };
-        sched_units_default(&col.units);
+        cluster_units_default(&col.units);
         pending.units = col.units;
         col.info = malloc(sizeof *col.info);
         col.view = malloc(sizeof *col.view);
@@ -495,8 +622,7 @@ int cmd_inspect(int argc, char **argv) {
                 if (r >= 0)
                         r = list_all(cl, "/api/v1/pods", "spec.nodeName=", o.page, collect_pod, &pending);
                 if (r >= 0 && pending.n_pending) {
-                        struct sched_pod_view *m =
-                                realloc(col.pending, (col.n_pending + pending.n_pending) * sizeof *m);
+                        struct cluster_pod *m = realloc(col.pending, (col.n_pending + pending.n_pending) * sizeof *m);
                         if (!m)
                                 r = -ENOMEM;
                         else {
@@ -507,6 +633,8 @@ int cmd_inspect(int argc, char **argv) {
                 }
         } else if (r >= 0)
                 r = list_all(cl, "/api/v1/pods", NULL, o.page, collect_pod, &col);
+        if (r >= 0)
+                r = list_claims(cl, o.page, &col);
         kube_client_free(cl);
         collect_done(&pending);
         if (r < 0) {

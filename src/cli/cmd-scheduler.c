@@ -2,40 +2,34 @@
 /*
  * gpuslice scheduler — the kube-scheduler extender in the foreground: serves filter, prioritize
  * and bind (src/sched/server.c) over a cluster model fed by the API server's node and pod watches
- * (src/sched/feed.c, when built with src/kube), or from a snapshot file (--snapshot), until
- * SIGTERM/SIGINT (exit 0). docs/scheduler.md explains the decisions and the configuration.
+ * (src/sched/feed.c), or from a snapshot file (--snapshot), until SIGTERM/SIGINT (exit 0).
+ * docs/scheduler.md explains the decisions and the configuration.
  */
 #include <getopt.h>
 #include <signal.h>
 
 #include "cli/commands.h"
 #include "http/http.h"
-#include "sched/server.h"
-#ifdef GPUSLICE_HAVE_KUBE
 #include "sched/feed.h"
-#endif
+#include "sched/server.h"
 #include "util/log.h"
 #include "util/util.h"
 
 static void help(FILE *f) {
         fputs("Usage: gpuslice scheduler [OPTIONS]\n\n"
               "Serve the kube-scheduler extender verbs (POST /filter, /prioritize, /bind, /preempt) that place\n"
-              "GPU pods on nodes and GPUs where they really fit, plus /healthz and /metrics, in the foreground.\n"
-              "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md has the details.\n\n"
+              "GPU pods on nodes and GPUs where they really fit, plus /healthz, /metrics and the read-only operator\n"
+              "page GET /ui with its JSON API (/api/v1/cluster, /api/v1/topology), in the foreground.\n"
+              "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md and docs/ui.md have the details.\n\n"
               "Options:\n"
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
               "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
               "                                 override it with the gpuslice.io/scheduling-policy annotation\n"
-#ifdef GPUSLICE_HAVE_KUBE
               "      --kubeconfig FILE          the API server to watch and bind through (default:\n"
               "                                 $KUBECONFIG, in-cluster, ~/.kube/config)\n"
               "      --context NAME             kubeconfig context (default: the current one)\n"
               "      --snapshot FILE            instead of the API: load the cluster from FILE\n"
               "                                 ({\"nodes\": [Node...], \"pods\": [Pod...]})\n"
-#else
-              "      --snapshot FILE            load the cluster from FILE ({\"nodes\": [Node...], \"pods\":\n"
-              "                                 [Pod...]}, e.g. kubectl get nodes,pods -o json, merged)\n"
-#endif
               "      --memory-unit NAME=MIB     MiB per unit of a memory resource, as configured on the\n"
               "                                 nodes (defaults: gpuslice.io/gpu-memory=256,\n"
               "                                 tencent.com/vcuda-memory=256, aliyun.com/gpu-mem=1024)\n"
@@ -47,24 +41,23 @@ static void help(FILE *f) {
               f);
 }
 
-static int set_unit(struct sched_units *u, const char *arg) {
+/* --memory-unit NAME=MIB: the MiB of a memory resource the cluster codec knows. */
+static int set_unit(struct cluster_units *u, const char *arg) {
         const char *eq = strchr(arg, '=');
+        char name[128];
         unsigned v;
-        if (!eq || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
+        if (!eq || (size_t)(eq - arg) >= sizeof name || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
                 return -EINVAL;
-        size_t l = (size_t)(eq - arg);
-        if (l == strlen("gpuslice.io/gpu-memory") && strncmp(arg, "gpuslice.io/gpu-memory", l) == 0)
-                u->gpuslice_mib = v;
-        else if (l == strlen("tencent.com/vcuda-memory") && strncmp(arg, "tencent.com/vcuda-memory", l) == 0)
-                u->tencent_mib = v;
-        else if (l == strlen("aliyun.com/gpu-mem") && strncmp(arg, "aliyun.com/gpu-mem", l) == 0)
-                u->aliyun_mib = v;
-        else
-                return -EINVAL;
-        return 0;
+        strnscpy(name, sizeof name, arg, (size_t)(eq - arg));
+        switch (cluster_resource_classify(name, u, NULL, NULL)) {
+                case CLUSTER_NAME_GPUSLICE_MEMORY: u->gpuslice_mib = v; return 0;
+                case CLUSTER_NAME_TENCENT_MEMORY: u->tencent_mib = v; return 0;
+                case CLUSTER_NAME_ALIYUN_MEMORY: u->aliyun_mib = v; return 0;
+                default: return -EINVAL;
+        }
 }
 
-static int load_snapshot(struct sched_server *s, const char *path, const struct sched_units *u, size_t *nn,
+static int load_snapshot(struct sched_server *s, const char *path, const struct cluster_units *u, size_t *nn,
                          size_t *np) {
         char *text = NULL;
         size_t len = 0;
@@ -87,8 +80,7 @@ static int load_snapshot(struct sched_server *s, const char *path, const struct 
 }
 
 /* lint: long — a command's main: the getopt switch (one case per flag, each checking its value and naming the flag
- * in its message), then the command's steps in order; its size is its flags' (with and without the Kubernetes
- * client compiled in). */
+ * in its message), then the command's steps in order; its size is its flags'. */
 int cmd_scheduler(int argc, char **argv) {
         enum {
                 OPT_ADDR = 0x100,
@@ -116,8 +108,8 @@ int cmd_scheduler(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = SCHED_POLICY_BINPACK };
-        sched_units_default(&o.units);
+        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = CLUSTER_POLICY_BINPACK };
+        cluster_units_default(&o.units);
         const char *snapshot = NULL, *kubeconfig = NULL, *context = NULL;
         int c;
         optind = 0;
@@ -136,7 +128,7 @@ int cmd_scheduler(int argc, char **argv) {
                                 break;
                         }
                         case OPT_POLICY:
-                                if (sched_policy_from_name(optarg, &o.policy) < 0) {
+                                if (cluster_policy_from_name(optarg, &o.policy) < 0) {
                                         fprintf(stderr,
                                                 "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
                                                 optarg);
@@ -181,18 +173,6 @@ int cmd_scheduler(int argc, char **argv) {
                       stderr);
                 return EXIT_USAGE;
         }
-#ifndef GPUSLICE_HAVE_KUBE
-        if (!snapshot) {
-                fputs("gpuslice scheduler: --snapshot FILE is required: this build has no Kubernetes API client to "
-                      "watch the cluster with (docs/scheduler.md)\n",
-                      stderr);
-                return EXIT_USAGE;
-        }
-        if (kubeconfig || context) {
-                fputs("gpuslice scheduler: --kubeconfig/--context: this build has no Kubernetes API client\n", stderr);
-                return EXIT_USAGE;
-        }
-#else
         if (snapshot && (kubeconfig || context)) {
                 fputs("gpuslice scheduler: --snapshot and --kubeconfig/--context exclude each other\n", stderr);
                 return EXIT_USAGE;
@@ -207,7 +187,6 @@ int cmd_scheduler(int argc, char **argv) {
                 }
                 o.binder = sched_feed_binder(feed);
         }
-#endif
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -221,14 +200,11 @@ int cmd_scheduler(int argc, char **argv) {
         if (r < 0) {
                 log_error_errno(r, "cannot set up the scheduler extender", "address=%s tls_cert=%s", o.address,
                                 o.tls_cert_file ? o.tls_cert_file : "");
-#ifdef GPUSLICE_HAVE_KUBE
                 sched_feed_free(feed);
-#endif
                 return r == -EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
         }
         size_t nn = 0, np = 0;
         int ret = EXIT_OK;
-#ifdef GPUSLICE_HAVE_KUBE
         if (feed) {
                 struct gs_error kerr = { 0 };
                 r = sched_feed_run(feed, s, &o.units, &kerr);
@@ -237,9 +213,7 @@ int cmd_scheduler(int argc, char **argv) {
                         ret = EXIT_RUNTIME;
                         goto out;
                 }
-        } else
-#endif
-        {
+        } else {
                 ret = load_snapshot(s, snapshot, &o.units, &nn, &np);
                 if (ret != EXIT_OK)
                         goto out;
@@ -251,7 +225,7 @@ int cmd_scheduler(int argc, char **argv) {
                 goto out;
         }
         log_info("scheduler extender serving", "address=%s port=%u policy=%s tls=%s source=%s nodes=%zu pods=%zu",
-                 o.address, sched_server_port(s), sched_policy_name(o.policy),
+                 o.address, sched_server_port(s), cluster_policy_name(o.policy),
                  o.tls_cert_file ? (o.tls_client_ca_file ? "mutual" : "yes") : "no", snapshot ? snapshot : "api", nn,
                  np);
         int sig = 0;
@@ -259,8 +233,6 @@ int cmd_scheduler(int argc, char **argv) {
         log_info("scheduler extender stopping", "signal=%d", sig);
 out:
         sched_server_free(s);
-#ifdef GPUSLICE_HAVE_KUBE
         sched_feed_free(feed); /* after the server: no handler runs any more */
-#endif
         return ret;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd-status — `gpuslice status`: ask a running node agent (agent_status_fetch: HTTP over its
+ * cmd-status — `gpuslice status`: ask a running node agent (status_fetch: HTTP over its
  * status socket, <state-dir>/gpuslice.sock) and print its devices, their health and who holds
  * them, or its JSON answer. Must never: hang on a stuck agent (the client gives up after 5 s).
  */
@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/status-client.h"
 #include "util/util.h"
 
 static const char *jstr(json_t *o, const char *key) {
@@ -106,7 +107,7 @@ int cmd_status(int argc, char **argv) {
                 snprintf(path, sizeof path, "%s/%s", state_dir, AGENT_STATUS_SOCKET);
 
         _cleanup_(freep) char *text = NULL;
-        int r = agent_status_fetch(path, &text);
+        int r = status_fetch(path, &text);
         if (r < 0) {
                 fprintf(stderr, "gpuslice status: cannot reach the node agent at %s: %s\n", path, strerror(-r));
                 return EXIT_RUNTIME;

@@ -31,6 +31,7 @@ enum opt_type {
         T_NODE_NAME, /* a Kubernetes object name (DNS subdomain) or "" */
         T_RESOURCE,  /* Kubernetes extended resource name or "" */
         T_CDI_KIND,  /* vendor/class */
+        T_DRIVER,    /* DRA driver name: a lowercase DNS subdomain of at most 63 characters */
 };
 
 struct opt_def {
@@ -115,7 +116,22 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           "kubeconfig to reach the API server and publish the node, empty: in-cluster or off", T_PATH_OPT,             \
           FIELD(kubeconfig), NO_NAMES, 0, 0, "an absolute path or empty")                                              \
         X("kube.node-name", "node-name", "NAME", "the Node object to publish, empty: $NODE_NAME, else the host name",  \
-          T_NODE_NAME, FIELD(node_name), NO_NAMES, 0, 0, "a node name like gpu-node-1 (a DNS subdomain), or empty")
+          T_NODE_NAME, FIELD(node_name), NO_NAMES, 0, 0, "a node name like gpu-node-1 (a DNS subdomain), or empty")    \
+        X("dra.enabled", "dra", NULL, "serve GPUs through Dynamic Resource Allocation (docs/dra.md)", T_BOOL,          \
+          FIELD(dra_enabled), NO_NAMES, 0, 0, "true or false")                                                         \
+        X("dra.device-plugin", "dra-device-plugin", NULL,                                                              \
+          "with dra.enabled, also serve the device plugin's resources", T_BOOL, FIELD(dra_device_plugin), NO_NAMES, 0, \
+          0, "true or false")                                                                                          \
+        X("dra.driver-name", "dra-driver-name", "NAME", "DRA driver name", T_DRIVER, FIELD(dra_driver), NO_NAMES, 0,   \
+          0, "a lowercase DNS subdomain of at most 63 characters like gpu.gpuslice.io")                                \
+        X("dra.registry-dir", "dra-registry-dir", "DIR", "kubelet's plugin registration directory", T_PATH,            \
+          FIELD(dra_registry_dir), NO_NAMES, 0, 0, "an absolute path")                                                 \
+        X("dra.plugin-dir", "dra-plugin-dir", "DIR", "directory of kubelet plugin sockets (<dir>/<driver>/dra.sock)",  \
+          T_PATH, FIELD(dra_plugin_dir), NO_NAMES, 0, 0, "an absolute path")                                           \
+        X("dra.cdi-dir", "dra-cdi-dir", "DIR", "where the claims' CDI specs are written", T_PATH, FIELD(dra_cdi_dir),  \
+          NO_NAMES, 0, 0, "an absolute path")                                                                          \
+        X("dra.sharing", "dra-sharing", NULL, "publish shared GPU devices (consumable memory and cores)", T_BOOL,      \
+          FIELD(dra_sharing), NO_NAMES, 0, 0, "true or false")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
 static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
@@ -135,8 +151,8 @@ _Static_assert(sizeof(enum config_profile) == sizeof(int) && sizeof(enum config_
                "enum size");
 
 /* Sections of the file, in dump order. */
-static const char *const sections[] = { "agent",  "kubelet", "nvml",    "resources", "devices",
-                                        "health", "metrics", "monitor", "sharing",   "kube" };
+static const char *const sections[] = { "agent",   "kubelet", "nvml",    "resources", "devices", "health",
+                                        "metrics", "monitor", "sharing", "kube",      "dra" };
 
 static const struct config_profile_info profiles[] = {
         [CONFIG_PROFILE_DEFAULT] = { "default", NULL, NULL, 0 },
@@ -569,6 +585,10 @@ static int set_option(struct gpuslice_config *cfg, const struct config_option *o
                             (strlen(value) >= d->size || !valid_dns_subdomain(value, strlen(value))))
                                 goto invalid;
                         break;
+                case T_DRIVER:
+                        if (strlen(value) > 63 || !valid_dns_subdomain(value, strlen(value)))
+                                goto invalid;
+                        break;
                 case T_CDI_KIND: {
                         const char *slash = strchr(value, '/');
                         if (!slash || !valid_cdi_part(value, (size_t)(slash - value), true) ||
@@ -722,7 +742,12 @@ void config_init_defaults(struct gpuslice_config *cfg) {
                 .alloc_policy = CONFIG_POLICY_BINPACK,
                 .memory_unit_bytes = 0,
                 .limit_when_alone = true,
+                .dra_sharing = true,
         };
+        strscpy(cfg->dra_driver, "gpu.gpuslice.io", sizeof cfg->dra_driver);
+        strscpy(cfg->dra_registry_dir, "/var/lib/kubelet/plugins_registry", sizeof cfg->dra_registry_dir);
+        strscpy(cfg->dra_plugin_dir, "/var/lib/kubelet/plugins", sizeof cfg->dra_plugin_dir);
+        strscpy(cfg->dra_cdi_dir, "/var/run/cdi", sizeof cfg->dra_cdi_dir);
         strscpy(cfg->state_dir, "/var/lib/gpuslice", sizeof cfg->state_dir);
         strscpy(cfg->plugin_dir, "/var/lib/kubelet/device-plugins", sizeof cfg->plugin_dir);
         strscpy(cfg->pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock",
@@ -1054,6 +1079,7 @@ static void format_option(const struct gpuslice_config *cfg, const struct config
                 case T_PATH_OPT:
                 case T_LIBRARY:
                 case T_RESOURCE:
+                case T_DRIVER:
                 case T_ADDRESS:
                 case T_URL:
                 case T_NODE_NAME: strscpy(buf, field, len); break;

@@ -127,6 +127,15 @@ struct gpuslice_config {
         /* [kube] — publishing the node to the API server (docs/cluster.md) */
         char kubeconfig[CONFIG_PATH_MAX];     /* kube.kubeconfig        "" = in-cluster when in a pod, else off */
         char node_name[CONFIG_NODE_NAME_MAX]; /* kube.node-name   "" = $NODE_NAME, else the host name */
+
+        /* [dra] — Dynamic Resource Allocation (docs/dra.md) */
+        bool dra_enabled;                       /* dra.enabled            false (--dra) */
+        bool dra_device_plugin;                 /* dra.device-plugin      false: DRA alone */
+        char dra_driver[64];                    /* dra.driver-name        gpu.gpuslice.io */
+        char dra_registry_dir[CONFIG_PATH_MAX]; /* dra.registry-dir       /var/lib/kubelet/plugins_registry */
+        char dra_plugin_dir[CONFIG_PATH_MAX];   /* dra.plugin-dir         /var/lib/kubelet/plugins */
+        char dra_cdi_dir[CONFIG_PATH_MAX];      /* dra.cdi-dir            /var/run/cdi */
+        bool dra_sharing;                       /* dra.sharing            true */
 };
 
 /* What a resource profile advertises. Names of absent resources are NULL. */

@@ -296,29 +296,6 @@ uint64_t engine_container_gpus(const struct engine_container *c, const struct to
 
 /* ---- transport ---- */
 
-struct body {
-        char *buf;
-        size_t len;
-        bool too_big;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
-        struct body *b = userdata;
-        size_t n = size * nmemb;
-        if (b->len + n > ENGINE_MAX_BODY) {
-                b->too_big = true;
-                return 0; /* aborts the transfer */
-        }
-        char *p = realloc(b->buf, b->len + n + 1);
-        if (!p)
-                return 0;
-        memcpy(p + b->len, ptr, n);
-        b->len += n;
-        p[b->len] = '\0';
-        b->buf = p;
-        return n;
-}
-
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) {
         curl_global_init(CURL_GLOBAL_NOTHING);
@@ -338,7 +315,7 @@ int engine_request(const char *url, const char *path, char **ret_body, size_t *r
         CURL *h = curl_easy_init();
         if (!h)
                 return -ENOMEM;
-        struct body b = { 0 };
+        struct gs_buf b = { .max = ENGINE_MAX_BODY };
         curl_easy_setopt(h, CURLOPT_URL, full);
         if (sock[0])
                 curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
@@ -347,7 +324,7 @@ int engine_request(const char *url, const char *path, char **ret_body, size_t *r
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ENGINE_TIMEOUT_MS);
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ENGINE_TIMEOUT_MS);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, gs_buf_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
         CURLcode cc = curl_easy_perform(h);
         long status = 0;
@@ -356,8 +333,8 @@ int engine_request(const char *url, const char *path, char **ret_body, size_t *r
         if (ret_status)
                 *ret_status = status;
         if (cc != CURLE_OK) {
-                free(b.buf);
-                if (b.too_big)
+                gs_buf_done(&b);
+                if (b.overflow)
                         return -EFBIG;
                 if (cc == CURLE_COULDNT_CONNECT)
                         return -ECONNREFUSED;
@@ -366,16 +343,15 @@ int engine_request(const char *url, const char *path, char **ret_body, size_t *r
                 return -EIO;
         }
         if (status != 200) {
-                free(b.buf);
+                gs_buf_done(&b);
                 return -EREMOTEIO;
         }
-        if (!b.buf) {
-                b.buf = strdup("");
-                if (!b.buf)
-                        return -ENOMEM;
-        }
-        *ret_body = b.buf;
-        *ret_len = b.len;
+        size_t len = b.len;
+        char *text = gs_buf_take(&b);
+        if (!text)
+                return -ENOMEM;
+        *ret_body = text;
+        *ret_len = len;
         return 0;
 }
 

@@ -36,12 +36,30 @@ struct http_server {
         unsigned threads;                       /* 0/1: one polling thread */
 };
 
-/* Per-connection request state: the body as it arrives. */
+/* Per-request state: the query string (from the request line, before MHD splits it up), the body as
+ * it arrives. Made by on_uri (MHD calls it for every request line it reads, and then always calls
+ * on_completed), freed by on_completed. */
 struct request_ctx {
+        char *query;
         char *body;
         size_t len;
-        bool too_big;
+        bool started, too_big;
 };
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+        (void)cls;
+        (void)c;
+        struct request_ctx *ctx = calloc(1, sizeof *ctx);
+        if (!ctx)
+                return NULL;
+        const char *q = uri ? strchr(uri, '?') : NULL;
+        ctx->query = strdup(q ? q + 1 : "");
+        if (!ctx->query) {
+                free(ctx);
+                return NULL;
+        }
+        return ctx;
+}
 
 int http_parse_address(const char *address, struct sockaddr_storage *ret, socklen_t *ret_len) {
         if (!address)
@@ -182,7 +200,8 @@ int http_server_handle(struct http_server *s, const char *path, http_handler_fn 
         return 0;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len,
+                             const char *const *headers) {
         /* body is malloc'ed (or NULL) and handed to MHD, which frees it */
         struct MHD_Response *resp =
                 MHD_create_response_from_buffer_with_free_callback(len, body ? body : (char *)"", body ? free : NULL);
@@ -191,6 +210,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
                 return MHD_NO;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+                MHD_add_response_header(resp, headers[i], headers[i + 1]);
         enum MHD_Result r = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return r;
@@ -198,7 +219,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text) {
         char *b = strdup(text);
-        return reply(c, status, "text/plain; charset=utf-8", b, b ? strlen(b) : 0);
+        return reply(c, status, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -207,11 +228,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct http_server *s = cls;
         (void)version;
         struct request_ctx *ctx = *con_cls;
-        if (!ctx) {
-                ctx = calloc(1, sizeof *ctx);
-                if (!ctx)
-                        return MHD_NO;
-                *con_cls = ctx;
+        if (!ctx)
+                return MHD_NO; /* on_uri ran out of memory */
+        if (!ctx->started) {
+                ctx->started = true;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -255,6 +275,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct http_request req = {
                 .method = method,
                 .path = url,
+                .query = ctx->query ? ctx->query : "",
                 .body = ctx->body ? ctx->body : "",
                 .body_len = ctx->len,
         };
@@ -263,7 +284,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         h->fn(h->userdata, &req, &resp);
         if (resp.status < 100 || resp.status > 599)
                 resp.status = 500;
-        return reply(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+        return reply(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0, resp.headers);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -272,6 +293,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         (void)toe;
         struct request_ctx *ctx = *con_cls;
         if (ctx) {
+                free(ctx->query);
                 free(ctx->body);
                 free(ctx);
                 *con_cls = NULL;
@@ -310,8 +332,9 @@ int http_server_start(struct http_server *s) {
                  * apply to unix peers, the total one does. */
                 s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
                                              MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                             (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_END);
+                                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                             MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -340,8 +363,8 @@ int http_server_start(struct http_server *s) {
         opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)HTTP_MAX_CONNECTIONS,
+                                     MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
                                      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS_PER_IP,

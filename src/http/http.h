@@ -35,6 +35,8 @@
 struct http_request {
         const char *method; /* "GET", "HEAD", "POST" */
         const char *path;   /* "/metrics" (without the query string) */
+        const char *query;  /* what followed the first '?' of the request target, as sent (still
+                               percent-encoded; "" when none): the handler parses it */
         const char *body;   /* NUL-terminated copy of the body ("" when none) */
         size_t body_len;
 };
@@ -44,6 +46,9 @@ struct http_response {
         char content_type[96]; /* "text/plain; charset=utf-8" unless the handler sets it */
         char *body;            /* malloc'ed by the handler; the server frees it */
         size_t body_len;
+        /* more headers: name, value, name, value, ..., NULL (strings that outlive the server, e.g.
+         * literals); NULL for none */
+        const char *const *headers;
 };
 
 typedef void (*http_handler_fn)(void *userdata, const struct http_request *req, struct http_response *resp);

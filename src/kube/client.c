@@ -237,35 +237,6 @@ char *kube_escape(const char *s, char *buf, size_t len) {
 
 /* ---- transport ----------------------------------------------------------------------------- */
 
-struct body {
-        char *p;
-        size_t len, cap, max;
-        bool overflow;
-};
-
-static size_t body_write(char *data, size_t size, size_t nmemb, void *u) {
-        struct body *b = u;
-        size_t n = size * nmemb;
-        if (b->len + n > b->max) {
-                b->overflow = true;
-                return 0;
-        }
-        if (b->len + n + 1 > b->cap) {
-                size_t cap = b->cap ? b->cap : 16384;
-                while (cap < b->len + n + 1)
-                        cap *= 2;
-                char *p = realloc(b->p, cap);
-                if (!p)
-                        return 0;
-                b->p = p;
-                b->cap = cap;
-        }
-        memcpy(b->p + b->len, data, n);
-        b->len += n;
-        b->p[b->len] = 0;
-        return n;
-}
-
 struct handle {
         CURL *h;
         struct curl_slist *hdrs;
@@ -427,7 +398,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         int r = handle_init(c, &hd, path, body ? ctype[m] : NULL, true);
         if (r < 0)
                 return r;
-        struct body b = { .max = KUBE_BODY_MAX };
+        struct gs_buf b = { .max = KUBE_BODY_MAX };
         curl_easy_setopt(hd.h, CURLOPT_CUSTOMREQUEST, verb[m]);
         if (body) {
                 curl_easy_setopt(hd.h, CURLOPT_POSTFIELDS, body);
@@ -436,7 +407,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         if (m == KUBE_GET)
                 curl_easy_setopt(hd.h, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(hd.h, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-        curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, body_write);
+        curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, gs_buf_write);
         curl_easy_setopt(hd.h, CURLOPT_WRITEDATA, &b);
         CURLcode cc = curl_easy_perform(hd.h);
         long http = 0;
@@ -481,7 +452,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         }
         r = 0;
 out:
-        free(b.p);
+        gs_buf_done(&b);
         if (cc == CURLE_OK)
                 handle_release(c, &hd);
         else
@@ -603,7 +574,7 @@ struct watch_ctx {
         struct kube_watch_decoder dec;
         long http;
         int decode_error;
-        struct body errbody; /* a non-200 answer */
+        struct gs_buf errbody; /* a non-200 answer */
         atomic_bool *stop;
         atomic_bool *cancel;
 };
@@ -614,7 +585,7 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *u) {
         if (!w->http)
                 curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->http);
         if (w->http != 200)
-                return body_write(data, size, nmemb, &w->errbody);
+                return gs_buf_write(data, size, nmemb, &w->errbody);
         int r = kube_watch_decoder_feed(&w->dec, data, n);
         if (r < 0) {
                 w->decode_error = r;
@@ -698,7 +669,7 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
                 r = 0;
         else
                 r = transport_error(&hd, cc, e);
-        free(w.errbody.p);
+        gs_buf_done(&w.errbody);
         kube_watch_decoder_done(&w.dec);
         handle_done(&hd);
         return r;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube — a small Kubernetes API client (libcurl + jansson), shared by the node agent (publishing
- * its node), `gpuslice inspect`, and later the scheduler extender and a DRA driver.
+ * its node, watching its pods), `gpuslice inspect` and the scheduler extender.
  *
  *   configuration  kube_config_load(): --kubeconfig / $KUBECONFIG / ~/.kube/config (current
  *                  context, server, CA, client cert/key, token/tokenFile, insecure-skip-tls-verify),
@@ -12,7 +12,7 @@
  *   informer       kube_informer: list + watch into a cache of slimmed objects (only the fields the
  *                  caller keeps), 410 → relist, reconnect with capped backoff and jitter, handlers.
  *   codecs         pure, fuzzed: the kubeconfig parser, the watch-event stream decoder, the Status
- *                  error decoder (the node annotation parser is in kube/gpuinfo.h).
+ *                  error decoder (the GPU annotations are the cluster codec's: src/cluster/cluster.h).
  *
  * Everything the API sends is untrusted: bodies are bounded (KUBE_BODY_MAX, KUBE_EVENT_MAX), JSON
  * is type-checked before use, and API errors carry the server's Status message.
@@ -265,10 +265,6 @@ void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds
 json_t *kube_slim_node(json_t *obj);
 json_t *kube_slim_pod(json_t *obj);
 
-/* Is this resource name one gpuslice counts (nvidia.com/gpu, gpuslice.io/..., tencent.com/vcuda-...,
- * aliyun.com/gpu-mem, ...)? */
-bool kube_resource_is_gpu(const char *name);
-
 /* -------------------------------------------------------------------------------------------- */
 /* Typed writes the agent and the scheduler extender use                                         */
 
@@ -277,9 +273,16 @@ bool kube_resource_is_gpu(const char *name);
 int kube_pod_annotate(struct kube_client *c, const char *ns, const char *name, const char *resource_version,
                       const char *const *keys, const char *const *values, size_t n, struct kube_error *e);
 
-/* POST pods/NAME/binding: bind the pod (uid non-NULL: only that incarnation) to node. */
-int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid, const char *node,
-                  struct kube_error *e);
+/*
+ * POST pods/NAME/binding: bind the pod to node, and merge `annotations` ({"key":"value"}, may be NULL)
+ * into the pod's in the same storage update (kube-apiserver's setPodHostAndAnnotations: the pod's other
+ * annotations are kept, these keys overwritten). -ENOENT: no such pod; -ESTALE (409 Conflict): the pod
+ * is bound already or being deleted. uid and resource_version (each may be NULL) ride in the Binding's
+ * metadata as preconditions: kube-apiserver honours them from 1.23 (kubernetes#105913); 1.20 ignores
+ * them (docs/scheduler.md, "Bind").
+ */
+int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid,
+                  const char *resource_version, const char *node, const json_t *annotations, struct kube_error *e);
 
 /* Create an Event about an object (kind "Pod"/"Node"; ns NULL/"" for cluster-scoped objects, the
  * event then goes to "default"). type "Normal" or "Warning". */

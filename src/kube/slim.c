@@ -1,22 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kube/slim — what an informer keeps of a node or a pod: only the fields gpuslice reads (cluster.h,
- * docs/cluster.md), so a cached pod costs a few hundred bytes whatever the API sent. Pure.
+ * kube/slim — what an informer keeps of a node or a pod: only the fields gpuslice reads
+ * (src/cluster/cluster.h, docs/cluster.md), so a cached pod costs a few hundred bytes whatever the API sent. Pure.
  */
 #include <string.h>
 
-#include "kube/cluster.h"
+#include "cluster/cluster.h"
 #include "kube/kube.h"
 #include "util/util.h"
-
-bool kube_resource_is_gpu(const char *name) {
-        return streq(name, "nvidia.com/gpu") || startswith(name, "gpuslice.io/") ||
-               startswith(name, "tencent.com/vcuda-") || startswith(name, "aliyun.com/gpu-");
-}
-
-static bool gpu_annotation(const char *k) {
-        return startswith(k, "gpuslice.io/") || startswith(k, "ALIYUN_COM_GPU_MEM_") || startswith(k, "tencent.com/");
-}
 
 static bool gpu_label(const char *k) {
         return startswith(k, "gpuslice.io/") || startswith(k, "nvidia.com/") || streq(k, "nvidia-gpu-name");
@@ -55,7 +46,7 @@ static json_t *slim_meta(const json_t *obj, bool (*label)(const char *)) {
         copy_str(out, m, "resourceVersion");
         if (label)
                 copy_filtered(out, m, "labels", label);
-        copy_filtered(out, m, "annotations", gpu_annotation);
+        copy_filtered(out, m, "annotations", cluster_annotation_is_gpu);
         return out;
 }
 
@@ -69,8 +60,8 @@ json_t *kube_slim_node(json_t *obj) {
         }
         json_object_set_new(out, "metadata", meta);
         json_t *status = json_object_get(obj, "status");
-        copy_filtered(st, status, "capacity", kube_resource_is_gpu);
-        copy_filtered(st, status, "allocatable", kube_resource_is_gpu);
+        copy_filtered(st, status, "capacity", cluster_resource_is_gpu);
+        copy_filtered(st, status, "allocatable", cluster_resource_is_gpu);
         json_object_set_new(out, "status", st);
         return out;
 }
@@ -95,8 +86,8 @@ json_t *kube_slim_pod(json_t *obj) {
                 }
                 copy_str(oc, c, "name");
                 json_t *r = json_object_get(c, "resources");
-                any |= copy_filtered(res, r, "limits", kube_resource_is_gpu);
-                any |= copy_filtered(res, r, "requests", kube_resource_is_gpu);
+                any |= copy_filtered(res, r, "limits", cluster_resource_is_gpu);
+                any |= copy_filtered(res, r, "requests", cluster_resource_is_gpu);
                 json_object_set_new(oc, "resources", res);
                 json_array_append_new(cs, oc);
         }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube/writes — the typed writes of kube.h: pod annotations with a resourceVersion precondition,
- * Bindings, Events. Bodies are built with jansson (never by pasting strings); names go into paths
+ * Bindings (with the annotations they set in the same update), Events. Bodies are built with jansson (never by pasting strings); names go into paths
  * escaped. Never logs.
  */
 #include <errno.h>
@@ -55,15 +55,21 @@ int kube_pod_annotate(struct kube_client *c, const char *ns, const char *name, c
         return post_json(c, KUBE_PATCH_MERGE, path, json_pack("{s:o}", "metadata", meta), e);
 }
 
-int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid, const char *node,
-                  struct kube_error *e) {
+int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid,
+                  const char *resource_version, const char *node, const json_t *annotations, struct kube_error *e) {
         char path[1024];
         int r = object_path(path, sizeof path, ns, "pods", name, "binding");
         if (r < 0)
                 return r;
+        if (annotations && !json_is_object(annotations))
+                return -EINVAL;
         json_t *meta = json_pack("{s:s,s:s}", "name", name, "namespace", ns);
         if (meta && uid)
                 json_object_set_new(meta, "uid", json_string(uid));
+        if (meta && resource_version && resource_version[0])
+                json_object_set_new(meta, "resourceVersion", json_string(resource_version));
+        if (meta && annotations)
+                json_object_set_new(meta, "annotations", json_deep_copy(annotations));
         return post_json(c, KUBE_POST, path,
                          json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding", "metadata",
                                    meta, "target", "apiVersion", "v1", "kind", "Node", "name", node),

@@ -14,36 +14,45 @@
 static bool text_reserve(struct metrics_text *t, size_t extra) {
         if (t->failed)
                 return false;
-        if (t->len + extra + 1 <= t->cap)
-                return true;
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + extra + 1)
-                cap *= 2;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
+        if (buffer_reserve(&t->buf, &t->cap, t->len + extra + 1) < 0) {
                 t->failed = true;
                 return false;
         }
-        t->buf = b;
-        t->cap = cap;
         return true;
 }
 
+bool metrics_text_reserve(struct metrics_text *t, size_t n) {
+        return text_reserve(t, n);
+}
+
 void metrics_text_printf(struct metrics_text *t, const char *fmt, ...) {
+        /* one vsnprintf when the text fits the room left (nearly always), a second one only to
+         * finish after growing */
+        size_t room = t->failed ? 0 : t->cap - t->len;
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(NULL, 0, fmt, ap);
+        int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
         va_end(ap);
         if (n < 0) {
                 t->failed = true;
                 return;
         }
-        if (!text_reserve(t, (size_t)n))
-                return;
-        va_start(ap, fmt);
-        vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
+        if ((size_t)n >= room) {
+                if (!text_reserve(t, (size_t)n))
+                        return;
+                va_start(ap, fmt);
+                vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+                va_end(ap);
+        }
         t->len += (size_t)n;
+}
+
+void metrics_text_append(struct metrics_text *t, const char *s, size_t n) {
+        if (!text_reserve(t, n))
+                return;
+        memcpy(t->buf + t->len, s, n);
+        t->len += n;
+        t->buf[t->len] = '\0';
 }
 
 static void text_putc(struct metrics_text *t, char c) {
@@ -53,37 +62,45 @@ static void text_putc(struct metrics_text *t, char c) {
         t->buf[t->len] = '\0';
 }
 
+/* Bytes copied as they are: ASCII except the backslash, the newline and (in label values) the
+ * double quote. */
+static bool plain_byte(unsigned char c, bool quote) {
+        return c < 0x80 && c != '\\' && c != '\n' && c != '\0' && !(quote && c == '"');
+}
+
 /* Escaped as the text format wants, and valid UTF-8 whatever comes in: label values carry process
  * names (/proc/PID/comm, any bytes a workload chooses) and Prometheus refuses a whole scrape over
- * one invalid byte. Each byte that does not start a well-formed sequence becomes U+FFFD. */
+ * one invalid byte. Each byte that does not start a well-formed sequence becomes U+FFFD. Runs of
+ * plain bytes (all of most values) are copied at once. */
 static void text_escaped(struct metrics_text *t, const char *s, bool quote) {
         if (!s)
                 return;
-        for (const char *end = s + strlen(s); *s; s++) {
+        const char *end = s + strlen(s);
+        while (s < end) {
+                const char *run = s;
+                while (s < end && plain_byte((unsigned char)*s, quote))
+                        s++;
+                if (s > run)
+                        metrics_text_append(t, run, (size_t)(s - run));
+                if (s == end)
+                        break;
                 size_t k = utf8_seq_len(s, (size_t)(end - s));
                 if (k == 0) {
-                        metrics_text_printf(t, "\xef\xbf\xbd");
-                        continue;
-                }
-                if (k > 1) {
-                        for (size_t i = 0; i < k; i++)
-                                text_putc(t, s[i]);
-                        s += k - 1;
-                        continue;
-                }
-                if (*s == '\\') {
-                        text_putc(t, '\\');
-                        text_putc(t, '\\');
-                } else if (*s == '\n') {
-                        text_putc(t, '\\');
-                        text_putc(t, 'n');
-                } else if (quote && *s == '"') {
-                        text_putc(t, '\\');
-                        text_putc(t, '"');
+                        metrics_text_append(t, "\xef\xbf\xbd", 3);
+                        s++;
+                } else if (k > 1) {
+                        metrics_text_append(t, s, k);
+                        s += k;
                 } else {
-                        text_putc(t, *s);
+                        char esc[2] = { '\\', *s == '\n' ? 'n' : *s };
+                        metrics_text_append(t, esc, 2);
+                        s++;
                 }
         }
+}
+
+void metrics_text_escaped(struct metrics_text *t, const char *s) {
+        text_escaped(t, s, true);
 }
 
 void metrics_text_family(struct metrics_text *t, const char *name, const char *type, const char *help) {
@@ -92,30 +109,69 @@ void metrics_text_family(struct metrics_text *t, const char *name, const char *t
         metrics_text_printf(t, "\n# TYPE %s %s\n", name, type);
 }
 
-static void text_value(struct metrics_text *t, double v) {
+/* v in decimal, backwards from the end of buf; returns where it starts. */
+static char *u64_digits(uint64_t v, char *end) {
+        do {
+                *--end = (char)('0' + v % 10);
+                v /= 10;
+        } while (v);
+        return end;
+}
+
+void metrics_text_uint(struct metrics_text *t, uint64_t v) {
+        char buf[24], *p = u64_digits(v, buf + sizeof buf);
+        metrics_text_append(t, p, (size_t)(buf + sizeof buf - p));
+}
+
+void metrics_text_value(struct metrics_text *t, double v) {
         if (isnan(v))
-                metrics_text_printf(t, "NaN");
+                metrics_text_append(t, "NaN", 3);
         else if (isinf(v))
-                metrics_text_printf(t, v > 0 ? "+Inf" : "-Inf");
-        else if (v == floor(v) && fabs(v) < 1e15)
-                metrics_text_printf(t, "%.0f", v);
-        else
+                metrics_text_append(t, v > 0 ? "+Inf" : "-Inf", 4);
+        else if (v == floor(v) && fabs(v) < 1e15) {
+                if (v >= 0 && !signbit(v))
+                        metrics_text_uint(t, (uint64_t)v); /* = "%.0f" of a whole number below 1e15 */
+                else
+                        metrics_text_printf(t, "%.0f", v);
+        } else
                 metrics_text_printf(t, "%.12g", v);
 }
 
 void metrics_text_sample(struct metrics_text *t, const char *name, const char *const *labels, double value) {
-        metrics_text_printf(t, "%s", name);
+        metrics_text_append(t, name, strlen(name));
         if (labels && labels[0]) {
                 text_putc(t, '{');
                 for (size_t i = 0; labels[i]; i += 2) {
-                        metrics_text_printf(t, "%s%s=\"", i ? "," : "", labels[i]);
+                        if (i)
+                                text_putc(t, ',');
+                        metrics_text_append(t, labels[i], strlen(labels[i]));
+                        metrics_text_append(t, "=\"", 2);
                         text_escaped(t, labels[i + 1], true);
                         text_putc(t, '"');
                 }
                 text_putc(t, '}');
         }
         text_putc(t, ' ');
-        text_value(t, value);
+        metrics_text_value(t, value);
+        text_putc(t, '\n');
+}
+
+void metrics_text_sample_span(struct metrics_text *t, const char *name, struct metrics_span labels, double value) {
+        size_t nl = strlen(name);
+        if (labels.len == 0 || labels.off + labels.len > t->len) {
+                metrics_text_sample(t, name, NULL, value);
+                return;
+        }
+        if (!text_reserve(t, nl + labels.len + 3))
+                return; /* from here on t->buf stays where it is for these copies */
+        /* name{, then the labels from where they are in this same buffer, then } */
+        metrics_text_append(t, name, nl);
+        metrics_text_append(t, "{", 1);
+        memmove(t->buf + t->len, t->buf + labels.off, labels.len);
+        t->len += labels.len;
+        metrics_text_append(t, "}", 1);
+        text_putc(t, ' ');
+        metrics_text_value(t, value);
         text_putc(t, '\n');
 }
 
@@ -167,7 +223,8 @@ static const double bucket_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 
 
 enum entry_kind {
         ENTRY_COUNTER,
-        ENTRY_HISTOGRAM
+        ENTRY_HISTOGRAM,
+        ENTRY_GAUGE
 };
 
 struct entry {
@@ -179,6 +236,11 @@ struct entry {
 struct metrics_counter {
         struct entry e;
         uint64_t value;
+};
+
+struct metrics_gauge {
+        struct entry e;
+        uint64_t bits; /* the double's bits, atomically */
 };
 
 struct metrics_histogram {
@@ -244,6 +306,30 @@ uint64_t metrics_counter_value(const struct metrics_counter *c) {
         return c ? __atomic_load_n(&c->value, __ATOMIC_RELAXED) : 0;
 }
 
+struct metrics_gauge *metrics_gauge_get(const char *name, const char *help, const char *label_key,
+                                        const char *label_value) {
+        if (!name || (strlen(name) > 6 && streq(name + strlen(name) - 6, "_total")))
+                return NULL; /* a gauge named like a counter */
+        return (struct metrics_gauge *)registry_get(ENTRY_GAUGE, sizeof(struct metrics_gauge), name, help, label_key,
+                                                    label_value);
+}
+
+void metrics_gauge_set(struct metrics_gauge *g, double v) {
+        uint64_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        if (g)
+                __atomic_store_n(&g->bits, bits, __ATOMIC_RELAXED);
+}
+
+double metrics_gauge_value(const struct metrics_gauge *g) {
+        if (!g)
+                return 0;
+        uint64_t bits = __atomic_load_n(&g->bits, __ATOMIC_RELAXED);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        return v;
+}
+
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,
                                                 const char *label_value) {
         return (struct metrics_histogram *)registry_get(ENTRY_HISTOGRAM, sizeof(struct metrics_histogram), name, help,
@@ -302,15 +388,21 @@ void metrics_registry_format(struct metrics_text *t) {
                                 seen = true;
                 if (seen)
                         continue;
-                metrics_text_family(t, e->name, e->kind == ENTRY_COUNTER ? "counter" : "histogram", e->help);
+                static const char *const type[] = {
+                        [ENTRY_COUNTER] = "counter", [ENTRY_HISTOGRAM] = "histogram", [ENTRY_GAUGE] = "gauge"
+                };
+                metrics_text_family(t, e->name, type[e->kind], e->help);
                 for (const struct entry *q = e; q; q = q->next) {
                         if (q->kind != e->kind || !streq(q->name, e->name))
                                 continue;
-                        if (q->kind == ENTRY_COUNTER) {
-                                const char *labels[] = { q->label_key, q->label_value, NULL };
+                        const char *labels[] = { q->label_key, q->label_value, NULL };
+                        if (q->kind == ENTRY_COUNTER)
                                 metrics_text_sample(t, q->name, labels,
                                                     (double)metrics_counter_value((const struct metrics_counter *)q));
-                        } else {
+                        else if (q->kind == ENTRY_GAUGE)
+                                metrics_text_sample(t, q->name, labels,
+                                                    metrics_gauge_value((const struct metrics_gauge *)q));
+                        else {
                                 format_histogram(t, (const struct metrics_histogram *)q);
                         }
                 }

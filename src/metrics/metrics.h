@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics — Prometheus text exposition (format 0.0.4) of gpuslice's data, and the agent's own
- * counters that any module can bump.
+ * counters, gauges and histograms that any module can set.
  *
  * Two parts:
  *  1. A text builder (struct metrics_text) that writes families with HELP and TYPE lines and
@@ -50,6 +50,27 @@ void metrics_text_family(struct metrics_text *t, const char *name, const char *t
  * (integers exactly), NaN/Inf as the format spells them.
  */
 void metrics_text_sample(struct metrics_text *t, const char *name, const char *const *labels, double value);
+/*
+ * The pieces of a sample, for formatters that write many (src/monitor/format.c; 8 GPUs x 256
+ * processes are 1.8 MB of text per scrape): raw bytes, an escaped label value, a value as
+ * metrics_text_sample writes it, a whole number. metrics_text_reserve makes room for n more bytes at
+ * once (false when that failed; t->failed is then set).
+ */
+void metrics_text_append(struct metrics_text *t, const char *s, size_t n);
+void metrics_text_escaped(struct metrics_text *t, const char *value);
+void metrics_text_value(struct metrics_text *t, double value);
+void metrics_text_uint(struct metrics_text *t, uint64_t value);
+bool metrics_text_reserve(struct metrics_text *t, size_t n);
+
+/*
+ * A label set already in the text (the bytes between a sample's braces, escaped), to go out again
+ * under another family without escaping it twice: name{<text[off, off+len)>} value\n. An empty span,
+ * or one past the end of the text, writes no braces.
+ */
+struct metrics_span {
+        size_t off, len;
+};
+void metrics_text_sample_span(struct metrics_text *t, const char *name, struct metrics_span labels, double value);
 /* Escape a label value into buf (always terminated; -ENOBUFS when cut short). */
 int metrics_escape_label(const char *value, char *buf, size_t len);
 /* Take the text (NUL-terminated, caller frees) or -ENOMEM if anything failed; resets t. */
@@ -67,6 +88,14 @@ struct metrics_counter *metrics_counter_get(const char *name, const char *help, 
                                             const char *label_value);
 void metrics_counter_add(struct metrics_counter *c, uint64_t n);
 uint64_t metrics_counter_value(const struct metrics_counter *c);
+
+/* A value that goes up and down (a state: 1/0, a count now). Same rules as counters, but for the name:
+ * not ending in _total. Set from any thread. */
+struct metrics_gauge;
+struct metrics_gauge *metrics_gauge_get(const char *name, const char *help, const char *label_key,
+                                        const char *label_value);
+void metrics_gauge_set(struct metrics_gauge *g, double value);
+double metrics_gauge_value(const struct metrics_gauge *g);
 
 /* Latency histogram in seconds with fixed buckets 100µs … 10s. Same rules as counters. */
 struct metrics_histogram *metrics_histogram_get(const char *name, const char *help, const char *label_key,

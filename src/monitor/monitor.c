@@ -18,6 +18,7 @@ struct monitor {
         char *proc_root, *engine_url, *cri_socket, *nvml_library, *node_name;
         unsigned interval_ms, compat;
         int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        int (*gpu_healthy)(void *userdata, unsigned index, bool *ret);
         int (*container_limits)(void *userdata, struct monitor_limit **ret, size_t *ret_n);
         void *userdata;
 
@@ -58,6 +59,7 @@ int monitor_new(const struct monitor_options *o, struct nvml *nvml, struct monit
         m->interval_ms = o->interval_ms ? o->interval_ms : 5000;
         m->compat = o->compat;
         m->gpu_allocated = o->gpu_allocated;
+        m->gpu_healthy = o->gpu_healthy;
         m->container_limits = o->container_limits;
         m->userdata = o->userdata;
         int r = 0;
@@ -424,6 +426,9 @@ int monitor_sample(struct monitor *m) {
                         s->errors++;
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 double a;
+                bool ok;
+                if (m->gpu_healthy && m->gpu_healthy(m->userdata, s->gpus[g].index, &ok) >= 0)
+                        s->gpus[g].healthy &= ok;
                 if (m->gpu_allocated) {
                         if (m->gpu_allocated(m->userdata, s->gpus[g].index, &a) >= 0)
                                 s->gpus[g].allocated = a;

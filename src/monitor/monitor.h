@@ -45,6 +45,8 @@ struct monitor_limit {
         bool whole;            /* the GPU is held whole: all its memory and compute */
         uint64_t memory_bytes; /* memory granted (whole: the GPU's total, filled in by the sampler); 0 = none */
         unsigned core_percent; /* compute granted, percent of the GPU (whole: 100); 0 = none */
+        bool has_refusals;     /* a memory share the interposer enforces: refusals below are known */
+        uint64_t refusals;     /* allocations the interposer refused for going past memory_bytes, so far */
 };
 
 struct monitor_options {
@@ -61,6 +63,10 @@ struct monitor_options {
          * Engine API's running containers when engine_url is set, else not reported. Returns 0
          * with *ret, or <0 unknown. Called on the sampler thread. */
         int (*gpu_allocated)(void *userdata, unsigned index, double *ret);
+        /* Whether GPU `index` is healthy as the node agent lists it to kubelet (a critical Xid makes
+         * it unhealthy until its quiet period has passed, though NVML answers); NULL = NVML's answer
+         * alone. Returns 0 with *ret, or <0 unknown. Called on the sampler thread. */
+        int (*gpu_healthy)(void *userdata, unsigned index, bool *ret);
         /* Every container's GPU shares from the agent's records (whole GPUs and fractions, one
          * entry per container and GPU); NULL = none. Returns 0 with a malloc'd array (NULL when
          * empty) or <0. Called on the sampler thread. */
@@ -73,7 +79,7 @@ void monitor_options_init(struct monitor_options *o);
 struct monitor_gpu {
         unsigned index;
         char uuid[96], name[96];
-        bool healthy;                       /* NVML answers normally */
+        bool healthy; /* NVML answers normally (and the agent lists it healthy: monitor_options.gpu_healthy) */
         uint64_t memory_used, memory_total; /* bytes */
         int utilization;                    /* percent, -1 unknown */
         int temperature;                    /* °C, -1 unknown */

@@ -12,22 +12,6 @@
 #include "sched/decide.h"
 #include "util/util.h"
 
-int sched_policy_from_name(const char *s, enum sched_policy *ret) {
-        if (!s)
-                return -EINVAL;
-        if (streq(s, "binpack"))
-                *ret = SCHED_POLICY_BINPACK;
-        else if (streq(s, "spread"))
-                *ret = SCHED_POLICY_SPREAD;
-        else
-                return -EINVAL;
-        return 0;
-}
-
-const char *sched_policy_name(enum sched_policy p) {
-        return p == SCHED_POLICY_SPREAD ? "spread" : "binpack";
-}
-
 char *sched_format_mib(uint64_t mib, char *buf, size_t len) {
         if (mib >= 1024) {
                 if (mib % 1024 == 0)
@@ -51,7 +35,7 @@ struct gpu_room {
 /* The node's GPUs as the placement sees them while containers are added one by one. */
 struct room {
         unsigned n;
-        struct gpu_room share[SCHED_MAX_GPUS];
+        struct gpu_room share[CLUSTER_GPUS_MAX];
         alloc_set_t whole_free; /* healthy, no sharer, no holder */
         alloc_set_t healthy;
         unsigned n_shared, n_held, n_unhealthy;
@@ -86,7 +70,7 @@ static void room_from_node(const struct sched_node *n, bool empty, struct room *
         }
 }
 
-static void share_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, char *buf,
+static void share_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, char *buf,
                          size_t len) {
         uint64_t best_mem = 0, best_mem_any = 0;
         unsigned best_core = 0, usable = 0;
@@ -122,8 +106,8 @@ static void share_reason(const struct room *r, const struct sched_container_req 
                          who);
 }
 
-static void whole_reason(const struct room *r, const struct sched_container_req *c, unsigned placed, int err, char *buf,
-                         size_t len) {
+static void whole_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, int err,
+                         char *buf, size_t len) {
         unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
         const char *name = c->name[0] ? c->name : "?";
         if (err == -ENOSPC || free_n < c->whole)
@@ -141,10 +125,10 @@ static void whole_reason(const struct room *r, const struct sched_container_req 
  * is the kind placed (compute when the share asks no memory), and only GPUs where the other half
  * fits too are usable, so compute and memory always land on one GPU. -ENOSPC when none.
  */
-static int pick_share(const struct room *r, const struct sched_container_req *c, enum sched_policy policy) {
+static int pick_share(const struct room *r, const struct cluster_container_req *c, enum cluster_policy policy) {
         struct alloc_frac_request q; /* only the first n GPUs are read: no zeroing of the rest */
         q.kind = c->mem_mib ? ALLOC_FRAC_MEM : ALLOC_FRAC_CORE;
-        q.policy = policy == SCHED_POLICY_SPREAD ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
+        q.policy = policy == CLUSTER_POLICY_SPREAD ? ALLOC_FRAC_SPREAD : ALLOC_FRAC_BINPACK;
         q.size = c->mem_mib ? c->mem_mib : c->core;
         q.partner = -1;
         q.pair = false;
@@ -166,17 +150,15 @@ static int pick_share(const struct room *r, const struct sched_container_req *c,
         return r2 < 0 ? -ENOSPC : d.gpu;
 }
 
-/* Place every container on r; 0 or -ENOSPC with the reason. */
-static int place_all(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                     enum sched_policy policy, struct room *r, struct sched_fit *ret) {
-        unsigned order[SCHED_MAX_CONTAINERS];
+/* The order containers are placed in (both paths): whole requests first, largest first; then shares by
+ * memory, then compute; equal ones in their order in the pod. */
+static void placement_order(const struct cluster_request *req, unsigned *order) {
         for (unsigned k = 0; k < req->n; k++)
                 order[k] = k;
-        /* whole requests first, largest first; then shares by memory, then compute */
         for (unsigned i = 1; i < req->n; i++) {
                 unsigned x = order[i], j = i;
                 while (j > 0) {
-                        const struct sched_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
+                        const struct cluster_container_req *a = &req->c[x], *b = &req->c[order[j - 1]];
                         bool before = a->whole != b->whole       ? a->whole > b->whole
                                       : a->mem_mib != b->mem_mib ? a->mem_mib > b->mem_mib
                                                                  : a->core > b->core;
@@ -187,12 +169,19 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                 }
                 order[j] = x;
         }
-        ret->assign = (struct sched_assignment){ .n = req->n };
+}
+
+/* Place every container on r; 0 or -ENOSPC with the reason. */
+static int place_all(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                     enum cluster_policy policy, struct room *r, struct sched_fit *ret) {
+        unsigned order[CLUSTER_CONTAINERS_MAX];
+        placement_order(req, order);
+        ret->assign = (struct cluster_assignment){ .n = req->n };
         ret->ring_bw = 0;
         ret->whole_count = 0;
         for (unsigned i = 0; i < req->n; i++) {
-                const struct sched_container_req *c = &req->c[order[i]];
-                struct sched_container_assign *a = &ret->assign.c[order[i]];
+                const struct cluster_container_req *c = &req->c[order[i]];
+                struct cluster_container_assign *a = &ret->assign.c[order[i]];
                 if (c->whole) {
                         alloc_set_t set = 0;
                         unsigned bw = 0;
@@ -201,7 +190,7 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                                 whole_reason(r, c, i, e, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;
                         }
-                        *a = (struct sched_container_assign){ .gpus = set, .whole = true };
+                        *a = (struct cluster_container_assign){ .gpus = set, .whole = true };
                         if (c->whole > ret->whole_count) {
                                 ret->whole_count = c->whole;
                                 ret->ring_bw = bw;
@@ -215,9 +204,9 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
                                 share_reason(r, c, i, ret->reason, sizeof ret->reason);
                                 return -ENOSPC;
                         }
-                        *a = (struct sched_container_assign){ .gpus = 1ULL << g,
-                                                              .core = c->core,
-                                                              .mem_mib = c->mem_mib };
+                        *a = (struct cluster_container_assign){ .gpus = 1ULL << g,
+                                                                .core = c->core,
+                                                                .mem_mib = c->mem_mib };
                         r->share[g].core_free -= c->core;
                         r->share[g].mem_free_mib -= c->mem_mib;
                         r->whole_free &= ~(1ULL << g);
@@ -226,15 +215,45 @@ static int place_all(struct sched_model *m, const struct sched_node *n, const st
         return 0;
 }
 
-static bool request_valid(const struct sched_request *req) {
-        if (req->n > SCHED_MAX_CONTAINERS)
+static bool request_valid(const struct cluster_request *req) {
+        if (req->n > CLUSTER_CONTAINERS_MAX)
                 return false;
         for (unsigned k = 0; k < req->n; k++) {
-                const struct sched_container_req *c = &req->c[k];
-                if (c->core > 100 || c->whole > SCHED_MAX_GPUS || (c->whole && (c->core || c->mem_mib)))
+                const struct cluster_container_req *c = &req->c[k];
+                if (c->core > 100 || c->whole > CLUSTER_GPUS_MAX || (c->whole && (c->core || c->mem_mib)))
                         return false;
         }
         return true;
+}
+
+/* The pack (0..1) from how full the node is and how full the GPUs the shares went to are after the
+ * placement; free_of gives GPU g's free memory and compute then (from either path's room). */
+static double pack_of(const struct sched_node *n, const struct sched_fit *f, double node_full, double mem_full,
+                      const void *room, void (*free_of)(const void *room, unsigned g, uint64_t *mem, unsigned *core)) {
+        double gpu_full = 0;
+        unsigned shares = 0;
+        for (unsigned k = 0; k < f->assign.n; k++) {
+                const struct cluster_container_assign *a = &f->assign.c[k];
+                if (a->whole || !a->gpus)
+                        continue;
+                unsigned g = (unsigned)__builtin_ctzll(a->gpus), core;
+                uint64_t mem;
+                free_of(room, g, &mem, &core);
+                double tot = n->gpu[g].mem_total_mib;
+                double mf = tot > 0 ? 1.0 - (double)mem / tot : 0;
+                double cf = 1.0 - core / 100.0;
+                gpu_full += mf > cf ? mf : cf;
+                shares++;
+        }
+        if (!shares)
+                return 0.5 * node_full + 0.5 * mem_full;
+        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+}
+
+static void room_free_of(const void *room, unsigned g, uint64_t *mem, unsigned *core) {
+        const struct room *r = room;
+        *mem = r->share[g].mem_free_mib;
+        *core = r->share[g].core_free;
 }
 
 /* How full the node is after the placement (0..1) and how full the GPUs the shares went to are. */
@@ -252,106 +271,130 @@ static double pack_after(const struct sched_node *n, const struct room *after, c
                 return 1;
         double node_full = 1.0 - (double)whole_free / healthy;
         double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-        bool any_share = false;
-        double gpu_full = 0;
-        unsigned shares = 0;
-        for (unsigned k = 0; k < f->assign.n; k++) {
-                const struct sched_container_assign *a = &f->assign.c[k];
-                if (a->whole || !a->gpus)
-                        continue;
-                unsigned g = (unsigned)__builtin_ctzll(a->gpus);
-                double tot = n->gpu[g].mem_total_mib;
-                double mf = tot > 0 ? 1.0 - (double)after->share[g].mem_free_mib / tot : 0;
-                double cf = 1.0 - after->share[g].core_free / 100.0;
-                gpu_full += mf > cf ? mf : cf;
-                shares++;
-                any_share = true;
-        }
-        if (!any_share)
-                return 0.5 * node_full + 0.5 * mem_full;
-        return 0.5 * (gpu_full / shares) + 0.25 * node_full + 0.25 * mem_full;
+        return pack_of(n, f, node_full, mem_full, after, room_free_of);
 }
 
 /*
- * The fast path: one container on a node of at most 8 GPUs, decided from the node's summary
- * (model.h) without the room, the fractional placement's request or the scratch assignment. It
- * answers only FIT — the same GPU(s) and the same numbers as the full path, which the unit test
- * sched-fastpath checks on random clusters; anything else (a failure, whose reason needs the full
- * picture, or a shape it does not know) returns false and the full path decides.
+ * The fast path: a pod on a node of at most 8 GPUs, decided from the node's summary (model.h) without
+ * the room, the fractional placement's request or the reasons: the containers are placed in the full
+ * path's order on a copy of the summary's free compute, memory and free-whole set. It answers only
+ * FIT — the same GPUs and the same numbers as the full path, which the unit test
+ * test_fast_path_matches_full checks on random clusters, one- and two-container pods; anything else
+ * (a failure, whose reason needs the full picture) returns false and the full path decides.
  */
-static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct sched_container_req *c,
-                     enum sched_policy policy, struct sched_fit *ret) {
-        const struct sched_node_sum *u = &n->sum;
-        if (!u->valid)
-                return false;
-        unsigned healthy = u->n_healthy;
-        double total = (double)u->healthy_mem, free_mem, node_full, mem_full;
-        if (c->whole) {
-                if ((unsigned)__builtin_popcountll(u->whole_free) < c->whole)
-                        return false;
-                alloc_set_t set;
-                unsigned bw;
-                if (sched_model_pick_whole(m, n, u->whole_free, c->whole, &set, &bw) < 0)
-                        return false;
-                uint64_t left = u->share_mem_free;
-                for (alloc_set_t x = set; x; x &= x - 1)
-                        left -= u->mem_free[__builtin_ctzll(x)];
-                free_mem = (double)left;
-                node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~set) / healthy;
-                mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-                ret->assign.n = 1;
-                ret->assign.c[0] = (struct sched_container_assign){ .gpus = set, .whole = true };
-                ret->whole_count = c->whole;
-                ret->ring_bw = bw;
-                ret->pack = 0.5 * node_full + 0.5 * mem_full;
-                ret->verdict = SCHED_FIT;
-                return true;
-        }
-        if ((!c->core && !c->mem_mib) || c->core > u->max_share_core || c->mem_mib > u->max_share_mem)
-                return false;
-        /* alloc_pick_fraction without a partner or pair room: the policy's best GPU among those with
-         * both halves free, by the placed kind's free IDs (memory, or compute when no memory is
-         * asked); ties to the lowest index */
+struct fast_room {
+        uint8_t core_free[SCHED_NODE_INLINE_GPUS];
+        uint32_t mem_free[SCHED_NODE_INLINE_GPUS];
+        alloc_set_t whole_free, share_ok;
+        uint64_t share_mem_free;
+};
+
+/* One share on the fast room: alloc_pick_fraction without a partner or pair room — the policy's best GPU
+ * among those with both halves free, by the placed kind's free IDs (memory, or compute when no memory is
+ * asked); ties to the lowest index. -1 when none. */
+static int fast_share(struct fast_room *r, const struct cluster_container_req *c, enum cluster_policy policy) {
         int best = -1;
         unsigned best_avail = 0;
-        for (alloc_set_t x = u->share_ok; x; x &= x - 1) {
+        for (alloc_set_t x = r->share_ok; x; x &= x - 1) {
                 unsigned i = (unsigned)__builtin_ctzll(x);
-                if (u->core_free[i] < c->core || u->mem_free[i] < c->mem_mib)
+                if (r->core_free[i] < c->core || r->mem_free[i] < c->mem_mib)
                         continue;
-                unsigned avail = c->mem_mib ? u->mem_free[i] : u->core_free[i];
-                if (best < 0 || (policy == SCHED_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
+                unsigned avail = c->mem_mib ? r->mem_free[i] : r->core_free[i];
+                if (best < 0 || (policy == CLUSTER_POLICY_SPREAD ? avail > best_avail : avail < best_avail)) {
                         best = (int)i;
                         best_avail = avail;
                 }
         }
-        if (best < 0)
+        if (best >= 0) {
+                r->core_free[best] = (uint8_t)(r->core_free[best] - c->core);
+                r->mem_free[best] -= c->mem_mib;
+                r->share_mem_free -= c->mem_mib;
+                r->whole_free &= ~(1ULL << best);
+        }
+        return best;
+}
+
+/* k whole GPUs on the fast room (the memoised allocator pick). false when they do not fit. */
+static bool fast_whole(struct sched_model *m, const struct sched_node *n, struct fast_room *r,
+                       const struct cluster_container_req *c, struct cluster_container_assign *a, unsigned *bw) {
+        alloc_set_t set;
+        if ((unsigned)__builtin_popcountll(r->whole_free) < c->whole ||
+            sched_model_pick_whole(m, n, r->whole_free, c->whole, &set, bw) < 0)
                 return false;
-        unsigned g = (unsigned)best;
-        free_mem = (double)(u->share_mem_free - c->mem_mib);
-        node_full = 1.0 - (double)(unsigned)__builtin_popcountll(u->whole_free & ~(1ULL << g)) / healthy;
-        mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
-        double tot = n->gpu[g].mem_total_mib;
-        double mf = tot > 0 ? 1.0 - (double)(u->mem_free[g] - c->mem_mib) / tot : 0;
-        double cf = 1.0 - (unsigned)(u->core_free[g] - c->core) / 100.0;
-        double gpu_full = 0;
-        gpu_full += mf > cf ? mf : cf;
-        ret->assign.n = 1;
-        ret->assign.c[0] = (struct sched_container_assign){ .gpus = 1ULL << g, .core = c->core, .mem_mib = c->mem_mib };
-        ret->pack = 0.5 * (gpu_full / 1) + 0.25 * node_full + 0.25 * mem_full;
+        for (alloc_set_t x = set; x; x &= x - 1)
+                r->share_mem_free -= r->mem_free[__builtin_ctzll(x)];
+        r->whole_free &= ~set;
+        r->share_ok &= ~set;
+        *a = (struct cluster_container_assign){ .gpus = set, .whole = true };
+        return true;
+}
+
+static void fast_free_of(const void *room, unsigned g, uint64_t *mem, unsigned *core) {
+        const struct fast_room *r = room;
+        *mem = r->mem_free[g];
+        *core = r->core_free[g];
+}
+
+/* pack_after over the fast room: the same sums in the same order, so the same double. */
+static double fast_pack(const struct sched_node *n, const struct fast_room *r, const struct sched_fit *f) {
+        const struct sched_node_sum *u = &n->sum;
+        double total = (double)u->healthy_mem, free_mem = (double)r->share_mem_free;
+        double node_full = 1.0 - (double)(unsigned)__builtin_popcountll(r->whole_free) / u->n_healthy;
+        double mem_full = total > 0 ? 1.0 - free_mem / total : node_full;
+        return pack_of(n, f, node_full, mem_full, r, fast_free_of);
+}
+
+static bool fit_fast(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                     enum cluster_policy policy, struct sched_fit *ret) {
+        const struct sched_node_sum *u = &n->sum;
+        if (!u->valid || !u->n_healthy)
+                return false;
+        struct fast_room r = { .whole_free = u->whole_free,
+                               .share_ok = u->share_ok,
+                               .share_mem_free = u->share_mem_free };
+        memcpy(r.core_free, u->core_free, sizeof r.core_free);
+        memcpy(r.mem_free, u->mem_free, sizeof r.mem_free);
+        unsigned order[CLUSTER_CONTAINERS_MAX];
+        placement_order(req, order);
+        ret->assign.n = req->n;
+        for (unsigned i = 0; i < req->n; i++) {
+                const struct cluster_container_req *c = &req->c[order[i]];
+                struct cluster_container_assign *a = &ret->assign.c[order[i]];
+                *a = (struct cluster_container_assign){ 0 };
+                if (c->whole) {
+                        unsigned bw = 0;
+                        if (!fast_whole(m, n, &r, c, a, &bw))
+                                return false;
+                        if (c->whole > ret->whole_count) {
+                                ret->whole_count = c->whole;
+                                ret->ring_bw = bw;
+                        }
+                } else if (c->core || c->mem_mib) {
+                        if (c->core > u->max_share_core || c->mem_mib > u->max_share_mem)
+                                return false;
+                        int g = fast_share(&r, c, policy);
+                        if (g < 0)
+                                return false;
+                        *a = (struct cluster_container_assign){ .gpus = 1ULL << g,
+                                                                .core = c->core,
+                                                                .mem_mib = c->mem_mib };
+                }
+        }
+        ret->pack = fast_pack(n, &r, ret);
         ret->verdict = SCHED_FIT;
         return true;
 }
 
-static int fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                    enum sched_policy policy, struct sched_fit *ret, bool fast) {
+static int fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                    enum cluster_policy policy, struct sched_fit *ret, bool fast) {
         /* what the fast path leaves alone must read as zero: the header, the used assignments */
         ret->verdict = SCHED_FIT;
         ret->assign.n = 0;
         ret->ring_bw = ret->whole_count = 0;
         ret->pack = 0;
         ret->reason[0] = '\0';
-        if (fast && m && n && req && req->n == 1 && request_valid(req) && n->published &&
-            fit_fast(m, n, &req->c[0], policy, ret))
+        if (fast && m && n && req && req->n >= 1 && request_valid(req) && n->published &&
+            fit_fast(m, n, req, policy, ret))
                 return 0;
         memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
         ret->reason[0] = '\0';
@@ -363,7 +406,8 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         if (!n->published || n->n_gpus == 0) {
                 ret->verdict = SCHED_UNRESOLVABLE;
                 snprintf(ret->reason, sizeof ret->reason, "%s",
-                         n->published ? "node has no GPUs" : "node publishes no GPUs (no gpuslice.io/gpus annotation)");
+                         n->published ? "node has no GPUs"
+                                      : "node publishes no GPUs (no " CLUSTER_ANN_GPUS " annotation)");
                 return -ENODEV;
         }
         struct room r;
@@ -379,29 +423,29 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         room_from_node(n, true, &r);
         if (place_all(m, n, req, policy, &r, &empty) == 0) {
                 ret->verdict = SCHED_NO_ROOM;
-                ret->assign = (struct sched_assignment){ 0 };
+                ret->assign = (struct cluster_assignment){ 0 };
                 return -ENOSPC;
         }
         ret->verdict = SCHED_UNRESOLVABLE;
-        ret->assign = (struct sched_assignment){ 0 };
+        ret->assign = (struct cluster_assignment){ 0 };
         snprintf(ret->reason, sizeof ret->reason, "even with every GPU free: %.170s", empty.reason);
         return -ENODEV;
 }
 
-int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                   enum sched_policy policy, struct sched_fit *ret) {
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                   enum cluster_policy policy, struct sched_fit *ret) {
         return fit_node(m, n, req, policy, ret, true);
 }
 
-int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                        enum sched_policy policy, struct sched_fit *ret) {
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                        enum cluster_policy policy, struct sched_fit *ret) {
         return fit_node(m, n, req, policy, ret, false);
 }
 
-static int score_one(const struct sched_score_in *f, unsigned best_ring, enum sched_policy policy) {
+static int score_one(const struct sched_score_in *f, unsigned best_ring, enum cluster_policy policy) {
         if (f->verdict != SCHED_FIT)
                 return 0;
-        double s = policy == SCHED_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
+        double s = policy == CLUSTER_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
         if (f->whole_count >= 2 && best_ring > 0)
                 s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
         long v = lround(s * 10.0);
@@ -412,7 +456,7 @@ void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *r
         *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack };
 }
 
-void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (in[i]->verdict == SCHED_FIT && in[i]->whole_count >= 2 && in[i]->ring_bw > best_ring)
@@ -421,7 +465,7 @@ void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sche
                 ret_scores[i] = score_one(in[i], best_ring, policy);
 }
 
-void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum cluster_policy policy, int *ret_scores) {
         unsigned best_ring = 0;
         for (size_t i = 0; i < n; i++)
                 if (fits[i]->verdict == SCHED_FIT && fits[i]->whole_count >= 2 && fits[i]->ring_bw > best_ring)
@@ -433,7 +477,7 @@ void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_
         }
 }
 
-void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores) {
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum cluster_policy policy, int *ret_scores) {
         const struct sched_fit *stack[64] = { 0 };
         const struct sched_fit **p = n <= 64 ? stack : malloc(n * sizeof *p);
         if (!p) { /* out of memory: score one at a time (no ring normalisation across nodes) */

@@ -19,15 +19,6 @@
 #include "alloc/fraction.h"
 #include "sched/model.h"
 
-enum sched_policy {
-        SCHED_POLICY_BINPACK = 0,
-        SCHED_POLICY_SPREAD,
-};
-
-/* Parse "binpack" / "spread". 0 or -EINVAL. */
-int sched_policy_from_name(const char *s, enum sched_policy *ret);
-const char *sched_policy_name(enum sched_policy p);
-
 enum sched_verdict {
         SCHED_FIT = 0,
         SCHED_NO_ROOM,      /* the node is big enough, but taken: preemption could help */
@@ -36,8 +27,8 @@ enum sched_verdict {
 
 struct sched_fit {
         enum sched_verdict verdict;
-        struct sched_assignment assign; /* SCHED_FIT: the GPUs chosen per container */
-        char reason[200];               /* otherwise: the GPU-level shortage, for a person */
+        struct cluster_assignment assign; /* SCHED_FIT: the GPUs chosen per container */
+        char reason[200];                 /* otherwise: the GPU-level shortage, for a person */
         /* for scoring */
         unsigned ring_bw;     /* best ring of the largest whole request (GB/s), 0 if none */
         unsigned whole_count; /* GPUs of that request */
@@ -48,22 +39,22 @@ struct sched_fit {
  * Fit req on node n. Always fills *ret (verdict, and assign or reason). Returns 0 on FIT,
  * -ENOSPC for NO_ROOM, -ENODEV for UNRESOLVABLE, -EINVAL for a malformed request.
  */
-int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                   enum sched_policy policy, struct sched_fit *ret);
+int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                   enum cluster_policy policy, struct sched_fit *ret);
 /* The same without the fast path (a one-container pod decided from the node's summary, model.h):
  * always the room, the allocator and the fractional placement. Answers exactly as sched_fit_node
  * (the unit test compares them on random clusters); for tests and the bench. */
-int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct sched_request *req,
-                        enum sched_policy policy, struct sched_fit *ret);
+int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
+                        enum cluster_policy policy, struct sched_fit *ret);
 
 /*
  * Scores for fits of one pod on several nodes (fits[i] must be SCHED_FIT), 0..10 each, into
  * ret_scores. binpack prefers fuller nodes and GPUs, spread emptier ones; for a multi-GPU whole
  * request the ring bandwidth weighs most (normalised to the best among these nodes).
  */
-void sched_score_fits(const struct sched_fit *fits, size_t n, enum sched_policy policy, int *ret_scores);
+void sched_score_fits(const struct sched_fit *fits, size_t n, enum cluster_policy policy, int *ret_scores);
 /* The same over pointers (fits[i] may point anywhere, e.g. into an earlier filter's results). */
-void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum sched_policy policy, int *ret_scores);
+void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum cluster_policy policy, int *ret_scores);
 
 /* What scoring reads of a fit (the extender keeps only this per node between filter and
  * prioritize), and the same scores over it. */
@@ -73,7 +64,7 @@ struct sched_score_in {
         double pack;
 };
 void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret);
-void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum sched_policy policy, int *ret_scores);
+void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores);
 
 /* "8 GiB", "5.5 GiB", "512 MiB" */
 char *sched_format_mib(uint64_t mib, char *buf, size_t len);

@@ -20,11 +20,11 @@ struct sched_feed {
         struct kube_client *client;
         struct kube_informer *nodes, *pods;
         struct sched_server *server;
-        struct sched_units units;
+        struct cluster_units units;
         struct sched_binder binder;
-        bool nodes_synced, pods_synced;    /* under the server lock */
-        struct sched_node_info *node_info; /* scratch, used with the server lock held */
-        struct sched_pod_view *pod_view;
+        bool nodes_synced, pods_synced;      /* under the server lock */
+        struct cluster_node_info *node_info; /* scratch, used with the server lock held */
+        struct cluster_pod *pod_view;
 };
 
 static bool dns_name(const char *s) {
@@ -44,7 +44,7 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *use
         struct sched_feed *f = userdata;
         struct sched_model *m = sched_server_lock(f->server);
         struct gs_error err = { 0 };
-        int r = new_obj ? sched_node_decode_json(new_obj, f->node_info, &err) : -ENOENT;
+        int r = new_obj ? cluster_node_decode_json(new_obj, f->node_info, &err) : -ENOENT;
         if (r == 0)
                 (void)sched_model_set_node(m, f->node_info);
         else {
@@ -60,15 +60,19 @@ static void pod_changed(const json_t *old_obj, const json_t *new_obj, void *user
         struct sched_feed *f = userdata;
         struct sched_model *m = sched_server_lock(f->server);
         struct gs_error err = { 0 };
-        if (new_obj && sched_pod_decode_json(new_obj, &f->units, f->pod_view, &err) == 0) {
+        if (new_obj && cluster_pod_decode_json(new_obj, &f->units, f->pod_view, &err) == 0) {
                 struct sched_pod_info info;
                 sched_pod_view_info(f->pod_view, &info);
                 (void)sched_model_set_pod(m, &info);
+                if (f->pod_view->node_name[0] || f->pod_view->terminated)
+                        sched_server_pod_settled(f->server, f->pod_view->uid); /* no longer pending */
         } else {
                 /* deleted, slimmed away (finished), or malformed: holds nothing we can count */
                 const char *uid = meta_str(new_obj ? new_obj : old_obj, "uid");
-                if (uid)
+                if (uid) {
                         (void)sched_model_remove_pod(m, uid);
+                        sched_server_pod_settled(f->server, uid);
+                }
         }
         sched_server_unlock(f->server);
 }
@@ -98,63 +102,31 @@ static int api_error(int r, const struct kube_error *e, struct gs_error *err) {
                             e->message[0] ? e->message : strerror(-r), e->http);
 }
 
-/* OBJ (its reference is taken; NULL: it could not be built) as the JSON body of METHOD PATH. */
-static int send_json(struct sched_feed *f, enum kube_method method, const char *path, json_t *obj,
-                     struct gs_error *err) {
-        char *body = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-        json_decref(obj);
-        if (!body)
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        struct kube_error e = { 0 };
-        int r = kube_request(f->client, method, path, body, NULL, &e);
-        free(body);
-        return r < 0 ? api_error(r, &e, err) : r;
-}
-
-/* For the e2e restart case only: GPUSLICE_CRASH_AT=bind-annotated in the extender's environment
- * (read with secure_getenv) makes it SIGKILL itself right after a bind's annotation was written,
- * before the Binding: "killed between annotate and bind" (docs/scheduler.md). */
+/* For the e2e restart case only: GPUSLICE_CRASH_AT=bind-written in the extender's environment (read
+ * with secure_getenv) makes it SIGKILL itself right after a Binding was accepted, before kube-scheduler
+ * hears the answer: "killed after the bind" (docs/scheduler.md). */
 static void crash_point(const char *point) {
-        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
-        if (want && streq(want, point))
+        if (crash_point_due(point))
                 (void)kill(getpid(), SIGKILL);
 }
 
-static int feed_annotate(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
-                         const char *annotations_json, struct gs_error *err) {
+static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
+                     const char *node, const char *annotations_json, struct gs_error *err) {
         struct sched_feed *f = userdata;
-        if (!dns_name(ns) || !dns_name(name)) {
+        if (!dns_name(ns) || !dns_name(name))
                 return gs_error_set(err, -EINVAL, "not a valid pod name");
+        json_t *ann = annotations_json ? json_loads(annotations_json, 0, NULL) : NULL;
+        if (annotations_json && !json_is_object(ann)) {
+                json_decref(ann);
+                return gs_error_set(err, -EINVAL, "the assignment annotations are not a JSON object");
         }
-        json_error_t je;
-        json_t *ann = json_loads(annotations_json, 0, &je);
-        /* a merge patch carrying metadata.uid and metadata.resourceVersion: the API server refuses it
-         * with 409 Conflict when the pod is not that object at that version any more */
-        json_t *patch = json_pack("{s:{s:s,s:o}}", "metadata", "uid", uid, "annotations", ann);
-        if (patch && rv && rv[0])
-                json_object_set_new(json_object_get(patch, "metadata"), "resourceVersion", json_string(rv));
-        char path[600];
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
-        int r = send_json(f, KUBE_PATCH_MERGE, path, patch, err);
+        struct kube_error e = { 0 };
+        int r = kube_pod_bind(f->client, ns, name, uid, rv, node, ann, &e);
+        json_decref(ann);
         if (r < 0)
-                return r;
-        crash_point("bind-annotated");
+                return api_error(r, &e, err);
+        crash_point("bind-written");
         return 0;
-}
-
-static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
-                     struct gs_error *err) {
-        struct sched_feed *f = userdata;
-        if (!dns_name(ns) || !dns_name(name)) {
-                return gs_error_set(err, -EINVAL, "not a valid pod name");
-        }
-        json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
-                              "metadata", "name", name, "namespace", ns, "uid", uid, "target", "apiVersion", "v1",
-                              "kind", "Node", "name", node);
-        char path[600];
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
-        int r = send_json(f, KUBE_POST, path, b, err);
-        return r < 0 ? r : 0;
 }
 
 int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, struct gs_error *err) {
@@ -179,7 +151,7 @@ int sched_feed_new(const char *kubeconfig, const char *context, struct sched_fee
                 return r;
         }
         kube_client_set_timeout(f->client, 4000); /* bind must answer within kube-scheduler's 5 s */
-        f->binder = (struct sched_binder){ feed_annotate, feed_bind, f };
+        f->binder = (struct sched_binder){ feed_bind, f };
         *ret = f;
         return 0;
 }
@@ -188,7 +160,7 @@ const struct sched_binder *sched_feed_binder(struct sched_feed *f) {
         return &f->binder;
 }
 
-int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, struct gs_error *err) {
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct cluster_units *u, struct gs_error *err) {
         f->server = s;
         f->units = *u;
         struct kube_informer_handlers hn = { node_changed, nodes_synced, f };

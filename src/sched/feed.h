@@ -2,8 +2,7 @@
 /*
  * feed — the extender's link to the API server (built only with src/kube): two informers (nodes,
  * and pods with GPU resources or annotations) that keep the server's model up to date, and the
- * binder bind uses (merge-patch of the assignment annotations with uid and resourceVersion
- * preconditions, then POST of the Binding).
+ * binder bind uses (one POST of the pod's Binding carrying its assignment annotations).
  *
  * The model is marked ready once both informers have listed everything. Must never call the
  * informers while holding the server's lock (the informers call us with theirs held: the order is
@@ -23,5 +22,5 @@ int sched_feed_new(const char *kubeconfig, const char *context, struct sched_fee
 /* The binder to put in sched_server_options (valid while the feed lives). */
 const struct sched_binder *sched_feed_binder(struct sched_feed *f);
 /* Start the informers feeding s's model; s becomes ready when both have listed. 0 or -errno. */
-int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct sched_units *u, struct gs_error *err);
+int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct cluster_units *u, struct gs_error *err);
 struct sched_feed *sched_feed_free(struct sched_feed *f);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * map.c — open-addressing hash map for the scheduler model (see map.h).
+ * map.c — open-addressing hash map for the scheduler model (see map-internal.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/map.h"
+#include "sched/map-internal.h"
 
 uint64_t sched_map_hash(const void *key, size_t klen) {
         /* FNV-1a, then a finaliser so the low bits (the slot) mix well; never 0 (the empty mark) */

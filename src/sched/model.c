@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "sched/decide.h"
-#include "sched/map.h"
+#include "sched/map-internal.h"
 #include "sched/model.h"
 #include "util/util.h"
 
@@ -43,15 +43,6 @@ struct sched_model {
 
 void sched_model_keep_details(struct sched_model *m, bool keep) {
         m->keep_details = keep;
-}
-
-const char *sched_source_name(enum sched_source s) {
-        switch (s) {
-                case SCHED_SOURCE_GPUSLICE: return "gpuslice";
-                case SCHED_SOURCE_GPUSHARE: return "gpushare";
-                case SCHED_SOURCE_GPU_MANAGER: return "gpu-manager";
-                default: return "";
-        }
 }
 
 int sched_model_new(struct sched_model **ret) {
@@ -151,7 +142,7 @@ static void summarize(struct sched_node *n) {
 
 static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
         for (unsigned k = 0; k < p->n; k++) {
-                const struct sched_container_assign *c = &p->c[k].assign;
+                const struct cluster_container_assign *c = &p->c[k].assign;
                 for (alloc_set_t s = c->gpus; s; s &= s - 1) {
                         unsigned i = (unsigned)__builtin_ctzll(s);
                         if (i >= n->n_gpus)
@@ -173,17 +164,17 @@ static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
 /* A pod on a published node without an assignment: where our own fit would have put it. */
 static void infer(struct sched_model *m, struct sched_pod *p) {
         struct sched_fit fit;
-        struct sched_request req = { .n = p->n };
+        struct cluster_request req = { .n = p->n };
         for (unsigned k = 0; k < p->n; k++) {
-                p->c[k].assign = (struct sched_container_assign){ 0 };
-                req.c[k] = (struct sched_container_req){ .whole = p->c[k].whole,
-                                                         .core = p->c[k].core,
-                                                         .mem_mib = p->c[k].mem_mib };
+                p->c[k].assign = (struct cluster_container_assign){ 0 };
+                req.c[k] = (struct cluster_container_req){ .whole = p->c[k].whole,
+                                                           .core = p->c[k].core,
+                                                           .mem_mib = p->c[k].mem_mib };
         }
         p->inferred = true;
         if (!p->node || !p->node->published)
                 return;
-        if (sched_fit_node(m, p->node, &req, SCHED_POLICY_BINPACK, &fit) == 0)
+        if (sched_fit_node(m, p->node, &req, CLUSTER_POLICY_BINPACK, &fit) == 0)
                 for (unsigned k = 0; k < p->n; k++)
                         p->c[k].assign = fit.assign.c[k];
         /* else: it uses something we cannot place; nothing is counted (docs/scheduler.md) */
@@ -265,7 +256,7 @@ static struct sched_node *node_get_or_add(struct sched_model *m, const char *nam
         return n;
 }
 
-static struct sched_topo_class *class_get(struct sched_model *m, const struct sched_node_info *info) {
+static struct sched_topo_class *class_get(struct sched_model *m, const struct cluster_node_info *info) {
         unsigned nn = info->n_gpus;
         size_t sz = (size_t)nn * nn * sizeof(struct topo_link);
         struct topo_link *link = malloc(sz ? sz : 1);
@@ -298,8 +289,8 @@ static struct sched_topo_class *class_get(struct sched_model *m, const struct sc
         return c;
 }
 
-int sched_model_set_node(struct sched_model *m, const struct sched_node_info *info) {
-        if (!m || !info || !info->name[0] || info->n_gpus > SCHED_MAX_GPUS)
+int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *info) {
+        if (!m || !info || !info->name[0] || info->n_gpus > CLUSTER_GPUS_MAX)
                 return -EINVAL;
         m->generation++;
         struct sched_gpu *gpus = calloc(info->n_gpus ? info->n_gpus : 1, sizeof *gpus);
@@ -309,7 +300,7 @@ int sched_model_set_node(struct sched_model *m, const struct sched_node_info *in
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
                 gpus[i].healthy = info->gpu[i].healthy;
                 if (info->gpu[i].uuid[0]) {
-                        gpus[i].uuid = strndup(info->gpu[i].uuid, SCHED_UUID_MAX);
+                        gpus[i].uuid = strndup(info->gpu[i].uuid, CLUSTER_UUID_MAX);
                         if (!gpus[i].uuid)
                                 goto nomem;
                 }
@@ -371,8 +362,8 @@ int sched_model_remove_node(struct sched_model *m, const char *name) {
         return 0;
 }
 
-static bool request_empty(const struct sched_request *r) {
-        for (unsigned k = 0; k < r->n && k < SCHED_MAX_CONTAINERS; k++)
+static bool request_empty(const struct cluster_request *r) {
+        for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++)
                 if (r->c[k].whole || r->c[k].core || r->c[k].mem_mib)
                         return false;
         return true;
@@ -394,7 +385,7 @@ static int pod_update_names(struct sched_pod *p, const struct sched_pod_info *in
         return 0;
 }
 
-static int pod_set_req(struct sched_pod *p, const struct sched_request *req) {
+static int pod_set_req(struct sched_pod *p, const struct cluster_request *req) {
         if (req->n != p->n) {
                 struct sched_pod_container *c = calloc(req->n ? req->n : 1, sizeof *c);
                 if (!c)
@@ -428,10 +419,10 @@ static struct sched_pod *pod_get_or_add(struct sched_model *m, const char *uid) 
 
 /* p must be unlinked (its old use subtracted) before its request changes. */
 static int place(struct sched_model *m, struct sched_pod *p, const char *node_name,
-                 const struct sched_assignment *assign) {
+                 const struct cluster_assignment *assign) {
         p->inferred = assign == NULL;
         for (unsigned k = 0; k < p->n; k++)
-                p->c[k].assign = assign && k < assign->n ? assign->c[k] : (struct sched_container_assign){ 0 };
+                p->c[k].assign = assign && k < assign->n ? assign->c[k] : (struct cluster_container_assign){ 0 };
         if (!node_name || !node_name[0])
                 return 0;
         struct sched_node *n = node_get_or_add(m, node_name);
@@ -461,8 +452,8 @@ static int pod_refresh(struct sched_model *m, const struct sched_pod_info *info,
 /* lint: long — its complexity is the argument checks and the rules of when a watched pod may replace an assumed
  * one, each one condition; 37 lines. */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info) {
-        if (!m || !info || !info->uid || !info->uid[0] || info->req.n > SCHED_MAX_CONTAINERS ||
-            (info->has_assignment && info->assign.n > SCHED_MAX_CONTAINERS))
+        if (!m || !info || !info->uid || !info->uid[0] || info->req.n > CLUSTER_CONTAINERS_MAX ||
+            (info->has_assignment && info->assign.n > CLUSTER_CONTAINERS_MAX))
                 return -EINVAL;
         m->generation++;
         bool on_node = info->node && info->node[0];
@@ -512,9 +503,9 @@ int sched_model_remove_pod(struct sched_model *m, const char *uid) {
 }
 
 int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *info, const char *node,
-                           const struct sched_assignment *assign, uint64_t now_ns) {
+                           const struct cluster_assignment *assign, uint64_t now_ns) {
         if (!m || !info || !info->uid || !info->uid[0] || !node || !node[0] || !assign ||
-            assign->n > SCHED_MAX_CONTAINERS)
+            assign->n > CLUSTER_CONTAINERS_MAX)
                 return -EINVAL;
         m->generation++;
         struct sched_pod *p;
@@ -522,7 +513,7 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
         if (r < 0)
                 return r;
         p->confirmed = false;
-        p->source = SCHED_SOURCE_GPUSLICE;
+        p->source = CLUSTER_SOURCE_GPUSLICE;
         unlink_pod(m, p);
         r = pod_set_req(p, &info->req);
         if (r >= 0)
@@ -575,7 +566,7 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
 /* ---- preemption ---- */
 
 int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
-                            const struct sched_request *req, int policy, struct sched_fit *ret) {
+                            const struct cluster_request *req, int policy, struct sched_fit *ret) {
         struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
         if (!n || !n->published)
                 return -ENODEV;
@@ -596,7 +587,7 @@ int sched_model_fit_without(struct sched_model *m, const char *name, const char 
                 apply(n, p, -1);
                 out[k++] = p;
         }
-        int r = sched_fit_node_full(m, n, req, (enum sched_policy)policy, ret);
+        int r = sched_fit_node_full(m, n, req, (enum cluster_policy)policy, ret);
         for (size_t j = 0; j < k; j++)
                 apply(n, out[j], +1);
         free(out);
@@ -611,7 +602,7 @@ void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsi
         unsigned core = 0;
         bool whole = false;
         for (unsigned k = 0; k < p->n; k++) {
-                const struct sched_container_assign *a = &p->c[k].assign;
+                const struct cluster_container_assign *a = &p->c[k].assign;
                 if (g >= 64 || !(a->gpus >> g & 1))
                         continue;
                 if (a->whole) {
@@ -647,7 +638,7 @@ static bool pod_recorded(const struct sched_pod *p, const struct sched_node *n) 
                 return false;
         alloc_set_t have = n->n_gpus >= 64 ? ~0ULL : (1ULL << n->n_gpus) - 1;
         for (unsigned k = 0; k < p->n; k++) {
-                const struct sched_container_assign *a = &p->c[k].assign;
+                const struct cluster_container_assign *a = &p->c[k].assign;
                 if (!a->gpus || (a->gpus & ~have))
                         return false;
         }

@@ -22,72 +22,8 @@
 #include <stdint.h>
 
 #include "alloc/alloc.h"
+#include "cluster/cluster.h"
 #include "topo/topo.h"
-
-#define SCHED_MAX_GPUS 64       /* per node (the allocator's limit) */
-#define SCHED_MAX_CONTAINERS 16 /* GPU-using containers per pod we account */
-#define SCHED_NAME_MAX 254      /* node names, pod names (DNS subdomain 253) */
-#define SCHED_UUID_MAX 96
-
-/* ---- what a pod asks for, per container ---- */
-
-struct sched_container_req {
-        char name[64];      /* container name ("" when unknown) */
-        unsigned whole;     /* whole GPUs (nvidia.com/gpu, or gpu-core in multiples of 100) */
-        unsigned core;      /* percent of one GPU, 1..100; 0 = no compute share asked */
-        uint32_t mem_mib;   /* MiB on one GPU; 0 = none asked */
-        uint8_t spec_index; /* position in spec.containers (gpu-manager's predicate-gpu-idx-<i>) */
-};
-
-enum sched_profile {
-        SCHED_PROFILE_NONE = 0, /* only nvidia.com/gpu */
-        SCHED_PROFILE_GPUSLICE, /* gpuslice.io/gpu-core, gpuslice.io/gpu-memory */
-        SCHED_PROFILE_TENCENT,  /* tencent.com/vcuda-core, tencent.com/vcuda-memory */
-        SCHED_PROFILE_ALIYUN,   /* aliyun.com/gpu-mem */
-};
-
-struct sched_request {
-        unsigned n; /* containers that ask for GPU resources */
-        struct sched_container_req c[SCHED_MAX_CONTAINERS];
-        enum sched_profile profile; /* the fractional family the pod used (NONE for whole only) */
-};
-
-static inline bool sched_request_is_fractional(const struct sched_container_req *c) {
-        return c->whole == 0 && (c->core > 0 || c->mem_mib > 0);
-}
-
-/* ---- where a pod's containers are (or go) ---- */
-
-struct sched_container_assign {
-        alloc_set_t gpus; /* GPU indices on the node: one for a share, k for k whole GPUs */
-        unsigned core;    /* the share's compute percent (0 for whole GPUs) */
-        uint32_t mem_mib; /* the share's memory (0 for whole GPUs) */
-        bool whole;
-};
-
-struct sched_assignment {
-        unsigned n;
-        struct sched_container_assign c[SCHED_MAX_CONTAINERS];
-};
-
-/* ---- nodes ---- */
-
-struct sched_gpu_info {
-        char uuid[SCHED_UUID_MAX];
-        char model[64];
-        uint32_t mem_mib;
-        bool healthy;
-        char health[96]; /* "ok" or why not */
-};
-
-/* A node as published (the node annotation): GPUs in index order and the link matrix. */
-struct sched_node_info {
-        char name[SCHED_NAME_MAX];
-        char driver[80]; /* "" unknown */
-        unsigned n_gpus;
-        struct sched_gpu_info gpu[SCHED_MAX_GPUS];
-        struct topo_link link[SCHED_MAX_GPUS][SCHED_MAX_GPUS]; /* symmetric, SELF on the diagonal */
-};
 
 /* Per-GPU use, kept up to date as pods come and go. */
 struct sched_gpu {
@@ -154,18 +90,8 @@ struct sched_node {
 struct sched_pod_container {
         unsigned whole, core;
         uint32_t mem_mib;
-        struct sched_container_assign assign;
+        struct cluster_container_assign assign;
 };
-
-/* Who placed a pod on its GPUs: the annotation its placement was read from. */
-enum sched_source {
-        SCHED_SOURCE_NONE = 0,    /* no assignment (inferred, or pending) */
-        SCHED_SOURCE_GPUSLICE,    /* gpuslice.io/assignment */
-        SCHED_SOURCE_GPUSHARE,    /* ALIYUN_COM_GPU_MEM_IDX */
-        SCHED_SOURCE_GPU_MANAGER, /* tencent.com/predicate-gpu-idx-<i> */
-};
-/* "gpuslice", "gpushare", "gpu-manager", "" */
-const char *sched_source_name(enum sched_source s);
 
 struct sched_pod {
         char *uid, *ns, *name;
@@ -178,7 +104,7 @@ struct sched_pod {
         bool assumed;                  /* placed by our bind, not yet confirmed by the watch */
         bool bound;                    /* the feed saw spec.nodeName */
         bool confirmed;                /* the node agent honoured the assignment (…assigned = "true") */
-        uint8_t source;                /* enum sched_source */
+        uint8_t source;                /* enum cluster_source */
         uint64_t assumed_ns;           /* CLOCK_REALTIME of the assume */
 };
 
@@ -188,11 +114,11 @@ struct sched_pod_info {
         const char *resource_version; /* may be NULL */
         const char *node;             /* spec.nodeName or the assigned node; NULL/"" = pending */
         bool bound;                   /* node is spec.nodeName (else only our assignment's node) */
-        struct sched_request req;
+        struct cluster_request req;
         bool has_assignment; /* assign below is from the pod's annotations */
-        struct sched_assignment assign;
-        bool terminated;          /* Succeeded/Failed: holds nothing */
-        enum sched_source source; /* of the assignment */
+        struct cluster_assignment assign;
+        bool terminated;            /* Succeeded/Failed: holds nothing */
+        enum cluster_source source; /* of the assignment */
         bool confirmed;
 };
 
@@ -205,8 +131,8 @@ struct sched_model *sched_model_free(struct sched_model *m);
 void sched_model_keep_details(struct sched_model *m, bool keep);
 
 /* Add or replace a node's GPUs and topology; its pods are re-counted on the new GPUs. 0, -EINVAL
- * (no name, more than SCHED_MAX_GPUS), -ENOMEM. */
-int sched_model_set_node(struct sched_model *m, const struct sched_node_info *info);
+ * (no name, more than CLUSTER_GPUS_MAX), -ENOMEM. */
+int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *info);
 /* The node is gone: its pods stay (as on a placeholder) until they are removed. 0 or -ENOENT. */
 int sched_model_remove_node(struct sched_model *m, const char *name);
 
@@ -222,7 +148,7 @@ int sched_model_remove_pod(struct sched_model *m, const char *uid);
 
 /* Count a pod at once on `node` with `assign` (the bind's choice), marked assumed. */
 int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *info, const char *node,
-                           const struct sched_assignment *assign, uint64_t now_ns);
+                           const struct cluster_assignment *assign, uint64_t now_ns);
 /* Undo an assume (bind failed): the pod goes away unless the feed had confirmed it. */
 int sched_model_forget_pod(struct sched_model *m, const char *uid);
 
@@ -282,7 +208,7 @@ void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigne
  * node or it cannot ever fit), -EINVAL. Not const: it counts on the model meanwhile.
  */
 int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
-                            const struct sched_request *req, int policy, struct sched_fit *ret);
+                            const struct cluster_request *req, int policy, struct sched_fit *ret);
 
 /* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);

@@ -16,14 +16,23 @@
 
 #include "http/http.h"
 #include "metrics/metrics.h"
-#include "sched/map.h"
+#include "sched/map-internal.h"
 #include "sched/server.h"
+#include "sched/ui.h"
+#include "sched/view.h"
 #include "util/util.h"
 
 #define SCHED_SERVER_THREADS 16
 
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
+
+/* A pod seen by filter: what bind needs (first: the map's values are read as struct cluster_pod
+ * too), and what the last filter call said about it (the operator page, the unschedulable metric). */
+struct pending {
+        struct cluster_pod v;
+        struct sched_filter_summary filter;
+};
 
 enum verb {
         VERB_FILTER,
@@ -42,10 +51,11 @@ struct sched_server {
         pthread_mutex_t lock;
         struct sched_model *model;
         bool ready;
-        /* pending: uid -> struct sched_pod_view (heap), FIFO eviction */
+        /* pending: uid -> struct pending (heap), FIFO eviction */
         struct sched_map pending;
-        struct sched_pod_view *ring[PENDING_MAX];
+        struct pending *ring[PENDING_MAX];
         size_t ring_head, ring_n;
+        uint64_t view_gen; /* bumped when the pending pods, what filter said of them, or ready change */
         /* scratch, grown to the largest node list seen: this call's nodes and decisions (only what
          * scoring reads), the failing nodes' reasons in one pool, the filter reply's results */
         const struct sched_node **nodes;
@@ -72,7 +82,7 @@ struct sched_server {
         bool fl_resolved;
         char last_uid[128];
         uint64_t last_gen;
-        enum sched_policy last_policy;
+        enum cluster_policy last_policy;
         bool last_valid;
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
@@ -95,27 +105,29 @@ static double now_mono(void) {
 
 /* ---- pending pods ---- */
 
-static void pending_put(struct sched_server *s, const struct sched_pod_view *v) {
-        struct sched_pod_view *old = sched_map_get(&s->pending, v->uid, strlen(v->uid));
+static void pending_put(struct sched_server *s, const struct cluster_pod *v) {
+        struct pending *old = sched_map_get(&s->pending, v->uid, strlen(v->uid));
         if (old) {
-                *old = *v; /* same uid: the key (old->uid) keeps its content */
+                old->v = *v; /* same uid: the key (old->v.uid) keeps its content */
                 return;
         }
-        struct sched_pod_view *c = malloc(sizeof *c);
+        struct pending *c = malloc(sizeof *c);
         if (!c)
                 return; /* bind will say it has not seen the pod */
-        *c = *v;
+        c->v = *v;
+        c->filter = (struct sched_filter_summary){ 0 };
+        s->view_gen++;
         if (s->ring_n == PENDING_MAX) {
-                struct sched_pod_view *ev = s->ring[s->ring_head];
+                struct pending *ev = s->ring[s->ring_head];
                 if (ev) {
-                        sched_map_del(&s->pending, ev->uid, strlen(ev->uid));
+                        sched_map_del(&s->pending, ev->v.uid, strlen(ev->v.uid));
                         free(ev);
                 }
                 s->ring[s->ring_head] = NULL;
                 s->ring_head = (s->ring_head + 1) % PENDING_MAX;
                 s->ring_n--;
         }
-        if (sched_map_put(&s->pending, c->uid, strlen(c->uid), c) < 0) {
+        if (sched_map_put(&s->pending, c->v.uid, strlen(c->v.uid), c) < 0) {
                 free(c);
                 return;
         }
@@ -124,9 +136,10 @@ static void pending_put(struct sched_server *s, const struct sched_pod_view *v) 
 }
 
 static void pending_drop(struct sched_server *s, const char *uid) {
-        struct sched_pod_view *v = sched_map_del(&s->pending, uid, strlen(uid));
+        struct pending *v = sched_map_del(&s->pending, uid, strlen(uid));
         if (!v)
                 return;
+        s->view_gen++;
         for (size_t i = 0; i < s->ring_n; i++) {
                 size_t k = (s->ring_head + i) % PENDING_MAX;
                 if (s->ring[k] == v) {
@@ -180,7 +193,7 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
 
 /* Decide one node into d (and its reason into the pool when reason_off is given). */
 static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
-                       enum sched_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
+                       enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
         struct sched_fit f;
         if (a->pod.req.n == 0) {
                 /* asks for no GPU resource: not ours to judge */
@@ -191,7 +204,7 @@ static void decide_one(struct sched_server *s, const struct sched_ext_args *a, c
                 sched_score_in_from_fit(&f, d);
         } else {
                 *d = (struct sched_score_in){ .verdict = SCHED_UNRESOLVABLE };
-                snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", SCHED_ANNOT_NODE_GPUS);
+                snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", CLUSTER_ANN_GPUS);
         }
         if (reason_off)
                 *reason_off = d->verdict == SCHED_FIT ? UINT32_MAX : reason_keep(s, f.reason);
@@ -249,7 +262,7 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 sched_model_remove_pod(s->model, a->pod.uid);
         if (a->pod.uid[0])
                 pending_put(s, &a->pod);
-        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         resolve_nodes(s, a);
         s->reasons_len = 0;
         for (size_t i = 0; i < a->n_nodes; i++)
@@ -259,6 +272,10 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 s->results[i] =
                         (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
         }
+        struct pending *pp =
+                a->pod.uid[0] && a->pod.req.n ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid)) : NULL;
+        if (pp && sched_filter_summary_note(&pp->filter, s->results, a->node_names, a->n_nodes, now_realtime_ns()))
+                s->view_gen++;
         /* keep the decisions for prioritize (the list itself was kept by resolve_nodes) */
         if (s->fl_resolved && a->pod.uid[0]) {
                 struct sched_score_in *t = s->fl_dec;
@@ -278,7 +295,7 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                 return "gpuslice scheduler: the cluster model is not synced with the API server yet";
         if (scratch_reserve(s, a->n_nodes) < 0)
                 return "gpuslice scheduler: out of memory";
-        enum sched_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         bool reuse = s->last_valid && a->pod.uid[0] && streq(a->pod.uid, s->last_uid) &&
                      s->last_gen == sched_model_generation(s->model) && s->last_policy == pol;
         size_t j = 0;
@@ -377,8 +394,8 @@ static unsigned bind_reply(struct sched_server *s, double t0, const char *error,
         return 200;
 }
 
-/* lint: long — the bind verb in order: decode, choose again against the current model, assume, annotate and bind
- * through the binder, answer; each failure has its own answer and metric. */
+/* lint: long — the bind verb in order: decode, choose again against the current model, assume, bind (with the
+ * assignment) through the binder, answer; each failure has its own answer and metric. */
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
         double t0 = now_mono();
         struct sched_ext_bind_args b;
@@ -390,7 +407,7 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 return 400;
         }
         pthread_mutex_lock(&s->lock);
-        struct sched_pod_view *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
+        struct cluster_pod *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
         if (!v) {
                 pthread_mutex_unlock(&s->lock);
                 metrics_counter_add(s->bind_refused, 1);
@@ -399,10 +416,10 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                          b.pod_namespace, b.pod_name, b.pod_uid);
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
-        struct sched_pod_view pod = *v;
+        struct cluster_pod pod = *v;
         const struct sched_node *n = sched_model_node(s->model, b.node);
         struct sched_fit fit;
-        enum sched_policy pol = pod.has_policy ? pod.policy : s->o.policy;
+        enum cluster_policy pol = pod.has_policy ? pod.policy : s->o.policy;
         char *annotations = NULL;
         if (pod.req.n > 0) {
                 /* choose again against the model as it is now: other binds may have taken GPUs */
@@ -419,9 +436,13 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 sched_pod_view_info(&pod, &info);
                 uint64_t now = now_realtime_ns();
                 int r = sched_model_assume_pod(s->model, &info, b.node, &fit.assign, now);
-                if (r >= 0)
-                        r = sched_assignment_annotations(&pod.req, &fit.assign, n, b.node, now, &s->o.units,
-                                                         &annotations);
+                if (r >= 0) {
+                        const char *uuids[CLUSTER_GPUS_MAX];
+                        for (unsigned g = 0; g < n->n_gpus && g < CLUSTER_GPUS_MAX; g++)
+                                uuids[g] = n->gpu[g].uuid;
+                        r = cluster_bind_annotations(&pod.req, &fit.assign, b.node, now, uuids,
+                                                     MIN(n->n_gpus, CLUSTER_GPUS_MAX), &s->o.units, &annotations);
+                }
                 if (r < 0) {
                         sched_model_forget_pod(s->model, pod.uid);
                         pthread_mutex_unlock(&s->lock);
@@ -433,21 +454,15 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         pthread_mutex_unlock(&s->lock);
 
         int r = 0;
-        const char *step = "bind";
         gs_error_clear(&err);
         if (!s->has_binder) {
                 r = -ENOTCONN;
                 gs_error_set(&err, r, "no API server configured (--kubeconfig or in-cluster)");
         }
-        if (r >= 0 && annotations) {
-                step = "annotate";
-                r = s->binder.annotate(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, annotations,
-                                       &err);
-        }
-        if (r >= 0) {
-                step = "bind";
-                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, b.node, &err);
-        }
+        /* one call: the node and the assignment land in the same update of the pod, or neither */
+        if (r >= 0)
+                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, b.node,
+                                   annotations, &err);
         free(annotations);
         pthread_mutex_lock(&s->lock);
         if (r < 0)
@@ -459,13 +474,15 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 if (r == -ESTALE) {
                         metrics_counter_add(s->bind_conflict, 1);
                         snprintf(msg, sizeof msg,
-                                 "gpuslice scheduler: pod %s/%s changed since it was filtered (resourceVersion %s "
-                                 "conflict at %s); nothing was bound, it will be scheduled again: %s",
-                                 pod.ns, pod.name, pod.resource_version, step, err.message);
+                                 "gpuslice scheduler: the API server refused binding pod %s/%s (resourceVersion %s) "
+                                 "to %s as a conflict (bound already, being deleted, or changed since it was "
+                                 "filtered); nothing was written: %s",
+                                 pod.ns, pod.name, pod.resource_version, b.node, err.message);
                 } else {
                         metrics_counter_add(s->bind_failed, 1);
-                        snprintf(msg, sizeof msg, "gpuslice scheduler: %s of pod %s/%s to %s failed: %s", step, pod.ns,
-                                 pod.name, b.node, err.message[0] ? err.message : strerror(-r));
+                        snprintf(msg, sizeof msg, "gpuslice scheduler: bind of pod %s/%s to %s failed%s: %s", pod.ns,
+                                 pod.name, b.node, r == -ENOENT ? " (the pod is gone)" : "",
+                                 err.message[0] ? err.message : strerror(-r));
                 }
                 return bind_reply(s, t0, msg, ret, ret_len);
         }
@@ -493,7 +510,7 @@ unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t l
         if (!s->ready || !keep)
                 status = !keep ? 500 : 503; /* no node kept: no victim is evicted on a half-known cluster */
         else {
-                enum sched_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
+                enum cluster_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
                 for (size_t i = 0; i < a.n_nodes; i++) {
                         if (a.pod.req.n == 0) {
                                 keep[i] = true; /* asks for no GPU resource: not ours to judge */
@@ -584,16 +601,37 @@ static void serve_healthz(void *ud, const struct http_request *req, struct http_
         resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
 
+/* Per pending GPU pod that the last filter call found no node for: seconds since that began. */
+static void format_unschedulable(struct sched_server *s, struct metrics_text *t, uint64_t now_ns) {
+        static const char name[] = "gpuslice_scheduler_unschedulable_pod_seconds";
+        bool any = false;
+        size_t cur = 0;
+        const struct pending *p;
+        while ((p = sched_map_next(&s->pending, &cur))) {
+                if (!p->v.req.n || !p->filter.unfit_since_ns)
+                        continue;
+                if (!any)
+                        metrics_text_family(t, name, "gauge",
+                                            "Seconds since the extender's filter first found no node whose GPUs fit "
+                                            "the pod, while that lasts (pending GPU pods; docs/ui.md).");
+                any = true;
+                const char *labels[] = { "namespace", p->v.ns, "pod", p->v.name, NULL };
+                uint64_t since = p->filter.unfit_since_ns;
+                metrics_text_sample(t, name, labels, now_ns > since ? (double)(now_ns - since) / 1e9 : 0);
+        }
+}
+
 static void serve_metrics(void *ud, const struct http_request *req, struct http_response *resp) {
         struct sched_server *s = ud;
         (void)req;
+        struct metrics_text t = { 0 };
+        metrics_registry_format(&t);
         pthread_mutex_lock(&s->lock);
         double nodes = (double)sched_model_n_nodes(s->model), pods = (double)sched_model_n_pods(s->model);
         double classes = (double)sched_model_n_topo_classes(s->model), pending = (double)s->pending.n;
         bool ready = s->ready;
+        format_unschedulable(s, &t, now_realtime_ns());
         pthread_mutex_unlock(&s->lock);
-        struct metrics_text t = { 0 };
-        metrics_registry_format(&t);
         static const struct {
                 const char *name, *help;
         } g[] = {
@@ -625,7 +663,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         if (!s)
                 return -ENOMEM;
         s->o = *o;
-        if (o->binder && o->binder->annotate && o->binder->bind) {
+        if (o->binder && o->binder->bind) {
                 s->binder = *o->binder;
                 s->has_binder = true;
         }
@@ -636,6 +674,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                 sched_server_free(s);
                 return r;
         }
+        sched_model_keep_details(s->model, true); /* GPU models and health text: the operator page shows them */
         for (int v = 0; v < VERB_N; v++) {
                 s->calls[v] = metrics_counter_get("gpuslice_scheduler_requests_total",
                                                   "Extender calls served, by verb.", "verb", verb_names[v]);
@@ -677,7 +716,8 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
             (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
-            (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0) {
+            (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0 ||
+            (r = sched_ui_register(s->http, s)) < 0) {
                 sched_server_free(s);
                 return r;
         }
@@ -698,9 +738,9 @@ struct sched_server *sched_server_free(struct sched_server *s) {
                 return NULL;
         s->http = http_server_free(s->http);
         size_t cur = 0;
-        struct sched_pod_view *v;
+        struct cluster_pod *v;
         while ((v = sched_map_next(&s->pending, &cur)))
-                free(v);
+                free(v); /* a struct pending (v is its first member) */
         sched_map_done(&s->pending);
         sched_model_free(s->model);
         free(s->nodes);
@@ -730,6 +770,41 @@ void sched_server_unlock(struct sched_server *s) {
 
 void sched_server_set_ready(struct sched_server *s, bool ready) {
         pthread_mutex_lock(&s->lock);
+        if (s->ready != ready)
+                s->view_gen++;
         s->ready = ready;
         pthread_mutex_unlock(&s->lock);
+}
+
+void sched_server_pod_settled(struct sched_server *s, const char *uid) {
+        if (uid)
+                pending_drop(s, uid);
+}
+
+/* ---- the operator page's data (src/sched/ui.c serves it) ---- */
+
+int sched_server_view(struct sched_server *s, const struct sched_view_query *q, char **ret, size_t *ret_len) {
+        pthread_mutex_lock(&s->lock);
+        struct sched_view_pending *pv = calloc(s->ring_n + 1, sizeof *pv);
+        size_t n = 0;
+        /* in the ring's order: the order filter first saw them, the oldest first */
+        for (size_t i = 0; pv && i < s->ring_n; i++) {
+                const struct pending *p = s->ring[(s->ring_head + i) % PENDING_MAX];
+                if (p && p->v.req.n) /* pods asking no GPU resource pass every node: not pending on GPUs */
+                        pv[n++] = (struct sched_view_pending){ &p->v, &p->filter };
+        }
+        struct sched_view_state st = { .generation = sched_model_generation(s->model) + s->view_gen,
+                                       .ready = s->ready,
+                                       .now_ns = now_realtime_ns() };
+        int r = pv ? sched_view_cluster(s->model, pv, n, q, &st, ret, ret_len) : -ENOMEM;
+        pthread_mutex_unlock(&s->lock);
+        free(pv);
+        return r;
+}
+
+int sched_server_topology(struct sched_server *s, const char *node, char **ret, size_t *ret_len) {
+        pthread_mutex_lock(&s->lock);
+        int r = sched_view_topology(s->model, node, ret, ret_len);
+        pthread_mutex_unlock(&s->lock);
+        return r;
 }

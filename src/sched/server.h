@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server — the scheduler extender's HTTP side: the verbs kube-scheduler calls (POST /filter,
- * /prioritize, /bind, /preempt) plus /healthz and /metrics, on the project's one HTTP server (src/http),
- * over a cluster model (model.h) it owns and guards with one lock.
+ * /prioritize, /bind, /preempt) plus /healthz and /metrics, and the read-only operator page with its
+ * JSON API (ui.h), on the project's one HTTP server (src/http), over a cluster model (model.h) it owns
+ * and guards with one lock.
  *
  * The model is fed from outside (the API watch, or a snapshot) through sched_server_lock(), which
- * hands out the model under the lock. Bind talks to the API server through a binder (two calls:
- * annotate the pod with a resourceVersion precondition, then POST its Binding); without one, bind
- * answers an error and the scheduler configuration must not name a bindVerb.
+ * hands out the model under the lock. Bind talks to the API server through a binder (one call: the
+ * pod's Binding carrying its assignment annotations, set in the same update as the node); without
+ * one, bind answers an error and the scheduler configuration must not name a bindVerb.
  *
  * Must never: answer filter or prioritize with a node kube-scheduler did not send, hold the lock
  * across an API call, or leave an assumed pod in the model after its bind failed.
@@ -21,25 +22,24 @@
 #include "sched/codec.h"
 #include "sched/decide.h"
 #include "sched/model.h"
+#include "sched/view.h"
 
-/* Errors a binder returns: -ESTALE for a failed precondition (the pod changed: 409 Conflict),
- * other -errno for the rest; err says what the API said. */
+/* Errors a binder returns: -ESTALE when the API server refused the Binding as a conflict (409: the
+ * pod is bound already or being deleted; or, on servers that honour them, its uid or resourceVersion
+ * changed), -ENOENT when the pod is gone, other -errno for the rest; err says what the API said. */
 struct sched_binder {
-        /* Merge-patch metadata.annotations of pod ns/name with `annotations_json` ({"k":"v"}), only
-         * if its uid is `uid` and its resourceVersion is still `resource_version` ("" = no
-         * precondition on the version). */
-        int (*annotate)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
-                        const char *annotations_json, struct gs_error *err);
-        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node. */
-        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *node,
-                    struct gs_error *err);
+        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node, with `annotations_json` ({"k":"v"})
+         * as the Binding's metadata.annotations (merged into the pod's by the same update), uid and
+         * resource_version ("" none) as its preconditions. */
+        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
+                    const char *node, const char *annotations_json, struct gs_error *err);
         void *userdata;
 };
 
 struct sched_server_options {
-        const char *address;      /* HOST:PORT */
-        enum sched_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
-        struct sched_units units;
+        const char *address;        /* HOST:PORT */
+        enum cluster_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
+        struct cluster_units units;
         const struct sched_binder *binder;                             /* NULL: bind answers an error */
         const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* NULL: plain HTTP */
 };
@@ -59,6 +59,19 @@ void sched_server_unlock(struct sched_server *s);
 /* Whether the feed has delivered a complete picture (until then /healthz says 503 and filter
  * answers an Error so no pod is placed on a half-known cluster). */
 void sched_server_set_ready(struct sched_server *s, bool ready);
+/* The feed saw pod `uid` bound to a node, finished or deleted: it is not pending any more (the page
+ * and the unschedulable metric forget it; bind would not have it either). With the lock held
+ * (between sched_server_lock and sched_server_unlock). */
+void sched_server_pod_settled(struct sched_server *s, const char *uid);
+
+/*
+ * The operator page's documents (view.h, docs/ui.md), built under the lock: /api/v1/cluster for
+ * query q (the model with the pending pods filter has seen and what it said of them), and
+ * /api/v1/topology for one node (-ENOENT when the model has no published node of that name).
+ * *ret malloc'ed. 0 or -errno.
+ */
+int sched_server_view(struct sched_server *s, const struct sched_view_query *q, char **ret, size_t *ret_len);
+int sched_server_topology(struct sched_server *s, const char *node, char **ret, size_t *ret_len);
 
 /*
  * The verbs without HTTP (the handlers call these; tests and the bench call them directly).

@@ -83,3 +83,18 @@ int limits_dir_write(int dfd, const char *name, const void *data, size_t len, mo
 int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flags) {
         return limits_dir_write(dfd, LIMITS_DIR_LIMITS_FILE, text, len, 0444, flags);
 }
+
+int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, unsigned flags,
+                           struct gs_error *err) {
+        static const char preload[] = LIMITS_DIR_CONTAINER_LIB "\n";
+        int r = limits_dir_write(dfd, LIMITS_DIR_KEY_FILE, key, key_len, 0644, flags);
+        if (r < 0)
+                return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_KEY_FILE, strerror(-r));
+        r = limits_dir_write_limits(dfd, text, len, flags);
+        if (r < 0)
+                return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_LIMITS_FILE, strerror(-r));
+        r = limits_dir_write(dfd, LIMITS_DIR_PRELOAD_FILE, preload, sizeof preload - 1, 0444, flags);
+        if (r < 0)
+                return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_PRELOAD_FILE, strerror(-r));
+        return 0;
+}

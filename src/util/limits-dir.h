@@ -9,6 +9,16 @@
  *     <root>/<name>/shm/      0777: the shared region is created there by the container's first
  *                             process, whatever its user
  *     <root>/<name>/key       the agent only: which allocation the directory belongs to
+ *     <root>/<name>/ld.so.preload  the agent only: the line the container's /etc/ld.so.preload holds
+ *
+ * Inside a limited container (the device plugin's Allocate answer and the DRA driver's CDI spec mount
+ * the same files at the same places, from these names):
+ *
+ *     /run/gpuslice/limits           the limits file, read-only ($GPUSLICE_LIMITS names it)
+ *     /run/gpuslice/shm/             the shared-region dir, read-write
+ *     /run/gpuslice/lib/libcuda.so.1 the interposer, read-only, preloaded (LD_PRELOAD and
+ *                                    /etc/ld.so.preload) and handed out for every later libcuda request
+ *     /etc/ld.so.preload             the ld.so.preload file above, read-only
  *
  * No logging; functions return 0 (or an fd) or -errno, and name the failed step in ERR.
  */
@@ -23,6 +33,14 @@
 #define LIMITS_DIR_LIMITS_FILE "limits"
 #define LIMITS_DIR_SHM_DIR "shm"
 #define LIMITS_DIR_KEY_FILE "key"
+#define LIMITS_DIR_PRELOAD_FILE "ld.so.preload"
+
+#define LIMITS_DIR_CONTAINER_DIR "/run/gpuslice"
+#define LIMITS_DIR_CONTAINER_LIMITS LIMITS_DIR_CONTAINER_DIR "/limits"
+#define LIMITS_DIR_CONTAINER_SHM LIMITS_DIR_CONTAINER_DIR "/shm"
+#define LIMITS_DIR_CONTAINER_REGION LIMITS_DIR_CONTAINER_SHM "/region"
+#define LIMITS_DIR_CONTAINER_LIB LIMITS_DIR_CONTAINER_DIR "/lib/libcuda.so.1"
+#define LIMITS_DIR_CONTAINER_PRELOAD "/etc/ld.so.preload"
 
 /* Create ROOT (when missing) and ROOT/NAME (NAME: one path component) with its shm/ directory.
  * FRESH: a directory of that name is someone else's leftover: remove it first. Returns an fd of
@@ -38,6 +56,14 @@ int limits_dir_write(int dfd, const char *name, const void *data, size_t len, mo
 /* Write the limits file TEXT into the directory DFD: limits_dir_write of LIMITS_DIR_LIMITS_FILE,
  * mode 0444. */
 int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flags);
+
+/* The agent's files of a directory from limits_dir_create, in this order: KEY (what the directory belongs
+ * to, written first so a dir with limits can always be attributed), the limits file TEXT, and the
+ * ld.so.preload line naming LIMITS_DIR_CONTAINER_LIB. Each is replaced by limits_dir_write; flags as
+ * there (ATOMIC_FILE_NO_SYNC when a durable record rewrites them at start). 0 or -errno with ERR naming
+ * the file. The device plugin's fractional containers (share-dirs.c) and the DRA driver's claims. */
+int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, unsigned flags,
+                           struct gs_error *err);
 
 /* Remove PARENT/NAME (NAME relative to the directory fd PARENT, or AT_FDCWD, or absolute) and what is in it (limits, key, shm/ and its region); a missing one is not an
  * error. Stays inside the tree: symlinks are removed, never followed. */

@@ -145,10 +145,24 @@ char *format_size(uint64_t bytes, char *buf, size_t len) {
         return buf;
 }
 
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
+int buffer_reserve(char **buf, size_t *cap, size_t need) {
+        if (need <= *cap)
+                return 0;
+        size_t c = *cap ? *cap : 4096;
+        while (c < need) {
+                if (c > SIZE_MAX / 2)
+                        return -ENOMEM;
+                c *= 2;
+        }
+        char *b = realloc(*buf, c);
+        if (!b)
+                return -ENOMEM;
+        *buf = b;
+        *cap = c;
+        return 0;
+}
+
+int read_fd(int fd, size_t max, char **ret, size_t *ret_len) {
         size_t cap = 4096, len = 0;
         _cleanup_(freep) char *buf = malloc(cap);
         if (!buf)
@@ -181,4 +195,62 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
                 *ret_len = len;
         *ret = TAKE_PTR(buf);
         return 0;
+}
+
+bool crash_point_due(const char *point) {
+        const char *want = secure_getenv("GPUSLICE_CRASH_AT");
+        if (!want || !want[0] || !point)
+                return false;
+        size_t n = strlen(point);
+        if (strncmp(want, point, n) != 0 || (want[n] != '\0' && want[n] != ':'))
+                return false;
+        static unsigned hits; /* the process's one crash counter; tests only */
+        unsigned nth = 1;
+        if (want[n] == ':' && parse_uint(want + n + 1, 1000000, &nth) < 0)
+                return false;
+        return ++hits >= nth;
+}
+
+int gs_buf_append(struct gs_buf *b, const void *data, size_t n) {
+        if (b->max && (n > b->max || b->len > b->max - n)) {
+                b->overflow = true;
+                return -EFBIG;
+        }
+        if (n > SIZE_MAX - b->len - 1 || buffer_reserve(&b->p, &b->cap, b->len + n + 1) < 0) {
+                b->no_mem = true;
+                return -ENOMEM;
+        }
+        memcpy(b->p + b->len, data, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return 0;
+}
+
+size_t gs_buf_write(char *data, size_t size, size_t nmemb, void *userdata) {
+        size_t n = size * nmemb;
+        return gs_buf_append(userdata, data, n) == 0 ? n : 0;
+}
+
+char *gs_buf_take(struct gs_buf *b) {
+        char *p = b->p ? b->p : strdup("");
+        b->p = NULL;
+        b->len = b->cap = 0;
+        return p;
+}
+
+void gs_buf_done(struct gs_buf *b) {
+        free(b->p);
+        b->p = NULL;
+        b->len = b->cap = 0;
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        return read_file_at(AT_FDCWD, path, 0, max, ret, ret_len);
+}
+
+int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_(closep) int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | flags);
+        if (fd < 0)
+                return -errno;
+        return read_fd(fd, max, ret, ret_len);
 }

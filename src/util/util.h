@@ -100,3 +100,34 @@ char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+/* The same for NAME in the directory open as DFD (or AT_FDCWD), open flags added (O_NOFOLLOW, O_NOCTTY). */
+int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len);
+
+/* Crash points for the fault-injection tests (tests/faults, the DRA kill tests, the extender's e2e
+ * restart): true when $GPUSLICE_CRASH_AT (read with secure_getenv) names `point` ("point", or "point:N"
+ * for the Nth time this process reaches it); the caller then SIGKILLs itself (after a log line, in a
+ * daemon). Always false when the variable is unset. */
+bool crash_point_due(const char *point);
+/* The same from an open fd (a pipe: until end of file), which stays open. */
+int read_fd(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* A growing byte buffer with a bound: what an HTTP answer is read into (libcurl's write callback,
+ * gs_buf_write). Zero-initialise, set max (0 = no bound), free with gs_buf_done. */
+struct gs_buf {
+        char *p; /* NUL-terminated when not NULL */
+        size_t len, cap, max;
+        bool overflow; /* an append would have passed max (nothing of it was kept) */
+        bool no_mem;
+};
+/* Append n bytes. 0, -EFBIG (past max: overflow set), -ENOMEM (no_mem set). */
+int gs_buf_append(struct gs_buf *b, const void *data, size_t n);
+/* libcurl's CURLOPT_WRITEFUNCTION for a struct gs_buf in CURLOPT_WRITEDATA: returns 0, which aborts
+ * the transfer, when the append fails. */
+size_t gs_buf_write(char *data, size_t size, size_t nmemb, void *userdata);
+/* The contents (malloc'ed, "" when empty; the caller frees), the buffer left empty; NULL: no memory. */
+char *gs_buf_take(struct gs_buf *b);
+void gs_buf_done(struct gs_buf *b);
+
+/* A growable byte buffer (*buf of *cap bytes, NULL/0 to start): make room for `need` bytes in all,
+ * doubling from 4096. 0, or -ENOMEM with the buffer as it was. */
+int buffer_reserve(char **buf, size_t *cap, size_t need);

@@ -194,14 +194,13 @@ def test_publish(c):
 
 
 def test_deploy_manifests(c):
-    """deploy/kubernetes renders with every kubectl here (the 1.20 one and /usr/bin/kubectl when
-    present) and holds exactly the RBAC docs/cluster.md describes (setup applied it for real)."""
+    """deploy/kubernetes (and deploy/dra, the DRA mode) render with every kubectl here (the 1.20 one and
+    /usr/bin/kubectl when present) and hold exactly the RBAC docs/cluster.md and docs/dra.md describe
+    (setup applied deploy/kubernetes for real)."""
     ks = [os.path.join(c.bin, "kubectl")] + [k for k in test_deploy_kube.kubectls() if k != os.path.join(c.bin, "kubectl")]
     for k in ks:
-        r = subprocess.run([k, "kustomize", os.path.join(REPO, "deploy", "kubernetes")], capture_output=True,
-                           text=True, timeout=120)
-        check(r.returncode == 0, "%s kustomize: %s" % (k, r.stderr))
-        test_deploy_kube.check(list(test_deploy_kube.yaml.safe_load_all(r.stdout)), k)
+        err = test_deploy_kube.render_and_check(k, REPO)
+        check(err is None, err)
     role = c.api("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuslice-node")
     check(len(role["rules"]) == 2, role["rules"])
 
@@ -257,8 +256,9 @@ def write(c, *argv):
 
 
 def test_client_writes(c):
-    """The writes the extender will use, on the real API: annotate with a resourceVersion precondition
-    (409 when stale), JSON patch with a test op (422 when it fails), POST a Binding, POST an Event."""
+    """The writes the agent and the extender use, on the real API: annotate with a resourceVersion
+    precondition (409 when stale), JSON patch with a test op (422 when it fails), POST a Binding carrying
+    annotations (merged in the same update; 409 bound or being deleted, 404 gone), POST an Event."""
     ensure_ns(c, "wr")
     p = put_pod(c, "wr", "pend", None, {"gpuslice.io/gpu-core": "20"})
     rv, uid = p["metadata"]["resourceVersion"], p["metadata"]["uid"]
@@ -275,12 +275,35 @@ def test_client_writes(c):
     rc, out = write(c, "jsonpatch", path, '[{"op":"test","path":"/metadata/annotations/gpuslice.io~1assigned",'
                     '"value":"false"},{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]')
     check(rc == 0, out)
-    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-c")
+    # the Binding carries annotations: merged into the pod's in the update that sets its node (1.20's
+    # setPodHostAndAnnotations), the pod's own kept, a shared key taking the Binding's value
+    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-c", "gpuslice.io/assigned=bound", "gpuslice.io/by-binding=yes")
     check(rc == 0, out)
     got = c.api("GET", path)
     check(got["spec"]["nodeName"] == "gpu-c" and got["metadata"]["labels"] == {"x": "y"}, got["spec"])
-    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-a")
+    ann = got["metadata"]["annotations"]
+    check(ann.get("gpuslice.io/assignment") == assignment and ann.get("gpuslice.io/assigned") == "bound" and
+          ann.get("gpuslice.io/by-binding") == "yes", ann)
+    rc, out = write(c, "bind", "wr", "pend", uid, "gpu-a", "gpuslice.io/by-binding=again")
     check(rc == 1 and "http=409" in out, "a second bind must be refused: " + out)
+    check(c.api("GET", path)["metadata"]["annotations"]["gpuslice.io/by-binding"] == "yes",
+          "a refused Binding wrote its annotations")
+    # a pod being deleted is refused (409), a pod gone is 404, and 1.20 takes no uid precondition from
+    # the Binding (1.23+ does: kubernetes#105913; docs/scheduler.md)
+    dying = put_pod(c, "wr", "dying", None, {"gpuslice.io/gpu-core": "20"})
+    dpath = "/api/v1/namespaces/wr/pods/dying"
+    rc, out = write(c, "jsonpatch", dpath, '[{"op":"add","path":"/metadata/finalizers","value":["gpuslice.io/e2e"]}]')
+    check(rc == 0, out)
+    c.api("DELETE", dpath)
+    rc, out = write(c, "bind", "wr", "dying", dying["metadata"]["uid"], "gpu-c", "gpuslice.io/x=1")
+    check(rc == 1 and "http=409" in out and "being deleted" in out, "binding a pod being deleted: " + out)
+    rc, out = write(c, "jsonpatch", dpath, '[{"op":"remove","path":"/metadata/finalizers"}]')
+    check(rc == 0, out)
+    rc, out = write(c, "bind", "wr", "never-was", "-", "gpu-c")
+    check(rc == 1 and "http=404" in out, "binding a pod that does not exist: " + out)
+    put_pod(c, "wr", "reborn", None, {"gpuslice.io/gpu-core": "20"})
+    rc, out = write(c, "bind", "wr", "reborn", "00000000-0000-0000-0000-000000000000", "gpu-c")
+    check(rc == 0, "kube-apiserver 1.20 checked the Binding's uid (update docs/scheduler.md, Bind): " + out)
     rc, out = write(c, "event", "wr", "Pod", "pend", uid, "Normal", "GPUAssigned", "GPU 4 of gpu-c")
     check(rc == 0, out)
     evs = c.api("GET", "/api/v1/namespaces/wr/events")["items"]

@@ -411,24 +411,68 @@ def test_agents_honour_gpushare(env):
     check(limg == want and mem == [2 << 30], "IDX %s, limits %s memory %s:\n%s" % (want, limg, mem, out))
 
 
-def test_extender_killed_between_annotate_and_bind(env):
-    """The extender SIGKILLs itself right after writing a pod's assignment, before the Binding
-    (GPUSLICE_CRASH_AT=bind-annotated); restarted, it binds the pod again: the pod runs on the GPU of
-    its final annotation, and nothing on kgpu-a is double-booked."""
+def test_extender_killed_after_bind(env):
+    """The extender binds in one API call (the Binding carries the assignment annotations, merged into the
+    pod in the update that sets its node): there is no pod annotated but unbound any more. The extender
+    SIGKILLs itself right after the API server accepted a Binding, before kube-scheduler hears the answer
+    (GPUSLICE_CRASH_AT=bind-written): the pod is bound with its assignment; restarted, the extender reads it
+    back, the pod runs on the GPU of its annotation, and nothing on kgpu-a is double-booked."""
     c = env.c
     env.ext.stop()
-    env.ext = c.spawn("gpuslice-scheduler", env.argv, env=dict(os.environ, GPUSLICE_CRASH_AT="bind-annotated"))
+    env.ext = c.spawn("gpuslice-scheduler", env.argv, env=dict(os.environ, GPUSLICE_CRASH_AT="bind-written"))
     env.wait_healthy()
     c.api("POST", "/api/v1/namespaces/default/pods",
           kpod(env, "kcrash", "kgpu-a", {"gpuslice.io/gpu-core": 30, "gpuslice.io/gpu-memory": 4}))
-    c.wait("the extender killed itself after the annotation", lambda: not env.ext.alive(), timeout=60)
-    ann = get_pod(c, "kcrash")["metadata"].get("annotations", {})
-    check("gpuslice.io/assignment" in ann and not get_pod(c, "kcrash")["spec"].get("nodeName"),
-          "not annotated-but-unbound: %s" % ann)
+    c.wait("the extender killed itself after the Binding", lambda: not env.ext.alive(), timeout=60)
+    p = get_pod(c, "kcrash")
+    ann = p["metadata"].get("annotations", {})
+    check(p["spec"].get("nodeName") == "kgpu-a" and "gpuslice.io/assignment" in ann,
+          "the Binding did not set node and assignment together: node %r, %s" % (p["spec"].get("nodeName"), ann))
     env.restart_extender()
     ann = assigned(env, "kcrash", timeout=120)
     _, limg, _, _, out = seen(env, "kcrash", "kgpu-a")
     check(limg == asg_gpus(ann), "assigned %s, limits %s:\n%s" % (asg_gpus(ann), limg, out))
+    no_double_booking(env, "kgpu-a")
+
+
+def inspect_json(env, node):
+    r = subprocess.run([os.path.join(env.build, "gpuslice"), "inspect", "--kubeconfig", env.c.kubeconfig, "--json",
+                        "--node", node], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "inspect: %s" % r.stderr)
+    return json.loads(r.stdout)
+
+
+def test_agent_records_node_local(env):
+    """One truth about who holds which GPU (issue 19): pods bound straight to kgpu-a (spec.nodeName, no
+    scheduler, no annotation) are placed by the agent alone; it records where on each pod
+    (gpuslice.io/assignment "by":"agent", assigned "true"), so `gpuslice inspect --json` shows them on
+    the GPUs their containers really got, as the agent's — not as "GPU resources on no recorded GPU"."""
+    c = env.c
+    # as many whole GPUs (up to 2) as kgpu-a has free after the cases before this one
+    use = used_gpus(env, "kgpu-a")
+    free = [i for i in range(c.gpu["kgpu-a"].gpu_count()) if i not in use]
+    check(free, "kgpu-a has no free GPU left: %s" % use)
+    for name, lim in (("klocal-whole", {"nvidia.com/gpu": min(2, len(free))}),
+                      ("klocal-share", {"gpuslice.io/gpu-core": 20, "gpuslice.io/gpu-memory": 4})):
+        p = kpod(env, name, "kgpu-a", lim)
+        p["spec"]["nodeName"] = "kgpu-a"
+        c.api("POST", "/api/v1/namespaces/default/pods", p)
+    vis, _, _, _, out = seen(env, "klocal-whole", "kgpu-a")
+    _, limg, _, _, out2 = seen(env, "klocal-share", "kgpu-a")
+    for name, gpus in (("klocal-whole", vis), ("klocal-share", limg)):
+        ann = assigned(env, name)
+        asg = json.loads(ann["gpuslice.io/assignment"])
+        check(asg.get("by") == "agent" and asg_gpus(ann) == gpus, "%s holds %s, recorded %s" % (name, gpus, asg))
+    j = inspect_json(env, "kgpu-a")
+    node = j["nodes"][0]
+    on = {}
+    for g in node["gpus"]:
+        for q in g["pods"]:
+            on.setdefault(q["name"], []).append((g["index"], q["source"], q["confirmed"]))
+    check(on.get("klocal-whole") == [(i, "agent", True) for i in vis], "inspect: %s\n%s" % (on, out))
+    check(on.get("klocal-share") == [(i, "agent", True) for i in limg], "inspect: %s\n%s" % (on, out2))
+    unplaced = [q["name"] for q in node.get("unplaced_pods", [])]
+    check("klocal-whole" not in unplaced and "klocal-share" not in unplaced, "still on no recorded GPU: %s" % unplaced)
     no_double_booking(env, "kgpu-a")
 
 
@@ -555,7 +599,7 @@ def no_double_booking(env, node):
 
 KTESTS = [test_agents_honour_identical_twins, test_agents_honour_whole, test_agents_honour_gpu_manager,
           test_agents_honour_gpushare, test_agents_honour_written_assignment,
-          test_extender_killed_between_annotate_and_bind, test_agent_killed_before_allocate]
+          test_extender_killed_after_bind, test_agent_records_node_local, test_agent_killed_before_allocate]
 
 
 def run(env_class, tests, build, wanted):

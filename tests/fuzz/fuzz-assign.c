@@ -18,10 +18,11 @@ static const struct assign_names NAMES = { .name = { "nvidia.com/gpu", "gpuslice
 
 static void check_pod(const struct assign_pod *p) {
         CHECK(p->n <= ASSIGN_CONTAINERS_MAX);
+        /* every container kept asks a resource of ours, and a parsed assignment is complete */
         for (unsigned k = 0; k < p->n; k++) {
-                CHECK(p->c[k].n_gpus <= ASSIGN_GPUS_MAX);
-                for (unsigned i = 0; i < p->c[k].n_gpus; i++)
-                        CHECK(p->c[k].gpus[i] >= 0 && p->c[k].gpus[i] < 1024);
+                unsigned asks = p->c[k].req[PLUGIN_WHOLE] + p->c[k].req[PLUGIN_CORE] + p->c[k].req[PLUGIN_MEMORY];
+                CHECK(asks > 0 && p->c[k].gpus != 0);
+                CHECK((unsigned)__builtin_popcountll(p->c[k].gpus) <= ASSIGN_GPUS_MAX);
         }
         struct assign_seen_container sc = { .ns = "default", .container = "main" };
         strscpy(sc.pod, p->name, sizeof sc.pod);

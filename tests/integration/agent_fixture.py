@@ -55,7 +55,7 @@ class Env:
         os.makedirs(self.plugin_dir)
         os.makedirs(os.path.join(self.dev_root, "dev"))
         # The device nodes a host would have; uvm-tools and modeset deliberately absent.
-        for n in ["nvidia%d" % i for i in range(8)] + ["nvidiactl", "nvidia-uvm"]:
+        for n in ["nvidia%d" % i for i in range(16)] + ["nvidiactl", "nvidia-uvm"]:
             open(os.path.join(self.dev_root, "dev", n), "w").close()
         self.env = dict(os.environ)
         self.env["LD_LIBRARY_PATH"] = os.path.join(args.build, "sim")
@@ -116,10 +116,7 @@ class Env:
         finally:
             self.kubelet.close()
             if failed:
-                for log in self.logs:
-                    sys.stderr.write("---- %s ----\n" % log)
-                    with open(log) as f:
-                        sys.stderr.write(f.read()[-20000:])
+                dump_logs(self.logs)
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- kubelet-side calls ----
@@ -154,6 +151,14 @@ class Env:
                 raise AssertionError("expected %r in the error message, got %r" % (text, e.details()))
             return e.details()
         raise AssertionError("expected %s, the call succeeded" % code)
+
+
+def dump_logs(logs):
+    """The tail of each log on stderr, for a failed test."""
+    for log in logs:
+        sys.stderr.write("---- %s ----\n" % log)
+        with open(log) as f:
+            sys.stderr.write(f.read()[-20000:])
 
 
 def free_port():

@@ -5,8 +5,9 @@ add_test(NAME cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test-cli.sh
 set_tests_properties(cli PROPERTIES TIMEOUT 120)
 # The reference docs agree with the built program (tests/integration/test_docs.py): docs/cli.md
 # against every command's --help, docs/metrics.md against the agent's and the extender's scrapes, README.md and
-# docs/install.md (build packages, paths, the first example's output).
-foreach(t cli metrics install)
+# docs/install.md (build packages, paths, the first example's output), docs/architecture.md's layers, libraries
+# and commands against the CMake files, the build, the include lint and the command table.
+foreach(t cli metrics install architecture)
   add_test(NAME docs-${t} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_docs.py
                                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR} ${t})
   set_tests_properties(docs-${t} PROPERTIES TIMEOUT 120 LABELS "integration;docs")

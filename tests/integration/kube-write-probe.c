@@ -2,7 +2,7 @@
 /* kube-write-probe — one write of src/kube (kube.h) against an API server, for the e2e and
  * integration tests:
  *   kube-write-probe KUBECONFIG annotate NS POD RV|- KEY=VALUE|KEY- ...
- *   kube-write-probe KUBECONFIG bind NS POD UID|- NODE
+ *   kube-write-probe KUBECONFIG bind NS POD UID|- NODE [KEY=VALUE ...]   (annotations set with the Binding)
  *   kube-write-probe KUBECONFIG event NS|- KIND NAME UID|- TYPE REASON MESSAGE
  *   kube-write-probe KUBECONFIG jsonpatch PATH JSON
  * Prints "ok" or "error ERRNO-NAME http=N reason=R message=M"; exit 0 / 1. Test helper, not installed. */
@@ -47,9 +47,19 @@ int main(int argc, char **argv) {
                         k[i] = a;
                 }
                 r = kube_pod_annotate(c, argv[3], argv[4], opt(argv[5]), k, v, n, &e);
-        } else if (streq(cmd, "bind") && argc == 7)
-                r = kube_pod_bind(c, argv[3], argv[4], opt(argv[5]), argv[6], &e);
-        else if (streq(cmd, "event") && argc == 10)
+        } else if (streq(cmd, "bind") && argc >= 7) {
+                json_t *ann = argc > 7 ? json_object() : NULL;
+                for (int i = 7; i < argc; i++) {
+                        char *a = strdup(argv[i]), *eq = strchr(a, '=');
+                        if (eq) {
+                                *eq = 0;
+                                json_object_set_new(ann, a, json_string(eq + 1));
+                        }
+                        free(a);
+                }
+                r = kube_pod_bind(c, argv[3], argv[4], opt(argv[5]), NULL, argv[6], ann, &e);
+                json_decref(ann);
+        } else if (streq(cmd, "event") && argc == 10)
                 r = kube_event_post(c, opt(argv[3]), argv[4], argv[5], opt(argv[6]), argv[7], argv[8], argv[9],
                                     "gpuslice-test", &e);
         else if (streq(cmd, "jsonpatch") && argc == 5)

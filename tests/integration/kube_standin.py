@@ -3,16 +3,36 @@
 demand: a watch stream cut in the middle of an event, bursts of 429/500 answers, a response that
 never comes, 410 Gone at will. It keeps nodes and pods with a global resourceVersion, serves GET,
 paged LIST (limit/continue, fieldSelector metadata.name / spec.nodeName), WATCH as chunked
-newline-delimited JSON (resourceVersion, timeoutSeconds, allowWatchBookmarks), and merge-patch
-PATCH. Everything else about Kubernetes is left out; tests/e2e runs the real kube-apiserver.
+newline-delimited JSON (resourceVersion, timeoutSeconds, allowWatchBookmarks), merge-patch
+PATCH, and pods/binding as 1.20 does it (annotations merged in the update that sets the node).
+
+resource.k8s.io (the DRA driver's tests, test_dra.py; no kube-apiserver new enough for DRA can be built
+here): ResourceSlices (cluster-scoped, fieldSelector spec.nodeName / spec.driver), ResourceClaims
+(namespaced) and DeviceClasses in the versions of `Store.resource_versions` (v1, v1beta2, v1beta1 by
+default; v1beta1 with its "basic" device wrapper), GET /apis/resource.k8s.io for discovery, POST / PUT
+(resourceVersion preconditions) / DELETE. Slices are validated as kube-apiserver 1.36 validates them,
+after the fields of disabled feature gates (`Store.gates`) are dropped (dra_validation.py): what the real
+server refuses is answered 422 Invalid. Everything else about Kubernetes is left out; tests/e2e runs the
+real kube-apiserver (1.20, without resource.k8s.io).
 """
 import copy
 import http.server
 import json
+import os
 import socketserver
+import sys
 import threading
 import time
 import urllib.parse
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dra_validation  # noqa: E402
+
+RESOURCE_KINDS = ("resourceslices", "resourceclaims", "deviceclasses")
+CLUSTER_SCOPED = ("nodes", "resourceslices", "deviceclasses")
+KIND_NAMES = {"nodes": "Node", "pods": "Pod", "resourceslices": "ResourceSlice", "resourceclaims": "ResourceClaim",
+              "deviceclasses": "DeviceClass"}
 
 
 def merge_patch(target, patch):
@@ -38,7 +58,10 @@ class Store:
     def __init__(self):
         self.lock = threading.Condition()
         self.rv = 100
-        self.objs = {"nodes": {}, "pods": {}}  # kind -> key -> obj
+        self.objs = {"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}, "deviceclasses": {}}
+        self.resource_versions = ["v1", "v1beta2", "v1beta1"]  # resource.k8s.io versions served, preferred first
+        self.gates = dict(dra_validation.GATES_1_36)  # feature gates of resource.k8s.io fields
+        self.rejected = []  # (path, [errors]) of 422 answers
         self.log = []  # (rv, kind, type, obj)
         self.compacted = 0  # watches from an older version get 410
         # fault injection
@@ -48,11 +71,12 @@ class Store:
         self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
         self.requests = []  # (method, path)
         self.patches = []  # (path, body)
+        self.bindings = []  # (path, Binding)
         self.stopping = False
 
     def key(self, kind, obj):
         m = obj["metadata"]
-        return m["name"] if kind == "nodes" else "%s/%s" % (m.get("namespace", "default"), m["name"])
+        return m["name"] if kind in CLUSTER_SCOPED else "%s/%s" % (m.get("namespace", "default"), m["name"])
 
     def put(self, kind, obj, etype=None):
         with self.lock:
@@ -100,6 +124,9 @@ def selector_match(obj, fs):
         elif k == "spec.nodeName":
             if obj.get("spec", {}).get("nodeName", "") != v:
                 return False
+        elif k == "spec.driver":
+            if obj.get("spec", {}).get("driver", "") != v:
+                return False
         else:
             return False
     return True
@@ -124,6 +151,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         u = urllib.parse.urlparse(self.path)
         q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
         parts = [p for p in u.path.split("/") if p]
+        self.version = None
+        # /apis/resource.k8s.io/VERSION/{resourceslices,deviceclasses}[/name],
+        # /apis/resource.k8s.io/VERSION/[namespaces/NS/]resourceclaims[/name]
+        if parts[:2] == ["apis", "resource.k8s.io"] and len(parts) >= 4:
+            if parts[2] not in self.store.resource_versions:
+                return None, None, q
+            self.version = parts[2]
+            rest = parts[3:]
+            if rest[0] in ("resourceslices", "deviceclasses", "resourceclaims"):
+                return rest[0], rest[1] if len(rest) > 1 else None, q
+            if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "resourceclaims":
+                return "resourceclaims", "%s/%s" % (rest[1], rest[3]) if len(rest) > 3 else None, q
+            return None, None, q
         # /api/v1/nodes[/name], /api/v1/pods, /api/v1/namespaces/ns/pods[/name]
         if parts[:2] != ["api", "v1"]:
             return None, None, q
@@ -162,9 +202,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return True
         return False
 
+    def out(self, kind, obj):
+        """An object as the version of the request shows it (stored as v1)."""
+        if kind not in RESOURCE_KINDS or not self.version:
+            return obj
+        if kind == "resourceslices":
+            return dra_validation.from_v1(obj, self.version)
+        obj = copy.deepcopy(obj)
+        obj["apiVersion"] = "resource.k8s.io/" + self.version
+        return obj
+
+    def discovery(self):
+        vs = [{"groupVersion": "resource.k8s.io/" + v, "version": v} for v in self.store.resource_versions]
+        if not vs:
+            return self.send_json(404, status(404, "NotFound", "the server could not find the requested resource"))
+        self.send_json(200, {"kind": "APIGroup", "apiVersion": "v1", "name": "resource.k8s.io", "versions": vs,
+                             "preferredVersion": vs[0]})
+
     def do_GET(self):
         if self.faults("GET"):
             return
+        if urllib.parse.urlparse(self.path).path.rstrip("/") == "/apis/resource.k8s.io":
+            return self.discovery()
         kind, name, q = self.route()
         if not kind:
             return self.send_json(404, status(404, "NotFound", "no such path"))
@@ -173,12 +232,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             o = s.get(kind, name)
             if not o:
                 return self.send_json(404, status(404, "NotFound", '%s "%s" not found' % (kind, name)))
-            return self.send_json(200, o)
+            return self.send_json(200, self.out(kind, o))
         if q.get("watch") in ("1", "true"):
             return self.watch(kind, q)
         fs = q.get("fieldSelector", "")
         with s.lock:
-            items = [copy.deepcopy(o) for k, o in sorted(s.objs[kind].items()) if selector_match(o, fs)]
+            items = [self.out(kind, copy.deepcopy(o)) for k, o in sorted(s.objs[kind].items()) if selector_match(o, fs)]
             rv = str(s.rv)
         start = 0
         if q.get("continue"):
@@ -241,7 +300,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "\n").encode())
                     break
                 for rv, _, etype, obj in evs:
-                    line = (json.dumps({"type": etype, "object": obj}) + "\n").encode()
+                    line = (json.dumps({"type": etype, "object": self.out(kind, obj)}) + "\n").encode()
                     if cut:
                         # half an event, then the connection drops without the closing chunk
                         self.chunk(line[:len(line) // 2])
@@ -254,7 +313,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     with s.lock:
                         brv = max(since, min(s.rv, since))
                     self.chunk((json.dumps({"type": "BOOKMARK", "object": {
-                        "kind": "Node" if kind == "nodes" else "Pod", "apiVersion": "v1",
+                        "kind": KIND_NAMES[kind], "apiVersion": "v1",
                         "metadata": {"resourceVersion": str(brv)}}}) + "\n").encode())
             self.chunk(b"")
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -291,20 +350,115 @@ class Handler(http.server.BaseHTTPRequestHandler):
             new = s.put(kind, new)
         self.send_json(200, new)
 
+    def bind(self, name, binding):
+        """pods/NAME/binding as kube-apiserver 1.20 does it (pkg/registry/core/pod/storage/storage.go,
+        setPodHostAndAnnotations): one update that sets spec.nodeName, merges the Binding's
+        metadata.annotations into the pod's and marks it scheduled; 404 for no such pod, 409 for a pod
+        being deleted or already bound. 1.20 takes no uid/resourceVersion precondition from the Binding."""
+        s = self.store
+        with s.lock:
+            s.bindings.append((self.path, binding))
+            o = s.objs["pods"].get(name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", 'pods "%s" not found' % name))
+            if o["metadata"].get("deletionTimestamp"):
+                return self.send_json(409, status(409, "Conflict", "pod %s is being deleted" % name))
+            if o.get("spec", {}).get("nodeName"):
+                return self.send_json(409, status(409, "Conflict", 'pod %s is already assigned to node "%s"' %
+                                                  (name, o["spec"]["nodeName"])))
+            new = copy.deepcopy(o)
+            new.setdefault("spec", {})["nodeName"] = binding.get("target", {}).get("name", "")
+            new["metadata"].setdefault("annotations", {}).update((binding.get("metadata") or {}).get("annotations") or {})
+            new.setdefault("status", {}).setdefault("conditions", []).append({"type": "PodScheduled", "status": "True"})
+            s.put("pods", new)
+        self.send_json(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
     def do_POST(self):
         body = self.read_body()
         if self.faults("POST"):
             return
         kind, name, q = self.route()
+        if kind in RESOURCE_KINDS and not name:
+            return self.write_resource(kind, None, body)
         if kind != "pods":
             return self.send_json(404, status(404, "NotFound", "stand-in: POST pods only"))
         obj = json.loads(body)
+        if urllib.parse.urlparse(self.path).path.endswith("/binding") and name:
+            return self.bind(name, obj)
         self.send_json(201, self.store.put("pods", obj))
+
+    def do_PUT(self):
+        body = self.read_body()
+        if self.faults("PUT"):
+            return
+        kind, name, q = self.route()
+        if kind not in RESOURCE_KINDS or not name:
+            return self.send_json(404, status(404, "NotFound", "stand-in: PUT resource.k8s.io objects only"))
+        self.write_resource(kind, name, body)
+
+    def do_DELETE(self):
+        self.read_body()
+        if self.faults("DELETE"):
+            return
+        kind, name, q = self.route()
+        s = self.store
+        if kind not in RESOURCE_KINDS or not name:
+            return self.send_json(404, status(404, "NotFound", "stand-in: DELETE resource.k8s.io objects only"))
+        with s.lock:
+            if name not in s.objs[kind]:
+                return self.send_json(404, status(404, "NotFound", '%s "%s" not found' % (kind, name)))
+            s.delete(kind, name)
+        self.send_json(200, status(200, "", "deleted") | {"status": "Success"})
+
+    def write_resource(self, kind, name, body):
+        """POST (name None) or PUT of a resource.k8s.io object, checked as kube-apiserver checks it."""
+        s = self.store
+        try:
+            obj = json.loads(body)
+        except ValueError as e:
+            return self.send_json(400, status(400, "BadRequest", str(e)))
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            return self.send_json(400, status(400, "BadRequest", "not an object with metadata"))
+        if kind == "resourceslices":
+            obj = dra_validation.drop_disabled(dra_validation.to_v1(obj), s.gates)
+            errs = dra_validation.validate_slice(obj)
+            if errs:
+                with s.lock:
+                    s.rejected.append((self.path, errs))
+                return self.send_json(422, status(422, "Invalid", 'ResourceSlice "%s" is invalid: %s' %
+                                                  (obj["metadata"].get("name"), "; ".join(errs))))
+        obj["apiVersion"] = "resource.k8s.io/v1"
+        obj["kind"] = KIND_NAMES[kind]
+        if kind == "resourceclaims" and name:
+            obj["metadata"].setdefault("namespace", name.split("/")[0])
+        with s.lock:
+            key = s.key(kind, obj)
+            have = s.objs[kind].get(key)
+            if name is None and have:
+                return self.send_json(409, status(409, "AlreadyExists", '%s "%s" already exists' % (kind, key)))
+            if name is not None:
+                if key != name:
+                    return self.send_json(400, status(400, "BadRequest", "the name in the body differs"))
+                if not have:
+                    return self.send_json(404, status(404, "NotFound", '%s "%s" not found' % (kind, key)))
+                rv = obj["metadata"].get("resourceVersion")
+                if rv and rv != have["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status(409, "Conflict", "the object has been modified"))
+                obj["metadata"]["uid"] = have["metadata"]["uid"]
+            else:
+                obj["metadata"]["uid"] = str(uuid.uuid4())
+            stored = s.put(kind, obj)
+        self.send_json(201 if name is None else 200, self.out(kind, stored))
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        """A client killed mid-request (the DRA kill tests) is not the stand-in's error."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 class StandIn:

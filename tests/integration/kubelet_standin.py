@@ -48,6 +48,20 @@ def load_stubs(build_dir, names=("deviceplugin", "podresources")):
     return mods
 
 
+def wait_on(cond, predicate, timeout, what="condition"):
+    """Wait under the condition variable until predicate() is true (returned) or fail after timeout s."""
+    deadline = time.monotonic() + timeout
+    with cond:
+        while True:
+            v = predicate()
+            if v:
+                return v
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+            cond.wait(min(left, 0.05))
+
+
 def valid_resource_name(name):
     """Domain-prefixed extended resource: 'domain/name', not in kubernetes.io's namespace."""
     if name.count("/") != 1:
@@ -227,16 +241,7 @@ class Kubelet:
     # ---- helpers for tests ----
 
     def wait_for(self, predicate, timeout, what="condition"):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                v = predicate()
-                if v:
-                    return v
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-                self.cond.wait(min(left, 0.05))
+        return wait_on(self.cond, predicate, timeout, what)
 
     def last_devices(self, endpoint=None):
         """The latest ListAndWatch list (of one endpoint, or of any) as {id: (health, [numa ids])}."""
@@ -269,3 +274,149 @@ class Kubelet:
             return grpc.StatusCode.OK, "", resp
         except grpc.RpcError as e:
             return e.code(), e.details(), None
+
+
+# ---- Dynamic Resource Allocation ----
+
+DRA_STUBS = ("pluginregistration", "dra_v1", "dra_v1beta1", "dra_health_v1", "dra_health_v1alpha1")
+
+
+class DraKubelet:
+    """The kubelet side of a DRA driver, as kubelet 1.36 drives it (docs/specs/dra.md, docs/dra.md):
+
+    - its plugin watcher finds <registry-dir>/*-reg.sock, calls GetInfo (type must be "DRAPlugin"), picks
+      the first service of the plugin's supported_versions that it supports itself (`services`, v1 and
+      v1beta1 by default; a tuple of one plays an older or newer kubelet) and answers
+      NotifyRegistrationStatus;
+    - NodePrepareResources / NodeUnprepareResources on the plugin's endpoint in the chosen version, every
+      claim of the request answered (checked);
+    - the health stream: /v1alpha1.DRAResourceHealth/NodeWatchResources as 1.36 does, or v1 when
+      `health` says so; every message recorded;
+    - restart(): forget the plugin and register it again, and wipe the node's ResourceSlices through the
+      API as a starting kubelet does (a callback).
+    """
+
+    def __init__(self, stubs, registry_dir, services=("v1.DRAPlugin", "v1beta1.DRAPlugin"), health="v1alpha1"):
+        self.s = stubs
+        self.registry_dir = registry_dir
+        self.services = services
+        self.health_version = health
+        self.cond = threading.Condition()
+        self.info = None          # the last GetInfo answer
+        self.chosen = None        # the service prepare/unprepare use
+        self.registrations = 0
+        self.health = []          # (time, NodeWatchResourcesResponse)
+        self.health_errors = []
+        self.channels = []
+        self._health_call = None
+
+    def _channel(self, path):
+        ch = grpc.insecure_channel("unix:" + path)
+        self.channels.append(ch)
+        return ch
+
+    def register(self, timeout=15):
+        """Find the registration socket, GetInfo, choose the version, notify; returns the PluginInfo."""
+        deadline = time.monotonic() + timeout
+        sock = None
+        while time.monotonic() < deadline:
+            socks = [n for n in os.listdir(self.registry_dir) if n.endswith("-reg.sock")]
+            if socks:
+                sock = os.path.join(self.registry_dir, socks[0])
+                try:
+                    stub = self.s["pluginregistration_pb2_grpc"].RegistrationStub(self._channel(sock))
+                    info = stub.GetInfo(self.s["pluginregistration_pb2"].InfoRequest(), timeout=5)
+                    break
+                except grpc.RpcError:
+                    pass
+            time.sleep(0.1)
+        else:
+            raise AssertionError("no DRA registration socket answered in %s" % self.registry_dir)
+        err = ""
+        if info.type != "DRAPlugin":
+            err = "type %r is not DRAPlugin" % info.type
+        chosen = next((v for v in info.supported_versions if v in self.services), None)
+        if not chosen:
+            err = "none of %s is supported (kubelet: %s)" % (list(info.supported_versions), self.services)
+        if not os.path.exists(info.endpoint):
+            err = "endpoint %s does not exist" % info.endpoint
+        stub.NotifyRegistrationStatus(self.s["pluginregistration_pb2"].RegistrationStatus(
+            plugin_registered=not err, error=err), timeout=5)
+        if err:
+            raise AssertionError("registration refused: " + err)
+        with self.cond:
+            self.info, self.chosen = info, chosen
+            self.registrations += 1
+            self.cond.notify_all()
+        return info
+
+    def _dra(self):
+        mod = "dra_v1" if self.chosen == "v1.DRAPlugin" else "dra_v1beta1"
+        return self.s[mod + "_pb2"], self.s[mod + "_pb2_grpc"].DRAPluginStub(self._channel(self.info.endpoint))
+
+    def _call(self, method, claims, timeout):
+        """One NodePrepareResources / NodeUnprepareResources call; every claim of it must be answered."""
+        pb, stub = self._dra()
+        req = getattr(pb, method + "Request")(claims=[pb.Claim(namespace=ns, uid=uid, name=name)
+                                                      for ns, uid, name in claims])
+        resp = getattr(stub, method)(req, timeout=timeout)
+        missing = {c[1] for c in claims} - set(resp.claims.keys())
+        if missing:
+            raise AssertionError("%s answered no entry for %s (kubelet would retry them)" % (method, sorted(missing)))
+        return resp.claims
+
+    def prepare(self, *claims, timeout=45):
+        """claims: (namespace, uid, name). Returns {uid: NodePrepareResourceResponse}."""
+        return dict(self._call("NodePrepareResources", claims, timeout))
+
+    def unprepare(self, *claims, timeout=45):
+        """Returns {uid: error text}."""
+        return {k: v.error for k, v in self._call("NodeUnprepareResources", claims, timeout).items()}
+
+    def watch_health(self):
+        """Subscribe as kubelet does (one stream, re-subscribed by the caller after a restart)."""
+        mod = "dra_health_" + self.health_version
+        pb, grpcmod = self.s[mod + "_pb2"], self.s[mod + "_pb2_grpc"]
+        stub = grpcmod.DRAResourceHealthStub(self._channel(self.info.endpoint))
+        call = stub.NodeWatchResources(pb.NodeWatchResourcesRequest())
+        self._health_call = call
+
+        def run():
+            try:
+                for msg in call:
+                    with self.cond:
+                        self.health.append((time.monotonic(), msg))
+                        self.cond.notify_all()
+            except grpc.RpcError as e:
+                with self.cond:
+                    self.health_errors.append(str(e.code()))
+                    self.cond.notify_all()
+        threading.Thread(target=run, daemon=True).start()
+
+    def last_health(self):
+        """{device name: (health enum value, message)} of the latest health message."""
+        with self.cond:
+            if not self.health:
+                return None
+            msg = self.health[-1][1]
+        return {d.device.device_name: (d.health, d.message) for d in msg.devices}
+
+    def wait_for(self, predicate, timeout, what="condition"):
+        return wait_on(self.cond, predicate, timeout, what)
+
+    def restart(self, wipe=None):
+        """A kubelet restart: connections dropped, ResourceSlices of the node wiped (wipe()), the plugin
+        found and registered again."""
+        self.close()
+        if wipe:
+            wipe()
+        self.info = self.chosen = None
+        return self.register()
+
+    def close(self):
+        if self._health_call:
+            self._health_call.cancel()
+            self._health_call = None
+        for ch in self.channels:
+            ch.close()
+        self.channels = []

@@ -12,8 +12,11 @@ the real kube-scheduler, kube-apiserver and kubelets.
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
+import urllib.request
 
 import grpc
 
@@ -314,8 +317,126 @@ def test_assign_pairs(e):
     check(limits_dir(rs) != limits_dir(rn), "two one-resource containers share one limits file: %s" % limits_dir(rs))
 
 
+def extender_call(port, verb, body):
+    req = urllib.request.Request("http://127.0.0.1:%d/%s" % (port, verb), data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+def test_assign_sixteen(e):
+    """Issue 19: a container asking 16 whole GPUs on a 16-GPU node (DGX-2 class, NVSwitch) is honoured end
+    to end: the agent publishes the node's 16 GPUs, the real extender (`gpuslice scheduler`, on the API
+    stand-in) filters and binds the pod with its assignment in the Binding, the agent steers kubelet's
+    calls to the 16 assigned GPUs and marks the pod assigned. Before one codec the agent refused
+    assignments of more than 8 GPUs per container (and fell back to node-local placement)."""
+    e.api.store.put("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    e.start()
+    uuids = e.ids()
+    check(len(uuids) == 16, "the node has %d GPUs" % len(uuids))
+    deadline = time.monotonic() + 20
+    while "gpuslice.io/gpus" not in e.api.store.get("nodes", NODE)["metadata"].get("annotations", {}):
+        check(time.monotonic() < deadline, "the agent never published its GPUs")
+        time.sleep(0.1)
+    port = agent_fixture.free_port()
+    log = open(os.path.join(e.tmp, "extender.log"), "w")
+    ext = subprocess.Popen([os.path.join(e.args.build, "gpuslice"), "scheduler", "--kubeconfig", e.kubeconfig,
+                            "--address", "127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            check(time.monotonic() < deadline and ext.poll() is None, "the extender never became ready")
+            time.sleep(0.1)
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "sixteen", "namespace": "default", "uid": "uid-sixteen",
+                            "creationTimestamp": "2026-11-23T10:00:00Z"},
+               "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "16"}}}]},
+               "status": {"phase": "Pending"}}
+        pod = e.api.store.put("pods", pod)
+        res = extender_call(port, "filter", {"Pod": pod, "NodeNames": [NODE], "Nodes": None})
+        check(res.get("NodeNames") == [NODE], "filter: %s" % res)
+        res = extender_call(port, "bind", {"PodName": "sixteen", "PodNamespace": "default", "PodUID": "uid-sixteen",
+                                           "Node": NODE})
+        check(res.get("Error") == "", "bind: %s" % res)
+    finally:
+        ext.send_signal(signal.SIGTERM)
+        ext.wait(timeout=20)
+        log.close()
+    # one API call: the Binding carried the assignment (no annotation patch before it)
+    check(len(e.api.store.bindings) == 1 and not [p for p, _ in e.api.store.patches if p.endswith("/sixteen")],
+          "bind was not one Binding: %s %s" % (e.api.store.bindings, e.api.store.patches))
+    ann = e.ann("sixteen")
+    asg = json.loads(ann["gpuslice.io/assignment"])["containers"][0]
+    check(asg["gpus"] == list(range(16)) and asg["uuids"] == uuids, "assignment %s, node %s" % (asg, uuids))
+    check(e.api.store.get("pods", "default/sixteen")["spec"]["nodeName"] == NODE, "not bound")
+    e.kubelet_lists(("sixteen", None, None))
+    got = e.prefer(uuids, 16)
+    check(sorted(got) == sorted(uuids), "preferred %s" % got)
+    e.allocate(got)
+    e.kubelet_lists(("sixteen", "nvidia.com/gpu", got))
+    ann = e.wait_assigned("sixteen")
+    check(json.loads(ann["gpuslice.io/assignment"])["containers"][0]["gpus"] == list(range(16)), ann)
+
+
+def test_assign_record(e):
+    """One truth about who holds which GPU (issue 19): pods placed node-locally (no assignment of any
+    system) are recorded on the pod once kubelet lists what they hold — gpuslice.io/assignment with
+    "by":"agent" and their GPUs, gpuslice.io/assigned "true" — in one patch with the uid and
+    resourceVersion as preconditions; a pod of another system's scheduler is left alone."""
+    def plain(name, limits, ann=None):
+        e.api.store.put("pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": "uid-" + name,
+                         "creationTimestamp": "2026-11-23T10:00:00Z", "annotations": ann or {}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "main", "resources": {
+                "limits": {k: str(v) for k, v in limits.items()}}}]},
+            "status": {"phase": "Pending"}})
+    plain("local", {"nvidia.com/gpu": 2})
+    plain("frac", {CORE: 30, MEM: 8})
+    e.start("--resource-profile", "gpuslice")
+    uuids = e.ids()
+    e.kubelet_lists(("local", None, None))
+    got = e.prefer(uuids, 2)
+    e.allocate(got)
+    e.kubelet_lists(("local", "nvidia.com/gpu", got), ("frac", None, None))
+    core = e.fprefer(CORE, "core", 30)
+    e.fallocate(CORE, core)
+    e.kubelet_lists(("local", "nvidia.com/gpu", got), ("frac", CORE, core))
+    mem = e.fprefer(MEM, "mem", 8)
+    e.fallocate(MEM, mem)
+    e.kubelet_lists(("local", "nvidia.com/gpu", got), ("frac", CORE, core), ("frac", MEM, mem))
+    ann = e.wait_assigned("local")
+    asg = json.loads(ann["gpuslice.io/assignment"])
+    check(asg["by"] == "agent" and asg["node"] == NODE, asg)
+    check(asg["containers"][0]["gpus"] == sorted(uuids.index(i) for i in got), "recorded %s, holds %s" % (asg, got))
+    check(asg["containers"][0]["uuids"] == [uuids[i] for i in asg["containers"][0]["gpus"]], asg)
+    ann = e.wait_assigned("frac")
+    c0 = json.loads(ann["gpuslice.io/assignment"])["containers"][0]
+    check(c0["gpus"] == gpu_of(e, core) == gpu_of(e, mem) and c0["core"] == 30 and c0["mem"] == 8 * 256, c0)
+    patches = [b for p, b in e.api.store.patches if p.endswith("/local") or p.endswith("/frac")]
+    check(len(patches) == 2 and all(b["metadata"].get("uid") and b["metadata"].get("resourceVersion")
+                                    for b in patches), "one patch per pod, with preconditions: %s" % patches)
+    # a pod gpushare's scheduler placed (its own annotation, read by the agent but not ours to record)
+    plain("foreign", {"nvidia.com/gpu": 1}, {"ALIYUN_COM_GPU_MEM_IDX": "7"})
+    e.kubelet_lists(("local", "nvidia.com/gpu", got), ("frac", CORE, core), ("frac", MEM, mem),
+                    ("foreign", None, None))
+    one = e.prefer([u for u in uuids if u not in got], 1)
+    e.allocate(one)
+    e.kubelet_lists(("local", "nvidia.com/gpu", got), ("frac", CORE, core), ("frac", MEM, mem),
+                    ("foreign", "nvidia.com/gpu", one))
+    time.sleep(3)
+    check("gpuslice.io/assignment" not in e.ann("foreign"), e.ann("foreign"))
+
+
 TESTS = {"assign-cache": test_assign_cache, "assign-pairs": test_assign_pairs, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
-         "assign-sweep": test_assign_sweep}
+         "assign-sweep": test_assign_sweep, "assign-sixteen": test_assign_sixteen,
+         "assign-record": test_assign_record}
 
 if __name__ == "__main__":
     agent_fixture.run_main(TESTS, make_env=Env, timeout_s=120)

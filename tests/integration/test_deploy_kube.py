@@ -4,7 +4,10 @@
 Kubernetes 1.20 one that `make e2e` builds) and holds what docs/cluster.md promises: the agent's
 ServiceAccount, a ClusterRole with exactly nodes get/list/watch/patch and pods get/list/watch/patch (no
 wildcard, nothing else), its binding, and the DaemonSet running as that ServiceAccount with NODE_NAME
-from the downward API.
+from the downward API. deploy/dra (the DRA mode, docs/dra.md) renders too: the same objects, plus the
+DRA ClusterRole with exactly resourceslices get/list/watch/create/update/delete and resourceclaims get,
+its binding, the DeviceClasses, and the DaemonSet's command = the base's + the `--dra` flags with
+kubelet's plugin directories and the CDI directory mounted.
 
 Usage: test_deploy_kube.py SOURCE_DIR
 """
@@ -47,6 +50,48 @@ def check(docs, who):
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", env
     assert "LD_LIBRARY_PATH" in env, "the patch must add to the env, not replace it: %s" % env
     assert agent["command"][:2] == ["/usr/bin/gpuslice", "node"], agent["command"]
+    return agent
+
+
+def check_dra(docs, base_agent, who):
+    agent = check(docs, who)
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs if d}
+    role = by[("ClusterRole", "gpuslice-node-dra")]
+    rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"])
+    assert rules == [(("resource.k8s.io",), ("resourceclaims",), ("get",)),
+                     (("resource.k8s.io",), ("resourceslices",),
+                      ("create", "delete", "get", "list", "update", "watch"))], (who, rules)
+    b = by[("ClusterRoleBinding", "gpuslice-node-dra")]
+    assert b["roleRef"]["name"] == "gpuslice-node-dra" and b["roleRef"]["kind"] == "ClusterRole", b
+    assert b["subjects"] == [{"kind": "ServiceAccount", "name": "gpuslice-node", "namespace": "gpuslice-system"}], b
+    classes = sorted(n for (k, n) in by if k == "DeviceClass")
+    assert classes == ["gpu-shared.gpuslice.io", "gpu.gpuslice.io", "mig.gpuslice.io"], (who, classes)
+    assert by[("DeviceClass", "gpu.gpuslice.io")]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    cmd = agent["command"]
+    dra = [a for a in cmd if a.startswith("--dra")]
+    assert [a for a in cmd if not a.startswith("--dra")] == base_agent["command"], \
+        "the DRA patch's command drifted from the base's: %s vs %s" % (cmd, base_agent["command"])
+    assert "--dra" in dra, cmd
+    flags = dict(a.split("=", 1) for a in dra if "=" in a)
+    mounts = {m["mountPath"] for m in agent["volumeMounts"]}
+    for f in ("--dra-registry-dir", "--dra-plugin-dir", "--dra-cdi-dir"):
+        assert flags.get(f) in mounts, (f, flags, mounts)
+    assert flags["--dra-registry-dir"] == "/var/lib/kubelet/plugins_registry", flags
+    assert flags["--dra-plugin-dir"] == "/var/lib/kubelet/plugins", flags
+
+
+def render_and_check(k, src):
+    """deploy/kubernetes and deploy/dra rendered by kubectl K and checked; an error string or None."""
+    rendered = {}
+    for d in ("kubernetes", "dra"):
+        r = subprocess.run([k, "kustomize", os.path.join(src, "deploy", d)], capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode != 0:
+            return "%s kustomize deploy/%s failed: %s" % (k, d, r.stderr)
+        rendered[d] = list(yaml.safe_load_all(r.stdout))
+    base_agent = check(rendered["kubernetes"], k)
+    check_dra(rendered["dra"], base_agent, k)
+    return None
 
 
 def main():
@@ -56,12 +101,10 @@ def main():
         print("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
         return 1
     for k in ks:
-        r = subprocess.run([k, "kustomize", os.path.join(src, "deploy", "kubernetes")], capture_output=True,
-                           text=True, timeout=120)
-        if r.returncode != 0:
-            print("%s kustomize failed: %s" % (k, r.stderr))
+        err = render_and_check(k, src)
+        if err:
+            print(err)
             return 1
-        check(list(yaml.safe_load_all(r.stdout)), k)
         print("ok: %s" % k)
     return 0
 

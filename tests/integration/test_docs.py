@@ -13,12 +13,18 @@
            docs/metrics.md (the agent's, the extender's and a monitor's on a MIG node); every family docs/metrics.md names is in a scrape, or in CONDITIONAL
            below with the reason it was not produced here. Types and labels of the scrape match
            the docs' tables.
+  architecture  docs/architecture.md's "Layers" table against the build: its libraries are the libraries the
+           CMake files under src/ define (and the build made the non-header ones), each in the folder the
+           table says, each folder of src/ in it, each folder's layer the one scripts/lint-includes.sh
+           checks; its CLI table is `gpuslice --help`'s commands, each in the file it names; every path
+           (src/…, sim/…, tests/…, bench/…, scripts/…, docs/…, proto/…) and every gpuslice_* library it
+           names exists.
   install  docs/install.md's build line against scripts/install-deps.sh and the CMake files' pkg-config
            modules (their Debian packages, asked of dpkg); the paths README.md and install.md name
            exist; README's Layout lists the folders of src/ and tests/; README's first example prints
            what README shows.
 
-Usage: test_docs.py --build DIR --source DIR {cli,metrics,install}. Exit 0 pass, 1 fail (the message names
+Usage: test_docs.py --build DIR --source DIR {cli,metrics,install,architecture}. Exit 0 pass, 1 fail (the message names
 each difference).
 """
 
@@ -171,10 +177,13 @@ def test_cli(a):
 CONDITIONAL = {
     "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
     "gpuslice_node_publish_failures_total": "only with API access (the node published): kube-publish-node-name",
+    "gpuslice_gpu_xid_errors_total": "only after an Xid (tests/integration/test_monitoring.py injects one)",
 }
 # Every gpuslice_assign_* family needs a node agent with API access and pods the scheduler extender
 # assigned (tests/integration/test_assign.py, a kube-apiserver stand-in): none here.
-CONDITIONAL_PREFIX = ("gpuslice_assign_",)
+# Every gpuslice_dra_* family needs `gpuslice node --dra` with an API server: tests/integration/test_dra.py
+# scrapes them (prepare-shared).
+CONDITIONAL_PREFIX = ("gpuslice_assign_", "gpuslice_dra_")
 
 
 def conditional(f):
@@ -422,6 +431,142 @@ def test_metrics(a):
 
 # ---- install ----
 
+# ---- architecture ----
+
+LAYER_NAMES = {"0": "0", "1": "1", "2": "2", "3": "3", "4": "4", "5": "5"}
+
+
+def cmake_libraries(source):
+    """{library: (folder, interface)} defined by the CMake files of src/ (gpuslice_library, add_library,
+    add_executable of gpuslice)."""
+    libs = {}
+    for folder in sorted(os.listdir(os.path.join(source, "src"))):
+        f = os.path.join(source, "src", folder, "CMakeLists.txt")
+        if not os.path.exists(f):
+            continue
+        text = re.sub(r"#[^\n]*", "", open(f).read())
+        for m in re.finditer(r"gpuslice_library\(\s*(\w+)([^)]*)\)", text, re.S):
+            args = m.group(2).split()
+            name = args[args.index("NAME") + 1] if "NAME" in args else m.group(1)
+            libs["gpuslice_" + name] = ("src/" + m.group(1), "INTERFACE" in args)
+        for m in re.finditer(r"add_library\(\s*(gpuslice_\w+)\s+(\w+)", text):
+            libs[m.group(1)] = ("src/" + folder, m.group(2) == "INTERFACE")
+        for m in re.finditer(r"add_executable\(\s*(gpuslice)\s", text):
+            libs[m.group(1)] = ("src/" + folder, False)
+    return libs
+
+
+def lint_layers(source):
+    """{folder: layer} as scripts/lint-includes.sh's layer_of maps them."""
+    text = open(os.path.join(source, "scripts", "lint-includes.sh")).read()
+    body = text.split('case "${1%%/*}" in', 1)[1].split("esac", 1)[0]
+    layers = {}
+    for m in re.finditer(r"^\s*([a-z |]+)\)\s*echo (\w+)\s*;;", body, re.M):
+        for f in m.group(1).split("|"):
+            layers[f.strip()] = m.group(2)
+    return layers
+
+
+def doc_layer_table(md):
+    """[(layer, library, folder)] of the Layers table (library and folder: the first `...` of their cells)."""
+    sec = md.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in sec.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not re.match(r"^(\d|apart)", cells[0]):
+            continue
+        lib = re.search(r"`([^`]+)`", cells[1])
+        folder = re.search(r"`([^`]+)`", cells[2])
+        rows.append((cells[0].split()[0], lib.group(1) if lib else "", folder.group(1) if folder else ""))
+    return rows
+
+
+def built_targets(build):
+    r = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        r = subprocess.run(["make", "-C", build, "help"], capture_output=True, text=True, timeout=60)
+    return set(re.findall(r"^(?:\.\.\. )?(gpuslice\w*)\b", r.stdout, re.M))
+
+
+def test_architecture(a):
+    md = open(os.path.join(a.source, "docs", "architecture.md")).read()
+    problems = []
+    libs = cmake_libraries(a.source)
+    if len(libs) < 15:
+        raise AssertionError("only %d libraries parsed from src/*/CMakeLists.txt: %s" % (len(libs), sorted(libs)))
+    rows = doc_layer_table(md)
+    doc_libs = {lib: (layer, folder) for layer, lib, folder in rows if lib.startswith("gpuslice")}
+    # the sim row stands for sim/'s libraries
+    doc_libs.pop("gpuslice_sim_*", None)
+    for lib, (folder, _) in sorted(libs.items()):
+        if lib not in doc_libs:
+            problems.append("%s (defined in %s/CMakeLists.txt) is not in docs/architecture.md's Layers table" %
+                            (lib, folder))
+        elif doc_libs[lib][1] != folder:
+            problems.append("%s: docs/architecture.md says folder %s, the build defines it in %s" %
+                            (lib, doc_libs[lib][1], folder))
+    for lib in sorted(set(doc_libs) - set(libs)):
+        problems.append("docs/architecture.md's Layers table names %s, which no CMake file under src/ defines" % lib)
+    # the build made what the CMake files define (header-only libraries make no target)
+    built = built_targets(a.build)
+    for lib, (folder, interface) in sorted(libs.items()):
+        if not interface and lib not in built:
+            problems.append("%s is defined in %s/CMakeLists.txt but the build in %s has no such target" %
+                            (lib, folder, a.build))
+    # every folder of src/ is in the table; its layer is the one lint-includes.sh checks
+    folders = sorted(d for d in os.listdir(os.path.join(a.source, "src"))
+                     if os.path.isdir(os.path.join(a.source, "src", d)))
+    lint = lint_layers(a.source)
+    doc_folders = {}
+    for layer, lib, folder in rows:
+        doc_folders.setdefault(folder, set()).add(layer)
+    for f in folders:
+        if "src/" + f not in doc_folders:
+            problems.append("src/%s is not in docs/architecture.md's Layers table" % f)
+            continue
+        want = lint.get(f)
+        if want is None:
+            problems.append("src/%s has no layer in scripts/lint-includes.sh" % f)
+        elif want not in doc_folders["src/" + f]:
+            problems.append("src/%s: docs/architecture.md puts its libraries in layer %s, scripts/lint-includes.sh "
+                            "checks it as layer %s" % (f, sorted(doc_folders["src/" + f]), want))
+    # the CLI table: gpuslice --help's commands, each in the file the table names
+    cli = md.split("| command | file |", 1)
+    if len(cli) < 2:
+        problems.append("docs/architecture.md has no CLI table (| command | file | ...)")
+        doc_cmds = {}
+    else:
+        doc_cmds = dict(re.findall(r"^\| `([a-z]+)` \| `([^`]+)` \|", cli[1].split("\n\n", 1)[0], re.M))
+    cmds = help_commands(a.build)
+    for c in cmds:
+        if c not in doc_cmds:
+            problems.append("command '%s' (gpuslice --help) is not in docs/architecture.md's CLI table" % c)
+    for c, f in sorted(doc_cmds.items()):
+        if c not in cmds:
+            problems.append("docs/architecture.md's CLI table names '%s', which gpuslice --help does not list" % c)
+        path = os.path.join(a.source, f)
+        if not os.path.exists(path):
+            problems.append("docs/architecture.md's CLI table names %s for '%s': no such file" % (f, c))
+        elif c != "version" and ("cmd_%s" % c) not in open(path).read():
+            problems.append("%s (docs/architecture.md's file for '%s') does not define cmd_%s" % (f, c, c))
+    # every path and library named exists
+    for m in sorted(set(re.findall(r"`((?:src|sim|tests|bench|scripts|docs|proto)/[A-Za-z0-9_./{},*<>-]*)`", md))):
+        path = m.split(" ")[0]
+        if any(ch in path for ch in "*<>"):
+            continue
+        alts = [path]
+        brace = re.match(r"^(.*)\{([^}]*)\}(.*)$", path)
+        if brace:
+            alts = [brace.group(1) + x + brace.group(3) for x in brace.group(2).split(",")]
+        for p in alts:
+            if not os.path.exists(os.path.join(a.source, p.rstrip("/"))):
+                problems.append("docs/architecture.md names %s, which does not exist" % p)
+    for lib in sorted(set(re.findall(r"`(gpuslice_[a-z_]+)`", md)) - {"gpuslice_library", "gpuslice_unit_test"}):
+        if lib not in libs and lib not in ("gpuslice_everything",) and not lib.startswith("gpuslice_sim_"):
+            problems.append("docs/architecture.md names %s, which no CMake file under src/ defines" % lib)
+    fail(problems, "docs/architecture.md")
+
+
 def test_install(a):
     """docs/install.md's build line: every package in scripts/install-deps.sh (the one list), and
     every pkg-config module the CMake files require comes from a package it names (asked of dpkg);
@@ -496,10 +641,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=["cli", "metrics", "install"])
+    ap.add_argument("test", choices=["cli", "metrics", "install", "architecture"])
     a = ap.parse_args()
     a.build, a.source = os.path.abspath(a.build), os.path.abspath(a.source)
-    {"cli": test_cli, "metrics": test_metrics, "install": test_install}[a.test](a)
+    {"cli": test_cli, "metrics": test_metrics, "install": test_install, "architecture": test_architecture}[a.test](a)
     print("PASS docs-%s" % a.test)
 
 

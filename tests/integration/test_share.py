@@ -572,7 +572,8 @@ def test_share_podman(e):
     name = "gpuslice-share-%d" % os.getpid()
     try:
         e.dev_root = root
-        e.start_share()
+        port = agent_fixture.free_port()
+        e.start_share("gpuslice", "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
         got = e.admit((e.core, 50), (e.mem, 8))  # 50 %, 2 GiB
         resp = got[e.mem][1]
         gpu = one_gpu(got[e.core][0])
@@ -631,6 +632,14 @@ def test_share_podman(e):
         r = run("sh", "-c", "cat /run/gpuslice/limits && echo x >> /run/gpuslice/limits")
         check(r.returncode != 0 and gpu in r.stdout and "memory=%d" % (2 * GIB) in r.stdout,
               "limits file inside: rc %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+        # the agent reads the three refusals above from the container's shared region (/metrics, once
+        # PodResources has named the container)
+        e.kubelet.pods = [("ml", "infer", "main", e.core, got[e.core][0]), ("ml", "infer", "main", e.mem, got[e.mem][0])]
+        e.status()
+        series = 'gpuslice_container_gpu_memory_refusals_total{namespace="ml",pod="infer",container="main"'
+        text = agent_fixture.scrape(port, lambda t: re.search(re.escape(series) + r'[^}]*\} 3\n', t),
+                                    "three refusals counted for ml/infer")
+        check(re.search(re.escape(series) + r',gpu_index="\d+",gpu_uuid="%s"' % re.escape(gpu), text), text)
         print("podman: 1.5 GiB fits, 3 GiB refused with CUDA_ERROR_OUT_OF_MEMORY under a 2 GiB share of %s" % gpu)
     finally:
         subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)

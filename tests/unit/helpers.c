@@ -132,3 +132,20 @@ int test_without_root(int (*f)(void *), void *arg) {
                 return -ECHILD;
         return -WEXITSTATUS(status);
 }
+
+void test_topo_a100x3(struct topo *t) {
+        topo_init(t);
+        t->n_gpus = 3;
+        strscpy(t->driver_version, "535.104.05", sizeof t->driver_version);
+        t->cuda_version = 12020;
+        for (unsigned i = 0; i < 3; i++) {
+                t->gpu[i].index = (int)i;
+                snprintf(t->gpu[i].uuid, sizeof t->gpu[i].uuid, "GPU-%u", i);
+                strscpy(t->gpu[i].name, "NVIDIA A100-SXM4-40GB", sizeof t->gpu[i].name);
+                t->gpu[i].memory_total = 40960ULL << 20;
+                t->gpu[i].cc_major = 8;
+        }
+        topo_set_link(t, 0, 1, (struct topo_link){ .pcie = TOPO_LEVEL_PIX, .nvlinks = 12 });
+        topo_set_link(t, 0, 2, (struct topo_link){ .pcie = TOPO_LEVEL_SYS });
+        topo_set_link(t, 1, 2, (struct topo_link){ .pcie = TOPO_LEVEL_NODE });
+}

@@ -40,6 +40,9 @@ void test_touch(const char *path);
 
 /* Parse the reference topology tests/data/topologies/NAME into RET; fails the test on error. */
 void test_load_topo(const char *name, struct topo *ret);
+/* A 3-GPU A100 node as NVML would describe it (driver 535.104.05, CUDA 12.2, cc 8.0): GPUs 0-1 NVLinked
+ * (NV12 over PIX), 0-2 SYS, 1-2 NODE. */
+void test_topo_a100x3(struct topo *ret);
 
 /* The file RELPATH of the source tree (e.g. "tests/data/extender/x.json"), malloc'd and
  * NUL-terminated, its length in *LEN; fails the test when it cannot be read. */

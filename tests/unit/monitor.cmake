@@ -11,3 +11,7 @@ gpuslice_unit_test(monitor-service ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-monitor
 target_link_libraries(test-monitor-service PRIVATE gpuslice_monitor)
 target_compile_definitions(test-monitor-service PRIVATE FAKE_NVML_NODE="$<TARGET_FILE:fake-nvml-node>")
 add_dependencies(test-monitor-service fake-nvml-node)
+# The scrape formatter against the one it replaced, frozen in monitor-format-ref.c: byte-identical text.
+gpuslice_unit_test(monitor-format-ref ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-monitor-format-ref.c
+                   ${CMAKE_CURRENT_SOURCE_DIR}/unit/monitor-format-ref.c)
+target_link_libraries(test-monitor-format-ref PRIVATE gpuslice_monitor)

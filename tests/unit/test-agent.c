@@ -328,6 +328,57 @@ static void test_list_devices(void **state) {
         v1beta1__list_and_watch_response__free_unpacked(r, NULL);
 }
 
+/* Devices another driver holds (the DRA driver's claims, plugin_set_held_elsewhere): counted as held whole
+ * and in fractions, not as the device plugin's own use, listed Unhealthy, never offered, refused at Allocate;
+ * released, they are the device plugin's again. */
+static void test_held_elsewhere(void **state) {
+        struct test_plugin *f = *state;
+        uint64_t held = UINT64_C(1) << 2 | UINT64_C(1) << 5;
+        devices_lock(f->dev);
+        assert_true(plugin_set_held_elsewhere(f->p, held));
+        assert_false(plugin_set_held_elsewhere(f->p, held));
+        assert_int_equal(plugin_held_elsewhere(f->p), held);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
+        assert_int_equal(u.whole & held, held);
+        assert_int_equal(u.frac & held, held);
+        assert_int_equal(plugin_own_use(f->p), 0);
+        devices_unlock(f->dev);
+
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        uint64_t gen = 0;
+        assert_int_equal(plugin_pack_devices(f->p, &buf, &n, &gen), 0);
+        V1beta1__ListAndWatchResponse *l = v1beta1__list_and_watch_response__unpack(NULL, n, buf);
+        free(buf);
+        assert_non_null(l);
+        for (size_t i = 0; i < l->n_devices; i++)
+                assert_string_equal(l->devices[i]->health, (held >> i & 1) ? "Unhealthy" : "Healthy");
+        v1beta1__list_and_watch_response__free_unpacked(l, NULL);
+
+        V1beta1__PreferredAllocationResponse *pr = NULL;
+        struct gs_error st;
+        const int all[] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+        assert_int_equal(prefer(f, all, 8, NULL, 0, 6, &pr, &st), RPC_OK);
+        assert_false(has_id(pr->container_responses[0], id(f, 2)) || has_id(pr->container_responses[0], id(f, 5)));
+        v1beta1__preferred_allocation_response__free_unpacked(pr, NULL);
+
+        V1beta1__AllocateResponse *r = NULL;
+        char *two[] = { (char *)id(f, 2) };
+        assert_int_equal(allocate(f, two, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "held by another driver"));
+        assert_null(state_find(plugin_record(f->p), NULL, id(f, 2)));
+
+        devices_lock(f->dev);
+        assert_true(plugin_set_held_elsewhere(f->p, 0));
+        devices_unlock(f->dev);
+        assert_int_equal(allocate(f, two, 1, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        devices_lock(f->dev);
+        assert_int_equal(plugin_own_use(f->p), UINT64_C(1) << 2);
+        devices_unlock(f->dev);
+}
+
 static void test_options(void **state) {
         struct test_plugin *f = *state;
         uint8_t *out = NULL;
@@ -366,6 +417,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_health_xid_without_answer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_change_notifications, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_devices, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_held_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_options, setup, teardown),
                 cmocka_unit_test(test_xid_ignore_list),
         };

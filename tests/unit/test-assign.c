@@ -38,13 +38,11 @@ static void test_parse_gpuslice(void **state) {
         assert_string_equal(p.rv, "7");
         assert_int_equal(p.created, 1795428000); /* 2026-11-23T10:00:00Z */
         assert_int_equal(p.assumed_ms, 42);
-        assert_int_equal(p.flags, ASSIGN_FLAG_GPUSLICE);
+        assert_int_equal(p.flags, CLUSTER_FLAG_GPUSLICE);
         assert_false(p.confirmed);
         assert_int_equal(p.n, 1);
         assert_int_equal(p.c[0].req[PLUGIN_WHOLE], 2);
-        assert_int_equal(p.c[0].n_gpus, 2);
-        assert_int_equal(p.c[0].gpus[0], 4);
-        assert_int_equal(p.c[0].gpus[1], 5);
+        assert_int_equal(p.c[0].gpus, (1u << 4) | (1u << 5));
         /* 200 % of core = two whole GPUs through the core resource */
         assert_int_equal(
                 test_assign_parse(
@@ -77,8 +75,8 @@ static void test_parse_profiles(void **state) {
                 "{\"tencent.com/predicate-gpu-idx-0\":\"1\",\"tencent.com/predicate-node\":\"gpu-a\","
                 "\"tencent.com/predicate-time\":\"5000000\",\"tencent.com/gpu-assigned\":\"false\"}");
         assert_int_equal(assign_pod_parse(j, "gpu-a", &tn, &p), 0);
-        assert_int_equal(p.flags, ASSIGN_FLAG_GPU_MANAGER);
-        assert_int_equal(p.c[0].gpus[0], 1);
+        assert_int_equal(p.flags, CLUSTER_FLAG_GPU_MANAGER);
+        assert_int_equal(p.c[0].gpus, 1u << 1);
         assert_int_equal(p.assumed_ms, 5);
         assert_int_equal(p.c[0].req[PLUGIN_CORE], 20);
         /* another node's prediction is not ours */
@@ -91,8 +89,8 @@ static void test_parse_profiles(void **state) {
                 "{\"ALIYUN_COM_GPU_MEM_IDX\":\"3\",\"ALIYUN_COM_GPU_MEM_POD\":\"2\","
                 "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\",\"ALIYUN_COM_GPU_MEM_ASSUME_TIME\":\"9000000\"}");
         assert_int_equal(assign_pod_parse(j, "gpu-a", &an, &p), 0);
-        assert_int_equal(p.flags, ASSIGN_FLAG_GPUSHARE);
-        assert_int_equal(p.c[0].gpus[0], 3);
+        assert_int_equal(p.flags, CLUSTER_FLAG_GPUSHARE);
+        assert_int_equal(p.c[0].gpus, 1u << 3);
         assert_int_equal(p.c[0].req[PLUGIN_MEMORY], 2);
         assert_int_equal(p.assumed_ms, 9);
         json_decref(j);
@@ -106,7 +104,7 @@ static void test_parse_profiles(void **state) {
         j = test_assign_pod_json("tt", "2026-11-23T10:00:00Z",
                                  "{\"tencent.com/vcuda-core\":\"20\",\"tencent.com/vcuda-memory\":\"8\"}", NULL, a);
         assert_int_equal(assign_pod_parse(j, "gpu-a", &tn, &p), 0);
-        assert_int_equal(p.flags, ASSIGN_FLAG_GPUSLICE | ASSIGN_FLAG_GPU_MANAGER);
+        assert_int_equal(p.flags, CLUSTER_FLAG_GPUSLICE | CLUSTER_FLAG_GPU_MANAGER);
         json_decref(j);
 }
 

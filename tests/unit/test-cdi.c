@@ -1,16 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-cdi — the ld.so.cache reader on caches built in memory (new format, old+new, and every kind
  * of damage), capability names, CDI kinds and file names, the cdiVersion choice, the YAML writer,
- * and the OCI state / config.json readers on good and malformed input. Discovery and the hook run
- * for real in tests/integration/test-cdi.sh. */
+ * the OCI state / config.json readers on good and malformed input, and the OCI hook's library
+ * (src/cdi/hook.c) failing closed: unreadable inputs, unknown stages, every refusal of the legacy
+ * checks (GPU list, capabilities, requirements, node, driver files, device nodes), and the injection
+ * refusing a missing root or namespace and staying inside the root whatever its symlinks say. The hook
+ * runs for real (device nodes, bind mounts, ldconfig, Podman) in tests/integration/test-cdi.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "agent/share.h"
 #include "cdi/cdi.h"
+#include "helpers.h"
+#include "topo/topo.h"
 #include "util/util.h"
 
 /* ---- ld cache built by hand ---- */
@@ -307,6 +316,304 @@ static void test_oci_config(void **state) {
         cdi_oci_done(&o); /* twice is fine */
 }
 
+/* ---- the OCI hook (hook.c) ---- */
+
+/* A bundle (config.json with ENV, rootfs/), a driver root (an ld cache naming libcuda.so.1 →
+ * libcuda.so.535.104.05) and a dev root (nvidiactl and nvidia0: links to /dev/null, character devices
+ * stat() follows) under one temporary directory. */
+struct hook_fx {
+        char *dir;
+        char state[CDI_PATH_MAX + 64];
+        struct cdi_oci oci;
+        int node_calls;
+        bool node_fails;
+        bool gpu_lost;
+};
+
+static const char *fx_path(struct hook_fx *f, const char *rel) {
+        return test_path(f->dir, rel);
+}
+
+static void fx_config(struct hook_fx *f, const char *env_json) {
+        char cfg[1024];
+        int n = snprintf(cfg, sizeof cfg, "{\"root\":{\"path\":\"rootfs\"},\"process\":{\"env\":%s}}", env_json);
+        test_write_file(fx_path(f, "bundle/config.json"), cfg, (size_t)n, 0644);
+}
+
+static void fx_init(struct hook_fx *f) {
+        memset(f, 0, sizeof *f);
+        f->dir = test_tmpdir_new("hook");
+        static const char *const dirs[] = { "bundle",
+                                            "bundle/rootfs",
+                                            "drv",
+                                            "drv/etc",
+                                            "drv/usr",
+                                            "drv/usr/lib",
+                                            "drv/usr/lib/x86_64-linux-gnu",
+                                            "dev",
+                                            "dev/dev",
+                                            "outside" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                assert_int_equal(mkdir(fx_path(f, dirs[i]), 0755), 0);
+        const char *so[] = { "libcuda.so.1" };
+        const char *pa[] = { "/usr/lib/x86_64-linux-gnu/libcuda.so.1" };
+        struct cache c;
+        build(&c, 1, so, pa, 0);
+        test_write_file(fx_path(f, "drv/etc/ld.so.cache"), (const char *)c.buf, c.len, 0644);
+        test_write_file(fx_path(f, "drv/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05"), "elf", 3, 0755);
+        assert_int_equal(symlink("libcuda.so.535.104.05", fx_path(f, "drv/usr/lib/x86_64-linux-gnu/libcuda.so.1")), 0);
+        assert_int_equal(symlink("/dev/null", fx_path(f, "dev/dev/nvidiactl")), 0);
+        assert_int_equal(symlink("/dev/null", fx_path(f, "dev/dev/nvidia0")), 0);
+        int n = snprintf(f->state, sizeof f->state,
+                         "{\"ociVersion\":\"1.0.2\",\"id\":\"c\",\"pid\":%d,\"bundle\":\"%s\"}", (int)getpid(),
+                         fx_path(f, "bundle"));
+        test_write_file(fx_path(f, "state.json"), f->state, (size_t)n, 0644);
+}
+
+static void fx_done(struct hook_fx *f) {
+        cdi_oci_done(&f->oci);
+        test_tmpdir_free(f->dir);
+}
+
+/* cdi_hook_read_oci on the file at REL (as the hook's stdin). */
+static int fx_read_oci(struct hook_fx *f, const char *rel, struct gs_error *err) {
+        int fd = open(fx_path(f, rel), O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        cdi_oci_done(&f->oci);
+        int r = cdi_hook_read_oci(fd, &f->oci, err);
+        close(fd);
+        return r;
+}
+
+/* The node for the legacy planner: the 3-GPU A100 node with nvidia0..2, GPU 2 lost when asked. */
+static int fx_node(void *userdata, struct topo *ret, struct gs_error *err) {
+        struct hook_fx *f = userdata;
+        f->node_calls++;
+        if (f->node_fails)
+                return gs_error_set(err, -EIO, "NVML said no");
+        test_topo_a100x3(ret);
+        for (unsigned i = 0; i < ret->n_gpus; i++)
+                ret->gpu[i].minor = (int)i;
+        if (f->gpu_lost) {
+                ret->gpu[2].state = TOPO_GPU_LOST;
+                strscpy(ret->gpu[2].state_text, "GPU is lost", sizeof ret->gpu[2].state_text);
+        }
+        return 0;
+}
+
+/* The legacy planner for config ENV; its plan and discovery are freed. 0, 1 or the refusal. */
+static int fx_plan(struct hook_fx *f, const char *env, struct gs_error *err) {
+        fx_config(f, env);
+        assert_int_equal(fx_read_oci(f, "state.json", err), 0);
+        struct cdi_hook_legacy in = { .oci = &f->oci,
+                                      .stage = CDI_HOOK_STAGE_RUNTIME_NS,
+                                      .roots = { fx_path(f, "dev"), fx_path(f, "drv") },
+                                      .load_node = fx_node,
+                                      .userdata = f };
+        struct cdi_discovery d = { 0 };
+        struct cdi_hook_plan p = { 0 };
+        gs_error_clear(err);
+        int r = cdi_hook_plan_legacy(&in, &d, &p, err);
+        cdi_hook_plan_done(&p);
+        cdi_discovery_done(&d);
+        return r;
+}
+
+static void test_hook_inputs_fail_closed(void **state) {
+        (void)state;
+        struct hook_fx f;
+        fx_init(&f);
+        struct gs_error err = { 0 };
+        /* no config.json in the bundle */
+        assert_int_equal(fx_read_oci(&f, "state.json", &err), -ENOENT);
+        assert_non_null(strstr(err.message, "config.json"));
+        /* a config.json that is not one: named with its path */
+        test_write_file(fx_path(&f, "bundle/config.json"), "{", 1, 0644);
+        assert_int_equal(fx_read_oci(&f, "state.json", &err), -EINVAL);
+        assert_true(startswith(err.message, fx_path(&f, "bundle/config.json")));
+        /* a state that is not JSON, or too large */
+        test_write_file(fx_path(&f, "bad.json"), "not json", 8, 0644);
+        assert_int_equal(fx_read_oci(&f, "bad.json", &err), -EINVAL);
+        assert_true(startswith(err.message, "OCI state: "));
+        char *big = calloc(1, CDI_OCI_MAX + 2);
+        assert_non_null(big);
+        memset(big, ' ', CDI_OCI_MAX + 1);
+        test_write_file(fx_path(&f, "big.json"), big, CDI_OCI_MAX + 1, 0644);
+        free(big);
+        assert_int_equal(fx_read_oci(&f, "big.json", &err), -EFBIG);
+        assert_non_null(strstr(err.message, "too large"));
+        /* stages */
+        enum cdi_hook_stage st;
+        assert_int_equal(cdi_hook_stage("createContainer", &st), 0);
+        assert_int_equal(st, CDI_HOOK_STAGE_CONTAINER_NS);
+        assert_int_equal(cdi_hook_stage("prestart", &st), 0);
+        assert_int_equal(st, CDI_HOOK_STAGE_RUNTIME_NS);
+        assert_int_equal(cdi_hook_stage("poststop", &st), 0);
+        assert_int_equal(st, CDI_HOOK_STAGE_NOTHING);
+        assert_int_equal(cdi_hook_stage("prestrat", &st), -EINVAL);
+        assert_int_equal(cdi_hook_stage(NULL, &st), -EINVAL);
+        /* plan building refuses what it cannot place */
+        struct cdi_hook_plan p = { 0 };
+        assert_int_equal(cdi_hook_plan_link(&p, "a/b", "/usr/lib/x"), -EINVAL);
+        assert_int_equal(cdi_hook_plan_link(&p, "x", "relative"), -EINVAL);
+        assert_int_equal(cdi_hook_plan_ldconfig(&p, "lib"), -EINVAL);
+        for (unsigned i = 0; i < CDI_HOOK_LINKS_MAX; i++)
+                assert_int_equal(cdi_hook_plan_link(&p, "t", "/l"), 0);
+        assert_int_equal(cdi_hook_plan_link(&p, "t", "/l"), -E2BIG);
+        cdi_hook_plan_done(&p);
+        fx_done(&f);
+}
+
+static void test_hook_legacy_refusals(void **state) {
+        (void)state;
+        struct hook_fx f;
+        fx_init(&f);
+        struct gs_error err = { 0 };
+        static const struct {
+                const char *env;
+                int want;
+                const char *msg;
+        } cases[] = {
+                { "[\"A=1\"]", 1, NULL }, /* not a GPU container */
+                { "[\"NVIDIA_VISIBLE_DEVICES=void\"]", 1, NULL },
+                { "[\"NVIDIA_VISIBLE_DEVICES=7\"]", -ENODEV, "no GPU '7' on this node" },
+                { "[\"NVIDIA_VISIBLE_DEVICES=0,,1\"]", -EINVAL, "malformed list" },
+                { "[\"NVIDIA_VISIBLE_DEVICES=0\",\"NVIDIA_DRIVER_CAPABILITIES=compute,warp\"]", -EINVAL,
+                  "unknown capability" },
+                { "[\"NVIDIA_VISIBLE_DEVICES=all\",\"NVIDIA_REQUIRE_CUDA=cuda>=13.0\"]", -EPERM,
+                  "NVIDIA_REQUIRE_CUDA: cuda>=13.0: needs driver" },
+                { "[\"NVIDIA_VISIBLE_DEVICES=1\"]", -ENODEV, "GPU 1: no device node /dev/nvidia1" },
+                { "[\"NVIDIA_VISIBLE_DEVICES=GPU-0\"]", 0, NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                int r = fx_plan(&f, cases[i].env, &err);
+                if (r != cases[i].want || (cases[i].msg && !strstr(err.message, cases[i].msg)))
+                        fail_msg("case %zu (%s): %d '%s'", i, cases[i].env, r, err.message);
+                if (r < 0)
+                        assert_int_equal(err.code, r);
+        }
+        /* the node is asked only for a GPU container, and the capabilities are checked first */
+        f.node_calls = 0;
+        assert_int_equal(fx_plan(&f, "[\"NVIDIA_VISIBLE_DEVICES=none\",\"NVIDIA_DRIVER_CAPABILITIES=x\"]", &err),
+                         -EINVAL);
+        assert_int_equal(fx_plan(&f, "[]", &err), 1);
+        assert_int_equal(f.node_calls, 0);
+        /* a node that cannot be read, a GPU that is lost */
+        f.node_fails = true;
+        assert_int_equal(fx_plan(&f, "[\"NVIDIA_VISIBLE_DEVICES=all\"]", &err), -EIO);
+        assert_string_equal(err.message, "cannot read the node's GPUs and driver: NVML said no");
+        f.node_fails = false;
+        f.gpu_lost = true;
+        assert_int_equal(fx_plan(&f, "[\"NVIDIA_VISIBLE_DEVICES=2\"]", &err), -ENODEV);
+        assert_non_null(strstr(err.message, "GPU 2 is not usable (GPU is lost)"));
+        f.gpu_lost = false;
+        /* no ld cache under the driver root: refused, not injected without its libraries */
+        assert_int_equal(rename(fx_path(&f, "drv/etc/ld.so.cache"), fx_path(&f, "ld.so.cache")), 0);
+        assert_int_equal(fx_plan(&f, "[\"NVIDIA_VISIBLE_DEVICES=0\"]", &err), -ENOENT);
+        assert_non_null(strstr(err.message, "ld cache"));
+        assert_int_equal(rename(fx_path(&f, "ld.so.cache"), fx_path(&f, "drv/etc/ld.so.cache")), 0);
+        fx_done(&f);
+}
+
+static void test_hook_legacy_plan(void **state) {
+        (void)state;
+        struct hook_fx f;
+        fx_init(&f);
+        struct gs_error err = { 0 };
+        fx_config(&f, "[\"NVIDIA_VISIBLE_DEVICES=0\"]");
+        assert_int_equal(fx_read_oci(&f, "state.json", &err), 0);
+        struct cdi_hook_legacy in = { .oci = &f.oci,
+                                      .stage = CDI_HOOK_STAGE_CONTAINER_NS,
+                                      .roots = { fx_path(&f, "dev"), fx_path(&f, "drv") },
+                                      .load_node = fx_node,
+                                      .userdata = &f };
+        struct cdi_discovery d = { 0 };
+        struct cdi_hook_plan p = { 0 };
+        assert_int_equal(cdi_hook_plan_legacy(&in, &d, &p, &err), 0);
+        assert_string_equal(p.rootfs, fx_path(&f, "bundle/rootfs"));
+        assert_int_equal(p.pid, 0);     /* createContainer: in the container's namespace already */
+        assert_int_equal(p.n_nodes, 2); /* nvidia0 and nvidiactl */
+        assert_string_equal(p.nodes[0]->path, "/dev/nvidia0");
+        assert_int_equal(p.n_links, 2);
+        assert_string_equal(p.links[0].target, "libcuda.so.535.104.05");
+        assert_string_equal(p.links[0].path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+        assert_string_equal(p.links[1].target, "libcuda.so.1");
+        assert_string_equal(p.links[1].path, "/usr/lib/x86_64-linux-gnu/libcuda.so");
+        assert_int_equal(p.n_ldconfig, 1);
+        assert_string_equal(p.ldconfig[0], "/usr/lib/x86_64-linux-gnu");
+        cdi_hook_plan_done(&p);
+        cdi_discovery_done(&d);
+        in.stage = CDI_HOOK_STAGE_RUNTIME_NS;
+        assert_int_equal(cdi_hook_plan_legacy(&in, &d, &p, &err), 0);
+        assert_int_equal(p.pid, getpid()); /* prestart: join the container's namespace */
+        cdi_hook_plan_done(&p);
+        cdi_discovery_done(&d);
+        fx_done(&f);
+}
+
+/* The injection: a missing root or namespace is refused; symlinks in the image (absolute, or ".."
+ * past its root) never lead a link or a device node out of the root. */
+static void test_hook_apply_stays_in_root(void **state) {
+        (void)state;
+        struct hook_fx f;
+        fx_init(&f);
+        struct gs_error err = { 0 };
+        struct cdi_hook_plan p = { 0 };
+        strscpy(p.rootfs, fx_path(&f, "no-such-root"), sizeof p.rootfs);
+        assert_int_equal(cdi_hook_apply(&p, &err), -ENOENT);
+        assert_non_null(strstr(err.message, "cannot open the root filesystem"));
+        strscpy(p.rootfs, fx_path(&f, "bundle/rootfs"), sizeof p.rootfs);
+        p.pid = 0x3ffffff0; /* no such process */
+        assert_true(cdi_hook_apply(&p, &err) < 0);
+        assert_non_null(strstr(err.message, "cannot enter the container's mount namespace"));
+        p.pid = 0;
+        /* the image's /usr/lib and /dev point at the host's directory `outside` */
+        char escape[CDI_PATH_MAX + 16];
+        snprintf(escape, sizeof escape, "/../../../../..%s", fx_path(&f, "outside"));
+        assert_int_equal(mkdir(fx_path(&f, "bundle/rootfs/usr"), 0755), 0);
+        assert_int_equal(symlink(escape, fx_path(&f, "bundle/rootfs/usr/lib")), 0);
+        assert_int_equal(symlink(fx_path(&f, "outside"), fx_path(&f, "bundle/rootfs/dev")), 0);
+        assert_int_equal(cdi_hook_plan_link(&p, "libcuda.so.1", "/usr/lib/libcuda.so"), 0);
+        /* inside the root the directory the symlink names does not exist: refused, nothing made */
+        assert_int_equal(cdi_hook_apply(&p, &err), -ENOENT);
+        assert_non_null(strstr(err.message, "cannot link /usr/lib/libcuda.so"));
+        assert_int_equal(test_count_entries(fx_path(&f, "outside")), 0);
+        /* once it exists inside the root, the link is made there */
+        char dir[CDI_PATH_MAX * 2];
+        int dl = snprintf(dir, sizeof dir, "%s%s", fx_path(&f, "bundle/rootfs"), fx_path(&f, "outside"));
+        for (int i = (int)strlen(fx_path(&f, "bundle/rootfs")) + 1; i <= dl; i++)
+                if (dir[i] == '/' || dir[i] == '\0') {
+                        char c = dir[i];
+                        dir[i] = '\0';
+                        assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+                        dir[i] = c;
+                }
+        assert_int_equal(cdi_hook_apply(&p, &err), 0);
+        assert_int_equal(test_count_entries(fx_path(&f, "outside")), 0);
+        char inside[CDI_PATH_MAX * 2];
+        snprintf(inside, sizeof inside, "%s%s/libcuda.so", fx_path(&f, "bundle/rootfs"), fx_path(&f, "outside"));
+        struct stat st;
+        assert_int_equal(lstat(inside, &st), 0); /* resolved inside the root */
+        assert_true(S_ISLNK(st.st_mode));
+        /* a device node: made inside the root (as root), or refused (without CAP_MKNOD); never outside */
+        struct cdi_devnode null = { .path = "/dev/nvidia0", .major = 1, .minor = 3, .type = 'c' };
+        cdi_hook_plan_done(&p);
+        p.nodes[p.n_nodes++] = &null;
+        int r = cdi_hook_apply(&p, &err);
+        assert_int_equal(test_count_entries(fx_path(&f, "outside")), 0);
+        snprintf(inside, sizeof inside, "%s%s/nvidia0", fx_path(&f, "bundle/rootfs"), fx_path(&f, "outside"));
+        if (r == 0) {
+                assert_int_equal(stat(inside, &st), 0);
+                assert_true(S_ISCHR(st.st_mode));
+        } else {
+                assert_non_null(strstr(err.message, "cannot create /dev/nvidia0 in the container"));
+        }
+        /* a link name with a '/' in its target is refused by the plan, before anything is touched */
+        assert_int_equal(cdi_hook_plan_link(&p, "../../etc/passwd", "/usr/lib/x"), -EINVAL);
+        cdi_hook_plan_done(&p);
+        fx_done(&f);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ldcache_new_and_old),
@@ -318,6 +625,10 @@ int main(void) {
                 cmocka_unit_test(test_share_path_agrees),
                 cmocka_unit_test(test_oci_state),
                 cmocka_unit_test(test_oci_config),
+                cmocka_unit_test(test_hook_inputs_fail_closed),
+                cmocka_unit_test(test_hook_legacy_refusals),
+                cmocka_unit_test(test_hook_legacy_plan),
+                cmocka_unit_test(test_hook_apply_stays_in_root),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,15 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "limit-when-alone = off\n"
                                    "[kube]\n"
                                    "kubeconfig = /etc/gpuslice/kubeconfig\n"
-                                   "node-name = gpu-node-7.example.org\n";
+                                   "node-name = gpu-node-7.example.org\n"
+                                   "[dra]\n"
+                                   "enabled = true\n"
+                                   "device-plugin = true\n"
+                                   "driver-name = gpu.example.com\n"
+                                   "registry-dir = /tmp/reg\n"
+                                   "plugin-dir = /tmp/plugins\n"
+                                   "cdi-dir = /etc/cdi\n"
+                                   "sharing = false\n";
 
 static int parse(const char *text, struct gpuslice_config *cfg, struct gs_error *err) {
         return config_parse_text(text, strlen(text), cfg, err);
@@ -141,6 +149,25 @@ static void test_defaults_documented_values(void **state) {
         assert_true(c.limit_when_alone);
 }
 
+static void test_dra_driver_name(void **state) {
+        (void)state;
+        struct gpuslice_config c;
+        struct gs_error err = { 0 };
+        config_init_defaults(&c);
+        assert_string_equal(c.dra_driver, "gpu.gpuslice.io");
+        assert_int_equal(config_set(&c, "dra.driver-name", "dra.example.com", &err), 0);
+        assert_string_equal(c.dra_driver, "dra.example.com");
+        static const char *const bad[] = {
+                "Gpu.Example.com", "gpu_example",  "",
+                "-gpu.example",    "gpu..example", "a-driver-name-that-is-far-too-long-to-be-any-dra-driver.example.com"
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                assert_int_equal(config_set(&c, "dra.driver-name", bad[i], &err), -EINVAL);
+                assert_non_null(strstr(err.message, "dra.driver-name"));
+        }
+        assert_string_equal(c.dra_driver, "dra.example.com");
+}
+
 static void test_full_file_sets_every_key(void **state) {
         (void)state;
         struct gpuslice_config c, d;
@@ -177,6 +204,11 @@ static void test_full_file_sets_every_key(void **state) {
         assert_false(c.limit_when_alone);
         assert_string_equal(c.kubeconfig, "/etc/gpuslice/kubeconfig");
         assert_string_equal(c.node_name, "gpu-node-7.example.org");
+        assert_true(c.dra_enabled && c.dra_device_plugin && !c.dra_sharing);
+        assert_string_equal(c.dra_driver, "gpu.example.com");
+        assert_string_equal(c.dra_registry_dir, "/tmp/reg");
+        assert_string_equal(c.dra_plugin_dir, "/tmp/plugins");
+        assert_string_equal(c.dra_cdi_dir, "/etc/cdi");
         /* every line of the dump differs from the defaults' dump (every key was changed) */
         _cleanup_(freep) char *dc = dump(&c);
         _cleanup_(freep) char *dd = dump(&d);
@@ -1045,6 +1077,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults_documented_values),
                 cmocka_unit_test(test_full_file_sets_every_key),
+                cmocka_unit_test(test_dra_driver_name),
                 cmocka_unit_test(test_empty_text_keeps_defaults),
                 cmocka_unit_test(test_comments_crlf_bom_and_blanks),
                 cmocka_unit_test(test_quoted_values_keep_specials),

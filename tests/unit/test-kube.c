@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-kube — the pure parts of the Kubernetes client (src/kube) and of the node publisher
  * (src/agent/publish.c): kubeconfig parsing and its errors, in-cluster configuration, the watch
- * stream decoder fed in every possible split, Status errors, backoff bounds, the node annotation
- * round trip and its refusals, pod requests and the three assignment annotations, the cluster
- * table, slimming, and the label/annotation merge patch. The network paths are covered by
+ * stream decoder fed in every possible split, Status errors, backoff bounds, slimming, and the
+ * label/annotation merge patch (the annotations themselves: test-cluster.c). The network paths are covered by
  * tests/integration/test_kube.py (stand-in) and tests/e2e (real kube-apiserver). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,8 +20,7 @@
 #include <unistd.h>
 
 #include "agent/publish.h"
-#include "kube/cluster.h"
-#include "sched/codec.h"
+#include "cluster/cluster.h"
 #include "kube/kube-internal.h"
 #include "kube/kube.h"
 #include "topo/topo.h"
@@ -402,78 +400,6 @@ static void test_escape(void **state) {
 
 /* ---- node annotation ---- */
 
-static void node3(struct topo *t) {
-        topo_init(t);
-        t->n_gpus = 3;
-        strscpy(t->driver_version, "535.104.05", sizeof t->driver_version);
-        t->cuda_version = 12020;
-        for (unsigned i = 0; i < 3; i++) {
-                t->gpu[i].index = (int)i;
-                snprintf(t->gpu[i].uuid, sizeof t->gpu[i].uuid, "GPU-%u", i);
-                strscpy(t->gpu[i].name, "NVIDIA A100-SXM4-40GB", sizeof t->gpu[i].name);
-                t->gpu[i].memory_total = 40960ULL << 20;
-                t->gpu[i].cc_major = 8;
-        }
-        topo_set_link(t, 0, 1, (struct topo_link){ .pcie = TOPO_LEVEL_PIX, .nvlinks = 12 });
-        topo_set_link(t, 0, 2, (struct topo_link){ .pcie = TOPO_LEVEL_SYS });
-        topo_set_link(t, 1, 2, (struct topo_link){ .pcie = TOPO_LEVEL_NODE });
-}
-
-/* What the agent publishes, the extender (and inspect) reads back: one writer, one reader. */
-static void test_annotation_round_trip(void **state) {
-        (void)state;
-        struct topo *t = malloc(sizeof *t);
-        struct sched_node_info *g = calloc(1, sizeof *g);
-        assert_non_null(t);
-        assert_non_null(g);
-        node3(t);
-        bool healthy[3] = { true, false, true };
-        const char *reason[3] = { "", "xid 79", "" };
-        char *s = NULL;
-        assert_int_equal(kube_node_gpus_format(t, healthy, reason, &s), 0);
-        assert_non_null(strstr(s, "\"links\":\"NV12/PIX,SYS;NODE\""));
-        assert_non_null(strstr(s, "\"cuda\":12020"));
-        assert_non_null(strstr(s, "\"cc\":\"8.0\""));
-        struct gs_error err = { 0 };
-        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, &err), 0);
-        assert_int_equal(g->n_gpus, 3);
-        assert_string_equal(g->driver, "535.104.05");
-        assert_string_equal(g->gpu[1].uuid, "GPU-1");
-        assert_int_equal(g->gpu[1].mem_mib, 40960);
-        assert_false(g->gpu[1].healthy);
-        assert_string_equal(g->gpu[1].health, "xid 79");
-        assert_true(g->gpu[0].healthy);
-        for (unsigned i = 0; i < 3; i++)
-                for (unsigned j = 0; j < 3; j++)
-                        assert_memory_equal(&g->link[i][j], &t->link[i][j], sizeof(struct topo_link));
-        free(s);
-
-        /* 64 GPUs on NVSwitch fit the bound */
-        topo_init(t);
-        t->n_gpus = 64;
-        for (unsigned i = 0; i < 64; i++) {
-                t->gpu[i].index = (int)i;
-                snprintf(t->gpu[i].uuid, sizeof t->gpu[i].uuid, "GPU-%08x-aaaa-bbbb-cccc-%012u", i, i);
-                strscpy(t->gpu[i].name, "NVIDIA H100 80GB HBM3", sizeof t->gpu[i].name);
-                for (unsigned j = i + 1; j < 64; j++)
-                        topo_set_link(t, i, j, (struct topo_link){ .pcie = TOPO_LEVEL_SYS, .nvlinks = 18 });
-        }
-        bool h64[64];
-        for (unsigned i = 0; i < 64; i++)
-                h64[i] = true;
-        assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), 0);
-        assert_true(strlen(s) <= KUBE_ANNOTATION_MAX);
-        assert_int_equal(sched_node_annotation_decode(s, strlen(s), g, &err), 0);
-        assert_int_equal(g->n_gpus, 64);
-        assert_int_equal(g->link[5][63].nvlinks, 18);
-        free(s);
-        /* too many GPUs for the annotation */
-        t->n_gpus = 65;
-        assert_int_equal(kube_node_gpus_format(t, h64, NULL, &s), -E2BIG);
-        free(g);
-        free(t);
-}
-
 static json_t *pod(const char *name, const char *node, const char *res, const char *ann) {
         char buf[2048];
         snprintf(buf, sizeof buf,
@@ -535,7 +461,7 @@ static void test_slim(void **state) {
 static void test_publish_labels_and_diff(void **state) {
         (void)state;
         struct topo *t = malloc(sizeof *t);
-        node3(t);
+        test_topo_a100x3(t);
         bool healthy[3] = { true, false, true };
         json_t *l = publish_labels(t, healthy);
         free(t);
@@ -566,7 +492,7 @@ static void test_publish_labels_and_diff(void **state) {
         assert_null(json_object_get(pl, "kubernetes.io/hostname"));          /* not ours: untouched */
         assert_null(json_object_get(pl, "nvidia.com/gpu.machine"));          /* GFD's, not ours */
         assert_string_equal(json_string_value(json_object_get(
-                                    json_object_get(json_object_get(p, "metadata"), "annotations"), KUBE_ANN_GPUS)),
+                                    json_object_get(json_object_get(p, "metadata"), "annotations"), CLUSTER_ANN_GPUS)),
                             "{\"v\":1}");
         /* applied: nothing left to send */
         json_t *meta = json_object_get(node, "metadata");
@@ -579,7 +505,7 @@ static void test_publish_labels_and_diff(void **state) {
                 else
                         json_object_set(have, k, v);
         }
-        json_object_set_new(meta, "annotations", json_pack("{s:s}", KUBE_ANN_GPUS, "{\"v\":1}"));
+        json_object_set_new(meta, "annotations", json_pack("{s:s}", CLUSTER_ANN_GPUS, "{\"v\":1}"));
         json_decref(p);
         assert_null(publish_diff(node, l, "{\"v\":1}"));
         /* a health flip changes only the annotation */
@@ -606,7 +532,6 @@ int main(void) {
                 cmocka_unit_test(test_status_decode),
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_escape),
-                cmocka_unit_test(test_annotation_round_trip),
                 cmocka_unit_test(test_slim),
                 cmocka_unit_test(test_publish_labels_and_diff),
         };

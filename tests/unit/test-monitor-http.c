@@ -32,11 +32,21 @@ static void teapot(void *ud, const struct http_request *req, struct http_respons
         resp->status = 418;
 }
 
+/* The raw query string back, and two extra headers. */
+static void query(void *ud, const struct http_request *req, struct http_response *resp) {
+        (void)ud;
+        static const char *const headers[] = { "X-One", "1", "Cache-Control", "no-store", NULL };
+        resp->body = strdup(req->query);
+        resp->body_len = strlen(req->query);
+        resp->headers = headers;
+}
+
 static struct http_server *start(void) {
         struct http_server *s;
         assert_int_equal(http_server_new("127.0.0.1:0", &s), 0);
         assert_int_equal(http_server_handle(s, "/echo", echo, NULL), 0);
         assert_int_equal(http_server_handle(s, "/teapot", teapot, NULL), 0);
+        assert_int_equal(http_server_handle(s, "/query", query, NULL), 0);
         assert_int_equal(http_server_start(s), 0);
         assert_true(http_server_port(s) > 0);
         return s;
@@ -85,6 +95,27 @@ static void test_get(void **state) {
         assert_true(startswith(r, "HTTP/1.1 200"));
         assert_non_null(strstr(r, "Content-Type: text/x-echo"));
         assert_non_null(strstr(r, "\r\n\r\nGET /echo 0:"));
+        free(r);
+        http_server_free(s);
+}
+
+/* Handlers get the query as sent (percent escapes and all; they parse it), "" without one, and send
+ * the headers they name. */
+static void test_query_and_headers(void **state) {
+        (void)state;
+        struct http_server *s = start();
+        char *r = get(s, "GET", "/query?node=gpu%2Da&model=A+100&&x");
+        assert_true(startswith(r, "HTTP/1.1 200"));
+        assert_non_null(strstr(r, "\r\nX-One: 1\r\n"));
+        assert_non_null(strstr(r, "\r\nCache-Control: no-store\r\n"));
+        assert_non_null(strstr(r, "\r\n\r\nnode=gpu%2Da&model=A+100&&x"));
+        free(r);
+        r = get(s, "GET", "/query");
+        assert_true(startswith(r, "HTTP/1.1 200"));
+        assert_non_null(strstr(r, "Content-Length: 0\r\n"));
+        free(r);
+        r = get(s, "GET", "/query?");
+        assert_non_null(strstr(r, "Content-Length: 0\r\n"));
         free(r);
         http_server_free(s);
 }
@@ -299,6 +330,7 @@ static void test_free_null(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_get),
+                cmocka_unit_test(test_query_and_headers),
                 cmocka_unit_test(test_head),
                 cmocka_unit_test(test_post_body),
                 cmocka_unit_test(test_not_found),

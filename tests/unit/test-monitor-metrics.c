@@ -78,6 +78,51 @@ static void test_values(void **state) {
         free(s);
 }
 
+/* The pieces formatters write samples with (metrics_text_append, _escaped, _value, _uint) and a
+ * label set copied from the text (metrics_text_sample_span). */
+static void test_pieces_and_span(void **state) {
+        (void)state;
+        struct metrics_text t = { 0 };
+        const char *labels[] = { "v", "q\"}", "w", "x", NULL };
+        metrics_text_sample(&t, "a", labels, 1);
+        struct metrics_span l = { 2, strlen("v=\"q\\\"}\",w=\"x\"") };
+        metrics_text_sample_span(&t, "b", l, 0.25);
+        metrics_text_sample_span(&t, "c", (struct metrics_span){ 0, 0 }, 2);     /* empty: no braces */
+        metrics_text_sample_span(&t, "d", (struct metrics_span){ t.len, 5 }, 3); /* past the end: none either */
+        metrics_text_append(&t, "e{k=\"", 5);
+        metrics_text_escaped(&t, "\\\n\xff");
+        metrics_text_append(&t, "\"} ", 3);
+        metrics_text_uint(&t, UINT64_MAX);
+        metrics_text_append(&t, " ", 1);
+        metrics_text_value(&t, -0.0);
+        metrics_text_append(&t, " ", 1);
+        metrics_text_value(&t, 1e15);
+        metrics_text_append(&t, " ", 1);
+        metrics_text_value(&t, 999999999999999.0);
+        char *s = finish(&t);
+        assert_string_equal(s, "a{v=\"q\\\"}\",w=\"x\"} 1\nb{v=\"q\\\"}\",w=\"x\"} 0.25\nc 2\nd 3\n"
+                               "e{k=\"\\\\\\n\xef\xbf\xbd\"} 18446744073709551615 -0 1e+15 999999999999999");
+        free(s);
+}
+
+/* metrics_text_printf writes in one go when the text fits the room left, and grows the buffer for
+ * longer text (the second vsnprintf) without losing what was there. */
+static void test_printf_grows(void **state) {
+        (void)state;
+        struct metrics_text t = { 0 };
+        char big[10000];
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        metrics_text_printf(&t, "%s", "head ");
+        metrics_text_printf(&t, "%s", big);
+        metrics_text_printf(&t, " %d", 7);
+        char *s = finish(&t);
+        assert_int_equal(strlen(s), 5 + sizeof big - 1 + 2);
+        assert_memory_equal(s, "head xxx", 8);
+        assert_string_equal(s + strlen(s) - 3, "x 7");
+        free(s);
+}
+
 static void test_escape_label_buffer(void **state) {
         (void)state;
         char buf[8];
@@ -136,6 +181,27 @@ static void test_counter_invalid(void **state) {
         assert_null(metrics_counter_get("ok_total", "x", "bad-key", "v"));
 }
 
+/* Gauges: set from anywhere, the last value written as a gauge family; a counter's name is refused. */
+static void test_gauge(void **state) {
+        (void)state;
+        assert_null(metrics_gauge_get("g_total", "x", NULL, NULL));
+        assert_null(metrics_gauge_get("bad name", "x", NULL, NULL));
+        struct metrics_gauge *a = metrics_gauge_get("t_registered", "Registered.", "resource", "nvidia.com/gpu");
+        struct metrics_gauge *b = metrics_gauge_get("t_registered", "Registered.", "resource", "gpuslice.io/gpu-core");
+        assert_non_null(a);
+        assert_ptr_equal(a, metrics_gauge_get("t_registered", "Registered.", "resource", "nvidia.com/gpu"));
+        metrics_gauge_set(a, 1);
+        metrics_gauge_set(b, 0.5);
+        metrics_gauge_set(b, 0);
+        assert_true(metrics_gauge_value(a) == 1);
+        struct metrics_text t = { 0 };
+        metrics_registry_format(&t);
+        char *s = finish(&t);
+        assert_non_null(strstr(s, "# TYPE t_registered gauge\nt_registered{resource=\"nvidia.com/gpu\"} 1\n"
+                                  "t_registered{resource=\"gpuslice.io/gpu-core\"} 0\n"));
+        free(s);
+}
+
 static void test_histogram(void **state) {
         (void)state;
         struct metrics_histogram *h = metrics_histogram_get("t_seconds", "Latency.", NULL, NULL);
@@ -178,11 +244,14 @@ int main(void) {
                 cmocka_unit_test(test_label_invalid_utf8_replaced),
                 cmocka_unit_test(test_help_escaping),
                 cmocka_unit_test(test_values),
+                cmocka_unit_test(test_pieces_and_span),
+                cmocka_unit_test(test_printf_grows),
                 cmocka_unit_test(test_escape_label_buffer),
                 cmocka_unit_test(test_empty_finish),
                 cmocka_unit_test(test_valid_names),
                 cmocka_unit_test(test_counter_registry),
                 cmocka_unit_test(test_counter_invalid),
+                cmocka_unit_test(test_gauge),
                 cmocka_unit_test(test_histogram),
                 cmocka_unit_test(test_histogram_labelled),
         };

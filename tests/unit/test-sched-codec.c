@@ -20,7 +20,7 @@
 #include "sched/codec.h"
 #include "util/util.h"
 
-static struct sched_units U;
+static struct cluster_units U;
 
 /* tests/data/extender/NAME */
 static char *sample(const char *name, size_t *len) {
@@ -162,238 +162,6 @@ static void test_prioritize_and_bind_samples(void **state) {
         free(reply);
 }
 
-static int pod_with(const char *resources, const char *annotations, struct sched_pod_view *v, struct gs_error *err) {
-        char buf[4096];
-        snprintf(buf, sizeof buf,
-                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"annotations\":%s},"
-                 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c0\",\"resources\":%s},"
-                 "{\"name\":\"nogpu\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}",
-                 annotations ? annotations : "{}", resources);
-        return sched_pod_decode(buf, strlen(buf), &U, v, err);
-}
-
-static void test_pod_requests_every_profile(void **state) {
-        (void)state;
-        struct sched_pod_view v;
-        struct gs_error err = { 0 };
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}}",
-                                  NULL, &v, &err),
-                         0);
-        assert_int_equal(v.req.n, 1); /* the container without GPUs is not counted */
-        assert_int_equal(v.req.c[0].core, 30);
-        assert_int_equal(v.req.c[0].mem_mib, 16 * 256);
-        assert_int_equal(v.req.profile, SCHED_PROFILE_GPUSLICE);
-        assert_string_equal(v.node_name, "n1");
-        assert_int_equal(
-                pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\",\"tencent.com/vcuda-memory\":\"8\"}}", NULL,
-                         &v, &err),
-                0);
-        assert_int_equal(v.req.c[0].whole, 2);
-        assert_int_equal(v.req.c[0].core, 0);
-        assert_int_equal(v.req.c[0].mem_mib, 0);
-        assert_int_equal(v.req.profile, SCHED_PROFILE_TENCENT);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"8\"}}", NULL, &v, &err), 0);
-        assert_int_equal(v.req.c[0].mem_mib, 8192);
-        assert_int_equal(v.req.c[0].core, 0);
-        assert_int_equal(v.req.profile, SCHED_PROFILE_ALIYUN);
-        assert_int_equal(pod_with("{\"requests\":{\"nvidia.com/gpu\":\"1\"}}", NULL, &v, &err), 0);
-        assert_int_equal(v.req.c[0].whole, 1);
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1k\"}}", NULL, &v, &err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"cpu\":\"1\"}}", NULL, &v, &err), 0);
-        assert_int_equal(v.req.n, 0);
-        /* errors name the container and the resource */
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"150\"}}", NULL, &v, &err), -EINVAL);
-        assert_non_null(strstr(err.message, "container c0: compute 150 exceeds one GPU"));
-        assert_int_equal(pod_with("{\"limits\":{\"gpuslice.io/gpu-core\":\"1.5\"}}", NULL, &v, &err), -EINVAL);
-        assert_non_null(strstr(err.message, "gpuslice.io/gpu-core is not a whole number"));
-        assert_int_equal(
-                pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"gpuslice.io/gpu-memory\":\"4\"}}", NULL, &v, &err),
-                -EINVAL);
-        assert_non_null(strstr(err.message, "whole GPUs and a GPU share"));
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"65\"}}", NULL, &v, &err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":2}}", NULL, &v, &err), -EINVAL);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"99999999999\"}}", NULL, &v, &err), -EINVAL);
-        assert_int_equal(pod_with("[]", NULL, &v, &err), -EINVAL);
-        /* policy override */
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"spread\"}", &v, &err),
-                         0);
-        assert_true(v.has_policy);
-        assert_int_equal(v.policy, SCHED_POLICY_SPREAD);
-        assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
-                                  "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, &err),
-                         -EINVAL);
-}
-
-static void test_assignment_roundtrip_and_foreign(void **state) {
-        (void)state;
-        struct sched_request req = { .n = 1, .profile = SCHED_PROFILE_TENCENT };
-        strscpy(req.c[0].name, "c0", sizeof req.c[0].name);
-        req.c[0].core = 30;
-        req.c[0].mem_mib = 4096;
-        struct sched_assignment a = { .n = 1 };
-        a.c[0] = (struct sched_container_assign){ .gpus = 1ULL << 3, .core = 30, .mem_mib = 4096 };
-        char *ann;
-        assert_int_equal(sched_assignment_annotations(&req, &a, NULL, "n1", 1234, &U, &ann), 0);
-        json_t *j = parse(ann, strlen(ann));
-        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-gpu-idx-0")), "3");
-        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-node")), "n1");
-        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/predicate-time")), "1234");
-        assert_string_equal(json_string_value(json_object_get(j, "tencent.com/gpu-assigned")), "false");
-        /* our annotation decodes back to the same assignment on a pod with that request */
-        char *annots = json_dumps(j, JSON_COMPACT);
-        struct sched_pod_view v;
-        struct gs_error err = { 0 };
-        assert_int_equal(
-                pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"30\",\"tencent.com/vcuda-memory\":\"16\"}}", annots,
-                         &v, &err),
-                0);
-        assert_true(v.has_assignment);
-        assert_string_equal(v.assigned_node, "n1");
-        assert_int_equal(v.assign.c[0].gpus, 1ULL << 3);
-        assert_int_equal(v.assign.c[0].mem_mib, 4096);
-        free(annots);
-        json_decref(j);
-        free(ann);
-        /* gpu-manager's annotations alone (a pod from a migrating cluster) */
-        assert_int_equal(pod_with("{\"limits\":{\"tencent.com/vcuda-core\":\"200\"}}",
-                                  "{\"tencent.com/predicate-gpu-idx-0\":\"1,2\",\"tencent.com/predicate-node\":\"n1\"}",
-                                  &v, &err),
-                         0);
-        assert_true(v.has_assignment);
-        assert_int_equal(v.assign.c[0].gpus, 6);
-        assert_true(v.assign.c[0].whole);
-        assert_int_equal(v.source, SCHED_SOURCE_GPU_MANAGER);
-        assert_false(v.confirmed);
-        /* gpushare's */
-        req.profile = SCHED_PROFILE_ALIYUN;
-        assert_int_equal(sched_assignment_annotations(&req, &a, NULL, "n1", 5, &U, &ann), 0);
-        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_IDX\":\"3\""));
-        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_POD\":\"4\""));
-        assert_non_null(strstr(ann, "\"ALIYUN_COM_GPU_MEM_ASSIGNED\":\"false\""));
-        free(ann);
-        assert_int_equal(
-                pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", "{\"ALIYUN_COM_GPU_MEM_IDX\":\"1\"}", &v, &err),
-                0);
-        assert_true(v.has_assignment);
-        assert_string_equal(v.assigned_node, "n1"); /* from spec.nodeName */
-        assert_int_equal(v.assign.c[0].gpus, 2);
-        assert_int_equal(v.source, SCHED_SOURCE_GPUSHARE);
-        /* gpu-manager indexes by position in spec.containers, a sidecar first included: read and
-         * written that way (the node agent reads it so too) */
-        static const char side[] =
-                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"annotations\":{"
-                "\"tencent.com/predicate-gpu-idx-1\":\"2\",\"tencent.com/predicate-node\":\"n1\"}},"
-                "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"side\"},{\"name\":\"gpu\","
-                "\"resources\":{\"limits\":{\"tencent.com/vcuda-core\":\"20\"}}}]}}";
-        assert_int_equal(sched_pod_decode(side, strlen(side), &U, &v, &err), 0);
-        assert_int_equal(v.req.n, 1);
-        assert_int_equal(v.req.c[0].spec_index, 1);
-        assert_true(v.has_assignment);
-        assert_int_equal(v.assign.c[0].gpus, 4);
-        assert_int_equal(sched_assignment_annotations(&v.req, &v.assign, NULL, "n1", 5, &U, &ann), 0);
-        assert_non_null(strstr(ann, "\"tencent.com/predicate-gpu-idx-1\":\"2\""));
-        assert_null(strstr(ann, "predicate-gpu-idx-0"));
-        free(ann);
-        /* malformed assignments are ignored (the pod reads as unassigned), the annotation named */
-        const char *bad[] = {
-                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":2}\"}",
-                "{\"gpuslice.io/assignment\":\"nope\"}",
-                "{\"gpuslice.io/assignment\":7}",
-                ("{\"gpuslice.io/"
-                 "assignment\":\"{\\\"v\\\":1,\\\"node\\\":\\\"n\\\",\\\"containers\\\":[{\\\"name\\\":\\\"c0\\\","
-                 "\\\"gpus\\\":[64]}]}\"}"),
-                "{\"gpuslice.io/assignment\":\"{\\\"v\\\":1,\\\"containers\\\":[]}\"}",
-                "{\"tencent.com/predicate-gpu-idx-0\":\"x\"}",
-                "{\"ALIYUN_COM_GPU_MEM_IDX\":\"-1\"}",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"2\"}}", bad[i], &v, &err), 0);
-                assert_false(v.has_assignment);
-                assert_int_equal(v.source, SCHED_SOURCE_NONE);
-                assert_int_equal(v.req.n, 1); /* the request still counts */
-                if (!strstr(v.assignment_error, "annotation"))
-                        fail_msg("case %zu: '%s'", i, v.assignment_error);
-        }
-}
-
-static void test_node_annotation(void **state) {
-        (void)state;
-        struct sched_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
-        in->n_gpus = 3;
-        for (unsigned g = 0; g < 3; g++) {
-                snprintf(in->gpu[g].uuid, sizeof in->gpu[g].uuid, "GPU-%u", g);
-                strscpy(in->gpu[g].model, "Tesla V100", sizeof in->gpu[g].model);
-                in->gpu[g].mem_mib = 16384;
-                in->gpu[g].healthy = g != 2;
-                for (unsigned h = 0; h < 3; h++)
-                        in->link[g][h] = g == h ? (struct topo_link){ TOPO_LEVEL_SELF, 0 }
-                                                : (struct topo_link){ TOPO_LEVEL_PIX, 0 };
-        }
-        in->link[0][1] = in->link[1][0] = (struct topo_link){ TOPO_LEVEL_SYS, 2 };
-        char *text;
-        assert_int_equal(sched_node_annotation_encode(in, &text), 0);
-        struct gs_error err = { 0 };
-        assert_int_equal(sched_node_annotation_decode(text, strlen(text), out, &err), 0);
-        assert_int_equal(out->n_gpus, 3);
-        assert_string_equal(out->gpu[1].uuid, "GPU-1");
-        assert_false(out->gpu[2].healthy);
-        assert_int_equal(out->link[1][0].nvlinks, 2);
-        assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_PIX);
-        free(text);
-        /* the documented example (docs/cluster.md), fields we do not use included */
-        const char *doc =
-                "{\"v\":1,\"driver\":\"535.104.05\",\"cuda\":12020,\"nvswitch\":false,\"gpus\":["
-                "{\"i\":1,\"uuid\":\"GPU-b\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"ok\"},"
-                "{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,\"cc\":\"8.0\",\"health\":\"Xid 79\"},"
-                "{\"i\":2,\"uuid\":\"GPU-c\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
-                "\"links\":\"NV12,SYS;PIX\"}";
-        assert_int_equal(sched_node_annotation_decode(doc, strlen(doc), out, &err), 0);
-        assert_string_equal(out->gpu[0].uuid, "GPU-a"); /* by index, not by position */
-        assert_false(out->gpu[0].healthy);
-        assert_true(out->gpu[1].healthy);
-        assert_int_equal(out->gpu[2].mem_mib, 40960);
-        assert_int_equal(out->link[0][1].nvlinks, 12);
-        assert_int_equal(out->link[2][0].pcie, TOPO_LEVEL_SYS);
-        assert_int_equal(out->link[2][1].pcie, TOPO_LEVEL_PIX);
-        assert_string_equal(out->driver, "535.104.05");
-        assert_string_equal(out->gpu[0].health, "Xid 79");
-        /* what the node agent publishes for NVLink pairs: the PCIe level under the links */
-        const char *agent =
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":\"ok\"},{\"i\":1,\"mem\":1,"
-                "\"health\":\"ok\"},{\"i\":2,\"mem\":1,\"health\":\"ok\"}],\"links\":\"NV12/PIX,SYS;NV2/NODE\"}";
-        assert_int_equal(sched_node_annotation_decode(agent, strlen(agent), out, &err), 0);
-        assert_int_equal(out->link[0][1].nvlinks, 12);
-        assert_int_equal(out->link[1][0].pcie, TOPO_LEVEL_PIX);
-        assert_int_equal(out->link[2][1].nvlinks, 2);
-        assert_int_equal(out->link[1][2].pcie, TOPO_LEVEL_NODE);
-        const char *bad[] = {
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"PIX/SYS\"}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"NV2/NV1\"}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"NV2/\"}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"NV2/X\"}",
-                "{\"v\":1,\"driver\":7,\"gpus\":[]}",
-                "{\"v\":2,\"gpus\":[]}",
-                "{\"v\":1}",
-                "{\"v\":1,\"gpus\":[{\"i\":1,\"mem\":1,\"health\":\"ok\"}]}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":-1,\"health\":\"ok\"}]}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1,\"health\":1}]}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":0,\"mem\":1}]}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"PIX,PIX\"}",
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":\"X\"}",
-                /* clang-format off */ /* one literal: clang warns on split ones in an array */
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1},{\"i\":2,\"mem\":1}],\"links\":\"PIX;PIX\"}",
-                /* clang-format on */
-                "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":1},{\"i\":1,\"mem\":1}],\"links\":[\"PIX\"]}",
-                "[1]",
-                "{",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                assert_int_equal(sched_node_annotation_decode(bad[i], strlen(bad[i]), out, &err), -EINVAL);
-        free(in);
-        free(out);
-}
-
 static void test_malformed_args(void **state) {
         (void)state;
         const char *bad[] = {
@@ -527,8 +295,8 @@ static void test_inspect_records(void **state) {
                           "{\"i\":2,\"uuid\":\"GPU-2\",\"model\":\"A100\",\"mem\":40960,\"health\":\"ok\"}],"
                           "\"links\":\"NV12/PIX,SYS;NODE\"}";
         json_t *snap = json_object(), *nodes = json_array(), *pods = json_array();
-        json_array_append_new(nodes, json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations",
-                                               SCHED_ANNOT_NODE_GPUS, ann));
+        json_array_append_new(
+                nodes, json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations", CLUSTER_ANN_GPUS, ann));
         json_array_append_new(nodes, json_pack("{s:{s:s}}", "metadata", "name", "n0")); /* not published */
         json_array_append_new(
                 pods,
@@ -570,7 +338,7 @@ static void test_inspect_records(void **state) {
         assert_int_equal(r.gpu[2].core, 30);
         assert_true(r.gpu[2].pods[0]->confirmed);
         assert_false(r.gpu[2].pods[1]->confirmed);
-        assert_string_equal(sched_source_name(r.gpu[2].pods[0]->source), "gpushare");
+        assert_string_equal(cluster_source_name(r.gpu[2].pods[0]->source), "gpushare");
         uint64_t mem;
         unsigned core;
         bool whole;
@@ -579,7 +347,7 @@ static void test_inspect_records(void **state) {
         assert_true(whole);
         assert_int_equal(mem, 40960);
         assert_int_equal(r.gpu[0].mem_mib, 40960);
-        assert_string_equal(sched_source_name(r.gpu[0].pods[0]->source), "gpu-manager");
+        assert_string_equal(cluster_source_name(r.gpu[0].pods[0]->source), "gpu-manager");
         assert_int_equal(r.gpu[1].n_pods, 0); /* the Succeeded pod holds nothing */
         assert_int_equal(r.n_unplaced, 1);    /* placed by our fit for the extender, not recorded */
         assert_string_equal(r.unplaced[0]->name, "nowhere");
@@ -591,19 +359,63 @@ static void test_inspect_records(void **state) {
         sched_model_free(m);
 }
 
+/* A placement the node agent recorded (no extender involved, "by":"agent") is a holder like any other:
+ * the extender's fit treats its GPUs as taken, and inspect shows it on them as the agent's. */
+static void test_agent_recorded_taken(void **state) {
+        (void)state;
+        const char *ann = "{\"v\":1,\"gpus\":[{\"i\":0,\"mem\":16384,\"health\":\"ok\"},"
+                          "{\"i\":1,\"mem\":16384,\"health\":\"ok\"}],\"links\":\"PIX\"}";
+        const char *rec = "{\"v\":1,\"node\":\"n1\",\"time\":5,\"by\":\"agent\",\"containers\":[{\"name\":\"main\","
+                          "\"gpus\":[0],\"core\":100,\"mem\":0}]}";
+        json_t *snap = json_object(), *nodes = json_array(), *pods = json_array();
+        json_array_append_new(
+                nodes, json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations", CLUSTER_ANN_GPUS, ann));
+        json_t *p = k8s_pod("local", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}", "Running");
+        json_object_set_new(json_object_get(p, "metadata"), "annotations",
+                            json_pack("{s:s,s:s}", CLUSTER_ANN_ASSIGNMENT, rec, CLUSTER_ANN_ASSIGNED, "true"));
+        json_array_append_new(pods, p);
+        json_object_set_new(snap, "nodes", nodes);
+        json_object_set_new(snap, "pods", pods);
+        char *text = json_dumps(snap, JSON_COMPACT);
+        json_decref(snap);
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_snapshot_load(m, text, strlen(text), &U, NULL, NULL, &err), 0);
+        free(text);
+        const struct sched_node *n = sched_model_node(m, "n1");
+        const struct sched_pod *lp = sched_model_pod(m, "uid-local");
+        assert_non_null(lp);
+        assert_false(lp->inferred);
+        assert_true(lp->confirmed);
+        assert_string_equal(cluster_source_name(lp->source), "agent");
+        assert_int_equal(n->gpu[0].whole, 1);
+        struct cluster_request req = { .n = 1 };
+        req.c[0].whole = 1;
+        struct sched_fit f;
+        assert_int_equal(sched_fit_node(m, n, &req, CLUSTER_POLICY_BINPACK, &f), 0);
+        assert_int_equal(f.assign.c[0].gpus, 2); /* GPU 0 is the agent's pod's */
+        req.c[0].whole = 2;
+        assert_int_equal(sched_fit_node(m, n, &req, CLUSTER_POLICY_BINPACK, &f), -ENOSPC);
+        struct sched_node_records r;
+        assert_int_equal(sched_node_records(n, &r), 0);
+        assert_int_equal(r.gpu[0].n_pods, 1);
+        assert_int_equal(r.n_unplaced, 0);
+        sched_node_records_free(&r);
+        sched_model_free(m);
+}
+
 int main(void) {
-        sched_units_default(&U);
+        cluster_units_default(&U);
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_filter_nodecache_sample),
                 cmocka_unit_test(test_filter_nodes_sample),
                 cmocka_unit_test(test_prioritize_and_bind_samples),
-                cmocka_unit_test(test_pod_requests_every_profile),
-                cmocka_unit_test(test_assignment_roundtrip_and_foreign),
-                cmocka_unit_test(test_node_annotation),
                 cmocka_unit_test(test_malformed_args),
                 cmocka_unit_test(test_request_preamble_both_decoders),
                 cmocka_unit_test(test_snapshot),
                 cmocka_unit_test(test_inspect_records),
+                cmocka_unit_test(test_agent_recorded_taken),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

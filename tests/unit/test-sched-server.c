@@ -41,42 +41,35 @@ static const char SNAPSHOT[] = "{\"nodes\":["
                                "],\"pods\":[]}";
 
 struct rec {
-        int annotate_calls, bind_calls;
-        int annotate_ret, bind_ret;
-        char rv[64], node[64], annotations[4096];
+        int bind_calls;
+        int bind_ret;
+        char rv[64], uid[64], node[64], annotations[4096];
 };
 
-static int rec_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
-                        struct gs_error *err) {
+/* The Binding as the API server would take it: one call carrying the assignment annotations. */
+static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
+                    const char *ann, struct gs_error *err) {
         struct rec *r = ud;
         (void)ns;
         (void)name;
-        (void)uid;
-        r->annotate_calls++;
-        strscpy(r->rv, rv, sizeof r->rv);
-        strscpy(r->annotations, ann, sizeof r->annotations);
-        if (r->annotate_ret == -ESTALE)
-                gs_error_set(err, -ESTALE, "Operation cannot be fulfilled: the object has been modified");
-        return r->annotate_ret;
-}
-
-static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node,
-                    struct gs_error *err) {
-        struct rec *r = ud;
-        (void)ns;
-        (void)name;
-        (void)uid;
         r->bind_calls++;
+        strscpy(r->rv, rv, sizeof r->rv);
+        strscpy(r->uid, uid, sizeof r->uid);
         strscpy(r->node, node, sizeof r->node);
-        if (r->bind_ret < 0)
+        strscpy(r->annotations, ann ? ann : "", sizeof r->annotations);
+        if (r->bind_ret == -ESTALE)
+                gs_error_set(err, -ESTALE,
+                             "Operation cannot be fulfilled on pods/binding \"x\": pod x is already "
+                             "assigned to node \"gpunode\"");
+        else if (r->bind_ret < 0)
                 gs_error_set(err, r->bind_ret, "pods \"x\" is forbidden");
         return r->bind_ret;
 }
 
 static struct sched_server *server_with(struct rec *rec, const char *address) {
-        struct sched_binder b = { rec_annotate, rec_bind, rec };
+        struct sched_binder b = { rec_bind, rec };
         struct sched_server_options o = { .address = address, .binder = rec ? &b : NULL };
-        sched_units_default(&o.units);
+        cluster_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
         struct gs_error err = { 0 };
@@ -131,14 +124,14 @@ static void test_filter_prioritize_bind(void **state) {
         assert_int_equal(json_integer_value(json_object_get(h1, "Score")), 0);
         json_decref(j);
         free(body);
-        /* bind: annotate with the filter-time resourceVersion, then the Binding */
+        /* bind: one Binding with the assignment annotations, the filter-time uid and resourceVersion */
         body = sample("bind.request.nodecache.json", &len);
         j = call(sched_server_bind, s, body, len, 200);
         assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
         json_decref(j);
-        assert_int_equal(rec.annotate_calls, 1);
         assert_int_equal(rec.bind_calls, 1);
         assert_string_equal(rec.rv, "579");
+        assert_string_equal(rec.uid, "e981bc86-1140-480f-8584-8551befe9a66");
         assert_string_equal(rec.node, "gpunode");
         json_t *ann = json_loads(rec.annotations, 0, NULL);
         assert_non_null(ann);
@@ -173,19 +166,19 @@ static void test_bind_refused_conflict_failed(void **state) {
         size_t len, blen;
         char *filter = sample("filter.request.nodecache.json", &len);
         char *bind = sample("bind.request.nodecache.json", &blen);
-        /* conflict on the annotation: nothing stays assumed */
+        /* a conflict on the Binding (bound already, being deleted): nothing stays assumed */
         json_decref(call(sched_server_filter, s, filter, len, 200));
-        rec.annotate_ret = -ESTALE;
+        rec.bind_ret = -ESTALE;
         json_t *j = call(sched_server_bind, s, bind, blen, 200);
         assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "conflict"));
+        assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "already assigned"));
         json_decref(j);
-        assert_int_equal(rec.bind_calls, 0);
+        assert_int_equal(rec.bind_calls, 1);
         struct sched_model *m = sched_server_lock(s);
         assert_null(sched_model_pod(m, "e981bc86-1140-480f-8584-8551befe9a66"));
         assert_int_equal(sched_model_node(m, "gpunode")->gpu[0].whole, 0);
         sched_server_unlock(s);
-        /* the Binding fails: forgotten as well */
-        rec.annotate_ret = 0;
+        /* the Binding fails otherwise: forgotten as well */
         rec.bind_ret = -EACCES;
         j = call(sched_server_bind, s, bind, blen, 200);
         assert_non_null(strstr(json_string_value(json_object_get(j, "Error")), "forbidden"));
@@ -200,7 +193,7 @@ static void test_bind_refused_conflict_failed(void **state) {
         other.req.c[0].whole = 1;
         other.has_assignment = true;
         other.assign.n = 1;
-        other.assign.c[0] = (struct sched_container_assign){ .gpus = 1, .whole = true };
+        other.assign.c[0] = (struct cluster_container_assign){ .gpus = 1, .whole = true };
         assert_int_equal(sched_model_set_pod(m, &other), 0);
         sched_server_unlock(s);
         rec.bind_ret = 0;
@@ -301,16 +294,10 @@ struct gate {
         bool entered, release;
 };
 
-static int gate_annotate(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *ann,
-                         struct gs_error *err) {
-        (void)ud, (void)ns, (void)name, (void)uid, (void)rv, (void)ann, (void)err;
-        return 0;
-}
-
-static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *node,
-                     struct gs_error *err) {
+static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
+                     const char *ann, struct gs_error *err) {
         struct gate *g = ud;
-        (void)ns, (void)name, (void)uid, (void)node, (void)err;
+        (void)ns, (void)name, (void)uid, (void)rv, (void)node, (void)ann, (void)err;
         pthread_mutex_lock(&g->lock);
         g->entered = true;
         pthread_cond_broadcast(&g->cond);
@@ -339,9 +326,9 @@ static void *bind_thread(void *ud) {
 static void test_slow_bind_does_not_block_filter(void **state) {
         (void)state;
         struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-        struct sched_binder b = { gate_annotate, gate_bind, &g };
+        struct sched_binder b = { gate_bind, &g };
         struct sched_server_options o = { .address = "127.0.0.1:0", .binder = &b };
-        sched_units_default(&o.units);
+        cluster_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
         struct gs_error err = { 0 };
@@ -458,7 +445,7 @@ static void test_node_list_cache_follows_nodes(void **state) {
                 json_decref(j);
                 struct sched_model *m = sched_server_lock(s);
                 if (round == 0) {
-                        struct sched_node_info *ni = calloc(1, sizeof *ni);
+                        struct cluster_node_info *ni = calloc(1, sizeof *ni);
                         assert_non_null(ni);
                         strscpy(ni->name, "late", sizeof ni->name);
                         ni->n_gpus = 1;
@@ -483,10 +470,10 @@ static void add_pod(struct sched_server *s, const char *uid, const char *node, a
         p.assign.n = 1;
         if (whole) {
                 p.req.c[0].whole = (unsigned)__builtin_popcountll(gpus);
-                p.assign.c[0] = (struct sched_container_assign){ .gpus = gpus, .whole = true };
+                p.assign.c[0] = (struct cluster_container_assign){ .gpus = gpus, .whole = true };
         } else {
                 p.req.c[0].mem_mib = mem;
-                p.assign.c[0] = (struct sched_container_assign){ .gpus = gpus, .mem_mib = mem };
+                p.assign.c[0] = (struct cluster_container_assign){ .gpus = gpus, .mem_mib = mem };
         }
         assert_int_equal(sched_model_set_pod(sched_server_lock(s), &p), 0);
         sched_server_unlock(s);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * map — a small open-addressing hash map (linear probing, backward-shift deletion) from byte
+ * map-internal — a small open-addressing hash map (linear probing, backward-shift deletion) from byte
  * keys to pointers, for the scheduler model's node, pod and topology-class tables. Keys are not
  * copied: they must live as long as their entry (the model keys by strings its values own).
  * Internal to src/sched. Must never: hold an entry whose key was freed.

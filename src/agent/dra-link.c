@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra-link — `gpuslice node --dra`: the DRA driver (src/dra) started with the agent's inventory and API
+ * client, and the two ways it meets the device table: the table's view of each GPU (health, the device
+ * plugin's use) pushed to the driver whenever devices change, and the GPUs the driver's prepared claims
+ * hold marked held elsewhere (plugin_set_held_elsewhere) so the device plugin never hands them out. All
+ * the DRA logic is in src/dra; this file only translates. Must never: call into the driver with the
+ * device lock held (the driver calls take/set_held with its own lock held, and they take the device lock).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/node-internal.h"
+#include "agent/publish.h"
+#include "dra/dra.h"
+#include "util/log.h"
+#include "util/util.h"
+
+/* Table index of the GPU at topology position g, or -1. */
+static int table_index(const struct devices *d, unsigned g) {
+        const struct topo *t = devices_topo(d);
+        return g < t->n_gpus ? devices_find_nvml(d, t->gpu[g].index) : -1;
+}
+
+static uint64_t to_table(const struct devices *d, uint64_t gpus) {
+        uint64_t m = 0;
+        for (unsigned g = 0; g < devices_topo(d)->n_gpus; g++) {
+                int i = table_index(d, g);
+                if ((gpus >> g & 1) && i >= 0)
+                        m |= UINT64_C(1) << i;
+        }
+        return m;
+}
+
+static int take(void *userdata, uint64_t gpus, char *why, size_t len) {
+        struct node *n = userdata;
+        const struct topo *t = devices_topo(n->devices);
+        int r = 0;
+        devices_lock(n->devices);
+        uint64_t own = plugin_own_use(n->plugin), want = 0;
+        for (unsigned g = 0; g < t->n_gpus && r == 0; g++) {
+                if (!(gpus >> g & 1))
+                        continue;
+                int i = table_index(n->devices, g);
+                if (i < 0)
+                        r = -ENODEV;
+                else if (!devices_healthy(n->devices, (unsigned)i))
+                        r = -EIO;
+                else if (own >> i & 1)
+                        r = -EBUSY;
+                else
+                        want |= UINT64_C(1) << i;
+                if (r < 0)
+                        snprintf(why, len, "GPU %d %s", t->gpu[g].index,
+                                 r == -ENODEV ? "is not in the device table"
+                                 : r == -EIO  ? "is unhealthy"
+                                              : "is held by the device plugin");
+        }
+        bool changed = r == 0 && plugin_set_held_elsewhere(n->plugin, plugin_held_elsewhere(n->plugin) | want);
+        devices_unlock(n->devices);
+        if (changed)
+                devices_changed(n->devices);
+        return r;
+}
+
+static void set_held(void *userdata, uint64_t gpus) {
+        struct node *n = userdata;
+        devices_lock(n->devices);
+        bool changed = plugin_set_held_elsewhere(n->plugin, to_table(n->devices, gpus));
+        devices_unlock(n->devices);
+        if (changed)
+                devices_changed(n->devices);
+}
+
+static void dra_log_line(void *userdata, enum dra_log_level level, const char *msg, const char *fields) {
+        (void)userdata;
+        switch (level) {
+                case DRA_LOG_ERROR: log_error(msg, "%s", fields); break;
+                case DRA_LOG_WARN: log_warn(msg, "%s", fields); break;
+                case DRA_LOG_INFO: log_info(msg, "%s", fields); break;
+                default: log_debug(msg, "%s", fields); break;
+        }
+}
+
+/* After any change kubelet would see: the table's view of every GPU, by topology position. */
+void node_dra_push(struct node *n, void *userdata) {
+        struct dra_gpu_state st[TOPO_MAX_GPUS];
+        unsigned count = devices_topo(n->devices)->n_gpus;
+        (void)userdata;
+        if (!n->dra)
+                return;
+        memset(st, 0, sizeof st);
+        devices_lock(n->devices);
+        uint64_t own = plugin_own_use(n->plugin);
+        for (unsigned g = 0; g < count; g++) {
+                int i = table_index(n->devices, g);
+                st[g].healthy = i >= 0 && devices_healthy(n->devices, (unsigned)i);
+                st[g].busy = i >= 0 && (own >> i & 1);
+                strscpy(st[g].reason, i < 0 ? "no UUID" : devices_reason(n->devices, (unsigned)i), sizeof st[g].reason);
+        }
+        devices_unlock(n->devices);
+        dra_update(n->dra, st, count);
+}
+
+int node_dra_start(struct node *n) {
+        if (!n->cfg.dra_enabled)
+                return 0;
+        if (!n->publish)
+                return log_error_errno(-EINVAL, "--dra needs the API server: set kube.kubeconfig or run in a pod", "%s",
+                                       "");
+        char limits[CONFIG_PATH_MAX + 32], self[PATH_MAX] = "";
+        snprintf(limits, sizeof limits, "%s/dra-containers", n->cfg.state_dir);
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[len > 0 ? len : 0] = '\0';
+        const char *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
+        uint64_t unit = config_memory_unit(&n->cfg);
+        struct dra_options o = {
+                .driver = n->cfg.dra_driver,
+                .node = publish_node(n->publish),
+                .registry_dir = n->cfg.dra_registry_dir,
+                .plugin_dir = n->cfg.dra_plugin_dir,
+                .state_dir = n->cfg.state_dir,
+                .limits_root = limits,
+                .cdi_dir = n->cfg.dra_cdi_dir,
+                .dev_root = n->cfg.dev_root,
+                .driver_root = drv && drv[0] ? drv : "/",
+                .hook_path = self,
+                .interposer = n->cfg.interposer_library,
+                .sharing = n->cfg.dra_sharing,
+                .memory_unit = unit ? unit : UINT64_C(256) << 20,
+                .limit_when_alone = n->cfg.limit_when_alone,
+                .kube = publish_client(n->publish),
+        };
+        struct dra_table_ops ops = { .take = take, .set_held = set_held, .log = dra_log_line, .userdata = n };
+        struct gs_error err = { 0 };
+        int r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the DRA driver", "error=\"%s\"", err.message);
+        log_info("DRA driver started", "driver=%s pool=%s device_plugin=%s", o.driver, o.node,
+                 n->cfg.dra_device_plugin ? "on" : "off");
+        node_dra_push(n, NULL);
+        return 0;
+}
+
+void node_dra_stop(struct node *n) {
+        n->dra = dra_stop(n->dra);
+}

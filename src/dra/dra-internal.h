@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra-internal — what the DRA driver's files share (never included outside src/dra; tests may): the
+ * driver's state and the entry points of its parts. dra.c owns the lifecycle and the state below; the
+ * other files reach it through these functions:
+ *
+ *   prepare.c   the prepare/unprepare engine: checks, the journal's steps, CDI specs and limits dirs,
+ *               recovery at start
+ *   kubelet.c   the registration server, the DRA service (v1, v1beta1) and the health stream
+ *   publish.c   the ResourceSlice publisher (its own thread)
+ *
+ * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
+ * journal must change with the in-memory records), never network I/O: a claim is read from the API
+ * before the lock is taken.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cdi/cdi.h"
+#include "dra/claim.h"
+#include "dra/dra.h"
+#include "dra/journal.h"
+#include "dra/slices.h"
+
+#define DRA_JOURNAL_DIR "dra"
+#define DRA_CDI_CLASS "claim"
+
+struct rpc_server;
+struct kube_informer;
+
+struct dra {
+        /* options (copied at start, then read-only) */
+        char driver[DRA_MAX_DOMAIN + 1];
+        char node[DRA_MAX_POOL_NAME + 1];
+        char registry_dir[DRA_PATH_MAX], plugin_dir[DRA_PATH_MAX], journal_dir[DRA_PATH_MAX];
+        char limits_root[DRA_PATH_MAX], cdi_dir[DRA_PATH_MAX], dev_root[DRA_PATH_MAX], driver_root[DRA_PATH_MAX];
+        char hook_path[DRA_PATH_MAX], interposer[DRA_PATH_MAX];
+        char cdi_kind[DRA_MAX_DOMAIN + 8];
+        bool sharing_wanted, limit_when_alone;
+        uint64_t memory_unit;
+        struct kube_client *kube;
+        struct dra_table_ops ops;
+        struct topo topo;
+        char pcie_root[TOPO_MAX_GPUS][32];
+        struct cdi_discovery disc; /* the driver's files for the CDI specs (device nodes only when unreadable) */
+        int journal_fd;
+
+        pthread_mutex_t lock;
+        struct dra_gpu_state gpu[TOPO_MAX_GPUS]; /* (lock) */
+        struct dra_record *recs;                 /* (lock) the journal's records in memory */
+        size_t n_recs, cap_recs;                 /* (lock) */
+        uint64_t held;                           /* (lock) GPUs prepared claims hold */
+        bool registered;                         /* (lock) kubelet's last NotifyRegistrationStatus */
+        char reg_error[256];                     /* (lock) */
+        char api_version[16];                    /* (lock) the resource.k8s.io version in use, "" unknown */
+        bool sharing_ok;                         /* (lock) false once a server dropped the shared fields */
+        int64_t generation;                      /* (lock) the pool generation last written */
+        bool publish_dirty;                      /* (lock) the slices may differ from what was written */
+        pthread_cond_t publish_wake;             /* signalled with publish_dirty or stop */
+
+        atomic_bool stop;
+        atomic_uint_fast64_t health_gen; /* bumped on every health change the stream must send */
+        pthread_t publisher;
+        bool publisher_running;
+        struct kube_informer *informer; /* the publisher's: this node's slices */
+        struct rpc_server *reg_server, *dra_server;
+        char reg_socket[DRA_PATH_MAX], dra_socket[DRA_PATH_MAX];
+};
+
+/* dra.c */
+void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* The driver without its servers and publisher: options copied, the engine opened and recovered (for
+ * dra_start and the unit tests). */
+int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_table_ops *ops, struct dra **ret,
+            struct gs_error *err);
+void dra_free(struct dra *d);
+/* Topology position of the GPU with NVML index `index`, or -1. */
+int dra_gpu_position(const struct dra *d, unsigned index);
+/* The slice input for the current state (lock held). */
+void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret);
+/* Something the slices show changed: wake the publisher (lock held). */
+void dra_publish_kick_locked(struct dra *d);
+
+/* prepare.c */
+int dra_engine_open(struct dra *d, struct gs_error *err);
+void dra_engine_recover(struct dra *d);
+/* A prepared claim's record (lock taken): 1 and *ret, or 0 when the claim is not prepared. Its files
+ * are written again first when they went missing. */
+int dra_engine_lookup(struct dra *d, const char *uid, struct dra_record *ret);
+/* Prepare a decoded claim (lock taken): 0 and the prepared record, or -errno with err for the
+ * claim's error. Idempotent. */
+int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err);
+/* Unprepare by UID (lock taken): 0 (also when not prepared) or -errno with err. */
+int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err);
+/* "gpu.gpuslice.io/claim=<uid>-<device>". */
+int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len);
+/* Prepared claims (lock held). */
+size_t dra_engine_prepared_locked(const struct dra *d);
+
+/* kubelet.c */
+int dra_kubelet_start(struct dra *d, struct gs_error *err);
+void dra_kubelet_stop(struct dra *d);
+
+/* publish.c */
+/* The resource.k8s.io version to use ("v1", "v1beta2", "v1beta1"): the one found, else asked of the server
+ * now (a request: never with the lock held). 0 or -errno with err. */
+int dra_api_version(struct dra *d, char *buf, size_t len, struct gs_error *err);
+int dra_publish_start(struct dra *d, struct gs_error *err);
+void dra_publish_stop(struct dra *d);

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra — gpuslice's Dynamic Resource Allocation driver (structured parameters, resource.k8s.io/v1 with
+ * v1beta2/v1beta1 where v1 is not served): everything of it below the daemon. The node agent
+ * (`gpuslice node --dra`, src/agent) starts it with the node's inventory, its API client and two
+ * callbacks into its device table, and tells it when a GPU's health or the device plugin's use of it
+ * changes; this library then
+ *
+ *   - publishes the node's ResourceSlices (slices.h) and keeps them in step (health, the device
+ *     plugin's use, a kubelet that wiped them, fields a server dropped);
+ *   - serves kubelet: the registration socket <registry-dir>/<driver>-reg.sock (pluginregistration,
+ *     type "DRAPlugin"), the DRA service <plugin-dir>/<driver>/dra.sock in both v1 and v1beta1, and the
+ *     device health stream (dra-health v1 and v1alpha1);
+ *   - prepares claims (reads the claim's allocation from the API, checks it names healthy devices of
+ *     this node that nothing else holds, writes one CDI spec per claim with the limiter of its shared
+ *     devices, answers the CDI IDs) and unprepares them, crash-safe through its journal (journal.h).
+ *
+ * Docs: docs/dra.md. Threads: its own (the servers', the publisher's); every public function is
+ * thread-safe. Must never: log (events go to the caller's log callback), hold its lock across a
+ * network call, prepare a device twice, or leave a file behind that no record names.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "topo/topo.h"
+#include "util/error.h"
+
+#define DRA_DRIVER_DEFAULT "gpu.gpuslice.io"
+#define DRA_REGISTRY_DIR_DEFAULT "/var/lib/kubelet/plugins_registry"
+#define DRA_PLUGIN_DIR_DEFAULT "/var/lib/kubelet/plugins"
+#define DRA_CDI_DIR_DEFAULT "/var/run/cdi"
+#define DRA_SOCKET "dra.sock"
+#define DRA_PLUGIN_TYPE "DRAPlugin"
+
+struct kube_client;
+struct dra;
+
+enum dra_log_level {
+        DRA_LOG_ERROR = 0,
+        DRA_LOG_WARN,
+        DRA_LOG_INFO,
+        DRA_LOG_DEBUG,
+};
+
+/* The device table of the agent, as the driver needs it (called with the driver's lock held: they must
+ * not call back into the driver). gpus: bit i = topology position i. */
+struct dra_table_ops {
+        /* Take these GPUs for DRA claims: all or none. -EBUSY (the device plugin holds one) or -EIO
+         * (unhealthy), why filled, when it cannot; then nothing was taken. */
+        int (*take)(void *userdata, uint64_t gpus, char *why, size_t why_len);
+        /* The GPUs DRA holds now (the device plugin must not hand them out); called after an unprepare and
+         * at start. */
+        void (*set_held)(void *userdata, uint64_t gpus);
+        /* One line for the daemon's log: msg and key=value fields. */
+        void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
+        void *userdata;
+};
+
+struct dra_options {
+        const char *driver;       /* DRA driver name, DRA_DRIVER_DEFAULT */
+        const char *node;         /* node name: the pool's name, and where claims must be allocated */
+        const char *registry_dir; /* kubelet's plugin registry dir */
+        const char *plugin_dir;   /* <plugin_dir>/<driver>/dra.sock */
+        const char *state_dir;    /* the journal in <state_dir>/dra */
+        const char *limits_root;  /* the limits dirs of claims with shared devices */
+        const char *cdi_dir;      /* where the per-claim CDI specs go */
+        const char *dev_root;     /* host root holding /dev and /sys ("/" on a real node) */
+        const char *driver_root;  /* the driver's files for the CDI specs ("/") */
+        const char *hook_path;    /* the gpuslice binary, for the CDI createContainer hook (NULL: none) */
+        const char *interposer;   /* host path of libgpuslice-cuda.so, mounted for shared devices */
+        bool sharing;             /* publish shared devices (needs Kubernetes 1.36's consumable capacity) */
+        uint64_t memory_unit;     /* the step of a shared device's memory */
+        bool limit_when_alone;    /* core-policy hard unless the claim's parameters say elastic */
+        struct kube_client *kube; /* the agent's API client (must outlive the driver) */
+};
+
+/* What the device table says of one GPU (topology position). */
+struct dra_gpu_state {
+        bool healthy;
+        bool busy; /* held by the device plugin (whole or fractions) */
+        char reason[96];
+};
+
+/* Start: recover the journal, serve kubelet, start publishing. t is copied. 0 or -errno with err. */
+int dra_start(const struct dra_options *o, const struct topo *t, const struct dra_table_ops *ops, struct dra **ret,
+              struct gs_error *err);
+/* The table changed (health, the device plugin's use): n states by topology position. Any thread; cheap
+ * when nothing the driver publishes changed. */
+void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n);
+/* Stop serving and publishing (the slices stay: kubelet wipes them if the driver does not come back).
+ * NULL is a no-op; returns NULL. */
+struct dra *dra_stop(struct dra *d);
+
+/* The driver's state for `gpuslice status`: {"driver", "registered", "api", "sharing", "generation",
+ * "claims": [{"uid","namespace","name","state","devices":[...]}]}. A new reference or NULL. */
+json_t *dra_status(struct dra *d);

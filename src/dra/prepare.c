@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra/prepare — the prepare/unprepare engine of the DRA driver: a decoded claim is checked (this node's
+ * pool, devices of this driver, healthy, not held by the device plugin, not held by another claim beyond
+ * what a shared device has), journaled, given its limits dir (shared devices: the claim's consumed
+ * memory and cores in the limits file, the same file the device plugin's fractional path writes) and
+ * its CDI spec, and journaled as prepared; unprepare undoes it in the reverse order. Start-up recovery
+ * finishes or undoes whatever a crash interrupted (journal.h) and removes every file no record names.
+ *
+ * Must never: hand out a device twice, write a limits file looser than the claim's consumed capacity,
+ * remove a file outside the names it owns (<cdi-dir>/<driver>-claim_<uid>.json, <limits-root>/dra-<uid>),
+ * or do network I/O (the caller reads the claim first).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dra/dra-internal.h"
+#include "interposer/limits.h"
+#include "util/atomic-file.h"
+#include "util/limits-dir.h"
+#include "util/util.h"
+
+/* Crash points of the kill tests (tests/integration/test_dra.py): $GPUSLICE_CRASH_AT=<point>[:n]. */
+static void crash_point(struct dra *d, const char *point) {
+        if (crash_point_due(point)) {
+                dra_log(d, DRA_LOG_WARN, "crash point reached: killing myself", "point=%s", point);
+                raise(SIGKILL);
+        }
+}
+
+int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len) {
+        int w = snprintf(buf, len, "%s=%s-%s", d->cdi_kind, uid, device);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static int spec_path(const struct dra *d, const char *uid, char *buf, size_t len) {
+        int w = snprintf(buf, len, "%s/%s-" DRA_CDI_CLASS "_%s.json", d->cdi_dir, d->driver, uid);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+/* ---- records in memory (lock held) ---- */
+
+static struct dra_record *find(struct dra *d, const char *uid) {
+        for (size_t i = 0; i < d->n_recs; i++)
+                if (streq(d->recs[i].uid, uid))
+                        return &d->recs[i];
+        return NULL;
+}
+
+static int put(struct dra *d, const struct dra_record *r) {
+        struct dra_record *have = find(d, r->uid);
+        if (have) {
+                *have = *r;
+                return 0;
+        }
+        if (d->n_recs == d->cap_recs) {
+                size_t cap = d->cap_recs ? d->cap_recs * 2 : 16;
+                struct dra_record *n = realloc(d->recs, cap * sizeof *n);
+                if (!n)
+                        return -ENOMEM;
+                d->recs = n;
+                d->cap_recs = cap;
+        }
+        d->recs[d->n_recs++] = *r;
+        return 0;
+}
+
+static void drop(struct dra *d, const char *uid) {
+        struct dra_record *r = find(d, uid);
+        if (r)
+                *r = d->recs[--d->n_recs];
+}
+
+size_t dra_engine_prepared_locked(const struct dra *d) {
+        size_t n = 0;
+        for (size_t i = 0; i < d->n_recs; i++)
+                n += d->recs[i].state == DRA_REC_PREPARED;
+        return n;
+}
+
+/* GPUs (positions) a record holds. */
+static uint64_t record_gpus(const struct dra *d, const struct dra_record *r) {
+        uint64_t m = 0;
+        for (unsigned i = 0; i < r->n; i++) {
+                int g = dra_gpu_position(d, r->dev[i].index);
+                if (g >= 0)
+                        m |= UINT64_C(1) << g;
+        }
+        return m;
+}
+
+static uint64_t held_now(const struct dra *d) {
+        uint64_t m = 0;
+        for (size_t i = 0; i < d->n_recs; i++)
+                m |= record_gpus(d, &d->recs[i]);
+        return m;
+}
+
+/* ---- the files of a claim ---- */
+
+/* The limits file of a record's shared devices: per GPU the sum of what its shares consumed; a GPU the
+ * claim also has whole gets no limit. */
+static int record_limits(const struct dra *d, const struct dra_record *r, struct gs_limits *l) {
+        bool whole[GS_MAX_DEVICES] = { false };
+        uint64_t mem[GS_MAX_DEVICES] = { 0 };
+        unsigned cores[GS_MAX_DEVICES] = { 0 };
+        *l = (struct gs_limits){ .version = GS_LIMITS_VERSION,
+                                 .core_policy = r->elastic ? GS_CORE_ELASTIC : GS_CORE_HARD };
+        snprintf(l->container, sizeof l->container, "%s", r->limits);
+        strscpy(l->region, LIMITS_DIR_CONTAINER_REGION, sizeof l->region);
+        for (unsigned i = 0; i < r->n; i++) {
+                const struct dra_record_device *dv = &r->dev[i];
+                int g = dra_gpu_position(d, dv->index);
+                if (g < 0)
+                        return -ENODEV;
+                int k = gs_limits_match(l, UINT_MAX, d->topo.gpu[g].uuid);
+                if (k < 0) {
+                        if (l->n_devices >= GS_MAX_DEVICES)
+                                return -E2BIG;
+                        k = (int)l->n_devices++;
+                        l->dev[k].index = (unsigned)k;
+                        strscpy(l->dev[k].uuid, d->topo.gpu[g].uuid, sizeof l->dev[k].uuid);
+                }
+                whole[k] |= !dv->shared;
+                mem[k] += dv->memory;
+                cores[k] += dv->cores;
+        }
+        for (unsigned k = 0; k < l->n_devices; k++) {
+                int g = -1;
+                for (unsigned i = 0; i < r->n && g < 0; i++)
+                        if (streq(r->dev[i].uuid, l->dev[k].uuid))
+                                g = dra_gpu_position(d, r->dev[i].index);
+                l->dev[k].core_percent = whole[k] ? DRA_CORES_TOTAL : MAX(1u, MIN(cores[k], DRA_CORES_TOTAL));
+                l->dev[k].memory_bytes = whole[k] || g < 0 ? 0 : MIN(mem[k], d->topo.gpu[g].memory_total);
+        }
+        return 0;
+}
+
+static int write_limits(struct dra *d, const struct dra_record *r, struct gs_error *err) {
+        struct gs_limits l;
+        char text[GS_LIMITS_MAX_FILE], key[DRA_UID_MAX + 8];
+        int n = record_limits(d, r, &l);
+        if (n == 0)
+                n = gs_limits_format(&l, text, sizeof text);
+        if (n < 0)
+                return gs_error_set(err, n, "cannot make the limits file: %s", strerror(-n));
+        int kl = snprintf(key, sizeof key, "dra\n%s\n", r->uid);
+        _cleanup_(closep) int dfd = limits_dir_create(d->limits_root, r->limits, false, err);
+        if (dfd < 0)
+                return dfd;
+        /* No fsync: the journal is the durable record and rewrites the dir at start. */
+        return limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, ATOMIC_FILE_NO_SYNC, err);
+}
+
+static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error *err) {
+        struct cdi_claim_device devs[DRA_RESULTS_MAX];
+        char names[DRA_RESULTS_MAX][DRA_UID_MAX + DRA_MAX_LABEL + 2];
+        size_t n = 0;
+        for (unsigned i = 0; i < r->n; i++) {
+                int g = dra_gpu_position(d, r->dev[i].index);
+                if (g < 0)
+                        return gs_error_set(err, -ENODEV, "GPU %u is gone", r->dev[i].index);
+                snprintf(names[n], sizeof names[n], "%s-%s", r->uid, r->dev[i].device);
+                bool dup = false;
+                for (size_t k = 0; k < n; k++)
+                        dup |= streq(devs[k].name, names[n]);
+                if (dup)
+                        continue;
+                devs[n] = (struct cdi_claim_device){ .name = names[n], .gpu = (unsigned)g };
+                n++;
+        }
+        char dir[DRA_PATH_MAX + sizeof r->limits + 2];
+        snprintf(dir, sizeof dir, "%s/%s", d->limits_root, r->limits);
+        struct cdi_claim_limits lim = { .dir = dir, .interposer = d->interposer };
+        struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
+        struct cdi_spec_options o = { .kind = d->cdi_kind, .hook_path = d->hook_path[0] ? d->hook_path : NULL };
+        _cleanup_(json_decrefp) json_t *spec = NULL;
+        int e = cdi_claim_spec_build(&d->topo, &d->disc, &roots, &o, devs, n, r->limits[0] ? &lim : NULL, &spec);
+        if (e < 0)
+                return gs_error_set(err, e, "cannot build the CDI spec: %s",
+                                    e == -EINVAL ? "a GPU without its device node" : strerror(-e));
+        _cleanup_(freep) char *text = NULL;
+        e = cdi_format_json(spec, &text);
+        if (e == 0)
+                e = atomic_file_write(r->spec, text, strlen(text), 0644, ATOMIC_FILE_NO_SYNC);
+        return e < 0 ? gs_error_set(err, e, "cannot write %.200s: %s", r->spec, strerror(-e)) : 0;
+}
+
+static void remove_files(struct dra *d, const struct dra_record *r) {
+        if (r->spec[0])
+                (void)unlink(r->spec);
+        if (r->limits[0]) {
+                _cleanup_(closep) int root = open(d->limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (root >= 0)
+                        (void)limits_dir_remove_at(root, r->limits);
+        }
+}
+
+static bool files_present(const struct dra_record *r, const struct dra *d) {
+        char p[DRA_PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s/%s", d->limits_root, r->limits, LIMITS_DIR_LIMITS_FILE);
+        return (!r->spec[0] || access(r->spec, F_OK) == 0) && (!r->limits[0] || access(p, F_OK) == 0);
+}
+
+static int write_files(struct dra *d, const struct dra_record *r, struct gs_error *err) {
+        int e = r->limits[0] ? write_limits(d, r, err) : 0;
+        return e ?: write_spec(d, r, err);
+}
+
+/* ---- prepare ---- */
+
+/* The record a claim asks for, its devices checked against this node (not yet against the others). */
+/* lint: long — every check of one allocation result against this node, each with the error a person reads. */
+static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_record *r, struct gs_error *err) {
+        memset(r, 0, sizeof *r);
+        strscpy(r->uid, c->uid, sizeof r->uid);
+        strscpy(r->namespace_, c->namespace_, sizeof r->namespace_);
+        strscpy(r->name, c->name, sizeof r->name);
+        enum dra_core_policy policy = DRA_POLICY_NODE;
+        bool any_shared = false;
+        for (unsigned i = 0; i < c->n_results; i++) {
+                const struct dra_result *res = &c->results[i];
+                struct dra_record_device *dv = &r->dev[r->n];
+                unsigned index;
+                bool shared;
+                if (!streq(res->pool, d->node))
+                        return gs_error_set(err, -EINVAL, "device %.63s is in pool %.100s, not this node's (%.80s)",
+                                            res->device, res->pool, d->node);
+                int g = dra_device_parse(res->device, &index, &shared) == 0 ? dra_gpu_position(d, index) : -1;
+                if (g < 0)
+                        return gs_error_set(err, -ENODEV, "device %.63s is not one of this node's", res->device);
+                if (res->admin)
+                        return gs_error_set(err, -EINVAL, "device %.63s: admin access is not supported by this driver",
+                                            res->device);
+                if (shared) {
+                        if (!res->has_memory || !res->has_cores)
+                                return gs_error_set(err, -EINVAL,
+                                                    "shared device %.63s has no consumed memory and cores "
+                                                    "(needs the scheduler's DRAConsumableCapacity)",
+                                                    res->device);
+                        if (res->cores < 1 || res->cores > DRA_CORES_TOTAL || res->memory < 1 ||
+                            res->memory > d->topo.gpu[g].memory_total)
+                                return gs_error_set(err, -EINVAL,
+                                                    "shared device %.63s: consumed %" PRIu64 " B and %" PRIu64
+                                                    " %% out of range",
+                                                    res->device, res->memory, res->cores);
+                        if (policy != DRA_POLICY_NODE && res->params.core_policy != DRA_POLICY_NODE &&
+                            res->params.core_policy != policy)
+                                return gs_error_set(err, -EINVAL, "requests disagree on corePolicy");
+                        if (res->params.core_policy != DRA_POLICY_NODE)
+                                policy = res->params.core_policy;
+                        any_shared = true;
+                }
+                strscpy(dv->request, res->request, sizeof dv->request);
+                strscpy(dv->device, res->device, sizeof dv->device);
+                strscpy(dv->share_id, res->share_id, sizeof dv->share_id);
+                strscpy(dv->uuid, d->topo.gpu[g].uuid, sizeof dv->uuid);
+                dv->index = index;
+                dv->shared = shared;
+                dv->memory = shared ? res->memory : 0;
+                dv->cores = shared ? (unsigned)res->cores : 0;
+                r->n++;
+        }
+        r->elastic = policy == DRA_POLICY_ELASTIC || (policy == DRA_POLICY_NODE && !d->limit_when_alone);
+        if (any_shared)
+                snprintf(r->limits, sizeof r->limits, "dra-%s", r->uid);
+        return spec_path(d, r->uid, r->spec, sizeof r->spec) < 0 ? gs_error_set(err, -ENAMETOOLONG, "CDI dir too long")
+                                                                 : 0;
+}
+
+/* Can the record's devices be given now? Health, the device plugin, and every other claim (lock held). */
+static int check_free(struct dra *d, const struct dra_record *r, struct gs_error *err) {
+        for (unsigned i = 0; i < r->n; i++) {
+                const struct dra_record_device *dv = &r->dev[i];
+                int g = dra_gpu_position(d, dv->index);
+                if (!d->gpu[g].healthy)
+                        return gs_error_set(err, -EIO, "device %.63s is unhealthy (%.90s)", dv->device,
+                                            d->gpu[g].reason[0] ? d->gpu[g].reason : "no reason given");
+                if (d->gpu[g].busy)
+                        return gs_error_set(err, -EBUSY, "device %.63s is held by the device plugin", dv->device);
+                uint64_t mem = 0;
+                unsigned cores = 0, whole = 0, shares = 0;
+                for (unsigned k = 0; k < r->n; k++) /* the claim itself */
+                        if (r->dev[k].index == dv->index) {
+                                whole += !r->dev[k].shared;
+                                shares += r->dev[k].shared;
+                                mem += r->dev[k].memory;
+                                cores += r->dev[k].cores;
+                        }
+                for (size_t j = 0; j < d->n_recs; j++) {
+                        const struct dra_record *o = &d->recs[j];
+                        if (streq(o->uid, r->uid))
+                                continue;
+                        for (unsigned k = 0; k < o->n; k++)
+                                if (o->dev[k].index == dv->index) {
+                                        whole += !o->dev[k].shared;
+                                        shares += o->dev[k].shared;
+                                        mem += o->dev[k].memory;
+                                        cores += o->dev[k].cores;
+                                }
+                }
+                if (whole > 1 || (whole && shares))
+                        return gs_error_set(err, -EBUSY, "GPU %u (%.63s) is already prepared for another claim",
+                                            dv->index, dv->device);
+                if (mem > d->topo.gpu[g].memory_total || cores > DRA_CORES_TOTAL)
+                        return gs_error_set(err, -EBUSY,
+                                            "GPU %u: the shares prepared would exceed it (%" PRIu64 " B, %u %%)",
+                                            dv->index, mem, cores);
+        }
+        return 0;
+}
+
+int dra_engine_lookup(struct dra *d, const char *uid, struct dra_record *ret) {
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *r = find(d, uid);
+        int found = r && r->state == DRA_REC_PREPARED;
+        if (found) {
+                if (!files_present(r, d)) {
+                        struct gs_error e = { 0 };
+                        if (write_files(d, r, &e) < 0)
+                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
+                                        "claim=%s error=\"%s\"", uid, e.message);
+                }
+                *ret = *r;
+        }
+        pthread_mutex_unlock(&d->lock);
+        return found;
+}
+
+/* Undo a prepare that failed after its record was journaled (lock held). */
+static void roll_back(struct dra *d, const struct dra_record *r) {
+        remove_files(d, r);
+        (void)dra_record_remove(d->journal_fd, r->uid);
+        drop(d, r->uid);
+        d->held = held_now(d);
+        if (d->ops.set_held)
+                d->ops.set_held(d->ops.userdata, d->held);
+}
+
+static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
+        struct dra_record *have = find(d, c->uid);
+        if (have && have->state == DRA_REC_PREPARED) {
+                *ret = *have;
+                return files_present(have, d) ? 0 : write_files(d, have, err);
+        }
+        struct dra_record r;
+        int e = claim_record(d, c, &r, err);
+        e = e ?: check_free(d, &r, err);
+        if (e < 0)
+                return e;
+        uint64_t want = record_gpus(d, &r) & ~d->held;
+        char why[200] = "";
+        if (want && d->ops.take && (e = d->ops.take(d->ops.userdata, want, why, sizeof why)) < 0)
+                return gs_error_set(err, e, "%s", why[0] ? why : "the device table refused the GPUs");
+        r.state = DRA_REC_PREPARING;
+        if ((e = put(d, &r)) < 0 || (e = dra_record_write(d->journal_fd, &r)) < 0) {
+                drop(d, r.uid);
+                if (d->ops.set_held)
+                        d->ops.set_held(d->ops.userdata, d->held);
+                return gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
+        }
+        d->held |= want;
+        crash_point(d, "dra-prepare-journaled");
+        e = r.limits[0] ? write_limits(d, &r, err) : 0;
+        if (e == 0)
+                crash_point(d, "dra-prepare-limits");
+        e = e ?: write_spec(d, &r, err);
+        if (e == 0) {
+                crash_point(d, "dra-prepare-cdi");
+                r.state = DRA_REC_PREPARED;
+                if ((e = dra_record_write(d->journal_fd, &r)) < 0)
+                        gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
+        }
+        if (e < 0) {
+                roll_back(d, &r);
+                return e;
+        }
+        (void)put(d, &r);
+        crash_point(d, "dra-prepare-done");
+        *ret = r;
+        return 0;
+}
+
+int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
+        if (!c->allocated)
+                return gs_error_set(err, -EINVAL, "claim %.63s/%.100s is not allocated", c->namespace_, c->name);
+        if (c->n_results == 0) { /* nothing of this driver's: nothing to hold, no files, no record */
+                memset(ret, 0, sizeof *ret);
+                strscpy(ret->uid, c->uid, sizeof ret->uid);
+                strscpy(ret->namespace_, c->namespace_, sizeof ret->namespace_);
+                strscpy(ret->name, c->name, sizeof ret->name);
+                ret->state = DRA_REC_PREPARED;
+                return 0;
+        }
+        pthread_mutex_lock(&d->lock);
+        int e = prepare_locked(d, c, ret, err);
+        pthread_mutex_unlock(&d->lock);
+        return e;
+}
+
+/* ---- unprepare ---- */
+
+static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err) {
+        struct dra_record *have = find(d, uid);
+        if (!have)
+                return 0;
+        struct dra_record r = *have;
+        r.state = DRA_REC_UNPREPARING;
+        int e = dra_record_write(d->journal_fd, &r);
+        if (e < 0)
+                return gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
+        *have = r;
+        crash_point(d, "dra-unprepare-journaled");
+        if (r.spec[0] && unlink(r.spec) < 0 && errno != ENOENT)
+                return gs_error_set(err, -errno, "cannot remove %.200s: %s", r.spec, strerror(errno));
+        crash_point(d, "dra-unprepare-cdi");
+        remove_files(d, &r);
+        crash_point(d, "dra-unprepare-limits");
+        if ((e = dra_record_remove(d->journal_fd, uid)) < 0)
+                return gs_error_set(err, e, "cannot remove the journal record: %s", strerror(-e));
+        drop(d, uid);
+        d->held = held_now(d);
+        if (d->ops.set_held)
+                d->ops.set_held(d->ops.userdata, d->held);
+        crash_point(d, "dra-unprepare-done");
+        return 0;
+}
+
+int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err) {
+        if (!dra_uid_valid(uid))
+                return gs_error_set(err, -EINVAL, "not a claim UID");
+        pthread_mutex_lock(&d->lock);
+        int e = unprepare_locked(d, uid, err);
+        pthread_mutex_unlock(&d->lock);
+        return e;
+}
+
+/* ---- start-up ---- */
+
+static int mkdir_p(const char *path, mode_t mode) {
+        char p[DRA_PATH_MAX];
+        strscpy(p, path, sizeof p);
+        for (char *s = p + 1; *s; s++)
+                if (*s == '/') {
+                        *s = '\0';
+                        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        *s = '/';
+                }
+        return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+int dra_engine_open(struct dra *d, struct gs_error *err) {
+        int e = mkdir_p(d->journal_dir, 0700);
+        if (e < 0)
+                return gs_error_set(err, e, "cannot create %.200s: %s", d->journal_dir, strerror(-e));
+        if ((e = mkdir_p(d->cdi_dir, 0755)) < 0)
+                return gs_error_set(err, e, "cannot create %.200s: %s", d->cdi_dir, strerror(-e));
+        if ((e = mkdir_p(d->limits_root, 0755)) < 0)
+                return gs_error_set(err, e, "cannot create %.200s: %s", d->limits_root, strerror(-e));
+        d->journal_fd = open(d->journal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d->journal_fd < 0)
+                return gs_error_set(err, -errno, "cannot open %.200s: %s", d->journal_dir, strerror(errno));
+        struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
+        struct gs_error de = { 0 };
+        if (cdi_discover(&d->topo, &roots, CDI_CAP_ALL, &d->disc, &de) < 0) {
+                dra_log(d, DRA_LOG_WARN,
+                        "the driver's files are not found: the claims' CDI specs carry device nodes only",
+                        "error=\"%s\"", de.message);
+                cdi_discover_nodes(&d->topo, &roots, &d->disc);
+        }
+        return 0;
+}
+
+static void on_record(const char *file, const struct dra_record *r, const struct gs_error *e, void *userdata) {
+        struct dra *d = userdata;
+        if (!r) {
+                dra_log(d, DRA_LOG_ERROR, "journal record not trusted: left in place", "file=%s error=\"%s\"", file,
+                        e->message);
+                return;
+        }
+        if (put(d, r) < 0)
+                dra_log(d, DRA_LOG_ERROR, "out of memory reading the journal", "file=%s", file);
+}
+
+static bool named_by_record(const struct dra *d, const char *what, bool spec) {
+        for (size_t i = 0; i < d->n_recs; i++) {
+                const char *n = spec ? strrchr(d->recs[i].spec, '/') : d->recs[i].limits;
+                if (n && streq(spec ? n + 1 : n, what))
+                        return true;
+        }
+        return false;
+}
+
+/* Remove what a crash left that no record names: our CDI specs (and the atomic writer's temporaries of
+ * them) and our limits dirs. */
+static void sweep(struct dra *d) {
+        char prefix[DRA_MAX_DOMAIN + 16], tmp_prefix[DRA_MAX_DOMAIN + 17];
+        snprintf(prefix, sizeof prefix, "%s-" DRA_CDI_CLASS "_", d->driver);
+        snprintf(tmp_prefix, sizeof tmp_prefix, ".%s", prefix);
+        DIR *dir = opendir(d->cdi_dir);
+        struct dirent *de;
+        while (dir && (de = readdir(dir))) {
+                bool tmp = startswith(de->d_name, tmp_prefix) && strstr(de->d_name, ATOMIC_FILE_TEMP_INFIX);
+                if (tmp || (startswith(de->d_name, prefix) && !named_by_record(d, de->d_name, true))) {
+                        dra_log(d, DRA_LOG_INFO, "removing a CDI spec no claim holds", "file=%s", de->d_name);
+                        (void)unlinkat(dirfd(dir), de->d_name, 0);
+                }
+        }
+        if (dir)
+                closedir(dir);
+        dir = opendir(d->limits_root);
+        while (dir && (de = readdir(dir)))
+                if (startswith(de->d_name, "dra-") && !named_by_record(d, de->d_name, false)) {
+                        dra_log(d, DRA_LOG_INFO, "removing a limits dir no claim holds", "dir=%s", de->d_name);
+                        (void)limits_dir_remove_at(dirfd(dir), de->d_name);
+                }
+        if (dir)
+                closedir(dir);
+}
+
+void dra_engine_recover(struct dra *d) {
+        pthread_mutex_lock(&d->lock);
+        int e = dra_journal_scan(d->journal_fd, on_record, d);
+        if (e < 0)
+                dra_log(d, DRA_LOG_ERROR, "cannot read the journal", "dir=%s error=\"%s\"", d->journal_dir,
+                        strerror(-e));
+        for (size_t i = 0; i < d->n_recs;) {
+                struct dra_record r = d->recs[i];
+                if (r.state == DRA_REC_PREPARED) {
+                        struct gs_error we = { 0 };
+                        if (write_files(d, &r, &we) < 0)
+                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
+                                        "claim=%s error=\"%s\"", r.uid, we.message);
+                        i++;
+                        continue;
+                }
+                /* preparing: kubelet never got an answer and prepares again; unpreparing: finish it */
+                dra_log(d, DRA_LOG_INFO,
+                        r.state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
+                                                     : "finishing an interrupted unprepare",
+                        "claim=%s", r.uid);
+                remove_files(d, &r);
+                if ((e = dra_record_remove(d->journal_fd, r.uid)) < 0) {
+                        dra_log(d, DRA_LOG_ERROR, "cannot remove a journal record", "claim=%s error=\"%s\"", r.uid,
+                                strerror(-e));
+                        i++;
+                        continue;
+                }
+                drop(d, r.uid); /* the last record moved to i: look at it next */
+        }
+        sweep(d);
+        d->held = held_now(d);
+        if (d->ops.set_held)
+                d->ops.set_held(d->ops.userdata, d->held);
+        pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra/slices — the node's ResourceSlices from its topology, and the name, version and quantity codecs
+ * of the DRA driver (slices.h). Pure: no I/O, no logging. Must never build a slice the API server
+ * would refuse (the limits of slices.h are checked here, and tests check the output against them).
+ */
+#include "dra/slices.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* ---- names ---- */
+
+bool dra_dns_label_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > DRA_MAX_LABEL || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+                        return false;
+        return true;
+}
+
+/* Kubernetes' IsDNS1123Subdomain: at most 253 characters, dot-separated labels of [a-z0-9-] that start
+ * and end with an alphanumeric (the label length is not limited there). */
+bool dra_dns_subdomain_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > DRA_MAX_POOL_NAME)
+                return false;
+        bool start = true;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (c == '.') {
+                        if (start || s[i - 1] == '-')
+                                return false;
+                        start = true;
+                        continue;
+                }
+                if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-'))
+                        return false;
+                if (start && c == '-')
+                        return false;
+                start = false;
+        }
+        return !start && s[n - 1] != '-';
+}
+
+static bool c_identifier(const char *s, size_t n) {
+        if (n == 0 || n > DRA_MAX_ID || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+                        return false;
+        return true;
+}
+
+bool dra_qualified_name_valid(const char *s) {
+        if (!s)
+                return false;
+        const char *slash = strchr(s, '/');
+        if (!slash)
+                return c_identifier(s, strlen(s));
+        char domain[DRA_MAX_DOMAIN + 1];
+        size_t dl = (size_t)(slash - s);
+        if (dl == 0 || dl > DRA_MAX_DOMAIN || strchr(slash + 1, '/'))
+                return false;
+        memcpy(domain, s, dl);
+        domain[dl] = '\0';
+        return dra_dns_subdomain_valid(domain) && c_identifier(slash + 1, strlen(slash + 1));
+}
+
+int dra_device_name(unsigned index, bool shared, char *buf, size_t len) {
+        int w = snprintf(buf, len, "gpu-%u%s", index, shared ? DRA_DEVICE_SHARED_SUFFIX : "");
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+int dra_device_parse(const char *name, unsigned *ret_index, bool *ret_shared) {
+        if (!name || !startswith(name, "gpu-"))
+                return -EINVAL;
+        const char *p = name + 4;
+        size_t digits = strspn(p, "0123456789");
+        if (digits == 0 || digits > 6 || (digits > 1 && p[0] == '0'))
+                return -EINVAL;
+        bool shared;
+        if (p[digits] == '\0')
+                shared = false;
+        else if (streq(p + digits, DRA_DEVICE_SHARED_SUFFIX))
+                shared = true;
+        else
+                return -EINVAL;
+        unsigned v = 0;
+        for (size_t i = 0; i < digits; i++)
+                v = v * 10 + (unsigned)(p[i] - '0');
+        *ret_index = v;
+        *ret_shared = shared;
+        return 0;
+}
+
+/* ---- versions ---- */
+
+static bool numeric_id(const char *s, size_t n) {
+        if (n == 0 || strspn(s, "0123456789") < n)
+                return false;
+        return n == 1 || s[0] != '0';
+}
+
+/* Dot-separated identifiers of [0-9A-Za-z-]; prerelease ones that are numeric have no leading zero. */
+static bool ids_valid(const char *s, size_t n, bool prerelease) {
+        size_t start = 0;
+        for (size_t i = 0; i <= n; i++) {
+                if (i < n && s[i] != '.') {
+                        if (!isalnum((unsigned char)s[i]) && s[i] != '-')
+                                return false;
+                        continue;
+                }
+                size_t l = i - start;
+                if (l == 0)
+                        return false;
+                if (prerelease && strspn(s + start, "0123456789") >= l && !numeric_id(s + start, l))
+                        return false;
+                start = i + 1;
+        }
+        return true;
+}
+
+bool dra_semver_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > DRA_MAX_ATTR_VALUE)
+                return false;
+        const char *p = s;
+        for (int part = 0; part < 3; part++) {
+                size_t d = strspn(p, "0123456789");
+                if (!numeric_id(p, d))
+                        return false;
+                p += d;
+                if (part < 2) {
+                        if (*p != '.')
+                                return false;
+                        p++;
+                }
+        }
+        if (*p == '-') {
+                const char *end = strchr(p, '+');
+                size_t l = end ? (size_t)(end - p - 1) : strlen(p + 1);
+                if (!ids_valid(p + 1, l, true))
+                        return false;
+                p += 1 + l;
+        }
+        if (*p == '+') {
+                if (!ids_valid(p + 1, strlen(p + 1), false))
+                        return false;
+                p += strlen(p);
+        }
+        return *p == '\0';
+}
+
+int dra_semver_from_driver(const char *v, char *buf, size_t len) {
+        unsigned long parts[3] = { 0, 0, 0 };
+        unsigned n = 0;
+        const char *p = v;
+        if (!v || !*v)
+                return -EINVAL;
+        for (;;) {
+                size_t d = strspn(p, "0123456789");
+                if (d == 0 || d > 9 || n >= 3)
+                        return -EINVAL;
+                unsigned long x = 0;
+                for (size_t i = 0; i < d; i++)
+                        x = x * 10 + (unsigned long)(p[i] - '0');
+                parts[n++] = x;
+                p += d;
+                if (*p == '\0')
+                        break;
+                if (*p != '.')
+                        return -EINVAL;
+                p++;
+        }
+        int w = snprintf(buf, len, "%lu.%lu.%lu", parts[0], parts[1], parts[2]);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+int dra_pci_bus_id(const char *nvml_bus_id, char *buf, size_t len) {
+        /* "00000000:3B:00.0" or "0000:3b:00.0": DOMAIN:BUS:DEVICE.FUNCTION, the domain's last 4 digits kept */
+        const char *c1 = nvml_bus_id ? strchr(nvml_bus_id, ':') : NULL;
+        if (!c1 || len < 13)
+                return -EINVAL;
+        size_t dl = (size_t)(c1 - nvml_bus_id);
+        if (dl < 4 || dl > 8 || strspn(nvml_bus_id, "0123456789abcdefABCDEF") != dl || strlen(c1) != 8)
+                return -EINVAL;
+        for (size_t i = 0; i < dl - 4; i++)
+                if (nvml_bus_id[i] != '0')
+                        return -EINVAL;
+        char out[13];
+        memcpy(out, nvml_bus_id + dl - 4, 4);
+        memcpy(out + 4, c1, 8);
+        out[12] = '\0';
+        /* ":BB:DD.F" */
+        static const char shape[] = ":xx:xx.x";
+        for (size_t i = 0; i < 8; i++) {
+                char c = out[4 + i];
+                if (shape[i] == 'x' ? !isxdigit((unsigned char)c) : c != shape[i])
+                        return -EINVAL;
+        }
+        for (size_t i = 0; i < 12; i++)
+                buf[i] = (char)tolower((unsigned char)out[i]);
+        buf[12] = '\0';
+        return 0;
+}
+
+/* ---- quantities ---- */
+
+#define Q_MAX ((unsigned __int128)INT64_MAX)
+
+static int quantity_suffix(const char *s, int *ret_base2, int *ret_exp10) {
+        static const struct {
+                const char *s;
+                int b2, e10;
+        } sfx[] = {
+                { "", 0, 0 },    { "Ki", 10, 0 }, { "Mi", 20, 0 }, { "Gi", 30, 0 }, { "Ti", 40, 0 }, { "Pi", 50, 0 },
+                { "Ei", 60, 0 }, { "n", 0, -9 },  { "u", 0, -6 },  { "m", 0, -3 },  { "k", 0, 3 },   { "M", 0, 6 },
+                { "G", 0, 9 },   { "T", 0, 12 },  { "P", 0, 15 },  { "E", 0, 18 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(sfx); i++)
+                if (streq(s, sfx[i].s)) {
+                        *ret_base2 = sfx[i].b2;
+                        *ret_exp10 = sfx[i].e10;
+                        return 0;
+                }
+        if (*s != 'e' && *s != 'E')
+                return -EINVAL;
+        const char *p = s + 1;
+        bool neg = *p == '-';
+        if (*p == '-' || *p == '+')
+                p++;
+        size_t d = strspn(p, "0123456789");
+        if (d == 0 || p[d] != '\0' || d > 3)
+                return -EINVAL;
+        int e = 0;
+        for (size_t i = 0; i < d; i++)
+                e = e * 10 + (p[i] - '0');
+        *ret_base2 = 0;
+        *ret_exp10 = neg ? -e : e;
+        return 0;
+}
+
+/* lint: long — the quantity grammar (sign, digits, fraction, three suffix kinds) and exact rounding in one pass. */
+int dra_quantity_parse(const char *s, uint64_t *ret) {
+        if (!s || !*s)
+                return -EINVAL;
+        const char *p = s;
+        bool negative = false;
+        if (*p == '+' || *p == '-')
+                negative = *p++ == '-';
+        unsigned __int128 mant = 0;
+        unsigned sig = 0, frac = 0;
+        bool any = false, dot = false;
+        for (; *p; p++) {
+                if (*p == '.') {
+                        if (dot)
+                                return -EINVAL;
+                        dot = true;
+                        continue;
+                }
+                if (!isdigit((unsigned char)*p))
+                        break;
+                any = true;
+                if (mant == 0 && *p == '0') {
+                        frac += dot;
+                        continue;
+                }
+                if (++sig > 36)
+                        return -ERANGE;
+                mant = mant * 10 + (unsigned)(*p - '0');
+                frac += dot;
+        }
+        int b2, e10;
+        if (!any || quantity_suffix(p, &b2, &e10) < 0)
+                return -EINVAL;
+        if (mant == 0) {
+                *ret = 0;
+                return 0;
+        }
+        if (negative)
+                return -ERANGE;
+        int exp10 = e10 - (int)frac;
+        unsigned __int128 den = 1;
+        /* value = mant * 2^b2 * 10^exp10, rounded up */
+        for (int i = 0; i < b2; i++) {
+                mant <<= 1;
+                if (mant > ((unsigned __int128)1 << 120))
+                        return -ERANGE;
+        }
+        for (; exp10 > 0; exp10--) {
+                mant *= 10;
+                if (mant > Q_MAX)
+                        return -ERANGE;
+        }
+        for (; exp10 < 0; exp10++) {
+                if (den > mant) { /* a positive amount below 1 rounds up to 1 */
+                        *ret = 1;
+                        return 0;
+                }
+                den *= 10;
+        }
+        unsigned __int128 v = (mant + den - 1) / den;
+        if (v > Q_MAX)
+                return -ERANGE;
+        *ret = (uint64_t)v;
+        return 0;
+}
+
+/* ---- topology groups ---- */
+
+static unsigned uf_find(int *parent, unsigned i) {
+        while ((unsigned)parent[i] != i)
+                i = (unsigned)(parent[i] = parent[parent[i]]);
+        return i;
+}
+
+static void groups(const struct topo *t, int out[TOPO_MAX_GPUS], bool (*joined)(struct topo_link l)) {
+        int parent[TOPO_MAX_GPUS];
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                parent[i] = (int)i;
+        for (unsigned a = 0; a < t->n_gpus; a++)
+                for (unsigned b = a + 1; b < t->n_gpus; b++)
+                        if (joined(topo_get_link(t, a, b))) {
+                                unsigned ra = uf_find(parent, a), rb = uf_find(parent, b);
+                                parent[MAX(ra, rb)] = (int)MIN(ra, rb);
+                        }
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                out[i] = i < t->n_gpus ? (int)uf_find(parent, i) : -1;
+}
+
+static bool nvlinked(struct topo_link l) {
+        return l.nvlinks > 0;
+}
+
+static bool same_switch(struct topo_link l) {
+        return l.pcie >= TOPO_LEVEL_PIX && l.pcie != TOPO_LEVEL_SELF;
+}
+
+void dra_nvlink_islands(const struct topo *t, int island[TOPO_MAX_GPUS]) {
+        groups(t, island, nvlinked);
+}
+
+void dra_pcie_switch_groups(const struct topo *t, int group[TOPO_MAX_GPUS]) {
+        groups(t, group, same_switch);
+}
+
+/* ---- attributes ---- */
+
+static const char *architecture(int major, int minor) {
+        switch (major) {
+                case 3: return "Kepler";
+                case 5: return "Maxwell";
+                case 6: return "Pascal";
+                case 7: return minor >= 5 ? "Turing" : "Volta";
+                case 8: return minor == 9 ? "Ada" : "Ampere";
+                case 9: return "Hopper";
+                case 10:
+                case 12: return "Blackwell";
+                default: return NULL;
+        }
+}
+
+static int set_attr(json_t *attrs, const char *name, const char *type, json_t *v) {
+        if (!v)
+                return -ENOMEM;
+        return json_object_set_new(attrs, name, json_pack("{s:o}", type, v)) < 0 ? -ENOMEM : 0;
+}
+
+static int attr_string(json_t *attrs, const char *name, const char *s) {
+        char v[DRA_MAX_ATTR_VALUE + 1];
+        if (!s || !*s)
+                return 0;
+        strscpy(v, s, sizeof v); /* the API refuses longer strings */
+        return set_attr(attrs, name, "string", json_string(v));
+}
+
+static int attr_int(json_t *attrs, const char *name, long long v) {
+        return set_attr(attrs, name, "int", json_integer(v));
+}
+
+static int attr_version(json_t *attrs, const char *name, const char *v) {
+        if (!dra_semver_valid(v))
+                return 0;
+        return set_attr(attrs, name, "version", json_string(v));
+}
+
+static json_t *quantity(uint64_t v) {
+        char s[32];
+        snprintf(s, sizeof s, "%" PRIu64, v);
+        return json_string(s);
+}
+
+/* lint: long — one attribute per line, in the order docs/dra.md lists them; each is optional. */
+static int gpu_attributes(const struct dra_slice_input *in, unsigned g, bool shared, const int *island, const int *sw,
+                          json_t *attrs) {
+        const struct topo_gpu *gpu = &in->t->gpu[g];
+        char v[80];
+        int r = attr_string(attrs, "type", shared ? "shared" : "gpu");
+        r = r ?: attr_string(attrs, "uuid", gpu->uuid);
+        r = r ?: attr_int(attrs, "index", gpu->index);
+        if (gpu->minor >= 0)
+                r = r ?: attr_int(attrs, "minor", gpu->minor);
+        r = r ?: attr_string(attrs, "productName", gpu->name);
+        r = r ?: attr_string(attrs, "brand", gpu->brand);
+        if (gpu->cc_major > 0) {
+                r = r ?: attr_string(attrs, "architecture", architecture(gpu->cc_major, gpu->cc_minor));
+                snprintf(v, sizeof v, "%d.%d.0", gpu->cc_major, gpu->cc_minor);
+                r = r ?: attr_version(attrs, "cudaComputeCapability", v);
+        }
+        if (dra_semver_from_driver(in->t->driver_version, v, sizeof v) == 0)
+                r = r ?: attr_version(attrs, "driverVersion", v);
+        if (in->t->cuda_version > 0) {
+                snprintf(v, sizeof v, "%d.%d.0", in->t->cuda_version / 1000, in->t->cuda_version % 1000 / 10);
+                r = r ?: attr_version(attrs, "cudaDriverVersion", v);
+        }
+        if (gpu->numa_node >= 0)
+                r = r ?: attr_int(attrs, "numaNode", gpu->numa_node);
+        r = r ?: attr_int(attrs, "nvlinkIsland", in->t->gpu[island[g]].index);
+        r = r ?: attr_int(attrs, "pcieSwitch", in->t->gpu[sw[g]].index);
+        if (in->pcie_root[g][0])
+                r = r ?: attr_string(attrs, DRA_PCIE_ROOT_ATTR, in->pcie_root[g]);
+        if (dra_pci_bus_id(gpu->bus_id, v, sizeof v) == 0)
+                r = r ?: attr_string(attrs, DRA_PCI_BUS_ID_ATTR, v);
+        return r;
+}
+
+/* A capacity with the request policy of a consumable share: default and minimum one step, steps of `step`. */
+static json_t *consumable(uint64_t total, uint64_t step) {
+        return json_pack("{s:o, s:{s:o, s:{s:o, s:o}}}", "value", quantity(total), "requestPolicy", "default",
+                         quantity(step), "validRange", "min", quantity(step), "step", quantity(step));
+}
+
+/* What a device takes from its GPU's counter set: all of it whole, one unit shared (any share then keeps
+ * the whole device out, and the whole device any share). The MIG follow-up adds its devices here. */
+static json_t *device_counters(const struct topo_gpu *gpu, bool shared) {
+        char set[32];
+        snprintf(set, sizeof set, "gpu-%d", gpu->index);
+        return json_pack("[{s:s, s:{s:{s:o}}}]", "counterSet", set, "counters", "memory", "value",
+                         quantity(shared ? 1 : gpu->memory_total));
+}
+
+static json_t *device_json(const struct dra_slice_input *in, unsigned g, bool shared, bool counters, const int *island,
+                           const int *sw) {
+        const struct topo_gpu *gpu = &in->t->gpu[g];
+        char name[DRA_MAX_LABEL + 1];
+        if (dra_device_name((unsigned)gpu->index, shared, name, sizeof name) < 0)
+                return NULL;
+        json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
+        if (!d || gpu_attributes(in, g, shared, island, sw, json_object_get(d, "attributes")) < 0)
+                goto fail;
+        json_t *cap = json_object_get(d, "capacity");
+        if (shared) {
+                if (json_object_set_new(d, "allowMultipleAllocations", json_true()) < 0 ||
+                    json_object_set_new(cap, "memory", consumable(gpu->memory_total, in->memory_unit)) < 0 ||
+                    json_object_set_new(cap, "cores", consumable(DRA_CORES_TOTAL, 1)) < 0)
+                        goto fail;
+        } else if (gpu->memory_total &&
+                   json_object_set_new(cap, "memory", json_pack("{s:o}", "value", quantity(gpu->memory_total))) < 0)
+                goto fail;
+        if (counters && json_object_set_new(d, "consumesCounters", device_counters(gpu, shared)) < 0)
+                goto fail;
+        if (json_object_size(json_object_get(d, "attributes")) + json_object_size(cap) > DRA_MAX_ATTRS_AND_CAPS)
+                goto fail;
+        return d;
+fail:
+        json_decref(d);
+        return NULL;
+}
+
+/* ---- slices ---- */
+
+static uint64_t fnv64(const char *a, const char *b) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        for (const char *s = a; *s; s++)
+                h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+        h = (h ^ '/') * UINT64_C(0x100000001b3);
+        for (const char *s = b; *s; s++)
+                h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+static void slice_name(const struct dra_slice_input *in, unsigned k, char *buf, size_t len) {
+        int w = snprintf(buf, len, "%s-%s-%u", in->node, in->driver, k);
+        if (w < 0 || (size_t)w >= len || !dra_dns_subdomain_valid(buf))
+                snprintf(buf, len, "gpuslice-dra-%016" PRIx64 "-%u", fnv64(in->node, in->driver), k);
+}
+
+static json_t *slice_json(const struct dra_slice_input *in, unsigned k, json_t *devices, json_t *counters) {
+        char name[DRA_MAX_POOL_NAME + 1];
+        slice_name(in, k, name, sizeof name);
+        json_t *spec =
+                json_pack("{s:s, s:s, s:{s:s, s:I, s:I}}", "driver", in->driver, "nodeName", in->node, "pool", "name",
+                          in->node, "generation", (json_int_t)in->generation, "resourceSliceCount", (json_int_t)0);
+        if (!spec || (devices && json_object_set_new(spec, "devices", devices) < 0) ||
+            (counters && json_object_set_new(spec, "sharedCounters", counters) < 0)) {
+                json_decref(spec);
+                return NULL;
+        }
+        return json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion", "resource.k8s.io/v1", "kind", "ResourceSlice",
+                         "metadata", "name", name, "spec", spec);
+}
+
+static int append(json_t *slices, json_t *slice) {
+        return slice && json_array_append_new(slices, slice) == 0 ? 0 : -ENOMEM;
+}
+
+/* lint: long — the pool in order: the device slices (chunked by the per-slice limit), then the counter slices,
+ * then every slice's resourceSliceCount; each step appends to one array freed whole on failure. */
+int dra_slices_build(const struct dra_slice_input *in, json_t **ret) {
+        if (!in || !in->t || !dra_dns_subdomain_valid(in->driver) || strlen(in->driver) > DRA_MAX_DOMAIN ||
+            !dra_dns_subdomain_valid(in->node) || (in->sharing && in->memory_unit == 0))
+                return -EINVAL;
+        int island[TOPO_MAX_GPUS], sw[TOPO_MAX_GPUS];
+        dra_nvlink_islands(in->t, island);
+        dra_pcie_switch_groups(in->t, sw);
+        bool counters = in->sharing;
+        unsigned per_slice = counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE;
+        json_t *slices = json_array(), *devices = NULL, *sets = NULL;
+        unsigned k = 0;
+        if (!slices)
+                return -ENOMEM;
+        for (int pass = 0; pass < (in->sharing ? 2 : 1); pass++)
+                for (unsigned g = 0; g < in->t->n_gpus; g++) {
+                        const struct topo_gpu *gpu = &in->t->gpu[g];
+                        bool shared = pass == 1;
+                        if (!in->offered[g] || !gpu->uuid[0] || gpu->index < 0 ||
+                            (shared && gpu->memory_total < 2 * in->memory_unit))
+                                continue;
+                        if (!devices && !(devices = json_array()))
+                                goto oom;
+                        if (json_array_append_new(devices, device_json(in, g, shared, counters, island, sw)) < 0)
+                                goto oom;
+                        if (json_array_size(devices) == per_slice) {
+                                if (append(slices, slice_json(in, k++, devices, NULL)) < 0) {
+                                        devices = NULL;
+                                        goto oom;
+                                }
+                                devices = NULL;
+                        }
+                }
+        if (devices) {
+                json_t *d = TAKE_PTR(devices);
+                if (append(slices, slice_json(in, k++, d, NULL)) < 0)
+                        goto oom;
+        }
+        for (unsigned g = 0; counters && g < in->t->n_gpus; g++) {
+                const struct topo_gpu *gpu = &in->t->gpu[g];
+                if (!in->offered[g] || !gpu->uuid[0] || gpu->index < 0)
+                        continue;
+                char set[32];
+                snprintf(set, sizeof set, "gpu-%d", gpu->index);
+                if (!sets && !(sets = json_array()))
+                        goto oom;
+                if (json_array_append_new(sets, json_pack("{s:s, s:{s:{s:o}}}", "name", set, "counters", "memory",
+                                                          "value", quantity(gpu->memory_total))) < 0)
+                        goto oom;
+                if (json_array_size(sets) == DRA_MAX_COUNTER_SETS_PER_SLICE) {
+                        json_t *s = TAKE_PTR(sets);
+                        if (append(slices, slice_json(in, k++, NULL, s)) < 0)
+                                goto oom;
+                }
+        }
+        if (sets) {
+                json_t *s = TAKE_PTR(sets);
+                if (append(slices, slice_json(in, k++, NULL, s)) < 0)
+                        goto oom;
+        }
+        if (k == 0 && append(slices, slice_json(in, k++, NULL, NULL)) < 0) /* an empty pool still says so */
+                goto oom;
+        size_t i;
+        json_t *s;
+        json_array_foreach(slices, i, s) {
+                json_t *pool = json_object_get(json_object_get(s, "spec"), "pool");
+                if (json_object_set_new(pool, "resourceSliceCount", json_integer(k)) < 0)
+                        goto oom;
+        }
+        *ret = slices;
+        return 0;
+oom:
+        json_decref(devices);
+        json_decref(sets);
+        json_decref(slices);
+        return -ENOMEM;
+}
+
+/* ---- versions of the API ---- */
+
+static json_t *map_devices(const json_t *slice, bool wrap) {
+        json_t *out = json_deep_copy(slice);
+        json_t *devices = out ? json_object_get(json_object_get(out, "spec"), "devices") : NULL;
+        size_t i;
+        json_t *d;
+        json_array_foreach(devices, i, d) {
+                if (wrap) {
+                        json_t *name = json_incref(json_object_get(d, "name"));
+                        json_object_del(d, "name");
+                        json_t *basic = json_deep_copy(d);
+                        json_object_clear(d);
+                        if (!basic || json_object_set_new(d, "name", name) < 0 ||
+                            json_object_set_new(d, "basic", basic) < 0)
+                                goto fail;
+                } else {
+                        json_t *basic = json_incref(json_object_get(d, "basic"));
+                        json_object_del(d, "basic");
+                        if (basic && json_object_update(d, basic) < 0) {
+                                json_decref(basic);
+                                goto fail;
+                        }
+                        json_decref(basic);
+                }
+        }
+        return out;
+fail:
+        json_decref(out);
+        return NULL;
+}
+
+json_t *dra_slice_for_version(const json_t *slice_v1, const char *version) {
+        if (!version || (!streq(version, "v1") && !streq(version, "v1beta2") && !streq(version, "v1beta1")))
+                return NULL;
+        json_t *out = map_devices(slice_v1, streq(version, "v1beta1"));
+        char av[64];
+        snprintf(av, sizeof av, "resource.k8s.io/%s", version);
+        if (out && json_object_set_new(out, "apiVersion", json_string(av)) < 0) {
+                json_decref(out);
+                return NULL;
+        }
+        return out;
+}
+
+json_t *dra_slice_to_v1(const json_t *slice) {
+        return map_devices(slice, false);
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dra/slices — the ResourceSlices of one node's pool, built from the topology (pure: no I/O, no
+ * logging, no global state), and the naming, version and quantity codecs the DRA driver shares.
+ *
+ * Devices (docs/dra.md, "What the driver publishes"):
+ *   gpu-<index>          a whole GPU: attributes for CEL selectors and matchAttribute (type "gpu", uuid,
+ *                        index, minor, productName, brand, architecture, cudaComputeCapability,
+ *                        driverVersion and cudaDriverVersion as semver versions, numaNode,
+ *                        nvlinkIsland, pcieSwitch, resource.kubernetes.io/pcieRoot and /pciBusID), capacity
+ *                        memory (bytes)
+ *   gpu-<index>-shared   the same GPU for fractions (type "shared"): allowMultipleAllocations, consumable
+ *                        capacities memory (step: the memory unit) and cores (percent, step 1), each with
+ *                        a request policy whose default is the smallest share (as the device plugin's
+ *                        fractional path grants a half a container did not ask for)
+ * With shared devices on, the pool also has a counter set per GPU ("gpu-<index>", counter memory): the
+ * whole device consumes all of it, the shared device one unit, so the scheduler never gives a GPU whole
+ * and in fractions at once (KEP-4815 partitionable devices). The counter sets travel in slices of their
+ * own (a slice holds devices or counters, never both), at most 8 per slice; a slice with devices that
+ * consume counters holds at most 64 devices, else 128.
+ *
+ * MIG (pending: comes with the MIG work): a MIG placement becomes one more device consuming its share of
+ * its parent's counter set (memory slices, compute slices as counters of "gpu-<index>"), which is why the
+ * counter set is per GPU and every device's consumption is built in one place (device_counters).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "topo/topo.h"
+#include "util/error.h"
+
+/* The Kubernetes limits the slices must meet (resource.k8s.io/v1 types.go and validation). */
+#define DRA_MAX_DEVICES_PER_SLICE 128
+#define DRA_MAX_DEVICES_WITH_COUNTERS 64
+#define DRA_MAX_COUNTER_SETS_PER_SLICE 8
+#define DRA_MAX_ATTRS_AND_CAPS 32
+#define DRA_MAX_ATTR_VALUE 64
+#define DRA_MAX_ID 32         /* the identifier of a qualified name */
+#define DRA_MAX_DOMAIN 63     /* the domain of a qualified name, and a driver name */
+#define DRA_MAX_POOL_NAME 253 /* also the longest object name (DNS subdomain) */
+#define DRA_MAX_LABEL 63      /* device names are DNS labels */
+
+#define DRA_PCIE_ROOT_ATTR "resource.kubernetes.io/pcieRoot"
+#define DRA_PCI_BUS_ID_ATTR "resource.kubernetes.io/pciBusID"
+#define DRA_DEVICE_SHARED_SUFFIX "-shared"
+#define DRA_CORES_TOTAL 100u
+
+/* What the slices are built from. */
+struct dra_slice_input {
+        const struct topo *t;
+        const char *driver; /* "gpu.gpuslice.io" */
+        const char *node;   /* the node name: also the pool's name */
+        bool sharing;       /* publish gpu-<i>-shared devices and the counter sets */
+        uint64_t memory_unit;
+        bool offered[TOPO_MAX_GPUS];       /* per topo position: false = not published (unhealthy, held) */
+        char pcie_root[TOPO_MAX_GPUS][32]; /* "pci0000:00", "" unknown (then not published) */
+        int64_t generation;                /* pool.generation written into every slice */
+};
+
+/*
+ * The pool's slices as resource.k8s.io/v1 ResourceSlice objects ({apiVersion, kind, metadata{name},
+ * spec}), names "<node>-<driver>-<k>" (a hash when that is not a valid name). *ret is a new JSON array.
+ * 0, -EINVAL (bad driver or node name), -ENOMEM.
+ */
+int dra_slices_build(const struct dra_slice_input *in, json_t **ret);
+
+/* The same slice in another served version: "v1" and "v1beta2" share one shape; "v1beta1" wraps a
+ * device's fields but its name in "basic". A new reference; NULL for an unknown version or no memory. */
+json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
+/* The reverse for what a server answers: a v1-shaped copy of a slice read in any served version. */
+json_t *dra_slice_to_v1(const json_t *slice);
+
+/* Device names: "gpu-<index>" (whole) and "gpu-<index>-shared". Parse: the NVML index and whether shared;
+ * 0 or -EINVAL for anything else (leading zeros, other suffixes, too long). */
+int dra_device_name(unsigned index, bool shared, char *buf, size_t len);
+int dra_device_parse(const char *name, unsigned *ret_index, bool *ret_shared);
+
+/* NVLink islands: island[i] = the lowest topo position of GPU i's NVLink-connected component (a GPU
+ * without NVLink is an island of its own). PCIe switch groups the same way over PIX links. */
+void dra_nvlink_islands(const struct topo *t, int island[TOPO_MAX_GPUS]);
+void dra_pcie_switch_groups(const struct topo *t, int group[TOPO_MAX_GPUS]);
+
+/* A driver version as semver: "535.104.05" → "535.104.5", "570.86" → "570.86.0". -EINVAL when not
+ * numeric dot-separated parts (1..3 of them). */
+int dra_semver_from_driver(const char *v, char *buf, size_t len);
+/* Whether s is a version the API accepts (semver.org 2.0.0, at most 64 characters). */
+bool dra_semver_valid(const char *s);
+
+/* The PCI bus ID as Kubernetes writes it ("0000:3b:00.0") from NVML's ("00000000:3B:00.0"). -EINVAL. */
+int dra_pci_bus_id(const char *nvml_bus_id, char *buf, size_t len);
+
+/* Names as the API validates them. */
+bool dra_dns_label_valid(const char *s);
+bool dra_dns_subdomain_valid(const char *s);
+bool dra_qualified_name_valid(const char *s); /* [domain/]C-identifier */
+
+/* A Kubernetes quantity ("80Gi", "1073741824", "1.5G", "100m", "1e3") as an integer, rounded up as
+ * Quantity.Value() does. Only non-negative values up to 2^63-1. 0 or -EINVAL / -ERANGE. */
+int dra_quantity_parse(const char *s, uint64_t *ret);

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ui — the extender's read-only operator page (docs/ui.md): GET /ui (one HTML page whose script and
+ * style sheet, /ui/app.js and /ui/app.css, are built into the binary from src/sched/ui/: no CDN,
+ * works air-gapped), and its JSON API, GET /api/v1/cluster and /api/v1/topology (view.h), on the
+ * extender's HTTP server, so behind the same TLS and client-certificate options as its verbs.
+ *
+ * Must never: change the model or the cluster (every route answers GET/HEAD only, 405 otherwise),
+ * serve anything it did not embed, or answer a malformed query with anything but 400 and the reason.
+ */
+#pragma once
+
+struct http_server;
+struct sched_server;
+
+/* Register the page's routes on h, serving s's model. Before h starts. 0 or http_server_handle's error. */
+int sched_ui_register(struct http_server *h, struct sched_server *s);

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Fuzz target for the DRA driver's journal record codec (src/dra/journal.c): no crash; a decoded record
+ * has a valid UID, known state, consistent device names and at most 32 devices, and encodes to a text that
+ * decodes to a record encoding to that same text. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra/journal.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        char *buf = malloc(size ? size : 1);
+        struct dra_record *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        if (!buf || !a || !b)
+                goto out;
+        memcpy(buf, data, size);
+        struct gs_error err = { 0 };
+        if (dra_record_decode(buf, size, a, &err) < 0) {
+                CHECK(err.message[0]);
+                goto out;
+        }
+        CHECK(dra_uid_valid(a->uid) && a->n <= DRA_RESULTS_MAX);
+        CHECK(a->state >= DRA_REC_PREPARING && a->state <= DRA_REC_UNPREPARING);
+        for (unsigned i = 0; i < a->n; i++) {
+                unsigned idx;
+                bool shared;
+                CHECK(dra_device_parse(a->dev[i].device, &idx, &shared) == 0 && idx == a->dev[i].index &&
+                      shared == a->dev[i].shared);
+        }
+        char *text = NULL;
+        CHECK(dra_record_encode(a, &text) == 0);
+        CHECK(dra_record_decode(text, strlen(text), b, &err) == 0);
+        char *again = NULL;
+        CHECK(dra_record_encode(b, &again) == 0 && strcmp(text, again) == 0);
+        free(again);
+        free(text);
+out:
+        free(buf);
+        free(a);
+        free(b);
+        return 0;
+}

@@ -1,0 +1,22 @@
+# The DRA driver (`gpuslice node --dra`, src/dra) against the kubelet DRA stand-in (kubelet_standin.DraKubelet,
+# real gRPC) and the API stand-in's resource.k8s.io (kube_standin.py, validating as kube-apiserver 1.36):
+# registration in v1 and v1beta1, ResourceSlices, prepare/unprepare, restarts, SIGKILLs at each step, health,
+# the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
+if(TARGET gpuslice_dra)
+  set(_dra_tests register slices slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors
+      prepare-restart prepare-kills health coexist inspect)
+  foreach(t ${_dra_tests})
+    add_test(NAME dra-${t}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
+    set_tests_properties(dra-${t} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
+  endforeach()
+  # The DeviceClasses and example claims of deploy/dra evaluated by a real CEL implementation
+  # (@bufbuild/cel, vendored in tests/integration/cel/vendor) on the slices of four simulated nodes.
+  add_test(NAME dra-cel
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra_cel.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
+  set_tests_properties(dra-cel PROPERTIES TIMEOUT 300 LABELS "integration;dra")
+endif()

@@ -1,0 +1,684 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The DRA driver (`gpuslice node --dra`, src/dra) against stand-ins of a kubelet and an API server
+(no kubelet or kube-apiserver new enough for DRA, >= 1.32, can be built here; docs/dra.md says what this
+does and does not prove):
+
+- the kubelet stand-in (kubelet_standin.DraKubelet, real gRPC on Debian's python3-grpcio) registers the
+  driver as kubelet 1.36 does, in v1 or in v1beta1, calls NodePrepareResources / NodeUnprepareResources
+  and subscribes to the health stream;
+- the API stand-in (kube_standin.py) validates every ResourceSlice as kube-apiserver 1.36 does (after
+  dropping the fields of disabled feature gates: dra_validation.py) and serves the claims a test writes
+  as the scheduler would have allocated them.
+
+The agent runs on the simulated node (sim/) with character device nodes made with mknod under a private
+--dev-root and a fake sysfs that gives every GPU a PCIe root complex; exit 77 when not root.
+"""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agent_fixture  # noqa: E402
+import dra_validation  # noqa: E402
+import kube_standin  # noqa: E402
+import kubelet_standin  # noqa: E402
+from agent_fixture import Skip, check  # noqa: E402
+
+NODE = "gpu-node"
+DRIVER = "gpu.gpuslice.io"
+GIB = 1 << 30
+HEALTHY, UNHEALTHY = 1, 2  # dra-health HealthStatus
+
+
+def topo_json(build, topology, env):
+    r = subprocess.run([os.path.join(build, "gpuslice"), "topo", "--json", "--topology", topology], env=env,
+                       capture_output=True, text=True, timeout=30, check=True)
+    return json.loads(r.stdout)
+
+
+def pcie_roots(t):
+    """Root complexes from the topology, independently of the C code: GPUs joined by PIX/PXB/PHB share
+    one (a host bridge); every group gets pci0000:<bus>."""
+    n = len(t["gpus"])
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+    for a in range(n):
+        for b in range(n):
+            if t["links"][a][b] in ("PIX", "PXB", "PHB") and find(a) != find(b):
+                parent[max(find(a), find(b))] = min(find(a), find(b))
+    roots, out = {}, []
+    for i in range(n):
+        roots.setdefault(find(i), "pci0000:%02x" % (0x10 * len(roots)))
+        out.append(roots[find(i)])
+    return out
+
+
+class DraEnv:
+    def __init__(self, args, stubs, services=("v1.DRAPlugin", "v1beta1.DRAPlugin")):
+        if os.geteuid() != 0:
+            raise Skip("mknod of the GPU device nodes needs root")
+        self.args = args
+        self.stubs = stubs = kubelet_standin.load_stubs(
+            args.build, names=("deviceplugin", "podresources") + kubelet_standin.DRA_STUBS)
+        self.tmp = tempfile.mkdtemp(prefix="gpuslice-dra-")
+        p = lambda *a: os.path.join(self.tmp, *a)  # noqa: E731
+        self.registry, self.plugins, self.state_dir = p("plugins_registry"), p("plugins"), p("state")
+        self.cdi, self.host, self.dp = p("cdi"), p("host"), p("device-plugins")
+        self.podres = p("podres.sock")
+        for d in (self.registry, self.plugins, self.dp, os.path.join(self.host, "dev")):
+            os.makedirs(d)
+        self.env = dict(os.environ)
+        self.env.update({"LD_LIBRARY_PATH": os.path.join(args.build, "sim"), "GPUSLICE_SIM_NODE": args.topology,
+                         "GPUSLICE_SIM_STATE": p("sim.state"), "NODE_NAME": NODE})
+        self.env.pop("KUBERNETES_SERVICE_HOST", None)
+        self.env.pop("GPUSLICE_CRASH_AT", None)
+        self.topo = topo_json(args.build, args.topology, self.env)
+        self.roots = pcie_roots(self.topo)
+        self._host_tree()
+        self.api = kube_standin.StandIn().start()
+        self.kubeconfig = self.api.kubeconfig(p("kubeconfig"))
+        self.api.store.put("nodes", {"apiVersion": "v1", "kind": "Node",
+                                     "metadata": {"name": NODE, "uid": str(uuid.uuid4()), "labels": {}},
+                                     "status": {"capacity": {"cpu": "64"}}})
+        self.dp_kubelet = kubelet_standin.Kubelet(stubs, self.dp, self.podres)
+        self.dp_kubelet.start()
+        self.kubelet = kubelet_standin.DraKubelet(stubs, self.registry, services=services)
+        self.agent, self.logs = None, []
+        self.interposer = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
+        self.sim("reset")
+
+    def _host_tree(self):
+        """/dev/nvidia<minor> and nvidiactl as character devices; /sys/bus/pci/devices/<bdf> links into
+        /sys/devices/pci<root>/... as Linux has them."""
+        dev = os.path.join(self.host, "dev")
+        for g in self.topo["gpus"]:
+            os.mknod(os.path.join(dev, "nvidia%d" % g["minor"]), 0o666 | stat.S_IFCHR, os.makedev(195, g["minor"]))
+        os.mknod(os.path.join(dev, "nvidiactl"), 0o666 | stat.S_IFCHR, os.makedev(195, 255))
+        bus = os.path.join(self.host, "sys", "bus", "pci", "devices")
+        os.makedirs(bus)
+        for g, root in zip(self.topo["gpus"], self.roots):
+            bdf = self.bdf(g)
+            target = os.path.join(self.host, "sys", "devices", root, "0000:00:01.0", bdf)
+            os.makedirs(target)
+            os.symlink(os.path.relpath(target, bus), os.path.join(bus, bdf))
+
+    @staticmethod
+    def bdf(g):
+        d, rest = g["bus_id"].split(":", 1)
+        return (d[-4:] + ":" + rest).lower()
+
+    def sim(self, *argv):
+        r = subprocess.run([os.path.join(self.args.build, "sim", "gpuslice-sim")] + list(argv), env=self.env,
+                           capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            raise AssertionError("gpuslice-sim %s failed: %s" % (" ".join(argv), r.stderr))
+
+    # ---- the agent ----
+
+    def start_agent(self, *extra, crash=None):
+        log = os.path.join(self.tmp, "agent-%d.log" % len(self.logs))
+        self.logs.append(log)
+        env = dict(self.env)
+        if crash:
+            env["GPUSLICE_CRASH_AT"] = crash
+        cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--dra", "--plugin-dir", self.dp, "--state-dir",
+               self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.host, "--kubeconfig",
+               self.kubeconfig, "--dra-registry-dir", self.registry, "--dra-plugin-dir", self.plugins,
+               "--dra-cdi-dir", self.cdi, "--interposer", self.interposer, "--health-quiet-period", "2s",
+               "--log-level", "debug", "--metrics-address="] + list(extra)
+        self.agent = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        return self.agent
+
+    kill_agent = agent_fixture.Env.kill_agent
+    status = agent_fixture.Env.status
+
+    def log(self):
+        with open(self.logs[-1]) as f:
+            return f.read()
+
+    # ---- the API's side ----
+
+    def slices(self):
+        with self.api.store.lock:
+            return [dict(o) for o in self.api.store.objs["resourceslices"].values()
+                    if o["spec"].get("nodeName") == NODE and o["spec"].get("driver") == DRIVER]
+
+    def devices(self):
+        return {d["name"]: d for s in self.slices() for d in s["spec"].get("devices") or []}
+
+    def wait_pool(self, pred, what, timeout=20):
+        """Until the pool is complete (every slice of one generation, as many as it says) and pred(devices)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.slices()
+            gens = {x["spec"]["pool"]["generation"] for x in s}
+            if s and len(gens) == 1 and all(x["spec"]["pool"]["resourceSliceCount"] == len(s) for x in s):
+                devs = {d["name"]: d for x in s for d in x["spec"].get("devices") or []}
+                if pred(devs):
+                    return gens.pop(), s
+            time.sleep(0.1)
+        raise AssertionError("timed out waiting for %s; slices: %s; rejected: %s" %
+                             (what, json.dumps(self.slices())[:3000], self.api.store.rejected[-3:]))
+
+    def wipe(self):
+        """What a starting kubelet does: delete the node's ResourceSlices."""
+        with self.api.store.lock:
+            for k in [k for k, o in self.api.store.objs["resourceslices"].items() if o["spec"].get("nodeName") == NODE]:
+                self.api.store.delete("resourceslices", k)
+
+    def claim(self, name, results, config=None, ns="default", allocated=True):
+        """A ResourceClaim as the scheduler leaves it; results: (request, device[, memory, cores])."""
+        uid = str(uuid.uuid4())
+        res = []
+        for r in results:
+            e = {"request": r[0], "driver": DRIVER, "pool": r[4] if len(r) > 4 else NODE, "device": r[1]}
+            if len(r) > 2:
+                e["shareID"] = str(uuid.uuid4())
+                e["consumedCapacity"] = {"memory": str(r[2]), "cores": str(r[3])}
+            res.append(e)
+        obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": name, "namespace": ns, "uid": uid},
+               "spec": {"devices": {"requests": [{"name": r[0], "exactly": {"deviceClassName": "gpu.gpuslice.io"}}
+                                                 for r in results]}}}
+        if allocated:
+            obj["status"] = {"allocation": {"devices": {"results": res, "config": config or []}}}
+        self.api.store.put("resourceclaims", obj)
+        return (ns, uid, name)
+
+    # ---- what is on disk ----
+
+    def cdi_specs(self):
+        return sorted(n for n in os.listdir(self.cdi)) if os.path.isdir(self.cdi) else []
+
+    def limits_dirs(self):
+        d = os.path.join(self.state_dir, "dra-containers")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def limits(self, claim_uid):
+        path = os.path.join(self.state_dir, "dra-containers", "dra-" + claim_uid, "limits")
+        out = {}
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if w and w[0] == "device":
+                    kv = dict(x.split("=", 1) for x in w[2:])
+                    out[kv["uuid"]] = (int(kv.get("memory", 0)), int(kv.get("core", 100)))
+                elif w and w[0] == "core-policy":
+                    out["policy"] = w[1]
+        return out
+
+    def close(self, failed):
+        try:
+            self.kill_agent()
+        finally:
+            self.kubelet.close()
+            self.dp_kubelet.close()
+            self.api.stop()
+            if failed:
+                agent_fixture.dump_logs(self.logs)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def up(e, *extra, crash=None):
+    """Agent started, registered, the pool published."""
+    e.start_agent(*extra, crash=crash)
+    info = e.kubelet.register()
+    e.wait_pool(lambda d: len(d) > 0, "the first pool")
+    return info
+
+
+def uuid_of(e, index):
+    return next(g["uuid"] for g in e.topo["gpus"] if g["index"] == index)
+
+
+def ok(answer, uid):
+    a = answer[uid]
+    check(not a.error, "claim %s failed: %s" % (uid, a.error))
+    return a
+
+
+# ---- registration ----
+
+def test_register(e):
+    info = up(e)
+    check(info.type == "DRAPlugin" and info.name == DRIVER, "PluginInfo %s" % info)
+    check(info.endpoint == os.path.join(e.plugins, DRIVER, "dra.sock"), "endpoint %s" % info.endpoint)
+    check(list(info.supported_versions)[:2] == ["v1.DRAPlugin", "v1beta1.DRAPlugin"],
+          "supported versions %s" % list(info.supported_versions))
+    check(e.kubelet.chosen == "v1.DRAPlugin", "a 1.36 kubelet chooses v1, chose %s" % e.kubelet.chosen)
+    c = e.claim("one", [("gpu", "gpu-1")])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check(len(a.devices) == 1 and a.devices[0].device_name == "gpu-1", "devices %s" % a.devices)
+    st = e.status()["dra"]
+    check(st["registered"] and st["driver"] == DRIVER and len(st["claims"]) == 1, "status %s" % st)
+    # an older kubelet speaks v1beta1 only: the same driver, the same answers
+    old = kubelet_standin.DraKubelet(e.stubs, e.registry, services=("v1beta1.DRAPlugin",))
+    try:
+        old.register()
+        check(old.chosen == "v1beta1.DRAPlugin", "chose %s" % old.chosen)
+        a2 = ok(old.prepare(c), c[1])
+        check(list(a2.devices[0].cdi_device_ids) == list(a.devices[0].cdi_device_ids), "v1beta1 answer differs")
+        check(old.unprepare(c) == {c[1]: ""}, "v1beta1 unprepare")
+    finally:
+        old.close()
+    # a kubelet that speaks neither refuses the plugin (and says why)
+    future = kubelet_standin.DraKubelet(e.stubs, e.registry, services=("v2.DRAPlugin",))
+    try:
+        future.register()
+        raise AssertionError("a kubelet without a common version registered the plugin")
+    except AssertionError as x:
+        check("none of" in str(x), "unexpected: %s" % x)
+    finally:
+        future.close()
+    e.kubelet.wait_for(lambda: "kubelet refused the registration" in e.log(), 10, "the refusal in the log")
+
+
+# ---- ResourceSlices ----
+
+def test_slices(e):
+    up(e)
+    gen, slices = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "whole and shared devices")
+    check(not e.api.store.rejected, "the stand-in refused slices: %s" % e.api.store.rejected)
+    for s in slices:
+        check(dra_validation.validate_slice(s) == [], "slice invalid: %s" % dra_validation.validate_slice(s))
+        check(s["spec"]["pool"]["name"] == NODE and s["spec"]["nodeName"] == NODE, "pool %s" % s["spec"])
+        owners = s["metadata"].get("ownerReferences") or []
+        check(owners and owners[0]["kind"] == "Node" and owners[0]["name"] == NODE, "owner %s" % owners)
+    counters = [c for s in slices for c in s["spec"].get("sharedCounters") or []]
+    check(len(counters) == len(e.topo["gpus"]), "one counter set per GPU: %s" % counters)
+    devs = e.devices()
+    for g, root in zip(e.topo["gpus"], e.roots):
+        whole, shared = devs["gpu-%d" % g["index"]], devs["gpu-%d-shared" % g["index"]]
+        a = whole["attributes"]
+        check(a["uuid"]["string"] == g["uuid"] and a["index"]["int"] == g["index"], "identity %s" % a)
+        check(a["resource.kubernetes.io/pcieRoot"]["string"] == root, "pcieRoot %s, sysfs says %s" %
+              (a["resource.kubernetes.io/pcieRoot"], root))
+        check(a["resource.kubernetes.io/pciBusID"]["string"] == e.bdf(g), "pciBusID %s" % a)
+        check(dra_validation.SEMVER.match(a["driverVersion"]["version"]), "driverVersion %s" % a["driverVersion"])
+        check(a["type"]["string"] == "gpu" and shared["attributes"]["type"]["string"] == "shared", "types")
+        check(dra_validation.quantity(whole["capacity"]["memory"]["value"]) == g["memory_total_bytes"], "memory")
+        check(len(a) + len(whole["capacity"]) <= 32, "too many attributes and capacities")
+        check(shared["allowMultipleAllocations"] is True and "requestPolicy" in shared["capacity"]["cores"],
+              "shared device %s" % shared)
+        set_w = whole["consumesCounters"][0]
+        set_s = shared["consumesCounters"][0]
+        check(set_w["counterSet"] == set_s["counterSet"] == "gpu-%d" % g["index"], "counter sets")
+        check(dra_validation.quantity(set_w["counters"]["memory"]["value"]) == g["memory_total_bytes"],
+              "the whole device consumes the whole counter")
+    # a GPU turns unhealthy: the pool's next generation lacks it (whole and shared)
+    e.sim("lose", "3")
+    gen2, _ = e.wait_pool(lambda d: "gpu-3" not in d and "gpu-3-shared" not in d and "gpu-2" in d, "gpu-3 withdrawn")
+    check(gen2 > gen, "generation %d after %d" % (gen2, gen))
+    e.sim("restore", "3")
+    gen3, _ = e.wait_pool(lambda d: "gpu-3" in d, "gpu-3 back", timeout=30)
+    check(gen3 > gen2, "generation %d after %d" % (gen3, gen2))
+    # a restarting kubelet wipes the node's slices: they come back
+    e.kubelet.restart(wipe=e.wipe)
+    gen4, _ = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "slices published again after a wipe")
+    check(gen4 > gen3, "generation %d after a wipe (was %d)" % (gen4, gen3))
+    # nothing changes: nothing is written (the stand-in's resourceVersion stays)
+    before = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()}
+    time.sleep(2)
+    after = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()}
+    check(before == after, "slices rewritten without a change: %s → %s" % (before, after))
+
+
+def test_slices_v1beta1(e):
+    """A 1.32 server serves v1beta1 only: the driver publishes there, devices wrapped in "basic"."""
+    e.api.store.resource_versions = ["v1beta1"]
+    e.api.store.gates = dict(dra_validation.GATES_1_34)
+    up(e)
+    posted = [p for p in e.api.store.requests if p[0] == "POST" and "resourceslices" in p[1]]
+    check(posted and all("/v1beta1/" in p[1] for p in posted), "wrote %s" % posted)
+    _, slices = e.wait_pool(lambda d: len(d) == len(e.topo["gpus"]), "whole GPUs only (no consumable capacity)")
+    check(all("shared" not in n for n in e.devices()), "shared devices published on a server without the gate")
+    check("does not keep shared devices" in e.log() or "refused" in e.log(), "no word of the withdrawn sharing")
+    c = e.claim("v1b1", [("gpu", "gpu-0")])
+    ok(e.kubelet.prepare(c), c[1])
+
+
+def test_slices_gates(e):
+    """A v1 server with 1.34's defaults (consumable capacity and partitionable devices off) drops the shared
+    devices' fields: the driver notices and publishes whole GPUs only, 128 to a slice."""
+    e.api.store.gates = dict(dra_validation.GATES_1_34)
+    up(e)
+    e.wait_pool(lambda d: len(d) == len(e.topo["gpus"]) and not any("shared" in n for n in d), "whole only")
+    check(all(not s["spec"].get("sharedCounters") for s in e.slices()), "counter slices left behind")
+    check(len(e.slices()) == 1, "one slice: %d" % len(e.slices()))
+
+
+# ---- prepare / unprepare ----
+
+def test_prepare_whole(e):
+    up(e)
+    c = e.claim("pair", [("gpus", "gpu-0"), ("gpus", "gpu-1")])
+    a = ok(e.kubelet.prepare(c), c[1])
+    names = [d.device_name for d in a.devices]
+    check(names == ["gpu-0", "gpu-1"] and all(d.pool_name == NODE for d in a.devices), "devices %s" % names)
+    ids = [i for d in a.devices for i in d.cdi_device_ids]
+    check(ids == ["%s/claim=%s-gpu-0" % (DRIVER, c[1]), "%s/claim=%s-gpu-1" % (DRIVER, c[1])], "CDI IDs %s" % ids)
+    specs = e.cdi_specs()
+    check(specs == ["%s-claim_%s.json" % (DRIVER, c[1])], "specs %s" % specs)
+    with open(os.path.join(e.cdi, specs[0])) as f:
+        spec = json.load(f)
+    check(spec["kind"] == DRIVER + "/claim", "kind %s" % spec["kind"])
+    nodes = {d["name"]: d["containerEdits"]["deviceNodes"][0]["path"] for d in spec["devices"]}
+    check(nodes == {c[1] + "-gpu-0": "/dev/nvidia0", c[1] + "-gpu-1": "/dev/nvidia1"}, "nodes %s" % nodes)
+    check(not e.limits_dirs(), "whole GPUs need no limits dir: %s" % e.limits_dirs())
+    # the same claim again: the same answer, nothing new on disk
+    a2 = ok(e.kubelet.prepare(c), c[1])
+    check([list(d.cdi_device_ids) for d in a2.devices] == [list(d.cdi_device_ids) for d in a.devices], "idempotent")
+    # another claim for a GPU already prepared: refused
+    other = e.claim("again", [("gpu", "gpu-1")])
+    err = e.kubelet.prepare(other)[other[1]].error
+    check("already prepared" in err, "double prepare answered %r" % err)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+    check(e.cdi_specs() == [], "spec left behind: %s" % e.cdi_specs())
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "a second unprepare is not an error")
+    ok(e.kubelet.prepare(other), other[1])
+
+
+def test_prepare_shared(e):
+    port = agent_fixture.free_port()
+    up(e, "--metrics-address", "127.0.0.1:%d" % port)
+    g0 = uuid_of(e, 0)
+    a = e.claim("a", [("share", "gpu-0-shared", 4 * GIB, 30)])
+    b = e.claim("b", [("share", "gpu-0-shared", 2 * GIB, 20)],
+                config=[{"source": "FromClaim", "requests": [],
+                         "opaque": {"driver": DRIVER, "parameters": {"apiVersion": "gpu.gpuslice.io/v1alpha1",
+                                                                    "kind": "GpuConfig", "corePolicy": "elastic"}}}])
+    ans = e.kubelet.prepare(a, b)
+    ok(ans, a[1])
+    ok(ans, b[1])
+    check(ans[a[1]].devices[0].share_id, "share ID not returned")
+    la, lb = e.limits(a[1]), e.limits(b[1])
+    check(la[g0] == (4 * GIB, 30) and la["policy"] == "hard", "claim a limits %s" % la)
+    check(lb[g0] == (2 * GIB, 20) and lb["policy"] == "elastic", "claim b limits %s" % lb)
+    with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, a[1]))) as f:
+        spec = json.load(f)
+    edits = spec["containerEdits"]
+    check("GPUSLICE_LIMITS=/run/gpuslice/limits" in edits["env"] and
+          "LD_PRELOAD=/run/gpuslice/lib/libcuda.so.1" in edits["env"], "env %s" % edits["env"])
+    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+    check(mounts["/run/gpuslice/limits"].endswith("dra-%s/limits" % a[1]) and
+          mounts["/run/gpuslice/lib/libcuda.so.1"] == e.interposer and "/etc/ld.so.preload" in mounts,
+          "mounts %s" % mounts)
+    # more than the GPU has: refused; the whole GPU while shares hold it: refused
+    big = e.claim("big", [("share", "gpu-0-shared", 1 * GIB, 60)])
+    check("exceed" in e.kubelet.prepare(big)[big[1]].error, "cores past 100 %% prepared")
+    whole = e.claim("whole", [("gpu", "gpu-0")])
+    check("already prepared" in e.kubelet.prepare(whole)[whole[1]].error, "whole GPU prepared beside shares")
+    text = agent_fixture.scrape(port, lambda t: "gpuslice_dra_prepared_claims 2" in t, "2 prepared claims")
+    check('gpuslice_dra_claim_errors_total{operation="prepare"} 2' in text, "errors not counted:\n%s" %
+          "\n".join(x for x in text.splitlines() if "gpuslice_dra" in x))
+    check("gpuslice_dra_prepare_seconds_count 4" in text and 'gpuslice_dra_slice_writes_total{outcome="created"}' in text,
+          "DRA families missing")
+    check(e.kubelet.unprepare(a, b) == {a[1]: "", b[1]: ""}, "unprepare")
+    check(e.limits_dirs() == [] and e.cdi_specs() == [], "left behind: %s %s" % (e.limits_dirs(), e.cdi_specs()))
+    ok(e.kubelet.prepare(whole), whole[1])
+    agent_fixture.scrape(port, lambda t: "gpuslice_dra_prepared_claims 1" in t and
+                         "gpuslice_dra_unprepare_seconds_count 2" in t, "1 prepared claim after the unprepare")
+
+
+def test_prepare_errors(e):
+    up(e)
+    foreign = e.claim("foreign", [("gpu", "gpu-0")])
+    with e.api.store.lock:
+        e.api.store.objs["resourceclaims"]["default/foreign"]["status"]["allocation"]["devices"]["results"][0][
+            "pool"] = "other-node"
+    checks = [
+        (foreign, "not this node's"),
+        (e.claim("nodev", [("gpu", "gpu-99")]), "not one of this node's"),
+        (e.claim("odd", [("gpu", "tpu-0")]), "not one of this node's"),
+        (e.claim("noshare", [("share", "gpu-1-shared")]), "no consumed memory and cores"),
+        (e.claim("pending", [("gpu", "gpu-1")], allocated=False), "not allocated"),
+        (e.claim("params", [("gpu", "gpu-1")], config=[{"source": "FromClaim", "opaque": {
+            "driver": DRIVER, "parameters": {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "GpuConfig",
+                                             "corePolicy": "turbo"}}}]), "corePolicy"),
+        (e.claim("params2", [("gpu", "gpu-1")], config=[{"source": "FromClass", "opaque": {
+            "driver": DRIVER, "parameters": {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "GpuConfig",
+                                             "sharing": {}}}}]), "unknown field"),
+    ]
+    stale = e.claim("stale", [("gpu", "gpu-1")])
+    checks.append(((stale[0], str(uuid.uuid4()), stale[2]), "kubelet asked for"))
+    checks.append((("default", str(uuid.uuid4()), "missing"), "cannot read claim"))
+    ans = e.kubelet.prepare(*[c for c, _ in checks])
+    for c, want in checks:
+        err = ans[c[1]].error
+        check(want in err, "claim %s: wanted %r in the error, got %r" % (c[2], want, err))
+    e.sim("lose", "2")
+    e.wait_pool(lambda d: "gpu-2" not in d, "gpu-2 withdrawn")
+    sick = e.claim("sick", [("gpu", "gpu-2")])
+    check("unhealthy" in e.kubelet.prepare(sick)[sick[1]].error, "an unhealthy GPU was prepared")
+    check(e.cdi_specs() == [] and e.limits_dirs() == [], "a failed prepare left files")
+    check(e.status()["dra"]["claims"] == [], "a failed prepare left a record")
+
+
+def test_prepare_restart(e):
+    up(e)
+    a = e.claim("a", [("share", "gpu-4-shared", 3 * GIB, 25)])
+    w = e.claim("w", [("gpu", "gpu-5")])
+    first = e.kubelet.prepare(a, w)
+    ok(first, a[1])
+    ok(first, w[1])
+    e.kill_agent(signal.SIGTERM)
+    e.start_agent()
+    e.kubelet.restart()
+    again = e.kubelet.prepare(a, w)
+    for c in (a, w):
+        check([list(d.cdi_device_ids) for d in again[c[1]].devices] ==
+              [list(d.cdi_device_ids) for d in first[c[1]].devices], "answer changed after a restart")
+    check(e.limits(a[1])[uuid_of(e, 4)] == (3 * GIB, 25), "limits after a restart")
+    # the held GPU is not offered twice: a new claim for gpu-5 is refused after the restart too
+    x = e.claim("x", [("gpu", "gpu-5")])
+    check("already prepared" in e.kubelet.prepare(x)[x[1]].error, "gpu-5 prepared twice after a restart")
+    # a spec removed behind the driver's back comes back at the next prepare
+    os.unlink(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, w[1])))
+    ok(e.kubelet.prepare(w), w[1])
+    check(os.path.exists(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, w[1]))), "spec not rewritten")
+    check(e.kubelet.unprepare(a, w) == {a[1]: "", w[1]: ""}, "unprepare after restart")
+    check(e.cdi_specs() == [] and e.limits_dirs() == [], "left behind")
+
+
+CRASH_POINTS = ["dra-prepare-journaled", "dra-prepare-limits", "dra-prepare-cdi", "dra-prepare-done",
+                "dra-unprepare-journaled", "dra-unprepare-cdi", "dra-unprepare-limits", "dra-unprepare-done"]
+
+
+def test_prepare_kills(e):
+    """20 SIGKILLs of the agent, at every step of prepare and of unprepare in turn (crash points): after
+    each, a restarted agent holds exactly the claims kubelet got an answer for once it retried, no CDI
+    spec or limits dir of any other claim is on disk, every limits file equals the claim's consumed
+    capacity, and no device is prepared twice."""
+    gpus = [x["index"] for x in e.topo["gpus"]]
+    held = {}  # uid -> (claim, gpu, shared, cores) of the claims prepared so far
+
+    def pick(i, shared, cores):
+        for k in range(len(gpus)):
+            gpu = gpus[(i + k) % len(gpus)]
+            on = [v for v in held.values() if v[1] == gpu]
+            if any(not v[2] for v in on) or (not shared and on) or sum(v[3] for v in on) + cores > 100:
+                continue
+            return gpu
+        raise AssertionError("no GPU left for claim %d" % i)
+
+    up(e)
+    kills = 0
+    for i in range(20):
+        point = CRASH_POINTS[i % len(CRASH_POINTS)]
+        unprep = "unprepare" in point and bool(held)
+        if "unprepare" in point and not held:
+            point = CRASH_POINTS[i % 4]
+        e.kill_agent(signal.SIGTERM)
+        e.start_agent(crash=point)
+        e.kubelet.restart()
+        if unprep:
+            victim = held[sorted(held)[0]][0]
+            call = lambda: e.kubelet.unprepare(victim)  # noqa: E731
+        else:
+            shared, cores = i % 2 == 0, 10 + i
+            gpu = pick(i, shared, cores)
+            dev = "gpu-%d-shared" % gpu if shared else "gpu-%d" % gpu
+            c = e.claim("k%d" % i, [("r", dev, (i % 3 + 1) * GIB, cores)] if shared else [("r", dev)])
+            call = lambda: e.kubelet.prepare(c)  # noqa: E731
+        try:
+            call()
+            answered = True
+        except Exception:  # noqa: B902 — the agent died in the call: kubelet sees UNAVAILABLE
+            answered = False
+        e.agent.wait(15)
+        check(not answered and e.agent.returncode == -signal.SIGKILL,
+              "the agent did not die at %s (answered %s, exit %s)" % (point, answered, e.agent.returncode))
+        kills += 1
+        e.start_agent()
+        e.kubelet.restart()
+        # kubelet calls again what it got no answer for
+        if unprep:
+            check(e.kubelet.unprepare(victim) == {victim[1]: ""}, "unprepare retried after %s" % point)
+            del held[victim[1]]
+        else:
+            ok(e.kubelet.prepare(c), c[1])
+            held[c[1]] = (c, gpu, shared, cores if shared else 0)
+        st = e.status()["dra"]["claims"]
+        check(sorted(x["uid"] for x in st) == sorted(held) and all(x["state"] == "prepared" for x in st),
+              "after %s the driver holds %s, kubelet was answered %s" % (point, st, sorted(held)))
+        want_specs = sorted("%s-claim_%s.json" % (DRIVER, u) for u in held)
+        check(e.cdi_specs() == want_specs, "after %s: specs %s, wanted %s" % (point, e.cdi_specs(), want_specs))
+        want_dirs = sorted("dra-" + u for u, v in held.items() if v[2])
+        check(e.limits_dirs() == want_dirs, "after %s: limits dirs %s, wanted %s" % (point, e.limits_dirs(), want_dirs))
+        whole, cores_on = [], {}
+        for x in st:
+            for d in x["devices"]:
+                if d["device"].endswith("-shared"):
+                    lim = e.limits(x["uid"])[d["uuid"]]
+                    check(lim == (d["memory"], d["cores"]), "limits %s != consumed %s" % (lim, d))
+                    cores_on[d["uuid"]] = cores_on.get(d["uuid"], 0) + d["cores"]
+                else:
+                    whole.append(d["uuid"])
+        check(len(whole) == len(set(whole)) and not set(whole) & set(cores_on), "a GPU prepared twice: %s" % st)
+        check(all(v <= 100 for v in cores_on.values()), "cores past 100 %%: %s" % cores_on)
+    check(kills == 20, "%d kills" % kills)
+    for uid, v in list(held.items()):
+        check(e.kubelet.unprepare(v[0]) == {uid: ""}, "final unprepare")
+    check(e.cdi_specs() == [] and e.limits_dirs() == [], "left behind at the end")
+
+
+# ---- health ----
+
+def test_health(e):
+    up(e)
+    e.kubelet.watch_health()
+    e.kubelet.wait_for(lambda: (e.kubelet.last_health() or {}).get("gpu-2", (0,))[0] == HEALTHY, 10, "gpu-2 healthy")
+    h = e.kubelet.last_health()
+    check(set(h) == {"gpu-%d" % g["index"] for g in e.topo["gpus"]} |
+          {"gpu-%d-shared" % g["index"] for g in e.topo["gpus"]}, "health lists %s" % sorted(h))
+    e.sim("xid", "2", "79")
+    e.kubelet.wait_for(lambda: e.kubelet.last_health()["gpu-2"][0] == UNHEALTHY, agent_fixture.REACT_S,
+                       "gpu-2 unhealthy on the stream")
+    check("79" in e.kubelet.last_health()["gpu-2"][1], "message %r" % (e.kubelet.last_health()["gpu-2"],))
+    check(e.kubelet.last_health()["gpu-1"][0] == HEALTHY, "another GPU's health changed")
+    # the v1 stream (kubelet 1.37+) says the same
+    k2 = kubelet_standin.DraKubelet(e.stubs, e.registry, health="v1")
+    try:
+        k2.register()
+        k2.watch_health()
+        k2.wait_for(lambda: (k2.last_health() or {}).get("gpu-2", (0,))[0] == UNHEALTHY, 10, "v1 stream")
+    finally:
+        k2.close()
+
+
+# ---- beside the device plugin ----
+
+def test_coexist(e):
+    """--dra --dra-device-plugin: one table, two drivers; a GPU one holds is never the other's."""
+    up(e, "--dra-device-plugin")
+    e.dp_kubelet.wait_for(lambda: len(e.dp_kubelet.registrations) >= 1, 10, "device plugin registered")
+    e.dp_kubelet.wait_for(lambda: len(e.dp_kubelet.law) > 0, 10, "ListAndWatch")
+    ids = [d.ID for d in e.dp_kubelet.law[-1][2].devices]
+    stub = e.dp_kubelet.plugin_stub()[0]
+    pb = e.stubs["deviceplugin_pb2"]
+    req = pb.AllocateRequest()
+    req.container_requests.add(devices_ids=[ids[0]])
+    stub.Allocate(req, timeout=5)
+    e.wait_pool(lambda d: "gpu-0" not in d and "gpu-1" in d, "gpu-0 (device plugin) withdrawn from the pool")
+    c = e.claim("dp", [("gpu", "gpu-0")])
+    check("device plugin" in e.kubelet.prepare(c)[c[1]].error, "DRA prepared a GPU the device plugin holds")
+    d = e.claim("dra", [("gpu", "gpu-1")])
+    ok(e.kubelet.prepare(d), d[1])
+    e.dp_kubelet.wait_for(lambda: dict((x.ID, x.health) for x in e.dp_kubelet.law[-1][2].devices).get(ids[1]) ==
+                          "Unhealthy", 10, "the DRA-held GPU listed Unhealthy to the device plugin's kubelet")
+    req = pb.AllocateRequest()
+    req.container_requests.add(devices_ids=[ids[1]])
+    e.dp_kubelet.plugin_stub()  # a fresh channel
+    try:
+        stub.Allocate(req, timeout=5)
+        raise AssertionError("the device plugin handed out a GPU a DRA claim holds")
+    except Exception as x:  # noqa: B902
+        check("INVALID_ARGUMENT" in str(x) or "held" in str(x), "unexpected %s" % x)
+    e.kubelet.unprepare(d)
+    e.dp_kubelet.wait_for(lambda: dict((x.ID, x.health) for x in e.dp_kubelet.law[-1][2].devices).get(ids[1]) ==
+                          "Healthy", 10, "released to the device plugin")
+
+
+def test_inspect(e):
+    """`gpuslice inspect` shows the claims of the driver beside the pods, on their GPUs."""
+    up(e)
+    w = e.claim("train", [("gpu", "gpu-2")], ns="ml")
+    sh = e.claim("notebook", [("share", "gpu-3-shared", 6 * GIB, 40)], ns="ml")
+    with e.api.store.lock:
+        o = e.api.store.objs["resourceclaims"]["ml/train"]
+        o["status"]["reservedFor"] = [{"resource": "pods", "name": "trainer-0", "uid": str(uuid.uuid4())}]
+    ans = e.kubelet.prepare(w, sh)
+    ok(ans, w[1])
+    ok(ans, sh[1])
+    e.kubelet.wait_for(lambda: (e.api.store.get("nodes", NODE) or {}).get("metadata", {}).get(
+        "annotations", {}).get("gpuslice.io/gpus"), 20, "the node annotation")
+
+    def inspect(*argv):
+        r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig] +
+                           list(argv), capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "inspect failed: %s" % r.stderr)
+        return r.stdout
+    j = json.loads(inspect("--json"))
+    gpus = j["nodes"][0]["gpus"]
+    check(gpus[2]["claims"] == [{"namespace": "ml", "name": "train", "request": "gpu", "whole": True, "memory_mib": 0,
+                                 "core_percent": 0, "reserved_for": "ml/trainer-0"}], "gpu 2: %s" % gpus[2]["claims"])
+    check(gpus[3]["claims"][0]["memory_mib"] == 6 * 1024 and gpus[3]["claims"][0]["core_percent"] == 40 and
+          not gpus[3]["claims"][0]["whole"], "gpu 3: %s" % gpus[3]["claims"])
+    check(all(g["claims"] == [] for i, g in enumerate(gpus) if i not in (2, 3)), "claims elsewhere")
+    table = inspect()
+    row = [x for x in table.splitlines() if x.split()[:1] == ["2"] or " 2    " in x[24:30]][0]
+    check("claim ml/train" in row and "(+1 DRA claim)" in row, "table row %r" % row)
+    d = inspect("-d")
+    check("claim ml/notebook  memory 6144 MiB  core 40%  [dra: share]" in d and
+          "claim ml/train  whole GPU  [dra: gpu, pods ml/trainer-0]" in d, d)
+
+
+TESTS = {
+    "register": test_register,
+    "slices": test_slices,
+    "slices-v1beta1": test_slices_v1beta1,
+    "slices-gates": test_slices_gates,
+    "prepare-whole": test_prepare_whole,
+    "prepare-shared": test_prepare_shared,
+    "prepare-errors": test_prepare_errors,
+    "prepare-restart": test_prepare_restart,
+    "prepare-kills": test_prepare_kills,
+    "health": test_health,
+    "coexist": test_coexist,
+    "inspect": test_inspect,
+}
+
+if __name__ == "__main__":
+    agent_fixture.run_main(TESTS, make_env=lambda a, s: DraEnv(a, s), label="dra-", timeout_s=240)

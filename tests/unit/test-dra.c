@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test-dra — the DRA driver's pure parts and its engine without servers (src/dra): names, versions,
+ * quantities, the slices of reference topologies against the API's limits, the claim, parameter and
+ * journal decoders with malformed input, and prepare/unprepare/recovery in a private directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dra/claim.h"
+#include "dra/dra-internal.h"
+#include "dra/journal.h"
+#include "dra/slices.h"
+#include "helpers.h"
+#include "interposer/limits.h"
+#include "topo/topo.h"
+#include "util/util.h"
+
+#define DRV "gpu.gpuslice.io"
+#define UID1 "4e2b1f8c-6a7d-4b0e-9f31-2c5d8e7a9b10"
+#define UID2 "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+
+/* ---- names, versions, quantities ---- */
+
+static void test_device_names(void **state) {
+        (void)state;
+        char buf[64];
+        unsigned idx;
+        bool shared;
+        assert_int_equal(dra_device_name(7, true, buf, sizeof buf), 0);
+        assert_string_equal(buf, "gpu-7-shared");
+        assert_int_equal(dra_device_parse("gpu-7-shared", &idx, &shared), 0);
+        assert_true(idx == 7 && shared);
+        assert_int_equal(dra_device_parse("gpu-0", &idx, &shared), 0);
+        assert_true(idx == 0 && !shared);
+        static const char *const bad[] = { "gpu-07",      "gpu--1", "gpu-", "gpu-1-sharedx", "gpu-1shared", "GPU-1",
+                                           "gpu-1234567", "mig-1",  "",     "gpu-1-" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                assert_int_equal(dra_device_parse(bad[i], &idx, &shared), -EINVAL);
+        assert_int_equal(dra_device_name(1, false, buf, 5), -ENAMETOOLONG);
+        assert_true(dra_dns_label_valid("gpu-0-shared"));
+        assert_false(dra_dns_label_valid("gpu_0") || dra_dns_label_valid("-a") || dra_dns_label_valid("A"));
+        assert_true(dra_dns_subdomain_valid("gpu.gpuslice.io") && dra_dns_subdomain_valid("node-1.example"));
+        assert_false(dra_dns_subdomain_valid("a..b") || dra_dns_subdomain_valid("a.-b") || dra_dns_subdomain_valid(""));
+        assert_true(dra_qualified_name_valid("productName") && dra_qualified_name_valid(DRA_PCIE_ROOT_ATTR));
+        assert_false(dra_qualified_name_valid("1abc") || dra_qualified_name_valid("/x") ||
+                     dra_qualified_name_valid("a.io/") || dra_qualified_name_valid("a/b/c") ||
+                     dra_qualified_name_valid("thisidentifieriswaytoolongforthek8sapi"));
+}
+
+static void test_versions(void **state) {
+        (void)state;
+        char v[64];
+        assert_int_equal(dra_semver_from_driver("535.104.05", v, sizeof v), 0);
+        assert_string_equal(v, "535.104.5");
+        assert_int_equal(dra_semver_from_driver("570.86", v, sizeof v), 0);
+        assert_string_equal(v, "570.86.0");
+        assert_int_equal(dra_semver_from_driver("550", v, sizeof v), 0);
+        assert_string_equal(v, "550.0.0");
+        static const char *const bad[] = { "", "535.", ".1", "1.2.3.4", "535.104.05-rc1", "abc", "1..2" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                assert_int_equal(dra_semver_from_driver(bad[i], v, sizeof v), -EINVAL);
+        static const char *const good[] = { "1.2.3", "0.0.0", "12.4.0-rc.1+build.5", "1.0.0-alpha-1" };
+        for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+                assert_true(dra_semver_valid(good[i]));
+        static const char *const nots[] = { "1.2", "01.2.3", "1.2.3-01", "1.2.3-", "1.2.3+", "v1.2.3", "1.2.3-a..b" };
+        for (size_t i = 0; i < sizeof nots / sizeof *nots; i++)
+                assert_false(dra_semver_valid(nots[i]));
+        assert_int_equal(dra_pci_bus_id("00000000:3B:00.0", v, sizeof v), 0);
+        assert_string_equal(v, "0000:3b:00.0");
+        assert_int_equal(dra_pci_bus_id("0001:1a:1f.7", v, sizeof v), 0);
+        assert_string_equal(v, "0001:1a:1f.7");
+        assert_int_equal(dra_pci_bus_id("00010000:3B:00.0", v, sizeof v), -EINVAL);
+        assert_int_equal(dra_pci_bus_id("3B:00.0", v, sizeof v), -EINVAL);
+        assert_int_equal(dra_pci_bus_id("0000:3G:00.0", v, sizeof v), -EINVAL);
+}
+
+static void test_quantities(void **state) {
+        (void)state;
+        static const struct {
+                const char *s;
+                uint64_t v;
+        } good[] = { { "80Gi", 85899345920ULL },
+                     { "1073741824", 1073741824ULL },
+                     { "1.5Gi", 1610612736ULL },
+                     { "100m", 1 },
+                     { "1500m", 2 },
+                     { "0", 0 },
+                     { "1e3", 1000 },
+                     { "1E-3", 1 },
+                     { "2k", 2000 },
+                     { "+5", 5 },
+                     { "0.5", 1 },
+                     { "1G", 1000000000ULL },
+                     { "9223372036854775807", INT64_MAX } };
+        for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+                uint64_t v = 7;
+                assert_int_equal(dra_quantity_parse(good[i].s, &v), 0);
+                assert_true(v == good[i].v);
+        }
+        static const char *const bad[] = { "", "Gi", "1.2.3", "1Gb", "abc", "1 Gi", "1e", "e3", "1e1234" };
+        uint64_t v;
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                assert_int_equal(dra_quantity_parse(bad[i], &v), -EINVAL);
+        assert_int_equal(dra_quantity_parse("-1", &v), -ERANGE);
+        assert_int_equal(dra_quantity_parse("9223372036854775808", &v), -ERANGE);
+        assert_int_equal(dra_quantity_parse("10Ei", &v), -ERANGE);
+}
+
+/* ---- slices ---- */
+
+static json_t *build(const char *topo, bool sharing, struct topo *t) {
+        test_load_topo(topo, t);
+        struct dra_slice_input in = {
+                .t = t, .driver = DRV, .node = "node-a", .sharing = sharing, .memory_unit = 256u << 20, .generation = 3
+        };
+        for (unsigned g = 0; g < t->n_gpus; g++)
+                in.offered[g] = true;
+        strscpy(in.pcie_root[0], "pci0000:00", sizeof in.pcie_root[0]);
+        json_t *s = NULL;
+        assert_int_equal(dra_slices_build(&in, &s), 0);
+        return s;
+}
+
+/* Every slice within the API's limits; the pool's devices and counters counted. */
+static void check_pool(json_t *slices, unsigned *ret_devices, unsigned *ret_sets) {
+        size_t i, k;
+        json_t *s, *d;
+        *ret_devices = *ret_sets = 0;
+        json_array_foreach(slices, i, s) {
+                json_t *spec = json_object_get(s, "spec");
+                json_t *devs = json_object_get(spec, "devices"), *sets = json_object_get(spec, "sharedCounters");
+                assert_false(devs && sets);
+                assert_true(dra_dns_subdomain_valid(
+                        json_string_value(json_object_get(json_object_get(s, "metadata"), "name"))));
+                assert_int_equal(
+                        json_integer_value(json_object_get(json_object_get(spec, "pool"), "resourceSliceCount")),
+                        json_array_size(slices));
+                assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "pool"), "generation")), 3);
+                bool counters = false;
+                json_array_foreach(devs, k, d) {
+                        counters |= json_object_get(d, "consumesCounters") != NULL;
+                        assert_true(dra_dns_label_valid(json_string_value(json_object_get(d, "name"))));
+                        assert_true(json_object_size(json_object_get(d, "attributes")) +
+                                            json_object_size(json_object_get(d, "capacity")) <=
+                                    DRA_MAX_ATTRS_AND_CAPS);
+                        const char *key;
+                        json_t *a;
+                        json_object_foreach(json_object_get(d, "attributes"), key, a) {
+                                assert_true(dra_qualified_name_valid(key));
+                                assert_int_equal(json_object_size(a), 1);
+                                const char *v = json_string_value(json_object_get(a, "version"));
+                                assert_true(!v || dra_semver_valid(v));
+                        }
+                }
+                assert_true(json_array_size(devs) <=
+                            (counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE));
+                assert_true(json_array_size(sets) <= DRA_MAX_COUNTER_SETS_PER_SLICE);
+                *ret_devices += (unsigned)json_array_size(devs);
+                *ret_sets += (unsigned)json_array_size(sets);
+        }
+}
+
+static void test_slices_reference(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        unsigned devs, sets;
+        json_t *s = build("dgx-a100-nvswitch.topo", true, t);
+        check_pool(s, &devs, &sets);
+        assert_int_equal(devs, 2 * t->n_gpus);
+        assert_int_equal(sets, t->n_gpus);
+        json_t *d0 = json_array_get(json_object_get(json_object_get(json_array_get(s, 0), "spec"), "devices"), 0);
+        json_t *a = json_object_get(d0, "attributes");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(a, "type"), "string")), "gpu");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(a, DRA_PCIE_ROOT_ATTR), "string")),
+                            "pci0000:00");
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "nvlinkIsland"), "int")), 0);
+        json_decref(s);
+        s = build("seed000-8gpu-pcie-2socket.topo", false, t);
+        check_pool(s, &devs, &sets);
+        assert_true(devs == t->n_gpus && sets == 0 && json_array_size(s) == 1);
+        json_decref(s);
+        free(t);
+}
+
+/* 64 GPUs with shared devices: 128 devices, two slices of 64, eight counter slices of eight sets. */
+static void test_slices_many(void **state) {
+        (void)state;
+        struct topo *t = calloc(1, sizeof *t);
+        topo_init(t);
+        t->n_gpus = TOPO_MAX_GPUS;
+        strscpy(t->driver_version, "550.54.15", sizeof t->driver_version);
+        struct dra_slice_input in = { .t = t, .driver = DRV, .node = "n", .sharing = true, .memory_unit = 1u << 30 };
+        for (unsigned g = 0; g < t->n_gpus; g++) {
+                t->gpu[g].index = (int)g;
+                snprintf(t->gpu[g].uuid, sizeof t->gpu[g].uuid, "GPU-%u", g);
+                t->gpu[g].memory_total = 80ULL << 30;
+                in.offered[g] = g != 5;
+        }
+        in.generation = 3;
+        json_t *s = NULL;
+        assert_int_equal(dra_slices_build(&in, &s), 0);
+        unsigned devs, sets;
+        check_pool(s, &devs, &sets);
+        assert_int_equal(devs, 2 * 63);
+        assert_int_equal(sets, 63);
+        assert_int_equal(json_array_size(s), 2 + 8);
+        json_decref(s);
+        in.node = "Not_A_Node";
+        assert_int_equal(dra_slices_build(&in, &s), -EINVAL);
+        in.node = "n";
+        in.driver = "a-driver-name-that-is-far-too-long-to-be-the-name-of-any-dra-driver.example.com";
+        assert_int_equal(dra_slices_build(&in, &s), -EINVAL);
+        free(t);
+}
+
+static void test_slice_versions(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        json_t *s = build("seed000-8gpu-pcie-2socket.topo", true, t);
+        json_t *v1 = json_array_get(s, 0);
+        json_t *b1 = dra_slice_for_version(v1, "v1beta1");
+        json_t *d = json_array_get(json_object_get(json_object_get(b1, "spec"), "devices"), 0);
+        assert_non_null(json_object_get(d, "basic"));
+        assert_null(json_object_get(d, "attributes"));
+        assert_string_equal(json_string_value(json_object_get(b1, "apiVersion")), "resource.k8s.io/v1beta1");
+        json_t *back = dra_slice_to_v1(b1);
+        json_object_set_new(back, "apiVersion", json_string("resource.k8s.io/v1"));
+        assert_true(json_equal(back, v1));
+        assert_null(dra_slice_for_version(v1, "v2"));
+        json_decref(back);
+        json_decref(b1);
+        json_decref(s);
+        free(t);
+}
+
+static void test_groups(void **state) {
+        (void)state;
+        struct topo *t = malloc(sizeof *t);
+        int island[TOPO_MAX_GPUS], sw[TOPO_MAX_GPUS];
+        test_load_topo("seed000-8gpu-pcie-2socket.topo", t);
+        dra_nvlink_islands(t, island);
+        dra_pcie_switch_groups(t, sw);
+        for (unsigned g = 0; g < 8; g++) {
+                assert_int_equal(island[g], (int)g);     /* no NVLink: an island each */
+                assert_int_equal(sw[g], (int)(g & ~1u)); /* PIX pairs */
+        }
+        test_load_topo("dgx1-v100-hybrid-cube-mesh.topo", t);
+        dra_nvlink_islands(t, island);
+        for (unsigned g = 0; g < 8; g++)
+                assert_int_equal(island[g], 0);
+        free(t);
+}
+
+/* ---- the claim and its parameters ---- */
+
+static const char *claim_text(const char *results, const char *config) {
+        static char buf[8192];
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":\"" UID1 "\"},"
+                 "\"status\":{\"allocation\":{\"devices\":{\"results\":[%s],\"config\":[%s]}}}}",
+                 results, config);
+        return buf;
+}
+
+#define PARAMS(p) "{\"apiVersion\":\"gpu.gpuslice.io/v1alpha1\",\"kind\":\"GpuConfig\"" p "}"
+
+static void test_claim_decode(void **state) {
+        (void)state;
+        struct dra_claim *c = malloc(sizeof *c);
+        struct gs_error err = { 0 };
+        const char *t = claim_text(
+                "{\"request\":\"gpus/fast\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0-shared\","
+                "\"shareID\":\"" UID2 "\",\"consumedCapacity\":{\"memory\":\"4Gi\",\"cores\":\"30\"}},"
+                "{\"request\":\"nic\",\"driver\":\"dra.net\",\"pool\":\"n\",\"device\":\"eth0\"},"
+                "{\"request\":\"other\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-1\"}",
+                "{\"source\":\"FromClaim\",\"requests\":[\"gpus\"],\"opaque\":{\"driver\":\"" DRV
+                "\",\"parameters\":" PARAMS(
+                        ",\"corePolicy\":\"elastic\"") "}},"
+                                                       "{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"" DRV
+                                                       "\",\"parameters\":" PARAMS(
+                                                               ",\"corePolicy\":\"hard\"") "}},"
+                                                                                           "{\"source\":\"FromClaim\","
+                                                                                           "\"opaque\":{\"driver\":"
+                                                                                           "\"dra.net\",\"parameters\":"
+                                                                                           "{\"x\":1}}}");
+        assert_int_equal(dra_claim_decode(t, strlen(t), DRV, c, &err), 0);
+        assert_true(c->allocated && c->n_results == 2);
+        assert_string_equal(c->results[0].device, "gpu-0-shared");
+        assert_true(c->results[0].has_memory && c->results[0].memory == 4ULL << 30 && c->results[0].cores == 30);
+        assert_string_equal(c->results[0].share_id, UID2);
+        /* the claim's config for "gpus" applies to "gpus/fast" after the class's */
+        assert_int_equal(c->results[0].params.core_policy, DRA_POLICY_ELASTIC);
+        assert_int_equal(c->results[1].params.core_policy, DRA_POLICY_HARD);
+        assert_false(c->results[1].has_memory);
+        free(c);
+}
+
+static void test_claim_malformed(void **state) {
+        (void)state;
+        struct dra_claim *c = malloc(sizeof *c);
+        struct {
+                const char *text, *want;
+        } cases[] = {
+                { "not json", "not JSON" },
+                { "[1]", "not a JSON object" },
+                { "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"}}", "metadata.uid" },
+                { "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"UPPER\"}}", "not a UID" },
+                { "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"a\"},\"status\":{\"allocation\":[]}}",
+                  "malformed" },
+                { NULL, NULL },
+        };
+        struct gs_error err = { 0 };
+        for (size_t i = 0; cases[i].text; i++) {
+                gs_error_clear(&err);
+                assert_int_equal(dra_claim_decode(cases[i].text, strlen(cases[i].text), DRV, c, &err), -EINVAL);
+                assert_non_null(strstr(err.message, cases[i].want));
+        }
+        static const char *const results[] = {
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\"}",            /* no device */
+                "{\"request\":\"r\",\"driver\":7,\"pool\":\"n\",\"device\":\"gpu-0\"}", /* driver type */
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\","
+                "\"consumedCapacity\":{\"memory\":\"lots\"}}",
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\",\"shareID\":\"X\"}",
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\",\"adminAccess\":1}",
+                "{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":"
+                "\"a-device-name-far-longer-than-a-dns-label-of-sixty-three-characters-can-be\"}",
+                "7",
+        };
+        for (size_t i = 0; i < sizeof results / sizeof *results; i++) {
+                const char *t = claim_text(results[i], "");
+                assert_int_equal(dra_claim_decode(t, strlen(t), DRV, c, &err), -EINVAL);
+                assert_true(strstr(err.message, "results[0]") != NULL);
+        }
+        const char *t = claim_text("{\"request\":\"r\",\"driver\":\"" DRV "\",\"pool\":\"n\",\"device\":\"gpu-0\"}",
+                                   "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"" DRV
+                                   "\",\"parameters\":{\"kind\":\"GpuConfig\"}}}");
+        assert_int_equal(dra_claim_decode(t, strlen(t), DRV, c, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "config[0]"));
+        char *many = malloc(64 * 100 + 256);
+        size_t at = (size_t)snprintf(many, 64 * 100 + 256,
+                                     "{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"uid\":\"a\"},"
+                                     "\"status\":{\"allocation\":{\"devices\":{\"results\":[");
+        for (int i = 0; i < 33; i++)
+                at += (size_t)snprintf(many + at, 64 * 100 + 256 - at, "%s{}", i ? "," : "");
+        snprintf(many + at, 64 * 100 + 256 - at, "]}}}}");
+        assert_int_equal(dra_claim_decode(many, strlen(many), DRV, c, &err), -E2BIG);
+        free(many);
+        free(c);
+}
+
+static void test_params(void **state) {
+        (void)state;
+        struct dra_params p;
+        struct gs_error err = { 0 };
+        const char *ok = PARAMS(",\"corePolicy\":\"hard\"");
+        assert_int_equal(dra_params_decode(ok, strlen(ok), &p, &err), 0);
+        assert_int_equal(p.core_policy, DRA_POLICY_HARD);
+        ok = PARAMS("");
+        assert_int_equal(dra_params_decode(ok, strlen(ok), &p, &err), 0);
+        assert_int_equal(p.core_policy, DRA_POLICY_NODE);
+        static const struct {
+                const char *text, *want;
+        } bad[] = {
+                { PARAMS(",\"corePolicy\":\"turbo\""), "corePolicy" },
+                { PARAMS(",\"corePolicy\":1"), "not a string" },
+                { PARAMS(",\"sharing\":{}"), "unknown field" },
+                { "{\"apiVersion\":\"gpu.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\"}", "expected" },
+                { "{\"kind\":\"GpuConfig\"}", "apiVersion" },
+                { "[]", "not a JSON object" },
+                { PARAMS(",\"corePolicy\":\"hard\",\"corePolicy\":\"elastic\""), "not JSON" },
+                { "{", "not JSON" },
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                assert_int_equal(dra_params_decode(bad[i].text, strlen(bad[i].text), &p, &err), -EINVAL);
+                assert_non_null(strstr(err.message, bad[i].want));
+        }
+        char *big = calloc(1, DRA_PARAMS_MAX + 2);
+        memset(big, ' ', DRA_PARAMS_MAX + 1);
+        assert_int_equal(dra_params_decode(big, DRA_PARAMS_MAX + 1, &p, &err), -E2BIG);
+        free(big);
+}
+
+/* ---- the journal ---- */
+
+static void test_record_codec(void **state) {
+        (void)state;
+        struct dra_record *r = calloc(1, sizeof *r), *back = calloc(1, sizeof *back);
+        strscpy(r->uid, UID1, sizeof r->uid);
+        strscpy(r->namespace_, "default", sizeof r->namespace_);
+        strscpy(r->name, "c", sizeof r->name);
+        r->state = DRA_REC_PREPARED;
+        r->elastic = true;
+        r->n = 2;
+        r->dev[0] = (struct dra_record_device){ .request = "a",
+                                                .device = "gpu-3-shared",
+                                                .uuid = "GPU-x",
+                                                .index = 3,
+                                                .shared = true,
+                                                .memory = 1ULL << 34,
+                                                .cores = 40 };
+        strscpy(r->dev[0].share_id, UID2, sizeof r->dev[0].share_id);
+        r->dev[1] = (struct dra_record_device){ .request = "b", .device = "gpu-4", .uuid = "GPU-y", .index = 4 };
+        strscpy(r->spec, "/var/run/cdi/x.json", sizeof r->spec);
+        strscpy(r->limits, "dra-" UID1, sizeof r->limits);
+        char *text = NULL;
+        struct gs_error err = { 0 };
+        assert_int_equal(dra_record_encode(r, &text), 0);
+        assert_int_equal(dra_record_decode(text, strlen(text), back, &err), 0);
+        char *again = NULL; /* the same fields again (padding of a compound literal is not compared) */
+        assert_int_equal(dra_record_encode(back, &again), 0);
+        assert_string_equal(text, again);
+        assert_true(back->n == 2 && back->dev[0].memory == 1ULL << 34 && back->dev[0].cores == 40 && back->elastic);
+        assert_string_equal(back->dev[1].device, "gpu-4");
+        free(again);
+        free(text);
+        static const char *const bad[] = {
+                "{}",
+                "{\"v\":2,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"done\",\"corePolicy\":\"hard\","
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[],\"spec\":\"relative\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"../etc\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":2,"
+                "\"shared\":false,\"memory\":0,\"cores\":0}],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":1,"
+                "\"shared\":false,\"memory\":0,\"cores\":101}],\"spec\":\"\",\"limits\":\"\"}",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                assert_int_equal(dra_record_decode(bad[i], strlen(bad[i]), back, &err), -EINVAL);
+        free(r);
+        free(back);
+}
+
+/* ---- the engine, in a private directory ---- */
+
+struct fixture {
+        char *dir;
+        struct topo t;
+        struct dra *d;
+        uint64_t held;
+        int takes;
+};
+
+static int take(void *userdata, uint64_t gpus, char *why, size_t len) {
+        struct fixture *f = userdata;
+        f->takes++;
+        if (gpus & (UINT64_C(1) << 7)) { /* the table's say: GPU 7 is the device plugin's */
+                snprintf(why, len, "GPU 7 is held by the device plugin");
+                return -EBUSY;
+        }
+        f->held |= gpus;
+        return 0;
+}
+
+static void set_held(void *userdata, uint64_t gpus) {
+        ((struct fixture *)userdata)->held = gpus;
+}
+
+static void open_driver(struct fixture *f) {
+        char p[4200];
+        struct dra_options o = { .node = "node-a",
+                                 .state_dir = f->dir,
+                                 .interposer = "/lib/x/libgpuslice-cuda.so",
+                                 .sharing = true,
+                                 .memory_unit = 256u << 20,
+                                 .limit_when_alone = true };
+        char limits[4200], cdi[4200], dev[4200];
+        snprintf(limits, sizeof limits, "%s/limits", f->dir);
+        snprintf(cdi, sizeof cdi, "%s/cdi", f->dir);
+        snprintf(dev, sizeof dev, "%s/host", f->dir);
+        o.limits_root = limits;
+        o.cdi_dir = cdi;
+        o.dev_root = dev;
+        snprintf(p, sizeof p, "%s/host/dev", f->dir);
+        mkdir(dev, 0755);
+        mkdir(p, 0755);
+        struct dra_table_ops ops = { .take = take, .set_held = set_held, .userdata = f };
+        struct gs_error err = { 0 };
+        assert_int_equal(dra_new(&o, &f->t, &ops, &f->d, &err), 0);
+}
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof *f);
+        f->dir = test_tmpdir_new("dra");
+        test_load_topo("seed000-8gpu-pcie-2socket.topo", &f->t);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/host", f->dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/host/dev", f->dir);
+        mkdir(p, 0755);
+        /* the device nodes as files; the engine takes what cdi_discover_nodes finds, so fake char devices
+         * need root: without it, GPUs have no node and the spec builder refuses (tested below) */
+        for (unsigned g = 0; g < f->t.n_gpus; g++) {
+                snprintf(p, sizeof p, "%s/host/dev/nvidia%d", f->dir, f->t.gpu[g].minor);
+                if (mknod(p, S_IFCHR | 0666, makedev(195, (unsigned)f->t.gpu[g].minor)) < 0)
+                        test_touch(p);
+        }
+        open_driver(f);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        dra_free(f->d);
+        test_tmpdir_free(f->dir);
+        free(f);
+        return 0;
+}
+
+static bool have_nodes(struct fixture *f) {
+        return f->d->disc.gpu[0].major != 0;
+}
+
+static struct dra_claim *claim(const char *uid, const char *device, uint64_t memory, uint64_t cores) {
+        struct dra_claim *c = calloc(1, sizeof *c);
+        strscpy(c->uid, uid, sizeof c->uid);
+        strscpy(c->namespace_, "default", sizeof c->namespace_);
+        strscpy(c->name, "c", sizeof c->name);
+        c->allocated = true;
+        c->n_results = 1;
+        strscpy(c->results[0].request, "r", sizeof c->results[0].request);
+        strscpy(c->results[0].pool, "node-a", sizeof c->results[0].pool);
+        strscpy(c->results[0].device, device, sizeof c->results[0].device);
+        c->results[0].has_memory = c->results[0].has_cores = memory > 0;
+        c->results[0].memory = memory;
+        c->results[0].cores = cores;
+        return c;
+}
+
+static void test_engine_prepare(void **state) {
+        struct fixture *f = *state;
+        if (!have_nodes(f))
+                skip();
+        struct dra_record r;
+        struct gs_error err = { 0 };
+        struct dra_claim *a = claim(UID1, "gpu-2-shared", 3ULL << 30, 25);
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), 0);
+        assert_true(f->held == UINT64_C(1) << 2);
+        char path[4300];
+        snprintf(path, sizeof path, "%s/limits/dra-" UID1 "/limits", f->dir);
+        char *text = test_read_file(path);
+        struct gs_limits l;
+        char e[128];
+        assert_int_equal(gs_limits_parse(text, strlen(text), &l, e, sizeof e), 0);
+        assert_true(l.n_devices == 1 && l.dev[0].memory_bytes == 3ULL << 30 && l.dev[0].core_percent == 25);
+        assert_string_equal(l.dev[0].uuid, f->t.gpu[2].uuid);
+        assert_int_equal(l.core_policy, GS_CORE_HARD);
+        free(text);
+        /* twice: the same record */
+        struct dra_record again;
+        assert_int_equal(dra_engine_prepare(f->d, a, &again, &err), 0);
+        assert_memory_equal(&r, &again, sizeof r);
+        /* another share fits; one that does not is refused; the whole GPU is refused */
+        struct dra_claim *b = claim(UID2, "gpu-2-shared", 1ULL << 30, 80);
+        assert_int_equal(dra_engine_prepare(f->d, b, &r, &err), -EBUSY);
+        assert_non_null(strstr(err.message, "exceed"));
+        struct dra_claim *w = claim(UID2, "gpu-2", 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, w, &r, &err), -EBUSY);
+        /* the table refuses GPU 7 */
+        struct dra_claim *x = claim(UID2, "gpu-7", 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EBUSY);
+        assert_non_null(strstr(err.message, "device plugin"));
+        /* another node's pool */
+        strscpy(x->results[0].pool, "node-b", sizeof x->results[0].pool);
+        assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EINVAL);
+        assert_int_equal(dra_engine_unprepare(f->d, UID1, &err), 0);
+        assert_true(f->held == 0);
+        assert_int_equal(test_count_entries(f->d->limits_root), 0);
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
+        assert_int_equal(dra_engine_unprepare(f->d, "NOT A UID", &err), -EINVAL);
+        /* a claim with nothing of this driver: prepared, nothing held or written */
+        a->n_results = 0;
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), 0);
+        assert_true(r.n == 0 && f->held == 0 && f->d->n_recs == 0);
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
+        free(a);
+        free(b);
+        free(w);
+        free(x);
+}
+
+/* A record left "preparing" by a crash (with its files) is rolled back at start; a "prepared" one keeps
+ * its GPU and has its files written again; a file no record names is removed. */
+static void test_engine_recover(void **state) {
+        struct fixture *f = *state;
+        if (!have_nodes(f))
+                skip();
+        struct dra_record r;
+        struct gs_error err = { 0 };
+        struct dra_claim *a = claim(UID1, "gpu-1", 0, 0), *b = claim(UID2, "gpu-4-shared", 1ULL << 30, 10);
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), 0);
+        assert_int_equal(dra_engine_prepare(f->d, b, &r, &err), 0);
+        r.state = DRA_REC_PREPARING; /* b as a crash mid-prepare leaves it */
+        assert_int_equal(dra_record_write(f->d->journal_fd, &r), 0);
+        char stray[4300];
+        snprintf(stray, sizeof stray, "%s/" DRV "-claim_99999999-0000-0000-0000-000000000000.json", f->d->cdi_dir);
+        test_touch(stray);
+        snprintf(stray, sizeof stray, "%s/dra-11111111-0000-0000-0000-000000000000", f->d->limits_root);
+        mkdir(stray, 0755);
+        dra_free(f->d);
+        f->held = ~UINT64_C(0);
+        open_driver(f);
+        assert_true(f->held == UINT64_C(1) << 1);
+        assert_int_equal(f->d->n_recs, 1);
+        assert_string_equal(f->d->recs[0].uid, UID1);
+        assert_int_equal(test_count_entries(f->d->limits_root), 0);
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 1);
+        free(a);
+        free(b);
+}
+
+/* Without device nodes nothing is prepared, and nothing is left. */
+static void test_engine_no_nodes(void **state) {
+        struct fixture *f = *state;
+        struct gs_error err = { 0 };
+        struct dra_record r;
+        memset(f->d->disc.gpu, 0, sizeof f->d->disc.gpu);
+        struct dra_claim *a = claim(UID1, "gpu-1", 0, 0);
+        assert_true(dra_engine_prepare(f->d, a, &r, &err) < 0);
+        assert_non_null(strstr(err.message, "device node"));
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
+        assert_int_equal(f->d->n_recs, 0);
+        assert_true(f->held == 0);
+        free(a);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_device_names),
+                cmocka_unit_test(test_versions),
+                cmocka_unit_test(test_quantities),
+                cmocka_unit_test(test_slices_reference),
+                cmocka_unit_test(test_slices_many),
+                cmocka_unit_test(test_slice_versions),
+                cmocka_unit_test(test_groups),
+                cmocka_unit_test(test_claim_decode),
+                cmocka_unit_test(test_claim_malformed),
+                cmocka_unit_test(test_params),
+                cmocka_unit_test(test_record_codec),
+                cmocka_unit_test_setup_teardown(test_engine_prepare, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_engine_recover, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_engine_no_nodes, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
