@@ -234,19 +234,32 @@ static void test_driver_found_through_loader_cache(void **state) {
         static char e_node[256], e_state[256], e_pre[256], e_lim[256];
         snprintf(e_node, sizeof e_node, "GPUSLICE_SIM_NODE=%s", NODE);
         snprintf(e_state, sizeof e_state, "GPUSLICE_SIM_STATE=%s", state_path);
-        snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", INTERPOSER);
+        /* preloaded in the workload only: unshare, sh and mount are not built with the sanitizers an
+         * ASan build's interposer needs */
+        snprintf(e_pre, sizeof e_pre, "GS_PRELOAD=%s", INTERPOSER);
         snprintf(e_lim, sizeof e_lim, "GPUSLICE_LIMITS=%s", limits_path);
         char *env[] = { e_node, e_state, e_pre, e_lim, NULL }; /* no LD_LIBRARY_PATH, no GPUSLICE_REAL_LIBCUDA */
-        const char *args[] = { "-m",          "--propagation",
-                               "private",     "/bin/sh",
-                               "-c",          "mount --bind \"$1\" /etc/ld.so.cache && shift && exec \"$@\"",
-                               "sh",          cache,
-                               WORKLOAD,      "init",
-                               "alloc",       "1G",
-                               "alloc!",      "1",
-                               "free",        "info",
-                               "expect-free", "1G",
-                               NULL };
+        const char *args[] = {
+                "-m",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-c",
+                "mount --bind \"$1\" /etc/ld.so.cache && shift && LD_PRELOAD=\"$GS_PRELOAD\" exec \"$@\"",
+                "sh",
+                cache,
+                WORKLOAD,
+                "init",
+                "alloc",
+                "1G",
+                "alloc!",
+                "1",
+                "free",
+                "info",
+                "expect-free",
+                "1G",
+                NULL
+        };
         capture_stderr = true;
         struct proc p = spawn_env(env, "/usr/bin/unshare", args);
         char out[2048];
