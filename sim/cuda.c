@@ -340,16 +340,6 @@ _public_ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
         return CUDA_SUCCESS;
 }
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
         CHECK_DEVICE_QUERY(uuid, dev);
         memset(uuid, 0, sizeof *uuid);
@@ -358,7 +348,7 @@ static CUresult uuid_of(CUuuid *uuid, CUdevice dev) {
                 s += 4;
         unsigned n = 0;
         for (; *s && n < 32; s++) {
-                int v = hexval(*s);
+                int v = hex_digit(*s);
                 if (v < 0)
                         continue; /* dashes */
                 uuid->bytes[n / 2] = (char)(uuid->bytes[n / 2] | (n % 2 ? v : v << 4));

@@ -14,16 +14,6 @@
 
 /* ---- query strings ---- */
 
-static int hex_digit(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* Percent-decode s[0..n) into out (cap bytes, NUL-terminated); '+' is a space. -EINVAL for a bad
  * escape, -E2BIG when it does not fit. */
 static int url_decode(const char *s, size_t n, char *out, size_t cap, size_t *ret_len) {
@@ -69,19 +59,6 @@ static bool only_chars(const char *s, size_t n, const char *extra) {
         return true;
 }
 
-static bool printable_utf8(const char *s, size_t n) {
-        for (size_t i = 0; i < n;) {
-                unsigned char c = (unsigned char)s[i];
-                if (c < 0x20 || c == 0x7f)
-                        return false;
-                size_t k = utf8_seq_len(s + i, n - i);
-                if (k == 0)
-                        return false;
-                i += k;
-        }
-        return true;
-}
-
 enum query_key {
         Q_NODE,
         Q_NAMESPACE,
@@ -112,7 +89,7 @@ static int query_value(struct sched_view_query *q, enum query_key k, const char 
                         memcpy(q->ns, v, n + 1);
                         return 0;
                 case Q_MODEL:
-                        if (n > SCHED_VIEW_MAX_MODEL || !printable_utf8(v, n))
+                        if (n > SCHED_VIEW_MAX_MODEL || !utf8_printable(v, n))
                                 return gs_error_set(err, -EINVAL,
                                                     "query parameter 'model': at most %d bytes of printable UTF-8",
                                                     SCHED_VIEW_MAX_MODEL);

@@ -77,15 +77,7 @@ static bool valid_str(const char *s, size_t size, bool required) {
         size_t n = strnlen(s, size);
         if (n == size || (required && n == 0))
                 return false;
-        for (size_t i = 0; i < n;) {
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-                size_t k = utf8_seq_len(s + i, n - i);
-                if (k == 0)
-                        return false;
-                i += k;
-        }
-        return true;
+        return utf8_printable(s, n);
 }
 
 int state_alloc_validate(const struct state_alloc *a) {

@@ -26,6 +26,29 @@ size_t utf8_seq_len(const char *str, size_t n) {
         return len;
 }
 
+bool utf8_printable(const char *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                unsigned char c = (unsigned char)s[i];
+                if (c < 0x20 || c == 0x7f)
+                        return false;
+                size_t k = utf8_seq_len(s + i, n - i);
+                if (k == 0)
+                        return false;
+                i += k;
+        }
+        return true;
+}
+
+int hex_digit(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
 int parse_uint(const char *s, unsigned max, unsigned *ret) {
         uint64_t v;
         int r = parse_u64(s, &v);

@@ -82,6 +82,10 @@ static inline bool startswith(const char *s, const char *prefix) {
  * overlong forms, surrogates and code points past U+10FFFF are not well-formed (as JSON, jansson
  * and the Prometheus text format want it). */
 size_t utf8_seq_len(const char *s, size_t n);
+/* s[0..n) is well-formed UTF-8 without control characters (below 0x20, 0x7f). */
+bool utf8_printable(const char *s, size_t n);
+/* The value of one hexadecimal digit, -1 when c is none. */
+int hex_digit(char c);
 
 /* Checked parsing: whole string, base 10, in range; 0 or -EINVAL / -ERANGE. */
 int parse_uint(const char *s, unsigned max, unsigned *ret);

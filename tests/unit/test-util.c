@@ -110,6 +110,29 @@ static void test_error_set_and_prefix(void **state) {
         assert_memory_equal(e.message, "p: aaa", 6);
 }
 
+static void test_utf8_printable(void **state) {
+        (void)state;
+        assert_true(utf8_printable("", 0));
+        assert_true(utf8_printable("gpu-a \xc3\xa9\xe2\x82\xac", 11)); /* é, € */
+        assert_false(utf8_printable("a\tb", 3));                       /* control */
+        assert_false(utf8_printable("a\x7f", 2));                      /* DEL */
+        assert_false(utf8_printable("\xc0\xaf", 2));                   /* overlong */
+        assert_false(utf8_printable("\xed\xa0\x80", 3));               /* surrogate */
+        assert_false(utf8_printable("\xe2\x82", 2));                   /* cut short */
+        assert_true(utf8_printable("ab\0cd", 2));                      /* only n bytes read */
+}
+
+static void test_hex_digit(void **state) {
+        (void)state;
+        assert_int_equal(hex_digit('0'), 0);
+        assert_int_equal(hex_digit('9'), 9);
+        assert_int_equal(hex_digit('a'), 10);
+        assert_int_equal(hex_digit('F'), 15);
+        assert_int_equal(hex_digit('g'), -1);
+        assert_int_equal(hex_digit('/'), -1);
+        assert_int_equal(hex_digit('\0'), -1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_timespec_after_ms),
@@ -118,6 +141,8 @@ int main(void) {
                 cmocka_unit_test(test_parse_size_exact_past_double_precision),
                 cmocka_unit_test(test_parse_size_malformed),
                 cmocka_unit_test(test_error_set_and_prefix),
+                cmocka_unit_test(test_utf8_printable),
+                cmocka_unit_test(test_hex_digit),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
