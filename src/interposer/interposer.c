@@ -102,6 +102,7 @@ struct gs_state g = {
 };
 struct gs_real real;
 __thread unsigned nested;
+__thread uint64_t gs_calls, gs_refused_call = UINT64_MAX;
 
 uint64_t gs_now_ns(void) {
         struct timespec ts;

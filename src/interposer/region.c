@@ -331,7 +331,6 @@ int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t
                                 if (gs_region_reclaim_dead(r) > 0)
                                         continue;
                         }
-                        __atomic_add_fetch(&d->oom_count, 1, __ATOMIC_RELAXED);
                         return -ENOMEM;
                 }
                 __atomic_add_fetch(mine, bytes, __ATOMIC_SEQ_CST);
@@ -339,6 +338,11 @@ int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t
                         return 0;
                 __atomic_sub_fetch(mine, bytes, __ATOMIC_SEQ_CST);
         }
+}
+
+void gs_region_count_refusal(struct gs_region *r, unsigned dev) {
+        if (dev < GS_MAX_DEVICES)
+                __atomic_add_fetch(&r->dev[dev].oom_count, 1, __ATOMIC_RELAXED);
 }
 
 void gs_region_force(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes) {

@@ -53,6 +53,9 @@ int gs_region_reserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t
  * to slot on dev without a limit check: the container may go over its limit, and further reservations are
  * refused until it is back under. Bumps admit_seq, so no concurrent reservation commits on a sum without it. */
 void gs_region_force(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes);
+/* Count one refusal on dev (gs_region_device.oom_count, read by the node agent's metrics): the caller's,
+ * once per call it refuses, whatever it retried first. */
+void gs_region_count_refusal(struct gs_region *r, unsigned dev);
 /* Give back bytes reserved earlier by the same slot. */
 void gs_region_unreserve(struct gs_region *r, unsigned slot, unsigned dev, uint64_t bytes);
 

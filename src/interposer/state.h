@@ -156,10 +156,15 @@ static inline void ensure_init(void) {
         }
 }
 
+/* The hooked calls this thread has entered (ENTER), and the one of them whose refusal was last counted:
+ * one call retries a charge that did not fit (after settling with the driver), and counts as one refusal. */
+extern __thread uint64_t gs_calls, gs_refused_call __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
 /* Entry check of every wrapper: initialise, and refuse when failed closed. */
 #define ENTER()                                         \
         do {                                            \
                 ensure_init();                          \
+                gs_calls++;                             \
                 if (UNLIKELY(g.mode == GS_MODE_FAILED)) \
                         return g.fail_code;             \
         } while (0)
@@ -203,8 +208,14 @@ static inline bool have_slot(void) {
 /* ---- accounting primitives (memory.c has the rest) ---- */
 
 static inline bool reserve(int li, uint64_t bytes) {
-        return have_slot() &&
-               gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0;
+        if (LIKELY(have_slot() &&
+                   gs_region_reserve(g.region, g.slot, (unsigned)li, g.limits.dev[li].memory_bytes, bytes) == 0))
+                return true;
+        if (gs_refused_call != gs_calls) { /* the region's refusal counter: once per call */
+                gs_refused_call = gs_calls;
+                gs_region_count_refusal(g.region, (unsigned)li);
+        }
+        return false;
 }
 
 static inline void refund(int li, uint64_t bytes) {

@@ -388,6 +388,15 @@ static void test_over_limit_single(void **state) {
         (void)state;
         const char *args[] = { "init", "alloc!", "1073741825", "alloc!", "2G", "info", "expect-free", "1G", NULL };
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
+        /* Each refused call counts once in the region (the agent's refusal metric), though the interposer
+         * retried the charge after settling with the driver. */
+        struct gs_region *r = NULL;
+        struct gs_limits l = { .version = 1, .n_devices = 1 };
+        snprintf(l.container, sizeof l.container, "test");
+        snprintf(l.region, sizeof l.region, "%s", region_path);
+        assert_int_equal(gs_region_open(&l, &r), 0);
+        assert_int_equal(r->dev[0].oom_count, 2);
+        gs_region_close(r);
 }
 
 static void test_fragmentation(void **state) {
