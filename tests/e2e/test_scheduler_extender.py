@@ -157,6 +157,8 @@ class Env(ExtenderEnv):
         self.c = cluster.Cluster().__enter__()
         c = self.c
         c.start_control_plane()
+        # kube-apiserver's bootstrap controller makes the default namespace a moment after /healthz is ok
+        c.wait("the default namespace", lambda: c._exists("/api/v1/namespaces/default"), timeout=60)
         if not c._exists("/api/v1/namespaces/default/serviceaccounts/default"):
             c.api("POST", "/api/v1/namespaces/default/serviceaccounts",
                   {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
