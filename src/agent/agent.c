@@ -23,6 +23,7 @@
 
 #include "agent/agent.h"
 #include "agent/assign.h"
+#include "agent/migdev.h"
 #include "agent/node-internal.h"
 #include "agent/publish.h"
 #include "agent/share.h"
@@ -65,6 +66,47 @@ static void endpoint_name(const char *resource, char *buf, size_t len) {
                         *c = '-';
 }
 
+/* Under `single` or `mixed`: the MIG devices into the table (children of their GPU) and the MIG
+ * resources into the plugin (migdev.h). A node that does not fit `single` says so here and in status. */
+static int setup_mig(struct node *n, const struct topo *t) {
+        if (n->cfg.mig_strategy == CONFIG_MIG_NONE)
+                return 0;
+        _cleanup_(freep) struct mig_node *m = malloc(sizeof *m);
+        struct nvml_error ne = { 0 };
+        if (!m)
+                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+        int r = nvml_mig_inventory(n->nvml, t, m, &ne);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the MIG devices", "func=%s nvml=\"%s\"", ne.func, ne.text);
+        r = devices_add_mig(n->devices, m);
+        if (r == -ENOSPC)
+                log_warn("more devices than the table holds: MIG devices left out", "max=%d", DEVICES_MAX);
+        r = migdev_setup(n->plugin, n->cfg.mig_strategy, n->mig_error, sizeof n->mig_error);
+        if (r < 0)
+                return log_error_errno(r, "too many MIG resources", "max=%d", PLUGIN_MIG_MAX);
+        if (n->mig_error[0])
+                log_error("the node does not fit the MIG strategy single: nvidia.com/gpu lists no device",
+                          "reason=\"%s\"", n->mig_error);
+        for (unsigned k = 0; k < plugin_mig_count(n->plugin); k++)
+                log_info("MIG resource", "resource=%s", plugin_mig_resource(n->plugin, k));
+        return 0;
+}
+
+/* An endpoint for a resource: its socket name and path in the plugin dir. */
+static int add_endpoint(struct node *n, enum plugin_kind kind, unsigned mig, const char *res) {
+        struct endpoint *ep = &n->ep[n->n_ep++];
+        ep->kind = kind;
+        ep->mig = mig;
+        ep->resource = res;
+        char name[sizeof ep->name];
+        endpoint_name(res, name, sizeof name);
+        strscpy(ep->name, name, sizeof ep->name);
+        if ((size_t)snprintf(ep->socket_path, sizeof ep->socket_path, "%s/%s", n->cfg.plugin_dir, name) >=
+            sizeof ep->socket_path)
+                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+        return 0;
+}
+
 /* NVML, the inventory and the plugin table. */
 static int setup_plugin(struct node *n) {
         struct nvml_error ne = { 0 };
@@ -86,6 +128,9 @@ static int setup_plugin(struct node *n) {
                 r = share_new(n->plugin, &n->share);
         if (r < 0)
                 return log_error_errno(r, "out of memory", "%s", "");
+        r = setup_mig(n, t);
+        if (r < 0)
+                return r;
         log_info("inventory", "gpus=%u devices=%u driver=%s", t->n_gpus, devices_count(n->devices), t->driver_version);
         for (unsigned i = 0; i < devices_count(n->devices); i++) {
                 struct device_health h;
@@ -97,21 +142,19 @@ static int setup_plugin(struct node *n) {
 
         cdi_refresh(n, &o);
         /* --dra alone: the table stays (health, the DRA driver's view of it), no device plugin is served */
-        for (unsigned k = 0; k < _PLUGIN_KIND_MAX && (!n->cfg.dra_enabled || n->cfg.dra_device_plugin); k++) {
+        bool serve = !n->cfg.dra_enabled || n->cfg.dra_device_plugin;
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX && serve; k++) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
-                if (!res[0])
+                /* under `single` the whole-GPU resource's name is the MIG resource's */
+                if (!res[0] || (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE))
                         continue;
-                struct endpoint *ep = &n->ep[n->n_ep++];
-                ep->kind = (enum plugin_kind)k;
-                ep->resource = res;
-                char name[sizeof ep->name];
-                endpoint_name(res, name, sizeof name);
-                strscpy(ep->name, name, sizeof ep->name);
-                if ((size_t)snprintf(ep->socket_path, sizeof ep->socket_path, "%s/%s", n->cfg.plugin_dir, name) >=
-                    sizeof ep->socket_path)
-                        return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+                if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
+                        return r;
         }
-        if (n->n_ep > 1) {
+        for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
+                if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
+                        return r;
+        if (o.core_resource[0] || o.memory_resource[0]) {
                 log_info("sharing GPUs", "core=%s memory=%s memory_unit=%" PRIu64 " policy=%s interposer=%s",
                          o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",
                          o.memory_unit, o.spread ? "spread" : "binpack", o.interposer);

@@ -50,6 +50,7 @@ int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, 
                 x->info.minor = g->minor;
                 x->info.numa = g->numa_node;
                 x->info.memory_total = g->memory_total;
+                x->info.mig_index = -1;
                 if (memory_unit > 0)
                         x->info.n_mem = (unsigned)MIN(g->memory_total / memory_unit, (uint64_t)max_units);
                 x->healthy = g->state == TOPO_GPU_OK;
@@ -105,12 +106,71 @@ void devices_unlock(struct devices *d) {
         pthread_mutex_unlock(&d->lock);
 }
 
+/* A MIG device is as healthy as its parent: the parent's fault (an Xid, lost) marks every child. */
+static int parent_of(const struct devices *d, unsigned i) {
+        int p = d->dev[i].info.parent;
+        return p >= 0 && (unsigned)p < d->n ? p : -1;
+}
+
 bool devices_healthy(const struct devices *d, unsigned i) {
-        return i < d->n && d->dev[i].healthy;
+        if (i >= d->n || !d->dev[i].healthy)
+                return false;
+        int p = parent_of(d, i);
+        return p < 0 || d->dev[p].healthy;
 }
 
 const char *devices_reason(const struct devices *d, unsigned i) {
-        return i < d->n ? d->dev[i].reason : "";
+        if (i >= d->n)
+                return "";
+        int p = parent_of(d, i);
+        return p >= 0 && !d->dev[p].healthy ? d->dev[p].reason : d->dev[i].reason;
+}
+
+/* ---- MIG devices (devices_add_mig) ---- */
+
+static void add_mig_device(struct devices *d, unsigned parent, const struct mig_device *m) {
+        const struct device_info *g = &d->dev[parent].info;
+        struct device *x = &d->dev[d->n++];
+        strscpy(x->info.id, m->uuid, sizeof x->info.id);
+        x->info.kind = DEVICE_MIG;
+        x->info.parent = (int)parent;
+        x->info.index = g->index;
+        x->info.minor = g->minor;
+        x->info.numa = g->numa;
+        x->info.memory_total = m->memory_total;
+        x->info.mig_index = (int)m->index;
+        x->info.gi = m->gi;
+        x->info.ci = m->ci;
+        strscpy(x->info.profile, m->profile, sizeof x->info.profile);
+        x->info.sms = m->sms;
+        x->healthy = true;
+}
+
+int devices_add_mig(struct devices *d, const struct mig_node *m) {
+        unsigned n_gpus = d->n, added = 0;
+        int r = 0;
+        for (unsigned i = 0; i < n_gpus; i++) {
+                if (d->dev[i].info.kind != DEVICE_GPU)
+                        continue;
+                /* the inventory position of this GPU: its MIG side is m->gpu[position] */
+                for (unsigned t = 0; t < d->topo.n_gpus && t < m->n_gpus; t++) {
+                        const struct mig_gpu *mg = &m->gpu[t];
+                        if (!streq(d->topo.gpu[t].uuid, d->dev[i].info.id) || mg->mode != 1)
+                                continue;
+                        d->dev[i].info.mig_mode = true;
+                        for (unsigned k = 0; k < mg->n_devices; k++) {
+                                if (!mg->dev[k].uuid[0])
+                                        continue; /* no ID to advertise */
+                                if (d->n >= DEVICES_MAX) {
+                                        r = -ENOSPC;
+                                        continue;
+                                }
+                                add_mig_device(d, i, &mg->dev[k]);
+                                added++;
+                        }
+                }
+        }
+        return r < 0 ? r : (int)added;
 }
 
 void devices_health(struct devices *d, unsigned i, struct device_health *ret) {

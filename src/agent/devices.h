@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 
 struct rpc_stream;
@@ -34,7 +35,7 @@ struct rpc_stream;
 
 enum device_kind {
         DEVICE_GPU = 0, /* a whole GPU (an NVML device) */
-        /* next: MIG instances (a parent GPU, their own memory and NVML handle) */
+        DEVICE_MIG,     /* a MIG device (a compute instance) of its parent GPU: devices_add_mig */
 };
 
 /* What a device is: fixed from devices_new on; read without the lock. */
@@ -47,6 +48,12 @@ struct device_info {
         int numa;              /* -1 unknown */
         uint64_t memory_total; /* bytes (NVML) */
         unsigned n_mem;        /* memory IDs the memory resource advertises: min(memory / unit, max) */
+        /* MIG (devices_add_mig): a GPU in MIG mode is served as its MIG devices, never whole */
+        bool mig_mode;                      /* DEVICE_GPU: MIG on, with its MIG devices in the table */
+        int mig_index;                      /* DEVICE_MIG: MIG index on its parent (-1 for a GPU) */
+        unsigned gi, ci;                    /* DEVICE_MIG: GPU and compute instance ids */
+        char profile[MIG_PROFILE_NAME_MAX]; /* DEVICE_MIG: "1g.10gb" */
+        unsigned sms;                       /* DEVICE_MIG: multiprocessors */
 };
 
 /* A device's health as one copy (devices_health). */
@@ -62,6 +69,12 @@ struct devices;
  * IDs per device. 0 or -ENOMEM. */
 int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, struct devices **ret);
 struct devices *devices_free(struct devices *d); /* NULL-safe; returns NULL */
+/* Add the MIG devices of every GPU of the table with MIG on in m (m->gpu[i] belongs to the inventory's
+ * gpu[i]) as DEVICE_MIG children of their GPU, which is marked mig_mode. Before the table is shared
+ * (no lock). Returns how many were added, or -ENOSPC when the table could not hold them all (those
+ * that fit are added). A child's health follows its parent's: devices_healthy is false while the
+ * parent is unhealthy, with the parent's reason. */
+int devices_add_mig(struct devices *d, const struct mig_node *m);
 
 /* ---- what the devices are (any thread, no lock) ---- */
 unsigned devices_count(const struct devices *d);

@@ -49,6 +49,8 @@ static void *health_thread(void *arg) {
                                 next_probe = MAX(recovery, monotonic_ms() + 1);
                         /* GPUs that came back (or could not be registered at start) get registered again. */
                         for (unsigned i = 0; ev && i < devices_count(h->devices); i++) {
+                                if (devices_info(h->devices, i)->parent >= 0)
+                                        continue; /* a MIG device: its GPU's events are its */
                                 unsigned idx = (unsigned)devices_info(h->devices, i)->index;
                                 struct device_health dh;
                                 devices_health(h->devices, i, &dh);
@@ -159,6 +161,8 @@ uint64_t health_probe(struct health *h) {
         for (unsigned i = 0; i < devices_count(h->devices); i++) {
                 struct nvml_error err = { 0 };
                 const struct device_info *g = devices_info(h->devices, i);
+                if (g->parent >= 0)
+                        continue; /* a MIG device is as healthy as its GPU (devices_healthy) */
                 int r = nvml_device_probe(h->nvml, (unsigned)g->index, &err);
                 /* the answer's time: after it came, so a quiet period never starts before the GPU
                  * answered normally (a fault may end while the probe runs) */

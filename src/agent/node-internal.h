@@ -54,7 +54,8 @@ struct dra;
 struct endpoint {
         struct node *node;
         enum plugin_kind kind;
-        const char *resource; /* plugin_resource(): fixed for the plugin's life */
+        unsigned mig;         /* PLUGIN_MIG: which MIG resource (plugin_mig_service) */
+        const char *resource; /* plugin_resource() / plugin_mig_resource(): fixed for the plugin's life */
         char name[352];       /* socket file name in the plugin dir */
         char socket_path[PATH_MAX];
         struct rpc_server *server;
@@ -78,7 +79,7 @@ struct node {
         struct plugin *plugin;   /* the resources' shared core (plugin.h) on it */
         struct share *share;     /* the fractional resources (share.h): book and journal, served with a profile */
         struct health health;
-        struct endpoint ep[_PLUGIN_KIND_MAX];
+        struct endpoint ep[_PLUGIN_KIND_MAX + PLUGIN_MIG_MAX];
         unsigned n_ep;
         char kubelet_target[PATH_MAX + 8];
         char kubelet_path[PATH_MAX];
@@ -108,6 +109,7 @@ struct node {
         struct publish *publish;          /* the Node object's labels (publish.c); NULL: node-local only */
         struct assign_names assign_names; /* the resource names the assignment watcher matches */
         struct dra *dra;                  /* the DRA driver (dra-link.c); NULL when off */
+        char mig_error[256];              /* why the node does not fit its MIG strategy ("" fits; agent.c) */
 
         struct {
                 node_change_fn fn;

@@ -36,6 +36,14 @@ struct plugin {
         /* Devices another driver on this node holds (the DRA driver's prepared claims; table indices):
          * counted as held whole and in fractions, so no kind hands them out (plugin_usage). */
         uint64_t held_elsewhere;
+        /* MIG resources (plugin_add_mig), fixed once serving */
+        struct {
+                char resource[320];
+                char profile[MIG_PROFILE_NAME_MAX]; /* "" every MIG device (single) */
+                bool nothing;                       /* lists no device (a node that does not fit) */
+                struct plugin_service svc;
+        } mig[PLUGIN_MIG_MAX];
+        unsigned n_mig;
         atomic_bool stopping;
 };
 
@@ -131,6 +139,57 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
         }
 }
 
+int plugin_add_mig(struct plugin *p, const char *resource, const char *profile, bool nothing) {
+        if (!resource || !resource[0] || strlen(resource) >= sizeof p->mig[0].resource)
+                return -EINVAL;
+        if (p->n_mig >= PLUGIN_MIG_MAX)
+                return -ENOSPC;
+        unsigned k = p->n_mig++;
+        strscpy(p->mig[k].resource, resource, sizeof p->mig[k].resource);
+        strscpy(p->mig[k].profile, profile ? profile : "", sizeof p->mig[k].profile);
+        p->mig[k].nothing = nothing;
+        p->mig[k].svc = (struct plugin_service){ .p = p, .kind = PLUGIN_MIG, .mig = k };
+        return (int)k;
+}
+
+unsigned plugin_mig_count(const struct plugin *p) {
+        return p->n_mig;
+}
+
+const char *plugin_mig_resource(const struct plugin *p, unsigned k) {
+        return k < p->n_mig ? p->mig[k].resource : "";
+}
+
+struct plugin_service *plugin_mig_service(struct plugin *p, unsigned k) {
+        return k < p->n_mig ? &p->mig[k].svc : NULL;
+}
+
+/* The MIG resource of that name, or -1. */
+static int mig_resource_index(const struct plugin *p, const char *resource) {
+        for (unsigned k = 0; k < p->n_mig; k++)
+                if (streq(p->mig[k].resource, resource))
+                        return (int)k;
+        return -1;
+}
+
+bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i) {
+        const struct device_info *d = devices_info(p->dev, i);
+        if (svc->kind != PLUGIN_MIG)
+                return d->kind == DEVICE_GPU && !d->mig_mode;
+        if (svc->mig >= p->n_mig || d->kind != DEVICE_MIG || p->mig[svc->mig].nothing)
+                return false;
+        return !p->mig[svc->mig].profile[0] || streq(p->mig[svc->mig].profile, d->profile);
+}
+
+const char *plugin_device_resource(const struct plugin *p, unsigned i) {
+        if (devices_info(p->dev, i)->kind == DEVICE_GPU)
+                return devices_info(p->dev, i)->mig_mode ? "" : p->opt.resource;
+        for (unsigned k = 0; k < p->n_mig; k++)
+                if (plugin_serves(p, &p->mig[k].svc, i))
+                        return p->mig[k].resource;
+        return "";
+}
+
 const struct plugin_options *plugin_options(const struct plugin *p) {
         return &p->opt;
 }
@@ -167,7 +226,7 @@ void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
         struct plugin_usage u = { 0 };
         for (size_t k = 0; k < p->state.n_allocs; k++) {
                 const struct state_alloc *a = &p->state.allocs[k];
-                if (streq(a->resource, p->opt.resource)) {
+                if (streq(a->resource, p->opt.resource) || mig_resource_index(p, a->resource) >= 0) {
                         int i = devices_find(p->dev, a->device_id);
                         if (i >= 0)
                                 u.whole |= UINT64_C(1) << i;
@@ -323,6 +382,14 @@ static V1beta1__Device *device_msg(struct arena *a, const char *id, bool healthy
 
 int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
                              uint64_t *ret_generation) {
+        return plugin_pack_devices_svc(p, plugin_service(p, kind), ret, ret_len, ret_generation);
+}
+
+/* lint: long — one ListAndWatch list of any service: whole GPUs, MIG devices, or fractional IDs, each listed with
+ * the health the other kinds' use gives it, all in one arena under one lock. */
+int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, uint8_t **ret, size_t *ret_len,
+                            uint64_t *ret_generation) {
+        enum plugin_kind kind = svc->kind;
         struct arena a = { 0 };
         V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
         struct plugin_usage u;
@@ -334,12 +401,23 @@ int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **
         plugin_usage(p, &u);
         size_t cap = 0;
         for (unsigned i = 0; i < n; i++)
-                cap += kind == PLUGIN_WHOLE ? 1 : kind == PLUGIN_CORE ? SHARE_CORE_IDS : devices_info(p->dev, i)->n_mem;
+                cap += kind == PLUGIN_WHOLE || kind == PLUGIN_MIG ? 1
+                       : kind == PLUGIN_CORE                      ? SHARE_CORE_IDS
+                                                                  : devices_info(p->dev, i)->n_mem;
         resp.devices = arena_alloc(&a, sizeof(void *) * (cap + 1));
         for (unsigned i = 0; resp.devices && i < n; i++) {
                 const struct device_info *d = devices_info(p->dev, i);
                 bool healthy = devices_healthy(p->dev, i);
                 uint64_t bit = UINT64_C(1) << i;
+                if (!plugin_serves(p, svc, i))
+                        continue;         /* another resource's (a MIG device, a GPU in MIG mode) */
+                if (kind == PLUGIN_MIG) { /* another driver's claim: listed Unhealthy, never handed out */
+                        V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(p->held_elsewhere & bit), d->numa);
+                        if (!dev)
+                                break;
+                        resp.devices[resp.n_devices++] = dev;
+                        continue;
+                }
                 /* Whole and fractional use of a GPU exclude each other: while one kind holds a
                  * GPU, the other kind's IDs of it are listed Unhealthy (docs/sharing.md). */
                 if (kind == PLUGIN_WHOLE) {
@@ -403,7 +481,7 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
                         credit -= PLUGIN_WATCH_MIN_MS;
                         uint8_t *buf = NULL;
                         size_t n = 0;
-                        if (plugin_pack_devices_kind(p, svc->kind, &buf, &n, &sent) < 0)
+                        if (plugin_pack_devices_svc(p, svc, &buf, &n, &sent) < 0)
                                 return rpc_error(st, RPC_INTERNAL, "out of memory");
                         int r = rpc_stream_send(s, buf, n);
                         free(buf);
@@ -499,14 +577,19 @@ enum rpc_code plugin_preferred_each(struct plugin *p, V1beta1__PreferredAllocati
 
 static const char *const control_nodes[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset" };
 
-/* "<dev-root>/dev/<name>" without doubled slashes: where the agent looks for a device node. */
-static int dev_root_path(const struct plugin *p, const char *name, char *buf, size_t len) {
+/* "<dev-root>/<dir>/<name>" without doubled slashes: where the agent sees a host file. */
+static int root_path(const struct plugin *p, const char *dir, const char *name, char *buf, size_t len) {
         const char *root = p->opt.dev_root[0] ? p->opt.dev_root : "/";
         size_t rl = strlen(root);
         while (rl > 0 && root[rl - 1] == '/')
                 rl--;
-        int n = snprintf(buf, len, "%.*s/dev/%s", (int)rl, root, name);
+        int n = snprintf(buf, len, "%.*s/%s/%s", (int)rl, root, dir, name);
         return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* "<dev-root>/dev/<name>": where the agent looks for a device node. */
+static int dev_root_path(const struct plugin *p, const char *name, char *buf, size_t len) {
+        return root_path(p, "dev", name, buf, len);
 }
 
 static bool dev_exists(const struct plugin *p, const char *name) {
@@ -529,10 +612,70 @@ static V1beta1__DeviceSpec *dev_spec(struct arena *a, const char *name) {
         return d->container_path && d->host_path ? d : NULL;
 }
 
-/* The device ID of device i as the answer names it: its UUID, or its NVML index. */
+/* The device ID of device i as the answer names it: its UUID, or its NVML index (a MIG device:
+ * <GPU index>:<MIG index>, as NVIDIA's tools name it). */
 static int answer_id(const struct plugin *p, unsigned i, const char *sep, char *buf, size_t len) {
         const struct device_info *d = devices_info(p->dev, i);
+        if (p->opt.ids_by_index && d->kind == DEVICE_MIG)
+                return snprintf(buf, len, "%s%d:%d", sep, d->index, d->mig_index);
         return p->opt.ids_by_index ? snprintf(buf, len, "%s%d", sep, d->index) : snprintf(buf, len, "%s%s", sep, d->id);
+}
+
+/* Add /dev/<name> to out->devices when it exists under the dev root (room was made for it). */
+static enum rpc_code add_node(struct plugin *p, struct arena *a, const char *name,
+                              V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
+        if (!dev_exists(p, name))
+                return RPC_OK;
+        for (size_t j = 0; j < out->n_devices; j++)
+                if (streq(out->devices[j]->container_path + 5, name))
+                        return RPC_OK; /* two MIG devices of one GPU: its node once */
+        if (!(out->devices[out->n_devices] = dev_spec(a, name)))
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        out->n_devices++;
+        return RPC_OK;
+}
+
+/* The two capability nodes of each MIG device in set (/dev/nvidia-caps/nvidia-cap<M>), their minors
+ * from the driver's mig-minors (<dev-root>/proc/driver/nvidia-caps/mig-minors). A MIG device whose
+ * capabilities are missing is refused: a container could not use it. */
+static enum rpc_code add_mig_caps(struct plugin *p, struct arena *a, uint64_t set,
+                                  V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
+        _cleanup_(freep) char *text = NULL;
+        size_t len = 0;
+        char path[4200];
+        bool read = false;
+        for (unsigned i = 0; i < devices_count(p->dev); i++) {
+                const struct device_info *d = devices_info(p->dev, i);
+                if (!(set & (UINT64_C(1) << i)) || d->kind != DEVICE_MIG)
+                        continue;
+                if (!read) {
+                        int r = root_path(p, "proc/driver/nvidia-caps", "mig-minors", path, sizeof path);
+                        if (r >= 0)
+                                r = read_file(path, MIG_MINORS_MAX, &text, &len);
+                        if (r < 0)
+                                return rpc_error(st, RPC_FAILED_PRECONDITION, "MIG device %s: cannot read %s: %s",
+                                                 d->id, path, strerror(-r));
+                        read = true;
+                }
+                unsigned gi_minor, ci_minor;
+                if (d->minor < 0 ||
+                    mig_minors_lookup(text, len, (unsigned)d->minor, d->gi, d->ci, &gi_minor, &ci_minor) < 0)
+                        return rpc_error(st, RPC_FAILED_PRECONDITION,
+                                         "MIG device %s: no capability gpu%d/gi%u/ci%u in %s", d->id, d->minor, d->gi,
+                                         d->ci, path);
+                char name[2][48];
+                snprintf(name[0], sizeof name[0], "nvidia-caps/nvidia-cap%u", gi_minor);
+                snprintf(name[1], sizeof name[1], "nvidia-caps/nvidia-cap%u", ci_minor);
+                for (unsigned k = 0; k < 2; k++) {
+                        if (!dev_exists(p, name[k]))
+                                return rpc_error(st, RPC_FAILED_PRECONDITION, "MIG device %s: /dev/%s is missing",
+                                                 d->id, name[k]);
+                        enum rpc_code c = add_node(p, a, name[k], out, st);
+                        if (c != RPC_OK)
+                                return c;
+                }
+        }
+        return RPC_OK;
 }
 
 /* lint: long — one Allocate answer's devices, environment and CDI names from one set, with every arena allocation
@@ -569,28 +712,25 @@ enum rpc_code plugin_fill_devices(struct plugin *p, struct arena *a, uint64_t se
                 e->value = list;
                 out->envs[out->n_envs++] = e;
 
-                out->devices = arena_alloc(a, sizeof(void *) * (n + ELEMENTSOF(control_nodes)));
+                /* a GPU's node each (a MIG device: its parent's), the control nodes, 2 caps per MIG device */
+                out->devices = arena_alloc(a, sizeof(void *) * (3 * n + ELEMENTSOF(control_nodes)));
                 if (!out->devices)
                         return rpc_error(st, RPC_INTERNAL, "out of memory");
-                for (unsigned i = 0; i < count; i++) {
+                enum rpc_code c = RPC_OK;
+                for (unsigned i = 0; c == RPC_OK && i < count; i++) {
                         char name[32];
                         int minor = devices_info(p->dev, i)->minor;
                         if (!(set & (UINT64_C(1) << i)) || minor < 0)
                                 continue;
                         snprintf(name, sizeof name, "nvidia%d", minor);
-                        if (!dev_exists(p, name))
-                                continue;
-                        if (!(out->devices[out->n_devices] = dev_spec(a, name)))
-                                return rpc_error(st, RPC_INTERNAL, "out of memory");
-                        out->n_devices++;
+                        c = add_node(p, a, name, out, st);
                 }
-                for (size_t j = 0; j < ELEMENTSOF(control_nodes); j++) {
-                        if (!dev_exists(p, control_nodes[j]))
-                                continue;
-                        if (!(out->devices[out->n_devices] = dev_spec(a, control_nodes[j])))
-                                return rpc_error(st, RPC_INTERNAL, "out of memory");
-                        out->n_devices++;
-                }
+                for (size_t j = 0; c == RPC_OK && j < ELEMENTSOF(control_nodes); j++)
+                        c = add_node(p, a, control_nodes[j], out, st);
+                if (c == RPC_OK)
+                        c = add_mig_caps(p, a, set, out, st);
+                if (c != RPC_OK)
+                        return c;
         }
         if (p->opt.list_cdi) {
                 out->cdi_devices = arena_alloc(a, sizeof(void *) * n);

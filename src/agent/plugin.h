@@ -36,7 +36,12 @@ enum plugin_kind {
         PLUGIN_CORE,      /* gpuslice.io/gpu-core: 100 IDs per GPU, 1 % each */
         PLUGIN_MEMORY,    /* gpuslice.io/gpu-memory: one ID per memory unit of a GPU */
         _PLUGIN_KIND_MAX,
+        /* A MIG resource (migdev.h): not one of the fixed kinds above, any number of them, each its
+         * service in plugin_mig_service (nvidia.com/mig-<profile>, or nvidia.com/gpu under `single`). */
+        PLUGIN_MIG = _PLUGIN_KIND_MAX,
 };
+
+#define PLUGIN_MIG_MAX MIG_MAX_PROFILES /* MIG resources: one per profile at most */
 
 struct plugin_options {
         char resource[320];        /* "nvidia.com/gpu" */
@@ -79,6 +84,7 @@ struct assign; /* assign.h: the scheduler's assignments (NULL: node-local only) 
 struct plugin_service {
         struct plugin *p;
         enum plugin_kind kind;
+        unsigned mig; /* PLUGIN_MIG: which MIG resource (plugin_mig_*) */
 };
 
 /* The services' core on table d (borrowed: it outlives the plugin). 0 or -ENOMEM. */
@@ -90,6 +96,20 @@ struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind);
 /* The resource name a kind speaks for ("" when the profile has none). Fixed for the plugin's life:
  * any thread. */
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
+
+/* ---- MIG resources (migdev.c decides them before serving; fixed for the plugin's life) ---- */
+/* A MIG resource serving the table's MIG devices of `profile` (NULL: every MIG device, the `single`
+ * strategy; `nothing`: it lists no device — a node that does not fit its strategy). Before serving.
+ * Its index, or -ENOSPC / -EINVAL. */
+int plugin_add_mig(struct plugin *p, const char *resource, const char *profile, bool nothing);
+unsigned plugin_mig_count(const struct plugin *p);
+const char *plugin_mig_resource(const struct plugin *p, unsigned k);
+struct plugin_service *plugin_mig_service(struct plugin *p, unsigned k);
+/* Whether service svc lists device i: whole GPUs not in MIG mode for the whole kind (and the
+ * fractional ones), the MIG devices of its profile for a MIG resource. Any thread. */
+bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i);
+/* The resource that hands device i out ("" none): the record's key for it. Any thread. */
+const char *plugin_device_resource(const struct plugin *p, unsigned i);
 
 /* The options (caller holds the lock: a reload replaces them). */
 const struct plugin_options *plugin_options(const struct plugin *p);
@@ -150,3 +170,6 @@ int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_serv
 int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
 int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
                              uint64_t *ret_generation);
+/* The same for one service (a MIG resource's included). */
+int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, uint8_t **ret, size_t *ret_len,
+                            uint64_t *ret_generation);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "agent/migdev.h"
 #include "agent/node-internal.h"
 #include "agent/share.h"
 #include "agent/whole.h"
@@ -125,7 +126,9 @@ static int serve(struct node *n, struct endpoint *ep) {
         int r = rpc_server_new(ep->socket_path, 0, &ep->server);
         if (r < 0)
                 return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
-        r = ep->kind == PLUGIN_WHOLE ? whole_serve(n->plugin, ep->server) : share_serve(n->share, ep->kind, ep->server);
+        r = ep->kind == PLUGIN_WHOLE ? whole_serve(n->plugin, ep->server)
+            : ep->kind == PLUGIN_MIG ? migdev_serve(n->plugin, ep->mig, ep->server)
+                                     : share_serve(n->share, ep->kind, ep->server);
         rpc_server_set_observer(ep->server, node_observe_rpc, n);
         if (r >= 0)
                 r = rpc_server_start(ep->server);

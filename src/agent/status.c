@@ -41,6 +41,9 @@ static json_t *status_json(struct node *n) {
         }
         pthread_mutex_unlock(&n->status_lock);
         json_object_set_new(root, "resources", res);
+        json_object_set_new(root, "mig_strategy", json_string(config_mig_strategy_name(n->cfg.mig_strategy)));
+        if (n->mig_error[0]) /* the node does not fit `single`: nothing is served */
+                json_object_set_new(root, "mig_error", json_string(n->mig_error));
 
         struct devices *dev = n->devices;
         devices_lock(dev);
@@ -60,16 +63,23 @@ static json_t *status_json(struct node *n) {
                 json_object_set_new(d, "minor", json_integer(g->minor));
                 json_object_set_new(d, "numa", json_integer(g->numa));
                 json_object_set_new(d, "health", json_string(healthy ? "Healthy" : "Unhealthy"));
+                if (g->kind == DEVICE_MIG) {
+                        json_object_set_new(d, "kind", json_string("mig"));
+                        json_object_set_new(d, "parent", json_string(devices_info(dev, (unsigned)g->parent)->id));
+                        json_object_set_new(d, "mig_index", json_integer(g->mig_index));
+                        json_object_set_new(d, "profile", json_string(g->profile));
+                } else if (g->mig_mode)
+                        json_object_set_new(d, "mig_mode", json_true());
                 if (!healthy)
                         json_object_set_new(d, "reason", json_string(devices_reason(dev, i)));
-                if (n->n_ep > 1) {
+                if (plugin_options(p)->core_resource[0] || plugin_options(p)->memory_resource[0]) {
                         json_object_set_new(d, "core_used", json_integer(use.core[i]));
                         json_object_set_new(
                                 d, "memory_used_bytes",
                                 json_integer((json_int_t)((uint64_t)use.mem[i] * plugin_options(p)->memory_unit)));
                         json_object_set_new(d, "memory_ids", json_integer(g->n_mem));
                 }
-                const struct state_alloc *a = state_find(plugin_record(p), plugin_resource(p, PLUGIN_WHOLE), g->id);
+                const struct state_alloc *a = state_find(plugin_record(p), plugin_device_resource(p, i), g->id);
                 if (a) {
                         json_t *h = json_object();
                         json_object_set_new(h, "namespace", json_string(a->pod_namespace));

@@ -26,12 +26,18 @@ static enum rpc_code ids_to_set(const struct plugin *p, char **ids, size_t n, bo
         const struct plugin_options *o = plugin_options(p);
         uint64_t set = 0;
         struct plugin_usage u;
+        const struct plugin_service whole_svc = { .kind = PLUGIN_WHOLE };
         plugin_usage(p, &u);
         for (size_t k = 0; k < n; k++) {
                 const char *id = ids[k] ? ids[k] : "";
                 int i = devices_find(d, id);
                 if (i < 0)
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: unknown device ID \"%.96s\"", what, id);
+                if (!plugin_serves(p, &whole_svc, (unsigned)i))
+                        return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                         "%s: device %s is not a whole GPU of this resource (a MIG device, or a GPU "
+                                         "in MIG mode)",
+                                         what, id);
                 if (set & (UINT64_C(1) << i))
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device ID %s given twice", what, id);
                 if (healthy && !devices_healthy(d, (unsigned)i))

@@ -45,6 +45,7 @@ struct opt_def {
 
 static const char *const profile_names[] = { "default", "gpuslice", "tencent", "aliyun" };
 static const char *const id_strategy_names[] = { "uuid", "index" };
+static const char *const mig_strategy_names[] = { "none", "single", "mixed" };
 static const char *const list_strategy_names[] = { "envvar", "cdi" };
 static const char *const policy_names[] = { "binpack", "spread" };
 static const char *const log_level_names[] = { "error", "warn", "info", "debug" };
@@ -71,6 +72,8 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           T_ENUM, FIELD(profile), NAMES(profile_names), 0, 0, "one of default, gpuslice, tencent, aliyun")             \
         X("resources.whole-gpu-name", "resource-name", "NAME", "whole-GPU resource name (empty: nvidia.com/gpu)",      \
           T_RESOURCE, FIELD(whole_gpu_resource), NO_NAMES, 0, 0, "a resource name like nvidia.com/gpu")                \
+        X("resources.mig-strategy", "mig-strategy", "STRATEGY", "MIG devices served: none, single or mixed", T_ENUM,   \
+          FIELD(mig_strategy), NAMES(mig_strategy_names), 0, 0, "one of none, single, mixed")                          \
         X("devices.id-strategy", "device-id-strategy", "STRATEGY", "NVIDIA_VISIBLE_DEVICES lists uuid or index",       \
           T_ENUM, FIELD(device_id_strategy), NAMES(id_strategy_names), 0, 0, "one of uuid, index")                     \
         X("devices.list-strategy", "device-list-strategy", "LIST",                                                     \
@@ -144,10 +147,12 @@ _Static_assert(ELEMENTSOF(profile_names) == _CONFIG_PROFILE_MAX, "profile names"
 _Static_assert(ELEMENTSOF(log_level_names) == _CONFIG_LOG_MAX, "log level names");
 _Static_assert(ELEMENTSOF(policy_names) == _CONFIG_POLICY_MAX, "policy names");
 _Static_assert(ELEMENTSOF(id_strategy_names) == _CONFIG_DEVICE_ID_MAX, "id strategy names");
+_Static_assert(ELEMENTSOF(mig_strategy_names) == _CONFIG_MIG_MAX, "MIG strategy names");
 /* T_ENUM fields are written as int */
 _Static_assert(sizeof(enum config_profile) == sizeof(int) && sizeof(enum config_log_level) == sizeof(int) &&
                        sizeof(enum config_alloc_policy) == sizeof(int) &&
-                       sizeof(enum config_device_id_strategy) == sizeof(int),
+                       sizeof(enum config_device_id_strategy) == sizeof(int) &&
+                       sizeof(enum config_mig_strategy) == sizeof(int),
                "enum size");
 
 /* Sections of the file, in dump order. */
@@ -720,6 +725,10 @@ uint64_t config_memory_unit(const struct gpuslice_config *cfg) {
 
 const char *config_profile_name(enum config_profile p) {
         return (unsigned)p < ELEMENTSOF(profile_names) ? profile_names[p] : NULL;
+}
+
+const char *config_mig_strategy_name(enum config_mig_strategy s) {
+        return (unsigned)s < ELEMENTSOF(mig_strategy_names) ? mig_strategy_names[s] : NULL;
 }
 
 const char *config_log_level_name(enum config_log_level l) {
@@ -1299,6 +1308,14 @@ static int config_build_impl(const struct config_args *args, const char *default
                 r = o ? set_option(tmp, o, args->overrides[i].value, flagname, err) : -ENOKEY;
                 if (r < 0)
                         goto out;
+        }
+        if (tmp->mig_strategy != CONFIG_MIG_NONE && tmp->profile != CONFIG_PROFILE_DEFAULT) {
+                errf(err,
+                     "resources.mig-strategy %s cannot be combined with the sharing profile %s (fractions of "
+                     "MIG devices are not served: docs/mig.md)",
+                     mig_strategy_names[tmp->mig_strategy], profile_names[tmp->profile]);
+                r = -EINVAL;
+                goto out;
         }
         *ret = *tmp;
 out:

@@ -45,6 +45,14 @@ enum config_device_id_strategy {
         _CONFIG_DEVICE_ID_MAX,
 };
 
+/* How MIG devices are served (NVIDIA's device plugin's names, docs/mig.md). */
+enum config_mig_strategy {
+        CONFIG_MIG_NONE = 0, /* MIG ignored: GPUs served whole, as without MIG */
+        CONFIG_MIG_SINGLE,   /* every GPU in MIG mode with one profile: nvidia.com/gpu per MIG device */
+        CONFIG_MIG_MIXED,    /* nvidia.com/mig-<profile> per profile; MIG-mode GPUs never served whole */
+        _CONFIG_MIG_MAX,
+};
+
 /* Bit mask: any combination, at least one. */
 enum config_device_list {
         CONFIG_DEVICE_LIST_ENVVAR = 1 << 0, /* NVIDIA_VISIBLE_DEVICES + device specs */
@@ -92,6 +100,7 @@ struct gpuslice_config {
         /* [resources] */
         enum config_profile profile;              /* resources.profile      default */
         char whole_gpu_resource[CONFIG_NAME_MAX]; /* resources.whole-gpu-name  "" = nvidia.com/gpu */
+        enum config_mig_strategy mig_strategy;    /* resources.mig-strategy none */
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */
@@ -192,6 +201,7 @@ uint64_t config_memory_unit(const struct gpuslice_config *cfg);
 /* Names of enum values, for logs and dumps. */
 const char *config_profile_name(enum config_profile p);
 const char *config_log_level_name(enum config_log_level l);
+const char *config_mig_strategy_name(enum config_mig_strategy s); /* "none", "single", "mixed" */
 
 /*
  * Command-line arguments of `gpuslice node`, kept so that a reload re-applies the same flags on top

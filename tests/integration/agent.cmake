@@ -12,3 +12,14 @@ if(TARGET gpuslice_agent)
     set_tests_properties(agent-${t} PROPERTIES TIMEOUT 120 LABELS "integration;agent")
   endforeach()
 endif()
+
+# MIG through the device plugin (--mig-strategy mixed/single, tests/integration/test_mig_agent.py).
+if(TARGET gpuslice_agent)
+  foreach(t mixed mixed-index mixed-health restart single single-mismatch)
+    add_test(NAME agent-mig-${t}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_mig_agent.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${CMAKE_SOURCE_DIR}/tests/data/mig/a100-80gb-2gpu.node ${t})
+    set_tests_properties(agent-mig-${t} PROPERTIES TIMEOUT 120 LABELS "integration;agent;mig" SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG through the device plugin (docs/mig.md): the real `gpuslice node` with --mig-strategy on a
+simulated MIG node (tests/data/mig/*.node), driven over real gRPC by the kubelet stand-in.
+
+    /usr/bin/python3 test_mig_agent.py --build DIR --source DIR --topology tests/data/mig/a100-80gb-2gpu.node TEST
+
+The capability nodes and mig-minors come from `gpuslice-sim caps` under the agent's --dev-root (mknod:
+root only; the tests skip otherwise). Expected values are read from the simulator (`gpuslice topo --json`)
+and the mig-minors file, never written into the test.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agent_fixture import REACT_S, Skip, check, run_main  # noqa: E402
+
+PLAIN = "gpuslice-nvidia.com-gpu.sock"
+
+
+def ep(resource):
+    return "gpuslice-%s.sock" % resource.replace("/", "-")
+
+
+def use_node(e, name):
+    """Switch the simulated node (a fresh simulator state) and make its capabilities under the dev root."""
+    e.env["GPUSLICE_SIM_NODE"] = os.path.join(e.args.source, "tests", "data", "mig", name)
+    e.sim("reset")
+    if os.geteuid() != 0:
+        raise Skip("gpuslice-sim caps makes device nodes (mknod): root only")
+    e.sim("caps", e.dev_root)
+
+
+def mig_devices(e):
+    """{MIG UUID: device} from `gpuslice topo --json` on the simulated node (gpu, index, gi, ci, profile)."""
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "topo", "--json"], env=e.env, capture_output=True,
+                       text=True, timeout=15)
+    check(r.returncode == 0, "gpuslice topo failed: %s" % r.stderr)
+    out = {}
+    for g in json.loads(r.stdout)["mig"]:
+        for d in g["devices"]:
+            out[d["uuid"]] = dict(d, gpu=g["gpu"], gi=d["gpu_instance"], ci=d["compute_instance"])
+    return out
+
+
+def minors(e):
+    """mig-minors as {name: minor}."""
+    with open(os.path.join(e.dev_root, "proc", "driver", "nvidia-caps", "mig-minors")) as f:
+        return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+
+
+def expect_specs(e, resp, dev):
+    """The device specs of an Allocate answer for one MIG device: its parent's node, the control nodes the
+    dev root has, and exactly its two capability nodes."""
+    m = minors(e)
+    gi = m["gpu%d/gi%d/access" % (dev["gpu"], dev["gi"])]
+    ci = m["gpu%d/gi%d/ci%d/access" % (dev["gpu"], dev["gi"], dev["ci"])]
+    want = sorted(["/dev/nvidia%d" % dev["gpu"], "/dev/nvidiactl", "/dev/nvidia-uvm",
+                   "/dev/nvidia-caps/nvidia-cap%d" % gi, "/dev/nvidia-caps/nvidia-cap%d" % ci])
+    got = sorted(d.container_path for d in resp.devices)
+    check(got == want, "device specs %s, want %s" % (got, want))
+    check(all(d.host_path == d.container_path and d.permissions == "rw" for d in resp.devices),
+          "host paths / permissions: %s" % resp.devices)
+
+
+def registered_resources(e, n):
+    e.kubelet.wait_for(lambda: len(e.kubelet.registrations) >= n, REACT_S, "%d registrations" % n)
+    e.kubelet.wait_for(lambda: all(e.kubelet.last_ids(r.request.endpoint) is not None
+                                   for r in e.kubelet.registrations), REACT_S, "a list on every endpoint")
+    return sorted(r.request.resource_name for r in e.kubelet.registrations)
+
+
+def allocate_on(e, endpoint, *containers):
+    req = e.pb.AllocateRequest()
+    for ids in containers:
+        req.container_requests.add(devices_ids=ids)
+    return e.kubelet.plugin_stub(endpoint)[0].Allocate(req, timeout=5)
+
+
+def prefer_on(e, endpoint, available, size, must=()):
+    req = e.pb.PreferredAllocationRequest()
+    req.container_requests.add(available_deviceIDs=available, must_include_deviceIDs=list(must),
+                               allocation_size=size)
+    resp = e.kubelet.plugin_stub(endpoint)[0].GetPreferredAllocation(req, timeout=5)
+    return list(resp.container_responses[0].deviceIDs)
+
+
+# ---- mixed ----
+
+def test_mixed(e):
+    """An A100-80GB with all-balanced (2 x 1g.10gb, 2g.20gb, 3g.40gb) and one GPU with MIG off."""
+    use_node(e, "a100-80gb-2gpu.node")
+    devs = mig_devices(e)
+    e.start_agent("--mig-strategy", "mixed", "--device-list-strategy", "envvar,cdi")
+    res = registered_resources(e, 4)
+    check(res == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"],
+          "resources %s" % res)
+    whole = e.kubelet.last_ids(PLAIN)
+    check(len(whole) == 1 and whole[0].startswith("GPU-"), "the GPU in MIG mode offered whole: %s" % whole)
+    by_profile = {}
+    for u, d in devs.items():
+        by_profile.setdefault(d["profile"], []).append(u)
+    for prof, uuids in by_profile.items():
+        listed = e.kubelet.last_devices(ep("nvidia.com/mig-" + prof))
+        check(sorted(listed) == sorted(uuids), "%s lists %s, want %s" % (prof, sorted(listed), sorted(uuids)))
+        check(all(h == "Healthy" for h, _ in listed.values()), "%s health %s" % (prof, listed))
+    one = by_profile["1g.10gb"][0]
+    c = allocate_on(e, ep("nvidia.com/mig-1g.10gb"), [one]).container_responses[0]
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == one, "env %s" % dict(c.envs))
+    check([d.name for d in c.cdi_devices] == ["gpuslice.io/gpu=" + one], "cdi %s" % c.cdi_devices)
+    expect_specs(e, c, devs[one])
+    # another profile, on its own resource
+    two = by_profile["2g.20gb"][0]
+    c = allocate_on(e, ep("nvidia.com/mig-2g.20gb"), [two]).container_responses[0]
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == two, "env %s" % dict(c.envs))
+    expect_specs(e, c, devs[two])
+    # a MIG device of another profile, a GPU in MIG mode on the whole resource: refused
+    INVALID = grpc.StatusCode.INVALID_ARGUMENT
+    e.expect_error(lambda: allocate_on(e, ep("nvidia.com/mig-1g.10gb"), [two]), INVALID, "unknown device ID")
+    e.kubelet.pods = [("ml", "a", "main", "nvidia.com/mig-1g.10gb", [one]),
+                      ("ml", "b", "main", "nvidia.com/mig-2g.20gb", [two])]
+    st = e.status()
+    gpu0 = [d["id"] for d in st["devices"] if d.get("mig_mode")]
+    check(len(gpu0) == 1, "status: GPU in MIG mode %s" % gpu0)
+    e.expect_error(lambda: allocate_on(e, PLAIN, gpu0), INVALID, "MIG")
+    held = {d["id"]: d["holder"] for d in st["devices"]}
+    check(held[one]["pod"] == "a" and held[two]["pod"] == "b", "holders after Allocate: %s" % held)
+    check(st["mig_strategy"] == "mixed" and "mig_error" not in st, "status %s" % st.get("mig_strategy"))
+
+
+def test_mixed_index(e):
+    """--device-id-strategy index: a MIG device is <GPU index>:<MIG index>, in env and CDI names."""
+    use_node(e, "a100-80gb-2gpu.node")
+    devs = mig_devices(e)
+    e.start_agent("--mig-strategy", "mixed", "--device-id-strategy", "index", "--device-list-strategy",
+                  "envvar,cdi")
+    registered_resources(e, 4)
+    three = [u for u, d in devs.items() if d["profile"] == "3g.40gb"][0]
+    c = allocate_on(e, ep("nvidia.com/mig-3g.40gb"), [three]).container_responses[0]
+    want = "%d:%d" % (devs[three]["gpu"], devs[three]["index"])
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == want, "env %s, want %s" % (dict(c.envs), want))
+    check([d.name for d in c.cdi_devices] == ["gpuslice.io/gpu=" + want], "cdi %s" % c.cdi_devices)
+
+
+def test_mixed_health(e):
+    """An Xid on the parent GPU makes every one of its MIG devices Unhealthy; the other GPU is untouched."""
+    use_node(e, "a100-80gb-2gpu.node")
+    e.start_agent("--mig-strategy", "mixed")
+    registered_resources(e, 4)
+    e.sim("xid", "0", "48")
+    small = ep("nvidia.com/mig-1g.10gb")
+    e.kubelet.wait_for(lambda: all(h == "Unhealthy" for h, _ in e.kubelet.last_devices(small).values()), REACT_S,
+                       "MIG devices of GPU 0 unhealthy")
+    for prof in ("2g.20gb", "3g.40gb"):
+        e.kubelet.wait_for(lambda: all(h == "Unhealthy" for h, _ in
+                                       e.kubelet.last_devices(ep("nvidia.com/mig-" + prof)).values()),
+                           REACT_S, "%s unhealthy" % prof)
+    check(all(h == "Healthy" for h, _ in e.kubelet.last_devices(PLAIN).values()), "GPU 1 affected")
+    ids = e.kubelet.last_ids(small)
+    e.expect_error(lambda: allocate_on(e, small, [ids[0]]), grpc.StatusCode.INVALID_ARGUMENT, "xid 48")
+    st = {d["id"]: d for d in e.status()["devices"]}
+    check(st[ids[0]]["health"] == "Unhealthy" and "48" in st[ids[0]]["reason"], "status %s" % st[ids[0]])
+    # the quiet period (2 s) → Healthy again with the GPU
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.kubelet.last_devices(small).values()), REACT_S,
+                       "MIG devices healthy again")
+    allocate_on(e, small, [ids[0]])
+
+
+def test_restart(e):
+    """Holders of MIG devices survive a SIGKILL of the agent and a kubelet restart (state + PodResources)."""
+    use_node(e, "a100-80gb-2gpu.node")
+    e.start_agent("--mig-strategy", "mixed")
+    registered_resources(e, 4)
+    small = ep("nvidia.com/mig-1g.10gb")
+    ids = e.kubelet.last_ids(small)
+    allocate_on(e, small, [ids[0]])
+    e.kubelet.wait_for(lambda: os.path.exists(os.path.join(e.state_dir, "gpuslice.state")), 5, "state file")
+    time.sleep(0.3)
+    e.kill_agent(signal.SIGKILL)
+    e.kubelet.pods = [("ml", "infer-a", "main", "nvidia.com/mig-1g.10gb", [ids[0]])]
+    n = len(e.kubelet.registrations)
+    e.kubelet.restart()
+    e.start_agent("--mig-strategy", "mixed")
+    registered_resources(e, n + 4)
+    holders = {d["id"]: d["holder"] for d in e.status()["devices"]}
+    check(holders[ids[0]] and holders[ids[0]]["pod"] == "infer-a", "MIG holder after restart: %s" % holders[ids[0]])
+    check(holders[ids[1]] is None, "the other 1g.10gb held: %s" % holders[ids[1]])
+    got = prefer_on(e, small, ids, 1)
+    check(got == [ids[1]], "preferred the held MIG device: %s" % got)
+    # the holder ends: PodResources no longer lists it → dropped at the next sync
+    e.kubelet.pods = []
+    deadline = time.monotonic() + REACT_S
+    while {d["id"]: d["holder"] for d in e.status()["devices"]}[ids[0]] is not None:
+        check(time.monotonic() < deadline, "holder never dropped")
+        time.sleep(0.3)
+
+
+# ---- single ----
+
+def test_single(e):
+    """Two H100s with seven 1g.10gb each: nvidia.com/gpu lists 14 MIG devices."""
+    use_node(e, "h100-single.node")
+    devs = mig_devices(e)
+    e.start_agent("--mig-strategy", "single")
+    res = registered_resources(e, 1)
+    check(res == ["nvidia.com/gpu"], "resources %s" % res)
+    ids = e.kubelet.last_ids(PLAIN)
+    check(sorted(ids) == sorted(devs), "nvidia.com/gpu lists %s, want the 14 MIG devices" % ids)
+    # a two-instance request stays on one parent GPU; must-include pulls it to its parent
+    got = prefer_on(e, PLAIN, ids, 2)
+    check(len(got) == 2 and devs[got[0]]["gpu"] == devs[got[1]]["gpu"], "two instances on two GPUs: %s" % got)
+    on1 = [u for u in ids if devs[u]["gpu"] == 1]
+    got = prefer_on(e, PLAIN, ids, 3, must=[on1[2]])
+    check(on1[2] in got and all(devs[u]["gpu"] == 1 for u in got), "must-include on GPU 1, got %s" % got)
+    # GPU 0 has 2 free, GPU 1 all 7: three instances go to GPU 1 (one parent where it can)
+    on0 = [u for u in ids if devs[u]["gpu"] == 0]
+    got = prefer_on(e, PLAIN, on0[:2] + on1, 3)
+    check(all(devs[u]["gpu"] == 1 for u in got), "3 instances split: %s" % got)
+    c = allocate_on(e, PLAIN, [on1[0]]).container_responses[0]
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == on1[0], "env %s" % dict(c.envs))
+    expect_specs(e, c, devs[on1[0]])
+    st = e.status()
+    check(st["mig_strategy"] == "single" and "mig_error" not in st, "status %s" % st)
+
+
+def test_single_mismatch(e):
+    """`single` on a node with one GPU not in MIG mode: nvidia.com/gpu lists nothing, and the agent says why."""
+    use_node(e, "a100-80gb-2gpu.node")
+    e.start_agent("--mig-strategy", "single")
+    res = registered_resources(e, 1)
+    check(res == ["nvidia.com/gpu"], "resources %s" % res)
+    check(e.kubelet.last_ids(PLAIN) == [], "a node that does not fit single serves %s" % e.kubelet.last_ids(PLAIN))
+    st = e.status()
+    check("not in MIG mode" in st.get("mig_error", ""), "status mig_error %r" % st.get("mig_error"))
+    log = open(e.logs[-1]).read()
+    check("does not fit the MIG strategy single" in log, "no log line saying so")
+
+
+TESTS = {
+    "mixed": test_mixed,
+    "mixed-index": test_mixed_index,
+    "mixed-health": test_mixed_health,
+    "restart": test_restart,
+    "single": test_single,
+    "single-mismatch": test_single_mismatch,
+}
+
+if __name__ == "__main__":
+    run_main(TESTS, label="agent-mig-", timeout_s=90)
