@@ -32,6 +32,7 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "[resources]\n"
                                    "profile = tencent\n"
                                    "whole-gpu-name = example.com/gpu\n"
+                                   "mig-strategy = mixed\n"
                                    "[devices]\n"
                                    "id-strategy = index\n"
                                    "list-strategy = envvar, cdi\n"
@@ -182,6 +183,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(c.nvml_library, "/opt/sim/libnvidia-ml.so.1");
         assert_int_equal(c.profile, CONFIG_PROFILE_TENCENT);
         assert_string_equal(config_whole_gpu_resource(&c), "example.com/gpu");
+        assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
         assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_ENVVAR | CONFIG_DEVICE_LIST_CDI);
         assert_string_equal(c.cdi_vendor, "example.com");
@@ -220,6 +222,31 @@ static void test_full_file_sets_every_key(void **state) {
              lc = strtok_r(NULL, "\n", &sc), ld = strtok_r(NULL, "\n", &sd))
                 differing += !streq(lc, ld);
         assert_int_equal(differing, n_opts);
+}
+
+static void test_mig_strategy(void **state) {
+        (void)state;
+        struct gpuslice_config c;
+        struct gs_error err = { 0 };
+        config_init_defaults(&c);
+        assert_int_equal(c.mig_strategy, CONFIG_MIG_NONE);
+        assert_int_equal(config_set(&c, "resources.mig-strategy", "single", &err), 0);
+        assert_int_equal(c.mig_strategy, CONFIG_MIG_SINGLE);
+        assert_string_equal(config_mig_strategy_name(c.mig_strategy), "single");
+        assert_int_equal(config_set(&c, "resources.mig-strategy", "MIXED", &err), -EINVAL);
+        assert_int_equal(config_set(&c, "resources.mig-strategy", "", &err), -EINVAL);
+        assert_non_null(strstr(err.message, "one of none, single, mixed"));
+        /* a sharing profile with a MIG strategy is refused when the config is built */
+        struct config_args args = { 0 };
+        char mixed[] = "mixed", gpuslice[] = "gpuslice";
+        struct config_override ov[] = { { "resources.mig-strategy", mixed }, { "resources.profile", gpuslice } };
+        args.overrides = ov;
+        args.n_overrides = 2;
+        assert_int_equal(config_build(&args, NULL, &c, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "sharing profile gpuslice"));
+        args.n_overrides = 1;
+        assert_int_equal(config_build(&args, NULL, &c, &err), 0);
+        assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
 }
 
 static void test_empty_text_keeps_defaults(void **state) {
@@ -1077,6 +1104,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults_documented_values),
                 cmocka_unit_test(test_full_file_sets_every_key),
+                cmocka_unit_test(test_mig_strategy),
                 cmocka_unit_test(test_dra_driver_name),
                 cmocka_unit_test(test_empty_text_keeps_defaults),
                 cmocka_unit_test(test_comments_crlf_bom_and_blanks),
