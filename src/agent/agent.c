@@ -71,7 +71,7 @@ static void endpoint_name(const char *resource, char *buf, size_t len) {
 static int setup_mig(struct node *n, const struct topo *t) {
         if (n->cfg.mig_strategy == CONFIG_MIG_NONE)
                 return 0;
-        _cleanup_(freep) struct mig_node *m = malloc(sizeof *m);
+        struct mig_node *m = n->mig = malloc(sizeof *m);
         struct nvml_error ne = { 0 };
         if (!m)
                 return log_error_errno(-ENOMEM, "out of memory", "%s", "");
@@ -84,6 +84,10 @@ static int setup_mig(struct node *n, const struct topo *t) {
         r = migdev_setup(n->plugin, n->cfg.mig_strategy, n->mig_error, sizeof n->mig_error);
         if (r < 0)
                 return log_error_errno(r, "too many MIG resources", "max=%d", PLUGIN_MIG_MAX);
+        char why[256];
+        if (n->cfg.mig_strategy == CONFIG_MIG_SINGLE &&
+            !migdev_single_fits(n->devices, n->mig_single, sizeof n->mig_single, why, sizeof why))
+                n->mig_single[0] = 0;
         if (n->mig_error[0])
                 log_error("the node does not fit the MIG strategy single: nvidia.com/gpu lists no device",
                           "reason=\"%s\"", n->mig_error);
@@ -146,7 +150,8 @@ static int setup_plugin(struct node *n) {
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX && serve; k++) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 /* under `single` the whole-GPU resource's name is the MIG resource's */
-                if (!res[0] || (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE))
+                if (!res[0] ||
+                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE && plugin_mig_count(n->plugin) > 0))
                         continue;
                 if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
                         return r;
@@ -243,7 +248,12 @@ static int setup(struct node *n, const sigset_t *mask) {
         node_monitor_start(n);
         /* Other parts started from the agent start here: a source on n->loop and/or
          * node_on_devices_changed (node-internal.h). */
-        n->publish = publish_start(&n->cfg, n->devices);
+        /* GFD's labels: no mig.strategy under none; under single the MIG devices' labels, or INVALID ("") */
+        struct publish_mig pm = { n->mig, n->cfg.mig_strategy ? config_mig_strategy_name(n->cfg.mig_strategy) : NULL,
+                                  n->cfg.mig_strategy != CONFIG_MIG_SINGLE || !plugin_mig_count(n->plugin) ? NULL
+                                  : n->mig_single[0] ? n->mig_single
+                                                     : "" };
+        n->publish = publish_start(&n->cfg, n->devices, &pm);
         if (n->publish) { /* the scheduler's assignments, on the publisher's API client (assign.h) */
                 for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                         n->assign_names.name[k] = plugin_resource(n->plugin, (enum plugin_kind)k);
@@ -291,6 +301,7 @@ static void teardown(struct node *n) {
         n->share = share_free(n->share);
         n->plugin = plugin_free(n->plugin);
         n->devices = devices_free(n->devices);
+        free(n->mig);
         n->nvml = nvml_close(n->nvml);
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);

@@ -88,6 +88,11 @@ int migdev_setup(struct plugin *p, enum config_mig_strategy s, char *why, size_t
                 return setup_mixed(p);
         if (s != CONFIG_MIG_SINGLE)
                 return 0;
+        bool any = false;
+        for (unsigned i = 0; i < devices_count(plugin_devices(p)); i++)
+                any = any || devices_info(plugin_devices(p), i)->mig_mode;
+        if (!any)
+                return 0; /* no GPU in MIG mode: `single` is `none` (NVIDIA's too), GPUs served whole */
         char profile[MIG_PROFILE_NAME_MAX];
         bool fits = migdev_single_fits(plugin_devices(p), profile, sizeof profile, why, why_len);
         const char *resource = plugin_options(p)->resource; /* before serving: no lock needed */

@@ -33,8 +33,8 @@ bool migdev_single_fits(const struct devices *d, char *profile, size_t profile_l
  * Add the MIG resources of strategy s to p (before serving), on a table devices_add_mig filled:
  * `mixed`: one per profile present, in first-seen order; `single`: the whole-GPU resource name (plugin
  * option `resource`) for every MIG device — or, when the node does not fit, that resource listing nothing
- * and why in why (the caller says so: log, status). `none`: nothing. Returns how many were added, or
- * -ENOSPC.
+ * and why in why (the caller says so: log, status); with no GPU in MIG mode at all nothing (the GPUs are
+ * served whole, as NVIDIA's plugin does). `none`: nothing. Returns how many were added, or -ENOSPC.
  */
 int migdev_setup(struct plugin *p, enum config_mig_strategy s, char *why, size_t why_len);
 

@@ -104,12 +104,14 @@ struct node {
         bool cleanup_pending;             /* limits dirs not checked yet: no trusted record at start (sync_lock) */
         uint64_t saved_generation;        /* of the state written last (loop thread) */
 
-        struct http_server *status;       /* the status server */
-        struct monitor_service *monitor;  /* /metrics and /healthz; NULL when off or not started */
-        struct publish *publish;          /* the Node object's labels (publish.c); NULL: node-local only */
-        struct assign_names assign_names; /* the resource names the assignment watcher matches */
-        struct dra *dra;                  /* the DRA driver (dra-link.c); NULL when off */
-        char mig_error[256];              /* why the node does not fit its MIG strategy ("" fits; agent.c) */
+        struct http_server *status;            /* the status server */
+        struct monitor_service *monitor;       /* /metrics and /healthz; NULL when off or not started */
+        struct publish *publish;               /* the Node object's labels (publish.c); NULL: node-local only */
+        struct assign_names assign_names;      /* the resource names the assignment watcher matches */
+        struct dra *dra;                       /* the DRA driver (dra-link.c); NULL when off */
+        char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
+        struct mig_node *mig;                  /* the MIG side read at start (single/mixed; NULL: none; agent.c) */
+        char mig_single[MIG_PROFILE_NAME_MAX]; /* the profile of a node that fits `single` ("" otherwise) */
 
         struct {
                 node_change_fn fn;

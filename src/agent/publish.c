@@ -51,9 +51,20 @@ static const char *const managed_labels[] = {
         "nvidia.com/cuda.runtime-version.full",
 };
 
+/* Label keys under these prefixes are the agent's too (the MIG labels; never nvidia.com/mig.config, the
+ * user's choice of layout). */
+static const char *const managed_prefixes[] = { "gpuslice.io/",
+                                                "nvidia.com/mig-",
+                                                "nvidia.com/mig.strategy",
+                                                "nvidia.com/mig.capable",
+                                                "nvidia.com/gpu.multiprocessors",
+                                                "nvidia.com/gpu.slices.",
+                                                "nvidia.com/gpu.engines." };
+
 static bool label_managed(const char *k) {
-        if (startswith(k, "gpuslice.io/"))
-                return true;
+        for (size_t i = 0; i < ELEMENTSOF(managed_prefixes); i++)
+                if (startswith(k, managed_prefixes[i]))
+                        return true;
         for (size_t i = 0; i < ELEMENTSOF(managed_labels); i++)
                 if (streq(k, managed_labels[i]))
                         return true;
@@ -67,24 +78,33 @@ static void set_label(json_t *o, const char *k, const char *v) {
                 json_object_set_new(o, k, json_string(buf));
 }
 
-json_t *publish_labels(const struct topo *t, const bool *healthy) {
+/* The NFD features text (one name=value per line) into o, a later line replacing an earlier one. */
+static void add_lines(json_t *o, char *text) {
+        for (char *line = text; line && *line;) {
+                char *nl = strchr(line, '\n'), *eq = strchr(line, '=');
+                if (nl)
+                        *nl = 0;
+                if (eq) {
+                        *eq = 0;
+                        json_object_set_new(o, line, json_string(eq + 1));
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+}
+
+json_t *publish_labels(const struct topo *t, const bool *healthy, const struct publish_mig *mig) {
         json_t *o = json_object();
         if (!o)
                 return NULL;
         char *text = NULL;
         size_t len = 0;
         if (labels_format(t, &text, &len) == 0) {
-                /* the NFD features text: one name=value per line */
-                for (char *line = text; line && *line;) {
-                        char *nl = strchr(line, '\n'), *eq = strchr(line, '=');
-                        if (nl)
-                                *nl = 0;
-                        if (eq) {
-                                *eq = 0;
-                                json_object_set_new(o, line, json_string(eq + 1));
-                        }
-                        line = nl ? nl + 1 : NULL;
-                }
+                add_lines(o, text);
+                free(text);
+        }
+        if (mig && (mig->node || mig->strategy) &&
+            labels_format_mig(t, mig->node, mig->strategy, mig->single_profile, &text, &len) == 0) {
+                add_lines(o, text);
                 free(text);
         }
         char v[64];
@@ -173,7 +193,10 @@ struct publish {
         atomic_bool stop;
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        bool kick; /* the node changed */
+        bool kick;            /* the node changed */
+        struct mig_node *mig; /* the MIG side of the labels (a copy; NULL: none) */
+        char mig_strategy[16], single_profile[MIG_PROFILE_NAME_MAX];
+        bool single_fits;
         char last_error[KUBE_ERR_MAX + 128];
 };
 
@@ -206,7 +229,9 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         devices_unlock(d);
         int r = cluster_node_encode_topo(t, healthy, reason, ret_ann);
         if (r >= 0) {
-                *ret_labels = publish_labels(t, healthy);
+                struct publish_mig pm = { pub->mig, pub->mig_strategy[0] ? pub->mig_strategy : NULL,
+                                          pub->single_fits ? pub->single_profile : NULL };
+                *ret_labels = publish_labels(t, healthy, &pm);
                 if (!*ret_labels) {
                         free(*ret_ann);
                         r = -ENOMEM;
@@ -339,7 +364,7 @@ static void *publish_main(void *u) {
         return NULL;
 }
 
-struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d) {
+struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d, const struct publish_mig *mig) {
         struct kube_config kc;
         struct gs_error err = { 0 };
         int r;
@@ -364,6 +389,14 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
                 return NULL;
         }
         pub->devices = d;
+        if (mig && mig->node && (pub->mig = malloc(sizeof *pub->mig)))
+                *pub->mig = *mig->node;
+        if (mig && mig->strategy)
+                strscpy(pub->mig_strategy, mig->strategy, sizeof pub->mig_strategy);
+        if (mig && mig->single_profile) {
+                strscpy(pub->single_profile, mig->single_profile, sizeof pub->single_profile);
+                pub->single_fits = true;
+        }
         pthread_mutex_init(&pub->lock, NULL);
         pthread_cond_init(&pub->cond, NULL);
         /* kube.node-name (--node-name), else $NODE_NAME (the DaemonSet's downward API), else the host name */
@@ -399,6 +432,7 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
                 pub->client = kube_client_free(pub->client);
                 pthread_cond_destroy(&pub->cond);
                 pthread_mutex_destroy(&pub->lock);
+                free(pub->mig);
                 free(pub);
                 return NULL;
         }
@@ -425,6 +459,7 @@ struct publish *publish_stop(struct publish *pub) {
         kube_client_free(pub->client);
         pthread_cond_destroy(&pub->cond);
         pthread_mutex_destroy(&pub->lock);
+        free(pub->mig);
         free(pub);
         return NULL;
 }

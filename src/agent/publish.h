@@ -18,9 +18,17 @@
 
 struct publish;
 
+/* The MIG side of the labels (labels_format_mig): the node's MIG devices (NULL: not read, the `none`
+ * strategy), the strategy's name, the profile of a node that fits `single` (else NULL). */
+struct publish_mig {
+        const struct mig_node *node;
+        const char *strategy;
+        const char *single_profile;
+};
+
 /* Start publishing the GPUs of table d, or return NULL (logged once: not configured, or the config
- * is bad). d must outlive the publisher. */
-struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d);
+ * is bad). d must outlive the publisher; mig (may be NULL) is copied. */
+struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d, const struct publish_mig *mig);
 /* The publisher's API client and node name, for other parts of the agent that talk to the API
  * server (assign.h): one client per agent. Valid until publish_stop. */
 struct kube_client *publish_client(const struct publish *pub);
@@ -30,7 +38,7 @@ const char *publish_node(const struct publish *pub);
 struct publish *publish_stop(struct publish *pub);
 
 /* The labels (object name → string) the agent publishes for t; healthy[i] per GPU of t. Pure. */
-json_t *publish_labels(const struct topo *t, const bool *healthy);
+json_t *publish_labels(const struct topo *t, const bool *healthy, const struct publish_mig *mig);
 /* The merge patch taking node (a node object, possibly slim) to the wanted labels and annotation:
  * only keys that differ, label keys gpuslice manages but no longer wants set to null. NULL when
  * nothing differs (or out of memory). Pure. */

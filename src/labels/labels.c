@@ -92,6 +92,83 @@ int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
         return metrics_text_finish(&x, ret, ret_len);
 }
 
+/* The attributes of one MIG device under PREFIX ("nvidia.com/mig-1g.10gb." or "nvidia.com/gpu."). */
+static void mig_attributes(struct metrics_text *x, const char *prefix, const struct mig_device *d) {
+        metrics_text_printf(x, "%smemory=%llu\n", prefix, (unsigned long long)d->memory_mib);
+        metrics_text_printf(x, "%smultiprocessors=%u\n", prefix, d->sms);
+        metrics_text_printf(x, "%sslices.gi=%u\n%sslices.ci=%u\n", prefix, d->gi_slices, prefix, d->ci_slices);
+        metrics_text_printf(x, "%sengines.copy=%u\n%sengines.decoder=%u\n", prefix, d->copy_engines, prefix,
+                            d->decoders);
+        metrics_text_printf(x, "%sengines.encoder=%u\n%sengines.jpeg=%u\n%sengines.ofa=%u\n", prefix, d->encoders,
+                            prefix, d->jpegs, prefix, d->ofas);
+}
+
+/* PREFIXproduct=<the GPUs' model>-MIG-<profile>, sanitised (nothing when no GPU has a model). */
+static void mig_product(struct metrics_text *x, const char *prefix, const struct topo *t, const char *profile) {
+        const struct topo_gpu *g = NULL;
+        for (unsigned i = 0; i < t->n_gpus && !g; i++)
+                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
+                        g = &t->gpu[i];
+        char v[64], prod[160];
+        snprintf(prod, sizeof prod, "%s-MIG-%s", g ? g->name : "", profile);
+        labels_sanitize(prod, v, sizeof v);
+        if (g && v[0])
+                metrics_text_printf(x, "%sproduct=%s\n", prefix, v);
+}
+
+/* The first MIG device of `profile` on the node (NULL none), and how many there are. */
+static const struct mig_device *mig_first(const struct mig_node *m, const char *profile, unsigned *ret_count) {
+        const struct mig_device *first = NULL;
+        unsigned n = 0;
+        for (unsigned g = 0; g < m->n_gpus; g++)
+                for (unsigned k = 0; m->gpu[g].mode == 1 && k < m->gpu[g].n_devices; k++)
+                        if (streq(m->gpu[g].dev[k].profile, profile)) {
+                                first = first ? first : &m->gpu[g].dev[k];
+                                n++;
+                        }
+        *ret_count = n;
+        return first;
+}
+
+/* lint: long — the MIG labels in GFD's order: capability, strategy, the single strategy's GPU labels, then each
+ * profile's count and attributes once (the first device of a profile stands for all of them). */
+int labels_format_mig(const struct topo *t, const struct mig_node *m, const char *strategy, const char *single_profile,
+                      char **ret, size_t *ret_len) {
+        struct metrics_text x = { 0 };
+        bool capable = false;
+        for (unsigned g = 0; m && g < m->n_gpus; g++)
+                capable = capable || m->gpu[g].mode >= 0;
+        if (m)
+                metrics_text_printf(&x, "nvidia.com/mig.capable=%s\n", capable ? "true" : "false");
+        if (strategy && strategy[0])
+                metrics_text_printf(&x, "nvidia.com/mig.strategy=%s\n", strategy);
+        unsigned count = 0;
+        const struct mig_device *sd = m && single_profile ? mig_first(m, single_profile, &count) : NULL;
+        if (single_profile) {
+                mig_product(&x, "nvidia.com/gpu.", t, sd ? single_profile : "INVALID");
+                metrics_text_printf(&x, "nvidia.com/gpu.count=%u\n", sd ? count : 0);
+                if (sd)
+                        mig_attributes(&x, "nvidia.com/gpu.", sd);
+                else
+                        metrics_text_printf(&x, "nvidia.com/gpu.memory=0\n");
+        }
+        for (unsigned g = 0; m && g < m->n_gpus; g++) {
+                for (unsigned k = 0; m->gpu[g].mode == 1 && k < m->gpu[g].n_devices; k++) {
+                        const struct mig_device *d = &m->gpu[g].dev[k];
+                        if (mig_first(m, d->profile, &count) != d)
+                                continue; /* a profile once */
+                        char prefix[MIG_PROFILE_NAME_MAX + 32];
+                        snprintf(prefix, sizeof prefix, "nvidia.com/mig-%s.", d->profile);
+                        for (char *c = prefix; *c; c++)
+                                *c = *c == '+' ? '.' : *c;
+                        metrics_text_printf(&x, "%scount=%u\n%sreplicas=1\n", prefix, count, prefix);
+                        mig_product(&x, prefix, t, d->profile);
+                        mig_attributes(&x, prefix, d);
+                }
+        }
+        return metrics_text_finish(&x, ret, ret_len);
+}
+
 int labels_write_atomic(const char *path, const char *data, size_t len) {
         /* readable by NFD, which may run as another user */
         return atomic_file_write(path, data, len, 0644, 0);

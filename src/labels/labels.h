@@ -18,11 +18,26 @@
 
 #include <stddef.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 
 /* The features file text for node t. *ret malloc'ed, caller frees. 0, -ENODEV when t has no
  * GPU that could be queried, -ENOMEM. */
 int labels_format(const struct topo *t, char **ret, size_t *ret_len);
+
+/*
+ * The MIG labels as GPU Feature Discovery names them, in the same text form: nvidia.com/mig.capable
+ * (true when a GPU has MIG), nvidia.com/mig.strategy=STRATEGY (NULL: none, not labelled), and per profile
+ * of the MIG devices present nvidia.com/mig-<profile>.{count,product,replicas,memory (MiB),multiprocessors,
+ * slices.gi,slices.ci,engines.copy,engines.decoder,engines.encoder,engines.jpeg,engines.ofa} ('+' of a
+ * profile becomes '.'). With single_profile (the `single` strategy on a node that fits it) the GPU labels
+ * describe the MIG devices: nvidia.com/gpu.product=<product>-MIG-<profile>, gpu.count (MIG devices),
+ * gpu.memory, gpu.multiprocessors, gpu.slices.{gi,ci}, gpu.engines.*; single_profile "" (a node that does
+ * not fit `single`) gives GFD's INVALID set: product <product>-MIG-INVALID, count 0, memory 0. They follow
+ * labels_format's lines and replace them. m may be NULL (no MIG side read): only mig.strategy. 0 or -ENOMEM.
+ */
+int labels_format_mig(const struct topo *t, const struct mig_node *m, const char *strategy, const char *single_profile,
+                      char **ret, size_t *ret_len);
 
 /* A label value from free text: invalid characters become '-', cut to 63, trimmed to start and
  * end with an alphanumeric. buf of at least 64 bytes. Returns buf ("" if nothing is left). */

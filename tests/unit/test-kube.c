@@ -463,7 +463,7 @@ static void test_publish_labels_and_diff(void **state) {
         struct topo *t = malloc(sizeof *t);
         test_topo_a100x3(t);
         bool healthy[3] = { true, false, true };
-        json_t *l = publish_labels(t, healthy);
+        json_t *l = publish_labels(t, healthy, NULL);
         free(t);
         assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.product")), "NVIDIA-A100-SXM4-40GB");
         assert_string_equal(json_string_value(json_object_get(l, "nvidia.com/gpu.count")), "3");

@@ -101,6 +101,99 @@ static void test_format_no_gpu(void **state) {
         assert_null(s);
 }
 
+/* Two A100-SXM4-80GB: GPU 0 in MIG mode with a 3g.40gb and two 1g.10gb(+me), GPU 1 without MIG. */
+static struct mig_node *a100_mig(struct topo *t, bool one_profile) {
+        static struct mig_node m;
+        memset(&m, 0, sizeof m);
+        memset(t, 0, sizeof *t);
+        t->n_gpus = m.n_gpus = 2;
+        for (int i = 0; i < 2; i++)
+                strscpy(t->gpu[i].name, "NVIDIA A100-SXM4-80GB", sizeof t->gpu[i].name);
+        m.gpu[0].mode = 1;
+        m.gpu[1].mode = one_profile ? 1 : 0;
+        const char *prof[] = { "3g.40gb", "1g.10gb", "1g.10gb+me" };
+        const unsigned sms[] = { 42, 14, 14 }, mib[] = { 40192, 9856, 9856 }, slices[] = { 3, 1, 1 };
+        for (unsigned k = 0; k < 3; k++) {
+                struct mig_device *d = &m.gpu[0].dev[m.gpu[0].n_devices++];
+                strscpy(d->profile, one_profile ? "1g.10gb" : prof[k], sizeof d->profile);
+                d->sms = one_profile ? 14 : sms[k];
+                d->memory_mib = one_profile ? 9856 : mib[k];
+                d->gi_slices = d->ci_slices = one_profile ? 1 : slices[k];
+                d->copy_engines = d->gi_slices;
+                d->jpegs = k == 2;
+        }
+        return &m;
+}
+
+static void test_format_mig(void **state) {
+        (void)state;
+        struct topo t;
+        struct mig_node *m = a100_mig(&t, false);
+        char *s;
+        size_t n;
+        assert_int_equal(labels_format_mig(&t, m, "mixed", NULL, &s, &n), 0);
+        assert_string_equal(s, "nvidia.com/mig.capable=true\n"
+                               "nvidia.com/mig.strategy=mixed\n"
+                               "nvidia.com/mig-3g.40gb.count=1\n"
+                               "nvidia.com/mig-3g.40gb.replicas=1\n"
+                               "nvidia.com/mig-3g.40gb.product=NVIDIA-A100-SXM4-80GB-MIG-3g.40gb\n"
+                               "nvidia.com/mig-3g.40gb.memory=40192\n"
+                               "nvidia.com/mig-3g.40gb.multiprocessors=42\n"
+                               "nvidia.com/mig-3g.40gb.slices.gi=3\n"
+                               "nvidia.com/mig-3g.40gb.slices.ci=3\n"
+                               "nvidia.com/mig-3g.40gb.engines.copy=3\n"
+                               "nvidia.com/mig-3g.40gb.engines.decoder=0\n"
+                               "nvidia.com/mig-3g.40gb.engines.encoder=0\n"
+                               "nvidia.com/mig-3g.40gb.engines.jpeg=0\n"
+                               "nvidia.com/mig-3g.40gb.engines.ofa=0\n"
+                               "nvidia.com/mig-1g.10gb.count=1\n"
+                               "nvidia.com/mig-1g.10gb.replicas=1\n"
+                               "nvidia.com/mig-1g.10gb.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb\n"
+                               "nvidia.com/mig-1g.10gb.memory=9856\n"
+                               "nvidia.com/mig-1g.10gb.multiprocessors=14\n"
+                               "nvidia.com/mig-1g.10gb.slices.gi=1\n"
+                               "nvidia.com/mig-1g.10gb.slices.ci=1\n"
+                               "nvidia.com/mig-1g.10gb.engines.copy=1\n"
+                               "nvidia.com/mig-1g.10gb.engines.decoder=0\n"
+                               "nvidia.com/mig-1g.10gb.engines.encoder=0\n"
+                               "nvidia.com/mig-1g.10gb.engines.jpeg=0\n"
+                               "nvidia.com/mig-1g.10gb.engines.ofa=0\n"
+                               "nvidia.com/mig-1g.10gb.me.count=1\n"
+                               "nvidia.com/mig-1g.10gb.me.replicas=1\n"
+                               "nvidia.com/mig-1g.10gb.me.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-me\n"
+                               "nvidia.com/mig-1g.10gb.me.memory=9856\n"
+                               "nvidia.com/mig-1g.10gb.me.multiprocessors=14\n"
+                               "nvidia.com/mig-1g.10gb.me.slices.gi=1\n"
+                               "nvidia.com/mig-1g.10gb.me.slices.ci=1\n"
+                               "nvidia.com/mig-1g.10gb.me.engines.copy=1\n"
+                               "nvidia.com/mig-1g.10gb.me.engines.decoder=0\n"
+                               "nvidia.com/mig-1g.10gb.me.engines.encoder=0\n"
+                               "nvidia.com/mig-1g.10gb.me.engines.jpeg=1\n"
+                               "nvidia.com/mig-1g.10gb.me.engines.ofa=0\n");
+        free(s);
+        /* single on a node that does not fit it: GFD's INVALID set */
+        assert_int_equal(labels_format_mig(&t, m, "single", "", &s, &n), 0);
+        assert_non_null(strstr(s, "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-INVALID\n"
+                                  "nvidia.com/gpu.count=0\nnvidia.com/gpu.memory=0\n"));
+        free(s);
+        /* single that fits: the GPU labels are the MIG devices' */
+        m = a100_mig(&t, true);
+        assert_int_equal(labels_format_mig(&t, m, "single", "1g.10gb", &s, &n), 0);
+        assert_non_null(strstr(s, "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb\n"
+                                  "nvidia.com/gpu.count=3\nnvidia.com/gpu.memory=9856\n"
+                                  "nvidia.com/gpu.multiprocessors=14\n"));
+        assert_non_null(strstr(s, "nvidia.com/mig-1g.10gb.count=3\n"));
+        free(s);
+        /* no MIG side read: the strategy alone; no strategy (none): nothing */
+        assert_int_equal(labels_format_mig(&t, NULL, "mixed", NULL, &s, &n), 0);
+        assert_string_equal(s, "nvidia.com/mig.strategy=mixed\n");
+        free(s);
+        m->gpu[0].mode = m->gpu[1].mode = -1;
+        assert_int_equal(labels_format_mig(&t, m, NULL, NULL, &s, &n), 0);
+        assert_string_equal(s, "nvidia.com/mig.capable=false\n");
+        free(s);
+}
+
 static void test_write_atomic(void **state) {
         (void)state;
         char dir[] = "/tmp/gpuslice-labels-XXXXXX";
@@ -131,7 +224,7 @@ int main(void) {
                 cmocka_unit_test(test_sanitize),          cmocka_unit_test(test_family),
                 cmocka_unit_test(test_format_seed),       cmocka_unit_test(test_format_unknowns_left_out),
                 cmocka_unit_test(test_format_no_gpu),     cmocka_unit_test(test_write_atomic),
-                cmocka_unit_test(test_write_missing_dir),
+                cmocka_unit_test(test_write_missing_dir), cmocka_unit_test(test_format_mig),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
