@@ -249,10 +249,11 @@ static int setup(struct node *n, const sigset_t *mask) {
         /* Other parts started from the agent start here: a source on n->loop and/or
          * node_on_devices_changed (node-internal.h). */
         /* GFD's labels: no mig.strategy under none; under single the MIG devices' labels, or INVALID ("") */
+        const char *single = n->cfg.mig_strategy != CONFIG_MIG_SINGLE || !plugin_mig_count(n->plugin) ? NULL
+                             : n->mig_single[0]                                                       ? n->mig_single
+                                                                                                      : "";
         struct publish_mig pm = { n->mig, n->cfg.mig_strategy ? config_mig_strategy_name(n->cfg.mig_strategy) : NULL,
-                                  n->cfg.mig_strategy != CONFIG_MIG_SINGLE || !plugin_mig_count(n->plugin) ? NULL
-                                  : n->mig_single[0] ? n->mig_single
-                                                     : "" };
+                                  single, n->plugin };
         n->publish = publish_start(&n->cfg, n->devices, &pm);
         if (n->publish) { /* the scheduler's assignments, on the publisher's API client (assign.h) */
                 for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)

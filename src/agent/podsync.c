@@ -82,10 +82,10 @@ static int sync_locked(struct node *n) {
         devices_lock(n->devices);
         r = state_reconcile(plugin_record(n->plugin), pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC,
                             &added, &removed, &updated, &skipped);
-        if (r >= 0 && (added || removed)) {
+        if (r >= 0 && (added || removed))
                 (void)plugin_record_fixup(n->plugin);
-                devices_changed(n->devices); /* whole/fraction exclusion may change */
-        }
+        if (r >= 0 && (added || removed || updated))
+                devices_changed(n->devices); /* whole/fraction exclusion may change; holders named (node annotation) */
         if (r >= 0)
                 (void)share_after_sync(n->share); /* the container admitted when the agent died */
         devices_unlock(n->devices);

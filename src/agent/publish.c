@@ -197,6 +197,7 @@ struct publish {
         struct mig_node *mig; /* the MIG side of the labels (a copy; NULL: none) */
         char mig_strategy[16], single_profile[MIG_PROFILE_NAME_MAX];
         bool single_fits;
+        struct plugin *plugin; /* the MIG devices' holders (its record, under the table's lock); NULL none */
         char last_error[KUBE_ERR_MAX + 128];
 };
 
@@ -207,6 +208,35 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *u) 
         pub->kick = true;
         pthread_cond_signal(&pub->cond);
         pthread_mutex_unlock(&pub->lock);
+}
+
+/* The table's MIG devices into the annotation's GPUs (by NVML index), each with its holder per the
+ * plugin's record. Caller holds the table's lock. */
+static void fill_mig(const struct publish *pub, struct cluster_node_info *info) {
+        const struct devices *d = pub->devices;
+        for (unsigned i = 0; i < devices_count(d); i++) {
+                const struct device_info *x = devices_info(d, i);
+                if (x->index < 0 || (unsigned)x->index >= info->n_gpus)
+                        continue;
+                struct cluster_gpu_info *g = &info->gpu[x->index];
+                if (x->kind == DEVICE_GPU) {
+                        g->mig = g->mig || x->mig_mode;
+                        continue;
+                }
+                if (g->n_mig >= CLUSTER_MIG_MAX)
+                        continue;
+                struct cluster_mig_info *m = &g->mig_dev[g->n_mig++];
+                m->index = (unsigned)x->mig_index;
+                strscpy(m->uuid, x->id, sizeof m->uuid);
+                strscpy(m->profile, x->profile, sizeof m->profile);
+                m->mem_mib = (uint32_t)MIN(x->memory_total >> 20, (uint64_t)UINT32_MAX);
+                m->healthy = devices_healthy(d, i);
+                const struct state_alloc *a = pub->plugin ? state_find(plugin_record(pub->plugin),
+                                                                       plugin_device_resource(pub->plugin, i), x->id)
+                                                          : NULL;
+                if (a && a->pod_name[0])
+                        snprintf(m->holder, sizeof m->holder, "%.60s/%.60s", a->pod_namespace, a->pod_name);
+        }
 }
 
 /* What should be published now: labels and annotation from the device table's inventory and health. */
@@ -226,8 +256,14 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
                 strscpy(reasons[i], k < 0 ? "not usable" : devices_reason(d, (unsigned)k), sizeof reasons[i]);
                 reason[i] = reasons[i];
         }
+        struct cluster_node_info *info = malloc(sizeof *info);
+        int r = info ? cluster_node_from_topo(t, healthy, reason, info) : -ENOMEM;
+        if (r >= 0)
+                fill_mig(pub, info);
         devices_unlock(d);
-        int r = cluster_node_encode_topo(t, healthy, reason, ret_ann);
+        if (r >= 0)
+                r = cluster_node_encode(info, ret_ann);
+        free(info);
         if (r >= 0) {
                 struct publish_mig pm = { pub->mig, pub->mig_strategy[0] ? pub->mig_strategy : NULL,
                                           pub->single_fits ? pub->single_profile : NULL };
@@ -393,6 +429,8 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
                 *pub->mig = *mig->node;
         if (mig && mig->strategy)
                 strscpy(pub->mig_strategy, mig->strategy, sizeof pub->mig_strategy);
+        if (mig)
+                pub->plugin = mig->plugin;
         if (mig && mig->single_profile) {
                 strscpy(pub->single_profile, mig->single_profile, sizeof pub->single_profile);
                 pub->single_fits = true;

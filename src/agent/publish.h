@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "agent/devices.h"
+#include "agent/plugin.h"
 #include "config/config.h"
 #include "topo/topo.h"
 
@@ -24,6 +25,7 @@ struct publish_mig {
         const struct mig_node *node;
         const char *strategy;
         const char *single_profile;
+        struct plugin *plugin; /* whose record names the MIG devices' holders (the node annotation); may be NULL */
 };
 
 /* Start publishing the GPUs of table d, or return NULL (logged once: not configured, or the config

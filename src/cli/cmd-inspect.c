@@ -56,6 +56,12 @@ struct listed_node {
         char name[CLUSTER_NAME_MAX];
         bool published;
         char error[128];
+        /* the MIG devices its annotation lists (docs/mig.md), with their GPU's NVML index */
+        struct listed_mig {
+                unsigned gpu;
+                struct cluster_mig_info m;
+        } * mig;
+        size_t n_mig;
 };
 
 /* One device a DRA claim of gpuslice's driver holds (the claim is shown on that node's GPU). */
@@ -87,12 +93,59 @@ struct collect {
         int error;
 };
 
+/* The node's MIG devices, kept for the output (the model has no MIG side). */
+static int keep_mig(struct listed_node *n, const struct cluster_node_info *info) {
+        size_t k = 0;
+        for (unsigned g = 0; g < info->n_gpus; g++)
+                k += info->gpu[g].n_mig;
+        if (!k)
+                return 0;
+        n->mig = calloc(k, sizeof *n->mig);
+        if (!n->mig)
+                return -ENOMEM;
+        for (unsigned g = 0; g < info->n_gpus; g++)
+                for (unsigned j = 0; j < info->gpu[g].n_mig; j++)
+                        n->mig[n->n_mig++] = (struct listed_mig){ g, info->gpu[g].mig_dev[j] };
+        return 0;
+}
+
+/* gpus[].mig of the JSON output: the MIG devices of GPU g of the node. */
+static json_t *inspect_mig_json(const struct listed_node *ln, unsigned g) {
+        json_t *a = json_array();
+        for (size_t k = 0; k < ln->n_mig; k++) {
+                const struct cluster_mig_info *m = &ln->mig[k].m;
+                if (ln->mig[k].gpu != g)
+                        continue;
+                json_t *o = json_object();
+                json_object_set_new(o, "index", json_integer(m->index));
+                json_object_set_new(o, "uuid", json_string(m->uuid));
+                json_object_set_new(o, "profile", json_string(m->profile));
+                json_object_set_new(o, "memory_mib", json_integer(m->mem_mib));
+                json_object_set_new(o, "health", json_string(m->healthy ? "ok" : "unhealthy"));
+                json_object_set_new(o, "holder", m->holder[0] ? json_string(m->holder) : json_null());
+                json_array_append_new(a, o);
+        }
+        return a;
+}
+
+/* The table's lines of GPU g's MIG devices. */
+static void inspect_mig_print(FILE *f, const struct listed_node *ln, unsigned g) {
+        for (size_t k = 0; k < ln->n_mig; k++) {
+                const struct cluster_mig_info *m = &ln->mig[k].m;
+                if (ln->mig[k].gpu == g)
+                        fprintf(f, "%29s MIG %u %-10s %-40s %-22.60s %s\n", "", m->index, m->profile, m->uuid,
+                                m->holder[0] ? m->holder : "-", m->healthy ? "ok" : "unhealthy");
+        }
+}
+
 static int collect_node(json_t *obj, void *u) {
         struct collect *c = u;
         if (!obj) { /* the list restarted */
-                for (size_t i = 0; i < c->n_nodes; i++)
+                for (size_t i = 0; i < c->n_nodes; i++) {
                         if (c->nodes[i].published)
                                 (void)sched_model_remove_node(c->model, c->nodes[i].name);
+                        free(c->nodes[i].mig);
+                }
                 c->n_nodes = 0;
                 return 0;
         }
@@ -109,10 +162,14 @@ static int collect_node(json_t *obj, void *u) {
         if (!name || strlen(name) >= sizeof n->name)
                 return 0;
         strscpy(n->name, name, sizeof n->name);
+        n->mig = NULL;
+        n->n_mig = 0;
         struct gs_error err = { 0 };
         int r = cluster_node_decode_json(obj, c->info, &err);
         if (r == 0)
                 r = sched_model_set_node(c->model, c->info);
+        if (r == 0 && keep_mig(n, c->info) < 0)
+                return -ENOMEM;
         if (r == -ENOMEM)
                 return r;
         n->published = r == 0;
@@ -382,6 +439,7 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                         json_object_set_new(jg, "whole_holder", holder);
                         json_object_set_new(jg, "pods", pods);
                         json_object_set_new(jg, "claims", json_claims(c, ln->name, g));
+                        json_object_set_new(jg, "mig", inspect_mig_json(ln, g));
                         json_array_append_new(gpus, jg);
                 }
                 for (unsigned q = 0; q < rec.n_unplaced; q++) {
@@ -461,6 +519,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                         tot_mem += total;
                         tot_alloc += MIN(u->mem_mib, total);
                         n_gpus++;
+                        inspect_mig_print(f, ln, g);
                         for (unsigned q = 0; details && q < u->n_pods; q++) {
                                 const struct sched_pod *p = u->pods[q];
                                 uint64_t m;
@@ -529,6 +588,8 @@ static void collect_done(struct collect *c) {
         free(c->claim);
         free(c->info);
         free(c->view);
+        for (size_t i = 0; i < c->n_nodes; i++)
+                free(c->nodes[i].mig);
         free(c->nodes);
         free(c->pending);
 }

@@ -269,6 +269,18 @@ int cluster_repair_annotations(const json_t *annotations, const struct cluster_p
 
 /* ---- the node annotation ---- */
 
+#define CLUSTER_MIG_MAX 8 /* MIG devices per GPU in the node annotation */
+
+/* One MIG device of a GPU in MIG mode, as the node agent serves it (docs/mig.md). */
+struct cluster_mig_info {
+        unsigned index; /* MIG index on its GPU */
+        char uuid[CLUSTER_UUID_MAX];
+        char profile[32]; /* "1g.10gb" */
+        uint32_t mem_mib;
+        bool healthy;     /* its GPU's health */
+        char holder[128]; /* "namespace/pod" holding it per the node agent, "" none */
+};
+
 struct cluster_gpu_info {
         char uuid[CLUSTER_UUID_MAX];
         char model[64];
@@ -276,6 +288,9 @@ struct cluster_gpu_info {
         bool healthy;
         char health[96]; /* "ok" or why not */
         char cc[8];      /* compute capability "8.0", "" unknown */
+        bool mig;        /* in MIG mode, served as its MIG devices: never a whole GPU nor shared */
+        unsigned n_mig;
+        struct cluster_mig_info mig_dev[CLUSTER_MIG_MAX];
 };
 
 /* A node as published: GPUs in NVML index order and the link matrix. */

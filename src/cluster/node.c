@@ -73,6 +73,27 @@ static char *links_text(const struct cluster_node_info *info) {
         return links;
 }
 
+/* "mig":[{"i":0,"uuid":"MIG-…","profile":"1g.10gb","mem":9856,"health":"ok","pod":"ns/name"},…] on a GPU in
+ * MIG mode (an empty list: MIG on, no instances); no "mig" key: MIG off. */
+static int encode_mig(json_t *j, const struct cluster_gpu_info *g) {
+        json_t *a = json_array();
+        if (!a)
+                return -ENOMEM;
+        for (unsigned k = 0; k < g->n_mig && k < CLUSTER_MIG_MAX; k++) {
+                const struct cluster_mig_info *m = &g->mig_dev[k];
+                json_t *o =
+                        json_pack("{s:i,s:s,s:s,s:I,s:s}", "i", (int)m->index, "uuid", m->uuid, "profile", m->profile,
+                                  "mem", (json_int_t)m->mem_mib, "health", m->healthy ? "ok" : "unhealthy");
+                if (!o || (m->holder[0] && json_object_set_new(o, "pod", json_string(m->holder)) < 0)) {
+                        json_decref(o);
+                        json_decref(a);
+                        return -ENOMEM;
+                }
+                json_array_append_new(a, o);
+        }
+        return json_object_set_new(j, "mig", a) < 0 ? -ENOMEM : 0;
+}
+
 int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
         if (info->n_gpus > CLUSTER_GPUS_MAX)
                 return -E2BIG;
@@ -99,6 +120,10 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
                                     json_string(g->healthy     ? "ok"
                                                 : g->health[0] ? g->health
                                                                : "unhealthy"));
+                if (g->mig && encode_mig(j, g) < 0) {
+                        json_decref(j);
+                        goto out;
+                }
                 json_array_append_new(gpus, j);
         }
         json_object_set(o, "gpus", gpus);
@@ -182,6 +207,40 @@ static int decode_links(json_t *links, struct cluster_node_info *ret, struct gs_
         return 0;
 }
 
+/* gpus[i].mig (absent: MIG off). */
+static int decode_mig(json_t *a, size_t i, struct cluster_gpu_info *gi, struct gs_error *err) {
+        if (!a)
+                return 0;
+        if (!json_is_array(a) || json_array_size(a) > CLUSTER_MIG_MAX)
+                return gs_error_set(err, -EINVAL, "%s: gpus[%zu].mig must be an array of at most %d", CLUSTER_ANN_GPUS,
+                                    i, CLUSTER_MIG_MAX);
+        gi->mig = true;
+        size_t k;
+        json_t *o;
+        json_array_foreach(a, k, o) {
+                struct cluster_mig_info *m = &gi->mig_dev[gi->n_mig++];
+                json_t *idx = json_object_get(o, "i"), *mem = json_object_get(o, "mem");
+                char health[16];
+                if (!json_is_object(o) || !json_is_integer(idx) || json_integer_value(idx) < 0 ||
+                    json_integer_value(idx) > 64 || !json_is_integer(mem) || json_integer_value(mem) < 0 ||
+                    json_integer_value(mem) > UINT32_MAX)
+                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu].mig[%zu] needs an index i and mem in MiB",
+                                            CLUSTER_ANN_GPUS, i, k);
+                m->index = (unsigned)json_integer_value(idx);
+                m->mem_mib = (uint32_t)json_integer_value(mem);
+                if (cluster_json_str(o, "uuid", m->uuid, sizeof m->uuid, "gpus[].mig[].", err) < 0 ||
+                    cluster_json_str(o, "profile", m->profile, sizeof m->profile, "gpus[].mig[].", err) < 0 ||
+                    cluster_json_str(o, "health", health, sizeof health, "gpus[].mig[].", err) < 0 ||
+                    cluster_json_str(o, "pod", m->holder, sizeof m->holder, "gpus[].mig[].", err) < 0)
+                        return -EINVAL;
+                if (!m->uuid[0] || !m->profile[0])
+                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu].mig[%zu] needs a uuid and a profile",
+                                            CLUSTER_ANN_GPUS, i, k);
+                m->healthy = streq(health, "ok");
+        }
+        return 0;
+}
+
 static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_info *ret, struct gs_error *err) {
         json_t *idx = json_object_get(g, "i");
         json_t *mem = json_object_get(g, "mem");
@@ -202,7 +261,7 @@ static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_i
             cluster_json_str(g, "cc", gi->cc, sizeof gi->cc, "gpus[].", err) < 0)
                 return -EINVAL;
         gi->healthy = streq(gi->health, "ok");
-        return 0;
+        return decode_mig(json_object_get(g, "mig"), i, gi, err);
 }
 
 int cluster_node_decode(const char *value, size_t len, struct cluster_node_info *ret, struct gs_error *err) {

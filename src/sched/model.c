@@ -298,7 +298,9 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 return -ENOMEM; /* built aside, moved inline below when it fits */
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
-                gpus[i].healthy = info->gpu[i].healthy;
+                /* a GPU in MIG mode is its MIG devices' (nvidia.com/mig-*, counted by kube-scheduler from the
+                 * node's allocatable): never free as a whole GPU or for a share */
+                gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig;
                 if (info->gpu[i].uuid[0]) {
                         gpus[i].uuid = strndup(info->gpu[i].uuid, CLUSTER_UUID_MAX);
                         if (!gpus[i].uuid)
@@ -313,7 +315,8 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 strscpy(d->driver, info->driver, sizeof d->driver);
                 for (unsigned i = 0; i < info->n_gpus; i++) {
                         strscpy(d->gpu[i].model, info->gpu[i].model, sizeof d->gpu[i].model);
-                        strscpy(d->gpu[i].health, info->gpu[i].health, sizeof d->gpu[i].health);
+                        snprintf(d->gpu[i].health, sizeof d->gpu[i].health, "%s%s", info->gpu[i].health,
+                                 info->gpu[i].mig ? " (MIG)" : "");
                 }
         }
         struct sched_topo_class *c = class_get(m, info);

@@ -36,6 +36,13 @@ static void round_trip(const struct cluster_node_info *g) {
                         CHECK(back->gpu[i].healthy == g->gpu[i].healthy);
                         CHECK(streq(back->gpu[i].uuid, g->gpu[i].uuid) && streq(back->gpu[i].cc, g->gpu[i].cc));
                         CHECK(!g->gpu[i].health[0] || streq(back->gpu[i].health, g->gpu[i].health));
+                        CHECK(back->gpu[i].mig == g->gpu[i].mig && back->gpu[i].n_mig == g->gpu[i].n_mig);
+                        for (unsigned k = 0; k < g->gpu[i].n_mig; k++) {
+                                const struct cluster_mig_info *a = &g->gpu[i].mig_dev[k], *b = &back->gpu[i].mig_dev[k];
+                                CHECK(a->index == b->index && a->mem_mib == b->mem_mib && a->healthy == b->healthy);
+                                CHECK(streq(a->uuid, b->uuid) && streq(a->profile, b->profile) &&
+                                      streq(a->holder, b->holder));
+                        }
                         for (unsigned j = 0; j < g->n_gpus; j++)
                                 if (i != j) {
                                         CHECK(back->link[i][j].nvlinks == g->link[i][j].nvlinks);

@@ -183,6 +183,80 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         }
 }
 
+static void test_node_annotation_mig(void **state) {
+        (void)state;
+        struct cluster_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+        in->n_gpus = 2;
+        for (unsigned g = 0; g < 2; g++) {
+                snprintf(in->gpu[g].uuid, sizeof in->gpu[g].uuid, "GPU-%u", g);
+                in->gpu[g].mem_mib = 81920;
+                in->gpu[g].healthy = true;
+                in->link[g][g] = (struct topo_link){ TOPO_LEVEL_SELF, 0 };
+        }
+        in->link[0][1] = in->link[1][0] = (struct topo_link){ TOPO_LEVEL_SYS, 12 };
+        in->gpu[0].mig = true;
+        in->gpu[0].n_mig = 2;
+        in->gpu[0].mig_dev[0] = (struct cluster_mig_info){ .index = 0,
+                                                           .uuid = "MIG-a",
+                                                           .profile = "3g.40gb",
+                                                           .mem_mib = 40192,
+                                                           .healthy = true,
+                                                           .holder = "ml/train" };
+        in->gpu[0].mig_dev[1] = (struct cluster_mig_info){
+                .index = 2, .uuid = "MIG-b", .profile = "1g.10gb", .mem_mib = 9856, .healthy = false
+        };
+        char *text;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_non_null(strstr(text, "\"mig\":[{\"i\":0,\"uuid\":\"MIG-a\",\"profile\":\"3g.40gb\",\"mem\":40192,"
+                                     "\"health\":\"ok\",\"pod\":\"ml/train\"}"));
+        struct gs_error err = { 0 };
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_true(out->gpu[0].mig && !out->gpu[1].mig);
+        assert_int_equal(out->gpu[0].n_mig, 2);
+        assert_string_equal(out->gpu[0].mig_dev[0].holder, "ml/train");
+        assert_string_equal(out->gpu[0].mig_dev[1].profile, "1g.10gb");
+        assert_int_equal(out->gpu[0].mig_dev[1].index, 2);
+        assert_false(out->gpu[0].mig_dev[1].healthy);
+        /* MIG on, no instances: an empty list, still MIG mode */
+        in->gpu[0].n_mig = 0;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_true(out->gpu[0].mig && out->gpu[0].n_mig == 0);
+        /* malformed: every one refused with a message */
+        static const char *const bad[] = {
+                "\"mig\":{}",
+                "\"mig\":[1]",
+                "\"mig\":[{\"uuid\":\"MIG-a\",\"profile\":\"1g.10gb\",\"mem\":1}]",
+                "\"mig\":[{\"i\":-1,\"uuid\":\"MIG-a\",\"profile\":\"1g.10gb\",\"mem\":1}]",
+                "\"mig\":[{\"i\":0,\"uuid\":\"MIG-a\",\"profile\":\"1g.10gb\"}]",
+                "\"mig\":[{\"i\":0,\"uuid\":\"\",\"profile\":\"1g.10gb\",\"mem\":1}]",
+                "\"mig\":[{\"i\":0,\"uuid\":\"MIG-a\",\"profile\":7,\"mem\":1}]",
+                "\"mig\":[{\"i\":0,\"uuid\":\"MIG-a\",\"profile\":\"1g.10gb\",\"mem\":1,\"pod\":[]}]",
+                "\"mig\":[{\"i\":0,\"uuid\":\"M\",\"profile\":\"p\",\"mem\":1},{\"i\":1,\"uuid\":\"M\",\"profile\":"
+                "\"p\",\"mem\":1},{\"i\":2,\"uuid\":\"M\",\"profile\":\"p\",\"mem\":1},{\"i\":3,\"uuid\":\"M\","
+                "\"profile\":"
+                "\"p\",\"mem\":1},{\"i\":4,\"uuid\":\"M\",\"profile\":\"p\",\"mem\":1},{\"i\":5,\"uuid\":\"M\","
+                "\"profile\":"
+                "\"p\",\"mem\":1},{\"i\":6,\"uuid\":\"M\",\"profile\":\"p\",\"mem\":1},{\"i\":7,\"uuid\":\"M\","
+                "\"profile\":"
+                "\"p\",\"mem\":1},{\"i\":8,\"uuid\":\"M\",\"profile\":\"p\",\"mem\":1}]",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                char doc[2048];
+                snprintf(doc, sizeof doc,
+                         "{\"v\":1,\"gpus\":[{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"A100\",\"mem\":81920,"
+                         "\"health\":\"ok\",%s}]}",
+                         bad[i]);
+                err.message[0] = 0;
+                if (cluster_node_decode(doc, strlen(doc), out, &err) != -EINVAL || !strstr(err.message, "mig"))
+                        fail_msg("case %zu accepted or unexplained: %s", i, err.message);
+        }
+        free(in);
+        free(out);
+}
+
 static void test_node_annotation(void **state) {
         (void)state;
         struct cluster_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
@@ -506,6 +580,7 @@ int main(void) {
                 cmocka_unit_test(test_repair_keeps_fields),
                 cmocka_unit_test(test_classifier),
                 cmocka_unit_test(test_node_annotation),
+                cmocka_unit_test(test_node_annotation_mig),
                 cmocka_unit_test(test_annotation_round_trip),
                 cmocka_unit_test(test_node_from_topo_by_index),
         };
