@@ -121,6 +121,8 @@ static int setup_plugin(struct node *n) {
         if (!t)
                 return log_error_errno(-ENOMEM, "out of memory", "%s", "");
         r = nvml_inventory(n->nvml, t, &ne);
+        if (r >= 0 && (r = miglayout_recover(n, t)) > 0) /* a layout change completed: what it made */
+                r = nvml_inventory(n->nvml, t, &ne);
         if (r < 0)
                 return log_error_errno(r, "cannot read the GPUs", "func=%s nvml=\"%s\"", ne.func, ne.text);
         struct plugin_options o;
@@ -262,6 +264,9 @@ static int setup(struct node *n, const sigset_t *mask) {
                 plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
                                                           n->devices, &n->assign_names, n->cfg.pod_resources_socket));
         }
+        r = miglayout_start(n);
+        if (r < 0)
+                return r;
         r = node_dra_start(n);
         if (r >= 0 && n->dra)
                 r = node_on_devices_changed(n, node_dra_push, NULL);
@@ -284,6 +289,7 @@ static void teardown(struct node *n) {
         if (n->devices)
                 devices_set_change_fd(n->devices, -1);
         register_done(n); /* Register calls cancelled, plugin servers stopped */
+        miglayout_stop(n);
         node_dra_stop(n); /* before the publisher: it uses the publisher's API client */
         health_stop(&n->health);
         if (n->plugin) /* servers stopped: no call uses it */
@@ -307,6 +313,25 @@ static void teardown(struct node *n) {
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);
         rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
+}
+
+/* Start this program again with its arguments (/proc/self/cmdline): after a layout change the inventory,
+ * the device table and the resources are built anew. Returns only when it failed (logged). */
+static void reexec(void) {
+        _cleanup_(freep) char *text = NULL;
+        size_t len = 0;
+        int r = read_file("/proc/self/cmdline", 1 << 20, &text, &len);
+        char *argv[256];
+        size_t n = 0;
+        for (size_t at = 0; r >= 0 && at < len && n + 1 < ELEMENTSOF(argv); at += strlen(text + at) + 1)
+                argv[n++] = text + at;
+        argv[n] = NULL;
+        if (r >= 0 && n > 0) {
+                log_info("starting again", "program=%s", argv[0]);
+                execv("/proc/self/exe", argv);
+                r = -errno;
+        }
+        log_error_errno(r < 0 ? r : -EINVAL, "cannot start again: restart the agent", "%s", "");
 }
 
 int agent_run(const struct agent_options *o) {
@@ -338,7 +363,10 @@ int agent_run(const struct agent_options *o) {
                         log_error_errno(r, "the event loop failed", "%s", "");
         }
         teardown(n);
+        bool again = n->reexec;
         free(n);
+        if (r >= 0 && again)
+                reexec(); /* returns only when it failed */
         if (r >= 0)
                 log_info("stopped", "%s", "");
         return r;

@@ -49,6 +49,7 @@ struct http_server;
 struct monitor_service;
 struct publish;
 struct dra;
+struct migctl_config;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -112,6 +113,12 @@ struct node {
         char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
         struct mig_node *mig;                  /* the MIG side read at start (single/mixed; NULL: none; agent.c) */
         char mig_single[MIG_PROFILE_NAME_MAX]; /* the profile of a node that fits `single` ("" otherwise) */
+        /* miglayout.c: declared layouts (--mig-layouts) */
+        struct migctl_config *layouts; /* NULL: off */
+        struct loop_event layout_kick; /* the Node changed: look at nvidia.com/mig.config */
+        bool layout_kick_on;
+        char layout_name[64], layout_state[16], layout_reason[512]; /* last asked (<state-dir>/mig-layout) */
+        bool reexec; /* a layout changed the MIG devices: agent_run starts the agent again */
 
         struct {
                 node_change_fn fn;
@@ -162,6 +169,13 @@ int node_dra_start(struct node *n); /* 0 when off or started */
 void node_dra_stop(struct node *n);
 /* A node_change_fn: the table's view of the GPUs to the DRA driver (nothing when it is off). */
 void node_dra_push(struct node *n, void *userdata);
+
+/* miglayout.c */
+/* Load the layout file and recover every GPU's interrupted change: 1 when a GPU changed (read the inventory
+ * again), 0, or -errno (a layout file that cannot be read). */
+int miglayout_recover(struct node *n, const struct topo *t);
+int miglayout_start(struct node *n); /* after the publisher: watch the label */
+void miglayout_stop(struct node *n);
 
 /* agent-metrics.c */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds);

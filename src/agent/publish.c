@@ -198,6 +198,11 @@ struct publish {
         char mig_strategy[16], single_profile[MIG_PROFILE_NAME_MAX];
         bool single_fits;
         struct plugin *plugin; /* the MIG devices' holders (its record, under the table's lock); NULL none */
+        /* under lock: */
+        void (*node_hook)(void *userdata); /* the Node changed (miglayout.c) */
+        void *node_hook_data;
+        char mig_state[16];   /* nvidia.com/mig.config.state to publish ("" none) */
+        char mig_reason[512]; /* gpuslice.io/mig.config.reason */
         char last_error[KUBE_ERR_MAX + 128];
 };
 
@@ -207,7 +212,75 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *u) 
         pthread_mutex_lock(&pub->lock);
         pub->kick = true;
         pthread_cond_signal(&pub->cond);
+        void (*fn)(void *) = pub->node_hook;
+        void *data = pub->node_hook_data;
         pthread_mutex_unlock(&pub->lock);
+        if (fn)
+                fn(data);
+}
+
+void publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata) {
+        pthread_mutex_lock(&pub->lock);
+        pub->node_hook = fn;
+        pub->node_hook_data = userdata;
+        pthread_mutex_unlock(&pub->lock);
+}
+
+int publish_node_label(struct publish *pub, const char *key, char *buf, size_t len) {
+        json_t *node = kube_informer_get(pub->inf, pub->node);
+        if (!node)
+                return -ENOENT;
+        const char *v =
+                json_string_value(json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
+        snprintf(buf, len, "%s", v ? v : "");
+        json_decref(node);
+        return 0;
+}
+
+void publish_set_mig_state(struct publish *pub, const char *state, const char *reason) {
+        pthread_mutex_lock(&pub->lock);
+        strscpy(pub->mig_state, state ? state : "", sizeof pub->mig_state);
+        strscpy(pub->mig_reason, reason ? reason : "", sizeof pub->mig_reason);
+        pub->kick = true;
+        pthread_cond_signal(&pub->cond);
+        pthread_mutex_unlock(&pub->lock);
+}
+
+/* The layout state into the wanted labels and, when it differs from the node's, the reason annotation into
+ * the patch (made when there is none). */
+static void add_mig_state(struct publish *pub, const json_t *node, json_t *labels, json_t **patch) {
+        char state[sizeof pub->mig_state], reason[sizeof pub->mig_reason];
+        pthread_mutex_lock(&pub->lock);
+        strscpy(state, pub->mig_state, sizeof state);
+        strscpy(reason, pub->mig_reason, sizeof reason);
+        pthread_mutex_unlock(&pub->lock);
+        if (!state[0])
+                return;
+        const json_t *l = json_object_get(json_object_get(node, "metadata"), "labels");
+        const char *have_s = json_string_value(json_object_get(l, PUBLISH_MIG_STATE_LABEL));
+        const json_t *a = json_object_get(json_object_get(node, "metadata"), "annotations");
+        const char *have_r = json_string_value(json_object_get(a, PUBLISH_MIG_REASON_ANNOTATION));
+        bool state_differs = !have_s || !streq(have_s, state);
+        bool reason_differs = reason[0] ? !have_r || !streq(have_r, reason) : have_r != NULL;
+        json_object_set_new(labels, PUBLISH_MIG_STATE_LABEL, json_string(state));
+        if (!state_differs && !reason_differs)
+                return;
+        if (!*patch)
+                *patch = json_pack("{s:{}}", "metadata");
+        json_t *m = json_object_get(*patch, "metadata");
+        if (!m)
+                return;
+        if (state_differs) {
+                if (!json_object_get(m, "labels"))
+                        json_object_set_new(m, "labels", json_object());
+                json_object_set_new(json_object_get(m, "labels"), PUBLISH_MIG_STATE_LABEL, json_string(state));
+        }
+        if (reason_differs) {
+                if (!json_object_get(m, "annotations"))
+                        json_object_set_new(m, "annotations", json_object());
+                json_object_set_new(json_object_get(m, "annotations"), PUBLISH_MIG_REASON_ANNOTATION,
+                                    reason[0] ? json_string(reason) : json_null());
+        }
 }
 
 /* The table's MIG devices into the annotation's GPUs (by NVML index), each with its holder per the
@@ -324,6 +397,7 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
                 return r;
         }
         json_t *patch = publish_diff(node, labels, ann);
+        add_mig_state(pub, node, labels, &patch);
         const char *rv = json_string_value(json_object_get(json_object_get(node, "metadata"), "resourceVersion"));
         char *body = patch ? json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         r = 0;

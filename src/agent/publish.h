@@ -36,6 +36,17 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
 struct kube_client *publish_client(const struct publish *pub);
 const char *publish_node(const struct publish *pub);
 
+/* ---- declared MIG layouts (miglayout.c): the node label that selects one, the state published back ---- */
+#define PUBLISH_MIG_CONFIG_LABEL "nvidia.com/mig.config"              /* the user's: never written */
+#define PUBLISH_MIG_STATE_LABEL "nvidia.com/mig.config.state"         /* pending, success, failed */
+#define PUBLISH_MIG_REASON_ANNOTATION "gpuslice.io/mig.config.reason" /* why it failed ("" removed) */
+/* fn(userdata) runs on the informer's thread whenever the Node object changes (it must only post). */
+void publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata);
+/* A label of the Node as last seen into buf ("" when it has none). 0, or -ENOENT: no Node seen yet. */
+int publish_node_label(struct publish *pub, const char *key, char *buf, size_t len);
+/* The layout's state label and reason annotation to publish from now on (state NULL: none). Any thread. */
+void publish_set_mig_state(struct publish *pub, const char *state, const char *reason);
+
 /* Stop the thread and free. NULL is a no-op. Returns NULL. */
 struct publish *publish_stop(struct publish *pub);
 

@@ -74,6 +74,9 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           T_RESOURCE, FIELD(whole_gpu_resource), NO_NAMES, 0, 0, "a resource name like nvidia.com/gpu")                \
         X("resources.mig-strategy", "mig-strategy", "STRATEGY", "MIG devices served: none, single or mixed", T_ENUM,   \
           FIELD(mig_strategy), NAMES(mig_strategy_names), 0, 0, "one of none, single, mixed")                          \
+        X("resources.mig-layouts", "mig-layouts", "PATH",                                                              \
+          "MIG layout file the node label nvidia.com/mig.config selects from, empty: off", T_PATH_OPT,                 \
+          FIELD(mig_layouts), NO_NAMES, 0, 0, "an absolute path or empty")                                             \
         X("devices.id-strategy", "device-id-strategy", "STRATEGY", "NVIDIA_VISIBLE_DEVICES lists uuid or index",       \
           T_ENUM, FIELD(device_id_strategy), NAMES(id_strategy_names), 0, 0, "one of uuid, index")                     \
         X("devices.list-strategy", "device-list-strategy", "LIST",                                                     \

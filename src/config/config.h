@@ -101,6 +101,7 @@ struct gpuslice_config {
         enum config_profile profile;              /* resources.profile      default */
         char whole_gpu_resource[CONFIG_NAME_MAX]; /* resources.whole-gpu-name  "" = nvidia.com/gpu */
         enum config_mig_strategy mig_strategy;    /* resources.mig-strategy none */
+        char mig_layouts[CONFIG_PATH_MAX];        /* resources.mig-layouts  "" = off (docs/mig.md) */
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */

@@ -23,3 +23,14 @@ if(TARGET gpuslice_agent)
     set_tests_properties(agent-mig-${t} PROPERTIES TIMEOUT 120 LABELS "integration;agent;mig" SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# MIG on the Node object and layouts from the node label (test_mig_layout.py: kubelet and API stand-ins).
+if(TARGET gpuslice_agent)
+  foreach(t publish layout)
+    add_test(NAME agent-mig-${t}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_mig_layout.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${CMAKE_SOURCE_DIR}/tests/data/mig/a100-80gb-2gpu.node ${t})
+    set_tests_properties(agent-mig-${t} PROPERTIES TIMEOUT 180 LABELS "integration;agent;mig;kube" SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

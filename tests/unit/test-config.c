@@ -33,6 +33,7 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "profile = tencent\n"
                                    "whole-gpu-name = example.com/gpu\n"
                                    "mig-strategy = mixed\n"
+                                   "mig-layouts = /etc/gpuslice/mig.yaml\n"
                                    "[devices]\n"
                                    "id-strategy = index\n"
                                    "list-strategy = envvar, cdi\n"
@@ -184,6 +185,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_int_equal(c.profile, CONFIG_PROFILE_TENCENT);
         assert_string_equal(config_whole_gpu_resource(&c), "example.com/gpu");
         assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
+        assert_string_equal(c.mig_layouts, "/etc/gpuslice/mig.yaml");
         assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_ENVVAR | CONFIG_DEVICE_LIST_CDI);
         assert_string_equal(c.cdi_vendor, "example.com");
