@@ -111,6 +111,26 @@ static int add_endpoint(struct node *n, enum plugin_kind kind, unsigned mig, con
         return 0;
 }
 
+/* One endpoint per resource served: the fixed kinds the profile names, then the MIG resources. */
+static int setup_endpoints(struct node *n) {
+        /* --dra alone: the table stays (health, the DRA driver's view of it), no device plugin is served */
+        bool serve = !n->cfg.dra_enabled || n->cfg.dra_device_plugin;
+        int r;
+        for (unsigned k = 0; k < _PLUGIN_KIND_MAX && serve; k++) {
+                const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
+                /* under `single` the whole-GPU resource's name is the MIG resource's */
+                if (!res[0] ||
+                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE && plugin_mig_count(n->plugin) > 0))
+                        continue;
+                if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
+                        return r;
+        }
+        for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
+                if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
+                        return r;
+        return 0;
+}
+
 /* NVML, the inventory and the plugin table. */
 static int setup_plugin(struct node *n) {
         struct nvml_error ne = { 0 };
@@ -147,20 +167,9 @@ static int setup_plugin(struct node *n) {
         }
 
         cdi_refresh(n, &o);
-        /* --dra alone: the table stays (health, the DRA driver's view of it), no device plugin is served */
-        bool serve = !n->cfg.dra_enabled || n->cfg.dra_device_plugin;
-        for (unsigned k = 0; k < _PLUGIN_KIND_MAX && serve; k++) {
-                const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
-                /* under `single` the whole-GPU resource's name is the MIG resource's */
-                if (!res[0] ||
-                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE && plugin_mig_count(n->plugin) > 0))
-                        continue;
-                if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
-                        return r;
-        }
-        for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
-                if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
-                        return r;
+        r = setup_endpoints(n);
+        if (r < 0)
+                return r;
         if (o.core_resource[0] || o.memory_resource[0]) {
                 log_info("sharing GPUs", "core=%s memory=%s memory_unit=%" PRIu64 " policy=%s interposer=%s",
                          o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",

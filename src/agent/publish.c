@@ -474,6 +474,21 @@ static void *publish_main(void *u) {
         return NULL;
 }
 
+/* The MIG side of the labels and annotation, copied. */
+static void keep_mig(struct publish *pub, const struct publish_mig *mig) {
+        if (!mig)
+                return;
+        if (mig->node && (pub->mig = malloc(sizeof *pub->mig)))
+                *pub->mig = *mig->node;
+        if (mig->strategy)
+                strscpy(pub->mig_strategy, mig->strategy, sizeof pub->mig_strategy);
+        pub->plugin = mig->plugin;
+        if (mig->single_profile) {
+                strscpy(pub->single_profile, mig->single_profile, sizeof pub->single_profile);
+                pub->single_fits = true;
+        }
+}
+
 struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d, const struct publish_mig *mig) {
         struct kube_config kc;
         struct gs_error err = { 0 };
@@ -499,16 +514,7 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
                 return NULL;
         }
         pub->devices = d;
-        if (mig && mig->node && (pub->mig = malloc(sizeof *pub->mig)))
-                *pub->mig = *mig->node;
-        if (mig && mig->strategy)
-                strscpy(pub->mig_strategy, mig->strategy, sizeof pub->mig_strategy);
-        if (mig)
-                pub->plugin = mig->plugin;
-        if (mig && mig->single_profile) {
-                strscpy(pub->single_profile, mig->single_profile, sizeof pub->single_profile);
-                pub->single_fits = true;
-        }
+        keep_mig(pub, mig);
         pthread_mutex_init(&pub->lock, NULL);
         pthread_cond_init(&pub->cond, NULL);
         /* kube.node-name (--node-name), else $NODE_NAME (the DaemonSet's downward API), else the host name */

@@ -45,7 +45,7 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         if (!o->list_cdi)
                 return;
         int r = cdi_agent_refresh(devices_topo(n->devices), o->cdi_kind, o->dev_root,
-                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, path,
+                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, n->mig, path,
                                   sizeof path, &err);
         if (r < 0)
                 log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err.message);

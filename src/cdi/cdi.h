@@ -215,10 +215,11 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
  * (kind=<index> or kind=<UUID>, and <id>-shared with an interposer) exist. Output: the
  * environment's GPUSLICE_CDI_SPEC (read with secure_getenv; "none" disables; a path ending in
  * .json writes JSON), else /var/run/cdi/<vendor>-<class>.yaml; driver root: GPUSLICE_CDI_DRIVER_ROOT
- * (default /). The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
+ * (default /). mig (NULL: none): its MIG devices too, their capabilities from <dev_root>/proc/driver/nvidia-caps/
+ * mig-minors. The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
  */
 int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      char *ret_path, size_t path_len, struct gs_error *err);
+                      const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err);
 
 /* ---- the OCI hook (hook.c; `gpuslice hook` is its command line) ---- */
 

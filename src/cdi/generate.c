@@ -77,7 +77,7 @@ static int cdi_generate_file_impl(const struct topo *t, const struct cdi_generat
 }
 
 static int cdi_agent_refresh_impl(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                                  char *ret_path, size_t path_len, struct gs_error *err) {
+                                  const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err) {
         const char *out = secure_getenv("GPUSLICE_CDI_SPEC"), *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
         char self[4096];
         if (out && streq(out, "none"))
@@ -86,7 +86,17 @@ static int cdi_agent_refresh_impl(const struct topo *t, const char *kind, const 
                 .roots = { .dev_root = dev_root && dev_root[0] ? dev_root : "/",
                            .driver_root = drv && drv[0] ? drv : "/" },
                 .spec = { .kind = kind, .interposer = interposer },
+                .mig = mig,
         };
+        char minors[CDI_PATH_MAX];
+        if (mig) { /* the driver's mig-minors as the agent sees the host: under the dev root */
+                const char *root = g.roots.dev_root;
+                size_t rl = strlen(root);
+                while (rl > 0 && root[rl - 1] == '/')
+                        rl--;
+                snprintf(minors, sizeof minors, "%.*s%s", (int)MIN(rl, (size_t)3000), root, CDI_MIG_MINORS);
+                g.mig_minors = minors;
+        }
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         if (n > 0) {
                 self[n] = '\0';
@@ -116,6 +126,6 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
 }
 
 int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      char *ret_path, size_t path_len, struct gs_error *err) {
-        return cdi_fail(err, cdi_agent_refresh_impl(t, kind, dev_root, interposer, ret_path, path_len, err));
+                      const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err) {
+        return cdi_fail(err, cdi_agent_refresh_impl(t, kind, dev_root, interposer, mig, ret_path, path_len, err));
 }

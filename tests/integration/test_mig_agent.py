@@ -20,6 +20,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_fixture import REACT_S, Skip, check, run_main  # noqa: E402
+import test_cdi_agent  # noqa: E402
 
 PLAIN = "gpuslice-nvidia.com-gpu.sock"
 
@@ -148,6 +149,22 @@ def test_mixed_index(e):
     check([d.name for d in c.cdi_devices] == ["gpuslice.io/gpu=" + want], "cdi %s" % c.cdi_devices)
 
 
+def test_mixed_cdi(e):
+    """The CDI spec the agent writes defines the MIG devices' names its Allocate answers carry."""
+    use_node(e, "a100-80gb-2gpu.node")
+    spec_path = test_cdi_agent.cdi_node(e, e.args, "mig")
+    e.start_agent("--mig-strategy", "mixed", "--device-list-strategy", "cdi")
+    registered_resources(e, 4)
+    spec, names = test_cdi_agent.spec_names(spec_path)
+    for prof in ("1g.10gb", "2g.20gb", "3g.40gb"):
+        ids = e.kubelet.last_ids(ep("nvidia.com/mig-" + prof))
+        c = allocate_on(e, ep("nvidia.com/mig-" + prof), [ids[0]]).container_responses[0]
+        got = [d.name for d in c.cdi_devices]
+        check(got == ["gpuslice.io/gpu=" + ids[0]], "cdi %s" % got)
+        kind, name = got[0].split("=", 1)
+        check(kind == spec["kind"] and name in names, "%s is not in the spec (%s)" % (got[0], sorted(names)))
+
+
 def test_mixed_health(e):
     """An Xid on the parent GPU makes every one of its MIG devices Unhealthy; the other GPU is untouched."""
     use_node(e, "a100-80gb-2gpu.node")
@@ -246,6 +263,7 @@ TESTS = {
     "mixed": test_mixed,
     "mixed-index": test_mixed_index,
     "mixed-health": test_mixed_health,
+    "mixed-cdi": test_mixed_cdi,
     "restart": test_restart,
     "single": test_single,
     "single-mismatch": test_single_mismatch,
