@@ -68,6 +68,8 @@ static json_t *status_json(struct node *n) {
                         json_object_set_new(d, "parent", json_string(devices_info(dev, (unsigned)g->parent)->id));
                         json_object_set_new(d, "mig_index", json_integer(g->mig_index));
                         json_object_set_new(d, "profile", json_string(g->profile));
+                        json_object_set_new(d, "gpu_instance", json_integer(g->gi));
+                        json_object_set_new(d, "compute_instance", json_integer(g->ci));
                 } else if (g->mig_mode)
                         json_object_set_new(d, "mig_mode", json_true());
                 if (!healthy)

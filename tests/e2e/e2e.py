@@ -47,11 +47,11 @@ def check(cond, msg):
 
 
 def topology_path(name):
-    for d in (os.path.join(HERE, "nodes"), os.path.join(REPO, "sim", "nodes")):
+    for d in (os.path.join(HERE, "nodes"), os.path.join(REPO, "sim", "nodes"), os.path.join(REPO, "tests", "data", "mig")):
         p = os.path.join(d, name)
         if os.path.exists(p):
             return p
-    raise E2EError("no node description %s in tests/e2e/nodes or sim/nodes" % name)
+    raise E2EError("no node description %s in tests/e2e/nodes, sim/nodes or tests/data/mig" % name)
 
 
 def built(*names):

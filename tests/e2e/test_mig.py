@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG on a real cluster (docs/mig.md): two simulated MIG nodes with their own kubelet, containerd and
+`gpuslice node` — an A100-80GB in MIG mode beside one with MIG off under --mig-strategy mixed, and two
+H100s of seven 1g.10gb each under --mig-strategy single. The capability nodes /dev/nvidia-caps/* are
+made in each node's /dev and mig-minors under the agent's --dev-root by `gpuslice-sim caps` (the
+agent sees the node's /dev there, as the DaemonSet sees the host's under /host). A pod asking for
+nvidia.com/mig-1g.10gb (and one for another profile) starts with exactly its MIG device's nodes (the
+parent's /dev/nvidiaN and the two capability nodes mig-minors gives its GPU and compute instance) and
+its MIG UUID; under single, nvidia.com/gpu serves one MIG device per unit; the agent SIGKILLed and
+started again, and kubelet restarted, keep every holder.
+
+    /usr/bin/python3 tests/e2e/test_mig.py [TEST ...]
+"""
+
+import os
+import re
+import signal
+import sys
+
+import e2e
+from e2e import BUILD, check, pod, wait_pod
+
+NODES = [("gpu-mixed", "a100-80gb-2gpu.node", None), ("gpu-single", "h100-single.node", None)]
+ROOT = "/run/gpuslice-e2e/migroot"
+SHOW = ('echo "VISIBLE=$NVIDIA_VISIBLE_DEVICES"; echo "DEV=$(ls /dev | grep "^nvidia[0-9]" | tr "\\n" " ")"; '
+        'echo "CAPS=$(ls /dev/nvidia-caps 2>/dev/null | tr "\\n" " ")"; sleep 3600')
+STRATEGY = {"gpu-mixed": "mixed", "gpu-single": "single"}
+BIND = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+        'mkdir -p %s/dev && mount --bind /dev %s/dev && exec "$@"' % (ROOT, ROOT), "mig-root"]
+
+
+def start(g):
+    g.start_agent("--mig-strategy", STRATEGY[g.name], "--dev-root", ROOT, prefix=BIND)
+
+
+def setup():
+    c = e2e.gpu_cluster(NODES)
+    for g in c.gpu.values():
+        # mig-minors under the dev root, the capability nodes in the node's /dev (through the bind)
+        g.node.run(BIND + [os.path.join(BUILD, "sim", "gpuslice-sim"), "caps", ROOT], env=g.sim_env())
+        start(g)
+    c.wait("gpu-mixed allocatable nvidia.com/mig-1g.10gb",
+           lambda: c.gpu["gpu-mixed"].allocatable("nvidia.com/mig-1g.10gb") == 2, timeout=120)
+    c.wait("gpu-single allocatable nvidia.com/gpu", lambda: c.gpu["gpu-single"].allocatable() == 14, timeout=120)
+    return c
+
+
+def seen(c, name):
+    """(NVIDIA_VISIBLE_DEVICES, GPU device-node minors, capability-node minors) of a running pod."""
+    text = c.wait("output of %s" % name, lambda: (lambda t: t if "CAPS=" in t else None)(e2e.logs(c, name)),
+                  timeout=90)
+    vis = re.search(r"VISIBLE=(.*)", text).group(1).strip()
+    dev = sorted(int(d[len("nvidia"):]) for d in re.search(r"DEV=(.*)", text).group(1).split())
+    caps = sorted(int(d[len("nvidia-cap"):]) for d in re.search(r"CAPS=(.*)", text).group(1).split())
+    return vis, dev, caps
+
+
+def mig_devices(g):
+    """{MIG UUID: status device} of the agent."""
+    return {d["id"]: d for d in g.status()["devices"] if d.get("kind") == "mig"}
+
+
+def expected_caps(g, d):
+    """The capability minors of MIG device d (status entry) from the node's mig-minors."""
+    text = g.node.run(["cat", ROOT + "/proc/driver/nvidia-caps/mig-minors"]).stdout
+    m = dict(line.split() for line in text.splitlines() if line.strip())
+    gpu = int(d["index"])
+    gi, ci = int(m["gpu%d/gi%d/access" % (gpu, d["gpu_instance"])]), \
+        int(m["gpu%d/gi%d/ci%d/access" % (gpu, d["gpu_instance"], d["compute_instance"])])
+    return sorted([gi, ci])
+
+
+def check_pod(c, g, name, resource):
+    vis, dev, caps = seen(c, name)
+    migs = mig_devices(g)
+    check(vis in migs, "%s: NVIDIA_VISIBLE_DEVICES=%r is not one MIG device of %s" % (name, vis, sorted(migs)))
+    d = migs[vis]
+    check(resource == "nvidia.com/gpu" or resource == "nvidia.com/mig-" + d["profile"],
+          "%s: asked %s, got a %s" % (name, resource, d["profile"]))
+    check(dev == [d["index"]], "%s: GPU device nodes %s in the container, its MIG device is on GPU %d" %
+          (name, dev, d["index"]))
+    want = expected_caps(g, d)
+    check(caps == want, "%s: capability nodes %s in the container, mig-minors says %s" % (name, caps, want))
+    holder = d.get("holder") or {}
+    check(holder.get("pod") == name, "%s: the agent names %s as holder of %s" % (name, holder, vis))
+    return vis
+
+
+def test_mixed_pods(c):
+    """Pods asking for nvidia.com/mig-1g.10gb and nvidia.com/mig-3g.40gb get exactly their MIG device."""
+    g = c.gpu["gpu-mixed"]
+    try:
+        for name, res in (("mig-small", "nvidia.com/mig-1g.10gb"), ("mig-big", "nvidia.com/mig-3g.40gb")):
+            c.apply(pod(name, g.name, SHOW, limits={res: 1}))
+            wait_pod(c, name)
+            check_pod(c, g, name, res)
+        check(g.allocatable("nvidia.com/gpu") == 1, "the GPU in MIG mode is offered whole")
+    finally:
+        for name in ("mig-small", "mig-big"):
+            e2e.delete(c, "pod", name)
+
+
+def test_single_pods(c):
+    """single: two pods of nvidia.com/gpu each get one MIG device; restarts keep both holders."""
+    g = c.gpu["gpu-single"]
+    try:
+        held = {}
+        for name in ("single-a", "single-b"):
+            c.apply(pod(name, g.name, SHOW, limits={"nvidia.com/gpu": 1}))
+            wait_pod(c, name)
+            held[name] = check_pod(c, g, name, "nvidia.com/gpu")
+        check(held["single-a"] != held["single-b"], "two pods on one MIG device: %s" % held)
+        # the agent SIGKILLed and started again, then kubelet restarted: both holders kept
+        g.stop_agent(signal.SIGKILL)
+        start(g)
+        g.node.restart_kubelet()
+        c.wait("the agent registered again", lambda: g.status().get("registered"), timeout=60)
+
+        def holders():
+            m = mig_devices(g)
+            return all((m[u].get("holder") or {}).get("pod") == n for n, u in held.items())
+        c.wait("both holders named again", holders, timeout=60)
+        for name in held:
+            check(e2e.get_pod(c, name)["status"]["phase"] == "Running", "%s stopped" % name)
+    finally:
+        for name in ("single-a", "single-b"):
+            e2e.delete(c, "pod", name)
+
+
+TESTS = [test_mixed_pods, test_single_pods]
+
+if __name__ == "__main__":
+    try:
+        sys.exit(e2e.main(TESTS, setup))
+    except e2e.Fail as exc:
+        print(exc)
+        sys.exit(1)
