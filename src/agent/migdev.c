@@ -116,12 +116,14 @@ static enum rpc_code ids_to_set(const struct plugin_service *svc, char **ids, si
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: unknown device ID \"%.96s\" for %s", what, id,
                                          plugin_mig_resource(p, svc->mig));
                 uint64_t bit = UINT64_C(1) << i;
+                int parent = devices_info(d, (unsigned)i)->parent;
+                uint64_t mine = bit | (parent >= 0 ? UINT64_C(1) << parent : 0); /* it, or its GPU */
                 if (set & bit)
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device ID %s given twice", what, id);
                 if (usable && !devices_healthy(d, (unsigned)i))
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: MIG device %s is unhealthy (%s)", what, id,
                                          devices_reason(d, (unsigned)i));
-                if (usable && (plugin_held_elsewhere(p) & bit))
+                if (usable && (plugin_held_elsewhere(p) & mine))
                         return rpc_error(st, RPC_INVALID_ARGUMENT,
                                          "%s: MIG device %s is held by another driver on this node (a DRA claim)", what,
                                          id);
@@ -222,7 +224,9 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
         const char *resource = plugin_mig_resource(p, svc->mig);
         for (unsigned i = 0; i < devices_count(d); i++) {
                 uint64_t bit = UINT64_C(1) << i;
-                if (!(avail & bit) || !devices_healthy(d, i) || (plugin_held_elsewhere(p) & bit))
+                int parent = devices_info(d, i)->parent;
+                uint64_t mine = bit | (parent >= 0 ? UINT64_C(1) << parent : 0);
+                if (!(avail & bit) || !devices_healthy(d, i) || (plugin_held_elsewhere(p) & mine))
                         continue;
                 cand |= bit;
                 const struct state_alloc *h = state_find(plugin_record(p), resource, devices_info(d, i)->id);

@@ -411,8 +411,9 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                 uint64_t bit = UINT64_C(1) << i;
                 if (!plugin_serves(p, svc, i))
                         continue;         /* another resource's (a MIG device, a GPU in MIG mode) */
-                if (kind == PLUGIN_MIG) { /* another driver's claim: listed Unhealthy, never handed out */
-                        V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(p->held_elsewhere & bit), d->numa);
+                if (kind == PLUGIN_MIG) { /* another driver's claim (of it or its GPU): Unhealthy, never handed out */
+                        uint64_t mine = bit | (d->parent >= 0 ? UINT64_C(1) << d->parent : 0);
+                        V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(p->held_elsewhere & mine), d->numa);
                         if (!dev)
                                 break;
                         resp.devices[resp.n_devices++] = dev;

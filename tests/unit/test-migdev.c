@@ -307,6 +307,13 @@ static void test_allocate_refusals(void **state) {
         devices_unlock(f->dev);
         char *held[] = { mid(f, 11) };
         assert_int_equal(test_rpc_allocate(migdev_allocate, small, held, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        /* a claim of the whole GPU holds its MIG devices too */
+        devices_lock(f->dev);
+        (void)plugin_set_held_elsewhere(f->p, UINT64_C(1) << 0);
+        devices_unlock(f->dev);
+        char *child[] = { mid(f, 8) };
+        assert_int_equal(test_rpc_allocate(migdev_allocate, small, child, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "another driver"));
         /* the whole resource refuses a GPU in MIG mode */
         assert_int_equal(test_rpc_allocate(whole_allocate, f->p, gpu, 1, &r, &st), RPC_INVALID_ARGUMENT);
 }
