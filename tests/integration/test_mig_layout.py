@@ -124,7 +124,7 @@ def test_publish(e):
     gpus = e.gpus()
     check(len(gpus[0]["mig"]) == 4 and "mig" not in gpus[1], "annotation %s" % gpus)
     small = ep("nvidia.com/mig-1g.10gb")
-    one = e.kubelet.last_ids(small)[0]
+    one = e.kubelet.wait_for(lambda: e.kubelet.last_ids(small), REACT_S, "the 1g.10gb list")[0]
     allocate_on(e, small, [one])
     e.kubelet.pods = [("ml", "infer", "main", "nvidia.com/mig-1g.10gb", [one])]
     e.status()  # a PodResources sync names the holder
