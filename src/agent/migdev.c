@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent/plugin-internal.h"
 #include "util/util.h"
@@ -264,24 +263,6 @@ enum rpc_code migdev_get_preferred(void *userdata, const uint8_t *req, size_t re
 
 /* ---- Allocate ---- */
 
-/* Record the hand-out under the resource; a device kubelet hands out again was released by its previous
- * holder: replace it. Caller holds the lock. */
-static void record(const struct plugin_service *svc, uint64_t all) {
-        struct plugin *p = svc->p;
-        const struct devices *d = plugin_devices(p);
-        const char *resource = plugin_mig_resource(p, svc->mig);
-        time_t now = time(NULL);
-        for (unsigned i = 0; i < devices_count(d); i++) {
-                if (!(all & (UINT64_C(1) << i)))
-                        continue;
-                struct state_alloc e = { .gpu_index = devices_info(d, i)->index, .alloc_time = (uint64_t)now };
-                strscpy(e.resource, resource, sizeof e.resource);
-                snprintf(e.device_id, sizeof e.device_id, "%s", devices_info(d, i)->id);
-                (void)state_remove(plugin_record(p), resource, e.device_id);
-                (void)state_add(plugin_record(p), &e); /* cannot fail for a valid, known ID */
-        }
-}
-
 static enum rpc_code allocate_all(const struct plugin_service *svc, const V1beta1__AllocateRequest *in, struct arena *a,
                                   V1beta1__AllocateResponse *resp, uint64_t *ret_all, struct gs_error *st) {
         void **slots = NULL;
@@ -329,7 +310,7 @@ enum rpc_code migdev_allocate(void *userdata, const uint8_t *req, size_t req_len
         devices_lock(d);
         enum rpc_code c = allocate_all(svc, in, &a, &resp, &all, st);
         if (c == RPC_OK)
-                record(svc, all);
+                plugin_record_handout(p, plugin_mig_resource(p, svc->mig), all);
         plugin_count(p, PLUGIN_CALL_ALLOCATE, c == RPC_OK);
         devices_unlock(d);
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)

@@ -24,6 +24,11 @@ void *arena_alloc(struct arena *a, size_t n);
 char *arena_printf(struct arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void arena_free(struct arena *a);
 
+/* Record a hand-out of the devices in `set` (table indices) under `resource`; PodResources later names the
+ * pod and container. A device kubelet hands out again was released by its previous holder: replaced.
+ * Caller holds the lock. */
+void plugin_record_handout(struct plugin *p, const char *resource, uint64_t set);
+
 /* The container_responses array of a Preferred/Allocate answer, after the bounds every handler
  * applies to the request's container count (1..1024); `what` names the request in errors. */
 enum rpc_code plugin_responses_new(size_t n, const char *what, struct arena *a, void ***ret, struct gs_error *st);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
@@ -572,6 +573,19 @@ enum rpc_code plugin_preferred_each(struct plugin *p, V1beta1__PreferredAllocati
         if (cr0)
                 cr0->n_available_deviceids = n_avail; /* narrowed in place: every ID is freed */
         return c;
+}
+
+void plugin_record_handout(struct plugin *p, const char *resource, uint64_t set) {
+        time_t now = time(NULL);
+        for (unsigned i = 0; i < devices_count(p->dev); i++) {
+                if (!(set & (UINT64_C(1) << i)))
+                        continue;
+                struct state_alloc e = { .gpu_index = devices_info(p->dev, i)->index, .alloc_time = (uint64_t)now };
+                strscpy(e.resource, resource, sizeof e.resource);
+                snprintf(e.device_id, sizeof e.device_id, "%s", devices_info(p->dev, i)->id);
+                (void)state_remove(&p->state, resource, e.device_id);
+                (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
+        }
 }
 
 /* ---- the device part of an Allocate answer ---- */

@@ -9,7 +9,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent/plugin-internal.h"
 #include "agent/whole.h"
@@ -182,23 +181,6 @@ static enum rpc_code allocate_one(struct plugin *p, const V1beta1__ContainerAllo
         return RPC_OK;
 }
 
-/* Record the hand-out; PodResources later names the pod and container. A device kubelet hands out
- * again was released by its previous holder: replace it. Caller holds the lock. */
-static void record(struct plugin *p, uint64_t all) {
-        const struct devices *d = plugin_devices(p);
-        const char *resource = plugin_resource(p, PLUGIN_WHOLE);
-        time_t now = time(NULL);
-        for (unsigned i = 0; i < devices_count(d); i++) {
-                if (!(all & (UINT64_C(1) << i)))
-                        continue;
-                struct state_alloc e = { .gpu_index = devices_info(d, i)->index, .alloc_time = (uint64_t)now };
-                strscpy(e.resource, resource, sizeof e.resource);
-                snprintf(e.device_id, sizeof e.device_id, "%s", devices_info(d, i)->id);
-                (void)state_remove(plugin_record(p), resource, e.device_id);
-                (void)state_add(plugin_record(p), &e); /* cannot fail for a valid, known ID */
-        }
-}
-
 enum rpc_code whole_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct gs_error *st) {
         struct plugin *p = userdata;
@@ -236,7 +218,7 @@ enum rpc_code whole_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 resp.container_responses[resp.n_container_responses++] = o;
         }
         if (c == RPC_OK) {
-                record(p, all);
+                plugin_record_handout(p, plugin_resource(p, PLUGIN_WHOLE), all);
                 const struct plugin_options *o = plugin_options(p);
                 if (o->core_resource[0] || o->memory_resource[0]) {
                         devices_changed(d);        /* fractions of these GPUs turn Unhealthy */
