@@ -3,8 +3,9 @@
  * dra-link — `gpuslice node --dra`: the DRA driver (src/dra) started with the agent's inventory and API
  * client, and the two ways it meets the device table: the table's view of each GPU (health, the device
  * plugin's use) pushed to the driver whenever devices change, and the GPUs the driver's prepared claims
- * hold marked held elsewhere (plugin_set_held_elsewhere) so the device plugin never hands them out. All
- * the DRA logic is in src/dra; this file only translates. Must never: call into the driver with the
+ * hold marked held elsewhere (plugin_set_held_elsewhere) so the device plugin never hands them out (a
+ * prepared MIG device holds its whole parent GPU there), and the node's MIG side read through NVML when
+ * the driver asks (mig_read). All the DRA logic is in src/dra; this file only translates. Must never: call into the driver with the
  * device lock held (the driver calls take/set_held with its own lock held, and they take the device lock).
  */
 #include <errno.h>
@@ -17,6 +18,8 @@
 #include "agent/node-internal.h"
 #include "agent/publish.h"
 #include "dra/dra.h"
+#include "dra/slices.h"
+#include "nvml/nvml.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -74,6 +77,28 @@ static void set_held(void *userdata, uint64_t gpus) {
         devices_unlock(n->devices);
         if (changed)
                 devices_changed(n->devices);
+}
+
+/* The MIG devices and each MIG GPU's slices, through NVML (the driver calls it without its lock). */
+static int mig_read(void *userdata, struct dra_mig *ret) {
+        struct node *n = userdata;
+        const struct topo *t = devices_topo(n->devices);
+        struct nvml_error ne = { 0 };
+        int r = nvml_mig_inventory(n->nvml, t, &ret->node, &ne);
+        if (r < 0)
+                return r;
+        struct mig_caps *caps = malloc(sizeof *caps);
+        if (!caps)
+                return -ENOMEM;
+        for (unsigned g = 0; g < ret->node.n_gpus; g++) {
+                if (ret->node.gpu[g].mode != 1 || t->gpu[g].index < 0 ||
+                    nvml_mig_caps(n->nvml, (unsigned)t->gpu[g].index, caps, &ne) < 0)
+                        continue; /* slices unknown: its MIG devices are not published */
+                ret->memory_slices[g] = mig_caps_memory_slices(caps);
+                ret->compute_slices[g] = mig_caps_compute_slices(caps);
+        }
+        free(caps);
+        return 0;
 }
 
 static void dra_log_line(void *userdata, enum dra_log_level level, const char *msg, const char *fields) {
@@ -135,7 +160,11 @@ int node_dra_start(struct node *n) {
                 .limit_when_alone = n->cfg.limit_when_alone,
                 .kube = publish_client(n->publish),
         };
-        struct dra_table_ops ops = { .take = take, .set_held = set_held, .log = dra_log_line, .userdata = n };
+        struct dra_table_ops ops = { .take = take,
+                                     .set_held = set_held,
+                                     .mig_read = n->nvml ? mig_read : NULL,
+                                     .log = dra_log_line,
+                                     .userdata = n };
         struct gs_error err = { 0 };
         int r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
         if (r < 0)

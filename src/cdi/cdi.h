@@ -143,8 +143,9 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
 /* ---- one DRA claim's spec ---- */
 
 struct cdi_claim_device {
-        const char *name; /* the CDI device name: "<claim uid>-<device>" ([A-Za-z0-9_.:-]) */
-        unsigned gpu;     /* position of its GPU in the topology */
+        const char *name;          /* the CDI device name: "<claim uid>-<device>" ([A-Za-z0-9_.:-]) */
+        unsigned gpu;              /* position of its GPU in the topology */
+        const struct cdi_mig *mig; /* a MIG device of that GPU (an entry of the discovery's mig[]), or NULL */
 };
 
 /* The limiter of a claim with shared devices: the host dir made by limits_dir_create (limits, shm/,
@@ -155,7 +156,7 @@ struct cdi_claim_limits {
 };
 
 /* One claim's spec under o->kind ("gpu.gpuslice.io/claim"): a device per entry of dev[0..n) with its GPU's
- * device node; in the spec-wide edits (applied once whichever devices a container gets) the driver's files and
+ * device node (a MIG device: its parent's node and its two capability nodes); in the spec-wide edits (applied once whichever devices a container gets) the driver's files and
  * hook as in cdi_spec_build, and with limits the limiter's environment (LD_PRELOAD, GPUSLICE_LIMITS) and mounts.
  * 0, -EINVAL (bad kind or name, a GPU without a device node), -ENAMETOOLONG, -ENOMEM. */
 int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,

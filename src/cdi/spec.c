@@ -99,6 +99,18 @@ fail:
         return NULL;
 }
 
+/* A MIG device's edits: its parent's node and its two capability nodes. NULL without memory. */
+static json_t *mig_edits(const struct cdi_discovery *d, const struct cdi_mig *m, const char *host_dev_root) {
+        json_t *e = json_object();
+        if (!e || push(e, "deviceNodes", node_json(&d->gpu[m->gpu], host_dev_root)) < 0 ||
+            push(e, "deviceNodes", node_json(&m->gi, host_dev_root)) < 0 ||
+            push(e, "deviceNodes", node_json(&m->ci, host_dev_root)) < 0) {
+                json_decref(e);
+                return NULL;
+        }
+        return e;
+}
+
 /* The edits every device of a spec needs once: control nodes, the driver's files, the hook that makes the
  * library links and runs ldconfig; NVIDIA_VISIBLE_DEVICES=void keeps a legacy hook (NVIDIA's or ours) from
  * injecting the same things a second time. 0, -ENAMETOOLONG or -ENOMEM (common keeps what was added). */
@@ -195,19 +207,10 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                 const struct cdi_mig *m = &d->mig[i];
                 char name[64];
                 snprintf(name, sizeof name, "%d:%u", t->gpu[m->gpu].index, m->index);
-                for (int k = 0; k < 2; k++) {
-                        json_t *e = json_object();
-                        if (!e)
+                for (int k = 0; k < 2; k++)
+                        if (json_array_append_new(devices, device_json(k ? m->uuid : name, mig_edits(d, m, host_dev))) <
+                            0)
                                 goto oom_all;
-                        if (push(e, "deviceNodes", node_json(&d->gpu[m->gpu], host_dev)) < 0 ||
-                            push(e, "deviceNodes", node_json(&m->gi, host_dev)) < 0 ||
-                            push(e, "deviceNodes", node_json(&m->ci, host_dev)) < 0) {
-                                json_decref(e);
-                                goto oom_all;
-                        }
-                        if (json_array_append_new(devices, device_json(k ? m->uuid : name, e)) < 0)
-                                goto oom_all; /* e went with device_json */
-                }
                 if (push(all, "deviceNodes", node_json(&m->gi, host_dev)) < 0 ||
                     push(all, "deviceNodes", node_json(&m->ci, host_dev)) < 0)
                         goto oom_all;
@@ -282,7 +285,8 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
         if (!cdi_kind_valid(o->kind) || (limits && (!limits->dir || !limits->interposer)))
                 return -EINVAL;
         for (size_t i = 0; i < n; i++)
-                if (dev[i].gpu >= t->n_gpus || !d->gpu[dev[i].gpu].major || !cdi_name_valid(dev[i].name))
+                if (dev[i].gpu >= t->n_gpus || !d->gpu[dev[i].gpu].major || !cdi_name_valid(dev[i].name) ||
+                    (dev[i].mig && dev[i].mig->gpu != dev[i].gpu))
                         return -EINVAL;
         _cleanup_(json_decrefp) json_t *spec = json_pack("{s:s, s:s, s:[], s:{}}", "cdiVersion", "0.3.0", "kind",
                                                          o->kind, "devices", "containerEdits");
@@ -290,8 +294,10 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
                 return -ENOMEM;
         json_t *devices = json_object_get(spec, "devices"), *common = json_object_get(spec, "containerEdits");
         for (size_t i = 0; i < n; i++)
-                if (json_array_append_new(devices,
-                                          device_json(dev[i].name, gpu_edits(&d->gpu[dev[i].gpu], host_dev, NULL))) < 0)
+                if (json_array_append_new(
+                            devices,
+                            device_json(dev[i].name, dev[i].mig ? mig_edits(d, dev[i].mig, host_dev)
+                                                                : gpu_edits(&d->gpu[dev[i].gpu], host_dev, NULL))) < 0)
                         return -ENOMEM;
         int r = common_edits(common, d, host_dev, host_drv, o->hook_path);
         if (r == 0 && limits)

@@ -253,10 +253,11 @@ static int collect_claim(json_t *obj, void *u) {
         const struct dra_claim *cl = c->claim;
         for (unsigned i = 0; i < cl->n_results; i++) {
                 const struct dra_result *res = &cl->results[i];
-                unsigned gpu;
-                bool shared;
-                if (dra_device_parse(res->device, &gpu, &shared) < 0)
+                struct dra_device_ref ref;
+                if (dra_device_parse(res->device, &ref) < 0 || ref.kind == DRA_DEVICE_MIG) /* MIG: not shown yet */
                         continue;
+                unsigned gpu = ref.index;
+                bool shared = ref.kind == DRA_DEVICE_SHARED;
                 if (c->n_claims == c->cap_claims) {
                         size_t cap = c->cap_claims ? c->cap_claims * 2 : 16;
                         struct listed_claim *n = realloc(c->claims, cap * sizeof *n);

@@ -59,6 +59,8 @@ struct dra {
         char api_version[16];                    /* (lock) the resource.k8s.io version in use, "" unknown */
         bool sharing_ok;                         /* (lock) false once a server dropped the shared fields */
         int64_t generation;                      /* (lock) the pool generation last written */
+        struct dra_mig *mig;                     /* (lock) the node's MIG side (NULL: none read) */
+        char mig_error[256];                     /* (lock) why MIG devices cannot be given ("" they can) */
         bool publish_dirty;                      /* (lock) the slices may differ from what was written */
         pthread_cond_t publish_wake;             /* signalled with publish_dirty or stop */
 
@@ -85,6 +87,11 @@ int dra_gpu_position(const struct dra *d, unsigned index);
 void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret);
 /* Something the slices show changed: wake the publisher (lock held). */
 void dra_publish_kick_locked(struct dra *d);
+/* Read the node's MIG side (ops.mig_read, without the lock) and take it when it changed: the MIG devices'
+ * CDI discovery redone, the publisher woken. Never with the lock held. */
+void dra_mig_refresh(struct dra *d);
+/* The MIG device of GPU position g with these instance ids, or NULL (lock held). */
+const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci);
 
 /* prepare.c */
 int dra_engine_open(struct dra *d, struct gs_error *err);

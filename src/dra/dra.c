@@ -140,6 +140,7 @@ int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_
                 dra_free(d);
                 return r;
         }
+        dra_mig_refresh(d); /* before recovery: a prepared MIG claim's spec needs its capability nodes */
         dra_engine_recover(d);
         *ret = d;
         return 0;
@@ -151,6 +152,7 @@ void dra_free(struct dra *d) {
         if (d->journal_fd >= 0)
                 close(d->journal_fd);
         cdi_discovery_done(&d->disc);
+        free(d->mig);
         free(d->recs);
         pthread_cond_destroy(&d->publish_wake);
         pthread_mutex_destroy(&d->lock);
@@ -197,10 +199,80 @@ void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
         ret->sharing = d->sharing_wanted && d->sharing_ok;
         ret->memory_unit = d->memory_unit;
         ret->generation = d->generation;
+        ret->mig = d->mig_error[0] ? NULL : d->mig; /* what cannot be prepared is not published */
+        ret->counters_dropped = !d->sharing_ok;
         for (unsigned g = 0; g < d->topo.n_gpus; g++) {
                 ret->offered[g] = d->gpu[g].healthy && !d->gpu[g].busy;
                 strscpy(ret->pcie_root[g], d->pcie_root[g], sizeof ret->pcie_root[g]);
         }
+}
+
+/* ---- MIG ---- */
+
+/* Whether two reads of the MIG side publish and prepare the same (memory in use and the like aside). */
+static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
+        if (a->node.n_gpus != b->node.n_gpus)
+                return false;
+        for (unsigned g = 0; g < a->node.n_gpus; g++) {
+                const struct mig_gpu *x = &a->node.gpu[g], *y = &b->node.gpu[g];
+                if (x->mode != y->mode || x->n_devices != y->n_devices || x->n_gis != y->n_gis ||
+                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g])
+                        return false;
+                for (unsigned k = 0; k < x->n_gis; k++)
+                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis)
+                                return false;
+                for (unsigned k = 0; k < x->n_devices; k++) {
+                        const struct mig_device *m = &x->dev[k], *n = &y->dev[k];
+                        if (m->gi != n->gi || m->ci != n->ci || !streq(m->uuid, n->uuid) ||
+                            !streq(m->profile, n->profile) || m->memory_total != n->memory_total ||
+                            m->placement.start != n->placement.start || m->placement.size != n->placement.size ||
+                            m->ci_slices != n->ci_slices || m->sms != n->sms)
+                                return false;
+                }
+        }
+        return true;
+}
+
+/* The MIG devices' capability nodes, from <dev-root>/proc/driver/nvidia-caps/mig-minors (lock held). */
+static void mig_discover_locked(struct dra *d) {
+        char minors[DRA_PATH_MAX + 64];
+        snprintf(minors, sizeof minors, "%s%s", streq(d->dev_root, "/") ? "" : d->dev_root, CDI_MIG_MINORS);
+        struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
+        struct gs_error e = { 0 };
+        d->mig_error[0] = '\0';
+        if (cdi_discover_mig(&d->topo, &d->mig->node, &roots, minors, &d->disc, &e) < 0) {
+                snprintf(d->mig_error, sizeof d->mig_error, "%s", e.message[0] ? e.message : "MIG discovery failed");
+                dra_log(d, DRA_LOG_WARN, "the MIG devices' capability nodes are not found: MIG devices not published",
+                        "error=\"%s\"", d->mig_error);
+        }
+}
+
+void dra_mig_refresh(struct dra *d) {
+        if (!d->ops.mig_read)
+                return;
+        struct dra_mig *m = calloc(1, sizeof *m);
+        if (!m)
+                return;
+        int r = d->ops.mig_read(d->ops.userdata, m);
+        if (r < 0)
+                dra_log(d, DRA_LOG_WARN, "cannot read the MIG devices: keeping what was read before", "error=\"%s\"",
+                        strerror(-r));
+        pthread_mutex_lock(&d->lock);
+        if (r >= 0 && (!d->mig || !mig_same(d->mig, m))) {
+                bool first = !d->mig;
+                free(d->mig);
+                d->mig = TAKE_PTR(m);
+                mig_discover_locked(d);
+                dra_publish_kick_locked(d);
+                if (!first)
+                        dra_log(d, DRA_LOG_INFO, "the MIG devices changed: publishing them again", "%s", "");
+        }
+        pthread_mutex_unlock(&d->lock);
+        free(m);
+}
+
+const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci) {
+        return d->mig && dra_mig_gpu(d->mig, g) ? mig_device_by_ids(&d->mig->node, g, gi, ci) : NULL;
 }
 
 void dra_publish_kick_locked(struct dra *d) {
@@ -245,11 +317,12 @@ json_t *dra_status(struct dra *d) {
                                                         r->namespace_, "name", r->name, "state",
                                                         dra_record_state_name(r->state), "devices", devs));
         }
-        json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s?, s:s, s:b, s:I, s:o}", "driver", d->driver, "pool",
+        json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s?, s:s, s:b, s:s?, s:I, s:o}", "driver", d->driver, "pool",
                                        d->node, "registered", d->registered, "registrationError",
                                        d->reg_error[0] ? d->reg_error : NULL, "api",
                                        d->api_version[0] ? d->api_version : "", "sharing",
-                                       d->sharing_wanted && d->sharing_ok, "generation", (json_int_t)d->generation,
+                                       d->sharing_wanted && d->sharing_ok, "migError",
+                                       d->mig_error[0] ? d->mig_error : NULL, "generation", (json_int_t)d->generation,
                                        "claims", claims)
                            : NULL;
         pthread_mutex_unlock(&d->lock);

@@ -13,7 +13,9 @@
  *     device health stream (dra-health v1 and v1alpha1);
  *   - prepares claims (reads the claim's allocation from the API, checks it names healthy devices of
  *     this node that nothing else holds, writes one CDI spec per claim with the limiter of its shared
- *     devices, answers the CDI IDs) and unprepares them, crash-safe through its journal (journal.h).
+ *     devices, answers the CDI IDs) and unprepares them, crash-safe through its journal (journal.h);
+ *   - publishes and prepares the MIG devices of GPUs with MIG on (static layouts: the instances that
+ *     exist, read through ops.mig_read) beside their whole GPUs, excluding each other by counters.
  *
  * Docs: docs/dra.md. Threads: its own (the servers', the publisher's); every public function is
  * thread-safe. Must never: log (events go to the caller's log callback), hold its lock across a
@@ -39,6 +41,7 @@
 
 struct kube_client;
 struct dra;
+struct dra_mig; /* dra/slices.h */
 
 enum dra_log_level {
         DRA_LOG_ERROR = 0,
@@ -56,6 +59,10 @@ struct dra_table_ops {
         /* The GPUs DRA holds now (the device plugin must not hand them out); called after an unprepare and
          * at start. */
         void (*set_held)(void *userdata, uint64_t gpus);
+        /* Read the node's MIG side now (MIG devices, and each MIG GPU's memory and compute slices) into *ret
+         * (zeroed by the caller). Called WITHOUT the driver's lock, at start, before each prepare and on each
+         * publishing pass. 0 or -errno (the driver keeps what it had). NULL: the node has no MIG devices. */
+        int (*mig_read)(void *userdata, struct dra_mig *ret);
         /* One line for the daemon's log: msg and key=value fields. */
         void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
         void *userdata;

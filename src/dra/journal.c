@@ -97,11 +97,11 @@ static int decode_device(const json_t *o, struct dra_record_device *d, struct gs
         d->memory = (uint64_t)memory;
         d->cores = (unsigned)cores;
         d->shared = json_is_true(json_object_get(o, "shared"));
-        unsigned idx;
-        bool shared;
-        if (dra_device_parse(d->device, &idx, &shared) < 0 || idx != d->index || shared != d->shared ||
-            (d->share_id[0] && !dra_uid_valid(d->share_id)))
+        struct dra_device_ref ref;
+        if (dra_device_parse(d->device, &ref) < 0 || ref.index != d->index ||
+            (ref.kind == DRA_DEVICE_SHARED) != d->shared || (d->share_id[0] && !dra_uid_valid(d->share_id)))
                 return gs_error_set(err, -EINVAL, "device %.63s: inconsistent", d->device);
+        d->kind = ref.kind;
         return 0;
 }
 

@@ -38,13 +38,14 @@ enum dra_record_state {
 
 struct dra_record_device {
         char request[128];
-        char device[DRA_MAX_LABEL + 1]; /* "gpu-3" or "gpu-3-shared" (the pool is the node's) */
+        char device[DRA_MAX_LABEL + 1]; /* "gpu-3", "gpu-3-shared", "gpu-3-mig-7-0" (the pool is the node's) */
         char share_id[DRA_UID_MAX];
-        char uuid[96];  /* the GPU's UUID when prepared */
-        unsigned index; /* its NVML index */
+        char uuid[96];  /* the GPU's UUID when prepared (a MIG device: its MIG UUID) */
+        unsigned index; /* its GPU's NVML index */
         bool shared;
-        uint64_t memory; /* shared: bytes consumed */
-        unsigned cores;  /* shared: percent consumed */
+        enum dra_device_kind kind; /* from the device's name (not encoded) */
+        uint64_t memory;           /* shared: bytes consumed */
+        unsigned cores;            /* shared: percent consumed */
 };
 
 struct dra_record {

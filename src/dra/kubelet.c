@@ -311,45 +311,71 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
 
 /* ---- health ---- */
 
-/* Every device the driver has, with its GPU's health: the complete list each time. */
+#define HEALTH_MAX_DEVICES (TOPO_MAX_GPUS * (2 + MIG_MAX_DEVICES))
+
+/* One health stream message's storage (too large for a thread's stack). */
+struct health_msg {
+        V1__DeviceHealth h[HEALTH_MAX_DEVICES];
+        V1__DeviceIdentifier id[HEALTH_MAX_DEVICES];
+        V1__DeviceHealth *hp[HEALTH_MAX_DEVICES];
+        char names[HEALTH_MAX_DEVICES][DRA_MAX_LABEL + 1];
+        char reasons[TOPO_MAX_GPUS][96];
+        size_t n;
+};
+
+static void health_add(struct dra *d, struct health_msg *m, unsigned g, const struct dra_device_ref *ref, int64_t now) {
+        size_t n = m->n;
+        if (n >= HEALTH_MAX_DEVICES || dra_device_name(ref, m->names[n], sizeof m->names[n]) < 0)
+                return;
+        v1__device_identifier__init(&m->id[n]);
+        v1__device_health__init(&m->h[n]);
+        m->id[n].pool_name = d->node;
+        m->id[n].device_name = m->names[n];
+        m->h[n].device = &m->id[n];
+        m->h[n].health = d->gpu[g].healthy ? V1__HEALTH_STATUS__HEALTHY : V1__HEALTH_STATUS__UNHEALTHY;
+        m->h[n].last_updated_time = now;
+        m->h[n].health_check_timeout_seconds = HEALTH_TIMEOUT_S;
+        m->h[n].message = d->gpu[g].healthy ? (char *)"" : m->reasons[g];
+        m->hp[n] = &m->h[n];
+        m->n++;
+}
+
+/* Every device the driver has (its MIG devices with their GPU's health), the complete list each time. */
 static int send_health(struct dra *d, struct rpc_stream *s) {
-        V1__DeviceHealth h[2 * TOPO_MAX_GPUS];
-        V1__DeviceIdentifier id[2 * TOPO_MAX_GPUS];
-        V1__DeviceHealth *hp[2 * TOPO_MAX_GPUS];
-        char names[2 * TOPO_MAX_GPUS][DRA_MAX_LABEL + 1], reasons[TOPO_MAX_GPUS][96];
-        size_t n = 0;
+        struct health_msg *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
         int64_t now = (int64_t)time(NULL);
         pthread_mutex_lock(&d->lock);
         bool shared = d->sharing_wanted && d->sharing_ok;
         for (unsigned g = 0; g < d->topo.n_gpus; g++) {
-                strscpy(reasons[g], d->gpu[g].reason, sizeof reasons[g]);
-                for (int k = 0; k < (shared ? 2 : 1); k++) {
-                        if (d->topo.gpu[g].index < 0 ||
-                            dra_device_name((unsigned)d->topo.gpu[g].index, k == 1, names[n], sizeof names[n]) < 0)
-                                continue;
-                        v1__device_identifier__init(&id[n]);
-                        v1__device_health__init(&h[n]);
-                        id[n].pool_name = d->node;
-                        id[n].device_name = names[n];
-                        h[n].device = &id[n];
-                        h[n].health = d->gpu[g].healthy ? V1__HEALTH_STATUS__HEALTHY : V1__HEALTH_STATUS__UNHEALTHY;
-                        h[n].last_updated_time = now;
-                        h[n].health_check_timeout_seconds = HEALTH_TIMEOUT_S;
-                        h[n].message = d->gpu[g].healthy ? (char *)"" : reasons[g];
-                        hp[n] = &h[n];
-                        n++;
+                if (d->topo.gpu[g].index < 0)
+                        continue;
+                strscpy(m->reasons[g], d->gpu[g].reason, sizeof m->reasons[g]);
+                struct dra_device_ref ref = { .kind = DRA_DEVICE_GPU, .index = (unsigned)d->topo.gpu[g].index };
+                health_add(d, m, g, &ref, now);
+                bool mig = d->mig && dra_mig_gpu(d->mig, g);
+                ref.kind = DRA_DEVICE_SHARED;
+                if (shared && !mig && d->topo.gpu[g].mig_mode != 1)
+                        health_add(d, m, g, &ref, now);
+                ref.kind = DRA_DEVICE_MIG;
+                for (unsigned k = 0; mig && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
+                        ref.gi = d->mig->node.gpu[g].dev[k].gi;
+                        ref.ci = d->mig->node.gpu[g].dev[k].ci;
+                        health_add(d, m, g, &ref, now);
                 }
         }
         pthread_mutex_unlock(&d->lock);
         V1__NodeWatchResourcesResponse resp = V1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
-        resp.devices = hp;
-        resp.n_devices = n;
+        resp.devices = m->hp;
+        resp.n_devices = m->n;
         uint8_t *buf = NULL;
         size_t len = 0;
         int r = rpc_pack(&resp.base, &buf, &len);
         if (r == 0)
                 r = rpc_stream_send(s, buf, len);
         free(buf);
+        free(m);
         return r;
 }
 

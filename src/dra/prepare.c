@@ -122,6 +122,8 @@ static int record_limits(const struct dra *d, const struct dra_record *r, struct
                 int g = dra_gpu_position(d, dv->index);
                 if (g < 0)
                         return -ENODEV;
+                if (dv->kind == DRA_DEVICE_MIG) /* its own instance: nothing for the limiter */
+                        continue;
                 int k = gs_limits_match(l, UINT_MAX, d->topo.gpu[g].uuid);
                 if (k < 0) {
                         if (l->n_devices >= GS_MAX_DEVICES)
@@ -176,6 +178,16 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
                 if (dup)
                         continue;
                 devs[n] = (struct cdi_claim_device){ .name = names[n], .gpu = (unsigned)g };
+                if (r->dev[i].kind == DRA_DEVICE_MIG) {
+                        for (size_t k = 0; k < d->disc.n_mig && !devs[n].mig; k++)
+                                if (d->disc.mig[k].gpu == (unsigned)g && streq(d->disc.mig[k].uuid, r->dev[i].uuid))
+                                        devs[n].mig = &d->disc.mig[k];
+                        if (!devs[n].mig)
+                                return gs_error_set(err, -ENODEV, "MIG device %.63s (%.96s) is gone: %.200s",
+                                                    r->dev[i].device, r->dev[i].uuid,
+                                                    d->mig_error[0] ? d->mig_error
+                                                                    : "no capability nodes found for it");
+                }
                 n++;
         }
         char dir[DRA_PATH_MAX + sizeof r->limits + 2];
@@ -218,6 +230,24 @@ static int write_files(struct dra *d, const struct dra_record *r, struct gs_erro
 
 /* ---- prepare ---- */
 
+/* A MIG device a claim names: its GPU still in MIG mode, the instance still there, its nodes found (lock held). */
+static int mig_device_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, const char *name,
+                            const struct mig_device **ret, struct gs_error *err) {
+        if (!d->mig || g >= d->mig->node.n_gpus || d->mig->node.gpu[g].mode != 1)
+                return gs_error_set(err, -ENODEV, "device %.63s: GPU %u is not in MIG mode (any more)", name,
+                                    ref->index);
+        const struct mig_device *md = dra_mig_device_locked(d, g, ref->gi, ref->ci);
+        if (!md)
+                return gs_error_set(err, -ENODEV,
+                                    "device %.63s: the MIG device is gone (GPU %u has no compute instance %u in GPU "
+                                    "instance %u)",
+                                    name, ref->index, ref->ci, ref->gi);
+        if (d->mig_error[0])
+                return gs_error_set(err, -ENODEV, "device %.63s: %.200s", name, d->mig_error);
+        *ret = md;
+        return 0;
+}
+
 /* The record a claim asks for, its devices checked against this node (not yet against the others). */
 /* lint: long — every check of one allocation result against this node, each with the error a person reads. */
 static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_record *r, struct gs_error *err) {
@@ -230,17 +260,27 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
         for (unsigned i = 0; i < c->n_results; i++) {
                 const struct dra_result *res = &c->results[i];
                 struct dra_record_device *dv = &r->dev[r->n];
-                unsigned index;
-                bool shared;
+                struct dra_device_ref ref;
                 if (!streq(res->pool, d->node))
                         return gs_error_set(err, -EINVAL, "device %.63s is in pool %.100s, not this node's (%.80s)",
                                             res->device, res->pool, d->node);
-                int g = dra_device_parse(res->device, &index, &shared) == 0 ? dra_gpu_position(d, index) : -1;
+                int g = dra_device_parse(res->device, &ref) == 0 ? dra_gpu_position(d, ref.index) : -1;
                 if (g < 0)
                         return gs_error_set(err, -ENODEV, "device %.63s is not one of this node's", res->device);
                 if (res->admin)
                         return gs_error_set(err, -EINVAL, "device %.63s: admin access is not supported by this driver",
                                             res->device);
+                bool shared = ref.kind == DRA_DEVICE_SHARED;
+                const char *uuid = d->topo.gpu[g].uuid;
+                if (ref.kind == DRA_DEVICE_MIG) {
+                        const struct mig_device *md = NULL;
+                        int e = mig_device_check(d, (unsigned)g, &ref, res->device, &md, err);
+                        if (e < 0)
+                                return e;
+                        uuid = md->uuid;
+                } else if (shared && d->mig && g < (int)d->mig->node.n_gpus && d->mig->node.gpu[g].mode == 1)
+                        return gs_error_set(err, -EINVAL, "device %.63s: GPU %u is in MIG mode (no fractions)",
+                                            res->device, ref.index);
                 if (shared) {
                         if (!res->has_memory || !res->has_cores)
                                 return gs_error_set(err, -EINVAL,
@@ -263,9 +303,10 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                 strscpy(dv->request, res->request, sizeof dv->request);
                 strscpy(dv->device, res->device, sizeof dv->device);
                 strscpy(dv->share_id, res->share_id, sizeof dv->share_id);
-                strscpy(dv->uuid, d->topo.gpu[g].uuid, sizeof dv->uuid);
-                dv->index = index;
+                strscpy(dv->uuid, uuid, sizeof dv->uuid);
+                dv->index = ref.index;
                 dv->shared = shared;
+                dv->kind = ref.kind;
                 dv->memory = shared ? res->memory : 0;
                 dv->cores = shared ? (unsigned)res->cores : 0;
                 r->n++;
@@ -275,6 +316,76 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                 snprintf(r->limits, sizeof r->limits, "dra-%s", r->uid);
         return spec_path(d, r->uid, r->spec, sizeof r->spec) < 0 ? gs_error_set(err, -ENAMETOOLONG, "CDI dir too long")
                                                                  : 0;
+}
+
+/* A whole or shared device against every claim's whole and shared devices of its GPU (lock held). */
+static int check_gpu_free(struct dra *d, const struct dra_record *r, const struct dra_record_device *dv, int g,
+                          struct gs_error *err) {
+        uint64_t mem = 0;
+        unsigned cores = 0, whole = 0, shares = 0;
+        for (size_t j = 0; j <= d->n_recs; j++) { /* the claim itself, then the others */
+                const struct dra_record *o = j == d->n_recs ? r : &d->recs[j];
+                if (j < d->n_recs && streq(o->uid, r->uid))
+                        continue;
+                for (unsigned k = 0; k < o->n; k++)
+                        if (o->dev[k].index == dv->index && o->dev[k].kind != DRA_DEVICE_MIG) {
+                                whole += !o->dev[k].shared;
+                                shares += o->dev[k].shared;
+                                mem += o->dev[k].memory;
+                                cores += o->dev[k].cores;
+                        }
+        }
+        if (whole > 1 || (whole && shares))
+                return gs_error_set(err, -EBUSY, "GPU %u (%.63s) is already prepared for another claim", dv->index,
+                                    dv->device);
+        if (mem > d->topo.gpu[g].memory_total || cores > DRA_CORES_TOTAL)
+                return gs_error_set(err, -EBUSY, "GPU %u: the shares prepared would exceed it (%" PRIu64 " B, %u %%)",
+                                    dv->index, mem, cores);
+        return 0;
+}
+
+/* A MIG device is one claim's at a time (lock held). */
+static int check_mig_free(struct dra *d, const struct dra_record *r, const struct dra_record_device *dv,
+                          struct gs_error *err) {
+        for (size_t j = 0; j < d->n_recs; j++)
+                for (unsigned k = 0; k < d->recs[j].n && !streq(d->recs[j].uid, r->uid); k++)
+                        if (streq(d->recs[j].dev[k].device, dv->device))
+                                return gs_error_set(err, -EBUSY,
+                                                    "MIG device %.63s is already prepared for another claim",
+                                                    dv->device);
+        return 0;
+}
+
+/* GPU g's counters as the scheduler counts them (dra_device_consumption: what the slices publish) over this claim
+ * and every other: a whole GPU and its MIG devices exclude each other, and so do a whole GPU and its shares (lock
+ * held). */
+static int check_counters(struct dra *d, const struct dra_record *r, unsigned g, struct gs_error *err) {
+        struct dra_slice_input in;
+        struct dra_counters cap, sum, c;
+        dra_slice_input_locked(d, &in);
+        in.mig = d->mig;
+        dra_gpu_counters(&in, g, &cap);
+        memset(&sum, 0, sizeof sum);
+        unsigned index = (unsigned)d->topo.gpu[g].index;
+        for (size_t j = 0; j <= d->n_recs; j++) {
+                const struct dra_record *o = j == d->n_recs ? r : &d->recs[j];
+                if (j < d->n_recs && streq(o->uid, r->uid))
+                        continue;
+                for (unsigned k = 0; k < o->n; k++) {
+                        struct dra_device_ref ref;
+                        if (o->dev[k].index != index || dra_device_parse(o->dev[k].device, &ref) < 0 ||
+                            dra_device_consumption(&in, g, &ref, &c) < 0) /* a MIG device gone holds nothing */
+                                continue;
+                        dra_counters_add(&sum, &c);
+                }
+        }
+        if (!dra_counters_fit(&sum, &cap))
+                return gs_error_set(
+                        err, -EBUSY,
+                        "GPU %u is already prepared for another claim (a whole GPU excludes its MIG devices "
+                        "and its shares)",
+                        index);
+        return 0;
 }
 
 /* Can the record's devices be given now? Health, the device plugin, and every other claim (lock held). */
@@ -287,34 +398,10 @@ static int check_free(struct dra *d, const struct dra_record *r, struct gs_error
                                             d->gpu[g].reason[0] ? d->gpu[g].reason : "no reason given");
                 if (d->gpu[g].busy)
                         return gs_error_set(err, -EBUSY, "device %.63s is held by the device plugin", dv->device);
-                uint64_t mem = 0;
-                unsigned cores = 0, whole = 0, shares = 0;
-                for (unsigned k = 0; k < r->n; k++) /* the claim itself */
-                        if (r->dev[k].index == dv->index) {
-                                whole += !r->dev[k].shared;
-                                shares += r->dev[k].shared;
-                                mem += r->dev[k].memory;
-                                cores += r->dev[k].cores;
-                        }
-                for (size_t j = 0; j < d->n_recs; j++) {
-                        const struct dra_record *o = &d->recs[j];
-                        if (streq(o->uid, r->uid))
-                                continue;
-                        for (unsigned k = 0; k < o->n; k++)
-                                if (o->dev[k].index == dv->index) {
-                                        whole += !o->dev[k].shared;
-                                        shares += o->dev[k].shared;
-                                        mem += o->dev[k].memory;
-                                        cores += o->dev[k].cores;
-                                }
-                }
-                if (whole > 1 || (whole && shares))
-                        return gs_error_set(err, -EBUSY, "GPU %u (%.63s) is already prepared for another claim",
-                                            dv->index, dv->device);
-                if (mem > d->topo.gpu[g].memory_total || cores > DRA_CORES_TOTAL)
-                        return gs_error_set(err, -EBUSY,
-                                            "GPU %u: the shares prepared would exceed it (%" PRIu64 " B, %u %%)",
-                                            dv->index, mem, cores);
+                int e = dv->kind == DRA_DEVICE_MIG ? check_mig_free(d, r, dv, err) : check_gpu_free(d, r, dv, g, err);
+                e = e ?: check_counters(d, r, (unsigned)g, err);
+                if (e < 0)
+                        return e;
         }
         return 0;
 }
@@ -401,6 +488,7 @@ int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_reco
                 ret->state = DRA_REC_PREPARED;
                 return 0;
         }
+        dra_mig_refresh(d); /* a MIG device named by the claim must still be there */
         pthread_mutex_lock(&d->lock);
         int e = prepare_locked(d, c, ret, err);
         pthread_mutex_unlock(&d->lock);

@@ -146,7 +146,8 @@ struct pass {
         char version[16];
         char node_uid[DRA_UID_MAX];
         struct dra_slice_input in;
-        bool shared; /* this pass publishes shared devices */
+        struct dra_mig *mig; /* the pass's copy of the MIG side (in.mig points here) */
+        bool shared;         /* this pass publishes counters or shared devices */
 };
 
 static void base_path(const struct pass *p, char *buf, size_t len) {
@@ -400,9 +401,11 @@ static bool connect_api(struct dra *d, struct pass *p) {
 
 static void *publisher(void *userdata) {
         struct dra *d = userdata;
-        struct pass p = { .d = d };
-        if (!connect_api(d, &p))
+        struct pass p = { .d = d, .mig = malloc(sizeof *p.mig) };
+        if (!p.mig || !connect_api(d, &p)) {
+                free(p.mig);
                 return NULL;
+        }
         unsigned backoff = 0;
         pthread_mutex_lock(&d->lock);
         d->publish_dirty = true;
@@ -410,9 +413,16 @@ static void *publisher(void *userdata) {
                 wait_kick(d, backoff ? backoff : RESYNC_S);
                 if (atomic_load(&d->stop))
                         break;
+                pthread_mutex_unlock(&d->lock);
+                dra_mig_refresh(d); /* a layout changed behind the driver's back is published at the next pass */
+                pthread_mutex_lock(&d->lock);
                 d->publish_dirty = false;
                 dra_slice_input_locked(d, &p.in);
-                p.shared = p.in.sharing;
+                if (p.in.mig) {
+                        memcpy(p.mig, p.in.mig, sizeof *p.mig);
+                        p.in.mig = p.mig;
+                }
+                p.shared = p.in.sharing || (p.in.mig && !p.in.counters_dropped);
                 pthread_mutex_unlock(&d->lock);
                 struct gs_error err = { 0 };
                 int r = sync_pool(&p, &err);
@@ -428,6 +438,7 @@ static void *publisher(void *userdata) {
                         backoff = 0;
         }
         pthread_mutex_unlock(&d->lock);
+        free(p.mig);
         return NULL;
 }
 

@@ -74,30 +74,48 @@ bool dra_qualified_name_valid(const char *s) {
         return dra_dns_subdomain_valid(domain) && c_identifier(slash + 1, strlen(slash + 1));
 }
 
-int dra_device_name(unsigned index, bool shared, char *buf, size_t len) {
-        int w = snprintf(buf, len, "gpu-%u%s", index, shared ? DRA_DEVICE_SHARED_SUFFIX : "");
+int dra_device_name(const struct dra_device_ref *ref, char *buf, size_t len) {
+        int w = ref->kind == DRA_DEVICE_MIG
+                        ? snprintf(buf, len, "gpu-%u" DRA_DEVICE_MIG_INFIX "%u-%u", ref->index, ref->gi, ref->ci)
+                        : snprintf(buf, len, "gpu-%u%s", ref->index,
+                                   ref->kind == DRA_DEVICE_SHARED ? DRA_DEVICE_SHARED_SUFFIX : "");
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
-int dra_device_parse(const char *name, unsigned *ret_index, bool *ret_shared) {
-        if (!name || !startswith(name, "gpu-"))
-                return -EINVAL;
-        const char *p = name + 4;
+/* A decimal number without leading zeros, at most `max` digits: its length, or 0. */
+static size_t number(const char *p, size_t max, unsigned *ret) {
         size_t digits = strspn(p, "0123456789");
-        if (digits == 0 || digits > 6 || (digits > 1 && p[0] == '0'))
-                return -EINVAL;
-        bool shared;
-        if (p[digits] == '\0')
-                shared = false;
-        else if (streq(p + digits, DRA_DEVICE_SHARED_SUFFIX))
-                shared = true;
-        else
-                return -EINVAL;
+        if (digits == 0 || digits > max || (digits > 1 && p[0] == '0'))
+                return 0;
         unsigned v = 0;
         for (size_t i = 0; i < digits; i++)
                 v = v * 10 + (unsigned)(p[i] - '0');
-        *ret_index = v;
-        *ret_shared = shared;
+        *ret = v;
+        return digits;
+}
+
+int dra_device_parse(const char *name, struct dra_device_ref *ret) {
+        struct dra_device_ref r = { .kind = DRA_DEVICE_GPU };
+        if (!name || !startswith(name, "gpu-"))
+                return -EINVAL;
+        const char *p = name + 4;
+        size_t n = number(p, 6, &r.index);
+        if (n == 0)
+                return -EINVAL;
+        p += n;
+        if (streq(p, DRA_DEVICE_SHARED_SUFFIX))
+                r.kind = DRA_DEVICE_SHARED;
+        else if (startswith(p, DRA_DEVICE_MIG_INFIX)) {
+                p += strlen(DRA_DEVICE_MIG_INFIX);
+                if ((n = number(p, 2, &r.gi)) == 0 || p[n] != '-')
+                        return -EINVAL;
+                p += n + 1;
+                if ((n = number(p, 2, &r.ci)) == 0 || p[n] != '\0')
+                        return -EINVAL;
+                r.kind = DRA_DEVICE_MIG;
+        } else if (*p != '\0')
+                return -EINVAL;
+        *ret = r;
         return 0;
 }
 
@@ -352,6 +370,100 @@ void dra_pcie_switch_groups(const struct topo *t, int group[TOPO_MAX_GPUS]) {
         groups(t, group, same_switch);
 }
 
+/* ---- counters ---- */
+
+static json_t *quantity(uint64_t v);
+
+bool dra_mig_gpu(const struct dra_mig *m, unsigned g) {
+        return m && g < m->node.n_gpus && m->node.gpu[g].mode == 1 && m->memory_slices[g] > 0 &&
+               m->memory_slices[g] <= MIG_MAX_PLACEMENTS && m->compute_slices[g] > 0;
+}
+
+void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret) {
+        memset(ret, 0, sizeof *ret);
+        ret->memory = in->t->gpu[g].memory_total;
+        if (!dra_mig_gpu(in->mig, g))
+                return;
+        ret->n_memory_slices = in->mig->memory_slices[g];
+        for (unsigned i = 0; i < ret->n_memory_slices; i++)
+                ret->memory_slice[i] = 1;
+        ret->compute_slices = in->mig->compute_slices[g];
+}
+
+/* The GPU instance of a MIG device. */
+static const struct mig_gi *gpu_instance(const struct mig_gpu *mg, unsigned gi) {
+        for (unsigned k = 0; k < mg->n_gis; k++)
+                if (mg->gi[k].id == gi)
+                        return &mg->gi[k];
+        return NULL;
+}
+
+int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
+                           struct dra_counters *ret) {
+        switch (ref->kind) {
+                case DRA_DEVICE_GPU: dra_gpu_counters(in, g, ret); return 0;
+                case DRA_DEVICE_SHARED:
+                        memset(ret, 0, sizeof *ret);
+                        ret->memory = 1; /* any share keeps the whole device out, and the whole device any share */
+                        return 0;
+                case DRA_DEVICE_MIG: break;
+        }
+        memset(ret, 0, sizeof *ret);
+        const struct mig_device *md = in->mig ? mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci) : NULL;
+        if (!md || !dra_mig_gpu(in->mig, g))
+                return -ENODEV;
+        const struct mig_gi *gi = gpu_instance(&in->mig->node.gpu[g], ref->gi);
+        ret->n_memory_slices = in->mig->memory_slices[g];
+        ret->compute_slices = md->ci_slices ? md->ci_slices : md->gi_slices;
+        /* The compute instances of one GPU instance share its memory: only a GPU instance's sole compute
+         * instance consumes its memory slices (two of them would exclude each other). */
+        if (!gi || gi->n_cis == 1)
+                for (unsigned i = md->placement.start;
+                     i < md->placement.start + md->placement.size && i < ret->n_memory_slices; i++)
+                        ret->memory_slice[i] = 1;
+        return 0;
+}
+
+void dra_counters_add(struct dra_counters *a, const struct dra_counters *b) {
+        a->memory += b->memory;
+        for (unsigned i = 0; i < MIG_MAX_PLACEMENTS; i++)
+                a->memory_slice[i] += b->memory_slice[i];
+        a->compute_slices += b->compute_slices;
+}
+
+bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap) {
+        bool fit = a->memory <= cap->memory && a->compute_slices <= cap->compute_slices;
+        for (unsigned i = 0; i < MIG_MAX_PLACEMENTS; i++)
+                fit &= a->memory_slice[i] <= (i < cap->n_memory_slices ? cap->memory_slice[i] : 0);
+        return fit;
+}
+
+/* The counters as the API writes them: {"memory": {"value": …}, "memory-slice-0": …, "compute-slices": …};
+ * zero counters left out (a consumption names only what it takes). */
+static json_t *counters_json(const struct dra_counters *c, bool set) {
+        json_t *o = json_object();
+        char name[32];
+        if (!o)
+                return NULL;
+        if ((set || c->memory) &&
+            json_object_set_new(o, "memory", json_pack("{s:o}", "value", quantity(c->memory))) < 0)
+                goto fail;
+        for (unsigned i = 0; i < c->n_memory_slices && i < MIG_MAX_PLACEMENTS; i++) {
+                if (!c->memory_slice[i])
+                        continue;
+                snprintf(name, sizeof name, "memory-slice-%u", i);
+                if (json_object_set_new(o, name, json_pack("{s:o}", "value", quantity(c->memory_slice[i]))) < 0)
+                        goto fail;
+        }
+        if (c->compute_slices &&
+            json_object_set_new(o, "compute-slices", json_pack("{s:o}", "value", quantity(c->compute_slices))) < 0)
+                goto fail;
+        return o;
+fail:
+        json_decref(o);
+        return NULL;
+}
+
 /* ---- attributes ---- */
 
 static const char *architecture(int major, int minor) {
@@ -438,36 +550,61 @@ static json_t *consumable(uint64_t total, uint64_t step) {
                          quantity(step), "validRange", "min", quantity(step), "step", quantity(step));
 }
 
-/* What a device takes from its GPU's counter set: all of it whole, one unit shared (any share then keeps
- * the whole device out, and the whole device any share). The MIG follow-up adds its devices here. */
-static json_t *device_counters(const struct topo_gpu *gpu, bool shared) {
+/* What a device takes from its GPU's counter set (dra_device_consumption) as consumesCounters. */
+static json_t *device_counters(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref) {
+        struct dra_counters c;
         char set[32];
-        snprintf(set, sizeof set, "gpu-%d", gpu->index);
-        return json_pack("[{s:s, s:{s:{s:o}}}]", "counterSet", set, "counters", "memory", "value",
-                         quantity(shared ? 1 : gpu->memory_total));
+        if (dra_device_consumption(in, g, ref, &c) < 0)
+                return NULL;
+        snprintf(set, sizeof set, "gpu-%d", in->t->gpu[g].index);
+        json_t *counters = counters_json(&c, false);
+        return counters ? json_pack("[{s:s, s:o}]", "counterSet", set, "counters", counters) : NULL;
 }
 
-static json_t *device_json(const struct dra_slice_input *in, unsigned g, bool shared, bool counters, const int *island,
-                           const int *sw) {
+/* A MIG device's own attributes over its parent's: what it is, which instance, whose. */
+static int mig_attributes(const struct topo_gpu *gpu, const struct mig_device *md, json_t *attrs) {
+        json_object_del(attrs, "index");
+        json_object_del(attrs, "minor");
+        int r = attr_string(attrs, "type", "mig");
+        r = r ?: attr_string(attrs, "uuid", md->uuid);
+        r = r ?: attr_string(attrs, "profile", md->profile);
+        r = r ?: attr_int(attrs, "gpuInstance", md->gi);
+        r = r ?: attr_int(attrs, "computeInstance", md->ci);
+        r = r ?: attr_string(attrs, "parentUUID", gpu->uuid);
+        r = r ?: attr_int(attrs, "parentIndex", gpu->index);
+        if (md->sms)
+                r = r ?: attr_int(attrs, "multiprocessors", md->sms);
+        return r;
+}
+
+/* lint: long — one device of any kind: its attributes, its capacities and what it consumes, checked against
+ * the per-device limit. */
+static json_t *device_json(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
+                           bool counters, const int *island, const int *sw) {
         const struct topo_gpu *gpu = &in->t->gpu[g];
+        bool shared = ref->kind == DRA_DEVICE_SHARED;
+        const struct mig_device *md = NULL;
         char name[DRA_MAX_LABEL + 1];
-        if (dra_device_name((unsigned)gpu->index, shared, name, sizeof name) < 0)
+        if (ref->kind == DRA_DEVICE_MIG && !(in->mig && (md = mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci))))
+                return NULL;
+        if (dra_device_name(ref, name, sizeof name) < 0)
                 return NULL;
         json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
-        if (!d || gpu_attributes(in, g, shared, island, sw, json_object_get(d, "attributes")) < 0)
+        json_t *attrs = json_object_get(d, "attributes");
+        if (!d || gpu_attributes(in, g, shared, island, sw, attrs) < 0 || (md && mig_attributes(gpu, md, attrs) < 0))
                 goto fail;
         json_t *cap = json_object_get(d, "capacity");
+        uint64_t memory = md ? md->memory_total : gpu->memory_total;
         if (shared) {
                 if (json_object_set_new(d, "allowMultipleAllocations", json_true()) < 0 ||
                     json_object_set_new(cap, "memory", consumable(gpu->memory_total, in->memory_unit)) < 0 ||
                     json_object_set_new(cap, "cores", consumable(DRA_CORES_TOTAL, 1)) < 0)
                         goto fail;
-        } else if (gpu->memory_total &&
-                   json_object_set_new(cap, "memory", json_pack("{s:o}", "value", quantity(gpu->memory_total))) < 0)
+        } else if (memory && json_object_set_new(cap, "memory", json_pack("{s:o}", "value", quantity(memory))) < 0)
                 goto fail;
-        if (counters && json_object_set_new(d, "consumesCounters", device_counters(gpu, shared)) < 0)
+        if (counters && json_object_set_new(d, "consumesCounters", device_counters(in, g, ref)) < 0)
                 goto fail;
-        if (json_object_size(json_object_get(d, "attributes")) + json_object_size(cap) > DRA_MAX_ATTRS_AND_CAPS)
+        if (json_object_size(attrs) + json_object_size(cap) > DRA_MAX_ATTRS_AND_CAPS)
                 goto fail;
         return d;
 fail:
@@ -512,82 +649,126 @@ static int append(json_t *slices, json_t *slice) {
         return slice && json_array_append_new(slices, slice) == 0 ? 0 : -ENOMEM;
 }
 
-/* lint: long — the pool in order: the device slices (chunked by the per-slice limit), then the counter slices,
- * then every slice's resourceSliceCount; each step appends to one array freed whole on failure. */
+/* What the pool has of GPU g. */
+struct gpu_plan {
+        bool published, mig_on, mig, counters; /* counters: its devices consume its counter set */
+};
+
+static struct gpu_plan plan_gpu(const struct dra_slice_input *in, unsigned g) {
+        const struct topo_gpu *gpu = &in->t->gpu[g];
+        struct gpu_plan p = { .published = in->offered[g] && gpu->uuid[0] && gpu->index >= 0 };
+        p.mig_on = gpu->mig_mode == 1 || (in->mig && g < in->mig->node.n_gpus && in->mig->node.gpu[g].mode == 1);
+        p.mig = p.published && dra_mig_gpu(in->mig, g);
+        p.counters = p.published && (in->sharing || (p.mig && !in->counters_dropped));
+        return p;
+}
+
+/* The pool being built: full device slices are appended as they fill. */
+struct builder {
+        const struct dra_slice_input *in;
+        json_t *slices, *devices;
+        unsigned k, per_slice;
+};
+
+static int add_device(struct builder *b, json_t *dev) {
+        if (!dev || (!b->devices && !(b->devices = json_array())) || json_array_append_new(b->devices, dev) < 0)
+                return -ENOMEM; /* dev went with json_array_append_new, or was NULL */
+        if (json_array_size(b->devices) < b->per_slice)
+                return 0;
+        return append(b->slices, slice_json(b->in, b->k++, TAKE_PTR(b->devices), NULL));
+}
+
+/* lint: long — every device of the pool in order (whole GPUs, shared devices, MIG devices), each kind only
+ * where plan_gpu says so. */
+static int add_devices(struct builder *b, const struct gpu_plan *plan, const int *island, const int *sw) {
+        const struct dra_slice_input *in = b->in;
+        for (unsigned g = 0; g < in->t->n_gpus; g++) {
+                struct dra_device_ref ref = { .kind = DRA_DEVICE_GPU, .index = (unsigned)in->t->gpu[g].index };
+                /* without counters, a MIG GPU's whole device and its MIG devices would not exclude each other */
+                if (plan[g].published && !(plan[g].mig && !plan[g].counters) &&
+                    add_device(b, device_json(in, g, &ref, plan[g].counters, island, sw)) < 0)
+                        return -ENOMEM;
+        }
+        for (unsigned g = 0; in->sharing && g < in->t->n_gpus; g++) {
+                struct dra_device_ref ref = { .kind = DRA_DEVICE_SHARED, .index = (unsigned)in->t->gpu[g].index };
+                if (plan[g].published && !plan[g].mig_on && in->t->gpu[g].memory_total >= 2 * in->memory_unit &&
+                    add_device(b, device_json(in, g, &ref, true, island, sw)) < 0)
+                        return -ENOMEM;
+        }
+        for (unsigned g = 0; g < in->t->n_gpus; g++) {
+                const struct mig_gpu *mg = plan[g].mig ? &in->mig->node.gpu[g] : NULL;
+                for (unsigned k = 0; mg && k < mg->n_devices; k++) {
+                        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG,
+                                                      .index = (unsigned)in->t->gpu[g].index,
+                                                      .gi = mg->dev[k].gi,
+                                                      .ci = mg->dev[k].ci };
+                        if (add_device(b, device_json(in, g, &ref, plan[g].counters, island, sw)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        if (b->devices && append(b->slices, slice_json(in, b->k++, TAKE_PTR(b->devices), NULL)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int add_counter_sets(struct builder *b, const struct gpu_plan *plan) {
+        json_t *sets = NULL;
+        for (unsigned g = 0; g < b->in->t->n_gpus; g++) {
+                if (!plan[g].counters)
+                        continue;
+                struct dra_counters c;
+                char set[32];
+                dra_gpu_counters(b->in, g, &c);
+                snprintf(set, sizeof set, "gpu-%d", b->in->t->gpu[g].index);
+                json_t *counters = counters_json(&c, true);
+                if ((!sets && !(sets = json_array())) || !counters ||
+                    json_array_append_new(sets, json_pack("{s:s, s:o}", "name", set, "counters", counters)) < 0) {
+                        json_decref(sets);
+                        return -ENOMEM;
+                }
+                if (json_array_size(sets) == DRA_MAX_COUNTER_SETS_PER_SLICE &&
+                    append(b->slices, slice_json(b->in, b->k++, NULL, TAKE_PTR(sets))) < 0)
+                        return -ENOMEM;
+        }
+        if (sets && append(b->slices, slice_json(b->in, b->k++, NULL, sets)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The pool in order: the device slices (chunked by the per-slice limit), then the counter slices, then every
+ * slice's resourceSliceCount. */
 int dra_slices_build(const struct dra_slice_input *in, json_t **ret) {
         if (!in || !in->t || !dra_dns_subdomain_valid(in->driver) || strlen(in->driver) > DRA_MAX_DOMAIN ||
             !dra_dns_subdomain_valid(in->node) || (in->sharing && in->memory_unit == 0))
                 return -EINVAL;
         int island[TOPO_MAX_GPUS], sw[TOPO_MAX_GPUS];
+        struct gpu_plan plan[TOPO_MAX_GPUS];
+        bool counters = false;
         dra_nvlink_islands(in->t, island);
         dra_pcie_switch_groups(in->t, sw);
-        bool counters = in->sharing;
-        unsigned per_slice = counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE;
-        json_t *slices = json_array(), *devices = NULL, *sets = NULL;
-        unsigned k = 0;
-        if (!slices)
-                return -ENOMEM;
-        for (int pass = 0; pass < (in->sharing ? 2 : 1); pass++)
-                for (unsigned g = 0; g < in->t->n_gpus; g++) {
-                        const struct topo_gpu *gpu = &in->t->gpu[g];
-                        bool shared = pass == 1;
-                        if (!in->offered[g] || !gpu->uuid[0] || gpu->index < 0 ||
-                            (shared && gpu->memory_total < 2 * in->memory_unit))
-                                continue;
-                        if (!devices && !(devices = json_array()))
-                                goto oom;
-                        if (json_array_append_new(devices, device_json(in, g, shared, counters, island, sw)) < 0)
-                                goto oom;
-                        if (json_array_size(devices) == per_slice) {
-                                if (append(slices, slice_json(in, k++, devices, NULL)) < 0) {
-                                        devices = NULL;
-                                        goto oom;
-                                }
-                                devices = NULL;
-                        }
-                }
-        if (devices) {
-                json_t *d = TAKE_PTR(devices);
-                if (append(slices, slice_json(in, k++, d, NULL)) < 0)
-                        goto oom;
+        for (unsigned g = 0; g < in->t->n_gpus; g++) {
+                plan[g] = plan_gpu(in, g);
+                counters |= plan[g].counters;
         }
-        for (unsigned g = 0; counters && g < in->t->n_gpus; g++) {
-                const struct topo_gpu *gpu = &in->t->gpu[g];
-                if (!in->offered[g] || !gpu->uuid[0] || gpu->index < 0)
-                        continue;
-                char set[32];
-                snprintf(set, sizeof set, "gpu-%d", gpu->index);
-                if (!sets && !(sets = json_array()))
-                        goto oom;
-                if (json_array_append_new(sets, json_pack("{s:s, s:{s:{s:o}}}", "name", set, "counters", "memory",
-                                                          "value", quantity(gpu->memory_total))) < 0)
-                        goto oom;
-                if (json_array_size(sets) == DRA_MAX_COUNTER_SETS_PER_SLICE) {
-                        json_t *s = TAKE_PTR(sets);
-                        if (append(slices, slice_json(in, k++, NULL, s)) < 0)
-                                goto oom;
-                }
-        }
-        if (sets) {
-                json_t *s = TAKE_PTR(sets);
-                if (append(slices, slice_json(in, k++, NULL, s)) < 0)
-                        goto oom;
-        }
-        if (k == 0 && append(slices, slice_json(in, k++, NULL, NULL)) < 0) /* an empty pool still says so */
+        struct builder b = { .in = in,
+                             .slices = json_array(),
+                             .per_slice = counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE };
+        if (!b.slices || add_devices(&b, plan, island, sw) < 0 || add_counter_sets(&b, plan) < 0)
+                goto oom;
+        if (b.k == 0 && append(b.slices, slice_json(in, b.k++, NULL, NULL)) < 0) /* an empty pool still says so */
                 goto oom;
         size_t i;
         json_t *s;
-        json_array_foreach(slices, i, s) {
+        json_array_foreach(b.slices, i, s) {
                 json_t *pool = json_object_get(json_object_get(s, "spec"), "pool");
-                if (json_object_set_new(pool, "resourceSliceCount", json_integer(k)) < 0)
+                if (json_object_set_new(pool, "resourceSliceCount", json_integer(b.k)) < 0)
                         goto oom;
         }
-        *ret = slices;
+        *ret = b.slices;
         return 0;
 oom:
-        json_decref(devices);
-        json_decref(sets);
-        json_decref(slices);
+        json_decref(b.devices);
+        json_decref(b.slices);
         return -ENOMEM;
 }
 

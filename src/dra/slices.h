@@ -19,9 +19,17 @@
  * own (a slice holds devices or counters, never both), at most 8 per slice; a slice with devices that
  * consume counters holds at most 64 devices, else 128.
  *
- * MIG (pending: comes with the MIG work): a MIG placement becomes one more device consuming its share of
- * its parent's counter set (memory slices, compute slices as counters of "gpu-<index>"), which is why the
- * counter set is per GPU and every device's consumption is built in one place (device_counters).
+ *   gpu-<index>-mig-<gi>-<ci>
+ *                        a MIG device of a GPU with MIG on (type "mig", static layouts: one per compute
+ *                        instance that exists): its profile, MIG UUID, gpuInstance, computeInstance,
+ *                        parentUUID, parentIndex and the parent's other attributes, capacity memory
+ * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
+ * ("memory-slice-<i>", 1 each) and "compute-slices" (the GPU's, from struct mig_caps): the whole device
+ * consumes all of it, a MIG device its compute slices and, when it is its GPU instance's only compute
+ * instance, its memory slices — so a MIG device and its whole GPU exclude each other (KEP-4815). What a
+ * device consumes is built in one place (dra_device_consumption), which the engine also checks at
+ * prepare as the scheduler does. A server that drops the counters (DRAPartitionableDevices off) gets
+ * the MIG devices of a MIG GPU without its whole device.
  */
 #pragma once
 
@@ -31,6 +39,7 @@
 
 #include <jansson.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 #include "util/error.h"
 
@@ -49,6 +58,18 @@
 #define DRA_PCI_BUS_ID_ATTR "resource.kubernetes.io/pciBusID"
 #define DRA_DEVICE_SHARED_SUFFIX "-shared"
 #define DRA_CORES_TOTAL 100u
+#define DRA_DEVICE_MIG_INFIX "-mig-"
+
+/* The node's MIG side as the driver publishes it: the MIG devices (static layouts) and, per GPU with MIG
+ * on, its memory and compute slices (mig_caps_memory_slices / mig_caps_compute_slices; 0: unknown, and
+ * then the GPU's MIG devices are not published). By topology position. */
+struct dra_mig {
+        struct mig_node node;
+        unsigned memory_slices[TOPO_MAX_GPUS], compute_slices[TOPO_MAX_GPUS];
+};
+
+/* Whether GPU g (topology position) is published as a MIG GPU: MIG on, its slices known. */
+bool dra_mig_gpu(const struct dra_mig *m, unsigned g);
 
 /* What the slices are built from. */
 struct dra_slice_input {
@@ -60,6 +81,8 @@ struct dra_slice_input {
         bool offered[TOPO_MAX_GPUS];       /* per topo position: false = not published (unhealthy, held) */
         char pcie_root[TOPO_MAX_GPUS][32]; /* "pci0000:00", "" unknown (then not published) */
         int64_t generation;                /* pool.generation written into every slice */
+        const struct dra_mig *mig;         /* NULL: no MIG devices */
+        bool counters_dropped;             /* the server drops counters: no device of a MIG GPU consumes any */
 };
 
 /*
@@ -75,10 +98,38 @@ json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 /* The reverse for what a server answers: a v1-shaped copy of a slice read in any served version. */
 json_t *dra_slice_to_v1(const json_t *slice);
 
-/* Device names: "gpu-<index>" (whole) and "gpu-<index>-shared". Parse: the NVML index and whether shared;
- * 0 or -EINVAL for anything else (leading zeros, other suffixes, too long). */
-int dra_device_name(unsigned index, bool shared, char *buf, size_t len);
-int dra_device_parse(const char *name, unsigned *ret_index, bool *ret_shared);
+enum dra_device_kind {
+        DRA_DEVICE_GPU,    /* gpu-<index> */
+        DRA_DEVICE_SHARED, /* gpu-<index>-shared */
+        DRA_DEVICE_MIG,    /* gpu-<index>-mig-<gi>-<ci> */
+};
+
+/* A device by name: its kind, its GPU's NVML index and, for a MIG device, its instance ids. */
+struct dra_device_ref {
+        enum dra_device_kind kind;
+        unsigned index, gi, ci;
+};
+
+/* Device names. Parse: 0 or -EINVAL for anything else (leading zeros, other suffixes, too long). */
+int dra_device_name(const struct dra_device_ref *ref, char *buf, size_t len);
+int dra_device_parse(const char *name, struct dra_device_ref *ret);
+
+/* One GPU's counter set, or what one device consumes of it (KEP-4815 counters of "gpu-<index>"). */
+struct dra_counters {
+        uint64_t memory;                           /* bytes */
+        unsigned memory_slice[MIG_MAX_PLACEMENTS]; /* MIG GPUs: memory-slice-<i> */
+        unsigned n_memory_slices;
+        unsigned compute_slices; /* MIG GPUs */
+};
+
+/* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the
+ * slices and the engine's check read. -ENODEV for a MIG device the input does not have. */
+void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret);
+int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
+                           struct dra_counters *ret);
+/* a += b; then whether a fits in cap. */
+void dra_counters_add(struct dra_counters *a, const struct dra_counters *b);
+bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap);
 
 /* NVLink islands: island[i] = the lowest topo position of GPU i's NVLink-connected component (a GPU
  * without NVLink is an island of its own). PCIe switch groups the same way over PIX links. */

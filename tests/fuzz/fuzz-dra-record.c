@@ -23,10 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(dra_uid_valid(a->uid) && a->n <= DRA_RESULTS_MAX);
         CHECK(a->state >= DRA_REC_PREPARING && a->state <= DRA_REC_UNPREPARING);
         for (unsigned i = 0; i < a->n; i++) {
-                unsigned idx;
-                bool shared;
-                CHECK(dra_device_parse(a->dev[i].device, &idx, &shared) == 0 && idx == a->dev[i].index &&
-                      shared == a->dev[i].shared);
+                struct dra_device_ref ref;
+                CHECK(dra_device_parse(a->dev[i].device, &ref) == 0 && ref.index == a->dev[i].index &&
+                      (ref.kind == DRA_DEVICE_SHARED) == a->dev[i].shared && ref.kind == a->dev[i].kind);
         }
         char *text = NULL;
         CHECK(dra_record_encode(a, &text) == 0);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test-dra — the DRA driver's pure parts and its engine without servers (src/dra): names, versions,
- * quantities, the slices of reference topologies against the API's limits, the claim, parameter and
- * journal decoders with malformed input, and prepare/unprepare/recovery in a private directory.
+ * quantities, the slices of reference topologies and of simulated MIG nodes against the API's limits, the
+ * claim, parameter and journal decoders with malformed input, and prepare/unprepare/recovery in a private
+ * directory (MIG devices on the simulator's H100 node).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,10 +25,14 @@
 #include "dra/slices.h"
 #include "helpers.h"
 #include "interposer/limits.h"
+#include "nvml/nvml.h"
 #include "topo/topo.h"
 #include "util/util.h"
 
 #define DRV "gpu.gpuslice.io"
+#define SIM_NVML GPUSLICE_BUILD_DIR "/sim/libnvidia-ml.so.1"
+#define SIM_CLI GPUSLICE_BUILD_DIR "/sim/gpuslice-sim"
+#define MIG_DATA GPUSLICE_SOURCE_DIR "/tests/data/mig/"
 #define UID1 "4e2b1f8c-6a7d-4b0e-9f31-2c5d8e7a9b10"
 #define UID2 "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 
@@ -36,19 +41,28 @@
 static void test_device_names(void **state) {
         (void)state;
         char buf[64];
-        unsigned idx;
-        bool shared;
-        assert_int_equal(dra_device_name(7, true, buf, sizeof buf), 0);
+        struct dra_device_ref ref = { .kind = DRA_DEVICE_SHARED, .index = 7 }, got;
+        assert_int_equal(dra_device_name(&ref, buf, sizeof buf), 0);
         assert_string_equal(buf, "gpu-7-shared");
-        assert_int_equal(dra_device_parse("gpu-7-shared", &idx, &shared), 0);
-        assert_true(idx == 7 && shared);
-        assert_int_equal(dra_device_parse("gpu-0", &idx, &shared), 0);
-        assert_true(idx == 0 && !shared);
-        static const char *const bad[] = { "gpu-07",      "gpu--1", "gpu-", "gpu-1-sharedx", "gpu-1shared", "GPU-1",
-                                           "gpu-1234567", "mig-1",  "",     "gpu-1-" };
+        assert_int_equal(dra_device_parse("gpu-7-shared", &got), 0);
+        assert_true(got.index == 7 && got.kind == DRA_DEVICE_SHARED);
+        assert_int_equal(dra_device_parse("gpu-0", &got), 0);
+        assert_true(got.index == 0 && got.kind == DRA_DEVICE_GPU);
+        ref = (struct dra_device_ref){ .kind = DRA_DEVICE_MIG, .index = 3, .gi = 13, .ci = 0 };
+        assert_int_equal(dra_device_name(&ref, buf, sizeof buf), 0);
+        assert_string_equal(buf, "gpu-3-mig-13-0");
+        assert_int_equal(dra_device_parse(buf, &got), 0);
+        assert_true(got.kind == DRA_DEVICE_MIG && got.index == 3 && got.gi == 13 && got.ci == 0);
+        static const char *const bad[] = { "gpu-07",          "gpu--1",         "gpu-",
+                                           "gpu-1-sharedx",   "gpu-1shared",    "GPU-1",
+                                           "gpu-1234567",     "mig-1",          "",
+                                           "gpu-1-",          "gpu-1-mig-",     "gpu-1-mig-1",
+                                           "gpu-1-mig-1-",    "gpu-1-mig-01-0", "gpu-1-mig-1-0x",
+                                           "gpu-1-mig-123-0", "gpu-1-mig--1-0" };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-                assert_int_equal(dra_device_parse(bad[i], &idx, &shared), -EINVAL);
-        assert_int_equal(dra_device_name(1, false, buf, 5), -ENAMETOOLONG);
+                assert_int_equal(dra_device_parse(bad[i], &got), -EINVAL);
+        ref = (struct dra_device_ref){ .kind = DRA_DEVICE_GPU, .index = 1 };
+        assert_int_equal(dra_device_name(&ref, buf, 5), -ENAMETOOLONG);
         assert_true(dra_dns_label_valid("gpu-0-shared"));
         assert_false(dra_dns_label_valid("gpu_0") || dra_dns_label_valid("-a") || dra_dns_label_valid("A"));
         assert_true(dra_dns_subdomain_valid("gpu.gpuslice.io") && dra_dns_subdomain_valid("node-1.example"));
@@ -167,6 +181,14 @@ static void check_pool(json_t *slices, unsigned *ret_devices, unsigned *ret_sets
                 assert_true(json_array_size(devs) <=
                             (counters ? DRA_MAX_DEVICES_WITH_COUNTERS : DRA_MAX_DEVICES_PER_SLICE));
                 assert_true(json_array_size(sets) <= DRA_MAX_COUNTER_SETS_PER_SLICE);
+                json_array_foreach(sets, k, d) {
+                        const char *key;
+                        json_t *c;
+                        assert_true(dra_dns_label_valid(json_string_value(json_object_get(d, "name"))));
+                        assert_true(json_object_size(json_object_get(d, "counters")) <= 32);
+                        json_object_foreach(json_object_get(d, "counters"), key, c)
+                                assert_true(dra_dns_label_valid(key));
+                }
                 *ret_devices += (unsigned)json_array_size(devs);
                 *ret_sets += (unsigned)json_array_size(sets);
         }
@@ -223,6 +245,221 @@ static void test_slices_many(void **state) {
         in.driver = "a-driver-name-that-is-far-too-long-to-be-the-name-of-any-dra-driver.example.com";
         assert_int_equal(dra_slices_build(&in, &s), -EINVAL);
         free(t);
+}
+
+/* ---- MIG nodes of the simulator ---- */
+
+/* A simulated node: its topology and MIG side read through the simulated NVML as the agent reads them
+ * (src/agent/dra-link.c: nvml_mig_inventory, nvml_mig_caps). */
+struct sim_node {
+        char *dir;
+        struct nvml *nvml;
+        struct topo t;
+        struct dra_mig *mig;
+};
+
+static int sim_mig_read(struct nvml *n, const struct topo *t, struct dra_mig *m) {
+        memset(m, 0, sizeof *m);
+        int r = nvml_mig_inventory(n, t, &m->node, NULL);
+        struct mig_caps *caps = malloc(sizeof *caps);
+        for (unsigned g = 0; r == 0 && g < m->node.n_gpus; g++)
+                if (m->node.gpu[g].mode == 1 && nvml_mig_caps(n, (unsigned)t->gpu[g].index, caps, NULL) == 0) {
+                        m->memory_slices[g] = mig_caps_memory_slices(caps);
+                        m->compute_slices[g] = mig_caps_compute_slices(caps);
+                }
+        free(caps);
+        return r;
+}
+
+static void sim_open(struct sim_node *s, const char *node_file) {
+        char st[4200];
+        s->dir = test_tmpdir_new("dra-mig");
+        snprintf(st, sizeof st, "%s/sim", s->dir);
+        setenv("GPUSLICE_SIM_NODE", node_file, 1);
+        setenv("GPUSLICE_SIM_STATE", st, 1);
+        assert_int_equal(nvml_open(SIM_NVML, &s->nvml, NULL), 0);
+        assert_int_equal(nvml_inventory(s->nvml, &s->t, NULL), 0);
+        s->mig = calloc(1, sizeof *s->mig);
+        assert_int_equal(sim_mig_read(s->nvml, &s->t, s->mig), 0);
+}
+
+static void sim_close(struct sim_node *s) {
+        s->nvml = nvml_close(s->nvml);
+        test_rmtree(s->dir);
+        free(s->dir);
+        free(s->mig);
+}
+
+static json_t *build_mig(const struct sim_node *s, bool sharing, bool dropped) {
+        struct dra_slice_input in = { .t = &s->t,
+                                      .driver = DRV,
+                                      .node = "node-a",
+                                      .sharing = sharing,
+                                      .memory_unit = 256u << 20,
+                                      .generation = 3,
+                                      .mig = s->mig,
+                                      .counters_dropped = dropped };
+        for (unsigned g = 0; g < s->t.n_gpus; g++)
+                in.offered[g] = true;
+        json_t *out = NULL;
+        assert_int_equal(dra_slices_build(&in, &out), 0);
+        return out;
+}
+
+static json_t *find_device(json_t *slices, const char *name) {
+        size_t i, k;
+        json_t *sl, *d;
+        json_array_foreach(slices, i, sl) {
+                json_array_foreach(json_object_get(json_object_get(sl, "spec"), "devices"), k, d) {
+                        if (streq(json_string_value(json_object_get(d, "name")), name))
+                                return d;
+                }
+        }
+        return NULL;
+}
+
+static json_t *find_set(json_t *slices, const char *name) {
+        size_t i, k;
+        json_t *sl, *c;
+        json_array_foreach(slices, i, sl) {
+                json_array_foreach(json_object_get(json_object_get(sl, "spec"), "sharedCounters"), k, c) {
+                        if (streq(json_string_value(json_object_get(c, "name")), name))
+                                return json_object_get(c, "counters");
+                }
+        }
+        return NULL;
+}
+
+static const char *attr_s(json_t *dev, const char *name) {
+        return json_string_value(json_object_get(json_object_get(json_object_get(dev, "attributes"), name), "string"));
+}
+
+static long long counter(json_t *counters, const char *name) {
+        uint64_t v = 0;
+        const char *q = json_string_value(json_object_get(json_object_get(counters, name), "value"));
+        return q && dra_quantity_parse(q, &v) == 0 ? (long long)v : -1;
+}
+
+/* A100-80GB, GPU 0 with all-balanced (2 x 1g.10gb, 2g.20gb, 3g.40gb), GPU 1 MIG off: one device per MIG
+ * device with its attributes, the GPU's counter set with its 8 memory slices and 7 compute slices, no shared
+ * device on the MIG GPU, and the consumptions excluding a MIG device and its whole GPU. */
+static void test_slices_mig_a100(void **state) {
+        (void)state;
+        struct sim_node s;
+        unsigned devs, sets;
+        sim_open(&s, MIG_DATA "a100-80gb-2gpu.node");
+        const struct mig_gpu *mg = &s.mig->node.gpu[0];
+        assert_int_equal(mg->n_devices, 4);
+        assert_true(s.mig->memory_slices[0] == 8 && s.mig->compute_slices[0] == 7);
+        json_t *sl = build_mig(&s, true, false);
+        check_pool(sl, &devs, &sets);
+        assert_int_equal(devs, 2 + 1 + 4); /* two whole GPUs, GPU 1's shared device, four MIG devices */
+        assert_int_equal(sets, 2);
+        assert_null(find_device(sl, "gpu-0-shared"));
+        assert_non_null(find_device(sl, "gpu-1-shared"));
+        json_t *set0 = find_set(sl, "gpu-0");
+        assert_int_equal(json_object_size(set0), 1 + 8 + 1);
+        assert_int_equal(counter(set0, "memory-slice-7"), 1);
+        assert_int_equal(counter(set0, "compute-slices"), 7);
+        assert_int_equal(json_object_size(find_set(sl, "gpu-1")), 1); /* memory only */
+        json_t *whole = json_object_get(
+                json_array_get(json_object_get(find_device(sl, "gpu-0"), "consumesCounters"), 0), "counters");
+        assert_true(counter(whole, "memory-slice-0") == 1 && counter(whole, "compute-slices") == 7);
+        for (unsigned k = 0; k < mg->n_devices; k++) {
+                const struct mig_device *md = &mg->dev[k];
+                char name[64];
+                struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG, .index = 0, .gi = md->gi, .ci = md->ci };
+                assert_int_equal(dra_device_name(&ref, name, sizeof name), 0);
+                json_t *d = find_device(sl, name);
+                assert_non_null(d);
+                assert_string_equal(attr_s(d, "type"), "mig");
+                assert_string_equal(attr_s(d, "uuid"), md->uuid);
+                assert_true(startswith(attr_s(d, "uuid"), "MIG-"));
+                assert_string_equal(attr_s(d, "profile"), md->profile);
+                assert_string_equal(attr_s(d, "parentUUID"), s.t.gpu[0].uuid);
+                assert_string_equal(attr_s(d, "productName"), s.t.gpu[0].name);
+                assert_non_null(attr_s(d, DRA_PCI_BUS_ID_ATTR));
+                json_t *a = json_object_get(d, "attributes");
+                assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "parentIndex"), "int")), 0);
+                assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "nvlinkIsland"), "int")), 0);
+                assert_null(json_object_get(a, "index"));
+                assert_int_equal(counter(json_object_get(d, "capacity"), "memory"), (long long)md->memory_total);
+                json_t *c = json_object_get(json_array_get(json_object_get(d, "consumesCounters"), 0), "counters");
+                assert_int_equal(counter(c, "compute-slices"), md->ci_slices);
+                for (unsigned i = 0; i < 8; i++) {
+                        char cn[32];
+                        snprintf(cn, sizeof cn, "memory-slice-%u", i);
+                        bool in = i >= md->placement.start && i < md->placement.start + md->placement.size;
+                        assert_int_equal(counter(c, cn), in ? 1 : -1);
+                }
+        }
+        /* the scheduler's arithmetic: all MIG devices together fit, the whole GPU with any of them does not */
+        struct dra_slice_input in = { .t = &s.t, .mig = s.mig };
+        struct dra_counters cap, sum = { 0 }, c;
+        dra_gpu_counters(&in, 0, &cap);
+        for (unsigned k = 0; k < mg->n_devices; k++) {
+                struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG, .gi = mg->dev[k].gi, .ci = mg->dev[k].ci };
+                assert_int_equal(dra_device_consumption(&in, 0, &ref, &c), 0);
+                dra_counters_add(&sum, &c);
+                struct dra_counters both;
+                struct dra_device_ref w = { .kind = DRA_DEVICE_GPU };
+                assert_int_equal(dra_device_consumption(&in, 0, &w, &both), 0);
+                dra_counters_add(&both, &c);
+                assert_false(dra_counters_fit(&both, &cap));
+        }
+        assert_true(dra_counters_fit(&sum, &cap));
+        struct dra_device_ref gone = { .kind = DRA_DEVICE_MIG, .gi = 14, .ci = 0 };
+        assert_int_equal(dra_device_consumption(&in, 0, &gone, &c), -ENODEV);
+        json_decref(sl);
+        /* without shared devices the MIG GPU still has its counters, the other GPU none */
+        sl = build_mig(&s, false, false);
+        check_pool(sl, &devs, &sets);
+        assert_true(devs == 2 + 4 && sets == 1);
+        assert_null(json_object_get(find_device(sl, "gpu-1"), "consumesCounters"));
+        json_decref(sl);
+        /* a server that drops counters: the MIG devices without the whole MIG GPU (they would not exclude) */
+        sl = build_mig(&s, false, true);
+        check_pool(sl, &devs, &sets);
+        assert_true(devs == 1 + 4 && sets == 0);
+        assert_null(find_device(sl, "gpu-0"));
+        json_decref(sl);
+        sim_close(&s);
+}
+
+/* H100s: a GPU instance split into two compute instances (they share its memory: neither consumes its
+ * memory slices), a GPU instance without a compute instance (no device), a MIG GPU without instances (its
+ * whole device and counters only), MIG off with MIG on pending (a GPU like any other), a V100. */
+static void test_slices_mig_h100(void **state) {
+        (void)state;
+        struct sim_node s;
+        unsigned devs, sets;
+        sim_open(&s, MIG_DATA "h100-mixed.node");
+        json_t *sl = build_mig(&s, true, false);
+        check_pool(sl, &devs, &sets);
+        /* whole 5; shared on GPUs 3 and 4; MIG: 7 on GPU 0, 3 on GPU 1 */
+        assert_int_equal(devs, 5 + 2 + 7 + 3);
+        assert_int_equal(sets, 5);
+        const struct mig_gpu *g1 = &s.mig->node.gpu[1];
+        unsigned split = 0;
+        for (unsigned k = 0; k < g1->n_devices; k++) {
+                char name[64];
+                struct dra_device_ref ref = {
+                        .kind = DRA_DEVICE_MIG, .index = 1, .gi = g1->dev[k].gi, .ci = g1->dev[k].ci
+                };
+                dra_device_name(&ref, name, sizeof name);
+                json_t *c = json_object_get(
+                        json_array_get(json_object_get(find_device(sl, name), "consumesCounters"), 0), "counters");
+                bool shares_gi = g1->dev[k].ci_slices < g1->dev[k].gi_slices;
+                split += shares_gi;
+                assert_int_equal(counter(c, "memory-slice-4") == 1, !shares_gi && g1->dev[k].placement.start == 4);
+                assert_int_equal(counter(c, "compute-slices"), g1->dev[k].ci_slices);
+        }
+        assert_int_equal(split, 2);
+        assert_int_equal(json_object_size(find_set(sl, "gpu-2")), 10);
+        assert_non_null(find_device(sl, "gpu-3-shared"));
+        assert_null(find_device(sl, "gpu-2-shared"));
+        json_decref(sl);
+        sim_close(&s);
 }
 
 static void test_slice_versions(void **state) {
@@ -654,6 +891,8 @@ int main(void) {
                 cmocka_unit_test(test_quantities),
                 cmocka_unit_test(test_slices_reference),
                 cmocka_unit_test(test_slices_many),
+                cmocka_unit_test(test_slices_mig_a100),
+                cmocka_unit_test(test_slices_mig_h100),
                 cmocka_unit_test(test_slice_versions),
                 cmocka_unit_test(test_groups),
                 cmocka_unit_test(test_claim_decode),
