@@ -698,7 +698,13 @@ struct fixture {
         struct dra *d;
         uint64_t held;
         int takes;
+        struct sim_node *sim; /* the MIG fixture's simulated node, read by fixture_mig_read */
 };
+
+static int fixture_mig_read(void *userdata, struct dra_mig *ret) {
+        struct fixture *f = userdata;
+        return sim_mig_read(f->sim->nvml, &f->sim->t, ret);
+}
 
 static int take(void *userdata, uint64_t gpus, char *why, size_t len) {
         struct fixture *f = userdata;
@@ -733,7 +739,9 @@ static void open_driver(struct fixture *f) {
         snprintf(p, sizeof p, "%s/host/dev", f->dir);
         mkdir(dev, 0755);
         mkdir(p, 0755);
-        struct dra_table_ops ops = { .take = take, .set_held = set_held, .userdata = f };
+        struct dra_table_ops ops = {
+                .take = take, .set_held = set_held, .mig_read = f->sim ? fixture_mig_read : NULL, .userdata = f
+        };
         struct gs_error err = { 0 };
         assert_int_equal(dra_new(&o, &f->t, &ops, &f->d, &err), 0);
 }
@@ -763,7 +771,37 @@ static int teardown(void **state) {
         struct fixture *f = *state;
         dra_free(f->d);
         test_tmpdir_free(f->dir);
+        if (f->sim) {
+                sim_close(f->sim);
+                free(f->sim);
+        }
         free(f);
+        return 0;
+}
+
+/* The simulator's H100 node (tests/data/mig/h100-mixed.node) with its device nodes and, as the driver and
+ * nvidia-modprobe make them, mig-minors and the capability nodes (gpuslice-sim caps) under the dev root. */
+static int setup_mig(void **state) {
+        struct fixture *f = calloc(1, sizeof *f);
+        f->sim = calloc(1, sizeof *f->sim);
+        sim_open(f->sim, MIG_DATA "h100-mixed.node");
+        f->t = f->sim->t;
+        f->dir = test_tmpdir_new("dra");
+        char p[4200];
+        snprintf(p, sizeof p, "%s/host", f->dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/host/dev", f->dir);
+        mkdir(p, 0755);
+        for (unsigned g = 0; g < f->t.n_gpus; g++) {
+                snprintf(p, sizeof p, "%s/host/dev/nvidia%d", f->dir, f->t.gpu[g].minor);
+                if (mknod(p, S_IFCHR | 0666, makedev(195, (unsigned)f->t.gpu[g].minor)) < 0)
+                        test_touch(p);
+        }
+        snprintf(p, sizeof p, "%s caps %s/host >/dev/null 2>&1", SIM_CLI, f->dir);
+        if (system(p) != 0) /* not root: no character devices; the tests skip */
+                memset(&f->t, 0, sizeof f->t);
+        open_driver(f);
+        *state = f;
         return 0;
 }
 
@@ -839,6 +877,91 @@ static void test_engine_prepare(void **state) {
         free(x);
 }
 
+static const char *mig_name(struct fixture *f, unsigned g, unsigned k, char *buf) {
+        const struct mig_device *md = &f->sim->mig->node.gpu[g].dev[k];
+        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG, .index = g, .gi = md->gi, .ci = md->ci };
+        assert_int_equal(dra_device_name(&ref, buf, 64), 0);
+        return buf;
+}
+
+/* MIG claims: the spec has exactly the instance's three nodes; MIG devices of one GPU go to different claims,
+ * one MIG device to one claim, and a MIG device and its whole GPU exclude each other as the counters say; no
+ * fractions of a MIG GPU; an instance destroyed or a GPU out of MIG mode is refused; a prepared MIG claim
+ * survives a restart. */
+static void test_engine_mig(void **state) {
+        struct fixture *f = *state;
+        if (f->t.n_gpus == 0 || !have_nodes(f))
+                skip();
+        struct dra_record r;
+        struct gs_error err = { 0 };
+        char n0[64], n1[64], n2[64], path[4300];
+        assert_string_equal(f->d->mig_error, "");
+        struct dra_claim *a = claim(UID1, mig_name(f, 0, 0, n0), 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), 0);
+        assert_true(f->held == UINT64_C(1) << 0 && r.n == 1 && r.dev[0].kind == DRA_DEVICE_MIG);
+        assert_string_equal(r.dev[0].uuid, f->sim->mig->node.gpu[0].dev[0].uuid);
+        snprintf(path, sizeof path, "%s/cdi/" DRV "-claim_" UID1 ".json", f->dir);
+        char *text = test_read_file(path);
+        json_t *spec = json_loads(text, 0, NULL);
+        json_t *dev = json_array_get(json_object_get(spec, "devices"), 0);
+        json_t *nodes = json_object_get(json_object_get(dev, "containerEdits"), "deviceNodes");
+        assert_int_equal(json_array_size(json_object_get(spec, "devices")), 1);
+        assert_int_equal(json_array_size(nodes), 3);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(nodes, 0), "path")), "/dev/nvidia0");
+        for (size_t i = 1; i < 3; i++)
+                assert_true(startswith(json_string_value(json_object_get(json_array_get(nodes, i), "path")),
+                                       "/dev/nvidia-caps/nvidia-cap"));
+        json_decref(spec);
+        free(text);
+        assert_int_equal(test_count_entries(f->d->limits_root), 0);
+        /* another MIG device of GPU 0: fine; the same one again, the whole GPU, a share of it: refused */
+        struct dra_claim *b = claim(UID2, mig_name(f, 0, 1, n1), 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, b, &r, &err), 0);
+        struct dra_claim *x = claim("5a5a5a5a-0000-4000-8000-000000000001", n0, 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EBUSY);
+        assert_non_null(strstr(err.message, "already prepared"));
+        strscpy(x->results[0].device, "gpu-0", sizeof x->results[0].device);
+        assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), -EBUSY);
+        assert_non_null(strstr(err.message, "MIG devices"));
+        struct dra_claim *sh = claim("5a5a5a5a-0000-4000-8000-000000000002", "gpu-0-shared", 1ULL << 30, 10);
+        assert_int_equal(dra_engine_prepare(f->d, sh, &r, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "MIG mode"));
+        /* a restart keeps both and their specs */
+        dra_free(f->d);
+        open_driver(f);
+        assert_int_equal(f->d->n_recs, 2);
+        assert_true(f->held == UINT64_C(1) << 0);
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 2);
+        assert_int_equal(dra_engine_unprepare(f->d, UID1, &err), 0);
+        assert_int_equal(dra_engine_unprepare(f->d, UID2, &err), 0);
+        assert_true(f->held == 0);
+        /* the whole GPU now; then its MIG devices are refused */
+        assert_int_equal(dra_engine_prepare(f->d, x, &r, &err), 0);
+        assert_int_equal(dra_engine_prepare(f->d, a, &r, &err), -EBUSY);
+        assert_int_equal(dra_engine_unprepare(f->d, x->uid, &err), 0);
+        /* an instance destroyed: refused, nothing written */
+        const struct mig_device *gone = &f->sim->mig->node.gpu[0].dev[2];
+        mig_name(f, 0, 2, n2);
+        assert_int_equal(nvml_mig_destroy_ci(f->sim->nvml, 0, gone->gi, gone->ci, NULL), 0);
+        assert_int_equal(nvml_mig_destroy_gi(f->sim->nvml, 0, gone->gi, NULL), 0);
+        struct dra_claim *g = claim(UID1, n2, 0, 0);
+        assert_int_equal(dra_engine_prepare(f->d, g, &r, &err), -ENODEV);
+        assert_non_null(strstr(err.message, "gone"));
+        /* a GPU out of MIG mode (GPU 2: MIG on, no instance) */
+        int act = 0;
+        assert_int_equal(nvml_mig_set_mode(f->sim->nvml, 2, 0, &act, NULL), 0);
+        strscpy(g->results[0].device, "gpu-2-mig-1-0", sizeof g->results[0].device);
+        assert_int_equal(dra_engine_prepare(f->d, g, &r, &err), -ENODEV);
+        assert_non_null(strstr(err.message, "not in MIG mode"));
+        assert_int_equal(test_count_entries(f->d->cdi_dir), 0);
+        assert_int_equal(f->d->n_recs, 0);
+        free(a);
+        free(b);
+        free(x);
+        free(sh);
+        free(g);
+}
+
 /* A record left "preparing" by a crash (with its files) is rolled back at start; a "prepared" one keeps
  * its GPU and has its files written again; a file no record names is removed. */
 static void test_engine_recover(void **state) {
@@ -902,6 +1025,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_engine_prepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_engine_recover, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_engine_no_nodes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_engine_mig, setup_mig, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
