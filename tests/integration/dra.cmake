@@ -1,15 +1,22 @@
 # The DRA driver (`gpuslice node --dra`, src/dra) against the kubelet DRA stand-in (kubelet_standin.DraKubelet,
 # real gRPC) and the API stand-in's resource.k8s.io (kube_standin.py, validating as kube-apiserver 1.36):
-# registration in v1 and v1beta1, ResourceSlices, prepare/unprepare, restarts, SIGKILLs at each step, health,
+# registration in v1 and v1beta1, ResourceSlices, prepare/unprepare (MIG devices too), restarts, SIGKILLs at each
+# step, health,
 # the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
 if(TARGET gpuslice_dra)
   set(_dra_tests register slices slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors
-      prepare-restart prepare-kills health coexist inspect)
-  foreach(t ${_dra_tests})
+      prepare-restart health coexist inspect)
+  # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
+  # with whole, shared and MIG claims
+  set(_dra_mig_tests prepare-mig prepare-kills)
+  foreach(t ${_dra_tests} ${_dra_mig_tests})
+    set(_topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
+    if(t IN_LIST _dra_mig_tests)
+      set(_topology ${CMAKE_SOURCE_DIR}/tests/data/mig/h100-mixed.node)
+    endif()
     add_test(NAME dra-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra.py
-                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                     --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${t})
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR} --topology ${_topology} ${t})
     set_tests_properties(dra-${t} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
   endforeach()
   # The DeviceClasses and example claims of deploy/dra evaluated by a real CEL implementation

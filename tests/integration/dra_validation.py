@@ -324,3 +324,44 @@ def validate_slice(s):
         seen.add(c.get("name"))
         _counters(errs, "spec.sharedCounters[%d].counters" % i, c.get("counters"))
     return errs
+
+
+# ---- across the slices of one pool ----
+
+def validate_pool(slices):
+    """What validation.go cannot check (it sees one slice at a time) but a pool must hold for the scheduler
+    to allocate from it as the driver means (KEP-4815 partitionable devices: the allocator sums what the
+    allocated devices consume of each counter set of the pool and allocates a device only while the sums
+    stay within the set): one generation, as many slices as resourceSliceCount, device names and counter
+    set names unique in the pool, every counter set and counter a device consumes published in the pool,
+    no device consuming more of a counter than its set holds. [] when it holds."""
+    errs = []
+    gens = {(s.get("spec") or {}).get("pool", {}).get("generation") for s in slices}
+    if len(gens) != 1:
+        errs.append("pool: slices of generations %s" % sorted(gens, key=str))
+    counts = {(s.get("spec") or {}).get("pool", {}).get("resourceSliceCount") for s in slices}
+    if counts != {len(slices)}:
+        errs.append("pool: resourceSliceCount %s for %d slices" % (sorted(counts, key=str), len(slices)))
+    sets, names = {}, set()
+    for s in slices:
+        for c in (s.get("spec") or {}).get("sharedCounters") or []:
+            if c.get("name") in sets:
+                errs.append("pool: counter set %s twice" % c.get("name"))
+            sets[c.get("name")] = {k: quantity(v.get("value")) for k, v in (c.get("counters") or {}).items()}
+    for s in slices:
+        for d in (s.get("spec") or {}).get("devices") or []:
+            if d.get("name") in names:
+                errs.append("pool: device %s twice" % d.get("name"))
+            names.add(d.get("name"))
+            for c in d.get("consumesCounters") or []:
+                have = sets.get(c.get("counterSet"))
+                if have is None:
+                    errs.append("device %s: counter set %s is not in the pool" % (d.get("name"), c.get("counterSet")))
+                    continue
+                for k, v in (c.get("counters") or {}).items():
+                    if k not in have:
+                        errs.append("device %s: counter %s/%s is not in the pool" % (d.get("name"), c["counterSet"], k))
+                    elif quantity(v.get("value")) > have[k]:
+                        errs.append("device %s: consumes %s of %s/%s, which holds %s" %
+                                    (d.get("name"), v.get("value"), c["counterSet"], k, have[k]))
+    return errs

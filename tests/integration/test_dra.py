@@ -12,7 +12,9 @@ does and does not prove):
   as the scheduler would have allocated them.
 
 The agent runs on the simulated node (sim/) with character device nodes made with mknod under a private
---dev-root and a fake sysfs that gives every GPU a PCIe root complex; exit 77 when not root.
+--dev-root and a fake sysfs that gives every GPU a PCIe root complex; on a node with MIG GPUs
+(tests/data/mig/h100-mixed.node) also the driver's mig-minors and the capability nodes (`gpuslice-sim caps`);
+exit 77 when not root.
 """
 import json
 import os
@@ -98,6 +100,9 @@ class DraEnv:
         self.agent, self.logs = None, []
         self.interposer = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
         self.sim("reset")
+        self.mig = any(g.get("mig_mode") == 1 for g in self.topo["gpus"])
+        if self.mig:  # mig-minors and /dev/nvidia-caps as the driver and nvidia-modprobe make them
+            self.sim("caps", self.host)
 
     def _host_tree(self):
         """/dev/nvidia<minor> and nvidiactl as character devices; /sys/bus/pci/devices/<bdf> links into
@@ -243,6 +248,29 @@ def uuid_of(e, index):
     return next(g["uuid"] for g in e.topo["gpus"] if g["index"] == index)
 
 
+def sim_mig(e):
+    """The MIG devices as `gpuslice topo --json` reads them through the simulated NVML: (gpu, gi, ci) -> device."""
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "topo", "--json"], env=e.env, capture_output=True,
+                       text=True, timeout=30, check=True)
+    return {(m["gpu"], d["gpu_instance"], d["compute_instance"]): d
+            for m in json.loads(r.stdout)["mig"] for d in m["devices"] if m["mode"] == "on"}
+
+
+def mig_minors(e):
+    """The capability minors of mig-minors ("gpu0/gi7/access 66"), read here independently of the C code."""
+    out = {}
+    with open(os.path.join(e.host, "proc", "driver", "nvidia-caps", "mig-minors")) as f:
+        for line in f:
+            w = line.split()
+            if len(w) == 2 and w[0].startswith("gpu"):
+                out[w[0]] = int(w[1])
+    return out
+
+
+def mig_name(gpu, gi, ci):
+    return "gpu-%d-mig-%d-%d" % (gpu, gi, ci)
+
+
 def ok(answer, uid):
     a = answer[uid]
     check(not a.error, "claim %s failed: %s" % (uid, a.error))
@@ -291,6 +319,7 @@ def test_slices(e):
     up(e)
     gen, slices = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "whole and shared devices")
     check(not e.api.store.rejected, "the stand-in refused slices: %s" % e.api.store.rejected)
+    check(dra_validation.validate_pool(slices) == [], "pool invalid: %s" % dra_validation.validate_pool(slices))
     for s in slices:
         check(dra_validation.validate_slice(s) == [], "slice invalid: %s" % dra_validation.validate_slice(s))
         check(s["spec"]["pool"]["name"] == NODE and s["spec"]["nodeName"] == NODE, "pool %s" % s["spec"])
@@ -492,29 +521,127 @@ def test_prepare_restart(e):
     check(e.cdi_specs() == [] and e.limits_dirs() == [], "left behind")
 
 
+MIG_LAYOUTS = """version: v1
+mig-configs:
+  balanced:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+"""
+
+
+def test_prepare_mig(e):
+    """A node with MIG GPUs (tests/data/mig/h100-mixed.node): the MIG devices are published as the simulated
+    NVML has them, the pool holds together (every consumed counter in it), a MIG claim's spec has exactly the
+    instance's three nodes (the minors as mig-minors says), a MIG device and its whole GPU exclude each other
+    at prepare, and after a layout change (gpuslice mig apply) a claim for a gone instance is refused and the
+    new instances are published."""
+    if not e.mig:
+        raise Skip("needs a topology with MIG GPUs")
+    up(e)
+    mig = sim_mig(e)
+    names = {mig_name(*k): d for k, d in mig.items()}
+    _, slices = e.wait_pool(lambda d: set(names) <= set(d), "the MIG devices")
+    check(dra_validation.validate_pool(slices) == [], "pool invalid: %s" % dra_validation.validate_pool(slices))
+    check(not e.api.store.rejected, "the stand-in refused slices: %s" % e.api.store.rejected[-1:])
+    devs = e.devices()
+    check(sorted(n for n in devs if "-mig-" in n) == sorted(names), "MIG devices %s, NVML has %s" %
+          (sorted(n for n in devs if "-mig-" in n), sorted(names)))
+    for n, d in names.items():
+        a = devs[n]["attributes"]
+        check(a["type"]["string"] == "mig" and a["uuid"]["string"] == d["uuid"] and
+              a["profile"]["string"] == d["profile"], "%s attributes %s" % (n, a))
+        check(dra_validation.quantity(devs[n]["capacity"]["memory"]["value"]) == d["memory_total_bytes"], "memory")
+    for g in e.topo["gpus"]:
+        shared = "gpu-%d-shared" % g["index"] in devs
+        check(shared == (g.get("mig_mode") != 1), "GPU %d (MIG %s): shared device %s" % (g["index"], g.get("mig_mode"), shared))
+    minors = mig_minors(e)
+    (g0, gi, ci) = sorted(k for k in mig if k[0] == 0)[0]
+    first = mig_name(g0, gi, ci)
+    c = e.claim("mig", [("mig", first)])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check([d.device_name for d in a.devices] == [first], "devices %s" % a.devices)
+    with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, c[1]))) as f:
+        spec = json.load(f)
+    check(len(spec["devices"]) == 1, "spec devices %s" % spec["devices"])
+    nodes = spec["devices"][0]["containerEdits"]["deviceNodes"]
+    want = ["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap%d" % minors["gpu0/gi%d/access" % gi],
+            "/dev/nvidia-caps/nvidia-cap%d" % minors["gpu0/gi%d/ci%d/access" % (gi, ci)]]
+    check([n["path"] for n in nodes] == want, "nodes %s, wanted %s" % ([n["path"] for n in nodes], want))
+    check(all(n["hostPath"].startswith(e.host) for n in nodes), "host paths %s" % nodes)
+    check(not e.limits_dirs(), "a MIG claim has no limits dir")
+    # the whole GPU and the same MIG device are refused; another MIG device of the GPU and both compute
+    # instances of GPU 1's split GPU instance are not
+    whole = e.claim("whole", [("gpu", "gpu-0")])
+    check("already prepared" in e.kubelet.prepare(whole)[whole[1]].error, "whole GPU beside its MIG device")
+    again = e.claim("again", [("mig", first)])
+    check("already prepared" in e.kubelet.prepare(again)[again[1]].error, "one MIG device in two claims")
+    split = [mig_name(*k) for k, d in sorted(mig.items()) if k[0] == 1 and d["profile"].count(".") == 2
+             and "c." in d["profile"]]
+    others = [e.claim("o%d" % i, [("mig", n)]) for i, n in enumerate(split + [mig_name(*sorted(mig)[1])])]
+    ans = e.kubelet.prepare(*others)
+    for o in others:
+        ok(ans, o[1])
+    check(len(split) == 2, "GPU 1's split GPU instance: %s" % split)
+    check(e.kubelet.unprepare(c, *others) == dict((x[1], "") for x in [c] + others), "unprepare")
+    ok(e.kubelet.prepare(whole), whole[1])
+    check("already prepared" in e.kubelet.prepare(again)[again[1]].error, "MIG device beside its whole GPU")
+    e.kubelet.unprepare(whole)
+    # a new layout on GPU 0: the old instances are gone (refused), the new ones published and preparable
+    layouts = os.path.join(e.tmp, "layouts.yaml")
+    with open(layouts, "w") as f:
+        f.write(MIG_LAYOUTS)
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "mig", "apply", "-c", layouts, "-l", "balanced",
+                        "--state-dir", os.path.join(e.tmp, "migstate")], env=e.env, capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0, "mig apply: %s" % r.stderr)
+    e.sim("caps", e.host)
+    now = {mig_name(*k): d for k, d in sim_mig(e).items()}
+    gone = sorted(n for n in names if n.startswith("gpu-0-") and n not in now or
+                  (n in now and now[n]["uuid"] != names[n]["uuid"]))
+    check(gone, "the layout change left every instance of GPU 0")
+    old = e.claim("old", [("mig", gone[0])])
+    err = e.kubelet.prepare(old)[old[1]].error
+    check("gone" in err, "a gone instance answered %r" % err)
+    e.wait_pool(lambda d: set(now) <= set(d) and not (set(gone) - set(now)) & set(d), "the new layout published")
+    new = sorted(n for n in now if n.startswith("gpu-0-"))[-1]
+    n = e.claim("new", [("mig", new)])
+    ok(e.kubelet.prepare(n), n[1])
+    check(e.kubelet.unprepare(n) == {n[1]: ""} and e.cdi_specs() == [], "left behind: %s" % e.cdi_specs())
+
+
 CRASH_POINTS = ["dra-prepare-journaled", "dra-prepare-limits", "dra-prepare-cdi", "dra-prepare-done",
                 "dra-unprepare-journaled", "dra-unprepare-cdi", "dra-unprepare-limits", "dra-unprepare-done"]
 
 
 def test_prepare_kills(e):
-    """20 SIGKILLs of the agent, at every step of prepare and of unprepare in turn (crash points): after
-    each, a restarted agent holds exactly the claims kubelet got an answer for once it retried, no CDI
-    spec or limits dir of any other claim is on disk, every limits file equals the claim's consumed
-    capacity, and no device is prepared twice."""
-    gpus = [x["index"] for x in e.topo["gpus"]]
-    held = {}  # uid -> (claim, gpu, shared, cores) of the claims prepared so far
+    """20 SIGKILLs of the agent, at every step of prepare and of unprepare in turn (crash points), with whole,
+    shared and (on a node with MIG GPUs) MIG claims: after each, a restarted agent holds exactly the claims
+    kubelet got an answer for once it retried, no CDI spec or limits dir of any other claim is on disk, every
+    limits file equals the claim's consumed capacity, and no device is prepared twice (a whole GPU never beside
+    a share or a MIG device of it)."""
+    held = {}  # uid -> (claim, gpu, kind, device, cores) of the claims prepared so far
 
-    def pick(i, shared, cores):
-        for k in range(len(gpus)):
-            gpu = gpus[(i + k) % len(gpus)]
+    def pick(i, kind, cores):
+        """A device of this kind that the scheduler could allocate now, rotating over the pool."""
+        devs = e.devices()
+        cands = sorted((d["attributes"].get("parentIndex", d["attributes"].get("index"))["int"], n)
+                       for n, d in devs.items() if d["attributes"]["type"]["string"] == kind)
+        for k in range(len(cands)):
+            gpu, name = cands[(i + k) % len(cands)]
             on = [v for v in held.values() if v[1] == gpu]
-            if any(not v[2] for v in on) or (not shared and on) or sum(v[3] for v in on) + cores > 100:
+            if any(v[2] == "gpu" for v in on) or any(v[3] == name for v in on):
                 continue
-            return gpu
-        raise AssertionError("no GPU left for claim %d" % i)
+            if kind == "gpu" and on:
+                continue
+            if kind == "shared" and sum(v[4] for v in on) + cores > 100:
+                continue
+            return gpu, name
+        raise AssertionError("no %s device left for claim %d" % (kind, i))
 
     up(e)
-    kills = 0
+    kinds = ["shared", "gpu", "mig"] if e.mig else ["shared", "gpu"]
+    kills = mig_kills = 0
     for i in range(20):
         point = CRASH_POINTS[i % len(CRASH_POINTS)]
         unprep = "unprepare" in point and bool(held)
@@ -527,10 +654,10 @@ def test_prepare_kills(e):
             victim = held[sorted(held)[0]][0]
             call = lambda: e.kubelet.unprepare(victim)  # noqa: E731
         else:
-            shared, cores = i % 2 == 0, 10 + i
-            gpu = pick(i, shared, cores)
-            dev = "gpu-%d-shared" % gpu if shared else "gpu-%d" % gpu
-            c = e.claim("k%d" % i, [("r", dev, (i % 3 + 1) * GIB, cores)] if shared else [("r", dev)])
+            kind, cores = kinds[i % len(kinds)], 10 + i
+            e.wait_pool(lambda d: len(d) > 0, "the pool")
+            gpu, dev = pick(i, kind, cores)
+            c = e.claim("k%d" % i, [("r", dev, (i % 3 + 1) * GIB, cores)] if kind == "shared" else [("r", dev)])
             call = lambda: e.kubelet.prepare(c)  # noqa: E731
         try:
             call()
@@ -549,26 +676,33 @@ def test_prepare_kills(e):
             del held[victim[1]]
         else:
             ok(e.kubelet.prepare(c), c[1])
-            held[c[1]] = (c, gpu, shared, cores if shared else 0)
+            held[c[1]] = (c, gpu, kind, dev, cores if kind == "shared" else 0)
+            mig_kills += kind == "mig"
         st = e.status()["dra"]["claims"]
         check(sorted(x["uid"] for x in st) == sorted(held) and all(x["state"] == "prepared" for x in st),
               "after %s the driver holds %s, kubelet was answered %s" % (point, st, sorted(held)))
         want_specs = sorted("%s-claim_%s.json" % (DRIVER, u) for u in held)
         check(e.cdi_specs() == want_specs, "after %s: specs %s, wanted %s" % (point, e.cdi_specs(), want_specs))
-        want_dirs = sorted("dra-" + u for u, v in held.items() if v[2])
+        want_dirs = sorted("dra-" + u for u, v in held.items() if v[2] == "shared")
         check(e.limits_dirs() == want_dirs, "after %s: limits dirs %s, wanted %s" % (point, e.limits_dirs(), want_dirs))
-        whole, cores_on = [], {}
+        whole, parts, cores_on = [], {}, {}
         for x in st:
             for d in x["devices"]:
+                gpu = int(d["device"].split("-")[1])
                 if d["device"].endswith("-shared"):
                     lim = e.limits(x["uid"])[d["uuid"]]
                     check(lim == (d["memory"], d["cores"]), "limits %s != consumed %s" % (lim, d))
-                    cores_on[d["uuid"]] = cores_on.get(d["uuid"], 0) + d["cores"]
+                    cores_on[gpu] = cores_on.get(gpu, 0) + d["cores"]
+                elif "-mig-" in d["device"]:
+                    parts.setdefault(gpu, []).append(d["device"])
                 else:
-                    whole.append(d["uuid"])
-        check(len(whole) == len(set(whole)) and not set(whole) & set(cores_on), "a GPU prepared twice: %s" % st)
+                    whole.append(gpu)
+        migs = [n for v in parts.values() for n in v]
+        check(len(whole) == len(set(whole)) and not set(whole) & (set(cores_on) | set(parts)) and
+              len(migs) == len(set(migs)), "a device prepared twice: %s" % st)
         check(all(v <= 100 for v in cores_on.values()), "cores past 100 %%: %s" % cores_on)
     check(kills == 20, "%d kills" % kills)
+    check(not e.mig or mig_kills >= 3, "only %d kills in a MIG claim's prepare" % mig_kills)
     for uid, v in list(held.items()):
         check(e.kubelet.unprepare(v[0]) == {uid: ""}, "final unprepare")
     check(e.cdi_specs() == [] and e.limits_dirs() == [], "left behind at the end")
@@ -674,6 +808,7 @@ TESTS = {
     "prepare-shared": test_prepare_shared,
     "prepare-errors": test_prepare_errors,
     "prepare-restart": test_prepare_restart,
+    "prepare-mig": test_prepare_mig,
     "prepare-kills": test_prepare_kills,
     "health": test_health,
     "coexist": test_coexist,
