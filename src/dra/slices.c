@@ -561,6 +561,11 @@ static json_t *device_counters(const struct dra_slice_input *in, unsigned g, con
         return counters ? json_pack("[{s:s, s:o}]", "counterSet", set, "counters", counters) : NULL;
 }
 
+/* Whether GPU g is in MIG mode, by NVML's inventory or the MIG side read since. */
+static bool mig_on(const struct dra_slice_input *in, unsigned g) {
+        return in->t->gpu[g].mig_mode == 1 || (in->mig && g < in->mig->node.n_gpus && in->mig->node.gpu[g].mode == 1);
+}
+
 /* A MIG device's own attributes over its parent's: what it is, which instance, whose. */
 static int mig_attributes(const struct topo_gpu *gpu, const struct mig_device *md, json_t *attrs) {
         json_object_del(attrs, "index");
@@ -592,6 +597,9 @@ static json_t *device_json(const struct dra_slice_input *in, unsigned g, const s
         json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
         json_t *attrs = json_object_get(d, "attributes");
         if (!d || gpu_attributes(in, g, shared, island, sw, attrs) < 0 || (md && mig_attributes(gpu, md, attrs) < 0))
+                goto fail;
+        /* a GPU in MIG mode is no CUDA device of its own: the whole-GPU class leaves it out by this */
+        if (ref->kind == DRA_DEVICE_GPU && set_attr(attrs, "migEnabled", "bool", json_boolean(mig_on(in, g))) < 0)
                 goto fail;
         json_t *cap = json_object_get(d, "capacity");
         uint64_t memory = md ? md->memory_total : gpu->memory_total;
@@ -657,7 +665,7 @@ struct gpu_plan {
 static struct gpu_plan plan_gpu(const struct dra_slice_input *in, unsigned g) {
         const struct topo_gpu *gpu = &in->t->gpu[g];
         struct gpu_plan p = { .published = in->offered[g] && gpu->uuid[0] && gpu->index >= 0 };
-        p.mig_on = gpu->mig_mode == 1 || (in->mig && g < in->mig->node.n_gpus && in->mig->node.gpu[g].mode == 1);
+        p.mig_on = mig_on(in, g);
         p.mig = p.published && dra_mig_gpu(in->mig, g);
         p.counters = p.published && (in->sharing || (p.mig && !in->counters_dropped));
         return p;

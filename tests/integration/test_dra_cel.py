@@ -6,13 +6,15 @@ tests/integration/cel/vendor) against the ResourceSlices `gpuslice node --dra` p
 nodes of several topologies (the harness of test_dra.py). Expectations come from the topology (links,
 the fake sysfs's PCIe roots) and the published attributes read here in Python, not from the C code:
 
-- gpu.gpuslice.io selects every whole GPU and nothing else, gpu-shared.gpuslice.io every shared device,
-  mig.gpuslice.io nothing (pending);
+- gpu.gpuslice.io selects every whole GPU not in MIG mode and nothing else, gpu-shared.gpuslice.io every
+  shared device (none of a GPU in MIG mode), mig.gpuslice.io every MIG device the simulated NVML has and nothing else;
 - big-gpu picks a GPU with >= 40 GiB and compute capability > 7.9, or none where no GPU has them;
 - two-gpus-nvlink picks two NVLink-connected GPUs, or none on a machine without NVLink;
 - two-gpus-one-switch two GPUs whose link is PIX, four-gpus-one-root four on one root complex;
 - gpu-fraction one shared device, consuming the claim's memory rounded up to the memory unit and its
-  cores.
+  cores;
+- mig-1g a MIG device of profile 1g.10gb, mig-20g one of at least 20 GiB on a Hopper GPU, or none where the
+  node has no such MIG device (the H100 MIG node, tests/data/mig/h100-mixed.node, has both).
 
 Exit 77 when node is missing (scripts/install-deps.sh installs Debian's nodejs) or not root.
 """
@@ -103,13 +105,22 @@ def nv_connected(t, a, b):
 
 def check_node(e, out, devs):
     t = e.topo
-    n = len(t["gpus"])
-    whole = sorted("gpu-%d" % g["index"] for g in t["gpus"])
-    check(sorted(out["classes"]["gpu.gpuslice.io"]) == whole, "whole class: %s" % out["classes"])
-    check(sorted(out["classes"]["gpu-shared.gpuslice.io"]) == sorted(w + "-shared" for w in whole),
+    whole = sorted("gpu-%d" % g["index"] for g in t["gpus"] if g.get("mig_mode") != 1)
+    check(sorted(out["classes"]["gpu.gpuslice.io"]) == whole, "whole class (no GPU in MIG mode): %s" % out["classes"])
+    check(sorted(out["classes"]["gpu-shared.gpuslice.io"]) ==
+          sorted("gpu-%d-shared" % g["index"] for g in t["gpus"] if g.get("mig_mode") != 1),
           "shared class: %s" % out["classes"])
-    check(out["classes"]["mig.gpuslice.io"] == [], "the pending MIG class selected %s" % out["classes"])
+    mig = {test_dra.mig_name(*k): d for k, d in test_dra.sim_mig(e).items()} if e.mig else {}
+    check(sorted(out["classes"]["mig.gpuslice.io"]) == sorted(mig), "MIG class: %s, NVML has %s" %
+          (out["classes"]["mig.gpuslice.io"], sorted(mig)))
     c = out["claims"]
+    hopper = lambda n: devs[n]["attributes"]["architecture"]["string"] == "Hopper"  # noqa: E731
+    for claim, fits in (("mig-1g", lambda n, d: d["profile"] == "1g.10gb"),
+                        ("mig-20g", lambda n, d: d["memory_total_bytes"] >= 20 * GIB and hopper(n))):
+        want = sorted(n for n, d in mig.items() if fits(n, d))
+        check((c[claim] is None) == (not want), "%s: %s, eligible %s" % (claim, c[claim], want))
+        if want:
+            check(c[claim][0]["device"] in want, "%s chose %s, eligible %s" % (claim, c[claim], want))
     idx = lambda name: int(name.split("-")[1])  # noqa: E731
     # big-gpu: memory and compute capability as published, compared here
     big = [w for w in whole if int(devs[w]["capacity"]["memory"]["value"]) >= 40 * GIB and
@@ -118,7 +129,8 @@ def check_node(e, out, devs):
     if big:
         check(c["big-gpu"][0]["device"] in big, "big-gpu chose %s" % c["big-gpu"])
     # two on one NVLink island
-    any_nv = any(nv_connected(t, a, b) for a in range(n) for b in range(a + 1, n))
+    elig = [g["index"] for g in t["gpus"] if g.get("mig_mode") != 1]  # what the whole-GPU class can give
+    any_nv = any(nv_connected(t, a, b) for a in elig for b in elig if a < b)
     pair = c["two-gpus-nvlink"]
     check((pair is None) == (not any_nv), "nvlink claim %s on a node %s NVLink" % (pair, "with" if any_nv else "without"))
     if pair:
@@ -126,14 +138,14 @@ def check_node(e, out, devs):
         check(a != b and nv_connected(t, a, b), "the NVLink claim got %d and %d, not NVLink-connected" % (a, b))
     # two behind one switch; four on one root complex
     sw = c["two-gpus-one-switch"]
-    has_pix = any(t["links"][a][b] == "PIX" for a in range(n) for b in range(n))
+    has_pix = any(t["links"][a][b] == "PIX" for a in elig for b in elig)
     check((sw is None) == (not has_pix), "switch claim %s" % sw)
     if sw:
         a, b = [idx(x["device"]) for x in sw]
         check(t["links"][a][b] == "PIX", "the switch claim got %d-%d: %s" % (a, b, t["links"][a][b]))
     four = c["four-gpus-one-root"]
     roots = e.roots
-    fits = any(roots.count(r) >= 4 for r in roots)
+    fits = any([roots[i] for i in elig].count(r) >= 4 for r in roots)
     check((four is None) == (not fits), "root claim %s with roots %s" % (four, roots))
     if four:
         got = {roots[idx(x["device"])] for x in four}
@@ -158,13 +170,17 @@ def run(args):
         topos = [os.path.join(args.source, "tests", "data", "topologies", n) for n in
                  ("seed000-8gpu-pcie-2socket.topo", "dgx1-v100-hybrid-cube-mesh.topo", "dgx-a100-nvswitch.topo")]
         topos.append(os.path.join(args.source, "tests", "data", "dra", "nvlink-pairs.topo"))
+        topos.append(os.path.join(args.source, "tests", "data", "mig", "h100-mixed.node"))
         for topo in topos:
             a = type(args)(**dict(vars(args), topology=topo))
             e = test_dra.DraEnv(a, None)
             failed = True
             try:
                 test_dra.up(e)
-                e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "the pool")
+                mig = [test_dra.mig_name(*k) for k in test_dra.sim_mig(e)] if e.mig else []
+                n = len(e.topo["gpus"])
+                e.wait_pool(lambda d: len(d) == 2 * n - sum(g.get("mig_mode") == 1 for g in e.topo["gpus"]) +
+                            len(mig), "the pool")
                 out, devs = evaluate(e, classes, claims, work)
                 check(not out["errors"], "CEL errors: %s" % out["errors"][:5])
                 check_node(e, out, devs)
