@@ -355,8 +355,9 @@ static int send_health(struct dra *d, struct rpc_stream *s) {
                 struct dra_device_ref ref = { .kind = DRA_DEVICE_GPU, .index = (unsigned)d->topo.gpu[g].index };
                 health_add(d, m, g, &ref, now);
                 bool mig = d->mig && dra_mig_gpu(d->mig, g);
+                bool mig_on = d->topo.gpu[g].mig_mode == 1 || (d->mig && d->mig->node.gpu[g].mode == 1);
                 ref.kind = DRA_DEVICE_SHARED;
-                if (shared && !mig && d->topo.gpu[g].mig_mode != 1)
+                if (shared && !mig_on) /* as the slices: no shared device of a GPU in MIG mode */
                         health_add(d, m, g, &ref, now);
                 ref.kind = DRA_DEVICE_MIG;
                 for (unsigned k = 0; mig && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
