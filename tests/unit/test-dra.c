@@ -306,28 +306,25 @@ static json_t *build_mig(const struct sim_node *s, bool sharing, bool dropped) {
         return out;
 }
 
-static json_t *find_device(json_t *slices, const char *name) {
+/* The entry named `name` of any slice's spec.<list> ("devices" or "sharedCounters"), or NULL. */
+static json_t *find_named(json_t *slices, const char *list, const char *name) {
         size_t i, k;
-        json_t *sl, *d;
+        json_t *sl, *x;
         json_array_foreach(slices, i, sl) {
-                json_array_foreach(json_object_get(json_object_get(sl, "spec"), "devices"), k, d) {
-                        if (streq(json_string_value(json_object_get(d, "name")), name))
-                                return d;
+                json_array_foreach(json_object_get(json_object_get(sl, "spec"), list), k, x) {
+                        if (streq(json_string_value(json_object_get(x, "name")), name))
+                                return x;
                 }
         }
         return NULL;
 }
 
+static json_t *find_device(json_t *slices, const char *name) {
+        return find_named(slices, "devices", name);
+}
+
 static json_t *find_set(json_t *slices, const char *name) {
-        size_t i, k;
-        json_t *sl, *c;
-        json_array_foreach(slices, i, sl) {
-                json_array_foreach(json_object_get(json_object_get(sl, "spec"), "sharedCounters"), k, c) {
-                        if (streq(json_string_value(json_object_get(c, "name")), name))
-                                return json_object_get(c, "counters");
-                }
-        }
-        return NULL;
+        return json_object_get(find_named(slices, "sharedCounters", name), "counters");
 }
 
 static const char *attr_s(json_t *dev, const char *name) {
