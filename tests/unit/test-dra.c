@@ -423,6 +423,52 @@ static void test_slices_mig_a100(void **state) {
         sim_close(&s);
 }
 
+/* 64 GPUs in MIG mode with seven MIG devices each: 512 devices in slices of 64 (all consume counters), 64
+ * counter sets of 10 counters in slices of 8. */
+static void test_slices_many_mig(void **state) {
+        (void)state;
+        struct topo *t = calloc(1, sizeof *t);
+        struct dra_mig *m = calloc(1, sizeof *m);
+        topo_init(t);
+        t->n_gpus = TOPO_MAX_GPUS;
+        mig_node_init(&m->node, t->n_gpus);
+        struct dra_slice_input in = { .t = t, .driver = DRV, .node = "n", .mig = m, .generation = 3 };
+        for (unsigned g = 0; g < t->n_gpus; g++) {
+                t->gpu[g].index = (int)g;
+                snprintf(t->gpu[g].uuid, sizeof t->gpu[g].uuid, "GPU-%u", g);
+                t->gpu[g].memory_total = 80ULL << 30;
+                in.offered[g] = true;
+                struct mig_gpu *mg = &m->node.gpu[g];
+                mg->mode = 1;
+                m->memory_slices[g] = 8;
+                m->compute_slices[g] = 7;
+                for (unsigned k = 0; k < 7; k++) {
+                        mg->gi[mg->n_gis++] = (struct mig_gi){ .id = 8 + k, .n_cis = 1, .placement = { k, 1 } };
+                        struct mig_device *md = &mg->dev[mg->n_devices++];
+                        *md = (struct mig_device){ .gpu = g,
+                                                   .index = k,
+                                                   .gi = 8 + k,
+                                                   .ci = 0,
+                                                   .gi_slices = 1,
+                                                   .ci_slices = 1,
+                                                   .placement = { k, 1 },
+                                                   .memory_total = 10ULL << 30 };
+                        snprintf(md->uuid, sizeof md->uuid, "MIG-%u-%u", g, k);
+                        strscpy(md->profile, "1g.10gb", sizeof md->profile);
+                }
+        }
+        json_t *s = NULL;
+        assert_int_equal(dra_slices_build(&in, &s), 0);
+        unsigned devs, sets;
+        check_pool(s, &devs, &sets);
+        assert_int_equal(devs, 64 + 64 * 7);
+        assert_int_equal(sets, 64);
+        assert_int_equal(json_array_size(s), 8 + 8);
+        json_decref(s);
+        free(m);
+        free(t);
+}
+
 /* H100s: a GPU instance split into two compute instances (they share its memory: neither consumes its
  * memory slices), a GPU instance without a compute instance (no device), a MIG GPU without instances (its
  * whole device and counters only), MIG off with MIG on pending (a GPU like any other), a V100. */
@@ -1013,6 +1059,7 @@ int main(void) {
                 cmocka_unit_test(test_slices_many),
                 cmocka_unit_test(test_slices_mig_a100),
                 cmocka_unit_test(test_slices_mig_h100),
+                cmocka_unit_test(test_slices_many_mig),
                 cmocka_unit_test(test_slice_versions),
                 cmocka_unit_test(test_groups),
                 cmocka_unit_test(test_claim_decode),
