@@ -165,7 +165,9 @@ def test_layout(e):
     check(e.topo_mig() == ["1g.10gb"] * 7, "a busy GPU changed: %s" % e.topo_mig())
     # a layout the GPU cannot hold: failed before anything changes, even with the GPU free
     e.kubelet.pods = []
-    e.status()
+    # the agent syncs PodResources for a status request at most every 250 ms: ask until it has seen the
+    # container go (a label changed before that finds the GPU still held, and a failed name is not retried)
+    e.wait(lambda: not any(d.get("holder") for d in e.status()["devices"]), "the holder released")
     e.node({"nvidia.com/mig.config": "too-big"})
     e.wait(lambda: "cannot hold" in e.annotations().get("gpuslice.io/mig.config.reason", ""),
            "the reason of too-big")
