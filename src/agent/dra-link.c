@@ -39,12 +39,24 @@ static uint64_t to_table(const struct devices *d, uint64_t gpus) {
         return m;
 }
 
+/* The table's GPUs the device plugin uses, a GPU counted busy when any of its MIG devices is held (DRA
+ * works on whole GPUs: a claim of one would take the instances a container holds). Under the device lock. */
+static uint64_t plugin_gpus_in_use(const struct node *n) {
+        uint64_t own = plugin_own_use(n->plugin), gpus = own;
+        for (unsigned i = 0; i < devices_count(n->devices); i++) {
+                int parent = devices_info(n->devices, i)->parent;
+                if ((own >> i & 1) && parent >= 0)
+                        gpus |= UINT64_C(1) << parent;
+        }
+        return gpus;
+}
+
 static int take(void *userdata, uint64_t gpus, char *why, size_t len) {
         struct node *n = userdata;
         const struct topo *t = devices_topo(n->devices);
         int r = 0;
         devices_lock(n->devices);
-        uint64_t own = plugin_own_use(n->plugin), want = 0;
+        uint64_t own = plugin_gpus_in_use(n), want = 0;
         for (unsigned g = 0; g < t->n_gpus && r == 0; g++) {
                 if (!(gpus >> g & 1))
                         continue;
@@ -120,7 +132,7 @@ void node_dra_push(struct node *n, void *userdata) {
                 return;
         memset(st, 0, sizeof st);
         devices_lock(n->devices);
-        uint64_t own = plugin_own_use(n->plugin);
+        uint64_t own = plugin_gpus_in_use(n);
         for (unsigned g = 0; g < count; g++) {
                 int i = table_index(n->devices, g);
                 st[g].healthy = i >= 0 && devices_healthy(n->devices, (unsigned)i);

@@ -8,7 +8,7 @@ if(TARGET gpuslice_dra)
       prepare-restart health coexist inspect)
   # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
   # with whole, shared and MIG claims
-  set(_dra_mig_tests prepare-mig prepare-kills)
+  set(_dra_mig_tests prepare-mig prepare-kills coexist-mig)
   foreach(t ${_dra_tests} ${_dra_mig_tests})
     set(_topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
     if(t IN_LIST _dra_mig_tests)

@@ -765,6 +765,33 @@ def test_coexist(e):
                           "Healthy", 10, "released to the device plugin")
 
 
+def test_coexist_mig(e):
+    """--dra-device-plugin with --mig-strategy mixed: a MIG device the device plugin hands out takes its whole GPU
+    out of DRA's reach (a claim of the GPU would take the container's instance), its other GPUs stay DRA's."""
+    if not e.mig:
+        raise Skip("needs a topology with MIG GPUs")
+    up(e, "--dra-device-plugin", "--mig-strategy", "mixed")
+    e.dp_kubelet.wait_for(lambda: any(r.request.resource_name.startswith("nvidia.com/mig-")
+                                      for r in e.dp_kubelet.registrations), 10, "a MIG resource registered")
+    mig = sim_mig(e)
+    (g0, gi, ci) = sorted(k for k in mig if k[0] == 0)[0]
+    reg = next(r for r in e.dp_kubelet.registrations
+               if r.request.resource_name == "nvidia.com/mig-" + mig[(g0, gi, ci)]["profile"].replace("+", "."))
+    endpoint = reg.request.endpoint
+    e.dp_kubelet.wait_for(lambda: any(x[1] == endpoint for x in e.dp_kubelet.law), 10, "ListAndWatch of the MIG resource")
+    stub = e.dp_kubelet.plugin_stub(endpoint)[0]
+    req = e.stubs["deviceplugin_pb2"].AllocateRequest()
+    req.container_requests.add(devices_ids=[mig[(g0, gi, ci)]["uuid"]])
+    stub.Allocate(req, timeout=5)
+    whole = [g["index"] for g in e.topo["gpus"] if g.get("mig_mode") != 1]
+    c = e.claim("dp-mig", [("gpu", "gpu-%d" % g0)])
+    check("device plugin" in e.kubelet.prepare(c)[c[1]].error,
+          "DRA prepared GPU %d while the device plugin holds one of its MIG devices" % g0)
+    if whole:
+        d = e.claim("dra", [("gpu", "gpu-%d" % whole[0])])
+        ok(e.kubelet.prepare(d), d[1])
+
+
 def test_inspect(e):
     """`gpuslice inspect` shows the claims of the driver beside the pods, on their GPUs."""
     up(e)
@@ -812,6 +839,7 @@ TESTS = {
     "prepare-kills": test_prepare_kills,
     "health": test_health,
     "coexist": test_coexist,
+    "coexist-mig": test_coexist_mig,
     "inspect": test_inspect,
 }
 
