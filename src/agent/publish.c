@@ -308,7 +308,7 @@ static void fill_mig(const struct publish *pub, struct cluster_node_info *info) 
                                                                        plugin_device_resource(pub->plugin, i), x->id)
                                                           : NULL;
                 if (a && a->pod_name[0])
-                        snprintf(m->holder, sizeof m->holder, "%.60s/%.60s", a->pod_namespace, a->pod_name);
+                        cluster_mig_holder(a->pod_namespace, a->pod_name, m->holder, sizeof m->holder);
         }
 }
 
@@ -331,8 +331,10 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         }
         struct cluster_node_info *info = malloc(sizeof *info);
         int r = info ? cluster_node_from_topo(t, healthy, reason, info) : -ENOMEM;
-        if (r >= 0)
+        if (r >= 0) {
                 fill_mig(pub, info);
+                strscpy(info->mig_strategy, pub->mig_strategy, sizeof info->mig_strategy);
+        }
         devices_unlock(d);
         if (r >= 0)
                 r = cluster_node_encode(info, ret_ann);

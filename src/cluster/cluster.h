@@ -117,7 +117,7 @@ enum cluster_res_name cluster_resource_classify(const char *name, const struct c
 /* The name of an index ("" for NONE; u's whole_name for the override). */
 const char *cluster_resource_name(enum cluster_res_name n, const struct cluster_units *u);
 /* Could the resource be one of any GPU system's (kept when slimming objects): nvidia.com/gpu,
- * gpuslice.io/, tencent.com/vcuda-, aliyun.com/gpu-? */
+ * nvidia.com/mig-, gpuslice.io/, tencent.com/vcuda-, aliyun.com/gpu-? */
 bool cluster_resource_is_gpu(const char *name);
 /* Is an annotation key one of the GPU systems' (gpuslice.io/, tencent.com/, ALIYUN_COM_GPU_MEM_)? */
 bool cluster_annotation_is_gpu(const char *key);
@@ -135,11 +135,28 @@ struct cluster_container_req {
         uint8_t res[_CLUSTER_RES_MAX]; /* enum cluster_res_name */
 };
 
+/* MIG devices of one profile a pod asks for: nvidia.com/mig-<profile>, summed over its containers. */
+#define CLUSTER_MIG_PREFIX "nvidia.com/mig-"
+#define CLUSTER_MIG_REQ_MAX 4 /* distinct MIG profiles one pod may ask for */
+struct cluster_mig_req {
+        char profile[32]; /* "1g.10gb" */
+        unsigned count;
+};
+
 struct cluster_request {
         unsigned n; /* containers that ask for GPU resources (only those: others are skipped) */
         struct cluster_container_req c[CLUSTER_CONTAINERS_MAX];
         enum cluster_profile profile; /* the fractional family the pod used (NONE for whole only) */
+        /* MIG devices asked (nvidia.com/mig-*; kept apart from c[]: a container asking only MIG devices
+         * is not counted in n, the agent assigns them by its own preferred allocation) */
+        unsigned n_mig;
+        struct cluster_mig_req mig[CLUSTER_MIG_REQ_MAX];
 };
+
+/* Does the pod ask for any GPU resource (whole, share or MIG device)? */
+static inline bool cluster_request_any(const struct cluster_request *r) {
+        return r->n > 0 || r->n_mig > 0;
+}
 
 static inline bool cluster_request_is_fractional(const struct cluster_container_req *c) {
         return c->whole == 0 && (c->core > 0 || c->mem_mib > 0);
@@ -281,6 +298,10 @@ struct cluster_mig_info {
         char holder[128]; /* "namespace/pod" holding it per the node agent, "" none */
 };
 
+/* A MIG device's holder as the annotation names it ("namespace/pod", each cut to 60 bytes): the agent
+ * writes it, the extender compares pods against it. */
+void cluster_mig_holder(const char *ns, const char *name, char *buf, size_t len);
+
 struct cluster_gpu_info {
         char uuid[CLUSTER_UUID_MAX];
         char model[64];
@@ -299,6 +320,9 @@ struct cluster_node_info {
         char driver[80]; /* "" unknown */
         unsigned cuda;   /* 1000 × major + 10 × minor, 0 unknown */
         bool nvswitch;
+        /* the agent's MIG strategy ("none", "single", "mixed"; "" unknown): under "single" its MIG devices
+         * are served as nvidia.com/gpu (optional field "mig_strategy", within version 1) */
+        char mig_strategy[16];
         unsigned n_gpus;
         struct cluster_gpu_info gpu[CLUSTER_GPUS_MAX];
         struct topo_link link[CLUSTER_GPUS_MAX][CLUSTER_GPUS_MAX]; /* symmetric, SELF on the diagonal */

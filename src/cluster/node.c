@@ -73,6 +73,10 @@ static char *links_text(const struct cluster_node_info *info) {
         return links;
 }
 
+void cluster_mig_holder(const char *ns, const char *name, char *buf, size_t len) {
+        snprintf(buf, len, "%.60s/%.60s", ns ? ns : "", name ? name : "");
+}
+
 /* "mig":[{"i":0,"uuid":"MIG-…","profile":"1g.10gb","mem":9856,"health":"ok","pod":"ns/name"},…] on a GPU in
  * MIG mode (an empty list: MIG on, no instances); no "mig" key: MIG off. */
 static int encode_mig(json_t *j, const struct cluster_gpu_info *g) {
@@ -108,6 +112,8 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
         if (info->cuda)
                 json_object_set_new(o, "cuda", json_integer(info->cuda));
         json_object_set_new(o, "nvswitch", json_boolean(info->nvswitch));
+        if (info->mig_strategy[0])
+                json_object_set_new(o, "mig_strategy", json_string(info->mig_strategy));
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 const struct cluster_gpu_info *g = &info->gpu[i];
                 json_t *j = json_pack("{s:i,s:s,s:s,s:I}", "i", (int)i, "uuid", g->uuid, "model", g->model, "mem",
@@ -289,7 +295,8 @@ int cluster_node_decode(const char *value, size_t len, struct cluster_node_info 
                 gs_error_set(err, -EINVAL, "%s: cuda must be a version number, nvswitch a boolean", CLUSTER_ANN_GPUS);
                 goto out;
         }
-        if (cluster_json_str(j, "driver", ret->driver, sizeof ret->driver, "", err) < 0)
+        if (cluster_json_str(j, "driver", ret->driver, sizeof ret->driver, "", err) < 0 ||
+            cluster_json_str(j, "mig_strategy", ret->mig_strategy, sizeof ret->mig_strategy, "", err) < 0)
                 goto out;
         ret->cuda = cuda ? (unsigned)json_integer_value(cuda) : 0;
         ret->nvswitch = json_is_true(nvs);

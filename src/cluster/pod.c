@@ -402,6 +402,52 @@ static int decode_meta(json_t *pod, struct cluster_pod *ret, struct gs_error *er
         return 0;
 }
 
+/* One nvidia.com/mig-<profile> quantity q of a container, added to the pod's MIG request. */
+static int mig_add(struct cluster_request *req, const char *key, json_t *val, unsigned idx, struct gs_error *err) {
+        const char *profile = key + strlen(CLUSTER_MIG_PREFIX);
+        uint64_t q;
+        if (!profile[0] || strlen(profile) >= sizeof req->mig[0].profile)
+                return gs_error_set(err, -EINVAL, "spec.containers[%u]: %.80s is not a MIG profile", idx, key);
+        if (!json_is_string(val) || parse_quantity(json_string_value(val), &q) < 0)
+                return gs_error_set(err, -EINVAL, "spec.containers[%u]: %.80s is not a whole number", idx, key);
+        if (q == 0)
+                return 0;
+        unsigned k = 0;
+        while (k < req->n_mig && !streq(req->mig[k].profile, profile))
+                k++;
+        if (k == req->n_mig) {
+                if (req->n_mig >= CLUSTER_MIG_REQ_MAX)
+                        return gs_error_set(err, -EINVAL, "the pod asks for more than %d MIG profiles",
+                                            CLUSTER_MIG_REQ_MAX);
+                req->mig[req->n_mig++] = (struct cluster_mig_req){ .count = 0 };
+                strscpy(req->mig[k].profile, profile, sizeof req->mig[k].profile);
+        }
+        /* no node has more MIG devices than its GPUs can hold */
+        if (q > (uint64_t)CLUSTER_GPUS_MAX * CLUSTER_MIG_MAX - req->mig[k].count)
+                return gs_error_set(err, -EINVAL, "spec.containers[%u]: %.80s is too large", idx, key);
+        req->mig[k].count += (unsigned)q;
+        return 0;
+}
+
+/* A container's MIG devices (limits; requests where limits do not name the resource), summed into req. */
+static int container_mig(json_t *c, struct cluster_request *req, unsigned idx, struct gs_error *err) {
+        json_t *res = json_object_get(c, "resources");
+        json_t *lim = json_is_object(res) ? json_object_get(res, "limits") : NULL;
+        json_t *rq = json_is_object(res) ? json_object_get(res, "requests") : NULL;
+        const char *key;
+        json_t *val;
+        json_object_foreach(lim, key, val) {
+                if (startswith(key, CLUSTER_MIG_PREFIX) && mig_add(req, key, val, idx, err) < 0)
+                        return -EINVAL;
+        }
+        json_object_foreach(rq, key, val) {
+                if (startswith(key, CLUSTER_MIG_PREFIX) && !json_object_get(lim, key) &&
+                    mig_add(req, key, val, idx, err) < 0)
+                        return -EINVAL;
+        }
+        return 0;
+}
+
 static int decode_containers(json_t *spec, const struct cluster_units *u, struct cluster_pod *ret,
                              struct gs_error *err) {
         json_t *cs = json_is_object(spec) ? json_object_get(spec, "containers") : NULL;
@@ -414,6 +460,8 @@ static int decode_containers(json_t *spec, const struct cluster_units *u, struct
                         return gs_error_set(err, -EINVAL, "spec.containers[%zu] is not an object", i);
                 struct cluster_container_req cr;
                 int r = container_req(c, u, &cr, &ret->req.profile, (unsigned)i, err);
+                if (r >= 0)
+                        r = container_mig(c, &ret->req, (unsigned)i, err) < 0 ? -EINVAL : r;
                 if (r < 0)
                         return r;
                 if (r == 0)

@@ -54,8 +54,9 @@ const char *cluster_resource_name(enum cluster_res_name n, const struct cluster_
 }
 
 bool cluster_resource_is_gpu(const char *name) {
-        return streq(name, "nvidia.com/gpu") || startswith(name, "gpuslice.io/") ||
-               startswith(name, "tencent.com/vcuda-") || startswith(name, "aliyun.com/gpu-");
+        return streq(name, "nvidia.com/gpu") || startswith(name, CLUSTER_MIG_PREFIX) ||
+               startswith(name, "gpuslice.io/") || startswith(name, "tencent.com/vcuda-") ||
+               startswith(name, "aliyun.com/gpu-");
 }
 
 bool cluster_annotation_is_gpu(const char *key) {

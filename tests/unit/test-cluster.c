@@ -253,8 +253,80 @@ static void test_node_annotation_mig(void **state) {
                 if (cluster_node_decode(doc, strlen(doc), out, &err) != -EINVAL || !strstr(err.message, "mig"))
                         fail_msg("case %zu accepted or unexplained: %s", i, err.message);
         }
+        /* the agent's MIG strategy: optional within version 1, written only when known */
+        in->gpu[0].n_mig = 1;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_null(strstr(text, "mig_strategy"));
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_string_equal(out->mig_strategy, "");
+        strscpy(in->mig_strategy, "single", sizeof in->mig_strategy);
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_non_null(strstr(text, "\"mig_strategy\":\"single\""));
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_string_equal(out->mig_strategy, "single");
+        static const char *const bad_strategy[] = {
+                "\"mig_strategy\":1",
+                "\"mig_strategy\":[\"single\"]",
+                "\"mig_strategy\":\"a-strategy-name-far-too-long\"",
+        };
+        for (size_t i = 0; i < sizeof bad_strategy / sizeof *bad_strategy; i++) {
+                char doc[512];
+                snprintf(doc, sizeof doc, "{\"v\":1,%s,\"gpus\":[]}", bad_strategy[i]);
+                err.message[0] = 0;
+                if (cluster_node_decode(doc, strlen(doc), out, &err) != -EINVAL || !strstr(err.message, "mig_strategy"))
+                        fail_msg("strategy case %zu accepted or unexplained: %s", i, err.message);
+        }
         free(in);
         free(out);
+}
+
+/* nvidia.com/mig-<profile>: summed per profile over the pod's containers, apart from c[] (not in n). */
+static void test_pod_mig_requests(void **state) {
+        (void)state;
+        struct cluster_pod v;
+        struct gs_error err = { 0 };
+        char buf[4096];
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"containers\":["
+                 "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"2\"}}},"
+                 "{\"name\":\"b\",\"resources\":{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\","
+                 "\"nvidia.com/mig-3g.40gb\":\"1\"}}},"
+                 "{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\",\"nvidia.com/"
+                 "mig-2g.20gb\":\"0\"}}}]}}");
+        assert_int_equal(cluster_pod_decode(buf, strlen(buf), &U, &v, &err), 0);
+        assert_int_equal(v.req.n, 1); /* only c asks for a GPU placed by index */
+        assert_string_equal(v.req.c[0].name, "c");
+        assert_int_equal(v.req.n_mig, 2);
+        assert_string_equal(v.req.mig[0].profile, "1g.10gb");
+        assert_int_equal(v.req.mig[0].count, 3);
+        assert_string_equal(v.req.mig[1].profile, "3g.40gb");
+        assert_int_equal(v.req.mig[1].count, 1);
+        assert_true(cluster_request_any(&v.req));
+        assert_true(cluster_resource_is_gpu("nvidia.com/mig-1g.10gb"));
+        /* malformed: refused with the resource named */
+        static const char *const bad[] = {
+                "{\"limits\":{\"nvidia.com/mig-\":\"1\"}}",
+                "{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"1.5\"}}",
+                "{\"limits\":{\"nvidia.com/mig-1g.10gb\":1}}",
+                "{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"513\"}}",
+                "{\"limits\":{\"nvidia.com/mig-a-profile-name-longer-than-31-bytes\":\"1\"}}",
+                "{\"limits\":{\"nvidia.com/mig-a\":\"1\",\"nvidia.com/mig-b\":\"1\",\"nvidia.com/mig-c\":\"1\","
+                "\"nvidia.com/mig-d\":\"1\",\"nvidia.com/mig-e\":\"1\"}}",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                err.message[0] = 0;
+                if (pod_with(bad[i], NULL, &v, &err) != -EINVAL || !strcasestr(err.message, "mig"))
+                        fail_msg("case %zu accepted or unexplained: %s", i, err.message);
+        }
+        /* summed over containers beyond one node's devices */
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"containers\":["
+                 "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"300\"}}},"
+                 "{\"name\":\"b\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"300\"}}}]}}");
+        assert_int_equal(cluster_pod_decode(buf, strlen(buf), &U, &v, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "too large"));
 }
 
 static void test_node_annotation(void **state) {
@@ -581,6 +653,7 @@ int main(void) {
                 cmocka_unit_test(test_classifier),
                 cmocka_unit_test(test_node_annotation),
                 cmocka_unit_test(test_node_annotation_mig),
+                cmocka_unit_test(test_pod_mig_requests),
                 cmocka_unit_test(test_annotation_round_trip),
                 cmocka_unit_test(test_node_from_topo_by_index),
         };
