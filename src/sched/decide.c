@@ -385,6 +385,162 @@ static bool fit_fast(struct sched_model *m, const struct sched_node *n, const st
         return true;
 }
 
+/* ---- MIG devices, by counts ---- */
+
+/* Does MIG device d serve profile ("" = any: a `single` node's nvidia.com/gpu)? */
+static bool mig_serves(const struct sched_mig *d, const char *profile) {
+        return !profile[0] || streq(d->profile, profile);
+}
+
+/* What pod p on n still waits for of profile: what it asks, less the devices the annotation shows it
+ * holding (a pod our bind placed a moment ago holds none yet). */
+static unsigned mig_waiting(const struct sched_node *n, const struct sched_pod *p, const char *profile) {
+        unsigned asked = 0;
+        if (!profile[0]) /* `single`: its whole GPUs are MIG devices */
+                for (unsigned k = 0; k < p->n; k++)
+                        asked += p->c[k].whole;
+        else
+                for (unsigned k = 0; k < p->n_mig; k++)
+                        asked += streq(p->mig[k].profile, profile) ? p->mig[k].count : 0;
+        if (!asked)
+                return 0;
+        char who[128];
+        cluster_mig_holder(p->ns, p->name, who, sizeof who);
+        unsigned held = 0;
+        for (unsigned i = 0; i < n->n_mig; i++)
+                held += n->mig[i].holder[0] && mig_serves(&n->mig[i], profile) && streq(n->mig[i].holder, who);
+        return asked > held ? asked - held : 0;
+}
+
+/*
+ * k devices out of the free ones per parent GPU, taken as the node agent's preferred allocation does:
+ * all from one parent that has them (the one with the fewest free), else from the parents with the
+ * most free first. Returns whether one parent sufficed; takes what there is when there are fewer.
+ */
+static bool mig_take(unsigned *free_by_gpu, unsigned n_gpus, unsigned k) {
+        int best = -1;
+        for (unsigned g = 0; g < n_gpus; g++)
+                if (free_by_gpu[g] >= k && (best < 0 || free_by_gpu[g] < free_by_gpu[best]))
+                        best = (int)g;
+        if (best >= 0) {
+                free_by_gpu[best] -= k;
+                return true;
+        }
+        while (k > 0) {
+                unsigned most = 0;
+                for (unsigned g = 1; g < n_gpus; g++)
+                        if (free_by_gpu[g] > free_by_gpu[most])
+                                most = g;
+                if (!n_gpus || !free_by_gpu[most])
+                        break;
+                unsigned t = MIN(k, free_by_gpu[most]);
+                free_by_gpu[most] -= t;
+                k -= t;
+        }
+        return false;
+}
+
+/* The node's devices of one profile: healthy ones, free ones per parent after what the pods on the node
+ * still wait for, held ones and the awaited count. */
+struct mig_count {
+        unsigned free_by_gpu[CLUSTER_GPUS_MAX];
+        unsigned healthy, held, waiting, free;
+};
+
+static void mig_count(const struct sched_node *n, const char *profile, struct mig_count *c) {
+        memset(c, 0, sizeof *c);
+        unsigned n_gpus = MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX);
+        for (unsigned i = 0; i < n->n_mig; i++) {
+                const struct sched_mig *d = &n->mig[i];
+                if (!mig_serves(d, profile) || !d->healthy || d->gpu >= n_gpus)
+                        continue;
+                c->healthy++;
+                if (d->holder[0])
+                        c->held++;
+                else
+                        c->free_by_gpu[d->gpu]++;
+        }
+        for (const struct sched_pod *p = n->pods; p; p = p->next_on_node) {
+                unsigned w = mig_waiting(n, p, profile);
+                c->waiting += w;
+                if (w)
+                        (void)mig_take(c->free_by_gpu, n_gpus, w);
+        }
+        for (unsigned g = 0; g < n_gpus; g++)
+                c->free += c->free_by_gpu[g];
+}
+
+/*
+ * The pod's MIG devices on n by counts: 0 (ret->mig_parents and *ret_pack, how full the asked profiles
+ * are after it, set), -ENOSPC (taken: NO_ROOM) or -ENODEV (never: too few healthy devices, or a profile
+ * a `single` node does not serve), with the reason.
+ */
+static int fit_mig(const struct sched_node *n, const struct cluster_request *req, struct sched_fit *ret,
+                   double *ret_pack, char *reason, size_t len) {
+        double full = 0;
+        unsigned asked = 0;
+        bool split = false;
+        for (unsigned k = 0; k < req->n_mig && k < CLUSTER_MIG_REQ_MAX; k++) {
+                const struct cluster_mig_req *q = &req->mig[k];
+                if (!q->count)
+                        continue;
+                if (q->profile[0] && n->mig_single) {
+                        snprintf(reason, len,
+                                 "node serves its MIG devices as nvidia.com/gpu (MIG strategy single), "
+                                 "not " CLUSTER_MIG_PREFIX "%.31s",
+                                 q->profile);
+                        return -ENODEV;
+                }
+                char what[64];
+                snprintf(what, sizeof what, "MIG devices %.31s", q->profile[0] ? q->profile : "(nvidia.com/gpu)");
+                struct mig_count c;
+                mig_count(n, q->profile, &c);
+                if (c.healthy < q->count) {
+                        snprintf(reason, len, "%u healthy %s, pod needs %u", c.healthy, what, q->count);
+                        return -ENODEV;
+                }
+                if (c.free < q->count) {
+                        snprintf(reason, len,
+                                 "%u free %s, pod needs %u (%u healthy: %u held, %u awaited by pods placed here)",
+                                 c.free, what, q->count, c.healthy, c.held, c.waiting);
+                        return -ENOSPC;
+                }
+                split |= !mig_take(c.free_by_gpu, MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX), q->count);
+                full += 1.0 - (double)(c.free - q->count) / c.healthy;
+                asked++;
+        }
+        ret->mig_parents = asked ? (split ? 2 : 1) : 0;
+        *ret_pack = asked ? full / asked : 0;
+        return 0;
+}
+
+/* On a `single` node the pod's whole GPUs are MIG devices: its request with them moved to a MIG request of
+ * any profile (""); false (eff untouched) when nothing moves. */
+static bool single_request(const struct sched_node *n, const struct cluster_request *req, struct cluster_request *eff) {
+        unsigned whole = 0;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                whole += req->c[k].whole;
+        if (!n->mig_single || !whole)
+                return false;
+        *eff = *req;
+        for (unsigned k = 0; k < eff->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                eff->c[k].whole = 0;
+        unsigned at = MIN(eff->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX - 1);
+        eff->mig[at] = (struct cluster_mig_req){ .count = whole };
+        eff->n_mig = at + 1;
+        return true;
+}
+
+/* Does any container ask for a GPU placed here (whole or a share)? */
+static bool request_places_gpus(const struct cluster_request *req) {
+        for (unsigned k = 0; k < req->n; k++)
+                if (req->c[k].whole || req->c[k].core || req->c[k].mem_mib)
+                        return true;
+        return false;
+}
+
+/* lint: long — the decision in order: the fast path, the malformed and unpublished answers, the MIG counts, the
+ * placement on the node as it is, then on the empty node (preemption or never); each one step. */
 static int fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
                     enum cluster_policy policy, struct sched_fit *ret, bool fast) {
         /* what the fast path leaves alone must read as zero: the header, the used assignments */
@@ -392,8 +548,12 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         ret->assign.n = 0;
         ret->ring_bw = ret->whole_count = 0;
         ret->pack = 0;
+        ret->mig_parents = 0;
         ret->reason[0] = '\0';
-        if (fast && m && n && req && req->n >= 1 && request_valid(req) && n->published &&
+        struct cluster_request eff;
+        if (n && req && req->n <= CLUSTER_CONTAINERS_MAX && single_request(n, req, &eff))
+                req = &eff;
+        if (fast && m && n && req && req->n >= 1 && !req->n_mig && request_valid(req) && n->published &&
             fit_fast(m, n, req, policy, ret))
                 return 0;
         memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
@@ -410,11 +570,28 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
                                       : "node publishes no GPUs (no " CLUSTER_ANN_GPUS " annotation)");
                 return -ENODEV;
         }
+        char mig_reason[sizeof ret->reason] = "";
+        double mig_pack = 0;
+        int mr = req->n_mig ? fit_mig(n, req, ret, &mig_pack, mig_reason, sizeof mig_reason) : 0;
+        if (mr == -ENODEV) {
+                ret->verdict = SCHED_UNRESOLVABLE;
+                snprintf(ret->reason, sizeof ret->reason, "%s", mig_reason);
+                return -ENODEV;
+        }
         struct room r;
         room_from_node(n, false, &r);
         if (place_all(m, n, req, policy, &r, ret) == 0) {
+                if (mr < 0) {
+                        ret->verdict = SCHED_NO_ROOM;
+                        ret->assign = (struct cluster_assignment){ 0 };
+                        snprintf(ret->reason, sizeof ret->reason, "%s", mig_reason);
+                        return -ENOSPC;
+                }
                 ret->verdict = SCHED_FIT;
-                ret->pack = pack_after(n, &r, ret);
+                bool gpus = request_places_gpus(req);
+                ret->pack = !req->n_mig ? pack_after(n, &r, ret)
+                            : gpus      ? 0.5 * pack_after(n, &r, ret) + 0.5 * mig_pack
+                                        : mig_pack;
                 return 0;
         }
         /* Would the empty node do? Then freeing GPUs (preemption) could help. */
@@ -448,12 +625,16 @@ static int score_one(const struct sched_score_in *f, unsigned best_ring, enum cl
         double s = policy == CLUSTER_POLICY_SPREAD ? 1.0 - f->pack : f->pack;
         if (f->whole_count >= 2 && best_ring > 0)
                 s = 0.6 * ((double)f->ring_bw / best_ring) + 0.4 * s;
+        /* MIG devices: a node where each asked profile fits on one parent GPU (6..10) above one where it
+         * must span parents (0..4); the pack orders nodes within each */
+        if (f->mig_parents)
+                s = f->mig_parents == 1 ? 0.6 + 0.4 * s : 0.4 * s;
         long v = lround(s * 10.0);
         return (int)(v < 0 ? 0 : v > 10 ? 10 : v);
 }
 
 void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret) {
-        *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack };
+        *ret = (struct sched_score_in){ f->verdict, f->ring_bw, f->whole_count, f->pack, f->mig_parents };
 }
 
 void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores) {

@@ -10,6 +10,13 @@
  * placed one after the other on a scratch copy of the node's use: whole requests first (largest
  * first), then shares by memory, largest first.
  *
+ * MIG devices (nvidia.com/mig-<profile>, summed over the pod; and whole GPUs on a node whose agent
+ * serves its MIG devices as nvidia.com/gpu, strategy `single`) are placed by counts: the node's healthy
+ * devices of the profile with no holder in its annotation, less what pods the model holds on the node
+ * still wait for (asked, but not yet shown as holders: e.g. our own binds in flight). No particular
+ * device is chosen (the node agent's preferred allocation picks them); a GPU in MIG mode is never
+ * placed whole or shared.
+ *
  * Scores are 0..10 (what kube-scheduler 1.20 accepts). See docs/scheduler.md for the formula.
  *
  * Pure: no I/O, no logging; not thread-safe (it fills the model's memo), like the model.
@@ -33,6 +40,9 @@ struct sched_fit {
         unsigned ring_bw;     /* best ring of the largest whole request (GB/s), 0 if none */
         unsigned whole_count; /* GPUs of that request */
         double pack;          /* 0..1: how full the touched GPUs / node are after placing */
+        /* MIG devices asked (nvidia.com/mig-*, or nvidia.com/gpu on a `single` node): 0 none, 1 each
+         * profile's request fits on one parent GPU's free devices, 2 some request must span parents */
+        uint8_t mig_parents;
 };
 
 /*
@@ -62,6 +72,7 @@ struct sched_score_in {
         enum sched_verdict verdict;
         unsigned ring_bw, whole_count;
         double pack;
+        uint8_t mig_parents;
 };
 void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret);
 void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores);

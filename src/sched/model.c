@@ -66,6 +66,10 @@ static void class_unref(struct sched_model *m, struct sched_topo_class *c) {
 static void node_free_gpus(struct sched_node *n) {
         free(n->details);
         n->details = NULL;
+        free(n->mig);
+        n->mig = NULL;
+        n->n_mig = 0;
+        n->mig_single = false;
         for (unsigned i = 0; i < n->n_gpus; i++)
                 free(n->gpu[i].uuid);
         if (n->gpu != n->gpu_inline)
@@ -289,6 +293,39 @@ static struct sched_topo_class *class_get(struct sched_model *m, const struct cl
         return c;
 }
 
+/* The MIG devices of the annotation's GPUs in MIG mode, parent by parent (*ret NULL when none). 0 or
+ * -ENOMEM. */
+static int node_mig_list(const struct cluster_node_info *info, struct sched_mig **ret, unsigned *ret_n) {
+        unsigned n_mig = 0;
+        for (unsigned i = 0; i < info->n_gpus; i++)
+                n_mig += MIN(info->gpu[i].n_mig, (unsigned)CLUSTER_MIG_MAX);
+        *ret = NULL;
+        *ret_n = 0;
+        if (!n_mig)
+                return 0;
+        struct sched_mig *mig = calloc(n_mig, sizeof *mig);
+        if (!mig)
+                return -ENOMEM;
+        for (unsigned i = 0, k = 0; i < info->n_gpus; i++)
+                for (unsigned j = 0; j < info->gpu[i].n_mig && j < CLUSTER_MIG_MAX; j++, k++) {
+                        const struct cluster_mig_info *x = &info->gpu[i].mig_dev[j];
+                        mig[k] = (struct sched_mig){ .gpu = i, .healthy = x->healthy };
+                        strscpy(mig[k].profile, x->profile, sizeof mig[k].profile);
+                        strscpy(mig[k].holder, x->holder, sizeof mig[k].holder);
+                }
+        *ret = mig;
+        *ret_n = n_mig;
+        return 0;
+}
+
+/* Does the agent serve the node's MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode)? */
+static bool node_mig_single(const struct cluster_node_info *info) {
+        bool any = false;
+        for (unsigned i = 0; i < info->n_gpus; i++)
+                any |= info->gpu[i].mig;
+        return any && streq(info->mig_strategy, "single");
+}
+
 int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *info) {
         if (!m || !info || !info->name[0] || info->n_gpus > CLUSTER_GPUS_MAX)
                 return -EINVAL;
@@ -298,8 +335,8 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 return -ENOMEM; /* built aside, moved inline below when it fits */
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
-                /* a GPU in MIG mode is its MIG devices' (nvidia.com/mig-*, counted by kube-scheduler from the
-                 * node's allocatable): never free as a whole GPU or for a share */
+                /* a GPU in MIG mode is its MIG devices' (n->mig, placed by counts, decide.c): never free as a
+                 * whole GPU or for a share */
                 gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig;
                 if (info->gpu[i].uuid[0]) {
                         gpus[i].uuid = strndup(info->gpu[i].uuid, CLUSTER_UUID_MAX);
@@ -319,19 +356,30 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                                  info->gpu[i].mig ? " (MIG)" : "");
                 }
         }
+        unsigned n_mig = 0;
+        struct sched_mig *mig = NULL;
+        if (node_mig_list(info, &mig, &n_mig) < 0) {
+                free(d);
+                goto nomem;
+        }
         struct sched_topo_class *c = class_get(m, info);
         if (!c) {
+                free(mig);
                 free(d);
                 goto nomem;
         }
         struct sched_node *n = node_get_or_add(m, info->name);
         if (!n) {
                 class_unref(m, c);
+                free(mig);
                 free(d);
                 goto nomem;
         }
         node_free_gpus(n);
         n->details = d;
+        n->mig = mig;
+        n->n_mig = n_mig;
+        n->mig_single = node_mig_single(info);
         class_unref(m, n->topo);
         if (info->n_gpus <= SCHED_NODE_INLINE_GPUS) {
                 memcpy(n->gpu_inline, gpus, info->n_gpus * sizeof *gpus);
@@ -366,6 +414,9 @@ int sched_model_remove_node(struct sched_model *m, const char *name) {
 }
 
 static bool request_empty(const struct cluster_request *r) {
+        for (unsigned k = 0; k < r->n_mig && k < CLUSTER_MIG_REQ_MAX; k++)
+                if (r->mig[k].count)
+                        return false;
         for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++)
                 if (r->c[k].whole || r->c[k].core || r->c[k].mem_mib)
                         return false;
@@ -401,6 +452,8 @@ static int pod_set_req(struct sched_pod *p, const struct cluster_request *req) {
                 p->c[k] = (struct sched_pod_container){ .whole = req->c[k].whole,
                                                         .core = req->c[k].core,
                                                         .mem_mib = req->c[k].mem_mib };
+        p->n_mig = MIN(req->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX);
+        memcpy(p->mig, req->mig, p->n_mig * sizeof *p->mig);
         return 0;
 }
 
@@ -452,11 +505,20 @@ static int pod_refresh(struct sched_model *m, const struct sched_pod_info *info,
         return 0;
 }
 
+/* Does the pod's placement name GPUs (a pod asking only MIG devices, or whole GPUs of a `single` node, has
+ * none: the node agent picks its devices and no assignment will come to wait for)? */
+static bool pod_has_gpus(const struct sched_pod *p) {
+        for (unsigned k = 0; k < p->n; k++)
+                if (p->c[k].assign.gpus)
+                        return true;
+        return false;
+}
+
 /* lint: long — its complexity is the argument checks and the rules of when a watched pod may replace an assumed
  * one, each one condition; 37 lines. */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info) {
         if (!m || !info || !info->uid || !info->uid[0] || info->req.n > CLUSTER_CONTAINERS_MAX ||
-            (info->has_assignment && info->assign.n > CLUSTER_CONTAINERS_MAX))
+            info->req.n_mig > CLUSTER_MIG_REQ_MAX || (info->has_assignment && info->assign.n > CLUSTER_CONTAINERS_MAX))
                 return -EINVAL;
         m->generation++;
         bool on_node = info->node && info->node[0];
@@ -466,7 +528,7 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
          * must not undo the assumption, or a second bind could take the same GPU. */
         const struct sched_pod *known = sched_map_get(&m->pods, info->uid, strlen(info->uid));
         if (known && known->assumed && !info->terminated && !info->has_assignment &&
-            (!on_node || (known->node && streq(known->node->name, info->node))))
+            (!on_node || (known->node && streq(known->node->name, info->node) && pod_has_gpus(known))))
                 return 0;
         if (info->terminated || request_empty(&info->req) || (!on_node && !info->has_assignment)) {
                 (void)sched_model_remove_pod(m, info->uid);
@@ -480,7 +542,8 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         p->source = (uint8_t)info->source;
         /* Our own bind is ahead of the watch: keep the assumed placement until the feed shows an
          * assignment (or the pod on another node). */
-        if (p->assumed && !info->has_assignment && (!on_node || (p->node && streq(p->node->name, info->node))))
+        if (p->assumed && !info->has_assignment &&
+            (!on_node || (p->node && streq(p->node->name, info->node) && pod_has_gpus(p))))
                 return 0;
         p->assumed = false;
         unlink_pod(m, p);

@@ -2,8 +2,9 @@
 /*
  * model — the scheduler extender's picture of the cluster's GPUs.
  *
- * Nodes with their GPUs (memory, health, UUID) and topology, and every pod that holds or is
- * assigned GPU resources, with what it uses on which GPU. From those: per GPU the compute and
+ * Nodes with their GPUs (memory, health, UUID) and topology, their MIG devices (profile, health,
+ * holder) from the node annotation, and every pod that holds or is assigned GPU resources (MIG devices
+ * included), with what it uses on which GPU. From those: per GPU the compute and
  * memory handed out, the number of fractional sharers and whether it is held whole. Fed by the
  * API watch (or a JSON snapshot, src/sched/codec.h) through the upsert/remove calls below; the
  * extender's bind assumes a pod here at once, so a second bind sees the GPU as taken.
@@ -71,6 +72,14 @@ struct sched_node_details {
         } gpu[]; /* n_gpus */
 };
 
+/* One MIG device of a GPU in MIG mode, as the node annotation lists it (docs/mig.md). */
+struct sched_mig {
+        unsigned gpu; /* its parent GPU's index */
+        bool healthy;
+        char profile[32];
+        char holder[128]; /* "namespace/pod" per the node agent, "" free */
+};
+
 struct sched_node {
         char *name;                         /* points into this allocation */
         struct sched_node_details *details; /* NULL unless the model keeps them */
@@ -82,6 +91,11 @@ struct sched_node {
         unsigned n_pods;
         uint64_t generation; /* bumped on every change of use or GPUs */
         struct sched_node_sum sum;
+        unsigned n_mig;
+        struct sched_mig *mig; /* n_mig entries (NULL none), parent by parent */
+        /* the agent serves MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode): whole-GPU
+         * requests are counted against the MIG devices (decide.c), never placed on a GPU */
+        bool mig_single;
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
@@ -100,12 +114,14 @@ struct sched_pod {
         struct sched_pod *next_on_node;
         unsigned n;                    /* GPU containers */
         struct sched_pod_container *c; /* n entries: what each asks, and what is counted where */
-        bool inferred;                 /* no assignment annotation: placed by our own fit */
-        bool assumed;                  /* placed by our bind, not yet confirmed by the watch */
-        bool bound;                    /* the feed saw spec.nodeName */
-        bool confirmed;                /* the node agent honoured the assignment (…assigned = "true") */
-        uint8_t source;                /* enum cluster_source */
-        uint64_t assumed_ns;           /* CLOCK_REALTIME of the assume */
+        unsigned n_mig;                /* MIG devices asked per profile (no placement: the node agent picks) */
+        struct cluster_mig_req mig[CLUSTER_MIG_REQ_MAX];
+        bool inferred;       /* no assignment annotation: placed by our own fit */
+        bool assumed;        /* placed by our bind, not yet confirmed by the watch */
+        bool bound;          /* the feed saw spec.nodeName */
+        bool confirmed;      /* the node agent honoured the assignment (…assigned = "true") */
+        uint8_t source;      /* enum cluster_source */
+        uint64_t assumed_ns; /* CLOCK_REALTIME of the assume */
 };
 
 /* What the feed knows of a pod. */

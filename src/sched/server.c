@@ -195,7 +195,7 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
 static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
                        enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
         struct sched_fit f;
-        if (a->pod.req.n == 0) {
+        if (!cluster_request_any(&a->pod.req)) {
                 /* asks for no GPU resource: not ours to judge */
                 *d = (struct sched_score_in){ .verdict = SCHED_FIT, .pack = 0.5 };
                 f.reason[0] = '\0';
@@ -266,14 +266,16 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
         resolve_nodes(s, a);
         s->reasons_len = 0;
         for (size_t i = 0; i < a->n_nodes; i++)
-                decide_one(s, a, a->pod.req.n ? s->nodes[i] : NULL, pol, &s->dec[i], &s->reason_off[i]);
+                decide_one(s, a, cluster_request_any(&a->pod.req) ? s->nodes[i] : NULL, pol, &s->dec[i],
+                           &s->reason_off[i]);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 uint32_t o = s->reason_off[i];
                 s->results[i] =
                         (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
         }
-        struct pending *pp =
-                a->pod.uid[0] && a->pod.req.n ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid)) : NULL;
+        struct pending *pp = a->pod.uid[0] && cluster_request_any(&a->pod.req)
+                                     ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid))
+                                     : NULL;
         if (pp && sched_filter_summary_note(&pp->filter, s->results, a->node_names, a->n_nodes, now_realtime_ns()))
                 s->view_gen++;
         /* keep the decisions for prioritize (the list itself was kept by resolve_nodes) */
@@ -313,7 +315,8 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                                 continue;
                         }
                 }
-                decide_one(s, a, a->pod.req.n ? sched_model_node(s->model, name) : NULL, pol, &s->dec[i], NULL);
+                decide_one(s, a, cluster_request_any(&a->pod.req) ? sched_model_node(s->model, name) : NULL, pol,
+                           &s->dec[i], NULL);
                 s->decp[i] = &s->dec[i];
         }
         sched_score_inp(s->decp, a->n_nodes, pol, s->scores);
@@ -421,7 +424,7 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
         struct sched_fit fit;
         enum cluster_policy pol = pod.has_policy ? pod.policy : s->o.policy;
         char *annotations = NULL;
-        if (pod.req.n > 0) {
+        if (cluster_request_any(&pod.req)) {
                 /* choose again against the model as it is now: other binds may have taken GPUs */
                 if (!n)
                         snprintf(fit.reason, sizeof fit.reason, "node publishes no GPUs");
@@ -436,7 +439,11 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 sched_pod_view_info(&pod, &info);
                 uint64_t now = now_realtime_ns();
                 int r = sched_model_assume_pod(s->model, &info, b.node, &fit.assign, now);
-                if (r >= 0) {
+                /* MIG devices (and a `single` node's nvidia.com/gpu) have no assignment: the agent picks them */
+                bool gpus = false;
+                for (unsigned k = 0; k < fit.assign.n; k++)
+                        gpus |= fit.assign.c[k].gpus != 0;
+                if (r >= 0 && gpus) {
                         const char *uuids[CLUSTER_GPUS_MAX];
                         for (unsigned g = 0; g < n->n_gpus && g < CLUSTER_GPUS_MAX; g++)
                                 uuids[g] = n->gpu[g].uuid;
@@ -512,7 +519,7 @@ unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t l
         else {
                 enum cluster_policy pol = a.pod.has_policy ? a.pod.policy : s->o.policy;
                 for (size_t i = 0; i < a.n_nodes; i++) {
-                        if (a.pod.req.n == 0) {
+                        if (!cluster_request_any(&a.pod.req)) {
                                 keep[i] = true; /* asks for no GPU resource: not ours to judge */
                                 continue;
                         }
@@ -608,7 +615,7 @@ static void format_unschedulable(struct sched_server *s, struct metrics_text *t,
         size_t cur = 0;
         const struct pending *p;
         while ((p = sched_map_next(&s->pending, &cur))) {
-                if (!p->v.req.n || !p->filter.unfit_since_ns)
+                if (!cluster_request_any(&p->v.req) || !p->filter.unfit_since_ns)
                         continue;
                 if (!any)
                         metrics_text_family(t, name, "gauge",
@@ -790,7 +797,8 @@ int sched_server_view(struct sched_server *s, const struct sched_view_query *q, 
         /* in the ring's order: the order filter first saw them, the oldest first */
         for (size_t i = 0; pv && i < s->ring_n; i++) {
                 const struct pending *p = s->ring[(s->ring_head + i) % PENDING_MAX];
-                if (p && p->v.req.n) /* pods asking no GPU resource pass every node: not pending on GPUs */
+                if (p && cluster_request_any(
+                                 &p->v.req)) /* pods asking no GPU resource pass every node: not pending on GPUs */
                         pv[n++] = (struct sched_view_pending){ &p->v, &p->filter };
         }
         struct sched_view_state st = { .generation = sched_model_generation(s->model) + s->view_gen,

@@ -7,3 +7,5 @@ gpuslice_unit_test(sched-server ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-serv
 target_link_libraries(test-sched-server PRIVATE gpuslice_sched)
 gpuslice_unit_test(sched-view ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-view.c)
 target_link_libraries(test-sched-view PRIVATE gpuslice_sched)
+gpuslice_unit_test(sched-mig ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-mig.c)
+target_link_libraries(test-sched-mig PRIVATE gpuslice_sched)
