@@ -6,7 +6,9 @@ driven over HTTP(S) with the bodies a real kube-scheduler 1.20 sent (tests/data/
 
 TESTS: verbs (filter/prioritize over HTTP, 8 GiB pod vs two 6 GiB GPUs, metrics), tls (HTTPS with
 a client CA: a client certificate from that CA is served, none or a foreign one is refused),
-usage (bad flags and snapshots: exit codes and messages). Certificates come from the openssl CLI.
+usage (bad flags and snapshots: exit codes and messages), mig (nvidia.com/mig-* by free MIG devices, the
+one-parent preference, a `single` node's nvidia.com/gpu, MIG GPUs never whole or shared). Certificates
+come from the openssl CLI.
 """
 
 import argparse
@@ -60,10 +62,10 @@ def free_port():
 
 
 class Scheduler:
-    def __init__(self, build, tmp, extra=()):
+    def __init__(self, build, tmp, extra=(), snapshot=None):
         snap = os.path.join(tmp, "snapshot.json")
         with open(snap, "w") as f:
-            json.dump(SNAPSHOT, f)
+            json.dump(snapshot or SNAPSHOT, f)
         self.port = free_port()
         self.log = open(os.path.join(tmp, "scheduler.log"), "w+")
         self.proc = subprocess.Popen([os.path.join(build, "gpuslice"), "scheduler", "--snapshot", snap,
@@ -143,6 +145,70 @@ def test_verbs(a, tmp):
         st, text = request(base + "/metrics")
         check('gpuslice_scheduler_requests_total{verb="filter"} 3' in text, text)
         check("gpuslice_scheduler_model_pods 1" in text, text)
+    finally:
+        s.stop()
+
+
+def mig_node(name, gpus, strategy="mixed"):
+    """gpus: per GPU None (not in MIG mode) or a list of (profile, holder or "") MIG devices."""
+    ann = {"v": 1, "mig_strategy": strategy, "gpus": []}
+    for i, devs in enumerate(gpus):
+        g = {"i": i, "uuid": "GPU-%s-%d" % (name, i), "model": "A100-SXM4-80GB", "mem": 81920, "health": "ok"}
+        if devs is not None:
+            g["mig"] = [dict({"i": k, "uuid": "MIG-%s-%d-%d" % (name, i, k), "profile": prof, "mem": 9856,
+                              "health": "ok"}, **({"pod": holder} if holder else {}))
+                        for k, (prof, holder) in enumerate(devs)]
+        ann["gpus"].append(g)
+    return {"metadata": {"name": name, "annotations": {"gpuslice.io/gpus": json.dumps(ann)}}}
+
+
+FREE, HELD = ("1g.10gb", ""), ("1g.10gb", "ml/other")
+MIG_SNAPSHOT = {
+    "nodes": [mig_node("mig-one", [[FREE, FREE, FREE], None]),       # GPU 1 (not MIG) held whole below
+              mig_node("mig-split", [[FREE, HELD], [FREE, HELD]]),
+              mig_node("mig-full", [[HELD, HELD]]),
+              mig_node("mig-awaited", [[FREE, FREE, FREE]]),          # a bound pod waits for 2 of them
+              mig_node("single", [[FREE, FREE]], strategy="single")],
+    "pods": [pod("whole", {"nvidia.com/gpu": "1"}, "mig-one",
+                 {"gpuslice.io/assignment": json.dumps({"v": 1, "node": "mig-one",
+                                                         "containers": [{"name": "main", "gpus": [1]}]})}),
+             pod("late", {"nvidia.com/mig-1g.10gb": "2"}, "mig-awaited")],
+}
+
+
+def filter_(base, p, names):
+    st, text = request(base + "/filter", args_for(p, names))
+    check(st == 200, "filter %d %s" % (st, text))
+    r = json.loads(text)
+    check(r["Error"] == "", r)
+    return r
+
+
+def test_mig(a, tmp):
+    s = Scheduler(a.build, tmp, snapshot=MIG_SNAPSHOT)
+    base = "http://127.0.0.1:%d" % s.port
+    names = ["mig-one", "mig-split", "mig-full", "mig-awaited", "single", "cpu-only"]
+    try:
+        p = pod("want2", {"nvidia.com/mig-1g.10gb": "2"})
+        r = filter_(base, p, names)
+        check(r["NodeNames"] == ["mig-one", "mig-split"], "mig filter: %s" % r)
+        f, unres = r["FailedNodes"], r["FailedAndUnresolvableNodes"]
+        check("0 free MIG devices 1g.10gb, pod needs 2" in f["mig-full"] and "mig-full" not in unres, r)
+        check("1 free MIG devices 1g.10gb, pod needs 2" in f["mig-awaited"] and "2 awaited" in f["mig-awaited"], r)
+        check("MIG strategy single" in f["single"] and "single" in unres, r)
+        check("publishes no GPUs" in f["cpu-only"], r)
+        st, text = request(base + "/prioritize", args_for(p, ["mig-one", "mig-split"]))
+        scores = {h["Host"]: h["Score"] for h in json.loads(text)}
+        check(st == 200 and scores["mig-one"] > scores["mig-split"], "one parent first: %s" % scores)
+        # nvidia.com/gpu: never a MIG GPU whole; the single node's MIG devices are its GPUs
+        r = filter_(base, pod("gpu1", {"nvidia.com/gpu": "1"}), names)
+        check(r["NodeNames"] == ["single"], "whole filter: %s" % r)
+        check("mig-one" not in r["FailedAndUnresolvableNodes"], "mig-one frees a GPU by preemption only: %s" % r)
+        r = filter_(base, pod("gpu3", {"nvidia.com/gpu": "3"}), ["single"])
+        check("2 healthy MIG devices (nvidia.com/gpu), pod needs 3" in r["FailedNodes"]["single"], r)
+        # a share: no MIG GPU is shared
+        r = filter_(base, pod("share", {"gpuslice.io/gpu-memory": "4"}), names)
+        check(r["NodeNames"] == [], "share filter: %s" % r)
     finally:
         s.stop()
 
@@ -294,7 +360,7 @@ def test_deploy(a, tmp):
     check(cfg["profiles"][0]["schedulerName"] == "gpuslice-scheduler", cfg)
 
 
-TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage, "deploy": test_deploy}
+TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage, "deploy": test_deploy, "mig": test_mig}
 
 
 def main():
