@@ -233,9 +233,12 @@ struct cluster_pod {
 
 /*
  * Decode a Pod object. Containers without GPU resources are skipped (req.n counts the
- * GPU ones; spec_index says where each is). 0, or -EINVAL with err filled: quantities that are not
+ * GPU ones; spec_index says where each is); nvidia.com/mig-<profile> is summed per profile into
+ * req.mig. 0, or -EINVAL with err filled: quantities that are not
  * whole numbers, a compute above 100 not a multiple of 100, whole and fractional resources in one
- * container, more than CLUSTER_GPUS_MAX GPUs or CLUSTER_CONTAINERS_MAX GPU containers, a bad policy.
+ * container, more than CLUSTER_GPUS_MAX GPUs or CLUSTER_CONTAINERS_MAX GPU containers, a bad policy,
+ * an empty or over-long MIG profile, more than CLUSTER_MIG_REQ_MAX MIG profiles or more MIG devices
+ * of one profile than CLUSTER_GPUS_MAX × CLUSTER_MIG_MAX.
  * A malformed assignment is not an error (see assignment_error).
  *
  * The assignment annotation: containers are matched by name; a name the pod does not have is

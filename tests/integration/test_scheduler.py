@@ -314,7 +314,10 @@ def test_usage(a, tmp):
 
 
 RESOURCES = {"nvidia.com/gpu", "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", "tencent.com/vcuda-core",
-             "tencent.com/vcuda-memory", "aliyun.com/gpu-mem"}
+             "tencent.com/vcuda-memory", "aliyun.com/gpu-mem"} | {
+    "nvidia.com/mig-" + p for p in ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb", "1g.10gb", "1g.20gb",
+                                    "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.18gb", "1g.35gb", "2g.35gb",
+                                    "3g.71gb", "4g.71gb", "7g.141gb")}
 
 
 def test_deploy(a, tmp):
