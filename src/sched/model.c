@@ -698,8 +698,18 @@ void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigne
         *ret_whole = whole;
 }
 
-/* Placed by an assignment on GPUs this node has, for every GPU container. */
+bool sched_pod_mig_only(const struct sched_pod *p, const struct sched_node *n) {
+        for (unsigned k = 0; k < p->n; k++)
+                if (p->c[k].core || p->c[k].mem_mib || (p->c[k].whole && !n->mig_single))
+                        return false;
+        return true;
+}
+
+/* Placed by an assignment on GPUs this node has, for every GPU container (or holding only MIG devices,
+ * which the annotation records). */
 static bool pod_recorded(const struct sched_pod *p, const struct sched_node *n) {
+        if (sched_pod_mig_only(p, n))
+                return true;
         if (p->inferred)
                 return false;
         alloc_set_t have = n->n_gpus >= 64 ? ~0ULL : (1ULL << n->n_gpus) - 1;

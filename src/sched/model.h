@@ -213,6 +213,9 @@ void sched_node_records_free(struct sched_node_records *r);
 /* Pod p's hold on GPU g of n, summed over its containers. */
 void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsigned g, uint64_t *ret_mem_mib,
                      unsigned *ret_core, bool *ret_whole);
+/* Does pod p ask n only for MIG devices (nvidia.com/mig-*, or whole GPUs of a `single` node)? Those have
+ * no GPU placement: the node annotation names their holders. */
+bool sched_pod_mig_only(const struct sched_pod *p, const struct sched_node *n);
 /* A pod's whole request, summed over its containers. */
 void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigned *ret_core, unsigned *ret_whole);
 

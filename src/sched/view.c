@@ -253,6 +253,8 @@ static bool pod_on_gpu(const struct sched_pod *p, unsigned g) {
 
 /* Every GPU container of p placed on a GPU n has. */
 static bool pod_placed(const struct sched_pod *p, const struct sched_node *n) {
+        if (sched_pod_mig_only(p, n))
+                return true; /* MIG devices: the annotation names their holders */
         alloc_set_t have = n->n_gpus >= 64 ? ~0ULL : (1ULL << n->n_gpus) - 1;
         for (unsigned k = 0; k < p->n; k++)
                 if (!p->c[k].assign.gpus || (p->c[k].assign.gpus & ~have))

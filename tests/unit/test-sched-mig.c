@@ -156,6 +156,11 @@ static void test_mig_in_flight_and_held_counted_once(void **state) {
         assert_int_equal(sched_model_set_pod(m, &p1), 0);
         assert_false(sched_model_pod(m, "u1")->assumed);
         assert_true(sched_model_pod(m, "u1")->bound);
+        /* inspect's records: a pod holding only MIG devices is not "unplaced" (the annotation names them) */
+        struct sched_node_records rec;
+        assert_int_equal(sched_node_records(sched_model_node(m, "a"), &rec), 0);
+        assert_int_equal(rec.n_unplaced, 0);
+        sched_node_records_free(&rec);
         assert_int_equal(fit(m, "a", &r, &f), -ENOSPC);
         /* the agent holds two for it now: held, no longer awaited */
         i->gpu[0].mig_dev[0] = (struct cluster_mig_info){
@@ -290,6 +295,14 @@ static void test_single_strategy_counts_mig_as_gpus(void **state) {
         assert_int_equal(sched_model_assume_pod(m, &p, "s", &f.assign, 1), 0);
         r = whole_req(2);
         assert_int_equal(fit(m, "s", &r, &f), -ENOSPC);
+        p.node = "s";
+        p.bound = true;
+        assert_int_equal(sched_model_set_pod(m, &p), 0); /* bound, no assignment: still awaited */
+        assert_int_equal(fit(m, "s", &r, &f), -ENOSPC);
+        struct sched_node_records rec;
+        assert_int_equal(sched_node_records(sched_model_node(m, "s"), &rec), 0);
+        assert_int_equal(rec.n_unplaced, 0);
+        sched_node_records_free(&rec);
         r = whole_req(1);
         assert_int_equal(fit(m, "s", &r, &f), 0);
         r = share_req(10, 1024);
