@@ -631,6 +631,39 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
 
 /* ---- preemption ---- */
 
+/* A victim's MIG side, taken out for a preemption check and put back: its devices' holders in the
+ * annotation and what it asks (so it is neither held nor awaited meanwhile). */
+struct mig_victim {
+        unsigned n_mig;
+        unsigned whole[CLUSTER_CONTAINERS_MAX];
+};
+
+static void mig_out(struct sched_node *n, struct sched_pod *p, struct mig_victim *v, int *owner, int j) {
+        char who[128];
+        cluster_mig_holder(p->ns, p->name, who, sizeof who);
+        for (unsigned i = 0; i < n->n_mig; i++)
+                if (n->mig[i].holder[0] && streq(n->mig[i].holder, who)) {
+                        owner[i] = j;
+                        n->mig[i].holder[0] = '\0';
+                }
+        v->n_mig = p->n_mig;
+        p->n_mig = 0;
+        for (unsigned k = 0; k < p->n && k < CLUSTER_CONTAINERS_MAX; k++) {
+                v->whole[k] = p->c[k].whole;
+                if (n->mig_single && !p->c[k].assign.gpus)
+                        p->c[k].whole = 0; /* counted against the MIG devices, not on a GPU */
+        }
+}
+
+static void mig_back(struct sched_node *n, struct sched_pod *p, const struct mig_victim *v, const int *owner, int j) {
+        for (unsigned i = 0; i < n->n_mig; i++)
+                if (owner[i] == j)
+                        cluster_mig_holder(p->ns, p->name, n->mig[i].holder, sizeof n->mig[i].holder);
+        p->n_mig = v->n_mig;
+        for (unsigned k = 0; k < p->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                p->c[k].whole = v->whole[k];
+}
+
 int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
                             const struct cluster_request *req, int policy, struct sched_fit *ret) {
         struct sched_node *n = name ? sched_map_get(&m->nodes, name, strlen(name)) : NULL;
@@ -638,8 +671,16 @@ int sched_model_fit_without(struct sched_model *m, const char *name, const char 
                 return -ENODEV;
         /* take the victims out (each once: a UID may be listed twice) */
         struct sched_pod **out = calloc(n_uids ? n_uids : 1, sizeof *out);
-        if (!out)
+        struct mig_victim *mv = calloc(n_uids ? n_uids : 1, sizeof *mv);
+        int *owner = malloc((n->n_mig ? n->n_mig : 1) * sizeof *owner);
+        if (!out || !mv || !owner) {
+                free(out);
+                free(mv);
+                free(owner);
                 return -ENOMEM;
+        }
+        for (unsigned i = 0; i < n->n_mig; i++)
+                owner[i] = -1;
         size_t k = 0;
         for (size_t i = 0; i < n_uids; i++) {
                 struct sched_pod *p = uids[i] ? sched_map_get(&m->pods, uids[i], strlen(uids[i])) : NULL;
@@ -651,12 +692,17 @@ int sched_model_fit_without(struct sched_model *m, const char *name, const char 
                 if (dup)
                         continue;
                 apply(n, p, -1);
+                mig_out(n, p, &mv[k], owner, (int)k);
                 out[k++] = p;
         }
         int r = sched_fit_node_full(m, n, req, (enum cluster_policy)policy, ret);
-        for (size_t j = 0; j < k; j++)
+        for (size_t j = 0; j < k; j++) {
+                mig_back(n, out[j], &mv[j], owner, (int)j);
                 apply(n, out[j], +1);
+        }
         free(out);
+        free(mv);
+        free(owner);
         return r;
 }
 

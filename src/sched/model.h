@@ -221,7 +221,8 @@ void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigne
 
 /*
  * Would req fit on node `name` if the pods with these UIDs were gone (preemption)? The victims'
- * holdings on that node are taken out, the full placement decides (sched_fit_node_full, into *ret),
+ * holdings on that node are taken out (MIG devices too: those the annotation shows them holding, and
+ * those they still await), the full placement decides (sched_fit_node_full, into *ret),
  * and they are put back: the model is as before when it returns (pods the model does not hold, or
  * holds on another node, free nothing). The decision's result: 0 fit, -ENOSPC, -ENODEV (no such
  * node or it cannot ever fit), -EINVAL. Not const: it counts on the model meanwhile.

@@ -320,6 +320,36 @@ static void test_single_strategy_counts_mig_as_gpus(void **state) {
         sched_model_free(m);
 }
 
+/* Preemption: evicting the pods that hold (or await) MIG devices frees them for the check only. */
+static void test_mig_fit_without_victims(void **state) {
+        (void)state;
+        struct sched_model *m = new_model();
+        struct cluster_node_info *i = mig_node("a", 1, 1, "mixed");
+        add_mig(i, 0, "1g.10gb", 2, 2, "d/p1", true);
+        add_mig(i, 0, "1g.10gb", 1, 0, "", true);
+        set_node(m, i);
+        struct sched_pod_info p1 = { .uid = "u1", .ns = "d", .name = "p1", .node = "a", .bound = true };
+        p1.req = mig_req("1g.10gb", 2);
+        struct sched_pod_info p2 = { .uid = "u2", .ns = "d", .name = "p2", .node = "a", .bound = true };
+        p2.req = mig_req("1g.10gb", 1); /* awaits the last free one */
+        assert_int_equal(sched_model_set_pod(m, &p1), 0);
+        assert_int_equal(sched_model_set_pod(m, &p2), 0);
+        struct sched_fit f;
+        struct cluster_request r = mig_req("1g.10gb", 2);
+        assert_int_equal(fit(m, "a", &r, &f), -ENOSPC);
+        const char *v1[] = { "u1" }, *v2[] = { "u2" }, *both[] = { "u1", "u2", "u1" };
+        assert_int_equal(sched_model_fit_without(m, "a", v1, 1, &r, CLUSTER_POLICY_BINPACK, &f), 0);
+        assert_int_equal(sched_model_fit_without(m, "a", v2, 1, &r, CLUSTER_POLICY_BINPACK, &f), -ENOSPC);
+        r = mig_req("1g.10gb", 3);
+        assert_int_equal(sched_model_fit_without(m, "a", both, 3, &r, CLUSTER_POLICY_BINPACK, &f), 0);
+        /* put back as they were */
+        assert_int_equal(fit(m, "a", &r, &f), -ENOSPC);
+        assert_string_equal(f.reason, "0 free MIG devices 1g.10gb, pod needs 3 (3 healthy: 2 held, 1 awaited by "
+                                      "pods placed here)");
+        free(i);
+        sched_model_free(m);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_mig_filtered_by_free_counts),
@@ -327,6 +357,7 @@ int main(void) {
                 cmocka_unit_test(test_mig_one_parent_preferred),
                 cmocka_unit_test(test_mig_gpu_never_whole_or_shared),
                 cmocka_unit_test(test_single_strategy_counts_mig_as_gpus),
+                cmocka_unit_test(test_mig_fit_without_victims),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
