@@ -312,8 +312,8 @@ static void test_pod_mig_requests(void **state) {
                 "{\"limits\":{\"nvidia.com/mig-1g.10gb\":1}}",
                 "{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"513\"}}",
                 "{\"limits\":{\"nvidia.com/mig-a-profile-name-longer-than-31-bytes\":\"1\"}}",
-                "{\"limits\":{\"nvidia.com/mig-a\":\"1\",\"nvidia.com/mig-b\":\"1\",\"nvidia.com/mig-c\":\"1\","
-                "\"nvidia.com/mig-d\":\"1\",\"nvidia.com/mig-e\":\"1\"}}",
+                ("{\"limits\":{\"nvidia.com/mig-a\":\"1\",\"nvidia.com/mig-b\":\"1\",\"nvidia.com/mig-c\":\"1\","
+                 "\"nvidia.com/mig-d\":\"1\",\"nvidia.com/mig-e\":\"1\"}}"),
         };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
                 err.message[0] = 0;
