@@ -123,6 +123,8 @@ def test_publish(e):
     check("nvidia.com/mig.config.state" not in lab, "a state without a layout asked: %s" % lab)
     gpus = e.gpus()
     check(len(gpus[0]["mig"]) == 4 and "mig" not in gpus[1], "annotation %s" % gpus)
+    ann = json.loads(e.annotations()["gpuslice.io/gpus"])
+    check(ann.get("mig_strategy") == "mixed", "the extender reads the strategy from the annotation: %s" % ann)
     small = ep("nvidia.com/mig-1g.10gb")
     one = e.kubelet.wait_for(lambda: e.kubelet.last_ids(small), REACT_S, "the 1g.10gb list")[0]
     allocate_on(e, small, [one])
