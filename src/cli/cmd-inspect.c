@@ -149,14 +149,8 @@ static int collect_node(json_t *obj, void *u) {
                 c->n_nodes = 0;
                 return 0;
         }
-        if (c->n_nodes == c->cap_nodes) {
-                size_t cap = c->cap_nodes ? c->cap_nodes * 2 : 64;
-                struct listed_node *n = realloc(c->nodes, cap * sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                c->nodes = n;
-                c->cap_nodes = cap;
-        }
+        if (array_reserve(&c->nodes, &c->cap_nodes, c->n_nodes + 1, 64) < 0)
+                return -ENOMEM;
         struct listed_node *n = &c->nodes[c->n_nodes];
         const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
         if (!name || strlen(name) >= sizeof n->name)
@@ -216,14 +210,8 @@ static int collect_pod(json_t *obj, void *u) {
         if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
-                if (c->n_pending == c->cap_pending) {
-                        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
-                        struct cluster_pod *p = realloc(c->pending, cap * sizeof *p);
-                        if (!p)
-                                return -ENOMEM;
-                        c->pending = p;
-                        c->cap_pending = cap;
-                }
+                if (array_reserve(&c->pending, &c->cap_pending, c->n_pending + 1, 16) < 0)
+                        return -ENOMEM;
                 c->pending[c->n_pending++] = *c->view;
                 return 0;
         }
@@ -258,14 +246,8 @@ static int collect_claim(json_t *obj, void *u) {
                         continue;
                 unsigned gpu = ref.index;
                 bool shared = ref.kind == DRA_DEVICE_SHARED;
-                if (c->n_claims == c->cap_claims) {
-                        size_t cap = c->cap_claims ? c->cap_claims * 2 : 16;
-                        struct listed_claim *n = realloc(c->claims, cap * sizeof *n);
-                        if (!n)
-                                return -ENOMEM;
-                        c->claims = n;
-                        c->cap_claims = cap;
-                }
+                if (array_reserve(&c->claims, &c->cap_claims, c->n_claims + 1, 16) < 0)
+                        return -ENOMEM;
                 struct listed_claim *lc = &c->claims[c->n_claims++];
                 *lc = (struct listed_claim){ .gpu = gpu, .shared = shared, .memory = res->memory, .cores = res->cores };
                 strscpy(lc->ns, cl->namespace_, sizeof lc->ns);
