@@ -106,6 +106,14 @@ bool devices_probe_ok(struct devices *d, unsigned i, uint64_t now_ms, uint64_t q
  * 0 when it counts none. */
 uint64_t devices_quiet_due(struct devices *d, unsigned i, uint64_t quiet_ms);
 
+/* ---- reservation: a GPU whose MIG layout is about to change (miglayout.c) ---- */
+/* Caller holds the lock (the same hold that found the GPU idle), and calls devices_changed after unlocking.
+ * A reserved device and its children are not healthy (devices_healthy false, devices_reason the reservation's
+ * `reason`), so no Allocate, preferred allocation, share or DRA prepare takes them; a health probe does not
+ * clear it: only devices_release, or the agent starting again on a new table. */
+void devices_reserve(struct devices *d, unsigned i, const char *reason);
+void devices_release(struct devices *d, unsigned i);
+
 /* ---- changes ---- */
 uint64_t devices_generation(const struct devices *d); /* any thread */
 /* A change kubelet must see: bump the generation and tell (streams, change fd). Any thread, lock
