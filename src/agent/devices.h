@@ -14,7 +14,8 @@
  * these devices and must decide on together with their health: the allocation record and options of
  * plugin.c, the fractional book of share.c. A decision reads health and holders under this one lock.
  * What a device is (devices_info: ID, kind, parent, NVML index, memory) never changes after
- * devices_new and is read without it.
+ * devices_new and is read without it. A reservation (devices_reserve: a GPU whose MIG layout is about to
+ * change) makes a device unusable like a fault, until released.
  *
  * Every change a kubelet must see (health here, holders elsewhere) bumps the generation;
  * devices_changed also tells: it wakes the ListAndWatch streams (rpc_streams_wake) and writes the

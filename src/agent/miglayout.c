@@ -255,8 +255,7 @@ static void on_kick(struct loop_event *e) {
                 apply(n, name, false);
 }
 
-/* The loop's "devices changed" hook: a holder may have gone (a PodResources sync, a DRA unprepare) */
-static void on_devices_changed(struct node *n, void *userdata) {
+void miglayout_devices_changed(struct node *n, void *userdata) {
         (void)userdata;
         if (n->layout_kick_on && n->layout.busy)
                 (void)loop_event_post(&n->layout_kick);
@@ -278,9 +277,6 @@ int miglayout_start(struct node *n) {
         int r = loop_event_init(&n->loop, &n->layout_kick, on_kick, n);
         if (r < 0)
                 return log_error_errno(r, "eventfd failed", "%s", "");
-        r = node_on_devices_changed(n, on_devices_changed, NULL);
-        if (r < 0)
-                return log_error_errno(r, "too many devices-changed hooks", "%s", "");
         n->layout_kick_on = true;
         if (n->layout.state[0])
                 publish_set_mig_state(n->publish, n->layout.state, n->layout.reason);

@@ -175,6 +175,9 @@ void node_dra_push(struct node *n, void *userdata);
  * again), 0, or -errno (a layout file that cannot be read). */
 int miglayout_recover(struct node *n, const struct topo *t);
 int miglayout_start(struct node *n); /* after the publisher: watch the label */
+/* A node_change_fn (agent.c registers it): a holder may have gone (a PodResources sync, a DRA unprepare), so a
+ * layout that failed only because a GPU was in use is looked at again. */
+void miglayout_devices_changed(struct node *n, void *userdata);
 void miglayout_stop(struct node *n);
 
 /* agent-metrics.c */
