@@ -26,21 +26,6 @@ from agent_fixture import REACT_S, Env, Skip, check, run_main  # noqa: E402
 
 NODE = "mig-node"
 RESTART_S = 3 * REACT_S  # a step that waits for the agent to start itself again (a loaded 2-core machine)
-LAYOUTS = """version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  gpu0-halves:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"3g.40gb": 2}
-  too-big:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"7g.80gb": 2}
-"""
 
 
 class MigEnv(Env):
@@ -52,9 +37,7 @@ class MigEnv(Env):
         self.kubeconfig = self.api.kubeconfig(os.path.join(self.tmp, "kubeconfig"))
         self.env["NODE_NAME"] = NODE
         self.env.pop("KUBERNETES_SERVICE_HOST", None)
-        self.layouts = os.path.join(self.tmp, "layouts.yaml")
-        with open(self.layouts, "w") as f:
-            f.write(LAYOUTS)
+        self.layouts = os.path.join(args.source, "tests", "data", "mig", "layouts.yaml")
         if os.geteuid() != 0:
             raise Skip("gpuslice-sim caps makes device nodes (mknod): root only")
         self.sim("caps", self.dev_root)
