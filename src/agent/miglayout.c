@@ -212,7 +212,12 @@ static void apply(struct node *n, const char *name, bool retry) {
         struct migctl_result *res = malloc(sizeof *res);
         struct gs_error err = { 0 };
         bool reset = false;
-        for (int g = 0; res && g < 64; g++) {
+        if (!res) { /* nothing changed yet: not "success" */
+                release(n, change);
+                set_state(n, name, "failed", "out of memory", false);
+                return;
+        }
+        for (int g = 0; g < 64; g++) {
                 if (!(change & (UINT64_C(1) << g)))
                         continue;
                 int r = migctl_apply_gpu(n->nvml, (unsigned)g, name, &wants[g], n->cfg.state_dir, res, &err);
@@ -247,7 +252,8 @@ static void on_kick(struct loop_event *e) {
         if (!n->publish || publish_node_label(n->publish, PUBLISH_MIG_CONFIG_LABEL, name, sizeof name) < 0 || !name[0])
                 return;
         /* A name is applied once. A failed one again when the label changes (to it again), or, when it failed
-         * only because a GPU was in use, on a change of the devices' holders (on_devices_changed) */
+         * only because a GPU was in use, on the next kick: a change of the devices' holders
+         * (miglayout_devices_changed) or of the Node */
         bool same = streq(name, n->layout.name);
         if (same && n->layout.busy)
                 apply(n, name, true);
