@@ -274,6 +274,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                                                           n->devices, &n->assign_names, n->cfg.pod_resources_socket));
         }
         r = miglayout_start(n);
+        if (r >= 0 && n->layout_kick_on)
+                r = node_on_devices_changed(n, miglayout_devices_changed, NULL);
         if (r < 0)
                 return r;
         r = node_dra_start(n);

@@ -20,6 +20,8 @@ struct device {
         bool healthy;
         char reason[96];
         uint64_t ok_since_ms; /* first normal answer since the last fault; 0: none yet */
+        bool reserved;        /* devices_reserve: a MIG layout change is about to change it */
+        char reserved_reason[96];
 };
 
 struct devices {
@@ -112,18 +114,43 @@ static int parent_of(const struct devices *d, unsigned i) {
         return p >= 0 && (unsigned)p < d->n ? p : -1;
 }
 
+/* Usable: healthy and not reserved (devices_reserve); why not, when it is not. */
+static bool usable(const struct device *x) {
+        return x->healthy && !x->reserved;
+}
+
+static const char *unusable_reason(const struct device *x) {
+        return x->reserved ? x->reserved_reason : x->reason;
+}
+
 bool devices_healthy(const struct devices *d, unsigned i) {
-        if (i >= d->n || !d->dev[i].healthy)
+        if (i >= d->n || !usable(&d->dev[i]))
                 return false;
         int p = parent_of(d, i);
-        return p < 0 || d->dev[p].healthy;
+        return p < 0 || usable(&d->dev[p]);
 }
 
 const char *devices_reason(const struct devices *d, unsigned i) {
         if (i >= d->n)
                 return "";
         int p = parent_of(d, i);
-        return p >= 0 && !d->dev[p].healthy ? d->dev[p].reason : d->dev[i].reason;
+        return p >= 0 && !usable(&d->dev[p]) ? unusable_reason(&d->dev[p]) : unusable_reason(&d->dev[i]);
+}
+
+void devices_reserve(struct devices *d, unsigned i, const char *reason) {
+        if (i >= d->n)
+                return;
+        d->dev[i].reserved = true;
+        strscpy(d->dev[i].reserved_reason, reason, sizeof d->dev[i].reserved_reason);
+        devices_touch(d);
+}
+
+void devices_release(struct devices *d, unsigned i) {
+        if (i >= d->n || !d->dev[i].reserved)
+                return;
+        d->dev[i].reserved = false;
+        d->dev[i].reserved_reason[0] = 0;
+        devices_touch(d);
 }
 
 /* ---- MIG devices (devices_add_mig) ---- */

@@ -14,7 +14,8 @@
  * these devices and must decide on together with their health: the allocation record and options of
  * plugin.c, the fractional book of share.c. A decision reads health and holders under this one lock.
  * What a device is (devices_info: ID, kind, parent, NVML index, memory) never changes after
- * devices_new and is read without it.
+ * devices_new and is read without it. A reservation (devices_reserve: a GPU whose MIG layout is about to
+ * change) makes a device unusable like a fault, until released.
  *
  * Every change a kubelet must see (health here, holders elsewhere) bumps the generation;
  * devices_changed also tells: it wakes the ListAndWatch streams (rpc_streams_wake) and writes the
@@ -105,6 +106,14 @@ bool devices_probe_ok(struct devices *d, unsigned i, uint64_t now_ms, uint64_t q
 /* When an unhealthy device counting its quiet period turns healthy if it keeps answering (ms),
  * 0 when it counts none. */
 uint64_t devices_quiet_due(struct devices *d, unsigned i, uint64_t quiet_ms);
+
+/* ---- reservation: a GPU whose MIG layout is about to change (miglayout.c) ---- */
+/* Caller holds the lock (the same hold that found the GPU idle), and calls devices_changed after unlocking.
+ * A reserved device and its children are not healthy (devices_healthy false, devices_reason the reservation's
+ * `reason`), so no Allocate, preferred allocation, share or DRA prepare takes them; a health probe does not
+ * clear it: only devices_release, or the agent starting again on a new table. */
+void devices_reserve(struct devices *d, unsigned i, const char *reason);
+void devices_release(struct devices *d, unsigned i);
 
 /* ---- changes ---- */
 uint64_t devices_generation(const struct devices *d); /* any thread */

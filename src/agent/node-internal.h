@@ -37,6 +37,7 @@
 #include "agent/health.h"
 #include "agent/plugin.h"
 #include "config/config.h"
+#include "migctl/migctl.h"
 #include "rpc/rpc.h"
 #include "util/loop.h"
 
@@ -49,7 +50,6 @@ struct http_server;
 struct monitor_service;
 struct publish;
 struct dra;
-struct migctl_config;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -117,8 +117,8 @@ struct node {
         struct migctl_config *layouts; /* NULL: off */
         struct loop_event layout_kick; /* the Node changed: look at nvidia.com/mig.config */
         bool layout_kick_on;
-        char layout_name[64], layout_state[16], layout_reason[512]; /* last asked (<state-dir>/mig-layout) */
-        bool reexec; /* a layout changed the MIG devices: agent_run starts the agent again */
+        struct migctl_request layout; /* last asked (<state-dir>/mig-layout) */
+        bool reexec;                  /* a layout changed the MIG devices: agent_run starts the agent again */
 
         struct {
                 node_change_fn fn;
@@ -175,6 +175,9 @@ void node_dra_push(struct node *n, void *userdata);
  * again), 0, or -errno (a layout file that cannot be read). */
 int miglayout_recover(struct node *n, const struct topo *t);
 int miglayout_start(struct node *n); /* after the publisher: watch the label */
+/* A node_change_fn (agent.c registers it): a holder may have gone (a PodResources sync, a DRA unprepare), so a
+ * layout that failed only because a GPU was in use is looked at again. */
+void miglayout_devices_changed(struct node *n, void *userdata);
 void miglayout_stop(struct node *n);
 
 /* agent-metrics.c */

@@ -138,3 +138,23 @@ struct migctl_journal {
 int migctl_journal_format(const struct migctl_journal *j, char **ret);
 /* 0, or -EINVAL with err (malformed, another version). */
 int migctl_journal_parse(const char *text, size_t len, struct migctl_journal *ret, struct gs_error *err);
+
+/* ---- the agent's layout request (<state-dir>/mig-layout, docs/mig.md "Layouts from the node label") ---- */
+
+/* The layout name the node label asked last, its state as published (pending, success, failed), why it failed,
+ * and whether it failed only because a GPU was in use (then it is tried again once the GPUs are idle by the
+ * agent's record; any other failure waits for the label to change). */
+struct migctl_request {
+        char name[MIGCTL_NAME_MAX];
+        char state[16];
+        char reason[512];
+        bool busy; /* failed: a GPU was in use */
+};
+
+/* The file's text: "name\nstate\nreason\n", then "busy\n" when busy. Control characters of the reason are
+ * written as spaces. The text's length (at most len - 1, NUL-terminated), or -ENOBUFS, -EINVAL (no name, a
+ * name with a newline, an unknown state, busy but not failed). */
+int migctl_request_format(const struct migctl_request *r, char *buf, size_t len);
+/* 0, or -EINVAL with err (not four or three lines, an empty or too long field, an unknown state, a NUL or
+ * control byte, busy with a state other than failed). */
+int migctl_request_parse(const char *text, size_t len, struct migctl_request *ret, struct gs_error *err);

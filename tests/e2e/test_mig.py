@@ -7,7 +7,11 @@ agent sees the node's /dev there, as the DaemonSet sees the host's under /host).
 nvidia.com/mig-1g.10gb (and one for another profile) starts with exactly its MIG device's nodes (the
 parent's /dev/nvidiaN and the two capability nodes mig-minors gives its GPU and compute instance) and
 its MIG UUID; under single, nvidia.com/gpu serves one MIG device per unit; the agent SIGKILLed and
-started again, and kubelet restarted, keep every holder.
+started again, and kubelet restarted, keep every holder. Declared layouts (last, it changes gpu-mixed's GPU
+0): the agent started again with --kubeconfig and --mig-layouts; the node label nvidia.com/mig.config
+applied on the idle GPU (state success, the node's nvidia.com/mig-* allocatable follows), refused while a pod
+holds one of its MIG devices (failed with the reason, nothing changed), applied once the pod is deleted (the
+agent's retry of a busy failure, no relabel).
 
     /usr/bin/python3 tests/e2e/test_mig.py [TEST ...]
 """
@@ -29,15 +33,22 @@ BIND = ["unshare", "-m", "--propagation", "private", "sh", "-c",
         'mkdir -p %s/dev && mount --bind /dev %s/dev && exec "$@"' % (ROOT, ROOT), "mig-root"]
 
 
-def start(g):
-    g.start_agent("--mig-strategy", STRATEGY[g.name], "--dev-root", ROOT, prefix=BIND)
+
+
+def start(g, *extra, env=None):
+    g.start_agent("--mig-strategy", STRATEGY[g.name], "--dev-root", ROOT, *extra, env=env, prefix=BIND)
+
+
+def caps(g):
+    """mig-minors under the dev root, the capability nodes in the node's /dev (through the bind), for the MIG
+    devices the simulated GPUs hold now."""
+    g.node.run(BIND + [os.path.join(BUILD, "sim", "gpuslice-sim"), "caps", ROOT], env=g.sim_env())
 
 
 def setup():
     c = e2e.gpu_cluster(NODES)
     for g in c.gpu.values():
-        # mig-minors under the dev root, the capability nodes in the node's /dev (through the bind)
-        g.node.run(BIND + [os.path.join(BUILD, "sim", "gpuslice-sim"), "caps", ROOT], env=g.sim_env())
+        caps(g)
         start(g)
     c.wait("gpu-mixed allocatable nvidia.com/mig-1g.10gb",
            lambda: c.gpu["gpu-mixed"].allocatable("nvidia.com/mig-1g.10gb") == 2, timeout=120)
@@ -127,7 +138,50 @@ def test_single_pods(c):
             e2e.delete(c, "pod", name)
 
 
-TESTS = [test_mixed_pods, test_single_pods]
+def test_layout(c):
+    """nvidia.com/mig.config: success on the idle GPU 0 of gpu-mixed (allocatable follows), failed while a pod
+    holds one of its MIG devices (nothing changed), success once the pod is deleted (no relabel)."""
+    g = c.gpu["gpu-mixed"]
+    layouts = e2e.topology_path("layouts.yaml")  # tests/data/mig/layouts.yaml
+    g.stop_agent()
+    start(g, "--kubeconfig", c.kubeconfig, "--mig-layouts", layouts, env={"NODE_NAME": g.name})
+
+    def node():
+        return c.api("GET", "/api/v1/nodes/" + g.name)["metadata"]
+
+    def state():
+        return node().get("labels", {}).get("nvidia.com/mig.config.state")
+
+    def label(name):
+        c.kubectl("label", "node", g.name, "nvidia.com/mig.config=%s" % name, "--overwrite")
+
+    def mig_alloc():
+        n = c.api("GET", "/api/v1/nodes/" + g.name)["status"].get("allocatable", {})
+        return {k: int(v) for k, v in n.items() if k.startswith("nvidia.com/mig-") and int(v) > 0}
+
+    label("all-1g.10gb")
+    c.wait("state success", lambda: state() == "success", timeout=90)
+    c.wait("allocatable of seven 1g.10gb", lambda: mig_alloc() == {"nvidia.com/mig-1g.10gb": 7}, timeout=90)
+    caps(g)  # the new MIG devices' capability nodes (the simulator's stand-in for the driver's)
+    try:
+        c.apply(pod("mig-holder", g.name, SHOW, limits={"nvidia.com/mig-1g.10gb": 1}))
+        wait_pod(c, "mig-holder")
+        c.wait("the holder named", lambda: any((d.get("holder") or {}).get("pod") == "mig-holder"
+                                                for d in mig_devices(g).values()), timeout=60)
+        label("gpu0-halves")
+        c.wait("state failed", lambda: state() == "failed", timeout=60)
+        reason = node().get("annotations", {}).get("gpuslice.io/mig.config.reason", "")
+        check("in use" in reason and "mig-holder" in reason, "reason %r" % reason)
+        check(mig_alloc() == {"nvidia.com/mig-1g.10gb": 7}, "a busy GPU changed: %s" % mig_alloc())
+        check(e2e.get_pod(c, "mig-holder")["status"]["phase"] == "Running", "the holder stopped")
+    finally:
+        e2e.delete(c, "pod", "mig-holder")
+    c.wait("state success after the pod went", lambda: state() == "success", timeout=120)
+    c.wait("allocatable of two 3g.40gb", lambda: mig_alloc() == {"nvidia.com/mig-3g.40gb": 2}, timeout=90)
+    check("gpuslice.io/mig.config.reason" not in node().get("annotations", {}), "the reason kept")
+
+
+TESTS = [test_mixed_pods, test_single_pods, test_layout]
 
 if __name__ == "__main__":
     try:

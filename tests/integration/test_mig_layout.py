@@ -8,7 +8,8 @@
   layout   the node label nvidia.com/mig.config selects a layout: applied on an idle GPU (state
            success, the agent starts again with the new MIG devices, the holders kept), refused on a
            GPU one of whose MIG devices a container holds (failed with the reason, nothing changed),
-           refused when the GPU cannot hold it (failed, nothing changed)
+           refused when the GPU cannot hold it (failed, nothing changed); the busy one applied without a
+           relabel once the container is gone, the one that cannot fit never tried again on a holder change
 
     /usr/bin/python3 test_mig_layout.py --build DIR --source DIR --topology tests/data/mig/a100-80gb-2gpu.node TEST
 """
@@ -24,21 +25,7 @@ import kube_standin  # noqa: E402
 from agent_fixture import REACT_S, Env, Skip, check, run_main  # noqa: E402
 
 NODE = "mig-node"
-LAYOUTS = """version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  gpu0-halves:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"3g.40gb": 2}
-  too-big:
-    - devices: [0]
-      mig-enabled: true
-      mig-devices: {"7g.80gb": 2}
-"""
+RESTART_S = 3 * REACT_S  # a step that waits for the agent to start itself again (a loaded 2-core machine)
 
 
 class MigEnv(Env):
@@ -50,9 +37,7 @@ class MigEnv(Env):
         self.kubeconfig = self.api.kubeconfig(os.path.join(self.tmp, "kubeconfig"))
         self.env["NODE_NAME"] = NODE
         self.env.pop("KUBERNETES_SERVICE_HOST", None)
-        self.layouts = os.path.join(self.tmp, "layouts.yaml")
-        with open(self.layouts, "w") as f:
-            f.write(LAYOUTS)
+        self.layouts = os.path.join(args.source, "tests", "data", "mig", "layouts.yaml")
         if os.geteuid() != 0:
             raise Skip("gpuslice-sim caps makes device nodes (mknod): root only")
         self.sim("caps", self.dev_root)
@@ -140,50 +125,82 @@ def test_publish(e):
     check("(MIG)" in r.stdout, "inspect does not mark the GPU in MIG mode:\n%s" % r.stdout)
 
 
+def try_status(e):
+    """A status request (the agent syncs PodResources for it, at most every 250 ms); None while the agent
+    starts itself again after a layout change."""
+    try:
+        return e.status()
+    except (AssertionError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def held_by(e, pod):
+    """Whether the agent's record names pod as a holder (then a sync without it drops the entry at once)."""
+    return any((d.get("holder") or {}).get("pod") == pod for d in (try_status(e) or {}).get("devices", []))
+
+
+def layout_lines(e, name, what):
+    return sum(open(p).read().count("layout=%s %s" % (name, what)) for p in e.logs)
+
+
 def test_layout(e):
     e.node({"nvidia.com/mig.config": "all-1g.10gb"})
     e.start()
-    e.wait(lambda: e.labels().get("nvidia.com/mig.config.state") == "success", "state success")
+    e.wait(lambda: e.labels().get("nvidia.com/mig.config.state") == "success", "state success", RESTART_S)
     # the agent started again on the new MIG devices: seven 1g.10gb, one resource
-    e.wait(lambda: len(e.gpus()[0]["mig"]) == 7, "7 MIG devices in the annotation")
+    e.wait(lambda: len(e.gpus()[0]["mig"]) == 7, "7 MIG devices in the annotation", RESTART_S)
     check(e.topo_mig() == ["1g.10gb"] * 7, "GPU 0 holds %s" % e.topo_mig())
     small = ep("nvidia.com/mig-1g.10gb")
-    e.kubelet.wait_for(lambda: len(e.kubelet.last_ids(small) or []) == 7, REACT_S, "7 devices listed")
+    e.kubelet.wait_for(lambda: len(e.kubelet.last_ids(small) or []) == 7, RESTART_S, "7 devices listed")
     check(e.agent.poll() is None, "the agent ended instead of starting again")
     log = open(e.logs[-1]).read()
     check("MIG layout changed the GPUs: starting again" in log and log.count("msg=\"inventory\"") == 2,
           "the agent did not start again after the change")
     check("gpuslice.io/mig.config.reason" not in e.annotations(), e.annotations())
-    # busy: a container holds one of GPU 0's MIG devices → failed, with the holder named, nothing changed
+    # busy: a container holds one of GPU 0's MIG devices (Allocate recorded it: held by the agent's record
+    # before any PodResources sync) → failed, with the holder named, nothing changed
     e.sim("caps", e.dev_root)
     one = e.kubelet.last_ids(small)[0]
     allocate_on(e, small, [one])
     e.kubelet.pods = [("ml", "train", "main", "nvidia.com/mig-1g.10gb", [one])]
-    e.status()
+    e.wait(lambda: held_by(e, "train"), "the holder named by PodResources")
     e.node({"nvidia.com/mig.config": "gpu0-halves"})
     e.wait(lambda: e.labels().get("nvidia.com/mig.config.state") == "failed", "state failed")
     reason = e.wait(lambda: e.annotations().get("gpuslice.io/mig.config.reason"), "a reason")
     check("in use" in reason and "ml/train" in reason, "reason %r" % reason)
     check(e.topo_mig() == ["1g.10gb"] * 7, "a busy GPU changed: %s" % e.topo_mig())
-    # a layout the GPU cannot hold: failed before anything changes, even with the GPU free
+    check("retried_when_idle=yes" in open(e.logs[-1]).read(), "the busy failure is not marked for a retry")
+    # the container goes: once a PodResources sync sees it gone, the same name is tried again — no relabel
     e.kubelet.pods = []
-    # the agent syncs PodResources for a status request at most every 250 ms: ask until it has seen the
-    # container go (a label changed before that finds the GPU still held, and a failed name is not retried)
-    e.wait(lambda: not any(d.get("holder") for d in e.status()["devices"]), "the holder released")
+    e.wait(lambda: try_status(e) is not None and e.topo_mig() == ["3g.40gb"] * 2, "GPU 0 in halves (the retry)",
+           RESTART_S)
+    e.wait(lambda: e.labels().get("nvidia.com/mig.config.state") == "success", "state success again", RESTART_S)
+    e.wait(lambda: "gpuslice.io/mig.config.reason" not in e.annotations(), "the reason removed")
+    e.wait(lambda: len(e.gpus()[0]["mig"]) == 2, "2 MIG devices in the annotation", RESTART_S)
+    check(e.labels().get("nvidia.com/mig.config") == "gpu0-halves", "the label was changed: %s" % e.labels())
+    # a layout the GPU cannot hold: failed before anything changes, with the GPU free ...
     e.node({"nvidia.com/mig.config": "too-big"})
     e.wait(lambda: "cannot hold" in e.annotations().get("gpuslice.io/mig.config.reason", ""),
            "the reason of too-big")
     check(e.labels()["nvidia.com/mig.config.state"] == "failed", e.labels())
-    check(e.topo_mig() == ["1g.10gb"] * 7, "a refused layout changed GPU 0: %s" % e.topo_mig())
-    # free again: the halves are applied, the reason removed
-    e.node({"nvidia.com/mig.config": "gpu0-halves"})
-    e.wait(lambda: e.topo_mig() == ["3g.40gb"] * 2, "GPU 0 in halves")
-    e.wait(lambda: e.labels().get("nvidia.com/mig.config.state") == "success", "state success again")
-    e.wait(lambda: "gpuslice.io/mig.config.reason" not in e.annotations(), "the reason removed")
-    e.wait(lambda: len(e.gpus()[0]["mig"]) == 2, "2 MIG devices in the annotation")
+    check(e.topo_mig() == ["3g.40gb"] * 2, "a refused layout changed GPU 0: %s" % e.topo_mig())
+    # ... and not tried again when the devices' holders change (only a busy failure is): a holder comes and goes
+    e.sim("caps", e.dev_root)
+    half = ep("nvidia.com/mig-3g.40gb")
+    h = e.kubelet.wait_for(lambda: e.kubelet.last_ids(half), RESTART_S, "the 3g.40gb list")[0]
+    allocate_on(e, half, [h])
+    e.kubelet.pods = [("ml", "probe", "main", "nvidia.com/mig-3g.40gb", [h])]
+    e.wait(lambda: held_by(e, "probe"), "the probe holder named by PodResources")
+    e.kubelet.pods = []
+    e.wait(lambda: not any(d.get("holder") for d in (try_status(e) or {"devices": [{"holder": 1}]})["devices"]),
+           "the probe holder released")
+    try_status(e)  # one more request after the release: the loop has run its "devices changed" hook by its answer
+    check(layout_lines(e, "too-big", "reason=") == 1, "too-big was tried again on a holder change")
+    check(e.labels()["nvidia.com/mig.config.state"] == "failed" and e.topo_mig() == ["3g.40gb"] * 2,
+          "%s, GPU 0 %s" % (e.labels(), e.topo_mig()))
 
 
 TESTS = {"publish": test_publish, "layout": test_layout}
 
 if __name__ == "__main__":
-    run_main(TESTS, make_env=MigEnv, label="agent-mig-", timeout_s=120)
+    run_main(TESTS, make_env=MigEnv, label="agent-mig-", timeout_s=240)

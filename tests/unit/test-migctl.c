@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test-migctl — declared MIG layouts (src/migctl): the layout file (mig-parted's format, malformed input),
- * the journal's codec, and the applier through the real NVML ABI against the simulator
+ * the journal's codec, the agent's layout request file (format and malformed input), and the applier through the real NVML ABI against the simulator
  * (build/sim/libnvidia-ml.so.1): layouts reached, refusals that change nothing (cannot hold, in use),
  * MIG turned on first, a mode change pending a reset, and crash safety — the applier killed after each
  * of its changes in turn (the simulator's mig-fault), then recovery completing the change; a change that
@@ -302,6 +302,77 @@ static void test_journal_round_trip_and_malformed(void **state) {
 
 /* ---- applying ---- */
 
+/* ---- the agent's layout request (<state-dir>/mig-layout) ---- */
+
+static void test_request_round_trip(void **state) {
+        (void)state;
+        static const struct migctl_request in[] = {
+                { .name = "all-1g.10gb", .state = "success" },
+                { .name = "halves", .state = "failed", .reason = "GPU 0 is in use: ml/train", .busy = true },
+                { .name = "too-big", .state = "failed", .reason = "GPU 0 cannot hold layout too-big" },
+                { .name = "x", .state = "pending", .reason = "a MIG mode change waits for a GPU reset" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(in); i++) {
+                char text[sizeof(struct migctl_request) + 16];
+                struct migctl_request back;
+                struct gs_error err = { 0 };
+                int n = migctl_request_format(&in[i], text, sizeof text);
+                assert_true(n > 0 && (size_t)n == strlen(text));
+                assert_int_equal(migctl_request_parse(text, (size_t)n, &back, &err), 0);
+                assert_string_equal(back.name, in[i].name);
+                assert_string_equal(back.state, in[i].state);
+                assert_string_equal(back.reason, in[i].reason);
+                assert_int_equal(back.busy, in[i].busy);
+        }
+        /* a reason with a newline is written on one line; the file before the busy line still reads */
+        struct migctl_request r = { .name = "a", .state = "failed", .reason = "two\nlines" }, back;
+        char text[700];
+        assert_int_equal(migctl_request_format(&r, text, sizeof text), (int)strlen("a\nfailed\ntwo lines\n"));
+        assert_string_equal(text, "a\nfailed\ntwo lines\n");
+        assert_int_equal(migctl_request_parse("a\nsuccess\n\n", 11, &back, NULL), 0);
+        assert_false(back.busy);
+        assert_int_equal(migctl_request_format(&r, text, 8), -ENOBUFS);
+        struct migctl_request bad = { .name = "a", .state = "success", .busy = true };
+        assert_int_equal(migctl_request_format(&bad, text, sizeof text), -EINVAL);
+        bad = (struct migctl_request){ .name = "", .state = "success" };
+        assert_int_equal(migctl_request_format(&bad, text, sizeof text), -EINVAL);
+        bad = (struct migctl_request){ .name = "a", .state = "done" };
+        assert_int_equal(migctl_request_format(&bad, text, sizeof text), -EINVAL);
+}
+
+static void test_request_malformed(void **state) {
+        (void)state;
+        static const struct {
+                const char *text;
+                size_t len; /* 0: strlen */
+                const char *why;
+        } bad[] = {
+                { "", 0, "line 1" },
+                { "\nsuccess\n\n", 0, "line 1" },
+                { "a", 0, "line 1" },
+                { "a\n", 0, "line 2" },
+                { "a\ndone\n\n", 0, "line 2" },
+                { "a\nsuccess", 0, "line 2" },
+                { "a\nsuccess\n", 0, "line 3" },
+                { "a\nfailed\nwhy", 0, "line 3" },
+                { "a\nfailed\nw\thy\n", 0, "line 3" },
+                { "a\nfailed\nwhy\nbusy", 0, "line 4" },
+                { "a\nfailed\nwhy\nbusy\nmore\n", 0, "line 4" },
+                { "a\nfailed\nwhy\nlazy\n", 0, "line 4" },
+                { "a\nsuccess\n\nbusy\n", 0, "busy but success" },
+                { "a\0b\nsuccess\n\n", 13, "line 1" },
+                { "0123456789012345678901234567890123456789012345678901234567890123456789\nsuccess\n\n", 0, "line 1" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct migctl_request r = { .name = "kept" };
+                struct gs_error err = { 0 };
+                int ret = migctl_request_parse(bad[i].text, bad[i].len ? bad[i].len : strlen(bad[i].text), &r, &err);
+                if (ret != -EINVAL || !strstr(err.message, bad[i].why))
+                        fail_msg("case %zu: %d '%s', want '%s'", i, ret, err.message, bad[i].why);
+                assert_string_equal(r.name, "kept"); /* nothing written on a refusal */
+        }
+}
+
 static void test_apply_reaches_layout_then_unchanged(void **state) {
         (void)state;
         struct mig_want w = balanced();
@@ -537,6 +608,8 @@ static void test_gpu_without_mig_refused(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_request_round_trip),
+                cmocka_unit_test(test_request_malformed),
                 cmocka_unit_test(test_config_mig_parted_format),
                 cmocka_unit_test(test_config_malformed),
                 cmocka_unit_test(test_config_two_entries_select_one_gpu),

@@ -4,7 +4,8 @@
  * called directly with protobuf-c messages: resource names, MIG devices in the table and their health
  * following the parent, the strategies' resources (mixed per profile, single and a node that does not fit
  * it), Allocate's answer (parent node, control nodes, both capability nodes from mig-minors, MIG UUID or
- * <gpu>:<mig>, CDI names) and refusals, preferred allocation on one parent GPU.
+ * <gpu>:<mig>, CDI names) and refusals, preferred allocation on one parent GPU, a GPU reserved for a MIG
+ * layout change refused with its MIG devices.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -365,6 +366,40 @@ static void test_preferred_one_parent(void **state) {
         v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
 }
 
+/* A GPU whose MIG layout is about to change (devices_reserve, miglayout.c): neither it nor its MIG devices are
+ * handed out — Allocate, preferred allocation, the whole resource — a health probe does not clear that, and
+ * devices_release does. */
+static void test_reserved_gpu_refused(void **state) {
+        struct test_plugin *f = *state;
+        struct plugin_service *small = svc_of(f, "nvidia.com/mig-1g.10gb");
+        V1beta1__AllocateResponse *r = NULL;
+        V1beta1__PreferredAllocationResponse *pr = NULL;
+        struct gs_error st;
+        devices_lock(f->dev);
+        devices_reserve(f->dev, 0, "its MIG layout is being changed");
+        devices_reserve(f->dev, 2, "its MIG layout is being changed"); /* a GPU with MIG off */
+        devices_unlock(f->dev);
+        assert_false(devices_probe_ok(f->dev, 0, 1000, 0)); /* healthy all along: nothing turns */
+        char *child[] = { mid(f, 8) };
+        assert_int_equal(test_rpc_allocate(migdev_allocate, small, child, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "MIG layout is being changed"));
+        char *whole[] = { mid(f, 2) };
+        assert_int_equal(test_rpc_allocate(whole_allocate, f->p, whole, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "MIG layout is being changed"));
+        char *avail[] = { mid(f, 8), mid(f, 9), mid(f, 11) };
+        assert_int_equal(test_rpc_preferred(migdev_get_preferred, small, avail, 3, NULL, 0, 2, &pr, &st),
+                         RPC_RESOURCE_EXHAUSTED);
+        assert_true(test_device_healthy(f, 11) && test_device_healthy(f, 1));
+        devices_lock(f->dev);
+        devices_release(f->dev, 0);
+        devices_release(f->dev, 2);
+        devices_unlock(f->dev);
+        assert_int_equal(test_rpc_allocate(migdev_allocate, small, child, 1, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        assert_int_equal(test_rpc_allocate(whole_allocate, f->p, whole, 1, &r, &st), RPC_OK);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_resource_name),
@@ -376,6 +411,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_allocate_refusals, mixed_setup, teardown),
                 cmocka_unit_test(test_allocate_by_index),
                 cmocka_unit_test_setup_teardown(test_preferred_one_parent, mixed_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reserved_gpu_refused, mixed_setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
