@@ -317,7 +317,7 @@ enum rpc_code migdev_allocate(void *userdata, const uint8_t *req, size_t req_len
         devices_lock(d);
         enum rpc_code c = allocate_all(svc, in, &a, &resp, &all, st);
         if (c == RPC_OK)
-                plugin_record_handout(p, plugin_mig_resource(p, svc->mig), all);
+                plugin_record_whole(p, plugin_mig_resource(p, svc->mig), all);
         plugin_count(p, PLUGIN_CALL_ALLOCATE, c == RPC_OK);
         devices_unlock(d);
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)

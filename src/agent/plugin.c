@@ -591,6 +591,14 @@ void plugin_record_handout(struct plugin *p, const char *resource, uint64_t set)
         }
 }
 
+void plugin_record_whole(struct plugin *p, const char *resource, uint64_t set) {
+        plugin_record_handout(p, resource, set);
+        if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
+                devices_changed(p->dev);
+                plugin_whole_allocated(p);
+        }
+}
+
 /* ---- the device part of an Allocate answer ---- */
 
 static const char *const control_nodes[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset" };

@@ -351,8 +351,10 @@ def test_share(e):
     # the GPU in MIG mode has no IDs
     e.expect_error(lambda: allocate_on(e, ep(CORE), [gpu0 + "::core-0"]), INVALID, "unknown")
     st = {d["id"]: d for d in e.status()["devices"]}
-    # the refused container's memory half is released with its record: the two shares remain
-    check(st[one]["core_used"] == 100 and st[one]["memory_used_bytes"] == 8 * GIB, "status %s" % st[one])
+    # the two shares, and the refused container's memory half until the agent learns kubelet dropped it
+    # (docs/sharing.md "Ending"); after the restart below kubelet lists the two only
+    check(st[one]["core_used"] == 100 and st[one]["memory_used_bytes"] in (8 * GIB, 8 * GIB + 2 * UNIT),
+          "status %s" % st[one])
     # restart: SIGKILL, kubelet restarts listing the two containers and the whole MIG device
     e.kubelet.wait_for(lambda: os.path.exists(os.path.join(e.state_dir, "gpuslice.state")), 5, "state file")
     time.sleep(0.3)
@@ -374,6 +376,34 @@ def test_share(e):
     e.expect_error(lambda: allocate_on(e, small, [one]), INVALID, "shared in fractions")
 
 
+def test_share_single(e):
+    """`single` with the gpuslice profile on two H100s of seven 1g.10gb: the 14 MIG devices are shared on
+    the fractional resources and whole on nvidia.com/gpu, one use excluding the other per MIG device."""
+    use_node(e, "h100-single.node")
+    devs = mig_devices(e)
+    e.start_agent("--mig-strategy", "single", "--resource-profile", "gpuslice", "--interposer",
+                  os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so")))
+    res = registered_resources(e, 3)
+    check(res == [CORE, MEM, "nvidia.com/gpu"], "resources %s" % res)
+    core_ids = e.kubelet.last_ids(ep(CORE))
+    check(sorted({i.split("::")[0] for i in core_ids}) == sorted(devs), "core lists %s" %
+          sorted({i.split("::")[0] for i in core_ids}))
+    one, two = sorted(devs)[:2]
+    e.taken = set()
+    c, _ = share_on(e, one, 30, 8, "share-a")
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == one, "env %s" % dict(c.envs))
+    check(limits_of(c)[0]["devices"] == [{"index": 0, "uuid": one, "memory": 2 * GIB, "core": 30}],
+          "limits %s" % limits_of(c)[0])
+    expect_specs(e, c, devs[one])
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices(PLAIN)[one][0] == "Unhealthy", REACT_S,
+                       "the shared MIG device Unhealthy on nvidia.com/gpu")
+    e.expect_error(lambda: allocate_on(e, PLAIN, [one]), grpc.StatusCode.INVALID_ARGUMENT, "shared in fractions")
+    allocate_on(e, PLAIN, [two])
+    # pushed at once (a change kubelet must see; before, only the streams' periodic resend ~10 s later told)
+    e.kubelet.wait_for(lambda: all(h == "Unhealthy" for i, (h, _) in e.kubelet.last_devices(ep(CORE)).items()
+                                   if i.startswith(two + "::")), 5, "the whole MIG device's IDs Unhealthy")
+
+
 TESTS = {
     "mixed": test_mixed,
     "mixed-index": test_mixed_index,
@@ -383,6 +413,7 @@ TESTS = {
     "single": test_single,
     "single-mismatch": test_single_mismatch,
     "share": test_share,
+    "share-single": test_share_single,
 }
 
 if __name__ == "__main__":
