@@ -170,14 +170,8 @@ static ssize_t limit_slot(struct monitor_limit **out, size_t *n, size_t *cap, un
                 if ((*out)[k].gpu_index == gpu && streq((*out)[k].namespace, a->pod_namespace) &&
                     streq((*out)[k].pod, a->pod_name) && streq((*out)[k].container, a->container))
                         return (ssize_t)k;
-        if (*n == *cap) {
-                size_t ncap = *cap ? *cap * 2 : 16;
-                struct monitor_limit *m = realloc(*out, ncap * sizeof *m);
-                if (!m)
-                        return -ENOMEM;
-                *out = m;
-                *cap = ncap;
-        }
+        if (array_reserve(out, cap, *n + 1, 16) < 0)
+                return -ENOMEM;
         struct monitor_limit *l = &(*out)[*n];
         *l = (struct monitor_limit){ .gpu_index = gpu };
         strscpy(l->namespace, a->pod_namespace, sizeof l->namespace);

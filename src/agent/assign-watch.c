@@ -121,14 +121,8 @@ struct collect {
 static void collect_key(struct collect *c, const char *key) {
         if (!c->want_keys || strlen(key) >= ASSIGN_KEY_MAX)
                 return;
-        if (c->n_keys == c->cap_keys) {
-                size_t cap = c->cap_keys ? 2 * c->cap_keys : 64;
-                void *k = reallocarray(c->keys, cap, sizeof *c->keys);
-                if (!k)
-                        return; /* a key missing only makes a LIST more likely */
-                c->keys = k;
-                c->cap_keys = cap;
-        }
+        if (array_reserve(&c->keys, &c->cap_keys, c->n_keys + 1, 64) < 0)
+                return; /* a key missing only makes a LIST more likely */
         strscpy(c->keys[c->n_keys++], key, ASSIGN_KEY_MAX);
 }
 
@@ -821,14 +815,8 @@ static void unrecorded_cb(const char *key, const json_t *obj, void *u) {
         struct unrecorded *x = u;
         struct cluster_units un;
         assign_units(&x->a->names, &un);
-        if (x->n == x->cap) {
-                size_t cap = x->cap ? 2 * x->cap : 8;
-                void *p = cap <= ASSIGN_QUEUE_MAX ? reallocarray(x->pods, cap, sizeof *x->pods) : NULL;
-                if (!p)
-                        return; /* the next sweep finds it */
-                x->pods = p;
-                x->cap = cap;
-        }
+        if (x->n >= ASSIGN_QUEUE_MAX || array_reserve(&x->pods, &x->cap, x->n + 1, 8) < 0)
+                return; /* the next sweep finds it */
         if (cluster_pod_decode_json(obj, &un, x->view, NULL) == 0 && !x->view->has_assignment &&
             !x->view->assignment_error[0] &&
             assign_pod_requests(x->view, x->a->node, &x->a->names, &x->pods[x->n]) == 0 &&

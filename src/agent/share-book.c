@@ -75,14 +75,8 @@ struct share_rec *share_book_find(struct share_book *b, const char *name) {
 static struct share_rec *append(struct share_book *b) {
         if (b->n >= SHARE_RECS_MAX)
                 return NULL;
-        if (b->n == b->cap) {
-                size_t cap = b->cap ? b->cap * 2 : 16;
-                struct share_rec *r = realloc(b->rec, cap * sizeof *r);
-                if (!r)
-                        return NULL;
-                b->rec = r;
-                b->cap = cap;
-        }
+        if (array_reserve(&b->rec, &b->cap, b->n + 1, 16) < 0)
+                return NULL;
         return &b->rec[b->n++];
 }
 

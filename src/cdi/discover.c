@@ -181,14 +181,8 @@ static int add_file(struct cdi_discovery *d, size_t *cap_files, enum cdi_file_ki
         for (size_t i = 0; i < d->n_files; i++)
                 if (streq(d->files[i].path, path))
                         return 0;
-        if (d->n_files == *cap_files) {
-                size_t nc = *cap_files ? *cap_files * 2 : 32;
-                struct cdi_file *f = realloc(d->files, nc * sizeof *f);
-                if (!f)
-                        return -ENOMEM;
-                d->files = f;
-                *cap_files = nc;
-        }
+        if (array_reserve(&d->files, cap_files, d->n_files + 1, 32) < 0)
+                return -ENOMEM;
         struct cdi_file *f = &d->files[d->n_files++];
         memset(f, 0, sizeof *f);
         f->kind = kind;

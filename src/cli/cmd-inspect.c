@@ -68,8 +68,9 @@ struct listed_node {
 struct listed_claim {
         char ns[DRA_MAX_LABEL + 1], name[DRA_MAX_POOL_NAME + 1], request[128];
         char node[DRA_MAX_POOL_NAME + 1];
-        unsigned gpu; /* NVML index, from the device name */
-        bool shared;
+        char device[DRA_MAX_LABEL + 1]; /* gpu-<i>, gpu-<i>-shared, gpu-<i>-mig-<gi>-<ci> */
+        unsigned gpu;                   /* NVML index, from the device name */
+        enum dra_device_kind kind;
         uint64_t memory, cores;
         char pods[DRA_RESERVED_KEPT * 64]; /* "ns/pod,..." of status.reservedFor */
 };
@@ -149,14 +150,8 @@ static int collect_node(json_t *obj, void *u) {
                 c->n_nodes = 0;
                 return 0;
         }
-        if (c->n_nodes == c->cap_nodes) {
-                size_t cap = c->cap_nodes ? c->cap_nodes * 2 : 64;
-                struct listed_node *n = realloc(c->nodes, cap * sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                c->nodes = n;
-                c->cap_nodes = cap;
-        }
+        if (array_reserve(&c->nodes, &c->cap_nodes, c->n_nodes + 1, 64) < 0)
+                return -ENOMEM;
         struct listed_node *n = &c->nodes[c->n_nodes];
         const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
         if (!name || strlen(name) >= sizeof n->name)
@@ -216,14 +211,8 @@ static int collect_pod(json_t *obj, void *u) {
         if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
-                if (c->n_pending == c->cap_pending) {
-                        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
-                        struct cluster_pod *p = realloc(c->pending, cap * sizeof *p);
-                        if (!p)
-                                return -ENOMEM;
-                        c->pending = p;
-                        c->cap_pending = cap;
-                }
+                if (array_reserve(&c->pending, &c->cap_pending, c->n_pending + 1, 16) < 0)
+                        return -ENOMEM;
                 c->pending[c->n_pending++] = *c->view;
                 return 0;
         }
@@ -254,20 +243,15 @@ static int collect_claim(json_t *obj, void *u) {
         for (unsigned i = 0; i < cl->n_results; i++) {
                 const struct dra_result *res = &cl->results[i];
                 struct dra_device_ref ref;
-                if (dra_device_parse(res->device, &ref) < 0 || ref.kind == DRA_DEVICE_MIG) /* MIG: not shown yet */
+                if (dra_device_parse(res->device, &ref) < 0)
                         continue;
-                unsigned gpu = ref.index;
-                bool shared = ref.kind == DRA_DEVICE_SHARED;
-                if (c->n_claims == c->cap_claims) {
-                        size_t cap = c->cap_claims ? c->cap_claims * 2 : 16;
-                        struct listed_claim *n = realloc(c->claims, cap * sizeof *n);
-                        if (!n)
-                                return -ENOMEM;
-                        c->claims = n;
-                        c->cap_claims = cap;
-                }
+                if (array_reserve(&c->claims, &c->cap_claims, c->n_claims + 1, 16) < 0)
+                        return -ENOMEM;
                 struct listed_claim *lc = &c->claims[c->n_claims++];
-                *lc = (struct listed_claim){ .gpu = gpu, .shared = shared, .memory = res->memory, .cores = res->cores };
+                *lc = (struct listed_claim){
+                        .gpu = ref.index, .kind = ref.kind, .memory = res->memory, .cores = res->cores
+                };
+                strscpy(lc->device, res->device, sizeof lc->device);
                 strscpy(lc->ns, cl->namespace_, sizeof lc->ns);
                 strscpy(lc->name, cl->name, sizeof lc->name);
                 strscpy(lc->request, res->request, sizeof lc->request);
@@ -369,7 +353,9 @@ static json_t *json_claims(const struct collect *c, const char *node, unsigned g
                         continue;
                 json_t *o = json_ref(lc->ns, lc->name);
                 json_object_set_new(o, "request", json_string(lc->request));
-                json_object_set_new(o, "whole", json_boolean(!lc->shared));
+                json_object_set_new(o, "device", json_string(lc->device));
+                json_object_set_new(o, "whole", json_boolean(lc->kind == DRA_DEVICE_GPU));
+                json_object_set_new(o, "mig", json_boolean(lc->kind == DRA_DEVICE_MIG));
                 json_object_set_new(o, "memory_mib", json_integer((json_int_t)(lc->memory >> 20)));
                 json_object_set_new(o, "core_percent", json_integer((json_int_t)lc->cores));
                 json_object_set_new(o, "reserved_for", json_string(lc->pods));
@@ -507,7 +493,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                         for (size_t k = 0; k < c->n_claims; k++)
                                 if (streq(c->claims[k].node, ln->name) && c->claims[k].gpu == g) {
                                         n_claims++;
-                                        if (!c->claims[k].shared && streq(holder, "-"))
+                                        if (c->claims[k].kind == DRA_DEVICE_GPU && streq(holder, "-"))
                                                 snprintf(holder, sizeof holder, "claim %s/%s", c->claims[k].ns,
                                                          c->claims[k].name);
                                 }
@@ -540,12 +526,16 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                 const struct listed_claim *lc = &c->claims[k];
                                 if (!streq(lc->node, ln->name) || lc->gpu != g)
                                         continue;
-                                if (lc->shared)
+                                if (lc->kind == DRA_DEVICE_SHARED)
                                         fprintf(f,
                                                 "%29s claim %s/%s  memory %" PRIu64 " MiB  core %" PRIu64
                                                 "%%  [dra: %s%s%s]\n",
                                                 "", lc->ns, lc->name, lc->memory >> 20, lc->cores, lc->request,
                                                 lc->pods[0] ? ", pods " : "", lc->pods);
+                                else if (lc->kind == DRA_DEVICE_MIG)
+                                        fprintf(f, "%29s claim %s/%s  MIG device %s  [dra: %s%s%s]\n", "", lc->ns,
+                                                lc->name, lc->device, lc->request, lc->pods[0] ? ", pods " : "",
+                                                lc->pods);
                                 else
                                         fprintf(f, "%29s claim %s/%s  whole GPU  [dra: %s%s%s]\n", "", lc->ns, lc->name,
                                                 lc->request, lc->pods[0] ? ", pods " : "", lc->pods);

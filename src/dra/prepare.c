@@ -62,14 +62,8 @@ static int put(struct dra *d, const struct dra_record *r) {
                 *have = *r;
                 return 0;
         }
-        if (d->n_recs == d->cap_recs) {
-                size_t cap = d->cap_recs ? d->cap_recs * 2 : 16;
-                struct dra_record *n = realloc(d->recs, cap * sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                d->recs = n;
-                d->cap_recs = cap;
-        }
+        if (array_reserve(&d->recs, &d->cap_recs, d->n_recs + 1, 16) < 0)
+                return -ENOMEM;
         d->recs[d->n_recs++] = *r;
         return 0;
 }

@@ -205,14 +205,8 @@ void monitor_sort_processes(struct monitor_snapshot *s) {
 /* Append one NVML process of GPU g (on MIG device mig - 1 of the snapshot; 0: none) with its name and cgroup. */
 static int append_process(struct monitor *m, struct monitor_snapshot *s, size_t *cap, unsigned g,
                           const struct nvml_process *np, unsigned mig, int sm) {
-        if (s->n_procs == *cap) {
-                size_t nc = *cap ? *cap * 2 : 16;
-                struct monitor_process *pp = realloc(s->procs, nc * sizeof *pp);
-                if (!pp)
-                        return -ENOMEM;
-                s->procs = pp;
-                *cap = nc;
-        }
+        if (array_reserve(&s->procs, cap, s->n_procs + 1, 16) < 0)
+                return -ENOMEM;
         struct monitor_process *p = &s->procs[s->n_procs++];
         *p = (struct monitor_process){ .pid = np->pid,
                                        .gpu = g,
@@ -272,14 +266,8 @@ static int add_mig(struct monitor *m, struct monitor_snapshot *s, unsigned g, si
                 return 1;
         for (unsigned k = 0; k < m->mig->n_devices; k++) {
                 const struct mig_device *d = &m->mig->dev[k];
-                if (s->n_migs == *cap_migs) {
-                        size_t nc = *cap_migs ? *cap_migs * 2 : 8;
-                        struct monitor_mig *mm = realloc(s->migs, nc * sizeof *mm);
-                        if (!mm)
-                                return -ENOMEM;
-                        s->migs = mm;
-                        *cap_migs = nc;
-                }
+                if (array_reserve(&s->migs, cap_migs, s->n_migs + 1, 8) < 0)
+                        return -ENOMEM;
                 size_t at = s->n_migs++;
                 struct monitor_mig *mg = &s->migs[at];
                 *mg = (struct monitor_mig){ .gpu = g,

@@ -168,21 +168,27 @@ char *format_size(uint64_t bytes, char *buf, size_t len) {
         return buf;
 }
 
-int buffer_reserve(char **buf, size_t *cap, size_t need) {
+int array_reserve_size(void **items, size_t *cap, size_t need, size_t size, size_t first) {
         if (need <= *cap)
                 return 0;
-        size_t c = *cap ? *cap : 4096;
+        size_t c = *cap ? *cap : MAX(first, (size_t)1);
         while (c < need) {
                 if (c > SIZE_MAX / 2)
                         return -ENOMEM;
                 c *= 2;
         }
-        char *b = realloc(*buf, c);
-        if (!b)
+        if (size && c > SIZE_MAX / size)
                 return -ENOMEM;
-        *buf = b;
+        void *p = realloc(*items, c * size);
+        if (!p)
+                return -ENOMEM;
+        *items = p;
         *cap = c;
         return 0;
+}
+
+int buffer_reserve(char **buf, size_t *cap, size_t need) {
+        return array_reserve(buf, cap, need, 4096);
 }
 
 int read_fd(int fd, size_t max, char **ret, size_t *ret_len) {

@@ -132,6 +132,13 @@ size_t gs_buf_write(char *data, size_t size, size_t nmemb, void *userdata);
 char *gs_buf_take(struct gs_buf *b);
 void gs_buf_done(struct gs_buf *b);
 
+/* A growable array (*items of *cap elements of `size` bytes, NULL/0 to start): make room for `need`
+ * elements in all, doubling from `first`. 0, or -ENOMEM (also on overflow) with the array as it was.
+ * Use it through array_reserve(), which passes the element size of the pointer's type. */
+int array_reserve_size(void **items, size_t *cap, size_t need, size_t size, size_t first);
+#define array_reserve(items, cap, need, first) \
+        array_reserve_size((void **)(items), (cap), (need), sizeof **(items), (first))
+
 /* A growable byte buffer (*buf of *cap bytes, NULL/0 to start): make room for `need` bytes in all,
  * doubling from 4096. 0, or -ENOMEM with the buffer as it was. */
 int buffer_reserve(char **buf, size_t *cap, size_t need);

@@ -570,6 +570,18 @@ def test_prepare_mig(e):
     check([n["path"] for n in nodes] == want, "nodes %s, wanted %s" % ([n["path"] for n in nodes], want))
     check(all(n["hostPath"].startswith(e.host) for n in nodes), "host paths %s" % nodes)
     check(not e.limits_dirs(), "a MIG claim has no limits dir")
+    # inspect shows the MIG claim on its GPU, beside (not as) the GPU's holder
+    e.kubelet.wait_for(lambda: (e.api.store.get("nodes", NODE) or {}).get("metadata", {}).get(
+        "annotations", {}).get("gpuslice.io/gpus"), 20, "the node annotation")
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "inspect failed: %s" % r.stderr)
+    gpus = json.loads(r.stdout)["nodes"][0]["gpus"]
+    check([(x["name"], x["device"], x["mig"], x["whole"]) for x in gpus[0]["claims"]] == [("mig", first, True, False)]
+          and gpus[0]["whole_holder"] is None, "inspect GPU 0: %s" % gpus[0])
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig, "-d"],
+                       capture_output=True, text=True, timeout=60)
+    check("claim default/mig  MIG device %s  [dra: mig]" % first in r.stdout, "inspect -d: %s" % r.stdout)
     # the whole GPU and the same MIG device are refused; another MIG device of the GPU and both compute
     # instances of GPU 1's split GPU instance are not
     whole = e.claim("whole", [("gpu", "gpu-0")])
@@ -813,8 +825,9 @@ def test_inspect(e):
         return r.stdout
     j = json.loads(inspect("--json"))
     gpus = j["nodes"][0]["gpus"]
-    check(gpus[2]["claims"] == [{"namespace": "ml", "name": "train", "request": "gpu", "whole": True, "memory_mib": 0,
-                                 "core_percent": 0, "reserved_for": "ml/trainer-0"}], "gpu 2: %s" % gpus[2]["claims"])
+    check(gpus[2]["claims"] == [{"namespace": "ml", "name": "train", "request": "gpu", "device": "gpu-2", "whole": True,
+                                 "mig": False, "memory_mib": 0, "core_percent": 0, "reserved_for": "ml/trainer-0"}],
+          "gpu 2: %s" % gpus[2]["claims"])
     check(gpus[3]["claims"][0]["memory_mib"] == 6 * 1024 and gpus[3]["claims"][0]["core_percent"] == 40 and
           not gpus[3]["claims"][0]["whole"], "gpu 3: %s" % gpus[3]["claims"])
     check(all(g["claims"] == [] for i, g in enumerate(gpus) if i not in (2, 3)), "claims elsewhere")

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-util — the checked number parsers (src/util/util.c) that the config, topology and CLI
  * parsers build on: exact values, and clear refusals of everything else. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "util/error.h"
@@ -133,6 +135,40 @@ static void test_hex_digit(void **state) {
         assert_int_equal(hex_digit('\0'), -1);
 }
 
+struct pair {
+        uint64_t a, b;
+};
+
+static void test_array_reserve(void **state) {
+        (void)state;
+        struct pair *v = NULL;
+        size_t cap = 0;
+        assert_int_equal(array_reserve(&v, &cap, 0, 8), 0); /* nothing needed: nothing allocated */
+        assert_null(v);
+        assert_int_equal(array_reserve(&v, &cap, 1, 8), 0);
+        assert_int_equal(cap, 8);
+        for (size_t i = 0; i < 100; i++) {
+                assert_int_equal(array_reserve(&v, &cap, i + 1, 8), 0);
+                v[i] = (struct pair){ i, ~i }; /* ASan sees a write past the room made */
+        }
+        assert_int_equal(cap, 128); /* doubled from 8 */
+        for (size_t i = 0; i < 100; i++)
+                assert_true(v[i].a == i && v[i].b == ~i);
+        /* elements * size past SIZE_MAX: refused, the array as it was */
+        struct pair *was = v;
+        assert_int_equal(array_reserve(&v, &cap, SIZE_MAX / 8, 8), -ENOMEM);
+        assert_ptr_equal(v, was);
+        assert_int_equal(cap, 128);
+        free(v);
+
+        char *b = NULL;
+        size_t bcap = 0;
+        assert_int_equal(buffer_reserve(&b, &bcap, 5000), 0);
+        assert_int_equal(bcap, 8192); /* bytes double from 4096 */
+        b[4999] = 'x';
+        free(b);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_timespec_after_ms),
@@ -143,6 +179,7 @@ int main(void) {
                 cmocka_unit_test(test_error_set_and_prefix),
                 cmocka_unit_test(test_utf8_printable),
                 cmocka_unit_test(test_hex_digit),
+                cmocka_unit_test(test_array_reserve),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
