@@ -44,17 +44,27 @@ void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, do
                                           seconds);
 }
 
-/* A GPU in MIG mode: the share of its memory in MIG devices held (caller holds the lock). */
-static double mig_held_share(const struct devices *d, const struct plugin_usage *u, unsigned gpu) {
-        uint64_t held = 0, total = devices_info(d, gpu)->memory_total;
-        for (unsigned k = 0; k < devices_count(d); k++)
-                if (devices_info(d, k)->parent == (int)gpu && ((u->whole >> k) & 1))
-                        held += devices_info(d, k)->memory_total;
-        return total ? MIN(1.0, (double)held / (double)total) : 0.0;
+/* How much of device i the records hand out: 1 when held whole, else the larger of its core and
+ * memory shares (caller holds the lock). */
+static double held_share(const struct devices *d, const struct plugin_usage *u, unsigned i) {
+        unsigned n_mem = devices_info(d, i)->n_mem;
+        double core = u->core[i] / 100.0;
+        double mem = n_mem ? (double)u->mem[i] / n_mem : 0.0;
+        return (u->whole >> i) & 1 ? 1.0 : MIN(1.0, MAX(core, mem));
 }
 
-/* How much of GPU `index` the agent's records hand out: 1 when held whole, else the larger of
- * its core and memory shares. Called on the monitor's sampler thread. */
+/* A GPU in MIG mode: the share of its memory its MIG devices hand out, whole or in fractions (caller
+ * holds the lock). */
+static double mig_held_share(const struct devices *d, const struct plugin_usage *u, unsigned gpu) {
+        double held = 0, total = (double)devices_info(d, gpu)->memory_total;
+        for (unsigned k = 0; k < devices_count(d); k++)
+                if (devices_info(d, k)->parent == (int)gpu)
+                        held += held_share(d, u, k) * (double)devices_info(d, k)->memory_total;
+        return total > 0 ? MIN(1.0, held / total) : 0.0;
+}
+
+/* How much of GPU `index` the agent's records hand out (held_share; a GPU in MIG mode: its MIG
+ * devices'). Called on the monitor's sampler thread. */
 static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         struct plugin *p = userdata;
         struct devices *d = plugin_devices(p);
@@ -64,12 +74,8 @@ static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         plugin_usage(p, &u);
         int i = devices_find_nvml(d, (int)index);
         if (i >= 0) {
-                unsigned n_mem = devices_info(d, (unsigned)i)->n_mem;
-                double core = u.core[i] / 100.0;
-                double mem = n_mem ? (double)u.mem[i] / n_mem : 0.0;
-                *ret = (u.whole >> i) & 1 ? 1.0 : MIN(1.0, MAX(core, mem));
-                if (devices_info(d, (unsigned)i)->mig_mode)
-                        *ret = mig_held_share(d, &u, (unsigned)i);
+                *ret = devices_info(d, (unsigned)i)->mig_mode ? mig_held_share(d, &u, (unsigned)i)
+                                                              : held_share(d, &u, (unsigned)i);
                 r = 0;
         }
         devices_unlock(d);

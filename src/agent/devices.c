@@ -30,9 +30,16 @@ struct devices {
         atomic_uint_fast64_t notified;   /* the generation streams and change_fd were last told of */
         atomic_int change_fd;            /* eventfd written on each change, -1 none */
         struct topo topo;                /* the inventory the table was built from */
+        uint64_t memory_unit;            /* bytes per memory ID (devices_new), 0: none */
+        unsigned max_units;              /* memory IDs per device at most */
         unsigned n;
         struct device dev[DEVICES_MAX];
 };
+
+/* The memory IDs a device of `bytes` advertises: min(bytes / unit, max), 0 without a unit. */
+static unsigned mem_ids(const struct devices *d, uint64_t bytes) {
+        return d->memory_unit ? (unsigned)MIN(bytes / d->memory_unit, (uint64_t)d->max_units) : 0;
+}
 
 int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, struct devices **ret) {
         struct devices *d = calloc(1, sizeof *d);
@@ -40,6 +47,8 @@ int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, 
                 return -ENOMEM;
         pthread_mutex_init(&d->lock, NULL);
         d->topo = *t;
+        d->memory_unit = memory_unit;
+        d->max_units = max_units;
         for (unsigned i = 0; i < t->n_gpus && d->n < DEVICES_MAX; i++) {
                 const struct topo_gpu *g = &t->gpu[i];
                 if (!g->uuid[0])
@@ -53,8 +62,7 @@ int devices_new(const struct topo *t, uint64_t memory_unit, unsigned max_units, 
                 x->info.numa = g->numa_node;
                 x->info.memory_total = g->memory_total;
                 x->info.mig_index = -1;
-                if (memory_unit > 0)
-                        x->info.n_mem = (unsigned)MIN(g->memory_total / memory_unit, (uint64_t)max_units);
+                x->info.n_mem = mem_ids(d, g->memory_total);
                 x->healthy = g->state == TOPO_GPU_OK;
                 if (!x->healthy)
                         strscpy(x->reason, g->state_text[0] ? g->state_text : "not readable", sizeof x->reason);
@@ -87,6 +95,11 @@ int devices_find(const struct devices *d, const char *id) {
                 if (streq(d->dev[i].info.id, id))
                         return (int)i;
         return -1;
+}
+
+uint64_t devices_mask_up(const struct devices *d, unsigned i) {
+        int parent = d->dev[i].info.parent;
+        return (UINT64_C(1) << i) | (parent >= 0 ? UINT64_C(1) << parent : 0);
 }
 
 int devices_find_nvml(const struct devices *d, int index) {
@@ -165,6 +178,7 @@ static void add_mig_device(struct devices *d, unsigned parent, const struct mig_
         x->info.minor = g->minor;
         x->info.numa = g->numa;
         x->info.memory_total = m->memory_total;
+        x->info.n_mem = mem_ids(d, m->memory_total); /* shared like a small GPU (docs/mig.md) */
         x->info.mig_index = (int)m->index;
         x->info.gi = m->gi;
         x->info.ci = m->ci;

@@ -48,7 +48,8 @@ struct device_info {
         int minor;             /* /dev/nvidia<minor>, -1 unknown */
         int numa;              /* -1 unknown */
         uint64_t memory_total; /* bytes (NVML) */
-        unsigned n_mem;        /* memory IDs the memory resource advertises: min(memory / unit, max) */
+        unsigned n_mem;        /* memory IDs the memory resource advertises: min(memory / unit, max); a
+                                * MIG device's from its own memory, a GPU in MIG mode's are never used */
         /* MIG (devices_add_mig): a GPU in MIG mode is served as its MIG devices, never whole */
         bool mig_mode;                      /* DEVICE_GPU: MIG on, with its MIG devices in the table */
         int mig_index;                      /* DEVICE_MIG: MIG index on its parent (-1 for a GPU) */
@@ -82,7 +83,9 @@ unsigned devices_count(const struct devices *d);
 const struct device_info *devices_info(const struct devices *d, unsigned i); /* i < devices_count */
 int devices_find(const struct devices *d, const char *id);                   /* table index or -1 */
 int devices_find_nvml(const struct devices *d, int index);                   /* by NVML index, or -1 */
-const struct topo *devices_topo(const struct devices *d);                    /* the inventory */
+/* The mask of device i and its parent (a MIG device's GPU): a claim of either keeps i from use. */
+uint64_t devices_mask_up(const struct devices *d, unsigned i);
+const struct topo *devices_topo(const struct devices *d); /* the inventory */
 
 /* ---- the lock ---- */
 void devices_lock(struct devices *d);

@@ -3,8 +3,8 @@
  * migdev — the MIG resources' setup and handlers (migdev.h): the strategies' resources, the preferred
  * MIG devices (one parent GPU where it can), Allocate checked against the table and recorded under the
  * resource. Must never: let a request's IDs, sizes or counts index anything unchecked, hand out a MIG
- * device that is unhealthy, of another resource or held by another driver, or leave the lock held on an
- * error path.
+ * device that is unhealthy, of another resource, held by another driver or shared in fractions, or
+ * leave the lock held on an error path.
  */
 #include "agent/migdev.h"
 
@@ -102,12 +102,14 @@ int migdev_setup(struct plugin *p, enum config_mig_strategy s, char *why, size_t
 /* ---- request checking ---- */
 
 /* IDs → a set of table indices: every ID one of this resource's MIG devices, none twice; with `usable`
- * healthy and not held by another driver. Caller holds the lock. */
+ * healthy, not held by another driver nor shared in fractions. Caller holds the lock. */
 static enum rpc_code ids_to_set(const struct plugin_service *svc, char **ids, size_t n, bool usable, const char *what,
                                 uint64_t *ret, struct gs_error *st) {
         const struct plugin *p = svc->p;
         const struct devices *d = plugin_devices(p);
         uint64_t set = 0;
+        struct plugin_usage u;
+        plugin_usage(p, &u);
         for (size_t k = 0; k < n; k++) {
                 const char *id = ids[k] ? ids[k] : "";
                 int i = devices_find(d, id);
@@ -115,8 +117,7 @@ static enum rpc_code ids_to_set(const struct plugin_service *svc, char **ids, si
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: unknown device ID \"%.96s\" for %s", what, id,
                                          plugin_mig_resource(p, svc->mig));
                 uint64_t bit = UINT64_C(1) << i;
-                int parent = devices_info(d, (unsigned)i)->parent;
-                uint64_t mine = bit | (parent >= 0 ? UINT64_C(1) << parent : 0); /* it, or its GPU */
+                uint64_t mine = devices_mask_up(d, (unsigned)i); /* it, or its GPU */
                 if (set & bit)
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device ID %s given twice", what, id);
                 if (usable && !devices_healthy(d, (unsigned)i))
@@ -126,6 +127,11 @@ static enum rpc_code ids_to_set(const struct plugin_service *svc, char **ids, si
                         return rpc_error(st, RPC_INVALID_ARGUMENT,
                                          "%s: MIG device %s is held by another driver on this node (a DRA claim)", what,
                                          id);
+                if (usable && (u.frac & bit))
+                        return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                         "%s: MIG device %s is shared in fractions (%s, %s); it cannot be handed out "
+                                         "whole",
+                                         what, id, plugin_resource(p, PLUGIN_CORE), plugin_resource(p, PLUGIN_MEMORY));
                 set |= bit;
         }
         *ret = set;
@@ -221,11 +227,12 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
                                  __builtin_popcountll(must), size);
         uint64_t cand = 0, held = 0;
         const char *resource = plugin_mig_resource(p, svc->mig);
+        struct plugin_usage u;
+        plugin_usage(p, &u);
         for (unsigned i = 0; i < devices_count(d); i++) {
                 uint64_t bit = UINT64_C(1) << i;
-                int parent = devices_info(d, i)->parent;
-                uint64_t mine = bit | (parent >= 0 ? UINT64_C(1) << parent : 0);
-                if (!(avail & bit) || !devices_healthy(d, i) || (plugin_held_elsewhere(p) & mine))
+                uint64_t mine = devices_mask_up(d, i);
+                if (!(avail & bit) || !devices_healthy(d, i) || (plugin_held_elsewhere(p) & mine) || (u.frac & bit))
                         continue;
                 cand |= bit;
                 const struct state_alloc *h = state_find(plugin_record(p), resource, devices_info(d, i)->id);
@@ -310,7 +317,7 @@ enum rpc_code migdev_allocate(void *userdata, const uint8_t *req, size_t req_len
         devices_lock(d);
         enum rpc_code c = allocate_all(svc, in, &a, &resp, &all, st);
         if (c == RPC_OK)
-                plugin_record_handout(p, plugin_mig_resource(p, svc->mig), all);
+                plugin_record_whole(p, plugin_mig_resource(p, svc->mig), all);
         plugin_count(p, PLUGIN_CALL_ALLOCATE, c == RPC_OK);
         devices_unlock(d);
         if (c == RPC_OK && rpc_pack(&resp.base, ret, ret_len) < 0)

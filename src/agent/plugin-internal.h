@@ -28,6 +28,10 @@ void arena_free(struct arena *a);
  * pod and container. A device kubelet hands out again was released by its previous holder: replaced.
  * Caller holds the lock. */
 void plugin_record_handout(struct plugin *p, const char *resource, uint64_t set);
+/* A whole hand-out (a GPU or a MIG device) answered: recorded (plugin_record_handout) and, with a sharing
+ * profile, told at once (the fractional IDs of these devices turn Unhealthy) and to the fractional
+ * service (another container came: no pairing across it). Caller holds the lock. */
+void plugin_record_whole(struct plugin *p, const char *resource, uint64_t set);
 
 /* The container_responses array of a Preferred/Allocate answer, after the bounds every handler
  * applies to the request's container count (1..1024); `what` names the request in errors. */

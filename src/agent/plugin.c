@@ -175,8 +175,10 @@ static int mig_resource_index(const struct plugin *p, const char *resource) {
 
 bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i) {
         const struct device_info *d = devices_info(p->dev, i);
-        if (svc->kind != PLUGIN_MIG)
+        if (svc->kind == PLUGIN_WHOLE)
                 return d->kind == DEVICE_GPU && !d->mig_mode;
+        if (svc->kind != PLUGIN_MIG) /* fractions: a GPU not in MIG mode, or a MIG device (docs/mig.md) */
+                return d->kind == DEVICE_MIG || !d->mig_mode;
         if (svc->mig >= p->n_mig || d->kind != DEVICE_MIG || p->mig[svc->mig].nothing)
                 return false;
         return !p->mig[svc->mig].profile[0] || streq(p->mig[svc->mig].profile, d->profile);
@@ -413,8 +415,9 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                 if (!plugin_serves(p, svc, i))
                         continue;         /* another resource's (a MIG device, a GPU in MIG mode) */
                 if (kind == PLUGIN_MIG) { /* another driver's claim (of it or its GPU): Unhealthy, never handed out */
-                        uint64_t mine = bit | (d->parent >= 0 ? UINT64_C(1) << d->parent : 0);
-                        V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(p->held_elsewhere & mine), d->numa);
+                        uint64_t mine = devices_mask_up(p->dev, i);
+                        bool ok = healthy && !(p->held_elsewhere & mine) && !(u.frac & bit); /* not shared */
+                        V1beta1__Device *dev = device_msg(&a, d->id, ok, d->numa);
                         if (!dev)
                                 break;
                         resp.devices[resp.n_devices++] = dev;
@@ -429,7 +432,7 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                         resp.devices[resp.n_devices++] = dev;
                         continue;
                 }
-                bool ok = healthy && !(u.whole & bit);
+                bool ok = healthy && !(u.whole & devices_mask_up(p->dev, i)); /* a MIG device: its GPU's claim too */
                 unsigned k = kind == PLUGIN_CORE ? SHARE_CORE_IDS : d->n_mem;
                 for (unsigned j = 0; j < k; j++) {
                         char id[SHARE_ID_MAX];
@@ -585,6 +588,14 @@ void plugin_record_handout(struct plugin *p, const char *resource, uint64_t set)
                 snprintf(e.device_id, sizeof e.device_id, "%s", devices_info(p->dev, i)->id);
                 (void)state_remove(&p->state, resource, e.device_id);
                 (void)state_add(&p->state, &e); /* cannot fail for a valid, known ID */
+        }
+}
+
+void plugin_record_whole(struct plugin *p, const char *resource, uint64_t set) {
+        plugin_record_handout(p, resource, set);
+        if (p->opt.core_resource[0] || p->opt.memory_resource[0]) {
+                devices_changed(p->dev);
+                plugin_whole_allocated(p);
         }
 }
 

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * share-id — the fractional resources' device IDs (share.h): "<uuid>::core-<n>", "<uuid>::mem-<n>",
- * formatted and parsed back against the device table. Pure: no lock (what a device is never
- * changes), no I/O. Must never: accept an ID that does not format back to itself.
+ * formatted and parsed back against the device table. <uuid> is a whole GPU's or a MIG device's
+ * ("MIG-…", shared like a small GPU: docs/mig.md). Pure: no lock (what a device is never changes),
+ * no I/O. Must never: accept an ID that does not format back to itself, or one of a GPU in MIG mode
+ * (only its MIG devices are shared).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,7 +38,7 @@ int share_parse_id(const struct devices *d, const char *id, enum plugin_kind *re
                 if (strlen(uuid) == ulen && strncmp(uuid, id, ulen) == 0)
                         g = (int)i;
         }
-        if (g < 0)
+        if (g < 0 || devices_info(d, (unsigned)g)->mig_mode)
                 return -EINVAL;
         const char *rest = sep + 2;
         enum plugin_kind kind;

@@ -176,7 +176,7 @@ static enum rpc_code ids_to_bits(const struct share *s, enum plugin_kind kind, c
                 if (usable && !devices_healthy(s->dev, g))
                         return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: device %s is on unhealthy GPU %s (%s)", what,
                                          id, gpu_id(s, g), devices_reason(s->dev, g));
-                if (usable && (u->whole & (UINT64_C(1) << g)))
+                if (usable && (u->whole & devices_mask_up(s->dev, g)))
                         return rpc_error(st, RPC_INVALID_ARGUMENT,
                                          "%s: device %s is on GPU %s, which is allocated whole (%s); fractions of "
                                          "it cannot be handed out",
@@ -441,7 +441,7 @@ static enum rpc_code prefer_decode(struct share *s, enum plugin_kind kind,
 }
 
 static bool gpu_usable(const struct share *s, const struct plugin_usage *u, unsigned g) {
-        return devices_healthy(s->dev, g) && !(u->whole & (UINT64_C(1) << g));
+        return devices_healthy(s->dev, g) && !(u->whole & devices_mask_up(s->dev, g));
 }
 
 /* Whole GPUs through the core resource (a multiple of 100): untouched GPUs, topology-aware. */
@@ -454,8 +454,8 @@ static enum rpc_code prefer_whole(struct share *s, const struct prefer_in *in, c
                                  what, in->size, plugin_resource(s->p, PLUGIN_CORE));
         uint64_t cand = 0;
         for (unsigned g = 0; g < devices_count(s->dev); g++)
-                if (gpu_usable(s, &in->u, g) && bit_count(&in->avail[g]) == SHARE_CORE_IDS &&
-                    !(in->u.frac & (UINT64_C(1) << g)))
+                if (devices_info(s->dev, g)->kind == DEVICE_GPU && gpu_usable(s, &in->u, g) &&
+                    bit_count(&in->avail[g]) == SHARE_CORE_IDS && !(in->u.frac & (UINT64_C(1) << g)))
                         cand |= UINT64_C(1) << g;
         if (in->must_gpus & ~cand)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: must-include IDs are on a GPU not wholly free", what);
@@ -735,6 +735,11 @@ static enum rpc_code check_shape(const struct share *s, enum plugin_kind kind, c
                                          "%s: %u %s exceeds one GPU (100) and is not a multiple of 100; more than "
                                          "one GPU must be whole GPUs",
                                          what, total, res);
+                for (unsigned g = 0; g < n; g++)
+                        if ((gpus & (UINT64_C(1) << g)) && devices_info(s->dev, g)->kind == DEVICE_MIG)
+                                return rpc_error(st, RPC_INVALID_ARGUMENT,
+                                                 "%s: %u %s must be whole GPUs, but %s is a MIG device (100 at most)",
+                                                 what, total, res, gpu_id(s, g));
                 for (unsigned g = 0; g < n; g++)
                         if ((gpus & (UINT64_C(1) << g)) && bit_count(&bits[g]) != SHARE_CORE_IDS)
                                 return rpc_error(st, RPC_INVALID_ARGUMENT,

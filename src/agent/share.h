@@ -58,8 +58,8 @@
 /* "<uuid>::core-<n>" / "<uuid>::mem-<n>". 0, -EINVAL (kind), -ENAMETOOLONG. */
 int share_format_id(const char *uuid, enum plugin_kind kind, unsigned n, char *buf, size_t len);
 /* Parse an ID back: kind, table index of its device, number. Only canonical IDs of devices of the
- * table and numbers parse (core-7, never core-07; mem-n only for n < the device's n_mem). 0 or
- * -EINVAL. */
+ * table and numbers parse (core-7, never core-07; mem-n only for n < the device's n_mem); a device
+ * is a whole GPU or a MIG device, never a GPU in MIG mode. 0 or -EINVAL. */
 int share_parse_id(const struct devices *d, const char *id, enum plugin_kind *ret_kind, unsigned *ret_gpu,
                    unsigned *ret_n);
 /* "core", "mem" ("" for the whole kind). */

@@ -218,12 +218,7 @@ enum rpc_code whole_allocate(void *userdata, const uint8_t *req, size_t req_len,
                 resp.container_responses[resp.n_container_responses++] = o;
         }
         if (c == RPC_OK) {
-                plugin_record_handout(p, plugin_resource(p, PLUGIN_WHOLE), all);
-                const struct plugin_options *o = plugin_options(p);
-                if (o->core_resource[0] || o->memory_resource[0]) {
-                        devices_changed(d);        /* fractions of these GPUs turn Unhealthy */
-                        plugin_whole_allocated(p); /* another container: no pairing across it */
-                }
+                plugin_record_whole(p, plugin_resource(p, PLUGIN_WHOLE), all);
                 assign_call_commit(&ax);
         }
         plugin_count(p, PLUGIN_CALL_ALLOCATE, c == RPC_OK);

@@ -1312,14 +1312,6 @@ static int config_build_impl(const struct config_args *args, const char *default
                 if (r < 0)
                         goto out;
         }
-        if (tmp->mig_strategy != CONFIG_MIG_NONE && tmp->profile != CONFIG_PROFILE_DEFAULT) {
-                errf(err,
-                     "resources.mig-strategy %s cannot be combined with the sharing profile %s (fractions of "
-                     "MIG devices are not served: docs/mig.md)",
-                     mig_strategy_names[tmp->mig_strategy], profile_names[tmp->profile]);
-                r = -EINVAL;
-                goto out;
-        }
         *ret = *tmp;
 out:
         free(tmp);

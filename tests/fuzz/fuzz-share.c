@@ -8,15 +8,18 @@
  * 0xf0 or more feeds the rest to the journal parser (share_journal_decode) on a fresh book in
  * memory, which must accept or reject it whole; 0xe0..0xef splits the rest at its first NUL into a
  * snapshot and a log (gpuslice.fractions.log) replayed on it (share_journal_replay): a rejected log
- * leaves no record.
+ * leaves no record. GPU 1 is in MIG mode with two MIG devices (shared like small GPUs: docs/mig.md): an
+ * ID of GPU 1 itself must never parse.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "agent/devices.h"
+#include "mig/mig.h"
 #include "agent/plugin.h"
 #include "agent/share-book.h"
 #include "agent/share-journal.h"
@@ -31,6 +34,25 @@ static const char node[] = "      GPU0  GPU1  GPU2\n"
                            "gpu 0 uuid=GPU-00000000-0000-0000-0000-000000000000 numa=0 memory=4GiB\n"
                            "gpu 1 uuid=GPU-00000000-0000-0000-0000-000000000001 numa=0 memory=4GiB\n"
                            "gpu 2 uuid=GPU-00000000-0000-0000-0000-000000000002 numa=1 memory=2GiB\n";
+
+/* GPU 1 in MIG mode: two 1 GiB MIG devices (table 3 and 4). */
+static void add_mig(struct devices *d) {
+        static struct mig_node m;
+        mig_node_init(&m, 3);
+        m.gpu[1].mode = 1;
+        for (unsigned k = 0; k < 2; k++) {
+                struct mig_device *x = &m.gpu[1].dev[m.gpu[1].n_devices++];
+                x->gpu = 1;
+                x->index = k;
+                x->gi = 7 + k;
+                snprintf(x->profile, sizeof x->profile, "1g.10gb");
+                snprintf(x->uuid, sizeof x->uuid, "MIG-00000000-0000-0000-0000-00000000000%u", k);
+                x->sms = 14;
+                x->memory_total = UINT64_C(1) << 30;
+        }
+        if (devices_add_mig(d, &m) != 2)
+                abort();
+}
 
 static struct share *get_share(void) {
         static struct share *s;
@@ -49,8 +71,10 @@ static struct share *get_share(void) {
                                             .limits_root = "/nonexistent/containers" };
                 struct devices *d = NULL;
                 struct plugin *p = NULL;
-                if (devices_new(&t, o.memory_unit, SHARE_MEM_IDS_MAX, &d) < 0 || plugin_new(d, &o, &p) < 0 ||
-                    share_new(p, &s) < 0)
+                if (devices_new(&t, o.memory_unit, SHARE_MEM_IDS_MAX, &d) < 0)
+                        abort();
+                add_mig(d);
+                if (plugin_new(d, &o, &p) < 0 || share_new(p, &s) < 0)
                         abort();
                 (void)devices_fault(d, 2, "xid 79");
         }
@@ -65,6 +89,7 @@ static const struct devices *get_devices(void) {
                 if (topo_parse(node, sizeof node - 1, &t, &err) < 0 ||
                     devices_new(&t, 256u << 20, SHARE_MEM_IDS_MAX, &d) < 0)
                         abort();
+                add_mig(d);
         }
         return d;
 }
@@ -124,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         const struct devices *d = get_devices();
                         if (share_parse_id(d, id, &k, &g, &n) == 0 &&
                             (share_format_id(devices_info(d, g)->id, k, n, back, sizeof back) < 0 ||
-                             strcmp(back, id) != 0))
+                             strcmp(back, id) != 0 || devices_info(d, g)->mig_mode))
                                 abort();
                         return 0;
                 }

@@ -15,7 +15,7 @@ endif()
 
 # MIG through the device plugin (--mig-strategy mixed/single, tests/integration/test_mig_agent.py).
 if(TARGET gpuslice_agent)
-  foreach(t mixed mixed-index mixed-health mixed-cdi restart single single-mismatch)
+  foreach(t mixed mixed-index mixed-health mixed-cdi restart single single-mismatch share share-single)
     add_test(NAME agent-mig-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_mig_agent.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}

@@ -21,6 +21,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_fixture import REACT_S, Skip, check, run_main  # noqa: E402
 import test_cdi_agent  # noqa: E402
+from test_share import limits_of  # noqa: E402
 
 PLAIN = "gpuslice-nvidia.com-gpu.sock"
 
@@ -259,6 +260,150 @@ def test_single_mismatch(e):
     check("does not fit the MIG strategy single" in log, "no log line saying so")
 
 
+# ---- fractions of a MIG device (the gpuslice profile) ----
+
+CORE, MEM, UNIT = "gpuslice.io/gpu-core", "gpuslice.io/gpu-memory", 256 << 20
+GIB = 1 << 30
+
+
+def ids_of(listed, uuid):
+    """The IDs of one device (a GPU or a MIG device) among a fractional resource's list."""
+    return sorted((i for i in listed if i.split("::")[0] == uuid), key=lambda i: int(i.rsplit("-", 1)[1]))
+
+
+def share_on(e, uuid, core, mem, pod):
+    """One container of `core` % and `mem` units, as kubelet admits it with only `uuid`'s free IDs of the
+    first resource available: core's preferred allocation and Allocate, then memory's over every free
+    memory ID (the pairing must steer it to the same MIG device). Kubelet lists it then."""
+    free_core = [i for i in ids_of(e.kubelet.last_ids(ep(CORE)), uuid) if i not in e.taken]
+    got = prefer_on(e, ep(CORE), free_core, core)
+    c = allocate_on(e, ep(CORE), got).container_responses[0]
+    free_mem = [i for i in e.kubelet.last_ids(ep(MEM)) if i not in e.taken]
+    mids = prefer_on(e, ep(MEM), free_mem, mem)
+    check(all(i.split("::")[0] == uuid for i in got + mids), "a share off %s: %s %s" % (uuid, got, mids))
+    m = allocate_on(e, ep(MEM), mids).container_responses[0]
+    e.taken.update(got + mids)
+    with e.kubelet.cond:
+        e.kubelet.pods = e.kubelet.pods + [("ml", pod, "main", CORE, got), ("ml", pod, "main", MEM, mids)]
+    return c, m
+
+
+def test_share(e):
+    """--resource-profile gpuslice with mixed: a 1g.10gb instance shared by two containers (50 % + 4 GiB
+    each) like a small GPU, a third that does not fit refused, the instance never also handed out whole,
+    and both shares kept across an agent restart."""
+    use_node(e, "a100-80gb-2gpu.node")
+    devs = mig_devices(e)
+    args = ("--mig-strategy", "mixed", "--resource-profile", "gpuslice", "--interposer",
+            os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so")))
+    e.start_agent(*args)
+    res = registered_resources(e, 6)
+    check(res == [CORE, MEM, "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb",
+                  "nvidia.com/mig-3g.40gb"], "resources %s" % res)
+    st = e.status()
+    gpu0 = [d["id"] for d in st["devices"] if d.get("mig_mode")][0]
+    gpu1 = [d["id"] for d in st["devices"] if d["id"].startswith("GPU-") and d["id"] != gpu0][0]
+    # every MIG device and the GPU with MIG off are shared; the GPU in MIG mode never
+    core_ids, mem_ids = e.kubelet.last_ids(ep(CORE)), e.kubelet.last_ids(ep(MEM))
+    check(sorted({i.split("::")[0] for i in core_ids}) == sorted(list(devs) + [gpu1]), "core lists %s" %
+          sorted({i.split("::")[0] for i in core_ids}))
+    check(max(len(i) for i in core_ids + mem_ids) <= 50, "an ID over 50 characters")
+    for u, d in devs.items():
+        check(len(ids_of(core_ids, u)) == 100, "core IDs of %s" % u)
+        want = min(d["memory_total_bytes"] // UNIT, 1024)
+        check(len(ids_of(mem_ids, u)) == want, "memory IDs of %s: %d, want %d" % (u, len(ids_of(mem_ids, u)), want))
+    one, other = sorted(u for u, d in devs.items() if d["profile"] == "1g.10gb")
+    e.taken = set()
+    a = share_on(e, one, 50, 16, "share-a")
+    b = share_on(e, one, 50, 16, "share-b")
+    for (c, m), name in ((a, "a"), (b, "b")):
+        lim, mounts = limits_of(c)
+        check(limits_of(m) == (lim, mounts), "container %s: the halves' limits differ" % name)
+        check(lim["devices"] == [{"index": 0, "uuid": one, "memory": 4 * GIB, "core": 50}],
+              "container %s limits %s" % (name, lim))
+        check(c.envs["NVIDIA_VISIBLE_DEVICES"] == one, "env %s" % dict(c.envs))
+        check(c.envs["LD_PRELOAD"] == "/run/gpuslice/lib/libcuda.so.1", "env %s" % dict(c.envs))
+        expect_specs(e, c, devs[one])
+    # the instance is full in compute: a third container's core cannot join its memory there
+    INVALID = grpc.StatusCode.INVALID_ARGUMENT
+    free = [i for i in ids_of(e.kubelet.last_ids(ep(MEM)), one) if i not in e.taken]
+    m3 = prefer_on(e, ep(MEM), free, 2)
+    allocate_on(e, ep(MEM), m3)
+    free_core = [i for i in e.kubelet.last_ids(ep(CORE)) if i not in e.taken]
+    e.expect_error(lambda: prefer_on(e, ep(CORE), free_core, 10), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                   "must be on one GPU")
+    # shared: listed Unhealthy on its MIG resource and refused there; the other 1g.10gb whole is fine, and then
+    # its fractions are refused
+    small = ep("nvidia.com/mig-1g.10gb")
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices(small)[one][0] == "Unhealthy", REACT_S,
+                       "the shared MIG device Unhealthy on its whole resource")
+    e.expect_error(lambda: allocate_on(e, small, [one]), INVALID, "shared in fractions")
+    allocate_on(e, small, [other])
+    with e.kubelet.cond:
+        e.kubelet.pods = e.kubelet.pods + [("ml", "whole", "main", "nvidia.com/mig-1g.10gb", [other])]
+    e.expect_error(lambda: allocate_on(e, ep(CORE), ids_of(e.kubelet.last_ids(ep(CORE)), other)[:10]), INVALID,
+                   "allocated whole")
+    # more than 100 % of MIG devices is no "whole GPUs" request
+    two = [u for u, d in devs.items() if d["profile"] == "2g.20gb"][0]
+    three = [u for u, d in devs.items() if d["profile"] == "3g.40gb"][0]
+    e.expect_error(lambda: allocate_on(e, ep(CORE), ids_of(core_ids, two) + ids_of(core_ids, three)), INVALID,
+                   "MIG device")
+    # the GPU in MIG mode has no IDs
+    e.expect_error(lambda: allocate_on(e, ep(CORE), [gpu0 + "::core-0"]), INVALID, "unknown")
+    st = {d["id"]: d for d in e.status()["devices"]}
+    # the two shares, and the refused container's memory half until the agent learns kubelet dropped it
+    # (docs/sharing.md "Ending"); after the restart below kubelet lists the two only
+    check(st[one]["core_used"] == 100 and st[one]["memory_used_bytes"] in (8 * GIB, 8 * GIB + 2 * UNIT),
+          "status %s" % st[one])
+    # restart: SIGKILL, kubelet restarts listing the two containers and the whole MIG device
+    e.kubelet.wait_for(lambda: os.path.exists(os.path.join(e.state_dir, "gpuslice.state")), 5, "state file")
+    time.sleep(0.3)
+    e.kill_agent(signal.SIGKILL)
+    e.kubelet.pods = [p for p in e.kubelet.pods if p[1] in ("share-a", "share-b", "whole")]
+    n = len(e.kubelet.registrations)
+    e.kubelet.restart()
+    e.start_agent(*args)
+    registered_resources(e, n + 6)
+    deadline = time.monotonic() + REACT_S
+    while True:
+        st = {d["id"]: d for d in e.status()["devices"]}
+        if st[one]["core_used"] == 100 and st[one]["memory_used_bytes"] == 8 * GIB:
+            break
+        check(time.monotonic() < deadline, "shares after restart: %s" % st[one])
+        time.sleep(0.3)
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices(small)[one][0] == "Unhealthy", REACT_S,
+                       "the shared MIG device still out of its whole resource after the restart")
+    e.expect_error(lambda: allocate_on(e, small, [one]), INVALID, "shared in fractions")
+
+
+def test_share_single(e):
+    """`single` with the gpuslice profile on two H100s of seven 1g.10gb: the 14 MIG devices are shared on
+    the fractional resources and whole on nvidia.com/gpu, one use excluding the other per MIG device."""
+    use_node(e, "h100-single.node")
+    devs = mig_devices(e)
+    e.start_agent("--mig-strategy", "single", "--resource-profile", "gpuslice", "--interposer",
+                  os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so")))
+    res = registered_resources(e, 3)
+    check(res == [CORE, MEM, "nvidia.com/gpu"], "resources %s" % res)
+    core_ids = e.kubelet.last_ids(ep(CORE))
+    check(sorted({i.split("::")[0] for i in core_ids}) == sorted(devs), "core lists %s" %
+          sorted({i.split("::")[0] for i in core_ids}))
+    one, two = sorted(devs)[:2]
+    e.taken = set()
+    c, _ = share_on(e, one, 30, 8, "share-a")
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == one, "env %s" % dict(c.envs))
+    check(limits_of(c)[0]["devices"] == [{"index": 0, "uuid": one, "memory": 2 * GIB, "core": 30}],
+          "limits %s" % limits_of(c)[0])
+    expect_specs(e, c, devs[one])
+    e.kubelet.wait_for(lambda: e.kubelet.last_devices(PLAIN)[one][0] == "Unhealthy", REACT_S,
+                       "the shared MIG device Unhealthy on nvidia.com/gpu")
+    e.expect_error(lambda: allocate_on(e, PLAIN, [one]), grpc.StatusCode.INVALID_ARGUMENT, "shared in fractions")
+    allocate_on(e, PLAIN, [two])
+    # pushed at once (a change kubelet must see; before, only the streams' periodic resend ~10 s later told)
+    e.kubelet.wait_for(lambda: all(h == "Unhealthy" for i, (h, _) in e.kubelet.last_devices(ep(CORE)).items()
+                                   if i.startswith(two + "::")), 5, "the whole MIG device's IDs Unhealthy")
+
+
 TESTS = {
     "mixed": test_mixed,
     "mixed-index": test_mixed_index,
@@ -267,6 +412,8 @@ TESTS = {
     "restart": test_restart,
     "single": test_single,
     "single-mismatch": test_single_mismatch,
+    "share": test_share,
+    "share-single": test_share_single,
 }
 
 if __name__ == "__main__":

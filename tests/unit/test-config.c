@@ -238,17 +238,15 @@ static void test_mig_strategy(void **state) {
         assert_int_equal(config_set(&c, "resources.mig-strategy", "MIXED", &err), -EINVAL);
         assert_int_equal(config_set(&c, "resources.mig-strategy", "", &err), -EINVAL);
         assert_non_null(strstr(err.message, "one of none, single, mixed"));
-        /* a sharing profile with a MIG strategy is refused when the config is built */
+        /* a sharing profile with a MIG strategy: MIG devices are shared like small GPUs (docs/mig.md) */
         struct config_args args = { 0 };
         char mixed[] = "mixed", gpuslice[] = "gpuslice";
         struct config_override ov[] = { { "resources.mig-strategy", mixed }, { "resources.profile", gpuslice } };
         args.overrides = ov;
         args.n_overrides = 2;
-        assert_int_equal(config_build(&args, NULL, &c, &err), -EINVAL);
-        assert_non_null(strstr(err.message, "sharing profile gpuslice"));
-        args.n_overrides = 1;
         assert_int_equal(config_build(&args, NULL, &c, &err), 0);
         assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
+        assert_int_equal(c.profile, CONFIG_PROFILE_GPUSLICE);
 }
 
 static void test_empty_text_keeps_defaults(void **state) {

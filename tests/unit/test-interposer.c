@@ -454,6 +454,56 @@ static void test_info_never_above_physical(void **state) {
         assert_true(f <= t);
 }
 
+/* The UUID of the first MIG device of `profile` on the simulated node, from `gpuslice topo --json` (the
+ * simulator's own answer, never written into the test). */
+static void mig_uuid_of(const char *profile, char *buf, size_t len) {
+        const char *args[] = { "topo", "--json", NULL };
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        static char out[1 << 16];
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"profile\": \"%s\"", profile);
+        const char *at = strstr(out, "\"devices\"");
+        assert_non_null(at);
+        at = strstr(at, want);
+        assert_non_null(at);
+        at = strstr(at, "\"uuid\": \"MIG-");
+        assert_non_null(at);
+        at += strlen("\"uuid\": \"");
+        const char *end = strchr(at, '"');
+        assert_non_null(end);
+        assert_true((size_t)(end - at) < len);
+        snprintf(buf, len, "%.*s", (int)(end - at), at);
+}
+
+/* A share of a MIG device (docs/mig.md, "Fractions of a MIG device"): the container sees one MIG device
+ * (CUDA_VISIBLE_DEVICES=MIG-…); the limit holds against it, and without a lower limit the total is the
+ * instance's memory (the device's own, 9856 MiB for an A100-80GB's 1g.10gb), not its GPU's 80 GiB. */
+static void test_mig_device_share(void **state) {
+        (void)state;
+        node_path = GPUSLICE_SOURCE_DIR "/tests/data/mig/a100-80gb-2gpu.node";
+        char uuid[64], e_vis[96];
+        mig_uuid_of("1g.10gb", uuid, sizeof uuid);
+        assert_int_equal(strlen(uuid), 40);
+        snprintf(e_vis, sizeof e_vis, "CUDA_VISIBLE_DEVICES=%s", uuid);
+        char **env = make_env(true, true);
+        size_t n = 0;
+        while (env[n])
+                n++;
+        env[n++] = e_vis;
+        env[n] = NULL;
+        assert_int_equal(write_limits(4 * GiB, 50, "test"), 0);
+        const char *args[] = { "init",   "total",       "expect-total", "4G",          "alloc", "4G",
+                               "alloc!", "1",           "info",         "expect-free", "0",     "free",
+                               "info",   "expect-free", "4G",           NULL };
+        struct proc p = spawn_env(env, WORKLOAD, args);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+        assert_int_equal(write_limits(1ULL << 50, 100, "test"), 0); /* above the instance */
+        const char *args2[] = { "init", "total", "expect-total", "9856M", "alloc!", "9857M", NULL };
+        p = spawn_env(env, WORKLOAD, args2);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+}
+
 static void test_legacy_32bit(void **state) {
         (void)state;
         assert_int_equal(write_limits(64 * MiB, 100, "test"), 0);
@@ -1540,6 +1590,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_families_share_one_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_virtualised, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_never_above_physical, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_device_share, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_legacy_32bit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_processes_share_limit, setup, teardown),

@@ -4,7 +4,8 @@
  * messages on the seed topology (8 x 24 GiB): device IDs and their malformed forms, the limits
  * file an Allocate writes (read back with gs_limits_parse), pairing of a container's core and
  * memory, the per-container dir clean-up, the state fix-up after a reconcile, the scheduler's
- * choice of GPU arriving as the call's decision, and the journal codec on a book in memory.
+ * choice of GPU arriving as the call's decision, and the journal codec on a book in memory; MIG
+ * devices shared like small GPUs (their IDs, the GPU in MIG mode's refused, the journal with them).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,12 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/devices.h"
 #include "agent/plugin.h"
 #include "agent/share-book.h"
 #include "agent/share-journal.h"
 #include "agent/share.h"
 #include "deviceplugin.pb-c.h"
 #include "interposer/limits.h"
+#include "mig/mig.h"
 #include "state/state.h"
 #include "topo/topo.h"
 #include "util/util.h"
@@ -95,6 +98,103 @@ static void test_id_malformed(void **state) {
                 if (share_parse_id(f->dev, bad[i], &kind, &g, &n) != -EINVAL)
                         fail_msg("accepted malformed ID %s", bad[i]);
         }
+}
+
+/* ---- MIG devices (docs/mig.md, "Fractions of a MIG device") ---- */
+
+#define MIG_A "MIG-4bcc1fec-69fd-dd28-608b-42d1a184cbb8"
+#define MIG_B "MIG-4d2af4e5-330e-211d-8b1f-f665fe180049"
+
+/* GPU 0 in MIG mode with two 1g.10gb MIG devices of 9856 MiB (table 8 and 9): 38 memory IDs each. */
+static int mig_setup(void **state) {
+        struct test_plugin *f = test_share_new();
+        static struct mig_node m;
+        mig_node_init(&m, f->t.n_gpus);
+        m.gpu[0].mode = 1;
+        const char *uuids[] = { MIG_A, MIG_B };
+        for (unsigned k = 0; k < 2; k++) {
+                struct mig_device *d = &m.gpu[0].dev[m.gpu[0].n_devices++];
+                d->index = k;
+                d->gi = 11 + k;
+                snprintf(d->profile, sizeof d->profile, "1g.10gb");
+                snprintf(d->uuid, sizeof d->uuid, "%s", uuids[k]);
+                d->sms = 14;
+                d->memory_total = 9856 * MIB;
+        }
+        assert_int_equal(devices_add_mig(f->dev, &m), 2);
+        *state = f;
+        return 0;
+}
+
+static void test_mig_ids(void **state) {
+        struct test_plugin *f = *state;
+        assert_string_equal(test_device_id(f, 8), MIG_A);
+        assert_int_equal(devices_info(f->dev, 8)->n_mem, 38); /* 9856 MiB / 256 MiB */
+        char id[SHARE_ID_MAX];
+        enum plugin_kind kind;
+        unsigned g, n;
+        test_share_id(f, 9, PLUGIN_MEMORY, 37, id);
+        assert_string_equal(id, MIG_B "::mem-37");
+        assert_true(strlen(id) <= 50);
+        assert_int_equal(share_parse_id(f->dev, id, &kind, &g, &n), 0);
+        assert_true(kind == PLUGIN_MEMORY && g == 9 && n == 37);
+        assert_int_equal(share_parse_id(f->dev, MIG_A "::core-99", &kind, &g, &n), 0);
+        assert_true(kind == PLUGIN_CORE && g == 8 && n == 99);
+        test_share_id(f, 1, PLUGIN_CORE, 0, id); /* a GPU with MIG off still shares */
+        assert_int_equal(share_parse_id(f->dev, id, &kind, &g, &n), 0);
+        char bad[16][160];
+        int k = 0;
+        snprintf(bad[k++], 160, "%s::core-0", test_device_id(f, 0)); /* the GPU in MIG mode */
+        snprintf(bad[k++], 160, "%s::mem-0", test_device_id(f, 0));
+        snprintf(bad[k++], 160, "%s", MIG_A "::mem-38"); /* past the instance's memory */
+        snprintf(bad[k++], 160, "%s", MIG_A "::core-100");
+        snprintf(bad[k++], 160, "%s", "mig-4bcc1fec-69fd-dd28-608b-42d1a184cbb8::core-1"); /* case */
+        snprintf(bad[k++], 160, "%s", "MIG-4bcc1fec-69fd-dd28-608b-42d1a184cbb::core-1");  /* a prefix */
+        snprintf(bad[k++], 160, "%s", MIG_A "0::core-1");
+        snprintf(bad[k++], 160, "%s", "MIG-::core-1");
+        snprintf(bad[k++], 160, "%s", MIG_A "::core-01");
+        snprintf(bad[k++], 160, "%s", MIG_A ":core-1");
+        snprintf(bad[k++], 160, "%s", MIG_A);
+        for (int i = 0; i < k; i++)
+                if (share_parse_id(f->dev, bad[i], &kind, &g, &n) != -EINVAL)
+                        fail_msg("accepted malformed ID %s", bad[i]);
+}
+
+/* A book with shares of a MIG device round-trips through the journal; on a table without that MIG
+ * device (MIG off after a reboot) the journal is rejected whole. */
+static void test_mig_journal(void **state) {
+        struct test_plugin *f = *state;
+        struct share_book *b = share_book_new(), *c = share_book_new(), *x = share_book_new();
+        assert_true(b && c && x);
+        struct share_rec *r = share_book_add(b, MIG_A ".core-0");
+        r->first = PLUGIN_CORE;
+        for (unsigned i = 0; i < 50; i++)
+                assert_int_equal(share_rec_add_id(r, 8, PLUGIN_CORE, i), 0);
+        for (unsigned i = 0; i < 16; i++)
+                assert_int_equal(share_rec_add_id(r, 8, PLUGIN_MEMORY, i), 0);
+        char *fields = share_journal_fields(f->dev, b);
+        size_t len = 0;
+        char *snap = share_journal_snapshot(f->dev, b, 3, fields, &len);
+        assert_non_null(snap);
+        assert_non_null(strstr(snap, MIG_A "::mem-15"));
+        uint64_t seq = 0;
+        assert_int_equal(share_journal_decode(f->dev, c, snap, len, &seq), 0);
+        assert_int_equal(share_book_count(c), 1);
+        size_t ka, kb;
+        uint8_t *a = share_journal_key(share_book_at(b, 0), &ka), *z = share_journal_key(share_book_at(c, 0), &kb);
+        assert_true(a && z && ka == kb && memcmp(a, z, ka) == 0);
+        struct devices *plain = NULL;
+        assert_int_equal(devices_new(&f->t, 256 * MIB, SHARE_MEM_IDS_MAX, &plain), 0);
+        assert_int_equal(share_journal_decode(plain, x, snap, len, &seq), -EBADMSG);
+        assert_int_equal(share_book_count(x), 0);
+        devices_free(plain);
+        free(a);
+        free(z);
+        free(snap);
+        free(fields);
+        share_book_free(b);
+        share_book_free(c);
+        share_book_free(x);
 }
 
 /* ---- Allocate ---- */
@@ -930,6 +1030,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_just_freed_whole_gpu_not_offered, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_id_malformed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_ids, mig_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_mig_journal, mig_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pair_writes_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_same_kind_starts_new_container, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_second_resource_on_other_gpu_refused, setup, teardown),
