@@ -287,6 +287,9 @@ static void add_mig_state(struct publish *pub, const json_t *node, json_t *label
  * plugin's record. Caller holds the table's lock. */
 static void fill_mig(const struct publish *pub, struct cluster_node_info *info) {
         const struct devices *d = pub->devices;
+        struct plugin_usage use = { 0 };
+        if (pub->plugin)
+                plugin_usage(pub->plugin, &use);
         for (unsigned i = 0; i < devices_count(d); i++) {
                 const struct device_info *x = devices_info(d, i);
                 if (x->index < 0 || (unsigned)x->index >= info->n_gpus)
@@ -309,6 +312,8 @@ static void fill_mig(const struct publish *pub, struct cluster_node_info *info) 
                                                           : NULL;
                 if (a && a->pod_name[0])
                         cluster_mig_holder(a->pod_namespace, a->pod_name, m->holder, sizeof m->holder);
+                else if (use.frac & (1ULL << i)) /* shared in fractions: not free for the extender's count */
+                        strscpy(m->holder, CLUSTER_MIG_SHARED, sizeof m->holder);
         }
 }
 

@@ -298,8 +298,11 @@ struct cluster_mig_info {
         char profile[32]; /* "1g.10gb" */
         uint32_t mem_mib;
         bool healthy;     /* its GPU's health */
-        char holder[128]; /* "namespace/pod" holding it per the node agent, "" none */
+        char holder[128]; /* "namespace/pod" holding it per the node agent, CLUSTER_MIG_SHARED, "" none */
 };
+
+/* The holder of a MIG device shared in fractions (docs/mig.md): held, by no one pod. */
+#define CLUSTER_MIG_SHARED "(shared)"
 
 /* A MIG device's holder as the annotation names it ("namespace/pod", each cut to 60 bytes): the agent
  * writes it, the extender compares pods against it. */

@@ -26,7 +26,7 @@ endif()
 
 # MIG on the Node object and layouts from the node label (test_mig_layout.py: kubelet and API stand-ins).
 if(TARGET gpuslice_agent)
-  foreach(t publish layout)
+  foreach(t publish publish-share layout)
     add_test(NAME agent-mig-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_mig_layout.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}

@@ -200,7 +200,28 @@ def test_layout(e):
           "%s, GPU 0 %s" % (e.labels(), e.topo_mig()))
 
 
-TESTS = {"publish": test_publish, "layout": test_layout}
+def test_publish_share(e):
+    """A MIG device shared in fractions (--resource-profile gpuslice) is published as held ("(shared)"), so the
+    extender does not count it free for nvidia.com/mig-* requests; its sibling stays free."""
+    e.node({})
+    e.start_agent("--mig-strategy", "mixed", "--resource-profile", "gpuslice", "--interposer",
+                  os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so")), "--kubeconfig", e.kubeconfig)
+    core = ep("gpuslice.io/gpu-core")
+    small = [m["uuid"] for m in e.wait(lambda: (e.gpus() or [{}])[0].get("mig"), "the MIG devices")
+             if m["profile"] == "1g.10gb"]
+    check(len(small) == 2, "1g.10gb devices %s" % small)
+    e.kubelet.wait_for(lambda: e.kubelet.last_ids(core), REACT_S, "the core list")
+    ids = ["%s::core-%d" % (small[0], i) for i in range(30)]
+    allocate_on(e, core, ids)
+    e.kubelet.pods = [("ml", "notebook", "main", "gpuslice.io/gpu-core", ids)]
+    e.status()  # a PodResources sync records the share
+    mig = e.wait(lambda: [m for m in e.gpus()[0]["mig"] if m.get("pod") == "(shared)"] and e.gpus()[0]["mig"],
+                 "the shared MIG device held in the annotation")
+    held = {m["uuid"]: m.get("pod") for m in mig}
+    check(held[small[0]] == "(shared)" and not held[small[1]], "holders %s" % held)
+
+
+TESTS = {"publish": test_publish, "publish-share": test_publish_share, "layout": test_layout}
 
 if __name__ == "__main__":
     run_main(TESTS, make_env=MigEnv, label="agent-mig-", timeout_s=240)
