@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "cluster/cluster.h"
 #include "topo/topo.h"
 #include "util/util.h"
 
@@ -148,4 +149,17 @@ void test_topo_a100x3(struct topo *t) {
         topo_set_link(t, 0, 1, (struct topo_link){ .pcie = TOPO_LEVEL_PIX, .nvlinks = 12 });
         topo_set_link(t, 0, 2, (struct topo_link){ .pcie = TOPO_LEVEL_SYS });
         topo_set_link(t, 1, 2, (struct topo_link){ .pcie = TOPO_LEVEL_NODE });
+}
+
+void test_whole_req(struct cluster_request *r, unsigned k) {
+        *r = (struct cluster_request){ .n = 1 };
+        strscpy(r->c[0].name, "main", sizeof r->c[0].name);
+        r->c[0].whole = k;
+}
+
+void test_share_req(struct cluster_request *r, unsigned core, uint32_t mem) {
+        *r = (struct cluster_request){ .n = 1, .profile = CLUSTER_PROFILE_GPUSLICE };
+        strscpy(r->c[0].name, "main", sizeof r->c[0].name);
+        r->c[0].core = core;
+        r->c[0].mem_mib = mem;
 }

@@ -4,14 +4,17 @@
  * removed with nftw, never with a shell), paths in them, whole-file reads and writes, the
  * reference topologies and files of the source tree, and running a step without root's file
  * permission override. Every helper fails the running cmocka test on an error it cannot report
- * otherwise. (The node agent's fixtures, which need the agent library: helpers-agent.h.)
+ * otherwise; the extender tests' pod requests. (The node agent's fixtures, which need the agent library:
+ * helpers-agent.h.)
  */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct topo;
+struct cluster_request;
 
 /* A new directory $TMPDIR/gpuslice-TAG-XXXXXX (TMPDIR unset: /tmp); free it with test_tmpdir_free. */
 char *test_tmpdir_new(const char *tag);
@@ -51,3 +54,7 @@ char *test_read_source(const char *relpath, size_t *len);
 /* Run F(ARG) in a child process without root's override of file permissions (a root test run
  * drops to uid/gid 65534 first). Returns what F returned, as -errno, or -ECHILD. */
 int test_without_root(int (*f)(void *), void *arg);
+
+/* One container "main" asking for k whole GPUs / a share of core % and mem MiB (the gpuslice profile). */
+void test_whole_req(struct cluster_request *r, unsigned k);
+void test_share_req(struct cluster_request *r, unsigned core, uint32_t mem);

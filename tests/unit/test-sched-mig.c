@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "helpers.h"
 #include "sched/decide.h"
 #include "sched/model.h"
 #include "util/util.h"
@@ -60,17 +61,14 @@ static struct cluster_request mig_req(const char *profile, unsigned count) {
 }
 
 static struct cluster_request whole_req(unsigned k) {
-        struct cluster_request r = { .n = 1 };
-        strscpy(r.c[0].name, "main", sizeof r.c[0].name);
-        r.c[0].whole = k;
+        struct cluster_request r;
+        test_whole_req(&r, k);
         return r;
 }
 
 static struct cluster_request share_req(unsigned core, uint32_t mem) {
-        struct cluster_request r = { .n = 1, .profile = CLUSTER_PROFILE_GPUSLICE };
-        strscpy(r.c[0].name, "main", sizeof r.c[0].name);
-        r.c[0].core = core;
-        r.c[0].mem_mib = mem;
+        struct cluster_request r;
+        test_share_req(&r, core, mem);
         return r;
 }
 
