@@ -208,7 +208,8 @@ static int collect_pod(json_t *obj, void *u) {
                 return 0;
         }
         struct gs_error err = { 0 };
-        if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || c->view->req.n == 0 || c->view->terminated)
+        if (cluster_pod_decode_json(obj, &c->units, c->view, &err) < 0 || !cluster_request_any(&c->view->req) ||
+            c->view->terminated)
                 return 0; /* holds nothing we can count */
         if (!c->view->node_name[0]) {
                 if (array_reserve(&c->pending, &c->cap_pending, c->n_pending + 1, 16) < 0)
@@ -216,8 +217,8 @@ static int collect_pod(json_t *obj, void *u) {
                 c->pending[c->n_pending++] = *c->view;
                 return 0;
         }
-        if (!c->model)
-                return 0;     /* the pending-only list */
+        if (!c->model || c->view->req.n == 0)
+                return 0;     /* the pending-only list; MIG devices only: the annotation names their holders */
         if (!c->view->uid[0]) /* the model keys pods by uid */
                 snprintf(c->view->uid, sizeof c->view->uid, "inspect-%zu", c->n_pods);
         struct sched_pod_info info;
@@ -318,6 +319,14 @@ static json_t *json_request(const char *ns, const char *name, uint64_t mem, unsi
         json_object_set_new(o, "memory_mib", json_integer((json_int_t)mem));
         json_object_set_new(o, "core_percent", json_integer(core));
         json_object_set_new(o, "whole_gpus", json_integer(whole));
+        return o;
+}
+
+/* A pending pod's MIG devices asked: {"1g.10gb": 2, ...} */
+static json_t *json_mig_request(const struct cluster_request *r) {
+        json_t *o = json_object();
+        for (unsigned k = 0; k < r->n_mig; k++)
+                json_object_set_new(o, r->mig[k].profile, json_integer(r->mig[k].count));
         return o;
 }
 
@@ -446,7 +455,9 @@ static json_t *json_cluster(const struct collect *c, const char *only, int *ret)
                 uint64_t m;
                 unsigned cr, wh;
                 view_request(&c->pending[q], &m, &cr, &wh);
-                json_array_append_new(pend, json_request(c->pending[q].ns, c->pending[q].name, m, cr, wh));
+                json_t *o = json_request(c->pending[q].ns, c->pending[q].name, m, cr, wh);
+                json_object_set_new(o, "mig_devices", json_mig_request(&c->pending[q].req));
+                json_array_append_new(pend, o);
         }
         json_object_set_new(root, "nodes", nodes);
         json_object_set_new(root, "pending_pods", pend);
@@ -560,9 +571,12 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                         uint64_t m;
                         unsigned cr, wh;
                         view_request(p, &m, &cr, &wh);
+                        for (unsigned k = 0; k < p->req.n_mig; k++)
+                                fprintf(f, "  %s/%s  %u MIG device(s) %s\n", p->ns, p->name, p->req.mig[k].count,
+                                        p->req.mig[k].profile);
                         if (wh)
                                 fprintf(f, "  %s/%s  %u whole GPU(s)\n", p->ns, p->name, wh);
-                        else
+                        else if (p->req.n)
                                 fprintf(f,
                                         "  %s/%s  memory %" PRIu64 " MiB  core %u%%  (fractional, GPU not assigned)\n",
                                         p->ns, p->name, m, cr);

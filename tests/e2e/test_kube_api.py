@@ -242,7 +242,7 @@ def test_inspect(c):
         check(gb["whole_holder"] == {"namespace": "team", "name": "train"}, gb)
         check(gb["memory_allocated_mib"] == gb["memory_total_mib"] == 40960, gb)
     check(j["pending_pods"] == [{"namespace": "team", "name": "wait", "memory_mib": 2048, "core_percent": 50,
-                                 "whole_gpus": 0}], j["pending_pods"])
+                                 "whole_gpus": 0, "mig_devices": {}}], j["pending_pods"])
     # the same through KUBECONFIG, as a table
     t = inspect(env=dict(os.environ, KUBECONFIG=c.kubeconfig, HOME="/nonexistent"))
     check("6144/16384" in t and "30/100" in t and "team/train" in t and "team/wait" in t, t)

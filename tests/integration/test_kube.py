@@ -360,7 +360,7 @@ def test_publish_inspect(e):
     assert gb[2]["whole_holder"] is None
     assert all(g["pods"] == [] for g in j["nodes"][2]["gpus"]), "a finished pod holds nothing"
     assert j["pending_pods"] == [{"namespace": "ml", "name": "wait", "memory_mib": 48 * 256, "core_percent": 50,
-                                  "whole_gpus": 0}], j["pending_pods"]
+                                  "whole_gpus": 0, "mig_devices": {}}], j["pending_pods"]
 
     r = e.inspect("--kubeconfig", e.kubeconfig)
     out = r.stdout

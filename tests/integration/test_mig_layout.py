@@ -123,6 +123,17 @@ def test_publish(e):
     line = [x for x in r.stdout.splitlines() if one in x]
     check(len(line) == 1 and "1g.10gb" in line[0] and "ml/infer" in line[0], "inspect:\n%s" % r.stdout)
     check("(MIG)" in r.stdout, "inspect does not mark the GPU in MIG mode:\n%s" % r.stdout)
+    # a pod waiting for MIG devices is listed as pending with what it asks
+    e.api.store.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ml", "name": "waiting"},
+                             "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {
+                                 "limits": {"nvidia.com/mig-1g.10gb": "2"}}}]}, "status": {"phase": "Pending"}})
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "ml/waiting  2 MIG device(s) 1g.10gb" in r.stdout, "inspect:\n%s" % r.stdout)
+    r = subprocess.run([os.path.join(e.args.build, "gpuslice"), "inspect", "--kubeconfig", e.kubeconfig, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    pend = json.loads(r.stdout)["pending_pods"]
+    check([(p["name"], p["mig_devices"]) for p in pend] == [("waiting", {"1g.10gb": 2})], "pending %s" % pend)
 
 
 def try_status(e):
