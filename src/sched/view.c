@@ -516,7 +516,9 @@ static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const
         JW_LIT(w, "}");
 }
 
-static void request_json(struct jw *w, const struct cluster_container_req *c, unsigned n) {
+/* What a pod asks: the sums of its GPU containers, its MIG devices per profile, and a line saying it. */
+static void request_json(struct jw *w, const struct cluster_container_req *c, unsigned n,
+                         const struct cluster_mig_req *mig, unsigned n_mig) {
         uint64_t mem = 0;
         unsigned core = 0, whole = 0;
         for (unsigned k = 0; k < n; k++) {
@@ -524,17 +526,31 @@ static void request_json(struct jw *w, const struct cluster_container_req *c, un
                 core += c[k].core;
                 whole += c[k].whole;
         }
-        char what[96];
+        char what[96] = "";
         if (whole)
                 snprintf(what, sizeof what, "%u whole GPU%s", whole, whole == 1 ? "" : "s");
-        else
+        else if (n)
                 share_what(core, mem, what, sizeof what);
+        for (unsigned k = 0; k < n_mig; k++) {
+                size_t at = strlen(what);
+                snprintf(what + at, sizeof what - at, "%s%u MIG %s", at ? ", " : "", mig[k].count, mig[k].profile);
+        }
         JW_KEY(w, "memory_mib");
         jw_int(w, (int64_t)mem);
         JW_KEY(w, "core_percent");
         jw_int(w, core);
         JW_KEY(w, "whole_gpus");
         jw_int(w, whole);
+        JW_KEY(w, "mig_devices");
+        JW_LIT(w, "{");
+        for (unsigned k = 0; k < n_mig; k++) {
+                if (k)
+                        JW_LIT(w, ",");
+                jw_str(w, mig[k].profile);
+                JW_LIT(w, ":");
+                jw_int(w, mig[k].count);
+        }
+        JW_LIT(w, "}");
         JW_KEY(w, "what");
         jw_str(w, what);
 }
@@ -547,7 +563,7 @@ static void unplaced_json(struct jw *w, const struct sched_pod *p) {
                                                        .core = p->c[k].core,
                                                        .mem_mib = p->c[k].mem_mib };
         ns_name(w, p->ns, p->name);
-        request_json(w, c, n);
+        request_json(w, c, n, p->mig, MIN(p->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
         pod_flags(w, p);
         JW_LIT(w, "}");
 }
@@ -594,7 +610,8 @@ static void pending_json(struct jw *w, const struct sched_view_pending *v) {
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "uid");
         jw_str(w, p->uid);
-        request_json(w, p->req.c, MIN(p->req.n, (unsigned)CLUSTER_CONTAINERS_MAX));
+        request_json(w, p->req.c, MIN(p->req.n, (unsigned)CLUSTER_CONTAINERS_MAX), p->req.mig,
+                     MIN(p->req.n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
         if (f) {
                 JW_KEY(w, "first_seen_ms");
                 jw_int(w, (int64_t)(f->first_ns / 1000000));

@@ -209,6 +209,11 @@ def test_mig(a, tmp):
         # a share: no MIG GPU is shared
         r = filter_(base, pod("share", {"gpuslice.io/gpu-memory": "4"}), names)
         check(r["NodeNames"] == [], "share filter: %s" % r)
+        # the /ui API lists the pod waiting for MIG devices with what it asks
+        st, text = request(base + "/api/v1/cluster")
+        pend = {p["name"]: p for p in json.loads(text)["pending_pods"]}
+        check(st == 200 and pend["want2"]["mig_devices"] == {"1g.10gb": 2} and pend["want2"]["what"] == "2 MIG 1g.10gb"
+              and pend["gpu3"]["mig_devices"] == {}, "pending %s" % pend)
     finally:
         s.stop()
 
