@@ -11,7 +11,10 @@ started again, and kubelet restarted, keep every holder. Declared layouts (last,
 0): the agent started again with --kubeconfig and --mig-layouts; the node label nvidia.com/mig.config
 applied on the idle GPU (state success, the node's nvidia.com/mig-* allocatable follows), refused while a pod
 holds one of its MIG devices (failed with the reason, nothing changed), applied once the pod is deleted (the
-agent's retry of a busy failure, no relabel).
+agent's retry of a busy failure, no relabel). The extender (`test_extender`, before the layouts): kube-scheduler
+restarted with `gpuslice scheduler` managing nvidia.com/mig-1g.10gb, the agent publishing its annotation; a pod
+that fits is bound and runs on its MIG device, one asking more than the node has free stays Pending with the
+extender's reason.
 
     /usr/bin/python3 tests/e2e/test_mig.py [TEST ...]
 """
@@ -20,9 +23,11 @@ import os
 import re
 import signal
 import sys
+import urllib.request
 
 import e2e
 from e2e import BUILD, check, pod, wait_pod
+from test_scheduler_extender import RESOURCES, events_of, free_port
 
 NODES = [("gpu-mixed", "a100-80gb-2gpu.node", None), ("gpu-single", "h100-single.node", None)]
 ROOT = "/run/gpuslice-e2e/migroot"
@@ -138,6 +143,58 @@ def test_single_pods(c):
             e2e.delete(c, "pod", name)
 
 
+def test_extender(c):
+    """kube-scheduler 1.20 with the extender (filter, prioritize, bind) and gpu-mixed's agent publishing its
+    annotation (--kubeconfig): a pod of one nvidia.com/mig-1g.10gb is bound by the extender and runs on exactly
+    its MIG device; then one asking 2 (1 free left) stays Pending with the extender's reason. The MIG resource
+    is managed with ignoredByScheduler: true here, so that kube-scheduler's own fit (allocatable minus requests
+    would refuse it first, with "Insufficient") leaves the decision to the extender being tested. kube-scheduler
+    is started again without the extender at the end."""
+    g = c.gpu["gpu-mixed"]
+    g.stop_agent()
+    start(g, "--kubeconfig", c.kubeconfig, env={"NODE_NAME": g.name})
+    c.wait("gpu-mixed's MIG devices published", lambda: "1g.10gb" in c.api("GET", "/api/v1/nodes/" + g.name)[
+        "metadata"].get("annotations", {}).get("gpuslice.io/gpus", ""), timeout=60)
+    port = free_port()
+    ext = c.spawn("gpuslice-scheduler", [os.path.join(BUILD, "gpuslice"), "scheduler", "--address",
+                                         "127.0.0.1:%d" % port, "--log-level", "debug", "--kubeconfig", c.kubeconfig])
+
+    def healthy():
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    c.wait("the extender synced", healthy, timeout=60)
+    managed = [{"name": r, "ignoredByScheduler": False} for r in RESOURCES]
+    managed.append({"name": "nvidia.com/mig-1g.10gb", "ignoredByScheduler": True})
+    c.start_scheduler(extenders=[{
+        "urlPrefix": "http://127.0.0.1:%d" % port, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+        "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "ignorable": False, "httpTimeout": "5s",
+        "managedResources": managed}])
+    try:
+        c.apply(pod("ext-fit", g.name, SHOW, limits={"nvidia.com/mig-1g.10gb": 1}))
+        wait_pod(c, "ext-fit")
+        check_pod(c, g, "ext-fit", "nvidia.com/mig-1g.10gb")
+        c.apply(pod("ext-big", g.name, SHOW, limits={"nvidia.com/mig-1g.10gb": 2}))
+        want = "1 free MIG devices 1g.10gb, pod needs 2"
+        try:
+            msg = c.wait("ext-big refused with the extender's reason",
+                         lambda: (lambda e: e if want in e else None)(events_of(c, "ext-big")), timeout=60)
+        except e2e.E2EError as exc:
+            raise e2e.Fail("%s; events: %s" % (exc, events_of(c, "ext-big")))
+        p = e2e.get_pod(c, "ext-big")
+        check(not p["spec"].get("nodeName") and p["status"].get("phase") == "Pending", "ext-big placed: %s" % msg)
+        cond = [x for x in p["status"].get("conditions", []) if x.get("type") == "PodScheduled"]
+        check(cond and cond[0].get("status") == "False" and want in cond[0].get("message", ""),
+              "ext-big's PodScheduled condition: %s" % cond)
+    finally:
+        for name in ("ext-fit", "ext-big"):
+            e2e.delete(c, "pod", name)
+        c.start_scheduler()  # the cases after this one place their pods without the extender, as before
+        ext.stop()
+
+
 def test_layout(c):
     """nvidia.com/mig.config: success on the idle GPU 0 of gpu-mixed (allocatable follows), failed while a pod
     holds one of its MIG devices (nothing changed), success once the pod is deleted (no relabel)."""
@@ -181,7 +238,7 @@ def test_layout(c):
     check("gpuslice.io/mig.config.reason" not in node().get("annotations", {}), "the reason kept")
 
 
-TESTS = [test_mixed_pods, test_single_pods, test_layout]
+TESTS = [test_mixed_pods, test_single_pods, test_extender, test_layout]
 
 if __name__ == "__main__":
     try:
