@@ -23,11 +23,10 @@ import os
 import re
 import signal
 import sys
-import urllib.request
 
 import e2e
 from e2e import BUILD, check, pod, wait_pod
-from test_scheduler_extender import RESOURCES, events_of, free_port
+from test_scheduler_extender import RESOURCES, ExtenderEnv, events_of, free_port
 
 NODES = [("gpu-mixed", "a100-80gb-2gpu.node", None), ("gpu-single", "h100-single.node", None)]
 ROOT = "/run/gpuslice-e2e/migroot"
@@ -158,14 +157,9 @@ def test_extender(c):
     port = free_port()
     ext = c.spawn("gpuslice-scheduler", [os.path.join(BUILD, "gpuslice"), "scheduler", "--address",
                                          "127.0.0.1:%d" % port, "--log-level", "debug", "--kubeconfig", c.kubeconfig])
-
-    def healthy():
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-    c.wait("the extender synced", healthy, timeout=60)
+    env = ExtenderEnv()  # its wait_healthy: /healthz answers once the extender's model is synced
+    env.c, env.port = c, port
+    env.wait_healthy()
     managed = [{"name": r, "ignoredByScheduler": False} for r in RESOURCES]
     managed.append({"name": "nvidia.com/mig-1g.10gb", "ignoredByScheduler": True})
     c.start_scheduler(extenders=[{
