@@ -99,6 +99,11 @@ int miglayout_recover(struct node *n, const struct topo *t) {
         return changed;
 }
 
+/* Is device x on a GPU of `change` (NVML indices, a mask): the GPU itself or one of its MIG devices? */
+static bool on_changed_gpu(const struct device_info *x, uint64_t change) {
+        return x->index >= 0 && x->index < 64 && (change >> x->index & 1);
+}
+
 /* Under one hold of the device lock: every GPU of `change` (NVML indices, a mask) idle by the agent's own
  * record — no container holds it or one of its MIG devices, no DRA claim (plugin_usage counts both) — and then
  * reserved (devices_reserve), so no Allocate, share or DRA prepare takes it or one of its MIG devices while it
@@ -112,7 +117,7 @@ static int reserve_idle(struct node *n, uint64_t change, char *who, size_t len) 
         plugin_usage(n->plugin, &u);
         for (unsigned i = 0; i < devices_count(d) && r == 0; i++) {
                 const struct device_info *x = devices_info(d, i);
-                if (x->index < 0 || x->index >= 64 || !(change >> x->index & 1) || !((u.whole | u.frac) >> i & 1))
+                if (!on_changed_gpu(x, change) || !((u.whole | u.frac) >> i & 1))
                         continue;
                 const struct state_alloc *a =
                         state_find(plugin_record(n->plugin), plugin_device_resource(n->plugin, i), x->id);
@@ -124,7 +129,7 @@ static int reserve_idle(struct node *n, uint64_t change, char *who, size_t len) 
         }
         for (unsigned i = 0; i < devices_count(d) && r == 0; i++) {
                 const struct device_info *x = devices_info(d, i);
-                if (x->kind == DEVICE_GPU && x->index >= 0 && x->index < 64 && (change >> x->index & 1))
+                if (x->kind == DEVICE_GPU && on_changed_gpu(x, change))
                         devices_reserve(d, i, "its MIG layout is being changed");
         }
         devices_unlock(d);
@@ -139,7 +144,7 @@ static void release(struct node *n, uint64_t change) {
         devices_lock(d);
         for (unsigned i = 0; i < devices_count(d); i++) {
                 const struct device_info *x = devices_info(d, i);
-                if (x->kind == DEVICE_GPU && x->index >= 0 && x->index < 64 && (change >> x->index & 1))
+                if (x->kind == DEVICE_GPU && on_changed_gpu(x, change))
                         devices_release(d, i);
         }
         devices_unlock(d);
