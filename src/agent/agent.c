@@ -25,6 +25,7 @@
 #include "agent/assign.h"
 #include "agent/migdev.h"
 #include "agent/node-internal.h"
+#include "agent/podres.h"
 #include "agent/publish.h"
 #include "agent/share.h"
 #include "monitor/monitor.h"
@@ -51,7 +52,7 @@ static void on_devices_changed(struct loop_event *e) {
 static void on_signal(struct loop_signal *s, int signo) {
         struct node *n = s->userdata;
         if (signo == SIGHUP) {
-                log_info("SIGHUP: reloading the config", "%s", "");
+                log_info("SIGHUP: reloading the config");
                 node_reload(n);
                 return;
         }
@@ -74,7 +75,7 @@ static int setup_mig(struct node *n, const struct topo *t) {
         struct mig_node *m = n->mig = malloc(sizeof *m);
         struct nvml_error ne = { 0 };
         if (!m)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+                return log_error_errno(-ENOMEM, "out of memory");
         int r = nvml_mig_inventory(n->nvml, t, m, &ne);
         if (r < 0)
                 return log_error_errno(r, "cannot read the MIG devices", "func=%s nvml=\"%s\"", ne.func, ne.text);
@@ -107,7 +108,7 @@ static int add_endpoint(struct node *n, enum plugin_kind kind, unsigned mig, con
         strscpy(ep->name, name, sizeof ep->name);
         if ((size_t)snprintf(ep->socket_path, sizeof ep->socket_path, "%s/%s", n->cfg.plugin_dir, name) >=
             sizeof ep->socket_path)
-                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+                return log_error_errno(-ENAMETOOLONG, "path too long");
         return 0;
 }
 
@@ -139,7 +140,7 @@ static int setup_plugin(struct node *n) {
                 return log_error_errno(r, "cannot load NVML", "func=%s nvml=\"%s\"", ne.func, ne.text);
         _cleanup_(freep) struct topo *t = malloc(sizeof *t);
         if (!t)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+                return log_error_errno(-ENOMEM, "out of memory");
         r = nvml_inventory(n->nvml, t, &ne);
         if (r >= 0 && (r = miglayout_recover(n, t)) > 0) /* a layout change completed: what it made */
                 r = nvml_inventory(n->nvml, t, &ne);
@@ -153,7 +154,7 @@ static int setup_plugin(struct node *n) {
         if (r >= 0)
                 r = share_new(n->plugin, &n->share);
         if (r < 0)
-                return log_error_errno(r, "out of memory", "%s", "");
+                return log_error_errno(r, "out of memory");
         r = setup_mig(n, t);
         if (r < 0)
                 return r;
@@ -182,7 +183,7 @@ static int setup_plugin(struct node *n) {
 }
 
 static int podres_sync_hook(void *userdata) {
-        return podresources_sync(userdata);
+        return podresources_sync_for_call(userdata); /* a gRPC handler's: bounded, counted */
 }
 
 /* lint: long — the agent's start-up in order (config, NVML, plugins, state, journal, clean-up, sources of the
@@ -202,7 +203,7 @@ static int setup(struct node *n, const sigset_t *mask) {
         if (r >= 0)
                 r = loop_signal_init(&n->loop, &n->signals, mask, on_signal, n);
         if (r < 0)
-                return log_error_errno(r, "cannot set up the event loop", "%s", "");
+                return log_error_errno(r, "cannot set up the event loop");
 
         r = setup_plugin(n);
         if (r < 0)
@@ -211,7 +212,7 @@ static int setup(struct node *n, const sigset_t *mask) {
                     sizeof n->kubelet_path ||
             (size_t)snprintf(n->status_path, sizeof n->status_path, "%s/%s", n->cfg.state_dir, AGENT_STATUS_SOCKET) >=
                     sizeof n->status_path)
-                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+                return log_error_errno(-ENAMETOOLONG, "path too long");
         snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
 
         r = persist_start(n);
@@ -219,9 +220,12 @@ static int setup(struct node *n, const sigset_t *mask) {
                 return r;
         r = loop_event_init(&n->loop, &n->changed, on_devices_changed, n);
         if (r < 0)
-                return log_error_errno(r, "eventfd failed", "%s", "");
+                return log_error_errno(r, "eventfd failed");
         devices_set_change_fd(n->devices, loop_event_fd(&n->changed));
 
+        r = podres_service_new(n->cfg.pod_resources_socket, &n->podres);
+        if (r < 0)
+                return log_error_errno(r, "out of memory");
         share_set_podres_sync(n->share, podres_sync_hook, n); /* evidence for pairing after a restart */
         bool loaded = state_restore(n);
         int jr = share_restore(n->share); /* the fractional journal (share.h) */
@@ -254,7 +258,7 @@ static int setup(struct node *n, const sigset_t *mask) {
                 r = health_start(&n->health, n->nvml, n->devices, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
                                  n->cfg.health_quiet_period_sec * 1000);
                 if (r < 0)
-                        return log_error_errno(r, "cannot start the health thread", "%s", "");
+                        return log_error_errno(r, "cannot start the health thread");
         }
         node_monitor_start(n);
         /* Other parts started from the agent start here: a source on n->loop and/or
@@ -271,7 +275,7 @@ static int setup(struct node *n, const sigset_t *mask) {
                         n->assign_names.name[k] = plugin_resource(n->plugin, (enum plugin_kind)k);
                 n->assign_names.memory_mib = (uint32_t)MIN(config_memory_unit(&n->cfg) >> 20, (uint64_t)UINT32_MAX);
                 plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
-                                                          n->devices, &n->assign_names, n->cfg.pod_resources_socket));
+                                                          n->devices, &n->assign_names, n->podres));
         }
         r = miglayout_start(n);
         if (r >= 0 && n->layout_kick_on)
@@ -311,6 +315,7 @@ static void teardown(struct node *n) {
         if (n->plugin)
                 state_persist(n);
         podsync_stop(n);
+        n->podres = podres_service_free(n->podres); /* every reader stopped */
         kubewatch_stop(n);
         persist_stop(n);
         loop_event_done(&n->changed);
@@ -342,7 +347,7 @@ static void reexec(void) {
                 execv("/proc/self/exe", argv);
                 r = -errno;
         }
-        log_error_errno(r < 0 ? r : -EINVAL, "cannot start again: restart the agent", "%s", "");
+        log_error_errno(r < 0 ? r : -EINVAL, "cannot start again: restart the agent");
 }
 
 int agent_run(const struct agent_options *o) {
@@ -371,7 +376,7 @@ int agent_run(const struct agent_options *o) {
         if (r >= 0) {
                 r = loop_run(&n->loop);
                 if (r < 0)
-                        log_error_errno(r, "the event loop failed", "%s", "");
+                        log_error_errno(r, "the event loop failed");
         }
         teardown(n);
         bool again = n->reexec;
@@ -379,6 +384,6 @@ int agent_run(const struct agent_options *o) {
         if (r >= 0 && again)
                 reexec(); /* returns only when it failed */
         if (r >= 0)
-                log_info("stopped", "%s", "");
+                log_info("stopped");
         return r;
 }

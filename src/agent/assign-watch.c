@@ -10,7 +10,9 @@
  * the profile's flag) to "true" with a uid + resourceVersion precondition.
  *
  * Locks: a->lock (marks, queue) is taken alone or under the device lock, never the other way round.
- * Must never: block a handler past ASSIGN_PODRES_MS / the client's timeout, or patch a pod whose
+ * PodResources is the agent's one service (podres.h): a handler waits at most PODRES_HANDLER_MS for an answer
+ * asked after its call began, the patcher PODRES_CALL_MS; a handler's LIST at most ASSIGN_LIST_MS.
+ * Must never: block a handler past PODRES_HANDLER_MS + ASSIGN_LIST_MS, or patch a pod whose
  * uid or assignment changed since it was matched.
  */
 #include <errno.h>
@@ -21,20 +23,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "agent/assign.h"
 #include "agent/devices.h"
+#include "agent/podres.h"
 #include "agent/share.h"
 #include "cluster/cluster.h"
 #include "kube/kube.h"
 #include "metrics/metrics.h"
-#include "podresources.pb-c.h"
 #include "util/log.h"
 #include "util/util.h"
 
-#define ASSIGN_PODRES_MS 2000      /* PodResources List deadline (evidence, verification) */
+#define ASSIGN_LIST_MS 1000        /* a handler's LIST of the node's pods: every page within this */
 #define ASSIGN_MARKS_MAX 1024      /* (pod, container, kind) honoured, kept until the pod is confirmed */
 #define ASSIGN_QUEUE_MAX 256       /* pods waiting for their patch */
 #define ASSIGN_VERIFY_MS 15000     /* how long the patcher waits for PodResources to list the devices */
@@ -62,7 +63,7 @@ struct assign {
         struct kube_informer *inf;
         const struct devices *dev; /* borrowed: the table the IDs of kubelet's calls name */
         char node[256];
-        char podres[PATH_MAX + 8]; /* "unix:/…" or "" */
+        struct podres_service *podres; /* borrowed: the agent's PodResources (podres.h) */
         struct assign_names names;
 
         /* the GPUs' UUIDs by NVML index (the assignments the agent records name them) */
@@ -86,8 +87,6 @@ struct assign {
         pthread_t thread;
         bool started;
         _Atomic uint64_t list_again_ms; /* no LIST from a handler before this (the last was slow or failed) */
-        pthread_mutex_t podres_lock;    /* podres_rc: one call at a time */
-        struct rpc_client *podres_rc;   /* one kept PodResources connection (handlers, patcher) */
 };
 
 static void count(const char *family, const char *key, const char *value) {
@@ -176,9 +175,11 @@ static int candidates(struct assign *a, bool fresh, struct assign_pod **ret, siz
         if (fresh) {
                 char sel[320];
                 snprintf(sel, sizeof sel, "spec.nodeName=%s", a->node);
-                struct kube_list_opts o = { .field_selector = sel };
+                /* on kubelet's call: bounded well inside its deadline, and counted */
+                struct kube_list_opts o = { .field_selector = sel, .timeout_ms = ASSIGN_LIST_MS };
                 struct kube_error e;
                 int r = kube_list(a->client, "/api/v1/pods", &o, list_cb, &c, NULL, &e);
+                podres_handler_wait_count("pods-list", r);
                 if (r < 0) {
                         free(c.pods);
                         return r;
@@ -208,54 +209,22 @@ static enum plugin_kind kind_of_resource(const struct assign *a, const char *res
         return _PLUGIN_KIND_MAX;
 }
 
-static V1__ListPodResourcesResponse *podres_list(struct assign *a) {
-        if (!a->podres[0])
-                return NULL;
-        struct stat stt;
-        if (stat(a->podres + 5, &stt) < 0)
-                return NULL;
-        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
-        uint8_t *buf = NULL, *resp = NULL;
-        size_t len = 0, resp_len = 0;
-        struct gs_error st;
-        V1__ListPodResourcesResponse *lr = NULL;
-        int r = rpc_pack(&req.base, &buf, &len);
-        pthread_mutex_lock(&a->podres_lock);
-        if (r >= 0 && !a->podres_rc)
-                r = rpc_client_new(a->podres, &a->podres_rc);
-        if (r >= 0)
-                r = rpc_client_call(a->podres_rc, "/v1.PodResourcesLister/List", buf, len, ASSIGN_PODRES_MS, &resp,
-                                    &resp_len, &st);
-        pthread_mutex_unlock(&a->podres_lock);
-        if (r >= 0)
-                lr = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
-        free(buf);
-        free(resp);
-        return lr;
-}
-
-static int seen_from(struct assign *a, const V1__ListPodResourcesResponse *lr, struct assign_seen *ret) {
-        size_t n = 0;
-        for (size_t i = 0; i < lr->n_pod_resources; i++)
-                n += lr->pod_resources[i]->n_containers;
-        ret->c = calloc(n ? n : 1, sizeof *ret->c);
+/* Every container kubelet lists, with which of our resources it holds (from the one decoder, podres.h). */
+static int seen_from(struct assign *a, const struct podres_reports *pr, struct assign_seen *ret) {
+        ret->c = calloc(pr->n_containers ? pr->n_containers : 1, sizeof *ret->c);
         if (!ret->c)
                 return -ENOMEM;
         ret->n = 0;
-        for (size_t i = 0; i < lr->n_pod_resources; i++) {
-                const V1__PodResources *pr = lr->pod_resources[i];
-                for (size_t j = 0; j < pr->n_containers; j++) {
-                        const V1__ContainerResources *cr = pr->containers[j];
-                        struct assign_seen_container *s = &ret->c[ret->n++];
-                        strscpy(s->ns, pr->namespace_ ? pr->namespace_ : "", sizeof s->ns);
-                        strscpy(s->pod, pr->name ? pr->name : "", sizeof s->pod);
-                        strscpy(s->container, cr->name ? cr->name : "", sizeof s->container);
-                        for (size_t k = 0; k < cr->n_devices; k++) {
-                                enum plugin_kind kind = kind_of_resource(
-                                        a, cr->devices[k]->resource_name ? cr->devices[k]->resource_name : "");
-                                if (kind < _PLUGIN_KIND_MAX && cr->devices[k]->n_device_ids)
-                                        s->holds[kind] = true;
-                        }
+        for (size_t i = 0; i < pr->n_containers; i++) {
+                const struct podres_container *pc = &pr->containers[i];
+                struct assign_seen_container *s = &ret->c[ret->n++];
+                strscpy(s->ns, pc->ns, sizeof s->ns);
+                strscpy(s->pod, pc->pod, sizeof s->pod);
+                strscpy(s->container, pc->name, sizeof s->container);
+                for (size_t k = pc->first; k < pc->first + pc->n; k++) {
+                        enum plugin_kind kind = kind_of_resource(a, pr->rep[k].resource);
+                        if (kind < _PLUGIN_KIND_MAX)
+                                s->holds[kind] = true;
                 }
         }
         return 0;
@@ -447,6 +416,7 @@ static void log_decision(const struct assign_ctx *ctx, const char *resource, uns
 
 void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids) {
+        uint64_t begin_ms = monotonic_ms();
         memset(ctx, 0, sizeof *ctx);
         if (!a || !size || kind >= _PLUGIN_KIND_MAX)
                 return;
@@ -465,10 +435,15 @@ void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kin
         if (candidates(a, false, &pods, &n, &keys) < 0)
                 return;
         (void)assign_match(pods, n, NULL, &ctx->call, &d);
-        /* kubelet's pod manager: the pods kubelet has, the one it is admitting among them */
-        V1__ListPodResourcesResponse *lr = podres_list(a);
+        /* kubelet's pod manager: the pods kubelet has, the one it is admitting among them (an answer asked after
+         * this call began; waited for at most PODRES_HANDLER_MS, then decided without it) */
+        struct podres_snapshot *snap = NULL;
+        int pr = podres_service_get(a->podres, begin_ms, PODRES_HANDLER_MS, &snap, NULL);
+        if (pr != -ENOENT)
+                podres_handler_wait_count("podresources", pr);
         struct assign_seen seen = { 0 };
-        bool have_seen = lr && seen_from(a, lr, &seen) == 0;
+        bool have_seen = pr == 0 && seen_from(a, &snap->r, &seen) == 0;
+        podres_snapshot_put(snap);
         if (d.verdict == ASSIGN_NONE && list_if_lagging(a, &keys, &seen, have_seen, &pods, &n)) {
                 fresh = true;
                 (void)assign_match(pods, n, NULL, &ctx->call, &d);
@@ -479,8 +454,6 @@ void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kin
         if (d.verdict == ASSIGN_MATCH && have_seen && (kind == PLUGIN_CORE || kind == PLUGIN_MEMORY))
                 pairing_evidence(ctx, &pods[d.pod], (unsigned)d.container, &seen);
         free(seen.c);
-        if (lr)
-                v1__list_pod_resources_response__free_unpacked(lr, NULL);
         free(keys.keys);
         ctx->d = d;
         if (d.verdict != ASSIGN_NONE)
@@ -589,14 +562,11 @@ void assign_call_end(struct assign_ctx *ctx) {
 
 /* The GPUs (NVML set) each container of ns/name holds per PodResources; false when the pod is not
  * listed or some GPU resource of it holds nothing yet. */
-static bool held_gpus(struct assign *a, const V1__ListPodResourcesResponse *lr, const struct assign_pod *pod,
-                      uint64_t *ret) {
-        const V1__PodResources *pr = NULL;
-        for (size_t i = 0; i < lr->n_pod_resources && !pr; i++)
-                if (lr->pod_resources[i]->name && lr->pod_resources[i]->namespace_ &&
-                    streq(lr->pod_resources[i]->name, pod->name) && streq(lr->pod_resources[i]->namespace_, pod->ns))
-                        pr = lr->pod_resources[i];
-        if (!pr)
+static bool held_gpus(struct assign *a, const struct podres_reports *pr, const struct assign_pod *pod, uint64_t *ret) {
+        bool listed = false;
+        for (size_t i = 0; i < pr->n_containers && !listed; i++)
+                listed = streq(pr->containers[i].pod, pod->name) && streq(pr->containers[i].ns, pod->ns);
+        if (!listed)
                 return false;
         for (unsigned k = 0; k < pod->n; k++) {
                 const struct assign_container *c = &pod->c[k];
@@ -606,19 +576,16 @@ static bool held_gpus(struct assign *a, const V1__ListPodResourcesResponse *lr, 
                                 continue;
                         bool got = false;
                         for (size_t j = 0; j < pr->n_containers; j++) {
-                                const V1__ContainerResources *cr = pr->containers[j];
-                                if (!cr->name || !streq(cr->name, c->name))
+                                const struct podres_container *pc = &pr->containers[j];
+                                if (!streq(pc->ns, pod->ns) || !streq(pc->pod, pod->name) || !streq(pc->name, c->name))
                                         continue;
-                                for (size_t d = 0; d < cr->n_devices; d++) {
-                                        const V1__ContainerDevices *cd = cr->devices[d];
-                                        if (!cd->resource_name || kind_of_resource(a, cd->resource_name) != kind)
+                                for (size_t x = pc->first; x < pc->first + pc->n; x++) {
+                                        if (kind_of_resource(a, pr->rep[x].resource) != kind)
                                                 continue;
-                                        for (size_t x = 0; x < cd->n_device_ids; x++) {
-                                                int i = id_index(a->dev, (enum plugin_kind)kind, cd->device_ids[x]);
-                                                if (i >= 0 && i < 64) {
-                                                        ret[k] |= UINT64_C(1) << i;
-                                                        got = true;
-                                                }
+                                        int i = id_index(a->dev, (enum plugin_kind)kind, pr->rep[x].device_id);
+                                        if (i >= 0 && i < 64) {
+                                                ret[k] |= UINT64_C(1) << i;
+                                                got = true;
                                         }
                                 }
                         }
@@ -664,11 +631,11 @@ struct patch_plan {
  * listed yet, or no answer, when one is needed), -ENODATA (never listed: give up). */
 static int held_now(struct assign *a, const struct queued *q, const struct assign_pod *pod, bool need, uint64_t *held) {
         uint64_t mine[ASSIGN_CONTAINERS_MAX] = { 0 };
-        V1__ListPodResourcesResponse *lr = podres_list(a);
-        if (!lr)
+        struct podres_snapshot *snap = NULL;
+        if (podres_service_get(a->podres, monotonic_ms(), PODRES_CALL_MS, &snap, NULL) < 0)
                 return need ? -EAGAIN : -ENOENT; /* confirming: without an answer, as assigned */
-        bool verified = held_gpus(a, lr, pod, mine);
-        v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        bool verified = held_gpus(a, &snap->r, pod, mine);
+        podres_snapshot_put(snap);
         if (!verified) {
                 if (monotonic_ms() - q->since_ms < ASSIGN_VERIFY_MS)
                         return -EAGAIN; /* kubelet has not recorded the devices yet */
@@ -832,9 +799,10 @@ static void sweep(struct assign *a) {
         struct assign_pod *pods = NULL;
         size_t n = 0;
         struct unrecorded x = { .a = a, .view = malloc(sizeof *x.view) };
-        V1__ListPodResourcesResponse *lr = x.view ? podres_list(a) : NULL;
+        struct podres_snapshot *snap = NULL;
+        bool got = x.view && podres_service_get(a->podres, monotonic_ms(), PODRES_CALL_MS, &snap, NULL) == 0;
         struct assign_seen seen = { 0 };
-        if (lr && seen_from(a, lr, &seen) == 0 && candidates(a, false, &pods, &n, NULL) == 0) {
+        if (got && seen_from(a, &snap->r, &seen) == 0 && candidates(a, false, &pods, &n, NULL) == 0) {
                 x.seen = &seen;
                 if (seen.n)
                         kube_informer_foreach(a->inf, unrecorded_cb, &x);
@@ -847,8 +815,7 @@ static void sweep(struct assign *a) {
                 pthread_mutex_unlock(&a->lock);
         }
         free(seen.c);
-        if (lr)
-                v1__list_pod_resources_response__free_unpacked(lr, NULL);
+        podres_snapshot_put(snap);
         free(pods);
         free(x.view);
         free(x.pods);
@@ -898,7 +865,7 @@ static void *patcher_main(void *u) {
 /* ---- start, stop, lookup ---- */
 
 struct assign *assign_start(struct kube_client *client, const char *node, const struct devices *d,
-                            const struct assign_names *names, const char *pod_resources_socket) {
+                            const struct assign_names *names, struct podres_service *podres) {
         if (!client || !node || !node[0] || !d || !names)
                 return NULL;
         struct assign *a = calloc(1, sizeof *a);
@@ -916,15 +883,13 @@ struct assign *assign_start(struct kube_client *client, const char *node, const 
         }
         for (unsigned i = 0; i < CLUSTER_GPUS_MAX; i++)
                 a->uuid_ptr[i] = a->uuid[i];
-        if (pod_resources_socket && pod_resources_socket[0])
-                snprintf(a->podres, sizeof a->podres, "unix:%s", pod_resources_socket);
+        a->podres = podres;
         a->memo = calloc(ASSIGN_MEMO_MAX, sizeof *a->memo);
         if (!a->memo) {
                 free(a);
                 return NULL;
         }
         pthread_mutex_init(&a->lock, NULL);
-        pthread_mutex_init(&a->podres_lock, NULL);
         pthread_cond_init(&a->cond, NULL);
         char sel[320];
         snprintf(sel, sizeof sel, "spec.nodeName=%s", node);
@@ -945,8 +910,9 @@ struct assign *assign_start(struct kube_client *client, const char *node, const 
                                 "node=%s", node);
                 return assign_stop(a);
         }
+        char sock[PATH_MAX];
         log_info("honouring the scheduler's GPU assignments", "node=%s pod_resources=%s", node,
-                 a->podres[0] ? a->podres + 5 : "-");
+                 a->podres ? podres_service_socket(a->podres, sock, sizeof sock) : "-");
         return a;
 }
 
@@ -961,9 +927,7 @@ struct assign *assign_stop(struct assign *a) {
                 pthread_join(a->thread, NULL);
         }
         kube_informer_free(a->inf);
-        a->podres_rc = rpc_client_free(a->podres_rc);
         pthread_cond_destroy(&a->cond);
-        pthread_mutex_destroy(&a->podres_lock);
         pthread_mutex_destroy(&a->lock);
         free(a->memo);
         free(a);

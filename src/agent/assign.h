@@ -148,12 +148,13 @@ bool assign_pod_complete(const struct assign_pod *pod);
 struct assign;
 struct devices;
 struct kube_client;
+struct podres_service;
 
 /* Start watching the pods bound to `node` through `client` (borrowed; must outlive the watcher), for
- * the devices of table d and the resources `names` (both borrowed). pod_resources_socket: kubelet's
- * PodResources (evidence; "" = none). NULL on failure (logged). */
+ * the devices of table d and the resources `names` (both borrowed). podres: the agent's PodResources service
+ * (podres.h; borrowed, outlives the watcher; evidence and verification). NULL on failure (logged). */
 struct assign *assign_start(struct kube_client *client, const char *node, const struct devices *d,
-                            const struct assign_names *names, const char *pod_resources_socket);
+                            const struct assign_names *names, struct podres_service *podres);
 struct assign *assign_stop(struct assign *a); /* NULL-safe; returns NULL */
 
 /* One handler call's view, made by assign_call_begin and passed as a parameter to whatever decides

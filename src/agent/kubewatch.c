@@ -32,7 +32,7 @@ static void on_inotify(struct loop_io *io, uint32_t events) {
                         if (ev->len == 0)
                                 continue;
                         if (streq(ev->name, KUBELET_SOCKET) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
-                                log_info("kubelet socket created, registering again", "%s", "");
+                                log_info("kubelet socket created, registering again");
                                 n->pending_register = any = true;
                         } else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
                                 for (unsigned k = 0; k < n->n_ep; k++)
@@ -62,14 +62,14 @@ static void on_settled(struct loop_timer *t) {
 int kubewatch_start(struct node *n) {
         n->inofd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (n->inofd < 0)
-                return log_error_errno(-errno, "inotify_init1 failed", "%s", "");
+                return log_error_errno(-errno, "inotify_init1 failed");
         if (inotify_add_watch(n->inofd, n->cfg.plugin_dir, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0)
                 return log_error_errno(-errno, "cannot watch the plugin dir", "dir=%s", n->cfg.plugin_dir);
         int r = loop_timer_init(&n->loop, &n->inotify_settle, on_settled, n);
         if (r >= 0)
                 r = loop_io_start(&n->loop, &n->inotify, n->inofd, EPOLLIN, on_inotify, n);
         if (r < 0)
-                return log_error_errno(r, "cannot watch inotify", "%s", "");
+                return log_error_errno(r, "cannot watch inotify");
         return 0;
 }
 

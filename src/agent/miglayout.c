@@ -75,7 +75,7 @@ int miglayout_recover(struct node *n, const struct topo *t) {
         struct gs_error err = { 0 };
         n->layouts = calloc(1, sizeof *n->layouts);
         if (!n->layouts)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+                return log_error_errno(-ENOMEM, "out of memory");
         int r = migctl_config_load(n->cfg.mig_layouts, n->layouts, &err);
         if (r < 0) {
                 n->layouts = (free(n->layouts), NULL);
@@ -287,7 +287,7 @@ int miglayout_start(struct node *n) {
         }
         int r = loop_event_init(&n->loop, &n->layout_kick, on_kick, n);
         if (r < 0)
-                return log_error_errno(r, "eventfd failed", "%s", "");
+                return log_error_errno(r, "eventfd failed");
         n->layout_kick_on = true;
         if (n->layout.state[0])
                 publish_set_mig_state(n->publish, n->layout.state, n->layout.reason);

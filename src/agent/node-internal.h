@@ -50,6 +50,7 @@ struct http_server;
 struct monitor_service;
 struct publish;
 struct dra;
+struct podres_service;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -97,13 +98,13 @@ struct node {
         bool pending_restart, pending_register;
         struct loop_timer sync_timer; /* PodResources every PODRES_SYNC_MS */
 
-        pthread_mutex_t status_lock;      /* endpoint registration fields read by the status thread */
-        pthread_mutex_t sync_lock;        /* one PodResources sync at a time (loop or status thread) */
-        struct rpc_client *podres;        /* the kept PodResources connection (sync_lock) */
-        char podres_target[PATH_MAX + 8]; /* what podres connects to (sync_lock) */
-        uint64_t last_status_sync_ms;     /* under sync_lock */
-        bool cleanup_pending;             /* limits dirs not checked yet: no trusted record at start (sync_lock) */
-        uint64_t saved_generation;        /* of the state written last (loop thread) */
+        pthread_mutex_t status_lock;   /* endpoint registration fields read by the status thread */
+        pthread_mutex_t sync_lock;     /* one PodResources answer applied at a time (loop, status, handlers) */
+        struct podres_service *podres; /* the agent's one PodResources client (podres.h; its own lock) */
+        uint64_t applied_ms;           /* asked_ms of the answer applied last (sync_lock) */
+        uint64_t last_status_sync_ms;  /* when a status request last asked PodResources (sync_lock) */
+        bool cleanup_pending;          /* limits dirs not checked yet: no trusted record at start (sync_lock) */
+        uint64_t saved_generation;     /* of the state written last (loop thread) */
 
         struct http_server *status;            /* the status server */
         struct monitor_service *monitor;       /* /metrics and /healthz; NULL when off or not started */
@@ -142,9 +143,13 @@ int kubewatch_start(struct node *n);
 void kubewatch_stop(struct node *n);
 
 /* podsync.c */
-int podresources_sync(struct node *n); /* takes sync_lock */
-int podsync_start(struct node *n);     /* the periodic timer */
-void podsync_arm(struct node *n);      /* loop thread: start the timer if off and anything is on record */
+/* Ask PodResources now (the service, podres.h) and reconcile the record; sync_lock only while applying.
+ * podresources_sync waits up to PODRES_CALL_MS (loop thread); _for_call up to PODRES_HANDLER_MS (a gRPC
+ * handler: counted in gpuslice_agent_call_waits_total). 0 or -errno (logged, but -ENOENT: no socket). */
+int podresources_sync(struct node *n);
+int podresources_sync_for_call(struct node *n);
+int podsync_start(struct node *n); /* the periodic timer */
+void podsync_arm(struct node *n);  /* loop thread: start the timer if off and anything is on record */
 void podsync_stop(struct node *n);
 void limits_cleanup(struct node *n);
 void podsync_status_request(struct node *n); /* rate-limited sync for a status request */

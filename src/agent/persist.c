@@ -74,7 +74,7 @@ static void on_persist(struct loop_event *e) {
 int persist_start(struct node *n) {
         int r = loop_event_init(&n->loop, &n->persist, on_persist, n);
         if (r < 0)
-                return log_error_errno(r, "eventfd failed", "%s", "");
+                return log_error_errno(r, "eventfd failed");
         return 0;
 }
 

@@ -4,9 +4,12 @@
  * PODRES_SYNC_MS on a loop timer while anything of ours is on record (podsync_arm), and for a
  * status request (at most once per STATUS_SYNC_MS);
  * removes the limits dirs of allocations that ended.
- * Must never: run two syncs at once (sync_lock), or wait on kubelet longer than PODRES_TIMEOUT_MS.
+ * kubelet is asked through the agent's one PodResources service (podres.h).
+ * Must never: apply two answers at once (sync_lock), hold sync_lock while waiting for kubelet, or wait on
+ * kubelet longer than PODRES_CALL_MS (PODRES_HANDLER_MS for a kubelet call's sync).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -17,7 +20,6 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define PODRES_TIMEOUT_MS 2000
 #define PODRES_SYNC_MS 10000
 #define STATUS_SYNC_MS 250  /* at most one PodResources call per this, however many ask */
 #define STATE_GRACE_SEC 120 /* a fresh Allocate may not be listed by PodResources yet */
@@ -42,46 +44,13 @@ void limits_cleanup(struct node *n) {
                 log_warn_errno(r, "cannot clean the limits dirs", "dir=%s", root);
 }
 
-static int sync_locked(struct node *n) {
-        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
-        _cleanup_(freep) uint8_t *buf = NULL;
-        _cleanup_(freep) uint8_t *resp = NULL;
-        size_t len = 0, resp_len = 0;
-        char target[PATH_MAX + 8];
-        struct gs_error st;
-
-        if (!n->cfg.pod_resources_socket[0] || !file_exists(n->cfg.pod_resources_socket))
-                return -ENOENT;
-        int r = rpc_pack(&req.base, &buf, &len);
-        if (r < 0)
-                return r;
-        snprintf(target, sizeof target, "unix:%s", n->cfg.pod_resources_socket);
-        /* One kept connection (a new one per sync cost a dozen wake-ups every PODRES_SYNC_MS,
-         * bench/agent-bench.py); made anew when the socket setting changes (reload). */
-        if (n->podres && !streq(target, n->podres_target))
-                n->podres = rpc_client_free(n->podres);
-        if (!n->podres) {
-                r = rpc_client_new(target, &n->podres);
-                if (r < 0)
-                        return log_error_errno(r, "out of memory", "%s", "");
-                strscpy(n->podres_target, target, sizeof n->podres_target);
-        }
-        r = rpc_client_call(n->podres, "/v1.PodResourcesLister/List", buf, len, PODRES_TIMEOUT_MS, &resp, &resp_len,
-                            &st);
-        if (r < 0)
-                return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
-                                      n->cfg.pod_resources_socket, rpc_code_name(st.code), st.message);
-        struct podres_reports pr;
-        r = podres_decode(resp, resp_len, &pr);
-        if (r == -EBADMSG)
-                return log_warn_errno(r, "cannot decode the PodResources List answer", "%s", "");
-        if (r < 0)
-                return log_error_errno(r, "out of memory", "%s", "");
+/* One answer into the record. Under sync_lock. */
+static int apply_locked(struct node *n, const struct podres_reports *pr) {
         size_t added = 0, removed = 0, updated = 0, skipped = 0;
         uint64_t now = (uint64_t)time(NULL);
         devices_lock(n->devices);
-        r = state_reconcile(plugin_record(n->plugin), pr.rep, pr.n, owned_resource, n, now, now - STATE_GRACE_SEC,
-                            &added, &removed, &updated, &skipped);
+        int r = state_reconcile(plugin_record(n->plugin), pr->rep, pr->n, owned_resource, n, now, now - STATE_GRACE_SEC,
+                                &added, &removed, &updated, &skipped);
         if (r >= 0 && (added || removed))
                 (void)plugin_record_fixup(n->plugin);
         if (r >= 0 && (added || removed || updated))
@@ -89,9 +58,8 @@ static int sync_locked(struct node *n) {
         if (r >= 0)
                 (void)share_after_sync(n->share); /* the container admitted when the agent died */
         devices_unlock(n->devices);
-        podres_reports_done(&pr);
         if (r < 0)
-                return log_warn_errno(r, "cannot reconcile with PodResources", "%s", "");
+                return log_warn_errno(r, "cannot reconcile with PodResources");
         if (added || removed || updated) {
                 log_info("reconciled with PodResources", "added=%zu removed=%zu updated=%zu skipped=%zu", added,
                          removed, updated, skipped);
@@ -104,21 +72,55 @@ static int sync_locked(struct node *n) {
         return 0;
 }
 
-int podresources_sync(struct node *n) {
+/* An answer asked after since_ms (the PodResources service, podres.h), waiting at most wait_ms, into the
+ * record. No lock is held while waiting for kubelet; sync_lock only while the answer is applied, and an answer
+ * older than the one applied last is not applied again. */
+static int sync_within(struct node *n, uint64_t since_ms, int wait_ms, bool handler) {
+        struct podres_snapshot *snap = NULL;
+        struct gs_error st = { 0 };
+        char sock[PATH_MAX];
+        int r = podres_service_get(n->podres, since_ms, wait_ms, &snap, &st);
+        if (handler)
+                podres_handler_wait_count("podresources", r);
+        if (r == -ENOENT)
+                return r;
+        if (r == -EBADMSG)
+                return log_warn_errno(r, "cannot decode the PodResources List answer");
+        if (r == -ENOMEM)
+                return log_error_errno(r, "out of memory");
+        if (r < 0)
+                return log_warn_errno(r, "PodResources List failed", "socket=%s code=%s detail=\"%s\"",
+                                      podres_service_socket(n->podres, sock, sizeof sock), rpc_code_name(st.code),
+                                      st.message);
         pthread_mutex_lock(&n->sync_lock);
-        int r = sync_locked(n);
+        if (snap->asked_ms > n->applied_ms) {
+                r = apply_locked(n, &snap->r);
+                if (r == 0)
+                        n->applied_ms = snap->asked_ms;
+        }
         pthread_mutex_unlock(&n->sync_lock);
+        podres_snapshot_put(snap);
         return r;
 }
 
+int podresources_sync(struct node *n) {
+        return sync_within(n, monotonic_ms(), PODRES_CALL_MS, false);
+}
+
+int podresources_sync_for_call(struct node *n) {
+        return sync_within(n, monotonic_ms(), PODRES_HANDLER_MS, true);
+}
+
 void podsync_status_request(struct node *n) {
-        pthread_mutex_lock(&n->sync_lock);
+        /* at most one call per STATUS_SYNC_MS, however many ask: a request within it takes that call's answer
+         * (waiting for it when it is in flight) */
         uint64_t now = monotonic_ms();
-        if (!n->last_status_sync_ms || now - n->last_status_sync_ms >= STATUS_SYNC_MS) {
-                (void)sync_locked(n);
-                n->last_status_sync_ms = monotonic_ms();
-        }
+        pthread_mutex_lock(&n->sync_lock);
+        if (!n->last_status_sync_ms || now - n->last_status_sync_ms >= STATUS_SYNC_MS)
+                n->last_status_sync_ms = now;
+        uint64_t since = n->last_status_sync_ms - 1;
         pthread_mutex_unlock(&n->sync_lock);
+        (void)sync_within(n, since, PODRES_CALL_MS, false);
 }
 
 /* Whether a periodic sync can change anything: with no allocation of ours on record (and the
@@ -154,14 +156,11 @@ static void on_sync(struct loop_timer *t) {
 int podsync_start(struct node *n) {
         int r = loop_timer_init(&n->loop, &n->sync_timer, on_sync, n);
         if (r < 0)
-                return log_error_errno(r, "timerfd failed", "%s", "");
+                return log_error_errno(r, "timerfd failed");
         podsync_arm(n);
         return 0;
 }
 
 void podsync_stop(struct node *n) {
         loop_timer_done(&n->sync_timer);
-        pthread_mutex_lock(&n->sync_lock);
-        n->podres = rpc_client_free(n->podres);
-        pthread_mutex_unlock(&n->sync_lock);
 }

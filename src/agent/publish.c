@@ -506,8 +506,7 @@ struct publish *publish_start(const struct gpuslice_config *cfg, struct devices 
                 r = kube_config_in_cluster(NULL, &kc, &err);
         if (r == -ENOENT && !cfg->kubeconfig[0]) {
                 log_info("no Kubernetes API server configured (no --kubeconfig, not in a pod): the node is not "
-                         "published, working node-local",
-                         "%s", "");
+                         "published, working node-local");
                 return NULL;
         }
         if (r < 0) {

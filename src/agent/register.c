@@ -164,13 +164,13 @@ void serve_and_register(struct node *n, struct endpoint *ep, bool restart_server
 int register_init(struct node *n) {
         int r = loop_event_init(&n->loop, &n->reg_done, on_reg_done, n);
         if (r < 0)
-                return log_error_errno(r, "eventfd failed", "%s", "");
+                return log_error_errno(r, "eventfd failed");
         for (unsigned k = 0; k < n->n_ep; k++) {
                 n->ep[k].node = n;
                 n->ep[k].backoff_ms = REGISTER_BACKOFF_MIN_MS;
                 r = loop_timer_init(&n->loop, &n->ep[k].retry, on_retry, &n->ep[k]);
                 if (r < 0)
-                        return log_error_errno(r, "timerfd failed", "%s", "");
+                        return log_error_errno(r, "timerfd failed");
         }
         return 0;
 }

@@ -2,7 +2,7 @@
 /*
  * reload — the configuration as the plugin sees it (plugin options), and SIGHUP: build the config
  * again and apply what may change at run time (log level, device list strategy, policy, Xid
- * ignore list, quiet period); the rest changes only on restart (logged).
+ * ignore list, quiet period, the PodResources socket); the rest changes only on restart (logged).
  * Must never: apply a config that failed to build (the old one stays).
  */
 #include <inttypes.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/node-internal.h"
+#include "agent/podres.h"
 #include "cdi/cdi.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -52,7 +53,7 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         else if (r == 0)
                 log_info("CDI spec written", "path=%s", path);
         if (!o->list_envvar)
-                log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently", "%s", "");
+                log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently");
 }
 
 static void apply_runtime_config(struct node *n) {
@@ -83,13 +84,15 @@ void node_reload(struct node *n) {
             c.health_disabled != n->cfg.health_disabled || c.profile != n->cfg.profile ||
             config_memory_unit(&c) != config_memory_unit(&n->cfg))
                 log_warn("plugin dir, state dir, resource names, memory unit and health.disabled change only on "
-                         "restart",
-                         "%s", "");
+                         "restart");
         strscpy(c.plugin_dir, n->cfg.plugin_dir, sizeof c.plugin_dir);
         strscpy(c.state_dir, n->cfg.state_dir, sizeof c.state_dir);
         strscpy(c.whole_gpu_resource, n->cfg.whole_gpu_resource, sizeof c.whole_gpu_resource);
         c.health_disabled = n->cfg.health_disabled;
-        pthread_mutex_lock(&n->sync_lock); /* the status thread's PodResources sync reads cfg */
+        if (!streq(c.pod_resources_socket, n->cfg.pod_resources_socket))
+                log_info("PodResources socket changed", "socket=%s", c.pod_resources_socket);
+        podres_service_set_socket(n->podres, c.pod_resources_socket); /* every reader's next call follows */
+        pthread_mutex_lock(&n->sync_lock);
         n->cfg = c;
         pthread_mutex_unlock(&n->sync_lock);
         apply_runtime_config(n);

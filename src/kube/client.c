@@ -372,8 +372,8 @@ static int transport_error(struct handle *hd, CURLcode cc, struct kube_error *e)
 
 /* lint: long — one request: handle, method, body, transfer, status mapping and JSON decoding, each failure
  * translated once at this boundary. */
-int kube_request(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
-                 struct kube_error *e) {
+static int request_within(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
+                          struct kube_error *e, unsigned timeout_ms) {
         static const char *const ctype[] = {
                 [KUBE_GET] = NULL,
                 [KUBE_POST] = "application/json",
@@ -406,7 +406,7 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
         }
         if (m == KUBE_GET)
                 curl_easy_setopt(hd.h, CURLOPT_HTTPGET, 1L);
-        curl_easy_setopt(hd.h, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+        curl_easy_setopt(hd.h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
         curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, gs_buf_write);
         curl_easy_setopt(hd.h, CURLOPT_WRITEDATA, &b);
         CURLcode cc = curl_easy_perform(hd.h);
@@ -460,6 +460,11 @@ out:
         return r;
 }
 
+int kube_request(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
+                 struct kube_error *e) {
+        return request_within(c, m, path, body, ret, e, c ? c->timeout_ms : 0);
+}
+
 /* "?a=b&c=d" built piece by piece into a fixed buffer. */
 struct query {
         char s[4096];
@@ -489,6 +494,7 @@ int kube_list(struct kube_client *c, const char *path, const struct kube_list_op
         char *cont = NULL, *rv = NULL, *full = NULL;
         bool restarted = false;
         int r;
+        uint64_t deadline = c && o && o->timeout_ms ? monotonic_ms() + o->timeout_ms : 0;
         for (;;) {
                 struct query q = { .n = 0 };
                 char lim[16];
@@ -510,7 +516,20 @@ int kube_list(struct kube_client *c, const char *path, const struct kube_list_op
                         break;
                 }
                 json_t *page = NULL;
-                r = kube_request(c, KUBE_GET, full, NULL, &page, e);
+                uint64_t now = monotonic_ms();
+                if (deadline && now >= deadline) {
+                        if (e) {
+                                memset(e, 0, sizeof *e);
+                                snprintf(e->message, sizeof e->message, "%s: no answer within %u ms", path,
+                                         o->timeout_ms);
+                        }
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                r = c ? request_within(c, KUBE_GET, full, NULL, &page, e,
+                                       deadline ? (unsigned)MIN(deadline - now, (uint64_t)c->timeout_ms)
+                                                : c->timeout_ms)
+                      : -EINVAL;
                 if (r == -EIDRM && cont && !restarted) {
                         /* the continue token expired: start over, once; the caller forgets
                          * what it saw (item(NULL)) */

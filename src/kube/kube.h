@@ -121,7 +121,8 @@ int kube_request(struct kube_client *c, enum kube_method m, const char *path, co
 struct kube_list_opts {
         const char *label_selector;
         const char *field_selector;
-        unsigned limit; /* page size, 0 = KUBE_LIST_PAGE */
+        unsigned limit;      /* page size, 0 = KUBE_LIST_PAGE */
+        unsigned timeout_ms; /* LIST: every page within this (-ETIMEDOUT after); 0 = the client's per request */
 };
 
 /* LIST every page of a collection (path "/api/v1/pods"), calling item(obj) for each item (the

@@ -60,3 +60,7 @@ out:
         errno = saved;
         return -err;
 }
+
+int log_msg(enum log_level l, int err, const char *msg) {
+        return log_full(l, err, msg, NULL); /* no fields */
+}

@@ -26,10 +26,23 @@ int log_level_from_name(const char *s, enum log_level *ret);
  * err != 0 so callers can `return log_errno(LOG_ERR, r, "...", ...)`; with err an `err="..."`
  * field (strerror) is added. */
 int log_full(enum log_level l, int err, const char *msg, const char *fmt, ...) _printf_(4, 5);
+/* The same with no fields: what the macros below call for `log_error_errno(r, "out of memory")`. */
+int log_msg(enum log_level l, int err, const char *msg);
 
-#define log_error(msg, ...) log_full(LOG_ERR, 0, msg, "" __VA_ARGS__)
-#define log_warn(msg, ...) log_full(LOG_WARN, 0, msg, "" __VA_ARGS__)
-#define log_info(msg, ...) log_full(LOG_INFO, 0, msg, "" __VA_ARGS__)
-#define log_debug(msg, ...) log_full(LOG_DEBUG, 0, msg, "" __VA_ARGS__)
-#define log_error_errno(err, msg, ...) log_full(LOG_ERR, err, msg, "" __VA_ARGS__)
-#define log_warn_errno(err, msg, ...) log_full(LOG_WARN, err, msg, "" __VA_ARGS__)
+/* log_info("msg") or log_info("msg", "key=%s", v): the fields are optional, so no call site needs a dummy
+ * format. LOG_PICK_ picks log_msg for one argument and log_full for two to 24. */
+#define LOG_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, \
+                  _23, _24, f, ...)                                                                                    \
+        f
+#define LOG_CALL_(l, err, ...)                                                                                        \
+        LOG_PICK_(__VA_ARGS__, log_full, log_full, log_full, log_full, log_full, log_full, log_full, log_full,        \
+                  log_full, log_full, log_full, log_full, log_full, log_full, log_full, log_full, log_full, log_full, \
+                  log_full, log_full, log_full, log_full, log_full, log_msg, _)                                       \
+        (l, err, __VA_ARGS__)
+
+#define log_error(...) LOG_CALL_(LOG_ERR, 0, __VA_ARGS__)
+#define log_warn(...) LOG_CALL_(LOG_WARN, 0, __VA_ARGS__)
+#define log_info(...) LOG_CALL_(LOG_INFO, 0, __VA_ARGS__)
+#define log_debug(...) LOG_CALL_(LOG_DEBUG, 0, __VA_ARGS__)
+#define log_error_errno(err, ...) LOG_CALL_(LOG_ERR, err, __VA_ARGS__)
+#define log_warn_errno(err, ...) LOG_CALL_(LOG_WARN, err, __VA_ARGS__)

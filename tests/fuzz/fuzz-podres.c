@@ -49,6 +49,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         const struct state_report *rep = pr.rep;
         size_t nr = pr.n;
+        /* the containers partition the reports, in order (podres.h) */
+        size_t at = 0;
+        for (size_t i = 0; i < pr.n_containers; i++) {
+                CHECK(pr.containers[i].first == at && pr.containers[i].ns && pr.containers[i].pod &&
+                      pr.containers[i].name);
+                at += pr.containers[i].n;
+        }
+        CHECK(at == nr);
         struct gpuslice_state s;
         state_init(&s);
         prefill(&s);

@@ -76,11 +76,13 @@ class Env:
             raise AssertionError("gpuslice-sim %s failed: %s" % (" ".join(argv), r.stderr))
         return r.stdout
 
-    def start_agent(self, *extra, quiet="2s"):
+    def start_agent(self, *extra, quiet="2s", podres_flag=True):
+        """podres_flag False: no --pod-resources-socket (the config file's setting, which SIGHUP reloads)."""
         log = os.path.join(self.tmp, "agent-%d.log" % len(self.logs))
         self.logs.append(log)
+        podres = ["--pod-resources-socket", self.podres] if podres_flag else []
         cmd = [os.path.join(self.args.build, "gpuslice"), "node", "--plugin-dir", self.plugin_dir, "--state-dir",
-               self.state_dir, "--pod-resources-socket", self.podres, "--dev-root", self.dev_root,
+               self.state_dir] + podres + ["--dev-root", self.dev_root,
                "--health-quiet-period", quiet, "--log-level", "debug",
                # metrics off unless a test asks: agents of parallel tests would share a port
                "--metrics-address="] + list(extra)

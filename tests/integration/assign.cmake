@@ -1,7 +1,7 @@
 # The node agent honours the scheduler's assignment (tests/integration/test_assign.py): the real agent
 # with the kubelet stand-in (device plugin calls, PodResources) and the API stand-in (pods, patches).
 if(TARGET gpuslice_agent)
-  foreach(t assign-cache assign-pairs assign-twins assign-whole assign-repair assign-sweep assign-record)
+  foreach(t assign-reload assign-hang assign-cache assign-pairs assign-twins assign-whole assign-repair assign-sweep assign-record)
     add_test(NAME agent-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_assign.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}

@@ -68,6 +68,7 @@ class Store:
         self.fail = []  # list of [method-or-None, path-prefix, code, count]
         self.cut_next_watch = 0  # cut that many watches in the middle of their next event
         self.hang_next = 0  # that many requests (any) never get an answer
+        self.hang_paths = []  # [path-prefix, count]: that many requests under the prefix never get an answer
         self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
         self.requests = []  # (method, path)
         self.patches = []  # (path, body)
@@ -185,6 +186,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 hang = True
             else:
                 hang = False
+            for h in s.hang_paths:
+                if not hang and h[1] > 0 and self.path.startswith(h[0]):
+                    h[1] -= 1
+                    hang = True
             for f in s.fail:
                 if f[3] > 0 and (f[0] is None or f[0] == method) and self.path.startswith(f[1]):
                     f[3] -= 1

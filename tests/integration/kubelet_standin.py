@@ -102,6 +102,7 @@ class Kubelet:
         self.hang_register = False    # a hung kubelet: dial back, then never answer Register (tests)
         self.hung_calls = 0           # Register calls left hanging
         self.unhang = threading.Event()  # set on close(): hung Register handlers return
+        self.podres_hang_s = 0        # every PodResources List answers only after this long (tests)
 
     # ---- servers ----
 
@@ -121,6 +122,11 @@ class Kubelet:
             def List(self, request, context):
                 with kubelet.cond:
                     kubelet.podres_calls += 1
+                    hang = kubelet.podres_hang_s
+                deadline = time.monotonic() + hang
+                while time.monotonic() < deadline and context.is_active() and not kubelet.unhang.wait(0.05):
+                    pass
+                with kubelet.cond:
                     pods = list(kubelet.pods)
                 resp = kubelet.pr.ListPodResourcesResponse()
                 by_pod = {}
@@ -135,6 +141,24 @@ class Kubelet:
 
         return Servicer()
 
+    def move_podres(self, socket):
+        """Serve PodResources on another socket from now on (the old one removed)."""
+        if self.podres_server:
+            self.podres_server.stop(0)
+            self.podres_server = None
+        if self.podres_socket and os.path.exists(self.podres_socket):
+            os.unlink(self.podres_socket)
+        self.podres_socket = socket
+        self.start_podres()
+
+    def start_podres(self):
+        if self.podres_socket and self.podres_server is None:
+            self.podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+            self.prg.add_PodResourcesListerServicer_to_server(self._make_podres_servicer(), self.podres_server)
+            if self.podres_server.add_insecure_port("unix:" + self.podres_socket) == 0:
+                raise RuntimeError("cannot listen on " + self.podres_socket)
+            self.podres_server.start()
+
     def start(self):
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         self.pbg.add_RegistrationServicer_to_server(self._make_registration_servicer(), self.server)
@@ -142,12 +166,7 @@ class Kubelet:
         if self.server.add_insecure_port("unix:" + sock) == 0:
             raise RuntimeError("cannot listen on " + sock)
         self.server.start()
-        if self.podres_socket and self.podres_server is None:
-            self.podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-            self.prg.add_PodResourcesListerServicer_to_server(self._make_podres_servicer(), self.podres_server)
-            if self.podres_server.add_insecure_port("unix:" + self.podres_socket) == 0:
-                raise RuntimeError("cannot listen on " + self.podres_socket)
-            self.podres_server.start()
+        self.start_podres()
 
     def stop(self):
         if self.server:

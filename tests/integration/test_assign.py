@@ -60,10 +60,14 @@ class Env(agent_fixture.Env):
                 "limits": {k: str(v) for k, v in limits.items()}}}]},
             "status": {"phase": "Pending"}})
 
-    def start(self, *extra):
+    def start(self, *extra, conf=None, metrics_port=None):
+        """conf: a config file (its PodResources socket, no flag: SIGHUP may change it); metrics_port: /metrics."""
         interposer = os.path.join(self.tmp, "libgpuslice-cuda.so")  # the protocol only: any file will do
         open(interposer, "w").close()
-        self.start_agent("--kubeconfig", self.kubeconfig, "--interposer", interposer, *extra)
+        more = (["--config", conf] if conf else []) + \
+            (["--metrics-address", "127.0.0.1:%d" % metrics_port] if metrics_port else [])
+        self.start_agent("--kubeconfig", self.kubeconfig, "--interposer", interposer, *(more + list(extra)),
+                         podres_flag=conf is None)
         want = ["nvidia.com/gpu"] + ([CORE, MEM] if extra else [])
         k = self.kubelet
         k.wait_for(lambda: all(k.last_ids(endpoint(r)) is not None for r in want), 15, "ListAndWatch of %s" % want)
@@ -434,7 +438,99 @@ def test_assign_record(e):
     check("gpuslice.io/assignment" not in e.ann("foreign"), e.ann("foreign"))
 
 
-TESTS = {"assign-cache": test_assign_cache, "assign-pairs": test_assign_pairs, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
+def podres_conf(e, socket):
+    conf = os.path.join(e.tmp, "node.conf")
+    with open(conf, "w") as f:
+        f.write("[kubelet]\npod-resources-socket = %s\n" % socket)
+    return conf
+
+
+def test_assign_reload(e):
+    """Issue 31: a SIGHUP that changes the PodResources socket is followed by every reader of the agent's one
+    PodResources service: a kubelet call's evidence (the cache answers: kubelet lists only known pods, so no
+    LIST), the patcher's verification (a repair only kubelet's new socket can show) and podsync (the record
+    `gpuslice status` shows)."""
+    conf = podres_conf(e, e.podres)
+    e.put_pod("moved", {"nvidia.com/gpu": 1}, [2])
+    e.start(conf=conf)
+    uuids = e.ids()
+    moved = os.path.join(e.tmp, "pod-resources-2.sock")
+    e.kubelet.move_podres(moved)
+    podres_conf(e, moved)
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reloaded" in open(e.logs[-1]).read(), 10, "reload")
+    check("PodResources socket changed" in open(e.logs[-1]).read(), "the reload did not see the new socket")
+    # a kubelet call: the pod being admitted, listed by kubelet on the new socket only
+    e.kubelet_lists(("moved", None, None))
+    lists, calls = len(pod_lists(e)), e.kubelet.podres_calls
+    got = e.prefer(uuids, 1)
+    check(got == [uuids[2]], "preferred %s" % got)
+    check(e.kubelet.podres_calls > calls, "the call did not ask PodResources on the new socket")
+    check(len(pod_lists(e)) == lists, "no PodResources answer after the reload: the call listed the pods %s" %
+          pod_lists(e)[lists:])
+    # the patcher: kubelet (new socket) lists the pod holding GPU 4: repaired to it
+    e.allocate([uuids[2]])
+    e.kubelet_lists(("moved", "nvidia.com/gpu", [uuids[4]]))
+    ann = e.wait_assigned("moved")
+    check(json.loads(ann["gpuslice.io/assignment"])["containers"][0]["gpus"] == [4], ann)
+    # podsync: the record reconciled with what the new socket lists
+    holders = {d["id"]: d["holder"] for d in e.status()["devices"]}
+    check(holders[uuids[4]] and holders[uuids[4]]["pod"] == "moved", "GPU 4 holder %s" % holders[uuids[4]])
+
+
+def waits(text, what):
+    for line in text.splitlines():
+        if line.startswith('gpuslice_agent_call_waits_total{wait="%s"}' % what):
+            return float(line.rsplit(" ", 1)[1])
+    return 0
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    out = fn()
+    return out, time.monotonic() - t0
+
+
+def test_assign_hang(e):
+    """Issue 31: a kubelet call answers within its own bound while PodResources hangs (the patcher's call in
+    flight too) and while the API server hangs on the LIST a lagging watch asks for; each wait is counted."""
+    port = agent_fixture.free_port()
+    e.put_pod("known", {"nvidia.com/gpu": 1}, [1])
+    e.start(metrics_port=port)
+    uuids = e.ids()
+    e.kubelet_lists(("known", None, None))
+    e.kubelet.podres_hang_s = 8
+    got, took = timed(lambda: e.prefer(uuids, 1))
+    check(took < 2, "GetPreferredAllocation took %.1f s while PodResources hung" % took)
+    check(got == [uuids[1]], "preferred %s" % got)
+    _, took = timed(lambda: e.allocate([uuids[1]]))
+    check(took < 2, "Allocate took %.1f s while PodResources hung" % took)
+    agent_fixture.scrape(port, lambda t: waits(t, "podresources-late") >= 2, "podresources-late waits")
+    e.kubelet.podres_hang_s = 0
+    e.kubelet_lists(("known", "nvidia.com/gpu", [uuids[1]]))
+    e.wait_assigned("known")  # the calls left hanging timed out; the patcher's next one answered
+    # the API server hangs on the LIST a pod the watch has not delivered asks for
+    lag = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "lagging", "namespace": "default", "uid": "uid-lagging",
+                        "creationTimestamp": "2026-11-23T10:00:00Z", "resourceVersion": "1",
+                        "annotations": {"gpuslice.io/assignment": json.dumps({"v": 1, "node": NODE, "time": 1000,
+                                                                               "containers": [{"name": "main",
+                                                                                               "gpus": [3]}]}),
+                                        "gpuslice.io/assigned": "false"}},
+           "spec": {"nodeName": NODE, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Pending"}}
+    with e.api.store.lock:
+        e.api.store.objs["pods"]["default/lagging"] = lag  # no watch event
+        e.api.store.hang_paths.append(["/api/v1/pods?", 1])
+    e.kubelet_lists(("known", "nvidia.com/gpu", [uuids[1]]), ("lagging", None, None))
+    lists = len(pod_lists(e))
+    _, took = timed(lambda: e.prefer([u for j, u in enumerate(uuids) if j != 1], 1))
+    check(len(pod_lists(e)) == lists + 1, "the call did not list the pods: %s" % pod_lists(e)[lists:])
+    check(took < 2.5, "GetPreferredAllocation took %.1f s while the API server hung" % took)
+    agent_fixture.scrape(port, lambda t: waits(t, "pods-list-late") >= 1, "a pods-list-late wait")
+
+
+TESTS = {"assign-reload": test_assign_reload, "assign-hang": test_assign_hang, "assign-cache": test_assign_cache, "assign-pairs": test_assign_pairs, "assign-twins": test_assign_twins, "assign-whole": test_assign_whole, "assign-repair": test_assign_repair,
          "assign-sweep": test_assign_sweep, "assign-sixteen": test_assign_sixteen,
          "assign-record": test_assign_record}
 
