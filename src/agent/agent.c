@@ -33,22 +33,6 @@
 #include "util/log.h"
 #include "util/util.h"
 
-int node_on_devices_changed(struct node *n, node_change_fn fn, void *userdata) {
-        if (!n || !fn)
-                return -EINVAL;
-        if (n->n_change_hooks >= NODE_MAX_CHANGE_HOOKS)
-                return -ENOSPC;
-        n->change_hooks[n->n_change_hooks].fn = fn;
-        n->change_hooks[n->n_change_hooks++].userdata = userdata;
-        return 0;
-}
-
-static void on_devices_changed(struct loop_event *e) {
-        struct node *n = e->userdata;
-        for (unsigned i = 0; i < n->n_change_hooks; i++)
-                n->change_hooks[i].fn(n, n->change_hooks[i].userdata);
-}
-
 static void on_signal(struct loop_signal *s, int signo) {
         struct node *n = s->userdata;
         if (signo == SIGHUP) {
@@ -186,44 +170,65 @@ static int podres_sync_hook(void *userdata) {
         return podresources_sync_for_call(userdata); /* a gRPC handler's: bounded, counted */
 }
 
-/* lint: long — the agent's start-up in order (config, NVML, plugins, state, journal, clean-up, sources of the
- * loop, parts hooked in); each step is a call and its failure message, and the order is the point. */
-static int setup(struct node *n, const sigset_t *mask) {
-        struct gs_error err;
-        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, &err);
-        if (r < 0) {
-                log_error_errno(r, "bad configuration", "error=\"%s\"", err.message);
-                return -EINVAL;
-        }
-        log_set_level((enum log_level)n->cfg.log_level);
-        if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
-                return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
+/* ---- the parts, in start-up order (parts[] below): each start is undone by its stop, in reverse ---- */
 
-        r = loop_init(&n->loop);
+static void on_devices_changed(struct loop_event *e);
+
+/* The loop and its signals (SIGTERM, SIGINT: stop; SIGHUP: reload). */
+static int loop_part_start(struct node *n) {
+        int r = loop_init(&n->loop);
         if (r >= 0)
-                r = loop_signal_init(&n->loop, &n->signals, mask, on_signal, n);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the event loop");
+                r = loop_signal_init(&n->loop, &n->signals, n->sigmask, on_signal, n);
+        return r < 0 ? log_error_errno(r, "cannot set up the event loop") : 0;
+}
 
-        r = setup_plugin(n);
+static void loop_part_stop(struct node *n) {
+        loop_signal_done(&n->signals);
+        loop_done(&n->loop);
+}
+
+/* NVML, the inventory, the device table, the plugin and share cores, the endpoints, the sockets' paths. */
+static int plugin_part_start(struct node *n) {
+        int r = setup_plugin(n);
         if (r < 0)
                 return r;
         if ((size_t)snprintf(n->kubelet_path, sizeof n->kubelet_path, "%s/%s", n->cfg.plugin_dir, KUBELET_SOCKET) >=
                     sizeof n->kubelet_path ||
             (size_t)snprintf(n->status_path, sizeof n->status_path, "%s/%s", n->cfg.state_dir, AGENT_STATUS_SOCKET) >=
                     sizeof n->status_path)
-                return log_error_errno(-ENAMETOOLONG, "path too long");
+                return log_error_errno(-ENAMETOOLONG, "path too long", "dir=%s", n->cfg.plugin_dir);
         snprintf(n->kubelet_target, sizeof n->kubelet_target, "unix:%s", n->kubelet_path);
+        return 0;
+}
 
-        r = persist_start(n);
-        if (r < 0)
-                return r;
-        r = loop_event_init(&n->loop, &n->changed, on_devices_changed, n);
+static void plugin_part_stop(struct node *n) {
+        n->share = share_free(n->share);
+        n->plugin = plugin_free(n->plugin);
+        n->devices = devices_free(n->devices);
+        free(n->mig);
+        n->mig = NULL;
+        n->nvml = nvml_close(n->nvml);
+}
+
+/* The device table's change fd: the parts' devices_changed on the loop thread. */
+static int changed_part_start(struct node *n) {
+        int r = loop_event_init(&n->loop, &n->changed, on_devices_changed, n);
         if (r < 0)
                 return log_error_errno(r, "eventfd failed");
         devices_set_change_fd(n->devices, loop_event_fd(&n->changed));
+        return 0;
+}
 
-        r = podres_service_new(n->cfg.pod_resources_socket, &n->podres);
+static void changed_part_stop(struct node *n) {
+        if (n->devices)
+                devices_set_change_fd(n->devices, -1);
+        loop_event_done(&n->changed);
+}
+
+/* The record: PodResources (the one service), the state file and the fractional journal restored, the first
+ * sync, the limits dirs cleaned when the record can be trusted. */
+static int record_part_start(struct node *n) {
+        int r = podres_service_new(n->cfg.pod_resources_socket, &n->podres);
         if (r < 0)
                 return log_error_errno(r, "out of memory");
         share_set_podres_sync(n->share, podres_sync_hook, n); /* evidence for pairing after a restart */
@@ -247,22 +252,38 @@ static int setup(struct node *n, const sigset_t *mask) {
                 log_warn("keeping every limits dir until PodResources answers", "dir=%s",
                          plugin_options(n->plugin)->limits_root);
         }
+        return 0;
+}
 
-        r = kubewatch_start(n);
-        if (r < 0)
-                return r;
-        r = status_start(n);
-        if (r < 0)
-                return r;
-        if (!n->cfg.health_disabled) {
-                r = health_start(&n->health, n->nvml, n->devices, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
-                                 n->cfg.health_quiet_period_sec * 1000);
-                if (r < 0)
-                        return log_error_errno(r, "cannot start the health thread");
-        }
+static void record_part_stop(struct node *n) {
+        if (n->plugin)
+                state_persist(n);
+        n->podres = podres_service_free(n->podres); /* every reader stopped before */
+}
+
+static int health_part_start(struct node *n) {
+        if (n->cfg.health_disabled)
+                return 0;
+        int r = health_start(&n->health, n->nvml, n->devices, n->cfg.xid_ignore, n->cfg.n_xid_ignore,
+                             n->cfg.health_quiet_period_sec * 1000);
+        return r < 0 ? log_error_errno(r, "cannot start the health thread") : 0;
+}
+
+static void health_part_stop(struct node *n) {
+        health_stop(&n->health);
+}
+
+static int monitor_part_start(struct node *n) {
         node_monitor_start(n);
-        /* Other parts started from the agent start here: a source on n->loop and/or
-         * node_on_devices_changed (node-internal.h). */
+        return 0;
+}
+
+static void monitor_part_stop(struct node *n) {
+        n->monitor = monitor_service_stop(n->monitor);
+}
+
+/* The Node object's labels (GFD's too) and, on the publisher's API client, the scheduler's assignments. */
+static int publish_part_start(struct node *n) {
         /* GFD's labels: no mig.strategy under none; under single the MIG devices' labels, or INVALID ("") */
         const char *single = n->cfg.mig_strategy != CONFIG_MIG_SINGLE || !plugin_mig_count(n->plugin) ? NULL
                              : n->mig_single[0]                                                       ? n->mig_single
@@ -277,20 +298,28 @@ static int setup(struct node *n, const sigset_t *mask) {
                 plugin_set_assign(n->plugin, assign_start(publish_client(n->publish), publish_node(n->publish),
                                                           n->devices, &n->assign_names, n->podres));
         }
-        r = miglayout_start(n);
-        if (r >= 0 && n->layout_kick_on)
-                r = node_on_devices_changed(n, miglayout_devices_changed, NULL);
-        if (r < 0)
-                return r;
-        r = node_dra_start(n);
-        if (r >= 0 && n->dra)
-                r = node_on_devices_changed(n, node_dra_push, NULL);
-        if (r < 0)
-                return r;
-        r = podsync_start(n);
-        if (r < 0)
-                return r;
-        r = register_init(n);
+        return 0;
+}
+
+static void publish_part_stop(struct node *n) {
+        if (n->plugin) /* servers stopped: no call uses it */
+                (void)assign_stop(plugin_set_assign(n->plugin, NULL));
+        n->publish = publish_stop(n->publish);
+}
+
+static int miglayout_part_start(struct node *n) {
+        int r = miglayout_start(n);
+        return r < 0 ? r : n->layout_kick_on; /* 1: its devices_changed hook is on */
+}
+
+static int dra_part_start(struct node *n) {
+        int r = node_dra_start(n);
+        return r < 0 ? r : n->dra != NULL;
+}
+
+/* Serve every resource and register with kubelet; stopped first: the handlers refuse, the calls in flight end. */
+static int serve_part_start(struct node *n) {
+        int r = register_init(n);
         if (r < 0)
                 return r;
         for (unsigned k = 0; k < n->n_ep; k++)
@@ -298,37 +327,87 @@ static int setup(struct node *n, const sigset_t *mask) {
         return 0;
 }
 
-static void teardown(struct node *n) {
+static void serve_part_stop(struct node *n) {
         if (n->plugin)
                 plugin_stop(n->plugin);
         if (n->devices)
                 devices_set_change_fd(n->devices, -1);
         register_done(n); /* Register calls cancelled, plugin servers stopped */
-        miglayout_stop(n);
-        node_dra_stop(n); /* before the publisher: it uses the publisher's API client */
-        health_stop(&n->health);
-        if (n->plugin) /* servers stopped: no call uses it */
-                (void)assign_stop(plugin_set_assign(n->plugin, NULL));
-        n->publish = publish_stop(n->publish);
-        n->monitor = monitor_service_stop(n->monitor);
-        status_stop(n);
-        if (n->plugin)
-                state_persist(n);
-        podsync_stop(n);
-        n->podres = podres_service_free(n->podres); /* every reader stopped */
-        kubewatch_stop(n);
-        persist_stop(n);
-        loop_event_done(&n->changed);
-        loop_signal_done(&n->signals);
-        loop_done(&n->loop);
-        n->share = share_free(n->share);
-        n->plugin = plugin_free(n->plugin);
-        n->devices = devices_free(n->devices);
-        free(n->mig);
-        n->nvml = nvml_close(n->nvml);
+}
+
+/* One part of the agent: start (0, 1 = started and its devices_changed is on, or -errno, logged), stop (undoes a
+ * start, also a failed one: every stop copes with what its start left half done), devices_changed (NULL: none;
+ * on the loop thread, coalesced, after any change kubelet would see: health, allocations). */
+struct part {
+        const char *name;
+        int (*start)(struct node *n);
+        void (*stop)(struct node *n);
+        node_change_fn devices_changed;
+};
+
+/* Start-up order; the unwind is its reverse. Later parts may use what earlier ones made (the publisher's client:
+ * assign-watch, the DRA driver; the PodResources service: the publisher's assign-watch, podsync's timer). */
+static const struct part parts[] = {
+        { "loop", loop_part_start, loop_part_stop, NULL },
+        { "plugin", plugin_part_start, plugin_part_stop, NULL },
+        { "persist", persist_start, persist_stop, NULL },
+        { "changed", changed_part_start, changed_part_stop, NULL },
+        { "record", record_part_start, record_part_stop, NULL },
+        { "kubewatch", kubewatch_start, kubewatch_stop, NULL },
+        { "status", status_start, status_stop, NULL },
+        { "health", health_part_start, health_part_stop, NULL },
+        { "monitor", monitor_part_start, monitor_part_stop, NULL },
+        { "publish", publish_part_start, publish_part_stop, NULL },
+        { "miglayout", miglayout_part_start, miglayout_stop, miglayout_devices_changed },
+        { "dra", dra_part_start, node_dra_stop, node_dra_push },
+        { "podsync", podsync_start, podsync_stop, NULL },
+        { "serve", serve_part_start, serve_part_stop, NULL },
+};
+_Static_assert(ELEMENTSOF(parts) <= 32, "parts_hooked is a 32-bit mask");
+
+static void on_devices_changed(struct loop_event *e) {
+        struct node *n = e->userdata;
+        for (unsigned i = 0; i < n->n_started; i++)
+                if (parts[i].devices_changed && (n->parts_hooked >> i & 1))
+                        parts[i].devices_changed(n, NULL);
+}
+
+/* The configuration, then the parts in order. n->n_started: how many parts' stops teardown runs (the failed one's
+ * too). */
+static int setup(struct node *n) {
+        struct gs_error err;
+        int r = config_build(&n->args, CONFIG_DEFAULT_PATH, &n->cfg, &err);
+        if (r < 0) {
+                log_error_errno(r, "bad configuration", "error=\"%s\"", err.message);
+                return -EINVAL;
+        }
+        log_set_level((enum log_level)n->cfg.log_level);
+        if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
+        for (unsigned i = 0; i < ELEMENTSOF(parts); i++) {
+                n->n_started = i + 1;
+                r = parts[i].start(n);
+                if (r < 0) {
+                        log_debug("start-up failed", "part=%s", parts[i].name);
+                        return r;
+                }
+                if (r > 0 && parts[i].devices_changed)
+                        n->parts_hooked |= UINT32_C(1) << i;
+        }
+        return 0;
+}
+
+static void teardown(struct node *n) {
+        for (unsigned i = n->n_started; i-- > 0;)
+                parts[i].stop(n);
+        n->n_started = 0;
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);
         rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
+}
+
+bool node_devices_hooked(const struct node *n) {
+        return n->parts_hooked != 0;
 }
 
 /* Start this program again with its arguments (/proc/self/cmdline): after a layout change the inventory,
@@ -372,7 +451,8 @@ int agent_run(const struct agent_options *o) {
         n->loop.epfd = -1;
         pthread_mutex_init(&n->status_lock, NULL);
         pthread_mutex_init(&n->sync_lock, NULL);
-        int r = setup(n, &mask);
+        n->sigmask = &mask;
+        int r = setup(n);
         if (r >= 0) {
                 r = loop_run(&n->loop);
                 if (r < 0)

@@ -21,14 +21,15 @@
  * Threads: the loop thread runs every callback here; gRPC handlers, the health thread and the
  * status server's thread reach the loop only through loop_event_post (and devices_changed).
  *
- * Hooks for other parts started from the agent (node publishing, CDI regeneration): add a source
- * to n->loop in agent.c's setup, and/or node_on_devices_changed — called on the loop thread,
- * coalesced, after any change kubelet would see (health, allocations).
+ * A new part: a row in agent.c's parts[] (start, stop, devices_changed — called on the loop thread,
+ * coalesced, after any change kubelet would see: health, allocations); its place in the table is its
+ * start-up order, and the unwind is the reverse.
  */
 #pragma once
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -42,7 +43,6 @@
 #include "util/loop.h"
 
 #define KUBELET_SOCKET "kubelet.sock"
-#define NODE_MAX_CHANGE_HOOKS 8
 
 struct node;
 struct share;
@@ -121,15 +121,14 @@ struct node {
         struct migctl_request layout; /* last asked (<state-dir>/mig-layout) */
         bool reexec;                  /* a layout changed the MIG devices: agent_run starts the agent again */
 
-        struct {
-                node_change_fn fn;
-                void *userdata;
-        } change_hooks[NODE_MAX_CHANGE_HOOKS];
-        unsigned n_change_hooks;
+        /* agent.c's parts table */
+        const sigset_t *sigmask; /* the signals the loop takes (agent_run's) */
+        unsigned n_started;      /* parts whose stop teardown runs */
+        uint32_t parts_hooked;   /* parts whose devices_changed is on */
 };
 
-/* Run fn(n, userdata) on the loop thread after devices change (coalesced). 0 or -ENOSPC. */
-int node_on_devices_changed(struct node *n, node_change_fn fn, void *userdata);
+/* Whether any part's devices_changed is on (agent.c): a record change is then posted to `changed`. Loop thread. */
+bool node_devices_hooked(const struct node *n);
 
 /* register.c */
 int register_init(struct node *n); /* endpoints' timers and the reg_done source */
