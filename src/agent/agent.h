@@ -23,4 +23,5 @@ struct agent_options {
  * those signals in the calling process first: call it before any thread exists. Returns 0 after
  * a clean stop, -EINVAL for a bad configuration, another -errno when it could not start.
  * Logs (it is the daemon). */
+/* Thread: the CLI's main thread (it becomes the loop thread); lock: none. */
 int agent_run(const struct agent_options *o);

@@ -60,6 +60,7 @@ struct assign_pod {
 
 /* The cluster codec's units as this agent serves them: its whole-GPU name when not nvidia.com/gpu, its
  * memory unit for its memory resource. */
+/* Thread: any; lock: none (pure). */
 void assign_units(const struct assign_names *names, struct cluster_units *ret);
 
 /* From a (slim or full) pod object: a pod of node `node` with an assignment (confirmed or not), or
@@ -71,12 +72,15 @@ void assign_units(const struct assign_names *names, struct cluster_units *ret);
  * container whose assignment does not name every GPU it needs (whole: as many as it asks, up to
  * CLUSTER_GPUS_MAX; fractional: exactly one) makes the pod -EINVAL: malformed assignments are never
  * honoured halfway. Every input is untrusted. */
+/* Thread: any; lock: none (pure). */
 int assign_pod_parse(const json_t *pod, const char *node, const struct assign_names *names, struct assign_pod *ret);
 /* The same from the codec's view of the pod. */
+/* Thread: any; lock: none (pure). */
 int assign_pod_from_view(const struct cluster_pod *v, const char *node, const struct assign_names *names,
                          struct assign_pod *ret);
 /* Only what the pod asks of this agent, assignment or not (no flags, no GPUs): 0, -ENODATA (finished,
  * on another node, nothing of ours), -EINVAL (no name, a container of ours without one). */
+/* Thread: any; lock: none (pure). */
 int assign_pod_requests(const struct cluster_pod *v, const char *node, const struct assign_names *names,
                         struct assign_pod *ret);
 
@@ -122,6 +126,7 @@ struct assign_decision {
  * GPU); none → REFUSE naming the first candidate. Several left → the order: creation time, assume
  * time, namespace/name, uid (the first wins; `tie`). At Allocate every survivor has the same GPUs
  * for this call, so the order can never hand out a GPU assigned to another pod. 0 or -EINVAL. */
+/* Thread: any; lock: none (pure). */
 int assign_match(const struct assign_pod *pods, size_t n, const struct assign_seen *seen,
                  const struct assign_call *call, struct assign_decision *ret);
 
@@ -133,14 +138,17 @@ int assign_match(const struct assign_pod *pods, size_t n, const struct assign_se
  * (seen NULL: nothing tells whether kubelet saw a pod before our watch did), or when kubelet lists a
  * pod the cache does not know (it did). *ret_unknown: the index in seen->c of the first unknown pod,
  * -1 when none (may be NULL). */
+/* Thread: any; lock: none (pure). */
 bool assign_need_list(bool synced, const struct assign_seen *seen,
                       bool (*known)(const char *ns, const char *pod, void *userdata), void *userdata,
                       long *ret_unknown);
 
 /* "0,2" for a set of NVML indices ("-" when empty); returns buf. */
+/* Thread: any; lock: none (pure). */
 char *assign_format_gpus(uint64_t set, char *buf, size_t len);
 
 /* Is every GPU resource of every container of pod held (done)? */
+/* Thread: any; lock: none (pure). */
 bool assign_pod_complete(const struct assign_pod *pod);
 
 /* ---- the agent's side (assign-watch.c) ---------------------------------------------------- */
@@ -153,8 +161,10 @@ struct podres_service;
 /* Start watching the pods bound to `node` through `client` (borrowed; must outlive the watcher), for
  * the devices of table d and the resources `names` (both borrowed). podres: the agent's PodResources service
  * (podres.h; borrowed, outlives the watcher; evidence and verification). NULL on failure (logged). */
+/* Thread: the loop (agent.c, publish part); lock: none (starts the informer and the patcher). */
 struct assign *assign_start(struct kube_client *client, const char *node, const struct devices *d,
                             const struct assign_names *names, struct podres_service *podres);
+/* Thread: the loop, after every server stopped; lock: takes a->lock to stop the patcher, then joins it. */
 struct assign *assign_stop(struct assign *a); /* NULL-safe; returns NULL */
 
 /* One handler call's view, made by assign_call_begin and passed as a parameter to whatever decides
@@ -177,21 +187,27 @@ struct assign_ctx {
         char owner[ASSIGN_OWNER_MAX];
         bool other_asked, other_held;
 };
+/* Thread: a gRPC handler, before the device lock; lock: a->lock briefly; waits on PodResources and a LIST, each bounded. */
 void assign_call_begin(struct assign_ctx *ctx, struct assign *a, enum plugin_kind kind, bool allocate, unsigned size,
                        char *const *ids, size_t n_ids);
 /* Under the device lock. RPC_OK, or the refusal (FAILED_PRECONDITION) written to st. */
+/* Thread: a gRPC handler; lock: the device lock held. */
 enum rpc_code assign_call_check(struct assign_ctx *ctx, const char *what, struct gs_error *st);
+/* Thread: a gRPC handler, after its answer; lock: takes a->lock (alone, or under the device lock). */
 void assign_call_commit(struct assign_ctx *ctx);
+/* Thread: a gRPC handler; lock: none. */
 void assign_call_end(struct assign_ctx *ctx);
 
 /* Narrow a GetPreferredAllocation's available IDs to the assigned GPUs (in place: ids[0..*n) is
  * permuted, the kept ones first, *n lowered; the caller restores the count before freeing). A
  * must-include ID off the assignment is a refusal. d: the device table the IDs name. Under the device lock. */
+/* Thread: a gRPC handler; lock: the device lock held. */
 enum rpc_code assign_call_narrow(struct assign_ctx *ctx, const struct devices *d, char **avail, size_t *n_avail,
                                  char **must, size_t n_must, const char *what, struct gs_error *st);
 
 /* For pairing (issue 14): the GPUs (NVML indices) the scheduler assigned to container `container`
  * of pod ns/name on this node, from the watched pods (confirmed ones too). Returns how many (≤ max)
  * or -ENOENT (unknown pod or container, no assignment), -ENODEV (no watcher). Any thread. */
+/* Thread: any (share.c's handlers); lock: the informer's, inside kube_informer_get. */
 int assign_lookup_container(struct assign *a, const char *ns, const char *pod, const char *container, int *ret_gpus,
                             unsigned max);

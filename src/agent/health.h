@@ -44,21 +44,27 @@ struct health {
 };
 
 /* Whether an Xid makes a GPU unhealthy (not in the ignore list). */
+/* Thread: any; lock: none (pure). */
 bool health_xid_is_critical(const unsigned *ignore, size_t n_ignore, unsigned xid);
 
 /* Caller-owned struct; starts the health thread (a node without event support still gets
  * probing). 0 or -errno (thread creation). */
+/* Thread: the loop, at start; lock: none (starts the health thread). */
 int health_start(struct health *h, struct nvml *n, struct devices *d, const unsigned *ignore, size_t n_ignore,
                  uint64_t quiet_ms);
+/* Thread: the loop (agent.c, reload.c); lock: takes h->lock for the options. */
 void health_set_options(struct health *h, const unsigned *ignore, size_t n_ignore, uint64_t quiet_ms);
 /* Probe every GPU once (the health thread, every HEALTH_PROBE_MS); a normal answer counts at the
  * time the probe returned. Returns when the next GPU counting its quiet period turns healthy if it
  * keeps answering (CLOCK_MONOTONIC ms), 0 none: the thread probes again then, so recovery is listed
  * right when the quiet period ends. */
+/* Thread: the health thread; lock: takes the device lock to mark. */
 uint64_t health_probe(struct health *h);
 /* A critical Xid on table device i: Unhealthy at once (reason "xid N"), then probed: a normal
  * answer starts its quiet period then (a GPU that does not answer starts it at its first normal
  * probe). The health thread's, exposed for tests. */
+/* Thread: the health thread; lock: takes the device lock to mark. */
 void health_xid(struct health *h, unsigned i, unsigned xid);
 /* Stop and join the thread. Safe on a never-started struct that was zeroed. */
+/* Thread: the loop, at teardown; lock: takes h->lock to wake the thread, then joins it. */
 void health_stop(struct health *h);

@@ -128,62 +128,95 @@ struct node {
 };
 
 /* Whether any part's devices_changed is on (agent.c): a record change is then posted to `changed`. Loop thread. */
+/* Thread: the loop (persist.c); lock: none. */
 bool node_devices_hooked(const struct node *n);
 
 /* register.c */
+/* Thread: the loop; lock: none. */
 int register_init(struct node *n); /* endpoints' timers and the reg_done source */
+/* Thread: the loop; lock: none. */
 void serve_and_register(struct node *n, struct endpoint *ep, bool restart_server);
+/* Thread: the loop; lock: none. */
 void register_cancel_all(struct node *n); /* teardown: cancel and finish calls in flight */
+/* Thread: the loop; lock: none. */
 void register_done(struct node *n);
+/* Thread: any; lock: none. */
 bool file_exists(const char *path);
 
 /* kubewatch.c */
+/* Thread: the loop; lock: none. */
 int kubewatch_start(struct node *n);
+/* Thread: the loop; lock: none. */
 void kubewatch_stop(struct node *n);
 
 /* podsync.c */
 /* Ask PodResources now (the service, podres.h) and reconcile the record; sync_lock only while applying.
  * podresources_sync waits up to PODRES_CALL_MS (loop thread); _for_call up to PODRES_HANDLER_MS (a gRPC
  * handler: counted in gpuslice_agent_call_waits_total). 0 or -errno (logged, but -ENOENT: no socket). */
+/* Thread: the loop (start, timer); lock: takes sync_lock to apply, never across the call. */
 int podresources_sync(struct node *n);
+/* Thread: a gRPC handler (share.c's hook); lock: takes sync_lock to apply, never across the call; waits PODRES_HANDLER_MS at most. */
 int podresources_sync_for_call(struct node *n);
+/* Thread: the loop; lock: none. */
 int podsync_start(struct node *n); /* the periodic timer */
-void podsync_arm(struct node *n);  /* loop thread: start the timer if off and anything is on record */
+/* Thread: the loop; lock: none. */
+void podsync_arm(struct node *n); /* loop thread: start the timer if off and anything is on record */
+/* Thread: the loop; lock: none. */
 void podsync_stop(struct node *n);
+/* Thread: a sync's (loop, status, a handler's); lock: sync_lock held (at start: no other thread yet). */
 void limits_cleanup(struct node *n);
+/* Thread: the status server's; lock: takes sync_lock briefly, never across the call. */
 void podsync_status_request(struct node *n); /* rate-limited sync for a status request */
 
 /* persist.c */
+/* Thread: the loop; lock: none. */
 bool state_restore(struct node *n); /* whether a state file was loaded */
+/* Thread: the loop; lock: none. */
 void state_persist(struct node *n);
+/* Thread: the loop; lock: none. */
 int persist_start(struct node *n);
+/* Thread: the loop; lock: none. */
 void persist_stop(struct node *n);
 
 /* status.c */
+/* Thread: the loop; lock: none. */
 int status_start(struct node *n);
+/* Thread: the loop; lock: none. */
 void status_stop(struct node *n);
 
 /* reload.c */
+/* Thread: any; lock: none (pure). */
 void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o);
+/* Thread: the loop; lock: none. */
 void cdi_refresh(struct node *n, const struct plugin_options *o); /* the CDI spec (list strategy cdi) */
+/* Thread: the loop; lock: none. */
 void node_reload(struct node *n);
 
 /* dra-link.c */
+/* Thread: the loop; lock: none. */
 int node_dra_start(struct node *n); /* 0 when off or started */
+/* Thread: the loop; lock: none. */
 void node_dra_stop(struct node *n);
 /* A node_change_fn: the table's view of the GPUs to the DRA driver (nothing when it is off). */
+/* Thread: the loop; lock: none. */
 void node_dra_push(struct node *n, void *userdata);
 
 /* miglayout.c */
 /* Load the layout file and recover every GPU's interrupted change: 1 when a GPU changed (read the inventory
  * again), 0, or -errno (a layout file that cannot be read). */
+/* Thread: the loop; lock: none. */
 int miglayout_recover(struct node *n, const struct topo *t);
+/* Thread: the loop; lock: none. */
 int miglayout_start(struct node *n); /* after the publisher: watch the label */
 /* A node_change_fn (agent.c registers it): a holder may have gone (a PodResources sync, a DRA unprepare), so a
  * layout that failed only because a GPU was in use is looked at again. */
+/* Thread: the loop; lock: none. */
 void miglayout_devices_changed(struct node *n, void *userdata);
+/* Thread: the loop; lock: none. */
 void miglayout_stop(struct node *n);
 
 /* agent-metrics.c */
+/* Thread: a gRPC thread (the RPC observer); lock: none. */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds);
+/* Thread: the loop; lock: none. */
 void node_monitor_start(struct node *n);

@@ -78,6 +78,7 @@ struct plugin_counters {
 };
 
 struct plugin;
+/* Thread: any; lock: the device lock held. */
 struct assign; /* assign.h: the scheduler's assignments (NULL: node-local only) */
 
 /* The userdata of a resource's shared handlers (options, ListAndWatch, PreStartContainer). */
@@ -88,88 +89,121 @@ struct plugin_service {
 };
 
 /* The services' core on table d (borrowed: it outlives the plugin). 0 or -ENOMEM. */
+/* Thread: the loop, at start; lock: none. */
 int plugin_new(struct devices *d, const struct plugin_options *opt, struct plugin **ret);
+/* Thread: the loop, at teardown; lock: none. */
 struct plugin *plugin_free(struct plugin *p); /* NULL-safe; returns NULL */
 
+/* Thread: any; lock: none (fixed). */
 struct devices *plugin_devices(const struct plugin *p);
+/* Thread: any; lock: none (fixed). */
 struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind);
 /* The resource name a kind speaks for ("" when the profile has none). Fixed for the plugin's life:
  * any thread. */
+/* Thread: any; lock: none (fixed for the plugin's life). */
 const char *plugin_resource(const struct plugin *p, enum plugin_kind kind);
 
 /* ---- MIG resources (migdev.c decides them before serving; fixed for the plugin's life) ---- */
 /* A MIG resource serving the table's MIG devices of `profile` (NULL: every MIG device, the `single`
  * strategy; `nothing`: it lists no device — a node that does not fit its strategy). Before serving.
  * Its index, or -ENOSPC / -EINVAL. */
+/* Thread: the loop, at start; lock: none (nothing served yet). */
 int plugin_add_mig(struct plugin *p, const char *resource, const char *profile, bool nothing);
+/* Thread: any; lock: none (fixed after start). */
 unsigned plugin_mig_count(const struct plugin *p);
+/* Thread: any; lock: none (fixed after start). */
 const char *plugin_mig_resource(const struct plugin *p, unsigned k);
+/* Thread: any; lock: none (fixed after start). */
 struct plugin_service *plugin_mig_service(struct plugin *p, unsigned k);
 /* Whether service svc lists device i: whole GPUs not in MIG mode for the whole kind (and the
  * fractional ones), the MIG devices of its profile for a MIG resource. Any thread. */
+/* Thread: any; lock: none (fixed). */
 bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i);
 /* The resource that hands device i out ("" none): the record's key for it. Any thread. */
+/* Thread: any; lock: none (fixed). */
 const char *plugin_device_resource(const struct plugin *p, unsigned i);
 
 /* The options (caller holds the lock: a reload replaces them). */
+/* Thread: any; lock: the device lock held. */
 const struct plugin_options *plugin_options(const struct plugin *p);
 /* A reload: the new options, but the resource names, memory unit, limits root and journal dir are
  * fixed for the plugin's life (kept). Takes the lock. */
+/* Thread: the loop (reload); lock: takes the device lock. */
 void plugin_set_options(struct plugin *p, const struct plugin_options *o);
 
 /* The allocation record (caller holds the lock; changed only through state.h's functions). */
+/* Thread: any; lock: the device lock held. */
 struct gpuslice_state *plugin_record(struct plugin *p);
 /* Use per device from the record (caller holds the lock); devices another driver holds count as held
  * whole and in fractions. */
+/* Thread: any; lock: the device lock held. */
 void plugin_usage(const struct plugin *p, struct plugin_usage *ret);
 /* The devices the device plugin's own record holds, whole or in fractions (a mask of table indices;
  * caller holds the lock). */
+/* Thread: any; lock: the device lock held. */
 uint64_t plugin_own_use(const struct plugin *p);
 /* The devices another driver on this node holds (the DRA driver's prepared claims, dra-link.c; a mask
  * of table indices): no kind hands them out, ListAndWatch lists them Unhealthy. Caller holds the lock
  * and calls devices_changed when it returns true (the set changed). */
+/* Thread: the DRA driver's (dra-link.c); lock: the device lock held. */
 bool plugin_set_held_elsewhere(struct plugin *p, uint64_t devices);
+/* Thread: any; lock: the device lock held. */
 uint64_t plugin_held_elsewhere(const struct plugin *p); /* caller holds the lock */
 /* After a PodResources reconcile or a state file load: entries of our fractional resources without
  * a GPU get their GPU index and the share one ID stands for. Returns how many were filled in.
  * Caller holds the lock. */
+/* Thread: any; lock: the device lock held. */
 size_t plugin_record_fixup(struct plugin *p);
 
 /* Count a call (caller holds the lock); the counters (caller holds the lock). */
+/* Thread: any; lock: the device lock held. */
 void plugin_count(struct plugin *p, enum plugin_call call, bool ok);
+/* Thread: any; lock: the device lock held. */
 struct plugin_counters plugin_counters(const struct plugin *p);
 
 /* Kubelet called (GetPreferredAllocation or Allocate, any resource): it has recorded every Allocate
  * answered before (one goroutine admits pods, resource by resource), so the record's entries are
  * settled (state_mark_settled): the next PodResources sync frees those it does not list, without
  * the grace of a fresh answer. Called first by each of those handlers; takes the lock. */
+/* Thread: a gRPC handler, first; lock: takes the device lock. */
 void plugin_kubelet_called(struct plugin *p);
 
 /* The scheduler's assignments (set before serving, cleared after; the old one is returned). */
+/* Thread: the loop (start, teardown); lock: none (no handler runs then). */
 struct assign *plugin_set_assign(struct plugin *p, struct assign *a);
 
 /* A whole-GPU Allocate was answered (whole.c, lock held): fn(userdata) runs then (share.c closes
  * its open fractional record: another container came). One observer. */
+/* Thread: the loop, at start; lock: none. */
 void plugin_on_whole_allocate(struct plugin *p, void (*fn)(void *userdata), void *userdata);
+/* Thread: a gRPC handler (whole.c); lock: the device lock held. */
 void plugin_whole_allocated(struct plugin *p);
 
 /* Stop: ListAndWatch streams end (teardown). */
+/* Thread: the loop, at teardown; lock: none (atomic). */
 void plugin_stop(struct plugin *p);
 
 /* Handlers every resource shares (rpc_unary_fn / rpc_stream_fn; userdata: struct plugin_service). */
+/* Thread: a gRPC handler; lock: none. */
 enum rpc_code plugin_get_options(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                  struct gs_error *st);
+/* Thread: a ListAndWatch stream's thread; lock: takes the device lock per list. */
 enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t req_len, struct rpc_stream *s,
                                     struct gs_error *st);
+/* Thread: a gRPC handler; lock: none. */
 enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                struct gs_error *st);
 /* Add those three of `kind`'s service to a server. */
+/* Thread: the loop (register.c); lock: none. */
 int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);
 
 /* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
+/* Thread: a ListAndWatch stream's thread; lock: the device lock held. */
 int plugin_pack_devices(struct plugin *p, uint8_t **ret, size_t *ret_len, uint64_t *ret_generation);
+/* Thread: a ListAndWatch stream's thread; lock: the device lock held. */
 int plugin_pack_devices_kind(struct plugin *p, enum plugin_kind kind, uint8_t **ret, size_t *ret_len,
                              uint64_t *ret_generation);
 /* The same for one service (a MIG resource's included). */
+/* Thread: a ListAndWatch stream's thread; lock: the device lock held. */
 int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, uint8_t **ret, size_t *ret_len,
                             uint64_t *ret_generation);

@@ -35,8 +35,10 @@ struct podres_reports {
 };
 
 /* 0, -EBADMSG (does not decode), -ENOMEM. *ret is written only on success. */
+/* Thread: any; lock: none (pure). */
 int podres_decode(const uint8_t *buf, size_t len, struct podres_reports *ret);
 /* Frees what podres_decode returned; a zeroed struct is fine. */
+/* Thread: any; lock: none (pure). */
 void podres_reports_done(struct podres_reports *r);
 
 /* ---- the service (podres-service.c) ---- */
@@ -56,23 +58,30 @@ struct podres_snapshot {
 };
 
 /* socket: kubelet's PodResources socket ("" or NULL: none). 0 or -ENOMEM. Start-up thread. */
+/* Thread: the loop, at start; lock: none. */
 int podres_service_new(const char *socket, struct podres_service **ret);
 /* Any thread once no caller is left. NULL-safe; returns NULL. */
+/* Thread: the loop, at teardown after every reader stopped; lock: none. */
 struct podres_service *podres_service_free(struct podres_service *s);
 /* The socket changed (reload, loop thread): the cached answer is dropped and the next call connects anew;
  * a call in flight to the old socket counts for nobody. Takes the service's lock briefly. */
+/* Thread: any; lock: takes the service's lock briefly, never across the call. */
 void podres_service_set_socket(struct podres_service *s, const char *socket);
 /* An answer asked after since_ms (monotonic ms; 0: any cached one), waiting at most wait_ms for it: the
  * cached one, the one in flight, or a call made now (bounded by what is left of wait_ms and PODRES_CALL_MS).
  * No lock is held across the call: a caller never waits behind another caller's call past its own wait_ms.
  * 0 (*ret held), -ENOENT (no socket), -ETIMEDOUT (not within wait_ms), -EBADMSG (does not decode), -ENOMEM,
  * an rpc error (-ECONNREFUSED, -EREMOTEIO). st (may be NULL): the call's status on an rpc error. Any thread. */
+/* Thread: any; lock: takes the service's lock briefly, never across the call. */
 int podres_service_get(struct podres_service *s, uint64_t since_ms, int wait_ms, struct podres_snapshot **ret,
                        struct gs_error *st);
 /* NULL-safe. Any thread. */
+/* Thread: any; lock: takes the service's lock briefly, never across the call. */
 void podres_snapshot_put(struct podres_snapshot *snap);
 /* The socket asked now (for logs; copied into buf). Any thread. */
+/* Thread: any; lock: takes the service's lock briefly, never across the call. */
 const char *podres_service_socket(struct podres_service *s, char *buf, size_t len);
 /* Count what a kubelet call waited for (peer "podresources" or "pods-list", r its result) in
  * gpuslice_agent_call_waits_total{wait} (docs/metrics.md). Any thread. */
+/* Thread: a gRPC handler; lock: none (the metrics' own). */
 void podres_handler_wait_count(const char *peer, int r);

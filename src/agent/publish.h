@@ -30,10 +30,13 @@ struct publish_mig {
 
 /* Start publishing the GPUs of table d, or return NULL (logged once: not configured, or the config
  * is bad). d must outlive the publisher; mig (may be NULL) is copied. */
+/* Thread: the loop, at start; lock: none (starts the publisher thread). */
 struct publish *publish_start(const struct gpuslice_config *cfg, struct devices *d, const struct publish_mig *mig);
 /* The publisher's API client and node name, for other parts of the agent that talk to the API
  * server (assign.h): one client per agent. Valid until publish_stop. */
+/* Thread: any; lock: none (the client is fixed; kube_client is thread-safe). */
 struct kube_client *publish_client(const struct publish *pub);
+/* Thread: any; lock: none (fixed). */
 const char *publish_node(const struct publish *pub);
 
 /* ---- declared MIG layouts (miglayout.c): the node label that selects one, the state published back ---- */
@@ -41,18 +44,24 @@ const char *publish_node(const struct publish *pub);
 #define PUBLISH_MIG_STATE_LABEL "nvidia.com/mig.config.state"         /* pending, success, failed */
 #define PUBLISH_MIG_REASON_ANNOTATION "gpuslice.io/mig.config.reason" /* why it failed ("" removed) */
 /* fn(userdata) runs on the informer's thread whenever the Node object changes (it must only post). */
+/* Thread: the loop, at start; lock: none (fn runs on the publisher thread). */
 void publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata);
 /* A label of the Node as last seen into buf ("" when it has none). 0, or -ENOENT: no Node seen yet. */
+/* Thread: the loop (miglayout.c); lock: takes the publisher's lock. */
 int publish_node_label(struct publish *pub, const char *key, char *buf, size_t len);
 /* The layout's state label and reason annotation to publish from now on (state NULL: none). Any thread. */
+/* Thread: the loop (miglayout.c); lock: takes the publisher's lock. */
 void publish_set_mig_state(struct publish *pub, const char *state, const char *reason);
 
 /* Stop the thread and free. NULL is a no-op. Returns NULL. */
+/* Thread: the loop, at teardown; lock: none (joins the publisher thread). */
 struct publish *publish_stop(struct publish *pub);
 
 /* The labels (object name → string) the agent publishes for t; healthy[i] per GPU of t. Pure. */
+/* Thread: any; lock: none (pure). */
 json_t *publish_labels(const struct topo *t, const bool *healthy, const struct publish_mig *mig);
 /* The merge patch taking node (a node object, possibly slim) to the wanted labels and annotation:
  * only keys that differ, label keys gpuslice manages but no longer wants set to null. NULL when
  * nothing differs (or out of memory). Pure. */
+/* Thread: any; lock: none (pure). */
 json_t *publish_diff(const json_t *node, const json_t *labels, const char *annotation);

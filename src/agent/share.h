@@ -56,13 +56,16 @@
 /* ---- device IDs (share-id.c; any thread: what a device is never changes) ---- */
 
 /* "<uuid>::core-<n>" / "<uuid>::mem-<n>". 0, -EINVAL (kind), -ENAMETOOLONG. */
+/* Thread: any; lock: none (fixed). */
 int share_format_id(const char *uuid, enum plugin_kind kind, unsigned n, char *buf, size_t len);
 /* Parse an ID back: kind, table index of its device, number. Only canonical IDs of devices of the
  * table and numbers parse (core-7, never core-07; mem-n only for n < the device's n_mem); a device
  * is a whole GPU or a MIG device, never a GPU in MIG mode. 0 or -EINVAL. */
+/* Thread: any; lock: none (fixed). */
 int share_parse_id(const struct devices *d, const char *id, enum plugin_kind *ret_kind, unsigned *ret_gpu,
                    unsigned *ret_n);
 /* "core", "mem" ("" for the whole kind). */
+/* Thread: any; lock: none (pure). */
 const char *share_kind_word(enum plugin_kind kind);
 
 /* ---- the fractional service ---- */
@@ -72,43 +75,56 @@ struct share_service; /* a handler's userdata: the service and the resource it s
 
 /* The fractional service on plugin p (borrowed: it outlives the service): an empty book, the
  * journal in the options' journal dir (not read yet: share_restore). 0 or -ENOMEM. */
+/* Thread: the loop, at start; lock: none. */
 int share_new(struct plugin *p, struct share **ret);
+/* Thread: the loop, at teardown; lock: none. */
 struct share *share_free(struct share *s); /* NULL-safe; returns NULL */
 /* Ask kubelet's PodResources now and reconcile the record with it (the agent's; NULL: no
  * PodResources). Called without the lock by a handler about to pair a call with a record restored
  * from the journal, or to decide once more on a first half refused for room. 0 or -errno. */
+/* Thread: the loop, at start; lock: none. */
 void share_set_podres_sync(struct share *s, int (*fn)(void *userdata), void *userdata);
 
 /* The userdata of kind's handlers (PLUGIN_CORE or PLUGIN_MEMORY). */
+/* Thread: any; lock: none (fixed). */
 struct share_service *share_service(struct share *s, enum plugin_kind kind);
+/* Thread: a gRPC handler; lock: takes the device lock itself, never across a peer. */
 enum rpc_code share_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                   struct gs_error *st);
+/* Thread: a gRPC handler; lock: takes the device lock itself, never across a peer. */
 enum rpc_code share_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct gs_error *st);
 /* What the handlers run once they have asked the scheduler's watcher for this call's decision (ax,
  * assign_call_begin's; the caller ends it): the decision travels as this parameter. */
+/* Thread: a gRPC handler; lock: takes the device lock (the decision made before it). */
 enum rpc_code share_preferred_decided(struct share_service *svc, V1beta1__PreferredAllocationRequest *in,
                                       struct assign_ctx *ax, uint8_t **ret, size_t *ret_len, struct gs_error *st);
+/* Thread: a gRPC handler; lock: takes the device lock (the decision made before it). */
 enum rpc_code share_allocate_decided(struct share_service *svc, const V1beta1__AllocateRequest *in,
                                      struct assign_ctx *ax, uint8_t **ret, size_t *ret_len, struct gs_error *st);
 /* Add kind's methods (its handlers and plugin_serve_common's) to a server. */
+/* Thread: the loop (register.c); lock: none. */
 int share_serve(struct share *s, enum plugin_kind kind, struct rpc_server *srv);
 
 /* At start, after the state file: read the journal, put its records' IDs back in the record, keep a
  * half waiting for its partner open (SHARE_PAIR_RESTART_MS), rewrite every record's limits dir,
  * and check the invariants. Returns the number of records, -ENOENT (no journal), -EBADMSG
  * (rejected whole: nothing restored). Takes the lock itself. */
+/* Thread: the loop, at start; lock: takes the device lock. */
 int share_restore(struct share *s);
 /* After a PodResources reconcile (caller holds the lock): the first one after a restore decides
  * what became of the container kubelet was admitting when the agent died — its first half listed
  * and its second not: the second half never reached kubelet, the record waits for it again; its
  * first half not listed: kubelet failed the container, nothing may join it. Returns 1 when it
  * changed a record. */
+/* Thread: a sync's (loop, status, a handler's: podsync); lock: the device lock held. */
 int share_after_sync(struct share *s);
 /* Drop the records of containers whose IDs the record no longer holds, then remove the
  * per-container dirs that neither a record nor the record's key ID keeps (the allocation is gone).
  * Takes the lock itself, per dir. Returns how many dirs were removed, or -errno if the root cannot
  * be read (-ENOENT: none yet). */
+/* Thread: a sync's (loop, status, a handler's: podsync); lock: takes the device lock per dir. */
 int share_cleanup_dirs(struct share *s);
 /* The invariants over every record (share-check.c); the number of violations. Caller holds the lock. */
+/* Thread: any; lock: the device lock held. */
 unsigned share_check_all(struct share *s);

@@ -14,10 +14,13 @@
 #include "agent/plugin.h"
 
 /* The handlers (rpc_unary_fn; userdata: the struct plugin). */
+/* Thread: a gRPC handler; lock: takes the device lock itself. */
 enum rpc_code whole_get_preferred(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                                   struct gs_error *st);
+/* Thread: a gRPC handler; lock: takes the device lock itself. */
 enum rpc_code whole_allocate(void *userdata, const uint8_t *req, size_t req_len, uint8_t **ret, size_t *ret_len,
                              struct gs_error *st);
 
 /* Add the whole-GPU resource's methods (these and plugin_serve_common's) to a server. */
+/* Thread: the loop (register.c); lock: none. */
 int whole_serve(struct plugin *p, struct rpc_server *s);

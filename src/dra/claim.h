@@ -70,13 +70,17 @@ struct dra_claim {
 /* Decode a ResourceClaim of any served version (v1, v1beta2, v1beta1 agree on what is read here) and
  * keep what `driver` was allocated. 0, or -EINVAL / -E2BIG with err naming the field ("status.allocation.
  * devices.results[2].consumedCapacity.memory: ..."). *ret is written only on success. */
+/* Thread: any; lock: none (pure). */
 int dra_claim_decode(const char *text, size_t len, const char *driver, struct dra_claim *ret, struct gs_error *err);
 
 /* The same from a claim already parsed (the API client's answer). */
+/* Thread: any; lock: none (pure). */
 int dra_claim_from_json(const json_t *root, const char *driver, struct dra_claim *ret, struct gs_error *err);
 
 /* Decode this driver's opaque parameters (a JSON object). 0, or -EINVAL / -E2BIG with err. */
+/* Thread: any; lock: none (pure). */
 int dra_params_decode(const char *text, size_t len, struct dra_params *ret, struct gs_error *err);
 
 /* Whether a claim UID is one the driver accepts in names and files: 1..63 of [a-z0-9-]. */
+/* Thread: any; lock: none (pure). */
 bool dra_uid_valid(const char *uid);

@@ -74,48 +74,68 @@ struct dra {
 };
 
 /* dra.c */
+/* Thread: any; lock: none (the caller's log callback must be thread-safe). */
 void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* The driver without its servers and publisher: options copied, the engine opened and recovered (for
  * dra_start and the unit tests). */
+/* Thread: dra_start's; lock: none. */
 int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_table_ops *ops, struct dra **ret,
             struct gs_error *err);
+/* Thread: dra_stop's, after the threads ended; lock: none. */
 void dra_free(struct dra *d);
 /* Topology position of the GPU with NVML index `index`, or -1. */
+/* Thread: any; lock: none (the topology is fixed). */
 int dra_gpu_position(const struct dra *d, unsigned index);
 /* The slice input for the current state (lock held). */
+/* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret);
 /* Something the slices show changed: wake the publisher (lock held). */
+/* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 void dra_publish_kick_locked(struct dra *d);
 /* Read the node's MIG side (ops.mig_read, without the lock) and take it when it changed: the MIG devices'
  * CDI discovery redone, the publisher woken. Never with the lock held. */
+/* Thread: any of the driver's; lock: never held (takes d->lock after ops.mig_read). */
 void dra_mig_refresh(struct dra *d);
 /* The MIG device of GPU position g with these instance ids, or NULL (lock held). */
+/* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci);
 
 /* prepare.c */
+/* Thread: dra_start's, before serving; lock: none. */
 int dra_engine_open(struct dra *d, struct gs_error *err);
+/* Thread: dra_start's, before serving; lock: takes d->lock. */
 void dra_engine_recover(struct dra *d);
 /* A prepared claim's record (lock taken): 1 and *ret, or 0 when the claim is not prepared. Its files
  * are written again first when they went missing. */
+/* Thread: the kubelet servers'; lock: takes d->lock. */
 int dra_engine_lookup(struct dra *d, const char *uid, struct dra_record *ret);
 /* Prepare a decoded claim (lock taken): 0 and the prepared record, or -errno with err for the
  * claim's error. Idempotent. */
+/* Thread: the kubelet servers'; lock: takes d->lock (file I/O under it, API reads before it). */
 int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err);
 /* Unprepare by UID (lock taken): 0 (also when not prepared) or -errno with err. */
+/* Thread: the kubelet servers'; lock: takes d->lock. */
 int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err);
 /* "gpu.gpuslice.io/claim=<uid>-<device>". */
+/* Thread: any; lock: none (pure). */
 int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len);
 /* Prepared claims (lock held). */
+/* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 size_t dra_engine_prepared_locked(const struct dra *d);
 
 /* kubelet.c */
+/* Thread: dra_start's; lock: none (starts the servers' threads). */
 int dra_kubelet_start(struct dra *d, struct gs_error *err);
+/* Thread: dra_stop's; lock: none (joins the servers). */
 void dra_kubelet_stop(struct dra *d);
 
 /* publish.c */
 /* The resource.k8s.io version to use ("v1", "v1beta2", "v1beta1"): the one found, else asked of the server
  * now (a request: never with the lock held). 0 or -errno with err. */
+/* Thread: the publisher's; lock: takes d->lock to record it (the API call without it). */
 int dra_api_version(struct dra *d, char *buf, size_t len, struct gs_error *err);
+/* Thread: dra_start's; lock: none (starts the publisher's thread). */
 int dra_publish_start(struct dra *d, struct gs_error *err);
+/* Thread: dra_stop's; lock: takes d->lock to wake the publisher, then joins it. */
 void dra_publish_stop(struct dra *d);

@@ -94,15 +94,19 @@ struct dra_gpu_state {
 };
 
 /* Start: recover the journal, serve kubelet, start publishing. t is copied. 0 or -errno with err. */
+/* Thread: the agent's loop (dra-link.c); lock: none (starts the servers' and the publisher's threads). */
 int dra_start(const struct dra_options *o, const struct topo *t, const struct dra_table_ops *ops, struct dra **ret,
               struct gs_error *err);
 /* The table changed (health, the device plugin's use): n states by topology position. Any thread; cheap
  * when nothing the driver publishes changed. */
+/* Thread: any; lock: takes d->lock itself (every function thread-safe). */
 void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n);
 /* Stop serving and publishing (the slices stay: kubelet wipes them if the driver does not come back).
  * NULL is a no-op; returns NULL. */
+/* Thread: the starter's; lock: none (joins the driver's threads). */
 struct dra *dra_stop(struct dra *d);
 
 /* The driver's state for `gpuslice status`: {"driver", "registered", "api", "sharing", "generation",
  * "claims": [{"uid","namespace","name","state","devices":[...]}]}. A new reference or NULL. */
+/* Thread: any; lock: takes d->lock itself (every function thread-safe). */
 json_t *dra_status(struct dra *d);

@@ -60,20 +60,26 @@ struct dra_record {
         char limits[DRA_UID_MAX + 8]; /* the limits dir's name under the limits root ("" none) */
 };
 
+/* Thread: any; lock: none (pure). */
 const char *dra_record_state_name(enum dra_record_state s);
 
 /* Encode as compact JSON (*ret malloc'd, NUL-terminated). 0, -EINVAL (a field out of range), -ENOMEM. */
+/* Thread: any; lock: none (pure). */
 int dra_record_encode(const struct dra_record *r, char **ret);
 /* Decode and check every field (version, UID, names, device names, ranges). 0 or -EINVAL with err. */
+/* Thread: any; lock: none (pure). */
 int dra_record_decode(const char *text, size_t len, struct dra_record *ret, struct gs_error *err);
 
 /* Write the record durably as <dir>/<uid>.json (dfd: the journal dir). 0 or -errno. */
+/* Thread: the driver's (servers', start-up); lock: d->lock held (the engine does journal I/O under it). */
 int dra_record_write(int dfd, const struct dra_record *r);
 /* Remove <dir>/<uid>.json and make the removal durable; a missing file is not an error. */
+/* Thread: the driver's (servers', start-up); lock: d->lock held (the engine does journal I/O under it). */
 int dra_record_remove(int dfd, const char *uid);
 /* Call fn for each record file of the journal (the name and its decoded record, or NULL and the
  * decode error for one that is not trusted); temporaries of the atomic writer are removed first.
  * 0 or -errno from reading the directory. */
+/* Thread: start-up (dra_engine_open); lock: none yet (no thread serves). */
 int dra_journal_scan(int dfd,
                      void (*fn)(const char *file, const struct dra_record *r, const struct gs_error *e, void *userdata),
                      void *userdata);

@@ -69,6 +69,7 @@ struct dra_mig {
 };
 
 /* Whether GPU g (topology position) is published as a MIG GPU: MIG on, its slices known. */
+/* Thread: any; lock: none (pure). */
 bool dra_mig_gpu(const struct dra_mig *m, unsigned g);
 
 /* What the slices are built from. */
@@ -90,12 +91,15 @@ struct dra_slice_input {
  * spec}), names "<node>-<driver>-<k>" (a hash when that is not a valid name). *ret is a new JSON array.
  * 0, -EINVAL (bad driver or node name), -ENOMEM.
  */
+/* Thread: any; lock: none (pure). */
 int dra_slices_build(const struct dra_slice_input *in, json_t **ret);
 
 /* The same slice in another served version: "v1" and "v1beta2" share one shape; "v1beta1" wraps a
  * device's fields but its name in "basic". A new reference; NULL for an unknown version or no memory. */
+/* Thread: any; lock: none (pure). */
 json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 /* The reverse for what a server answers: a v1-shaped copy of a slice read in any served version. */
+/* Thread: any; lock: none (pure). */
 json_t *dra_slice_to_v1(const json_t *slice);
 
 enum dra_device_kind {
@@ -111,7 +115,9 @@ struct dra_device_ref {
 };
 
 /* Device names. Parse: 0 or -EINVAL for anything else (leading zeros, other suffixes, too long). */
+/* Thread: any; lock: none (pure). */
 int dra_device_name(const struct dra_device_ref *ref, char *buf, size_t len);
+/* Thread: any; lock: none (pure). */
 int dra_device_parse(const char *name, struct dra_device_ref *ret);
 
 /* One GPU's counter set, or what one device consumes of it (KEP-4815 counters of "gpu-<index>"). */
@@ -124,32 +130,45 @@ struct dra_counters {
 
 /* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the
  * slices and the engine's check read. -ENODEV for a MIG device the input does not have. */
+/* Thread: any; lock: none (pure). */
 void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret);
+/* Thread: any; lock: none (pure). */
 int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
                            struct dra_counters *ret);
 /* a += b; then whether a fits in cap. */
+/* Thread: any; lock: none (pure). */
 void dra_counters_add(struct dra_counters *a, const struct dra_counters *b);
+/* Thread: any; lock: none (pure). */
 bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap);
 
 /* NVLink islands: island[i] = the lowest topo position of GPU i's NVLink-connected component (a GPU
  * without NVLink is an island of its own). PCIe switch groups the same way over PIX links. */
+/* Thread: any; lock: none (pure). */
 void dra_nvlink_islands(const struct topo *t, int island[TOPO_MAX_GPUS]);
+/* Thread: any; lock: none (pure). */
 void dra_pcie_switch_groups(const struct topo *t, int group[TOPO_MAX_GPUS]);
 
 /* A driver version as semver: "535.104.05" → "535.104.5", "570.86" → "570.86.0". -EINVAL when not
  * numeric dot-separated parts (1..3 of them). */
+/* Thread: any; lock: none (pure). */
 int dra_semver_from_driver(const char *v, char *buf, size_t len);
 /* Whether s is a version the API accepts (semver.org 2.0.0, at most 64 characters). */
+/* Thread: any; lock: none (pure). */
 bool dra_semver_valid(const char *s);
 
 /* The PCI bus ID as Kubernetes writes it ("0000:3b:00.0") from NVML's ("00000000:3B:00.0"). -EINVAL. */
+/* Thread: any; lock: none (pure). */
 int dra_pci_bus_id(const char *nvml_bus_id, char *buf, size_t len);
 
 /* Names as the API validates them. */
+/* Thread: any; lock: none (pure). */
 bool dra_dns_label_valid(const char *s);
+/* Thread: any; lock: none (pure). */
 bool dra_dns_subdomain_valid(const char *s);
+/* Thread: any; lock: none (pure). */
 bool dra_qualified_name_valid(const char *s); /* [domain/]C-identifier */
 
 /* A Kubernetes quantity ("80Gi", "1073741824", "1.5G", "100m", "1e3") as an integer, rounded up as
  * Quantity.Value() does. Only non-negative values up to 2^63-1. 0 or -EINVAL / -ERANGE. */
+/* Thread: any; lock: none (pure). */
 int dra_quantity_parse(const char *s, uint64_t *ret);

@@ -27,6 +27,7 @@
 #define SCHED_CODEC_MAX_SNAPSHOT (256u << 20) /* a snapshot file */
 
 /* As model input (pointers into v). */
+/* Thread: any; lock: none (pure). */
 void sched_pod_view_info(const struct cluster_pod *v, struct sched_pod_info *ret);
 
 /* ---- extender protocol ---- */
@@ -41,8 +42,10 @@ struct sched_ext_args {
 };
 
 /* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_args_decode(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
                           struct gs_error *err);
+/* Thread: any; lock: none (pure). */
 void sched_ext_args_done(struct sched_ext_args *a);
 
 /* Filter outcome per node of the args (same order). */
@@ -53,16 +56,20 @@ struct sched_ext_node_result {
 
 /* ExtenderFilterResult in the form the args came in (NodeNames or Nodes). error non-NULL: only
  * Error set (every node fails). Malloc'ed text. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res, const char *error,
                             char **ret, size_t *ret_len);
 /* HostPriorityList: [{"Host","Score"}] for names[i] / scores[i]. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n, char **ret, size_t *ret_len);
 
 struct sched_ext_bind_args {
         char pod_name[254], pod_namespace[254], pod_uid[128], node[CLUSTER_NAME_MAX];
 };
+/* Thread: any; lock: none (pure). */
 int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, struct gs_error *err);
 /* ExtenderBindingResult {"Error": error or ""}. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_bind_encode(const char *error, char **ret, size_t *ret_len);
 
 /* ExtenderPreemptionArgs: the pod and, per candidate node, the victims kube-scheduler would evict
@@ -82,16 +89,20 @@ struct sched_ext_preempt_args {
         void *root; /* owning json_t */
 };
 /* 0, or -EINVAL/-E2BIG with err naming the field. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_preempt_decode(const char *body, size_t len, const struct cluster_units *u,
                              struct sched_ext_preempt_args *ret, struct gs_error *err);
+/* Thread: any; lock: none (pure). */
 void sched_ext_preempt_args_done(struct sched_ext_preempt_args *a);
 /* ExtenderPreemptionResult {"NodeNameToMetaVictims": {node: {"Pods": [{"UID"}], "NumPDBViolations"}}}
  * for the nodes of a with keep[i] (their victims as given). Malloc'ed text. */
+/* Thread: any; lock: none (pure). */
 int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len);
 
 /* ---- snapshot: {"nodes": [Node...], "pods": [Pod...]} into a model ---- */
 
 /* Loads every node with a gpuslice.io/gpus annotation and every pod; counts what it loaded.
  * 0 or -EINVAL with err (the first bad object named). */
+/* Thread: any; lock: none (pure). */
 int sched_snapshot_load(struct sched_model *m, const char *json, size_t len, const struct cluster_units *u,
                         size_t *ret_nodes, size_t *ret_pods, struct gs_error *err);

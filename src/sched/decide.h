@@ -49,11 +49,13 @@ struct sched_fit {
  * Fit req on node n. Always fills *ret (verdict, and assign or reason). Returns 0 on FIT,
  * -ENOSPC for NO_ROOM, -ENODEV for UNRESOLVABLE, -EINVAL for a malformed request.
  */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_fit_node(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
                    enum cluster_policy policy, struct sched_fit *ret);
 /* The same without the fast path (a one-container pod decided from the node's summary, model.h):
  * always the room, the allocator and the fractional placement. Answers exactly as sched_fit_node
  * (the unit test compares them on random clusters); for tests and the bench. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const struct cluster_request *req,
                         enum cluster_policy policy, struct sched_fit *ret);
 
@@ -62,8 +64,10 @@ int sched_fit_node_full(struct sched_model *m, const struct sched_node *n, const
  * ret_scores. binpack prefers fuller nodes and GPUs, spread emptier ones; for a multi-GPU whole
  * request the ring bandwidth weighs most (normalised to the best among these nodes).
  */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_score_fits(const struct sched_fit *fits, size_t n, enum cluster_policy policy, int *ret_scores);
 /* The same over pointers (fits[i] may point anywhere, e.g. into an earlier filter's results). */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_score_fitp(const struct sched_fit *const *fits, size_t n, enum cluster_policy policy, int *ret_scores);
 
 /* What scoring reads of a fit (the extender keeps only this per node between filter and
@@ -74,8 +78,11 @@ struct sched_score_in {
         double pack;
         uint8_t mig_parents;
 };
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_score_in_from_fit(const struct sched_fit *f, struct sched_score_in *ret);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_score_inp(const struct sched_score_in *const *in, size_t n, enum cluster_policy policy, int *ret_scores);
 
 /* "8 GiB", "5.5 GiB", "512 MiB" */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 char *sched_format_mib(uint64_t mib, char *buf, size_t len);

@@ -140,16 +140,21 @@ struct sched_pod_info {
 
 struct sched_model;
 
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_new(struct sched_model **ret);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 struct sched_model *sched_model_free(struct sched_model *m);
 /* Keep each node's driver and per-GPU model and health text (struct sched_node_details) from now
  * on; the extender does not need them. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_model_keep_details(struct sched_model *m, bool keep);
 
 /* Add or replace a node's GPUs and topology; its pods are re-counted on the new GPUs. 0, -EINVAL
  * (no name, more than CLUSTER_GPUS_MAX), -ENOMEM. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *info);
 /* The node is gone: its pods stay (as on a placeholder) until they are removed. 0 or -ENOENT. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_remove_node(struct sched_model *m, const char *name);
 
 /*
@@ -158,34 +163,47 @@ int sched_model_remove_node(struct sched_model *m, const char *name);
  * brings one with an assignment (or the pod is removed). Terminated pods and pods that ask for no
  * GPU resource are removed. 0, -EINVAL, -ENOMEM.
  */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info);
 /* 0 or -ENOENT. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_remove_pod(struct sched_model *m, const char *uid);
 
 /* Count a pod at once on `node` with `assign` (the bind's choice), marked assumed. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *info, const char *node,
                            const struct cluster_assignment *assign, uint64_t now_ns);
 /* Undo an assume (bind failed): the pod goes away unless the feed had confirmed it. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_forget_pod(struct sched_model *m, const char *uid);
 
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 const struct sched_node *sched_model_node(const struct sched_model *m, const char *name);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 const struct sched_pod *sched_model_pod(const struct sched_model *m, const char *uid);
 /* Bumped on every change of the model's nodes or pods (decisions taken at one generation stay
  * valid while it does not move). */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 uint64_t sched_model_generation(const struct sched_model *m);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 size_t sched_model_n_nodes(const struct sched_model *m);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 size_t sched_model_n_pods(const struct sched_model *m);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 size_t sched_model_n_topo_classes(const struct sched_model *m);
 /* Bumped only when a node enters or leaves the model: node pointers resolved by name stay valid
  * (and absent names stay absent) while it does not move. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 uint64_t sched_model_nodes_generation(const struct sched_model *m);
 /* Iterate nodes: *cursor starts at 0; NULL at the end. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor);
 
 /*
  * Whole-GPU pick on a node, memoised in its topology class: the allocator's answer for `count`
  * GPUs out of `available`. 0 (ret filled), or alloc_pick_gpus's error.
  */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available, unsigned count,
                            alloc_set_t *ret_set, unsigned *ret_ring_bw);
 
@@ -208,15 +226,20 @@ struct sched_node_records {
         unsigned n_unplaced;
         const struct sched_pod **unplaced;
 };
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_node_records(const struct sched_node *n, struct sched_node_records *ret);
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_node_records_free(struct sched_node_records *r);
 /* Pod p's hold on GPU g of n, summed over its containers. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_pod_share(const struct sched_pod *p, const struct sched_node *n, unsigned g, uint64_t *ret_mem_mib,
                      unsigned *ret_core, bool *ret_whole);
 /* Does pod p ask n only for MIG devices (nvidia.com/mig-*, or whole GPUs of a `single` node)? Those have
  * no GPU placement: the node annotation names their holders. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 bool sched_pod_mig_only(const struct sched_pod *p, const struct sched_node *n);
 /* A pod's whole request, summed over its containers. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigned *ret_core, unsigned *ret_whole);
 
 /*
@@ -227,8 +250,10 @@ void sched_pod_request(const struct sched_pod *p, uint64_t *ret_mem_mib, unsigne
  * holds on another node, free nothing). The decision's result: 0 fit, -ENOSPC, -ENODEV (no such
  * node or it cannot ever fit), -EINVAL. Not const: it counts on the model meanwhile.
  */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_fit_without(struct sched_model *m, const char *name, const char *const *uids, size_t n_uids,
                             const struct cluster_request *req, int policy, struct sched_fit *ret);
 
 /* Link between two GPUs of a node (SELF on the diagonal, UNKNOWN out of range). */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigned b);

@@ -47,21 +47,29 @@ struct sched_server_options {
 struct sched_server;
 
 /* Create (model empty, not serving). 0, -EINVAL, -ENOMEM, or a TLS file error. */
+/* Thread: main; lock: none. */
 int sched_server_new(const struct sched_server_options *o, struct sched_server **ret);
 /* Serve on the HTTP server's thread. 0 or -EADDRINUSE / -EIO. */
+/* Thread: main; lock: none (starts the HTTP server's thread). */
 int sched_server_start(struct sched_server *s);
+/* Thread: any; lock: none. */
 unsigned sched_server_port(const struct sched_server *s);
+/* Thread: main, after the feed stopped; lock: none (joins the HTTP thread). */
 struct sched_server *sched_server_free(struct sched_server *s);
 
 /* The model, locked: feed it, then unlock. */
+/* Thread: any (the feed's informer callbacks, tests); lock: takes the server's lock. */
 struct sched_model *sched_server_lock(struct sched_server *s);
+/* Thread: the one holding the lock; lock: releases it. */
 void sched_server_unlock(struct sched_server *s);
 /* Whether the feed has delivered a complete picture (until then /healthz says 503 and filter
  * answers an Error so no pod is placed on a half-known cluster). */
+/* Thread: any (the feed's); lock: takes the server's lock. */
 void sched_server_set_ready(struct sched_server *s, bool ready);
 /* The feed saw pod `uid` bound to a node, finished or deleted: it is not pending any more (the page
  * and the unschedulable metric forget it; bind would not have it either). With the lock held
  * (between sched_server_lock and sched_server_unlock). */
+/* Thread: any (the feed's); lock: the server's lock held (sched_server_lock). */
 void sched_server_pod_settled(struct sched_server *s, const char *uid);
 
 /*
@@ -70,7 +78,9 @@ void sched_server_pod_settled(struct sched_server *s, const char *uid);
  * /api/v1/topology for one node (-ENOENT when the model has no published node of that name).
  * *ret malloc'ed. 0 or -errno.
  */
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 int sched_server_view(struct sched_server *s, const struct sched_view_query *q, char **ret, size_t *ret_len);
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 int sched_server_topology(struct sched_server *s, const char *node, char **ret, size_t *ret_len);
 
 /*
@@ -79,11 +89,15 @@ int sched_server_topology(struct sched_server *s, const char *node, char **ret, 
  * of that verb, errors in its Error field) and the HTTP status (200, or 400 for a body that is
  * not the verb's JSON).
  */
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 unsigned sched_server_filter(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
 /* Preemption (ExtenderPreemptionArgs → ExtenderPreemptionResult): of the candidate nodes, those
  * where evicting the given victims frees GPUs the pod fits on (the full placement, the victims' GPU
  * holdings taken out), each with its victims as given — victims are never dropped, since
  * kube-scheduler may need them for other resources. 503 with no node while not synced. */
+/* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 unsigned sched_server_preempt(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);

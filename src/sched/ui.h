@@ -14,4 +14,5 @@ struct http_server;
 struct sched_server;
 
 /* Register the page's routes on h, serving s's model. Before h starts. 0 or http_server_handle's error. */
+/* Thread: main, before the HTTP server serves; lock: none. */
 int sched_ui_register(struct http_server *h, struct sched_server *s);

@@ -47,6 +47,7 @@ struct sched_view_query {
  * (node: DNS subdomain characters; namespace: a DNS label; model: printable UTF-8; since: a decimal
  * number; offset, limit: 0..SCHED_VIEW_MAX_NODES).
  */
+/* Thread: any; lock: the caller holds the model still (the server's lock). */
 int sched_view_query_parse(const char *query, size_t len, struct sched_view_query *ret, struct gs_error *err);
 
 /* ---- what the extender's filter said about a pending pod ---- */
@@ -68,6 +69,7 @@ struct sched_filter_summary {
 
 /* Fold one filter call (res[i] for node names[i]) into s at now_ns. true when what the page shows
  * changed (the counts or the reasons; not the times). */
+/* Thread: any; lock: the caller holds the model still (the server's lock). */
 bool sched_filter_summary_note(struct sched_filter_summary *s, const struct sched_ext_node_result *res,
                                char *const *names, size_t n, uint64_t now_ns);
 
@@ -92,6 +94,7 @@ struct sched_view_state {
  * q->has_since and q->since equal to the generation: only {"generation":N,"unchanged":true}.
  * *ret malloc'ed. 0 or -ENOMEM.
  */
+/* Thread: any; lock: the caller holds the model still (the server's lock). */
 int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
                        const struct sched_view_query *q, const struct sched_view_state *st, char **ret,
                        size_t *ret_len);
@@ -103,4 +106,5 @@ int sched_view_cluster(const struct sched_model *m, const struct sched_view_pend
  * Not const: the picks fill the model's memo. 0, -ENOENT (no such node, or it publishes no GPUs),
  * -ENOMEM.
  */
+/* Thread: any; lock: the caller holds the model still (the server's lock). */
 int sched_view_topology(struct sched_model *m, const char *node, char **ret, size_t *ret_len);
