@@ -406,10 +406,6 @@ static void teardown(struct node *n) {
         rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
 }
 
-bool node_devices_hooked(const struct node *n) {
-        return n->parts_hooked != 0;
-}
-
 /* Start this program again with its arguments (/proc/self/cmdline): after a layout change the inventory,
  * the device table and the resources are built anew. Returns only when it failed (logged). */
 static void reexec(void) {

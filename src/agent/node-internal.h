@@ -124,12 +124,8 @@ struct node {
         /* agent.c's parts table */
         const sigset_t *sigmask; /* the signals the loop takes (agent_run's) */
         unsigned n_started;      /* parts whose stop teardown runs */
-        uint32_t parts_hooked;   /* parts whose devices_changed is on */
+        uint32_t parts_hooked;   /* parts whose devices_changed is on (a record change is posted to `changed`) */
 };
-
-/* Whether any part's devices_changed is on (agent.c): a record change is then posted to `changed`. Loop thread. */
-/* Thread: the loop (persist.c); lock: none. */
-bool node_devices_hooked(const struct node *n);
 
 /* register.c */
 /* Thread: the loop; lock: none. */

@@ -32,7 +32,7 @@ void state_persist(struct node *n) {
         }
         n->saved_generation = gen;
         log_debug("state file written", "dir=%s generation=%" PRIu64, n->cfg.state_dir, gen);
-        if (node_devices_hooked(n)) /* the record changed: an allocation, which the parts' hooks see too */
+        if (n->parts_hooked) /* the record changed: an allocation, which the parts' hooks see too (agent.c) */
                 (void)loop_event_post(&n->changed);
 }
 
