@@ -80,7 +80,7 @@ static int sync_within(struct node *n, uint64_t since_ms, int wait_ms, bool hand
         struct gs_error st = { 0 };
         char sock[PATH_MAX];
         int r = podres_service_get(n->podres, since_ms, wait_ms, &snap, &st);
-        if (handler)
+        if (handler && r != -ENOENT)
                 podres_handler_wait_count("podresources", r);
         if (r == -ENOENT)
                 return r;

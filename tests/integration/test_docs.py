@@ -178,6 +178,8 @@ CONDITIONAL = {
     "gpuslice_share_invariant_violations_total": "only when a check fails: must stay absent",
     "gpuslice_node_publish_failures_total": "only with API access (the node published): kube-publish-node-name",
     "gpuslice_gpu_xid_errors_total": "only after an Xid (tests/integration/test_monitoring.py injects one)",
+    "gpuslice_agent_call_waits_total": "only when a kubelet call waited on PodResources or a pods LIST "
+                                       "(tests/integration/test_assign.py assign-hang scrapes it)",
 }
 # Every gpuslice_assign_* family needs a node agent with API access and pods the scheduler extender
 # assigned (tests/integration/test_assign.py, a kube-apiserver stand-in): none here.
