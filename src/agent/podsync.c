@@ -16,7 +16,6 @@
 #include "agent/node-internal.h"
 #include "agent/podres.h"
 #include "agent/share.h"
-#include "podresources.pb-c.h"
 #include "util/log.h"
 #include "util/util.h"
 
