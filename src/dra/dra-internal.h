@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "cdi/cdi.h"
 #include "dra/claim.h"
 #include "dra/dra.h"
@@ -31,6 +33,15 @@
 
 struct rpc_server;
 struct kube_informer;
+
+/* The pool as the server has it, from the publisher's own writes (the server's answers) and the changes
+ * others made (the informer's events that are not the echo of an own write): what a pass compares with. */
+struct dra_published {
+        json_t *slices;  /* slice name → the slice as the server stored it */
+        json_t *own_rvs; /* the resourceVersions the publisher's writes got (newest last, bounded) */
+        json_t *heard;   /* [old, new] events heard while a pass writes, looked at when it ends */
+        bool passing;    /* a pass is writing */
+};
 
 struct dra {
         /* options (copied at start, then read-only) */
@@ -62,6 +73,7 @@ struct dra {
         struct dra_mig *mig;                     /* (lock) the node's MIG side (NULL: none read) */
         char mig_error[256];                     /* (lock) why MIG devices cannot be given ("" they can) */
         bool publish_dirty;                      /* (lock) the slices may differ from what was written */
+        struct dra_published pub;                /* (lock) the publisher's view of the pool (publish.c) */
         pthread_cond_t publish_wake;             /* signalled with publish_dirty or stop */
 
         atomic_bool stop;

@@ -63,6 +63,10 @@ class Store:
         self.gates = dict(dra_validation.GATES_1_36)  # feature gates of resource.k8s.io fields
         self.rejected = []  # (path, [errors]) of 422 answers
         self.log = []  # (rv, kind, type, obj)
+        self.logged_at = {}  # rv -> time.monotonic() of the change
+        # A watch delivers a change only this long after it was made: the real kube-apiserver's watch cache
+        # lags the write's answer (the DRA tests set it; 0 for the rest)
+        self.watch_delay = 0.0
         self.compacted = 0  # watches from an older version get 410
         # fault injection
         self.fail = []  # list of [method-or-None, path-prefix, code, count]
@@ -88,6 +92,7 @@ class Store:
                 etype = "MODIFIED" if k in self.objs[kind] else "ADDED"
             self.objs[kind][k] = obj
             self.log.append((self.rv, kind, etype, copy.deepcopy(obj)))
+            self.logged_at[self.rv] = time.monotonic()
             self.lock.notify_all()
             return obj
 
@@ -97,6 +102,7 @@ class Store:
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             self.log.append((self.rv, kind, "DELETED", obj))
+            self.logged_at[self.rv] = time.monotonic()
             self.lock.notify_all()
 
     def get(self, kind, k):
@@ -286,11 +292,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             while time.time() < deadline and not s.stopping:
                 with s.lock:
+                    ripe = time.monotonic() - s.watch_delay
                     evs = [e for e in s.log if e[0] > since and e[1] == kind and selector_match(e[3], fs)]
+                    late = [e for e in evs if s.logged_at.get(e[0], 0) > ripe]
+                    if late:  # in order: nothing after the first change not yet delivered
+                        evs = evs[:evs.index(late[0])]
                     if since < s.compacted:
                         evs = None
                     elif not evs:
-                        s.lock.wait(0.2)
+                        s.lock.wait(min(0.2, s.watch_delay) if late else 0.2)
                         evs = []
                     cut = s.cut_next_watch > 0 and evs
                     if cut:
@@ -445,8 +455,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if rv and rv != have["metadata"]["resourceVersion"]:
                     return self.send_json(409, status(409, "Conflict", "the object has been modified"))
                 obj["metadata"]["uid"] = have["metadata"]["uid"]
+                # as the real server keeps them: the creation time, and a generation bumped by a spec change
+                obj["metadata"]["creationTimestamp"] = have["metadata"].get("creationTimestamp")
+                obj["metadata"]["generation"] = have["metadata"].get("generation", 1) + \
+                    (obj.get("spec") != have.get("spec"))
             else:
                 obj["metadata"]["uid"] = str(uuid.uuid4())
+                obj["metadata"]["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                obj["metadata"]["generation"] = 1
             stored = s.put(kind, obj)
         self.send_json(201 if name is None else 200, self.out(kind, stored))
 
