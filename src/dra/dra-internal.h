@@ -8,6 +8,7 @@
  *               recovery at start
  *   kubelet.c   the registration server, the DRA service (v1, v1beta1) and the health stream
  *   publish.c   the ResourceSlice publisher (its own thread)
+ *   status.c    the claims' status.devices
  *
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API
@@ -120,6 +121,12 @@ int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err);
 int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len);
 /* Prepared claims (lock held). */
 size_t dra_engine_prepared_locked(const struct dra *d);
+
+/* status.c */
+/* The claim's status.devices for this driver: the prepared devices of r, or none (r NULL: cleared; a claim
+ * that is gone is cleared). A request: never with the lock held. 0 or -errno with err. */
+int dra_claim_status_apply(struct dra *d, const char *ns, const char *name, const char *uid, const struct dra_record *r,
+                           struct gs_error *err);
 
 /* kubelet.c */
 int dra_kubelet_start(struct dra *d, struct gs_error *err);

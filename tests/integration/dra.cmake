@@ -4,7 +4,7 @@
 # step, health,
 # the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
 if(TARGET gpuslice_dra)
-  set(_dra_tests register slices slices-writes slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors
+  set(_dra_tests register slices slices-writes slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors claim-status
       prepare-restart health coexist inspect)
   # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
   # with whole, shared and MIG claims

@@ -75,6 +75,7 @@ class Store:
         self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
         self.requests = []  # (method, path)
         self.patches = []  # (path, body)
+        self.ssa_owned = {}  # (claim key, field manager) -> the status.devices keys it applied
         self.bindings = []  # (path, Binding)
         self.stopping = False
 
@@ -158,6 +159,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
         parts = [p for p in u.path.split("/") if p]
         self.version = None
+        self.subresource = None
         # /apis/resource.k8s.io/VERSION/{resourceslices,deviceclasses}[/name],
         # /apis/resource.k8s.io/VERSION/[namespaces/NS/]resourceclaims[/name]
         if parts[:2] == ["apis", "resource.k8s.io"] and len(parts) >= 4:
@@ -165,6 +167,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return None, None, q
             self.version = parts[2]
             rest = parts[3:]
+            if len(rest) in (3, 5) and rest[-1] == "status":  # the status subresource
+                self.subresource = "status"
+                rest = rest[:-1]
             if rest[0] in ("resourceslices", "deviceclasses", "resourceclaims"):
                 return rest[0], rest[1] if len(rest) > 1 else None, q
             if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "resourceclaims":
@@ -342,6 +347,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ct = self.headers.get("Content-Type", "")
         if not kind or not name:
             return self.send_json(404, status(404, "NotFound", "no such object"))
+        if ct == "application/apply-patch+yaml" and kind == "resourceclaims" and self.subresource == "status":
+            return self.apply_claim_status(name, q, body)
         if ct != "application/merge-patch+json":
             return self.send_json(415, status(415, "UnsupportedMediaType", "stand-in speaks merge patch only"))
         try:
@@ -359,6 +366,58 @@ class Handler(http.server.BaseHTTPRequestHandler):
             new = merge_patch(o, patch)
             new = s.put(kind, new)
         self.send_json(200, new)
+
+    def apply_claim_status(self, name, q, body):
+        """Server-side apply of a ResourceClaim's status.devices (the status subresource), as kube-apiserver 1.36
+        does it for a driver: the field manager owns the entries it applied (status.devices is a map list keyed
+        by driver, device, pool and shareID), so an apply replaces that manager's entries and keeps the others';
+        metadata.uid, when given, must be the claim's (409); every entry must name a device of the claim's
+        allocation (ValidateDeviceStatus: 422), and its data must be an object of at most 10 KiB."""
+        s = self.store
+        manager = q.get("fieldManager")
+        if not manager:
+            return self.send_json(400, status(400, "BadRequest", "PATCH with apply requires fieldManager"))
+        try:
+            obj = json.loads(body)  # JSON is YAML; the driver sends JSON
+        except ValueError as e:
+            return self.send_json(400, status(400, "BadRequest", str(e)))
+        entries = ((obj.get("status") or {}).get("devices")) or []
+        key = lambda e: (e.get("driver"), e.get("device"), e.get("pool"), e.get("shareID") or "")  # noqa: E731
+        with s.lock:
+            o = s.objs["resourceclaims"].get(name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", 'resourceclaims "%s" not found' % name))
+            uid = (obj.get("metadata") or {}).get("uid")
+            if uid and uid != o["metadata"].get("uid"):
+                return self.send_json(409, status(409, "Conflict", "Precondition failed: UID in precondition: %s, "
+                                                  "UID in object meta: %s" % (uid, o["metadata"].get("uid"))))
+            allocated = {key(r) for r in (((o.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                         .get("results") or []}
+            errs = []
+            for i, e in enumerate(entries):
+                if key(e) not in allocated:
+                    errs.append("status.devices[%d]: Invalid value: must be an allocated device in the claim" % i)
+                data = e.get("data")
+                if data is not None and (not isinstance(data, dict) or len(json.dumps(data)) > 10 * 1024):
+                    errs.append("status.devices[%d].data: Invalid value: must be a JSON object of at most 10Ki" % i)
+            if len({key(e) for e in entries}) != len(entries):
+                errs.append("status.devices: Duplicate value")
+            if errs:
+                s.rejected.append((self.path, errs))
+                return self.send_json(422, status(422, "Invalid", 'ResourceClaim "%s" is invalid: %s' %
+                                                  (name, "; ".join(errs))))
+            owned = s.ssa_owned.get((name, manager), set())
+            mine = {key(e): e for e in entries}
+            kept = [e for e in ((o.get("status") or {}).get("devices") or [])
+                    if key(e) not in owned and key(e) not in mine]
+            new = copy.deepcopy(o)
+            new.setdefault("status", {})["devices"] = kept + list(mine.values())
+            if not new["status"]["devices"]:
+                del new["status"]["devices"]
+            s.ssa_owned[(name, manager)] = set(mine)
+            s.patches.append((self.path, obj))
+            new = s.put("resourceclaims", new)
+        self.send_json(200, self.out("resourceclaims", new))
 
     def bind(self, name, binding):
         """pods/NAME/binding as kube-apiserver 1.20 does it (pkg/registry/core/pod/storage/storage.go,

@@ -16,6 +16,7 @@ The agent runs on the simulated node (sim/) with character device nodes made wit
 (tests/data/mig/h100-mixed.node) also the driver's mig-minors and the capability nodes (`gpuslice-sim caps`);
 exit 77 when not root.
 """
+import copy
 import json
 import os
 import shutil
@@ -516,6 +517,52 @@ def test_prepare_shared(e):
                          "gpuslice_dra_unprepare_seconds_count 2" in t, "1 prepared claim after the unprepare")
 
 
+def claim_obj(e, c):
+    with e.api.store.lock:
+        return copy.deepcopy(e.api.store.objs["resourceclaims"]["%s/%s" % (c[0], c[2])])
+
+
+def test_claim_status(e):
+    """status.devices (ResourceClaimDeviceStatus, beta and on in 1.36; the real server showed the driver never
+    wrote it): per prepared device its driver, pool, device, shareID and data (UUID, PCI bus id, a share's
+    limits), written by server-side apply under the driver's field manager — another driver's entry of the
+    same claim stays — and cleared at unprepare."""
+    up(e)
+    g1 = next(g for g in e.topo["gpus"] if g["index"] == 1)
+    c = e.claim("st", [("gpu", "gpu-1"), ("share", "gpu-2-shared", 4 * GIB, 30)])
+    with e.api.store.lock:  # a NIC of another driver in the same claim, with its own status entry
+        o = e.api.store.objs["resourceclaims"]["default/st"]
+        o["status"]["allocation"]["devices"]["results"].append(
+            {"request": "nic", "driver": "nic.example.com", "pool": NODE, "device": "eth0"})
+        o["status"]["devices"] = [{"driver": "nic.example.com", "pool": NODE, "device": "eth0",
+                                   "data": {"mac": "02:00:00:00:00:01"}}]
+    ok(e.kubelet.prepare(c), c[1])
+    check(not e.api.store.rejected, "refused: %s" % e.api.store.rejected)
+    devs = {d["device"]: d for d in claim_obj(e, c)["status"].get("devices") or []}
+    check(sorted(devs) == ["eth0", "gpu-1", "gpu-2-shared"], "status.devices %s" % devs)
+    check(devs["eth0"]["data"] == {"mac": "02:00:00:00:00:01"}, "the other driver's entry changed: %s" % devs["eth0"])
+    w, sh = devs["gpu-1"], devs["gpu-2-shared"]
+    check(w["driver"] == DRIVER and w["pool"] == NODE and "shareID" not in w, "whole entry %s" % w)
+    check(w["data"]["uuid"] == g1["uuid"] and w["data"]["pciBusID"] == e.bdf(g1) and w["data"]["index"] == 1,
+          "whole data %s" % w["data"])
+    share_id = claim_obj(e, c)["status"]["allocation"]["devices"]["results"][1]["shareID"]
+    check(sh["shareID"] == share_id, "shareID %s, allocated %s" % (sh.get("shareID"), share_id))
+    check(sh["data"]["uuid"] == uuid_of(e, 2) and dra_validation.quantity(sh["data"]["memory"]) == 4 * GIB and
+          sh["data"]["cores"] == 30 and sh["data"]["corePolicy"] in ("hard", "elastic"), "share data %s" % sh["data"])
+    applies = [p for p in e.api.store.patches if p[0].split("?")[0].endswith("/resourceclaims/st/status")]
+    check(applies and "fieldManager=%s" % DRIVER in applies[-1][0], "not applied as the driver: %s" % applies)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+    devs = [d["device"] for d in claim_obj(e, c)["status"].get("devices") or []]
+    check(devs == ["eth0"], "after unprepare: %s" % devs)
+    # a claim deleted before its unprepare: nothing to clear, no error
+    d = e.claim("gone", [("gpu", "gpu-3")])
+    ok(e.kubelet.prepare(d), d[1])
+    with e.api.store.lock:
+        e.api.store.delete("resourceclaims", "default/gone")
+    check(e.kubelet.unprepare(d) == {d[1]: ""}, "unprepare of a deleted claim")
+    check("cannot write the claim's device status" not in e.log(), "a status write failed:\n%s" % e.log()[-2000:])
+
+
 def test_prepare_errors(e):
     up(e)
     foreign = e.claim("foreign", [("gpu", "gpu-0")])
@@ -903,6 +950,7 @@ TESTS = {
     "prepare-whole": test_prepare_whole,
     "prepare-shared": test_prepare_shared,
     "prepare-errors": test_prepare_errors,
+    "claim-status": test_claim_status,
     "prepare-restart": test_prepare_restart,
     "prepare-mig": test_prepare_mig,
     "prepare-kills": test_prepare_kills,
