@@ -70,12 +70,13 @@ struct dra {
         char reg_error[256];                     /* (lock) */
         char api_version[16];                    /* (lock) the resource.k8s.io version in use, "" unknown */
         bool sharing_ok;                         /* (lock) false once a server dropped the shared fields */
-        int64_t generation;                      /* (lock) the pool generation last written */
-        struct dra_mig *mig;                     /* (lock) the node's MIG side (NULL: none read) */
-        char mig_error[256];                     /* (lock) why MIG devices cannot be given ("" they can) */
-        bool publish_dirty;                      /* (lock) the slices may differ from what was written */
-        struct dra_published pub;                /* (lock) the publisher's view of the pool (publish.c) */
-        pthread_cond_t publish_wake;             /* signalled with publish_dirty or stop */
+        bool taints_ok;              /* (lock) false once a server dropped device taints: unhealthy GPUs are left out */
+        int64_t generation;          /* (lock) the pool generation last written */
+        struct dra_mig *mig;         /* (lock) the node's MIG side (NULL: none read) */
+        char mig_error[256];         /* (lock) why MIG devices cannot be given ("" they can) */
+        bool publish_dirty;          /* (lock) the slices may differ from what was written */
+        struct dra_published pub;    /* (lock) the publisher's view of the pool (publish.c) */
+        pthread_cond_t publish_wake; /* signalled with publish_dirty or stop */
 
         atomic_bool stop;
         atomic_uint_fast64_t health_gen; /* bumped on every health change the stream must send */

@@ -82,13 +82,21 @@ static void normalize(json_t *v) {
         }
 }
 
-/* The spec without its generation, v1-shaped, quantities by value. */
+/* The spec without its generation, v1-shaped, quantities by value, taints without the timeAdded the server
+ * adds. */
 static json_t *comparable(const json_t *slice) {
         json_t *s = dra_slice_to_v1(slice);
         json_t *spec = s ? json_incref(json_object_get(s, "spec")) : NULL;
         json_decref(s);
         if (spec) {
+                size_t i, k;
+                json_t *dev, *t;
                 json_object_del(json_object_get(spec, "pool"), "generation");
+                json_array_foreach(json_object_get(spec, "devices"), i, dev) {
+                        json_array_foreach(json_object_get(dev, "taints"), k, t) {
+                                json_object_del(t, "timeAdded");
+                        }
+                }
                 normalize(spec);
         }
         return spec;
@@ -226,6 +234,21 @@ static bool kept_shared_fields(const json_t *sent_v1, const json_t *answer) {
         return ok;
 }
 
+/* Did the server keep the devices' taints? (1.34, 1.35 drop them: DRADeviceTaints off.) */
+static bool kept_taints(const json_t *sent_v1, const json_t *answer) {
+        json_t *got = dra_slice_to_v1(answer);
+        size_t i;
+        json_t *dev;
+        bool ok = true;
+        json_array_foreach(json_object_get(json_object_get(sent_v1, "spec"), "devices"), i, dev) {
+                const json_t *g = json_array_get(json_object_get(json_object_get(got, "spec"), "devices"), i);
+                if (json_array_size(json_object_get(dev, "taints")) > json_array_size(json_object_get(g, "taints")))
+                        ok = false;
+        }
+        json_decref(got);
+        return ok;
+}
+
 /* ---- one pass ---- */
 
 struct pass {
@@ -256,7 +279,10 @@ static void reread(struct pass *p, const char *name) {
         json_decref(now);
 }
 
-/* Write one slice (create or replace); 1 when the server dropped the shared fields. */
+#define DROPPED_SHARED 1
+#define DROPPED_TAINTS 2
+
+/* Write one slice (create or replace); DROPPED_* bits for the fields the server dropped. */
 static int write_slice(struct pass *p, const json_t *slice_v1, const json_t *have, struct gs_error *err) {
         char path[DRA_MAX_POOL_NAME + 80];
         const char *name = json_string_value(json_object_get(json_object_get(slice_v1, "metadata"), "name"));
@@ -299,9 +325,10 @@ static int write_slice(struct pass *p, const json_t *slice_v1, const json_t *hav
         count_write(have ? "updated" : "created");
         if (json_is_object(answer))
                 wrote(p->d, name, answer);
-        bool kept = !p->shared || kept_shared_fields(slice_v1, answer);
+        int dropped = (p->shared && !kept_shared_fields(slice_v1, answer) ? DROPPED_SHARED : 0) |
+                      (!kept_taints(slice_v1, answer) ? DROPPED_TAINTS : 0);
         json_decref(answer);
-        return kept ? 0 : 1;
+        return dropped;
 }
 
 static int delete_slice(struct pass *p, const char *name, struct gs_error *err) {
@@ -319,6 +346,17 @@ static int delete_slice(struct pass *p, const char *name, struct gs_error *err) 
         count_write("deleted");
         forget(p->d, name);
         return 0;
+}
+
+static void withdraw_taints(struct dra *d) {
+        pthread_mutex_lock(&d->lock);
+        bool was = d->taints_ok;
+        d->taints_ok = false;
+        dra_publish_kick_locked(d);
+        pthread_mutex_unlock(&d->lock);
+        if (was)
+                dra_log(d, DRA_LOG_WARN, "the API server does not keep device taints: unhealthy GPUs are left out",
+                        "needs=\"Kubernetes 1.36 (DRADeviceTaints)\"");
 }
 
 static void withdraw_sharing(struct dra *d, const char *why) {
@@ -368,13 +406,13 @@ static int sync_pool(struct pass *p, struct gs_error *err) {
         }
         size_t i, devices = 0;
         json_t *s;
-        bool dropped = false;
+        int dropped = 0;
         json_array_foreach(desired, i, s) {
                 const char *name = json_string_value(json_object_get(json_object_get(s, "metadata"), "name"));
                 devices += json_array_size(json_object_get(json_object_get(s, "spec"), "devices"));
                 if ((r = write_slice(p, s, json_object_get(e.by_name, name), err)) < 0)
                         goto out;
-                dropped |= r == 1;
+                dropped |= r;
                 json_object_del(e.by_name, name);
         }
         const char *name;
@@ -390,8 +428,10 @@ static int sync_pool(struct pass *p, struct gs_error *err) {
         dra_log(d, DRA_LOG_INFO, "ResourceSlices published",
                 "pool=%s generation=%" PRId64 " slices=%zu devices=%zu api=%s", d->node, p->in.generation,
                 json_array_size(desired), devices, p->version);
-        if (dropped)
+        if (dropped & DROPPED_SHARED)
                 withdraw_sharing(d, "the server dropped allowMultipleAllocations, consumesCounters or sharedCounters");
+        if (dropped & DROPPED_TAINTS)
+                withdraw_taints(d);
 out:
         pass_end(d);
         json_decref(desired);

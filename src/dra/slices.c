@@ -582,6 +582,32 @@ static int mig_attributes(const struct topo_gpu *gpu, const struct mig_device *m
         return r;
 }
 
+void dra_taint_value(const char *reason, char *buf, size_t len) {
+        size_t n = 0;
+        if (!len)
+                return;
+        for (const char *c = reason ? reason : ""; *c && n + 1 < len && n < DRA_MAX_LABEL; c++) {
+                bool ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
+                if (n == 0 && !isalnum((unsigned char)*c))
+                        continue;
+                buf[n++] = ok ? *c : '-';
+        }
+        while (n > 0 && !isalnum((unsigned char)buf[n - 1]))
+                n--;
+        buf[n] = '\0';
+}
+
+/* The unhealthy taint of GPU g's devices. */
+static json_t *taints_json(const struct dra_slice_input *in, unsigned g) {
+        char key[DRA_MAX_DOMAIN + DRA_MAX_ID + 2];
+        const char *value = in->taint_value[g];
+        snprintf(key, sizeof key, "%s/%s", in->driver, DRA_TAINT_UNHEALTHY);
+        json_t *t = json_pack("{s:s, s:s}", "key", key, "effect", "NoSchedule");
+        if (t && value[0] && json_object_set_new(t, "value", json_string(value)) < 0)
+                json_decref(TAKE_PTR(t));
+        return t ? json_pack("[o]", t) : NULL;
+}
+
 /* lint: long — one device of any kind: its attributes, its capacities and what it consumes, checked against
  * the per-device limit. */
 static json_t *device_json(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
@@ -611,6 +637,8 @@ static json_t *device_json(const struct dra_slice_input *in, unsigned g, const s
         } else if (memory && json_object_set_new(cap, "memory", json_pack("{s:o}", "value", quantity(memory))) < 0)
                 goto fail;
         if (counters && json_object_set_new(d, "consumesCounters", device_counters(in, g, ref)) < 0)
+                goto fail;
+        if (in->tainted[g] && json_object_set_new(d, "taints", taints_json(in, g)) < 0)
                 goto fail;
         if (json_object_size(attrs) + json_object_size(cap) > DRA_MAX_ATTRS_AND_CAPS)
                 goto fail;

@@ -23,6 +23,8 @@
  *                        a MIG device of a GPU with MIG on (type "mig", static layouts: one per compute
  *                        instance that exists): its profile, MIG UUID, gpuInstance, computeInstance,
  *                        parentUUID, parentIndex and the parent's other attributes, capacity memory
+ * An unhealthy GPU on a server that keeps device taints is published with the taint "<driver>/unhealthy"
+ * (effect NoSchedule) on every device of it; elsewhere it is left out (dra.c decides, slices.c draws).
  * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
  * ("memory-slice-<i>", 1 each) and "compute-slices" (the GPU's, from struct mig_caps): the whole device
  * consumes all of it, a MIG device its compute slices and, when it is its GPU instance's only compute
@@ -83,7 +85,17 @@ struct dra_slice_input {
         int64_t generation;                /* pool.generation written into every slice */
         const struct dra_mig *mig;         /* NULL: no MIG devices */
         bool counters_dropped;             /* the server drops counters: no device of a MIG GPU consumes any */
+        /* per topo position: published (offered) with a NoSchedule taint DRA_TAINT_KEY on each of its devices,
+         * the value from the reason (KEP-5055 device taints: a server that keeps them, 1.36+) */
+        bool tainted[TOPO_MAX_GPUS];
+        char taint_value[TOPO_MAX_GPUS][DRA_MAX_LABEL + 1]; /* dra_taint_value of the reason, "" none */
 };
+
+#define DRA_TAINT_UNHEALTHY "unhealthy" /* the taint's key in the driver's domain: "gpu.gpuslice.io/unhealthy" */
+
+/* A reason as a taint value (a label value: [A-Za-z0-9._-], alphanumeric at both ends, at most 63): other
+ * characters become '-'; "" when nothing is left. */
+void dra_taint_value(const char *reason, char *buf, size_t len);
 
 /*
  * The pool's slices as resource.k8s.io/v1 ResourceSlice objects ({apiVersion, kind, metadata{name},

@@ -496,6 +496,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     s.rejected.append((self.path, errs))
                 return self.send_json(422, status(422, "Invalid", 'ResourceSlice "%s" is invalid: %s' %
                                                   (obj["metadata"].get("name"), "; ".join(errs))))
+            for d in (obj.get("spec") or {}).get("devices") or []:  # 1.36 stamps a taint that has no time
+                for t in d.get("taints") or []:
+                    t.setdefault("timeAdded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         obj["apiVersion"] = "resource.k8s.io/v1"
         obj["kind"] = KIND_NAMES[kind]
         if kind == "resourceclaims" and name:

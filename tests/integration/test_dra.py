@@ -292,6 +292,7 @@ def test_register(e):
     check(len(a.devices) == 1 and a.devices[0].device_name == "gpu-1", "devices %s" % a.devices)
     st = e.status()["dra"]
     check(st["registered"] and st["driver"] == DRIVER and len(st["claims"]) == 1, "status %s" % st)
+    check("migError" not in st and "registrationError" not in st, "docs/dra.md: absent when none: %s" % st)
     # an older kubelet speaks v1beta1 only: the same driver, the same answers
     old = kubelet_standin.DraKubelet(e.stubs, e.registry, services=("v1beta1.DRAPlugin",))
     try:
@@ -347,12 +348,24 @@ def test_slices(e):
         check(set_w["counterSet"] == set_s["counterSet"] == "gpu-%d" % g["index"], "counter sets")
         check(dra_validation.quantity(set_w["counters"]["memory"]["value"]) == g["memory_total_bytes"],
               "the whole device consumes the whole counter")
-    # a GPU turns unhealthy: the pool's next generation lacks it (whole and shared)
+    # a GPU turns unhealthy: a 1.36 server keeps device taints, so the pool's next generation has it tainted
+    # NoSchedule (whole and shared), the time the server stamped kept (no rewrite for it)
     e.sim("lose", "3")
-    gen2, _ = e.wait_pool(lambda d: "gpu-3" not in d and "gpu-3-shared" not in d and "gpu-2" in d, "gpu-3 withdrawn")
+    gen2, _ = e.wait_pool(lambda d: d.get("gpu-3", {}).get("taints") and d.get("gpu-3-shared", {}).get("taints"),
+                          "gpu-3 tainted")
     check(gen2 > gen, "generation %d after %d" % (gen2, gen))
+    t = e.devices()["gpu-3"]["taints"]
+    check(len(t) == 1 and t[0]["key"] == DRIVER + "/unhealthy" and t[0]["effect"] == "NoSchedule" and
+          t[0].get("timeAdded"), "taint %s" % t)
+    check(not any(d.get("taints") for n, d in e.devices().items() if not n.startswith("gpu-3")), "others tainted")
+    check(e.status()["dra"]["taints"] is True, "status: taints %s" % e.status()["dra"])
+    wait_quiet(e, quiet=1.0)
+    rv = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()}
+    time.sleep(1)
+    check(rv == {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()},
+          "rewritten for the server's timeAdded")
     e.sim("restore", "3")
-    gen3, _ = e.wait_pool(lambda d: "gpu-3" in d, "gpu-3 back", timeout=30)
+    gen3, _ = e.wait_pool(lambda d: "gpu-3" in d and not d["gpu-3"].get("taints"), "gpu-3 back", timeout=30)
     check(gen3 > gen2, "generation %d after %d" % (gen3, gen2))
     # a restarting kubelet wipes the node's slices: they come back
     e.kubelet.restart(wipe=e.wipe)
@@ -442,6 +455,14 @@ def test_slices_gates(e):
     e.wait_pool(lambda d: len(d) == len(e.topo["gpus"]) and not any("shared" in n for n in d), "whole only")
     check(all(not s["spec"].get("sharedCounters") for s in e.slices()), "counter slices left behind")
     check(len(e.slices()) == 1, "one slice: %d" % len(e.slices()))
+    # device taints are dropped too (DRADeviceTaints off): an unhealthy GPU is left out of the pool instead
+    e.sim("lose", "3")
+    e.wait_pool(lambda d: "gpu-3" not in d and "gpu-2" in d, "gpu-3 withdrawn")
+    check(not any(d.get("taints") for d in e.devices().values()), "taints published: %s" % e.devices())
+    check("does not keep device taints" in e.log(), "no word of the dropped taints")
+    check(e.status()["dra"]["taints"] is False, "status: taints %s" % e.status()["dra"])
+    e.sim("restore", "3")
+    e.wait_pool(lambda d: "gpu-3" in d, "gpu-3 back", timeout=30)
 
 
 # ---- prepare / unprepare ----

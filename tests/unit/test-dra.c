@@ -216,6 +216,27 @@ static void test_slices_reference(void **state) {
         free(t);
 }
 
+/* A reason as a taint value: a label value or nothing. */
+static void test_taint_value(void **state) {
+        (void)state;
+        char v[DRA_MAX_LABEL + 1], small[4];
+        dra_taint_value("Xid 79 (fallen off the bus)", v, sizeof v);
+        assert_string_equal(v, "Xid-79--fallen-off-the-bus");
+        dra_taint_value("  -lost.", v, sizeof v);
+        assert_string_equal(v, "lost");
+        dra_taint_value("", v, sizeof v);
+        assert_string_equal(v, "");
+        dra_taint_value(NULL, v, sizeof v);
+        assert_string_equal(v, "");
+        dra_taint_value("ab-cd", small, sizeof small);
+        assert_string_equal(small, "ab");
+        char longer[200];
+        memset(longer, 'a', sizeof longer - 1);
+        longer[sizeof longer - 1] = '\0';
+        dra_taint_value(longer, v, sizeof v);
+        assert_int_equal(strlen(v), DRA_MAX_LABEL);
+}
+
 /* 64 GPUs with shared devices: 128 devices, two slices of 64, eight counter slices of eight sets. */
 static void test_slices_many(void **state) {
         (void)state;
@@ -1056,6 +1077,7 @@ int main(void) {
                 cmocka_unit_test(test_versions),
                 cmocka_unit_test(test_quantities),
                 cmocka_unit_test(test_slices_reference),
+                cmocka_unit_test(test_taint_value),
                 cmocka_unit_test(test_slices_many),
                 cmocka_unit_test(test_slices_mig_a100),
                 cmocka_unit_test(test_slices_mig_h100),
