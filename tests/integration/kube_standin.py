@@ -8,9 +8,13 @@ PATCH, and pods/binding as 1.20 does it (annotations merged in the update that s
 
 resource.k8s.io (the DRA driver's tests, test_dra.py; no kube-apiserver new enough for DRA can be built
 here): ResourceSlices (cluster-scoped, fieldSelector spec.nodeName / spec.driver), ResourceClaims
-(namespaced) and DeviceClasses in the versions of `Store.resource_versions` (v1, v1beta2, v1beta1 by
-default; v1beta1 with its "basic" device wrapper), GET /apis/resource.k8s.io for discovery, POST / PUT
-(resourceVersion preconditions) / DELETE. Slices are validated as kube-apiserver 1.36 validates them,
+(namespaced) and DeviceClasses in the versions of `Store.resource_versions` (v1 only by default, as 1.36
+serves them; v1beta2, v1beta1 with its "basic" device wrapper when a test enables them), GET
+/apis/resource.k8s.io for discovery, POST / PUT (resourceVersion preconditions) / DELETE, server-side apply
+of a claim's status.devices, and the stored form the real 1.36 showed (tests/data/dra/real-1.36: uid,
+creationTimestamp, generation bumped by a spec change, a claim's request defaults, a taint's timeAdded;
+claim_defaults, allocated, extended_resource_claim), with the watch lagging the answers by
+`Store.watch_delay`. Slices are validated as kube-apiserver 1.36 validates them,
 after the fields of disabled feature gates (`Store.gates`) are dropped (dra_validation.py): what the real
 server refuses is answered 422 Invalid. Everything else about Kubernetes is left out; tests/e2e runs the
 real kube-apiserver (1.20, without resource.k8s.io).
@@ -59,7 +63,8 @@ class Store:
         self.lock = threading.Condition()
         self.rv = 100
         self.objs = {"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}, "deviceclasses": {}}
-        self.resource_versions = ["v1", "v1beta2", "v1beta1"]  # resource.k8s.io versions served, preferred first
+        # resource.k8s.io versions served, preferred first: 1.36 serves v1 only unless v1beta1/v1beta2 are enabled
+        self.resource_versions = ["v1"]
         self.gates = dict(dra_validation.GATES_1_36)  # feature gates of resource.k8s.io fields
         self.rejected = []  # (path, [errors]) of 422 answers
         self.log = []  # (rv, kind, type, obj)
@@ -137,6 +142,58 @@ def selector_match(obj, fs):
         else:
             return False
     return True
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def claim_defaults(obj):
+    """A ResourceClaim's spec as kube-apiserver 1.36 stores it (tests/data/dra/real-1.36/claim-one-gpu.yaml):
+    every exact request and subrequest gets allocationMode ExactCount and, for that mode, count 1."""
+    for r in ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for e in [r.get("exactly")] + list(r.get("firstAvailable") or []):
+            if isinstance(e, dict):
+                e.setdefault("allocationMode", "ExactCount")
+                if e["allocationMode"] == "ExactCount":
+                    e.setdefault("count", 1)
+    return obj
+
+
+def allocated(obj, node, pod=None):
+    """A claim as the 1.36 scheduler leaves it allocated (the recorded claim): allocationTimestamp, the
+    nodeSelector of its node, the delete-protection finalizer, and reservedFor the pod ({name, uid})."""
+    a = obj.setdefault("status", {}).setdefault("allocation", {})
+    a.setdefault("allocationTimestamp", now())
+    a.setdefault("nodeSelector", {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]})
+    fin = obj["metadata"].setdefault("finalizers", [])
+    if "resource.kubernetes.io/delete-protection" not in fin:
+        fin.append("resource.kubernetes.io/delete-protection")
+    if pod:
+        obj["status"].setdefault("reservedFor", [{"resource": "pods", "name": pod["name"], "uid": pod["uid"]}])
+    return obj
+
+
+def extended_resource_claim(pod, node, driver, device_class, devices, container=0):
+    """The claim kube-scheduler 1.36 makes for a pod asking an extended resource a DeviceClass names
+    (`extendedResourceName`, KEP-5004; the real server named it "<pod>-extended-resources-<suffix>"): owned by
+    the pod, one request per container and resource ("container-<c>-request-<r>"), allocated on the node.
+    pod: {name, namespace, uid}; devices: the device names the scheduler chose."""
+    req = "container-%d-request-0" % container
+    suffix = uuid.uuid4().hex[:5]
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "%s-extended-resources-%s" % (pod["name"], suffix),
+                        "namespace": pod.get("namespace", "default"), "uid": str(uuid.uuid4()),
+                        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod["name"],
+                                             "uid": pod["uid"], "controller": True, "blockOwnerDeletion": True}],
+                        "creationTimestamp": now(), "generation": 1},
+           "spec": {"devices": {"requests": [{"name": req, "exactly": {
+               "deviceClassName": device_class, "allocationMode": "ExactCount", "count": len(devices)}}]}},
+           "status": {"allocation": {"devices": {"results": [
+               {"request": req, "driver": driver, "pool": node, "device": d} for d in devices]}}}}
+    return allocated(obj, node, pod)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -498,9 +555,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                   (obj["metadata"].get("name"), "; ".join(errs))))
             for d in (obj.get("spec") or {}).get("devices") or []:  # 1.36 stamps a taint that has no time
                 for t in d.get("taints") or []:
-                    t.setdefault("timeAdded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                    t.setdefault("timeAdded", now())
         obj["apiVersion"] = "resource.k8s.io/v1"
         obj["kind"] = KIND_NAMES[kind]
+        if kind == "resourceclaims":
+            claim_defaults(obj)
         if kind == "resourceclaims" and name:
             obj["metadata"].setdefault("namespace", name.split("/")[0])
         with s.lock:
@@ -523,7 +582,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     (obj.get("spec") != have.get("spec"))
             else:
                 obj["metadata"]["uid"] = str(uuid.uuid4())
-                obj["metadata"]["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                obj["metadata"]["creationTimestamp"] = now()
                 obj["metadata"]["generation"] = 1
             stored = s.put(kind, obj)
         self.send_json(201 if name is None else 200, self.out(kind, stored))

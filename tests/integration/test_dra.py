@@ -97,7 +97,7 @@ class DraEnv:
                                      "status": {"capacity": {"cpu": "64"}}})
         self.dp_kubelet = kubelet_standin.Kubelet(stubs, self.dp, self.podres)
         self.dp_kubelet.start()
-        self.kubelet = kubelet_standin.DraKubelet(stubs, self.registry, services=services)
+        self.kubelet = kubelet_standin.DraKubelet(stubs, self.registry, services=services, wipe=self.wipe)
         self.agent, self.logs = None, []
         self.interposer = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
         self.sim("reset")
@@ -198,8 +198,10 @@ class DraEnv:
                "metadata": {"name": name, "namespace": ns, "uid": uid},
                "spec": {"devices": {"requests": [{"name": r[0], "exactly": {"deviceClassName": "gpu.gpuslice.io"}}
                                                  for r in results]}}}
+        kube_standin.claim_defaults(obj)
         if allocated:
             obj["status"] = {"allocation": {"devices": {"results": res, "config": config or []}}}
+            kube_standin.allocated(obj, NODE)
         self.api.store.put("resourceclaims", obj)
         return (ns, uid, name)
 
@@ -368,7 +370,7 @@ def test_slices(e):
     gen3, _ = e.wait_pool(lambda d: "gpu-3" in d and not d["gpu-3"].get("taints"), "gpu-3 back", timeout=30)
     check(gen3 > gen2, "generation %d after %d" % (gen3, gen2))
     # a restarting kubelet wipes the node's slices: they come back
-    e.kubelet.restart(wipe=e.wipe)
+    e.kubelet.restart()
     gen4, _ = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "slices published again after a wipe")
     check(gen4 > gen3, "generation %d after a wipe (was %d)" % (gen4, gen3))
     # nothing changes: nothing is written (the stand-in's resourceVersion stays)
@@ -431,6 +433,109 @@ def test_slices_writes(e):
     writes = slice_writes(e, before)
     check([w[0] for w in writes] == ["POST"] * want, "after a wipe: %s, %d POSTs needed" % (writes, want))
     check("cannot publish" not in e.log(), "a failed write: %s" % e.log()[-2000:])
+
+
+RECORDED_NODE = "gpunode"  # the node of the recorded objects
+
+
+def recorded(e, name):
+    """An object the real kube-apiserver 1.36.3 stored (tests/data/dra/real-1.36, copied from the run the
+    facts file describes), its node renamed to this test's."""
+    import yaml
+    with open(os.path.join(e.args.source, "tests", "data", "dra", "real-1.36", name)) as f:
+        text = json.dumps(yaml.safe_load(f))
+    return json.loads(text.replace('"%s' % RECORDED_NODE, '"%s' % NODE))
+
+
+SERVER_SET = ("uid", "resourceVersion", "creationTimestamp")  # differ from run to run
+
+
+def test_recorded(e):
+    """The stand-in against what the real 1.36 stored: (1) the recorded slices of the 8-GPU node and of the
+    H100 MIG node pass the stand-in's validation, and posted to it come back in the stored form the real
+    server answered (metadata generation and all); (2) the recorded claim's spec, as a template controller
+    writes it, is stored with the real server's defaults; (3) on the same simulated node
+    (tests/data/dra/nvlink-pairs.topo) the driver publishes, through the stand-in, exactly the slices the real
+    server stored; (4) the recorded claim, as stored, is prepared."""
+    for name in ("resourceslices-8gpu.yaml", "resourceslices-mig.yaml"):
+        items = recorded(e, name)["items"]
+        check(dra_validation.validate_pool(items) == [], "%s: %s" % (name, dra_validation.validate_pool(items)))
+        api = kube_standin.StandIn().start()
+        try:
+            for rec in items:
+                check(dra_validation.validate_slice(rec) == [], "%s: %s" % (name, dra_validation.validate_slice(rec)))
+                sent = copy.deepcopy(rec)
+                for k in SERVER_SET + ("generation",):
+                    sent["metadata"].pop(k, None)
+                got = http_json(api.url, "POST", "/apis/resource.k8s.io/v1/resourceslices", sent)
+                check(not api.store.rejected, "%s refused: %s" % (name, api.store.rejected))
+                check(got["metadata"].get("generation") == 1, "a created slice's generation: %s" % got["metadata"])
+                for o in (got, rec):
+                    for k in SERVER_SET + ("generation",):  # the MIG node's were written 4 times
+                        o["metadata"].pop(k, None)
+                check(got == rec, "%s: stored as\n%s\nthe real server stored\n%s" %
+                      (name, json.dumps(got, sort_keys=True)[:1500], json.dumps(rec, sort_keys=True)[:1500]))
+        finally:
+            api.stop()
+    claim = recorded(e, "claim-one-gpu.yaml")
+    template = {"apiVersion": claim["apiVersion"], "kind": claim["kind"],
+                "metadata": {"name": claim["metadata"]["name"], "namespace": "default"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}}
+    api = kube_standin.StandIn().start()
+    try:
+        got = http_json(api.url, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", template)
+        check(got["spec"] == claim["spec"], "claim spec stored as %s, the real server: %s" %
+              (got["spec"], claim["spec"]))
+    finally:
+        api.stop()
+    up(e)
+    _, slices = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "the pool")
+    wait_quiet(e, quiet=1.0)
+    mine = {s["metadata"]["name"]: copy.deepcopy(s) for s in e.slices()}
+    real = {s["metadata"]["name"]: s for s in recorded(e, "resourceslices-8gpu.yaml")["items"]}
+    check(sorted(mine) == sorted(real), "slices %s, the real server had %s" % (sorted(mine), sorted(real)))
+    for n, rec in real.items():
+        got = mine[n]
+        for o in (got, rec):
+            for k in SERVER_SET:
+                o["metadata"].pop(k, None)
+            for ref in o["metadata"].get("ownerReferences") or []:
+                ref.pop("uid", None)
+            o.pop("apiVersion"), o.pop("kind")
+        check(got == rec, "%s published as\n%s\nthe real server stored\n%s" %
+              (n, json.dumps(got, sort_keys=True)[:3000], json.dumps(rec, sort_keys=True)[:3000]))
+    with e.api.store.lock:
+        e.api.store.objs["resourceclaims"]["default/" + claim["metadata"]["name"]] = claim
+    c = ("default", claim["metadata"]["uid"], claim["metadata"]["name"])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check([d.device_name for d in a.devices] == ["gpu-0"], "devices %s" % a.devices)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+
+
+def http_json(url, method, path, body=None):
+    import urllib.request
+    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_extended(e):
+    """A pod asking `nvidia.com/gpu: 1` with no claim (the class's extendedResourceName): the real 1.36
+    scheduler made a claim "<pod>-extended-resources-<suffix>" and the driver prepared it like any other."""
+    up(e)
+    pod = {"name": "ext", "namespace": "default", "uid": str(uuid.uuid4())}
+    obj = kube_standin.extended_resource_claim(pod, NODE, DRIVER, "gpu.gpuslice.io", ["gpu-5"])
+    check("-extended-resources-" in obj["metadata"]["name"], "name %s" % obj["metadata"]["name"])
+    e.api.store.put("resourceclaims", obj)
+    c = ("default", obj["metadata"]["uid"], obj["metadata"]["name"])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check([d.device_name for d in a.devices] == ["gpu-5"] and
+          list(a.devices[0].request_names) == ["container-0-request-0"], "devices %s" % a.devices)
+    check(e.cdi_specs() == ["%s-claim_%s.json" % (DRIVER, c[1])], "specs %s" % e.cdi_specs())
+    st = [d["device"] for d in claim_obj(e, c)["status"].get("devices") or []]
+    check(st == ["gpu-5"], "status.devices %s" % st)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
 
 
 def test_slices_v1beta1(e):
@@ -611,8 +716,8 @@ def test_prepare_errors(e):
         err = ans[c[1]].error
         check(want in err, "claim %s: wanted %r in the error, got %r" % (c[2], want, err))
     e.sim("lose", "2")
-    e.wait_pool(lambda d: "gpu-2" not in d, "gpu-2 withdrawn")
-    sick = e.claim("sick", [("gpu", "gpu-2")])
+    e.wait_pool(lambda d: d["gpu-2"].get("taints"), "gpu-2 tainted")
+    sick = e.claim("sick", [("gpu", "gpu-2")])  # a claim tolerating the taint: still refused
     check("unhealthy" in e.kubelet.prepare(sick)[sick[1]].error, "an unhealthy GPU was prepared")
     check(e.cdi_specs() == [] and e.limits_dirs() == [], "a failed prepare left files")
     check(e.status()["dra"]["claims"] == [], "a failed prepare left a record")
@@ -966,6 +1071,8 @@ TESTS = {
     "register": test_register,
     "slices": test_slices,
     "slices-writes": test_slices_writes,
+    "recorded": test_recorded,
+    "extended": test_extended,
     "slices-v1beta1": test_slices_v1beta1,
     "slices-gates": test_slices_gates,
     "prepare-whole": test_prepare_whole,
