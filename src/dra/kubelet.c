@@ -325,7 +325,7 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
 
 /* ---- health ---- */
 
-#define HEALTH_MAX_DEVICES (TOPO_MAX_GPUS * (2 + MIG_MAX_DEVICES))
+#define HEALTH_MAX_DEVICES (TOPO_MAX_GPUS * (2 + 2 * MIG_MAX_DEVICES))
 
 /* One health stream message's storage (too large for a thread's stack). */
 struct health_msg {
@@ -373,11 +373,14 @@ static int send_health(struct dra *d, struct rpc_stream *s) {
                 ref.kind = DRA_DEVICE_SHARED;
                 if (shared && !mig_on) /* as the slices: no shared device of a GPU in MIG mode */
                         health_add(d, m, g, &ref, now);
-                ref.kind = DRA_DEVICE_MIG;
                 for (unsigned k = 0; mig && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
                         ref.gi = d->mig->node.gpu[g].dev[k].gi;
                         ref.ci = d->mig->node.gpu[g].dev[k].ci;
+                        ref.kind = DRA_DEVICE_MIG;
                         health_add(d, m, g, &ref, now);
+                        ref.kind = DRA_DEVICE_MIG_SHARED; /* its fractions (when published) */
+                        if (shared)
+                                health_add(d, m, g, &ref, now);
                 }
         }
         pthread_mutex_unlock(&d->lock);

@@ -23,6 +23,11 @@
  *                        a MIG device of a GPU with MIG on (type "mig", static layouts: one per compute
  *                        instance that exists): its profile, MIG UUID, gpuInstance, computeInstance,
  *                        parentUUID, parentIndex and the parent's other attributes, capacity memory
+ *   gpu-<index>-mig-<gi>-<ci>-shared
+ *                        with shared devices on, the same MIG device for fractions (type "mig-shared"):
+ *                        the MIG device's attributes, allowMultipleAllocations, consumable memory (its
+ *                        instance's) and cores; it and its MIG device exclude each other by the counter
+ *                        "mig-<gi>-<ci>" of the GPU's set (the MIG device consumes all, a share 1)
  * An unhealthy GPU on a server that keeps device taints is published with the taint "<driver>/unhealthy"
  * (effect NoSchedule) on every device of it; elsewhere it is left out (dra.c decides, slices.c draws).
  * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
@@ -111,10 +116,18 @@ json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 json_t *dra_slice_to_v1(const json_t *slice);
 
 enum dra_device_kind {
-        DRA_DEVICE_GPU,    /* gpu-<index> */
-        DRA_DEVICE_SHARED, /* gpu-<index>-shared */
-        DRA_DEVICE_MIG,    /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_GPU,        /* gpu-<index> */
+        DRA_DEVICE_SHARED,     /* gpu-<index>-shared */
+        DRA_DEVICE_MIG,        /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_MIG_SHARED, /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
 };
+
+static inline bool dra_kind_mig(enum dra_device_kind k) {
+        return k == DRA_DEVICE_MIG || k == DRA_DEVICE_MIG_SHARED;
+}
+static inline bool dra_kind_shared(enum dra_device_kind k) {
+        return k == DRA_DEVICE_SHARED || k == DRA_DEVICE_MIG_SHARED;
+}
 
 /* A device by name: its kind, its GPU's NVML index and, for a MIG device, its instance ids. */
 struct dra_device_ref {
@@ -132,6 +145,10 @@ struct dra_counters {
         unsigned memory_slice[MIG_MAX_PLACEMENTS]; /* MIG GPUs: memory-slice-<i> */
         unsigned n_memory_slices;
         unsigned compute_slices; /* MIG GPUs */
+        /* MIG GPUs with shared MIG devices: "mig-<gi>-<ci>" per MIG device that has a shared twin (by its
+         * position in the GPU's MIG device list): the MIG device consumes all of it, each share 1 */
+        uint64_t mig_share[MIG_MAX_DEVICES];
+        unsigned mig_gi[MIG_MAX_DEVICES], mig_ci[MIG_MAX_DEVICES];
 };
 
 /* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the

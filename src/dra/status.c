@@ -35,7 +35,7 @@ static json_t *device_data(struct dra *d, const struct dra_record *r, const stru
                 return NULL;
         json_object_set_new(o, "uuid", json_string(dv->uuid));
         json_object_set_new(o, "index", json_integer(dv->index));
-        if (dv->kind == DRA_DEVICE_MIG && parent[0])
+        if (dra_kind_mig(dv->kind) && parent[0])
                 json_object_set_new(o, "parentUUID", json_string(parent));
         if (bus[0])
                 json_object_set_new(o, "pciBusID", json_string(bus));

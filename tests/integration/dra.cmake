@@ -8,7 +8,7 @@ if(TARGET gpuslice_dra)
       prepare-restart health coexist inspect)
   # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
   # with whole, shared and MIG claims
-  set(_dra_mig_tests prepare-mig prepare-kills coexist-mig)
+  set(_dra_mig_tests prepare-mig prepare-mig-shared prepare-kills coexist-mig)
   # on the simulated node the real Kubernetes 1.36 run used (tests/data/dra/real-1.36 has what it stored)
   set(_dra_recorded_tests recorded)
   foreach(t ${_dra_tests} ${_dra_mig_tests} ${_dra_recorded_tests})

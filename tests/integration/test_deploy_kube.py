@@ -67,7 +67,8 @@ def check_dra(docs, base_agent, who):
     assert b["roleRef"]["name"] == "gpuslice-node-dra" and b["roleRef"]["kind"] == "ClusterRole", b
     assert b["subjects"] == [{"kind": "ServiceAccount", "name": "gpuslice-node", "namespace": "gpuslice-system"}], b
     classes = sorted(n for (k, n) in by if k == "DeviceClass")
-    assert classes == ["gpu-shared.gpuslice.io", "gpu.gpuslice.io", "mig.gpuslice.io"], (who, classes)
+    assert classes == ["gpu-shared.gpuslice.io", "gpu.gpuslice.io", "mig-shared.gpuslice.io", "mig.gpuslice.io"], \
+        (who, classes)
     assert by[("DeviceClass", "gpu.gpuslice.io")]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     cmd = agent["command"]
     dra = [a for a in cmd if a.startswith("--dra")]

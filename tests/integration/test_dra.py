@@ -773,8 +773,10 @@ def test_prepare_mig(e):
     check(dra_validation.validate_pool(slices) == [], "pool invalid: %s" % dra_validation.validate_pool(slices))
     check(not e.api.store.rejected, "the stand-in refused slices: %s" % e.api.store.rejected[-1:])
     devs = e.devices()
-    check(sorted(n for n in devs if "-mig-" in n) == sorted(names), "MIG devices %s, NVML has %s" %
-          (sorted(n for n in devs if "-mig-" in n), sorted(names)))
+    migs = sorted(n for n in devs if "-mig-" in n and not n.endswith("-shared"))
+    check(migs == sorted(names), "MIG devices %s, NVML has %s" % (migs, sorted(names)))
+    check(sorted(n for n in devs if "-mig-" in n and n.endswith("-shared")) == sorted(n + "-shared" for n in names),
+          "shared MIG devices")
     for n, d in names.items():
         a = devs[n]["attributes"]
         check(a["type"]["string"] == "mig" and a["uuid"]["string"] == d["uuid"] and
@@ -1005,6 +1007,54 @@ def test_coexist(e):
                           "Healthy", 10, "released to the device plugin")
 
 
+def test_prepare_mig_shared(e):
+    """Fractions of a MIG device through DRA: its shared twin gpu-<i>-mig-<gi>-<ci>-shared (consumable memory of
+    the instance, cores) serves two claims with their own limits (the limits file's line is the MIG UUID, the
+    CDI device has the instance's nodes and the interposer's mounts); a share past the instance, and the MIG
+    device whole while shared, are refused; after the unprepare the MIG device is one claim's again."""
+    if not e.mig:
+        raise Skip("needs a topology with MIG GPUs")
+    up(e)
+    mig = sim_mig(e)
+    (g0, gi, ci) = sorted(k for k in mig if k[0] == 0)[0]
+    md, name = mig[(g0, gi, ci)], mig_name(g0, gi, ci)
+    _, slices = e.wait_pool(lambda d: name + "-shared" in d, "the shared MIG device")
+    check(dra_validation.validate_pool(slices) == [] and not e.api.store.rejected,
+          "pool invalid: %s %s" % (dra_validation.validate_pool(slices), e.api.store.rejected[-1:]))
+    dev = e.devices()[name + "-shared"]
+    check(dev["attributes"]["type"]["string"] == "mig-shared" and dev["attributes"]["uuid"]["string"] == md["uuid"] and
+          dev.get("allowMultipleAllocations") is True and
+          dra_validation.quantity(dev["capacity"]["memory"]["value"]) == md["memory_total_bytes"], "device %s" % dev)
+    a = e.claim("ma", [("share", name + "-shared", 2 * GIB, 50)])
+    b = e.claim("mb", [("share", name + "-shared", 3 * GIB, 30)])
+    ans = e.kubelet.prepare(a, b)
+    ok(ans, a[1])
+    ok(ans, b[1])
+    check(e.limits(a[1]) == {md["uuid"]: (2 * GIB, 50), "policy": e.limits(a[1])["policy"]},
+          "claim a limits %s" % e.limits(a[1]))
+    check(e.limits(b[1])[md["uuid"]] == (3 * GIB, 30), "claim b limits %s" % e.limits(b[1]))
+    with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, a[1]))) as f:
+        spec = json.load(f)
+    nodes = sorted(n["path"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes") or [])
+    check(len([n for n in nodes if "nvidia-cap" in n]) == 2, "capability nodes %s" % nodes)
+    mounts = {m["containerPath"] for m in spec["containerEdits"]["mounts"]}
+    check("/run/gpuslice/limits" in mounts, "no limits mount: %s" % mounts)
+    big = e.claim("mbig", [("share", name + "-shared", 1 * GIB, 30)])
+    check("exceed" in e.kubelet.prepare(big)[big[1]].error, "cores past 100 %% of a MIG device prepared")
+    toomuch = e.claim("mmem", [("share", name + "-shared", md["memory_total_bytes"] + GIB, 10)])
+    check("out of range" in e.kubelet.prepare(toomuch)[toomuch[1]].error, "more memory than the instance's")
+    whole = e.claim("mwhole", [("mig", name)])
+    check("already prepared" in e.kubelet.prepare(whole)[whole[1]].error, "the MIG device prepared beside its shares")
+    gpu = e.claim("mgpu", [("gpu", "gpu-%d" % g0)])
+    check("already prepared" in e.kubelet.prepare(gpu)[gpu[1]].error, "the whole GPU prepared beside MIG shares")
+    st = {d["device"]: d for d in claim_obj(e, a)["status"]["devices"]}
+    check(st[name + "-shared"]["data"]["uuid"] == md["uuid"] and st[name + "-shared"]["data"]["cores"] == 50,
+          "status.devices %s" % st)
+    check(e.kubelet.unprepare(a, b) == {a[1]: "", b[1]: ""}, "unprepare")
+    check(e.limits_dirs() == [] and e.cdi_specs() == [], "left behind")
+    ok(e.kubelet.prepare(whole), whole[1])
+
+
 def test_coexist_mig(e):
     """--dra-device-plugin with --mig-strategy mixed: a MIG device the device plugin hands out takes its whole GPU
     out of DRA's reach (a claim of the GPU would take the container's instance), its other GPUs stay DRA's."""
@@ -1081,6 +1131,7 @@ TESTS = {
     "claim-status": test_claim_status,
     "prepare-restart": test_prepare_restart,
     "prepare-mig": test_prepare_mig,
+    "prepare-mig-shared": test_prepare_mig_shared,
     "prepare-kills": test_prepare_kills,
     "health": test_health,
     "coexist": test_coexist,
