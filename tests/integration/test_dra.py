@@ -432,6 +432,19 @@ def test_slices_writes(e):
     wait_quiet(e)
     writes = slice_writes(e, before)
     check([w[0] for w in writes] == ["POST"] * want, "after a wipe: %s, %d POSTs needed" % (writes, want))
+    # someone else's edit of one slice: the pool written again under its next generation, one PUT per slice
+    before = len(e.api.store.requests)
+    with e.api.store.lock:
+        name, obj = sorted(e.api.store.objs["resourceslices"].items())[0]
+        obj = copy.deepcopy(obj)
+        obj["spec"]["devices"][0]["attributes"]["productName"] = {"string": "edited"}
+        e.api.store.put("resourceslices", obj)
+    e.wait_pool(lambda d: all(x["attributes"]["productName"]["string"] != "edited" for x in d.values()),
+                "the edit undone")
+    wait_quiet(e)
+    writes = slice_writes(e, before)
+    check(sorted(writes) == sorted(("PUT", "/apis/resource.k8s.io/v1/resourceslices/" + s["metadata"]["name"])
+                                   for s in e.slices()), "after an edit: %s" % writes)
     check("cannot publish" not in e.log(), "a failed write: %s" % e.log()[-2000:])
 
 
