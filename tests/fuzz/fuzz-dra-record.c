@@ -23,8 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (reason) {
                         dra_taint_value(reason, v, sizeof v);
                         size_t n = strlen(v);
-                        CHECK(n <= DRA_MAX_LABEL && (n == 0 || (isalnum((unsigned char)v[0]) &&
-                                                                isalnum((unsigned char)v[n - 1]))));
+                        CHECK(n <= DRA_MAX_LABEL &&
+                              (n == 0 || (isalnum((unsigned char)v[0]) && isalnum((unsigned char)v[n - 1]))));
                         for (size_t i = 0; i < n; i++)
                                 CHECK(isalnum((unsigned char)v[i]) || strchr("-._", v[i]));
                         free(reason);
