@@ -148,6 +148,15 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def binary_quantity(n):
+    """An integer number of bytes as the real server writes a BinarySI quantity: the largest binary suffix that
+    keeps it whole ("4Gi" for 4294967296, the consumedCapacity the real 1.36 scheduler wrote)."""
+    for suffix, k in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n and n % (1 << k) == 0:
+            return "%d%s" % (n >> k, suffix)
+    return str(n)
+
+
 def claim_defaults(obj):
     """A ResourceClaim's spec as kube-apiserver 1.36 stores it (tests/data/dra/real-1.36/claim-one-gpu.yaml):
     every exact request and subrequest gets allocationMode ExactCount and, for that mode, count 1."""

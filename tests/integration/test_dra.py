@@ -192,7 +192,8 @@ class DraEnv:
             e = {"request": r[0], "driver": DRIVER, "pool": r[4] if len(r) > 4 else NODE, "device": r[1]}
             if len(r) > 2:
                 e["shareID"] = str(uuid.uuid4())
-                e["consumedCapacity"] = {"memory": str(r[2]), "cores": str(r[3])}
+                # as the real 1.36 scheduler writes them: memory "4Gi", cores "30"
+                e["consumedCapacity"] = {"memory": kube_standin.binary_quantity(r[2]), "cores": str(r[3])}
             res.append(e)
         obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                "metadata": {"name": name, "namespace": ns, "uid": uid},
