@@ -8,6 +8,7 @@
  *               recovery at start
  *   kubelet.c   the registration server, the DRA service (v1, v1beta1) and the health stream
  *   publish.c   the ResourceSlice publisher (its own thread)
+ *   status.c    the claims' status.devices
  *
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API
@@ -20,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "cdi/cdi.h"
 #include "dra/claim.h"
 #include "dra/dra.h"
@@ -31,6 +34,15 @@
 
 struct rpc_server;
 struct kube_informer;
+
+/* The pool as the server has it, from the publisher's own writes (the server's answers) and the changes
+ * others made (the informer's events that are not the echo of an own write): what a pass compares with. */
+struct dra_published {
+        json_t *slices;  /* slice name → the slice as the server stored it */
+        json_t *own_rvs; /* the resourceVersions the publisher's writes got (newest last, bounded) */
+        json_t *heard;   /* [old, new] events heard while a pass writes, looked at when it ends */
+        bool passing;    /* a pass is writing */
+};
 
 struct dra {
         /* options (copied at start, then read-only) */
@@ -58,11 +70,13 @@ struct dra {
         char reg_error[256];                     /* (lock) */
         char api_version[16];                    /* (lock) the resource.k8s.io version in use, "" unknown */
         bool sharing_ok;                         /* (lock) false once a server dropped the shared fields */
-        int64_t generation;                      /* (lock) the pool generation last written */
-        struct dra_mig *mig;                     /* (lock) the node's MIG side (NULL: none read) */
-        char mig_error[256];                     /* (lock) why MIG devices cannot be given ("" they can) */
-        bool publish_dirty;                      /* (lock) the slices may differ from what was written */
-        pthread_cond_t publish_wake;             /* signalled with publish_dirty or stop */
+        bool taints_ok;              /* (lock) false once a server dropped device taints: unhealthy GPUs are left out */
+        int64_t generation;          /* (lock) the pool generation last written */
+        struct dra_mig *mig;         /* (lock) the node's MIG side (NULL: none read) */
+        char mig_error[256];         /* (lock) why MIG devices cannot be given ("" they can) */
+        bool publish_dirty;          /* (lock) the slices may differ from what was written */
+        struct dra_published pub;    /* (lock) the publisher's view of the pool (publish.c) */
+        pthread_cond_t publish_wake; /* signalled with publish_dirty or stop */
 
         atomic_bool stop;
         atomic_uint_fast64_t health_gen; /* bumped on every health change the stream must send */
@@ -123,6 +137,12 @@ int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *b
 /* Prepared claims (lock held). */
 /* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 size_t dra_engine_prepared_locked(const struct dra *d);
+
+/* status.c */
+/* The claim's status.devices for this driver: the prepared devices of r, or none (r NULL: cleared; a claim
+ * that is gone is cleared). A request: never with the lock held. 0 or -errno with err. */
+int dra_claim_status_apply(struct dra *d, const char *ns, const char *name, const char *uid, const struct dra_record *r,
+                           struct gs_error *err);
 
 /* kubelet.c */
 /* Thread: dra_start's; lock: none (starts the servers' threads). */

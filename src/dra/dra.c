@@ -131,6 +131,7 @@ int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_
         }
         d->topo = *t;
         d->sharing_ok = true;
+        d->taints_ok = true; /* until a server drops them (1.34, 1.35: DRADeviceTaints off) */
         for (unsigned g = 0; g < t->n_gpus; g++) {
                 d->gpu[g].healthy = t->gpu[g].state == TOPO_GPU_OK;
                 strscpy(d->gpu[g].reason, t->gpu[g].state_text, sizeof d->gpu[g].reason);
@@ -202,7 +203,11 @@ void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
         ret->mig = d->mig_error[0] ? NULL : d->mig; /* what cannot be prepared is not published */
         ret->counters_dropped = !d->sharing_ok;
         for (unsigned g = 0; g < d->topo.n_gpus; g++) {
-                ret->offered[g] = d->gpu[g].healthy && !d->gpu[g].busy;
+                /* an unhealthy GPU: tainted where the server keeps taints, else left out; a held one left out */
+                ret->offered[g] = (d->gpu[g].healthy || d->taints_ok) && !d->gpu[g].busy;
+                ret->tainted[g] = !d->gpu[g].healthy && d->taints_ok;
+                if (ret->tainted[g])
+                        dra_taint_value(d->gpu[g].reason, ret->taint_value[g], sizeof ret->taint_value[g]);
                 strscpy(ret->pcie_root[g], d->pcie_root[g], sizeof ret->pcie_root[g]);
         }
 }
@@ -291,7 +296,7 @@ void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n) {
                 health |= o->healthy != st[g].healthy || !streq(o->reason, st[g].reason);
                 *o = st[g];
         }
-        if (offered)
+        if (offered || health) /* health: a taint and its value */
                 dra_publish_kick_locked(d);
         pthread_mutex_unlock(&d->lock);
         if (health) {
@@ -317,11 +322,11 @@ json_t *dra_status(struct dra *d) {
                                                         r->namespace_, "name", r->name, "state",
                                                         dra_record_state_name(r->state), "devices", devs));
         }
-        json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s?, s:s, s:b, s:s?, s:I, s:o}", "driver", d->driver, "pool",
-                                       d->node, "registered", d->registered, "registrationError",
+        json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s*, s:s, s:b, s:b, s:s*, s:I, s:o}", "driver", d->driver,
+                                       "pool", d->node, "registered", d->registered, "registrationError",
                                        d->reg_error[0] ? d->reg_error : NULL, "api",
                                        d->api_version[0] ? d->api_version : "", "sharing",
-                                       d->sharing_wanted && d->sharing_ok, "migError",
+                                       d->sharing_wanted && d->sharing_ok, "taints", d->taints_ok, "migError",
                                        d->mig_error[0] ? d->mig_error : NULL, "generation", (json_int_t)d->generation,
                                        "claims", claims)
                            : NULL;

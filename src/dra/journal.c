@@ -98,8 +98,8 @@ static int decode_device(const json_t *o, struct dra_record_device *d, struct gs
         d->cores = (unsigned)cores;
         d->shared = json_is_true(json_object_get(o, "shared"));
         struct dra_device_ref ref;
-        if (dra_device_parse(d->device, &ref) < 0 || ref.index != d->index ||
-            (ref.kind == DRA_DEVICE_SHARED) != d->shared || (d->share_id[0] && !dra_uid_valid(d->share_id)))
+        if (dra_device_parse(d->device, &ref) < 0 || ref.index != d->index || dra_kind_shared(ref.kind) != d->shared ||
+            (d->share_id[0] && !dra_uid_valid(d->share_id)))
                 return gs_error_set(err, -EINVAL, "device %.63s: inconsistent", d->device);
         d->kind = ref.kind;
         return 0;

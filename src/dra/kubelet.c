@@ -171,6 +171,16 @@ static int prepare_claim(struct dra *d, const Claim *c, struct answer *a) {
         return r;
 }
 
+/* The claim's status.devices (r NULL: cleared); a refusal is logged, the claim stays as prepared. */
+static void write_status(struct dra *d, const Claim *c, const struct dra_record *r) {
+        struct gs_error err = { 0 };
+        if (!c->namespace_ || !c->name || !c->uid)
+                return;
+        if (dra_claim_status_apply(d, c->namespace_, c->name, c->uid, r, &err) < 0)
+                dra_log(d, DRA_LOG_WARN, "cannot write the claim's device status", "claim=%s/%s error=\"%s\"",
+                        c->namespace_, c->name, err.message);
+}
+
 static void fill_answer(struct dra *d, const char *uid, struct answer *a) {
         k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__claims_entry__init(&a->entry);
         k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resource_response__init(&a->result);
@@ -232,9 +242,11 @@ static enum rpc_code prepare(void *userdata, const uint8_t *req, size_t req_len,
                         count_error("prepare");
                         dra_log(d, DRA_LOG_WARN, "cannot prepare a claim", "claim=%s/%s uid=%s error=\"%s\"",
                                 c->namespace_, c->name, c->uid, a[i].error);
-                } else
+                } else {
                         dra_log(d, DRA_LOG_INFO, "claim prepared", "claim=%s/%s uid=%s devices=%u", c->namespace_,
                                 c->name, c->uid, a[i].rec.n);
+                        write_status(d, c, &a[i].rec);
+                }
                 fill_answer(d, c->uid ? c->uid : "", &a[i]);
                 entries[i] = &a[i].entry;
         }
@@ -286,9 +298,11 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
                         res[i].error = errors[i];
                         dra_log(d, DRA_LOG_WARN, "cannot unprepare a claim", "uid=%s error=\"%s\"", c->uid,
                                 err.message);
-                } else
+                } else {
                         dra_log(d, DRA_LOG_INFO, "claim unprepared", "claim=%s/%s uid=%s", c->namespace_, c->name,
                                 c->uid);
+                        write_status(d, c, NULL);
+                }
                 e[i].key = c->uid ? c->uid : (char *)"";
                 e[i].value = &res[i];
                 ep[i] = &e[i];
@@ -311,7 +325,7 @@ static enum rpc_code unprepare(void *userdata, const uint8_t *req, size_t req_le
 
 /* ---- health ---- */
 
-#define HEALTH_MAX_DEVICES (TOPO_MAX_GPUS * (2 + MIG_MAX_DEVICES))
+#define HEALTH_MAX_DEVICES (TOPO_MAX_GPUS * (2 + 2 * MIG_MAX_DEVICES))
 
 /* One health stream message's storage (too large for a thread's stack). */
 struct health_msg {
@@ -359,11 +373,14 @@ static int send_health(struct dra *d, struct rpc_stream *s) {
                 ref.kind = DRA_DEVICE_SHARED;
                 if (shared && !mig_on) /* as the slices: no shared device of a GPU in MIG mode */
                         health_add(d, m, g, &ref, now);
-                ref.kind = DRA_DEVICE_MIG;
                 for (unsigned k = 0; mig && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
                         ref.gi = d->mig->node.gpu[g].dev[k].gi;
                         ref.ci = d->mig->node.gpu[g].dev[k].ci;
+                        ref.kind = DRA_DEVICE_MIG;
                         health_add(d, m, g, &ref, now);
+                        ref.kind = DRA_DEVICE_MIG_SHARED; /* its fractions (when published) */
+                        if (shared)
+                                health_add(d, m, g, &ref, now);
                 }
         }
         pthread_mutex_unlock(&d->lock);

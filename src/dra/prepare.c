@@ -118,13 +118,16 @@ static int record_limits(const struct dra *d, const struct dra_record *r, struct
                         return -ENODEV;
                 if (dv->kind == DRA_DEVICE_MIG) /* its own instance: nothing for the limiter */
                         continue;
-                int k = gs_limits_match(l, UINT_MAX, d->topo.gpu[g].uuid);
+                /* a share of a MIG device is limited within its instance, named by its MIG UUID (the interposer
+                 * reads the instance's own memory and multiprocessors, docs/mig.md) */
+                const char *uuid = dv->kind == DRA_DEVICE_MIG_SHARED ? dv->uuid : d->topo.gpu[g].uuid;
+                int k = gs_limits_match(l, UINT_MAX, uuid);
                 if (k < 0) {
                         if (l->n_devices >= GS_MAX_DEVICES)
                                 return -E2BIG;
                         k = (int)l->n_devices++;
                         l->dev[k].index = (unsigned)k;
-                        strscpy(l->dev[k].uuid, d->topo.gpu[g].uuid, sizeof l->dev[k].uuid);
+                        strscpy(l->dev[k].uuid, uuid, sizeof l->dev[k].uuid);
                 }
                 whole[k] |= !dv->shared;
                 mem[k] += dv->memory;
@@ -172,7 +175,7 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
                 if (dup)
                         continue;
                 devs[n] = (struct cdi_claim_device){ .name = names[n], .gpu = (unsigned)g };
-                if (r->dev[i].kind == DRA_DEVICE_MIG) {
+                if (dra_kind_mig(r->dev[i].kind)) {
                         for (size_t k = 0; k < d->disc.n_mig && !devs[n].mig; k++)
                                 if (d->disc.mig[k].gpu == (unsigned)g && streq(d->disc.mig[k].uuid, r->dev[i].uuid))
                                         devs[n].mig = &d->disc.mig[k];
@@ -264,14 +267,16 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                 if (res->admin)
                         return gs_error_set(err, -EINVAL, "device %.63s: admin access is not supported by this driver",
                                             res->device);
-                bool shared = ref.kind == DRA_DEVICE_SHARED;
+                bool shared = dra_kind_shared(ref.kind);
                 const char *uuid = d->topo.gpu[g].uuid;
-                if (ref.kind == DRA_DEVICE_MIG) {
+                uint64_t memory_total = d->topo.gpu[g].memory_total;
+                if (dra_kind_mig(ref.kind)) {
                         const struct mig_device *md = NULL;
                         int e = mig_device_check(d, (unsigned)g, &ref, res->device, &md, err);
                         if (e < 0)
                                 return e;
                         uuid = md->uuid;
+                        memory_total = md->memory_total;
                 } else if (shared && d->mig && g < (int)d->mig->node.n_gpus && d->mig->node.gpu[g].mode == 1)
                         return gs_error_set(err, -EINVAL, "device %.63s: GPU %u is in MIG mode (no fractions)",
                                             res->device, ref.index);
@@ -282,7 +287,7 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                                                     "(needs the scheduler's DRAConsumableCapacity)",
                                                     res->device);
                         if (res->cores < 1 || res->cores > DRA_CORES_TOTAL || res->memory < 1 ||
-                            res->memory > d->topo.gpu[g].memory_total)
+                            res->memory > memory_total)
                                 return gs_error_set(err, -EINVAL,
                                                     "shared device %.63s: consumed %" PRIu64 " B and %" PRIu64
                                                     " %% out of range",
@@ -322,7 +327,7 @@ static int check_gpu_free(struct dra *d, const struct dra_record *r, const struc
                 if (j < d->n_recs && streq(o->uid, r->uid))
                         continue;
                 for (unsigned k = 0; k < o->n; k++)
-                        if (o->dev[k].index == dv->index && o->dev[k].kind != DRA_DEVICE_MIG) {
+                        if (o->dev[k].index == dv->index && !dra_kind_mig(o->dev[k].kind)) {
                                 whole += !o->dev[k].shared;
                                 shares += o->dev[k].shared;
                                 mem += o->dev[k].memory;
@@ -347,6 +352,33 @@ static int check_mig_free(struct dra *d, const struct dra_record *r, const struc
                                 return gs_error_set(err, -EBUSY,
                                                     "MIG device %.63s is already prepared for another claim",
                                                     dv->device);
+        return 0;
+}
+
+/* A share of a MIG device against every claim's shares of it: the sums within its instance (lock held). */
+static int check_mig_share_free(struct dra *d, const struct dra_record *r, const struct dra_record_device *dv, int g,
+                                struct gs_error *err) {
+        struct dra_device_ref ref;
+        const struct mig_device *md =
+                dra_device_parse(dv->device, &ref) == 0 ? dra_mig_device_locked(d, (unsigned)g, ref.gi, ref.ci) : NULL;
+        uint64_t mem = 0;
+        unsigned cores = 0;
+        for (size_t j = 0; j <= d->n_recs; j++) { /* the claim itself, then the others */
+                const struct dra_record *o = j == d->n_recs ? r : &d->recs[j];
+                if (j < d->n_recs && streq(o->uid, r->uid))
+                        continue;
+                for (unsigned k = 0; k < o->n; k++)
+                        if (streq(o->dev[k].device, dv->device)) {
+                                mem += o->dev[k].memory;
+                                cores += o->dev[k].cores;
+                        }
+        }
+        if (!md)
+                return gs_error_set(err, -ENODEV, "device %.63s: the MIG device is gone", dv->device);
+        if (mem > md->memory_total || cores > DRA_CORES_TOTAL)
+                return gs_error_set(err, -EBUSY,
+                                    "MIG device %.63s: the shares prepared would exceed it (%" PRIu64 " B, %u %%)",
+                                    dv->device, mem, cores);
         return 0;
 }
 
@@ -392,7 +424,9 @@ static int check_free(struct dra *d, const struct dra_record *r, struct gs_error
                                             d->gpu[g].reason[0] ? d->gpu[g].reason : "no reason given");
                 if (d->gpu[g].busy)
                         return gs_error_set(err, -EBUSY, "device %.63s is held by the device plugin", dv->device);
-                int e = dv->kind == DRA_DEVICE_MIG ? check_mig_free(d, r, dv, err) : check_gpu_free(d, r, dv, g, err);
+                int e = dv->kind == DRA_DEVICE_MIG          ? check_mig_free(d, r, dv, err)
+                        : dv->kind == DRA_DEVICE_MIG_SHARED ? check_mig_share_free(d, r, dv, g, err)
+                                                            : check_gpu_free(d, r, dv, g, err);
                 e = e ?: check_counters(d, r, (unsigned)g, err);
                 if (e < 0)
                         return e;

@@ -75,8 +75,9 @@ bool dra_qualified_name_valid(const char *s) {
 }
 
 int dra_device_name(const struct dra_device_ref *ref, char *buf, size_t len) {
-        int w = ref->kind == DRA_DEVICE_MIG
-                        ? snprintf(buf, len, "gpu-%u" DRA_DEVICE_MIG_INFIX "%u-%u", ref->index, ref->gi, ref->ci)
+        int w = dra_kind_mig(ref->kind)
+                        ? snprintf(buf, len, "gpu-%u" DRA_DEVICE_MIG_INFIX "%u-%u%s", ref->index, ref->gi, ref->ci,
+                                   ref->kind == DRA_DEVICE_MIG_SHARED ? DRA_DEVICE_SHARED_SUFFIX : "")
                         : snprintf(buf, len, "gpu-%u%s", ref->index,
                                    ref->kind == DRA_DEVICE_SHARED ? DRA_DEVICE_SHARED_SUFFIX : "");
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
@@ -110,9 +111,9 @@ int dra_device_parse(const char *name, struct dra_device_ref *ret) {
                 if ((n = number(p, 2, &r.gi)) == 0 || p[n] != '-')
                         return -EINVAL;
                 p += n + 1;
-                if ((n = number(p, 2, &r.ci)) == 0 || p[n] != '\0')
+                if ((n = number(p, 2, &r.ci)) == 0 || (p[n] != '\0' && !streq(p + n, DRA_DEVICE_SHARED_SUFFIX)))
                         return -EINVAL;
-                r.kind = DRA_DEVICE_MIG;
+                r.kind = p[n] ? DRA_DEVICE_MIG_SHARED : DRA_DEVICE_MIG;
         } else if (*p != '\0')
                 return -EINVAL;
         *ret = r;
@@ -379,6 +380,26 @@ bool dra_mig_gpu(const struct dra_mig *m, unsigned g) {
                m->memory_slices[g] <= MIG_MAX_PLACEMENTS && m->compute_slices[g] > 0;
 }
 
+/* Whether a MIG device of GPU g has a shared twin: shared devices on, the server keeps counters, room for
+ * two shares. */
+static bool mig_shareable(const struct dra_slice_input *in, const struct mig_device *md) {
+        return in->sharing && !in->counters_dropped && md->memory_total >= 2 * in->memory_unit;
+}
+
+/* The "mig-<gi>-<ci>" counter's size: the MIG device's memory in bytes (a share takes 1). */
+static uint64_t mig_share_counter(const struct mig_device *md) {
+        return md->memory_total;
+}
+
+/* The MIG device's position in its GPU's list (the index of its mig-<gi>-<ci> counter), or -1. */
+static int mig_position(const struct dra_slice_input *in, unsigned g, const struct mig_device *md) {
+        const struct mig_gpu *mg = &in->mig->node.gpu[g];
+        for (unsigned k = 0; k < mg->n_devices && k < MIG_MAX_DEVICES; k++)
+                if (&mg->dev[k] == md)
+                        return (int)k;
+        return -1;
+}
+
 void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret) {
         memset(ret, 0, sizeof *ret);
         ret->memory = in->t->gpu[g].memory_total;
@@ -388,6 +409,13 @@ void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_c
         for (unsigned i = 0; i < ret->n_memory_slices; i++)
                 ret->memory_slice[i] = 1;
         ret->compute_slices = in->mig->compute_slices[g];
+        const struct mig_gpu *mg = &in->mig->node.gpu[g];
+        for (unsigned k = 0; k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
+                ret->mig_gi[k] = mg->dev[k].gi;
+                ret->mig_ci[k] = mg->dev[k].ci;
+                if (mig_shareable(in, &mg->dev[k]))
+                        ret->mig_share[k] = mig_share_counter(&mg->dev[k]);
+        }
 }
 
 /* The GPU instance of a MIG device. */
@@ -406,14 +434,24 @@ int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const s
                         memset(ret, 0, sizeof *ret);
                         ret->memory = 1; /* any share keeps the whole device out, and the whole device any share */
                         return 0;
-                case DRA_DEVICE_MIG: break;
+                case DRA_DEVICE_MIG:
+                case DRA_DEVICE_MIG_SHARED: break;
         }
         memset(ret, 0, sizeof *ret);
         const struct mig_device *md = in->mig ? mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci) : NULL;
-        if (!md || !dra_mig_gpu(in->mig, g))
+        int k = md ? mig_position(in, g, md) : -1;
+        if (!md || k < 0 || !dra_mig_gpu(in->mig, g) || (ref->kind == DRA_DEVICE_MIG_SHARED && !mig_shareable(in, md)))
                 return -ENODEV;
-        const struct mig_gi *gi = gpu_instance(&in->mig->node.gpu[g], ref->gi);
         ret->n_memory_slices = in->mig->memory_slices[g];
+        ret->mig_gi[k] = md->gi;
+        ret->mig_ci[k] = md->ci;
+        if (ref->kind == DRA_DEVICE_MIG_SHARED) { /* the instance's slices are its MIG device's, which it excludes */
+                ret->mig_share[k] = 1;
+                return 0;
+        }
+        if (mig_shareable(in, md))
+                ret->mig_share[k] = mig_share_counter(md);
+        const struct mig_gi *gi = gpu_instance(&in->mig->node.gpu[g], ref->gi);
         ret->compute_slices = md->ci_slices ? md->ci_slices : md->gi_slices;
         /* The compute instances of one GPU instance share its memory: only a GPU instance's sole compute
          * instance consumes its memory slices (two of them would exclude each other). */
@@ -429,12 +467,16 @@ void dra_counters_add(struct dra_counters *a, const struct dra_counters *b) {
         for (unsigned i = 0; i < MIG_MAX_PLACEMENTS; i++)
                 a->memory_slice[i] += b->memory_slice[i];
         a->compute_slices += b->compute_slices;
+        for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
+                a->mig_share[k] += b->mig_share[k];
 }
 
 bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap) {
         bool fit = a->memory <= cap->memory && a->compute_slices <= cap->compute_slices;
         for (unsigned i = 0; i < MIG_MAX_PLACEMENTS; i++)
                 fit &= a->memory_slice[i] <= (i < cap->n_memory_slices ? cap->memory_slice[i] : 0);
+        for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
+                fit &= a->mig_share[k] <= cap->mig_share[k];
         return fit;
 }
 
@@ -458,6 +500,13 @@ static json_t *counters_json(const struct dra_counters *c, bool set) {
         if (c->compute_slices &&
             json_object_set_new(o, "compute-slices", json_pack("{s:o}", "value", quantity(c->compute_slices))) < 0)
                 goto fail;
+        for (unsigned k = 0; k < MIG_MAX_DEVICES; k++) {
+                if (!c->mig_share[k])
+                        continue;
+                snprintf(name, sizeof name, "mig-%u-%u", c->mig_gi[k], c->mig_ci[k]);
+                if (json_object_set_new(o, name, json_pack("{s:o}", "value", quantity(c->mig_share[k]))) < 0)
+                        goto fail;
+        }
         return o;
 fail:
         json_decref(o);
@@ -582,21 +631,48 @@ static int mig_attributes(const struct topo_gpu *gpu, const struct mig_device *m
         return r;
 }
 
+void dra_taint_value(const char *reason, char *buf, size_t len) {
+        size_t n = 0;
+        if (!len)
+                return;
+        for (const char *c = reason ? reason : ""; *c && n + 1 < len && n < DRA_MAX_LABEL; c++) {
+                bool ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
+                if (n == 0 && !isalnum((unsigned char)*c))
+                        continue;
+                buf[n++] = ok ? *c : '-';
+        }
+        while (n > 0 && !isalnum((unsigned char)buf[n - 1]))
+                n--;
+        buf[n] = '\0';
+}
+
+/* The unhealthy taint of GPU g's devices. */
+static json_t *taints_json(const struct dra_slice_input *in, unsigned g) {
+        char key[DRA_MAX_DOMAIN + DRA_MAX_ID + 2];
+        const char *value = in->taint_value[g];
+        snprintf(key, sizeof key, "%s/%s", in->driver, DRA_TAINT_UNHEALTHY);
+        json_t *t = json_pack("{s:s, s:s}", "key", key, "effect", "NoSchedule");
+        if (t && value[0] && json_object_set_new(t, "value", json_string(value)) < 0)
+                json_decref(TAKE_PTR(t));
+        return t ? json_pack("[o]", t) : NULL;
+}
+
 /* lint: long — one device of any kind: its attributes, its capacities and what it consumes, checked against
  * the per-device limit. */
 static json_t *device_json(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
                            bool counters, const int *island, const int *sw) {
         const struct topo_gpu *gpu = &in->t->gpu[g];
-        bool shared = ref->kind == DRA_DEVICE_SHARED;
+        bool shared = dra_kind_shared(ref->kind);
         const struct mig_device *md = NULL;
         char name[DRA_MAX_LABEL + 1];
-        if (ref->kind == DRA_DEVICE_MIG && !(in->mig && (md = mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci))))
+        if (dra_kind_mig(ref->kind) && !(in->mig && (md = mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci))))
                 return NULL;
         if (dra_device_name(ref, name, sizeof name) < 0)
                 return NULL;
         json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
         json_t *attrs = json_object_get(d, "attributes");
-        if (!d || gpu_attributes(in, g, shared, island, sw, attrs) < 0 || (md && mig_attributes(gpu, md, attrs) < 0))
+        if (!d || gpu_attributes(in, g, shared, island, sw, attrs) < 0 || (md && mig_attributes(gpu, md, attrs) < 0) ||
+            (ref->kind == DRA_DEVICE_MIG_SHARED && attr_string(attrs, "type", "mig-shared") < 0))
                 goto fail;
         /* a GPU in MIG mode is no CUDA device of its own: the whole-GPU class leaves it out by this */
         if (ref->kind == DRA_DEVICE_GPU && set_attr(attrs, "migEnabled", "bool", json_boolean(mig_on(in, g))) < 0)
@@ -605,12 +681,14 @@ static json_t *device_json(const struct dra_slice_input *in, unsigned g, const s
         uint64_t memory = md ? md->memory_total : gpu->memory_total;
         if (shared) {
                 if (json_object_set_new(d, "allowMultipleAllocations", json_true()) < 0 ||
-                    json_object_set_new(cap, "memory", consumable(gpu->memory_total, in->memory_unit)) < 0 ||
+                    json_object_set_new(cap, "memory", consumable(memory, in->memory_unit)) < 0 ||
                     json_object_set_new(cap, "cores", consumable(DRA_CORES_TOTAL, 1)) < 0)
                         goto fail;
         } else if (memory && json_object_set_new(cap, "memory", json_pack("{s:o}", "value", quantity(memory))) < 0)
                 goto fail;
         if (counters && json_object_set_new(d, "consumesCounters", device_counters(in, g, ref)) < 0)
+                goto fail;
+        if (in->tainted[g] && json_object_set_new(d, "taints", taints_json(in, g)) < 0)
                 goto fail;
         if (json_object_size(attrs) + json_object_size(cap) > DRA_MAX_ATTRS_AND_CAPS)
                 goto fail;
@@ -711,6 +789,18 @@ static int add_devices(struct builder *b, const struct gpu_plan *plan, const int
                                                       .gi = mg->dev[k].gi,
                                                       .ci = mg->dev[k].ci };
                         if (add_device(b, device_json(in, g, &ref, plan[g].counters, island, sw)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        for (unsigned g = 0; g < in->t->n_gpus; g++) {
+                const struct mig_gpu *mg = plan[g].mig && plan[g].counters ? &in->mig->node.gpu[g] : NULL;
+                for (unsigned k = 0; mg && k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
+                        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG_SHARED,
+                                                      .index = (unsigned)in->t->gpu[g].index,
+                                                      .gi = mg->dev[k].gi,
+                                                      .ci = mg->dev[k].ci };
+                        if (mig_shareable(in, &mg->dev[k]) &&
+                            add_device(b, device_json(in, g, &ref, true, island, sw)) < 0)
                                 return -ENOMEM;
                 }
         }

@@ -23,6 +23,13 @@
  *                        a MIG device of a GPU with MIG on (type "mig", static layouts: one per compute
  *                        instance that exists): its profile, MIG UUID, gpuInstance, computeInstance,
  *                        parentUUID, parentIndex and the parent's other attributes, capacity memory
+ *   gpu-<index>-mig-<gi>-<ci>-shared
+ *                        with shared devices on, the same MIG device for fractions (type "mig-shared"):
+ *                        the MIG device's attributes, allowMultipleAllocations, consumable memory (its
+ *                        instance's) and cores; it and its MIG device exclude each other by the counter
+ *                        "mig-<gi>-<ci>" of the GPU's set (the MIG device consumes all, a share 1)
+ * An unhealthy GPU on a server that keeps device taints is published with the taint "<driver>/unhealthy"
+ * (effect NoSchedule) on every device of it; elsewhere it is left out (dra.c decides, slices.c draws).
  * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
  * ("memory-slice-<i>", 1 each) and "compute-slices" (the GPU's, from struct mig_caps): the whole device
  * consumes all of it, a MIG device its compute slices and, when it is its GPU instance's only compute
@@ -84,7 +91,17 @@ struct dra_slice_input {
         int64_t generation;                /* pool.generation written into every slice */
         const struct dra_mig *mig;         /* NULL: no MIG devices */
         bool counters_dropped;             /* the server drops counters: no device of a MIG GPU consumes any */
+        /* per topo position: published (offered) with a NoSchedule taint DRA_TAINT_KEY on each of its devices,
+         * the value from the reason (KEP-5055 device taints: a server that keeps them, 1.36+) */
+        bool tainted[TOPO_MAX_GPUS];
+        char taint_value[TOPO_MAX_GPUS][DRA_MAX_LABEL + 1]; /* dra_taint_value of the reason, "" none */
 };
+
+#define DRA_TAINT_UNHEALTHY "unhealthy" /* the taint's key in the driver's domain: "gpu.gpuslice.io/unhealthy" */
+
+/* A reason as a taint value (a label value: [A-Za-z0-9._-], alphanumeric at both ends, at most 63): other
+ * characters become '-'; "" when nothing is left. */
+void dra_taint_value(const char *reason, char *buf, size_t len);
 
 /*
  * The pool's slices as resource.k8s.io/v1 ResourceSlice objects ({apiVersion, kind, metadata{name},
@@ -103,10 +120,18 @@ json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 json_t *dra_slice_to_v1(const json_t *slice);
 
 enum dra_device_kind {
-        DRA_DEVICE_GPU,    /* gpu-<index> */
-        DRA_DEVICE_SHARED, /* gpu-<index>-shared */
-        DRA_DEVICE_MIG,    /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_GPU,        /* gpu-<index> */
+        DRA_DEVICE_SHARED,     /* gpu-<index>-shared */
+        DRA_DEVICE_MIG,        /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_MIG_SHARED, /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
 };
+
+static inline bool dra_kind_mig(enum dra_device_kind k) {
+        return k == DRA_DEVICE_MIG || k == DRA_DEVICE_MIG_SHARED;
+}
+static inline bool dra_kind_shared(enum dra_device_kind k) {
+        return k == DRA_DEVICE_SHARED || k == DRA_DEVICE_MIG_SHARED;
+}
 
 /* A device by name: its kind, its GPU's NVML index and, for a MIG device, its instance ids. */
 struct dra_device_ref {
@@ -126,6 +151,10 @@ struct dra_counters {
         unsigned memory_slice[MIG_MAX_PLACEMENTS]; /* MIG GPUs: memory-slice-<i> */
         unsigned n_memory_slices;
         unsigned compute_slices; /* MIG GPUs */
+        /* MIG GPUs with shared MIG devices: "mig-<gi>-<ci>" per MIG device that has a shared twin (by its
+         * position in the GPU's MIG device list): the MIG device consumes all of it, each share 1 */
+        uint64_t mig_share[MIG_MAX_DEVICES];
+        unsigned mig_gi[MIG_MAX_DEVICES], mig_ci[MIG_MAX_DEVICES];
 };
 
 /* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the

@@ -382,6 +382,7 @@ static int request_within(struct kube_client *c, enum kube_method m, const char 
                 [KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
                 [KUBE_PUT] = "application/json",
                 [KUBE_DELETE] = "application/json",
+                [KUBE_PATCH_APPLY] = "application/apply-patch+yaml",
         };
         static const char *const verb[] = {
                 [KUBE_GET] = "GET",
@@ -391,8 +392,9 @@ static int request_within(struct kube_client *c, enum kube_method m, const char 
                 [KUBE_PATCH_STRATEGIC] = "PATCH",
                 [KUBE_PUT] = "PUT",
                 [KUBE_DELETE] = "DELETE",
+                [KUBE_PATCH_APPLY] = "PATCH",
         };
-        if (!c || !path || path[0] != '/' || (unsigned)m > KUBE_DELETE)
+        if (!c || !path || path[0] != '/' || (unsigned)m > KUBE_PATCH_APPLY)
                 return -EINVAL;
         struct handle hd;
         int r = handle_init(c, &hd, path, body ? ctype[m] : NULL, true);

@@ -108,6 +108,8 @@ enum kube_method {
         KUBE_PATCH_STRATEGIC,
         KUBE_PUT,
         KUBE_DELETE,
+        KUBE_PATCH_APPLY, /* server-side apply: application/apply-patch+yaml (JSON is YAML); the path carries
+                           * ?fieldManager= (and force=true) */
 };
 
 /* One request. path starts with "/" ("/api/v1/nodes/n1"), query already encoded. body may be

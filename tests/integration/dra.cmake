@@ -4,15 +4,19 @@
 # step, health,
 # the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
 if(TARGET gpuslice_dra)
-  set(_dra_tests register slices slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors
+  set(_dra_tests register slices slices-writes slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors claim-status extended
       prepare-restart health coexist inspect)
   # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
   # with whole, shared and MIG claims
-  set(_dra_mig_tests prepare-mig prepare-kills coexist-mig)
-  foreach(t ${_dra_tests} ${_dra_mig_tests})
+  set(_dra_mig_tests prepare-mig prepare-mig-shared prepare-kills coexist-mig)
+  # on the simulated node the real Kubernetes 1.36 run used (tests/data/dra/real-1.36 has what it stored)
+  set(_dra_recorded_tests recorded)
+  foreach(t ${_dra_tests} ${_dra_mig_tests} ${_dra_recorded_tests})
     set(_topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
     if(t IN_LIST _dra_mig_tests)
       set(_topology ${CMAKE_SOURCE_DIR}/tests/data/mig/h100-mixed.node)
+    elseif(t IN_LIST _dra_recorded_tests)
+      set(_topology ${CMAKE_SOURCE_DIR}/tests/data/dra/nvlink-pairs.topo)
     endif()
     add_test(NAME dra-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra.py

@@ -8,9 +8,13 @@ PATCH, and pods/binding as 1.20 does it (annotations merged in the update that s
 
 resource.k8s.io (the DRA driver's tests, test_dra.py; no kube-apiserver new enough for DRA can be built
 here): ResourceSlices (cluster-scoped, fieldSelector spec.nodeName / spec.driver), ResourceClaims
-(namespaced) and DeviceClasses in the versions of `Store.resource_versions` (v1, v1beta2, v1beta1 by
-default; v1beta1 with its "basic" device wrapper), GET /apis/resource.k8s.io for discovery, POST / PUT
-(resourceVersion preconditions) / DELETE. Slices are validated as kube-apiserver 1.36 validates them,
+(namespaced) and DeviceClasses in the versions of `Store.resource_versions` (v1 only by default, as 1.36
+serves them; v1beta2, v1beta1 with its "basic" device wrapper when a test enables them), GET
+/apis/resource.k8s.io for discovery, POST / PUT (resourceVersion preconditions) / DELETE, server-side apply
+of a claim's status.devices, and the stored form the real 1.36 showed (tests/data/dra/real-1.36: uid,
+creationTimestamp, generation bumped by a spec change, a claim's request defaults, a taint's timeAdded;
+claim_defaults, allocated, extended_resource_claim), with the watch lagging the answers by
+`Store.watch_delay`. Slices are validated as kube-apiserver 1.36 validates them,
 after the fields of disabled feature gates (`Store.gates`) are dropped (dra_validation.py): what the real
 server refuses is answered 422 Invalid. Everything else about Kubernetes is left out; tests/e2e runs the
 real kube-apiserver (1.20, without resource.k8s.io).
@@ -59,10 +63,15 @@ class Store:
         self.lock = threading.Condition()
         self.rv = 100
         self.objs = {"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}, "deviceclasses": {}}
-        self.resource_versions = ["v1", "v1beta2", "v1beta1"]  # resource.k8s.io versions served, preferred first
+        # resource.k8s.io versions served, preferred first: 1.36 serves v1 only unless v1beta1/v1beta2 are enabled
+        self.resource_versions = ["v1"]
         self.gates = dict(dra_validation.GATES_1_36)  # feature gates of resource.k8s.io fields
         self.rejected = []  # (path, [errors]) of 422 answers
         self.log = []  # (rv, kind, type, obj)
+        self.logged_at = {}  # rv -> time.monotonic() of the change
+        # A watch delivers a change only this long after it was made: the real kube-apiserver's watch cache
+        # lags the write's answer (the DRA tests set it; 0 for the rest)
+        self.watch_delay = 0.0
         self.compacted = 0  # watches from an older version get 410
         # fault injection
         self.fail = []  # list of [method-or-None, path-prefix, code, count]
@@ -72,6 +81,7 @@ class Store:
         self.gone_next_watch = 0  # that many watches answer an ERROR 410 event
         self.requests = []  # (method, path)
         self.patches = []  # (path, body)
+        self.ssa_owned = {}  # (claim key, field manager) -> the status.devices keys it applied
         self.bindings = []  # (path, Binding)
         self.stopping = False
 
@@ -89,6 +99,7 @@ class Store:
                 etype = "MODIFIED" if k in self.objs[kind] else "ADDED"
             self.objs[kind][k] = obj
             self.log.append((self.rv, kind, etype, copy.deepcopy(obj)))
+            self.logged_at[self.rv] = time.monotonic()
             self.lock.notify_all()
             return obj
 
@@ -98,6 +109,7 @@ class Store:
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             self.log.append((self.rv, kind, "DELETED", obj))
+            self.logged_at[self.rv] = time.monotonic()
             self.lock.notify_all()
 
     def get(self, kind, k):
@@ -133,6 +145,67 @@ def selector_match(obj, fs):
     return True
 
 
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def binary_quantity(n):
+    """An integer number of bytes as the real server writes a BinarySI quantity: the largest binary suffix that
+    keeps it whole ("4Gi" for 4294967296, the consumedCapacity the real 1.36 scheduler wrote)."""
+    for suffix, k in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n and n % (1 << k) == 0:
+            return "%d%s" % (n >> k, suffix)
+    return str(n)
+
+
+def claim_defaults(obj):
+    """A ResourceClaim's spec as kube-apiserver 1.36 stores it (tests/data/dra/real-1.36/claim-one-gpu.yaml):
+    every exact request and subrequest gets allocationMode ExactCount and, for that mode, count 1."""
+    for r in ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for e in [r.get("exactly")] + list(r.get("firstAvailable") or []):
+            if isinstance(e, dict):
+                e.setdefault("allocationMode", "ExactCount")
+                if e["allocationMode"] == "ExactCount":
+                    e.setdefault("count", 1)
+    return obj
+
+
+def allocated(obj, node, pod=None):
+    """A claim as the 1.36 scheduler leaves it allocated (the recorded claim): allocationTimestamp, the
+    nodeSelector of its node, the delete-protection finalizer, and reservedFor the pod ({name, uid})."""
+    a = obj.setdefault("status", {}).setdefault("allocation", {})
+    a.setdefault("allocationTimestamp", now())
+    a.setdefault("nodeSelector", {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]})
+    fin = obj["metadata"].setdefault("finalizers", [])
+    if "resource.kubernetes.io/delete-protection" not in fin:
+        fin.append("resource.kubernetes.io/delete-protection")
+    if pod:
+        obj["status"].setdefault("reservedFor", [{"resource": "pods", "name": pod["name"], "uid": pod["uid"]}])
+    return obj
+
+
+def extended_resource_claim(pod, node, driver, device_class, devices, container=0):
+    """The claim kube-scheduler 1.36 makes for a pod asking an extended resource a DeviceClass names
+    (`extendedResourceName`, KEP-5004; the real server named it "<pod>-extended-resources-<suffix>"): owned by
+    the pod, one request per container and resource ("container-<c>-request-<r>"), allocated on the node.
+    pod: {name, namespace, uid}; devices: the device names the scheduler chose."""
+    req = "container-%d-request-0" % container
+    suffix = uuid.uuid4().hex[:5]
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "%s-extended-resources-%s" % (pod["name"], suffix),
+                        "namespace": pod.get("namespace", "default"), "uid": str(uuid.uuid4()),
+                        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod["name"],
+                                             "uid": pod["uid"], "controller": True, "blockOwnerDeletion": True}],
+                        "creationTimestamp": now(), "generation": 1},
+           "spec": {"devices": {"requests": [{"name": req, "exactly": {
+               "deviceClassName": device_class, "allocationMode": "ExactCount", "count": len(devices)}}]}},
+           "status": {"allocation": {"devices": {"results": [
+               {"request": req, "driver": driver, "pool": node, "device": d} for d in devices]}}}}
+    return allocated(obj, node, pod)
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     store = None
@@ -153,6 +226,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
         parts = [p for p in u.path.split("/") if p]
         self.version = None
+        self.subresource = None
         # /apis/resource.k8s.io/VERSION/{resourceslices,deviceclasses}[/name],
         # /apis/resource.k8s.io/VERSION/[namespaces/NS/]resourceclaims[/name]
         if parts[:2] == ["apis", "resource.k8s.io"] and len(parts) >= 4:
@@ -160,6 +234,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return None, None, q
             self.version = parts[2]
             rest = parts[3:]
+            if len(rest) in (3, 5) and rest[-1] == "status":  # the status subresource
+                self.subresource = "status"
+                rest = rest[:-1]
             if rest[0] in ("resourceslices", "deviceclasses", "resourceclaims"):
                 return rest[0], rest[1] if len(rest) > 1 else None, q
             if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "resourceclaims":
@@ -291,11 +368,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             while time.time() < deadline and not s.stopping:
                 with s.lock:
+                    ripe = time.monotonic() - s.watch_delay
                     evs = [e for e in s.log if e[0] > since and e[1] == kind and selector_match(e[3], fs)]
+                    late = [e for e in evs if s.logged_at.get(e[0], 0) > ripe]
+                    if late:  # in order: nothing after the first change not yet delivered
+                        evs = evs[:evs.index(late[0])]
                     if since < s.compacted:
                         evs = None
                     elif not evs:
-                        s.lock.wait(0.2)
+                        s.lock.wait(min(0.2, s.watch_delay) if late else 0.2)
                         evs = []
                     cut = s.cut_next_watch > 0 and evs
                     if cut:
@@ -337,6 +418,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ct = self.headers.get("Content-Type", "")
         if not kind or not name:
             return self.send_json(404, status(404, "NotFound", "no such object"))
+        if ct == "application/apply-patch+yaml" and kind == "resourceclaims" and self.subresource == "status":
+            return self.apply_claim_status(name, q, body)
         if ct != "application/merge-patch+json":
             return self.send_json(415, status(415, "UnsupportedMediaType", "stand-in speaks merge patch only"))
         try:
@@ -354,6 +437,58 @@ class Handler(http.server.BaseHTTPRequestHandler):
             new = merge_patch(o, patch)
             new = s.put(kind, new)
         self.send_json(200, new)
+
+    def apply_claim_status(self, name, q, body):
+        """Server-side apply of a ResourceClaim's status.devices (the status subresource), as kube-apiserver 1.36
+        does it for a driver: the field manager owns the entries it applied (status.devices is a map list keyed
+        by driver, device, pool and shareID), so an apply replaces that manager's entries and keeps the others';
+        metadata.uid, when given, must be the claim's (409); every entry must name a device of the claim's
+        allocation (ValidateDeviceStatus: 422), and its data must be an object of at most 10 KiB."""
+        s = self.store
+        manager = q.get("fieldManager")
+        if not manager:
+            return self.send_json(400, status(400, "BadRequest", "PATCH with apply requires fieldManager"))
+        try:
+            obj = json.loads(body)  # JSON is YAML; the driver sends JSON
+        except ValueError as e:
+            return self.send_json(400, status(400, "BadRequest", str(e)))
+        entries = ((obj.get("status") or {}).get("devices")) or []
+        key = lambda e: (e.get("driver"), e.get("device"), e.get("pool"), e.get("shareID") or "")  # noqa: E731
+        with s.lock:
+            o = s.objs["resourceclaims"].get(name)
+            if not o:
+                return self.send_json(404, status(404, "NotFound", 'resourceclaims "%s" not found' % name))
+            uid = (obj.get("metadata") or {}).get("uid")
+            if uid and uid != o["metadata"].get("uid"):
+                return self.send_json(409, status(409, "Conflict", "Precondition failed: UID in precondition: %s, "
+                                                  "UID in object meta: %s" % (uid, o["metadata"].get("uid"))))
+            allocated = {key(r) for r in (((o.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                         .get("results") or []}
+            errs = []
+            for i, e in enumerate(entries):
+                if key(e) not in allocated:
+                    errs.append("status.devices[%d]: Invalid value: must be an allocated device in the claim" % i)
+                data = e.get("data")
+                if data is not None and (not isinstance(data, dict) or len(json.dumps(data)) > 10 * 1024):
+                    errs.append("status.devices[%d].data: Invalid value: must be a JSON object of at most 10Ki" % i)
+            if len({key(e) for e in entries}) != len(entries):
+                errs.append("status.devices: Duplicate value")
+            if errs:
+                s.rejected.append((self.path, errs))
+                return self.send_json(422, status(422, "Invalid", 'ResourceClaim "%s" is invalid: %s' %
+                                                  (name, "; ".join(errs))))
+            owned = s.ssa_owned.get((name, manager), set())
+            mine = {key(e): e for e in entries}
+            kept = [e for e in ((o.get("status") or {}).get("devices") or [])
+                    if key(e) not in owned and key(e) not in mine]
+            new = copy.deepcopy(o)
+            new.setdefault("status", {})["devices"] = kept + list(mine.values())
+            if not new["status"]["devices"]:
+                del new["status"]["devices"]
+            s.ssa_owned[(name, manager)] = set(mine)
+            s.patches.append((self.path, obj))
+            new = s.put("resourceclaims", new)
+        self.send_json(200, self.out("resourceclaims", new))
 
     def bind(self, name, binding):
         """pods/NAME/binding as kube-apiserver 1.20 does it (pkg/registry/core/pod/storage/storage.go,
@@ -432,8 +567,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     s.rejected.append((self.path, errs))
                 return self.send_json(422, status(422, "Invalid", 'ResourceSlice "%s" is invalid: %s' %
                                                   (obj["metadata"].get("name"), "; ".join(errs))))
+            for d in (obj.get("spec") or {}).get("devices") or []:  # 1.36 stamps a taint that has no time
+                for t in d.get("taints") or []:
+                    t.setdefault("timeAdded", now())
         obj["apiVersion"] = "resource.k8s.io/v1"
         obj["kind"] = KIND_NAMES[kind]
+        if kind == "resourceclaims":
+            claim_defaults(obj)
         if kind == "resourceclaims" and name:
             obj["metadata"].setdefault("namespace", name.split("/")[0])
         with s.lock:
@@ -450,8 +590,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if rv and rv != have["metadata"]["resourceVersion"]:
                     return self.send_json(409, status(409, "Conflict", "the object has been modified"))
                 obj["metadata"]["uid"] = have["metadata"]["uid"]
+                # as the real server keeps them: the creation time, and a generation bumped by a spec change
+                obj["metadata"]["creationTimestamp"] = have["metadata"].get("creationTimestamp")
+                obj["metadata"]["generation"] = have["metadata"].get("generation", 1) + \
+                    (obj.get("spec") != have.get("spec"))
             else:
                 obj["metadata"]["uid"] = str(uuid.uuid4())
+                obj["metadata"]["creationTimestamp"] = now()
+                obj["metadata"]["generation"] = 1
             stored = s.put(kind, obj)
         self.send_json(201 if name is None else 200, self.out(kind, stored))
 

@@ -315,9 +315,11 @@ class DraKubelet:
       API as a starting kubelet does (a callback).
     """
 
-    def __init__(self, stubs, registry_dir, services=("v1.DRAPlugin", "v1beta1.DRAPlugin"), health="v1alpha1"):
+    def __init__(self, stubs, registry_dir, services=("v1.DRAPlugin", "v1beta1.DRAPlugin"), health="v1alpha1",
+                 wipe=None):
         self.s = stubs
         self.registry_dir = registry_dir
+        self.wipe = wipe  # deletes the node's ResourceSlices, as a starting kubelet >= 1.36 does (restart())
         self.services = services
         self.health_version = health
         self.cond = threading.Condition()
@@ -424,9 +426,11 @@ class DraKubelet:
         return wait_on(self.cond, predicate, timeout, what)
 
     def restart(self, wipe=None):
-        """A kubelet restart: connections dropped, ResourceSlices of the node wiped (wipe()), the plugin
-        found and registered again."""
+        """A kubelet restart: connections dropped, ResourceSlices of the node wiped (wipe(), else the one given
+        at construction: the real 1.36 kubelet deletes them at every start), the plugin found and registered
+        again."""
         self.close()
+        wipe = wipe or self.wipe
         if wipe:
             wipe()
         self.info = self.chosen = None

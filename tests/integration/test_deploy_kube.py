@@ -5,7 +5,8 @@ Kubernetes 1.20 one that `make e2e` builds) and holds what docs/cluster.md promi
 ServiceAccount, a ClusterRole with exactly nodes get/list/watch/patch and pods get/list/watch/patch (no
 wildcard, nothing else), its binding, and the DaemonSet running as that ServiceAccount with NODE_NAME
 from the downward API. deploy/dra (the DRA mode, docs/dra.md) renders too: the same objects, plus the
-DRA ClusterRole with exactly resourceslices get/list/watch/create/update/delete and resourceclaims get,
+DRA ClusterRole with exactly resourceslices get/list/watch/create/update/delete, resourceclaims get and
+resourceclaims/status patch,
 its binding, the DeviceClasses, and the DaemonSet's command = the base's + the `--dra` flags with
 kubelet's plugin directories and the CDI directory mounted.
 
@@ -59,13 +60,15 @@ def check_dra(docs, base_agent, who):
     role = by[("ClusterRole", "gpuslice-node-dra")]
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"])
     assert rules == [(("resource.k8s.io",), ("resourceclaims",), ("get",)),
+                     (("resource.k8s.io",), ("resourceclaims/status",), ("patch",)),
                      (("resource.k8s.io",), ("resourceslices",),
                       ("create", "delete", "get", "list", "update", "watch"))], (who, rules)
     b = by[("ClusterRoleBinding", "gpuslice-node-dra")]
     assert b["roleRef"]["name"] == "gpuslice-node-dra" and b["roleRef"]["kind"] == "ClusterRole", b
     assert b["subjects"] == [{"kind": "ServiceAccount", "name": "gpuslice-node", "namespace": "gpuslice-system"}], b
     classes = sorted(n for (k, n) in by if k == "DeviceClass")
-    assert classes == ["gpu-shared.gpuslice.io", "gpu.gpuslice.io", "mig.gpuslice.io"], (who, classes)
+    assert classes == ["gpu-shared.gpuslice.io", "gpu.gpuslice.io", "mig-shared.gpuslice.io", "mig.gpuslice.io"], \
+        (who, classes)
     assert by[("DeviceClass", "gpu.gpuslice.io")]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     cmd = agent["command"]
     dra = [a for a in cmd if a.startswith("--dra")]

@@ -16,6 +16,7 @@ The agent runs on the simulated node (sim/) with character device nodes made wit
 (tests/data/mig/h100-mixed.node) also the driver's mig-minors and the capability nodes (`gpuslice-sim caps`);
 exit 77 when not root.
 """
+import copy
 import json
 import os
 import shutil
@@ -96,7 +97,7 @@ class DraEnv:
                                      "status": {"capacity": {"cpu": "64"}}})
         self.dp_kubelet = kubelet_standin.Kubelet(stubs, self.dp, self.podres)
         self.dp_kubelet.start()
-        self.kubelet = kubelet_standin.DraKubelet(stubs, self.registry, services=services)
+        self.kubelet = kubelet_standin.DraKubelet(stubs, self.registry, services=services, wipe=self.wipe)
         self.agent, self.logs = None, []
         self.interposer = os.path.abspath(os.path.join(args.build, "libgpuslice-cuda.so"))
         self.sim("reset")
@@ -191,14 +192,17 @@ class DraEnv:
             e = {"request": r[0], "driver": DRIVER, "pool": r[4] if len(r) > 4 else NODE, "device": r[1]}
             if len(r) > 2:
                 e["shareID"] = str(uuid.uuid4())
-                e["consumedCapacity"] = {"memory": str(r[2]), "cores": str(r[3])}
+                # as the real 1.36 scheduler writes them: memory "4Gi", cores "30"
+                e["consumedCapacity"] = {"memory": kube_standin.binary_quantity(r[2]), "cores": str(r[3])}
             res.append(e)
         obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                "metadata": {"name": name, "namespace": ns, "uid": uid},
                "spec": {"devices": {"requests": [{"name": r[0], "exactly": {"deviceClassName": "gpu.gpuslice.io"}}
                                                  for r in results]}}}
+        kube_standin.claim_defaults(obj)
         if allocated:
             obj["status"] = {"allocation": {"devices": {"results": res, "config": config or []}}}
+            kube_standin.allocated(obj, NODE)
         self.api.store.put("resourceclaims", obj)
         return (ns, uid, name)
 
@@ -291,6 +295,7 @@ def test_register(e):
     check(len(a.devices) == 1 and a.devices[0].device_name == "gpu-1", "devices %s" % a.devices)
     st = e.status()["dra"]
     check(st["registered"] and st["driver"] == DRIVER and len(st["claims"]) == 1, "status %s" % st)
+    check("migError" not in st and "registrationError" not in st, "docs/dra.md: absent when none: %s" % st)
     # an older kubelet speaks v1beta1 only: the same driver, the same answers
     old = kubelet_standin.DraKubelet(e.stubs, e.registry, services=("v1beta1.DRAPlugin",))
     try:
@@ -346,15 +351,27 @@ def test_slices(e):
         check(set_w["counterSet"] == set_s["counterSet"] == "gpu-%d" % g["index"], "counter sets")
         check(dra_validation.quantity(set_w["counters"]["memory"]["value"]) == g["memory_total_bytes"],
               "the whole device consumes the whole counter")
-    # a GPU turns unhealthy: the pool's next generation lacks it (whole and shared)
+    # a GPU turns unhealthy: a 1.36 server keeps device taints, so the pool's next generation has it tainted
+    # NoSchedule (whole and shared), the time the server stamped kept (no rewrite for it)
     e.sim("lose", "3")
-    gen2, _ = e.wait_pool(lambda d: "gpu-3" not in d and "gpu-3-shared" not in d and "gpu-2" in d, "gpu-3 withdrawn")
+    gen2, _ = e.wait_pool(lambda d: d.get("gpu-3", {}).get("taints") and d.get("gpu-3-shared", {}).get("taints"),
+                          "gpu-3 tainted")
     check(gen2 > gen, "generation %d after %d" % (gen2, gen))
+    t = e.devices()["gpu-3"]["taints"]
+    check(len(t) == 1 and t[0]["key"] == DRIVER + "/unhealthy" and t[0]["effect"] == "NoSchedule" and
+          t[0].get("timeAdded"), "taint %s" % t)
+    check(not any(d.get("taints") for n, d in e.devices().items() if not n.startswith("gpu-3")), "others tainted")
+    check(e.status()["dra"]["taints"] is True, "status: taints %s" % e.status()["dra"])
+    wait_quiet(e, quiet=1.0)
+    rv = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()}
+    time.sleep(1)
+    check(rv == {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()},
+          "rewritten for the server's timeAdded")
     e.sim("restore", "3")
-    gen3, _ = e.wait_pool(lambda d: "gpu-3" in d, "gpu-3 back", timeout=30)
+    gen3, _ = e.wait_pool(lambda d: "gpu-3" in d and not d["gpu-3"].get("taints"), "gpu-3 back", timeout=30)
     check(gen3 > gen2, "generation %d after %d" % (gen3, gen2))
     # a restarting kubelet wipes the node's slices: they come back
-    e.kubelet.restart(wipe=e.wipe)
+    e.kubelet.restart()
     gen4, _ = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "slices published again after a wipe")
     check(gen4 > gen3, "generation %d after a wipe (was %d)" % (gen4, gen3))
     # nothing changes: nothing is written (the stand-in's resourceVersion stays)
@@ -362,6 +379,177 @@ def test_slices(e):
     time.sleep(2)
     after = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in e.slices()}
     check(before == after, "slices rewritten without a change: %s → %s" % (before, after))
+
+
+def slice_writes(e, since=0):
+    """The POST/PUT/DELETE requests of ResourceSlices the stand-in got since request number `since`."""
+    with e.api.store.lock:
+        reqs = list(e.api.store.requests[since:])
+    return [r for r in reqs if r[0] in ("POST", "PUT", "DELETE") and "/resourceslices" in r[1]]
+
+
+def wait_quiet(e, quiet=1.5, timeout=30):
+    """Until the stand-in has heard no ResourceSlice write for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    n, since = len(slice_writes(e)), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        m = len(slice_writes(e))
+        if m != n:
+            n, since = m, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+    raise AssertionError("the driver never stopped writing ResourceSlices")
+
+
+def test_slices_writes(e):
+    """No write while the published slices match (the real 1.36 saw redundant writes in 3 of 10 starts: the
+    publisher compared with its lagging informer cache and its own writes' events started new passes). With
+    the stand-in's watch lagging the answers as the real server's watch cache does: 20 fresh starts, every
+    other one on an empty pool (exactly one POST per slice) and the others on the pool the last one left (no
+    write at all), then a kubelet's wipe while running (exactly one POST per slice again)."""
+    e.api.store.watch_delay = 0.05
+    want = None
+    for i in range(20):
+        if i % 2 == 0:
+            e.wipe()
+        before = len(e.api.store.requests)
+        e.start_agent()
+        _, slices = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "the pool, start %d" % i)
+        wait_quiet(e)
+        writes = slice_writes(e, before)
+        if want is None:
+            want = len(slices)
+        expected = [("POST", "/apis/resource.k8s.io/v1/resourceslices")] * want if i % 2 == 0 else []
+        check(writes == expected, "start %d: %d writes, %d needed: %s" % (i, len(writes), len(expected), writes))
+        gens = {(s["spec"]["pool"]["generation"], s["metadata"]["generation"]) for s in e.slices()}
+        check(gens == {(1, 1)}, "start %d: pool and object generations %s (a rewrite)" % (i, gens))
+        check(not e.api.store.rejected, "refused: %s" % e.api.store.rejected)
+        if i < 19:
+            e.kill_agent(signal.SIGTERM)
+    before = len(e.api.store.requests)
+    e.wipe()
+    e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "the pool after a wipe")
+    wait_quiet(e)
+    writes = slice_writes(e, before)
+    check([w[0] for w in writes] == ["POST"] * want, "after a wipe: %s, %d POSTs needed" % (writes, want))
+    # someone else's edit of one slice: the pool written again under its next generation, one PUT per slice
+    before = len(e.api.store.requests)
+    with e.api.store.lock:
+        name, obj = sorted(e.api.store.objs["resourceslices"].items())[0]
+        obj = copy.deepcopy(obj)
+        obj["spec"]["devices"][0]["attributes"]["productName"] = {"string": "edited"}
+        e.api.store.put("resourceslices", obj)
+    e.wait_pool(lambda d: all(x["attributes"]["productName"]["string"] != "edited" for x in d.values()),
+                "the edit undone")
+    wait_quiet(e)
+    writes = slice_writes(e, before)
+    check(sorted(writes) == sorted(("PUT", "/apis/resource.k8s.io/v1/resourceslices/" + s["metadata"]["name"])
+                                   for s in e.slices()), "after an edit: %s" % writes)
+    check("cannot publish" not in e.log(), "a failed write: %s" % e.log()[-2000:])
+
+
+RECORDED_NODE = "gpunode"  # the node of the recorded objects
+
+
+def recorded(e, name):
+    """An object the real kube-apiserver 1.36.3 stored (tests/data/dra/real-1.36, copied from the run the
+    facts file describes), its node renamed to this test's."""
+    import yaml
+    with open(os.path.join(e.args.source, "tests", "data", "dra", "real-1.36", name)) as f:
+        text = json.dumps(yaml.safe_load(f))
+    return json.loads(text.replace('"%s' % RECORDED_NODE, '"%s' % NODE))
+
+
+SERVER_SET = ("uid", "resourceVersion", "creationTimestamp")  # differ from run to run
+
+
+def test_recorded(e):
+    """The stand-in against what the real 1.36 stored: (1) the recorded slices of the 8-GPU node and of the
+    H100 MIG node pass the stand-in's validation, and posted to it come back in the stored form the real
+    server answered (metadata generation and all); (2) the recorded claim's spec, as a template controller
+    writes it, is stored with the real server's defaults; (3) on the same simulated node
+    (tests/data/dra/nvlink-pairs.topo) the driver publishes, through the stand-in, exactly the slices the real
+    server stored; (4) the recorded claim, as stored, is prepared."""
+    for name in ("resourceslices-8gpu.yaml", "resourceslices-mig.yaml"):
+        items = recorded(e, name)["items"]
+        check(dra_validation.validate_pool(items) == [], "%s: %s" % (name, dra_validation.validate_pool(items)))
+        api = kube_standin.StandIn().start()
+        try:
+            for rec in items:
+                check(dra_validation.validate_slice(rec) == [], "%s: %s" % (name, dra_validation.validate_slice(rec)))
+                sent = copy.deepcopy(rec)
+                for k in SERVER_SET + ("generation",):
+                    sent["metadata"].pop(k, None)
+                got = http_json(api.url, "POST", "/apis/resource.k8s.io/v1/resourceslices", sent)
+                check(not api.store.rejected, "%s refused: %s" % (name, api.store.rejected))
+                check(got["metadata"].get("generation") == 1, "a created slice's generation: %s" % got["metadata"])
+                for o in (got, rec):
+                    for k in SERVER_SET + ("generation",):  # the MIG node's were written 4 times
+                        o["metadata"].pop(k, None)
+                check(got == rec, "%s: stored as\n%s\nthe real server stored\n%s" %
+                      (name, json.dumps(got, sort_keys=True)[:1500], json.dumps(rec, sort_keys=True)[:1500]))
+        finally:
+            api.stop()
+    claim = recorded(e, "claim-one-gpu.yaml")
+    template = {"apiVersion": claim["apiVersion"], "kind": claim["kind"],
+                "metadata": {"name": claim["metadata"]["name"], "namespace": "default"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}}
+    api = kube_standin.StandIn().start()
+    try:
+        got = http_json(api.url, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", template)
+        check(got["spec"] == claim["spec"], "claim spec stored as %s, the real server: %s" %
+              (got["spec"], claim["spec"]))
+    finally:
+        api.stop()
+    up(e)
+    _, slices = e.wait_pool(lambda d: len(d) == 2 * len(e.topo["gpus"]), "the pool")
+    wait_quiet(e, quiet=1.0)
+    mine = {s["metadata"]["name"]: copy.deepcopy(s) for s in e.slices()}
+    real = {s["metadata"]["name"]: s for s in recorded(e, "resourceslices-8gpu.yaml")["items"]}
+    check(sorted(mine) == sorted(real), "slices %s, the real server had %s" % (sorted(mine), sorted(real)))
+    for n, rec in real.items():
+        got = mine[n]
+        for o in (got, rec):
+            for k in SERVER_SET:
+                o["metadata"].pop(k, None)
+            for ref in o["metadata"].get("ownerReferences") or []:
+                ref.pop("uid", None)
+            o.pop("apiVersion"), o.pop("kind")
+        check(got == rec, "%s published as\n%s\nthe real server stored\n%s" %
+              (n, json.dumps(got, sort_keys=True)[:3000], json.dumps(rec, sort_keys=True)[:3000]))
+    with e.api.store.lock:
+        e.api.store.objs["resourceclaims"]["default/" + claim["metadata"]["name"]] = claim
+    c = ("default", claim["metadata"]["uid"], claim["metadata"]["name"])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check([d.device_name for d in a.devices] == ["gpu-0"], "devices %s" % a.devices)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+
+
+def http_json(url, method, path, body=None):
+    import urllib.request
+    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_extended(e):
+    """A pod asking `nvidia.com/gpu: 1` with no claim (the class's extendedResourceName): the real 1.36
+    scheduler made a claim "<pod>-extended-resources-<suffix>" and the driver prepared it like any other."""
+    up(e)
+    pod = {"name": "ext", "namespace": "default", "uid": str(uuid.uuid4())}
+    obj = kube_standin.extended_resource_claim(pod, NODE, DRIVER, "gpu.gpuslice.io", ["gpu-5"])
+    check("-extended-resources-" in obj["metadata"]["name"], "name %s" % obj["metadata"]["name"])
+    e.api.store.put("resourceclaims", obj)
+    c = ("default", obj["metadata"]["uid"], obj["metadata"]["name"])
+    a = ok(e.kubelet.prepare(c), c[1])
+    check([d.device_name for d in a.devices] == ["gpu-5"] and
+          list(a.devices[0].request_names) == ["container-0-request-0"], "devices %s" % a.devices)
+    check(e.cdi_specs() == ["%s-claim_%s.json" % (DRIVER, c[1])], "specs %s" % e.cdi_specs())
+    st = [d["device"] for d in claim_obj(e, c)["status"].get("devices") or []]
+    check(st == ["gpu-5"], "status.devices %s" % st)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
 
 
 def test_slices_v1beta1(e):
@@ -386,6 +574,14 @@ def test_slices_gates(e):
     e.wait_pool(lambda d: len(d) == len(e.topo["gpus"]) and not any("shared" in n for n in d), "whole only")
     check(all(not s["spec"].get("sharedCounters") for s in e.slices()), "counter slices left behind")
     check(len(e.slices()) == 1, "one slice: %d" % len(e.slices()))
+    # device taints are dropped too (DRADeviceTaints off): an unhealthy GPU is left out of the pool instead
+    e.sim("lose", "3")
+    e.wait_pool(lambda d: "gpu-3" not in d and "gpu-2" in d, "gpu-3 withdrawn")
+    check(not any(d.get("taints") for d in e.devices().values()), "taints published: %s" % e.devices())
+    check("does not keep device taints" in e.log(), "no word of the dropped taints")
+    check(e.status()["dra"]["taints"] is False, "status: taints %s" % e.status()["dra"])
+    e.sim("restore", "3")
+    e.wait_pool(lambda d: "gpu-3" in d, "gpu-3 back", timeout=30)
 
 
 # ---- prepare / unprepare ----
@@ -461,6 +657,52 @@ def test_prepare_shared(e):
                          "gpuslice_dra_unprepare_seconds_count 2" in t, "1 prepared claim after the unprepare")
 
 
+def claim_obj(e, c):
+    with e.api.store.lock:
+        return copy.deepcopy(e.api.store.objs["resourceclaims"]["%s/%s" % (c[0], c[2])])
+
+
+def test_claim_status(e):
+    """status.devices (ResourceClaimDeviceStatus, beta and on in 1.36; the real server showed the driver never
+    wrote it): per prepared device its driver, pool, device, shareID and data (UUID, PCI bus id, a share's
+    limits), written by server-side apply under the driver's field manager — another driver's entry of the
+    same claim stays — and cleared at unprepare."""
+    up(e)
+    g1 = next(g for g in e.topo["gpus"] if g["index"] == 1)
+    c = e.claim("st", [("gpu", "gpu-1"), ("share", "gpu-2-shared", 4 * GIB, 30)])
+    with e.api.store.lock:  # a NIC of another driver in the same claim, with its own status entry
+        o = e.api.store.objs["resourceclaims"]["default/st"]
+        o["status"]["allocation"]["devices"]["results"].append(
+            {"request": "nic", "driver": "nic.example.com", "pool": NODE, "device": "eth0"})
+        o["status"]["devices"] = [{"driver": "nic.example.com", "pool": NODE, "device": "eth0",
+                                   "data": {"mac": "02:00:00:00:00:01"}}]
+    ok(e.kubelet.prepare(c), c[1])
+    check(not e.api.store.rejected, "refused: %s" % e.api.store.rejected)
+    devs = {d["device"]: d for d in claim_obj(e, c)["status"].get("devices") or []}
+    check(sorted(devs) == ["eth0", "gpu-1", "gpu-2-shared"], "status.devices %s" % devs)
+    check(devs["eth0"]["data"] == {"mac": "02:00:00:00:00:01"}, "the other driver's entry changed: %s" % devs["eth0"])
+    w, sh = devs["gpu-1"], devs["gpu-2-shared"]
+    check(w["driver"] == DRIVER and w["pool"] == NODE and "shareID" not in w, "whole entry %s" % w)
+    check(w["data"]["uuid"] == g1["uuid"] and w["data"]["pciBusID"] == e.bdf(g1) and w["data"]["index"] == 1,
+          "whole data %s" % w["data"])
+    share_id = claim_obj(e, c)["status"]["allocation"]["devices"]["results"][1]["shareID"]
+    check(sh["shareID"] == share_id, "shareID %s, allocated %s" % (sh.get("shareID"), share_id))
+    check(sh["data"]["uuid"] == uuid_of(e, 2) and dra_validation.quantity(sh["data"]["memory"]) == 4 * GIB and
+          sh["data"]["cores"] == 30 and sh["data"]["corePolicy"] in ("hard", "elastic"), "share data %s" % sh["data"])
+    applies = [p for p in e.api.store.patches if p[0].split("?")[0].endswith("/resourceclaims/st/status")]
+    check(applies and "fieldManager=%s" % DRIVER in applies[-1][0], "not applied as the driver: %s" % applies)
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+    devs = [d["device"] for d in claim_obj(e, c)["status"].get("devices") or []]
+    check(devs == ["eth0"], "after unprepare: %s" % devs)
+    # a claim deleted before its unprepare: nothing to clear, no error
+    d = e.claim("gone", [("gpu", "gpu-3")])
+    ok(e.kubelet.prepare(d), d[1])
+    with e.api.store.lock:
+        e.api.store.delete("resourceclaims", "default/gone")
+    check(e.kubelet.unprepare(d) == {d[1]: ""}, "unprepare of a deleted claim")
+    check("cannot write the claim's device status" not in e.log(), "a status write failed:\n%s" % e.log()[-2000:])
+
+
 def test_prepare_errors(e):
     up(e)
     foreign = e.claim("foreign", [("gpu", "gpu-0")])
@@ -488,8 +730,8 @@ def test_prepare_errors(e):
         err = ans[c[1]].error
         check(want in err, "claim %s: wanted %r in the error, got %r" % (c[2], want, err))
     e.sim("lose", "2")
-    e.wait_pool(lambda d: "gpu-2" not in d, "gpu-2 withdrawn")
-    sick = e.claim("sick", [("gpu", "gpu-2")])
+    e.wait_pool(lambda d: d["gpu-2"].get("taints"), "gpu-2 tainted")
+    sick = e.claim("sick", [("gpu", "gpu-2")])  # a claim tolerating the taint: still refused
     check("unhealthy" in e.kubelet.prepare(sick)[sick[1]].error, "an unhealthy GPU was prepared")
     check(e.cdi_specs() == [] and e.limits_dirs() == [], "a failed prepare left files")
     check(e.status()["dra"]["claims"] == [], "a failed prepare left a record")
@@ -545,8 +787,10 @@ def test_prepare_mig(e):
     check(dra_validation.validate_pool(slices) == [], "pool invalid: %s" % dra_validation.validate_pool(slices))
     check(not e.api.store.rejected, "the stand-in refused slices: %s" % e.api.store.rejected[-1:])
     devs = e.devices()
-    check(sorted(n for n in devs if "-mig-" in n) == sorted(names), "MIG devices %s, NVML has %s" %
-          (sorted(n for n in devs if "-mig-" in n), sorted(names)))
+    migs = sorted(n for n in devs if "-mig-" in n and not n.endswith("-shared"))
+    check(migs == sorted(names), "MIG devices %s, NVML has %s" % (migs, sorted(names)))
+    check(sorted(n for n in devs if "-mig-" in n and n.endswith("-shared")) == sorted(n + "-shared" for n in names),
+          "shared MIG devices")
     for n, d in names.items():
         a = devs[n]["attributes"]
         check(a["type"]["string"] == "mig" and a["uuid"]["string"] == d["uuid"] and
@@ -777,6 +1021,54 @@ def test_coexist(e):
                           "Healthy", 10, "released to the device plugin")
 
 
+def test_prepare_mig_shared(e):
+    """Fractions of a MIG device through DRA: its shared twin gpu-<i>-mig-<gi>-<ci>-shared (consumable memory of
+    the instance, cores) serves two claims with their own limits (the limits file's line is the MIG UUID, the
+    CDI device has the instance's nodes and the interposer's mounts); a share past the instance, and the MIG
+    device whole while shared, are refused; after the unprepare the MIG device is one claim's again."""
+    if not e.mig:
+        raise Skip("needs a topology with MIG GPUs")
+    up(e)
+    mig = sim_mig(e)
+    (g0, gi, ci) = sorted(k for k in mig if k[0] == 0)[0]
+    md, name = mig[(g0, gi, ci)], mig_name(g0, gi, ci)
+    _, slices = e.wait_pool(lambda d: name + "-shared" in d, "the shared MIG device")
+    check(dra_validation.validate_pool(slices) == [] and not e.api.store.rejected,
+          "pool invalid: %s %s" % (dra_validation.validate_pool(slices), e.api.store.rejected[-1:]))
+    dev = e.devices()[name + "-shared"]
+    check(dev["attributes"]["type"]["string"] == "mig-shared" and dev["attributes"]["uuid"]["string"] == md["uuid"] and
+          dev.get("allowMultipleAllocations") is True and
+          dra_validation.quantity(dev["capacity"]["memory"]["value"]) == md["memory_total_bytes"], "device %s" % dev)
+    a = e.claim("ma", [("share", name + "-shared", 2 * GIB, 50)])
+    b = e.claim("mb", [("share", name + "-shared", 3 * GIB, 30)])
+    ans = e.kubelet.prepare(a, b)
+    ok(ans, a[1])
+    ok(ans, b[1])
+    check(e.limits(a[1]) == {md["uuid"]: (2 * GIB, 50), "policy": e.limits(a[1])["policy"]},
+          "claim a limits %s" % e.limits(a[1]))
+    check(e.limits(b[1])[md["uuid"]] == (3 * GIB, 30), "claim b limits %s" % e.limits(b[1]))
+    with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, a[1]))) as f:
+        spec = json.load(f)
+    nodes = sorted(n["path"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes") or [])
+    check(len([n for n in nodes if "nvidia-cap" in n]) == 2, "capability nodes %s" % nodes)
+    mounts = {m["containerPath"] for m in spec["containerEdits"]["mounts"]}
+    check("/run/gpuslice/limits" in mounts, "no limits mount: %s" % mounts)
+    big = e.claim("mbig", [("share", name + "-shared", 1 * GIB, 30)])
+    check("exceed" in e.kubelet.prepare(big)[big[1]].error, "cores past 100 %% of a MIG device prepared")
+    toomuch = e.claim("mmem", [("share", name + "-shared", md["memory_total_bytes"] + GIB, 10)])
+    check("out of range" in e.kubelet.prepare(toomuch)[toomuch[1]].error, "more memory than the instance's")
+    whole = e.claim("mwhole", [("mig", name)])
+    check("already prepared" in e.kubelet.prepare(whole)[whole[1]].error, "the MIG device prepared beside its shares")
+    gpu = e.claim("mgpu", [("gpu", "gpu-%d" % g0)])
+    check("already prepared" in e.kubelet.prepare(gpu)[gpu[1]].error, "the whole GPU prepared beside MIG shares")
+    st = {d["device"]: d for d in claim_obj(e, a)["status"]["devices"]}
+    check(st[name + "-shared"]["data"]["uuid"] == md["uuid"] and st[name + "-shared"]["data"]["cores"] == 50,
+          "status.devices %s" % st)
+    check(e.kubelet.unprepare(a, b) == {a[1]: "", b[1]: ""}, "unprepare")
+    check(e.limits_dirs() == [] and e.cdi_specs() == [], "left behind")
+    ok(e.kubelet.prepare(whole), whole[1])
+
+
 def test_coexist_mig(e):
     """--dra-device-plugin with --mig-strategy mixed: a MIG device the device plugin hands out takes its whole GPU
     out of DRA's reach (a claim of the GPU would take the container's instance), its other GPUs stay DRA's."""
@@ -842,13 +1134,18 @@ def test_inspect(e):
 TESTS = {
     "register": test_register,
     "slices": test_slices,
+    "slices-writes": test_slices_writes,
+    "recorded": test_recorded,
+    "extended": test_extended,
     "slices-v1beta1": test_slices_v1beta1,
     "slices-gates": test_slices_gates,
     "prepare-whole": test_prepare_whole,
     "prepare-shared": test_prepare_shared,
     "prepare-errors": test_prepare_errors,
+    "claim-status": test_claim_status,
     "prepare-restart": test_prepare_restart,
     "prepare-mig": test_prepare_mig,
+    "prepare-mig-shared": test_prepare_mig_shared,
     "prepare-kills": test_prepare_kills,
     "health": test_health,
     "coexist": test_coexist,

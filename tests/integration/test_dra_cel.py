@@ -7,7 +7,7 @@ nodes of several topologies (the harness of test_dra.py). Expectations come from
 the fake sysfs's PCIe roots) and the published attributes read here in Python, not from the C code:
 
 - gpu.gpuslice.io selects every whole GPU not in MIG mode and nothing else, gpu-shared.gpuslice.io every
-  shared device (none of a GPU in MIG mode), mig.gpuslice.io every MIG device the simulated NVML has and nothing else;
+  shared device (none of a GPU in MIG mode), mig.gpuslice.io every MIG device the simulated NVML has and nothing else, mig-shared.gpuslice.io their shared twins;
 - big-gpu picks a GPU with >= 40 GiB and compute capability > 7.9, or none where no GPU has them;
 - two-gpus-nvlink picks two NVLink-connected GPUs, or none on a machine without NVLink;
 - two-gpus-one-switch two GPUs whose link is PIX, four-gpus-one-root four on one root complex;
@@ -113,6 +113,8 @@ def check_node(e, out, devs):
     mig = {test_dra.mig_name(*k): d for k, d in test_dra.sim_mig(e).items()} if e.mig else {}
     check(sorted(out["classes"]["mig.gpuslice.io"]) == sorted(mig), "MIG class: %s, NVML has %s" %
           (out["classes"]["mig.gpuslice.io"], sorted(mig)))
+    check(sorted(out["classes"]["mig-shared.gpuslice.io"]) == sorted(n + "-shared" for n in mig),
+          "MIG shared class: %s, NVML has %s" % (out["classes"]["mig-shared.gpuslice.io"], sorted(mig)))
     c = out["claims"]
     hopper = lambda n: devs[n]["attributes"]["architecture"]["string"] == "Hopper"  # noqa: E731
     for claim, fits in (("mig-1g", lambda n, d: d["profile"] == "1g.10gb"),
@@ -166,7 +168,8 @@ def run(args):
         node_modules(work)
         shutil.copy(os.path.join(HERE, "cel", "dra_cel.mjs"), work)
         classes, claims = manifests(args.source)
-        check({"gpu.gpuslice.io", "gpu-shared.gpuslice.io", "mig.gpuslice.io"} <= set(classes), "classes %s" % classes)
+        check({"gpu.gpuslice.io", "gpu-shared.gpuslice.io", "mig.gpuslice.io", "mig-shared.gpuslice.io"} <= set(classes),
+          "classes %s" % classes)
         topos = [os.path.join(args.source, "tests", "data", "topologies", n) for n in
                  ("seed000-8gpu-pcie-2socket.topo", "dgx1-v100-hybrid-cube-mesh.topo", "dgx-a100-nvswitch.topo")]
         topos.append(os.path.join(args.source, "tests", "data", "dra", "nvlink-pairs.topo"))
@@ -180,7 +183,7 @@ def run(args):
                 mig = [test_dra.mig_name(*k) for k in test_dra.sim_mig(e)] if e.mig else []
                 n = len(e.topo["gpus"])
                 e.wait_pool(lambda d: len(d) == 2 * n - sum(g.get("mig_mode") == 1 for g in e.topo["gpus"]) +
-                            len(mig), "the pool")
+                            2 * len(mig), "the pool (a MIG device with its shared twin)")
                 out, devs = evaluate(e, classes, claims, work)
                 check(not out["errors"], "CEL errors: %s" % out["errors"][:5])
                 check_node(e, out, devs)

@@ -216,6 +216,27 @@ static void test_slices_reference(void **state) {
         free(t);
 }
 
+/* A reason as a taint value: a label value or nothing. */
+static void test_taint_value(void **state) {
+        (void)state;
+        char v[DRA_MAX_LABEL + 1], small[4];
+        dra_taint_value("Xid 79 (fallen off the bus)", v, sizeof v);
+        assert_string_equal(v, "Xid-79--fallen-off-the-bus");
+        dra_taint_value("  -lost.", v, sizeof v);
+        assert_string_equal(v, "lost");
+        dra_taint_value("", v, sizeof v);
+        assert_string_equal(v, "");
+        dra_taint_value(NULL, v, sizeof v);
+        assert_string_equal(v, "");
+        dra_taint_value("ab-cd", small, sizeof small);
+        assert_string_equal(small, "ab");
+        char longer[200];
+        memset(longer, 'a', sizeof longer - 1);
+        longer[sizeof longer - 1] = '\0';
+        dra_taint_value(longer, v, sizeof v);
+        assert_int_equal(strlen(v), DRA_MAX_LABEL);
+}
+
 /* 64 GPUs with shared devices: 128 devices, two slices of 64, eight counter slices of eight sets. */
 static void test_slices_many(void **state) {
         (void)state;
@@ -350,12 +371,13 @@ static void test_slices_mig_a100(void **state) {
         assert_true(s.mig->memory_slices[0] == 8 && s.mig->compute_slices[0] == 7);
         json_t *sl = build_mig(&s, true, false);
         check_pool(sl, &devs, &sets);
-        assert_int_equal(devs, 2 + 1 + 4); /* two whole GPUs, GPU 1's shared device, four MIG devices */
+        /* two whole GPUs, GPU 1's shared device, four MIG devices and their four shared twins */
+        assert_int_equal(devs, 2 + 1 + 4 + 4);
         assert_int_equal(sets, 2);
         assert_null(find_device(sl, "gpu-0-shared"));
         assert_non_null(find_device(sl, "gpu-1-shared"));
         json_t *set0 = find_set(sl, "gpu-0");
-        assert_int_equal(json_object_size(set0), 1 + 8 + 1);
+        assert_int_equal(json_object_size(set0), 1 + 8 + 1 + 4); /* + mig-<gi>-<ci> per shared MIG device */
         assert_int_equal(counter(set0, "memory-slice-7"), 1);
         assert_int_equal(counter(set0, "compute-slices"), 7);
         assert_int_equal(json_object_size(find_set(sl, "gpu-1")), 1); /* memory only */
@@ -383,6 +405,27 @@ static void test_slices_mig_a100(void **state) {
                 assert_int_equal(counter(json_object_get(d, "capacity"), "memory"), (long long)md->memory_total);
                 json_t *c = json_object_get(json_array_get(json_object_get(d, "consumesCounters"), 0), "counters");
                 assert_int_equal(counter(c, "compute-slices"), md->ci_slices);
+                char mc[32];
+                snprintf(mc, sizeof mc, "mig-%u-%u", md->gi, md->ci);
+                assert_int_equal(counter(c, mc), (long long)md->memory_total); /* all of its twin's counter */
+                assert_int_equal(counter(set0, mc), (long long)md->memory_total);
+                /* its shared twin: the MIG device's attributes, consumable memory and cores, one of the counter */
+                ref.kind = DRA_DEVICE_MIG_SHARED;
+                assert_int_equal(dra_device_name(&ref, name, sizeof name), 0);
+                json_t *sd = find_device(sl, name);
+                assert_non_null(sd);
+                assert_string_equal(attr_s(sd, "type"), "mig-shared");
+                assert_string_equal(attr_s(sd, "uuid"), md->uuid);
+                assert_true(json_is_true(json_object_get(sd, "allowMultipleAllocations")));
+                json_t *scap = json_object_get(sd, "capacity");
+                assert_int_equal(counter(scap, "memory"), (long long)md->memory_total);
+                assert_int_equal(counter(scap, "cores"), 100);
+                json_t *sc = json_object_get(json_array_get(json_object_get(sd, "consumesCounters"), 0), "counters");
+                assert_int_equal(json_object_size(sc), 1);
+                assert_int_equal(counter(sc, mc), 1);
+                struct dra_device_ref back;
+                assert_int_equal(dra_device_parse(name, &back), 0);
+                assert_true(back.kind == DRA_DEVICE_MIG_SHARED && back.gi == md->gi && back.ci == md->ci);
                 for (unsigned i = 0; i < 8; i++) {
                         char cn[32];
                         snprintf(cn, sizeof cn, "memory-slice-%u", i);
@@ -407,6 +450,38 @@ static void test_slices_mig_a100(void **state) {
         assert_true(dra_counters_fit(&sum, &cap));
         struct dra_device_ref gone = { .kind = DRA_DEVICE_MIG, .gi = 14, .ci = 0 };
         assert_int_equal(dra_device_consumption(&in, 0, &gone, &c), -ENODEV);
+        /* with shares: many shares of one MIG device fit, with other MIG devices too; not with the MIG device
+         * itself, nor with the whole GPU */
+        in.sharing = true;
+        in.memory_unit = 256u << 20;
+        dra_gpu_counters(&in, 0, &cap);
+        const struct mig_device *m0 = &mg->dev[0];
+        struct dra_device_ref sh = { .kind = DRA_DEVICE_MIG_SHARED, .gi = m0->gi, .ci = m0->ci };
+        struct dra_device_ref mine = { .kind = DRA_DEVICE_MIG, .gi = m0->gi, .ci = m0->ci };
+        struct dra_device_ref other = { .kind = DRA_DEVICE_MIG, .gi = mg->dev[1].gi, .ci = mg->dev[1].ci };
+        struct dra_device_ref w = { .kind = DRA_DEVICE_GPU };
+        struct dra_counters shares = { 0 }, x;
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(dra_device_consumption(&in, 0, &sh, &c), 0);
+                dra_counters_add(&shares, &c);
+        }
+        assert_int_equal(dra_device_consumption(&in, 0, &other, &c), 0);
+        dra_counters_add(&shares, &c);
+        assert_true(dra_counters_fit(&shares, &cap));
+        x = shares;
+        assert_int_equal(dra_device_consumption(&in, 0, &mine, &c), 0);
+        dra_counters_add(&x, &c);
+        assert_false(dra_counters_fit(&x, &cap));
+        x = shares;
+        assert_int_equal(dra_device_consumption(&in, 0, &w, &c), 0);
+        dra_counters_add(&x, &c);
+        assert_false(dra_counters_fit(&x, &cap));
+        /* no twin where the server drops counters */
+        in.counters_dropped = true;
+        assert_int_equal(dra_device_consumption(&in, 0, &sh, &c), -ENODEV);
+        struct dra_device_ref bad;
+        assert_int_equal(dra_device_parse("gpu-0-mig-1-0-sharedx", &bad), -EINVAL);
+        assert_int_equal(dra_device_parse("gpu-0-mig-1-0-", &bad), -EINVAL);
         json_decref(sl);
         /* without shared devices the MIG GPU still has its counters, the other GPU none */
         sl = build_mig(&s, false, false);
@@ -479,8 +554,8 @@ static void test_slices_mig_h100(void **state) {
         sim_open(&s, MIG_DATA "h100-mixed.node");
         json_t *sl = build_mig(&s, true, false);
         check_pool(sl, &devs, &sets);
-        /* whole 5; shared on GPUs 3 and 4; MIG: 7 on GPU 0, 3 on GPU 1 */
-        assert_int_equal(devs, 5 + 2 + 7 + 3);
+        /* whole 5; shared on GPUs 3 and 4; MIG: 7 on GPU 0, 3 on GPU 1, each with its shared twin */
+        assert_int_equal(devs, 5 + 2 + 2 * (7 + 3));
         assert_int_equal(sets, 5);
         const struct mig_gpu *g1 = &s.mig->node.gpu[1];
         unsigned split = 0;
@@ -1056,6 +1131,7 @@ int main(void) {
                 cmocka_unit_test(test_versions),
                 cmocka_unit_test(test_quantities),
                 cmocka_unit_test(test_slices_reference),
+                cmocka_unit_test(test_taint_value),
                 cmocka_unit_test(test_slices_many),
                 cmocka_unit_test(test_slices_mig_a100),
                 cmocka_unit_test(test_slices_mig_h100),
