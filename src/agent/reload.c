@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/node-internal.h"
 #include "cdi/cdi.h"
@@ -37,6 +38,19 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
         strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
 }
 
+void node_cdi_paths(const struct gpuslice_config *cfg, struct node_cdi_paths *ret) {
+        *ret = (struct node_cdi_paths){ .dev_root = cfg->dev_root,
+                                        .driver_root = cfg->driver_root,
+                                        .host_dev_root = cfg->host_dev_root,
+                                        .host_driver_root = cfg->host_driver_root };
+        if (cfg->cdi_hook[0]) {
+                strscpy(ret->hook, cfg->cdi_hook, sizeof ret->hook);
+                return;
+        }
+        ssize_t len = readlink("/proc/self/exe", ret->hook, sizeof ret->hook - 1); /* the agent runs on the host */
+        ret->hook[len > 0 ? len : 0] = '\0';
+}
+
 /* The CDI spec defining the names Allocate hands out (src/cdi, docs/runtime.md): at start and
  * after a reload (the kind or id strategy may have changed). */
 void cdi_refresh(struct node *n, const struct plugin_options *o) {
@@ -44,9 +58,18 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         struct gs_error err;
         if (!o->list_cdi)
                 return;
-        int r = cdi_agent_refresh(devices_topo(n->devices), o->cdi_kind, o->dev_root,
-                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, n->mig, path,
-                                  sizeof path, &err);
+        struct node_cdi_paths p;
+        node_cdi_paths(&n->cfg, &p);
+        struct cdi_generate g = {
+                .roots = { .dev_root = p.dev_root, .driver_root = p.driver_root },
+                .spec = { .kind = o->cdi_kind,
+                          .host_dev_root = p.host_dev_root,
+                          .host_driver_root = p.host_driver_root,
+                          .hook_path = p.hook,
+                          .interposer = o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL },
+                .mig = n->mig,
+        };
+        int r = cdi_agent_refresh(devices_topo(n->devices), &g, path, sizeof path, &err);
         if (r < 0)
                 log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err.message);
         else if (r == 0)
