@@ -128,12 +128,12 @@ int cdi_discover_mig(const struct topo *t, const struct mig_node *mig, const str
 
 struct cdi_spec_options {
         const char *kind; /* "nvidia.com/gpu" */
-        const char *
-                host_dev_root; /* the host's path of roots.dev_root: prefix of deviceNodes hostPath; NULL or "" → roots.dev_root */
-        const char *
-                host_driver_root; /* the host's path of roots.driver_root: prefix of mount hostPath; NULL or "" → roots.driver_root */
-        const char *
-                hook_path; /* the host's path of the gpuslice binary for the createContainer hook; NULL or "": no hook */
+        /* The host's view of the roots (gpuslice in a container reads them elsewhere; the runtime on the host reads
+         * the spec): the prefix of deviceNodes' hostPath and of the driver files' mount hostPath. NULL or "": the
+         * roots gpuslice reads (it runs on the host). */
+        const char *host_dev_root;
+        const char *host_driver_root;
+        const char *hook_path;  /* the host's path of gpuslice for the createContainer hook; NULL or "": no hook */
         const char *interposer; /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
 };
 

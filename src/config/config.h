@@ -105,14 +105,14 @@ struct gpuslice_config {
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */
-        unsigned device_list_strategy;       /* devices.list-strategy  envvar (enum config_device_list bits) */
-        char cdi_vendor[CONFIG_NAME_MAX];    /* devices.cdi-kind       gpuslice.io/gpu (vendor part) */
-        char cdi_class[CONFIG_NAME_MAX];     /*                        (class part) */
-        char dev_root[CONFIG_PATH_MAX];      /* devices.dev-root       / (host root holding /dev) */
-        char host_dev_root[CONFIG_PATH_MAX]; /* devices.host-dev-root  "" = dev_root (the host's view of it) */
-        char driver_root[CONFIG_PATH_MAX];   /* devices.driver-root    / (the driver's files, as the agent sees them) */
-        char host_driver_root[CONFIG_PATH_MAX]; /* devices.host-driver-root  "" = driver_root (the host's view) */
-        char cdi_hook[CONFIG_PATH_MAX];         /* devices.cdi-hook       "" = /proc/self/exe (host path of gpuslice) */
+        unsigned device_list_strategy;    /* devices.list-strategy  envvar (enum config_device_list bits) */
+        char cdi_vendor[CONFIG_NAME_MAX]; /* devices.cdi-kind       gpuslice.io/gpu (vendor part) */
+        char cdi_class[CONFIG_NAME_MAX];  /*                        (class part) */
+        char dev_root[CONFIG_PATH_MAX];   /* devices.dev-root       / (host root holding /dev) */
+        /* devices.host-dev-root "" (= dev_root), devices.driver-root /, devices.host-driver-root "" (= driver_root),
+         * devices.cdi-hook "" (= /proc/self/exe): the agent's and the host's views, for CDI specs */
+        char host_dev_root[CONFIG_PATH_MAX], driver_root[CONFIG_PATH_MAX], host_driver_root[CONFIG_PATH_MAX];
+        char cdi_hook[CONFIG_PATH_MAX];
 
         /* [health] */
         bool health_disabled;                /* health.disabled        false */

@@ -69,23 +69,25 @@ struct dra_table_ops {
 };
 
 struct dra_options {
-        const char *driver;           /* DRA driver name, DRA_DRIVER_DEFAULT */
-        const char *node;             /* node name: the pool's name, and where claims must be allocated */
-        const char *registry_dir;     /* kubelet's plugin registry dir */
-        const char *plugin_dir;       /* <plugin_dir>/<driver>/dra.sock */
-        const char *state_dir;        /* the journal in <state_dir>/dra */
-        const char *limits_root;      /* the limits dirs of claims with shared devices */
-        const char *cdi_dir;          /* where the per-claim CDI specs go */
-        const char *dev_root;         /* host root holding /dev and /sys ("/" on a real node), as the agent sees it */
-        const char *driver_root;      /* the driver's files for the CDI specs ("/"), as the agent sees them */
-        const char *host_dev_root;    /* the host's path of dev_root, written into the specs (NULL, "": the same) */
-        const char *host_driver_root; /* the host's path of driver_root, written into the specs (NULL, "": same) */
-        const char *hook_path;        /* the host's path of gpuslice, for the CDI createContainer hook (NULL: none) */
-        const char *interposer;       /* host path of libgpuslice-cuda.so, mounted for shared devices */
-        bool sharing;                 /* publish shared devices (needs Kubernetes 1.36's consumable capacity) */
-        uint64_t memory_unit;         /* the step of a shared device's memory */
-        bool limit_when_alone;        /* core-policy hard unless the claim's parameters say elastic */
-        struct kube_client *kube;     /* the agent's API client (must outlive the driver) */
+        const char *driver;       /* DRA driver name, DRA_DRIVER_DEFAULT */
+        const char *node;         /* node name: the pool's name, and where claims must be allocated */
+        const char *registry_dir; /* kubelet's plugin registry dir */
+        const char *plugin_dir;   /* <plugin_dir>/<driver>/dra.sock */
+        const char *state_dir;    /* the journal in <state_dir>/dra */
+        const char *limits_root;  /* the limits dirs of claims with shared devices */
+        const char *cdi_dir;      /* where the per-claim CDI specs go */
+        const char *dev_root;     /* host root holding /dev and /sys ("/" on a real node) */
+        const char *driver_root;  /* the driver's files for the CDI specs ("/") */
+        /* dev_root and driver_root are the agent's view; the specs name the host's (the runtime on the host reads
+         * them): host_dev_root / host_driver_root (NULL or "": the same as the agent's), and hook_path is the
+         * host's path of the gpuslice binary for the CDI createContainer hook (NULL or "": no hook). */
+        const char *host_dev_root, *host_driver_root;
+        const char *hook_path;    /* the gpuslice binary, for the CDI createContainer hook (NULL: none) */
+        const char *interposer;   /* host path of libgpuslice-cuda.so, mounted for shared devices */
+        bool sharing;             /* publish shared devices (needs Kubernetes 1.36's consumable capacity) */
+        uint64_t memory_unit;     /* the step of a shared device's memory */
+        bool limit_when_alone;    /* core-policy hard unless the claim's parameters say elastic */
+        struct kube_client *kube; /* the agent's API client (must outlive the driver) */
 };
 
 /* What the device table says of one GPU (topology position). */
