@@ -73,7 +73,9 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         if (r < 0)
                 log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err.message);
         else if (r == 0)
-                log_info("CDI spec written", "path=%s", path);
+                log_info("CDI spec written", "path=%s driver_root=%s host_driver_root=%s host_dev_root=%s hook=%s",
+                         path, p.driver_root, p.host_driver_root[0] ? p.host_driver_root : p.driver_root,
+                         p.host_dev_root[0] ? p.host_dev_root : p.dev_root, p.hook[0] ? p.hook : "none");
         if (!o->list_envvar)
                 log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently", "%s", "");
 }
