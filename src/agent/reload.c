@@ -43,8 +43,8 @@ void node_cdi_paths(const struct gpuslice_config *cfg, struct node_cdi_paths *re
                                         .driver_root = cfg->driver_root,
                                         .host_dev_root = cfg->host_dev_root,
                                         .host_driver_root = cfg->host_driver_root };
-        if (cfg->cdi_hook[0]) {
-                strscpy(ret->hook, cfg->cdi_hook, sizeof ret->hook);
+        if (cfg->hook_path[0]) {
+                strscpy(ret->hook, cfg->hook_path, sizeof ret->hook);
                 return;
         }
         ssize_t len = readlink("/proc/self/exe", ret->hook, sizeof ret->hook - 1); /* the agent runs on the host */

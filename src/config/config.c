@@ -94,8 +94,8 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
         X("devices.host-driver-root", "host-driver-root", "DIR",                                                       \
           "the driver root as the host sees it, written into CDI specs, empty: the driver root", T_PATH_OPT,           \
           FIELD(host_driver_root), NO_NAMES, 0, 0, "an absolute path or empty")                                        \
-        X("devices.cdi-hook", "cdi-hook", "PATH", "host path of the gpuslice binary for CDI hooks, empty: this one",   \
-          T_PATH_OPT, FIELD(cdi_hook), NO_NAMES, 0, 0, "an absolute path or empty")                                    \
+        X("devices.hook-path", "hook-path", "PATH", "host path of the gpuslice binary for CDI hooks, empty: this one", \
+          T_PATH_OPT, FIELD(hook_path), NO_NAMES, 0, 0, "an absolute path or empty")                                   \
         X("health.disabled", "health-disabled", NULL, "do not watch GPU health", T_BOOL, FIELD(health_disabled),       \
           NO_NAMES, 0, 0, "true or false")                                                                             \
         X("health.xid-ignore", "health-xid-ignore", "LIST", "Xids that do not make a GPU unhealthy", T_XIDS,           \

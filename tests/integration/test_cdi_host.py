@@ -8,7 +8,7 @@ DaemonSet: the host's device tree at /host/dev (and /sys at /host/sys), the host
 somewhere only it sees (/mnt/agent/gpuslice, so /proc/self/exe is no host path), and the hook binary and the
 interposer that the DaemonSet's init container installed on the host — the init container's own command, read from
 deploy/kubernetes/gpuslice-node.yaml, is run in Podman to install them. The agent is given the flags of the
-DaemonSet for the two views (--dev-root, --host-dev-root, --driver-root, --host-driver-root, --cdi-hook). The
+DaemonSet for the two views (--dev-root, --host-dev-root, --driver-root, --host-driver-root, --hook-path). The
 kubelet stand-ins (tests/integration/kubelet_standin.py) drive it as in test_dra.py:
 
   dra     a claim prepared through the kubelet's DRA gRPC (NodePrepareResources), its CDI spec written into the
@@ -114,7 +114,7 @@ class HostLayoutEnv(dra.DraEnv):
         spec = daemonset(self.args.source)
         agent = [c for c in spec["containers"] if c["name"] == "agent"][0]
         flags = dict(a[2:].split("=", 1) for a in agent["command"] if a.startswith("--") and "=" in a)
-        for f in ("dev-root", "host-dev-root", "driver-root", "host-driver-root", "cdi-hook", "interposer"):
+        for f in ("dev-root", "host-dev-root", "driver-root", "host-driver-root", "hook-path", "interposer"):
             check(f in flags, "the DaemonSet sets no --%s" % f)
         check(flags["host-dev-root"] == "/" and flags["host-driver-root"] == "/",
               "the DaemonSet's host roots: %s" % flags)
@@ -147,7 +147,7 @@ class HostLayoutEnv(dra.DraEnv):
                 "--dev-root", flags["dev-root"], "--driver-root", flags["driver-root"],
                 # the host's views: where this test's host keeps what a real host has at / and /usr/local/lib
                 "--host-dev-root", self.host, "--host-driver-root", self.host_driver,
-                "--cdi-hook", self.host_of(flags["cdi-hook"]), "--interposer", self.host_of(flags["interposer"])]
+                "--hook-path", self.host_of(flags["hook-path"]), "--interposer", self.host_of(flags["interposer"])]
         self.agent = subprocess.Popen(cmd + list(extra), stdout=subprocess.DEVNULL, stderr=open(log, "w"))
         return self.agent
 

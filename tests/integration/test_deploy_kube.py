@@ -11,7 +11,7 @@ kubelet's plugin directories and the CDI directory mounted.
 
 In both, what the agent writes into CDI specs is the host's (docs/runtime.md, "The two roots"): --dev-root and
 --driver-root are mounts of host paths, and --host-dev-root / --host-driver-root name exactly those host paths;
---cdi-hook and --interposer are paths the host has at the same place as the agent (a hostPath volume mounted
+--hook-path and --interposer are paths the host has at the same place as the agent (a hostPath volume mounted
 at its own path) and the init container installs both there, the image's /usr/bin/gpuslice as the hook.
 
 Usage: test_deploy_kube.py SOURCE_DIR (exit 0 pass, 1 fail, 77 no kubectl). ctest deploy-kube; make e2e runs it
@@ -77,7 +77,7 @@ def host_path_of(spec, agent, path):
 
 def check_host_paths(spec, agent, who):
     flags = dict(a[2:].split("=", 1) for a in agent["command"] if a.startswith("--") and "=" in a)
-    for f in ("dev-root", "host-dev-root", "driver-root", "host-driver-root", "cdi-hook", "interposer"):
+    for f in ("dev-root", "host-dev-root", "driver-root", "host-driver-root", "hook-path", "interposer"):
         assert f in flags, (who, "no --%s" % f, agent["command"])
     # the dev root: the host's /dev where the agent looks for it, and --host-dev-root the host's view of that root
     dev = host_path_of(spec, agent, flags["dev-root"] + "/dev")
@@ -92,7 +92,7 @@ def check_host_paths(spec, agent, who):
     script = " ".join(init["command"])
     # what each step of the init container's shell command leaves where: its last word ("cp A B && mv -f B C")
     made = {c.split()[-1] for c in script.split("&&") if c.split()}
-    for f in ("cdi-hook", "interposer"):
+    for f in ("hook-path", "interposer"):
         p = flags[f]
         assert host_path_of(spec, agent, p) == p, (who, "--%s %s is not the same path on the host" % (f, p))
         vol = [v for v in spec["volumes"] if "hostPath" in v and v["hostPath"]["path"] == os.path.dirname(p)]

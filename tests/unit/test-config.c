@@ -42,7 +42,7 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "host-dev-root = /\n"
                                    "driver-root = /driver-root\n"
                                    "host-driver-root = /run/nvidia/driver\n"
-                                   "cdi-hook = /usr/local/lib/gpuslice/gpuslice\n"
+                                   "hook-path = /usr/local/lib/gpuslice/gpuslice\n"
                                    "[health]\n"
                                    "disabled = yes\n"
                                    "xid-ignore = 13, 31,  79\n"
@@ -198,7 +198,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(c.host_dev_root, "/");
         assert_string_equal(c.driver_root, "/driver-root");
         assert_string_equal(c.host_driver_root, "/run/nvidia/driver");
-        assert_string_equal(c.cdi_hook, "/usr/local/lib/gpuslice/gpuslice");
+        assert_string_equal(c.hook_path, "/usr/local/lib/gpuslice/gpuslice");
         assert_true(c.health_disabled);
         assert_int_equal(c.n_xid_ignore, 3);
         assert_int_equal(c.xid_ignore[2], 79);
