@@ -23,6 +23,7 @@ the GPU's device node. Exit 77 when not root or Podman is missing (CI counts tha
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,11 +91,12 @@ class HostLayoutEnv(dra.DraEnv):
         vol = [v for v in spec["volumes"] if v["name"] == "interposer"][0]
         self.host_lib_dir = vol["hostPath"]["path"]  # /usr/local/lib/gpuslice on a real node
         build = os.path.abspath(self.args.build)
+        busybox = os.path.realpath(shutil.which("busybox"))  # podman-setup.sh checked it is installed
         r = podman("run", "--rm", "--network", "none", "--name", self.name + "-init",
                    "-v", "%s:%s" % (self.hostlib, mounts["interposer"]),
                    "-v", "%s/gpuslice:/usr/bin/gpuslice:ro" % build,
                    "-v", "%s/libgpuslice-cuda.so:/usr/local/lib/gpuslice/libgpuslice-cuda.so:ro" % build,
-                   "-v", "/bin/busybox:/bin/cp:ro", "-v", "/bin/busybox:/bin/mv:ro",
+                   "-v", "%s:/bin/cp:ro" % busybox, "-v", "%s:/bin/mv:ro" % busybox,  # not in the test image
                    self.image, *init["command"], check_rc=False)
         check(r.returncode == 0, "the init container failed: %s" % r.stderr)
         for f in ("gpuslice", "libgpuslice-cuda.so"):
