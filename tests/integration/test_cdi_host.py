@@ -5,8 +5,9 @@
 The agent (`gpuslice node`) runs INSIDE a privileged Podman container laid out as deploy/kubernetes lays out the
 DaemonSet: the host's device tree at /host/dev (and /sys at /host/sys), the host's driver root read-only at
 /driver-root, the simulated NVML where the DaemonSet mounts the driver's libnvidia-ml (/host-driver), its own binary
-somewhere only it sees (/mnt/agent/gpuslice, so /proc/self/exe is no host path), and the hook binary and the
-interposer that the DaemonSet's init container installed on the host — the init container's own command, read from
+somewhere only it sees (/mnt/agent/gpuslice, so /proc/self/exe is no host path), and the hook binary (the static
+gpuslice-cdi-hook, run once in a container with no library to prove it needs none) and the interposer that the
+DaemonSet's init container installed on the host — the init container's own command, read from
 deploy/kubernetes/gpuslice-node.yaml, is run in Podman to install them. The agent is given the flags of the
 DaemonSet for the two views (--dev-root, --host-dev-root, --driver-root, --host-driver-root, --hook-path). The
 kubelet stand-ins (tests/integration/kubelet_standin.py) drive it as in test_dra.py:
@@ -55,6 +56,11 @@ def daemonset(source):
     return ds["spec"]["template"]["spec"]
 
 
+def sanitized(build):
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        return "GPUSLICE_SANITIZE:BOOL=ON" in f.read()
+
+
 class HostLayoutEnv(dra.DraEnv):
     def __init__(self, args, stubs):
         try:
@@ -83,7 +89,8 @@ class HostLayoutEnv(dra.DraEnv):
 
     def install(self):
         """The DaemonSet's init container, its command as deploy/kubernetes writes it, in Podman: the image's
-        /usr/bin/gpuslice and interposer (here the build's) copied into the host directory it mounts."""
+        gpuslice-cdi-hook and interposer (here the build's) copied into the host directory it mounts. Outside the
+        sanitizer build the hook is static: it runs in a container that has no library at all."""
         spec = daemonset(self.args.source)
         init = [c for c in spec["initContainers"] if c["name"] == "install-interposer"][0]
         mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
@@ -94,13 +101,19 @@ class HostLayoutEnv(dra.DraEnv):
         busybox = os.path.realpath(shutil.which("busybox"))  # podman-setup.sh checked it is installed
         r = podman("run", "--rm", "--network", "none", "--name", self.name + "-init",
                    "-v", "%s:%s" % (self.hostlib, mounts["interposer"]),
-                   "-v", "%s/gpuslice:/usr/bin/gpuslice:ro" % build,
+                   "-v", "%s/gpuslice-cdi-hook:/usr/local/lib/gpuslice/gpuslice-cdi-hook:ro" % build,
                    "-v", "%s/libgpuslice-cuda.so:/usr/local/lib/gpuslice/libgpuslice-cuda.so:ro" % build,
                    "-v", "%s:/bin/cp:ro" % busybox, "-v", "%s:/bin/mv:ro" % busybox,  # not in the test image
                    self.image, *init["command"], check_rc=False)
         check(r.returncode == 0, "the init container failed: %s" % r.stderr)
-        for f in ("gpuslice", "libgpuslice-cuda.so"):
+        for f in ("gpuslice-cdi-hook", "libgpuslice-cuda.so"):
             check(os.access(os.path.join(self.hostlib, f), os.R_OK), "the init container installed no %s" % f)
+        if not sanitized(self.args.build):
+            hook = os.path.join(self.hostlib, "gpuslice-cdi-hook")
+            r = podman("run", "--rm", "--network", "none", "--name", self.name + "-bare", "-v", hook + ":/hook:ro",
+                       self.image, "/hook", check_rc=False)
+            check(r.returncode == 2 and "Usage: gpuslice-cdi-hook" in r.stderr,
+                  "the installed hook does not run without the host's libraries (%d): %s" % (r.returncode, r.stderr))
 
     def host_of(self, path):
         """A path of a real node's host (the DaemonSet's flags name those) → this test's stand-in for it."""
@@ -195,7 +208,7 @@ class HostLayoutEnv(dra.DraEnv):
             check(not any(p.startswith(a) for a in AGENT_ONLY), "%s %s is a path only the agent sees" % (what, p))
             check(os.path.lexists(p), "%s %s of %s does not exist on the host" % (what, p, spec_path))
         hooks = {p for k, p in paths if k == "hook"}
-        check(hooks == {os.path.join(self.hostlib, "gpuslice")}, "hook paths %s" % hooks)
+        check(hooks == {os.path.join(self.hostlib, "gpuslice-cdi-hook")}, "hook paths %s" % hooks)
         check(any(p.endswith("/usr/bin/nvidia-smi") for k, p in paths if k == "mount"), "no nvidia-smi mount")
         return spec
 

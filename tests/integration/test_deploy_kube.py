@@ -12,7 +12,7 @@ kubelet's plugin directories and the CDI directory mounted.
 In both, what the agent writes into CDI specs is the host's (docs/runtime.md, "The two roots"): --dev-root and
 --driver-root are mounts of host paths, and --host-dev-root / --host-driver-root name exactly those host paths;
 --hook-path and --interposer are paths the host has at the same place as the agent (a hostPath volume mounted
-at its own path) and the init container installs both there, the image's /usr/bin/gpuslice as the hook.
+at its own path) and the init container installs both there, the image's static gpuslice-cdi-hook as the hook.
 
 Usage: test_deploy_kube.py SOURCE_DIR (exit 0 pass, 1 fail, 77 no kubectl). ctest deploy-kube; make e2e runs it
 with the 1.20 kubectl too (tests/e2e/test_kube_api.py).
@@ -100,7 +100,8 @@ def check_host_paths(spec, agent, who):
         mnt = [x["mountPath"] for x in init["volumeMounts"] if x["name"] == vol[0]["name"]]
         assert mnt and "%s/%s" % (mnt[0], os.path.basename(p)) in made, \
             (who, "the init container does not install %s: %s" % (p, script))
-    assert "cp /usr/bin/gpuslice " in script, (who, "the hook installed is not the image's gpuslice", script)
+    assert "cp /usr/local/lib/gpuslice/gpuslice-cdi-hook " in script, \
+        (who, "the hook installed is not the image's static gpuslice-cdi-hook", script)
 
 
 def check_dra(docs, base_agent, who):
