@@ -50,7 +50,7 @@ ctx=$(mktemp -d /tmp/gpuslice-e2e-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/build"
 cp "$REPO/deploy/Containerfile" "$ctx/Containerfile"
-cp "$BUILD/gpuslice" "$BUILD/libgpuslice-cuda.so" "$ctx/build/"
+cp "$BUILD/gpuslice" "$BUILD/libgpuslice-cuda.so" "$BUILD/gpuslice-cdi-hook" "$ctx/build/"
 podman build --network host --build-arg BINARIES=tree -f "$ctx/Containerfile" -t "$TAG" "$ctx" >"$ctx/build.log" 2>&1 ||
 	{ tail -n 30 "$ctx/build.log" >&2; fail "podman build -f deploy/Containerfile failed"; }
 rm -f "$OUT"

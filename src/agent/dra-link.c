@@ -149,11 +149,10 @@ int node_dra_start(struct node *n) {
         if (!n->publish)
                 return log_error_errno(-EINVAL, "--dra needs the API server: set kube.kubeconfig or run in a pod", "%s",
                                        "");
-        char limits[CONFIG_PATH_MAX + 32], self[PATH_MAX] = "";
+        char limits[CONFIG_PATH_MAX + 32];
         snprintf(limits, sizeof limits, "%s/dra-containers", n->cfg.state_dir);
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[len > 0 ? len : 0] = '\0';
-        const char *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
+        struct node_cdi_paths paths;
+        node_cdi_paths(&n->cfg, &paths);
         uint64_t unit = config_memory_unit(&n->cfg);
         struct dra_options o = {
                 .driver = n->cfg.dra_driver,
@@ -163,9 +162,11 @@ int node_dra_start(struct node *n) {
                 .state_dir = n->cfg.state_dir,
                 .limits_root = limits,
                 .cdi_dir = n->cfg.dra_cdi_dir,
-                .dev_root = n->cfg.dev_root,
-                .driver_root = drv && drv[0] ? drv : "/",
-                .hook_path = self,
+                .dev_root = paths.dev_root,
+                .driver_root = paths.driver_root,
+                .host_dev_root = paths.host_dev_root,
+                .host_driver_root = paths.host_driver_root,
+                .hook_path = paths.hook,
                 .interposer = n->cfg.interposer_library,
                 .sharing = n->cfg.dra_sharing,
                 .memory_unit = unit ? unit : UINT64_C(256) << 20,

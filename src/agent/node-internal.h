@@ -185,6 +185,17 @@ void status_stop(struct node *n);
 void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o);
 /* Thread: the loop; lock: none. */
 void cdi_refresh(struct node *n, const struct plugin_options *o); /* the CDI spec (list strategy cdi) */
+/* The paths every CDI spec the agent writes is made with, the device plugin's and the DRA claims' alike
+ * (docs/configuration.md, [devices]): the roots the agent reads, the same roots as the host sees them (what the
+ * specs name: the runtime on the host reads them), and the host's path of the gpuslice binary for the spec's hook
+ * (devices.hook-path, else this binary). Strings borrowed from cfg but hook. */
+struct node_cdi_paths {
+        const char *dev_root, *driver_root;
+        const char *host_dev_root, *host_driver_root; /* "" when the same as the agent's */
+        char hook[PATH_MAX];                          /* "" when unknown: the specs carry no hook */
+};
+/* Thread: any; lock: none (pure). */
+void node_cdi_paths(const struct gpuslice_config *cfg, struct node_cdi_paths *ret);
 /* Thread: the loop; lock: none. */
 void node_reload(struct node *n);
 

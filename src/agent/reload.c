@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/node-internal.h"
 #include "agent/podres.h"
@@ -38,6 +39,19 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
         strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
 }
 
+void node_cdi_paths(const struct gpuslice_config *cfg, struct node_cdi_paths *ret) {
+        *ret = (struct node_cdi_paths){ .dev_root = cfg->dev_root,
+                                        .driver_root = cfg->driver_root,
+                                        .host_dev_root = cfg->host_dev_root,
+                                        .host_driver_root = cfg->host_driver_root };
+        if (cfg->hook_path[0]) {
+                strscpy(ret->hook, cfg->hook_path, sizeof ret->hook);
+                return;
+        }
+        ssize_t len = readlink("/proc/self/exe", ret->hook, sizeof ret->hook - 1); /* the agent runs on the host */
+        ret->hook[len > 0 ? len : 0] = '\0';
+}
+
 /* The CDI spec defining the names Allocate hands out (src/cdi, docs/runtime.md): at start and
  * after a reload (the kind or id strategy may have changed). */
 void cdi_refresh(struct node *n, const struct plugin_options *o) {
@@ -45,13 +59,24 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
         struct gs_error err;
         if (!o->list_cdi)
                 return;
-        int r = cdi_agent_refresh(devices_topo(n->devices), o->cdi_kind, o->dev_root,
-                                  o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL, n->mig, path,
-                                  sizeof path, &err);
+        struct node_cdi_paths p;
+        node_cdi_paths(&n->cfg, &p);
+        struct cdi_generate g = {
+                .roots = { .dev_root = p.dev_root, .driver_root = p.driver_root },
+                .spec = { .kind = o->cdi_kind,
+                          .host_dev_root = p.host_dev_root,
+                          .host_driver_root = p.host_driver_root,
+                          .hook_path = p.hook,
+                          .interposer = o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL },
+                .mig = n->mig,
+        };
+        int r = cdi_agent_refresh(devices_topo(n->devices), &g, path, sizeof path, &err);
         if (r < 0)
                 log_warn("cannot write the CDI spec: engines will not know the CDI names", "error=\"%s\"", err.message);
         else if (r == 0)
-                log_info("CDI spec written", "path=%s", path);
+                log_info("CDI spec written", "path=%s driver_root=%s host_driver_root=%s host_dev_root=%s hook=%s",
+                         path, p.driver_root, p.host_driver_root[0] ? p.host_driver_root : p.driver_root,
+                         p.host_dev_root[0] ? p.host_dev_root : p.dev_root, p.hook[0] ? p.hook : "none");
         if (!o->list_envvar)
                 log_warn("device list strategy is cdi only: kubelets before 1.28 drop cdi_devices silently");
 }

@@ -127,11 +127,14 @@ int cdi_discover_mig(const struct topo *t, const struct mig_node *mig, const str
 /* ---- the spec ---- */
 
 struct cdi_spec_options {
-        const char *kind;             /* "nvidia.com/gpu" */
-        const char *host_dev_root;    /* prefix of deviceNodes hostPath; NULL → roots.dev_root */
-        const char *host_driver_root; /* prefix of mount hostPath; NULL → roots.driver_root */
-        const char *hook_path;        /* absolute path of the gpuslice binary for the createContainer hook */
-        const char *interposer;       /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
+        const char *kind; /* "nvidia.com/gpu" */
+        /* The host's view of the roots (gpuslice in a container reads them elsewhere; the runtime on the host reads
+         * the spec): the prefix of deviceNodes' hostPath and of the driver files' mount hostPath. NULL or "": the
+         * roots gpuslice reads (it runs on the host). */
+        const char *host_dev_root;
+        const char *host_driver_root;
+        const char *hook_path;  /* the host's path of gpuslice for the createContainer hook; NULL or "": no hook */
+        const char *interposer; /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
 };
 
 /* Build the spec: one device per GPU by index and by UUID, one per MIG device by "<gpu index>:<MIG index>"
@@ -213,14 +216,14 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
 
 /*
  * For the node agent: (re)write the node's CDI spec so the names its Allocate answers carry
- * (kind=<index> or kind=<UUID>, and <id>-shared with an interposer) exist. Output: the
- * environment's GPUSLICE_CDI_SPEC (read with secure_getenv; "none" disables; a path ending in
- * .json writes JSON), else /var/run/cdi/<vendor>-<class>.yaml; driver root: GPUSLICE_CDI_DRIVER_ROOT
- * (default /). mig (NULL: none): its MIG devices too, their capabilities from <dev_root>/proc/driver/nvidia-caps/
- * mig-minors. The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
+ * (kind=<index> or kind=<UUID>, and <id>-shared with an interposer) exist. g as the agent's configuration gives it
+ * (the roots it reads, their host view and the hook's host path in g->spec, the MIG devices; g->mig_minors NULL:
+ * <dev root>/proc/driver/nvidia-caps/mig-minors; g->json is ignored). Output: the environment's GPUSLICE_CDI_SPEC
+ * (read with secure_getenv; "none" disables; a path ending in .json writes JSON), else
+ * /var/run/cdi/<vendor>-<class>.yaml. The path written goes to ret_path. 0 written, 1 disabled, -errno with err.
  */
-int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err);
+int cdi_agent_refresh(const struct topo *t, const struct cdi_generate *g, char *ret_path, size_t path_len,
+                      struct gs_error *err);
 
 /* ---- the OCI hook (hook.c; `gpuslice hook` is its command line) ---- */
 

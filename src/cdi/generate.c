@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cdi/cdi.h"
 #include "util/atomic-file.h"
@@ -76,38 +75,28 @@ static int cdi_generate_file_impl(const struct topo *t, const struct cdi_generat
         return r;
 }
 
-static int cdi_agent_refresh_impl(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                                  const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err) {
-        const char *out = secure_getenv("GPUSLICE_CDI_SPEC"), *drv = secure_getenv("GPUSLICE_CDI_DRIVER_ROOT");
-        char self[4096];
+static int cdi_agent_refresh_impl(const struct topo *t, const struct cdi_generate *in, char *ret_path, size_t path_len,
+                                  struct gs_error *err) {
+        const char *out = secure_getenv("GPUSLICE_CDI_SPEC");
         if (out && streq(out, "none"))
                 return 1;
-        struct cdi_generate g = {
-                .roots = { .dev_root = dev_root && dev_root[0] ? dev_root : "/",
-                           .driver_root = drv && drv[0] ? drv : "/" },
-                .spec = { .kind = kind, .interposer = interposer },
-                .mig = mig,
-        };
+        struct cdi_generate g = *in;
+        const char *kind = g.spec.kind;
         char minors[CDI_PATH_MAX];
-        if (mig) { /* the driver's mig-minors as the agent sees the host: under the dev root */
-                const char *root = g.roots.dev_root;
+        if (g.mig && !g.mig_minors) { /* the driver's mig-minors as the agent sees the host: under the dev root */
+                const char *root = g.roots.dev_root && g.roots.dev_root[0] ? g.roots.dev_root : "/";
                 size_t rl = strlen(root);
                 while (rl > 0 && root[rl - 1] == '/')
                         rl--;
                 snprintf(minors, sizeof minors, "%.*s%s", (int)MIN(rl, (size_t)3000), root, CDI_MIG_MINORS);
                 g.mig_minors = minors;
         }
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n > 0) {
-                self[n] = '\0';
-                g.spec.hook_path = self;
-        }
         if (out && out[0])
                 strscpy(ret_path, out, path_len);
         else {
                 char name[400];
                 if (cdi_spec_file_name(kind, "yaml", name, sizeof name) < 0) {
-                        gs_error_set(err, -EINVAL, "bad CDI kind '%s'", kind);
+                        gs_error_set(err, -EINVAL, "bad CDI kind '%s'", kind ? kind : "");
                         return -EINVAL;
                 }
                 snprintf(ret_path, path_len, "/var/run/cdi/%s", name);
@@ -125,7 +114,7 @@ int cdi_generate_file(const struct topo *t, const struct cdi_generate *g, const 
         return cdi_fail(err, cdi_generate_file_impl(t, g, path, err));
 }
 
-int cdi_agent_refresh(const struct topo *t, const char *kind, const char *dev_root, const char *interposer,
-                      const struct mig_node *mig, char *ret_path, size_t path_len, struct gs_error *err) {
-        return cdi_fail(err, cdi_agent_refresh_impl(t, kind, dev_root, interposer, mig, ret_path, path_len, err));
+int cdi_agent_refresh(const struct topo *t, const struct cdi_generate *g, char *ret_path, size_t path_len,
+                      struct gs_error *err) {
+        return cdi_fail(err, cdi_agent_refresh_impl(t, g, ret_path, path_len, err));
 }

@@ -50,6 +50,17 @@ static int prefixed(char *buf, size_t len, const char *root, const char *path) {
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
+/* Where the runtime on the host finds the trees gpuslice reads: every hostPath of a spec starts with one of these.
+ * The host's view when the caller gave one (gpuslice in a container sees the host's /dev under, say, /host), else
+ * the same roots gpuslice reads (it runs on the host). The one place a spec's host roots are chosen. */
+static void host_roots(const struct cdi_roots *roots, const struct cdi_spec_options *o, const char **ret_dev,
+                       const char **ret_drv) {
+        const char *dev = roots && roots->dev_root && roots->dev_root[0] ? roots->dev_root : "/";
+        const char *drv = roots && roots->driver_root && roots->driver_root[0] ? roots->driver_root : "/";
+        *ret_dev = o->host_dev_root && o->host_dev_root[0] ? o->host_dev_root : dev;
+        *ret_drv = o->host_driver_root && o->host_driver_root[0] ? o->host_driver_root : drv;
+}
+
 /* Append v to the array obj[key], creating it; steals v. */
 static int push(json_t *obj, const char *key, json_t *v) {
         if (!v)
@@ -155,7 +166,7 @@ static int common_edits(json_t *common, const struct cdi_discovery *d, const cha
                 if (json_array_append_new(args, json_string("--ldconfig")) < 0 ||
                     json_array_append_new(args, json_string(d->lib_dirs[i])) < 0)
                         return -ENOMEM;
-        if ((links || d->n_lib_dirs) && hook_path) {
+        if ((links || d->n_lib_dirs) && hook_path && hook_path[0]) {
                 json_t *hook =
                         json_pack("{s:s, s:s, s:O}", "hookName", "createContainer", "path", hook_path, "args", args);
                 if (push(common, "hooks", hook) < 0)
@@ -168,11 +179,9 @@ static int common_edits(json_t *common, const struct cdi_discovery *d, const cha
  * branch per optional part; it fills one json_t that is freed whole on failure. */
 int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                    const struct cdi_spec_options *o, json_t **ret) {
-        const char *dev_root = roots && roots->dev_root ? roots->dev_root : "/";
-        const char *drv_root = roots && roots->driver_root ? roots->driver_root : "/";
-        const char *host_dev = o->host_dev_root ? o->host_dev_root : dev_root;
-        const char *host_drv = o->host_driver_root ? o->host_driver_root : drv_root;
+        const char *host_dev, *host_drv;
         int r;
+        host_roots(roots, o, &host_dev, &host_drv);
         if (!cdi_kind_valid(o->kind))
                 return -EINVAL;
         json_t *spec = json_pack("{s:s, s:s, s:[]}", "cdiVersion", "0.3.0", "kind", o->kind, "devices");
@@ -278,10 +287,8 @@ static int limiter_edits(json_t *common, const struct cdi_claim_limits *l) {
 int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                          const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
                          const struct cdi_claim_limits *limits, json_t **ret) {
-        const char *host_dev = o->host_dev_root ? o->host_dev_root : roots && roots->dev_root ? roots->dev_root : "/";
-        const char *host_drv = o->host_driver_root           ? o->host_driver_root
-                               : roots && roots->driver_root ? roots->driver_root
-                                                             : "/";
+        const char *host_dev, *host_drv;
+        host_roots(roots, o, &host_dev, &host_drv);
         if (!cdi_kind_valid(o->kind) || (limits && (!limits->dir || !limits->interposer)))
                 return -EINVAL;
         for (size_t i = 0; i < n; i++)

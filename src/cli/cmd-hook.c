@@ -45,63 +45,6 @@ static void help(FILE *f) {
               f);
 }
 
-/* ---- cdi-links ---- */
-
-static int hook_cdi_links(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "link", required_argument, NULL, 'l' },
-                { "ldconfig", required_argument, NULL, 'L' },
-                { "help", no_argument, NULL, 'h' },
-                {},
-        };
-        struct cdi_hook_plan p = { 0 };
-        int c, r = EXIT_OK;
-        optind = 0;
-        while (r == EXIT_OK && (c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                char *sep = c == 'l' ? strstr(optarg, "::") : NULL;
-                switch (c) {
-                        case 'l':
-                                if (!sep || sep == optarg ||
-                                    cdi_hook_plan_link(&p, (*sep = '\0', optarg), sep + 2) < 0) {
-                                        fprintf(stderr,
-                                                "gpuslice hook cdi-links: --link wants TARGET::/ABSOLUTE/LINK\n");
-                                        r = EXIT_USAGE;
-                                }
-                                break;
-                        case 'L':
-                                if (cdi_hook_plan_ldconfig(&p, optarg) < 0) {
-                                        fprintf(stderr,
-                                                "gpuslice hook cdi-links: --ldconfig wants an absolute directory "
-                                                "(at most %d)\n",
-                                                CDI_HOOK_LDCONFIG_MAX);
-                                        r = EXIT_USAGE;
-                                }
-                                break;
-                        case 'h':
-                                help(stdout);
-                                cdi_hook_plan_done(&p);
-                                return EXIT_OK;
-                        default:
-                                help(stderr);
-                                r = EXIT_USAGE;
-                                break;
-                }
-        }
-        struct cdi_oci oci = { 0 };
-        struct gs_error err = { 0 };
-        if (r == EXIT_OK && cdi_hook_read_oci(STDIN_FILENO, &oci, &err) < 0)
-                r = refused(&err);
-        if (r == EXIT_OK) {
-                /* createContainer: already in the container's mount namespace */
-                strscpy(p.rootfs, oci.rootfs, sizeof p.rootfs);
-                if (cdi_hook_apply(&p, &err) < 0)
-                        r = refused(&err);
-        }
-        cdi_oci_done(&oci);
-        cdi_hook_plan_done(&p);
-        return r;
-}
-
 /* ---- legacy ---- */
 
 /* The node, for the library (asked only for a GPU container); node_load prints why it failed. */

@@ -86,6 +86,16 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           FIELD(cdi_vendor), NO_NAMES, 0, 0, "a CDI kind like gpuslice.io/gpu")                                        \
         X("devices.dev-root", "dev-root", "DIR", "host root that holds /dev", T_PATH, FIELD(dev_root), NO_NAMES, 0, 0, \
           "an absolute path")                                                                                          \
+        X("devices.host-dev-root", "host-dev-root", "DIR",                                                             \
+          "the dev root as the host sees it, written into CDI specs, empty: the dev root", T_PATH_OPT,                 \
+          FIELD(host_dev_root), NO_NAMES, 0, 0, "an absolute path or empty")                                           \
+        X("devices.driver-root", "driver-root", "DIR", "root of the driver's files (ld cache, libraries, nvidia-smi)", \
+          T_PATH, FIELD(driver_root), NO_NAMES, 0, 0, "an absolute path")                                              \
+        X("devices.host-driver-root", "host-driver-root", "DIR",                                                       \
+          "the driver root as the host sees it, written into CDI specs, empty: the driver root", T_PATH_OPT,           \
+          FIELD(host_driver_root), NO_NAMES, 0, 0, "an absolute path or empty")                                        \
+        X("devices.hook-path", "hook-path", "PATH", "host path of the gpuslice binary for CDI hooks, empty: this one", \
+          T_PATH_OPT, FIELD(hook_path), NO_NAMES, 0, 0, "an absolute path or empty")                                   \
         X("health.disabled", "health-disabled", NULL, "do not watch GPU health", T_BOOL, FIELD(health_disabled),       \
           NO_NAMES, 0, 0, "true or false")                                                                             \
         X("health.xid-ignore", "health-xid-ignore", "LIST", "Xids that do not make a GPU unhealthy", T_XIDS,           \
@@ -768,6 +778,7 @@ void config_init_defaults(struct gpuslice_config *cfg) {
         strscpy(cfg->cdi_vendor, "gpuslice.io", sizeof cfg->cdi_vendor);
         strscpy(cfg->cdi_class, "gpu", sizeof cfg->cdi_class);
         strscpy(cfg->dev_root, "/", sizeof cfg->dev_root);
+        strscpy(cfg->driver_root, "/", sizeof cfg->driver_root);
         memcpy(cfg->xid_ignore, xids, sizeof xids);
         cfg->n_xid_ignore = ELEMENTSOF(xids);
         strscpy(cfg->metrics_address, "127.0.0.1:9400", sizeof cfg->metrics_address);

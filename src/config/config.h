@@ -109,6 +109,10 @@ struct gpuslice_config {
         char cdi_vendor[CONFIG_NAME_MAX]; /* devices.cdi-kind       gpuslice.io/gpu (vendor part) */
         char cdi_class[CONFIG_NAME_MAX];  /*                        (class part) */
         char dev_root[CONFIG_PATH_MAX];   /* devices.dev-root       / (host root holding /dev) */
+        /* devices.host-dev-root "" (= dev_root), devices.driver-root /, devices.host-driver-root "" (= driver_root),
+         * devices.hook-path "" (= /proc/self/exe): the agent's and the host's views, for CDI specs */
+        char host_dev_root[CONFIG_PATH_MAX], driver_root[CONFIG_PATH_MAX], host_driver_root[CONFIG_PATH_MAX];
+        char hook_path[CONFIG_PATH_MAX];
 
         /* [health] */
         bool health_disabled;                /* health.disabled        false */

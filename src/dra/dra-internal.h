@@ -50,6 +50,7 @@ struct dra {
         char node[DRA_MAX_POOL_NAME + 1];
         char registry_dir[DRA_PATH_MAX], plugin_dir[DRA_PATH_MAX], journal_dir[DRA_PATH_MAX];
         char limits_root[DRA_PATH_MAX], cdi_dir[DRA_PATH_MAX], dev_root[DRA_PATH_MAX], driver_root[DRA_PATH_MAX];
+        char host_dev_root[DRA_PATH_MAX], host_driver_root[DRA_PATH_MAX]; /* "" = dev_root / driver_root */
         char hook_path[DRA_PATH_MAX], interposer[DRA_PATH_MAX];
         char cdi_kind[DRA_MAX_DOMAIN + 8];
         bool sharing_wanted, limit_when_alone;

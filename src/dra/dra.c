@@ -87,6 +87,10 @@ static int copy_options(struct dra *d, const struct dra_options *o, struct gs_er
         r = r ?: copy_opt(d->driver_root, sizeof d->driver_root, o->driver_root, "/", "driver root", err);
         r = r ?: copy_opt(d->interposer, sizeof d->interposer, o->interposer, "", "interposer", err);
         r = r ?: copy_opt(d->hook_path, sizeof d->hook_path, o->hook_path, "", "hook path", err);
+        r = r ?: copy_opt(d->host_dev_root, sizeof d->host_dev_root, o->host_dev_root, "", "host dev root", err);
+        r = r
+                    ?: copy_opt(d->host_driver_root, sizeof d->host_driver_root, o->host_driver_root, "",
+                                "host driver root", err);
         if (r < 0)
                 return r;
         if (!o->state_dir || snprintf(d->journal_dir, sizeof d->journal_dir, "%s/" DRA_JOURNAL_DIR, o->state_dir) >=

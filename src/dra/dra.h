@@ -78,6 +78,10 @@ struct dra_options {
         const char *cdi_dir;      /* where the per-claim CDI specs go */
         const char *dev_root;     /* host root holding /dev and /sys ("/" on a real node) */
         const char *driver_root;  /* the driver's files for the CDI specs ("/") */
+        /* dev_root and driver_root are the agent's view; the specs name the host's (the runtime on the host reads
+         * them): host_dev_root / host_driver_root (NULL or "": the same as the agent's), and hook_path is the
+         * host's path of the gpuslice binary for the CDI createContainer hook (NULL or "": no hook). */
+        const char *host_dev_root, *host_driver_root;
         const char *hook_path;    /* the gpuslice binary, for the CDI createContainer hook (NULL: none) */
         const char *interposer;   /* host path of libgpuslice-cuda.so, mounted for shared devices */
         bool sharing;             /* publish shared devices (needs Kubernetes 1.36's consumable capacity) */

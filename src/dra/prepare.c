@@ -191,7 +191,10 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
         snprintf(dir, sizeof dir, "%s/%s", d->limits_root, r->limits);
         struct cdi_claim_limits lim = { .dir = dir, .interposer = d->interposer };
         struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
-        struct cdi_spec_options o = { .kind = d->cdi_kind, .hook_path = d->hook_path[0] ? d->hook_path : NULL };
+        struct cdi_spec_options o = { .kind = d->cdi_kind,
+                                      .host_dev_root = d->host_dev_root,
+                                      .host_driver_root = d->host_driver_root,
+                                      .hook_path = d->hook_path };
         _cleanup_(json_decrefp) json_t *spec = NULL;
         int e = cdi_claim_spec_build(&d->topo, &d->disc, &roots, &o, devs, n, r->limits[0] ? &lim : NULL, &spec);
         if (e < 0)

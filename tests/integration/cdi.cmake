@@ -17,3 +17,16 @@ if(TARGET gpuslice_agent)
     set_tests_properties(cdi-agent-${s} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "integration;cdi;agent")
   endforeach()
 endif()
+# CDI specs in the DaemonSet's layout: the agent inside a Podman container (deploy/kubernetes' mounts and flags, the
+# init container's install of the hook), the specs naming host paths, Podman on the host running the fake driver's
+# nvidia-smi through them — a DRA claim (kubelet DRA stand-in) and a device-plugin container (Allocate, cdi).
+if(TARGET gpuslice_dra)
+  foreach(s dra plugin)
+    add_test(NAME cdi-host-${s}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cdi_host.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo ${s})
+    set_tests_properties(cdi-host-${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "integration;cdi;dra"
+                         RESOURCE_LOCK podman)
+  endforeach()
+endif()

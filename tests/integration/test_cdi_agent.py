@@ -4,7 +4,8 @@
 
 The real `gpuslice node` runs on the simulated node with the kubelet stand-in (the harness of
 test_agent.py), device nodes made with mknod under its --dev-root and a fake driver root with an
-ld cache (cdi-fixture.sh). The agent writes the spec (GPUSLICE_CDI_SPEC, JSON); the test reads it
+ld cache (cdi-fixture.sh), given as --driver-root (devices.driver-root in a config file for the reload case). The
+agent writes the spec (GPUSLICE_CDI_SPEC, JSON); the test reads it
 and every name the agent's Allocate answers carry (by UUID, then by index) must be a device of it,
 under the kind the agent was configured with; after a SIGHUP that changes the kind, the spec
 follows; a cdi-only strategy warns. Exit 77 when not root (mknod needs it).
@@ -43,8 +44,8 @@ def spec_names(path, timeout=10):
 
 
 def cdi_node(e, args, name):
-    """A fake driver root (cdi-fixture.sh), character devices under the agent's dev root (the harness
-    made plain files) and the spec path GPUSLICE_CDI_SPEC names; returns that path."""
+    """A fake driver root (cdi-fixture.sh, its path in e.driver_root), character devices under the agent's dev
+    root (the harness made plain files) and the spec path GPUSLICE_CDI_SPEC names; returns that path."""
     fx = os.path.join(e.tmp, "fx")
     subprocess.run([os.path.join(args.source, "tests", "integration", "cdi-fixture.sh"), fx, "1", DRIVER, "12.4",
                     "tesla"], check=True, timeout=120)
@@ -54,14 +55,15 @@ def cdi_node(e, args, name):
         os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(195, i))
     spec_path = os.path.join(e.tmp, "cdi", "agent-%s.json" % name)
     e.env["GPUSLICE_CDI_SPEC"] = spec_path
-    e.env["GPUSLICE_CDI_DRIVER_ROOT"] = os.path.join(fx, "driver")
+    e.driver_root = os.path.join(fx, "driver")
     return spec_path
 
 
 def run(e, args, strategy_id):
     spec_path = cdi_node(e, args, strategy_id)
     kind = "example.com/gpu%s" % strategy_id.replace("-", "")
-    e.start_agent("--device-list-strategy", "cdi", "--cdi-kind", kind, "--device-id-strategy", strategy_id)
+    e.start_agent("--device-list-strategy", "cdi", "--cdi-kind", kind, "--device-id-strategy", strategy_id,
+                  "--driver-root", e.driver_root)
     e.registered()
     spec, names = spec_names(spec_path)
     check(spec["kind"] == kind, "spec kind %r, agent kind %r" % (spec["kind"], kind))
@@ -82,6 +84,12 @@ def run(e, args, strategy_id):
           "device %s has node %s" % (got[0], node))
     libs = [m["containerPath"] for m in spec["containerEdits"]["mounts"]]
     check(any(p.endswith("libcuda.so." + DRIVER) for p in libs), "no libcuda in the spec mounts: %s" % libs)
+    # on the host (no host view given): the mounts' sources are the driver root's files, the hook this binary
+    for m in spec["containerEdits"]["mounts"]:
+        check(m["hostPath"].startswith(e.driver_root + "/"),
+              "mount source %s is not under the driver root %s" % (m["hostPath"], e.driver_root))
+    hooks = [h["path"] for h in spec["containerEdits"].get("hooks", [])]
+    check(hooks == [os.path.realpath(os.path.join(args.build, "gpuslice"))], "hook paths %s" % hooks)
 
 
 def run_reload(e, args):
@@ -89,13 +97,18 @@ def run_reload(e, args):
     spec_path = cdi_node(e, args, "reload")
     conf = os.path.join(e.tmp, "node.conf")
     with open(conf, "w") as f:
-        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/before\n")
+        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/before\ndriver-root = %s\n"
+                % e.driver_root)
     e.start_agent("--config", conf)
     e.registered()
     spec, names = spec_names(spec_path)
     check(spec["kind"] == "example.com/before", "first kind %r" % spec["kind"])
+    srcs = [m["hostPath"] for m in spec["containerEdits"].get("mounts", [])]
+    check(any(p.startswith(e.driver_root + "/") and "libcuda.so." in p for p in srcs),
+          "devices.driver-root of the config file: no libcuda mounted from it: %s" % srcs)
     with open(conf, "w") as f:
-        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/after\nid-strategy = index\n")
+        f.write("[devices]\nlist-strategy = envvar, cdi\ncdi-kind = example.com/after\nid-strategy = index\n"
+                "driver-root = %s\n" % e.driver_root)
     e.agent.send_signal(signal.SIGHUP)
     e.kubelet.wait_for(lambda: "config reloaded" in open(e.logs[-1]).read(), 10, "reload")
     spec, names = spec_names(spec_path)
@@ -112,7 +125,8 @@ def run_shared(e, args):
     """Fractional containers are named <id>-shared, a device of the spec that mounts the interposer."""
     import test_share  # noqa: E402 — imported here: only this case needs the sharing harness
     spec_path = cdi_node(e, args, "shared")
-    e.start_share("gpuslice", "--device-list-strategy", "envvar,cdi", "--cdi-kind", "example.com/gpu")
+    e.start_share("gpuslice", "--device-list-strategy", "envvar,cdi", "--cdi-kind", "example.com/gpu",
+                  "--driver-root", e.driver_root)
     spec, names = spec_names(spec_path)
     got = e.admit((e.core, 30), (e.mem, 2))
     for res, (ids, c) in got.items():

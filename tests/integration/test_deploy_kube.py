@@ -10,7 +10,13 @@ resourceclaims/status patch,
 its binding, the DeviceClasses, and the DaemonSet's command = the base's + the `--dra` flags with
 kubelet's plugin directories and the CDI directory mounted.
 
-Usage: test_deploy_kube.py SOURCE_DIR
+In both, what the agent writes into CDI specs is the host's (docs/runtime.md, "The two roots"): --dev-root and
+--driver-root are mounts of host paths, and --host-dev-root / --host-driver-root name exactly those host paths;
+--hook-path and --interposer are paths the host has at the same place as the agent (a hostPath volume mounted
+at its own path) and the init container installs both there, the image's static gpuslice-cdi-hook as the hook.
+
+Usage: test_deploy_kube.py SOURCE_DIR (exit 0 pass, 1 fail, 77 no kubectl). ctest deploy-kube; make e2e runs it
+with the 1.20 kubectl too (tests/e2e/test_kube_api.py).
 """
 import glob
 import os
@@ -51,7 +57,52 @@ def check(docs, who):
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", env
     assert "LD_LIBRARY_PATH" in env, "the patch must add to the env, not replace it: %s" % env
     assert agent["command"][:2] == ["/usr/bin/gpuslice", "node"], agent["command"]
+    check_host_paths(spec, agent, who)
     return agent
+
+
+def host_path_of(spec, agent, path):
+    """The host path the agent's path `path` is, through its hostPath volume mounts (None: not a host path)."""
+    vols = {v["name"]: v for v in spec["volumes"]}
+    best = None
+    for m in agent["volumeMounts"]:
+        mp = m["mountPath"].rstrip("/") or "/"
+        if (path == mp or path.startswith(mp.rstrip("/") + "/")) and "hostPath" in vols[m["name"]]:
+            if best is None or len(mp) > len(best[0]):
+                best = (mp, vols[m["name"]]["hostPath"]["path"])
+    if best is None:
+        return None
+    rest = path[len(best[0]):].lstrip("/")
+    return os.path.normpath(os.path.join(best[1], rest)) if rest else best[1]
+
+
+def check_host_paths(spec, agent, who):
+    flags = dict(a[2:].split("=", 1) for a in agent["command"] if a.startswith("--") and "=" in a)
+    for f in ("dev-root", "host-dev-root", "driver-root", "host-driver-root", "hook-path", "interposer"):
+        assert f in flags, (who, "no --%s" % f, agent["command"])
+    # the dev root: the host's /dev where the agent looks for it, and --host-dev-root the host's view of that root
+    dev = host_path_of(spec, agent, flags["dev-root"] + "/dev")
+    assert dev == os.path.join(flags["host-dev-root"], "dev"), (who, "dev root", dev, flags)
+    # the driver root: a mount of the host's driver root, read-only, and --host-driver-root says which
+    drv = host_path_of(spec, agent, flags["driver-root"])
+    assert drv == flags["host-driver-root"], (who, "driver root", drv, flags)
+    m = [m for m in agent["volumeMounts"] if m["mountPath"] == flags["driver-root"]]
+    assert m and m[0].get("readOnly"), (who, "the driver root is not a read-only mount", m)
+    # the hook and the interposer: host paths the agent sees at the same place, installed by the init container
+    init = [c for c in spec["initContainers"] if c["name"] == "install-interposer"][0]
+    script = " ".join(init["command"])
+    # what each step of the init container's shell command leaves where: its last word ("cp A B && mv -f B C")
+    made = {c.split()[-1] for c in script.split("&&") if c.split()}
+    for f in ("hook-path", "interposer"):
+        p = flags[f]
+        assert host_path_of(spec, agent, p) == p, (who, "--%s %s is not the same path on the host" % (f, p))
+        vol = [v for v in spec["volumes"] if "hostPath" in v and v["hostPath"]["path"] == os.path.dirname(p)]
+        assert vol, (who, "no hostPath volume holds --%s %s" % (f, p))
+        mnt = [x["mountPath"] for x in init["volumeMounts"] if x["name"] == vol[0]["name"]]
+        assert mnt and "%s/%s" % (mnt[0], os.path.basename(p)) in made, \
+            (who, "the init container does not install %s: %s" % (p, script))
+    assert "cp /usr/local/lib/gpuslice/gpuslice-cdi-hook " in script, \
+        (who, "the hook installed is not the image's static gpuslice-cdi-hook", script)
 
 
 def check_dra(docs, base_agent, who):
@@ -102,7 +153,7 @@ def main():
     ks = kubectls()
     if not ks:
         print("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
-        return 1
+        return 77  # a missing peer: a skip (ctest deploy-kube), which CI counts as a failure
     for k in ks:
         err = render_and_check(k, src)
         if err:

@@ -136,9 +136,12 @@ def test_cli(a):
         have, defaults = help_flags(out)
         # what the command accepts (its getopt_long table) is what --help lists
         srcf = os.path.join(a.source, "src/cli/cmd-%s.c" % c)
+        # a command's parts kept apart: `hook cdi-links` is src/cli/hook-links.c (shared with gpuslice-cdi-hook)
+        parts = {"hook": ["src/cli/hook-links.c"]}.get(c, [])
         if c != "node" and os.path.exists(srcf):
+            text = "".join(open(os.path.join(a.source, f)).read() for f in ["src/cli/cmd-%s.c" % c] + parts)
             longs = {"--" + x for x in re.findall(r'\{\s*"([a-z][a-z0-9-]*)",\s*(?:no|required|optional)_argument',
-                                                  open(srcf).read())} - {"--help"}
+                                                  text)} - {"--help"}
             for f in sorted(longs - have):
                 problems.append("gpuslice %s accepts %s (src/cli/cmd-%s.c), which its --help does not list" % (c, f, c))
             for f in sorted(have - longs):

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-cdi — the ld.so.cache reader on caches built in memory (new format, old+new, and every kind
- * of damage), capability names, CDI kinds and file names, the cdiVersion choice, the YAML writer,
+ * of damage), capability names, CDI kinds and file names, the cdiVersion choice, the YAML writer, the
+ * specs naming the host's paths when gpuslice reads the host's trees elsewhere,
  * the OCI state / config.json readers on good and malformed input, and the OCI hook's library
  * (src/cdi/hook.c) failing closed: unreadable inputs, unknown stages, every refusal of the legacy
  * checks (GPU list, capabilities, requirements, node, driver files, device nodes), and the injection
@@ -237,6 +238,112 @@ static void test_share_path_agrees(void **state) {
         json_decref(spec);
         o.kind = "bad kind";
         assert_int_equal(cdi_spec_build(&t, &d, NULL, &o, &spec), -EINVAL);
+}
+
+/* Every hostPath (device nodes, mounts) and hook path of a spec's edits: count those under want_dev (device nodes),
+ * want_drv (mounts; the limiter's own paths excepted) and hooks equal to want_hook; any other is a failure. */
+static void host_paths_in(const json_t *edits, const char *want_dev, const char *want_drv, const char *want_hook,
+                          unsigned *ret_n) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(json_object_get(edits, "deviceNodes"), i, v) {
+                const char *h = json_string_value(json_object_get(v, "hostPath"));
+                assert_non_null(h);
+                if (!startswith(h, want_dev))
+                        fail_msg("device node hostPath %s is not under the host's %s", h, want_dev);
+                (*ret_n)++;
+        }
+        json_array_foreach(json_object_get(edits, "mounts"), i, v) {
+                const char *h = json_string_value(json_object_get(v, "hostPath"));
+                assert_non_null(h);
+                if (startswith(h, "/opt/") || startswith(h, "/var/lib/gpuslice/")) /* interposer, limits: as given */
+                        continue;
+                if (!startswith(h, want_drv))
+                        fail_msg("mount hostPath %s is not under the host's %s", h, want_drv);
+                (*ret_n)++;
+        }
+        json_array_foreach(json_object_get(edits, "hooks"), i, v) {
+                assert_string_equal(json_string_value(json_object_get(v, "path")), want_hook);
+                (*ret_n)++;
+        }
+}
+
+static unsigned host_paths(const json_t *spec, const char *want_dev, const char *want_drv, const char *want_hook) {
+        unsigned n = 0;
+        size_t i;
+        const json_t *dev;
+        host_paths_in(json_object_get(spec, "containerEdits"), want_dev, want_drv, want_hook, &n);
+        json_array_foreach(json_object_get(spec, "devices"), i, dev) {
+                host_paths_in(json_object_get(dev, "containerEdits"), want_dev, want_drv, want_hook, &n);
+        }
+        return n;
+}
+
+/* A node with one GPU (and a MIG device on it), a control node, a library with its soname link and a binary, as
+ * discovery finds them under the agent's roots. */
+static void host_view_node(struct topo *t, struct cdi_discovery *d, struct cdi_mig *m, struct cdi_file *f) {
+        topo_init(t);
+        t->n_gpus = 1;
+        t->gpu[0].index = 0;
+        strscpy(t->gpu[0].uuid, "GPU-1", sizeof t->gpu[0].uuid);
+        memset(d, 0, sizeof *d);
+        d->gpu[0] = (struct cdi_devnode){ "/dev/nvidia0", 195, 0, 'c' };
+        d->control[0] = (struct cdi_devnode){ "/dev/nvidiactl", 195, 255, 'c' };
+        d->n_control = 1;
+        *m = (struct cdi_mig){ .gpu = 0, .index = 0, .uuid = "MIG-1" };
+        m->gi = (struct cdi_devnode){ "/dev/nvidia-caps/nvidia-cap30", 238, 30, 'c' };
+        m->ci = (struct cdi_devnode){ "/dev/nvidia-caps/nvidia-cap31", 238, 31, 'c' };
+        d->mig = m;
+        d->n_mig = 1;
+        memset(f, 0, 2 * sizeof *f);
+        f[0] = (struct cdi_file){ .kind = CDI_FILE_LIBRARY, .cap = CDI_CAP_COMPUTE };
+        strscpy(f[0].path, "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", sizeof f[0].path);
+        strscpy(f[0].source, f[0].path, sizeof f[0].source);
+        strscpy(f[0].soname, "libcuda.so.1", sizeof f[0].soname);
+        f[1] = (struct cdi_file){ .kind = CDI_FILE_BINARY, .cap = CDI_CAP_UTILITY };
+        strscpy(f[1].path, "/usr/bin/nvidia-smi", sizeof f[1].path);
+        strscpy(f[1].source, f[1].path, sizeof f[1].source);
+        d->files = f;
+        d->n_files = 2;
+        strscpy(d->lib_dirs[0], "/usr/lib/x86_64-linux-gnu", sizeof d->lib_dirs[0]);
+        d->n_lib_dirs = 1;
+}
+
+/* The agent in a container reads the host's trees under its own mounts; every spec it writes (the node's and a
+ * claim's) names the host's paths: device nodes under the host dev root, driver files under the host driver root,
+ * the hook binary at its host path. Without a host view, the agent's roots (it runs on the host). */
+static void test_specs_name_host_paths(void **state) {
+        (void)state;
+        struct topo t;
+        struct cdi_discovery d;
+        struct cdi_mig m;
+        struct cdi_file f[2];
+        host_view_node(&t, &d, &m, f);
+        struct cdi_roots roots = { .dev_root = "/host", .driver_root = "/driver-root" };
+        struct cdi_spec_options o = { .kind = "gpuslice.io/gpu",
+                                      .host_dev_root = "/",
+                                      .host_driver_root = "/run/nvidia/driver",
+                                      .hook_path = "/usr/local/lib/gpuslice/gpuslice",
+                                      .interposer = "/opt/lib.so" };
+        json_t *spec = NULL;
+        assert_int_equal(cdi_spec_build(&t, &d, &roots, &o, &spec), 0);
+        /* nvidia0 by index, UUID, all, 2 shared; the MIG device twice (3 nodes) and in all (2); ctl, 2 files, hook */
+        assert_int_equal(host_paths(spec, "/dev/", "/run/nvidia/driver/", o.hook_path), 5 + 6 + 2 + 1 + 2 + 1);
+        json_decref(spec);
+        struct cdi_claim_device dev[2] = { { .name = "uid-gpu-0", .gpu = 0 }, { .name = "uid-mig-0", .mig = &m } };
+        struct cdi_claim_limits lim = { .dir = "/var/lib/gpuslice/dra-containers/x", .interposer = "/opt/lib.so" };
+        o.kind = "gpu.gpuslice.io/claim";
+        assert_int_equal(cdi_claim_spec_build(&t, &d, &roots, &o, dev, 2, &lim, &spec), 0);
+        assert_int_equal(host_paths(spec, "/dev/", "/run/nvidia/driver/", o.hook_path), 1 + 3 + 1 + 2 + 1);
+        json_decref(spec);
+        /* no host view ("" as the configuration's default): the agent's own roots; no hook path, no hook */
+        o.host_dev_root = "";
+        o.host_driver_root = NULL;
+        o.hook_path = "";
+        assert_int_equal(cdi_claim_spec_build(&t, &d, &roots, &o, dev, 1, NULL, &spec), 0);
+        assert_int_equal(host_paths(spec, "/host/dev/", "/driver-root/", "-"), 1 + 1 + 2);
+        assert_null(json_object_get(json_object_get(spec, "containerEdits"), "hooks"));
+        json_decref(spec);
 }
 
 static void test_oci_state(void **state) {
@@ -623,6 +730,7 @@ int main(void) {
                 cmocka_unit_test(test_min_version),
                 cmocka_unit_test(test_yaml),
                 cmocka_unit_test(test_share_path_agrees),
+                cmocka_unit_test(test_specs_name_host_paths),
                 cmocka_unit_test(test_oci_state),
                 cmocka_unit_test(test_oci_config),
                 cmocka_unit_test(test_hook_inputs_fail_closed),

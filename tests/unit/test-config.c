@@ -39,6 +39,10 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "list-strategy = envvar, cdi\n"
                                    "cdi-kind = example.com/accel\n"
                                    "dev-root = /host\n"
+                                   "host-dev-root = /\n"
+                                   "driver-root = /driver-root\n"
+                                   "host-driver-root = /run/nvidia/driver\n"
+                                   "hook-path = /usr/local/lib/gpuslice/gpuslice\n"
                                    "[health]\n"
                                    "disabled = yes\n"
                                    "xid-ignore = 13, 31,  79\n"
@@ -191,6 +195,10 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(c.cdi_vendor, "example.com");
         assert_string_equal(c.cdi_class, "accel");
         assert_string_equal(c.dev_root, "/host");
+        assert_string_equal(c.host_dev_root, "/");
+        assert_string_equal(c.driver_root, "/driver-root");
+        assert_string_equal(c.host_driver_root, "/run/nvidia/driver");
+        assert_string_equal(c.hook_path, "/usr/local/lib/gpuslice/gpuslice");
         assert_true(c.health_disabled);
         assert_int_equal(c.n_xid_ignore, 3);
         assert_int_equal(c.xid_ignore[2], 79);
