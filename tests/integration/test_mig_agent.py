@@ -154,7 +154,7 @@ def test_mixed_cdi(e):
     """The CDI spec the agent writes defines the MIG devices' names its Allocate answers carry."""
     use_node(e, "a100-80gb-2gpu.node")
     spec_path = test_cdi_agent.cdi_node(e, e.args, "mig")
-    e.start_agent("--mig-strategy", "mixed", "--device-list-strategy", "cdi")
+    e.start_agent("--mig-strategy", "mixed", "--device-list-strategy", "cdi", "--driver-root", e.driver_root)
     registered_resources(e, 4)
     spec, names = test_cdi_agent.spec_names(spec_path)
     for prof in ("1g.10gb", "2g.20gb", "3g.40gb"):
