@@ -29,3 +29,4 @@ int cmd_inspect(int argc, char **argv);   /* src/cli/cmd-inspect.c */
 int cmd_scheduler(int argc, char **argv); /* src/cli/cmd-scheduler.c */
 int cmd_mig(int argc, char **argv);       /* src/cli/cmd-mig.c */
 int cmd_sim(int argc, char **argv);       /* src/cli/cmd-sim.c */
+int cmd_replay(int argc, char **argv);    /* src/cli/cmd-replay.c */
