@@ -32,6 +32,8 @@ static void help(FILE *f) {
               "                          (default 42)\n"
               "      --policy NAME       frag (default), fgd, bestfit, gpupacking, gpuclustering, dotprod,\n"
               "                          random, binpack, spread\n"
+              "      --live-mix          fgd and frag measure fragmentation against the mix of the pods seen so\n"
+              "                          far (as the extender keeps it) instead of the whole pod list\n"
               "      --json              print one JSON object (docs/scheduler.md)\n"
               "  -h, --help              this help\n",
               f);
@@ -107,7 +109,7 @@ static void print_table(const struct sched_replay_result *res, const char *polic
         }
 }
 
-enum { OPT_NODES = 256, OPT_PODS, OPT_TUNE, OPT_SEED, OPT_POLICY, OPT_JSON };
+enum { OPT_NODES = 256, OPT_PODS, OPT_TUNE, OPT_SEED, OPT_POLICY, OPT_LIVE, OPT_JSON };
 
 /* lint: long — the getopt switch, one case per option, then load, run, print. */
 int cmd_replay(int argc, char **argv) {
@@ -115,6 +117,7 @@ int cmd_replay(int argc, char **argv) {
                 { "nodes", required_argument, NULL, OPT_NODES }, { "pods", required_argument, NULL, OPT_PODS },
                 { "tune", required_argument, NULL, OPT_TUNE },   { "seed", required_argument, NULL, OPT_SEED },
                 { "policy", required_argument, NULL, OPT_POLICY }, { "json", no_argument, NULL, OPT_JSON },
+                { "live-mix", no_argument, NULL, OPT_LIVE },
                 { "help", no_argument, NULL, 'h' },              { 0 },
         };
         const char *nodes = NULL, *pods = NULL;
@@ -148,6 +151,7 @@ int cmd_replay(int argc, char **argv) {
                                 }
                                 break;
                         case OPT_JSON: json = true; break;
+                        case OPT_LIVE: o.live = true; break;
                         case 'h': help(stdout); return EXIT_OK;
                         default: help(stderr); return EXIT_USAGE;
                 }

@@ -286,38 +286,43 @@ static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, co
 
 /* ---- frag: our own (docs/scheduler.md) ---- */
 
-/*
- * The increase of fragmentation, exact (no sigmoid, no rounding): F_n with memory counted for landing
- * (a GPU on a node without the memory for the next pod is as stranded as one without the CPU), under
- * the mix of the pods seen. Ties (identical nodes) go to the tighter node: the leftover share of its CPU,
- * memory and GPUs after placing, weighed as a tie-break only.
- */
-static double frag_delta(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s, int g,
-                         double before) {
+/* frag's fragment step (milli-GPU): increases of F_n within one step tie, and the node rank decides. */
+#define FRAG_STEP 40.0
+/* What a share gains for landing on a GPU already shared (in steps): fresh GPUs stay whole for whole pods. */
+#define FRAG_SHARED_BONUS 5.0
+
+/* The increase of F_n when s lands (on GPU g for a share), memory counted for landing: a GPU on a node
+ * without the memory for the next pod is as stranded as one without the CPU. */
+static double frag_inc(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s, int g,
+                       double before) {
         struct view a = *v;
         view_take(&a, s, g);
-        double inc = frag_of(c->w, &a, true) - before;
-        double cpu = a.cpu_free == UINT64_MAX ? 0 : (double)a.cpu_free / norm_of(c->cpu_norm);
-        double gpu = (double)view_gpu_free(&a) / norm_of(c->gpu_norm);
-        return -inc - 1e-3 * (cpu + gpu);
+        return frag_of(c->w, &a, true) - before;
 }
 
+/*
+ * The fragment increase in FRAG_STEP steps (negated: higher is better), not through FGD's sigmoid, whose
+ * steps widen away from 0; within the node the exact increase picks the GPU, the fullest on a tie; a share
+ * on an already shared GPU gains FRAG_SHARED_BONUS.
+ */
 static double score_frag(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
                          int *ret_gpu) {
         double before = frag_of(c->w, v, true);
         if (!s->num_gpu || s->gpu_milli >= 1000)
-                return frag_delta(c, v, s, -1, before);
-        double best = -INFINITY;
+                return -floor(frag_inc(c, v, s, -1, before) / FRAG_STEP);
+        double best = INFINITY;
         for (unsigned g = 0; g < v->n; g++) {
                 if (v->free[g] < s->gpu_milli)
                         continue;
-                double sc = frag_delta(c, v, s, (int)g, before);
-                if (sc > best) {
-                        best = sc;
+                double inc = frag_inc(c, v, s, (int)g, before);
+                if (inc < best - 1e-9 || (inc < best + 1e-9 && *ret_gpu >= 0 && v->free[g] < v->free[*ret_gpu])) {
+                        best = inc;
                         *ret_gpu = (int)g;
                 }
         }
-        return best;
+        if (*ret_gpu < 0)
+                return 0;
+        return -floor(best / FRAG_STEP) + (v->free[*ret_gpu] < 1000 ? FRAG_SHARED_BONUS : 0);
 }
 
 double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,

@@ -691,7 +691,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
                 e = sched_mix_add(&file, &r.shapes[r.pod_shape[i]].s);
         sched_mix_workload(&file, 0.95, false, &r.fixed);
         sched_mix_free(&file);
-        r.ctx.w = o->policy == CLUSTER_POLICY_FRAG ? &r.live : &r.fixed;
+        r.ctx.w = o->live ? &r.live : &r.fixed;
         sched_rng_seed(&r.rng, o->seed);
         size_t *order = NULL, n = 0;
         if (e == 0)
@@ -715,7 +715,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
         ret->pods = n;
         for (size_t i = 0; e == 0 && i < n; i++) {
                 struct shape *x = &r.shapes[r.pod_shape[order[i]]];
-                if (o->policy == CLUSTER_POLICY_FRAG)
+                if (r.ctx.w == &r.live)
                         live_update(&r, x, i + 1);
                 bool placed = false;
                 e = schedule(&r, x, i, o->policy, ret, &placed);

@@ -50,6 +50,9 @@ void sched_trace_free(struct sched_trace *t);
 struct sched_replay_options {
         enum cluster_policy policy;
         uint64_t seed;
+        /* FGD's and frag's target workload: the mix of the pods seen so far (as the extender would keep it)
+         * instead of the pod list as given (the protocol's, §3.6) */
+        bool live;
         double tune; /* the workload is tuned to tune × the cluster's GPU capacity (1.3); 0: as it is */
         /* called every few hundred pods (may be NULL) */
         void (*progress)(void *arg, size_t done, size_t total);
