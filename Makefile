@@ -41,7 +41,7 @@ e2e: build
 	@./scripts/e2e/run.sh $(BUILD) $(E2E)
 
 bench: build
-	@./bench/run.sh $(BUILD)
+	@TRACE=$(TRACE) ./bench/run.sh $(BUILD)
 
 # The hardware kit (docs/hardware.md): $(BUILD)/gpuslice-hwkit, one folder to copy to a GPU machine and run there
 # (`$(BUILD)/gpuslice-hwkit/run.sh --out DIR`); prints its size.

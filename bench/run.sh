@@ -53,11 +53,11 @@ ui_quick=()
 /usr/bin/python3 "$here/ui-bench.py" --build "$build" --markdown "${ui_quick[@]}" | tee "$out/ui.md"
 
 echo "== cluster packing on the openb trace (bench/replay.sh)"
-trace="${TRACE:-$root/../shared/data/openb}"
-if [ -f "$trace/openb_node_list_gpu_node.csv" ]; then
+trace="${TRACE:-}"
+if [ -n "$trace" ] && [ -f "$trace/openb_node_list_gpu_node.csv" ]; then
         "$here/replay.sh" "$build" "$trace"
 else
-        echo "bench/run.sh: no openb trace in $trace (TRACE=DIR): replay benchmark not run"
+        echo "bench/run.sh: no openb trace (TRACE=DIR, make bench passes ../shared/data/openb): replay benchmark not run"
 fi
 
 echo "bench/run.sh: done; tables in ${out#"$root"/}/, allocator and interposer sections in docs/BENCHMARKS.md"

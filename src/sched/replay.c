@@ -134,6 +134,8 @@ typedef int (*row_fn)(struct sched_trace *t, const struct csv_line *l, const str
 /* Every line of buf after the header through fn; blank lines are skipped. */
 static int csv_parse(struct sched_trace *t, const char *buf, size_t len, struct csv_cols *cols, unsigned required,
                      row_fn fn, struct gs_error *err) {
+        if (!len)
+                return gs_error_set(err, -EINVAL, "line 1: empty input (expected a header line)");
         char *copy = malloc(len + 1);
         if (!copy)
                 return -ENOMEM;
