@@ -70,7 +70,7 @@ def section(data, a):
            (a.commit, cpu, os.cpu_count(), platform.machine(), a.load_start, a.load_end,
             t[0] if t else "?", t[1] if len(t) > 1 else "?"), ""]
     for w in WORKLOADS:
-        out += ["**%s**" % w, "", "| policy | @90 %% | @100 %% | @130 %% | published @90/100/130 |",
+        out += ["**%s**" % w, "", "| policy | @90 % | @100 % | @130 % | published @90/100/130 |",
                 "|---|---|---|---|---|"]
         for p in POLICIES:
             rs = data.get((w, p))
