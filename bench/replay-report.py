@@ -91,7 +91,7 @@ def section(data, a):
                    "%s; on average %+.2f points." % (", ".join("%+.2f" % g for g in gains),
                                                      sum(gains) / len(gains)))
         out.append("")
-    out += ["![allocation ratio against arrived load](replay.png)", "", "<!-- END replay -->"]
+    out += ["![allocation ratio against arrived load, one line per policy](replay.png)", "", "<!-- END replay -->"]
     return "\n".join(out) + "\n"
 
 
@@ -165,7 +165,8 @@ def write_png(data, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", required=True)
-    ap.add_argument("--doc", required=True)
+    ap.add_argument("--doc", required=True, action="append", help="a Markdown file to write the section into "
+                    "(repeatable; the section replaces the one between the markers, or is appended)")
     ap.add_argument("--png", required=True)
     ap.add_argument("--commit", default="?")
     ap.add_argument("--load-start", default="?")
@@ -176,7 +177,8 @@ def main():
     if not data:
         sys.exit("replay-report: no runs in %s" % a.runs)
     text = section(data, a)
-    write_doc(a.doc, text)
+    for doc in a.doc:
+        write_doc(doc, text)
     write_png(data, a.png)
     sys.stdout.write(text)
 
