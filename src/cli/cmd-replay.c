@@ -68,10 +68,10 @@ static int load(const char *path, bool nodes, struct sched_trace *t) {
 }
 
 static int print_json(const struct sched_replay_result *res, const char *policy, uint64_t seed) {
-        json_t *c = json_array(), *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o}", "policy", policy, "seed",
-                                                 (json_int_t)seed, "gpus", (json_int_t)res->gpus, "pods",
-                                                 (json_int_t)res->pods, "failed", (json_int_t)res->failed,
-                                                 "seconds", round(res->seconds * 1000.0) / 1000.0, "curve", c);
+        json_t *c = json_array(),
+               *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o}", "policy", policy, "seed", (json_int_t)seed, "gpus",
+                              (json_int_t)res->gpus, "pods", (json_int_t)res->pods, "failed", (json_int_t)res->failed,
+                              "seconds", round(res->seconds * 1000.0) / 1000.0, "curve", c);
         if (!o)
                 return EXIT_RUNTIME;
         for (unsigned x = 0; x < res->n_curve; x++)
@@ -82,8 +82,8 @@ static int print_json(const struct sched_replay_result *res, const char *policy,
 }
 
 static void print_table(const struct sched_replay_result *res, const char *policy, uint64_t seed) {
-        printf("policy %s, seed %llu: %zu pods on %llu GPUs, %zu failed, %.2f s\n\n", policy,
-               (unsigned long long)seed, res->pods, (unsigned long long)res->gpus, res->failed, res->seconds);
+        printf("policy %s, seed %llu: %zu pods on %llu GPUs, %zu failed, %.2f s\n\n", policy, (unsigned long long)seed,
+               res->pods, (unsigned long long)res->gpus, res->failed, res->seconds);
         printf("%-10s %s\n", "ARRIVED %", "ALLOCATED %");
         for (unsigned x = 0; x < res->n_curve; x++)
                 if (x % 10 == 0 || x == res->n_curve - 1)
@@ -109,16 +109,28 @@ static void print_table(const struct sched_replay_result *res, const char *polic
         }
 }
 
-enum { OPT_NODES = 256, OPT_PODS, OPT_TUNE, OPT_SEED, OPT_POLICY, OPT_LIVE, OPT_JSON };
+enum {
+        OPT_NODES = 256,
+        OPT_PODS,
+        OPT_TUNE,
+        OPT_SEED,
+        OPT_POLICY,
+        OPT_LIVE,
+        OPT_JSON
+};
 
 /* lint: long — the getopt switch, one case per option, then load, run, print. */
 int cmd_replay(int argc, char **argv) {
         static const struct option opts[] = {
-                { "nodes", required_argument, NULL, OPT_NODES }, { "pods", required_argument, NULL, OPT_PODS },
-                { "tune", required_argument, NULL, OPT_TUNE },   { "seed", required_argument, NULL, OPT_SEED },
-                { "policy", required_argument, NULL, OPT_POLICY }, { "json", no_argument, NULL, OPT_JSON },
+                { "nodes", required_argument, NULL, OPT_NODES },
+                { "pods", required_argument, NULL, OPT_PODS },
+                { "tune", required_argument, NULL, OPT_TUNE },
+                { "seed", required_argument, NULL, OPT_SEED },
+                { "policy", required_argument, NULL, OPT_POLICY },
+                { "json", no_argument, NULL, OPT_JSON },
                 { "live-mix", no_argument, NULL, OPT_LIVE },
-                { "help", no_argument, NULL, 'h' },              { 0 },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
         };
         const char *nodes = NULL, *pods = NULL;
         struct sched_replay_options o = { .policy = CLUSTER_POLICY_FRAG, .seed = 42, .tune = 1.3 };

@@ -132,7 +132,8 @@ int cmd_scheduler(int argc, char **argv) {
                         case OPT_POLICY:
                                 if (cluster_policy_from_name(optarg, &o.policy) < 0) {
                                         fprintf(stderr,
-                                                "gpuslice scheduler: --policy: expected binpack, spread, frag, fgd, bestfit, gpupacking, "
+                                                "gpuslice scheduler: --policy: expected binpack, spread, frag, fgd, "
+                                                "bestfit, gpupacking, "
                                                 "gpuclustering, dotprod or random, got '%s'\n",
                                                 optarg);
                                         return EXIT_USAGE;

@@ -65,10 +65,14 @@ bool cluster_annotation_is_gpu(const char *key) {
 }
 
 static const char *const policy_names[_CLUSTER_POLICY_MAX] = {
-        [CLUSTER_POLICY_BINPACK] = "binpack",     [CLUSTER_POLICY_SPREAD] = "spread",
-        [CLUSTER_POLICY_RANDOM] = "random",       [CLUSTER_POLICY_DOTPROD] = "dotprod",
-        [CLUSTER_POLICY_GPUCLUSTERING] = "gpuclustering", [CLUSTER_POLICY_GPUPACKING] = "gpupacking",
-        [CLUSTER_POLICY_BESTFIT] = "bestfit",     [CLUSTER_POLICY_FGD] = "fgd",
+        [CLUSTER_POLICY_BINPACK] = "binpack",
+        [CLUSTER_POLICY_SPREAD] = "spread",
+        [CLUSTER_POLICY_RANDOM] = "random",
+        [CLUSTER_POLICY_DOTPROD] = "dotprod",
+        [CLUSTER_POLICY_GPUCLUSTERING] = "gpuclustering",
+        [CLUSTER_POLICY_GPUPACKING] = "gpupacking",
+        [CLUSTER_POLICY_BESTFIT] = "bestfit",
+        [CLUSTER_POLICY_FGD] = "fgd",
         [CLUSTER_POLICY_FRAG] = "frag",
 };
 

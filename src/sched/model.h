@@ -121,12 +121,12 @@ struct sched_pod {
         struct sched_pod_container *c; /* n entries: what each asks, and what is counted where */
         unsigned n_mig;                /* MIG devices asked per profile (no placement: the node agent picks) */
         struct cluster_mig_req mig[CLUSTER_MIG_REQ_MAX];
-        bool inferred;       /* no assignment annotation: placed by our own fit */
-        bool assumed;        /* placed by our bind, not yet confirmed by the watch */
-        bool bound;          /* the feed saw spec.nodeName */
-        bool confirmed;      /* the node agent honoured the assignment (…assigned = "true") */
-        uint8_t source;      /* enum cluster_source */
-        uint64_t assumed_ns; /* CLOCK_REALTIME of the assume */
+        bool inferred;               /* no assignment annotation: placed by our own fit */
+        bool assumed;                /* placed by our bind, not yet confirmed by the watch */
+        bool bound;                  /* the feed saw spec.nodeName */
+        bool confirmed;              /* the node agent honoured the assignment (…assigned = "true") */
+        uint8_t source;              /* enum cluster_source */
+        uint64_t assumed_ns;         /* CLOCK_REALTIME of the assume */
         uint64_t cpu_milli, mem_mib; /* CPU and memory requested (counted on the node; 0 when not known) */
 };
 

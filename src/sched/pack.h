@@ -40,7 +40,7 @@ struct sched_mix {
         struct sched_mix_entry {
                 struct sched_shape shape;
                 uint64_t count;
-        } *e;
+        } * e;
         uint64_t total;
 };
 
@@ -63,8 +63,8 @@ void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_
 /* What a policy's score is relative to: the largest node (CPU, GPU milli), for the normalised ones, and
  * the target workload (FGD and frag). */
 struct sched_pack_ctx {
-        uint64_t cpu_norm;      /* largest node's CPU (milli) */
-        uint64_t gpu_norm;      /* largest node's GPUs (milli) */
+        uint64_t cpu_norm; /* largest node's CPU (milli) */
+        uint64_t gpu_norm; /* largest node's GPUs (milli) */
         const struct sched_workload *w;
 };
 

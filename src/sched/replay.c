@@ -83,8 +83,9 @@ static int csv_split(char *s, unsigned line, struct csv_line *ret, struct gs_err
         }
         for (unsigned i = 0; i < ret->n; i++)
                 if (strchr(ret->f[i], '"'))
-                        return gs_error_set(err, -EINVAL, "line %u: field %u is quoted (quoted fields are not supported)",
-                                            line, i + 1);
+                        return gs_error_set(err, -EINVAL,
+                                            "line %u: field %u is quoted (quoted fields are not supported)", line,
+                                            i + 1);
         return 0;
 }
 
@@ -122,8 +123,8 @@ static int csv_name(const struct csv_line *l, const struct csv_cols *c, unsigned
                     size_t len, struct gs_error *err) {
         const char *s = l->f[c->at[k]];
         if (!s[0] || strlen(s) >= len)
-                return gs_error_set(err, -EINVAL, "line %u: %s: expected 1..%zu characters, got %zu", line,
-                                    c->names[k], len - 1, strlen(s));
+                return gs_error_set(err, -EINVAL, "line %u: %s: expected 1..%zu characters, got %zu", line, c->names[k],
+                                    len - 1, strlen(s));
         memcpy(buf, s, strlen(s) + 1);
         return 0;
 }
@@ -603,9 +604,11 @@ static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_pol
         }
         *ret_placed = false;
         if (!n_feasible) {
-                count_fail(res, !cpu_ok ? SCHED_FAIL_CPU : !mem_ok ? SCHED_FAIL_MEMORY
-                                            : !model_ok ? SCHED_FAIL_MODEL
-                                                        : SCHED_FAIL_GPU,
+                count_fail(res,
+                           !cpu_ok     ? SCHED_FAIL_CPU
+                           : !mem_ok   ? SCHED_FAIL_MEMORY
+                           : !model_ok ? SCHED_FAIL_MODEL
+                                       : SCHED_FAIL_GPU,
                            &x->s);
                 return 0;
         }
@@ -669,8 +672,8 @@ static double now_s(void) {
 
 /* lint: long — the protocol in its order: the cluster, the shapes, the target workloads, the arrival order,
  * then the pods one by one with their samples, then the curve; each step a call. */
-int sched_replay_run(const struct sched_trace *t, const struct sched_replay_options *o,
-                     struct sched_replay_result *ret, struct gs_error *err) {
+int sched_replay_run(const struct sched_trace *t, const struct sched_replay_options *o, struct sched_replay_result *ret,
+                     struct gs_error *err) {
         *ret = (struct sched_replay_result){ 0 };
         if (!t->n_nodes)
                 return gs_error_set(err, -EINVAL, "no nodes");

@@ -80,17 +80,17 @@ struct sched_replay_result {
         uint64_t gpus;       /* the cluster's GPUs */
         size_t pods, failed; /* pods replayed (after tuning), of which failed */
         uint64_t gpu_milli_arrived, gpu_milli_placed;
-        double seconds;      /* the placement's wall time */
-        unsigned n_curve;    /* points 0..n_curve-1: arrived percent */
-        double *curve;       /* allocation ratio (%) at each integer arrived percent (§4) */
+        double seconds;   /* the placement's wall time */
+        unsigned n_curve; /* points 0..n_curve-1: arrived percent */
+        double *curve;    /* allocation ratio (%) at each integer arrived percent (§4) */
         size_t n_fail;
         struct sched_replay_fail *fail;
         size_t fail_by_reason[_SCHED_FAIL_MAX];
 };
 
 /* Replay t. 0, -EINVAL (no nodes, a node the model refuses) with err, -ENOMEM. */
-int sched_replay_run(const struct sched_trace *t, const struct sched_replay_options *o,
-                     struct sched_replay_result *ret, struct gs_error *err);
+int sched_replay_run(const struct sched_trace *t, const struct sched_replay_options *o, struct sched_replay_result *ret,
+                     struct gs_error *err);
 void sched_replay_result_free(struct sched_replay_result *r);
 
 /* The replay's random stream (documented in docs/scheduler.md: xoshiro256** seeded by splitmix64;

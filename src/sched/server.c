@@ -208,7 +208,9 @@ static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a)
                 whole += r->c[k].whole;
                 core = MAX(core, r->c[k].core ? r->c[k].core : r->c[k].mem_mib ? 1u : 0u);
         }
-        s->shape = (struct sched_shape){ .num_gpu = whole ? whole : core ? 1 : 0,
+        s->shape = (struct sched_shape){ .num_gpu = whole  ? whole
+                                                    : core ? 1
+                                                           : 0,
                                          .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
         (void)sched_mix_add(&s->mix, &s->shape);
         uint64_t seen = s->mix.total;

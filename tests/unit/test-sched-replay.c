@@ -60,7 +60,8 @@ static void test_parse_malformed_names_the_line(void **state) {
         parse_fails(true, "", "line 1: empty input");
         parse_fails(true, "\nsn,cpu_milli,memory_mib,gpu,model\n", "line 1: expected the header");
         parse_fails(true, "sn,cpu_milli,memory_mib,gpu\nn,1,1,1\n", "line 1: no column 'model'");
-        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nm,1,1,1\n", "line 3: 4 fields, the header has 5");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nm,1,1,1\n",
+                    "line 3: 4 fields, the header has 5");
         parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,x1,1,1,T4\n", "line 2: cpu_milli: expected a number");
         parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,-1,1,1,T4\n", "line 2: cpu_milli");
         parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,65,T4\n", "line 2: gpu: expected a number 0..64");
@@ -106,8 +107,9 @@ static struct sched_model *two_nodes(void) {
                 assert_int_equal(sched_model_set_node_resources(m, names[k], 16000, 65536, k ? "V100" : "T4"), 0);
         }
         free(info);
-        struct sched_pod_info p = { .uid = "u1", .ns = "d", .name = "p1", .node = "x", .bound = true,
-                                    .cpu_milli = 4000, .mem_mib = 1024 };
+        struct sched_pod_info p = {
+                .uid = "u1", .ns = "d", .name = "p1", .node = "x", .bound = true, .cpu_milli = 4000, .mem_mib = 1024
+        };
         test_share_req(&p.req, 50, 0);
         struct cluster_assignment a = { .n = 1 };
         a.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 50 };
@@ -137,8 +139,9 @@ static void test_kube_filters_and_cpu_accounting(void **state) {
         s.num_gpu = 0; /* a CPU-only pod goes anywhere */
         assert_int_equal(sched_pack_kube_fit(x, &s), 0);
         /* a CPU-only pod is kept and counted; removing it gives the CPU back */
-        struct sched_pod_info c = { .uid = "cpu", .ns = "d", .name = "c", .node = "y", .bound = true,
-                                    .cpu_milli = 2000, .mem_mib = 10 };
+        struct sched_pod_info c = {
+                .uid = "cpu", .ns = "d", .name = "c", .node = "y", .bound = true, .cpu_milli = 2000, .mem_mib = 10
+        };
         struct cluster_assignment none = { 0 };
         assert_int_equal(sched_model_assume_pod(m, &c, "y", &none, 0), 0);
         assert_int_equal(y->cpu_used, 2000);
