@@ -235,7 +235,8 @@ static double score_clustering(const struct sched_pack_ctx *c, const struct sche
         }
         uint64_t gn = c->gpu_norm ? c->gpu_norm : 1;
         uint64_t gl = MIN((uint64_t)view_gpu_free(v), gn);
-        double u = (double)(25 * (gn - gl) / gn);
+        uint64_t q = 25 * (gn - gl) / gn; /* integer arithmetic, as the published score */
+        double u = (double)q;
         return !any ? 25 + u : same && !other ? 75 + u : same ? 50 + u : u;
 }
 

@@ -289,7 +289,7 @@ struct memo {
         uint64_t gen;
         uint32_t epoch; /* 0 = never decided */
         bool fit;
-        int8_t gpu;
+        int16_t gpu; /* the share's GPU, -1 the filter's */
         double score;
 };
 
@@ -503,7 +503,7 @@ static const struct memo *decide(struct run *r, struct shape *x, size_t i, enum 
         if (e->fit && policy != CLUSTER_POLICY_RANDOM) {
                 int g;
                 e->score = sched_pack_score(&r->ctx, n, &x->s, policy, &g);
-                e->gpu = (int8_t)g;
+                e->gpu = (int16_t)g;
         }
         return e;
 }
