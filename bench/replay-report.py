@@ -19,6 +19,7 @@ POLICIES = ["random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd"
 NAMES = {"random": "Random", "dotprod": "DotProd", "gpuclustering": "GpuClustering", "gpupacking": "GpuPacking",
          "bestfit": "BestFit", "fgd": "FGD", "frag": "**frag (ours)**"}
 WORKLOADS = ["default", "gpushare100", "multigpu50"]
+SAMPLED = ["cpuheavy", "gpushare40", "multigpu20", "gpuspec33"]  # bench/replay-sample.py
 COLUMNS = [90, 100, 130]
 # published 10-seed means at 90/100/130 % (cluster-trace.md section 5)
 PUBLISHED = {
@@ -90,6 +91,24 @@ def section(data, a):
         out.append("frag minus FGD's published mean at 100 and 130 %%, over the three workloads: "
                    "%s; on average %+.2f points." % (", ".join("%+.2f" % g for g in gains),
                                                      sum(gains) / len(gains)))
+        out.append("")
+    sampled = [w for w in SAMPLED if data.get((w, "frag"))]
+    if sampled:
+        out += ["**Workloads sampled from the same trace** (bench/replay-sample.py; no published numbers): "
+                "at 100 / 130 %% arrived, mean (min-max) over the %d seeds." % n_seeds, "",
+                "| workload | BestFit | FGD | frag (ours) | frag - FGD |", "|---|---|---|---|---|"]
+        for w in sampled:
+            cells, means = [], {}
+            for p in ["bestfit", "fgd", "frag"]:
+                rs = data.get((w, p))
+                if not rs:
+                    cells.append("-")
+                    continue
+                c = [cell(rs, x) for x in COLUMNS[1:]]
+                means[p] = [m for m, _, _ in c]
+                cells.append(" / ".join("%.2f (%.2f-%.2f)" % v for v in c))
+            diff = " / ".join("%+.2f" % (a - b) for a, b in zip(means.get("frag", []), means.get("fgd", [])))
+            out.append("| %s | %s | %s |" % (w, " | ".join(cells), diff or "-"))
         out.append("")
     out += ["![allocation ratio against arrived load, one line per policy](replay.png)", "", "<!-- END replay -->"]
     return "\n".join(out) + "\n"

@@ -8,7 +8,8 @@
 #   BENCH_QUICK=1 bench/replay.sh ...       seeds 42-43 only
 #
 # TRACE_DIR holds openb_node_list_gpu_node.csv and openb_pod_list_{default,gpushare100,multigpu50}.csv
-# (the trace is never part of the repository). Not a test: nothing here passes or fails on a number.
+# (the trace is never part of the repository). Then bestfit, fgd and frag on four workloads sampled from it
+# (bench/replay-sample.py: CPU-heavy, 40 % shares, 20 % multi-GPU, a third model-constrained). Not a test: nothing here passes or fails on a number.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -28,6 +29,18 @@ for w in "${workloads[@]}"; do
                 for s in "${seeds[@]}"; do
                         "$build/gpuslice" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
                                 --pods "$trace/openb_pod_list_$w.csv" --policy "$p" --seed "$s" --json \
+                                >"$out/$w.$p.$s.json"
+                done
+                echo "bench/replay.sh: $w $p done"
+        done
+done
+# workloads of our own sampled from the same trace (bench/replay-sample.py): does a policy generalise?
+/usr/bin/python3 "$here/replay-sample.py" "$trace" "$out/sampled"
+for w in cpuheavy gpushare40 multigpu20 gpuspec33; do
+        for p in bestfit fgd frag; do
+                for s in "${seeds[@]}"; do
+                        "$build/gpuslice" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
+                                --pods "$out/sampled/openb_pod_list_$w.csv" --policy "$p" --seed "$s" --json \
                                 >"$out/$w.$p.$s.json"
                 done
                 echo "bench/replay.sh: $w $p done"
