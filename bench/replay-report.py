@@ -110,6 +110,19 @@ def section(data, a):
             diff = " / ".join("%+.2f" % (a - b) for a, b in zip(means.get("frag", []), means.get("fgd", [])))
             out.append("| %s | %s | %s |" % (w, " | ".join(cells), diff or "-"))
         out.append("")
+    gpuonly = [w for w in WORKLOADS if data.get((w, "frag-gpuonly"))]
+    if gpuonly:
+        out += ["**The extender registered for GPU pods only** (`--gpu-pods-only`: CPU-only pods placed by "
+                "kube-scheduler's default scoring, LeastAllocated + BalancedAllocation): at 100 / 130 %% arrived, "
+                "mean (min-max) over the %d seeds, beside the same policy placing every pod (above)." % n_seeds, "",
+                "| workload | FGD | frag (ours) | frag, every pod |", "|---|---|---|---|"]
+        for w in gpuonly:
+            cells = []
+            for p in ["fgd-gpuonly", "frag-gpuonly", "frag"]:
+                rs = data.get((w, p))
+                cells.append(" / ".join("%.2f (%.2f-%.2f)" % cell(rs, x) for x in COLUMNS[1:]) if rs else "-")
+            out.append("| %s | %s |" % (w, " | ".join(cells)))
+        out.append("")
     out += ["![allocation ratio against arrived load, one line per policy](replay.png)", "", "<!-- END replay -->"]
     return "\n".join(out) + "\n"
 

@@ -46,6 +46,17 @@ for w in cpuheavy gpushare40 multigpu20 gpuspec33; do
                 echo "bench/replay.sh: $w $p done"
         done
 done
+# the extender registered for GPU pods only: CPU-only pods placed by kube-scheduler's default scoring
+for w in "${workloads[@]}"; do
+        for p in fgd frag; do
+                for s in "${seeds[@]}"; do
+                        "$build/gpuslice" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
+                                --pods "$trace/openb_pod_list_$w.csv" --policy "$p" --seed "$s" --gpu-pods-only \
+                                --json >"$out/$w.$p-gpuonly.$s.json"
+                done
+        done
+        echo "bench/replay.sh: $w --gpu-pods-only done"
+done
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 # one full run timed on its own, as the budget asks (<= 2 s)
 { /usr/bin/time -f '%e %U %S' "$build/gpuslice" replay --nodes "$trace/openb_node_list_gpu_node.csv" \

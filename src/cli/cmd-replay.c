@@ -34,6 +34,8 @@ static void help(FILE *f) {
               "                          random, binpack, spread\n"
               "      --live-mix          fgd and frag measure fragmentation against the mix of the pods seen so\n"
               "                          far (as the extender keeps it) instead of the whole pod list\n"
+              "      --gpu-pods-only     the extender sees GPU pods only: CPU-only pods are placed by\n"
+              "                          kube-scheduler's default scoring, not by the policy\n"
               "      --json              print one JSON object (docs/scheduler.md)\n"
               "  -h, --help              this help\n",
               f);
@@ -116,6 +118,7 @@ enum {
         OPT_SEED,
         OPT_POLICY,
         OPT_LIVE,
+        OPT_GPU_ONLY,
         OPT_JSON
 };
 
@@ -129,6 +132,7 @@ int cmd_replay(int argc, char **argv) {
                 { "policy", required_argument, NULL, OPT_POLICY },
                 { "json", no_argument, NULL, OPT_JSON },
                 { "live-mix", no_argument, NULL, OPT_LIVE },
+                { "gpu-pods-only", no_argument, NULL, OPT_GPU_ONLY },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -164,6 +168,7 @@ int cmd_replay(int argc, char **argv) {
                                 break;
                         case OPT_JSON: json = true; break;
                         case OPT_LIVE: o.live = true; break;
+                        case OPT_GPU_ONLY: o.gpu_pods_only = true; break;
                         case 'h': help(stdout); return EXIT_OK;
                         default: help(stderr); return EXIT_USAGE;
                 }

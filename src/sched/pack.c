@@ -182,6 +182,19 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
         return 0;
 }
 
+double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s) {
+        if (!n->cpu_milli || !n->mem_mib)
+                return 0;
+        uint64_t cpu = MIN(n->cpu_used + s->cpu_milli, n->cpu_milli), mem = MIN(n->mem_used + s->mem_mib, n->mem_mib);
+        /* LeastAllocated: per resource (capacity - requested) * 100 / capacity, integers, averaged */
+        int64_t least =
+                (int64_t)(((n->cpu_milli - cpu) * 100 / n->cpu_milli + (n->mem_mib - mem) * 100 / n->mem_mib) / 2);
+        /* BalancedAllocation: (1 - |cpu fraction - memory fraction|) * 100, truncated */
+        double diff = fabs((double)cpu / (double)n->cpu_milli - (double)mem / (double)n->mem_mib);
+        int64_t balanced = (int64_t)((1.0 - diff) * 100.0);
+        return (double)(least + balanced);
+}
+
 bool sched_pack_policy(enum cluster_policy policy) {
         return policy >= CLUSTER_POLICY_RANDOM && policy < _CLUSTER_POLICY_MAX;
 }

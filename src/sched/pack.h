@@ -81,6 +81,11 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
 double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
                         enum cluster_policy policy, int *ret_gpu);
 
+/* kube-scheduler's own default scoring of n for s (1.20: NodeResourcesLeastAllocated plus
+ * NodeResourcesBalancedAllocation over CPU and memory, 0..200), for the pods the extender does not see
+ * (CPU-only pods when it is registered for GPU resources only). A node without known capacity scores 0. */
+double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s);
+
 /* The fragmentation of n under workload w (FGD's F_n, milli-GPU): the free GPU milli a pod drawn from w
  * could not use. */
 double sched_pack_frag(const struct sched_workload *w, const struct sched_node *n);

@@ -313,7 +313,8 @@ struct run {
         struct sched_mix mix;
         uint32_t epoch;
         struct sched_rng rng;
-        size_t *feasible; /* scratch: Random's candidates */
+        size_t *feasible;   /* scratch: Random's candidates */
+        bool kube_cpu_pods; /* CPU-only pods by kube-scheduler's scoring (gpu_pods_only) */
 };
 
 static int name_cmp(const void *a, const void *b) {
@@ -500,7 +501,9 @@ static const struct memo *decide(struct run *r, struct shape *x, size_t i, enum 
                 struct sched_fit f;
                 e->fit = sched_fit_node(r->m, n, &x->req, CLUSTER_POLICY_BINPACK, &f) == 0;
         }
-        if (e->fit && policy != CLUSTER_POLICY_RANDOM) {
+        if (e->fit && !x->s.num_gpu && r->kube_cpu_pods) {
+                e->score = sched_pack_kube_score(n, &x->s);
+        } else if (e->fit && policy != CLUSTER_POLICY_RANDOM) {
                 int g;
                 e->score = sched_pack_score(&r->ctx, n, &x->s, policy, &g);
                 e->gpu = (int16_t)g;
@@ -576,6 +579,7 @@ static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_pol
         }
         size_t best = SIZE_MAX, n_feasible = 0;
         double best_score = 0;
+        bool random = policy == CLUSTER_POLICY_RANDOM && !(r->kube_cpu_pods && !x->s.num_gpu);
         unsigned cpu_ok = 0, mem_ok = 0, model_ok = 0;
         for (size_t i = 0; i < r->n_nodes; i++) {
                 int k = sched_pack_kube_fit(r->node[i], &x->s);
@@ -591,7 +595,7 @@ static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_pol
                 const struct memo *e = decide(r, x, i, policy);
                 if (!e->fit)
                         continue;
-                if (policy == CLUSTER_POLICY_RANDOM) {
+                if (random) {
                         r->feasible[n_feasible++] = i;
                         continue;
                 }
@@ -613,7 +617,7 @@ static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_pol
                 return 0;
         }
         int gpu = -1;
-        if (policy == CLUSTER_POLICY_RANDOM) {
+        if (random) {
                 best = r->feasible[sched_rng_below(&r->rng, n_feasible)];
                 if (x->s.num_gpu && x->s.gpu_milli < 1000)
                         gpu = random_gpu(r, r->node[best], x->req.c[0].core);
@@ -677,7 +681,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
         *ret = (struct sched_replay_result){ 0 };
         if (!t->n_nodes)
                 return gs_error_set(err, -EINVAL, "no nodes");
-        struct run r = { .epoch = 1 };
+        struct run r = { .epoch = 1, .kube_cpu_pods = o->gpu_pods_only };
         int e = sched_model_new(&r.m);
         if (e < 0)
                 return e;

@@ -53,6 +53,9 @@ struct sched_replay_options {
         /* FGD's and frag's target workload: the mix of the pods seen so far (as the extender would keep it)
          * instead of the pod list as given (the protocol's, §3.6) */
         bool live;
+        /* the extender sees GPU pods only (registered for the GPU resources): CPU-only pods are placed by
+         * kube-scheduler's own default scoring (sched_pack_kube_score), not by the policy */
+        bool gpu_pods_only;
         double tune; /* the workload is tuned to tune × the cluster's GPU capacity (1.3); 0: as it is */
         /* called every few hundred pods (may be NULL) */
         void (*progress)(void *arg, size_t done, size_t total);

@@ -41,6 +41,8 @@ def main():
         check(j["curve"][-1]["allocated"] > 50, "a 15-GPU cluster at 200 %% arrived is more than half full")
         again = json.loads(run(build, *lists, "--policy", policy, "--seed", "3", "--tune", "2", "--json")[1])
         check(again["curve"] == j["curve"], "%s: same seed, same curve" % policy)
+    rc, out, err = run(build, *lists, "--gpu-pods-only", "--live-mix", "--json")
+    check(rc == 0 and 0 < json.loads(out)["pods"] < 13, "--gpu-pods-only --live-mix (tuned down to 1.3 x): %d %s" % (rc, err))
     rc, out, err = run(build, *lists, "--tune", "0")
     check(rc == 0 and "policy frag, seed 42: 13 pods on 15 GPUs" in out, "table header: %s" % out)
     for reason in ["insufficient CPU", "insufficient memory", "no node of an accepted GPU model"]:

@@ -148,6 +148,11 @@ static void test_kube_filters_and_cpu_accounting(void **state) {
         assert_int_equal(sched_model_remove_pod(m, "cpu"), 0);
         assert_int_equal(sched_model_node(m, "y")->cpu_used, 0);
         assert_int_equal(sched_model_set_node_resources(m, "nope", 1, 1, "T4"), -ENOENT);
+        /* kube-scheduler's default scoring: the emptier node (y), and a balanced one over a lopsided one */
+        struct sched_shape cpu_only = { .cpu_milli = 1000, .mem_mib = 1024 };
+        assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) > sched_pack_kube_score(x, &cpu_only));
+        /* y after it: (15000/16000, 64512/65536) -> least (93 + 98) / 2 = 95, balanced (1 - |1/16 - 1/64|) = 95 */
+        assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) == 95 + 95);
         sched_model_free(m);
 }
 
@@ -223,7 +228,7 @@ static void test_replay_protocol(void **state) {
         assert_int_equal(t.n_nodes, 4);
         assert_int_equal(t.n_pods, 13);
         for (unsigned p = CLUSTER_POLICY_BINPACK; p < _CLUSTER_POLICY_MAX; p++) {
-                struct sched_replay_options o = { .policy = p, .seed = 7 };
+                struct sched_replay_options o = { .policy = p, .seed = 7, .gpu_pods_only = p % 2 };
                 struct sched_replay_result a, b;
                 struct gs_error err = { 0 };
                 assert_int_equal(sched_replay_run(&t, &o, &a, &err), 0);
