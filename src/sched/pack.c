@@ -199,6 +199,15 @@ bool sched_pack_policy(enum cluster_policy policy) {
         return policy >= CLUSTER_POLICY_RANDOM && policy < _CLUSTER_POLICY_MAX;
 }
 
+/* Was a GPU with g's free share tried before g? F depends on the free shares as a multiset, so a share on
+ * either gives the same fragmentation: the first (the lowest index) stands for both. */
+static bool tried_before(const struct view *v, unsigned g) {
+        for (unsigned i = 0; i < g; i++)
+                if (v->free[i] == v->free[g])
+                        return true;
+        return false;
+}
+
 /* ---- the published scores (cluster-trace.md §3) ---- */
 
 static double norm_of(uint64_t v) {
@@ -285,7 +294,7 @@ static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, co
         }
         double best = -1;
         for (unsigned g = 0; g < v->n; g++) {
-                if (v->free[g] < s->gpu_milli)
+                if (v->free[g] < s->gpu_milli || tried_before(v, g))
                         continue;
                 struct view a = *v;
                 view_take(&a, s, (int)g);
@@ -326,7 +335,7 @@ static double score_frag(const struct sched_pack_ctx *c, const struct view *v, c
                 return -floor(frag_inc(c, v, s, -1, before) / FRAG_STEP);
         double best = INFINITY;
         for (unsigned g = 0; g < v->n; g++) {
-                if (v->free[g] < s->gpu_milli)
+                if (v->free[g] < s->gpu_milli || tried_before(v, g))
                         continue;
                 double inc = frag_inc(c, v, s, (int)g, before);
                 if (inc < best - 1e-9 || (inc < best + 1e-9 && *ret_gpu >= 0 && v->free[g] < v->free[*ret_gpu])) {
