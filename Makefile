@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS       ?= $(shell nproc)
 
-.PHONY: all build asan deps demo test test-unit test-asan bench bench-sched-e2e fuzz faults clean format lint e2e hwkit
+.PHONY: all build asan deps demo test test-unit test-asan bench bench-sched-e2e bench-replay fuzz faults clean format lint e2e hwkit
 
 all: build
 
@@ -41,7 +41,7 @@ e2e: build
 	@./scripts/e2e/run.sh $(BUILD) $(E2E)
 
 bench: build
-	@./bench/run.sh $(BUILD)
+	@TRACE=$(TRACE) ./bench/run.sh $(BUILD)
 
 # The hardware kit (docs/hardware.md): $(BUILD)/gpuslice-hwkit, one folder to copy to a GPU machine and run there
 # (`$(BUILD)/gpuslice-hwkit/run.sh --out DIR`); prints its size.
@@ -49,6 +49,11 @@ hwkit: build
 	@./hwkit/assemble.sh $(BUILD) $(BUILD)/gpuslice-hwkit
 
 # Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
+# The cluster-packing benchmark (docs/BENCHMARKS.md, replay section): TRACE is the openb trace's directory.
+TRACE ?= ../shared/data/openb
+bench-replay: build
+	./bench/replay.sh $(BUILD) $(TRACE)
+
 bench-sched-e2e: build
 	flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py --build $(BUILD) $(BENCH_ARGS)
 

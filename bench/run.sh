@@ -52,4 +52,12 @@ ui_quick=()
 [ "${BENCH_QUICK:-0}" = 1 ] && ui_quick=(--loads 2)
 /usr/bin/python3 "$here/ui-bench.py" --build "$build" --markdown "${ui_quick[@]}" | tee "$out/ui.md"
 
+echo "== cluster packing on the openb trace (bench/replay.sh)"
+trace="${TRACE:-}"
+if [ -n "$trace" ] && [ -f "$trace/openb_node_list_gpu_node.csv" ]; then
+        "$here/replay.sh" "$build" "$trace"
+else
+        echo "bench/run.sh: no openb trace (TRACE=DIR, make bench passes ../shared/data/openb): replay benchmark not run"
+fi
+
 echo "bench/run.sh: done; tables in ${out#"$root"/}/, allocator and interposer sections in docs/BENCHMARKS.md"

@@ -13,7 +13,9 @@
  * quads, NVSwitch); pods are spread over the GPUs as shares sized so they fit, a quarter of the
  * nodes also hold whole GPUs. No I/O beyond stdout; calls the verbs directly (no socket).
  *
- *   sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--markdown]
+ *   sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--policy NAME[,NAME...]] [--markdown]
+ *
+ * --policy runs every size under each policy in turn (default binpack alone), e.g. binpack,frag side by side.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -106,8 +108,8 @@ static const struct shape shapes[] = {
           "[" CONTAINER("a", SHARE30) "," CONTAINER("b", "{\"nvidia.com/gpu\":\"2\"}") "]" },
 };
 
-static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
-        struct sched_server_options o = { .address = "127.0.0.1:0" };
+static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md, enum cluster_policy policy) {
+        struct sched_server_options o = { .address = "127.0.0.1:0", .policy = policy };
         cluster_units_default(&o.units);
         size_t h0 = heap();
         struct sched_server *s;
@@ -180,8 +182,9 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
                 printf("| %u × 8 | %u | %.0f B | %.0f B | %zu |", n_nodes, placed, (double)(h2 - h1) / n_nodes,
                        (double)(h3 - h2) / placed, classes);
         else
-                printf("nodes=%u pods=%u heap_per_node=%.0fB heap_per_pod=%.0fB topo_classes=%zu\n", n_nodes, placed,
-                       (double)(h2 - h1) / n_nodes, (double)(h3 - h2) / placed, classes);
+                printf("policy=%s nodes=%u pods=%u heap_per_node=%.0fB heap_per_pod=%.0fB topo_classes=%zu\n",
+                       cluster_policy_name(policy), n_nodes, placed, (double)(h2 - h1) / n_nodes,
+                       (double)(h3 - h2) / placed, classes);
         double *tf = calloc(iters, sizeof *tf), *tp = calloc(iters, sizeof *tp), *tb = calloc(iters, sizeof *tb);
         double *tc = calloc(iters, sizeof *tc);
         for (size_t sh = 0; sh < ELEMENTSOF(shapes); sh++) {
@@ -242,8 +245,23 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md) {
 int main(int argc, char **argv) {
         unsigned sizes[8] = { 100, 1000, 5000 }, n_sizes = 3, pods = 40000, iters = 200;
         bool md = false;
+        enum cluster_policy pols[8] = { CLUSTER_POLICY_BINPACK };
+        unsigned n_pols = 1;
         for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--markdown"))
+                if (streq(argv[i], "--policy") && i + 1 < argc) {
+                        n_pols = 0;
+                        char *s = argv[++i];
+                        while (*s && n_pols < 8) {
+                                char tmp[32];
+                                size_t l = strcspn(s, ",");
+                                strnscpy(tmp, sizeof tmp, s, MIN(l, sizeof tmp - 1));
+                                if (cluster_policy_from_name(tmp, &pols[n_pols]) == 0)
+                                        n_pols++;
+                                s += l + (s[l] == ',');
+                        }
+                        if (!n_pols)
+                                pols[n_pols++] = CLUSTER_POLICY_BINPACK;
+                } else if (streq(argv[i], "--markdown"))
                         md = true;
                 else if (streq(argv[i], "--pods") && i + 1 < argc)
                         (void)parse_uint(argv[++i], 10000000, &pods);
@@ -261,8 +279,9 @@ int main(int argc, char **argv) {
                                 s += l + (s[l] == ',');
                         }
                 } else {
-                        fprintf(stderr,
-                                "usage: sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--markdown]\n");
+                        fprintf(stderr, "usage: sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--policy "
+                                        "NAME[,NAME...]] "
+                                        "[--markdown]\n");
                         return 2;
                 }
         }
@@ -278,6 +297,7 @@ int main(int argc, char **argv) {
                 printf("\n");
         }
         for (unsigned i = 0; i < n_sizes; i++)
-                run(sizes[i], pods, iters, md);
+                for (unsigned k = 0; k < n_pols; k++)
+                        run(sizes[i], pods, iters, md, pols[k]);
         return 0;
 }

@@ -23,8 +23,10 @@ static void help(FILE *f) {
               "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md and docs/ui.md have the details.\n\n"
               "Options:\n"
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
-              "      --policy binpack|spread    default placement policy (default binpack); a pod may\n"
-              "                                 override it with the gpuslice.io/scheduling-policy annotation\n"
+              "      --policy NAME              default placement policy (default binpack): binpack, spread, or\n"
+              "                                 a packing policy (frag, fgd, bestfit, gpupacking, gpuclustering,\n"
+              "                                 dotprod, random: docs/scheduler.md); a pod may override it with\n"
+              "                                 the gpuslice.io/scheduling-policy annotation\n"
               "      --kubeconfig FILE          the API server to watch and bind through (default:\n"
               "                                 $KUBECONFIG, in-cluster, ~/.kube/config)\n"
               "      --context NAME             kubeconfig context (default: the current one)\n"
@@ -130,7 +132,9 @@ int cmd_scheduler(int argc, char **argv) {
                         case OPT_POLICY:
                                 if (cluster_policy_from_name(optarg, &o.policy) < 0) {
                                         fprintf(stderr,
-                                                "gpuslice scheduler: --policy: expected binpack or spread, got '%s'\n",
+                                                "gpuslice scheduler: --policy: expected binpack, spread, frag, fgd, "
+                                                "bestfit, gpupacking, "
+                                                "gpuclustering, dotprod or random, got '%s'\n",
                                                 optarg);
                                         return EXIT_USAGE;
                                 }

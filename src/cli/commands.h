@@ -29,5 +29,6 @@ int cmd_inspect(int argc, char **argv);   /* src/cli/cmd-inspect.c */
 int cmd_scheduler(int argc, char **argv); /* src/cli/cmd-scheduler.c */
 int cmd_mig(int argc, char **argv);       /* src/cli/cmd-mig.c */
 int cmd_sim(int argc, char **argv);       /* src/cli/cmd-sim.c */
+int cmd_replay(int argc, char **argv);    /* src/cli/cmd-replay.c */
 /* `hook cdi-links` (src/cli/hook-links.c): argv starts at "cdi-links". Also gpuslice-cdi-hook's whole work. */
 int hook_cdi_links(int argc, char **argv);

@@ -32,6 +32,7 @@ static const struct command commands[] = {
         { "check", cmd_check, "which CUDA versions this node's driver runs, and how" },
         { "scheduler", cmd_scheduler, "run the kube-scheduler extender (filter, prioritize, bind by GPU)" },
         { "sim", cmd_sim, "record this node as a simulator node description (sim record)" },
+        { "replay", cmd_replay, "replay a cluster trace through the extender's decisions (what-if packing)" },
         { "version", cmd_version, "print the version" },
 };
 

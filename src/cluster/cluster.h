@@ -167,6 +167,16 @@ static inline bool cluster_request_is_fractional(const struct cluster_container_
 enum cluster_policy {
         CLUSTER_POLICY_BINPACK = 0,
         CLUSTER_POLICY_SPREAD,
+        /* the cluster-packing policies (src/sched/pack.h, docs/scheduler.md): the published baselines of the
+         * openb trace, FGD, and our own fragmentation-aware one */
+        CLUSTER_POLICY_RANDOM,
+        CLUSTER_POLICY_DOTPROD,
+        CLUSTER_POLICY_GPUCLUSTERING,
+        CLUSTER_POLICY_GPUPACKING,
+        CLUSTER_POLICY_BESTFIT,
+        CLUSTER_POLICY_FGD,
+        CLUSTER_POLICY_FRAG,
+        _CLUSTER_POLICY_MAX,
 };
 /* "binpack" / "spread": 0 or -EINVAL. */
 int cluster_policy_from_name(const char *s, enum cluster_policy *ret);

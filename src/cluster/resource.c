@@ -64,18 +64,29 @@ bool cluster_annotation_is_gpu(const char *key) {
                startswith(key, "tencent.com/");
 }
 
+static const char *const policy_names[_CLUSTER_POLICY_MAX] = {
+        [CLUSTER_POLICY_BINPACK] = "binpack",
+        [CLUSTER_POLICY_SPREAD] = "spread",
+        [CLUSTER_POLICY_RANDOM] = "random",
+        [CLUSTER_POLICY_DOTPROD] = "dotprod",
+        [CLUSTER_POLICY_GPUCLUSTERING] = "gpuclustering",
+        [CLUSTER_POLICY_GPUPACKING] = "gpupacking",
+        [CLUSTER_POLICY_BESTFIT] = "bestfit",
+        [CLUSTER_POLICY_FGD] = "fgd",
+        [CLUSTER_POLICY_FRAG] = "frag",
+};
+
 int cluster_policy_from_name(const char *s, enum cluster_policy *ret) {
-        if (s && streq(s, "binpack"))
-                *ret = CLUSTER_POLICY_BINPACK;
-        else if (s && streq(s, "spread"))
-                *ret = CLUSTER_POLICY_SPREAD;
-        else
-                return -EINVAL;
-        return 0;
+        for (unsigned i = 0; s && i < _CLUSTER_POLICY_MAX; i++)
+                if (streq(s, policy_names[i])) {
+                        *ret = (enum cluster_policy)i;
+                        return 0;
+                }
+        return -EINVAL;
 }
 
 const char *cluster_policy_name(enum cluster_policy p) {
-        return p == CLUSTER_POLICY_SPREAD ? "spread" : "binpack";
+        return (unsigned)p < _CLUSTER_POLICY_MAX ? policy_names[p] : "binpack";
 }
 
 const char *cluster_source_name(enum cluster_source s) {

@@ -39,6 +39,8 @@ struct sched_model {
         uint64_t generation;
         uint64_t nodes_generation; /* node added or freed */
         bool keep_details;
+        unsigned n_products;
+        char *products[SCHED_PRODUCTS_MAX];
 };
 
 void sched_model_keep_details(struct sched_model *m, bool keep) {
@@ -109,6 +111,8 @@ struct sched_model *sched_model_free(struct sched_model *m) {
                 }
                 free(n);
         }
+        for (unsigned i = 0; i < m->n_products; i++)
+                free(m->products[i]);
         sched_map_done(&m->pods);
         sched_map_done(&m->nodes);
         sched_map_done(&m->classes);
@@ -145,6 +149,8 @@ static void summarize(struct sched_node *n) {
 }
 
 static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
+        n->cpu_used = (uint64_t)((int64_t)n->cpu_used + sign * (int64_t)p->cpu_milli);
+        n->mem_used = (uint64_t)((int64_t)n->mem_used + sign * (int64_t)p->mem_mib);
         for (unsigned k = 0; k < p->n; k++) {
                 const struct cluster_container_assign *c = &p->c[k].assign;
                 for (alloc_set_t s = c->gpus; s; s &= s - 1) {
@@ -256,6 +262,7 @@ static struct sched_node *node_get_or_add(struct sched_model *m, const char *nam
                 free(n);
                 return NULL;
         }
+        n->product = -1;
         m->nodes_generation++;
         return n;
 }
@@ -530,7 +537,8 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
         if (known && known->assumed && !info->terminated && !info->has_assignment &&
             (!on_node || (known->node && streq(known->node->name, info->node) && pod_has_gpus(known))))
                 return 0;
-        if (info->terminated || request_empty(&info->req) || (!on_node && !info->has_assignment)) {
+        if (info->terminated || (request_empty(&info->req) && !info->cpu_milli && !info->mem_mib) ||
+            (!on_node && !info->has_assignment)) {
                 (void)sched_model_remove_pod(m, info->uid);
                 return 0;
         }
@@ -547,6 +555,8 @@ int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info
                 return 0;
         p->assumed = false;
         unlink_pod(m, p);
+        p->cpu_milli = info->cpu_milli;
+        p->mem_mib = info->mem_mib;
         r = pod_set_req(p, &info->req);
         if (r < 0) {
                 sched_model_remove_pod(m, info->uid);
@@ -581,6 +591,8 @@ int sched_model_assume_pod(struct sched_model *m, const struct sched_pod_info *i
         p->confirmed = false;
         p->source = CLUSTER_SOURCE_GPUSLICE;
         unlink_pod(m, p);
+        p->cpu_milli = info->cpu_milli;
+        p->mem_mib = info->mem_mib;
         r = pod_set_req(p, &info->req);
         if (r >= 0)
                 r = place(m, p, node, assign);
@@ -602,6 +614,41 @@ int sched_model_forget_pod(struct sched_model *m, const char *uid) {
         if (!p->assumed)
                 return 0; /* the feed confirmed it meanwhile: the feed is the truth */
         return sched_model_remove_pod(m, uid);
+}
+
+int sched_model_product(const struct sched_model *m, const char *product) {
+        for (unsigned i = 0; product && i < m->n_products; i++)
+                if (streq(m->products[i], product))
+                        return (int)i;
+        return -ENOENT;
+}
+
+int sched_model_set_node_resources(struct sched_model *m, const char *name, uint64_t cpu_milli, uint64_t mem_mib,
+                                   const char *product) {
+        if (!m || !name)
+                return -EINVAL;
+        struct sched_node *n = sched_map_get(&m->nodes, name, strlen(name));
+        if (!n)
+                return -ENOENT;
+        int id = -1;
+        if (product && product[0]) {
+                id = sched_model_product(m, product);
+                if (id < 0) {
+                        if (m->n_products >= SCHED_PRODUCTS_MAX)
+                                return -E2BIG;
+                        char *s = strdup(product);
+                        if (!s)
+                                return -ENOMEM;
+                        id = (int)m->n_products;
+                        m->products[m->n_products++] = s;
+                }
+        }
+        m->generation++;
+        n->cpu_milli = cpu_milli;
+        n->mem_mib = mem_mib;
+        n->product = id;
+        n->generation++;
+        return 0;
 }
 
 const struct sched_node *sched_model_node(const struct sched_model *m, const char *name) {

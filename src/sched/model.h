@@ -96,6 +96,11 @@ struct sched_node {
         /* the agent serves MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode): whole-GPU
          * requests are counted against the MIG devices (decide.c), never placed on a GPU */
         bool mig_single;
+        /* What kube-scheduler's own filters read (the replay, src/sched/replay.h; 0 = not known, no limit):
+         * allocatable CPU and memory, what the node's pods request of them, and the GPU model as an index
+         * into the model's product names (sched_model_product; the GFD label nvidia.com/gpu.product). */
+        uint64_t cpu_milli, mem_mib, cpu_used, mem_used;
+        int product; /* -1 unknown */
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
@@ -116,12 +121,13 @@ struct sched_pod {
         struct sched_pod_container *c; /* n entries: what each asks, and what is counted where */
         unsigned n_mig;                /* MIG devices asked per profile (no placement: the node agent picks) */
         struct cluster_mig_req mig[CLUSTER_MIG_REQ_MAX];
-        bool inferred;       /* no assignment annotation: placed by our own fit */
-        bool assumed;        /* placed by our bind, not yet confirmed by the watch */
-        bool bound;          /* the feed saw spec.nodeName */
-        bool confirmed;      /* the node agent honoured the assignment (…assigned = "true") */
-        uint8_t source;      /* enum cluster_source */
-        uint64_t assumed_ns; /* CLOCK_REALTIME of the assume */
+        bool inferred;               /* no assignment annotation: placed by our own fit */
+        bool assumed;                /* placed by our bind, not yet confirmed by the watch */
+        bool bound;                  /* the feed saw spec.nodeName */
+        bool confirmed;              /* the node agent honoured the assignment (…assigned = "true") */
+        uint8_t source;              /* enum cluster_source */
+        uint64_t assumed_ns;         /* CLOCK_REALTIME of the assume */
+        uint64_t cpu_milli, mem_mib; /* CPU and memory requested (counted on the node; 0 when not known) */
 };
 
 /* What the feed knows of a pod. */
@@ -136,6 +142,9 @@ struct sched_pod_info {
         bool terminated;            /* Succeeded/Failed: holds nothing */
         enum cluster_source source; /* of the assignment */
         bool confirmed;
+        /* CPU (milli-cores) and memory (MiB) the pod requests: 0 when not known. A pod asking for no GPU is
+         * kept (and counted on its node) when it asks for CPU or memory. */
+        uint64_t cpu_milli, mem_mib;
 };
 
 struct sched_model;
@@ -153,6 +162,14 @@ void sched_model_keep_details(struct sched_model *m, bool keep);
  * (no name, more than CLUSTER_GPUS_MAX), -ENOMEM. */
 /* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *info);
+/* What kube-scheduler's own filters read of node `name` (model.h, struct sched_node): allocatable CPU and
+ * memory and its GPU model (product may be NULL or ""). 0, -ENOENT (no such node), -E2BIG (more than
+ * SCHED_PRODUCTS_MAX distinct products), -EINVAL. */
+#define SCHED_PRODUCTS_MAX 64
+int sched_model_set_node_resources(struct sched_model *m, const char *name, uint64_t cpu_milli, uint64_t mem_mib,
+                                   const char *product);
+/* The index of a GPU product name among the nodes' (sched_node.product), -ENOENT when no node has it. */
+int sched_model_product(const struct sched_model *m, const char *product);
 /* The node is gone: its pods stay (as on a placeholder) until they are removed. 0 or -ENOENT. */
 /* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_remove_node(struct sched_model *m, const char *name);

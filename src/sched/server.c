@@ -9,6 +9,7 @@
  * command logs) or block on the API with the lock held.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "http/http.h"
 #include "metrics/metrics.h"
 #include "sched/map-internal.h"
+#include "sched/pack.h"
 #include "sched/server.h"
 #include "sched/ui.h"
 #include "sched/view.h"
@@ -84,6 +86,12 @@ struct sched_server {
         uint64_t last_gen;
         enum cluster_policy last_policy;
         bool last_valid;
+        /* the packing policies (pack.h): the mix of the GPU pods filtered so far (each filter call counts),
+         * its typical shapes, and the shape of the pod being decided */
+        struct sched_mix mix;
+        struct sched_workload workload;
+        struct sched_pack_ctx pack;
+        struct sched_shape shape;
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
         struct metrics_histogram *latency[VERB_N];
@@ -191,6 +199,30 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
         return (uint32_t)(s->reasons_len - l);
 }
 
+/* The pod's shape for the packing policies (its CPU and memory are not read: 0), counted in the mix; the
+ * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's. */
+static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
+        const struct cluster_request *r = &a->pod.req;
+        unsigned whole = 0, core = 0;
+        for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++) {
+                whole += r->c[k].whole;
+                core = MAX(core, r->c[k].core ? r->c[k].core : r->c[k].mem_mib ? 1u : 0u);
+        }
+        s->shape = (struct sched_shape){ .num_gpu = whole  ? whole
+                                                    : core ? 1
+                                                           : 0,
+                                         .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
+        (void)sched_mix_add(&s->mix, &s->shape);
+        uint64_t seen = s->mix.total;
+        if ((seen & (seen - 1)) == 0 || seen % 256 == 0)
+                sched_mix_workload(&s->mix, 0.95, false, &s->workload);
+        s->pack.w = &s->workload;
+        s->pack.gpu_norm = 0;
+        for (size_t i = 0; i < a->n_nodes; i++)
+                if (s->nodes[i])
+                        s->pack.gpu_norm = MAX(s->pack.gpu_norm, 1000ULL * s->nodes[i]->n_gpus);
+}
+
 /* Decide one node into d (and its reason into the pool when reason_off is given). */
 static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
                        enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
@@ -202,6 +234,14 @@ static void decide_one(struct sched_server *s, const struct sched_ext_args *a, c
         } else if (n) {
                 (void)sched_fit_node(s->model, n, &a->pod.req, pol, &f);
                 sched_score_in_from_fit(&f, d);
+                if (d->verdict == SCHED_FIT && sched_pack_policy(pol)) {
+                        /* the policy's score as the pack (0..1): the ring of a multi-GPU pod still weighs most */
+                        int g;
+                        double sc = sched_pack_score(&s->pack, n, &s->shape, pol, &g);
+                        d->pack = pol == CLUSTER_POLICY_FRAG     ? 1.0 / (1.0 + exp(-sc / 10.0))
+                                  : pol == CLUSTER_POLICY_RANDOM ? 0.5
+                                                                 : sc / 100.0;
+                }
         } else {
                 *d = (struct sched_score_in){ .verdict = SCHED_UNRESOLVABLE };
                 snprintf(f.reason, sizeof f.reason, "node publishes no GPUs (no %s annotation)", CLUSTER_ANN_GPUS);
@@ -264,6 +304,8 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
                 pending_put(s, &a->pod);
         enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
         resolve_nodes(s, a);
+        if (sched_pack_policy(pol) && cluster_request_any(&a->pod.req))
+                pack_prepare(s, a);
         s->reasons_len = 0;
         for (size_t i = 0; i < a->n_nodes; i++)
                 decide_one(s, a, cluster_request_any(&a->pod.req) ? s->nodes[i] : NULL, pol, &s->dec[i],
@@ -741,6 +783,8 @@ unsigned sched_server_port(const struct sched_server *s) {
 }
 
 struct sched_server *sched_server_free(struct sched_server *s) {
+        if (s)
+                sched_mix_free(&s->mix);
         if (!s)
                 return NULL;
         s->http = http_server_free(s->http);

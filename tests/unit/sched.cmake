@@ -9,3 +9,5 @@ gpuslice_unit_test(sched-view ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-view.c
 target_link_libraries(test-sched-view PRIVATE gpuslice_sched)
 gpuslice_unit_test(sched-mig ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-mig.c)
 target_link_libraries(test-sched-mig PRIVATE gpuslice_sched)
+gpuslice_unit_test(sched-replay ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-sched-replay.c)
+target_link_libraries(test-sched-replay PRIVATE gpuslice_sched m)

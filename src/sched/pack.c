@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pack.c — the packing policies' node scores and GPU choice (see pack.h, docs/scheduler.md and
+ * ../shared/specs/cluster-trace.md §3 for the published ones). Must never do I/O.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/pack.h"
+#include "util/util.h"
+
+/* ---- the request mix ---- */
+
+static bool shape_eq(const struct sched_shape *a, const struct sched_shape *b, bool with_mem) {
+        return a->cpu_milli == b->cpu_milli && a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+               a->models == b->models && (!with_mem || a->mem_mib == b->mem_mib);
+}
+
+int sched_mix_add(struct sched_mix *mix, const struct sched_shape *s) {
+        mix->total++;
+        for (size_t i = 0; i < mix->n; i++)
+                if (shape_eq(&mix->e[i].shape, s, true)) {
+                        mix->e[i].count++;
+                        return 0;
+                }
+        if (array_reserve(&mix->e, &mix->cap, mix->n + 1, 64) < 0) {
+                mix->total--;
+                return -ENOMEM;
+        }
+        mix->e[mix->n++] = (struct sched_mix_entry){ .shape = *s, .count = 1 };
+        return 0;
+}
+
+void sched_mix_free(struct sched_mix *mix) {
+        free(mix->e);
+        *mix = (struct sched_mix){ 0 };
+}
+
+static int cmp_u64(uint64_t a, uint64_t b) {
+        return a < b ? -1 : a > b;
+}
+
+/* By count, descending; then the larger (CPU, share, GPUs, models, memory) first. */
+static int entry_cmp(const void *x, const void *y) {
+        const struct sched_mix_entry *a = x, *b = y;
+        int c = cmp_u64(b->count, a->count);
+        if (!c)
+                c = cmp_u64(b->shape.cpu_milli, a->shape.cpu_milli);
+        if (!c)
+                c = cmp_u64(b->shape.gpu_milli, a->shape.gpu_milli);
+        if (!c)
+                c = cmp_u64(b->shape.num_gpu, a->shape.num_gpu);
+        if (!c)
+                c = cmp_u64(b->shape.models, a->shape.models);
+        if (!c)
+                c = cmp_u64(b->shape.mem_mib, a->shape.mem_mib);
+        return c;
+}
+
+void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret) {
+        ret->n = 0;
+        if (!mix->n)
+                return;
+        struct sched_mix_entry *e = malloc(mix->n * sizeof *e);
+        if (!e)
+                return;
+        size_t n = 0;
+        for (size_t i = 0; i < mix->n; i++) { /* merged by the shape without memory unless with_mem */
+                struct sched_mix_entry x = mix->e[i];
+                if (!with_mem)
+                        x.shape.mem_mib = 0;
+                size_t j = 0;
+                while (j < n && !shape_eq(&e[j].shape, &x.shape, true))
+                        j++;
+                if (j < n)
+                        e[j].count += x.count;
+                else
+                        e[n++] = x;
+        }
+        qsort(e, n, sizeof *e, entry_cmp);
+        uint64_t sum = 0, need = (uint64_t)ceil(coverage * (double)mix->total);
+        for (size_t i = 0; i < n && ret->n < SCHED_WORKLOAD_MAX; i++) {
+                ret->shape[ret->n] = e[i].shape;
+                ret->p[ret->n++] = (double)e[i].count;
+                sum += e[i].count;
+                if (sum >= need)
+                        break;
+        }
+        for (unsigned i = 0; i < ret->n; i++)
+                ret->p[i] /= (double)sum;
+        free(e);
+}
+
+/* ---- a node as the packing policies see it ---- */
+
+struct view {
+        uint64_t cpu_free, mem_free; /* UINT64_MAX: no limit known */
+        unsigned n;
+        int product;
+        unsigned free[CLUSTER_GPUS_MAX]; /* milli */
+};
+
+static void view_of(const struct sched_node *n, struct view *v) {
+        v->cpu_free = !n->cpu_milli ? UINT64_MAX : n->cpu_milli > n->cpu_used ? n->cpu_milli - n->cpu_used : 0;
+        v->mem_free = !n->mem_mib ? UINT64_MAX : n->mem_mib > n->mem_used ? n->mem_mib - n->mem_used : 0;
+        v->n = MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX);
+        v->product = n->product;
+        for (unsigned i = 0; i < v->n; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                v->free[i] = !g->healthy || g->whole ? 0 : g->core_used >= 100 ? 0 : 10u * (100u - g->core_used);
+        }
+}
+
+static unsigned view_gpu_free(const struct view *v) {
+        unsigned t = 0;
+        for (unsigned i = 0; i < v->n; i++)
+                t += v->free[i];
+        return t;
+}
+
+static bool model_ok(uint64_t models, int product) {
+        return !models || (product >= 0 && product < 64 && (models >> product & 1));
+}
+
+/* The view after s is placed: on GPU g for a share, on the lowest fully free GPUs for whole ones. */
+static void view_take(struct view *v, const struct sched_shape *s, int g) {
+        v->cpu_free = v->cpu_free == UINT64_MAX ? UINT64_MAX : v->cpu_free - MIN(v->cpu_free, s->cpu_milli);
+        v->mem_free = v->mem_free == UINT64_MAX ? UINT64_MAX : v->mem_free - MIN(v->mem_free, s->mem_mib);
+        if (!s->num_gpu)
+                return;
+        if (s->gpu_milli < 1000 && g >= 0) {
+                v->free[g] -= MIN(v->free[g], s->gpu_milli);
+                return;
+        }
+        unsigned k = s->num_gpu;
+        for (unsigned i = 0; i < v->n && k; i++)
+                if (v->free[i] == 1000) {
+                        v->free[i] = 0;
+                        k--;
+                }
+}
+
+/* F_n under w: per typical shape, the free GPU milli it cannot use (all of it when it cannot land here;
+ * the GPUs too small for it when it can). strict: memory counts for landing too. */
+static double frag_of(const struct sched_workload *w, const struct view *v, bool strict) {
+        unsigned total = view_gpu_free(v);
+        double f = 0;
+        for (unsigned m = 0; m < w->n; m++) {
+                const struct sched_shape *s = &w->shape[m];
+                unsigned lost = total;
+                if (s->num_gpu && model_ok(s->models, v->product) && v->cpu_free >= s->cpu_milli &&
+                    (!strict || v->mem_free >= s->mem_mib)) {
+                        unsigned fit = 0, small = 0;
+                        for (unsigned i = 0; i < v->n; i++)
+                                if (v->free[i] >= s->gpu_milli)
+                                        fit++;
+                                else
+                                        small += v->free[i];
+                        if (fit >= s->num_gpu)
+                                lost = small;
+                }
+                f += w->p[m] * lost;
+        }
+        return f;
+}
+
+double sched_pack_frag(const struct sched_workload *w, const struct sched_node *n) {
+        struct view v;
+        view_of(n, &v);
+        return frag_of(w, &v, false);
+}
+
+int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s) {
+        if (n->cpu_milli && n->cpu_used + s->cpu_milli > n->cpu_milli)
+                return -ENOSPC;
+        if (n->mem_mib && n->mem_used + s->mem_mib > n->mem_mib)
+                return -EMSGSIZE;
+        if (s->num_gpu && !model_ok(s->models, n->product))
+                return -ENXIO;
+        return 0;
+}
+
+double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s) {
+        if (!n->cpu_milli || !n->mem_mib)
+                return 0;
+        uint64_t cpu = MIN(n->cpu_used + s->cpu_milli, n->cpu_milli), mem = MIN(n->mem_used + s->mem_mib, n->mem_mib);
+        /* LeastAllocated: per resource (capacity - requested) * 100 / capacity, integers, averaged */
+        int64_t least =
+                (int64_t)(((n->cpu_milli - cpu) * 100 / n->cpu_milli + (n->mem_mib - mem) * 100 / n->mem_mib) / 2);
+        /* BalancedAllocation: (1 - |cpu fraction - memory fraction|) * 100, truncated */
+        double diff = fabs((double)cpu / (double)n->cpu_milli - (double)mem / (double)n->mem_mib);
+        int64_t balanced = (int64_t)((1.0 - diff) * 100.0);
+        return (double)(least + balanced);
+}
+
+bool sched_pack_policy(enum cluster_policy policy) {
+        return policy >= CLUSTER_POLICY_RANDOM && policy < _CLUSTER_POLICY_MAX;
+}
+
+/* Was a GPU with g's free share tried before g? F depends on the free shares as a multiset, so a share on
+ * either gives the same fragmentation: the first (the lowest index) stands for both. */
+static bool tried_before(const struct view *v, unsigned g) {
+        for (unsigned i = 0; i < g; i++)
+                if (v->free[i] == v->free[g])
+                        return true;
+        return false;
+}
+
+/* ---- the published scores (cluster-trace.md §3) ---- */
+
+static double norm_of(uint64_t v) {
+        return v ? (double)v : 1.0;
+}
+
+static double score_bestfit(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s) {
+        double cpu = v->cpu_free == UINT64_MAX ? (double)c->cpu_norm : (double)v->cpu_free;
+        double r = (double)s->num_gpu * s->gpu_milli;
+        double left = 0.5 * (cpu - (double)s->cpu_milli) / norm_of(c->cpu_norm) +
+                      0.5 * ((double)view_gpu_free(v) - r) / norm_of(c->gpu_norm);
+        return floor(100.0 * (1.0 - left));
+}
+
+static double score_dotprod(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s) {
+        double cpu = v->cpu_free == UINT64_MAX ? (double)c->cpu_norm : (double)v->cpu_free;
+        double cn = norm_of(c->cpu_norm), gn = norm_of(c->gpu_norm);
+        double dot = cpu / cn * ((double)s->cpu_milli / cn) +
+                     (double)view_gpu_free(v) / gn * ((double)s->num_gpu * s->gpu_milli / gn);
+        return floor(100.0 * (1.0 - dot / 2.0));
+}
+
+/* The class of a GPU request: 0 CPU only, 1 a share, 2 + k whole GPUs. */
+static unsigned class_of(unsigned whole, bool share) {
+        return whole ? 2 + whole : share ? 1 : 0;
+}
+
+static double score_clustering(const struct sched_pack_ctx *c, const struct sched_node *n, const struct view *v,
+                               const struct sched_shape *s) {
+        if (!s->num_gpu)
+                return 0;
+        unsigned mine = class_of(s->gpu_milli >= 1000 ? s->num_gpu : 0, s->gpu_milli < 1000);
+        bool any = false, same = false, other = false;
+        for (const struct sched_pod *p = n->pods; p; p = p->next_on_node) {
+                unsigned whole = 0;
+                bool share = false;
+                for (unsigned k = 0; k < p->n; k++) {
+                        whole += p->c[k].whole;
+                        share |= !p->c[k].whole && p->c[k].core;
+                }
+                unsigned cl = class_of(whole, share);
+                if (!cl)
+                        continue;
+                any = true;
+                same |= cl == mine;
+                other |= cl != mine;
+        }
+        uint64_t gn = c->gpu_norm ? c->gpu_norm : 1;
+        uint64_t gl = MIN((uint64_t)view_gpu_free(v), gn);
+        uint64_t q = 25 * (gn - gl) / gn; /* integer arithmetic, as the published score */
+        double u = (double)q;
+        return !any ? 25 + u : same && !other ? 75 + u : same ? 50 + u : u;
+}
+
+static double score_packing(const struct view *v, const struct sched_shape *s) {
+        if (!s->num_gpu)
+                return 0;
+        unsigned f = 0;
+        for (unsigned i = 0; i < v->n; i++)
+                f += v->free[i] == 1000;
+        if (f == v->n)
+                return (double)MAX(33 - (int)f, (int)f);
+        if (s->gpu_milli >= 1000) /* whole GPUs take fully free ones */
+                return (double)MAX(50 - (int)s->num_gpu, 33);
+        int best = -1;
+        for (unsigned i = 0; i < v->n; i++)
+                if (v->free[i] >= s->gpu_milli && (best < 0 || v->free[i] < v->free[best]))
+                        best = (int)i;
+        if (best < 0)
+                return 0;
+        if (v->free[best] == 1000)
+                return 49;
+        return (double)MAX(100 - (int)(v->free[best] * 100 / 1000) / 10, 50);
+}
+
+/* FGD (§3.6): the decrease of F_n through a sigmoid, as an integer; for a share the best GPU. */
+static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
+                        int *ret_gpu) {
+        double before = frag_of(c->w, v, false);
+        if (!s->num_gpu || s->gpu_milli >= 1000) {
+                struct view a = *v;
+                view_take(&a, s, -1);
+                return floor(100.0 / (1.0 + exp(-(before - frag_of(c->w, &a, false)) / 1000.0)));
+        }
+        double best = -1;
+        for (unsigned g = 0; g < v->n; g++) {
+                if (v->free[g] < s->gpu_milli || tried_before(v, g))
+                        continue;
+                struct view a = *v;
+                view_take(&a, s, (int)g);
+                double sc = floor(100.0 / (1.0 + exp(-(before - frag_of(c->w, &a, false)) / 1000.0)));
+                if (sc > best) {
+                        best = sc;
+                        *ret_gpu = (int)g;
+                }
+        }
+        return best < 0 ? 0 : best;
+}
+
+/* ---- frag: our own (docs/scheduler.md) ---- */
+
+/* frag's fragment step (milli-GPU): increases of F_n within one step tie, and the node rank decides. */
+#define FRAG_STEP 40.0
+/* What a share gains for landing on a GPU already shared (in steps): fresh GPUs stay whole for whole pods. */
+#define FRAG_SHARED_BONUS 5.0
+
+/* The increase of F_n when s lands (on GPU g for a share), memory counted for landing: a GPU on a node
+ * without the memory for the next pod is as stranded as one without the CPU. */
+static double frag_inc(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s, int g,
+                       double before) {
+        struct view a = *v;
+        view_take(&a, s, g);
+        return frag_of(c->w, &a, true) - before;
+}
+
+/*
+ * The fragment increase in FRAG_STEP steps (negated: higher is better), not through FGD's sigmoid, whose
+ * steps widen away from 0; within the node the exact increase picks the GPU, the fullest on a tie; a share
+ * on an already shared GPU gains FRAG_SHARED_BONUS.
+ */
+static double score_frag(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
+                         int *ret_gpu) {
+        double before = frag_of(c->w, v, true);
+        if (!s->num_gpu || s->gpu_milli >= 1000)
+                return -floor(frag_inc(c, v, s, -1, before) / FRAG_STEP);
+        double best = INFINITY;
+        for (unsigned g = 0; g < v->n; g++) {
+                if (v->free[g] < s->gpu_milli || tried_before(v, g))
+                        continue;
+                double inc = frag_inc(c, v, s, (int)g, before);
+                if (inc < best - 1e-9 || (inc < best + 1e-9 && *ret_gpu >= 0 && v->free[g] < v->free[*ret_gpu])) {
+                        best = inc;
+                        *ret_gpu = (int)g;
+                }
+        }
+        if (*ret_gpu < 0)
+                return 0;
+        return -floor(best / FRAG_STEP) + (v->free[*ret_gpu] < 1000 ? FRAG_SHARED_BONUS : 0);
+}
+
+double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
+                        enum cluster_policy policy, int *ret_gpu) {
+        *ret_gpu = -1;
+        struct view v;
+        view_of(n, &v);
+        switch (policy) {
+                case CLUSTER_POLICY_DOTPROD: return score_dotprod(ctx, &v, s);
+                case CLUSTER_POLICY_GPUCLUSTERING: return score_clustering(ctx, n, &v, s);
+                case CLUSTER_POLICY_GPUPACKING: return score_packing(&v, s);
+                case CLUSTER_POLICY_BESTFIT: return score_bestfit(ctx, &v, s);
+                case CLUSTER_POLICY_FGD: return ctx->w ? score_fgd(ctx, &v, s, ret_gpu) : 0;
+                case CLUSTER_POLICY_FRAG: return ctx->w ? score_frag(ctx, &v, s, ret_gpu) : 0;
+                default: return 0;
+        }
+}

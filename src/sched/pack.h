@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pack — the cluster-packing policies' scores of a node for a pod (docs/scheduler.md, "Packing
+ * policies"): the published baselines of the openb trace (Random, DotProd, GpuClustering, GpuPacking,
+ * BestFit, FGD: ../shared/specs/cluster-trace.md §3, scores 0..100) and our own fragmentation-aware
+ * `frag`. They score a node the filter (decide.h) and kube-scheduler's resource and GPU-model filters
+ * (sched_pack_kube_fit) passed; the highest score wins. For a fractional pod the policy also names the
+ * GPU (FGD and frag by fragmentation; the others by decide.c's best fit, the fewest free that fits).
+ *
+ * A GPU's free share is read from the model in milli-GPU: 10 × the compute percent free (0 when held
+ * whole or unhealthy).
+ *
+ * The target workload (which pods are likely next) is a request mix: counted from the pods the caller
+ * has seen (sched_mix_add, e.g. every pod that arrived) and reduced to its typical shapes
+ * (sched_mix_workload, FGD's 95 % rule).
+ *
+ * Pure: no I/O; reads the model only.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/cluster.h"
+#include "sched/model.h"
+
+/* What a pod asks in the terms of the packing policies. models: the GPU products it accepts, as bits
+ * of sched_model_product's indices; 0 = any. */
+struct sched_shape {
+        uint64_t cpu_milli, mem_mib;
+        unsigned num_gpu;   /* 0 = CPU only */
+        unsigned gpu_milli; /* of each GPU: 1..999 a share of one, 1000 whole GPUs */
+        uint64_t models;
+};
+
+/* The request mix: distinct shapes and how many pods had each. */
+struct sched_mix {
+        size_t n, cap;
+        struct sched_mix_entry {
+                struct sched_shape shape;
+                uint64_t count;
+        } * e;
+        uint64_t total;
+};
+
+#define SCHED_WORKLOAD_MAX 128
+/* The typical shapes with their probabilities (summing to 1). */
+struct sched_workload {
+        unsigned n;
+        struct sched_shape shape[SCHED_WORKLOAD_MAX];
+        double p[SCHED_WORKLOAD_MAX];
+};
+
+/* Count one pod's shape. 0 or -ENOMEM. */
+int sched_mix_add(struct sched_mix *mix, const struct sched_shape *s);
+void sched_mix_free(struct sched_mix *mix);
+/* The shortest prefix of the shapes by count (descending; on equal counts the larger CPU, share, GPU
+ * count, models first) reaching `coverage` (0..1] of the pods, renormalised. with_mem: shapes differ
+ * by memory too (else memory is dropped: FGD's spec). An empty mix gives an empty workload. */
+void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret);
+
+/* What a policy's score is relative to: the largest node (CPU, GPU milli), for the normalised ones, and
+ * the target workload (FGD and frag). */
+struct sched_pack_ctx {
+        uint64_t cpu_norm; /* largest node's CPU (milli) */
+        uint64_t gpu_norm; /* largest node's GPUs (milli) */
+        const struct sched_workload *w;
+};
+
+/* kube-scheduler's own filters for s on n: allocatable CPU and memory (a node that does not say has no
+ * limit) and, for a GPU pod, the GPU model (node affinity on nvidia.com/gpu.product). 0 fits, or the first
+ * that fails: -ENOSPC CPU, -EMSGSIZE memory, -ENXIO the model. */
+int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s);
+
+/*
+ * The policy's score of node n for s (a feasible node: it passed the filters). Integer-valued 0..100
+ * for the published policies (random: always 0, the caller draws), any real for frag; higher is better.
+ * *ret_gpu: for a fractional pod the GPU the policy places it on (-1: the filter's own pick).
+ */
+double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
+                        enum cluster_policy policy, int *ret_gpu);
+
+/* kube-scheduler's own default scoring of n for s (1.20: NodeResourcesLeastAllocated plus
+ * NodeResourcesBalancedAllocation over CPU and memory, 0..200), for the pods the extender does not see
+ * (CPU-only pods when it is registered for GPU resources only). A node without known capacity scores 0. */
+double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s);
+
+/* The fragmentation of n under workload w (FGD's F_n, milli-GPU): the free GPU milli a pod drawn from w
+ * could not use. */
+double sched_pack_frag(const struct sched_workload *w, const struct sched_node *n);
+
+/* Is this one of the packing policies (scored here, not by decide.c's pack)? */
+bool sched_pack_policy(enum cluster_policy policy);

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the cluster replay and the packing policies (src/sched/replay.c, pack.c): the openb CSV
+ * parser and its errors, kube-scheduler's filters, the published scores' choices, the run's protocol
+ * (failures by reason, the curve, reproducibility) on tests/data/replay.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "sched/model.h"
+#include "sched/pack.h"
+#include "sched/replay.h"
+#include "util/util.h"
+
+static void parse_fails(bool nodes, const char *text, const char *want) {
+        struct sched_trace t = { 0 };
+        struct gs_error err = { 0 };
+        int r = nodes ? sched_trace_parse_nodes(&t, text, strlen(text), &err)
+                      : sched_trace_parse_pods(&t, text, strlen(text), &err);
+        if (r != -EINVAL || !strstr(err.message, want))
+                fail_msg("input '%s': got %d '%s', want -EINVAL with '%s'", text, r, err.message, want);
+        sched_trace_free(&t);
+}
+
+static void test_parse_nodes_and_pods(void **state) {
+        (void)state;
+        struct sched_trace t = { 0 };
+        struct gs_error err = { 0 };
+        const char *nodes = "model,sn,gpu,cpu_milli,memory_mib,extra\r\nT4,n1,2,32000,1024,x\r\n\r\n";
+        assert_int_equal(sched_trace_parse_nodes(&t, nodes, strlen(nodes), &err), 0);
+        assert_int_equal(t.n_nodes, 1);
+        assert_string_equal(t.nodes[0].name, "n1");
+        assert_string_equal(t.nodes[0].model, "T4");
+        assert_int_equal(t.nodes[0].gpus, 2);
+        assert_int_equal(t.nodes[0].cpu_milli, 32000);
+        assert_int_equal(t.nodes[0].mem_mib, 1024);
+        /* the multigpu files' five columns; a share over 1000 is clamped as the converter does */
+        const char *pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,100,10,1,1500\np2,100,0,0,0\n"
+                           "p3,1,1,8,1000";
+        assert_int_equal(sched_trace_parse_pods(&t, pods, strlen(pods), &err), 0);
+        assert_int_equal(t.n_pods, 3);
+        assert_int_equal(t.pods[0].gpu_milli, 1000);
+        assert_int_equal(t.pods[1].num_gpu, 0);
+        assert_int_equal(t.pods[2].num_gpu, 8);
+        assert_string_equal(t.pods[2].spec, "");
+        sched_trace_free(&t);
+}
+
+static void test_parse_malformed_names_the_line(void **state) {
+        (void)state;
+        parse_fails(true, "", "line 1: empty input");
+        parse_fails(true, "\nsn,cpu_milli,memory_mib,gpu,model\n", "line 1: expected the header");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu\nn,1,1,1\n", "line 1: no column 'model'");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nm,1,1,1\n",
+                    "line 3: 4 fields, the header has 5");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,x1,1,1,T4\n", "line 2: cpu_milli: expected a number");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,-1,1,1,T4\n", "line 2: cpu_milli");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,65,T4\n", "line 2: gpu: expected a number 0..64");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\n,1,1,1,T4\n", "line 2: sn: expected 1..");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\n\"n\",1,1,1,T4\n", "line 2: field 1 is quoted");
+        parse_fails(true, "sn,cpu_milli,memory_mib,gpu,model\nn,,1,1,T4\n", "line 2: cpu_milli");
+        const char h[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n";
+        char buf[256];
+        snprintf(buf, sizeof buf, "%sp,1,1,0,500,\n", h);
+        parse_fails(false, buf, "line 2: num_gpu 0 with gpu_milli 500 (both or neither)");
+        snprintf(buf, sizeof buf, "%sp,1,1,1,0,\n", h);
+        parse_fails(false, buf, "line 2: num_gpu 1 with gpu_milli 0");
+        snprintf(buf, sizeof buf, "%sp,1,1,1,100,\nq,1,1,2,500,\n", h);
+        parse_fails(false, buf, "line 3: num_gpu 2 with gpu_milli 500: several GPUs are whole");
+        snprintf(buf, sizeof buf, "%sp,1,1,1,100,\nq,1,1,1,99999999999,\n", h);
+        parse_fails(false, buf, "line 3: gpu_milli: expected a number");
+        parse_fails(false, "name,cpu_milli,memory_mib,num_gpu\n", "line 1: no column 'gpu_milli'");
+        char nul[] = "sn,cpu_milli,memory_mib,gpu,model\nn,1\0,1,1,T4\n";
+        struct sched_trace t = { 0 };
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_trace_parse_nodes(&t, nul, sizeof nul - 1, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "line 2: a NUL byte"));
+        sched_trace_free(&t);
+}
+
+/* A model of two 2-GPU nodes, x with one GPU half used, and their CPU, memory and product. */
+static struct sched_model *two_nodes(void) {
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        struct cluster_node_info *info = calloc(1, sizeof *info);
+        assert_non_null(info);
+        const char *names[] = { "x", "y" };
+        for (unsigned k = 0; k < 2; k++) {
+                memset(info, 0, sizeof *info);
+                strscpy(info->name, names[k], sizeof info->name);
+                info->n_gpus = 2;
+                for (unsigned g = 0; g < 2; g++) {
+                        info->gpu[g].healthy = true;
+                        for (unsigned h = 0; h < 2; h++)
+                                info->link[g][h].pcie = g == h ? TOPO_LEVEL_SELF : TOPO_LEVEL_SYS;
+                }
+                assert_int_equal(sched_model_set_node(m, info), 0);
+                assert_int_equal(sched_model_set_node_resources(m, names[k], 16000, 65536, k ? "V100" : "T4"), 0);
+        }
+        free(info);
+        struct sched_pod_info p = {
+                .uid = "u1", .ns = "d", .name = "p1", .node = "x", .bound = true, .cpu_milli = 4000, .mem_mib = 1024
+        };
+        test_share_req(&p.req, 50, 0);
+        struct cluster_assignment a = { .n = 1 };
+        a.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 50 };
+        assert_int_equal(sched_model_assume_pod(m, &p, "x", &a, 0), 0);
+        return m;
+}
+
+static void test_kube_filters_and_cpu_accounting(void **state) {
+        (void)state;
+        struct sched_model *m = two_nodes();
+        const struct sched_node *x = sched_model_node(m, "x"), *y = sched_model_node(m, "y");
+        assert_int_equal(x->cpu_used, 4000);
+        assert_int_equal(x->mem_used, 1024);
+        int t4 = sched_model_product(m, "T4"), v100 = sched_model_product(m, "V100");
+        assert_true(t4 >= 0 && v100 >= 0 && t4 != v100);
+        assert_int_equal(sched_model_product(m, "A100"), -ENOENT);
+        struct sched_shape s = { .cpu_milli = 12001, .mem_mib = 1, .num_gpu = 1, .gpu_milli = 100 };
+        assert_int_equal(sched_pack_kube_fit(x, &s), -ENOSPC); /* 16000 - 4000 left */
+        assert_int_equal(sched_pack_kube_fit(y, &s), 0);
+        s.cpu_milli = 1000;
+        s.mem_mib = 64513;
+        assert_int_equal(sched_pack_kube_fit(x, &s), -EMSGSIZE);
+        s.mem_mib = 1;
+        s.models = 1ULL << v100;
+        assert_int_equal(sched_pack_kube_fit(x, &s), -ENXIO);
+        assert_int_equal(sched_pack_kube_fit(y, &s), 0);
+        s.num_gpu = 0; /* a CPU-only pod goes anywhere */
+        assert_int_equal(sched_pack_kube_fit(x, &s), 0);
+        /* a CPU-only pod is kept and counted; removing it gives the CPU back */
+        struct sched_pod_info c = {
+                .uid = "cpu", .ns = "d", .name = "c", .node = "y", .bound = true, .cpu_milli = 2000, .mem_mib = 10
+        };
+        struct cluster_assignment none = { 0 };
+        assert_int_equal(sched_model_assume_pod(m, &c, "y", &none, 0), 0);
+        assert_int_equal(y->cpu_used, 2000);
+        assert_int_equal(sched_model_remove_pod(m, "cpu"), 0);
+        assert_int_equal(sched_model_node(m, "y")->cpu_used, 0);
+        assert_int_equal(sched_model_set_node_resources(m, "nope", 1, 1, "T4"), -ENOENT);
+        /* kube-scheduler's default scoring: the emptier node (y), and a balanced one over a lopsided one */
+        struct sched_shape cpu_only = { .cpu_milli = 1000, .mem_mib = 1024 };
+        assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) > sched_pack_kube_score(x, &cpu_only));
+        /* y after it: (15000/16000, 64512/65536) -> least (93 + 98) / 2 = 95, balanced (1 - |1/16 - 1/64|) = 95 */
+        assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) == 95 + 95);
+        sched_model_free(m);
+}
+
+/* A 0.4 share with 0.5 shares and 2-GPU pods to come: every policy takes x (y keeps its two free GPUs for a
+ * 2-GPU pod), but BestFit's GPU would be x's half-used one (0.1 left, a fragment) and FGD and frag take the
+ * free one (two 0.5 holes stay). */
+static void test_policies_choose_as_defined(void **state) {
+        (void)state;
+        struct sched_model *m = two_nodes();
+        const struct sched_node *x = sched_model_node(m, "x"), *y = sched_model_node(m, "y");
+        struct sched_mix mix = { 0 };
+        struct sched_shape half = { .cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 500 };
+        struct sched_shape two = { .cpu_milli = 1000, .num_gpu = 2, .gpu_milli = 1000 };
+        assert_int_equal(sched_mix_add(&mix, &half), 0);
+        assert_int_equal(sched_mix_add(&mix, &two), 0);
+        struct sched_workload w;
+        sched_mix_workload(&mix, 1.0, false, &w);
+        assert_int_equal(w.n, 2);
+        struct sched_pack_ctx ctx = { .cpu_norm = 16000, .gpu_norm = 2000, .w = &w };
+        struct sched_shape s = { .cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 400 };
+        int gx, gy;
+        assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_BESTFIT, &gx) >
+                    sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_BESTFIT, &gy));
+        assert_int_equal(gx, -1); /* the filter's best fit: GPU 0 */
+        double fx = sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_FGD, &gx);
+        double fy = sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_FGD, &gy);
+        assert_true(fx == 54 && fy == 31); /* F decreases by 200 on x, grows by 800 on y */
+        assert_int_equal(gx, 1);
+        assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_FRAG, &gx) >
+                    sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_FRAG, &gy));
+        assert_int_equal(gx, 1);
+        assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUPACKING, &gx) >
+                    sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_GPUPACKING, &gy));
+        assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUCLUSTERING, &gx) >
+                    sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_GPUCLUSTERING, &gy)); /* x holds a share */
+        assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_DOTPROD, &gx) >
+                    sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_DOTPROD, &gy));
+        sched_mix_free(&mix);
+        mix = (struct sched_mix){ 0 };
+        assert_int_equal(sched_mix_add(&mix, &half), 0);
+        sched_mix_workload(&mix, 0.95, false, &w);
+        /* F_n: x's GPU 0 (500 free) fits the 0.5 share: no fragment; after a 0.4 there it would be 100 */
+        assert_true(sched_pack_frag(&w, x) < 1e-9);
+        /* the workload: by count, cut at 95 %, renormalised */
+        struct sched_shape other = { .cpu_milli = 7, .num_gpu = 0 };
+        for (unsigned i = 0; i < 30; i++)
+                assert_int_equal(sched_mix_add(&mix, &half), 0);
+        assert_int_equal(sched_mix_add(&mix, &other), 0);
+        sched_mix_workload(&mix, 0.95, false, &w);
+        assert_int_equal(w.n, 1);
+        assert_true(w.p[0] > 0.999);
+        sched_mix_workload(&mix, 1.0, false, &w);
+        assert_int_equal(w.n, 2);
+        sched_mix_free(&mix);
+        sched_model_free(m);
+}
+
+static void load_data(struct sched_trace *t) {
+        size_t len;
+        struct gs_error err = { 0 };
+        char *s = test_read_source("tests/data/replay/nodes.csv", &len);
+        assert_int_equal(sched_trace_parse_nodes(t, s, len, &err), 0);
+        free(s);
+        s = test_read_source("tests/data/replay/pods.csv", &len);
+        assert_int_equal(sched_trace_parse_pods(t, s, len, &err), 0);
+        free(s);
+}
+
+static void test_replay_protocol(void **state) {
+        (void)state;
+        struct sched_trace t = { 0 };
+        load_data(&t);
+        assert_int_equal(t.n_nodes, 4);
+        assert_int_equal(t.n_pods, 13);
+        for (unsigned p = CLUSTER_POLICY_BINPACK; p < _CLUSTER_POLICY_MAX; p++) {
+                struct sched_replay_options o = { .policy = p, .seed = 7, .gpu_pods_only = p % 2 };
+                struct sched_replay_result a, b;
+                struct gs_error err = { 0 };
+                assert_int_equal(sched_replay_run(&t, &o, &a, &err), 0);
+                assert_int_equal(a.gpus, 15);
+                assert_int_equal(a.pods, 13); /* tune 0: the list as it is */
+                assert_int_equal(a.gpu_milli_arrived, 21030);
+                assert_true(a.gpu_milli_placed <= 15000);
+                /* these three never fit, whatever the policy */
+                assert_int_equal(a.fail_by_reason[SCHED_FAIL_CPU], 1);
+                assert_int_equal(a.fail_by_reason[SCHED_FAIL_MEMORY], 1);
+                assert_int_equal(a.fail_by_reason[SCHED_FAIL_MODEL], 1);
+                size_t grouped = 0;
+                for (size_t k = 0; k < a.n_fail; k++)
+                        grouped += a.fail[k].count;
+                assert_int_equal(grouped, a.failed);
+                assert_int_equal(a.n_curve, 141); /* 21030 of 15000 arrived: 0..140 % */
+                assert_true(fabs(a.curve[a.n_curve - 1] - (double)a.gpu_milli_placed / 150.0) < 0.006);
+                for (unsigned x = 1; x < a.n_curve; x++)
+                        assert_true(a.curve[x] + 1e-9 >= a.curve[x - 1] - 7); /* one pod moves it ≤ 1/15 */
+                /* the same seed, the same run */
+                assert_int_equal(sched_replay_run(&t, &o, &b, &err), 0);
+                assert_int_equal(a.failed, b.failed);
+                assert_memory_equal(a.curve, b.curve, a.n_curve * sizeof *a.curve);
+                sched_replay_result_free(&a);
+                sched_replay_result_free(&b);
+        }
+        sched_trace_free(&t);
+}
+
+static void test_replay_tuning(void **state) {
+        (void)state;
+        struct sched_trace t = { 0 };
+        load_data(&t);
+        struct gs_error err = { 0 };
+        /* up to 3 x 15 GPUs: copies drawn until the next would overshoot by its per-GPU share */
+        struct sched_replay_options o = { .policy = CLUSTER_POLICY_FGD, .seed = 1, .tune = 3.0 };
+        struct sched_replay_result r;
+        assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+        assert_true(r.pods > 13);
+        assert_true(r.gpu_milli_arrived <= 45000 + 7000);
+        assert_true(r.gpu_milli_arrived + 1000 > 45000);
+        assert_int_equal(r.n_curve, 301);
+        sched_replay_result_free(&r);
+        /* down to 0.5 x: pods removed at random until the sum is at most the target */
+        o.tune = 0.5;
+        assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+        assert_true(r.pods < 13);
+        assert_true(r.gpu_milli_arrived <= 7500);
+        assert_int_equal(r.n_curve, 51);
+        sched_replay_result_free(&r);
+        /* a node list the model refuses */
+        struct sched_trace dup = { 0 };
+        const char *nodes = "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nn,1,1,1,T4\n";
+        assert_int_equal(sched_trace_parse_nodes(&dup, nodes, strlen(nodes), &err), 0);
+        assert_int_equal(sched_replay_run(&dup, &o, &r, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "node n is listed twice"));
+        sched_trace_free(&dup);
+        sched_trace_free(&t);
+}
+
+static void test_rng(void **state) {
+        (void)state;
+        struct sched_rng a, b;
+        sched_rng_seed(&a, 42);
+        sched_rng_seed(&b, 42);
+        unsigned hist[7] = { 0 };
+        for (unsigned i = 0; i < 70000; i++) {
+                uint64_t x = sched_rng_below(&a, 7);
+                assert_true(x < 7);
+                assert_int_equal(x, sched_rng_below(&b, 7));
+                hist[x]++;
+        }
+        for (unsigned k = 0; k < 7; k++)
+                assert_true(hist[k] > 9500 && hist[k] < 10500);
+        sched_rng_seed(&b, 43);
+        assert_true(sched_rng_next(&a) != sched_rng_next(&b));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_nodes_and_pods),
+                cmocka_unit_test(test_parse_malformed_names_the_line),
+                cmocka_unit_test(test_kube_filters_and_cpu_accounting),
+                cmocka_unit_test(test_policies_choose_as_defined),
+                cmocka_unit_test(test_replay_protocol),
+                cmocka_unit_test(test_replay_tuning),
+                cmocka_unit_test(test_rng),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
