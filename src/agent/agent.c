@@ -27,6 +27,7 @@
 #include "agent/node-internal.h"
 #include "agent/publish.h"
 #include "agent/share.h"
+#include "agent/timeslice.h"
 #include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
@@ -120,7 +121,9 @@ static int setup_endpoints(struct node *n) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 /* under `single` the whole-GPU resource's name is the MIG resource's */
                 if (!res[0] ||
-                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE && plugin_mig_count(n->plugin) > 0))
+                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE &&
+                     plugin_mig_count(n->plugin) > 0) ||
+                    (k == PLUGIN_WHOLE && timeslice_all_renamed(n->plugin))) /* NVIDIA's: only <name>.shared */
                         continue;
                 if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
                         return r;
@@ -128,6 +131,9 @@ static int setup_endpoints(struct node *n) {
         for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
                 if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
                         return r;
+        const char *shared = plugin_resource(n->plugin, PLUGIN_REPLICA); /* time-slicing, renamed (timeslice.h) */
+        if (shared[0] && serve && (r = add_endpoint(n, PLUGIN_REPLICA, 0, shared)) < 0)
+                return r;
         return 0;
 }
 
@@ -155,6 +161,8 @@ static int setup_plugin(struct node *n) {
         if (r < 0)
                 return log_error_errno(r, "out of memory", "%s", "");
         r = setup_mig(n, t);
+        if (r >= 0)
+                r = node_nvidia_replicas(n); /* time-sliced GPUs (timeslice.h) */
         if (r < 0)
                 return r;
         log_info("inventory", "gpus=%u devices=%u driver=%s", t->n_gpus, devices_count(n->devices), t->driver_version);
@@ -195,6 +203,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                 return -EINVAL;
         }
         log_set_level((enum log_level)n->cfg.log_level);
+        if ((r = node_nvidia_config(n)) < 0) /* NVIDIA's plugin config over gpuslice's (nvidia.c) */
+                return -EINVAL;
         if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
                 return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
 
@@ -320,6 +330,7 @@ static void teardown(struct node *n) {
         n->plugin = plugin_free(n->plugin);
         n->devices = devices_free(n->devices);
         free(n->mig);
+        node_nvidia_free(n);
         n->nvml = nvml_close(n->nvml);
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);

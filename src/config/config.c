@@ -78,8 +78,8 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
           "MIG layout file the node label nvidia.com/mig.config selects from, empty: off", T_PATH_OPT,                 \
           FIELD(mig_layouts), NO_NAMES, 0, 0, "an absolute path or empty")                                             \
         X("resources.nvidia-config", "nvidia-config", "PATH",                                                          \
-          "NVIDIA device plugin config (version v1): a file, or a ConfigMap dir the node label picks from", T_PATH_OPT, \
-          FIELD(nvidia_config), NO_NAMES, 0, 0, "an absolute path or empty")                                           \
+          "NVIDIA device plugin config (version v1): a file, or a ConfigMap dir the node label picks from",            \
+          T_PATH_OPT, FIELD(nvidia_config), NO_NAMES, 0, 0, "an absolute path or empty")                               \
         X("resources.nvidia-config-default", "nvidia-config-default", "NAME",                                          \
           "entry of the nvidia-config dir for a node without the label, empty: default or the only one", T_NODE_NAME,  \
           FIELD(nvidia_config_default), NO_NAMES, 0, 0, "a config name (lowercase DNS subdomain) or empty")            \

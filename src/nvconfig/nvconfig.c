@@ -96,12 +96,14 @@ static int list_strategy(struct walk *w, const char *key, const json_t *v) {
                         if (!strstr(out, g))
                                 snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", out[0] ? "," : "", g);
                 } else if (streq(s, "volume-mounts") || streq(s, "cdi-annotations"))
-                        r = refuse(w, key, streq(s, "volume-mounts")
-                                                   ? "volume-mounts (gpuslice passes devices as envvar or cdi-cri)"
-                                                   : "cdi-annotations (use cdi-cri: the CDIDevices CRI field)");
+                        r = refuse(w, key,
+                                   streq(s, "volume-mounts")
+                                           ? "volume-mounts (gpuslice passes devices as envvar or cdi-cri)"
+                                           : "cdi-annotations (use cdi-cri: the CDIDevices CRI field)");
                 else
                         r = gs_error_set(w->err, -EINVAL,
-                                         "%s: '%.64s' is not envvar, volume-mounts, cdi-annotations or cdi-cri", key, s);
+                                         "%s: '%.64s' is not envvar, volume-mounts, cdi-annotations or cdi-cri", key,
+                                         s);
         }
         json_decref(one);
         return r < 0 ? r : set(w, key, "devices.list-strategy", out);
@@ -120,8 +122,7 @@ static int walk_plugin(struct walk *w, const json_t *m) {
                         r = get_bool(w, key, v, &w->nv.pass_device_specs);
                         if (r >= 0 && !w->nv.pass_device_specs)
                                 note(w, key, "false: gpuslice passes the device specs with envvar all the same");
-                }
-                else if (streq(k, "deviceListStrategy"))
+                } else if (streq(k, "deviceListStrategy"))
                         r = list_strategy(w, key, v);
                 else if (streq(k, "deviceIDStrategy")) {
                         const char *s = str_of(v);
@@ -185,7 +186,8 @@ static int walk_flags(struct walk *w, const json_t *m) {
                 } else if (streq(k, "failOnInitError"))
                         r = fixed_bool(w, key, v, true, "the agent stops when NVML or the GPUs cannot be read");
                 else if (streq(k, "restartOnDeviceUnhealthy"))
-                        r = fixed_bool(w, key, v, false, "an unhealthy GPU is listed Unhealthy, the agent keeps running");
+                        r = fixed_bool(w, key, v, false,
+                                       "an unhealthy GPU is listed Unhealthy, the agent keeps running");
                 else if (streq(k, "gdsEnabled") || streq(k, "mofedEnabled"))
                         r = fixed_bool(w, key, v, false, "GPUDirect Storage and MOFED devices are not passed");
                 else if (streq(k, "useNodeFeatureAPI"))
@@ -227,9 +229,9 @@ static int walk_resources(struct walk *w, const json_t *m) {
                         continue;
                 }
                 if (!json_is_array(v) || json_array_size(v) > 1)
-                        return json_is_array(v) ? refuse(w, "resources.gpus",
-                                                         "one entry at most: every GPU is one resource")
-                                                : gs_error_set(w->err, -EINVAL, "resources.gpus: expected a list");
+                        return json_is_array(v)
+                                       ? refuse(w, "resources.gpus", "one entry at most: every GPU is one resource")
+                                       : gs_error_set(w->err, -EINVAL, "resources.gpus: expected a list");
                 const json_t *e = json_array_get(v, 0);
                 if (!e)
                         continue;
@@ -363,9 +365,9 @@ static int walk_strategy(struct walk *w, const char *where, const json_t *m, enu
                         r = get_bool(w, key, v, &w->nv.fail_requests_greater_than_one);
                         w->fail_gt_one_set = true;
                 } else if (streq(k, "strategy") && kind == NVCONFIG_SHARING_TIME_SLICING)
-                        r = str_of(v) && !str_of(v)[0] ? 0
-                                                       : gs_error_set(w->err, -EINVAL,
-                                                                      "%s: unknown time-slicing strategy", key);
+                        r = str_of(v) && !str_of(v)[0]
+                                    ? 0
+                                    : gs_error_set(w->err, -EINVAL, "%s: unknown time-slicing strategy", key);
                 else if (streq(k, "resources"))
                         resources = v;
                 else
@@ -486,7 +488,9 @@ static bool entry_name_ok(const char *s) {
 
 int nvconfig_select(const char *dir, const char *label_value, const char *default_name, char *buf, size_t len,
                     struct gs_error *err) {
-        const char *want = label_value && label_value[0] ? label_value : default_name && default_name[0] ? default_name : NULL;
+        const char *want = label_value && label_value[0]     ? label_value
+                           : default_name && default_name[0] ? default_name
+                                                             : NULL;
         if (want && !entry_name_ok(want))
                 return gs_error_set(err, -EINVAL, "%s: '%.64s' is not a config name", dir, want);
         DIR *d = opendir(dir);

@@ -20,7 +20,7 @@
 
 #define NVCONFIG_FILE_MAX (1u << 20)
 #define NVCONFIG_LABEL "nvidia.com/device-plugin.config"
-#define NVCONFIG_MAX_DEVICES 64 /* entries of one `devices` list */
+#define NVCONFIG_MAX_DEVICES 64    /* entries of one `devices` list */
 #define NVCONFIG_REPLICAS_MAX 1024 /* replicas of one GPU: bounds the ListAndWatch list */
 #define NVCONFIG_NOTES_MAX 16
 #define NVCONFIG_DEVICE_REF_MAX 96
@@ -33,10 +33,10 @@ enum nvconfig_sharing {
 
 /* The replicated resource (sharing.*.resources[]: gpuslice takes one, nvidia.com/gpu). */
 struct nvconfig_replicas {
-        char name[CONFIG_NAME_MAX];   /* what the replicas are advertised as: rename, <name>.shared, or name */
-        unsigned replicas;            /* per GPU, 1..NVCONFIG_REPLICAS_MAX */
-        bool all;                     /* devices: all (the default) */
-        unsigned count;               /* devices: N — the first N GPUs by index (0: not this form) */
+        char name[CONFIG_NAME_MAX]; /* what the replicas are advertised as: rename, <name>.shared, or name */
+        unsigned replicas;          /* per GPU, 1..NVCONFIG_REPLICAS_MAX */
+        bool all;                   /* devices: all (the default) */
+        unsigned count;             /* devices: N — the first N GPUs by index (0: not this form) */
         char devices[NVCONFIG_MAX_DEVICES][NVCONFIG_DEVICE_REF_MAX]; /* devices: [index | GPU UUID, ...] */
         unsigned n_devices;
 };

@@ -26,8 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     memcmp(&cfg, &before, sizeof cfg) != 0)
                         abort();
         } else if (nv.sharing != NVCONFIG_SHARING_NONE) {
-                if (nv.rep.replicas < 1 || nv.rep.replicas > NVCONFIG_REPLICAS_MAX || !memchr(nv.rep.name, 0, sizeof nv.rep.name) ||
-                    !nv.rep.name[0] || nv.rep.n_devices > NVCONFIG_MAX_DEVICES)
+                if (nv.rep.replicas < 1 || nv.rep.replicas > NVCONFIG_REPLICAS_MAX ||
+                    !memchr(nv.rep.name, 0, sizeof nv.rep.name) || !nv.rep.name[0] ||
+                    nv.rep.n_devices > NVCONFIG_MAX_DEVICES)
                         abort();
         }
         free(text);

@@ -178,7 +178,8 @@ static void test_malformed(void **state) {
                 { "version: v1\nflags:\n  plugin:\n    passDeviceSpecs: maybe\n", "expected true or false" },
                 { "version: v1\nflags:\n  plugin:\n    deviceListStrategy: []\n", "deviceListStrategy" },
                 { "version: v1\nflags:\n  plugin:\n    deviceListStrategy: fax\n", "fax" },
-                { "version: v1\nflags:\n  plugin:\n    pasDeviceSpecs: true\n", "flags.plugin.pasDeviceSpecs: unknown" },
+                { "version: v1\nflags:\n  plugin:\n    pasDeviceSpecs: true\n",
+                  "flags.plugin.pasDeviceSpecs: unknown" },
                 { "version: v1\nflags: [1]\n", "flags: expected a mapping" },
                 { "version: v1\nsharing:\n  timeSlicing:\n    resources: []\n", "no resources specified" },
                 { "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n", "no resources specified" },
@@ -259,9 +260,12 @@ static void test_select(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_example_time_slicing), cmocka_unit_test(test_example_mps),
-                cmocka_unit_test(test_example_flags),        cmocka_unit_test(test_mixed_devices),
-                cmocka_unit_test(test_refused_by_name),      cmocka_unit_test(test_malformed),
+                cmocka_unit_test(test_example_time_slicing),
+                cmocka_unit_test(test_example_mps),
+                cmocka_unit_test(test_example_flags),
+                cmocka_unit_test(test_mixed_devices),
+                cmocka_unit_test(test_refused_by_name),
+                cmocka_unit_test(test_malformed),
                 cmocka_unit_test(test_select),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
