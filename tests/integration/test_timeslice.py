@@ -19,7 +19,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kubelet_standin  # noqa: E402,F401
-from agent_fixture import Env, check, run_main  # noqa: E402
+from agent_fixture import Env, check, free_port, run_main, scrape  # noqa: E402
 
 TEST_TIMEOUT_S = 120
 REPLICA_RE = re.compile(r"^(GPU-[0-9a-f-]{36})::(0|[1-9][0-9]*)$")
@@ -198,6 +198,30 @@ def test_configmap_dir(e):
     e.start(d, "--nvidia-config-default", "time-slicing")
     e.wait_resources(["nvidia.com/gpu"])
     check(len(e.devices("nvidia.com/gpu")) == 80, "the default entry's replicas")
+
+
+def test_metrics(e):
+    """Per replica holder: the GPU's allocated ratio is the replicas held of its N, and each holder is a
+    container of that GPU with the whole GPU granted (time-slicing sets no limit)."""
+    port = free_port()
+    e.start(e.example("time-slicing.yaml"), "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
+    e.wait_resources(["nvidia.com/gpu"])
+    by = replicas_by_gpu(e.devices("nvidia.com/gpu"))
+    g0 = sorted(by)[0]
+    mine = ["%s::%d" % (g0, j) for j in (0, 1, 2)]
+    e.kubelet.pods = [("ml", "nb-%d" % j, "main", "nvidia.com/gpu", [mine[j]]) for j in range(3)]
+    for i in mine:
+        e.alloc("nvidia.com/gpu", [i])
+    e.status()  # a status request syncs PodResources: the holders are named
+
+    def ok(t):
+        ratios = [ln for ln in t.splitlines() if ln.startswith("gpuslice_gpu_allocated_ratio{") and g0 in ln]
+        holders = [ln for ln in t.splitlines() if ln.startswith("gpuslice_container_gpu_core_share_ratio{")
+                   and 'pod="nb-' in ln]
+        return ratios and float(ratios[0].rsplit(" ", 1)[1]) == 0.3 and len(holders) == 3
+
+    text = scrape(port, ok, "allocated ratio 0.3 on %s and 3 replica holders" % g0)
+    check("gpuslice_gpu_allocated_ratio" in text, "no allocated ratio")
 
 
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
