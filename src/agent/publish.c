@@ -356,7 +356,7 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         free(info);
         if (r >= 0) {
                 struct publish_mig pm = { pub->mig, pub->mig_strategy[0] ? pub->mig_strategy : NULL,
-                                          pub->single_fits ? pub->single_profile : NULL };
+                                          pub->single_fits ? pub->single_profile : NULL, pub->plugin };
                 *ret_labels = publish_labels(t, healthy, &pm);
                 if (!*ret_labels) {
                         free(*ret_ann);

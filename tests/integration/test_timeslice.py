@@ -18,6 +18,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kube_standin  # noqa: E402
 import kubelet_standin  # noqa: E402,F401
 from agent_fixture import Env, check, free_port, run_main, scrape  # noqa: E402
 
@@ -222,6 +223,50 @@ def test_metrics(e):
 
     text = scrape(port, ok, "allocated ratio 0.3 on %s and 3 replica holders" % g0)
     check("gpuslice_gpu_allocated_ratio" in text, "no allocated ratio")
+
+
+def test_label(e):
+    """The node label nvidia.com/device-plugin.config picks the ConfigMap entry (read from the API server at start),
+    and the agent publishes GFD's sharing labels: replicas, sharing-strategy, the -SHARED product when the replicas
+    keep the GPU's name."""
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+
+        def label(value):
+            api.store.put("nodes", {"apiVersion": "v1", "kind": "Node",
+                                    "metadata": {"name": "ts-node", "labels": {"nvidia.com/device-plugin.config": value}},
+                                    "status": {"capacity": {"cpu": "8"}}})
+
+        def labels():
+            return (api.store.get("nodes", "ts-node") or {}).get("metadata", {}).get("labels", {})
+
+        d = os.path.join(e.tmp, "configs")
+        os.makedirs(d)
+        for src, name in (("config0.yaml", "plain"), ("time-slicing-rename.yaml", "shared"),
+                          ("time-slicing.yaml", "sliced")):
+            with open(e.example(src)) as f, open(os.path.join(d, name), "w") as g:
+                g.write(f.read())
+        label("shared")
+        e.start(d, "--nvidia-config-default", "plain", "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu.shared"])
+        check(len(e.devices("nvidia.com/gpu.shared")) == 80, "the labelled entry's 80 replicas")
+        e.kubelet.wait_for(lambda: labels().get("nvidia.com/gpu.replicas") == "10", 15, "gpu.replicas published")
+        lb = labels()
+        check(lb.get("nvidia.com/gpu.sharing-strategy") == "time-slicing", "labels %s" % lb)
+        check(not lb.get("nvidia.com/gpu.product", "").endswith("-SHARED"), "renamed, yet %s" % lb)
+        e.kill_agent(signal.SIGTERM)
+        label("sliced")
+        e.kubelet.restart()
+        e.start(d, "--nvidia-config-default", "plain", "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu"])
+        e.kubelet.wait_for(lambda: labels().get("nvidia.com/gpu.product", "").endswith("-SHARED"), 15,
+                           "the -SHARED product (labels %s)" % labels())
+        check(len(e.devices("nvidia.com/gpu")) == 80, "80 nvidia.com/gpu")
+    finally:
+        api.stop()
 
 
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
