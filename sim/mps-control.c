@@ -60,18 +60,19 @@ static bool command(const char *pipe, const char *logdir, struct sim_mps *m, con
         unsigned a, dev;
         char size[32], tail;
         uint64_t v;
+        if (!line[0])
+                return true;
         logline(logdir, line);
         if (streq(line, "quit"))
                 return false;
+        m->seq++; /* saved below, also for a command it did not know: the client waits for every line */
         if (sscanf(line, "set_default_active_thread_percentage %u%c", &a, &tail) == 1 && a >= 1 && a <= 100)
                 m->thread_percentage = a;
         else if (sscanf(line, "set_default_device_pinned_mem_limit %u %31s%c", &dev, size, &tail) == 2 &&
                  dev < SIM_MPS_GPUS && parse_size(size, &v) == 0)
                 m->pinned[dev] = v;
-        else if (line[0]) {
+        else if (line[0])
                 logline(logdir, "unknown command");
-                return true;
-        }
         if (save(pipe, m) < 0)
                 logline(logdir, "cannot write the state");
         return true;
@@ -91,21 +92,26 @@ static int daemon_main(bool background) {
                 return 1;
         }
         (void)unlink(fifo);
-        if (mkfifo(fifo, 0600) < 0) {
-                fprintf(stderr, "cannot create %s: %s\n", fifo, strerror(errno));
-                return 1;
-        }
         if (background) {
                 pid_t pid = fork();
                 if (pid < 0)
                         return 1;
+                for (unsigned waited = 0; pid > 0 && waited < 5000; waited += 10) { /* the parent: until it serves */
+                        if (access(fifo, F_OK) == 0)
+                                return 0;
+                        usleep(10000);
+                }
                 if (pid > 0)
-                        return 0;
+                        return 1;
                 setsid();
         }
+        /* The control pipe appears last, when the state is there: whoever sees it can talk to the daemon. */
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.new", fifo);
+        (void)unlink(tmp);
         struct sim_mps m = { .pid = getpid(), .thread_percentage = 100 };
-        int fd = open(fifo, O_RDWR | O_CLOEXEC); /* also a writer: no end of file between clients */
-        if (fd < 0 || save(pipe, &m) < 0) {
+        int fd = mkfifo(tmp, 0600) < 0 ? -1 : open(tmp, O_RDWR | O_CLOEXEC); /* also a writer: no EOF */
+        if (fd < 0 || save(pipe, &m) < 0 || rename(tmp, fifo) < 0) {
                 fprintf(stderr, "cannot start: %s\n", strerror(errno));
                 return 1;
         }
@@ -152,6 +158,8 @@ static int client_main(void) {
                 return 1;
         }
         char line[512];
+        uint64_t sent = 0;
+        bool quit = false;
         while (fgets(line, sizeof line, stdin)) {
                 size_t n = strlen(line);
                 if (n && line[n - 1] != '\n' && n + 1 < sizeof line)
@@ -161,9 +169,20 @@ static int client_main(void) {
                         close(fd);
                         return 1;
                 }
+                quit = quit || strncmp(line, "quit", 4) == 0;
+                sent += line[0] != '\n' && !quit;
         }
         close(fd);
-        return 0;
+        /* like NVIDIA's client, return once the daemon has handled the commands */
+        struct sim_mps now;
+        for (unsigned waited = 0; !quit && waited < 5000; waited += 10) {
+                if (sim_mps_load(pipe, &now) <= 0 || now.seq >= m.seq + sent)
+                        return 0;
+                usleep(10000);
+        }
+        if (!quit)
+                fprintf(stderr, "the daemon did not answer\n");
+        return quit ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

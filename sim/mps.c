@@ -36,7 +36,9 @@ int sim_mps_parse(const char *text, size_t len, struct sim_mps *ret) {
                 if (sscanf(line, "pid %u%c", &a, &tail) == 1 && a > 0 && a < INT32_MAX) {
                         m.pid = (int)a;
                         pid = true;
-                } else if (sscanf(line, "thread-percentage %u%c", &a, &tail) == 1 && a >= 1 && a <= 100)
+                } else if (sscanf(line, "seq %" SCNu64 "%c", &v, &tail) == 1)
+                        m.seq = v;
+                else if (sscanf(line, "thread-percentage %u%c", &a, &tail) == 1 && a >= 1 && a <= 100)
                         m.thread_percentage = a;
                 else if (sscanf(line, "pinned %u %" SCNu64 "%c", &b, &v, &tail) == 2 && b < SIM_MPS_GPUS)
                         m.pinned[b] = v;
@@ -51,7 +53,8 @@ int sim_mps_parse(const char *text, size_t len, struct sim_mps *ret) {
 
 int sim_mps_format(const struct sim_mps *m, char *buf, size_t len) {
         size_t at = 0;
-        int w = snprintf(buf, len, "pid %d\nthread-percentage %u\n", m->pid, m->thread_percentage);
+        int w = snprintf(buf, len, "pid %d\nseq %" PRIu64 "\nthread-percentage %u\n", m->pid, m->seq,
+                         m->thread_percentage);
         if (w < 0 || (size_t)w >= len)
                 return -ENOSPC;
         at = (size_t)w;

@@ -5,6 +5,7 @@
  * written atomically on every change:
  *
  *   pid 1234
+ *   seq 3
  *   thread-percentage 50
  *   pinned 0 2147483648
  *
@@ -24,6 +25,7 @@
 
 struct sim_mps {
         int pid;                       /* the daemon */
+        uint64_t seq;                  /* commands it has handled: a client waits for its own */
         unsigned thread_percentage;    /* 100 = no limit */
         uint64_t pinned[SIM_MPS_GPUS]; /* bytes per device index, 0 = no limit */
 };

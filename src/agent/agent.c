@@ -267,6 +267,8 @@ static int setup(struct node *n, const sigset_t *mask) {
                         return log_error_errno(r, "cannot start the health thread", "%s", "");
         }
         node_monitor_start(n);
+        if ((r = node_mps_start(n)) < 0) /* sharing.mps: the control daemon (mps.c) */
+                return r;
         /* Other parts started from the agent start here: a source on n->loop and/or
          * node_on_devices_changed (node-internal.h). */
         /* GFD's labels: no mig.strategy under none; under single the MIG devices' labels, or INVALID ("") */
@@ -310,6 +312,7 @@ static void teardown(struct node *n) {
         if (n->devices)
                 devices_set_change_fd(n->devices, -1);
         register_done(n); /* Register calls cancelled, plugin servers stopped */
+        node_mps_stop(n);
         miglayout_stop(n);
         node_dra_stop(n); /* before the publisher: it uses the publisher's API client */
         health_stop(&n->health);

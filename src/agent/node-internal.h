@@ -50,6 +50,7 @@ struct http_server;
 struct monitor_service;
 struct publish;
 struct dra;
+struct mps;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -111,6 +112,7 @@ struct node {
         struct assign_names assign_names;      /* the resource names the assignment watcher matches */
         struct dra *dra;                       /* the DRA driver (dra-link.c); NULL when off */
         struct nvconfig *nvidia;               /* NVIDIA's plugin config (nvidia.c); NULL when off */
+        struct mps *mps;                       /* the MPS control daemon (mps.c); NULL when off */
         char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
         struct mig_node *mig;                  /* the MIG side read at start (single/mixed; NULL: none; agent.c) */
         char mig_single[MIG_PROFILE_NAME_MAX]; /* the profile of a node that fits `single` ("" otherwise) */
@@ -188,6 +190,10 @@ int node_nvidia_config(struct node *n);
 /* After the table and MIG devices: the replicated GPUs into the plugin (plugin_set_replicas). 0 or -errno. */
 int node_nvidia_replicas(struct node *n);
 void node_nvidia_free(struct node *n);
+
+/* mps.c: the MPS control daemon for sharing.mps (started, configured, supervised, stopped). 0 when off or started. */
+int node_mps_start(struct node *n);
+void node_mps_stop(struct node *n);
 
 /* agent-metrics.c */
 void node_observe_rpc(void *userdata, const char *method, enum rpc_code code, double seconds);

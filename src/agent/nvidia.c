@@ -75,9 +75,6 @@ int node_nvidia_config(struct node *n) {
         if (!nv)
                 return log_error_errno(-ENOMEM, "out of memory", "%s", "");
         r = nvconfig_load(path, &n->cfg, nv, &err);
-        if (r >= 0 && nv->sharing == NVCONFIG_SHARING_MPS)
-                r = gs_error_set(&err, -EOPNOTSUPP, "%s: sharing.mps: not supported by gpuslice yet (docs/sharing.md)",
-                                 path);
         if (r < 0) {
                 free(nv);
                 return log_error_errno(r, "NVIDIA config refused", "error=\"%s\"", err.message);

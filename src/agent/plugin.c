@@ -9,6 +9,7 @@
  * unchecked, or leave the lock held on an error path.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ struct plugin {
                 unsigned n;
                 bool fail_gt_one;
                 uint64_t gpus;
+                char mps_pipe[PATH_MAX]; /* MPS: the daemon's pipe dir on the host; "" time-slicing */
                 struct plugin_service svc;
         } rep;
         atomic_bool stopping;
@@ -167,6 +169,17 @@ int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool
         p->rep.fail_gt_one = fail_gt_one;
         p->rep.gpus = gpus;
         return 0;
+}
+
+int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir) {
+        if (strlen(pipe_dir) >= sizeof p->rep.mps_pipe)
+                return -ENAMETOOLONG;
+        strscpy(p->rep.mps_pipe, pipe_dir, sizeof p->rep.mps_pipe);
+        return 0;
+}
+
+const char *plugin_replica_mps(const struct plugin *p) {
+        return p->rep.mps_pipe;
 }
 
 uint64_t plugin_replicated(const struct plugin *p) {

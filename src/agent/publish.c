@@ -111,7 +111,8 @@ json_t *publish_labels(const struct topo *t, const bool *healthy, const struct p
         }
         /* time-slicing (timeslice.h): GFD's replicas, sharing-strategy and -SHARED product */
         if (mig && mig->plugin && plugin_replicated(mig->plugin) &&
-            labels_format_sharing(t, "time-slicing", plugin_replicas(mig->plugin),
+            labels_format_sharing(t, plugin_replica_mps(mig->plugin)[0] ? "mps" : "time-slicing",
+                                  plugin_replicas(mig->plugin),
                                   plugin_replicas(mig->plugin) > 1 && !plugin_resource(mig->plugin, PLUGIN_REPLICA)[0],
                                   &text, &len) == 0) {
                 add_lines(o, text);

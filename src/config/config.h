@@ -104,6 +104,7 @@ struct gpuslice_config {
         char mig_layouts[CONFIG_PATH_MAX];                /* resources.mig-layouts  "" = off (docs/mig.md) */
         char nvidia_config[CONFIG_PATH_MAX];              /* resources.nvidia-config  "" = off (docs/sharing.md) */
         char nvidia_config_default[CONFIG_NODE_NAME_MAX]; /* resources.nvidia-config-default  "" */
+        char mps_control[CONFIG_PATH_MAX];                /* resources.mps-control  nvidia-cuda-mps-control */
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */

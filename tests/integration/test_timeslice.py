@@ -12,6 +12,7 @@ the key named. Usage as test_agent.py:
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
@@ -169,17 +170,16 @@ def test_mixed(e):
 
 
 def test_refused(e):
-    """What gpuslice does not support stops the agent with the key named; MPS is refused for now."""
+    """What gpuslice does not support stops the agent with the key named."""
     cases = [("version: v1\nflags:\n  plugin:\n    deviceListStrategy: volume-mounts\n",
               "flags.plugin.deviceListStrategy"),
              ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n", "no replicas"),
-             (None, "sharing.mps")]
+             ("version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/mig-1g.10gb\n      replicas: 2\n",
+              "sharing.mps.resources[0].name")]
     for text, key in cases:
-        path = e.example("mps.yaml")
-        if text:
-            path = os.path.join(e.tmp, "bad.yaml")
-            with open(path, "w") as f:
-                f.write(text)
+        path = os.path.join(e.tmp, "bad.yaml")
+        with open(path, "w") as f:
+            f.write(text)
         p = e.start(path)
         rc = p.wait(15)
         check(rc != 0, "agent started with %s" % key)
@@ -267,6 +267,49 @@ def test_label(e):
         check(len(e.devices("nvidia.com/gpu")) == 80, "80 nvidia.com/gpu")
     finally:
         api.stop()
+
+
+def test_mps(e):
+    """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
+    GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
+    CUDA_MPS_PIPE_DIRECTORY; a client past its limit gets out of memory; the daemon killed makes the replicas
+    Unhealthy until the agent has it serving again; SIGTERM stops it."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    e.wait_resources(["nvidia.com/gpu"])
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+               "replicas Healthy once the daemon serves")
+    devs = e.devices("nvidia.com/gpu")
+    check(len(devs) == 80 and len(replicas_by_gpu(devs)) == 8, "advertised %d" % len(devs))
+    pipe = os.path.join(e.state_dir, "mps", "pipe")
+    state = os.path.join(pipe, "gpuslice-sim-mps")
+    text = open(state).read()
+    check("thread-percentage 10\n" in text, "thread percentage: %r" % text)
+    check("pinned 0 %d\n" % ((24 << 30) // 10 >> 20 << 20) in text, "pinned limit of GPU 0: %r" % text)
+    check(os.path.exists(os.path.join(e.state_dir, "mps", "log", "control.log")), "no control.log")
+    ids = sorted(devs)
+    e.expect_error(lambda: e.alloc("nvidia.com/gpu", ids[:2]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "maximum request size for shared resources is 1")  # MPS: true unless said otherwise
+    c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/tmp/nvidia-mps", "env %s" % dict(c.envs))
+    mounts = {m.container_path: m.host_path for m in c.mounts}
+    check(mounts.get("/tmp/nvidia-mps") == pipe, "mounts %s" % mounts)
+    work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=mounts["/tmp/nvidia-mps"])
+    run = [work, "--gpu", "0", "--seconds", "0", "--mem"]
+    check(subprocess.run(run + ["2G"], env=env, timeout=20).returncode == 0, "2 GiB under the 2.4 GiB limit")
+    check(subprocess.run(run + ["3G"], env=env, timeout=20).returncode == 3, "3 GiB past the limit: out of memory")
+    pid = int(open(state).read().split("pid ")[1].split()[0])
+    os.kill(pid, signal.SIGKILL)
+    k.wait_for(lambda: any(h == "Unhealthy" for h, _ in e.devices("nvidia.com/gpu").values()), 10,
+               "replicas Unhealthy while the daemon is down")
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+               "replicas Healthy again after the restart")
+    text = open(state).read()
+    check("pid %d\n" % pid not in text and "pinned 0 " in text, "restarted and configured: %r" % text)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check(not os.path.exists(state), "the daemon still runs after the agent stopped")
 
 
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
