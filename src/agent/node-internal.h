@@ -189,6 +189,9 @@ void miglayout_stop(struct node *n);
 int node_nvidia_config(struct node *n);
 /* After the table and MIG devices: the replicated GPUs into the plugin (plugin_set_replicas). 0 or -errno. */
 int node_nvidia_replicas(struct node *n);
+/* SIGHUP: the same file's flags again on top of a freshly built config c (its sharing changes only on restart).
+ * 0, or -errno (logged): keep the old config. */
+int node_nvidia_reload(struct node *n, struct gpuslice_config *c);
 void node_nvidia_free(struct node *n);
 
 /* mps.c: the MPS control daemon for sharing.mps (started, configured, supervised, stopped). 0 when off or started. */

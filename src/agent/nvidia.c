@@ -147,6 +147,21 @@ int node_nvidia_replicas(struct node *n) {
         return 0;
 }
 
+int node_nvidia_reload(struct node *n, struct gpuslice_config *c) {
+        if (!n->nvidia)
+                return 0;
+        struct nvconfig *scratch = calloc(1, sizeof *scratch);
+        struct gs_error err = { 0 };
+        int r = scratch ? nvconfig_load(n->nvidia->source, c, scratch, &err) : -ENOMEM;
+        if (r >= 0 && (scratch->sharing != n->nvidia->sharing || scratch->rep.replicas != n->nvidia->rep.replicas ||
+                       !streq(scratch->rep.name, n->nvidia->rep.name)))
+                log_warn("NVIDIA config: sharing changes only on restart", "path=%s", n->nvidia->source);
+        free(scratch);
+        if (r < 0)
+                return log_error_errno(r, "NVIDIA config reload failed", "error=\"%s\"", err.message);
+        return 0;
+}
+
 void node_nvidia_free(struct node *n) {
         free(n->nvidia);
         n->nvidia = NULL;

@@ -460,6 +460,7 @@ int nvconfig_parse(const char *text, size_t len, const char *path, struct gpusli
         if (r >= 0) {
                 w->cfg = *cfg;
                 w->err = err;
+                snprintf(w->nv.source, sizeof w->nv.source, "%s", path);
                 r = walk_root(w, root);
                 if (r < 0)
                         gs_error_prefix(err, "%s", path);

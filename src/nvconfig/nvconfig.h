@@ -48,6 +48,7 @@ struct nvconfig {
         struct nvconfig_replicas rep;        /* valid when sharing != NONE */
         bool pass_device_specs;              /* flags.plugin.passDeviceSpecs (default false, NVIDIA's) */
         char notes[NVCONFIG_NOTES_MAX][160]; /* keys accepted without an effect, and why (the agent logs them) */
+        char source[CONFIG_PATH_MAX + 256];  /* the path it was read from (nvconfig_parse's `path`) */
         unsigned n_notes;
 };
 

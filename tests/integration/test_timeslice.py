@@ -312,6 +312,23 @@ def test_mps(e):
     check(not os.path.exists(state), "the daemon still runs after the agent stopped")
 
 
+def test_sighup(e):
+    """SIGHUP builds the config again with the NVIDIA file's flags on top: its deviceIDStrategy still holds."""
+    cfg = os.path.join(e.tmp, "index.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nflags:\n  plugin:\n    deviceIDStrategy: index\nsharing:\n  timeSlicing:\n"
+                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")
+    e.start(cfg)
+    e.wait_resources(["nvidia.com/gpu"])
+    ids = sorted(e.devices("nvidia.com/gpu"))
+    before = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"]
+    check(before.isdigit(), "index strategy: %s" % before)
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reloaded" in e.log_text(), 10, "the reload")
+    after = e.alloc("nvidia.com/gpu", [ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"]
+    check(after.isdigit(), "after SIGHUP the NVIDIA file's deviceIDStrategy is lost: %s" % after)
+
+
 TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
 
 
