@@ -19,7 +19,7 @@ layer_of() { # HEADER (folder/name.h)
     util) echo 0 ;;
     topo | alloc | compat | mig) echo 1 ;;
     nvml | config | state | rpc | http | metrics | engine | labels | cdi | cluster | kube) echo 2 ;;
-    monitor | sched | migctl | dra) echo 3 ;;
+    monitor | sched | migctl | nvconfig | dra) echo 3 ;;
     agent) echo 4 ;;
     cli) echo 5 ;;
     interposer) echo apart ;;

@@ -25,6 +25,7 @@
 
 #include "sim/cuda-errors.h"
 #include "sim/cuda-sim.h"
+#include "sim/mps.h"
 #include "sim/sim.h"
 #include "util/util.h"
 
@@ -368,6 +369,9 @@ _public_ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 _public_ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
         CHECK_DEVICE_QUERY(bytes, dev);
         *bytes = dev_is_mig(dev) ? visible_mig[dev].memory : gpu_of(dev)->memory_total;
+        uint64_t mps = dev_is_mig(dev) ? 0 : sim_mps_client_limit(visible[dev]); /* an MPS client: its pinned limit */
+        if (mps && mps < *bytes)
+                *bytes = (size_t)mps;
         return CUDA_SUCCESS;
 }
 
@@ -920,7 +924,11 @@ static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
         uint64_t total, usable, used;
         sim_mem_capacity_locked(state, &node, gpu, sim_cuda_instance(gpu), &total, &usable, &used);
         struct sim_proc *p = NULL;
+        uint64_t mps = sim_mps_client_limit(gpu); /* an MPS client past its pinned limit: out of memory */
+        struct sim_proc *mine = sim_proc_find_locked(state, self.pid, gpu);
         if (used > usable || bytesize > usable - used)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if (mps && (mine ? mine->used_bytes : 0) + bytesize > mps)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         else if (sim_proc_get_locked(state, self.pid, gpu, &p) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1018,6 +1026,11 @@ _public_ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
         sim_state_unlock(state);
         *free_bytes = used >= usable ? 0 : usable - used;
         *total_bytes = total;
+        uint64_t mps = sim_mps_client_limit(gpu);
+        if (mps && mps < total) { /* an MPS client: the pinned limit is its device memory */
+                *total_bytes = (size_t)mps;
+                *free_bytes = MIN(*free_bytes, (size_t)mps);
+        }
         return CUDA_SUCCESS;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/node-internal.h"
+#include "agent/timeslice.h"
 #include "interposer/limits.h"
 #include "metrics/metrics.h"
 #include "monitor/monitor.h"
@@ -73,7 +74,10 @@ static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         devices_lock(d);
         plugin_usage(p, &u);
         int i = devices_find_nvml(d, (int)index);
-        if (i >= 0) {
+        if (i >= 0 && ((plugin_replicated(p) >> i) & 1)) { /* time-sliced: the replicas held of its N */
+                *ret = (u.plain >> i) & 1 ? 1.0 : MIN(1.0, (double)u.rep[i] / plugin_replicas(p));
+                r = 0;
+        } else if (i >= 0) {
                 *ret = devices_info(d, (unsigned)i)->mig_mode ? mig_held_share(d, &u, (unsigned)i)
                                                               : held_share(d, &u, (unsigned)i);
                 r = 0;
@@ -200,10 +204,16 @@ static int container_limits(void *userdata, struct monitor_limit **ret, size_t *
                 const struct state_alloc *a = &s->allocs[i];
                 bool whole = streq(a->resource, plugin_resource(p, PLUGIN_WHOLE));
                 bool frac = (core[0] && streq(a->resource, core)) || (memory[0] && streq(a->resource, memory));
-                if ((!whole && !frac) || !a->pod_name[0])
+                unsigned rg, rj; /* a replica holder (time-slicing): the whole GPU, no limit */
+                bool rep = plugin_replicas(p) && streq(a->resource, plugin_replica_resource(p)) &&
+                           timeslice_parse_id(d, a->device_id, plugin_replicas(p), &rg, &rj) == 0;
+                if ((!whole && !frac && !rep) || !a->pod_name[0])
                         continue;
                 int gpu = -1;
-                if (whole) {
+                if (rep) {
+                        gpu = devices_info(d, rg)->index;
+                        whole = true;
+                } else if (whole) {
                         int g = devices_find(d, a->device_id);
                         if (g >= 0)
                                 gpu = devices_info(d, (unsigned)g)->index;

@@ -28,6 +28,7 @@
 #include "agent/podres.h"
 #include "agent/publish.h"
 #include "agent/share.h"
+#include "agent/timeslice.h"
 #include "monitor/monitor.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
@@ -105,7 +106,9 @@ static int setup_endpoints(struct node *n) {
                 const char *res = plugin_resource(n->plugin, (enum plugin_kind)k);
                 /* under `single` the whole-GPU resource's name is the MIG resource's */
                 if (!res[0] ||
-                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE && plugin_mig_count(n->plugin) > 0))
+                    (k == PLUGIN_WHOLE && n->cfg.mig_strategy == CONFIG_MIG_SINGLE &&
+                     plugin_mig_count(n->plugin) > 0) ||
+                    (k == PLUGIN_WHOLE && timeslice_all_renamed(n->plugin))) /* NVIDIA's: only <name>.shared */
                         continue;
                 if ((r = add_endpoint(n, (enum plugin_kind)k, 0, res)) < 0)
                         return r;
@@ -113,6 +116,9 @@ static int setup_endpoints(struct node *n) {
         for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
                 if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
                         return r;
+        const char *shared = plugin_resource(n->plugin, PLUGIN_REPLICA); /* time-slicing, renamed (timeslice.h) */
+        if (shared[0] && serve && (r = add_endpoint(n, PLUGIN_REPLICA, 0, shared)) < 0)
+                return r;
         return 0;
 }
 
@@ -140,6 +146,8 @@ static int setup_plugin(struct node *n) {
         if (r < 0)
                 return log_error_errno(r, "out of memory");
         r = setup_mig(n, t);
+        if (r >= 0)
+                r = node_nvidia_replicas(n); /* time-sliced GPUs (timeslice.h) */
         if (r < 0)
                 return r;
         log_info("inventory", "gpus=%u devices=%u driver=%s", t->n_gpus, devices_count(n->devices), t->driver_version);
@@ -357,6 +365,7 @@ static const struct part parts[] = {
         { "status", status_start, status_stop, NULL },
         { "health", health_part_start, health_part_stop, NULL },
         { "monitor", monitor_part_start, monitor_part_stop, NULL },
+        { "mps", node_mps_start, node_mps_stop, NULL }, /* sharing.mps: the control daemon (mps.c) */
         { "publish", publish_part_start, publish_part_stop, NULL },
         { "miglayout", miglayout_part_start, miglayout_stop, miglayout_devices_changed },
         { "dra", dra_part_start, node_dra_stop, node_dra_push },
@@ -382,6 +391,8 @@ static int setup(struct node *n) {
                 return -EINVAL;
         }
         log_set_level((enum log_level)n->cfg.log_level);
+        if (node_nvidia_config(n) < 0) /* NVIDIA's plugin config over gpuslice's (nvidia.c); logged */
+                return -EINVAL;
         if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST)
                 return log_error_errno(-errno, "cannot create the state dir", "dir=%s", n->cfg.state_dir);
         for (unsigned i = 0; i < ELEMENTSOF(parts); i++) {
@@ -401,6 +412,7 @@ static void teardown(struct node *n) {
         for (unsigned i = n->n_started; i-- > 0;)
                 parts[i].stop(n);
         n->n_started = 0;
+        node_nvidia_free(n);
         pthread_mutex_destroy(&n->status_lock);
         pthread_mutex_destroy(&n->sync_lock);
         rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */

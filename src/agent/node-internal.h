@@ -51,6 +51,7 @@ struct monitor_service;
 struct publish;
 struct dra;
 struct podres_service;
+struct mps;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -81,7 +82,7 @@ struct node {
         struct plugin *plugin;   /* the resources' shared core (plugin.h) on it */
         struct share *share;     /* the fractional resources (share.h): book and journal, served with a profile */
         struct health health;
-        struct endpoint ep[_PLUGIN_KIND_MAX + PLUGIN_MIG_MAX];
+        struct endpoint ep[_PLUGIN_KIND_MAX + PLUGIN_MIG_MAX + 1]; /* + 1: time-slicing replicas renamed */
         unsigned n_ep;
         char kubelet_target[PATH_MAX + 8];
         char kubelet_path[PATH_MAX];
@@ -111,6 +112,8 @@ struct node {
         struct publish *publish;               /* the Node object's labels (publish.c); NULL: node-local only */
         struct assign_names assign_names;      /* the resource names the assignment watcher matches */
         struct dra *dra;                       /* the DRA driver (dra-link.c); NULL when off */
+        struct nvconfig *nvidia;               /* NVIDIA's plugin config (nvidia.c); NULL when off */
+        struct mps *mps;                       /* the MPS control daemon (mps.c); NULL when off */
         char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
         struct mig_node *mig;                  /* the MIG side read at start (single/mixed; NULL: none; agent.c) */
         char mig_single[MIG_PROFILE_NAME_MAX]; /* the profile of a node that fits `single` ("" otherwise) */
@@ -221,6 +224,21 @@ int miglayout_start(struct node *n); /* after the publisher: watch the label */
 void miglayout_devices_changed(struct node *n, void *userdata);
 /* Thread: the loop; lock: none. */
 void miglayout_stop(struct node *n);
+
+/* nvidia.c: NVIDIA's device plugin config (--nvidia-config, nvconfig.h) */
+/* After config_build: the file (or the ConfigMap entry the node label picks) onto n->cfg, the rest kept in
+ * n->nvidia. 0 (also when off), -EINVAL (malformed), -EOPNOTSUPP (a key gpuslice refuses): logged. */
+int node_nvidia_config(struct node *n);
+/* After the table and MIG devices: the replicated GPUs into the plugin (plugin_set_replicas). 0 or -errno. */
+int node_nvidia_replicas(struct node *n);
+/* SIGHUP: the same file's flags again on top of a freshly built config c (its sharing changes only on restart).
+ * 0, or -errno (logged): keep the old config. */
+int node_nvidia_reload(struct node *n, struct gpuslice_config *c);
+void node_nvidia_free(struct node *n);
+
+/* mps.c: the MPS control daemon for sharing.mps (started, configured, supervised, stopped). 0 when off or started. */
+int node_mps_start(struct node *n);
+void node_mps_stop(struct node *n);
 
 /* agent-metrics.c */
 /* Thread: a gRPC thread (the RPC observer); lock: none. */

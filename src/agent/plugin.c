@@ -9,6 +9,7 @@
  * unchecked, or leave the lock held on an error path.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "agent/plugin-internal.h"
 #include "agent/plugin.h"
 #include "agent/share.h"
+#include "agent/timeslice.h"
 #include "deviceplugin.pb-c.h"
 #include "util/util.h"
 
@@ -45,6 +47,15 @@ struct plugin {
                 struct plugin_service svc;
         } mig[PLUGIN_MIG_MAX];
         unsigned n_mig;
+        /* time-slicing (plugin_set_replicas), fixed once serving */
+        struct {
+                char resource[320];
+                unsigned n;
+                bool fail_gt_one;
+                uint64_t gpus;
+                char mps_pipe[PATH_MAX]; /* MPS: the daemon's pipe dir on the host; "" time-slicing */
+                struct plugin_service svc;
+        } rep;
         atomic_bool stopping;
 };
 
@@ -111,6 +122,7 @@ int plugin_new(struct devices *d, const struct plugin_options *opt, struct plugi
         state_init(&p->state);
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                 p->svc[k] = (struct plugin_service){ .p = p, .kind = (enum plugin_kind)k };
+        p->rep.svc = (struct plugin_service){ .p = p, .kind = PLUGIN_REPLICA };
         *ret = p;
         return 0;
 }
@@ -128,6 +140,8 @@ struct devices *plugin_devices(const struct plugin *p) {
 }
 
 struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind) {
+        if (kind == PLUGIN_REPLICA)
+                return &p->rep.svc;
         return &p->svc[kind < _PLUGIN_KIND_MAX ? kind : PLUGIN_WHOLE];
 }
 
@@ -136,8 +150,52 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
                 case PLUGIN_WHOLE: return p->opt.resource;
                 case PLUGIN_CORE: return p->opt.core_resource;
                 case PLUGIN_MEMORY: return p->opt.memory_resource;
+                /* served on its own only when renamed; else the whole-GPU resource lists the replicas */
+                case PLUGIN_REPLICA: return p->rep.n && !streq(p->rep.resource, p->opt.resource) ? p->rep.resource : "";
                 default: return "";
         }
+}
+
+int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool fail_gt_one, uint64_t gpus) {
+        if (!resource || !resource[0] || strlen(resource) >= sizeof p->rep.resource || n == 0 ||
+            n > TIMESLICE_REPLICAS_MAX)
+                return -EINVAL;
+        for (unsigned i = 0; i < devices_count(p->dev); i++)
+                if ((gpus & (UINT64_C(1) << i)) &&
+                    (devices_info(p->dev, i)->kind != DEVICE_GPU || devices_info(p->dev, i)->mig_mode))
+                        return -EINVAL;
+        strscpy(p->rep.resource, resource, sizeof p->rep.resource);
+        p->rep.n = n;
+        p->rep.fail_gt_one = fail_gt_one;
+        p->rep.gpus = gpus;
+        return 0;
+}
+
+int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir) {
+        if (strlen(pipe_dir) >= sizeof p->rep.mps_pipe)
+                return -ENAMETOOLONG;
+        strscpy(p->rep.mps_pipe, pipe_dir, sizeof p->rep.mps_pipe);
+        return 0;
+}
+
+const char *plugin_replica_mps(const struct plugin *p) {
+        return p->rep.mps_pipe;
+}
+
+uint64_t plugin_replicated(const struct plugin *p) {
+        return p->rep.n ? p->rep.gpus : 0;
+}
+
+unsigned plugin_replicas(const struct plugin *p) {
+        return p->rep.n;
+}
+
+bool plugin_replica_fail_gt_one(const struct plugin *p) {
+        return p->rep.fail_gt_one;
+}
+
+const char *plugin_replica_resource(const struct plugin *p) {
+        return p->rep.n ? p->rep.resource : "";
 }
 
 int plugin_add_mig(struct plugin *p, const char *resource, const char *profile, bool nothing) {
@@ -175,16 +233,21 @@ static int mig_resource_index(const struct plugin *p, const char *resource) {
 
 bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i) {
         const struct device_info *d = devices_info(p->dev, i);
+        bool rep = (plugin_replicated(p) >> i) & 1; /* a time-sliced GPU: its replicas only (timeslice.h) */
+        if (svc->kind == PLUGIN_REPLICA)
+                return rep;
         if (svc->kind == PLUGIN_WHOLE)
-                return d->kind == DEVICE_GPU && !d->mig_mode;
+                return d->kind == DEVICE_GPU && !d->mig_mode && !(rep && plugin_resource(p, PLUGIN_REPLICA)[0]);
         if (svc->kind != PLUGIN_MIG) /* fractions: a GPU not in MIG mode, or a MIG device (docs/mig.md) */
-                return d->kind == DEVICE_MIG || !d->mig_mode;
+                return (d->kind == DEVICE_MIG || !d->mig_mode) && !rep;
         if (svc->mig >= p->n_mig || d->kind != DEVICE_MIG || p->mig[svc->mig].nothing)
                 return false;
         return !p->mig[svc->mig].profile[0] || streq(p->mig[svc->mig].profile, d->profile);
 }
 
 const char *plugin_device_resource(const struct plugin *p, unsigned i) {
+        if (devices_info(p->dev, i)->kind == DEVICE_GPU && ((plugin_replicated(p) >> i) & 1))
+                return p->rep.resource;
         if (devices_info(p->dev, i)->kind == DEVICE_GPU)
                 return devices_info(p->dev, i)->mig_mode ? "" : p->opt.resource;
         for (unsigned k = 0; k < p->n_mig; k++)
@@ -229,10 +292,20 @@ void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
         struct plugin_usage u = { 0 };
         for (size_t k = 0; k < p->state.n_allocs; k++) {
                 const struct state_alloc *a = &p->state.allocs[k];
+                unsigned rg, rj;
+                if (p->rep.n && streq(a->resource, p->rep.resource) &&
+                    timeslice_parse_id(p->dev, a->device_id, p->rep.n, &rg, &rj) == 0) {
+                        u.replica |= UINT64_C(1) << rg;
+                        u.rep[rg]++;
+                        continue;
+                }
                 if (streq(a->resource, p->opt.resource) || mig_resource_index(p, a->resource) >= 0) {
                         int i = devices_find(p->dev, a->device_id);
-                        if (i >= 0)
+                        if (i >= 0) {
                                 u.whole |= UINT64_C(1) << i;
+                                if (devices_info(p->dev, (unsigned)i)->kind == DEVICE_GPU)
+                                        u.plain |= UINT64_C(1) << i;
+                        }
                         continue;
                 }
                 enum plugin_kind want, kind;
@@ -246,7 +319,8 @@ void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
                         u.mem[g]++;
                 u.frac |= UINT64_C(1) << g;
         }
-        u.whole |= p->held_elsewhere; /* another driver's: neither kind may hand them out */
+        u.whole |= plugin_replicated(p) | u.replica; /* time-sliced: no fraction, no core-resource whole GPU */
+        u.whole |= p->held_elsewhere;                /* another driver's: neither kind may hand them out */
         u.frac |= p->held_elsewhere;
         *ret = u;
 }
@@ -404,9 +478,10 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
         plugin_usage(p, &u);
         size_t cap = 0;
         for (unsigned i = 0; i < n; i++)
-                cap += kind == PLUGIN_WHOLE || kind == PLUGIN_MIG ? 1
-                       : kind == PLUGIN_CORE                      ? SHARE_CORE_IDS
-                                                                  : devices_info(p->dev, i)->n_mem;
+                cap += kind == PLUGIN_WHOLE || kind == PLUGIN_MIG || kind == PLUGIN_REPLICA
+                               ? 1 + (((plugin_replicated(p) >> i) & 1) ? p->rep.n : 0)
+                       : kind == PLUGIN_CORE ? SHARE_CORE_IDS
+                                             : devices_info(p->dev, i)->n_mem;
         resp.devices = arena_alloc(&a, sizeof(void *) * (cap + 1));
         for (unsigned i = 0; resp.devices && i < n; i++) {
                 const struct device_info *d = devices_info(p->dev, i);
@@ -425,6 +500,23 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                 }
                 /* Whole and fractional use of a GPU exclude each other: while one kind holds a
                  * GPU, the other kind's IDs of it are listed Unhealthy (docs/sharing.md). */
+                if ((kind == PLUGIN_WHOLE || kind == PLUGIN_REPLICA) && ((plugin_replicated(p) >> i) & 1)) {
+                        /* replicas: Unhealthy while the GPU is held another way (a record from before a config
+                         * change, another driver's claim) */
+                        bool ok = healthy && !((u.frac | u.plain | p->held_elsewhere) & bit);
+                        unsigned j = 0;
+                        for (; j < p->rep.n; j++) {
+                                char id[TIMESLICE_ID_MAX];
+                                timeslice_format_id(d->id, j, id, sizeof id);
+                                V1beta1__Device *dev = device_msg(&a, id, ok, d->numa);
+                                if (!dev)
+                                        break;
+                                resp.devices[resp.n_devices++] = dev;
+                        }
+                        if (j < p->rep.n)
+                                break;
+                        continue;
+                }
                 if (kind == PLUGIN_WHOLE) {
                         V1beta1__Device *dev = device_msg(&a, d->id, healthy && !(u.frac & bit), d->numa);
                         if (!dev)

@@ -39,6 +39,9 @@ enum plugin_kind {
         /* A MIG resource (migdev.h): not one of the fixed kinds above, any number of them, each its
          * service in plugin_mig_service (nvidia.com/mig-<profile>, or nvidia.com/gpu under `single`). */
         PLUGIN_MIG = _PLUGIN_KIND_MAX,
+        /* Time-slicing replicas under their own name (timeslice.h: nvidia.com/gpu.shared): one service, not one of
+         * the fixed kinds either. Replicas under the whole-GPU name are that resource's IDs. */
+        PLUGIN_REPLICA,
 };
 
 #define PLUGIN_MIG_MAX MIG_MAX_PROFILES /* MIG resources: one per profile at most */
@@ -64,7 +67,10 @@ struct plugin_options {
 struct plugin_usage {
         uint16_t core[DEVICES_MAX]; /* core IDs held */
         uint16_t mem[DEVICES_MAX];  /* memory IDs held */
-        uint64_t whole;             /* devices held whole (the whole-GPU resource) */
+        uint64_t whole;             /* devices held whole (the whole-GPU resource), replicated GPUs included */
+        uint64_t plain;             /* GPUs held whole by their own ID (not a replica) */
+        uint64_t replica;           /* GPUs with any replica held (time-slicing) */
+        uint16_t rep[DEVICES_MAX];  /* replicas held per GPU */
         uint64_t frac;              /* devices with any core or memory ID held */
 };
 
@@ -122,6 +128,21 @@ bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, uns
 /* The resource that hands device i out ("" none): the record's key for it. Any thread. */
 /* Thread: any; lock: none (fixed). */
 const char *plugin_device_resource(const struct plugin *p, unsigned i);
+
+/* ---- time-slicing replicas (timeslice.h; fixed for the plugin's life, set before serving) ---- */
+/* The GPUs of mask `gpus` (whole GPUs, not in MIG mode) are advertised as n replicas each (IDs <uuid>::<j>) under
+ * `resource`: the whole-GPU resource's own name, or another one served by PLUGIN_REPLICA; nothing else hands them
+ * out (no fraction, no whole ID, no DRA claim). fail_gt_one: a request of more than one replica is refused
+ * (NVIDIA's failRequestsGreaterThanOne). 0, or -EINVAL (n 0 or too many, a MIG device in the mask). */
+int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool fail_gt_one, uint64_t gpus);
+uint64_t plugin_replicated(const struct plugin *p); /* the mask (0: off) */
+unsigned plugin_replicas(const struct plugin *p);   /* replicas per GPU (0: off) */
+bool plugin_replica_fail_gt_one(const struct plugin *p);
+const char *plugin_replica_resource(const struct plugin *p); /* the replicas' name ("" off) */
+/* MPS (mps.c): the replicas are MPS clients of the daemon whose pipe directory on the host is `pipe_dir` (Allocate
+ * mounts it and sets CUDA_MPS_PIPE_DIRECTORY); "" time-slicing. Before serving. 0 or -ENAMETOOLONG. */
+int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir);
+const char *plugin_replica_mps(const struct plugin *p);
 
 /* The options (caller holds the lock: a reload replaces them). */
 /* Thread: any; lock: the device lock held. */

@@ -34,6 +34,8 @@ static const char *const managed_labels[] = {
         "nvidia.com/gpu.product",
         "nvidia.com/gpu.memory",
         "nvidia.com/gpu.count",
+        "nvidia.com/gpu.replicas",
+        "nvidia.com/gpu.sharing-strategy",
         "nvidia.com/gpu.family",
         "nvidia.com/gpu.compute.major",
         "nvidia.com/gpu.compute.minor",
@@ -104,6 +106,15 @@ json_t *publish_labels(const struct topo *t, const bool *healthy, const struct p
         }
         if (mig && (mig->node || mig->strategy) &&
             labels_format_mig(t, mig->node, mig->strategy, mig->single_profile, &text, &len) == 0) {
+                add_lines(o, text);
+                free(text);
+        }
+        /* time-slicing (timeslice.h): GFD's replicas, sharing-strategy and -SHARED product */
+        if (mig && mig->plugin && plugin_replicated(mig->plugin) &&
+            labels_format_sharing(t, plugin_replica_mps(mig->plugin)[0] ? "mps" : "time-slicing",
+                                  plugin_replicas(mig->plugin),
+                                  plugin_replicas(mig->plugin) > 1 && !plugin_resource(mig->plugin, PLUGIN_REPLICA)[0],
+                                  &text, &len) == 0) {
                 add_lines(o, text);
                 free(text);
         }
@@ -346,7 +357,7 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         free(info);
         if (r >= 0) {
                 struct publish_mig pm = { pub->mig, pub->mig_strategy[0] ? pub->mig_strategy : NULL,
-                                          pub->single_fits ? pub->single_profile : NULL };
+                                          pub->single_fits ? pub->single_profile : NULL, pub->plugin };
                 *ret_labels = publish_labels(t, healthy, &pm);
                 if (!*ret_labels) {
                         free(*ret_ann);

@@ -14,6 +14,7 @@
 #include "agent/migdev.h"
 #include "agent/node-internal.h"
 #include "agent/share.h"
+#include "agent/timeslice.h"
 #include "agent/whole.h"
 #include "deviceplugin.pb-c.h"
 #include "metrics/metrics.h"
@@ -126,9 +127,10 @@ static int serve(struct node *n, struct endpoint *ep) {
         int r = rpc_server_new(ep->socket_path, 0, &ep->server);
         if (r < 0)
                 return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
-        r = ep->kind == PLUGIN_WHOLE ? whole_serve(n->plugin, ep->server)
-            : ep->kind == PLUGIN_MIG ? migdev_serve(n->plugin, ep->mig, ep->server)
-                                     : share_serve(n->share, ep->kind, ep->server);
+        r = ep->kind == PLUGIN_WHOLE     ? whole_serve(n->plugin, ep->server)
+            : ep->kind == PLUGIN_MIG     ? migdev_serve(n->plugin, ep->mig, ep->server)
+            : ep->kind == PLUGIN_REPLICA ? timeslice_serve(n->plugin, PLUGIN_REPLICA, ep->server)
+                                         : share_serve(n->share, ep->kind, ep->server);
         rpc_server_set_observer(ep->server, node_observe_rpc, n);
         if (r >= 0)
                 r = rpc_server_start(ep->server);

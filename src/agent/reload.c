@@ -104,6 +104,8 @@ void node_reload(struct node *n) {
                 log_error_errno(r, "config reload failed, keeping the old config", "error=\"%s\"", err.message);
                 return;
         }
+        if (node_nvidia_reload(n, &c) < 0) /* NVIDIA's plugin config over it again (nvidia.c) */
+                return;
         if (!streq(c.plugin_dir, n->cfg.plugin_dir) || !streq(c.state_dir, n->cfg.state_dir) ||
             !streq(config_whole_gpu_resource(&c), config_whole_gpu_resource(&n->cfg)) ||
             c.health_disabled != n->cfg.health_disabled || c.profile != n->cfg.profile ||

@@ -77,6 +77,15 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
         X("resources.mig-layouts", "mig-layouts", "PATH",                                                              \
           "MIG layout file the node label nvidia.com/mig.config selects from, empty: off", T_PATH_OPT,                 \
           FIELD(mig_layouts), NO_NAMES, 0, 0, "an absolute path or empty")                                             \
+        X("resources.nvidia-config", "nvidia-config", "PATH",                                                          \
+          "NVIDIA device plugin config (version v1): a file, or a ConfigMap dir the node label picks from",            \
+          T_PATH_OPT, FIELD(nvidia_config), NO_NAMES, 0, 0, "an absolute path or empty")                               \
+        X("resources.mps-control", "mps-control", "PROGRAM",                                                           \
+          "NVIDIA's MPS control daemon the agent runs for sharing.mps (name on PATH or absolute path)", T_LIBRARY,     \
+          FIELD(mps_control), NO_NAMES, 0, 0, "a program name like nvidia-cuda-mps-control or an absolute path")       \
+        X("resources.nvidia-config-default", "nvidia-config-default", "NAME",                                          \
+          "entry of the nvidia-config dir for a node without the label, empty: default or the only one", T_NODE_NAME,  \
+          FIELD(nvidia_config_default), NO_NAMES, 0, 0, "a config name (lowercase DNS subdomain) or empty")            \
         X("devices.id-strategy", "device-id-strategy", "STRATEGY", "NVIDIA_VISIBLE_DEVICES lists uuid or index",       \
           T_ENUM, FIELD(device_id_strategy), NAMES(id_strategy_names), 0, 0, "one of uuid, index")                     \
         X("devices.list-strategy", "device-list-strategy", "LIST",                                                     \
@@ -775,6 +784,7 @@ void config_init_defaults(struct gpuslice_config *cfg) {
         strscpy(cfg->pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock",
                 sizeof cfg->pod_resources_socket);
         strscpy(cfg->nvml_library, "libnvidia-ml.so.1", sizeof cfg->nvml_library);
+        strscpy(cfg->mps_control, "nvidia-cuda-mps-control", sizeof cfg->mps_control);
         strscpy(cfg->cdi_vendor, "gpuslice.io", sizeof cfg->cdi_vendor);
         strscpy(cfg->cdi_class, "gpu", sizeof cfg->cdi_class);
         strscpy(cfg->dev_root, "/", sizeof cfg->dev_root);

@@ -98,10 +98,13 @@ struct gpuslice_config {
         char nvml_library[CONFIG_PATH_MAX]; /* nvml.library           libnvidia-ml.so.1 (soname or path) */
 
         /* [resources] */
-        enum config_profile profile;              /* resources.profile      default */
-        char whole_gpu_resource[CONFIG_NAME_MAX]; /* resources.whole-gpu-name  "" = nvidia.com/gpu */
-        enum config_mig_strategy mig_strategy;    /* resources.mig-strategy none */
-        char mig_layouts[CONFIG_PATH_MAX];        /* resources.mig-layouts  "" = off (docs/mig.md) */
+        enum config_profile profile;                      /* resources.profile      default */
+        char whole_gpu_resource[CONFIG_NAME_MAX];         /* resources.whole-gpu-name  "" = nvidia.com/gpu */
+        enum config_mig_strategy mig_strategy;            /* resources.mig-strategy none */
+        char mig_layouts[CONFIG_PATH_MAX];                /* resources.mig-layouts  "" = off (docs/mig.md) */
+        char nvidia_config[CONFIG_PATH_MAX];              /* resources.nvidia-config  "" = off (docs/sharing.md) */
+        char nvidia_config_default[CONFIG_NODE_NAME_MAX]; /* resources.nvidia-config-default  "" */
+        char mps_control[CONFIG_PATH_MAX];                /* resources.mps-control  nvidia-cuda-mps-control */
 
         /* [devices] */
         enum config_device_id_strategy device_id_strategy; /* devices.id-strategy    uuid */

@@ -8,6 +8,8 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "metrics/metrics.h"
@@ -44,6 +46,29 @@ const char *labels_gpu_family(int major, int minor) {
                 case 12: return "blackwell";
                 default: return NULL;
         }
+}
+
+int labels_format_sharing(const struct topo *t, const char *strategy, unsigned replicas, bool suffix, char **ret,
+                          size_t *ret_len) {
+        const struct topo_gpu *g = NULL;
+        for (unsigned i = 0; i < t->n_gpus && !g; i++)
+                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
+                        g = &t->gpu[i];
+        if (!g)
+                return -ENODEV;
+        struct metrics_text x = { 0 };
+        char v[64], shared[64 + 8];
+        metrics_text_printf(&x, "nvidia.com/gpu.replicas=%u\n", replicas);
+        labels_sanitize(strategy, v, sizeof v);
+        metrics_text_printf(&x, "nvidia.com/gpu.sharing-strategy=%s\n", v);
+        labels_sanitize(g->name, v, sizeof v);
+        if (suffix && v[0]) {
+                /* GFD cuts the product so the suffix always fits a label value (63) */
+                snprintf(shared, sizeof shared, "%.*s-SHARED", (int)MIN(strlen(v), (size_t)56), v);
+                labels_sanitize(shared, v, sizeof v);
+                metrics_text_printf(&x, "nvidia.com/gpu.product=%s\n", v);
+        }
+        return metrics_text_finish(&x, ret, ret_len);
 }
 
 int labels_format(const struct topo *t, char **ret, size_t *ret_len) {

@@ -16,6 +16,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mig/mig.h"
@@ -38,6 +39,15 @@ int labels_format(const struct topo *t, char **ret, size_t *ret_len);
  */
 int labels_format_mig(const struct topo *t, const struct mig_node *m, const char *strategy, const char *single_profile,
                       char **ret, size_t *ret_len);
+
+/*
+ * GFD's sharing labels (NVIDIA's device plugin config, sharing.timeSlicing / sharing.mps): nvidia.com/gpu.replicas=N,
+ * nvidia.com/gpu.sharing-strategy=STRATEGY ("time-slicing", "mps"), and with `suffix` (the replicas keep the
+ * GPU's resource name) nvidia.com/gpu.product=<product>-SHARED, replacing labels_format's product line.
+ * 0, -ENODEV (no GPU with a name) or -ENOMEM.
+ */
+int labels_format_sharing(const struct topo *t, const char *strategy, unsigned replicas, bool suffix, char **ret,
+                          size_t *ret_len);
 
 /* A label value from free text: invalid characters become '-', cut to 63, trimmed to start and
  * end with an alphanumeric. buf of at least 64 bytes. Returns buf ("" if nothing is left). */

@@ -10,3 +10,7 @@ gpuslice_fuzz_target(sim-mig-node ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-sim-mig-node.
                      ${CMAKE_SOURCE_DIR}/sim/node.c ${CMAKE_SOURCE_DIR}/sim/mig.c ${CMAKE_SOURCE_DIR}/sim/mig-node.c)
 target_include_directories(fuzz-sim-mig-node PRIVATE ${CMAKE_SOURCE_DIR})
 target_link_libraries(fuzz-sim-mig-node PRIVATE pthread)
+
+# The simulated MPS daemon's state file (sim/mps.c): an accepted state formats back and parses to itself.
+gpuslice_fuzz_target(sim-mps ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-sim-mps.c ${CMAKE_SOURCE_DIR}/sim/mps.c)
+target_include_directories(fuzz-sim-mps PRIVATE ${CMAKE_SOURCE_DIR})

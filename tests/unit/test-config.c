@@ -34,6 +34,9 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "whole-gpu-name = example.com/gpu\n"
                                    "mig-strategy = mixed\n"
                                    "mig-layouts = /etc/gpuslice/mig.yaml\n"
+                                   "nvidia-config = /etc/nvidia-device-plugin\n"
+                                   "nvidia-config-default = time-sliced\n"
+                                   "mps-control = /opt/nvidia/bin/nvidia-cuda-mps-control\n"
                                    "[devices]\n"
                                    "id-strategy = index\n"
                                    "list-strategy = envvar, cdi\n"
@@ -190,6 +193,9 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(config_whole_gpu_resource(&c), "example.com/gpu");
         assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
         assert_string_equal(c.mig_layouts, "/etc/gpuslice/mig.yaml");
+        assert_string_equal(c.nvidia_config, "/etc/nvidia-device-plugin");
+        assert_string_equal(c.nvidia_config_default, "time-sliced");
+        assert_string_equal(c.mps_control, "/opt/nvidia/bin/nvidia-cuda-mps-control");
         assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
         assert_int_equal(c.device_list_strategy, CONFIG_DEVICE_LIST_ENVVAR | CONFIG_DEVICE_LIST_CDI);
         assert_string_equal(c.cdi_vendor, "example.com");

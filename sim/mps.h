@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mps — the simulated MPS control daemon's state, the one codec the daemon (mps-control.c, the stand-in for
+ * nvidia-cuda-mps-control) writes and the simulated libcuda.so.1 reads: <pipe dir>/gpuslice-sim-mps, text,
+ * written atomically on every change:
+ *
+ *   pid 1234
+ *   seq 3
+ *   thread-percentage 50
+ *   pinned 0 2147483648
+ *
+ * A client (CUDA_MPS_PIPE_DIRECTORY set) of a live daemon sees min(device memory, pinned limit) as its device's
+ * memory and gets CUDA_ERROR_OUT_OF_MEMORY past it, as NVIDIA documents for set_default_device_pinned_mem_limit.
+ * Pure parsing; never logs.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_MPS_STATE "gpuslice-sim-mps"
+#define SIM_MPS_CONTROL "control" /* the daemon's command FIFO in the pipe dir */
+#define SIM_MPS_GPUS 64
+
+struct sim_mps {
+        int pid;                       /* the daemon */
+        uint64_t seq;                  /* commands it has handled: a client waits for its own */
+        unsigned thread_percentage;    /* 100 = no limit */
+        uint64_t pinned[SIM_MPS_GPUS]; /* bytes per device index, 0 = no limit */
+};
+
+/* Parse state text (len bytes). 0 or -EINVAL. */
+int sim_mps_parse(const char *text, size_t len, struct sim_mps *ret);
+/* Format into buf; the length, or -ENOSPC. */
+int sim_mps_format(const struct sim_mps *m, char *buf, size_t len);
+/* The state of the daemon serving pipe dir `dir`, when one is alive: 1 (and *ret), 0 none, -errno. */
+int sim_mps_load(const char *dir, struct sim_mps *ret);
+/* The pinned limit of a client of GPU `index` (its own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2G,1=1G" first, then
+ * the daemon's default); 0: no limit (not an MPS client, no daemon, none set). */
+uint64_t sim_mps_client_limit(unsigned index);

@@ -1,0 +1,336 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integration tests of time-slicing from NVIDIA's device plugin config (`gpuslice node --nvidia-config`,
+docs/sharing.md) against the kubelet stand-in: NVIDIA's own documented example configs advertise what NVIDIA's
+plugin advertises for them (resource names, counts, device IDs <uuid>::<n>) and Allocate answers what NVIDIA's
+plugin answers (NVIDIA_VISIBLE_DEVICES=<uuid>, the GPU's device nodes); a node mixing whole, time-sliced and
+fractional GPUs never books one GPU two ways, also across an agent SIGKILL; refused configs stop the agent with
+the key named. Usage as test_agent.py:
+
+    /usr/bin/python3 test_timeslice.py --build DIR --source DIR --topology FILE TEST
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kube_standin  # noqa: E402
+import kubelet_standin  # noqa: E402,F401
+from agent_fixture import Env, check, free_port, run_main, scrape  # noqa: E402
+
+TEST_TIMEOUT_S = 120
+REPLICA_RE = re.compile(r"^(GPU-[0-9a-f-]{36})::(0|[1-9][0-9]*)$")
+UUID_RE = re.compile(r"^GPU-[0-9a-f-]{36}$")
+
+
+def endpoint(resource):
+    return "gpuslice-%s.sock" % resource.replace("/", "-")
+
+
+class TS(Env):
+    def example(self, name):
+        return os.path.join(self.args.source, "tests", "data", "nvidia-config", name)
+
+    def start(self, config, *extra):
+        return self.start_agent("--nvidia-config", config, *extra)
+
+    def wait_resources(self, want, timeout=10):
+        k = self.kubelet
+        k.wait_for(lambda: set(want) <= {r.request.resource_name for r in k.registrations}, timeout,
+                   "registration of %s" % want)
+        k.wait_for(lambda: all(k.last_ids(endpoint(r)) is not None for r in want), timeout,
+                   "a ListAndWatch message from %s" % want)
+
+    def devices(self, resource):
+        return self.kubelet.last_devices(endpoint(resource))
+
+    def stub_of(self, resource):
+        return self.kubelet.plugin_stub(endpoint(resource))[0]
+
+    def alloc(self, resource, *containers):
+        req = self.pb.AllocateRequest()
+        for ids in containers:
+            req.container_requests.add(devices_ids=ids)
+        return self.stub_of(resource).Allocate(req, timeout=5)
+
+    def prefer_of(self, resource, available, size):
+        req = self.pb.PreferredAllocationRequest()
+        req.container_requests.add(available_deviceIDs=available, allocation_size=size)
+        return list(self.stub_of(resource).GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
+
+    def log_text(self):
+        with open(self.logs[-1]) as f:
+            return f.read()
+
+
+def replicas_by_gpu(ids):
+    by = {}
+    for i in ids:
+        m = REPLICA_RE.match(i)
+        check(m, "not a replica ID: %r" % i)
+        by.setdefault(m.group(1), []).append(int(m.group(2)))
+    return by
+
+
+# ---- tests ----
+
+def test_example(e):
+    """NVIDIA's README example: replicas 10 on nvidia.com/gpu: 8 GPUs advertise 80 nvidia.com/gpu."""
+    e.start(e.example("time-slicing.yaml"))
+    e.wait_resources(["nvidia.com/gpu"])
+    devs = e.devices("nvidia.com/gpu")
+    check(len(devs) == 80, "advertised %d, NVIDIA's plugin advertises 80" % len(devs))
+    by = replicas_by_gpu(devs)
+    check(len(by) == 8 and all(sorted(v) == list(range(10)) for v in by.values()), "replicas per GPU %s" % by)
+    check(all(h == "Healthy" for h, _ in devs.values()), "not all healthy")
+    names = {r.request.resource_name for r in e.kubelet.registrations}
+    check(names == {"nvidia.com/gpu"}, "registered %s" % names)
+    ids = sorted(devs)
+    uuid = REPLICA_RE.match(ids[0]).group(1)
+    c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+    check(dict(c.envs) == {"NVIDIA_VISIBLE_DEVICES": uuid}, "env %s" % dict(c.envs))
+    paths = sorted(d.container_path for d in c.devices)
+    check("/dev/nvidiactl" in paths and "/dev/nvidia-uvm" in paths and len(paths) == 3, "device specs %s" % paths)
+    # failRequestsGreaterThanOne is false by default: two replicas (of one GPU) are one GPU, no error
+    same = [i for i in ids if i.startswith(uuid + "::")][1:3]
+    c = e.alloc("nvidia.com/gpu", same).container_responses[0]
+    check(c.envs["NVIDIA_VISIBLE_DEVICES"] == uuid, "two replicas of one GPU: env %s" % dict(c.envs))
+    # the preferred allocation spreads over GPUs: 3 replicas from the 7 GPUs nobody holds
+    taken = set([ids[0]] + same)
+    got = e.prefer_of("nvidia.com/gpu", [i for i in ids if i not in taken], 3)
+    gpus = {REPLICA_RE.match(i).group(1) for i in got}
+    check(len(got) == 3 and len(gpus) == 3 and uuid not in gpus, "preferred %s" % got)
+
+
+def test_rename(e):
+    """renameByDefault: nvidia.com/gpu.shared, 80 of them, and no nvidia.com/gpu (NVIDIA's Capacity)."""
+    e.start(e.example("time-slicing-rename.yaml"))
+    e.wait_resources(["nvidia.com/gpu.shared"])
+    devs = e.devices("nvidia.com/gpu.shared")
+    check(len(devs) == 80 and len(replicas_by_gpu(devs)) == 8, "advertised %d" % len(devs))
+    time.sleep(0.5)
+    names = {r.request.resource_name for r in e.kubelet.registrations}
+    check(names == {"nvidia.com/gpu.shared"}, "registered %s" % names)
+
+
+def test_mixed(e):
+    """GPUs 0-1 time-sliced (nvidia.com/gpu.shared, failRequestsGreaterThanOne), 2-7 whole and in fractions; one
+    GPU in one mode, and after a SIGKILL and a config that time-slices a GPU held whole, that GPU's replicas are
+    Unhealthy."""
+    interposer = os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so"))
+    e.start(e.example("mixed-gpus.yaml"), "--resource-profile", "gpuslice", "--interposer", interposer)
+    e.wait_resources(["nvidia.com/gpu", "nvidia.com/gpu.shared", "gpuslice.io/gpu-core"])
+    shared = e.devices("nvidia.com/gpu.shared")
+    whole = e.devices("nvidia.com/gpu")
+    core = e.devices("gpuslice.io/gpu-core")
+    by = replicas_by_gpu(shared)
+    check(len(shared) == 8 and len(by) == 2, "shared %d over %d GPUs" % (len(shared), len(by)))
+    check(len(whole) == 6 and all(UUID_RE.match(i) for i in whole), "whole %s" % sorted(whole))
+    check(not set(by) & set(whole), "a GPU both whole and time-sliced")
+    core_gpus = {i.split("::")[0] for i in core}
+    check(len(core) == 600 and not core_gpus & set(by), "fractions of a time-sliced GPU: %d IDs" % len(core))
+    sh = sorted(shared)
+    e.expect_error(lambda: e.alloc("nvidia.com/gpu.shared", sh[:2]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "request for 'nvidia.com/gpu.shared: 2' too large: maximum request size for shared resources is 1")
+    e.alloc("nvidia.com/gpu.shared", [sh[0]], [sh[1]])  # two containers, a replica each
+    w = sorted(whole)
+    e.alloc("nvidia.com/gpu", [w[0]])
+    e.expect_error(lambda: e.alloc("nvidia.com/gpu.shared", [w[0] + "::0"]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "unknown device ID")
+    state = os.path.join(e.state_dir, "gpuslice.state")
+    e.kubelet.wait_for(lambda: os.path.exists(state) and b"::1" in open(state, "rb").read(), 5, "replicas on record")
+    e.kill_agent(signal.SIGKILL)
+    e.kubelet.pods = [("default", "a", "c0", "nvidia.com/gpu.shared", [sh[0]]),
+                      ("default", "a", "c1", "nvidia.com/gpu.shared", [sh[1]]),
+                      ("default", "b", "main", "nvidia.com/gpu", [w[0]])]
+    # the same node, now time-slicing GPU 2 too: it is held whole, so its replicas stay Unhealthy
+    cfg = os.path.join(e.tmp, "three.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                "    failRequestsGreaterThanOne: true\n    resources:\n    - name: nvidia.com/gpu\n"
+                "      replicas: 4\n      devices: [0, 1, 2]\n")
+    e.kubelet.restart()
+    e.start(cfg, "--resource-profile", "gpuslice", "--interposer", interposer)
+    k = e.kubelet
+    k.wait_for(lambda: k.last_ids(endpoint("nvidia.com/gpu.shared")) is not None and
+               len(k.last_devices(endpoint("nvidia.com/gpu.shared"))) == 12, 15, "12 replicas after the restart")
+    devs = e.devices("nvidia.com/gpu.shared")
+    held_whole = [i for i in devs if i.startswith(w[0] + "::")]
+    check(len(held_whole) == 4, "replicas of the GPU held whole: %s" % held_whole)
+    k.wait_for(lambda: all(e.devices("nvidia.com/gpu.shared")[i][0] == "Unhealthy" for i in held_whole), 10,
+               "replicas of a GPU held whole listed Unhealthy")
+    check(all(devs[i][0] == "Healthy" for i in devs if i not in held_whole), "other replicas unhealthy")
+    e.expect_error(lambda: e.alloc("nvidia.com/gpu.shared", [held_whole[0]]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "held another way")
+
+
+def test_refused(e):
+    """What gpuslice does not support stops the agent with the key named."""
+    cases = [("version: v1\nflags:\n  plugin:\n    deviceListStrategy: volume-mounts\n",
+              "flags.plugin.deviceListStrategy"),
+             ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n", "no replicas"),
+             ("version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/mig-1g.10gb\n      replicas: 2\n",
+              "sharing.mps.resources[0].name")]
+    for text, key in cases:
+        path = os.path.join(e.tmp, "bad.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        p = e.start(path)
+        rc = p.wait(15)
+        check(rc != 0, "agent started with %s" % key)
+        check(key in e.log_text(), "the log does not name %s:\n%s" % (key, e.log_text()[-2000:]))
+
+
+def test_configmap_dir(e):
+    """A mounted ConfigMap directory: without the node label (no API server here) the default entry is used."""
+    d = os.path.join(e.tmp, "configs")
+    os.makedirs(d)
+    for name in ("time-slicing.yaml", "config0.yaml"):
+        with open(e.example(name)) as f, open(os.path.join(d, name.split(".")[0]), "w") as g:
+            g.write(f.read())
+    os.symlink("..2026", os.path.join(d, "..data"))  # a ConfigMap mount's own entry
+    p = e.start(d)
+    check(p.wait(15) != 0 and "nvidia.com/device-plugin.config" in e.log_text(), "two entries and no choice")
+    e.start(d, "--nvidia-config-default", "time-slicing")
+    e.wait_resources(["nvidia.com/gpu"])
+    check(len(e.devices("nvidia.com/gpu")) == 80, "the default entry's replicas")
+
+
+def test_metrics(e):
+    """Per replica holder: the GPU's allocated ratio is the replicas held of its N, and each holder is a
+    container of that GPU with the whole GPU granted (time-slicing sets no limit)."""
+    port = free_port()
+    e.start(e.example("time-slicing.yaml"), "--metrics-address", "127.0.0.1:%d" % port, "--sample-interval", "1s")
+    e.wait_resources(["nvidia.com/gpu"])
+    by = replicas_by_gpu(e.devices("nvidia.com/gpu"))
+    g0 = sorted(by)[0]
+    mine = ["%s::%d" % (g0, j) for j in (0, 1, 2)]
+    e.kubelet.pods = [("ml", "nb-%d" % j, "main", "nvidia.com/gpu", [mine[j]]) for j in range(3)]
+    for i in mine:
+        e.alloc("nvidia.com/gpu", [i])
+    e.status()  # a status request syncs PodResources: the holders are named
+
+    def ok(t):
+        ratios = [ln for ln in t.splitlines() if ln.startswith("gpuslice_gpu_allocated_ratio{") and g0 in ln]
+        holders = [ln for ln in t.splitlines() if ln.startswith("gpuslice_container_gpu_core_share_ratio{")
+                   and 'pod="nb-' in ln]
+        return ratios and float(ratios[0].rsplit(" ", 1)[1]) == 0.3 and len(holders) == 3
+
+    text = scrape(port, ok, "allocated ratio 0.3 on %s and 3 replica holders" % g0)
+    check("gpuslice_gpu_allocated_ratio" in text, "no allocated ratio")
+
+
+def test_label(e):
+    """The node label nvidia.com/device-plugin.config picks the ConfigMap entry (read from the API server at start),
+    and the agent publishes GFD's sharing labels: replicas, sharing-strategy, the -SHARED product when the replicas
+    keep the GPU's name."""
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+
+        def label(value):
+            api.store.put("nodes", {"apiVersion": "v1", "kind": "Node",
+                                    "metadata": {"name": "ts-node", "labels": {"nvidia.com/device-plugin.config": value}},
+                                    "status": {"capacity": {"cpu": "8"}}})
+
+        def labels():
+            return (api.store.get("nodes", "ts-node") or {}).get("metadata", {}).get("labels", {})
+
+        d = os.path.join(e.tmp, "configs")
+        os.makedirs(d)
+        for src, name in (("config0.yaml", "plain"), ("time-slicing-rename.yaml", "shared"),
+                          ("time-slicing.yaml", "sliced")):
+            with open(e.example(src)) as f, open(os.path.join(d, name), "w") as g:
+                g.write(f.read())
+        label("shared")
+        e.start(d, "--nvidia-config-default", "plain", "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu.shared"])
+        check(len(e.devices("nvidia.com/gpu.shared")) == 80, "the labelled entry's 80 replicas")
+        e.kubelet.wait_for(lambda: labels().get("nvidia.com/gpu.replicas") == "10", 15, "gpu.replicas published")
+        lb = labels()
+        check(lb.get("nvidia.com/gpu.sharing-strategy") == "time-slicing", "labels %s" % lb)
+        check(not lb.get("nvidia.com/gpu.product", "").endswith("-SHARED"), "renamed, yet %s" % lb)
+        e.kill_agent(signal.SIGTERM)
+        label("sliced")
+        e.kubelet.restart()
+        e.start(d, "--nvidia-config-default", "plain", "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu"])
+        e.kubelet.wait_for(lambda: labels().get("nvidia.com/gpu.product", "").endswith("-SHARED"), 15,
+                           "the -SHARED product (labels %s)" % labels())
+        check(len(e.devices("nvidia.com/gpu")) == 80, "80 nvidia.com/gpu")
+    finally:
+        api.stop()
+
+
+def test_mps(e):
+    """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
+    GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
+    CUDA_MPS_PIPE_DIRECTORY; a client past its limit gets out of memory; the daemon killed makes the replicas
+    Unhealthy until the agent has it serving again; SIGTERM stops it."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    e.wait_resources(["nvidia.com/gpu"])
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+               "replicas Healthy once the daemon serves")
+    devs = e.devices("nvidia.com/gpu")
+    check(len(devs) == 80 and len(replicas_by_gpu(devs)) == 8, "advertised %d" % len(devs))
+    pipe = os.path.join(e.state_dir, "mps", "pipe")
+    state = os.path.join(pipe, "gpuslice-sim-mps")
+    text = open(state).read()
+    check("thread-percentage 10\n" in text, "thread percentage: %r" % text)
+    check("pinned 0 %d\n" % ((24 << 30) // 10 >> 20 << 20) in text, "pinned limit of GPU 0: %r" % text)
+    check(os.path.exists(os.path.join(e.state_dir, "mps", "log", "control.log")), "no control.log")
+    ids = sorted(devs)
+    e.expect_error(lambda: e.alloc("nvidia.com/gpu", ids[:2]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "maximum request size for shared resources is 1")  # MPS: true unless said otherwise
+    c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/tmp/nvidia-mps", "env %s" % dict(c.envs))
+    mounts = {m.container_path: m.host_path for m in c.mounts}
+    check(mounts.get("/tmp/nvidia-mps") == pipe, "mounts %s" % mounts)
+    work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=mounts["/tmp/nvidia-mps"])
+    run = [work, "--gpu", "0", "--seconds", "0", "--mem"]
+    check(subprocess.run(run + ["2G"], env=env, timeout=20).returncode == 0, "2 GiB under the 2.4 GiB limit")
+    check(subprocess.run(run + ["3G"], env=env, timeout=20).returncode == 3, "3 GiB past the limit: out of memory")
+    pid = int(open(state).read().split("pid ")[1].split()[0])
+    os.kill(pid, signal.SIGKILL)
+    k.wait_for(lambda: any(h == "Unhealthy" for h, _ in e.devices("nvidia.com/gpu").values()), 10,
+               "replicas Unhealthy while the daemon is down")
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+               "replicas Healthy again after the restart")
+    text = open(state).read()
+    check("pid %d\n" % pid not in text and "pinned 0 " in text, "restarted and configured: %r" % text)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check(not os.path.exists(state), "the daemon still runs after the agent stopped")
+
+
+def test_sighup(e):
+    """SIGHUP builds the config again with the NVIDIA file's flags on top: its deviceIDStrategy still holds."""
+    cfg = os.path.join(e.tmp, "index.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nflags:\n  plugin:\n    deviceIDStrategy: index\nsharing:\n  timeSlicing:\n"
+                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")
+    e.start(cfg)
+    e.wait_resources(["nvidia.com/gpu"])
+    ids = sorted(e.devices("nvidia.com/gpu"))
+    before = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"]
+    check(before.isdigit(), "index strategy: %s" % before)
+    e.agent.send_signal(signal.SIGHUP)
+    e.kubelet.wait_for(lambda: "config reloaded" in e.log_text(), 10, "the reload")
+    after = e.alloc("nvidia.com/gpu", [ids[1]]).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"]
+    check(after.isdigit(), "after SIGHUP the NVIDIA file's deviceIDStrategy is lost: %s" % after)
+
+
+TESTS = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("test_")}
+
+
+if __name__ == "__main__":
+    run_main(TESTS, TS, "timeslice-", TEST_TIMEOUT_S)
