@@ -11,32 +11,6 @@
 
 #define MAX_TOPOLOGY_FILE (1u << 20)
 
-static int read_stdin(char **ret, size_t *ret_len) {
-        size_t cap = 65536, len = 0;
-        _cleanup_(freep) char *buf = malloc(cap + 1);
-        if (!buf)
-                return -ENOMEM;
-        size_t k;
-        while ((k = fread(buf + len, 1, cap - len, stdin)) > 0) {
-                len += k;
-                if (len == cap) {
-                        if (cap >= MAX_TOPOLOGY_FILE)
-                                return -EFBIG;
-                        char *nb = realloc(buf, cap * 2 + 1);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                        cap *= 2;
-                }
-        }
-        if (ferror(stdin))
-                return -EIO;
-        buf[len] = '\0';
-        *ret = TAKE_PTR(buf);
-        *ret_len = len;
-        return 0;
-}
-
 int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret) {
         struct nvml_error e = { 0 };
         int r = nvml_open(library, ret, &e);
@@ -67,7 +41,7 @@ static int node_load_impl(const struct node_source *src, struct topo *ret, struc
         if (src->topology) {
                 _cleanup_(freep) char *text = NULL;
                 size_t len;
-                int r = streq(src->topology, "-") ? read_stdin(&text, &len)
+                int r = streq(src->topology, "-") ? read_fd(STDIN_FILENO, MAX_TOPOLOGY_FILE, &text, &len)
                                                   : read_file(src->topology, MAX_TOPOLOGY_FILE, &text, &len);
                 if (r < 0) {
                         fprintf(stderr, "gpuslice: cannot read %s: %s\n", src->topology,
