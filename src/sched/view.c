@@ -618,7 +618,8 @@ static int dump(json_t *root, char **ret, size_t *ret_len) {
 }
 
 /* The nodes that show, sorted by name, counted into t; the window of them written to w. */
-static int nodes_json(struct gs_buf *w, const struct sched_model *m, const struct sched_view_query *q, struct totals *t) {
+static int nodes_json(struct gs_buf *w, const struct sched_model *m, const struct sched_view_query *q,
+                      struct totals *t) {
         size_t nn = 0, cur = 0;
         const struct sched_node **nodes = calloc(sched_model_n_nodes(m) + 1, sizeof *nodes);
         if (!nodes)

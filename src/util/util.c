@@ -267,7 +267,7 @@ int gs_buf_vprintf(struct gs_buf *b, const char *fmt, va_list ap) {
         va_list again;
         va_copy(again, ap);
         int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
-        int r = n < 0                                               ? -EINVAL
+        int r = n < 0                                                ? -EINVAL
                 : b->max && (size_t)n > b->max - MIN(b->len, b->max) ? (b->overflow = true, -EFBIG)
                 : (size_t)n >= room                                  ? gs_buf_reserve(b, (size_t)n)
                                                                      : 0;
@@ -309,15 +309,8 @@ int gs_buf_json_string(struct gs_buf *b, const char *s) {
                         continue;
                 }
                 static const char hex[] = "0123456789abcdef";
-                char esc[6] = { '\\', (char)c, 0, 0, 0, 0 };
-                size_t n = 2;
-                if (c < 0x20) {
-                        memcpy(esc, "\\u00", 4);
-                        esc[4] = hex[c >> 4];
-                        esc[5] = hex[c & 15];
-                        n = 6;
-                }
-                r = gs_buf_append(b, esc, n);
+                const char esc[6] = { '\\', c < 0x20 ? 'u' : (char)c, '0', '0', hex[c >> 4], hex[c & 15] };
+                r = gs_buf_append(b, esc, c < 0x20 ? 6 : 2);
                 s++;
         }
         return r < 0 ? r : gs_buf_append(b, "\"", 1);

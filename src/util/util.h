@@ -174,4 +174,3 @@ void gs_buf_done(struct gs_buf *b);
 int array_reserve_size(void **items, size_t *cap, size_t need, size_t size, size_t first);
 #define array_reserve(items, cap, need, first) \
         array_reserve_size((void **)(items), (cap), (need), sizeof **(items), (first))
-
