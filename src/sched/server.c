@@ -82,6 +82,7 @@ struct sched_server {
         uint64_t last_gen;
         enum cluster_policy last_policy;
         bool last_valid;
+        struct sched_ui_source ui; /* what the page's routes read (sched_ui_register) */
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
         struct metrics_histogram *latency[VERB_N];
@@ -648,6 +649,15 @@ static void serve_metrics(void *ud, const struct http_request *req, struct http_
         strscpy(resp->content_type, "text/plain; version=0.0.4; charset=utf-8", sizeof resp->content_type);
 }
 
+/* the page's source of documents (ui.h) */
+static int ui_cluster(void *userdata, const struct sched_view_query *q, char **ret, size_t *ret_len) {
+        return sched_server_view(userdata, q, ret, ret_len);
+}
+
+static int ui_topology(void *userdata, const char *node, char **ret, size_t *ret_len) {
+        return sched_server_topology(userdata, node, ret, ret_len);
+}
+
 int sched_server_new(const struct sched_server_options *o, struct sched_server **ret) {
         if (!o || !o->address)
                 return -EINVAL;
@@ -655,6 +665,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         if (!s)
                 return -ENOMEM;
         s->o = *o;
+        s->ui = (struct sched_ui_source){ .cluster = ui_cluster, .topology = ui_topology, .userdata = s };
         if (o->binder && o->binder->bind) {
                 s->binder = *o->binder;
                 s->has_binder = true;
@@ -709,7 +720,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
             (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
             (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0 ||
-            (r = sched_ui_register(s->http, s)) < 0) {
+            (r = sched_ui_register(s->http, &s->ui)) < 0) {
                 sched_server_free(s);
                 return r;
         }
