@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * view.c — the operator page's JSON and query strings (see view.h, docs/ui.md). Reads the model,
- * never changes it (but for the topology's memoised picks); no I/O, no logging.
+ * view.c — the cluster model's one JSON writer (the operator page's API and `gpuslice inspect --json`,
+ * docs/cluster.md) and the page's query strings (see view.h, docs/ui.md). Reads the model, never changes it
+ * (but for the topology's memoised picks); no I/O, no logging.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -327,6 +328,8 @@ static void holder_json(struct gs_buf *w, const struct sched_pod *p, const struc
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "kind");
         gs_buf_json_string(w, whole ? "whole" : "share");
+        JW_KEY(w, "whole");
+        jw_bool(w, whole);
         JW_KEY(w, "memory_mib");
         jw_int(w, (int64_t)mem);
         JW_KEY(w, "core_percent");
@@ -417,11 +420,13 @@ static bool node_count(const struct sched_node *n, const struct node_pods *np, c
         return true;
 }
 
-static void gpu_json(struct gs_buf *w, const struct sched_node *n, unsigned g, const struct node_pods *np) {
+/* A GPU: its identity and health, what is handed out on it (mem, core: the page counts the model's, inspect what
+ * the assignments record), its holders (those of pods[0..n_pods) on it, oldest first) under "holders" on
+ * the page and "pods" in inspect's document, and the caller's fields (x). */
+static void gpu_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_node *n, unsigned g,
+                     const struct sched_pod *const *pods, size_t n_pods, uint64_t mem, unsigned core,
+                     const struct sched_view_extra *x) {
         const struct sched_gpu *u = &n->gpu[g];
-        uint64_t mem;
-        unsigned core;
-        gpu_use(u, &mem, &core);
         GS_BUF_LIT(w, "{\"index\":");
         jw_int(w, g);
         JW_KEY(w, "uuid");
@@ -441,10 +446,13 @@ static void gpu_json(struct gs_buf *w, const struct sched_node *n, unsigned g, c
         JW_KEY(w, "sharers");
         jw_int(w, u->sharers);
         const struct sched_pod *whole = NULL;
-        JW_KEY(w, "holders");
+        if (doc == SCHED_VIEW_DOC_PAGE)
+                JW_KEY(w, "holders");
+        else
+                JW_KEY(w, "pods");
         GS_BUF_LIT(w, "[");
-        for (size_t i = 0, k = 0; i < np->n; i++) {
-                const struct sched_pod *p = np->p[i];
+        for (size_t i = 0, k = 0; i < n_pods; i++) {
+                const struct sched_pod *p = pods[i];
                 if (!pod_on_gpu(p, g))
                         continue;
                 if (k++)
@@ -464,12 +472,14 @@ static void gpu_json(struct gs_buf *w, const struct sched_node *n, unsigned g, c
                 GS_BUF_LIT(w, "}");
         } else
                 GS_BUF_LIT(w, "null");
+        if (x && x->gpu)
+                x->gpu(w, n->name, g, x->userdata);
         GS_BUF_LIT(w, "}");
 }
 
 /* What a pod asks: the sums of its GPU containers, its MIG devices per profile, and a line saying it. */
 static void request_json(struct gs_buf *w, const struct cluster_container_req *c, unsigned n,
-                         const struct cluster_mig_req *mig, unsigned n_mig) {
+                         const struct cluster_mig_req *mig, unsigned n_mig, bool with_what) {
         uint64_t mem = 0;
         unsigned core = 0, whole = 0;
         for (unsigned k = 0; k < n; k++) {
@@ -502,8 +512,10 @@ static void request_json(struct gs_buf *w, const struct cluster_container_req *c
                 jw_int(w, mig[k].count);
         }
         GS_BUF_LIT(w, "}");
-        JW_KEY(w, "what");
-        gs_buf_json_string(w, what);
+        if (with_what) {
+                JW_KEY(w, "what");
+                gs_buf_json_string(w, what);
+        }
 }
 
 static void unplaced_json(struct gs_buf *w, const struct sched_pod *p) {
@@ -514,24 +526,35 @@ static void unplaced_json(struct gs_buf *w, const struct sched_pod *p) {
                                                        .core = p->c[k].core,
                                                        .mem_mib = p->c[k].mem_mib };
         ns_name(w, p->ns, p->name);
-        request_json(w, c, n, p->mig, MIN(p->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
+        request_json(w, c, n, p->mig, MIN(p->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX), true);
         pod_flags(w, p);
         GS_BUF_LIT(w, "}");
+}
+
+/* A node's object up to its GPUs: name, published, the caller's error text (inspect: why it publishes no
+ * GPUs), gpu_count, driver; n NULL: a node the model does not hold. */
+static void node_head(struct gs_buf *w, const char *name, bool published, const char *error,
+                      const struct sched_node *n) {
+        GS_BUF_LIT(w, "{\"name\":");
+        gs_buf_json_string(w, name);
+        JW_KEY(w, "published");
+        jw_bool(w, published);
+        if (error) {
+                JW_KEY(w, "error");
+                gs_buf_json_string(w, error);
+        }
+        JW_KEY(w, "gpu_count");
+        jw_int(w, n && published ? n->n_gpus : 0);
+        if (published && n && n->details && n->details->driver[0]) {
+                JW_KEY(w, "driver");
+                gs_buf_json_string(w, n->details->driver);
+        }
 }
 
 /* A node that shows under q, with the GPUs and unplaced pods that pass its filters. */
 static void node_json(struct gs_buf *w, const struct sched_node *n, const struct node_pods *np,
                       const struct sched_view_query *q) {
-        GS_BUF_LIT(w, "{\"name\":");
-        gs_buf_json_string(w, n->name);
-        JW_KEY(w, "published");
-        jw_bool(w, n->published);
-        JW_KEY(w, "gpu_count");
-        jw_int(w, n->n_gpus);
-        if (n->details && n->details->driver[0]) {
-                JW_KEY(w, "driver");
-                gs_buf_json_string(w, n->details->driver);
-        }
+        node_head(w, n->name, n->published, NULL, n);
         JW_KEY(w, "gpus");
         GS_BUF_LIT(w, "[");
         for (unsigned g = 0, k = 0; g < n->n_gpus; g++) {
@@ -540,7 +563,10 @@ static void node_json(struct gs_buf *w, const struct sched_node *n, const struct
                         continue;
                 if (k++)
                         GS_BUF_LIT(w, ",");
-                gpu_json(w, n, g, np);
+                uint64_t mem;
+                unsigned core;
+                gpu_use(&n->gpu[g], &mem, &core);
+                gpu_json(w, SCHED_VIEW_DOC_PAGE, n, g, np->p, np->n, mem, core, NULL);
         }
         GS_BUF_LIT(w, "]");
         JW_KEY(w, "unplaced_pods");
@@ -555,14 +581,18 @@ static void node_json(struct gs_buf *w, const struct sched_node *n, const struct
         GS_BUF_LIT(w, "]}");
 }
 
-static void pending_json(struct gs_buf *w, const struct sched_view_pending *v) {
+/* A pending pod: who, what it asks; on the page also its uid, the line saying what it asks and what the last
+ * filter said of it (v->filter). */
+static void pending_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_view_pending *v) {
         const struct cluster_pod *p = v->pod;
-        const struct sched_filter_summary *f = v->filter;
+        const struct sched_filter_summary *f = doc == SCHED_VIEW_DOC_PAGE ? v->filter : NULL;
         ns_name(w, p->ns, p->name);
-        JW_KEY(w, "uid");
-        gs_buf_json_string(w, p->uid);
+        if (doc == SCHED_VIEW_DOC_PAGE) {
+                JW_KEY(w, "uid");
+                gs_buf_json_string(w, p->uid);
+        }
         request_json(w, p->req.c, MIN(p->req.n, (unsigned)CLUSTER_CONTAINERS_MAX), p->req.mig,
-                     MIN(p->req.n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
+                     MIN(p->req.n_mig, (unsigned)CLUSTER_MIG_REQ_MAX), doc == SCHED_VIEW_DOC_PAGE);
         if (f) {
                 JW_KEY(w, "first_seen_ms");
                 jw_int(w, (int64_t)(f->first_ns / 1000000));
@@ -685,7 +715,7 @@ int sched_view_cluster(const struct sched_model *m, const struct sched_view_pend
                         continue;
                 if (shown++)
                         GS_BUF_LIT(&w, ",");
-                pending_json(&w, &pending[i]);
+                pending_json(&w, SCHED_VIEW_DOC_PAGE, &pending[i]);
                 unschedulable += pending[i].filter && pending[i].filter->unfit_since_ns;
         }
         GS_BUF_LIT(&w, "]");
@@ -710,6 +740,53 @@ int sched_view_cluster(const struct sched_model *m, const struct sched_view_pend
                 jw_int(&w, (int64_t)vals[i]);
         }
         GS_BUF_LIT(&w, "}}");
+        return gs_buf_finish(&w, ret, ret_len);
+}
+
+/* lint: long — inspect's document in order: each listed node (its head, its GPUs as the assignments record them,
+ * its unplaced pods), then the pending pods; each a call or a loop of plain writes. */
+int sched_view_inspect(const struct sched_model *m, const struct sched_view_listed *nodes, size_t n_nodes,
+                       const struct sched_view_pending *pending, size_t n_pending, const struct sched_view_extra *x,
+                       char **ret, size_t *ret_len) {
+        struct gs_buf w = { 0 };
+        GS_BUF_LIT(&w, "{\"nodes\":[");
+        for (size_t i = 0; i < n_nodes; i++) {
+                const struct sched_view_listed *ln = &nodes[i];
+                const struct sched_node *n = ln->published ? sched_model_node(m, ln->name) : NULL;
+                struct sched_node_records rec = { 0 };
+                if (n && sched_node_records(n, &rec) < 0) {
+                        gs_buf_done(&w);
+                        return -ENOMEM;
+                }
+                if (i)
+                        GS_BUF_LIT(&w, ",");
+                node_head(&w, ln->name, ln->published && n, ln->published ? NULL : ln->error, n);
+                JW_KEY(&w, "gpus");
+                GS_BUF_LIT(&w, "[");
+                for (unsigned g = 0; n && g < n->n_gpus; g++) {
+                        if (g)
+                                GS_BUF_LIT(&w, ",");
+                        gpu_json(&w, SCHED_VIEW_DOC_INSPECT, n, g, rec.gpu[g].pods, rec.gpu[g].n_pods,
+                                 rec.gpu[g].mem_mib, rec.gpu[g].core, x);
+                }
+                GS_BUF_LIT(&w, "]");
+                JW_KEY(&w, "unplaced_pods");
+                GS_BUF_LIT(&w, "[");
+                for (unsigned k = 0; k < rec.n_unplaced; k++) {
+                        if (k)
+                                GS_BUF_LIT(&w, ",");
+                        unplaced_json(&w, rec.unplaced[k]);
+                }
+                GS_BUF_LIT(&w, "]}");
+                sched_node_records_free(&rec);
+        }
+        GS_BUF_LIT(&w, "],\"pending_pods\":[");
+        for (size_t i = 0; i < n_pending; i++) {
+                if (i)
+                        GS_BUF_LIT(&w, ",");
+                pending_json(&w, SCHED_VIEW_DOC_INSPECT, &pending[i]);
+        }
+        GS_BUF_LIT(&w, "]}");
         return gs_buf_finish(&w, ret, ret_len);
 }
 
