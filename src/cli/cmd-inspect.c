@@ -398,9 +398,7 @@ static int print_json(FILE *f, const struct collect *c, const char *only) {
         free(pending);
         if (r < 0)
                 return r;
-        json_error_t je;
-        json_t *j = json_loadb(text, len, 0, &je);
-        return j ? json_print(f, j) : -EBADMSG;
+        return json_print_text(f, text, len);
 }
 
 /* lint: long — the table of `gpuslice inspect`: one fprintf per column per row, and the totals; long because the

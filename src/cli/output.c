@@ -430,6 +430,60 @@ json_t *json_topo(const struct topo *t) {
                          links, "nics", nics, "tree", tree);
 }
 
+int json_print_text(FILE *f, const char *text, size_t len) {
+        /* jansson's JSON_INDENT(2) layout, streamed: no tree of the document is built (inspect's is MBs); the
+         * text between two structural characters goes out in one fwrite */
+        static const char spaces[] = "                                                                ";
+        unsigned depth = 0;
+        bool in_str = false;
+        size_t run = 0;
+        for (size_t i = 0; i < len; i++) {
+                char c = text[i];
+                if (in_str) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_str = false;
+                        continue;
+                }
+                if (c == '"') {
+                        in_str = true;
+                        continue;
+                }
+                if (c != '{' && c != '[' && c != '}' && c != ']' && c != ',' && c != ':')
+                        continue;
+                fwrite(text + run, 1, i - run, f);
+                run = i + 1;
+                if ((c == '{' || c == '[') && i + 1 < len && (text[i + 1] == '}' || text[i + 1] == ']')) {
+                        fwrite(text + i, 1, 2, f); /* {} and [] stay on the line */
+                        run = ++i + 1;
+                        continue;
+                }
+                if (c == ':') {
+                        fwrite(": ", 1, 2, f);
+                        continue;
+                }
+                bool close = c == '}' || c == ']';
+                if (close)
+                        depth -= depth > 0;
+                else
+                        putc(c, f); /* an opening bracket or a comma ends the line */
+                if (c == '{' || c == '[')
+                        depth++;
+                putc('\n', f);
+                for (size_t n = 2 * (size_t)depth; n > 0;) {
+                        size_t k = MIN(n, sizeof spaces - 1);
+                        fwrite(spaces, 1, k, f);
+                        n -= k;
+                }
+                if (close)
+                        putc(c, f); /* a closing bracket starts one */
+        }
+        fwrite(text + run, 1, len - run, f);
+        putc('\n', f);
+        return ferror(f) ? -EIO : 0;
+}
+
 int json_print(FILE *f, json_t *j) {
         if (!j)
                 return -ENOMEM;
