@@ -315,7 +315,8 @@ static void ns_name(struct gs_buf *w, const char *ns, const char *name) {
         gs_buf_json_string(w, name);
 }
 
-static void holder_json(struct gs_buf *w, const struct sched_pod *p, const struct sched_node *n, unsigned g) {
+static void holder_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_pod *p,
+                        const struct sched_node *n, unsigned g) {
         uint64_t mem;
         unsigned core;
         bool whole;
@@ -328,8 +329,10 @@ static void holder_json(struct gs_buf *w, const struct sched_pod *p, const struc
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "kind");
         gs_buf_json_string(w, whole ? "whole" : "share");
-        JW_KEY(w, "whole");
-        jw_bool(w, whole);
+        if (doc == SCHED_VIEW_DOC_INSPECT) { /* inspect's readers had it before kind; the page reads kind */
+                JW_KEY(w, "whole");
+                jw_bool(w, whole);
+        }
         JW_KEY(w, "memory_mib");
         jw_int(w, (int64_t)mem);
         JW_KEY(w, "core_percent");
@@ -457,7 +460,7 @@ static void gpu_json(struct gs_buf *w, enum sched_view_doc doc, const struct sch
                         continue;
                 if (k++)
                         GS_BUF_LIT(w, ",");
-                holder_json(w, p, n, g);
+                holder_json(w, doc, p, n, g);
                 uint64_t m;
                 unsigned c;
                 bool is_whole;

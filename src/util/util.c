@@ -245,7 +245,7 @@ int gs_buf_reserve(struct gs_buf *b, size_t n) {
         return 0;
 }
 
-int gs_buf_append(struct gs_buf *b, const void *data, size_t n) {
+int gs_buf_append_grow(struct gs_buf *b, const void *data, size_t n) {
         int r = gs_buf_reserve(b, n);
         if (r < 0)
                 return r;

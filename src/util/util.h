@@ -133,8 +133,17 @@ struct gs_buf {
         bool overflow; /* an append would have passed max (nothing of it was kept) */
         bool no_mem;
 };
-/* Append n bytes. 0, -EFBIG (past max: overflow set), -ENOMEM (no_mem set). */
-int gs_buf_append(struct gs_buf *b, const void *data, size_t n);
+/* Append n bytes. 0, -EFBIG (past max: overflow set), -ENOMEM (no_mem set). Inline where it fits the room
+ * (the JSON writers append a few bytes at a time, MBs per document). */
+int gs_buf_append_grow(struct gs_buf *b, const void *data, size_t n);
+static inline int gs_buf_append(struct gs_buf *b, const void *data, size_t n) {
+        if (b->max || n >= b->cap - b->len) /* cap - len is 0 while p is NULL */
+                return gs_buf_append_grow(b, data, n);
+        memcpy(b->p + b->len, data, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return 0;
+}
 /* Make room for n more bytes (and the NUL) without writing them: p + len has cap - len bytes. 0, or the
  * errors of gs_buf_append. */
 int gs_buf_reserve(struct gs_buf *b, size_t n);
