@@ -11,14 +11,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 
-static bool text_reserve(struct metrics_text *t, size_t extra) {
-        if (t->b.no_mem)
-                return false;
-        return gs_buf_reserve(&t->b, extra) == 0;
-}
-
+/* Room for n more bytes in util's buffer; false once anything failed (the text is incomplete then). */
 bool metrics_text_reserve(struct metrics_text *t, size_t n) {
-        return text_reserve(t, n);
+        return !t->b.no_mem && gs_buf_reserve(&t->b, n) == 0;
 }
 
 void metrics_text_printf(struct metrics_text *t, const char *fmt, ...) {
@@ -32,18 +27,12 @@ void metrics_text_printf(struct metrics_text *t, const char *fmt, ...) {
 }
 
 void metrics_text_append(struct metrics_text *t, const char *s, size_t n) {
-        if (!text_reserve(t, n))
-                return;
-        memcpy(t->b.p + t->b.len, s, n);
-        t->b.len += n;
-        t->b.p[t->b.len] = '\0';
+        if (!t->b.no_mem)
+                gs_buf_append(&t->b, s, n);
 }
 
 static void text_putc(struct metrics_text *t, char c) {
-        if (!text_reserve(t, 1))
-                return;
-        t->b.p[t->b.len++] = c;
-        t->b.p[t->b.len] = '\0';
+        metrics_text_append(t, &c, 1);
 }
 
 /* Bytes copied as they are: ASCII except the backslash, the newline and (in label values) the
@@ -146,7 +135,7 @@ void metrics_text_sample_span(struct metrics_text *t, const char *name, struct m
                 metrics_text_sample(t, name, NULL, value);
                 return;
         }
-        if (!text_reserve(t, nl + labels.len + 3))
+        if (!metrics_text_reserve(t, nl + labels.len + 3))
                 return; /* from here on t->b.p stays where it is for these copies */
         /* name{, then the labels from where they are in this same buffer, then } */
         metrics_text_append(t, name, nl);
