@@ -8,8 +8,8 @@
 #   size        functions of src/ and sim/ over 80 lines or cyclomatic complexity 25 (pmccabe) need a comment saying
 #               why, with `lint: long`, in the 6 lines above their first line (scripts/lint-size.allow: the
 #               few not yet annotated, each with its reason)
-#   cycles      no cycle between the .c files of src/agent (scripts/lint-cycles.py: a file uses another
-#               when it names a function or variable the other defines; docs/style.md)
+#   cycles      no cycle between the .c files of any folder of src/ (scripts/lint-cycles.py: a file uses
+#               another when it names a function or variable the other defines; docs/style.md)
 #   owners      the node agent's state objects (struct plugin, devices, share, share_book, share_journal)
 #               are defined in their owner's .c file only, so no other file can read a field of them
 #               (docs/node-agent.md, "The agent's files")
@@ -110,7 +110,17 @@ if want size; then
 fi
 
 if want cycles; then
-  "$here/lint-cycles.py" --root "$root" src/agent || failed+=(cycles)
+  # every folder of src/ with C files in it
+  cycle_dirs=()
+  for d in "$root"/src/*/; do
+    d=${d%/}
+    compgen -G "$d/*.c" >/dev/null && cycle_dirs+=("src/${d##*/}")
+  done
+  # TEMPORARY exclusion, to drop at the merge of branch `replay`: src/sched's decide.c -> model.c
+  # (sched_model_pick_whole, sched_node, ...) against model.c -> decide.c (sched_fit, sched_fit_node,
+  # sched_fit_node_full) is the one known file cycle left; `replay` removes it while adding its policies.
+  # Only the edge decide.c -> model.c is left out: any other cycle in src/sched still fails.
+  "$here/lint-cycles.py" --root "$root" --allow src/sched:decide.c:model.c "${cycle_dirs[@]}" || failed+=(cycles)
 fi
 
 if want owners; then

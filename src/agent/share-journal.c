@@ -90,104 +90,68 @@ char *share_journal_fields(const struct devices *d, const struct share_book *b) 
         return text;
 }
 
-/* A growing buffer of text; `failed` once out of memory. */
-struct sbuf {
-        char *s;
-        size_t len, cap;
-        bool failed;
-};
-
-static void sb_add(struct sbuf *sb, const char *text, size_t len) {
-        if (sb->failed)
-                return;
-        if (sb->len + len + 1 > sb->cap) {
-                size_t cap = MAX(sb->cap * 2, sb->len + len + 256);
-                char *s = realloc(sb->s, cap);
-                if (!s) {
-                        sb->failed = true;
-                        return;
-                }
-                sb->s = s;
-                sb->cap = cap;
-        }
-        memcpy(sb->s + sb->len, text, len);
-        sb->len += len;
-        sb->s[sb->len] = 0;
+static void sb_num(struct gs_buf *sb, uint64_t v) {
+        gs_buf_printf(sb, "%" PRIu64, v);
 }
 
-static void sb_str(struct sbuf *sb, const char *text) {
-        sb_add(sb, text, strlen(text));
-}
-
-static void sb_num(struct sbuf *sb, uint64_t v) {
-        char buf[24];
-        int w = snprintf(buf, sizeof buf, "%" PRIu64, v);
-        if (w > 0)
-                sb_add(sb, buf, (size_t)w);
-}
-
-static void sb_rec(struct sbuf *sb, const struct devices *d, const struct share_rec *r) {
+static void sb_rec(struct gs_buf *sb, const struct devices *d, const struct share_rec *r) {
         _cleanup_(freep) char *text = share_journal_record(d, r);
         if (text)
-                sb_str(sb, text);
+                gs_buf_puts(sb, text);
         else
-                sb->failed = true;
+                sb->no_mem = true;
 }
 
 /* The buffer's text, or NULL (freed) when out of memory. */
-static char *sb_take(struct sbuf *sb, size_t *ret_len) {
-        if (sb->failed) {
-                free(sb->s);
-                return NULL;
-        }
-        *ret_len = sb->len;
-        return sb->s;
+static char *sb_take(struct gs_buf *sb, size_t *ret_len) {
+        char *text;
+        return gs_buf_finish(sb, &text, ret_len) < 0 ? NULL : text;
 }
 
 char *share_journal_snapshot(const struct devices *d, struct share_book *b, uint64_t seq, const char *fields,
                              size_t *ret_len) {
-        struct sbuf sb = { 0 };
-        sb_str(&sb, "{\"version\":");
+        struct gs_buf sb = { 0 };
+        gs_buf_puts(&sb, "{\"version\":");
         sb_num(&sb, SHARE_JOURNAL_VERSION);
-        sb_str(&sb, ",\"seq\":");
+        gs_buf_puts(&sb, ",\"seq\":");
         sb_num(&sb, seq);
-        sb_str(&sb, ",\"records\":[");
+        gs_buf_puts(&sb, ",\"records\":[");
         for (size_t i = 0; i < share_book_count(b); i++) {
                 if (i)
-                        sb_str(&sb, ",");
+                        gs_buf_puts(&sb, ",");
                 sb_rec(&sb, d, share_book_at(b, i));
         }
-        sb_str(&sb, "],");
-        sb_str(&sb, fields);
-        sb_str(&sb, "}");
+        gs_buf_puts(&sb, "],");
+        gs_buf_puts(&sb, fields);
+        gs_buf_puts(&sb, "}");
         return sb_take(&sb, ret_len);
 }
 
 char *share_journal_line(const struct devices *d, struct share_book *b, uint64_t seq, const char *const *del,
                          size_t n_del, const size_t *put, size_t n_put, const char *fields, size_t *ret_len) {
-        struct sbuf sb = { 0 };
-        sb_str(&sb, "{\"seq\":");
+        struct gs_buf sb = { 0 };
+        gs_buf_puts(&sb, "{\"seq\":");
         sb_num(&sb, seq);
-        sb_str(&sb, ",\"del\":[");
+        gs_buf_puts(&sb, ",\"del\":[");
         for (size_t i = 0; i < n_del; i++) {
                 _cleanup_(json_decrefp) json_t *name = json_string(del[i]);
                 _cleanup_(freep) char *q = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
                 if (!q)
-                        sb.failed = true;
+                        sb.no_mem = true;
                 if (i)
-                        sb_str(&sb, ",");
+                        gs_buf_puts(&sb, ",");
                 if (q)
-                        sb_str(&sb, q);
+                        gs_buf_puts(&sb, q);
         }
-        sb_str(&sb, "],\"put\":[");
+        gs_buf_puts(&sb, "],\"put\":[");
         for (size_t i = 0; i < n_put; i++) {
                 if (i)
-                        sb_str(&sb, ",");
+                        gs_buf_puts(&sb, ",");
                 sb_rec(&sb, d, share_book_at(b, put[i]));
         }
-        sb_str(&sb, "],");
-        sb_str(&sb, fields);
-        sb_str(&sb, "}\n");
+        gs_buf_puts(&sb, "],");
+        gs_buf_puts(&sb, fields);
+        gs_buf_puts(&sb, "}\n");
         return sb_take(&sb, ret_len);
 }
 

@@ -3,7 +3,8 @@
  * alloc — the one allocator of gpuslice: choose k whole GPUs from a free set by topology.
  *
  * Pure functions over struct topo: no I/O, no logging, no global state, no heap allocation.
- * It serves kubelet's GetPreferredAllocation, the CLI and (later) the scheduler extender.
+ * It serves kubelet's GetPreferredAllocation, the CLI and the scheduler extender (its whole-GPU and
+ * fractional picks: src/sched).
  *
  * Quality is judged by estimated bandwidth (topo_link_bw): a set's *ring bandwidth* is the
  * slowest link of its best Hamiltonian ring (for 2 GPUs, their link; for 1 GPU, 0), its

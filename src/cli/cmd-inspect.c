@@ -7,8 +7,9 @@
  * (what the assignments record: sched_node_records), the whole-GPU holder, health and pods; pending
  * GPU pods are shown as such. Where the API serves resource.k8s.io, the ResourceClaims allocated by
  * gpuslice's DRA driver are shown beside the pods, on the GPU their device names (docs/dra.md). --json
- * gives the schema documented in docs/cluster.md. A thin client: the model and the annotation readers
- * live in src/sched, the claim decoder in src/dra.
+ * is the cluster JSON (docs/cluster.md), written by its one writer (src/sched/view.h: sched_view_inspect)
+ * with the claims and MIG devices added per GPU. A thin client: the model, the annotation readers and
+ * the JSON writer live in src/sched, the claim decoder in src/dra.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +28,7 @@
 #include "kube/kube.h"
 #include "sched/codec.h"
 #include "sched/model.h"
+#include "sched/view.h"
 #include "util/util.h"
 
 struct inspect_opts {
@@ -108,25 +110,6 @@ static int keep_mig(struct listed_node *n, const struct cluster_node_info *info)
                 for (unsigned j = 0; j < info->gpu[g].n_mig; j++)
                         n->mig[n->n_mig++] = (struct listed_mig){ g, info->gpu[g].mig_dev[j] };
         return 0;
-}
-
-/* gpus[].mig of the JSON output: the MIG devices of GPU g of the node. */
-static json_t *inspect_mig_json(const struct listed_node *ln, unsigned g) {
-        json_t *a = json_array();
-        for (size_t k = 0; k < ln->n_mig; k++) {
-                const struct cluster_mig_info *m = &ln->mig[k].m;
-                if (ln->mig[k].gpu != g)
-                        continue;
-                json_t *o = json_object();
-                json_object_set_new(o, "index", json_integer(m->index));
-                json_object_set_new(o, "uuid", json_string(m->uuid));
-                json_object_set_new(o, "profile", json_string(m->profile));
-                json_object_set_new(o, "memory_mib", json_integer(m->mem_mib));
-                json_object_set_new(o, "health", json_string(m->healthy ? "ok" : "unhealthy"));
-                json_object_set_new(o, "holder", m->holder[0] ? json_string(m->holder) : json_null());
-                json_array_append_new(a, o);
-        }
-        return a;
 }
 
 /* The table's lines of GPU g's MIG devices. */
@@ -307,29 +290,6 @@ static void view_request(const struct cluster_pod *v, uint64_t *mem, unsigned *c
         }
 }
 
-static json_t *json_ref(const char *ns, const char *name) {
-        json_t *o = json_object();
-        json_object_set_new(o, "namespace", json_string(ns));
-        json_object_set_new(o, "name", json_string(name));
-        return o;
-}
-
-static json_t *json_request(const char *ns, const char *name, uint64_t mem, unsigned core, unsigned whole) {
-        json_t *o = json_ref(ns, name);
-        json_object_set_new(o, "memory_mib", json_integer((json_int_t)mem));
-        json_object_set_new(o, "core_percent", json_integer(core));
-        json_object_set_new(o, "whole_gpus", json_integer(whole));
-        return o;
-}
-
-/* A pending pod's MIG devices asked: {"1g.10gb": 2, ...} */
-static json_t *json_mig_request(const struct cluster_request *r) {
-        json_t *o = json_object();
-        for (unsigned k = 0; k < r->n_mig; k++)
-                json_object_set_new(o, r->mig[k].profile, json_integer(r->mig[k].count));
-        return o;
-}
-
 /* The claims of gpuslice's DRA driver, where the server serves resource.k8s.io (else none, silently). */
 static int list_claims(struct kube_client *cl, unsigned page, struct collect *c) {
         json_t *group = NULL;
@@ -354,25 +314,6 @@ static int list_claims(struct kube_client *cl, unsigned page, struct collect *c)
         return list_all(cl, path, NULL, page, collect_claim, c);
 }
 
-static json_t *json_claims(const struct collect *c, const char *node, unsigned gpu) {
-        json_t *out = json_array();
-        for (size_t i = 0; i < c->n_claims; i++) {
-                const struct listed_claim *lc = &c->claims[i];
-                if (!streq(lc->node, node) || lc->gpu != gpu)
-                        continue;
-                json_t *o = json_ref(lc->ns, lc->name);
-                json_object_set_new(o, "request", json_string(lc->request));
-                json_object_set_new(o, "device", json_string(lc->device));
-                json_object_set_new(o, "whole", json_boolean(lc->kind == DRA_DEVICE_GPU));
-                json_object_set_new(o, "mig", json_boolean(lc->kind == DRA_DEVICE_MIG));
-                json_object_set_new(o, "memory_mib", json_integer((json_int_t)(lc->memory >> 20)));
-                json_object_set_new(o, "core_percent", json_integer((json_int_t)lc->cores));
-                json_object_set_new(o, "reserved_for", json_string(lc->pods));
-                json_array_append_new(out, o);
-        }
-        return out;
-}
-
 static int node_cmp(const void *a, const void *b) {
         return strcmp(((const struct listed_node *)a)->name, ((const struct listed_node *)b)->name);
 }
@@ -384,84 +325,80 @@ static const char *gpu_health(const struct sched_node *n, unsigned g) {
         return n->details ? n->details->gpu[g].health : (n->gpu[g].healthy ? "ok" : "unhealthy");
 }
 
-static json_t *json_cluster(const struct collect *c, const char *only, int *ret) {
-        json_t *root = json_object(), *nodes = json_array();
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                const struct listed_node *ln = &c->nodes[i];
-                if (only && !streq(ln->name, only))
+static int node_name_cmp(const void *key, const void *elem) {
+        return strcmp(key, ((const struct listed_node *)elem)->name);
+}
+
+/* --json: what the LISTs bring beside the model, as more fields of GPU g of `node` (the cluster JSON's writer,
+ * sched_view_inspect, calls it): gpus[].claims (the DRA claims on it) and gpus[].mig (its MIG devices). */
+static void json_gpu_extra(struct gs_buf *w, const char *node, unsigned g, void *userdata) {
+        const struct collect *c = userdata;
+        GS_BUF_LIT(w, ",\"claims\":[");
+        bool first = true;
+        for (size_t i = 0; i < c->n_claims; i++) {
+                const struct listed_claim *lc = &c->claims[i];
+                if (!streq(lc->node, node) || lc->gpu != g)
                         continue;
-                const struct sched_node *n = sched_model_node(c->model, ln->name);
-                struct sched_node_records rec = { 0 };
-                if (n && sched_node_records(n, &rec) < 0) {
-                        *ret = -ENOMEM;
-                        break;
-                }
-                json_t *jn = json_object(), *gpus = json_array(), *unpl = json_array();
-                json_object_set_new(jn, "name", json_string(ln->name));
-                json_object_set_new(jn, "published", json_boolean(ln->published));
-                if (!ln->published)
-                        json_object_set_new(jn, "error", json_string(ln->error));
-                if (ln->published && n->details && n->details->driver[0])
-                        json_object_set_new(jn, "driver", json_string(n->details->driver));
-                for (unsigned g = 0; ln->published && g < n->n_gpus; g++) {
-                        const struct sched_gpu_record *u = &rec.gpu[g];
-                        json_t *jg = json_object(), *pods = json_array();
-                        json_object_set_new(jg, "index", json_integer(g));
-                        json_object_set_new(jg, "uuid", json_string(n->gpu[g].uuid ? n->gpu[g].uuid : ""));
-                        json_object_set_new(jg, "model", json_string(gpu_model(n, g)));
-                        json_object_set_new(jg, "health", json_string(gpu_health(n, g)));
-                        json_object_set_new(jg, "memory_total_mib", json_integer(n->gpu[g].mem_total_mib));
-                        json_object_set_new(jg, "memory_allocated_mib", json_integer((json_int_t)u->mem_mib));
-                        json_object_set_new(jg, "core_allocated_percent", json_integer(u->core));
-                        json_t *holder = json_null();
-                        for (unsigned q = 0; q < u->n_pods; q++) {
-                                const struct sched_pod *p = u->pods[q];
-                                uint64_t mem;
-                                unsigned core;
-                                bool whole;
-                                sched_pod_share(p, n, g, &mem, &core, &whole);
-                                json_t *jp = json_ref(p->ns, p->name);
-                                json_object_set_new(jp, "memory_mib", json_integer((json_int_t)mem));
-                                json_object_set_new(jp, "core_percent", json_integer(core));
-                                json_object_set_new(jp, "whole", json_boolean(whole));
-                                json_object_set_new(jp, "confirmed", json_boolean(p->confirmed));
-                                json_object_set_new(jp, "source", json_string(cluster_source_name(p->source)));
-                                json_array_append_new(pods, jp);
-                                if (whole && json_is_null(holder)) {
-                                        json_decref(holder);
-                                        holder = json_ref(p->ns, p->name);
-                                }
-                        }
-                        json_object_set_new(jg, "whole_holder", holder);
-                        json_object_set_new(jg, "pods", pods);
-                        json_object_set_new(jg, "claims", json_claims(c, ln->name, g));
-                        json_object_set_new(jg, "mig", inspect_mig_json(ln, g));
-                        json_array_append_new(gpus, jg);
-                }
-                for (unsigned q = 0; q < rec.n_unplaced; q++) {
-                        uint64_t m;
-                        unsigned cr, wh;
-                        sched_pod_request(rec.unplaced[q], &m, &cr, &wh);
-                        json_array_append_new(unpl,
-                                              json_request(rec.unplaced[q]->ns, rec.unplaced[q]->name, m, cr, wh));
-                }
-                sched_node_records_free(&rec);
-                json_object_set_new(jn, "gpus", gpus);
-                json_object_set_new(jn, "unplaced_pods", unpl);
-                json_array_append_new(nodes, jn);
+                gs_buf_puts(w, first ? "{\"namespace\":" : ",{\"namespace\":");
+                first = false;
+                gs_buf_json_string(w, lc->ns);
+                GS_BUF_LIT(w, ",\"name\":");
+                gs_buf_json_string(w, lc->name);
+                GS_BUF_LIT(w, ",\"request\":");
+                gs_buf_json_string(w, lc->request);
+                GS_BUF_LIT(w, ",\"device\":");
+                gs_buf_json_string(w, lc->device);
+                gs_buf_printf(w, ",\"whole\":%s,\"mig\":%s,\"memory_mib\":%" PRIu64 ",\"core_percent\":%" PRIu64,
+                              lc->kind == DRA_DEVICE_GPU ? "true" : "false",
+                              lc->kind == DRA_DEVICE_MIG ? "true" : "false", lc->memory >> 20, lc->cores);
+                GS_BUF_LIT(w, ",\"reserved_for\":");
+                gs_buf_json_string(w, lc->pods);
+                GS_BUF_LIT(w, "}");
         }
-        json_t *pend = json_array();
-        for (size_t q = 0; q < c->n_pending; q++) {
-                uint64_t m;
-                unsigned cr, wh;
-                view_request(&c->pending[q], &m, &cr, &wh);
-                json_t *o = json_request(c->pending[q].ns, c->pending[q].name, m, cr, wh);
-                json_object_set_new(o, "mig_devices", json_mig_request(&c->pending[q].req));
-                json_array_append_new(pend, o);
+        GS_BUF_LIT(w, "],\"mig\":[");
+        const struct listed_node *ln = bsearch(node, c->nodes, c->n_nodes, sizeof *c->nodes, node_name_cmp);
+        first = true;
+        for (size_t k = 0; ln && k < ln->n_mig; k++) {
+                const struct cluster_mig_info *m = &ln->mig[k].m;
+                if (ln->mig[k].gpu != g)
+                        continue;
+                gs_buf_printf(w, "%s{\"index\":%u,\"uuid\":", first ? "" : ",", m->index);
+                first = false;
+                gs_buf_json_string(w, m->uuid);
+                GS_BUF_LIT(w, ",\"profile\":");
+                gs_buf_json_string(w, m->profile);
+                gs_buf_printf(w, ",\"memory_mib\":%" PRIu64 ",\"health\":\"%s\",\"holder\":", (uint64_t)m->mem_mib,
+                              m->healthy ? "ok" : "unhealthy");
+                if (m->holder[0])
+                        gs_buf_json_string(w, m->holder);
+                else
+                        GS_BUF_LIT(w, "null");
+                GS_BUF_LIT(w, "}");
         }
-        json_object_set_new(root, "nodes", nodes);
-        json_object_set_new(root, "pending_pods", pend);
-        return root;
+        GS_BUF_LIT(w, "]");
+}
+
+/* --json (docs/cluster.md, "The cluster JSON"): the one writer's document, printed indented as before. */
+static int print_json(FILE *f, const struct collect *c, const char *only) {
+        struct sched_view_listed *nodes = calloc(c->n_nodes + 1, sizeof *nodes);
+        struct sched_view_pending *pending = calloc(c->n_pending + 1, sizeof *pending);
+        size_t nn = 0;
+        for (size_t i = 0; nodes && i < c->n_nodes; i++)
+                if (!only || streq(c->nodes[i].name, only))
+                        nodes[nn++] = (struct sched_view_listed){ c->nodes[i].name, c->nodes[i].published,
+                                                                  c->nodes[i].error };
+        for (size_t i = 0; pending && i < c->n_pending; i++)
+                pending[i].pod = &c->pending[i];
+        struct sched_view_extra x = { .gpu = json_gpu_extra, .userdata = (void *)c };
+        _cleanup_(freep) char *text = NULL;
+        size_t len = 0;
+        int r = nodes && pending ? sched_view_inspect(c->model, nodes, nn, pending, c->n_pending, &x, &text, &len)
+                                 : -ENOMEM;
+        free(nodes);
+        free(pending);
+        if (r < 0)
+                return r;
+        return json_print_text(f, text, len);
 }
 
 /* lint: long — the table of `gpuslice inspect`: one fprintf per column per row, and the totals; long because the
@@ -714,13 +651,7 @@ int cmd_inspect(int argc, char **argv) {
                 return EXIT_RUNTIME;
         }
         if (o.json) {
-                int e = 0;
-                json_t *j = json_cluster(&col, o.node, &e);
-                if (e < 0) {
-                        json_decref(j);
-                        r = EXIT_RUNTIME;
-                } else
-                        r = json_print(stdout, j) < 0 ? EXIT_RUNTIME : EXIT_OK;
+                r = print_json(stdout, &col, o.node) < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
         } else {
                 r = print_table(stdout, &col, o.node, o.details) < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
         }

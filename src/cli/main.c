@@ -67,10 +67,3 @@ int main(int argc, char **argv) {
         usage(stderr);
         return EXIT_USAGE;
 }
-
-int cmd_version(int argc, char **argv) {
-        (void)argc;
-        (void)argv;
-        printf("gpuslice %s\n", GPUSLICE_VERSION);
-        return EXIT_OK;
-}

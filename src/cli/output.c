@@ -11,32 +11,6 @@
 
 #define MAX_TOPOLOGY_FILE (1u << 20)
 
-static int read_stdin(char **ret, size_t *ret_len) {
-        size_t cap = 65536, len = 0;
-        _cleanup_(freep) char *buf = malloc(cap + 1);
-        if (!buf)
-                return -ENOMEM;
-        size_t k;
-        while ((k = fread(buf + len, 1, cap - len, stdin)) > 0) {
-                len += k;
-                if (len == cap) {
-                        if (cap >= MAX_TOPOLOGY_FILE)
-                                return -EFBIG;
-                        char *nb = realloc(buf, cap * 2 + 1);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                        cap *= 2;
-                }
-        }
-        if (ferror(stdin))
-                return -EIO;
-        buf[len] = '\0';
-        *ret = TAKE_PTR(buf);
-        *ret_len = len;
-        return 0;
-}
-
 int cli_nvml_open(const char *cmd, const char *library, struct nvml **ret) {
         struct nvml_error e = { 0 };
         int r = nvml_open(library, ret, &e);
@@ -67,7 +41,7 @@ static int node_load_impl(const struct node_source *src, struct topo *ret, struc
         if (src->topology) {
                 _cleanup_(freep) char *text = NULL;
                 size_t len;
-                int r = streq(src->topology, "-") ? read_stdin(&text, &len)
+                int r = streq(src->topology, "-") ? read_fd(STDIN_FILENO, MAX_TOPOLOGY_FILE, &text, &len)
                                                   : read_file(src->topology, MAX_TOPOLOGY_FILE, &text, &len);
                 if (r < 0) {
                         fprintf(stderr, "gpuslice: cannot read %s: %s\n", src->topology,
@@ -454,6 +428,60 @@ json_t *json_topo(const struct topo *t) {
         return json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o}", "driver_version", t->driver_version, "cuda_version",
                          cuda_str(t->cuda_version, cuda, sizeof cuda), "nvswitch", t->nvswitch, "gpus", gpus, "links",
                          links, "nics", nics, "tree", tree);
+}
+
+int json_print_text(FILE *f, const char *text, size_t len) {
+        /* jansson's JSON_INDENT(2) layout, streamed: no tree of the document is built (inspect's is MBs); the
+         * text between two structural characters goes out in one fwrite */
+        static const char spaces[] = "                                                                ";
+        unsigned depth = 0;
+        bool in_str = false;
+        size_t run = 0;
+        for (size_t i = 0; i < len; i++) {
+                char c = text[i];
+                if (in_str) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_str = false;
+                        continue;
+                }
+                if (c == '"') {
+                        in_str = true;
+                        continue;
+                }
+                if (c != '{' && c != '[' && c != '}' && c != ']' && c != ',' && c != ':')
+                        continue;
+                fwrite(text + run, 1, i - run, f);
+                run = i + 1;
+                if ((c == '{' || c == '[') && i + 1 < len && (text[i + 1] == '}' || text[i + 1] == ']')) {
+                        fwrite(text + i, 1, 2, f); /* {} and [] stay on the line */
+                        run = ++i + 1;
+                        continue;
+                }
+                if (c == ':') {
+                        fwrite(": ", 1, 2, f);
+                        continue;
+                }
+                bool close = c == '}' || c == ']';
+                if (close)
+                        depth -= depth > 0;
+                else
+                        putc(c, f); /* an opening bracket or a comma ends the line */
+                if (c == '{' || c == '[')
+                        depth++;
+                putc('\n', f);
+                for (size_t n = 2 * (size_t)depth; n > 0;) {
+                        size_t k = MIN(n, sizeof spaces - 1);
+                        fwrite(spaces, 1, k, f);
+                        n -= k;
+                }
+                if (close)
+                        putc(c, f); /* a closing bracket starts one */
+        }
+        fwrite(text + run, 1, len - run, f);
+        putc('\n', f);
+        return ferror(f) ? -EIO : 0;
 }
 
 int json_print(FILE *f, json_t *j) {

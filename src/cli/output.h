@@ -43,6 +43,8 @@ json_t *json_topo(const struct topo *t);
 json_t *json_link(struct topo_link l);
 /* Print compact-but-indented JSON and a newline; returns 0 or -EIO. Steals the reference. */
 int json_print(FILE *f, json_t *j);
+/* The same layout for a document already written as compact JSON text (valid: the cluster JSON's writer). */
+int json_print_text(FILE *f, const char *text, size_t len);
 
 /* Common option text for commands that read a node. */
 #define NODE_SOURCE_HELP                                                                     \

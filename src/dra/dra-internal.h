@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dra-internal — what the DRA driver's files share (never included outside src/dra; tests may): the
- * driver's state and the entry points of its parts. dra.c owns the lifecycle and the state below; the
+ * driver's state and the entry points of its parts. dra.c owns the lifecycle, state.c the state below; the
  * other files reach it through these functions:
  *
  *   prepare.c   the prepare/unprepare engine: checks, the journal's steps, CDI specs and limits dirs,
@@ -88,7 +88,8 @@ struct dra {
         char reg_socket[DRA_PATH_MAX], dra_socket[DRA_PATH_MAX];
 };
 
-/* dra.c */
+/* state.c: dra_log, dra_gpu_position, dra_slice_input_locked, dra_publish_kick_locked, the MIG side;
+ * dra.c: dra_new, dra_free */
 /* Thread: any; lock: none (the caller's log callback must be thread-safe). */
 void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * dra — the DRA driver's lifecycle and shared state (dra.h, dra-internal.h): options copied and checked,
- * the PCIe roots read from sysfs, the device table's view of each GPU, status. Must never log (the
- * caller's callback does) or block a caller of dra_update on I/O.
+ * dra — the DRA driver's lifecycle (dra.h, dra-internal.h): options copied and checked, the PCIe roots
+ * read from sysfs, the parts started and stopped in order, status. The state the parts share is
+ * state.c's (they use it, and this file starts them: no file cycle). Must never log (the caller's
+ * callback does).
  */
 #include "dra/dra.h"
 
@@ -18,24 +19,6 @@
 #include "dra/dra-internal.h"
 #include "rpc/rpc.h"
 #include "util/util.h"
-
-void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...) {
-        if (!d->ops.log)
-                return;
-        char fields[768];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(fields, sizeof fields, fmt, ap);
-        va_end(ap);
-        d->ops.log(d->ops.userdata, level, msg, fields);
-}
-
-int dra_gpu_position(const struct dra *d, unsigned index) {
-        for (unsigned g = 0; g < d->topo.n_gpus; g++)
-                if (d->topo.gpu[g].index >= 0 && (unsigned)d->topo.gpu[g].index == index)
-                        return (int)g;
-        return -1;
-}
 
 /* The PCIe root complex of a GPU as Kubernetes' deviceattribute package finds it: the first component
  * after /sys/devices/ of the link /sys/bus/pci/devices/<bus id>, "pci<domain>:<bus>". "" when unknown. */
@@ -194,119 +177,6 @@ struct dra *dra_stop(struct dra *d) {
         dra_publish_stop(d);
         dra_free(d);
         return NULL;
-}
-
-void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
-        memset(ret, 0, sizeof *ret);
-        ret->t = &d->topo;
-        ret->driver = d->driver;
-        ret->node = d->node;
-        ret->sharing = d->sharing_wanted && d->sharing_ok;
-        ret->memory_unit = d->memory_unit;
-        ret->generation = d->generation;
-        ret->mig = d->mig_error[0] ? NULL : d->mig; /* what cannot be prepared is not published */
-        ret->counters_dropped = !d->sharing_ok;
-        for (unsigned g = 0; g < d->topo.n_gpus; g++) {
-                /* an unhealthy GPU: tainted where the server keeps taints, else left out; a held one left out */
-                ret->offered[g] = (d->gpu[g].healthy || d->taints_ok) && !d->gpu[g].busy;
-                ret->tainted[g] = !d->gpu[g].healthy && d->taints_ok;
-                if (ret->tainted[g])
-                        dra_taint_value(d->gpu[g].reason, ret->taint_value[g], sizeof ret->taint_value[g]);
-                strscpy(ret->pcie_root[g], d->pcie_root[g], sizeof ret->pcie_root[g]);
-        }
-}
-
-/* ---- MIG ---- */
-
-/* Whether two reads of the MIG side publish and prepare the same (memory in use and the like aside). */
-static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
-        if (a->node.n_gpus != b->node.n_gpus)
-                return false;
-        for (unsigned g = 0; g < a->node.n_gpus; g++) {
-                const struct mig_gpu *x = &a->node.gpu[g], *y = &b->node.gpu[g];
-                if (x->mode != y->mode || x->n_devices != y->n_devices || x->n_gis != y->n_gis ||
-                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g])
-                        return false;
-                for (unsigned k = 0; k < x->n_gis; k++)
-                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis)
-                                return false;
-                for (unsigned k = 0; k < x->n_devices; k++) {
-                        const struct mig_device *m = &x->dev[k], *n = &y->dev[k];
-                        if (m->gi != n->gi || m->ci != n->ci || !streq(m->uuid, n->uuid) ||
-                            !streq(m->profile, n->profile) || m->memory_total != n->memory_total ||
-                            m->placement.start != n->placement.start || m->placement.size != n->placement.size ||
-                            m->ci_slices != n->ci_slices || m->sms != n->sms)
-                                return false;
-                }
-        }
-        return true;
-}
-
-/* The MIG devices' capability nodes, from <dev-root>/proc/driver/nvidia-caps/mig-minors (lock held). */
-static void mig_discover_locked(struct dra *d) {
-        char minors[DRA_PATH_MAX + 64];
-        snprintf(minors, sizeof minors, "%s%s", streq(d->dev_root, "/") ? "" : d->dev_root, CDI_MIG_MINORS);
-        struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
-        struct gs_error e = { 0 };
-        d->mig_error[0] = '\0';
-        if (cdi_discover_mig(&d->topo, &d->mig->node, &roots, minors, &d->disc, &e) < 0) {
-                snprintf(d->mig_error, sizeof d->mig_error, "%s", e.message[0] ? e.message : "MIG discovery failed");
-                dra_log(d, DRA_LOG_WARN, "the MIG devices' capability nodes are not found: MIG devices not published",
-                        "error=\"%s\"", d->mig_error);
-        }
-}
-
-void dra_mig_refresh(struct dra *d) {
-        if (!d->ops.mig_read)
-                return;
-        struct dra_mig *m = calloc(1, sizeof *m);
-        if (!m)
-                return;
-        int r = d->ops.mig_read(d->ops.userdata, m);
-        if (r < 0)
-                dra_log(d, DRA_LOG_WARN, "cannot read the MIG devices: keeping what was read before", "error=\"%s\"",
-                        strerror(-r));
-        pthread_mutex_lock(&d->lock);
-        if (r >= 0 && (!d->mig || !mig_same(d->mig, m))) {
-                bool first = !d->mig;
-                free(d->mig);
-                d->mig = TAKE_PTR(m);
-                mig_discover_locked(d);
-                dra_publish_kick_locked(d);
-                if (!first)
-                        dra_log(d, DRA_LOG_INFO, "the MIG devices changed: publishing them again", "%s", "");
-        }
-        pthread_mutex_unlock(&d->lock);
-        free(m);
-}
-
-const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci) {
-        return d->mig && dra_mig_gpu(d->mig, g) ? mig_device_by_ids(&d->mig->node, g, gi, ci) : NULL;
-}
-
-void dra_publish_kick_locked(struct dra *d) {
-        d->publish_dirty = true;
-        pthread_cond_broadcast(&d->publish_wake);
-}
-
-void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n) {
-        if (!d || !st)
-                return;
-        bool offered = false, health = false;
-        pthread_mutex_lock(&d->lock);
-        for (unsigned g = 0; g < n && g < d->topo.n_gpus; g++) {
-                struct dra_gpu_state *o = &d->gpu[g];
-                offered |= (o->healthy && !o->busy) != (st[g].healthy && !st[g].busy);
-                health |= o->healthy != st[g].healthy || !streq(o->reason, st[g].reason);
-                *o = st[g];
-        }
-        if (offered || health) /* health: a taint and its value */
-                dra_publish_kick_locked(d);
-        pthread_mutex_unlock(&d->lock);
-        if (health) {
-                atomic_fetch_add(&d->health_gen, 1);
-                rpc_streams_wake();
-        }
 }
 
 json_t *dra_status(struct dra *d) {

@@ -215,7 +215,7 @@ int dra_journal_scan(int dfd,
                 struct gs_error e = { 0 };
                 char *text = NULL;
                 size_t len = 0;
-                int r = read_file_at(dirfd(d), n, O_NOFOLLOW | O_NOCTTY, DRA_RECORD_MAX, &text, &len);
+                int r = read_file_at(dirfd(d), n, READ_FILE_NOFOLLOW, DRA_RECORD_MAX, &text, &len);
                 if (r < 0)
                         gs_error_set(&e, r, "cannot read: %s", strerror(-r));
                 else if ((r = dra_record_decode(text, len, rec, &e)) == 0 &&

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * http — the one HTTP server of gpuslice (libmicrohttpd): /metrics and /healthz of the node
- * agent now, the scheduler extender's verbs later. A caller-owned server: create it on
+ * http — the one HTTP server of gpuslice (libmicrohttpd): the node agent's /metrics, /healthz and
+ * status server, and the scheduler extender's verbs and page. A caller-owned server: create it on
  * HOST:PORT, register a handler per exact path, start, stop.
  *
  *   struct http_server *s;

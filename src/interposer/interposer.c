@@ -104,12 +104,6 @@ struct gs_real real;
 __thread unsigned nested;
 __thread uint64_t gs_calls, gs_refused_call = UINT64_MAX;
 
-uint64_t gs_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void complain(const char *fmt, ...) {
         /* Init-time only: a broken setup must say why, once. */

@@ -11,55 +11,28 @@
 #include <pthread.h>
 #include <stdarg.h>
 
-static bool text_reserve(struct metrics_text *t, size_t extra) {
-        if (t->failed)
-                return false;
-        if (buffer_reserve(&t->buf, &t->cap, t->len + extra + 1) < 0) {
-                t->failed = true;
-                return false;
-        }
-        return true;
-}
-
+/* Room for n more bytes in util's buffer; false once anything failed (the text is incomplete then). */
 bool metrics_text_reserve(struct metrics_text *t, size_t n) {
-        return text_reserve(t, n);
+        return !t->b.no_mem && gs_buf_reserve(&t->b, n) == 0;
 }
 
 void metrics_text_printf(struct metrics_text *t, const char *fmt, ...) {
-        /* one vsnprintf when the text fits the room left (nearly always), a second one only to
-         * finish after growing */
-        size_t room = t->failed ? 0 : t->cap - t->len;
+        if (t->b.no_mem)
+                return;
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+        if (gs_buf_vprintf(&t->b, fmt, ap) < 0)
+                t->b.no_mem = true;
         va_end(ap);
-        if (n < 0) {
-                t->failed = true;
-                return;
-        }
-        if ((size_t)n >= room) {
-                if (!text_reserve(t, (size_t)n))
-                        return;
-                va_start(ap, fmt);
-                vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-                va_end(ap);
-        }
-        t->len += (size_t)n;
 }
 
 void metrics_text_append(struct metrics_text *t, const char *s, size_t n) {
-        if (!text_reserve(t, n))
-                return;
-        memcpy(t->buf + t->len, s, n);
-        t->len += n;
-        t->buf[t->len] = '\0';
+        if (!t->b.no_mem)
+                gs_buf_append(&t->b, s, n);
 }
 
 static void text_putc(struct metrics_text *t, char c) {
-        if (!text_reserve(t, 1))
-                return;
-        t->buf[t->len++] = c;
-        t->buf[t->len] = '\0';
+        metrics_text_append(t, &c, 1);
 }
 
 /* Bytes copied as they are: ASCII except the backslash, the newline and (in label values) the
@@ -158,17 +131,17 @@ void metrics_text_sample(struct metrics_text *t, const char *name, const char *c
 
 void metrics_text_sample_span(struct metrics_text *t, const char *name, struct metrics_span labels, double value) {
         size_t nl = strlen(name);
-        if (labels.len == 0 || labels.off + labels.len > t->len) {
+        if (labels.len == 0 || labels.off + labels.len > t->b.len) {
                 metrics_text_sample(t, name, NULL, value);
                 return;
         }
-        if (!text_reserve(t, nl + labels.len + 3))
-                return; /* from here on t->buf stays where it is for these copies */
+        if (!metrics_text_reserve(t, nl + labels.len + 3))
+                return; /* from here on t->b.p stays where it is for these copies */
         /* name{, then the labels from where they are in this same buffer, then } */
         metrics_text_append(t, name, nl);
         metrics_text_append(t, "{", 1);
-        memmove(t->buf + t->len, t->buf + labels.off, labels.len);
-        t->len += labels.len;
+        memmove(t->b.p + t->b.len, t->b.p + labels.off, labels.len);
+        t->b.len += labels.len;
         metrics_text_append(t, "}", 1);
         text_putc(t, ' ');
         metrics_text_value(t, value);
@@ -178,11 +151,11 @@ void metrics_text_sample_span(struct metrics_text *t, const char *name, struct m
 int metrics_escape_label(const char *value, char *buf, size_t len) {
         struct metrics_text t = { 0 };
         text_escaped(&t, value, true);
-        if (t.failed) {
+        if (t.b.no_mem) {
                 metrics_text_done(&t);
                 return -ENOMEM;
         }
-        const char *s = t.buf ? t.buf : "";
+        const char *s = t.b.p ? t.b.p : "";
         int r = strlen(s) < len ? 0 : -ENOBUFS;
         strscpy(buf, s, len);
         metrics_text_done(&t);
@@ -190,20 +163,11 @@ int metrics_escape_label(const char *value, char *buf, size_t len) {
 }
 
 int metrics_text_finish(struct metrics_text *t, char **ret, size_t *ret_len) {
-        if (t->failed || !text_reserve(t, 0)) {
-                metrics_text_done(t);
-                return -ENOMEM;
-        }
-        t->buf[t->len] = '\0';
-        *ret_len = t->len;
-        *ret = t->buf;
-        *t = (struct metrics_text){ 0 };
-        return 0;
+        return gs_buf_finish(&t->b, ret, ret_len);
 }
 
 void metrics_text_done(struct metrics_text *t) {
-        free(t->buf);
-        *t = (struct metrics_text){ 0 };
+        gs_buf_done(&t->b);
 }
 
 bool metrics_valid_name(const char *s) {

@@ -35,9 +35,7 @@
 /* ---- text builder ---- */
 
 struct metrics_text {
-        char *buf;
-        size_t len, cap;
-        bool failed; /* an allocation failed: the text is incomplete, report -ENOMEM */
+        struct gs_buf b; /* the text so far (util's buffer); b.no_mem: it is incomplete, report -ENOMEM */
 };
 
 /* Append printf-style; on allocation failure sets ->failed and does nothing more. */

@@ -43,7 +43,7 @@ static int gpu_blocks_init(struct gpu_blocks *b, const struct monitor_snapshot *
         if (!b->span)
                 return -ENOMEM;
         for (size_t g = 0; g < s->n_gpus; g++) {
-                size_t off = b->text.len;
+                size_t off = b->text.b.len;
                 metrics_text_append(&b->text, "gpu_index=\"", 11);
                 metrics_text_uint(&b->text, s->gpus[g].index);
                 metrics_text_append(&b->text, "\",gpu_uuid=\"", 12);
@@ -51,9 +51,9 @@ static int gpu_blocks_init(struct gpu_blocks *b, const struct monitor_snapshot *
                 metrics_text_append(&b->text, "\",gpu_model=\"", 13);
                 metrics_text_escaped(&b->text, s->gpus[g].name);
                 metrics_text_append(&b->text, "\"", 1);
-                b->span[g] = (struct metrics_span){ off, b->text.len - off };
+                b->span[g] = (struct metrics_span){ off, b->text.b.len - off };
         }
-        return b->text.failed ? -ENOMEM : 0;
+        return b->text.b.no_mem ? -ENOMEM : 0;
 }
 
 static void gpu_blocks_done(struct gpu_blocks *b) {
@@ -62,7 +62,7 @@ static void gpu_blocks_done(struct gpu_blocks *b) {
 }
 
 static void put_gpu_block(struct metrics_text *t, const struct gpu_blocks *b, unsigned g) {
-        metrics_text_append(t, b->text.buf + b->span[g].off, b->span[g].len);
+        metrics_text_append(t, b->text.b.p + b->span[g].off, b->span[g].len);
 }
 
 /* name{ ... } value\n written in pieces: open, the labels, close. */
@@ -161,7 +161,7 @@ struct line_cursor {
 };
 
 static struct metrics_span next_line_labels(const struct metrics_text *t, struct line_cursor *c) {
-        const char *b = t->buf ? t->buf : "";
+        const char *b = t->b.p ? t->b.p : "";
         const char *nl = c->pos < c->end ? memchr(b + c->pos, '\n', c->end - c->pos) : NULL;
         if (!nl)
                 return (struct metrics_span){ 0 };
@@ -197,7 +197,7 @@ static void format_processes(struct metrics_text *t, const struct monitor_snapsh
                         if (!any)
                                 metrics_text_family(t, name[f], "gauge", help[f]);
                         if (!any && f == 0)
-                                first.pos = t->len;
+                                first.pos = t->b.len;
                         any = true;
                         if (again.len) {
                                 metrics_text_sample_span(t, name[f], again, v);
@@ -208,7 +208,7 @@ static void format_processes(struct metrics_text *t, const struct monitor_snapsh
                         sample_close(t, v);
                 }
                 if (f == 0)
-                        first.end = any ? t->len : 0;
+                        first.end = any ? t->b.len : 0;
         }
 }
 
@@ -335,7 +335,7 @@ static int format_containers(struct metrics_text *t, const struct monitor_snapsh
                         if (!any)
                                 metrics_text_family(t, names[f], "gauge", helps[f]);
                         if (!any && f == 0)
-                                first.pos = t->len;
+                                first.pos = t->b.len;
                         any = true;
                         double v = f == 0 ? (double)c.memory : MIN(c.sm, 100) / 100.0;
                         if (again.len) {
@@ -347,7 +347,7 @@ static int format_containers(struct metrics_text *t, const struct monitor_snapsh
                         sample_close(t, v);
                 }
                 if (f == 0)
-                        first.end = any ? t->len : 0;
+                        first.end = any ? t->b.len : 0;
         }
         free(idx);
         return 0;
@@ -367,7 +367,7 @@ static void format_compat_gpu_manager(struct metrics_text *t, const struct monit
         };
         size_t n = 0, *idx = malloc((s->n_procs ? s->n_procs : 1) * sizeof *idx);
         if (!idx) {
-                t->failed = true;
+                t->b.no_mem = true;
                 return;
         }
         for (size_t i = 0; i < s->n_procs; i++)
@@ -504,7 +504,7 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
         if (s) {
                 struct gpu_blocks b;
                 if (gpu_blocks_init(&b, s) < 0)
-                        t.failed = true;
+                        t.b.no_mem = true;
                 static const struct {
                         const char *name, *help;
                         double (*get)(const struct monitor_gpu *g, bool *ok);
@@ -522,14 +522,14 @@ int monitor_format_metrics(const struct monitor_snapshot *s, unsigned compat, co
                         { "gpuslice_gpu_allocated_ratio",
                           "Share of the GPU allocated to containers (0..1): whole GPUs count 1.", g_alloc },
                 };
-                for (size_t f = 0; !t.failed && f < ELEMENTSOF(gfam); f++)
+                for (size_t f = 0; !t.b.no_mem && f < ELEMENTSOF(gfam); f++)
                         gpu_family(&t, s, &b, gfam[f].name, gfam[f].help, gfam[f].get);
-                if (!t.failed)
+                if (!t.b.no_mem)
                         format_processes(&t, s, &b);
                 format_mig(&t, s);
                 format_limits(&t, s);
-                if (!t.failed && format_containers(&t, s, &b) < 0)
-                        t.failed = true;
+                if (!t.b.no_mem && format_containers(&t, s, &b) < 0)
+                        t.b.no_mem = true;
                 gpu_blocks_done(&b);
                 if (compat & CONFIG_COMPAT_POD_GPU_MEM)
                         format_compat_pod_mem(&t, s);

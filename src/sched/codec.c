@@ -141,148 +141,79 @@ static int finish(json_t *j, char **ret, size_t *ret_len) {
         return 0;
 }
 
-/* A growing text buffer for the replies that list every node: written by hand, since building
- * thousands of jansson values per call cost more than the decisions themselves. */
-struct out {
-        char *buf;
-        size_t len, cap;
-        bool failed;
-};
+/* The replies that list every node are written by hand into util's buffer, since building thousands of
+ * jansson values per call cost more than the decisions themselves. */
 
-static void out_reserve(struct out *o, size_t more) {
-        if (o->failed || o->len + more + 1 <= o->cap)
-                return;
-        size_t cap = MAX(o->cap * 2, o->len + more + 1024);
-        char *b = realloc(o->buf, cap);
-        if (!b) {
-                o->failed = true;
-                return;
-        }
-        o->buf = b;
-        o->cap = cap;
-}
-
-static void out_raw(struct out *o, const char *s, size_t l) {
-        out_reserve(o, l);
-        if (o->failed)
-                return;
-        memcpy(o->buf + o->len, s, l);
-        o->len += l;
-        o->buf[o->len] = '\0';
-}
-
-static void out_lit(struct out *o, const char *s) {
-        out_raw(o, s, strlen(s));
-}
-
-/* A JSON string; s is UTF-8 (it came out of jansson or our own formatting). */
-static void out_str(struct out *o, const char *s) {
-        size_t l = strlen(s);
-        out_reserve(o, l * 6 + 2);
-        if (o->failed)
-                return;
-        char *p = o->buf + o->len;
-        *p++ = '"';
-        for (size_t i = 0; i < l; i++) {
-                unsigned char c = (unsigned char)s[i];
-                if (c == '"' || c == '\\') {
-                        *p++ = '\\';
-                        *p++ = (char)c;
-                } else if (c < 0x20) {
-                        static const char hex[] = "0123456789abcdef";
-                        memcpy(p, "\\u00", 4);
-                        p[4] = hex[c >> 4];
-                        p[5] = hex[c & 15];
-                        p += 6;
-                } else {
-                        *p++ = (char)c;
-                }
-        }
-        *p++ = '"';
-        *p = '\0';
-        o->len = (size_t)(p - o->buf);
-}
-
-static int out_finish(struct out *o, char **ret, size_t *ret_len) {
-        if (o->failed || !o->buf) {
-                free(o->buf);
-                return -ENOMEM;
-        }
-        *ret = o->buf;
-        *ret_len = o->len;
-        return 0;
-}
-
-static void out_failures(struct out *o, const struct sched_ext_args *a, const struct sched_ext_node_result *res,
+static void out_failures(struct gs_buf *o, const struct sched_ext_args *a, const struct sched_ext_node_result *res,
                          bool unresolvable_only) {
         bool first = true;
-        out_lit(o, "{");
+        GS_BUF_LIT(o, "{");
         for (size_t i = 0; res && i < a->n_nodes; i++) {
                 if (res[i].verdict == SCHED_FIT || (unresolvable_only && res[i].verdict != SCHED_UNRESOLVABLE))
                         continue;
                 if (!first)
-                        out_lit(o, ",");
+                        GS_BUF_LIT(o, ",");
                 first = false;
-                out_str(o, a->node_names[i]);
-                out_lit(o, ":");
-                out_str(o, res[i].reason ? res[i].reason : "does not fit");
+                gs_buf_json_string(o, a->node_names[i]);
+                GS_BUF_LIT(o, ":");
+                gs_buf_json_string(o, res[i].reason ? res[i].reason : "does not fit");
         }
-        out_lit(o, "}");
+        GS_BUF_LIT(o, "}");
 }
 
 int sched_ext_filter_encode(const struct sched_ext_args *a, const struct sched_ext_node_result *res, const char *error,
                             char **ret, size_t *ret_len) {
-        struct out o = { 0 };
+        struct gs_buf o = { 0 };
         if (error)
                 res = NULL;
-        out_lit(&o, "{\"Error\":");
-        out_str(&o, error ? error : "");
+        GS_BUF_LIT(&o, "{\"Error\":");
+        gs_buf_json_string(&o, error ? error : "");
         /* kube-scheduler 1.20 knows only FailedNodes; later ones let FailedAndUnresolvableNodes
          * win, so an unresolvable node goes in both */
-        out_lit(&o, ",\"FailedNodes\":");
+        GS_BUF_LIT(&o, ",\"FailedNodes\":");
         out_failures(&o, a, res, false);
-        out_lit(&o, ",\"FailedAndUnresolvableNodes\":");
+        GS_BUF_LIT(&o, ",\"FailedAndUnresolvableNodes\":");
         out_failures(&o, a, res, true);
         if (!error && a->node_cache) {
-                out_lit(&o, ",\"NodeNames\":[");
+                GS_BUF_LIT(&o, ",\"NodeNames\":[");
                 bool first = true;
                 for (size_t i = 0; i < a->n_nodes; i++) {
                         if (res[i].verdict != SCHED_FIT)
                                 continue;
                         if (!first)
-                                out_lit(&o, ",");
+                                GS_BUF_LIT(&o, ",");
                         first = false;
-                        out_str(&o, a->node_names[i]);
+                        gs_buf_json_string(&o, a->node_names[i]);
                 }
-                out_lit(&o, "],\"Nodes\":null}");
+                GS_BUF_LIT(&o, "],\"Nodes\":null}");
         } else if (!error) {
                 /* full Node objects come back as they were sent */
-                out_lit(&o, ",\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
+                GS_BUF_LIT(&o, ",\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
                 bool first = true;
                 for (size_t i = 0; i < a->n_nodes; i++) {
                         if (res[i].verdict != SCHED_FIT)
                                 continue;
                         char *t = json_dumps(json_array_get(a->nodes_items, i), JSON_COMPACT);
                         if (!t) {
-                                o.failed = true;
+                                o.no_mem = true;
                                 break;
                         }
                         if (!first)
-                                out_lit(&o, ",");
+                                GS_BUF_LIT(&o, ",");
                         first = false;
-                        out_lit(&o, t);
+                        gs_buf_puts(&o, t);
                         free(t);
                 }
-                out_lit(&o, "]}}");
+                GS_BUF_LIT(&o, "]}}");
         } else {
-                out_lit(&o, ",\"NodeNames\":null,\"Nodes\":null}");
+                GS_BUF_LIT(&o, ",\"NodeNames\":null,\"Nodes\":null}");
         }
-        return out_finish(&o, ret, ret_len);
+        return gs_buf_finish(&o, ret, ret_len);
 }
 
 int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n, char **ret, size_t *ret_len) {
-        struct out o = { 0 };
-        out_lit(&o, "[");
+        struct gs_buf o = { 0 };
+        GS_BUF_LIT(&o, "[");
         for (size_t i = 0; i < n; i++) {
                 /* scores are 0..10 (anything else is written with snprintf): 5,000 snprintf calls
                  * were a tenth of a prioritize call */
@@ -298,12 +229,12 @@ int sched_ext_prioritize_encode(char *const *names, const int *scores, size_t n,
                         num[l++] = '}';
                 } else
                         l = snprintf(num, sizeof num, ",\"Score\":%d}", scores[i]);
-                out_lit(&o, i ? ",{\"Host\":" : "{\"Host\":");
-                out_str(&o, names[i]);
-                out_raw(&o, num, (size_t)l);
+                gs_buf_puts(&o, i ? ",{\"Host\":" : "{\"Host\":");
+                gs_buf_json_string(&o, names[i]);
+                gs_buf_append(&o, num, (size_t)l);
         }
-        out_lit(&o, "]");
-        return out_finish(&o, ret, ret_len);
+        GS_BUF_LIT(&o, "]");
+        return gs_buf_finish(&o, ret, ret_len);
 }
 
 int sched_ext_bind_decode(const char *body, size_t len, struct sched_ext_bind_args *ret, struct gs_error *err) {
@@ -441,29 +372,29 @@ bad:
 }
 
 int sched_ext_preempt_encode(const struct sched_ext_preempt_args *a, const bool *keep, char **ret, size_t *ret_len) {
-        struct out o = { 0 };
-        out_lit(&o, "{\"NodeNameToMetaVictims\":{");
+        struct gs_buf o = { 0 };
+        GS_BUF_LIT(&o, "{\"NodeNameToMetaVictims\":{");
         bool first = true;
         for (size_t i = 0; i < a->n_nodes; i++) {
                 const struct sched_ext_victims *x = &a->nodes[i];
                 if (!keep[i])
                         continue;
                 if (!first)
-                        out_lit(&o, ",");
+                        GS_BUF_LIT(&o, ",");
                 first = false;
-                out_str(&o, x->node);
-                out_lit(&o, ":{\"Pods\":[");
+                gs_buf_json_string(&o, x->node);
+                GS_BUF_LIT(&o, ":{\"Pods\":[");
                 for (size_t k = 0; k < x->n_uids; k++) {
-                        out_lit(&o, k ? ",{\"UID\":" : "{\"UID\":");
-                        out_str(&o, x->uids[k]);
-                        out_lit(&o, "}");
+                        gs_buf_puts(&o, k ? ",{\"UID\":" : "{\"UID\":");
+                        gs_buf_json_string(&o, x->uids[k]);
+                        GS_BUF_LIT(&o, "}");
                 }
                 char num[48];
                 int l = snprintf(num, sizeof num, "],\"NumPDBViolations\":%lld}", x->pdb_violations);
-                out_raw(&o, num, (size_t)l);
+                gs_buf_append(&o, num, (size_t)l);
         }
-        out_lit(&o, "}}");
-        return out_finish(&o, ret, ret_len);
+        GS_BUF_LIT(&o, "}}");
+        return gs_buf_finish(&o, ret, ret_len);
 }
 
 /* ---- snapshot ---- */

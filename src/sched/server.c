@@ -67,15 +67,13 @@ struct sched_server {
         struct sched_ext_node_result *results;
         int *scores;
         size_t scratch_n;
-        char *reasons;
-        size_t reasons_len, reasons_cap;
+        struct gs_buf reasons; /* NUL-separated; offsets below UINT32_MAX */
         /* the last filter's node list: names (NUL-separated, in order), the nodes they resolved to
          * while the model's node set stays (sched_model_nodes_generation), and the decisions, which
          * the prioritize call that follows for the same pod reuses while the model has not changed
          * at all (kube-scheduler sends the nodes that passed, in order). kube-scheduler sends the
          * same node list call after call, so the next filter resolves it without a lookup. */
-        char *fl_names;
-        size_t fl_len, fl_cap;
+        struct gs_buf fl_names; /* NUL-separated; offsets below UINT32_MAX */
         uint32_t *fl_off;
         const struct sched_node **fl_node;
         struct sched_score_in *fl_dec;
@@ -92,6 +90,7 @@ struct sched_server {
         struct sched_workload workload;
         struct sched_pack_ctx pack;
         struct sched_shape shape;
+        struct sched_ui_source ui; /* what the page's routes read (sched_ui_register) */
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
         struct metrics_histogram *latency[VERB_N];
@@ -187,16 +186,10 @@ static int scratch_reserve(struct sched_server *s, size_t n) {
 
 /* A failing node's reason into the pool; UINT32_MAX when it cannot be kept. */
 static uint32_t reason_keep(struct sched_server *s, const char *reason) {
-        size_t l = strlen(reason) + 1;
-        if (s->reasons_len + l > s->reasons_cap) {
-                size_t cap = MAX(s->reasons_cap * 2, s->reasons_len + l + 4096);
-                if (cap > UINT32_MAX || grow((void **)&s->reasons, cap) < 0)
-                        return UINT32_MAX;
-                s->reasons_cap = cap;
-        }
-        memcpy(s->reasons + s->reasons_len, reason, l);
-        s->reasons_len += l;
-        return (uint32_t)(s->reasons_len - l);
+        size_t at = s->reasons.len, l = strlen(reason) + 1;
+        if (at + l >= UINT32_MAX || gs_buf_append(&s->reasons, reason, l) < 0)
+                return UINT32_MAX;
+        return (uint32_t)at;
 }
 
 /* The pod's shape for the packing policies (its CPU and memory are not read: 0), counted in the mix; the
@@ -257,29 +250,22 @@ static void resolve_nodes(struct sched_server *s, const struct sched_ext_args *a
         uint64_t gen = sched_model_nodes_generation(s->model);
         bool same = s->fl_resolved && s->fl_nodes_gen == gen && s->fl_n == a->n_nodes;
         for (size_t i = 0; same && i < a->n_nodes; i++)
-                same = streq(a->node_names[i], s->fl_names + s->fl_off[i]);
+                same = streq(a->node_names[i], s->fl_names.p + s->fl_off[i]);
         if (same) {
                 memcpy(s->nodes, s->fl_node, a->n_nodes * sizeof *s->nodes);
                 return;
         }
         s->fl_resolved = false;
-        s->fl_len = 0;
+        gs_buf_clear(&s->fl_names);
         bool keep = true;
         for (size_t i = 0; i < a->n_nodes; i++) {
                 const char *name = a->node_names[i];
                 s->nodes[i] = sched_model_node(s->model, name);
                 size_t l = strlen(name) + 1;
-                if (keep && s->fl_len + l > s->fl_cap) {
-                        size_t cap = MAX(s->fl_cap * 2, s->fl_len + l + 4096);
-                        keep = cap <= UINT32_MAX && grow((void **)&s->fl_names, cap) == 0;
-                        if (keep)
-                                s->fl_cap = cap;
-                }
-                if (keep) {
-                        memcpy(s->fl_names + s->fl_len, name, l);
-                        s->fl_off[i] = (uint32_t)s->fl_len;
-                        s->fl_len += l;
-                }
+                size_t at = s->fl_names.len;
+                keep = keep && at + l < UINT32_MAX && gs_buf_append(&s->fl_names, name, l) == 0;
+                if (keep)
+                        s->fl_off[i] = (uint32_t)at;
                 s->fl_node[i] = s->nodes[i];
         }
         s->fl_n = keep ? a->n_nodes : 0;
@@ -306,14 +292,14 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
         resolve_nodes(s, a);
         if (sched_pack_policy(pol) && cluster_request_any(&a->pod.req))
                 pack_prepare(s, a);
-        s->reasons_len = 0;
+        gs_buf_clear(&s->reasons);
         for (size_t i = 0; i < a->n_nodes; i++)
                 decide_one(s, a, cluster_request_any(&a->pod.req) ? s->nodes[i] : NULL, pol, &s->dec[i],
                            &s->reason_off[i]);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 uint32_t o = s->reason_off[i];
                 s->results[i] =
-                        (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons + o };
+                        (struct sched_ext_node_result){ s->dec[i].verdict, o == UINT32_MAX ? NULL : s->reasons.p + o };
         }
         struct pending *pp = a->pod.uid[0] && cluster_request_any(&a->pod.req)
                                      ? sched_map_get(&s->pending, a->pod.uid, strlen(a->pod.uid))
@@ -349,9 +335,9 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                         /* the nodes that passed filter, in filter's order: skip the ones that failed */
                         size_t k = j;
                         while (k < s->fl_n && s->fl_dec[k].verdict != SCHED_FIT &&
-                               !streq(name, s->fl_names + s->fl_off[k]))
+                               !streq(name, s->fl_names.p + s->fl_off[k]))
                                 k++;
-                        if (k < s->fl_n && streq(name, s->fl_names + s->fl_off[k])) {
+                        if (k < s->fl_n && streq(name, s->fl_names.p + s->fl_off[k])) {
                                 s->decp[i] = &s->fl_dec[k];
                                 j = k + 1;
                                 continue;
@@ -705,6 +691,15 @@ static void serve_metrics(void *ud, const struct http_request *req, struct http_
         strscpy(resp->content_type, "text/plain; version=0.0.4; charset=utf-8", sizeof resp->content_type);
 }
 
+/* the page's source of documents (ui.h) */
+static int ui_cluster(void *userdata, const struct sched_view_query *q, char **ret, size_t *ret_len) {
+        return sched_server_view(userdata, q, ret, ret_len);
+}
+
+static int ui_topology(void *userdata, const char *node, char **ret, size_t *ret_len) {
+        return sched_server_topology(userdata, node, ret, ret_len);
+}
+
 int sched_server_new(const struct sched_server_options *o, struct sched_server **ret) {
         if (!o || !o->address)
                 return -EINVAL;
@@ -712,6 +707,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         if (!s)
                 return -ENOMEM;
         s->o = *o;
+        s->ui = (struct sched_ui_source){ .cluster = ui_cluster, .topology = ui_topology, .userdata = s };
         if (o->binder && o->binder->bind) {
                 s->binder = *o->binder;
                 s->has_binder = true;
@@ -766,7 +762,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
             (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
             (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0 ||
-            (r = sched_ui_register(s->http, s)) < 0) {
+            (r = sched_ui_register(s->http, &s->ui)) < 0) {
                 sched_server_free(s);
                 return r;
         }
@@ -800,8 +796,8 @@ struct sched_server *sched_server_free(struct sched_server *s) {
         free(s->reason_off);
         free(s->results);
         free(s->scores);
-        free(s->reasons);
-        free(s->fl_names);
+        gs_buf_done(&s->reasons);
+        gs_buf_done(&s->fl_names);
         free(s->fl_off);
         free(s->fl_node);
         free(s->fl_dec);

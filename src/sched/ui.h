@@ -10,9 +10,21 @@
  */
 #pragma once
 
-struct http_server;
-struct sched_server;
+#include <stddef.h>
 
-/* Register the page's routes on h, serving s's model. Before h starts. 0 or http_server_handle's error. */
+struct http_server;
+struct sched_view_query;
+
+/* Where the API's documents come from: the extender's server (sched_server_view, sched_server_topology,
+ * under its lock). The page calls nothing else of the server, so the server can register the page
+ * (no file cycle between server.c and ui.c). *ret malloc'ed; 0 or -errno (-ENOENT: no such node). */
+struct sched_ui_source {
+        int (*cluster)(void *userdata, const struct sched_view_query *q, char **ret, size_t *ret_len);
+        int (*topology)(void *userdata, const char *node, char **ret, size_t *ret_len);
+        void *userdata;
+};
+
+/* Register the page's routes on h, serving src's documents (src is kept: it outlives h). Before h starts.
+ * 0 or http_server_handle's error. */
 /* Thread: main, before the HTTP server serves; lock: none. */
-int sched_ui_register(struct http_server *h, struct sched_server *s);
+int sched_ui_register(struct http_server *h, const struct sched_ui_source *src);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * view.c — the operator page's JSON and query strings (see view.h, docs/ui.md). Reads the model,
- * never changes it (but for the topology's memoised picks); no I/O, no logging.
+ * view.c — the cluster model's one JSON writer (the operator page's API and `gpuslice inspect --json`,
+ * docs/cluster.md) and the page's query strings (see view.h, docs/ui.md). Reads the model, never changes it
+ * (but for the topology's memoised picks); no I/O, no logging.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -274,76 +275,27 @@ static void share_what(unsigned core, uint64_t mem, char *buf, size_t len) {
                 snprintf(buf, len, "%s", m);
 }
 
-/* ---- a JSON writer for the cluster document: written straight into one buffer (at 1,000 nodes the
- * document is MBs, and it is written under the server's lock; a tree of jansson values took 10x as
- * long). Strings are escaped as JSON wants, and bytes that are not UTF-8 become U+FFFD. ---- */
+/* ---- the cluster document is written straight into one buffer (at 1,000 nodes the document is MBs, and
+ * it is written under the server's lock; a tree of jansson values took 10x as long). Strings go through
+ * gs_buf_json_string: escaped as JSON wants, bytes that are not UTF-8 as U+FFFD. ---- */
 
-struct jw {
-        char *buf;
-        size_t len, cap;
-        bool failed;
-};
-
-static bool jw_room(struct jw *w, size_t n) {
-        if (!w->failed && buffer_reserve(&w->buf, &w->cap, w->len + n + 1) < 0)
-                w->failed = true;
-        return !w->failed;
-}
-
-static void jw_raw(struct jw *w, const char *s, size_t n) {
-        if (!jw_room(w, n))
-                return;
-        memcpy(w->buf + w->len, s, n);
-        w->len += n;
-}
-#define JW_LIT(w, lit) jw_raw(w, "" lit, sizeof(lit) - 1) /* lit: a string literal (the "" makes sure) */
-
-static void jw_str(struct jw *w, const char *s) {
-        JW_LIT(w, "\"");
-        const char *end = s + strlen(s);
-        while (s < end) {
-                const char *run = s;
-                while (s < end && (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x80 && *s != '"' && *s != '\\')
-                        s++;
-                jw_raw(w, run, (size_t)(s - run));
-                if (s == end)
-                        break;
-                unsigned char c = (unsigned char)*s;
-                size_t k = c >= 0x80 ? utf8_seq_len(s, (size_t)(end - s)) : 1;
-                if (c >= 0x80) {
-                        if (k)
-                                jw_raw(w, s, k);
-                        else
-                                JW_LIT(w, "\xef\xbf\xbd");
-                        s += k ? k : 1;
-                        continue;
-                }
-                char esc[8];
-                int n = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
-                                              : snprintf(esc, sizeof esc, "\\u%04x", c);
-                jw_raw(w, esc, (size_t)n);
-                s++;
-        }
-        JW_LIT(w, "\"");
-}
-
-static void jw_int(struct jw *w, int64_t v) {
+static void jw_int(struct gs_buf *w, int64_t v) {
         char b[24];
         int n = snprintf(b, sizeof b, "%lld", (long long)v);
-        jw_raw(w, b, (size_t)n);
+        gs_buf_append(w, b, (size_t)n);
 }
 
-static void jw_bool(struct jw *w, bool v) {
+static void jw_bool(struct gs_buf *w, bool v) {
         if (v)
-                JW_LIT(w, "true");
+                GS_BUF_LIT(w, "true");
         else
-                JW_LIT(w, "false");
+                GS_BUF_LIT(w, "false");
 }
 
 /* ,"key": then the value (keys are literals that need no escaping) */
-#define JW_KEY(w, key) JW_LIT(w, ",\"" key "\":")
+#define JW_KEY(w, key) GS_BUF_LIT(w, ",\"" key "\":")
 
-static void pod_flags(struct jw *w, const struct sched_pod *p) {
+static void pod_flags(struct gs_buf *w, const struct sched_pod *p) {
         JW_KEY(w, "bound");
         jw_bool(w, p->bound);
         JW_KEY(w, "confirmed");
@@ -353,17 +305,18 @@ static void pod_flags(struct jw *w, const struct sched_pod *p) {
         JW_KEY(w, "inferred");
         jw_bool(w, p->inferred);
         JW_KEY(w, "source");
-        jw_str(w, cluster_source_name(p->source));
+        gs_buf_json_string(w, cluster_source_name(p->source));
 }
 
-static void ns_name(struct jw *w, const char *ns, const char *name) {
-        JW_LIT(w, "{\"namespace\":");
-        jw_str(w, ns);
+static void ns_name(struct gs_buf *w, const char *ns, const char *name) {
+        GS_BUF_LIT(w, "{\"namespace\":");
+        gs_buf_json_string(w, ns);
         JW_KEY(w, "name");
-        jw_str(w, name);
+        gs_buf_json_string(w, name);
 }
 
-static void holder_json(struct jw *w, const struct sched_pod *p, const struct sched_node *n, unsigned g) {
+static void holder_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_pod *p,
+                        const struct sched_node *n, unsigned g) {
         uint64_t mem;
         unsigned core;
         bool whole;
@@ -375,15 +328,19 @@ static void holder_json(struct jw *w, const struct sched_pod *p, const struct sc
                 share_what(core, mem, what, sizeof what);
         ns_name(w, p->ns, p->name);
         JW_KEY(w, "kind");
-        jw_str(w, whole ? "whole" : "share");
+        gs_buf_json_string(w, whole ? "whole" : "share");
+        if (doc == SCHED_VIEW_DOC_INSPECT) { /* inspect's readers had it before kind; the page reads kind */
+                JW_KEY(w, "whole");
+                jw_bool(w, whole);
+        }
         JW_KEY(w, "memory_mib");
         jw_int(w, (int64_t)mem);
         JW_KEY(w, "core_percent");
         jw_int(w, core);
         JW_KEY(w, "what");
-        jw_str(w, what);
+        gs_buf_json_string(w, what);
         pod_flags(w, p);
-        JW_LIT(w, "}");
+        GS_BUF_LIT(w, "}");
 }
 
 struct totals {
@@ -466,19 +423,21 @@ static bool node_count(const struct sched_node *n, const struct node_pods *np, c
         return true;
 }
 
-static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const struct node_pods *np) {
+/* A GPU: its identity and health, what is handed out on it (mem, core: the page counts the model's, inspect what
+ * the assignments record), its holders (those of pods[0..n_pods) on it, oldest first) under "holders" on
+ * the page and "pods" in inspect's document, and the caller's fields (x). */
+static void gpu_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_node *n, unsigned g,
+                     const struct sched_pod *const *pods, size_t n_pods, uint64_t mem, unsigned core,
+                     const struct sched_view_extra *x) {
         const struct sched_gpu *u = &n->gpu[g];
-        uint64_t mem;
-        unsigned core;
-        gpu_use(u, &mem, &core);
-        JW_LIT(w, "{\"index\":");
+        GS_BUF_LIT(w, "{\"index\":");
         jw_int(w, g);
         JW_KEY(w, "uuid");
-        jw_str(w, u->uuid ? u->uuid : "");
+        gs_buf_json_string(w, u->uuid ? u->uuid : "");
         JW_KEY(w, "model");
-        jw_str(w, gpu_model(n, g));
+        gs_buf_json_string(w, gpu_model(n, g));
         JW_KEY(w, "health");
-        jw_str(w, gpu_health(n, g));
+        gs_buf_json_string(w, gpu_health(n, g));
         JW_KEY(w, "healthy");
         jw_bool(w, u->healthy);
         JW_KEY(w, "memory_total_mib");
@@ -490,15 +449,18 @@ static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const
         JW_KEY(w, "sharers");
         jw_int(w, u->sharers);
         const struct sched_pod *whole = NULL;
-        JW_KEY(w, "holders");
-        JW_LIT(w, "[");
-        for (size_t i = 0, k = 0; i < np->n; i++) {
-                const struct sched_pod *p = np->p[i];
+        if (doc == SCHED_VIEW_DOC_PAGE)
+                JW_KEY(w, "holders");
+        else
+                JW_KEY(w, "pods");
+        GS_BUF_LIT(w, "[");
+        for (size_t i = 0, k = 0; i < n_pods; i++) {
+                const struct sched_pod *p = pods[i];
                 if (!pod_on_gpu(p, g))
                         continue;
                 if (k++)
-                        JW_LIT(w, ",");
-                holder_json(w, p, n, g);
+                        GS_BUF_LIT(w, ",");
+                holder_json(w, doc, p, n, g);
                 uint64_t m;
                 unsigned c;
                 bool is_whole;
@@ -506,19 +468,21 @@ static void gpu_json(struct jw *w, const struct sched_node *n, unsigned g, const
                 if (is_whole && !whole)
                         whole = p;
         }
-        JW_LIT(w, "]");
+        GS_BUF_LIT(w, "]");
         JW_KEY(w, "whole_holder");
         if (whole) {
                 ns_name(w, whole->ns, whole->name);
-                JW_LIT(w, "}");
+                GS_BUF_LIT(w, "}");
         } else
-                JW_LIT(w, "null");
-        JW_LIT(w, "}");
+                GS_BUF_LIT(w, "null");
+        if (x && x->gpu)
+                x->gpu(w, n->name, g, x->userdata);
+        GS_BUF_LIT(w, "}");
 }
 
 /* What a pod asks: the sums of its GPU containers, its MIG devices per profile, and a line saying it. */
-static void request_json(struct jw *w, const struct cluster_container_req *c, unsigned n,
-                         const struct cluster_mig_req *mig, unsigned n_mig) {
+static void request_json(struct gs_buf *w, const struct cluster_container_req *c, unsigned n,
+                         const struct cluster_mig_req *mig, unsigned n_mig, bool with_what) {
         uint64_t mem = 0;
         unsigned core = 0, whole = 0;
         for (unsigned k = 0; k < n; k++) {
@@ -542,20 +506,22 @@ static void request_json(struct jw *w, const struct cluster_container_req *c, un
         JW_KEY(w, "whole_gpus");
         jw_int(w, whole);
         JW_KEY(w, "mig_devices");
-        JW_LIT(w, "{");
+        GS_BUF_LIT(w, "{");
         for (unsigned k = 0; k < n_mig; k++) {
                 if (k)
-                        JW_LIT(w, ",");
-                jw_str(w, mig[k].profile);
-                JW_LIT(w, ":");
+                        GS_BUF_LIT(w, ",");
+                gs_buf_json_string(w, mig[k].profile);
+                GS_BUF_LIT(w, ":");
                 jw_int(w, mig[k].count);
         }
-        JW_LIT(w, "}");
-        JW_KEY(w, "what");
-        jw_str(w, what);
+        GS_BUF_LIT(w, "}");
+        if (with_what) {
+                JW_KEY(w, "what");
+                gs_buf_json_string(w, what);
+        }
 }
 
-static void unplaced_json(struct jw *w, const struct sched_pod *p) {
+static void unplaced_json(struct gs_buf *w, const struct sched_pod *p) {
         struct cluster_container_req c[CLUSTER_CONTAINERS_MAX];
         unsigned n = MIN(p->n, (unsigned)CLUSTER_CONTAINERS_MAX);
         for (unsigned k = 0; k < n; k++)
@@ -563,55 +529,73 @@ static void unplaced_json(struct jw *w, const struct sched_pod *p) {
                                                        .core = p->c[k].core,
                                                        .mem_mib = p->c[k].mem_mib };
         ns_name(w, p->ns, p->name);
-        request_json(w, c, n, p->mig, MIN(p->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
+        request_json(w, c, n, p->mig, MIN(p->n_mig, (unsigned)CLUSTER_MIG_REQ_MAX), true);
         pod_flags(w, p);
-        JW_LIT(w, "}");
+        GS_BUF_LIT(w, "}");
+}
+
+/* A node's object up to its GPUs: name, published, the caller's error text (inspect: why it publishes no
+ * GPUs), gpu_count, driver; n NULL: a node the model does not hold. */
+static void node_head(struct gs_buf *w, const char *name, bool published, const char *error,
+                      const struct sched_node *n) {
+        GS_BUF_LIT(w, "{\"name\":");
+        gs_buf_json_string(w, name);
+        JW_KEY(w, "published");
+        jw_bool(w, published);
+        if (error) {
+                JW_KEY(w, "error");
+                gs_buf_json_string(w, error);
+        }
+        JW_KEY(w, "gpu_count");
+        jw_int(w, n && published ? n->n_gpus : 0);
+        if (published && n && n->details && n->details->driver[0]) {
+                JW_KEY(w, "driver");
+                gs_buf_json_string(w, n->details->driver);
+        }
 }
 
 /* A node that shows under q, with the GPUs and unplaced pods that pass its filters. */
-static void node_json(struct jw *w, const struct sched_node *n, const struct node_pods *np,
+static void node_json(struct gs_buf *w, const struct sched_node *n, const struct node_pods *np,
                       const struct sched_view_query *q) {
-        JW_LIT(w, "{\"name\":");
-        jw_str(w, n->name);
-        JW_KEY(w, "published");
-        jw_bool(w, n->published);
-        JW_KEY(w, "gpu_count");
-        jw_int(w, n->n_gpus);
-        if (n->details && n->details->driver[0]) {
-                JW_KEY(w, "driver");
-                jw_str(w, n->details->driver);
-        }
+        node_head(w, n->name, n->published, NULL, n);
         JW_KEY(w, "gpus");
-        JW_LIT(w, "[");
+        GS_BUF_LIT(w, "[");
         for (unsigned g = 0, k = 0; g < n->n_gpus; g++) {
                 size_t holders;
                 if (!gpu_kept(n, g, np, q, &holders))
                         continue;
                 if (k++)
-                        JW_LIT(w, ",");
-                gpu_json(w, n, g, np);
+                        GS_BUF_LIT(w, ",");
+                uint64_t mem;
+                unsigned core;
+                gpu_use(&n->gpu[g], &mem, &core);
+                gpu_json(w, SCHED_VIEW_DOC_PAGE, n, g, np->p, np->n, mem, core, NULL);
         }
-        JW_LIT(w, "]");
+        GS_BUF_LIT(w, "]");
         JW_KEY(w, "unplaced_pods");
-        JW_LIT(w, "[");
+        GS_BUF_LIT(w, "[");
         for (size_t i = 0, k = 0; i < np->n; i++) {
                 if (!unplaced_kept(np->p[i], n, q))
                         continue;
                 if (k++)
-                        JW_LIT(w, ",");
+                        GS_BUF_LIT(w, ",");
                 unplaced_json(w, np->p[i]);
         }
-        JW_LIT(w, "]}");
+        GS_BUF_LIT(w, "]}");
 }
 
-static void pending_json(struct jw *w, const struct sched_view_pending *v) {
+/* A pending pod: who, what it asks; on the page also its uid, the line saying what it asks and what the last
+ * filter said of it (v->filter). */
+static void pending_json(struct gs_buf *w, enum sched_view_doc doc, const struct sched_view_pending *v) {
         const struct cluster_pod *p = v->pod;
-        const struct sched_filter_summary *f = v->filter;
+        const struct sched_filter_summary *f = doc == SCHED_VIEW_DOC_PAGE ? v->filter : NULL;
         ns_name(w, p->ns, p->name);
-        JW_KEY(w, "uid");
-        jw_str(w, p->uid);
+        if (doc == SCHED_VIEW_DOC_PAGE) {
+                JW_KEY(w, "uid");
+                gs_buf_json_string(w, p->uid);
+        }
         request_json(w, p->req.c, MIN(p->req.n, (unsigned)CLUSTER_CONTAINERS_MAX), p->req.mig,
-                     MIN(p->req.n_mig, (unsigned)CLUSTER_MIG_REQ_MAX));
+                     MIN(p->req.n_mig, (unsigned)CLUSTER_MIG_REQ_MAX), doc == SCHED_VIEW_DOC_PAGE);
         if (f) {
                 JW_KEY(w, "first_seen_ms");
                 jw_int(w, (int64_t)(f->first_ns / 1000000));
@@ -621,7 +605,7 @@ static void pending_json(struct jw *w, const struct sched_view_pending *v) {
                 if (f->unfit_since_ns)
                         jw_int(w, (int64_t)(f->unfit_since_ns / 1000000));
                 else
-                        JW_LIT(w, "null");
+                        GS_BUF_LIT(w, "null");
                 JW_KEY(w, "nodes");
                 jw_int(w, f->nodes);
                 JW_KEY(w, "fit");
@@ -631,23 +615,23 @@ static void pending_json(struct jw *w, const struct sched_view_pending *v) {
                 JW_KEY(w, "unresolvable");
                 jw_int(w, f->unresolvable);
                 JW_KEY(w, "reasons");
-                JW_LIT(w, "[");
+                GS_BUF_LIT(w, "[");
                 for (unsigned k = 0; k < f->n_reasons; k++) {
                         if (k)
-                                JW_LIT(w, ",");
-                        JW_LIT(w, "{\"text\":");
-                        jw_str(w, f->reason[k].text);
+                                GS_BUF_LIT(w, ",");
+                        GS_BUF_LIT(w, "{\"text\":");
+                        gs_buf_json_string(w, f->reason[k].text);
                         JW_KEY(w, "nodes");
                         jw_int(w, f->reason[k].nodes);
                         JW_KEY(w, "example_node");
-                        jw_str(w, f->reason[k].node);
-                        JW_LIT(w, "}");
+                        gs_buf_json_string(w, f->reason[k].node);
+                        GS_BUF_LIT(w, "}");
                 }
-                JW_LIT(w, "]");
+                GS_BUF_LIT(w, "]");
                 JW_KEY(w, "other_nodes");
                 jw_int(w, f->other_nodes);
         }
-        JW_LIT(w, "}");
+        GS_BUF_LIT(w, "}");
 }
 
 static int node_name_cmp(const void *a, const void *b) {
@@ -666,19 +650,9 @@ static int dump(json_t *root, char **ret, size_t *ret_len) {
         return 0;
 }
 
-static int jw_finish(struct jw *w, char **ret, size_t *ret_len) {
-        if (w->failed || !jw_room(w, 0)) {
-                free(w->buf);
-                return -ENOMEM;
-        }
-        w->buf[w->len] = '\0';
-        *ret = w->buf;
-        *ret_len = w->len;
-        return 0;
-}
-
 /* The nodes that show, sorted by name, counted into t; the window of them written to w. */
-static int nodes_json(struct jw *w, const struct sched_model *m, const struct sched_view_query *q, struct totals *t) {
+static int nodes_json(struct gs_buf *w, const struct sched_model *m, const struct sched_view_query *q,
+                      struct totals *t) {
         size_t nn = 0, cur = 0;
         const struct sched_node **nodes = calloc(sched_model_n_nodes(m) + 1, sizeof *nodes);
         if (!nodes)
@@ -690,7 +664,7 @@ static int nodes_json(struct jw *w, const struct sched_model *m, const struct sc
         qsort(nodes, nn, sizeof *nodes, node_name_cmp);
         uint64_t end = q->limit ? (uint64_t)q->offset + q->limit : UINT64_MAX;
         int r = 0;
-        JW_LIT(w, "[");
+        GS_BUF_LIT(w, "[");
         for (size_t i = 0, k = 0; i < nn; i++) {
                 struct node_pods np;
                 if ((r = node_pods(nodes[i], &np)) < 0)
@@ -698,12 +672,12 @@ static int nodes_json(struct jw *w, const struct sched_model *m, const struct sc
                 size_t index = t->nodes;
                 if (node_count(nodes[i], &np, q, t) && index >= q->offset && index < end) {
                         if (k++)
-                                JW_LIT(w, ",");
+                                GS_BUF_LIT(w, ",");
                         node_json(w, nodes[i], &np, q);
                 }
                 free(np.p);
         }
-        JW_LIT(w, "]");
+        GS_BUF_LIT(w, "]");
         free(nodes);
         return r;
 }
@@ -713,41 +687,41 @@ static int nodes_json(struct jw *w, const struct sched_model *m, const struct sc
 int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
                        const struct sched_view_query *q, const struct sched_view_state *st, char **ret,
                        size_t *ret_len) {
-        struct jw w = { 0 };
-        JW_LIT(&w, "{\"generation\":");
+        struct gs_buf w = { 0 };
+        GS_BUF_LIT(&w, "{\"generation\":");
         jw_int(&w, (int64_t)st->generation);
         if (q->has_since && q->since == st->generation) {
-                JW_LIT(&w, ",\"unchanged\":true}");
-                return jw_finish(&w, ret, ret_len);
+                GS_BUF_LIT(&w, ",\"unchanged\":true}");
+                return gs_buf_finish(&w, ret, ret_len);
         }
         JW_KEY(&w, "ready");
         jw_bool(&w, st->ready);
         JW_KEY(&w, "time_ms");
         jw_int(&w, (int64_t)(st->now_ns / 1000000));
-        JW_LIT(&w, ",\"filters\":{\"node\":");
-        jw_str(&w, q->node);
+        GS_BUF_LIT(&w, ",\"filters\":{\"node\":");
+        gs_buf_json_string(&w, q->node);
         JW_KEY(&w, "namespace");
-        jw_str(&w, q->ns);
+        gs_buf_json_string(&w, q->ns);
         JW_KEY(&w, "model");
-        jw_str(&w, q->model);
-        JW_LIT(&w, "},\"offset\":");
+        gs_buf_json_string(&w, q->model);
+        GS_BUF_LIT(&w, "},\"offset\":");
         jw_int(&w, q->offset);
         JW_KEY(&w, "nodes");
         struct totals t = { 0 };
         if (nodes_json(&w, m, q, &t) < 0)
-                w.failed = true;
+                w.no_mem = true;
         JW_KEY(&w, "pending_pods");
-        JW_LIT(&w, "[");
+        GS_BUF_LIT(&w, "[");
         size_t shown = 0, unschedulable = 0;
         for (size_t i = 0; i < n_pending; i++) {
                 if (q->ns[0] && !streq(pending[i].pod->ns, q->ns))
                         continue;
                 if (shown++)
-                        JW_LIT(&w, ",");
-                pending_json(&w, &pending[i]);
+                        GS_BUF_LIT(&w, ",");
+                pending_json(&w, SCHED_VIEW_DOC_PAGE, &pending[i]);
                 unschedulable += pending[i].filter && pending[i].filter->unfit_since_ns;
         }
-        JW_LIT(&w, "]");
+        GS_BUF_LIT(&w, "]");
         static const char *const names[] = { "nodes",
                                              "gpus",
                                              "gpus_healthy",
@@ -760,16 +734,63 @@ int sched_view_cluster(const struct sched_model *m, const struct sched_view_pend
                                              "unschedulable_pods" };
         const uint64_t vals[] = { t.nodes,     t.gpus,      t.healthy,    t.holders, t.unplaced,
                                   t.mem_total, t.mem_alloc, t.core_alloc, shown,     unschedulable };
-        JW_LIT(&w, ",\"totals\":{");
+        GS_BUF_LIT(&w, ",\"totals\":{");
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
                 if (i)
-                        JW_LIT(&w, ",");
-                jw_str(&w, names[i]);
-                JW_LIT(&w, ":");
+                        GS_BUF_LIT(&w, ",");
+                gs_buf_json_string(&w, names[i]);
+                GS_BUF_LIT(&w, ":");
                 jw_int(&w, (int64_t)vals[i]);
         }
-        JW_LIT(&w, "}}");
-        return jw_finish(&w, ret, ret_len);
+        GS_BUF_LIT(&w, "}}");
+        return gs_buf_finish(&w, ret, ret_len);
+}
+
+/* lint: long — inspect's document in order: each listed node (its head, its GPUs as the assignments record them,
+ * its unplaced pods), then the pending pods; each a call or a loop of plain writes. */
+int sched_view_inspect(const struct sched_model *m, const struct sched_view_listed *nodes, size_t n_nodes,
+                       const struct sched_view_pending *pending, size_t n_pending, const struct sched_view_extra *x,
+                       char **ret, size_t *ret_len) {
+        struct gs_buf w = { 0 };
+        GS_BUF_LIT(&w, "{\"nodes\":[");
+        for (size_t i = 0; i < n_nodes; i++) {
+                const struct sched_view_listed *ln = &nodes[i];
+                const struct sched_node *n = ln->published ? sched_model_node(m, ln->name) : NULL;
+                struct sched_node_records rec = { 0 };
+                if (n && sched_node_records(n, &rec) < 0) {
+                        gs_buf_done(&w);
+                        return -ENOMEM;
+                }
+                if (i)
+                        GS_BUF_LIT(&w, ",");
+                node_head(&w, ln->name, ln->published && n, ln->published ? NULL : ln->error, n);
+                JW_KEY(&w, "gpus");
+                GS_BUF_LIT(&w, "[");
+                for (unsigned g = 0; n && g < n->n_gpus; g++) {
+                        if (g)
+                                GS_BUF_LIT(&w, ",");
+                        gpu_json(&w, SCHED_VIEW_DOC_INSPECT, n, g, rec.gpu[g].pods, rec.gpu[g].n_pods,
+                                 rec.gpu[g].mem_mib, rec.gpu[g].core, x);
+                }
+                GS_BUF_LIT(&w, "]");
+                JW_KEY(&w, "unplaced_pods");
+                GS_BUF_LIT(&w, "[");
+                for (unsigned k = 0; k < rec.n_unplaced; k++) {
+                        if (k)
+                                GS_BUF_LIT(&w, ",");
+                        unplaced_json(&w, rec.unplaced[k]);
+                }
+                GS_BUF_LIT(&w, "]}");
+                sched_node_records_free(&rec);
+        }
+        GS_BUF_LIT(&w, "],\"pending_pods\":[");
+        for (size_t i = 0; i < n_pending; i++) {
+                if (i)
+                        GS_BUF_LIT(&w, ",");
+                pending_json(&w, SCHED_VIEW_DOC_INSPECT, &pending[i]);
+        }
+        GS_BUF_LIT(&w, "]}");
+        return gs_buf_finish(&w, ret, ret_len);
 }
 
 /* ---- the topology document ---- */

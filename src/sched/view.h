@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * view — the cluster as the operator's page shows it (docs/ui.md): the JSON of the extender's
- * /api/v1/cluster and /api/v1/topology, the parser of their query strings, and what the page says
- * about a pending pod (the outcome of the extender's last filter call for it).
+ * view — the cluster as JSON (docs/cluster.md, "The cluster JSON"): the one writer of the cluster model's
+ * documents, the extender's /api/v1/cluster and `gpuslice inspect --json`; /api/v1/topology, the parser of
+ * the page's query strings, and what the page says about a pending pod (the outcome of the extender's last
+ * filter call for it).
  *
  * The JSON reads the model (model.h) as the extender decides on it: per GPU the compute and memory
  * handed out, health as the node published it, and its holders — every pod the model counts on it,
@@ -79,7 +80,26 @@ struct sched_view_pending {
         const struct sched_filter_summary *filter;
 };
 
-/* ---- the documents ---- */
+/* ---- the documents ----
+ *
+ * The one writer of the cluster model's JSON: the page's /api/v1/cluster and `gpuslice inspect --json` are
+ * written here, by the same function per object (node, GPU, holder, unplaced pod, pending pod), under one
+ * schema (docs/cluster.md, "The cluster JSON"). Written straight into one buffer, never a tree of jansson
+ * values; strings through gs_buf_json_string (always valid JSON, whatever bytes a name holds). */
+
+/* Which document an object goes into: a few fields are one document's only (docs/cluster.md says which). */
+enum sched_view_doc {
+        SCHED_VIEW_DOC_PAGE,    /* the extender's /api/v1/cluster */
+        SCHED_VIEW_DOC_INSPECT, /* gpuslice inspect --json */
+};
+
+/* What a caller knows beside the model (inspect: its LISTs of DRA claims and MIG devices): more fields of
+ * GPU g of node `node`'s object, each written as ,"key":value into w. */
+struct gs_buf;
+struct sched_view_extra {
+        void (*gpu)(struct gs_buf *w, const char *node, unsigned g, void *userdata);
+        void *userdata;
+};
 
 struct sched_view_state {
         uint64_t generation; /* changes whenever anything the document shows may have changed */
@@ -98,6 +118,23 @@ struct sched_view_state {
 int sched_view_cluster(const struct sched_model *m, const struct sched_view_pending *pending, size_t n_pending,
                        const struct sched_view_query *q, const struct sched_view_state *st, char **ret,
                        size_t *ret_len);
+
+/* A node as inspect listed it: published (in the model, with its GPUs) or why not. */
+struct sched_view_listed {
+        const char *name;
+        bool published;
+        const char *error; /* when not published */
+};
+
+/*
+ * `gpuslice inspect --json`: {"nodes":[…],"pending_pods":[…]} (docs/cluster.md): the listed nodes in their
+ * order, each published one's GPUs as the assignments record them (sched_node_records: bound pods, what they
+ * hand out) with x's fields, its unplaced pods; the pending pods (their filter summaries are not written).
+ * *ret malloc'ed. 0 or -ENOMEM.
+ */
+int sched_view_inspect(const struct sched_model *m, const struct sched_view_listed *nodes, size_t n_nodes,
+                       const struct sched_view_pending *pending, size_t n_pending, const struct sched_view_extra *x,
+                       char **ret, size_t *ret_len);
 
 /*
  * /api/v1/topology?node=NAME: the node's link matrix (names as `gpuslice topo` writes them, and the

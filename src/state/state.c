@@ -539,32 +539,12 @@ int state_load(const char *dir, struct gpuslice_state *ret) {
         _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
-        _cleanup_(closep) int fd = openat(dfd, STATE_FILE_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return errno == ELOOP ? -EBADMSG : -errno;
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADMSG;
-        if (st.st_size > (off_t)STATE_FILE_MAX)
-                return -EFBIG;
-        size_t cap = (size_t)st.st_size + 1, len = 0;
-        _cleanup_(freep) char *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                if (len == cap)
-                        return -EBADMSG; /* grew while we read it: not ours to trust */
-                ssize_t k = read(fd, buf + len, cap - len);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                len += (size_t)k;
-        }
+        _cleanup_(freep) char *buf = NULL;
+        size_t len;
+        int r = read_file_at(dfd, STATE_FILE_NAME, READ_FILE_NOFOLLOW | READ_FILE_REGULAR, STATE_FILE_MAX, &buf, &len);
+        if (r == -ELOOP || r == -EBADFD)
+                return -EBADMSG; /* a link or not a regular file: not ours to trust */
+        if (r < 0)
+                return r;
         return state_decode(buf, len, ret);
 }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 size_t utf8_seq_len(const char *str, size_t n) {
@@ -187,43 +188,31 @@ int array_reserve_size(void **items, size_t *cap, size_t need, size_t size, size
         return 0;
 }
 
-int buffer_reserve(char **buf, size_t *cap, size_t need) {
-        return array_reserve(buf, cap, need, 4096);
-}
-
 int read_fd(int fd, size_t max, char **ret, size_t *ret_len) {
-        size_t cap = 4096, len = 0;
-        _cleanup_(freep) char *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
+        struct gs_buf b = { 0 };
         for (;;) {
-                if (len + 1 >= cap) {
-                        if (cap > max + 1)
-                                return -EFBIG;
-                        size_t ncap = cap * 2;
-                        char *nb = realloc(buf, ncap);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                        cap = ncap;
+                if (gs_buf_reserve(&b, 4096) < 0) {
+                        gs_buf_done(&b);
+                        return -ENOMEM;
                 }
-                ssize_t k = read(fd, buf + len, cap - len - 1);
+                ssize_t k = read(fd, b.p + b.len, b.cap - b.len - 1);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return -errno;
+                        int r = -errno;
+                        gs_buf_done(&b);
+                        return r;
                 }
                 if (k == 0)
                         break;
-                len += (size_t)k;
-                if (len > max)
+                b.len += (size_t)k;
+                b.p[b.len] = '\0';
+                if (b.len > max) {
+                        gs_buf_done(&b);
                         return -EFBIG;
+                }
         }
-        buf[len] = '\0';
-        if (ret_len)
-                *ret_len = len;
-        *ret = TAKE_PTR(buf);
-        return 0;
+        return gs_buf_finish(&b, ret, ret_len);
 }
 
 bool crash_point_due(const char *point) {
@@ -240,18 +229,106 @@ bool crash_point_due(const char *point) {
         return ++hits >= nth;
 }
 
-int gs_buf_append(struct gs_buf *b, const void *data, size_t n) {
+int gs_buf_reserve(struct gs_buf *b, size_t n) {
         if (b->max && (n > b->max || b->len > b->max - n)) {
                 b->overflow = true;
                 return -EFBIG;
         }
-        if (n > SIZE_MAX - b->len - 1 || buffer_reserve(&b->p, &b->cap, b->len + n + 1) < 0) {
+        if (b->len + n + 1 <= b->cap)
+                return 0;
+        /* bytes double from 4096 */
+        if (n > SIZE_MAX - b->len - 1 || array_reserve(&b->p, &b->cap, b->len + n + 1, 4096) < 0) {
                 b->no_mem = true;
                 return -ENOMEM;
         }
-        memcpy(b->p + b->len, data, n);
+        b->p[b->len] = '\0'; /* NUL-terminated from its first byte on */
+        return 0;
+}
+
+int gs_buf_append_grow(struct gs_buf *b, const void *data, size_t n) {
+        int r = gs_buf_reserve(b, n);
+        if (r < 0)
+                return r;
+        if (n)
+                memcpy(b->p + b->len, data, n);
         b->len += n;
         b->p[b->len] = '\0';
+        return 0;
+}
+
+int gs_buf_puts(struct gs_buf *b, const char *s) {
+        return gs_buf_append(b, s, strlen(s));
+}
+
+int gs_buf_vprintf(struct gs_buf *b, const char *fmt, va_list ap) {
+        /* one vsnprintf when the text fits the room left (nearly always), a second one only to finish after
+         * growing */
+        size_t room = b->p ? b->cap - b->len : 0;
+        va_list again;
+        va_copy(again, ap);
+        int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+        int r = n < 0                                                ? -EINVAL
+                : b->max && (size_t)n > b->max - MIN(b->len, b->max) ? (b->overflow = true, -EFBIG)
+                : (size_t)n >= room                                  ? gs_buf_reserve(b, (size_t)n)
+                                                                     : 0;
+        if (r == 0 && (size_t)n >= room)
+                vsnprintf(b->p + b->len, b->cap - b->len, fmt, again);
+        va_end(again);
+        if (r < 0) {
+                if (b->p)
+                        b->p[b->len] = '\0'; /* what a cut vsnprintf left past the end is not kept */
+                return r;
+        }
+        b->len += (size_t)n;
+        return 0;
+}
+
+int gs_buf_printf(struct gs_buf *b, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int r = gs_buf_vprintf(b, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int gs_buf_json_string(struct gs_buf *b, const char *s) {
+        int r = gs_buf_append(b, "\"", 1);
+        const char *end = s + strlen(s);
+        while (r == 0 && s < end) {
+                const char *run = s;
+                while (s < end && (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x80 && *s != '"' && *s != '\\')
+                        s++;
+                r = gs_buf_append(b, run, (size_t)(s - run));
+                if (r < 0 || s == end)
+                        break;
+                unsigned char c = (unsigned char)*s;
+                if (c >= 0x80) {
+                        size_t k = utf8_seq_len(s, (size_t)(end - s));
+                        r = k ? gs_buf_append(b, s, k) : gs_buf_append(b, "\xef\xbf\xbd", 3);
+                        s += k ? k : 1;
+                        continue;
+                }
+                static const char hex[] = "0123456789abcdef";
+                const char esc[6] = { '\\', c < 0x20 ? 'u' : (char)c, '0', '0', hex[c >> 4], hex[c & 15] };
+                r = gs_buf_append(b, esc, c < 0x20 ? 6 : 2);
+                s++;
+        }
+        return r < 0 ? r : gs_buf_append(b, "\"", 1);
+}
+
+int gs_buf_finish(struct gs_buf *b, char **ret, size_t *ret_len) {
+        if (gs_buf_failed(b)) {
+                int r = b->no_mem ? -ENOMEM : -EFBIG;
+                gs_buf_done(b);
+                return r;
+        }
+        size_t len = b->len;
+        char *p = gs_buf_take(b);
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        if (ret_len)
+                *ret_len = len;
         return 0;
 }
 
@@ -277,9 +354,30 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
         return read_file_at(AT_FDCWD, path, 0, max, ret, ret_len);
 }
 
-int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_(closep) int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | flags);
+int read_file_at(int dfd, const char *name, unsigned flags, size_t max, char **ret, size_t *ret_len) {
+        int oflags = O_RDONLY | O_CLOEXEC | (flags & READ_FILE_NOFOLLOW ? O_NOFOLLOW | O_NOCTTY : 0);
+        _cleanup_(closep) int fd = openat(dfd, name, oflags);
         if (fd < 0)
                 return -errno;
-        return read_fd(fd, max, ret, ret_len);
+        if (!(flags & READ_FILE_REGULAR))
+                return read_fd(fd, max, ret, ret_len);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if (st.st_size > (off_t)max)
+                return -EFBIG;
+        /* read at most one byte past the size it had: a byte more means it grew meanwhile */
+        _cleanup_(freep) char *text = NULL;
+        size_t len;
+        int r = read_fd(fd, (size_t)st.st_size, &text, &len);
+        if (r == -EFBIG)
+                return -EBADMSG;
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(text);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
 }

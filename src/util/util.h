@@ -6,6 +6,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,10 +103,17 @@ uint64_t monotonic_ms(void);
 
 char *format_size(uint64_t bytes, char *buf, size_t len);
 
+/* The one whole-file reader: the variants are flags (as systemd's fileio.h has them). */
+enum read_file_flags {
+        READ_FILE_NOFOLLOW = 1 << 0, /* opened O_NOFOLLOW | O_NOCTTY: a symlink is refused (-ELOOP) */
+        READ_FILE_REGULAR = 1 << 1,  /* only a regular file (else -EBADFD), refused before reading when larger than
+                                        max (-EFBIG), read at the size it has when opened: a file that grows while
+                                        it is read is -EBADMSG (not ours to trust) */
+};
 /* Read a whole file (at most max bytes; -EFBIG past that), NUL-terminated. Caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
-/* The same for NAME in the directory open as DFD (or AT_FDCWD), open flags added (O_NOFOLLOW, O_NOCTTY). */
-int read_file_at(int dfd, const char *name, int flags, size_t max, char **ret, size_t *ret_len);
+/* The same for NAME in the directory open as DFD (or AT_FDCWD), with READ_FILE_* flags. */
+int read_file_at(int dfd, const char *name, unsigned flags, size_t max, char **ret, size_t *ret_len);
 
 /* Crash points for the fault-injection tests (tests/faults, the DRA kill tests, the extender's e2e
  * restart): true when $GPUSLICE_CRASH_AT (read with secure_getenv) names `point` ("point", or "point:N"
@@ -115,16 +123,53 @@ bool crash_point_due(const char *point);
 /* The same from an open fd (a pipe: until end of file), which stays open. */
 int read_fd(int fd, size_t max, char **ret, size_t *ret_len);
 
-/* A growing byte buffer with a bound: what an HTTP answer is read into (libcurl's write callback,
- * gs_buf_write). Zero-initialise, set max (0 = no bound), free with gs_buf_done. */
+/* The one growing byte buffer, with a bound: what an HTTP answer is read into (libcurl's write callback,
+ * gs_buf_write), what a JSON or text document is written into. Zero-initialise, set max (0 = no bound),
+ * free with gs_buf_done. A failed append sets its flag and keeps nothing of it; the flags stay set, so
+ * a writer appends without checking and asks once at the end (gs_buf_failed, gs_buf_finish). */
 struct gs_buf {
         char *p; /* NUL-terminated when not NULL */
         size_t len, cap, max;
         bool overflow; /* an append would have passed max (nothing of it was kept) */
         bool no_mem;
 };
-/* Append n bytes. 0, -EFBIG (past max: overflow set), -ENOMEM (no_mem set). */
-int gs_buf_append(struct gs_buf *b, const void *data, size_t n);
+/* Append n bytes. 0, -EFBIG (past max: overflow set), -ENOMEM (no_mem set). Inline where it fits the room
+ * (the JSON writers append a few bytes at a time, MBs per document). */
+int gs_buf_append_grow(struct gs_buf *b, const void *data, size_t n);
+static inline int gs_buf_append(struct gs_buf *b, const void *data, size_t n) {
+        if (b->max || n >= b->cap - b->len) /* cap - len is 0 while p is NULL */
+                return gs_buf_append_grow(b, data, n);
+        memcpy(b->p + b->len, data, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return 0;
+}
+/* Make room for n more bytes (and the NUL) without writing them: p + len has cap - len bytes. 0, or the
+ * errors of gs_buf_append. */
+int gs_buf_reserve(struct gs_buf *b, size_t n);
+/* Append a NUL-terminated string; printf-style text. The errors of gs_buf_append (-EINVAL: a bad format). */
+int gs_buf_puts(struct gs_buf *b, const char *s);
+/* A string literal (its length known at compile time; the "" makes sure it is a literal). */
+#define GS_BUF_LIT(b, lit) gs_buf_append((b), "" lit, sizeof(lit) - 1)
+int gs_buf_printf(struct gs_buf *b, const char *fmt, ...) _printf_(2, 3);
+int gs_buf_vprintf(struct gs_buf *b, const char *fmt, va_list ap) _printf_(2, 0);
+/* s as a JSON string, quotes included: '"', '\\' and control characters escaped (\u00XX), bytes that are not
+ * UTF-8 written as U+FFFD (so the text is always valid JSON). The errors of gs_buf_append. */
+int gs_buf_json_string(struct gs_buf *b, const char *s);
+/* An append failed since the buffer was made or cleared. */
+static inline bool gs_buf_failed(const struct gs_buf *b) {
+        return b->overflow || b->no_mem;
+}
+/* Empty it (the memory kept for the next use) and forget failures. */
+static inline void gs_buf_clear(struct gs_buf *b) {
+        b->len = 0;
+        if (b->p)
+                b->p[0] = '\0';
+        b->overflow = b->no_mem = false;
+}
+/* The contents into *ret (NUL-terminated, "" when empty; the caller frees) and *ret_len, or -ENOMEM /
+ * -EFBIG when an append failed (nothing returned); the buffer is left empty either way. */
+int gs_buf_finish(struct gs_buf *b, char **ret, size_t *ret_len);
 /* libcurl's CURLOPT_WRITEFUNCTION for a struct gs_buf in CURLOPT_WRITEDATA: returns 0, which aborts
  * the transfer, when the append fails. */
 size_t gs_buf_write(char *data, size_t size, size_t nmemb, void *userdata);
@@ -138,7 +183,3 @@ void gs_buf_done(struct gs_buf *b);
 int array_reserve_size(void **items, size_t *cap, size_t need, size_t size, size_t first);
 #define array_reserve(items, cap, need, first) \
         array_reserve_size((void **)(items), (cap), (need), sizeof **(items), (first))
-
-/* A growable byte buffer (*buf of *cap bytes, NULL/0 to start): make room for `need` bytes in all,
- * doubling from 4096. 0, or -ENOMEM with the buffer as it was. */
-int buffer_reserve(char **buf, size_t *cap, size_t need);

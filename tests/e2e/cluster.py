@@ -682,7 +682,10 @@ class Cluster:
 # ---- nodes -------------------------------------------------------------------------------------
 
 # Run inside the node's fresh mount namespace (unshare -m, private propagation) by its holder:
-# private copies of kubelet's hard-coded directories and a /dev with simulated NVIDIA nodes.
+# private copies of kubelet's hard-coded directories and a /dev with simulated NVIDIA nodes. The host's
+# own NVIDIA nodes (a GPU host has /dev/nvidia0..., nvidiactl, nvidia-uvm*, nvidia-caps/) are not copied:
+# the node has its simulated GPUs' nodes only, made below (and `gpuslice-sim caps` makes its nvidia-caps/),
+# never the host's real devices (tests/e2e/test_node_setup.py makes them first).
 _NODE_SETUP = r'''
 set -eu
 N=$1; GPUS=$2
@@ -698,6 +701,7 @@ mount -t tmpfs -o mode=755,nosuid,size=16m e2e-dev /dev
 for e in "$N"/hostdev/* "$N"/hostdev/.[!.]*; do
     [ -e "$e" ] || [ -L "$e" ] || continue
     b=${e##*/}
+    case $b in nvidia*) continue ;; esac
     if [ -d "$e" ] && [ ! -L "$e" ]; then
         mkdir -p "/dev/$b"; mount --rbind "$e" "/dev/$b"
     else

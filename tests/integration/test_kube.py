@@ -343,6 +343,8 @@ def test_publish_inspect(e):
 
     r = e.inspect("--kubeconfig", e.kubeconfig, "--json", "--page-size", "2")
     j = json.loads(r.stdout)
+    # indented as jansson's JSON_INDENT(2) (Python's indent=2 is the same layout), though written as a stream
+    assert r.stdout == json.dumps(j, indent=2, ensure_ascii=False) + "\n", r.stdout[:2000]
     assert [n["name"] for n in j["nodes"]] == ["gpu-a", "gpu-b", "gpu-c"]
     ga = j["nodes"][0]["gpus"]
     assert len(ga) == 8 and ga[1]["index"] == 1

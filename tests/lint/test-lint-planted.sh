@@ -120,6 +120,33 @@ printf '/* plugin_free */\nconst char *lint_planted_name(void);\nconst char *lin
 if out=$(lint cycles 2>&1); then ok "cycles: a name in a comment or a string is no use"; else bad "cycles: comment/string counted: $out"; fi
 
 fresh
+# every folder of src/ is checked, not only src/agent: main.c (whose table names cmd_node) planted with a use
+# back from cmd-node.c's side: cmd-node.c already calls cmd_version, so main.c defining one makes a cycle
+printf 'int lint_planted_main(void);\nint lint_planted_main(void) {\n        return 0;\n}\n' >>"$tree/src/cli/main.c"
+printf 'int lint_planted_node(void);\nint lint_planted_node(void) {\n        return lint_planted_main();\n}\n' \
+  >>"$tree/src/cli/cmd-node.c"
+expect_fail cycles "src/cli: files call each other in a cycle: .*cmd-node.c.*main.c"
+
+fresh
+# src/sched's excluded edge (decide.c -> model.c) hides no other cycle: view.c <-> ui.c planted
+printf 'int lint_planted_ui(void);\nint lint_planted_ui(void) {\n        return 0;\n}\n' >>"$tree/src/sched/ui.c"
+printf 'int lint_planted_view(void);\nint lint_planted_view(void) {\n        return lint_planted_ui() + sched_ui_register(NULL, NULL);\n}\n' \
+  >>"$tree/src/sched/view.c"
+printf 'int lint_planted_ui2(void);\nint lint_planted_ui2(void) {\n        return lint_planted_view();\n}\n' >>"$tree/src/sched/ui.c"
+expect_fail cycles "src/sched: files call each other in a cycle: .*ui.c.*view.c|src/sched: files call each other in a cycle: .*view.c.*ui.c"
+
+fresh
+# a static variable of an unnamed struct (`static struct { ... } t;` in the interposer's throttle.c, which
+# ctags does not mark as file scope) is no definition another file can use, though alloc-table.c names a
+# `t` of its own: throttle.c may then use alloc-table.c
+printf 'void lint_planted_reset(void);\nvoid lint_planted_reset(void) {\n        gs_table_reset();\n}\n' \
+  >>"$tree/src/interposer/throttle.c"
+if out=$(lint cycles 2>&1); then ok "cycles: static struct { ... } t; is file scope"; else bad "cycles: a static unnamed-struct variable counted: $out"; fi
+# the same variable with external linkage is one: alloc-table.c's `t` then uses it, and the planted call closes a cycle
+sed -i 's/^static struct {$/struct {/' "$tree/src/interposer/throttle.c"
+expect_fail cycles "src/interposer: files call each other in a cycle: .*alloc-table.c.*throttle.c"
+
+fresh
 # a field of struct plugin handed out: its definition copied into a header
 printf 'struct plugin {\n        int planted;\n};\n' >>"$tree/src/agent/plugin-internal.h"
 expect_fail owners "struct plugin must be defined in src/agent/plugin.c only"

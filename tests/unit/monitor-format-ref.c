@@ -17,20 +17,20 @@
 #include "monitor-format-ref.h"
 
 static bool text_reserve(struct metrics_text *t, size_t extra) {
-        if (t->failed)
+        if (t->b.no_mem)
                 return false;
-        if (t->len + extra + 1 <= t->cap)
+        if (t->b.len + extra + 1 <= t->b.cap)
                 return true;
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + extra + 1)
+        size_t cap = t->b.cap ? t->b.cap : 4096;
+        while (cap < t->b.len + extra + 1)
                 cap *= 2;
-        char *b = realloc(t->buf, cap);
+        char *b = realloc(t->b.p, cap);
         if (!b) {
-                t->failed = true;
+                t->b.no_mem = true;
                 return false;
         }
-        t->buf = b;
-        t->cap = cap;
+        t->b.p = b;
+        t->b.cap = cap;
         return true;
 }
 
@@ -40,22 +40,22 @@ static _printf_(2, 3) void ref_printf(struct metrics_text *t, const char *fmt, .
         int n = vsnprintf(NULL, 0, fmt, ap);
         va_end(ap);
         if (n < 0) {
-                t->failed = true;
+                t->b.no_mem = true;
                 return;
         }
         if (!text_reserve(t, (size_t)n))
                 return;
         va_start(ap, fmt);
-        vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        vsnprintf(t->b.p + t->b.len, t->b.cap - t->b.len, fmt, ap);
         va_end(ap);
-        t->len += (size_t)n;
+        t->b.len += (size_t)n;
 }
 
 static void text_putc(struct metrics_text *t, char c) {
         if (!text_reserve(t, 1))
                 return;
-        t->buf[t->len++] = c;
-        t->buf[t->len] = '\0';
+        t->b.p[t->b.len++] = c;
+        t->b.p[t->b.len] = '\0';
 }
 
 /* Escaped as the text format wants, and valid UTF-8 whatever comes in: label values carry process
@@ -320,7 +320,7 @@ static void format_compat_gpu_manager(struct metrics_text *t, const struct monit
         };
         size_t n = 0, *idx = malloc((s->n_procs ? s->n_procs : 1) * sizeof *idx);
         if (!idx) {
-                t->failed = true;
+                t->b.no_mem = true;
                 return;
         }
         for (size_t i = 0; i < s->n_procs; i++)
@@ -466,7 +466,7 @@ int monitor_format_metrics_ref(const struct monitor_snapshot *s, unsigned compat
                 for (int w = 0; w < 2; w++) {
                         struct fam_ctx x = { .t = &t, .s = s, .which = w };
                         if (for_each_container(s, container_sample, &x) < 0)
-                                t.failed = true;
+                                t.b.no_mem = true;
                 }
                 if (compat & CONFIG_COMPAT_POD_GPU_MEM)
                         format_compat_pod_mem(&t, s);

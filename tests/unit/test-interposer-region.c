@@ -29,13 +29,6 @@
 #include "interposer/region.h"
 #include "interposer/throttle.h"
 
-/* throttle.c is linked in for its pure arithmetic; it needs the interposer's clock. */
-uint64_t gs_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static char dir[256];
 static struct gs_limits lim;
 

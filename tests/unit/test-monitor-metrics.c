@@ -87,8 +87,8 @@ static void test_pieces_and_span(void **state) {
         metrics_text_sample(&t, "a", labels, 1);
         struct metrics_span l = { 2, strlen("v=\"q\\\"}\",w=\"x\"") };
         metrics_text_sample_span(&t, "b", l, 0.25);
-        metrics_text_sample_span(&t, "c", (struct metrics_span){ 0, 0 }, 2);     /* empty: no braces */
-        metrics_text_sample_span(&t, "d", (struct metrics_span){ t.len, 5 }, 3); /* past the end: none either */
+        metrics_text_sample_span(&t, "c", (struct metrics_span){ 0, 0 }, 2);       /* empty: no braces */
+        metrics_text_sample_span(&t, "d", (struct metrics_span){ t.b.len, 5 }, 3); /* past the end: none either */
         metrics_text_append(&t, "e{k=\"", 5);
         metrics_text_escaped(&t, "\\\n\xff");
         metrics_text_append(&t, "\"} ", 3);

@@ -335,6 +335,166 @@ static void test_cluster_pending(void **state) {
         sched_model_free(m);
 }
 
+/* Names and texts that JSON must escape, in both documents of the one writer: quotes, backslashes, control
+ * characters, non-ASCII (kept as UTF-8), and bytes that are not UTF-8 (a filter reason cut mid-character:
+ * U+FFFD). The snapshot is written by jansson, so the odd strings arrive as the API server would send them. */
+static const char odd_model[] = "Tesla \"T4\" \\ tab\there \x01\x1f caf\xc3\xa9 \xe2\x9c\x93";
+static const char odd_health[] = "xid 79: \"fell off the bus\"\nretry";
+static const char odd_driver[] = "535 \"beta\"\\";
+
+static struct sched_model *load_odd(void) {
+        json_t *ann =
+                json_pack("{s:i,s:s,s:[{s:i,s:s,s:s,s:i,s:s}],s:s}", "v", 1, "driver", odd_driver, "gpus", "i", 0,
+                          "uuid", "GPU-\"0\"", "model", odd_model, "mem", 16384, "health", odd_health, "links", "");
+        char *ann_text = json_dumps(ann, JSON_COMPACT);
+        json_t *assign = json_pack("{s:i,s:s,s:i,s:[{s:s,s:[i],s:i,s:i}]}", "v", 1, "node", "a", "time", 1,
+                                   "containers", "name", "main", "gpus", 0, "core", 30, "mem", 4096);
+        char *assign_text = json_dumps(assign, JSON_COMPACT);
+        json_t *snap = json_pack(
+                "{s:[{s:{s:s,s:{s:s}}}],s:[{s:{s:s,s:s,s:s,s:{s:s,s:s}},s:{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}}]}", "nodes",
+                "metadata", "name", "a", "annotations", "gpuslice.io/gpus", ann_text, "pods", "metadata", "namespace",
+                "t\xc3\xa9\"am", "name", "s\"1\\\x02", "uid", "u1", "annotations", "gpuslice.io/assignment",
+                assign_text, "gpuslice.io/assigned", "true", "spec", "nodeName", "a", "containers", "name", "main",
+                "resources", "limits", "gpuslice.io/gpu-core", "30", "gpuslice.io/gpu-memory", "16");
+        assert_non_null(snap);
+        char *text = json_dumps(snap, JSON_COMPACT);
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        sched_model_keep_details(m, true);
+        struct cluster_units u;
+        cluster_units_default(&u);
+        size_t nn, np;
+        struct gs_error err = { 0 };
+        if (sched_snapshot_load(m, text, strlen(text), &u, &nn, &np, &err) < 0)
+                fail_msg("snapshot: %s", err.message);
+        assert_int_equal(nn, 1);
+        assert_int_equal(np, 1);
+        free(text);
+        free(ann_text);
+        free(assign_text);
+        json_decref(snap);
+        json_decref(ann);
+        json_decref(assign);
+        return m;
+}
+
+/* Every string of the node's GPU 0 and its one holder read back as it went in. */
+static void assert_odd_strings(json_t *doc, const char *list) {
+        json_t *n = json_array_get(json_object_get(doc, "nodes"), 0);
+        assert_string_equal(json_string_value(json_object_get(n, "driver")), odd_driver);
+        json_t *g = json_array_get(json_object_get(n, "gpus"), 0);
+        assert_string_equal(json_string_value(json_object_get(g, "model")), odd_model);
+        assert_string_equal(json_string_value(json_object_get(g, "health")), odd_health);
+        assert_string_equal(json_string_value(json_object_get(g, "uuid")), "GPU-\"0\"");
+        json_t *h = json_array_get(json_object_get(g, list), 0);
+        assert_string_equal(json_string_value(json_object_get(h, "namespace")), "t\xc3\xa9\"am");
+        assert_string_equal(json_string_value(json_object_get(h, "name")), "s\"1\\\x02");
+}
+
+static json_t *parsed(char *text, size_t len) {
+        assert_int_equal(strlen(text), len);
+        json_error_t je;
+        json_t *j = json_loads(text, 0, &je);
+        if (!j)
+                fail_msg("not JSON (%s at %d): %s", je.text, je.position, text);
+        return j;
+}
+
+static void test_json_escaping(void **state) {
+        (void)state;
+        struct sched_model *m = load_odd();
+        /* a pending pod whose filter reason was cut inside a character: 199 bytes of 'x' then "·" */
+        char reason[256];
+        memset(reason, 'x', 198);
+        strscpy(reason + 198, "\xc2\xb7 more", sizeof reason - 198);
+        struct sched_ext_node_result r[1] = { { SCHED_NO_ROOM, reason } };
+        char *names[] = { "a" };
+        struct sched_filter_summary f = { 0 };
+        sched_filter_summary_note(&f, r, names, 1, 1000000000ull);
+        assert_int_equal(strlen(f.reason[0].text), 199); /* cut after the first byte of the two */
+        struct cluster_pod v = { .uid = "p\"1", .ns = "ml", .name = "w\x7f\x1b[0m" };
+        struct sched_view_pending pend = { &v, &f };
+
+        /* the page's document */
+        struct sched_view_query q = { 0 };
+        struct sched_view_state st = { .generation = 1, .ready = true };
+        char *text;
+        size_t len;
+        assert_int_equal(sched_view_cluster(m, &pend, 1, &q, &st, &text, &len), 0);
+        /* escaped as JSON wants: \" \\ \uXXXX for control characters; UTF-8 as it is */
+        assert_non_null(strstr(text, "Tesla \\\"T4\\\" \\\\ tab\\u0009here \\u0001\\u001f caf\xc3\xa9 \xe2\x9c\x93"));
+        assert_non_null(strstr(text, "\"w\x7f\\u001b[0m\""));
+        json_t *d = parsed(text, len);
+        free(text);
+        assert_odd_strings(d, "holders");
+        json_t *jp = json_array_get(json_object_get(d, "pending_pods"), 0);
+        assert_string_equal(json_string_value(json_object_get(jp, "uid")), "p\"1");
+        const char *got = json_string_value(json_object_get(json_array_get(json_object_get(jp, "reasons"), 0), "text"));
+        assert_non_null(got);
+        assert_int_equal(strlen(got), 198 + 3); /* the cut byte as U+FFFD */
+        assert_string_equal(got + 198, "\xef\xbf\xbd");
+        json_decref(d);
+
+        /* inspect's document: the same strings, and its own shape (pods, pending pods without uid or what) */
+        struct sched_view_listed nodes[] = { { "a", true, NULL }, { "b\"\n", false, "bad \"annotation\"\t\x01" } };
+        assert_int_equal(sched_view_inspect(m, nodes, 2, &pend, 1, NULL, &text, &len), 0);
+        d = parsed(text, len);
+        free(text);
+        assert_odd_strings(d, "pods");
+        json_t *b = json_array_get(json_object_get(d, "nodes"), 1);
+        assert_string_equal(json_string_value(json_object_get(b, "name")), "b\"\n");
+        assert_false(json_is_true(json_object_get(b, "published")));
+        assert_string_equal(json_string_value(json_object_get(b, "error")), "bad \"annotation\"\t\x01");
+        assert_int_equal(json_array_size(json_object_get(b, "gpus")), 0);
+        jp = json_array_get(json_object_get(d, "pending_pods"), 0);
+        assert_string_equal(json_string_value(json_object_get(jp, "name")), "w\x7f\x1b[0m");
+        assert_int_equal(json_object_size(jp),
+                         6); /* namespace, name, memory_mib, core_percent, whole_gpus, mig_devices */
+        assert_null(json_object_get(jp, "uid"));
+        json_decref(d);
+        sched_model_free(m);
+}
+
+/* inspect's document: each GPU as the assignments record it, the caller's fields added to each GPU. */
+static void extra_fields(struct gs_buf *w, const char *node, unsigned g, void *userdata) {
+        (*(unsigned *)userdata)++;
+        gs_buf_printf(w, ",\"extra\":\"%s/%u\"", node, g);
+}
+
+static void test_inspect_document(void **state) {
+        (void)state;
+        struct sched_model *m = load();
+        unsigned calls = 0;
+        struct sched_view_extra x = { .gpu = extra_fields, .userdata = &calls };
+        struct sched_view_listed nodes[] = { { "a", true, NULL }, { "b", true, NULL } };
+        char *text;
+        size_t len;
+        assert_int_equal(sched_view_inspect(m, nodes, 2, NULL, 0, &x, &text, &len), 0);
+        json_t *d = parsed(text, len);
+        free(text);
+        assert_int_equal(calls, 6); /* 2 + 4 GPUs */
+        json_t *a0 = gpu(d, "a", 0), *b0 = gpu(d, "b", 0);
+        assert_string_equal(json_string_value(json_object_get(a0, "extra")), "a/0");
+        /* a/0: both shares, as recorded (s2 is not confirmed) */
+        assert_int_equal(json_array_size(json_object_get(a0, "pods")), 2);
+        assert_null(json_object_get(a0, "holders"));
+        assert_int_equal(json_integer_value(json_object_get(a0, "memory_allocated_mib")), 4096 + 2048);
+        json_t *s2 = json_array_get(json_object_get(a0, "pods"), 1);
+        assert_string_equal(json_string_value(json_object_get(s2, "name")), "s2");
+        assert_false(json_is_true(json_object_get(s2, "confirmed")));
+        assert_false(json_is_true(json_object_get(s2, "whole")));
+        /* b/0: the whole holder from gpu-manager's annotation */
+        assert_string_equal(json_string_value(json_object_get(json_object_get(b0, "whole_holder"), "name")), "w");
+        assert_true(json_is_true(json_object_get(json_array_get(json_object_get(b0, "pods"), 0), "whole")));
+        /* b's pod without an assignment is unplaced, not on a GPU */
+        json_t *un = json_object_get(json_array_get(json_object_get(d, "nodes"), 1), "unplaced_pods");
+        assert_int_equal(json_array_size(un), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(un, 0), "name")), "i");
+        assert_int_equal(json_array_size(json_object_get(d, "pending_pods")), 0);
+        json_decref(d);
+        sched_model_free(m);
+}
+
 static void test_topology(void **state) {
         (void)state;
         struct sched_model *m = load();
@@ -371,10 +531,11 @@ static void test_topology(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_query_valid),     cmocka_unit_test(test_query_refused),
-                cmocka_unit_test(test_summary),         cmocka_unit_test(test_cluster_document),
-                cmocka_unit_test(test_cluster_filters), cmocka_unit_test(test_cluster_pending),
-                cmocka_unit_test(test_topology),
+                cmocka_unit_test(test_query_valid),      cmocka_unit_test(test_query_refused),
+                cmocka_unit_test(test_summary),          cmocka_unit_test(test_cluster_document),
+                cmocka_unit_test(test_cluster_filters),  cmocka_unit_test(test_cluster_pending),
+                cmocka_unit_test(test_topology),         cmocka_unit_test(test_json_escaping),
+                cmocka_unit_test(test_inspect_document),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

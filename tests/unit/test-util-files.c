@@ -298,6 +298,54 @@ static void test_limits_dir_remove(void **state) {
         assert_int_equal(limits_dir_remove_at(AT_FDCWD, ""), -EINVAL);
 }
 
+/* The one whole-file reader and its flags: the bound, a link refused, only a regular file. */
+static void test_read_file_flags(void **state) {
+        const char *dir = *state;
+        _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dfd >= 0);
+        assert_int_equal(atomic_file_write_at(dfd, "f", "hello", 5, 0600, ATOMIC_FILE_NO_SYNC), 0);
+        char *text = NULL;
+        size_t len = 0;
+        for (unsigned flags = 0; flags <= (READ_FILE_NOFOLLOW | READ_FILE_REGULAR); flags++) {
+                assert_int_equal(read_file_at(dfd, "f", flags, 5, &text, &len), 0);
+                assert_string_equal(text, "hello");
+                assert_int_equal(len, 5);
+                free(text);
+                text = NULL;
+                assert_int_equal(read_file_at(dfd, "f", flags, 4, &text, &len), -EFBIG);
+                assert_null(text);
+        }
+        /* an empty file is "" */
+        assert_int_equal(atomic_file_write_at(dfd, "empty", "", 0, 0600, ATOMIC_FILE_NO_SYNC), 0);
+        assert_int_equal(read_file_at(dfd, "empty", READ_FILE_REGULAR, 0, &text, &len), 0);
+        assert_string_equal(text, "");
+        assert_int_equal(len, 0);
+        free(text);
+        text = NULL;
+        /* a link: followed without READ_FILE_NOFOLLOW, refused with it */
+        assert_int_equal(symlinkat("f", dfd, "link"), 0);
+        assert_int_equal(read_file_at(dfd, "link", READ_FILE_REGULAR, 64, &text, &len), 0);
+        free(text);
+        text = NULL;
+        assert_int_equal(read_file_at(dfd, "link", READ_FILE_NOFOLLOW, 64, &text, &len), -ELOOP);
+        /* not a regular file: a directory opens read-only, then READ_FILE_REGULAR refuses it (read() alone
+         * says EISDIR) */
+        assert_int_equal(mkdirat(dfd, "d", 0700), 0);
+        assert_int_equal(read_file_at(dfd, "d", READ_FILE_REGULAR, 64, &text, &len), -EBADFD);
+        assert_int_equal(read_file_at(dfd, "d", 0, 64, &text, &len), -EISDIR);
+        assert_int_equal(read_file_at(dfd, "missing", READ_FILE_REGULAR, 64, &text, &len), -ENOENT);
+        assert_null(text);
+        /* read_fd reads until end of file, across the buffer's doubling */
+        char big[10000];
+        memset(big, 'z', sizeof big);
+        assert_int_equal(atomic_file_write_at(dfd, "big", big, sizeof big, 0600, ATOMIC_FILE_NO_SYNC), 0);
+        assert_int_equal(read_file_at(dfd, "big", READ_FILE_REGULAR, sizeof big, &text, &len), 0);
+        assert_int_equal(len, sizeof big);
+        assert_memory_equal(text, big, sizeof big);
+        assert_int_equal(text[len], '\0');
+        free(text);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_write_new_and_replace, setup, teardown),
@@ -313,6 +361,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_limits_dir_create_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits_dir_write_through_fd, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits_dir_remove, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_file_flags, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

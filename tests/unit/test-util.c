@@ -161,12 +161,86 @@ static void test_array_reserve(void **state) {
         assert_int_equal(cap, 128);
         free(v);
 
-        char *b = NULL;
-        size_t bcap = 0;
-        assert_int_equal(buffer_reserve(&b, &bcap, 5000), 0);
-        assert_int_equal(bcap, 8192); /* bytes double from 4096 */
-        b[4999] = 'x';
-        free(b);
+        struct gs_buf b = { 0 };
+        assert_int_equal(gs_buf_reserve(&b, 4999), 0); /* 4999 bytes and the NUL */
+        assert_int_equal(b.cap, 8192);                 /* bytes double from 4096 */
+        b.p[4999] = 'x';
+        gs_buf_done(&b);
+}
+
+/* util's buffer: appends, printf, the bound, the sticky failure, finish. */
+static void test_gs_buf(void **state) {
+        (void)state;
+        struct gs_buf b = { .max = 16 };
+        assert_int_equal(GS_BUF_LIT(&b, "ab"), 0);
+        assert_int_equal(gs_buf_puts(&b, "cd"), 0);
+        assert_int_equal(gs_buf_printf(&b, "%d-%s", 42, "x"), 0);
+        assert_string_equal(b.p, "abcd42-x");
+        assert_int_equal(b.len, 8);
+        assert_false(gs_buf_failed(&b));
+        /* past max: refused whole, flagged, the text as it was */
+        assert_int_equal(gs_buf_printf(&b, "%s", "0123456789"), -EFBIG);
+        assert_string_equal(b.p, "abcd42-x");
+        assert_true(b.overflow && gs_buf_failed(&b));
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_buf_finish(&b, &text, &len), -EFBIG);
+        assert_null(text);
+        assert_null(b.p);
+        /* cleared: usable again */
+        b.max = 0;
+        gs_buf_clear(&b);
+        assert_int_equal(gs_buf_finish(&b, &text, &len), 0);
+        assert_string_equal(text, "");
+        assert_int_equal(len, 0);
+        free(text);
+        /* printf that does not fit the room left grows once and writes it whole */
+        char big[6000];
+        memset(big, 'y', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        assert_int_equal(GS_BUF_LIT(&b, "<"), 0);
+        assert_int_equal(gs_buf_printf(&b, "%s>", big), 0);
+        assert_int_equal(b.len, sizeof big + 1);
+        assert_int_equal(b.p[0], '<');
+        assert_int_equal(b.p[b.len - 1], '>');
+        assert_int_equal(b.p[b.len], '\0');
+        gs_buf_clear(&b);
+        assert_int_equal(b.len, 0);
+        assert_string_equal(b.p, "");
+        gs_buf_done(&b);
+}
+
+static char *json_of(const char *s) {
+        struct gs_buf b = { 0 };
+        assert_int_equal(gs_buf_json_string(&b, s), 0);
+        char *text;
+        assert_int_equal(gs_buf_finish(&b, &text, NULL), 0);
+        return text;
+}
+
+/* JSON strings: quotes, backslashes and control characters escaped, UTF-8 kept, bytes that are not
+ * UTF-8 (a cut sequence, an overlong form, a lone continuation byte, a surrogate) as U+FFFD. */
+static void test_gs_buf_json_string(void **state) {
+        (void)state;
+        static const struct {
+                const char *in, *want;
+        } cases[] = {
+                { "", "\"\"" },
+                { "gpu-a", "\"gpu-a\"" },
+                { "a\"b\\c", "\"a\\\"b\\\\c\"" },
+                { "tab\tnl\n\x01\x1f", "\"tab\\u0009nl\\u000a\\u0001\\u001f\"" },
+                { "\x7f", "\"\x7f\"" },
+                { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"" },
+                { "cut\xe2\x82", "\"cut\xef\xbf\xbd\xef\xbf\xbd\"" },
+                { "\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"" },
+                { "\x80x", "\"\xef\xbf\xbdx\"" },
+                { "\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *got = json_of(cases[i].in);
+                assert_string_equal(got, cases[i].want);
+                free(got);
+        }
 }
 
 int main(void) {
@@ -180,6 +254,8 @@ int main(void) {
                 cmocka_unit_test(test_utf8_printable),
                 cmocka_unit_test(test_hex_digit),
                 cmocka_unit_test(test_array_reserve),
+                cmocka_unit_test(test_gs_buf),
+                cmocka_unit_test(test_gs_buf_json_string),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
