@@ -1614,8 +1614,19 @@ static void test_captured_alloc_charged_once(void **state) {
 /* fork during the first device mapping (HAMi-core #86-like stuck locks): 1,000 rounds of a process forking
  * while its other thread makes the first CUDA calls; every child's own first calls return within 5 s — under
  * the interposer (g.map_lock held across the driver's calls) and without it (the driver's own init locks). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GS_TEST_ASAN 1
+#endif
+#endif
 static void test_fork_during_first_mapping(void **state) {
         (void)state;
+#ifdef GS_TEST_ASAN
+        /* ASan's own allocator is not fork-safe: a child forked while another thread is inside malloc waits
+         * forever on the allocator's lock (seen: SizeClassAllocator64::GetFromAllocator under dlsym's error
+         * path) — the sanitizer runtime's hang, not the code under test. Reported as skipped, never passed. */
+        skip();
+#endif
         const char *args[] = { "--load=dlsym", "forkstorm", "1000", NULL };
         char out[256];
         assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
