@@ -121,6 +121,9 @@ struct CUgraphExec_st {
 struct CUstream_st {
         struct obj_link link;
         uint32_t magic;
+        int ordinal;     /* the device of the context it was created in (cuStreamGetDevice) */
+        unsigned gpu;    /* its node GPU */
+        CUgraph capture; /* cuStreamBeginCapture..cuStreamEndCapture: the graph work goes into, else NULL */
 };
 
 static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -438,18 +441,35 @@ static uint64_t grid(unsigned x, unsigned y, unsigned z) {
         return (uint64_t)x * y * z;
 }
 
+static bool is_user_stream(CUstream s) {
+        return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+}
+
+static CUresult capture_node_locked(CUgraph gr, const struct knode *k);
+
+/* A launch into a capturing stream is recorded as a kernel node of its graph, not run (stream capture). */
+static CUresult launch_on(CUstream s, CUfunction f, uint64_t blocks) {
+        if (is_user_stream(s) && s->magic == STREAM_MAGIC && s->capture) {
+                if (!f || f->magic != FUNC_MAGIC)
+                        return CUDA_ERROR_INVALID_HANDLE;
+                struct knode k = { .magic = NODE_MAGIC, .type = CU_GRAPH_NODE_TYPE_KERNEL, .f = f, .blocks = blocks };
+                return capture_node_locked(s->capture, &k);
+        }
+        return launch(f, blocks, false);
+}
+
 _public_ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                  unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
                                  void **extra) {
-        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params, (void)extra;
-        return launch(f, grid(gx, gy, gz), false);
+        (void)bx, (void)by, (void)bz, (void)shm, (void)params, (void)extra;
+        return launch_on(s, f, grid(gx, gy, gz));
 }
 
 _public_ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                       unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
                                       void **extra) {
-        (void)bx, (void)by, (void)bz, (void)shm, (void)s, (void)params, (void)extra;
-        return launch(f, grid(gx, gy, gz), false);
+        (void)bx, (void)by, (void)bz, (void)shm, (void)params, (void)extra;
+        return launch_on(s, f, grid(gx, gy, gz));
 }
 
 static bool config_cooperative(const CUlaunchConfig *c) {
@@ -780,10 +800,17 @@ _public_ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!phStream)
                 return CUDA_ERROR_INVALID_VALUE;
+        int ord;
+        unsigned gpu;
+        CUresult r = sim_cuda_current(&ord, &gpu);
+        if (r != CUDA_SUCCESS)
+                return r;
         struct CUstream_st *s = calloc(1, sizeof *s);
         if (!s)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         s->magic = STREAM_MAGIC;
+        s->ordinal = ord;
+        s->gpu = gpu;
         obj_add(&s->link);
         *phStream = s;
         return CUDA_SUCCESS;
@@ -796,6 +823,94 @@ _public_ CUresult cuStreamDestroy_v2(CUstream hStream) {
         obj_del(&hStream->link);
         free(hStream);
         return CUDA_SUCCESS;
+}
+
+/* The device a stream belongs to: a created stream's context's; NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD name the current context's default stream. */
+CUresult sim_stream_info(CUstream s, int *ret_ordinal, unsigned *ret_gpu, CUgraph *ret_capture) {
+        *ret_capture = NULL;
+        if (!is_user_stream(s))
+                return sim_cuda_current(ret_ordinal, ret_gpu);
+        if (s->magic != STREAM_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        *ret_ordinal = s->ordinal;
+        *ret_gpu = s->gpu;
+        *ret_capture = s->capture;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        int ord;
+        unsigned gpu;
+        CUgraph cap;
+        CUresult r = sim_stream_info(hStream, &ord, &gpu, &cap);
+        if (r == CUDA_SUCCESS)
+                *device = ord;
+        return r;
+}
+
+/*
+ * Stream capture (CUDA 10.0): between cuStreamBeginCapture and cuStreamEndCapture the work issued into the
+ * stream is not run but recorded into a graph — kernels as kernel nodes, cuMemAllocAsync as memory
+ * allocation nodes (their addresses handed out at capture, the memory taken from the graph pool when the
+ * instantiated graph is launched), cuMemFreeAsync as memory free nodes. The legacy default stream cannot be
+ * captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); ending a capture that was not begun is
+ * CUDA_ERROR_ILLEGAL_STATE. One stream at a time per capture (no cross-stream joins through events).
+ */
+_public_ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!is_user_stream(hStream))
+                return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        if (hStream->magic != STREAM_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (hStream->capture)
+                return CUDA_ERROR_ILLEGAL_STATE;
+        CUgraph gr;
+        CUresult r = cuGraphCreate(&gr, 0);
+        if (r == CUDA_SUCCESS)
+                hStream->capture = gr;
+        return r;
+}
+
+_public_ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+        if (!phGraph)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!is_user_stream(hStream) || hStream->magic != STREAM_MAGIC || !hStream->capture)
+                return CUDA_ERROR_ILLEGAL_STATE;
+        *phGraph = hStream->capture;
+        hStream->capture = NULL;
+        return CUDA_SUCCESS;
+}
+
+_public_ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+        if (!captureStatus)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (is_user_stream(hStream) && hStream->magic != STREAM_MAGIC)
+                return CUDA_ERROR_INVALID_HANDLE;
+        *captureStatus = is_user_stream(hStream) && hStream->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                                     : CU_STREAM_CAPTURE_STATUS_NONE;
+        return CUDA_SUCCESS;
+}
+
+CUresult sim_capture_mem_node(CUgraph gr, CUgraphNodeType type, int ordinal, unsigned gpu, uint64_t bytes,
+                              CUdeviceptr *ptr) {
+        struct knode k = { .magic = NODE_MAGIC, .type = type, .ptr = *ptr, .bytes = bytes, .ordinal = ordinal };
+        if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+                CUresult r = sim_graph_mem_reserve(gpu, bytes, &k.ptr);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        CUresult r = capture_node_locked(gr, &k);
+        if (r == CUDA_SUCCESS)
+                *ptr = k.ptr;
+        return r;
 }
 
 static CUresult stream_sync(void) {
@@ -855,6 +970,16 @@ _public_ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
                              .f = p->func,
                              .blocks = grid(p->gridDimX, p->gridDimY, p->gridDimZ) };
         *phGraphNode = k;
+        return CUDA_SUCCESS;
+}
+
+/* Append a node to a graph being captured. */
+static CUresult capture_node_locked(CUgraph gr, const struct knode *k) {
+        if (!gr || gr->magic != GRAPH_MAGIC)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (gr->n == GRAPH_MAX_NODES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        gr->node[gr->n++] = *k;
         return CUDA_SUCCESS;
 }
 
@@ -1023,6 +1148,10 @@ static const struct sim_proc_entry launch_procs[] = {
         { "cuModuleGetFunction", 2000, false, (void *)cuModuleGetFunction },
         { "cuStreamCreate", 2000, false, (void *)cuStreamCreate },
         { "cuStreamDestroy", 4000, false, (void *)cuStreamDestroy_v2 },
+        { "cuStreamGetDevice", 12080, false, (void *)cuStreamGetDevice },
+        { "cuStreamBeginCapture", 10010, false, (void *)cuStreamBeginCapture_v2 },
+        { "cuStreamEndCapture", 10000, false, (void *)cuStreamEndCapture },
+        { "cuStreamIsCapturing", 10000, false, (void *)cuStreamIsCapturing },
         { "cuStreamSynchronize", 2000, false, (void *)cuStreamSynchronize },
         { "cuStreamSynchronize", 7000, true, (void *)cuStreamSynchronize_ptsz },
         { "cuGraphCreate", 10000, false, (void *)cuGraphCreate },

@@ -218,6 +218,7 @@ _public_ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned
 struct CUmemPoolHandle_st {
         uint32_t magic;
         unsigned gpu;
+        int ordinal; /* the CUDA device it is located on (a memory node's location when captured) */
         uint64_t reserved, used, threshold;
         bool dead;                       /* created pool destroyed with allocations outstanding */
         bool imported;                   /* another process's pool (cuMemPoolImportFromShareableHandle) */
@@ -347,15 +348,29 @@ static void pool_release_locked(unsigned gpu, uint64_t *reserved, uint64_t used,
         }
 }
 
-static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool) {
+/* cuMemAllocAsync allocates from the current pool of the stream's device, cuMemAllocFromPoolAsync from
+ * the pool (on the device it was created for) — whatever the calling thread's current context. Into a
+ * capturing stream it records a memory allocation node instead (its address now, the memory at launch). */
+static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool, CUstream stream) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!dptr || bytes == 0)
                 return CUDA_ERROR_INVALID_VALUE;
         unsigned gpu;
-        CUresult r = current_gpu(&gpu);
+        int ord;
+        CUgraph capture;
+        CUresult r = sim_stream_info(stream, &ord, &gpu, &capture);
         if (r != CUDA_SUCCESS)
                 return r;
+        if (capture) {
+                if (pool && (!pool_valid(pool) || pool->imported))
+                        return CUDA_ERROR_INVALID_VALUE;
+                if (pool) {
+                        gpu = pool->gpu;
+                        ord = pool->ordinal;
+                }
+                return sim_capture_mem_node(capture, CU_GRAPH_NODE_TYPE_MEM_ALLOC, ord, gpu, bytes, dptr);
+        }
         pthread_mutex_lock(&pool_lock);
         struct CUmemPoolHandle_st *p = pool ? pool : pool_of_gpu(gpu);
         if (pool && (!pool_valid(pool) || pool->imported)) /* an imported pool only maps the exporter's pointers */
@@ -433,7 +448,9 @@ _public_ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pool
         if (!p)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_lock(&pool_lock);
-        *p = (struct CUmemPoolHandle_st){ .magic = POOL_MAGIC, .gpu = gpu, .next = created_pools };
+        *p = (struct CUmemPoolHandle_st){
+                .magic = POOL_MAGIC, .gpu = gpu, .ordinal = poolProps->location.id, .next = created_pools
+        };
         created_pools = p;
         pthread_mutex_unlock(&pool_lock);
         *pool = p;
@@ -581,34 +598,42 @@ CUresult sim_graph_mem_alloc(CUdeviceptr ptr) {
 }
 
 _public_ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        (void)hStream;
-        return pool_alloc(dptr, bytesize, NULL);
+        return pool_alloc(dptr, bytesize, NULL, hStream);
 }
 
 _public_ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        (void)hStream;
-        return pool_alloc(dptr, bytesize, NULL);
+        return pool_alloc(dptr, bytesize, NULL, hStream);
 }
 
 _public_ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-        (void)hStream;
-        return pool_alloc(dptr, bytesize, pool);
+        return pool_alloc(dptr, bytesize, pool, hStream);
 }
 
 _public_ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                CUstream hStream) {
-        (void)hStream;
-        return pool_alloc(dptr, bytesize, pool);
+        return pool_alloc(dptr, bytesize, pool, hStream);
+}
+
+/* Into a capturing stream: a memory free node (the memory goes back when the graph runs). */
+static CUresult free_async(CUdeviceptr dptr, CUstream stream) {
+        int ord;
+        unsigned gpu;
+        CUgraph capture;
+        CUresult r = sim_stream_info(stream, &ord, &gpu, &capture);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (capture)
+                return dptr ? sim_capture_mem_node(capture, CU_GRAPH_NODE_TYPE_MEM_FREE, ord, gpu, 0, &dptr)
+                            : CUDA_ERROR_INVALID_VALUE;
+        return sim_cuda_mem_free(dptr);
 }
 
 _public_ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-        (void)hStream;
-        return sim_cuda_mem_free(dptr);
+        return free_async(dptr, hStream);
 }
 
 _public_ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-        (void)hStream;
-        return sim_cuda_mem_free(dptr);
+        return free_async(dptr, hStream);
 }
 
 _public_ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
@@ -669,6 +694,7 @@ static CUresult device_pool(CUmemoryPool *pool_out, CUdevice dev) {
                 return r;
         pthread_mutex_lock(&pool_lock);
         *pool_out = pool_of_gpu(gpu);
+        (*pool_out)->ordinal = dev;
         pthread_mutex_unlock(&pool_lock);
         return CUDA_SUCCESS;
 }

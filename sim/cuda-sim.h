@@ -72,6 +72,13 @@ SIM_HIDDEN void *sim_cuda_mem_proc(const char *symbol, int version, cuuint64_t f
 SIM_HIDDEN void *sim_cuda_launch_proc(const char *symbol, int version, cuuint64_t flags, bool *ret_named);
 /* A context is gone (destroyed, or its primary released for the last time): its modules go with it. */
 SIM_HIDDEN void sim_launch_ctx_gone(CUcontext ctx);
+/* A stream's device (ordinal, node GPU; NULL and the special handles: the current context's) and the graph
+ * it is capturing into (NULL when not capturing). */
+SIM_HIDDEN CUresult sim_stream_info(CUstream s, int *ret_ordinal, unsigned *ret_gpu, CUgraph *ret_capture);
+/* Record a memory node into a graph being captured: MEM_ALLOC of bytes on (ordinal, gpu), its address in
+ * *ptr; MEM_FREE of *ptr. */
+SIM_HIDDEN CUresult sim_capture_mem_node(CUgraph gr, CUgraphNodeType type, int ordinal, unsigned gpu, uint64_t bytes,
+                                         CUdeviceptr *ptr);
 /* Block until the work this process launched on node GPU `gpu` has finished (cuCtxSynchronize). */
 SIM_HIDDEN void sim_launch_sync(unsigned gpu);
 

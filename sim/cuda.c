@@ -55,7 +55,7 @@ struct alloc {
         CUcontext ctx;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_forksafe_lock lock = SIM_FORKSAFE_LOCK_INIT; /* the process's driver state */
 static bool init_done;
 static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
 static struct topo node;
@@ -212,10 +212,10 @@ static CUresult init_locked(void) {
 
 /* After fork the child is a new process with none of the parent's contexts or memory. */
 static void atfork_prepare(void) {
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
 }
 static void atfork_parent(void) {
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
 }
 static void atfork_child(void) {
         memset(primary, 0, sizeof primary);
@@ -224,21 +224,27 @@ static void atfork_child(void) {
         current = NULL;
         if (state)
                 sim_self_identity(&self);
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_own(&lock, true); /* held by the parent's forking thread (atfork_prepare) */
+}
+
+/* Registered when the library is loaded, not at cuInit: a fork while another thread is inside cuInit (the
+ * lock held across the node's and the state's set-up) must wait for it, as the driver's own fork handlers
+ * make it, rather than leave the child a lock nobody will release. */
+__attribute__((constructor)) static void sim_cuda_atfork(void) {
+        sim_forksafe_own(&lock, false);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 _public_ CUresult cuInit(unsigned int Flags) {
         if (Flags != 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         if (!init_done) {
                 init_result = init_locked();
-                if (init_result == CUDA_SUCCESS)
-                        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
                 __atomic_store_n(&init_done, true, __ATOMIC_RELEASE);
         }
         CUresult r = init_result;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r; /* like the driver, a failed cuInit stays failed for the process */
 }
 
@@ -531,7 +537,7 @@ static void proc_maybe_unregister_locked(unsigned gpu) {
 
 _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         CHECK_DEVICE_QUERY(pctx, dev);
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         struct CUctx_st *c = &primary[dev];
         CUresult r = CUDA_SUCCESS;
         if (!c->active)
@@ -546,7 +552,7 @@ _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
                 c->refs++;
                 *pctx = c;
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -554,7 +560,7 @@ _public_ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
         CHECK_INIT();
         if (!dev_valid(dev))
                 return CUDA_ERROR_INVALID_DEVICE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         struct CUctx_st *c = &primary[dev];
         CUresult r = CUDA_SUCCESS;
         if (!c->active || c->refs == 0)
@@ -566,7 +572,7 @@ _public_ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
                         current = NULL;
                 proc_maybe_unregister_locked(visible[dev]);
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -579,7 +585,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
         struct CUctx_st *c = calloc(1, sizeof *c);
         if (!c)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = proc_register(visible[dev]);
         if (r == CUDA_SUCCESS)
                 r = ctx_take_own_locked(c, visible[dev]);
@@ -592,7 +598,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
                 current = c; /* a new context is made current for the calling thread */
                 *pctx = c;
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r != CUDA_SUCCESS)
                 free(c);
         return r;
@@ -625,7 +631,7 @@ _public_ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePa
 
 static CUresult ctx_destroy(CUcontext ctx) {
         CHECK_INIT();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = ctx_check_locked(ctx);
         if (r == CUDA_SUCCESS && ctx->primary)
                 r = CUDA_ERROR_INVALID_CONTEXT; /* primary contexts are released, not destroyed */
@@ -643,7 +649,7 @@ static CUresult ctx_destroy(CUcontext ctx) {
                 free(ctx);
                 proc_maybe_unregister_locked(gpu);
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -736,9 +742,9 @@ _public_ CUresult cuCtxSetCurrent(CUcontext ctx) {
                 current = NULL;
                 return CUDA_SUCCESS;
         }
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = ctx_check_locked(ctx);
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r == CUDA_SUCCESS)
                 current = ctx;
         return r;
@@ -764,22 +770,22 @@ _public_ CUresult cuCtxGetDevice(CUdevice *device) {
         CHECK_INIT();
         if (!device)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         if (r == CUDA_SUCCESS)
                 *device = c->ordinal;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
 _public_ CUresult cuCtxSynchronize(void) {
         CHECK_INIT();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         unsigned gpu = c ? visible[c->ordinal] : 0;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r == CUDA_SUCCESS) {
                 sim_launch_sync(gpu); /* cuda-launch.c: wait for this process's kernels */
                 sim_mem_sync(gpu);    /* cuda-mem.c: pools release what exceeds their threshold */
@@ -791,10 +797,10 @@ _public_ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
         CHECK_INIT();
         if (!ctx)
                 return cuCtxSynchronize();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = ctx_check_locked(ctx);
         unsigned gpu = r == CUDA_SUCCESS ? visible[ctx->ordinal] : 0;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r == CUDA_SUCCESS) {
                 sim_launch_sync(gpu);
                 sim_mem_sync(gpu);
@@ -808,11 +814,11 @@ _public_ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
                 return cuCtxGetDevice(device);
         if (!device)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = ctx_check_locked(ctx);
         if (r == CUDA_SUCCESS)
                 *device = ctx->ordinal;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -849,7 +855,7 @@ _public_ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
         CHECK_INIT();
         if ((unsigned)limit >= CU_LIMIT_MAX || (limit <= CU_LIMIT_MALLOC_HEAP_SIZE && value > (1ULL << 40)))
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         if (r == CUDA_SUCCESS) {
@@ -868,7 +874,7 @@ _public_ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
                         c->limit_bytes = cost;
                 }
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -876,12 +882,12 @@ _public_ CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
         CHECK_INIT();
         if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         if (r == CUDA_SUCCESS)
                 *pvalue = ctx_limit_value(c, limit);
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -891,7 +897,7 @@ static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
         CHECK_INIT();
         if (!dptr || bytesize == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         if (r != CUDA_SUCCESS)
@@ -944,7 +950,7 @@ static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t bytesize, bool legacy) {
         allocs[n_allocs++] = (struct alloc){ .ptr = ptr, .size = bytesize, .gpu = gpu, .ctx = c };
         *dptr = ptr;
 out:
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -964,7 +970,7 @@ _public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
 
 _public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
         CHECK_INIT();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = CUDA_ERROR_INVALID_VALUE;
         for (size_t i = 0; i < n_allocs; i++) {
                 if (allocs[i].ptr != dptr)
@@ -980,7 +986,7 @@ _public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
                 r = CUDA_SUCCESS;
                 break;
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r != CUDA_SUCCESS)
                 r = sim_mem_free_other(dptr); /* pool and graph allocations (cuda-mem.c) */
         return r;
@@ -1011,11 +1017,11 @@ _public_ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
         CHECK_INIT();
         if (!free_bytes || !total_bytes)
                 return CUDA_ERROR_INVALID_VALUE;
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         unsigned gpu = c ? visible[c->ordinal] : 0;
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         if (r != CUDA_SUCCESS)
                 return r;
         if (sim_state_lock(state) < 0)
@@ -1213,14 +1219,14 @@ bool sim_cuda_ready(void) {
 
 CUresult sim_cuda_current(int *ret_ordinal, unsigned *ret_gpu) {
         CHECK_INIT();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUcontext c = NULL;
         CUresult r = current_locked(&c);
         if (r == CUDA_SUCCESS) {
                 *ret_ordinal = c->ordinal;
                 *ret_gpu = visible[c->ordinal];
         }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 
@@ -1241,7 +1247,7 @@ CUresult sim_cuda_mem_free(CUdeviceptr dptr) __attribute__((alias("cuMemFree_v2"
 
 CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu) {
         CHECK_INIT();
-        pthread_mutex_lock(&lock);
+        sim_forksafe_lock(&lock);
         CUresult r = CUDA_ERROR_NOT_FOUND;
         for (size_t i = 0; i < n_allocs; i++)
                 if (dptr >= allocs[i].ptr && dptr < allocs[i].ptr + allocs[i].size) {
@@ -1251,7 +1257,7 @@ CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_s
                         r = CUDA_SUCCESS;
                         break;
                 }
-        pthread_mutex_unlock(&lock);
+        sim_forksafe_unlock(&lock);
         return r;
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "compat/compat.h"
@@ -39,7 +40,7 @@ struct nvmlEventSet_st {
         uint64_t last_seq[TOPO_MAX_GPUS]; /* last delivered global sequence per GPU */
 };
 
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_forksafe_lock init_lock = SIM_FORKSAFE_LOCK_INIT;
 static unsigned init_count; /* written under init_lock, read with atomics */
 static struct topo node;
 static char node_path[PATH_MAX];
@@ -114,14 +115,30 @@ static nvmlReturn_t init_locked(void) {
         return NVML_SUCCESS;
 }
 
+/* A fork while another thread is inside nvmlInit (init_lock held across mapping the state) waits for it,
+ * and the child gets a lock of its own: it is a process with the parent's initialised NVML. */
+static void nvml_atfork_prepare(void) {
+        sim_forksafe_lock(&init_lock);
+}
+static void nvml_atfork_parent(void) {
+        sim_forksafe_unlock(&init_lock);
+}
+static void nvml_atfork_child(void) {
+        sim_forksafe_own(&init_lock, true);
+}
+__attribute__((constructor)) static void nvml_atfork(void) {
+        sim_forksafe_own(&init_lock, false);
+        pthread_atfork(nvml_atfork_prepare, nvml_atfork_parent, nvml_atfork_child);
+}
+
 static nvmlReturn_t init_ref(void) {
-        pthread_mutex_lock(&init_lock);
+        sim_forksafe_lock(&init_lock);
         nvmlReturn_t ret = NVML_SUCCESS;
         if (init_count == 0)
                 ret = init_locked();
         if (ret == NVML_SUCCESS)
                 __atomic_store_n(&init_count, init_count + 1, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&init_lock);
+        sim_forksafe_unlock(&init_lock);
         return ret;
 }
 
@@ -140,7 +157,7 @@ _public_ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 }
 
 _public_ nvmlReturn_t nvmlShutdown(void) {
-        pthread_mutex_lock(&init_lock);
+        sim_forksafe_lock(&init_lock);
         nvmlReturn_t ret = NVML_SUCCESS;
         if (init_count == 0)
                 ret = NVML_ERROR_UNINITIALIZED;
@@ -148,7 +165,7 @@ _public_ nvmlReturn_t nvmlShutdown(void) {
                 /* Handles stay valid pointers and the state stays mapped (see state_map). */
                 __atomic_store_n(&init_count, init_count - 1, __ATOMIC_RELEASE);
         }
-        pthread_mutex_unlock(&init_lock);
+        sim_forksafe_unlock(&init_lock);
         return ret;
 }
 
@@ -465,6 +482,41 @@ _public_ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, uns
         char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
         snprintf(buf, sizeof buf, "13%011llu", (unsigned long long)(h % 100000000000ULL));
         return copy_string(buf, serial, length);
+}
+
+static void gpu_pci(unsigned i, nvmlPciInfo_t *pci);
+
+/* By PCI bus id ("domain:bus:device.function", as nvmlPciInfo_t.busId or busIdLegacy give it; hex digits
+ * in either case) and by board serial, as NVML finds a GPU. */
+_public_ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!pciBusId || !device)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned i = 0; i < node.n_gpus; i++) {
+                nvmlPciInfo_t pci;
+                gpu_pci(i, &pci);
+                if (strcasecmp(pci.busId, pciBusId) == 0 || strcasecmp(pci.busIdLegacy, pciBusId) == 0)
+                        return handle_of(i, device);
+        }
+        return NVML_ERROR_NOT_FOUND;
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device) {
+        return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device) {
+        if (!initialized())
+                return NVML_ERROR_UNINITIALIZED;
+        if (!serial || !device)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned i = 0; i < node.n_gpus; i++) {
+                char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+                if (nvmlDeviceGetSerial(&devices[i], buf, sizeof buf) == NVML_SUCCESS && strcmp(buf, serial) == 0)
+                        return handle_of(i, device);
+        }
+        return NVML_ERROR_NOT_FOUND;
 }
 
 /* The memory of a GPU, or of a MIG device's GPU instance (gi): what its compute instances share. */

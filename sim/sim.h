@@ -18,6 +18,43 @@
 #include <stdint.h>
 
 #include "topo/topo.h"
+#include <unistd.h>
+
+/*
+ * A process-local lock that a fork cannot leave held. Fork handlers (pthread_atfork) reinitialise it in the
+ * child, but glibc runs only the handlers registered when fork() began: a library loaded by another thread
+ * while the fork is under way (the interposer loads the driver lazily, at its first call) misses them, and
+ * its lock may be copied held. So a locker that finds it taken asks whether it is still the process that
+ * made the lock (*pid, set by the owner's init and atfork child): in a forked child nobody will ever release
+ * the copy, so it is made anew. The uncontended path is one trylock.
+ */
+struct sim_forksafe_lock {
+        pthread_mutex_t m;
+        pid_t pid; /* the process the lock belongs to; 0 = not yet known (the first locker's) */
+};
+#define SIM_FORKSAFE_LOCK_INIT \
+        { PTHREAD_MUTEX_INITIALIZER, 0 }
+
+static inline void sim_forksafe_lock(struct sim_forksafe_lock *l) {
+        if (pthread_mutex_trylock(&l->m) == 0)
+                return;
+        pid_t self = getpid(), owner = __atomic_load_n(&l->pid, __ATOMIC_ACQUIRE);
+        if (owner && owner != self &&
+            __atomic_compare_exchange_n(&l->pid, &owner, self, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                pthread_mutex_init(&l->m, NULL); /* a copy from the parent, held by a thread that is not here */
+        pthread_mutex_lock(&l->m);
+}
+
+static inline void sim_forksafe_unlock(struct sim_forksafe_lock *l) {
+        pthread_mutex_unlock(&l->m);
+}
+
+/* The lock is this process's (a constructor, an atfork child handler): reinitialise it when forked. */
+static inline void sim_forksafe_own(struct sim_forksafe_lock *l, bool reinit) {
+        if (reinit)
+                pthread_mutex_init(&l->m, NULL);
+        __atomic_store_n(&l->pid, getpid(), __ATOMIC_RELEASE);
+}
 
 #define SIM_ENV_NODE "GPUSLICE_SIM_NODE"
 #define SIM_ENV_STATE "GPUSLICE_SIM_STATE"

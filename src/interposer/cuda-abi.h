@@ -283,6 +283,22 @@ typedef enum CUmemPool_attribute_enum {
         CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
 } CUmemPool_attribute;
 
+/* Stream capture (cuStreamBeginCapture_v2 / cuStreamIsCapturing) and the special stream handles. */
+typedef enum CUstreamCaptureMode_enum {
+        CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+        CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+} CUstreamCaptureMode;
+
+typedef enum CUstreamCaptureStatus_enum {
+        CU_STREAM_CAPTURE_STATUS_NONE = 0,
+        CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+        CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+} CUstreamCaptureStatus;
+
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
 typedef enum CUmemAllocationGranularity_flags_enum {
         CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
         CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
@@ -612,6 +628,10 @@ CUresult cuStreamCreate(CUstream *, unsigned int);
 CUresult cuStreamDestroy(CUstream);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamGetCtx(CUstream, CUcontext *);
+CUresult cuStreamGetDevice(CUstream, CUdevice *);
+CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuStreamSynchronize_ptsz(CUstream);
 

@@ -134,6 +134,7 @@
         X(cuCtxGetDevice)                \
         X(cuCtxGetCurrent)               \
         X(cuStreamGetCtx)                \
+        X(cuStreamGetDevice)             \
         X(cuCtxPushCurrent_v2)           \
         X(cuCtxPopCurrent_v2)            \
         X(cuMemPoolGetAttribute)         \
@@ -148,10 +149,14 @@
         X(cuCtxGetLimit)                 \
         X(cuDeviceGetAttribute)
 
-/* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit. */
-#define GS_NVML_HOOKS(X)           \
-        X(nvmlDeviceGetMemoryInfo) \
-        X(nvmlDeviceGetMemoryInfo_v2)
+/* NVML entry points libgpuslice-cuda.so exports (nvml-hook.c): memory queries answer with the limit, the
+ * process lists of a limited GPU name the container's own processes. */
+#define GS_NVML_HOOKS(X)                           \
+        X(nvmlDeviceGetMemoryInfo)                 \
+        X(nvmlDeviceGetMemoryInfo_v2)              \
+        X(nvmlDeviceGetComputeRunningProcesses)    \
+        X(nvmlDeviceGetComputeRunningProcesses_v2) \
+        X(nvmlDeviceGetComputeRunningProcesses_v3)
 
-/* NVML functions the hooks call (resolved with RTLD_NEXT, never exported from here). */
+/* NVML functions the hooks call (resolved in the real NVML, never exported from here). */
 #define GS_NVML_INTERNAL(X) X(nvmlDeviceGetUUID)

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "interposer/ldcache.h"
+#include "interposer/nvml-view.h"
 #include "interposer/throttle.h"
 
 /* ---- the tables generated from GS_HOOKS ---- */
@@ -91,6 +92,7 @@ static void *real_ptr(unsigned i) {
 
 struct gs_state g = {
         .init_once = PTHREAD_ONCE_INIT,
+        .dl_lock = PTHREAD_MUTEX_INITIALIZER,
         .map_lock = PTHREAD_MUTEX_INITIALIZER,
         .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
         .settle_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -251,15 +253,37 @@ static int read_limits(const char *path, struct gs_limits *ret) {
         return r;
 }
 
+void *gs_dlopen(const char *file, int flags) {
+        pthread_mutex_lock(&g.dl_lock);
+        void *h = dlopen(file, flags);
+        pthread_mutex_unlock(&g.dl_lock);
+        return h;
+}
+
+static void atfork_prepare(void) {
+        pthread_mutex_lock(&g.dl_lock);
+}
+
+static void atfork_parent(void) {
+        pthread_mutex_unlock(&g.dl_lock);
+}
+
 static void atfork_child(void) {
+        pthread_mutex_init(&g.dl_lock, NULL);
         /* A forked child owns none of its parent's allocations; it claims a slot of its own only when it
-         * uses CUDA (have_slot), so workers that never do (data loaders) do not fill the region. */
-        if (g.mode != GS_MODE_LIMITED)
+         * uses CUDA (have_slot), so workers that never do (data loaders) do not fill the region. An init the
+         * fork cut short is run again by pthread_once in the child. */
+        if (g.mode != GS_MODE_LIMITED) /* set last by gs_init */
                 return;
         gs_table_reset();
         gs_throttle_atfork_child();
         /* The child has no contexts (CUDA does not survive fork) and holds nothing. */
         memset(&g.proc, 0, sizeof g.proc);
+        /* Every lock of this file and the others: a fork while another thread held one (g.map_lock is held
+         * across the driver's calls of the first device mapping) would leave it locked forever. A mapping cut
+         * short by the fork is redone (g.mapped is set last); NVML is opened again. */
+        pthread_mutex_init(&g.map_lock, NULL);
+        gs_view_atfork_child();
         pthread_mutex_init(&g.ctx_lock, NULL);
         pthread_mutex_init(&g.settle_lock, NULL);
         pthread_mutex_init(&g.vmm_lock, NULL);
@@ -305,7 +329,7 @@ void gs_init(void) {
         char path[PATH_MAX];
         int r = find_real_driver(path, sizeof path);
         if (r == 0) {
-                g.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+                g.dl = gs_dlopen(path, RTLD_NOW | RTLD_LOCAL);
                 if (!g.dl)
                         complain("cannot load the CUDA driver %s: %s", path, dlerror());
         }
@@ -350,8 +374,12 @@ void gs_init(void) {
                 g.any_mem |= g.limits.dev[i].memory_bytes != 0;
                 g.any_core |= g.limits.dev[i].core_percent < 100;
         }
-        pthread_atfork(NULL, NULL, atfork_child);
         g.mode = GS_MODE_LIMITED;
+}
+
+/* At load, before any thread can be inside this library's init (the handlers cover the init itself). */
+__attribute__((constructor)) static void register_atfork(void) {
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 void *gs_real_symbol(const char *name) {

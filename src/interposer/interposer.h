@@ -19,6 +19,11 @@ int gs_fail_code(void) __attribute__((visibility("hidden")));
 /* For NVML's memory queries: is the device with this UUID limited in this container? Its limit and the
  * container's usage. Initialises on first use; false when not limited. */
 bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) __attribute__((visibility("hidden")));
+/* Whether host PID pid (as NVML reports processes) is a live process of this container (its slot learnt it). */
+bool gs_container_host_pid(unsigned pid) __attribute__((visibility("hidden")));
+
+/* dlopen, never while the process forks (g.dl_lock): every dlopen of this library goes through here. */
+void *gs_dlopen(const char *file, int flags) __attribute__((visibility("hidden")));
 
 /* CLOCK_MONOTONIC in ns (vDSO: no syscall). Inline: the throttle and the entry points read it, and no file
  * of the interposer owns a clock (a definition in interposer.c made throttle.c and interposer.c use each

@@ -153,7 +153,7 @@ static void pools_usage(int li, uint64_t *ret_reserved, uint64_t *ret_used) {
         }
         for (unsigned k = 0; k < GS_USER_POOLS; k++) {
                 CUmemoryPool p = __atomic_load_n(&g.proc.user_pools[k].pool, __ATOMIC_ACQUIRE);
-                if (p && __atomic_load_n(&g.proc.user_pools[k].li1, __ATOMIC_ACQUIRE) == li + 1)
+                if (p && __atomic_load_n(&g.proc.user_pools[k].li1, __ATOMIC_ACQUIRE) == li + 2)
                         seen[n++] = p;
         }
         uint64_t r = 0, u = 0;
@@ -276,14 +276,66 @@ static bool pool_growth_counted(int li) {
         return ok;
 }
 
-/* The pool an allocation will come from: the one named, else the current device's current pool. */
-static CUmemoryPool target_pool(CUmemoryPool named) {
+/* The device of a stream: a created stream's own (cuStreamGetDevice, CUDA 12.8; else through its context);
+ * NULL and the special handles name the current context's default stream. */
+static bool stream_device(CUstream s, CUdevice *ret) {
+        if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+                return real.cuCtxGetDevice && GUARD(real.cuCtxGetDevice(ret)) == CUDA_SUCCESS;
+        if (real.cuStreamGetDevice && GUARD(real.cuStreamGetDevice(s, ret)) == CUDA_SUCCESS)
+                return true;
+        CUcontext c = NULL, popped;
+        if (!real.cuStreamGetCtx || GUARD(real.cuStreamGetCtx(s, &c)) != CUDA_SUCCESS || !c ||
+            !real.cuCtxPushCurrent_v2 || !real.cuCtxPopCurrent_v2 || GUARD(real.cuCtxPushCurrent_v2(c)) != CUDA_SUCCESS)
+                return false;
+        bool ok = real.cuCtxGetDevice && GUARD(real.cuCtxGetDevice(ret)) == CUDA_SUCCESS;
+        (void)GUARD(real.cuCtxPopCurrent_v2(&popped));
+        return ok;
+}
+
+/* Limits index of a pool's device: recorded at cuMemPoolCreate (or at its first allocation); a device's
+ * default or current pool found by asking each device; else (not this process's to know) the current one. */
+static int pool_li(CUmemoryPool p) {
+        for (unsigned k = 0; k < GS_USER_POOLS; k++)
+                if (__atomic_load_n(&g.proc.user_pools[k].pool, __ATOMIC_ACQUIRE) == p) {
+                        int li2 = __atomic_load_n(&g.proc.user_pools[k].li1, __ATOMIC_ACQUIRE);
+                        if (li2)
+                                return li2 - 2;
+                        break;
+                }
+        for (unsigned d = 0; d < g.n_ordinals; d++) {
+                CUmemoryPool q = NULL;
+                if ((real.cuDeviceGetDefaultMemPool &&
+                     GUARD(real.cuDeviceGetDefaultMemPool(&q, (CUdevice)d)) == CUDA_SUCCESS && q == p) ||
+                    (real.cuDeviceGetMemPool && GUARD(real.cuDeviceGetMemPool(&q, (CUdevice)d)) == CUDA_SUCCESS &&
+                     q == p))
+                        return g.dev_li[d];
+        }
+        return current_li();
+}
+
+/* Limits index a stream-ordered allocation is charged to: the pool's device (cuMemAllocFromPoolAsync), else
+ * the stream's device (cuMemAllocAsync allocates from the current pool of the stream's device) — not the
+ * calling thread's current device, which may be another GPU. One visible GPU: no question to ask. */
+static inline int async_li(CUmemoryPool pool, CUstream s) {
+        if (UNLIKELY(!__atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE)))
+                gs_map_devices();
+        if (LIKELY(g.n_ordinals == 1))
+                return g.dev_li[0];
+        if (pool)
+                return pool_li(pool);
+        CUdevice d;
+        if (!stream_device(s, &d))
+                return current_li();
+        return d >= 0 && d < GS_MAX_ORDINALS ? g.dev_li[d] : -1;
+}
+
+/* The pool an allocation will come from: the one named, else the current pool of the stream's device. */
+static CUmemoryPool target_pool(CUmemoryPool named, CUstream s) {
         CUdevice d;
         CUmemoryPool cur = NULL;
         if (named)
                 return named;
-        if (real.cuCtxGetDevice && real.cuCtxGetDevice(&d) == CUDA_SUCCESS && real.cuDeviceGetMemPool &&
-            real.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)
+        if (stream_device(s, &d) && real.cuDeviceGetMemPool && real.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)
                 cur = NULL;
         return cur;
 }
@@ -317,7 +369,7 @@ static void remember_pool(CUmemoryPool p, int li) {
                 CUmemoryPool empty = NULL;
                 if (__atomic_compare_exchange_n(&g.proc.user_pools[k].pool, &empty, p, false, __ATOMIC_ACQ_REL,
                                                 __ATOMIC_ACQUIRE)) {
-                        __atomic_store_n(&g.proc.user_pools[k].li1, li + 1, __ATOMIC_RELEASE);
+                        __atomic_store_n(&g.proc.user_pools[k].li1, li + 2, __ATOMIC_RELEASE);
                         return;
                 }
         }
@@ -392,48 +444,48 @@ static void forget_pool(CUmemoryPool p) {
  * beyond what is counted (they do under fragmentation) — else undo it, let the pool give back its idle
  * memory, and refuse.
  */
-#define ASYNC_ALLOC(pool_expr, bytes_expr, call, undo)                                                \
-        do {                                                                                          \
-                ENTER();                                                                              \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;           \
-                if (li_ < 0)                                                                          \
-                        return call;                                                                  \
-                remember_pool(pool_expr, li_);                                                        \
-                uint64_t bytes_ = (bytes_expr), take_ = 0;                                            \
-                CUmemoryPool tp_ = NULL;                                                              \
-                if (!charge(li_, bytes_)) {                                                           \
-                        /* only what the allocation's own pool holds idle can serve it */             \
-                        tp_ = GUARD(target_pool(pool_expr));                                          \
-                        uint64_t idle_ = GUARD(pool_idle(tp_));                                       \
-                        take_ = take_cached(li_, bytes_ < idle_ ? bytes_ : idle_);                    \
-                        if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                         \
-                                give_cached(li_, take_);                                              \
-                                return CUDA_ERROR_OUT_OF_MEMORY;                                      \
-                        }                                                                             \
-                }                                                                                     \
-                CUresult r_ = GUARD(call);                                                            \
-                if (r_ != CUDA_SUCCESS) {                                                             \
-                        refund(li_, bytes_ - take_);                                                  \
-                        give_cached(li_, take_);                                                      \
-                        return r_;                                                                    \
-                }                                                                                     \
-                if (gs_table_insert(GS_TAB_ASYNC, *dptr, bytes_, (unsigned)li_, current_ctx()) < 0) { \
-                        (void)GUARD(undo);                                                            \
-                        give_cached(li_, bytes_); /* back in its pool: counted until settled */       \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
-                }                                                                                     \
-                if (take_ && !pool_growth_counted(li_)) {                                             \
-                        uint64_t b_;                                                                  \
-                        unsigned d_;                                                                  \
-                        if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                      \
-                                (void)GUARD(undo);                                                    \
-                                give_cached(li_, b_);                                                 \
-                                GUARD_VOID(pool_shrink(tp_));                                         \
-                                settle(li_);                                                          \
-                        }                                                                             \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                              \
-                }                                                                                     \
-                return CUDA_SUCCESS;                                                                  \
+#define ASYNC_ALLOC(pool_expr, stream_expr, bytes_expr, call, undo)                                             \
+        do {                                                                                                    \
+                ENTER();                                                                                        \
+                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(async_li(pool_expr, stream_expr)) : -1; \
+                if (li_ < 0)                                                                                    \
+                        return call;                                                                            \
+                remember_pool(pool_expr, li_);                                                                  \
+                uint64_t bytes_ = (bytes_expr), take_ = 0;                                                      \
+                CUmemoryPool tp_ = NULL;                                                                        \
+                if (!charge(li_, bytes_)) {                                                                     \
+                        /* only what the allocation's own pool holds idle can serve it */                       \
+                        tp_ = GUARD(target_pool(pool_expr, stream_expr));                                       \
+                        uint64_t idle_ = GUARD(pool_idle(tp_));                                                 \
+                        take_ = take_cached(li_, bytes_ < idle_ ? bytes_ : idle_);                              \
+                        if (take_ < bytes_ && !charge(li_, bytes_ - take_)) {                                   \
+                                give_cached(li_, take_);                                                        \
+                                return CUDA_ERROR_OUT_OF_MEMORY;                                                \
+                        }                                                                                       \
+                }                                                                                               \
+                CUresult r_ = GUARD(call);                                                                      \
+                if (r_ != CUDA_SUCCESS) {                                                                       \
+                        refund(li_, bytes_ - take_);                                                            \
+                        give_cached(li_, take_);                                                                \
+                        return r_;                                                                              \
+                }                                                                                               \
+                if (gs_table_insert(GS_TAB_ASYNC, *dptr, bytes_, (unsigned)li_, current_ctx()) < 0) {           \
+                        (void)GUARD(undo);                                                                      \
+                        give_cached(li_, bytes_); /* back in its pool: counted until settled */                 \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                                        \
+                }                                                                                               \
+                if (take_ && !pool_growth_counted(li_)) {                                                       \
+                        uint64_t b_;                                                                            \
+                        unsigned d_;                                                                            \
+                        if (gs_table_take(GS_TAB_ASYNC, *dptr, &b_, &d_) == 0) {                                \
+                                (void)GUARD(undo);                                                              \
+                                give_cached(li_, b_);                                                           \
+                                GUARD_VOID(pool_shrink(tp_));                                                   \
+                                settle(li_);                                                                    \
+                        }                                                                                       \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                                        \
+                }                                                                                               \
+                return CUDA_SUCCESS;                                                                            \
         } while (0)
 
 /* The free pattern: forget first (the key cannot be handed out again until the driver frees it), call
@@ -494,22 +546,22 @@ CUresult gs_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int
 }
 
 CUresult gs_w_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream),
+        ASYNC_ALLOC(NULL, hStream, bytesize, REAL(cuMemAllocAsync, dptr, bytesize, hStream),
                     REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
 CUresult gs_w_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        ASYNC_ALLOC(NULL, bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
+        ASYNC_ALLOC(NULL, hStream, bytesize, REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream),
                     REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
 
 CUresult gs_w_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
+        ASYNC_ALLOC(pool, hStream, bytesize, REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream),
                     REAL(cuMemFreeAsync, *dptr, hStream));
 }
 
 CUresult gs_w_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-        ASYNC_ALLOC(pool, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
+        ASYNC_ALLOC(pool, hStream, bytesize, REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream),
                     REAL(cuMemFreeAsync_ptsz, *dptr, hStream));
 }
 
@@ -797,9 +849,8 @@ CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProp
         CUresult r = GUARD(REAL(cuMemPoolCreate, pool, poolProps));
         if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested && pool && poolProps &&
             poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-                int li = mem_li(li_of_ordinal((CUdevice)poolProps->location.id));
-                if (li >= 0)
-                        remember_pool(*pool, li);
+                /* its device, limited or not: its allocations are charged there (pool_li) */
+                remember_pool(*pool, mem_li(li_of_ordinal((CUdevice)poolProps->location.id)));
         }
         return r;
 }
@@ -832,8 +883,49 @@ CUresult gs_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 
 #define GRAPH_DEPTH 8
 
-/* Add what the memory-allocation nodes of graph gr (and its child graphs) need, per limits index. */
-static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], unsigned depth) {
+/* Allocations a stream capture made (cuMemAllocAsync into a capturing stream returns the address of the
+ * memory-allocation node it records): charged at capture as stream-ordered allocations, and their charge is
+ * carried over to the graph when it is instantiated, so the node is charged once. */
+struct graph_carry {
+        size_t n, cap;
+        struct {
+                CUdeviceptr ptr;
+                uint64_t bytes;
+                unsigned li;
+        } * e;
+        uint64_t bytes[GS_MAX_DEVICES]; /* per limits index: already charged */
+};
+
+/* Take the capture-time charge of a node's address out of the stream-ordered table (remembered in c). */
+static void carry_take(struct graph_carry *c, CUdeviceptr ptr) {
+        uint64_t b;
+        unsigned li;
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? 2 * c->cap : 16;
+                __typeof__(c->e) e = realloc(c->e, cap * sizeof *e);
+                if (!e)
+                        return; /* charged again at instantiation: the safe direction */
+                c->e = e;
+                c->cap = cap;
+        }
+        if (gs_table_take(GS_TAB_ASYNC, ptr, &b, &li) < 0 || li >= GS_MAX_DEVICES)
+                return;
+        c->e[c->n].ptr = ptr;
+        c->e[c->n].bytes = b;
+        c->e[c->n++].li = li;
+        c->bytes[li] += b;
+}
+
+/* The instantiation failed: the captured allocations are stream-ordered allocations again. */
+static void carry_restore(struct graph_carry *c) {
+        for (size_t i = 0; i < c->n; i++)
+                if (gs_table_insert(GS_TAB_ASYNC, c->e[i].ptr, c->e[i].bytes, c->e[i].li, current_ctx()) < 0)
+                        refund((int)c->e[i].li, c->e[i].bytes);
+}
+
+/* Add what the memory-allocation nodes of graph gr (and its child graphs) need, per limits index; the
+ * nodes' capture-time charges move into c. */
+static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], struct graph_carry *c, unsigned depth) {
         size_t n = 0;
         CUresult r = REAL(cuGraphGetNodes, gr, NULL, &n);
         if (r != CUDA_SUCCESS || n == 0)
@@ -855,10 +947,12 @@ static CUresult graph_need(CUgraph gr, uint64_t need[GS_MAX_DEVICES], unsigned d
                         int li = mem_li(li_of_ordinal((CUdevice)p.poolProps.location.id));
                         if (li >= 0)
                                 need[li] = need[li] + p.bytesize < need[li] ? UINT64_MAX : need[li] + p.bytesize;
+                        if (li >= 0 && p.dptr)
+                                carry_take(c, p.dptr);
                 } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < GRAPH_DEPTH) {
                         CUgraph child = NULL;
                         if (REAL(cuGraphChildGraphNodeGetGraph, nodes[i], &child) == CUDA_SUCCESS && child)
-                                r = graph_need(child, need, depth + 1);
+                                r = graph_need(child, need, c, depth + 1);
                 }
         }
         free(nodes);
@@ -869,31 +963,37 @@ static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
         return (uint64_t)(uintptr_t)e << 4 | li;
 }
 
-#define GRAPH_INSTANTIATE(call, pexec, graph)                                                              \
-        do {                                                                                               \
-                ENTER();                                                                                   \
-                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                         \
-                        return call;                                                                       \
-                uint64_t need_[GS_MAX_DEVICES] = { 0 };                                                    \
-                unsigned charged_ = 0;                                                                     \
-                (void)GUARD(graph_need(graph, need_, 0)); /* the driver reports a bad graph itself */      \
-                for (; charged_ < g.limits.n_devices; charged_++)                                          \
-                        if (need_[charged_] && !charge((int)charged_, need_[charged_]))                    \
-                                break;                                                                     \
-                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call);      \
-                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                                  \
-                        if (!need_[li_])                                                                   \
-                                continue;                                                                  \
-                        if (r_ != CUDA_SUCCESS) {                                                          \
-                                if (li_ < charged_)                                                        \
-                                        refund((int)li_, need_[li_]);                                      \
-                                continue;                                                                  \
-                        }                                                                                  \
-                        /* A full table keeps the charge until the process ends (never less). */           \
-                        (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0); \
-                        __atomic_add_fetch(&g.proc.graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);         \
-                }                                                                                          \
-                return r_;                                                                                 \
+#define GRAPH_INSTANTIATE(call, pexec, graph)                                                                      \
+        do {                                                                                                       \
+                ENTER();                                                                                           \
+                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                                 \
+                        return call;                                                                               \
+                uint64_t need_[GS_MAX_DEVICES] = { 0 }, add_[GS_MAX_DEVICES] = { 0 };                              \
+                struct graph_carry carry_ = { 0 };                                                                 \
+                unsigned charged_ = 0;                                                                             \
+                (void)GUARD(graph_need(graph, need_, &carry_, 0)); /* the driver reports a bad graph */            \
+                for (unsigned i_ = 0; i_ < GS_MAX_DEVICES; i_++)   /* what capture charged is not charged again */ \
+                        add_[i_] = need_[i_] > carry_.bytes[i_] ? need_[i_] - carry_.bytes[i_] : 0;                \
+                for (; charged_ < g.limits.n_devices; charged_++)                                                  \
+                        if (add_[charged_] && !charge((int)charged_, add_[charged_]))                              \
+                                break;                                                                             \
+                CUresult r_ = charged_ < g.limits.n_devices ? CUDA_ERROR_OUT_OF_MEMORY : GUARD(call);              \
+                if (r_ != CUDA_SUCCESS)                                                                            \
+                        carry_restore(&carry_);                                                                    \
+                free(carry_.e);                                                                                    \
+                for (unsigned li_ = 0; li_ < g.limits.n_devices; li_++) {                                          \
+                        if (!need_[li_])                                                                           \
+                                continue;                                                                          \
+                        if (r_ != CUDA_SUCCESS) {                                                                  \
+                                if (li_ < charged_)                                                                \
+                                        refund((int)li_, add_[li_]);                                               \
+                                continue;                                                                          \
+                        }                                                                                          \
+                        /* A full table keeps the charge until the process ends (never less). */                   \
+                        (void)gs_table_insert(GS_TAB_GRAPH, graph_key(*(pexec), li_), need_[li_], li_, 0);         \
+                        __atomic_add_fetch(&g.proc.graph_live[li_], need_[li_], __ATOMIC_ACQ_REL);                 \
+                }                                                                                                  \
+                return r_;                                                                                         \
         } while (0)
 
 CUresult gs_w_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
@@ -1205,6 +1305,18 @@ bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
         *ret_limit = g.limits.dev[li].memory_bytes;
         *ret_used = gs_region_used(g.region, (unsigned)li);
         return true;
+}
+
+bool gs_container_host_pid(unsigned pid) {
+        if (g.mode != GS_MODE_LIMITED || !pid)
+                return false;
+        for (unsigned i = 0; i < GS_REGION_SLOTS; i++) {
+                const struct gs_region_slot *s = &g.region->slot[i];
+                if (GS_OWNER_STATE(__atomic_load_n(&s->owner, __ATOMIC_ACQUIRE)) == GS_SLOT_LIVE &&
+                    __atomic_load_n(&s->host_pid, __ATOMIC_RELAXED) == pid)
+                        return true;
+        }
+        return false;
 }
 
 /* ---- exports ---- */

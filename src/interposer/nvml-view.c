@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include "interposer/interposer.h"
 #include "interposer/nvml-view.h"
 #include "nvml/nvml-abi.h"
 
@@ -19,8 +20,21 @@ static struct {
         __typeof__(&nvmlDeviceGetMemoryInfo) memory;
 } v = { .once = PTHREAD_ONCE_INIT };
 
+void *gs_view_real_nvml(bool load) {
+        void *h = gs_dlopen("libnvidia-ml.so.1", (load ? RTLD_NOW : RTLD_NOW | RTLD_NOLOAD) | RTLD_LOCAL);
+        if (!h)
+                return NULL;
+        /* A function nobody hooks lives in the real library whichever object the name gave: open that one. */
+        Dl_info info;
+        void *fn = dlsym(h, "nvmlInit_v2");
+        if (!fn || !dladdr(fn, &info) || !info.dli_fname)
+                return h;
+        void *real_h = gs_dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        return real_h ? real_h : h;
+}
+
 static void view_open(void) {
-        void *dl = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        void *dl = gs_view_real_nvml(true);
         if (!dl)
                 return;
         __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(dl, "nvmlInit_v2");
@@ -34,6 +48,10 @@ static void view_open(void) {
         v.by_uuid = by_uuid;
         v.procs = procs;
         v.memory = memory;
+}
+
+void gs_view_atfork_child(void) {
+        v = (__typeof__(v)){ .once = PTHREAD_ONCE_INIT };
 }
 
 static bool device(const char *uuid, nvmlDevice_t *ret) {

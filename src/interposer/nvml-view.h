@@ -16,6 +16,11 @@
 
 #include "interposer/limits.h"
 
+/* A handle of the real NVML library, never of this library's NVML stand-in (libgpuslice-nvml.so, installed
+ * as libnvidia-ml.so.1, whose lookups give the hooked queries first): the object that defines nvmlInit_v2.
+ * load: dlopen it if the process has not; else NULL when no NVML is loaded. */
+void *gs_view_real_nvml(bool load) __attribute__((visibility("hidden")));
+
 /* The compute processes NVML lists on a device. */
 struct gs_pidset {
         unsigned n;
@@ -38,3 +43,7 @@ bool gs_view_process_used(const char *uuid, unsigned pid, uint64_t *ret) __attri
 
 /* Device memory in use on the whole device (NVML's used, every process's and the driver's): true, or false. */
 bool gs_view_device_used(const char *uuid, uint64_t *ret) __attribute__((visibility("hidden")));
+
+/* In a forked child: forget the NVML opened by the parent (its pthread_once may have been cut short by the
+ * fork); the child opens it again on first use. */
+void gs_view_atfork_child(void) __attribute__((visibility("hidden")));

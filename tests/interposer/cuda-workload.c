@@ -74,6 +74,19 @@
  *   pool-export SIZE  a pool with fabric handles, SIZE allocated from it; print "share HEX" (the pool's
  *                     handle and the pointer's export data, 32 bytes each: the simulator's fit)
  *   pool-import[!] HEX  cuMemPoolImportFromShareableHandle + cuMemPoolImportPointer (freed by free/freeall)
+ *   async-on[!] ORD SIZE  cuMemAllocAsync of SIZE on a stream of device ORD, the current context staying
+ *                     device 0's (freed by free/freeall)
+ *   pool-on[!] ORD SIZE   cuMemAllocFromPoolAsync of SIZE from a pool created on device ORD (likewise)
+ *   capture-keep SIZE / capture-mem SIZE   capture cuMemAllocAsync SIZE into a graph on a stream of the
+ *                     current device (capture-mem also frees it inside the capture), then instantiate it:
+ *                     must succeed (graph-run launches it, graph-destroy destroys it)
+ *   nvml-private IDX  NVML as pynvml reaches it: dlopen("libnvidia-ml.so.1") privately, every symbol looked up
+ *                     on that handle; NVML device IDX by index, UUID and PCI bus id must agree; prints
+ *                     "nvmlp TOTAL FREE USED" (v1 and _v2 must agree) and "nvmlprocs N USED-SUM" (_v3)
+ *   forkstorm N       N times: fork a process whose thread makes its first CUDA calls (cuInit, the devices)
+ *                     while it forks a child that makes its own; a child not done within 5 s (the process
+ *                     forking it within 10 s) is hung; prints
+ *                     "forkstorm N hung H" and fails when H > 0
  *
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
@@ -172,7 +185,12 @@
         X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle",                                 \
           "cuMemPoolImportFromShareableHandle")                                                                     \
         X(cuMemPoolExportPointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer")                               \
-        X(cuMemPoolImportPointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer")
+        X(cuMemPoolImportPointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer")                               \
+        X(cuCtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent")                                                    \
+        X(cuStreamCreate, "cuStreamCreate", "cuStreamCreate")                                                       \
+        X(cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2", "cuStreamBeginCapture")                               \
+        X(cuStreamEndCapture, "cuStreamEndCapture", "cuStreamEndCapture")                                           \
+        X(cuGraphDestroy, "cuGraphDestroy", "cuGraphDestroy")
 
 /* Legacy variants are fetched with an old cudaVersion through cuGetProcAddress. */
 #define API_LEGACY(X)                                         \
@@ -661,6 +679,189 @@ static int step_graph_or_spin(const char *what, unsigned long long n, unsigned b
         /* late: launches in the second half, after the throttle has settled */
         printf("launched %llu late %llu\n", (unsigned long long)count, (unsigned long long)late);
         return 0;
+}
+
+/* async-on / pool-on: a stream-ordered allocation on device ord while the current context is another's. */
+static int step_async_on(bool pool, bool want_oom, int ord, unsigned long long v) {
+        CUcontext cur = NULL, other = NULL;
+        CUdevice d;
+        CUstream st = NULL;
+        CUmemoryPool mp = NULL;
+        if (n_allocs == MAX_ALLOCS || CALL(cuCtxGetCurrent, &cur) != CUDA_SUCCESS || !cur ||
+            CALL(cuDeviceGet, &d, ord) != CUDA_SUCCESS)
+                return fail("async-on: no current context or no device %d", ord);
+        if (pool) {
+                CUmemPoolProps pp = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                      .location = { CU_MEM_LOCATION_TYPE_DEVICE, ord } };
+                if (CALL(cuMemPoolCreate, &mp, &pp) != CUDA_SUCCESS)
+                        return fail("pool-on: cuMemPoolCreate on device %d", ord);
+        } else if (CALL(cuDevicePrimaryCtxRetain, &other, d) != CUDA_SUCCESS ||
+                   CALL(cuCtxSetCurrent, other) != CUDA_SUCCESS || CALL(cuStreamCreate, &st, 0) != CUDA_SUCCESS ||
+                   CALL(cuCtxSetCurrent, cur) != CUDA_SUCCESS)
+                return fail("async-on: no stream on device %d", ord);
+        CUdeviceptr p = 0;
+        CUresult cr = pool ? CALL(cuMemAllocFromPoolAsync, &p, v, mp, NULL) : CALL(cuMemAllocAsync, &p, v, st);
+        if (want_oom ? cr != CUDA_ERROR_OUT_OF_MEMORY : cr != CUDA_SUCCESS)
+                return fail("%s on device %d of %llu: %d", pool ? "pool-on" : "async-on", ord, v, cr);
+        if (cr == CUDA_SUCCESS) {
+                alloc_kind[n_allocs] = K_ASYNC;
+                allocs[n_allocs++] = p;
+        }
+        return 0;
+}
+
+/* capture-keep / capture-mem: a stream capture of cuMemAllocAsync (and cuMemFreeAsync), instantiated. */
+static int step_capture(bool free_inside, unsigned long long v) {
+        CUstream st;
+        CUgraph gr;
+        CUdeviceptr p = 0;
+        CUresult cr;
+        if (n_gexecs == 16 || CALL(cuStreamCreate, &st, 0) != CUDA_SUCCESS ||
+            CALL(cuStreamBeginCapture_v2, st, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS)
+                return fail("capture: cannot begin a capture");
+        if ((cr = CALL(cuMemAllocAsync, &p, v, st)) != CUDA_SUCCESS)
+                return fail("capture: cuMemAllocAsync %llu while capturing: %d", v, cr);
+        if (free_inside && (cr = CALL(cuMemFreeAsync, p, st)) != CUDA_SUCCESS)
+                return fail("capture: cuMemFreeAsync while capturing: %d", cr);
+        if (CALL(cuStreamEndCapture, st, &gr) != CUDA_SUCCESS)
+                return fail("capture: cuStreamEndCapture failed");
+        CUgraphExec ex = NULL;
+        if ((cr = CALL(cuGraphInstantiateWithFlags, &ex, gr, 0)) != CUDA_SUCCESS)
+                return fail("capture: instantiating the captured graph of %llu: %d", v, cr);
+        gexecs[n_gexecs++] = ex;
+        (void)CALL(cuGraphDestroy, gr);
+        return 0;
+}
+
+/* nvml-private: NVML looked up on its own handle, as pynvml does (every handle variant must agree). */
+static int step_nvml_private(unsigned idx) {
+        void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+                return fail("dlopen libnvidia-ml.so.1: %s", dlerror());
+#define NVSYM(f) __typeof__(&f) p_##f = (__typeof__(p_##f))dlsym(h, #f)
+        NVSYM(nvmlInit_v2);
+        NVSYM(nvmlDeviceGetHandleByIndex_v2);
+        NVSYM(nvmlDeviceGetHandleByUUID);
+        NVSYM(nvmlDeviceGetHandleByPciBusId_v2);
+        NVSYM(nvmlDeviceGetUUID);
+        NVSYM(nvmlDeviceGetPciInfo_v3);
+        NVSYM(nvmlDeviceGetMemoryInfo);
+        NVSYM(nvmlDeviceGetMemoryInfo_v2);
+        NVSYM(nvmlDeviceGetComputeRunningProcesses_v3);
+#undef NVSYM
+        nvmlDevice_t d[3];
+        char uuid[96];
+        nvmlPciInfo_t pci;
+        if (!p_nvmlInit_v2 || !p_nvmlDeviceGetHandleByIndex_v2 || !p_nvmlDeviceGetHandleByUUID ||
+            !p_nvmlDeviceGetHandleByPciBusId_v2 || !p_nvmlDeviceGetUUID || !p_nvmlDeviceGetPciInfo_v3 ||
+            !p_nvmlDeviceGetMemoryInfo || !p_nvmlDeviceGetMemoryInfo_v2 || !p_nvmlDeviceGetComputeRunningProcesses_v3)
+                return fail("NVML symbol missing on the private handle");
+        if (p_nvmlInit_v2() != NVML_SUCCESS || p_nvmlDeviceGetHandleByIndex_v2(idx, &d[0]) != NVML_SUCCESS ||
+            p_nvmlDeviceGetUUID(d[0], uuid, sizeof uuid) != NVML_SUCCESS ||
+            p_nvmlDeviceGetHandleByUUID(uuid, &d[1]) != NVML_SUCCESS ||
+            p_nvmlDeviceGetPciInfo_v3(d[0], &pci) != NVML_SUCCESS ||
+            p_nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &d[2]) != NVML_SUCCESS)
+                return fail("NVML device %u: handles", idx);
+        nvmlMemory_t m[3];
+        nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
+        for (unsigned k = 0; k < 3; k++)
+                if (p_nvmlDeviceGetMemoryInfo(d[k], &m[k]) != NVML_SUCCESS || m[k].total != m[0].total ||
+                    m[k].free != m[0].free || m[k].used != m[0].used)
+                        return fail("NVML memory through handle %u differs", k);
+        if (p_nvmlDeviceGetMemoryInfo_v2(d[0], &m2) != NVML_SUCCESS || m2.total != m[0].total || m2.free != m[0].free)
+                return fail("nvmlDeviceGetMemoryInfo and _v2 disagree");
+        printf("nvmlp %llu %llu %llu\n", m[0].total, m[0].free, m[0].used);
+        nvmlProcessInfo_t procs[64];
+        unsigned n = 64;
+        if (p_nvmlDeviceGetComputeRunningProcesses_v3(d[0], &n, procs) != NVML_SUCCESS)
+                return fail("NVML process list");
+        unsigned long long sum = 0;
+        for (unsigned k = 0; k < n && k < 64; k++)
+                sum += procs[k].usedGpuMemory;
+        printf("nvmlprocs %u %llu\n", n, sum);
+        last_value = m[0].free;
+        last_total = m[0].total;
+        return 0;
+}
+
+static void *first_cuda_calls(void *arg) {
+        (void)arg;
+        int n = 0;
+        CUdevice d;
+        if (CALL(cuInit, 0) == CUDA_SUCCESS && CALL(cuDeviceGetCount, &n) == CUDA_SUCCESS && n > 0)
+                (void)CALL(cuDeviceGet, &d, 0);
+        return NULL;
+}
+
+/* The child of one round: its first CUDA calls must return (whatever they say: CUDA does not promise a
+ * forked child a working driver, only that it is not left hanging). */
+static int fork_round(unsigned k) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, first_cuda_calls, NULL) != 0)
+                return 2;
+        struct timespec ts = { 0, (long)(k % 8) * 20000 }; /* fork at different instants of the first calls */
+        nanosleep(&ts, NULL);
+        pid_t c = fork();
+        if (c == 0) {
+                alarm(5);
+                (void)first_cuda_calls(NULL);
+                _exit(0);
+        }
+        pthread_join(t, NULL);
+        int st = 0;
+        if (c < 0 || waitpid(c, &st, 0) != c)
+                return 2;
+        return WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? 1 : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2;
+}
+
+static int step_forkstorm(unsigned long long n) {
+        unsigned hung = 0, broken = 0;
+        signal(SIGALRM, SIG_DFL); /* the bounds below must kill, whatever this process inherited */
+        for (unsigned long long k = 0; k < n; k++) {
+                pid_t p = fork(); /* a fresh process: its first CUDA calls are still to come */
+                if (p < 0)
+                        return fail("fork: %s", strerror(errno));
+                if (p == 0) {
+                        alarm(10); /* the forking process itself must not hang either */
+                        _exit(fork_round((unsigned)k));
+                }
+                int st = 0;
+                if (waitpid(p, &st, 0) != p)
+                        broken++;
+                else if ((WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) || (WIFEXITED(st) && WEXITSTATUS(st) == 1))
+                        hung++;
+                else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                        broken++;
+        }
+        printf("forkstorm %llu hung %u broken %u\n", n, hung, broken);
+        return hung || broken ? fail("forkstorm: %u children hung, %u rounds broken", hung, broken) : 0;
+}
+
+/* The steps main's chain does not name: 0 done, -1 not a step, else the exit status. */
+static int step_more(int argc, char **argv, int *i) {
+        const char *s = argv[*i];
+        const char *a1 = *i + 1 < argc ? argv[*i + 1] : NULL, *a2 = *i + 2 < argc ? argv[*i + 2] : NULL;
+        unsigned long long v, w;
+        if (strcmp(s, "async-on") == 0 || strcmp(s, "async-on!") == 0 || strcmp(s, "pool-on") == 0 ||
+            strcmp(s, "pool-on!") == 0) {
+                if (!a1 || !a2 || parse_size(a1, &v) < 0 || parse_size(a2, &w) < 0)
+                        return 2;
+                *i += 2;
+                return step_async_on(s[0] == 'p', s[strlen(s) - 1] == '!', (int)v, w);
+        }
+        if (strcmp(s, "capture-keep") == 0 || strcmp(s, "capture-mem") == 0) {
+                if (!a1 || parse_size(a1, &v) < 0)
+                        return 2;
+                *i += 1;
+                return step_capture(strcmp(s, "capture-mem") == 0, v);
+        }
+        if (strcmp(s, "nvml-private") == 0 || strcmp(s, "forkstorm") == 0) {
+                if (!a1 || parse_size(a1, &v) < 0)
+                        return 2;
+                *i += 1;
+                return s[0] == 'n' ? step_nvml_private((unsigned)v) : step_forkstorm(v);
+        }
+        return -1;
 }
 
 int main(int argc, char **argv) {
@@ -1408,8 +1609,13 @@ int main(int argc, char **argv) {
                         if ((cr = CALL(cuDeviceGraphMemTrim, 0)) != CUDA_SUCCESS)
                                 return fail("cuDeviceGraphMemTrim: %d", cr);
                 } else {
-                        fprintf(stderr, "cuda-workload: unknown step '%s'\n", s);
-                        return 2;
+                        int rr = step_more(argc, argv, &i);
+                        if (rr == -1) {
+                                fprintf(stderr, "cuda-workload: unknown step '%s'\n", s);
+                                return 2;
+                        }
+                        if (rr)
+                                return rr;
                 }
         }
         return 0;
