@@ -50,6 +50,7 @@ struct sched_server {
         struct sched_binder binder;
         bool has_binder;
         struct http_server *http;
+        struct sched_ui_source ui; /* the operator page's documents (ui.c), registered on http */
         pthread_mutex_t lock;
         struct sched_model *model;
         bool ready;
@@ -705,6 +706,15 @@ static void serve_metrics(void *ud, const struct http_request *req, struct http_
         strscpy(resp->content_type, "text/plain; version=0.0.4; charset=utf-8", sizeof resp->content_type);
 }
 
+/* the operator page (ui.c) reads these through its registered source */
+static int ui_view(void *ud, const struct sched_view_query *q, char **ret, size_t *ret_len) {
+        return sched_server_view(ud, q, ret, ret_len);
+}
+
+static int ui_topology(void *ud, const char *node, char **ret, size_t *ret_len) {
+        return sched_server_topology(ud, node, ret, ret_len);
+}
+
 int sched_server_new(const struct sched_server_options *o, struct sched_server **ret) {
         if (!o || !o->address)
                 return -EINVAL;
@@ -757,6 +767,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
+        s->ui = (struct sched_ui_source){ .view = ui_view, .topology = ui_topology, .ud = s };
         /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
          * filter and prioritize for the next pods go on on the other threads */
         if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||
@@ -766,7 +777,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
             (r = http_server_handle(s->http, "/preempt", serve_preempt, s)) < 0 ||
             (r = http_server_handle(s->http, "/healthz", serve_healthz, s)) < 0 ||
             (r = http_server_handle(s->http, "/metrics", serve_metrics, s)) < 0 ||
-            (r = sched_ui_register(s->http, s)) < 0) {
+            (r = sched_ui_register(s->http, &s->ui)) < 0) {
                 sched_server_free(s);
                 return r;
         }

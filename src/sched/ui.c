@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ui.c — the operator page's routes (see ui.h, docs/ui.md): the embedded page, script and style
- * sheet, and the JSON API over sched_server_view / sched_server_topology. Must never log, and never
+ * sheet, and the JSON API over the documents the extender registers (struct sched_ui_source). Must never log, and never
  * serve a route that changes anything.
  */
 #include <errno.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "http/http.h"
-#include "sched/server.h"
 #include "sched/ui.h"
 #include "sched/view.h"
 #include "util/util.h"
@@ -113,7 +112,8 @@ static void serve_cluster(void *ud, const struct http_request *req, struct http_
                 return;
         char *body = NULL;
         size_t len = 0;
-        int r = sched_server_view(ud, &q, &body, &len);
+        const struct sched_ui_source *src = ud;
+        int r = src->view(src->ud, &q, &body, &len);
         json(resp, r, body, len, "not found\n");
 }
 
@@ -127,11 +127,13 @@ static void serve_topology(void *ud, const struct http_request *req, struct http
         }
         char *body = NULL;
         size_t len = 0;
-        int r = sched_server_topology(ud, q.node, &body, &len);
+        const struct sched_ui_source *src = ud;
+        int r = src->topology(src->ud, q.node, &body, &len);
         json(resp, r, body, len, "no node of that name publishes GPUs\n");
 }
 
-int sched_ui_register(struct http_server *h, struct sched_server *s) {
+int sched_ui_register(struct http_server *h, const struct sched_ui_source *src) {
+        void *s = (void *)src; /* the routes' user data; only read */
         int r;
         if ((r = http_server_handle(h, "/ui", serve_page, s)) < 0 ||
             (r = http_server_handle(h, "/ui/app.js", serve_js, s)) < 0 ||

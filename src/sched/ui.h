@@ -10,9 +10,21 @@
  */
 #pragma once
 
-struct http_server;
-struct sched_server;
+#include <stddef.h>
 
-/* Register the page's routes on h, serving s's model. Before h starts. 0 or http_server_handle's error. */
+struct http_server;
+struct sched_view_query;
+
+/* Where the page's JSON comes from: the extender (server.c) registers its own documents here, so
+ * this file never names the server's (docs/style.md, no file cycle). Each returns 0 with a
+ * malloc'ed body, -ENOENT for "no such node", or another -errno. */
+struct sched_ui_source {
+        int (*view)(void *ud, const struct sched_view_query *q, char **ret, size_t *ret_len);
+        int (*topology)(void *ud, const char *node, char **ret, size_t *ret_len);
+        void *ud;
+};
+
+/* Register the page's routes on h, serving src's documents (src must outlive h). Before h starts.
+ * 0 or http_server_handle's error. */
 /* Thread: main, before the HTTP server serves; lock: none. */
-int sched_ui_register(struct http_server *h, struct sched_server *s);
+int sched_ui_register(struct http_server *h, const struct sched_ui_source *src);

@@ -287,7 +287,7 @@ def test_usage(a, tmp):
         return subprocess.run([exe, "scheduler", *args], capture_output=True, text=True, timeout=TIMEOUT_S)
 
     r = run("--policy", "fastest", "--snapshot", "x")
-    check(r.returncode == 2 and "binpack or spread" in r.stderr, r)
+    check(r.returncode == 2 and "expected binpack, spread, frag" in r.stderr, r)
     r = run("--tls-cert", "x", "--snapshot", "x")
     check(r.returncode == 2 and "go together" in r.stderr, r)
     r = run("--memory-unit", "cpu=5", "--snapshot", "x")
