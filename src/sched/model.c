@@ -8,29 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/class-internal.h"
 #include "sched/decide.h"
 #include "sched/map-internal.h"
 #include "sched/model.h"
 #include "util/util.h"
-
-/* Direct-mapped memo of whole-GPU picks per topology class. */
-#define MEMO_SLOTS 1024
-
-struct memo_slot {
-        alloc_set_t available;
-        alloc_set_t set;
-        uint32_t ring_bw;
-        uint8_t count; /* 0 = empty slot */
-        int8_t err;    /* 0 or -errno of the pick */
-};
-
-struct sched_topo_class {
-        unsigned n;
-        unsigned refs;
-        struct topo_link *link; /* n*n */
-        struct memo_slot *memo; /* MEMO_SLOTS, allocated on first pick */
-        struct topo *scratch;   /* the allocator's input, built on first pick */
-};
 
 struct sched_model {
         struct sched_map nodes;   /* name -> struct sched_node */
@@ -882,52 +864,4 @@ struct topo_link sched_node_link(const struct sched_node *n, unsigned a, unsigne
         if (!n->topo || a >= n->n_gpus || b >= n->n_gpus)
                 return (struct topo_link){ TOPO_LEVEL_UNKNOWN, 0 };
         return n->topo->link[a * n->topo->n + b];
-}
-
-int sched_model_pick_whole(struct sched_model *m, const struct sched_node *n, alloc_set_t available, unsigned count,
-                           alloc_set_t *ret_set, unsigned *ret_ring_bw) {
-        (void)m;
-        struct sched_topo_class *c = n->topo;
-        if (!c || count == 0 || count > c->n)
-                return count == 0 ? -EINVAL : -ENOSPC;
-        if ((unsigned)__builtin_popcountll(available) < count)
-                return -ENOSPC;
-        if (!c->memo) {
-                c->memo = calloc(MEMO_SLOTS, sizeof *c->memo);
-                if (!c->memo)
-                        return -ENOMEM;
-        }
-        uint64_t h = available * 0x9e3779b97f4a7c15ULL ^ (uint64_t)count * 0xc2b2ae3d27d4eb4fULL;
-        struct memo_slot *slot = &c->memo[(h >> 20) % MEMO_SLOTS];
-        if (slot->count == count && slot->available == available) {
-                if (slot->err)
-                        return slot->err;
-                *ret_set = slot->set;
-                *ret_ring_bw = slot->ring_bw;
-                return 0;
-        }
-        if (!c->scratch) {
-                c->scratch = malloc(sizeof *c->scratch);
-                if (!c->scratch)
-                        return -ENOMEM;
-                topo_init(c->scratch);
-                c->scratch->n_gpus = c->n;
-                for (unsigned i = 0; i < c->n; i++) {
-                        c->scratch->gpu[i].index = (int)i;
-                        for (unsigned j = 0; j < c->n; j++)
-                                c->scratch->link[i][j] = c->link[i * c->n + j];
-                }
-        }
-        struct alloc_request req = { .count = count, .available = available };
-        struct alloc_result res;
-        struct gs_error err;
-        int r = alloc_pick_gpus(c->scratch, &req, &res, &err);
-        *slot = (struct memo_slot){ .available = available, .count = (uint8_t)count, .err = (int8_t)(r < 0 ? r : 0) };
-        if (r < 0)
-                return r;
-        slot->set = res.set;
-        slot->ring_bw = res.ring_bw;
-        *ret_set = res.set;
-        *ret_ring_bw = res.ring_bw;
-        return 0;
 }

@@ -90,17 +90,18 @@ struct sched_node {
         struct sched_pod *pods; /* list through sched_pod.next_on_node */
         unsigned n_pods;
         uint64_t generation; /* bumped on every change of use or GPUs */
+        /* What kube-scheduler's own filters read, next to the summary that the
+         * packing policies read with them (the replay, src/sched/replay.h; 0 = not known, no limit):
+         * allocatable CPU and memory, what the node's pods request of them, and the GPU model as an index
+         * into the model's product names (sched_model_product; the GFD label nvidia.com/gpu.product). */
+        uint64_t cpu_milli, mem_mib, cpu_used, mem_used;
+        int product; /* -1 unknown */
         struct sched_node_sum sum;
         unsigned n_mig;
         struct sched_mig *mig; /* n_mig entries (NULL none), parent by parent */
         /* the agent serves MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode): whole-GPU
          * requests are counted against the MIG devices (decide.c), never placed on a GPU */
         bool mig_single;
-        /* What kube-scheduler's own filters read (the replay, src/sched/replay.h; 0 = not known, no limit):
-         * allocatable CPU and memory, what the node's pods request of them, and the GPU model as an index
-         * into the model's product names (sched_model_product; the GFD label nvidia.com/gpu.product). */
-        uint64_t cpu_milli, mem_mib, cpu_used, mem_used;
-        int product; /* -1 unknown */
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };

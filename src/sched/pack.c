@@ -107,6 +107,11 @@ static void view_of(const struct sched_node *n, struct view *v) {
         v->mem_free = !n->mem_mib ? UINT64_MAX : n->mem_mib > n->mem_used ? n->mem_mib - n->mem_used : 0;
         v->n = MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX);
         v->product = n->product;
+        if (n->sum.valid) { /* the model's summary says the same (0 when held whole or unhealthy), nearer */
+                for (unsigned i = 0; i < v->n; i++)
+                        v->free[i] = 10u * n->sum.core_free[i];
+                return;
+        }
         for (unsigned i = 0; i < v->n; i++) {
                 const struct sched_gpu *g = &n->gpu[i];
                 v->free[i] = !g->healthy || g->whole ? 0 : g->core_used >= 100 ? 0 : 10u * (100u - g->core_used);
@@ -122,24 +127,6 @@ static unsigned view_gpu_free(const struct view *v) {
 
 static bool model_ok(uint64_t models, int product) {
         return !models || (product >= 0 && product < 64 && (models >> product & 1));
-}
-
-/* The view after s is placed: on GPU g for a share, on the lowest fully free GPUs for whole ones. */
-static void view_take(struct view *v, const struct sched_shape *s, int g) {
-        v->cpu_free = v->cpu_free == UINT64_MAX ? UINT64_MAX : v->cpu_free - MIN(v->cpu_free, s->cpu_milli);
-        v->mem_free = v->mem_free == UINT64_MAX ? UINT64_MAX : v->mem_free - MIN(v->mem_free, s->mem_mib);
-        if (!s->num_gpu)
-                return;
-        if (s->gpu_milli < 1000 && g >= 0) {
-                v->free[g] -= MIN(v->free[g], s->gpu_milli);
-                return;
-        }
-        unsigned k = s->num_gpu;
-        for (unsigned i = 0; i < v->n && k; i++)
-                if (v->free[i] == 1000) {
-                        v->free[i] = 0;
-                        k--;
-                }
 }
 
 /* F_n under w: per typical shape, the free GPU milli it cannot use (all of it when it cannot land here;
@@ -159,6 +146,75 @@ static double frag_of(const struct sched_workload *w, const struct view *v, bool
                                 else
                                         small += v->free[i];
                         if (fit >= s->num_gpu)
+                                lost = small;
+                }
+                f += w->p[m] * lost;
+        }
+        return f;
+}
+
+/*
+ * F_n before and after one placement without copying the view: per typical shape the node's count of GPUs
+ * large enough and the free milli of the smaller ones (frag_base), which a placement changes by what it
+ * does to the GPUs it takes (frag_after). Exactly frag_of's sum (the same integers, added in the same
+ * order): the scores see the same numbers, at a fraction of the cost per node.
+ */
+struct frag_base {
+        unsigned total;
+        unsigned fit[SCHED_WORKLOAD_MAX], small[SCHED_WORKLOAD_MAX];
+};
+
+static double frag_base_of(const struct sched_workload *w, const struct view *v, bool strict, struct frag_base *b) {
+        b->total = view_gpu_free(v);
+        double f = 0;
+        for (unsigned m = 0; m < w->n; m++) {
+                const struct sched_shape *s = &w->shape[m];
+                unsigned fit = 0, small = 0;
+                if (s->num_gpu && model_ok(s->models, v->product)) {
+                        for (unsigned i = 0; i < v->n; i++)
+                                if (v->free[i] >= s->gpu_milli)
+                                        fit++;
+                                else
+                                        small += v->free[i];
+                }
+                b->fit[m] = fit;
+                b->small[m] = small;
+                unsigned lost = b->total;
+                if (s->num_gpu && model_ok(s->models, v->product) && v->cpu_free >= s->cpu_milli &&
+                    (!strict || v->mem_free >= s->mem_mib) && fit >= s->num_gpu)
+                        lost = small;
+                f += w->p[m] * lost;
+        }
+        return f;
+}
+
+/* F_n once s has landed (a share on GPU g; whole GPUs on the lowest fully free ones), from the base of v. */
+static double frag_after(const struct sched_workload *w, const struct view *v, const struct frag_base *b,
+                         const struct sched_shape *s, int g, bool strict) {
+        uint64_t cpu = v->cpu_free == UINT64_MAX ? UINT64_MAX : v->cpu_free - MIN(v->cpu_free, s->cpu_milli);
+        uint64_t mem = v->mem_free == UINT64_MAX ? UINT64_MAX : v->mem_free - MIN(v->mem_free, s->mem_mib);
+        unsigned from = 0, to = 0, taken = 0; /* a share: GPU g goes from `from` to `to`; whole: `taken` GPUs */
+        unsigned total = b->total;
+        if (s->num_gpu && s->gpu_milli < 1000 && g >= 0) {
+                from = v->free[g];
+                to = from - MIN(from, s->gpu_milli);
+                total -= from - to;
+        } else if (s->num_gpu) {
+                for (unsigned i = 0; i < v->n && taken < s->num_gpu; i++)
+                        taken += v->free[i] == 1000;
+                total -= 1000 * taken;
+        }
+        double f = 0;
+        for (unsigned m = 0; m < w->n; m++) {
+                const struct sched_shape *t = &w->shape[m];
+                unsigned lost = total;
+                if (t->num_gpu && model_ok(t->models, v->product) && cpu >= t->cpu_milli &&
+                    (!strict || mem >= t->mem_mib)) {
+                        unsigned gm = t->gpu_milli;
+                        /* a whole GPU taken was large enough (gm <= 1000) and leaves 0, never counted small */
+                        unsigned fit = b->fit[m] - taken - (from >= gm) + (to >= gm);
+                        unsigned small = b->small[m] - (from < gm ? from : 0) + (to < gm ? to : 0);
+                        if (fit >= t->num_gpu)
                                 lost = small;
                 }
                 f += w->p[m] * lost;
@@ -286,19 +342,15 @@ static double score_packing(const struct view *v, const struct sched_shape *s) {
 /* FGD (§3.6): the decrease of F_n through a sigmoid, as an integer; for a share the best GPU. */
 static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
                         int *ret_gpu) {
-        double before = frag_of(c->w, v, false);
-        if (!s->num_gpu || s->gpu_milli >= 1000) {
-                struct view a = *v;
-                view_take(&a, s, -1);
-                return floor(100.0 / (1.0 + exp(-(before - frag_of(c->w, &a, false)) / 1000.0)));
-        }
+        struct frag_base b;
+        double before = frag_base_of(c->w, v, false, &b);
+        if (!s->num_gpu || s->gpu_milli >= 1000)
+                return floor(100.0 / (1.0 + exp(-(before - frag_after(c->w, v, &b, s, -1, false)) / 1000.0)));
         double best = -1;
         for (unsigned g = 0; g < v->n; g++) {
                 if (v->free[g] < s->gpu_milli || tried_before(v, g))
                         continue;
-                struct view a = *v;
-                view_take(&a, s, (int)g);
-                double sc = floor(100.0 / (1.0 + exp(-(before - frag_of(c->w, &a, false)) / 1000.0)));
+                double sc = floor(100.0 / (1.0 + exp(-(before - frag_after(c->w, v, &b, s, (int)g, false)) / 1000.0)));
                 if (sc > best) {
                         best = sc;
                         *ret_gpu = (int)g;
@@ -313,31 +365,31 @@ static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, co
 #define FRAG_STEP 40.0
 /* What a share gains for landing on a GPU already shared (in steps): fresh GPUs stay whole for whole pods. */
 #define FRAG_SHARED_BONUS 5.0
-
-/* The increase of F_n when s lands (on GPU g for a share), memory counted for landing: a GPU on a node
- * without the memory for the next pod is as stranded as one without the CPU. */
-static double frag_inc(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s, int g,
-                       double before) {
-        struct view a = *v;
-        view_take(&a, s, g);
-        return frag_of(c->w, &a, true) - before;
-}
+/* The most a CPU-only pod's tie-break adds (below one step). */
+#define FRAG_CPU_TIE 0.99
 
 /*
  * The fragment increase in FRAG_STEP steps (negated: higher is better), not through FGD's sigmoid, whose
  * steps widen away from 0; within the node the exact increase picks the GPU, the fullest on a tie; a share
- * on an already shared GPU gains FRAG_SHARED_BONUS.
+ * on an already shared GPU gains FRAG_SHARED_BONUS. A CPU-only pod breaks ties within its step (less than
+ * one step: the fragment still decides) towards the node with the least free GPU: the CPU it takes there
+ * strands no GPU, where on a node with free GPUs it may leave too little CPU for the next GPU pod.
  */
 static double score_frag(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
                          int *ret_gpu) {
-        double before = frag_of(c->w, v, true);
-        if (!s->num_gpu || s->gpu_milli >= 1000)
-                return -floor(frag_inc(c, v, s, -1, before) / FRAG_STEP);
+        struct frag_base b; /* memory counted for landing: a GPU on a node without the memory for the next pod
+                             * is as stranded as one without the CPU */
+        double before = frag_base_of(c->w, v, true, &b);
+        if (!s->num_gpu)
+                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP) +
+                       FRAG_CPU_TIE * (1.0 - (double)b.total / norm_of(c->gpu_norm));
+        if (s->gpu_milli >= 1000)
+                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP);
         double best = INFINITY;
         for (unsigned g = 0; g < v->n; g++) {
                 if (v->free[g] < s->gpu_milli || tried_before(v, g))
                         continue;
-                double inc = frag_inc(c, v, s, (int)g, before);
+                double inc = frag_after(c->w, v, &b, s, (int)g, true) - before;
                 if (inc < best - 1e-9 || (inc < best + 1e-9 && *ret_gpu >= 0 && v->free[g] < v->free[*ret_gpu])) {
                         best = inc;
                         *ret_gpu = (int)g;

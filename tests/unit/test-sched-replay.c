@@ -184,6 +184,12 @@ static void test_policies_choose_as_defined(void **state) {
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_FRAG, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_FRAG, &gy));
         assert_int_equal(gx, 1);
+        /* a CPU-only pod that strands nothing on either node: frag's tie-break takes x, whose GPUs are
+         * fuller, below one step (the fragment still decides) */
+        struct sched_shape cpu = { .cpu_milli = 1000 };
+        double cx = sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &gx);
+        double cy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
+        assert_true(cx > cy && cx - cy < 1.0 && cy >= 0.0);
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUPACKING, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_GPUPACKING, &gy));
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUCLUSTERING, &gx) >
