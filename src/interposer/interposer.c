@@ -92,7 +92,6 @@ static void *real_ptr(unsigned i) {
 
 struct gs_state g = {
         .init_once = PTHREAD_ONCE_INIT,
-        .dl_lock = PTHREAD_MUTEX_INITIALIZER,
         .map_lock = PTHREAD_MUTEX_INITIALIZER,
         .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
         .settle_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -253,23 +252,16 @@ static int read_limits(const char *path, struct gs_limits *ret) {
         return r;
 }
 
-void *gs_dlopen(const char *file, int flags) {
-        pthread_mutex_lock(&g.dl_lock);
-        void *h = dlopen(file, flags);
-        pthread_mutex_unlock(&g.dl_lock);
-        return h;
-}
-
 static void atfork_prepare(void) {
-        pthread_mutex_lock(&g.dl_lock);
+        gs_dl_atfork_prepare();
 }
 
 static void atfork_parent(void) {
-        pthread_mutex_unlock(&g.dl_lock);
+        gs_dl_atfork_parent();
 }
 
 static void atfork_child(void) {
-        pthread_mutex_init(&g.dl_lock, NULL);
+        gs_dl_atfork_child();
         /* A forked child owns none of its parent's allocations; it claims a slot of its own only when it
          * uses CUDA (have_slot), so workers that never do (data loaders) do not fill the region. An init the
          * fork cut short is run again by pthread_once in the child. */

@@ -22,8 +22,12 @@ bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) _
 /* Whether host PID pid (as NVML reports processes) is a live process of this container (its slot learnt it). */
 bool gs_container_host_pid(unsigned pid) __attribute__((visibility("hidden")));
 
-/* dlopen, never while the process forks (g.dl_lock): every dlopen of this library goes through here. */
+/* dlopen, never while the process forks (dl.c's lock): every dlopen of this library goes through here. */
 void *gs_dlopen(const char *file, int flags) __attribute__((visibility("hidden")));
+/* The fork handlers' part for that lock: held across fork, re-initialised in the child. */
+void gs_dl_atfork_prepare(void) __attribute__((visibility("hidden")));
+void gs_dl_atfork_parent(void) __attribute__((visibility("hidden")));
+void gs_dl_atfork_child(void) __attribute__((visibility("hidden")));
 
 /* CLOCK_MONOTONIC in ns (vDSO: no syscall). Inline: the throttle and the entry points read it, and no file
  * of the interposer owns a clock (a definition in interposer.c made throttle.c and interposer.c use each

@@ -84,10 +84,6 @@ struct gs_state {
         unsigned slot;
         pthread_mutex_t slot_lock;
         bool any_mem, any_core;
-        /* Held around this library's own dlopen calls and across fork (atfork_prepare): a child forked while
-         * another thread was inside the loader would find its state half-changed (glibc asserts in the child's
-         * next dlopen), so no fork happens during ours. */
-        pthread_mutex_t dl_lock;
         /* Device map: CUDA ordinal → index into limits.dev, -1 = not limited. Written once, under map_lock. */
         pthread_mutex_t map_lock;
         int mapped;

@@ -50,7 +50,6 @@ struct sched_server {
         struct sched_binder binder;
         bool has_binder;
         struct http_server *http;
-        struct sched_ui_source ui; /* the operator page's documents (ui.c), registered on http */
         pthread_mutex_t lock;
         struct sched_model *model;
         bool ready;
@@ -754,7 +753,6 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        s->ui = (struct sched_ui_source){ .view = ui_view, .topology = ui_topology, .ud = s };
         /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
          * filter and prioritize for the next pods go on on the other threads */
         if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dl — every dlopen of the interposer (interposer.h: gs_dlopen), never while the process forks: a child
+ * forked while another thread was inside the loader would find its state half-changed (glibc asserts in
+ * the child's next dlopen), so the fork handlers hold the lock across fork. Its own file: interposer.c
+ * (the driver) and nvml-view.c (NVML) both open libraries, and interposer.c's fork handlers also reach
+ * nvml-view.c — one owner below both keeps the folder without a file cycle (scripts/lint-cycles.py).
+ *
+ * Must never: be held across anything but dlopen itself.
+ */
+#include "interposer/compat.h" /* first: the glibc floor */
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "interposer/interposer.h"
+
+static pthread_mutex_t dl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *gs_dlopen(const char *file, int flags) {
+        pthread_mutex_lock(&dl_lock);
+        void *h = dlopen(file, flags);
+        pthread_mutex_unlock(&dl_lock);
+        return h;
+}
+
+void gs_dl_atfork_prepare(void) {
+        pthread_mutex_lock(&dl_lock);
+}
+
+void gs_dl_atfork_parent(void) {
+        pthread_mutex_unlock(&dl_lock);
+}
+
+void gs_dl_atfork_child(void) {
+        pthread_mutex_init(&dl_lock, NULL);
+}
