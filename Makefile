@@ -40,8 +40,9 @@ test-unit: build
 e2e: build
 	@./scripts/e2e/run.sh $(BUILD) $(E2E)
 
+# Every section of docs/BENCHMARKS.md, or ONLY=name,... (bench/run.sh --list names them)
 bench: build
-	@./bench/run.sh $(BUILD)
+	@./bench/run.sh $(if $(ONLY),--only $(ONLY)) $(BUILD)
 
 # The hardware kit (docs/hardware.md): $(BUILD)/gpuslice-hwkit, one folder to copy to a GPU machine and run there
 # (`$(BUILD)/gpuslice-hwkit/run.sh --out DIR`); prints its size.

@@ -13,6 +13,8 @@
 #   owners      the node agent's state objects (struct plugin, devices, share, share_book, share_journal)
 #               are defined in their owner's .c file only, so no other file can read a field of them
 #               (docs/node-agent.md, "The agent's files")
+#   benchstamps every generated section of docs/BENCHMARKS.md names a commit that exists, is not dirty, and
+#               none of the code it measures (its paths=) changed since that commit (bench/section.py check)
 #
 #   scripts/lint.sh [--root DIR] [--build DIR] [--only KIND,...] [--tidy-files FILE...]
 # --root: the tree to check (default: this repository); --build: the build whose compile database
@@ -21,7 +23,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root="$here/.."
 build=
-only=format,tidy,shellcheck,includes,banned,size,cycles,owners
+only=format,tidy,shellcheck,includes,banned,size,cycles,owners,benchstamps
 tidy_files=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -126,6 +128,11 @@ if want owners; then
     fi
   done
   [ "$bad" -eq 0 ] || failed+=(owners)
+fi
+
+if want benchstamps; then
+  # the figures' provenance: re-run a stale section with the command its stamp names (bench/run.sh --only NAME)
+  /usr/bin/python3 "$root/bench/section.py" check --root "$root" || failed+=(benchstamps)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
