@@ -9,7 +9,7 @@ DRA ClusterRole with exactly resourceslices get/list/watch/create/update/delete 
 its binding, the DeviceClasses, and the DaemonSet's command = the base's + the `--dra` flags with
 kubelet's plugin directories and the CDI directory mounted.
 
-Usage: test_deploy_kube.py SOURCE_DIR
+Usage: test_deploy_kube.py --source SOURCE_DIR (tests/runner.py; tests/e2e/test_kube_api.py imports it)
 """
 import glob
 import os
@@ -94,20 +94,19 @@ def render_and_check(k, src):
     return None
 
 
-def main():
-    src = sys.argv[1]
+def test_deploy_manifests(a):
     ks = kubectls()
     if not ks:
-        print("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
-        return 1
+        raise AssertionError("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
     for k in ks:
-        err = render_and_check(k, src)
+        err = render_and_check(k, a.source)
         if err:
-            print(err)
-            return 1
+            raise AssertionError(err)
         print("ok: %s" % k)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import runner  # noqa: E402  (tests/runner.py)
+    runner.main({"deploy-manifests": test_deploy_manifests}, timeout_s=120,
+                arguments=[("--source", {"required": True})])
