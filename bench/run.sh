@@ -4,6 +4,7 @@
 # and the load at start and end; `make lint`'s `benchstamps` kind refuses a stale or unknown stamp).
 #
 #   bench/run.sh [--only NAME[,NAME...]] [--list] [BUILD_DIR]     (default: build, every section)
+#   --list: each section, its command, the commit its figures in docs/BENCHMARKS.md are from (or "missing")
 #   BENCH_QUICK=1 bench/run.sh ...   shorter runs, for trying things out (the stamp's command says so)
 #
 # A section is one line of the table below: NAME|TITLE|PATHS|COMMAND. PATHS (comma-separated, relative to
@@ -53,9 +54,12 @@ sections=(
 names=()
 for s in "${sections[@]}"; do names+=("${s%%|*}"); done
 if [ "$list" = 1 ]; then
+        # NAME, the command, in docs/BENCHMARKS.md at which commit (or "missing"), the measured paths
+        present=$(/usr/bin/python3 "$here/section.py" list 2>/dev/null || true)
         for s in "${sections[@]}"; do
                 IFS='|' read -r name _ paths _ <<<"$s"
-                printf '%-11s bench/run.sh --only %-11s measures %s\n' "$name" "$name" "$paths"
+                at=$(awk -v n="$name" '$1 == n { print $2 }' <<<"$present")
+                printf '%-11s bench/run.sh --only %-11s %-14s measures %s\n' "$name" "$name" "${at:-missing}" "$paths"
         done
         exit 0
 fi
