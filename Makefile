@@ -40,20 +40,21 @@ test-unit: build
 e2e: build
 	@./scripts/e2e/run.sh $(BUILD) $(E2E)
 
+# Every section of docs/BENCHMARKS.md, or ONLY=name,... (bench/run.sh --list names them)
 bench: build
-	@TRACE=$(TRACE) ./bench/run.sh $(BUILD)
+	@TRACE=$(TRACE) ./bench/run.sh $(if $(ONLY),--only $(ONLY)) $(BUILD)
 
 # The hardware kit (docs/hardware.md): $(BUILD)/gpuslice-hwkit, one folder to copy to a GPU machine and run there
 # (`$(BUILD)/gpuslice-hwkit/run.sh --out DIR`); prints its size.
 hwkit: build
 	@./hwkit/assemble.sh $(BUILD) $(BUILD)/gpuslice-hwkit
 
-# Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
 # The cluster-packing benchmark (docs/BENCHMARKS.md, replay section): TRACE is the openb trace's directory.
 TRACE ?= ../shared/data/openb
 bench-replay: build
-	./bench/replay.sh $(BUILD) $(TRACE)
+	@TRACE=$(TRACE) ./bench/run.sh --only replay $(BUILD)
 
+# Pods/s bound by kube-scheduler alone vs with gpuslice's extender, on the e2e control plane (docs/BENCHMARKS.md)
 bench-sched-e2e: build
 	flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py --build $(BUILD) $(BENCH_ARGS)
 

@@ -1,7 +1,7 @@
 # Monitor benchmark (not a test): `cmake --build BUILD --target bench-monitor`. Scrape cost with
 # 8 GPUs x 256 processes (the formatter against the one it replaced, tests/unit/monitor-format-ref.c, in the
 # same run), sample cost and memory against the simulated node. Results go to
-# docs/BENCHMARKS.md ("Monitor") by hand.
+# docs/BENCHMARKS.md through `bench/run.sh --only monitor` (bench/monitor.sh); this target only prints.
 add_executable(monitor-bench ${CMAKE_CURRENT_SOURCE_DIR}/monitor-bench.c
                ${CMAKE_SOURCE_DIR}/tests/unit/monitor-format-ref.c)
 target_link_libraries(monitor-bench PRIVATE gpuslice_everything)

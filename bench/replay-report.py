@@ -212,7 +212,11 @@ def main():
     for doc in a.doc:
         write_doc(doc, text)
     write_png(data, a.png)
-    sys.stdout.write(text)
+    # stdout: the body without its markers and title, for bench/section.py (docs/BENCHMARKS.md's section)
+    body = text.split("\n")[2:]
+    while body and body[-1] in ("", "<!-- END replay -->"):
+        body.pop()
+    sys.stdout.write("\n".join(body) + "\n")
 
 
 if __name__ == "__main__":

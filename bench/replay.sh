@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The cluster-packing benchmark: `gpuslice replay` of the openb trace, every policy x the three public
-# workloads x seeds 42-51, then bench/replay-report.py writes the replay section of docs/BENCHMARKS.md
-# and docs/scheduler.md (between <!-- BEGIN replay --> and <!-- END replay -->) and docs/replay.png from the
-# runs' JSON.
+# workloads x seeds 42-51, then bench/replay-report.py writes the table into docs/scheduler.md (between
+# <!-- BEGIN replay --> and <!-- END replay -->), docs/replay.png from the runs' JSON, and prints the same
+# table on stdout: bench/run.sh --only replay makes it docs/BENCHMARKS.md's stamped section.
 #
 #   bench/replay.sh BUILD_DIR TRACE_DIR     (make bench-replay TRACE=../shared/data/openb)
 #   BENCH_QUICK=1 bench/replay.sh ...       seeds 42-43 only
@@ -61,6 +61,6 @@ load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 # one full run timed on its own, as the issue's budget asks (<= 2 s)
 { /usr/bin/time -f '%e %U %S' "$build/gpuslice" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
         --pods "$trace/openb_pod_list_default.csv" --policy frag --seed 42 --json >/dev/null; } 2>"$out/time.txt"
-/usr/bin/python3 "$here/replay-report.py" --runs "$out" --doc "$root/docs/BENCHMARKS.md" --doc "$root/docs/scheduler.md" \
+/usr/bin/python3 "$here/replay-report.py" --runs "$out" --doc "$root/docs/scheduler.md" \
         --png "$root/docs/replay.png" --commit "$(git -C "$root" rev-parse --short HEAD)" \
         --load-start "$load_start" --load-end "$load_end" --time "$(cat "$out/time.txt")"

@@ -252,7 +252,7 @@ def main():
                             # first use of their stacks and malloc arenas)
                             "per_scheduled_pod_bytes": round((rss3 - rss2) * 1024 / a.pods)}
         result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(json.dumps(result, indent=1))
+    print("```json\n%s\n```" % json.dumps(result, indent=1))
     m = result["memory"]
     print("\n| nodes × GPUs | pods per phase | default scheduler alone | with gpuslice extender | ratio | "
           "extender RSS per node | per watched pod | per scheduled pod |")

@@ -3,6 +3,7 @@
 # built tree (`make hwkit` runs it with build/ and build/gpuslice-hwkit):
 #
 #   run.sh kit.py rebuild.sh      the entry script, the checks, the compiler-only rebuild
+#   runner.py                     tests/runner.py: the selection and exit rules kit.py shares with every test runner
 #   bin/gpuslice                  with the non-glibc libraries it links in lib/ (found through its RPATH)
 #   bin/libgpuslice-cuda.so       the interposer (where `gpuslice run` looks for it: next to gpuslice)
 #   sim/                          the simulated driver and NVML (simulated runs, `gpuslice sim record`'s diff)
@@ -27,7 +28,7 @@ command -v patchelf >/dev/null || { echo "hwkit: patchelf is missing (scripts/in
 
 rm -rf "$dest"
 mkdir -p "$dest"/{bin,lib,sim,probes,data/nodes,src}
-cp "$src"/hwkit/run.sh "$src"/hwkit/kit.py "$src"/hwkit/rebuild.sh "$dest/"
+cp "$src"/hwkit/run.sh "$src"/hwkit/kit.py "$src"/hwkit/rebuild.sh "$src"/tests/runner.py "$dest/"
 cp "$src"/hwkit/probes/*.py "$dest/probes/"
 cp "$build/gpuslice" "$build/libgpuslice-cuda.so" "$dest/bin/"
 cp "$build"/sim/libcuda.so.1 "$build"/sim/libnvidia-ml.so.1 "$build"/sim/gpuslice-sim "$dest/sim/"

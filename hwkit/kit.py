@@ -29,6 +29,12 @@ import time
 import traceback
 import urllib.request
 
+# tests/runner.py, the one rule set of gpuslice's test runners (selection, exit 0 / 77 / 1): next to this file
+# in an assembled kit (hwkit/assemble.sh copies it), in tests/ in the source tree
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, "..", "tests")]
+import runner  # noqa: E402
+
 MiB = 1 << 20
 GiB = 1 << 30
 CHECKS = []  # (id, title, rule, modes, needs, fn), in run order
@@ -83,7 +89,7 @@ class Kit:
         os.makedirs(self.logs)
         self.simulate = a.simulate is not None
         self.mode = "sim" if self.simulate else "real"
-        self.only = set(a.only.split(",")) if a.only else None
+        self.only = set(a.only) if a.only is not None else None
         self.budget = a.budget
         self.gpu = a.gpu
         self.t0 = time.monotonic()
@@ -1294,6 +1300,12 @@ def main():
         for cid, title, rule, modes, needs, _ in CHECKS:
             print("%-28s %s\n%28s %s [%s]" % (cid, title, "", rule, "/".join(modes)))
         return 0
+    if a.only is not None:  # the runner's rule: an empty or unknown selection fails, before anything runs
+        try:
+            a.only = runner.select([c[0] for c in CHECKS], a.only.split(","))
+        except runner.SelectionError as e:
+            print("FAIL selection: %s" % e, flush=True)
+            return 1
     k = Kit(a)
     print("gpuslice hardware kit: %s, report in %s" % ("simulated node" if k.simulate else "real GPU", k.out),
           flush=True)
@@ -1328,7 +1340,10 @@ def main():
     print("hwkit: %d passed, %d failed, %d skipped, %d information, %.0f s" % (s["pass"], s["fail"], s["skip"],
                                                                              s["info"], k.elapsed()), flush=True)
     shutil.rmtree(k.work, ignore_errors=True)
-    return 1 if s["fail"] else 0
+    # the runner's one skip rule: a run with a skipped check is not a pass (exit 77); checks left out by
+    # --only are not counted
+    skipped = sum(1 for r in k.results if r["status"] == "skip" and r["detail"] != "not selected (--only)")
+    return 1 if s["fail"] else runner.SKIP_EXIT if skipped else 0
 
 
 if __name__ == "__main__":

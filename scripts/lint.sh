@@ -13,6 +13,11 @@
 #   owners      the node agent's state objects (struct plugin, devices, share, share_book, share_journal)
 #               are defined in their owner's .c file only, so no other file can read a field of them
 #               (docs/node-agent.md, "The agent's files")
+#   runners     every Python test runner in tests/, bench/, hwkit/ is tests/runner.py: no main loop, verdict
+#               line or exit 77 of its own (scripts/lint-runners.py; the tools that are no runner are named,
+#               with a reason, in scripts/lint-runners.allow)
+#   benchstamps every generated section of docs/BENCHMARKS.md names a commit that exists, is not dirty, and
+#               none of the code it measures (its paths=) changed since that commit (bench/section.py check)
 #
 #   scripts/lint.sh [--root DIR] [--build DIR] [--only KIND,...] [--tidy-files FILE...]
 # --root: the tree to check (default: this repository); --build: the build whose compile database
@@ -21,7 +26,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root="$here/.."
 build=
-only=format,tidy,shellcheck,includes,banned,size,cycles,owners
+only=format,tidy,shellcheck,includes,banned,size,cycles,owners,runners,benchstamps
 tidy_files=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -132,6 +137,15 @@ if want owners; then
     fi
   done
   [ "$bad" -eq 0 ] || failed+=(owners)
+fi
+
+if want runners; then
+  /usr/bin/python3 "$here/lint-runners.py" --root "$root" || failed+=(runners)
+fi
+
+if want benchstamps; then
+  # the figures' provenance: re-run a stale section with the command its stamp names (bench/run.sh --only NAME)
+  /usr/bin/python3 "$root/bench/section.py" check --root "$root" || failed+=(benchstamps)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

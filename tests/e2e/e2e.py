@@ -15,8 +15,9 @@
     e2e.pod(name, node, command, limits=None, image=BUSYBOX, **spec) -> dict   a Pod manifest
     e2e.wait_pod(c, name, phase="Running") / e2e.pod_env(c, name) / e2e.delete(c, kind, name)
     e2e.main(tests, setup)   runs every test (or those named in argv / $GPUSLICE_E2E_ONLY) on the cluster
-        setup() returns; prints "ok NAME (Ns)" or "FAIL NAME: why" per test and "e2e: N passed, N failed";
-        exit status 0 only when all passed.
+        setup() returns, with tests/runner.py's rules: an unknown or empty selection fails; prints
+        "PASS NAME (Ns)", "SKIP NAME (Ns): why" or "FAIL NAME (Ns): why" per test and a summary;
+        exit status 0 when all passed, 77 when one was skipped (not a pass), 1 when one failed.
 """
 
 import json
@@ -26,10 +27,12 @@ import shutil
 import signal
 import sys
 import time
-import traceback
 
 import cluster
 from cluster import BUSYBOX, E2EError  # noqa: F401 (re-exported for tests)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import runner  # noqa: E402  (tests/runner.py: the one rule set)
 
 HERE = cluster.HERE
 REPO = cluster.REPO
@@ -226,40 +229,17 @@ def delete(c, kind, name, namespace="default", wait=True):
 
 
 def main(tests, setup):
-    """Run tests (functions taking the cluster) on setup()'s cluster; print one line per test and a summary."""
-    only = [a for a in sys.argv[1:]] or [x for x in os.environ.get("GPUSLICE_E2E_ONLY", "").split(",") if x]
-    chosen = [t for t in tests if not only or t.__name__ in only or t.__name__[5:] in only]
-    passed = failed = 0
-    t0 = time.monotonic()
-    c = None
-    try:
+    """Run tests (functions taking the cluster) on setup()'s cluster with tests/runner.py's rules: the names in
+    argv or $GPUSLICE_E2E_ONLY (an unknown or empty selection fails), PASS/SKIP/FAIL per test, each under
+    $GPUSLICE_E2E_TEST_TIMEOUT seconds (default 900); -> exit status 0 / 77 (a skip) / 1."""
+    def timed_setup():
+        t0 = time.monotonic()
         c = setup()
         cluster._default_log("e2e: cluster up in %.0f s" % (time.monotonic() - t0))
-        for t in chosen:
-            t1 = time.monotonic()
-            try:
-                t(c)
-                passed += 1
-                print("ok %s (%.0f s)" % (t.__name__, time.monotonic() - t1), flush=True)
-            except Exception as e:  # noqa: BLE001 - every failure is reported, the others still run
-                failed += 1
-                traceback.print_exc()
-                print("FAIL %s (%.0f s): %s" % (t.__name__, time.monotonic() - t1,
-                                               str(e).strip().replace("\n", " | ")[:600]), flush=True)
-        if os.environ.get("GPUSLICE_E2E_KEEP") == "1":
-            print("GPUSLICE_E2E_KEEP=1: cluster kept up; KUBECONFIG=%s kubectl: %s/kubectl; Ctrl-C ends"
-                  % (c.kubeconfig, c.bin), flush=True)
-            signal.pause()
-    except Exception as e:  # noqa: BLE001 - the cluster did not come up: every chosen test fails
-        traceback.print_exc()
-        for t in chosen[passed + failed:]:
-            failed += 1
-            print("FAIL %s: setup: %s" % (t.__name__, str(e).strip().replace("\n", " | ")[:600]), flush=True)
-    finally:
-        if c:
-            c.stop()
-    print("e2e: %d passed, %d failed" % (passed, failed), flush=True)
-    return 0 if failed == 0 and passed > 0 else 1
+        return c
+
+    return runner.run_suites([(timed_setup, tests)], names=runner.e2e_names(),
+                             timeout_s=int(os.environ.get("GPUSLICE_E2E_TEST_TIMEOUT", "900")))
 
 
 def sh(*argv):

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,8 +35,8 @@ class Fail(Exception):
     pass
 
 
-class Skip(Exception):
-    """A case this build cannot run; reported as SKIP and counted as a failure (a skip is not a pass)."""
+# A case this build cannot run: tests/runner.py's one skip rule (SKIP, exit 77: not a pass).
+Skip = e2e.runner.Skip
 
 
 def check(cond, msg):
@@ -604,35 +603,20 @@ KTESTS = [test_agents_honour_identical_twins, test_agents_honour_whole, test_age
           test_extender_killed_after_bind, test_agent_records_node_local, test_agent_killed_before_allocate]
 
 
-def run(env_class, tests, build, wanted):
-    chosen = [t for t in tests if not wanted or t.__name__ in wanted]
-    if not chosen:
-        return 0
-    failed = 0
-    env = None
-    try:
-        env = env_class(build)
-        for t in chosen:
-            try:
-                t(env)
-                print("PASS", t.__name__, "(api)" if getattr(env, "api_mode", True) else "(snapshot)", flush=True)
-            except Skip as e:
-                failed += 1
-                print("SKIP", t.__name__, "-", e, "(counted as a failure)", flush=True)
-            except Exception:
-                failed += 1
-                print("FAIL", t.__name__, flush=True)
-                traceback.print_exc()
-                print(env.ext.tail(40) if hasattr(env.ext, "tail") else "")
-    except Exception:
-        traceback.print_exc()
-        for t in chosen:
-            failed += 1
-            print("FAIL", t.__name__, "- setup failed", flush=True)
-    finally:
-        if env:
-            env.stop()
-    return failed
+def with_tail(fn):
+    """fn, printing the extender's last log lines when it fails."""
+    def wrapped(env):
+        try:
+            return fn(env)
+        except Skip:
+            raise
+        except Exception:
+            print(env.ext.tail(40) if hasattr(env.ext, "tail") else "")
+            print("(%s mode)" % ("api" if getattr(env, "api_mode", True) else "snapshot"))
+            raise
+
+    wrapped.__name__ = fn.__name__
+    return wrapped
 
 
 def main():
@@ -640,9 +624,12 @@ def main():
     ap.add_argument("--build", default=os.environ.get("GPUSLICE_BUILD", os.path.join(ROOT, "build")))
     ap.add_argument("tests", nargs="*")
     a = ap.parse_args()
-    failed = run(Env, TESTS, a.build, a.tests)
-    failed += run(KEnv, KTESTS, a.build, a.tests)  # the second cluster starts after the first is gone
-    return 1 if failed else 0
+    # tests/runner.py's rules: an unknown or empty selection fails; the second cluster starts after the first
+    # is gone, and only when one of its tests is chosen
+    return e2e.runner.run_suites([(lambda: Env(a.build), [with_tail(t) for t in TESTS]),
+                                  (lambda: KEnv(a.build), [with_tail(t) for t in KTESTS])],
+                                 names=e2e.runner.e2e_names(a.tests),
+                                 timeout_s=int(os.environ.get("GPUSLICE_E2E_TEST_TIMEOUT", "900")))
 
 
 if __name__ == "__main__":

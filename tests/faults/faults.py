@@ -41,14 +41,12 @@ Exit 0 when over-commit, looser files, split containers and violations are all z
 are reported); the seed is printed for reproduction.
 """
 
-import argparse
 import os
 import random
 import shutil
 import signal
 import sys
 import time
-import traceback
 
 import grpc
 
@@ -56,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import kubelet_standin  # noqa: E402
 import test_share  # noqa: E402
+import runner  # noqa: E402  (tests/runner.py, on the path through test_share's agent_fixture)
 
 WHOLE = "nvidia.com/gpu"
 CORE = "gpuslice.io/gpu-core"
@@ -394,15 +393,15 @@ class Faults:
         self.stats["violations"] = self.violations()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    ap.add_argument("--kills", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--max-seconds", type=float, default=80)
-    args = ap.parse_args()
+ARGUMENTS = runner.WITH_TOPOLOGY + [
+    ("--kills", {"type": int, "default": 30}),
+    ("--seed", {"type": int, "default": None}),
+    ("--max-seconds", {"type": float, "default": 80}),
+]
+
+
+def faults(args):
+    """The one test of this file: the run, its figures, and a failure when an invariant broke."""
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "little")
     print("faults: seed %d, %d kills at most, %.0f s at most" % (args.seed, args.kills, args.max_seconds))
@@ -434,10 +433,8 @@ def main():
             print("faults: too few kills (%d)" % s["kills"])
             bad += 1
         failed = bad > 0
-        print("%s faults (seed %d)" % ("FAIL" if failed else "PASS", args.seed))
-    except BaseException:  # noqa: B902
-        traceback.print_exc()
-        print("FAIL faults (seed %d)" % args.seed)
+        if failed:
+            raise AssertionError("faults: %d invariant failures (seed %d)" % (bad, args.seed))
     finally:
         if f:
             keep = os.environ.get("FAULTS_KEEP_LOGS")
@@ -447,8 +444,9 @@ def main():
                     shutil.copy(log, keep)
                 print("faults: agent logs kept in %s" % keep)
             f.e.close(failed)
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
-    main()
+    # tests/runner.py: one test, in its own process, under a timeout a little above --max-seconds
+    _ap = runner.parser(ARGUMENTS).parse_known_args()[0]
+    runner.main({"faults": faults}, label="", timeout_s=int(_ap.max_seconds) + 120, arguments=ARGUMENTS)

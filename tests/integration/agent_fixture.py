@@ -5,12 +5,11 @@ test_hostile_local.py, tests/interposer/test_podman_core.py):
 - Env: the agent process fixture: temp plugin/state/dev dirs, the simulated node (LD_LIBRARY_PATH,
   GPUSLICE_SIM_NODE, a private GPUSLICE_SIM_STATE), the kubelet stand-in (kubelet_standin.py), the
   real `gpuslice node` started and killed, and the kubelet-side calls;
-- run_main: the runner every test script uses (arguments, one bounded test, PASS/SKIP/FAIL line,
-  logs on failure, exit 0 / 77 skipped / 1);
-- check, Skip, free_port, scrape.
+- run_main: tests/runner.py's main with this fixture (--build/--source/--topology, each test in its
+  own process under its timeout, PASS/SKIP/FAIL lines, logs on failure, exit 0 / 77 skipped / 1);
+- check, Skip (tests/runner.py's), free_port, scrape.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -20,26 +19,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.request
 
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import kubelet_standin  # noqa: E402
+import runner  # noqa: E402
 
 # Reactions the spec wants within 1 s are checked as behaviour with this generous bound; how fast
 # they are is measured by bench/agent-bench.py (docs/BENCHMARKS.md), never asserted here.
 REACT_S = 10
 
 
-class Skip(Exception):
-    """A peer the test needs is missing (exit 77: ctest reports it skipped, CI fails on it)."""
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
+# A peer the test needs is missing (exit 77: ctest reports it skipped, CI fails on it): the runner's one rule.
+Skip = runner.Skip
+check = runner.check
 
 
 class Env:
@@ -186,38 +182,12 @@ def scrape(port, until, what, timeout=REACT_S):
 
 
 def run_main(tests, make_env=None, label="", timeout_s=90):
-    """Parse --build/--source/--topology and the test name (when `tests` has more than one), run that
-    test with a fresh fixture under an alarm, print PASS/SKIP/FAIL <label><name>, exit 0/77/1."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    if len(tests) > 1:
-        ap.add_argument("test", choices=sorted(tests))
-    args = ap.parse_args()
-    name = args.test if len(tests) > 1 else next(iter(tests))
+    """tests/runner.py's main with this fixture: --build/--source/--topology and the test names (all when
+    none is named), each test in its own process with a fresh (make_env or Env)(args, stubs) under
+    timeout_s; PASS/SKIP/FAIL <label><name>; exit 0 / 77 / 1."""
+    factory = make_env or Env
 
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % timeout_s)
+    def fixture(args):
+        return factory(args, kubelet_standin.load_stubs(args.build))
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(timeout_s)
-    e = None
-    failed, skipped = True, False
-    try:
-        stubs = kubelet_standin.load_stubs(args.build)
-        e = (make_env or Env)(args, stubs)
-        tests[name](e)
-        failed = False
-        print("PASS %s%s" % (label, name))
-    except Skip as s:
-        failed, skipped = False, True
-        print("SKIP %s%s: %s" % (label, name, s))
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL %s%s" % (label, name))
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-    sys.exit(77 if skipped else 1 if failed else 0)
+    runner.main(tests, make_env=fixture, label=label, timeout_s=timeout_s, arguments=runner.WITH_TOPOLOGY)

@@ -23,5 +23,5 @@ endif()
 # builds, which a fresh CI machine has only once `make e2e` ran. deploy-kube runs the same checks (RBAC, the DRA
 # patch, the CDI specs' host paths) with every kubectl found: Debian's, or that one; none is a skip (77).
 add_test(NAME deploy-kube COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_deploy_kube.py
-         ${CMAKE_SOURCE_DIR})
+         --source ${CMAKE_SOURCE_DIR})
 set_tests_properties(deploy-kube PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "integration;deploy")

@@ -8,9 +8,8 @@ ld cache (cdi-fixture.sh), given as --driver-root (devices.driver-root in a conf
 agent writes the spec (GPUSLICE_CDI_SPEC, JSON); the test reads it
 and every name the agent's Allocate answers carry (by UUID, then by index) must be a device of it,
 under the kind the agent was configured with; after a SIGHUP that changes the kind, the spec
-follows; a cdi-only strategy warns. Exit 77 when not root (mknod needs it).
+follows; a cdi-only strategy warns. Skipped (exit 77) when not root (mknod needs it).
 """
-import argparse
 import json
 import os
 import signal
@@ -18,11 +17,11 @@ import stat
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kubelet_standin  # noqa: E402
 import test_agent  # noqa: E402
+import runner  # noqa: E402  (tests/runner.py: agent_fixture put tests/ on the path)
 
 DRIVER = "550.54.15"  # the node description's default driver (docs/node-description.md)
 
@@ -151,50 +150,25 @@ def run_cdi_only_warns(e):
                        "the cdi-only warning")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    ap.add_argument("strategy", choices=["uuid", "index", "reload", "warn", "shared"])
-    args = ap.parse_args()
+def fixture(args):
     if os.getuid() != 0:
-        print("SKIP: needs root for mknod")
-        return 77
+        raise runner.Skip("needs root for mknod")
+    stubs = kubelet_standin.load_stubs(args.build)
+    if args.test_name == "shared":
+        import test_share  # noqa: E402
+        return test_share.Share(args, stubs)
+    return test_agent.Env(args, stubs)
 
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % test_agent.TEST_TIMEOUT_S)
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(test_agent.TEST_TIMEOUT_S)
-    e = None
-    failed = True
-    try:
-        stubs = kubelet_standin.load_stubs(args.build)
-        if args.strategy == "shared":
-            import test_share  # noqa: E402
-            e = test_share.Share(args, stubs)
-        else:
-            e = test_agent.Env(args, stubs)
-        if args.strategy == "reload":
-            run_reload(e, args)
-        elif args.strategy == "shared":
-            run_shared(e, args)
-        elif args.strategy == "warn":
-            run_cdi_only_warns(e)
-        else:
-            run(e, args, args.strategy)
-        failed = False
-        print("PASS cdi-agent-%s" % args.strategy)
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL cdi-agent-%s" % args.strategy)
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-    return 1 if failed else 0
+TESTS = {
+    "uuid": lambda e: run(e, e.args, "uuid"),
+    "index": lambda e: run(e, e.args, "index"),
+    "reload": lambda e: run_reload(e, e.args),
+    "warn": run_cdi_only_warns,
+    "shared": lambda e: run_shared(e, e.args),
+}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runner.main(TESTS, make_env=fixture, label="cdi-agent-", timeout_s=test_agent.TEST_TIMEOUT_S,
+                arguments=runner.WITH_TOPOLOGY)

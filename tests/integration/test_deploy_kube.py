@@ -15,8 +15,8 @@ In both, what the agent writes into CDI specs is the host's (docs/runtime.md, "T
 --hook-path and --interposer are paths the host has at the same place as the agent (a hostPath volume mounted
 at its own path) and the init container installs both there, the image's static gpuslice-cdi-hook as the hook.
 
-Usage: test_deploy_kube.py SOURCE_DIR (exit 0 pass, 1 fail, 77 no kubectl). ctest deploy-kube; make e2e runs it
-with the 1.20 kubectl too (tests/e2e/test_kube_api.py).
+Usage: test_deploy_kube.py --source SOURCE_DIR (tests/runner.py; ctest deploy-kube; make e2e runs it with the
+1.20 kubectl too: tests/e2e/test_kube_api.py imports it). No kubectl: a skip (CI counts it as not passed).
 """
 import glob
 import os
@@ -148,20 +148,19 @@ def render_and_check(k, src):
     return None
 
 
-def main():
-    src = sys.argv[1]
+def test_deploy_manifests(a):
     ks = kubectls()
     if not ks:
-        print("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
-        return 77  # a missing peer: a skip (ctest deploy-kube), which CI counts as a failure
+        raise runner.Skip("no kubectl found (/usr/bin/kubectl, or the 1.20 one of scripts/e2e/k8s-build.sh)")
     for k in ks:
-        err = render_and_check(k, src)
+        err = render_and_check(k, a.source)
         if err:
-            print(err)
-            return 1
+            raise AssertionError(err)
         print("ok: %s" % k)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import runner  # noqa: E402  (tests/runner.py)
+    runner.main({"deploy-manifests": test_deploy_manifests}, timeout_s=120,
+                arguments=[("--source", {"required": True})])

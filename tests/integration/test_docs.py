@@ -40,6 +40,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import runner  # noqa: E402  (tests/runner.py)
+
 FLAG = r"--[a-z][a-z0-9-]*"
 
 # Flags a cli.md section names that belong to another program, not to gpuslice.
@@ -642,16 +645,12 @@ def test_install(a):
     fail(problems, "README.md / docs/install.md")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=["cli", "metrics", "install", "architecture"])
-    a = ap.parse_args()
+def fixture(a):
     a.build, a.source = os.path.abspath(a.build), os.path.abspath(a.source)
-    {"cli": test_cli, "metrics": test_metrics, "install": test_install, "architecture": test_architecture}[a.test](a)
-    print("PASS docs-%s" % a.test)
+    return a
 
+
+TESTS = {"cli": test_cli, "metrics": test_metrics, "install": test_install, "architecture": test_architecture}
 
 if __name__ == "__main__":
-    main()
+    runner.main(TESTS, make_env=fixture, label="docs-", timeout_s=100)

@@ -8,7 +8,6 @@ compaction; `gpuslice inspect` (table, --json, -d, --node, kubectl-gpuslice) and
 
 Usage: test_kube.py --build DIR --source DIR TEST
 """
-import argparse
 import json
 import os
 import queue
@@ -19,11 +18,11 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kube_standin  # noqa: E402
 from agent_fixture import free_port, scrape  # noqa: E402
+import runner  # noqa: E402  (tests/runner.py, on the path through agent_fixture)
 
 TOPOS = {"gpu-a": "dgx1-v100-hybrid-cube-mesh.topo", "gpu-b": "dgx-a100-nvswitch.topo",
          "gpu-c": "pcie-8gpu-pix-phb-sys.topo"}
@@ -532,24 +531,5 @@ TESTS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=sorted(TESTS))
-    args = ap.parse_args()
-    e = Env(args)
-    failed = True
-    try:
-        TESTS[args.test](e)
-        failed = False
-    except Exception:
-        traceback.print_exc()
-    finally:
-        e.close(failed)
-    print("%s: %s" % (args.test, "FAIL" if failed else "ok"))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    runner.main(TESTS, make_env=Env, label="kube-", timeout_s=130)

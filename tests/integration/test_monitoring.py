@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.parse
 import urllib.request
 
@@ -32,6 +31,8 @@ import yaml
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, ".."))
+import runner  # noqa: E402  (tests/runner.py)
 
 TIMEOUT_S = 60
 # PromQL words that look like metric names: functions, aggregations, keywords
@@ -311,21 +312,5 @@ def test_dashboard(a):
 TESTS = {"rules": test_rules, "dashboard": test_dashboard}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=sorted(TESTS))
-    a = ap.parse_args()
-    try:
-        rc = TESTS[a.test](a)
-    except Exception:
-        traceback.print_exc()
-        return 1
-    if rc == 0:
-        print("ok", a.test)
-    return rc
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    runner.main(TESTS, label="monitoring-", timeout_s=160)

@@ -11,18 +11,18 @@ one-parent preference, a `single` node's nvidia.com/gpu, MIG GPUs never whole or
 come from the openssl CLI.
 """
 
-import argparse
 import json
 import os
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import runner  # noqa: E402  (tests/runner.py)
 
 TIMEOUT_S = 60
 
@@ -371,21 +371,6 @@ def test_deploy(a, tmp):
 TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage, "deploy": test_deploy, "mig": test_mig}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("test", choices=sorted(TESTS))
-    a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gpuslice-sched-") as tmp:
-        try:
-            TESTS[a.test](a, tmp)
-        except Exception:
-            traceback.print_exc()
-            return 1
-    print("ok", a.test)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    runner.main({name: (lambda fn: lambda f: fn(f.args, f.path))(fn) for name, fn in TESTS.items()},
+                make_env=lambda a: runner.TempDir(a, "gpuslice-sched-"), label="scheduler-", timeout_s=105)

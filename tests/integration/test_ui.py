@@ -13,7 +13,6 @@ unchanged answer. No console error, no CSP violation.
 Exit 77 (skipped) when chromium is missing (scripts/install-deps.sh installs it; CI's
 GPUSLICE_REQUIRE_ALL=1 turns a skip into a failure).
 """
-import argparse
 import json
 import os
 import socket
@@ -21,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kube_standin  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import runner  # noqa: E402  (tests/runner.py)
 
 TIMEOUT_S = 60
 
@@ -149,7 +149,7 @@ class Env:
     def __init__(self, a):
         self.a = a
         self.started = None
-        if a.test == "browser":  # Chromium starts (seconds) while the cluster and the extender come up
+        if a.test_name == "browser":  # Chromium starts (seconds) while the cluster and the extender come up
             import threading
             import browser
             box = {}
@@ -354,34 +354,17 @@ def test_api(a, e):
 TESTS = {"browser": test_browser, "api": test_api}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--screenshot", help="also write the page's screenshot here (docs/ui.png)")
-    ap.add_argument("test", choices=sorted(TESTS))
-    a = ap.parse_args()
-    if a.test == "browser":
+def fixture(a):
+    if a.test_name == "browser":
         import browser
         if not browser.chromium_path():
-            print("SKIP: chromium is not installed (scripts/install-deps.sh)")
-            return 77
-    e = None
-    failed = True
-    try:
-        e = Env(a)
-        rc = TESTS[a.test](a, e)
-        failed = rc not in (0, 77)
-    except Exception:
-        traceback.print_exc()
-        rc = 1
-    finally:
-        if e:
-            e.close(failed)
-    if rc == 0:
-        print("ok", a.test)
-    return rc
+            raise runner.Skip("chromium is not installed (scripts/install-deps.sh)")
+    e = Env(a)
+    e.runner_args = a
+    return e
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runner.main({name: (lambda fn: lambda e: fn(e.runner_args, e))(fn) for name, fn in TESTS.items()},
+                make_env=fixture, label="ui-", timeout_s=105,
+                arguments=runner.STANDARD + [("--screenshot", {"help": "also write the page's screenshot here (docs/ui.png)"})])

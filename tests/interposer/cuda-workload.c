@@ -25,6 +25,7 @@
  *   expect-free N / expect-total N   the last info/total/nvml-info must have printed exactly N
  *   allocn N SIZE     N allocations of SIZE kept      infoloop N   N cuMemGetInfo (for instruction counts)
  *   limitloop N       N cuCtxSetLimit (heap 16/24 MiB)  moduleloop N  N module load + unload (the same)
+ *   ctxloop N         N cuCtxCreate + cuCtxDestroy on device 0 (the same)
  *   nvml-info IDX     NVML memory of NVML device IDX, looked up as a program linked with -lnvidia-ml would
  *   fill SIZE         allocate SIZE chunks until OUT_OF_MEMORY; print "filled BYTES"
  *   ready             print "ready" and flush (a parent waits for it)
@@ -1075,6 +1076,23 @@ int main(int argc, char **argv) {
                                                 return fail("infoloop: cuMemGetInfo failed");
                                 }
                         }
+                } else if (strcmp(s, "ctxloop") == 0) {
+                        /* ctxloop N: N cuCtxCreate + cuCtxDestroy on device 0 (for instruction counts) */
+                        unsigned long long n;
+                        CUdevice d;
+                        if (!arg || parse_size(arg, &n) < 0)
+                                return 2;
+                        i++;
+                        if (CALL(cuDeviceGet, &d, 0) != CUDA_SUCCESS)
+                                return fail("ctxloop: no device 0");
+                        for (unsigned long long k = 0; k < n; k++) {
+                                CUcontext c = NULL;
+                                if (CALL(cuCtxCreate_v2, &c, 0, d) != CUDA_SUCCESS ||
+                                    CALL(cuCtxDestroy_v2, c) != CUDA_SUCCESS)
+                                        return fail("ctxloop: create/destroy failed");
+                        }
+                        if (ctx && CALL(cuCtxSetCurrent, ctx) != CUDA_SUCCESS)
+                                return fail("ctxloop: cannot make the primary context current again");
                 } else if (strcmp(s, "limitloop") == 0 || strcmp(s, "moduleloop") == 0) {
                         /* limitloop N: N cuCtxSetLimit of the malloc heap, 16 and 24 MiB in turn;
                          * moduleloop N: N cuModuleLoadData + cuModuleUnload of a 1 MiB-globals module */

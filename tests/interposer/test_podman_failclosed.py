@@ -18,17 +18,14 @@ Exit 77 = skipped (podman, runc or busybox missing, not root, or nothing built).
     /usr/bin/python3 test_podman_failclosed.py --build DIR --source DIR --topology FILE
 """
 
-import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import kubelet_standin  # noqa: E402
+import agent_fixture  # noqa: E402
 import test_share  # noqa: E402
 from test_agent import check  # noqa: E402
 
@@ -126,38 +123,5 @@ def test_podman_failclosed(e):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--topology", required=True)
-    args = ap.parse_args()
-
-    def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT_S)
-    e = None
-    failed, skipped = True, False
-    try:
-        stubs = kubelet_standin.load_stubs(args.build)
-        e = test_share.Share(args, stubs)
-        test_podman_failclosed(e)
-        failed = False
-        print("PASS podman-failclosed")
-    except test_share.Skip as s:
-        failed, skipped = False, True
-        print("SKIP podman-failclosed: %s" % s)
-    except BaseException:  # noqa: B902 — report everything, including the alarm
-        traceback.print_exc()
-        print("FAIL podman-failclosed")
-    finally:
-        signal.alarm(0)
-        if e:
-            e.close(failed)
-    sys.exit(77 if skipped else 1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    agent_fixture.run_main({"podman-failclosed": test_podman_failclosed}, test_share.Share, "", TEST_TIMEOUT_S)

@@ -47,7 +47,7 @@ expect_fail() { # expect_fail KIND PATTERN [FILE...]: the check fails and its ou
 
 util=src/util/util.c
 fresh
-for kind in format shellcheck includes banned size cycles owners; do
+for kind in format shellcheck includes banned size cycles owners runners; do
   if out=$(lint "$kind" 2>&1); then ok "$kind: the untouched tree passes"; else bad "$kind: untouched tree fails: $out"; fi
 done
 if out=$(lint tidy "$tree/$util" "$tree/src/topo/tree.c" 2>&1); then
@@ -150,6 +150,24 @@ fresh
 # a field of struct plugin handed out: its definition copied into a header
 printf 'struct plugin {\n        int planted;\n};\n' >>"$tree/src/agent/plugin-internal.h"
 expect_fail owners "struct plugin must be defined in src/agent/plugin.c only"
+
+fresh
+# a test script with a main loop of its own, not tests/runner.py's
+printf 'import sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == "__main__":\n    sys.exit(main())\n' \
+  >"$tree/tests/integration/test_planted.py"
+expect_fail runners "tests/integration/test_planted.py: a main of its own"
+
+fresh
+# a verdict and a skip exit written by hand in a script that does use the runner
+printf 'import runner\nprint("PASS planted")\nsys.exit(77)\nrunner.main({})\nif __name__ == "__main__":\n    pass\n' \
+  >"$tree/bench/planted_check.py"
+expect_fail runners "bench/planted_check.py:2: prints its own verdict line"
+expect_fail runners "bench/planted_check.py:3: exits 77 itself"
+
+fresh
+# a stale line of the allow file
+echo "tests/integration/gone.py a tool that was removed" >>"$tree/scripts/lint-runners.allow"
+expect_fail runners "lint-runners.allow:[0-9]+: tests/integration/gone.py does not exist"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
