@@ -31,7 +31,7 @@ for w in "${workloads[@]}"; do
                                 --pods "$trace/openb_pod_list_$w.csv" --policy "$p" --seed "$s" --json \
                                 >"$out/$w.$p.$s.json"
                 done
-                echo "bench/replay.sh: $w $p done"
+                echo "bench/replay.sh: $w $p done" >&2
         done
 done
 # workloads of our own sampled from the same trace (bench/replay-sample.py): does a policy generalise?
@@ -43,7 +43,7 @@ for w in cpuheavy gpushare40 multigpu20 gpuspec33; do
                                 --pods "$out/sampled/openb_pod_list_$w.csv" --policy "$p" --seed "$s" --json \
                                 >"$out/$w.$p.$s.json"
                 done
-                echo "bench/replay.sh: $w $p done"
+                echo "bench/replay.sh: $w $p done" >&2
         done
 done
 # the extender registered for GPU pods only: CPU-only pods placed by kube-scheduler's default scoring
@@ -55,7 +55,7 @@ for w in "${workloads[@]}"; do
                                 --json >"$out/$w.$p-gpuonly.$s.json"
                 done
         done
-        echo "bench/replay.sh: $w --gpu-pods-only done"
+        echo "bench/replay.sh: $w --gpu-pods-only done" >&2
 done
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 # one full run timed on its own, as the budget asks (<= 2 s)
