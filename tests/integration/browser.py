@@ -14,6 +14,7 @@ Chromium is Debian's `chromium` (scripts/install-deps.sh); CHROMIUM overrides th
 Must never: talk to anything but the browser it started, or leave that browser running.
 """
 import base64
+import fcntl
 import json
 import os
 import select
@@ -49,8 +50,14 @@ class Browser:
         self.res_r, res_w = os.pipe()
 
         def fds():  # in the child: the protocol's fds 3 (commands in) and 4 (answers out)
-            os.dup2(cmd_r, 3)
-            os.dup2(res_w, 4)
+            # Not pass_fds=(3, 4): Popen makes those inheritable before this runs, which fails with EBADF when the
+            # parent has no fd 3 or 4 open. With close_fds=False only inheritable fds reach chromium (Python's own
+            # are not, PEP 446): the two dup2'ed here. The ends are first moved out of the way (either may be 3 or
+            # 4), close-on-exec.
+            r = fcntl.fcntl(cmd_r, fcntl.F_DUPFD_CLOEXEC, 10)
+            w = fcntl.fcntl(res_w, fcntl.F_DUPFD_CLOEXEC, 10)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
 
         args = [self.exe, "--headless=new", "--remote-debugging-pipe", "--user-data-dir=" + self.profile,
                 "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
@@ -58,7 +65,7 @@ class Browser:
                 "--disable-component-update", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
                 "--window-size=%d,%d" % (width, height), "about:blank"]
         self.log = open(os.path.join(self.profile, "chromium.log"), "w+")
-        self.proc = subprocess.Popen(args, preexec_fn=fds, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(args, preexec_fn=fds, close_fds=False, stdin=subprocess.DEVNULL,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         os.close(cmd_r)
         os.close(res_w)

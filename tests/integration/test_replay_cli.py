@@ -4,7 +4,7 @@
 table with the failed pods by reason, no progress bar off a terminal, the exit codes of bad arguments and
 of a malformed list (naming the line).
 
-Usage: test_replay_cli.py BUILD_DIR SOURCE_DIR. Exit 0 pass, 1 fail."""
+Usage: test_replay_cli.py --build BUILD_DIR --source SOURCE_DIR [replay] (tests/runner.py)."""
 import json
 import os
 import subprocess
@@ -20,12 +20,11 @@ def run(build, *args):
 
 def check(cond, what):
     if not cond:
-        sys.stderr.write("test_replay_cli: FAIL: %s\n" % what)
-        sys.exit(1)
+        raise AssertionError(what)
 
 
-def main():
-    build, source = sys.argv[1], sys.argv[2]
+def test_replay(a):
+    build, source = a.build, a.source
     data = os.path.join(source, "tests", "data", "replay")
     lists = ["--nodes", os.path.join(data, "nodes.csv"), "--pods", os.path.join(data, "pods.csv")]
     for policy in ["frag", "fgd", "bestfit", "random"]:
@@ -59,8 +58,9 @@ def main():
         check(rc == 3 and "pods.csv: line 3: num_gpu 2 with gpu_milli 300" in err, "malformed: %d %s" % (rc, err))
         rc, out, err = run(build, "--nodes", os.path.join(d, "missing.csv"), "--pods", bad)
         check(rc == 1 and "cannot read" in err, "missing file: %d %s" % (rc, err))
-    print("test_replay_cli: ok")
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import runner  # noqa: E402  (tests/runner.py)
+    runner.main({"replay": test_replay}, timeout_s=100)
