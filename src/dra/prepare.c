@@ -621,6 +621,13 @@ int dra_engine_open(struct dra *d, struct gs_error *err) {
                         "error=\"%s\"", de.message);
                 cdi_discover_nodes(&d->topo, &roots, &d->disc);
         }
+        struct limits_dir_libs libs;
+        char standin[DRA_LIB_PATH_MAX], nvml[DRA_LIB_PATH_MAX];
+        claim_libs(d, standin, nvml, DRA_LIB_PATH_MAX, &libs);
+        if (d->interposer[0] && !libs.nvml) /* once: the discovery is not repeated */
+                dra_log(d, DRA_LOG_WARN, "shared claims get no NVML stand-in: pynvml there reads the whole GPU",
+                        "standin=%s nvml=%s", claim_standin(d, standin, sizeof standin) ? "found" : "missing",
+                        nvml[0] ? nvml : "not found");
         return 0;
 }
 

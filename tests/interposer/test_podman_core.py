@@ -133,18 +133,11 @@ def test_podman_nvml(e):
         os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
     os.mknod(os.path.join(root, "dev", "nvidiactl"), 0o666 | 0o020000, os.makedev(195, 255))
     # the driver's files as a node has them: lib*.so.<driver version> in the ld cache (the simulator's NVML)
-    lib = os.path.join(root, "driver", "usr", "lib", "x86_64-linux-gnu")
-    os.makedirs(lib)
-    os.makedirs(os.path.join(root, "driver", "etc"))
-    real = os.path.join(lib, "libnvidia-ml.so.550.54.15")  # the topology's driver (src/topo: the default)
-    shutil.copy(os.path.join(sim, "libnvidia-ml.so.1"), real)
-    with open(os.path.join(root, "driver", "etc", "ld.so.conf"), "w") as f:
-        f.write("/usr/lib/x86_64-linux-gnu\n")
-    subprocess.run(["ldconfig", "-r", os.path.join(root, "driver")], check=True, timeout=30)
+    driver_root, real = agent_fixture.nvml_driver_root(root, e.args.build)
     name = "gpuslice-nvml-%d" % os.getpid()
     try:
         e.dev_root = root
-        e.start_share("gpuslice", "--driver-root", os.path.join(root, "driver"))
+        e.start_share("gpuslice", "--driver-root", driver_root)
         got = e.admit((e.mem, 8))
         resp = got[e.mem][1]
         mounts = {m.container_path: m.host_path for m in resp.mounts}
