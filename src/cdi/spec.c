@@ -14,7 +14,6 @@
 #include "util/limits-dir.h"
 #include "util/util.h"
 
-
 static bool part_valid(const char *s, size_t n, bool vendor) {
         if (n == 0 || !isalpha((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
                 return false;
@@ -260,13 +259,11 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                         if (!n->major)
                                 continue;
                         snprintf(name, sizeof name, "%d-shared", t->gpu[i].index);
-                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) <
-                            0)
+                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) < 0)
                                 goto oom;
                         snprintf(name, sizeof name, "%s-shared", t->gpu[i].uuid);
                         if (t->gpu[i].uuid[0] &&
-                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) <
-                                    0)
+                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) < 0)
                                 goto oom;
                 }
 

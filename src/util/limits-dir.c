@@ -84,8 +84,7 @@ int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flag
         return limits_dir_write(dfd, LIMITS_DIR_LIMITS_FILE, text, len, 0444, flags);
 }
 
-void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml,
-                     struct limits_dir_libs *ret) {
+void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml, struct limits_dir_libs *ret) {
         *ret = (struct limits_dir_libs){ .mount = { { interposer, LIMITS_DIR_CONTAINER_LIB } }, .n_mounts = 1 };
         ret->nvml = standin && standin[0] && real_nvml && real_nvml[0];
         if (ret->nvml) {

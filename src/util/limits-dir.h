@@ -66,8 +66,7 @@ struct limits_dir_libs {
 /* The one place the list is made (device plugin, CDI, DRA, gpuslice run). INTERPOSER: its host path;
  * STANDIN, REAL_NVML: the stand-in's and the real NVML's host paths, NULL or "" when unknown (then neither is
  * mounted nor preloaded). Pure. */
-void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml,
-                     struct limits_dir_libs *ret);
+void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml, struct limits_dir_libs *ret);
 
 /* The stand-in's path next to the interposer's: <dir of INTERPOSER>/libgpuslice-nvml.so. 0 or -ENAMETOOLONG. */
 int limits_dir_standin_path(const char *interposer, char *buf, size_t len);
@@ -92,8 +91,8 @@ int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flag
  * ld.so.preload line PRELOAD (limits_dir_libs; NULL: LIMITS_DIR_CONTAINER_LIB alone). Each is replaced by limits_dir_write; flags as
  * there (ATOMIC_FILE_NO_SYNC when a durable record rewrites them at start). 0 or -errno with ERR naming
  * the file. The device plugin's fractional containers (share-dirs.c) and the DRA driver's claims. */
-int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len,
-                           const char *preload, unsigned flags, struct gs_error *err);
+int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, const char *preload,
+                           unsigned flags, struct gs_error *err);
 
 /* Remove PARENT/NAME (NAME relative to the directory fd PARENT, or AT_FDCWD, or absolute) and what is in it (limits, key, shm/ and its region); a missing one is not an
  * error. Stays inside the tree: symlinks are removed, never followed. */
