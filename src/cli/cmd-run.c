@@ -137,9 +137,7 @@ static void run_nvml(const char *dir, const char *interposer, const char *nvml, 
         limits_dir_libs(interposer, ok ? standin : NULL, ok ? real : NULL, &libs);
         snprintf(preload, len, "%s", interposer);
         if (!libs.nvml) {
-                fprintf(stderr,
-                        "gpuslice run: no NVML stand-in (%s or the real NVML not found): NVML reads the whole "
-                        "GPU\n",
+                fprintf(stderr, "gpuslice run: no %s or no real NVML: NVML reads the whole GPU\n",
                         LIMITS_DIR_NVML_NAME);
                 return;
         }
