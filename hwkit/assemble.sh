@@ -6,6 +6,7 @@
 #   runner.py                     tests/runner.py: the selection and exit rules kit.py shares with every test runner
 #   bin/gpuslice                  with the non-glibc libraries it links in lib/ (found through its RPATH)
 #   bin/libgpuslice-cuda.so       the interposer (where `gpuslice run` looks for it: next to gpuslice)
+#   bin/libgpuslice-nvml.so       the NVML stand-in (`gpuslice run` preloads it after the interposer beside it)
 #   sim/                          the simulated driver and NVML (simulated runs, `gpuslice sim record`'s diff)
 #   probes/                       cuda-workload, procaddr-replay, hwkit-region, the Python probes
 #   data/                         the lookups to replay, the CUDA requirement to check, node descriptions
@@ -20,7 +21,7 @@ build=$(cd "$1" && pwd)
 dest=$2
 max_bytes=$((48 * 1024 * 1024))
 
-for f in gpuslice libgpuslice-cuda.so cuda-workload procaddr-replay hwkit-region sim/libcuda.so.1 \
+for f in gpuslice libgpuslice-cuda.so libgpuslice-nvml.so cuda-workload procaddr-replay hwkit-region sim/libcuda.so.1 \
   sim/libnvidia-ml.so.1 sim/gpuslice-sim; do
   [ -e "$build/$f" ] || { echo "hwkit: $build/$f is missing: build first (make build)" >&2; exit 1; }
 done
@@ -30,7 +31,7 @@ rm -rf "$dest"
 mkdir -p "$dest"/{bin,lib,sim,probes,data/nodes,src}
 cp "$src"/hwkit/run.sh "$src"/hwkit/kit.py "$src"/hwkit/rebuild.sh "$src"/tests/runner.py "$dest/"
 cp "$src"/hwkit/probes/*.py "$dest/probes/"
-cp "$build/gpuslice" "$build/libgpuslice-cuda.so" "$dest/bin/"
+cp "$build/gpuslice" "$build/libgpuslice-cuda.so" "$build/libgpuslice-nvml.so" "$dest/bin/"
 cp "$build"/sim/libcuda.so.1 "$build"/sim/libnvidia-ml.so.1 "$build"/sim/gpuslice-sim "$dest/sim/"
 cp "$build"/cuda-workload "$build"/procaddr-replay "$build"/hwkit-region "$dest/probes/"
 cp "$src"/tests/interposer/cudart-13.0-lookups.txt "$src"/tests/interposer/cuda-13.0-variants.txt "$dest/data/"

@@ -138,6 +138,7 @@ static int setup_plugin(struct node *n) {
                 return log_error_errno(r, "cannot read the GPUs", "func=%s nvml=\"%s\"", ne.func, ne.text);
         struct plugin_options o;
         plugin_options_from_config(&n->cfg, &o);
+        node_nvml_libs(&n->cfg, t, &o);
         r = devices_new(t, o.memory_unit, SHARE_MEM_IDS_MAX, &n->devices);
         if (r >= 0)
                 r = plugin_new(n->devices, &o, &n->plugin);

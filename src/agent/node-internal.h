@@ -186,6 +186,10 @@ void status_stop(struct node *n);
 /* reload.c */
 /* Thread: any; lock: none (pure). */
 void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin_options *o);
+/* o's NVML stand-in (next to the interposer) and the host's real NVML (the driver's library the CDI discovery finds
+ * under devices.driver-root, named under devices.host-driver-root): both, or neither when either is missing —
+ * logged once per change (docs/interposer.md "NVML"). */
+void node_nvml_libs(const struct gpuslice_config *cfg, const struct topo *t, struct plugin_options *o);
 /* Thread: the loop; lock: none. */
 void cdi_refresh(struct node *n, const struct plugin_options *o); /* the CDI spec (list strategy cdi) */
 /* The paths every CDI spec the agent writes is made with, the device plugin's and the DRA claims' alike

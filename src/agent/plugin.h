@@ -54,6 +54,8 @@ struct plugin_options {
         bool spread;               /* fractional placement: emptiest GPU first (else fullest: binpack) */
         bool limit_when_alone;     /* limits file core-policy hard (else elastic) */
         char interposer[4096];     /* host path of libgpuslice-cuda.so */
+        char nvml_standin[4096];   /* host path of libgpuslice-nvml.so next to it; "" = not mounted (node_nvml_libs) */
+        char nvml_real[4096];      /* host path of the driver's libnvidia-ml.so.<version>; "" = unknown */
         char limits_root[4096];    /* host dir of the per-container dirs (<state-dir>/containers) */
         char journal_dir[4096];    /* dir of the fractional journal (the state dir); "" = none */
         bool ids_by_index;         /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */

@@ -13,6 +13,7 @@
 #include "agent/node-internal.h"
 #include "agent/podres.h"
 #include "cdi/cdi.h"
+#include "util/limits-dir.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -37,6 +38,40 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
             sizeof o->limits_root)
                 o->limits_root[0] = 0; /* refused at Allocate: the state dir path is too long */
         strscpy(o->journal_dir, cfg->state_dir, sizeof o->journal_dir);
+}
+
+void node_nvml_libs(const struct gpuslice_config *cfg, const struct topo *t, struct plugin_options *o) {
+        static char said[128] = "-"; /* the last reason logged ("" none): once, not at every reload */
+        char why[128] = "";
+        o->nvml_standin[0] = o->nvml_real[0] = 0;
+        if (!o->core_resource[0] && !o->memory_resource[0])
+                return;
+        struct node_cdi_paths p;
+        node_cdi_paths(cfg, &p);
+        struct cdi_roots roots = { .dev_root = p.dev_root, .driver_root = p.driver_root };
+        struct cdi_spec_options so = { .kind = o->cdi_kind, .host_driver_root = p.host_driver_root };
+        struct cdi_discovery d;
+        struct gs_error err = { 0 };
+        if (limits_dir_standin_path(o->interposer, o->nvml_standin, sizeof o->nvml_standin) < 0 ||
+            access(o->nvml_standin, R_OK) < 0)
+                snprintf(why, sizeof why, "the NVML stand-in %s is missing", LIMITS_DIR_NVML_NAME);
+        else if (cdi_discover(t, &roots, CDI_CAP_UTILITY, &d, &err) < 0)
+                snprintf(why, sizeof why, "the driver's NVML is not found: %.90s", err.message);
+        else {
+                if (cdi_real_nvml(&d, &roots, &so, o->nvml_real, sizeof o->nvml_real) < 0) {
+                        o->nvml_real[0] = 0;
+                        snprintf(why, sizeof why, "the driver's libnvidia-ml.so.%.40s is not found", t->driver_version);
+                }
+                cdi_discovery_done(&d);
+        }
+        if (why[0])
+                o->nvml_standin[0] = o->nvml_real[0] = 0;
+        if (why[0] && !streq(why, said))
+                log_warn("limited containers get no NVML stand-in: pynvml there reads the whole GPU",
+                         "reason=\"%s\" interposer=%s driver_root=%s", why, o->interposer, p.driver_root);
+        else if (!why[0] && !streq(why, said))
+                log_info("NVML stand-in for limited containers", "standin=%s nvml=%s", o->nvml_standin, o->nvml_real);
+        strscpy(said, why, sizeof said);
 }
 
 void node_cdi_paths(const struct gpuslice_config *cfg, struct node_cdi_paths *ret) {
@@ -67,7 +102,8 @@ void cdi_refresh(struct node *n, const struct plugin_options *o) {
                           .host_dev_root = p.host_dev_root,
                           .host_driver_root = p.host_driver_root,
                           .hook_path = p.hook,
-                          .interposer = o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL },
+                          .interposer = o->core_resource[0] || o->memory_resource[0] ? o->interposer : NULL,
+                          .nvml_standin = o->nvml_standin[0] ? o->nvml_standin : NULL },
                 .mig = n->mig,
         };
         int r = cdi_agent_refresh(devices_topo(n->devices), &g, path, sizeof path, &err);
@@ -85,6 +121,7 @@ static void apply_runtime_config(struct node *n) {
         log_set_level((enum log_level)n->cfg.log_level);
         struct plugin_options o;
         plugin_options_from_config(&n->cfg, &o);
+        node_nvml_libs(&n->cfg, devices_topo(n->devices), &o);
         /* Resource names, units and the limits root are fixed for the plugin's life: kept. */
         plugin_set_options(n->plugin, &o);
         devices_lock(n->devices);

@@ -79,7 +79,10 @@ int share_dir_write(const struct plugin *p, const struct share_rec *r, bool fres
                 return dfd;
         /* No fsync: the journal (fsynced before) is the durable record, and every dir is rewritten from
          * it at start; the rename still shows a reader the old file or the new one, whole. */
-        int e = limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, ATOMIC_FILE_NO_SYNC, err);
+        const struct plugin_options *o = plugin_options(p);
+        struct limits_dir_libs libs;
+        limits_dir_libs(o->interposer, o->nvml_standin, o->nvml_real, &libs);
+        int e = limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, libs.preload, ATOMIC_FILE_NO_SYNC, err);
         if (e < 0)
                 gs_error_prefix(err, "%.100s/%.60s", root, r->name);
         return e;

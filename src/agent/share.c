@@ -973,7 +973,8 @@ static enum rpc_code allocate_commit(struct share *s, enum plugin_kind kind, boo
         return RPC_OK;
 }
 
-/* The answer: the GPU's devices, the interposer's environment and the three mounts. */
+/* The answer: the GPU's devices, the interposer's environment, the limits dir's three mounts and the libraries
+ * (limits_dir_libs: the interposer, and the NVML stand-in with the real NVML when the node has both). */
 static enum rpc_code allocate_encode(struct share *s, const char *name, struct arena *a,
                                      V1beta1__ContainerAllocateResponse *out, struct gs_error *st) {
         const struct plugin_options *o = plugin_options(s->p);
@@ -983,25 +984,29 @@ static enum rpc_code allocate_encode(struct share *s, const char *name, struct a
         enum rpc_code c = plugin_fill_devices(s->p, a, r->gpus, 2, out, st);
         if (c != RPC_OK)
                 return c;
-        /* CDI: the GPU's <id>-shared device, which also brings the interposer (src/cdi, docs/runtime.md) */
+        /* CDI: the GPU's <id>-shared device, which also brings the libraries (src/cdi, docs/runtime.md) */
         for (size_t j = 0; j < out->n_cdi_devices; j++)
                 if (!(out->cdi_devices[j]->name = arena_printf(a, "%s-shared", out->cdi_devices[j]->name)))
                         return rpc_error(st, RPC_INTERNAL, "out of memory");
-        if (!add_env(out, a, "LD_PRELOAD", SHARE_LIB_PATH) || !add_env(out, a, GS_LIMITS_ENV, SHARE_LIMITS_PATH))
+        struct limits_dir_libs libs;
+        limits_dir_libs(o->interposer, o->nvml_standin, o->nvml_real, &libs);
+        if (!add_env(out, a, "LD_PRELOAD", libs.preload) || !add_env(out, a, GS_LIMITS_ENV, SHARE_LIMITS_PATH))
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         char host[4400];
-        out->mounts = arena_alloc(a, sizeof(void *) * 4);
+        out->mounts = arena_alloc(a, sizeof(void *) * (3 + ELEMENTSOF(libs.mount)));
         if (!out->mounts)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         snprintf(host, sizeof host, "%s/%s/%s", o->limits_root, r->name, SHARE_LIMITS_FILE);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LIMITS_PATH, host, true);
         snprintf(host, sizeof host, "%s/%s/%s", o->limits_root, r->name, SHARE_SHM_DIR);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_SHM_PATH, host, false);
-        out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LIB_PATH, o->interposer, true);
+        for (unsigned i = 0; i < libs.n_mounts; i++)
+                out->mounts[out->n_mounts++] = mount_msg(a, libs.mount[i].container, libs.mount[i].host, true);
         snprintf(host, sizeof host, "%s/%s/%s", o->limits_root, r->name, SHARE_PRELOAD_FILE);
         out->mounts[out->n_mounts++] = mount_msg(a, SHARE_LD_PRELOAD, host, true);
-        if (!out->mounts[0] || !out->mounts[1] || !out->mounts[2] || !out->mounts[3])
-                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        for (size_t i = 0; i < out->n_mounts; i++)
+                if (!out->mounts[i])
+                        return rpc_error(st, RPC_INTERNAL, "out of memory");
         return RPC_OK;
 }
 

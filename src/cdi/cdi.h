@@ -135,7 +135,15 @@ struct cdi_spec_options {
         const char *host_driver_root;
         const char *hook_path;  /* the host's path of gpuslice for the createContainer hook; NULL or "": no hook */
         const char *interposer; /* host path of libgpuslice-cuda.so: adds "<id>-shared" devices; NULL none */
+        /* host path of libgpuslice-nvml.so (NULL none): the shared devices also mount it and the discovery's
+         * real NVML (cdi_real_nvml), and preload it after the interposer — not when the real NVML is missing */
+        const char *nvml_standin;
 };
+
+/* The host's path of the driver's real NVML (the discovered library whose soname is libnvidia-ml.so.1, under
+ * the host driver root as the spec names it): 0, or -ENOENT (none found) / -ENAMETOOLONG. */
+int cdi_real_nvml(const struct cdi_discovery *d, const struct cdi_roots *roots, const struct cdi_spec_options *o,
+                  char *buf, size_t len);
 
 /* Build the spec: one device per GPU by index and by UUID, one per MIG device by "<gpu index>:<MIG index>"
  * and by MIG UUID (the parent's node and the two capability nodes), "all", and with an interposer one
@@ -156,6 +164,7 @@ struct cdi_claim_device {
 struct cdi_claim_limits {
         const char *dir;
         const char *interposer;
+        const char *nvml_standin; /* as in cdi_spec_options; NULL none */
 };
 
 /* One claim's spec under o->kind ("gpu.gpuslice.io/claim"): a device per entry of dev[0..n) with its GPU's

@@ -14,9 +14,6 @@
 #include "util/limits-dir.h"
 #include "util/util.h"
 
-/* Where the fractional devices put the interposer: the place every limited container has it. */
-#define CDI_SHARE_LIB_PATH LIMITS_DIR_CONTAINER_LIB
-
 static bool part_valid(const char *s, size_t n, bool vendor) {
         if (n == 0 || !isalpha((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
                 return false;
@@ -97,17 +94,41 @@ static json_t *device_json(const char *name, json_t *edits) {
         return json_pack("{s:s, s:o}", "name", name, "containerEdits", edits);
 }
 
-static json_t *gpu_edits(const struct cdi_devnode *n, const char *host_dev_root, const char *interposer) {
+/* A GPU's edits: its node, and for a shared device the limiter's libraries (limits_dir_libs) and LD_PRELOAD. */
+static json_t *gpu_edits(const struct cdi_devnode *n, const char *host_dev_root, const struct limits_dir_libs *libs) {
+        char env[sizeof "LD_PRELOAD=" + LIMITS_DIR_PRELOAD_MAX];
         json_t *e = json_object();
         if (!e || push(e, "deviceNodes", node_json(n, host_dev_root)) < 0)
                 goto fail;
-        if (interposer && (push(e, "mounts", mount_json(interposer, CDI_SHARE_LIB_PATH, true)) < 0 ||
-                           push(e, "env", json_string("LD_PRELOAD=" CDI_SHARE_LIB_PATH)) < 0))
+        for (unsigned i = 0; libs && i < libs->n_mounts; i++)
+                if (push(e, "mounts", mount_json(libs->mount[i].host, libs->mount[i].container, true)) < 0)
+                        goto fail;
+        snprintf(env, sizeof env, "LD_PRELOAD=%s", libs ? libs->preload : "");
+        if (libs && push(e, "env", json_string(env)) < 0)
                 goto fail;
         return e;
 fail:
         json_decref(e);
         return NULL;
+}
+
+int cdi_real_nvml(const struct cdi_discovery *d, const struct cdi_roots *roots, const struct cdi_spec_options *o,
+                  char *buf, size_t len) {
+        const char *host_dev, *host_drv;
+        host_roots(roots, o, &host_dev, &host_drv);
+        for (size_t i = 0; i < d->n_files; i++)
+                if (d->files[i].kind == CDI_FILE_LIBRARY && streq(d->files[i].soname, "libnvidia-ml.so.1"))
+                        return prefixed(buf, len, host_drv, d->files[i].source);
+        return -ENOENT;
+}
+
+/* The limiter's libraries of a spec: the interposer, and the stand-in when the discovery has the real NVML. */
+static void spec_libs(const struct cdi_discovery *d, const struct cdi_roots *roots, const struct cdi_spec_options *o,
+                      const char *interposer, const char *standin, char *nvml, size_t len,
+                      struct limits_dir_libs *ret) {
+        if (!standin || cdi_real_nvml(d, roots, o, nvml, len) < 0)
+                nvml[0] = 0;
+        limits_dir_libs(interposer, standin, nvml, ret);
 }
 
 /* A MIG device's edits: its parent's node and its two capability nodes. NULL without memory. */
@@ -228,6 +249,9 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                 json_decref(all);
         else if (json_array_append_new(devices, device_json("all", all)) < 0)
                 goto oom;
+        struct limits_dir_libs libs;
+        char nvml[CDI_PATH_MAX * 2];
+        spec_libs(d, roots, o, o->interposer, o->nvml_standin, nvml, sizeof nvml, &libs);
         if (o->interposer)
                 for (unsigned i = 0; i < t->n_gpus; i++) {
                         const struct cdi_devnode *n = &d->gpu[i];
@@ -235,13 +259,11 @@ int cdi_spec_build(const struct topo *t, const struct cdi_discovery *d, const st
                         if (!n->major)
                                 continue;
                         snprintf(name, sizeof name, "%d-shared", t->gpu[i].index);
-                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) <
-                            0)
+                        if (json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) < 0)
                                 goto oom;
                         snprintf(name, sizeof name, "%s-shared", t->gpu[i].uuid);
                         if (t->gpu[i].uuid[0] &&
-                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, o->interposer))) <
-                                    0)
+                            json_array_append_new(devices, device_json(name, gpu_edits(n, host_dev, &libs))) < 0)
                                 goto oom;
                 }
 
@@ -261,9 +283,10 @@ oom:
         return -ENOMEM;
 }
 
-static int limiter_edits(json_t *common, const struct cdi_claim_limits *l) {
+static int limiter_edits(json_t *common, const struct cdi_claim_limits *l, const struct limits_dir_libs *libs) {
         char host[CDI_PATH_MAX * 2];
-        if (push(common, "env", json_string("LD_PRELOAD=" CDI_SHARE_LIB_PATH)) < 0 ||
+        snprintf(host, sizeof host, "LD_PRELOAD=%s", libs->preload);
+        if (push(common, "env", json_string(host)) < 0 ||
             push(common, "env", json_string(GS_LIMITS_ENV "=" LIMITS_DIR_CONTAINER_LIMITS)) < 0)
                 return -ENOMEM;
         static const struct {
@@ -281,7 +304,10 @@ static int limiter_edits(json_t *common, const struct cdi_claim_limits *l) {
                 if (push(common, "mounts", mount_json(host, m[i].container, m[i].ro)) < 0)
                         return -ENOMEM;
         }
-        return push(common, "mounts", mount_json(l->interposer, CDI_SHARE_LIB_PATH, true));
+        for (unsigned i = 0; i < libs->n_mounts; i++)
+                if (push(common, "mounts", mount_json(libs->mount[i].host, libs->mount[i].container, true)) < 0)
+                        return -ENOMEM;
+        return 0;
 }
 
 int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
@@ -307,8 +333,12 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
                                                                 : gpu_edits(&d->gpu[dev[i].gpu], host_dev, NULL))) < 0)
                         return -ENOMEM;
         int r = common_edits(common, d, host_dev, host_drv, o->hook_path);
-        if (r == 0 && limits)
-                r = limiter_edits(common, limits);
+        if (r == 0 && limits) {
+                struct limits_dir_libs libs;
+                char nvml[CDI_PATH_MAX * 2];
+                spec_libs(d, roots, o, limits->interposer, limits->nvml_standin, nvml, sizeof nvml, &libs);
+                r = limiter_edits(common, limits, &libs);
+        }
         if (r < 0)
                 return r;
         if (json_object_set_new(spec, "cdiVersion", json_string(cdi_spec_min_version(spec))) < 0)

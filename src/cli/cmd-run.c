@@ -2,7 +2,8 @@
 /*
  * gpuslice run — run a command limited exactly as a container the node agent allocated a GPU
  * fraction to: the same limits file (written with gs_limits_format), the same per-container shared
- * region, the same loading of libgpuslice-cuda.so (LD_PRELOAD; its SONAME is libcuda.so.1).
+ * region, the same loading of libgpuslice-cuda.so (LD_PRELOAD; its SONAME is libcuda.so.1), then of the NVML
+ * stand-in libgpuslice-nvml.so next to it, linked into the directory as a container has it.
  *
  *   gpuslice run --gpu N [--memory SIZE] [--core PCT] [--elastic] [--context SIZE] -- CMD [ARGS...]
  *
@@ -12,6 +13,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -98,6 +100,57 @@ static int find_interposer(char *buf, size_t len) {
                 }
         }
         return -ENOENT;
+}
+
+/* The real NVML's file, as the dynamic loader finds LIB (default libnvidia-ml.so.1): where the stand-in's
+ * driver/libnvidia-ml.so.1 points. 0 or -ENOENT. */
+static int real_nvml(const char *lib, char *buf, size_t len) {
+        void *dl = dlopen(lib ? lib : "libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+        const struct link_map *m = NULL;
+        int r = -ENOENT;
+        char real[PATH_MAX];
+        /* the object that defines nvmlInit_v2: not a stand-in some earlier preload brought */
+        void *sym = dl ? dlsym(dl, "nvmlInit_v2") : NULL;
+        Dl_info info;
+        if (sym && dladdr(sym, &info) && info.dli_fname && realpath(info.dli_fname, real) && strlen(real) < len) {
+                strscpy(buf, real, len);
+                r = 0;
+        } else if (dl && dlinfo(dl, RTLD_DI_LINKMAP, &m) == 0 && m && m->l_name[0] && realpath(m->l_name, real) &&
+                   strlen(real) < len) {
+                strscpy(buf, real, len);
+                r = 0;
+        }
+        if (dl)
+                dlclose(dl);
+        return r;
+}
+
+/* The NVML stand-in in the run's directory laid out as a container has it (limits_dir_libs): DIR/lib/
+ * libnvidia-ml.so.1 links to libgpuslice-nvml.so next to INTERPOSER, DIR/driver/libnvidia-ml.so.1 to the real
+ * NVML (its $ORIGIN/../driver). The LD_PRELOAD value (the interposer, then the stand-in) in PRELOAD; without the
+ * stand-in or the real NVML, the interposer alone (said on stderr). */
+static void run_nvml(const char *dir, const char *interposer, const char *nvml, char *preload, size_t len) {
+        char standin[PATH_MAX], real[PATH_MAX], at[PATH_MAX + 40];
+        struct limits_dir_libs libs;
+        bool ok = limits_dir_standin_path(interposer, standin, sizeof standin) == 0 && access(standin, R_OK) == 0 &&
+                  real_nvml(nvml, real, sizeof real) == 0;
+        limits_dir_libs(interposer, ok ? standin : NULL, ok ? real : NULL, &libs);
+        snprintf(preload, len, "%s", interposer);
+        if (!libs.nvml) {
+                fprintf(stderr, "gpuslice run: no %s or no real NVML: NVML reads the whole GPU\n",
+                        LIMITS_DIR_NVML_NAME);
+                return;
+        }
+        static const char *const sub[] = { "lib", "driver" };
+        for (size_t i = 0; i < ELEMENTSOF(sub); i++) {
+                snprintf(at, sizeof at, "%s/%s", dir, sub[i]);
+                if (mkdir(at, 0755) < 0)
+                        return;
+                snprintf(at, sizeof at, "%s/%s/libnvidia-ml.so.1", dir, sub[i]);
+                if (symlink(libs.mount[i + 1].host, at) < 0)
+                        return;
+        }
+        snprintf(preload, len, "%s:%s/lib/libnvidia-ml.so.1", interposer, dir);
 }
 
 static pid_t child_pid;
@@ -284,8 +337,10 @@ int cmd_run(int argc, char **argv) {
 
         /* The environment every process of the "container" inherits. */
         const char *old = getenv("LD_PRELOAD");
+        char libs[2 * PATH_MAX + 64];
+        run_nvml(dir, lib, o.nvml, libs, sizeof libs);
         _cleanup_(freep) char *preload = NULL;
-        if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "") < 0)
+        if (asprintf(&preload, "%s%s%s", libs, old && *old ? ":" : "", old && *old ? old : "") < 0)
                 return EXIT_RUNTIME;
         char visible[GS_UUID_MAX];
         if (l.dev[0].uuid[0])

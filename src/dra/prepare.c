@@ -144,6 +144,24 @@ static int record_limits(const struct dra *d, const struct dra_record *r, struct
         return 0;
 }
 
+#define DRA_LIB_PATH_MAX (CDI_PATH_MAX * 2 + DRA_PATH_MAX)
+
+/* The NVML stand-in's host path for shared claims: next to the interposer, when it is there (NULL when not: the
+ * claims get the interposer alone). */
+static const char *claim_standin(const struct dra *d, char *buf, size_t len) {
+        return limits_dir_standin_path(d->interposer, buf, len) == 0 && access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* The libraries of a shared claim's containers (limits_dir_libs): nvml holds the real NVML's host path. */
+static void claim_libs(const struct dra *d, char *standin, char *nvml, size_t len, struct limits_dir_libs *ret) {
+        struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
+        struct cdi_spec_options o = { .kind = d->cdi_kind, .host_driver_root = d->host_driver_root };
+        const char *s = claim_standin(d, standin, len);
+        if (!s || cdi_real_nvml(&d->disc, &roots, &o, nvml, len) < 0)
+                nvml[0] = 0;
+        limits_dir_libs(d->interposer, s, nvml, ret);
+}
+
 static int write_limits(struct dra *d, const struct dra_record *r, struct gs_error *err) {
         struct gs_limits l;
         char text[GS_LIMITS_MAX_FILE], key[DRA_UID_MAX + 8];
@@ -157,7 +175,10 @@ static int write_limits(struct dra *d, const struct dra_record *r, struct gs_err
         if (dfd < 0)
                 return dfd;
         /* No fsync: the journal is the durable record and rewrites the dir at start. */
-        return limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, ATOMIC_FILE_NO_SYNC, err);
+        struct limits_dir_libs libs;
+        char standin[DRA_LIB_PATH_MAX], nvml[DRA_LIB_PATH_MAX];
+        claim_libs(d, standin, nvml, DRA_LIB_PATH_MAX, &libs);
+        return limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, libs.preload, ATOMIC_FILE_NO_SYNC, err);
 }
 
 static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error *err) {
@@ -189,7 +210,10 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
         }
         char dir[DRA_PATH_MAX + sizeof r->limits + 2];
         snprintf(dir, sizeof dir, "%s/%s", d->limits_root, r->limits);
-        struct cdi_claim_limits lim = { .dir = dir, .interposer = d->interposer };
+        char standin[DRA_LIB_PATH_MAX];
+        struct cdi_claim_limits lim = { .dir = dir,
+                                        .interposer = d->interposer,
+                                        .nvml_standin = claim_standin(d, standin, sizeof standin) };
         struct cdi_roots roots = { .dev_root = d->dev_root, .driver_root = d->driver_root };
         struct cdi_spec_options o = { .kind = d->cdi_kind,
                                       .host_dev_root = d->host_dev_root,
@@ -597,6 +621,13 @@ int dra_engine_open(struct dra *d, struct gs_error *err) {
                         "error=\"%s\"", de.message);
                 cdi_discover_nodes(&d->topo, &roots, &d->disc);
         }
+        struct limits_dir_libs libs;
+        char standin[DRA_LIB_PATH_MAX], nvml[DRA_LIB_PATH_MAX];
+        claim_libs(d, standin, nvml, DRA_LIB_PATH_MAX, &libs);
+        if (d->interposer[0] && !libs.nvml) /* once: the discovery is not repeated */
+                dra_log(d, DRA_LOG_WARN, "shared claims get no NVML stand-in: pynvml there reads the whole GPU",
+                        "standin=%s nvml=%s", claim_standin(d, standin, sizeof standin) ? "found" : "missing",
+                        nvml[0] ? nvml : "not found");
         return 0;
 }
 

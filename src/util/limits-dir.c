@@ -84,16 +84,35 @@ int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flag
         return limits_dir_write(dfd, LIMITS_DIR_LIMITS_FILE, text, len, 0444, flags);
 }
 
-int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, unsigned flags,
-                           struct gs_error *err) {
-        static const char preload[] = LIMITS_DIR_CONTAINER_LIB "\n";
+void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml, struct limits_dir_libs *ret) {
+        *ret = (struct limits_dir_libs){ .mount = { { interposer, LIMITS_DIR_CONTAINER_LIB } }, .n_mounts = 1 };
+        ret->nvml = standin && standin[0] && real_nvml && real_nvml[0];
+        if (ret->nvml) {
+                ret->mount[ret->n_mounts++] = (typeof(ret->mount[0])){ standin, LIMITS_DIR_CONTAINER_NVML };
+                ret->mount[ret->n_mounts++] = (typeof(ret->mount[0])){ real_nvml, LIMITS_DIR_CONTAINER_REAL_NVML };
+        }
+        snprintf(ret->preload, sizeof ret->preload, "%s%s", LIMITS_DIR_CONTAINER_LIB,
+                 ret->nvml ? " " LIMITS_DIR_CONTAINER_NVML : "");
+}
+
+int limits_dir_standin_path(const char *interposer, char *buf, size_t len) {
+        const char *slash = strrchr(interposer, '/');
+        int dl = slash ? (int)(slash - interposer) : 1;
+        int w = snprintf(buf, len, "%.*s/%s", dl, slash ? interposer : ".", LIMITS_DIR_NVML_NAME);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len,
+                           const char *preload_line, unsigned flags, struct gs_error *err) {
+        char preload[LIMITS_DIR_PRELOAD_MAX + 1];
+        snprintf(preload, sizeof preload, "%s\n", preload_line ? preload_line : LIMITS_DIR_CONTAINER_LIB);
         int r = limits_dir_write(dfd, LIMITS_DIR_KEY_FILE, key, key_len, 0644, flags);
         if (r < 0)
                 return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_KEY_FILE, strerror(-r));
         r = limits_dir_write_limits(dfd, text, len, flags);
         if (r < 0)
                 return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_LIMITS_FILE, strerror(-r));
-        r = limits_dir_write(dfd, LIMITS_DIR_PRELOAD_FILE, preload, sizeof preload - 1, 0444, flags);
+        r = limits_dir_write(dfd, LIMITS_DIR_PRELOAD_FILE, preload, strlen(preload), 0444, flags);
         if (r < 0)
                 return gs_error_set(err, r, "cannot write %s: %s", LIMITS_DIR_PRELOAD_FILE, strerror(-r));
         return 0;

@@ -18,7 +18,12 @@
  *     /run/gpuslice/shm/             the shared-region dir, read-write
  *     /run/gpuslice/lib/libcuda.so.1 the interposer, read-only, preloaded (LD_PRELOAD and
  *                                    /etc/ld.so.preload) and handed out for every later libcuda request
+ *     /run/gpuslice/lib/libnvidia-ml.so.1     libgpuslice-nvml.so (the NVML stand-in), read-only, preloaded
+ *                                    after the interposer (docs/interposer.md "NVML")
+ *     /run/gpuslice/driver/libnvidia-ml.so.1  the host's real NVML the stand-in depends on, read-only
  *     /etc/ld.so.preload             the ld.so.preload file above, read-only
+ *
+ * The two NVML mounts come together or not at all: a stand-in whose real NVML is missing cannot load.
  *
  * No logging; functions return 0 (or an fd) or -errno, and name the failed step in ERR.
  */
@@ -41,6 +46,30 @@
 #define LIMITS_DIR_CONTAINER_REGION LIMITS_DIR_CONTAINER_SHM "/region"
 #define LIMITS_DIR_CONTAINER_LIB LIMITS_DIR_CONTAINER_DIR "/lib/libcuda.so.1"
 #define LIMITS_DIR_CONTAINER_PRELOAD "/etc/ld.so.preload"
+#define LIMITS_DIR_CONTAINER_NVML LIMITS_DIR_CONTAINER_DIR "/lib/libnvidia-ml.so.1"
+#define LIMITS_DIR_CONTAINER_REAL_NVML LIMITS_DIR_CONTAINER_DIR "/driver/libnvidia-ml.so.1"
+#define LIMITS_DIR_NVML_NAME "libgpuslice-nvml.so" /* the stand-in's host file, next to the interposer */
+#define LIMITS_DIR_PRELOAD_MAX 96
+
+/* The libraries a limited container gets: the interposer, and the NVML stand-in with the real NVML when both
+ * are known. mount[i].host borrows the callers' strings. preload: what LD_PRELOAD and the ld.so.preload file
+ * hold, the interposer first ("/run/gpuslice/lib/libcuda.so.1 /run/gpuslice/lib/libnvidia-ml.so.1"). */
+struct limits_dir_libs {
+        struct {
+                const char *host, *container;
+        } mount[3];
+        unsigned n_mounts;
+        bool nvml; /* the stand-in is in */
+        char preload[LIMITS_DIR_PRELOAD_MAX];
+};
+
+/* The one place the list is made (device plugin, CDI, DRA, gpuslice run). INTERPOSER: its host path;
+ * STANDIN, REAL_NVML: the stand-in's and the real NVML's host paths, NULL or "" when unknown (then neither is
+ * mounted nor preloaded). Pure. */
+void limits_dir_libs(const char *interposer, const char *standin, const char *real_nvml, struct limits_dir_libs *ret);
+
+/* The stand-in's path next to the interposer's: <dir of INTERPOSER>/libgpuslice-nvml.so. 0 or -ENAMETOOLONG. */
+int limits_dir_standin_path(const char *interposer, char *buf, size_t len);
 
 /* Create ROOT (when missing) and ROOT/NAME (NAME: one path component) with its shm/ directory.
  * FRESH: a directory of that name is someone else's leftover: remove it first. Returns an fd of
@@ -59,11 +88,11 @@ int limits_dir_write_limits(int dfd, const char *text, size_t len, unsigned flag
 
 /* The agent's files of a directory from limits_dir_create, in this order: KEY (what the directory belongs
  * to, written first so a dir with limits can always be attributed), the limits file TEXT, and the
- * ld.so.preload line naming LIMITS_DIR_CONTAINER_LIB. Each is replaced by limits_dir_write; flags as
+ * ld.so.preload line PRELOAD (limits_dir_libs; NULL: LIMITS_DIR_CONTAINER_LIB alone). Each is replaced by limits_dir_write; flags as
  * there (ATOMIC_FILE_NO_SYNC when a durable record rewrites them at start). 0 or -errno with ERR naming
  * the file. The device plugin's fractional containers (share-dirs.c) and the DRA driver's claims. */
-int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, unsigned flags,
-                           struct gs_error *err);
+int limits_dir_write_files(int dfd, const char *key, size_t key_len, const char *text, size_t len, const char *preload,
+                           unsigned flags, struct gs_error *err);
 
 /* Remove PARENT/NAME (NAME relative to the directory fd PARENT, or AT_FDCWD, or absolute) and what is in it (limits, key, shm/ and its region); a missing one is not an
  * error. Stays inside the tree: symlinks are removed, never followed. */

@@ -191,3 +191,19 @@ def run_main(tests, make_env=None, label="", timeout_s=90):
         return factory(args, kubelet_standin.load_stubs(args.build))
 
     runner.main(tests, make_env=fixture, label=label, timeout_s=timeout_s, arguments=runner.WITH_TOPOLOGY)
+
+
+def nvml_driver_root(root, build, driver="550.54.15"):
+    """ROOT/driver as a node's driver root holds NVML: the simulator's libnvidia-ml.so.1 as
+    libnvidia-ml.so.<DRIVER> (the topologies' default driver) in an ld cache made by `ldconfig -r`. Returns
+    (the driver root, the library's path)."""
+    drv = os.path.join(root, "driver")
+    lib = os.path.join(drv, "usr", "lib", "x86_64-linux-gnu")
+    os.makedirs(lib, exist_ok=True)
+    os.makedirs(os.path.join(drv, "etc"), exist_ok=True)
+    real = os.path.join(lib, "libnvidia-ml.so." + driver)
+    shutil.copy(os.path.join(build, "sim", "libnvidia-ml.so.1"), real)
+    with open(os.path.join(drv, "etc", "ld.so.conf"), "w") as f:
+        f.write("/usr/lib/x86_64-linux-gnu\n")
+    subprocess.run(["ldconfig", "-r", drv], check=True, timeout=30)
+    return drv, real

@@ -138,6 +138,19 @@ def run_shared(e, args):
         check(dev["mounts"][0]["hostPath"] == e.interposer and
               dev["mounts"][0]["containerPath"] == "/run/gpuslice/lib/libcuda.so.1",
               "%s mounts %s" % (name, dev["mounts"]))
+        # the NVML stand-in next to the interposer and the driver root's NVML (its libnvidia-ml.so.<driver>),
+        # in the spec's device and in the Allocate answer alike, preloaded after the interposer
+        standin = os.path.join(os.path.dirname(e.interposer), "libgpuslice-nvml.so")
+        for what, mounts, env in (
+                ("spec", {m["containerPath"]: m["hostPath"] for m in dev["mounts"]}, dev["env"]),
+                ("answer", {m.container_path: m.host_path for m in c.mounts},
+                 ["%s=%s" % kv for kv in c.envs.items()])):
+            real = mounts.get("/run/gpuslice/driver/libnvidia-ml.so.1", "")
+            check(mounts.get("/run/gpuslice/lib/libnvidia-ml.so.1") == standin and
+                  real.startswith(e.driver_root + "/") and "/libnvidia-ml.so." in real,
+                  "%s %s: NVML mounts %s" % (name, what, mounts))
+            check("LD_PRELOAD=/run/gpuslice/lib/libcuda.so.1 /run/gpuslice/lib/libnvidia-ml.so.1" in env,
+                  "%s %s: env %s" % (name, what, env))
         uuid = name[:-len("-shared")]
         check(uuid == test_share.gpu_of(ids[0]), "%s is not the GPU of %s" % (name, ids[0]))
 

@@ -103,10 +103,11 @@ class HostLayoutEnv(dra.DraEnv):
                    "-v", "%s:%s" % (self.hostlib, mounts["interposer"]),
                    "-v", "%s/gpuslice-cdi-hook:/usr/local/lib/gpuslice/gpuslice-cdi-hook:ro" % build,
                    "-v", "%s/libgpuslice-cuda.so:/usr/local/lib/gpuslice/libgpuslice-cuda.so:ro" % build,
+                   "-v", "%s/libgpuslice-nvml.so:/usr/local/lib/gpuslice/libgpuslice-nvml.so:ro" % build,
                    "-v", "%s:/bin/cp:ro" % busybox, "-v", "%s:/bin/mv:ro" % busybox,  # not in the test image
                    self.image, *init["command"], check_rc=False)
         check(r.returncode == 0, "the init container failed: %s" % r.stderr)
-        for f in ("gpuslice-cdi-hook", "libgpuslice-cuda.so"):
+        for f in ("gpuslice-cdi-hook", "libgpuslice-cuda.so", "libgpuslice-nvml.so"):
             check(os.access(os.path.join(self.hostlib, f), os.R_OK), "the init container installed no %s" % f)
         if not sanitized(self.args.build):
             hook = os.path.join(self.hostlib, "gpuslice-cdi-hook")
@@ -210,6 +211,14 @@ class HostLayoutEnv(dra.DraEnv):
         hooks = {p for k, p in paths if k == "hook"}
         check(hooks == {os.path.join(self.hostlib, "gpuslice-cdi-hook")}, "hook paths %s" % hooks)
         check(any(p.endswith("/usr/bin/nvidia-smi") for k, p in paths if k == "mount"), "no nvidia-smi mount")
+        # a shared device's real NVML (the NVML stand-in's, docs/interposer.md) is the host's, under its driver root
+        for edits in [spec.get("containerEdits", {})] + [d["containerEdits"] for d in spec["devices"]]:
+            mounts = {m["containerPath"]: m["hostPath"] for m in edits.get("mounts", [])}
+            if "/run/gpuslice/lib/libcuda.so.1" in mounts:
+                real = mounts.get("/run/gpuslice/driver/libnvidia-ml.so.1", "")
+                check(real.startswith(self.host_driver + "/") and
+                      mounts.get("/run/gpuslice/lib/libnvidia-ml.so.1") ==
+                      os.path.join(self.hostlib, "libgpuslice-nvml.so"), "a shared device's NVML mounts %s" % mounts)
         return spec
 
     def run_consumer(self, device, gpu_minor):

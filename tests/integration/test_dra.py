@@ -617,7 +617,8 @@ def test_prepare_whole(e):
 
 def test_prepare_shared(e):
     port = agent_fixture.free_port()
-    up(e, "--metrics-address", "127.0.0.1:%d" % port)
+    driver_root, real = agent_fixture.nvml_driver_root(e.tmp, e.args.build)
+    up(e, "--metrics-address", "127.0.0.1:%d" % port, "--driver-root", driver_root)
     g0 = uuid_of(e, 0)
     a = e.claim("a", [("share", "gpu-0-shared", 4 * GIB, 30)])
     b = e.claim("b", [("share", "gpu-0-shared", 2 * GIB, 20)],
@@ -635,11 +636,19 @@ def test_prepare_shared(e):
         spec = json.load(f)
     edits = spec["containerEdits"]
     check("GPUSLICE_LIMITS=/run/gpuslice/limits" in edits["env"] and
-          "LD_PRELOAD=/run/gpuslice/lib/libcuda.so.1" in edits["env"], "env %s" % edits["env"])
+          "LD_PRELOAD=/run/gpuslice/lib/libcuda.so.1 /run/gpuslice/lib/libnvidia-ml.so.1" in edits["env"],
+          "env %s" % edits["env"])
     mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
     check(mounts["/run/gpuslice/limits"].endswith("dra-%s/limits" % a[1]) and
           mounts["/run/gpuslice/lib/libcuda.so.1"] == e.interposer and "/etc/ld.so.preload" in mounts,
           "mounts %s" % mounts)
+    # the NVML stand-in next to the interposer, its real NVML the driver root's (docs/interposer.md "NVML")
+    check(mounts.get("/run/gpuslice/lib/libnvidia-ml.so.1") ==
+          os.path.join(os.path.dirname(e.interposer), "libgpuslice-nvml.so") and
+          mounts.get("/run/gpuslice/driver/libnvidia-ml.so.1") == real, "NVML mounts %s" % mounts)
+    with open(mounts["/etc/ld.so.preload"]) as f:
+        pre = f.read()
+    check(pre == "/run/gpuslice/lib/libcuda.so.1 /run/gpuslice/lib/libnvidia-ml.so.1\n", "ld.so.preload %r" % pre)
     # more than the GPU has: refused; the whole GPU while shares hold it: refused
     big = e.claim("big", [("share", "gpu-0-shared", 1 * GIB, 60)])
     check("exceed" in e.kubelet.prepare(big)[big[1]].error, "cores past 100 %% prepared")

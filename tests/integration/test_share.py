@@ -229,6 +229,11 @@ def pair(e, first, second):
     check(m1["/run/gpuslice/lib/libcuda.so.1"] == (e.interposer, True), "interposer mount %s" % m1)
     pre, ro = m1["/etc/ld.so.preload"]
     check(ro and open(pre).read() == "/run/gpuslice/lib/libcuda.so.1\n", "ld.so.preload mount %s" % (m1["/etc/ld.so.preload"],))
+    # no real NVML under the driver root (here the machine's /, no libnvidia-ml.so.<driver>): no stand-in, said once
+    check("/run/gpuslice/lib/libnvidia-ml.so.1" not in m1 and "/run/gpuslice/driver/libnvidia-ml.so.1" not in m1,
+          "a stand-in without its real NVML: %s" % m1)
+    check(open(e.logs[-1]).read().count("limited containers get no NVML stand-in") == 1,
+          "the missing NVML stand-in is not logged once")
     shm, ro = m1["/run/gpuslice/shm"]
     check(not ro and os.path.isdir(shm) and shm.startswith(os.path.join(e.state_dir, "containers") + "/"),
           "shm mount %s" % (m1["/run/gpuslice/shm"],))

@@ -105,5 +105,91 @@ def test_podman_core(e):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def nvml_totals(out):
+    """The memory totals `cuda-workload nvml-private` printed, one per GPU asked."""
+    return [int(line.split()[1]) for line in out.splitlines() if line.startswith("nvmlp ")]
+
+
+def test_podman_nvml(e):
+    """pynvml's view in a real container (issue 29, HAMi-core #181): with the agent's Allocate answer applied,
+    NVML looked up on a private dlopen("libnvidia-ml.so.1") handle reads the container's memory limit on its
+    GPU — the stand-in the answer mounts and preloads after the interposer, its real NVML the driver's (here the
+    simulated one, found through the ld cache under --driver-root as on a node). The same container without the
+    stand-in's mounts reads the whole GPU: the answer is what makes the difference."""
+    setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
+    r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
+    if r.returncode == 77:
+        raise agent_fixture.Skip(r.stderr.strip())
+    check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
+    image = r.stdout.strip()
+    workload = os.path.abspath(os.path.join(e.args.build, "cuda-workload"))
+    sim = os.path.abspath(os.path.join(e.args.build, "sim"))
+    standin = os.path.join(os.path.abspath(e.args.build), "libgpuslice-nvml.so")
+    needed = [workload, standin, os.path.join(sim, "libnvidia-ml.so.1")]
+    check(all(os.path.exists(f) for f in needed), "not built (every build has them): %s" % needed)
+    root = tempfile.mkdtemp(prefix="gpuslice-nvml-host-", dir="/dev")
+    os.makedirs(os.path.join(root, "dev"))
+    for minor in range(8):
+        os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    os.mknod(os.path.join(root, "dev", "nvidiactl"), 0o666 | 0o020000, os.makedev(195, 255))
+    # the driver's files as a node has them: lib*.so.<driver version> in the ld cache (the simulator's NVML)
+    driver_root, real = agent_fixture.nvml_driver_root(root, e.args.build)
+    name = "gpuslice-nvml-%d" % os.getpid()
+    try:
+        e.dev_root = root
+        e.start_share("gpuslice", "--driver-root", driver_root)
+        got = e.admit((e.mem, 8))
+        resp = got[e.mem][1]
+        mounts = {m.container_path: m.host_path for m in resp.mounts}
+        check(mounts.get("/run/gpuslice/lib/libnvidia-ml.so.1") == standin and
+              mounts.get("/run/gpuslice/driver/libnvidia-ml.so.1") == real, "the NVML mounts: %s" % mounts)
+        limit = [int(w.split("=")[1]) for line in open(mounts["/run/gpuslice/limits"]) for w in line.split()
+                 if w.startswith("memory=")]
+        check(len(limit) == 1 and limit[0] > 0, "the limits file's memory: %s" % limit)
+        state = e.env["GPUSLICE_SIM_STATE"]
+        # the simulator's libraries on LD_LIBRARY_PATH: without the stand-in, dlopen finds the real NVML by name
+        plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
+                    "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (workload, workload),
+                    "-v", "%s:%s:ro" % (e.args.topology, e.args.topology), "-v", "%s:%s" % (state, state),
+                    "-e", "GPUSLICE_SIM_NODE=" + e.args.topology, "-e", "GPUSLICE_SIM_STATE=" + state,
+                    "-e", "LD_LIBRARY_PATH=" + sim,
+                    "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
+        steps = ["init"] + [w for i in range(8) for w in ("nvml-private", str(i))]
+
+        def run(flags, tag):
+            argv = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", "%s-%s" % (name, tag)] + \
+                flags + plumbing + [image, workload] + steps
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+            check(r.returncode == 0, "%s workload in podman: rc %d\n%s\n%s" % (tag, r.returncode, r.stdout, r.stderr))
+            totals = nvml_totals(r.stdout)
+            check(len(totals) == 8, "%s: NVML totals %s\n%s" % (tag, totals, r.stdout))
+            return totals
+
+        flags = test_share.podman_flags(resp, e.args.build, e.dev_root)
+        limited = run(flags, "answer")
+        print("podman, the agent's answer: NVML totals on a private handle %s (limit %d)" % (limited, limit[0]))
+        check(limited.count(limit[0]) == 1 and max(limited) > limit[0],
+              "a private NVML handle does not read the limit %d on its GPU only: %s" % (limit[0], limited))
+        # control: the same answer less the stand-in (what the agent answered before): the whole GPU
+        bare = []
+        for i in range(0, len(flags), 2):
+            if "libnvidia-ml" in flags[i + 1]:
+                continue
+            v = flags[i + 1].replace(" /run/gpuslice/lib/libnvidia-ml.so.1", "")
+            bare += [flags[i], v]
+        with open(os.path.join(e.tmp, "ld.so.preload"), "w") as f:
+            f.write("/run/gpuslice/lib/libcuda.so.1\n")
+        bare = [v.replace(mounts["/etc/ld.so.preload"], os.path.join(e.tmp, "ld.so.preload")) for v in bare]
+        whole = run(bare, "bare")
+        print("podman, without the stand-in: NVML totals %s" % whole)
+        check(limit[0] not in whole, "without the stand-in a private handle should read the whole GPU: %s" % whole)
+    finally:
+        for tag in ("answer", "bare"):
+            subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", "%s-%s" % (name, tag)],
+                           capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    agent_fixture.run_main({"podman-core": test_podman_core}, test_share.Share, "", TEST_TIMEOUT_S)
+    agent_fixture.run_main({"podman-core": test_podman_core, "podman-nvml": test_podman_nvml}, test_share.Share, "",
+                           TEST_TIMEOUT_S)

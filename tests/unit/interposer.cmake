@@ -58,8 +58,14 @@ if(TARGET gpuslice_agent)
   add_test(NAME interposer-podman-core
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_core.py
                    --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
-                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo)
-  set_tests_properties(interposer-podman-core PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo podman-core)
+  # pynvml's view: a private NVML handle in a Podman container under the agent's answer reads the limit (the
+  # stand-in the answer mounts), and without the stand-in's mounts the whole GPU.
+  add_test(NAME interposer-podman-nvml
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/interposer/test_podman_core.py
+                   --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                   --topology ${GPUSLICE_TOPO_DIR}/seed000-8gpu-pcie-2socket.topo podman-nvml)
+  set_tests_properties(interposer-podman-core interposer-podman-nvml PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
                        LABELS "integration;interposer" RESOURCE_LOCK podman)
   # Fail closed: the agent's wiring, a cleared environment, the interposer at the driver's place, an
   # unloadable interposer and a missing limits file, each in a real Podman container.

@@ -346,6 +346,94 @@ static void test_specs_name_host_paths(void **state) {
         json_decref(spec);
 }
 
+/* The edits' mount of CONTAINER (its hostPath), or NULL. */
+static const char *mount_of(const json_t *edits, const char *container) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(json_object_get(edits, "mounts"), i, v) {
+                if (streq(json_string_value(json_object_get(v, "containerPath")), container))
+                        return json_string_value(json_object_get(v, "hostPath"));
+        }
+        return NULL;
+}
+
+static const char *env_of(const json_t *edits, const char *key) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(json_object_get(edits, "env"), i, v) {
+                const char *e = json_string_value(v);
+                if (startswith(e, key) && e[strlen(key)] == '=')
+                        return e + strlen(key) + 1;
+        }
+        return NULL;
+}
+
+/* The shared devices and a shared claim bring the NVML stand-in next to the interposer and the discovery's real NVML
+ * under the host's driver root, preloaded after the interposer; without the real NVML, neither (a stand-in that
+ * cannot load). */
+static void test_shared_mount_nvml_standin(void **state) {
+        (void)state;
+        struct topo t;
+        struct cdi_discovery d;
+        struct cdi_mig m;
+        struct cdi_file f[3];
+        host_view_node(&t, &d, &m, f);
+        f[2] = (struct cdi_file){ .kind = CDI_FILE_LIBRARY, .cap = CDI_CAP_UTILITY };
+        strscpy(f[2].path, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05", sizeof f[2].path);
+        strscpy(f[2].source, f[2].path, sizeof f[2].source);
+        strscpy(f[2].soname, "libnvidia-ml.so.1", sizeof f[2].soname);
+        d.n_files = 3;
+        struct cdi_roots roots = { .dev_root = "/host", .driver_root = "/driver-root" };
+        struct cdi_spec_options o = { .kind = "gpuslice.io/gpu",
+                                      .host_driver_root = "/run/nvidia/driver",
+                                      .interposer = "/opt/libgpuslice-cuda.so",
+                                      .nvml_standin = "/opt/libgpuslice-nvml.so" };
+        const char *real = "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05";
+        const char *preload = LIMITS_DIR_CONTAINER_LIB " " LIMITS_DIR_CONTAINER_NVML;
+        char buf[CDI_PATH_MAX];
+        assert_int_equal(cdi_real_nvml(&d, &roots, &o, buf, sizeof buf), 0);
+        assert_string_equal(buf, real);
+        json_t *spec = NULL;
+        assert_int_equal(cdi_spec_build(&t, &d, &roots, &o, &spec), 0);
+        size_t i;
+        const json_t *dev;
+        unsigned shared = 0;
+        json_array_foreach(json_object_get(spec, "devices"), i, dev) {
+                const json_t *e = json_object_get(dev, "containerEdits");
+                if (!strstr(json_string_value(json_object_get(dev, "name")), "-shared")) {
+                        assert_null(mount_of(e, LIMITS_DIR_CONTAINER_NVML));
+                        continue;
+                }
+                shared++;
+                assert_string_equal(mount_of(e, LIMITS_DIR_CONTAINER_LIB), o.interposer);
+                assert_string_equal(mount_of(e, LIMITS_DIR_CONTAINER_NVML), o.nvml_standin);
+                assert_string_equal(mount_of(e, LIMITS_DIR_CONTAINER_REAL_NVML), real);
+                assert_string_equal(env_of(e, "LD_PRELOAD"), preload);
+        }
+        assert_int_equal(shared, 2);
+        json_decref(spec);
+        struct cdi_claim_device cd = { .name = "uid-gpu-0", .gpu = 0 };
+        struct cdi_claim_limits lim = { .dir = "/var/lib/gpuslice/dra-containers/x",
+                                        .interposer = o.interposer,
+                                        .nvml_standin = o.nvml_standin };
+        o.kind = "gpu.gpuslice.io/claim";
+        assert_int_equal(cdi_claim_spec_build(&t, &d, &roots, &o, &cd, 1, &lim, &spec), 0);
+        const json_t *common = json_object_get(spec, "containerEdits");
+        assert_string_equal(mount_of(common, LIMITS_DIR_CONTAINER_NVML), o.nvml_standin);
+        assert_string_equal(mount_of(common, LIMITS_DIR_CONTAINER_REAL_NVML), real);
+        assert_string_equal(env_of(common, "LD_PRELOAD"), preload);
+        json_decref(spec);
+        /* the driver's NVML not found: the interposer alone */
+        d.n_files = 2;
+        assert_int_equal(cdi_real_nvml(&d, &roots, &o, buf, sizeof buf), -ENOENT);
+        assert_int_equal(cdi_claim_spec_build(&t, &d, &roots, &o, &cd, 1, &lim, &spec), 0);
+        common = json_object_get(spec, "containerEdits");
+        assert_null(mount_of(common, LIMITS_DIR_CONTAINER_NVML));
+        assert_null(mount_of(common, LIMITS_DIR_CONTAINER_REAL_NVML));
+        assert_string_equal(env_of(common, "LD_PRELOAD"), LIMITS_DIR_CONTAINER_LIB);
+        json_decref(spec);
+}
+
 static void test_oci_state(void **state) {
         (void)state;
         struct cdi_oci o = { 0 };
@@ -731,6 +819,7 @@ int main(void) {
                 cmocka_unit_test(test_yaml),
                 cmocka_unit_test(test_share_path_agrees),
                 cmocka_unit_test(test_specs_name_host_paths),
+                cmocka_unit_test(test_shared_mount_nvml_standin),
                 cmocka_unit_test(test_oci_state),
                 cmocka_unit_test(test_oci_config),
                 cmocka_unit_test(test_hook_inputs_fail_closed),

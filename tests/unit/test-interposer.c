@@ -1559,6 +1559,17 @@ static void test_nvml_memory_virtualised(void **state) {
         assert_true(t > 1 * GiB);
 }
 
+/* pynvml's view under `gpuslice run`: the stand-in next to the interposer is preloaded after it (linked into the
+ * run's directory as a container has it), so a private dlopen("libnvidia-ml.so.1") handle reads the limit. */
+static void test_run_nvml_private_limited(void **state) {
+        (void)state;
+        const char *args[] = { "run", "--gpu", "2", "--memory", "256M", "--", WORKLOAD, "nvml-private", "2", NULL };
+        char out[512];
+        struct proc p = spawn_env(make_env(false, false), GPUSLICE, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
+        assert_non_null(strstr(out, "nvmlp 268435456 268435456 0\n"));
+}
+
 /* ---- the peers' failure classes (docs/interposer.md, "Failure classes") ---- */
 
 /* pynvml's view (HAMi-core #181): NVML looked up on a private dlopen handle reads the limit — the same numbers
@@ -1718,6 +1729,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_run_shares_limit_between_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_memory_virtualised, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_private_handle_limited, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run_nvml_private_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_alloc_on_stream_device, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_captured_alloc_charged_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_during_first_mapping, setup, teardown),

@@ -245,6 +245,8 @@ static void test_pair_writes_limits(void **state) {
         assert_non_null(fgets(pre, sizeof pre, pf));
         fclose(pf);
         assert_string_equal(pre, SHARE_LIB_PATH "\n");
+        assert_null(test_share_mount(c, LIMITS_DIR_CONTAINER_NVML)); /* no real NVML known: no stand-in */
+        assert_int_equal(c->n_mounts, 4);
         for (size_t i = 0; i < c->n_mounts; i++)
                 assert_int_equal(c->mounts[i]->read_only, !streq(c->mounts[i]->container_path, SHARE_SHM_PATH));
         struct stat sb;
@@ -259,6 +261,37 @@ static void test_pair_writes_limits(void **state) {
         assert_int_equal(u.mem[3], 12);
         assert_true(u.frac == UINT64_C(1) << 3 && u.whole == 0);
         v1beta1__allocate_response__free_unpacked(core, NULL);
+        v1beta1__allocate_response__free_unpacked(mem, NULL);
+}
+
+/* With the NVML stand-in and the real NVML known (node_nvml_libs), the answer also mounts both read-only where the
+ * stand-in's $ORIGIN/../driver finds the real one, and LD_PRELOAD and /etc/ld.so.preload name the stand-in after the
+ * interposer (docs/interposer.md "NVML"); with either unknown, neither (test_pair_writes_limits). */
+static void test_allocate_mounts_nvml_standin(void **state) {
+        struct test_plugin *f = *state;
+        struct gs_error st;
+        struct plugin_options o = *plugin_options(f->p);
+        snprintf(o.nvml_standin, sizeof o.nvml_standin, "%s/libgpuslice-nvml.so", f->tmp);
+        snprintf(o.nvml_real, sizeof o.nvml_real, "%s/libnvidia-ml.so.535.104.05", f->tmp);
+        plugin_set_options(f->p, &o);
+        V1beta1__AllocateResponse *mem = NULL;
+        assert_int_equal(test_share_allocate_run(f, PLUGIN_MEMORY, 2, 0, 4, &mem, &st), RPC_OK);
+        const V1beta1__ContainerAllocateResponse *c = mem->container_responses[0];
+        assert_string_equal(test_share_env(c, "LD_PRELOAD"), SHARE_LIB_PATH " " LIMITS_DIR_CONTAINER_NVML);
+        assert_string_equal(LIMITS_DIR_CONTAINER_NVML, "/run/gpuslice/lib/libnvidia-ml.so.1");
+        assert_string_equal(LIMITS_DIR_CONTAINER_REAL_NVML, "/run/gpuslice/driver/libnvidia-ml.so.1");
+        assert_string_equal(test_share_mount(c, SHARE_LIB_PATH), o.interposer);
+        assert_string_equal(test_share_mount(c, LIMITS_DIR_CONTAINER_NVML), o.nvml_standin);
+        assert_string_equal(test_share_mount(c, LIMITS_DIR_CONTAINER_REAL_NVML), o.nvml_real);
+        assert_int_equal(c->n_mounts, 6);
+        for (size_t i = 0; i < c->n_mounts; i++)
+                assert_int_equal(c->mounts[i]->read_only, !streq(c->mounts[i]->container_path, SHARE_SHM_PATH));
+        char pre[256] = "";
+        FILE *pf = fopen(test_share_mount(c, SHARE_LD_PRELOAD), "re");
+        assert_non_null(pf);
+        assert_non_null(fgets(pre, sizeof pre, pf));
+        fclose(pf);
+        assert_string_equal(pre, SHARE_LIB_PATH " " LIMITS_DIR_CONTAINER_NVML "\n");
         v1beta1__allocate_response__free_unpacked(mem, NULL);
 }
 
@@ -1033,6 +1066,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_mig_ids, mig_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_mig_journal, mig_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pair_writes_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_allocate_mounts_nvml_standin, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_same_kind_starts_new_container, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_second_resource_on_other_gpu_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_span_and_exceed_refused, setup, teardown),
