@@ -18,7 +18,7 @@ BASE_TAR=$CACHE/debian-12-minbase.tar
 TAG=docker.io/library/gpuslice:0.1.0
 fail() { echo "agent-image: $*" >&2; exit 1; }
 
-for f in gpuslice libgpuslice-cuda.so; do
+for f in gpuslice libgpuslice-cuda.so libgpuslice-nvml.so gpuslice-cdi-hook; do
 	[[ -f $BUILD/$f ]] || fail "$BUILD/$f missing (make build)"
 done
 command -v podman >/dev/null || fail "podman not installed"
@@ -50,7 +50,7 @@ ctx=$(mktemp -d /tmp/gpuslice-e2e-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/build"
 cp "$REPO/deploy/Containerfile" "$ctx/Containerfile"
-cp "$BUILD/gpuslice" "$BUILD/libgpuslice-cuda.so" "$BUILD/gpuslice-cdi-hook" "$ctx/build/"
+cp "$BUILD/gpuslice" "$BUILD/libgpuslice-cuda.so" "$BUILD/libgpuslice-nvml.so" "$BUILD/gpuslice-cdi-hook" "$ctx/build/"
 podman build --network host --build-arg BINARIES=tree -f "$ctx/Containerfile" -t "$TAG" "$ctx" >"$ctx/build.log" 2>&1 ||
 	{ tail -n 30 "$ctx/build.log" >&2; fail "podman build -f deploy/Containerfile failed"; }
 rm -f "$OUT"
