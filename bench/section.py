@@ -49,8 +49,8 @@ Today's figures of gpuslice's benchmarks, one generated section per part; earlie
 file's git history. Every section below is written by the command its stamp names (`bench/run.sh
 --only NAME`; `make bench` runs them all) and stamped with the commit, the measured paths, the machine
 and its load; `make lint` (kind `benchstamps`) fails when a section's commit does not exist or the code
-it measures changed after it: re-run that section. Benchmarks are not tests: no figure passes or fails
-a build. Sections: `bench/run.sh --list`; how to add one: bench/run.sh's header.
+it measures changed after it: re-run that section (`make test` leaves this kind out: a code change does not
+wait for the benchmarks). Benchmarks are not tests: no figure passes or fails a build. Sections: `bench/run.sh --list`; how to add one: bench/run.sh's header.
 """
 
 

@@ -21,7 +21,8 @@ for dir in "$@"; do
   rm -f "$log.skipped"
   [ "$rc" -eq 0 ] || status=1
 done
-./scripts/lint.sh --build "$1" || { status=1; total_fail=$((total_fail+1)); }
+# every lint kind but benchstamps (scripts/lint.sh: a stale benchmark section is make lint's to report, not a test failure)
+./scripts/lint.sh --build "$1" --except benchstamps || { status=1; total_fail=$((total_fail+1)); }
 # CI installs every peer (podman, prometheus, ...): there a skipped test means a broken setup.
 if [ "${GPUSLICE_REQUIRE_ALL:-0}" = 1 ] && [ "$total_skip" -gt 0 ]; then
   echo "GPUSLICE_REQUIRE_ALL=1: $total_skip tests were skipped"
