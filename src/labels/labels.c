@@ -48,12 +48,17 @@ const char *labels_gpu_family(int major, int minor) {
         }
 }
 
+/* The GPU the node's labels describe: the first healthy one with a name (NULL: none). */
+static const struct topo_gpu *first_named_gpu(const struct topo *t) {
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
+                        return &t->gpu[i];
+        return NULL;
+}
+
 int labels_format_sharing(const struct topo *t, const char *strategy, unsigned replicas, bool suffix, char **ret,
                           size_t *ret_len) {
-        const struct topo_gpu *g = NULL;
-        for (unsigned i = 0; i < t->n_gpus && !g; i++)
-                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
-                        g = &t->gpu[i];
+        const struct topo_gpu *g = first_named_gpu(t);
         if (!g)
                 return -ENODEV;
         struct metrics_text x = { 0 };
@@ -72,10 +77,7 @@ int labels_format_sharing(const struct topo *t, const char *strategy, unsigned r
 }
 
 int labels_format(const struct topo *t, char **ret, size_t *ret_len) {
-        const struct topo_gpu *g = NULL;
-        for (unsigned i = 0; i < t->n_gpus && !g; i++)
-                if (t->gpu[i].state == TOPO_GPU_OK && t->gpu[i].name[0])
-                        g = &t->gpu[i];
+        const struct topo_gpu *g = first_named_gpu(t);
         if (!g)
                 return -ENODEV;
         struct metrics_text x = { 0 };
