@@ -126,11 +126,7 @@ int health_start(struct health *h, struct nvml *n, struct devices *d, const unsi
                  uint64_t quiet_ms) {
         memset(h, 0, sizeof *h);
         pthread_mutex_init(&h->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&h->wake, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&h->wake);
         h->nvml = n;
         h->devices = d;
         health_set_options(h, ignore, n_ignore, quiet_ms);

@@ -43,11 +43,7 @@ int podres_service_new(const char *socket, struct podres_service **ret) {
         if (!s)
                 return -ENOMEM;
         pthread_mutex_init(&s->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->done, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&s->done);
         if (socket)
                 strscpy(s->socket, socket, sizeof s->socket);
         *ret = s;

@@ -104,11 +104,7 @@ int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_
                 return gs_error_set(err, -ENOMEM, "out of memory");
         d->journal_fd = -1;
         pthread_mutex_init(&d->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the publisher's waits are on CLOCK_MONOTONIC */
-        pthread_cond_init(&d->publish_wake, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&d->publish_wake);
         if (ops)
                 d->ops = *ops;
         int r = copy_options(d, o, err);

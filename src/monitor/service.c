@@ -97,11 +97,7 @@ int monitor_service_start(const struct monitor_options *o, struct nvml *nvml, co
         if (!s)
                 return -ENOMEM;
         pthread_mutex_init(&s->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&s->cond);
         s->interval_ms = o->interval_ms ? o->interval_ms : 5000;
         s->compat = o->compat;
         if (o->node_name && o->node_name[0])

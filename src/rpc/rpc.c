@@ -126,11 +126,7 @@ static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stream_cond;
 static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
 static void stream_cond_init(void) {
-        pthread_condattr_t a;
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&stream_cond, &a);
-        pthread_condattr_destroy(&a);
+        cond_init_monotonic(&stream_cond);
 }
 
 void rpc_streams_wake(void) {

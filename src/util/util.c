@@ -139,6 +139,14 @@ int parse_size(const char *s, uint64_t *ret) {
         return -EINVAL;
 }
 
+void cond_init_monotonic(pthread_cond_t *c) {
+        pthread_condattr_t a;
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(c, &a);
+        pthread_condattr_destroy(&a);
+}
+
 struct timespec timespec_after_ms(clockid_t clock, uint64_t ms) {
         struct timespec ts;
         clock_gettime(clock, &ts);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -93,14 +94,17 @@ int parse_uint(const char *s, unsigned max, unsigned *ret);
 int parse_u64(const char *s, uint64_t *ret);
 /* "24GiB", "12066MiB", "16G", "512M", "1024" (bytes), "1.5GiB". 0 or -EINVAL / -ERANGE. */
 int parse_size(const char *s, uint64_t *ret);
-/* Format bytes as "24.0 GiB" / "512 MiB". Returns buf. */
 /* CLOCK's time now plus MS milliseconds: a deadline for pthread_cond_timedwait (CLOCK_REALTIME unless the
  * condition variable was made with another clock). */
 struct timespec timespec_after_ms(clockid_t clock, uint64_t ms);
 /* CLOCK_MONOTONIC in milliseconds: the one clock for durations, deadlines and periods (never the wall
  * clock, which can jump). */
 uint64_t monotonic_ms(void);
+/* Initialise C as a condition variable whose timed waits are on CLOCK_MONOTONIC (deadlines from
+ * timespec_after_ms(CLOCK_MONOTONIC, ...)): the one place that sets the clock attribute. */
+void cond_init_monotonic(pthread_cond_t *c);
 
+/* Format bytes as "24.0 GiB" / "512 MiB". Returns buf. */
 char *format_size(uint64_t bytes, char *buf, size_t len);
 
 /* The one whole-file reader: the variants are flags (as systemd's fileio.h has them). */
