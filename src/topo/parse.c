@@ -429,6 +429,10 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                                     "brands), got '%s'",
                                     val);
                 strscpy(g->brand, val, sizeof g->brand);
+        } else if (tok_eq(key, "context")) {
+                if (parse_size(val, &u) < 0)
+                        return fail(p, line, "context: expected a size like 416MiB, got '%s'", val);
+                g->context_bytes = u;
         } else if (tok_eq(key, "mig")) {
                 if (streq(val, "on"))
                         g->mig_mode = 1;
@@ -439,7 +443,7 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
         } else
                 return fail(p, line,
                             "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, "
-                            "mig, brand)",
+                            "mig, brand, context)",
                             tok_show(key, b, sizeof b));
         return 0;
 }
@@ -705,6 +709,8 @@ int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct gs_err
                         g->mig_mode = p.dflt.mig_mode;
                 if (!g->brand[0])
                         strscpy(g->brand, p.dflt.brand, sizeof g->brand);
+                if (!g->context_bytes)
+                        g->context_bytes = p.dflt.context_bytes ? p.dflt.context_bytes : ret->cuda_context_bytes;
         }
         infer_nvlink_pcie(ret);
         for (unsigned i = 0; i < ret->n_gpus; i++)
