@@ -518,9 +518,9 @@ static void test_mig_device_share(void **state) {
         env[n++] = e_vis;
         env[n] = NULL;
         assert_int_equal(write_limits(4 * GiB, 50, "test"), 0);
-        const char *args[] = { "init", "total",  "expect-total", "4G",   "info",  "expect-free", room,
-                               "alloc", room,    "alloc!",       "1",    "info",  "expect-free", "0",
-                               "free",  "info",  "expect-free",  room,   NULL };
+        const char *args[] = { "init",  "total", "expect-total", "4G", "info", "expect-free", room,
+                               "alloc", room,    "alloc!",       "1",  "info", "expect-free", "0",
+                               "free",  "info",  "expect-free",  room, NULL };
         struct proc p = spawn_env(env, WORKLOAD, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
         assert_int_equal(write_limits(1ULL << 50, 100, "test"), 0); /* above the instance */

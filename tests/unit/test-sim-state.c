@@ -253,7 +253,7 @@ static void test_process_utilization_samples(void **state) {
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_NOT_FOUND);
         add_proc(5, 7001, 1u << 20, 40, SIM_PROC_KEEP);
         add_proc(5, 7002, 1u << 20, 10, SIM_PROC_KEEP);
-        add_proc(5, 7003, 1u << 20, 0, SIM_PROC_KEEP); /* holds a context, ran nothing: no sample (NVML) */
+        add_proc(5, 7003, 1u << 20, 0, SIM_PROC_KEEP);  /* holds a context, ran nothing: no sample (NVML) */
         add_proc(4, 7004, 1u << 20, 70, SIM_PROC_KEEP); /* another GPU's work: not GPU 5's */
         count = 0;
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);

@@ -295,8 +295,8 @@ static const struct {
         const char *model; /* a substring of the GPU's name */
         uint64_t bytes;
 } context_figures[] = {
-        { "A100", 416ULL << 20 },    /* HAMi #1662 */
-        { "V100", 300000000ULL },    /* pytorch/pytorch#20532, the low end of 300-400 MB */
+        { "A100", 416ULL << 20 }, /* HAMi #1662 */
+        { "V100", 300000000ULL }, /* pytorch/pytorch#20532, the low end of 300-400 MB */
 };
 
 static unsigned check_node_dir(const char *rel) {
@@ -340,7 +340,7 @@ static unsigned check_node_dir(const char *rel) {
 
 static void test_shipped_nodes_carry_context_figures(void **state) {
         (void)state;
-        static const char *const dirs[] = { "sim/nodes",  "hwkit/nodes",    "tests/data/mig",
+        static const char *const dirs[] = { "sim/nodes",       "hwkit/nodes",    "tests/data/mig",
                                             "tests/data/kube", "tests/data/dra", "tests/data/topologies" };
         unsigned n = 0;
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
