@@ -689,7 +689,9 @@ def c_vllm(k):
     if not hold:
         err = done.last_json()
         return ("fail", {}, "the probe did not reach its hold point: %s" % (err or done.err.strip()[-300:]))
-    drv = procs.get(hold["pid"])
+    pid = hold["pid"]  # NVML speaks host PIDs: the slot's learnt one where the probe runs in a PID namespace
+    slot = next((x for x in (dump or {}).get("slots", []) if x["pid"] == pid or x["host_pid"] == pid), None)
+    drv = procs.get((slot["host_pid"] or slot["pid"]) if slot else pid)
     counted = dump["devices"][0]["used"] if dump and dump.get("devices") else None
     fig = {"via": hold["via"], "limit_mib": mib(limit), "total_mib": mib(hold["total"]),
            "nvml_total_mib": mib(hold["nvml_total"]), "free_start_mib": mib(hold["free_start"]),
@@ -727,7 +729,7 @@ def c_graph_capture(k):
        "under `gpuslice run --memory 4GiB` with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: a graph whose "
        "capture allocates 0.6 × total (a graph memory node) is captured, instantiated and replayed twice (charged "
        "twice it would not fit); free after the replays is free at start less the allocation (+ at most 256 MiB); "
-       "the second replay takes nothing more", modes=("real",), needs=("driver", "gpuslice", "torch"))
+       "the second replay takes nothing more (± 2 MiB)", modes=("real",), needs=("driver", "gpuslice", "torch"))
 def c_graph_torch(k):
     limit = 4 * GiB
     env = dict(k.env, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync")
@@ -741,7 +743,7 @@ def c_graph_torch(k):
            "free_mib": [mib(o[x]) for x in ("free_start", "free_after_capture", "free_after_replay",
                                             "free_after_second_replay")]}
     return verdict(o["total"] == limit and o["captured"] <= took <= o["captured"] + 256 * MiB and
-                   o["free_after_second_replay"] == o["free_after_replay"], fig)
+                   abs(o["free_after_second_replay"] - o["free_after_replay"]) <= 2 * MiB, fig)
 
 
 def free_port():
