@@ -641,6 +641,111 @@ def c_cupy(k):
                    limit - ctx - 256 * MiB <= o["allocated"] <= limit, fig)
 
 
+def probe(k):
+    return os.path.join(k.kit, "probes", "client_probe.py")
+
+
+@check("nvml-view-pynvml", "NVML as pynvml reads it (its own dlopen handle) under the limit, against cuMemGetInfo",
+       "under `gpuslice run --memory 2GiB`: NVML's total (nvmlDeviceGetMemoryInfo through pynvml, or through "
+       "ctypes.CDLL as pynvml loads it) is the limit and cuMemGetInfo's; NVML's free is cuMemGetInfo's (± 2 MiB) "
+       "before and after a 512 MiB allocation, which both show (± 2 MiB)", needs=("driver", "gpuslice"))
+def c_nvml_view(k):
+    limit = 2 * GiB
+    r = k.run("nvml-view", k.limited(memory=limit) + [k.py, probe(k), "nvml-view", str(k.gpu)], timeout=120)
+    o = r.last_json() or {}
+    if r.rc != 0 or "before" not in o:
+        return ("fail", {}, o.get("error") or r.err.strip()[-300:])
+    (cf0, ct0), (nt0, nf0, _) = o["before"]["cuda"], o["before"]["nvml"]
+    (cf1, ct1), (nt1, nf1, _) = o["after"]["cuda"], o["after"]["nvml"]
+    fig = {"via": o["via"], "limit_mib": mib(limit), "nvml_total_mib": mib(nt0), "cuda_total_mib": mib(ct0),
+           "nvml_free_mib": [mib(nf0), mib(nf1)], "cuda_free_mib": [mib(cf0), mib(cf1)]}
+    near = lambda a, b: abs(a - b) <= 2 * MiB  # noqa: E731
+    return verdict(o["allocated"] and nt0 == ct0 == nt1 == ct1 == limit and near(nf0, cf0) and near(nf1, cf1) and
+                   near(cf0 - cf1, 512 * MiB) and near(nf0 - nf1, 512 * MiB), fig)
+
+
+@check("vllm-start", "a vLLM-style start under the limit: gpu_memory_utilization 0.9 of what PyTorch and NVML say",
+       "under `gpuslice run --memory 4GiB`: torch.cuda.mem_get_info's total and NVML's are the limit; vLLM's start "
+       "check (free ≥ 0.9 × total) passes; the weights (0.3 × total) and the KV cache (the rest of 0.9 × total) "
+       "are allocated; the process then holds at most the limit (NVML per process, the host's view) and the limiter "
+       "counts at most the limit (simulated node: the same through the driver API, no PyTorch)",
+       needs=("driver", "gpuslice", "torch"))
+def c_vllm(k):
+    limit = 4 * GiB
+    argv = [k.py, probe(k), "vllm-start", str(k.gpu)] + (["driver"] if k.simulate else [])
+    p = k.start("vllm-start", k.limited(memory=limit, keep=True) + argv)
+    hold, procs, dump = None, {}, None
+    try:
+        line = k.wait_line(p, "HOLD ", timeout=180)
+        if line:
+            hold = json.loads(line[5:])
+            time.sleep(0.5)
+            procs = k.processes()
+            _, region = limits_of(open(p.kit_err.name).read())
+            dump = Container.dump_path(k, region) if region else None
+            k.send(p, "go\n")
+    finally:
+        done = k.finish(p, kill=hold is None, timeout=60)
+    if not hold:
+        err = done.last_json()
+        return ("fail", {}, "the probe did not reach its hold point: %s" % (err or done.err.strip()[-300:]))
+    pid = hold["pid"]  # NVML speaks host PIDs: the slot's learnt one where the probe runs in a PID namespace
+    slot = next((x for x in (dump or {}).get("slots", []) if x["pid"] == pid or x["host_pid"] == pid), None)
+    drv = procs.get((slot["host_pid"] or slot["pid"]) if slot else pid)
+    counted = dump["devices"][0]["used"] if dump and dump.get("devices") else None
+    fig = {"via": hold["via"], "limit_mib": mib(limit), "total_mib": mib(hold["total"]),
+           "nvml_total_mib": mib(hold["nvml_total"]), "free_start_mib": mib(hold["free_start"]),
+           "start_check": hold["start_check"], "kv_cache_mib": mib(hold.get("kv_cache")),
+           "kv_allocated": hold.get("kv_allocated"), "driver_holds_mib": mib(drv), "limiter_counts_mib": mib(counted)}
+    ok = (hold["total"] == limit and hold["nvml_total"] == limit and hold["start_check"] and hold.get("weights") and
+          hold.get("kv_allocated") and drv is not None and drv <= limit and counted is not None and counted <= limit
+          and done.rc == 0)
+    return verdict(ok, fig)
+
+
+def info_lines(out):
+    return [[int(x) for x in line.split()[1:3]] for line in out.splitlines() if line.startswith("info ")]
+
+
+@check("graph-capture-alloc", "a captured cuMemAllocAsync (a CUDA graph's memory node) under the limit",
+       "under `gpuslice run --memory 3GiB`: capturing, instantiating and launching a graph that allocates 1800 MiB "
+       "(not freed in the graph) succeeds — charged at capture and again at instantiation it would not fit — and "
+       "cuMemGetInfo's free after the launch is its free before the capture less 1800 MiB (+ at most 64 MiB)",
+       needs=("driver", "gpuslice"))
+def c_graph_capture(k):
+    limit, size = 3 * GiB, 1800 * MiB
+    r = k.run("graph-capture", k.limited(memory=limit) + k.workload("init", "info", "capture-keep", "1800M", "info",
+                                                                    "graph-run", "info"), timeout=120)
+    infos = info_lines(r.out)
+    if r.rc != 0 or len(infos) != 3:
+        return ("fail", {}, "exit %d: %s" % (r.rc, r.err.strip()[-300:]))
+    free = [f for f, _ in infos]
+    fig = {"limit_mib": mib(limit), "captured_mib": mib(size), "free_mib": [mib(f) for f in free],
+           "charged_mib": mib(free[0] - free[2])}
+    return verdict(all(t == limit for _, t in infos) and size <= free[0] - free[2] <= size + 64 * MiB, fig)
+
+
+@check("graph-capture-torch", "a PyTorch CUDA graph with an allocation inside (cudaMallocAsync backend)",
+       "under `gpuslice run --memory 4GiB` with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: a graph whose "
+       "capture allocates 0.6 × total (a graph memory node) is captured, instantiated and replayed twice (charged "
+       "twice it would not fit); free after the replays is free at start less the allocation (+ at most 256 MiB); "
+       "the second replay takes nothing more (± 2 MiB)", modes=("real",), needs=("driver", "gpuslice", "torch"))
+def c_graph_torch(k):
+    limit = 4 * GiB
+    env = dict(k.env, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync")
+    r = k.run("graph-torch", k.limited(memory=limit) + [k.py, probe(k), "graph-alloc"], env=env, timeout=180)
+    o = r.last_json() or {}
+    if r.rc != 0 or not o.get("ok"):
+        return ("fail", {}, o.get("error") or r.err.strip()[-300:])
+    took = o["free_start"] - o["free_after_second_replay"]
+    fig = {"backend": o["backend"], "limit_mib": mib(limit), "total_mib": mib(o["total"]),
+           "captured_mib": mib(o["captured"]), "charged_mib": mib(took),
+           "free_mib": [mib(o[x]) for x in ("free_start", "free_after_capture", "free_after_replay",
+                                            "free_after_second_replay")]}
+    return verdict(o["total"] == limit and o["captured"] <= took <= o["captured"] + 256 * MiB and
+                   abs(o["free_after_second_replay"] - o["free_after_replay"]) <= 2 * MiB, fig)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -50,7 +50,8 @@ if mode == "simulate":
     must_pass = ["kit-binaries", "sim-record", "limit-driver-api", "limit-vs-driver", "shared-limit",
                  "compute-share", "compute-share-pair", "compute-share-long-graphs", "startup-256",
                  "kill-safety", "attribution", "cuda-check", "host-pid", "procaddr-variants",
-                 "module-load-neighbour", "ipc-import", "fork-slots", "free-after-many-cycles"]
+                 "module-load-neighbour", "ipc-import", "fork-slots", "free-after-many-cycles",
+                 "nvml-view-pynvml", "vllm-start", "graph-capture-alloc"]
     if os.geteuid() == 0:
         must_pass.append("driver-by-loader-cache")
     for cid in must_pass:

@@ -478,12 +478,14 @@ static CUresult proc_register(unsigned gpu) {
         return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* A new context takes what the node says one takes (`cuda context=SIZE`, 0 when unsaid), as a real driver
- * takes its context's memory: charged to the process, seen by NVML per process; lock held. */
+/* A new context takes what the node says one takes on that GPU (its `context=`, else `cuda context=SIZE`, 0
+ * when unsaid), as a real driver takes its context's memory: charged to the process, seen by NVML per process;
+ * lock held. */
 static CUresult ctx_take_own_locked(CUcontext ctx, unsigned gpu) {
-        CUresult r = node.cuda_context_bytes ? sim_mem_charge(gpu, node.cuda_context_bytes) : CUDA_SUCCESS;
+        uint64_t own = gpu < node.n_gpus ? node.gpu[gpu].context_bytes : 0;
+        CUresult r = own ? sim_mem_charge(gpu, own) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS)
-                ctx->own_bytes = node.cuda_context_bytes;
+                ctx->own_bytes = own;
         return r;
 }
 

@@ -906,7 +906,9 @@ _public_ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
 }
 
 /* The driver samples every process each SIM_SAMPLE_PERIOD_US; a sample's timestamp is the
- * latest period boundary, or the process's start or last explicit update if later. */
+ * latest period boundary, or the process's start or last explicit update if later. As NVML documents it, one
+ * sample per process "that had some non-zero utilization during the last sample period": a process that keeps
+ * a context but ran nothing has none (NOT_FOUND when no process has one). Per GPU: only this GPU's work. */
 _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                                       unsigned int *processSamplesCount,
                                                       unsigned long long lastSeenTimeStamp) {
@@ -924,7 +926,7 @@ _public_ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
         uint64_t tick = sim_now_us() / SIM_SAMPLE_PERIOD_US * SIM_SAMPLE_PERIOD_US;
         for (unsigned i = 0; i < n; i++) {
                 uint64_t ts = MAX(tick, MAX(views[i].start_us, views[i].sample_us));
-                if (ts <= lastSeenTimeStamp)
+                if (ts <= lastSeenTimeStamp || (views[i].sm == 0 && views[i].mem == 0))
                         continue;
                 views[m] = views[i];
                 views[m].sample_us = ts;

@@ -12,6 +12,17 @@
     client_probe.py jax             JAX with its default preallocation (75 % of the memory it sees): a 4096²
                                     matmul runs; prints the device's memory_stats (bytes_limit: XLA's pool)
     client_probe.py cupy            CuPy: Device().mem_info, then 256 MiB blocks until its OutOfMemoryError
+    client_probe.py nvml-view IDX   NVML as pynvml reads it (pynvml when installed, else ctypes.CDLL — pynvml's own
+                                    way: a private dlopen handle and symbols looked up on it) for NVML device IDX,
+                                    against cuMemGetInfo, before and after a 512 MiB cuMemAlloc (no PyTorch needed)
+    client_probe.py vllm-start IDX [driver]   a vLLM-style start with gpu_memory_utilization 0.9: total from
+                                    torch.cuda.mem_get_info and NVML, vLLM's start check (free >= 0.9 total), the
+                                    "weights" (0.3 total), then the KV cache: all of 0.9 total not yet used; prints
+                                    "HOLD {json}" and waits for a line on stdin. `driver`: the same through the CUDA
+                                    driver API (ctypes), where there is no PyTorch (the simulated node)
+    client_probe.py graph-alloc     a CUDA graph captured with a 0.6 × total allocation inside (PyTorch's
+                                    cudaMallocAsync backend: the allocation is a graph memory node), replayed twice;
+                                    prints what cuMemGetInfo's free lost at each step
 
 Every result is one JSON line on stdout; errors are a JSON line {"error": ...} and exit status 1.
 """
@@ -141,11 +152,149 @@ def cupy_probe():
          "pool_total": cupy.get_default_memory_pool().total_bytes()})
 
 
+class Driver:
+    """The CUDA driver API through ctypes (libcuda.so.1: under the limiter, the interposer), device 0's primary
+    context current."""
+
+    def __init__(self):
+        import ctypes
+        self.c = ctypes
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        for name, rc in (("cuInit", self.cu.cuInit(0)), ("cuDeviceGet", self.cu.cuDeviceGet(ctypes.byref(dev), 0)),
+                         ("cuDevicePrimaryCtxRetain", self.cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)),
+                         ("cuCtxSetCurrent", self.cu.cuCtxSetCurrent(ctx))):
+            if rc != 0:
+                raise RuntimeError("%s: CUDA error %d" % (name, rc))
+
+    def mem_get_info(self):
+        free, total = self.c.c_size_t(), self.c.c_size_t()
+        rc = self.cu.cuMemGetInfo_v2(self.c.byref(free), self.c.byref(total))
+        if rc != 0:
+            raise RuntimeError("cuMemGetInfo: CUDA error %d" % rc)
+        return free.value, total.value
+
+    def alloc(self, size):
+        """A device pointer, or None when the driver answered CUDA_ERROR_OUT_OF_MEMORY (2)."""
+        p = self.c.c_uint64()
+        rc = self.cu.cuMemAlloc_v2(self.c.byref(p), self.c.c_size_t(size))
+        if rc == 2:
+            return None
+        if rc != 0:
+            raise RuntimeError("cuMemAlloc %d: CUDA error %d" % (size, rc))
+        return p
+
+
+def nvml_reader(index):
+    """(how, read) — read() gives NVML's (total, free, used) of device index, as pynvml reads it."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+
+        def read():
+            m = pynvml.nvmlDeviceGetMemoryInfo(h)
+            return m.total, m.free, m.used
+        return "pynvml %s" % getattr(pynvml, "__version__", "?"), read
+    except ImportError:
+        pass
+    import ctypes
+
+    class Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+    nv = ctypes.CDLL("libnvidia-ml.so.1")  # pynvml's loading: a private handle, every symbol looked up on it
+    h = ctypes.c_void_p()
+    if nv.nvmlInit_v2() != 0 or nv.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(h)) != 0:
+        raise RuntimeError("NVML: no device %d" % index)
+
+    def read():
+        m = Memory()
+        rc = nv.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
+        if rc != 0:
+            raise RuntimeError("nvmlDeviceGetMemoryInfo: NVML error %d" % rc)
+        return m.total, m.free, m.used
+    return "ctypes.CDLL (pynvml's loading; pynvml is not installed)", read
+
+
+def nvml_view(index):
+    how, read = nvml_reader(index)
+    d = Driver()
+    before = {"cuda": d.mem_get_info(), "nvml": read()}
+    p = d.alloc(512 * MiB)
+    after = {"cuda": d.mem_get_info(), "nvml": read()}
+    out({"via": how, "before": before, "after": after, "allocated": p is not None})
+
+
+def vllm_start(index, driver):
+    """vLLM's memory start-up (gpu_memory_utilization): requested = 0.9 total must be free at start; the KV cache
+    gets what of it the weights and activations left."""
+    how, read = nvml_reader(index)
+    if driver:
+        d = Driver()
+        mem_get_info, take = d.mem_get_info, d.alloc
+    else:
+        import torch
+
+        def take(n):
+            try:
+                return torch.empty(n, dtype=torch.uint8, device="cuda")
+            except oom_types(torch):
+                return None
+        mem_get_info = torch.cuda.mem_get_info
+    free0, total = mem_get_info()
+    nvml_total = read()[0]
+    requested = int(total * 0.9)
+    o = {"via": how, "pid": os.getpid(), "total": total, "nvml_total": nvml_total, "free_start": free0,
+         "requested": requested, "start_check": free0 >= requested}
+    held = []
+    if o["start_check"]:
+        weights = take(int(total * 0.3))
+        o["weights"] = weights is not None
+        held.append(weights)
+        used = total - mem_get_info()[0]
+        kv = max(0, requested - used)
+        cache = take(kv) if weights is not None else None
+        held.append(cache)
+        o.update(kv_cache=kv, kv_allocated=cache is not None, free_end=mem_get_info()[0],
+                 nvml_end=list(read()))
+    out(o, "HOLD ")
+    sys.stdin.readline()
+    out({"alive": True})
+
+
+def graph_alloc(torch):
+    """A captured allocation (a graph memory node with the cudaMallocAsync backend) is the graph's, taken once."""
+    free0, total = torch.cuda.mem_get_info()
+    size = int(total * 0.6) // MiB * MiB
+    o = {"backend": torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else None,
+         "total": total, "free_start": free0, "captured": size}
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # capture on PyTorch's side stream; instantiated at the end of the block
+        y = torch.empty(size, dtype=torch.uint8, device="cuda")
+        y.fill_(1)
+    torch.cuda.synchronize()
+    o["free_after_capture"] = torch.cuda.mem_get_info()[0]
+    g.replay()
+    torch.cuda.synchronize()
+    o["free_after_replay"] = torch.cuda.mem_get_info()[0]
+    g.replay()
+    torch.cuda.synchronize()
+    o["free_after_second_replay"] = torch.cuda.mem_get_info()[0]
+    o["ok"] = True
+    out(o)
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         if what in ("jax", "cupy"):
             (jax_probe if what == "jax" else cupy_probe)()
+            return 0
+        if what == "nvml-view":
+            nvml_view(int(sys.argv[2]))
+            return 0
+        if what == "vllm-start" and sys.argv[3:4] == ["driver"]:
+            vllm_start(int(sys.argv[2]), True)
             return 0
         import torch  # a missing client is the kit's skip, decided before it runs this
         if not torch.cuda.is_available():
@@ -155,6 +304,10 @@ def main():
             limit(torch)
         elif what in ("rate", "graph"):
             matmuls(torch, float(sys.argv[2]), what == "graph")
+        elif what == "vllm-start":
+            vllm_start(int(sys.argv[2]), False)
+        elif what == "graph-alloc":
+            graph_alloc(torch)
         elif what == "nccl":
             return 0 if nccl(torch, int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])) else 1
         else:

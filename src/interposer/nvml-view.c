@@ -58,7 +58,7 @@ static bool device(const char *uuid, nvmlDevice_t *ret) {
         if (!uuid || !uuid[0])
                 return false;
         pthread_once(&v.once, view_open);
-        return v.by_uuid && v.by_uuid(uuid, ret) == NVML_SUCCESS;
+        return v.by_uuid && gs_view_by_cuda_uuid(v.by_uuid, uuid, ret) == NVML_SUCCESS;
 }
 
 void gs_view_processes(const char *uuid, struct gs_pidset *ret) {

@@ -13,13 +13,30 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "interposer/limits.h"
+#include "nvml/nvml-abi.h"
 
 /* A handle of the real NVML library, never of this library's NVML stand-in (libgpuslice-nvml.so, installed
  * as libnvidia-ml.so.1, whose lookups give the hooked queries first): the object that defines nvmlInit_v2.
  * load: dlopen it if the process has not; else NULL when no NVML is loaded. */
 void *gs_view_real_nvml(bool load) __attribute__((visibility("hidden")));
+
+/* NVML's handle of the CUDA device with this UUID (uuid "GPU-…", as the interposer writes cuDeviceGetUuid's
+ * bytes): a MIG device's UUID has the same bytes, but NVML names it "MIG-…" — asked that way when the GPU-
+ * form names no device. */
+static inline nvmlReturn_t gs_view_by_cuda_uuid(__typeof__(&nvmlDeviceGetHandleByUUID) by_uuid, const char *uuid,
+                                                nvmlDevice_t *ret) {
+        nvmlReturn_t r = by_uuid(uuid, ret);
+        if (r != NVML_SUCCESS && strncmp(uuid, "GPU-", 4) == 0) {
+                char mig[96];
+                snprintf(mig, sizeof mig, "MIG-%.88s", uuid + 4); /* UUIDs are 40 characters */
+                r = by_uuid(mig, ret);
+        }
+        return r;
+}
 
 /* The compute processes NVML lists on a device. */
 struct gs_pidset {

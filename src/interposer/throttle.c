@@ -20,6 +20,7 @@
 
 #include "interposer/interposer.h"
 #include "interposer/region.h"
+#include "interposer/nvml-view.h"
 #include "interposer/throttle.h"
 #include "nvml/nvml-abi.h"
 
@@ -131,7 +132,7 @@ static int nvml_open(struct nvml *n) {
         if (!n->init || !n->by_uuid || (!n->proc_util && !n->util) || n->init() != NVML_SUCCESS)
                 return -ENOENT;
         for (unsigned i = 0; i < t.limits->n_devices; i++)
-                if (!t.uuid[i][0] || n->by_uuid(t.uuid[i], &n->dev[i]) != NVML_SUCCESS)
+                if (!t.uuid[i][0] || gs_view_by_cuda_uuid(n->by_uuid, t.uuid[i], &n->dev[i]) != NVML_SUCCESS)
                         n->dev[i] = NULL;
         return 0;
 }

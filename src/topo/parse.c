@@ -429,6 +429,10 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
                                     "brands), got '%s'",
                                     val);
                 strscpy(g->brand, val, sizeof g->brand);
+        } else if (tok_eq(key, "context")) {
+                if (parse_size(val, &u) < 0)
+                        return fail(p, line, "context: expected a size like 416MiB, got '%s'", val);
+                g->context_bytes = u;
         } else if (tok_eq(key, "mig")) {
                 if (streq(val, "on"))
                         g->mig_mode = 1;
@@ -439,7 +443,7 @@ static int set_gpu_field(struct parser *p, unsigned line, struct topo_gpu *g, un
         } else
                 return fail(p, line,
                             "unknown GPU attribute '%s' (known: name, memory, uuid, bus, minor, numa, sms, cc, power, "
-                            "mig, brand)",
+                            "mig, brand, context)",
                             tok_show(key, b, sizeof b));
         return 0;
 }
@@ -666,6 +670,31 @@ static void infer_nvlink_pcie(struct topo *t) {
                 }
 }
 
+/* `default` (d) fills what `gpu N` lines left unset; a context's cost falls back to the node's `cuda context=`. */
+static void fill_from_default(struct topo *t, const struct topo_gpu *d) {
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                struct topo_gpu *g = &t->gpu[i];
+                if (!g->name[0])
+                        strscpy(g->name, d->name, sizeof g->name);
+                if (!g->memory_total)
+                        g->memory_total = d->memory_total;
+                if (!g->sm_count)
+                        g->sm_count = d->sm_count;
+                if (!g->cc_major) {
+                        g->cc_major = d->cc_major;
+                        g->cc_minor = d->cc_minor;
+                }
+                if (!g->power_limit_mw)
+                        g->power_limit_mw = d->power_limit_mw;
+                if (g->mig_mode < 0)
+                        g->mig_mode = d->mig_mode;
+                if (!g->brand[0])
+                        strscpy(g->brand, d->brand, sizeof g->brand);
+                if (!g->context_bytes)
+                        g->context_bytes = d->context_bytes ? d->context_bytes : t->cuda_context_bytes;
+        }
+}
+
 int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct gs_error *ret_err) {
         struct parser p = { .t = ret, .err = ret_err };
         int r;
@@ -686,26 +715,7 @@ int topo_parse_raw(const char *text, size_t len, struct topo *ret, struct gs_err
                 }
         if ((r = parse_pass(&p, text, len, 1)) < 0)
                 return r;
-        /* `default` fills what `gpu N` lines left unset */
-        for (unsigned i = 0; i < ret->n_gpus; i++) {
-                struct topo_gpu *g = &ret->gpu[i];
-                if (!g->name[0])
-                        strscpy(g->name, p.dflt.name, sizeof g->name);
-                if (!g->memory_total)
-                        g->memory_total = p.dflt.memory_total;
-                if (!g->sm_count)
-                        g->sm_count = p.dflt.sm_count;
-                if (!g->cc_major) {
-                        g->cc_major = p.dflt.cc_major;
-                        g->cc_minor = p.dflt.cc_minor;
-                }
-                if (!g->power_limit_mw)
-                        g->power_limit_mw = p.dflt.power_limit_mw;
-                if (g->mig_mode < 0)
-                        g->mig_mode = p.dflt.mig_mode;
-                if (!g->brand[0])
-                        strscpy(g->brand, p.dflt.brand, sizeof g->brand);
-        }
+        fill_from_default(ret, &p.dflt);
         infer_nvlink_pcie(ret);
         for (unsigned i = 0; i < ret->n_gpus; i++)
                 for (unsigned j = i + 1; j < ret->n_gpus; j++) {

@@ -58,6 +58,8 @@ struct topo_gpu {
         int mig_mode;            /* 0 off, 1 on, -1 not supported / unknown */
         int cc_major, cc_minor;  /* CUDA compute capability, 0 when unknown */
         int sm_count;            /* streaming multiprocessors, 0 when unknown */
+        uint64_t context_bytes;  /* what one CUDA context takes on it (`context=`, else the node's `cuda
+                                  * context=`; the simulated driver charges it), 0 when unknown */
         unsigned power_limit_mw; /* 0 when unknown */
         char brand[24];          /* NVML brand as requirement terms name it ("tesla", "geforce"), "" unknown */
         uint32_t pci_device_id;  /* PCI device id << 16 | vendor id (0x20B010DE), 0 when unknown */

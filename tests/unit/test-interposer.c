@@ -24,6 +24,8 @@
 
 #include "interposer/limits.h"
 #include "interposer/region.h"
+#include "topo/topo.h"
+#include "util/util.h"
 
 #define WORKLOAD GPUSLICE_BUILD_DIR "/cuda-workload"
 #define WORKLOAD_LINKED GPUSLICE_BUILD_DIR "/cuda-workload-linked"
@@ -484,13 +486,31 @@ static void mig_uuid_of(const char *profile, char *buf, size_t len) {
 /* A share of a MIG device (docs/mig.md, "Fractions of a MIG device"): the container sees one MIG device
  * (CUDA_VISIBLE_DEVICES=MIG-…); the limit holds against it, and without a lower limit the total is the
  * instance's memory (the device's own, 9856 MiB for an A100-80GB's 1g.10gb), not its GPU's 80 GiB. */
+/* What one context takes on the node of node_path (`cuda context=`, docs/node-description.md): the simulated
+ * driver charges it, so a test's figures on a node that carries a published figure read it from there. */
+static unsigned long long node_context_bytes(void) {
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(node_path, 1 << 20, &text, &len), 0);
+        struct topo t;
+        struct gs_error e = { 0 };
+        int r = topo_parse(text, len, &t, &e);
+        free(text);
+        assert_int_equal(r, 0);
+        return t.cuda_context_bytes;
+}
+
 static void test_mig_device_share(void **state) {
         (void)state;
         node_path = GPUSLICE_SOURCE_DIR "/tests/data/mig/a100-80gb-2gpu.node";
-        char uuid[64], e_vis[96];
+        unsigned long long ctx = node_context_bytes();
+        assert_int_equal(ctx, 416ULL << 20); /* the A100's published figure (HAMi #1662) */
+        char uuid[64], e_vis[96], room[32], all[32];
         mig_uuid_of("1g.10gb", uuid, sizeof uuid);
         assert_int_equal(strlen(uuid), 40);
         snprintf(e_vis, sizeof e_vis, "CUDA_VISIBLE_DEVICES=%s", uuid);
+        snprintf(room, sizeof room, "%llu", 4 * GiB - ctx); /* the limit less what the context took */
+        snprintf(all, sizeof all, "%llu", 9856 * MiB - ctx + 1);
         char **env = make_env(true, true);
         size_t n = 0;
         while (env[n])
@@ -498,13 +518,13 @@ static void test_mig_device_share(void **state) {
         env[n++] = e_vis;
         env[n] = NULL;
         assert_int_equal(write_limits(4 * GiB, 50, "test"), 0);
-        const char *args[] = { "init",   "total",       "expect-total", "4G",          "alloc", "4G",
-                               "alloc!", "1",           "info",         "expect-free", "0",     "free",
-                               "info",   "expect-free", "4G",           NULL };
+        const char *args[] = { "init",  "total", "expect-total", "4G", "info", "expect-free", room,
+                               "alloc", room,    "alloc!",       "1",  "info", "expect-free", "0",
+                               "free",  "info",  "expect-free",  room, NULL };
         struct proc p = spawn_env(env, WORKLOAD, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
         assert_int_equal(write_limits(1ULL << 50, 100, "test"), 0); /* above the instance */
-        const char *args2[] = { "init", "total", "expect-total", "9856M", "alloc!", "9857M", NULL };
+        const char *args2[] = { "init", "total", "expect-total", "9856M", "alloc!", all, NULL };
         p = spawn_env(env, WORKLOAD, args2);
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
@@ -586,12 +606,23 @@ static void test_multi_gpu_memory_per_device(void **state) {
         assert_int_equal(run(WORKLOAD, args, NULL, 0), 0);
 }
 
+/* Compute caps per device on card N of a multi-GPU container (HAMi-core #104: only card 0's utilisation read).
+ * The container's GPUs are the node's 3 and 6 (CUDA_VISIBLE_DEVICES), ordinal 1 capped at 30 %: its controller
+ * must read NVML's device 6. A limiter reading card 0 (ordinal 0, idle while ordinal 1 runs) or the NVML device
+ * of the same index as the ordinal (1, idle) sees no utilisation and never throttles: ordinal 1 at ~1000. */
 static void test_multi_gpu_core_per_device(void **state) {
         (void)state;
         write_two_devices("core=100", "core=30");
         const char *args[] = { "init", "0", "spin", "1", "30", "1000", "init", "1", "spin", "2", "30", "1000", NULL };
         char out[512];
-        assert_int_equal(run(WORKLOAD, args, out, sizeof out), 0);
+        char **env = make_env(true, true);
+        size_t n = 0;
+        while (env[n])
+                n++;
+        env[n++] = (char *)"CUDA_VISIBLE_DEVICES=3,6";
+        env[n] = NULL;
+        struct proc p = spawn_env(env, WORKLOAD, args);
+        assert_int_equal(finish(&p, out, sizeof out), 0);
         unsigned long long n0, l0, n1, l1;
         const char *second = strstr(out, "launched ");
         assert_non_null(second);
@@ -1435,16 +1466,20 @@ static unsigned long long late_sum(const char *out) {
         return sum;
 }
 
-static unsigned long long run_spin(const char *core, const char *step, bool two) {
+static unsigned long long run_spin_on(const char *gpu, const char *core, const char *step, bool two) {
         char out[1024];
         const char *one[] = {
-                "run", "--gpu", "0", "--core", core, "--", WORKLOAD, "init", step, "2", "30", "1000", NULL
+                "run", "--gpu", gpu, "--core", core, "--", WORKLOAD, "init", step, "2", "30", "1000", NULL
         };
-        const char *pair[] = { "run", "--gpu", "0",  "--core", core,   "--", WORKLOAD, "bg", "6",    "init",    "ready",
+        const char *pair[] = { "run", "--gpu", gpu,  "--core", core,   "--", WORKLOAD, "bg", "6",    "init",    "ready",
                                step,  "2",     "30", "1000",   "init", step, "2",      "30", "1000", "wait-bg", NULL };
         struct proc p = spawn_env(make_env(false, false), GPUSLICE, two ? pair : one);
         assert_int_equal(finish(&p, out, sizeof out), 0);
         return late_sum(out);
+}
+
+static unsigned long long run_spin(const char *core, const char *step, bool two) {
+        return run_spin_on("0", core, step, two);
 }
 
 static void test_core_unlimited_baseline(void **state) {
@@ -1455,8 +1490,29 @@ static void test_core_unlimited_baseline(void **state) {
 
 static void test_core_limit_alone(void **state) {
         (void)state;
-        /* Enforced although nothing else runs on the GPU. */
+        /* Enforced although nothing else runs on the GPU (HAMi #737), on card 0 and on card 5 (its NVML device
+         * is the 6th: one read by index 0 sees nothing and lets the launches run at 1000). */
         unsigned long long late = run_spin("30", "spin", false);
+        assert_true(late > 150 && late < 450);
+        late = run_spin_on("5", "30", "spin", false);
+        assert_true(late > 150 && late < 450);
+}
+
+/* A neighbour outside the container keeps the GPU 60 % busy (NVML: its own per-process samples, and in the
+ * device's utilisation). The container's 30 % is its own: NVML's per-process samples of its PIDs. A limiter
+ * reading only the device's utilisation (HAMi-core's) charges the neighbour's work to the container and
+ * starves it (it learns a launch costs 60 % of the GPU: ~0 late launches instead of ~300). */
+static void test_core_limit_beside_a_neighbour(void **state) {
+        (void)state;
+        char pid[16];
+        snprintf(pid, sizeof pid, "%d", (int)getpid()); /* a live PID that is not the container's */
+        const char *add[] = { "proc", "add", "--gpu", "0", "--pid", pid, "--mem", "1M", "--sm", "60", "--keep", NULL };
+        struct proc p = spawn_env(make_env(false, false), SIM_DIR "/gpuslice-sim", add);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+        unsigned long long late = run_spin("30", "spin", false);
+        const char *del[] = { "proc", "del", "--pid", pid, NULL };
+        p = spawn_env(make_env(false, false), SIM_DIR "/gpuslice-sim", del);
+        assert_int_equal(finish(&p, NULL, 0), 0);
         assert_true(late > 150 && late < 450);
 }
 
@@ -1718,6 +1774,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_preloaded_without_limits_passes_through, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_unlimited_baseline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_alone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_core_limit_beside_a_neighbour, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_graph_launches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_without_process_utilization, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_core_limit_shared_by_processes, setup, teardown),

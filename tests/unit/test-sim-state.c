@@ -253,6 +253,8 @@ static void test_process_utilization_samples(void **state) {
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_NOT_FOUND);
         add_proc(5, 7001, 1u << 20, 40, SIM_PROC_KEEP);
         add_proc(5, 7002, 1u << 20, 10, SIM_PROC_KEEP);
+        add_proc(5, 7003, 1u << 20, 0, SIM_PROC_KEEP);  /* holds a context, ran nothing: no sample (NVML) */
+        add_proc(4, 7004, 1u << 20, 70, SIM_PROC_KEEP); /* another GPU's work: not GPU 5's */
         count = 0;
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), NULL, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(count, 2);
@@ -262,6 +264,7 @@ static void test_process_utilization_samples(void **state) {
         assert_int_equal(count, 2);
         unsigned long long newest = 0;
         for (unsigned i = 0; i < count; i++) {
+                assert_true(s[i].pid == 7001 || s[i].pid == 7002);
                 assert_int_equal(s[i].smUtil, s[i].pid == 7001 ? 40 : 10);
                 assert_true(s[i].timeStamp > 0);
                 newest = MAX(newest, s[i].timeStamp);
@@ -271,6 +274,14 @@ static void test_process_utilization_samples(void **state) {
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), s, &count, newest + 3600ULL * 1000000ULL),
                          NVML_ERROR_NOT_FOUND);
         assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(5), s, NULL, 0), NVML_ERROR_INVALID_ARGUMENT);
+        count = 4;
+        assert_int_equal(N.nvmlDeviceGetProcessUtilization(sim_dev(4), s, &count, 0), NVML_SUCCESS);
+        assert_int_equal(count, 1);
+        assert_int_equal(s[0].pid, 7004);
+        assert_int_equal(s[0].smUtil, 70);
+        nvmlUtilization_t u;
+        assert_int_equal(N.nvmlDeviceGetUtilizationRates(sim_dev(5), &u), NVML_SUCCESS);
+        assert_int_equal(u.gpu, 50); /* GPU 5's processes only */
 }
 
 /* ---- events ---- */

@@ -288,6 +288,66 @@ static void test_malformed_rejected_with_reason(void **state) {
         }
 }
 
+/* The published per-model figures of what one CUDA context takes (docs/node-description.md, "What a context
+ * costs") are in every node description the repository ships for those models, so the simulated driver charges
+ * them and the limiter counts them by default. A node of a model with no published figure says nothing (0). */
+static const struct {
+        const char *model; /* a substring of the GPU's name */
+        uint64_t bytes;
+} context_figures[] = {
+        { "A100", 416ULL << 20 }, /* HAMi #1662 */
+        { "V100", 300000000ULL }, /* pytorch/pytorch#20532, the low end of 300-400 MB */
+};
+
+static unsigned check_node_dir(const char *rel) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", GPUSLICE_SOURCE_DIR, rel);
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        unsigned n = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strstr(de->d_name, ".topo") && !strstr(de->d_name, ".node"))
+                        continue;
+                char path[1024];
+                snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+                _cleanup_(freep) char *buf = NULL;
+                size_t len;
+                assert_int_equal(read_file(path, 1 << 20, &buf, &len), 0);
+                struct gs_error e = { 0 };
+                if (topo_parse(buf, len, &T, &e) < 0)
+                        fail_msg("%s: %s", path, e.message);
+                /* a matrix without model directives is a pasted topology, its GPUs the defaults */
+                if (!strstr(buf, "name=")) {
+                        assert_int_equal(T.cuda_context_bytes, 0);
+                        continue;
+                }
+                for (unsigned g = 0; g < T.n_gpus; g++) {
+                        uint64_t want = 0;
+                        for (size_t i = 0; i < ELEMENTSOF(context_figures); i++)
+                                if (strstr(T.gpu[g].name, context_figures[i].model))
+                                        want = context_figures[i].bytes;
+                        if (T.gpu[g].context_bytes != want)
+                                fail_msg("%s: GPU %u (%s): context %llu, the published figure for its model is %llu",
+                                         path, g, T.gpu[g].name, (unsigned long long)T.gpu[g].context_bytes,
+                                         (unsigned long long)want);
+                }
+                n++;
+        }
+        closedir(d);
+        return n;
+}
+
+static void test_shipped_nodes_carry_context_figures(void **state) {
+        (void)state;
+        static const char *const dirs[] = { "sim/nodes",       "hwkit/nodes",    "tests/data/mig",
+                                            "tests/data/kube", "tests/data/dra", "tests/data/topologies" };
+        unsigned n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                n += check_node_dir(dirs[i]);
+        assert_true(n >= 10);
+}
+
 /* What the node's driver does (recorded by `gpuslice sim record`): a context's cost, unsupported queries. */
 static void test_driver_directives(void **state) {
         (void)state;
@@ -296,7 +356,17 @@ static void test_driver_directives(void **state) {
         const char *text = "  GPU0\nGPU0 X\ncuda context=504MiB\nunsupported process-utilization\n";
         assert_int_equal(topo_parse(text, strlen(text), &t, &e), 0);
         assert_int_equal(t.cuda_context_bytes, 504ULL << 20);
+        assert_int_equal(t.gpu[0].context_bytes, 504ULL << 20); /* every GPU's, unless its line says */
         assert_int_equal(t.unsupported, TOPO_UNSUPPORTED_PROCESS_UTIL);
+        const char *mixed = "  GPU0 GPU1 GPU2\nGPU0 X SYS SYS\nGPU1 SYS X SYS\nGPU2 SYS SYS X\ncuda context=100MiB\n"
+                            "default context=416MiB\ngpu 2 context=300MB\n";
+        assert_int_equal(topo_parse(mixed, strlen(mixed), &t, &e), 0);
+        assert_int_equal(t.gpu[0].context_bytes, 416ULL << 20);
+        assert_int_equal(t.gpu[1].context_bytes, 416ULL << 20);
+        assert_int_equal(t.gpu[2].context_bytes, 300000000ULL);
+        const char *bad = "  GPU0\nGPU0 X\ngpu 0 context=lots\n";
+        assert_int_equal(topo_parse(bad, strlen(bad), &t, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "context: expected a size"));
         const char *none = "  GPU0\nGPU0 X\n";
         assert_int_equal(topo_parse(none, strlen(none), &t, &e), 0);
         assert_int_equal(t.cuda_context_bytes, 0); /* unknown: the simulated driver takes nothing */
@@ -458,6 +528,7 @@ int main(void) {
                 cmocka_unit_test(test_pasted_variants),
                 cmocka_unit_test(test_malformed_rejected_with_reason),
                 cmocka_unit_test(test_driver_directives),
+                cmocka_unit_test(test_shipped_nodes_carry_context_figures),
                 cmocka_unit_test(test_brand),
                 cmocka_unit_test(test_too_many_gpus),
                 cmocka_unit_test(test_not_nul_terminated),
