@@ -79,6 +79,8 @@ static int copy_options(struct dra *d, const struct dra_options *o, struct gs_er
         if (!o->state_dir || snprintf(d->journal_dir, sizeof d->journal_dir, "%s/" DRA_JOURNAL_DIR, o->state_dir) >=
                                      (int)sizeof d->journal_dir)
                 return gs_error_set(err, -EINVAL, "state dir: missing or too long");
+        if (snprintf(d->mps_root, sizeof d->mps_root, "%s/" DRA_MPS_DIR, o->state_dir) >= (int)sizeof d->mps_root)
+                return gs_error_set(err, -EINVAL, "state dir: too long");
         if (!dra_dns_subdomain_valid(d->driver) || strlen(d->driver) > DRA_MAX_DOMAIN)
                 return gs_error_set(err, -EINVAL,
                                     "driver name '%s': not a lowercase DNS subdomain of at most %d characters",

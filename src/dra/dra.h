@@ -63,6 +63,15 @@ struct dra_table_ops {
          * (zeroed by the caller). Called WITHOUT the driver's lock, at start, before each prepare and on each
          * publishing pass. 0 or -errno (the driver keeps what it had). NULL: the node has no MIG devices. */
         int (*mig_read)(void *userdata, struct dra_mig *ret);
+        /* MPS (a claim whose sharing.strategy is MPS; docs/dra.md "Sharing modes"): start the control daemon of
+         * claim `uid` with its pipe and log directories <dir>/pipe and <dir>/log (dir exists) and send it
+         * `commands` (lines of nvidia-cuda-mps-control's client); a daemon an earlier agent left serving that
+         * pipe directory is told to quit first. The caller supervises it (restarts it when it exits) until
+         * mps_stop. 0 or -errno with why. NULL: MPS claims are refused. */
+        int (*mps_start)(void *userdata, const char *uid, const char *dir, const char *commands, char *why,
+                         size_t why_len);
+        /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe. */
+        void (*mps_stop)(void *userdata, const char *uid, const char *dir);
         /* One line for the daemon's log: msg and key=value fields. */
         void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
         void *userdata;
