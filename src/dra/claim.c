@@ -90,7 +90,9 @@ static int pinned_quantity(const json_t *v, uint64_t *ret, const char *where, co
 
 static int mps_per_device(const json_t *m, struct dra_sharing_params *p, struct gs_error *err) {
         static const char where[] = "parameters.sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit";
-        if (!json_is_object(m) && !json_is_null(m))
+        if (!m || json_is_null(m))
+                return 0;
+        if (!json_is_object(m))
                 return gs_error_set(err, -EINVAL, "%s: not an object", where);
         if (json_object_size(m) > DRA_MPS_LIMITS_MAX)
                 return gs_error_set(err, -E2BIG, "%s: more than %u devices", where, DRA_MPS_LIMITS_MAX);

@@ -194,9 +194,10 @@ json_t *dra_status(struct dra *d) {
                                               json_pack("{s:s, s:s, s:s, s:I, s:i}", "request", r->dev[k].request,
                                                         "device", r->dev[k].device, "uuid", r->dev[k].uuid, "memory",
                                                         (json_int_t)r->dev[k].memory, "cores", (int)r->dev[k].cores));
-                json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:s, s:o*}", "uid", r->uid, "namespace",
+                json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:s, s:o*, s:s*}", "uid", r->uid, "namespace",
                                                         r->namespace_, "name", r->name, "state",
-                                                        dra_record_state_name(r->state), "devices", devs));
+                                                        dra_record_state_name(r->state), "devices", devs, "sharing",
+                                                        r->sharing ? dra_sharing_name(r->sharing) : NULL));
         }
         json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s*, s:s, s:b, s:b, s:s*, s:I, s:o}", "driver", d->driver,
                                        "pool", d->node, "registered", d->registered, "registrationError",

@@ -120,6 +120,6 @@ void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n);
 struct dra *dra_stop(struct dra *d);
 
 /* The driver's state for `gpuslice status`: {"driver", "registered", "api", "sharing", "generation",
- * "claims": [{"uid","namespace","name","state","devices":[...]}]}. A new reference or NULL. */
+ * "claims": [{"uid","namespace","name","state","devices":[...],"sharing"?}]}. A new reference or NULL. */
 /* Thread: any; lock: takes d->lock itself (every function thread-safe). */
 json_t *dra_status(struct dra *d);

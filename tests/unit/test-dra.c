@@ -773,6 +773,9 @@ static void test_params_sharing(void **state) {
         assert_int_equal(dra_params_decode(bare, strlen(bare), &p, &err), 0);
         assert_true(p.sharing.strategy == DRA_SHARING_MPS && p.sharing.thread_percentage == 0 && p.sharing.pinned == 0);
         assert_int_equal(p.core_policy, DRA_POLICY_ELASTIC);
+        const char *pct = NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":10}}");
+        assert_int_equal(dra_params_decode(pct, strlen(pct), &p, &err), 0);
+        assert_true(p.sharing.thread_percentage == 10 && p.sharing.n_per_device == 0);
         static const struct {
                 const char *text, *want;
         } bad[] = {
