@@ -1259,6 +1259,30 @@ def test_prepare_mps(e):
     check(not os.path.exists(mps_dir(e, c[1])) and e.cdi_specs() == [], "MPS dir or spec left: %s" %
           os.listdir(os.path.join(e.state_dir, "dra-mps")))
     check(client(0, "3G") == 0, "the daemon still limits after the unprepare")
+    # killed between the daemon's start and the CDI spec: the next agent rolls the claim back, daemon included
+    e.kill_agent(signal.SIGTERM)
+    e.start_agent("--mps-control", ctl, crash="dra-prepare-cdi:1")
+    e.kubelet.restart()
+    e.wait_pool(lambda d: len(d) > 0, "the pool")
+    k = e.claim("killed", [("gpus", "gpu-3")], config=sharing_config({"strategy": "MPS"}))
+    try:
+        e.kubelet.prepare(k)
+        answered = True
+    except Exception:  # noqa: B902 — the agent died in the call: kubelet sees UNAVAILABLE
+        answered = False
+    e.agent.wait(15)
+    check(not answered and e.agent.returncode == -signal.SIGKILL, "the agent did not die at dra-prepare-cdi")
+    orphan = mps_state(e, k[1], ["thread-percentage 100"])  # the daemon outlived its agent
+    e.start_agent("--mps-control", ctl)
+    e.kubelet.restart()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and (alive(orphan) or os.path.exists(mps_dir(e, k[1]))):
+        time.sleep(0.05)
+    check(not alive(orphan) and not os.path.exists(mps_dir(e, k[1])), "the rolled-back claim's daemon or dir stayed")
+    check(e.status()["dra"]["claims"] == [] and e.cdi_specs() == [], "the rolled-back claim stayed")
+    ok(e.kubelet.prepare(k), k[1])  # kubelet prepares again: now whole
+    mps_state(e, k[1], ["thread-percentage 100"], not_pid=orphan)
+    check(e.kubelet.unprepare(k) == {k[1]: ""}, "unprepare")
 
 
 def test_prepare_sharing_errors(e):
