@@ -213,8 +213,8 @@ static void on_mps_check(struct loop_timer *t) {
         for (size_t i = 0; i < s->n; i++) {
                 int r = mps_daemon_check(s->d[i].m, s->program, s->d[i].commands);
                 if (r > 0)
-                        log_warn("MPS control daemon of a DRA claim exited: restarted", "claim=%s pid=%d",
-                                 s->d[i].uid, (int)mps_daemon_pid(s->d[i].m));
+                        log_warn("MPS control daemon of a DRA claim exited: restarted", "claim=%s pid=%d", s->d[i].uid,
+                                 (int)mps_daemon_pid(s->d[i].m));
                 else if (r < 0)
                         log_error("MPS control daemon of a DRA claim exited and did not start again",
                                   "claim=%s error=\"%s\"", s->d[i].uid, strerror(-r));

@@ -101,8 +101,8 @@ static int mps_per_device(const json_t *m, struct dra_sharing_params *p, struct 
         json_object_foreach((json_t *)m, key, v) {
                 struct dra_mps_limit *l = &p->per_device[p->n_per_device];
                 if (!key[0] || strlen(key) >= sizeof l->device)
-                        return gs_error_set(err, -EINVAL, "%s: a device key empty or longer than %zu characters",
-                                            where, sizeof l->device - 1);
+                        return gs_error_set(err, -EINVAL, "%s: a device key empty or longer than %zu characters", where,
+                                            sizeof l->device - 1);
                 int r = pinned_quantity(v, &l->bytes, where, key, err);
                 if (r < 0)
                         return r;

@@ -70,10 +70,10 @@ struct dra_mps_limit {
 
 struct dra_sharing_params {
         enum dra_sharing strategy;
-        enum dra_interval interval;  /* TimeSlicing */
-        unsigned thread_percentage;  /* MPS: 1..100, 0 not set */
-        uint64_t pinned;             /* MPS: bytes for every device, 0 not set */
-        unsigned n_per_device;       /* MPS: the per-device limits, overriding pinned */
+        enum dra_interval interval; /* TimeSlicing */
+        unsigned thread_percentage; /* MPS: 1..100, 0 not set */
+        uint64_t pinned;            /* MPS: bytes for every device, 0 not set */
+        unsigned n_per_device;      /* MPS: the per-device limits, overriding pinned */
         struct dra_mps_limit per_device[DRA_MPS_LIMITS_MAX];
 };
 

@@ -224,8 +224,9 @@ static int mps_commands(const struct dra_record *r, char *buf, size_t len) {
                 at += (size_t)snprintf(buf, len, "set_default_active_thread_percentage %u\n", r->mps_threads);
         for (unsigned i = 0; i < r->n && at < len; i++)
                 if (r->dev[i].mps_pinned)
-                        at += (size_t)snprintf(buf + at, len - at, "set_default_device_pinned_mem_limit %u %" PRIu64
-                                               "M\n", r->dev[i].index, r->dev[i].mps_pinned >> 20);
+                        at += (size_t)snprintf(buf + at, len - at,
+                                               "set_default_device_pinned_mem_limit %u %" PRIu64 "M\n", r->dev[i].index,
+                                               r->dev[i].mps_pinned >> 20);
         if (len)
                 buf[MIN(at, len - 1)] = 0;
         return at >= len ? -E2BIG : 0;
@@ -256,9 +257,9 @@ static int mps_edits(const struct dra *d, const struct dra_record *r, json_t *sp
         char host[DRA_PATH_MAX + DRA_UID_MAX + 8], threads[64], pinned[DRA_RESULTS_MAX * 32 + 48];
         const char *env[3] = { "CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE_CONTAINER, threads, pinned };
         size_t n_env = 1;
-        if (mps_dir(d, r->uid, host, sizeof host - 6) < 0)
+        int w = snprintf(host, sizeof host, "%s/%s/pipe", d->mps_root, r->uid);
+        if (w < 0 || (size_t)w >= sizeof host)
                 return -ENAMETOOLONG;
-        strcat(host, "/pipe");
         if (r->mps_threads) {
                 snprintf(threads, sizeof threads, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", r->mps_threads);
                 env[n_env++] = threads;
@@ -857,8 +858,7 @@ static void sweep(struct dra *d) {
         while (dir && (de = readdir(dir))) {
                 const struct dra_record *r = dra_uid_valid(de->d_name) ? find(d, de->d_name) : NULL;
                 if (dra_uid_valid(de->d_name) && (!r || r->sharing != DRA_SHARING_MPS)) {
-                        dra_log(d, DRA_LOG_INFO, "stopping an MPS control daemon no claim holds", "dir=%s",
-                                de->d_name);
+                        dra_log(d, DRA_LOG_INFO, "stopping an MPS control daemon no claim holds", "dir=%s", de->d_name);
                         mps_stop(d, de->d_name);
                 }
         }

@@ -760,9 +760,10 @@ static void test_params_sharing(void **state) {
         assert_int_equal(dra_params_decode(ts, strlen(ts), &p, &err), 0);
         assert_int_equal(p.sharing.strategy, DRA_SHARING_TIMESLICING);
         assert_int_equal(p.sharing.interval, DRA_INTERVAL_LONG);
-        const char *mps = NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":50,"
-                                 "\"defaultPinnedDeviceMemoryLimit\":\"10Gi\",\"defaultPerDevicePinnedMemoryLimit\":"
-                                 "{\"0\":\"2Gi\",\"GPU-x\":1073741824},\"multiUser\":false}}");
+        const char *mps =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":50,"
+                       "\"defaultPinnedDeviceMemoryLimit\":\"10Gi\",\"defaultPerDevicePinnedMemoryLimit\":"
+                       "{\"0\":\"2Gi\",\"GPU-x\":1073741824},\"multiUser\":false}}");
         assert_int_equal(dra_params_decode(mps, strlen(mps), &p, &err), 0);
         assert_int_equal(p.sharing.strategy, DRA_SHARING_MPS);
         assert_int_equal(p.sharing.thread_percentage, 50);
@@ -773,7 +774,8 @@ static void test_params_sharing(void **state) {
         assert_int_equal(dra_params_decode(bare, strlen(bare), &p, &err), 0);
         assert_true(p.sharing.strategy == DRA_SHARING_MPS && p.sharing.thread_percentage == 0 && p.sharing.pinned == 0);
         assert_int_equal(p.core_policy, DRA_POLICY_ELASTIC);
-        const char *pct = NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":10}}");
+        const char *pct =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":10}}");
         assert_int_equal(dra_params_decode(pct, strlen(pct), &p, &err), 0);
         assert_true(p.sharing.thread_percentage == 10 && p.sharing.n_per_device == 0);
         static const struct {
@@ -796,15 +798,19 @@ static void test_params_sharing(void **state) {
                   "defaultActiveThreadPercentage: not an integer 1..100" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":101}}"),
                   "defaultActiveThreadPercentage" },
-                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":\"50\"}}"),
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":\"50\"}"
+                         "}"),
                   "defaultActiveThreadPercentage" },
-                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"10 G\"}}"),
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"10 "
+                         "G\"}}"),
                   "defaultPinnedDeviceMemoryLimit: not a quantity" },
-                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"1Ki\"}}"),
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"1Ki\"}"
+                         "}"),
                   "at least 1Mi" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":-5}}"),
                   "not a quantity" },
-                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":[]}}"),
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":[]}"
+                         "}"),
                   "defaultPerDevicePinnedMemoryLimit: not an object" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
                          "{\"0\":true}}}"),
@@ -813,7 +819,8 @@ static void test_params_sharing(void **state) {
                          "{\"\":\"1Gi\"}}}"),
                   "empty" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"multiUser\":true}}"), "multiUser: true" },
-                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"multiUser\":1}}"), "multiUser: not a boolean" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"multiUser\":1}}"),
+                  "multiUser: not a boolean" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"pinned\":1}}"),
                   "mpsConfig: unknown field \"pinned\"" },
                 { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":7}"), "mpsConfig: not an object" },
@@ -825,9 +832,10 @@ static void test_params_sharing(void **state) {
                         fail_msg("case %zu: %d \"%s\", wanted \"%s\"", i, r, err.message, bad[i].want);
         }
         /* more devices than kept: E2BIG */
-        const char *many = NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
-                                  "{\"0\":\"1Gi\",\"1\":\"1Gi\",\"2\":\"1Gi\",\"3\":\"1Gi\",\"4\":\"1Gi\",\"5\":\"1Gi\","
-                                  "\"6\":\"1Gi\",\"7\":\"1Gi\",\"8\":\"1Gi\"}}}");
+        const char *many =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
+                       "{\"0\":\"1Gi\",\"1\":\"1Gi\",\"2\":\"1Gi\",\"3\":\"1Gi\",\"4\":\"1Gi\",\"5\":\"1Gi\","
+                       "\"6\":\"1Gi\",\"7\":\"1Gi\",\"8\":\"1Gi\"}}}");
         assert_int_equal(dra_params_decode(many, strlen(many), &p, &err), -E2BIG);
 }
 
@@ -866,8 +874,8 @@ static void test_record_codec(void **state) {
         assert_string_equal(text, again);
         assert_true(back->n == 2 && back->dev[0].memory == 1ULL << 34 && back->dev[0].cores == 40 && back->elastic);
         assert_string_equal(back->dev[1].device, "gpu-4");
-        assert_true(back->sharing == DRA_SHARING_MPS && back->mps_threads == 25 && back->dev[1].mps_pinned == 1ULL << 31 &&
-                    back->dev[0].mps_pinned == 0);
+        assert_true(back->sharing == DRA_SHARING_MPS && back->mps_threads == 25 &&
+                    back->dev[1].mps_pinned == 1ULL << 31 && back->dev[0].mps_pinned == 0);
         free(again);
         free(text);
         static const char *const bad[] = {
