@@ -170,7 +170,7 @@ static int mps_start(void *userdata, const char *uid, const char *dir, const cha
         pthread_mutex_lock(&s->lock);
         int r = 0;
         for (size_t i = 0; i < s->n && r == 0; i++)
-                if (streq(s->d[i].uid, uid)) /* prepared again after a restart of the daemon's files: a new one */
+                if (streq(s->d[i].uid, uid)) /* already running and supervised */
                         r = 1;
         if (r == 0 && array_reserve(&s->d, &s->cap, s->n + 1, 8) < 0)
                 r = -ENOMEM;
