@@ -28,6 +28,8 @@ import tempfile
 import time
 import uuid
 
+import yaml
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_fixture  # noqa: E402
 import dra_validation  # noqa: E402
@@ -1151,6 +1153,14 @@ def sharing_config(sharing, api="resource.nvidia.com/v1beta1", requests=None):
              "opaque": {"driver": DRIVER, "parameters": {"apiVersion": api, "kind": "GpuConfig", "sharing": sharing}}}]
 
 
+def example_config(e, name):
+    """The opaque config of a ResourceClaimTemplate of deploy/dra/examples/sharing.yaml, as the allocation has it."""
+    with open(os.path.join(e.args.source, "deploy", "dra", "examples", "sharing.yaml")) as f:
+        t = next(x for x in yaml.safe_load_all(f) if x and x["kind"] == "ResourceClaimTemplate" and
+                 x["metadata"]["name"] == name)
+    return [dict(c, source="FromClaim") for c in t["spec"]["spec"]["devices"]["config"]]
+
+
 def claim_spec(e, uid):
     with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, uid))) as f:
         return json.load(f)
@@ -1189,8 +1199,7 @@ def mps_state(e, uid, want, timeout=10, not_pid=None):
 
 def test_prepare_timeslice(e):
     up(e)
-    ts = e.claim("ts", [("gpu", "gpu-2")], config=sharing_config(
-        {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}))
+    ts = e.claim("ts", [("gpu", "gpu-2")], config=example_config(e, "timesliced-gpu"))
     a = ok(e.kubelet.prepare(ts), ts[1])
     check([d.device_name for d in a.devices] == ["gpu-2"], "devices %s" % a.devices)
     env = claim_spec(e, ts[1])["containerEdits"].get("env") or []
@@ -1259,6 +1268,12 @@ def test_prepare_mps(e):
     check(not os.path.exists(mps_dir(e, c[1])) and e.cdi_specs() == [], "MPS dir or spec left: %s" %
           os.listdir(os.path.join(e.state_dir, "dra-mps")))
     check(client(0, "3G") == 0, "the daemon still limits after the unprepare")
+    # the example of deploy/dra/examples/sharing.yaml: 50 % and 4 GiB
+    x = e.claim("example", [("gpu", "gpu-4")], config=example_config(e, "mps-gpu"))
+    ok(e.kubelet.prepare(x), x[1])
+    mps_state(e, x[1], ["thread-percentage 50", "pinned 4 4294967296"])
+    check("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M" in claim_spec(e, x[1])["containerEdits"]["env"], "example env")
+    check(e.kubelet.unprepare(x) == {x[1]: ""}, "unprepare the example")
     # killed between the daemon's start and the CDI spec: the next agent rolls the claim back, daemon included
     e.kill_agent(signal.SIGTERM)
     e.start_agent("--mps-control", ctl, crash="dra-prepare-cdi:1")
