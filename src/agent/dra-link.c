@@ -152,7 +152,29 @@ struct dra_mps_daemon {
         char uid[64];
         char commands[4096];
         struct mps *m;
+        uint64_t gpus; /* the claim's GPUs (table indices) */
+        bool down;     /* exited and not started again: its GPUs reserved (unhealthy) */
 };
+
+#define DRA_MPS_DOWN "MPS control daemon of the DRA claim not running"
+
+/* The daemon's GPUs reserved (unhealthy to DRA's health stream and slices) or released; the change is pushed from
+ * the loop (devices_changed only wakes it). */
+static void mark_down(struct node *n, struct dra_mps_daemon *e, bool down) {
+        if (e->down == down)
+                return;
+        devices_lock(n->devices);
+        for (unsigned i = 0; i < devices_count(n->devices); i++)
+                if (e->gpus >> i & 1) {
+                        if (down)
+                                devices_reserve(n->devices, i, DRA_MPS_DOWN);
+                        else
+                                devices_release(n->devices, i);
+                }
+        devices_unlock(n->devices);
+        e->down = down;
+        devices_changed(n->devices);
+}
 
 struct dra_mps {
         pthread_mutex_t lock; /* the list; taken by the driver's threads (under its lock) and the loop's check */
@@ -162,7 +184,8 @@ struct dra_mps {
         const char *program;
 };
 
-static int mps_start(void *userdata, const char *uid, const char *dir, const char *commands, char *why, size_t len) {
+static int mps_start(void *userdata, const char *uid, uint64_t gpus, const char *dir, const char *commands, char *why,
+                     size_t len) {
         struct node *n = userdata;
         struct dra_mps *s = n->dra_mps;
         if (strlen(uid) >= sizeof s->d[0].uid || strlen(commands) >= sizeof s->d[0].commands)
@@ -180,6 +203,8 @@ static int mps_start(void *userdata, const char *uid, const char *dir, const cha
                 strscpy(e->uid, uid, sizeof e->uid);
                 strscpy(e->commands, commands, sizeof e->commands);
                 e->m = m;
+                e->gpus = to_table(n->devices, gpus);
+                e->down = false;
                 log_info("MPS control daemon of a DRA claim serving", "claim=%s pid=%d dir=%s", uid,
                          (int)mps_daemon_pid(m), dir);
         }
@@ -197,6 +222,7 @@ static void mps_stop(void *userdata, const char *uid, const char *dir) {
         for (size_t i = 0; i < s->n && !m; i++)
                 if (streq(s->d[i].uid, uid)) {
                         m = s->d[i].m;
+                        mark_down(n, &s->d[i], false);
                         s->d[i] = s->d[--s->n];
                 }
         pthread_mutex_unlock(&s->lock);
@@ -208,16 +234,20 @@ static void mps_stop(void *userdata, const char *uid, const char *dir) {
 }
 
 static void on_mps_check(struct loop_timer *t) {
-        struct dra_mps *s = t->userdata;
+        struct node *n = t->userdata;
+        struct dra_mps *s = n->dra_mps;
         pthread_mutex_lock(&s->lock);
         for (size_t i = 0; i < s->n; i++) {
-                int r = mps_daemon_check(s->d[i].m, s->program, s->d[i].commands);
+                struct dra_mps_daemon *e = &s->d[i];
+                int r = mps_daemon_check(e->m, s->program, e->commands);
                 if (r > 0)
-                        log_warn("MPS control daemon of a DRA claim exited: restarted", "claim=%s pid=%d", s->d[i].uid,
-                                 (int)mps_daemon_pid(s->d[i].m));
-                else if (r < 0)
-                        log_error("MPS control daemon of a DRA claim exited and did not start again",
-                                  "claim=%s error=\"%s\"", s->d[i].uid, strerror(-r));
+                        log_warn("MPS control daemon of a DRA claim exited: restarted", "claim=%s pid=%d", e->uid,
+                                 (int)mps_daemon_pid(e->m));
+                else if (r < 0 && !e->down)
+                        log_error("MPS control daemon of a DRA claim exited and did not start again: its GPUs are "
+                                  "unhealthy until it serves",
+                                  "claim=%s error=\"%s\"", e->uid, strerror(-r));
+                mark_down(n, e, r < 0);
         }
         pthread_mutex_unlock(&s->lock);
         (void)loop_timer_start(&s->check, DRA_MPS_CHECK_MS);
@@ -229,7 +259,7 @@ static int dra_mps_open(struct node *n) {
                 return -ENOMEM;
         pthread_mutex_init(&s->lock, NULL);
         s->program = n->cfg.mps_control;
-        int r = loop_timer_init(&n->loop, &s->check, on_mps_check, s);
+        int r = loop_timer_init(&n->loop, &s->check, on_mps_check, n);
         return r < 0 ? r : loop_timer_start(&s->check, DRA_MPS_CHECK_MS);
 }
 

@@ -66,11 +66,11 @@ struct dra_table_ops {
         /* MPS (a claim whose sharing.strategy is MPS; docs/dra.md "Sharing modes"): start the control daemon of
          * claim `uid` with its pipe and log directories <dir>/pipe and <dir>/log (dir exists) and send it
          * `commands` (lines of nvidia-cuda-mps-control's client); a daemon an earlier agent left serving that
-         * pipe directory is told to quit first. The caller supervises it (restarts it when it exits) until
-         * mps_stop. 0 or -errno with why. NULL: MPS claims are refused. Called with the driver's lock held like
+         * pipe directory is told to quit first. The caller supervises it (restarts it when it exits; while it
+         * cannot, the claim's `gpus` are unhealthy) until mps_stop. 0 or -errno with why. NULL: MPS claims are refused. Called with the driver's lock held like
          * the others: it may wait for the daemon (a few seconds at most). */
-        int (*mps_start)(void *userdata, const char *uid, const char *dir, const char *commands, char *why,
-                         size_t why_len);
+        int (*mps_start)(void *userdata, const char *uid, uint64_t gpus, const char *dir, const char *commands,
+                         char *why, size_t why_len);
         /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe. */
         void (*mps_stop)(void *userdata, const char *uid, const char *dir);
         /* One line for the daemon's log: msg and key=value fields. */

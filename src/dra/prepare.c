@@ -245,7 +245,7 @@ static int mps_start(struct dra *d, const struct dra_record *r, struct gs_error 
                 return gs_error_set(err, e, "MPS: too many commands");
         if (!d->ops.mps_start)
                 return gs_error_set(err, -EOPNOTSUPP, "MPS: this agent runs no MPS control daemon");
-        if ((e = d->ops.mps_start(d->ops.userdata, r->uid, dir, commands, why, sizeof why)) < 0)
+        if ((e = d->ops.mps_start(d->ops.userdata, r->uid, record_gpus(d, r), dir, commands, why, sizeof why)) < 0)
                 return gs_error_set(err, e, "MPS control daemon: %s", why[0] ? why : strerror(-e));
         return 0;
 }

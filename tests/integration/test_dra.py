@@ -1222,7 +1222,12 @@ def test_prepare_timeslice(e):
 
 
 def test_prepare_mps(e):
-    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    real_ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    broken = os.path.join(e.tmp, "mps-control-broken")  # while it exists the program fails: no daemon starts
+    ctl = os.path.join(e.tmp, "mps-control")
+    with open(ctl, "w") as f:
+        f.write("#!/bin/sh\n[ -e '%s' ] && exit 1\nexec '%s' \"$@\"\n" % (broken, real_ctl))
+    os.chmod(ctl, 0o755)
     work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
     up(e, "--mps-control", ctl)
     g1 = uuid_of(e, 1)
@@ -1254,6 +1259,15 @@ def test_prepare_mps(e):
     os.kill(pid, signal.SIGKILL)
     pid2 = mps_state(e, c[1], ["thread-percentage 50", "pinned 1 1073741824"], timeout=15, not_pid=pid)
     check(client(0, "3G") == OOM, "the restarted daemon does not limit")
+    # a daemon that cannot be started again: the claim's GPUs unhealthy (tainted) until it serves
+    open(broken, "w").close()
+    os.kill(pid2, signal.SIGKILL)
+    e.wait_pool(lambda d: d["gpu-0"].get("taints") and d["gpu-1"].get("taints") and not d["gpu-2"].get("taints"),
+                "the claim's GPUs tainted while its daemon is down", timeout=15)
+    os.unlink(broken)
+    e.wait_pool(lambda d: not d["gpu-0"].get("taints") and not d["gpu-1"].get("taints"),
+                "the taints gone once the daemon serves again", timeout=15)
+    pid2 = mps_state(e, c[1], ["thread-percentage 50", "pinned 1 1073741824"], not_pid=pid2)
     # the agent SIGKILLed: the next one quits the daemon it left and starts its own for the prepared claim
     e.kill_agent(signal.SIGKILL)
     e.start_agent("--mps-control", ctl)
