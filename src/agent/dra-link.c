@@ -315,11 +315,15 @@ int node_dra_start(struct node *n) {
                                      .userdata = n };
         struct gs_error err = { 0 };
         int r = dra_mps_open(n);
-        if (r < 0)
+        if (r < 0) {
+                dra_mps_close(n);
                 return log_error_errno(r, "cannot set up the DRA claims' MPS", "%s", "");
+        }
         r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
-        if (r < 0)
+        if (r < 0) {
+                dra_mps_close(n);
                 return log_error_errno(r, "cannot start the DRA driver", "error=\"%s\"", err.message);
+        }
         log_info("DRA driver started", "driver=%s pool=%s device_plugin=%s", o.driver, o.node,
                  n->cfg.dra_device_plugin ? "on" : "off");
         node_dra_push(n, NULL);
