@@ -133,9 +133,9 @@ uint64_t devices_quiet_due(struct devices *d, unsigned i, uint64_t quiet_ms);
  * A reserved device and its children are not healthy (devices_healthy false, devices_reason the reservation's
  * `reason`), so no Allocate, preferred allocation, share or DRA prepare takes them; a health probe does not
  * clear it: only devices_release, or the agent starting again on a new table. */
-/* Thread: the loop (miglayout.c); lock: the device lock held. */
+/* Thread: any (miglayout.c, mps.c from the loop; dra-link.c also from the DRA driver's); lock: the device lock held. */
 void devices_reserve(struct devices *d, unsigned i, const char *reason);
-/* Thread: the loop (miglayout.c); lock: the device lock held. */
+/* Thread: any (as devices_reserve); lock: the device lock held. */
 void devices_release(struct devices *d, unsigned i);
 
 /* ---- changes ---- */

@@ -5,7 +5,8 @@
  * plugin's use) pushed to the driver whenever devices change, and the GPUs the driver's prepared claims
  * hold marked held elsewhere (plugin_set_held_elsewhere) so the device plugin never hands them out (a
  * prepared MIG device holds its whole parent GPU there), and the node's MIG side read through NVML when
- * the driver asks (mig_read). All the DRA logic is in src/dra; this file only translates. Must never: call into the driver with the
+ * the driver asks (mig_read), and the MPS control daemons of claims with sharing.strategy MPS (mps_start/mps_stop: one
+ * daemon a claim, mps.c's, checked once a second and restarted when it exited). All the DRA logic is in src/dra; this file only translates. Must never: call into the driver with the
  * device lock held (the driver calls take/set_held with its own lock held, and they take the device lock).
  */
 #include <errno.h>
@@ -143,6 +144,138 @@ void node_dra_push(struct node *n, void *userdata) {
         dra_update(n->dra, st, count);
 }
 
+/* ---- the MPS control daemons of DRA claims ---- */
+
+#define DRA_MPS_CHECK_MS 1000
+
+struct dra_mps_daemon {
+        char uid[64];
+        char commands[4096];
+        struct mps *m;
+        uint64_t gpus; /* the claim's GPUs (table indices) */
+        bool down;     /* exited and not started again: its GPUs reserved (unhealthy) */
+};
+
+#define DRA_MPS_DOWN "MPS control daemon of the DRA claim not running"
+
+/* The daemon's GPUs reserved (unhealthy to DRA's health stream and slices) or released; the change is pushed from
+ * the loop (devices_changed only wakes it). */
+static void mark_down(struct node *n, struct dra_mps_daemon *e, bool down) {
+        if (e->down == down)
+                return;
+        devices_lock(n->devices);
+        for (unsigned i = 0; i < devices_count(n->devices); i++)
+                if (e->gpus >> i & 1) {
+                        if (down)
+                                devices_reserve(n->devices, i, DRA_MPS_DOWN);
+                        else
+                                devices_release(n->devices, i);
+                }
+        devices_unlock(n->devices);
+        e->down = down;
+        devices_changed(n->devices);
+}
+
+struct dra_mps {
+        pthread_mutex_t lock; /* the list; taken by the driver's threads (under its lock) and the loop's check */
+        struct dra_mps_daemon *d;
+        size_t n, cap;
+        struct loop_timer check;
+        const char *program;
+};
+
+static int mps_start(void *userdata, const char *uid, uint64_t gpus, const char *dir, const char *commands, char *why,
+                     size_t len) {
+        struct node *n = userdata;
+        struct dra_mps *s = n->dra_mps;
+        if (strlen(uid) >= sizeof s->d[0].uid || strlen(commands) >= sizeof s->d[0].commands)
+                return snprintf(why, len, "claim UID or commands too long"), -E2BIG;
+        pthread_mutex_lock(&s->lock);
+        int r = 0;
+        for (size_t i = 0; i < s->n && r == 0; i++)
+                if (streq(s->d[i].uid, uid)) /* already running and supervised */
+                        r = 1;
+        if (r == 0 && array_reserve(&s->d, &s->cap, s->n + 1, 8) < 0)
+                r = -ENOMEM;
+        struct mps *m = NULL;
+        if (r == 0 && (r = mps_daemon_start(s->program, dir, commands, &m)) == 0) {
+                struct dra_mps_daemon *e = &s->d[s->n++];
+                strscpy(e->uid, uid, sizeof e->uid);
+                strscpy(e->commands, commands, sizeof e->commands);
+                e->m = m;
+                e->gpus = to_table(n->devices, gpus);
+                e->down = false;
+                log_info("MPS control daemon of a DRA claim serving", "claim=%s pid=%d dir=%s", uid,
+                         (int)mps_daemon_pid(m), dir);
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                snprintf(why, len, "%s did not start or take its commands: %s", s->program, strerror(-r));
+        return r > 0 ? 0 : r;
+}
+
+static void mps_stop(void *userdata, const char *uid, const char *dir) {
+        struct node *n = userdata;
+        struct dra_mps *s = n->dra_mps;
+        struct mps *m = NULL;
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n && !m; i++)
+                if (streq(s->d[i].uid, uid)) {
+                        m = s->d[i].m;
+                        mark_down(n, &s->d[i], false);
+                        s->d[i] = s->d[--s->n];
+                }
+        pthread_mutex_unlock(&s->lock);
+        if (m) {
+                mps_daemon_stop(m);
+                log_info("MPS control daemon of a DRA claim stopped", "claim=%s", uid);
+        } else
+                mps_daemon_quit(s->program, dir);
+}
+
+static void on_mps_check(struct loop_timer *t) {
+        struct node *n = t->userdata;
+        struct dra_mps *s = n->dra_mps;
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n; i++) {
+                struct dra_mps_daemon *e = &s->d[i];
+                int r = mps_daemon_check(e->m, s->program, e->commands);
+                if (r > 0)
+                        log_warn("MPS control daemon of a DRA claim exited: restarted", "claim=%s pid=%d", e->uid,
+                                 (int)mps_daemon_pid(e->m));
+                else if (r < 0 && !e->down)
+                        log_error("MPS control daemon of a DRA claim exited and did not start again: its GPUs are "
+                                  "unhealthy until it serves",
+                                  "claim=%s error=\"%s\"", e->uid, strerror(-r));
+                mark_down(n, e, r < 0);
+        }
+        pthread_mutex_unlock(&s->lock);
+        (void)loop_timer_start(&s->check, DRA_MPS_CHECK_MS);
+}
+
+static int dra_mps_open(struct node *n) {
+        struct dra_mps *s = n->dra_mps = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        pthread_mutex_init(&s->lock, NULL);
+        s->program = n->cfg.mps_control;
+        int r = loop_timer_init(&n->loop, &s->check, on_mps_check, n);
+        return r < 0 ? r : loop_timer_start(&s->check, DRA_MPS_CHECK_MS);
+}
+
+static void dra_mps_close(struct node *n) {
+        struct dra_mps *s = n->dra_mps;
+        if (!s)
+                return;
+        loop_timer_done(&s->check);
+        for (size_t i = 0; i < s->n; i++)
+                mps_daemon_stop(s->d[i].m);
+        free(s->d);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        n->dra_mps = NULL;
+}
+
 int node_dra_start(struct node *n) {
         if (!n->cfg.dra_enabled)
                 return 0;
@@ -176,12 +309,21 @@ int node_dra_start(struct node *n) {
         struct dra_table_ops ops = { .take = take,
                                      .set_held = set_held,
                                      .mig_read = n->nvml ? mig_read : NULL,
+                                     .mps_start = mps_start,
+                                     .mps_stop = mps_stop,
                                      .log = dra_log_line,
                                      .userdata = n };
         struct gs_error err = { 0 };
-        int r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
-        if (r < 0)
+        int r = dra_mps_open(n);
+        if (r < 0) {
+                dra_mps_close(n);
+                return log_error_errno(r, "cannot set up the DRA claims' MPS", "%s", "");
+        }
+        r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
+        if (r < 0) {
+                dra_mps_close(n);
                 return log_error_errno(r, "cannot start the DRA driver", "error=\"%s\"", err.message);
+        }
         log_info("DRA driver started", "driver=%s pool=%s device_plugin=%s", o.driver, o.node,
                  n->cfg.dra_device_plugin ? "on" : "off");
         node_dra_push(n, NULL);
@@ -190,4 +332,5 @@ int node_dra_start(struct node *n) {
 
 void node_dra_stop(struct node *n) {
         n->dra = dra_stop(n->dra);
+        dra_mps_close(n); /* the claims' daemons end with the agent; a new agent starts them for its prepared claims */
 }

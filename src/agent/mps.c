@@ -41,7 +41,7 @@ static void child_env(const struct mps *m) {
 }
 
 /* The daemon started and its control pipe there (bounded wait). 0 or -errno. */
-static int spawn(struct node *n, struct mps *m) {
+static int spawn(const char *program, struct mps *m) {
         (void)unlink(m->fifo);
         pid_t pid = fork();
         if (pid < 0)
@@ -51,7 +51,7 @@ static int spawn(struct node *n, struct mps *m) {
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
-                execlp(n->cfg.mps_control, n->cfg.mps_control, "-f", (char *)NULL);
+                execlp(program, program, "-f", (char *)NULL);
                 _exit(127);
         }
         m->pid = pid;
@@ -68,6 +68,8 @@ static int spawn(struct node *n, struct mps *m) {
         return -ETIMEDOUT;
 }
 
+static int control(const char *program, const struct mps *m, const char *text, size_t at);
+
 /* The defaults through the control client: `echo COMMANDS | <mps-control>`. 0 or -errno. */
 static int configure(struct node *n, struct mps *m) {
         const struct devices *d = n->devices;
@@ -82,6 +84,11 @@ static int configure(struct node *n, struct mps *m) {
                                 devices_info(d, i)->index, devices_info(d, i)->memory_total / reps >> 20);
         if (at >= sizeof text)
                 return -E2BIG;
+        return control(n->cfg.mps_control, m, text, at);
+}
+
+/* `echo TEXT | <program>` against m's daemon (bounded wait). 0 or -errno. */
+static int control(const char *program, const struct mps *m, const char *text, size_t at) {
         int fds[2];
         if (pipe2(fds, O_CLOEXEC) < 0)
                 return -errno;
@@ -94,7 +101,7 @@ static int configure(struct node *n, struct mps *m) {
         if (pid == 0) {
                 dup2(fds[0], STDIN_FILENO);
                 child_env(m);
-                execlp(n->cfg.mps_control, n->cfg.mps_control, (char *)NULL);
+                execlp(program, program, (char *)NULL);
                 _exit(127);
         }
         close(fds[0]);
@@ -128,7 +135,7 @@ static void set_down(struct node *n, struct mps *m, bool down) {
 }
 
 static int bring_up(struct node *n, struct mps *m) {
-        int r = spawn(n, m);
+        int r = spawn(n->cfg.mps_control, m);
         if (r >= 0)
                 r = configure(n, m);
         if (r < 0)
@@ -186,23 +193,98 @@ int node_mps_start(struct node *n) {
         return loop_timer_start(&m->check, MPS_CHECK_MS);
 }
 
+/* SIGTERM, then SIGKILL after 2 s; reaped. */
+static void terminate(struct mps *m) {
+        if (m->pid <= 0)
+                return;
+        kill(m->pid, SIGTERM);
+        int waited = 0;
+        while (waitpid(m->pid, NULL, WNOHANG) != m->pid && waited < 2000) {
+                usleep(20000);
+                waited += 20;
+        }
+        if (waited >= 2000) {
+                kill(m->pid, SIGKILL);
+                waitpid(m->pid, NULL, 0);
+        }
+        m->pid = 0;
+}
+
 void node_mps_stop(struct node *n) {
         struct mps *m = n->mps;
         if (!m)
                 return;
         loop_timer_done(&m->check);
-        if (m->pid > 0) {
-                kill(m->pid, SIGTERM);
-                int waited = 0;
-                while (waitpid(m->pid, NULL, WNOHANG) != m->pid && waited < 2000) {
-                        usleep(20000);
-                        waited += 20;
-                }
-                if (waited >= 2000) {
-                        kill(m->pid, SIGKILL);
-                        waitpid(m->pid, NULL, 0);
-                }
-        }
+        terminate(m);
         free(m);
         n->mps = NULL;
+}
+
+/* ---- one daemon for a DRA claim (dra-link.c) ---- */
+
+static int daemon_paths(struct mps *m, const char *dir) {
+        if ((size_t)snprintf(m->pipe, sizeof m->pipe, "%.4000s/pipe", dir) >= sizeof m->pipe ||
+            (size_t)snprintf(m->log, sizeof m->log, "%.4000s/log", dir) >= sizeof m->log)
+                return -ENAMETOOLONG;
+        snprintf(m->fifo, sizeof m->fifo, "%s/control", m->pipe);
+        return 0;
+}
+
+void mps_daemon_quit(const char *program, const char *dir) {
+        struct mps m = { 0 };
+        struct stat st;
+        if (daemon_paths(&m, dir) < 0 || stat(m.fifo, &st) < 0)
+                return;
+        (void)control(program, &m, "quit\n", 5);
+        for (unsigned waited = 0; waited < MPS_READY_MS && access(m.fifo, F_OK) == 0; waited += 20)
+                usleep(20000);
+}
+
+int mps_daemon_start(const char *program, const char *dir, const char *commands, struct mps **ret) {
+        struct mps *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        int r = daemon_paths(m, dir);
+        if (r == 0 && ((mkdir(m->pipe, 0755) < 0 && errno != EEXIST) || (mkdir(m->log, 0755) < 0 && errno != EEXIST)))
+                r = -errno;
+        if (r == 0) {
+                mps_daemon_quit(program, dir); /* one an earlier agent left serving the pipe dir */
+                r = spawn(program, m);
+        }
+        if (r == 0 && commands[0])
+                r = control(program, m, commands, strlen(commands));
+        if (r < 0) {
+                terminate(m);
+                free(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+int mps_daemon_check(struct mps *m, const char *program, const char *commands) {
+        int status;
+        if (m->pid > 0 && waitpid(m->pid, &status, WNOHANG) != m->pid)
+                return 0;
+        m->pid = 0;
+        m->restarts++;
+        int r = spawn(program, m);
+        if (r == 0 && commands[0])
+                r = control(program, m, commands, strlen(commands));
+        if (r < 0) {
+                terminate(m);
+                return r;
+        }
+        return 1;
+}
+
+pid_t mps_daemon_pid(const struct mps *m) {
+        return m->pid;
+}
+
+void mps_daemon_stop(struct mps *m) {
+        if (!m)
+                return;
+        terminate(m);
+        free(m);
 }

@@ -50,6 +50,7 @@ struct http_server;
 struct monitor_service;
 struct publish;
 struct dra;
+struct dra_mps;
 struct podres_service;
 struct mps;
 
@@ -112,6 +113,7 @@ struct node {
         struct publish *publish;               /* the Node object's labels (publish.c); NULL: node-local only */
         struct assign_names assign_names;      /* the resource names the assignment watcher matches */
         struct dra *dra;                       /* the DRA driver (dra-link.c); NULL when off */
+        struct dra_mps *dra_mps;               /* the MPS control daemons of DRA claims (dra-link.c); NULL when off */
         struct nvconfig *nvidia;               /* NVIDIA's plugin config (nvidia.c); NULL when off */
         struct mps *mps;                       /* the MPS control daemon (mps.c); NULL when off */
         char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
@@ -243,6 +245,22 @@ void node_nvidia_free(struct node *n);
 /* mps.c: the MPS control daemon for sharing.mps (started, configured, supervised, stopped). 0 when off or started. */
 int node_mps_start(struct node *n);
 void node_mps_stop(struct node *n);
+/* mps.c, one control daemon for a DRA claim (dra-link.c; docs/dra.md "Sharing modes"): `<program> -f` with its pipe
+ * and log dirs <dir>/pipe and <dir>/log (made here), sent `commands` (client lines, "" none) once it serves; a
+ * daemon an earlier agent left serving <dir>/pipe is told to quit first. 0 and *ret, or -errno (nothing left
+ * running). The owner supervises it with mps_daemon_check (restarted and sent commands again when it exited: 1;
+ * serving: 0; -errno: could not restart) and ends it with mps_daemon_stop. */
+/* Thread: any (the caller serializes calls on one daemon); lock: none (waits on the daemon, 5 s at most). */
+int mps_daemon_start(const char *program, const char *dir, const char *commands, struct mps **ret);
+/* Thread: as mps_daemon_start; lock: none. */
+int mps_daemon_check(struct mps *m, const char *program, const char *commands);
+/* Thread: as mps_daemon_start; lock: none. */
+pid_t mps_daemon_pid(const struct mps *m);
+/* Thread: as mps_daemon_start; lock: none (NULL is a no-op). */
+void mps_daemon_stop(struct mps *m);
+/* Tell the daemon serving <dir>/pipe, when one does, to quit (bounded wait). */
+/* Thread: any; lock: none. */
+void mps_daemon_quit(const char *program, const char *dir);
 
 /* agent-metrics.c */
 /* Thread: a gRPC thread (the RPC observer); lock: none. */

@@ -174,6 +174,11 @@ struct cdi_claim_limits {
 int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, const struct cdi_roots *roots,
                          const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
                          const struct cdi_claim_limits *limits, json_t **ret);
+
+/* Add spec-wide edits to a spec (an MPS client's, docs/dra.md "Sharing modes"): env[0..n_env) ("KEY=value") and,
+ * when mount_host is given, mount_host bind-mounted read-write at mount_container. 0 or -ENOMEM. */
+int cdi_spec_add_edits(json_t *spec, const char *const *env, size_t n_env, const char *mount_host,
+                       const char *mount_container);
 /* Whether a CDI device name is valid: 1..255 of [A-Za-z0-9_.:-]. */
 bool cdi_name_valid(const char *name);
 

@@ -347,6 +347,19 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
         return 0;
 }
 
+int cdi_spec_add_edits(json_t *spec, const char *const *env, size_t n_env, const char *mount_host,
+                       const char *mount_container) {
+        json_t *common = json_object_get(spec, "containerEdits");
+        if (!json_is_object(common))
+                return -ENOMEM;
+        for (size_t i = 0; i < n_env; i++)
+                if (push(common, "env", json_string(env[i])) < 0)
+                        return -ENOMEM;
+        if (mount_host && push(common, "mounts", mount_json(mount_host, mount_container, false)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 bool cdi_name_valid(const char *name) {
         if (!name || !name[0] || strlen(name) > 255)
                 return false;

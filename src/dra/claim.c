@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,152 @@ static int get_string(const json_t *obj, const char *key, bool required, char *b
 
 /* ---- parameters ---- */
 
+static const char *const sharing_names[] = { "", "TimeSlicing", "MPS" };
+static const char *const interval_names[] = { "Default", "Short", "Medium", "Long" };
+
+const char *dra_sharing_name(enum dra_sharing s) {
+        return (unsigned)s < ELEMENTSOF(sharing_names) ? sharing_names[s] : "";
+}
+
+const char *dra_interval_name(enum dra_interval i) {
+        return (unsigned)i < ELEMENTSOF(interval_names) ? interval_names[i] : "";
+}
+
+/* Every member of o is one of `known` (NULL-terminated), else -EINVAL naming the first that is not. */
+static int only_known(const json_t *o, const char *const *known, const char *where, struct gs_error *err) {
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)o, key, v) {
+                bool ok = false;
+                for (const char *const *k = known; *k && !ok; k++)
+                        ok = streq(key, *k);
+                if (!ok)
+                        return gs_error_set(err, -EINVAL, "%s: unknown field \"%.60s\"", where, key);
+        }
+        return 0;
+}
+
+/* A Kubernetes quantity as the API writes it (a string, "4Gi") or an integer of bytes; at least 1 MiB. */
+static int pinned_quantity(const json_t *v, uint64_t *ret, const char *where, const char *key, struct gs_error *err) {
+        int r = -EINVAL;
+        if (json_is_string(v))
+                r = dra_quantity_parse(json_string_value(v), ret);
+        else if (json_is_integer(v) && json_integer_value(v) > 0) {
+                *ret = (uint64_t)json_integer_value(v);
+                r = 0;
+        }
+        if (r < 0)
+                return gs_error_set(err, -EINVAL, "%s.%.60s: not a quantity", where, key);
+        if (*ret < DRA_MPS_MIN_PINNED)
+                return gs_error_set(err, -EINVAL, "%s.%.60s: %" PRIu64 " B, at least 1Mi", where, key, *ret);
+        return 0;
+}
+
+static int mps_per_device(const json_t *m, struct dra_sharing_params *p, struct gs_error *err) {
+        static const char where[] = "parameters.sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit";
+        if (!m || json_is_null(m))
+                return 0;
+        if (!json_is_object(m))
+                return gs_error_set(err, -EINVAL, "%s: not an object", where);
+        if (json_object_size(m) > DRA_MPS_LIMITS_MAX)
+                return gs_error_set(err, -E2BIG, "%s: more than %u devices", where, DRA_MPS_LIMITS_MAX);
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)m, key, v) {
+                struct dra_mps_limit *l = &p->per_device[p->n_per_device];
+                if (!key[0] || strlen(key) >= sizeof l->device)
+                        return gs_error_set(err, -EINVAL, "%s: a device key empty or longer than %zu characters", where,
+                                            sizeof l->device - 1);
+                int r = pinned_quantity(v, &l->bytes, where, key, err);
+                if (r < 0)
+                        return r;
+                strscpy(l->device, key, sizeof l->device);
+                p->n_per_device++;
+        }
+        return 0;
+}
+
+static int mps_config(const json_t *m, struct dra_sharing_params *p, struct gs_error *err) {
+        static const char where[] = "parameters.sharing.mpsConfig";
+        static const char *const known[] = { "defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit",
+                                             "defaultPerDevicePinnedMemoryLimit", "multiUser", NULL };
+        if (!m || json_is_null(m))
+                return 0; /* MPS with the daemon's defaults */
+        if (!json_is_object(m))
+                return gs_error_set(err, -EINVAL, "%s: not an object", where);
+        int r = only_known(m, known, where, err);
+        if (r < 0)
+                return r;
+        const json_t *v = json_object_get(m, "defaultActiveThreadPercentage");
+        if (v && !json_is_null(v)) {
+                if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100)
+                        return gs_error_set(err, -EINVAL, "%s.defaultActiveThreadPercentage: not an integer 1..100",
+                                            where);
+                p->thread_percentage = (unsigned)json_integer_value(v);
+        }
+        v = json_object_get(m, "defaultPinnedDeviceMemoryLimit");
+        if (v && !json_is_null(v) && (r = pinned_quantity(v, &p->pinned, where, "defaultPinnedDeviceMemoryLimit", err)))
+                return r;
+        v = json_object_get(m, "multiUser");
+        if (v && !json_is_null(v) && !json_is_boolean(v))
+                return gs_error_set(err, -EINVAL, "%s.multiUser: not a boolean", where);
+        if (json_is_true(v))
+                return gs_error_set(err, -EINVAL,
+                                    "%s.multiUser: true is not supported (the claim's control daemon serves the "
+                                    "agent's user alone)",
+                                    where);
+        return mps_per_device(json_object_get(m, "defaultPerDevicePinnedMemoryLimit"), p, err);
+}
+
+static int timeslicing_config(const json_t *t, struct dra_sharing_params *p, struct gs_error *err) {
+        static const char where[] = "parameters.sharing.timeSlicingConfig";
+        static const char *const known[] = { "interval", NULL };
+        if (!t || json_is_null(t))
+                return 0;
+        if (!json_is_object(t))
+                return gs_error_set(err, -EINVAL, "%s: not an object", where);
+        int r = only_known(t, known, where, err);
+        if (r < 0)
+                return r;
+        const json_t *v = json_object_get(t, "interval");
+        if (!v || json_is_null(v))
+                return 0;
+        for (unsigned i = 0; json_is_string(v) && i < ELEMENTSOF(interval_names); i++)
+                if (streq(json_string_value(v), interval_names[i])) {
+                        p->interval = (enum dra_interval)i;
+                        return 0;
+                }
+        return gs_error_set(err, -EINVAL, "%s.interval: %s, expected Default, Short, Medium or Long", where,
+                            json_is_string(v) ? "an unknown value" : "not a string");
+}
+
+static int sharing_from_json(const json_t *o, struct dra_sharing_params *p, struct gs_error *err) {
+        static const char *const known[] = { "strategy", "timeSlicingConfig", "mpsConfig", NULL };
+        if (!json_is_object(o))
+                return gs_error_set(err, -EINVAL, "parameters.sharing: not an object");
+        int r = only_known(o, known, "parameters.sharing", err);
+        if (r < 0)
+                return r;
+        char strategy[16];
+        if ((r = get_string(o, "strategy", true, strategy, sizeof strategy, "parameters.sharing", err)) < 0)
+                return r;
+        memset(p, 0, sizeof *p);
+        const json_t *ts = json_object_get(o, "timeSlicingConfig"), *mps = json_object_get(o, "mpsConfig");
+        if (streq(strategy, "TimeSlicing")) {
+                p->strategy = DRA_SHARING_TIMESLICING;
+                if (mps && !json_is_null(mps))
+                        return gs_error_set(err, -EINVAL, "parameters.sharing.mpsConfig: given with TimeSlicing");
+                return timeslicing_config(ts, p, err);
+        }
+        if (streq(strategy, "MPS")) {
+                p->strategy = DRA_SHARING_MPS;
+                if (ts && !json_is_null(ts))
+                        return gs_error_set(err, -EINVAL, "parameters.sharing.timeSlicingConfig: given with MPS");
+                return mps_config(mps, p, err);
+        }
+        return gs_error_set(err, -EINVAL, "parameters.sharing.strategy: \"%s\", expected TimeSlicing or MPS", strategy);
+}
+
 static int params_from_json(const json_t *o, struct dra_params *ret, struct gs_error *err) {
         if (!json_is_object(o))
                 return gs_error_set(err, -EINVAL, "parameters: not a JSON object");
@@ -54,17 +201,21 @@ static int params_from_json(const json_t *o, struct dra_params *ret, struct gs_e
         r = r ?: get_string(o, "kind", true, kind, sizeof kind, "parameters", err);
         if (r < 0)
                 return r;
-        if (!streq(av, DRA_PARAMS_API_VERSION) || !streq(kind, DRA_PARAMS_KIND))
-                return gs_error_set(err, -EINVAL, "parameters: apiVersion/kind %.63s/%.31s, expected %s/%s", av, kind,
-                                    DRA_PARAMS_API_VERSION, DRA_PARAMS_KIND);
-        struct dra_params p = { .core_policy = DRA_POLICY_NODE };
-        const char *key;
-        const json_t *v;
-        json_object_foreach((json_t *)o, key, v) {
-                if (streq(key, "apiVersion") || streq(key, "kind"))
-                        continue;
-                if (!streq(key, "corePolicy"))
-                        return gs_error_set(err, -EINVAL, "parameters: unknown field \"%.60s\"", key);
+        bool ours = streq(av, DRA_PARAMS_API_VERSION), nvidia = streq(av, DRA_PARAMS_NVIDIA_API_VERSION);
+        if ((!ours && !nvidia) || !streq(kind, DRA_PARAMS_KIND))
+                return gs_error_set(err, -EINVAL, "parameters: apiVersion/kind %.63s/%.31s, expected %s/%s or %s/%s",
+                                    av, kind, DRA_PARAMS_API_VERSION, DRA_PARAMS_KIND, DRA_PARAMS_NVIDIA_API_VERSION,
+                                    DRA_PARAMS_KIND);
+        static const char *const known_ours[] = { "apiVersion", "kind", "corePolicy", "sharing", NULL };
+        static const char *const known_nvidia[] = { "apiVersion", "kind", "sharing", NULL };
+        if ((r = only_known(o, ours ? known_ours : known_nvidia, "parameters", err)) < 0)
+                return r;
+        struct dra_params p;
+        memset(&p, 0, sizeof p);
+        const json_t *sharing = json_object_get(o, "sharing");
+        if (sharing && !json_is_null(sharing) && (r = sharing_from_json(sharing, &p.sharing, err)) < 0)
+                return r;
+        if (json_object_get(o, "corePolicy")) {
                 if ((r = get_string(o, "corePolicy", true, policy, sizeof policy, "parameters", err)) < 0)
                         return r;
                 if (streq(policy, "hard"))
@@ -177,9 +328,14 @@ static int apply_configs(const json_t *configs, const char *driver, const char *
                 int r = params_from_json(json_object_get(opaque, "parameters"), &p, err);
                 if (r < 0)
                         return gs_error_prefix(err, "status.allocation.devices.config[%zu].opaque", i);
-                for (unsigned k = 0; k < c->n_results; k++)
-                        if (config_applies(reqs, c->results[k].request) && p.core_policy != DRA_POLICY_NODE)
+                for (unsigned k = 0; k < c->n_results; k++) {
+                        if (!config_applies(reqs, c->results[k].request))
+                                continue;
+                        if (p.core_policy != DRA_POLICY_NODE)
                                 c->results[k].params.core_policy = p.core_policy;
+                        if (p.sharing.strategy != DRA_SHARING_NONE)
+                                c->results[k].params.sharing = p.sharing;
+                }
         }
         return 0;
 }

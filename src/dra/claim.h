@@ -7,11 +7,21 @@
  * bounded, unknown parameter fields refused. Fuzzed (tests/fuzz/fuzz-dra-claim.c, fuzz-dra-params.c).
  *
  * Opaque parameters of this driver (DeviceClass or ResourceClaim spec.devices.config[].opaque with
- * driver = the driver's name; docs/dra.md):
- *     {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "GpuConfig", "corePolicy": "hard" | "elastic"}
+ * driver = the driver's name; docs/dra.md "Sharing modes"):
+ *     {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "GpuConfig", "corePolicy": "hard" | "elastic",
+ *      "sharing": SHARING}
+ *     {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", "sharing": SHARING}   (NVIDIA's)
+ *     SHARING: {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"|"Short"|"Medium"|"Long"}}
+ *            | {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 1..100,
+ *               "defaultPinnedDeviceMemoryLimit": QUANTITY, "defaultPerDevicePinnedMemoryLimit": {KEY: QUANTITY},
+ *               "multiUser": false}}
  * corePolicy: how a shared device's cores are enforced (the limits file's core-policy); absent: the
- * node's sharing.limit-when-alone. Configs from the class apply first, the claim's after them; a
- * config's requests (empty: all) name a request, or a main request for all its subrequests.
+ * node's sharing.limit-when-alone. sharing: as NVIDIA's DRA driver reads it (api/nvidia.com/resource/
+ * v1beta1/sharing.go); KEY an NVML index ("0") or a GPU UUID, QUANTITY a string ("4Gi") or an integer of
+ * bytes, at least 1 MiB. Whether a value can be applied on this node (an interval other than Default, a KEY
+ * the claim does not hold) is prepare's check, not the decoder's. Configs from the class apply first, the
+ * claim's after them (a later config's sharing replaces an earlier one's); a config's requests (empty: all)
+ * name a request, or a main request for all its subrequests.
  */
 #pragma once
 
@@ -30,6 +40,9 @@
 #define DRA_UID_MAX 64
 #define DRA_PARAMS_API_VERSION "gpu.gpuslice.io/v1alpha1"
 #define DRA_PARAMS_KIND "GpuConfig"
+#define DRA_PARAMS_NVIDIA_API_VERSION "resource.nvidia.com/v1beta1"
+#define DRA_MPS_LIMITS_MAX 8 /* entries of defaultPerDevicePinnedMemoryLimit */
+#define DRA_MPS_MIN_PINNED (UINT64_C(1) << 20)
 
 enum dra_core_policy {
         DRA_POLICY_NODE = 0, /* the node's default */
@@ -37,8 +50,36 @@ enum dra_core_policy {
         DRA_POLICY_ELASTIC,
 };
 
+enum dra_sharing {
+        DRA_SHARING_NONE = 0, /* no sharing config: the device is the claim's alone */
+        DRA_SHARING_TIMESLICING,
+        DRA_SHARING_MPS,
+};
+
+enum dra_interval { /* timeSlicingConfig.interval */
+        DRA_INTERVAL_DEFAULT = 0,
+        DRA_INTERVAL_SHORT,
+        DRA_INTERVAL_MEDIUM,
+        DRA_INTERVAL_LONG,
+};
+
+struct dra_mps_limit {
+        char device[96]; /* an NVML index ("0") or a GPU UUID, as written */
+        uint64_t bytes;
+};
+
+struct dra_sharing_params {
+        enum dra_sharing strategy;
+        enum dra_interval interval; /* TimeSlicing */
+        unsigned thread_percentage; /* MPS: 1..100, 0 not set */
+        uint64_t pinned;            /* MPS: bytes for every device, 0 not set */
+        unsigned n_per_device;      /* MPS: the per-device limits, overriding pinned */
+        struct dra_mps_limit per_device[DRA_MPS_LIMITS_MAX];
+};
+
 struct dra_params {
         enum dra_core_policy core_policy;
+        struct dra_sharing_params sharing; /* strategy NONE: none given */
 };
 
 /* One device allocated by this driver for the claim. */
@@ -80,6 +121,12 @@ int dra_claim_from_json(const json_t *root, const char *driver, struct dra_claim
 /* Decode this driver's opaque parameters (a JSON object). 0, or -EINVAL / -E2BIG with err. */
 /* Thread: any; lock: none (pure). */
 int dra_params_decode(const char *text, size_t len, struct dra_params *ret, struct gs_error *err);
+
+/* "TimeSlicing", "MPS", "" for none; "Default", "Short", ... */
+/* Thread: any; lock: none (pure). */
+const char *dra_sharing_name(enum dra_sharing s);
+/* Thread: any; lock: none (pure). */
+const char *dra_interval_name(enum dra_interval i);
 
 /* Whether a claim UID is one the driver accepts in names and files: 1..63 of [a-z0-9-]. */
 /* Thread: any; lock: none (pure). */

@@ -31,6 +31,8 @@
 
 #define DRA_JOURNAL_DIR "dra"
 #define DRA_CDI_CLASS "claim"
+#define DRA_MPS_PIPE_CONTAINER "/tmp/nvidia-mps" /* an MPS client's pipe dir in the container (as the plugin's) */
+#define DRA_MPS_DIR "dra-mps" /* <state>/dra-mps/<uid>: an MPS claim's control daemon's pipe and log dirs */
 
 struct rpc_server;
 struct kube_informer;
@@ -48,7 +50,7 @@ struct dra {
         /* options (copied at start, then read-only) */
         char driver[DRA_MAX_DOMAIN + 1];
         char node[DRA_MAX_POOL_NAME + 1];
-        char registry_dir[DRA_PATH_MAX], plugin_dir[DRA_PATH_MAX], journal_dir[DRA_PATH_MAX];
+        char registry_dir[DRA_PATH_MAX], plugin_dir[DRA_PATH_MAX], journal_dir[DRA_PATH_MAX], mps_root[DRA_PATH_MAX];
         char limits_root[DRA_PATH_MAX], cdi_dir[DRA_PATH_MAX], dev_root[DRA_PATH_MAX], driver_root[DRA_PATH_MAX];
         char host_dev_root[DRA_PATH_MAX], host_driver_root[DRA_PATH_MAX]; /* "" = dev_root / driver_root */
         char hook_path[DRA_PATH_MAX], interposer[DRA_PATH_MAX];

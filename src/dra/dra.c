@@ -79,6 +79,8 @@ static int copy_options(struct dra *d, const struct dra_options *o, struct gs_er
         if (!o->state_dir || snprintf(d->journal_dir, sizeof d->journal_dir, "%s/" DRA_JOURNAL_DIR, o->state_dir) >=
                                      (int)sizeof d->journal_dir)
                 return gs_error_set(err, -EINVAL, "state dir: missing or too long");
+        if (snprintf(d->mps_root, sizeof d->mps_root, "%s/" DRA_MPS_DIR, o->state_dir) >= (int)sizeof d->mps_root)
+                return gs_error_set(err, -EINVAL, "state dir: too long");
         if (!dra_dns_subdomain_valid(d->driver) || strlen(d->driver) > DRA_MAX_DOMAIN)
                 return gs_error_set(err, -EINVAL,
                                     "driver name '%s': not a lowercase DNS subdomain of at most %d characters",
@@ -188,9 +190,10 @@ json_t *dra_status(struct dra *d) {
                                               json_pack("{s:s, s:s, s:s, s:I, s:i}", "request", r->dev[k].request,
                                                         "device", r->dev[k].device, "uuid", r->dev[k].uuid, "memory",
                                                         (json_int_t)r->dev[k].memory, "cores", (int)r->dev[k].cores));
-                json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:s, s:o*}", "uid", r->uid, "namespace",
+                json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:s, s:o*, s:s*}", "uid", r->uid, "namespace",
                                                         r->namespace_, "name", r->name, "state",
-                                                        dra_record_state_name(r->state), "devices", devs));
+                                                        dra_record_state_name(r->state), "devices", devs, "sharing",
+                                                        r->sharing ? dra_sharing_name(r->sharing) : NULL));
         }
         json_t *o = claims ? json_pack("{s:s, s:s, s:b, s:s*, s:s, s:b, s:b, s:s*, s:I, s:o}", "driver", d->driver,
                                        "pool", d->node, "registered", d->registered, "registrationError",

@@ -63,6 +63,16 @@ struct dra_table_ops {
          * (zeroed by the caller). Called WITHOUT the driver's lock, at start, before each prepare and on each
          * publishing pass. 0 or -errno (the driver keeps what it had). NULL: the node has no MIG devices. */
         int (*mig_read)(void *userdata, struct dra_mig *ret);
+        /* MPS (a claim whose sharing.strategy is MPS; docs/dra.md "Sharing modes"): start the control daemon of
+         * claim `uid` with its pipe and log directories <dir>/pipe and <dir>/log (dir exists) and send it
+         * `commands` (lines of nvidia-cuda-mps-control's client); a daemon an earlier agent left serving that
+         * pipe directory is told to quit first. The caller supervises it (restarts it when it exits; while it
+         * cannot, the claim's `gpus` are unhealthy) until mps_stop. 0 or -errno with why. NULL: MPS claims are refused. Called with the driver's lock held like
+         * the others: it may wait for the daemon (a few seconds at most). */
+        int (*mps_start)(void *userdata, const char *uid, uint64_t gpus, const char *dir, const char *commands,
+                         char *why, size_t why_len);
+        /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe. */
+        void (*mps_stop)(void *userdata, const char *uid, const char *dir);
         /* One line for the daemon's log: msg and key=value fields. */
         void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
         void *userdata;
@@ -111,6 +121,6 @@ void dra_update(struct dra *d, const struct dra_gpu_state *st, unsigned n);
 struct dra *dra_stop(struct dra *d);
 
 /* The driver's state for `gpuslice status`: {"driver", "registered", "api", "sharing", "generation",
- * "claims": [{"uid","namespace","name","state","devices":[...]}]}. A new reference or NULL. */
+ * "claims": [{"uid","namespace","name","state","devices":[...],"sharing"?}]}. A new reference or NULL. */
 /* Thread: any; lock: takes d->lock itself (every function thread-safe). */
 json_t *dra_status(struct dra *d);

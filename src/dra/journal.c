@@ -43,7 +43,9 @@ int dra_record_encode(const struct dra_record *r, char **ret) {
                                                           d->request, "device", d->device, "shareID", d->share_id,
                                                           "uuid", d->uuid, "index", (int)d->index, "shared", d->shared,
                                                           "memory", (json_int_t)d->memory, "cores", (int)d->cores)) <
-                    0) {
+                            0 ||
+                    (d->mps_pinned && json_object_set_new(json_array_get(devs, i), "mpsPinned",
+                                                          json_integer((json_int_t)d->mps_pinned)) < 0)) {
                         json_decref(devs);
                         return -ENOMEM;
                 }
@@ -53,6 +55,13 @@ int dra_record_encode(const struct dra_record *r, char **ret) {
                                      dra_record_state_name(r->state), "corePolicy", r->elastic ? "elastic" : "hard",
                                      "devices", devs, "spec", r->spec, "limits", r->limits)
                          : NULL;
+        if (o && r->sharing != DRA_SHARING_NONE &&
+            json_object_set_new(o, "sharing",
+                                json_pack("{s:s, s:s, s:i}", "strategy", dra_sharing_name(r->sharing), "interval",
+                                          dra_interval_name(r->interval), "threads", (int)r->mps_threads)) < 0) {
+                json_decref(o);
+                return -ENOMEM;
+        }
         char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         json_decref(o);
         if (!s)
@@ -102,6 +111,38 @@ static int decode_device(const json_t *o, struct dra_record_device *d, struct gs
             (d->share_id[0] && !dra_uid_valid(d->share_id)))
                 return gs_error_set(err, -EINVAL, "device %.63s: inconsistent", d->device);
         d->kind = ref.kind;
+        d->mps_pinned = 0;
+        if (json_object_get(o, "mpsPinned")) {
+                if ((r = num(o, "mpsPinned", INT64_MAX, &memory, err)) < 0)
+                        return r;
+                d->mps_pinned = (uint64_t)memory;
+        }
+        return 0;
+}
+
+/* The optional "sharing": {"strategy", "interval", "threads"}. */
+static int decode_sharing(const json_t *o, struct dra_record *r, struct gs_error *err) {
+        r->sharing = DRA_SHARING_NONE;
+        r->interval = DRA_INTERVAL_DEFAULT;
+        r->mps_threads = 0;
+        if (!o)
+                return 0;
+        char strategy[16], interval[16];
+        json_int_t threads;
+        int e = str(o, "strategy", strategy, sizeof strategy, err);
+        e = e ?: str(o, "interval", interval, sizeof interval, err);
+        e = e ?: num(o, "threads", 100, &threads, err);
+        if (e < 0)
+                return gs_error_prefix(err, "sharing");
+        for (int s = DRA_SHARING_TIMESLICING; s <= DRA_SHARING_MPS; s++)
+                if (streq(strategy, dra_sharing_name((enum dra_sharing)s)))
+                        r->sharing = (enum dra_sharing)s;
+        for (int i = DRA_INTERVAL_LONG; i > DRA_INTERVAL_DEFAULT; i--)
+                if (streq(interval, dra_interval_name((enum dra_interval)i)))
+                        r->interval = (enum dra_interval)i;
+        if (r->sharing == DRA_SHARING_NONE || (r->interval == DRA_INTERVAL_DEFAULT && !streq(interval, "Default")))
+                return gs_error_set(err, -EINVAL, "sharing: strategy or interval unknown");
+        r->mps_threads = (unsigned)threads;
         return 0;
 }
 
@@ -131,6 +172,8 @@ static int record_from_json(const json_t *o, struct dra_record *r, struct gs_err
         if (!r->state || (!streq(policy, "hard") && !streq(policy, "elastic")))
                 return gs_error_set(err, -EINVAL, "state or corePolicy unknown");
         r->elastic = streq(policy, "elastic");
+        if ((e = decode_sharing(json_object_get(o, "sharing"), r, err)) < 0)
+                return e;
         const json_t *devs = json_object_get(o, "devices");
         if (!json_is_array(devs) || json_array_size(devs) > DRA_RESULTS_MAX)
                 return gs_error_set(err, -EINVAL, "devices: not an array of at most %u", DRA_RESULTS_MAX);

@@ -46,6 +46,7 @@ struct dra_record_device {
         enum dra_device_kind kind; /* from the device's name (not encoded) */
         uint64_t memory;           /* shared: bytes consumed */
         unsigned cores;            /* shared: percent consumed */
+        uint64_t mps_pinned;       /* sharing MPS: the pinned device memory limit of its clients (0: none) */
 };
 
 struct dra_record {
@@ -54,6 +55,11 @@ struct dra_record {
         char name[DRA_MAX_POOL_NAME + 1];
         enum dra_record_state state;
         bool elastic; /* the limits file's core-policy */
+        /* the claim's sharing config (claim.h): TimeSlicing, or MPS with its control daemon in
+         * <state>/dra-mps/<uid> (thread percentage 0: the daemon's default) */
+        enum dra_sharing sharing;
+        enum dra_interval interval;
+        unsigned mps_threads;
         unsigned n;
         struct dra_record_device dev[DRA_RESULTS_MAX];
         char spec[DRA_PATH_MAX];      /* the CDI spec file ("" none) */

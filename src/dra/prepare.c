@@ -181,6 +181,108 @@ static int write_limits(struct dra *d, const struct dra_record *r, struct gs_err
         return limits_dir_write_files(dfd, key, (size_t)kl, text, (size_t)n, libs.preload, ATOMIC_FILE_NO_SYNC, err);
 }
 
+/* ---- a claim's MPS control daemon (sharing.strategy MPS) ---- */
+
+static int mps_dir(const struct dra *d, const char *uid, char *buf, size_t len) {
+        int w = snprintf(buf, len, "%s/%s", d->mps_root, uid);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Remove the files in <dir>/pipe and <dir>/log, and the dirs (what the daemon and its client made; nothing deeper). */
+static void mps_dir_remove(const char *dir) {
+        static const char *const subs[] = { "pipe", "log" };
+        _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        for (size_t i = 0; dfd >= 0 && i < ELEMENTSOF(subs); i++) {
+                int sfd = openat(dfd, subs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
+                struct dirent *de;
+                while (sd && (de = readdir(sd)))
+                        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                                (void)unlinkat(dirfd(sd), de->d_name, 0);
+                if (sd)
+                        closedir(sd);
+                else if (sfd >= 0)
+                        close(sfd);
+                (void)unlinkat(dfd, subs[i], AT_REMOVEDIR);
+        }
+        (void)rmdir(dir);
+}
+
+static void mps_stop(struct dra *d, const char *uid) {
+        char dir[DRA_PATH_MAX + DRA_UID_MAX + 2];
+        if (mps_dir(d, uid, dir, sizeof dir) < 0)
+                return;
+        if (d->ops.mps_stop)
+                d->ops.mps_stop(d->ops.userdata, uid, dir);
+        mps_dir_remove(dir);
+}
+
+/* The control client's commands of a record: the thread percentage, each GPU's pinned limit (by NVML index). */
+static int mps_commands(const struct dra_record *r, char *buf, size_t len) {
+        size_t at = 0;
+        if (r->mps_threads)
+                at += (size_t)snprintf(buf, len, "set_default_active_thread_percentage %u\n", r->mps_threads);
+        for (unsigned i = 0; i < r->n && at < len; i++)
+                if (r->dev[i].mps_pinned)
+                        at += (size_t)snprintf(buf + at, len - at,
+                                               "set_default_device_pinned_mem_limit %u %" PRIu64 "M\n", r->dev[i].index,
+                                               r->dev[i].mps_pinned >> 20);
+        if (len)
+                buf[MIN(at, len - 1)] = 0;
+        return at >= len ? -E2BIG : 0;
+}
+
+static int mps_start(struct dra *d, const struct dra_record *r, struct gs_error *err) {
+        char dir[DRA_PATH_MAX + DRA_UID_MAX + 2], commands[4096], why[200] = "";
+        int e = mps_dir(d, r->uid, dir, sizeof dir);
+        if (e == 0 && (mkdir(d->mps_root, 0755) < 0 && errno != EEXIST))
+                e = -errno;
+        if (e == 0 && (mkdir(dir, 0755) < 0 && errno != EEXIST))
+                e = -errno;
+        if (e < 0)
+                return gs_error_set(err, e, "cannot create the MPS directory %.200s: %s", dir, strerror(-e));
+        if ((e = mps_commands(r, commands, sizeof commands)) < 0)
+                return gs_error_set(err, e, "MPS: too many commands");
+        if (!d->ops.mps_start)
+                return gs_error_set(err, -EOPNOTSUPP, "MPS: this agent runs no MPS control daemon");
+        if ((e = d->ops.mps_start(d->ops.userdata, r->uid, record_gpus(d, r), dir, commands, why, sizeof why)) < 0)
+                return gs_error_set(err, e, "MPS control daemon: %s", why[0] ? why : strerror(-e));
+        return 0;
+}
+
+/* An MPS client's edits: the daemon's pipe dir at DRA_MPS_PIPE_CONTAINER, CUDA_MPS_PIPE_DIRECTORY, and the
+ * client's own limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2048M,1=..." by
+ * the container's device ordinals: the claim's GPUs in NVML index order). */
+static int mps_edits(const struct dra *d, const struct dra_record *r, json_t *spec) {
+        char host[DRA_PATH_MAX + DRA_UID_MAX + 8], threads[64], pinned[DRA_RESULTS_MAX * 32 + 48];
+        const char *env[3] = { "CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE_CONTAINER, threads, pinned };
+        size_t n_env = 1;
+        int w = snprintf(host, sizeof host, "%s/%s/pipe", d->mps_root, r->uid);
+        if (w < 0 || (size_t)w >= sizeof host)
+                return -ENAMETOOLONG;
+        if (r->mps_threads) {
+                snprintf(threads, sizeof threads, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", r->mps_threads);
+                env[n_env++] = threads;
+        }
+        size_t at = (size_t)snprintf(pinned, sizeof pinned, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="), start = at;
+        unsigned order[DRA_RESULTS_MAX], n = 0; /* the claim's devices by NVML index: the container's ordinals */
+        for (unsigned i = 0; i < r->n && i < DRA_RESULTS_MAX; i++) {
+                unsigned k = n++;
+                for (; k > 0 && r->dev[order[k - 1]].index > r->dev[i].index; k--)
+                        order[k] = order[k - 1];
+                order[k] = i;
+        }
+        for (unsigned k = 0; k < n && at < sizeof pinned; k++)
+                if (r->dev[order[k]].mps_pinned)
+                        at += (size_t)snprintf(pinned + at, sizeof pinned - at, "%s%u=%" PRIu64 "M",
+                                               at > start ? "," : "", k, r->dev[order[k]].mps_pinned >> 20);
+        if (at >= sizeof pinned)
+                return -E2BIG;
+        if (at > start)
+                env[n_env++] = pinned;
+        return cdi_spec_add_edits(spec, env, n_env, host, DRA_MPS_PIPE_CONTAINER);
+}
+
 static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error *err) {
         struct cdi_claim_device devs[DRA_RESULTS_MAX];
         char names[DRA_RESULTS_MAX][DRA_UID_MAX + DRA_MAX_LABEL + 2];
@@ -221,6 +323,8 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
                                       .hook_path = d->hook_path };
         _cleanup_(json_decrefp) json_t *spec = NULL;
         int e = cdi_claim_spec_build(&d->topo, &d->disc, &roots, &o, devs, n, r->limits[0] ? &lim : NULL, &spec);
+        if (e == 0 && r->sharing == DRA_SHARING_MPS)
+                e = mps_edits(d, r, spec);
         if (e < 0)
                 return gs_error_set(err, e, "cannot build the CDI spec: %s",
                                     e == -EINVAL ? "a GPU without its device node" : strerror(-e));
@@ -234,6 +338,8 @@ static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error
 static void remove_files(struct dra *d, const struct dra_record *r) {
         if (r->spec[0])
                 (void)unlink(r->spec);
+        if (r->sharing == DRA_SHARING_MPS)
+                mps_stop(d, r->uid);
         if (r->limits[0]) {
                 _cleanup_(closep) int root = open(d->limits_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (root >= 0)
@@ -270,6 +376,73 @@ static int mig_device_check(struct dra *d, unsigned g, const struct dra_device_r
                 return gs_error_set(err, -ENODEV, "device %.63s: %.200s", name, d->mig_error);
         *ret = md;
         return 0;
+}
+
+static bool sharing_equal(const struct dra_sharing_params *a, const struct dra_sharing_params *b) {
+        if (a->strategy != b->strategy || a->interval != b->interval || a->thread_percentage != b->thread_percentage ||
+            a->pinned != b->pinned || a->n_per_device != b->n_per_device)
+                return false;
+        for (unsigned i = 0; i < a->n_per_device; i++)
+                if (!streq(a->per_device[i].device, b->per_device[i].device) ||
+                    a->per_device[i].bytes != b->per_device[i].bytes)
+                        return false;
+        return true;
+}
+
+/* Each GPU's pinned limit from mpsConfig: its entry of defaultPerDevicePinnedMemoryLimit (by NVML index or UUID),
+ * else defaultPinnedDeviceMemoryLimit; a key naming no GPU of the claim, or a limit past a GPU's memory, refused. */
+static int mps_limits(struct dra *d, const struct dra_sharing_params *s, struct dra_record *r, struct gs_error *err) {
+        static const char where[] = "parameters.sharing.mpsConfig";
+        bool used[DRA_MPS_LIMITS_MAX] = { false };
+        for (unsigned i = 0; i < r->n; i++) {
+                struct dra_record_device *dv = &r->dev[i];
+                char index[16];
+                snprintf(index, sizeof index, "%u", dv->index);
+                dv->mps_pinned = s->pinned;
+                for (unsigned k = 0; k < s->n_per_device; k++)
+                        if (streq(s->per_device[k].device, index) || streq(s->per_device[k].device, dv->uuid)) {
+                                dv->mps_pinned = s->per_device[k].bytes;
+                                used[k] = true;
+                        }
+                uint64_t total = d->topo.gpu[dra_gpu_position(d, dv->index)].memory_total;
+                if (dv->mps_pinned > total)
+                        return gs_error_set(err, -EINVAL,
+                                            "%s: a pinned limit of %" PRIu64 " B for %.63s is more than its %" PRIu64
+                                            " B",
+                                            where, dv->mps_pinned, dv->device, total);
+        }
+        for (unsigned k = 0; k < s->n_per_device; k++)
+                if (!used[k])
+                        return gs_error_set(err, -EINVAL,
+                                            "%s.defaultPerDevicePinnedMemoryLimit.%.96s: not a GPU of this claim (an "
+                                            "NVML index or UUID)",
+                                            where, s->per_device[k].device);
+        r->mps_threads = s->thread_percentage;
+        return 0;
+}
+
+/* The claim's sharing config (one for all its requests) against what it names and what this node can apply. */
+static int claim_sharing(struct dra *d, const struct dra_claim *c, struct dra_record *r, struct gs_error *err) {
+        const struct dra_sharing_params *s = c->n_results ? &c->results[0].params.sharing : NULL;
+        for (unsigned i = 1; i < c->n_results; i++)
+                if (!sharing_equal(s, &c->results[i].params.sharing))
+                        return gs_error_set(err, -EINVAL, "requests disagree on sharing (one sharing config a claim)");
+        if (!s || s->strategy == DRA_SHARING_NONE)
+                return 0;
+        for (unsigned i = 0; i < r->n; i++)
+                if (r->dev[i].kind != DRA_DEVICE_GPU)
+                        return gs_error_set(err, -EINVAL,
+                                            "device %.63s: sharing.strategy %s applies to whole GPUs (a share has "
+                                            "gpuslice's limits, a MIG device its instance)",
+                                            r->dev[i].device, dra_sharing_name(s->strategy));
+        if (s->strategy == DRA_SHARING_TIMESLICING && s->interval != DRA_INTERVAL_DEFAULT)
+                return gs_error_set(err, -EOPNOTSUPP,
+                                    "parameters.sharing.timeSlicingConfig.interval: %s cannot be applied (NVML has no "
+                                    "call that sets a GPU's time-slice; gpuslice leaves the driver's): use Default",
+                                    dra_interval_name(s->interval));
+        r->sharing = s->strategy;
+        r->interval = s->interval;
+        return s->strategy == DRA_SHARING_MPS ? mps_limits(d, s, r, err) : 0;
 }
 
 /* The record a claim asks for, its devices checked against this node (not yet against the others). */
@@ -340,6 +513,9 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
         r->elastic = policy == DRA_POLICY_ELASTIC || (policy == DRA_POLICY_NODE && !d->limit_when_alone);
         if (any_shared)
                 snprintf(r->limits, sizeof r->limits, "dra-%s", r->uid);
+        int e = claim_sharing(d, c, r, err);
+        if (e < 0)
+                return e;
         return spec_path(d, r->uid, r->spec, sizeof r->spec) < 0 ? gs_error_set(err, -ENAMETOOLONG, "CDI dir too long")
                                                                  : 0;
 }
@@ -515,6 +691,8 @@ static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_r
         e = r.limits[0] ? write_limits(d, &r, err) : 0;
         if (e == 0)
                 crash_point(d, "dra-prepare-limits");
+        if (e == 0 && r.sharing == DRA_SHARING_MPS)
+                e = mps_start(d, &r, err);
         e = e ?: write_spec(d, &r, err);
         if (e == 0) {
                 crash_point(d, "dra-prepare-cdi");
@@ -676,6 +854,16 @@ static void sweep(struct dra *d) {
                 }
         if (dir)
                 closedir(dir);
+        dir = opendir(d->mps_root);
+        while (dir && (de = readdir(dir))) {
+                const struct dra_record *r = dra_uid_valid(de->d_name) ? find(d, de->d_name) : NULL;
+                if (dra_uid_valid(de->d_name) && (!r || r->sharing != DRA_SHARING_MPS)) {
+                        dra_log(d, DRA_LOG_INFO, "stopping an MPS control daemon no claim holds", "dir=%s", de->d_name);
+                        mps_stop(d, de->d_name);
+                }
+        }
+        if (dir)
+                closedir(dir);
 }
 
 void dra_engine_recover(struct dra *d) {
@@ -690,6 +878,9 @@ void dra_engine_recover(struct dra *d) {
                         struct gs_error we = { 0 };
                         if (write_files(d, &r, &we) < 0)
                                 dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
+                                        "claim=%s error=\"%s\"", r.uid, we.message);
+                        if (r.sharing == DRA_SHARING_MPS && mps_start(d, &r, &we) < 0)
+                                dra_log(d, DRA_LOG_ERROR, "cannot start a prepared claim's MPS control daemon",
                                         "claim=%s error=\"%s\"", r.uid, we.message);
                         i++;
                         continue;

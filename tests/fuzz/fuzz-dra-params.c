@@ -17,7 +17,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct gs_error err = { 0 };
         int r = dra_params_decode(buf, size, &p, &err);
         if (r == 0)
-                CHECK(p.core_policy <= DRA_POLICY_ELASTIC && size <= DRA_PARAMS_MAX);
+                CHECK(p.core_policy <= DRA_POLICY_ELASTIC && size <= DRA_PARAMS_MAX &&
+                      p.sharing.strategy <= DRA_SHARING_MPS && p.sharing.interval <= DRA_INTERVAL_LONG &&
+                      p.sharing.thread_percentage <= 100 && p.sharing.n_per_device <= DRA_MPS_LIMITS_MAX &&
+                      (p.sharing.pinned == 0 || p.sharing.pinned >= DRA_MPS_MIN_PINNED));
         else
                 CHECK(r < 0 && err.message[0]);
         free(buf);

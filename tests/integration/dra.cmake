@@ -5,7 +5,7 @@
 # the device plugin beside it (tests/integration/test_dra.py). Needs root (mknod).
 if(TARGET gpuslice_dra)
   set(_dra_tests register slices slices-writes slices-v1beta1 slices-gates prepare-whole prepare-shared prepare-errors claim-status extended
-      prepare-restart health coexist inspect)
+      prepare-restart health coexist inspect prepare-timeslice prepare-mps prepare-sharing-errors)
   # on a node with MIG GPUs beside others (H100s with instances, MIG off, a V100): MIG claims, and the kills
   # with whole, shared and MIG claims
   set(_dra_mig_tests prepare-mig prepare-mig-shared prepare-kills coexist-mig)

@@ -28,6 +28,8 @@ import tempfile
 import time
 import uuid
 
+import yaml
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_fixture  # noqa: E402
 import dra_validation  # noqa: E402
@@ -729,7 +731,7 @@ def test_prepare_errors(e):
                                              "corePolicy": "turbo"}}}]), "corePolicy"),
         (e.claim("params2", [("gpu", "gpu-1")], config=[{"source": "FromClass", "opaque": {
             "driver": DRIVER, "parameters": {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "GpuConfig",
-                                             "sharing": {}}}}]), "unknown field"),
+                                             "shared": {}}}}]), "unknown field"),
     ]
     stale = e.claim("stale", [("gpu", "gpu-1")])
     checks.append(((stale[0], str(uuid.uuid4()), stale[2]), "kubelet asked for"))
@@ -1140,6 +1142,211 @@ def test_inspect(e):
           "claim ml/train  whole GPU  [dra: gpu, pods ml/trainer-0]" in d, d)
 
 
+
+# ---- the sharing modes as opaque configuration (NVIDIA's GpuConfig.sharing, docs/dra.md "Sharing modes") ----
+
+OOM = 3  # gpuslice-sim-workload's exit code for out of memory
+
+
+def sharing_config(sharing, api="resource.nvidia.com/v1beta1", requests=None):
+    return [{"source": "FromClaim", "requests": requests or [],
+             "opaque": {"driver": DRIVER, "parameters": {"apiVersion": api, "kind": "GpuConfig", "sharing": sharing}}}]
+
+
+def example_config(e, name):
+    """The opaque config of a ResourceClaimTemplate of deploy/dra/examples/sharing.yaml, as the allocation has it."""
+    with open(os.path.join(e.args.source, "deploy", "dra", "examples", "sharing.yaml")) as f:
+        t = next(x for x in yaml.safe_load_all(f) if x and x["kind"] == "ResourceClaimTemplate" and
+                 x["metadata"]["name"] == name)
+    return [dict(c, source="FromClaim") for c in t["spec"]["spec"]["devices"]["config"]]
+
+
+def claim_spec(e, uid):
+    with open(os.path.join(e.cdi, "%s-claim_%s.json" % (DRIVER, uid))) as f:
+        return json.load(f)
+
+
+def mps_dir(e, uid):
+    return os.path.join(e.state_dir, "dra-mps", uid)
+
+
+def alive(pid):
+    """Running (not a zombie its parent has not reaped yet)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def mps_state(e, uid, want, timeout=10, not_pid=None):
+    """The simulated daemon's state (sim/mps.h) once it has `want` in it and its daemon runs; its pid."""
+    path = os.path.join(mps_dir(e, uid), "pipe", "gpuslice-sim-mps")
+    end, text = time.monotonic() + timeout, ""
+    while time.monotonic() < end:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            text = ""
+        if all(w in text for w in want):
+            pid = int(next(x.split()[1] for x in text.splitlines() if x.startswith("pid ")))
+            if pid != not_pid and alive(pid):
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("MPS daemon state %r never had %s" % (text, want))
+
+
+def test_prepare_timeslice(e):
+    up(e)
+    ts = e.claim("ts", [("gpu", "gpu-2")], config=example_config(e, "timesliced-gpu"))
+    a = ok(e.kubelet.prepare(ts), ts[1])
+    check([d.device_name for d in a.devices] == ["gpu-2"], "devices %s" % a.devices)
+    env = claim_spec(e, ts[1])["containerEdits"].get("env") or []
+    check(not any(x.startswith("CUDA_MPS") for x in env), "a time-sliced claim got MPS env: %s" % env)
+    claims = {c["uid"]: c for c in e.status()["dra"]["claims"]}
+    check(claims[ts[1]].get("sharing") == "TimeSlicing", "status %s" % claims)
+    # the pods of the claim share its GPU (reservedFor); another claim for it is still refused
+    other = e.claim("other", [("gpu", "gpu-2")])
+    check("already prepared" in e.kubelet.prepare(other)[other[1]].error, "a time-sliced GPU given to a second claim")
+    # an interval NVML cannot set: refused naming the key, nothing left of it
+    short = e.claim("short", [("gpu", "gpu-3")], config=sharing_config(
+        {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Short"}}))
+    err = e.kubelet.prepare(short)[short[1]].error
+    check("timeSlicingConfig.interval: Short cannot be applied" in err, "interval Short answered %r" % err)
+    check(e.cdi_specs() == ["%s-claim_%s.json" % (DRIVER, ts[1])], "specs %s" % e.cdi_specs())
+    plain = e.claim("plain", [("gpu", "gpu-3")])
+    ok(e.kubelet.prepare(plain), plain[1])  # gpu-3 was not held by the refused claim
+    check(e.kubelet.unprepare(ts, plain) == {ts[1]: "", plain[1]: ""}, "unprepare")
+    check(e.cdi_specs() == [], "left behind: %s" % e.cdi_specs())
+
+
+def test_prepare_mps(e):
+    real_ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    broken = os.path.join(e.tmp, "mps-control-broken")  # while it exists the program fails: no daemon starts
+    ctl = os.path.join(e.tmp, "mps-control")
+    with open(ctl, "w") as f:
+        f.write("#!/bin/sh\n[ -e '%s' ] && exit 1\nexec '%s' \"$@\"\n" % (broken, real_ctl))
+    os.chmod(ctl, 0o755)
+    work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    up(e, "--mps-control", ctl)
+    g1 = uuid_of(e, 1)
+    c = e.claim("mps", [("gpus", "gpu-0"), ("gpus", "gpu-1")], config=sharing_config(
+        {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "2Gi",
+                                          "defaultPerDevicePinnedMemoryLimit": {g1: "1Gi"}}}))
+    ok(e.kubelet.prepare(c), c[1])
+    pid = mps_state(e, c[1], ["thread-percentage 50", "pinned 0 2147483648", "pinned 1 1073741824"])
+    edits = claim_spec(e, c[1])["containerEdits"]
+    env = edits["env"]
+    for want in ("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50",
+                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2048M,1=1024M"):
+        check(want in env, "%s not in the spec's env %s" % (want, env))
+    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+    check(mounts.get("/tmp/nvidia-mps") == os.path.join(mps_dir(e, c[1]), "pipe"), "mounts %s" % mounts)
+
+    def client(gpu, mem):
+        """A container's process: the spec's env, its pipe dir where the bind mount puts the host's."""
+        cenv = dict(e.env)
+        cenv.update(x.split("=", 1) for x in env)
+        cenv["CUDA_MPS_PIPE_DIRECTORY"] = mounts["/tmp/nvidia-mps"]
+        return subprocess.run([work, "--gpu", str(gpu), "--mem", mem, "--seconds", "0"], env=cenv,
+                              capture_output=True, text=True, timeout=20).returncode
+
+    check(client(0, "1536M") == 0, "1.5 GiB under GPU 0's 2 GiB pinned limit")
+    check(client(0, "3G") == OOM, "3 GiB past GPU 0's 2 GiB pinned limit must be out of memory")
+    check(client(1, "1536M") == OOM, "1.5 GiB past GPU 1's 1 GiB pinned limit must be out of memory")
+    # the daemon killed: the agent starts it again, configured again
+    os.kill(pid, signal.SIGKILL)
+    pid2 = mps_state(e, c[1], ["thread-percentage 50", "pinned 1 1073741824"], timeout=15, not_pid=pid)
+    check(client(0, "3G") == OOM, "the restarted daemon does not limit")
+    # a daemon that cannot be started again: the claim's GPUs unhealthy (tainted) until it serves
+    open(broken, "w").close()
+    os.kill(pid2, signal.SIGKILL)
+    e.wait_pool(lambda d: d["gpu-0"].get("taints") and d["gpu-1"].get("taints") and not d["gpu-2"].get("taints"),
+                "the claim's GPUs tainted while its daemon is down", timeout=15)
+    os.unlink(broken)
+    e.wait_pool(lambda d: not d["gpu-0"].get("taints") and not d["gpu-1"].get("taints"),
+                "the taints gone once the daemon serves again", timeout=15)
+    pid2 = mps_state(e, c[1], ["thread-percentage 50", "pinned 1 1073741824"], not_pid=pid2)
+    # the agent SIGKILLed: the next one quits the daemon it left and starts its own for the prepared claim
+    e.kill_agent(signal.SIGKILL)
+    e.start_agent("--mps-control", ctl)
+    e.kubelet.restart()
+    mps_state(e, c[1], ["pinned 0 2147483648"], timeout=15, not_pid=pid2)
+    end = time.monotonic() + 5
+    while time.monotonic() < end and alive(pid2):
+        time.sleep(0.05)
+    check(not alive(pid2), "the old agent's daemon still runs")
+    check(client(0, "3G") == OOM, "after the agent's restart the claim is not limited")
+    check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+    check(not os.path.exists(mps_dir(e, c[1])) and e.cdi_specs() == [], "MPS dir or spec left: %s" %
+          os.listdir(os.path.join(e.state_dir, "dra-mps")))
+    check(client(0, "3G") == 0, "the daemon still limits after the unprepare")
+    # the example of deploy/dra/examples/sharing.yaml: 50 % and 4 GiB
+    x = e.claim("example", [("gpu", "gpu-4")], config=example_config(e, "mps-gpu"))
+    ok(e.kubelet.prepare(x), x[1])
+    mps_state(e, x[1], ["thread-percentage 50", "pinned 4 4294967296"])
+    check("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M" in claim_spec(e, x[1])["containerEdits"]["env"], "example env")
+    check(e.kubelet.unprepare(x) == {x[1]: ""}, "unprepare the example")
+    # killed between the daemon's start and the CDI spec: the next agent rolls the claim back, daemon included
+    e.kill_agent(signal.SIGTERM)
+    e.start_agent("--mps-control", ctl, crash="dra-prepare-cdi:1")
+    e.kubelet.restart()
+    e.wait_pool(lambda d: len(d) > 0, "the pool")
+    k = e.claim("killed", [("gpus", "gpu-3")], config=sharing_config({"strategy": "MPS"}))
+    try:
+        e.kubelet.prepare(k)
+        answered = True
+    except Exception:  # noqa: B902 — the agent died in the call: kubelet sees UNAVAILABLE
+        answered = False
+    e.agent.wait(15)
+    check(not answered and e.agent.returncode == -signal.SIGKILL, "the agent did not die at dra-prepare-cdi")
+    orphan = mps_state(e, k[1], ["thread-percentage 100"])  # the daemon outlived its agent
+    e.start_agent("--mps-control", ctl)
+    e.kubelet.restart()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and (alive(orphan) or os.path.exists(mps_dir(e, k[1]))):
+        time.sleep(0.05)
+    check(not alive(orphan) and not os.path.exists(mps_dir(e, k[1])), "the rolled-back claim's daemon or dir stayed")
+    check(e.status()["dra"]["claims"] == [] and e.cdi_specs() == [], "the rolled-back claim stayed")
+    ok(e.kubelet.prepare(k), k[1])  # kubelet prepares again: now whole
+    mps_state(e, k[1], ["thread-percentage 100"], not_pid=orphan)
+    check(e.kubelet.unprepare(k) == {k[1]: ""}, "unprepare")
+
+
+def test_prepare_sharing_errors(e):
+    up(e)  # the default nvidia-cuda-mps-control is not on this PATH: an MPS claim's daemon cannot start
+    mps = lambda cfg: {"strategy": "MPS", "mpsConfig": cfg}  # noqa: E731
+    checks = [
+        (e.claim("key", [("gpu", "gpu-1")], config=sharing_config(mps({"pinnedLimit": "1Gi"}))),
+         'mpsConfig: unknown field "pinnedLimit"'),
+        (e.claim("strategy", [("gpu", "gpu-1")], config=sharing_config({"strategy": "Exclusive"})),
+         'sharing.strategy: "Exclusive"'),
+        (e.claim("pct", [("gpu", "gpu-1")], config=sharing_config(mps({"defaultActiveThreadPercentage": 150}))),
+         "defaultActiveThreadPercentage: not an integer 1..100"),
+        (e.claim("dev", [("gpu", "gpu-1")], config=sharing_config(mps({"defaultPerDevicePinnedMemoryLimit":
+                                                                         {"7": "1Gi"}}))),
+         "defaultPerDevicePinnedMemoryLimit.7: not a GPU of this claim"),
+        (e.claim("big", [("gpu", "gpu-1")], config=sharing_config(mps({"defaultPinnedDeviceMemoryLimit": "64Ti"}))),
+         "is more than its"),
+        (e.claim("share", [("share", "gpu-1-shared", 2 * GIB, 20)], config=sharing_config(mps({}))),
+         "applies to whole GPUs"),
+        (e.claim("ours", [("gpu", "gpu-1")], config=sharing_config(mps({}), api="gpu.gpuslice.io/v1alpha1") +
+                 sharing_config({"strategy": "TimeSlicing"}, requests=["other"])), "did not start"),
+        (e.claim("nodaemon", [("gpu", "gpu-1")], config=sharing_config(mps({"defaultActiveThreadPercentage": 10}))),
+         "MPS control daemon: "),
+    ]
+    ans = e.kubelet.prepare(*[c for c, _ in checks])
+    for c, want in checks:
+        err = ans[c[1]].error
+        check(want in err, "claim %s: wanted %r in the error, got %r" % (c[2], want, err))
+    check(e.cdi_specs() == [] and e.limits_dirs() == [], "a refused claim left files")
+    mroot = os.path.join(e.state_dir, "dra-mps")
+    check(not os.path.isdir(mroot) or os.listdir(mroot) == [], "a refused claim left its MPS dir")
+    check(e.status()["dra"]["claims"] == [], "a refused claim left a record")
+    after = e.claim("after", [("gpu", "gpu-1")])
+    ok(e.kubelet.prepare(after), after[1])  # gpu-1 is free: nothing half-prepared held it
+
 TESTS = {
     "register": test_register,
     "slices": test_slices,
@@ -1160,6 +1367,9 @@ TESTS = {
     "coexist": test_coexist,
     "coexist-mig": test_coexist_mig,
     "inspect": test_inspect,
+    "prepare-timeslice": test_prepare_timeslice,
+    "prepare-mps": test_prepare_mps,
+    "prepare-sharing-errors": test_prepare_sharing_errors,
 }
 
 if __name__ == "__main__":

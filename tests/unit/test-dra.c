@@ -730,7 +730,8 @@ static void test_params(void **state) {
         } bad[] = {
                 { PARAMS(",\"corePolicy\":\"turbo\""), "corePolicy" },
                 { PARAMS(",\"corePolicy\":1"), "not a string" },
-                { PARAMS(",\"sharing\":{}"), "unknown field" },
+                { PARAMS(",\"sharing\":{}"), "sharing.strategy: missing" },
+                { PARAMS(",\"shared\":{}"), "parameters: unknown field \"shared\"" },
                 { "{\"apiVersion\":\"gpu.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\"}", "expected" },
                 { "{\"kind\":\"GpuConfig\"}", "apiVersion" },
                 { "[]", "not a JSON object" },
@@ -745,6 +746,97 @@ static void test_params(void **state) {
         memset(big, ' ', DRA_PARAMS_MAX + 1);
         assert_int_equal(dra_params_decode(big, DRA_PARAMS_MAX + 1, &p, &err), -E2BIG);
         free(big);
+}
+
+#define NVIDIA(p) "{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\"" p "}"
+
+/* The sharing config as NVIDIA's DRA driver has it (GpuConfig.sharing), in both apiVersions. */
+static void test_params_sharing(void **state) {
+        (void)state;
+        struct dra_params p;
+        struct gs_error err = { 0 };
+        const char *ts = NVIDIA(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":"
+                                "\"Long\"}}");
+        assert_int_equal(dra_params_decode(ts, strlen(ts), &p, &err), 0);
+        assert_int_equal(p.sharing.strategy, DRA_SHARING_TIMESLICING);
+        assert_int_equal(p.sharing.interval, DRA_INTERVAL_LONG);
+        const char *mps =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":50,"
+                       "\"defaultPinnedDeviceMemoryLimit\":\"10Gi\",\"defaultPerDevicePinnedMemoryLimit\":"
+                       "{\"0\":\"2Gi\",\"GPU-x\":1073741824},\"multiUser\":false}}");
+        assert_int_equal(dra_params_decode(mps, strlen(mps), &p, &err), 0);
+        assert_int_equal(p.sharing.strategy, DRA_SHARING_MPS);
+        assert_int_equal(p.sharing.thread_percentage, 50);
+        assert_true(p.sharing.pinned == 10ULL << 30 && p.sharing.n_per_device == 2);
+        assert_true(p.sharing.per_device[0].bytes == 2ULL << 30 && p.sharing.per_device[1].bytes == 1ULL << 30);
+        assert_string_equal(p.sharing.per_device[1].device, "GPU-x");
+        const char *bare = PARAMS(",\"corePolicy\":\"elastic\",\"sharing\":{\"strategy\":\"MPS\"}");
+        assert_int_equal(dra_params_decode(bare, strlen(bare), &p, &err), 0);
+        assert_true(p.sharing.strategy == DRA_SHARING_MPS && p.sharing.thread_percentage == 0 && p.sharing.pinned == 0);
+        assert_int_equal(p.core_policy, DRA_POLICY_ELASTIC);
+        const char *pct =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":10}}");
+        assert_int_equal(dra_params_decode(pct, strlen(pct), &p, &err), 0);
+        assert_true(p.sharing.thread_percentage == 10 && p.sharing.n_per_device == 0);
+        static const struct {
+                const char *text, *want;
+        } bad[] = {
+                { NVIDIA(",\"corePolicy\":\"hard\""), "parameters: unknown field \"corePolicy\"" },
+                { NVIDIA(",\"sharing\":[]"), "sharing: not an object" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"Mps\"}"), "strategy: \"Mps\"" },
+                { NVIDIA(",\"sharing\":{\"strategy\":1}"), "strategy: not a string" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"replicas\":2}"), "unknown field \"replicas\"" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"timeSlicingConfig\":{}}"), "given with MPS" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"mpsConfig\":{}}"), "given with TimeSlicing" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":\"Tiny\"}}"),
+                  "interval: an unknown value" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":3}}"),
+                  "interval: not a string" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"slice\":1}}"),
+                  "timeSlicingConfig: unknown field \"slice\"" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":0}}"),
+                  "defaultActiveThreadPercentage: not an integer 1..100" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":101}}"),
+                  "defaultActiveThreadPercentage" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":\"50\"}"
+                         "}"),
+                  "defaultActiveThreadPercentage" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"10 "
+                         "G\"}}"),
+                  "defaultPinnedDeviceMemoryLimit: not a quantity" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"1Ki\"}"
+                         "}"),
+                  "at least 1Mi" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":-5}}"),
+                  "not a quantity" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":[]}"
+                         "}"),
+                  "defaultPerDevicePinnedMemoryLimit: not an object" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
+                         "{\"0\":true}}}"),
+                  "defaultPerDevicePinnedMemoryLimit.0: not a quantity" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
+                         "{\"\":\"1Gi\"}}}"),
+                  "empty" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"multiUser\":true}}"), "multiUser: true" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"multiUser\":1}}"),
+                  "multiUser: not a boolean" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"pinned\":1}}"),
+                  "mpsConfig: unknown field \"pinned\"" },
+                { NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":7}"), "mpsConfig: not an object" },
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                err.message[0] = 0;
+                int r = dra_params_decode(bad[i].text, strlen(bad[i].text), &p, &err);
+                if (r != -EINVAL || !strstr(err.message, bad[i].want))
+                        fail_msg("case %zu: %d \"%s\", wanted \"%s\"", i, r, err.message, bad[i].want);
+        }
+        /* more devices than kept: E2BIG */
+        const char *many =
+                NVIDIA(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPerDevicePinnedMemoryLimit\":"
+                       "{\"0\":\"1Gi\",\"1\":\"1Gi\",\"2\":\"1Gi\",\"3\":\"1Gi\",\"4\":\"1Gi\",\"5\":\"1Gi\","
+                       "\"6\":\"1Gi\",\"7\":\"1Gi\",\"8\":\"1Gi\"}}}");
+        assert_int_equal(dra_params_decode(many, strlen(many), &p, &err), -E2BIG);
 }
 
 /* ---- the journal ---- */
@@ -766,7 +858,11 @@ static void test_record_codec(void **state) {
                                                 .memory = 1ULL << 34,
                                                 .cores = 40 };
         strscpy(r->dev[0].share_id, UID2, sizeof r->dev[0].share_id);
-        r->dev[1] = (struct dra_record_device){ .request = "b", .device = "gpu-4", .uuid = "GPU-y", .index = 4 };
+        r->dev[1] = (struct dra_record_device){
+                .request = "b", .device = "gpu-4", .uuid = "GPU-y", .index = 4, .mps_pinned = 1ULL << 31
+        };
+        r->sharing = DRA_SHARING_MPS;
+        r->mps_threads = 25;
         strscpy(r->spec, "/var/run/cdi/x.json", sizeof r->spec);
         strscpy(r->limits, "dra-" UID1, sizeof r->limits);
         char *text = NULL;
@@ -778,6 +874,8 @@ static void test_record_codec(void **state) {
         assert_string_equal(text, again);
         assert_true(back->n == 2 && back->dev[0].memory == 1ULL << 34 && back->dev[0].cores == 40 && back->elastic);
         assert_string_equal(back->dev[1].device, "gpu-4");
+        assert_true(back->sharing == DRA_SHARING_MPS && back->mps_threads == 25 &&
+                    back->dev[1].mps_pinned == 1ULL << 31 && back->dev[0].mps_pinned == 0);
         free(again);
         free(text);
         static const char *const bad[] = {
@@ -801,6 +899,19 @@ static void test_record_codec(void **state) {
                 "\"hard\","
                 "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":1,"
                 "\"shared\":false,\"memory\":0,\"cores\":101}],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\",\"sharing\":{\"strategy\":\"Sometimes\",\"interval\":\"Default\",\"threads\":0},"
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\",\"sharing\":{\"strategy\":\"MPS\",\"interval\":\"Default\",\"threads\":101},"
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\",\"sharing\":{\"strategy\":\"MPS\",\"interval\":\"Never\",\"threads\":1},"
+                "\"devices\":[],\"spec\":\"\",\"limits\":\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\","
+                "\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1\",\"shareID\":\"\",\"uuid\":\"u\",\"index\":1,"
+                "\"shared\":false,\"memory\":0,\"cores\":0,\"mpsPinned\":-1}],\"spec\":\"\",\"limits\":\"\"}",
         };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
                 assert_int_equal(dra_record_decode(bad[i], strlen(bad[i]), back, &err), -EINVAL);
@@ -1141,6 +1252,7 @@ int main(void) {
                 cmocka_unit_test(test_claim_decode),
                 cmocka_unit_test(test_claim_malformed),
                 cmocka_unit_test(test_params),
+                cmocka_unit_test(test_params_sharing),
                 cmocka_unit_test(test_record_codec),
                 cmocka_unit_test_setup_teardown(test_engine_prepare, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_engine_recover, setup, teardown),
