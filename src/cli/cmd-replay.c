@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuslice replay — a what-if run of a cluster: a node list and a pod list (the openb trace's CSV
- * formats) replayed in arrival order through the extender's own decisions (src/sched/replay.h), with the
+ * formats, or a snapshot of a real cluster: kubectl's JSON or the extender's --snapshot file) replayed in arrival order through the extender's own decisions (src/sched/replay.h), with the
  * GPU allocation ratio against the arrived load as a table or JSON. docs/scheduler.md, "Replaying a
  * cluster", has the protocol and the JSON.
  */
@@ -18,7 +18,8 @@
 #define TRACE_MAX (256u << 20)
 
 static void help(FILE *f) {
-        fputs("Usage: gpuslice replay --nodes FILE --pods FILE [OPTIONS]\n\n"
+        fputs("Usage: gpuslice replay --nodes FILE --pods FILE [OPTIONS]\n"
+              "       gpuslice replay --snapshot FILE [OPTIONS]\n\n"
               "Replay a pod list on a node list (the openb trace's CSV formats) through the scheduler extender's\n"
               "own decisions and kube-scheduler's CPU, memory and GPU-model filters: pods arrive one by one in a\n"
               "shuffled order, never leave, and fail when no node takes them. Prints the GPU allocation ratio at\n"
@@ -26,6 +27,10 @@ static void help(FILE *f) {
               "Options:\n"
               "      --nodes FILE        node list: sn,cpu_milli,memory_mib,gpu,model\n"
               "      --pods FILE         pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]\n"
+              "      --snapshot FILE     instead: a cluster's nodes and pods as JSON (kubectl get nodes,pods -o\n"
+              "                          json, or the extender's --snapshot file); bound pods are placed first\n"
+              "                          where they run, then the pending ones in creation order (no tuning)\n"
+              "      --memory-unit NAME=MIB  MiB per unit of a GPU memory resource (as the extender's)\n"
               "      --tune RATIO        tune the workload to RATIO x the cluster's GPU capacity (default 1.3;\n"
               "                          0: replay the list as it is)\n"
               "      --seed N            the random stream's seed: arrival order, tuning, tie-break ranks\n"
@@ -51,7 +56,9 @@ static void progress(void *arg, size_t done, size_t total) {
         fflush(stderr);
 }
 
-static int load(const char *path, bool nodes, struct sched_trace *t) {
+enum list { LIST_NODES, LIST_PODS, LIST_SNAPSHOT };
+
+static int load(const char *path, enum list what, const struct cluster_units *u, struct sched_trace *t) {
         char *text = NULL;
         size_t len = 0;
         int r = read_file(path, TRACE_MAX, &text, &len);
@@ -60,7 +67,9 @@ static int load(const char *path, bool nodes, struct sched_trace *t) {
                 return EXIT_RUNTIME;
         }
         struct gs_error err = { 0 };
-        r = nodes ? sched_trace_parse_nodes(t, text, len, &err) : sched_trace_parse_pods(t, text, len, &err);
+        r = what == LIST_NODES  ? sched_trace_parse_nodes(t, text, len, &err)
+            : what == LIST_PODS ? sched_trace_parse_pods(t, text, len, &err)
+                                : sched_trace_parse_snapshot(t, text, len, u, &err);
         free(text);
         if (r < 0) {
                 fprintf(stderr, "gpuslice replay: %s: %s\n", path, err.message[0] ? err.message : strerror(-r));
@@ -119,7 +128,9 @@ enum {
         OPT_POLICY,
         OPT_LIVE,
         OPT_GPU_ONLY,
-        OPT_JSON
+        OPT_JSON,
+        OPT_SNAPSHOT,
+        OPT_UNIT
 };
 
 /* lint: long — the getopt switch, one case per option, then load, run, print. */
@@ -133,12 +144,16 @@ int cmd_replay(int argc, char **argv) {
                 { "json", no_argument, NULL, OPT_JSON },
                 { "live-mix", no_argument, NULL, OPT_LIVE },
                 { "gpu-pods-only", no_argument, NULL, OPT_GPU_ONLY },
+                { "snapshot", required_argument, NULL, OPT_SNAPSHOT },
+                { "memory-unit", required_argument, NULL, OPT_UNIT },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
-        const char *nodes = NULL, *pods = NULL;
+        const char *nodes = NULL, *pods = NULL, *snapshot = NULL;
         struct sched_replay_options o = { .policy = CLUSTER_POLICY_FRAG, .seed = 42, .tune = 1.3 };
-        bool json = false;
+        struct cluster_units units;
+        cluster_units_default(&units);
+        bool json = false, tune_set = false;
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
                 char *end = NULL;
@@ -146,6 +161,7 @@ int cmd_replay(int argc, char **argv) {
                         case OPT_NODES: nodes = optarg; break;
                         case OPT_PODS: pods = optarg; break;
                         case OPT_TUNE:
+                                tune_set = true;
                                 o.tune = strtod(optarg, &end);
                                 if (!optarg[0] || *end || !(o.tune >= 0 && o.tune <= 100)) {
                                         fprintf(stderr, "gpuslice replay: --tune: expected a ratio 0..100, got '%s'\n",
@@ -169,6 +185,16 @@ int cmd_replay(int argc, char **argv) {
                         case OPT_JSON: json = true; break;
                         case OPT_LIVE: o.live = true; break;
                         case OPT_GPU_ONLY: o.gpu_pods_only = true; break;
+                        case OPT_SNAPSHOT: snapshot = optarg; break;
+                        case OPT_UNIT:
+                                if (cluster_units_set(&units, optarg) < 0) {
+                                        fprintf(stderr,
+                                                "gpuslice replay: --memory-unit: expected RESOURCE=MIB with a memory "
+                                                "resource name, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                break;
                         case 'h': help(stdout); return EXIT_OK;
                         default: help(stderr); return EXIT_USAGE;
                 }
@@ -176,14 +202,28 @@ int cmd_replay(int argc, char **argv) {
         int r = cli_no_more_args("replay", argc, argv);
         if (r != EXIT_OK)
                 return r;
-        if (!nodes || !pods) {
-                fprintf(stderr, "gpuslice replay: --nodes and --pods are required\n");
+        if (snapshot && (nodes || pods)) {
+                fprintf(stderr, "gpuslice replay: --snapshot and --nodes/--pods exclude each other\n");
                 return EXIT_USAGE;
         }
+        if (!snapshot && (!nodes || !pods)) {
+                fprintf(stderr, "gpuslice replay: --nodes and --pods (or --snapshot) are required\n");
+                return EXIT_USAGE;
+        }
+        if (snapshot && tune_set && o.tune > 0) {
+                fprintf(stderr, "gpuslice replay: --tune: a snapshot replays as it is (--tune 0)\n");
+                return EXIT_USAGE;
+        }
+        if (snapshot)
+                o.tune = 0;
         struct sched_trace t = { 0 };
-        r = load(nodes, true, &t);
-        if (r == EXIT_OK)
-                r = load(pods, false, &t);
+        if (snapshot) {
+                r = load(snapshot, LIST_SNAPSHOT, &units, &t);
+        } else {
+                r = load(nodes, LIST_NODES, &units, &t);
+                if (r == EXIT_OK)
+                        r = load(pods, LIST_PODS, &units, &t);
+        }
         if (r != EXIT_OK) {
                 sched_trace_free(&t);
                 return r;
