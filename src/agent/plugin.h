@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "agent/devices.h"
+#include "cluster/cluster.h"
 #include "rpc/rpc.h"
 #include "state/state.h"
 
@@ -52,6 +53,9 @@ struct plugin_options {
         char memory_resource[320]; /* "" = no memory resource */
         uint64_t memory_unit;      /* bytes one memory ID stands for */
         bool spread;               /* fractional placement: emptiest GPU first (else fullest: binpack) */
+        /* a packing policy's GPU choice for a share (CLUSTER_POLICY_FGD, _FRAG: the extender's own,
+         * sched_pack_share_gpu); CLUSTER_POLICY_BINPACK: none, the placement order above alone */
+        enum cluster_policy pack;
         bool limit_when_alone;     /* limits file core-policy hard (else elastic) */
         char interposer[4096];     /* host path of libgpuslice-cuda.so */
         char nvml_standin[4096];   /* host path of libgpuslice-nvml.so next to it; "" = not mounted (node_nvml_libs) */

@@ -415,3 +415,39 @@ double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_nod
                 default: return 0;
         }
 }
+
+int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_milli, unsigned n, int product,
+                         const struct sched_shape *s, enum cluster_policy policy) {
+        if (!ctx->w || s->num_gpu != 1 || s->gpu_milli >= 1000 ||
+            (policy != CLUSTER_POLICY_FGD && policy != CLUSTER_POLICY_FRAG))
+                return -1;
+        struct view v = { .cpu_free = UINT64_MAX, .mem_free = UINT64_MAX, .n = MIN(n, (unsigned)CLUSTER_GPUS_MAX),
+                          .product = product };
+        for (unsigned i = 0; i < v.n; i++)
+                v.free[i] = MIN(free_milli[i], 1000u);
+        struct sched_shape one = { .num_gpu = 1, .gpu_milli = MAX(s->gpu_milli, 1u), .models = s->models };
+        int g = -1;
+        (void)(policy == CLUSTER_POLICY_FGD ? score_fgd(ctx, &v, &one, &g) : score_frag(ctx, &v, &one, &g));
+        return g;
+}
+
+unsigned sched_pack_share_free(const struct sched_node *n, unsigned core, uint64_t mem_mib, unsigned *free_milli) {
+        unsigned k = MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX);
+        for (unsigned i = 0; i < k; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                unsigned cf = g->core_used >= 100 ? 0 : 100u - g->core_used;
+                uint64_t mf = g->mem_total_mib > g->mem_used_mib ? g->mem_total_mib - g->mem_used_mib : 0;
+                bool ok = g->healthy && !g->whole && cf >= core && (!mem_mib || mf >= mem_mib);
+                free_milli[i] = ok ? 10u * cf : 0;
+        }
+        return k;
+}
+
+bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w) {
+        (void)sched_mix_add(mix, s);
+        uint64_t seen = mix->total;
+        if (seen && (seen & (seen - 1)) != 0 && seen % 256 != 0)
+                return false;
+        sched_mix_workload(mix, 0.95, with_mem, w);
+        return true;
+}

@@ -638,12 +638,9 @@ static void count_fail(struct sched_replay_result *res, enum sched_fail_reason w
 }
 
 /* The frag policy's target: the mix of the pods seen so far, re-read at 1, 2, 4, … 256 pods, then every 256. */
-static void live_update(struct run *r, const struct shape *x, size_t seen) {
-        (void)sched_mix_add(&r->mix, &x->s);
-        if (seen & (seen - 1) ? seen % 256 == 0 : true) {
-                sched_mix_workload(&r->mix, 0.95, true, &r->live);
+static void live_update(struct run *r, const struct shape *x) {
+        if (sched_mix_observe(&r->mix, &x->s, true, &r->live))
                 r->epoch++;
-        }
 }
 
 /* One pod: the best feasible node (score, then rank), placed; or why none. */
@@ -804,7 +801,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
         for (size_t i = 0; e == 0 && i < n; i++) {
                 struct shape *x = &r.shapes[r.pod_shape[order[i]]];
                 if (r.ctx.w == &r.live)
-                        live_update(&r, x, i + 1);
+                        live_update(&r, x);
                 bool placed = false;
                 const struct sched_trace_pod *tp = &t->pods[order[i]];
                 e = tp->node[0] ? place_bound(&r, x, tp, i, ret, &placed) : schedule(&r, x, i, o->policy, ret, &placed);
