@@ -238,16 +238,24 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
         return 0;
 }
 
+/* kube-scheduler 1.20's leastRequestedScore: 0 when over capacity (or none), integers. */
+static int64_t least_requested(uint64_t requested, uint64_t capacity) {
+        if (!capacity || requested > capacity)
+                return 0;
+        return (int64_t)((capacity - requested) * 100 / capacity);
+}
+
 double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s) {
         if (!n->cpu_milli || !n->mem_mib)
                 return 0;
-        uint64_t cpu = MIN(n->cpu_used + s->cpu_milli, n->cpu_milli), mem = MIN(n->mem_used + s->mem_mib, n->mem_mib);
-        /* LeastAllocated: per resource (capacity - requested) * 100 / capacity, integers, averaged */
-        int64_t least =
-                (int64_t)(((n->cpu_milli - cpu) * 100 / n->cpu_milli + (n->mem_mib - mem) * 100 / n->mem_mib) / 2);
-        /* BalancedAllocation: (1 - |cpu fraction - memory fraction|) * 100, truncated */
-        double diff = fabs((double)cpu / (double)n->cpu_milli - (double)mem / (double)n->mem_mib);
-        int64_t balanced = (int64_t)((1.0 - diff) * 100.0);
+        /* what the scoring counts: the node's non-zero requests plus the pod's (resource_allocation.go) */
+        uint64_t cpu = n->cpu_nonzero + sched_nonzero_cpu(s->cpu_milli);
+        uint64_t mem = n->mem_nonzero + sched_nonzero_mem(s->mem_mib);
+        /* NodeResourcesLeastAllocated: per resource (capacity - requested) * 100 / capacity, weights 1 */
+        int64_t least = (least_requested(cpu, n->cpu_milli) + least_requested(mem, n->mem_mib)) / 2;
+        /* NodeResourcesBalancedAllocation: 0 when a fraction reaches 1, else (1 - |cpu − memory|) * 100 truncated */
+        double cf = (double)cpu / (double)n->cpu_milli, mf = (double)mem / (double)n->mem_mib;
+        int64_t balanced = cf >= 1 || mf >= 1 ? 0 : (int64_t)((1.0 - fabs(cf - mf)) * 100.0);
         return (double)(least + balanced);
 }
 

@@ -158,6 +158,36 @@ static void test_kube_filters_and_cpu_accounting(void **state) {
         sched_model_free(m);
 }
 
+/* kube-scheduler 1.20's numbers by hand (noderesources/least_allocated.go, balanced_allocation.go): requests
+ * of 0 count 100m CPU and 200 MB memory, a fraction reaching 1 scores no balance. */
+static void test_kube_score_as_kube_scheduler(void **state) {
+        (void)state;
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        struct cluster_node_info *info = calloc(1, sizeof *info);
+        strscpy(info->name, "k", sizeof info->name);
+        assert_int_equal(sched_model_set_node(m, info), 0);
+        free(info);
+        assert_int_equal(sched_model_set_node_resources(m, "k", 4000, 8192, ""), 0);
+        struct sched_pod_info p = { .uid = "u", .ns = "d", .name = "p", .node = "k", .bound = true, .cpu_milli = 1000 };
+        struct cluster_assignment none = { 0 };
+        assert_int_equal(sched_model_assume_pod(m, &p, "k", &none, 0), 0);
+        const struct sched_node *n = sched_model_node(m, "k");
+        assert_int_equal(n->cpu_nonzero, 1000);
+        assert_int_equal(n->mem_nonzero, SCHED_NONZERO_MEM);
+        /* cpu 2000/4000, memory 191 + 1024 = 1215/8192: least (50 + 85) / 2 = 67; balanced
+         * (1 - |0.5 - 0.1483|) * 100 = 64 */
+        struct sched_shape a = { .cpu_milli = 1000, .mem_mib = 1024 };
+        assert_true(sched_pack_kube_score(n, &a) == 67 + 64);
+        /* cpu 4000/4000 (fraction 1: no balance), memory 382/8192: least (0 + 95) / 2 = 47 */
+        struct sched_shape b = { .cpu_milli = 3000 };
+        assert_true(sched_pack_kube_score(n, &b) == 47);
+        /* a pod asking nothing counts 100m and 191 MiB: cpu 1100/4000 → 72, memory 382/8192 → 95 */
+        struct sched_shape c = { 0 };
+        assert_true(sched_pack_kube_score(n, &c) == (72 + 95) / 2 + (int)((1.0 - fabs(1100.0 / 4000 - 382.0 / 8192)) * 100));
+        sched_model_free(m);
+}
+
 /* A 0.4 share with 0.5 shares and 2-GPU pods to come: every policy takes x (y keeps its two free GPUs for a
  * 2-GPU pod), but BestFit's GPU would be x's half-used one (0.1 left, a fragment) and FGD and frag take the
  * free one (two 0.5 holes stay). */
@@ -539,6 +569,7 @@ int main(void) {
                 cmocka_unit_test(test_parse_nodes_and_pods),
                 cmocka_unit_test(test_parse_malformed_names_the_line),
                 cmocka_unit_test(test_kube_filters_and_cpu_accounting),
+                cmocka_unit_test(test_kube_score_as_kube_scheduler),
                 cmocka_unit_test(test_policies_choose_as_defined),
                 cmocka_unit_test(test_replay_protocol),
                 cmocka_unit_test(test_replay_tuning),
