@@ -163,8 +163,8 @@ static void frac_explain(const struct alloc_frac_request *q, struct alloc_frac_d
                         break;
                 case ALLOC_FRAC_PACKING:
                         snprintf(d->why, sizeof d->why,
-                                 "the packing policy's GPU: %u %s IDs available, %u %s IDs free for the partner", x->avail,
-                                 kw, other_free(q, (unsigned)d->gpu), ow);
+                                 "the packing policy's GPU: %u %s IDs available, %u %s IDs free for the partner",
+                                 x->avail, kw, other_free(q, (unsigned)d->gpu), ow);
                         break;
                 case ALLOC_FRAC_NO_ROOM: break; /* never chosen */
         }

@@ -56,7 +56,11 @@ static void progress(void *arg, size_t done, size_t total) {
         fflush(stderr);
 }
 
-enum list { LIST_NODES, LIST_PODS, LIST_SNAPSHOT };
+enum list {
+        LIST_NODES,
+        LIST_PODS,
+        LIST_SNAPSHOT
+};
 
 static int load(const char *path, enum list what, const struct cluster_units *u, struct sched_trace *t) {
         char *text = NULL;

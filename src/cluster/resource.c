@@ -132,10 +132,9 @@ static bool quantity_suffix(const char *s, unsigned __int128 *num, unsigned __in
                 const char *sfx;
                 unsigned bin; /* 2^(10 bin) */
                 int dec;      /* 10^dec */
-        } sfx[] = { { "", 0, 0 },   { "n", 0, -9 },  { "u", 0, -6 },  { "m", 0, -3 },  { "k", 0, 3 },
-                    { "M", 0, 6 },  { "G", 0, 9 },   { "T", 0, 12 },  { "P", 0, 15 },  { "E", 0, 18 },
-                    { "Ki", 1, 0 }, { "Mi", 2, 0 },  { "Gi", 3, 0 },  { "Ti", 4, 0 },  { "Pi", 5, 0 },
-                    { "Ei", 6, 0 } };
+        } sfx[] = { { "", 0, 0 },   { "n", 0, -9 }, { "u", 0, -6 }, { "m", 0, -3 }, { "k", 0, 3 },  { "M", 0, 6 },
+                    { "G", 0, 9 },  { "T", 0, 12 }, { "P", 0, 15 }, { "E", 0, 18 }, { "Ki", 1, 0 }, { "Mi", 2, 0 },
+                    { "Gi", 3, 0 }, { "Ti", 4, 0 }, { "Pi", 5, 0 }, { "Ei", 6, 0 } };
         int dec = 0;
         unsigned bin = 0;
         bool found = false;

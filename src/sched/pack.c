@@ -429,7 +429,9 @@ int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_
         if (!ctx->w || s->num_gpu != 1 || s->gpu_milli >= 1000 ||
             (policy != CLUSTER_POLICY_FGD && policy != CLUSTER_POLICY_FRAG))
                 return -1;
-        struct view v = { .cpu_free = UINT64_MAX, .mem_free = UINT64_MAX, .n = MIN(n, (unsigned)CLUSTER_GPUS_MAX),
+        struct view v = { .cpu_free = UINT64_MAX,
+                          .mem_free = UINT64_MAX,
+                          .n = MIN(n, (unsigned)CLUSTER_GPUS_MAX),
                           .product = product };
         for (unsigned i = 0; i < v.n; i++)
                 v.free[i] = MIN(free_milli[i], 1000u);

@@ -190,8 +190,8 @@ static int pod_models(const json_t *spec, const char *where, char *buf, size_t l
         const char *sel = cluster_json_get(json_object_get(spec, "nodeSelector"), PRODUCT_LABEL);
         if (sel) {
                 if (strlen(sel) >= len)
-                        return gs_error_set(err, -EINVAL, "%s: spec.nodeSelector %s: longer than %zu characters",
-                                            where, PRODUCT_LABEL, len - 1);
+                        return gs_error_set(err, -EINVAL, "%s: spec.nodeSelector %s: longer than %zu characters", where,
+                                            PRODUCT_LABEL, len - 1);
                 strscpy(buf, sel, len);
                 return 0;
         }
@@ -238,8 +238,7 @@ static int pod_gpu(const struct snap *s, const struct cluster_pod *pv, const cha
                                     "per pod",
                                     where, pv->req.n);
         if (whole > CLUSTER_GPUS_MAX)
-                return gs_error_set(err, -EINVAL, "%s: asks for %u GPUs (at most %d)", where, whole,
-                                    CLUSTER_GPUS_MAX);
+                return gs_error_set(err, -EINVAL, "%s: asks for %u GPUs (at most %d)", where, whole, CLUSTER_GPUS_MAX);
         if (whole) {
                 p->num_gpu = whole;
                 p->gpu_milli = 1000;
@@ -337,10 +336,7 @@ int sched_trace_parse_snapshot(struct sched_trace *t, const char *buf, size_t le
         const json_t *items = json_object_get(j, "items"), *nodes = json_object_get(j, "nodes"),
                      *pods = json_object_get(j, "pods");
         const char *kind = cluster_json_get(j, "kind");
-        const char *list_kind = !kind                   ? NULL
-                                : streq(kind, "NodeList") ? "Node"
-                                : streq(kind, "PodList")  ? "Pod"
-                                                          : NULL;
+        const char *list_kind = !kind ? NULL : streq(kind, "NodeList") ? "Node" : streq(kind, "PodList") ? "Pod" : NULL;
         t->snapshot = true;
         if (r < 0) {
         } else if (json_is_array(items)) {

@@ -32,10 +32,8 @@ static void run(const struct sched_trace *t, uint8_t how) {
                                           .live = how & 0x80,
                                           .gpu_pods_only = how & 0x20,
                                           /* tuning up draws copies of pods: only with few GPUs and big shares */
-                                          .tune = (how & 0x40) && gpus <= 16 && min_share >= 100 &&
-                                                                  !t->snapshot
-                                                          ? 1.3
-                                                          : 0 };
+                                          .tune = (how & 0x40) && gpus <= 16 && min_share >= 100 && !t->snapshot ? 1.3
+                                                                                                                 : 0 };
         struct sched_replay_result r;
         struct gs_error err = { 0 };
         int e = sched_replay_run(t, &o, &r, &err);

@@ -184,7 +184,8 @@ static void test_kube_score_as_kube_scheduler(void **state) {
         assert_true(sched_pack_kube_score(n, &b) == 47);
         /* a pod asking nothing counts 100m and 191 MiB: cpu 1100/4000 → 72, memory 382/8192 → 95 */
         struct sched_shape c = { 0 };
-        assert_true(sched_pack_kube_score(n, &c) == (72 + 95) / 2 + (int)((1.0 - fabs(1100.0 / 4000 - 382.0 / 8192)) * 100));
+        assert_true(sched_pack_kube_score(n, &c) ==
+                    (72 + 95) / 2 + (int)((1.0 - fabs(1100.0 / 4000 - 382.0 / 8192)) * 100));
         sched_model_free(m);
 }
 
@@ -345,7 +346,6 @@ static void test_rng(void **state) {
         assert_true(sched_rng_next(&a) != sched_rng_next(&b));
 }
 
-
 /* ---- snapshots of a real cluster (replay-snap.c) ---- */
 
 static void test_quantities(void **state) {
@@ -353,17 +353,30 @@ static void test_quantities(void **state) {
         static const struct {
                 const char *s;
                 uint64_t milli;
-        } ok[] = { { "500m", 500 },       { "2", 2000 },         { "1.5", 1500 },           { "0.1", 100 },
-                   { "1Ki", 1024000 },    { "2Gi", 2147483648000ULL }, { "1e3", 1000000 }, { "1E-3", 1 },
-                   { "100n", 1 },         { "+3", 3000 },        { "007", 7000 },           { "1.0001", 1001 },
-                   { "128974848", 128974848000ULL }, { "129M", 129000000000ULL }, { "0", 0 } };
+        } ok[] = { { "500m", 500 },
+                   { "2", 2000 },
+                   { "1.5", 1500 },
+                   { "0.1", 100 },
+                   { "1Ki", 1024000 },
+                   { "2Gi", 2147483648000ULL },
+                   { "1e3", 1000000 },
+                   { "1E-3", 1 },
+                   { "100n", 1 },
+                   { "+3", 3000 },
+                   { "007", 7000 },
+                   { "1.0001", 1001 },
+                   { "128974848", 128974848000ULL },
+                   { "129M", 129000000000ULL },
+                   { "0", 0 } };
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
                 uint64_t v = 0;
                 if (cluster_quantity_milli(ok[i].s, &v) != 0 || v != ok[i].milli)
                         fail_msg("'%s': got %llu, want %llu", ok[i].s, (unsigned long long)v,
                                  (unsigned long long)ok[i].milli);
         }
-        static const char *const bad[] = { "", "m", "-1", "1x", "1.2.3", "1 Gi", "1Gib", "e3", "1e", "1e123", ".", "1ki" };
+        static const char *const bad[] = {
+                "", "m", "-1", "1x", "1.2.3", "1 Gi", "1Gib", "e3", "1e", "1e123", ".", "1ki"
+        };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 uint64_t v;
                 if (cluster_quantity_milli(bad[i], &v) != -EINVAL)

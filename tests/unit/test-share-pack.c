@@ -57,11 +57,13 @@ static struct sched_model *node_with(const unsigned *used, const struct sched_no
 
 /* What the agent's GetPreferredAllocation asks alloc_pick_fraction for a compute first half of `core`. */
 static int agent_pick(const unsigned *used, unsigned core, enum cluster_policy pol, const struct sched_workload *w) {
-        struct alloc_frac_request q = { .kind = ALLOC_FRAC_CORE, .policy = ALLOC_FRAC_BINPACK, .size = core,
-                                        .partner = -1, .n = NG };
+        struct alloc_frac_request q = {
+                .kind = ALLOC_FRAC_CORE, .policy = ALLOC_FRAC_BINPACK, .size = core, .partner = -1, .n = NG
+        };
         for (unsigned g = 0; g < NG; g++)
-                q.gpu[g] = (struct alloc_frac_gpu){ .usable = true, .total = { 100, 160 }, .used = { used[g], 0 },
-                                                    .avail = 100 - used[g] };
+                q.gpu[g] = (struct alloc_frac_gpu){
+                        .usable = true, .total = { 100, 160 }, .used = { used[g], 0 }, .avail = 100 - used[g]
+                };
         if (pol != CLUSTER_POLICY_BINPACK)
                 share_pack_prefer(&q, pol, w);
         struct alloc_frac_decision d;
@@ -83,8 +85,9 @@ static void test_agent_and_extender_pick_the_same_gpu(void **state) {
                 }
         struct sched_workload w;
         sched_mix_workload(&mix, 0.95, false, &w);
-        static const unsigned states[][NG] = { { 0, 0, 0, 0 },   { 50, 0, 0, 0 },  { 70, 30, 0, 0 }, { 80, 50, 20, 0 },
-                                               { 50, 50, 70, 0 }, { 30, 60, 90, 10 }, { 0, 0, 40, 70 }, { 95, 90, 80, 75 } };
+        static const unsigned states[][NG] = { { 0, 0, 0, 0 },    { 50, 0, 0, 0 },   { 70, 30, 0, 0 },
+                                               { 80, 50, 20, 0 }, { 50, 50, 70, 0 }, { 30, 60, 90, 10 },
+                                               { 0, 0, 40, 70 },  { 95, 90, 80, 75 } };
         static const unsigned cores[] = { 10, 20, 25, 30, 50, 70 };
         static const enum cluster_policy pols[] = { CLUSTER_POLICY_FRAG, CLUSTER_POLICY_FGD };
         unsigned compared = 0, unlike_binpack = 0;
