@@ -93,6 +93,15 @@ void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_
         free(e);
 }
 
+bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w) {
+        (void)sched_mix_add(mix, s);
+        uint64_t seen = mix->total;
+        if (seen && (seen & (seen - 1)) != 0 && seen % 256 != 0)
+                return false;
+        sched_mix_workload(mix, 0.95, with_mem, w);
+        return true;
+}
+
 /* ---- a node as the packing policies see it ---- */
 
 struct view {
@@ -408,22 +417,6 @@ static double score_frag(const struct sched_pack_ctx *c, const struct view *v, c
         return -floor(best / FRAG_STEP) + (v->free[*ret_gpu] < 1000 ? FRAG_SHARED_BONUS : 0);
 }
 
-double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
-                        enum cluster_policy policy, int *ret_gpu) {
-        *ret_gpu = -1;
-        struct view v;
-        view_of(n, &v);
-        switch (policy) {
-                case CLUSTER_POLICY_DOTPROD: return score_dotprod(ctx, &v, s);
-                case CLUSTER_POLICY_GPUCLUSTERING: return score_clustering(ctx, n, &v, s);
-                case CLUSTER_POLICY_GPUPACKING: return score_packing(&v, s);
-                case CLUSTER_POLICY_BESTFIT: return score_bestfit(ctx, &v, s);
-                case CLUSTER_POLICY_FGD: return ctx->w ? score_fgd(ctx, &v, s, ret_gpu) : 0;
-                case CLUSTER_POLICY_FRAG: return ctx->w ? score_frag(ctx, &v, s, ret_gpu) : 0;
-                default: return 0;
-        }
-}
-
 int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_milli, unsigned n, int product,
                          const struct sched_shape *s, enum cluster_policy policy) {
         if (!ctx->w || s->num_gpu != 1 || s->gpu_milli >= 1000 ||
@@ -453,11 +446,18 @@ unsigned sched_pack_share_free(const struct sched_node *n, unsigned core, uint64
         return k;
 }
 
-bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w) {
-        (void)sched_mix_add(mix, s);
-        uint64_t seen = mix->total;
-        if (seen && (seen & (seen - 1)) != 0 && seen % 256 != 0)
-                return false;
-        sched_mix_workload(mix, 0.95, with_mem, w);
-        return true;
+double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
+                        enum cluster_policy policy, int *ret_gpu) {
+        *ret_gpu = -1;
+        struct view v;
+        view_of(n, &v);
+        switch (policy) {
+                case CLUSTER_POLICY_DOTPROD: return score_dotprod(ctx, &v, s);
+                case CLUSTER_POLICY_GPUCLUSTERING: return score_clustering(ctx, n, &v, s);
+                case CLUSTER_POLICY_GPUPACKING: return score_packing(&v, s);
+                case CLUSTER_POLICY_BESTFIT: return score_bestfit(ctx, &v, s);
+                case CLUSTER_POLICY_FGD: return ctx->w ? score_fgd(ctx, &v, s, ret_gpu) : 0;
+                case CLUSTER_POLICY_FRAG: return ctx->w ? score_frag(ctx, &v, s, ret_gpu) : 0;
+                default: return 0;
+        }
 }

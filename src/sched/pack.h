@@ -59,7 +59,7 @@ void sched_mix_free(struct sched_mix *mix);
  * count, models first) reaching `coverage` (0..1] of the pods, renormalised. with_mem: shapes differ
  * by memory too (else memory is dropped: FGD's spec). An empty mix gives an empty workload. */
 void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret);
-/* The live mix (the extender's, the node agent's, the replay's --live-mix): count s, and re-read the
+/* The live mix (the node agent's, the replay's --live-mix; the extender's pack_prepare keeps the same rule): count s, and re-read the
  * workload into *w (coverage 0.95) at 1, 2, 4, … 256 pods, then every 256. True when *w was re-read. */
 bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w);
 
@@ -84,6 +84,18 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
 double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
                         enum cluster_policy policy, int *ret_gpu);
 
+/* kube-scheduler's own default scoring of n for s (1.20: NodeResourcesLeastAllocated plus
+ * NodeResourcesBalancedAllocation over CPU and memory, 0..200), for the pods the extender does not see
+ * (CPU-only pods when it is registered for GPU resources only). A node without known capacity scores 0. */
+double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s);
+
+/* The fragmentation of n under workload w (FGD's F_n, milli-GPU): the free GPU milli a pod drawn from w
+ * could not use. */
+double sched_pack_frag(const struct sched_workload *w, const struct sched_node *n);
+
+/* Is this one of the packing policies (scored here, not by decide.c's pack)? */
+bool sched_pack_policy(enum cluster_policy policy);
+
 /*
  * The policy's GPU for a share s (num_gpu 1, gpu_milli < 1000) among one node's n GPUs, given per GPU the
  * compute free in milli-GPU (free_milli[i]; 0: GPU i cannot take the share — held whole, unhealthy, or
@@ -99,15 +111,3 @@ int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_
 /* free_milli for sched_pack_share_gpu from the model's node n, for a share of `core` percent and `mem_mib`
  * MiB: a GPU without the compute or the memory for it 0. Returns n's GPU count (at most CLUSTER_GPUS_MAX). */
 unsigned sched_pack_share_free(const struct sched_node *n, unsigned core, uint64_t mem_mib, unsigned *free_milli);
-
-/* kube-scheduler's own default scoring of n for s (1.20: NodeResourcesLeastAllocated plus
- * NodeResourcesBalancedAllocation over CPU and memory, 0..200), for the pods the extender does not see
- * (CPU-only pods when it is registered for GPU resources only). A node without known capacity scores 0. */
-double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s);
-
-/* The fragmentation of n under workload w (FGD's F_n, milli-GPU): the free GPU milli a pod drawn from w
- * could not use. */
-double sched_pack_frag(const struct sched_workload *w, const struct sched_node *n);
-
-/* Is this one of the packing policies (scored here, not by decide.c's pack)? */
-bool sched_pack_policy(enum cluster_policy policy);
