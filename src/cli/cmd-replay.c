@@ -82,7 +82,28 @@ static int load(const char *path, enum list what, const struct cluster_units *u,
         return EXIT_OK;
 }
 
-static int print_json(const struct sched_replay_result *res, const char *policy, uint64_t seed) {
+/* A snapshot's pods where they went: {"pod", "node" (null: failed), "gpus": [i...], "bound", "failed": reason}. */
+static json_t *placements_json(const struct sched_replay_result *res, const struct sched_trace *t) {
+        json_t *a = json_array();
+        for (size_t k = 0; a && k < res->n_place; k++) {
+                const struct sched_replay_place *pl = &res->place[k];
+                const struct sched_trace_pod *p = &t->pods[pl->pod];
+                json_t *g = json_array();
+                for (unsigned i = 0; i < 64; i++)
+                        if (pl->gpus >> i & 1)
+                                json_array_append_new(g, json_integer(i));
+                json_t *o = json_pack("{s:s, s:o, s:o, s:b}", "pod", p->name, "node",
+                                      pl->node >= 0 ? json_string(t->nodes[pl->node].name) : json_null(), "gpus", g,
+                                      "bound", p->node[0] != 0);
+                if (o && pl->node < 0 && pl->reason >= 0)
+                        json_object_set_new(o, "failed", json_string(sched_fail_reason_name(pl->reason)));
+                json_array_append_new(a, o);
+        }
+        return a;
+}
+
+static int print_json(const struct sched_replay_result *res, const struct sched_trace *t, const char *policy,
+                      uint64_t seed) {
         json_t *c = json_array(),
                *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o}", "policy", policy, "seed", (json_int_t)seed, "gpus",
                               (json_int_t)res->gpus, "pods", (json_int_t)res->pods, "failed", (json_int_t)res->failed,
@@ -91,9 +112,32 @@ static int print_json(const struct sched_replay_result *res, const char *policy,
                 return EXIT_RUNTIME;
         for (unsigned x = 0; x < res->n_curve; x++)
                 json_array_append_new(c, json_pack("{s:i, s:f}", "arrived", (int)x, "allocated", res->curve[x]));
+        if (res->place)
+                json_object_set_new(o, "placements", placements_json(res, t));
         int r = json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10)) == 0 && fputc('\n', stdout) != EOF;
         json_decref(o);
         return r ? EXIT_OK : EXIT_RUNTIME;
+}
+
+/* A snapshot's pods in the order replayed, each where it went or why it failed. */
+static void print_placements(const struct sched_replay_result *res, const struct sched_trace *t) {
+        printf("\npods in the order replayed (bound ones first, where they run; then pending ones by creation):\n");
+        printf("  %-40s %-24s %s\n", "POD", "NODE", "GPUS");
+        for (size_t k = 0; k < res->n_place; k++) {
+                const struct sched_replay_place *pl = &res->place[k];
+                const struct sched_trace_pod *p = &t->pods[pl->pod];
+                if (pl->node < 0) {
+                        printf("  %-40s %-24s failed: %s\n", p->name, "-",
+                               pl->reason >= 0 ? sched_fail_reason_name(pl->reason) : "?");
+                        continue;
+                }
+                char gpus[200] = "-";
+                size_t at = 0;
+                for (unsigned i = 0; i < 64 && at + 4 < sizeof gpus; i++)
+                        if (pl->gpus >> i & 1)
+                                at += (size_t)snprintf(gpus + at, sizeof gpus - at, "%s%u", at ? "," : "", i);
+                printf("  %-40s %-24s %s%s\n", p->name, t->nodes[pl->node].name, gpus, p->node[0] ? " (bound)" : "");
+        }
 }
 
 static void print_table(const struct sched_replay_result *res, const char *policy, uint64_t seed) {
@@ -237,16 +281,19 @@ int cmd_replay(int argc, char **argv) {
         struct sched_replay_result res;
         struct gs_error err = { 0 };
         int e = sched_replay_run(&t, &o, &res, &err);
-        sched_trace_free(&t);
         if (e < 0) {
+                sched_trace_free(&t);
                 fprintf(stderr, "gpuslice replay: %s\n", err.message[0] ? err.message : strerror(-e));
                 return e == -ENOMEM ? EXIT_RUNTIME : EXIT_DATA;
         }
         const char *name = cluster_policy_name(o.policy);
         if (json)
-                r = print_json(&res, name, o.seed);
+                r = print_json(&res, &t, name, o.seed);
         else
                 print_table(&res, name, o.seed);
+        if (!json && res.place)
+                print_placements(&res, &t);
         sched_replay_result_free(&res);
+        sched_trace_free(&t);
         return r;
 }

@@ -318,6 +318,9 @@ struct run {
         struct sched_rng rng;
         size_t *feasible;   /* scratch: Random's candidates */
         bool kube_cpu_pods; /* CPU-only pods by kube-scheduler's scoring (gpu_pods_only) */
+        size_t *trace_node; /* per node (name order): its index in the trace */
+        size_t last_node;   /* the last pod's node (name order; SIZE_MAX none) and GPUs, by assume */
+        uint64_t last_gpus;
 };
 
 static int name_cmp(const void *a, const void *b) {
@@ -384,9 +387,13 @@ static int build_nodes(struct run *r, const struct sched_trace *t, struct gs_err
         if (e == 0) {
                 qsort(names, t->n_nodes, sizeof *names, name_cmp);
                 r->node = calloc(t->n_nodes, sizeof *r->node);
-                e = r->node ? 0 : -ENOMEM;
-                for (size_t i = 0; e == 0 && i < t->n_nodes; i++)
+                r->trace_node = calloc(t->n_nodes, sizeof *r->trace_node);
+                e = r->node && r->trace_node ? 0 : -ENOMEM;
+                for (size_t i = 0; e == 0 && i < t->n_nodes; i++) {
                         r->node[i] = sched_model_node(r->m, names[i]);
+                        /* names point at the trace's nodes' first member */
+                        r->trace_node[i] = (size_t)((const struct sched_trace_node *)(const void *)names[i] - t->nodes);
+                }
                 r->n_nodes = t->n_nodes;
         }
         free(names);
@@ -547,6 +554,10 @@ static int random_gpu(struct run *r, const struct sched_node *n, unsigned core) 
         return k ? (int)ok[sched_rng_below(&r->rng, k)] : -1;
 }
 
+static int node_key_cmp(const void *key, const void *elem) {
+        return strcmp(key, (*(const struct sched_node *const *)elem)->name);
+}
+
 /* Count the pod of shape x on node n at f's GPUs. */
 static int assume(struct run *r, const struct shape *x, const struct sched_node *n, struct sched_fit *f, size_t seq) {
         char uid[32];
@@ -560,6 +571,11 @@ static int assume(struct run *r, const struct shape *x, const struct sched_node 
                                        .cpu_milli = x->s.cpu_milli,
                                        .mem_mib = x->s.mem_mib };
         f->assign.n = x->req.n;
+        r->last_gpus = 0;
+        for (unsigned k = 0; k < f->assign.n; k++)
+                r->last_gpus |= f->assign.c[k].gpus;
+        const struct sched_node *const *at = bsearch(n->name, r->node, r->n_nodes, sizeof *r->node, node_key_cmp);
+        r->last_node = at ? (size_t)(at - r->node) : SIZE_MAX;
         return sched_model_assume_pod(r->m, &info, n->name, &f->assign, 0);
 }
 
@@ -575,10 +591,6 @@ static int place(struct run *r, struct shape *x, size_t i, int gpu, size_t seq) 
 }
 
 static void count_fail(struct sched_replay_result *res, enum sched_fail_reason why, const struct sched_shape *s);
-
-static int node_key_cmp(const void *key, const void *elem) {
-        return strcmp(key, (*(const struct sched_node *const *)elem)->name);
-}
 
 /* Do the GPUs of a bound pod's assignment take its request now (a share: the one GPU; whole: as many
  * GPUs, each free)? */
@@ -736,6 +748,7 @@ static void run_free(struct run *r) {
         free(r->shapes);
         free(r->pod_shape);
         free(r->node);
+        free(r->trace_node);
         free(r->rank);
         free(r->feasible);
         sched_mix_free(&r->mix);
@@ -796,6 +809,10 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
                 if (!sum || !cnt)
                         e = -ENOMEM;
         }
+        if (e == 0 && t->snapshot) {
+                ret->place = calloc(n ? n : 1, sizeof *ret->place);
+                e = ret->place ? 0 : -ENOMEM;
+        }
         double t0 = now_s();
         ret->pods = n;
         for (size_t i = 0; e == 0 && i < n; i++) {
@@ -804,7 +821,21 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
                         live_update(&r, x);
                 bool placed = false;
                 const struct sched_trace_pod *tp = &t->pods[order[i]];
+                size_t fails[_SCHED_FAIL_MAX];
+                memcpy(fails, ret->fail_by_reason, sizeof fails);
+                r.last_node = SIZE_MAX;
                 e = tp->node[0] ? place_bound(&r, x, tp, i, ret, &placed) : schedule(&r, x, i, o->policy, ret, &placed);
+                if (ret->place) {
+                        struct sched_replay_place *pl = &ret->place[ret->n_place++];
+                        *pl = (struct sched_replay_place){ .pod = order[i], .node = -1, .reason = -1 };
+                        if (placed && r.last_node != SIZE_MAX) {
+                                pl->node = (long)r.trace_node[r.last_node];
+                                pl->gpus = r.last_gpus;
+                        }
+                        for (int k = 0; !placed && k < _SCHED_FAIL_MAX; k++)
+                                if (ret->fail_by_reason[k] != fails[k])
+                                        pl->reason = k;
+                }
                 uint64_t req = pod_request(t, order[i]);
                 ret->gpu_milli_arrived += req;
                 ret->gpu_milli_placed += placed ? req : 0;
@@ -837,6 +868,9 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
 void sched_replay_result_free(struct sched_replay_result *r) {
         free(r->curve);
         free(r->fail);
+        free(r->place);
+        r->place = NULL;
+        r->n_place = 0;
         r->curve = NULL;
         r->fail = NULL;
         r->n_curve = 0;

@@ -109,6 +109,14 @@ struct sched_replay_fail {
         size_t count;
 };
 
+/* Where one pod of a snapshot went (sched_replay_result.place). */
+struct sched_replay_place {
+        size_t pod;    /* index into the trace's pods */
+        long node;     /* index into the trace's nodes; -1: failed */
+        uint64_t gpus; /* its GPUs there (bit i = GPU i; 0 none) */
+        int reason;    /* failed: enum sched_fail_reason */
+};
+
 struct sched_replay_result {
         uint64_t gpus;       /* the cluster's GPUs */
         size_t pods, failed; /* pods replayed (after tuning), of which failed */
@@ -119,6 +127,9 @@ struct sched_replay_result {
         size_t n_fail;
         struct sched_replay_fail *fail;
         size_t fail_by_reason[_SCHED_FAIL_MAX];
+        /* a snapshot's run: every pod in the order replayed (the bound ones first); NULL for a trace */
+        size_t n_place;
+        struct sched_replay_place *place;
 };
 
 /* Replay t. 0, -EINVAL (no nodes, a node the model refuses) with err, -ENOMEM. */

@@ -7,6 +7,7 @@ of a malformed list (naming the line).
 Usage: test_replay_cli.py --build BUILD_DIR --source SOURCE_DIR [replay] (tests/runner.py)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -56,8 +57,14 @@ def test_replay(a):
         check(rc == 0, "--snapshot %s: exit %d: %s" % (f, rc, err))
         j = json.loads(out)
         check(j["gpus"] == 3 and j["pods"] == 7 and j["failed"] == 1, "--snapshot %s: %r" % (f, j))
+        pl = j["placements"]
+        check([p["pod"] for p in pl[:3]] == ["team/running-cpu", "team/running-a", "team/pend-1"], "order %r" % pl)
+        check(pl[1] == {"pod": "team/running-a", "node": "gpu-a", "gpus": [1], "bound": True}, "bound %r" % pl[1])
+        check(pl[3]["node"] is None and "no GPU room" in pl[3]["failed"], "failed %r" % pl[3])
     rc, out, err = run(build, "--snapshot", os.path.join(snap, "kubectl.json"))
     check(rc == 0 and "7 pods on 3 GPUs, 1 failed" in out and "1 x 2 GPU" in out, "snapshot table: %s" % out)
+    check(re.search(r"team/running-a +gpu-a +1 \(bound\)", out) and re.search(r"team/pend-3 +- +failed: no GPU", out),
+          "snapshot table lists the pods: %s" % out)
     check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), "--tune", "1.3")[0] == 2, "--snapshot --tune: exit 2")
     check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), *lists)[0] == 2, "--snapshot --nodes: exit 2")
     check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), "--memory-unit", "x=1")[0] == 2,

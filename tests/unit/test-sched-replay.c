@@ -478,6 +478,17 @@ static void test_snapshot_replay(void **state) {
                                  r.fail_by_reason[SCHED_FAIL_GPU], r.fail_by_reason[SCHED_FAIL_CPU]);
                 assert_int_equal(r.gpu_milli_arrived, 500 + 300 + 1000 + 2000 + 500);
                 assert_int_equal(r.gpu_milli_placed, 500 + 300 + 1000 + 500);
+                /* every pod where it went: the bound ones first, running-a on its assignment's GPU 1 */
+                assert_int_equal(r.n_place, 7);
+                assert_string_equal(t.pods[r.place[0].pod].name, "team/running-cpu");
+                assert_string_equal(t.pods[r.place[1].pod].name, "team/running-a");
+                assert_string_equal(t.nodes[r.place[1].node].name, "gpu-a");
+                assert_int_equal(r.place[1].gpus, 1u << 1);
+                assert_string_equal(t.pods[r.place[2].pod].name, "team/pend-1");
+                assert_string_equal(t.nodes[r.place[2].node].name, "gpu-t");
+                assert_string_equal(t.pods[r.place[3].pod].name, "team/pend-3");
+                assert_int_equal(r.place[3].node, -1);
+                assert_int_equal(r.place[3].reason, SCHED_FAIL_GPU);
                 sched_replay_result_free(&r);
         }
         struct sched_replay_options o = { .policy = CLUSTER_POLICY_FRAG, .tune = 1.3 };
