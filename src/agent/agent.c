@@ -167,7 +167,11 @@ static int setup_plugin(struct node *n) {
         if (o.core_resource[0] || o.memory_resource[0]) {
                 log_info("sharing GPUs", "core=%s memory=%s memory_unit=%" PRIu64 " policy=%s interposer=%s",
                          o.core_resource[0] ? o.core_resource : "-", o.memory_resource[0] ? o.memory_resource : "-",
-                         o.memory_unit, o.spread ? "spread" : "binpack", o.interposer);
+                         o.memory_unit,
+                         o.pack != CLUSTER_POLICY_BINPACK ? cluster_policy_name(o.pack)
+                         : o.spread                       ? "spread"
+                                                          : "binpack",
+                         o.interposer);
                 if (access(o.interposer, R_OK) < 0)
                         log_warn("the CUDA interposer is missing: fractional Allocate calls will fail", "interposer=%s",
                                  o.interposer);

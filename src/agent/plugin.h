@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "agent/devices.h"
+#include "cluster/cluster.h"
 #include "rpc/rpc.h"
 #include "state/state.h"
 
@@ -52,17 +53,20 @@ struct plugin_options {
         char memory_resource[320]; /* "" = no memory resource */
         uint64_t memory_unit;      /* bytes one memory ID stands for */
         bool spread;               /* fractional placement: emptiest GPU first (else fullest: binpack) */
-        bool limit_when_alone;     /* limits file core-policy hard (else elastic) */
-        char interposer[4096];     /* host path of libgpuslice-cuda.so */
-        char nvml_standin[4096];   /* host path of libgpuslice-nvml.so next to it; "" = not mounted (node_nvml_libs) */
-        char nvml_real[4096];      /* host path of the driver's libnvidia-ml.so.<version>; "" = unknown */
-        char limits_root[4096];    /* host dir of the per-container dirs (<state-dir>/containers) */
-        char journal_dir[4096];    /* dir of the fractional journal (the state dir); "" = none */
-        bool ids_by_index;         /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
-        bool list_envvar;          /* NVIDIA_VISIBLE_DEVICES + device specs */
-        bool list_cdi;             /* cdi_devices */
-        char cdi_kind[640];        /* "vendor/class" */
-        char dev_root[4096];       /* host root holding /dev ("/" on a real node) */
+        /* a packing policy's GPU choice for a share (CLUSTER_POLICY_FGD, _FRAG: the extender's own,
+         * sched_pack_share_gpu); CLUSTER_POLICY_BINPACK: none, the placement order above alone */
+        enum cluster_policy pack;
+        bool limit_when_alone;   /* limits file core-policy hard (else elastic) */
+        char interposer[4096];   /* host path of libgpuslice-cuda.so */
+        char nvml_standin[4096]; /* host path of libgpuslice-nvml.so next to it; "" = not mounted (node_nvml_libs) */
+        char nvml_real[4096];    /* host path of the driver's libnvidia-ml.so.<version>; "" = unknown */
+        char limits_root[4096];  /* host dir of the per-container dirs (<state-dir>/containers) */
+        char journal_dir[4096];  /* dir of the fractional journal (the state dir); "" = none */
+        bool ids_by_index;       /* NVIDIA_VISIBLE_DEVICES / CDI names by NVML index instead of UUID */
+        bool list_envvar;        /* NVIDIA_VISIBLE_DEVICES + device specs */
+        bool list_cdi;           /* cdi_devices */
+        char cdi_kind[640];      /* "vendor/class" */
+        char dev_root[4096];     /* host root holding /dev ("/" on a real node) */
 };
 
 /* Use per device according to the allocation record (table indices). */

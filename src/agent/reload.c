@@ -32,6 +32,9 @@ void plugin_options_from_config(const struct gpuslice_config *cfg, struct plugin
                 strscpy(o->memory_resource, pi->memory_resource, sizeof o->memory_resource);
         o->memory_unit = o->memory_resource[0] ? config_memory_unit(cfg) : 0;
         o->spread = cfg->alloc_policy == CONFIG_POLICY_SPREAD;
+        o->pack = cfg->alloc_policy == CONFIG_POLICY_FGD    ? CLUSTER_POLICY_FGD
+                  : cfg->alloc_policy == CONFIG_POLICY_FRAG ? CLUSTER_POLICY_FRAG
+                                                            : CLUSTER_POLICY_BINPACK;
         o->limit_when_alone = cfg->limit_when_alone;
         strscpy(o->interposer, cfg->interposer_library, sizeof o->interposer);
         if ((size_t)snprintf(o->limits_root, sizeof o->limits_root, "%.4080s/containers", cfg->state_dir) >=

@@ -15,6 +15,8 @@
 #include "agent/plugin.h"
 #include "agent/share-book.h"
 #include "agent/share-journal.h"
+#include "alloc/fraction.h"
+#include "cluster/cluster.h"
 #include "interposer/limits.h"
 #include "util/error.h"
 
@@ -94,3 +96,15 @@ void share_restart_reverse(struct plugin *p, struct share_book *b, bool lost_fir
 /* Does kubelet hold (PodResources listed) the record's half of `kind`? */
 /* Thread: a gRPC handler or the loop; lock: the device lock held. */
 bool share_rec_listed(struct plugin *p, const struct share_rec *r, enum plugin_kind kind);
+
+/* ---- a packing policy's GPU for a share (share-pack.c) ---- */
+
+struct sched_workload;
+/* The share of a first half q in milli-GPU (1..999): its requested kind's share of the largest GPU. */
+/* Thread: any; lock: none (pure). */
+unsigned share_pack_milli(const struct alloc_frac_request *q);
+/* The extender's GPU for first half q by policy (CLUSTER_POLICY_FGD, _FRAG) under the workload w:
+ * sched_pack_share_gpu over q's candidates (alloc_frac_candidate) with their free share in milli-GPU;
+ * sets q->has_prefer and q->prefer when it names one (never for a partner, or without w). */
+/* Thread: any; lock: none (pure). */
+void share_pack_prefer(struct alloc_frac_request *q, enum cluster_policy policy, const struct sched_workload *w);

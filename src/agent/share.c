@@ -28,6 +28,7 @@
 #include "alloc/alloc.h"
 #include "alloc/fraction.h"
 #include "interposer/limits.h"
+#include "sched/pack.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -53,6 +54,10 @@ struct share {
          * of the other fractional resource may still show their IDs Unhealthy (ListAndWatch has not
          * reached it), so no first half goes there in that call (0 outside one) */
         uint64_t just_freed;
+        /* sharing.policy fgd or frag: the shares this agent placed as first halves, and their typical shapes
+         * (the workload the policy measures fragmentation against; share-pack.c) */
+        struct sched_mix mix;
+        struct sched_workload workload;
 };
 
 struct gpu_bits {
@@ -117,6 +122,7 @@ struct share *share_free(struct share *s) {
         plugin_on_whole_allocate(s->p, NULL, NULL);
         share_book_free(s->book);
         share_journal_free(s->journal);
+        sched_mix_free(&s->mix);
         free(s);
         return NULL;
 }
@@ -575,6 +581,13 @@ static enum rpc_code prefer_fraction(struct share *s, enum plugin_kind kind, con
         const struct assign_ctx *e = call_evidence(ax);
         if (e && !e->other_asked)
                 q.pair = false; /* one resource only (the pod's spec): no partner to keep room for */
+        enum cluster_policy pol = plugin_options(s->p)->pack;
+        if (!partner && pol != CLUSTER_POLICY_BINPACK) {
+                /* the extender's own GPU choice among the candidates, against the shares seen here */
+                struct sched_shape sh = { .num_gpu = 1, .gpu_milli = share_pack_milli(&q) };
+                (void)sched_mix_observe(&s->mix, &sh, false, &s->workload);
+                share_pack_prefer(&q, pol, &s->workload);
+        }
         int r = alloc_pick_fraction(&q, &d);
         if (r < 0) {
                 if (partner) /* the partner's size is known now: the next container of this shape fits */

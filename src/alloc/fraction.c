@@ -21,6 +21,7 @@ const char *alloc_frac_reason_name(enum alloc_frac_reason r) {
                 case ALLOC_FRAC_MOST_ROOM: return "most-room";
                 case ALLOC_FRAC_ALONE: return "alone";
                 case ALLOC_FRAC_NO_ROOM: return "no-room";
+                case ALLOC_FRAC_PACKING: return "packing";
         }
         return "?";
 }
@@ -109,6 +110,12 @@ static int frac_search(const struct alloc_frac_request *q, struct alloc_frac_dec
         }
         if (best < 0 && roomiest < 0)
                 return fail(d, -ENOSPC, "no usable GPU has %u IDs available", q->size);
+        if (q->has_prefer && q->prefer < q->n && alloc_frac_candidate(q, q->prefer)) {
+                d->gpu = (int)q->prefer;
+                d->reason = ALLOC_FRAC_PACKING;
+                d->reserve = reserve_on(q, q->prefer);
+                return 0;
+        }
         if (best < 0 && q->pair && q->need && other_free(q, (unsigned)roomiest) < q->need) {
                 d->reason = ALLOC_FRAC_NO_ROOM;
                 return fail(d, -ENOSPC,
@@ -122,6 +129,10 @@ static int frac_search(const struct alloc_frac_request *q, struct alloc_frac_dec
         d->reason = alone ? ALLOC_FRAC_ALONE : best >= 0 ? ALLOC_FRAC_PAIR_ROOM : ALLOC_FRAC_MOST_ROOM;
         d->reserve = reserve_on(q, (unsigned)d->gpu);
         return 0;
+}
+
+bool alloc_frac_candidate(const struct alloc_frac_request *q, unsigned g) {
+        return g < q->n && g < ALLOC_FRAC_MAX_GPUS && fits(q, g) && other_free(q, g) >= reserve_on(q, g);
 }
 
 /* Step 3: one line for a person. */
@@ -149,6 +160,11 @@ static void frac_explain(const struct alloc_frac_request *q, struct alloc_frac_d
                         break;
                 case ALLOC_FRAC_ALONE:
                         snprintf(d->why, sizeof d->why, "%s: %u %s IDs available", pol, x->avail, kw);
+                        break;
+                case ALLOC_FRAC_PACKING:
+                        snprintf(d->why, sizeof d->why,
+                                 "the packing policy's GPU: %u %s IDs available, %u %s IDs free for the partner",
+                                 x->avail, kw, other_free(q, (unsigned)d->gpu), ow);
                         break;
                 case ALLOC_FRAC_NO_ROOM: break; /* never chosen */
         }

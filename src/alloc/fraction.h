@@ -38,6 +38,7 @@ enum alloc_frac_reason {
         ALLOC_FRAC_MOST_ROOM,   /* first half: no GPU keeps the proportional room; the most room */
         ALLOC_FRAC_ALONE,       /* the profile has no other resource: policy order */
         ALLOC_FRAC_NO_ROOM,     /* refused (-ENOSPC): no GPU that fits keeps `need` for the partner */
+        ALLOC_FRAC_PACKING,     /* first half: the cluster-packing policy's GPU among the candidates (prefer) */
 };
 
 struct alloc_frac_gpu {
@@ -65,6 +66,11 @@ struct alloc_frac_request {
         unsigned n;      /* GPUs, <= ALLOC_FRAC_MAX_GPUS */
         bool terse;      /* leave ret->why empty on success (callers deciding thousands of nodes a call
                           * never show it; errors still say why) */
+        /* first half: the GPU a cluster-packing policy chose among the candidates (alloc_frac_candidate; the
+         * scheduler extender's own GPU choice, sched_pack_share_gpu), taken before the policy order when it
+         * is one. Callers that do not set it leave has_prefer false. */
+        bool has_prefer;
+        unsigned prefer;
         struct alloc_frac_gpu gpu[ALLOC_FRAC_MAX_GPUS];
 };
 
@@ -88,5 +94,9 @@ struct alloc_frac_decision {
  */
 int alloc_pick_fraction(const struct alloc_frac_request *req, struct alloc_frac_decision *ret);
 
-/* "partner", "must-include", "pair-room", "most-room", "alone", "no-room". */
+/* Is GPU g a candidate for a first half: usable, with `size` IDs available and the room its partner is
+ * kept (what alloc_pick_fraction's policy order chooses among)? */
+bool alloc_frac_candidate(const struct alloc_frac_request *req, unsigned g);
+
+/* "partner", "must-include", "pair-room", "most-room", "alone", "no-room", "packing". */
 const char *alloc_frac_reason_name(enum alloc_frac_reason r);

@@ -43,22 +43,6 @@ static void help(FILE *f) {
               f);
 }
 
-/* --memory-unit NAME=MIB: the MiB of a memory resource the cluster codec knows. */
-static int set_unit(struct cluster_units *u, const char *arg) {
-        const char *eq = strchr(arg, '=');
-        char name[128];
-        unsigned v;
-        if (!eq || (size_t)(eq - arg) >= sizeof name || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
-                return -EINVAL;
-        strnscpy(name, sizeof name, arg, (size_t)(eq - arg));
-        switch (cluster_resource_classify(name, u, NULL, NULL)) {
-                case CLUSTER_NAME_GPUSLICE_MEMORY: u->gpuslice_mib = v; return 0;
-                case CLUSTER_NAME_TENCENT_MEMORY: u->tencent_mib = v; return 0;
-                case CLUSTER_NAME_ALIYUN_MEMORY: u->aliyun_mib = v; return 0;
-                default: return -EINVAL;
-        }
-}
-
 static int load_snapshot(struct sched_server *s, const char *path, const struct cluster_units *u, size_t *nn,
                          size_t *np) {
         char *text = NULL;
@@ -141,7 +125,7 @@ int cmd_scheduler(int argc, char **argv) {
                                 break;
                         case OPT_SNAPSHOT: snapshot = optarg; break;
                         case OPT_UNIT:
-                                if (set_unit(&o.units, optarg) < 0) {
+                                if (cluster_units_set(&o.units, optarg) < 0) {
                                         fprintf(stderr,
                                                 "gpuslice scheduler: --memory-unit: expected RESOURCE=MIB with a "
                                                 "memory "

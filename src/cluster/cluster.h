@@ -96,6 +96,9 @@ struct cluster_units {
         const char *whole_name;
 };
 void cluster_units_default(struct cluster_units *ret);
+/* "RESOURCE=MIB" (a command line's --memory-unit): the MiB per unit of one memory resource the classifier
+ * knows (gpuslice.io/gpu-memory, tencent.com/vcuda-memory, aliyun.com/gpu-mem), 1..2^20. 0 or -EINVAL. */
+int cluster_units_set(struct cluster_units *u, const char *arg);
 
 /* The resource names the classifier knows, as indices (0 = not a GPU resource). */
 enum cluster_res_name {
@@ -161,6 +164,16 @@ static inline bool cluster_request_any(const struct cluster_request *r) {
 static inline bool cluster_request_is_fractional(const struct cluster_container_req *c) {
         return c->whole == 0 && (c->core > 0 || c->mem_mib > 0);
 }
+
+/* ---- quantities ---- */
+
+/*
+ * A Kubernetes resource quantity ("500m", "1.5", "2Gi", "1e3", "128974848") in thousandths of its unit,
+ * rounded up (as the API server rounds a request): "500m" → 500, "2" → 2000, "1Ki" → 1024000. Suffixes:
+ * n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or a decimal exponent e/E±N. 0, -EINVAL (not a quantity,
+ * negative), -ERANGE (over UINT64_MAX thousandths).
+ */
+int cluster_quantity_milli(const char *s, uint64_t *ret);
 
 /* ---- scheduling policy (the pod's gpuslice.io/scheduling-policy) ---- */
 

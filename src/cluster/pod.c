@@ -50,40 +50,16 @@ const char *cluster_json_get(const json_t *obj, const char *key) {
 
 /* ---- quantities ---- */
 
-/* A Kubernetes quantity of an extended resource: a whole number, optionally with a decimal (k M G T)
- * or binary (Ki Mi Gi Ti) suffix. */
+/* A Kubernetes quantity of an extended resource: a whole number (cluster_quantity_milli's forms). */
 static int parse_quantity(const char *s, uint64_t *ret) {
-        uint64_t v = 0;
-        size_t i = 0;
-        if (!s || !s[0])
+        uint64_t m;
+        int r = cluster_quantity_milli(s, &m);
+        if (r < 0)
+                return r;
+        if (m % 1000)
                 return -EINVAL;
-        for (; s[i] >= '0' && s[i] <= '9'; i++) {
-                if (v > (UINT64_MAX - 9) / 10)
-                        return -ERANGE;
-                v = v * 10 + (uint64_t)(s[i] - '0');
-        }
-        if (i == 0)
-                return -EINVAL;
-        static const struct {
-                const char *sfx;
-                uint64_t mul;
-        } sfx[] = { { "", 1 },
-                    { "k", 1000ULL },
-                    { "M", 1000000ULL },
-                    { "G", 1000000000ULL },
-                    { "T", 1000000000000ULL },
-                    { "Ki", 1ULL << 10 },
-                    { "Mi", 1ULL << 20 },
-                    { "Gi", 1ULL << 30 },
-                    { "Ti", 1ULL << 40 } };
-        for (size_t k = 0; k < ELEMENTSOF(sfx); k++)
-                if (streq(s + i, sfx[k].sfx)) {
-                        if (v && sfx[k].mul > UINT64_MAX / v)
-                                return -ERANGE;
-                        *ret = v * sfx[k].mul;
-                        return 0;
-                }
-        return -EINVAL;
+        *ret = m / 1000;
+        return 0;
 }
 
 static uint32_t unit_mib(enum cluster_res_name n, const struct cluster_units *u) {

@@ -14,6 +14,21 @@ void cluster_units_default(struct cluster_units *ret) {
         *ret = (struct cluster_units){ .gpuslice_mib = 256, .tencent_mib = 256, .aliyun_mib = 1024 };
 }
 
+int cluster_units_set(struct cluster_units *u, const char *arg) {
+        const char *eq = strchr(arg, '=');
+        char name[128];
+        unsigned v;
+        if (!eq || (size_t)(eq - arg) >= sizeof name || parse_uint(eq + 1, 1u << 20, &v) < 0 || v == 0)
+                return -EINVAL;
+        strnscpy(name, sizeof name, arg, (size_t)(eq - arg));
+        switch (cluster_resource_classify(name, u, NULL, NULL)) {
+                case CLUSTER_NAME_GPUSLICE_MEMORY: u->gpuslice_mib = v; return 0;
+                case CLUSTER_NAME_TENCENT_MEMORY: u->tencent_mib = v; return 0;
+                case CLUSTER_NAME_ALIYUN_MEMORY: u->aliyun_mib = v; return 0;
+                default: return -EINVAL;
+        }
+}
+
 static const struct {
         const char *name;
         enum cluster_res kind;
@@ -107,4 +122,93 @@ const char *cluster_flag_key(unsigned flag) {
                 case CLUSTER_FLAG_GPUSHARE: return CLUSTER_ANN_ALIYUN_ASSIGNED;
                 default: return "";
         }
+}
+
+/* ---- quantities ---- */
+
+/* The suffix's factor as a fraction num/den; false when it is not a suffix. */
+static bool quantity_suffix(const char *s, unsigned __int128 *num, unsigned __int128 *den) {
+        static const struct {
+                const char *sfx;
+                unsigned bin; /* 2^(10 bin) */
+                int dec;      /* 10^dec */
+        } sfx[] = { { "", 0, 0 },   { "n", 0, -9 }, { "u", 0, -6 }, { "m", 0, -3 }, { "k", 0, 3 },  { "M", 0, 6 },
+                    { "G", 0, 9 },  { "T", 0, 12 }, { "P", 0, 15 }, { "E", 0, 18 }, { "Ki", 1, 0 }, { "Mi", 2, 0 },
+                    { "Gi", 3, 0 }, { "Ti", 4, 0 }, { "Pi", 5, 0 }, { "Ei", 6, 0 } };
+        int dec = 0;
+        unsigned bin = 0;
+        bool found = false;
+        for (size_t k = 0; k < ELEMENTSOF(sfx) && !found; k++)
+                if (streq(s, sfx[k].sfx)) {
+                        bin = sfx[k].bin;
+                        dec = sfx[k].dec;
+                        found = true;
+                }
+        if (!found && (s[0] == 'e' || s[0] == 'E')) {
+                const char *p = s + 1;
+                bool neg = *p == '-';
+                if (*p == '-' || *p == '+')
+                        p++;
+                if (!(*p >= '0' && *p <= '9') || (p[1] && !(p[1] >= '0' && p[1] <= '9')) || (p[1] && p[2]))
+                        return false; /* one or two digits: beyond 10^±18 nothing fits anyway */
+                dec = (p[0] - '0') * (p[1] ? 10 : 1) + (p[1] ? p[1] - '0' : 0);
+                dec = neg ? -dec : dec;
+                if (dec > 18 || dec < -18)
+                        return false;
+                found = true;
+        }
+        if (!found)
+                return false;
+        *num = (unsigned __int128)1 << (10 * bin);
+        *den = 1;
+        for (; dec > 0; dec--)
+                *num *= 10;
+        for (; dec < 0; dec++)
+                *den *= 10;
+        return true;
+}
+
+int cluster_quantity_milli(const char *s, uint64_t *ret) {
+        if (!s)
+                return -EINVAL;
+        size_t i = 0;
+        if (s[i] == '+')
+                i++;
+        unsigned __int128 mant = 0, scale = 1;
+        unsigned digits = 0, kept = 0;
+        bool dot = false;
+        for (;; i++) {
+                if (s[i] == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (!(s[i] >= '0' && s[i] <= '9'))
+                        break;
+                digits++;
+                if (!kept && s[i] == '0' && !dot)
+                        continue; /* leading zeros */
+                if (kept == 19) {
+                        if (!dot)
+                                return -ERANGE; /* 10^19 and more */
+                        continue;               /* fraction digits past 19 significant ones are dropped */
+                }
+                mant = mant * 10 + (unsigned)(s[i] - '0');
+                kept++;
+                if (dot)
+                        scale *= 10;
+        }
+        if (!digits)
+                return -EINVAL;
+        unsigned __int128 num, den;
+        if (!quantity_suffix(s + i, &num, &den))
+                return -EINVAL;
+        /* mant < 10^19 < 2^64, num <= 2^60 or 10^18: the product stays under 2^128 */
+        if (mant && num > ((unsigned __int128)-1 / 1000) / mant)
+                return -ERANGE;
+        unsigned __int128 v = mant * num * 1000, d = den * scale;
+        v = v / d + (v % d != 0);
+        if (v > UINT64_MAX)
+                return -ERANGE;
+        *ret = (uint64_t)v;
+        return 0;
 }

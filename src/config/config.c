@@ -47,7 +47,7 @@ static const char *const profile_names[] = { "default", "gpuslice", "tencent", "
 static const char *const id_strategy_names[] = { "uuid", "index" };
 static const char *const mig_strategy_names[] = { "none", "single", "mixed" };
 static const char *const list_strategy_names[] = { "envvar", "cdi" };
-static const char *const policy_names[] = { "binpack", "spread" };
+static const char *const policy_names[] = { "binpack", "spread", "fgd", "frag" };
 static const char *const log_level_names[] = { "error", "warn", "info", "debug" };
 static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
 
@@ -127,8 +127,8 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
         X("monitor.nfd-features-file", "nfd-features-file", "PATH",                                                    \
           "Node Feature Discovery features file to write, empty: off", T_PATH_OPT, FIELD(nfd_features_file), NO_NAMES, \
           0, 0, "an absolute path or empty")                                                                           \
-        X("sharing.policy", "allocation-policy", "POLICY", "GPU choice for fractions: binpack or spread", T_ENUM,      \
-          FIELD(alloc_policy), NAMES(policy_names), 0, 0, "one of binpack, spread")                                    \
+        X("sharing.policy", "allocation-policy", "POLICY", "GPU choice for fractions: binpack, spread, fgd, frag",     \
+          T_ENUM, FIELD(alloc_policy), NAMES(policy_names), 0, 0, "one of binpack, spread, fgd, frag")                 \
         X("sharing.memory-unit", "memory-unit", "SIZE", "GPU memory per memory device ID, 0: profile's", T_SIZE,       \
           FIELD(memory_unit_bytes), NO_NAMES, 1ULL << 20, 1ULL << 40,                                                  \
           "a size like 256MiB or 1GiB (1MiB to 1TiB), or 0")                                                           \

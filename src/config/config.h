@@ -62,6 +62,8 @@ enum config_device_list {
 enum config_alloc_policy {
         CONFIG_POLICY_BINPACK = 0, /* fill the fullest GPU that fits first */
         CONFIG_POLICY_SPREAD,      /* prefer the emptiest GPU */
+        CONFIG_POLICY_FGD,         /* the extender's fgd: the GPU that fragments the node least (docs/scheduler.md) */
+        CONFIG_POLICY_FRAG,        /* the extender's frag (ours) */
         _CONFIG_POLICY_MAX,
 };
 

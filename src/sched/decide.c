@@ -134,6 +134,7 @@ static int pick_share(const struct room *r, const struct cluster_container_req *
         q.pair = false;
         q.expect = 0;
         q.terse = true;
+        q.has_prefer = false;
         q.n = r->n;
         for (unsigned i = 0; i < r->n; i++) {
                 const struct gpu_room *g = &r->share[i];

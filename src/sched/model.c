@@ -133,6 +133,8 @@ static void summarize(struct sched_node *n) {
 static void apply(struct sched_node *n, const struct sched_pod *p, int sign) {
         n->cpu_used = (uint64_t)((int64_t)n->cpu_used + sign * (int64_t)p->cpu_milli);
         n->mem_used = (uint64_t)((int64_t)n->mem_used + sign * (int64_t)p->mem_mib);
+        n->cpu_nonzero = (uint64_t)((int64_t)n->cpu_nonzero + sign * (int64_t)sched_nonzero_cpu(p->cpu_milli));
+        n->mem_nonzero = (uint64_t)((int64_t)n->mem_nonzero + sign * (int64_t)sched_nonzero_mem(p->mem_mib));
         for (unsigned k = 0; k < p->n; k++) {
                 const struct cluster_container_assign *c = &p->c[k].assign;
                 for (alloc_set_t s = c->gpus; s; s &= s - 1) {

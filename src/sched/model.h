@@ -95,6 +95,9 @@ struct sched_node {
          * allocatable CPU and memory, what the node's pods request of them, and the GPU model as an index
          * into the model's product names (sched_model_product; the GFD label nvidia.com/gpu.product). */
         uint64_t cpu_milli, mem_mib, cpu_used, mem_used;
+        /* the same requests as kube-scheduler's scoring counts them (NodeInfo.NonZeroRequested): a pod asking
+         * no CPU counts SCHED_NONZERO_CPU, one asking no memory SCHED_NONZERO_MEM (sched_nonzero_*) */
+        uint64_t cpu_nonzero, mem_nonzero;
         int product; /* -1 unknown */
         struct sched_node_sum sum;
         unsigned n_mig;
@@ -105,6 +108,18 @@ struct sched_node {
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };
+
+/* kube-scheduler's defaults for a request of 0 in its scoring (pkg/scheduler/util: DefaultMilliCPURequest
+ * 100, DefaultMemoryRequest 200 MB = 190.73 MiB, here rounded up; per pod, where kube-scheduler applies
+ * them per container). */
+#define SCHED_NONZERO_CPU 100u
+#define SCHED_NONZERO_MEM 191u
+static inline uint64_t sched_nonzero_cpu(uint64_t cpu_milli) {
+        return cpu_milli ? cpu_milli : SCHED_NONZERO_CPU;
+}
+static inline uint64_t sched_nonzero_mem(uint64_t mem_mib) {
+        return mem_mib ? mem_mib : SCHED_NONZERO_MEM;
+}
 
 /* One GPU container of a pod in the model: its request (without the name) and its placement. */
 struct sched_pod_container {

@@ -93,6 +93,15 @@ void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_
         free(e);
 }
 
+bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w) {
+        (void)sched_mix_add(mix, s);
+        uint64_t seen = mix->total;
+        if (seen && (seen & (seen - 1)) != 0 && seen % 256 != 0)
+                return false;
+        sched_mix_workload(mix, 0.95, with_mem, w);
+        return true;
+}
+
 /* ---- a node as the packing policies see it ---- */
 
 struct view {
@@ -238,16 +247,24 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
         return 0;
 }
 
+/* kube-scheduler 1.20's leastRequestedScore: 0 when over capacity (or none), integers. */
+static int64_t least_requested(uint64_t requested, uint64_t capacity) {
+        if (!capacity || requested > capacity)
+                return 0;
+        return (int64_t)((capacity - requested) * 100 / capacity);
+}
+
 double sched_pack_kube_score(const struct sched_node *n, const struct sched_shape *s) {
         if (!n->cpu_milli || !n->mem_mib)
                 return 0;
-        uint64_t cpu = MIN(n->cpu_used + s->cpu_milli, n->cpu_milli), mem = MIN(n->mem_used + s->mem_mib, n->mem_mib);
-        /* LeastAllocated: per resource (capacity - requested) * 100 / capacity, integers, averaged */
-        int64_t least =
-                (int64_t)(((n->cpu_milli - cpu) * 100 / n->cpu_milli + (n->mem_mib - mem) * 100 / n->mem_mib) / 2);
-        /* BalancedAllocation: (1 - |cpu fraction - memory fraction|) * 100, truncated */
-        double diff = fabs((double)cpu / (double)n->cpu_milli - (double)mem / (double)n->mem_mib);
-        int64_t balanced = (int64_t)((1.0 - diff) * 100.0);
+        /* what the scoring counts: the node's non-zero requests plus the pod's (resource_allocation.go) */
+        uint64_t cpu = n->cpu_nonzero + sched_nonzero_cpu(s->cpu_milli);
+        uint64_t mem = n->mem_nonzero + sched_nonzero_mem(s->mem_mib);
+        /* NodeResourcesLeastAllocated: per resource (capacity - requested) * 100 / capacity, weights 1 */
+        int64_t least = (least_requested(cpu, n->cpu_milli) + least_requested(mem, n->mem_mib)) / 2;
+        /* NodeResourcesBalancedAllocation: 0 when a fraction reaches 1, else (1 - |cpu − memory|) * 100 truncated */
+        double cf = (double)cpu / (double)n->cpu_milli, mf = (double)mem / (double)n->mem_mib;
+        int64_t balanced = cf >= 1 || mf >= 1 ? 0 : (int64_t)((1.0 - fabs(cf - mf)) * 100.0);
         return (double)(least + balanced);
 }
 
@@ -398,6 +415,35 @@ static double score_frag(const struct sched_pack_ctx *c, const struct view *v, c
         if (*ret_gpu < 0)
                 return 0;
         return -floor(best / FRAG_STEP) + (v->free[*ret_gpu] < 1000 ? FRAG_SHARED_BONUS : 0);
+}
+
+int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_milli, unsigned n, int product,
+                         const struct sched_shape *s, enum cluster_policy policy) {
+        if (!ctx->w || s->num_gpu != 1 || s->gpu_milli >= 1000 ||
+            (policy != CLUSTER_POLICY_FGD && policy != CLUSTER_POLICY_FRAG))
+                return -1;
+        struct view v = { .cpu_free = UINT64_MAX,
+                          .mem_free = UINT64_MAX,
+                          .n = MIN(n, (unsigned)CLUSTER_GPUS_MAX),
+                          .product = product };
+        for (unsigned i = 0; i < v.n; i++)
+                v.free[i] = MIN(free_milli[i], 1000u);
+        struct sched_shape one = { .num_gpu = 1, .gpu_milli = MAX(s->gpu_milli, 1u), .models = s->models };
+        int g = -1;
+        (void)(policy == CLUSTER_POLICY_FGD ? score_fgd(ctx, &v, &one, &g) : score_frag(ctx, &v, &one, &g));
+        return g;
+}
+
+unsigned sched_pack_share_free(const struct sched_node *n, unsigned core, uint64_t mem_mib, unsigned *free_milli) {
+        unsigned k = MIN(n->n_gpus, (unsigned)CLUSTER_GPUS_MAX);
+        for (unsigned i = 0; i < k; i++) {
+                const struct sched_gpu *g = &n->gpu[i];
+                unsigned cf = g->core_used >= 100 ? 0 : 100u - g->core_used;
+                uint64_t mf = g->mem_total_mib > g->mem_used_mib ? g->mem_total_mib - g->mem_used_mib : 0;
+                bool ok = g->healthy && !g->whole && cf >= core && (!mem_mib || mf >= mem_mib);
+                free_milli[i] = ok ? 10u * cf : 0;
+        }
+        return k;
 }
 
 double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,

@@ -59,6 +59,10 @@ void sched_mix_free(struct sched_mix *mix);
  * count, models first) reaching `coverage` (0..1] of the pods, renormalised. with_mem: shapes differ
  * by memory too (else memory is dropped: FGD's spec). An empty mix gives an empty workload. */
 void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret);
+/* The live mix (the node agent's, the replay's --live-mix; the extender's pack_prepare keeps the same
+ * rule): count s, and re-read the workload into *w (coverage 0.95) at 1, 2, 4, … 256 pods, then every
+ * 256. True when *w was re-read. */
+bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w);
 
 /* What a policy's score is relative to: the largest node (CPU, GPU milli), for the normalised ones, and
  * the target workload (FGD and frag). */
@@ -92,3 +96,19 @@ double sched_pack_frag(const struct sched_workload *w, const struct sched_node *
 
 /* Is this one of the packing policies (scored here, not by decide.c's pack)? */
 bool sched_pack_policy(enum cluster_policy policy);
+
+/*
+ * The policy's GPU for a share s (num_gpu 1, gpu_milli < 1000) among one node's n GPUs, given per GPU the
+ * compute free in milli-GPU (free_milli[i]; 0: GPU i cannot take the share — held whole, unhealthy, or
+ * without the memory or the room for the request's other half, as the caller judges), the node's GPU
+ * product (-1 unknown) and no CPU or memory limit: FGD's and frag's choice by fragmentation under ctx->w,
+ * by the very code sched_pack_score chooses with. -1 for the other policies (their share goes where the
+ * fractional placement's best fit puts it, alloc_pick_fraction), without a workload, or when no GPU takes
+ * it. The one GPU choice within a node: the extender's bind and the node agent placing a share on its own
+ * (src/agent/share.c) both ask it.
+ */
+int sched_pack_share_gpu(const struct sched_pack_ctx *ctx, const unsigned *free_milli, unsigned n, int product,
+                         const struct sched_shape *s, enum cluster_policy policy);
+/* free_milli for sched_pack_share_gpu from the model's node n, for a share of `core` percent and `mem_mib`
+ * MiB: a GPU without the compute or the memory for it 0. Returns n's GPU count (at most CLUSTER_GPUS_MAX). */
+unsigned sched_pack_share_free(const struct sched_node *n, unsigned core, uint64_t mem_mib, unsigned *free_milli);

@@ -266,6 +266,8 @@ int sched_trace_parse_pods(struct sched_trace *t, const char *buf, size_t len, s
 }
 
 void sched_trace_free(struct sched_trace *t) {
+        for (size_t i = 0; i < t->n_nodes; i++)
+                free(t->nodes[i].gpus_ann);
         free(t->nodes);
         free(t->pods);
         *t = (struct sched_trace){ 0 };
@@ -279,6 +281,7 @@ const char *sched_fail_reason_name(enum sched_fail_reason r) {
                 [SCHED_FAIL_MEMORY] = "insufficient memory",
                 [SCHED_FAIL_MODEL] = "no node of an accepted GPU model with the CPU and memory",
                 [SCHED_FAIL_GPU] = "no GPU room on the nodes with the CPU, memory and model",
+                [SCHED_FAIL_BOUND] = "bound to a node not in the snapshot or without the GPU room for it",
         };
         return (unsigned)r < _SCHED_FAIL_MAX ? names[r] : "?";
 }
@@ -315,6 +318,9 @@ struct run {
         struct sched_rng rng;
         size_t *feasible;   /* scratch: Random's candidates */
         bool kube_cpu_pods; /* CPU-only pods by kube-scheduler's scoring (gpu_pods_only) */
+        size_t *trace_node; /* per node (name order): its index in the trace */
+        size_t last_node;   /* the last pod's node (name order; SIZE_MAX none) and GPUs, by assume */
+        uint64_t last_gpus;
 };
 
 static int name_cmp(const void *a, const void *b) {
@@ -335,6 +341,26 @@ static uint64_t models_of(const struct sched_model *m, const char *spec) {
         return bits ? bits : 1ULL << 63; /* no node has any of them: a bit no node has */
 }
 
+/* A node's GPUs: the agent's annotation when the snapshot has it, else `gpus` healthy GPUs of its model. */
+static int node_info(const struct sched_trace_node *tn, struct cluster_node_info *info, struct gs_error *err) {
+        memset(info, 0, sizeof *info);
+        strscpy(info->name, tn->name, sizeof info->name);
+        if (tn->gpus_ann) {
+                struct gs_error e2 = { 0 };
+                if (cluster_node_decode(tn->gpus_ann, strlen(tn->gpus_ann), info, &e2) < 0)
+                        return gs_error_set(err, -EINVAL, "node %s: %.200s", tn->name, e2.message);
+                return 0;
+        }
+        info->n_gpus = tn->gpus;
+        for (unsigned g = 0; g < tn->gpus; g++) {
+                info->gpu[g].healthy = true;
+                strscpy(info->gpu[g].model, tn->model, sizeof info->gpu[g].model);
+                for (unsigned h = 0; h < tn->gpus; h++)
+                        info->link[g][h].pcie = g == h ? TOPO_LEVEL_SELF : TOPO_LEVEL_SYS;
+        }
+        return 0;
+}
+
 static int build_nodes(struct run *r, const struct sched_trace *t, struct gs_error *err) {
         struct cluster_node_info *info = calloc(1, sizeof *info);
         const char **names = calloc(t->n_nodes, sizeof *names);
@@ -345,21 +371,14 @@ static int build_nodes(struct run *r, const struct sched_trace *t, struct gs_err
                         e = gs_error_set(err, -EINVAL, "node %s is listed twice", tn->name);
                         break;
                 }
-                memset(info, 0, sizeof *info);
-                strscpy(info->name, tn->name, sizeof info->name);
-                info->n_gpus = tn->gpus;
-                for (unsigned g = 0; g < tn->gpus; g++) {
-                        info->gpu[g].healthy = true;
-                        strscpy(info->gpu[g].model, tn->model, sizeof info->gpu[g].model);
-                        for (unsigned h = 0; h < tn->gpus; h++)
-                                info->link[g][h].pcie = g == h ? TOPO_LEVEL_SELF : TOPO_LEVEL_SYS;
-                }
-                e = sched_model_set_node(r->m, info);
+                e = node_info(tn, info, err);
+                if (e == 0)
+                        e = sched_model_set_node(r->m, info);
                 if (e == 0)
                         e = sched_model_set_node_resources(r->m, tn->name, tn->cpu_milli, tn->mem_mib, tn->model);
                 if (e == -E2BIG)
                         gs_error_set(err, e, "more than %d GPU models", SCHED_PRODUCTS_MAX);
-                else if (e < 0)
+                else if (e < 0 && !err->message[0])
                         gs_error_set(err, e, "node %s: the model refused it", tn->name);
                 names[i] = tn->name;
                 r->ctx.cpu_norm = MAX(r->ctx.cpu_norm, tn->cpu_milli);
@@ -368,9 +387,13 @@ static int build_nodes(struct run *r, const struct sched_trace *t, struct gs_err
         if (e == 0) {
                 qsort(names, t->n_nodes, sizeof *names, name_cmp);
                 r->node = calloc(t->n_nodes, sizeof *r->node);
-                e = r->node ? 0 : -ENOMEM;
-                for (size_t i = 0; e == 0 && i < t->n_nodes; i++)
+                r->trace_node = calloc(t->n_nodes, sizeof *r->trace_node);
+                e = r->node && r->trace_node ? 0 : -ENOMEM;
+                for (size_t i = 0; e == 0 && i < t->n_nodes; i++) {
                         r->node[i] = sched_model_node(r->m, names[i]);
+                        /* names point at the trace's nodes' first member */
+                        r->trace_node[i] = (size_t)((const struct sched_trace_node *)(const void *)names[i] - t->nodes);
+                }
                 r->n_nodes = t->n_nodes;
         }
         free(names);
@@ -424,6 +447,17 @@ static int pod_order_cmp(const void *a, const void *b, void *arg) {
         return strcmp(t->pods[*(const size_t *)a].name, t->pods[*(const size_t *)b].name);
 }
 
+/* A snapshot's order: the bound pods first, then by creation time, then name. */
+static int snapshot_order_cmp(const void *a, const void *b, void *arg) {
+        const struct sched_trace *t = arg;
+        const struct sched_trace_pod *x = &t->pods[*(const size_t *)a], *y = &t->pods[*(const size_t *)b];
+        if (!x->node[0] != !y->node[0])
+                return x->node[0] ? -1 : 1;
+        if (x->created != y->created)
+                return x->created < y->created ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
 static uint64_t pod_request(const struct sched_trace *t, size_t i) {
         return (uint64_t)t->pods[i].num_gpu * t->pods[i].gpu_milli;
 }
@@ -440,9 +474,9 @@ static int arrival(struct run *r, const struct sched_trace *t, const struct sche
         }
         for (size_t i = 0; i < n; i++)
                 sorted[i] = i;
-        qsort_r(sorted, n, sizeof *sorted, pod_order_cmp, (void *)t);
+        qsort_r(sorted, n, sizeof *sorted, t->snapshot ? snapshot_order_cmp : pod_order_cmp, (void *)t);
         memcpy(a, sorted, n * sizeof *a);
-        for (size_t i = n; i > 1; i--) {
+        for (size_t i = t->snapshot ? 0 : n; i > 1; i--) {
                 size_t j = (size_t)sched_rng_below(&r->rng, i);
                 size_t x = a[i - 1];
                 a[i - 1] = a[j];
@@ -451,7 +485,7 @@ static int arrival(struct run *r, const struct sched_trace *t, const struct sche
         uint64_t sum = 0, target = (uint64_t)llround(o->tune * (double)capacity);
         for (size_t i = 0; i < n; i++)
                 sum += pod_request(t, sorted[i]);
-        if (o->tune > 0 && sum > 0 && sum < target) {
+        if (o->tune > 0 && !t->snapshot && sum > 0 && sum < target) {
                 for (;;) {
                         size_t d = sorted[sched_rng_below(&r->rng, t->n_pods)];
                         if (sum + t->pods[d].gpu_milli > target)
@@ -464,7 +498,7 @@ static int arrival(struct run *r, const struct sched_trace *t, const struct sche
                         a[n++] = d;
                         sum += pod_request(t, d);
                 }
-        } else if (o->tune > 0) {
+        } else if (o->tune > 0 && !t->snapshot) {
                 while (sum > target && n > 0) {
                         size_t k = (size_t)sched_rng_below(&r->rng, n);
                         sum -= pod_request(t, a[k]);
@@ -520,14 +554,12 @@ static int random_gpu(struct run *r, const struct sched_node *n, unsigned core) 
         return k ? (int)ok[sched_rng_below(&r->rng, k)] : -1;
 }
 
-/* Place the pod of shape x on node i: the filter's GPUs, or the policy's GPU for a share. */
-static int place(struct run *r, struct shape *x, size_t i, int gpu, size_t seq) {
-        const struct sched_node *n = r->node[i];
-        struct sched_fit f = { 0 };
-        if (x->s.num_gpu && sched_fit_node(r->m, n, &x->req, CLUSTER_POLICY_BINPACK, &f) != 0)
-                return -EIO; /* the memo said it fits */
-        if (x->s.num_gpu && x->s.gpu_milli < 1000 && gpu >= 0)
-                f.assign.c[0] = (struct cluster_container_assign){ .gpus = 1ULL << gpu, .core = x->req.c[0].core };
+static int node_key_cmp(const void *key, const void *elem) {
+        return strcmp(key, (*(const struct sched_node *const *)elem)->name);
+}
+
+/* Count the pod of shape x on node n at f's GPUs. */
+static int assume(struct run *r, const struct shape *x, const struct sched_node *n, struct sched_fit *f, size_t seq) {
         char uid[32];
         snprintf(uid, sizeof uid, "replay-%zu", seq);
         struct sched_pod_info info = { .uid = uid,
@@ -538,8 +570,65 @@ static int place(struct run *r, struct shape *x, size_t i, int gpu, size_t seq) 
                                        .req = x->req,
                                        .cpu_milli = x->s.cpu_milli,
                                        .mem_mib = x->s.mem_mib };
-        f.assign.n = x->req.n;
-        return sched_model_assume_pod(r->m, &info, n->name, &f.assign, 0);
+        f->assign.n = x->req.n;
+        r->last_gpus = 0;
+        for (unsigned k = 0; k < f->assign.n; k++)
+                r->last_gpus |= f->assign.c[k].gpus;
+        const struct sched_node *const *at = bsearch(n->name, r->node, r->n_nodes, sizeof *r->node, node_key_cmp);
+        r->last_node = at ? (size_t)(at - r->node) : SIZE_MAX;
+        return sched_model_assume_pod(r->m, &info, n->name, &f->assign, 0);
+}
+
+/* Place the pod of shape x on node i: the filter's GPUs, or the policy's GPU for a share. */
+static int place(struct run *r, struct shape *x, size_t i, int gpu, size_t seq) {
+        const struct sched_node *n = r->node[i];
+        struct sched_fit f = { 0 };
+        if (x->s.num_gpu && sched_fit_node(r->m, n, &x->req, CLUSTER_POLICY_BINPACK, &f) != 0)
+                return -EIO; /* the memo said it fits */
+        if (x->s.num_gpu && x->s.gpu_milli < 1000 && gpu >= 0)
+                f.assign.c[0] = (struct cluster_container_assign){ .gpus = 1ULL << gpu, .core = x->req.c[0].core };
+        return assume(r, x, n, &f, seq);
+}
+
+static void count_fail(struct sched_replay_result *res, enum sched_fail_reason why, const struct sched_shape *s);
+
+/* Do the GPUs of a bound pod's assignment take its request now (a share: the one GPU; whole: as many
+ * GPUs, each free)? */
+static bool assignment_fits(const struct sched_node *n, const struct shape *x, uint64_t gpus) {
+        unsigned k = 0;
+        for (unsigned g = 0; g < n->n_gpus && g < 64; g++) {
+                if (!(gpus >> g & 1))
+                        continue;
+                const struct sched_gpu *u = &n->gpu[g];
+                bool ok = u->healthy && !u->whole &&
+                          (x->s.gpu_milli < 1000 ? u->core_used + x->req.c[0].core <= 100 : !u->sharers);
+                if (!ok)
+                        return false;
+                k++;
+        }
+        return x->s.gpu_milli < 1000 ? k == 1 : k == x->s.num_gpu;
+}
+
+/* A snapshot's bound pod, where it runs: on its assignment's GPUs when they take it, else on the
+ * filter's pick; no kube-scheduler filter (kubelet admitted it). Failed when the node is not in the
+ * snapshot or its GPUs have no room for the pod. */
+static int place_bound(struct run *r, struct shape *x, const struct sched_trace_pod *p, size_t seq,
+                       struct sched_replay_result *res, bool *ret_placed) {
+        *ret_placed = false;
+        const struct sched_node *const *at = bsearch(p->node, r->node, r->n_nodes, sizeof *r->node, node_key_cmp);
+        struct sched_fit f = { 0 };
+        if (!at || (x->s.num_gpu && sched_fit_node(r->m, *at, &x->req, CLUSTER_POLICY_BINPACK, &f) != 0)) {
+                count_fail(res, SCHED_FAIL_BOUND, &x->s);
+                return 0;
+        }
+        if (x->s.num_gpu && p->gpus && assignment_fits(*at, x, p->gpus))
+                f.assign.c[0] = x->s.gpu_milli < 1000
+                                        ? (struct cluster_container_assign){ .gpus = p->gpus & -p->gpus,
+                                                                             .core = x->req.c[0].core }
+                                        : (struct cluster_container_assign){ .gpus = p->gpus, .whole = true };
+        int e = assume(r, x, *at, &f, seq);
+        *ret_placed = e == 0;
+        return e;
 }
 
 static void count_fail(struct sched_replay_result *res, enum sched_fail_reason why, const struct sched_shape *s) {
@@ -561,12 +650,9 @@ static void count_fail(struct sched_replay_result *res, enum sched_fail_reason w
 }
 
 /* The frag policy's target: the mix of the pods seen so far, re-read at 1, 2, 4, … 256 pods, then every 256. */
-static void live_update(struct run *r, const struct shape *x, size_t seen) {
-        (void)sched_mix_add(&r->mix, &x->s);
-        if (seen & (seen - 1) ? seen % 256 == 0 : true) {
-                sched_mix_workload(&r->mix, 0.95, true, &r->live);
+static void live_update(struct run *r, const struct shape *x) {
+        if (sched_mix_observe(&r->mix, &x->s, true, &r->live))
                 r->epoch++;
-        }
 }
 
 /* One pod: the best feasible node (score, then rank), placed; or why none. */
@@ -662,6 +748,7 @@ static void run_free(struct run *r) {
         free(r->shapes);
         free(r->pod_shape);
         free(r->node);
+        free(r->trace_node);
         free(r->rank);
         free(r->feasible);
         sched_mix_free(&r->mix);
@@ -681,6 +768,8 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
         *ret = (struct sched_replay_result){ 0 };
         if (!t->n_nodes)
                 return gs_error_set(err, -EINVAL, "no nodes");
+        if (t->snapshot && o->tune > 0)
+                return gs_error_set(err, -EINVAL, "a snapshot replays as it is: no tuning (tune 0)");
         struct run r = { .epoch = 1, .kube_cpu_pods = o->gpu_pods_only };
         int e = sched_model_new(&r.m);
         if (e < 0)
@@ -720,14 +809,33 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
                 if (!sum || !cnt)
                         e = -ENOMEM;
         }
+        if (e == 0 && t->snapshot) {
+                ret->place = calloc(n ? n : 1, sizeof *ret->place);
+                e = ret->place ? 0 : -ENOMEM;
+        }
         double t0 = now_s();
         ret->pods = n;
         for (size_t i = 0; e == 0 && i < n; i++) {
                 struct shape *x = &r.shapes[r.pod_shape[order[i]]];
                 if (r.ctx.w == &r.live)
-                        live_update(&r, x, i + 1);
+                        live_update(&r, x);
                 bool placed = false;
-                e = schedule(&r, x, i, o->policy, ret, &placed);
+                const struct sched_trace_pod *tp = &t->pods[order[i]];
+                size_t fails[_SCHED_FAIL_MAX];
+                memcpy(fails, ret->fail_by_reason, sizeof fails);
+                r.last_node = SIZE_MAX;
+                e = tp->node[0] ? place_bound(&r, x, tp, i, ret, &placed) : schedule(&r, x, i, o->policy, ret, &placed);
+                if (ret->place) {
+                        struct sched_replay_place *pl = &ret->place[ret->n_place++];
+                        *pl = (struct sched_replay_place){ .pod = order[i], .node = -1, .reason = -1 };
+                        if (placed && r.last_node != SIZE_MAX) {
+                                pl->node = (long)r.trace_node[r.last_node];
+                                pl->gpus = r.last_gpus;
+                        }
+                        for (int k = 0; !placed && k < _SCHED_FAIL_MAX; k++)
+                                if (ret->fail_by_reason[k] != fails[k])
+                                        pl->reason = k;
+                }
                 uint64_t req = pod_request(t, order[i]);
                 ret->gpu_milli_arrived += req;
                 ret->gpu_milli_placed += placed ? req : 0;
@@ -760,6 +868,9 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
 void sched_replay_result_free(struct sched_replay_result *r) {
         free(r->curve);
         free(r->fail);
+        free(r->place);
+        r->place = NULL;
+        r->n_place = 0;
         r->curve = NULL;
         r->fail = NULL;
         r->n_curve = 0;

@@ -8,7 +8,9 @@
  *
  * The input is the openb CSV format: a node list `sn,cpu_milli,memory_mib,gpu,model` and a pod list
  * `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,…]` (columns found by their header names; the
- * others ignored).
+ * others ignored); or a snapshot of a real cluster (replay-snap.c): `kubectl get nodes,pods -o json` or
+ * the extender's own `--snapshot` file, whose bound pods are placed first where they run and whose
+ * pending pods then arrive in creation order.
  *
  * Pure but for the clock (the run's seconds): no I/O.
  */
@@ -25,6 +27,9 @@ struct sched_trace_node {
         uint64_t cpu_milli, mem_mib;
         unsigned gpus;
         char model[64];
+        /* a snapshot's node with the agent's gpuslice.io/gpus annotation: its value (malloc'ed; GPUs, health,
+         * links as the agent published them); NULL: `gpus` healthy GPUs of `model`, no links */
+        char *gpus_ann;
 };
 
 struct sched_trace_pod {
@@ -32,6 +37,11 @@ struct sched_trace_pod {
         uint64_t cpu_milli, mem_mib;
         unsigned num_gpu, gpu_milli; /* gpu_milli clamped to 1000; 0 with num_gpu 0 */
         char spec[128];              /* acceptable GPU models, '|'-separated; "" any */
+        /* a snapshot's pod: the node it is bound to ("" pending), the GPUs its assignment names there (bit i =
+         * GPU i; 0 none: the extender's fit places it) and its creation time (Unix s; the pending pods' order) */
+        char node[CLUSTER_NAME_MAX];
+        uint64_t gpus;
+        int64_t created;
 };
 
 struct sched_trace {
@@ -39,6 +49,9 @@ struct sched_trace {
         size_t cap_nodes, cap_pods;
         struct sched_trace_node *nodes;
         struct sched_trace_pod *pods;
+        /* a snapshot: no shuffle and no tuning; the bound pods first (where they are), then the pending ones
+         * by creation time, then name */
+        bool snapshot;
 };
 
 /* Parse a node list / pod list (CSV with a header line) into t (appending). 0, -EINVAL with err naming
@@ -46,6 +59,22 @@ struct sched_trace {
 int sched_trace_parse_nodes(struct sched_trace *t, const char *buf, size_t len, struct gs_error *err);
 int sched_trace_parse_pods(struct sched_trace *t, const char *buf, size_t len, struct gs_error *err);
 void sched_trace_free(struct sched_trace *t);
+
+/*
+ * Parse a snapshot of a cluster into t (appending; t->snapshot set): a v1 List (`kubectl get nodes,pods -o
+ * json`: items of kind Node and Pod, others skipped; a NodeList or PodList too) or the extender's
+ * `--snapshot` object {"nodes": [Node...], "pods": [Pod...]}. A node: allocatable cpu and memory,
+ * nvidia.com/gpu, the GFD label nvidia.com/gpu.product (its model; else the annotation's), the agent's
+ * gpuslice.io/gpus annotation (cluster_node_decode). A pod (cluster_pod_decode for its GPU resources, u
+ * their units): CPU and memory requests (a container's limit where it sets no request; init containers
+ * as kube-scheduler counts them), the accepted models from nodeSelector or required node affinity on
+ * nvidia.com/gpu.product (`In`), spec.nodeName (bound), the GPUs of its assignment; Succeeded and Failed
+ * pods are skipped. A share becomes gpu_milli = 10 × its compute percent, or its memory's share of the
+ * largest GPU memory the nodes publish when that is more. 0, -EINVAL with err naming the item and the
+ * field, -ENOMEM.
+ */
+int sched_trace_parse_snapshot(struct sched_trace *t, const char *buf, size_t len, const struct cluster_units *u,
+                               struct gs_error *err);
 
 struct sched_replay_options {
         enum cluster_policy policy;
@@ -67,6 +96,7 @@ enum sched_fail_reason {
         SCHED_FAIL_MEMORY, /* the CPU, but not the memory */
         SCHED_FAIL_MODEL,  /* the CPU and memory, but not on a node of an accepted GPU model */
         SCHED_FAIL_GPU,    /* no node with the CPU, memory and model has the GPU room */
+        SCHED_FAIL_BOUND,  /* a snapshot's bound pod: its node is not in the snapshot or has no GPU room for it */
         _SCHED_FAIL_MAX,
 };
 const char *sched_fail_reason_name(enum sched_fail_reason r);
@@ -79,6 +109,14 @@ struct sched_replay_fail {
         size_t count;
 };
 
+/* Where one pod of a snapshot went (sched_replay_result.place). */
+struct sched_replay_place {
+        size_t pod;    /* index into the trace's pods */
+        long node;     /* index into the trace's nodes; -1: failed */
+        uint64_t gpus; /* its GPUs there (bit i = GPU i; 0 none) */
+        int reason;    /* failed: enum sched_fail_reason */
+};
+
 struct sched_replay_result {
         uint64_t gpus;       /* the cluster's GPUs */
         size_t pods, failed; /* pods replayed (after tuning), of which failed */
@@ -89,6 +127,9 @@ struct sched_replay_result {
         size_t n_fail;
         struct sched_replay_fail *fail;
         size_t fail_by_reason[_SCHED_FAIL_MAX];
+        /* a snapshot's run: every pod in the order replayed (the bound ones first); NULL for a trace */
+        size_t n_place;
+        struct sched_replay_place *place;
 };
 
 /* Replay t. 0, -EINVAL (no nodes, a node the model refuses) with err, -ENOMEM. */

@@ -415,6 +415,23 @@ unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_
 
 /* ---- bind ---- */
 
+/* A pod of one share under a packing policy: the policy's GPU for it (sched_pack_share_gpu, as the replay
+ * and the node agent choose) instead of the fit's best fit, when the policy names one. */
+static void pack_share_gpu(struct sched_server *s, const struct sched_node *n, const struct cluster_request *req,
+                           enum cluster_policy pol, struct sched_fit *fit) {
+        if (!sched_pack_policy(pol) || !s->pack.w || req->n != 1 || fit->assign.n != 1 ||
+            !cluster_request_is_fractional(&req->c[0]))
+                return;
+        /* the share as pack_prepare counts it: its compute (a memory-only share: 1 %) */
+        unsigned core = req->c[0].core ? req->c[0].core : 1;
+        struct sched_shape sh = { .num_gpu = 1, .gpu_milli = MIN(core * 10, 1000u) };
+        unsigned free_milli[CLUSTER_GPUS_MAX];
+        unsigned k = sched_pack_share_free(n, req->c[0].core, req->c[0].mem_mib, free_milli);
+        int g = sched_pack_share_gpu(&s->pack, free_milli, k, n->product, &sh, pol);
+        if (g >= 0)
+                fit->assign.c[0].gpus = 1ULL << g;
+}
+
 static unsigned bind_reply(struct sched_server *s, double t0, const char *error, char **ret, size_t *ret_len) {
         observe(s, VERB_BIND, t0, error != NULL);
         if (sched_ext_bind_encode(error, ret, ret_len) < 0) {
@@ -463,6 +480,7 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                                  pod.ns, pod.name, fit.reason);
                         return bind_reply(s, t0, msg, ret, ret_len);
                 }
+                pack_share_gpu(s, n, &pod.req, pol, &fit);
                 struct sched_pod_info info;
                 sched_pod_view_info(&pod, &info);
                 uint64_t now = now_realtime_ns();

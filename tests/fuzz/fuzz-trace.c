@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target for `gpuslice replay`'s input (src/sched/replay.c): the openb node and pod lists. The
- * first byte picks the policy and whether the run tunes; the rest is a node list, then after the first
- * NUL a pod list (no NUL: the same text as both). Whatever parses is replayed when small, and the run must
+ * Fuzz target for `gpuslice replay`'s input (src/sched/replay.c, replay-snap.c): the openb node and pod
+ * lists, and a cluster's snapshot. The first byte picks the policy and whether the run tunes; the rest is
+ * a node list, then after the first NUL a pod list (no NUL: the same text as both); a text starting with
+ * '{' is also read as a snapshot (JSON: kubectl's List or the extender's --snapshot object). Whatever parses is replayed when small, and the run must
  * keep its invariants: no more GPU placed than arrived or than the cluster has, failures grouped in full,
  * the curve within 0..100 %.
  */
@@ -29,8 +30,10 @@ static void run(const struct sched_trace *t, uint8_t how) {
         struct sched_replay_options o = { .policy = (enum cluster_policy)(how % _CLUSTER_POLICY_MAX),
                                           .seed = how,
                                           .live = how & 0x80,
+                                          .gpu_pods_only = how & 0x20,
                                           /* tuning up draws copies of pods: only with few GPUs and big shares */
-                                          .tune = (how & 0x40) && gpus <= 16 && min_share >= 100 ? 1.3 : 0 };
+                                          .tune = (how & 0x40) && gpus <= 16 && min_share >= 100 && !t->snapshot ? 1.3
+                                                                                                                 : 0 };
         struct sched_replay_result r;
         struct gs_error err = { 0 };
         int e = sched_replay_run(t, &o, &r, &err);
@@ -74,5 +77,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (a == 0 && b == 0)
                 run(&t, how);
         sched_trace_free(&t);
+        if (len && text[0] == '{') {
+                struct cluster_units u;
+                cluster_units_default(&u);
+                struct sched_trace s = { 0 };
+                gs_error_clear(&err);
+                int c = sched_trace_parse_snapshot(&s, text, len, &u, &err);
+                assert(c == 0 || ((c == -EINVAL || c == -ENOMEM) && err.message[0]));
+                assert(c < 0 || s.snapshot);
+                for (size_t i = 0; c == 0 && i < s.n_pods; i++)
+                        assert(s.pods[i].num_gpu <= CLUSTER_GPUS_MAX && s.pods[i].gpu_milli <= 1000 &&
+                               (!s.pods[i].num_gpu == !s.pods[i].gpu_milli));
+                if (c == 0)
+                        run(&s, how);
+                sched_trace_free(&s);
+        }
         return 0;
 }

@@ -4,7 +4,7 @@
 # (exit 77 = skipped when podman, runc or busybox are missing).
 if(TARGET gpuslice_agent)
   set(_share_tests share-register-gpuslice share-register-tencent share-register-aliyun share-pair-core-first
-      share-pair-memory-first share-binpack share-spread share-whole-cores share-reject share-exclusion
+      share-pair-memory-first share-binpack share-spread share-frag share-whole-cores share-reject share-exclusion
       share-restart share-restart-no-record share-metrics share-metrics-no-compat share-podman share-grace)
   foreach(t ${_share_tests})
     add_test(NAME agent-${t}

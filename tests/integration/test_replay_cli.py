@@ -7,6 +7,7 @@ of a malformed list (naming the line).
 Usage: test_replay_cli.py --build BUILD_DIR --source SOURCE_DIR [replay] (tests/runner.py)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,31 @@ def test_replay(a):
     check(run(build, *lists, "--policy", "nope")[0] == 2, "unknown policy: exit 2")
     check(run(build, *lists, "--tune", "x")[0] == 2, "bad --tune: exit 2")
     check(run(build, *lists, "extra")[0] == 2, "extra argument: exit 2")
+    snap = os.path.join(source, "tests", "data", "replay-snapshot")
+    for f in ["kubectl.json", "extender.json"]:
+        rc, out, err = run(build, "--snapshot", os.path.join(snap, f), "--json")
+        check(rc == 0, "--snapshot %s: exit %d: %s" % (f, rc, err))
+        j = json.loads(out)
+        check(j["gpus"] == 3 and j["pods"] == 7 and j["failed"] == 1, "--snapshot %s: %r" % (f, j))
+        pl = j["placements"]
+        check([p["pod"] for p in pl[:3]] == ["team/running-cpu", "team/running-a", "team/pend-1"], "order %r" % pl)
+        check(pl[1] == {"pod": "team/running-a", "node": "gpu-a", "gpus": [1], "bound": True}, "bound %r" % pl[1])
+        check(pl[3]["node"] is None and "no GPU room" in pl[3]["failed"], "failed %r" % pl[3])
+    rc, out, err = run(build, "--snapshot", os.path.join(snap, "kubectl.json"))
+    check(rc == 0 and "7 pods on 3 GPUs, 1 failed" in out and "1 x 2 GPU" in out, "snapshot table: %s" % out)
+    check(re.search(r"team/running-a +gpu-a +1 \(bound\)", out) and re.search(r"team/pend-3 +- +failed: no GPU", out),
+          "snapshot table lists the pods: %s" % out)
+    check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), "--tune", "1.3")[0] == 2, "--snapshot --tune: exit 2")
+    check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), *lists)[0] == 2, "--snapshot --nodes: exit 2")
+    check(run(build, "--snapshot", os.path.join(snap, "kubectl.json"), "--memory-unit", "x=1")[0] == 2,
+          "bad --memory-unit: exit 2")
+    with tempfile.TemporaryDirectory() as d:
+        bad = os.path.join(d, "snap.json")
+        with open(bad, "w") as f:
+            f.write('{"items":[{"kind":"Node","metadata":{"name":"a"},"status":{"allocatable":{"cpu":"4x"}}}]}')
+        rc, out, err = run(build, "--snapshot", bad)
+        check(rc == 3 and "snap.json: items[0] (Node a): status.allocatable.cpu: '4x' is not a quantity" in err,
+              "malformed snapshot: %d %s" % (rc, err))
     with tempfile.TemporaryDirectory() as d:
         bad = os.path.join(d, "pods.csv")
         with open(bad, "w") as f:

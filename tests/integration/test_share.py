@@ -277,6 +277,15 @@ def test_share_spread(e):
     check(len(set(gpus)) == 3, "spread put containers on %s" % gpus)
 
 
+def test_share_frag(e):
+    # sharing.policy frag: the extender's GPU choice (sched_pack_share_gpu) against the shares placed here
+    # (all 30 %): two on the first GPU, then a third would leave 10 % no 30 % share can use there, so it
+    # goes to a fresh GPU, where binpack (test_share_binpack) fills the first GPU to 90 %.
+    e.start_share("gpuslice", "--allocation-policy", "frag")
+    gpus = [pair(e, e.core, e.mem) for _ in range(3)]
+    check(gpus[0] == gpus[1] and gpus[2] != gpus[0], "frag put 30 %% shares on %s" % gpus)
+
+
 def test_share_whole_cores(e):
     e.start_share()
     got = e.admit((e.core, 200))

@@ -622,7 +622,7 @@ static void test_error_bad_values_per_type(void **state) {
                 { "monitor.engine", "ftp://host:21",
                   "monitor.engine: expected a URL like unix:///run/podman/podman.sock or http://127.0.0.1:2375, or "
                   "empty, got 'ftp://host:21'" },
-                { "sharing.policy", "pack", "sharing.policy: expected one of binpack, spread, got 'pack'" },
+                { "sharing.policy", "pack", "sharing.policy: expected one of binpack, spread, fgd, frag, got 'pack'" },
                 { "sharing.memory-unit", "100KiB",
                   "sharing.memory-unit: expected a size like 256MiB or 1GiB (1MiB to 1TiB), or 0, got '100KiB'" },
                 { "sharing.memory-unit", "lots",

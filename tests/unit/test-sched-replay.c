@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+
 #include "helpers.h"
 #include "sched/model.h"
 #include "sched/pack.h"
@@ -153,6 +155,37 @@ static void test_kube_filters_and_cpu_accounting(void **state) {
         assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) > sched_pack_kube_score(x, &cpu_only));
         /* y after it: (15000/16000, 64512/65536) -> least (93 + 98) / 2 = 95, balanced (1 - |1/16 - 1/64|) = 95 */
         assert_true(sched_pack_kube_score(sched_model_node(m, "y"), &cpu_only) == 95 + 95);
+        sched_model_free(m);
+}
+
+/* kube-scheduler 1.20's numbers by hand (noderesources/least_allocated.go, balanced_allocation.go): requests
+ * of 0 count 100m CPU and 200 MB memory, a fraction reaching 1 scores no balance. */
+static void test_kube_score_as_kube_scheduler(void **state) {
+        (void)state;
+        struct sched_model *m;
+        assert_int_equal(sched_model_new(&m), 0);
+        struct cluster_node_info *info = calloc(1, sizeof *info);
+        strscpy(info->name, "k", sizeof info->name);
+        assert_int_equal(sched_model_set_node(m, info), 0);
+        free(info);
+        assert_int_equal(sched_model_set_node_resources(m, "k", 4000, 8192, ""), 0);
+        struct sched_pod_info p = { .uid = "u", .ns = "d", .name = "p", .node = "k", .bound = true, .cpu_milli = 1000 };
+        struct cluster_assignment none = { 0 };
+        assert_int_equal(sched_model_assume_pod(m, &p, "k", &none, 0), 0);
+        const struct sched_node *n = sched_model_node(m, "k");
+        assert_int_equal(n->cpu_nonzero, 1000);
+        assert_int_equal(n->mem_nonzero, SCHED_NONZERO_MEM);
+        /* cpu 2000/4000, memory 191 + 1024 = 1215/8192: least (50 + 85) / 2 = 67; balanced
+         * (1 - |0.5 - 0.1483|) * 100 = 64 */
+        struct sched_shape a = { .cpu_milli = 1000, .mem_mib = 1024 };
+        assert_true(sched_pack_kube_score(n, &a) == 67 + 64);
+        /* cpu 4000/4000 (fraction 1: no balance), memory 382/8192: least (0 + 95) / 2 = 47 */
+        struct sched_shape b = { .cpu_milli = 3000 };
+        assert_true(sched_pack_kube_score(n, &b) == 47);
+        /* a pod asking nothing counts 100m and 191 MiB: cpu 1100/4000 → 72, memory 382/8192 → 95 */
+        struct sched_shape c = { 0 };
+        assert_true(sched_pack_kube_score(n, &c) ==
+                    (72 + 95) / 2 + (int)((1.0 - fabs(1100.0 / 4000 - 382.0 / 8192)) * 100));
         sched_model_free(m);
 }
 
@@ -313,15 +346,263 @@ static void test_rng(void **state) {
         assert_true(sched_rng_next(&a) != sched_rng_next(&b));
 }
 
+/* ---- snapshots of a real cluster (replay-snap.c) ---- */
+
+static void test_quantities(void **state) {
+        (void)state;
+        static const struct {
+                const char *s;
+                uint64_t milli;
+        } ok[] = { { "500m", 500 },
+                   { "2", 2000 },
+                   { "1.5", 1500 },
+                   { "0.1", 100 },
+                   { "1Ki", 1024000 },
+                   { "2Gi", 2147483648000ULL },
+                   { "1e3", 1000000 },
+                   { "1E-3", 1 },
+                   { "100n", 1 },
+                   { "+3", 3000 },
+                   { "007", 7000 },
+                   { "1.0001", 1001 },
+                   { "128974848", 128974848000ULL },
+                   { "129M", 129000000000ULL },
+                   { "0", 0 } };
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+                uint64_t v = 0;
+                if (cluster_quantity_milli(ok[i].s, &v) != 0 || v != ok[i].milli)
+                        fail_msg("'%s': got %llu, want %llu", ok[i].s, (unsigned long long)v,
+                                 (unsigned long long)ok[i].milli);
+        }
+        static const char *const bad[] = {
+                "", "m", "-1", "1x", "1.2.3", "1 Gi", "1Gib", "e3", "1e", "1e123", ".", "1ki"
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                uint64_t v;
+                if (cluster_quantity_milli(bad[i], &v) != -EINVAL)
+                        fail_msg("'%s' accepted", bad[i]);
+        }
+        uint64_t v;
+        assert_int_equal(cluster_quantity_milli("20Ei", &v), -ERANGE);
+        assert_int_equal(cluster_quantity_milli("99999999999999999999", &v), -ERANGE);
+}
+
+static void load_snapshot(const char *path, struct sched_trace *t) {
+        size_t len;
+        char *s = test_read_source(path, &len);
+        struct cluster_units u;
+        cluster_units_default(&u);
+        struct gs_error err = { 0 };
+        int r = sched_trace_parse_snapshot(t, s, len, &u, &err);
+        if (r != 0)
+                fail_msg("%s: %d %s", path, r, err.message);
+        free(s);
+}
+
+static const struct sched_trace_pod *pod_named(const struct sched_trace *t, const char *name) {
+        for (size_t i = 0; i < t->n_pods; i++)
+                if (streq(t->pods[i].name, name))
+                        return &t->pods[i];
+        fail_msg("no pod %s", name);
+        return NULL;
+}
+
+static void check_snapshot(const struct sched_trace *t) {
+        assert_true(t->snapshot);
+        assert_int_equal(t->n_nodes, 3);
+        assert_string_equal(t->nodes[0].name, "gpu-a");
+        assert_int_equal(t->nodes[0].cpu_milli, 8000);
+        assert_int_equal(t->nodes[0].mem_mib, 32768);
+        assert_int_equal(t->nodes[0].gpus, 2);
+        assert_string_equal(t->nodes[0].model, "NVIDIA-A100-SXM4-40GB"); /* the label, not the NVML name */
+        assert_non_null(t->nodes[0].gpus_ann);
+        assert_int_equal(t->nodes[1].cpu_milli, 4000);
+        assert_int_equal(t->nodes[1].gpus, 1);
+        assert_null(t->nodes[1].gpus_ann);
+        assert_string_equal(t->nodes[1].model, "Tesla-T4");
+        assert_int_equal(t->nodes[2].gpus, 0);
+        assert_int_equal(t->nodes[2].mem_mib, 4096);
+        assert_int_equal(t->n_pods, 7); /* "done" Succeeded: skipped */
+        const struct sched_trace_pod *p = pod_named(t, "team/running-a");
+        assert_string_equal(p->node, "gpu-a");
+        assert_int_equal(p->gpus, 1u << 1);
+        assert_int_equal(p->num_gpu, 1);
+        assert_int_equal(p->gpu_milli, 500);
+        assert_int_equal(p->cpu_milli, 1000);
+        assert_int_equal(p->mem_mib, 2048);
+        p = pod_named(t, "team/pend-1");
+        assert_string_equal(p->node, "");
+        assert_string_equal(p->spec, "Tesla-T4");
+        assert_int_equal(p->gpu_milli, 1000);
+        p = pod_named(t, "team/pend-3");
+        assert_int_equal(p->num_gpu, 2);
+        assert_string_equal(p->spec, "NVIDIA-A100-SXM4-40GB|NVIDIA-H100-80GB-HBM3");
+        p = pod_named(t, "team/pend-5"); /* 80 units × 256 MiB of a 40960 MiB GPU; the sidecar's limit */
+        assert_int_equal(p->gpu_milli, 500);
+        assert_int_equal(p->cpu_milli, 500);
+        assert_int_equal(p->mem_mib, 512);
+        assert_int_equal(pod_named(t, "team/pend-4")->num_gpu, 0);
+}
+
+static void test_snapshot_parse(void **state) {
+        (void)state;
+        struct sched_trace a = { 0 }, b = { 0 };
+        load_snapshot("tests/data/replay-snapshot/kubectl.json", &a);
+        load_snapshot("tests/data/replay-snapshot/extender.json", &b);
+        check_snapshot(&a);
+        check_snapshot(&b);
+        sched_trace_free(&a);
+        sched_trace_free(&b);
+}
+
+static void test_snapshot_replay(void **state) {
+        (void)state;
+        struct sched_trace t = { 0 };
+        load_snapshot("tests/data/replay-snapshot/kubectl.json", &t);
+        for (enum cluster_policy pol = 0; pol < _CLUSTER_POLICY_MAX; pol++) {
+                struct sched_replay_options o = { .policy = pol, .seed = 1 };
+                struct sched_replay_result r;
+                struct gs_error err = { 0 };
+                assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+                assert_int_equal(r.gpus, 3);
+                assert_int_equal(r.pods, 7);
+                if (pol == CLUSTER_POLICY_RANDOM) { /* may put pend-2's share on the only T4, before pend-1 */
+                        assert_in_range(r.failed, 1, 2);
+                        sched_replay_result_free(&r);
+                        continue;
+                }
+                /* the bound pods first where they are (running-a, created last, on half of gpu-a's GPU 1),
+                 * then the pending ones by creation: pend-3's two A100s no longer fit */
+                if (r.failed != 1 || r.fail_by_reason[SCHED_FAIL_GPU] != 1)
+                        fail_msg("%s: %zu failed (%zu GPU room, %zu CPU)", cluster_policy_name(pol), r.failed,
+                                 r.fail_by_reason[SCHED_FAIL_GPU], r.fail_by_reason[SCHED_FAIL_CPU]);
+                assert_int_equal(r.gpu_milli_arrived, 500 + 300 + 1000 + 2000 + 500);
+                assert_int_equal(r.gpu_milli_placed, 500 + 300 + 1000 + 500);
+                /* every pod where it went: the bound ones first, running-a on its assignment's GPU 1 */
+                assert_int_equal(r.n_place, 7);
+                assert_string_equal(t.pods[r.place[0].pod].name, "team/running-cpu");
+                assert_string_equal(t.pods[r.place[1].pod].name, "team/running-a");
+                assert_string_equal(t.nodes[r.place[1].node].name, "gpu-a");
+                assert_int_equal(r.place[1].gpus, 1u << 1);
+                assert_string_equal(t.pods[r.place[2].pod].name, "team/pend-1");
+                assert_string_equal(t.nodes[r.place[2].node].name, "gpu-t");
+                assert_string_equal(t.pods[r.place[3].pod].name, "team/pend-3");
+                assert_int_equal(r.place[3].node, -1);
+                assert_int_equal(r.place[3].reason, SCHED_FAIL_GPU);
+                sched_replay_result_free(&r);
+        }
+        struct sched_replay_options o = { .policy = CLUSTER_POLICY_FRAG, .tune = 1.3 };
+        struct sched_replay_result r;
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_replay_run(&t, &o, &r, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "no tuning"));
+        sched_trace_free(&t);
+}
+
+static void snapshot_fails(const char *text, const char *want) {
+        struct sched_trace t = { 0 };
+        struct cluster_units u;
+        cluster_units_default(&u);
+        struct gs_error err = { 0 };
+        int r = sched_trace_parse_snapshot(&t, text, strlen(text), &u, &err);
+        if (r != -EINVAL || !strstr(err.message, want))
+                fail_msg("snapshot '%s': got %d '%s', want -EINVAL with '%s'", text, r, err.message, want);
+        sched_trace_free(&t);
+}
+
+#define NODE_A "{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"},\"status\":{\"allocatable\":{\"cpu\":\"4\"}}}"
+
+static void test_snapshot_errors_are_named(void **state) {
+        (void)state;
+        snapshot_fails("", "invalid JSON");
+        snapshot_fails("[]", "a snapshot is a v1 List");
+        snapshot_fails("{\"items\":{}}", "a snapshot is a v1 List");
+        snapshot_fails("{\"items\":[1]}", "items[0]: not an object");
+        snapshot_fails("{\"items\":[{\"metadata\":{}}]}", "items[0]: no kind");
+        snapshot_fails("{\"items\":[{\"kind\":\"Node\",\"metadata\":{}}]}", "items[0]: a Node without metadata.name");
+        snapshot_fails("{\"items\":[{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"},\"status\":{\"allocatable\":"
+                       "{\"cpu\":\"4x\"}}}]}",
+                       "items[0] (Node a): status.allocatable.cpu: '4x' is not a quantity");
+        snapshot_fails("{\"items\":[{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"},\"status\":{\"allocatable\":"
+                       "{\"nvidia.com/gpu\":\"65\"}}}]}",
+                       "items[0] (Node a): status.allocatable");
+        snapshot_fails("{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":\"{}\"}}}]}",
+                       "nodes[0]: node a:");
+        snapshot_fails("{\"items\":[" NODE_A ",{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},"
+                       "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"memory\":1}}}]}}]}",
+                       "items[1] (Pod n/p): spec.containers[0].resources.requests.memory: a non-string is not a "
+                       "quantity");
+        snapshot_fails("{\"items\":[" NODE_A ",{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},"
+                       "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":"
+                       "\"x\"}}}]}}]}",
+                       "items[1] (Pod n/p): container c: nvidia.com/gpu is not a whole number");
+        snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":["
+                       "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpuslice.io/gpu-core\":\"10\"}}},"
+                       "{\"name\":\"b\",\"resources\":{\"limits\":{\"gpuslice.io/gpu-core\":\"10\"}}}]}}]}",
+                       "pods[0] (Pod n/p): 2 GPU containers with shares");
+        snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":["
+                       "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpuslice.io/gpu-memory\":\"10\"}}}]}}]}",
+                       "pods[0] (Pod n/p): asks for GPU memory and no node publishes");
+        snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":["
+                       "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}}]}",
+                       "pods[0] (Pod n/p): asks for MIG devices");
+        snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[],\"affinity\":{"
+                       "\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+                       "[{\"matchExpressions\":[{\"key\":\"nvidia.com/gpu.product\",\"operator\":\"In\",\"values\":"
+                       "[1]}]}]}}}}}]}",
+                       "pods[0] (Pod /p): node affinity on nvidia.com/gpu.product: a value is not a string");
+}
+
+static void test_snapshot_bound_elsewhere_fails(void **state) {
+        (void)state;
+        /* a NodeList's items carry no kind; a pod bound to a node the snapshot lacks, one whose node has no
+         * GPU for it, and a pod affinity whose terms include one without the product: any model */
+        const char *text =
+                "{\"kind\":\"NodeList\",\"items\":[{\"metadata\":{\"name\":\"a\"},\"status\":{\"allocatable\":"
+                "{\"nvidia.com/gpu\":\"1\"}}}]}";
+        struct sched_trace t = { 0 };
+        struct cluster_units u;
+        cluster_units_default(&u);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_trace_parse_snapshot(&t, text, strlen(text), &u, &err), 0);
+        const char *pods =
+                "{\"kind\":\"PodList\",\"items\":["
+                "{\"metadata\":{\"name\":\"gone\",\"namespace\":\"n\"},\"spec\":{\"nodeName\":\"b\",\"containers\":"
+                "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+                "{\"metadata\":{\"name\":\"full\",\"namespace\":\"n\"},\"spec\":{\"nodeName\":\"a\",\"containers\":"
+                "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}},"
+                "{\"metadata\":{\"name\":\"any\",\"namespace\":\"n\"},\"spec\":{\"affinity\":{\"nodeAffinity\":"
+                "{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":"
+                "[{\"key\":\"nvidia.com/gpu.product\",\"operator\":\"In\",\"values\":[\"X\"]}]},{}]}}},"
+                "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}]}";
+        assert_int_equal(sched_trace_parse_snapshot(&t, pods, strlen(pods), &u, &err), 0);
+        assert_int_equal(t.n_pods, 3);
+        assert_string_equal(pod_named(&t, "n/any")->spec, "");
+        struct sched_replay_options o = { .policy = CLUSTER_POLICY_FRAG };
+        struct sched_replay_result r;
+        assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+        assert_int_equal(r.failed, 2);
+        assert_int_equal(r.fail_by_reason[SCHED_FAIL_BOUND], 2);
+        assert_int_equal(r.gpu_milli_placed, 1000); /* "any" on a */
+        sched_replay_result_free(&r);
+        sched_trace_free(&t);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_nodes_and_pods),
                 cmocka_unit_test(test_parse_malformed_names_the_line),
                 cmocka_unit_test(test_kube_filters_and_cpu_accounting),
+                cmocka_unit_test(test_kube_score_as_kube_scheduler),
                 cmocka_unit_test(test_policies_choose_as_defined),
                 cmocka_unit_test(test_replay_protocol),
                 cmocka_unit_test(test_replay_tuning),
                 cmocka_unit_test(test_rng),
+                cmocka_unit_test(test_quantities),
+                cmocka_unit_test(test_snapshot_parse),
+                cmocka_unit_test(test_snapshot_replay),
+                cmocka_unit_test(test_snapshot_errors_are_named),
+                cmocka_unit_test(test_snapshot_bound_elsewhere_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -553,10 +553,52 @@ static void test_preempt(void **state) {
         sched_server_free(s);
 }
 
+/* A share under a packing policy is bound to the policy's GPU (sched_pack_share_gpu), not the fit's best
+ * fit: GPU 0 has 15 % free, GPU 1 70 %; a 10 % share on GPU 0 would leave 5 % no share of the mix (10 %)
+ * can use, so frag takes GPU 1 where binpack takes GPU 0. */
+static void test_bind_share_by_policy(void **state) {
+        (void)state;
+        for (int frag = 0; frag < 2; frag++) {
+                struct rec rec = { 0 };
+                struct sched_binder b = { rec_bind, &rec };
+                struct sched_server_options o = { .address = "127.0.0.1:0",
+                                                  .binder = &b,
+                                                  .policy = frag ? CLUSTER_POLICY_FRAG : CLUSTER_POLICY_BINPACK };
+                cluster_units_default(&o.units);
+                struct sched_server *s;
+                assert_int_equal(sched_server_new(&o, &s), 0);
+                size_t len;
+                char *snap = sample("share-frag.snapshot.json", &len);
+                struct gs_error err = { 0 };
+                assert_int_equal(sched_snapshot_load(sched_server_lock(s), snap, len, &o.units, NULL, NULL, &err), 0);
+                sched_server_unlock(s);
+                free(snap);
+                sched_server_set_ready(s, true);
+                char *body = sample("share-frag.filter.json", &len);
+                json_t *j = call(sched_server_filter, s, body, len, 200);
+                assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 1);
+                json_decref(j);
+                free(body);
+                body = sample("share-frag.bind.json", &len);
+                j = call(sched_server_bind, s, body, len, 200);
+                assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
+                json_decref(j);
+                free(body);
+                json_t *ann = json_loads(rec.annotations, 0, NULL);
+                json_t *asg = json_loads(json_string_value(json_object_get(ann, "gpuslice.io/assignment")), 0, NULL);
+                json_t *c0 = json_array_get(json_object_get(asg, "containers"), 0);
+                assert_int_equal(json_integer_value(json_array_get(json_object_get(c0, "gpus"), 0)), frag ? 1 : 0);
+                json_decref(asg);
+                json_decref(ann);
+                s = sched_server_free(s);
+        }
+}
+
 int main(void) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_filter_prioritize_bind),
+                cmocka_unit_test(test_bind_share_by_policy),
                 cmocka_unit_test(test_bind_refused_conflict_failed),
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
