@@ -111,3 +111,16 @@ uint64_t sim_mps_client_limit(unsigned index) {
         }
         return index < SIM_MPS_GPUS ? m.pinned[index] : 0;
 }
+
+unsigned sim_mps_client_threads(void) {
+        const char *dir = secure_getenv("CUDA_MPS_PIPE_DIRECTORY");
+        struct sim_mps m;
+        if (!dir || !dir[0] || sim_mps_load(dir, &m) <= 0)
+                return 100;
+        const char *own = secure_getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+        unsigned v;
+        char tail = 0;
+        if (own && sscanf(own, "%u%c", &v, &tail) >= 1 && (tail == 0 || tail == '.') && v >= 1 && v <= 100)
+                return v;
+        return m.thread_percentage;
+}

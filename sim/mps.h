@@ -10,7 +10,8 @@
  *   pinned 0 2147483648
  *
  * A client (CUDA_MPS_PIPE_DIRECTORY set) of a live daemon sees min(device memory, pinned limit) as its device's
- * memory and gets CUDA_ERROR_OUT_OF_MEMORY past it, as NVIDIA documents for set_default_device_pinned_mem_limit.
+ * memory and gets CUDA_ERROR_OUT_OF_MEMORY past it, as NVIDIA documents for set_default_device_pinned_mem_limit,
+ * and its kernels run on at most its active thread percentage of the device's SMs (cuda-launch.c).
  * Pure parsing; never logs.
  */
 #pragma once
@@ -39,3 +40,7 @@ int sim_mps_load(const char *dir, struct sim_mps *ret);
 /* The pinned limit of a client of GPU `index` (its own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2G,1=1G" first, then
  * the daemon's default); 0: no limit (not an MPS client, no daemon, none set). */
 uint64_t sim_mps_client_limit(unsigned index);
+/* The active thread percentage of this process (1..100): its own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it is an
+ * MPS client of a live daemon and sets one (1..100, a fraction such as "50.5" rounds down), else the daemon's
+ * default; 100 when it is no client. */
+unsigned sim_mps_client_threads(void);

@@ -272,7 +272,7 @@ def test_label(e):
 def test_mps(e):
     """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
     GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
-    CUDA_MPS_PIPE_DIRECTORY; a client past its limit gets out of memory; the daemon killed makes the replicas
+    CUDA_MPS_PIPE_DIRECTORY and the daemon's shm tmpfs at /dev/shm, as NVIDIA's plugin; a client past its limit gets out of memory; the daemon killed makes the replicas
     Unhealthy until the agent has it serving again; SIGTERM stops it."""
     ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
     e.start(e.example("mps.yaml"), "--mps-control", ctl)
@@ -292,11 +292,14 @@ def test_mps(e):
     e.expect_error(lambda: e.alloc("nvidia.com/gpu", ids[:2]), grpc.StatusCode.INVALID_ARGUMENT,
                    "maximum request size for shared resources is 1")  # MPS: true unless said otherwise
     c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
-    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/tmp/nvidia-mps", "env %s" % dict(c.envs))
-    mounts = {m.container_path: m.host_path for m in c.mounts}
-    check(mounts.get("/tmp/nvidia-mps") == pipe, "mounts %s" % mounts)
+    ctr_pipe = "/mps/nvidia.com/gpu/pipe"  # NVIDIA's: /mps/<resource>/pipe, its shm dir at /dev/shm
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == ctr_pipe, "env %s" % dict(c.envs))
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
+    shm = os.path.join(e.state_dir, "mps", "shm")
+    check(mounts == {ctr_pipe: (pipe, False), "/dev/shm": (shm, False)}, "mounts %s" % mounts)
+    check_daemon_shm(state, shm)
     work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
-    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=mounts["/tmp/nvidia-mps"])
+    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=pipe)
     run = [work, "--gpu", "0", "--seconds", "0", "--mem"]
     check(subprocess.run(run + ["2G"], env=env, timeout=20).returncode == 0, "2 GiB under the 2.4 GiB limit")
     check(subprocess.run(run + ["3G"], env=env, timeout=20).returncode == 3, "3 GiB past the limit: out of memory")
@@ -308,8 +311,27 @@ def test_mps(e):
                "replicas Healthy again after the restart")
     text = open(state).read()
     check("pid %d\n" % pid not in text and "pinned 0 " in text, "restarted and configured: %r" % text)
+    check_daemon_shm(state, shm)  # the restarted daemon too
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
     check(not os.path.exists(state), "the daemon still runs after the agent stopped")
+    check(os.stat(shm).st_dev == os.stat(os.path.dirname(shm)).st_dev, "the shm tmpfs is still mounted after SIGTERM")
+
+
+def check_daemon_shm(state, shm):
+    """The daemon's /dev/shm is the agent's shm dir, a tmpfs (NVIDIA's /run/nvidia/mps/shm): a file made there is in
+    the daemon's /dev/shm (its own mount namespace), and not in the agent's."""
+    check(os.stat(shm).st_dev != os.stat(os.path.dirname(shm)).st_dev, "%s is not a mount point" % shm)
+    with open("/proc/self/mountinfo") as f:
+        check(any(line.split()[4] == shm and " - tmpfs " in line for line in f), "%s is no tmpfs" % shm)
+    pid = int(open(state).read().split("pid ")[1].split()[0])
+    mark = "gpuslice-test-%d" % os.getpid()
+    with open(os.path.join(shm, mark), "w"):
+        pass
+    try:
+        check(os.path.exists("/proc/%d/root/dev/shm/%s" % (pid, mark)), "the daemon's /dev/shm is not %s" % shm)
+        check(not os.path.exists("/dev/shm/" + mark), "the host's /dev/shm is the shm dir")
+    finally:
+        os.unlink(os.path.join(shm, mark))
 
 
 def test_sighup(e):
