@@ -9,6 +9,9 @@
  * noexec) the agent mounts there (reused when one is there after a SIGKILL; unmounted when the agent stops), bound over /dev/shm in the
  * daemon's own mount namespace; Allocate mounts it at /dev/shm of each client, so daemon and clients share it.
  * Without the privilege to mount, a plain directory with a warning (the daemon keeps the agent's /dev/shm).
+ * A daemon an agent killed with SIGKILL left serving (its nvidia-cuda-mps-control.pid in the pipe dir, NVIDIA's, names
+ * a live process of the control program) is adopted, not started twice: its clients keep running; it is then
+ * watched with kill(pid, 0), being no child of ours.
  * Owns struct mps (node->mps). Must never: leave the daemon running after the agent stops, or list the replicas
  * Healthy while no daemon serves them.
  */
@@ -39,6 +42,7 @@ struct mps {
         pid_t pid; /* the daemon, 0: none */
         char pipe[PATH_MAX], log[PATH_MAX], shm[PATH_MAX], fifo[PATH_MAX + 16];
         bool shm_private; /* shm is a tmpfs of ours: the daemon gets it as /dev/shm; unmounted at stop */
+        bool adopted;     /* pid is a daemon a killed agent left: not our child */
         bool down;        /* the replicated GPUs are reserved */
         unsigned restarts;
         struct loop_timer check;
@@ -156,14 +160,47 @@ static int bring_up(struct node *n, struct mps *m) {
         return 0;
 }
 
+/* The daemon a killed agent left serving this pipe dir: its pid (NVIDIA's pid file there, a live process whose name
+ * is the control program's), else 0. */
+static pid_t left_behind(const struct node *n, const struct mps *m) {
+        char path[PATH_MAX + 40], *text = NULL;
+        size_t len;
+        snprintf(path, sizeof path, "%s/nvidia-cuda-mps-control.pid", m->pipe);
+        if (read_file(path, 64, &text, &len) < 0)
+                return 0;
+        char *end;
+        long pid = strtol(text, &end, 10);
+        bool ok = end != text && (*end == '\n' || !*end) && pid > 1 && pid < INT32_MAX;
+        free(text);
+        if (!ok || kill((pid_t)pid, 0) < 0)
+                return 0;
+        snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+        if (read_file(path, 64, &text, &len) < 0)
+                return 0;
+        const char *prog = strrchr(n->cfg.mps_control, '/');
+        prog = prog ? prog + 1 : n->cfg.mps_control;
+        size_t want = MIN(strlen(prog), (size_t)15); /* TASK_COMM_LEN - 1 */
+        ok = len >= want && strncmp(text, prog, want) == 0;
+        free(text);
+        return ok ? (pid_t)pid : 0;
+}
+
+/* The daemon is gone (reaped when it is our child). */
+static bool exited(struct mps *m, int *status) {
+        if (m->adopted)
+                return kill(m->pid, 0) < 0 && errno == ESRCH;
+        return waitpid(m->pid, status, WNOHANG) == m->pid;
+}
+
 static void on_check(struct loop_timer *t) {
         struct node *n = t->userdata;
         struct mps *m = n->mps;
-        int status;
-        if (m->pid > 0 && waitpid(m->pid, &status, WNOHANG) == m->pid) {
+        int status = 0;
+        if (m->pid > 0 && exited(m, &status)) {
                 log_warn("MPS control daemon exited: its GPUs are Unhealthy until it serves again", "pid=%d status=%d",
                          (int)m->pid, status);
                 m->pid = 0;
+                m->adopted = false;
         }
         if (m->pid <= 0) {
                 set_down(n, m, true);
@@ -216,7 +253,14 @@ int node_mps_start(struct node *n) {
                 return log_error_errno(r, "cannot set up MPS", "%s", "");
         m->down = false;
         set_down(n, m, true); /* no replica is Healthy before the daemon serves */
-        (void)bring_up(n, m); /* a failure is retried by the check */
+        pid_t left = left_behind(n, m);
+        if (left > 0) { /* configured again by the first check */
+                m->pid = left;
+                m->adopted = true;
+                log_info("MPS control daemon left running by the agent before: adopted", "pid=%d pipe=%s", (int)left,
+                         m->pipe);
+        } else
+                (void)bring_up(n, m); /* a failure is retried by the check */
         return loop_timer_start(&m->check, MPS_CHECK_MS);
 }
 
@@ -227,14 +271,15 @@ void node_mps_stop(struct node *n) {
         loop_timer_done(&m->check);
         if (m->pid > 0) {
                 kill(m->pid, SIGTERM);
-                int waited = 0;
-                while (waitpid(m->pid, NULL, WNOHANG) != m->pid && waited < 2000) {
+                int waited = 0, status;
+                while (!exited(m, &status) && waited < 2000) {
                         usleep(20000);
                         waited += 20;
                 }
                 if (waited >= 2000) {
                         kill(m->pid, SIGKILL);
-                        waitpid(m->pid, NULL, 0);
+                        if (!m->adopted)
+                                waitpid(m->pid, NULL, 0);
                 }
         }
         if (m->shm_private) /* the daemon is gone; clients keep their own mounts of it */

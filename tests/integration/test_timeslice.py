@@ -334,6 +334,71 @@ def check_daemon_shm(state, shm):
         os.unlink(os.path.join(shm, mark))
 
 
+def test_mixed_mps(e):
+    """GPUs 0-1 MPS (nvidia.com/gpu.shared, 4 replicas), 2-7 whole and in fractions: one replica, one whole GPU and
+    one fraction handed out, no GPU in two modes; after an agent SIGKILL (its daemon left running, as a crashed
+    agent leaves it) the restarted agent adopts the daemon, its replicas are Healthy again, and the whole GPU and
+    the fraction are still held (PodResources)."""
+    interposer = os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so"))
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    cfg = os.path.join(e.tmp, "mps-two.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 4\n      devices: [0, 1]\n")
+    args = (cfg, "--resource-profile", "gpuslice", "--interposer", interposer, "--mps-control", ctl)
+    e.start(*args)
+    names = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "gpuslice.io/gpu-core"]
+    e.wait_resources(names)
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu.shared").values()), 15,
+               "MPS replicas Healthy once the daemon serves")
+    whole, shared, core = (e.devices(r) for r in names)
+    by = replicas_by_gpu(shared)
+    core_gpus = {i.split("::")[0] for i in core}
+    check(len(shared) == 8 and len(by) == 2 and len(whole) == 6, "shared %d, whole %d" % (len(shared), len(whole)))
+    check(not set(by) & set(whole) and not core_gpus & set(by), "an MPS GPU also whole or in fractions")
+    state = os.path.join(e.state_dir, "mps", "pipe", "gpuslice-sim-mps")
+    text = open(state).read()
+    check("pinned 0 " in text and "pinned 1 " in text and "pinned 2 " not in text, "pinned limits: %r" % text)
+    sh, w = sorted(shared), sorted(whole)
+    c = e.alloc("nvidia.com/gpu.shared", [sh[0]]).container_responses[0]
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/mps/nvidia.com/gpu.shared/pipe", "env %s" % dict(c.envs))
+    e.alloc("nvidia.com/gpu", [w[0]])
+    cores = sorted((i for i in core if i.startswith(w[1] + "::")), key=lambda i: int(i.split("-")[-1]))[:30]
+    e.alloc("gpuslice.io/gpu-core", cores)
+    for bad, res in ((by and sorted(by)[0], "nvidia.com/gpu"), (sorted(by)[0] + "::core-0", "gpuslice.io/gpu-core")):
+        e.expect_error(lambda: e.alloc(res, [bad]), grpc.StatusCode.INVALID_ARGUMENT, "")
+
+    def held_marks(lists=lambda r: {i: h for i, (h, _) in e.devices(r).items()}):
+        return (lists("nvidia.com/gpu").get(w[1]) == "Unhealthy" and  # fractions of it are out
+                all(h == "Unhealthy" for i, h in lists("gpuslice.io/gpu-core").items()
+                    if i.startswith(w[0] + "::")))  # held whole
+    k.wait_for(held_marks, 10, "the whole GPU's fractions and the fractional GPU's whole ID Unhealthy")
+    rec = os.path.join(e.state_dir, "gpuslice.state")
+    k.wait_for(lambda: os.path.exists(rec) and sh[0].encode() in open(rec, "rb").read(), 5, "the replica on record")
+    pid = int(text.split("pid ")[1].split()[0])
+    e.kill_agent(signal.SIGKILL)
+    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
+    k.pods = [("default", "a", "main", "nvidia.com/gpu.shared", [sh[0]]),
+              ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
+              ("default", "c", "main", "gpuslice.io/gpu-core", cores)]
+    k.restart()
+    t0 = time.monotonic()
+    e.start(*args)
+
+    def fresh(res):  # the new agent's latest list of res
+        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
+        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
+    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
+    k.wait_for(lambda: set(fresh("nvidia.com/gpu.shared").values()) == {"Healthy"}, 15,
+               "MPS replicas Healthy after the restart (the daemon left running adopted)")
+    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
+    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
+          "the adopted daemon still runs after SIGTERM")
+
+
 def test_sighup(e):
     """SIGHUP builds the config again with the NVIDIA file's flags on top: its deviceIDStrategy still holds."""
     cfg = os.path.join(e.tmp, "index.yaml")
