@@ -21,6 +21,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kube_standin  # noqa: E402
 import kubelet_standin  # noqa: E402,F401
+import agent_fixture  # noqa: E402
 from agent_fixture import Env, check, free_port, run_main, scrape  # noqa: E402
 
 TEST_TIMEOUT_S = 120
@@ -397,6 +398,91 @@ def test_mixed_mps(e):
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
     check(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
           "the adopted daemon still runs after SIGTERM")
+
+
+def test_mps_cdi(e):
+    """deviceListStrategy cdi (NVIDIA's cdi-cri): the MPS client's environment and mounts come with the CDI names
+    in the Allocate answer, as NVIDIA's plugin answers in its CDI modes (the CDI spec carries the devices only)."""
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    e.env["GPUSLICE_CDI_SPEC"] = os.path.join(e.tmp, "cdi", "gpuslice.json")
+    e.start(e.example("mps.yaml"), "--mps-control", ctl, "--device-list-strategy", "cdi")
+    e.wait_resources(["nvidia.com/gpu"])
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                       "replicas Healthy once the daemon serves")
+    ids = sorted(e.devices("nvidia.com/gpu"))
+    c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+    uuid = REPLICA_RE.match(ids[0]).group(1)
+    check([d.name for d in c.cdi_devices] == ["gpuslice.io/gpu=" + uuid], "CDI names %s" % list(c.cdi_devices))
+    check(dict(c.envs) == {"CUDA_MPS_PIPE_DIRECTORY": "/mps/nvidia.com/gpu/pipe"}, "env %s" % dict(c.envs))
+    mounts = {m.container_path: m.host_path for m in c.mounts}
+    check(mounts == {"/mps/nvidia.com/gpu/pipe": os.path.join(e.state_dir, "mps", "pipe"),
+                     "/dev/shm": os.path.join(e.state_dir, "mps", "shm")}, "mounts %s" % mounts)
+
+
+def test_mps_podman(e):
+    """The Allocate answer of an MPS replica run by Podman (test_share.podman_flags: -e, --mount, --device): the
+    container is a client of the agent's daemon through the mounted pipe dir — from its own PID namespace — so
+    the simulated driver holds it to the pinned limit (2 GiB fits, 3 GiB is out of memory), its /dev/shm is the
+    daemon's shm tmpfs (a file written there is in <state-dir>/mps/shm); the same container without the answer's
+    environment and mounts gets its 3 GiB."""
+    import shutil
+    import tempfile
+    import test_share
+    setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
+    r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
+    if r.returncode == 77:
+        raise agent_fixture.Skip(r.stderr.strip())
+    check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
+    image = r.stdout.strip()
+    workload = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    root = tempfile.mkdtemp(prefix="gpuslice-mps-host-", dir="/dev")
+    os.makedirs(os.path.join(root, "dev"))
+    for minor in range(8):
+        os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    for n, minor in (("nvidiactl", 255), ("nvidia-uvm", 0)):
+        os.mknod(os.path.join(root, "dev", n), 0o666 | 0o020000, os.makedev(195 if minor else 510, minor))
+    name = "gpuslice-mps-%d" % os.getpid()
+    try:
+        e.dev_root = root
+        e.start(e.example("mps.yaml"), "--mps-control", ctl)
+        e.wait_resources(["nvidia.com/gpu"])
+        e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                           "replicas Healthy once the daemon serves")
+        ids = sorted(e.devices("nvidia.com/gpu"))
+        resp = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+        flags = test_share.podman_flags(resp, e.args.build, e.dev_root)
+        sim = os.path.join(e.args.build, "sim")
+        state = e.env["GPUSLICE_SIM_STATE"]
+        plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
+                    "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (e.args.topology, e.args.topology),
+                    "-v", "%s:%s" % (state, state), "-e", "GPUSLICE_SIM_NODE=" + e.args.topology,
+                    "-e", "GPUSLICE_SIM_STATE=" + state, "-e", "LD_LIBRARY_PATH=" + sim,
+                    "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
+
+        def run(argv, with_answer=True):
+            base = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name]
+            base += flags if with_answer else [f for d in resp.devices for f in (
+                "--device", "%s%s:%s:%s" % (root, d.host_path, d.container_path, d.permissions))]
+            return subprocess.run(base + plumbing + [image] + argv, capture_output=True, text=True, timeout=90)
+
+        wl = [workload, "--gpu", "0", "--seconds", "0", "--mem"]
+        r = run(wl + ["2GiB"])
+        check(r.returncode == 0, "2 GiB under the 2.4 GiB pinned limit: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        r = run(wl + ["3GiB"])
+        check(r.returncode == 3, "3 GiB past the pinned limit: rc %d, want 3\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        r = run(["sh", "-c", "echo in-podman >/dev/shm/gpuslice-mark && grep ' /dev/shm ' /proc/self/mounts"])
+        shm = os.path.join(e.state_dir, "mps", "shm")
+        check(r.returncode == 0 and " tmpfs " in r.stdout, "/dev/shm in the container: %s %s" % (r.stdout, r.stderr))
+        with open(os.path.join(shm, "gpuslice-mark")) as f:
+            check(f.read().strip() == "in-podman", "the container's /dev/shm is not the daemon's shm dir")
+        r = run(wl + ["3GiB"], with_answer=False)
+        check(r.returncode == 0, "control without the answer's env and mounts: rc %d\n%s%s" % (
+            r.returncode, r.stdout, r.stderr))
+        print("podman: an MPS client in a container, 2 GiB fits, 3 GiB refused under the 2.4 GiB pinned limit")
+    finally:
+        subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_sighup(e):
