@@ -113,7 +113,7 @@ static int daemon_main(bool background) {
         struct sim_mps m = { .pid = getpid(), .thread_percentage = 100 };
         char lock[4300];
         snprintf(lock, sizeof lock, "%s/%s", pipe, SIM_MPS_LOCK);
-        int lfd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644); /* held until exit: clients see it alive */
+        int lfd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);          /* held until exit: clients see it alive */
         int fd = mkfifo(tmp, 0600) < 0 ? -1 : open(tmp, O_RDWR | O_CLOEXEC); /* also a writer: no EOF */
         char pidfile[4300], pidtext[32];
         snprintf(pidfile, sizeof pidfile, "%s/%s", pipe, SIM_MPS_PIDFILE);

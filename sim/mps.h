@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #define SIM_MPS_STATE "gpuslice-sim-mps"
-#define SIM_MPS_CONTROL "control" /* the daemon's command FIFO in the pipe dir */
-#define SIM_MPS_LOCK "gpuslice-sim-mps.lock" /* the daemon holds flock(LOCK_EX) on it while it lives */
+#define SIM_MPS_CONTROL "control"                     /* the daemon's command FIFO in the pipe dir */
+#define SIM_MPS_LOCK "gpuslice-sim-mps.lock"          /* the daemon holds flock(LOCK_EX) on it while it lives */
 #define SIM_MPS_PIDFILE "nvidia-cuda-mps-control.pid" /* NVIDIA's: the daemon's PID in the pipe dir */
 #define SIM_MPS_GPUS 64
 

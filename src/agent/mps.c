@@ -65,8 +65,9 @@ static int spawn(struct node *n, struct mps *m) {
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 /* its own mount namespace, mounts from the agent's still propagating in, the shm dir as /dev/shm */
-                if (m->shm_private && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-                                       mount(m->shm, "/dev/shm", NULL, MS_BIND, NULL) < 0))
+                if (m->shm_private &&
+                    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+                     mount(m->shm, "/dev/shm", NULL, MS_BIND, NULL) < 0))
                         _exit(MPS_CHILD_NO_SHM);
                 execlp(n->cfg.mps_control, n->cfg.mps_control, "-f", (char *)NULL);
                 _exit(127);
