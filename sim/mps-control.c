@@ -118,8 +118,9 @@ static int daemon_main(bool background) {
         char pidfile[4300], pidtext[32];
         snprintf(pidfile, sizeof pidfile, "%s/%s", pipe, SIM_MPS_PIDFILE);
         int pn = snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
-        if (lfd < 0 || flock(lfd, LOCK_EX) < 0 || fd < 0 || save(pipe, &m) < 0 ||
-            atomic_file_write(pidfile, pidtext, (size_t)pn, 0644, 0) < 0 || rename(tmp, fifo) < 0) {
+        if (lfd < 0 || flock(lfd, LOCK_EX) < 0 || fd < 0 ||
+            atomic_file_write(pidfile, pidtext, (size_t)pn, 0644, 0) < 0 || save(pipe, &m) < 0 ||
+            rename(tmp, fifo) < 0) {
                 fprintf(stderr, "cannot start: %s\n", strerror(errno));
                 return 1;
         }

@@ -35,8 +35,8 @@ def test_pinned_limit(e):
     daemon = subprocess.Popen([ctl, "-f"], env=env)
     try:
         state = os.path.join(pipe, "gpuslice-sim-mps")
-        end = time.monotonic() + 10
-        while not os.path.exists(state) and time.monotonic() < end:
+        end = time.monotonic() + 10  # the control FIFO appears last, once the daemon serves
+        while not os.path.exists(os.path.join(pipe, "control")) and time.monotonic() < end:
             time.sleep(0.05)
         check(os.path.exists(state), "the daemon wrote no state")
         r = client("set_default_active_thread_percentage 50\nset_default_device_pinned_mem_limit 0 2G\n")
@@ -92,8 +92,8 @@ def test_thread_rate(e):
     daemon = subprocess.Popen([ctl, "-f"], env=env)
     try:
         state = os.path.join(pipe, "gpuslice-sim-mps")
-        end = time.monotonic() + 10
-        while not os.path.exists(state) and time.monotonic() < end:
+        end = time.monotonic() + 10  # the control FIFO appears last, once the daemon serves
+        while not os.path.exists(os.path.join(pipe, "control")) and time.monotonic() < end:
             time.sleep(0.05)
         r = subprocess.run([ctl], input="set_default_active_thread_percentage 50\n", env=env, capture_output=True,
                            text=True, timeout=10)
