@@ -395,6 +395,17 @@ def test_mixed_mps(e):
                "MPS replicas Healthy after the restart (the daemon left running adopted)")
     k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
     check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    # gpuslice status names the replica's holder (PodResources), on its GPU's entry
+    gpu = REPLICA_RE.match(sh[0]).group(1)
+
+    def replica_holders():
+        dev = [d for d in e.status()["devices"] if d["id"] == gpu][0]
+        return [(r["id"], r["holder"]["pod"]) for r in dev.get("replicas", []) if r["holder"].get("pod")]
+    k.wait_for(lambda: replica_holders() == [(sh[0], "a")], 15, "status: replica %s held by pod a" % sh[0])
+    table = subprocess.run([os.path.join(e.args.build, "gpuslice"), "status", "--state-dir", e.state_dir],
+                           capture_output=True, text=True, timeout=15).stdout
+    check(re.search(r"^\d+\s+%s .*replicas: 1 held \(default/a/main\)$" % re.escape(gpu), table, re.M),
+          "the status table does not name the replica's holder:\n%s" % table)
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
     check(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
           "the adopted daemon still runs after SIGTERM")
