@@ -22,7 +22,7 @@ dest=$2
 max_bytes=$((48 * 1024 * 1024))
 
 for f in gpuslice libgpuslice-cuda.so libgpuslice-nvml.so cuda-workload procaddr-replay hwkit-region sim/libcuda.so.1 \
-  sim/libnvidia-ml.so.1 sim/gpuslice-sim; do
+  sim/libnvidia-ml.so.1 sim/gpuslice-sim sim/nvidia-cuda-mps-control; do
   [ -e "$build/$f" ] || { echo "hwkit: $build/$f is missing: build first (make build)" >&2; exit 1; }
 done
 command -v patchelf >/dev/null || { echo "hwkit: patchelf is missing (scripts/install-deps.sh)" >&2; exit 1; }
@@ -32,7 +32,8 @@ mkdir -p "$dest"/{bin,lib,sim,probes,data/nodes,src}
 cp "$src"/hwkit/run.sh "$src"/hwkit/kit.py "$src"/hwkit/rebuild.sh "$src"/tests/runner.py "$dest/"
 cp "$src"/hwkit/probes/*.py "$dest/probes/"
 cp "$build/gpuslice" "$build/libgpuslice-cuda.so" "$build/libgpuslice-nvml.so" "$dest/bin/"
-cp "$build"/sim/libcuda.so.1 "$build"/sim/libnvidia-ml.so.1 "$build"/sim/gpuslice-sim "$dest/sim/"
+cp "$build"/sim/libcuda.so.1 "$build"/sim/libnvidia-ml.so.1 "$build"/sim/gpuslice-sim "$build"/sim/nvidia-cuda-mps-control \
+  "$dest/sim/"
 cp "$build"/cuda-workload "$build"/procaddr-replay "$build"/hwkit-region "$dest/probes/"
 cp "$src"/tests/interposer/cudart-13.0-lookups.txt "$src"/tests/interposer/cuda-13.0-variants.txt "$dest/data/"
 cp "$src"/hwkit/nodes/*.node "$dest/data/nodes/"
@@ -72,7 +73,7 @@ dirty=$(git -C "$src" status --porcelain 2>/dev/null | grep -qv '^??' && echo tr
   echo "  \"built_on_glibc\": \"$(getconf GNU_LIBC_VERSION | awk '{print $2}')\","
   echo "  \"glibc_needed\": {"
   first=1
-  for f in bin/gpuslice bin/libgpuslice-cuda.so sim/libcuda.so.1 sim/libnvidia-ml.so.1 sim/gpuslice-sim \
+  for f in bin/gpuslice bin/libgpuslice-cuda.so sim/libcuda.so.1 sim/libnvidia-ml.so.1 sim/gpuslice-sim sim/nvidia-cuda-mps-control \
     probes/cuda-workload probes/procaddr-replay probes/hwkit-region $(cd "$dest" && ls lib/*); do
     [ $first = 1 ] || echo ","
     first=0

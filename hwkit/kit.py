@@ -1222,6 +1222,155 @@ def c_tombstones(k):
     return verdict(after <= 1.5 * before + 2000, fig)
 
 
+# ---- MPS and time-slicing (docs/sharing.md): what the agent's sharing.mps relies on the driver for ----
+
+MPS_SPIN = ("init", "spin", 3, 8000, 25)  # 3 s of kernels of 8000 blocks × 25 µs: several waves on any GPU
+
+
+class MPSDaemon:
+    """nvidia-cuda-mps-control -d with the kit's own pipe and log directories (another daemon of the machine, on
+    /tmp/nvidia-mps, is left alone), told what the agent tells it; quit at the end."""
+    def __init__(self, k):
+        self.k = k
+        self.ctl = os.path.join(k.kit, "sim", "nvidia-cuda-mps-control") if k.simulate else \
+            shutil.which("nvidia-cuda-mps-control")
+        d = os.path.join(k.work, "mps")
+        self.env = dict(k.env, CUDA_MPS_PIPE_DIRECTORY=os.path.join(d, "pipe"),
+                        CUDA_MPS_LOG_DIRECTORY=os.path.join(d, "log"))
+        self.up = False
+
+    def start(self, pct, pinned=None):
+        for sub in ("pipe", "log"):
+            os.makedirs(self.env["CUDA_MPS_%s_DIRECTORY" % sub.upper()], exist_ok=True)
+        log = os.path.join(self.k.work, "mps-start.log")
+        with open(log, "w") as f:  # not a pipe: the daemon keeps what it inherits open
+            try:
+                rc = subprocess.run([self.ctl, "-d"], env=self.env, stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                                    timeout=30).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        with open(log, errors="replace") as f:
+            text = f.read()
+        self.k.log("mps-start", "$ %s -d\n[exit %d]\n%s" % (self.ctl, rc, text))
+        r = Proc(rc, text, text, 0)
+        self.up = r.rc == 0
+        if not self.up:
+            return r
+        text = "set_default_active_thread_percentage %d\n" % pct
+        if pinned:
+            text += "set_default_device_pinned_mem_limit %d %dM\n" % (self.k.gpu, pinned // MiB)
+        return self.command(text)
+
+    def command(self, text):
+        return self.k.run("mps-control", [self.ctl], env=self.env, stdin=text, timeout=30)
+
+    def client_env(self, **extra):
+        """A client on the kit's GPU: CUDA's ordinal in PCI order, so that it is NVML's index."""
+        e = dict(self.env, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(self.k.gpu))
+        e.update(extra)
+        return e
+
+    def stop(self):
+        if self.up:
+            self.command("quit\n")
+            self.up = False
+
+
+def mps_check(k, fn):
+    m = MPSDaemon(k)
+    if not m.ctl:
+        return skip("nvidia-cuda-mps-control is not on PATH")
+    rows = k.smi_query("compute_mode") if k.smi and not k.simulate else None
+    mode = rows[k.gpu][0] if rows and len(rows) > k.gpu else "Default"
+    if mode not in ("Default", "Exclusive_Process"):
+        return skip("compute mode %s: MPS cannot serve this GPU (the kit never changes it)" % mode)
+    try:
+        return fn(k, m)
+    finally:
+        m.stop()
+
+
+def spin_rates(k, envs, name):
+    """Launches per second of MPS_SPIN in each env, all at once (one process each)."""
+    ps = [k.start("%s-%d" % (name, i), k.workload(*MPS_SPIN), env=e) for i, e in enumerate(envs)]
+    done = [k.finish(p, timeout=60) for p in ps]
+    rates = []
+    for d in done:
+        v = parse_kv(d.out, "launched")
+        rates.append(v[0] / float(MPS_SPIN[2]) if d.rc == 0 and v else None)
+    return rates
+
+
+@check("mps-daemon", "the MPS control daemon starts with its pipe and log directories and takes the agent's commands",
+       "nvidia-cuda-mps-control -d starts, set_default_active_thread_percentage and "
+       "set_default_device_pinned_mem_limit <NVML index> <M> are accepted (exit 0), control.log is written, and "
+       "quit stops it", needs=("driver",))
+def c_mps_daemon(k):
+    def run(k, m):
+        r = m.start(50, 2 * GiB)
+        if r.rc != 0:
+            return ("fail", {}, "exit %d: %s" % (r.rc, (r.err or r.out).strip()[-300:]))
+        log = os.path.join(m.env["CUDA_MPS_LOG_DIRECTORY"], "control.log")
+        m.stop()
+        time.sleep(0.5)
+        gone = m.command("get_server_list\n").rc != 0
+        return verdict(os.path.exists(log) and gone, {"control_log": os.path.exists(log), "quit_stops_it": gone})
+    return mps_check(k, run)
+
+
+@check("mps-pinned-limit", "an MPS client is held to the daemon's pinned device memory limit (2 GiB)",
+       "a client allocates 1 GiB, and 1.5 GiB more is refused with CUDA_ERROR_OUT_OF_MEMORY; cuMemGetInfo's total "
+       "is reported (the simulator: the limit)", needs=("driver",))
+def c_mps_pinned(k):
+    def run(k, m):
+        r = m.start(100, 2 * GiB)
+        if r.rc != 0:
+            return ("fail", {}, "the daemon: exit %d: %s" % (r.rc, (r.err or r.out).strip()[-300:]))
+        p = k.run("mps-client-limit", k.workload("init", "info", "alloc", "1G", "alloc!", "1536M"),
+                  env=m.client_env(), timeout=120)
+        info = parse_kv(p.out, "info")
+        fig = {"pinned_limit_mib": mib(2 * GiB), "client_total_mib": mib(info[1]) if info else None,
+               "client_free_mib": mib(info[0]) if info else None}
+        return verdict(p.rc == 0, fig, "" if p.rc == 0 else "exit %d: %s" % (p.rc, p.err.strip()[-300:]))
+    return mps_check(k, run)
+
+
+@check("mps-thread-share", "two MPS clients at 50 % active threads each run at about half rate",
+       "kernels of 8000 blocks × 25 µs: one client at 50 % runs at 0.50 ± 0.10 of a process that is no client, "
+       "and two at 50 % side by side each at 0.50 ± 0.10", needs=("driver",))
+def c_mps_threads(k):
+    def run(k, m):
+        solo = spin_rates(k, [dict(k.env, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(k.gpu))],
+                          "spin-plain")[0]
+        r = m.start(50)
+        if r.rc != 0 or not solo:
+            return ("fail", {}, "no rate without MPS (%s) or the daemon: exit %d" % (solo, r.rc))
+        one = spin_rates(k, [m.client_env()], "spin-mps-one")[0]
+        two = spin_rates(k, [m.client_env(), m.client_env()], "spin-mps-two")
+        if one is None or None in two:
+            return ("fail", {"solo": solo, "one": one, "two": two}, "a client failed")
+        ratios = [one / solo] + [t / solo for t in two]
+        fig = {"launches_per_s_no_client": round(solo, 1), "one_client_50": round(one, 1),
+               "two_clients_50": [round(t, 1) for t in two], "ratios": [round(x, 3) for x in ratios]}
+        return verdict(all(abs(x - 0.5) <= 0.10 for x in ratios), fig)
+    return mps_check(k, run)
+
+
+@check("timeslice-replicas", "two processes on one GPU without MPS (what time-sliced replicas are) both run",
+       "kernels of 8000 blocks × 25 µs in two processes at once: both finish, each at ≥ 0.25 of the rate of one "
+       "alone (neither starved), together at ≥ 0.8 of it", needs=("driver",))
+def c_timeslice(k):
+    env = dict(k.env, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(k.gpu))
+    solo = spin_rates(k, [env], "spin-ts-solo")[0]
+    two = spin_rates(k, [env, env], "spin-ts-two")
+    if not solo or None in two:
+        return ("fail", {"solo": solo, "two": two}, "a process failed")
+    ratios = [t / solo for t in two]
+    fig = {"launches_per_s_alone": round(solo, 1), "two_at_once": [round(t, 1) for t in two],
+           "ratios": [round(x, 3) for x in ratios], "sum": round(sum(ratios), 3)}
+    return verdict(all(x >= 0.25 for x in ratios) and sum(ratios) >= 0.8, fig)
+
+
 @check("no-xid", "no Xid error during the run",
        "the kernel log shows no new NVIDIA Xid line since the kit started", modes=("real",), needs=("driver",))
 def c_xid(k):

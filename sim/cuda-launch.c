@@ -10,6 +10,9 @@
  *    SMs that free up first, no earlier than the end of the process's previous kernel on that GPU
  *    (one stream per process and GPU: all streams are serialised), and returns at once; like the
  *    driver's bounded launch queue, it blocks while more than 10 ms of this process's work is queued.
+ *  - An MPS client (sim/mps.h) places its blocks on at most its active thread percentage of the SMs (at least
+ *    one): at any moment the ones that free up first, so two clients at 50 % each run at about half rate, side
+ *    by side on the whole GPU. The percentage is read once per process, as a client's context takes it.
  *  - cuCtxSynchronize / cuStreamSynchronize sleep until the process's work is done.
  *  - Each process publishes its SM utilization (SM-busy time / (SMs × 100 ms window), percent) to its
  *    entry in the node state every 20 ms, which is what the simulated NVML reports per process.
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #include "sim/cuda-sim.h"
+#include "sim/mps.h"
 #include "util/util.h"
 
 #define LAUNCH_MAGIC 0x48434e55414c5347ULL /* "GSLAUNCH" */
@@ -347,8 +351,11 @@ static void atfork_child(void) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static unsigned threads_pct = 100; /* sim_mps_client_threads(), read once */
+
 static void open_once(void) {
         ls = state_open();
+        threads_pct = sim_mps_client_threads();
         pthread_atfork(NULL, NULL, atfork_child);
 }
 
@@ -406,14 +413,25 @@ static CUresult launch(CUfunction f, uint64_t blocks, bool cooperative) {
                 h[i] = (struct heap_e){ MAX(ls->sm_free_ns[gpu][i], earliest), i };
         for (unsigned i = S / 2; i-- > 0;)
                 sift_down(h, S, i);
+        /* an MPS client: only its share of the SMs, the ones free first (ascending order is a heap too) */
+        unsigned use = MAX(1u, S * threads_pct / 100);
+        if (use < S) {
+                struct heap_e first[MAX_SMS];
+                for (unsigned i = 0, n = S; i < use; i++) {
+                        first[i] = h[0];
+                        h[0] = h[--n];
+                        sift_down(h, n, 0);
+                }
+                memcpy(h, first, use * sizeof *h);
+        }
         uint64_t kstart = h[0].t, kend = 0;
         for (uint64_t b = 0; b < blocks; b++) {
                 uint64_t end = h[0].t + d;
                 kend = MAX(kend, end);
                 h[0].t = end;
-                sift_down(h, S, 0);
+                sift_down(h, use, 0);
         }
-        for (unsigned i = 0; i < S; i++)
+        for (unsigned i = 0; i < use; i++)
                 if (h[i].t > ls->sm_free_ns[gpu][h[i].sm])
                         ls->sm_free_ns[gpu][h[i].sm] = h[i].t;
         pthread_mutex_unlock(&ls->lock);

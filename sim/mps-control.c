@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,8 +111,16 @@ static int daemon_main(bool background) {
         snprintf(tmp, sizeof tmp, "%s.new", fifo);
         (void)unlink(tmp);
         struct sim_mps m = { .pid = getpid(), .thread_percentage = 100 };
+        char lock[4300];
+        snprintf(lock, sizeof lock, "%s/%s", pipe, SIM_MPS_LOCK);
+        int lfd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);          /* held until exit: clients see it alive */
         int fd = mkfifo(tmp, 0600) < 0 ? -1 : open(tmp, O_RDWR | O_CLOEXEC); /* also a writer: no EOF */
-        if (fd < 0 || save(pipe, &m) < 0 || rename(tmp, fifo) < 0) {
+        char pidfile[4300], pidtext[32];
+        snprintf(pidfile, sizeof pidfile, "%s/%s", pipe, SIM_MPS_PIDFILE);
+        int pn = snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
+        if (lfd < 0 || flock(lfd, LOCK_EX) < 0 || fd < 0 ||
+            atomic_file_write(pidfile, pidtext, (size_t)pn, 0644, 0) < 0 || save(pipe, &m) < 0 ||
+            rename(tmp, fifo) < 0) {
                 fprintf(stderr, "cannot start: %s\n", strerror(errno));
                 return 1;
         }
@@ -142,6 +151,7 @@ static int daemon_main(bool background) {
                         have = 0; /* a line longer than any command: dropped */
         }
         unlink(state);
+        unlink(pidfile);
         unlink(fifo);
         logline(logdir, "Exiting control daemon");
         return 0;

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mps — the simulated MPS daemon's state file (mps.h): parsed and formatted here only, for the daemon and the
- * simulated libcuda.so.1. Must never trust a daemon that is gone (its pid is checked).
+ * simulated libcuda.so.1. Must never trust a daemon that is gone (its lock is checked).
  */
 #include "sim/mps.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,10 +87,22 @@ int sim_mps_load(const char *dir, struct sim_mps *ret) {
         free(text);
         if (r < 0)
                 return r;
-        if (kill(m.pid, 0) < 0 && errno == ESRCH)
+        if (!sim_mps_alive(dir))
                 return 0; /* the daemon is gone: its state means nothing */
         *ret = m;
         return 1;
+}
+
+bool sim_mps_alive(const char *dir) {
+        char path[4200];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, SIM_MPS_LOCK) >= sizeof path)
+                return false;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+        close(fd); /* a lock we got goes with it */
+        return held;
 }
 
 uint64_t sim_mps_client_limit(unsigned index) {
@@ -110,4 +124,17 @@ uint64_t sim_mps_client_limit(unsigned index) {
                 p = p ? p + 1 : NULL;
         }
         return index < SIM_MPS_GPUS ? m.pinned[index] : 0;
+}
+
+unsigned sim_mps_client_threads(void) {
+        const char *dir = secure_getenv("CUDA_MPS_PIPE_DIRECTORY");
+        struct sim_mps m;
+        if (!dir || !dir[0] || sim_mps_load(dir, &m) <= 0)
+                return 100;
+        const char *own = secure_getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+        unsigned v;
+        char tail = 0;
+        if (own && sscanf(own, "%u%c", &v, &tail) >= 1 && (tail == 0 || tail == '.') && v >= 1 && v <= 100)
+                return v;
+        return m.thread_percentage;
 }

@@ -5,6 +5,13 @@
  * its defaults set through the control client — each replicated GPU's pinned device memory limit (memory / N) and
  * the active thread percentage (100 / N) — supervised once a second: a daemon that exited makes the replicated
  * GPUs unusable (reserved: Unhealthy to kubelet, refused at Allocate) until it is started again and configured.
+ * The daemon's /dev/shm is <state-dir>/mps/shm, as NVIDIA's /run/nvidia/mps/shm: a tmpfs (64 MiB, nosuid, nodev,
+ * noexec) the agent mounts there (reused when one is there after a SIGKILL; unmounted when the agent stops), bound over /dev/shm in the
+ * daemon's own mount namespace; Allocate mounts it at /dev/shm of each client, so daemon and clients share it.
+ * Without the privilege to mount, a plain directory with a warning (the daemon keeps the agent's /dev/shm).
+ * A daemon an agent killed with SIGKILL left serving (its nvidia-cuda-mps-control.pid in the pipe dir, NVIDIA's, names
+ * a live process of the control program) is adopted, not started twice: its clients keep running; it is then
+ * watched with kill(pid, 0), being no child of ours.
  * Owns struct mps (node->mps). Must never: leave the daemon running after the agent stops, or list the replicas
  * Healthy while no daemon serves them.
  */
@@ -15,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,11 +35,15 @@
 
 #define MPS_CHECK_MS 1000
 #define MPS_READY_MS 5000
+#define MPS_SHM_OPTIONS "size=65536k" /* NVIDIA's mount-shm: rw,nosuid,nodev,noexec,relatime,size=65536k */
+#define MPS_CHILD_NO_SHM 126          /* the daemon's child could not bind its /dev/shm */
 
 struct mps {
         pid_t pid; /* the daemon, 0: none */
-        char pipe[PATH_MAX], log[PATH_MAX], fifo[PATH_MAX + 16];
-        bool down; /* the replicated GPUs are reserved */
+        char pipe[PATH_MAX], log[PATH_MAX], shm[PATH_MAX], fifo[PATH_MAX + 16];
+        bool shm_private; /* shm is a tmpfs of ours: the daemon gets it as /dev/shm; unmounted at stop */
+        bool adopted;     /* pid is a daemon a killed agent left: not our child */
+        bool down;        /* the replicated GPUs are reserved */
         unsigned restarts;
         struct loop_timer check;
 };
@@ -51,16 +64,24 @@ static int spawn(const char *program, struct mps *m) {
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
+                /* its own mount namespace, mounts from the agent's still propagating in, the shm dir as /dev/shm */
+                if (m->shm_private &&
+                    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+                     mount(m->shm, "/dev/shm", NULL, MS_BIND, NULL) < 0))
+                        _exit(MPS_CHILD_NO_SHM);
                 execlp(program, program, "-f", (char *)NULL);
                 _exit(127);
         }
         m->pid = pid;
         for (unsigned waited = 0; waited < MPS_READY_MS; waited += 20) {
                 struct stat st;
+                int status;
                 if (stat(m->fifo, &st) == 0 && S_ISFIFO(st.st_mode))
                         return 0;
-                if (waitpid(pid, NULL, WNOHANG) == pid) {
+                if (waitpid(pid, &status, WNOHANG) == pid) {
                         m->pid = 0;
+                        if (WIFEXITED(status) && WEXITSTATUS(status) == MPS_CHILD_NO_SHM)
+                                log_error("cannot give the MPS control daemon its /dev/shm", "shm=%s", m->shm);
                         return -ECHILD;
                 }
                 usleep(20000);
@@ -147,14 +168,47 @@ static int bring_up(struct node *n, struct mps *m) {
         return 0;
 }
 
+/* The daemon a killed agent left serving this pipe dir: its pid (NVIDIA's pid file there, a live process whose name
+ * is the control program's), else 0. */
+static pid_t left_behind(const struct node *n, const struct mps *m) {
+        char path[PATH_MAX + 40], *text = NULL;
+        size_t len;
+        snprintf(path, sizeof path, "%s/nvidia-cuda-mps-control.pid", m->pipe);
+        if (read_file(path, 64, &text, &len) < 0)
+                return 0;
+        char *end;
+        long pid = strtol(text, &end, 10);
+        bool ok = end != text && (*end == '\n' || !*end) && pid > 1 && pid < INT32_MAX;
+        free(text);
+        if (!ok || kill((pid_t)pid, 0) < 0)
+                return 0;
+        snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+        if (read_file(path, 64, &text, &len) < 0)
+                return 0;
+        const char *prog = strrchr(n->cfg.mps_control, '/');
+        prog = prog ? prog + 1 : n->cfg.mps_control;
+        size_t want = MIN(strlen(prog), (size_t)15); /* TASK_COMM_LEN - 1 */
+        ok = len >= want && strncmp(text, prog, want) == 0;
+        free(text);
+        return ok ? (pid_t)pid : 0;
+}
+
+/* The daemon is gone (reaped when it is our child). */
+static bool exited(struct mps *m, int *status) {
+        if (m->adopted)
+                return kill(m->pid, 0) < 0 && errno == ESRCH;
+        return waitpid(m->pid, status, WNOHANG) == m->pid;
+}
+
 static void on_check(struct loop_timer *t) {
         struct node *n = t->userdata;
         struct mps *m = n->mps;
-        int status;
-        if (m->pid > 0 && waitpid(m->pid, &status, WNOHANG) == m->pid) {
+        int status = 0;
+        if (m->pid > 0 && exited(m, &status)) {
                 log_warn("MPS control daemon exited: its GPUs are Unhealthy until it serves again", "pid=%d status=%d",
                          (int)m->pid, status);
                 m->pid = 0;
+                m->adopted = false;
         }
         if (m->pid <= 0) {
                 set_down(n, m, true);
@@ -165,6 +219,22 @@ static void on_check(struct loop_timer *t) {
                 set_down(n, m, false);
         }
         (void)loop_timer_start(&m->check, MPS_CHECK_MS);
+}
+
+/* The shm dir a tmpfs: ours already (a mount point: another device than its parent's), else mounted now. */
+static void shm_setup(struct mps *m, const char *base) {
+        struct stat self, parent;
+        if (stat(m->shm, &self) == 0 && stat(base, &parent) == 0 && self.st_dev != parent.st_dev) {
+                m->shm_private = true; /* kept from before a restart: clients may hold files in it */
+                return;
+        }
+        if (mount("shm", m->shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME, MPS_SHM_OPTIONS) == 0) {
+                m->shm_private = true;
+                return;
+        }
+        log_warn("cannot mount the MPS shm tmpfs: the daemon keeps the agent's /dev/shm, its clients get a plain "
+                 "directory (a real driver's clients then cannot share memory with it)",
+                 "shm=%s errno=%d", m->shm, errno);
 }
 
 int node_mps_start(struct node *n) {
@@ -178,36 +248,47 @@ int node_mps_start(struct node *n) {
                 return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
         snprintf(m->pipe, sizeof m->pipe, "%.4000s/pipe", base);
         snprintf(m->log, sizeof m->log, "%.4000s/log", base);
+        snprintf(m->shm, sizeof m->shm, "%.4000s/shm", base);
         snprintf(m->fifo, sizeof m->fifo, "%s/control", m->pipe);
         if ((mkdir(base, 0755) < 0 && errno != EEXIST) || (mkdir(m->pipe, 0755) < 0 && errno != EEXIST) ||
-            (mkdir(m->log, 0755) < 0 && errno != EEXIST))
+            (mkdir(m->log, 0755) < 0 && errno != EEXIST) || (mkdir(m->shm, 01777) < 0 && errno != EEXIST))
                 return log_error_errno(-errno, "cannot create the MPS directories", "dir=%s", base);
-        int r = plugin_set_replica_mps(n->plugin, m->pipe);
+        shm_setup(m, base);
+        int r = plugin_set_replica_mps(n->plugin, m->pipe, m->shm);
         if (r >= 0)
                 r = loop_timer_init(&n->loop, &m->check, on_check, n);
         if (r < 0)
                 return log_error_errno(r, "cannot set up MPS", "%s", "");
         m->down = false;
         set_down(n, m, true); /* no replica is Healthy before the daemon serves */
-        (void)bring_up(n, m); /* a failure is retried by the check */
+        pid_t left = left_behind(n, m);
+        if (left > 0) { /* configured again by the first check */
+                m->pid = left;
+                m->adopted = true;
+                log_info("MPS control daemon left running by the agent before: adopted", "pid=%d pipe=%s", (int)left,
+                         m->pipe);
+        } else
+                (void)bring_up(n, m); /* a failure is retried by the check */
         return loop_timer_start(&m->check, MPS_CHECK_MS);
 }
 
-/* SIGTERM, then SIGKILL after 2 s; reaped. */
+/* SIGTERM, then SIGKILL after 2 s; reaped when it is our child (an adopted one is not). */
 static void terminate(struct mps *m) {
         if (m->pid <= 0)
                 return;
         kill(m->pid, SIGTERM);
-        int waited = 0;
-        while (waitpid(m->pid, NULL, WNOHANG) != m->pid && waited < 2000) {
+        int waited = 0, status;
+        while (!exited(m, &status) && waited < 2000) {
                 usleep(20000);
                 waited += 20;
         }
         if (waited >= 2000) {
                 kill(m->pid, SIGKILL);
-                waitpid(m->pid, NULL, 0);
+                if (!m->adopted)
+                        waitpid(m->pid, NULL, 0);
         }
         m->pid = 0;
+        m->adopted = false;
 }
 
 void node_mps_stop(struct node *n) {
@@ -216,6 +297,8 @@ void node_mps_stop(struct node *n) {
                 return;
         loop_timer_done(&m->check);
         terminate(m);
+        if (m->shm_private) /* the daemon is gone; clients keep their own mounts of it */
+                (void)umount2(m->shm, MNT_DETACH);
         free(m);
         n->mps = NULL;
 }

@@ -54,6 +54,7 @@ struct plugin {
                 bool fail_gt_one;
                 uint64_t gpus;
                 char mps_pipe[PATH_MAX]; /* MPS: the daemon's pipe dir on the host; "" time-slicing */
+                char mps_shm[PATH_MAX];  /* MPS: the daemon's /dev/shm on the host */
                 struct plugin_service svc;
         } rep;
         atomic_bool stopping;
@@ -171,15 +172,20 @@ int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool
         return 0;
 }
 
-int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir) {
-        if (strlen(pipe_dir) >= sizeof p->rep.mps_pipe)
+int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir, const char *shm_dir) {
+        if (strlen(pipe_dir) >= sizeof p->rep.mps_pipe || strlen(shm_dir) >= sizeof p->rep.mps_shm)
                 return -ENAMETOOLONG;
         strscpy(p->rep.mps_pipe, pipe_dir, sizeof p->rep.mps_pipe);
+        strscpy(p->rep.mps_shm, shm_dir, sizeof p->rep.mps_shm);
         return 0;
 }
 
 const char *plugin_replica_mps(const struct plugin *p) {
         return p->rep.mps_pipe;
+}
+
+const char *plugin_replica_mps_shm(const struct plugin *p) {
+        return p->rep.mps_shm;
 }
 
 uint64_t plugin_replicated(const struct plugin *p) {

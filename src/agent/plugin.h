@@ -145,10 +145,15 @@ uint64_t plugin_replicated(const struct plugin *p); /* the mask (0: off) */
 unsigned plugin_replicas(const struct plugin *p);   /* replicas per GPU (0: off) */
 bool plugin_replica_fail_gt_one(const struct plugin *p);
 const char *plugin_replica_resource(const struct plugin *p); /* the replicas' name ("" off) */
-/* MPS (mps.c): the replicas are MPS clients of the daemon whose pipe directory on the host is `pipe_dir` (Allocate
- * mounts it and sets CUDA_MPS_PIPE_DIRECTORY); "" time-slicing. Before serving. 0 or -ENAMETOOLONG. */
-int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir);
+/* MPS (mps.c): the replicas are MPS clients of the daemon whose pipe directory on the host is `pipe_dir` and whose
+ * /dev/shm is `shm_dir` (Allocate mounts both as NVIDIA's plugin does and sets CUDA_MPS_PIPE_DIRECTORY); ""
+ * time-slicing. Before serving. 0 or -ENAMETOOLONG. */
+/* Thread: the loop (start); lock: none (before serving). */
+int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir, const char *shm_dir);
+/* Thread: any; lock: none (fixed once serving). */
 const char *plugin_replica_mps(const struct plugin *p);
+/* Thread: any; lock: none (fixed once serving). */
+const char *plugin_replica_mps_shm(const struct plugin *p);
 
 /* The options (caller holds the lock: a reload replaces them). */
 /* Thread: any; lock: the device lock held. */

@@ -15,10 +15,37 @@
 
 #include "agent/agent.h"
 #include "agent/node-internal.h"
+#include "agent/timeslice.h"
 #include "dra/dra.h"
 #include "http/http.h"
 #include "util/log.h"
 #include "util/util.h"
+
+static json_t *holder_json(const struct state_alloc *a) {
+        json_t *h = json_object();
+        json_object_set_new(h, "namespace", json_string(a->pod_namespace));
+        json_object_set_new(h, "pod", json_string(a->pod_name));
+        json_object_set_new(h, "container", json_string(a->container));
+        json_object_set_new(h, "since", json_integer((json_int_t)a->alloc_time));
+        return h;
+}
+
+/* A time-sliced (or MPS) GPU's held replicas: [{"id": "<uuid>::<j>", "holder": {...}}]. Caller holds the lock. */
+static json_t *replicas_json(struct plugin *p, const struct device_info *g) {
+        json_t *arr = json_array();
+        for (unsigned j = 0; j < plugin_replicas(p); j++) {
+                char id[TIMESLICE_ID_MAX];
+                timeslice_format_id(g->id, j, id, sizeof id);
+                const struct state_alloc *a = state_find(plugin_record(p), plugin_replica_resource(p), id);
+                if (!a)
+                        continue;
+                json_t *r = json_object();
+                json_object_set_new(r, "id", json_string(id));
+                json_object_set_new(r, "holder", holder_json(a));
+                json_array_append_new(arr, r);
+        }
+        return arr;
+}
 
 static json_t *status_json(struct node *n) {
         json_t *root = json_object();
@@ -82,15 +109,9 @@ static json_t *status_json(struct node *n) {
                         json_object_set_new(d, "memory_ids", json_integer(g->n_mem));
                 }
                 const struct state_alloc *a = state_find(plugin_record(p), plugin_device_resource(p, i), g->id);
-                if (a) {
-                        json_t *h = json_object();
-                        json_object_set_new(h, "namespace", json_string(a->pod_namespace));
-                        json_object_set_new(h, "pod", json_string(a->pod_name));
-                        json_object_set_new(h, "container", json_string(a->container));
-                        json_object_set_new(h, "since", json_integer((json_int_t)a->alloc_time));
-                        json_object_set_new(d, "holder", h);
-                } else
-                        json_object_set_new(d, "holder", json_null());
+                json_object_set_new(d, "holder", a ? holder_json(a) : json_null());
+                if ((plugin_replicated(p) >> i) & 1) /* time-sliced / MPS: who holds which replica */
+                        json_object_set_new(d, "replicas", replicas_json(p, g));
                 json_array_append_new(devs, d);
         }
         devices_unlock(dev);

@@ -188,25 +188,31 @@ enum rpc_code timeslice_get_preferred(void *userdata, const uint8_t *req, size_t
 
 /* ---- Allocate ---- */
 
-/* An MPS client's part of the answer (NVIDIA's): CUDA_MPS_PIPE_DIRECTORY and the daemon's pipe dir mounted there. */
-static enum rpc_code mps_client(struct plugin *p, struct arena *a, V1beta1__ContainerAllocateResponse *o,
-                                struct gs_error *st) {
+/* An MPS client's part of the answer, NVIDIA's (internal/plugin/mps.go there): CUDA_MPS_PIPE_DIRECTORY=/mps/<resource>/
+ * pipe, the daemon's pipe dir mounted there and its shm dir at /dev/shm, both read-write. */
+static enum rpc_code mps_client(struct plugin *p, const char *resource, struct arena *a,
+                                V1beta1__ContainerAllocateResponse *o, struct gs_error *st) {
         V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(a, sizeof *e);
-        V1beta1__Mount *m = arena_alloc(a, sizeof *m);
-        o->mounts = arena_alloc(a, sizeof(void *));
-        if (!e || !m || !o->mounts)
+        V1beta1__Mount *m = arena_alloc(a, 2 * sizeof *m);
+        const char *pipe = arena_printf(a, TIMESLICE_MPS_ROOT "/%s/pipe", resource);
+        o->mounts = arena_alloc(a, 2 * sizeof(void *));
+        if (!e || !m || !pipe || !o->mounts)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
         v1beta1__container_allocate_response__envs_entry__init(e);
         e->key = "CUDA_MPS_PIPE_DIRECTORY";
-        e->value = TIMESLICE_MPS_PIPE;
+        e->value = (char *)pipe;
         o->envs[o->n_envs++] = e;
-        v1beta1__mount__init(m);
-        m->container_path = TIMESLICE_MPS_PIPE;
-        m->host_path = arena_printf(a, "%s", plugin_replica_mps(p));
-        m->read_only = 0;
-        if (!m->host_path)
-                return rpc_error(st, RPC_INTERNAL, "out of memory");
-        o->mounts[o->n_mounts++] = m;
+        const char *host[2] = { plugin_replica_mps(p), plugin_replica_mps_shm(p) };
+        const char *ctr[2] = { pipe, TIMESLICE_MPS_SHM };
+        for (unsigned i = 0; i < 2; i++) {
+                v1beta1__mount__init(&m[i]);
+                m[i].container_path = arena_printf(a, "%s", ctr[i]);
+                m[i].host_path = arena_printf(a, "%s", host[i]);
+                m[i].read_only = 0;
+                if (!m[i].container_path || !m[i].host_path)
+                        return rpc_error(st, RPC_INTERNAL, "out of memory");
+                o->mounts[o->n_mounts++] = &m[i];
+        }
         return RPC_OK;
 }
 
@@ -279,7 +285,7 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
                 bool mps = plugin_replica_mps(p)[0] && one[k].n_rep > 0;
                 c = plugin_fill_devices(p, &a, one[k].gpus, mps, o, st); /* NVIDIA_VISIBLE_DEVICES=<uuid> */
                 if (c == RPC_OK && mps)
-                        c = mps_client(p, &a, o, st); /* the limits are the daemon's defaults (mps.c) */
+                        c = mps_client(p, resource, &a, o, st); /* the limits are the daemon's defaults (mps.c) */
                 if (o->n_envs == 0)
                         o->envs = NULL;
                 resp.container_responses[resp.n_container_responses++] = o;

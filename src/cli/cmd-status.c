@@ -24,6 +24,27 @@ static const char *jstr(json_t *o, const char *key) {
         return s ? s : "";
 }
 
+/* A time-sliced / MPS GPU's held replicas as "replicas: N held (ns/pod/ctr, ...)" into buf (none: buf kept). */
+static void replica_holders(json_t *reps, char *buf, size_t len) {
+        size_t n = json_array_size(reps), at, i;
+        json_t *r;
+        if (!n)
+                return;
+        at = (size_t)snprintf(buf, len, "replicas: %zu held (", n);
+        json_array_foreach(reps, i, r) {
+                json_t *h = json_object_get(r, "holder");
+                const char *pod = jstr(h, "pod");
+                if (at < len)
+                        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
+                                               pod[0] ? "" : "pod not reported yet");
+                if (pod[0] && at < len)
+                        at += (size_t)snprintf(buf + at, len - at, "%s/%s/%s", jstr(h, "namespace"), pod,
+                                               jstr(h, "container"));
+        }
+        if (at < len)
+                snprintf(buf + at, len - at, ")");
+}
+
 static void print_table(json_t *j) {
         printf("resource %s  registered %s  endpoint %s\n", jstr(j, "resource"),
                json_is_true(json_object_get(j, "registered")) ? "yes" : "no", jstr(j, "endpoint"));
@@ -54,6 +75,7 @@ static void print_table(json_t *j) {
                 long long mem = json_integer_value(json_object_get(d, "memory_used_bytes"));
                 if (core > 0 || mem > 0)
                         snprintf(holder, sizeof holder, "shared: core %lld %%, memory %lld MiB", core, mem >> 20);
+                replica_holders(json_object_get(d, "replicas"), holder, sizeof holder);
                 char health[128];
                 if (json_object_get(d, "reason"))
                         snprintf(health, sizeof health, "%s (%s)", jstr(d, "health"), jstr(d, "reason"));

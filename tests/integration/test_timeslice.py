@@ -21,6 +21,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kube_standin  # noqa: E402
 import kubelet_standin  # noqa: E402,F401
+import agent_fixture  # noqa: E402
 from agent_fixture import Env, check, free_port, run_main, scrape  # noqa: E402
 
 TEST_TIMEOUT_S = 120
@@ -272,7 +273,7 @@ def test_label(e):
 def test_mps(e):
     """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
     GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
-    CUDA_MPS_PIPE_DIRECTORY; a client past its limit gets out of memory; the daemon killed makes the replicas
+    CUDA_MPS_PIPE_DIRECTORY and the daemon's shm tmpfs at /dev/shm, as NVIDIA's plugin; a client past its limit gets out of memory; the daemon killed makes the replicas
     Unhealthy until the agent has it serving again; SIGTERM stops it."""
     ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
     e.start(e.example("mps.yaml"), "--mps-control", ctl)
@@ -292,11 +293,14 @@ def test_mps(e):
     e.expect_error(lambda: e.alloc("nvidia.com/gpu", ids[:2]), grpc.StatusCode.INVALID_ARGUMENT,
                    "maximum request size for shared resources is 1")  # MPS: true unless said otherwise
     c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
-    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/tmp/nvidia-mps", "env %s" % dict(c.envs))
-    mounts = {m.container_path: m.host_path for m in c.mounts}
-    check(mounts.get("/tmp/nvidia-mps") == pipe, "mounts %s" % mounts)
+    ctr_pipe = "/mps/nvidia.com/gpu/pipe"  # NVIDIA's: /mps/<resource>/pipe, its shm dir at /dev/shm
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == ctr_pipe, "env %s" % dict(c.envs))
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
+    shm = os.path.join(e.state_dir, "mps", "shm")
+    check(mounts == {ctr_pipe: (pipe, False), "/dev/shm": (shm, False)}, "mounts %s" % mounts)
+    check_daemon_shm(state, shm)
     work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
-    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=mounts["/tmp/nvidia-mps"])
+    env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=pipe)
     run = [work, "--gpu", "0", "--seconds", "0", "--mem"]
     check(subprocess.run(run + ["2G"], env=env, timeout=20).returncode == 0, "2 GiB under the 2.4 GiB limit")
     check(subprocess.run(run + ["3G"], env=env, timeout=20).returncode == 3, "3 GiB past the limit: out of memory")
@@ -308,8 +312,188 @@ def test_mps(e):
                "replicas Healthy again after the restart")
     text = open(state).read()
     check("pid %d\n" % pid not in text and "pinned 0 " in text, "restarted and configured: %r" % text)
+    check_daemon_shm(state, shm)  # the restarted daemon too
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
     check(not os.path.exists(state), "the daemon still runs after the agent stopped")
+    check(os.stat(shm).st_dev == os.stat(os.path.dirname(shm)).st_dev, "the shm tmpfs is still mounted after SIGTERM")
+
+
+def check_daemon_shm(state, shm):
+    """The daemon's /dev/shm is the agent's shm dir, a tmpfs (NVIDIA's /run/nvidia/mps/shm): a file made there is in
+    the daemon's /dev/shm (its own mount namespace), and not in the agent's."""
+    check(os.stat(shm).st_dev != os.stat(os.path.dirname(shm)).st_dev, "%s is not a mount point" % shm)
+    with open("/proc/self/mountinfo") as f:
+        check(any(line.split()[4] == shm and " - tmpfs " in line for line in f), "%s is no tmpfs" % shm)
+    pid = int(open(state).read().split("pid ")[1].split()[0])
+    mark = "gpuslice-test-%d" % os.getpid()
+    with open(os.path.join(shm, mark), "w"):
+        pass
+    try:
+        check(os.path.exists("/proc/%d/root/dev/shm/%s" % (pid, mark)), "the daemon's /dev/shm is not %s" % shm)
+        check(not os.path.exists("/dev/shm/" + mark), "the host's /dev/shm is the shm dir")
+    finally:
+        os.unlink(os.path.join(shm, mark))
+
+
+def test_mixed_mps(e):
+    """GPUs 0-1 MPS (nvidia.com/gpu.shared, 4 replicas), 2-7 whole and in fractions: one replica, one whole GPU and
+    one fraction handed out, no GPU in two modes; after an agent SIGKILL (its daemon left running, as a crashed
+    agent leaves it) the restarted agent adopts the daemon, its replicas are Healthy again, and the whole GPU and
+    the fraction are still held (PodResources)."""
+    interposer = os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so"))
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    cfg = os.path.join(e.tmp, "mps-two.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 4\n      devices: [0, 1]\n")
+    args = (cfg, "--resource-profile", "gpuslice", "--interposer", interposer, "--mps-control", ctl)
+    e.start(*args)
+    names = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "gpuslice.io/gpu-core"]
+    e.wait_resources(names)
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu.shared").values()), 15,
+               "MPS replicas Healthy once the daemon serves")
+    whole, shared, core = (e.devices(r) for r in names)
+    by = replicas_by_gpu(shared)
+    core_gpus = {i.split("::")[0] for i in core}
+    check(len(shared) == 8 and len(by) == 2 and len(whole) == 6, "shared %d, whole %d" % (len(shared), len(whole)))
+    check(not set(by) & set(whole) and not core_gpus & set(by), "an MPS GPU also whole or in fractions")
+    state = os.path.join(e.state_dir, "mps", "pipe", "gpuslice-sim-mps")
+    text = open(state).read()
+    check("pinned 0 " in text and "pinned 1 " in text and "pinned 2 " not in text, "pinned limits: %r" % text)
+    sh, w = sorted(shared), sorted(whole)
+    c = e.alloc("nvidia.com/gpu.shared", [sh[0]]).container_responses[0]
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/mps/nvidia.com/gpu.shared/pipe", "env %s" % dict(c.envs))
+    e.alloc("nvidia.com/gpu", [w[0]])
+    cores = sorted((i for i in core if i.startswith(w[1] + "::")), key=lambda i: int(i.split("-")[-1]))[:30]
+    e.alloc("gpuslice.io/gpu-core", cores)
+    for bad, res in ((by and sorted(by)[0], "nvidia.com/gpu"), (sorted(by)[0] + "::core-0", "gpuslice.io/gpu-core")):
+        e.expect_error(lambda: e.alloc(res, [bad]), grpc.StatusCode.INVALID_ARGUMENT, "")
+
+    def held_marks(lists=lambda r: {i: h for i, (h, _) in e.devices(r).items()}):
+        return (lists("nvidia.com/gpu").get(w[1]) == "Unhealthy" and  # fractions of it are out
+                all(h == "Unhealthy" for i, h in lists("gpuslice.io/gpu-core").items()
+                    if i.startswith(w[0] + "::")))  # held whole
+    k.wait_for(held_marks, 10, "the whole GPU's fractions and the fractional GPU's whole ID Unhealthy")
+    rec = os.path.join(e.state_dir, "gpuslice.state")
+    k.wait_for(lambda: os.path.exists(rec) and sh[0].encode() in open(rec, "rb").read(), 5, "the replica on record")
+    pid = int(text.split("pid ")[1].split()[0])
+    e.kill_agent(signal.SIGKILL)
+    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
+    k.pods = [("default", "a", "main", "nvidia.com/gpu.shared", [sh[0]]),
+              ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
+              ("default", "c", "main", "gpuslice.io/gpu-core", cores)]
+    k.restart()
+    t0 = time.monotonic()
+    e.start(*args)
+
+    def fresh(res):  # the new agent's latest list of res
+        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
+        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
+    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
+    k.wait_for(lambda: set(fresh("nvidia.com/gpu.shared").values()) == {"Healthy"}, 15,
+               "MPS replicas Healthy after the restart (the daemon left running adopted)")
+    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
+    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    # gpuslice status names the replica's holder (PodResources), on its GPU's entry
+    gpu = REPLICA_RE.match(sh[0]).group(1)
+
+    def replica_holders():
+        dev = [d for d in e.status()["devices"] if d["id"] == gpu][0]
+        return [(r["id"], r["holder"]["pod"]) for r in dev.get("replicas", []) if r["holder"].get("pod")]
+    k.wait_for(lambda: replica_holders() == [(sh[0], "a")], 15, "status: replica %s held by pod a" % sh[0])
+    table = subprocess.run([os.path.join(e.args.build, "gpuslice"), "status", "--state-dir", e.state_dir],
+                           capture_output=True, text=True, timeout=15).stdout
+    check(re.search(r"^\d+\s+%s .*replicas: 1 held \(default/a/main\)$" % re.escape(gpu), table, re.M),
+          "the status table does not name the replica's holder:\n%s" % table)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
+          "the adopted daemon still runs after SIGTERM")
+
+
+def test_mps_cdi(e):
+    """deviceListStrategy cdi (NVIDIA's cdi-cri): the MPS client's environment and mounts come with the CDI names
+    in the Allocate answer, as NVIDIA's plugin answers in its CDI modes (the CDI spec carries the devices only)."""
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    e.env["GPUSLICE_CDI_SPEC"] = os.path.join(e.tmp, "cdi", "gpuslice.json")
+    e.start(e.example("mps.yaml"), "--mps-control", ctl, "--device-list-strategy", "cdi")
+    e.wait_resources(["nvidia.com/gpu"])
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                       "replicas Healthy once the daemon serves")
+    ids = sorted(e.devices("nvidia.com/gpu"))
+    c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+    uuid = REPLICA_RE.match(ids[0]).group(1)
+    check([d.name for d in c.cdi_devices] == ["gpuslice.io/gpu=" + uuid], "CDI names %s" % list(c.cdi_devices))
+    check(dict(c.envs) == {"CUDA_MPS_PIPE_DIRECTORY": "/mps/nvidia.com/gpu/pipe"}, "env %s" % dict(c.envs))
+    mounts = {m.container_path: m.host_path for m in c.mounts}
+    check(mounts == {"/mps/nvidia.com/gpu/pipe": os.path.join(e.state_dir, "mps", "pipe"),
+                     "/dev/shm": os.path.join(e.state_dir, "mps", "shm")}, "mounts %s" % mounts)
+
+
+def test_mps_podman(e):
+    """The Allocate answer of an MPS replica run by Podman (test_share.podman_flags: -e, --mount, --device): the
+    container is a client of the agent's daemon through the mounted pipe dir — from its own PID namespace — so
+    the simulated driver holds it to the pinned limit (2 GiB fits, 3 GiB is out of memory), its /dev/shm is the
+    daemon's shm tmpfs (a file written there is in <state-dir>/mps/shm); the same container without the answer's
+    environment and mounts gets its 3 GiB."""
+    import shutil
+    import tempfile
+    import test_share
+    setup = os.path.join(e.args.source, "tests", "integration", "podman-setup.sh")
+    r = subprocess.run([setup], capture_output=True, text=True, timeout=300)
+    if r.returncode == 77:
+        raise agent_fixture.Skip(r.stderr.strip())
+    check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
+    image = r.stdout.strip()
+    workload = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    root = tempfile.mkdtemp(prefix="gpuslice-mps-host-", dir="/dev")
+    os.makedirs(os.path.join(root, "dev"))
+    for minor in range(8):
+        os.mknod(os.path.join(root, "dev", "nvidia%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    for n, minor in (("nvidiactl", 255), ("nvidia-uvm", 0)):
+        os.mknod(os.path.join(root, "dev", n), 0o666 | 0o020000, os.makedev(195 if minor else 510, minor))
+    name = "gpuslice-mps-%d" % os.getpid()
+    try:
+        e.dev_root = root
+        e.start(e.example("mps.yaml"), "--mps-control", ctl)
+        e.wait_resources(["nvidia.com/gpu"])
+        e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                           "replicas Healthy once the daemon serves")
+        ids = sorted(e.devices("nvidia.com/gpu"))
+        resp = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
+        flags = test_share.podman_flags(resp, e.args.build, e.dev_root)
+        sim = os.path.join(e.args.build, "sim")
+        state = e.env["GPUSLICE_SIM_STATE"]
+        plumbing = ["-v", "/lib:/lib:ro", "-v", "/lib64:/lib64:ro", "-v", "/usr/lib:/usr/lib:ro",
+                    "-v", "%s:%s:ro" % (sim, sim), "-v", "%s:%s:ro" % (e.args.topology, e.args.topology),
+                    "-v", "%s:%s" % (state, state), "-e", "GPUSLICE_SIM_NODE=" + e.args.topology,
+                    "-e", "GPUSLICE_SIM_STATE=" + state, "-e", "LD_LIBRARY_PATH=" + sim,
+                    "-e", "CUDA_VISIBLE_DEVICES=" + resp.envs["NVIDIA_VISIBLE_DEVICES"]]
+
+        def run(argv, with_answer=True):
+            base = ["timeout", "60", "podman", "run", "--rm", "--network", "none", "--name", name]
+            base += flags if with_answer else [f for d in resp.devices for f in (
+                "--device", "%s%s:%s:%s" % (root, d.host_path, d.container_path, d.permissions))]
+            return subprocess.run(base + plumbing + [image] + argv, capture_output=True, text=True, timeout=90)
+
+        wl = [workload, "--gpu", "0", "--seconds", "0", "--mem"]
+        r = run(wl + ["2GiB"])
+        check(r.returncode == 0, "2 GiB under the 2.4 GiB pinned limit: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        r = run(wl + ["3GiB"])
+        check(r.returncode == 3, "3 GiB past the pinned limit: rc %d, want 3\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        r = run(["sh", "-c", "echo in-podman >/dev/shm/gpuslice-mark && grep ' /dev/shm ' /proc/self/mounts"])
+        shm = os.path.join(e.state_dir, "mps", "shm")
+        check(r.returncode == 0 and " tmpfs " in r.stdout, "/dev/shm in the container: %s %s" % (r.stdout, r.stderr))
+        with open(os.path.join(shm, "gpuslice-mark")) as f:
+            check(f.read().strip() == "in-podman", "the container's /dev/shm is not the daemon's shm dir")
+        r = run(wl + ["3GiB"], with_answer=False)
+        check(r.returncode == 0, "control without the answer's env and mounts: rc %d\n%s%s" % (
+            r.returncode, r.stdout, r.stderr))
+        print("podman: an MPS client in a container, 2 GiB fits, 3 GiB refused under the 2.4 GiB pinned limit")
+    finally:
+        subprocess.run(["timeout", "30", "podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_sighup(e):
