@@ -955,7 +955,8 @@ out:
 }
 
 _public_ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-        return mem_alloc(dptr, bytesize, false);
+        cuMemAlloc_v2_params p = { dptr, bytesize };
+        SIM_TRACED(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2", &p, mem_alloc(dptr, bytesize, false));
 }
 
 _public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
@@ -968,7 +969,7 @@ _public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
         return r;
 }
 
-_public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
+static CUresult mem_free(CUdeviceptr dptr) {
         CHECK_INIT();
         sim_forksafe_lock(&lock);
         CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -990,6 +991,11 @@ _public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
         if (r != CUDA_SUCCESS)
                 r = sim_mem_free_other(dptr); /* pool and graph allocations (cuda-mem.c) */
         return r;
+}
+
+_public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
+        cuMemFree_v2_params p = { dptr };
+        SIM_TRACED(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2", &p, mem_free(dptr));
 }
 
 _public_ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
@@ -1093,6 +1099,7 @@ _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 
 static const struct proc_entry proc_table[] = {
         { "cuInit", 2000, (void *)cuInit },
+        { "cuGetExportTable", 3000, (void *)cuGetExportTable },
         { "cuDriverGetVersion", 2020, (void *)cuDriverGetVersion },
         { "cuDeviceGet", 2000, (void *)cuDeviceGet },
         { "cuDeviceGetCount", 2000, (void *)cuDeviceGetCount },
@@ -1213,6 +1220,39 @@ _public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersi
 
 /* ---- seams for cuda-mem.c and cuda-launch.c (sim/cuda-sim.h) ---- */
 
+/* ---- the simulated CUPTI's export table (sim/cupti-table.h) ---- */
+
+static sim_cupti_api_fn cupti_fn; /* atomic */
+static uint32_t cupti_correlation; /* atomic: the correlation id of each traced call */
+
+static void cupti_set(sim_cupti_api_fn fn) {
+        __atomic_store_n(&cupti_fn, fn, __ATOMIC_RELEASE);
+}
+
+static const struct sim_cupti_table cupti_table = { sizeof(struct sim_cupti_table), cupti_set };
+
+void sim_cupti_api(uint32_t cbid, int site, const char *name, const void *params, CUresult *ret,
+                   uint64_t *correlation) {
+        sim_cupti_api_fn fn = __atomic_load_n(&cupti_fn, __ATOMIC_ACQUIRE);
+        if (!fn)
+                return;
+        static __thread uint32_t id; /* this thread's call in progress (calls do not interleave on a thread) */
+        if (site == CUPTI_API_ENTER)
+                id = __atomic_add_fetch(&cupti_correlation, 1, __ATOMIC_RELAXED);
+        fn(cbid, (CUpti_ApiCallbackSite)site, name, params, ret, current, correlation, id);
+}
+
+/* Private tables by id, as the driver hands its own out (CUPTI, the runtime): only the simulated CUPTI's. */
+_public_ CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+        static const CUuuid cupti_id = SIM_CUPTI_TABLE_ID;
+        if (!ppExportTable || !pExportTableId)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (memcmp(pExportTableId->bytes, cupti_id.bytes, sizeof cupti_id.bytes) != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        *ppExportTable = &cupti_table;
+        return CUDA_SUCCESS;
+}
+
 bool sim_cuda_ready(void) {
         return ready();
 }
@@ -1243,7 +1283,9 @@ CUresult sim_cuda_mem_alloc(CUdeviceptr *dptr, uint64_t bytes, bool legacy) {
 }
 
 /* Bound inside this library: a call never lands on an interposer's cuMemFree_v2. */
-CUresult sim_cuda_mem_free(CUdeviceptr dptr) __attribute__((alias("cuMemFree_v2")));
+CUresult sim_cuda_mem_free(CUdeviceptr dptr) {
+        return mem_free(dptr);
+}
 
 CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu) {
         CHECK_INIT();

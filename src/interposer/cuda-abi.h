@@ -532,6 +532,7 @@ CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 CUresult cuDriverGetVersion(int *);
 CUresult cuGetErrorName(CUresult, const char **);
 CUresult cuGetErrorString(CUresult, const char **);
+CUresult cuGetExportTable(const void **, const CUuuid *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult cuGraphAddKernelNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v1 *);

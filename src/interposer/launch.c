@@ -10,8 +10,8 @@
 
 /* ---- wrappers: launches ---- */
 
-static inline void before_launch(void) {
-        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || nested)
+static inline void before_launch(bool driver_own) {
+        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || driver_own)
                 return;
         int li = current_li();
         if (li < 0 || g.limits.dev[li].core_percent >= 100)
@@ -23,7 +23,7 @@ static inline void before_launch(void) {
 #define LAUNCH(call)                \
         do {                        \
                 ENTER();            \
-                before_launch();    \
+                before_launch(NESTED);    \
                 return GUARD(call); \
         } while (0)
 

@@ -84,6 +84,10 @@
  *   nvml-private IDX  NVML as pynvml reaches it: dlopen("libnvidia-ml.so.1") privately, every symbol looked up
  *                     on that handle; NVML device IDX by index, UUID and PCI bus id must agree; prints
  *                     "nvmlp TOTAL FREE USED" (v1 and _v2 must agree) and "nvmlprocs N USED-SUM" (_v3)
+ *   cupti-alloc SIZE  subscribe a CUPTI callback (libcupti.so.13) that allocates SIZE with cuMemAlloc_v2 at each
+ *                     cuLaunchKernel's CUPTI_API_ENTER, inside the launch (a profiler's buffer); a second
+ *                     subscriber must be refused
+ *   cupti-expect RC   the callback ran and its last cuMemAlloc_v2 returned RC   cupti-free  free what it took
  *   forkstorm N       N times: fork a process whose thread makes its first CUDA calls (cuInit, the devices)
  *                     while it forks a child that makes its own; a child not done within 5 s (the process
  *                     forking it within 10 s) is hung; prints
@@ -93,6 +97,7 @@
  * 2 for a bad command line, 4 when the driver cannot be loaded.
  */
 #include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
+#include "interposer/cupti-abi.h" /* CUPTI's callback API (the simulated libcupti.so.13, or NVIDIA's) */
 
 #include <dlfcn.h>
 
@@ -497,6 +502,58 @@ static int step_launch(unsigned long long n, unsigned blocks, unsigned us) {
                         return fail("cuLaunchKernel: %d", r);
         }
         return CALL(cuCtxSynchronize) == CUDA_SUCCESS ? 0 : fail("cuCtxSynchronize failed");
+}
+
+/* ---- a profiler's callback (CUPTI) that allocates inside the driver's API call ---- */
+
+static unsigned long long cupti_bytes; /* what the callback allocates at each cuLaunchKernel's ENTER */
+static CUdeviceptr cupti_ptrs[64];
+static CUresult cupti_last = CUDA_ERROR_NOT_READY; /* the callback's last cuMemAlloc_v2, NOT_READY = none yet */
+static unsigned cupti_n, cupti_calls;
+
+/* As a CUPTI client writes it (cupti_callbacks.h): driver domain, on the calling thread inside the call. */
+static void CUPTIAPI on_cupti(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata) {
+        const CUpti_CallbackData *d = cbdata;
+        (void)userdata;
+        if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
+            d->callbackSite != CUPTI_API_ENTER)
+                return;
+        CUdeviceptr p = 0;
+        CUresult r = CALL(cuMemAlloc_v2, &p, cupti_bytes);
+        cupti_last = r;
+        if (r == CUDA_SUCCESS && cupti_n < 64)
+                cupti_ptrs[cupti_n++] = p;
+        cupti_calls++; /* after the call: no tail call, the callback's own code calls the driver */
+}
+
+/* cupti-alloc SIZE: subscribe through libcupti.so.13, enable cuLaunchKernel (and the driver domain's others). */
+static int step_cupti(unsigned long long bytes) {
+        void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+                return fail("cannot load libcupti.so.13: %s", dlerror());
+        __typeof__(&cuptiSubscribe) sub = (__typeof__(&cuptiSubscribe))dlsym(h, "cuptiSubscribe");
+        __typeof__(&cuptiEnableCallback) en = (__typeof__(&cuptiEnableCallback))dlsym(h, "cuptiEnableCallback");
+        __typeof__(&cuptiEnableDomain) dom = (__typeof__(&cuptiEnableDomain))dlsym(h, "cuptiEnableDomain");
+        CUpti_SubscriberHandle s = NULL;
+        if (!sub || !en || !dom || sub(&s, on_cupti, NULL) != CUPTI_SUCCESS)
+                return fail("cuptiSubscribe failed");
+        CUpti_SubscriberHandle s2 = NULL;
+        if (sub(&s2, on_cupti, NULL) != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+                return fail("a second CUPTI subscriber was not refused");
+        if (dom(1, s, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
+            en(1, s, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) != CUPTI_SUCCESS)
+                return fail("cuptiEnableDomain/Callback failed");
+        cupti_bytes = bytes;
+        return 0;
+}
+
+/* cupti-expect RC: the callback ran and its last allocation returned RC (0 success, 2 out of memory). */
+static int step_cupti_expect(unsigned long long rc) {
+        if (!cupti_calls)
+                return fail("the CUPTI callback never ran");
+        if ((unsigned long long)cupti_last != rc)
+                return fail("the callback's cuMemAlloc_v2 returned %d, expected %llu", cupti_last, rc);
+        return 0;
 }
 
 static pid_t bg[MAX_BG];
@@ -1223,6 +1280,16 @@ int main(int argc, char **argv) {
                         }
                         if (bad)
                                 return fail("a thread's alloc/free failed");
+                } else if (strcmp(s, "cupti-alloc") == 0 || strcmp(s, "cupti-expect") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (strcmp(s, "cupti-alloc") == 0 ? step_cupti(v) : step_cupti_expect(v))
+                                return 1;
+                } else if (strcmp(s, "cupti-free") == 0) {
+                        while (cupti_n)
+                                if (CALL(cuMemFree_v2, cupti_ptrs[--cupti_n]) != CUDA_SUCCESS)
+                                        return fail("cuMemFree_v2 of the callback's allocation failed");
                 } else if (strcmp(s, "launch") == 0) {
                         unsigned long long n = 0, blocks = 1, us = 100;
                         if (!arg || parse_size(arg, &n) < 0)

@@ -807,6 +807,31 @@ static void test_info_frees_killed_process_memory(void **state) {
         gs_region_close(r);
 }
 
+/* ---- calls made inside a driver call: a profiler's callback (CUPTI) ---- */
+
+static void test_cupti_callback_alloc_counted(void **state) {
+        (void)state;
+        /* 1 GiB limit, 768M held: the callback's 512M, allocated inside the launch, does not fit. Before, the
+         * call came in "nested" (inside the launch) and went through uncounted: admitted. */
+        const char *b[] = { "init", "alloc",       "768M", "cupti-alloc", "512M", "launch", "1", "cupti-expect",
+                            "2",    "info",        "expect-free", "254M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        /* The launch's kernel (a module) takes 2M. The callback takes 768M inside the launch: counted like the
+         * program's own, and given back at its free (before, NVML's per-process figure caught it later, as
+         * memory no hook saw, and kept it counted past the free). */
+        const char *a[] = { "init",   "cupti-alloc", "768M", "launch",      "1",     "cupti-expect", "0",
+                            "info",   "expect-free", "254M", "alloc!",      "512M",  "alloc",        "254M",
+                            "free",   "cupti-free",  "info", "expect-free", "1022M", NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The other ways of reaching the driver: dlsym, and linked (cuGetProcAddress is the default above). */
+        const char *c[] = { "--load=dlsym", "init", "cupti-alloc", "768M", "launch", "1", "cupti-expect", "0",
+                            "info",         "expect-free", "254M", NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+        const char *d[] = { "--load=link", "init", "cupti-alloc", "768M", "launch", "1", "cupti-expect", "0",
+                            "info",        "expect-free", "254M", NULL };
+        assert_int_equal(run(WORKLOAD_LINKED, d, NULL, 0), 0);
+}
+
 static void test_nvml_frees_killed_process_memory(void **state) {
         (void)state;
         /* The same through NVML (nvidia-smi's view); the process never calls cuMemGetInfo. */
@@ -1735,6 +1760,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_fork_during_first_mapping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cupti_callback_alloc_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         const char *only = getenv("GPUSLICE_TEST_FILTER"); /* a subset while working on one: test_name or a glob */
