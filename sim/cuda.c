@@ -248,8 +248,11 @@ _public_ CUresult cuInit(unsigned int Flags) {
         return r; /* like the driver, a failed cuInit stays failed for the process */
 }
 
-/* Drop this process's entries at exit: its memory is gone with it. */
+/* Drop this process's entries at exit: its memory is gone with it — unless the node's driver tears an exited
+ * process down for a while (`cuda teardown-ms=`): then they stay, memory held, until pruned that long after. */
 __attribute__((destructor)) static void sim_cuda_fini(void) {
+        if (node.cuda_teardown_ms)
+                return;
         if (!ready() || !state || self.ns_pid != (uint32_t)getpid())
                 return;
         if (sim_state_lock(state) < 0)
@@ -314,6 +317,7 @@ uint32_t sim_cuda_instance(unsigned gpu) {
 
 void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu) {
         p->flags |= SIM_PROC_CUDA;
+        p->teardown_ms = node.cuda_teardown_ms;
         p->ns_pid = self.ns_pid;
         p->pidns = self.pidns;
         for (unsigned k = 0; k < n_visible; k++)

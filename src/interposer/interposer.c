@@ -387,6 +387,7 @@ void gs_init(void) {
                 complain("CUDA is refused to this process (its limits cannot be read)");
                 return;
         }
+        gs_region_set_held(gs_slot_held); /* a dead process's slot stays while the driver holds its memory */
         r = gs_region_open(&g.limits, &g.region);
         if (r < 0) {
                 complain("cannot use the shared region %s: %s", g.limits.region,
@@ -422,11 +423,25 @@ int gs_fail_code(void) {
         return g.mode == GS_MODE_FAILED ? (int)g.fail_code : (int)CUDA_ERROR_NOT_FOUND;
 }
 
+/* The slot still counts device memory the driver will free only after this process is gone. */
+static bool slot_holds_memory(unsigned slot) {
+        const struct gs_region_slot *s = &g.region->slot[slot];
+        if (!__atomic_load_n(&s->host_pid, __ATOMIC_RELAXED))
+                return false; /* NVML never named this process: nobody could tell later either */
+        for (unsigned li = 0; li < GS_MAX_DEVICES; li++)
+                if (__atomic_load_n(&s->used[li], __ATOMIC_RELAXED))
+                        return true;
+        return false;
+}
+
 __attribute__((destructor)) static void fini(void) {
-        /* Normal exit: stop counting at once rather than when someone notices we are gone. */
-        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED &&
-            __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT)
-                gs_region_release(g.region, g.slot);
+        /* Normal exit: stop counting at once rather than when someone notices we are gone — unless memory is
+         * still charged: the driver frees it only as it tears this process down, after the exit; the slot then
+         * goes when a neighbour finds this process dead and NVML no longer lists its memory (gs_slot_held). */
+        unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED && slot != GS_NO_SLOT &&
+            !slot_holds_memory(slot))
+                gs_region_release(g.region, slot);
 }
 
 /* ---- devices ---- */

@@ -35,6 +35,19 @@ static void sweep_dead_slots(void) {
 
 /* ---- measuring what the driver took ---- */
 
+bool gs_slot_held(const struct gs_region_slot *s) {
+        unsigned pid = __atomic_load_n(&s->host_pid, __ATOMIC_RELAXED);
+        if (!pid)
+                return false; /* NVML never named it: nothing can say (the slot goes with its process) */
+        for (unsigned li = 0; li < g.limits.n_devices && li < GS_MAX_DEVICES; li++) {
+                uint64_t used = 0;
+                if (__atomic_load_n(&s->used[li], __ATOMIC_RELAXED) &&
+                    gs_view_process_used(gs_uuid_of((int)li), pid, &used) && used)
+                        return true;
+        }
+        return false;
+}
+
 const char *gs_uuid_of(int li) {
         if (li < 0 || (unsigned)li >= g.limits.n_devices)
                 return "";

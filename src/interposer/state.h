@@ -246,6 +246,10 @@ static inline bool have_slot(void) {
         return LIKELY(__atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT) || gs_claim_slot();
 }
 
+/* The driver still holds memory for a dead owner's slot (NVML lists its host PID with memory used on a device it
+ * was charged on): the region keeps the slot until it does not (gs_region_set_held). */
+bool gs_slot_held(const struct gs_region_slot *s) GS_HIDDEN;
+
 /* ---- accounting primitives (memory.c has the rest) ---- */
 
 static inline bool reserve(int li, uint64_t bytes) {

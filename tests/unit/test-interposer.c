@@ -807,6 +807,24 @@ static void test_info_frees_killed_process_memory(void **state) {
         gs_region_close(r);
 }
 
+/* A process's slot goes only when the driver has freed its memory: the node's driver takes 1.5 s to tear an
+ * exited process down (`cuda teardown-ms=`), and while NVML lists its memory a neighbour is refused against it.
+ * Before: the slot went at once (SIGKILL: at the neighbour's first refusal; normal exit: in the destructor),
+ * and 600M more were admitted on top of the 600M the driver still held. */
+static void test_exit_slot_kept_while_driver_holds(void **state) {
+        (void)state;
+        use_node_with("cuda teardown-ms=1500");
+        const char *killed[] = { "init",    "bg",     "5",    "init",       "alloc", "600M",  "ready",
+                                 "hold",    "info",   "expect-free", "424M", "kill-bg", "alloc!", "600M",
+                                 "await-free", "1G", "alloc",  "600M", "free", NULL };
+        char out[512];
+        assert_int_equal(run(WORKLOAD, killed, out, sizeof out), 0);
+        const char *exited[] = { "init", "bg",     "4",    "init",       "alloc", "600M", "ready", "wait-bg",
+                                 "info", "expect-free", "424M", "alloc!", "600M",  "await-free", "1G", "alloc",
+                                 "600M", NULL };
+        assert_int_equal(run(WORKLOAD, exited, out, sizeof out), 0);
+}
+
 /* ---- calls made inside a driver call: a profiler's callback (CUPTI) ---- */
 
 static void test_cupti_callback_alloc_counted(void **state) {
@@ -1761,6 +1779,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_info_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cupti_callback_alloc_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exit_slot_kept_while_driver_holds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         const char *only = getenv("GPUSLICE_TEST_FILTER"); /* a subset while working on one: test_name or a glob */
