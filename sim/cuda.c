@@ -35,6 +35,7 @@
 #define VA_LEGACY_BASE 0x10000000ULL /* 32-bit pointers for the legacy API */
 #define VA_LEGACY_END 0xF0000000ULL
 #define ALLOC_ALIGN 512ULL
+#define SIM_MAX_PEERS 8 /* peers one context may access at once (CUDA_ERROR_TOO_MANY_PEERS beyond) */
 
 struct CUctx_st {
         uint32_t magic;
@@ -45,6 +46,7 @@ struct CUctx_st {
         size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
         uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
         uint64_t own_bytes;         /* what the context itself takes (the node's `cuda context=`, charged) */
+        struct CUctx_st *peer[SIM_MAX_PEERS]; /* contexts this one has peer access to (cuCtxEnablePeerAccess) */
         struct CUctx_st *next;      /* created contexts list */
 };
 
@@ -770,6 +772,73 @@ static CUresult current_locked(CUcontext *ret) {
         return r;
 }
 
+/* ---- peer access ---- */
+
+/* Two GPUs of the node can reach each other's memory directly: over NVLink (or an NVSwitch), or over PCIe
+ * within one CPU's root complex. Across the SMP interconnect (SYS) P2P is not supported, as on real systems. */
+static bool p2p_capable(unsigned a, unsigned b) {
+        struct topo_link l = topo_get_link(&node, a, b);
+        return a != b && (node.nvswitch || l.nvlinks || l.pcie >= TOPO_LEVEL_NODE);
+}
+
+_public_ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+        CHECK_INIT();
+        if (!canAccessPeer)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (dev < 0 || (unsigned)dev >= n_visible || peerDev < 0 || (unsigned)peerDev >= n_visible)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *canAccessPeer = p2p_capable(visible[dev], visible[peerDev]) ? 1 : 0;
+        return CUDA_SUCCESS;
+}
+
+/* The current context gains access to peerContext's allocations (documented errors: no current context, an
+ * invalid peer or the current context itself → INVALID_CONTEXT; flags ≠ 0 → INVALID_VALUE; devices without
+ * P2P → PEER_ACCESS_UNSUPPORTED; twice → PEER_ACCESS_ALREADY_ENABLED; more than SIM_MAX_PEERS → TOO_MANY_PEERS). */
+_public_ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+        CHECK_INIT();
+        sim_forksafe_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS && (ctx_check_locked(peerContext) != CUDA_SUCCESS || peerContext == c))
+                r = CUDA_ERROR_INVALID_CONTEXT;
+        else if (r == CUDA_SUCCESS && Flags)
+                r = CUDA_ERROR_INVALID_VALUE;
+        else if (r == CUDA_SUCCESS && !p2p_capable(visible[c->ordinal], visible[peerContext->ordinal]))
+                r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+        int free_at = -1;
+        for (int k = 0; r == CUDA_SUCCESS && k < SIM_MAX_PEERS; k++) {
+                if (c->peer[k] == peerContext)
+                        r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+                else if (!c->peer[k] && free_at < 0)
+                        free_at = k;
+        }
+        if (r == CUDA_SUCCESS && free_at < 0)
+                r = CUDA_ERROR_TOO_MANY_PEERS;
+        if (r == CUDA_SUCCESS)
+                c->peer[free_at] = peerContext;
+        sim_forksafe_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuCtxDisablePeerAccess(CUcontext peerContext) {
+        CHECK_INIT();
+        sim_forksafe_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS && ctx_check_locked(peerContext) != CUDA_SUCCESS)
+                r = CUDA_ERROR_INVALID_CONTEXT;
+        bool found = false;
+        for (int k = 0; r == CUDA_SUCCESS && k < SIM_MAX_PEERS; k++)
+                if (c->peer[k] == peerContext) {
+                        c->peer[k] = NULL;
+                        found = true;
+                }
+        if (r == CUDA_SUCCESS && !found)
+                r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+        sim_forksafe_unlock(&lock);
+        return r;
+}
+
 _public_ CUresult cuCtxGetDevice(CUdevice *device) {
         CHECK_INIT();
         if (!device)
@@ -1104,6 +1173,9 @@ _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 static const struct proc_entry proc_table[] = {
         { "cuInit", 2000, (void *)cuInit },
         { "cuGetExportTable", 3000, (void *)cuGetExportTable },
+        { "cuDeviceCanAccessPeer", 4000, (void *)cuDeviceCanAccessPeer },
+        { "cuCtxEnablePeerAccess", 4000, (void *)cuCtxEnablePeerAccess },
+        { "cuCtxDisablePeerAccess", 4000, (void *)cuCtxDisablePeerAccess },
         { "cuDriverGetVersion", 2020, (void *)cuDriverGetVersion },
         { "cuDeviceGet", 2000, (void *)cuDeviceGet },
         { "cuDeviceGetCount", 2000, (void *)cuDeviceGetCount },

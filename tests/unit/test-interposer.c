@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -714,7 +715,9 @@ static void test_forked_children_without_cuda_take_no_slot(void **state) {
         const char *a_args[] = { "init", "alloc", "16M", "fork-idle", "300", "ready", "hold", NULL };
         struct proc a = spawn(WORKLOAD, a_args);
         assert_true(wait_ready(&a));
-        const char *b_args[] = { "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", NULL };
+        /* B frees before it exits: a process exiting with memory charged keeps its slot until the driver has
+         * freed that memory (test_exit_slot_kept_while_driver_holds) */
+        const char *b_args[] = { "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", "free", NULL };
         assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
         struct gs_region *r = open_region();
         unsigned live = 0;
@@ -823,6 +826,45 @@ static void test_exit_slot_kept_while_driver_holds(void **state) {
                                  "info", "expect-free", "424M", "alloc!", "600M",  "await-free", "1G", "alloc",
                                  "600M", NULL };
         assert_int_equal(run(WORKLOAD, exited, out, sizeof out), 0);
+}
+
+/* NCCL-like initialisation under the limiter: 8 processes, one per GPU of the 8-GPU node, each with a VMM
+ * allocation exported as a POSIX fd and a cuMemAlloc buffer exported as an IPC handle, passed to its ring
+ * neighbour over a Unix socket, imported there (cuMemImportFromShareableHandle, cuIpcOpenMemHandle) with peer
+ * access enabled. All done within 10 s; each GPU charged its owner's 128M only (imports not charged). */
+static void test_nccl_like_init(void **state) {
+        (void)state;
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer nccl\nregion %s\n", region_path);
+        for (unsigned d = 0; d < 8; d++)
+                fprintf(f, "device %u memory=%llu\n", d, 256 * MiB);
+        assert_int_equal(fclose(f), 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct proc p[8];
+        char rank[8][4];
+        for (unsigned r = 0; r < 8; r++) {
+                snprintf(rank[r], sizeof rank[r], "%u", r);
+                const char *args[] = { "init", rank[r], "nccl-rank", rank[r], "8", dir, "64M", NULL };
+                p[r] = spawn(WORKLOAD, args);
+        }
+        for (unsigned r = 0; r < 8; r++) {
+                char out[256], want[64];
+                assert_int_equal(finish(&p[r], out, sizeof out), 0);
+                snprintf(want, sizeof want, "nccl %u free %llu\n", r, 128 * MiB);
+                if (!strstr(out, want))
+                        fail_msg("rank %u printed '%s', expected '%s'", r, out, want);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (s >= 10.0)
+                fail_msg("8 ranks took %.1f s (bound 10 s)", s);
+        for (unsigned r = 0; r < 8; r++) {
+                char sock[128];
+                snprintf(sock, sizeof sock, "%s/rank%u.sock", dir, r);
+                unlink(sock); /* a failed rank may leave its socket */
+        }
 }
 
 /* ---- calls made inside a driver call: a profiler's callback (CUPTI) ---- */
@@ -1780,6 +1822,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cupti_callback_alloc_counted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exit_slot_kept_while_driver_holds, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nccl_like_init, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         const char *only = getenv("GPUSLICE_TEST_FILTER"); /* a subset while working on one: test_name or a glob */
