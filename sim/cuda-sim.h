@@ -50,14 +50,14 @@ SIM_HIDDEN CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint
 SIM_HIDDEN void sim_cupti_api(uint32_t cbid, int site, const char *name, const void *params, CUresult *ret,
                               uint64_t *correlation);
 /* Trace the call `body` (a CUresult expression) as cbid `name` with its CUPTI parameter struct `params`. */
-#define SIM_TRACED(cbid, name, params, body)                                          \
-        do {                                                                          \
-                uint64_t corr_ = 0;                                                   \
-                CUresult r_ = CUDA_SUCCESS;                                           \
+#define SIM_TRACED(cbid, name, params, body)                                           \
+        do {                                                                           \
+                uint64_t corr_ = 0;                                                    \
+                CUresult r_ = CUDA_SUCCESS;                                            \
                 sim_cupti_api((cbid), CUPTI_API_ENTER, (name), (params), &r_, &corr_); \
-                r_ = (body);                                                          \
+                r_ = (body);                                                           \
                 sim_cupti_api((cbid), CUPTI_API_EXIT, (name), (params), &r_, &corr_);  \
-                return r_;                                                            \
+                return r_;                                                             \
         } while (0)
 
 /* ---- provided by cuda-mem.c ---- */

@@ -41,13 +41,13 @@ struct CUctx_st {
         uint32_t magic;
         int ordinal; /* CUDA device ordinal */
         bool primary;
-        bool active;                /* a primary context is active while retained */
-        unsigned refs;              /* primary: retain count */
-        size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
-        uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
-        uint64_t own_bytes;         /* what the context itself takes (the node's `cuda context=`, charged) */
+        bool active;                          /* a primary context is active while retained */
+        unsigned refs;                        /* primary: retain count */
+        size_t limit[CU_LIMIT_MAX];           /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
+        uint64_t limit_bytes;                 /* device memory the limits take beyond their defaults (charged) */
+        uint64_t own_bytes;                   /* what the context itself takes (the node's `cuda context=`, charged) */
         struct CUctx_st *peer[SIM_MAX_PEERS]; /* contexts this one has peer access to (cuCtxEnablePeerAccess) */
-        struct CUctx_st *next;      /* created contexts list */
+        struct CUctx_st *next;                /* created contexts list */
 };
 
 struct alloc {
@@ -1298,7 +1298,7 @@ _public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersi
 
 /* ---- the simulated CUPTI's export table (sim/cupti-table.h) ---- */
 
-static sim_cupti_api_fn cupti_fn; /* atomic */
+static sim_cupti_api_fn cupti_fn;  /* atomic */
 static uint32_t cupti_correlation; /* atomic: the correlation id of each traced call */
 
 static void cupti_set(sim_cupti_api_fn fn) {

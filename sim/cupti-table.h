@@ -10,7 +10,10 @@
 #include "interposer/cupti-abi.h"
 
 /* The export table's id (16 bytes, like the driver's own table ids). */
-#define SIM_CUPTI_TABLE_ID {{ 'g', 's', '-', 's', 'i', 'm', '-', 'c', 'u', 'p', 't', 'i', '-', 'a', 'p', 'i' }}
+#define SIM_CUPTI_TABLE_ID                                                                         \
+        {                                                                                          \
+                { 'g', 's', '-', 's', 'i', 'm', '-', 'c', 'u', 'p', 't', 'i', '-', 'a', 'p', 'i' } \
+        }
 
 /* One traced call at one site: ret is the call's result (set at EXIT), correlation is shared by its two sites. */
 typedef void (*sim_cupti_api_fn)(CUpti_CallbackId cbid, CUpti_ApiCallbackSite site, const char *name,

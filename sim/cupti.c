@@ -57,7 +57,8 @@ static const struct sim_cupti_table *driver_table(void) {
         if (table)
                 return table;
         void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        CUresult (*get)(const void **, const CUuuid *) = h ? (CUresult(*)(const void **, const CUuuid *))dlsym(h, "cuGetExportTable") : NULL;
+        CUresult (*get)(const void **, const CUuuid *) =
+                h ? (CUresult(*)(const void **, const CUuuid *))dlsym(h, "cuGetExportTable") : NULL;
         static const CUuuid id = SIM_CUPTI_TABLE_ID;
         const void *t = NULL;
         if (get && get(&t, &id) == CUDA_SUCCESS && t &&

@@ -93,17 +93,17 @@ struct sim_gpu_state {
 };
 
 struct sim_proc {
-        uint32_t pid;        /* PID as the host sees it (0 = free slot) */
-        uint32_t gpu;        /* GPU index */
-        uint32_t gi, ci;     /* the MIG device it runs on (GPU and compute instance ids), SIM_NO_INSTANCE if none */
-        uint64_t used_bytes; /* device memory held on that GPU */
-        uint32_t sm_util;    /* percent of the GPU's SMs this process keeps busy */
-        uint32_t mem_util;   /* percent of memory bandwidth */
-        uint64_t start_us;   /* when the entry was made (CLOCK_REALTIME µs) */
-        uint64_t sample_us;  /* last explicit utilization update (CLOCK_REALTIME µs) */
-        uint64_t pidns;      /* inode of the recording process's PID namespace, 0 = unknown */
-        uint32_t ns_pid;     /* the PID inside that namespace (getpid() of the recorder) */
-        uint32_t flags;      /* SIM_PROC_* */
+        uint32_t pid;         /* PID as the host sees it (0 = free slot) */
+        uint32_t gpu;         /* GPU index */
+        uint32_t gi, ci;      /* the MIG device it runs on (GPU and compute instance ids), SIM_NO_INSTANCE if none */
+        uint64_t used_bytes;  /* device memory held on that GPU */
+        uint32_t sm_util;     /* percent of the GPU's SMs this process keeps busy */
+        uint32_t mem_util;    /* percent of memory bandwidth */
+        uint64_t start_us;    /* when the entry was made (CLOCK_REALTIME µs) */
+        uint64_t sample_us;   /* last explicit utilization update (CLOCK_REALTIME µs) */
+        uint64_t pidns;       /* inode of the recording process's PID namespace, 0 = unknown */
+        uint32_t ns_pid;      /* the PID inside that namespace (getpid() of the recorder) */
+        uint32_t flags;       /* SIM_PROC_* */
         uint32_t teardown_ms; /* the driver frees its memory this long after the process is gone (node's teardown-ms) */
         uint64_t dead_us;     /* when it was first found gone (CLOCK_REALTIME µs), 0 = alive */
 };

@@ -158,13 +158,13 @@ static void primary_dropped(CUdevice dev, bool all, bool driver_own) {
                 ctx_gone(c);
 }
 
-#define PRIMARY_DROP(call, dev, all)               \
-        do {                                       \
-                ENTER();                           \
-                CUresult r_ = GUARD(call);         \
-                if (r_ == CUDA_SUCCESS)            \
+#define PRIMARY_DROP(call, dev, all)                       \
+        do {                                               \
+                ENTER();                                   \
+                CUresult r_ = GUARD(call);                 \
+                if (r_ == CUDA_SUCCESS)                    \
                         primary_dropped(dev, all, NESTED); \
-                return r_;                         \
+                return r_;                                 \
         } while (0)
 
 CUresult gs_w_cuDevicePrimaryCtxRelease(CUdevice dev) {

@@ -62,7 +62,7 @@ typedef struct {
 } CUpti_CallbackData;
 
 typedef void(CUPTIAPI *CUpti_CallbackFunc)(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                          const void *cbdata);
+                                           const void *cbdata);
 
 typedef struct CUpti_Subscriber_st *CUpti_SubscriberHandle;
 

@@ -387,7 +387,6 @@ void gs_init(void) {
                 complain("CUDA is refused to this process (its limits cannot be read)");
                 return;
         }
-        gs_region_set_held(gs_slot_held); /* a dead process's slot stays while the driver holds its memory */
         r = gs_region_open(&g.limits, &g.region);
         if (r < 0) {
                 complain("cannot use the shared region %s: %s", g.limits.region,
@@ -437,7 +436,7 @@ static bool slot_holds_memory(unsigned slot) {
 __attribute__((destructor)) static void fini(void) {
         /* Normal exit: stop counting at once rather than when someone notices we are gone — unless memory is
          * still charged: the driver frees it only as it tears this process down, after the exit; the slot then
-         * goes when a neighbour finds this process dead and NVML no longer lists its memory (gs_slot_held). */
+         * goes when a neighbour finds this process dead and NVML no longer lists its memory (memory.c, slot_held). */
         unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
         if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED && slot != GS_NO_SLOT &&
             !slot_holds_memory(slot))

@@ -20,11 +20,11 @@ static inline void before_launch(bool driver_own) {
         gs_throttle_launch(g.region, have_slot() ? g.slot : GS_NO_SLOT, (unsigned)li);
 }
 
-#define LAUNCH(call)                \
-        do {                        \
-                ENTER();            \
-                before_launch(NESTED);    \
-                return GUARD(call); \
+#define LAUNCH(call)                   \
+        do {                           \
+                ENTER();               \
+                before_launch(NESTED); \
+                return GUARD(call);    \
         } while (0)
 
 CUresult gs_w_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

@@ -35,7 +35,9 @@ static void sweep_dead_slots(void) {
 
 /* ---- measuring what the driver took ---- */
 
-bool gs_slot_held(const struct gs_region_slot *s) {
+/* The driver still holds memory for a dead owner's slot: NVML lists its host PID with memory used on a device
+ * the slot is charged on (region.h, gs_region_set_held). */
+static bool slot_held(const struct gs_region_slot *s) {
         unsigned pid = __atomic_load_n(&s->host_pid, __ATOMIC_RELAXED);
         if (!pid)
                 return false; /* NVML never named it: nothing can say (the slot goes with its process) */
@@ -46,6 +48,11 @@ bool gs_slot_held(const struct gs_region_slot *s) {
                         return true;
         }
         return false;
+}
+
+/* A dead process's slot stays while the driver holds its memory (installed at load, before any reclaim). */
+__attribute__((constructor)) static void install_slot_held(void) {
+        gs_region_set_held(slot_held);
 }
 
 const char *gs_uuid_of(int li) {
@@ -1151,13 +1158,13 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
                         return call;                                                                      \
                 const char *uuid_ = gs_uuid_of(li_);                                                      \
                 struct gs_took t_;                                                                        \
-                INTERNAL_BEGIN();                                                                                 \
-                gs_lock(&g.code_lock);                                                         \
+                INTERNAL_BEGIN();                                                                         \
+                gs_lock(&g.code_lock);                                                                    \
                 gs_took_begin(uuid_, true, &t_);                                                          \
                 CUresult r_ = call;                                                                       \
                 uint64_t took_ = r_ == CUDA_SUCCESS ? gs_took_end(uuid_, true, &t_) : 0;                  \
-                gs_unlock(&g.code_lock);                                                       \
-                INTERNAL_END();                                                                                 \
+                gs_unlock(&g.code_lock);                                                                  \
+                INTERNAL_END();                                                                           \
                 if (r_ != CUDA_SUCCESS)                                                                   \
                         return r_;                                                                        \
                 if (!gs_charge_measured(li_, took_)) {                                                    \

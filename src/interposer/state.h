@@ -200,13 +200,13 @@ extern __thread uint64_t gs_calls, gs_refused_call __attribute__((tls_model("ini
 /* Entry check of every wrapper: initialise, and refuse when failed closed. Declares NESTED: this call is
  * the driver's own (driver_own_call), to go straight through. Must be expanded in the wrapper itself (or a
  * helper always inlined into it): the return address is the wrapper's caller. */
-#define ENTER()                                                                                     \
+#define ENTER()                                                                                       \
         const bool gs_nested_ __attribute__((unused)) = driver_own_call(__builtin_return_address(0)); \
-        do {                                                                                        \
-                ensure_init();                                                                      \
-                gs_calls++;                                                                         \
-                if (UNLIKELY(g.mode == GS_MODE_FAILED))                                             \
-                        return g.fail_code;                                                         \
+        do {                                                                                          \
+                ensure_init();                                                                        \
+                gs_calls++;                                                                           \
+                if (UNLIKELY(g.mode == GS_MODE_FAILED))                                               \
+                        return g.fail_code;                                                           \
         } while (0)
 #define NESTED gs_nested_
 
@@ -245,10 +245,6 @@ bool gs_claim_slot(void) GS_HIDDEN __attribute__((noinline));
 static inline bool have_slot(void) {
         return LIKELY(__atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT) || gs_claim_slot();
 }
-
-/* The driver still holds memory for a dead owner's slot (NVML lists its host PID with memory used on a device it
- * was charged on): the region keeps the slot until it does not (gs_region_set_held). */
-bool gs_slot_held(const struct gs_region_slot *s) GS_HIDDEN;
 
 /* ---- accounting primitives (memory.c has the rest) ---- */
 

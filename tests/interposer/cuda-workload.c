@@ -101,7 +101,7 @@
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
  */
-#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
+#include "interposer/cuda-abi.h"  /* the driver API as gpuslice declares it: no CUDA toolkit needed */
 #include "interposer/cupti-abi.h" /* CUPTI's callback API (the simulated libcupti.so.13, or NVIDIA's) */
 
 #include <dlfcn.h>

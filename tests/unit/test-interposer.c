@@ -717,7 +717,9 @@ static void test_forked_children_without_cuda_take_no_slot(void **state) {
         assert_true(wait_ready(&a));
         /* B frees before it exits: a process exiting with memory charged keeps its slot until the driver has
          * freed that memory (test_exit_slot_kept_while_driver_holds) */
-        const char *b_args[] = { "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", "free", NULL };
+        const char *b_args[] = {
+                "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", "free", NULL
+        };
         assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
         struct gs_region *r = open_region();
         unsigned live = 0;
@@ -817,14 +819,14 @@ static void test_info_frees_killed_process_memory(void **state) {
 static void test_exit_slot_kept_while_driver_holds(void **state) {
         (void)state;
         use_node_with("cuda teardown-ms=1500");
-        const char *killed[] = { "init",    "bg",     "5",    "init",       "alloc", "600M",  "ready",
-                                 "hold",    "info",   "expect-free", "424M", "kill-bg", "alloc!", "600M",
-                                 "await-free", "1G", "alloc",  "600M", "free", NULL };
+        const char *killed[] = { "init",       "bg",   "5",           "init", "alloc",   "600M",   "ready",
+                                 "hold",       "info", "expect-free", "424M", "kill-bg", "alloc!", "600M",
+                                 "await-free", "1G",   "alloc",       "600M", "free",    NULL };
         char out[512];
         assert_int_equal(run(WORKLOAD, killed, out, sizeof out), 0);
-        const char *exited[] = { "init", "bg",     "4",    "init",       "alloc", "600M", "ready", "wait-bg",
-                                 "info", "expect-free", "424M", "alloc!", "600M",  "await-free", "1G", "alloc",
-                                 "600M", NULL };
+        const char *exited[] = { "init",  "bg",         "4",    "init",        "alloc", "600M",
+                                 "ready", "wait-bg",    "info", "expect-free", "424M",  "alloc!",
+                                 "600M",  "await-free", "1G",   "alloc",       "600M",  NULL };
         assert_int_equal(run(WORKLOAD, exited, out, sizeof out), 0);
 }
 
@@ -873,22 +875,23 @@ static void test_cupti_callback_alloc_counted(void **state) {
         (void)state;
         /* 1 GiB limit, 768M held: the callback's 512M, allocated inside the launch, does not fit. Before, the
          * call came in "nested" (inside the launch) and went through uncounted: admitted. */
-        const char *b[] = { "init", "alloc",       "768M", "cupti-alloc", "512M", "launch", "1", "cupti-expect",
-                            "2",    "info",        "expect-free", "254M", NULL };
+        const char *b[] = { "init",         "alloc", "768M", "cupti-alloc", "512M", "launch", "1",
+                            "cupti-expect", "2",     "info", "expect-free", "254M", NULL };
         assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
         /* The launch's kernel (a module) takes 2M. The callback takes 768M inside the launch: counted like the
          * program's own, and given back at its free (before, NVML's per-process figure caught it later, as
          * memory no hook saw, and kept it counted past the free). */
-        const char *a[] = { "init",   "cupti-alloc", "768M", "launch",      "1",     "cupti-expect", "0",
-                            "info",   "expect-free", "254M", "alloc!",      "512M",  "alloc",        "254M",
-                            "free",   "cupti-free",  "info", "expect-free", "1022M", NULL };
+        const char *a[] = { "init",         "cupti-alloc", "768M",        "launch",      "1",
+                            "cupti-expect", "0",           "info",        "expect-free", "254M",
+                            "alloc!",       "512M",        "alloc",       "254M",        "free",
+                            "cupti-free",   "info",        "expect-free", "1022M",       NULL };
         assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
         /* The other ways of reaching the driver: dlsym, and linked (cuGetProcAddress is the default above). */
-        const char *c[] = { "--load=dlsym", "init", "cupti-alloc", "768M", "launch", "1", "cupti-expect", "0",
-                            "info",         "expect-free", "254M", NULL };
+        const char *c[] = { "--load=dlsym", "init", "cupti-alloc", "768M",        "launch", "1",
+                            "cupti-expect", "0",    "info",        "expect-free", "254M",   NULL };
         assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
-        const char *d[] = { "--load=link", "init", "cupti-alloc", "768M", "launch", "1", "cupti-expect", "0",
-                            "info",        "expect-free", "254M", NULL };
+        const char *d[] = { "--load=link",  "init", "cupti-alloc", "768M",        "launch", "1",
+                            "cupti-expect", "0",    "info",        "expect-free", "254M",   NULL };
         assert_int_equal(run(WORKLOAD_LINKED, d, NULL, 0), 0);
 }
 
