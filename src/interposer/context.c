@@ -135,8 +135,8 @@ CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 
 /* After the driver released (or reset: all references at once) device dev's primary context. When the
  * last reference goes, the driver destroys the context with its allocations. */
-static void primary_dropped(CUdevice dev, bool all, bool driver_own) {
-        if (g.mode != GS_MODE_LIMITED || driver_own || dev < 0 || dev >= GS_MAX_ORDINALS)
+static void primary_dropped(CUdevice dev, bool all, const void *ra) {
+        if (g.mode != GS_MODE_LIMITED || driver_own_call(ra) || dev < 0 || dev >= GS_MAX_ORDINALS)
                 return;
         int li = ctx_li(dev);
         gs_lock(&g.ctx_lock);
@@ -163,7 +163,7 @@ static void primary_dropped(CUdevice dev, bool all, bool driver_own) {
                 ENTER();                                   \
                 CUresult r_ = GUARD(call);                 \
                 if (r_ == CUDA_SUCCESS)                    \
-                        primary_dropped(dev, all, NESTED); \
+                        primary_dropped(dev, all, gs_ra_); \
                 return r_;                                 \
         } while (0)
 

@@ -10,8 +10,8 @@
 
 /* ---- wrappers: launches ---- */
 
-static inline void before_launch(bool driver_own) {
-        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || driver_own)
+static inline void before_launch(const void *ra) {
+        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || driver_own_call(ra))
                 return;
         int li = current_li();
         if (li < 0 || g.limits.dev[li].core_percent >= 100)
@@ -23,7 +23,7 @@ static inline void before_launch(bool driver_own) {
 #define LAUNCH(call)                   \
         do {                           \
                 ENTER();               \
-                before_launch(NESTED); \
+                before_launch(gs_ra_); \
                 return GUARD(call);    \
         } while (0)
 

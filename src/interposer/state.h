@@ -197,18 +197,19 @@ static inline void ensure_init(void) {
  * one call retries a charge that did not fit (after settling with the driver), and counts as one refusal. */
 extern __thread uint64_t gs_calls, gs_refused_call __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
-/* Entry check of every wrapper: initialise, and refuse when failed closed. Declares NESTED: this call is
- * the driver's own (driver_own_call), to go straight through. Must be expanded in the wrapper itself (or a
+/* Entry check of every wrapper: initialise, and refuse when failed closed. Keeps the wrapper's return address
+ * for NESTED: this call is the driver's own (driver_own_call), to go straight through — asked only where a
+ * wrapper needs it, so a path that never asks pays nothing. Must be expanded in the wrapper itself (or a
  * helper always inlined into it): the return address is the wrapper's caller. */
-#define ENTER()                                                                                       \
-        const bool gs_nested_ __attribute__((unused)) = driver_own_call(__builtin_return_address(0)); \
-        do {                                                                                          \
-                ensure_init();                                                                        \
-                gs_calls++;                                                                           \
-                if (UNLIKELY(g.mode == GS_MODE_FAILED))                                               \
-                        return g.fail_code;                                                           \
+#define ENTER()                                                                         \
+        const void *const gs_ra_ __attribute__((unused)) = __builtin_return_address(0); \
+        do {                                                                            \
+                ensure_init();                                                          \
+                gs_calls++;                                                             \
+                if (UNLIKELY(g.mode == GS_MODE_FAILED))                                 \
+                        return g.fail_code;                                             \
         } while (0)
-#define NESTED gs_nested_
+#define NESTED driver_own_call(gs_ra_)
 
 /* ---- devices (interposer.c) ---- */
 
