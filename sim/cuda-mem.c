@@ -9,6 +9,7 @@
  * Must never hand out memory past the GPU's capacity, never leave a handle's bytes charged after it
  * is released, never export anything but CUDA API names (cuda.map).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -168,7 +169,15 @@ static CUresult pitch_alloc(CUdeviceptr *dptr, uint64_t *pitch, uint64_t w, uint
         uint64_t p = (w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN, bytes;
         if (p < w || __builtin_mul_overflow(p, h, &bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = sim_cuda_mem_alloc(dptr, bytes, legacy);
+        CUresult r;
+        /* GPUSLICE_SIM_SELF_CALLS=global: like a driver that reaches its own entry points through the loader,
+         * the pitched allocation calls the cuMemAlloc_v2 of whatever answers to libcuda.so.1 (an interposer's) */
+        const char *self_calls = legacy ? NULL : secure_getenv("GPUSLICE_SIM_SELF_CALLS");
+        void *self = self_calls && streq(self_calls, "global") ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
+        __typeof__(&cuMemAlloc_v2) global = self ? (__typeof__(&cuMemAlloc_v2))dlsym(self, "cuMemAlloc_v2") : NULL;
+        r = global ? global(dptr, bytes) : sim_cuda_mem_alloc(dptr, bytes, legacy);
+        if (self)
+                dlclose(self);
         if (r == CUDA_SUCCESS)
                 *pitch = p;
         return r;

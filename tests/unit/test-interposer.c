@@ -43,7 +43,8 @@ extern char **environ;
 static char dir[64];
 static const char *node_path = NODE; /* the simulated node (a test may point it at its own) */
 static char limits_path[128], state_path[128], region_path[128];
-static bool with_nvml_shim; /* make_env: the container's libnvidia-ml.so.1 is libgpuslice-nvml.so */
+static bool with_nvml_shim;  /* make_env: the container's libnvidia-ml.so.1 is libgpuslice-nvml.so */
+static bool with_self_calls; /* make_env: the simulated driver calls its own entry points through the global scope */
 
 static int write_limits(uint64_t memory, unsigned core, const char *container) {
         struct gs_limits l = { .version = 1, .n_devices = 1 };
@@ -89,6 +90,7 @@ static int teardown(void **state) {
         unlink(extra);
         node_path = NODE;
         with_nvml_shim = false;
+        with_self_calls = false;
         rmdir(dir);
         return 0;
 }
@@ -112,6 +114,8 @@ static char **make_env(bool preload, bool limits) {
                 env[n++] = e_pre;
         if (limits)
                 env[n++] = e_lim;
+        if (with_self_calls)
+                env[n++] = "GPUSLICE_SIM_SELF_CALLS=global";
         for (char **e = environ; *e && n < 30; e++)
                 if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
                     strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
@@ -869,7 +873,18 @@ static void test_nccl_like_init(void **state) {
         }
 }
 
-/* ---- calls made inside a driver call: a profiler's callback (CUPTI) ---- */
+/* ---- calls made inside a driver call: a profiler's callback (CUPTI), the driver's own ---- */
+
+/* A driver that binds its own entry points through the global scope re-enters the wrappers from its own code:
+ * that call is the driver implementing the outer one and is not counted again. The pitched 600M is charged
+ * once; counting the inner cuMemAlloc_v2 too would charge 1.2G and refuse it under the 1G limit. */
+static void test_driver_self_call_counted_once(void **state) {
+        (void)state;
+        with_self_calls = true;
+        const char *a[] = { "init",   "fam",  "pitch", "600M", "info",        "expect-free", "424M",
+                            "alloc!", "425M", "free",  "info", "expect-free", "1G",          NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+}
 
 static void test_cupti_callback_alloc_counted(void **state) {
         (void)state;
@@ -1824,6 +1839,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_info_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cupti_callback_alloc_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_self_call_counted_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exit_slot_kept_while_driver_holds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nccl_like_init, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
