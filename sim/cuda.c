@@ -319,7 +319,7 @@ uint32_t sim_cuda_instance(unsigned gpu) {
 
 void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu) {
         p->flags |= SIM_PROC_CUDA;
-        p->teardown_ms = node.cuda_teardown_ms;
+        p->down_ms = node.cuda_teardown_ms;
         p->ns_pid = self.ns_pid;
         p->pidns = self.pidns;
         for (unsigned k = 0; k < n_visible; k++)

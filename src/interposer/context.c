@@ -214,20 +214,21 @@ static CUresult ctx_created(CUresult r, CUcontext ctx, CUdevice dev, int li, con
         return r;
 }
 
-#define CTX_CREATE(call, pctx, dev)                                                            \
-        do {                                                                                   \
-                ENTER();                                                                       \
-                if (g.mode != GS_MODE_LIMITED || NESTED)                                       \
-                        return call;                                                           \
-                int li_ = ctx_li(dev);                                                         \
-                if (!ctx_charge(li_))                                                          \
-                        return CUDA_ERROR_OUT_OF_MEMORY;                                       \
-                struct ctx_watch w_;                                                           \
-                watch_begin(dev, &w_);                                                         \
-                INTERNAL_BEGIN(); /* measured: a callback's call inside is measured with it */ \
-                CUresult r_ = call;                                                            \
-                INTERNAL_END();                                                                \
-                return ctx_created(r_, r_ == CUDA_SUCCESS ? *(pctx) : NULL, dev, li_, &w_);    \
+/* The creation is measured (watch_*): a callback's call inside it is measured with it (internal work). */
+#define CTX_CREATE(call, pctx, dev)                                                         \
+        do {                                                                                \
+                ENTER();                                                                    \
+                if (g.mode != GS_MODE_LIMITED || NESTED)                                    \
+                        return call;                                                        \
+                int li_ = ctx_li(dev);                                                      \
+                if (!ctx_charge(li_))                                                       \
+                        return CUDA_ERROR_OUT_OF_MEMORY;                                    \
+                struct ctx_watch w_;                                                        \
+                watch_begin(dev, &w_);                                                      \
+                INTERNAL_BEGIN();                                                           \
+                CUresult r_ = call;                                                         \
+                INTERNAL_END();                                                             \
+                return ctx_created(r_, r_ == CUDA_SUCCESS ? *(pctx) : NULL, dev, li_, &w_); \
         } while (0)
 
 CUresult gs_w_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {

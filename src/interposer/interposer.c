@@ -250,7 +250,7 @@ static int image_of(struct dl_phdr_info *info, size_t size, void *data) {
 static void find_driver_image(void) {
         void *entry = dlsym(g.dl, "cuInit");
         struct image_find f = { (uintptr_t)entry, 0, 0 };
-        if (entry && dl_iterate_phdr(image_of, &f) == 1) {
+        if (entry && gs_dl_iterate_phdr(image_of, &f) == 1) {
                 gs_drv_lo = f.lo;
                 gs_drv_len = f.hi - f.lo;
         }
