@@ -13,7 +13,7 @@ cd "$root" || exit 2
 # layer of an included header: by folder, except the two header-level libraries of layer 1
 layer_of() { # HEADER (folder/name.h)
   case "$1" in
-    interposer/limits.h | interposer/ldcache.h | interposer/cuda-abi.h | nvml/nvml-abi.h) echo 1; return ;;
+    interposer/limits.h | interposer/ldcache.h | interposer/cuda-abi.h | interposer/cupti-abi.h | nvml/nvml-abi.h) echo 1; return ;;
   esac
   case "${1%%/*}" in
     util) echo 0 ;;

@@ -479,8 +479,8 @@ static CUresult launch_on(CUstream s, CUfunction f, uint64_t blocks) {
 _public_ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                  unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
                                  void **extra) {
-        (void)bx, (void)by, (void)bz, (void)shm, (void)params, (void)extra;
-        return launch_on(s, f, grid(gx, gy, gz));
+        cuLaunchKernel_params p = { f, gx, gy, gz, bx, by, bz, shm, s, params, extra };
+        SIM_TRACED(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", &p, launch_on(s, f, grid(gx, gy, gz)));
 }
 
 _public_ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

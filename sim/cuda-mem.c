@@ -9,7 +9,11 @@
  * Must never hand out memory past the GPU's capacity, never leave a handle's bytes charged after it
  * is released, never export anything but CUDA API names (cuda.map).
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -165,7 +169,15 @@ static CUresult pitch_alloc(CUdeviceptr *dptr, uint64_t *pitch, uint64_t w, uint
         uint64_t p = (w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN, bytes;
         if (p < w || __builtin_mul_overflow(p, h, &bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = sim_cuda_mem_alloc(dptr, bytes, legacy);
+        CUresult r;
+        /* GPUSLICE_SIM_SELF_CALLS=global: like a driver that reaches its own entry points through the loader,
+         * the pitched allocation calls the cuMemAlloc_v2 of whatever answers to libcuda.so.1 (an interposer's) */
+        const char *self_calls = legacy ? NULL : secure_getenv("GPUSLICE_SIM_SELF_CALLS");
+        void *self = self_calls && streq(self_calls, "global") ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
+        __typeof__(&cuMemAlloc_v2) global = self ? (__typeof__(&cuMemAlloc_v2))dlsym(self, "cuMemAlloc_v2") : NULL;
+        r = global ? global(dptr, bytes) : sim_cuda_mem_alloc(dptr, bytes, legacy);
+        if (self)
+                dlclose(self);
         if (r == CUDA_SUCCESS)
                 *pitch = p;
         return r;
@@ -797,18 +809,36 @@ static struct obj *obj_find(const void *handle) {
         return o && !o->released ? o : NULL;
 }
 
+/* A POSIX file descriptor handle (what NCCL passes between processes over a Unix socket): a sealed memfd
+ * holding the same record, which the importer reads through the descriptor it was given. */
+static CUresult share_fd(const struct share *sh, int *ret_fd) {
+        int fd = memfd_create("gpuslice-sim-vmm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        if (pwrite(fd, sh, sizeof *sh, 0) != (ssize_t)sizeof *sh ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+                close(fd);
+                return CUDA_ERROR_OPERATING_SYSTEM;
+        }
+        *ret_fd = fd;
+        return CUDA_SUCCESS;
+}
+
 _public_ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                                CUmemAllocationHandleType handleType, unsigned long long flags) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!shareableHandle || flags || handleType != CU_MEM_HANDLE_TYPE_FABRIC)
-                return CUDA_ERROR_INVALID_VALUE; /* the simulator shares fabric handles only */
+        if (!shareableHandle || flags ||
+            (handleType != CU_MEM_HANDLE_TYPE_FABRIC && handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+                return CUDA_ERROR_INVALID_VALUE; /* no Win32 handles on Linux */
         struct obj *o = obj_find((const void *)(uintptr_t)handle);
         if (!o || o->kind != OBJ_VMM)
                 return CUDA_ERROR_INVALID_HANDLE;
+        struct share sh = { SHARE_MAGIC, sim_cuda_self()->pid, o->gpu, 0, o->bytes };
+        if (handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                return share_fd(&sh, (int *)shareableHandle);
         CUmemFabricHandle fh;
         memset(&fh, 0, sizeof fh);
-        struct share sh = { SHARE_MAGIC, sim_cuda_self()->pid, o->gpu, 0, o->bytes };
         memcpy(fh.data, &sh, sizeof sh);
         memcpy(shareableHandle, &fh, sizeof fh);
         return CUDA_SUCCESS;
@@ -819,10 +849,18 @@ _public_ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h
                                                  CUmemAllocationHandleType shHandleType) {
         if (!sim_cuda_ready())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!handle || !osHandle || shHandleType != CU_MEM_HANDLE_TYPE_FABRIC)
+        if (!handle ||
+            (shHandleType != CU_MEM_HANDLE_TYPE_FABRIC && shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+            (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC && !osHandle))
                 return CUDA_ERROR_INVALID_VALUE;
         struct share sh;
-        memcpy(&sh, osHandle, sizeof sh);
+        if (shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+                /* osHandle is the descriptor itself, (void *)(uintptr_t)fd; the caller keeps (and closes) it */
+                uintptr_t fd = (uintptr_t)osHandle;
+                if (fd > INT_MAX || pread((int)fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh)
+                        return CUDA_ERROR_INVALID_VALUE;
+        } else
+                memcpy(&sh, osHandle, sizeof sh);
         if (sh.magic != SHARE_MAGIC || sh.gpu >= TOPO_MAX_GPUS || sh.bytes == 0)
                 return CUDA_ERROR_INVALID_VALUE;
         if (kill((pid_t)sh.pid, 0) < 0 && errno == ESRCH)
@@ -933,6 +971,30 @@ _public_ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
         for (unsigned k = 0; k < n_gone; k++)
                 obj_free(gone[k]);
         return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Access to a mapped range for the devices named: every byte must be mapped, every descriptor a visible device
+ * with valid flags. The simulator keeps no per-device protection (nothing is ever read or written). */
+_public_ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+        if (!sim_cuda_ready())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!ptr || !size || !desc || !count)
+                return CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < count; i++) {
+                unsigned gpu;
+                if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+                    sim_cuda_gpu_of((CUdevice)desc[i].location.id, &gpu) != CUDA_SUCCESS ||
+                    (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+                     desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+                        return CUDA_ERROR_INVALID_VALUE;
+        }
+        uint64_t covered = 0;
+        pthread_mutex_lock(&obj_lock);
+        for (size_t i = 0; i < n_vmaps; i++)
+                if (vmaps[i].va >= ptr && vmaps[i].va + vmaps[i].size <= ptr + size)
+                        covered += vmaps[i].size;
+        pthread_mutex_unlock(&obj_lock);
+        return covered == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 _public_ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -1190,6 +1252,7 @@ static const struct sim_proc_entry mem_procs[] = {
         { "cuMemAddressReserve", 10020, false, (void *)cuMemAddressReserve },
         { "cuMemAddressFree", 10020, false, (void *)cuMemAddressFree },
         { "cuMemMap", 10020, false, (void *)cuMemMap },
+        { "cuMemSetAccess", 10020, false, (void *)cuMemSetAccess },
         { "cuMemUnmap", 10020, false, (void *)cuMemUnmap },
         { "cuImportExternalMemory", 10000, false, (void *)cuImportExternalMemory },
         { "cuDestroyExternalMemory", 10000, false, (void *)cuDestroyExternalMemory },

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sim/cupti-table.h"
 #include "sim/sim.h"
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
@@ -43,6 +44,21 @@ SIM_HIDDEN void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu);
 
 /* The allocation of this process that contains dptr (cuMemAlloc family): base, size, node GPU. */
 SIM_HIDDEN CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu);
+
+/* A traced driver API call at one site (the simulated CUPTI's callback, when one is subscribed; sim/cupti-table.h):
+ * on the calling thread, inside the call. */
+SIM_HIDDEN void sim_cupti_api(uint32_t cbid, int site, const char *name, const void *params, CUresult *ret,
+                              uint64_t *correlation);
+/* Trace the call `body` (a CUresult expression) as cbid `name` with its CUPTI parameter struct `params`. */
+#define SIM_TRACED(cbid, name, params, body)                                           \
+        do {                                                                           \
+                uint64_t corr_ = 0;                                                    \
+                CUresult r_ = CUDA_SUCCESS;                                            \
+                sim_cupti_api((cbid), CUPTI_API_ENTER, (name), (params), &r_, &corr_); \
+                r_ = (body);                                                           \
+                sim_cupti_api((cbid), CUPTI_API_EXIT, (name), (params), &r_, &corr_);  \
+                return r_;                                                             \
+        } while (0)
 
 /* ---- provided by cuda-mem.c ---- */
 

@@ -35,17 +35,19 @@
 #define VA_LEGACY_BASE 0x10000000ULL /* 32-bit pointers for the legacy API */
 #define VA_LEGACY_END 0xF0000000ULL
 #define ALLOC_ALIGN 512ULL
+#define SIM_MAX_PEERS 8 /* peers one context may access at once (CUDA_ERROR_TOO_MANY_PEERS beyond) */
 
 struct CUctx_st {
         uint32_t magic;
         int ordinal; /* CUDA device ordinal */
         bool primary;
-        bool active;                /* a primary context is active while retained */
-        unsigned refs;              /* primary: retain count */
-        size_t limit[CU_LIMIT_MAX]; /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
-        uint64_t limit_bytes;       /* device memory the limits take beyond their defaults (charged) */
-        uint64_t own_bytes;         /* what the context itself takes (the node's `cuda context=`, charged) */
-        struct CUctx_st *next;      /* created contexts list */
+        bool active;                          /* a primary context is active while retained */
+        unsigned refs;                        /* primary: retain count */
+        size_t limit[CU_LIMIT_MAX];           /* cuCtxSetLimit values; 0 = the default (ctx_limit_default) */
+        uint64_t limit_bytes;                 /* device memory the limits take beyond their defaults (charged) */
+        uint64_t own_bytes;                   /* what the context itself takes (the node's `cuda context=`, charged) */
+        struct CUctx_st *peer[SIM_MAX_PEERS]; /* contexts this one has peer access to (cuCtxEnablePeerAccess) */
+        struct CUctx_st *next;                /* created contexts list */
 };
 
 struct alloc {
@@ -248,8 +250,11 @@ _public_ CUresult cuInit(unsigned int Flags) {
         return r; /* like the driver, a failed cuInit stays failed for the process */
 }
 
-/* Drop this process's entries at exit: its memory is gone with it. */
+/* Drop this process's entries at exit: its memory is gone with it — unless the node's driver tears an exited
+ * process down for a while (`cuda teardown-ms=`): then they stay, memory held, until pruned that long after. */
 __attribute__((destructor)) static void sim_cuda_fini(void) {
+        if (node.cuda_teardown_ms)
+                return;
         if (!ready() || !state || self.ns_pid != (uint32_t)getpid())
                 return;
         if (sim_state_lock(state) < 0)
@@ -314,6 +319,7 @@ uint32_t sim_cuda_instance(unsigned gpu) {
 
 void sim_cuda_tag_locked(struct sim_proc *p, unsigned gpu) {
         p->flags |= SIM_PROC_CUDA;
+        p->down_ms = node.cuda_teardown_ms;
         p->ns_pid = self.ns_pid;
         p->pidns = self.pidns;
         for (unsigned k = 0; k < n_visible; k++)
@@ -768,6 +774,73 @@ static CUresult current_locked(CUcontext *ret) {
         return r;
 }
 
+/* ---- peer access ---- */
+
+/* Two GPUs of the node can reach each other's memory directly: over NVLink (or an NVSwitch), or over PCIe
+ * within one CPU's root complex. Across the SMP interconnect (SYS) P2P is not supported, as on real systems. */
+static bool p2p_capable(unsigned a, unsigned b) {
+        struct topo_link l = topo_get_link(&node, a, b);
+        return a != b && (node.nvswitch || l.nvlinks || l.pcie >= TOPO_LEVEL_NODE);
+}
+
+_public_ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+        CHECK_INIT();
+        if (!canAccessPeer)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (dev < 0 || (unsigned)dev >= n_visible || peerDev < 0 || (unsigned)peerDev >= n_visible)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *canAccessPeer = p2p_capable(visible[dev], visible[peerDev]) ? 1 : 0;
+        return CUDA_SUCCESS;
+}
+
+/* The current context gains access to peerContext's allocations (documented errors: no current context, an
+ * invalid peer or the current context itself → INVALID_CONTEXT; flags ≠ 0 → INVALID_VALUE; devices without
+ * P2P → PEER_ACCESS_UNSUPPORTED; twice → PEER_ACCESS_ALREADY_ENABLED; more than SIM_MAX_PEERS → TOO_MANY_PEERS). */
+_public_ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+        CHECK_INIT();
+        sim_forksafe_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS && (ctx_check_locked(peerContext) != CUDA_SUCCESS || peerContext == c))
+                r = CUDA_ERROR_INVALID_CONTEXT;
+        else if (r == CUDA_SUCCESS && Flags)
+                r = CUDA_ERROR_INVALID_VALUE;
+        else if (r == CUDA_SUCCESS && !p2p_capable(visible[c->ordinal], visible[peerContext->ordinal]))
+                r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+        int free_at = -1;
+        for (int k = 0; r == CUDA_SUCCESS && k < SIM_MAX_PEERS; k++) {
+                if (c->peer[k] == peerContext)
+                        r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+                else if (!c->peer[k] && free_at < 0)
+                        free_at = k;
+        }
+        if (r == CUDA_SUCCESS && free_at < 0)
+                r = CUDA_ERROR_TOO_MANY_PEERS;
+        if (r == CUDA_SUCCESS)
+                c->peer[free_at] = peerContext;
+        sim_forksafe_unlock(&lock);
+        return r;
+}
+
+_public_ CUresult cuCtxDisablePeerAccess(CUcontext peerContext) {
+        CHECK_INIT();
+        sim_forksafe_lock(&lock);
+        CUcontext c = NULL;
+        CUresult r = current_locked(&c);
+        if (r == CUDA_SUCCESS && ctx_check_locked(peerContext) != CUDA_SUCCESS)
+                r = CUDA_ERROR_INVALID_CONTEXT;
+        bool found = false;
+        for (int k = 0; r == CUDA_SUCCESS && k < SIM_MAX_PEERS; k++)
+                if (c->peer[k] == peerContext) {
+                        c->peer[k] = NULL;
+                        found = true;
+                }
+        if (r == CUDA_SUCCESS && !found)
+                r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+        sim_forksafe_unlock(&lock);
+        return r;
+}
+
 _public_ CUresult cuCtxGetDevice(CUdevice *device) {
         CHECK_INIT();
         if (!device)
@@ -957,7 +1030,8 @@ out:
 }
 
 _public_ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-        return mem_alloc(dptr, bytesize, false);
+        cuMemAlloc_v2_params p = { dptr, bytesize };
+        SIM_TRACED(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2", &p, mem_alloc(dptr, bytesize, false));
 }
 
 _public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
@@ -970,7 +1044,7 @@ _public_ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
         return r;
 }
 
-_public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
+static CUresult mem_free(CUdeviceptr dptr) {
         CHECK_INIT();
         sim_forksafe_lock(&lock);
         CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -992,6 +1066,11 @@ _public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
         if (r != CUDA_SUCCESS)
                 r = sim_mem_free_other(dptr); /* pool and graph allocations (cuda-mem.c) */
         return r;
+}
+
+_public_ CUresult cuMemFree_v2(CUdeviceptr dptr) {
+        cuMemFree_v2_params p = { dptr };
+        SIM_TRACED(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2", &p, mem_free(dptr));
 }
 
 _public_ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
@@ -1095,6 +1174,10 @@ _public_ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 
 static const struct proc_entry proc_table[] = {
         { "cuInit", 2000, (void *)cuInit },
+        { "cuGetExportTable", 3000, (void *)cuGetExportTable },
+        { "cuDeviceCanAccessPeer", 4000, (void *)cuDeviceCanAccessPeer },
+        { "cuCtxEnablePeerAccess", 4000, (void *)cuCtxEnablePeerAccess },
+        { "cuCtxDisablePeerAccess", 4000, (void *)cuCtxDisablePeerAccess },
         { "cuDriverGetVersion", 2020, (void *)cuDriverGetVersion },
         { "cuDeviceGet", 2000, (void *)cuDeviceGet },
         { "cuDeviceGetCount", 2000, (void *)cuDeviceGetCount },
@@ -1215,6 +1298,39 @@ _public_ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersi
 
 /* ---- seams for cuda-mem.c and cuda-launch.c (sim/cuda-sim.h) ---- */
 
+/* ---- the simulated CUPTI's export table (sim/cupti-table.h) ---- */
+
+static sim_cupti_api_fn cupti_fn;  /* atomic */
+static uint32_t cupti_correlation; /* atomic: the correlation id of each traced call */
+
+static void cupti_set(sim_cupti_api_fn fn) {
+        __atomic_store_n(&cupti_fn, fn, __ATOMIC_RELEASE);
+}
+
+static const struct sim_cupti_table cupti_table = { sizeof(struct sim_cupti_table), cupti_set };
+
+void sim_cupti_api(uint32_t cbid, int site, const char *name, const void *params, CUresult *ret,
+                   uint64_t *correlation) {
+        sim_cupti_api_fn fn = __atomic_load_n(&cupti_fn, __ATOMIC_ACQUIRE);
+        if (!fn)
+                return;
+        static __thread uint32_t id; /* this thread's call in progress (calls do not interleave on a thread) */
+        if (site == CUPTI_API_ENTER)
+                id = __atomic_add_fetch(&cupti_correlation, 1, __ATOMIC_RELAXED);
+        fn(cbid, (CUpti_ApiCallbackSite)site, name, params, ret, current, correlation, id);
+}
+
+/* Private tables by id, as the driver hands its own out (CUPTI, the runtime): only the simulated CUPTI's. */
+_public_ CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+        static const CUuuid cupti_id = SIM_CUPTI_TABLE_ID;
+        if (!ppExportTable || !pExportTableId)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (memcmp(pExportTableId->bytes, cupti_id.bytes, sizeof cupti_id.bytes) != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        *ppExportTable = &cupti_table;
+        return CUDA_SUCCESS;
+}
+
 bool sim_cuda_ready(void) {
         return ready();
 }
@@ -1245,7 +1361,9 @@ CUresult sim_cuda_mem_alloc(CUdeviceptr *dptr, uint64_t bytes, bool legacy) {
 }
 
 /* Bound inside this library: a call never lands on an interposer's cuMemFree_v2. */
-CUresult sim_cuda_mem_free(CUdeviceptr dptr) __attribute__((alias("cuMemFree_v2")));
+CUresult sim_cuda_mem_free(CUdeviceptr dptr) {
+        return mem_free(dptr);
+}
 
 CUresult sim_cuda_range(CUdeviceptr dptr, CUdeviceptr *ret_base, uint64_t *ret_size, unsigned *ret_gpu) {
         CHECK_INIT();

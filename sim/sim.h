@@ -60,7 +60,7 @@ static inline void sim_forksafe_own(struct sim_forksafe_lock *l, bool reinit) {
 #define SIM_ENV_STATE "GPUSLICE_SIM_STATE"
 
 #define SIM_STATE_MAGIC 0x5453534d49534c47ULL /* "GLSIMSST" little-endian, arbitrary but fixed */
-#define SIM_STATE_ABI 2u                      /* 2: MIG state per GPU, GPU/compute instance of each process */
+#define SIM_STATE_ABI 3u                      /* 3: exit teardown; 2: MIG state per GPU and per process */
 #define SIM_MAX_PROCS 512u
 #define SIM_XID_RING 64u
 
@@ -104,6 +104,8 @@ struct sim_proc {
         uint64_t pidns;      /* inode of the recording process's PID namespace, 0 = unknown */
         uint32_t ns_pid;     /* the PID inside that namespace (getpid() of the recorder) */
         uint32_t flags;      /* SIM_PROC_* */
+        uint32_t down_ms;    /* its memory is freed this long after the process is gone (node's teardown-ms) */
+        uint64_t dead_us;    /* when it was first found gone (CLOCK_REALTIME µs), 0 = alive */
 };
 
 /* ---- MIG: the instances of each GPU, in the shared state (profiles and rules: sim/mig.c) ---- */

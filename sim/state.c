@@ -251,7 +251,14 @@ void sim_state_prune_locked(struct sim_state *s) {
                         continue;
                 /* a process of another PID namespace is alive when /proc still shows it there */
                 uint32_t pid = sim_proc_visible_pid(p);
-                if (!pid || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+                if (pid && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+                        continue;
+                /* Gone. The driver tears its contexts down before the memory is free: listed, memory held,
+                 * for the node's teardown-ms after it was first found gone. */
+                uint64_t now = p->down_ms ? sim_now_us() : 0;
+                if (p->down_ms && !p->dead_us)
+                        p->dead_us = now ? now : 1;
+                if (!p->down_ms || now - p->dead_us >= (uint64_t)p->down_ms * 1000)
                         memset(p, 0, sizeof *p);
         }
 }

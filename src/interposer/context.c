@@ -39,7 +39,7 @@ static void ctx_gone(CUcontext ctx) {
 }
 
 static int ctx_li(CUdevice dev) {
-        if (g.mode != GS_MODE_LIMITED || nested)
+        if (g.mode != GS_MODE_LIMITED)
                 return -1;
         int li = mem_li(li_of_ordinal(dev));
         return li >= 0 && g.limits.dev[li].context_bytes ? li : -1;
@@ -64,26 +64,26 @@ static void watch_begin(CUdevice dev, struct ctx_watch *w) {
         w->mli = dev >= 0 && dev < GS_MAX_ORDINALS ? mem_li(li_of_ordinal(dev)) : -1;
         w->learn = dev >= 0 && dev < GS_MAX_ORDINALS && want_host_pid(dev);
         w->before.valid = false;
-        nested++;
+        INTERNAL_BEGIN();
         if (w->learn)
                 gs_view_processes(g.uuid[dev], &w->before);
         if (w->mli >= 0)
                 gs_took_begin(g.uuid[dev], false, &w->took);
-        nested--;
+        INTERNAL_END();
 }
 
 /* After the driver made the context: learn the host PID, and charge what the context took beyond context=.
  * false when that does not fit (the caller destroys the context and refuses). *ret_extra: what was charged. */
 static bool watch_end(CUdevice dev, const struct ctx_watch *w, uint64_t *ret_extra) {
         *ret_extra = 0;
-        nested++;
+        INTERNAL_BEGIN();
         if (w->learn) {
                 struct gs_pidset now;
                 gs_view_processes(g.uuid[dev], &now);
                 gs_view_learn_host_pid(g.region, g.slot, &w->before, &now);
         }
         uint64_t took = w->mli >= 0 ? gs_took_end(g.uuid[dev], false, &w->took) : 0;
-        nested--;
+        INTERNAL_END();
         uint64_t pre = w->mli >= 0 ? g.limits.dev[w->mli].context_bytes : 0;
         if (took <= pre)
                 return true;
@@ -105,10 +105,10 @@ static void ctx_refund(int li) {
 
 CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
+        if (g.mode != GS_MODE_LIMITED || NESTED || dev < 0 || dev >= GS_MAX_ORDINALS)
                 return REAL(cuDevicePrimaryCtxRetain, pctx, dev);
         int li = ctx_li(dev); /* -1: references counted, nothing charged */
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         bool first = g.proc.primary_refs[dev] == 0;
         CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
         if (!first || ctx_charge(li)) {
@@ -129,17 +129,17 @@ CUresult gs_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
                 } else if (first)
                         ctx_refund(li);
         }
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         return r;
 }
 
 /* After the driver released (or reset: all references at once) device dev's primary context. When the
  * last reference goes, the driver destroys the context with its allocations. */
-static void primary_dropped(CUdevice dev, bool all) {
-        if (g.mode != GS_MODE_LIMITED || nested || dev < 0 || dev >= GS_MAX_ORDINALS)
+static void primary_dropped(CUdevice dev, bool all, const void *ra) {
+        if (g.mode != GS_MODE_LIMITED || driver_own_call(ra) || dev < 0 || dev >= GS_MAX_ORDINALS)
                 return;
         int li = ctx_li(dev);
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         bool gone = false;
         if (g.proc.primary_refs[dev]) {
                 g.proc.primary_refs[dev] = all ? 0 : g.proc.primary_refs[dev] - 1;
@@ -153,18 +153,18 @@ static void primary_dropped(CUdevice dev, bool all) {
         CUcontext c = g.proc.primary_ctx[dev];
         if (gone)
                 g.proc.primary_ctx[dev] = NULL;
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         if (gone)
                 ctx_gone(c);
 }
 
-#define PRIMARY_DROP(call, dev, all)               \
-        do {                                       \
-                ENTER();                           \
-                CUresult r_ = GUARD(call);         \
-                if (r_ == CUDA_SUCCESS)            \
-                        primary_dropped(dev, all); \
-                return r_;                         \
+#define PRIMARY_DROP(call, dev, all)                       \
+        do {                                               \
+                ENTER();                                   \
+                CUresult r_ = GUARD(call);                 \
+                if (r_ == CUDA_SUCCESS)                    \
+                        primary_dropped(dev, all, gs_ra_); \
+                return r_;                                 \
         } while (0)
 
 CUresult gs_w_cuDevicePrimaryCtxRelease(CUdevice dev) {
@@ -197,7 +197,7 @@ static CUresult ctx_created(CUresult r, CUcontext ctx, CUdevice dev, int li, con
         }
         if (li < 0 && !extra)
                 return r;
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         size_t k = 0;
         while (k < ELEMENTS(g.proc.created) && g.proc.created[k].ctx)
                 k++;
@@ -210,21 +210,24 @@ static CUresult ctx_created(CUresult r, CUcontext ctx, CUdevice dev, int li, con
                 ctx_refund(li);
                 refund(w->mli, extra);
         }
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         return r;
 }
 
+/* The creation is measured (watch_*): a callback's call inside it is measured with it (internal work). */
 #define CTX_CREATE(call, pctx, dev)                                                         \
         do {                                                                                \
                 ENTER();                                                                    \
-                if (g.mode != GS_MODE_LIMITED || nested)                                    \
+                if (g.mode != GS_MODE_LIMITED || NESTED)                                    \
                         return call;                                                        \
                 int li_ = ctx_li(dev);                                                      \
                 if (!ctx_charge(li_))                                                       \
                         return CUDA_ERROR_OUT_OF_MEMORY;                                    \
                 struct ctx_watch w_;                                                        \
                 watch_begin(dev, &w_);                                                      \
-                CUresult r_ = GUARD(call);                                                  \
+                INTERNAL_BEGIN();                                                           \
+                CUresult r_ = call;                                                         \
+                INTERNAL_END();                                                             \
                 return ctx_created(r_, r_ == CUDA_SUCCESS ? *(pctx) : NULL, dev, li_, &w_); \
         } while (0)
 
@@ -245,16 +248,16 @@ CUresult gs_w_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigne
         CTX_CREATE(REAL(cuCtxCreate_v4, pctx, params, flags, dev), pctx, dev);
 }
 
-static CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
+static inline __attribute__((always_inline)) CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
         ENTER();
         if (!destroy)
                 return CUDA_ERROR_NOT_FOUND;
-        if (g.mode != GS_MODE_LIMITED || nested || !ctx)
+        if (g.mode != GS_MODE_LIMITED || NESTED || !ctx)
                 return destroy(ctx);
         CUresult r = GUARD(destroy(ctx));
         if (r != CUDA_SUCCESS)
                 return r;
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         for (size_t k = 0; k < ELEMENTS(g.proc.created); k++)
                 if (g.proc.created[k].ctx == ctx) {
                         ctx_refund(g.proc.created[k].li);
@@ -263,7 +266,7 @@ static CUresult ctx_destroy(CUresult (*destroy)(CUcontext), CUcontext ctx) {
                         g.proc.created[k].ctx = NULL;
                         break;
                 }
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         ctx_gone(ctx);
         return r;
 }
@@ -280,7 +283,7 @@ CUresult gs_w_cuCtxDestroy_v2(CUcontext ctx) {
 
 CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
+        if (g.mode != GS_MODE_LIMITED || NESTED)
                 return REAL(cuGreenCtxCreate, phCtx, desc, dev, flags);
         int li = ctx_li(dev);
         if (!ctx_charge(li))
@@ -292,7 +295,7 @@ CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevi
                 ctx_refund(li);
                 return r;
         }
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         size_t k = 0;
         while (k < ELEMENTS(g.proc.created) && g.proc.created[k].ctx)
                 k++;
@@ -301,13 +304,13 @@ CUresult gs_w_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevi
                         g.proc.created[k].li = li, g.proc.created[k].mli = -1, g.proc.created[k].measured = 0;
         else
                 ctx_refund(li);
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         return r;
 }
 
 CUresult gs_w_cuGreenCtxDestroy(CUgreenCtx hCtx) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !hCtx)
+        if (g.mode != GS_MODE_LIMITED || NESTED || !hCtx)
                 return REAL(cuGreenCtxDestroy, hCtx);
         CUcontext c = NULL; /* the context allocations made in it were recorded with */
         if (GUARD(REAL(cuCtxFromGreenCtx, &c, hCtx)) != CUDA_SUCCESS)
@@ -315,14 +318,14 @@ CUresult gs_w_cuGreenCtxDestroy(CUgreenCtx hCtx) {
         CUresult r = GUARD(REAL(cuGreenCtxDestroy, hCtx));
         if (r != CUDA_SUCCESS)
                 return r;
-        pthread_mutex_lock(&g.ctx_lock);
+        gs_lock(&g.ctx_lock);
         for (size_t k = 0; k < ELEMENTS(g.proc.created); k++)
                 if (g.proc.created[k].ctx == (CUcontext)(void *)hCtx) {
                         ctx_refund(g.proc.created[k].li);
                         g.proc.created[k].ctx = NULL;
                         break;
                 }
-        pthread_mutex_unlock(&g.ctx_lock);
+        gs_unlock(&g.ctx_lock);
         ctx_gone(c);
         return r;
 }

@@ -153,7 +153,6 @@ typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
 typedef struct CUctxCreateParams_st CUctxCreateParams;
 typedef struct CUexecAffinityParam_st CUexecAffinityParam;
 typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st CUDA_GRAPH_INSTANTIATE_PARAMS;
-typedef struct CUmemAccessDesc_st CUmemAccessDesc;
 
 typedef enum CUarray_format_enum {
         CU_AD_FORMAT_UNSIGNED_INT8 = 1,
@@ -254,6 +253,7 @@ typedef enum CUlimit_enum {
 
 typedef enum CUmemAllocationHandleType_enum {
         CU_MEM_HANDLE_TYPE_NONE = 0,
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1,
         CU_MEM_HANDLE_TYPE_FABRIC = 8,
         CU_MEM_HANDLE_TYPE_MAX = 0x7fffffff,
 } CUmemAllocationHandleType;
@@ -360,6 +360,18 @@ typedef struct CUmemLocation_st {
         CUmemLocationType type;
         int id;
 } CUmemLocation;
+
+typedef enum CUmemAccess_flags_enum {
+        CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
+        CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+        CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+        CU_MEM_ACCESS_FLAGS_PROT_MAX = 0x7FFFFFFF
+} CUmemAccess_flags;
+
+typedef struct CUmemAccessDesc_st {
+        CUmemLocation location;
+        CUmemAccess_flags flags;
+} CUmemAccessDesc;
 
 typedef struct CUmemAllocationProp_st {
         CUmemAllocationType type;
@@ -493,6 +505,10 @@ CUresult cuArrayCreate(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *);
 CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
 CUresult cuArrayDestroy(CUarray);
 CUresult cuCtxCreate(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDisablePeerAccess(CUcontext);
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int);
+CUresult cuDeviceCanAccessPeer(int *, CUdevice, CUdevice);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
 CUresult cuCtxCreate_v3(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
 CUresult cuCtxCreate_v4(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
@@ -532,6 +548,7 @@ CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 CUresult cuDriverGetVersion(int *);
 CUresult cuGetErrorName(CUresult, const char **);
 CUresult cuGetErrorString(CUresult, const char **);
+CUresult cuGetExportTable(const void **, const CUuuid *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult cuGraphAddKernelNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v1 *);
@@ -696,6 +713,7 @@ GS_ABI_LAYOUT(CUDA_ARRAY3D_DESCRIPTOR_v1, Format, 12);
 GS_ABI_LAYOUT(CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels, 16);
 _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp");
 GS_ABI_LAYOUT(CUmemAllocationProp, location.type, 8);
+GS_ABI_LAYOUT(CUmemAccessDesc, flags, 8);
 GS_ABI_LAYOUT(CUmemAllocationProp, location.id, 12);
 _Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps");
 GS_ABI_LAYOUT(CUmemPoolProps, location.type, 8);

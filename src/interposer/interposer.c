@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,7 @@ struct gs_state g = {
 };
 struct gs_real real;
 __thread unsigned nested;
+uintptr_t gs_drv_lo, gs_drv_len;
 __thread uint64_t gs_calls, gs_refused_call = UINT64_MAX;
 
 static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -220,6 +222,40 @@ static void resolve_real(void) {
 #undef GS_RESOLVE_INTERNAL
 }
 
+/* The driver's image: the loaded object whose segments contain one of its entry points (every segment,
+ * first to last: code the driver runs lies inside). A caller there is the driver itself (state.h). */
+struct image_find {
+        uintptr_t addr, lo, hi;
+};
+
+static int image_of(struct dl_phdr_info *info, size_t size, void *data) {
+        (void)size;
+        struct image_find *f = data;
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type != PT_LOAD)
+                        continue;
+                uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+                lo = a < lo ? a : lo;
+                hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+        }
+        if (lo >= hi || f->addr < lo || f->addr >= hi)
+                return 0;
+        f->lo = lo;
+        f->hi = hi;
+        return 1;
+}
+
+static void find_driver_image(void) {
+        void *entry = dlsym(g.dl, "cuInit");
+        struct image_find f = { (uintptr_t)entry, 0, 0 };
+        if (entry && gs_dl_iterate_phdr(image_of, &f) == 1) {
+                gs_drv_lo = f.lo;
+                gs_drv_len = f.hi - f.lo;
+        }
+}
+
 /* ---- limits ---- */
 
 static int read_limits(const char *path, struct gs_limits *ret) {
@@ -289,7 +325,7 @@ bool gs_claim_slot(void) {
         static bool said;
         if (g.mode != GS_MODE_LIMITED)
                 return false;
-        pthread_mutex_lock(&g.slot_lock);
+        gs_lock(&g.slot_lock);
         unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
         if (slot == GS_NO_SLOT && gs_region_claim(g.region, &slot) == 0)
                 __atomic_store_n(&g.slot, slot, __ATOMIC_RELEASE);
@@ -299,7 +335,7 @@ bool gs_claim_slot(void) {
                          "device memory, contexts and launches are refused",
                          g.limits.region, GS_REGION_SLOTS);
         }
-        pthread_mutex_unlock(&g.slot_lock);
+        gs_unlock(&g.slot_lock);
         return slot != GS_NO_SLOT;
 }
 
@@ -325,8 +361,10 @@ void gs_init(void) {
                 if (!g.dl)
                         complain("cannot load the CUDA driver %s: %s", path, dlerror());
         }
-        if (g.dl)
+        if (g.dl) {
                 resolve_real();
+                find_driver_image();
+        }
 
         /* Which limits: $GPUSLICE_LIMITS; else, standing in for the driver, the agent's fixed path (its
          * absence is an error: this library is installed as libcuda.so.1 only to limit); else none. */
@@ -384,11 +422,25 @@ int gs_fail_code(void) {
         return g.mode == GS_MODE_FAILED ? (int)g.fail_code : (int)CUDA_ERROR_NOT_FOUND;
 }
 
+/* The slot still counts device memory the driver will free only after this process is gone. */
+static bool slot_holds_memory(unsigned slot) {
+        const struct gs_region_slot *s = &g.region->slot[slot];
+        if (!__atomic_load_n(&s->host_pid, __ATOMIC_RELAXED))
+                return false; /* NVML never named this process: nobody could tell later either */
+        for (unsigned li = 0; li < GS_MAX_DEVICES; li++)
+                if (__atomic_load_n(&s->used[li], __ATOMIC_RELAXED))
+                        return true;
+        return false;
+}
+
 __attribute__((destructor)) static void fini(void) {
-        /* Normal exit: stop counting at once rather than when someone notices we are gone. */
-        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED &&
-            __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE) != GS_NO_SLOT)
-                gs_region_release(g.region, g.slot);
+        /* Normal exit: stop counting at once rather than when someone notices we are gone — unless memory is
+         * still charged: the driver frees it only as it tears this process down, after the exit; the slot then
+         * goes when a neighbour finds this process dead and NVML no longer lists its memory (memory.c, slot_held). */
+        unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED && slot != GS_NO_SLOT &&
+            !slot_holds_memory(slot))
+                gs_region_release(g.region, slot);
 }
 
 /* ---- devices ---- */
@@ -402,7 +454,7 @@ static void format_uuid(const CUuuid *u, char *buf, size_t len) {
 void gs_map_devices(void) {
         if (__atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE) || g.mode != GS_MODE_LIMITED)
                 return;
-        pthread_mutex_lock(&g.map_lock);
+        gs_lock(&g.map_lock);
         int count = 0;
         if (!g.mapped && real.cuDeviceGetCount && real.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
                 g.n_ordinals = count < 0 ? 0 : count > GS_MAX_ORDINALS ? GS_MAX_ORDINALS : (unsigned)count;
@@ -425,7 +477,7 @@ void gs_map_devices(void) {
                 if (g.any_core)
                         gs_throttle_setup(g.region, &g.limits, g.dev_li, g.uuid, g.n_ordinals);
         }
-        pthread_mutex_unlock(&g.map_lock);
+        gs_unlock(&g.map_lock);
 }
 
 /* ---- wrappers: init and cuGetProcAddress ---- */

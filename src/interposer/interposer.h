@@ -24,6 +24,11 @@ bool gs_container_host_pid(unsigned pid) __attribute__((visibility("hidden")));
 
 /* dlopen, never while the process forks (dl.c's lock): every dlopen of this library goes through here. */
 void *gs_dlopen(const char *file, int flags) __attribute__((visibility("hidden")));
+/* dl_iterate_phdr under the same lock (it holds the loader's lock while it runs: a fork then would leave the
+ * child's loader locked). */
+struct dl_phdr_info;
+int gs_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *, size_t, void *), void *data)
+        __attribute__((visibility("hidden")));
 /* The fork handlers' part for that lock: held across fork, re-initialised in the child. */
 void gs_dl_atfork_prepare(void) __attribute__((visibility("hidden")));
 void gs_dl_atfork_parent(void) __attribute__((visibility("hidden")));

@@ -10,8 +10,8 @@
 
 /* ---- wrappers: launches ---- */
 
-static inline void before_launch(void) {
-        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || nested)
+static inline void before_launch(const void *ra) {
+        if (LIKELY(!g.any_core) || g.mode != GS_MODE_LIMITED || driver_own_call(ra))
                 return;
         int li = current_li();
         if (li < 0 || g.limits.dev[li].core_percent >= 100)
@@ -20,11 +20,11 @@ static inline void before_launch(void) {
         gs_throttle_launch(g.region, have_slot() ? g.slot : GS_NO_SLOT, (unsigned)li);
 }
 
-#define LAUNCH(call)                \
-        do {                        \
-                ENTER();            \
-                before_launch();    \
-                return GUARD(call); \
+#define LAUNCH(call)                   \
+        do {                           \
+                ENTER();               \
+                before_launch(gs_ra_); \
+                return GUARD(call);    \
         } while (0)
 
 CUresult gs_w_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

@@ -35,6 +35,26 @@ static void sweep_dead_slots(void) {
 
 /* ---- measuring what the driver took ---- */
 
+/* The driver still holds memory for a dead owner's slot: NVML lists its host PID with memory used on a device
+ * the slot is charged on (region.h, gs_region_set_held). */
+static bool slot_held(const struct gs_region_slot *s) {
+        unsigned pid = __atomic_load_n(&s->host_pid, __ATOMIC_RELAXED);
+        if (!pid)
+                return false; /* NVML never named it: nothing can say (the slot goes with its process) */
+        for (unsigned li = 0; li < g.limits.n_devices && li < GS_MAX_DEVICES; li++) {
+                uint64_t used = 0;
+                if (__atomic_load_n(&s->used[li], __ATOMIC_RELAXED) &&
+                    gs_view_process_used(gs_uuid_of((int)li), pid, &used) && used)
+                        return true;
+        }
+        return false;
+}
+
+/* A dead process's slot stays while the driver holds its memory (installed at load, before any reclaim). */
+__attribute__((constructor)) static void install_slot_held(void) {
+        gs_region_set_held(slot_held);
+}
+
 const char *gs_uuid_of(int li) {
         if (li < 0 || (unsigned)li >= g.limits.n_devices)
                 return "";
@@ -67,19 +87,19 @@ static bool proc_reading(const char *uuid, uint64_t *ret) {
 
 void gs_took_begin(const char *uuid, bool with_ctx, struct gs_took *t) {
         size_t f = 0, total = 0;
-        nested++;
+        INTERNAL_BEGIN();
         t->proc_ok = proc_reading(uuid, &t->proc);
         t->dev_ok = gs_view_device_used(uuid, &t->dev_used);
         t->free_ok = with_ctx && REAL(cuMemGetInfo_v2, &f, &total) == CUDA_SUCCESS;
         t->free = f;
-        nested--;
+        INTERNAL_END();
 }
 
 uint64_t gs_took_end(const char *uuid, bool with_ctx, const struct gs_took *t) {
         uint64_t p = 0, u = 0;
         size_t f = 0, total = 0;
         uint64_t r = 0;
-        nested++;
+        INTERNAL_BEGIN();
         /* per process only once NVML knows this process's PID (learnt at its first context) */
         if (t->proc_ok && host_pid() && proc_reading(uuid, &p))
                 r = p > t->proc ? p - t->proc : 0;
@@ -87,7 +107,7 @@ uint64_t gs_took_end(const char *uuid, bool with_ctx, const struct gs_took *t) {
                 r = u > t->dev_used ? u - t->dev_used : 0;
         else if (t->free_ok && with_ctx && REAL(cuMemGetInfo_v2, &f, &total) == CUDA_SUCCESS)
                 r = t->free > f ? t->free - f : 0;
-        nested--;
+        INTERNAL_END();
         return r;
 }
 
@@ -104,10 +124,10 @@ void gs_reconcile(int li) {
             !__atomic_compare_exchange_n(&g.proc.reconcile_last_ns, &last, now ? now : 1, false, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
                 return;
-        nested++;
+        INTERNAL_BEGIN();
         uint64_t drv;
         if (gs_view_process_used(gs_uuid_of(li), me, &drv)) {
-                pthread_mutex_lock(&g.unseen_lock);
+                gs_lock(&g.unseen_lock);
                 /* what the hooks charged for this process = its slot minus what was charged as unseen */
                 uint64_t mine = __atomic_load_n(&g.region->slot[s].used[li], __ATOMIC_ACQUIRE);
                 uint64_t unseen = g.proc.unseen[li], hooked = mine > unseen ? mine - unseen : 0;
@@ -117,9 +137,9 @@ void gs_reconcile(int li) {
                 else
                         refund(li, unseen - want);
                 g.proc.unseen[li] = want;
-                pthread_mutex_unlock(&g.unseen_lock);
+                gs_unlock(&g.unseen_lock);
         }
-        nested--;
+        INTERNAL_END();
 }
 
 /* ---- memory accounting ---- */
@@ -198,8 +218,8 @@ static bool lower_to(int li, uint64_t *cell, uint64_t seen, uint64_t desired) {
 
 /* Slow path: give back what pools and graph memory no longer hold, as the driver reports it. */
 static void settle(int li) {
-        nested++;
-        pthread_mutex_lock(&g.settle_lock);
+        INTERNAL_BEGIN();
+        gs_lock(&g.settle_lock);
         for (int tries = 0; tries < 4; tries++) {
                 uint64_t seen = __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_ACQUIRE), r, u;
                 if (!seen)
@@ -216,8 +236,8 @@ static void settle(int li) {
                 if (lower_to(li, &g.proc.graph_retained[li], seen, r > live ? r - live : 0))
                         break;
         }
-        pthread_mutex_unlock(&g.settle_lock);
-        nested--;
+        gs_unlock(&g.settle_lock);
+        INTERNAL_END();
 }
 
 static inline bool holds_unbacked(int li) {
@@ -261,8 +281,8 @@ static uint64_t take_cached(int li, uint64_t want) {
  * counted as cached (it does when a pool grew instead of reusing). Charge the excess; false = no room. */
 static bool pool_growth_counted(int li) {
         bool ok = true;
-        nested++;
-        pthread_mutex_lock(&g.settle_lock);
+        INTERNAL_BEGIN();
+        gs_lock(&g.settle_lock);
         uint64_t r, u;
         pools_usage(li, &r, &u);
         uint64_t idle = r > u ? r - u : 0, cached = __atomic_load_n(&g.proc.pool_cached[li], __ATOMIC_ACQUIRE);
@@ -271,8 +291,8 @@ static bool pool_growth_counted(int li) {
                 if (ok)
                         give_cached(li, idle - cached);
         }
-        pthread_mutex_unlock(&g.settle_lock);
-        nested--;
+        gs_unlock(&g.settle_lock);
+        INTERNAL_END();
         return ok;
 }
 
@@ -392,7 +412,7 @@ static void forget_pool(CUmemoryPool p) {
 #define TRACKED_ALLOC(table, li_expr, bytes_expr, call, key, undo)                     \
         do {                                                                           \
                 ENTER();                                                               \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(li_expr) : -1; \
+                int li_ = g.mode == GS_MODE_LIMITED && !NESTED ? mem_li(li_expr) : -1; \
                 if (li_ < 0)                                                           \
                         return call;                                                   \
                 uint64_t bytes_ = (bytes_expr);                                        \
@@ -416,7 +436,7 @@ static void forget_pool(CUmemoryPool p) {
                 ENTER();                                                                               \
                 uint64_t key_ = (uint64_t)(key_expr), bytes_;                                          \
                 unsigned li_;                                                                          \
-                if (g.mode != GS_MODE_LIMITED || nested)                                               \
+                if (g.mode != GS_MODE_LIMITED || NESTED)                                               \
                         return call;                                                                   \
                 if (gs_table_take(GS_TAB_PTR, key_, &bytes_, &li_) == 0) {                             \
                         CUresult r_ = GUARD(call);                                                     \
@@ -447,7 +467,7 @@ static void forget_pool(CUmemoryPool p) {
 #define ASYNC_ALLOC(pool_expr, stream_expr, bytes_expr, call, undo)                                             \
         do {                                                                                                    \
                 ENTER();                                                                                        \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested ? mem_li(async_li(pool_expr, stream_expr)) : -1; \
+                int li_ = g.mode == GS_MODE_LIMITED && !NESTED ? mem_li(async_li(pool_expr, stream_expr)) : -1; \
                 if (li_ < 0)                                                                                    \
                         return call;                                                                            \
                 remember_pool(pool_expr, li_);                                                                  \
@@ -495,7 +515,7 @@ static void forget_pool(CUmemoryPool p) {
                 ENTER();                                                                                  \
                 uint64_t key_ = (uint64_t)(key_expr), bytes_;                                             \
                 unsigned li_;                                                                             \
-                if (g.mode != GS_MODE_LIMITED || nested || gs_table_take(table, key_, &bytes_, &li_) < 0) \
+                if (g.mode != GS_MODE_LIMITED || NESTED || gs_table_take(table, key_, &bytes_, &li_) < 0) \
                         return call;                                                                      \
                 CUresult r_ = GUARD(call);                                                                \
                 if (r_ == CUDA_SUCCESS)                                                                   \
@@ -685,7 +705,7 @@ static CUresult pitch_alloc(int li, const struct pitch_req *q) {
 CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                  unsigned int ElementSizeBytes) {
         ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
+        int li = g.mode == GS_MODE_LIMITED && !NESTED ? mem_li(current_li()) : -1;
         if (li < 0 || !dptr || !pPitch)
                 return REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
         struct pitch_req q = { true, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
@@ -695,7 +715,7 @@ CUresult gs_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Width
 CUresult gs_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
                               unsigned int Height, unsigned int ElementSizeBytes) {
         ENTER();
-        int li = g.mode == GS_MODE_LIMITED && !nested ? mem_li(current_li()) : -1;
+        int li = g.mode == GS_MODE_LIMITED && !NESTED ? mem_li(current_li()) : -1;
         if (li < 0 || !dptr || !pPitch)
                 return REAL(cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
         struct pitch_req q = { false, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes };
@@ -760,12 +780,12 @@ static uint64_t map_count_add(uint64_t handle, int delta, unsigned li) {
 CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                        unsigned long long flags) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
+        if (g.mode != GS_MODE_LIMITED || NESTED)
                 return REAL(cuMemMap, ptr, size, offset, handle, flags);
-        pthread_mutex_lock(&g.vmm_lock);
+        gs_lock(&g.vmm_lock);
         CUresult r = GUARD(REAL(cuMemMap, ptr, size, offset, handle, flags));
         if (r != CUDA_SUCCESS) {
-                pthread_mutex_unlock(&g.vmm_lock);
+                gs_unlock(&g.vmm_lock);
                 return r;
         }
         uint64_t b;
@@ -775,15 +795,15 @@ CUresult gs_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGeneric
                 if (gs_table_insert(GS_TAB_MAPPING, ptr, size, d, handle) == 0)
                         (void)map_count_add(handle, +1, d);
         }
-        pthread_mutex_unlock(&g.vmm_lock);
+        gs_unlock(&g.vmm_lock);
         return r;
 }
 
 CUresult gs_w_cuMemUnmap(CUdeviceptr ptr, size_t size) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
+        if (g.mode != GS_MODE_LIMITED || NESTED)
                 return REAL(cuMemUnmap, ptr, size);
-        pthread_mutex_lock(&g.vmm_lock);
+        gs_lock(&g.vmm_lock);
         CUresult r = GUARD(REAL(cuMemUnmap, ptr, size));
         /* The range may cover several mappings, one after the other. */
         for (uint64_t p = ptr; r == CUDA_SUCCESS && p < (uint64_t)ptr + size;) {
@@ -795,18 +815,18 @@ CUresult gs_w_cuMemUnmap(CUdeviceptr ptr, size_t size) {
                         refund((int)d, bytes); /* released earlier: its memory goes now */
                 p += msize ? msize : size;
         }
-        pthread_mutex_unlock(&g.vmm_lock);
+        gs_unlock(&g.vmm_lock);
         return r;
 }
 
 CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested)
+        if (g.mode != GS_MODE_LIMITED || NESTED)
                 return REAL(cuMemRelease, handle);
         uint64_t bytes, n;
         unsigned li, d;
         CUresult r;
-        pthread_mutex_lock(&g.vmm_lock);
+        gs_lock(&g.vmm_lock);
         if (gs_table_take(GS_TAB_VMM, handle, &bytes, &li) == 0) {
                 r = GUARD(REAL(cuMemRelease, handle));
                 if (r != CUDA_SUCCESS)
@@ -819,7 +839,7 @@ CUresult gs_w_cuMemRelease(CUmemGenericAllocationHandle handle) {
                         refund((int)li, bytes);
         } else
                 r = GUARD(REAL(cuMemRelease, handle));
-        pthread_mutex_unlock(&g.vmm_lock);
+        gs_unlock(&g.vmm_lock);
         return r;
 }
 
@@ -847,7 +867,7 @@ static void settle_all(void) {
 CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
         ENTER();
         CUresult r = GUARD(REAL(cuMemPoolCreate, pool, poolProps));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested && pool && poolProps &&
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !NESTED && pool && poolProps &&
             poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
                 /* its device, limited or not: its allocations are charged there (pool_li) */
                 remember_pool(*pool, mem_li(li_of_ordinal((CUdevice)poolProps->location.id)));
@@ -858,7 +878,7 @@ CUresult gs_w_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProp
 CUresult gs_w_cuMemPoolDestroy(CUmemoryPool pool) {
         ENTER();
         CUresult r = GUARD(REAL(cuMemPoolDestroy, pool));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !NESTED) {
                 forget_pool(pool);
                 settle_all(); /* its memory went back to the device */
         }
@@ -868,7 +888,7 @@ CUresult gs_w_cuMemPoolDestroy(CUmemoryPool pool) {
 CUresult gs_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
         ENTER();
         CUresult r = GUARD(REAL(cuMemPoolTrimTo, pool, minBytesToKeep));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested)
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !NESTED)
                 settle_all();
         return r;
 }
@@ -966,7 +986,7 @@ static inline uint64_t graph_key(CUgraphExec e, unsigned li) {
 #define GRAPH_INSTANTIATE(call, pexec, graph)                                                                      \
         do {                                                                                                       \
                 ENTER();                                                                                           \
-                if (g.mode != GS_MODE_LIMITED || nested || !(pexec) || !g.any_mem)                                 \
+                if (g.mode != GS_MODE_LIMITED || NESTED || !(pexec) || !g.any_mem)                                 \
                         return call;                                                                               \
                 uint64_t need_[GS_MAX_DEVICES] = { 0 }, add_[GS_MAX_DEVICES] = { 0 };                              \
                 struct graph_carry carry_ = { 0 };                                                                 \
@@ -1026,7 +1046,7 @@ CUresult gs_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgrap
 
 CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
         ENTER();
-        if (g.mode != GS_MODE_LIMITED || nested || !g.any_mem)
+        if (g.mode != GS_MODE_LIMITED || NESTED || !g.any_mem)
                 return REAL(cuGraphExecDestroy, hGraphExec);
         CUresult r = GUARD(REAL(cuGraphExecDestroy, hGraphExec));
         if (r != CUDA_SUCCESS)
@@ -1046,7 +1066,7 @@ CUresult gs_w_cuGraphExecDestroy(CUgraphExec hGraphExec) {
 CUresult gs_w_cuDeviceGraphMemTrim(CUdevice device) {
         ENTER();
         CUresult r = GUARD(REAL(cuDeviceGraphMemTrim, device));
-        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !nested) {
+        if (r == CUDA_SUCCESS && g.mode == GS_MODE_LIMITED && !NESTED) {
                 int li = mem_li(li_of_ordinal(device));
                 if (li >= 0 && holds_unbacked(li))
                         settle(li);
@@ -1088,13 +1108,13 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
         ENTER();
         bool costs = limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_STACK_SIZE ||
                      limit == CU_LIMIT_PRINTF_FIFO_SIZE;
-        int li = g.mode == GS_MODE_LIMITED && !nested && costs ? mem_li(current_li()) : -1;
+        int li = g.mode == GS_MODE_LIMITED && !NESTED && costs ? mem_li(current_li()) : -1;
         uint64_t ctx = li >= 0 ? current_ctx() : 0;
         size_t old = 0;
         if (!ctx || REAL(cuCtxGetLimit, &old, limit) != CUDA_SUCCESS)
                 return REAL(cuCtxSetLimit, limit, value); /* not limited, or the driver reports the error */
-        nested++;
-        pthread_mutex_lock(&g.ctx_lock);
+        INTERNAL_BEGIN();
+        gs_lock(&g.ctx_lock);
         uint64_t key = ctx << 2 | (uint64_t)limit, had = 0,
                  threads = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
         unsigned d;
@@ -1116,8 +1136,8 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
         /* A full table keeps the charge until the process ends (never less). */
         if (keep)
                 (void)gs_table_insert(GS_TAB_LIMIT, key, keep, (unsigned)li, ctx);
-        pthread_mutex_unlock(&g.ctx_lock);
-        nested--;
+        gs_unlock(&g.ctx_lock);
+        INTERNAL_END();
         return r;
 }
 
@@ -1133,18 +1153,18 @@ CUresult gs_w_cuCtxSetLimit(CUlimit limit, size_t value) {
 #define CODE_LOAD(call, phandle, undo, ctx_expr)                                                          \
         do {                                                                                              \
                 ENTER();                                                                                  \
-                int li_ = g.mode == GS_MODE_LIMITED && !nested && (phandle) ? mem_li(current_li()) : -1;  \
+                int li_ = g.mode == GS_MODE_LIMITED && !NESTED && (phandle) ? mem_li(current_li()) : -1;  \
                 if (li_ < 0)                                                                              \
                         return call;                                                                      \
                 const char *uuid_ = gs_uuid_of(li_);                                                      \
                 struct gs_took t_;                                                                        \
-                nested++;                                                                                 \
-                pthread_mutex_lock(&g.code_lock);                                                         \
+                INTERNAL_BEGIN();                                                                         \
+                gs_lock(&g.code_lock);                                                                    \
                 gs_took_begin(uuid_, true, &t_);                                                          \
                 CUresult r_ = call;                                                                       \
                 uint64_t took_ = r_ == CUDA_SUCCESS ? gs_took_end(uuid_, true, &t_) : 0;                  \
-                pthread_mutex_unlock(&g.code_lock);                                                       \
-                nested--;                                                                                 \
+                gs_unlock(&g.code_lock);                                                                  \
+                INTERNAL_END();                                                                           \
                 if (r_ != CUDA_SUCCESS)                                                                   \
                         return r_;                                                                        \
                 if (!gs_charge_measured(li_, took_)) {                                                    \
@@ -1235,7 +1255,7 @@ static inline __attribute__((always_inline)) bool limited_info(uint64_t real_fre
 
 CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
         ENTER();
-        if (nested)
+        if (NESTED)
                 return REAL(cuMemGetInfo_v2, free, total);
         CUresult r = GUARD(REAL(cuMemGetInfo_v2, free, total));
         uint64_t f, t;
@@ -1248,7 +1268,7 @@ CUresult gs_w_cuMemGetInfo_v2(size_t *free, size_t *total) {
 
 CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
         ENTER();
-        if (nested)
+        if (NESTED)
                 return REAL(cuMemGetInfo, free, total);
         CUresult r = GUARD(REAL(cuMemGetInfo, free, total));
         uint64_t f, t;
@@ -1261,7 +1281,7 @@ CUresult gs_w_cuMemGetInfo(unsigned int *free, unsigned int *total) {
 
 CUresult gs_w_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
         ENTER();
-        if (nested)
+        if (NESTED)
                 return REAL(cuDeviceTotalMem_v2, bytes, dev);
         CUresult r = GUARD(REAL(cuDeviceTotalMem_v2, bytes, dev));
         if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)
@@ -1274,7 +1294,7 @@ CUresult gs_w_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 
 CUresult gs_w_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
         ENTER();
-        if (nested)
+        if (NESTED)
                 return REAL(cuDeviceTotalMem, bytes, dev);
         CUresult r = GUARD(REAL(cuDeviceTotalMem, bytes, dev));
         if (r != CUDA_SUCCESS || g.mode != GS_MODE_LIMITED || !bytes)

@@ -254,7 +254,13 @@ void gs_region_release(struct gs_region *r, unsigned slot) {
         STORE(&r->slot[slot].owner, (uint64_t)GS_SLOT_FREE);
 }
 
-/* Drop the dead owners' slots, never one owned by (me, my_start). */
+static gs_region_held_fn held_fn; /* set once at init, before any reclaim */
+
+void gs_region_set_held(gs_region_held_fn fn) {
+        held_fn = fn;
+}
+
+/* Drop the dead owners' slots whose memory the driver freed, never one owned by (me, my_start). */
 static unsigned reclaim_dead_except(struct gs_region *r, unsigned me, uint64_t my_start) {
         unsigned n = 0, hw = MIN_U(LOAD(&r->slots_hw), GS_REGION_SLOTS);
         for (unsigned i = 0; i < hw; i++) {
@@ -264,6 +270,8 @@ static unsigned reclaim_dead_except(struct gs_region *r, unsigned me, uint64_t m
                         continue;
                 if (gs_process_alive(GS_OWNER_PID(o), GS_OWNER_START(o)))
                         continue;
+                if (held_fn && held_fn(s))
+                        continue; /* the driver still holds its memory: it keeps counting */
                 if (CAS(&s->owner, &o, (uint64_t)GS_SLOT_FREE)) {
                         __atomic_add_fetch(&r->reclaims, 1, __ATOMIC_RELAXED);
                         n++;

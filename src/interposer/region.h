@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "interposer/limits.h"
@@ -28,7 +29,17 @@ void gs_region_drop_own(struct gs_region *r);
 /* Give the slot back (normal exit); its memory stops counting. */
 void gs_region_release(struct gs_region *r, unsigned slot);
 
-/* Drop slots whose owner is dead (exited, zombie, or PID reused). Returns how many. Does syscalls. */
+/*
+ * Whether the driver still holds device memory for the process of slot s, whose owner is dead (its contexts
+ * still being torn down, memory another process keeps mapped): then its slot stays, and its memory keeps
+ * counting, until the driver frees it. Installed once by the interposer (NVML's per-process figure); NULL:
+ * nothing can say, a dead owner's slot goes at once.
+ */
+typedef bool (*gs_region_held_fn)(const struct gs_region_slot *s);
+void gs_region_set_held(gs_region_held_fn fn);
+
+/* Drop slots whose owner is dead (exited, zombie, or PID reused) and whose memory the driver no longer holds
+ * (gs_region_set_held). Returns how many. Does syscalls. */
 unsigned gs_region_reclaim_dead(struct gs_region *r);
 
 /*

@@ -125,11 +125,22 @@ struct gs_state {
 extern struct gs_state g GS_HIDDEN;
 
 /*
- * Depth of wrapper → real driver calls on this thread. A driver may call its own exported entry points
- * (they then resolve to our wrappers, which come first in the global scope): such nested calls go
- * straight to the driver, so nothing is counted or throttled twice. initial-exec: no TLS lookup call.
+ * Depth of wrapper → real driver calls on this thread. A call that enters a wrapper while this thread is
+ * already inside the driver is one of two kinds (docs/interposer.md, "Calls made inside a driver call"):
+ *   - the driver's own, made from code in the driver's image while it implements the outer call (a driver
+ *     calling its exported entry points through the global scope): it goes straight to the driver, so
+ *     nothing is counted or throttled twice;
+ *   - a callback's: the driver runs a profiler's callback (CUPTI, Kineto, Nsight) on the calling thread,
+ *     inside the outer call, and the callback calls the API itself. That is the application's own call and
+ *     is counted like any other.
+ * Told apart by the caller's address (in the driver's image or not: g.drv_lo/g.drv_len). While the
+ * interposer itself holds one of its locks across a driver call, or measures what the driver takes, it adds
+ * GS_NEST_INTERNAL: every call made inside goes straight through then (a callback's allocation there is
+ * left to NVML's per-process figure, gs_reconcile), so no callback re-enters a held lock or a measurement.
+ * initial-exec: no TLS lookup call.
  */
 extern __thread unsigned nested __attribute__((tls_model("initial-exec"), visibility("hidden")));
+#define GS_NEST_INTERNAL (1u << 16)
 #define GUARD(expr)                                 \
         __extension__({                             \
                 nested++;                           \
@@ -144,6 +155,32 @@ extern __thread unsigned nested __attribute__((tls_model("initial-exec"), visibi
                 expr;     \
                 nested--; \
         } while (0)
+
+/* The interposer's own work around driver calls (measuring, settling, anything under its locks). */
+#define INTERNAL_BEGIN() (nested += GS_NEST_INTERNAL)
+#define INTERNAL_END() (nested -= GS_NEST_INTERNAL)
+
+static inline void gs_lock(pthread_mutex_t *m) {
+        pthread_mutex_lock(m);
+        INTERNAL_BEGIN();
+}
+
+static inline void gs_unlock(pthread_mutex_t *m) {
+        INTERNAL_END();
+        pthread_mutex_unlock(m);
+}
+
+/* The real driver's mapped image [drv_lo, drv_lo + drv_len), 0/0 when unknown (set once by gs_init). */
+extern uintptr_t gs_drv_lo, gs_drv_len GS_HIDDEN;
+
+/* A call entering a wrapper (return address ra) is the driver's own: made inside a driver call, from the
+ * driver's code or while the interposer works internally. Unknown image: every nested call is the driver's. */
+static inline bool driver_own_call(const void *ra) {
+        unsigned n = nested;
+        if (LIKELY(!n))
+                return false;
+        return n >= GS_NEST_INTERNAL || !gs_drv_len || (uintptr_t)ra - gs_drv_lo < gs_drv_len;
+}
 
 /* ---- init (interposer.c) ---- */
 
@@ -160,14 +197,19 @@ static inline void ensure_init(void) {
  * one call retries a charge that did not fit (after settling with the driver), and counts as one refusal. */
 extern __thread uint64_t gs_calls, gs_refused_call __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
-/* Entry check of every wrapper: initialise, and refuse when failed closed. */
-#define ENTER()                                         \
-        do {                                            \
-                ensure_init();                          \
-                gs_calls++;                             \
-                if (UNLIKELY(g.mode == GS_MODE_FAILED)) \
-                        return g.fail_code;             \
+/* Entry check of every wrapper: initialise, and refuse when failed closed. Keeps the wrapper's return address
+ * for NESTED: this call is the driver's own (driver_own_call), to go straight through — asked only where a
+ * wrapper needs it, so a path that never asks pays nothing. Must be expanded in the wrapper itself (or a
+ * helper always inlined into it): the return address is the wrapper's caller. */
+#define ENTER()                                                                         \
+        const void *const gs_ra_ __attribute__((unused)) = __builtin_return_address(0); \
+        do {                                                                            \
+                ensure_init();                                                          \
+                gs_calls++;                                                             \
+                if (UNLIKELY(g.mode == GS_MODE_FAILED))                                 \
+                        return g.fail_code;                                             \
         } while (0)
+#define NESTED driver_own_call(gs_ra_)
 
 /* ---- devices (interposer.c) ---- */
 

@@ -484,8 +484,16 @@ static int parse_driver_directive(struct parser *p, const struct line *ln, struc
                 uint64_t u;
                 if ((r = split_kv(p, ln->no, toks[i], &key, val, sizeof val)) < 0)
                         return r;
+                if (tok_eq(key, "teardown-ms")) {
+                        unsigned ms;
+                        if (parse_uint(val, 600000, &ms) < 0)
+                                return fail(p, ln->no, "teardown-ms: expected milliseconds (at most 600000), got '%s'",
+                                            val);
+                        p->t->cuda_teardown_ms = ms;
+                        continue;
+                }
                 if (!tok_eq(key, "context"))
-                        return fail(p, ln->no, "unknown cuda attribute '%s' (known: context)",
+                        return fail(p, ln->no, "unknown cuda attribute '%s' (known: context, teardown-ms)",
                                     tok_show(key, b, sizeof b));
                 if (parse_size(val, &u) < 0)
                         return fail(p, ln->no, "context: expected a size like 512MiB, got '%s'", val);

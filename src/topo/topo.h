@@ -82,6 +82,9 @@ struct topo {
         /* What the CUDA driver takes on a GPU for one context (measured on a real node by `gpuslice sim
          * record`; the simulated driver charges it per context). 0 when unknown. */
         uint64_t cuda_context_bytes;
+        /* How long the driver keeps an exited process's memory while it tears the process's contexts down
+         * (`cuda teardown-ms=N`; the simulated driver lists it in NVML, memory held, that long). 0: freed at exit. */
+        unsigned cuda_teardown_ms;
         unsigned unsupported; /* TOPO_UNSUPPORTED_*: NVML queries this node's driver answers NOT_SUPPORTED */
 };
 

@@ -84,6 +84,15 @@
  *   nvml-private IDX  NVML as pynvml reaches it: dlopen("libnvidia-ml.so.1") privately, every symbol looked up
  *                     on that handle; NVML device IDX by index, UUID and PCI bus id must agree; prints
  *                     "nvmlp TOTAL FREE USED" (v1 and _v2 must agree) and "nvmlprocs N USED-SUM" (_v3)
+ *   cupti-alloc SIZE  subscribe a CUPTI callback (libcupti.so.13) that allocates SIZE with cuMemAlloc_v2 at each
+ *                     cuLaunchKernel's CUPTI_API_ENTER, inside the launch (a profiler's buffer); a second
+ *                     subscriber must be refused
+ *   cupti-expect RC   the callback ran and its last cuMemAlloc_v2 returned RC   cupti-free  free what it took
+ *   nccl-rank R N DIR SIZE  rank R of N, as NCCL initialises (one GPU per rank, device R current): a VMM
+ *                     allocation of SIZE (cuMemCreate, mapped, cuMemSetAccess) exported as a POSIX fd and a
+ *                     cuMemAlloc of SIZE with its IPC handle, both handed to rank R-1 over DIR/rankR.sock
+ *                     (SCM_RIGHTS); rank R+1's imported (cuMemImportFromShareableHandle, cuIpcOpenMemHandle)
+ *                     and peer access to its device enabled; prints "nccl R free FREE"
  *   forkstorm N       N times: fork a process whose thread makes its first CUDA calls (cuInit, the devices)
  *                     while it forks a child that makes its own; a child not done within 5 s (the process
  *                     forking it within 10 s) is hung; prints
@@ -92,7 +101,8 @@
  * Exit status: 0 when every step behaved as required, 1 otherwise (with a message on stderr),
  * 2 for a bad command line, 4 when the driver cannot be loaded.
  */
-#include "interposer/cuda-abi.h" /* the driver API as gpuslice declares it: no CUDA toolkit needed */
+#include "interposer/cuda-abi.h"  /* the driver API as gpuslice declares it: no CUDA toolkit needed */
+#include "interposer/cupti-abi.h" /* CUPTI's callback API (the simulated libcupti.so.13, or NVIDIA's) */
 
 #include <dlfcn.h>
 
@@ -108,6 +118,9 @@
 #include <string.h>
 #include <time.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,6 +181,9 @@
         X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree")                                                 \
         X(cuMemMap, "cuMemMap", "cuMemMap")                                                                         \
         X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap")                                                                   \
+        X(cuMemSetAccess, "cuMemSetAccess", "cuMemSetAccess")                                                       \
+        X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer")                                  \
+        X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess")                                  \
         X(cuImportExternalMemory, "cuImportExternalMemory", "cuImportExternalMemory")                               \
         X(cuDestroyExternalMemory, "cuDestroyExternalMemory", "cuDestroyExternalMemory")                            \
         X(cuDeviceGetDevResource, "cuDeviceGetDevResource", "cuDeviceGetDevResource")                               \
@@ -497,6 +513,215 @@ static int step_launch(unsigned long long n, unsigned blocks, unsigned us) {
                         return fail("cuLaunchKernel: %d", r);
         }
         return CALL(cuCtxSynchronize) == CUDA_SUCCESS ? 0 : fail("cuCtxSynchronize failed");
+}
+
+/* ---- a profiler's callback (CUPTI) that allocates inside the driver's API call ---- */
+
+static unsigned long long cupti_bytes; /* what the callback allocates at each cuLaunchKernel's ENTER */
+static CUdeviceptr cupti_ptrs[64];
+static CUresult cupti_last = CUDA_ERROR_NOT_READY; /* the callback's last cuMemAlloc_v2, NOT_READY = none yet */
+static unsigned cupti_n, cupti_calls;
+
+/* As a CUPTI client writes it (cupti_callbacks.h): driver domain, on the calling thread inside the call. */
+static void CUPTIAPI on_cupti(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata) {
+        const CUpti_CallbackData *d = cbdata;
+        (void)userdata;
+        if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
+            d->callbackSite != CUPTI_API_ENTER)
+                return;
+        CUdeviceptr p = 0;
+        CUresult r = CALL(cuMemAlloc_v2, &p, cupti_bytes);
+        cupti_last = r;
+        if (r == CUDA_SUCCESS && cupti_n < 64)
+                cupti_ptrs[cupti_n++] = p;
+        cupti_calls++; /* after the call: no tail call, the callback's own code calls the driver */
+}
+
+/* cupti-alloc SIZE: subscribe through libcupti.so.13, enable cuLaunchKernel (and the driver domain's others). */
+static int step_cupti(unsigned long long bytes) {
+        void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+                return fail("cannot load libcupti.so.13: %s", dlerror());
+        __typeof__(&cuptiSubscribe) sub = (__typeof__(&cuptiSubscribe))dlsym(h, "cuptiSubscribe");
+        __typeof__(&cuptiEnableCallback) en = (__typeof__(&cuptiEnableCallback))dlsym(h, "cuptiEnableCallback");
+        __typeof__(&cuptiEnableDomain) dom = (__typeof__(&cuptiEnableDomain))dlsym(h, "cuptiEnableDomain");
+        CUpti_SubscriberHandle s = NULL;
+        if (!sub || !en || !dom || sub(&s, on_cupti, NULL) != CUPTI_SUCCESS)
+                return fail("cuptiSubscribe failed");
+        CUpti_SubscriberHandle s2 = NULL;
+        if (sub(&s2, on_cupti, NULL) != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+                return fail("a second CUPTI subscriber was not refused");
+        if (dom(1, s, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
+            en(1, s, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) != CUPTI_SUCCESS)
+                return fail("cuptiEnableDomain/Callback failed");
+        cupti_bytes = bytes;
+        return 0;
+}
+
+/* cupti-expect RC: the callback ran and its last allocation returned RC (0 success, 2 out of memory). */
+static int step_cupti_expect(unsigned long long rc) {
+        if (!cupti_calls)
+                return fail("the CUPTI callback never ran");
+        if ((unsigned long long)cupti_last != rc)
+                return fail("the callback's cuMemAlloc_v2 returned %d, expected %llu", cupti_last, rc);
+        return 0;
+}
+
+/* ---- NCCL-like initialisation: one rank per GPU, handles exchanged over Unix sockets ---- */
+
+#define NCCL_WAIT_MS 10000 /* a peer not reachable within this long: fail (a hang would show here) */
+
+/* What one rank hands its ring neighbour: a VMM allocation (as a POSIX fd, passed with SCM_RIGHTS) and a
+ * cuMemAlloc buffer (as a legacy IPC handle). */
+struct nccl_msg {
+        CUipcMemHandle ipc;
+        uint64_t bytes;
+        int32_t dev;
+};
+
+static int nccl_send(int sock, const struct nccl_msg *m, int fd) {
+        char ctl[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { (void *)m, sizeof *m };
+        struct msghdr h = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+        memset(ctl, 0, sizeof ctl);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        return sendmsg(sock, &h, MSG_NOSIGNAL) == (ssize_t)sizeof *m ? 0 : -1;
+}
+
+static int nccl_recv(int sock, struct nccl_msg *m, int *ret_fd) {
+        char ctl[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { m, sizeof *m };
+        struct msghdr h = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+        if (recvmsg(sock, &h, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)sizeof *m)
+                return -1;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+        if (!c || c->cmsg_type != SCM_RIGHTS)
+                return -1;
+        memcpy(ret_fd, CMSG_DATA(c), sizeof *ret_fd);
+        return 0;
+}
+
+static int nccl_listen(const char *dir, unsigned rank, struct sockaddr_un *a) {
+        memset(a, 0, sizeof *a);
+        a->sun_family = AF_UNIX;
+        snprintf(a->sun_path, sizeof a->sun_path, "%s/rank%u.sock", dir, rank);
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        unlink(a->sun_path);
+        if (s < 0 || bind(s, (struct sockaddr *)a, sizeof *a) < 0 || listen(s, 4) < 0)
+                return -1;
+        return s;
+}
+
+static int nccl_connect(const char *dir, unsigned rank) {
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        snprintf(a.sun_path, sizeof a.sun_path, "%s/rank%u.sock", dir, rank);
+        for (unsigned ms = 0; ms < NCCL_WAIT_MS; ms += 5) {
+                int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+                        return s;
+                if (s >= 0)
+                        close(s);
+                usleep(5000);
+        }
+        return -1;
+}
+
+/* This rank's own memory on its device: a VMM allocation (mapped, access set) exported as a POSIX fd, and a
+ * cuMemAlloc buffer with its IPC handle. */
+static int nccl_own(CUdevice dev, uint64_t bytes, struct nccl_msg *m, int *ret_fd) {
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     .location = { CU_MEM_LOCATION_TYPE_DEVICE, dev } };
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va = 0, buf = 0;
+        CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        CUresult r;
+        if ((r = CALL(cuMemCreate, &h, bytes, &prop, 0)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemAddressReserve, &va, bytes, 0, 0, 0)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemMap, va, bytes, 0, h, 0)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemSetAccess, va, bytes, &acc, 1)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemExportToShareableHandle, ret_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) !=
+                    CUDA_SUCCESS)
+                return fail("nccl: own VMM memory: %d", r);
+        if ((r = CALL(cuMemAlloc_v2, &buf, bytes)) != CUDA_SUCCESS ||
+            (r = CALL(cuIpcGetMemHandle, &m->ipc, buf)) != CUDA_SUCCESS)
+                return fail("nccl: own IPC buffer: %d", r);
+        m->bytes = bytes;
+        m->dev = dev;
+        return 0;
+}
+
+/* Map a peer's memory here (VMM import + map + access for this device, IPC open) and enable peer access from
+ * this rank's context to the peer device's. */
+static int nccl_import(CUdevice dev, const struct nccl_msg *m, int fd) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va = 0, ipc = 0;
+        CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        CUresult r;
+        if ((r = CALL(cuMemImportFromShareableHandle, &h, (void *)(uintptr_t)fd,
+                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemAddressReserve, &va, m->bytes, 0, 0, 0)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemMap, va, m->bytes, 0, h, 0)) != CUDA_SUCCESS ||
+            (r = CALL(cuMemSetAccess, va, m->bytes, &acc, 1)) != CUDA_SUCCESS)
+                return fail("nccl: import the peer's VMM memory: %d", r);
+        close(fd); /* the imported handle keeps the memory; the descriptor is the caller's to close */
+        if ((r = CALL(cuIpcOpenMemHandle_v2, &ipc, m->ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != CUDA_SUCCESS)
+                return fail("nccl: open the peer's IPC handle: %d", r);
+        int can = 0;
+        CUcontext mine = NULL, peer = NULL;
+        if ((r = CALL(cuDeviceCanAccessPeer, &can, dev, m->dev)) != CUDA_SUCCESS || !can)
+                return fail("nccl: device %d cannot reach device %d (%d)", dev, m->dev, r);
+        if ((r = CALL(cuCtxGetCurrent, &mine)) != CUDA_SUCCESS ||
+            (r = CALL(cuDevicePrimaryCtxRetain, &peer, m->dev)) != CUDA_SUCCESS ||
+            (r = CALL(cuCtxEnablePeerAccess, peer, 0)) != CUDA_SUCCESS)
+                return fail("nccl: peer access to device %d: %d", m->dev, r);
+        if ((r = CALL(cuCtxEnablePeerAccess, peer, 0)) != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+                return fail("nccl: enabling peer access twice: %d", r);
+        return 0;
+}
+
+/* nccl-rank RANK N DIR SIZE: rank RANK of N on device RANK (current context). Its neighbour RANK+1 gets its
+ * memory, RANK-1's it maps; an acknowledgement back keeps each exporter alive until its memory is mapped.
+ * Prints "nccl RANK free FREE" (cuMemGetInfo on its device, after everything). */
+static int step_nccl(unsigned rank, unsigned n, const char *dir, uint64_t bytes) {
+        struct sockaddr_un a;
+        struct nccl_msg mine, theirs;
+        int own_fd = -1, peer_fd = -1, ack = 1;
+        CUdevice dev = (CUdevice)rank;
+        int ls = nccl_listen(dir, rank, &a);
+        if (ls < 0)
+                return fail("nccl: listen %s: %s", a.sun_path, strerror(errno));
+        if (nccl_own(dev, bytes, &mine, &own_fd))
+                return 1;
+        int next = nccl_connect(dir, (rank + 1) % n); /* the rank whose memory this one maps */
+        struct pollfd p = { ls, POLLIN, 0 };
+        int prev = next >= 0 && poll(&p, 1, NCCL_WAIT_MS) == 1 ? accept4(ls, NULL, NULL, SOCK_CLOEXEC) : -1;
+        if (next < 0 || prev < 0)
+                return fail("nccl: rank %u cannot reach its ring neighbours", rank);
+        if (nccl_send(prev, &mine, own_fd) < 0 || nccl_recv(next, &theirs, &peer_fd) < 0)
+                return fail("nccl: rank %u: handle exchange failed", rank);
+        if (nccl_import(dev, &theirs, peer_fd))
+                return 1;
+        p = (struct pollfd){ prev, POLLIN, 0 };
+        if (write(next, &ack, sizeof ack) != (ssize_t)sizeof ack || poll(&p, 1, NCCL_WAIT_MS) != 1 ||
+            read(prev, &ack, sizeof ack) != (ssize_t)sizeof ack)
+                return fail("nccl: rank %u: no acknowledgement", rank);
+        size_t f = 0, t = 0;
+        CUresult r = CALL(cuMemGetInfo_v2, &f, &t);
+        if (r != CUDA_SUCCESS)
+                return fail("nccl: cuMemGetInfo: %d", r);
+        printf("nccl %u free %zu\n", rank, f);
+        fflush(stdout);
+        close(own_fd);
+        close(prev);
+        close(next);
+        close(ls);
+        unlink(a.sun_path);
+        return 0;
 }
 
 static pid_t bg[MAX_BG];
@@ -1223,6 +1448,25 @@ int main(int argc, char **argv) {
                         }
                         if (bad)
                                 return fail("a thread's alloc/free failed");
+                } else if (strcmp(s, "cupti-alloc") == 0 || strcmp(s, "cupti-expect") == 0) {
+                        if (!arg || parse_size(arg, &v) < 0)
+                                return 2;
+                        i++;
+                        if (strcmp(s, "cupti-alloc") == 0 ? step_cupti(v) : step_cupti_expect(v))
+                                return 1;
+                } else if (strcmp(s, "nccl-rank") == 0) {
+                        unsigned long long rank, n, size;
+                        if (i + 4 >= argc || parse_size(argv[i + 1], &rank) < 0 || parse_size(argv[i + 2], &n) < 0 ||
+                            parse_size(argv[i + 4], &size) < 0 || !n || rank >= n)
+                                return 2;
+                        const char *dir = argv[i + 3];
+                        i += 4;
+                        if (step_nccl((unsigned)rank, (unsigned)n, dir, size))
+                                return 1;
+                } else if (strcmp(s, "cupti-free") == 0) {
+                        while (cupti_n)
+                                if (CALL(cuMemFree_v2, cupti_ptrs[--cupti_n]) != CUDA_SUCCESS)
+                                        return fail("cuMemFree_v2 of the callback's allocation failed");
                 } else if (strcmp(s, "launch") == 0) {
                         unsigned long long n = 0, blocks = 1, us = 100;
                         if (!arg || parse_size(arg, &n) < 0)

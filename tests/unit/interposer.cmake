@@ -20,7 +20,7 @@ target_link_libraries(procaddr-replay PRIVATE ${CMAKE_DL_LIBS})
 
 gpuslice_unit_test(interposer ${CMAKE_CURRENT_SOURCE_DIR}/unit/test-interposer.c
                    ${CMAKE_SOURCE_DIR}/src/interposer/region.c)
-add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml cuda-workload cuda-workload-linked gpuslice procaddr-replay
+add_dependencies(test-interposer gpuslice_cuda gpuslice_sim_cuda gpuslice_sim_nvml gpuslice_sim_cupti cuda-workload cuda-workload-linked gpuslice procaddr-replay
                  gpuslice_nvml_shim)
 # The NVML stand-in's layout as the agent mounts it: build/nvml/lib/libnvidia-ml.so.1 (libgpuslice-nvml.so)
 # and the real — here the simulated — NVML at build/nvml/driver/libnvidia-ml.so.1.

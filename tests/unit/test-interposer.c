@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -44,7 +45,8 @@ extern char **environ;
 static char dir[64];
 static const char *node_path = NODE; /* the simulated node (a test may point it at its own) */
 static char limits_path[128], state_path[128], region_path[128];
-static bool with_nvml_shim; /* make_env: the container's libnvidia-ml.so.1 is libgpuslice-nvml.so */
+static bool with_nvml_shim;  /* make_env: the container's libnvidia-ml.so.1 is libgpuslice-nvml.so */
+static bool with_self_calls; /* make_env: the simulated driver calls its own entry points through the global scope */
 
 static int write_limits(uint64_t memory, unsigned core, const char *container) {
         struct gs_limits l = { .version = 1, .n_devices = 1 };
@@ -90,6 +92,7 @@ static int teardown(void **state) {
         unlink(extra);
         node_path = NODE;
         with_nvml_shim = false;
+        with_self_calls = false;
         rmdir(dir);
         return 0;
 }
@@ -113,6 +116,8 @@ static char **make_env(bool preload, bool limits) {
                 env[n++] = e_pre;
         if (limits)
                 env[n++] = e_lim;
+        if (with_self_calls)
+                env[n++] = "GPUSLICE_SIM_SELF_CALLS=global";
         for (char **e = environ; *e && n < 30; e++)
                 if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
                     strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
@@ -745,7 +750,11 @@ static void test_forked_children_without_cuda_take_no_slot(void **state) {
         const char *a_args[] = { "init", "alloc", "16M", "fork-idle", "300", "ready", "hold", NULL };
         struct proc a = spawn(WORKLOAD, a_args);
         assert_true(wait_ready(&a));
-        const char *b_args[] = { "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", NULL };
+        /* B frees before it exits: a process exiting with memory charged keeps its slot until the driver has
+         * freed that memory (test_exit_slot_kept_while_driver_holds) */
+        const char *b_args[] = {
+                "init", "alloc", "16M", "fork-idle", "2", "info", "expect-free", "992M", "free", NULL
+        };
         assert_int_equal(run(WORKLOAD, b_args, NULL, 0), 0);
         struct gs_region *r = open_region();
         unsigned live = 0;
@@ -836,6 +845,100 @@ static void test_info_frees_killed_process_memory(void **state) {
         assert_int_equal(r->dev[0].oom_count, 0);
         assert_true(r->reclaims >= 1);
         gs_region_close(r);
+}
+
+/* A process's slot goes only when the driver has freed its memory: the node's driver takes 1.5 s to tear an
+ * exited process down (`cuda teardown-ms=`), and while NVML lists its memory a neighbour is refused against it.
+ * Before: the slot went at once (SIGKILL: at the neighbour's first refusal; normal exit: in the destructor),
+ * and 600M more were admitted on top of the 600M the driver still held. */
+static void test_exit_slot_kept_while_driver_holds(void **state) {
+        (void)state;
+        use_node_with("cuda teardown-ms=1500");
+        const char *killed[] = { "init",       "bg",   "5",           "init", "alloc",   "600M",   "ready",
+                                 "hold",       "info", "expect-free", "424M", "kill-bg", "alloc!", "600M",
+                                 "await-free", "1G",   "alloc",       "600M", "free",    NULL };
+        char out[512];
+        assert_int_equal(run(WORKLOAD, killed, out, sizeof out), 0);
+        const char *exited[] = { "init",  "bg",         "4",    "init",        "alloc", "600M",
+                                 "ready", "wait-bg",    "info", "expect-free", "424M",  "alloc!",
+                                 "600M",  "await-free", "1G",   "alloc",       "600M",  NULL };
+        assert_int_equal(run(WORKLOAD, exited, out, sizeof out), 0);
+}
+
+/* NCCL-like initialisation under the limiter: 8 processes, one per GPU of the 8-GPU node, each with a VMM
+ * allocation exported as a POSIX fd and a cuMemAlloc buffer exported as an IPC handle, passed to its ring
+ * neighbour over a Unix socket, imported there (cuMemImportFromShareableHandle, cuIpcOpenMemHandle) with peer
+ * access enabled. All done within 10 s; each GPU charged its owner's 128M only (imports not charged). */
+static void test_nccl_like_init(void **state) {
+        (void)state;
+        FILE *f = fopen(limits_path, "we");
+        assert_non_null(f);
+        fprintf(f, "gpuslice-limits 1\ncontainer nccl\nregion %s\n", region_path);
+        for (unsigned d = 0; d < 8; d++)
+                fprintf(f, "device %u memory=%llu\n", d, 256 * MiB);
+        assert_int_equal(fclose(f), 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct proc p[8];
+        char rank[8][4];
+        for (unsigned r = 0; r < 8; r++) {
+                snprintf(rank[r], sizeof rank[r], "%u", r);
+                const char *args[] = { "init", rank[r], "nccl-rank", rank[r], "8", dir, "64M", NULL };
+                p[r] = spawn(WORKLOAD, args);
+        }
+        for (unsigned r = 0; r < 8; r++) {
+                char out[256], want[64];
+                assert_int_equal(finish(&p[r], out, sizeof out), 0);
+                snprintf(want, sizeof want, "nccl %u free %llu\n", r, 128 * MiB);
+                if (!strstr(out, want))
+                        fail_msg("rank %u printed '%s', expected '%s'", r, out, want);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (s >= 10.0)
+                fail_msg("8 ranks took %.1f s (bound 10 s)", s);
+        for (unsigned r = 0; r < 8; r++) {
+                char sock[128];
+                snprintf(sock, sizeof sock, "%s/rank%u.sock", dir, r);
+                unlink(sock); /* a failed rank may leave its socket */
+        }
+}
+
+/* ---- calls made inside a driver call: a profiler's callback (CUPTI), the driver's own ---- */
+
+/* A driver that binds its own entry points through the global scope re-enters the wrappers from its own code:
+ * that call is the driver implementing the outer one and is not counted again. The pitched 600M is charged
+ * once; counting the inner cuMemAlloc_v2 too would charge 1.2G and refuse it under the 1G limit. */
+static void test_driver_self_call_counted_once(void **state) {
+        (void)state;
+        with_self_calls = true;
+        const char *a[] = { "init",   "fam",  "pitch", "600M", "info",        "expect-free", "424M",
+                            "alloc!", "425M", "free",  "info", "expect-free", "1G",          NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+}
+
+static void test_cupti_callback_alloc_counted(void **state) {
+        (void)state;
+        /* 1 GiB limit, 768M held: the callback's 512M, allocated inside the launch, does not fit. Before, the
+         * call came in "nested" (inside the launch) and went through uncounted: admitted. */
+        const char *b[] = { "init",         "alloc", "768M", "cupti-alloc", "512M", "launch", "1",
+                            "cupti-expect", "2",     "info", "expect-free", "254M", NULL };
+        assert_int_equal(run(WORKLOAD, b, NULL, 0), 0);
+        /* The launch's kernel (a module) takes 2M. The callback takes 768M inside the launch: counted like the
+         * program's own, and given back at its free (before, NVML's per-process figure caught it later, as
+         * memory no hook saw, and kept it counted past the free). */
+        const char *a[] = { "init",         "cupti-alloc", "768M",        "launch",      "1",
+                            "cupti-expect", "0",           "info",        "expect-free", "254M",
+                            "alloc!",       "512M",        "alloc",       "254M",        "free",
+                            "cupti-free",   "info",        "expect-free", "1022M",       NULL };
+        assert_int_equal(run(WORKLOAD, a, NULL, 0), 0);
+        /* The other ways of reaching the driver: dlsym, and linked (cuGetProcAddress is the default above). */
+        const char *c[] = { "--load=dlsym", "init", "cupti-alloc", "768M",        "launch", "1",
+                            "cupti-expect", "0",    "info",        "expect-free", "254M",   NULL };
+        assert_int_equal(run(WORKLOAD, c, NULL, 0), 0);
+        const char *d[] = { "--load=link",  "init", "cupti-alloc", "768M",        "launch", "1",
+                            "cupti-expect", "0",    "info",        "expect-free", "254M",   NULL };
+        assert_int_equal(run(WORKLOAD_LINKED, d, NULL, 0), 0);
 }
 
 static void test_nvml_frees_killed_process_memory(void **state) {
@@ -1792,6 +1895,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_fork_during_first_mapping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_info_frees_killed_process_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvml_frees_killed_process_memory, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cupti_callback_alloc_counted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_self_call_counted_once, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exit_slot_kept_while_driver_holds, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nccl_like_init, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run_exit_status_and_usage, setup, teardown),
         };
         const char *only = getenv("GPUSLICE_TEST_FILTER"); /* a subset while working on one: test_name or a glob */

@@ -405,6 +405,83 @@ static void test_out_of_memory_and_exact_fit(void **state) {
         release(5);
 }
 
+#define SYM(name) ((__typeof__(&name))dlsym(cuda_dl, #name))
+
+/* Peer access as the driver API documents it, on the DGX-1's hybrid cube mesh: NVLink pairs reach each
+ * other, GPU0 and GPU5 (no NVLink, across the CPU sockets: SYS) do not. */
+static void test_peer_access(void **state) {
+        (void)state;
+        __typeof__(&cuDeviceCanAccessPeer) can = SYM(cuDeviceCanAccessPeer);
+        __typeof__(&cuCtxEnablePeerAccess) enable = SYM(cuCtxEnablePeerAccess);
+        __typeof__(&cuCtxDisablePeerAccess) disable = SYM(cuCtxDisablePeerAccess);
+        assert_non_null(can);
+        assert_non_null(enable);
+        assert_non_null(disable);
+        int v = -1;
+        assert_int_equal(can(&v, 0, 1), CUDA_SUCCESS);
+        assert_int_equal(v, 1);
+        assert_int_equal(can(&v, 0, 5), CUDA_SUCCESS);
+        assert_int_equal(v, 0);
+        assert_int_equal(can(&v, 0, 0), CUDA_SUCCESS);
+        assert_int_equal(v, 0);
+        assert_int_equal(can(&v, 0, 64), CUDA_ERROR_INVALID_DEVICE);
+        CUcontext c0 = retain_current(0), c1 = NULL, c5 = NULL;
+        assert_int_equal(C.cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+        assert_int_equal(C.cuDevicePrimaryCtxRetain(&c5, 5), CUDA_SUCCESS);
+        assert_int_equal(enable(c1, 1), CUDA_ERROR_INVALID_VALUE);   /* Flags must be 0 */
+        assert_int_equal(enable(c0, 0), CUDA_ERROR_INVALID_CONTEXT); /* the current context itself */
+        assert_int_equal(enable(c5, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+        assert_int_equal(enable(c1, 0), CUDA_SUCCESS);
+        assert_int_equal(enable(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+        assert_int_equal(disable(c1), CUDA_SUCCESS);
+        assert_int_equal(disable(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+        assert_int_equal(C.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+        assert_int_equal(enable(c1, 0), CUDA_ERROR_INVALID_CONTEXT); /* no current context */
+        release(5);
+        release(1);
+        release(0);
+}
+
+/* A VMM allocation shared as a POSIX file descriptor (NCCL's way) imports as the same device's memory, charged
+ * once; cuMemSetAccess wants a fully mapped range, devices that exist and valid flags. */
+static void test_vmm_posix_fd_and_access(void **state) {
+        (void)state;
+        retain_current(0);
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
+        CUmemGenericAllocationHandle h, imp;
+        int fd = -1;
+        assert_int_equal(SYM(cuMemCreate)(&h, 2u << 20, &prop, 0), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemExportToShareableHandle)(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                         CUDA_SUCCESS);
+        assert_true(fd >= 0);
+        assert_int_equal(SYM(cuMemImportFromShareableHandle)(&imp, (void *)(uintptr_t)fd,
+                                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                         CUDA_SUCCESS);
+        close(fd);
+        unsigned long long used = 0;
+        assert_true(nvml_proc(0, (unsigned)getpid(), &used));
+        assert_int_equal(used, 2u << 20); /* the import is the same memory */
+        CUdeviceptr va = 0;
+        CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        assert_int_equal(SYM(cuMemAddressReserve)(&va, 4u << 20, 0, 0, 0), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemMap)(va, 2u << 20, 0, imp, 0), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemSetAccess)(va, 2u << 20, &acc, 1), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemSetAccess)(va, 4u << 20, &acc, 1), CUDA_ERROR_INVALID_VALUE); /* half unmapped */
+        acc.flags = (CUmemAccess_flags)2;
+        assert_int_equal(SYM(cuMemSetAccess)(va, 2u << 20, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+        acc = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, 64 }, CU_MEM_ACCESS_FLAGS_PROT_READ };
+        assert_int_equal(SYM(cuMemSetAccess)(va, 2u << 20, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(SYM(cuMemImportFromShareableHandle)(&imp, (void *)(uintptr_t)9999,
+                                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                         CUDA_ERROR_INVALID_VALUE); /* not a descriptor */
+        assert_int_equal(SYM(cuMemUnmap)(va, 2u << 20), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemRelease)(imp), CUDA_SUCCESS);
+        assert_int_equal(SYM(cuMemRelease)(h), CUDA_SUCCESS);
+        release(0);
+}
+
 static void test_legacy_entry_points(void **state) {
         (void)state;
         retain_current(6);
@@ -712,6 +789,8 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_ctx_destroy_frees_memory),
                 cmocka_unit_test(test_out_of_memory_and_exact_fit),
                 cmocka_unit_test(test_legacy_entry_points),
+                cmocka_unit_test(test_peer_access),
+                cmocka_unit_test(test_vmm_posix_fd_and_access),
                 cmocka_unit_test(test_get_proc_address_versions),
                 cmocka_unit_test(test_limits_and_modules_take_memory),
                 cmocka_unit_test(test_exports_only_cuda),

@@ -370,6 +370,7 @@ static void test_driver_directives(void **state) {
         const char *none = "  GPU0\nGPU0 X\n";
         assert_int_equal(topo_parse(none, strlen(none), &t, &e), 0);
         assert_int_equal(t.cuda_context_bytes, 0); /* unknown: the simulated driver takes nothing */
+        assert_int_equal(t.cuda_teardown_ms, 0);   /* memory freed at exit */
         assert_int_equal(t.unsupported, 0);
         assert_int_equal(t.gpu[0].numa_node, 0); /* a default NUMA node */
         /* numa=none: NVML knew none (a VM), so no default either */
@@ -377,6 +378,13 @@ static void test_driver_directives(void **state) {
         assert_int_equal(topo_parse(vm, strlen(vm), &t, &e), 0);
         assert_int_equal(t.gpu[0].numa_node, -1);
         assert_true(t.gpu[1].numa_node >= 0);
+        /* how long the driver keeps an exited process's memory while tearing it down */
+        const char *td = "  GPU0\nGPU0 X\ncuda context=1MiB teardown-ms=1500\n";
+        assert_int_equal(topo_parse(td, strlen(td), &t, &e), 0);
+        assert_int_equal(t.cuda_teardown_ms, 1500);
+        const char *bad = "  GPU0\nGPU0 X\ncuda teardown-ms=soon\n";
+        assert_int_equal(topo_parse(bad, strlen(bad), &t, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "teardown-ms"));
 }
 
 /* brand: given per GPU, by `default`, or derived from the model name */
