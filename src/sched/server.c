@@ -237,7 +237,8 @@ static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a)
         }
         uint64_t gen = sched_model_nodes_generation(s->model);
         if (s->pack_memo_nodes_gen != gen) {
-                memset(s->pack_memo, 0, s->pack_memo_n * sizeof *s->pack_memo);
+                if (s->pack_memo_n)
+                        memset(s->pack_memo, 0, s->pack_memo_n * sizeof *s->pack_memo);
                 s->pack_memo_nodes_gen = gen;
         }
         if (a->n_nodes > s->pack_memo_n) {
