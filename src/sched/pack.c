@@ -405,15 +405,19 @@ static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, co
 #define FRAG_STEP 40.0
 /* What a share gains for landing on a GPU already shared (in steps): fresh GPUs stay whole for whole pods. */
 #define FRAG_SHARED_BONUS 5.0
+/* What a CPU-only pod loses (in steps) on a node whose GPUs are all free: an untouched node is the only place
+ * for the pods that need a whole node's GPUs, or its CPU (chosen on seeds 42-44 among 5, 20, 50 and 1000). */
+#define FRAG_UNTOUCHED 50.0
 /* The most a CPU-only pod's tie-break adds (below one step). */
 #define FRAG_CPU_TIE 0.99
 
 /*
  * The fragment increase in FRAG_STEP steps (negated: higher is better), not through FGD's sigmoid, whose
  * steps widen away from 0; within the node the exact increase picks the GPU, the fullest on a tie; a share
- * on an already shared GPU gains FRAG_SHARED_BONUS. A CPU-only pod breaks ties within its step (less than
- * one step: the fragment still decides) towards the node with the least free GPU: the CPU it takes there
- * strands no GPU, where on a node with free GPUs it may leave too little CPU for the next GPU pod.
+ * on an already shared GPU gains FRAG_SHARED_BONUS. A CPU-only pod loses FRAG_UNTOUCHED on a node whose GPUs
+ * are all free, and breaks ties within its step (less than one step: the fragment still decides) towards the
+ * node with the least free GPU: the CPU it takes there strands no GPU, where on a node with free GPUs it may
+ * leave too little CPU for the next GPU pod.
  */
 static double score_frag(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
                          int *ret_gpu) {
@@ -421,7 +425,8 @@ static double score_frag(const struct sched_pack_ctx *c, const struct view *v, c
                              * is as stranded as one without the CPU */
         double before = frag_base_of(c->w, v, true, &b);
         if (!s->num_gpu)
-                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP) +
+                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP) -
+                       (v->n && b.total == 1000u * v->n ? FRAG_UNTOUCHED : 0) +
                        FRAG_CPU_TIE * (1.0 - (double)b.total / norm_of(c->gpu_norm));
         if (s->gpu_milli >= 1000)
                 return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP);

@@ -185,12 +185,23 @@ static void test_policies_choose_as_defined(void **state) {
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_FRAG, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_FRAG, &gy));
         assert_int_equal(gx, 1);
-        /* a CPU-only pod that strands nothing on either node: frag's tie-break takes x, whose GPUs are
-         * fuller, below one step (the fragment still decides) */
+        /* a CPU-only pod that strands nothing on either node: frag keeps y, untouched, for the pods that need
+         * a whole node (50 steps), and its tie-break leans to x, whose GPUs are fuller, below one step */
         struct sched_shape cpu = { .cpu_milli = 1000 };
         double cx = sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &gx);
         double cy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
+        assert_true(cx - cy > 50.0 && cx - cy < 51.0 && cx > 0.0 && cx < 1.0);
+        /* once y holds a share too, only the tie-break is left between them */
+        struct sched_pod_info t = { .uid = "tiny", .ns = "d", .name = "t", .node = "y", .bound = true };
+        test_share_req(&t.req, 1, 0);
+        struct cluster_assignment ta = { .n = 1 };
+        ta.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 1 };
+        assert_int_equal(sched_model_assume_pod(m, &t, "y", &ta, 0), 0);
+        y = sched_model_node(m, "y");
+        cy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
         assert_true(cx > cy && cx - cy < 1.0 && cy >= 0.0);
+        assert_int_equal(sched_model_remove_pod(m, "tiny"), 0);
+        y = sched_model_node(m, "y");
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUPACKING, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_GPUPACKING, &gy));
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUCLUSTERING, &gx) >
@@ -220,7 +231,7 @@ static void test_policies_choose_as_defined(void **state) {
 /* CPU stranding (frag's F′, not FGD's F): y keeps 8 of its 16 cores after a CPU-only pod, x 16 minus the
  * share's 4. The GPU pods to come ask 4 cores per GPU. A 4-core CPU-only pod leaves either node room for one
  * such pod, so FGD's F does not change on either; but y's 4 cores left would feed one of its two free GPUs
- * (one stranded), x's 8 feed both of its free milli: frag takes x. Then the score memo: reused while the
+ * (the other stranded), x's 8 feed all of its free milli: frag takes x. Then the score memo: reused while the
  * node, the context's version, the shape and the policy stay, taken anew when any changes. */
 static void test_frag_counts_cpu_stranding(void **state) {
         (void)state;
@@ -230,6 +241,12 @@ static void test_frag_counts_cpu_stranding(void **state) {
         };
         struct cluster_assignment none = { 0 };
         assert_int_equal(sched_model_assume_pod(m, &c, "y", &none, 0), 0);
+        /* and a 1 % share, so that neither node is untouched (FRAG_UNTOUCHED stays out of it) */
+        struct sched_pod_info t = { .uid = "tiny", .ns = "d", .name = "t", .node = "y", .bound = true };
+        test_share_req(&t.req, 1, 0);
+        struct cluster_assignment ta = { .n = 1 };
+        ta.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 1 };
+        assert_int_equal(sched_model_assume_pod(m, &t, "y", &ta, 0), 0);
         const struct sched_node *x = sched_model_node(m, "x"), *y = sched_model_node(m, "y");
         struct sched_mix mix = { 0 };
         struct sched_shape one = { .cpu_milli = 4000, .mem_mib = 1, .num_gpu = 1, .gpu_milli = 1000 };
@@ -244,8 +261,9 @@ static void test_frag_counts_cpu_stranding(void **state) {
                     sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FGD, &gy));
         double fx = sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &gx);
         double fy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
-        /* y: 1000 milli stranded, twice over: 50 steps of 40 (x: none; its half-used GPU breaks the tie) */
-        assert_true(fx - fy > 49.0 && fx - fy < 51.0);
+        /* y: 990 milli stranded (1990 free, 4 cores feed 1000), twice over: 49 steps of 40 (x: none); the tie-break
+         * leans to x (1500 free) */
+        assert_true(fx - fy > 49.0 && fx - fy < 50.0);
         /* the memo */
         struct sched_pack_memo memo = { 0 };
         assert_true(sched_pack_score_memo(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &memo, &gx) == fx);
