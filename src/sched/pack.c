@@ -61,8 +61,22 @@ static int entry_cmp(const void *x, const void *y) {
 
 void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret) {
         ret->n = 0;
+        ret->cpu_per_milli = ret->mem_per_milli = 0;
         if (!mix->n)
                 return;
+        double gpu = 0, cpu = 0, mem = 0;
+        for (size_t i = 0; i < mix->n; i++) {
+                const struct sched_mix_entry *x = &mix->e[i];
+                if (!x->shape.num_gpu)
+                        continue;
+                gpu += (double)x->count * x->shape.num_gpu * x->shape.gpu_milli;
+                cpu += (double)x->count * (double)x->shape.cpu_milli;
+                mem += (double)x->count * (double)x->shape.mem_mib;
+        }
+        if (gpu > 0) {
+                ret->cpu_per_milli = cpu / gpu;
+                ret->mem_per_milli = mem / gpu;
+        }
         struct sched_mix_entry *e = malloc(mix->n * sizeof *e);
         if (!e)
                 return;
@@ -138,8 +152,28 @@ static bool model_ok(uint64_t models, int product) {
         return !models || (product >= 0 && product < 64 && (models >> product & 1));
 }
 
+/*
+ * The free GPU milli of a node that its free CPU and memory cannot feed: the GPU pods of w ask
+ * cpu_per_milli CPU and mem_per_milli memory per milli-GPU, so free CPU cpu feeds at most cpu / cpu_per_milli
+ * milli-GPU; what is free beyond what both feed is stranded (0 where a limit is not known). Only frag's F′ (strict)
+ * counts it, FRAG_STRAND times.
+ */
+static double strand_of(const struct sched_workload *w, unsigned total, uint64_t cpu, uint64_t mem) {
+        double feed = INFINITY;
+        if (cpu != UINT64_MAX && w->cpu_per_milli > 0)
+                feed = MIN(feed, (double)cpu / w->cpu_per_milli);
+        if (mem != UINT64_MAX && w->mem_per_milli > 0)
+                feed = MIN(feed, (double)mem / w->mem_per_milli);
+        return (double)total > feed ? (double)total - feed : 0;
+}
+
+/* The weight of the GPU milli that a node's free CPU or memory cannot feed (strand_of) in frag's fragment:
+ * chosen on seeds 42-44 among 0.1, 0.25, 0.5, 1, 2 and 4 (docs/scheduler.md; 0.5-4 within 0.05 point). */
+#define FRAG_STRAND 2.0
+
 /* F_n under w: per typical shape, the free GPU milli it cannot use (all of it when it cannot land here;
- * the GPUs too small for it when it can). strict: memory counts for landing too. */
+ * the GPUs too small for it when it can). strict (frag's F′): memory counts for landing too, and the free GPU
+ * that the free CPU and memory cannot feed counts FRAG_STRAND times over (strand_of). */
 static double frag_of(const struct sched_workload *w, const struct view *v, bool strict) {
         unsigned total = view_gpu_free(v);
         double f = 0;
@@ -159,6 +193,8 @@ static double frag_of(const struct sched_workload *w, const struct view *v, bool
                 }
                 f += w->p[m] * lost;
         }
+        if (strict)
+                f += FRAG_STRAND * strand_of(w, total, v->cpu_free, v->mem_free);
         return f;
 }
 
@@ -194,6 +230,8 @@ static double frag_base_of(const struct sched_workload *w, const struct view *v,
                         lost = small;
                 f += w->p[m] * lost;
         }
+        if (strict)
+                f += FRAG_STRAND * strand_of(w, b->total, v->cpu_free, v->mem_free);
         return f;
 }
 
@@ -228,6 +266,8 @@ static double frag_after(const struct sched_workload *w, const struct view *v, c
                 }
                 f += w->p[m] * lost;
         }
+        if (strict)
+                f += FRAG_STRAND * strand_of(w, total, cpu, mem);
         return f;
 }
 
@@ -382,15 +422,19 @@ static double score_fgd(const struct sched_pack_ctx *c, const struct view *v, co
 #define FRAG_STEP 40.0
 /* What a share gains for landing on a GPU already shared (in steps): fresh GPUs stay whole for whole pods. */
 #define FRAG_SHARED_BONUS 5.0
+/* What a CPU-only pod loses (in steps) on a node whose GPUs are all free: an untouched node is the only place
+ * for the pods that need a whole node's GPUs, or its CPU (chosen on seeds 42-44 among 5, 20, 50 and 1000). */
+#define FRAG_UNTOUCHED 50.0
 /* The most a CPU-only pod's tie-break adds (below one step). */
 #define FRAG_CPU_TIE 0.99
 
 /*
  * The fragment increase in FRAG_STEP steps (negated: higher is better), not through FGD's sigmoid, whose
  * steps widen away from 0; within the node the exact increase picks the GPU, the fullest on a tie; a share
- * on an already shared GPU gains FRAG_SHARED_BONUS. A CPU-only pod breaks ties within its step (less than
- * one step: the fragment still decides) towards the node with the least free GPU: the CPU it takes there
- * strands no GPU, where on a node with free GPUs it may leave too little CPU for the next GPU pod.
+ * on an already shared GPU gains FRAG_SHARED_BONUS. A CPU-only pod loses FRAG_UNTOUCHED on a node whose GPUs
+ * are all free, and breaks ties within its step (less than one step: the fragment still decides) towards the
+ * node with the least free GPU: the CPU it takes there strands no GPU, where on a node with free GPUs it may
+ * leave too little CPU for the next GPU pod.
  */
 static double score_frag(const struct sched_pack_ctx *c, const struct view *v, const struct sched_shape *s,
                          int *ret_gpu) {
@@ -398,7 +442,8 @@ static double score_frag(const struct sched_pack_ctx *c, const struct view *v, c
                              * is as stranded as one without the CPU */
         double before = frag_base_of(c->w, v, true, &b);
         if (!s->num_gpu)
-                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP) +
+                return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP) -
+                       (v->n && b.total == 1000u * v->n ? FRAG_UNTOUCHED : 0) +
                        FRAG_CPU_TIE * (1.0 - (double)b.total / norm_of(c->gpu_norm));
         if (s->gpu_milli >= 1000)
                 return -floor((frag_after(c->w, v, &b, s, -1, true) - before) / FRAG_STEP);
@@ -460,4 +505,22 @@ double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_nod
                 case CLUSTER_POLICY_FRAG: return ctx->w ? score_frag(ctx, &v, s, ret_gpu) : 0;
                 default: return 0;
         }
+}
+
+double sched_pack_score_memo(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
+                             enum cluster_policy policy, struct sched_pack_memo *memo, int *ret_gpu) {
+        if (memo->node == n && memo->gen == n->generation && memo->version == ctx->version && memo->policy == policy &&
+            shape_eq(&memo->shape, s, true)) {
+                *ret_gpu = memo->gpu;
+                return memo->score;
+        }
+        double sc = sched_pack_score(ctx, n, s, policy, ret_gpu);
+        *memo = (struct sched_pack_memo){ .node = n,
+                                          .gen = n->generation,
+                                          .version = ctx->version,
+                                          .shape = *s,
+                                          .policy = policy,
+                                          .score = sc,
+                                          .gpu = *ret_gpu };
+        return sc;
 }

@@ -50,6 +50,9 @@ struct sched_workload {
         unsigned n;
         struct sched_shape shape[SCHED_WORKLOAD_MAX];
         double p[SCHED_WORKLOAD_MAX];
+        /* What the GPU pods of the mix ask per milli-GPU they take: CPU (milli) and memory (MiB) per milli-GPU,
+         * the whole mix's (memory counted even when the shapes drop it). 0 when the mix asks none. */
+        double cpu_per_milli, mem_per_milli;
 };
 
 /* Count one pod's shape. 0 or -ENOMEM. */
@@ -70,6 +73,9 @@ struct sched_pack_ctx {
         uint64_t cpu_norm; /* largest node's CPU (milli) */
         uint64_t gpu_norm; /* largest node's GPUs (milli) */
         const struct sched_workload *w;
+        /* bumped by the caller whenever w, or a norm, changes: the memos of the scores taken before (below)
+         * are stale then */
+        uint64_t version;
 };
 
 /* kube-scheduler's own filters for s on n: allocatable CPU and memory (a node that does not say has no
@@ -84,6 +90,23 @@ int sched_pack_kube_fit(const struct sched_node *n, const struct sched_shape *s)
  */
 double sched_pack_score(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
                         enum cluster_policy policy, int *ret_gpu);
+
+/* One node's last packing score, kept by the caller for the node (one per node) and reused by
+ * sched_pack_score_memo while the node (its generation), the context (its version), the shape and the
+ * policy stay the same: between two binds only the bound node's score changes. Zeroed = empty. */
+struct sched_pack_memo {
+        const struct sched_node *node; /* the node it was taken for (NULL: empty) */
+        uint64_t gen, version;
+        struct sched_shape shape;
+        enum cluster_policy policy;
+        double score;
+        int gpu;
+};
+
+/* sched_pack_score through memo: the score kept there when it still holds, else taken and kept. */
+/* Thread: any; lock: the caller serialises calls on one memo and its model (the server's lock). */
+double sched_pack_score_memo(const struct sched_pack_ctx *ctx, const struct sched_node *n, const struct sched_shape *s,
+                             enum cluster_policy policy, struct sched_pack_memo *memo, int *ret_gpu);
 
 /* kube-scheduler's own default scoring of n for s (1.20: NodeResourcesLeastAllocated plus
  * NodeResourcesBalancedAllocation over CPU and memory, 0..200), for the pods the extender does not see

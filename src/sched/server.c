@@ -79,6 +79,7 @@ struct sched_server {
         struct sched_score_in *fl_dec;
         size_t fl_n, fl_alloc;
         uint64_t fl_nodes_gen;
+        uint64_t fl_epoch; /* bumped whenever the list is resolved anew */
         bool fl_resolved;
         char last_uid[128];
         uint64_t last_gen;
@@ -90,6 +91,13 @@ struct sched_server {
         struct sched_workload workload;
         struct sched_pack_ctx pack;
         struct sched_shape shape;
+        /* per position of the last filter's list: the node's last policy score (pack.h), kept while the
+         * model's node set stays (cleared when a node comes or goes: a freed node's address may return);
+         * the list (epoch, node set) the largest node was taken from */
+        struct sched_pack_memo *pack_memo;
+        size_t pack_memo_n;
+        uint64_t pack_memo_nodes_gen, pack_norm_epoch, pack_norm_gen;
+        bool pack_norm_valid;
         struct sched_ui_source ui; /* what the page's routes read (sched_ui_register) */
         /* metrics */
         struct metrics_counter *calls[VERB_N], *errors[VERB_N];
@@ -193,7 +201,9 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
 }
 
 /* The pod's shape for the packing policies (its CPU and memory are not read: 0), counted in the mix; the
- * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's. */
+ * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's (taken again
+ * only when the list was resolved anew); the score memos sized to a's list. A re-read or a new largest
+ * node bumps the context's version (every memo stale). */
 static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
         const struct cluster_request *r = &a->pod.req;
         unsigned whole = 0, core = 0;
@@ -207,18 +217,44 @@ static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a)
                                          .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
         (void)sched_mix_add(&s->mix, &s->shape);
         uint64_t seen = s->mix.total;
-        if ((seen & (seen - 1)) == 0 || seen % 256 == 0)
+        if ((seen & (seen - 1)) == 0 || seen % 256 == 0) {
                 sched_mix_workload(&s->mix, 0.95, false, &s->workload);
+                s->pack.version++;
+        }
         s->pack.w = &s->workload;
-        s->pack.gpu_norm = 0;
-        for (size_t i = 0; i < a->n_nodes; i++)
-                if (s->nodes[i])
-                        s->pack.gpu_norm = MAX(s->pack.gpu_norm, 1000ULL * s->nodes[i]->n_gpus);
+        if (!s->fl_resolved || !s->pack_norm_valid || s->pack_norm_epoch != s->fl_epoch ||
+            s->pack_norm_gen != s->fl_nodes_gen) {
+                uint64_t norm = 0;
+                for (size_t i = 0; i < a->n_nodes; i++)
+                        if (s->nodes[i])
+                                norm = MAX(norm, 1000ULL * s->nodes[i]->n_gpus);
+                if (norm != s->pack.gpu_norm)
+                        s->pack.version++;
+                s->pack.gpu_norm = norm;
+                s->pack_norm_epoch = s->fl_epoch;
+                s->pack_norm_gen = s->fl_nodes_gen;
+                s->pack_norm_valid = s->fl_resolved;
+        }
+        uint64_t gen = sched_model_nodes_generation(s->model);
+        if (s->pack_memo_nodes_gen != gen) {
+                if (s->pack_memo_n)
+                        memset(s->pack_memo, 0, s->pack_memo_n * sizeof *s->pack_memo);
+                s->pack_memo_nodes_gen = gen;
+        }
+        if (a->n_nodes > s->pack_memo_n) {
+                struct sched_pack_memo *p = realloc(s->pack_memo, a->n_nodes * sizeof *p);
+                if (!p)
+                        return; /* scored without the memo */
+                memset(p + s->pack_memo_n, 0, (a->n_nodes - s->pack_memo_n) * sizeof *p);
+                s->pack_memo = p;
+                s->pack_memo_n = a->n_nodes;
+        }
 }
 
 /* Decide one node into d (and its reason into the pool when reason_off is given). */
 static void decide_one(struct sched_server *s, const struct sched_ext_args *a, const struct sched_node *n,
-                       enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off) {
+                       enum cluster_policy pol, struct sched_score_in *d, uint32_t *reason_off,
+                       struct sched_pack_memo *memo) {
         struct sched_fit f;
         if (!cluster_request_any(&a->pod.req)) {
                 /* asks for no GPU resource: not ours to judge */
@@ -230,7 +266,8 @@ static void decide_one(struct sched_server *s, const struct sched_ext_args *a, c
                 if (d->verdict == SCHED_FIT && sched_pack_policy(pol)) {
                         /* the policy's score as the pack (0..1): the ring of a multi-GPU pod still weighs most */
                         int g;
-                        double sc = sched_pack_score(&s->pack, n, &s->shape, pol, &g);
+                        double sc = memo ? sched_pack_score_memo(&s->pack, n, &s->shape, pol, memo, &g)
+                                         : sched_pack_score(&s->pack, n, &s->shape, pol, &g);
                         d->pack = pol == CLUSTER_POLICY_FRAG     ? 1.0 / (1.0 + exp(-sc / 10.0))
                                   : pol == CLUSTER_POLICY_RANDOM ? 0.5
                                                                  : sc / 100.0;
@@ -256,6 +293,7 @@ static void resolve_nodes(struct sched_server *s, const struct sched_ext_args *a
                 return;
         }
         s->fl_resolved = false;
+        s->fl_epoch++;
         gs_buf_clear(&s->fl_names);
         bool keep = true;
         for (size_t i = 0; i < a->n_nodes; i++) {
@@ -295,7 +333,7 @@ static const char *decide_all(struct sched_server *s, const struct sched_ext_arg
         gs_buf_clear(&s->reasons);
         for (size_t i = 0; i < a->n_nodes; i++)
                 decide_one(s, a, cluster_request_any(&a->pod.req) ? s->nodes[i] : NULL, pol, &s->dec[i],
-                           &s->reason_off[i]);
+                           &s->reason_off[i], i < s->pack_memo_n ? &s->pack_memo[i] : NULL);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 uint32_t o = s->reason_off[i];
                 s->results[i] =
@@ -344,7 +382,7 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
                         }
                 }
                 decide_one(s, a, cluster_request_any(&a->pod.req) ? sched_model_node(s->model, name) : NULL, pol,
-                           &s->dec[i], NULL);
+                           &s->dec[i], NULL, NULL);
                 s->decp[i] = &s->dec[i];
         }
         sched_score_inp(s->decp, a->n_nodes, pol, s->scores);
@@ -814,6 +852,7 @@ struct sched_server *sched_server_free(struct sched_server *s) {
         free(s->reason_off);
         free(s->results);
         free(s->scores);
+        free(s->pack_memo);
         gs_buf_done(&s->reasons);
         gs_buf_done(&s->fl_names);
         free(s->fl_off);

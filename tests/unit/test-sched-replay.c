@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the cluster replay and the packing policies (src/sched/replay.c, pack.c): the openb CSV
- * parser and its errors, kube-scheduler's filters, the published scores' choices, the run's protocol
+ * parser and its errors, kube-scheduler's filters, the published scores' choices, frag's CPU stranding and
+ * the score memo, the run's protocol
  * (failures by reason, the curve, reproducibility) on tests/data/replay.
  */
 #include <setjmp.h>
@@ -217,12 +218,23 @@ static void test_policies_choose_as_defined(void **state) {
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_FRAG, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_FRAG, &gy));
         assert_int_equal(gx, 1);
-        /* a CPU-only pod that strands nothing on either node: frag's tie-break takes x, whose GPUs are
-         * fuller, below one step (the fragment still decides) */
+        /* a CPU-only pod that strands nothing on either node: frag keeps y, untouched, for the pods that need
+         * a whole node (50 steps), and its tie-break leans to x, whose GPUs are fuller, below one step */
         struct sched_shape cpu = { .cpu_milli = 1000 };
         double cx = sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &gx);
         double cy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
+        assert_true(cx - cy > 50.0 && cx - cy < 51.0 && cx > 0.0 && cx < 1.0);
+        /* once y holds a share too, only the tie-break is left between them */
+        struct sched_pod_info t = { .uid = "tiny", .ns = "d", .name = "t", .node = "y", .bound = true };
+        test_share_req(&t.req, 1, 0);
+        struct cluster_assignment ta = { .n = 1 };
+        ta.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 1 };
+        assert_int_equal(sched_model_assume_pod(m, &t, "y", &ta, 0), 0);
+        y = sched_model_node(m, "y");
+        cy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
         assert_true(cx > cy && cx - cy < 1.0 && cy >= 0.0);
+        assert_int_equal(sched_model_remove_pod(m, "tiny"), 0);
+        y = sched_model_node(m, "y");
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUPACKING, &gx) >
                     sched_pack_score(&ctx, y, &s, CLUSTER_POLICY_GPUPACKING, &gy));
         assert_true(sched_pack_score(&ctx, x, &s, CLUSTER_POLICY_GPUCLUSTERING, &gx) >
@@ -245,6 +257,63 @@ static void test_policies_choose_as_defined(void **state) {
         assert_true(w.p[0] > 0.999);
         sched_mix_workload(&mix, 1.0, false, &w);
         assert_int_equal(w.n, 2);
+        sched_mix_free(&mix);
+        sched_model_free(m);
+}
+
+/* CPU stranding (frag's F′, not FGD's F): y keeps 8 of its 16 cores after a CPU-only pod, x 16 minus the
+ * share's 4. The GPU pods to come ask 4 cores per GPU. A 4-core CPU-only pod leaves either node room for one
+ * such pod, so FGD's F does not change on either; but y's 4 cores left would feed one of its two free GPUs
+ * (the other stranded), x's 8 feed all of its free milli: frag takes x. Then the score memo: reused while the
+ * node, the context's version, the shape and the policy stay, taken anew when any changes. */
+static void test_frag_counts_cpu_stranding(void **state) {
+        (void)state;
+        struct sched_model *m = two_nodes();
+        struct sched_pod_info c = {
+                .uid = "cpu", .ns = "d", .name = "c", .node = "y", .bound = true, .cpu_milli = 8000, .mem_mib = 10
+        };
+        struct cluster_assignment none = { 0 };
+        assert_int_equal(sched_model_assume_pod(m, &c, "y", &none, 0), 0);
+        /* and a 1 % share, so that neither node is untouched (FRAG_UNTOUCHED stays out of it) */
+        struct sched_pod_info t = { .uid = "tiny", .ns = "d", .name = "t", .node = "y", .bound = true };
+        test_share_req(&t.req, 1, 0);
+        struct cluster_assignment ta = { .n = 1 };
+        ta.c[0] = (struct cluster_container_assign){ .gpus = 1, .core = 1 };
+        assert_int_equal(sched_model_assume_pod(m, &t, "y", &ta, 0), 0);
+        const struct sched_node *x = sched_model_node(m, "x"), *y = sched_model_node(m, "y");
+        struct sched_mix mix = { 0 };
+        struct sched_shape one = { .cpu_milli = 4000, .mem_mib = 1, .num_gpu = 1, .gpu_milli = 1000 };
+        assert_int_equal(sched_mix_add(&mix, &one), 0);
+        struct sched_workload w;
+        sched_mix_workload(&mix, 1.0, false, &w);
+        assert_true(fabs(w.cpu_per_milli - 4.0) < 1e-9 && fabs(w.mem_per_milli - 0.001) < 1e-9);
+        struct sched_pack_ctx ctx = { .cpu_norm = 16000, .gpu_norm = 2000, .w = &w, .version = 1 };
+        struct sched_shape cpu = { .cpu_milli = 4000, .mem_mib = 10 };
+        int gx, gy;
+        assert_true(sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FGD, &gx) ==
+                    sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FGD, &gy));
+        double fx = sched_pack_score(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &gx);
+        double fy = sched_pack_score(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &gy);
+        /* y: 990 milli stranded (1990 free, 4 cores feed 1000), twice over: 49 steps of 40 (x: none); the tie-break
+         * leans to x (1500 free) */
+        assert_true(fx - fy > 49.0 && fx - fy < 50.0);
+        /* the memo */
+        struct sched_pack_memo memo = { 0 };
+        assert_true(sched_pack_score_memo(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &memo, &gx) == fx);
+        memo.score = 12345; /* what a reuse returns */
+        assert_true(sched_pack_score_memo(&ctx, x, &cpu, CLUSTER_POLICY_FRAG, &memo, &gx) == 12345);
+        assert_true(sched_pack_score_memo(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &memo, &gy) == fy); /* another node */
+        memo.score = 12345;
+        ctx.version++;
+        assert_true(sched_pack_score_memo(&ctx, y, &cpu, CLUSTER_POLICY_FRAG, &memo, &gy) == fy);
+        memo.score = 12345;
+        assert_true(sched_pack_score_memo(&ctx, y, &one, CLUSTER_POLICY_FRAG, &memo, &gy) != 12345);
+        memo.score = 12345;
+        assert_true(sched_pack_score_memo(&ctx, y, &one, CLUSTER_POLICY_FGD, &memo, &gy) != 12345);
+        memo.score = 12345;
+        assert_int_equal(sched_model_remove_pod(m, "cpu"), 0); /* y changes: its generation */
+        y = sched_model_node(m, "y");
+        assert_true(sched_pack_score_memo(&ctx, y, &one, CLUSTER_POLICY_FGD, &memo, &gy) != 12345);
         sched_mix_free(&mix);
         sched_model_free(m);
 }
@@ -595,6 +664,7 @@ int main(void) {
                 cmocka_unit_test(test_kube_filters_and_cpu_accounting),
                 cmocka_unit_test(test_kube_score_as_kube_scheduler),
                 cmocka_unit_test(test_policies_choose_as_defined),
+                cmocka_unit_test(test_frag_counts_cpu_stranding),
                 cmocka_unit_test(test_replay_protocol),
                 cmocka_unit_test(test_replay_tuning),
                 cmocka_unit_test(test_rng),

@@ -66,9 +66,9 @@ static int rec_bind(void *ud, const char *ns, const char *name, const char *uid,
         return r->bind_ret;
 }
 
-static struct sched_server *server_with(struct rec *rec, const char *address) {
+static struct sched_server *server_with_policy(struct rec *rec, const char *address, enum cluster_policy policy) {
         struct sched_binder b = { rec_bind, rec };
-        struct sched_server_options o = { .address = address, .binder = rec ? &b : NULL };
+        struct sched_server_options o = { .address = address, .binder = rec ? &b : NULL, .policy = policy };
         cluster_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
@@ -77,6 +77,10 @@ static struct sched_server *server_with(struct rec *rec, const char *address) {
         assert_int_equal(sched_snapshot_load(m, SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, &err), 0);
         sched_server_unlock(s);
         return s;
+}
+
+static struct sched_server *server_with(struct rec *rec, const char *address) {
+        return server_with_policy(rec, address, CLUSTER_POLICY_BINPACK);
 }
 
 static json_t *call(unsigned (*fn)(struct sched_server *, const char *, size_t, char **, size_t *),
@@ -425,6 +429,53 @@ static void test_prioritize_reuse_matches_fresh(void **state) {
         sched_server_free(b);
 }
 
+/* Under frag each node's score is kept between decisions (sched_pack_memo): a node that changed in between
+ * must be scored again, as a fresh server scores it. A 0.6 share: on gpunode-fake, 0.3 taken, it leaves a
+ * 0.1 fragment; once that pod is gone, a 0.4 one. */
+static void test_frag_memo_follows_the_model(void **state) {
+        (void)state;
+        static const char body[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"share-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-core\":\"60\"}}}]}},\"NodeNames\":[\"gpunode\",\"gpunode-fake\"]}";
+        struct sched_server *a = server_with_policy(NULL, "127.0.0.1:0", CLUSTER_POLICY_FRAG),
+                            *b = server_with_policy(NULL, "127.0.0.1:0", CLUSTER_POLICY_FRAG);
+        sched_server_set_ready(a, true);
+        sched_server_set_ready(b, true);
+        struct sched_pod_info p = { .uid = "x", .ns = "d", .name = "x", .node = "gpunode-fake", .bound = true };
+        p.req.n = 1;
+        p.req.c[0].core = 30;
+        assert_int_equal(sched_model_set_pod(sched_server_lock(a), &p), 0);
+        sched_server_unlock(a);
+        assert_int_equal(sched_model_set_pod(sched_server_lock(b), &p), 0);
+        sched_server_unlock(b);
+        long before[2], reused[2], fresh[2];
+        /* twice: the mix is re-read at the 1st and 2nd pod (every memo stale then), not at the 3rd */
+        json_decref(call(sched_server_filter, a, body, strlen(body), 200));
+        json_decref(call(sched_server_filter, a, body, strlen(body), 200));
+        json_t *j = call(sched_server_prioritize, a, body, strlen(body), 200);
+        scores_of(j, before);
+        json_decref(j);
+        assert_int_equal(sched_model_remove_pod(sched_server_lock(a), "x"), 0);
+        sched_server_unlock(a);
+        assert_int_equal(sched_model_remove_pod(sched_server_lock(b), "x"), 0);
+        sched_server_unlock(b);
+        json_decref(call(sched_server_filter, a, body, strlen(body), 200));
+        j = call(sched_server_prioritize, a, body, strlen(body), 200);
+        scores_of(j, reused);
+        json_decref(j);
+        json_decref(call(sched_server_filter, b, body, strlen(body), 200));
+        j = call(sched_server_prioritize, b, body, strlen(body), 200);
+        scores_of(j, fresh);
+        json_decref(j);
+        assert_int_equal(reused[0], fresh[0]);
+        assert_int_equal(reused[1], fresh[1]);
+        assert_int_equal(before[0], reused[0]); /* gpunode did not change */
+        assert_true(before[1] != reused[1]);    /* gpunode-fake did */
+        sched_server_free(a);
+        sched_server_free(b);
+}
+
 /* The same node list call after call is resolved from the last filter's list: a node that arrives
  * or leaves in between must still be seen (the cache follows the model's node set). */
 static void test_node_list_cache_follows_nodes(void **state) {
@@ -602,6 +653,7 @@ int main(void) {
                 cmocka_unit_test(test_bind_refused_conflict_failed),
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
+                cmocka_unit_test(test_frag_memo_follows_the_model),
                 cmocka_unit_test(test_slow_bind_does_not_block_filter),
                 cmocka_unit_test(test_node_list_cache_follows_nodes),
                 cmocka_unit_test(test_preempt),

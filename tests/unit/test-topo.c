@@ -382,8 +382,8 @@ static void test_driver_directives(void **state) {
         const char *td = "  GPU0\nGPU0 X\ncuda context=1MiB teardown-ms=1500\n";
         assert_int_equal(topo_parse(td, strlen(td), &t, &e), 0);
         assert_int_equal(t.cuda_teardown_ms, 1500);
-        const char *bad = "  GPU0\nGPU0 X\ncuda teardown-ms=soon\n";
-        assert_int_equal(topo_parse(bad, strlen(bad), &t, &e), -EINVAL);
+        const char *bad_td = "  GPU0\nGPU0 X\ncuda teardown-ms=soon\n";
+        assert_int_equal(topo_parse(bad_td, strlen(bad_td), &t, &e), -EINVAL);
         assert_non_null(strstr(e.message, "teardown-ms"));
 }
 
