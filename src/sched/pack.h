@@ -62,7 +62,7 @@ void sched_mix_free(struct sched_mix *mix);
  * count, models first) reaching `coverage` (0..1] of the pods, renormalised. with_mem: shapes differ
  * by memory too (else memory is dropped: FGD's spec). An empty mix gives an empty workload. */
 void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret);
-/* The live mix (the node agent's, the replay's --live-mix; the extender's pack_prepare keeps the same
+/* The live mix (the node agent's, the replay's --live-mix, the extender's pack_prepare: one
  * rule): count s, and re-read the workload into *w (coverage 0.95) at 1, 2, 4, … 256 pods, then every
  * 256. True when *w was re-read. */
 bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w);

@@ -204,23 +204,24 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
  * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's (taken again
  * only when the list was resolved anew); the score memos sized to a's list. A re-read or a new largest
  * node bumps the context's version (every memo stale). */
-static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
-        const struct cluster_request *r = &a->pod.req;
+/* A request as the packing policies count it: whole GPUs, or one GPU of its largest share's compute (a
+ * memory-only share: 1 %). */
+static struct sched_shape request_shape(const struct cluster_request *r) {
         unsigned whole = 0, core = 0;
         for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++) {
                 whole += r->c[k].whole;
                 core = MAX(core, r->c[k].core ? r->c[k].core : r->c[k].mem_mib ? 1u : 0u);
         }
-        s->shape = (struct sched_shape){ .num_gpu = whole  ? whole
-                                                    : core ? 1
-                                                           : 0,
-                                         .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
-        (void)sched_mix_add(&s->mix, &s->shape);
-        uint64_t seen = s->mix.total;
-        if ((seen & (seen - 1)) == 0 || seen % 256 == 0) {
-                sched_mix_workload(&s->mix, 0.95, false, &s->workload);
+        return (struct sched_shape){ .num_gpu = whole  ? whole
+                                                : core ? 1
+                                                       : 0,
+                                     .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
+}
+
+static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
+        s->shape = request_shape(&a->pod.req);
+        if (sched_mix_observe(&s->mix, &s->shape, false, &s->workload))
                 s->pack.version++;
-        }
         s->pack.w = &s->workload;
         if (!s->fl_resolved || !s->pack_norm_valid || s->pack_norm_epoch != s->fl_epoch ||
             s->pack_norm_gen != s->fl_nodes_gen) {
@@ -460,9 +461,7 @@ static void pack_share_gpu(struct sched_server *s, const struct sched_node *n, c
         if (!sched_pack_policy(pol) || !s->pack.w || req->n != 1 || fit->assign.n != 1 ||
             !cluster_request_is_fractional(&req->c[0]))
                 return;
-        /* the share as pack_prepare counts it: its compute (a memory-only share: 1 %) */
-        unsigned core = req->c[0].core ? req->c[0].core : 1;
-        struct sched_shape sh = { .num_gpu = 1, .gpu_milli = MIN(core * 10, 1000u) };
+        struct sched_shape sh = request_shape(req);
         unsigned free_milli[CLUSTER_GPUS_MAX];
         unsigned k = sched_pack_share_free(n, req->c[0].core, req->c[0].mem_mib, free_milli);
         int g = sched_pack_share_gpu(&s->pack, free_milli, k, n->product, &sh, pol);
