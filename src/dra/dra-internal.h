@@ -55,6 +55,7 @@ struct dra {
         char cdi_kind[DRA_MAX_DOMAIN + 8];
         bool sharing_wanted, limit_when_alone;
         uint64_t memory_unit;
+        uint64_t mig_dynamic; /* GPU positions partitioned dynamically */
         struct kube_client *kube;
         struct dra_table_ops ops;
         struct topo topo;
@@ -116,6 +117,40 @@ void dra_mig_refresh(struct dra *d);
 /* The MIG device of GPU position g with these instance ids, or NULL (lock held). */
 /* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci);
+
+/* Crash points of the kill tests: SIGKILL when $GPUSLICE_CRASH_AT names this point. */
+/* Thread: any; lock: any (tests only). */
+void dra_crash_point(struct dra *d, const char *point);
+
+/* migdyn.c: dynamic MIG devices (gpu-<i>-mig-<label>-<start>) at prepare, unprepare and recovery */
+/* A claim's dynamic MIG device checked against the GPU now (lock held): its profile and placement (*ret_memory: the
+ * instance's bytes) or -errno with the reason (not marked, MIG off, an unknown profile, no such placement, taken). */
+/* Thread: the kubelet servers'; lock: d->lock held. */
+int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, const char *name, uint64_t *ret_memory,
+                  struct gs_error *err);
+/* Whether the record has a dynamic MIG device. */
+/* Thread: any; lock: none (pure). */
+bool dra_dyn_any(const struct dra_record *r);
+/* Make the record's dynamic MIG devices' instances not made yet, journaling each (record preparing, in memory
+ * too), with their capability nodes. 0 or -errno with err (what was made stays journaled for the roll back). */
+/* Thread: the kubelet servers'; lock: d->lock held. */
+int dra_dyn_make(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* Destroy the instances of the record's dynamic MIG devices, by profile and placement: those made, and with
+ * unrecorded (recovery of a record not prepared) also those a killed prepare may have made before journaling
+ * them. 0 or the first -errno (logged). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+int dra_dyn_unmake(struct dra *d, const struct dra_record *r, bool unrecorded);
+/* The MIG UUIDs of the record's made instances from the MIG side read since (-ENODEV with err when one is not
+ * there). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+int dra_dyn_fill(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* Recovery of a prepared record: every dynamic MIG device's instance there (ids taken from NVML's view), made
+ * again where it went missing. 1 when something was made or an id changed (journaled), 0, or -errno with err. */
+/* Thread: start-up; lock: d->lock held. */
+int dra_dyn_ensure(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* Parse dra.mig-dynamic ("all", "0,2", "" none) into GPU positions of d's topology. 0 or -EINVAL with err. */
+/* Thread: dra_new's; lock: none. */
+int dra_dyn_parse(struct dra *d, const char *spec, struct gs_error *err);
 
 /* prepare.c */
 /* Thread: dra_start's, before serving; lock: none. */

@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 #include "util/error.h"
 
@@ -63,6 +64,14 @@ struct dra_table_ops {
          * (zeroed by the caller). Called WITHOUT the driver's lock, at start, before each prepare and on each
          * publishing pass. 0 or -errno (the driver keeps what it had). NULL: the node has no MIG devices. */
         int (*mig_read)(void *userdata, struct dra_mig *ret);
+        /* Dynamic MIG (docs/dra.md "Dynamic MIG"), through src/migctl: make a GPU instance of profile_id (info.id)
+         * at placement `at` of GPU `index` with one compute instance covering it (0 and the ids, or -errno with why,
+         * nothing left made); destroy the GPU instance of profile_id at exactly `at` (0, also when there is none).
+         * NULL: no dynamic MIG. */
+        int (*mig_create)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
+                          unsigned *ret_ci, char *why, size_t why_len);
+        int (*mig_destroy)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, char *why,
+                           size_t why_len);
         /* One line for the daemon's log: msg and key=value fields. */
         void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
         void *userdata;
@@ -88,6 +97,8 @@ struct dra_options {
         uint64_t memory_unit;     /* the step of a shared device's memory */
         bool limit_when_alone;    /* core-policy hard unless the claim's parameters say elastic */
         struct kube_client *kube; /* the agent's API client (must outlive the driver) */
+        /* the GPUs partitioned dynamically (dra.mig-dynamic): "all", NVML indices "0,2", or NULL / "" none */
+        const char *mig_dynamic;
 };
 
 /* What the device table says of one GPU (topology position). */

@@ -53,6 +53,14 @@ void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
                         dra_taint_value(d->gpu[g].reason, ret->taint_value[g], sizeof ret->taint_value[g]);
                 strscpy(ret->pcie_root[g], d->pcie_root[g], sizeof ret->pcie_root[g]);
         }
+        ret->mig_dynamic = d->mig_dynamic;
+        for (size_t i = 0; i < d->n_recs; i++) /* the GPU instances made for claims */
+                for (unsigned k = 0; k < d->recs[i].n; k++) {
+                        const struct dra_record_device *dv = &d->recs[i].dev[k];
+                        int g = dra_gpu_position(d, dv->index);
+                        if (dv->kind == DRA_DEVICE_MIG_DYNAMIC && dv->made && g >= 0 && dv->gi < 16)
+                                ret->mig_owned[g] |= (uint16_t)(1u << dv->gi);
+                }
 }
 
 /* ---- MIG ---- */
@@ -64,10 +72,13 @@ static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
         for (unsigned g = 0; g < a->node.n_gpus; g++) {
                 const struct mig_gpu *x = &a->node.gpu[g], *y = &b->node.gpu[g];
                 if (x->mode != y->mode || x->n_devices != y->n_devices || x->n_gis != y->n_gis ||
-                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g])
+                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g] ||
+                    memcmp(&a->caps[g], &b->caps[g], sizeof a->caps[g]) != 0)
                         return false;
                 for (unsigned k = 0; k < x->n_gis; k++)
-                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis)
+                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis ||
+                            x->gi[k].placement.start != y->gi[k].placement.start ||
+                            x->gi[k].profile_id != y->gi[k].profile_id)
                                 return false;
                 for (unsigned k = 0; k < x->n_devices; k++) {
                         const struct mig_device *m = &x->dev[k], *n = &y->dev[k];
