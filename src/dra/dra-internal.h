@@ -9,6 +9,7 @@
  *   kubelet.c   the registration server, the DRA service (v1, v1beta1) and the health stream
  *   publish.c   the ResourceSlice publisher (its own thread)
  *   status.c    the claims' status.devices
+ *   migdyn.c    dynamic MIG devices: the checks, making and destroying their instances, their recovery
  *
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API

@@ -15,7 +15,9 @@
  *     this node that nothing else holds, writes one CDI spec per claim with the limiter of its shared
  *     devices, answers the CDI IDs) and unprepares them, crash-safe through its journal (journal.h);
  *   - publishes and prepares the MIG devices of GPUs with MIG on (static layouts: the instances that
- *     exist, read through ops.mig_read) beside their whole GPUs, excluding each other by counters.
+ *     exist, read through ops.mig_read) beside their whole GPUs, excluding each other by counters; on the
+ *     GPUs of o.mig_dynamic one device per profile and placement instead, the instance made at prepare and
+ *     destroyed at unprepare through ops.mig_create / ops.mig_destroy, journaled (migdyn.c).
  *
  * Docs: docs/dra.md. Threads: its own (the servers', the publisher's); every public function is
  * thread-safe. Must never: log (events go to the caller's log callback), hold its lock across a

@@ -28,6 +28,10 @@
  *                        the MIG device's attributes, allowMultipleAllocations, consumable memory (its
  *                        instance's) and cores; it and its MIG device exclude each other by the counter
  *                        "mig-<gi>-<ci>" of the GPU's set (the MIG device consumes all, a share 1)
+ *   gpu-<index>-mig-<label>-<start>
+ *                        on a GPU partitioned dynamically (mig_dynamic): a placement of a profile (type "mig",
+ *                        dynamic, profile, placementStart/Size, no UUID), consuming its memory slices and its
+ *                        profile's compute slices; the GPU's instances are not published
  * An unhealthy GPU on a server that keeps device taints is published with the taint "<driver>/unhealthy"
  * (effect NoSchedule) on every device of it; elsewhere it is left out (dra.c decides, slices.c draws).
  * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
