@@ -159,7 +159,7 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
         X("dra.sharing", "dra-sharing", NULL, "publish shared GPU devices (consumable memory and cores)", T_BOOL,      \
           FIELD(dra_sharing), NO_NAMES, 0, 0, "true or false")                                                         \
         X("dra.mig-dynamic", "dra-mig-dynamic", "GPUS",                                                                \
-          "MIG GPUs partitioned at prepare: a device per profile and placement (docs/dra.md)", T_GPU_LIST,            \
+          "MIG GPUs partitioned at prepare: a device per profile and placement (docs/dra.md)", T_GPU_LIST,             \
           FIELD(dra_mig_dynamic), NO_NAMES, 0, 0, "all, GPU indices like 0,2, or empty")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
@@ -1126,21 +1126,26 @@ static void write_value(FILE *f, const char *v) {
         fputc('"', f);
 }
 
+/* The types whose field is the value's text. */
+static bool string_type(enum opt_type t) {
+        static const enum opt_type strings[] = { T_PATH,     T_PATH_OPT, T_LIBRARY, T_RESOURCE, T_DRIVER,
+                                                 T_GPU_LIST, T_ADDRESS,  T_URL,     T_NODE_NAME };
+        for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
+                if (strings[i] == t)
+                        return true;
+        return false;
+}
+
 static void format_option(const struct gpuslice_config *cfg, const struct config_option *o, char *buf, size_t len) {
         const struct opt_def *d = def_of(o);
         const char *field = (const char *)cfg + d->offset;
         size_t n = 0;
         buf[0] = '\0';
+        if (string_type(d->type)) {
+                strscpy(buf, field, len);
+                return;
+        }
         switch (d->type) {
-                case T_PATH:
-                case T_PATH_OPT:
-                case T_LIBRARY:
-                case T_RESOURCE:
-                case T_DRIVER:
-                case T_GPU_LIST:
-                case T_ADDRESS:
-                case T_URL:
-                case T_NODE_NAME: strscpy(buf, field, len); break;
                 case T_CDI_KIND: snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class); break;
                 case T_ENUM: {
                         int v;
@@ -1177,6 +1182,7 @@ static void format_option(const struct gpuslice_config *cfg, const struct config
                         for (size_t i = 0; i < cfg->n_xid_ignore && n < len; i++)
                                 n += (size_t)snprintf(buf + n, len - n, "%s%u", i ? ", " : "", cfg->xid_ignore[i]);
                         break;
+                default: break; /* the string types, above */
         }
 }
 

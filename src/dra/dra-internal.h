@@ -90,7 +90,7 @@ struct dra {
         char reg_socket[DRA_PATH_MAX], dra_socket[DRA_PATH_MAX];
 };
 
-/* state.c: dra_log, dra_gpu_position, dra_slice_input_locked, dra_publish_kick_locked, the MIG side;
+/* state.c: dra_log, dra_crash_point, dra_gpu_position, dra_slice_input_locked, dra_publish_kick_locked, the MIG side;
  * dra.c: dra_new, dra_free */
 /* Thread: any; lock: none (the caller's log callback must be thread-safe). */
 void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...)

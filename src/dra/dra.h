@@ -70,8 +70,8 @@ struct dra_table_ops {
          * at placement `at` of GPU `index` with one compute instance covering it (0 and the ids, or -errno with why,
          * nothing left made); destroy the GPU instance of profile_id at exactly `at` (0, also when there is none).
          * NULL: no dynamic MIG. */
-        int (*mig_create)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
-                          unsigned *ret_ci, char *why, size_t why_len);
+        int (*mig_create)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at,
+                          unsigned *ret_gi, unsigned *ret_ci, char *why, size_t why_len);
         int (*mig_destroy)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, char *why,
                            size_t why_len);
         /* One line for the daemon's log: msg and key=value fields. */

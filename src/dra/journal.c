@@ -37,7 +37,8 @@ static json_t *encode_device(const struct dra_record_device *d) {
                               "shareID", d->share_id, "uuid", d->uuid, "index", (int)d->index, "shared", d->shared,
                               "memory", (json_int_t)d->memory, "cores", (int)d->cores);
         if (o && d->made &&
-            (json_object_set_new(o, "gi", json_integer(d->gi)) < 0 || json_object_set_new(o, "ci", json_integer(d->ci)) < 0))
+            (json_object_set_new(o, "gi", json_integer(d->gi)) < 0 ||
+             json_object_set_new(o, "ci", json_integer(d->ci)) < 0))
                 json_decref(TAKE_PTR(o));
         return o;
 }
@@ -94,7 +95,8 @@ static int decode_made(const json_t *o, struct dra_record_device *d, struct gs_e
         if (!has)
                 return 0;
         if (d->kind != DRA_DEVICE_MIG_DYNAMIC)
-                return gs_error_set(err, -EINVAL, "device %.63s: instance ids of a device not made at prepare", d->device);
+                return gs_error_set(err, -EINVAL, "device %.63s: instance ids of a device not made at prepare",
+                                    d->device);
         int r = num(o, "gi", 14, &gi, err);
         r = r ?: num(o, "ci", MIG_MAX_CIS - 1, &ci, err);
         if (r < 0)

@@ -384,9 +384,8 @@ static int send_health(struct dra *d, struct rpc_stream *s) {
                 if (shared && !mig_on) /* as the slices: no shared device of a GPU in MIG mode */
                         health_add(d, m, g, &ref, now);
                 health_dynamic(d, m, g, now);
-                for (unsigned k = 0; mig && !(d->mig_dynamic >> g & 1) && !d->mig_error[0] &&
-                                     k < d->mig->node.gpu[g].n_devices;
-                     k++) {
+                for (unsigned k = 0;
+                     mig && !(d->mig_dynamic >> g & 1) && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
                         ref.gi = d->mig->node.gpu[g].dev[k].gi;
                         ref.ci = d->mig->node.gpu[g].dev[k].ci;
                         ref.kind = DRA_DEVICE_MIG;

@@ -37,8 +37,10 @@ int dra_dyn_parse(struct dra *d, const char *spec, struct gs_error *err) {
                 unsigned long i = strtoul(p, &end, 10);
                 int g = end != p && (*end == ',' || !*end) && i < 1000000 ? dra_gpu_position(d, (unsigned)i) : -1;
                 if (g < 0)
-                        return gs_error_set(err, -EINVAL, "dra.mig-dynamic %.100s: not \"all\" or GPU indices of this "
-                                            "node (\"0,2\")", spec);
+                        return gs_error_set(err, -EINVAL,
+                                            "dra.mig-dynamic %.100s: not \"all\" or GPU indices of this "
+                                            "node (\"0,2\")",
+                                            spec);
                 d->mig_dynamic |= UINT64_C(1) << g;
                 p = *end ? end + 1 : end;
         }
@@ -94,8 +96,10 @@ int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, c
         if (e < 0) {
                 char starts[48];
                 placements_text(p, starts, sizeof starts);
-                return gs_error_set(err, -EINVAL, "device %.63s: profile %.31s cannot start at memory slice %u (its "
-                                    "placements start at %s)", name, p->name, ref->start, starts);
+                return gs_error_set(err, -EINVAL,
+                                    "device %.63s: profile %.31s cannot start at memory slice %u (its "
+                                    "placements start at %s)",
+                                    name, p->name, ref->start, starts);
         }
         struct dra_slice_input in;
         dra_slice_input_locked(d, &in);
@@ -108,7 +112,7 @@ int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, c
                                     name, at.start, at.size, ref->index, gi->id, gi->profile[0] ? gi->profile : "?",
                                     gi->placement.start, gi->placement.size,
                                     gi->id < 16 && (in.mig_owned[g] >> gi->id & 1) ? ", another claim's"
-                                                                                    : ", not made by this driver");
+                                                                                   : ", not made by this driver");
         *ret_memory = p->memory_mib << 20;
         return 0;
 }
@@ -156,7 +160,8 @@ static int make_nodes(struct dra *d, unsigned g, unsigned gi, unsigned ci, struc
         if (stat(path, &st) < 0 || !S_ISCHR(st.st_mode))
                 return gs_error_set(err, -ENOENT, "no MIG config capability node %.200s (nvidia-modprobe)", path);
         if ((e = make_node(root, major(st.st_rdev), mgi)) < 0 || (e = make_node(root, major(st.st_rdev), mci)) < 0)
-                return gs_error_set(err, e, "cannot make the capability nodes of GPU instance %u: %s", gi, strerror(-e));
+                return gs_error_set(err, e, "cannot make the capability nodes of GPU instance %u: %s", gi,
+                                    strerror(-e));
         return 0;
 }
 
@@ -206,8 +211,8 @@ int dra_dyn_unmake(struct dra *d, const struct dra_record *r, bool unrecorded) {
                 int e = placement_of(d, (unsigned)g, dv->device, &p, &at);
                 e = e ?: d->ops.mig_destroy(d->ops.userdata, dv->index, p->id, at, why, sizeof why);
                 if (e < 0) {
-                        dra_log(d, DRA_LOG_ERROR, "cannot destroy a claim's MIG instance", "claim=%s device=%s error=\"%s\"",
-                                r->uid, dv->device, why[0] ? why : strerror(-e));
+                        dra_log(d, DRA_LOG_ERROR, "cannot destroy a claim's MIG instance",
+                                "claim=%s device=%s error=\"%s\"", r->uid, dv->device, why[0] ? why : strerror(-e));
                         first = first ?: e;
                 }
         }

@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +27,6 @@
 #include "util/atomic-file.h"
 #include "util/limits-dir.h"
 #include "util/util.h"
-
-/* Crash points of the kill tests (tests/integration/test_dra.py): $GPUSLICE_CRASH_AT=<point>[:n]. */
-void dra_crash_point(struct dra *d, const char *point) {
-        if (crash_point_due(point)) {
-                dra_log(d, DRA_LOG_WARN, "crash point reached: killing myself", "point=%s", point);
-                raise(SIGKILL);
-        }
-}
 
 int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len) {
         int w = snprintf(buf, len, "%s=%s-%s", d->cdi_kind, uid, device);
@@ -746,7 +737,8 @@ static void sweep(struct dra *d) {
  * went (then it is no more in d->recs), -errno when it stays for the next start. */
 static int recover_undo(struct dra *d, const struct dra_record *r) {
         dra_log(d, DRA_LOG_INFO,
-                r->state == DRA_REC_PREPARING ? "rolling back an interrupted prepare" : "finishing an interrupted unprepare",
+                r->state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
+                                              : "finishing an interrupted unprepare",
                 "claim=%s", r->uid);
         int e = dra_dyn_unmake(d, r, true);
         if (e < 0)

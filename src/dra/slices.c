@@ -908,8 +908,9 @@ static int add_device(struct builder *b, json_t *dev) {
 static int add_dynamic(struct builder *b, const struct gpu_plan *plan, const int *island, const int *sw) {
         struct dra_device_ref refs[DRA_MIG_DYNAMIC_MAX];
         for (unsigned g = 0; g < b->in->t->n_gpus; g++) {
-                unsigned n = plan[g].mig && plan[g].counters ? dra_mig_dynamic_devices(b->in, g, refs, DRA_MIG_DYNAMIC_MAX)
-                                                             : 0;
+                unsigned n = plan[g].mig && plan[g].counters
+                                     ? dra_mig_dynamic_devices(b->in, g, refs, DRA_MIG_DYNAMIC_MAX)
+                                     : 0;
                 for (unsigned k = 0; k < n; k++)
                         if (add_device(b, device_json(b->in, g, &refs[k], true, island, sw)) < 0)
                                 return -ENOMEM;

@@ -130,10 +130,10 @@ json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 json_t *dra_slice_to_v1(const json_t *slice);
 
 enum dra_device_kind {
-        DRA_DEVICE_GPU,        /* gpu-<index> */
-        DRA_DEVICE_SHARED,     /* gpu-<index>-shared */
-        DRA_DEVICE_MIG,        /* gpu-<index>-mig-<gi>-<ci> */
-        DRA_DEVICE_MIG_SHARED, /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
+        DRA_DEVICE_GPU,         /* gpu-<index> */
+        DRA_DEVICE_SHARED,      /* gpu-<index>-shared */
+        DRA_DEVICE_MIG,         /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_MIG_SHARED,  /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
         DRA_DEVICE_MIG_DYNAMIC, /* gpu-<index>-mig-<profile label>-<start>: a placement, made at prepare */
 };
 

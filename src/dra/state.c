@@ -7,6 +7,7 @@
  * caller's callback, or block a caller of dra_update on I/O.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,14 @@ int dra_gpu_position(const struct dra *d, unsigned index) {
                 if (d->topo.gpu[g].index >= 0 && (unsigned)d->topo.gpu[g].index == index)
                         return (int)g;
         return -1;
+}
+
+/* Crash points of the kill tests (tests/integration/test_dra.py): $GPUSLICE_CRASH_AT=<point>[:n]. */
+void dra_crash_point(struct dra *d, const char *point) {
+        if (crash_point_due(point)) {
+                dra_log(d, DRA_LOG_WARN, "crash point reached: killing myself", "point=%s", point);
+                raise(SIGKILL);
+        }
 }
 
 void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {

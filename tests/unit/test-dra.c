@@ -585,7 +585,8 @@ static void test_slices_mig_h100(void **state) {
 static void test_device_names_dynamic(void **state) {
         (void)state;
         char buf[64], label[32];
-        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 2, .label = "1g-10gb-me", .start = 6 }, got;
+        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 2, .label = "1g-10gb-me", .start = 6 },
+                              got;
         assert_int_equal(dra_device_name(&ref, buf, sizeof buf), 0);
         assert_string_equal(buf, "gpu-2-mig-1g-10gb-me-6");
         assert_int_equal(dra_device_parse(buf, &got), 0);
@@ -604,8 +605,13 @@ static void test_device_names_dynamic(void **state) {
 }
 
 static void dynamic_input(const struct sim_node *s, uint64_t marked, struct dra_slice_input *in) {
-        *in = (struct dra_slice_input){ .t = &s->t, .driver = DRV, .node = "node-a", .memory_unit = 256u << 20,
-                                        .generation = 1, .mig = s->mig, .mig_dynamic = marked };
+        *in = (struct dra_slice_input){ .t = &s->t,
+                                        .driver = DRV,
+                                        .node = "node-a",
+                                        .memory_unit = 256u << 20,
+                                        .generation = 1,
+                                        .mig = s->mig,
+                                        .mig_dynamic = marked };
         for (unsigned g = 0; g < s->t.n_gpus; g++)
                 in->offered[g] = true;
 }
@@ -625,7 +631,8 @@ static void test_mig_placements(void **state) {
         unsigned n = dra_mig_dynamic_devices(&in, 0, refs, DRA_MIG_DYNAMIC_MAX);
         for (unsigned k = 0; k < n; k++) {
                 assert_int_equal(dra_device_name(&refs[k], name, sizeof name), 0);
-                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? " " : "", name + strlen("gpu-0-mig-"));
+                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? " " : "",
+                         name + strlen("gpu-0-mig-"));
         }
         /* in NVML's profile order (NVML_GPU_INSTANCE_PROFILE_*) */
         assert_string_equal(all, "1g-5gb-0 1g-5gb-1 1g-5gb-2 1g-5gb-3 1g-5gb-4 1g-5gb-5 1g-5gb-6 "
@@ -663,7 +670,8 @@ static void test_mig_dynamic_counters(void **state) {
         struct dra_device_ref seven = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "7g-40gb", .start = 0 };
         struct dra_device_ref one = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "1g-5gb", .start = 4 };
         assert_int_equal(dra_device_consumption(&in, 0, &three, &a), 0);
-        assert_true(a.compute_slices == 3 && a.memory_slice[3] == 0 && a.memory_slice[4] == 1 && a.memory_slice[7] == 1);
+        assert_true(a.compute_slices == 3 && a.memory_slice[3] == 0 && a.memory_slice[4] == 1 &&
+                    a.memory_slice[7] == 1);
         assert_int_equal(dra_device_consumption(&in, 0, &four, &b), 0);
         dra_counters_add(&a, &b);
         assert_true(dra_counters_fit(&a, &cap)); /* 3g at 4 beside 4g at 0: 7 compute slices, 8 memory slices */
@@ -893,8 +901,13 @@ static void test_record_codec(void **state) {
         assert_string_equal(back->dev[1].device, "gpu-4");
         free(again);
         free(text);
-        r->dev[1] = (struct dra_record_device){ .request = "b", .device = "gpu-4-mig-3g-40gb-4", .index = 4,
-                                                .kind = DRA_DEVICE_MIG_DYNAMIC, .made = true, .gi = 1, .ci = 0 };
+        r->dev[1] = (struct dra_record_device){ .request = "b",
+                                                .device = "gpu-4-mig-3g-40gb-4",
+                                                .index = 4,
+                                                .kind = DRA_DEVICE_MIG_DYNAMIC,
+                                                .made = true,
+                                                .gi = 1,
+                                                .ci = 0 };
         assert_int_equal(dra_record_encode(r, &text), 0);
         assert_non_null(strstr(text, "\"gi\":1,\"ci\":0"));
         assert_int_equal(dra_record_decode(text, strlen(text), back, &err), 0);
@@ -904,7 +917,8 @@ static void test_record_codec(void **state) {
         static const char *const bad[] = {
                 "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
                 "\"hard\",\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1-mig-1-0\",\"shareID\":\"\",\"uuid\":\"u\","
-                "\"index\":1,\"shared\":false,\"memory\":0,\"cores\":0,\"gi\":1,\"ci\":0}],\"spec\":\"\",\"limits\":\"\"}",
+                "\"index\":1,\"shared\":false,\"memory\":0,\"cores\":0,\"gi\":1,\"ci\":0}],\"spec\":\"\",\"limits\":"
+                "\"\"}",
                 "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
                 "\"hard\",\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1-mig-1g-5gb-0\",\"shareID\":\"\",\"uuid\":"
                 "\"\",\"index\":1,\"shared\":false,\"memory\":0,\"cores\":0,\"gi\":1}],\"spec\":\"\",\"limits\":\"\"}",
