@@ -74,6 +74,23 @@ void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
 
 /* ---- MIG ---- */
 
+/* Whether two reads of a GPU's profiles publish the same dynamic MIG devices. */
+static bool caps_same(const struct mig_caps *a, const struct mig_caps *b) {
+        if (a->n_profiles != b->n_profiles)
+                return false;
+        for (unsigned i = 0; i < a->n_profiles; i++) {
+                const struct mig_profile *p = &a->profile[i], *q = &b->profile[i];
+                if (p->id != q->id || !streq(p->name, q->name) || p->slices != q->slices || p->sms != q->sms ||
+                    p->memory_mib != q->memory_mib || p->n_placements != q->n_placements)
+                        return false;
+                for (unsigned k = 0; k < p->n_placements; k++)
+                        if (p->placement[k].start != q->placement[k].start ||
+                            p->placement[k].size != q->placement[k].size)
+                                return false;
+        }
+        return true;
+}
+
 /* Whether two reads of the MIG side publish and prepare the same (memory in use and the like aside). */
 static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
         if (a->node.n_gpus != b->node.n_gpus)
@@ -82,7 +99,7 @@ static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
                 const struct mig_gpu *x = &a->node.gpu[g], *y = &b->node.gpu[g];
                 if (x->mode != y->mode || x->n_devices != y->n_devices || x->n_gis != y->n_gis ||
                     a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g] ||
-                    memcmp(&a->caps[g], &b->caps[g], sizeof a->caps[g]) != 0)
+                    !caps_same(&a->caps[g], &b->caps[g]))
                         return false;
                 for (unsigned k = 0; k < x->n_gis; k++)
                         if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis ||
