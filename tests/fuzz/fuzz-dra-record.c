@@ -44,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       dra_kind_shared(ref.kind) == a->dev[i].shared && ref.kind == a->dev[i].kind);
                 CHECK(dra_device_name(&ref, name, sizeof name) == 0 && strcmp(name, a->dev[i].device) == 0);
                 /* instance ids only on a dynamic MIG device, and only both */
-                CHECK(!a->dev[i].made || (ref.kind == DRA_DEVICE_MIG_DYNAMIC && a->dev[i].gi <= 14 &&
-                                          a->dev[i].ci < MIG_MAX_CIS));
+                CHECK(!a->dev[i].made ||
+                      (ref.kind == DRA_DEVICE_MIG_DYNAMIC && a->dev[i].gi <= 14 && a->dev[i].ci < MIG_MAX_CIS));
         }
         char *text = NULL;
         CHECK(dra_record_encode(a, &text) == 0);
