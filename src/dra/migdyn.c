@@ -82,6 +82,20 @@ static void placements_text(const struct mig_profile *p, char *buf, size_t len) 
                 n += (size_t)snprintf(buf + n, len - n, "%s%u", k ? "," : "", p->placement[k].start);
 }
 
+/* The prepared claims' dynamic devices of profile p on GPU g (lock held). */
+static unsigned instances_of(const struct dra *d, unsigned g, const struct mig_profile *p) {
+        unsigned n = 0;
+        for (size_t i = 0; i < d->n_recs; i++)
+                for (unsigned k = 0; k < d->recs[i].n; k++) {
+                        const struct mig_profile *q;
+                        struct mig_placement at;
+                        const struct dra_record_device *dv = &d->recs[i].dev[k];
+                        n += dra_gpu_position(d, dv->index) == (int)g && placement_of(d, g, dv->device, &q, &at) == 0 &&
+                             q == p;
+                }
+        return n;
+}
+
 int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, const char *name, uint64_t *ret_memory,
                   struct gs_error *err) {
         const char *why = gpu_refusal(d, g);
@@ -113,6 +127,12 @@ int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, c
                                     gi->placement.start, gi->placement.size,
                                     gi->id < 16 && (in.mig_owned[g] >> gi->id & 1) ? ", another claim's"
                                                                                    : ", not made by this driver");
+        unsigned have = instances_of(d, g, p);
+        if (have >= p->instances)
+                return gs_error_set(err, -EBUSY,
+                                    "device %.63s: GPU %u holds at most %u %.31s instance%s, prepared for "
+                                    "other claims",
+                                    name, ref->index, p->instances, p->name, p->instances == 1 ? "" : "s");
         *ret_memory = p->memory_mib << 20;
         return 0;
 }

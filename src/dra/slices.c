@@ -491,6 +491,15 @@ static int mig_position(const struct dra_slice_input *in, unsigned g, const stru
         return -1;
 }
 
+/* The profiles of a GPU partitioned dynamically that cannot have an instance at every placement at once. */
+static void profile_limits(const struct mig_caps *caps, struct dra_counters *ret) {
+        for (unsigned k = 0; k < caps->n_profiles && k < MIG_MAX_PROFILES; k++)
+                if (caps->profile[k].instances < caps->profile[k].n_placements) {
+                        ret->profile_instances[k] = caps->profile[k].instances;
+                        ret->profile_id[k] = caps->profile[k].id;
+                }
+}
+
 void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret) {
         memset(ret, 0, sizeof *ret);
         ret->memory = in->t->gpu[g].memory_total;
@@ -501,6 +510,8 @@ void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_c
                 ret->memory_slice[i] = 1;
         ret->compute_slices = in->mig->compute_slices[g];
         const struct mig_gpu *mg = &in->mig->node.gpu[g];
+        if (dra_mig_dynamic_gpu(in, g))
+                profile_limits(&in->mig->caps[g], ret);
         for (unsigned k = 0; !dra_mig_dynamic_gpu(in, g) && k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
                 ret->mig_gi[k] = mg->dev[k].gi;
                 ret->mig_ci[k] = mg->dev[k].ci;
@@ -529,6 +540,11 @@ static int dynamic_consumption(const struct dra_slice_input *in, unsigned g, con
         for (unsigned i = at.start; i < at.start + at.size && i < ret->n_memory_slices; i++)
                 ret->memory_slice[i] = 1;
         ret->compute_slices = p->slices;
+        unsigned k = (unsigned)(p - in->mig->caps[g].profile);
+        if (k < MIG_MAX_PROFILES && p->instances < p->n_placements) {
+                ret->profile_instances[k] = 1;
+                ret->profile_id[k] = p->id;
+        }
         return 0;
 }
 
@@ -578,6 +594,10 @@ void dra_counters_add(struct dra_counters *a, const struct dra_counters *b) {
         a->compute_slices += b->compute_slices;
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
                 a->mig_share[k] += b->mig_share[k];
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++) {
+                a->profile_instances[k] += b->profile_instances[k];
+                a->profile_id[k] = b->profile_instances[k] ? b->profile_id[k] : a->profile_id[k];
+        }
 }
 
 bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap) {
@@ -586,6 +606,8 @@ bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *c
                 fit &= a->memory_slice[i] <= (i < cap->n_memory_slices ? cap->memory_slice[i] : 0);
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
                 fit &= a->mig_share[k] <= cap->mig_share[k];
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++)
+                fit &= !a->profile_instances[k] || a->profile_instances[k] <= cap->profile_instances[k];
         return fit;
 }
 
@@ -609,6 +631,13 @@ static json_t *counters_json(const struct dra_counters *c, bool set) {
         if (c->compute_slices &&
             json_object_set_new(o, "compute-slices", json_pack("{s:o}", "value", quantity(c->compute_slices))) < 0)
                 goto fail;
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++) {
+                if (!c->profile_instances[k])
+                        continue;
+                snprintf(name, sizeof name, "profile-%u-instances", c->profile_id[k]);
+                if (json_object_set_new(o, name, json_pack("{s:o}", "value", quantity(c->profile_instances[k]))) < 0)
+                        goto fail;
+        }
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++) {
                 if (!c->mig_share[k])
                         continue;

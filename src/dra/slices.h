@@ -193,6 +193,9 @@ struct dra_counters {
          * position in the GPU's MIG device list): the MIG device consumes all of it, each share 1 */
         uint64_t mig_share[MIG_MAX_DEVICES];
         unsigned mig_gi[MIG_MAX_DEVICES], mig_ci[MIG_MAX_DEVICES];
+        /* GPUs partitioned dynamically: "profile-<id>-instances" per profile that cannot fill all its placements at
+         * once (a +me profile: one instance), by the profile's index in the GPU's mig_caps; each placement of it 1 */
+        unsigned profile_instances[MIG_MAX_PROFILES], profile_id[MIG_MAX_PROFILES];
 };
 
 /* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the

@@ -152,6 +152,13 @@ def test_dynamic(e):
     refused(e, "start", "gpu-%d-mig-%s-2" % (dyn, label(profile)),
             "profile %s cannot start at memory slice 2 (its placements start at 0,4)" % profile)
     refused(e, "whole", "gpu-%d" % dyn, "already prepared")
+    # one +me instance per GPU (its instance count), though its placements do not overlap: counters and prepare
+    me = [n for n, v in want.items() if v[0].endswith("+me") and min(v[1]) < 4]
+    check(devs[me[0]]["consumesCounters"][0]["counters"].get("profile-20-instances", {}).get("value") == "1",
+          "%s does not consume its profile's instance counter: %s" % (me[0], devs[me[0]]))
+    m, _, _ = prepare_dynamic(e, dyn, me[0], want[me[0]][0], min(want[me[0]][1]))
+    refused(e, "me", me[1], "holds at most 1 %s instance, prepared for other claims" % want[me[0]][0])
+    check(e.kubelet.unprepare(m) == {m[1]: ""}, "unprepare +me")
     refused(e, "unmarked", "gpu-%d-mig-%s-0" % (unmarked, label(profile)), "not partitioned dynamically")
     for g in off:
         refused(e, "off", "gpu-%d-mig-%s-0" % (g, label(profile)), "GPU %d is not in MIG mode" % g)
@@ -185,16 +192,22 @@ def test_dynamic_kills(e):
     instances, _ = nvml(e)
     dyn = next(g["index"] for g in e.topo["gpus"] if g.get("mig_mode") == 1 and not instances[g["index"]])
     static = {g: v for g, v in instances.items() if g != dyn}
-    held = {}  # uid -> (claim, device, memory slices)
+    held = {}  # uid -> (claim, device, memory slices, exclusive counters)
     flag = ("--dra-mig-dynamic", str(dyn))
+
+    def exclusive(d):
+        """The counters a device takes that no other prepared one may share: its memory slices and, for a +me
+        profile (one instance per GPU), its profile's instance counter."""
+        c = d["consumesCounters"][0]["counters"]
+        return {k for k in c if k.startswith("memory-slice-") or k.startswith("profile-")}
 
     def free_device(i):
         devs = sorted(dynamic_of(e.devices(), dyn).items())
-        used = set().union(*[v[2] for v in held.values()]) if held else set()
+        used = set().union(*[v[3] for v in held.values()]) if held else set()
         for k in range(len(devs)):
             n, d = devs[(i * 5 + k) % len(devs)]
-            if not consumed(d)[0] & used and consumed(d)[1] <= 3:
-                return n, consumed(d)[0]
+            if not exclusive(d) & used and consumed(d)[1] <= 3:
+                return n, consumed(d)[0], exclusive(d)
         raise AssertionError("no free placement left: %s" % held)
 
     def verify(point):
@@ -217,10 +230,10 @@ def test_dynamic_kills(e):
         point = CRASH_POINTS[i % len(CRASH_POINTS)]
         unprep = "unprepare" in point
         if unprep and not held:  # something to unprepare
-            dev, sl = free_device(i)
+            dev, sl, ex = free_device(i)
             c = e.claim("pre%d" % i, [("mig", dev)])
             ok(e.kubelet.prepare(c), c[1])
-            held[c[1]] = (c, dev, sl)
+            held[c[1]] = (c, dev, sl, ex)
         e.kill_agent(signal.SIGTERM)
         e.start_agent(*flag, crash=point)
         e.kubelet.restart()
@@ -229,7 +242,7 @@ def test_dynamic_kills(e):
             victim = held[sorted(held)[0]][0]
             call = lambda: e.kubelet.unprepare(victim)  # noqa: E731
         else:
-            dev, sl = free_device(i)
+            dev, sl, ex = free_device(i)
             c = e.claim("k%d" % i, [("mig", dev)])
             call = lambda: e.kubelet.prepare(c)  # noqa: E731
         try:
@@ -248,13 +261,13 @@ def test_dynamic_kills(e):
         if unprep:
             del held[victim[1]]
         elif point == "dra-prepare-done":  # journaled as prepared before the kill: held, its instance there
-            held[c[1]] = (c, dev, sl)
+            held[c[1]] = (c, dev, sl, ex)
         verify(point + " (restarted)")
         if unprep:
             check(e.kubelet.unprepare(victim) == {victim[1]: ""}, "unprepare retried after %s" % point)
         else:
             ok(e.kubelet.prepare(c), c[1])
-            held[c[1]] = (c, dev, sl)
+            held[c[1]] = (c, dev, sl, ex)
         verify(point)
     check(kills == 20, "%d kills" % kills)
     for uid, v in list(held.items()):

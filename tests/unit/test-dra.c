@@ -682,6 +682,19 @@ static void test_mig_dynamic_counters(void **state) {
         assert_int_equal(dra_device_consumption(&in, 0, &seven, &b), 0);
         dra_counters_add(&a, &b);
         assert_false(dra_counters_fit(&a, &cap));
+        /* one 1g.5gb+me per GPU (its instance count), though its placements do not overlap */
+        struct dra_device_ref me0 = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "1g-5gb-me", .start = 0 };
+        struct dra_device_ref me1 = me0;
+        me1.start = 1;
+        assert_int_equal(dra_device_consumption(&in, 0, &me0, &a), 0);
+        assert_int_equal(dra_device_consumption(&in, 0, &me1, &b), 0);
+        assert_true(dra_counters_fit(&a, &cap));
+        dra_counters_add(&a, &b);
+        assert_false(dra_counters_fit(&a, &cap));
+        assert_int_equal(dra_device_consumption(&in, 0, &one, &b), 0); /* 1g.5gb beside it: fine */
+        assert_int_equal(dra_device_consumption(&in, 0, &me0, &a), 0);
+        dra_counters_add(&a, &b);
+        assert_true(dra_counters_fit(&a, &cap));
         struct dra_device_ref gone = three;
         gone.start = 2;
         assert_int_equal(dra_device_consumption(&in, 0, &gone, &a), -ENODEV);
@@ -695,6 +708,15 @@ static void test_mig_dynamic_counters(void **state) {
         assert_non_null(d);
         assert_string_equal(attr_s(d, "profile"), "3g.20gb");
         assert_null(attr_s(d, "uuid"));
+        assert_int_equal(counter(find_set(sl, "gpu-0"), "profile-20-instances"), 1);
+        assert_int_equal(
+                counter(json_object_get(json_array_get(json_object_get(find_device(sl, "gpu-0-mig-1g-5gb-me-3"),
+                                                                       "consumesCounters"),
+                                                       0),
+                                        "counters"),
+                        "profile-20-instances"),
+                1);
+        assert_int_equal(counter(find_set(sl, "gpu-1"), "profile-20-instances"), -1); /* static: none */
         assert_non_null(find_device(sl, "gpu-1-mig-1-0"));
         assert_null(find_device(sl, "gpu-1-mig-3g-20gb-4"));
         json_decref(sl);
