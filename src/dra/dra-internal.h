@@ -132,10 +132,25 @@ int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, c
 /* Whether the record has a dynamic MIG device. */
 /* Thread: any; lock: none (pure). */
 bool dra_dyn_any(const struct dra_record *r);
-/* Make the record's dynamic MIG devices' instances not made yet, journaling each (record preparing, in memory
- * too), with their capability nodes. 0 or -errno with err (what was made stays journaled for the roll back). */
-/* Thread: the kubelet servers'; lock: d->lock held. */
-int dra_dyn_make(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* One dynamic MIG device's instance to make or destroy: the device's position in its record, its GPU (topology
+ * position), profile and placement (resolved with the lock held, used without it). */
+struct dra_dyn_op {
+        unsigned dev, g, profile_id;
+        struct mig_placement at;
+};
+/* The record's dynamic MIG devices whose instance is made (made true) or not yet: how many ops (<= r->n). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+unsigned dra_dyn_plan_locked(const struct dra *d, const struct dra_record *r, bool made, struct dra_dyn_op *ret);
+/* Make one instance through ops.mig_create: 1 and its ids, or -errno with err (nothing made). */
+/* Thread: the kubelet servers'; lock: none (NVML's calls, without the driver's lock). */
+int dra_dyn_make_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op, unsigned *ret_gi,
+                     unsigned *ret_ci, struct gs_error *err);
+/* The capability nodes of a made instance (/dev/nvidia-caps, as nvidia-modprobe -f makes them). 0 or -errno. */
+/* Thread: the kubelet servers', start-up; lock: any (local file I/O). */
+int dra_dyn_nodes(struct dra *d, unsigned g, unsigned gi, unsigned ci, struct gs_error *err);
+/* Destroy one instance through ops.mig_destroy (0 also when it is not there; an error is logged). */
+/* Thread: the kubelet servers', start-up; lock: none on the unprepare path, held at start-up and roll back. */
+int dra_dyn_unmake_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op);
 /* Destroy the instances of the record's dynamic MIG devices, by profile and placement: those made, and with
  * unrecorded (recovery of a record not prepared) also those a killed prepare may have made before journaling
  * them. 0 or the first -errno (logged). */

@@ -53,8 +53,8 @@ enum dra_log_level {
         DRA_LOG_DEBUG,
 };
 
-/* The device table of the agent, as the driver needs it (called with the driver's lock held: they must
- * not call back into the driver). gpus: bit i = topology position i. */
+/* The device table of the agent, as the driver needs it (called with the driver's lock held unless said
+ * otherwise: they must not call back into the driver). gpus: bit i = topology position i. */
 struct dra_table_ops {
         /* Take these GPUs for DRA claims: all or none. -EBUSY (the device plugin holds one) or -EIO
          * (unhealthy), why filled, when it cannot; then nothing was taken. */
@@ -69,7 +69,8 @@ struct dra_table_ops {
         /* Dynamic MIG (docs/dra.md "Dynamic MIG"), through src/migctl: make a GPU instance of profile_id (info.id)
          * at placement `at` of GPU `index` with one compute instance covering it (0 and the ids, or -errno with why,
          * nothing left made); destroy the GPU instance of profile_id at exactly `at` (0, also when there is none).
-         * NULL: no dynamic MIG. */
+         * Unlike the others, called WITHOUT the driver's lock at prepare and unprepare (NVML may take long); with it
+         * at start-up (no thread serves yet) and when a failed prepare is rolled back. NULL: no dynamic MIG. */
         int (*mig_create)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at,
                           unsigned *ret_gi, unsigned *ret_ci, char *why, size_t why_len);
         int (*mig_destroy)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, char *why,

@@ -200,41 +200,59 @@ static int make_one(struct dra *d, unsigned g, struct dra_record_device *dv, str
         return make_nodes(d, g, dv->gi, dv->ci, err);
 }
 
-int dra_dyn_make(struct dra *d, struct dra_record *r, struct gs_error *err) {
-        for (unsigned i = 0; i < r->n; i++) {
-                struct dra_record_device *dv = &r->dev[i];
-                int g = dra_gpu_position(d, dv->index);
-                if (dv->kind != DRA_DEVICE_MIG_DYNAMIC || dv->made || g < 0)
-                        continue;
-                int e = make_one(d, (unsigned)g, dv, err);
-                if (dv->made)
-                        dra_crash_point(d, "dra-prepare-mig-made");
-                if (e < 0)
-                        return e;
-                if ((e = dra_record_write(d->journal_fd, r)) < 0)
-                        return gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
-                dra_crash_point(d, "dra-prepare-mig-journaled");
-        }
-        return 0;
-}
-
-int dra_dyn_unmake(struct dra *d, const struct dra_record *r, bool unrecorded) {
-        int first = 0;
-        for (unsigned i = 0; i < r->n; i++) {
+unsigned dra_dyn_plan_locked(const struct dra *d, const struct dra_record *r, bool made, struct dra_dyn_op *ret) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < r->n && n < DRA_RESULTS_MAX; i++) {
                 const struct dra_record_device *dv = &r->dev[i];
                 int g = dra_gpu_position(d, dv->index);
                 const struct mig_profile *p;
                 struct mig_placement at;
-                char why[200] = "";
-                if (dv->kind != DRA_DEVICE_MIG_DYNAMIC || g < 0 || !d->ops.mig_destroy || (!dv->made && !unrecorded))
+                if (dv->kind != DRA_DEVICE_MIG_DYNAMIC || dv->made != made || g < 0 ||
+                    placement_of(d, (unsigned)g, dv->device, &p, &at) < 0)
                         continue;
-                int e = placement_of(d, (unsigned)g, dv->device, &p, &at);
-                e = e ?: d->ops.mig_destroy(d->ops.userdata, dv->index, p->id, at, why, sizeof why);
-                if (e < 0) {
-                        dra_log(d, DRA_LOG_ERROR, "cannot destroy a claim's MIG instance",
-                                "claim=%s device=%s error=\"%s\"", r->uid, dv->device, why[0] ? why : strerror(-e));
-                        first = first ?: e;
-                }
+                ret[n++] = (struct dra_dyn_op){ .dev = i, .g = (unsigned)g, .profile_id = p->id, .at = at };
+        }
+        return n;
+}
+
+int dra_dyn_make_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op, unsigned *ret_gi,
+                     unsigned *ret_ci, struct gs_error *err) {
+        const struct dra_record_device *dv = &r->dev[op->dev];
+        char why[200] = "";
+        if (!d->ops.mig_create)
+                return gs_error_set(err, -ENODEV, "device %.63s: no dynamic MIG on this node", dv->device);
+        int e = d->ops.mig_create(d->ops.userdata, dv->index, op->profile_id, op->at, ret_gi, ret_ci, why, sizeof why);
+        if (e < 0)
+                return gs_error_set(err, e, "device %.63s: cannot make the MIG instance: %.200s", dv->device,
+                                    why[0] ? why : strerror(-e));
+        return 1;
+}
+
+int dra_dyn_nodes(struct dra *d, unsigned g, unsigned gi, unsigned ci, struct gs_error *err) {
+        return make_nodes(d, g, gi, ci, err);
+}
+
+int dra_dyn_unmake_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op) {
+        const struct dra_record_device *dv = &r->dev[op->dev];
+        char why[200] = "";
+        int e = d->ops.mig_destroy
+                        ? d->ops.mig_destroy(d->ops.userdata, dv->index, op->profile_id, op->at, why, sizeof why)
+                        : 0;
+        if (e < 0)
+                dra_log(d, DRA_LOG_ERROR, "cannot destroy a claim's MIG instance", "claim=%s device=%s error=\"%s\"",
+                        r->uid, dv->device, why[0] ? why : strerror(-e));
+        return e;
+}
+
+int dra_dyn_unmake(struct dra *d, const struct dra_record *r, bool unrecorded) {
+        struct dra_dyn_op ops[DRA_RESULTS_MAX];
+        unsigned n = dra_dyn_plan_locked(d, r, true, ops);
+        if (unrecorded)
+                n += dra_dyn_plan_locked(d, r, false, ops + n);
+        int first = 0;
+        for (unsigned k = 0; k < n; k++) {
+                int e = dra_dyn_unmake_one(d, r, &ops[k]);
+                first = first ?: e;
         }
         return first;
 }

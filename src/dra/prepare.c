@@ -546,16 +546,60 @@ static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_r
         d->held |= want;
         dra_crash_point(d, "dra-prepare-journaled");
         if (dra_dyn_any(&r)) {
-                e = dra_dyn_make(d, &r, err);
-                (void)put(d, &r); /* what was made, for the roll back and the slices */
-                if (e < 0) {
-                        roll_back(d, &r);
-                        return e;
-                }
                 *ret = r;
-                return 1;
+                return 1; /* its instances are made without the lock (make_instances) */
         }
         return finish_locked(d, &r, ret, err);
+}
+
+/* A made instance into the claim's record, in memory first (a roll back then destroys it), then in the journal
+ * (lock held). A claim gone meanwhile has the instance destroyed at once. */
+static int record_made_locked(struct dra *d, const char *uid, const struct dra_dyn_op *op, unsigned gi, unsigned ci,
+                              struct gs_error *err) {
+        struct dra_record *have = find(d, uid);
+        if (!have || have->state != DRA_REC_PREPARING)
+                return gs_error_set(err, -EAGAIN, "the claim changed while its MIG instance was made");
+        have->dev[op->dev].made = true;
+        have->dev[op->dev].gi = gi;
+        have->dev[op->dev].ci = ci;
+        int e = dra_record_write(d->journal_fd, have);
+        return e < 0 ? gs_error_set(err, e, "cannot write the journal: %s", strerror(-e)) : 0;
+}
+
+/* The instances of a journaled claim's dynamic MIG devices, made through NVML without the lock (the record, in
+ * memory as preparing, holds their placements against every other prepare meanwhile), each journaled after; a
+ * failure rolls the claim back. */
+static int make_instances(struct dra *d, const char *uid, struct gs_error *err) {
+        struct dra_dyn_op ops[DRA_RESULTS_MAX];
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *have = find(d, uid);
+        struct dra_record r = have ? *have : (struct dra_record){ .n = 0 };
+        unsigned n = have ? dra_dyn_plan_locked(d, &r, false, ops) : 0;
+        pthread_mutex_unlock(&d->lock);
+        int e = have ? 0 : gs_error_set(err, -EAGAIN, "the claim changed while it was prepared");
+        for (unsigned k = 0; k < n && e >= 0; k++) {
+                unsigned gi, ci;
+                if ((e = dra_dyn_make_one(d, &r, &ops[k], &gi, &ci, err)) < 0)
+                        break;
+                dra_crash_point(d, "dra-prepare-mig-made");
+                pthread_mutex_lock(&d->lock);
+                e = record_made_locked(d, uid, &ops[k], gi, ci, err);
+                if (e < 0 && !find(d, uid))
+                        (void)dra_dyn_unmake_one(d, &r, &ops[k]); /* no record holds it: not left behind */
+                pthread_mutex_unlock(&d->lock);
+                if (e == 0)
+                        dra_crash_point(d, "dra-prepare-mig-journaled");
+                e = e ?: dra_dyn_nodes(d, ops[k].g, gi, ci, err);
+        }
+        if (e < 0) {
+                pthread_mutex_lock(&d->lock);
+                if ((have = find(d, uid))) {
+                        struct dra_record back = *have;
+                        roll_back(d, &back);
+                }
+                pthread_mutex_unlock(&d->lock);
+        }
+        return e < 0 ? e : 0;
 }
 
 /* After the MIG side was read again: the made instances' UUIDs and nodes, then the files (lock held). */
@@ -589,10 +633,13 @@ int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_reco
         pthread_mutex_unlock(&d->lock);
         if (e != 1)
                 return e;
-        dra_mig_refresh(d); /* the instances made: their UUIDs and capability nodes */
-        pthread_mutex_lock(&d->lock);
-        e = prepare_made_locked(d, c->uid, ret, err);
-        pthread_mutex_unlock(&d->lock);
+        e = make_instances(d, c->uid, err);
+        if (e == 0) {
+                dra_mig_refresh(d); /* the instances made: their UUIDs and capability nodes */
+                pthread_mutex_lock(&d->lock);
+                e = prepare_made_locked(d, c->uid, ret, err);
+                pthread_mutex_unlock(&d->lock);
+        }
         if (e < 0)
                 dra_mig_refresh(d); /* rolled back: the instances are gone again */
         return e;
@@ -600,6 +647,9 @@ int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_reco
 
 /* ---- unprepare ---- */
 
+static int unprepare_done_locked(struct dra *d, const char *uid, struct gs_error *err);
+
+/* 0 done, 1 the files removed and the claim's dynamic MIG instances to destroy (destroy_instances), -errno. */
 static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err) {
         struct dra_record *have = find(d, uid);
         if (!have)
@@ -616,11 +666,12 @@ static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err
         dra_crash_point(d, "dra-unprepare-cdi");
         remove_files(d, &r);
         dra_crash_point(d, "dra-unprepare-limits");
-        if (dra_dyn_any(&r)) {
-                if ((e = dra_dyn_unmake(d, &r, false)) < 0)
-                        return gs_error_set(err, e, "cannot destroy the claim's MIG instance: %s", strerror(-e));
-                dra_crash_point(d, "dra-unprepare-mig");
-        }
+        return dra_dyn_any(&r) ? 1 : unprepare_done_locked(d, uid, err);
+}
+
+/* The record removed, its GPUs given back (lock held). */
+static int unprepare_done_locked(struct dra *d, const char *uid, struct gs_error *err) {
+        int e;
         if ((e = dra_record_remove(d->journal_fd, uid)) < 0)
                 return gs_error_set(err, e, "cannot remove the journal record: %s", strerror(-e));
         drop(d, uid);
@@ -631,12 +682,35 @@ static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err
         return 0;
 }
 
+/* An unpreparing claim's instances destroyed through NVML without the lock (its record, in memory, still holds their
+ * placements), then the record removed. A failure keeps the record: kubelet's retry, or the next start, finishes. */
+static int destroy_instances(struct dra *d, const char *uid, struct gs_error *err) {
+        struct dra_dyn_op ops[DRA_RESULTS_MAX];
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *have = find(d, uid);
+        struct dra_record r = have ? *have : (struct dra_record){ .n = 0 };
+        unsigned n = have ? dra_dyn_plan_locked(d, &r, true, ops) : 0;
+        pthread_mutex_unlock(&d->lock);
+        for (unsigned k = 0; k < n; k++) {
+                int e = dra_dyn_unmake_one(d, &r, &ops[k]);
+                if (e < 0)
+                        return gs_error_set(err, e, "cannot destroy the claim's MIG instance: %s", strerror(-e));
+        }
+        dra_crash_point(d, "dra-unprepare-mig");
+        pthread_mutex_lock(&d->lock);
+        int e = have ? unprepare_done_locked(d, uid, err) : 0;
+        pthread_mutex_unlock(&d->lock);
+        return e;
+}
+
 int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err) {
         if (!dra_uid_valid(uid))
                 return gs_error_set(err, -EINVAL, "not a claim UID");
         pthread_mutex_lock(&d->lock);
         int e = unprepare_locked(d, uid, err);
         pthread_mutex_unlock(&d->lock);
+        if (e == 1)
+                e = destroy_instances(d, uid, err);
         if (d->mig_dynamic)
                 dra_mig_refresh(d); /* an instance destroyed: its placement is free again */
         return e;
