@@ -13,7 +13,8 @@
  *
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API
- * before the lock is taken.
+ * before the lock is taken. NVML's making and destroying of dynamic MIG instances happens without it
+ * (migdyn.c, prepare.c's make_instances / destroy_instances): the claim's record is in memory meanwhile.
  */
 #pragma once
 
