@@ -20,6 +20,7 @@
 #include "agent/publish.h"
 #include "dra/dra.h"
 #include "dra/slices.h"
+#include "migctl/migctl.h"
 #include "nvml/nvml.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -109,9 +110,32 @@ static int mig_read(void *userdata, struct dra_mig *ret) {
                         continue; /* slices unknown: its MIG devices are not published */
                 ret->memory_slices[g] = mig_caps_memory_slices(caps);
                 ret->compute_slices[g] = mig_caps_compute_slices(caps);
+                ret->caps[g] = *caps; /* the placements of dynamic MIG devices */
         }
         free(caps);
         return 0;
+}
+
+/* A dynamic MIG device's instance, made and destroyed through src/migctl's applier (its lock: never beside a
+ * `gpuslice mig apply` of the same state dir). */
+static int mig_create(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
+                      unsigned *ret_ci, char *why, size_t why_len) {
+        struct node *n = userdata;
+        struct gs_error err = { 0 };
+        int r = migctl_instance_create(n->nvml, index, profile_id, at, n->cfg.state_dir, ret_gi, ret_ci, &err);
+        if (r < 0)
+                snprintf(why, why_len, "%s", err.message);
+        return r;
+}
+
+static int mig_destroy(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, char *why,
+                       size_t why_len) {
+        struct node *n = userdata;
+        struct gs_error err = { 0 };
+        int r = migctl_instance_destroy(n->nvml, index, profile_id, at, n->cfg.state_dir, &err);
+        if (r < 0)
+                snprintf(why, why_len, "%s", err.message);
+        return r;
 }
 
 static void dra_log_line(void *userdata, enum dra_log_level level, const char *msg, const char *fields) {
@@ -305,12 +329,15 @@ int node_dra_start(struct node *n) {
                 .memory_unit = unit ? unit : UINT64_C(256) << 20,
                 .limit_when_alone = n->cfg.limit_when_alone,
                 .kube = publish_client(n->publish),
+                .mig_dynamic = n->cfg.dra_mig_dynamic,
         };
         struct dra_table_ops ops = { .take = take,
                                      .set_held = set_held,
                                      .mig_read = n->nvml ? mig_read : NULL,
                                      .mps_start = mps_start,
                                      .mps_stop = mps_stop,
+                                     .mig_create = n->nvml ? mig_create : NULL,
+                                     .mig_destroy = n->nvml ? mig_destroy : NULL,
                                      .log = dra_log_line,
                                      .userdata = n };
         struct gs_error err = { 0 };

@@ -350,7 +350,8 @@ static void json_gpu_extra(struct gs_buf *w, const char *node, unsigned g, void 
                 gs_buf_json_string(w, lc->device);
                 gs_buf_printf(w, ",\"whole\":%s,\"mig\":%s,\"memory_mib\":%" PRIu64 ",\"core_percent\":%" PRIu64,
                               lc->kind == DRA_DEVICE_GPU ? "true" : "false",
-                              lc->kind == DRA_DEVICE_MIG ? "true" : "false", lc->memory >> 20, lc->cores);
+                              dra_kind_mig(lc->kind) && !dra_kind_shared(lc->kind) ? "true" : "false", lc->memory >> 20,
+                              lc->cores);
                 GS_BUF_LIT(w, ",\"reserved_for\":");
                 gs_buf_json_string(w, lc->pods);
                 GS_BUF_LIT(w, "}");
@@ -480,7 +481,7 @@ static int print_table(FILE *f, const struct collect *c, const char *only, bool 
                                                 "%%  [dra: %s%s%s]\n",
                                                 "", lc->ns, lc->name, lc->memory >> 20, lc->cores, lc->request,
                                                 lc->pods[0] ? ", pods " : "", lc->pods);
-                                else if (lc->kind == DRA_DEVICE_MIG)
+                                else if (lc->kind == DRA_DEVICE_MIG || lc->kind == DRA_DEVICE_MIG_DYNAMIC)
                                         fprintf(f, "%29s claim %s/%s  MIG device %s  [dra: %s%s%s]\n", "", lc->ns,
                                                 lc->name, lc->device, lc->request, lc->pods[0] ? ", pods " : "",
                                                 lc->pods);

@@ -32,6 +32,7 @@ enum opt_type {
         T_RESOURCE,  /* Kubernetes extended resource name or "" */
         T_CDI_KIND,  /* vendor/class */
         T_DRIVER,    /* DRA driver name: a lowercase DNS subdomain of at most 63 characters */
+        T_GPU_LIST,  /* "", "all" or comma-separated GPU indices */
 };
 
 struct opt_def {
@@ -156,7 +157,10 @@ static const char *const compat_names[] = { "pod-used-gpu-mem", "gpu-manager" };
         X("dra.cdi-dir", "dra-cdi-dir", "DIR", "where the claims' CDI specs are written", T_PATH, FIELD(dra_cdi_dir),  \
           NO_NAMES, 0, 0, "an absolute path")                                                                          \
         X("dra.sharing", "dra-sharing", NULL, "publish shared GPU devices (consumable memory and cores)", T_BOOL,      \
-          FIELD(dra_sharing), NO_NAMES, 0, 0, "true or false")
+          FIELD(dra_sharing), NO_NAMES, 0, 0, "true or false")                                                         \
+        X("dra.mig-dynamic", "dra-mig-dynamic", "GPUS",                                                                \
+          "MIG GPUs partitioned at prepare: a device per profile and placement (docs/dra.md)", T_GPU_LIST,             \
+          FIELD(dra_mig_dynamic), NO_NAMES, 0, 0, "all, GPU indices like 0,2, or empty")
 
 #define X_PUB(key, flag, metavar, help, ...) { key, flag, metavar, help },
 static const struct config_option options[] = { CONFIG_OPTION_LIST(X_PUB) };
@@ -338,6 +342,22 @@ static bool is_alnum(char c) {
 }
 
 /* DNS-1123 subdomain: lowercase labels of [a-z0-9-] joined by '.', each starting and ending alnum. */
+/* "", "all", or GPU indices "0,2" (no empty item, no leading zero). */
+static bool valid_gpu_list(const char *s) {
+        if (!s[0] || streq(s, "all"))
+                return true;
+        for (const char *p = s;; p++) {
+                size_t n = strspn(p, "0123456789");
+                if (n == 0 || n > 6 || (n > 1 && p[0] == '0'))
+                        return false;
+                p += n;
+                if (!*p)
+                        return true;
+                if (*p != ',')
+                        return false;
+        }
+}
+
 static bool valid_dns_subdomain(const char *s, size_t n) {
         if (n == 0 || n > 253)
                 return false;
@@ -614,6 +634,10 @@ static int set_option(struct gpuslice_config *cfg, const struct config_option *o
                         break;
                 case T_DRIVER:
                         if (strlen(value) > 63 || !valid_dns_subdomain(value, strlen(value)))
+                                goto invalid;
+                        break;
+                case T_GPU_LIST:
+                        if (strlen(value) >= d->size || !valid_gpu_list(value))
                                 goto invalid;
                         break;
                 case T_CDI_KIND: {
@@ -1102,20 +1126,26 @@ static void write_value(FILE *f, const char *v) {
         fputc('"', f);
 }
 
+/* The types whose field is the value's text. */
+static bool string_type(enum opt_type t) {
+        static const enum opt_type strings[] = { T_PATH,     T_PATH_OPT, T_LIBRARY, T_RESOURCE, T_DRIVER,
+                                                 T_GPU_LIST, T_ADDRESS,  T_URL,     T_NODE_NAME };
+        for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
+                if (strings[i] == t)
+                        return true;
+        return false;
+}
+
 static void format_option(const struct gpuslice_config *cfg, const struct config_option *o, char *buf, size_t len) {
         const struct opt_def *d = def_of(o);
         const char *field = (const char *)cfg + d->offset;
         size_t n = 0;
         buf[0] = '\0';
+        if (string_type(d->type)) {
+                strscpy(buf, field, len);
+                return;
+        }
         switch (d->type) {
-                case T_PATH:
-                case T_PATH_OPT:
-                case T_LIBRARY:
-                case T_RESOURCE:
-                case T_DRIVER:
-                case T_ADDRESS:
-                case T_URL:
-                case T_NODE_NAME: strscpy(buf, field, len); break;
                 case T_CDI_KIND: snprintf(buf, len, "%s/%s", cfg->cdi_vendor, cfg->cdi_class); break;
                 case T_ENUM: {
                         int v;
@@ -1152,6 +1182,7 @@ static void format_option(const struct gpuslice_config *cfg, const struct config
                         for (size_t i = 0; i < cfg->n_xid_ignore && n < len; i++)
                                 n += (size_t)snprintf(buf + n, len - n, "%s%u", i ? ", " : "", cfg->xid_ignore[i]);
                         break;
+                default: break; /* the string types, above */
         }
 }
 

@@ -155,6 +155,7 @@ struct gpuslice_config {
         char dra_plugin_dir[CONFIG_PATH_MAX];   /* dra.plugin-dir         /var/lib/kubelet/plugins */
         char dra_cdi_dir[CONFIG_PATH_MAX];      /* dra.cdi-dir            /var/run/cdi */
         bool dra_sharing;                       /* dra.sharing            true */
+        char dra_mig_dynamic[256];              /* dra.mig-dynamic        "" (none; "all" or "0,2") */
 };
 
 /* What a resource profile advertises. Names of absent resources are NULL. */

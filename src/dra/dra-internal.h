@@ -9,10 +9,12 @@
  *   kubelet.c   the registration server, the DRA service (v1, v1beta1) and the health stream
  *   publish.c   the ResourceSlice publisher (its own thread)
  *   status.c    the claims' status.devices
+ *   migdyn.c    dynamic MIG devices: the checks, making and destroying their instances, their recovery
  *
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API
- * before the lock is taken.
+ * before the lock is taken. NVML's making and destroying of dynamic MIG instances happens without it
+ * (migdyn.c, prepare.c's make_instances / destroy_instances): the claim's record is in memory meanwhile.
  */
 #pragma once
 
@@ -57,6 +59,7 @@ struct dra {
         char cdi_kind[DRA_MAX_DOMAIN + 8];
         bool sharing_wanted, limit_when_alone;
         uint64_t memory_unit;
+        uint64_t mig_dynamic; /* GPU positions partitioned dynamically */
         struct kube_client *kube;
         struct dra_table_ops ops;
         struct topo topo;
@@ -90,7 +93,7 @@ struct dra {
         char reg_socket[DRA_PATH_MAX], dra_socket[DRA_PATH_MAX];
 };
 
-/* state.c: dra_log, dra_gpu_position, dra_slice_input_locked, dra_publish_kick_locked, the MIG side;
+/* state.c: dra_log, dra_crash_point, dra_gpu_position, dra_slice_input_locked, dra_publish_kick_locked, the MIG side;
  * dra.c: dra_new, dra_free */
 /* Thread: any; lock: none (the caller's log callback must be thread-safe). */
 void dra_log(struct dra *d, enum dra_log_level level, const char *msg, const char *fmt, ...)
@@ -118,6 +121,55 @@ void dra_mig_refresh(struct dra *d);
 /* The MIG device of GPU position g with these instance ids, or NULL (lock held). */
 /* Thread: the driver's (servers', publisher's); lock: d->lock held. */
 const struct mig_device *dra_mig_device_locked(const struct dra *d, unsigned g, unsigned gi, unsigned ci);
+
+/* Crash points of the kill tests: SIGKILL when $GPUSLICE_CRASH_AT names this point. */
+/* Thread: any; lock: any (tests only). */
+void dra_crash_point(struct dra *d, const char *point);
+
+/* migdyn.c: dynamic MIG devices (gpu-<i>-mig-<label>-<start>) at prepare, unprepare and recovery */
+/* A claim's dynamic MIG device checked against the GPU now (lock held): its profile and placement (*ret_memory: the
+ * instance's bytes) or -errno with the reason (not marked, MIG off, an unknown profile, no such placement, taken). */
+/* Thread: the kubelet servers'; lock: d->lock held. */
+int dra_dyn_check(struct dra *d, unsigned g, const struct dra_device_ref *ref, const char *name, uint64_t *ret_memory,
+                  struct gs_error *err);
+/* Whether the record has a dynamic MIG device. */
+/* Thread: any; lock: none (pure). */
+bool dra_dyn_any(const struct dra_record *r);
+/* One dynamic MIG device's instance to make or destroy: the device's position in its record, its GPU (topology
+ * position), profile and placement (resolved with the lock held, used without it). */
+struct dra_dyn_op {
+        unsigned dev, g, profile_id;
+        struct mig_placement at;
+};
+/* The record's dynamic MIG devices whose instance is made (made true) or not yet: how many ops (<= r->n). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+unsigned dra_dyn_plan_locked(const struct dra *d, const struct dra_record *r, bool made, struct dra_dyn_op *ret);
+/* Make one instance through ops.mig_create: 1 and its ids, or -errno with err (nothing made). */
+/* Thread: the kubelet servers'; lock: none (NVML's calls, without the driver's lock). */
+int dra_dyn_make_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op, unsigned *ret_gi,
+                     unsigned *ret_ci, struct gs_error *err);
+/* The capability nodes of a made instance (/dev/nvidia-caps, as nvidia-modprobe -f makes them). 0 or -errno. */
+/* Thread: the kubelet servers', start-up; lock: any (local file I/O). */
+int dra_dyn_nodes(struct dra *d, unsigned g, unsigned gi, unsigned ci, struct gs_error *err);
+/* Destroy one instance through ops.mig_destroy (0 also when it is not there; an error is logged). */
+/* Thread: the kubelet servers', start-up; lock: none on the unprepare path, held at start-up and roll back. */
+int dra_dyn_unmake_one(struct dra *d, const struct dra_record *r, const struct dra_dyn_op *op);
+/* Destroy the instances of the record's dynamic MIG devices, by profile and placement: those made, and with
+ * unrecorded (recovery of a record not prepared) also those a killed prepare may have made before journaling
+ * them. 0 or the first -errno (logged). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+int dra_dyn_unmake(struct dra *d, const struct dra_record *r, bool unrecorded);
+/* The MIG UUIDs of the record's made instances from the MIG side read since (-ENODEV with err when one is not
+ * there). */
+/* Thread: the kubelet servers', start-up; lock: d->lock held. */
+int dra_dyn_fill(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* Recovery of a prepared record: every dynamic MIG device's instance there (ids taken from NVML's view), made
+ * again where it went missing. 1 when something was made or an id changed (journaled), 0, or -errno with err. */
+/* Thread: start-up; lock: d->lock held. */
+int dra_dyn_ensure(struct dra *d, struct dra_record *r, struct gs_error *err);
+/* Parse dra.mig-dynamic ("all", "0,2", "" none) into GPU positions of d's topology. 0 or -EINVAL with err. */
+/* Thread: dra_new's; lock: none. */
+int dra_dyn_parse(struct dra *d, const char *spec, struct gs_error *err);
 
 /* prepare.c */
 /* Thread: dra_start's, before serving; lock: none. */

@@ -115,6 +115,10 @@ int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_
                 return r;
         }
         d->topo = *t;
+        if ((r = dra_dyn_parse(d, o->mig_dynamic, err)) < 0) {
+                dra_free(d);
+                return r;
+        }
         d->sharing_ok = true;
         d->taints_ok = true; /* until a server drops them (1.34, 1.35: DRADeviceTaints off) */
         for (unsigned g = 0; g < t->n_gpus; g++) {

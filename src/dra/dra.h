@@ -15,7 +15,9 @@
  *     this node that nothing else holds, writes one CDI spec per claim with the limiter of its shared
  *     devices, answers the CDI IDs) and unprepares them, crash-safe through its journal (journal.h);
  *   - publishes and prepares the MIG devices of GPUs with MIG on (static layouts: the instances that
- *     exist, read through ops.mig_read) beside their whole GPUs, excluding each other by counters.
+ *     exist, read through ops.mig_read) beside their whole GPUs, excluding each other by counters; on the
+ *     GPUs of o.mig_dynamic one device per profile and placement instead, the instance made at prepare and
+ *     destroyed at unprepare through ops.mig_create / ops.mig_destroy, journaled (migdyn.c).
  *
  * Docs: docs/dra.md. Threads: its own (the servers', the publisher's); every public function is
  * thread-safe. Must never: log (events go to the caller's log callback), hold its lock across a
@@ -29,6 +31,7 @@
 
 #include <jansson.h>
 
+#include "mig/mig.h"
 #include "topo/topo.h"
 #include "util/error.h"
 
@@ -50,8 +53,8 @@ enum dra_log_level {
         DRA_LOG_DEBUG,
 };
 
-/* The device table of the agent, as the driver needs it (called with the driver's lock held: they must
- * not call back into the driver). gpus: bit i = topology position i. */
+/* The device table of the agent, as the driver needs it (called with the driver's lock held unless said
+ * otherwise: they must not call back into the driver). gpus: bit i = topology position i. */
 struct dra_table_ops {
         /* Take these GPUs for DRA claims: all or none. -EBUSY (the device plugin holds one) or -EIO
          * (unhealthy), why filled, when it cannot; then nothing was taken. */
@@ -73,6 +76,15 @@ struct dra_table_ops {
                          char *why, size_t why_len);
         /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe. */
         void (*mps_stop)(void *userdata, const char *uid, const char *dir);
+        /* Dynamic MIG (docs/dra.md "Dynamic MIG"), through src/migctl: make a GPU instance of profile_id (info.id)
+         * at placement `at` of GPU `index` with one compute instance covering it (0 and the ids, or -errno with why,
+         * nothing left made); destroy the GPU instance of profile_id at exactly `at` (0, also when there is none).
+         * Unlike the others, called WITHOUT the driver's lock at prepare and unprepare (NVML may take long); with it
+         * at start-up (no thread serves yet) and when a failed prepare is rolled back. NULL: no dynamic MIG. */
+        int (*mig_create)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at,
+                          unsigned *ret_gi, unsigned *ret_ci, char *why, size_t why_len);
+        int (*mig_destroy)(void *userdata, unsigned index, unsigned profile_id, struct mig_placement at, char *why,
+                           size_t why_len);
         /* One line for the daemon's log: msg and key=value fields. */
         void (*log)(void *userdata, enum dra_log_level level, const char *msg, const char *fields);
         void *userdata;
@@ -98,6 +110,8 @@ struct dra_options {
         uint64_t memory_unit;     /* the step of a shared device's memory */
         bool limit_when_alone;    /* core-policy hard unless the claim's parameters say elastic */
         struct kube_client *kube; /* the agent's API client (must outlive the driver) */
+        /* the GPUs partitioned dynamically (dra.mig-dynamic): "all", NVML indices "0,2", or NULL / "" none */
+        const char *mig_dynamic;
 };
 
 /* What the device table says of one GPU (topology position). */

@@ -32,20 +32,26 @@ static bool limits_name_valid(const char *s) {
 
 /* ---- encode ---- */
 
+static json_t *encode_device(const struct dra_record_device *d) {
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:I, s:i}", "request", d->request, "device", d->device,
+                              "shareID", d->share_id, "uuid", d->uuid, "index", (int)d->index, "shared", d->shared,
+                              "memory", (json_int_t)d->memory, "cores", (int)d->cores);
+        if (o && d->made &&
+            (json_object_set_new(o, "gi", json_integer(d->gi)) < 0 ||
+             json_object_set_new(o, "ci", json_integer(d->ci)) < 0))
+                json_decref(TAKE_PTR(o));
+        if (o && d->mps_pinned && json_object_set_new(o, "mpsPinned", json_integer((json_int_t)d->mps_pinned)) < 0)
+                json_decref(TAKE_PTR(o));
+        return o;
+}
+
 int dra_record_encode(const struct dra_record *r, char **ret) {
         if (!dra_uid_valid(r->uid) || r->n > DRA_RESULTS_MAX || r->state < DRA_REC_PREPARING ||
             r->state > DRA_REC_UNPREPARING)
                 return -EINVAL;
         json_t *devs = json_array();
         for (unsigned i = 0; devs && i < r->n; i++) {
-                const struct dra_record_device *d = &r->dev[i];
-                if (json_array_append_new(devs, json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:I, s:i}", "request",
-                                                          d->request, "device", d->device, "shareID", d->share_id,
-                                                          "uuid", d->uuid, "index", (int)d->index, "shared", d->shared,
-                                                          "memory", (json_int_t)d->memory, "cores", (int)d->cores)) <
-                            0 ||
-                    (d->mps_pinned && json_object_set_new(json_array_get(devs, i), "mpsPinned",
-                                                          json_integer((json_int_t)d->mps_pinned)) < 0)) {
+                if (json_array_append_new(devs, encode_device(&r->dev[i])) < 0) {
                         json_decref(devs);
                         return -ENOMEM;
                 }
@@ -89,6 +95,27 @@ static int num(const json_t *o, const char *key, json_int_t max, json_int_t *ret
         return 0;
 }
 
+/* A dynamic MIG device's instance ids, when it was made ("gi" and "ci" both or neither; no other kind has them). */
+static int decode_made(const json_t *o, struct dra_record_device *d, struct gs_error *err) {
+        json_int_t gi, ci;
+        bool has = json_object_get(o, "gi") || json_object_get(o, "ci");
+        d->made = false;
+        d->gi = d->ci = MIG_NO_INSTANCE;
+        if (!has)
+                return 0;
+        if (d->kind != DRA_DEVICE_MIG_DYNAMIC)
+                return gs_error_set(err, -EINVAL, "device %.63s: instance ids of a device not made at prepare",
+                                    d->device);
+        int r = num(o, "gi", 14, &gi, err);
+        r = r ?: num(o, "ci", MIG_MAX_CIS - 1, &ci, err);
+        if (r < 0)
+                return r;
+        d->made = true;
+        d->gi = (unsigned)gi;
+        d->ci = (unsigned)ci;
+        return 0;
+}
+
 static int decode_device(const json_t *o, struct dra_record_device *d, struct gs_error *err) {
         json_int_t index, memory, cores;
         if (!json_is_object(o) || !json_is_boolean(json_object_get(o, "shared")))
@@ -117,7 +144,7 @@ static int decode_device(const json_t *o, struct dra_record_device *d, struct gs
                         return r;
                 d->mps_pinned = (uint64_t)memory;
         }
-        return 0;
+        return decode_made(o, d, err);
 }
 
 /* The optional "sharing": {"strategy", "interval", "threads"}. */

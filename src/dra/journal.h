@@ -8,8 +8,9 @@
  * limits file), and which files prepare made (its CDI spec, its limits dir), so that after a SIGKILL at
  * any instant start-up can finish or undo what was under way (docs/dra.md, "Crash safety"):
  *
- *   preparing    written before any file of the claim: rolled back at start (files and record removed;
- *                kubelet, which never got an answer, prepares again)
+ *   preparing    written before any file of the claim (and before a dynamic MIG device's instance is made,
+ *                again after): rolled back at start (files, instances and record removed; kubelet, which
+ *                never got an answer, prepares again)
  *   prepared     written after the last file: the claim is held; its files are rewritten at start
  *   unpreparing  written before removing the files: finished at start
  *
@@ -47,6 +48,10 @@ struct dra_record_device {
         uint64_t memory;           /* shared: bytes consumed */
         unsigned cores;            /* shared: percent consumed */
         uint64_t mps_pinned;       /* sharing MPS: the pinned device memory limit of its clients (0: none) */
+        /* a dynamic MIG device (gpu-<i>-mig-<label>-<start>): whether its instance was made, and its ids (the
+         * record is written again after the instance is made; recovery finds an unrecorded one by placement) */
+        bool made;
+        unsigned gi, ci;
 };
 
 struct dra_record {

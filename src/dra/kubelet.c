@@ -354,6 +354,16 @@ static void health_add(struct dra *d, struct health_msg *m, unsigned g, const st
         m->n++;
 }
 
+/* A dynamically partitioned GPU's placements, as the slices have them (lock held). */
+static void health_dynamic(struct dra *d, struct health_msg *m, unsigned g, int64_t now) {
+        struct dra_slice_input in;
+        struct dra_device_ref refs[DRA_MIG_DYNAMIC_MAX];
+        dra_slice_input_locked(d, &in);
+        unsigned n = in.mig ? dra_mig_dynamic_devices(&in, g, refs, DRA_MIG_DYNAMIC_MAX) : 0;
+        for (unsigned k = 0; k < n; k++)
+                health_add(d, m, g, &refs[k], now);
+}
+
 /* Every device the driver has (its MIG devices with their GPU's health), the complete list each time. */
 static int send_health(struct dra *d, struct rpc_stream *s) {
         struct health_msg *m = calloc(1, sizeof *m);
@@ -373,7 +383,9 @@ static int send_health(struct dra *d, struct rpc_stream *s) {
                 ref.kind = DRA_DEVICE_SHARED;
                 if (shared && !mig_on) /* as the slices: no shared device of a GPU in MIG mode */
                         health_add(d, m, g, &ref, now);
-                for (unsigned k = 0; mig && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
+                health_dynamic(d, m, g, now);
+                for (unsigned k = 0;
+                     mig && !(d->mig_dynamic >> g & 1) && !d->mig_error[0] && k < d->mig->node.gpu[g].n_devices; k++) {
                         ref.gi = d->mig->node.gpu[g].dev[k].gi;
                         ref.ci = d->mig->node.gpu[g].dev[k].ci;
                         ref.kind = DRA_DEVICE_MIG;

@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +27,6 @@
 #include "util/atomic-file.h"
 #include "util/limits-dir.h"
 #include "util/util.h"
-
-/* Crash points of the kill tests (tests/integration/test_dra.py): $GPUSLICE_CRASH_AT=<point>[:n]. */
-static void crash_point(struct dra *d, const char *point) {
-        if (crash_point_due(point)) {
-                dra_log(d, DRA_LOG_WARN, "crash point reached: killing myself", "point=%s", point);
-                raise(SIGKILL);
-        }
-}
 
 int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len) {
         int w = snprintf(buf, len, "%s=%s-%s", d->cdi_kind, uid, device);
@@ -116,7 +107,7 @@ static int record_limits(const struct dra *d, const struct dra_record *r, struct
                 int g = dra_gpu_position(d, dv->index);
                 if (g < 0)
                         return -ENODEV;
-                if (dv->kind == DRA_DEVICE_MIG) /* its own instance: nothing for the limiter */
+                if (dv->kind == DRA_DEVICE_MIG || dv->kind == DRA_DEVICE_MIG_DYNAMIC) /* its own instance: nothing */
                         continue;
                 /* a share of a MIG device is limited within its instance, named by its MIG UUID (the interposer
                  * reads the instance's own memory and multiprocessors, docs/mig.md) */
@@ -366,6 +357,10 @@ static int mig_device_check(struct dra *d, unsigned g, const struct dra_device_r
         if (!d->mig || g >= d->mig->node.n_gpus || d->mig->node.gpu[g].mode != 1)
                 return gs_error_set(err, -ENODEV, "device %.63s: GPU %u is not in MIG mode (any more)", name,
                                     ref->index);
+        if (d->mig_dynamic >> g & 1)
+                return gs_error_set(err, -ENODEV,
+                                    "device %.63s: GPU %u is partitioned dynamically: its devices are placements", name,
+                                    ref->index);
         const struct mig_device *md = dra_mig_device_locked(d, g, ref->gi, ref->ci);
         if (!md)
                 return gs_error_set(err, -ENODEV,
@@ -470,7 +465,12 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                 bool shared = dra_kind_shared(ref.kind);
                 const char *uuid = d->topo.gpu[g].uuid;
                 uint64_t memory_total = d->topo.gpu[g].memory_total;
-                if (dra_kind_mig(ref.kind)) {
+                if (ref.kind == DRA_DEVICE_MIG_DYNAMIC) {
+                        int e = dra_dyn_check(d, (unsigned)g, &ref, res->device, &memory_total, err);
+                        if (e < 0)
+                                return e;
+                        uuid = ""; /* made at prepare */
+                } else if (dra_kind_mig(ref.kind)) {
                         const struct mig_device *md = NULL;
                         int e = mig_device_check(d, (unsigned)g, &ref, res->device, &md, err);
                         if (e < 0)
@@ -508,6 +508,7 @@ static int claim_record(struct dra *d, const struct dra_claim *c, struct dra_rec
                 dv->kind = ref.kind;
                 dv->memory = shared ? res->memory : 0;
                 dv->cores = shared ? (unsigned)res->cores : 0;
+                dv->gi = dv->ci = MIG_NO_INSTANCE;
                 r->n++;
         }
         r->elastic = policy == DRA_POLICY_ELASTIC || (policy == DRA_POLICY_NODE && !d->limit_when_alone);
@@ -627,7 +628,8 @@ static int check_free(struct dra *d, const struct dra_record *r, struct gs_error
                                             d->gpu[g].reason[0] ? d->gpu[g].reason : "no reason given");
                 if (d->gpu[g].busy)
                         return gs_error_set(err, -EBUSY, "device %.63s is held by the device plugin", dv->device);
-                int e = dv->kind == DRA_DEVICE_MIG          ? check_mig_free(d, r, dv, err)
+                bool whole_mig = dv->kind == DRA_DEVICE_MIG || dv->kind == DRA_DEVICE_MIG_DYNAMIC;
+                int e = whole_mig                           ? check_mig_free(d, r, dv, err)
                         : dv->kind == DRA_DEVICE_MIG_SHARED ? check_mig_share_free(d, r, dv, g, err)
                                                             : check_gpu_free(d, r, dv, g, err);
                 e = e ?: check_counters(d, r, (unsigned)g, err);
@@ -656,6 +658,13 @@ int dra_engine_lookup(struct dra *d, const char *uid, struct dra_record *ret) {
 
 /* Undo a prepare that failed after its record was journaled (lock held). */
 static void roll_back(struct dra *d, const struct dra_record *r) {
+        if (dra_dyn_unmake(d, r, false) < 0) { /* kept as unpreparing: finished at the next start */
+                struct dra_record u = *r;
+                u.state = DRA_REC_UNPREPARING;
+                (void)dra_record_write(d->journal_fd, &u);
+                (void)put(d, &u);
+                return;
+        }
         remove_files(d, r);
         (void)dra_record_remove(d->journal_fd, r->uid);
         drop(d, r->uid);
@@ -664,6 +673,32 @@ static void roll_back(struct dra *d, const struct dra_record *r) {
                 d->ops.set_held(d->ops.userdata, d->held);
 }
 
+/* The files of a journaled record, then the record as prepared (lock held); rolled back on failure. */
+static int finish_locked(struct dra *d, struct dra_record *r, struct dra_record *ret, struct gs_error *err) {
+        int e = r->limits[0] ? write_limits(d, r, err) : 0;
+        if (e == 0)
+                dra_crash_point(d, "dra-prepare-limits");
+        if (e == 0 && r->sharing == DRA_SHARING_MPS)
+                e = mps_start(d, r, err);
+        e = e ?: write_spec(d, r, err);
+        if (e == 0) {
+                dra_crash_point(d, "dra-prepare-cdi");
+                r->state = DRA_REC_PREPARED;
+                if ((e = dra_record_write(d->journal_fd, r)) < 0)
+                        gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
+        }
+        if (e < 0) {
+                roll_back(d, r);
+                return e;
+        }
+        (void)put(d, r);
+        dra_crash_point(d, "dra-prepare-done");
+        *ret = *r;
+        return 0;
+}
+
+/* 0 prepared; 1 journaled with dynamic MIG instances made (finished by dra_engine_prepare once the MIG side is read
+ * again); -errno. */
 static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
         struct dra_record *have = find(d, c->uid);
         if (have && have->state == DRA_REC_PREPARED) {
@@ -687,27 +722,76 @@ static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_r
                 return gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
         }
         d->held |= want;
-        crash_point(d, "dra-prepare-journaled");
-        e = r.limits[0] ? write_limits(d, &r, err) : 0;
-        if (e == 0)
-                crash_point(d, "dra-prepare-limits");
-        if (e == 0 && r.sharing == DRA_SHARING_MPS)
-                e = mps_start(d, &r, err);
-        e = e ?: write_spec(d, &r, err);
-        if (e == 0) {
-                crash_point(d, "dra-prepare-cdi");
-                r.state = DRA_REC_PREPARED;
-                if ((e = dra_record_write(d->journal_fd, &r)) < 0)
-                        gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
+        dra_crash_point(d, "dra-prepare-journaled");
+        if (dra_dyn_any(&r)) {
+                *ret = r;
+                return 1; /* its instances are made without the lock (make_instances) */
         }
+        return finish_locked(d, &r, ret, err);
+}
+
+/* A made instance into the claim's record, in memory first (a roll back then destroys it), then in the journal
+ * (lock held). A claim gone meanwhile has the instance destroyed at once. */
+static int record_made_locked(struct dra *d, const char *uid, const struct dra_dyn_op *op, unsigned gi, unsigned ci,
+                              struct gs_error *err) {
+        struct dra_record *have = find(d, uid);
+        if (!have || have->state != DRA_REC_PREPARING)
+                return gs_error_set(err, -EAGAIN, "the claim changed while its MIG instance was made");
+        have->dev[op->dev].made = true;
+        have->dev[op->dev].gi = gi;
+        have->dev[op->dev].ci = ci;
+        int e = dra_record_write(d->journal_fd, have);
+        return e < 0 ? gs_error_set(err, e, "cannot write the journal: %s", strerror(-e)) : 0;
+}
+
+/* The instances of a journaled claim's dynamic MIG devices, made through NVML without the lock (the record, in
+ * memory as preparing, holds their placements against every other prepare meanwhile), each journaled after; a
+ * failure rolls the claim back. */
+static int make_instances(struct dra *d, const char *uid, struct gs_error *err) {
+        struct dra_dyn_op ops[DRA_RESULTS_MAX];
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *have = find(d, uid);
+        struct dra_record r = have ? *have : (struct dra_record){ .n = 0 };
+        unsigned n = have ? dra_dyn_plan_locked(d, &r, false, ops) : 0;
+        pthread_mutex_unlock(&d->lock);
+        int e = have ? 0 : gs_error_set(err, -EAGAIN, "the claim changed while it was prepared");
+        for (unsigned k = 0; k < n && e >= 0; k++) {
+                unsigned gi, ci;
+                if ((e = dra_dyn_make_one(d, &r, &ops[k], &gi, &ci, err)) < 0)
+                        break;
+                dra_crash_point(d, "dra-prepare-mig-made");
+                pthread_mutex_lock(&d->lock);
+                e = record_made_locked(d, uid, &ops[k], gi, ci, err);
+                if (e < 0 && !find(d, uid))
+                        (void)dra_dyn_unmake_one(d, &r, &ops[k]); /* no record holds it: not left behind */
+                pthread_mutex_unlock(&d->lock);
+                if (e == 0)
+                        dra_crash_point(d, "dra-prepare-mig-journaled");
+                e = e ?: dra_dyn_nodes(d, ops[k].g, gi, ci, err);
+        }
+        if (e < 0) {
+                pthread_mutex_lock(&d->lock);
+                if ((have = find(d, uid))) {
+                        struct dra_record back = *have;
+                        roll_back(d, &back);
+                }
+                pthread_mutex_unlock(&d->lock);
+        }
+        return e < 0 ? e : 0;
+}
+
+/* After the MIG side was read again: the made instances' UUIDs and nodes, then the files (lock held). */
+static int prepare_made_locked(struct dra *d, const char *uid, struct dra_record *ret, struct gs_error *err) {
+        struct dra_record *have = find(d, uid);
+        if (!have || have->state != DRA_REC_PREPARING)
+                return gs_error_set(err, -EAGAIN, "the claim changed while its MIG instances were made");
+        struct dra_record r = *have;
+        int e = dra_dyn_fill(d, &r, err);
         if (e < 0) {
                 roll_back(d, &r);
                 return e;
         }
-        (void)put(d, &r);
-        crash_point(d, "dra-prepare-done");
-        *ret = r;
-        return 0;
+        return finish_locked(d, &r, ret, err);
 }
 
 int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
@@ -725,11 +809,25 @@ int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_reco
         pthread_mutex_lock(&d->lock);
         int e = prepare_locked(d, c, ret, err);
         pthread_mutex_unlock(&d->lock);
+        if (e != 1)
+                return e;
+        e = make_instances(d, c->uid, err);
+        if (e == 0) {
+                dra_mig_refresh(d); /* the instances made: their UUIDs and capability nodes */
+                pthread_mutex_lock(&d->lock);
+                e = prepare_made_locked(d, c->uid, ret, err);
+                pthread_mutex_unlock(&d->lock);
+        }
+        if (e < 0)
+                dra_mig_refresh(d); /* rolled back: the instances are gone again */
         return e;
 }
 
 /* ---- unprepare ---- */
 
+static int unprepare_done_locked(struct dra *d, const char *uid, struct gs_error *err);
+
+/* 0 done, 1 the files removed and the claim's dynamic MIG instances to destroy (destroy_instances), -errno. */
 static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err) {
         struct dra_record *have = find(d, uid);
         if (!have)
@@ -740,20 +838,47 @@ static int unprepare_locked(struct dra *d, const char *uid, struct gs_error *err
         if (e < 0)
                 return gs_error_set(err, e, "cannot write the journal: %s", strerror(-e));
         *have = r;
-        crash_point(d, "dra-unprepare-journaled");
+        dra_crash_point(d, "dra-unprepare-journaled");
         if (r.spec[0] && unlink(r.spec) < 0 && errno != ENOENT)
                 return gs_error_set(err, -errno, "cannot remove %.200s: %s", r.spec, strerror(errno));
-        crash_point(d, "dra-unprepare-cdi");
+        dra_crash_point(d, "dra-unprepare-cdi");
         remove_files(d, &r);
-        crash_point(d, "dra-unprepare-limits");
+        dra_crash_point(d, "dra-unprepare-limits");
+        return dra_dyn_any(&r) ? 1 : unprepare_done_locked(d, uid, err);
+}
+
+/* The record removed, its GPUs given back (lock held). */
+static int unprepare_done_locked(struct dra *d, const char *uid, struct gs_error *err) {
+        int e;
         if ((e = dra_record_remove(d->journal_fd, uid)) < 0)
                 return gs_error_set(err, e, "cannot remove the journal record: %s", strerror(-e));
         drop(d, uid);
         d->held = held_now(d);
         if (d->ops.set_held)
                 d->ops.set_held(d->ops.userdata, d->held);
-        crash_point(d, "dra-unprepare-done");
+        dra_crash_point(d, "dra-unprepare-done");
         return 0;
+}
+
+/* An unpreparing claim's instances destroyed through NVML without the lock (its record, in memory, still holds their
+ * placements), then the record removed. A failure keeps the record: kubelet's retry, or the next start, finishes. */
+static int destroy_instances(struct dra *d, const char *uid, struct gs_error *err) {
+        struct dra_dyn_op ops[DRA_RESULTS_MAX];
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *have = find(d, uid);
+        struct dra_record r = have ? *have : (struct dra_record){ .n = 0 };
+        unsigned n = have ? dra_dyn_plan_locked(d, &r, true, ops) : 0;
+        pthread_mutex_unlock(&d->lock);
+        for (unsigned k = 0; k < n; k++) {
+                int e = dra_dyn_unmake_one(d, &r, &ops[k]);
+                if (e < 0)
+                        return gs_error_set(err, e, "cannot destroy the claim's MIG instance: %s", strerror(-e));
+        }
+        dra_crash_point(d, "dra-unprepare-mig");
+        pthread_mutex_lock(&d->lock);
+        int e = have ? unprepare_done_locked(d, uid, err) : 0;
+        pthread_mutex_unlock(&d->lock);
+        return e;
 }
 
 int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err) {
@@ -762,6 +887,10 @@ int dra_engine_unprepare(struct dra *d, const char *uid, struct gs_error *err) {
         pthread_mutex_lock(&d->lock);
         int e = unprepare_locked(d, uid, err);
         pthread_mutex_unlock(&d->lock);
+        if (e == 1)
+                e = destroy_instances(d, uid, err);
+        if (d->mig_dynamic)
+                dra_mig_refresh(d); /* an instance destroyed: its placement is free again */
         return e;
 }
 
@@ -866,39 +995,81 @@ static void sweep(struct dra *d) {
                 closedir(dir);
 }
 
+/* A record that is not prepared: its instances destroyed, its files and record removed (lock held). 0 when it
+ * went (then it is no more in d->recs), -errno when it stays for the next start. */
+static int recover_undo(struct dra *d, const struct dra_record *r) {
+        dra_log(d, DRA_LOG_INFO,
+                r->state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
+                                              : "finishing an interrupted unprepare",
+                "claim=%s", r->uid);
+        int e = dra_dyn_unmake(d, r, true);
+        if (e < 0)
+                return e;
+        remove_files(d, r);
+        if ((e = dra_record_remove(d->journal_fd, r->uid)) < 0) {
+                dra_log(d, DRA_LOG_ERROR, "cannot remove a journal record", "claim=%s error=\"%s\"", r->uid,
+                        strerror(-e));
+                return e;
+        }
+        drop(d, r->uid);
+        return 0;
+}
+
+/* The instances first (lock held): undone records' destroyed, prepared records' there. 1 when NVML's MIG side
+ * changed. */
+static int recover_instances(struct dra *d) {
+        int changed = 0;
+        for (size_t i = 0; i < d->n_recs;) {
+                struct dra_record r = d->recs[i];
+                if (r.state != DRA_REC_PREPARED) {
+                        changed |= dra_dyn_any(&r);
+                        if (recover_undo(d, &r) < 0)
+                                i++;
+                        continue; /* gone: the last record moved to i */
+                }
+                struct gs_error we = { 0 };
+                int e = dra_dyn_any(&r) ? dra_dyn_ensure(d, &r, &we) : 0;
+                if (e < 0)
+                        dra_log(d, DRA_LOG_ERROR, "a prepared claim's MIG instance is gone and cannot be made again",
+                                "claim=%s error=\"%s\"", r.uid, we.message);
+                if (e > 0) {
+                        d->recs[i] = r;
+                        changed = 1;
+                }
+                i++;
+        }
+        return changed;
+}
+
+/* Then the files of the prepared records, with the MIG side as it is now (lock held). */
+static void recover_files(struct dra *d) {
+        for (size_t i = 0; i < d->n_recs; i++) {
+                struct dra_record *r = &d->recs[i];
+                struct gs_error we = { 0 };
+                struct dra_record f = *r;
+                if (dra_dyn_any(r) && dra_dyn_fill(d, &f, &we) == 0 && dra_record_write(d->journal_fd, &f) == 0)
+                        *r = f; /* the MIG UUIDs of instances made again */
+                if (write_files(d, r, &we) < 0)
+                        dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files", "claim=%s error=\"%s\"",
+                                r->uid, we.message);
+                if (r->sharing == DRA_SHARING_MPS && mps_start(d, r, &we) < 0)
+                        dra_log(d, DRA_LOG_ERROR, "cannot start a prepared claim's MPS control daemon",
+                                "claim=%s error=\"%s\"", r->uid, we.message);
+        }
+}
+
 void dra_engine_recover(struct dra *d) {
         pthread_mutex_lock(&d->lock);
         int e = dra_journal_scan(d->journal_fd, on_record, d);
         if (e < 0)
                 dra_log(d, DRA_LOG_ERROR, "cannot read the journal", "dir=%s error=\"%s\"", d->journal_dir,
                         strerror(-e));
-        for (size_t i = 0; i < d->n_recs;) {
-                struct dra_record r = d->recs[i];
-                if (r.state == DRA_REC_PREPARED) {
-                        struct gs_error we = { 0 };
-                        if (write_files(d, &r, &we) < 0)
-                                dra_log(d, DRA_LOG_ERROR, "cannot rewrite a prepared claim's files",
-                                        "claim=%s error=\"%s\"", r.uid, we.message);
-                        if (r.sharing == DRA_SHARING_MPS && mps_start(d, &r, &we) < 0)
-                                dra_log(d, DRA_LOG_ERROR, "cannot start a prepared claim's MPS control daemon",
-                                        "claim=%s error=\"%s\"", r.uid, we.message);
-                        i++;
-                        continue;
-                }
-                /* preparing: kubelet never got an answer and prepares again; unpreparing: finish it */
-                dra_log(d, DRA_LOG_INFO,
-                        r.state == DRA_REC_PREPARING ? "rolling back an interrupted prepare"
-                                                     : "finishing an interrupted unprepare",
-                        "claim=%s", r.uid);
-                remove_files(d, &r);
-                if ((e = dra_record_remove(d->journal_fd, r.uid)) < 0) {
-                        dra_log(d, DRA_LOG_ERROR, "cannot remove a journal record", "claim=%s error=\"%s\"", r.uid,
-                                strerror(-e));
-                        i++;
-                        continue;
-                }
-                drop(d, r.uid); /* the last record moved to i: look at it next */
-        }
+        int changed = recover_instances(d);
+        pthread_mutex_unlock(&d->lock);
+        if (changed)
+                dra_mig_refresh(d); /* no thread serves yet: the instances as they are now */
+        pthread_mutex_lock(&d->lock);
+        recover_files(d);
         sweep(d);
         d->held = held_now(d);
         if (d->ops.set_held)

@@ -75,6 +75,10 @@ bool dra_qualified_name_valid(const char *s) {
 }
 
 int dra_device_name(const struct dra_device_ref *ref, char *buf, size_t len) {
+        if (ref->kind == DRA_DEVICE_MIG_DYNAMIC) {
+                int w = snprintf(buf, len, "gpu-%u" DRA_DEVICE_MIG_INFIX "%s-%u", ref->index, ref->label, ref->start);
+                return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+        }
         int w = dra_kind_mig(ref->kind)
                         ? snprintf(buf, len, "gpu-%u" DRA_DEVICE_MIG_INFIX "%u-%u%s", ref->index, ref->gi, ref->ci,
                                    ref->kind == DRA_DEVICE_MIG_SHARED ? DRA_DEVICE_SHARED_SUFFIX : "")
@@ -95,6 +99,21 @@ static size_t number(const char *p, size_t max, unsigned *ret) {
         return digits;
 }
 
+/* "<label>-<start>" after the MIG infix: a label starts "<digits>g" (a static device's "<gi>-<ci>" never does). */
+static int parse_dynamic(const char *p, struct dra_device_ref *r) {
+        const char *dash = strrchr(p, '-');
+        size_t n = dash ? (size_t)(dash - p) : 0;
+        unsigned start;
+        if (!dash || n == 0 || n >= sizeof r->label || number(dash + 1, 1, &start) == 0 || dash[2] != '\0' ||
+            strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") < n || dash[-1] == '-')
+                return -EINVAL;
+        memcpy(r->label, p, n);
+        r->label[n] = '\0';
+        r->start = start;
+        r->kind = DRA_DEVICE_MIG_DYNAMIC;
+        return 0;
+}
+
 int dra_device_parse(const char *name, struct dra_device_ref *ret) {
         struct dra_device_ref r = { .kind = DRA_DEVICE_GPU };
         if (!name || !startswith(name, "gpu-"))
@@ -108,6 +127,13 @@ int dra_device_parse(const char *name, struct dra_device_ref *ret) {
                 r.kind = DRA_DEVICE_SHARED;
         else if (startswith(p, DRA_DEVICE_MIG_INFIX)) {
                 p += strlen(DRA_DEVICE_MIG_INFIX);
+                size_t digits = strspn(p, "0123456789");
+                if (digits > 0 && p[digits] == 'g') {
+                        if (parse_dynamic(p, &r) < 0)
+                                return -EINVAL;
+                        *ret = r;
+                        return 0;
+                }
                 if ((n = number(p, 2, &r.gi)) == 0 || p[n] != '-')
                         return -EINVAL;
                 p += n + 1;
@@ -380,6 +406,71 @@ bool dra_mig_gpu(const struct dra_mig *m, unsigned g) {
                m->memory_slices[g] <= MIG_MAX_PLACEMENTS && m->compute_slices[g] > 0;
 }
 
+void dra_mig_label(const char *profile, char *buf, size_t len) {
+        size_t n = 0;
+        for (const char *c = profile ? profile : ""; *c && n + 1 < len; c++)
+                buf[n++] = *c == '.' || *c == '+' ? '-' : (char)tolower((unsigned char)*c);
+        if (len)
+                buf[n] = '\0';
+}
+
+int dra_mig_placement(const struct mig_caps *caps, const char *label, unsigned start, const struct mig_profile **ret,
+                      struct mig_placement *ret_at) {
+        for (unsigned i = 0; i < caps->n_profiles; i++) {
+                const struct mig_profile *p = &caps->profile[i];
+                char l[MIG_PROFILE_NAME_MAX];
+                dra_mig_label(p->name, l, sizeof l);
+                if (!streq(l, label))
+                        continue;
+                *ret = p;
+                for (unsigned k = 0; k < p->n_placements; k++)
+                        if (p->placement[k].start == start) {
+                                *ret_at = p->placement[k];
+                                return 0;
+                        }
+                return -ERANGE;
+        }
+        return -ENOENT;
+}
+
+bool dra_mig_dynamic_gpu(const struct dra_slice_input *in, unsigned g) {
+        return g < 64 && (in->mig_dynamic >> g & 1) && dra_mig_gpu(in->mig, g) && in->mig->caps[g].n_profiles > 0;
+}
+
+const struct mig_gi *dra_mig_blocker(const struct dra_slice_input *in, unsigned g, struct mig_placement at,
+                                     bool skip_owned) {
+        const struct mig_gpu *mg = &in->mig->node.gpu[g];
+        for (unsigned k = 0; k < mg->n_gis; k++) {
+                const struct mig_gi *gi = &mg->gi[k];
+                bool owned = gi->id < 16 && (in->mig_owned[g] >> gi->id & 1);
+                if (at.start < gi->placement.start + gi->placement.size && gi->placement.start < at.start + at.size &&
+                    !(owned && skip_owned))
+                        return gi;
+        }
+        return NULL;
+}
+
+unsigned dra_mig_dynamic_devices(const struct dra_slice_input *in, unsigned g, struct dra_device_ref *ret,
+                                 unsigned max) {
+        unsigned n = 0;
+        if (!dra_mig_dynamic_gpu(in, g))
+                return 0;
+        const struct mig_caps *caps = &in->mig->caps[g];
+        for (unsigned i = 0; i < caps->n_profiles; i++) {
+                const struct mig_profile *p = &caps->profile[i];
+                for (unsigned k = 0; k < p->n_placements && n < max; k++) {
+                        if (dra_mig_blocker(in, g, p->placement[k], true))
+                                continue;
+                        ret[n] = (struct dra_device_ref){ .kind = DRA_DEVICE_MIG_DYNAMIC,
+                                                          .index = (unsigned)in->t->gpu[g].index,
+                                                          .start = p->placement[k].start };
+                        dra_mig_label(p->name, ret[n].label, sizeof ret[n].label);
+                        n++;
+                }
+        }
+        return n;
+}
+
 /* Whether a MIG device of GPU g has a shared twin: shared devices on, the server keeps counters, room for
  * two shares. */
 static bool mig_shareable(const struct dra_slice_input *in, const struct mig_device *md) {
@@ -400,6 +491,15 @@ static int mig_position(const struct dra_slice_input *in, unsigned g, const stru
         return -1;
 }
 
+/* The profiles of a GPU partitioned dynamically that cannot have an instance at every placement at once. */
+static void profile_limits(const struct mig_caps *caps, struct dra_counters *ret) {
+        for (unsigned k = 0; k < caps->n_profiles && k < MIG_MAX_PROFILES; k++)
+                if (caps->profile[k].instances < caps->profile[k].n_placements) {
+                        ret->profile_instances[k] = caps->profile[k].instances;
+                        ret->profile_id[k] = caps->profile[k].id;
+                }
+}
+
 void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_counters *ret) {
         memset(ret, 0, sizeof *ret);
         ret->memory = in->t->gpu[g].memory_total;
@@ -410,7 +510,9 @@ void dra_gpu_counters(const struct dra_slice_input *in, unsigned g, struct dra_c
                 ret->memory_slice[i] = 1;
         ret->compute_slices = in->mig->compute_slices[g];
         const struct mig_gpu *mg = &in->mig->node.gpu[g];
-        for (unsigned k = 0; k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
+        if (dra_mig_dynamic_gpu(in, g))
+                profile_limits(&in->mig->caps[g], ret);
+        for (unsigned k = 0; !dra_mig_dynamic_gpu(in, g) && k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
                 ret->mig_gi[k] = mg->dev[k].gi;
                 ret->mig_ci[k] = mg->dev[k].ci;
                 if (mig_shareable(in, &mg->dev[k]))
@@ -426,6 +528,26 @@ static const struct mig_gi *gpu_instance(const struct mig_gpu *mg, unsigned gi) 
         return NULL;
 }
 
+/* A placement consumes its memory slices and its profile's compute slices (made as one compute instance). */
+static int dynamic_consumption(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
+                               struct dra_counters *ret) {
+        const struct mig_profile *p;
+        struct mig_placement at;
+        memset(ret, 0, sizeof *ret);
+        if (!dra_mig_dynamic_gpu(in, g) || dra_mig_placement(&in->mig->caps[g], ref->label, ref->start, &p, &at) < 0)
+                return -ENODEV;
+        ret->n_memory_slices = in->mig->memory_slices[g];
+        for (unsigned i = at.start; i < at.start + at.size && i < ret->n_memory_slices; i++)
+                ret->memory_slice[i] = 1;
+        ret->compute_slices = p->slices;
+        unsigned k = (unsigned)(p - in->mig->caps[g].profile);
+        if (k < MIG_MAX_PROFILES && p->instances < p->n_placements) {
+                ret->profile_instances[k] = 1;
+                ret->profile_id[k] = p->id;
+        }
+        return 0;
+}
+
 int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
                            struct dra_counters *ret) {
         switch (ref->kind) {
@@ -434,9 +556,12 @@ int dra_device_consumption(const struct dra_slice_input *in, unsigned g, const s
                         memset(ret, 0, sizeof *ret);
                         ret->memory = 1; /* any share keeps the whole device out, and the whole device any share */
                         return 0;
+                case DRA_DEVICE_MIG_DYNAMIC: return dynamic_consumption(in, g, ref, ret);
                 case DRA_DEVICE_MIG:
                 case DRA_DEVICE_MIG_SHARED: break;
         }
+        if (dra_mig_dynamic_gpu(in, g)) /* its instances are the claims': only placements are devices */
+                return -ENODEV;
         memset(ret, 0, sizeof *ret);
         const struct mig_device *md = in->mig ? mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci) : NULL;
         int k = md ? mig_position(in, g, md) : -1;
@@ -469,6 +594,10 @@ void dra_counters_add(struct dra_counters *a, const struct dra_counters *b) {
         a->compute_slices += b->compute_slices;
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
                 a->mig_share[k] += b->mig_share[k];
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++) {
+                a->profile_instances[k] += b->profile_instances[k];
+                a->profile_id[k] = b->profile_instances[k] ? b->profile_id[k] : a->profile_id[k];
+        }
 }
 
 bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *cap) {
@@ -477,6 +606,8 @@ bool dra_counters_fit(const struct dra_counters *a, const struct dra_counters *c
                 fit &= a->memory_slice[i] <= (i < cap->n_memory_slices ? cap->memory_slice[i] : 0);
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++)
                 fit &= a->mig_share[k] <= cap->mig_share[k];
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++)
+                fit &= !a->profile_instances[k] || a->profile_instances[k] <= cap->profile_instances[k];
         return fit;
 }
 
@@ -500,6 +631,13 @@ static json_t *counters_json(const struct dra_counters *c, bool set) {
         if (c->compute_slices &&
             json_object_set_new(o, "compute-slices", json_pack("{s:o}", "value", quantity(c->compute_slices))) < 0)
                 goto fail;
+        for (unsigned k = 0; k < MIG_MAX_PROFILES; k++) {
+                if (!c->profile_instances[k])
+                        continue;
+                snprintf(name, sizeof name, "profile-%u-instances", c->profile_id[k]);
+                if (json_object_set_new(o, name, json_pack("{s:o}", "value", quantity(c->profile_instances[k]))) < 0)
+                        goto fail;
+        }
         for (unsigned k = 0; k < MIG_MAX_DEVICES; k++) {
                 if (!c->mig_share[k])
                         continue;
@@ -631,6 +769,31 @@ static int mig_attributes(const struct topo_gpu *gpu, const struct mig_device *m
         return r;
 }
 
+/* A dynamic MIG device's attributes over its parent's: the profile and placement it would be made at (no UUID:
+ * the instance does not exist until prepare), its memory (*ret_memory, bytes). */
+static int dynamic_attributes(const struct dra_slice_input *in, unsigned g, const struct dra_device_ref *ref,
+                              json_t *attrs, uint64_t *ret_memory) {
+        const struct topo_gpu *gpu = &in->t->gpu[g];
+        const struct mig_profile *p;
+        struct mig_placement at;
+        if (dra_mig_placement(&in->mig->caps[g], ref->label, ref->start, &p, &at) < 0)
+                return -ENODEV;
+        json_object_del(attrs, "index");
+        json_object_del(attrs, "minor");
+        json_object_del(attrs, "uuid");
+        int r = attr_string(attrs, "type", "mig");
+        r = r ?: attr_string(attrs, "profile", p->name);
+        r = r ?: set_attr(attrs, "dynamic", "bool", json_true());
+        r = r ?: attr_int(attrs, "placementStart", at.start);
+        r = r ?: attr_int(attrs, "placementSize", at.size);
+        r = r ?: attr_string(attrs, "parentUUID", gpu->uuid);
+        r = r ?: attr_int(attrs, "parentIndex", gpu->index);
+        if (p->sms)
+                r = r ?: attr_int(attrs, "multiprocessors", p->sms);
+        *ret_memory = p->memory_mib << 20;
+        return r;
+}
+
 void dra_taint_value(const char *reason, char *buf, size_t len) {
         size_t n = 0;
         if (!len)
@@ -665,20 +828,25 @@ static json_t *device_json(const struct dra_slice_input *in, unsigned g, const s
         bool shared = dra_kind_shared(ref->kind);
         const struct mig_device *md = NULL;
         char name[DRA_MAX_LABEL + 1];
-        if (dra_kind_mig(ref->kind) && !(in->mig && (md = mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci))))
+        uint64_t memory = gpu->memory_total;
+        bool dynamic = ref->kind == DRA_DEVICE_MIG_DYNAMIC;
+        if (dra_kind_mig(ref->kind) && !dynamic &&
+            !(in->mig && (md = mig_device_by_ids(&in->mig->node, g, ref->gi, ref->ci))))
                 return NULL;
         if (dra_device_name(ref, name, sizeof name) < 0)
                 return NULL;
         json_t *d = json_pack("{s:s, s:{}, s:{}}", "name", name, "attributes", "capacity");
         json_t *attrs = json_object_get(d, "attributes");
         if (!d || gpu_attributes(in, g, shared, island, sw, attrs) < 0 || (md && mig_attributes(gpu, md, attrs) < 0) ||
+            (dynamic && dynamic_attributes(in, g, ref, attrs, &memory) < 0) ||
             (ref->kind == DRA_DEVICE_MIG_SHARED && attr_string(attrs, "type", "mig-shared") < 0))
                 goto fail;
         /* a GPU in MIG mode is no CUDA device of its own: the whole-GPU class leaves it out by this */
         if (ref->kind == DRA_DEVICE_GPU && set_attr(attrs, "migEnabled", "bool", json_boolean(mig_on(in, g))) < 0)
                 goto fail;
         json_t *cap = json_object_get(d, "capacity");
-        uint64_t memory = md ? md->memory_total : gpu->memory_total;
+        if (md)
+                memory = md->memory_total;
         if (shared) {
                 if (json_object_set_new(d, "allowMultipleAllocations", json_true()) < 0 ||
                     json_object_set_new(cap, "memory", consumable(memory, in->memory_unit)) < 0 ||
@@ -764,6 +932,21 @@ static int add_device(struct builder *b, json_t *dev) {
         return append(b->slices, slice_json(b->in, b->k++, TAKE_PTR(b->devices), NULL));
 }
 
+/* The dynamic MIG devices of every GPU partitioned dynamically (only where its counters are published: the
+ * placements exclude each other by them alone). */
+static int add_dynamic(struct builder *b, const struct gpu_plan *plan, const int *island, const int *sw) {
+        struct dra_device_ref refs[DRA_MIG_DYNAMIC_MAX];
+        for (unsigned g = 0; g < b->in->t->n_gpus; g++) {
+                unsigned n = plan[g].mig && plan[g].counters
+                                     ? dra_mig_dynamic_devices(b->in, g, refs, DRA_MIG_DYNAMIC_MAX)
+                                     : 0;
+                for (unsigned k = 0; k < n; k++)
+                        if (add_device(b, device_json(b->in, g, &refs[k], true, island, sw)) < 0)
+                                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* lint: long — every device of the pool in order (whole GPUs, shared devices, MIG devices), each kind only
  * where plan_gpu says so. */
 static int add_devices(struct builder *b, const struct gpu_plan *plan, const int *island, const int *sw) {
@@ -781,8 +964,10 @@ static int add_devices(struct builder *b, const struct gpu_plan *plan, const int
                     add_device(b, device_json(in, g, &ref, true, island, sw)) < 0)
                         return -ENOMEM;
         }
+        if (add_dynamic(b, plan, island, sw) < 0)
+                return -ENOMEM;
         for (unsigned g = 0; g < in->t->n_gpus; g++) {
-                const struct mig_gpu *mg = plan[g].mig ? &in->mig->node.gpu[g] : NULL;
+                const struct mig_gpu *mg = plan[g].mig && !dra_mig_dynamic_gpu(in, g) ? &in->mig->node.gpu[g] : NULL;
                 for (unsigned k = 0; mg && k < mg->n_devices; k++) {
                         struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG,
                                                       .index = (unsigned)in->t->gpu[g].index,
@@ -793,7 +978,8 @@ static int add_devices(struct builder *b, const struct gpu_plan *plan, const int
                 }
         }
         for (unsigned g = 0; g < in->t->n_gpus; g++) {
-                const struct mig_gpu *mg = plan[g].mig && plan[g].counters ? &in->mig->node.gpu[g] : NULL;
+                const struct mig_gpu *mg =
+                        plan[g].mig && plan[g].counters && !dra_mig_dynamic_gpu(in, g) ? &in->mig->node.gpu[g] : NULL;
                 for (unsigned k = 0; mg && k < mg->n_devices && k < MIG_MAX_DEVICES; k++) {
                         struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG_SHARED,
                                                       .index = (unsigned)in->t->gpu[g].index,

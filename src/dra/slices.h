@@ -28,6 +28,10 @@
  *                        the MIG device's attributes, allowMultipleAllocations, consumable memory (its
  *                        instance's) and cores; it and its MIG device exclude each other by the counter
  *                        "mig-<gi>-<ci>" of the GPU's set (the MIG device consumes all, a share 1)
+ *   gpu-<index>-mig-<label>-<start>
+ *                        on a GPU partitioned dynamically (mig_dynamic): a placement of a profile (type "mig",
+ *                        dynamic, profile, placementStart/Size, no UUID), consuming its memory slices and its
+ *                        profile's compute slices; the GPU's instances are not published
  * An unhealthy GPU on a server that keeps device taints is published with the taint "<driver>/unhealthy"
  * (effect NoSchedule) on every device of it; elsewhere it is left out (dra.c decides, slices.c draws).
  * A GPU with MIG on publishes no shared device; its counter set adds one counter per memory slice
@@ -73,6 +77,7 @@
 struct dra_mig {
         struct mig_node node;
         unsigned memory_slices[TOPO_MAX_GPUS], compute_slices[TOPO_MAX_GPUS];
+        struct mig_caps caps[TOPO_MAX_GPUS]; /* each MIG GPU's profiles and placements (n_profiles 0: unread) */
 };
 
 /* Whether GPU g (topology position) is published as a MIG GPU: MIG on, its slices known. */
@@ -95,6 +100,11 @@ struct dra_slice_input {
          * the value from the reason (KEP-5055 device taints: a server that keeps them, 1.36+) */
         bool tainted[TOPO_MAX_GPUS];
         char taint_value[TOPO_MAX_GPUS][DRA_MAX_LABEL + 1]; /* dra_taint_value of the reason, "" none */
+        /* dynamic MIG partitioning (docs/dra.md "Dynamic MIG"): bit g = GPU position g publishes a device per
+         * profile and placement instead of the instances that exist; mig_owned[g] bit i = GPU instance i of it
+         * was made for a claim (the placements over it stay published: the counters exclude them) */
+        uint64_t mig_dynamic;
+        uint16_t mig_owned[TOPO_MAX_GPUS];
 };
 
 #define DRA_TAINT_UNHEALTHY "unhealthy" /* the taint's key in the driver's domain: "gpu.gpuslice.io/unhealthy" */
@@ -120,24 +130,52 @@ json_t *dra_slice_for_version(const json_t *slice_v1, const char *version);
 json_t *dra_slice_to_v1(const json_t *slice);
 
 enum dra_device_kind {
-        DRA_DEVICE_GPU,        /* gpu-<index> */
-        DRA_DEVICE_SHARED,     /* gpu-<index>-shared */
-        DRA_DEVICE_MIG,        /* gpu-<index>-mig-<gi>-<ci> */
-        DRA_DEVICE_MIG_SHARED, /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
+        DRA_DEVICE_GPU,         /* gpu-<index> */
+        DRA_DEVICE_SHARED,      /* gpu-<index>-shared */
+        DRA_DEVICE_MIG,         /* gpu-<index>-mig-<gi>-<ci> */
+        DRA_DEVICE_MIG_SHARED,  /* gpu-<index>-mig-<gi>-<ci>-shared: fractions of a MIG device */
+        DRA_DEVICE_MIG_DYNAMIC, /* gpu-<index>-mig-<profile label>-<start>: a placement, made at prepare */
 };
 
 static inline bool dra_kind_mig(enum dra_device_kind k) {
-        return k == DRA_DEVICE_MIG || k == DRA_DEVICE_MIG_SHARED;
+        return k == DRA_DEVICE_MIG || k == DRA_DEVICE_MIG_SHARED || k == DRA_DEVICE_MIG_DYNAMIC;
 }
 static inline bool dra_kind_shared(enum dra_device_kind k) {
         return k == DRA_DEVICE_SHARED || k == DRA_DEVICE_MIG_SHARED;
 }
 
-/* A device by name: its kind, its GPU's NVML index and, for a MIG device, its instance ids. */
+/* A device by name: its kind, its GPU's NVML index and, for a MIG device, its instance ids; for a dynamic
+ * MIG device its profile's label ("1g.10gb+me" → "1g-10gb-me") and its placement's first memory slice. */
 struct dra_device_ref {
         enum dra_device_kind kind;
         unsigned index, gi, ci;
+        char label[MIG_PROFILE_NAME_MAX];
+        unsigned start;
 };
+
+/* A profile name as a device name's part: lower case, '.' and '+' as '-' ("1g.10gb+me" → "1g-10gb-me"). */
+/* Thread: any; lock: none (pure). */
+void dra_mig_label(const char *profile, char *buf, size_t len);
+/* The profile of caps with this label and the placement of it at memory slice start: 0, or -ENOENT (no such
+ * profile) / -ERANGE (the profile has no placement there). */
+/* Thread: any; lock: none (pure). */
+int dra_mig_placement(const struct mig_caps *caps, const char *label, unsigned start, const struct mig_profile **ret,
+                      struct mig_placement *ret_at);
+/* A GPU instance of GPU g (position) over placement `at`, or NULL: with skip_owned, not one made for a claim
+ * (mig_owned: the slices keep publishing the placements under a claim's instance, which its counters exclude). */
+/* Thread: any; lock: none (pure). */
+const struct mig_gi *dra_mig_blocker(const struct dra_slice_input *in, unsigned g, struct mig_placement at,
+                                     bool skip_owned);
+/* The dynamic MIG devices GPU g (position) publishes: every placement of every profile that no GPU instance
+ * covers but a claim's (dra_mig_blocker, skip_owned), profile by profile in the GPU's order, placements rising. How many (at most max in ret). */
+/* Thread: any; lock: none (pure). */
+unsigned dra_mig_dynamic_devices(const struct dra_slice_input *in, unsigned g, struct dra_device_ref *ret,
+                                 unsigned max);
+#define DRA_MIG_DYNAMIC_MAX (MIG_MAX_PROFILES * MIG_MAX_PLACEMENTS)
+
+/* Whether GPU g (position) is published dynamically: marked, a MIG GPU, its profiles read. */
+/* Thread: any; lock: none (pure). */
+bool dra_mig_dynamic_gpu(const struct dra_slice_input *in, unsigned g);
 
 /* Device names. Parse: 0 or -EINVAL for anything else (leading zeros, other suffixes, too long). */
 /* Thread: any; lock: none (pure). */
@@ -155,6 +193,9 @@ struct dra_counters {
          * position in the GPU's MIG device list): the MIG device consumes all of it, each share 1 */
         uint64_t mig_share[MIG_MAX_DEVICES];
         unsigned mig_gi[MIG_MAX_DEVICES], mig_ci[MIG_MAX_DEVICES];
+        /* GPUs partitioned dynamically: "profile-<id>-instances" per profile that cannot fill all its placements at
+         * once (a +me profile: one instance), by the profile's index in the GPU's mig_caps; each placement of it 1 */
+        unsigned profile_instances[MIG_MAX_PROFILES], profile_id[MIG_MAX_PROFILES];
 };
 
 /* What GPU g's counter set holds, and what device ref (of GPU g) consumes of it: the one place both the

@@ -7,6 +7,7 @@
  * caller's callback, or block a caller of dra_update on I/O.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,14 @@ int dra_gpu_position(const struct dra *d, unsigned index) {
         return -1;
 }
 
+/* Crash points of the kill tests (tests/integration/test_dra.py): $GPUSLICE_CRASH_AT=<point>[:n]. */
+void dra_crash_point(struct dra *d, const char *point) {
+        if (crash_point_due(point)) {
+                dra_log(d, DRA_LOG_WARN, "crash point reached: killing myself", "point=%s", point);
+                raise(SIGKILL);
+        }
+}
+
 void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
         memset(ret, 0, sizeof *ret);
         ret->t = &d->topo;
@@ -53,9 +62,34 @@ void dra_slice_input_locked(struct dra *d, struct dra_slice_input *ret) {
                         dra_taint_value(d->gpu[g].reason, ret->taint_value[g], sizeof ret->taint_value[g]);
                 strscpy(ret->pcie_root[g], d->pcie_root[g], sizeof ret->pcie_root[g]);
         }
+        ret->mig_dynamic = d->mig_dynamic;
+        for (size_t i = 0; i < d->n_recs; i++) /* the GPU instances made for claims */
+                for (unsigned k = 0; k < d->recs[i].n; k++) {
+                        const struct dra_record_device *dv = &d->recs[i].dev[k];
+                        int g = dra_gpu_position(d, dv->index);
+                        if (dv->kind == DRA_DEVICE_MIG_DYNAMIC && dv->made && g >= 0 && dv->gi < 16)
+                                ret->mig_owned[g] |= (uint16_t)(1u << dv->gi);
+                }
 }
 
 /* ---- MIG ---- */
+
+/* Whether two reads of a GPU's profiles publish the same dynamic MIG devices. */
+static bool caps_same(const struct mig_caps *a, const struct mig_caps *b) {
+        if (a->n_profiles != b->n_profiles)
+                return false;
+        for (unsigned i = 0; i < a->n_profiles; i++) {
+                const struct mig_profile *p = &a->profile[i], *q = &b->profile[i];
+                if (p->id != q->id || !streq(p->name, q->name) || p->slices != q->slices || p->sms != q->sms ||
+                    p->memory_mib != q->memory_mib || p->n_placements != q->n_placements)
+                        return false;
+                for (unsigned k = 0; k < p->n_placements; k++)
+                        if (p->placement[k].start != q->placement[k].start ||
+                            p->placement[k].size != q->placement[k].size)
+                                return false;
+        }
+        return true;
+}
 
 /* Whether two reads of the MIG side publish and prepare the same (memory in use and the like aside). */
 static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
@@ -64,10 +98,13 @@ static bool mig_same(const struct dra_mig *a, const struct dra_mig *b) {
         for (unsigned g = 0; g < a->node.n_gpus; g++) {
                 const struct mig_gpu *x = &a->node.gpu[g], *y = &b->node.gpu[g];
                 if (x->mode != y->mode || x->n_devices != y->n_devices || x->n_gis != y->n_gis ||
-                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g])
+                    a->memory_slices[g] != b->memory_slices[g] || a->compute_slices[g] != b->compute_slices[g] ||
+                    !caps_same(&a->caps[g], &b->caps[g]))
                         return false;
                 for (unsigned k = 0; k < x->n_gis; k++)
-                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis)
+                        if (x->gi[k].id != y->gi[k].id || x->gi[k].n_cis != y->gi[k].n_cis ||
+                            x->gi[k].placement.start != y->gi[k].placement.start ||
+                            x->gi[k].profile_id != y->gi[k].profile_id)
                                 return false;
                 for (unsigned k = 0; k < x->n_devices; k++) {
                         const struct mig_device *m = &x->dev[k], *n = &y->dev[k];

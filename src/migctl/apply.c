@@ -428,3 +428,94 @@ int migctl_journal_peek(const char *state_dir, const char *uuid, char *ret_layou
         *ret_pending = j.pending_reset;
         return 0;
 }
+
+/* ---- one instance (the DRA driver's dynamic MIG devices) ---- */
+
+/* The GPU instance of profile_id at exactly `at`, or NULL. */
+static const struct mig_gi *gi_exact(const struct mig_gpu *g, unsigned profile_id, struct mig_placement at) {
+        for (unsigned i = 0; i < g->n_gis; i++)
+                if (g->gi[i].profile_id == profile_id && g->gi[i].placement.start == at.start &&
+                    g->gi[i].placement.size == at.size)
+                        return &g->gi[i];
+        return NULL;
+}
+
+/* Its compute instances, then it (g updated). */
+static int destroy_gi(struct ctx *c, struct mig_gpu *g, const struct mig_gi *gi) {
+        unsigned id = gi->id, n_cis = gi->n_cis;
+        struct mig_ci cis[MIG_MAX_CIS];
+        memcpy(cis, gi->ci, sizeof cis);
+        for (unsigned k = 0; k < n_cis; k++) {
+                struct mig_step s = { .kind = MIG_STEP_DESTROY_CI, .gi = id, .ci = cis[k].id };
+                int r = run_step(c, g, &s);
+                if (r < 0)
+                        return r;
+        }
+        struct mig_step s = { .kind = MIG_STEP_DESTROY_GI, .gi = id };
+        return run_step(c, g, &s);
+}
+
+static int instance_create_locked(struct ctx *c, unsigned profile_id, struct mig_placement at, unsigned *ret_gi,
+                                  unsigned *ret_ci) {
+        struct mig_gpu g;
+        struct nvml_error e;
+        int r = read_gpu(c, &g);
+        if (r == 0 && g.mode != 1)
+                r = gs_error_set(c->err, -ENODEV, "GPU %u is not in MIG mode", c->index);
+        if (r == 0 && (r = nvml_mig_caps(c->n, c->index, &c->res->caps, &e)) < 0)
+                r = nvml_err(c, r, &e, "reading its MIG profiles");
+        const struct mig_profile *p = r == 0 ? mig_caps_profile_by_id(&c->res->caps, profile_id) : NULL;
+        if (r == 0 && !p)
+                r = gs_error_set(c->err, -EINVAL, "GPU %u has no GPU instance profile %u", c->index, profile_id);
+        if (r < 0)
+                return r;
+        c->res->have_caps = true;
+        struct mig_step s = { .kind = MIG_STEP_CREATE_GI, .profile_id = profile_id, .placement = at };
+        if ((r = run_step(c, &g, &s)) < 0)
+                return r;
+        *ret_gi = g.gi[g.n_gis - 1].id;
+        /* one compute instance covering it, as NVIDIA's tools make them */
+        s = (struct mig_step){ .kind = MIG_STEP_CREATE_CI, .placement = at, .ci_placement = { 0, p->slices } };
+        if ((r = run_step(c, &g, &s)) < 0) {
+                struct nvml_error de;
+                (void)nvml_mig_destroy_gi(c->n, c->index, *ret_gi, &de); /* nothing left made */
+                return r;
+        }
+        /* the compute instance's id: the GPU as NVML has it now */
+        if ((r = read_gpu(c, &g)) < 0)
+                return r;
+        const struct mig_gi *gi = gi_exact(&g, profile_id, at);
+        if (!gi || gi->n_cis != 1)
+                return gs_error_set(c->err, -EIO, "GPU %u: the instance made at %u:%u is not there", c->index, at.start,
+                                    at.size);
+        *ret_ci = gi->ci[0].id;
+        return 0;
+}
+
+int migctl_instance_create(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at,
+                           const char *state_dir, unsigned *ret_gi, unsigned *ret_ci, struct gs_error *err) {
+        struct ctx c;
+        struct migctl_result res;
+        int fd = ctx_open(&c, n, index, state_dir, &res, err);
+        if (fd < 0)
+                return fd;
+        int r = instance_create_locked(&c, profile_id, at, ret_gi, ret_ci);
+        close(fd);
+        return r;
+}
+
+int migctl_instance_destroy(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at,
+                            const char *state_dir, struct gs_error *err) {
+        struct ctx c;
+        struct migctl_result res;
+        int fd = ctx_open(&c, n, index, state_dir, &res, err);
+        if (fd < 0)
+                return fd;
+        struct mig_gpu g;
+        int r = read_gpu(&c, &g);
+        const struct mig_gi *gi = r == 0 && g.mode == 1 ? gi_exact(&g, profile_id, at) : NULL;
+        if (gi && (r = check_idle(&c, &g)) == 0)
+                r = destroy_gi(&c, &g, gi);
+        close(fd);
+        return r < 0 ? r : 0;
+}

@@ -120,6 +120,21 @@ int migctl_apply_gpu(struct nvml *n, unsigned index, const char *layout, const s
 int migctl_recover_gpu(struct nvml *n, unsigned index, const char *state_dir, struct migctl_result *ret,
                        struct gs_error *err);
 
+/* ---- one instance at a placement (the DRA driver's dynamic MIG devices, docs/dra.md "Dynamic MIG") ---- */
+
+/*
+ * Make a GPU instance of profile_id (info.id) at placement `at` of GPU `index`, with one compute instance
+ * covering it, under the applier's lock of state_dir (no journal: the caller journals what it makes). A compute
+ * instance that cannot be made takes its GPU instance down again. 0 with the ids, or -errno with err: -ENODEV
+ * MIG off, -EINVAL no such profile, NVML's refusal (-ENOSPC: the placement is taken), nothing left made.
+ */
+int migctl_instance_create(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at,
+                           const char *state_dir, unsigned *ret_gi, unsigned *ret_ci, struct gs_error *err);
+/* Destroy the GPU instance of profile_id at exactly `at` (its compute instances first): 0, also when there is
+ * none (or MIG is off); -EBUSY with a process on the GPU (nothing destroyed); another -errno with err. */
+int migctl_instance_destroy(struct nvml *n, unsigned index, unsigned profile_id, struct mig_placement at,
+                            const char *state_dir, struct gs_error *err);
+
 /* The journal of GPU uuid: 0 with its layout name and whether it waits for a reset; -ENOENT none. */
 int migctl_journal_peek(const char *state_dir, const char *uuid, char *ret_layout, size_t len, bool *ret_pending,
                         struct gs_error *err);

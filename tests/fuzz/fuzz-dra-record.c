@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the DRA driver's journal record codec (src/dra/journal.c): no crash; a decoded record
  * has a valid UID, known state, consistent device names (each the name of the device it parses to) and at
- * most 32 devices, and encodes to a text that decodes to a record encoding to that same text. The input as
+ * most 32 devices, instance ids only on dynamic MIG devices, and encodes to a text that decodes to a record encoding to that same text. The input as
  * a reason makes a taint value that is a label value. */
 #include <ctype.h>
 #include <stdint.h>
@@ -43,6 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 CHECK(dra_device_parse(a->dev[i].device, &ref) == 0 && ref.index == a->dev[i].index &&
                       dra_kind_shared(ref.kind) == a->dev[i].shared && ref.kind == a->dev[i].kind);
                 CHECK(dra_device_name(&ref, name, sizeof name) == 0 && strcmp(name, a->dev[i].device) == 0);
+                /* instance ids only on a dynamic MIG device, and only both */
+                CHECK(!a->dev[i].made ||
+                      (ref.kind == DRA_DEVICE_MIG_DYNAMIC && a->dev[i].gi <= 14 && a->dev[i].ci < MIG_MAX_CIS));
         }
         char *text = NULL;
         CHECK(dra_record_encode(a, &text) == 0);

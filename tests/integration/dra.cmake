@@ -23,6 +23,22 @@ if(TARGET gpuslice_dra)
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR} --topology ${_topology} ${t})
     set_tests_properties(dra-${t} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
   endforeach()
+  # Dynamic MIG partitioning (tests/integration/test_dra_mig.py): an A100 40GB node (one GPU dynamic, one static
+  # layout) and the H100 node (dynamic GPUs empty and with instances beside a static one); the kills on the H100 node.
+  foreach(t dynamic:a100-40gb-dynamic dynamic:h100-mixed dynamic-kills:h100-mixed)
+    string(REPLACE ":" ";" _parts ${t})
+    list(GET _parts 0 _name)
+    list(GET _parts 1 _node)
+    set(_test dra-mig-${_name})
+    if(NOT _name STREQUAL "dynamic-kills")
+      set(_test dra-mig-${_name}-${_node})
+    endif()
+    add_test(NAME ${_test}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dra_mig.py
+                     --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
+                     --topology ${CMAKE_SOURCE_DIR}/tests/data/mig/${_node}.node ${_name})
+    set_tests_properties(${_test} PROPERTIES TIMEOUT 300 LABELS "integration;dra")
+  endforeach()
   # The DeviceClasses and example claims of deploy/dra evaluated by a real CEL implementation
   # (@bufbuild/cel, vendored in tests/integration/cel/vendor) on the slices of four simulated nodes.
   add_test(NAME dra-cel

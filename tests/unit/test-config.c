@@ -74,7 +74,8 @@ static const char full_example[] = "# gpuslice node agent\n"
                                    "registry-dir = /tmp/reg\n"
                                    "plugin-dir = /tmp/plugins\n"
                                    "cdi-dir = /etc/cdi\n"
-                                   "sharing = false\n";
+                                   "sharing = false\n"
+                                   "mig-dynamic = 0,2\n";
 
 static int parse(const char *text, struct gpuslice_config *cfg, struct gs_error *err) {
         return config_parse_text(text, strlen(text), cfg, err);
@@ -175,6 +176,16 @@ static void test_dra_driver_name(void **state) {
                 assert_non_null(strstr(err.message, "dra.driver-name"));
         }
         assert_string_equal(c.dra_driver, "dra.example.com");
+        static const char *const good[] = { "", "all", "0", "0,2", "7,10,3" };
+        for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+                assert_int_equal(config_set(&c, "dra.mig-dynamic", good[i], &err), 0);
+                assert_string_equal(c.dra_mig_dynamic, good[i]);
+        }
+        static const char *const bad_gpus[] = { "All", "0,", ",0", "0,,1", "01", "-1", "0 1", "x", "1234567" };
+        for (size_t i = 0; i < sizeof bad_gpus / sizeof *bad_gpus; i++) {
+                assert_int_equal(config_set(&c, "dra.mig-dynamic", bad_gpus[i], &err), -EINVAL);
+                assert_non_null(strstr(err.message, "dra.mig-dynamic"));
+        }
 }
 
 static void test_full_file_sets_every_key(void **state) {
@@ -223,6 +234,7 @@ static void test_full_file_sets_every_key(void **state) {
         assert_string_equal(c.kubeconfig, "/etc/gpuslice/kubeconfig");
         assert_string_equal(c.node_name, "gpu-node-7.example.org");
         assert_true(c.dra_enabled && c.dra_device_plugin && !c.dra_sharing);
+        assert_string_equal(c.dra_mig_dynamic, "0,2");
         assert_string_equal(c.dra_driver, "gpu.example.com");
         assert_string_equal(c.dra_registry_dir, "/tmp/reg");
         assert_string_equal(c.dra_plugin_dir, "/tmp/plugins");

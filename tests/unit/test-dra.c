@@ -287,6 +287,7 @@ static int sim_mig_read(struct nvml *n, const struct topo *t, struct dra_mig *m)
                 if (m->node.gpu[g].mode == 1 && nvml_mig_caps(n, (unsigned)t->gpu[g].index, caps, NULL) == 0) {
                         m->memory_slices[g] = mig_caps_memory_slices(caps);
                         m->compute_slices[g] = mig_caps_compute_slices(caps);
+                        m->caps[g] = *caps;
                 }
         free(caps);
         return r;
@@ -576,6 +577,148 @@ static void test_slices_mig_h100(void **state) {
         assert_int_equal(json_object_size(find_set(sl, "gpu-2")), 10);
         assert_non_null(find_device(sl, "gpu-3-shared"));
         assert_null(find_device(sl, "gpu-2-shared"));
+        json_decref(sl);
+        sim_close(&s);
+}
+
+/* Dynamic MIG device names: "gpu-<index>-mig-<label>-<start>", the label a profile name as a DNS label part. */
+static void test_device_names_dynamic(void **state) {
+        (void)state;
+        char buf[64], label[32];
+        struct dra_device_ref ref = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 2, .label = "1g-10gb-me", .start = 6 },
+                              got;
+        assert_int_equal(dra_device_name(&ref, buf, sizeof buf), 0);
+        assert_string_equal(buf, "gpu-2-mig-1g-10gb-me-6");
+        assert_int_equal(dra_device_parse(buf, &got), 0);
+        assert_true(got.kind == DRA_DEVICE_MIG_DYNAMIC && got.index == 2 && got.start == 6);
+        assert_string_equal(got.label, "1g-10gb-me");
+        assert_true(dra_kind_mig(got.kind) && !dra_kind_shared(got.kind));
+        dra_mig_label("1g.10gb+me", label, sizeof label);
+        assert_string_equal(label, "1g-10gb-me");
+        dra_mig_label("7g.141gb", label, sizeof label);
+        assert_string_equal(label, "7g-141gb");
+        static const char *const bad[] = { "gpu-0-mig-1g-5gb-",   "gpu-0-mig-1g-5gb-01", "gpu-0-mig-1g-5gb-10",
+                                           "gpu-0-mig-1g--0",     "gpu-0-mig-1G-5gb-0",  "gpu-0-mig-1g.5gb-0",
+                                           "gpu-0-mig-1g-5gb-0-", "gpu-0-mig-1g",        "gpu-0-mig-1g-5gb-x" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                assert_int_equal(dra_device_parse(bad[i], &got), -EINVAL);
+}
+
+static void dynamic_input(const struct sim_node *s, uint64_t marked, struct dra_slice_input *in) {
+        *in = (struct dra_slice_input){ .t = &s->t,
+                                        .driver = DRV,
+                                        .node = "node-a",
+                                        .memory_unit = 256u << 20,
+                                        .generation = 1,
+                                        .mig = s->mig,
+                                        .mig_dynamic = marked };
+        for (unsigned g = 0; g < s->t.n_gpus; g++)
+                in->offered[g] = true;
+}
+
+/* The placements of an empty A100 40GB, as NVIDIA's MIG user guide lists them: 1g.5gb (and +me) at 0-6, 1g.10gb at
+ * 0,2,4,6, 2g.10gb at 0,2,4, 3g.20gb at 0,4, 4g.20gb and 7g.40gb at 0; none over a GPU instance made outside the
+ * driver, all over one made for a claim. */
+static void test_mig_placements(void **state) {
+        (void)state;
+        struct sim_node s;
+        struct dra_slice_input in;
+        struct dra_device_ref refs[DRA_MIG_DYNAMIC_MAX];
+        char name[64], all[2048] = "";
+        sim_open(&s, MIG_DATA "a100-40gb-dynamic.node");
+        dynamic_input(&s, 1, &in);
+        assert_true(dra_mig_dynamic_gpu(&in, 0) && !dra_mig_dynamic_gpu(&in, 1));
+        unsigned n = dra_mig_dynamic_devices(&in, 0, refs, DRA_MIG_DYNAMIC_MAX);
+        for (unsigned k = 0; k < n; k++) {
+                assert_int_equal(dra_device_name(&refs[k], name, sizeof name), 0);
+                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? " " : "",
+                         name + strlen("gpu-0-mig-"));
+        }
+        /* in NVML's profile order (NVML_GPU_INSTANCE_PROFILE_*) */
+        assert_string_equal(all, "1g-5gb-0 1g-5gb-1 1g-5gb-2 1g-5gb-3 1g-5gb-4 1g-5gb-5 1g-5gb-6 "
+                                 "2g-10gb-0 2g-10gb-2 2g-10gb-4 3g-20gb-0 3g-20gb-4 4g-20gb-0 7g-40gb-0 "
+                                 "1g-5gb-me-0 1g-5gb-me-1 1g-5gb-me-2 1g-5gb-me-3 1g-5gb-me-4 1g-5gb-me-5 1g-5gb-me-6 "
+                                 "1g-10gb-0 1g-10gb-2 1g-10gb-4 1g-10gb-6");
+        assert_int_equal(dra_mig_dynamic_devices(&in, 1, refs, DRA_MIG_DYNAMIC_MAX), 0); /* not marked */
+        /* GPU 1's all-balanced layout covers every memory slice: nothing free; its instances a claim's: all */
+        in.mig_dynamic = 3;
+        assert_int_equal(dra_mig_dynamic_devices(&in, 1, refs, DRA_MIG_DYNAMIC_MAX), 0);
+        for (unsigned k = 0; k < s.mig->node.gpu[1].n_gis; k++)
+                in.mig_owned[1] |= (uint16_t)(1u << s.mig->node.gpu[1].gi[k].id);
+        assert_int_equal(dra_mig_dynamic_devices(&in, 1, refs, DRA_MIG_DYNAMIC_MAX), 25);
+        const struct mig_profile *p;
+        struct mig_placement at;
+        assert_int_equal(dra_mig_placement(&s.mig->caps[0], "3g-20gb", 4, &p, &at), 0);
+        assert_true(at.start == 4 && at.size == 4 && p->slices == 3);
+        assert_int_equal(dra_mig_placement(&s.mig->caps[0], "3g-20gb", 2, &p, &at), -ERANGE);
+        assert_int_equal(dra_mig_placement(&s.mig->caps[0], "9g-99gb", 0, &p, &at), -ENOENT);
+        assert_null(dra_mig_blocker(&in, 0, at, false));
+        sim_close(&s);
+}
+
+/* What placements consume, and which exclude each other by the counters the scheduler sums. */
+static void test_mig_dynamic_counters(void **state) {
+        (void)state;
+        struct sim_node s;
+        struct dra_slice_input in;
+        struct dra_counters cap, a, b;
+        sim_open(&s, MIG_DATA "a100-40gb-dynamic.node");
+        dynamic_input(&s, 1, &in);
+        dra_gpu_counters(&in, 0, &cap);
+        struct dra_device_ref three = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "3g-20gb", .start = 4 };
+        struct dra_device_ref four = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "4g-20gb", .start = 0 };
+        struct dra_device_ref seven = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "7g-40gb", .start = 0 };
+        struct dra_device_ref one = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "1g-5gb", .start = 4 };
+        assert_int_equal(dra_device_consumption(&in, 0, &three, &a), 0);
+        assert_true(a.compute_slices == 3 && a.memory_slice[3] == 0 && a.memory_slice[4] == 1 &&
+                    a.memory_slice[7] == 1);
+        assert_int_equal(dra_device_consumption(&in, 0, &four, &b), 0);
+        dra_counters_add(&a, &b);
+        assert_true(dra_counters_fit(&a, &cap)); /* 3g at 4 beside 4g at 0: 7 compute slices, 8 memory slices */
+        assert_int_equal(dra_device_consumption(&in, 0, &one, &b), 0);
+        dra_counters_add(&a, &b);
+        assert_false(dra_counters_fit(&a, &cap));
+        assert_int_equal(dra_device_consumption(&in, 0, &three, &a), 0);
+        assert_int_equal(dra_device_consumption(&in, 0, &seven, &b), 0);
+        dra_counters_add(&a, &b);
+        assert_false(dra_counters_fit(&a, &cap));
+        /* one 1g.5gb+me per GPU (its instance count), though its placements do not overlap */
+        struct dra_device_ref me0 = { .kind = DRA_DEVICE_MIG_DYNAMIC, .index = 0, .label = "1g-5gb-me", .start = 0 };
+        struct dra_device_ref me1 = me0;
+        me1.start = 1;
+        assert_int_equal(dra_device_consumption(&in, 0, &me0, &a), 0);
+        assert_int_equal(dra_device_consumption(&in, 0, &me1, &b), 0);
+        assert_true(dra_counters_fit(&a, &cap));
+        dra_counters_add(&a, &b);
+        assert_false(dra_counters_fit(&a, &cap));
+        assert_int_equal(dra_device_consumption(&in, 0, &one, &b), 0); /* 1g.5gb beside it: fine */
+        assert_int_equal(dra_device_consumption(&in, 0, &me0, &a), 0);
+        dra_counters_add(&a, &b);
+        assert_true(dra_counters_fit(&a, &cap));
+        struct dra_device_ref gone = three;
+        gone.start = 2;
+        assert_int_equal(dra_device_consumption(&in, 0, &gone, &a), -ENODEV);
+        in.mig_dynamic = 0;
+        assert_int_equal(dra_device_consumption(&in, 0, &three, &a), -ENODEV);
+        /* the slices: placements on GPU 0 with their attributes, GPU 1's static devices as before */
+        in.mig_dynamic = 1;
+        json_t *sl = NULL;
+        assert_int_equal(dra_slices_build(&in, &sl), 0);
+        json_t *d = find_device(sl, "gpu-0-mig-3g-20gb-4");
+        assert_non_null(d);
+        assert_string_equal(attr_s(d, "profile"), "3g.20gb");
+        assert_null(attr_s(d, "uuid"));
+        assert_int_equal(counter(find_set(sl, "gpu-0"), "profile-20-instances"), 1);
+        assert_int_equal(
+                counter(json_object_get(json_array_get(json_object_get(find_device(sl, "gpu-0-mig-1g-5gb-me-3"),
+                                                                       "consumesCounters"),
+                                                       0),
+                                        "counters"),
+                        "profile-20-instances"),
+                1);
+        assert_int_equal(counter(find_set(sl, "gpu-1"), "profile-20-instances"), -1); /* static: none */
+        assert_non_null(find_device(sl, "gpu-1-mig-1-0"));
+        assert_null(find_device(sl, "gpu-1-mig-3g-20gb-4"));
         json_decref(sl);
         sim_close(&s);
 }
@@ -878,7 +1021,27 @@ static void test_record_codec(void **state) {
                     back->dev[1].mps_pinned == 1ULL << 31 && back->dev[0].mps_pinned == 0);
         free(again);
         free(text);
+        r->dev[1] = (struct dra_record_device){ .request = "b",
+                                                .device = "gpu-4-mig-3g-40gb-4",
+                                                .index = 4,
+                                                .kind = DRA_DEVICE_MIG_DYNAMIC,
+                                                .made = true,
+                                                .gi = 1,
+                                                .ci = 0 };
+        assert_int_equal(dra_record_encode(r, &text), 0);
+        assert_non_null(strstr(text, "\"gi\":1,\"ci\":0"));
+        assert_int_equal(dra_record_decode(text, strlen(text), back, &err), 0);
+        assert_true(back->dev[1].made && back->dev[1].gi == 1 && back->dev[1].ci == 0 &&
+                    back->dev[1].kind == DRA_DEVICE_MIG_DYNAMIC && !back->dev[0].made);
+        free(text);
         static const char *const bad[] = {
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\",\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1-mig-1-0\",\"shareID\":\"\",\"uuid\":\"u\","
+                "\"index\":1,\"shared\":false,\"memory\":0,\"cores\":0,\"gi\":1,\"ci\":0}],\"spec\":\"\",\"limits\":"
+                "\"\"}",
+                "{\"v\":1,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
+                "\"hard\",\"devices\":[{\"request\":\"r\",\"device\":\"gpu-1-mig-1g-5gb-0\",\"shareID\":\"\",\"uuid\":"
+                "\"\",\"index\":1,\"shared\":false,\"memory\":0,\"cores\":0,\"gi\":1}],\"spec\":\"\",\"limits\":\"\"}",
                 "{}",
                 "{\"v\":2,\"uid\":\"a\",\"namespace\":\"n\",\"name\":\"x\",\"state\":\"prepared\",\"corePolicy\":"
                 "\"hard\","
@@ -1247,6 +1410,9 @@ int main(void) {
                 cmocka_unit_test(test_slices_mig_a100),
                 cmocka_unit_test(test_slices_mig_h100),
                 cmocka_unit_test(test_slices_many_mig),
+                cmocka_unit_test(test_device_names_dynamic),
+                cmocka_unit_test(test_mig_placements),
+                cmocka_unit_test(test_mig_dynamic_counters),
                 cmocka_unit_test(test_slice_versions),
                 cmocka_unit_test(test_groups),
                 cmocka_unit_test(test_claim_decode),

@@ -606,6 +606,39 @@ static void test_gpu_without_mig_refused(void **state) {
         assert_non_null(strstr(err.message, "has no MIG"));
 }
 
+/* One instance at a placement (the DRA driver's dynamic MIG devices) on the empty GPU 2: made with one compute
+ * instance covering it; an overlapping one refused with nothing left; destroyed by profile and placement, also when
+ * already gone; refused while a process runs; MIG off refused. */
+static void test_instance_create_destroy(void **state) {
+        (void)state;
+        struct gs_error err = { 0 };
+        struct mig_gpu g;
+        unsigned gi = 99, ci = 99, gi1, ci1;
+        struct mig_placement three = { 4, 4 }, seven = { 0, 8 }, one = { 0, 1 };
+        assert_int_equal(migctl_instance_create(N, 2, 9, three, state_dir, &gi, &ci, &err), 0); /* 3g.40gb */
+        gpu(2, &g);
+        assert_true(g.n_gis == 1 && g.gi[0].id == gi && g.gi[0].placement.start == 4 && g.gi[0].n_cis == 1 &&
+                    g.gi[0].ci[0].id == ci && g.n_devices == 1 && g.dev[0].ci_slices == 3);
+        assert_int_not_equal(migctl_instance_create(N, 2, 0, seven, state_dir, &gi1, &ci1, &err), 0); /* 7g over it */
+        gpu(2, &g);
+        assert_int_equal(g.n_gis, 1);
+        assert_int_equal(migctl_instance_create(N, 2, 19, one, state_dir, &gi1, &ci1, &err), 0); /* 1g.10gb at 0 */
+        assert_int_equal(migctl_instance_create(N, 2, 77, one, state_dir, &gi1, &ci1, &err), -EINVAL);
+        char args[128];
+        snprintf(args, sizeof args, "proc add --gpu 2 --pid %d --mem 1MiB --mig %u:%u --keep", (int)getpid(), gi, ci);
+        sim(args);
+        assert_int_equal(migctl_instance_destroy(N, 2, 9, three, state_dir, &err), -EBUSY);
+        snprintf(args, sizeof args, "proc del --pid %d", (int)getpid());
+        sim(args);
+        assert_int_equal(migctl_instance_destroy(N, 2, 9, three, state_dir, &err), 0);
+        assert_int_equal(migctl_instance_destroy(N, 2, 9, three, state_dir, &err), 0); /* gone: nothing to do */
+        assert_int_equal(migctl_instance_destroy(N, 2, 0, seven, state_dir, &err), 0); /* another profile: none */
+        gpu(2, &g);
+        assert_true(g.n_gis == 1 && g.gi[0].placement.start == 0 && g.gi[0].placement.size == 1);
+        assert_int_equal(migctl_instance_create(N, 3, 9, three, state_dir, &gi1, &ci1, &err), -ENODEV); /* MIG off */
+        assert_non_null(strstr(err.message, "not in MIG mode"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_request_round_trip),
@@ -625,6 +658,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_failed_recovery_rolls_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_recovery_waits_while_busy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gpu_without_mig_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_instance_create_destroy, setup, teardown),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
