@@ -467,8 +467,7 @@ void gs_map_devices(void) {
                         int li = -1;
                         for (unsigned i = 0; i < g.limits.n_devices && li < 0; i++) {
                                 const struct gs_limits_device *ld = &g.limits.dev[i];
-                                if (ld->uuid[0] ? (g.uuid[d][0] && strcasecmp(ld->uuid, g.uuid[d]) == 0)
-                                                : ld->index == d)
+                                if (ld->uuid[0] ? gs_uuid_equal(ld->uuid, g.uuid[d]) : ld->index == d)
                                         li = (int)i;
                         }
                         g.dev_li[d] = li;

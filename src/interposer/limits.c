@@ -320,10 +320,18 @@ int gs_limits_format(const struct gs_limits *l, char *buf, size_t len) {
         return (int)off;
 }
 
+static const char *uuid_body(const char *u) {
+        return strncasecmp(u, "GPU-", 4) == 0 || strncasecmp(u, "MIG-", 4) == 0 ? u + 4 : u;
+}
+
+bool gs_uuid_equal(const char *a, const char *b) {
+        return a && b && a[0] && b[0] && strcasecmp(uuid_body(a), uuid_body(b)) == 0;
+}
+
 int gs_limits_match(const struct gs_limits *l, unsigned ordinal, const char *uuid) {
         for (unsigned i = 0; i < l->n_devices; i++) {
                 const struct gs_limits_device *d = &l->dev[i];
-                if (d->uuid[0] ? (uuid && strcmp(d->uuid, uuid) == 0) : d->index == ordinal)
+                if (d->uuid[0] ? gs_uuid_equal(d->uuid, uuid) : d->index == ordinal)
                         return (int)i;
         }
         return -1;

@@ -86,7 +86,12 @@ int gs_limits_parse(const char *text, size_t len, struct gs_limits *ret, char *e
 /* Write l in the file format. Returns the length, -EINVAL when l would not parse back, -ENOBUFS. */
 int gs_limits_format(const struct gs_limits *l, char *buf, size_t len);
 
-/* Index into l->dev of the entry for (ordinal, uuid): by uuid when the entry has one, else by index; -1. */
+/* a and b name one device: equal but for case and their GPU-/MIG- prefix (CUDA gives a MIG device's UUID as
+ * bytes, formatted GPU-… here; NVML and the limits files write it MIG-…). */
+bool gs_uuid_equal(const char *a, const char *b);
+
+/* Index into l->dev of the entry for (ordinal, uuid): by uuid (gs_uuid_equal) when the entry has one, else by
+ * index; -1. */
 int gs_limits_match(const struct gs_limits *l, unsigned ordinal, const char *uuid);
 
 /* ---------------------------------------------------------------------------------------------

@@ -1311,12 +1311,12 @@ bool gs_memory_view(const char *uuid, uint64_t *ret_limit, uint64_t *ret_used) {
                 return false;
         int li = -1;
         for (unsigned i = 0; i < g.limits.n_devices && li < 0; i++)
-                if (g.limits.dev[i].uuid[0] && strcasecmp(g.limits.dev[i].uuid, uuid) == 0)
+                if (gs_uuid_equal(g.limits.dev[i].uuid, uuid))
                         li = (int)i;
         /* Entries without a UUID: through the CUDA ordinal that has this UUID, once the devices are mapped. */
         if (li < 0 && __atomic_load_n(&g.mapped, __ATOMIC_ACQUIRE))
                 for (unsigned d = 0; d < g.n_ordinals && li < 0; d++)
-                        if (strcasecmp(g.uuid[d], uuid) == 0)
+                        if (gs_uuid_equal(g.uuid[d], uuid))
                                 li = g.dev_li[d];
         if (mem_li(li) < 0)
                 return false;

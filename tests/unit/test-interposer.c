@@ -48,11 +48,15 @@ static char limits_path[128], state_path[128], region_path[128];
 static bool with_nvml_shim;  /* make_env: the container's libnvidia-ml.so.1 is libgpuslice-nvml.so */
 static bool with_self_calls; /* make_env: the simulated driver calls its own entry points through the global scope */
 
-static int write_limits(uint64_t memory, unsigned core, const char *container) {
+/* One device's limit, named by its ordinal 0 or, with uuid, by its UUID (GPU-… or MIG-…, as the agent and the DRA
+ * driver write them). */
+static int write_limits_uuid(uint64_t memory, unsigned core, const char *container, const char *uuid) {
         struct gs_limits l = { .version = 1, .n_devices = 1 };
         snprintf(l.container, sizeof l.container, "%s", container);
         snprintf(l.region, sizeof l.region, "%s", region_path);
         l.dev[0] = (struct gs_limits_device){ .index = 0, .memory_bytes = memory, .core_percent = core };
+        if (uuid)
+                snprintf(l.dev[0].uuid, sizeof l.dev[0].uuid, "%s", uuid);
         char buf[1024];
         int n = gs_limits_format(&l, buf, sizeof buf);
         if (n < 0)
@@ -62,6 +66,10 @@ static int write_limits(uint64_t memory, unsigned core, const char *container) {
                 return -errno;
         fwrite(buf, 1, (size_t)n, f);
         return fclose(f) == 0 ? 0 : -errno;
+}
+
+static int write_limits(uint64_t memory, unsigned core, const char *container) {
+        return write_limits_uuid(memory, core, container, NULL);
 }
 
 static int setup(void **state) {
@@ -531,6 +539,12 @@ static void test_mig_device_share(void **state) {
         assert_int_equal(write_limits(1ULL << 50, 100, "test"), 0); /* above the instance */
         const char *args2[] = { "init", "total", "expect-total", "9856M", "alloc!", all, NULL };
         p = spawn_env(env, WORKLOAD, args2);
+        assert_int_equal(finish(&p, NULL, 0), 0);
+        /* named by its MIG UUID, as the DRA driver's and the agent's MIG shares are: the same limit binds (CUDA
+         * gives a MIG device's UUID bytes, NVML writes them MIG-…) */
+        (void)unlink(region_path); /* a region is made for one set of limits */
+        assert_int_equal(write_limits_uuid(4 * GiB, 50, "test", uuid), 0);
+        p = spawn_env(env, WORKLOAD, args);
         assert_int_equal(finish(&p, NULL, 0), 0);
 }
 
