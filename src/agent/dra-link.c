@@ -344,7 +344,7 @@ int node_dra_start(struct node *n) {
         int r = dra_mps_open(n);
         if (r < 0) {
                 dra_mps_close(n);
-                return log_error_errno(r, "cannot set up the DRA claims' MPS", "%s", "");
+                return log_error_errno(r, "cannot set up the DRA claims' MPS");
         }
         r = dra_start(&o, devices_topo(n->devices), &ops, &n->dra, &err);
         if (r < 0) {

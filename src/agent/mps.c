@@ -242,10 +242,10 @@ int node_mps_start(struct node *n) {
                 return 0;
         struct mps *m = n->mps = calloc(1, sizeof *m);
         if (!m)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+                return log_error_errno(-ENOMEM, "out of memory");
         char base[PATH_MAX];
         if ((size_t)snprintf(base, sizeof base, "%.4000s/mps", n->cfg.state_dir) >= sizeof base)
-                return log_error_errno(-ENAMETOOLONG, "path too long", "%s", "");
+                return log_error_errno(-ENAMETOOLONG, "path too long");
         snprintf(m->pipe, sizeof m->pipe, "%.4000s/pipe", base);
         snprintf(m->log, sizeof m->log, "%.4000s/log", base);
         snprintf(m->shm, sizeof m->shm, "%.4000s/shm", base);
@@ -258,7 +258,7 @@ int node_mps_start(struct node *n) {
         if (r >= 0)
                 r = loop_timer_init(&n->loop, &m->check, on_check, n);
         if (r < 0)
-                return log_error_errno(r, "cannot set up MPS", "%s", "");
+                return log_error_errno(r, "cannot set up MPS");
         m->down = false;
         set_down(n, m, true); /* no replica is Healthy before the daemon serves */
         pid_t left = left_behind(n, m);

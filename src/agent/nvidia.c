@@ -73,7 +73,7 @@ int node_nvidia_config(struct node *n) {
                 snprintf(path, sizeof path, "%s", n->cfg.nvidia_config);
         struct nvconfig *nv = calloc(1, sizeof *nv);
         if (!nv)
-                return log_error_errno(-ENOMEM, "out of memory", "%s", "");
+                return log_error_errno(-ENOMEM, "out of memory");
         r = nvconfig_load(path, &n->cfg, nv, &err);
         if (r < 0) {
                 free(nv);
