@@ -24,8 +24,6 @@
 #include "sched/view.h"
 #include "util/util.h"
 
-#define SCHED_SERVER_THREADS 16
-
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
 
@@ -753,9 +751,11 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
-         * filter and prioritize for the next pods go on on the other threads */
-        if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||
+        /* bind waits on the API server: kube-scheduler binds pods concurrently, each on a connection
+         * of its own, while filter and prioritize for the next pods go on on others. With a pool of
+         * polling threads a filter whose kept-alive connection shared a thread with a bind waited for
+         * the bind (docs/scheduler.md, "Performance"). */
+        if ((r = http_server_thread_per_connection(s->http)) < 0 ||
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||
