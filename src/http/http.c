@@ -35,6 +35,7 @@ struct http_server {
         uint64_t requests, not_found, rejected; /* atomics */
         char *tls_cert, *tls_key, *tls_ca;      /* PEM text, NULL for plain HTTP / no client check */
         bool thread_per_connection;             /* else one polling thread */
+        unsigned max_conn, max_conn_per_ip;
 };
 
 /* Per-request state: the query string (from the request line, before MHD splits it up), the body as
@@ -115,6 +116,8 @@ int http_server_new(const char *address, struct http_server **ret) {
                 struct http_server *s = calloc(1, sizeof *s);
                 if (!s)
                         return -ENOMEM;
+                s->max_conn = HTTP_MAX_CONNECTIONS;
+                s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
                 strscpy(s->unix_path, path, sizeof s->unix_path);
                 *ret = s;
                 return 0;
@@ -127,6 +130,8 @@ int http_server_new(const char *address, struct http_server **ret) {
                 free(s);
                 return r;
         }
+        s->max_conn = HTTP_MAX_CONNECTIONS;
+        s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
         *ret = s;
         return 0;
 }
@@ -161,12 +166,14 @@ int http_server_tls_files(struct http_server *s, const char *cert_file, const ch
         return 0;
 }
 
-int http_server_thread_per_connection(struct http_server *s) {
-        if (!s)
+int http_server_thread_per_connection(struct http_server *s, unsigned max_connections) {
+        if (!s || max_connections <= HTTP_MAX_CONNECTIONS_PER_IP || max_connections > 4096)
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
         s->thread_per_connection = true;
+        s->max_conn = max_connections;
+        s->max_conn_per_ip = max_connections - HTTP_MAX_CONNECTIONS_PER_IP;
         return 0;
 }
 
@@ -338,10 +345,10 @@ int http_server_start(struct http_server *s) {
                         return fd;
                 /* MHD takes the socket over (closes it on stop); the per-IP limit does not
                  * apply to unix peers, the total one does. */
-                s->daemon = MHD_start_daemon(
-                        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-                        on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_END);
+                s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK,
+                                             on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -364,11 +371,10 @@ int http_server_start(struct http_server *s) {
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, s->max_conn,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
-                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS_PER_IP,
-                                     MHD_OPTION_END);
+                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip, MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */
                 return -EADDRINUSE;

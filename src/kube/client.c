@@ -24,7 +24,10 @@
 #define TOKEN_RECHECK_SEC 10 /* stat the token file at most this often */
 #define CONNECT_TIMEOUT_MS 10000
 #define WATCH_IDLE_SLACK_SEC 30
-#define KUBE_IDLE_HANDLES 8
+/* kept-alive connections for one-shot requests: the scheduler extender binds as many pods at once as
+ * kube-scheduler asks (tens while the API server is slow); a request past these opens (and then
+ * closes) a connection of its own, TCP and TLS handshake included */
+#define KUBE_IDLE_HANDLES 64
 
 struct kube_client {
         struct kube_config cfg; /* deep copy */
@@ -38,7 +41,7 @@ struct kube_client {
         time_t token_checked;
         /* easy handles of finished one-shot requests (kube_request), each keeping its connection:
          * the next request reuses one instead of a new TCP connection and TLS handshake (the
-         * scheduler extender's bind makes two calls per pod). Guarded by lock. */
+         * scheduler extender binds pods concurrently). Guarded by lock. */
         CURL *idle[KUBE_IDLE_HANDLES];
         unsigned n_idle;
 };

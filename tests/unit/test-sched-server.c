@@ -227,9 +227,12 @@ static size_t collect(char *p, size_t size, size_t n, void *ud) {
         return size * n;
 }
 
-static long http(unsigned port, const char *path, const char *post, char **ret) {
+/* One request on a connection of its own: the HTTP status, or -1 when none came (refused, reset);
+ * asserts nothing, so threads may call it. */
+static long http_try(unsigned port, const char *path, const char *post, char **ret) {
         CURL *c = curl_easy_init();
-        assert_non_null(c);
+        if (!c)
+                return -1;
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
         *ret = NULL;
@@ -242,11 +245,17 @@ static long http(unsigned port, const char *path, const char *post, char **ret) 
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
                 curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         }
-        assert_int_equal(curl_easy_perform(c), CURLE_OK);
-        long status = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        long status = -1;
+        if (curl_easy_perform(c) == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         curl_slist_free_all(h);
         curl_easy_cleanup(c);
+        return status;
+}
+
+static long http(unsigned port, const char *path, const char *post, char **ret) {
+        long status = http_try(port, path, post, ret);
+        assert_true(status > 0);
         return status;
 }
 
@@ -330,16 +339,17 @@ struct bind_call {
         char *out;
 };
 
-static long http(unsigned port, const char *path, const char *post, char **ret);
+static long http_try(unsigned port, const char *path, const char *post, char **ret);
 
 static void *bind_thread(void *ud) {
         struct bind_call *b = ud;
-        b->status = http(b->port, "/bind", b->body, &b->out);
+        b->status = http_try(b->port, "/bind", b->body, &b->out);
         return NULL;
 }
 
-/* More binds at once than the 16 polling threads the server once had */
-#define SLOW_BINDS 24
+/* More binds at once than the 16 polling threads the server once had, and than the connections it
+ * once took from one address (HTTP_MAX_CONNECTIONS_PER_IP) */
+#define SLOW_BINDS 80
 
 /* Binds waiting on the API server must not hold up filter nor one another: kube-scheduler binds
  * every pod on a goroutine (and a connection) of its own while its scheduling cycle goes on with
@@ -395,14 +405,15 @@ static void test_slow_bind_does_not_block_filter(void **state) {
         g.release = true;
         pthread_cond_broadcast(&g.cond);
         pthread_mutex_unlock(&g.lock);
-        for (unsigned i = 0; i < SLOW_BINDS; i++) {
+        for (unsigned i = 0; i < SLOW_BINDS; i++)
                 pthread_join(t[i], NULL);
+        if (!all)
+                fail_msg("only %u of %u binds reached the API call at once", entered, SLOW_BINDS);
+        for (unsigned i = 0; i < SLOW_BINDS; i++) {
                 assert_int_equal(bc[i].status, 200);
                 assert_non_null(strstr(bc[i].out, "\"Error\":\"\""));
                 free(bc[i].out);
         }
-        if (!all)
-                fail_msg("only %u of %u binds reached the API call at once", entered, SLOW_BINDS);
         sched_server_free(s);
 }
 
