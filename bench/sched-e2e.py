@@ -296,7 +296,7 @@ def main():
                "managedResources": [{"name": r, "ignoredByScheduler": False} for r in tse.RESOURCES]}
         perf = None
         if a.perf:
-            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "999", "-p", str(ext_proc.pid), "-o",
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", "999", "-p", str(ext_proc.pid), "-o",
                                      os.path.join(a.perf, "extender.perf.data")], stdin=subprocess.DEVNULL)
         result["extender"] = phase(c, "extender", "bench-extender", a.pods, a.workers, a.qps, [ext], a.timeout,
                                    pprof)
