@@ -24,7 +24,13 @@ kube-scheduler's client QPS/burst are raised (--qps, default 1000) in both phase
 Memory: VmRSS of the extender with no nodes, after the N nodes are in its model (per node), after
 the default phase's P pods (per watched pod: informer cache + model) and after the extender phase's
 P pods (per scheduled pod); it includes the informers' caches. Also the extender's own mean time per
-call by verb (its request-duration histogram), to tell its share of the time from kube-scheduler's.
+call by verb (its request-duration histogram), to tell its share of the time from kube-scheduler's,
+and per phase kube-scheduler's own mean durations (its /metrics: a scheduling attempt, the algorithm,
+binding, each framework extension point).
+
+Where a pod's time goes: --pprof DIR saves kube-scheduler's CPU profile of each phase
+(DIR/PHASE.pprof, /debug/pprof/profile on its plain HTTP port; `go tool pprof -top FILE`), --perf DIR
+records the extender with `perf record -g` during the extender phase (DIR/extender.perf.data).
 """
 
 import argparse
@@ -79,6 +85,51 @@ def verb_latency(port):
                     d[verb] = float(line.split()[-1])
     return {v: {"calls": int(counts[v]), "mean_ms": round(1000 * sums[v] / counts[v], 3)}
             for v in counts if counts[v]}
+
+
+# kube-scheduler 1.20's own histograms read per phase (mean ms and count, by their labels)
+SCHED_METRICS = ("scheduler_e2e_scheduling_duration_seconds", "scheduler_scheduling_algorithm_duration_seconds",
+                 "scheduler_binding_duration_seconds", "scheduler_framework_extension_point_duration_seconds")
+
+
+def scheduler_durations(port):
+    """kube-scheduler's mean time per observation of SCHED_METRICS, by label set, in ms."""
+    sums, counts = {}, {}
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            for name in SCHED_METRICS:
+                for kind, d in (("_sum", sums), ("_count", counts)):
+                    if line.startswith(name + kind):
+                        head, value = line.rsplit(" ", 1)
+                        labels = head[len(name + kind):].strip("{}")
+                        # the profile label is always default-scheduler; result is kept
+                        labels = ",".join(x for x in labels.split(",") if x and not x.startswith("profile="))
+                        d[name[len("scheduler_"):] + ("{%s}" % labels if labels else "")] = float(value)
+    return {k: {"count": int(counts[k]), "mean_ms": round(1000 * sums[k] / counts[k], 3)}
+            for k in sorted(counts) if counts[k] and k in sums}
+
+
+class Pprof(threading.Thread):
+    """kube-scheduler's CPU profile over `seconds`, taken once its HTTP port answers, into path."""
+
+    def __init__(self, port, seconds, path):
+        super().__init__(daemon=True)
+        self.port, self.seconds, self.path = port, seconds, path
+        self.error = None
+
+    def run(self):
+        deadline = time.monotonic() + 30
+        url = "http://127.0.0.1:%d/debug/pprof/profile?seconds=%d" % (self.port, self.seconds)
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=self.seconds + 30) as r, open(self.path, "wb") as f:
+                    f.write(r.read())
+                return
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    self.error = e
+                    return
+                time.sleep(0.05)
 
 
 def make_nodes(c, n, workers):
@@ -145,7 +196,7 @@ def create_pods(c, ns, n, workers):
     return c.api("GET", "/api/v1/namespaces/%s/pods?limit=1" % ns)["metadata"]["resourceVersion"]
 
 
-def phase(c, name, ns, pods, workers, qps, extenders, timeout):
+def phase(c, name, ns, pods, workers, qps, extenders, timeout, pprof=None):
     log("%s: creating %d pods in %s (no scheduler running)" % (name, pods, ns))
     if "kube-scheduler" in c.procs:
         c.procs["kube-scheduler"].stop()
@@ -155,6 +206,10 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout):
     w.start()
     t0 = time.monotonic()
     c.start_scheduler(extenders, qps=qps)
+    prof = None
+    if pprof:
+        prof = Pprof(c.scheduler_http_port, pprof[1], os.path.join(pprof[0], name + ".pprof"))
+        prof.start()
     if not w.done.wait(timeout) or w.error:
         raise cluster.E2EError("%s: %d of %d pods bound after %ss (%s); kube-scheduler log: %s" % (
             name, len(w.bound), pods, timeout, w.error, c.procs["kube-scheduler"].tail(20)))
@@ -163,10 +218,15 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout):
     rate = (len(times) - 1) / span if span > 0 else float("inf")
     log("%s: %d pods bound, first %.2f s after the scheduler started, last %.2f s: %.1f pods/s" % (
         name, len(times), times[0] - t0, times[-1] - t0, rate))
+    durations = scheduler_durations(c.scheduler_http_port)
+    if prof:
+        prof.join()
+        if prof.error:
+            log("%s: no CPU profile: %s" % (name, prof.error))
     c.procs["kube-scheduler"].stop()
     del c.procs["kube-scheduler"]
     return {"pods": len(times), "first_s": round(times[0] - t0, 3), "last_s": round(times[-1] - t0, 3),
-            "pods_per_s": round(rate, 1)}
+            "pods_per_s": round(rate, 1), "kube_scheduler_ms": durations}
 
 
 def machine():
@@ -192,6 +252,9 @@ def main():
     ap.add_argument("--workers", type=int, default=8, help="parallel API calls creating nodes and pods")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for one phase's pods to be bound")
     ap.add_argument("--json", help="also write the result here")
+    ap.add_argument("--pprof", metavar="DIR", help="save kube-scheduler's CPU profile of each phase here")
+    ap.add_argument("--pprof-seconds", type=int, default=4, help="length of each CPU profile")
+    ap.add_argument("--perf", metavar="DIR", help="perf record the extender during the extender phase here")
     a = ap.parse_args()
     exe = os.path.join(a.build, "gpuslice")
     if "--kubeconfig" not in subprocess.run([exe, "scheduler", "--help"], capture_output=True, text=True).stdout:
@@ -219,7 +282,11 @@ def main():
                lambda: metric(port, "gpuslice_scheduler_model_nodes") == a.nodes, timeout=120)
         time.sleep(1)
         rss1 = rss_kib(ext_proc.pid)
-        result["default"] = phase(c, "default", "bench-default", a.pods, a.workers, a.qps, None, a.timeout)
+        pprof = (a.pprof, a.pprof_seconds) if a.pprof else None
+        for d in (a.pprof, a.perf):
+            if d:
+                os.makedirs(d, exist_ok=True)
+        result["default"] = phase(c, "default", "bench-default", a.pods, a.workers, a.qps, None, a.timeout, pprof)
         c.wait("the default phase's pods in the extender's model",
                lambda: metric(port, "gpuslice_scheduler_model_pods") == a.pods, timeout=120)
         time.sleep(1)
@@ -227,7 +294,15 @@ def main():
         ext = {"urlPrefix": "http://127.0.0.1:%d" % port, "filterVerb": "filter", "prioritizeVerb": "prioritize",
                "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "ignorable": False, "httpTimeout": "5s",
                "managedResources": [{"name": r, "ignoredByScheduler": False} for r in tse.RESOURCES]}
-        result["extender"] = phase(c, "extender", "bench-extender", a.pods, a.workers, a.qps, [ext], a.timeout)
+        perf = None
+        if a.perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", "999", "-p", str(ext_proc.pid), "-o",
+                                     os.path.join(a.perf, "extender.perf.data")], stdin=subprocess.DEVNULL)
+        result["extender"] = phase(c, "extender", "bench-extender", a.pods, a.workers, a.qps, [ext], a.timeout,
+                                   pprof)
+        if perf:
+            perf.send_signal(2)  # SIGINT: perf writes its file and exits
+            perf.wait(timeout=60)
         c.wait("the extender phase's pods in the extender's model",
                lambda: metric(port, "gpuslice_scheduler_model_pods") == 2 * a.pods, timeout=120)
         time.sleep(1)
@@ -263,6 +338,10 @@ def main():
         m["per_scheduled_pod_bytes"] / 1024))
     print("extender time per call: %s" % ", ".join("%s %.2f ms (%d calls)" % (v, x["mean_ms"], x["calls"])
                                                   for v, x in sorted(result["extender"]["extender_calls"].items())))
+    for ph in ("default", "extender"):
+        d = result[ph]["kube_scheduler_ms"]
+        print("kube-scheduler, %s phase, mean ms: %s" % (ph, ", ".join(
+            "%s %.2f (%d)" % (k, v["mean_ms"], v["count"]) for k, v in d.items())))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http — libmicrohttpd behind the small API of http.h. One internal polling thread (poll(2): see
- * http_server_start) accepts and dispatches; handlers get whole requests. Must never log or block a
+ * http_server_start) accepts and dispatches, or also a thread per connection
+ * (http_server_thread_per_connection); handlers get whole requests. Must never log or block a
  * request on another one.
  */
 #include "http/http.h"
@@ -33,7 +34,8 @@ struct http_server {
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
         char *tls_cert, *tls_key, *tls_ca;      /* PEM text, NULL for plain HTTP / no client check */
-        unsigned threads;                       /* 0/1: one polling thread */
+        bool thread_per_connection;             /* else one polling thread */
+        unsigned max_conn, max_conn_per_ip;
 };
 
 /* Per-request state: the query string (from the request line, before MHD splits it up), the body as
@@ -114,6 +116,8 @@ int http_server_new(const char *address, struct http_server **ret) {
                 struct http_server *s = calloc(1, sizeof *s);
                 if (!s)
                         return -ENOMEM;
+                s->max_conn = HTTP_MAX_CONNECTIONS;
+                s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
                 strscpy(s->unix_path, path, sizeof s->unix_path);
                 *ret = s;
                 return 0;
@@ -126,6 +130,8 @@ int http_server_new(const char *address, struct http_server **ret) {
                 free(s);
                 return r;
         }
+        s->max_conn = HTTP_MAX_CONNECTIONS;
+        s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
         *ret = s;
         return 0;
 }
@@ -160,12 +166,14 @@ int http_server_tls_files(struct http_server *s, const char *cert_file, const ch
         return 0;
 }
 
-int http_server_set_threads(struct http_server *s, unsigned n) {
-        if (!s || n == 0 || n > 64)
+int http_server_thread_per_connection(struct http_server *s, unsigned max_connections) {
+        if (!s || max_connections <= HTTP_MAX_CONNECTIONS_PER_IP || max_connections > 4096)
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
-        s->threads = n;
+        s->thread_per_connection = true;
+        s->max_conn = max_connections;
+        s->max_conn_per_ip = max_connections - HTTP_MAX_CONNECTIONS_PER_IP;
         return 0;
 }
 
@@ -324,17 +332,23 @@ int http_server_start(struct http_server *s) {
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
+        /* poll(2), not the epoll mode MHD_USE_AUTO_INTERNAL_THREAD picks: with epoll (libmicrohttpd
+         * 0.9.75) a client that sent half a request and closed was not noticed until the connection
+         * timeout, so a few hundred such clients starved the server (agent-metrics-hostile). The
+         * connection limit keeps poll's cost small. */
+        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
+        if (s->thread_per_connection)
+                flags |= MHD_USE_THREAD_PER_CONNECTION; /* each connection's thread polls it alone */
         if (s->unix_path[0]) {
                 int fd = listen_unix(s);
                 if (fd < 0)
                         return fd;
                 /* MHD takes the socket over (closes it on stop); the per-IP limit does not
                  * apply to unix peers, the total one does. */
-                s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
-                                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                             (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                                             MHD_OPTION_END);
+                s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK,
+                                             on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -342,17 +356,10 @@ int http_server_start(struct http_server *s) {
                 }
                 return 0;
         }
-        /* poll(2), not the epoll mode MHD_USE_AUTO_INTERNAL_THREAD picks: with epoll (libmicrohttpd
-         * 0.9.75) a client that sent half a request and closed was not noticed until the connection
-         * timeout, so a few hundred such clients starved the server (agent-metrics-hostile). The
-         * connection limit keeps poll's cost small. */
-        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
         if (s->addr.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
-        struct MHD_OptionItem opts[5];
+        struct MHD_OptionItem opts[4];
         size_t nt = 0;
-        if (s->threads > 1)
-                opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)s->threads, NULL };
         if (s->tls_cert) {
                 flags |= MHD_USE_TLS;
                 opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert };
@@ -364,11 +371,10 @@ int http_server_start(struct http_server *s) {
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_SOCK_ADDR,
                                      (struct sockaddr *)&s->addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                     (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, s->max_conn,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
-                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS_PER_IP,
-                                     MHD_OPTION_END);
+                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip, MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */
                 return -EADDRINUSE;

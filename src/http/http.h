@@ -75,10 +75,16 @@ int http_server_handle(struct http_server *s, const char *path, http_handler_fn 
  */
 int http_server_tls_files(struct http_server *s, const char *cert_file, const char *key_file,
                           const char *client_ca_file);
-/* Serve with n threads (each polling its share of the connections) instead of one, so a slow
- * handler (the extender's bind waits on the API server) does not hold up the others. Before start
- * only: 0, -EBUSY, -EINVAL for 0 or more than 64. */
-int http_server_set_threads(struct http_server *s, unsigned n);
+/* Serve every connection on a thread of its own instead of all on one polling thread, so a slow
+ * handler (the extender's bind waits on the API server) holds up only its own connection: a client
+ * sends its next request on another connection while one is unanswered (HTTP/1.1, no pipelining).
+ * A pool of polling threads is not enough: each polls a share of the connections, and a kept-alive
+ * connection on a thread that waits in a handler waits with it. Up to max_connections connections
+ * (and threads) instead of HTTP_MAX_CONNECTIONS, all but HTTP_MAX_CONNECTIONS_PER_IP of them from
+ * one address (a client with many requests in flight, kube-scheduler binding pods, needs a
+ * connection for each; the others keep theirs). Before start only: 0, -EBUSY, -EINVAL for
+ * max_connections not above HTTP_MAX_CONNECTIONS_PER_IP or above 4096. */
+int http_server_thread_per_connection(struct http_server *s, unsigned max_connections);
 /* Bind and serve. 0, -EADDRINUSE (or -EIO) when the address cannot be bound, -EBUSY if started. */
 int http_server_start(struct http_server *s);
 /* The bound port (useful with port 0), 0 before start. */

@@ -24,7 +24,10 @@
 #define TOKEN_RECHECK_SEC 10 /* stat the token file at most this often */
 #define CONNECT_TIMEOUT_MS 10000
 #define WATCH_IDLE_SLACK_SEC 30
-#define KUBE_IDLE_HANDLES 8
+/* kept-alive connections for one-shot requests: the scheduler extender binds as many pods at once as
+ * kube-scheduler asks (tens while the API server is slow); a request past these opens (and then
+ * closes) a connection of its own, TCP and TLS handshake included */
+#define KUBE_IDLE_HANDLES 64
 
 struct kube_client {
         struct kube_config cfg; /* deep copy */
@@ -38,9 +41,13 @@ struct kube_client {
         time_t token_checked;
         /* easy handles of finished one-shot requests (kube_request), each keeping its connection:
          * the next request reuses one instead of a new TCP connection and TLS handshake (the
-         * scheduler extender's bind makes two calls per pod). Guarded by lock. */
+         * scheduler extender binds pods concurrently). Guarded by lock. */
         CURL *idle[KUBE_IDLE_HANDLES];
         unsigned n_idle;
+        /* TLS sessions shared by every handle: a new connection resumes one (no certificate
+         * signature or verification on either side) instead of a full handshake. NULL: none. */
+        CURLSH *share;
+        pthread_mutex_t share_lock;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -56,6 +63,30 @@ static int sdup(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *u) {
+        (void)h, (void)data, (void)access;
+        pthread_mutex_lock(&((struct kube_client *)u)->share_lock);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *u) {
+        (void)h, (void)data;
+        pthread_mutex_unlock(&((struct kube_client *)u)->share_lock);
+}
+
+/* The shared TLS session cache; without one (out of memory, an old curl) every connection makes a
+ * full handshake, nothing else changes. */
+static void share_init(struct kube_client *c) {
+        pthread_mutex_init(&c->share_lock, NULL);
+        c->share = curl_share_init();
+        if (c->share && (curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+                         curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+                         curl_share_setopt(c->share, CURLSHOPT_USERDATA, c) != CURLSHE_OK ||
+                         curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)) {
+                curl_share_cleanup(c->share);
+                c->share = NULL;
+        }
+}
+
 int kube_client_new(const struct kube_config *cfg, struct kube_client **ret) {
         if (!cfg || !cfg->server || !cfg->server[0])
                 return -EINVAL;
@@ -65,6 +96,7 @@ int kube_client_new(const struct kube_config *cfg, struct kube_client **ret) {
                 return -ENOMEM;
         c->timeout_ms = 30000;
         pthread_mutex_init(&c->lock, NULL);
+        share_init(c);
         c->cfg.insecure = cfg->insecure;
         if (sdup(cfg->server, &c->cfg.server) < 0 || sdup(cfg->ca_file, &c->cfg.ca_file) < 0 ||
             sdup(cfg->ca_pem, &c->cfg.ca_pem) < 0 || sdup(cfg->cert_file, &c->cfg.cert_file) < 0 ||
@@ -89,6 +121,9 @@ struct kube_client *kube_client_free(struct kube_client *c) {
         }
         for (unsigned i = 0; i < c->n_idle; i++)
                 curl_easy_cleanup(c->idle[i]);
+        if (c->share)
+                curl_share_cleanup(c->share); /* after every handle using it */
+        pthread_mutex_destroy(&c->share_lock);
         pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
@@ -290,6 +325,8 @@ static int handle_init(struct kube_client *c, struct handle *hd, const char *pat
         CURL *h = hd->h;
         curl_easy_setopt(h, CURLOPT_URL, url);
         free(url);
+        if (c->share)
+                curl_easy_setopt(h, CURLOPT_SHARE, c->share);
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, hd->errbuf);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

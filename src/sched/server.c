@@ -24,7 +24,11 @@
 #include "sched/view.h"
 #include "util/util.h"
 
-#define SCHED_SERVER_THREADS 16
+/* Connections (each served on a thread of its own): kube-scheduler opens one per bind in flight, and
+ * binds wait on the API server (up to its 4 s timeout), so a slow API server means many; a
+ * connection refused fails the pod's scheduling attempt (kube-scheduler backs it off). Below the usual
+ * soft limit of 1024 open files, with room for the API connections. */
+#define SCHED_SERVER_CONNECTIONS 512
 
 /* Pods seen by filter, kept for bind (whose arguments carry only names): at most this many. */
 #define PENDING_MAX 4096
@@ -808,9 +812,11 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
                         return r;
                 }
         }
-        /* bind waits on the API server (two calls): kube-scheduler binds pods concurrently, and
-         * filter and prioritize for the next pods go on on the other threads */
-        if ((r = http_server_set_threads(s->http, SCHED_SERVER_THREADS)) < 0 ||
+        /* bind waits on the API server: kube-scheduler binds pods concurrently, each on a connection
+         * of its own, while filter and prioritize for the next pods go on on others. With a pool of
+         * polling threads a filter whose kept-alive connection shared a thread with a bind waited for
+         * the bind (docs/scheduler.md, "Performance"). */
+        if ((r = http_server_thread_per_connection(s->http, SCHED_SERVER_CONNECTIONS)) < 0 ||
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||

@@ -541,6 +541,7 @@ class Cluster:
     def start_scheduler(self, extenders=None, qps=None):
         kc = self.path("scheduler.kubeconfig")
         hport = free_port()
+        self.scheduler_http_port = hport  # plain HTTP: /healthz, /metrics, /debug/pprof (bench/sched-e2e.py)
         conn = {"kubeconfig": kc}
         if qps:
             conn.update(qps=qps, burst=qps)
