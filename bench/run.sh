@@ -48,7 +48,7 @@ sections=(
 'ui|Operator page at 1,000 nodes (`gpuslice scheduler`'"'"'s `/ui`)|src/sched,src/http,bench/ui-bench.py,tests/integration/browser.py,tests/integration/test_ui.py|/usr/bin/python3 bench/ui-bench.py --build "$build" --markdown $( [ "$quick" = 1 ] && echo --loads 2)'
 'dra|DRA: the scheduler'"'"'s pick of a multi-GPU claim|src/dra,src/alloc,src/topo,bench/dra-pick.c,tests/data/topologies|"$build/dra-pick"'
 'faults|Reliability: SIGKILL on the fractional path (`make faults`)|src/agent,src/state,src/util,src/rpc,sim,bench/faults.sh,tests/faults/faults.py,tests/integration/agent_fixture.py,tests/integration/test_share.py,tests/integration/kubelet_standin.py|bench/faults.sh "$build"'
-'sched-e2e|Scheduler extender end to end: pods bound per second on kube-scheduler 1.20|src/sched,bench/sched-e2e.py,tests/e2e/cluster.py,tests/e2e/test_scheduler_extender.py|flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py --build "$build"'
+'sched-e2e|Scheduler extender end to end: pods bound per second on kube-scheduler 1.20|src/sched,src/http,src/kube,bench/sched-e2e.py,tests/e2e/cluster.py,tests/e2e/test_scheduler_extender.py|flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py --build "$build"'
 'replay|Cluster packing: `gpuslice replay` of the openb trace|src/sched,src/cluster,src/cli/cmd-replay.c,bench/replay.sh,bench/replay-report.py,bench/replay-sample.py|bench/replay.sh "$build" "${TRACE:?replay: TRACE=DIR, the openb trace (make bench passes ../shared/data/openb)}"'
 )
 
