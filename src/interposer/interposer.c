@@ -422,24 +422,13 @@ int gs_fail_code(void) {
         return g.mode == GS_MODE_FAILED ? (int)g.fail_code : (int)CUDA_ERROR_NOT_FOUND;
 }
 
-/* The slot still counts device memory the driver will free only after this process is gone. */
-static bool slot_holds_memory(unsigned slot) {
-        const struct gs_region_slot *s = &g.region->slot[slot];
-        if (!__atomic_load_n(&s->host_pid, __ATOMIC_RELAXED))
-                return false; /* NVML never named this process: nobody could tell later either */
-        for (unsigned li = 0; li < GS_MAX_DEVICES; li++)
-                if (__atomic_load_n(&s->used[li], __ATOMIC_RELAXED))
-                        return true;
-        return false;
-}
-
 __attribute__((destructor)) static void fini(void) {
-        /* Normal exit: stop counting at once rather than when someone notices we are gone — unless memory is
-         * still charged: the driver frees it only as it tears this process down, after the exit; the slot then
-         * goes when a neighbour finds this process dead and NVML no longer lists its memory (memory.c, slot_held). */
+        /* Normal exit: stop counting at once rather than when someone notices we are gone. (Keeping the slot
+         * while memory is still charged, for the driver's teardown, was tried: in containers with their own PID
+         * namespace a later container never reclaimed it — agent-share-podman — so a normal exit releases; a
+         * killed process's slot waits for the driver: memory.c, slot_held.) */
         unsigned slot = __atomic_load_n(&g.slot, __ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED && slot != GS_NO_SLOT &&
-            !slot_holds_memory(slot))
+        if (__atomic_load_n(&g.init_done, __ATOMIC_ACQUIRE) && g.mode == GS_MODE_LIMITED && slot != GS_NO_SLOT)
                 gs_region_release(g.region, slot);
 }
 
