@@ -68,6 +68,9 @@ struct dra {
         int journal_fd;
 
         pthread_mutex_t lock;
+        /* one dra_mig_refresh at a time, its NVML read and what it applies together (taken before lock): a read
+         * made before another's is never applied after it */
+        pthread_mutex_t mig_refresh_lock;
         struct dra_gpu_state gpu[TOPO_MAX_GPUS]; /* (lock) */
         struct dra_record *recs;                 /* (lock) the journal's records in memory */
         size_t n_recs, cap_recs;                 /* (lock) */

@@ -106,6 +106,7 @@ int dra_new(const struct dra_options *o, const struct topo *t, const struct dra_
                 return gs_error_set(err, -ENOMEM, "out of memory");
         d->journal_fd = -1;
         pthread_mutex_init(&d->lock, NULL);
+        pthread_mutex_init(&d->mig_refresh_lock, NULL);
         cond_init_monotonic(&d->publish_wake);
         if (ops)
                 d->ops = *ops;
@@ -146,6 +147,7 @@ void dra_free(struct dra *d) {
         free(d->recs);
         pthread_cond_destroy(&d->publish_wake);
         pthread_mutex_destroy(&d->lock);
+        pthread_mutex_destroy(&d->mig_refresh_lock);
         free(d);
 }
 

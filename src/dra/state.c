@@ -138,6 +138,7 @@ void dra_mig_refresh(struct dra *d) {
         struct dra_mig *m = calloc(1, sizeof *m);
         if (!m)
                 return;
+        pthread_mutex_lock(&d->mig_refresh_lock);
         int r = d->ops.mig_read(d->ops.userdata, m);
         if (r < 0)
                 dra_log(d, DRA_LOG_WARN, "cannot read the MIG devices: keeping what was read before", "error=\"%s\"",
@@ -151,8 +152,18 @@ void dra_mig_refresh(struct dra *d) {
                 dra_publish_kick_locked(d);
                 if (!first)
                         dra_log(d, DRA_LOG_INFO, "the MIG devices changed: publishing them again", "%s", "");
+        } else if (r >= 0 && d->mig_error[0]) {
+                /* the same instances, but their capability nodes were missing: a dynamic instance's are made
+                 * just after NVML lists it (migdyn.c, make_nodes), so look again */
+                mig_discover_locked(d);
+                if (!d->mig_error[0]) {
+                        dra_publish_kick_locked(d);
+                        dra_log(d, DRA_LOG_INFO, "the MIG devices' capability nodes are there now: publishing them",
+                                "%s", "");
+                }
         }
         pthread_mutex_unlock(&d->lock);
+        pthread_mutex_unlock(&d->mig_refresh_lock);
         free(m);
 }
 
