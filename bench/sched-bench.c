@@ -97,9 +97,8 @@ struct shape {
 };
 
 /* every container asks 2 cores and 8 GiB too (the extender reads them: frag's CPU and memory terms) */
-#define CONTAINER(NAME, LIMITS)                                                                                  \
-        "{\"name\":\"" NAME "\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"},\"limits\":" LIMITS \
-        "}}"
+#define REQUESTS "\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"}"
+#define CONTAINER(NAME, LIMITS) "{\"name\":\"" NAME "\",\"resources\":{" REQUESTS ",\"limits\":" LIMITS "}}"
 #define SHARE30 "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}"
 
 static const struct shape shapes[] = {

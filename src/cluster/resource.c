@@ -234,7 +234,8 @@ static int quantity(const json_t *obj, const char *key, const char *field, uint6
 }
 
 /* A container list's CPU (milli) and memory (bytes) requests (a limit where no request is set: what the API
- * server's defaulting makes the request), summed or (init) the largest. */
+ * server's defaulting makes the request), summed or (init) the largest; each and the sum at most 2^40 milli-cores and
+ * 2^62 bytes (no overflow below). */
 static int containers_requests(const json_t *list, bool init, uint64_t *cpu, uint64_t *mem, struct gs_error *err) {
         const char *what = init ? "initContainers" : "containers";
         *cpu = *mem = 0;
@@ -257,11 +258,11 @@ static int containers_requests(const json_t *list, bool init, uint64_t *cpu, uin
                                 return -EINVAL;
                 }
                 v[1] /= 1000;
-                if (v[0] > CPU_MILLI_MAX || v[1] > MEM_BYTES_MAX)
-                        return gs_error_set(err, -EINVAL, "spec.%s[%zu].resources: cpu or memory out of range", what,
-                                            i);
                 *cpu = init ? MAX(*cpu, v[0]) : *cpu + v[0];
                 *mem = init ? MAX(*mem, v[1]) : *mem + v[1];
+                if (v[0] > CPU_MILLI_MAX || v[1] > MEM_BYTES_MAX || *cpu > CPU_MILLI_MAX || *mem > MEM_BYTES_MAX)
+                        return gs_error_set(err, -EINVAL, "spec.%s[%zu].resources: cpu or memory out of range", what,
+                                            i);
         }
         return 0;
 }
@@ -301,8 +302,9 @@ int cluster_node_allocatable(const json_t *node_json, uint64_t *ret_cpu_milli, u
                 return r;
         mem = mem / 1000 / (1u << 20); /* thousandths of a byte → MiB, rounded down */
         if (cpu > CPU_MILLI_MAX || mem > NODE_MEM_MIB_MAX)
-                return gs_error_set(err, -EINVAL, "status.allocatable: cpu or memory out of range (at most 2^30 "
-                                                  "cores, 2^44 MiB)");
+                return gs_error_set(err, -EINVAL,
+                                    "status.allocatable: cpu or memory out of range (at most 2^30 "
+                                    "cores, 2^44 MiB)");
         *ret_cpu_milli = cpu;
         *ret_mem_mib = mem;
         return 0;

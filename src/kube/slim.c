@@ -80,9 +80,8 @@ static bool asks_gpu(const json_t *c) {
         for (unsigned k = 0; k < 2; k++) {
                 const char *name;
                 json_t *v;
-                json_object_foreach(json_object_get(r, keys[k]), name, v)
-                        if (json_is_string(v) && cluster_resource_is_gpu(name))
-                                return true;
+                json_object_foreach(json_object_get(r, keys[k]), name,
+                                    v) if (json_is_string(v) && cluster_resource_is_gpu(name)) return true;
         }
         return false;
 }

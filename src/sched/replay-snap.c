@@ -67,8 +67,9 @@ static int snap_node(struct snap *s, const json_t *o, const char *where, struct 
         if (r < 0)
                 return r;
         if (gpu % 1000 || gpu / 1000 > CLUSTER_GPUS_MAX)
-                return gs_error_set(err, -EINVAL, "%s: status.allocatable: nvidia.com/gpu out of range (at most %d whole GPUs)",
-                                    w, CLUSTER_GPUS_MAX);
+                return gs_error_set(err, -EINVAL,
+                                    "%s: status.allocatable: nvidia.com/gpu out of range (at most %d whole GPUs)", w,
+                                    CLUSTER_GPUS_MAX);
         const json_t *labels = json_object_get(meta, "labels");
         const char *product = json_is_object(labels) ? cluster_json_get(labels, PRODUCT_LABEL) : NULL;
         struct gs_error e2 = { 0 };

@@ -454,15 +454,15 @@ static void test_slim(void **state) {
         p = pod("b2", "n1", "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"2\"}", "{}");
         s = kube_slim_pod_requests(p); /* a GPU pod keeps its CPU too */
         assert_non_null(s);
-        assert_string_equal(json_string_value(json_object_get(
-                                    json_object_get(json_object_get(json_array_get(json_object_get(
-                                                                                           json_object_get(s, "spec"),
-                                                                                           "containers"),
-                                                                                   0),
-                                                                    "resources"),
-                                                    "limits"),
-                                    "cpu")),
-                            "2");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(
+                                json_object_get(
+                                        json_array_get(json_object_get(json_object_get(s, "spec"), "containers"), 0),
+                                        "resources"),
+                                "limits"),
+                        "cpu")),
+                "2");
         json_decref(s);
         json_decref(p);
         p = pod("b3", "n1", "{}", "{}");

@@ -526,15 +526,16 @@ static void test_frag_memo_follows_the_model(void **state) {
 }
 
 /* Two nodes of 2 GPUs and 8 cores each; on "a" a CPU-only pod asks 7 of them (kube-scheduler counts it there). */
-#define GPUS2 "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"},{\\\"i\\\":1," \
-              "\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\""
-#define CPU_NODE(name)                                                                                   \
-        "{\"metadata\":{\"name\":\"" name "\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2 "}},"        \
+#define GPUS2                                                                                                  \
+        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"},{\\\"i\\\":1," \
+        "\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\""
+#define CPU_NODE(name)                                                                            \
+        "{\"metadata\":{\"name\":\"" name "\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2 "}}," \
         "\"status\":{\"allocatable\":{\"cpu\":\"8\",\"memory\":\"64Gi\",\"nvidia.com/gpu\":\"2\"}}}"
-static const char CPU_SNAPSHOT[] =
-        "{\"nodes\":[" CPU_NODE("a") "," CPU_NODE("b") "],\"pods\":[{\"metadata\":{\"name\":\"busy\",\"namespace\":"
-        "\"d\",\"uid\":\"busy-uid\"},\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":"
-        "{\"requests\":{\"cpu\":\"7\",\"memory\":\"1Gi\"}}}]}}]}";
+static const char CPU_SNAPSHOT[] = "{\"nodes\":[" CPU_NODE("a") "," CPU_NODE(
+        "b") "],\"pods\":[{\"metadata\":{\"name\":\"busy\",\"namespace\":"
+             "\"d\",\"uid\":\"busy-uid\"},\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":"
+             "{\"requests\":{\"cpu\":\"7\",\"memory\":\"1Gi\"}}}]}}]}";
 
 /* frag scores a GPU pod's CPU: on "a" its 1 core takes the last free one and strands the other GPU; on "b" it
  * strands nothing. Without the nodes' allocatable and the pods' CPU requests in the model both score the same. The
@@ -582,13 +583,14 @@ static void test_frag_reads_cpu(void **state) {
  * 1Gi + 512Mi in its containers, an init container of 2 cores and 1Mi, overhead 250m and 1Mi. */
 static void feed_pod(struct sched_model *m, const char *node, const char *cpu2, const char *phase) {
         char text[1024];
-        snprintf(text, sizeof text,
-                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"p-uid\"},\"spec\":{\"nodeName\":\"%s\","
-                 "\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}},"
-                 "{\"name\":\"b\",\"resources\":{\"limits\":{\"cpu\":\"%s\",\"memory\":\"512Mi\"}}}],"
-                 "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"1Mi\"}}}],"
-                 "\"overhead\":{\"cpu\":\"250m\",\"memory\":\"1Mi\"}},\"status\":{\"phase\":\"%s\"}}",
-                 node, cpu2, phase);
+        snprintf(
+                text, sizeof text,
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"p-uid\"},\"spec\":{\"nodeName\":\"%s\","
+                "\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}},"
+                "{\"name\":\"b\",\"resources\":{\"limits\":{\"cpu\":\"%s\",\"memory\":\"512Mi\"}}}],"
+                "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"1Mi\"}}}],"
+                "\"overhead\":{\"cpu\":\"250m\",\"memory\":\"1Mi\"}},\"status\":{\"phase\":\"%s\"}}",
+                node, cpu2, phase);
         struct cluster_units u;
         cluster_units_default(&u);
         struct cluster_pod *v = malloc(sizeof *v);
@@ -629,16 +631,18 @@ static void test_model_counts_cpu_memory(void **state) {
         assert_int_equal(n->mem_used, 0);
         /* the node goes (its pods stay, counted on a placeholder) and comes back with new allocatable */
         assert_int_equal(sched_model_remove_node(m, "a"), 0);
-        static const char again[] = "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
-                GPUS2 "}},\"status\":{\"allocatable\":{\"cpu\":\"16\",\"memory\":\"1Gi\"}}}]}";
+        static const char again[] =
+                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2
+                "}},\"status\":{\"allocatable\":{\"cpu\":\"16\",\"memory\":\"1Gi\"}}}]}";
         assert_int_equal(sched_snapshot_load(m, again, strlen(again), &u, NULL, NULL, &err), 0);
         n = sched_model_node(m, "a");
         assert_int_equal(n->cpu_milli, 16000);
         assert_int_equal(n->mem_mib, 1024);
         assert_int_equal(n->cpu_used, 7000);
         assert_int_equal(n->mem_used, 1024);
-        static const char bad[] = "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":"
-                GPUS2 "}},\"status\":{\"allocatable\":{\"cpu\":\"8x\"}}}]}";
+        static const char bad[] =
+                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2
+                "}},\"status\":{\"allocatable\":{\"cpu\":\"8x\"}}}]}";
         assert_int_equal(sched_snapshot_load(m, bad, strlen(bad), &u, NULL, NULL, &err), -EINVAL);
         assert_string_equal(err.message, "nodes[0]: status.allocatable.cpu: '8x' is not a quantity");
         sched_server_unlock(s);
