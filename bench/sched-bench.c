@@ -11,7 +11,9 @@
  *
  * Nodes come in four topologies (8-GPU PCIe two-socket, DGX-1-like hybrid cube mesh, two NVLink
  * quads, NVSwitch); pods are spread over the GPUs as shares sized so they fit, a quarter of the
- * nodes also hold whole GPUs. No I/O beyond stdout; calls the verbs directly (no socket).
+ * nodes also hold whole GPUs; every node has 224 cores and 2 TiB allocatable, every pod held asks 4 cores and
+ * 16 GiB, every container decided 2 cores and 8 GiB (the CPU and memory the extender reads). No I/O beyond stdout;
+ * calls the verbs directly (no socket).
  *
  *   sched-bench [--nodes N[,N...]] [--pods P] [--iterations K] [--policy NAME[,NAME...]] [--markdown]
  *
@@ -94,7 +96,9 @@ struct shape {
         const char *name, *containers; /* spec.containers */
 };
 
-#define CONTAINER(NAME, LIMITS) "{\"name\":\"" NAME "\",\"resources\":{\"limits\":" LIMITS "}}"
+/* every container asks 2 cores and 8 GiB too (the extender reads them: frag's CPU and memory terms) */
+#define REQUESTS "\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"}"
+#define CONTAINER(NAME, LIMITS) "{\"name\":\"" NAME "\",\"resources\":{" REQUESTS ",\"limits\":" LIMITS "}}"
 #define SHARE30 "{\"gpuslice.io/gpu-core\":\"30\",\"gpuslice.io/gpu-memory\":\"16\"}"
 
 static const struct shape shapes[] = {
@@ -127,7 +131,8 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md, enum
                         ni->gpu[g].healthy = true;
                 }
                 set_links(ni, i % 4);
-                if (sched_model_set_node(m, ni) < 0)
+                if (sched_model_set_node(m, ni) < 0 || /* a DGX-like node: 224 cores, 2 TiB */
+                    sched_model_set_node_resources(m, ni->name, 224000, 2u << 20, NULL) < 0)
                         abort();
         }
         size_t h2 = heap();
@@ -154,7 +159,9 @@ static void run(unsigned n_nodes, unsigned n_pods, unsigned iters, bool md, enum
                                             .name = name,
                                             .node = node,
                                             .bound = true,
-                                            .resource_version = "12345" };
+                                            .resource_version = "12345",
+                                            .cpu_milli = 4000,
+                                            .mem_mib = 16384 };
                 p.req.n = 1;
                 strscpy(p.req.c[0].name, "main", sizeof p.req.c[0].name);
                 p.has_assignment = true;

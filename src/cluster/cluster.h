@@ -175,6 +175,17 @@ static inline bool cluster_request_is_fractional(const struct cluster_container_
  */
 int cluster_quantity_milli(const char *s, uint64_t *ret);
 
+/*
+ * What kube-scheduler counts of a pod's CPU and memory (NodeResourcesFit): the containers' requests summed (a
+ * limit where a container sets no request, as the API server's defaulting does) or the largest init
+ * container's, whichever is more, per resource, plus spec.overhead. CPU in milli-cores, memory in MiB rounded
+ * up; a pod asking none: 0. 0, or -EINVAL with err naming the field (not a quantity, out of range).
+ */
+int cluster_pod_requests(const json_t *spec, uint64_t *ret_cpu_milli, uint64_t *ret_mem_mib, struct gs_error *err);
+/* A Node object's status.allocatable CPU (milli-cores) and memory (MiB, rounded down); absent: 0. 0 or -EINVAL. */
+int cluster_node_allocatable(const json_t *node_json, uint64_t *ret_cpu_milli, uint64_t *ret_mem_mib,
+                             struct gs_error *err);
+
 /* ---- scheduling policy (the pod's gpuslice.io/scheduling-policy) ---- */
 
 enum cluster_policy {
@@ -239,6 +250,7 @@ struct cluster_pod {
         int64_t created;                  /* metadata.creationTimestamp, Unix seconds; 0 absent/malformed */
         bool terminated;                  /* status.phase Succeeded or Failed */
         struct cluster_request req;
+        uint64_t cpu_milli, mem_mib; /* CPU and memory requested as kube-scheduler counts them (cluster_pod_requests) */
         bool has_policy;
         enum cluster_policy policy;
         /* The assignment: gpuslice.io/assignment, else gpu-manager's, else gpushare's — the first the

@@ -494,6 +494,8 @@ int cluster_pod_decode_json(const json_t *pod_json, const struct cluster_units *
         if (r >= 0)
                 r = decode_containers(json_object_get(pod, "spec"), u, ret, err);
         if (r >= 0)
+                r = cluster_pod_requests(json_object_get(pod, "spec"), &ret->cpu_milli, &ret->mem_mib, err);
+        if (r >= 0)
                 r = decode_annotations(json_object_get(json_object_get(pod, "metadata"), "annotations"), ret, err);
         return r < 0 ? -EINVAL : 0;
 }

@@ -5,6 +5,7 @@
  * learn a resource name anywhere but in the table below (and the one override of cluster_units).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cluster/cluster.h"
@@ -210,5 +211,101 @@ int cluster_quantity_milli(const char *s, uint64_t *ret) {
         if (v > UINT64_MAX)
                 return -ERANGE;
         *ret = (uint64_t)v;
+        return 0;
+}
+
+/* ---- CPU and memory, as kube-scheduler counts them ---- */
+
+#define CPU_MILLI_MAX (1ULL << 40)    /* milli-cores */
+#define MEM_BYTES_MAX (1ULL << 62)    /* bytes */
+#define NODE_MEM_MIB_MAX (1ULL << 44) /* MiB */
+
+/* obj[key] as a quantity in thousandths (absent or null: 0); field names it in the error. */
+static int quantity(const json_t *obj, const char *key, const char *field, uint64_t *ret, struct gs_error *err) {
+        *ret = 0;
+        json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+        if (!v || json_is_null(v))
+                return 0;
+        const char *s = json_string_value(v);
+        if (!s || cluster_quantity_milli(s, ret) < 0)
+                return gs_error_set(err, -EINVAL, "%s%s: %s%.40s%s is not a quantity", field, key, s ? "'" : "",
+                                    s ? s : "a non-string", s ? "'" : "");
+        return 0;
+}
+
+/* A container list's CPU (milli) and memory (bytes) requests (a limit where no request is set: what the API
+ * server's defaulting makes the request), summed or (init) the largest; each and the sum at most 2^40 milli-cores and
+ * 2^62 bytes (no overflow below). */
+static int containers_requests(const json_t *list, bool init, uint64_t *cpu, uint64_t *mem, struct gs_error *err) {
+        const char *what = init ? "initContainers" : "containers";
+        *cpu = *mem = 0;
+        if (list && !json_is_null(list) && !json_is_array(list))
+                return gs_error_set(err, -EINVAL, "spec.%s is not an array", what);
+        size_t i;
+        const json_t *c;
+        json_array_foreach(list, i, c) {
+                const json_t *res = json_is_object(c) ? json_object_get(c, "resources") : NULL;
+                const json_t *rq = json_is_object(res) ? json_object_get(res, "requests") : NULL;
+                const json_t *lim = json_is_object(res) ? json_object_get(res, "limits") : NULL;
+                uint64_t v[2];
+                static const char *const keys[2] = { "cpu", "memory" };
+                for (unsigned k = 0; k < 2; k++) {
+                        const json_t *from = json_is_object(rq) && json_object_get(rq, keys[k]) ? rq : lim;
+                        char field[96];
+                        snprintf(field, sizeof field, "spec.%s[%zu].resources.%s.", what, i,
+                                 from == rq ? "requests" : "limits");
+                        if (quantity(from, keys[k], field, &v[k], err) < 0)
+                                return -EINVAL;
+                }
+                v[1] /= 1000;
+                *cpu = init ? MAX(*cpu, v[0]) : *cpu + v[0];
+                *mem = init ? MAX(*mem, v[1]) : *mem + v[1];
+                if (v[0] > CPU_MILLI_MAX || v[1] > MEM_BYTES_MAX || *cpu > CPU_MILLI_MAX || *mem > MEM_BYTES_MAX)
+                        return gs_error_set(err, -EINVAL, "spec.%s[%zu].resources: cpu or memory out of range", what,
+                                            i);
+        }
+        return 0;
+}
+
+int cluster_pod_requests(const json_t *spec, uint64_t *ret_cpu_milli, uint64_t *ret_mem_mib, struct gs_error *err) {
+        uint64_t cpu, mem, icpu = 0, imem = 0, ocpu = 0, omem = 0;
+        *ret_cpu_milli = *ret_mem_mib = 0;
+        int r = containers_requests(json_object_get(spec, "containers"), false, &cpu, &mem, err);
+        if (r == 0)
+                r = containers_requests(json_object_get(spec, "initContainers"), true, &icpu, &imem, err);
+        const json_t *over = json_object_get(spec, "overhead");
+        if (r == 0)
+                r = quantity(over, "cpu", "spec.overhead.", &ocpu, err);
+        if (r == 0)
+                r = quantity(over, "memory", "spec.overhead.", &omem, err);
+        if (r < 0)
+                return r;
+        omem /= 1000;
+        if (ocpu > CPU_MILLI_MAX || omem > MEM_BYTES_MAX)
+                return gs_error_set(err, -EINVAL, "spec.overhead: cpu or memory out of range");
+        *ret_cpu_milli = MAX(cpu, icpu) + ocpu;
+        uint64_t bytes = MAX(mem, imem) + omem;
+        *ret_mem_mib = (bytes + (1u << 20) - 1) >> 20;
+        return 0;
+}
+
+int cluster_node_allocatable(const json_t *node_json, uint64_t *ret_cpu_milli, uint64_t *ret_mem_mib,
+                             struct gs_error *err) {
+        const json_t *status = json_object_get(node_json, "status");
+        const json_t *alloc = json_is_object(status) ? json_object_get(status, "allocatable") : NULL;
+        uint64_t cpu, mem;
+        *ret_cpu_milli = *ret_mem_mib = 0;
+        int r = quantity(alloc, "cpu", "status.allocatable.", &cpu, err);
+        if (r == 0)
+                r = quantity(alloc, "memory", "status.allocatable.", &mem, err);
+        if (r < 0)
+                return r;
+        mem = mem / 1000 / (1u << 20); /* thousandths of a byte → MiB, rounded down */
+        if (cpu > CPU_MILLI_MAX || mem > NODE_MEM_MIB_MAX)
+                return gs_error_set(err, -EINVAL,
+                                    "status.allocatable: cpu or memory out of range (at most 2^30 "
+                                    "cores, 2^44 MiB)");
+        *ret_cpu_milli = cpu;
+        *ret_mem_mib = mem;
         return 0;
 }

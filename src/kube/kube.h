@@ -262,11 +262,15 @@ void kube_informer_set_watch_timeout(struct kube_informer *inf, unsigned seconds
 
 /* Ready-made slimming for the resources gpuslice reads (see docs/cluster.md): a node keeps name,
  * resourceVersion, gpuslice/nvidia labels, the gpuslice and compatibility annotations, and GPU
- * capacity/allocatable; a pod keeps namespace, name, uid, nodeName, phase, GPU annotations,
+ * capacity/allocatable (and allocatable CPU and memory); a pod keeps namespace, name, uid, nodeName, phase, GPU annotations,
  * per-container GPU resource requests/limits, and nothing else. NULL for a pod with no GPU
  * resource and no GPU annotation. */
 json_t *kube_slim_node(json_t *obj);
 json_t *kube_slim_pod(json_t *obj);
+/* The scheduler extender's: the same, plus each container's and init container's CPU and memory
+ * requests/limits and spec.overhead's, and it keeps also a pod bound to a node (spec.nodeName) that asks for
+ * CPU or memory but no GPU (what kube-scheduler counts on a node: docs/scheduler.md). */
+json_t *kube_slim_pod_requests(json_t *obj);
 
 /* -------------------------------------------------------------------------------------------- */
 /* Typed writes the agent and the scheduler extender use                                         */

@@ -28,6 +28,8 @@ void sched_pod_view_info(const struct cluster_pod *v, struct sched_pod_info *ret
                 .terminated = v->terminated,
                 .source = v->source,
                 .confirmed = v->confirmed,
+                .cpu_milli = v->cpu_milli,
+                .mem_mib = v->mem_mib,
         };
 }
 
@@ -425,7 +427,15 @@ int sched_snapshot_load(struct sched_model *m, const char *text, size_t len, con
                         continue;
                 if (q < 0)
                         goto out;
+                uint64_t cpu, mem;
+                struct gs_error e2 = { 0 };
+                if (cluster_node_allocatable(o, &cpu, &mem, &e2) < 0) {
+                        gs_error_set(err, -EINVAL, "nodes[%zu]: %.199s", i, e2.message);
+                        goto out;
+                }
                 q = sched_model_set_node(m, info);
+                if (q == 0) /* what kube-scheduler's own filter reads: the packing policies' CPU and memory */
+                        q = sched_model_set_node_resources(m, info->name, cpu, mem, NULL);
                 if (q < 0) {
                         r = q;
                         goto out;

@@ -45,9 +45,14 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *use
         struct sched_model *m = sched_server_lock(f->server);
         struct gs_error err = { 0 };
         int r = new_obj ? cluster_node_decode_json(new_obj, f->node_info, &err) : -ENOENT;
-        if (r == 0)
-                (void)sched_model_set_node(m, f->node_info);
-        else {
+        if (r == 0 && sched_model_set_node(m, f->node_info) == 0) {
+                /* what kube-scheduler's NodeResourcesFit reads of it (the packing policies' CPU and memory
+                 * stranding); not a quantity: not known (0) */
+                uint64_t cpu, mem;
+                if (cluster_node_allocatable(new_obj, &cpu, &mem, &err) < 0)
+                        cpu = mem = 0;
+                (void)sched_model_set_node_resources(m, f->node_info->name, cpu, mem, NULL);
+        } else if (r < 0) {
                 /* gone, or its annotation is gone or invalid: no GPUs for the extender */
                 const char *name = meta_str(new_obj ? new_obj : old_obj, "name");
                 if (name)
@@ -167,7 +172,7 @@ int sched_feed_run(struct sched_feed *f, struct sched_server *s, const struct cl
         struct kube_informer_handlers hp = { pod_changed, pods_synced, f };
         int r = kube_informer_new(f->client, "/api/v1/nodes", NULL, NULL, kube_slim_node, &hn, &f->nodes);
         if (r >= 0)
-                r = kube_informer_new(f->client, "/api/v1/pods", NULL, NULL, kube_slim_pod, &hp, &f->pods);
+                r = kube_informer_new(f->client, "/api/v1/pods", NULL, NULL, kube_slim_pod_requests, &hp, &f->pods);
         if (r >= 0)
                 r = kube_informer_start(f->nodes);
         if (r >= 0)

@@ -211,6 +211,8 @@ static void unlink_pod(struct sched_model *m, struct sched_pod *p) {
 }
 
 static void recount(struct sched_model *m, struct sched_node *n) {
+        /* every pod is applied again below (the Node object's every update comes here: nothing may count twice) */
+        n->cpu_used = n->mem_used = n->cpu_nonzero = n->mem_nonzero = 0;
         for (unsigned i = 0; i < n->n_gpus; i++) {
                 struct sched_gpu *g = &n->gpu[i];
                 g->mem_used_mib = 0;

@@ -91,7 +91,8 @@ struct sched_node {
         unsigned n_pods;
         uint64_t generation; /* bumped on every change of use or GPUs */
         /* What kube-scheduler's own filters read, next to the summary that the
-         * packing policies read with them (the replay, src/sched/replay.h; 0 = not known, no limit):
+         * packing policies read with them (the replay, src/sched/replay.h, and the extender's feed from the Node
+         * and Pod objects; 0 = not known, no limit):
          * allocatable CPU and memory, what the node's pods request of them, and the GPU model as an index
          * into the model's product names (sched_model_product; the GFD label nvidia.com/gpu.product). */
         uint64_t cpu_milli, mem_mib, cpu_used, mem_used;
@@ -194,7 +195,8 @@ int sched_model_remove_node(struct sched_model *m, const char *name);
  * Add or replace a pod. A pod on a node without an assignment is placed by our own fit (binpack)
  * and flagged `inferred`. A pod the model had assumed keeps its assumed placement until the feed
  * brings one with an assignment (or the pod is removed). Terminated pods and pods that ask for no
- * GPU resource are removed. 0, -EINVAL, -ENOMEM.
+ * GPU resource, CPU or memory are removed (a bound pod asking CPU or memory alone is counted on its node:
+ * cpu_used, mem_used). 0, -EINVAL, -ENOMEM.
  */
 /* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 int sched_model_set_pod(struct sched_model *m, const struct sched_pod_info *info);

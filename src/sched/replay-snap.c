@@ -18,9 +18,6 @@
 #include "util/util.h"
 
 #define PRODUCT_LABEL "nvidia.com/gpu.product"
-#define SNAP_CPU_MAX (1ULL << 40) /* milli-cores, as the CSV lists allow */
-#define SNAP_MEM_MAX (1ULL << 44) /* MiB */
-#define SNAP_MEM_BYTES_MAX (1ULL << 62)
 
 struct snap {
         struct sched_trace *t;
@@ -63,19 +60,16 @@ static int snap_node(struct snap *s, const json_t *o, const char *where, struct 
         snprintf(w, sizeof w, "%s (Node %s)", where, name);
         const json_t *alloc = json_is_object(status) ? json_object_get(status, "allocatable") : NULL;
         uint64_t cpu, mem, gpu;
-        int r = quantity(alloc, "cpu", w, "status.allocatable.", &cpu, err);
-        if (r == 0)
-                r = quantity(alloc, "memory", w, "status.allocatable.", &mem, err);
-        if (r == 0)
-                r = quantity(alloc, "nvidia.com/gpu", w, "status.allocatable.", &gpu, err);
+        struct gs_error e1 = { 0 };
+        if (cluster_node_allocatable(o, &cpu, &mem, &e1) < 0)
+                return gs_error_set(err, -EINVAL, "%s: %.200s", w, e1.message);
+        int r = quantity(alloc, "nvidia.com/gpu", w, "status.allocatable.", &gpu, err);
         if (r < 0)
                 return r;
-        mem = mem / 1000 / (1u << 20); /* thousandths of a byte → MiB */
-        if (cpu > SNAP_CPU_MAX || mem > SNAP_MEM_MAX || gpu % 1000 || gpu / 1000 > CLUSTER_GPUS_MAX)
+        if (gpu % 1000 || gpu / 1000 > CLUSTER_GPUS_MAX)
                 return gs_error_set(err, -EINVAL,
-                                    "%s: status.allocatable: cpu, memory or nvidia.com/gpu out of range "
-                                    "(at most 2^30 cores, 2^44 MiB, %d whole GPUs)",
-                                    w, CLUSTER_GPUS_MAX);
+                                    "%s: status.allocatable: nvidia.com/gpu out of range (at most %d whole GPUs)", w,
+                                    CLUSTER_GPUS_MAX);
         const json_t *labels = json_object_get(meta, "labels");
         const char *product = json_is_object(labels) ? cluster_json_get(labels, PRODUCT_LABEL) : NULL;
         struct gs_error e2 = { 0 };
@@ -107,63 +101,6 @@ static int snap_node(struct snap *s, const json_t *o, const char *where, struct 
 }
 
 /* ---- pods ---- */
-
-/* A container list's CPU and memory requests (a limit where no request is set), summed or (init) the largest. */
-static int containers_requests(const json_t *list, bool init, const char *where, uint64_t *cpu, uint64_t *mem,
-                               struct gs_error *err) {
-        *cpu = *mem = 0;
-        if (list && !json_is_null(list) && !json_is_array(list))
-                return gs_error_set(err, -EINVAL, "%s: spec.%s is not an array", where,
-                                    init ? "initContainers" : "containers");
-        size_t i;
-        const json_t *c;
-        json_array_foreach(list, i, c) {
-                const json_t *res = json_is_object(c) ? json_object_get(c, "resources") : NULL;
-                const json_t *rq = json_is_object(res) ? json_object_get(res, "requests") : NULL;
-                const json_t *lim = json_is_object(res) ? json_object_get(res, "limits") : NULL;
-                char field[64];
-                snprintf(field, sizeof field, "spec.%s[%zu].resources.", init ? "initContainers" : "containers", i);
-                uint64_t v[2];
-                static const char *const keys[2] = { "cpu", "memory" };
-                for (unsigned k = 0; k < 2; k++) {
-                        const json_t *from = json_is_object(rq) && json_object_get(rq, keys[k]) ? rq : lim;
-                        char f2[80];
-                        snprintf(f2, sizeof f2, "%s%s.", field, from == rq ? "requests" : "limits");
-                        if (quantity(from, keys[k], where, f2, &v[k], err) < 0)
-                                return -EINVAL;
-                }
-                v[1] /= 1000;
-                if (v[0] > SNAP_CPU_MAX || v[1] > SNAP_MEM_BYTES_MAX)
-                        return gs_error_set(err, -EINVAL, "%s: %scpu or memory out of range", where, field);
-                *cpu = init ? MAX(*cpu, v[0]) : *cpu + v[0];
-                *mem = init ? MAX(*mem, v[1]) : *mem + v[1];
-        }
-        return 0;
-}
-
-/* What kube-scheduler counts of a pod's CPU (milli) and memory (MiB, rounded up): the containers' sum or
- * the largest init container, whichever is more, plus the pod's overhead. */
-static int pod_requests(const json_t *spec, const char *where, uint64_t *ret_cpu, uint64_t *ret_mem,
-                        struct gs_error *err) {
-        uint64_t cpu, mem, icpu, imem, ocpu, omem;
-        int r = containers_requests(json_object_get(spec, "containers"), false, where, &cpu, &mem, err);
-        if (r == 0)
-                r = containers_requests(json_object_get(spec, "initContainers"), true, where, &icpu, &imem, err);
-        const json_t *over = json_object_get(spec, "overhead");
-        if (r == 0)
-                r = quantity(over, "cpu", where, "spec.overhead.", &ocpu, err);
-        if (r == 0)
-                r = quantity(over, "memory", where, "spec.overhead.", &omem, err);
-        if (r < 0)
-                return r;
-        omem /= 1000;
-        if (ocpu > SNAP_CPU_MAX || omem > SNAP_MEM_BYTES_MAX)
-                return gs_error_set(err, -EINVAL, "%s: spec.overhead out of range", where);
-        *ret_cpu = MAX(cpu, icpu) + ocpu;
-        uint64_t bytes = MAX(mem, imem) + omem;
-        *ret_mem = (bytes + (1u << 20) - 1) >> 20;
-        return 0;
-}
 
 /* Append the strings of a `values` array to buf ('|'-separated). */
 static int append_values(const json_t *values, char *buf, size_t len, const char *where, struct gs_error *err) {
@@ -279,9 +216,9 @@ static int snap_pod(struct snap *s, const json_t *o, const char *where, struct g
         struct sched_trace_pod *p = &s->t->pods[s->t->n_pods];
         *p = (struct sched_trace_pod){ .created = pv->created };
         snprintf(p->name, sizeof p->name, "%.63s/%.189s", pv->ns, pv->name);
-        int r = pod_requests(spec, w, &p->cpu_milli, &p->mem_mib, err);
-        if (r == 0)
-                r = pod_models(spec, w, p->spec, sizeof p->spec, err);
+        p->cpu_milli = pv->cpu_milli; /* cluster_pod_requests, as kube-scheduler counts them */
+        p->mem_mib = pv->mem_mib;
+        int r = pod_models(spec, w, p->spec, sizeof p->spec, err);
         if (r == 0)
                 r = pod_gpu(s, pv, w, p, err);
         if (r < 0)

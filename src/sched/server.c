@@ -204,26 +204,29 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
         return (uint32_t)at;
 }
 
-/* The pod's shape for the packing policies (its CPU and memory are not read: 0), counted in the mix; the
+/* The pod's shape for the packing policies (with its CPU and memory requests), counted in the mix; the
  * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's (taken again
  * only when the list was resolved anew); the score memos sized to a's list. A re-read or a new largest
  * node bumps the context's version (every memo stale). */
-/* A request as the packing policies count it: whole GPUs, or one GPU of its largest share's compute (a
- * memory-only share: 1 %). */
-static struct sched_shape request_shape(const struct cluster_request *r) {
+/* A pod as the packing policies count it: its CPU and memory requests, and whole GPUs, or one GPU of its
+ * largest share's compute (a memory-only share: 1 %). */
+static struct sched_shape request_shape(const struct cluster_pod *p) {
+        const struct cluster_request *r = &p->req;
         unsigned whole = 0, core = 0;
         for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++) {
                 whole += r->c[k].whole;
                 core = MAX(core, r->c[k].core ? r->c[k].core : r->c[k].mem_mib ? 1u : 0u);
         }
-        return (struct sched_shape){ .num_gpu = whole  ? whole
+        return (struct sched_shape){ .cpu_milli = p->cpu_milli,
+                                     .mem_mib = p->mem_mib,
+                                     .num_gpu = whole  ? whole
                                                 : core ? 1
                                                        : 0,
                                      .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
 }
 
 static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
-        s->shape = request_shape(&a->pod.req);
+        s->shape = request_shape(&a->pod);
         if (sched_mix_observe(&s->mix, &s->shape, false, &s->workload))
                 s->pack.version++;
         s->pack.w = &s->workload;
@@ -460,12 +463,13 @@ unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_
 
 /* A pod of one share under a packing policy: the policy's GPU for it (sched_pack_share_gpu, as the replay
  * and the node agent choose) instead of the fit's best fit, when the policy names one. */
-static void pack_share_gpu(struct sched_server *s, const struct sched_node *n, const struct cluster_request *req,
+static void pack_share_gpu(struct sched_server *s, const struct sched_node *n, const struct cluster_pod *pod,
                            enum cluster_policy pol, struct sched_fit *fit) {
+        const struct cluster_request *req = &pod->req;
         if (!sched_pack_policy(pol) || !s->pack.w || req->n != 1 || fit->assign.n != 1 ||
             !cluster_request_is_fractional(&req->c[0]))
                 return;
-        struct sched_shape sh = request_shape(req);
+        struct sched_shape sh = request_shape(pod);
         unsigned free_milli[CLUSTER_GPUS_MAX];
         unsigned k = sched_pack_share_free(n, req->c[0].core, req->c[0].mem_mib, free_milli);
         int g = sched_pack_share_gpu(&s->pack, free_milli, k, n->product, &sh, pol);
@@ -521,7 +525,7 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                                  pod.ns, pod.name, fit.reason);
                         return bind_reply(s, t0, msg, ret, ret_len);
                 }
-                pack_share_gpu(s, n, &pod.req, pol, &fit);
+                pack_share_gpu(s, n, &pod, pol, &fit);
                 struct sched_pod_info info;
                 sched_pod_view_info(&pod, &info);
                 uint64_t now = now_realtime_ns();

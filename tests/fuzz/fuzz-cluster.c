@@ -4,7 +4,8 @@
  * written back by the one writer and decoded again to the same GPUs and links; it is also dropped
  * into a node object and into pod annotations (gpuslice, gpushare, gpu-manager) of a snapshot, whose
  * model is read as inspect reads it (sched_node_records); and the decoded pod's placement is written
- * again as a scheduler's bind and as the agent's record, which must read back to the same GPUs.
+ * again as a scheduler's bind and as the agent's record, which must read back to the same GPUs; read as JSON,
+ * it is also a pod's spec and a Node whose CPU and memory are counted (cluster_pod_requests, cluster_node_allocatable).
  * Whatever comes in: no crash; records only name the node's pods and GPUs. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -110,6 +111,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 round_trip(g);
         }
         free(g);
+        /* the text as a pod's spec and as a Node: CPU and memory as kube-scheduler counts them, in range or an error */
+        json_t *obj = json_loadb(buf, size, 0, NULL);
+        if (obj) {
+                uint64_t cpu, mem;
+                int q = cluster_pod_requests(obj, &cpu, &mem, &err);
+                CHECK(q == 0 || (q == -EINVAL && err.message[0]));
+                CHECK(q < 0 || (cpu <= 2ULL << 40 && mem <= (1ULL << 43) + 1));
+                q = cluster_node_allocatable(obj, &cpu, &mem, &err);
+                CHECK(q == 0 || q == -EINVAL);
+                CHECK(q < 0 || (cpu <= 1ULL << 40 && mem <= 1ULL << 44));
+                json_decref(obj);
+        }
         /* the same text as annotations of a node and of pods, read as inspect reads them */
         json_t *s = json_stringn(buf, size);
         json_t *snap =

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -89,6 +90,68 @@ static void test_pod_requests_every_profile(void **state) {
         assert_int_equal(pod_with("{\"limits\":{\"aliyun.com/gpu-mem\":\"1\"}}",
                                   "{\"gpuslice.io/scheduling-policy\":\"fast\"}", &v, &err),
                          -EINVAL);
+}
+
+/* CPU and memory as kube-scheduler counts a pod (cluster_pod_requests): containers summed (a limit standing in for
+ * a missing request), the largest init container per resource when larger, plus overhead; none: 0; and the errors. */
+static void test_pod_cpu_memory(void **state) {
+        (void)state;
+        struct cluster_pod v;
+        struct gs_error err = { 0 };
+        /* c0 asks 1 GPU and 2.5 cores / 1Gi; "nogpu" 1 core by its limit */
+        assert_int_equal(pod_with("{\"limits\":{\"nvidia.com/gpu\":\"1\",\"memory\":\"2Gi\"},\"requests\":"
+                                  "{\"cpu\":\"2500m\",\"memory\":\"1Gi\"}}",
+                                  NULL, &v, &err),
+                         0);
+        assert_int_equal(v.cpu_milli, 3500);
+        assert_int_equal(v.mem_mib, 1024);
+        static const char *const ok[][3] = {
+                /* spec, cpu, MiB */
+                { "{\"containers\":[]}", "0", "0" },
+                { "{\"containers\":[{\"name\":\"a\"}]}", "0", "0" },
+                { "{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"100\"}}}],"
+                  "\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"3\"}}},"
+                  "{\"resources\":{\"limits\":{\"cpu\":\"2\",\"memory\":\"1Mi\"}}}],"
+                  "\"overhead\":{\"cpu\":\"100m\",\"memory\":\"1Mi\"}}",
+                  "3100", "2" }, /* max(1, 3, 2) + 0.1 cores; max(100 B, 1Mi) + 1Mi */
+                { "{\"containers\":[{\"resources\":{\"requests\":{\"memory\":\"1M\"}}}]}", "0", "1" }, /* up */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+                json_t *j = parse(ok[i][0], strlen(ok[i][0]));
+                uint64_t cpu = 9, mem = 9;
+                assert_int_equal(cluster_pod_requests(j, &cpu, &mem, &err), 0);
+                assert_int_equal(cpu, strtoull(ok[i][1], NULL, 10));
+                assert_int_equal(mem, strtoull(ok[i][2], NULL, 10));
+                json_decref(j);
+        }
+        static const char *const bad[][2] = {
+                { "{\"containers\":{}}", "spec.containers is not an array" },
+                { "{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"1x\"}}}]}",
+                  "spec.containers[0].resources.requests.cpu: '1x' is not a quantity" },
+                { "{\"containers\":[],\"initContainers\":[{\"resources\":{\"limits\":{\"memory\":4}}}]}",
+                  "spec.initContainers[0].resources.limits.memory: a non-string is not a quantity" },
+                { "{\"containers\":[],\"overhead\":{\"cpu\":\"-1\"}}", "spec.overhead.cpu: '-1' is not a quantity" },
+                { "{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"2P\"}}}]}",
+                  "spec.containers[0].resources: cpu or memory out of range" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *j = parse(bad[i][0], strlen(bad[i][0]));
+                uint64_t cpu, mem;
+                assert_int_equal(cluster_pod_requests(j, &cpu, &mem, &err), -EINVAL);
+                assert_string_equal(err.message, bad[i][1]);
+                json_decref(j);
+        }
+        static const char alloc[] = "{\"status\":{\"allocatable\":{\"cpu\":\"7900m\",\"memory\":\"1048575Ki\"}}}";
+        json_t *node = parse(alloc, strlen(alloc));
+        uint64_t cpu, mem;
+        assert_int_equal(cluster_node_allocatable(node, &cpu, &mem, &err), 0);
+        assert_int_equal(cpu, 7900);
+        assert_int_equal(mem, 1023); /* rounded down */
+        json_decref(node);
+        node = parse("{\"metadata\":{}}", strlen("{\"metadata\":{}}"));
+        assert_int_equal(cluster_node_allocatable(node, &cpu, &mem, &err), 0);
+        assert_int_equal(cpu + mem, 0);
+        json_decref(node);
 }
 
 static void test_assignment_roundtrip_and_foreign(void **state) {
@@ -646,6 +709,7 @@ int main(void) {
         cluster_units_default(&U);
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pod_requests_every_profile),
+                cmocka_unit_test(test_pod_cpu_memory),
                 cmocka_unit_test(test_assignment_roundtrip_and_foreign),
                 cmocka_unit_test(test_assignment_containers),
                 cmocka_unit_test(test_agent_record),

@@ -434,6 +434,39 @@ static void test_slim(void **state) {
         json_decref(p);
         p = pod("b", "n1", "{\"cpu\":\"1\"}", "{}");
         assert_null(kube_slim_pod(p)); /* no GPU at all: not cached */
+        /* the extender's: a bound pod asking CPU is kept, with its CPU and memory (init containers', overhead's) */
+        json_t *spec = json_object_get(p, "spec");
+        json_object_set_new(spec, "initContainers",
+                            json_pack("[{s:s, s:{s:{s:s, s:s}}}]", "name", "i", "resources", "requests", "memory",
+                                      "1Gi", "ephemeral-storage", "1Gi"));
+        json_object_set_new(spec, "overhead", json_pack("{s:s, s:s}", "cpu", "10m", "pods", "1"));
+        s = kube_slim_pod_requests(p);
+        assert_non_null(s);
+        char *dump = json_dumps(json_object_get(s, "spec"), JSON_COMPACT | JSON_SORT_KEYS);
+        assert_string_equal(dump, "{\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}],"
+                                  "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"memory\":"
+                                  "\"1Gi\"}}}],\"nodeName\":\"n1\",\"overhead\":{\"cpu\":\"10m\"}}");
+        free(dump);
+        json_decref(s);
+        json_object_set_new(spec, "nodeName", json_string("")); /* pending, no GPU: not the extender's */
+        assert_null(kube_slim_pod_requests(p));
+        json_decref(p);
+        p = pod("b2", "n1", "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"2\"}", "{}");
+        s = kube_slim_pod_requests(p); /* a GPU pod keeps its CPU too */
+        assert_non_null(s);
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(
+                                json_object_get(
+                                        json_array_get(json_object_get(json_object_get(s, "spec"), "containers"), 0),
+                                        "resources"),
+                                "limits"),
+                        "cpu")),
+                "2");
+        json_decref(s);
+        json_decref(p);
+        p = pod("b3", "n1", "{}", "{}");
+        assert_null(kube_slim_pod_requests(p)); /* bound, asks nothing */
         json_decref(p);
         p = pod("c", "n1", "{\"nvidia.com/gpu\":\"1\"}", "{}");
         json_object_set_new(json_object_get(p, "status"), "phase", json_string("Failed"));

@@ -525,6 +525,130 @@ static void test_frag_memo_follows_the_model(void **state) {
         sched_server_free(b);
 }
 
+/* Two nodes of 2 GPUs and 8 cores each; on "a" a CPU-only pod asks 7 of them (kube-scheduler counts it there). */
+#define GPUS2                                                                                                  \
+        "\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"},{\\\"i\\\":1," \
+        "\\\"mem\\\":16384,\\\"health\\\":\\\"ok\\\"}],\\\"links\\\":\\\"PIX\\\"}\""
+#define CPU_NODE(name)                                                                            \
+        "{\"metadata\":{\"name\":\"" name "\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2 "}}," \
+        "\"status\":{\"allocatable\":{\"cpu\":\"8\",\"memory\":\"64Gi\",\"nvidia.com/gpu\":\"2\"}}}"
+static const char CPU_SNAPSHOT[] = "{\"nodes\":[" CPU_NODE("a") "," CPU_NODE(
+        "b") "],\"pods\":[{\"metadata\":{\"name\":\"busy\",\"namespace\":"
+             "\"d\",\"uid\":\"busy-uid\"},\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"resources\":"
+             "{\"requests\":{\"cpu\":\"7\",\"memory\":\"1Gi\"}}}]}}]}";
+
+/* frag scores a GPU pod's CPU: on "a" its 1 core takes the last free one and strands the other GPU; on "b" it
+ * strands nothing. Without the nodes' allocatable and the pods' CPU requests in the model both score the same. The
+ * bind counts the pod's CPU on its node at once. */
+static void test_frag_reads_cpu(void **state) {
+        (void)state;
+        static const char body[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"g\",\"namespace\":\"d\",\"uid\":\"g-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"},\"limits\":"
+                "{\"nvidia.com/gpu\":\"1\"}}}]}},\"NodeNames\":[\"a\",\"b\"]}";
+        static const char bind[] = "{\"PodName\":\"g\",\"PodNamespace\":\"d\",\"PodUID\":\"g-uid\",\"Node\":\"b\"}";
+        struct rec rec = { 0 };
+        struct sched_binder b = { rec_bind, &rec };
+        struct sched_server_options o = { .address = "127.0.0.1:0", .binder = &b, .policy = CLUSTER_POLICY_FRAG };
+        cluster_units_default(&o.units);
+        struct sched_server *s;
+        assert_int_equal(sched_server_new(&o, &s), 0);
+        struct gs_error err = { 0 };
+        struct sched_model *m = sched_server_lock(s);
+        assert_int_equal(sched_snapshot_load(m, CPU_SNAPSHOT, strlen(CPU_SNAPSHOT), &o.units, NULL, NULL, &err), 0);
+        const struct sched_node *na = sched_model_node(m, "a"), *nb = sched_model_node(m, "b");
+        assert_int_equal(na->cpu_milli, 8000);
+        assert_int_equal(na->mem_mib, 65536);
+        assert_int_equal(na->cpu_used, 7000);
+        assert_int_equal(na->mem_used, 1024);
+        assert_int_equal(nb->cpu_used, 0);
+        sched_server_unlock(s);
+        sched_server_set_ready(s, true);
+        json_decref(call(sched_server_filter, s, body, strlen(body), 200));
+        json_t *j = call(sched_server_prioritize, s, body, strlen(body), 200);
+        long score[2];
+        scores_of(j, score);
+        json_decref(j);
+        assert_true(score[1] > score[0]); /* b, where the CPU is */
+        j = call(sched_server_bind, s, bind, strlen(bind), 200);
+        json_decref(j);
+        assert_int_equal(rec.bind_calls, 1);
+        m = sched_server_lock(s);
+        assert_int_equal(sched_model_node(m, "b")->cpu_used, 1000);
+        sched_server_unlock(s);
+        sched_server_free(s);
+}
+
+/* A pod through the feed's path (the Pod decoder, then the model) with phase, nodeName and CPU: 1 + 0.5 cores and
+ * 1Gi + 512Mi in its containers, an init container of 2 cores and 1Mi, overhead 250m and 1Mi. */
+static void feed_pod(struct sched_model *m, const char *node, const char *cpu2, const char *phase) {
+        char text[1024];
+        snprintf(
+                text, sizeof text,
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"p-uid\"},\"spec\":{\"nodeName\":\"%s\","
+                "\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}},"
+                "{\"name\":\"b\",\"resources\":{\"limits\":{\"cpu\":\"%s\",\"memory\":\"512Mi\"}}}],"
+                "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"1Mi\"}}}],"
+                "\"overhead\":{\"cpu\":\"250m\",\"memory\":\"1Mi\"}},\"status\":{\"phase\":\"%s\"}}",
+                node, cpu2, phase);
+        struct cluster_units u;
+        cluster_units_default(&u);
+        struct cluster_pod *v = malloc(sizeof *v);
+        struct gs_error err = { 0 };
+        assert_int_equal(cluster_pod_decode(text, strlen(text), &u, v, &err), 0);
+        struct sched_pod_info info;
+        sched_pod_view_info(v, &info);
+        assert_int_equal(sched_model_set_pod(m, &info), 0);
+        free(v);
+}
+
+/* The model's CPU and memory per node as kube-scheduler counts them, through pod add / update / finish / delete
+ * and the node's removal and return. */
+static void test_model_counts_cpu_memory(void **state) {
+        (void)state;
+        struct sched_server *s = server_with_policy(NULL, "127.0.0.1:0", CLUSTER_POLICY_FRAG);
+        struct sched_model *m = sched_server_lock(s);
+        struct gs_error err = { 0 };
+        struct cluster_units u;
+        cluster_units_default(&u);
+        assert_int_equal(sched_snapshot_load(m, CPU_SNAPSHOT, strlen(CPU_SNAPSHOT), &u, NULL, NULL, &err), 0);
+        feed_pod(m, "b", "500m", "Running"); /* max(1.5, 2) + 0.25 cores; 1.5Gi + 1Mi */
+        const struct sched_node *n = sched_model_node(m, "b");
+        assert_int_equal(n->cpu_used, 2250);
+        assert_int_equal(n->mem_used, 1537);
+        feed_pod(m, "b", "3", "Running"); /* the containers now: 4 cores */
+        assert_int_equal(n->cpu_used, 4250);
+        assert_int_equal(sched_model_pod(m, "p-uid")->cpu_milli, 4250);
+        feed_pod(m, "a", "3", "Running"); /* moved (a new pod of the same UID): counted on a only */
+        assert_int_equal(n->cpu_used, 0);
+        assert_int_equal(sched_model_node(m, "a")->cpu_used, 7000 + 4250);
+        feed_pod(m, "a", "3", "Succeeded"); /* holds nothing */
+        assert_int_equal(sched_model_node(m, "a")->cpu_used, 7000);
+        assert_null(sched_model_pod(m, "p-uid"));
+        feed_pod(m, "b", "500m", "Running");
+        assert_int_equal(sched_model_remove_pod(m, "p-uid"), 0); /* deleted */
+        assert_int_equal(n->cpu_used, 0);
+        assert_int_equal(n->mem_used, 0);
+        /* the node goes (its pods stay, counted on a placeholder) and comes back with new allocatable */
+        assert_int_equal(sched_model_remove_node(m, "a"), 0);
+        static const char again[] =
+                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2
+                "}},\"status\":{\"allocatable\":{\"cpu\":\"16\",\"memory\":\"1Gi\"}}}]}";
+        assert_int_equal(sched_snapshot_load(m, again, strlen(again), &u, NULL, NULL, &err), 0);
+        n = sched_model_node(m, "a");
+        assert_int_equal(n->cpu_milli, 16000);
+        assert_int_equal(n->mem_mib, 1024);
+        assert_int_equal(n->cpu_used, 7000);
+        assert_int_equal(n->mem_used, 1024);
+        static const char bad[] =
+                "{\"nodes\":[{\"metadata\":{\"name\":\"a\",\"annotations\":{\"gpuslice.io/gpus\":" GPUS2
+                "}},\"status\":{\"allocatable\":{\"cpu\":\"8x\"}}}]}";
+        assert_int_equal(sched_snapshot_load(m, bad, strlen(bad), &u, NULL, NULL, &err), -EINVAL);
+        assert_string_equal(err.message, "nodes[0]: status.allocatable.cpu: '8x' is not a quantity");
+        sched_server_unlock(s);
+        sched_server_free(s);
+}
+
 /* The same node list call after call is resolved from the last filter's list: a node that arrives
  * or leaves in between must still be seen (the cache follows the model's node set). */
 static void test_node_list_cache_follows_nodes(void **state) {
@@ -703,6 +827,8 @@ int main(void) {
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
                 cmocka_unit_test(test_frag_memo_follows_the_model),
+                cmocka_unit_test(test_frag_reads_cpu),
+                cmocka_unit_test(test_model_counts_cpu_memory),
                 cmocka_unit_test(test_slow_bind_does_not_block_filter),
                 cmocka_unit_test(test_node_list_cache_follows_nodes),
                 cmocka_unit_test(test_preempt),

@@ -261,6 +261,27 @@ static void test_cluster_document(void **state) {
         sched_model_free(m);
 }
 
+/* A pod asking CPU alone (the extender keeps it to count its node's CPU) holds no GPU and is on no page of it. */
+static void test_cpu_only_pod_not_shown(void **state) {
+        (void)state;
+        struct sched_model *m = load();
+        json_t *d = cluster(m, "", NULL, 0);
+        json_int_t unplaced = json_integer_value(json_object_get(json_object_get(d, "totals"), "unplaced_pods"));
+        json_decref(d);
+        struct sched_pod_info p = {
+                .uid = "cpu", .ns = "d", .name = "cpu", .node = "b", .bound = true, .cpu_milli = 4000
+        };
+        assert_int_equal(sched_model_set_pod(m, &p), 0);
+        assert_int_equal(sched_model_node(m, "b")->cpu_used, 4000);
+        d = cluster(m, "", NULL, 0);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "totals"), "unplaced_pods")), unplaced);
+        char *text = json_dumps(d, JSON_COMPACT);
+        assert_null(strstr(text, "\"cpu\""));
+        free(text);
+        json_decref(d);
+        sched_model_free(m);
+}
+
 static void test_cluster_filters(void **state) {
         (void)state;
         struct sched_model *m = load();
@@ -535,7 +556,7 @@ int main(void) {
                 cmocka_unit_test(test_summary),          cmocka_unit_test(test_cluster_document),
                 cmocka_unit_test(test_cluster_filters),  cmocka_unit_test(test_cluster_pending),
                 cmocka_unit_test(test_topology),         cmocka_unit_test(test_json_escaping),
-                cmocka_unit_test(test_inspect_document),
+                cmocka_unit_test(test_inspect_document), cmocka_unit_test(test_cpu_only_pod_not_shown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
