@@ -341,7 +341,17 @@ struct cluster_gpu_info {
         bool mig;        /* in MIG mode, served as its MIG devices: never a whole GPU nor shared */
         unsigned n_mig;
         struct cluster_mig_info mig_dev[CLUSTER_MIG_MAX];
+        /* Replicated by NVIDIA's sharing (docs/sharing.md; optional fields "sharing", "replicas", "held"
+         * within version 1): sharing CLUSTER_SHARING_TIMESLICE or CLUSTER_SHARING_MPS ("" not replicated;
+         * another text from a newer agent reads as replicated too), replicas advertised 1..CLUSTER_REPLICAS_MAX,
+         * held 0..replicas. Such a GPU is its replicas' (kubelet places them): never a whole GPU nor shared. */
+        char sharing[16];
+        unsigned replicas, held;
 };
+
+#define CLUSTER_SHARING_TIMESLICE "time-slicing"
+#define CLUSTER_SHARING_MPS "mps"
+#define CLUSTER_REPLICAS_MAX 1024 /* = NVCONFIG_REPLICAS_MAX */
 
 /* A node as published: GPUs in NVML index order and the link matrix. */
 struct cluster_node_info {

@@ -126,6 +126,13 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
                                     json_string(g->healthy     ? "ok"
                                                 : g->health[0] ? g->health
                                                                : "unhealthy"));
+                if (g->sharing[0] &&
+                    (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
+                     json_object_set_new(j, "replicas", json_integer(MIN(g->replicas, CLUSTER_REPLICAS_MAX))) < 0 ||
+                     json_object_set_new(j, "held", json_integer(MIN(g->held, g->replicas))) < 0)) {
+                        json_decref(j);
+                        goto out;
+                }
                 if (g->mig && encode_mig(j, g) < 0) {
                         json_decref(j);
                         goto out;
@@ -247,6 +254,28 @@ static int decode_mig(json_t *a, size_t i, struct cluster_gpu_info *gi, struct g
         return 0;
 }
 
+/* gpus[i].sharing, .replicas, .held (absent: not replicated; an older agent). */
+static int decode_sharing(json_t *g, size_t i, struct cluster_gpu_info *gi, struct gs_error *err) {
+        if (cluster_json_str(g, "sharing", gi->sharing, sizeof gi->sharing, "gpus[].", err) < 0)
+                return -EINVAL;
+        json_t *rep = json_object_get(g, "replicas"), *held = json_object_get(g, "held");
+        if (!gi->sharing[0]) {
+                if (rep || held)
+                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu] has replicas without sharing", CLUSTER_ANN_GPUS,
+                                            i);
+                return 0;
+        }
+        if (!json_is_integer(rep) || json_integer_value(rep) < 1 || json_integer_value(rep) > CLUSTER_REPLICAS_MAX)
+                return gs_error_set(err, -EINVAL, "%s: gpus[%zu].replicas must be 1..%d with sharing", CLUSTER_ANN_GPUS,
+                                    i, CLUSTER_REPLICAS_MAX);
+        gi->replicas = (unsigned)json_integer_value(rep);
+        if (held && (!json_is_integer(held) || json_integer_value(held) < 0 ||
+                     json_integer_value(held) > (json_int_t)gi->replicas))
+                return gs_error_set(err, -EINVAL, "%s: gpus[%zu].held must be 0..replicas", CLUSTER_ANN_GPUS, i);
+        gi->held = held ? (unsigned)json_integer_value(held) : 0;
+        return 0;
+}
+
 static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_info *ret, struct gs_error *err) {
         json_t *idx = json_object_get(g, "i");
         json_t *mem = json_object_get(g, "mem");
@@ -267,6 +296,8 @@ static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_i
             cluster_json_str(g, "cc", gi->cc, sizeof gi->cc, "gpus[].", err) < 0)
                 return -EINVAL;
         gi->healthy = streq(gi->health, "ok");
+        if (decode_sharing(g, i, gi, err) < 0)
+                return -EINVAL;
         return decode_mig(json_object_get(g, "mig"), i, gi, err);
 }
 

@@ -328,7 +328,11 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
                 /* a GPU in MIG mode is its MIG devices' (n->mig, placed by counts, decide.c): never free as a
                  * whole GPU or for a share */
-                gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig;
+                gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig && !info->gpu[i].sharing[0];
+                /* a replicated GPU is its replicas' (kubelet places them, docs/scheduler.md): likewise */
+                gpus[i].sharing = !info->gpu[i].sharing[0]                      ? SCHED_SHARING_NONE
+                                  : streq(info->gpu[i].sharing, CLUSTER_SHARING_MPS) ? SCHED_SHARING_MPS
+                                                                                  : SCHED_SHARING_TIMESLICE;
                 if (info->gpu[i].uuid[0]) {
                         gpus[i].uuid = strndup(info->gpu[i].uuid, CLUSTER_UUID_MAX);
                         if (!gpus[i].uuid)
@@ -343,8 +347,16 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 strscpy(d->driver, info->driver, sizeof d->driver);
                 for (unsigned i = 0; i < info->n_gpus; i++) {
                         strscpy(d->gpu[i].model, info->gpu[i].model, sizeof d->gpu[i].model);
-                        snprintf(d->gpu[i].health, sizeof d->gpu[i].health, "%s%s", info->gpu[i].health,
-                                 info->gpu[i].mig ? " (MIG)" : "");
+                        const struct cluster_gpu_info *x = &info->gpu[i];
+                        char rep[64] = "";
+                        if (x->sharing[0]) /* replicated: inspect and the page say so beside the health */
+                                snprintf(rep, sizeof rep, " (%.15s: %u of %u replicas held)", x->sharing, x->held,
+                                         x->replicas);
+                        snprintf(d->gpu[i].health, sizeof d->gpu[i].health, "%.40s%s%s", x->health,
+                                 x->mig ? " (MIG)" : "", rep);
+                        strscpy(d->gpu[i].sharing, info->gpu[i].sharing, sizeof d->gpu[i].sharing);
+                        d->gpu[i].replicas = info->gpu[i].replicas;
+                        d->gpu[i].held = info->gpu[i].held;
                 }
         }
         unsigned n_mig = 0;

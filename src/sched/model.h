@@ -33,8 +33,16 @@ struct sched_gpu {
         uint16_t core_used;    /* percent; may exceed 100 likewise */
         uint16_t sharers;      /* fractional containers on it */
         uint16_t whole;        /* containers holding it whole (1 normally; >1 = double-booked) */
-        bool healthy;
+        bool healthy;          /* and free for whole GPUs and shares: not in MIG mode, not replicated */
+        uint8_t sharing;       /* enum sched_sharing: replicated by NVIDIA's sharing (kubelet places them) */
         char *uuid; /* NULL when unknown */
+};
+
+/* A GPU the node agent advertises as replicas (the annotation's "sharing", docs/cluster.md). */
+enum sched_sharing {
+        SCHED_SHARING_NONE = 0,
+        SCHED_SHARING_TIMESLICE, /* time-slicing, or a mode this extender does not know */
+        SCHED_SHARING_MPS,
 };
 
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
@@ -69,6 +77,8 @@ struct sched_node_details {
         struct {
                 char model[64];
                 char health[96];
+                char sharing[16];        /* "time-slicing", "mps", "" not replicated */
+                unsigned replicas, held; /* with sharing: advertised, held per the agent */
         } gpu[]; /* n_gpus */
 };
 
