@@ -337,6 +337,7 @@ static void fill_sharing(const struct publish *pub, struct cluster_node_info *in
         struct plugin_usage use = { 0 };
         plugin_usage(pub->plugin, &use);
         const char *mode = plugin_replica_mps(pub->plugin)[0] ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE;
+        strscpy(info->replica_resource, plugin_replica_resource(pub->plugin), sizeof info->replica_resource);
         const struct devices *d = pub->devices;
         for (unsigned i = 0; i < devices_count(d) && i < 64; i++) {
                 const struct device_info *x = devices_info(d, i);

@@ -362,6 +362,9 @@ struct cluster_node_info {
         /* the agent's MIG strategy ("none", "single", "mixed"; "" unknown): under "single" its MIG devices
          * are served as nvidia.com/gpu (optional field "mig_strategy", within version 1) */
         char mig_strategy[16];
+        /* the resource the replicated GPUs' replicas are advertised as ("nvidia.com/gpu", "nvidia.com/gpu.shared";
+         * "" none or unknown: optional field "replica_resource", within version 1, written with any "sharing") */
+        char replica_resource[64];
         unsigned n_gpus;
         struct cluster_gpu_info gpu[CLUSTER_GPUS_MAX];
         struct topo_link link[CLUSTER_GPUS_MAX][CLUSTER_GPUS_MAX]; /* symmetric, SELF on the diagonal */

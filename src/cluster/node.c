@@ -114,6 +114,8 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
         json_object_set_new(o, "nvswitch", json_boolean(info->nvswitch));
         if (info->mig_strategy[0])
                 json_object_set_new(o, "mig_strategy", json_string(info->mig_strategy));
+        if (info->replica_resource[0])
+                json_object_set_new(o, "replica_resource", json_string(info->replica_resource));
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 const struct cluster_gpu_info *g = &info->gpu[i];
                 json_t *j = json_pack("{s:i,s:s,s:s,s:I}", "i", (int)i, "uuid", g->uuid, "model", g->model, "mem",
@@ -327,7 +329,8 @@ int cluster_node_decode(const char *value, size_t len, struct cluster_node_info 
                 goto out;
         }
         if (cluster_json_str(j, "driver", ret->driver, sizeof ret->driver, "", err) < 0 ||
-            cluster_json_str(j, "mig_strategy", ret->mig_strategy, sizeof ret->mig_strategy, "", err) < 0)
+            cluster_json_str(j, "mig_strategy", ret->mig_strategy, sizeof ret->mig_strategy, "", err) < 0 ||
+            cluster_json_str(j, "replica_resource", ret->replica_resource, sizeof ret->replica_resource, "", err) < 0)
                 goto out;
         ret->cuda = cuda ? (unsigned)json_integer_value(cuda) : 0;
         ret->nvswitch = json_is_true(nvs);

@@ -561,6 +561,46 @@ static bool single_request(const struct sched_node *n, const struct cluster_requ
         return true;
 }
 
+/* Does the pod ask only nvidia.com/gpu (whole GPUs by that name, no share, no MIG device)? */
+static bool request_nvidia_only(const struct cluster_request *req) {
+        if (!req->n || req->n_mig)
+                return false;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++) {
+                const struct cluster_container_req *c = &req->c[k];
+                if (c->core || c->mem_mib || c->qty[CLUSTER_RES_CORE] || c->qty[CLUSTER_RES_MEM] ||
+                    c->res[CLUSTER_RES_WHOLE] != CLUSTER_NAME_NVIDIA_GPU)
+                        return false;
+        }
+        return true;
+}
+
+/* A node serving its replicas as nvidia.com/gpu (n->replicas_whole) beside its whole GPUs: an nvidia.com/gpu
+ * request is whatever device IDs kubelet picks (the agent's preferred allocation), replicas or GPUs, so it is
+ * counted against both, with no GPU assigned: 0 FIT, -ENOSPC (taken) or -ENODEV (never), with the reason. */
+static int fit_replicas(const struct sched_node *n, const struct cluster_request *req, struct sched_fit *ret) {
+        memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
+        ret->reason[0] = '\0';
+        unsigned asked = 0;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                asked += req->c[k].whole;
+        struct room r;
+        room_from_node(n, false, &r);
+        unsigned whole_free = (unsigned)__builtin_popcountll(r.whole_free);
+        unsigned healthy = (unsigned)__builtin_popcountll(r.healthy);
+        uint64_t free_n = (uint64_t)n->replicas_free + whole_free;
+        if (free_n >= asked) {
+                ret->verdict = SCHED_FIT;
+                uint64_t cap = (uint64_t)n->replicas_free + healthy + 1;
+                ret->pack = 1.0 - (double)(free_n - asked) / (double)cap;
+                return 0;
+        }
+        ret->verdict = n->replicas_free + (uint64_t)healthy >= asked ? SCHED_NO_ROOM : SCHED_UNRESOLVABLE;
+        snprintf(ret->reason, sizeof ret->reason,
+                 "%u free nvidia.com/gpu replicas (time-slicing or MPS) and %u GPUs free whole, pod needs %u",
+                 n->replicas_free, whole_free, asked);
+        return ret->verdict == SCHED_NO_ROOM ? -ENOSPC : -ENODEV;
+}
+
 /* Does any container ask for a GPU placed here (whole or a share)? */
 static bool request_places_gpus(const struct cluster_request *req) {
         for (unsigned k = 0; k < req->n; k++)
@@ -583,6 +623,9 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         struct cluster_request eff;
         if (n && req && req->n <= CLUSTER_CONTAINERS_MAX && single_request(n, req, &eff))
                 req = &eff;
+        if (m && n && req && n->published && n->replicas_whole && req->n <= CLUSTER_CONTAINERS_MAX &&
+            request_valid(req) && request_nvidia_only(req))
+                return fit_replicas(n, req, ret);
         if (fast && m && n && req && req->n >= 1 && !req->n_mig && request_valid(req) && n->published &&
             fit_fast(m, n, req, policy, ret))
                 return 0;

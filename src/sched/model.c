@@ -383,6 +383,11 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
         n->mig = mig;
         n->n_mig = n_mig;
         n->mig_single = node_mig_single(info);
+        n->replicas_free = 0;
+        for (unsigned i = 0; i < info->n_gpus; i++)
+                if (info->gpu[i].sharing[0] && info->gpu[i].healthy && info->gpu[i].replicas > info->gpu[i].held)
+                        n->replicas_free += info->gpu[i].replicas - info->gpu[i].held;
+        n->replicas_whole = streq(info->replica_resource, "nvidia.com/gpu");
         class_unref(m, n->topo);
         if (info->n_gpus <= SCHED_NODE_INLINE_GPUS) {
                 memcpy(n->gpu_inline, gpus, info->n_gpus * sizeof *gpus);

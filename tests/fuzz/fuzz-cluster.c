@@ -31,6 +31,7 @@ static void round_trip(const struct cluster_node_info *g) {
                 CHECK(cluster_node_decode(s, strlen(s), back, &err) == 0);
                 CHECK(back->n_gpus == g->n_gpus && back->cuda == g->cuda && back->nvswitch == g->nvswitch);
                 CHECK(streq(back->driver, g->driver) && streq(back->mig_strategy, g->mig_strategy));
+                CHECK(streq(back->replica_resource, g->replica_resource));
                 for (unsigned i = 0; i < g->n_gpus; i++) {
                         CHECK(back->gpu[i].mem_mib == g->gpu[i].mem_mib);
                         CHECK(back->gpu[i].healthy == g->gpu[i].healthy);

@@ -577,6 +577,8 @@ def test_annotation(e):
         e.kubelet.wait_for(lambda: [x.get("held") for x in gpus() if x["uuid"] == first] == [1], 15,
                            "held 1 published (%s)" % gpus())
         node = api.store.get("nodes", "ts-node")
+        top = json.loads(node["metadata"]["annotations"]["gpuslice.io/gpus"])
+        check(top.get("replica_resource") == "nvidia.com/gpu.shared", "replica_resource %s" % top.get("replica_resource"))
         print("annotation: %s" % node["metadata"]["annotations"]["gpuslice.io/gpus"][:400])
         # the extender on this node: 6 whole GPUs fit (the untouched ones), 7 never (2 are replicas')
         (six, seven), cluster = scheduler_filter(e, {"nodes": [node], "pods": []},

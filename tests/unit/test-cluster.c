@@ -201,13 +201,16 @@ static void test_node_annotation_sharing(void **state) {
         in->gpu[0].held = 2;
         snprintf(in->gpu[2].sharing, sizeof in->gpu[2].sharing, "%s", CLUSTER_SHARING_MPS);
         in->gpu[2].replicas = 10;
+        strscpy(in->replica_resource, "nvidia.com/gpu.shared", sizeof in->replica_resource);
         char *text;
         assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_non_null(strstr(text, "\"replica_resource\":\"nvidia.com/gpu.shared\""));
         assert_non_null(strstr(text, "\"health\":\"ok\",\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":2"));
         assert_non_null(strstr(text, "\"sharing\":\"mps\",\"replicas\":10,\"held\":0"));
         struct gs_error err = { 0 };
         assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
         free(text);
+        assert_string_equal(out->replica_resource, "nvidia.com/gpu.shared");
         assert_string_equal(out->gpu[0].sharing, "time-slicing");
         assert_int_equal(out->gpu[0].replicas, 4);
         assert_int_equal(out->gpu[0].held, 2);

@@ -320,6 +320,46 @@ static void test_replicated_gpu_never_whole_or_shared(void **state) {
         sched_model_free(m);
 }
 
+/* Replicas under nvidia.com/gpu (NVIDIA's time-slicing without rename): an nvidia.com/gpu request is counted against
+ * the free replicas and free whole GPUs, with no GPU assigned (kubelet and the agent pick the IDs); a share still
+ * never lands on a replicated GPU. */
+static void test_replicas_as_nvidia_gpu_counted(void **state) {
+        (void)state;
+        struct sched_model *m = new_model();
+        struct cluster_node_info *i = mig_node("ts", 2, 0, "");
+        strscpy(i->replica_resource, "nvidia.com/gpu", sizeof i->replica_resource);
+        for (unsigned g = 0; g < 2; g++) {
+                snprintf(i->gpu[g].sharing, sizeof i->gpu[g].sharing, "%s", CLUSTER_SHARING_TIMESLICE);
+                i->gpu[g].replicas = 4;
+                i->gpu[g].held = 1;
+        }
+        set_node(m, i);
+        struct sched_fit f;
+        struct cluster_request r = whole_req(6);
+        r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
+        r.c[0].qty[CLUSTER_RES_WHOLE] = 6;
+        assert_int_equal(fit(m, "ts", &r, &f), 0); /* 3 + 3 replicas free */
+        assert_int_equal(f.verdict, SCHED_FIT);
+        assert_int_equal(f.assign.n, 0);
+        r.c[0].whole = r.c[0].qty[CLUSTER_RES_WHOLE] = 7;
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "6 free nvidia.com/gpu replicas"))
+                fail_msg("reason: %s", f.reason);
+        r = share_req(10, 1024);
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        /* renamed (nvidia.com/gpu.shared): nvidia.com/gpu is the whole GPUs only, and there are none */
+        strscpy(i->replica_resource, "nvidia.com/gpu.shared", sizeof i->replica_resource);
+        set_node(m, i);
+        r = whole_req(1);
+        r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
+        r.c[0].qty[CLUSTER_RES_WHOLE] = 1;
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "GPU 0 and 1 more time-sliced (replicas)"))
+                fail_msg("reason: %s", f.reason);
+        free(i);
+        sched_model_free(m);
+}
+
 /* Under `single` the MIG devices are nvidia.com/gpu: whole requests are counted against them, never
  * placed on a GPU index (no whole-GPU binding of a MIG GPU); shares and nvidia.com/mig-* are refused. */
 static void test_single_strategy_counts_mig_as_gpus(void **state) {
@@ -410,6 +450,7 @@ int main(void) {
                 cmocka_unit_test(test_mig_one_parent_preferred),
                 cmocka_unit_test(test_mig_gpu_never_whole_or_shared),
                 cmocka_unit_test(test_replicated_gpu_never_whole_or_shared),
+                cmocka_unit_test(test_replicas_as_nvidia_gpu_counted),
                 cmocka_unit_test(test_single_strategy_counts_mig_as_gpus),
                 cmocka_unit_test(test_mig_fit_without_victims),
         };
