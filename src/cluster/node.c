@@ -263,8 +263,8 @@ static int decode_sharing(json_t *g, size_t i, struct cluster_gpu_info *gi, stru
         json_t *rep = json_object_get(g, "replicas"), *held = json_object_get(g, "held");
         if (!gi->sharing[0]) {
                 if (rep || held)
-                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu] has replicas without sharing", CLUSTER_ANN_GPUS,
-                                            i);
+                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu] has replicas without sharing",
+                                            CLUSTER_ANN_GPUS, i);
                 return 0;
         }
         if (!json_is_integer(rep) || json_integer_value(rep) < 1 || json_integer_value(rep) > CLUSTER_REPLICAS_MAX)

@@ -141,8 +141,8 @@ static void whole_reason(const struct room *r, const struct cluster_container_re
         replicated_text(r, rep, sizeof rep);
         if (err == -ENOSPC || free_n < c->whole)
                 snprintf(buf, len,
-                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s%s), container %s needs %u", free_n,
-                         r->n, r->n_shared, r->n_held, r->n_unhealthy, rep,
+                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s%s), container %s needs %u",
+                         free_n, r->n, r->n_shared, r->n_held, r->n_unhealthy, rep,
                          placed ? ", after placing other containers" : "", name, c->whole);
         else
                 snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name,

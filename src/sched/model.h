@@ -35,7 +35,7 @@ struct sched_gpu {
         uint16_t whole;        /* containers holding it whole (1 normally; >1 = double-booked) */
         bool healthy;          /* and free for whole GPUs and shares: not in MIG mode, not replicated */
         uint8_t sharing;       /* enum sched_sharing: replicated by NVIDIA's sharing (kubelet places them) */
-        char *uuid; /* NULL when unknown */
+        char *uuid;            /* NULL when unknown */
 };
 
 /* A GPU the node agent advertises as replicas (the annotation's "sharing", docs/cluster.md). */
@@ -79,7 +79,7 @@ struct sched_node_details {
                 char health[96];
                 char sharing[16];        /* "time-slicing", "mps", "" not replicated */
                 unsigned replicas, held; /* with sharing: advertised, held per the agent */
-        } gpu[]; /* n_gpus */
+        } gpu[];                         /* n_gpus */
 };
 
 /* One MIG device of a GPU in MIG mode, as the node annotation lists it (docs/mig.md). */

@@ -41,9 +41,9 @@ static void round_trip(const struct cluster_node_info *g) {
                         /* a replicated GPU reads back as such (decode bounded replicas and held) */
                         CHECK(streq(back->gpu[i].sharing, g->gpu[i].sharing) &&
                               back->gpu[i].replicas == g->gpu[i].replicas && back->gpu[i].held == g->gpu[i].held);
-                        CHECK(!g->gpu[i].sharing[0] || (g->gpu[i].replicas >= 1 &&
-                                                         g->gpu[i].replicas <= CLUSTER_REPLICAS_MAX &&
-                                                         g->gpu[i].held <= g->gpu[i].replicas));
+                        CHECK(!g->gpu[i].sharing[0] ||
+                              (g->gpu[i].replicas >= 1 && g->gpu[i].replicas <= CLUSTER_REPLICAS_MAX &&
+                               g->gpu[i].held <= g->gpu[i].replicas));
                         for (unsigned k = 0; k < g->gpu[i].n_mig; k++) {
                                 const struct cluster_mig_info *a = &g->gpu[i].mig_dev[k], *b = &back->gpu[i].mig_dev[k];
                                 CHECK(a->index == b->index && a->mem_mib == b->mem_mib && a->healthy == b->healthy);
