@@ -596,6 +596,54 @@ def test_annotation(e):
         api.stop()
 
 
+def test_annotation_mps(e):
+    """NVIDIA's MPS example (every GPU, 10 replicas as nvidia.com/gpu): the annotation names each GPU's mode mps and
+    the replicas' resource nvidia.com/gpu and the replicas held; the extender counts nvidia.com/gpu against the free
+    replicas (of 80, 21 held: 59 fit, 60 do not) and refuses a share, naming the MPS GPUs."""
+    import json
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+        api.store.put("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ts-node"},
+                                "status": {"capacity": {"cpu": "8"}}})
+
+        def ann():
+            node = api.store.get("nodes", "ts-node") or {}
+            a = node.get("metadata", {}).get("annotations", {}).get("gpuslice.io/gpus")
+            return json.loads(a) if a else None
+
+        ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+        e.start(e.example("mps.yaml"), "--mps-control", ctl, "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu"])
+        k = e.kubelet
+        k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                   "replicas Healthy once the daemon serves")
+        ids = sorted(e.devices("nvidia.com/gpu"))
+        for at in range(0, 21, 7):  # 21 containers, a replica each (at most 8 containers a call)
+            e.alloc("nvidia.com/gpu", *[[i] for i in ids[at:at + 7]])
+        k.wait_for(lambda: ann() and sum(g.get("held", 0) for g in ann()["gpus"]) == 21, 15,
+                   "21 held published (%s)" % ann())
+        a = ann()
+        check(a.get("replica_resource") == "nvidia.com/gpu", "replica_resource %s" % a.get("replica_resource"))
+        check(all(g.get("sharing") == "mps" and g.get("replicas") == 10 for g in a["gpus"]), "gpus %s" % a["gpus"])
+        node = api.store.get("nodes", "ts-node")
+        share = {"metadata": {"name": "share", "namespace": "default", "uid": "uid-share", "resourceVersion": "1"},
+                 "spec": {"containers": [{"name": "main",
+                                          "resources": {"limits": {"gpuslice.io/gpu-memory": "4"}}}]}}
+        (eight, many, sh), _ = scheduler_filter(e, {"nodes": [node], "pods": []},
+                                                [whole_pod("fit", 59), whole_pod("many", 60), share])
+        check(eight["NodeNames"] == ["ts-node"], "59 nvidia.com/gpu on 59 free replicas: %s" % eight)
+        why = many["FailedNodes"].get("ts-node", "")
+        check(many["NodeNames"] == [] and "59 free nvidia.com/gpu replicas" in why, "60: %s" % many)
+        why = sh["FailedNodes"].get("ts-node", "")
+        check(sh["NodeNames"] == [] and "MPS-shared (replicas)" in why, "a share: %s" % sh)
+        print("extender: 59 fit on 59 free replicas; 60: %s; a share: %s" % (many["FailedNodes"]["ts-node"], why))
+    finally:
+        api.stop()
+
+
 def test_sighup(e):
     """SIGHUP builds the config again with the NVIDIA file's flags on top: its deviceIDStrategy still holds."""
     cfg = os.path.join(e.tmp, "index.yaml")
