@@ -128,10 +128,11 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
                                     json_string(g->healthy     ? "ok"
                                                 : g->health[0] ? g->health
                                                                : "unhealthy"));
-                if (g->sharing[0] &&
-                    (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
-                     json_object_set_new(j, "replicas", json_integer(MIN(g->replicas, CLUSTER_REPLICAS_MAX))) < 0 ||
-                     json_object_set_new(j, "held", json_integer(MIN(g->held, g->replicas))) < 0)) {
+                /* replicas 1..max and held 0..replicas: what the reader takes */
+                unsigned reps = MAX(1u, MIN(g->replicas, (unsigned)CLUSTER_REPLICAS_MAX));
+                if (g->sharing[0] && (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
+                                      json_object_set_new(j, "replicas", json_integer(reps)) < 0 ||
+                                      json_object_set_new(j, "held", json_integer(MIN(g->held, reps))) < 0)) {
                         json_decref(j);
                         goto out;
                 }

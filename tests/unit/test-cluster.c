@@ -219,6 +219,16 @@ static void test_node_annotation_sharing(void **state) {
         assert_string_equal(out->gpu[2].sharing, "mps");
         assert_int_equal(out->gpu[2].replicas, 10);
         assert_true(out->gpu[0].healthy && out->gpu[2].healthy); /* replicated is not unhealthy */
+        /* the writer never writes what its reader refuses: replicas 0 or over the bound, held over replicas */
+        in->gpu[0].replicas = 0;
+        in->gpu[0].held = 3;
+        in->gpu[2].replicas = 5000;
+        in->gpu[2].held = 5000;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_true(out->gpu[0].replicas == 1 && out->gpu[0].held == 1);
+        assert_true(out->gpu[2].replicas == CLUSTER_REPLICAS_MAX && out->gpu[2].held == CLUSTER_REPLICAS_MAX);
         /* an older agent's GPU (no fields): not replicated; held may be left out */
         static const char old[] = "{\"v\":1,\"gpus\":[{\"i\":0,\"uuid\":\"GPU-a\",\"mem\":1,\"health\":\"ok\"},"
                                   "{\"i\":1,\"uuid\":\"GPU-b\",\"mem\":1,\"health\":\"ok\",\"sharing\":\"mps\","
