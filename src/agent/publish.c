@@ -328,6 +328,28 @@ static void fill_mig(const struct publish *pub, struct cluster_node_info *info) 
         }
 }
 
+/* The replicated GPUs (time-slicing, MPS: plugin_set_replicas) into the annotation's GPUs: their mode, replica
+ * count and replicas held per the plugin's record. Caller holds the table's lock. */
+static void fill_sharing(const struct publish *pub, struct cluster_node_info *info) {
+        uint64_t rep = pub->plugin ? plugin_replicated(pub->plugin) : 0;
+        if (!rep)
+                return;
+        struct plugin_usage use = { 0 };
+        plugin_usage(pub->plugin, &use);
+        const char *mode = plugin_replica_mps(pub->plugin)[0] ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE;
+        strscpy(info->replica_resource, plugin_replica_resource(pub->plugin), sizeof info->replica_resource);
+        const struct devices *d = pub->devices;
+        for (unsigned i = 0; i < devices_count(d) && i < 64; i++) {
+                const struct device_info *x = devices_info(d, i);
+                if (!(rep >> i & 1) || x->kind != DEVICE_GPU || x->index < 0 || (unsigned)x->index >= info->n_gpus)
+                        continue;
+                struct cluster_gpu_info *g = &info->gpu[x->index];
+                snprintf(g->sharing, sizeof g->sharing, "%s", mode);
+                g->replicas = plugin_replicas(pub->plugin);
+                g->held = MIN((unsigned)use.rep[i], g->replicas);
+        }
+}
+
 /* What should be published now: labels and annotation from the device table's inventory and health. */
 static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         struct topo *t = malloc(sizeof *t);
@@ -349,6 +371,7 @@ static int wanted(struct publish *pub, json_t **ret_labels, char **ret_ann) {
         int r = info ? cluster_node_from_topo(t, healthy, reason, info) : -ENOMEM;
         if (r >= 0) {
                 fill_mig(pub, info);
+                fill_sharing(pub, info);
                 strscpy(info->mig_strategy, pub->mig_strategy, sizeof info->mig_strategy);
         }
         devices_unlock(d);
@@ -453,18 +476,34 @@ static int sync_once(struct publish *pub, char **last_sent, char **last_sent_fro
         return r;
 }
 
+/* What the replicated GPUs' held counts are now, as one number (0: none replicated): a change republishes
+ * (Allocate does not bump the table's generation). */
+static uint64_t replica_sig(struct publish *pub) {
+        if (!pub->plugin || !plugin_replicated(pub->plugin))
+                return 0;
+        struct plugin_usage use = { 0 };
+        devices_lock(pub->devices);
+        plugin_usage(pub->plugin, &use);
+        devices_unlock(pub->devices);
+        uint64_t h = 1469598103934665603ULL;
+        for (unsigned i = 0; i < DEVICES_MAX; i++)
+                h = (h ^ use.rep[i]) * 1099511628211ULL;
+        return h;
+}
+
 static void *publish_main(void *u) {
         struct publish *pub = u;
         uint64_t seen_gen = UINT64_MAX;
         unsigned attempt = 0;
         char *last_sent = NULL, *last_from = NULL;
         uint64_t last_sent_ms = 0;
-        uint64_t retry_at = 0;
+        uint64_t retry_at = 0, seen_sig = 0;
         while (!atomic_load(&pub->stop)) {
                 uint64_t now = monotonic_ms();
-                uint64_t gen = devices_generation(pub->devices);
+                uint64_t gen = devices_generation(pub->devices), sig = replica_sig(pub);
                 pthread_mutex_lock(&pub->lock);
-                bool kick = pub->kick;
+                bool kick = pub->kick || sig != seen_sig;
+                seen_sig = sig;
                 pub->kick = false;
                 pthread_mutex_unlock(&pub->lock);
                 if ((kick || gen != seen_gen || retry_at) && now >= retry_at) {

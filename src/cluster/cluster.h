@@ -353,7 +353,17 @@ struct cluster_gpu_info {
         bool mig;        /* in MIG mode, served as its MIG devices: never a whole GPU nor shared */
         unsigned n_mig;
         struct cluster_mig_info mig_dev[CLUSTER_MIG_MAX];
+        /* Replicated by NVIDIA's sharing (docs/sharing.md; optional fields "sharing", "replicas", "held"
+         * within version 1): sharing CLUSTER_SHARING_TIMESLICE or CLUSTER_SHARING_MPS ("" not replicated;
+         * another text from a newer agent reads as replicated too), replicas advertised 1..CLUSTER_REPLICAS_MAX,
+         * held 0..replicas. Such a GPU is its replicas' (kubelet places them): never a whole GPU nor shared. */
+        char sharing[16];
+        unsigned replicas, held;
 };
+
+#define CLUSTER_SHARING_TIMESLICE "time-slicing"
+#define CLUSTER_SHARING_MPS "mps"
+#define CLUSTER_REPLICAS_MAX 1024 /* = NVCONFIG_REPLICAS_MAX */
 
 /* A node as published: GPUs in NVML index order and the link matrix. */
 struct cluster_node_info {
@@ -364,6 +374,9 @@ struct cluster_node_info {
         /* the agent's MIG strategy ("none", "single", "mixed"; "" unknown): under "single" its MIG devices
          * are served as nvidia.com/gpu (optional field "mig_strategy", within version 1) */
         char mig_strategy[16];
+        /* the resource the replicated GPUs' replicas are advertised as ("nvidia.com/gpu", "nvidia.com/gpu.shared";
+         * "" none or unknown: optional field "replica_resource", within version 1, written with any "sharing") */
+        char replica_resource[64];
         unsigned n_gpus;
         struct cluster_gpu_info gpu[CLUSTER_GPUS_MAX];
         struct topo_link link[CLUSTER_GPUS_MAX][CLUSTER_GPUS_MAX]; /* symmetric, SELF on the diagonal */

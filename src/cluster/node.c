@@ -114,6 +114,8 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
         json_object_set_new(o, "nvswitch", json_boolean(info->nvswitch));
         if (info->mig_strategy[0])
                 json_object_set_new(o, "mig_strategy", json_string(info->mig_strategy));
+        if (info->replica_resource[0])
+                json_object_set_new(o, "replica_resource", json_string(info->replica_resource));
         for (unsigned i = 0; i < info->n_gpus; i++) {
                 const struct cluster_gpu_info *g = &info->gpu[i];
                 json_t *j = json_pack("{s:i,s:s,s:s,s:I}", "i", (int)i, "uuid", g->uuid, "model", g->model, "mem",
@@ -126,6 +128,14 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
                                     json_string(g->healthy     ? "ok"
                                                 : g->health[0] ? g->health
                                                                : "unhealthy"));
+                /* replicas 1..max and held 0..replicas: what the reader takes */
+                unsigned reps = MAX(1u, MIN(g->replicas, (unsigned)CLUSTER_REPLICAS_MAX));
+                if (g->sharing[0] && (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
+                                      json_object_set_new(j, "replicas", json_integer(reps)) < 0 ||
+                                      json_object_set_new(j, "held", json_integer(MIN(g->held, reps))) < 0)) {
+                        json_decref(j);
+                        goto out;
+                }
                 if (g->mig && encode_mig(j, g) < 0) {
                         json_decref(j);
                         goto out;
@@ -247,6 +257,28 @@ static int decode_mig(json_t *a, size_t i, struct cluster_gpu_info *gi, struct g
         return 0;
 }
 
+/* gpus[i].sharing, .replicas, .held (absent: not replicated; an older agent). */
+static int decode_sharing(json_t *g, size_t i, struct cluster_gpu_info *gi, struct gs_error *err) {
+        if (cluster_json_str(g, "sharing", gi->sharing, sizeof gi->sharing, "gpus[].", err) < 0)
+                return -EINVAL;
+        json_t *rep = json_object_get(g, "replicas"), *held = json_object_get(g, "held");
+        if (!gi->sharing[0]) {
+                if (rep || held)
+                        return gs_error_set(err, -EINVAL, "%s: gpus[%zu] has replicas without sharing",
+                                            CLUSTER_ANN_GPUS, i);
+                return 0;
+        }
+        if (!json_is_integer(rep) || json_integer_value(rep) < 1 || json_integer_value(rep) > CLUSTER_REPLICAS_MAX)
+                return gs_error_set(err, -EINVAL, "%s: gpus[%zu].replicas must be 1..%d with sharing", CLUSTER_ANN_GPUS,
+                                    i, CLUSTER_REPLICAS_MAX);
+        gi->replicas = (unsigned)json_integer_value(rep);
+        if (held && (!json_is_integer(held) || json_integer_value(held) < 0 ||
+                     json_integer_value(held) > (json_int_t)gi->replicas))
+                return gs_error_set(err, -EINVAL, "%s: gpus[%zu].held must be 0..replicas", CLUSTER_ANN_GPUS, i);
+        gi->held = held ? (unsigned)json_integer_value(held) : 0;
+        return 0;
+}
+
 static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_info *ret, struct gs_error *err) {
         json_t *idx = json_object_get(g, "i");
         json_t *mem = json_object_get(g, "mem");
@@ -267,6 +299,8 @@ static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_i
             cluster_json_str(g, "cc", gi->cc, sizeof gi->cc, "gpus[].", err) < 0)
                 return -EINVAL;
         gi->healthy = streq(gi->health, "ok");
+        if (decode_sharing(g, i, gi, err) < 0)
+                return -EINVAL;
         return decode_mig(json_object_get(g, "mig"), i, gi, err);
 }
 
@@ -296,7 +330,8 @@ int cluster_node_decode(const char *value, size_t len, struct cluster_node_info 
                 goto out;
         }
         if (cluster_json_str(j, "driver", ret->driver, sizeof ret->driver, "", err) < 0 ||
-            cluster_json_str(j, "mig_strategy", ret->mig_strategy, sizeof ret->mig_strategy, "", err) < 0)
+            cluster_json_str(j, "mig_strategy", ret->mig_strategy, sizeof ret->mig_strategy, "", err) < 0 ||
+            cluster_json_str(j, "replica_resource", ret->replica_resource, sizeof ret->replica_resource, "", err) < 0)
                 goto out;
         ret->cuda = cuda ? (unsigned)json_integer_value(cuda) : 0;
         ret->nvswitch = json_is_true(nvs);

@@ -38,13 +38,18 @@ struct room {
         struct gpu_room share[CLUSTER_GPUS_MAX];
         alloc_set_t whole_free; /* healthy, no sharer, no holder */
         alloc_set_t healthy;
-        unsigned n_shared, n_held, n_unhealthy;
+        unsigned n_shared, n_held, n_unhealthy; /* n_unhealthy: replicated GPUs not counted */
+        unsigned n_replicated;                  /* advertised as replicas (time-slicing, MPS): never whole nor shared */
+        int first_replicated;                   /* -1 none */
+        uint8_t first_sharing;                  /* its enum sched_sharing */
 };
 
 static void room_from_node(const struct sched_node *n, bool empty, struct room *r) {
         r->n = n->n_gpus;
         r->whole_free = r->healthy = 0;
-        r->n_shared = r->n_held = r->n_unhealthy = 0;
+        r->n_shared = r->n_held = r->n_unhealthy = r->n_replicated = 0;
+        r->first_replicated = -1;
+        r->first_sharing = SCHED_SHARING_NONE;
         for (unsigned i = 0; i < n->n_gpus; i++) {
                 const struct sched_gpu *g = &n->gpu[i];
                 uint32_t mu = empty ? 0 : g->mem_used_mib;
@@ -59,7 +64,12 @@ static void room_from_node(const struct sched_node *n, bool empty, struct room *
                 };
                 if (g->healthy)
                         r->healthy |= 1ULL << i;
-                else
+                else if (g->sharing) {
+                        if (!r->n_replicated++) {
+                                r->first_replicated = (int)i;
+                                r->first_sharing = g->sharing;
+                        }
+                } else
                         r->n_unhealthy++;
                 if (held)
                         r->n_held++;
@@ -68,6 +78,19 @@ static void room_from_node(const struct sched_node *n, bool empty, struct room *
                 if (g->healthy && !held && !shared)
                         r->whole_free |= 1ULL << i;
         }
+}
+
+/* ", GPU 0 is time-sliced (replicas)" / ", GPU 0 and 2 more MPS-shared (replicas)"; "" with none. */
+static void replicated_text(const struct room *r, char *buf, size_t len) {
+        buf[0] = '\0';
+        if (!r->n_replicated)
+                return;
+        const char *mode = r->first_sharing == SCHED_SHARING_MPS ? "MPS-shared" : "time-sliced";
+        unsigned first = (unsigned)r->first_replicated & 63, more = (r->n_replicated - 1) & 63;
+        if (!more)
+                snprintf(buf, len, ", GPU %u is %s (replicas)", first, mode);
+        else
+                snprintf(buf, len, ", GPU %u and %u more %s (replicas)", first, more, mode);
 }
 
 static void share_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, char *buf,
@@ -86,13 +109,17 @@ static void share_reason(const struct room *r, const struct cluster_container_re
                 if (g->core_free > best_core)
                         best_core = g->core_free;
         }
-        char who[96], a[24], b[24];
+        char who[96], a[24], b[24], rep[48];
+        replicated_text(r, rep, sizeof rep);
         if (placed)
                 snprintf(who, sizeof who, "container %s (after placing %u other container%s)",
                          c->name[0] ? c->name : "?", placed, placed == 1 ? "" : "s");
         else
                 snprintf(who, sizeof who, "container %s", c->name[0] ? c->name : "?");
-        if (usable == 0)
+        if (usable == 0 && rep[0]) /* the replicated GPU named: there is no room for the container's name too */
+                snprintf(buf, len, "no GPU can take a share: all %u are held whole, unhealthy or replicated%s", r->n,
+                         rep);
+        else if (usable == 0)
                 snprintf(buf, len, "no GPU can take a share: all %u are held whole or unhealthy; %s needs one", r->n,
                          who);
         else if (best_core < c->core)
@@ -110,11 +137,13 @@ static void whole_reason(const struct room *r, const struct cluster_container_re
                          char *buf, size_t len) {
         unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
         const char *name = c->name[0] ? c->name : "?";
+        char rep[48];
+        replicated_text(r, rep, sizeof rep);
         if (err == -ENOSPC || free_n < c->whole)
                 snprintf(buf, len,
-                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s), container %s needs %u", free_n,
-                         r->n, r->n_shared, r->n_held, r->n_unhealthy, placed ? ", after placing other containers" : "",
-                         name, c->whole);
+                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s%s), container %s needs %u",
+                         free_n, r->n, r->n_shared, r->n_held, r->n_unhealthy, rep,
+                         placed ? ", after placing other containers" : "", name, c->whole);
         else
                 snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name,
                          err);
@@ -532,6 +561,46 @@ static bool single_request(const struct sched_node *n, const struct cluster_requ
         return true;
 }
 
+/* Does the pod ask only nvidia.com/gpu (whole GPUs by that name, no share, no MIG device)? */
+static bool request_nvidia_only(const struct cluster_request *req) {
+        if (!req->n || req->n_mig)
+                return false;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++) {
+                const struct cluster_container_req *c = &req->c[k];
+                if (c->core || c->mem_mib || c->qty[CLUSTER_RES_CORE] || c->qty[CLUSTER_RES_MEM] ||
+                    c->res[CLUSTER_RES_WHOLE] != CLUSTER_NAME_NVIDIA_GPU)
+                        return false;
+        }
+        return true;
+}
+
+/* A node serving its replicas as nvidia.com/gpu (n->replicas_whole) beside its whole GPUs: an nvidia.com/gpu
+ * request is whatever device IDs kubelet picks (the agent's preferred allocation), replicas or GPUs, so it is
+ * counted against both, with no GPU assigned: 0 FIT, -ENOSPC (taken) or -ENODEV (never), with the reason. */
+static int fit_replicas(const struct sched_node *n, const struct cluster_request *req, struct sched_fit *ret) {
+        memset(ret, 0, offsetof(struct sched_fit, reason) + 1);
+        ret->reason[0] = '\0';
+        unsigned asked = 0;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                asked += req->c[k].whole;
+        struct room r;
+        room_from_node(n, false, &r);
+        unsigned whole_free = (unsigned)__builtin_popcountll(r.whole_free);
+        unsigned healthy = (unsigned)__builtin_popcountll(r.healthy);
+        uint64_t free_n = (uint64_t)n->replicas_free + whole_free;
+        if (free_n >= asked) {
+                ret->verdict = SCHED_FIT;
+                uint64_t cap = (uint64_t)n->replicas_free + healthy + 1;
+                ret->pack = 1.0 - (double)(free_n - asked) / (double)cap;
+                return 0;
+        }
+        ret->verdict = n->replicas_free + (uint64_t)healthy >= asked ? SCHED_NO_ROOM : SCHED_UNRESOLVABLE;
+        snprintf(ret->reason, sizeof ret->reason,
+                 "%u free nvidia.com/gpu replicas (time-slicing or MPS) and %u GPUs free whole, pod needs %u",
+                 n->replicas_free, whole_free, asked);
+        return ret->verdict == SCHED_NO_ROOM ? -ENOSPC : -ENODEV;
+}
+
 /* Does any container ask for a GPU placed here (whole or a share)? */
 static bool request_places_gpus(const struct cluster_request *req) {
         for (unsigned k = 0; k < req->n; k++)
@@ -554,6 +623,9 @@ static int fit_node(struct sched_model *m, const struct sched_node *n, const str
         struct cluster_request eff;
         if (n && req && req->n <= CLUSTER_CONTAINERS_MAX && single_request(n, req, &eff))
                 req = &eff;
+        if (m && n && req && n->published && n->replicas_whole && req->n <= CLUSTER_CONTAINERS_MAX &&
+            request_valid(req) && request_nvidia_only(req))
+                return fit_replicas(n, req, ret);
         if (fast && m && n && req && req->n >= 1 && !req->n_mig && request_valid(req) && n->published &&
             fit_fast(m, n, req, policy, ret))
                 return 0;

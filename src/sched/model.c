@@ -311,6 +311,34 @@ static int node_mig_list(const struct cluster_node_info *info, struct sched_mig 
         return 0;
 }
 
+/* A GPU's replication (the annotation's "sharing"; a mode this extender does not know counts as time-slicing). */
+static uint8_t gpu_sharing(const struct cluster_gpu_info *x) {
+        return !x->sharing[0]                           ? SCHED_SHARING_NONE
+               : streq(x->sharing, CLUSTER_SHARING_MPS) ? SCHED_SHARING_MPS
+                                                        : SCHED_SHARING_TIMESLICE;
+}
+
+/* GPU i's details from the annotation: the health a person reads, with its MIG mode or replicas beside it. */
+static void gpu_details(struct sched_node_details *d, unsigned i, const struct cluster_gpu_info *x) {
+        strscpy(d->gpu[i].model, x->model, sizeof d->gpu[i].model);
+        char rep[64] = "";
+        if (x->sharing[0]) /* replicated: inspect and the page say so beside the health */
+                snprintf(rep, sizeof rep, " (%.15s: %u of %u replicas held)", x->sharing, x->held, x->replicas);
+        snprintf(d->gpu[i].health, sizeof d->gpu[i].health, "%.40s%s%s", x->health, x->mig ? " (MIG)" : "", rep);
+        strscpy(d->gpu[i].sharing, x->sharing, sizeof d->gpu[i].sharing);
+        d->gpu[i].replicas = x->replicas;
+        d->gpu[i].held = x->held;
+}
+
+/* The node's replicas as nvidia.com/gpu (the annotation's replica_resource) and how many are not held. */
+static void node_replicas(struct sched_node *n, const struct cluster_node_info *info) {
+        n->replicas_free = 0;
+        for (unsigned i = 0; i < info->n_gpus; i++)
+                if (info->gpu[i].sharing[0] && info->gpu[i].healthy && info->gpu[i].replicas > info->gpu[i].held)
+                        n->replicas_free += info->gpu[i].replicas - info->gpu[i].held;
+        n->replicas_whole = streq(info->replica_resource, "nvidia.com/gpu");
+}
+
 /* Does the agent serve the node's MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode)? */
 static bool node_mig_single(const struct cluster_node_info *info) {
         bool any = false;
@@ -330,7 +358,9 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 gpus[i].mem_total_mib = info->gpu[i].mem_mib;
                 /* a GPU in MIG mode is its MIG devices' (n->mig, placed by counts, decide.c): never free as a
                  * whole GPU or for a share */
-                gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig;
+                gpus[i].healthy = info->gpu[i].healthy && !info->gpu[i].mig && !info->gpu[i].sharing[0];
+                /* a replicated GPU is its replicas' (kubelet places them, docs/scheduler.md): likewise */
+                gpus[i].sharing = gpu_sharing(&info->gpu[i]);
                 if (info->gpu[i].uuid[0]) {
                         gpus[i].uuid = strndup(info->gpu[i].uuid, CLUSTER_UUID_MAX);
                         if (!gpus[i].uuid)
@@ -343,11 +373,8 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
                 if (!d)
                         goto nomem;
                 strscpy(d->driver, info->driver, sizeof d->driver);
-                for (unsigned i = 0; i < info->n_gpus; i++) {
-                        strscpy(d->gpu[i].model, info->gpu[i].model, sizeof d->gpu[i].model);
-                        snprintf(d->gpu[i].health, sizeof d->gpu[i].health, "%s%s", info->gpu[i].health,
-                                 info->gpu[i].mig ? " (MIG)" : "");
-                }
+                for (unsigned i = 0; i < info->n_gpus; i++)
+                        gpu_details(d, i, &info->gpu[i]);
         }
         unsigned n_mig = 0;
         struct sched_mig *mig = NULL;
@@ -373,6 +400,7 @@ int sched_model_set_node(struct sched_model *m, const struct cluster_node_info *
         n->mig = mig;
         n->n_mig = n_mig;
         n->mig_single = node_mig_single(info);
+        node_replicas(n, info);
         class_unref(m, n->topo);
         if (info->n_gpus <= SCHED_NODE_INLINE_GPUS) {
                 memcpy(n->gpu_inline, gpus, info->n_gpus * sizeof *gpus);

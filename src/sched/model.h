@@ -33,8 +33,16 @@ struct sched_gpu {
         uint16_t core_used;    /* percent; may exceed 100 likewise */
         uint16_t sharers;      /* fractional containers on it */
         uint16_t whole;        /* containers holding it whole (1 normally; >1 = double-booked) */
-        bool healthy;
-        char *uuid; /* NULL when unknown */
+        bool healthy;          /* and free for whole GPUs and shares: not in MIG mode, not replicated */
+        uint8_t sharing;       /* enum sched_sharing: replicated by NVIDIA's sharing (kubelet places them) */
+        char *uuid;            /* NULL when unknown */
+};
+
+/* A GPU the node agent advertises as replicas (the annotation's "sharing", docs/cluster.md). */
+enum sched_sharing {
+        SCHED_SHARING_NONE = 0,
+        SCHED_SHARING_TIMESLICE, /* time-slicing, or a mode this extender does not know */
+        SCHED_SHARING_MPS,
 };
 
 struct sched_topo_class; /* interned: n GPUs + link matrix + whole-pick memo */
@@ -69,7 +77,9 @@ struct sched_node_details {
         struct {
                 char model[64];
                 char health[96];
-        } gpu[]; /* n_gpus */
+                char sharing[16];        /* "time-slicing", "mps", "" not replicated */
+                unsigned replicas, held; /* with sharing: advertised, held per the agent */
+        } gpu[];                         /* n_gpus */
 };
 
 /* One MIG device of a GPU in MIG mode, as the node annotation lists it (docs/mig.md). */
@@ -106,6 +116,11 @@ struct sched_node {
         /* the agent serves MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode): whole-GPU
          * requests are counted against the MIG devices (decide.c), never placed on a GPU */
         bool mig_single;
+        /* the agent serves its replicated GPUs' replicas as nvidia.com/gpu (the annotation's replica_resource): a
+         * whole-GPU request may be kubelet's replicas, counted (decide.c), never placed on a GPU; replicas_free:
+         * the replicas not held on the healthy replicated GPUs, per the annotation */
+        bool replicas_whole;
+        uint32_t replicas_free;
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */
         struct sched_gpu gpu_inline[SCHED_NODE_INLINE_GPUS];
 };

@@ -448,6 +448,14 @@ static void gpu_json(struct gs_buf *w, enum sched_view_doc doc, const struct sch
         jw_int(w, core);
         JW_KEY(w, "sharers");
         jw_int(w, u->sharers);
+        if (n->details && n->details->gpu[g].sharing[0]) { /* replicated (docs/cluster.md): kubelet places them */
+                JW_KEY(w, "sharing");
+                gs_buf_json_string(w, n->details->gpu[g].sharing);
+                JW_KEY(w, "replicas");
+                jw_int(w, n->details->gpu[g].replicas);
+                JW_KEY(w, "replicas_held");
+                jw_int(w, n->details->gpu[g].held);
+        }
         const struct sched_pod *whole = NULL;
         if (doc == SCHED_VIEW_DOC_PAGE)
                 JW_KEY(w, "holders");

@@ -32,12 +32,19 @@ static void round_trip(const struct cluster_node_info *g) {
                 CHECK(cluster_node_decode(s, strlen(s), back, &err) == 0);
                 CHECK(back->n_gpus == g->n_gpus && back->cuda == g->cuda && back->nvswitch == g->nvswitch);
                 CHECK(streq(back->driver, g->driver) && streq(back->mig_strategy, g->mig_strategy));
+                CHECK(streq(back->replica_resource, g->replica_resource));
                 for (unsigned i = 0; i < g->n_gpus; i++) {
                         CHECK(back->gpu[i].mem_mib == g->gpu[i].mem_mib);
                         CHECK(back->gpu[i].healthy == g->gpu[i].healthy);
                         CHECK(streq(back->gpu[i].uuid, g->gpu[i].uuid) && streq(back->gpu[i].cc, g->gpu[i].cc));
                         CHECK(!g->gpu[i].health[0] || streq(back->gpu[i].health, g->gpu[i].health));
                         CHECK(back->gpu[i].mig == g->gpu[i].mig && back->gpu[i].n_mig == g->gpu[i].n_mig);
+                        /* a replicated GPU reads back as such (decode bounded replicas and held) */
+                        CHECK(streq(back->gpu[i].sharing, g->gpu[i].sharing) &&
+                              back->gpu[i].replicas == g->gpu[i].replicas && back->gpu[i].held == g->gpu[i].held);
+                        CHECK(!g->gpu[i].sharing[0] ||
+                              (g->gpu[i].replicas >= 1 && g->gpu[i].replicas <= CLUSTER_REPLICAS_MAX &&
+                               g->gpu[i].held <= g->gpu[i].replicas));
                         for (unsigned k = 0; k < g->gpu[i].n_mig; k++) {
                                 const struct cluster_mig_info *a = &g->gpu[i].mig_dev[k], *b = &back->gpu[i].mig_dev[k];
                                 CHECK(a->index == b->index && a->mem_mib == b->mem_mib && a->healthy == b->healthy);

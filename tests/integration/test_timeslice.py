@@ -496,6 +496,154 @@ def test_mps_podman(e):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def scheduler_filter(e, snapshot, pods):
+    """`gpuslice scheduler --snapshot` on what the stand-in holds: the filter's answer to each pod for node
+    ts-node, and the cluster JSON."""
+    import json
+    import socket
+    import urllib.request
+    snap = os.path.join(e.tmp, "snapshot.json")
+    with open(snap, "w") as f:
+        json.dump(snapshot, f)
+    port = free_port()
+    log = open(os.path.join(e.tmp, "scheduler.log"), "w+")
+    proc = subprocess.Popen([os.path.join(e.args.build, "gpuslice"), "scheduler", "--snapshot", snap,
+                             "--address", "127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT)
+
+    def post(path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return json.loads(r.read().decode())
+    try:
+        deadline = time.time() + 30
+        while True:
+            check(proc.poll() is None, "scheduler exited early")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                check(time.time() < deadline, "scheduler did not listen")
+                time.sleep(0.1)
+        answers = [post("/filter", {"Pod": p, "Nodes": None, "NodeNames": ["ts-node"]}) for p in pods]
+        return answers, post("/api/v1/cluster")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.seek(0)
+        print(log.read()[-2000:])
+
+
+def whole_pod(name, n):
+    return {"metadata": {"name": name, "namespace": "default", "uid": "uid-" + name, "resourceVersion": "1"},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(n)}}}]}}
+
+
+def test_annotation(e):
+    """The node annotation gpuslice.io/gpus names each time-sliced GPU's mode, replicas and replicas held (a
+    replica allocated shows as held), and the scheduler extender on that annotation never offers a time-sliced
+    GPU whole: of 8 GPUs, 2 time-sliced, a pod of 6 whole GPUs fits, one of 7 is refused with the GPU named."""
+    import json
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+        api.store.put("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ts-node"},
+                                "status": {"capacity": {"cpu": "8"}}})
+
+        def gpus():
+            node = api.store.get("nodes", "ts-node") or {}
+            ann = node.get("metadata", {}).get("annotations", {}).get("gpuslice.io/gpus")
+            return json.loads(ann)["gpus"] if ann else None
+
+        e.start(e.example("mixed-gpus.yaml"), "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu", "nvidia.com/gpu.shared"])
+        e.kubelet.wait_for(lambda: gpus() is not None, 15, "the annotation published")
+        g = gpus()
+        sliced = [x for x in g if "sharing" in x]
+        check(len(g) == 8 and len(sliced) == 2, "annotation GPUs %s" % g)
+        check(all(x["sharing"] == "time-slicing" and x["replicas"] == 4 and x["held"] == 0 for x in sliced),
+              "sliced %s" % sliced)
+        check(all(x["health"] == "ok" for x in g), "health %s" % g)
+        check(not any("replicas" in x or "held" in x for x in g if x not in sliced), "whole GPUs %s" % g)
+        by = replicas_by_gpu(e.devices("nvidia.com/gpu.shared"))
+        check({x["uuid"] for x in sliced} == set(by), "the annotation's sliced GPUs %s, the replicas' %s" % (
+            [x["uuid"] for x in sliced], sorted(by)))
+        # a replica allocated: held 1 on its GPU (Allocate records it; the publisher sees the record change)
+        first = sorted(by)[0]
+        e.alloc("nvidia.com/gpu.shared", ["%s::%d" % (first, by[first][0])])
+        e.kubelet.wait_for(lambda: [x.get("held") for x in gpus() if x["uuid"] == first] == [1], 15,
+                           "held 1 published (%s)" % gpus())
+        node = api.store.get("nodes", "ts-node")
+        top = json.loads(node["metadata"]["annotations"]["gpuslice.io/gpus"])
+        check(top.get("replica_resource") == "nvidia.com/gpu.shared", "replica_resource %s" % top.get("replica_resource"))
+        print("annotation: %s" % node["metadata"]["annotations"]["gpuslice.io/gpus"][:400])
+        # the extender on this node: 6 whole GPUs fit (the untouched ones), 7 never (2 are replicas')
+        (six, seven), cluster = scheduler_filter(e, {"nodes": [node], "pods": []},
+                                                 [whole_pod("six", 6), whole_pod("seven", 7)])
+        check(six["NodeNames"] == ["ts-node"] and six["Error"] == "", "6 whole GPUs: %s" % six)
+        why = seven["FailedNodes"].get("ts-node", "")
+        check(seven["NodeNames"] == [] and "6 of 8 GPUs free whole" in why and "time-sliced (replicas)" in why
+              and "ts-node" in seven["FailedAndUnresolvableNodes"], "7 whole GPUs: %s" % seven)
+        held = [x for n in cluster["nodes"] for x in n["gpus"] if x["uuid"] == first]
+        check(len(held) == 1 and held[0].get("sharing") == "time-slicing" and held[0].get("replicas") == 4 and
+              held[0].get("replicas_held") == 1 and "time-slicing: 1 of 4 replicas held" in held[0]["health"],
+              "cluster JSON GPU %s" % held)
+        print("extender: 6 whole GPUs fit; 7: %s" % why)
+    finally:
+        api.stop()
+
+
+def test_annotation_mps(e):
+    """NVIDIA's MPS example (every GPU, 10 replicas as nvidia.com/gpu): the annotation names each GPU's mode mps and
+    the replicas' resource nvidia.com/gpu and the replicas held; the extender counts nvidia.com/gpu against the free
+    replicas (of 80, 21 held: 59 fit, 60 do not) and refuses a share, naming the MPS GPUs."""
+    import json
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+        api.store.put("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ts-node"},
+                                "status": {"capacity": {"cpu": "8"}}})
+
+        def ann():
+            node = api.store.get("nodes", "ts-node") or {}
+            a = node.get("metadata", {}).get("annotations", {}).get("gpuslice.io/gpus")
+            return json.loads(a) if a else None
+
+        ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+        e.start(e.example("mps.yaml"), "--mps-control", ctl, "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu"])
+        k = e.kubelet
+        k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                   "replicas Healthy once the daemon serves")
+        ids = sorted(e.devices("nvidia.com/gpu"))
+        for at in range(0, 21, 7):  # 21 containers, a replica each (at most 8 containers a call)
+            e.alloc("nvidia.com/gpu", *[[i] for i in ids[at:at + 7]])
+        k.wait_for(lambda: ann() and sum(g.get("held", 0) for g in ann()["gpus"]) == 21, 15,
+                   "21 held published (%s)" % ann())
+        a = ann()
+        check(a.get("replica_resource") == "nvidia.com/gpu", "replica_resource %s" % a.get("replica_resource"))
+        check(all(g.get("sharing") == "mps" and g.get("replicas") == 10 for g in a["gpus"]), "gpus %s" % a["gpus"])
+        node = api.store.get("nodes", "ts-node")
+        share = {"metadata": {"name": "share", "namespace": "default", "uid": "uid-share", "resourceVersion": "1"},
+                 "spec": {"containers": [{"name": "main",
+                                          "resources": {"limits": {"gpuslice.io/gpu-memory": "4"}}}]}}
+        (eight, many, sh), _ = scheduler_filter(e, {"nodes": [node], "pods": []},
+                                                [whole_pod("fit", 59), whole_pod("many", 60), share])
+        check(eight["NodeNames"] == ["ts-node"], "59 nvidia.com/gpu on 59 free replicas: %s" % eight)
+        why = many["FailedNodes"].get("ts-node", "")
+        check(many["NodeNames"] == [] and "59 free nvidia.com/gpu replicas" in why, "60: %s" % many)
+        why = sh["FailedNodes"].get("ts-node", "")
+        check(sh["NodeNames"] == [] and "MPS-shared (replicas)" in why, "a share: %s" % sh)
+        print("extender: 59 fit on 59 free replicas; 60: %s; a share: %s" % (many["FailedNodes"]["ts-node"], why))
+    finally:
+        api.stop()
+
+
 def test_sighup(e):
     """SIGHUP builds the config again with the NVIDIA file's flags on top: its deviceIDStrategy still holds."""
     cfg = os.path.join(e.tmp, "index.yaml")

@@ -246,6 +246,90 @@ static void test_assignment_roundtrip_and_foreign(void **state) {
         }
 }
 
+/* A replicated GPU (time-slicing, MPS): its mode, replicas and replicas held, within version 1 (an older agent's
+ * annotation has none: not replicated); malformed fields refused with the field named. */
+static void test_node_annotation_sharing(void **state) {
+        (void)state;
+        struct cluster_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+        in->n_gpus = 3;
+        for (unsigned g = 0; g < 3; g++) {
+                snprintf(in->gpu[g].uuid, sizeof in->gpu[g].uuid, "GPU-%u", g);
+                in->gpu[g].mem_mib = 16384;
+                in->gpu[g].healthy = true;
+                for (unsigned h = 0; h < 3; h++)
+                        in->link[g][h] = (struct topo_link){ g == h ? TOPO_LEVEL_SELF : TOPO_LEVEL_PIX, 0 };
+        }
+        snprintf(in->gpu[0].sharing, sizeof in->gpu[0].sharing, "%s", CLUSTER_SHARING_TIMESLICE);
+        in->gpu[0].replicas = 4;
+        in->gpu[0].held = 2;
+        snprintf(in->gpu[2].sharing, sizeof in->gpu[2].sharing, "%s", CLUSTER_SHARING_MPS);
+        in->gpu[2].replicas = 10;
+        strscpy(in->replica_resource, "nvidia.com/gpu.shared", sizeof in->replica_resource);
+        char *text;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_non_null(strstr(text, "\"replica_resource\":\"nvidia.com/gpu.shared\""));
+        assert_non_null(strstr(text, "\"health\":\"ok\",\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":2"));
+        assert_non_null(strstr(text, "\"sharing\":\"mps\",\"replicas\":10,\"held\":0"));
+        struct gs_error err = { 0 };
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_string_equal(out->replica_resource, "nvidia.com/gpu.shared");
+        assert_string_equal(out->gpu[0].sharing, "time-slicing");
+        assert_int_equal(out->gpu[0].replicas, 4);
+        assert_int_equal(out->gpu[0].held, 2);
+        assert_string_equal(out->gpu[1].sharing, "");
+        assert_int_equal(out->gpu[1].replicas, 0);
+        assert_string_equal(out->gpu[2].sharing, "mps");
+        assert_int_equal(out->gpu[2].replicas, 10);
+        assert_true(out->gpu[0].healthy && out->gpu[2].healthy); /* replicated is not unhealthy */
+        /* the writer never writes what its reader refuses: replicas 0 or over the bound, held over replicas */
+        in->gpu[0].replicas = 0;
+        in->gpu[0].held = 3;
+        in->gpu[2].replicas = 5000;
+        in->gpu[2].held = 5000;
+        assert_int_equal(cluster_node_encode(in, &text), 0);
+        assert_int_equal(cluster_node_decode(text, strlen(text), out, &err), 0);
+        free(text);
+        assert_true(out->gpu[0].replicas == 1 && out->gpu[0].held == 1);
+        assert_true(out->gpu[2].replicas == CLUSTER_REPLICAS_MAX && out->gpu[2].held == CLUSTER_REPLICAS_MAX);
+        /* an older agent's GPU (no fields): not replicated; held may be left out */
+        static const char old[] = "{\"v\":1,\"gpus\":[{\"i\":0,\"uuid\":\"GPU-a\",\"mem\":1,\"health\":\"ok\"},"
+                                  "{\"i\":1,\"uuid\":\"GPU-b\",\"mem\":1,\"health\":\"ok\",\"sharing\":\"mps\","
+                                  "\"replicas\":2}]}";
+        assert_int_equal(cluster_node_decode(old, strlen(old), out, &err), 0);
+        assert_string_equal(out->gpu[0].sharing, "");
+        assert_string_equal(out->gpu[1].sharing, "mps");
+        assert_int_equal(out->gpu[1].replicas, 2);
+        assert_int_equal(out->gpu[1].held, 0);
+        /* malformed: every one refused with the field named */
+        static const char *const bad[] = {
+                "\"sharing\":7,\"replicas\":2",
+                "\"sharing\":\"time-slicing\"",
+                "\"sharing\":\"time-slicing\",\"replicas\":0",
+                "\"sharing\":\"time-slicing\",\"replicas\":1025",
+                "\"sharing\":\"time-slicing\",\"replicas\":\"4\"",
+                "\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":5",
+                "\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":-1",
+                "\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":true",
+                "\"replicas\":4",
+                "\"held\":1",
+                "\"sharing\":\"a-sharing-mode-name-far-too-long\",\"replicas\":4",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                char doc[512];
+                snprintf(doc, sizeof doc,
+                         "{\"v\":1,\"gpus\":[{\"i\":0,\"uuid\":\"GPU-a\",\"model\":\"T4\",\"mem\":16384,"
+                         "\"health\":\"ok\",%s}]}",
+                         bad[i]);
+                err.message[0] = 0;
+                if (cluster_node_decode(doc, strlen(doc), out, &err) != -EINVAL ||
+                    !(strstr(err.message, "replicas") || strstr(err.message, "held") || strstr(err.message, "sharing")))
+                        fail_msg("case %zu accepted or unexplained: %s", i, err.message);
+        }
+        free(in);
+        free(out);
+}
+
 static void test_node_annotation_mig(void **state) {
         (void)state;
         struct cluster_node_info *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
@@ -717,6 +801,7 @@ int main(void) {
                 cmocka_unit_test(test_classifier),
                 cmocka_unit_test(test_node_annotation),
                 cmocka_unit_test(test_node_annotation_mig),
+                cmocka_unit_test(test_node_annotation_sharing),
                 cmocka_unit_test(test_pod_mig_requests),
                 cmocka_unit_test(test_annotation_round_trip),
                 cmocka_unit_test(test_node_from_topo_by_index),

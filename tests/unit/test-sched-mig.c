@@ -265,6 +265,101 @@ static void test_mig_gpu_never_whole_or_shared(void **state) {
         sched_model_free(m);
 }
 
+/* A GPU replicated by NVIDIA's sharing (the annotation's "sharing": time-slicing, MPS) is its replicas' (kubelet
+ * places them): never offered whole or as a share, the filter names it, and the scores do not count it as free
+ * whole capacity (a node of one whole GPU and one replicated GPU is as full after a whole-GPU pod as a node of
+ * that one whole GPU). */
+static void test_replicated_gpu_never_whole_or_shared(void **state) {
+        (void)state;
+        struct sched_model *m = new_model();
+        sched_model_keep_details(m, true);
+        struct cluster_node_info *i = mig_node("r", 2, 0, "");
+        snprintf(i->gpu[0].sharing, sizeof i->gpu[0].sharing, "%s", CLUSTER_SHARING_TIMESLICE);
+        i->gpu[0].replicas = 4;
+        i->gpu[0].held = 1;
+        strscpy(i->gpu[0].health, "ok", sizeof i->gpu[0].health);
+        strscpy(i->gpu[1].health, "ok", sizeof i->gpu[1].health);
+        set_node(m, i);
+        struct cluster_node_info *w = mig_node("w", 1, 0, "");
+        set_node(m, w);
+        struct sched_fit f, fw;
+        struct cluster_request r = whole_req(1);
+        assert_int_equal(fit(m, "r", &r, &f), 0);
+        assert_int_equal(f.assign.c[0].gpus, 2); /* GPU 1, the whole one */
+        assert_int_equal(fit(m, "w", &r, &fw), 0);
+        assert_true(f.pack == fw.pack); /* the replicated GPU is no free capacity */
+        r = whole_req(2);
+        assert_int_equal(fit(m, "r", &r, &f), -ENODEV);
+        assert_int_equal(f.verdict, SCHED_UNRESOLVABLE);
+        if (!strstr(f.reason, "1 of 2 GPUs free whole") || !strstr(f.reason, "GPU 0 is time-sliced (replicas)"))
+                fail_msg("reason: %s", f.reason);
+        r = share_req(10, 1024);
+        assert_int_equal(fit(m, "r", &r, &f), 0);
+        assert_int_equal(f.assign.c[0].gpus, 2);
+        /* the health a person reads says so, with the replicas held */
+        const struct sched_node *n = sched_model_node(m, "r");
+        assert_non_null(n->details);
+        assert_string_equal(n->details->gpu[0].health, "ok (time-slicing: 1 of 4 replicas held)");
+        assert_string_equal(n->details->gpu[1].health, "ok");
+        /* a node of one MPS GPU: never a share nor a whole GPU, even when empty */
+        struct cluster_node_info *j = mig_node("mps", 1, 0, "");
+        snprintf(j->gpu[0].sharing, sizeof j->gpu[0].sharing, "%s", CLUSTER_SHARING_MPS);
+        j->gpu[0].replicas = 2;
+        set_node(m, j);
+        r = share_req(10, 1024);
+        assert_int_equal(fit(m, "mps", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "GPU 0 is MPS-shared (replicas)"))
+                fail_msg("reason: %s", f.reason);
+        r = whole_req(1);
+        assert_int_equal(fit(m, "mps", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "GPU 0 is MPS-shared (replicas)") || strstr(f.reason, "1 unhealthy"))
+                fail_msg("reason: %s", f.reason);
+        free(i);
+        free(w);
+        free(j);
+        sched_model_free(m);
+}
+
+/* Replicas under nvidia.com/gpu (NVIDIA's time-slicing without rename): an nvidia.com/gpu request is counted against
+ * the free replicas and free whole GPUs, with no GPU assigned (kubelet and the agent pick the IDs); a share still
+ * never lands on a replicated GPU. */
+static void test_replicas_as_nvidia_gpu_counted(void **state) {
+        (void)state;
+        struct sched_model *m = new_model();
+        struct cluster_node_info *i = mig_node("ts", 2, 0, "");
+        strscpy(i->replica_resource, "nvidia.com/gpu", sizeof i->replica_resource);
+        for (unsigned g = 0; g < 2; g++) {
+                snprintf(i->gpu[g].sharing, sizeof i->gpu[g].sharing, "%s", CLUSTER_SHARING_TIMESLICE);
+                i->gpu[g].replicas = 4;
+                i->gpu[g].held = 1;
+        }
+        set_node(m, i);
+        struct sched_fit f;
+        struct cluster_request r = whole_req(6);
+        r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
+        r.c[0].qty[CLUSTER_RES_WHOLE] = 6;
+        assert_int_equal(fit(m, "ts", &r, &f), 0); /* 3 + 3 replicas free */
+        assert_int_equal(f.verdict, SCHED_FIT);
+        assert_int_equal(f.assign.n, 0);
+        r.c[0].whole = r.c[0].qty[CLUSTER_RES_WHOLE] = 7;
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "6 free nvidia.com/gpu replicas"))
+                fail_msg("reason: %s", f.reason);
+        r = share_req(10, 1024);
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        /* renamed (nvidia.com/gpu.shared): nvidia.com/gpu is the whole GPUs only, and there are none */
+        strscpy(i->replica_resource, "nvidia.com/gpu.shared", sizeof i->replica_resource);
+        set_node(m, i);
+        r = whole_req(1);
+        r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
+        r.c[0].qty[CLUSTER_RES_WHOLE] = 1;
+        assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "GPU 0 and 1 more time-sliced (replicas)"))
+                fail_msg("reason: %s", f.reason);
+        free(i);
+        sched_model_free(m);
+}
+
 /* Under `single` the MIG devices are nvidia.com/gpu: whole requests are counted against them, never
  * placed on a GPU index (no whole-GPU binding of a MIG GPU); shares and nvidia.com/mig-* are refused. */
 static void test_single_strategy_counts_mig_as_gpus(void **state) {
@@ -354,6 +449,8 @@ int main(void) {
                 cmocka_unit_test(test_mig_in_flight_and_held_counted_once),
                 cmocka_unit_test(test_mig_one_parent_preferred),
                 cmocka_unit_test(test_mig_gpu_never_whole_or_shared),
+                cmocka_unit_test(test_replicated_gpu_never_whole_or_shared),
+                cmocka_unit_test(test_replicas_as_nvidia_gpu_counted),
                 cmocka_unit_test(test_single_strategy_counts_mig_as_gpus),
                 cmocka_unit_test(test_mig_fit_without_victims),
         };
