@@ -75,7 +75,7 @@ static int gpu_allocated(void *userdata, unsigned index, double *ret) {
         plugin_usage(p, &u);
         int i = devices_find_nvml(d, (int)index);
         if (i >= 0 && ((plugin_replicated(p) >> i) & 1)) { /* time-sliced: the replicas held of its N */
-                *ret = (u.plain >> i) & 1 ? 1.0 : MIN(1.0, (double)u.rep[i] / plugin_replicas(p));
+                *ret = (u.plain >> i) & 1 ? 1.0 : MIN(1.0, (double)u.rep[i] / plugin_replicas_of(p, (unsigned)i));
                 r = 0;
         } else if (i >= 0) {
                 *ret = devices_info(d, (unsigned)i)->mig_mode ? mig_held_share(d, &u, (unsigned)i)
@@ -205,8 +205,9 @@ static int container_limits(void *userdata, struct monitor_limit **ret, size_t *
                 bool whole = streq(a->resource, plugin_resource(p, PLUGIN_WHOLE));
                 bool frac = (core[0] && streq(a->resource, core)) || (memory[0] && streq(a->resource, memory));
                 unsigned rg, rj; /* a replica holder (time-slicing): the whole GPU, no limit */
-                bool rep = plugin_replicas(p) && streq(a->resource, plugin_replica_resource(p)) &&
-                           timeslice_parse_id(d, a->device_id, plugin_replicas(p), &rg, &rj) == 0;
+                int rk = plugin_replica_find(p, a->resource);
+                bool rep = rk >= 0 && timeslice_parse_id(d, a->device_id, TIMESLICE_REPLICAS_MAX, &rg, &rj) == 0 &&
+                           plugin_replica_set_of(p, rg) == rk && rj < plugin_replica_count(p, (unsigned)rk);
                 if ((!whole && !frac && !rep) || !a->pod_name[0])
                         continue;
                 int gpu = -1;

@@ -116,9 +116,11 @@ static int setup_endpoints(struct node *n) {
         for (unsigned k = 0; k < plugin_mig_count(n->plugin) && serve; k++)
                 if ((r = add_endpoint(n, PLUGIN_MIG, k, plugin_mig_resource(n->plugin, k))) < 0)
                         return r;
-        const char *shared = plugin_resource(n->plugin, PLUGIN_REPLICA); /* time-slicing, renamed (timeslice.h) */
-        if (shared[0] && serve && (r = add_endpoint(n, PLUGIN_REPLICA, 0, shared)) < 0)
-                return r;
+        for (unsigned k = 0; k < plugin_replica_sets(n->plugin) && serve; k++) { /* renamed replicas (timeslice.h) */
+                const char *shared = plugin_replica_served(n->plugin, k);
+                if (shared[0] && (r = add_endpoint(n, PLUGIN_REPLICA, k, shared)) < 0)
+                        return r;
+        }
         return 0;
 }
 

@@ -43,7 +43,8 @@ struct mps {
         char pipe[PATH_MAX], log[PATH_MAX], shm[PATH_MAX], fifo[PATH_MAX + 16];
         bool shm_private; /* shm is a tmpfs of ours: the daemon gets it as /dev/shm; unmounted at stop */
         bool adopted;     /* pid is a daemon a killed agent left: not our child */
-        bool down;        /* the replicated GPUs are reserved */
+        bool down;        /* the MPS set's GPUs are reserved */
+        unsigned set;     /* the plugin's replica set served by this daemon (plugin_replica_*) */
         unsigned restarts;
         struct loop_timer check;
 };
@@ -94,12 +95,13 @@ static int control(const char *program, const struct mps *m, const char *text, s
 /* The defaults through the control client: `echo COMMANDS | <mps-control>`. 0 or -errno. */
 static int configure(struct node *n, struct mps *m) {
         const struct devices *d = n->devices;
-        unsigned reps = plugin_replicas(n->plugin);
+        unsigned reps = plugin_replica_count(n->plugin, m->set);
+        uint64_t gpus = plugin_replica_gpus(n->plugin, m->set); /* the MPS GPUs only, not the time-sliced ones */
         char text[8192];
         size_t at =
                 (size_t)snprintf(text, sizeof text, "set_default_active_thread_percentage %u\n", MAX(1u, 100 / reps));
         for (unsigned i = 0; i < devices_count(d) && at < sizeof text; i++)
-                if ((plugin_replicated(n->plugin) >> i) & 1)
+                if ((gpus >> i) & 1)
                         at += (size_t)snprintf(
                                 text + at, sizeof text - at, "set_default_device_pinned_mem_limit %d %" PRIu64 "M\n",
                                 devices_info(d, i)->index, devices_info(d, i)->memory_total / reps >> 20);
@@ -144,7 +146,7 @@ static void set_down(struct node *n, struct mps *m, bool down) {
                 return;
         devices_lock(n->devices);
         for (unsigned i = 0; i < devices_count(n->devices); i++)
-                if ((plugin_replicated(n->plugin) >> i) & 1) {
+                if ((plugin_replica_gpus(n->plugin, m->set) >> i) & 1) {
                         if (down)
                                 devices_reserve(n->devices, i, "MPS control daemon not running");
                         else
@@ -238,11 +240,15 @@ static void shm_setup(struct mps *m, const char *base) {
 }
 
 int node_mps_start(struct node *n) {
-        if (!n->nvidia || n->nvidia->sharing != NVCONFIG_SHARING_MPS || !plugin_replicated(n->plugin))
+        int set = n->nvidia && n->nvidia->mps.sharing == NVCONFIG_SHARING_MPS
+                          ? plugin_replica_find(n->plugin, n->nvidia->mps.name)
+                          : -1;
+        if (set < 0 || !plugin_replica_gpus(n->plugin, (unsigned)set))
                 return 0;
         struct mps *m = n->mps = calloc(1, sizeof *m);
         if (!m)
                 return log_error_errno(-ENOMEM, "out of memory");
+        m->set = (unsigned)set;
         char base[PATH_MAX];
         if ((size_t)snprintf(base, sizeof base, "%.4000s/mps", n->cfg.state_dir) >= sizeof base)
                 return log_error_errno(-ENAMETOOLONG, "path too long");
@@ -254,7 +260,7 @@ int node_mps_start(struct node *n) {
             (mkdir(m->log, 0755) < 0 && errno != EEXIST) || (mkdir(m->shm, 01777) < 0 && errno != EEXIST))
                 return log_error_errno(-errno, "cannot create the MPS directories", "dir=%s", base);
         shm_setup(m, base);
-        int r = plugin_set_replica_mps(n->plugin, m->pipe, m->shm);
+        int r = plugin_set_replica_mps(n->plugin, m->set, m->pipe, m->shm);
         if (r >= 0)
                 r = loop_timer_init(&n->loop, &m->check, on_check, n);
         if (r < 0)

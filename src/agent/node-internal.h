@@ -58,7 +58,7 @@ struct mps;
 struct endpoint {
         struct node *node;
         enum plugin_kind kind;
-        unsigned mig;         /* PLUGIN_MIG: which MIG resource (plugin_mig_service) */
+        unsigned mig;         /* PLUGIN_MIG: which MIG resource (plugin_mig_service); PLUGIN_REPLICA: which set */
         const char *resource; /* plugin_resource() / plugin_mig_resource(): fixed for the plugin's life */
         char name[352];       /* socket file name in the plugin dir */
         char socket_path[PATH_MAX];
@@ -83,7 +83,7 @@ struct node {
         struct plugin *plugin;   /* the resources' shared core (plugin.h) on it */
         struct share *share;     /* the fractional resources (share.h): book and journal, served with a profile */
         struct health health;
-        struct endpoint ep[_PLUGIN_KIND_MAX + PLUGIN_MIG_MAX + 1]; /* + 1: time-slicing replicas renamed */
+        struct endpoint ep[_PLUGIN_KIND_MAX + PLUGIN_MIG_MAX + PLUGIN_REPLICA_SETS]; /* + the renamed replica sets */
         unsigned n_ep;
         char kubelet_target[PATH_MAX + 8];
         char kubelet_path[PATH_MAX];

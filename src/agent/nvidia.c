@@ -81,9 +81,10 @@ int node_nvidia_config(struct node *n) {
         }
         for (unsigned i = 0; i < nv->n_notes; i++)
                 log_warn("NVIDIA config: key without an effect in gpuslice", "note=\"%s\"", nv->notes[i]);
-        log_info("NVIDIA config applied", "path=%s label=%s sharing=%s replicas=%u resource=%s", path,
-                 label[0] ? label : "-", nvconfig_sharing_name(nv->sharing), nv->rep.replicas,
-                 nv->sharing ? nv->rep.name : "-");
+        log_info("NVIDIA config applied",
+                 "path=%s label=%s time_slicing=%s time_slicing_replicas=%u mps=%s mps_replicas=%u", path,
+                 label[0] ? label : "-", nv->ts.sharing ? nv->ts.name : "-", nv->ts.replicas,
+                 nv->mps.sharing ? nv->mps.name : "-", nv->mps.replicas);
         n->nvidia = nv;
         return 0;
 }
@@ -104,11 +105,8 @@ static bool named(const struct nvconfig_replicas *rep, const struct devices *d, 
         return false;
 }
 
-int node_nvidia_replicas(struct node *n) {
-        const struct nvconfig *nv = n->nvidia;
-        if (!nv || nv->sharing == NVCONFIG_SHARING_NONE)
-                return 0;
-        const struct devices *d = n->devices;
+/* The GPUs (table mask) one strategy's devices name; -ENODEV for a GPU named that this node does not have. */
+static int set_mask(const struct nvconfig_replicas *rep, const struct devices *d, uint64_t *ret, unsigned *ret_n) {
         uint64_t mask = 0;
         unsigned rank = 0, matched = 0;
         /* the table lists GPUs in NVML index order: rank is the GPU's place for `devices: N` */
@@ -116,10 +114,10 @@ int node_nvidia_replicas(struct node *n) {
                 const struct device_info *x = devices_info(d, i);
                 if (x->kind != DEVICE_GPU)
                         continue;
-                bool want = named(&nv->rep, d, i, rank++);
+                bool want = named(rep, d, i, rank++);
                 if (want && x->mig_mode) {
-                        log_warn("a GPU in MIG mode is not time-sliced (whole GPUs only): served as its MIG devices",
-                                 "id=%s", x->id);
+                        log_warn("a GPU in MIG mode is not replicated (whole GPUs only): served as its MIG devices",
+                                 "id=%s key=%s", x->id, nvconfig_sharing_key(rep->sharing));
                         continue;
                 }
                 if (want) {
@@ -127,23 +125,57 @@ int node_nvidia_replicas(struct node *n) {
                         matched++;
                 }
         }
-        for (unsigned k = 0; k < nv->rep.n_devices; k++) { /* a GPU named that this node does not have */
+        for (unsigned k = 0; k < rep->n_devices; k++) { /* a GPU named that this node does not have */
                 bool found = false;
                 for (unsigned i = 0; i < devices_count(d) && !found; i++) {
                         struct nvconfig_replicas one = { .n_devices = 1 };
-                        strscpy(one.devices[0], nv->rep.devices[k], sizeof one.devices[0]);
+                        strscpy(one.devices[0], rep->devices[k], sizeof one.devices[0]);
                         found = devices_info(d, i)->kind == DEVICE_GPU && named(&one, d, i, 0);
                 }
                 if (!found)
                         return log_error_errno(-ENODEV, "the NVIDIA config names a GPU this node does not have",
-                                               "device=%s", nv->rep.devices[k]);
+                                               "key=%s.resources[0].devices device=%s",
+                                               nvconfig_sharing_key(rep->sharing), rep->devices[k]);
         }
-        int r = plugin_set_replicas(n->plugin, nv->rep.name, nv->rep.replicas, nv->fail_requests_greater_than_one,
-                                    mask);
-        if (r < 0)
-                return log_error_errno(r, "cannot time-slice the GPUs", "resource=%s", nv->rep.name);
-        log_info("time-slicing", "resource=%s replicas=%u gpus=%u fail_requests_greater_than_one=%s", nv->rep.name,
-                 nv->rep.replicas, matched, nv->fail_requests_greater_than_one ? "true" : "false");
+        *ret = mask;
+        *ret_n = matched;
+        return 0;
+}
+
+int node_nvidia_replicas(struct node *n) {
+        const struct nvconfig *nv = n->nvidia;
+        if (!nv)
+                return 0;
+        const struct nvconfig_replicas *sets[2] = { &nv->ts, &nv->mps };
+        uint64_t mask[2] = { 0, 0 };
+        unsigned matched[2] = { 0, 0 };
+        for (unsigned k = 0; k < 2; k++) {
+                int r = sets[k]->sharing ? set_mask(sets[k], n->devices, &mask[k], &matched[k]) : 0;
+                if (r < 0)
+                        return r;
+        }
+        if (mask[0] & mask[1]) { /* a UUID in one list, its index in the other: the file could not tell */
+                unsigned i = (unsigned)__builtin_ctzll(mask[0] & mask[1]);
+                return log_error_errno(-EINVAL,
+                                       "the NVIDIA config names a GPU in both sharing.timeSlicing.resources[0].devices "
+                                       "and sharing.mps.resources[0].devices (one GPU, one mode)",
+                                       "id=%s index=%d", devices_info(n->devices, i)->id,
+                                       devices_info(n->devices, i)->index);
+        }
+        for (unsigned k = 0; k < 2; k++) {
+                const struct nvconfig_replicas *rep = sets[k];
+                if (!rep->sharing)
+                        continue;
+                int r = plugin_set_replicas(n->plugin, rep->name, rep->replicas, rep->fail_requests_greater_than_one,
+                                            mask[k]);
+                if (r < 0)
+                        return log_error_errno(r, "cannot replicate the GPUs", "key=%s resource=%s",
+                                               nvconfig_sharing_key(rep->sharing), rep->name);
+                log_info("replicated GPUs",
+                         "sharing=%s resource=%s replicas=%u gpus=%u fail_requests_greater_than_one=%s",
+                         nvconfig_sharing_name(rep->sharing), rep->name, rep->replicas, matched[k],
+                         rep->fail_requests_greater_than_one ? "true" : "false");
+        }
         return 0;
 }
 
@@ -153,8 +185,10 @@ int node_nvidia_reload(struct node *n, struct gpuslice_config *c) {
         struct nvconfig *scratch = calloc(1, sizeof *scratch);
         struct gs_error err = { 0 };
         int r = scratch ? nvconfig_load(n->nvidia->source, c, scratch, &err) : -ENOMEM;
-        if (r >= 0 && (scratch->sharing != n->nvidia->sharing || scratch->rep.replicas != n->nvidia->rep.replicas ||
-                       !streq(scratch->rep.name, n->nvidia->rep.name)))
+        if (r >= 0 &&
+            (scratch->ts.sharing != n->nvidia->ts.sharing || scratch->ts.replicas != n->nvidia->ts.replicas ||
+             !streq(scratch->ts.name, n->nvidia->ts.name) || scratch->mps.sharing != n->nvidia->mps.sharing ||
+             scratch->mps.replicas != n->nvidia->mps.replicas || !streq(scratch->mps.name, n->nvidia->mps.name)))
                 log_warn("NVIDIA config: sharing changes only on restart", "path=%s", n->nvidia->source);
         free(scratch);
         if (r < 0)

@@ -47,7 +47,7 @@ struct plugin {
                 struct plugin_service svc;
         } mig[PLUGIN_MIG_MAX];
         unsigned n_mig;
-        /* time-slicing (plugin_set_replicas), fixed once serving */
+        /* the replica sets (plugin_set_replicas: time-slicing, MPS), fixed once serving; their GPUs disjoint */
         struct {
                 char resource[320];
                 unsigned n;
@@ -56,7 +56,8 @@ struct plugin {
                 char mps_pipe[PATH_MAX]; /* MPS: the daemon's pipe dir on the host; "" time-slicing */
                 char mps_shm[PATH_MAX];  /* MPS: the daemon's /dev/shm on the host */
                 struct plugin_service svc;
-        } rep;
+        } rep[PLUGIN_REPLICA_SETS];
+        unsigned n_rep;
         atomic_bool stopping;
 };
 
@@ -123,7 +124,8 @@ int plugin_new(struct devices *d, const struct plugin_options *opt, struct plugi
         state_init(&p->state);
         for (unsigned k = 0; k < _PLUGIN_KIND_MAX; k++)
                 p->svc[k] = (struct plugin_service){ .p = p, .kind = (enum plugin_kind)k };
-        p->rep.svc = (struct plugin_service){ .p = p, .kind = PLUGIN_REPLICA };
+        for (unsigned k = 0; k < PLUGIN_REPLICA_SETS; k++)
+                p->rep[k].svc = (struct plugin_service){ .p = p, .kind = PLUGIN_REPLICA, .set = k };
         *ret = p;
         return 0;
 }
@@ -142,7 +144,7 @@ struct devices *plugin_devices(const struct plugin *p) {
 
 struct plugin_service *plugin_service(struct plugin *p, enum plugin_kind kind) {
         if (kind == PLUGIN_REPLICA)
-                return &p->rep.svc;
+                return &p->rep[0].svc;
         return &p->svc[kind < _PLUGIN_KIND_MAX ? kind : PLUGIN_WHOLE];
 }
 
@@ -152,56 +154,102 @@ const char *plugin_resource(const struct plugin *p, enum plugin_kind kind) {
                 case PLUGIN_CORE: return p->opt.core_resource;
                 case PLUGIN_MEMORY: return p->opt.memory_resource;
                 /* served on its own only when renamed; else the whole-GPU resource lists the replicas */
-                case PLUGIN_REPLICA: return p->rep.n && !streq(p->rep.resource, p->opt.resource) ? p->rep.resource : "";
+                case PLUGIN_REPLICA: return plugin_replica_served(p, 0);
                 default: return "";
         }
 }
 
 int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool fail_gt_one, uint64_t gpus) {
-        if (!resource || !resource[0] || strlen(resource) >= sizeof p->rep.resource || n == 0 ||
+        if (!resource || !resource[0] || strlen(resource) >= sizeof p->rep[0].resource || n == 0 ||
             n > TIMESLICE_REPLICAS_MAX)
                 return -EINVAL;
+        if (p->n_rep >= PLUGIN_REPLICA_SETS)
+                return -ENOSPC;
         for (unsigned i = 0; i < devices_count(p->dev); i++)
                 if ((gpus & (UINT64_C(1) << i)) &&
                     (devices_info(p->dev, i)->kind != DEVICE_GPU || devices_info(p->dev, i)->mig_mode))
                         return -EINVAL;
-        strscpy(p->rep.resource, resource, sizeof p->rep.resource);
-        p->rep.n = n;
-        p->rep.fail_gt_one = fail_gt_one;
-        p->rep.gpus = gpus;
-        return 0;
+        for (unsigned k = 0; k < p->n_rep; k++) /* one GPU, one mode; one name, one set */
+                if ((p->rep[k].gpus & gpus) || streq(p->rep[k].resource, resource))
+                        return -EEXIST;
+        unsigned k = p->n_rep++;
+        strscpy(p->rep[k].resource, resource, sizeof p->rep[k].resource);
+        p->rep[k].n = n;
+        p->rep[k].fail_gt_one = fail_gt_one;
+        p->rep[k].gpus = gpus;
+        return (int)k;
 }
 
-int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir, const char *shm_dir) {
-        if (strlen(pipe_dir) >= sizeof p->rep.mps_pipe || strlen(shm_dir) >= sizeof p->rep.mps_shm)
+int plugin_set_replica_mps(struct plugin *p, unsigned set, const char *pipe_dir, const char *shm_dir) {
+        if (set >= p->n_rep)
+                return -EINVAL;
+        if (strlen(pipe_dir) >= sizeof p->rep[set].mps_pipe || strlen(shm_dir) >= sizeof p->rep[set].mps_shm)
                 return -ENAMETOOLONG;
-        strscpy(p->rep.mps_pipe, pipe_dir, sizeof p->rep.mps_pipe);
-        strscpy(p->rep.mps_shm, shm_dir, sizeof p->rep.mps_shm);
+        strscpy(p->rep[set].mps_pipe, pipe_dir, sizeof p->rep[set].mps_pipe);
+        strscpy(p->rep[set].mps_shm, shm_dir, sizeof p->rep[set].mps_shm);
         return 0;
 }
 
-const char *plugin_replica_mps(const struct plugin *p) {
-        return p->rep.mps_pipe;
+unsigned plugin_replica_sets(const struct plugin *p) {
+        return p->n_rep;
 }
 
-const char *plugin_replica_mps_shm(const struct plugin *p) {
-        return p->rep.mps_shm;
+int plugin_replica_set_of(const struct plugin *p, unsigned gpu) {
+        for (unsigned k = 0; gpu < 64 && k < p->n_rep; k++)
+                if ((p->rep[k].gpus >> gpu) & 1)
+                        return (int)k;
+        return -1;
+}
+
+int plugin_replica_find(const struct plugin *p, const char *resource) {
+        for (unsigned k = 0; resource && k < p->n_rep; k++)
+                if (streq(p->rep[k].resource, resource))
+                        return (int)k;
+        return -1;
+}
+
+struct plugin_service *plugin_replica_service(struct plugin *p, unsigned set) {
+        return set < PLUGIN_REPLICA_SETS ? &p->rep[set].svc : NULL;
+}
+
+uint64_t plugin_replica_gpus(const struct plugin *p, unsigned set) {
+        return set < p->n_rep ? p->rep[set].gpus : 0;
+}
+
+unsigned plugin_replica_count(const struct plugin *p, unsigned set) {
+        return set < p->n_rep ? p->rep[set].n : 0;
+}
+
+bool plugin_replica_fail_gt_one(const struct plugin *p, unsigned set) {
+        return set < p->n_rep && p->rep[set].fail_gt_one;
+}
+
+const char *plugin_replica_resource(const struct plugin *p, unsigned set) {
+        return set < p->n_rep ? p->rep[set].resource : "";
+}
+
+const char *plugin_replica_served(const struct plugin *p, unsigned set) {
+        return set < p->n_rep && !streq(p->rep[set].resource, p->opt.resource) ? p->rep[set].resource : "";
+}
+
+const char *plugin_replica_mps(const struct plugin *p, unsigned set) {
+        return set < p->n_rep ? p->rep[set].mps_pipe : "";
+}
+
+const char *plugin_replica_mps_shm(const struct plugin *p, unsigned set) {
+        return set < p->n_rep ? p->rep[set].mps_shm : "";
 }
 
 uint64_t plugin_replicated(const struct plugin *p) {
-        return p->rep.n ? p->rep.gpus : 0;
+        uint64_t m = 0;
+        for (unsigned k = 0; k < p->n_rep; k++)
+                m |= p->rep[k].gpus;
+        return m;
 }
 
-unsigned plugin_replicas(const struct plugin *p) {
-        return p->rep.n;
-}
-
-bool plugin_replica_fail_gt_one(const struct plugin *p) {
-        return p->rep.fail_gt_one;
-}
-
-const char *plugin_replica_resource(const struct plugin *p) {
-        return p->rep.n ? p->rep.resource : "";
+unsigned plugin_replicas_of(const struct plugin *p, unsigned gpu) {
+        int k = plugin_replica_set_of(p, gpu);
+        return k < 0 ? 0 : p->rep[k].n;
 }
 
 int plugin_add_mig(struct plugin *p, const char *resource, const char *profile, bool nothing) {
@@ -239,11 +287,12 @@ static int mig_resource_index(const struct plugin *p, const char *resource) {
 
 bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, unsigned i) {
         const struct device_info *d = devices_info(p->dev, i);
-        bool rep = (plugin_replicated(p) >> i) & 1; /* a time-sliced GPU: its replicas only (timeslice.h) */
+        int set = plugin_replica_set_of(p, i); /* a time-sliced (MPS) GPU: its replicas only (timeslice.h) */
+        bool rep = set >= 0;
         if (svc->kind == PLUGIN_REPLICA)
-                return rep;
-        if (svc->kind == PLUGIN_WHOLE)
-                return d->kind == DEVICE_GPU && !d->mig_mode && !(rep && plugin_resource(p, PLUGIN_REPLICA)[0]);
+                return rep && (unsigned)set == svc->set;
+        if (svc->kind == PLUGIN_WHOLE) /* replicas that keep the whole-GPU name are its IDs */
+                return d->kind == DEVICE_GPU && !d->mig_mode && !(rep && plugin_replica_served(p, (unsigned)set)[0]);
         if (svc->kind != PLUGIN_MIG) /* fractions: a GPU not in MIG mode, or a MIG device (docs/mig.md) */
                 return (d->kind == DEVICE_MIG || !d->mig_mode) && !rep;
         if (svc->mig >= p->n_mig || d->kind != DEVICE_MIG || p->mig[svc->mig].nothing)
@@ -252,8 +301,8 @@ bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, uns
 }
 
 const char *plugin_device_resource(const struct plugin *p, unsigned i) {
-        if (devices_info(p->dev, i)->kind == DEVICE_GPU && ((plugin_replicated(p) >> i) & 1))
-                return p->rep.resource;
+        if (devices_info(p->dev, i)->kind == DEVICE_GPU && plugin_replica_set_of(p, i) >= 0)
+                return p->rep[plugin_replica_set_of(p, i)].resource;
         if (devices_info(p->dev, i)->kind == DEVICE_GPU)
                 return devices_info(p->dev, i)->mig_mode ? "" : p->opt.resource;
         for (unsigned k = 0; k < p->n_mig; k++)
@@ -299,8 +348,9 @@ void plugin_usage(const struct plugin *p, struct plugin_usage *ret) {
         for (size_t k = 0; k < p->state.n_allocs; k++) {
                 const struct state_alloc *a = &p->state.allocs[k];
                 unsigned rg, rj;
-                if (p->rep.n && streq(a->resource, p->rep.resource) &&
-                    timeslice_parse_id(p->dev, a->device_id, p->rep.n, &rg, &rj) == 0) {
+                int rk = plugin_replica_find(p, a->resource);
+                if (rk >= 0 && timeslice_parse_id(p->dev, a->device_id, p->rep[rk].n, &rg, &rj) == 0 &&
+                    plugin_replica_set_of(p, rg) == rk) {
                         u.replica |= UINT64_C(1) << rg;
                         u.rep[rg]++;
                         continue;
@@ -485,7 +535,7 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
         size_t cap = 0;
         for (unsigned i = 0; i < n; i++)
                 cap += kind == PLUGIN_WHOLE || kind == PLUGIN_MIG || kind == PLUGIN_REPLICA
-                               ? 1 + (((plugin_replicated(p) >> i) & 1) ? p->rep.n : 0)
+                               ? 1 + plugin_replicas_of(p, i)
                        : kind == PLUGIN_CORE ? SHARE_CORE_IDS
                                              : devices_info(p->dev, i)->n_mem;
         resp.devices = arena_alloc(&a, sizeof(void *) * (cap + 1));
@@ -510,8 +560,8 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                         /* replicas: Unhealthy while the GPU is held another way (a record from before a config
                          * change, another driver's claim) */
                         bool ok = healthy && !((u.frac | u.plain | p->held_elsewhere) & bit);
-                        unsigned j = 0;
-                        for (; j < p->rep.n; j++) {
+                        unsigned j = 0, nrep = plugin_replicas_of(p, i);
+                        for (; j < nrep; j++) {
                                 char id[TIMESLICE_ID_MAX];
                                 timeslice_format_id(d->id, j, id, sizeof id);
                                 V1beta1__Device *dev = device_msg(&a, id, ok, d->numa);
@@ -519,7 +569,7 @@ int plugin_pack_devices_svc(struct plugin *p, const struct plugin_service *svc, 
                                         break;
                                 resp.devices[resp.n_devices++] = dev;
                         }
-                        if (j < p->rep.n)
+                        if (j < nrep)
                                 break;
                         continue;
                 }
@@ -599,7 +649,10 @@ enum rpc_code plugin_list_and_watch(void *userdata, const uint8_t *req, size_t r
 }
 
 int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_server *s) {
-        struct plugin_service *svc = plugin_service(p, kind);
+        return plugin_serve_common_svc(plugin_service(p, kind), s);
+}
+
+int plugin_serve_common_svc(struct plugin_service *svc, struct rpc_server *s) {
         int r;
         if ((r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetDevicePluginOptions", plugin_get_options, svc)) <
                     0 ||

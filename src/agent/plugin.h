@@ -46,6 +46,7 @@ enum plugin_kind {
 };
 
 #define PLUGIN_MIG_MAX MIG_MAX_PROFILES /* MIG resources: one per profile at most */
+#define PLUGIN_REPLICA_SETS 2           /* replica sets: sharing.timeSlicing and sharing.mps */
 
 struct plugin_options {
         char resource[320];        /* "nvidia.com/gpu" */
@@ -98,6 +99,7 @@ struct plugin_service {
         struct plugin *p;
         enum plugin_kind kind;
         unsigned mig; /* PLUGIN_MIG: which MIG resource (plugin_mig_*) */
+        unsigned set; /* PLUGIN_REPLICA: which replica set (plugin_replica_*) */
 };
 
 /* The services' core on table d (borrowed: it outlives the plugin). 0 or -ENOMEM. */
@@ -135,25 +137,36 @@ bool plugin_serves(const struct plugin *p, const struct plugin_service *svc, uns
 /* Thread: any; lock: none (fixed). */
 const char *plugin_device_resource(const struct plugin *p, unsigned i);
 
-/* ---- time-slicing replicas (timeslice.h; fixed for the plugin's life, set before serving) ---- */
-/* The GPUs of mask `gpus` (whole GPUs, not in MIG mode) are advertised as n replicas each (IDs <uuid>::<j>) under
- * `resource`: the whole-GPU resource's own name, or another one served by PLUGIN_REPLICA; nothing else hands them
- * out (no fraction, no whole ID, no DRA claim). fail_gt_one: a request of more than one replica is refused
- * (NVIDIA's failRequestsGreaterThanOne). 0, or -EINVAL (n 0 or too many, a MIG device in the mask). */
-int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool fail_gt_one, uint64_t gpus);
-uint64_t plugin_replicated(const struct plugin *p); /* the mask (0: off) */
-unsigned plugin_replicas(const struct plugin *p);   /* replicas per GPU (0: off) */
-bool plugin_replica_fail_gt_one(const struct plugin *p);
-const char *plugin_replica_resource(const struct plugin *p); /* the replicas' name ("" off) */
-/* MPS (mps.c): the replicas are MPS clients of the daemon whose pipe directory on the host is `pipe_dir` and whose
- * /dev/shm is `shm_dir` (Allocate mounts both as NVIDIA's plugin does and sets CUDA_MPS_PIPE_DIRECTORY); ""
- * time-slicing. Before serving. 0 or -ENAMETOOLONG. */
+/* ---- replica sets (timeslice.h: time-slicing, MPS; fixed for the plugin's life, set before serving) ---- */
+/* A set of replicated GPUs: the GPUs of mask `gpus` (whole GPUs, not in MIG mode) are advertised as n replicas each
+ * (IDs <uuid>::<j>) under `resource`: the whole-GPU resource's own name, or another one served by PLUGIN_REPLICA
+ * (the set's service, plugin_replica_service); nothing else hands them out (no fraction, no whole ID, no DRA claim).
+ * fail_gt_one: a request of more than one replica is refused (NVIDIA's failRequestsGreaterThanOne). At most
+ * PLUGIN_REPLICA_SETS sets, their GPUs and names disjoint (one GPU, one mode). The set's index (0, 1, in the order
+ * added), or -EINVAL (n 0 or too many, a MIG device in the mask), -ENOSPC (sets full), -EEXIST (a GPU or the name
+ * already in another set). */
 /* Thread: the loop (start); lock: none (before serving). */
-int plugin_set_replica_mps(struct plugin *p, const char *pipe_dir, const char *shm_dir);
-/* Thread: any; lock: none (fixed once serving). */
-const char *plugin_replica_mps(const struct plugin *p);
-/* Thread: any; lock: none (fixed once serving). */
-const char *plugin_replica_mps_shm(const struct plugin *p);
+int plugin_set_replicas(struct plugin *p, const char *resource, unsigned n, bool fail_gt_one, uint64_t gpus);
+/* Thread: any; lock: none (fixed once serving) — every accessor below. */
+uint64_t plugin_replicated(const struct plugin *p);                    /* every set's GPUs (0: off) */
+unsigned plugin_replica_sets(const struct plugin *p);                  /* how many sets */
+int plugin_replica_set_of(const struct plugin *p, unsigned gpu);       /* table index gpu's set, -1 none */
+int plugin_replica_find(const struct plugin *p, const char *resource); /* the set of that name, -1 none */
+unsigned plugin_replicas_of(const struct plugin *p, unsigned gpu);     /* replicas of GPU gpu (0: not replicated) */
+uint64_t plugin_replica_gpus(const struct plugin *p, unsigned set);
+unsigned plugin_replica_count(const struct plugin *p, unsigned set); /* replicas per GPU (0: no such set) */
+bool plugin_replica_fail_gt_one(const struct plugin *p, unsigned set);
+const char *plugin_replica_resource(const struct plugin *p, unsigned set); /* the replicas' name ("" none) */
+/* The set's name when it is served on its own (renamed: not the whole-GPU name), else "". */
+const char *plugin_replica_served(const struct plugin *p, unsigned set);
+struct plugin_service *plugin_replica_service(struct plugin *p, unsigned set);
+/* MPS (mps.c): set `set`'s replicas are MPS clients of the daemon whose pipe directory on the host is `pipe_dir` and
+ * whose /dev/shm is `shm_dir` (Allocate mounts both as NVIDIA's plugin does and sets CUDA_MPS_PIPE_DIRECTORY); ""
+ * time-slicing. Before serving. 0, -EINVAL (no such set) or -ENAMETOOLONG. */
+/* Thread: the loop (start); lock: none (before serving). */
+int plugin_set_replica_mps(struct plugin *p, unsigned set, const char *pipe_dir, const char *shm_dir);
+const char *plugin_replica_mps(const struct plugin *p, unsigned set); /* "" time-slicing */
+const char *plugin_replica_mps_shm(const struct plugin *p, unsigned set);
 
 /* The options (caller holds the lock: a reload replaces them). */
 /* Thread: any; lock: the device lock held. */
@@ -228,6 +241,8 @@ enum rpc_code plugin_pre_start(void *userdata, const uint8_t *req, size_t req_le
 /* Add those three of `kind`'s service to a server. */
 /* Thread: the loop (register.c); lock: none. */
 int plugin_serve_common(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);
+/* As plugin_serve_common for one service (a replica set's). */
+int plugin_serve_common_svc(struct plugin_service *svc, struct rpc_server *s);
 
 /* The current ListAndWatchResponse of whole GPUs / of one kind, packed. 0 or -ENOMEM. */
 /* Thread: a ListAndWatch stream's thread; lock: the device lock held. */

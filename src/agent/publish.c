@@ -94,6 +94,21 @@ static void add_lines(json_t *o, char *text) {
         }
 }
 
+/* The replica set GFD's sharing labels describe (-1 none): the only one; with both time-slicing and MPS, the set that
+ * keeps the whole-GPU name (the nvidia.com/gpu the labels speak of), else MPS, as NVIDIA's SharingStrategy() prefers
+ * MPS when both are given (docs/sharing.md, "Time-slicing and MPS on one node"). */
+static int label_set(const struct plugin *p) {
+        if (!plugin_replicated(p))
+                return -1;
+        int keep = plugin_replica_find(p, plugin_resource(p, PLUGIN_WHOLE));
+        if (keep >= 0)
+                return keep;
+        for (unsigned k = 0; k < plugin_replica_sets(p); k++)
+                if (plugin_replica_mps(p, k)[0])
+                        return (int)k;
+        return 0;
+}
+
 json_t *publish_labels(const struct topo *t, const bool *healthy, const struct publish_mig *mig) {
         json_t *o = json_object();
         if (!o)
@@ -109,11 +124,13 @@ json_t *publish_labels(const struct topo *t, const bool *healthy, const struct p
                 add_lines(o, text);
                 free(text);
         }
-        /* time-slicing (timeslice.h): GFD's replicas, sharing-strategy and -SHARED product */
-        if (mig && mig->plugin && plugin_replicated(mig->plugin) &&
-            labels_format_sharing(t, plugin_replica_mps(mig->plugin)[0] ? "mps" : "time-slicing",
-                                  plugin_replicas(mig->plugin),
-                                  plugin_replicas(mig->plugin) > 1 && !plugin_resource(mig->plugin, PLUGIN_REPLICA)[0],
+        /* time-slicing, MPS (timeslice.h): GFD's replicas, sharing-strategy and -SHARED product, of one set */
+        int set = mig && mig->plugin ? label_set(mig->plugin) : -1;
+        if (set >= 0 &&
+            labels_format_sharing(t, plugin_replica_mps(mig->plugin, (unsigned)set)[0] ? "mps" : "time-slicing",
+                                  plugin_replica_count(mig->plugin, (unsigned)set),
+                                  plugin_replica_count(mig->plugin, (unsigned)set) > 1 &&
+                                          !plugin_replica_served(mig->plugin, (unsigned)set)[0],
                                   &text, &len) == 0) {
                 add_lines(o, text);
                 free(text);
@@ -336,16 +353,21 @@ static void fill_sharing(const struct publish *pub, struct cluster_node_info *in
                 return;
         struct plugin_usage use = { 0 };
         plugin_usage(pub->plugin, &use);
-        const char *mode = plugin_replica_mps(pub->plugin)[0] ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE;
-        strscpy(info->replica_resource, plugin_replica_resource(pub->plugin), sizeof info->replica_resource);
+        /* the node's one replica resource: the set keeping the whole-GPU name (the extender counts nvidia.com/gpu
+         * requests against it), else the first set; each GPU's own mode is its `sharing` */
+        int keep = plugin_replica_find(pub->plugin, plugin_resource(pub->plugin, PLUGIN_WHOLE));
+        strscpy(info->replica_resource, plugin_replica_resource(pub->plugin, keep >= 0 ? (unsigned)keep : 0),
+                sizeof info->replica_resource);
         const struct devices *d = pub->devices;
         for (unsigned i = 0; i < devices_count(d) && i < 64; i++) {
                 const struct device_info *x = devices_info(d, i);
                 if (!(rep >> i & 1) || x->kind != DEVICE_GPU || x->index < 0 || (unsigned)x->index >= info->n_gpus)
                         continue;
                 struct cluster_gpu_info *g = &info->gpu[x->index];
-                snprintf(g->sharing, sizeof g->sharing, "%s", mode);
-                g->replicas = plugin_replicas(pub->plugin);
+                unsigned set = (unsigned)plugin_replica_set_of(pub->plugin, i);
+                snprintf(g->sharing, sizeof g->sharing, "%s",
+                         plugin_replica_mps(pub->plugin, set)[0] ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE);
+                g->replicas = plugin_replica_count(pub->plugin, set);
                 g->held = MIN((unsigned)use.rep[i], g->replicas);
         }
 }

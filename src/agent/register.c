@@ -129,7 +129,7 @@ static int serve(struct node *n, struct endpoint *ep) {
                 return log_error_errno(r, "cannot create the plugin server", "socket=%s", ep->socket_path);
         r = ep->kind == PLUGIN_WHOLE     ? whole_serve(n->plugin, ep->server)
             : ep->kind == PLUGIN_MIG     ? migdev_serve(n->plugin, ep->mig, ep->server)
-            : ep->kind == PLUGIN_REPLICA ? timeslice_serve(n->plugin, PLUGIN_REPLICA, ep->server)
+            : ep->kind == PLUGIN_REPLICA ? timeslice_serve(plugin_replica_service(n->plugin, ep->mig), ep->server)
                                          : share_serve(n->share, ep->kind, ep->server);
         rpc_server_set_observer(ep->server, node_observe_rpc, n);
         if (r >= 0)

@@ -33,10 +33,14 @@ static json_t *holder_json(const struct state_alloc *a) {
 /* A time-sliced (or MPS) GPU's held replicas: [{"id": "<uuid>::<j>", "holder": {...}}]. Caller holds the lock. */
 static json_t *replicas_json(struct plugin *p, const struct device_info *g) {
         json_t *arr = json_array();
-        for (unsigned j = 0; j < plugin_replicas(p); j++) {
+        int gi = devices_find(plugin_devices(p), g->id);
+        unsigned set = gi >= 0 && plugin_replica_set_of(p, (unsigned)gi) >= 0
+                               ? (unsigned)plugin_replica_set_of(p, (unsigned)gi)
+                               : 0;
+        for (unsigned j = 0; gi >= 0 && j < plugin_replicas_of(p, (unsigned)gi); j++) {
                 char id[TIMESLICE_ID_MAX];
                 timeslice_format_id(g->id, j, id, sizeof id);
-                const struct state_alloc *a = state_find(plugin_record(p), plugin_replica_resource(p), id);
+                const struct state_alloc *a = state_find(plugin_record(p), plugin_replica_resource(p, set), id);
                 if (!a)
                         continue;
                 json_t *r = json_object();

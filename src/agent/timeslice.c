@@ -43,7 +43,8 @@ static enum rpc_code resolve(const struct plugin *p, const struct plugin_service
         for (size_t k = 0; k < n; k++) {
                 const char *id = ids[k] ? ids[k] : "";
                 unsigned g, j;
-                bool is_rep = timeslice_parse_id(d, id, plugin_replicas(p), &g, &j) == 0 && ((rep >> g) & 1);
+                bool is_rep = timeslice_parse_id(d, id, TIMESLICE_REPLICAS_MAX, &g, &j) == 0 && ((rep >> g) & 1) &&
+                              j < plugin_replicas_of(p, g);
                 if (!is_rep) {
                         int i = devices_find(d, id);
                         if (i < 0 || ((rep >> i) & 1))
@@ -99,7 +100,7 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
         const struct plugin_service *svc = ctx;
         struct plugin *p = svc->p;
         const struct devices *d = plugin_devices(p);
-        unsigned nrep = plugin_replicas(p), n = devices_count(d);
+        unsigned n = devices_count(d);
         char what[48];
         (void)ax;
         snprintf(what, sizeof what, "container request %u", k);
@@ -131,7 +132,7 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
         for (size_t m = 0; m < cr->n_must_include_deviceids; m++) {
                 out->deviceids[out->n_deviceids++] = arena_printf(a, "%s", cr->must_include_deviceids[m]);
                 unsigned g, j;
-                if (timeslice_parse_id(d, cr->must_include_deviceids[m], nrep, &g, &j) == 0)
+                if (timeslice_parse_id(d, cr->must_include_deviceids[m], TIMESLICE_REPLICAS_MAX, &g, &j) == 0)
                         rep_set(&taken, g, j);
                 else
                         g = (unsigned)devices_find(d, cr->must_include_deviceids[m]), taken.plain |= UINT64_C(1) << g;
@@ -143,7 +144,7 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
                         if (!((avail.gpus >> g) & 1) || !devices_healthy(d, g) ||
                             ((u.frac | plugin_held_elsewhere(p)) & (UINT64_C(1) << g)))
                                 continue;
-                        int j = first_free(&avail, &taken, g, nrep);
+                        int j = first_free(&avail, &taken, g, plugin_replicas_of(p, g));
                         if (j < 0)
                                 continue;
                         if (best < 0 || load[g] < load[best] ||
@@ -190,7 +191,7 @@ enum rpc_code timeslice_get_preferred(void *userdata, const uint8_t *req, size_t
 
 /* An MPS client's part of the answer, NVIDIA's (internal/plugin/mps.go there): CUDA_MPS_PIPE_DIRECTORY=/mps/<resource>/
  * pipe, the daemon's pipe dir mounted there and its shm dir at /dev/shm, both read-write. */
-static enum rpc_code mps_client(struct plugin *p, const char *resource, struct arena *a,
+static enum rpc_code mps_client(struct plugin *p, unsigned set, const char *resource, struct arena *a,
                                 V1beta1__ContainerAllocateResponse *o, struct gs_error *st) {
         V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(a, sizeof *e);
         V1beta1__Mount *m = arena_alloc(a, 2 * sizeof *m);
@@ -202,7 +203,7 @@ static enum rpc_code mps_client(struct plugin *p, const char *resource, struct a
         e->key = "CUDA_MPS_PIPE_DIRECTORY";
         e->value = (char *)pipe;
         o->envs[o->n_envs++] = e;
-        const char *host[2] = { plugin_replica_mps(p), plugin_replica_mps_shm(p) };
+        const char *host[2] = { plugin_replica_mps(p, set), plugin_replica_mps_shm(p, set) };
         const char *ctr[2] = { pipe, TIMESLICE_MPS_SHM };
         for (unsigned i = 0; i < 2; i++) {
                 v1beta1__mount__init(&m[i]);
@@ -220,7 +221,8 @@ static void record(struct plugin *p, const char *resource, const struct picks *k
         const struct devices *d = plugin_devices(p);
         time_t now = time(NULL);
         for (unsigned g = 0; g < devices_count(d); g++)
-                for (unsigned j = 0; ((k->gpus >> g) & 1) && !((k->plain >> g) & 1) && j < plugin_replicas(p); j++) {
+                for (unsigned j = 0; ((k->gpus >> g) & 1) && !((k->plain >> g) & 1) && j < plugin_replicas_of(p, g);
+                     j++) {
                         if (!rep_test(k, g, j))
                                 continue;
                         struct state_alloc e = { .gpu_index = devices_info(d, g)->index, .alloc_time = (uint64_t)now };
@@ -241,7 +243,9 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
         struct plugin *p = svc->p;
         struct devices *d = plugin_devices(p);
         const char *resource =
-                svc->kind == PLUGIN_REPLICA ? plugin_resource(p, PLUGIN_REPLICA) : plugin_resource(p, PLUGIN_WHOLE);
+                svc->kind == PLUGIN_REPLICA ? plugin_replica_resource(p, svc->set) : plugin_resource(p, PLUGIN_WHOLE);
+        /* the one set whose replicas this resource lists: the service's, or the set keeping the whole-GPU name */
+        int set = svc->kind == PLUGIN_REPLICA ? (int)svc->set : plugin_replica_find(p, resource);
         struct arena a = { 0 };
         plugin_kubelet_called(p);
         V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, req_len, req);
@@ -269,7 +273,8 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
                         break;
                 }
                 c = resolve(p, svc, &u, cr->devices_ids, cr->n_devices_ids, true, what, &one[k], st);
-                if (c == RPC_OK && plugin_replica_fail_gt_one(p) && one[k].n_rep > 0 && cr->n_devices_ids > 1)
+                if (c == RPC_OK && set >= 0 && plugin_replica_fail_gt_one(p, (unsigned)set) && one[k].n_rep > 0 &&
+                    cr->n_devices_ids > 1)
                         c = rpc_error(st, RPC_INVALID_ARGUMENT,
                                       "request for '%s: %zu' too large: maximum request size for shared resources is 1",
                                       resource, cr->n_devices_ids);
@@ -282,10 +287,11 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
                 if (c != RPC_OK)
                         break;
                 v1beta1__container_allocate_response__init(o);
-                bool mps = plugin_replica_mps(p)[0] && one[k].n_rep > 0;
+                bool mps = set >= 0 && plugin_replica_mps(p, (unsigned)set)[0] && one[k].n_rep > 0;
                 c = plugin_fill_devices(p, &a, one[k].gpus, mps, o, st); /* NVIDIA_VISIBLE_DEVICES=<uuid> */
                 if (c == RPC_OK && mps)
-                        c = mps_client(p, resource, &a, o, st); /* the limits are the daemon's defaults (mps.c) */
+                        c = mps_client(p, (unsigned)set, resource, &a, o,
+                                       st); /* the limits are the daemon's defaults (mps.c) */
                 if (o->n_envs == 0)
                         o->envs = NULL;
                 resp.container_responses[resp.n_container_responses++] = o;
@@ -305,7 +311,7 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
 }
 
 bool timeslice_all_renamed(const struct plugin *p) {
-        if (!plugin_replicated(p) || !plugin_resource(p, PLUGIN_REPLICA)[0])
+        if (!plugin_replicated(p))
                 return false;
         const struct plugin_service whole = { .kind = PLUGIN_WHOLE };
         for (unsigned i = 0; i < devices_count(plugin_devices(p)); i++)
@@ -314,10 +320,9 @@ bool timeslice_all_renamed(const struct plugin *p) {
         return true;
 }
 
-int timeslice_serve(struct plugin *p, enum plugin_kind kind, struct rpc_server *s) {
-        struct plugin_service *svc = plugin_service(p, kind);
+int timeslice_serve(struct plugin_service *svc, struct rpc_server *s) {
         int r;
-        if ((r = plugin_serve_common(p, kind, s)) < 0 ||
+        if ((r = plugin_serve_common_svc(svc, s)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", timeslice_get_preferred,
                                       svc)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", timeslice_allocate, svc)) < 0)

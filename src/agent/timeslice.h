@@ -40,6 +40,6 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
 /* Every GPU the whole-GPU resource would list is time-sliced under another name: that resource has nothing to
  * serve (NVIDIA's plugin then advertises only <name>.shared). */
 bool timeslice_all_renamed(const struct plugin *p);
-/* Serve `kind`'s resource (PLUGIN_WHOLE when the replicas keep the whole-GPU name, else PLUGIN_REPLICA) with these
- * and plugin_serve_common's handlers. */
-int timeslice_serve(struct plugin *p, enum plugin_kind kind, struct rpc_server *s);
+/* Serve svc's resource (PLUGIN_WHOLE when a replica set keeps the whole-GPU name, else a set's PLUGIN_REPLICA
+ * service, plugin_replica_service) with these and plugin_serve_common's handlers. */
+int timeslice_serve(struct plugin_service *svc, struct rpc_server *s);

@@ -235,8 +235,8 @@ enum rpc_code whole_allocate(void *userdata, const uint8_t *req, size_t req_len,
 
 int whole_serve(struct plugin *p, struct rpc_server *s) {
         int r;
-        if (plugin_replicated(p) && !plugin_resource(p, PLUGIN_REPLICA)[0]) /* replicas under this very name */
-                return timeslice_serve(p, PLUGIN_WHOLE, s);
+        if (plugin_replica_find(p, plugin_resource(p, PLUGIN_WHOLE)) >= 0) /* replicas under this very name */
+                return timeslice_serve(plugin_service(p, PLUGIN_WHOLE), s);
         if ((r = plugin_serve_common(p, PLUGIN_WHOLE, s)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/GetPreferredAllocation", whole_get_preferred, p)) < 0 ||
             (r = rpc_server_add_unary(s, "/v1beta1.DevicePlugin/Allocate", whole_allocate, p)) < 0)

@@ -17,7 +17,6 @@ struct walk {
         struct gpuslice_config cfg; /* scratch: copied out on success */
         struct nvconfig nv;
         struct gs_error *err;
-        bool fail_gt_one_set;
 };
 
 static const char *str_of(const json_t *v) {
@@ -289,8 +288,8 @@ static int walk_devices(struct walk *w, const char *key, const json_t *v, struct
 }
 
 /* lint: long — one sharing.<strategy>.resources[] entry: name, rename, replicas, devices, each checked. */
-static int walk_replica(struct walk *w, const char *where, const json_t *e, bool rename_default) {
-        struct nvconfig_replicas *rep = &w->nv.rep;
+static int walk_replica(struct walk *w, const char *where, const json_t *e, bool rename_default,
+                        struct nvconfig_replicas *rep) {
         const char *whole = config_whole_gpu_resource(&w->cfg);
         const char *k;
         const json_t *v;
@@ -299,7 +298,6 @@ static int walk_replica(struct walk *w, const char *where, const json_t *e, bool
         bool have_replicas = false, have_devices = false;
         if (!json_is_object(e))
                 return gs_error_set(w->err, -EINVAL, "%s: expected a mapping", where);
-        memset(rep, 0, sizeof *rep);
         json_object_foreach((json_t *)e, k, v) {
                 snprintf(key, sizeof key, "%s.%.40s", where, k);
                 int r = 0;
@@ -351,7 +349,9 @@ static int walk_replica(struct walk *w, const char *where, const json_t *e, bool
 static int walk_strategy(struct walk *w, const char *where, const json_t *m, enum nvconfig_sharing kind) {
         const char *k;
         const json_t *v;
-        bool rename_default = false;
+        struct nvconfig_replicas *rep = kind == NVCONFIG_SHARING_MPS ? &w->nv.mps : &w->nv.ts;
+        bool rename_default = false, fail_gt_one_set = false;
+        memset(rep, 0, sizeof *rep);
         const json_t *resources = NULL;
         int r = need_map(w, where, m);
         json_object_foreach((json_t *)m, k, v) {
@@ -362,8 +362,8 @@ static int walk_strategy(struct walk *w, const char *where, const json_t *m, enu
                 if (streq(k, "renameByDefault"))
                         r = get_bool(w, key, v, &rename_default);
                 else if (streq(k, "failRequestsGreaterThanOne")) {
-                        r = get_bool(w, key, v, &w->nv.fail_requests_greater_than_one);
-                        w->fail_gt_one_set = true;
+                        r = get_bool(w, key, v, &rep->fail_requests_greater_than_one);
+                        fail_gt_one_set = true;
                 } else if (streq(k, "strategy") && kind == NVCONFIG_SHARING_TIME_SLICING)
                         r = str_of(v) && !str_of(v)[0]
                                     ? 0
@@ -381,15 +381,54 @@ static int walk_strategy(struct walk *w, const char *where, const json_t *m, enu
                 return gs_error_set(w->err, -EINVAL, "%s: no resources specified", key);
         if (json_array_size(resources) > 1)
                 return refuse(w, key, "one resource (the whole-GPU one); per-GPU modes come from its devices list");
-        if (w->nv.sharing != NVCONFIG_SHARING_NONE)
-                return gs_error_set(w->err, -EINVAL, "%s: time-slicing and MPS are mutually exclusive", where);
         snprintf(key, sizeof key, "%s.resources[0]", where);
-        r = walk_replica(w, key, json_array_get(resources, 0), rename_default);
+        r = walk_replica(w, key, json_array_get(resources, 0), rename_default, rep);
         if (r < 0)
                 return r;
-        w->nv.sharing = kind;
-        if (kind == NVCONFIG_SHARING_MPS && !w->fail_gt_one_set) /* NVIDIA keeps MPS's historical behaviour */
-                w->nv.fail_requests_greater_than_one = true;
+        rep->sharing = kind;
+        if (kind == NVCONFIG_SHARING_MPS && !fail_gt_one_set) /* NVIDIA keeps MPS's historical behaviour */
+                rep->fail_requests_greater_than_one = true;
+        return 0;
+}
+
+/* A GPU both sets name, decided from the file alone ("" none): all, two counts (both hold GPU 0), an index under a
+ * count, the same entry in both lists. A UUID beside an index or a count is the agent's to decide (the GPUs). */
+static bool overlap(const struct nvconfig_replicas *a, const struct nvconfig_replicas *b, char *ret, size_t len) {
+        if (a->all || b->all)
+                return snprintf(ret, len, "%s", a->all ? "all (in sharing.timeSlicing)" : "all (in sharing.mps)"), true;
+        if (a->count && b->count)
+                return snprintf(ret, len, "0 (both count from GPU 0)"), true;
+        for (unsigned pass = 0; pass < 2; pass++) {
+                const struct nvconfig_replicas *c = pass ? b : a, *l = pass ? a : b;
+                for (unsigned k = 0; c->count && k < l->n_devices; k++) {
+                        unsigned idx;
+                        if (parse_uint(l->devices[k], 1u << 20, &idx) == 0 && idx < c->count)
+                                return snprintf(ret, len, "%u", idx), true;
+                }
+        }
+        for (unsigned i = 0; i < a->n_devices; i++)
+                for (unsigned j = 0; j < b->n_devices; j++)
+                        if (streq(a->devices[i], b->devices[j]))
+                                return snprintf(ret, len, "%s", a->devices[i]), true;
+        return false;
+}
+
+/* Both strategies in one file: gpuslice serves them side by side when their GPUs and names differ. */
+static int both(struct walk *w) {
+        const struct nvconfig_replicas *a = &w->nv.ts, *b = &w->nv.mps;
+        if (!a->sharing || !b->sharing)
+                return 0;
+        if (streq(a->name, b->name))
+                return gs_error_set(w->err, -EINVAL,
+                                    "sharing.timeSlicing.resources[0] and sharing.mps.resources[0]: both advertise "
+                                    "%.100s (rename one: rename or renameByDefault)",
+                                    a->name);
+        char gpu[NVCONFIG_DEVICE_REF_MAX + 32];
+        if (overlap(a, b, gpu, sizeof gpu))
+                return gs_error_set(w->err, -EINVAL,
+                                    "sharing.timeSlicing.resources[0].devices and sharing.mps.resources[0].devices: "
+                                    "GPU %s is in both (one GPU, one mode: the lists must be disjoint)",
+                                    gpu);
         return 0;
 }
 
@@ -400,7 +439,6 @@ static int walk_sharing(struct walk *w, const json_t *m) {
         json_object_foreach((json_t *)m, k, v) {
                 if (r < 0)
                         break;
-                w->fail_gt_one_set = false;
                 if (streq(k, "timeSlicing"))
                         r = json_is_object(v) && json_object_size(v) == 0
                                     ? 0
@@ -410,7 +448,7 @@ static int walk_sharing(struct walk *w, const json_t *m) {
                 else
                         r = unknown(w, "sharing", k);
         }
-        return r;
+        return r < 0 ? r : both(w);
 }
 
 static int walk_root(struct walk *w, const json_t *root) {
@@ -530,4 +568,10 @@ int nvconfig_select(const char *dir, const char *label_value, const char *defaul
 
 const char *nvconfig_sharing_name(enum nvconfig_sharing s) {
         return s == NVCONFIG_SHARING_TIME_SLICING ? "time-slicing" : s == NVCONFIG_SHARING_MPS ? "mps" : "none";
+}
+
+const char *nvconfig_sharing_key(enum nvconfig_sharing s) {
+        return s == NVCONFIG_SHARING_TIME_SLICING ? "sharing.timeSlicing"
+               : s == NVCONFIG_SHARING_MPS        ? "sharing.mps"
+                                                  : "sharing";
 }

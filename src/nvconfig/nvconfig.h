@@ -31,21 +31,25 @@ enum nvconfig_sharing {
         NVCONFIG_SHARING_MPS,          /* sharing.mps */
 };
 
-/* The replicated resource (sharing.*.resources[]: gpuslice takes one, nvidia.com/gpu). */
+/* The replicated resource of one strategy (sharing.*.resources[]: gpuslice takes one, nvidia.com/gpu). */
 struct nvconfig_replicas {
-        char name[CONFIG_NAME_MAX]; /* what the replicas are advertised as: rename, <name>.shared, or name */
-        unsigned replicas;          /* per GPU, 1..NVCONFIG_REPLICAS_MAX */
-        bool all;                   /* devices: all (the default) */
-        unsigned count;             /* devices: N — the first N GPUs by index (0: not this form) */
+        enum nvconfig_sharing sharing;       /* NONE: the strategy is not in the file (the rest is zero) */
+        bool fail_requests_greater_than_one; /* time-slicing: default false; MPS: default true (NVIDIA's) */
+        char name[CONFIG_NAME_MAX];          /* what the replicas are advertised as: rename, <name>.shared, or name */
+        unsigned replicas;                   /* per GPU, 1..NVCONFIG_REPLICAS_MAX */
+        bool all;                            /* devices: all (the default) */
+        unsigned count;                      /* devices: N — the first N GPUs by index (0: not this form) */
         char devices[NVCONFIG_MAX_DEVICES][NVCONFIG_DEVICE_REF_MAX]; /* devices: [index | GPU UUID, ...] */
         unsigned n_devices;
 };
 
-/* What the file says that gpuslice_config does not hold. A plain value. */
+/* What the file says that gpuslice_config does not hold. A plain value. Both strategies may be given (beyond
+ * NVIDIA's plugin, which takes MPS alone then): their devices must be disjoint and their names differ, checked here
+ * where the file decides it (all, counts, equal entries, an index inside a count) and against the GPUs by the agent
+ * (a UUID beside an index). */
 struct nvconfig {
-        enum nvconfig_sharing sharing;
-        bool fail_requests_greater_than_one; /* time-slicing: default false; MPS: default true (NVIDIA's) */
-        struct nvconfig_replicas rep;        /* valid when sharing != NONE */
+        struct nvconfig_replicas ts;         /* sharing.timeSlicing (ts.sharing NONE: absent) */
+        struct nvconfig_replicas mps;        /* sharing.mps (mps.sharing NONE: absent) */
         bool pass_device_specs;              /* flags.plugin.passDeviceSpecs (default false, NVIDIA's) */
         char notes[NVCONFIG_NOTES_MAX][160]; /* keys accepted without an effect, and why (the agent logs them) */
         char source[CONFIG_PATH_MAX + 256];  /* the path it was read from (nvconfig_parse's `path`) */
@@ -70,3 +74,5 @@ int nvconfig_select(const char *dir, const char *label_value, const char *defaul
 
 /* The name of a sharing strategy as GFD labels it: "none", "time-slicing", "mps". */
 const char *nvconfig_sharing_name(enum nvconfig_sharing s);
+/* The file's key of strategy s ("sharing.timeSlicing", "sharing.mps"; "sharing" for NONE). */
+const char *nvconfig_sharing_key(enum nvconfig_sharing s);

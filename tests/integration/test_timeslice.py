@@ -411,6 +411,100 @@ def test_mixed_mps(e):
           "the adopted daemon still runs after SIGTERM")
 
 
+def test_mixed_modes(e):
+    """All four modes on one node (tests/data/nvidia-config/mixed-modes.yaml, both of NVIDIA's strategies): GPUs 0-1
+    time-sliced (nvidia.com/gpu.shared, 4 each), 2-3 MPS clients (nvidia.com/gpu.mps, 2 each), 4-7 whole and in
+    fractions. One of each handed out; no GPU is listed or handed out two ways; the daemon serves the MPS GPUs only
+    (their pinned limits, 100/2 %); a time-sliced replica gets no MPS env or mounts. After an agent SIGKILL (its
+    daemon left running) the restarted agent adopts the daemon and every holder still holds, nothing two ways."""
+    interposer = os.path.abspath(os.path.join(e.args.build, "libgpuslice-cuda.so"))
+    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    args = (e.example("mixed-modes.yaml"), "--resource-profile", "gpuslice", "--interposer", interposer,
+            "--mps-control", ctl)
+    e.start(*args)
+    names = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpu.mps", "gpuslice.io/gpu-core"]
+    e.wait_resources(names)
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu.mps").values()), 15,
+               "MPS replicas Healthy once the daemon serves")
+    whole, ts, mps, core = (e.devices(r) for r in names)
+    ts_by, mps_by = replicas_by_gpu(ts), replicas_by_gpu(mps)
+    core_gpus = {i.split("::")[0] for i in core}
+
+    def disjoint(whole, ts_by, mps_by, core_gpus):
+        sets = [set(whole), set(ts_by), set(mps_by)]
+        check(not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2]), "a GPU listed in two modes")
+        check(not core_gpus & (sets[1] | sets[2]), "a replicated GPU also in fractions")
+    check(len(ts) == 8 and len(ts_by) == 2 and all(len(v) == 4 for v in ts_by.values()), "time-sliced %s" % ts_by)
+    check(len(mps) == 4 and len(mps_by) == 2 and all(len(v) == 2 for v in mps_by.values()), "MPS %s" % mps_by)
+    check(len(whole) == 4 and all(UUID_RE.match(i) for i in whole), "whole %s" % sorted(whole))
+    disjoint(whole, ts_by, mps_by, core_gpus)
+    state = os.path.join(e.state_dir, "mps", "pipe", "gpuslice-sim-mps")
+    text = open(state).read()
+    check("thread-percentage 50\n" in text, "the MPS set's thread percentage (100/2): %r" % text)
+    pinned = set(re.findall(r"^pinned (\d+) ", text, re.M))
+    check(pinned == {"2", "3"}, "pinned limits for the MPS GPUs only: %r" % text)
+    tsl, ml, w = sorted(ts), sorted(mps), sorted(whole)
+    c = e.alloc("nvidia.com/gpu.shared", [tsl[0]]).container_responses[0]
+    check(not any(k_.startswith("CUDA_MPS") for k_ in c.envs) and len(c.mounts) == 0,
+          "a time-sliced replica got MPS env or mounts: %s %s" % (dict(c.envs), list(c.mounts)))
+    check(c.envs.get("NVIDIA_VISIBLE_DEVICES") == tsl[0].split("::")[0], "env %s" % dict(c.envs))
+    c = e.alloc("nvidia.com/gpu.mps", [ml[0]]).container_responses[0]
+    check(c.envs.get("CUDA_MPS_PIPE_DIRECTORY") == "/mps/nvidia.com/gpu.mps/pipe", "env %s" % dict(c.envs))
+    e.alloc("nvidia.com/gpu", [w[0]])
+    cores = sorted((i for i in core if i.startswith(w[1] + "::")), key=lambda i: int(i.split("-")[-1]))[:30]
+    e.alloc("gpuslice.io/gpu-core", cores)
+    ts_gpu, mps_gpu = sorted(ts_by)[0], sorted(mps_by)[0]
+
+    def refused_two_ways():  # every way of handing a GPU out a second way is refused
+        for res, bad in (("nvidia.com/gpu", [ts_gpu]), ("nvidia.com/gpu", [mps_gpu]),
+                         ("gpuslice.io/gpu-core", [ts_gpu + "::core-0"]), ("gpuslice.io/gpu-core", [mps_gpu + "::core-0"]),
+                         ("nvidia.com/gpu.shared", [ml[1]]), ("nvidia.com/gpu.mps", [tsl[1]]),
+                         ("nvidia.com/gpu.shared", [w[0] + "::0"]), ("nvidia.com/gpu.mps", [w[1] + "::0"])):
+            e.expect_error(lambda: e.alloc(res, bad), grpc.StatusCode.INVALID_ARGUMENT, "")
+    refused_two_ways()
+
+    def held_marks(lists=lambda r: {i: h for i, (h, _) in e.devices(r).items()}):
+        return (lists("nvidia.com/gpu").get(w[1]) == "Unhealthy" and
+                all(h == "Unhealthy" for i, h in lists("gpuslice.io/gpu-core").items() if i.startswith(w[0] + "::")))
+    k.wait_for(held_marks, 10, "the whole GPU's fractions and the fractional GPU's whole ID Unhealthy")
+    rec = os.path.join(e.state_dir, "gpuslice.state")
+    k.wait_for(lambda: os.path.exists(rec) and ml[0].encode() in open(rec, "rb").read() and
+               tsl[0].encode() in open(rec, "rb").read(), 5, "both replicas on record")
+    pid = int(text.split("pid ")[1].split()[0])
+    e.kill_agent(signal.SIGKILL)
+    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
+    k.pods = [("default", "a", "main", "nvidia.com/gpu.shared", [tsl[0]]),
+              ("default", "m", "main", "nvidia.com/gpu.mps", [ml[0]]),
+              ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
+              ("default", "c", "main", "gpuslice.io/gpu-core", cores)]
+    k.restart()
+    t0 = time.monotonic()
+    e.start(*args)
+
+    def fresh(res):  # the new agent's latest list of res
+        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
+        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
+    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
+    k.wait_for(lambda: set(fresh("nvidia.com/gpu.mps").values()) == {"Healthy"}, 15,
+               "MPS replicas Healthy after the restart (the daemon left running adopted)")
+    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
+    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    disjoint(fresh("nvidia.com/gpu"), replicas_by_gpu(fresh("nvidia.com/gpu.shared")),
+             replicas_by_gpu(fresh("nvidia.com/gpu.mps")), {i.split("::")[0] for i in fresh("gpuslice.io/gpu-core")})
+    refused_two_ways()
+
+    def holders():
+        out = {}
+        for d in e.status()["devices"]:
+            for r in d.get("replicas", []):
+                if r["holder"].get("pod"):
+                    out[r["id"]] = r["holder"]["pod"]
+        return out
+    k.wait_for(lambda: holders() == {tsl[0]: "a", ml[0]: "m"}, 15, "status: each replica's holder")
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+
+
 def test_mps_cdi(e):
     """deviceListStrategy cdi (NVIDIA's cdi-cri): the MPS client's environment and mounts come with the CDI names
     in the Allocate answer, as NVIDIA's plugin answers in its CDI modes (the CDI spec carries the devices only)."""

@@ -40,16 +40,17 @@ static void test_example_time_slicing(void **state) {
         struct nvconfig nv;
         struct gs_error err = { 0 };
         assert_int_equal(load_example("time-slicing.yaml", &cfg, &nv, &err), 0);
-        assert_int_equal(nv.sharing, NVCONFIG_SHARING_TIME_SLICING);
-        assert_string_equal(nv.rep.name, "nvidia.com/gpu"); /* not renamed: 80 nvidia.com/gpu on 8 GPUs */
-        assert_int_equal(nv.rep.replicas, 10);
-        assert_true(nv.rep.all);
-        assert_false(nv.fail_requests_greater_than_one); /* NVIDIA's default for time-slicing */
-        assert_string_equal(nvconfig_sharing_name(nv.sharing), "time-slicing");
+        assert_int_equal(nv.ts.sharing, NVCONFIG_SHARING_TIME_SLICING);
+        assert_string_equal(nv.ts.name, "nvidia.com/gpu"); /* not renamed: 80 nvidia.com/gpu on 8 GPUs */
+        assert_int_equal(nv.ts.replicas, 10);
+        assert_true(nv.ts.all);
+        assert_false(nv.ts.fail_requests_greater_than_one); /* NVIDIA's default for time-slicing */
+        assert_string_equal(nvconfig_sharing_name(nv.ts.sharing), "time-slicing");
+        assert_int_equal(nv.mps.sharing, NVCONFIG_SHARING_NONE);
 
         assert_int_equal(load_example("time-slicing-rename.yaml", &cfg, &nv, &err), 0);
-        assert_string_equal(nv.rep.name, "nvidia.com/gpu.shared");
-        assert_int_equal(nv.rep.replicas, 10);
+        assert_string_equal(nv.ts.name, "nvidia.com/gpu.shared");
+        assert_int_equal(nv.ts.replicas, 10);
 }
 
 static void test_example_mps(void **state) {
@@ -58,12 +59,13 @@ static void test_example_mps(void **state) {
         struct nvconfig nv;
         struct gs_error err = { 0 };
         assert_int_equal(load_example("mps.yaml", &cfg, &nv, &err), 0);
-        assert_int_equal(nv.sharing, NVCONFIG_SHARING_MPS);
-        assert_string_equal(nv.rep.name, "nvidia.com/gpu");
-        assert_true(nv.fail_requests_greater_than_one); /* MPS: true when unset, as NVIDIA's */
+        assert_int_equal(nv.mps.sharing, NVCONFIG_SHARING_MPS);
+        assert_string_equal(nv.mps.name, "nvidia.com/gpu");
+        assert_true(nv.mps.fail_requests_greater_than_one); /* MPS: true when unset, as NVIDIA's */
         assert_int_equal(load_example("mps-rename.yaml", &cfg, &nv, &err), 0);
-        assert_string_equal(nv.rep.name, "nvidia.com/gpu.shared");
-        assert_string_equal(nvconfig_sharing_name(nv.sharing), "mps");
+        assert_string_equal(nv.mps.name, "nvidia.com/gpu.shared");
+        assert_string_equal(nvconfig_sharing_name(nv.mps.sharing), "mps");
+        assert_int_equal(nv.ts.sharing, NVCONFIG_SHARING_NONE);
 }
 
 static void test_example_flags(void **state) {
@@ -72,7 +74,8 @@ static void test_example_flags(void **state) {
         struct nvconfig nv;
         struct gs_error err = { 0 };
         assert_int_equal(load_example("config0.yaml", &cfg, &nv, &err), 0);
-        assert_int_equal(nv.sharing, NVCONFIG_SHARING_NONE);
+        assert_int_equal(nv.ts.sharing, NVCONFIG_SHARING_NONE);
+        assert_int_equal(nv.mps.sharing, NVCONFIG_SHARING_NONE);
         assert_int_equal(cfg.mig_strategy, CONFIG_MIG_NONE);
         assert_int_equal(cfg.device_list_strategy, CONFIG_DEVICE_LIST_ENVVAR);
         assert_int_equal(cfg.device_id_strategy, CONFIG_DEVICE_ID_UUID);
@@ -102,23 +105,57 @@ static void test_mixed_devices(void **state) {
         struct nvconfig nv;
         struct gs_error err = { 0 };
         assert_int_equal(load_example("mixed-gpus.yaml", &cfg, &nv, &err), 0);
-        assert_false(nv.rep.all);
-        assert_int_equal(nv.rep.n_devices, 2);
-        assert_string_equal(nv.rep.devices[0], "0");
-        assert_string_equal(nv.rep.devices[1], "1");
-        assert_true(nv.fail_requests_greater_than_one);
+        assert_false(nv.ts.all);
+        assert_int_equal(nv.ts.n_devices, 2);
+        assert_string_equal(nv.ts.devices[0], "0");
+        assert_string_equal(nv.ts.devices[1], "1");
+        assert_true(nv.ts.fail_requests_greater_than_one);
         assert_int_equal(parse("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n"
                                "      replicas: 2\n      devices: 3\n",
                                &cfg, &nv, &err),
                          0);
-        assert_int_equal(nv.rep.count, 3);
+        assert_int_equal(nv.ts.count, 3);
         assert_int_equal(parse("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                                "      rename: example.com/sliced\n      replicas: 2\n"
                                "      devices: [GPU-00000000-0000-0000-0000-000000000001]\n",
                                &cfg, &nv, &err),
                          0);
-        assert_string_equal(nv.rep.name, "example.com/sliced");
-        assert_string_equal(nv.rep.devices[0], "GPU-00000000-0000-0000-0000-000000000001");
+        assert_string_equal(nv.ts.name, "example.com/sliced");
+        assert_string_equal(nv.ts.devices[0], "GPU-00000000-0000-0000-0000-000000000001");
+}
+
+/* Time-slicing and MPS in one file (beyond NVIDIA's plugin, which then takes MPS alone): disjoint GPUs, two names,
+ * each strategy its own replicas and failRequestsGreaterThanOne default. */
+static void test_both_strategies(void **state) {
+        (void)state;
+        struct gpuslice_config cfg;
+        struct nvconfig nv;
+        struct gs_error err = { 0 };
+        assert_int_equal(load_example("mixed-modes.yaml", &cfg, &nv, &err), 0);
+        assert_int_equal(nv.ts.sharing, NVCONFIG_SHARING_TIME_SLICING);
+        assert_int_equal(nv.mps.sharing, NVCONFIG_SHARING_MPS);
+        assert_string_equal(nv.ts.name, "nvidia.com/gpu.shared");
+        assert_string_equal(nv.mps.name, "nvidia.com/gpu.mps");
+        assert_int_equal(nv.ts.replicas, 4);
+        assert_int_equal(nv.mps.replicas, 2);
+        assert_false(nv.ts.fail_requests_greater_than_one);
+        assert_true(nv.mps.fail_requests_greater_than_one); /* MPS's default, not time-slicing's */
+        assert_int_equal(nv.ts.n_devices, 2);
+        assert_string_equal(nv.ts.devices[1], "1");
+        assert_int_equal(nv.mps.n_devices, 2);
+        assert_string_equal(nv.mps.devices[0], "2");
+        /* a count beside indices above it; the time-sliced set keeping nvidia.com/gpu */
+        assert_int_equal(parse("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                               "      replicas: 3\n      devices: 2\n  mps:\n    renameByDefault: true\n"
+                               "    failRequestsGreaterThanOne: false\n    resources:\n    - name: nvidia.com/gpu\n"
+                               "      replicas: 2\n      devices: [2, GPU-00000000-0000-0000-0000-000000000001]\n",
+                               &cfg, &nv, &err),
+                         0);
+        assert_string_equal(nv.ts.name, "nvidia.com/gpu");
+        assert_int_equal(nv.ts.count, 2);
+        assert_string_equal(nv.mps.name, "nvidia.com/gpu.shared");
+        assert_false(nv.mps.fail_requests_greater_than_one);
+        assert_string_equal(nvconfig_sharing_key(NVCONFIG_SHARING_MPS), "sharing.mps");
 }
 
 /* What gpuslice does not support: refused with the key named (-EOPNOTSUPP), the config untouched. */
@@ -210,9 +247,27 @@ static void test_malformed(void **state) {
                 { "version: v1\nsharing:\n  timeSlicing:\n    strategy: packed\n    resources:\n"
                   "    - name: nvidia.com/gpu\n      replicas: 2\n",
                   "unknown time-slicing strategy" },
+                /* both strategies: the same name, or a GPU in both (all, two counts, an entry, an index in a count) */
                 { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                  "      replicas: 2\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
-                  "mutually exclusive" },
+                  "      replicas: 2\n      devices: [0]\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n      devices: [1]\n",
+                  "sharing.timeSlicing.resources[0] and sharing.mps.resources[0]: both advertise nvidia.com/gpu" },
+                { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n  mps:\n    renameByDefault: true\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n      devices: [1]\n",
+                  "sharing.timeSlicing.resources[0].devices and sharing.mps.resources[0].devices: GPU all" },
+                { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n      devices: 2\n  mps:\n    renameByDefault: true\n    resources:\n"
+                  "    - name: nvidia.com/gpu\n      replicas: 2\n      devices: 1\n",
+                  "GPU 0 (both count from GPU 0) is in both" },
+                { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n      devices: [3, 1]\n  mps:\n    renameByDefault: true\n    resources:\n"
+                  "    - name: nvidia.com/gpu\n      replicas: 2\n      devices: [2, 1]\n",
+                  "GPU 1 is in both" },
+                { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                  "      replicas: 2\n      devices: [5, 2]\n  mps:\n    renameByDefault: true\n    resources:\n"
+                  "    - name: nvidia.com/gpu\n      replicas: 2\n      devices: 3\n",
+                  "GPU 2 is in both" },
                 { "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                   "      replicas: 2\n      colour: red\n",
                   "colour: unknown key" },
@@ -264,6 +319,7 @@ int main(void) {
                 cmocka_unit_test(test_example_mps),
                 cmocka_unit_test(test_example_flags),
                 cmocka_unit_test(test_mixed_devices),
+                cmocka_unit_test(test_both_strategies),
                 cmocka_unit_test(test_refused_by_name),
                 cmocka_unit_test(test_malformed),
                 cmocka_unit_test(test_select),

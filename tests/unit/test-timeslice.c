@@ -198,6 +198,86 @@ static void test_preferred_spreads(void **state) {
         test_plugin_free(f);
 }
 
+/* Time-slicing and MPS on one node: GPUs 0-1 time-sliced 4 ways as nvidia.com/gpu, GPUs 2-3 MPS clients 2 ways as
+ * nvidia.com/gpu.shared, 4-7 whole and fractional. Each set its own IDs, service, failRequestsGreaterThanOne and MPS
+ * answer; no GPU in two sets, no name twice. */
+static void test_two_sets(void **state) {
+        (void)state;
+        struct test_plugin *f = node("nvidia.com/gpu", false);
+        assert_int_equal(plugin_set_replicas(f->p, "nvidia.com/gpu.shared", 2, true, 0x6), -EEXIST); /* GPU 1 */
+        assert_int_equal(plugin_set_replicas(f->p, "nvidia.com/gpu", 2, true, 0xc), -EEXIST);        /* the name */
+        assert_int_equal(plugin_set_replicas(f->p, "nvidia.com/gpu.shared", 2, true, 0xc), 1);
+        assert_int_equal(plugin_set_replicas(f->p, "example.com/third", 2, true, 0x10), -ENOSPC);
+        assert_int_equal(plugin_set_replica_mps(f->p, 1, "/run/mps/pipe", "/run/mps/shm"), 0);
+        assert_int_equal(plugin_set_replica_mps(f->p, 2, "/run/mps/pipe", "/run/mps/shm"), -EINVAL);
+        assert_int_equal(plugin_replicated(f->p), 0xf);
+        assert_int_equal(plugin_replica_set_of(f->p, 1), 0);
+        assert_int_equal(plugin_replica_set_of(f->p, 3), 1);
+        assert_int_equal(plugin_replica_set_of(f->p, 4), -1);
+        assert_int_equal(plugin_replicas_of(f->p, 2), 2);
+        assert_string_equal(plugin_replica_served(f->p, 0), "");
+        assert_string_equal(plugin_replica_served(f->p, 1), "nvidia.com/gpu.shared");
+        void *mps = plugin_replica_service(f->p, 1), *whole = plugin_service(f->p, PLUGIN_WHOLE);
+        for (unsigned i = 0; i < 8; i++) {
+                assert_int_equal(plugin_serves(f->p, mps, i), i == 2 || i == 3);
+                assert_int_equal(plugin_serves(f->p, whole, i), i < 2 || i >= 4);
+                assert_int_equal(plugin_serves(f->p, plugin_service(f->p, PLUGIN_CORE), i), i >= 4);
+        }
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(plugin_pack_devices_svc(f->p, mps, &buf, &len, NULL), 0);
+        V1beta1__ListAndWatchResponse *l = v1beta1__list_and_watch_response__unpack(NULL, len, buf);
+        assert_int_equal(l->n_devices, 4); /* 2 GPUs x 2 */
+        assert_string_equal(l->devices[0]->id, rid(f, 2, 0));
+        assert_string_equal(l->devices[3]->id, rid(f, 3, 1));
+        v1beta1__list_and_watch_response__free_unpacked(l, NULL);
+        free(buf);
+        assert_int_equal(plugin_pack_devices_kind(f->p, PLUGIN_WHOLE, &buf, &len, NULL), 0);
+        l = v1beta1__list_and_watch_response__unpack(NULL, len, buf);
+        assert_int_equal(l->n_devices, 2 * 4 + 4); /* the time-sliced replicas and GPUs 4-7 */
+        v1beta1__list_and_watch_response__free_unpacked(l, NULL);
+        free(buf);
+
+        V1beta1__AllocateResponse *r;
+        struct gs_error st = { 0 };
+        char *two_mps[] = { rid(f, 2, 0), rid(f, 3, 0) };
+        assert_int_equal(test_rpc_allocate(timeslice_allocate, mps, two_mps, 2, &r, &st), RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(st.message, "'nvidia.com/gpu.shared: 2' too large"));
+        char *ts_on_mps[] = { rid(f, 0, 0) }; /* a time-sliced replica is not the MPS resource's */
+        assert_int_equal(test_rpc_allocate(timeslice_allocate, mps, ts_on_mps, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        char *mps_on_whole[] = { rid(f, 2, 0) };
+        assert_int_equal(test_rpc_allocate(timeslice_allocate, whole, mps_on_whole, 1, &r, &st), RPC_INVALID_ARGUMENT);
+        char *one_mps[] = { rid(f, 2, 1) };
+        assert_int_equal(test_rpc_allocate(timeslice_allocate, mps, one_mps, 1, &r, &st), RPC_OK);
+        const V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+        bool pipe = false;
+        for (size_t k = 0; k < c->n_envs; k++)
+                pipe |= streq(c->envs[k]->key, "CUDA_MPS_PIPE_DIRECTORY") &&
+                        streq(c->envs[k]->value, "/mps/nvidia.com/gpu.shared/pipe");
+        assert_true(pipe);
+        assert_int_equal(c->n_mounts, 2);
+        assert_string_equal(c->mounts[0]->host_path, "/run/mps/pipe");
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        char *two_ts[] = { rid(f, 0, 0), rid(f, 1, 0) }; /* time-slicing: fail_gt_one off, no MPS env or mounts */
+        assert_int_equal(test_rpc_allocate(timeslice_allocate, whole, two_ts, 2, &r, &st), RPC_OK);
+        c = r->container_responses[0];
+        for (size_t k = 0; k < c->n_envs; k++)
+                assert_false(startswith(c->envs[k]->key, "CUDA_MPS"));
+        assert_int_equal(c->n_mounts, 0);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+        devices_lock(f->dev);
+        struct plugin_usage u;
+        plugin_usage(f->p, &u);
+        assert_int_equal(u.rep[0], 1);
+        assert_int_equal(u.rep[1], 1);
+        assert_int_equal(u.rep[2], 1);
+        assert_int_equal(u.replica, 0x7);
+        assert_non_null(state_find(plugin_record(f->p), "nvidia.com/gpu.shared", rid(f, 2, 1)));
+        assert_non_null(state_find(plugin_record(f->p), "nvidia.com/gpu", rid(f, 1, 0)));
+        devices_unlock(f->dev);
+        test_plugin_free(f);
+}
+
 static void test_labels(void **state) {
         (void)state;
         static struct topo t;
@@ -225,6 +305,7 @@ int main(void) {
                 cmocka_unit_test(test_allocate_unrenamed),
                 cmocka_unit_test(test_fail_requests_greater_than_one),
                 cmocka_unit_test(test_preferred_spreads),
+                cmocka_unit_test(test_two_sets),
                 cmocka_unit_test(test_labels),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
