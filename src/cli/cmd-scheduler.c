@@ -23,7 +23,7 @@ static void help(FILE *f) {
               "SIGTERM or SIGINT stops it (exit 0). docs/scheduler.md and docs/ui.md have the details.\n\n"
               "Options:\n"
               "      --address HOST:PORT        listen address (default 127.0.0.1:9445)\n"
-              "      --policy NAME              default placement policy (default binpack): binpack, spread, or\n"
+              "      --policy NAME              default placement policy (default frag): binpack, spread, or\n"
               "                                 a packing policy (frag, fgd, bestfit, gpupacking, gpuclustering,\n"
               "                                 dotprod, random: docs/scheduler.md); a pod may override it with\n"
               "                                 the gpuslice.io/scheduling-policy annotation\n"
@@ -94,7 +94,7 @@ int cmd_scheduler(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = CLUSTER_POLICY_BINPACK };
+        struct sched_server_options o = { .address = "127.0.0.1:9445", .policy = CLUSTER_POLICY_FRAG };
         cluster_units_default(&o.units);
         const char *snapshot = NULL, *kubeconfig = NULL, *context = NULL;
         int c;

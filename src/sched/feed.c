@@ -71,6 +71,8 @@ static void pod_changed(const json_t *old_obj, const json_t *new_obj, void *user
                 (void)sched_model_set_pod(m, &info);
                 if (f->pod_view->node_name[0] || f->pod_view->terminated)
                         sched_server_pod_settled(f->server, f->pod_view->uid); /* no longer pending */
+                else
+                        sched_server_pod_pending(f->server, f->pod_view); /* the policies' mix at start */
         } else {
                 /* deleted, slimmed away (finished), or malformed: holds nothing we can count */
                 const char *uid = meta_str(new_obj ? new_obj : old_obj, "uid");

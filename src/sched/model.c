@@ -690,6 +690,10 @@ const struct sched_node *sched_model_next_node(const struct sched_model *m, size
         return sched_map_next(&m->nodes, cursor);
 }
 
+const struct sched_pod *sched_model_next_pod(const struct sched_model *m, size_t *cursor) {
+        return sched_map_next(&m->pods, cursor);
+}
+
 /* ---- preemption ---- */
 
 /* A victim's MIG side, taken out for a preemption check and put back: its devices' holders in the

@@ -248,6 +248,9 @@ uint64_t sched_model_nodes_generation(const struct sched_model *m);
 /* Iterate nodes: *cursor starts at 0; NULL at the end. */
 /* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
 const struct sched_node *sched_model_next_node(const struct sched_model *m, size_t *cursor);
+/* Iterate pods (on a node, or assigned to one): *cursor starts at 0; NULL at the end. */
+/* Thread: any; lock: the caller serialises calls on one model (the server's lock: sched_server_lock). */
+const struct sched_pod *sched_model_next_pod(const struct sched_model *m, size_t *cursor);
 
 /*
  * Whole-GPU pick on a node, memoised in its topology class: the allocator's answer for `count`

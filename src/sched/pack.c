@@ -107,6 +107,22 @@ void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_
         free(e);
 }
 
+struct sched_shape sched_pack_request_shape(const struct cluster_request *req, uint64_t cpu_milli, uint64_t mem_mib) {
+        unsigned whole = 0, core = 0;
+        for (unsigned k = 0; k < req->n && k < CLUSTER_CONTAINERS_MAX; k++) {
+                whole += req->c[k].whole;
+                core = MAX(core, req->c[k].core ? req->c[k].core : req->c[k].mem_mib ? 1u : 0u);
+        }
+        return (struct sched_shape){ .cpu_milli = cpu_milli,
+                                     .mem_mib = mem_mib,
+                                     .num_gpu = whole  ? whole
+                                                : core ? 1
+                                                       : 0,
+                                     .gpu_milli = whole  ? 1000
+                                                  : core ? MIN(core * 10, 1000u)
+                                                         : 0 };
+}
+
 bool sched_mix_observe(struct sched_mix *mix, const struct sched_shape *s, bool with_mem, struct sched_workload *w) {
         (void)sched_mix_add(mix, s);
         uint64_t seen = mix->total;

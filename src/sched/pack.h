@@ -34,6 +34,12 @@ struct sched_shape {
         uint64_t models;
 };
 
+/* The shape of a pod asking req (GPU containers) and cpu_milli / mem_mib: whole GPUs (their sum), or one GPU
+ * of its largest share's compute (a memory-only share: 1 %, 10 milli), or CPU only; models 0. The one
+ * translation of a request into a shape: the extender's filter, its mix seeded at start, and the replay's
+ * pods (which add models) all call it. */
+struct sched_shape sched_pack_request_shape(const struct cluster_request *req, uint64_t cpu_milli, uint64_t mem_mib);
+
 /* The request mix: distinct shapes and how many pods had each. */
 struct sched_mix {
         size_t n, cap;

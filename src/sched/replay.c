@@ -406,19 +406,25 @@ static bool shape_same(const struct sched_shape *a, const struct sched_shape *b)
                a->gpu_milli == b->gpu_milli && a->models == b->models;
 }
 
-/* Each pod's shape, interned (the model sees a one-container request: whole GPUs, or a share of compute
- * in percent rounded up). */
+/* Each pod's shape, interned: the model sees a one-container request (whole GPUs, or a share of compute in
+ * percent rounded up), the policies its shape (sched_pack_request_shape, as the extender's) with the GPU
+ * models it accepts. */
 static int build_shapes(struct run *r, const struct sched_trace *t) {
         r->pod_shape = calloc(t->n_pods ? t->n_pods : 1, sizeof *r->pod_shape);
         if (!r->pod_shape)
                 return -ENOMEM;
         for (size_t i = 0; i < t->n_pods; i++) {
                 const struct sched_trace_pod *p = &t->pods[i];
-                struct sched_shape s = { .cpu_milli = p->cpu_milli,
-                                         .mem_mib = p->mem_mib,
-                                         .num_gpu = p->num_gpu,
-                                         .gpu_milli = p->gpu_milli,
-                                         .models = models_of(r->m, p->spec) };
+                struct cluster_request req = { .profile = CLUSTER_PROFILE_NONE };
+                if (p->num_gpu) {
+                        req.n = 1;
+                        if (p->gpu_milli >= 1000)
+                                req.c[0].whole = p->num_gpu;
+                        else
+                                req.c[0].core = (p->gpu_milli + 9) / 10;
+                }
+                struct sched_shape s = sched_pack_request_shape(&req, p->cpu_milli, p->mem_mib);
+                s.models = models_of(r->m, p->spec);
                 size_t k = 0;
                 while (k < r->n_shapes && !shape_same(&r->shapes[k].s, &s))
                         k++;
@@ -426,15 +432,7 @@ static int build_shapes(struct run *r, const struct sched_trace *t) {
                         if (array_reserve(&r->shapes, &r->cap_shapes, k + 1, 64) < 0)
                                 return -ENOMEM;
                         struct shape *x = &r->shapes[k];
-                        *x = (struct shape){ .s = s };
-                        if (s.num_gpu) {
-                                x->req.n = 1;
-                                if (s.gpu_milli >= 1000)
-                                        x->req.c[0].whole = s.num_gpu;
-                                else
-                                        x->req.c[0].core = (s.gpu_milli + 9) / 10;
-                                x->req.profile = CLUSTER_PROFILE_NONE;
-                        }
+                        *x = (struct shape){ .s = s, .req = req };
                         r->n_shapes++;
                 }
                 r->pod_shape[i] = k;

@@ -92,6 +92,7 @@ struct sched_server {
         /* the packing policies (pack.h): the mix of the GPU pods filtered so far (each filter call counts),
          * its typical shapes, and the shape of the pod being decided */
         struct sched_mix mix;
+        bool mix_seeded; /* at the first ready (mix_seed) */
         struct sched_workload workload;
         struct sched_pack_ctx pack;
         struct sched_shape shape;
@@ -208,21 +209,8 @@ static uint32_t reason_keep(struct sched_server *s, const char *reason) {
  * typical shapes re-read at 1, 2, 4, … 256 pods, then every 256; the largest node among a's (taken again
  * only when the list was resolved anew); the score memos sized to a's list. A re-read or a new largest
  * node bumps the context's version (every memo stale). */
-/* A pod as the packing policies count it: its CPU and memory requests, and whole GPUs, or one GPU of its
- * largest share's compute (a memory-only share: 1 %). */
 static struct sched_shape request_shape(const struct cluster_pod *p) {
-        const struct cluster_request *r = &p->req;
-        unsigned whole = 0, core = 0;
-        for (unsigned k = 0; k < r->n && k < CLUSTER_CONTAINERS_MAX; k++) {
-                whole += r->c[k].whole;
-                core = MAX(core, r->c[k].core ? r->c[k].core : r->c[k].mem_mib ? 1u : 0u);
-        }
-        return (struct sched_shape){ .cpu_milli = p->cpu_milli,
-                                     .mem_mib = p->mem_mib,
-                                     .num_gpu = whole  ? whole
-                                                : core ? 1
-                                                       : 0,
-                                     .gpu_milli = whole ? 1000 : MIN(core * 10, 1000u) };
+        return sched_pack_request_shape(&p->req, p->cpu_milli, p->mem_mib);
 }
 
 static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
@@ -881,10 +869,41 @@ void sched_server_unlock(struct sched_server *s) {
         pthread_mutex_unlock(&s->lock);
 }
 
+/* The packing policies' mix at the first ready: the GPU pods the model holds (bound or assigned) are counted
+ * with the pending ones the feed listed (sched_server_pod_pending), so a restarted extender decides from the
+ * cluster's mix, not from an empty one. The workload is re-read from it at once. */
+static void mix_seed(struct sched_server *s) {
+        size_t cur = 0;
+        const struct sched_pod *p;
+        while ((p = sched_model_next_pod(s->model, &cur))) {
+                if (!p->n)
+                        continue; /* CPU only: the extender's mix is the GPU pods' */
+                struct cluster_request req = { .n = MIN(p->n, (unsigned)CLUSTER_CONTAINERS_MAX) };
+                for (unsigned k = 0; k < req.n; k++)
+                        req.c[k] = (struct cluster_container_req){ .whole = p->c[k].whole,
+                                                                   .core = p->c[k].core,
+                                                                   .mem_mib = p->c[k].mem_mib };
+                struct sched_shape sh = sched_pack_request_shape(&req, p->cpu_milli, p->mem_mib);
+                (void)sched_mix_add(&s->mix, &sh);
+        }
+        sched_mix_workload(&s->mix, 0.95, false, &s->workload);
+        s->pack.version++;
+        s->mix_seeded = true;
+}
+
+void sched_server_pod_pending(struct sched_server *s, const struct cluster_pod *v) {
+        if (s->mix_seeded || !v || !cluster_request_any(&v->req))
+                return;
+        struct sched_shape sh = request_shape(v);
+        (void)sched_mix_add(&s->mix, &sh);
+}
+
 void sched_server_set_ready(struct sched_server *s, bool ready) {
         pthread_mutex_lock(&s->lock);
         if (s->ready != ready)
                 s->view_gen++;
+        if (ready && !s->mix_seeded)
+                mix_seed(s);
         s->ready = ready;
         pthread_mutex_unlock(&s->lock);
 }

@@ -71,6 +71,11 @@ void sched_server_set_ready(struct sched_server *s, bool ready);
  * (between sched_server_lock and sched_server_unlock). */
 /* Thread: any (the feed's); lock: the server's lock held (sched_server_lock). */
 void sched_server_pod_settled(struct sched_server *s, const char *uid);
+/* The feed listed pod v pending (no node yet) before the server was first ready: counted in the packing
+ * policies' request mix, which is seeded at the first ready from these and the model's pods (docs/scheduler.md,
+ * "The frag policy"). Ignored once ready: filter counts the pods it sees. With the lock held. */
+/* Thread: any (the feed's); lock: the server's lock held (sched_server_lock). */
+void sched_server_pod_pending(struct sched_server *s, const struct cluster_pod *v);
 
 /*
  * The operator page's documents (view.h, docs/ui.md), built under the lock: /api/v1/cluster for

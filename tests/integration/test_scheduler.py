@@ -123,8 +123,8 @@ def test_verbs(a, tmp):
         check("largest free GPU has 6 GiB, container main needs 8 GiB" in r["FailedNodes"]["busy-16g"], r)
         check("busy-16g" not in r["FailedAndUnresolvableNodes"], "preemption could help on busy-16g: %s" % r)
         check("publishes no GPUs" in r["FailedNodes"]["cpu-only"], r)
-        # a 4 GiB pod fits everywhere; binpack prefers the busy GPU
-        p = pod("want4", {"gpuslice.io/gpu-memory": "16"})
+        # a 4 GiB pod fits everywhere; binpack (asked: the default is frag) prefers the busy GPU
+        p = pod("want4", {"gpuslice.io/gpu-memory": "16"}, annotations={"gpuslice.io/scheduling-policy": "binpack"})
         st, text = request(base + "/prioritize", args_for(p, names[:3]))
         check(st == 200, "prioritize %d %s" % (st, text))
         scores = {h["Host"]: h["Score"] for h in json.loads(text)}

@@ -777,45 +777,58 @@ static void test_preempt(void **state) {
         sched_server_free(s);
 }
 
+/* The GPU bind gives the share of share-frag.filter.json (10 %) under policy, the cluster loaded from snapshot. */
+static int bound_share_gpu(const char *snapshot, enum cluster_policy policy) {
+        struct rec rec = { 0 };
+        struct sched_binder b = { rec_bind, &rec };
+        struct sched_server_options o = { .address = "127.0.0.1:0", .binder = &b, .policy = policy };
+        cluster_units_default(&o.units);
+        struct sched_server *s;
+        assert_int_equal(sched_server_new(&o, &s), 0);
+        size_t len;
+        char *snap = sample(snapshot, &len);
+        struct gs_error err = { 0 };
+        assert_int_equal(sched_snapshot_load(sched_server_lock(s), snap, len, &o.units, NULL, NULL, &err), 0);
+        sched_server_unlock(s);
+        free(snap);
+        sched_server_set_ready(s, true);
+        char *body = sample("share-frag.filter.json", &len);
+        json_t *j = call(sched_server_filter, s, body, len, 200);
+        assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 1);
+        json_decref(j);
+        free(body);
+        body = sample("share-frag.bind.json", &len);
+        j = call(sched_server_bind, s, body, len, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
+        json_decref(j);
+        free(body);
+        json_t *ann = json_loads(rec.annotations, 0, NULL);
+        json_t *asg = json_loads(json_string_value(json_object_get(ann, "gpuslice.io/assignment")), 0, NULL);
+        json_t *c0 = json_array_get(json_object_get(asg, "containers"), 0);
+        int gpu = (int)json_integer_value(json_array_get(json_object_get(c0, "gpus"), 0));
+        json_decref(asg);
+        json_decref(ann);
+        s = sched_server_free(s);
+        return gpu;
+}
+
 /* A share under a packing policy is bound to the policy's GPU (sched_pack_share_gpu), not the fit's best
- * fit: GPU 0 has 15 % free, GPU 1 70 %; a 10 % share on GPU 0 would leave 5 % no share of the mix (10 %)
- * can use, so frag takes GPU 1 where binpack takes GPU 0. */
+ * fit: GPU 0 has 15 % free, GPU 1 70 %, and eight 10 % shares run on another node; a 10 % share on GPU 0
+ * would leave 5 % no share of the mix (mostly 10 %) can use, so frag takes GPU 1 where binpack takes GPU 0. */
 static void test_bind_share_by_policy(void **state) {
         (void)state;
-        for (int frag = 0; frag < 2; frag++) {
-                struct rec rec = { 0 };
-                struct sched_binder b = { rec_bind, &rec };
-                struct sched_server_options o = { .address = "127.0.0.1:0",
-                                                  .binder = &b,
-                                                  .policy = frag ? CLUSTER_POLICY_FRAG : CLUSTER_POLICY_BINPACK };
-                cluster_units_default(&o.units);
-                struct sched_server *s;
-                assert_int_equal(sched_server_new(&o, &s), 0);
-                size_t len;
-                char *snap = sample("share-frag.snapshot.json", &len);
-                struct gs_error err = { 0 };
-                assert_int_equal(sched_snapshot_load(sched_server_lock(s), snap, len, &o.units, NULL, NULL, &err), 0);
-                sched_server_unlock(s);
-                free(snap);
-                sched_server_set_ready(s, true);
-                char *body = sample("share-frag.filter.json", &len);
-                json_t *j = call(sched_server_filter, s, body, len, 200);
-                assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 1);
-                json_decref(j);
-                free(body);
-                body = sample("share-frag.bind.json", &len);
-                j = call(sched_server_bind, s, body, len, 200);
-                assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
-                json_decref(j);
-                free(body);
-                json_t *ann = json_loads(rec.annotations, 0, NULL);
-                json_t *asg = json_loads(json_string_value(json_object_get(ann, "gpuslice.io/assignment")), 0, NULL);
-                json_t *c0 = json_array_get(json_object_get(asg, "containers"), 0);
-                assert_int_equal(json_integer_value(json_array_get(json_object_get(c0, "gpus"), 0)), frag ? 1 : 0);
-                json_decref(asg);
-                json_decref(ann);
-                s = sched_server_free(s);
-        }
+        assert_int_equal(bound_share_gpu("share-frag-seed10.snapshot.json", CLUSTER_POLICY_BINPACK), 0);
+        assert_int_equal(bound_share_gpu("share-frag-seed10.snapshot.json", CLUSTER_POLICY_FRAG), 1);
+}
+
+/* A restarted extender's mix is seeded from the pods it lists at start (mix_seed): the same node beside
+ * eight running 70 % shares instead makes 70 % the likely next request, which GPU 1's 70 % free serves and
+ * the 10 % share would spoil, so frag takes GPU 0 (its 15 % no 70 % share can use anyway). With the mix
+ * empty at start (the pod alone, 10 %) both would take GPU 1. */
+static void test_restart_seeds_mix(void **state) {
+        (void)state;
+        assert_int_equal(bound_share_gpu("share-frag-seed70.snapshot.json", CLUSTER_POLICY_FRAG), 0);
+        assert_int_equal(bound_share_gpu("share-frag-seed10.snapshot.json", CLUSTER_POLICY_FRAG), 1);
 }
 
 int main(void) {
@@ -823,6 +836,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_filter_prioritize_bind),
                 cmocka_unit_test(test_bind_share_by_policy),
+                cmocka_unit_test(test_restart_seeds_mix),
                 cmocka_unit_test(test_bind_refused_conflict_failed),
                 cmocka_unit_test(test_http_endpoints),
                 cmocka_unit_test(test_prioritize_reuse_matches_fresh),
