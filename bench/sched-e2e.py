@@ -8,7 +8,7 @@ The control plane of the e2e harness (tests/e2e/cluster.py: etcd, kube-apiserver
 annotation (8 GPUs of 32 GiB, two NVLink quads), capacity and Ready set through the status
 subresource (as tests/e2e/test_scheduler_extender.py makes them). Pods are bound, never run.
 
-    flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py [--build DIR] [--nodes N] [--pods P]
+    flock /tmp/gpuslice-e2e.lock /usr/bin/python3 bench/sched-e2e.py [--build DIR] [--nodes N] [--pods P] [--load N]
     make bench-sched-e2e            (the same with the defaults; takes the e2e lock itself)
 
 Per phase: P pods (one container, gpuslice.io/gpu-core 10 + gpuslice.io/gpu-memory 8, i.e. 10 % and
@@ -27,6 +27,12 @@ P pods (per scheduled pod); it includes the informers' caches. Also the extender
 call by verb (its request-duration histogram), to tell its share of the time from kube-scheduler's,
 and per phase kube-scheduler's own mean durations (its /metrics: a scheduling attempt, the algorithm,
 binding, each framework extension point).
+
+Under load: --load N (default 2) runs both phases again while N busy-loop processes (one per core on the
+2-core build machine) compete for the CPUs, so the ratio is reported idle and under load, each side by
+side in one run; every phase records the load averages at its start and end. --extender-arg ARG
+(repeatable) passes ARG to `gpuslice scheduler` (e.g. `--filter-answer all`, the answer of every node
+that fits, to measure the one-node answer's gain in the same harness).
 
 Where a pod's time goes: --pprof DIR saves kube-scheduler's CPU profile of each phase
 (DIR/PHASE.pprof, /debug/pprof/profile on its plain HTTP port; `go tool pprof -top FILE`), --perf DIR
@@ -63,6 +69,20 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (0 if it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_by_process(c):
+    return {name: cpu_seconds(p.pid) for name, p in c.procs.items()}
 
 
 def metric(port, name):
@@ -202,10 +222,12 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout, pprof=None):
         c.procs["kube-scheduler"].stop()
         del c.procs["kube-scheduler"]
     rv = create_pods(c, ns, pods, workers)
+    load0 = [round(x, 2) for x in os.getloadavg()]
     w = BindWatch(c, ns, rv, pods)
     w.start()
     t0 = time.monotonic()
     c.start_scheduler(extenders, qps=qps)
+    cpu0 = cpu_by_process(c)
     prof = None
     if pprof:
         prof = Pprof(c.scheduler_http_port, pprof[1], os.path.join(pprof[0], name + ".pprof"))
@@ -219,6 +241,9 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout, pprof=None):
     log("%s: %d pods bound, first %.2f s after the scheduler started, last %.2f s: %.1f pods/s" % (
         name, len(times), times[0] - t0, times[-1] - t0, rate))
     durations = scheduler_durations(c.scheduler_http_port)
+    # CPU each process of the cluster spent per pod bound in this phase (from the scheduler's start)
+    cpu1 = cpu_by_process(c)
+    cpu_ms = {n: round(1000 * (cpu1[n] - cpu0.get(n, 0.0)) / len(times), 3) for n in sorted(cpu1)}
     if prof:
         prof.join()
         if prof.error:
@@ -226,7 +251,24 @@ def phase(c, name, ns, pods, workers, qps, extenders, timeout, pprof=None):
     c.procs["kube-scheduler"].stop()
     del c.procs["kube-scheduler"]
     return {"pods": len(times), "first_s": round(times[0] - t0, 3), "last_s": round(times[-1] - t0, 3),
-            "pods_per_s": round(rate, 1), "kube_scheduler_ms": durations}
+            "pods_per_s": round(rate, 1), "load_average": load0,
+            "load_average_end": [round(x, 2) for x in os.getloadavg()], "cpu_ms_per_pod": cpu_ms,
+            "kube_scheduler_ms": durations}
+
+
+class BusyLoad:
+    """n processes spinning on the CPU (the load of --load), stopped on exit."""
+
+    def __init__(self, n):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 def machine():
@@ -255,17 +297,22 @@ def main():
     ap.add_argument("--pprof", metavar="DIR", help="save kube-scheduler's CPU profile of each phase here")
     ap.add_argument("--pprof-seconds", type=int, default=4, help="length of each CPU profile")
     ap.add_argument("--perf", metavar="DIR", help="perf record the extender during the extender phase here")
+    ap.add_argument("--load", type=int, default=2, metavar="N",
+                    help="run both phases again with N busy-loop processes (0: idle phases only)")
+    ap.add_argument("--extender-arg", action="append", default=[], metavar="ARG",
+                    help="an extra argument of gpuslice scheduler (repeatable)")
     a = ap.parse_args()
     exe = os.path.join(a.build, "gpuslice")
     if "--kubeconfig" not in subprocess.run([exe, "scheduler", "--help"], capture_output=True, text=True).stdout:
         sys.exit("sched-e2e: %s was built without the Kubernetes client: the extender cannot bind" % exe)
     result = {"machine": machine(), "nodes": a.nodes, "pods_per_phase": a.pods, "qps": a.qps,
-              "pod_limits": LIMITS}
+              "pod_limits": LIMITS, "extender_args": a.extender_arg, "load_processes": a.load}
     with cluster.Cluster(log=log) as c:
         c.start_control_plane()
         port = cluster.free_port()
         ext_proc = c.spawn("gpuslice-scheduler", [exe, "scheduler", "--address", "127.0.0.1:%d" % port,
-                                                  "--kubeconfig", c.kubeconfig, "--log-level", "warn"])
+                                                  "--kubeconfig", c.kubeconfig, "--log-level", "warn",
+                                                  *a.extender_arg])
 
         def healthy():
             try:
@@ -316,6 +363,16 @@ def main():
         result["extender"]["extender_calls"] = verb_latency(port)
         result["ratio_extender_to_default"] = round(result["extender"]["pods_per_s"] /
                                                     result["default"]["pods_per_s"], 3)
+        if a.load > 0:
+            log("both phases again with %d busy-loop processes" % a.load)
+            with BusyLoad(a.load):
+                time.sleep(5)  # let the load averages see them
+                result["default_load"] = phase(c, "default_load", "bench-default-load", a.pods, a.workers, a.qps,
+                                               None, a.timeout)
+                result["extender_load"] = phase(c, "extender_load", "bench-extender-load", a.pods, a.workers, a.qps,
+                                                [ext], a.timeout)
+            result["ratio_extender_to_default_load"] = round(result["extender_load"]["pods_per_s"] /
+                                                             result["default_load"]["pods_per_s"], 3)
         result["memory"] = {"rss_kib_empty": rss0, "rss_kib_nodes": rss1, "rss_kib_default_pods": rss2,
                             "rss_kib_all_pods": rss3,
                             "per_node_bytes": round((rss1 - rss0) * 1024 / a.nodes),
@@ -336,9 +393,26 @@ def main():
         a.nodes, a.pods, result["default"]["pods_per_s"], result["extender"]["pods_per_s"],
         result["ratio_extender_to_default"], m["per_node_bytes"] / 1024, m["per_watched_pod_bytes"] / 1024,
         m["per_scheduled_pod_bytes"] / 1024))
-    print("extender time per call: %s" % ", ".join("%s %.2f ms (%d calls)" % (v, x["mean_ms"], x["calls"])
-                                                  for v, x in sorted(result["extender"]["extender_calls"].items())))
-    for ph in ("default", "extender"):
+    print("\n| phase | load average (1/5/15 min) at the start | at the end | default scheduler alone | "
+          "with gpuslice extender | ratio |")
+    print("|---|---|---|---|---|---|")
+    for tag, label in (("", "idle"), ("_load", "%d busy-loop processes" % a.load)):
+        if "default" + tag not in result:
+            continue
+        d, e = result["default" + tag], result["extender" + tag]
+        print("| %s | %s / %s | %s / %s | %.1f pods/s | %.1f pods/s | %.2f |" % (
+            label, " ".join("%.2f" % x for x in d["load_average"]), " ".join("%.2f" % x for x in e["load_average"]),
+            " ".join("%.2f" % x for x in d["load_average_end"]), " ".join("%.2f" % x for x in e["load_average_end"]),
+            d["pods_per_s"], e["pods_per_s"], result["ratio_extender_to_default" + tag]))
+    print("\nextender: `gpuslice scheduler %s`; its time per call (idle phases): %s" % (
+        " ".join(a.extender_arg) or "(default options)",
+        ", ".join("%s %.2f ms (%d calls)" % (v, x["mean_ms"], x["calls"])
+                  for v, x in sorted(result["extender"]["extender_calls"].items()))))
+    for ph in ("default", "extender", "default_load", "extender_load"):
+        if ph not in result:
+            continue
+        print("CPU ms per pod bound, %s phase: %s" % (ph, ", ".join(
+            "%s %.2f" % (k, v) for k, v in result[ph]["cpu_ms_per_pod"].items())))
         d = result[ph]["kube_scheduler_ms"]
         print("kube-scheduler, %s phase, mean ms: %s" % (ph, ", ".join(
             "%s %.2f (%d)" % (k, v["mean_ms"], v["count"]) for k, v in d.items())))

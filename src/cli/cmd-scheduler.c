@@ -35,6 +35,10 @@ static void help(FILE *f) {
               "      --memory-unit NAME=MIB     MiB per unit of a memory resource, as configured on the\n"
               "                                 nodes (defaults: gpuslice.io/gpu-memory=256,\n"
               "                                 tencent.com/vcuda-memory=256, aliyun.com/gpu-mem=1024)\n"
+              "      --filter-answer FORM       best (default): filter answers only the node the policy picks\n"
+              "                                 when one fits and the pod has no soft preference, so\n"
+              "                                 kube-scheduler skips its scoring and prioritize; all: every\n"
+              "                                 node that fits (docs/scheduler.md)\n"
               "      --tls-cert FILE            serve HTTPS with this PEM certificate chain\n"
               "      --tls-key FILE             and this PEM key\n"
               "      --tls-client-ca FILE       require client certificates signed by this CA\n"
@@ -78,7 +82,8 @@ int cmd_scheduler(int argc, char **argv) {
                 OPT_CA,
                 OPT_LOG,
                 OPT_KUBECONFIG,
-                OPT_CONTEXT
+                OPT_CONTEXT,
+                OPT_FILTER
         };
         static const struct option opts[] = {
                 { "address", required_argument, NULL, OPT_ADDR },
@@ -91,6 +96,7 @@ int cmd_scheduler(int argc, char **argv) {
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
                 { "context", required_argument, NULL, OPT_CONTEXT },
+                { "filter-answer", required_argument, NULL, OPT_FILTER },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -136,6 +142,15 @@ int cmd_scheduler(int argc, char **argv) {
                                 break;
                         case OPT_KUBECONFIG: kubeconfig = optarg; break;
                         case OPT_CONTEXT: context = optarg; break;
+                        case OPT_FILTER:
+                                if (!streq(optarg, "best") && !streq(optarg, "all")) {
+                                        fprintf(stderr,
+                                                "gpuslice scheduler: --filter-answer: expected best or all, got '%s'\n",
+                                                optarg);
+                                        return EXIT_USAGE;
+                                }
+                                o.filter_all = streq(optarg, "all");
+                                break;
                         case OPT_CERT: o.tls_cert_file = optarg; break;
                         case OPT_KEY: o.tls_key_file = optarg; break;
                         case OPT_CA: o.tls_client_ca_file = optarg; break;

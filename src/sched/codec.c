@@ -46,6 +46,28 @@ void sched_ext_args_done(struct sched_ext_args *a) {
         a->n_nodes = 0;
 }
 
+/* Whether pod (a Pod object) asks for a preference only kube-scheduler's Score plugins honour. */
+static bool pod_soft_preferences(const json_t *pod) {
+        const json_t *spec = json_object_get(pod, "spec");
+        const json_t *aff = json_object_get(spec, "affinity");
+        static const char *const kinds[] = { "nodeAffinity", "podAffinity", "podAntiAffinity" };
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
+                const json_t *pref = json_object_get(json_object_get(aff, kinds[i]),
+                                                     "preferredDuringSchedulingIgnoredDuringExecution");
+                if (json_is_array(pref) && json_array_size(pref) > 0)
+                        return true;
+        }
+        const json_t *tsc = json_object_get(spec, "topologySpreadConstraints");
+        size_t i;
+        const json_t *c;
+        json_array_foreach(tsc, i, c) {
+                const char *w = json_string_value(json_object_get(c, "whenUnsatisfiable"));
+                if (w && streq(w, "ScheduleAnyway"))
+                        return true;
+        }
+        return false;
+}
+
 /*
  * The start of every extender request (filter/prioritize and preempt): the size bound, the parse,
  * the outer object (`what` names it in messages) and its Pod. *ret_root is the parsed document
@@ -82,6 +104,7 @@ int sched_ext_args_decode(const char *body, size_t len, const struct cluster_uni
                 return r;
         }
         json_t *j = ret->root;
+        ret->soft_preferences = pod_soft_preferences(json_object_get(j, "Pod"));
         json_t *names = json_object_get(j, "NodeNames");
         json_t *nodes = json_object_get(j, "Nodes");
         if (names && !json_is_null(names)) {

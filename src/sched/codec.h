@@ -39,6 +39,9 @@ struct sched_ext_args {
         char **node_names; /* n_nodes names */
         void *nodes_items; /* json_t array of Node objects when !node_cache (borrowed by replies) */
         void *root;        /* owning json_t */
+        /* the Pod asks kube-scheduler for a soft preference that its Score plugins weigh: a preferred node
+         * affinity, a preferred pod (anti-)affinity, or a ScheduleAnyway topology spread constraint */
+        bool soft_preferences;
 };
 
 /* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. */

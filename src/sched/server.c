@@ -109,6 +109,8 @@ struct sched_server {
         struct metrics_histogram *latency[VERB_N];
         struct metrics_counter *verdicts[3];
         struct metrics_counter *bind_ok, *bind_refused, *bind_conflict, *bind_failed;
+        struct metrics_counter *filter_one,
+                *filter_every; /* filter answers: the policy's node alone (filter_pick), all */
 };
 
 static uint64_t now_realtime_ns(void) {
@@ -385,6 +387,37 @@ static const char *prioritize_all(struct sched_server *s, const struct sched_ext
         return NULL;
 }
 
+/*
+ * The one node filter answers, as prioritize would rank it (its score, then the policy's finer pack: higher
+ * for binpack and the packing policies, lower for spread), or SIZE_MAX to answer every node that fits:
+ * --filter-answer all, Node objects instead of names (an answer of one would need its index), a pod that
+ * asks for no GPU resource (kube-scheduler's to place) or for a soft preference only kube-scheduler's Score
+ * plugins weigh, or no node fits (the full FailedNodes, which preemption reads). Under the lock, after
+ * decide_all (the decisions are in fl_dec when it kept them for prioritize, else in dec).
+ */
+static size_t filter_pick(struct sched_server *s, const struct sched_ext_args *a) {
+        if (s->o.filter_all || !a->node_cache || a->soft_preferences || !cluster_request_any(&a->pod.req))
+                return SIZE_MAX;
+        enum cluster_policy pol = a->pod.has_policy ? a->pod.policy : s->o.policy;
+        const struct sched_score_in *d = s->last_valid ? s->fl_dec : s->dec;
+        for (size_t i = 0; i < a->n_nodes; i++)
+                s->decp[i] = &d[i];
+        sched_score_inp(s->decp, a->n_nodes, pol, s->scores);
+        size_t best = SIZE_MAX;
+        double best_pack = 0;
+        for (size_t i = 0; i < a->n_nodes; i++) {
+                if (d[i].verdict != SCHED_FIT)
+                        continue;
+                double pack = pol == CLUSTER_POLICY_SPREAD ? -d[i].pack : d[i].pack;
+                if (best == SIZE_MAX || s->scores[i] > s->scores[best] ||
+                    (s->scores[i] == s->scores[best] && pack > best_pack)) {
+                        best = i;
+                        best_pack = pack;
+                }
+        }
+        return best;
+}
+
 static void observe(struct sched_server *s, enum verb v, double t0, bool error) {
         metrics_counter_add(s->calls[v], 1);
         if (error)
@@ -408,7 +441,19 @@ unsigned sched_server_filter(struct sched_server *s, const char *body, size_t le
         }
         pthread_mutex_lock(&s->lock);
         const char *e = decide_all(s, &a);
-        r = sched_ext_filter_encode(&a, s->results, e, ret, ret_len);
+        size_t pick = e ? SIZE_MAX : filter_pick(s, &a);
+        if (pick != SIZE_MAX) {
+                /* only the policy's node: kube-scheduler then skips its scoring and prioritize */
+                struct sched_ext_args one = a;
+                one.n_nodes = 1;
+                one.node_names = &a.node_names[pick];
+                r = sched_ext_filter_encode(&one, &s->results[pick], NULL, ret, ret_len);
+                metrics_counter_add(s->filter_one, 1);
+        } else {
+                r = sched_ext_filter_encode(&a, s->results, e, ret, ret_len);
+                if (!e)
+                        metrics_counter_add(s->filter_every, 1);
+        }
         pthread_mutex_unlock(&s->lock);
         sched_ext_args_done(&a);
         observe(s, VERB_FILTER, t0, e || r < 0);
@@ -792,6 +837,14 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
         s->bind_refused = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "refused");
         s->bind_conflict = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "conflict");
         s->bind_failed = metrics_counter_get("gpuslice_scheduler_binds_total", bh, "result", "failed");
+        s->filter_one = metrics_counter_get("gpuslice_scheduler_filter_answers_total",
+                                            "Filter answers without an error, by form (one: the policy's node alone, "
+                                            "kube-scheduler skips its scoring; all: every node that fits).",
+                                            "form", "one");
+        s->filter_every = metrics_counter_get("gpuslice_scheduler_filter_answers_total",
+                                              "Filter answers without an error, by form (one: the policy's node alone, "
+                                              "kube-scheduler skips its scoring; all: every node that fits).",
+                                              "form", "all");
         r = http_server_new(o->address, &s->http);
         if (r < 0) {
                 sched_server_free(s);

@@ -39,6 +39,9 @@ struct sched_binder {
 struct sched_server_options {
         const char *address;        /* HOST:PORT */
         enum cluster_policy policy; /* default policy; pods may override (gpuslice.io/scheduling-policy) */
+        /* filter answers every node that fits (--filter-answer all); false: only the node the policy
+         * picks when the pod has no soft preference for kube-scheduler's Score plugins (docs/scheduler.md) */
+        bool filter_all;
         struct cluster_units units;
         const struct sched_binder *binder;                             /* NULL: bind answers an error */
         const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* NULL: plain HTTP */

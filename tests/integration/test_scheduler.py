@@ -107,7 +107,8 @@ def args_for(p, names):
 
 
 def test_verbs(a, tmp):
-    s = Scheduler(a.build, tmp)
+    # every node's verdict: the full answer (--filter-answer best is test_filter_best)
+    s = Scheduler(a.build, tmp, extra=("--filter-answer", "all"))
     base = "http://127.0.0.1:%d" % s.port
     try:
         st, text = request(base + "/healthz")
@@ -144,7 +145,30 @@ def test_verbs(a, tmp):
         check(st == 400 and "bad ExtenderArgs" in json.loads(text)["Error"], text)
         st, text = request(base + "/metrics")
         check('gpuslice_scheduler_requests_total{verb="filter"} 3' in text, text)
+        check('gpuslice_scheduler_filter_answers_total{form="all"} 2' in text, text)
         check("gpuslice_scheduler_model_pods 1" in text, text)
+    finally:
+        s.stop()
+
+
+def test_filter_best(a, tmp):
+    """The default --filter-answer best: a GPU pod that fits gets only the node the policy ranks first (so
+    kube-scheduler skips prioritize); one that fits nowhere gets every node's reason."""
+    s = Scheduler(a.build, tmp)
+    base = "http://127.0.0.1:%d" % s.port
+    try:
+        names = ["two-6g", "one-16g", "busy-16g", "cpu-only"]
+        r = filter_(base, pod("want4", {"gpuslice.io/gpu-memory": "16"}), names)
+        check(r["NodeNames"] == ["busy-16g"] and r["FailedNodes"] == {}, "binpack: %s" % r)
+        p = pod("want4s", {"gpuslice.io/gpu-memory": "16"}, annotations={"gpuslice.io/scheduling-policy": "spread"})
+        r = filter_(base, p, names)
+        check(len(r["NodeNames"]) == 1 and r["NodeNames"][0] != "busy-16g", "spread: %s" % r)
+        r = filter_(base, pod("want32", {"gpuslice.io/gpu-memory": "128"}), names)
+        check(r["NodeNames"] == [] and set(r["FailedNodes"]) == set(names), "fits nowhere: %s" % r)
+        check("container main needs 32 GiB" in r["FailedNodes"]["one-16g"], r)
+        st, text = request(base + "/metrics")
+        check('gpuslice_scheduler_filter_answers_total{form="one"} 2' in text, text)
+        check('gpuslice_scheduler_filter_answers_total{form="all"} 1' in text, text)
     finally:
         s.stop()
 
@@ -185,7 +209,7 @@ def filter_(base, p, names):
 
 
 def test_mig(a, tmp):
-    s = Scheduler(a.build, tmp, snapshot=MIG_SNAPSHOT)
+    s = Scheduler(a.build, tmp, snapshot=MIG_SNAPSHOT, extra=("--filter-answer", "all"))
     base = "http://127.0.0.1:%d" % s.port
     names = ["mig-one", "mig-split", "mig-full", "mig-awaited", "single", "cpu-only"]
     try:
@@ -292,6 +316,8 @@ def test_usage(a, tmp):
     check(r.returncode == 2 and "go together" in r.stderr, r)
     r = run("--memory-unit", "cpu=5", "--snapshot", "x")
     check(r.returncode == 2, r)
+    r = run("--filter-answer", "some", "--snapshot", "x")
+    check(r.returncode == 2 and "expected best or all" in r.stderr, r)
     if "--kubeconfig" in run("--help").stdout:
         # built with the Kubernetes client: no snapshot means the API, and here there is none
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
@@ -368,7 +394,7 @@ def test_deploy(a, tmp):
     check(cfg["profiles"][0]["schedulerName"] == "gpuslice-scheduler", cfg)
 
 
-TESTS = {"verbs": test_verbs, "tls": test_tls, "usage": test_usage, "deploy": test_deploy, "mig": test_mig}
+TESTS = {"verbs": test_verbs, "filter-best": test_filter_best, "tls": test_tls, "usage": test_usage, "deploy": test_deploy, "mig": test_mig}
 
 
 if __name__ == "__main__":

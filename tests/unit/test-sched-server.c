@@ -67,9 +67,13 @@ static int rec_bind(void *ud, const char *ns, const char *name, const char *uid,
         return r->bind_ret;
 }
 
-static struct sched_server *server_with_policy(struct rec *rec, const char *address, enum cluster_policy policy) {
+/* filter_all: filter answers every node that fits (--filter-answer all); else the policy's node alone. */
+static struct sched_server *server_answering(struct rec *rec, const char *address, enum cluster_policy policy,
+                                             bool filter_all) {
         struct sched_binder b = { rec_bind, rec };
-        struct sched_server_options o = { .address = address, .binder = rec ? &b : NULL, .policy = policy };
+        struct sched_server_options o = {
+                .address = address, .binder = rec ? &b : NULL, .policy = policy, .filter_all = filter_all
+        };
         cluster_units_default(&o.units);
         struct sched_server *s;
         assert_int_equal(sched_server_new(&o, &s), 0);
@@ -78,6 +82,11 @@ static struct sched_server *server_with_policy(struct rec *rec, const char *addr
         assert_int_equal(sched_snapshot_load(m, SNAPSHOT, strlen(SNAPSHOT), &o.units, NULL, NULL, &err), 0);
         sched_server_unlock(s);
         return s;
+}
+
+/* The tests of the full answer (every node's verdict and reason, prioritize after it). */
+static struct sched_server *server_with_policy(struct rec *rec, const char *address, enum cluster_policy policy) {
+        return server_answering(rec, address, policy, true);
 }
 
 static struct sched_server *server_with(struct rec *rec, const char *address) {
@@ -703,6 +712,121 @@ static void add_pod(struct sched_server *s, const char *uid, const char *node, a
         sched_server_unlock(s);
 }
 
+/* A 4 GiB share (gpu-memory 16) asked of gpunode (2 × 16 GiB, 8 GiB of GPU 0 held), gpunode-fake (1 × 16 GiB,
+ * empty) and "nogpu" (not in the model), with `extra` in the Pod's spec. */
+#define BEST_BODY(extra)                                                                    \
+        "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"best-uid\"}," \
+        "\"spec\":{" extra "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"     \
+        "{\"gpuslice.io/gpu-memory\":\"16\"}}}]}},\"NodeNames\":[\"nogpu\",\"gpunode-fake\",\"gpunode\"]}"
+
+/* The node of names with the highest score in a prioritize answer. */
+static const char *top_host(json_t *j) {
+        const char *best = NULL;
+        json_int_t top = -1;
+        for (size_t i = 0; i < json_array_size(j); i++) {
+                json_t *h = json_array_get(j, i);
+                if (json_integer_value(json_object_get(h, "Score")) > top) {
+                        top = json_integer_value(json_object_get(h, "Score"));
+                        best = json_string_value(json_object_get(h, "Host"));
+                }
+        }
+        return best;
+}
+
+/* --filter-answer best: a GPU pod that fits gets only the node prioritize would rank first (binpack: the fuller
+ * gpunode; spread: the empty gpunode-fake), with no failures listed: kube-scheduler then skips scoring. */
+static void test_filter_answers_policy_node(void **state) {
+        (void)state;
+        static const char body[] = BEST_BODY("");
+        static const struct {
+                enum cluster_policy pol;
+                const char *want;
+        } cases[] = { { CLUSTER_POLICY_BINPACK, "gpunode" },
+                      { CLUSTER_POLICY_SPREAD, "gpunode-fake" },
+                      { CLUSTER_POLICY_FRAG, NULL } };
+        for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
+                /* the full answer's prioritize, the reference */
+                struct sched_server *full = server_answering(NULL, "127.0.0.1:0", cases[c].pol, true);
+                add_pod(full, "held", "gpunode", 1, false, 8192);
+                sched_server_set_ready(full, true);
+                json_t *j = call(sched_server_filter, full, body, strlen(body), 200);
+                assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 2);
+                json_decref(j);
+                static const char prio[] =
+                        "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"best-uid\"},"
+                        "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                        "{\"gpuslice.io/gpu-memory\":\"16\"}}}]}},\"NodeNames\":[\"gpunode-fake\",\"gpunode\"]}";
+                j = call(sched_server_prioritize, full, prio, strlen(prio), 200);
+                char ref[64];
+                strscpy(ref, top_host(j), sizeof ref);
+                json_decref(j);
+                if (cases[c].want)
+                        assert_string_equal(ref, cases[c].want);
+                sched_server_free(full);
+
+                struct sched_server *s = server_answering(NULL, "127.0.0.1:0", cases[c].pol, false);
+                add_pod(s, "held", "gpunode", 1, false, 8192);
+                sched_server_set_ready(s, true);
+                j = call(sched_server_filter, s, body, strlen(body), 200);
+                assert_string_equal(json_string_value(json_object_get(j, "Error")), "");
+                json_t *names = json_object_get(j, "NodeNames");
+                assert_int_equal(json_array_size(names), 1);
+                assert_string_equal(json_string_value(json_array_get(names, 0)), ref);
+                assert_int_equal(json_object_size(json_object_get(j, "FailedNodes")), 0);
+                json_decref(j);
+                sched_server_free(s);
+        }
+}
+
+/* --filter-answer best still answers in full where the one node would lose something: no node fits (every
+ * reason, for the event and preemption), a soft preference kube-scheduler's Score plugins weigh, a pod that asks
+ * for no GPU resource (kube-scheduler's to place). */
+static void test_filter_best_answers_full_when_needed(void **state) {
+        (void)state;
+        struct sched_server *s = server_answering(NULL, "127.0.0.1:0", CLUSTER_POLICY_BINPACK, false);
+        add_pod(s, "held", "gpunode", 1, false, 8192);
+        sched_server_set_ready(s, true);
+        static const char none[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"n-uid\"},"
+                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"gpuslice.io/gpu-memory\":\"80\"}}}]}},\"NodeNames\":[\"nogpu\",\"gpunode-fake\",\"gpunode\"]}";
+        json_t *j = call(sched_server_filter, s, none, strlen(none), 200);
+        assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 0);
+        json_t *failed = json_object_get(j, "FailedNodes");
+        assert_int_equal(json_object_size(failed), 3);
+        assert_non_null(strstr(json_string_value(json_object_get(failed, "gpunode")), "needs 20 GiB"));
+        assert_non_null(json_object_get(json_object_get(j, "FailedAndUnresolvableNodes"), "nogpu"));
+        json_decref(j);
+        static const char *const soft[] = {
+                BEST_BODY("\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":"
+                          "[{\"weight\":1,\"preference\":{\"matchExpressions\":[{\"key\":\"k\",\"operator\":"
+                          "\"Exists\"}]}}]}},"),
+                BEST_BODY("\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":"
+                          "[{\"weight\":1,\"podAffinityTerm\":{\"topologyKey\":\"h\"}}]}},"),
+                BEST_BODY("\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"h\","
+                          "\"whenUnsatisfiable\":\"ScheduleAnyway\"}],"),
+        };
+        for (size_t i = 0; i < ELEMENTSOF(soft); i++) {
+                j = call(sched_server_filter, s, soft[i], strlen(soft[i]), 200);
+                assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 2);
+                assert_non_null(json_object_get(json_object_get(j, "FailedNodes"), "nogpu"));
+                json_decref(j);
+        }
+        /* a hard spread constraint is kube-scheduler's filter, not a preference: one node */
+        static const char hard[] = BEST_BODY("\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"h\","
+                                             "\"whenUnsatisfiable\":\"DoNotSchedule\"}],");
+        j = call(sched_server_filter, s, hard, strlen(hard), 200);
+        assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 1);
+        json_decref(j);
+        static const char cpu[] = "{\"Pod\":{\"metadata\":{\"name\":\"s\",\"namespace\":\"d\",\"uid\":\"c-uid\"},"
+                                  "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                                  "{\"cpu\":\"1\"}}}]}},\"NodeNames\":[\"nogpu\",\"gpunode-fake\",\"gpunode\"]}";
+        j = call(sched_server_filter, s, cpu, strlen(cpu), 200);
+        assert_int_equal(json_array_size(json_object_get(j, "NodeNames")), 3);
+        json_decref(j);
+        sched_server_free(s);
+}
+
 #define PREEMPT_POD                                                                                                  \
         "\"Pod\":{\"metadata\":{\"name\":\"hi\",\"namespace\":\"d\",\"uid\":\"hi-uid\"},\"spec\":{\"containers\":[{" \
         "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}"
@@ -846,6 +970,8 @@ int main(void) {
                 cmocka_unit_test(test_slow_bind_does_not_block_filter),
                 cmocka_unit_test(test_node_list_cache_follows_nodes),
                 cmocka_unit_test(test_preempt),
+                cmocka_unit_test(test_filter_answers_policy_node),
+                cmocka_unit_test(test_filter_best_answers_full_when_needed),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();
