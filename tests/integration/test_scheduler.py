@@ -152,13 +152,14 @@ def test_verbs(a, tmp):
 
 
 def test_filter_best(a, tmp):
-    """The default --filter-answer best: a GPU pod that fits gets only the node the policy ranks first (so
+    """The default --filter-answer best: a GPU pod that fits gets only the node its policy ranks first (so
     kube-scheduler skips prioritize); one that fits nowhere gets every node's reason."""
     s = Scheduler(a.build, tmp)
     base = "http://127.0.0.1:%d" % s.port
     try:
         names = ["two-6g", "one-16g", "busy-16g", "cpu-only"]
-        r = filter_(base, pod("want4", {"gpuslice.io/gpu-memory": "16"}), names)
+        p = pod("want4", {"gpuslice.io/gpu-memory": "16"}, annotations={"gpuslice.io/scheduling-policy": "binpack"})
+        r = filter_(base, p, names)
         check(r["NodeNames"] == ["busy-16g"] and r["FailedNodes"] == {}, "binpack: %s" % r)
         p = pod("want4s", {"gpuslice.io/gpu-memory": "16"}, annotations={"gpuslice.io/scheduling-policy": "spread"})
         r = filter_(base, p, names)
