@@ -494,11 +494,12 @@ def test_agent_killed_before_allocate(env):
     The restarted kubelet admits the pods it finds within ms of opening its registration socket, and the
     agent registers within tens of ms of it (inotify): on this 2-core machine kubelet wins that race
     now and then and rejects the pod itself (UnexpectedAdmissionError, no Allocate reaches any plugin).
-    That is kubelet's behaviour, not the agent's; the scenario is then set up again (at most 3 times)."""
+    That is kubelet's behaviour, not the agent's; the scenario is then set up again (at most 5 times: a
+    fresh-clone CI run lost 3 in a row once)."""
     c = env.c
     node = c.gpu["kgpu-a"].node
     races = []
-    for attempt in range(3):
+    for attempt in range(5):
         name = "kafter" if attempt == 0 else "kafter%d" % attempt
         # schedulable again: Ready, and the taints of the last restart (not-ready) lifted
         c.wait("kgpu-a Ready and untainted", lambda: c.node_ready("kgpu-a") and not [
@@ -524,7 +525,7 @@ def test_agent_killed_before_allocate(env):
         print("kubelet rejected %s before the plugin re-registered (%s); setting up again" % (name, msg))
         e2e.delete(c, "pods", name)
     else:
-        raise Fail("kubelet rejected the pod at admission in all 3 attempts: %s" % races)
+        raise Fail("kubelet rejected the pod at admission in all 5 attempts: %s" % races)
     ann = assigned(env, name, timeout=120)
     _, limg, _, _, out = seen(env, name, "kgpu-a")
     check(limg == asg_gpus(ann), "assigned %s, limits %s:\n%s" % (asg_gpus(ann), limg, out))
