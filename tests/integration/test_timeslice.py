@@ -335,6 +335,30 @@ def check_daemon_shm(state, shm):
         os.unlink(os.path.join(shm, mark))
 
 
+def kill_and_adopt(e, k, args, text, state, pods, names, mps_res, held_marks):
+    """SIGKILL the agent (its MPS daemon, pid in the agent's log text, left running), restart kubelet with
+    pods as PodResources and the agent with args; wait for the new agent's lists of names, mps_res's replicas
+    Healthy (the daemon adopted), held_marks still true, the daemon's pid in state. Returns fresh(res) (the
+    new agent's latest list of res, {ID: health}) and the daemon's pid."""
+    pid = int(text.split("pid ")[1].split()[0])
+    e.kill_agent(signal.SIGKILL)
+    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
+    k.pods = pods
+    k.restart()
+    t0 = time.monotonic()
+    e.start(*args)
+
+    def fresh(res):
+        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
+        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
+    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
+    k.wait_for(lambda: set(fresh(mps_res).values()) == {"Healthy"}, 15,
+               "MPS replicas Healthy after the restart (the daemon left running adopted)")
+    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
+    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    return fresh, pid
+
+
 def test_mixed_mps(e):
     """GPUs 0-1 MPS (nvidia.com/gpu.shared, 4 replicas), 2-7 whole and in fractions: one replica, one whole GPU and
     one fraction handed out, no GPU in two modes; after an agent SIGKILL (its daemon left running, as a crashed
@@ -377,24 +401,10 @@ def test_mixed_mps(e):
     k.wait_for(held_marks, 10, "the whole GPU's fractions and the fractional GPU's whole ID Unhealthy")
     rec = os.path.join(e.state_dir, "gpuslice.state")
     k.wait_for(lambda: os.path.exists(rec) and sh[0].encode() in open(rec, "rb").read(), 5, "the replica on record")
-    pid = int(text.split("pid ")[1].split()[0])
-    e.kill_agent(signal.SIGKILL)
-    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
-    k.pods = [("default", "a", "main", "nvidia.com/gpu.shared", [sh[0]]),
-              ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
-              ("default", "c", "main", "gpuslice.io/gpu-core", cores)]
-    k.restart()
-    t0 = time.monotonic()
-    e.start(*args)
-
-    def fresh(res):  # the new agent's latest list of res
-        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
-        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
-    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
-    k.wait_for(lambda: set(fresh("nvidia.com/gpu.shared").values()) == {"Healthy"}, 15,
-               "MPS replicas Healthy after the restart (the daemon left running adopted)")
-    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
-    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    fresh, pid = kill_and_adopt(e, k, args, text, state, [("default", "a", "main", "nvidia.com/gpu.shared", [sh[0]]),
+                                                     ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
+                                                     ("default", "c", "main", "gpuslice.io/gpu-core", cores)],
+                           names, "nvidia.com/gpu.shared", held_marks)
     # gpuslice status names the replica's holder (PodResources), on its GPU's entry
     gpu = REPLICA_RE.match(sh[0]).group(1)
 
@@ -471,25 +481,11 @@ def test_mixed_modes(e):
     rec = os.path.join(e.state_dir, "gpuslice.state")
     k.wait_for(lambda: os.path.exists(rec) and ml[0].encode() in open(rec, "rb").read() and
                tsl[0].encode() in open(rec, "rb").read(), 5, "both replicas on record")
-    pid = int(text.split("pid ")[1].split()[0])
-    e.kill_agent(signal.SIGKILL)
-    check(os.path.exists("/proc/%d" % pid), "the daemon died with the agent: the test needs it left running")
-    k.pods = [("default", "a", "main", "nvidia.com/gpu.shared", [tsl[0]]),
-              ("default", "m", "main", "nvidia.com/gpu.mps", [ml[0]]),
-              ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
-              ("default", "c", "main", "gpuslice.io/gpu-core", cores)]
-    k.restart()
-    t0 = time.monotonic()
-    e.start(*args)
-
-    def fresh(res):  # the new agent's latest list of res
-        msgs = [m for m in list(k.law) if m[1] == endpoint(res) and m[0] > t0]
-        return {d.ID: d.health for d in msgs[-1][2].devices} if msgs else {}
-    k.wait_for(lambda: all(fresh(r) for r in names), 15, "the restarted agent's lists")
-    k.wait_for(lambda: set(fresh("nvidia.com/gpu.mps").values()) == {"Healthy"}, 15,
-               "MPS replicas Healthy after the restart (the daemon left running adopted)")
-    k.wait_for(lambda: held_marks(fresh), 15, "the whole GPU and the fraction still held after the SIGKILL")
-    check("pid %d\n" % pid in open(state).read(), "the daemon was not adopted: %r" % open(state).read())
+    fresh, pid = kill_and_adopt(e, k, args, text, state, [("default", "a", "main", "nvidia.com/gpu.shared", [tsl[0]]),
+                                                     ("default", "m", "main", "nvidia.com/gpu.mps", [ml[0]]),
+                                                     ("default", "b", "main", "nvidia.com/gpu", [w[0]]),
+                                                     ("default", "c", "main", "gpuslice.io/gpu-core", cores)],
+                           names, "nvidia.com/gpu.mps", held_marks)
     disjoint(fresh("nvidia.com/gpu"), replicas_by_gpu(fresh("nvidia.com/gpu.shared")),
              replicas_by_gpu(fresh("nvidia.com/gpu.mps")), {i.split("::")[0] for i in fresh("gpuslice.io/gpu-core")})
     refused_two_ways()
