@@ -794,7 +794,7 @@ void config_init_defaults(struct gpuslice_config *cfg) {
                 .health_quiet_period_sec = 60,
                 .metrics_compat = 0,
                 .sample_interval_sec = 5,
-                .alloc_policy = CONFIG_POLICY_BINPACK,
+                .alloc_policy = CONFIG_POLICY_FRAG,
                 .memory_unit_bytes = 0,
                 .limit_when_alone = true,
                 .dra_sharing = true,

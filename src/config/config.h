@@ -137,7 +137,7 @@ struct gpuslice_config {
         char nfd_features_file[CONFIG_PATH_MAX]; /* monitor.nfd-features-file  "" = off */
 
         /* [sharing] — fractional GPUs (issue 5) */
-        enum config_alloc_policy alloc_policy; /* sharing.policy         binpack */
+        enum config_alloc_policy alloc_policy; /* sharing.policy         frag */
         uint64_t memory_unit_bytes;            /* sharing.memory-unit    0 = the profile's unit */
         char interposer_library
                 [CONFIG_PATH_MAX]; /* sharing.interposer     /usr/local/lib/gpuslice/libgpuslice-cuda.so */

@@ -262,7 +262,7 @@ def test_share_pair_memory_first(e):
 
 
 def test_share_binpack(e):
-    e.start_share()
+    e.start_share("gpuslice", "--allocation-policy", "binpack")  # frag is the default
     g1 = pair(e, e.core, e.mem)
     g2 = pair(e, e.mem, e.core)
     check(g1 == g2, "binpack put the second container on %s, not with the first on %s" % (g2, g1))
@@ -407,7 +407,7 @@ def test_share_grace(e):
 
 def test_share_restart(e):
     """Agent SIGKILLed and its state file lost: PodResources alone brings the fractions back."""
-    e.start_share()
+    e.start_share("gpuslice", "--allocation-policy", "binpack")
     got = e.admit((e.core, 40), (e.mem, 8))
     core_ids, resp = got[e.core]
     mem_ids = got[e.mem][0]
@@ -421,7 +421,7 @@ def test_share_restart(e):
     e.kubelet.pods = [("ml", "infer", "main", e.core, core_ids), ("ml", "infer", "main", e.mem, mem_ids)]
     e.kubelet.restart()
     n = len(e.kubelet.registrations)
-    e.start_agent("--resource-profile", "gpuslice", "--interposer", e.interposer)
+    e.start_agent("--resource-profile", "gpuslice", "--interposer", e.interposer, "--allocation-policy", "binpack")
     e.kubelet.wait_for(lambda: len(e.kubelet.registrations) >= n + 3, 10, "three registrations after restart")
     st = {d["id"]: d for d in e.status()["devices"]}
     check(st[gpu]["core_used"] == 40 and st[gpu]["memory_used_bytes"] == 2 * GIB, "status %s" % st[gpu])

@@ -155,7 +155,7 @@ static void test_defaults_documented_values(void **state) {
         assert_int_equal(c.log_level, CONFIG_LOG_INFO);
         assert_string_equal(c.metrics_address, "127.0.0.1:9400");
         assert_string_equal(c.proc_root, "/proc");
-        assert_int_equal(c.alloc_policy, CONFIG_POLICY_BINPACK);
+        assert_int_equal(c.alloc_policy, CONFIG_POLICY_FRAG);
         assert_true(c.limit_when_alone);
 }
 
