@@ -279,8 +279,8 @@ def test_label_watch(e):
     """The agent watches the node label nvidia.com/device-plugin.config and the ConfigMap directory, as NVIDIA's
     config-manager does: a label naming another entry restarts the agent (same process, re-executed) on it and the
     kubelet sees the new replicas, an allocation made before still held; a label naming a missing or a refused entry
-    is logged (entry and key named) and the current config keeps serving; the entry's file rewritten in place is
-    applied; the label removed falls back to the default entry."""
+    is logged (entry and key named) and the current config keeps serving; the ConfigMap's entry edited (the mount's
+    ..data link swapped, as the kubelet updates it) is applied; the label removed falls back to the default entry."""
     label_key = "nvidia.com/device-plugin.config"
     api = kube_standin.StandIn().start()
     try:
@@ -302,9 +302,20 @@ def test_label_watch(e):
 
         d = os.path.join(e.tmp, "configs")
         os.makedirs(d)
-        for name, text in (("four", ts_entry(4)), ("two", ts_entry(2)), ("broken", ts_entry(0))):
-            with open(os.path.join(d, name), "w") as f:
-                f.write(text)
+
+        def configmap(gen, entries):  # as the kubelet updates a ConfigMap mount: a new dir, ..data swapped
+            g = os.path.join(d, "..gen%d" % gen)
+            os.makedirs(g)
+            for name, text in entries.items():
+                with open(os.path.join(g, name), "w") as f:
+                    f.write(text)
+                if not os.path.islink(os.path.join(d, name)):
+                    os.symlink(os.path.join("..data", name), os.path.join(d, name))
+            os.symlink("..gen%d" % gen, os.path.join(d, "..data_tmp"))
+            os.rename(os.path.join(d, "..data_tmp"), os.path.join(d, "..data"))
+
+        entries = {"four": ts_entry(4), "two": ts_entry(2), "broken": ts_entry(0)}
+        configmap(1, entries)
         p = e.start(d, "--nvidia-config-default", "four", "--kubeconfig", kubeconfig)
         e.wait_resources(["nvidia.com/gpu"])
         check(len(e.devices("nvidia.com/gpu")) == 32, "label four: %d IDs" % len(e.devices("nvidia.com/gpu")))
@@ -350,8 +361,8 @@ def test_label_watch(e):
 
         relabel("two")  # the entry in use again: no restart
         e.kubelet.wait_for(lambda: "names the entry in use again" in e.log_text(), 10, "back to the entry in use")
-        with open(os.path.join(d, "two"), "w") as f:  # the ConfigMap's entry edited
-            f.write(ts_entry(3))
+        entries["two"] = ts_entry(3)  # the ConfigMap edited: the kubelet swaps the mount's files
+        configmap(2, entries)
         count(24)
         relabel(None)  # the default rule: --nvidia-config-default four
         count(32)
