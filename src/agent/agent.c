@@ -375,6 +375,7 @@ static const struct part parts[] = {
         { "mps", node_mps_start, node_mps_stop, NULL }, /* sharing.mps: the control daemon (mps.c) */
         { "publish", publish_part_start, publish_part_stop, NULL },
         { "miglayout", miglayout_part_start, miglayout_stop, miglayout_devices_changed },
+        { "nvwatch", node_nvidia_watch_start, node_nvidia_watch_stop, NULL }, /* the label's entry (nvidia.c) */
         { "dra", dra_part_start, node_dra_stop, node_dra_push },
         { "podsync", podsync_start, podsync_stop, NULL },
         { "serve", serve_part_start, serve_part_stop, NULL },
@@ -425,8 +426,8 @@ static void teardown(struct node *n) {
         rpc_shutdown(); /* every server and call is gone: let gRPC's threads end before exit */
 }
 
-/* Start this program again with its arguments (/proc/self/cmdline): after a layout change the inventory,
- * the device table and the resources are built anew. Returns only when it failed (logged). */
+/* Start this program again with its arguments (/proc/self/cmdline): after a layout change (miglayout.c) or a new
+ * NVIDIA config entry (nvidia.c) the inventory, the device table and the resources are built anew. Returns only when it failed (logged). */
 static void reexec(void) {
         _cleanup_(freep) char *text = NULL;
         size_t len = 0;

@@ -291,14 +291,16 @@ int miglayout_start(struct node *n) {
         n->layout_kick_on = true;
         if (n->layout.state[0])
                 publish_set_mig_state(n->publish, n->layout.state, n->layout.reason);
-        publish_on_node_change(n->publish, post_kick, n);
+        r = publish_on_node_change(n->publish, post_kick, n);
+        if (r < 0)
+                return log_error_errno(r, "cannot watch the Node");
         post_kick(n);
         return 0;
 }
 
 void miglayout_stop(struct node *n) {
         if (n->publish)
-                publish_on_node_change(n->publish, NULL, NULL);
+                publish_off_node_change(n->publish, post_kick, n);
         if (n->layout_kick_on)
                 loop_event_done(&n->layout_kick);
         n->layout_kick_on = false;

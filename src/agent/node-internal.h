@@ -15,6 +15,8 @@
  *   publish.c    its own thread: the Node object's labels and annotation (started from setup)
  *   assign-watch.c  the informer of this node's pods and the patcher thread: the scheduler's
  *                assignment honoured at Allocate (assign.h; on the publisher's API client)
+ *   nvidia.c     --nvidia-config: NVIDIA's plugin config; with a ConfigMap dir, the node label and the dir's files
+ *                watched (the publisher's informer, inotify): a new entry checked, then the agent restarted
  *   dra-link.c   --dra: the DRA driver (src/dra) started on the publisher's API client, fed the table's
  *                view of the GPUs, its claims' GPUs marked held in the table
  *
@@ -53,6 +55,7 @@ struct dra;
 struct dra_mps;
 struct podres_service;
 struct mps;
+struct nvidia_watch;
 
 /* One resource name: its own socket, server and registration. */
 struct endpoint {
@@ -115,6 +118,7 @@ struct node {
         struct dra *dra;                       /* the DRA driver (dra-link.c); NULL when off */
         struct dra_mps *dra_mps;               /* the MPS control daemons of DRA claims (dra-link.c); NULL when off */
         struct nvconfig *nvidia;               /* NVIDIA's plugin config (nvidia.c); NULL when off */
+        struct nvidia_watch *nvidia_watch;     /* its label and directory watched (nvidia.c); NULL: not a dir */
         struct mps *mps;                       /* the MPS control daemon (mps.c); NULL when off */
         char mig_error[256];                   /* why the node does not fit its MIG strategy ("" fits; agent.c) */
         struct mig_node *mig;                  /* the MIG side read at start (single/mixed; NULL: none; agent.c) */
@@ -237,6 +241,14 @@ void miglayout_stop(struct node *n);
 int node_nvidia_config(struct node *n);
 /* After the table and MIG devices: the replicated GPUs into the plugin (plugin_set_replicas). 0 or -errno. */
 int node_nvidia_replicas(struct node *n);
+/* After the publisher, with --nvidia-config DIR: watch the node label (the publisher's informer) and the directory
+ * (inotify). An entry that differs (another name, or the same one's bytes) and passes the start's checks stops
+ * the loop for a restart (n->reexec: agent_run starts the agent again, which reads the label anew); one that is
+ * missing or refused is logged once and the current config kept. 0 (also when off), or -errno (logged). */
+/* Thread: the loop; lock: none (the publisher's thread only posts). */
+int node_nvidia_watch_start(struct node *n);
+/* Thread: the loop, at teardown; lock: none. */
+void node_nvidia_watch_stop(struct node *n);
 /* SIGHUP: the same file's flags again on top of a freshly built config c (its sharing changes only on restart).
  * 0, or -errno (logged): keep the old config. */
 int node_nvidia_reload(struct node *n, struct gpuslice_config *c);

@@ -227,10 +227,12 @@ struct publish {
         bool single_fits;
         struct plugin *plugin; /* the MIG devices' holders (its record, under the table's lock); NULL none */
         /* under lock: */
-        void (*node_hook)(void *userdata); /* the Node changed (miglayout.c) */
-        void *node_hook_data;
-        char mig_state[16];   /* nvidia.com/mig.config.state to publish ("" none) */
-        char mig_reason[512]; /* gpuslice.io/mig.config.reason */
+        struct {
+                void (*fn)(void *userdata);
+                void *userdata;
+        } node_hook[PUBLISH_NODE_HOOKS_MAX]; /* the Node changed (miglayout.c, nvidia.c); fn NULL: a free slot */
+        char mig_state[16];                  /* nvidia.com/mig.config.state to publish ("" none) */
+        char mig_reason[512];                /* gpuslice.io/mig.config.reason */
         char last_error[KUBE_ERR_MAX + 128];
 };
 
@@ -240,17 +242,33 @@ static void node_changed(const json_t *old_obj, const json_t *new_obj, void *u) 
         pthread_mutex_lock(&pub->lock);
         pub->kick = true;
         pthread_cond_signal(&pub->cond);
-        void (*fn)(void *) = pub->node_hook;
-        void *data = pub->node_hook_data;
+        /* under the lock: once publish_off_node_change returned, no call of that hook is in flight */
+        for (unsigned k = 0; k < PUBLISH_NODE_HOOKS_MAX; k++)
+                if (pub->node_hook[k].fn)
+                        pub->node_hook[k].fn(pub->node_hook[k].userdata);
         pthread_mutex_unlock(&pub->lock);
-        if (fn)
-                fn(data);
 }
 
-void publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata) {
+int publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata) {
+        int r = -ENOSPC;
+        if (!fn)
+                return -EINVAL;
         pthread_mutex_lock(&pub->lock);
-        pub->node_hook = fn;
-        pub->node_hook_data = userdata;
+        for (unsigned k = 0; k < PUBLISH_NODE_HOOKS_MAX && r < 0; k++)
+                if (!pub->node_hook[k].fn) {
+                        pub->node_hook[k].fn = fn;
+                        pub->node_hook[k].userdata = userdata;
+                        r = 0;
+                }
+        pthread_mutex_unlock(&pub->lock);
+        return r;
+}
+
+void publish_off_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata) {
+        pthread_mutex_lock(&pub->lock);
+        for (unsigned k = 0; k < PUBLISH_NODE_HOOKS_MAX; k++)
+                if (pub->node_hook[k].fn == fn && pub->node_hook[k].userdata == userdata)
+                        pub->node_hook[k].fn = NULL;
         pthread_mutex_unlock(&pub->lock);
 }
 

@@ -43,9 +43,14 @@ const char *publish_node(const struct publish *pub);
 #define PUBLISH_MIG_CONFIG_LABEL "nvidia.com/mig.config"              /* the user's: never written */
 #define PUBLISH_MIG_STATE_LABEL "nvidia.com/mig.config.state"         /* pending, success, failed */
 #define PUBLISH_MIG_REASON_ANNOTATION "gpuslice.io/mig.config.reason" /* why it failed ("" removed) */
-/* fn(userdata) runs on the informer's thread whenever the Node object changes (it must only post). */
-/* Thread: the loop, at start; lock: none (fn runs on the publisher thread). */
-void publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata);
+/* Add a hook: fn(userdata) runs on the informer's thread, under the publisher's lock, whenever the Node object
+ * changes (it must only post: no publish_ call, no blocking). 0, -ENOSPC (PUBLISH_NODE_HOOKS_MAX hooks on), -EINVAL. */
+/* Thread: the loop, at start; lock: takes the publisher's lock. */
+#define PUBLISH_NODE_HOOKS_MAX 4
+int publish_on_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata);
+/* Remove the hook (fn, userdata): when it returns, no call of it is in flight. */
+/* Thread: the loop, at teardown; lock: takes the publisher's lock. */
+void publish_off_node_change(struct publish *pub, void (*fn)(void *userdata), void *userdata);
 /* A label of the Node as last seen into buf ("" when it has none). 0, or -ENOENT: no Node seen yet. */
 /* Thread: the loop (miglayout.c); lock: takes the publisher's lock. */
 int publish_node_label(struct publish *pub, const char *key, char *buf, size_t len);

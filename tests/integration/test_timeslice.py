@@ -270,6 +270,108 @@ def test_label(e):
         api.stop()
 
 
+def ts_entry(replicas):
+    return ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+            "      replicas: %d\n" % replicas)
+
+
+def test_label_watch(e):
+    """The agent watches the node label nvidia.com/device-plugin.config and the ConfigMap directory, as NVIDIA's
+    config-manager does: a label naming another entry restarts the agent (same process, re-executed) on it and the
+    kubelet sees the new replicas, an allocation made before still held; a label naming a missing or a refused entry
+    is logged (entry and key named) and the current config keeps serving; the ConfigMap's entry edited (the mount's
+    ..data link swapped, as the kubelet updates it) is applied; the label removed falls back to the default entry."""
+    label_key = "nvidia.com/device-plugin.config"
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+        api.store.put("nodes", {"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": "ts-node", "labels": {label_key: "four"}},
+                                "status": {"capacity": {"cpu": "8"}}})
+
+        def relabel(value):  # read, modify, write: the labels the agent published stay
+            node = api.store.get("nodes", "ts-node")
+            labels = node["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(label_key, None)
+            else:
+                labels[label_key] = value
+            api.store.put("nodes", node)
+
+        d = os.path.join(e.tmp, "configs")
+        os.makedirs(d)
+
+        def configmap(gen, entries):  # as the kubelet updates a ConfigMap mount: a new dir, ..data swapped
+            g = os.path.join(d, "..gen%d" % gen)
+            os.makedirs(g)
+            for name, text in entries.items():
+                with open(os.path.join(g, name), "w") as f:
+                    f.write(text)
+                if not os.path.islink(os.path.join(d, name)):
+                    os.symlink(os.path.join("..data", name), os.path.join(d, name))
+            os.symlink("..gen%d" % gen, os.path.join(d, "..data_tmp"))
+            os.rename(os.path.join(d, "..data_tmp"), os.path.join(d, "..data"))
+
+        entries = {"four": ts_entry(4), "two": ts_entry(2), "broken": ts_entry(0)}
+        configmap(1, entries)
+        p = e.start(d, "--nvidia-config-default", "four", "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu"])
+        check(len(e.devices("nvidia.com/gpu")) == 32, "label four: %d IDs" % len(e.devices("nvidia.com/gpu")))
+        by = replicas_by_gpu(e.devices("nvidia.com/gpu"))
+        g0 = sorted(by)[0]
+        keep = "%s::1" % g0
+        e.kubelet.pods = [("ml", "keep", "main", "nvidia.com/gpu", [keep])]
+        e.alloc("nvidia.com/gpu", [keep])
+        state = os.path.join(e.state_dir, "gpuslice.state")
+        e.kubelet.wait_for(lambda: os.path.exists(state) and keep.encode() in open(state, "rb").read(), 5,
+                           "the replica on record")
+
+        def count(n):
+            e.kubelet.wait_for(lambda: len(e.devices("nvidia.com/gpu") or {}) == n, 30,
+                               "%d nvidia.com/gpu (log %s)" % (n, e.log_text()[-3000:]))
+            check(p.poll() is None and e.agent is p, "the agent exited instead of starting again")
+
+        def held():
+            st = e.status()
+            g = [x for x in st["devices"] if x["id"] == g0][0]
+            return [r for r in g.get("replicas", []) if r["id"] == keep and r["holder"]["pod"] == "keep"]
+
+        relabel("two")
+        count(16)
+        check(e.log_text().count("NVIDIA config entry changed: starting again") == 1, "one restart")
+        check(not any(i.endswith("::3") for i in e.devices("nvidia.com/gpu")), "replicas of four left over")
+        e.kubelet.wait_for(held, 10, "the replica allocated before the restart still held")
+
+        relabel("nosuch")
+        e.kubelet.wait_for(lambda: "entry=nosuch" in e.log_text(), 10, "the missing entry logged")
+        line = [ln for ln in e.log_text().splitlines() if "entry=nosuch" in ln][0]
+        check("refused" in line and "key=" + label_key in line and "no config named 'nosuch'" in line, line)
+        relabel("broken")
+        e.kubelet.wait_for(lambda: "entry=broken" in e.log_text(), 10, "the refused entry logged")
+        line = [ln for ln in e.log_text().splitlines() if "entry=broken" in ln][0]
+        check("sharing.timeSlicing.resources[0].replicas" in line, "the refused key not named: " + line)
+        time.sleep(1)  # nothing else follows: the old config keeps serving
+        check(p.poll() is None and "starting again" not in e.log_text().split("entry=nosuch")[1], "restarted")
+        check(len(e.devices("nvidia.com/gpu")) == 16, "the current config no longer served")
+        other = "%s::0" % sorted(by)[1]
+        e.alloc("nvidia.com/gpu", [other])  # still serving Allocate
+        check(e.log_text().count("entry=broken") == 1, "a refusal logged at every change of the Node")
+
+        relabel("two")  # the entry in use again: no restart
+        e.kubelet.wait_for(lambda: "names the entry in use again" in e.log_text(), 10, "back to the entry in use")
+        entries["two"] = ts_entry(3)  # the ConfigMap edited: the kubelet swaps the mount's files
+        configmap(2, entries)
+        count(24)
+        relabel(None)  # the default rule: --nvidia-config-default four
+        count(32)
+        check(e.log_text().count("NVIDIA config entry changed: starting again") == 3, "three restarts")
+        e.kubelet.wait_for(held, 10, "the replica allocated first still held after three restarts")
+    finally:
+        api.stop()
+
+
 def test_mps(e):
     """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
     GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
