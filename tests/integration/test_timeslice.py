@@ -365,30 +365,44 @@ nvml = ctypes.CDLL("libnvidia-ml.so.1")
 assert nvml.nvmlInit_v2() == 0
 count = ctypes.c_uint()
 assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
-modes = []
+modes, uuids = [], []
 for i in range(count.value):
-    dev, mode = ctypes.c_void_p(), ctypes.c_int(-1)
+    dev, mode, uuid = ctypes.c_void_p(), ctypes.c_int(-1), ctypes.create_string_buffer(96)
     assert nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(dev)) == 0
+    if len(sys.argv) == 3 and int(sys.argv[1]) == i:
+        assert nvml.nvmlDeviceSetComputeMode(dev, int(sys.argv[2])) == 0
     assert nvml.nvmlDeviceGetComputeMode(dev, ctypes.byref(mode)) == 0
-    modes.append(mode.value)
-print(" ".join(map(str, modes)))
+    assert nvml.nvmlDeviceGetUUID(dev, uuid, 96) == 0
+    modes.append(str(mode.value))
+    uuids.append(uuid.value.decode())
+print(" ".join(modes))
+print(" ".join(uuids))
 """
 
 
-def compute_modes(e):
-    """Every GPU's compute mode, read through the simulated NVML (nvmlDeviceGetComputeMode)."""
-    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES], env=e.env, capture_output=True, text=True, timeout=20)
+def compute_modes(e, *set_gpu_mode):
+    """Every GPU's compute mode, read through the simulated NVML (nvmlDeviceGetComputeMode), after setting GPU
+    set_gpu_mode[0]'s to set_gpu_mode[1] when given (nvmlDeviceSetComputeMode, as nvidia-smi -c would)."""
+    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES] + [str(x) for x in set_gpu_mode], env=e.env,
+                       capture_output=True, text=True, timeout=20)
     check(r.returncode == 0, "reading the compute modes: %s" % r.stderr)
-    return [int(x) for x in r.stdout.split()]
+    return [int(x) for x in r.stdout.splitlines()[0].split()]
+
+
+def gpu_uuids(e):
+    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES], env=e.env, capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0, "reading the UUIDs: %s" % r.stderr)
+    return r.stdout.splitlines()[1].split()
 
 
 def test_mps_compute_mode(e):
     """NVIDIA's plugin sets the MPS GPUs EXCLUSIVE_PROCESS (3) while its daemon runs: so does the agent, each GPU's
     mode before (DEFAULT, 0) saved under <state-dir>/mps/compute-mode; there an MPS client shares its GPU with other
     clients, a process that is no client gets CUDA_ERROR_DEVICE_UNAVAILABLE (the simulator's libcuda honours the
-    mode); an agent restarted after a SIGKILL finds the mode set and keeps what it saved; SIGTERM sets it back."""
+    mode); an agent restarted after a SIGKILL finds the mode set and keeps what it saved; SIGTERM sets it back — the mode each had before, not always DEFAULT: GPU 7 was PROHIBITED (2)."""
     ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
-    check(compute_modes(e) == [0] * 8, "the node starts in DEFAULT mode: %s" % compute_modes(e))
+    before = [0] * 7 + [2]
+    check(compute_modes(e, 7, 2) == before, "the node before the agent: %s" % compute_modes(e))
     args = (e.example("mps.yaml"), "--mps-control", ctl)
     e.start(*args)
     e.wait_resources(["nvidia.com/gpu"])
@@ -399,7 +413,11 @@ def test_mps_compute_mode(e):
     saved = os.path.join(e.state_dir, "mps", "compute-mode")
     uuids = sorted(replicas_by_gpu(e.devices("nvidia.com/gpu")))
     check(sorted(os.listdir(saved)) == uuids, "saved modes %s" % os.listdir(saved))
-    check(all(open(os.path.join(saved, u)).read() == "0\n" for u in uuids), "the saved mode is not DEFAULT")
+    uuid_of = gpu_uuids(e)
+
+    def saved_modes():
+        return [open(os.path.join(saved, uuid_of[g])).read() for g in range(8)]
+    check(saved_modes() == ["%d\n" % m for m in before], "saved modes %s" % saved_modes())
     pipe = os.path.join(e.state_dir, "mps", "pipe")
     work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
     client_env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=pipe)
@@ -425,10 +443,10 @@ def test_mps_compute_mode(e):
                "the restarted agent adopting the daemon")
     k.wait_for(lambda: "MPS control daemon serving" in e.log_text(), 15, "the adopted daemon configured")
     check(compute_modes(e) == [3] * 8, "after the restart: %s" % compute_modes(e))
-    check(all(open(os.path.join(saved, u)).read() == "0\n" for u in uuids),
-          "the restarted agent saved its own EXCLUSIVE_PROCESS as the mode before")
+    check(saved_modes() == ["%d\n" % m for m in before],
+          "the restarted agent saved its own EXCLUSIVE_PROCESS as the mode before: %s" % saved_modes())
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
-    check(compute_modes(e) == [0] * 8, "the compute mode not set back at SIGTERM: %s" % compute_modes(e))
+    check(compute_modes(e) == before, "the compute modes not set back at SIGTERM: %s" % compute_modes(e))
     check(not os.path.exists(saved), "saved modes left after they were set back")
 
 
