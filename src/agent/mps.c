@@ -75,19 +75,53 @@ struct mps {
         uint64_t hung_since; /* monotonic ms of the first unanswered probe of this daemon, 0: it answers */
 };
 
-static void child_env(const struct mps *m) {
-        setenv("CUDA_MPS_PIPE_DIRECTORY", m->pipe, 1);
-        setenv("CUDA_MPS_LOG_DIRECTORY", m->log, 1);
+extern char **environ;
+
+/* The environment of the daemon and of its clients: the agent's with m's pipe and log dirs. Built before fork: a
+ * child of the threaded agent calls nothing but async-signal-safe functions and execve (no setenv: its lock may be
+ * held by a thread that is not in the child — a probe forks every second). */
+struct child_env {
+        char **envp; /* malloc'ed array; its strings are the agent's and the two below */
+        char pipe[PATH_MAX + 32], log[PATH_MAX + 32];
+};
+
+static int child_env_make(const struct mps *m, struct child_env *ret) {
+        size_t n = 0, k = 0;
+        while (environ[n])
+                n++;
+        ret->envp = calloc(n + 3, sizeof *ret->envp);
+        if (!ret->envp)
+                return -ENOMEM;
+        snprintf(ret->pipe, sizeof ret->pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", m->pipe);
+        snprintf(ret->log, sizeof ret->log, "CUDA_MPS_LOG_DIRECTORY=%s", m->log);
+        for (size_t i = 0; i < n; i++)
+                if (!startswith(environ[i], "CUDA_MPS_PIPE_DIRECTORY=") &&
+                    !startswith(environ[i], "CUDA_MPS_LOG_DIRECTORY="))
+                        ret->envp[k++] = environ[i];
+        ret->envp[k++] = ret->pipe;
+        ret->envp[k] = ret->log;
+        return 0;
+}
+
+/* In the child: program with one argument at most (NULL: none), found on PATH, in e's environment. Never returns. */
+__attribute__((noreturn)) static void child_exec(const char *program, const char *arg, const struct child_env *e) {
+        char *argv[] = { (char *)program, (char *)arg, NULL };
+        execvpe(program, argv, e->envp);
+        _exit(127);
 }
 
 /* The daemon started and its control pipe there (bounded wait). 0 or -errno. */
 static int spawn(const char *program, struct mps *m) {
         (void)unlink(m->fifo);
+        struct child_env env;
+        if (child_env_make(m, &env) < 0)
+                return -ENOMEM;
         pid_t pid = fork();
-        if (pid < 0)
+        if (pid < 0) {
+                free(env.envp);
                 return -errno;
+        }
         if (pid == 0) {
-                child_env(m);
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
@@ -96,9 +130,9 @@ static int spawn(const char *program, struct mps *m) {
                     (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
                      mount(m->shm, "/dev/shm", NULL, MS_BIND, NULL) < 0))
                         _exit(MPS_CHILD_NO_SHM);
-                execlp(program, program, "-f", (char *)NULL);
-                _exit(127);
+                child_exec(program, "-f", &env);
         }
+        free(env.envp);
         m->pid = pid;
         for (unsigned waited = 0; waited < MPS_READY_MS; waited += 20) {
                 struct stat st;
@@ -139,20 +173,26 @@ static int configure(struct node *n, struct mps *m) {
 /* `echo TEXT | <program>` against m's daemon (bounded wait). 0 or -errno. */
 static int control(const char *program, const struct mps *m, const char *text, size_t at) {
         int fds[2];
-        if (pipe2(fds, O_CLOEXEC) < 0)
+        struct child_env env;
+        if (child_env_make(m, &env) < 0)
+                return -ENOMEM;
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                free(env.envp);
                 return -errno;
+        }
         pid_t pid = fork();
         if (pid < 0) {
+                int r = -errno;
+                free(env.envp);
                 close(fds[0]);
                 close(fds[1]);
-                return -errno;
+                return r;
         }
         if (pid == 0) {
                 dup2(fds[0], STDIN_FILENO);
-                child_env(m);
-                execlp(program, program, (char *)NULL);
-                _exit(127);
+                child_exec(program, NULL, &env);
         }
+        free(env.envp);
         close(fds[0]);
         ssize_t w = write(fds[1], text, at);
         close(fds[1]);
@@ -339,19 +379,19 @@ static int probe_start(struct node *n, struct mps *m) {
         /* a fresh pipe holds the one line: this write never blocks */
         ssize_t w = write(in[1], MPS_PROBE_COMMAND, strlen(MPS_PROBE_COMMAND));
         close(in[1]);
-        pid_t pid = w == (ssize_t)strlen(MPS_PROBE_COMMAND) ? fork() : -1;
+        struct child_env env = { 0 };
+        pid_t pid = w == (ssize_t)strlen(MPS_PROBE_COMMAND) && child_env_make(m, &env) == 0 ? fork() : -1;
         if (pid == 0) {
                 dup2(in[0], STDIN_FILENO);
                 dup2(out[1], STDOUT_FILENO);
                 fcntl(STDOUT_FILENO, F_SETFL, 0); /* the client's stdout blocks, as any program expects */
-                child_env(m);
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
-                execlp(n->cfg.mps_control, n->cfg.mps_control, (char *)NULL);
-                _exit(127);
+                child_exec(n->cfg.mps_control, NULL, &env);
         }
-        int r = pid < 0 ? -errno : 0;
+        int r = pid < 0 ? (errno ? -errno : -EIO) : 0;
+        free(env.envp);
         close(in[0]);
         close(out[1]);
         if (r == 0)
