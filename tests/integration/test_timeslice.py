@@ -450,6 +450,27 @@ def test_mps_compute_mode(e):
     check(not os.path.exists(saved), "saved modes left after they were set back")
 
 
+def test_mps_compute_mode_denied(e):
+    """NVML refusing the compute mode (NO_PERMISSION: the simulator's GPUSLICE_SIM_UNPRIVILEGED takes the agent for a
+    caller without root) is logged, not fatal: the daemon serves, the replicas are Healthy, the modes stay DEFAULT
+    and nothing is saved to set back."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    e.env["GPUSLICE_SIM_UNPRIVILEGED"] = "1"
+    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    del e.env["GPUSLICE_SIM_UNPRIVILEGED"]
+    e.wait_resources(["nvidia.com/gpu"])
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                       "replicas Healthy, the compute mode refused")
+    text = e.log_text()
+    check(text.count("cannot set an MPS GPU's compute mode to EXCLUSIVE_PROCESS") == 8 and
+          text.count("func=nvmlDeviceSetComputeMode") == 8, "the refusal is not logged per GPU with NVML's function")
+    check(compute_modes(e) == [0] * 8, "modes %s" % compute_modes(e))
+    saved = os.path.join(e.state_dir, "mps", "compute-mode")
+    check(os.listdir(saved) == [], "modes saved that were never changed: %s" % os.listdir(saved))
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check("cannot set an MPS GPU's compute mode back" not in e.log_text(), "set back what was never set")
+
+
 def check_daemon_shm(state, shm):
     """The daemon's /dev/shm is the agent's shm dir, a tmpfs (NVIDIA's /run/nvidia/mps/shm): a file made there is in
     the daemon's /dev/shm (its own mount namespace), and not in the agent's."""
