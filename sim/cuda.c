@@ -438,6 +438,11 @@ _public_ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
                 case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 4096; break;
                 case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 40 * 1024 * 1024; break;
                 case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
+                case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+                        v = dev_is_mig(dev)
+                                    ? CU_COMPUTEMODE_DEFAULT
+                                    : (int)__atomic_load_n(&state->gpu[visible[dev]].compute_mode, __ATOMIC_ACQUIRE);
+                        break;
                 case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
                 case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
                 case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
@@ -472,16 +477,43 @@ static CUresult ctx_check_locked(CUcontext c) {
         return CUDA_SUCCESS;
 }
 
-/* Record in the node state that this process uses gpu (an entry, possibly with 0 bytes). */
-static CUresult proc_register(unsigned gpu) {
+/* Whether gpu's compute mode (nvmlDeviceSetComputeMode, in the shared state) lets this process make a context there
+ * (mps: it is an MPS client); state lock held. PROHIBITED: no context. EXCLUSIVE_PROCESS: one process's contexts
+ * only — whoever holds one keeps the others out; MPS clients all reach the GPU through the one MPS server, so a client
+ * joins other clients, never a process that is no client (nor the reverse). A MIG device is not ruled here. */
+static CUresult compute_mode_allows_locked(unsigned gpu, bool mps) {
+        uint32_t mode = __atomic_load_n(&state->gpu[gpu].compute_mode, __ATOMIC_ACQUIRE);
+        if (mode == CU_COMPUTEMODE_PROHIBITED)
+                return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        if (mode != CU_COMPUTEMODE_EXCLUSIVE_PROCESS)
+                return CUDA_SUCCESS;
+        sim_state_prune_locked(state);
+        for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+                const struct sim_proc *p = &state->proc[i];
+                if (p->pid && p->pid != self.pid && p->gpu == gpu && (p->flags & SIM_PROC_CUDA) && !p->dead_us &&
+                    !(mps && (p->flags & SIM_PROC_MPS)))
+                        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        }
+        return CUDA_SUCCESS;
+}
+
+/* Record in the node state that this process uses device dev's GPU (an entry, possibly with 0 bytes), when its
+ * compute mode lets it. */
+static CUresult proc_register(CUdevice dev) {
+        unsigned gpu = visible[dev];
+        bool mps = !dev_is_mig(dev) && sim_mps_client(); /* before the lock: it reads the pipe dir */
         if (sim_state_lock(state) < 0)
                 return CUDA_ERROR_UNKNOWN;
+        CUresult r = dev_is_mig(dev) ? CUDA_SUCCESS : compute_mode_allows_locked(gpu, mps);
         struct sim_proc *p = NULL;
-        int r = sim_proc_get_locked(state, self.pid, gpu, &p);
-        if (r == 0)
+        if (r == CUDA_SUCCESS && sim_proc_get_locked(state, self.pid, gpu, &p) < 0)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS) {
                 sim_cuda_tag_locked(p, gpu);
+                p->flags |= mps ? SIM_PROC_MPS : 0;
+        }
         sim_state_unlock(state);
-        return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        return r;
 }
 
 /* A new context takes what the node says one takes on that GPU (its `context=`, else `cuda context=SIZE`, 0
@@ -549,7 +581,7 @@ _public_ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         struct CUctx_st *c = &primary[dev];
         CUresult r = CUDA_SUCCESS;
         if (!c->active)
-                r = proc_register(visible[dev]);
+                r = proc_register(dev);
         if (r == CUDA_SUCCESS && !c->active)
                 r = ctx_take_own_locked(c, visible[dev]);
         if (r == CUDA_SUCCESS) {
@@ -594,7 +626,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev) {
         if (!c)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         sim_forksafe_lock(&lock);
-        CUresult r = proc_register(visible[dev]);
+        CUresult r = proc_register(dev);
         if (r == CUDA_SUCCESS)
                 r = ctx_take_own_locked(c, visible[dev]);
         if (r == CUDA_SUCCESS) {

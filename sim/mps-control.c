@@ -9,7 +9,8 @@
  *   nvidia-cuda-mps-control        client: each line of stdin is a command to the daemon
  *
  * Commands: set_default_active_thread_percentage N, set_default_device_pinned_mem_limit DEV SIZE (2G, 1024M),
- * quit. The daemon writes its state for the simulated libcuda.so.1 after every command (mps.h) and removes it on
+ * get_default_active_thread_percentage (the client prints it, "50.0", once the daemon has handled it), quit.
+ * Test hook: the daemon hangs while <pipe dir>/gpuslice-sim-mps.hang names it (mps.h). The daemon writes its state for the simulated libcuda.so.1 after every command (mps.h) and removes it on
  * quit or SIGTERM. Must never leave a state file that names a live daemon it is not.
  */
 #include <errno.h>
@@ -56,6 +57,19 @@ static int save(const char *pipe, const struct sim_mps *m) {
         return n < 0 ? n : atomic_file_write(path, buf, (size_t)n, 0644, 0);
 }
 
+/* The test hook SIM_MPS_HANG names this daemon: an empty file, or its PID. */
+static bool hung(const char *pipe) {
+        char path[4200], *text = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof path, "%s/%s", pipe, SIM_MPS_HANG);
+        if (read_file(path, 64, &text, &len) < 0)
+                return false;
+        unsigned pid = 0;
+        bool me = len == 0 || (sscanf(text, "%u", &pid) == 1 && pid == (unsigned)getpid());
+        free(text);
+        return me;
+}
+
 /* One command line; false for quit. */
 static bool command(const char *pipe, const char *logdir, struct sim_mps *m, const char *line) {
         unsigned a, dev;
@@ -72,11 +86,21 @@ static bool command(const char *pipe, const char *logdir, struct sim_mps *m, con
         else if (sscanf(line, "set_default_device_pinned_mem_limit %u %31s%c", &dev, size, &tail) == 2 &&
                  dev < SIM_MPS_GPUS && parse_size(size, &v) == 0)
                 m->pinned[dev] = v;
+        else if (streq(line, "get_default_active_thread_percentage"))
+                ; /* the client reads the answer from the state */
         else if (line[0])
                 logline(logdir, "unknown command");
         if (save(pipe, m) < 0)
                 logline(logdir, "cannot write the state");
         return true;
+}
+
+/* One command line once the daemon is not hung (the test hook: as a hung daemon, it handles nothing); false to
+ * stop: quit, or SIGTERM while it hangs. */
+static bool handle(const char *pipe, const char *logdir, struct sim_mps *m, const char *line) {
+        while (hung(pipe) && !stop)
+                usleep(20000);
+        return !stop && command(pipe, logdir, m, line);
 }
 
 static int daemon_main(bool background) {
@@ -142,7 +166,7 @@ static int daemon_main(bool background) {
                 char *nl;
                 while (run && (nl = strchr(buf, '\n'))) {
                         *nl = 0;
-                        run = command(pipe, logdir, &m, buf);
+                        run = handle(pipe, logdir, &m, buf);
                         size_t used = (size_t)(nl + 1 - buf);
                         memmove(buf, nl + 1, have - used + 1);
                         have -= used;
@@ -169,7 +193,7 @@ static int client_main(void) {
         }
         char line[512];
         uint64_t sent = 0;
-        bool quit = false;
+        bool quit = false, get = false;
         while (fgets(line, sizeof line, stdin)) {
                 size_t n = strlen(line);
                 if (n && line[n - 1] != '\n' && n + 1 < sizeof line)
@@ -180,14 +204,20 @@ static int client_main(void) {
                         return 1;
                 }
                 quit = quit || strncmp(line, "quit", 4) == 0;
+                get = get || streq(line, "get_default_active_thread_percentage\n");
                 sent += line[0] != '\n' && !quit;
         }
         close(fd);
         /* like NVIDIA's client, return once the daemon has handled the commands */
         struct sim_mps now;
         for (unsigned waited = 0; !quit && waited < 5000; waited += 10) {
-                if (sim_mps_load(pipe, &now) <= 0 || now.seq >= m.seq + sent)
+                if (sim_mps_load(pipe, &now) <= 0)
                         return 0;
+                if (now.seq >= m.seq + sent) {
+                        if (get)
+                                printf("%u.0\n", now.thread_percentage);
+                        return 0;
+                }
                 usleep(10000);
         }
         if (!quit)

@@ -105,6 +105,11 @@ bool sim_mps_alive(const char *dir) {
         return held;
 }
 
+bool sim_mps_client(void) {
+        const char *dir = secure_getenv("CUDA_MPS_PIPE_DIRECTORY");
+        return dir && dir[0] && sim_mps_alive(dir);
+}
+
 uint64_t sim_mps_client_limit(unsigned index) {
         const char *dir = secure_getenv("CUDA_MPS_PIPE_DIRECTORY");
         if (!dir || !dir[0])

@@ -24,6 +24,9 @@
 #define SIM_MPS_CONTROL "control"                     /* the daemon's command FIFO in the pipe dir */
 #define SIM_MPS_LOCK "gpuslice-sim-mps.lock"          /* the daemon holds flock(LOCK_EX) on it while it lives */
 #define SIM_MPS_PIDFILE "nvidia-cuda-mps-control.pid" /* NVIDIA's: the daemon's PID in the pipe dir */
+/* A test hook (a real daemon can hang, this one hangs on demand): while this file is in the pipe dir, empty or
+ * naming the daemon's PID, the daemon handles no command (they wait in its FIFO) — SIGTERM still ends it. */
+#define SIM_MPS_HANG "gpuslice-sim-mps.hang"
 #define SIM_MPS_GPUS 64
 
 struct sim_mps {
@@ -46,6 +49,8 @@ bool sim_mps_alive(const char *dir);
 /* The pinned limit of a client of GPU `index` (its own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2G,1=1G" first, then
  * the daemon's default); 0: no limit (not an MPS client, no daemon, none set). */
 uint64_t sim_mps_client_limit(unsigned index);
+/* This process is an MPS client: its CUDA_MPS_PIPE_DIRECTORY names the pipe dir of a live daemon (sim_mps_alive). */
+bool sim_mps_client(void);
 /* The active thread percentage of this process (1..100): its own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it is an
  * MPS client of a live daemon and sets one (1..100, a fraction such as "50.5" rounds down), else the daemon's
  * default; 100 when it is no client. */

@@ -1060,6 +1060,30 @@ _public_ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsig
         return NVML_SUCCESS;
 }
 
+/* ---- compute mode (shared state: libcuda.so.1 honours it, sim/cuda.c) ---- */
+
+_public_ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode) {
+        CHECK(dev_check(device));
+        if (!mode)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *mode = (nvmlComputeMode_t)__atomic_load_n(&state->gpu[device->index].compute_mode, __ATOMIC_ACQUIRE);
+        return NVML_SUCCESS;
+}
+
+/* Root or CAP_SYS_ADMIN, as NVML's "requires root/admin permissions"; EXCLUSIVE_THREAD, whose support NVML has
+ * removed, is refused as an invalid mode (the simulator's choice). Running contexts stay: a mode rules new ones. */
+_public_ nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode) {
+        CHECK(dev_check(device));
+        if ((unsigned)mode >= NVML_COMPUTEMODE_COUNT || mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!nvml_sim_privileged())
+                return NVML_ERROR_NO_PERMISSION;
+        CHECK(lock_state());
+        __atomic_store_n(&state->gpu[device->index].compute_mode, (uint32_t)mode, __ATOMIC_RELEASE);
+        sim_state_unlock(state);
+        return NVML_SUCCESS;
+}
+
 /* ---- events ---- */
 
 #define SIM_SUPPORTED_EVENTS \

@@ -71,6 +71,7 @@ static inline void sim_forksafe_own(struct sim_forksafe_lock *l, bool reinit) {
 /* Process-table entry flags. */
 #define SIM_PROC_CUDA 0x1u /* recorded by the simulated CUDA driver */
 #define SIM_PROC_KEEP 0x2u /* added by hand with --keep: never pruned, even if the PID is dead */
+#define SIM_PROC_MPS 0x4u  /* a client of a live MPS daemon (sim/mps.h) when its context was made */
 
 /* Driver processes sampling period for per-process utilization (µs). */
 #define SIM_SAMPLE_PERIOD_US 100000ULL
@@ -87,8 +88,8 @@ struct sim_gpu_state {
         uint32_t util_mem;      /* percent; 0 = derived from processes */
         uint32_t temperature_c; /* 0 = derived from utilization */
         uint32_t power_mw;      /* 0 = derived from utilization */
-        uint32_t reserved0;
-        uint64_t xid_posted; /* events ever posted to this GPU; ring slot = n % SIM_XID_RING */
+        uint32_t compute_mode;  /* nvmlComputeMode_t (nvmlDeviceSetComputeMode), 0 DEFAULT: a reset's, as a reboot's */
+        uint64_t xid_posted;    /* events ever posted to this GPU; ring slot = n % SIM_XID_RING */
         struct sim_xid xid[SIM_XID_RING];
 };
 

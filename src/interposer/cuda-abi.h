@@ -179,6 +179,7 @@ typedef enum CUdevice_attribute_enum {
         CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
         CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_MODE = 20, /* a CUcomputemode */
         CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS = 31,
         CU_DEVICE_ATTRIBUTE_ECC_ENABLED = 32,
         CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
@@ -195,6 +196,13 @@ typedef enum CUdevice_attribute_enum {
         CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
         CU_DEVICE_ATTRIBUTE_MAX = 148,
 } CUdevice_attribute;
+
+/* What contexts a device takes (NVML's nvmlComputeMode_t, the same values; 1, exclusive-thread, is gone). */
+typedef enum CUcomputemode_enum {
+        CU_COMPUTEMODE_DEFAULT = 0,           /* any number of contexts */
+        CU_COMPUTEMODE_PROHIBITED = 2,        /* none */
+        CU_COMPUTEMODE_EXCLUSIVE_PROCESS = 3, /* only one context used by a single process at a time */
+} CUcomputemode;
 
 typedef enum CUdriverProcAddressQueryResult_enum {
         CU_GET_PROC_ADDRESS_SUCCESS = 0,

@@ -76,6 +76,15 @@ typedef enum {
         NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
 } nvmlIntNvLinkDeviceType_t;
 
+/* nvmlComputeMode_t: which contexts a GPU takes (nvmlDeviceSetComputeMode; CUDA's CUcomputemode, same values). */
+typedef enum {
+        NVML_COMPUTEMODE_DEFAULT = 0,           /* any number of contexts, of any processes */
+        NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,  /* support removed */
+        NVML_COMPUTEMODE_PROHIBITED = 2,        /* no context */
+        NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3, /* one process's context at a time (MPS: the MPS server's) */
+        NVML_COMPUTEMODE_COUNT = 4,
+} nvmlComputeMode_t;
+
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 
@@ -447,7 +456,9 @@ static_assert(offsetof(nvmlDeviceAttributes_t, memorySizeMB) == 32, "attributes 
         X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))     \
         X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t device, unsigned int sensorType, unsigned int *temp))  \
         X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))                           \
-        X(nvmlDeviceGetEnforcedPowerLimit, nvmlReturn_t, (nvmlDevice_t device, unsigned int *limit))
+        X(nvmlDeviceGetEnforcedPowerLimit, nvmlReturn_t, (nvmlDevice_t device, unsigned int *limit))                   \
+        X(nvmlDeviceGetComputeMode, nvmlReturn_t, (nvmlDevice_t device, nvmlComputeMode_t * mode))                     \
+        X(nvmlDeviceSetComputeMode, nvmlReturn_t, (nvmlDevice_t device, nvmlComputeMode_t mode))
 
 #define NVML_ABI_DECLARE(name, ret, params) ret name params;
 NVML_ABI_FUNCTIONS(NVML_ABI_DECLARE)

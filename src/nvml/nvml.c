@@ -587,6 +587,32 @@ int nvml_device_power(struct nvml *n, unsigned index, unsigned *ret_milliwatts, 
         return 0;
 }
 
+int nvml_device_compute_mode(struct nvml *n, unsigned index, int *ret_mode, struct nvml_error *err) {
+        if (!n || !ret_mode)
+                return -EINVAL;
+        nvmlDevice_t h;
+        int r = nvml_handle(n, index, &h, err);
+        if (r < 0)
+                return r;
+        nvmlComputeMode_t mode = NVML_COMPUTEMODE_DEFAULT;
+        int rc = NVCALL(n, nvmlDeviceGetComputeMode, h, &mode);
+        if (rc != NVML_SUCCESS)
+                return nvml_fail(n, rc, "nvmlDeviceGetComputeMode", err);
+        *ret_mode = (int)mode;
+        return 0;
+}
+
+int nvml_device_set_compute_mode(struct nvml *n, unsigned index, int mode, struct nvml_error *err) {
+        if (!n || mode < 0 || mode >= NVML_COMPUTEMODE_COUNT)
+                return -EINVAL;
+        nvmlDevice_t h;
+        int r = nvml_handle(n, index, &h, err);
+        if (r < 0)
+                return r;
+        int rc = NVCALL(n, nvmlDeviceSetComputeMode, h, (nvmlComputeMode_t)mode);
+        return rc == NVML_SUCCESS ? 0 : nvml_fail(n, rc, "nvmlDeviceSetComputeMode", err);
+}
+
 /* ---- helpers ---- */
 
 int nvml_format_cpulist(const unsigned long *mask, size_t n_words, char *buf, size_t len) {

@@ -164,6 +164,10 @@ int nvml_device_temperature(struct nvml *n, unsigned index, unsigned *ret_celsiu
 int nvml_device_memory(struct nvml *n, unsigned index, uint64_t *ret_total, uint64_t *ret_used, struct nvml_error *err);
 /* Power draw in milliwatts. */
 int nvml_device_power(struct nvml *n, unsigned index, unsigned *ret_milliwatts, struct nvml_error *err);
+/* Compute mode (nvmlComputeMode_t: NVML_COMPUTEMODE_DEFAULT, _PROHIBITED, _EXCLUSIVE_PROCESS) of GPU `index`, and
+ * setting it (NVML wants root: -EPERM otherwise; in effect at once for new contexts, lost at reboot). */
+int nvml_device_compute_mode(struct nvml *n, unsigned index, int *ret_mode, struct nvml_error *err);
+int nvml_device_set_compute_mode(struct nvml *n, unsigned index, int mode, struct nvml_error *err);
 
 /*
  * Events (health). An event set registers, per GPU, the bits of `mask` that the GPU reports in

@@ -420,6 +420,159 @@ def test_mps(e):
     check(os.stat(shm).st_dev == os.stat(os.path.dirname(shm)).st_dev, "the shm tmpfs is still mounted after SIGTERM")
 
 
+def daemon_pid(state):
+    return int(open(state).read().split("pid ")[1].split()[0])
+
+
+def test_mps_hung(e):
+    """The daemon alive but not answering (the simulator's hang hook, a file in the pipe dir naming it): the agent's
+    probe (get_default_active_thread_percentage through the control client, on its loop) gets no answer, so the
+    replicas go Unhealthy; once the daemon answers again they are Healthy, the same daemon still serving. Hung for
+    good, the daemon is killed and started anew by the agent: a new pid, configured, the replicas Healthy."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    e.wait_resources(["nvidia.com/gpu"])
+    k = e.kubelet
+
+    def health():
+        return {h for h, _ in e.devices("nvidia.com/gpu").values()}
+    k.wait_for(lambda: health() == {"Healthy"}, 15, "replicas Healthy once the daemon serves")
+    pipe = os.path.join(e.state_dir, "mps", "pipe")
+    state, hang = os.path.join(pipe, "gpuslice-sim-mps"), os.path.join(pipe, "gpuslice-sim-mps.hang")
+    pid = daemon_pid(state)
+    with open(hang, "w") as f:
+        f.write("%d\n" % pid)
+    k.wait_for(lambda: health() == {"Unhealthy"}, 10, "replicas Unhealthy while the daemon does not answer")
+    check("MPS control daemon does not answer" in e.log_text(), "no warning of the hung daemon in the log")
+    os.unlink(hang)
+    k.wait_for(lambda: health() == {"Healthy"}, 10, "replicas Healthy once the daemon answers again")
+    check(daemon_pid(state) == pid and os.path.exists("/proc/%d" % pid), "the daemon was replaced: it only hung")
+    check("MPS control daemon answers again" in e.log_text(), "no note of the daemon answering again")
+    with open(hang, "w") as f:  # hung for good: the hook names this daemon only, a new one serves
+        f.write("%d\n" % pid)
+    k.wait_for(lambda: health() == {"Unhealthy"}, 10, "replicas Unhealthy while the daemon hangs again")
+    k.wait_for(lambda: os.path.exists(state) and daemon_pid(state) != pid, 30, "the hung daemon started anew")
+    k.wait_for(lambda: health() == {"Healthy"}, 15, "replicas Healthy with the new daemon")
+    check(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
+          "the hung daemon still runs")
+    check("pinned 0 " in open(state).read(), "the new daemon not configured: %r" % open(state).read())
+    check("MPS control daemon hung: killed" in e.log_text(), "no note of the restart in the log")
+    os.unlink(hang)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+
+
+COMPUTE_MODES = """
+import ctypes, sys
+nvml = ctypes.CDLL("libnvidia-ml.so.1")
+assert nvml.nvmlInit_v2() == 0
+count = ctypes.c_uint()
+assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
+modes, uuids = [], []
+for i in range(count.value):
+    dev, mode, uuid = ctypes.c_void_p(), ctypes.c_int(-1), ctypes.create_string_buffer(96)
+    assert nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(dev)) == 0
+    if len(sys.argv) == 3 and int(sys.argv[1]) == i:
+        assert nvml.nvmlDeviceSetComputeMode(dev, int(sys.argv[2])) == 0
+    assert nvml.nvmlDeviceGetComputeMode(dev, ctypes.byref(mode)) == 0
+    assert nvml.nvmlDeviceGetUUID(dev, uuid, 96) == 0
+    modes.append(str(mode.value))
+    uuids.append(uuid.value.decode())
+print(" ".join(modes))
+print(" ".join(uuids))
+"""
+
+
+def compute_modes(e, *set_gpu_mode):
+    """Every GPU's compute mode, read through the simulated NVML (nvmlDeviceGetComputeMode), after setting GPU
+    set_gpu_mode[0]'s to set_gpu_mode[1] when given (nvmlDeviceSetComputeMode, as nvidia-smi -c would)."""
+    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES] + [str(x) for x in set_gpu_mode], env=e.env,
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0, "reading the compute modes: %s" % r.stderr)
+    return [int(x) for x in r.stdout.splitlines()[0].split()]
+
+
+def gpu_uuids(e):
+    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES], env=e.env, capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0, "reading the UUIDs: %s" % r.stderr)
+    return r.stdout.splitlines()[1].split()
+
+
+def test_mps_compute_mode(e):
+    """NVIDIA's plugin sets the MPS GPUs EXCLUSIVE_PROCESS (3) while its daemon runs: so does the agent, each GPU's
+    mode before (DEFAULT, 0) saved under <state-dir>/mps/compute-mode; there an MPS client shares its GPU with other
+    clients, a process that is no client gets CUDA_ERROR_DEVICE_UNAVAILABLE (the simulator's libcuda honours the
+    mode); an agent restarted after a SIGKILL finds the mode set and keeps what it saved; SIGTERM sets it back — the mode each had before, not always DEFAULT: GPU 7 was PROHIBITED (2)."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    before = [0] * 7 + [2]
+    check(compute_modes(e, 7, 2) == before, "the node before the agent: %s" % compute_modes(e))
+    args = (e.example("mps.yaml"), "--mps-control", ctl)
+    e.start(*args)
+    e.wait_resources(["nvidia.com/gpu"])
+    k = e.kubelet
+    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+               "replicas Healthy once the daemon serves")
+    check(compute_modes(e) == [3] * 8, "MPS GPUs not EXCLUSIVE_PROCESS: %s" % compute_modes(e))
+    saved = os.path.join(e.state_dir, "mps", "compute-mode")
+    uuids = sorted(replicas_by_gpu(e.devices("nvidia.com/gpu")))
+    check(sorted(os.listdir(saved)) == uuids, "saved modes %s" % os.listdir(saved))
+    uuid_of = gpu_uuids(e)
+
+    def saved_modes():
+        return [open(os.path.join(saved, uuid_of[g])).read() for g in range(8)]
+    check(saved_modes() == ["%d\n" % m for m in before], "saved modes %s" % saved_modes())
+    pipe = os.path.join(e.state_dir, "mps", "pipe")
+    work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
+    client_env = dict(e.env, CUDA_MPS_PIPE_DIRECTORY=pipe)
+    holder = subprocess.Popen([work, "--gpu", "0", "--mem", "64M", "--seconds", "30"], env=client_env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        check(holder.stdout.readline().startswith("ready "), "the first MPS client did not start")
+        run = [work, "--gpu", "0", "--mem", "64M", "--seconds", "0"]
+        r = subprocess.run(run, env=client_env, capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "a second MPS client is kept off the GPU: %s" % r.stderr)
+        r = subprocess.run(run, env=e.env, capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and "CUDA_ERROR_DEVICE_UNAVAILABLE" in r.stderr,
+              "a process that is no MPS client on an EXCLUSIVE_PROCESS GPU held by the MPS clients: %d %s" %
+              (r.returncode, r.stderr))
+        r = subprocess.run(run[:2] + ["1"] + run[3:], env=e.env, capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "GPU 1, no process on it, takes a process that is no client: %s" % r.stderr)
+    finally:
+        holder.terminate()
+        holder.wait(10)
+    e.kill_agent(signal.SIGKILL)
+    e.start(*args)
+    k.wait_for(lambda: "MPS control daemon left running by the agent before: adopted" in e.log_text(), 15,
+               "the restarted agent adopting the daemon")
+    k.wait_for(lambda: "MPS control daemon serving" in e.log_text(), 15, "the adopted daemon configured")
+    check(compute_modes(e) == [3] * 8, "after the restart: %s" % compute_modes(e))
+    check(saved_modes() == ["%d\n" % m for m in before],
+          "the restarted agent saved its own EXCLUSIVE_PROCESS as the mode before: %s" % saved_modes())
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check(compute_modes(e) == before, "the compute modes not set back at SIGTERM: %s" % compute_modes(e))
+    check(not os.path.exists(saved), "saved modes left after they were set back")
+
+
+def test_mps_compute_mode_denied(e):
+    """NVML refusing the compute mode (NO_PERMISSION: the simulator's GPUSLICE_SIM_UNPRIVILEGED takes the agent for a
+    caller without root) is logged, not fatal: the daemon serves, the replicas are Healthy, the modes stay DEFAULT
+    and nothing is saved to set back."""
+    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+    e.env["GPUSLICE_SIM_UNPRIVILEGED"] = "1"
+    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    del e.env["GPUSLICE_SIM_UNPRIVILEGED"]
+    e.wait_resources(["nvidia.com/gpu"])
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                       "replicas Healthy, the compute mode refused")
+    text = e.log_text()
+    check(text.count("cannot set an MPS GPU's compute mode to EXCLUSIVE_PROCESS") == 8 and
+          text.count("func=nvmlDeviceSetComputeMode") == 8, "the refusal is not logged per GPU with NVML's function")
+    check(compute_modes(e) == [0] * 8, "modes %s" % compute_modes(e))
+    saved = os.path.join(e.state_dir, "mps", "compute-mode")
+    check(os.listdir(saved) == [], "modes saved that were never changed: %s" % os.listdir(saved))
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+    check("cannot set an MPS GPU's compute mode back" not in e.log_text(), "set back what was never set")
+
+
 def check_daemon_shm(state, shm):
     """The daemon's /dev/shm is the agent's shm dir, a tmpfs (NVIDIA's /run/nvidia/mps/shm): a file made there is in
     the daemon's /dev/shm (its own mount namespace), and not in the agent's."""

@@ -470,6 +470,31 @@ static void test_sensors(void **state) {
         assert_true(mw > 0);
 }
 
+/* The compute mode through the binding: read, set (root's: -EPERM otherwise, NVML's NO_PERMISSION), refused
+ * modes -EINVAL before NVML is asked. */
+static void test_compute_mode(void **state) {
+        struct fixture *f = start(state, TOPO("seed004-7gpu-p40-mlx4.topo"));
+        int mode = -1;
+        assert_int_equal(nvml_device_compute_mode(f->n, 1, &mode, NULL), 0);
+        assert_int_equal(mode, NVML_COMPUTEMODE_DEFAULT);
+        assert_int_equal(nvml_device_set_compute_mode(f->n, 1, NVML_COMPUTEMODE_COUNT, NULL), -EINVAL);
+        struct nvml_error e = { 0 };
+        int r = nvml_device_set_compute_mode(f->n, 1, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, &e);
+        if (geteuid() != 0) {
+                assert_int_equal(r, -EPERM);
+                assert_int_equal(e.nvml_code, NVML_ERROR_NO_PERMISSION);
+                assert_string_equal(e.func, "nvmlDeviceSetComputeMode");
+                return;
+        }
+        assert_int_equal(r, 0);
+        assert_int_equal(nvml_device_compute_mode(f->n, 1, &mode, NULL), 0);
+        assert_int_equal(mode, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS);
+        assert_int_equal(nvml_device_compute_mode(f->n, 0, &mode, NULL), 0);
+        assert_int_equal(mode, NVML_COMPUTEMODE_DEFAULT); /* per GPU */
+        assert_int_equal(nvml_device_set_compute_mode(f->n, 1, NVML_COMPUTEMODE_EXCLUSIVE_THREAD, &e), -EINVAL);
+        assert_int_equal(e.nvml_code, NVML_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_index_by_uuid(void **state) {
         struct fixture *f = start(state, TOPO("dgx-a100-nvswitch.topo"));
         unsigned idx = 99;
@@ -514,6 +539,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_utilization, teardown),
                 cmocka_unit_test_teardown(test_sensors, teardown),
+                cmocka_unit_test_teardown(test_compute_mode, teardown),
                 cmocka_unit_test_teardown(test_index_by_uuid, teardown),
                 cmocka_unit_test(test_no_node_is_driver_not_loaded_or_similar),
         };

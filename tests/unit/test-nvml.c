@@ -297,6 +297,10 @@ static void test_old_missing_optional_is_enosys(void **state) {
         struct nvml_events *e = NULL;
         assert_int_equal(nvml_events_new(n, 0, &e, &err), -ENOSYS);
         assert_null(e);
+        int mode; /* a driver without the compute mode calls */
+        assert_int_equal(nvml_device_compute_mode(n, 0, &mode, &err), -ENOSYS);
+        assert_int_equal(nvml_device_set_compute_mode(n, 0, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, &err), -ENOSYS);
+        assert_string_equal(err.func, "nvmlDeviceSetComputeMode");
         nvml_close(n);
 }
 
@@ -634,6 +638,23 @@ static void test_temperature_and_power(void **state) {
         assert_int_equal(mw, 123456);
 }
 
+/* The compute mode read and set; NVML's refusal (NO_PERMISSION: not root) is -EPERM with NVML's function and text. */
+static void test_compute_mode(void **state) {
+        struct node_fixture *f = *state;
+        int mode = -1;
+        assert_int_equal(nvml_device_set_compute_mode(f->n, 1, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, NULL), 0);
+        assert_int_equal(nvml_device_compute_mode(f->n, 1, &mode, NULL), 0);
+        assert_int_equal(mode, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS);
+        struct nvml_error err = { 0 };
+        assert_int_equal(nvml_device_set_compute_mode(f->n, 3, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, &err), -EPERM);
+        assert_int_equal(err.nvml_code, NVML_ERROR_NO_PERMISSION);
+        assert_string_equal(err.func, "nvmlDeviceSetComputeMode");
+        assert_string_equal(err.text, "Insufficient Permissions");
+        assert_int_equal(nvml_device_compute_mode(f->n, 4, &mode, &err), -ENODEV); /* lost */
+        assert_int_equal(nvml_device_set_compute_mode(f->n, 1, -1, NULL), -EINVAL);
+        assert_int_equal(nvml_device_compute_mode(f->n, 1, NULL, NULL), -EINVAL);
+}
+
 static void test_index_by_uuid(void **state) {
         struct node_fixture *f = *state;
         unsigned idx = 99;
@@ -852,6 +873,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_process_utilization_since, node_setup, node_teardown),
                 cmocka_unit_test_setup_teardown(test_process_utilization_nothing_newer, node_setup, node_teardown),
                 cmocka_unit_test_setup_teardown(test_temperature_and_power, node_setup, node_teardown),
+                cmocka_unit_test_setup_teardown(test_compute_mode, node_setup, node_teardown),
                 cmocka_unit_test_setup_teardown(test_index_by_uuid, node_setup, node_teardown),
                 cmocka_unit_test_setup_teardown(test_probe, node_setup, node_teardown),
                 cmocka_unit_test_setup_teardown(test_probe_recovery, node_setup, node_teardown),

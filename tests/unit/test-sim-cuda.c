@@ -713,6 +713,54 @@ static void test_capacity_shared_between_processes(void **state) {
         release(7);
 }
 
+/* The GPU's compute mode (set through NVML, root's) rules new contexts: PROHIBITED none, EXCLUSIVE_PROCESS one
+ * process's (CUDA_ERROR_DEVICE_UNAVAILABLE for a second process, either way round), DEFAULT any; NVML refuses
+ * EXCLUSIVE_THREAD (support removed) and modes past the enum. */
+static void test_compute_mode(void **state) {
+        (void)state;
+        nvmlDevice_t d = sim_dev(5);
+        nvmlComputeMode_t mode = NVML_COMPUTEMODE_COUNT;
+        assert_int_equal(N.nvmlDeviceGetComputeMode(d, &mode), NVML_SUCCESS);
+        assert_int_equal(mode, NVML_COMPUTEMODE_DEFAULT);
+        assert_int_equal(N.nvmlDeviceGetComputeMode(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_COUNT), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_EXCLUSIVE_THREAD), NVML_ERROR_INVALID_ARGUMENT);
+        if (geteuid() != 0) { /* NVML wants root (or CAP_SYS_ADMIN) to set it */
+                assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_PROHIBITED), NVML_ERROR_NO_PERMISSION);
+                return;
+        }
+        CUcontext ctx;
+        int v = -1;
+        assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_PROHIBITED), NVML_SUCCESS);
+        assert_int_equal(C.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 5), CUDA_SUCCESS);
+        assert_int_equal(v, CU_COMPUTEMODE_PROHIBITED);
+        assert_int_equal(C.cuDevicePrimaryCtxRetain(&ctx, 5), CUDA_ERROR_DEVICE_UNAVAILABLE);
+        assert_int_equal(C.cuCtxCreate_v2(&ctx, 0, 5), CUDA_ERROR_DEVICE_UNAVAILABLE);
+        assert_false(nvml_proc(5, (unsigned)getpid(), NULL));
+
+        assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS), NVML_SUCCESS);
+        assert_int_equal(N.nvmlDeviceGetComputeMode(d, &mode), NVML_SUCCESS);
+        assert_int_equal(mode, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS);
+        struct child c = spawn("child-alloc", "5", "1048576");
+        char line[32];
+        read_line(&c, line, sizeof line);
+        assert_string_equal(line, "ready");                                                   /* the first process */
+        assert_int_equal(C.cuDevicePrimaryCtxRetain(&ctx, 5), CUDA_ERROR_DEVICE_UNAVAILABLE); /* a second one */
+        assert_int_equal(finish(&c), 0);
+        retain_current(5); /* the first gone: this process is the one now, and may hold more than one context */
+        CUcontext other;
+        assert_int_equal(C.cuCtxCreate_v2(&other, 0, 5), CUDA_SUCCESS);
+        assert_int_equal(C.cuCtxDestroy_v2(other), CUDA_SUCCESS);
+        c = spawn("child-alloc", "5", "1048576");
+        assert_int_equal(finish(&c), 12);         /* its cuDevicePrimaryCtxRetain failed */
+        c = spawn("child-alloc", "6", "1048576"); /* another GPU, in DEFAULT mode */
+        read_line(&c, line, sizeof line);
+        assert_string_equal(line, "ready");
+        assert_int_equal(finish(&c), 0);
+        release(5);
+        assert_int_equal(N.nvmlDeviceSetComputeMode(d, NVML_COMPUTEMODE_DEFAULT), NVML_SUCCESS);
+}
+
 /* The workload program, found through the library path like a real CUDA program. */
 static void test_workload_program(void **state) {
         (void)state;
@@ -798,6 +846,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_other_process_allocation_visible),
                 cmocka_unit_test(test_killed_process_memory_released),
                 cmocka_unit_test(test_capacity_shared_between_processes),
+                cmocka_unit_test(test_compute_mode),
                 cmocka_unit_test(test_workload_program),
                 cmocka_unit_test(test_workload_exit_codes),
         };

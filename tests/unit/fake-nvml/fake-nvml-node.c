@@ -56,7 +56,10 @@ static unsigned n_events;
 static struct nvmlEventSet_st the_set;
 static int set_live;
 
+static nvmlComputeMode_t compute_mode[N_GPUS];
+
 void fake_nvml_reset(void) {
+        memset(compute_mode, 0, sizeof(compute_mode));
         memset(handle_fault, 0, sizeof(handle_fault));
         memset(query_fault, 0, sizeof(query_fault));
         query_fault[4] = NVML_ERROR_GPU_IS_LOST;
@@ -371,6 +374,24 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, unsigned int sensor, unsig
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
         CHECK_DEV(d);
         *mw = 123456;
+        return NVML_SUCCESS;
+}
+
+/* Compute mode: every GPU DEFAULT after a reset; setting GPU3's answers NO_PERMISSION (as to a caller that is
+ * not root). */
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *mode) {
+        CHECK_DEV(d);
+        *mode = compute_mode[d->index];
+        return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t d, nvmlComputeMode_t mode) {
+        CHECK_DEV(d);
+        if ((unsigned)mode >= NVML_COMPUTEMODE_COUNT)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (d->index == 3)
+                return NVML_ERROR_NO_PERMISSION;
+        compute_mode[d->index] = mode;
         return NVML_SUCCESS;
 }
 
