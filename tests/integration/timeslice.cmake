@@ -2,7 +2,7 @@
 # NVIDIA's plugin serves them, per-GPU mixing with whole GPUs and fractions (across a SIGKILL), refusals, the
 # ConfigMap directory; MPS (NVIDIA's client env and mounts, CDI, Podman running the answer, adoption after a SIGKILL).
 if(TARGET gpuslice_agent)
-  foreach(t example rename mixed mixed-mps mixed-modes refused configmap-dir metrics label annotation annotation-mps mps mps-cdi mps-podman sighup)
+  foreach(t example rename mixed mixed-mps mixed-modes refused configmap-dir metrics label annotation annotation-mps annotation-both mps mps-cdi mps-podman sighup)
     add_test(NAME agent-timeslice-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_timeslice.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}
