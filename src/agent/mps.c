@@ -22,6 +22,9 @@
  * before ours is saved in <state-dir>/mps/compute-mode/<uuid> (once: an agent restarted after a SIGKILL finds the
  * mode set and the old one saved) and set back when the agent stops cleanly. An NVML error (no permission: NVML
  * wants root) is logged and the daemon serves anyway.
+ * A DRA claim's daemon (mps_daemon_*, dra-link.c) is run the same way: its pipe, log and shm dirs under the claim's
+ * dir, the shm dir a tmpfs of its own that is the daemon's /dev/shm (kept over an agent's SIGKILL, unmounted when the
+ * daemon is stopped).
  * Owns struct mps (node->mps). Must never: leave the daemon running after the agent stops, or list the replicas
  * Healthy while no daemon serves them.
  */
@@ -44,6 +47,7 @@
 #include "nvml/nvml.h"
 #include "util/atomic-file.h"
 #include "util/log.h"
+#include "util/mps-client.h"
 #include "util/util.h"
 
 #define MPS_CHECK_MS 1000
@@ -539,9 +543,9 @@ int node_mps_start(struct node *n) {
         char base[PATH_MAX];
         if ((size_t)snprintf(base, sizeof base, "%.4000s/mps", n->cfg.state_dir) >= sizeof base)
                 return log_error_errno(-ENAMETOOLONG, "path too long");
-        snprintf(m->pipe, sizeof m->pipe, "%.4000s/pipe", base);
-        snprintf(m->log, sizeof m->log, "%.4000s/log", base);
-        snprintf(m->shm, sizeof m->shm, "%.4000s/shm", base);
+        snprintf(m->pipe, sizeof m->pipe, "%.4000s/" MPS_DIR_PIPE, base);
+        snprintf(m->log, sizeof m->log, "%.4000s/" MPS_DIR_LOG, base);
+        snprintf(m->shm, sizeof m->shm, "%.4000s/" MPS_DIR_SHM, base);
         snprintf(m->fifo, sizeof m->fifo, "%s/control", m->pipe);
         snprintf(m->modes, sizeof m->modes, "%.4000s/compute-mode", base);
         if ((mkdir(base, 0755) < 0 && errno != EEXIST) || (mkdir(m->pipe, 0755) < 0 && errno != EEXIST) ||
@@ -606,21 +610,37 @@ void node_mps_stop(struct node *n) {
 /* ---- one daemon for a DRA claim (dra-link.c) ---- */
 
 static int daemon_paths(struct mps *m, const char *dir) {
-        if ((size_t)snprintf(m->pipe, sizeof m->pipe, "%.4000s/pipe", dir) >= sizeof m->pipe ||
-            (size_t)snprintf(m->log, sizeof m->log, "%.4000s/log", dir) >= sizeof m->log)
+        if ((size_t)snprintf(m->pipe, sizeof m->pipe, "%.4000s/" MPS_DIR_PIPE, dir) >= sizeof m->pipe ||
+            (size_t)snprintf(m->log, sizeof m->log, "%.4000s/" MPS_DIR_LOG, dir) >= sizeof m->log ||
+            (size_t)snprintf(m->shm, sizeof m->shm, "%.4000s/" MPS_DIR_SHM, dir) >= sizeof m->shm)
                 return -ENAMETOOLONG;
         snprintf(m->fifo, sizeof m->fifo, "%s/control", m->pipe);
         return 0;
 }
 
+/* The shm tmpfs of a daemon's dir unmounted, when it is one (a mount point: another device than dir's). */
+static void shm_unmount(const struct mps *m, const char *dir) {
+        struct stat self, parent;
+        if (stat(m->shm, &self) == 0 && stat(dir, &parent) == 0 && self.st_dev != parent.st_dev)
+                (void)umount2(m->shm, MNT_DETACH); /* clients keep their own mounts of it */
+}
+
+/* `quit` to the daemon serving m's pipe dir, when one does (bounded wait). */
+static void quit(const char *program, const struct mps *m) {
+        struct stat st;
+        if (stat(m->fifo, &st) < 0)
+                return;
+        (void)control(program, m, "quit\n", 5);
+        for (unsigned waited = 0; waited < MPS_READY_MS && access(m->fifo, F_OK) == 0; waited += 20)
+                usleep(20000);
+}
+
 void mps_daemon_quit(const char *program, const char *dir) {
         struct mps m = { 0 };
-        struct stat st;
-        if (daemon_paths(&m, dir) < 0 || stat(m.fifo, &st) < 0)
+        if (daemon_paths(&m, dir) < 0)
                 return;
-        (void)control(program, &m, "quit\n", 5);
-        for (unsigned waited = 0; waited < MPS_READY_MS && access(m.fifo, F_OK) == 0; waited += 20)
-                usleep(20000);
+        quit(program, &m);
+        shm_unmount(&m, dir);
 }
 
 int mps_daemon_start(const char *program, const char *dir, const char *commands, struct mps **ret) {
@@ -628,17 +648,18 @@ int mps_daemon_start(const char *program, const char *dir, const char *commands,
         if (!m)
                 return -ENOMEM;
         int r = daemon_paths(m, dir);
-        if (r == 0 && ((mkdir(m->pipe, 0755) < 0 && errno != EEXIST) || (mkdir(m->log, 0755) < 0 && errno != EEXIST)))
+        if (r == 0 && ((mkdir(m->pipe, 0755) < 0 && errno != EEXIST) || (mkdir(m->log, 0755) < 0 && errno != EEXIST) ||
+                       (mkdir(m->shm, 01777) < 0 && errno != EEXIST)))
                 r = -errno;
         if (r == 0) {
-                mps_daemon_quit(program, dir); /* one an earlier agent left serving the pipe dir */
+                quit(program, m);  /* one an earlier agent left serving the pipe dir (its shm tmpfs is kept) */
+                shm_setup(m, dir); /* its own /dev/shm, as the device plugin's daemon */
                 r = spawn(program, m);
         }
         if (r == 0 && commands[0])
                 r = control(program, m, commands, strlen(commands));
         if (r < 0) {
-                terminate(m);
-                free(m);
+                mps_daemon_stop(m);
                 return r;
         }
         *ret = m;
@@ -669,5 +690,7 @@ void mps_daemon_stop(struct mps *m) {
         if (!m)
                 return;
         terminate(m);
+        if (m->shm_private) /* the daemon is gone; clients keep their own mounts of it */
+                (void)umount2(m->shm, MNT_DETACH);
         free(m);
 }

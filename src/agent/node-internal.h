@@ -258,7 +258,8 @@ void node_nvidia_free(struct node *n);
 int node_mps_start(struct node *n);
 void node_mps_stop(struct node *n);
 /* mps.c, one control daemon for a DRA claim (dra-link.c; docs/dra.md "Sharing modes"): `<program> -f` with its pipe
- * and log dirs <dir>/pipe and <dir>/log (made here), sent `commands` (client lines, "" none) once it serves; a
+ * and log dirs <dir>/pipe and <dir>/log and, in a mount namespace of its own, the tmpfs <dir>/shm as /dev/shm (made
+ * and mounted here; one already mounted there is kept), sent `commands` (client lines, "" none) once it serves; a
  * daemon an earlier agent left serving <dir>/pipe is told to quit first. 0 and *ret, or -errno (nothing left
  * running). The owner supervises it with mps_daemon_check (restarted and sent commands again when it exited: 1;
  * serving: 0; -errno: could not restart) and ends it with mps_daemon_stop. */
@@ -268,9 +269,10 @@ int mps_daemon_start(const char *program, const char *dir, const char *commands,
 int mps_daemon_check(struct mps *m, const char *program, const char *commands);
 /* Thread: as mps_daemon_start; lock: none. */
 pid_t mps_daemon_pid(const struct mps *m);
+/* Stop it (SIGTERM, then SIGKILL) and unmount its shm tmpfs. */
 /* Thread: as mps_daemon_start; lock: none (NULL is a no-op). */
 void mps_daemon_stop(struct mps *m);
-/* Tell the daemon serving <dir>/pipe, when one does, to quit (bounded wait). */
+/* Tell the daemon serving <dir>/pipe, when one does, to quit (bounded wait); unmount the tmpfs at <dir>/shm. */
 /* Thread: any; lock: none. */
 void mps_daemon_quit(const char *program, const char *dir);
 

@@ -371,8 +371,10 @@ static void fill_sharing(const struct publish *pub, struct cluster_node_info *in
                 return;
         struct plugin_usage use = { 0 };
         plugin_usage(pub->plugin, &use);
-        /* the node's one replica resource: the set keeping the whole-GPU name (the extender counts nvidia.com/gpu
-         * requests against it), else the first set; each GPU's own mode is its `sharing` */
+        /* the node's replica resource (what an older extender reads for every replicated GPU): the set keeping the
+         * whole-GPU name, else the first set; each GPU's own mode is its `sharing`, its own resource its
+         * `replica_resource` (written where it differs from the node's: the extender counts a GPU's replicas
+         * against its own resource only) */
         int keep = plugin_replica_find(pub->plugin, plugin_resource(pub->plugin, PLUGIN_WHOLE));
         strscpy(info->replica_resource, plugin_replica_resource(pub->plugin, keep >= 0 ? (unsigned)keep : 0),
                 sizeof info->replica_resource);
@@ -385,6 +387,7 @@ static void fill_sharing(const struct publish *pub, struct cluster_node_info *in
                 unsigned set = (unsigned)plugin_replica_set_of(pub->plugin, i);
                 snprintf(g->sharing, sizeof g->sharing, "%s",
                          plugin_replica_mps(pub->plugin, set)[0] ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE);
+                strscpy(g->replica_resource, plugin_replica_resource(pub->plugin, set), sizeof g->replica_resource);
                 g->replicas = plugin_replica_count(pub->plugin, set);
                 g->held = MIN((unsigned)use.rep[i], g->replicas);
         }

@@ -14,6 +14,7 @@
 
 #include "agent/plugin-internal.h"
 #include "agent/timeslice.h"
+#include "util/mps-client.h"
 #include "util/util.h"
 
 /* One request's IDs, resolved: replicas per GPU (a bitmap of j) and plain GPUs (not replicated). */
@@ -190,25 +191,27 @@ enum rpc_code timeslice_get_preferred(void *userdata, const uint8_t *req, size_t
 /* ---- Allocate ---- */
 
 /* An MPS client's part of the answer, NVIDIA's (internal/plugin/mps.go there): CUDA_MPS_PIPE_DIRECTORY=/mps/<resource>/
- * pipe, the daemon's pipe dir mounted there and its shm dir at /dev/shm, both read-write. */
+ * pipe, the daemon's pipe dir mounted there and its shm dir at /dev/shm, both read-write (util/mps-client.h, the
+ * same edits as a DRA MPS claim's CDI spec). */
 static enum rpc_code mps_client(struct plugin *p, unsigned set, const char *resource, struct arena *a,
                                 V1beta1__ContainerAllocateResponse *o, struct gs_error *st) {
         V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(a, sizeof *e);
-        V1beta1__Mount *m = arena_alloc(a, 2 * sizeof *m);
+        V1beta1__Mount *m = arena_alloc(a, MPS_CLIENT_MOUNTS * sizeof *m);
         const char *pipe = arena_printf(a, TIMESLICE_MPS_ROOT "/%s/pipe", resource);
-        o->mounts = arena_alloc(a, 2 * sizeof(void *));
+        o->mounts = arena_alloc(a, MPS_CLIENT_MOUNTS * sizeof(void *));
         if (!e || !m || !pipe || !o->mounts)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
+        struct mps_client c;
+        if (mps_client_edits(plugin_replica_mps(p, set), plugin_replica_mps_shm(p, set), pipe, &c) < 0)
+                return rpc_error(st, RPC_INTERNAL, "%s: resource name too long", resource);
         v1beta1__container_allocate_response__envs_entry__init(e);
-        e->key = "CUDA_MPS_PIPE_DIRECTORY";
+        e->key = MPS_CLIENT_PIPE_ENV;
         e->value = (char *)pipe;
         o->envs[o->n_envs++] = e;
-        const char *host[2] = { plugin_replica_mps(p, set), plugin_replica_mps_shm(p, set) };
-        const char *ctr[2] = { pipe, TIMESLICE_MPS_SHM };
-        for (unsigned i = 0; i < 2; i++) {
+        for (unsigned i = 0; i < c.n_mounts; i++) {
                 v1beta1__mount__init(&m[i]);
-                m[i].container_path = arena_printf(a, "%s", ctr[i]);
-                m[i].host_path = arena_printf(a, "%s", host[i]);
+                m[i].container_path = arena_printf(a, "%s", c.mount[i].container);
+                m[i].host_path = arena_printf(a, "%s", c.mount[i].host);
                 m[i].read_only = 0;
                 if (!m[i].container_path || !m[i].host_path)
                         return rpc_error(st, RPC_INTERNAL, "out of memory");

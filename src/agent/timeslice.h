@@ -21,10 +21,9 @@
 #include "agent/devices.h"
 #include "agent/plugin.h"
 
-#define TIMESLICE_REPLICAS_MAX 1024  /* per GPU (nvconfig.h's bound) */
-#define TIMESLICE_ID_MAX 112         /* "<device id>::<j>" */
-#define TIMESLICE_MPS_ROOT "/mps"    /* NVIDIA's: a client's pipe dir is /mps/<resource>/pipe in the container */
-#define TIMESLICE_MPS_SHM "/dev/shm" /* where a client gets the daemon's shm dir */
+#define TIMESLICE_REPLICAS_MAX 1024 /* per GPU (nvconfig.h's bound) */
+#define TIMESLICE_ID_MAX 112        /* "<device id>::<j>" */
+#define TIMESLICE_MPS_ROOT "/mps"   /* NVIDIA's: a client's pipe dir is /mps/<resource>/pipe in the container */
 
 /* "<gpu>::<j>" into buf (always terminated). */
 void timeslice_format_id(const char *gpu, unsigned j, char *buf, size_t len);

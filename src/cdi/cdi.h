@@ -37,6 +37,8 @@
 #include "topo/topo.h"
 #include "util/error.h"
 
+struct mps_client; /* util/mps-client.h */
+
 #define CDI_PATH_MAX 1024
 /* ---- ld.so.cache: interposer/ldcache.h (gs_ldcache_parse, shared with libgpuslice-cuda.so) ---- */
 
@@ -175,10 +177,10 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
                          const struct cdi_spec_options *o, const struct cdi_claim_device *dev, size_t n,
                          const struct cdi_claim_limits *limits, json_t **ret);
 
-/* Add spec-wide edits to a spec (an MPS client's, docs/dra.md "Sharing modes"): env[0..n_env) ("KEY=value") and,
- * when mount_host is given, mount_host bind-mounted read-write at mount_container. 0 or -ENOMEM. */
-int cdi_spec_add_edits(json_t *spec, const char *const *env, size_t n_env, const char *mount_host,
-                       const char *mount_container);
+/* Add an MPS client's edits to a spec's spec-wide edits (docs/dra.md "Sharing modes"): c's env and mounts (each
+ * bind-mounted read-write, util/mps-client.h), then env[0..n_env) ("KEY=value": the client's own limits). 0 or
+ * -ENOMEM. */
+int cdi_spec_add_mps(json_t *spec, const struct mps_client *c, const char *const *env, size_t n_env);
 /* Whether a CDI device name is valid: 1..255 of [A-Za-z0-9_.:-]. */
 bool cdi_name_valid(const char *name);
 

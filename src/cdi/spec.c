@@ -12,6 +12,7 @@
 #include "cdi/cdi.h"
 #include "interposer/limits.h"
 #include "util/limits-dir.h"
+#include "util/mps-client.h"
 #include "util/util.h"
 
 static bool part_valid(const char *s, size_t n, bool vendor) {
@@ -347,16 +348,16 @@ int cdi_claim_spec_build(const struct topo *t, const struct cdi_discovery *d, co
         return 0;
 }
 
-int cdi_spec_add_edits(json_t *spec, const char *const *env, size_t n_env, const char *mount_host,
-                       const char *mount_container) {
+int cdi_spec_add_mps(json_t *spec, const struct mps_client *c, const char *const *env, size_t n_env) {
         json_t *common = json_object_get(spec, "containerEdits");
-        if (!json_is_object(common))
+        if (!json_is_object(common) || push(common, "env", json_string(c->env)) < 0)
                 return -ENOMEM;
         for (size_t i = 0; i < n_env; i++)
                 if (push(common, "env", json_string(env[i])) < 0)
                         return -ENOMEM;
-        if (mount_host && push(common, "mounts", mount_json(mount_host, mount_container, false)) < 0)
-                return -ENOMEM;
+        for (unsigned i = 0; i < c->n_mounts; i++)
+                if (push(common, "mounts", mount_json(c->mount[i].host, c->mount[i].container, false)) < 0)
+                        return -ENOMEM;
         return 0;
 }
 

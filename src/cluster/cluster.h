@@ -359,6 +359,11 @@ struct cluster_gpu_info {
          * held 0..replicas. Such a GPU is its replicas' (kubelet places them): never a whole GPU nor shared. */
         char sharing[16];
         unsigned replicas, held;
+        /* the resource its replicas are advertised as ("nvidia.com/gpu", "nvidia.com/gpu.mps"; a node with both
+         * strategies has two): optional field "replica_resource" of a replicated GPU, within version 1, written
+         * when it differs from the node's replica_resource; absent (an older agent, or the same), the node's is
+         * read into it. "" when not replicated. */
+        char replica_resource[64];
 };
 
 #define CLUSTER_SHARING_TIMESLICE "time-slicing"
@@ -375,7 +380,9 @@ struct cluster_node_info {
          * are served as nvidia.com/gpu (optional field "mig_strategy", within version 1) */
         char mig_strategy[16];
         /* the resource the replicated GPUs' replicas are advertised as ("nvidia.com/gpu", "nvidia.com/gpu.shared";
-         * "" none or unknown: optional field "replica_resource", within version 1, written with any "sharing") */
+         * "" none or unknown: optional field "replica_resource", within version 1, written with any "sharing"); with
+         * both strategies on the node, the set keeping nvidia.com/gpu, else the time-slicing set: a GPU of the other
+         * set names its own (cluster_gpu_info.replica_resource), which readers go by */
         char replica_resource[64];
         unsigned n_gpus;
         struct cluster_gpu_info gpu[CLUSTER_GPUS_MAX];

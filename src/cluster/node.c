@@ -98,6 +98,21 @@ static int encode_mig(json_t *j, const struct cluster_gpu_info *g) {
         return json_object_set_new(j, "mig", a) < 0 ? -ENOMEM : 0;
 }
 
+/* "sharing", "replicas" (1..max) and "held" (0..replicas: what the reader takes) of a replicated GPU, and its own
+ * "replica_resource" only where it is not the node's (which then applies, for older readers too). */
+static int encode_sharing(json_t *j, const struct cluster_gpu_info *g, const char *node_resource) {
+        if (!g->sharing[0])
+                return 0;
+        unsigned reps = MAX(1u, MIN(g->replicas, (unsigned)CLUSTER_REPLICAS_MAX));
+        bool own = g->replica_resource[0] && !streq(g->replica_resource, node_resource);
+        if (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
+            json_object_set_new(j, "replicas", json_integer(reps)) < 0 ||
+            json_object_set_new(j, "held", json_integer(MIN(g->held, reps))) < 0 ||
+            (own && json_object_set_new(j, "replica_resource", json_string(g->replica_resource)) < 0))
+                return -ENOMEM;
+        return 0;
+}
+
 int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
         if (info->n_gpus > CLUSTER_GPUS_MAX)
                 return -E2BIG;
@@ -128,11 +143,7 @@ int cluster_node_encode(const struct cluster_node_info *info, char **ret) {
                                     json_string(g->healthy     ? "ok"
                                                 : g->health[0] ? g->health
                                                                : "unhealthy"));
-                /* replicas 1..max and held 0..replicas: what the reader takes */
-                unsigned reps = MAX(1u, MIN(g->replicas, (unsigned)CLUSTER_REPLICAS_MAX));
-                if (g->sharing[0] && (json_object_set_new(j, "sharing", json_string(g->sharing)) < 0 ||
-                                      json_object_set_new(j, "replicas", json_integer(reps)) < 0 ||
-                                      json_object_set_new(j, "held", json_integer(MIN(g->held, reps))) < 0)) {
+                if (encode_sharing(j, g, info->replica_resource) < 0) {
                         json_decref(j);
                         goto out;
                 }
@@ -257,17 +268,23 @@ static int decode_mig(json_t *a, size_t i, struct cluster_gpu_info *gi, struct g
         return 0;
 }
 
-/* gpus[i].sharing, .replicas, .held (absent: not replicated; an older agent). */
-static int decode_sharing(json_t *g, size_t i, struct cluster_gpu_info *gi, struct gs_error *err) {
-        if (cluster_json_str(g, "sharing", gi->sharing, sizeof gi->sharing, "gpus[].", err) < 0)
+/* gpus[i].sharing, .replicas, .held (absent: not replicated; an older agent), .replica_resource (absent: the node's,
+ * node_resource). */
+static int decode_sharing(json_t *g, size_t i, const char *node_resource, struct cluster_gpu_info *gi,
+                          struct gs_error *err) {
+        if (cluster_json_str(g, "sharing", gi->sharing, sizeof gi->sharing, "gpus[].", err) < 0 ||
+            cluster_json_str(g, "replica_resource", gi->replica_resource, sizeof gi->replica_resource, "gpus[].", err) <
+                    0)
                 return -EINVAL;
         json_t *rep = json_object_get(g, "replicas"), *held = json_object_get(g, "held");
         if (!gi->sharing[0]) {
-                if (rep || held)
+                if (rep || held || gi->replica_resource[0])
                         return gs_error_set(err, -EINVAL, "%s: gpus[%zu] has replicas without sharing",
                                             CLUSTER_ANN_GPUS, i);
                 return 0;
         }
+        if (!gi->replica_resource[0])
+                strscpy(gi->replica_resource, node_resource, sizeof gi->replica_resource);
         if (!json_is_integer(rep) || json_integer_value(rep) < 1 || json_integer_value(rep) > CLUSTER_REPLICAS_MAX)
                 return gs_error_set(err, -EINVAL, "%s: gpus[%zu].replicas must be 1..%d with sharing", CLUSTER_ANN_GPUS,
                                     i, CLUSTER_REPLICAS_MAX);
@@ -299,7 +316,7 @@ static int decode_gpu(json_t *g, size_t i, uint64_t *seen, struct cluster_node_i
             cluster_json_str(g, "cc", gi->cc, sizeof gi->cc, "gpus[].", err) < 0)
                 return -EINVAL;
         gi->healthy = streq(gi->health, "ok");
-        if (decode_sharing(g, i, gi, err) < 0)
+        if (decode_sharing(g, i, ret->replica_resource, gi, err) < 0)
                 return -EINVAL;
         return decode_mig(json_object_get(g, "mig"), i, gi, err);
 }

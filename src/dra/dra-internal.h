@@ -14,7 +14,8 @@
  * Locking: d->lock guards every field marked (lock). The engine does local file I/O under it (the
  * journal must change with the in-memory records), never network I/O: a claim is read from the API
  * before the lock is taken. NVML's making and destroying of dynamic MIG instances happens without it
- * (migdyn.c, prepare.c's make_instances / destroy_instances): the claim's record is in memory meanwhile.
+ * (migdyn.c, prepare.c's make_instances / destroy_instances), and so does the start of an MPS claim's control daemon
+ * (prepare.c's start_daemon): the claim's record is in memory meanwhile.
  */
 #pragma once
 
@@ -33,8 +34,8 @@
 
 #define DRA_JOURNAL_DIR "dra"
 #define DRA_CDI_CLASS "claim"
-#define DRA_MPS_PIPE_CONTAINER "/tmp/nvidia-mps" /* an MPS client's pipe dir in the container (as the plugin's) */
-#define DRA_MPS_DIR "dra-mps" /* <state>/dra-mps/<uid>: an MPS claim's control daemon's pipe and log dirs */
+#define DRA_MPS_PIPE_CONTAINER "/tmp/nvidia-mps" /* an MPS client's pipe dir in the container (NVIDIA's DRA driver's) */
+#define DRA_MPS_DIR "dra-mps" /* <state>/dra-mps/<uid>: an MPS claim's control daemon's dirs (util/mps-client.h) */
 
 struct rpc_server;
 struct kube_informer;

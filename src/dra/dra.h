@@ -70,11 +70,14 @@ struct dra_table_ops {
          * claim `uid` with its pipe and log directories <dir>/pipe and <dir>/log (dir exists) and send it
          * `commands` (lines of nvidia-cuda-mps-control's client); a daemon an earlier agent left serving that
          * pipe directory is told to quit first. The caller supervises it (restarts it when it exits; while it
-         * cannot, the claim's `gpus` are unhealthy) until mps_stop. 0 or -errno with why. NULL: MPS claims are refused. Called with the driver's lock held like
-         * the others: it may wait for the daemon (a few seconds at most). */
+         * cannot, the claim's `gpus` are unhealthy) until mps_stop. 0 or -errno with why. NULL: MPS claims are refused. It
+         * may wait for the daemon (seconds): called WITHOUT the driver's lock at prepare (the claim journaled as
+         * preparing meanwhile), with it at start-up (no thread serves yet). The daemon's /dev/shm is <dir>/shm, a
+         * tmpfs in its own mount namespace, which the claim's CDI spec mounts at its clients' /dev/shm. */
         int (*mps_start)(void *userdata, const char *uid, uint64_t gpus, const char *dir, const char *commands,
                          char *why, size_t why_len);
-        /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe. */
+        /* Stop claim `uid`'s daemon, also one an earlier agent left serving <dir>/pipe, and unmount <dir>/shm (with the
+         * driver's lock held: may wait for the daemon to exit, and for an mps_start in progress). */
         void (*mps_stop)(void *userdata, const char *uid, const char *dir);
         /* Dynamic MIG (docs/dra.md "Dynamic MIG"), through src/migctl: make a GPU instance of profile_id (info.id)
          * at placement `at` of GPU `index` with one compute instance covering it (0 and the ids, or -errno with why,

@@ -26,6 +26,7 @@
 #include "interposer/limits.h"
 #include "util/atomic-file.h"
 #include "util/limits-dir.h"
+#include "util/mps-client.h"
 #include "util/util.h"
 
 int dra_cdi_id(const struct dra *d, const char *uid, const char *device, char *buf, size_t len) {
@@ -179,9 +180,10 @@ static int mps_dir(const struct dra *d, const char *uid, char *buf, size_t len) 
         return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Remove the files in <dir>/pipe and <dir>/log, and the dirs (what the daemon and its client made; nothing deeper). */
+/* Remove the files in <dir>/pipe, <dir>/log and <dir>/shm (unmounted by ops.mps_stop), and the dirs (what the daemon
+ * and its clients made; nothing deeper). */
 static void mps_dir_remove(const char *dir) {
-        static const char *const subs[] = { "pipe", "log" };
+        static const char *const subs[] = { MPS_DIR_PIPE, MPS_DIR_LOG, MPS_DIR_SHM };
         _cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         for (size_t i = 0; dfd >= 0 && i < ELEMENTSOF(subs); i++) {
                 int sfd = openat(dfd, subs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -241,15 +243,20 @@ static int mps_start(struct dra *d, const struct dra_record *r, struct gs_error 
         return 0;
 }
 
-/* An MPS client's edits: the daemon's pipe dir at DRA_MPS_PIPE_CONTAINER, CUDA_MPS_PIPE_DIRECTORY, and the
- * client's own limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2048M,1=..." by
- * the container's device ordinals: the claim's GPUs in NVML index order). */
+/* An MPS client's edits (util/mps-client.h, the same as the device plugin's MPS clients get): the daemon's pipe dir at
+ * DRA_MPS_PIPE_CONTAINER and CUDA_MPS_PIPE_DIRECTORY, its shm dir at /dev/shm, and the client's own limits
+ * (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "0=2048M,1=..." by the container's device
+ * ordinals: the claim's GPUs in NVML index order). */
 static int mps_edits(const struct dra *d, const struct dra_record *r, json_t *spec) {
-        char host[DRA_PATH_MAX + DRA_UID_MAX + 8], threads[64], pinned[DRA_RESULTS_MAX * 32 + 48];
-        const char *env[3] = { "CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE_CONTAINER, threads, pinned };
-        size_t n_env = 1;
-        int w = snprintf(host, sizeof host, "%s/%s/pipe", d->mps_root, r->uid);
-        if (w < 0 || (size_t)w >= sizeof host)
+        char pipe[DRA_PATH_MAX + DRA_UID_MAX + 8], shm[DRA_PATH_MAX + DRA_UID_MAX + 8], threads[64],
+                pinned[DRA_RESULTS_MAX * 32 + 48];
+        const char *env[2] = { threads, pinned };
+        size_t n_env = 0;
+        struct mps_client c;
+        int w = snprintf(pipe, sizeof pipe, "%s/%s/" MPS_DIR_PIPE, d->mps_root, r->uid);
+        int ws = snprintf(shm, sizeof shm, "%s/%s/" MPS_DIR_SHM, d->mps_root, r->uid);
+        if (w < 0 || (size_t)w >= sizeof pipe || ws < 0 || (size_t)ws >= sizeof shm ||
+            mps_client_edits(pipe, shm, DRA_MPS_PIPE_CONTAINER, &c) < 0)
                 return -ENAMETOOLONG;
         if (r->mps_threads) {
                 snprintf(threads, sizeof threads, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", r->mps_threads);
@@ -271,7 +278,7 @@ static int mps_edits(const struct dra *d, const struct dra_record *r, json_t *sp
                 return -E2BIG;
         if (at > start)
                 env[n_env++] = pinned;
-        return cdi_spec_add_edits(spec, env, n_env, host, DRA_MPS_PIPE_CONTAINER);
+        return cdi_spec_add_mps(spec, &c, env, n_env);
 }
 
 static int write_spec(struct dra *d, const struct dra_record *r, struct gs_error *err) {
@@ -673,13 +680,12 @@ static void roll_back(struct dra *d, const struct dra_record *r) {
                 d->ops.set_held(d->ops.userdata, d->held);
 }
 
-/* The files of a journaled record, then the record as prepared (lock held); rolled back on failure. */
+/* The files of a journaled record (an MPS claim's daemon started before, without the lock), then the record as
+ * prepared (lock held); rolled back on failure. */
 static int finish_locked(struct dra *d, struct dra_record *r, struct dra_record *ret, struct gs_error *err) {
         int e = r->limits[0] ? write_limits(d, r, err) : 0;
         if (e == 0)
                 dra_crash_point(d, "dra-prepare-limits");
-        if (e == 0 && r->sharing == DRA_SHARING_MPS)
-                e = mps_start(d, r, err);
         e = e ?: write_spec(d, r, err);
         if (e == 0) {
                 dra_crash_point(d, "dra-prepare-cdi");
@@ -697,8 +703,12 @@ static int finish_locked(struct dra *d, struct dra_record *r, struct dra_record 
         return 0;
 }
 
-/* 0 prepared; 1 journaled with dynamic MIG instances made (finished by dra_engine_prepare once the MIG side is read
- * again); -errno. */
+/* What prepare_locked leaves to do without the lock, the claim journaled as preparing (its record, in memory, holds
+ * its GPUs against every other prepare meanwhile). */
+#define PREPARE_MIG 1 /* its dynamic MIG instances to make (make_instances) */
+#define PREPARE_MPS 2 /* its MPS control daemon to start (start_daemon) */
+
+/* 0 prepared; PREPARE_MIG or PREPARE_MPS with *ret the journaled record (finished by dra_engine_prepare); -errno. */
 static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_record *ret, struct gs_error *err) {
         struct dra_record *have = find(d, c->uid);
         if (have && have->state == DRA_REC_PREPARED) {
@@ -723,11 +733,40 @@ static int prepare_locked(struct dra *d, const struct dra_claim *c, struct dra_r
         }
         d->held |= want;
         dra_crash_point(d, "dra-prepare-journaled");
-        if (dra_dyn_any(&r)) {
+        if (dra_dyn_any(&r) || r.sharing == DRA_SHARING_MPS) { /* exclusive: MPS applies to whole GPUs only */
                 *ret = r;
-                return 1; /* its instances are made without the lock (make_instances) */
+                return dra_dyn_any(&r) ? PREPARE_MIG : PREPARE_MPS;
         }
         return finish_locked(d, &r, ret, err);
+}
+
+/* A journaled MPS claim's daemon started without the lock (it may take seconds to serve: no other prepare, unprepare
+ * or lookup waits for it), then the result recorded with it: the claim finished, or rolled back when the daemon did
+ * not start. A claim unprepared meanwhile has the daemon stopped at once (no record holds it: not left behind); one
+ * a concurrent prepare of it finished is that prepare's. A crash before the result is recorded leaves the record
+ * preparing: the next start rolls it back, its daemon included (recover_undo). */
+static int start_daemon(struct dra *d, const struct dra_record *r, struct dra_record *ret, struct gs_error *err) {
+        int started = mps_start(d, r, err);
+        pthread_mutex_lock(&d->lock);
+        struct dra_record *have = find(d, r->uid);
+        int e;
+        if (have && have->state == DRA_REC_PREPARED) {
+                *ret = *have;
+                e = 0;
+        } else if (!have || have->state != DRA_REC_PREPARING) {
+                if (!have)
+                        mps_stop(d, r->uid);
+                e = gs_error_set(err, -EAGAIN, "the claim changed while its MPS control daemon started");
+        } else {
+                struct dra_record back = *have;
+                if (started < 0) {
+                        roll_back(d, &back);
+                        e = started;
+                } else
+                        e = finish_locked(d, &back, ret, err);
+        }
+        pthread_mutex_unlock(&d->lock);
+        return e;
 }
 
 /* A made instance into the claim's record, in memory first (a roll back then destroys it), then in the journal
@@ -809,7 +848,11 @@ int dra_engine_prepare(struct dra *d, const struct dra_claim *c, struct dra_reco
         pthread_mutex_lock(&d->lock);
         int e = prepare_locked(d, c, ret, err);
         pthread_mutex_unlock(&d->lock);
-        if (e != 1)
+        if (e == PREPARE_MPS) {
+                struct dra_record r = *ret;
+                return start_daemon(d, &r, ret, err);
+        }
+        if (e != PREPARE_MIG)
                 return e;
         e = make_instances(d, c->uid, err);
         if (e == 0) {

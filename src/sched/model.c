@@ -330,13 +330,20 @@ static void gpu_details(struct sched_node_details *d, unsigned i, const struct c
         d->gpu[i].held = x->held;
 }
 
-/* The node's replicas as nvidia.com/gpu (the annotation's replica_resource) and how many are not held. */
+/* The node's replicas served as nvidia.com/gpu and how many are not held: those of the GPUs whose own replica resource
+ * (the annotation's, per GPU; the node's for an older agent's) is nvidia.com/gpu. A node with both strategies has
+ * the other set's replicas under another name: kubelet never gives them for an nvidia.com/gpu request. */
 static void node_replicas(struct sched_node *n, const struct cluster_node_info *info) {
         n->replicas_free = 0;
-        for (unsigned i = 0; i < info->n_gpus; i++)
-                if (info->gpu[i].sharing[0] && info->gpu[i].healthy && info->gpu[i].replicas > info->gpu[i].held)
-                        n->replicas_free += info->gpu[i].replicas - info->gpu[i].held;
-        n->replicas_whole = streq(info->replica_resource, "nvidia.com/gpu");
+        n->replicas_whole = false;
+        for (unsigned i = 0; i < info->n_gpus; i++) {
+                const struct cluster_gpu_info *g = &info->gpu[i];
+                if (!g->sharing[0] || !streq(g->replica_resource, cluster_resource_name(CLUSTER_NAME_NVIDIA_GPU, NULL)))
+                        continue;
+                n->replicas_whole = true;
+                if (g->healthy && g->replicas > g->held)
+                        n->replicas_free += g->replicas - g->held;
+        }
 }
 
 /* Does the agent serve the node's MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode)? */

@@ -116,9 +116,10 @@ struct sched_node {
         /* the agent serves MIG devices as nvidia.com/gpu (strategy single, a GPU in MIG mode): whole-GPU
          * requests are counted against the MIG devices (decide.c), never placed on a GPU */
         bool mig_single;
-        /* the agent serves its replicated GPUs' replicas as nvidia.com/gpu (the annotation's replica_resource): a
-         * whole-GPU request may be kubelet's replicas, counted (decide.c), never placed on a GPU; replicas_free:
-         * the replicas not held on the healthy replicated GPUs, per the annotation */
+        /* the agent serves some replicated GPUs' replicas as nvidia.com/gpu (the annotation's replica_resource of
+         * each GPU): a whole-GPU request may be kubelet's replicas, counted (decide.c), never placed on a GPU;
+         * replicas_free: the replicas not held on the healthy GPUs whose replicas are nvidia.com/gpu, per the
+         * annotation (a node's other set, under its own name, not counted) */
         bool replicas_whole;
         uint32_t replicas_free;
         /* up to 8 GPUs live here, next to the rest (filter touches every node: fewer cache misses) */

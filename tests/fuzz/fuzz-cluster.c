@@ -42,6 +42,9 @@ static void round_trip(const struct cluster_node_info *g) {
                         /* a replicated GPU reads back as such (decode bounded replicas and held) */
                         CHECK(streq(back->gpu[i].sharing, g->gpu[i].sharing) &&
                               back->gpu[i].replicas == g->gpu[i].replicas && back->gpu[i].held == g->gpu[i].held);
+                        /* its replica resource too (the node's read into it when not its own) */
+                        CHECK(streq(back->gpu[i].replica_resource, g->gpu[i].replica_resource));
+                        CHECK(!g->gpu[i].replica_resource[0] || g->gpu[i].sharing[0]);
                         CHECK(!g->gpu[i].sharing[0] ||
                               (g->gpu[i].replicas >= 1 && g->gpu[i].replicas <= CLUSTER_REPLICAS_MAX &&
                                g->gpu[i].held <= g->gpu[i].replicas));

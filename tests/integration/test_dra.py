@@ -25,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -1197,6 +1198,22 @@ def mps_state(e, uid, want, timeout=10, not_pid=None):
     raise AssertionError("MPS daemon state %r never had %s" % (text, want))
 
 
+def check_daemon_shm(pid, shm):
+    """The daemon's /dev/shm is the claim's shm dir, a tmpfs in the daemon's own mount namespace (the device plugin's
+    daemon's, test_timeslice.py): a file made there is in the daemon's /dev/shm, and not in the agent's."""
+    check(os.stat(shm).st_dev != os.stat(os.path.dirname(shm)).st_dev, "%s is not a mount point" % shm)
+    with open("/proc/self/mountinfo") as f:
+        check(any(line.split()[4] == shm and " - tmpfs " in line for line in f), "%s is no tmpfs" % shm)
+    mark = "gpuslice-test-%d" % os.getpid()
+    with open(os.path.join(shm, mark), "w"):
+        pass
+    try:
+        check(os.path.exists("/proc/%d/root/dev/shm/%s" % (pid, mark)), "the daemon's /dev/shm is not %s" % shm)
+        check(not os.path.exists("/dev/shm/" + mark), "the host's /dev/shm is the shm dir")
+    finally:
+        os.unlink(os.path.join(shm, mark))
+
+
 def test_prepare_timeslice(e):
     up(e)
     ts = e.claim("ts", [("gpu", "gpu-2")], config=example_config(e, "timesliced-gpu"))
@@ -1225,8 +1242,10 @@ def test_prepare_mps(e):
     real_ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
     broken = os.path.join(e.tmp, "mps-control-broken")  # while it exists the program fails: no daemon starts
     ctl = os.path.join(e.tmp, "mps-control")
+    slow = os.path.join(e.tmp, "mps-control-slow")  # while it exists the daemon takes 3 s to start serving
     with open(ctl, "w") as f:
-        f.write("#!/bin/sh\n[ -e '%s' ] && exit 1\nexec '%s' \"$@\"\n" % (broken, real_ctl))
+        f.write("#!/bin/sh\n[ -e '%s' ] && exit 1\n[ -e '%s' ] && [ \"$1\" = -f ] && sleep 3\nexec '%s' \"$@\"\n" %
+                (broken, slow, real_ctl))
     os.chmod(ctl, 0o755)
     work = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
     up(e, "--mps-control", ctl)
@@ -1241,8 +1260,14 @@ def test_prepare_mps(e):
     for want in ("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50",
                  "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2048M,1=1024M"):
         check(want in env, "%s not in the spec's env %s" % (want, env))
-    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
-    check(mounts.get("/tmp/nvidia-mps") == os.path.join(mps_dir(e, c[1]), "pipe"), "mounts %s" % mounts)
+    # the device plugin's MPS client edits (util/mps-client.h): the pipe dir and the daemon's shm tmpfs at /dev/shm
+    mounts = {m["containerPath"]: (m["hostPath"], m["options"]) for m in edits["mounts"]}
+    rw = ["nosuid", "nodev", "bind"]
+    shm = os.path.join(mps_dir(e, c[1]), "shm")
+    check(mounts == {"/tmp/nvidia-mps": (os.path.join(mps_dir(e, c[1]), "pipe"), rw), "/dev/shm": (shm, rw)},
+          "mounts %s" % mounts)
+    mounts = {k: v[0] for k, v in mounts.items()}
+    check_daemon_shm(pid, shm)
 
     def client(gpu, mem):
         """A container's process: the spec's env, its pipe dir where the bind mount puts the host's."""
@@ -1259,6 +1284,7 @@ def test_prepare_mps(e):
     os.kill(pid, signal.SIGKILL)
     pid2 = mps_state(e, c[1], ["thread-percentage 50", "pinned 1 1073741824"], timeout=15, not_pid=pid)
     check(client(0, "3G") == OOM, "the restarted daemon does not limit")
+    check_daemon_shm(pid2, shm)  # the restarted daemon too
     # a daemon that cannot be started again: the claim's GPUs unhealthy (tainted) until it serves
     open(broken, "w").close()
     os.kill(pid2, signal.SIGKILL)
@@ -1278,7 +1304,10 @@ def test_prepare_mps(e):
         time.sleep(0.05)
     check(not alive(pid2), "the old agent's daemon still runs")
     check(client(0, "3G") == OOM, "after the agent's restart the claim is not limited")
+    check_daemon_shm(mps_state(e, c[1], ["pinned 0 2147483648"]), shm)  # the tmpfs kept, the new daemon's /dev/shm
     check(e.kubelet.unprepare(c) == {c[1]: ""}, "unprepare")
+    with open("/proc/self/mountinfo") as f:
+        check(not any(line.split()[4] == shm for line in f), "the claim's shm tmpfs is still mounted")
     check(not os.path.exists(mps_dir(e, c[1])) and e.cdi_specs() == [], "MPS dir or spec left: %s" %
           os.listdir(os.path.join(e.state_dir, "dra-mps")))
     check(client(0, "3G") == 0, "the daemon still limits after the unprepare")
@@ -1288,6 +1317,28 @@ def test_prepare_mps(e):
     mps_state(e, x[1], ["thread-percentage 50", "pinned 4 4294967296"])
     check("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M" in claim_spec(e, x[1])["containerEdits"]["env"], "example env")
     check(e.kubelet.unprepare(x) == {x[1]: ""}, "unprepare the example")
+    # the daemon starts without the driver's lock: while it takes 3 s, the driver's state answers at once, the claim
+    # journaled as preparing
+    open(slow, "w").close()
+    w = e.claim("slow", [("gpu", "gpu-4")], config=sharing_config({"strategy": "MPS"}))
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(e.kubelet.prepare(w)))
+    t.start()
+    end, seen = time.monotonic() + 10, None
+    while time.monotonic() < end and seen is None:
+        t0 = time.monotonic()
+        claims = {x["uid"]: x for x in e.status()["dra"]["claims"]}
+        took = time.monotonic() - t0
+        if w[1] in claims:
+            seen = (claims[w[1]]["state"], took)
+        time.sleep(0.05)
+    t.join(30)
+    os.unlink(slow)
+    check(seen is not None and seen[0] == "preparing" and seen[1] < 1.5,
+          "the driver's state while the daemon started: %s (state, seconds)" % (seen,))
+    ok(answers[0], w[1])
+    mps_state(e, w[1], ["thread-percentage 100"])
+    check(e.kubelet.unprepare(w) == {w[1]: ""}, "unprepare the slow one")
     # killed between the daemon's start and the CDI spec: the next agent rolls the claim back, daemon included
     e.kill_agent(signal.SIGTERM)
     e.start_agent("--mps-control", ctl, crash="dra-prepare-cdi:1")

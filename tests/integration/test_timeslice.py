@@ -941,6 +941,50 @@ def test_annotation(e):
         api.stop()
 
 
+def test_annotation_both(e):
+    """Both strategies on one node, the time-sliced set keeping nvidia.com/gpu (GPUs 0-1, 4 replicas each), the MPS set
+    as nvidia.com/gpu.mps (GPUs 2-3, 2 each): the annotation names the node's replica resource nvidia.com/gpu and
+    each MPS GPU its own; the extender counts an nvidia.com/gpu request against the 4 GPUs free whole and the 8
+    time-sliced replicas only (12 fit, 13 do not: kubelet never gives an MPS replica for nvidia.com/gpu)."""
+    import json
+    api = kube_standin.StandIn().start()
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(e.tmp, "kubeconfig"))
+        e.env["NODE_NAME"] = "ts-node"
+        e.env.pop("KUBERNETES_SERVICE_HOST", None)
+        api.store.put("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ts-node"},
+                                "status": {"capacity": {"cpu": "8"}}})
+
+        def ann():
+            node = api.store.get("nodes", "ts-node") or {}
+            a = node.get("metadata", {}).get("annotations", {}).get("gpuslice.io/gpus")
+            return json.loads(a) if a else None
+
+        cfg = os.path.join(e.tmp, "both.yaml")
+        with open(cfg, "w") as f:
+            f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                    "      replicas: 4\n      devices: [0, 1]\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
+                    "      rename: nvidia.com/gpu.mps\n      replicas: 2\n      devices: [2, 3]\n")
+        ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
+        e.start(cfg, "--mps-control", ctl, "--kubeconfig", kubeconfig)
+        e.wait_resources(["nvidia.com/gpu", "nvidia.com/gpu.mps"])
+        e.kubelet.wait_for(lambda: ann() is not None and sum("sharing" in g for g in ann()["gpus"]) == 4, 15,
+                           "the annotation published (%s)" % ann())
+        a = ann()
+        check(a.get("replica_resource") == "nvidia.com/gpu", "replica_resource %s" % a.get("replica_resource"))
+        own = {g["i"]: g.get("replica_resource") for g in a["gpus"] if "sharing" in g}
+        check(own == {0: None, 1: None, 2: "nvidia.com/gpu.mps", 3: "nvidia.com/gpu.mps"}, "per GPU %s" % own)
+        node = api.store.get("nodes", "ts-node")
+        (fit, over), _ = scheduler_filter(e, {"nodes": [node], "pods": []}, [whole_pod("fit", 12), whole_pod("over", 13)])
+        check(fit["NodeNames"] == ["ts-node"], "12 nvidia.com/gpu on 4 whole GPUs and 8 replicas: %s" % fit)
+        why = over["FailedNodes"].get("ts-node", "")
+        check(over["NodeNames"] == [] and "8 free nvidia.com/gpu replicas" in why and "4 GPUs free whole" in why,
+              "13: %s" % over)
+        print("extender: 12 fit; 13: %s" % why)
+    finally:
+        api.stop()
+
+
 def test_annotation_mps(e):
     """NVIDIA's MPS example (every GPU, 10 replicas as nvidia.com/gpu): the annotation names each GPU's mode mps and
     the replicas' resource nvidia.com/gpu and the replicas held; the extender counts nvidia.com/gpu against the free

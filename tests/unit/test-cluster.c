@@ -265,9 +265,14 @@ static void test_node_annotation_sharing(void **state) {
         snprintf(in->gpu[2].sharing, sizeof in->gpu[2].sharing, "%s", CLUSTER_SHARING_MPS);
         in->gpu[2].replicas = 10;
         strscpy(in->replica_resource, "nvidia.com/gpu.shared", sizeof in->replica_resource);
+        /* GPU 0's set is the node's (not written per GPU), GPU 2's has a name of its own */
+        strscpy(in->gpu[0].replica_resource, "nvidia.com/gpu.shared", sizeof in->gpu[0].replica_resource);
+        strscpy(in->gpu[2].replica_resource, "nvidia.com/gpu.mps", sizeof in->gpu[2].replica_resource);
         char *text;
         assert_int_equal(cluster_node_encode(in, &text), 0);
         assert_non_null(strstr(text, "\"replica_resource\":\"nvidia.com/gpu.shared\""));
+        assert_non_null(strstr(text, "\"held\":0,\"replica_resource\":\"nvidia.com/gpu.mps\""));
+        assert_null(strstr(text, "\"held\":2,\"replica_resource\""));
         assert_non_null(strstr(text, "\"health\":\"ok\",\"sharing\":\"time-slicing\",\"replicas\":4,\"held\":2"));
         assert_non_null(strstr(text, "\"sharing\":\"mps\",\"replicas\":10,\"held\":0"));
         struct gs_error err = { 0 };
@@ -281,6 +286,9 @@ static void test_node_annotation_sharing(void **state) {
         assert_int_equal(out->gpu[1].replicas, 0);
         assert_string_equal(out->gpu[2].sharing, "mps");
         assert_int_equal(out->gpu[2].replicas, 10);
+        assert_string_equal(out->gpu[0].replica_resource, "nvidia.com/gpu.shared"); /* the node's */
+        assert_string_equal(out->gpu[1].replica_resource, "");                      /* not replicated */
+        assert_string_equal(out->gpu[2].replica_resource, "nvidia.com/gpu.mps");
         assert_true(out->gpu[0].healthy && out->gpu[2].healthy); /* replicated is not unhealthy */
         /* the writer never writes what its reader refuses: replicas 0 or over the bound, held over replicas */
         in->gpu[0].replicas = 0;
@@ -314,6 +322,8 @@ static void test_node_annotation_sharing(void **state) {
                 "\"replicas\":4",
                 "\"held\":1",
                 "\"sharing\":\"a-sharing-mode-name-far-too-long\",\"replicas\":4",
+                "\"replica_resource\":\"nvidia.com/gpu\"",
+                "\"sharing\":\"mps\",\"replicas\":4,\"replica_resource\":3",
         };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
                 char doc[512];
@@ -323,7 +333,7 @@ static void test_node_annotation_sharing(void **state) {
                          bad[i]);
                 err.message[0] = 0;
                 if (cluster_node_decode(doc, strlen(doc), out, &err) != -EINVAL ||
-                    !(strstr(err.message, "replicas") || strstr(err.message, "held") || strstr(err.message, "sharing")))
+                    !(strstr(err.message, "replica") || strstr(err.message, "held") || strstr(err.message, "sharing")))
                         fail_msg("case %zu accepted or unexplained: %s", i, err.message);
         }
         free(in);

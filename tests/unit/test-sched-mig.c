@@ -330,6 +330,7 @@ static void test_replicas_as_nvidia_gpu_counted(void **state) {
         strscpy(i->replica_resource, "nvidia.com/gpu", sizeof i->replica_resource);
         for (unsigned g = 0; g < 2; g++) {
                 snprintf(i->gpu[g].sharing, sizeof i->gpu[g].sharing, "%s", CLUSTER_SHARING_TIMESLICE);
+                strscpy(i->gpu[g].replica_resource, "nvidia.com/gpu", sizeof i->gpu[g].replica_resource);
                 i->gpu[g].replicas = 4;
                 i->gpu[g].held = 1;
         }
@@ -349,6 +350,8 @@ static void test_replicas_as_nvidia_gpu_counted(void **state) {
         assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
         /* renamed (nvidia.com/gpu.shared): nvidia.com/gpu is the whole GPUs only, and there are none */
         strscpy(i->replica_resource, "nvidia.com/gpu.shared", sizeof i->replica_resource);
+        for (unsigned g = 0; g < 2; g++)
+                strscpy(i->gpu[g].replica_resource, "nvidia.com/gpu.shared", sizeof i->gpu[g].replica_resource);
         set_node(m, i);
         r = whole_req(1);
         r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
@@ -356,6 +359,78 @@ static void test_replicas_as_nvidia_gpu_counted(void **state) {
         assert_int_equal(fit(m, "ts", &r, &f), -ENODEV);
         if (!strstr(f.reason, "GPU 0 and 1 more time-sliced (replicas)"))
                 fail_msg("reason: %s", f.reason);
+        free(i);
+        sched_model_free(m);
+}
+
+/* A node with both strategies (mixed-modes.yaml): GPUs 0-1 time-sliced under nvidia.com/gpu, 2-3 MPS clients under
+ * nvidia.com/gpu.mps. An nvidia.com/gpu request is counted against the time-sliced GPUs' replicas only (kubelet
+ * never gives an MPS replica for it), by each GPU's own replica resource; an older agent's annotation (no resource
+ * per GPU: the node's applies to all) still counts them all. */
+static void test_replicas_counted_per_resource(void **state) {
+        (void)state;
+        struct sched_model *m = new_model();
+        struct cluster_node_info *i = mig_node("both", 4, 0, "");
+        strscpy(i->replica_resource, "nvidia.com/gpu", sizeof i->replica_resource);
+        for (unsigned g = 0; g < 4; g++) {
+                bool mps = g >= 2;
+                snprintf(i->gpu[g].sharing, sizeof i->gpu[g].sharing, "%s",
+                         mps ? CLUSTER_SHARING_MPS : CLUSTER_SHARING_TIMESLICE);
+                strscpy(i->gpu[g].replica_resource, mps ? "nvidia.com/gpu.mps" : "nvidia.com/gpu",
+                        sizeof i->gpu[g].replica_resource);
+                i->gpu[g].replicas = mps ? 10 : 4;
+                i->gpu[g].held = 1;
+        }
+        /* through the one codec, as the extender reads it */
+        struct cluster_node_info *back = calloc(1, sizeof *back);
+        char *text;
+        struct gs_error err = { 0 };
+        assert_int_equal(cluster_node_encode(i, &text), 0);
+        strscpy(back->name, "both", sizeof back->name);
+        assert_int_equal(cluster_node_decode(text, strlen(text), back, &err), 0);
+        free(text);
+        set_node(m, back);
+        assert_true(sched_model_node(m, "both")->replicas_whole);
+        assert_int_equal(sched_model_node(m, "both")->replicas_free, 6); /* 3 + 3, not the MPS GPUs' 18 */
+        struct sched_fit f;
+        struct cluster_request r = whole_req(6);
+        r.c[0].res[CLUSTER_RES_WHOLE] = CLUSTER_NAME_NVIDIA_GPU;
+        r.c[0].qty[CLUSTER_RES_WHOLE] = 6;
+        assert_int_equal(fit(m, "both", &r, &f), 0);
+        assert_int_equal(f.verdict, SCHED_FIT);
+        r.c[0].whole = r.c[0].qty[CLUSTER_RES_WHOLE] = 7; /* kubelet would refuse it: 6 nvidia.com/gpu replicas free */
+        assert_int_equal(fit(m, "both", &r, &f), -ENODEV);
+        if (!strstr(f.reason, "6 free nvidia.com/gpu replicas"))
+                fail_msg("reason: %s", f.reason);
+        /* the MPS set keeping nvidia.com/gpu instead: its replicas are the ones counted */
+        for (unsigned g = 0; g < 4; g++)
+                strscpy(i->gpu[g].replica_resource, g >= 2 ? "nvidia.com/gpu" : "nvidia.com/gpu.shared",
+                        sizeof i->gpu[g].replica_resource);
+        set_node(m, i);
+        assert_int_equal(sched_model_node(m, "both")->replicas_free, 18);
+        /* neither set keeps it: no replica is nvidia.com/gpu, the node has no GPU free whole */
+        for (unsigned g = 0; g < 4; g++)
+                strscpy(i->gpu[g].replica_resource, g >= 2 ? "nvidia.com/gpu.mps" : "nvidia.com/gpu.shared",
+                        sizeof i->gpu[g].replica_resource);
+        set_node(m, i);
+        assert_false(sched_model_node(m, "both")->replicas_whole);
+        r.c[0].whole = r.c[0].qty[CLUSTER_RES_WHOLE] = 1;
+        assert_int_equal(fit(m, "both", &r, &f), -ENODEV);
+        /* an older agent's annotation: no replica resource per GPU, the node's read into every replicated GPU */
+        static const char old[] =
+                "{\"v\":1,\"replica_resource\":\"nvidia.com/gpu\",\"gpus\":["
+                "{\"i\":0,\"uuid\":\"GPU-0\",\"mem\":16384,\"health\":\"ok\",\"sharing\":\"time-slicing\","
+                "\"replicas\":4,\"held\":1},"
+                "{\"i\":1,\"uuid\":\"GPU-1\",\"mem\":16384,\"health\":\"ok\",\"sharing\":\"mps\",\"replicas\":10}],"
+                "\"links\":\"PIX\"}";
+        memset(back, 0, sizeof *back);
+        strscpy(back->name, "old", sizeof back->name);
+        assert_int_equal(cluster_node_decode(old, strlen(old), back, &err), 0);
+        assert_string_equal(back->gpu[0].replica_resource, "nvidia.com/gpu");
+        assert_string_equal(back->gpu[1].replica_resource, "nvidia.com/gpu");
+        set_node(m, back);
+        assert_int_equal(sched_model_node(m, "old")->replicas_free, 13);
+        free(back);
         free(i);
         sched_model_free(m);
 }
@@ -451,6 +526,7 @@ int main(void) {
                 cmocka_unit_test(test_mig_gpu_never_whole_or_shared),
                 cmocka_unit_test(test_replicated_gpu_never_whole_or_shared),
                 cmocka_unit_test(test_replicas_as_nvidia_gpu_counted),
+                cmocka_unit_test(test_replicas_counted_per_resource),
                 cmocka_unit_test(test_single_strategy_counts_mig_as_gpus),
                 cmocka_unit_test(test_mig_fit_without_victims),
         };

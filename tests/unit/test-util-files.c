@@ -22,6 +22,7 @@
 #include "helpers.h"
 #include "util/atomic-file.h"
 #include "util/limits-dir.h"
+#include "util/mps-client.h"
 #include "util/util.h"
 
 static int setup(void **state) {
@@ -346,8 +347,29 @@ static void test_read_file_flags(void **state) {
         free(text);
 }
 
+/* One builder for the device plugin's MPS clients and a DRA claim's: the pipe dir at the client's pipe path (its env),
+ * the daemon's shm dir at /dev/shm; a pipe path past PATH_MAX refused, nothing written. */
+static void test_mps_client_edits(void **state) {
+        (void)state;
+        struct mps_client c;
+        assert_int_equal(mps_client_edits("/s/dra-mps/u/pipe", "/s/dra-mps/u/shm", "/tmp/nvidia-mps", &c), 0);
+        assert_int_equal(c.n_mounts, 2);
+        assert_string_equal(c.mount[0].host, "/s/dra-mps/u/pipe");
+        assert_string_equal(c.mount[0].container, "/tmp/nvidia-mps");
+        assert_string_equal(c.mount[1].host, "/s/dra-mps/u/shm");
+        assert_string_equal(c.mount[1].container, "/dev/shm");
+        assert_string_equal(c.env, "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps");
+        assert_string_equal(c.pipe, "/tmp/nvidia-mps");
+        static char long_pipe[PATH_MAX + 2];
+        memset(long_pipe, 'p', sizeof long_pipe - 1);
+        struct mps_client keep = c;
+        assert_int_equal(mps_client_edits("/a", "/b", long_pipe, &c), -ENAMETOOLONG);
+        assert_memory_equal(&c, &keep, sizeof c);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_mps_client_edits),
                 cmocka_unit_test_setup_teardown(test_write_new_and_replace, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_large, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_at_and_relative, setup, teardown),
