@@ -11,6 +11,8 @@
 #include "sched/pack.h"
 #include "util/util.h"
 
+static bool model_ok(uint64_t models, int product);
+
 /* ---- the request mix ---- */
 
 static bool shape_eq(const struct sched_shape *a, const struct sched_shape *b, bool with_mem) {
@@ -102,9 +104,35 @@ void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_
                 if (sum >= need)
                         break;
         }
-        for (unsigned i = 0; i < ret->n; i++)
+        for (unsigned i = 0; i < ret->n; i++) {
                 ret->p[i] /= (double)sum;
+                ret->k[i] = 1;
+        }
         free(e);
+}
+
+/* Below this fraction of the cluster's GPUs able to host it, a shape is scarce (frag's weight 1 / h; chosen on
+ * seeds 42-44 of the twelve workloads among 0.25, 0.5, 0.75 and 1, docs/scheduler.md). */
+#define FRAG_SCARCE_BELOW 0.5
+
+void sched_workload_scarcity(struct sched_workload *w, const struct sched_model *m) {
+        uint64_t all = 0, host[SCHED_WORKLOAD_MAX] = { 0 };
+        size_t cur = 0;
+        const struct sched_node *x;
+        while ((x = sched_model_next_node(m, &cur))) {
+                all += x->n_gpus;
+                for (unsigned i = 0; i < w->n; i++) {
+                        const struct sched_shape *s = &w->shape[i];
+                        if (s->num_gpu && x->n_gpus >= s->num_gpu && model_ok(s->models, x->product) &&
+                            (!x->cpu_milli || x->cpu_milli >= s->cpu_milli) &&
+                            (!x->mem_mib || x->mem_mib >= s->mem_mib))
+                                host[i] += x->n_gpus;
+                }
+        }
+        for (unsigned i = 0; i < w->n; i++) {
+                double h = all ? (double)host[i] / (double)all : 1;
+                w->k[i] = w->shape[i].num_gpu && host[i] && h < FRAG_SCARCE_BELOW ? 1.0 / h : 1;
+        }
 }
 
 struct sched_shape sched_pack_request_shape(const struct cluster_request *req, uint64_t cpu_milli, uint64_t mem_mib) {
@@ -207,7 +235,7 @@ static double frag_of(const struct sched_workload *w, const struct view *v, bool
                         if (fit >= s->num_gpu)
                                 lost = small;
                 }
-                f += w->p[m] * lost;
+                f += (strict ? w->p[m] * w->k[m] : w->p[m]) * lost;
         }
         if (strict)
                 f += FRAG_STRAND * strand_of(w, total, v->cpu_free, v->mem_free);
@@ -244,7 +272,7 @@ static double frag_base_of(const struct sched_workload *w, const struct view *v,
                 if (s->num_gpu && model_ok(s->models, v->product) && v->cpu_free >= s->cpu_milli &&
                     (!strict || v->mem_free >= s->mem_mib) && fit >= s->num_gpu)
                         lost = small;
-                f += w->p[m] * lost;
+                f += (strict ? w->p[m] * w->k[m] : w->p[m]) * lost;
         }
         if (strict)
                 f += FRAG_STRAND * strand_of(w, b->total, v->cpu_free, v->mem_free);
@@ -280,7 +308,7 @@ static double frag_after(const struct sched_workload *w, const struct view *v, c
                         if (fit >= t->num_gpu)
                                 lost = small;
                 }
-                f += w->p[m] * lost;
+                f += (strict ? w->p[m] * w->k[m] : w->p[m]) * lost;
         }
         if (strict)
                 f += FRAG_STRAND * strand_of(w, total, cpu, mem);

@@ -56,6 +56,8 @@ struct sched_workload {
         unsigned n;
         struct sched_shape shape[SCHED_WORKLOAD_MAX];
         double p[SCHED_WORKLOAD_MAX];
+        /* frag's weight of each shape's fragment (sched_workload_scarcity; 1 until it is called) */
+        double k[SCHED_WORKLOAD_MAX];
         /* What the GPU pods of the mix ask per milli-GPU they take: CPU (milli) and memory (MiB) per milli-GPU,
          * the whole mix's (memory counted even when the shapes drop it). 0 when the mix asks none. */
         double cpu_per_milli, mem_per_milli;
@@ -68,6 +70,12 @@ void sched_mix_free(struct sched_mix *mix);
  * count, models first) reaching `coverage` (0..1] of the pods, renormalised. with_mem: shapes differ
  * by memory too (else memory is dropped: FGD's spec). An empty mix gives an empty workload. */
 void sched_mix_workload(const struct sched_mix *mix, double coverage, bool with_mem, struct sched_workload *ret);
+/* frag's scarcity weights of w's shapes (w->k) from the model's nodes, by their capacity (not what is free): a
+ * GPU shape that less than half of the cluster's GPUs could host (nodes of an accepted model with the GPUs,
+ * CPU and memory for it when empty), a fraction h, weighs 1 / h, so a node that is one of the few homes of a
+ * shape keeps it; every other shape weighs 1 (CPU-only ones, and those no node can host). Called whenever w
+ * is re-read or the node set changes (the replay; the extender's pack_prepare). */
+void sched_workload_scarcity(struct sched_workload *w, const struct sched_model *m);
 /* The live mix (the node agent's, the replay's --live-mix, the extender's pack_prepare: one
  * rule): count s, and re-read the workload into *w (coverage 0.95) at 1, 2, 4, … 256 pods, then every
  * 256. True when *w was re-read. */

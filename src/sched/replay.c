@@ -649,8 +649,10 @@ static void count_fail(struct sched_replay_result *res, enum sched_fail_reason w
 
 /* The frag policy's target: the mix of the pods seen so far, re-read at 1, 2, 4, … 256 pods, then every 256. */
 static void live_update(struct run *r, const struct shape *x) {
-        if (sched_mix_observe(&r->mix, &x->s, true, &r->live))
+        if (sched_mix_observe(&r->mix, &x->s, true, &r->live)) {
+                sched_workload_scarcity(&r->live, r->m);
                 r->epoch++;
+        }
 }
 
 /* One pod: the best feasible node (score, then rank), placed; or why none. */
@@ -786,6 +788,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
         for (size_t i = 0; e == 0 && i < t->n_pods; i++)
                 e = sched_mix_add(&file, &r.shapes[r.pod_shape[i]].s);
         sched_mix_workload(&file, 0.95, false, &r.fixed);
+        sched_workload_scarcity(&r.fixed, r.m);
         sched_mix_free(&file);
         r.ctx.w = o->live ? &r.live : &r.fixed;
         sched_rng_seed(&r.rng, o->seed);

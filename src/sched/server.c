@@ -94,6 +94,7 @@ struct sched_server {
         struct sched_mix mix;
         bool mix_seeded; /* at the first ready (mix_seed) */
         struct sched_workload workload;
+        uint64_t pack_scarce_gen; /* the model's node set the workload's scarcity weights were taken over */
         struct sched_pack_ctx pack;
         struct sched_shape shape;
         /* per position of the last filter's list: the node's last policy score (pack.h), kept while the
@@ -217,8 +218,13 @@ static struct sched_shape request_shape(const struct cluster_pod *p) {
 
 static void pack_prepare(struct sched_server *s, const struct sched_ext_args *a) {
         s->shape = request_shape(&a->pod);
-        if (sched_mix_observe(&s->mix, &s->shape, false, &s->workload))
+        bool reread = sched_mix_observe(&s->mix, &s->shape, false, &s->workload);
+        uint64_t nodes_gen = sched_model_nodes_generation(s->model);
+        if (reread || s->pack_scarce_gen != nodes_gen) { /* frag's weights: of the shapes, over the nodes */
+                sched_workload_scarcity(&s->workload, s->model);
+                s->pack_scarce_gen = nodes_gen;
                 s->pack.version++;
+        }
         s->pack.w = &s->workload;
         if (!s->fl_resolved || !s->pack_norm_valid || s->pack_norm_epoch != s->fl_epoch ||
             s->pack_norm_gen != s->fl_nodes_gen) {
@@ -940,6 +946,8 @@ static void mix_seed(struct sched_server *s) {
                 (void)sched_mix_add(&s->mix, &sh);
         }
         sched_mix_workload(&s->mix, 0.95, false, &s->workload);
+        sched_workload_scarcity(&s->workload, s->model);
+        s->pack_scarce_gen = sched_model_nodes_generation(s->model);
         s->pack.version++;
         s->mix_seeded = true;
 }

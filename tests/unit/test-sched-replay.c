@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the cluster replay and the packing policies (src/sched/replay.c, pack.c): the openb CSV
- * parser and its errors, kube-scheduler's filters, the published scores' choices, frag's CPU stranding and
- * the score memo, the run's protocol
+ * parser and its errors, kube-scheduler's filters, the published scores' choices, frag's CPU stranding,
+ * its scarcity weights and the score memo, the run's protocol
  * (failures by reason, the curve, reproducibility) on tests/data/replay.
  */
 #include <setjmp.h>
@@ -314,6 +314,65 @@ static void test_frag_counts_cpu_stranding(void **state) {
         assert_int_equal(sched_model_remove_pod(m, "cpu"), 0); /* y changes: its generation */
         y = sched_model_node(m, "y");
         assert_true(sched_pack_score_memo(&ctx, y, &one, CLUSTER_POLICY_FGD, &memo, &gy) != 12345);
+        sched_mix_free(&mix);
+        sched_model_free(m);
+}
+
+/* frag's scarcity weights: two_nodes plus z, a free 2-GPU T4 like x. The mix: 90 pods of one whole GPU of any
+ * model, 10 of two V100 GPUs, which only y (2 of the 6 GPUs: h = 1/3) can host, so they weigh 3. A 1-GPU pod
+ * on y leaves no room there for the V100 pair: F′ rises by p × weight × 1000 = 100 before the weights (2 steps
+ * of 40), 300 with them (7 steps); on z the pair could never land, and F′ falls as much. FGD's F keeps p. */
+static void test_frag_weighs_scarce_shapes(void **state) {
+        (void)state;
+        struct sched_model *m = two_nodes();
+        struct cluster_node_info *info = calloc(1, sizeof *info);
+        assert_non_null(info);
+        strscpy(info->name, "z", sizeof info->name);
+        info->n_gpus = 2;
+        for (unsigned g = 0; g < 2; g++) {
+                info->gpu[g].healthy = true;
+                for (unsigned h = 0; h < 2; h++)
+                        info->link[g][h].pcie = g == h ? TOPO_LEVEL_SELF : TOPO_LEVEL_SYS;
+        }
+        assert_int_equal(sched_model_set_node(m, info), 0);
+        assert_int_equal(sched_model_set_node_resources(m, "z", 16000, 65536, "T4"), 0);
+        free(info);
+        int v100 = sched_model_product(m, "V100");
+        assert_true(v100 >= 0);
+        struct sched_shape any = { .cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 1000 };
+        struct sched_shape pair = { .cpu_milli = 1000, .num_gpu = 2, .gpu_milli = 1000, .models = 1ULL << v100 };
+        struct sched_mix mix = { 0 };
+        for (unsigned i = 0; i < 100; i++)
+                assert_int_equal(sched_mix_add(&mix, i < 90 ? &any : &pair), 0);
+        struct sched_workload w;
+        sched_mix_workload(&mix, 1.0, false, &w);
+        assert_int_equal(w.n, 2);
+        assert_true(w.k[0] == 1 && w.k[1] == 1); /* not weighed yet */
+        struct sched_pack_ctx ctx = { .cpu_norm = 16000, .gpu_norm = 2000, .w = &w, .version = 1 };
+        const struct sched_node *y = sched_model_node(m, "y"), *z = sched_model_node(m, "z");
+        int g;
+        assert_true(sched_pack_score(&ctx, y, &any, CLUSTER_POLICY_FRAG, &g) == -2);
+        assert_true(sched_pack_score(&ctx, z, &any, CLUSTER_POLICY_FRAG, &g) == 3);
+        double fgd_y = sched_pack_score(&ctx, y, &any, CLUSTER_POLICY_FGD, &g);
+        sched_workload_scarcity(&w, m);
+        assert_true(w.k[0] == 1);               /* any model: every GPU hosts it */
+        assert_true(fabs(w.k[1] - 3.0) < 1e-9); /* the V100 pair: 2 of 6 */
+        ctx.version++;
+        assert_true(sched_pack_score(&ctx, y, &any, CLUSTER_POLICY_FRAG, &g) == -7);
+        assert_true(sched_pack_score(&ctx, z, &any, CLUSTER_POLICY_FRAG, &g) == 8);
+        assert_true(sched_pack_score(&ctx, y, &any, CLUSTER_POLICY_FGD, &g) == fgd_y);
+        /* half the GPUs or more: not scarce. A third V100 node's pair of GPUs makes y's kind 4 of 8 */
+        info = calloc(1, sizeof *info);
+        assert_non_null(info);
+        strscpy(info->name, "v", sizeof info->name);
+        info->n_gpus = 2;
+        for (unsigned k = 0; k < 2; k++)
+                info->gpu[k].healthy = true;
+        assert_int_equal(sched_model_set_node(m, info), 0);
+        assert_int_equal(sched_model_set_node_resources(m, "v", 16000, 65536, "V100"), 0);
+        free(info);
+        sched_workload_scarcity(&w, m);
+        assert_true(w.k[1] == 1);
         sched_mix_free(&mix);
         sched_model_free(m);
 }
@@ -665,6 +724,7 @@ int main(void) {
                 cmocka_unit_test(test_kube_score_as_kube_scheduler),
                 cmocka_unit_test(test_policies_choose_as_defined),
                 cmocka_unit_test(test_frag_counts_cpu_stranding),
+                cmocka_unit_test(test_frag_weighs_scarce_shapes),
                 cmocka_unit_test(test_replay_protocol),
                 cmocka_unit_test(test_replay_tuning),
                 cmocka_unit_test(test_rng),
