@@ -65,6 +65,9 @@ static void usage(FILE *f) {
               "                              make them, under ROOT: proc/driver/nvidia-caps/mig-minors,\n"
               "                              proc/driver/nvidia/capabilities/..., dev/nvidia-caps/nvidia-cap<M>\n"
               "                              (config, monitor and every existing GPU/compute instance)\n"
+              "  compute-mode [GPU MODE]     print every GPU's compute mode (nvmlComputeMode_t: 0 DEFAULT,\n"
+              "                              2 PROHIBITED, 3 EXCLUSIVE_PROCESS) on one line, their UUIDs on\n"
+              "                              the next; with GPU MODE, set GPU's first (as nvidia-smi -c)\n"
               "  show                        print the state\n"
               "  reset                       back to an idle, healthy node (recreates a stale file)\n"
               "  --help                      this text\n"
@@ -343,6 +346,44 @@ static void print_mig(const struct sim_state *s) {
                 }
                 putchar('\n');
         }
+}
+
+/* compute-mode [GPU MODE]: the modes (the state's, which the simulated NVML and libcuda read), then the UUIDs. */
+static int cmd_compute_mode(int argc, char **argv) {
+        if (argc != 1 && argc != 3) {
+                fprintf(stderr, "gpuslice-sim: usage: gpuslice-sim compute-mode [GPU MODE]\n");
+                return EXIT_USAGE;
+        }
+        struct sim_state *s = NULL;
+        int ex = open_state(&s);
+        if (ex != EXIT_OK)
+                return ex;
+        unsigned gpu = 0, mode = 0;
+        if (argc == 3 && (ex = parse_gpu(argv[1], &gpu)) == EXIT_OK &&
+            (parse_uint(argv[2], 3, &mode) < 0 || mode == 1)) {
+                fprintf(stderr, "gpuslice-sim: '%s' is not a compute mode (0, 2 or 3)\n", argv[2]);
+                ex = EXIT_USAGE;
+        }
+        if (ex == EXIT_OK)
+                ex = lock_or_fail(s);
+        if (ex != EXIT_OK) {
+                sim_state_close(s);
+                return ex;
+        }
+        if (argc == 3)
+                s->gpu[gpu].compute_mode = mode;
+        uint32_t modes[TOPO_MAX_GPUS];
+        for (unsigned g = 0; g < node.n_gpus; g++)
+                modes[g] = s->gpu[g].compute_mode;
+        sim_state_unlock(s);
+        sim_state_close(s);
+        for (unsigned g = 0; g < node.n_gpus; g++)
+                printf("%s%" PRIu32, g ? " " : "", modes[g]);
+        printf("\n");
+        for (unsigned g = 0; g < node.n_gpus; g++)
+                printf("%s%s", g ? " " : "", node.gpu[g].uuid);
+        printf("\n");
+        return EXIT_OK;
 }
 
 static int cmd_show(int argc, char **argv) {
@@ -642,6 +683,8 @@ int main(int argc, char **argv) {
                 return cmd_proc(argc - 1, argv + 1);
         if (streq(cmd, "show"))
                 return cmd_show(argc - 1, argv + 1);
+        if (streq(cmd, "compute-mode"))
+                return cmd_compute_mode(argc - 1, argv + 1);
         if (streq(cmd, "reset"))
                 return cmd_reset(argc - 1, argv + 1);
         if (streq(cmd, "gpu-reset"))

@@ -461,40 +461,16 @@ def test_mps_hung(e):
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
 
 
-COMPUTE_MODES = """
-import ctypes, sys
-nvml = ctypes.CDLL("libnvidia-ml.so.1")
-assert nvml.nvmlInit_v2() == 0
-count = ctypes.c_uint()
-assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
-modes, uuids = [], []
-for i in range(count.value):
-    dev, mode, uuid = ctypes.c_void_p(), ctypes.c_int(-1), ctypes.create_string_buffer(96)
-    assert nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(dev)) == 0
-    if len(sys.argv) == 3 and int(sys.argv[1]) == i:
-        assert nvml.nvmlDeviceSetComputeMode(dev, int(sys.argv[2])) == 0
-    assert nvml.nvmlDeviceGetComputeMode(dev, ctypes.byref(mode)) == 0
-    assert nvml.nvmlDeviceGetUUID(dev, uuid, 96) == 0
-    modes.append(str(mode.value))
-    uuids.append(uuid.value.decode())
-print(" ".join(modes))
-print(" ".join(uuids))
-"""
-
-
 def compute_modes(e, *set_gpu_mode):
-    """Every GPU's compute mode, read through the simulated NVML (nvmlDeviceGetComputeMode), after setting GPU
-    set_gpu_mode[0]'s to set_gpu_mode[1] when given (nvmlDeviceSetComputeMode, as nvidia-smi -c would)."""
-    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES] + [str(x) for x in set_gpu_mode], env=e.env,
-                       capture_output=True, text=True, timeout=20)
-    check(r.returncode == 0, "reading the compute modes: %s" % r.stderr)
-    return [int(x) for x in r.stdout.splitlines()[0].split()]
+    """Every GPU's compute mode in the simulated node's state (what the simulated NVML's nvmlDeviceGetComputeMode
+    and libcuda read), after setting GPU set_gpu_mode[0]'s to set_gpu_mode[1] when given (as nvidia-smi -c
+    would). Through gpuslice-sim, not a ctypes load of the simulated NVML: that cannot load into Python in the
+    sanitizer build."""
+    return [int(x) for x in e.sim("compute-mode", *[str(x) for x in set_gpu_mode]).splitlines()[0].split()]
 
 
 def gpu_uuids(e):
-    r = subprocess.run([sys.executable, "-c", COMPUTE_MODES], env=e.env, capture_output=True, text=True, timeout=20)
-    check(r.returncode == 0, "reading the UUIDs: %s" % r.stderr)
-    return r.stdout.splitlines()[1].split()
+    return e.sim("compute-mode").splitlines()[1].split()
 
 
 def test_mps_compute_mode(e):
