@@ -501,10 +501,17 @@ def test_agent_killed_before_allocate(env):
     races = []
     for attempt in range(5):
         name = "kafter" if attempt == 0 else "kafter%d" % attempt
-        # schedulable again: Ready, and the taints of the last restart (not-ready) lifted
-        c.wait("kgpu-a Ready and untainted", lambda: c.node_ready("kgpu-a") and not [
-            t for t in c.api("GET", "/api/v1/nodes/kgpu-a")["spec"].get("taints", [])
-            if t.get("effect") == "NoSchedule" and t.get("key", "").startswith("node.kubernetes.io/")], timeout=120)
+        # schedulable again: Ready, the taints of the last restart (not-ready) lifted, and the shares back in
+        # its allocatable (a restarted kubelet posts them as 0 until the plugin has registered: a pod made
+        # before its next status update is refused by kube-scheduler, Insufficient gpuslice.io/gpu-core)
+        def schedulable():
+            n = c.api("GET", "/api/v1/nodes/kgpu-a")
+            alloc = n.get("status", {}).get("allocatable", {})
+            return c.node_ready("kgpu-a") and not [
+                t for t in n["spec"].get("taints", [])
+                if t.get("effect") == "NoSchedule" and t.get("key", "").startswith("node.kubernetes.io/")] and \
+                int(alloc.get("gpuslice.io/gpu-core", "0")) > 0 and int(alloc.get("gpuslice.io/gpu-memory", "0")) > 0
+        c.wait("kgpu-a Ready, untainted, its shares allocatable", schedulable, timeout=120)
         node.stop_kubelet()
         c.gpu["kgpu-a"].stop_agent(signal.SIGKILL)
         c.api("POST", "/api/v1/namespaces/default/pods",
