@@ -14,6 +14,7 @@
 
 #include "cluster/cluster.h"
 #include "sched/codec.h"
+#include "sched/pack.h"
 #include "sched/replay.h"
 #include "util/util.h"
 
@@ -22,7 +23,6 @@
 struct snap {
         struct sched_trace *t;
         const struct cluster_units *u;
-        uint32_t gpu_mem_max; /* the largest GPU memory the nodes publish (MiB; 0 none) */
         struct cluster_node_info *info;
         struct cluster_pod *pod;
 };
@@ -93,8 +93,6 @@ static int snap_node(struct snap *s, const json_t *o, const char *where, struct 
                 if (!n->gpus_ann)
                         return -ENOMEM;
                 n->gpus = s->info->n_gpus;
-                for (unsigned g = 0; g < s->info->n_gpus; g++)
-                        s->gpu_mem_max = MAX(s->gpu_mem_max, s->info->gpu[g].mem_mib);
         }
         s->t->n_nodes++;
         return 0;
@@ -155,9 +153,9 @@ static int pod_models(const json_t *spec, const char *where, char *buf, size_t l
         return 0;
 }
 
-/* The pod's GPU request as the trace's (num_gpu, gpu_milli). */
-static int pod_gpu(const struct snap *s, const struct cluster_pod *pv, const char *where, struct sched_trace_pod *p,
-                   struct gs_error *err) {
+/* The pod's GPU request as the extender decoded it (p->req), with its shape as the trace's (num_gpu,
+ * gpu_milli): sched_pack_request_shape, the extender's own. */
+static int pod_gpu(const struct cluster_pod *pv, const char *where, struct sched_trace_pod *p, struct gs_error *err) {
         unsigned whole = 0, shares = 0;
         const struct cluster_container_req *share = NULL;
         for (unsigned k = 0; k < pv->req.n; k++) {
@@ -176,25 +174,15 @@ static int pod_gpu(const struct snap *s, const struct cluster_pod *pv, const cha
                                     where, pv->req.n);
         if (whole > CLUSTER_GPUS_MAX)
                 return gs_error_set(err, -EINVAL, "%s: asks for %u GPUs (at most %d)", where, whole, CLUSTER_GPUS_MAX);
-        if (whole) {
-                p->num_gpu = whole;
-                p->gpu_milli = 1000;
+        if (!whole && !share)
                 return 0;
-        }
-        if (!share)
-                return 0;
-        unsigned milli = 10 * share->core;
-        if (share->mem_mib) {
-                if (!s->gpu_mem_max)
-                        return gs_error_set(err, -EINVAL,
-                                            "%s: asks for GPU memory and no node publishes its GPUs' memory (the "
-                                            "%s annotation)",
-                                            where, CLUSTER_ANN_GPUS);
-                uint64_t m = ((uint64_t)share->mem_mib * 1000 + s->gpu_mem_max - 1) / s->gpu_mem_max;
-                milli = (unsigned)MAX(milli, MIN(m, 1000));
-        }
-        p->num_gpu = 1;
-        p->gpu_milli = MAX(MIN(milli, 1000u), 1u);
+        struct sched_shape sh = sched_pack_request_shape(&pv->req, p->cpu_milli, p->mem_mib);
+        p->num_gpu = sh.num_gpu;
+        p->gpu_milli = sh.gpu_milli;
+        p->req = malloc(sizeof *p->req);
+        if (!p->req)
+                return -ENOMEM;
+        *p->req = pv->req;
         return 0;
 }
 
@@ -220,7 +208,7 @@ static int snap_pod(struct snap *s, const json_t *o, const char *where, struct g
         p->mem_mib = pv->mem_mib;
         int r = pod_models(spec, w, p->spec, sizeof p->spec, err);
         if (r == 0)
-                r = pod_gpu(s, pv, w, p, err);
+                r = pod_gpu(pv, w, p, err);
         if (r < 0)
                 return r;
         strscpy(p->node, pv->node_name, sizeof p->node);

@@ -269,6 +269,8 @@ void sched_trace_free(struct sched_trace *t) {
         for (size_t i = 0; i < t->n_nodes; i++)
                 free(t->nodes[i].gpus_ann);
         free(t->nodes);
+        for (size_t i = 0; i < t->n_pods; i++)
+                free(t->pods[i].req);
         free(t->pods);
         *t = (struct sched_trace){ 0 };
 }
@@ -318,6 +320,9 @@ struct run {
         struct sched_rng rng;
         size_t *feasible;   /* scratch: Random's candidates */
         bool kube_cpu_pods; /* CPU-only pods by kube-scheduler's scoring (gpu_pods_only) */
+        /* a share's GPU as the extender's bind chooses it (share_gpu; a snapshot), else as the score chose it
+         * (the trace's protocol, cluster-trace.md §3.6: they differ for FGD, the bind's seeing no CPU limit) */
+        bool bind_gpu;
         size_t *trace_node; /* per node (name order): its index in the trace */
         size_t last_node;   /* the last pod's node (name order; SIZE_MAX none) and GPUs, by assume */
         uint64_t last_gpus;
@@ -406,9 +411,20 @@ static bool shape_same(const struct sched_shape *a, const struct sched_shape *b)
                a->gpu_milli == b->gpu_milli && a->models == b->models;
 }
 
-/* Each pod's shape, interned: the model sees a one-container request (whole GPUs, or a share of compute in
- * percent rounded up), the policies its shape (sched_pack_request_shape, as the extender's) with the GPU
- * models it accepts. */
+/* Do two requests ask the filter the same (containers' whole GPUs, compute and memory)? */
+static bool request_same(const struct cluster_request *a, const struct cluster_request *b) {
+        if (a->n != b->n || a->profile != b->profile)
+                return false;
+        for (unsigned k = 0; k < a->n && k < CLUSTER_CONTAINERS_MAX; k++)
+                if (a->c[k].whole != b->c[k].whole || a->c[k].core != b->c[k].core ||
+                    a->c[k].mem_mib != b->c[k].mem_mib)
+                        return false;
+        return true;
+}
+
+/* Each pod's shape, interned: the model sees the pod's request — a snapshot's as the extender decoded it, a
+ * trace pod's as one container (whole GPUs, or a share of compute in percent rounded up) — and the policies
+ * its shape (sched_pack_request_shape, as the extender's) with the GPU models it accepts. */
 static int build_shapes(struct run *r, const struct sched_trace *t) {
         r->pod_shape = calloc(t->n_pods ? t->n_pods : 1, sizeof *r->pod_shape);
         if (!r->pod_shape)
@@ -416,7 +432,9 @@ static int build_shapes(struct run *r, const struct sched_trace *t) {
         for (size_t i = 0; i < t->n_pods; i++) {
                 const struct sched_trace_pod *p = &t->pods[i];
                 struct cluster_request req = { .profile = CLUSTER_PROFILE_NONE };
-                if (p->num_gpu) {
+                if (p->req) {
+                        req = *p->req;
+                } else if (p->num_gpu) {
                         req.n = 1;
                         if (p->gpu_milli >= 1000)
                                 req.c[0].whole = p->num_gpu;
@@ -426,7 +444,7 @@ static int build_shapes(struct run *r, const struct sched_trace *t) {
                 struct sched_shape s = sched_pack_request_shape(&req, p->cpu_milli, p->mem_mib);
                 s.models = models_of(r->m, p->spec);
                 size_t k = 0;
-                while (k < r->n_shapes && !shape_same(&r->shapes[k].s, &s))
+                while (k < r->n_shapes && !(shape_same(&r->shapes[k].s, &s) && request_same(&r->shapes[k].req, &req)))
                         k++;
                 if (k == r->n_shapes) {
                         if (array_reserve(&r->shapes, &r->cap_shapes, k + 1, 64) < 0)
@@ -543,13 +561,24 @@ static const struct memo *decide(struct run *r, struct shape *x, size_t i, enum 
         return e;
 }
 
-/* A uniformly random GPU of n that takes the share (Random's GPU choice). */
-static int random_gpu(struct run *r, const struct sched_node *n, unsigned core) {
-        unsigned ok[CLUSTER_GPUS_MAX], k = 0;
-        for (unsigned g = 0; g < n->n_gpus && g < CLUSTER_GPUS_MAX; g++)
-                if (n->gpu[g].healthy && !n->gpu[g].whole && n->gpu[g].core_used + core <= 100)
+/* A uniformly random GPU of n that takes the share c (Random's GPU choice), of those the extender's bind
+ * chooses among (sched_pack_share_free: the compute and the memory for it). */
+static int random_gpu(struct run *r, const struct sched_node *n, const struct cluster_container_req *c) {
+        unsigned free_milli[CLUSTER_GPUS_MAX], ok[CLUSTER_GPUS_MAX], k = 0;
+        unsigned n_gpus = sched_pack_share_free(n, c->core, c->mem_mib, free_milli);
+        for (unsigned g = 0; g < n_gpus; g++)
+                if (free_milli[g])
                         ok[k++] = g;
         return k ? (int)ok[sched_rng_below(&r->rng, k)] : -1;
+}
+
+/* The policy's GPU for the share of shape x on node n, as the extender's bind chooses it (pack_share_gpu in
+ * server.c): among the GPUs with the compute and the memory for it; -1: the fit's own pick. */
+static int share_gpu(const struct run *r, const struct shape *x, const struct sched_node *n,
+                     enum cluster_policy policy) {
+        unsigned free_milli[CLUSTER_GPUS_MAX];
+        unsigned k = sched_pack_share_free(n, x->req.c[0].core, x->req.c[0].mem_mib, free_milli);
+        return sched_pack_share_gpu(&r->ctx, free_milli, k, n->product, &x->s, policy);
 }
 
 static int node_key_cmp(const void *key, const void *elem) {
@@ -584,7 +613,7 @@ static int place(struct run *r, struct shape *x, size_t i, int gpu, size_t seq) 
         if (x->s.num_gpu && sched_fit_node(r->m, n, &x->req, CLUSTER_POLICY_BINPACK, &f) != 0)
                 return -EIO; /* the memo said it fits */
         if (x->s.num_gpu && x->s.gpu_milli < 1000 && gpu >= 0)
-                f.assign.c[0] = (struct cluster_container_assign){ .gpus = 1ULL << gpu, .core = x->req.c[0].core };
+                f.assign.c[0].gpus = 1ULL << gpu; /* the fit's share (compute and memory) on the policy's GPU */
         return assume(r, x, n, &f, seq);
 }
 
@@ -598,8 +627,11 @@ static bool assignment_fits(const struct sched_node *n, const struct shape *x, u
                 if (!(gpus >> g & 1))
                         continue;
                 const struct sched_gpu *u = &n->gpu[g];
+                uint64_t mem_free = u->mem_total_mib > u->mem_used_mib ? u->mem_total_mib - u->mem_used_mib : 0;
                 bool ok = u->healthy && !u->whole &&
-                          (x->s.gpu_milli < 1000 ? u->core_used + x->req.c[0].core <= 100 : !u->sharers);
+                          (x->s.gpu_milli < 1000 ? u->core_used + x->req.c[0].core <= 100 &&
+                                                           (!x->req.c[0].mem_mib || mem_free >= x->req.c[0].mem_mib)
+                                                 : !u->sharers);
                 if (!ok)
                         return false;
                 k++;
@@ -619,10 +651,11 @@ static int place_bound(struct run *r, struct shape *x, const struct sched_trace_
                 count_fail(res, SCHED_FAIL_BOUND, &x->s);
                 return 0;
         }
-        if (x->s.num_gpu && p->gpus && assignment_fits(*at, x, p->gpus))
+        if (x->s.num_gpu && x->req.n == 1 && p->gpus && assignment_fits(*at, x, p->gpus))
                 f.assign.c[0] = x->s.gpu_milli < 1000
                                         ? (struct cluster_container_assign){ .gpus = p->gpus & -p->gpus,
-                                                                             .core = x->req.c[0].core }
+                                                                             .core = x->req.c[0].core,
+                                                                             .mem_mib = x->req.c[0].mem_mib }
                                         : (struct cluster_container_assign){ .gpus = p->gpus, .whole = true };
         int e = assume(r, x, *at, &f, seq);
         *ret_placed = e == 0;
@@ -706,7 +739,9 @@ static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_pol
         if (random) {
                 best = r->feasible[sched_rng_below(&r->rng, n_feasible)];
                 if (x->s.num_gpu && x->s.gpu_milli < 1000)
-                        gpu = random_gpu(r, r->node[best], x->req.c[0].core);
+                        gpu = random_gpu(r, r->node[best], &x->req.c[0]);
+        } else if (r->bind_gpu && x->s.num_gpu && x->s.gpu_milli < 1000 && sched_pack_policy(policy) && r->ctx.w) {
+                gpu = share_gpu(r, x, r->node[best], policy);
         } else {
                 gpu = decide(r, x, best, policy)->gpu;
         }
@@ -770,7 +805,7 @@ int sched_replay_run(const struct sched_trace *t, const struct sched_replay_opti
                 return gs_error_set(err, -EINVAL, "no nodes");
         if (t->snapshot && o->tune > 0)
                 return gs_error_set(err, -EINVAL, "a snapshot replays as it is: no tuning (tune 0)");
-        struct run r = { .epoch = 1, .kube_cpu_pods = o->gpu_pods_only };
+        struct run r = { .epoch = 1, .kube_cpu_pods = o->gpu_pods_only, .bind_gpu = t->snapshot };
         int e = sched_model_new(&r.m);
         if (e < 0)
                 return e;

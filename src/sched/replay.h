@@ -42,6 +42,11 @@ struct sched_trace_pod {
         char node[CLUSTER_NAME_MAX];
         uint64_t gpus;
         int64_t created;
+        /* a snapshot's pod: its GPU request as the extender decodes it (cluster_pod_decode; owned, freed by
+         * sched_trace_free), which the replay's filter and policies are given as the extender's are, and of
+         * which num_gpu and gpu_milli are the shape (sched_pack_request_shape); NULL for a trace's pod (its
+         * request is num_gpu × gpu_milli) */
+        struct cluster_request *req;
 };
 
 struct sched_trace {
@@ -69,9 +74,9 @@ void sched_trace_free(struct sched_trace *t);
  * their units): CPU and memory requests (a container's limit where it sets no request; init containers
  * as kube-scheduler counts them), the accepted models from nodeSelector or required node affinity on
  * nvidia.com/gpu.product (`In`), spec.nodeName (bound), the GPUs of its assignment; Succeeded and Failed
- * pods are skipped. A share becomes gpu_milli = 10 × its compute percent, or its memory's share of the
- * largest GPU memory the nodes publish when that is more. 0, -EINVAL with err naming the item and the
- * field, -ENOMEM.
+ * pods are skipped. A pod's GPU request is kept as the extender reads it (p->req); its num_gpu and
+ * gpu_milli are the extender's shape of it (sched_pack_request_shape: a share's compute, a memory-only
+ * share 10 milli). 0, -EINVAL with err naming the item and the field, -ENOMEM.
  */
 int sched_trace_parse_snapshot(struct sched_trace *t, const char *buf, size_t len, const struct cluster_units *u,
                                struct gs_error *err);

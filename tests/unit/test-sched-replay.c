@@ -565,8 +565,13 @@ static void check_snapshot(const struct sched_trace *t) {
         p = pod_named(t, "team/pend-3");
         assert_int_equal(p->num_gpu, 2);
         assert_string_equal(p->spec, "NVIDIA-A100-SXM4-40GB|NVIDIA-H100-80GB-HBM3");
-        p = pod_named(t, "team/pend-5"); /* 80 units × 256 MiB of a 40960 MiB GPU; the sidecar's limit */
-        assert_int_equal(p->gpu_milli, 500);
+        p = pod_named(t, "team/pend-5"); /* 80 units × 256 MiB, memory only; the sidecar's limit */
+        assert_int_equal(p->num_gpu, 1);
+        assert_int_equal(p->gpu_milli, 10); /* the extender's shape of a memory-only share: 1 % */
+        assert_non_null(p->req);
+        assert_int_equal(p->req->n, 1);
+        assert_int_equal(p->req->c[0].core, 0);
+        assert_int_equal(p->req->c[0].mem_mib, 80 * 256);
         assert_int_equal(p->cpu_milli, 500);
         assert_int_equal(p->mem_mib, 512);
         assert_int_equal(pod_named(t, "team/pend-4")->num_gpu, 0);
@@ -604,8 +609,9 @@ static void test_snapshot_replay(void **state) {
                 if (r.failed != 1 || r.fail_by_reason[SCHED_FAIL_GPU] != 1)
                         fail_msg("%s: %zu failed (%zu GPU room, %zu CPU)", cluster_policy_name(pol), r.failed,
                                  r.fail_by_reason[SCHED_FAIL_GPU], r.fail_by_reason[SCHED_FAIL_CPU]);
-                assert_int_equal(r.gpu_milli_arrived, 500 + 300 + 1000 + 2000 + 500);
-                assert_int_equal(r.gpu_milli_placed, 500 + 300 + 1000 + 500);
+                /* pend-5's memory-only share counts as the extender's shape counts it: 10 milli */
+                assert_int_equal(r.gpu_milli_arrived, 500 + 300 + 1000 + 2000 + 10);
+                assert_int_equal(r.gpu_milli_placed, 500 + 300 + 1000 + 10);
                 /* every pod where it went: the bound ones first, running-a on its assignment's GPU 1 */
                 assert_int_equal(r.n_place, 7);
                 assert_string_equal(t.pods[r.place[0].pod].name, "team/running-cpu");
@@ -669,9 +675,6 @@ static void test_snapshot_errors_are_named(void **state) {
                        "{\"name\":\"b\",\"resources\":{\"limits\":{\"gpuslice.io/gpu-core\":\"10\"}}}]}}]}",
                        "pods[0] (Pod n/p): 2 GPU containers with shares");
         snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":["
-                       "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpuslice.io/gpu-memory\":\"10\"}}}]}}]}",
-                       "pods[0] (Pod n/p): asks for GPU memory and no node publishes");
-        snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\"},\"spec\":{\"containers\":["
                        "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}}]}",
                        "pods[0] (Pod n/p): asks for MIG devices");
         snapshot_fails("{\"pods\":[{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[],\"affinity\":{"
@@ -679,6 +682,73 @@ static void test_snapshot_errors_are_named(void **state) {
                        "[{\"matchExpressions\":[{\"key\":\"nvidia.com/gpu.product\",\"operator\":\"In\",\"values\":"
                        "[1]}]}]}}}}}]}",
                        "pods[0] (Pod /p): node affinity on nvidia.com/gpu.product: a value is not a string");
+}
+
+/* A T4 (16 GiB) and an 80 GiB GPU: a pending share asking 20 GiB of GPU memory on the T4 fails there, as the
+ * extender's fit says (it asks the memory itself, not a compute share the memory was turned into), and one
+ * asking 10 GiB fits. */
+#define SNAP_GPU(model, mem)                                                                         \
+        "\"gpuslice.io/gpus\":\"{\\\"v\\\":1,\\\"gpus\\\":[{\\\"i\\\":0,\\\"uuid\\\":\\\"GPU-" model \
+        "\\\",\\\"model\\\":\\\"" model "\\\",\\\"mem\\\":" mem ",\\\"health\\\":\\\"ok\\\"}]}\""
+#define SNAP_NODE(name, model, mem)                                                                          \
+        "{\"metadata\":{\"name\":\"" name "\",\"labels\":{\"nvidia.com/gpu.product\":\"" model "\"},"        \
+        "\"annotations\":{" SNAP_GPU(model, mem) "}},\"status\":{\"allocatable\":{\"cpu\":\"8\",\"memory\":" \
+                                                 "\"32Gi\",\"nvidia.com/gpu\":\"1\"}}}"
+#define SNAP_POD(name, units)                                                                            \
+        "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"n\"},\"spec\":{\"nodeSelector\":"          \
+        "{\"nvidia.com/gpu.product\":\"T4\"},\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":" \
+        "{\"gpuslice.io/gpu-memory\":\"" units "\"}}}]}}"
+
+static void test_snapshot_memory_share(void **state) {
+        (void)state;
+        const char *text = "{\"nodes\":[" SNAP_NODE("small", "T4", "16384") "," SNAP_NODE(
+                "big", "A100", "81920") "],\"pods\":[" SNAP_POD("p20g", "80") "," SNAP_POD("q10g", "40") "]}";
+        struct sched_trace t = { 0 };
+        struct cluster_units u;
+        cluster_units_default(&u);
+        struct gs_error err = { 0 };
+        if (sched_trace_parse_snapshot(&t, text, strlen(text), &u, &err) != 0)
+                fail_msg("%s", err.message);
+        const struct sched_trace_pod *p = pod_named(&t, "n/p20g");
+        assert_int_equal(p->gpu_milli, 10); /* not 250, 20 GiB of the largest GPU's 80 */
+        assert_int_equal(p->req->c[0].mem_mib, 20480);
+        for (enum cluster_policy pol = 0; pol < _CLUSTER_POLICY_MAX; pol++) {
+                struct sched_replay_options o = { .policy = pol, .seed = 1 };
+                struct sched_replay_result r;
+                assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+                if (r.failed != 1 || r.fail_by_reason[SCHED_FAIL_GPU] != 1 || r.n_place != 2)
+                        fail_msg("%s: %zu failed (%zu GPU room)", cluster_policy_name(pol), r.failed,
+                                 r.fail_by_reason[SCHED_FAIL_GPU]);
+                for (size_t k = 0; k < r.n_place; k++) {
+                        bool big = streq(t.pods[r.place[k].pod].name, "n/p20g");
+                        assert_int_equal(r.place[k].node, big ? -1 : 0); /* q10g on the T4 (node 0) */
+                }
+                sched_replay_result_free(&r);
+        }
+        sched_trace_free(&t);
+}
+
+/* Two 16 GiB GPUs, 12 GiB of GPU 0 held by a bound share: a share asking 8 GiB goes to GPU 1 under every
+ * policy, as the extender's filter and bind put it (the GPU memory is asked, not folded into compute). */
+static void test_snapshot_share_memory_gpu(void **state) {
+        (void)state;
+        struct sched_trace t = { 0 };
+        load_snapshot("tests/data/replay-snapshot/memory.json", &t);
+        assert_int_equal(pod_named(&t, "n/new")->req->c[0].mem_mib, 32 * 256);
+        for (enum cluster_policy pol = 0; pol < _CLUSTER_POLICY_MAX; pol++) {
+                struct sched_replay_options o = { .policy = pol, .seed = 1 };
+                struct sched_replay_result r;
+                struct gs_error err = { 0 };
+                assert_int_equal(sched_replay_run(&t, &o, &r, &err), 0);
+                assert_int_equal(r.failed, 0);
+                assert_int_equal(r.n_place, 2);
+                assert_string_equal(t.pods[r.place[1].pod].name, "n/new");
+                if (r.place[1].gpus != 1u << 1)
+                        fail_msg("%s: the share on GPUs %#llx, want GPU 1", cluster_policy_name(pol),
+                                 (unsigned long long)r.place[1].gpus);
+                sched_replay_result_free(&r);
+        }
+        sched_trace_free(&t);
 }
 
 static void test_snapshot_bound_elsewhere_fails(void **state) {
@@ -732,6 +802,8 @@ int main(void) {
                 cmocka_unit_test(test_snapshot_parse),
                 cmocka_unit_test(test_snapshot_replay),
                 cmocka_unit_test(test_snapshot_errors_are_named),
+                cmocka_unit_test(test_snapshot_memory_share),
+                cmocka_unit_test(test_snapshot_share_memory_gpu),
                 cmocka_unit_test(test_snapshot_bound_elsewhere_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
