@@ -110,20 +110,22 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
                                  cr->allocation_size, cr->n_available_deviceids);
         struct plugin_usage u;
         plugin_usage(p, &u);
-        static _Thread_local struct picks avail, must, taken;
-        memset(&avail, 0, sizeof avail);
-        memset(&must, 0, sizeof must);
-        memset(&taken, 0, sizeof taken);
+        /* the call's arena, not the stack or thread-local storage: three of them are 24 KiB (a thread-local
+         * would be zeroed for every thread this binary starts, in every subcommand) */
+        struct picks *pk = arena_alloc(a, 3 * sizeof *pk);
+        if (!pk)
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        memset(pk, 0, 3 * sizeof *pk);
+        struct picks *avail = &pk[0], *must = &pk[1], *taken = &pk[2];
         enum rpc_code c =
-                resolve(p, svc, &u, cr->available_deviceids, cr->n_available_deviceids, false, what, &avail, st);
+                resolve(p, svc, &u, cr->available_deviceids, cr->n_available_deviceids, false, what, avail, st);
         if (c == RPC_OK)
-                c = resolve(p, svc, &u, cr->must_include_deviceids, cr->n_must_include_deviceids, true, what, &must,
-                            st);
+                c = resolve(p, svc, &u, cr->must_include_deviceids, cr->n_must_include_deviceids, true, what, must, st);
         if (c != RPC_OK)
                 return c;
-        if (must.n > (unsigned)cr->allocation_size)
+        if (must->n > (unsigned)cr->allocation_size)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "%s: %u must-include devices but allocation_size %" PRId32,
-                                 what, must.n, cr->allocation_size);
+                                 what, must->n, cr->allocation_size);
         out->deviceids = arena_alloc(a, sizeof(char *) * ((size_t)cr->allocation_size + 1));
         if (!out->deviceids)
                 return rpc_error(st, RPC_INTERNAL, "out of memory");
@@ -134,18 +136,18 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
                 out->deviceids[out->n_deviceids++] = arena_printf(a, "%s", cr->must_include_deviceids[m]);
                 unsigned g, j;
                 if (timeslice_parse_id(d, cr->must_include_deviceids[m], TIMESLICE_REPLICAS_MAX, &g, &j) == 0)
-                        rep_set(&taken, g, j);
+                        rep_set(taken, g, j);
                 else
-                        g = (unsigned)devices_find(d, cr->must_include_deviceids[m]), taken.plain |= UINT64_C(1) << g;
+                        g = (unsigned)devices_find(d, cr->must_include_deviceids[m]), taken->plain |= UINT64_C(1) << g;
                 load[g]++;
         }
         while (out->n_deviceids < (size_t)cr->allocation_size) {
                 int best = -1, best_j = -1;
                 for (unsigned g = 0; g < n; g++) {
-                        if (!((avail.gpus >> g) & 1) || !devices_healthy(d, g) ||
+                        if (!((avail->gpus >> g) & 1) || !devices_healthy(d, g) ||
                             ((u.frac | plugin_held_elsewhere(p)) & (UINT64_C(1) << g)))
                                 continue;
-                        int j = first_free(&avail, &taken, g, plugin_replicas_of(p, g));
+                        int j = first_free(avail, taken, g, plugin_replicas_of(p, g));
                         if (j < 0)
                                 continue;
                         if (best < 0 || load[g] < load[best] ||
@@ -159,11 +161,11 @@ static enum rpc_code prefer_one(void *ctx, const struct assign_ctx *ax,
                                          cr->allocation_size);
                 uint64_t bit = UINT64_C(1) << best;
                 char id[TIMESLICE_ID_MAX];
-                if (avail.plain & bit) {
-                        taken.plain |= bit;
+                if (avail->plain & bit) {
+                        taken->plain |= bit;
                         snprintf(id, sizeof id, "%s", devices_info(d, (unsigned)best)->id);
                 } else {
-                        rep_set(&taken, (unsigned)best, (unsigned)best_j);
+                        rep_set(taken, (unsigned)best, (unsigned)best_j);
                         timeslice_format_id(devices_info(d, (unsigned)best)->id, (unsigned)best_j, id, sizeof id);
                 }
                 load[best]++;
@@ -255,16 +257,22 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
         if (!in)
                 return rpc_error(st, RPC_INVALID_ARGUMENT, "cannot decode AllocateRequest");
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
-        static _Thread_local struct picks all;
-        static _Thread_local struct picks one[8];
+        /* the call's arena (see prefer_one): 72 KiB */
+        struct picks *all = arena_alloc(&a, 9 * sizeof *all), *one = all ? all + 1 : NULL;
+        const size_t n_one = 8;
+        if (!all) {
+                arena_free(&a);
+                v1beta1__allocate_request__free_unpacked(in, NULL);
+                return rpc_error(st, RPC_INTERNAL, "out of memory");
+        }
+        memset(all, 0, sizeof *all);
         devices_lock(d);
-        memset(&all, 0, sizeof all);
         void **slots = NULL;
         struct plugin_usage u;
         plugin_usage(p, &u);
         enum rpc_code c = plugin_responses_new(in->n_container_requests, "AllocateRequest", &a, &slots, st);
-        if (c == RPC_OK && in->n_container_requests > ELEMENTSOF(one))
-                c = rpc_error(st, RPC_INVALID_ARGUMENT, "AllocateRequest: more than %zu containers", ELEMENTSOF(one));
+        if (c == RPC_OK && in->n_container_requests > n_one)
+                c = rpc_error(st, RPC_INVALID_ARGUMENT, "AllocateRequest: more than %zu containers", n_one);
         resp.container_responses = (void *)slots;
         for (size_t k = 0; c == RPC_OK && k < in->n_container_requests; k++) {
                 const V1beta1__ContainerAllocateRequest *cr = in->container_requests[k];
@@ -283,7 +291,7 @@ enum rpc_code timeslice_allocate(void *userdata, const uint8_t *req, size_t req_
                                       resource, cr->n_devices_ids);
                 if (c == RPC_OK) /* the same ID for two containers: resolve's duplicate check over them all */
                         c = resolve(p, svc, &u, cr->devices_ids, cr->n_devices_ids, false,
-                                    "a device is also requested by another container:", &all, st);
+                                    "a device is also requested by another container:", all, st);
                 V1beta1__ContainerAllocateResponse *o = c == RPC_OK ? arena_alloc(&a, sizeof *o) : NULL;
                 if (c == RPC_OK && !o)
                         c = rpc_error(st, RPC_INTERNAL, "out of memory");

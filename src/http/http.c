@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http — libmicrohttpd behind the small API of http.h. One internal polling thread (poll(2): see
- * http_server_start) accepts and dispatches, or also a thread per connection
- * (http_server_thread_per_connection); handlers get whole requests. Must never log or block a
- * request on another one.
+ * http_server_start) accepts and dispatches, or a few when the server takes many connections
+ * (http_server_max_connections); handlers get whole requests, and a handler that waits defers its
+ * answer (http_defer: the connection is suspended meanwhile). Must never log or block a request on
+ * another one.
  */
 #include "http/http.h"
 
@@ -34,9 +35,17 @@ struct http_server {
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
         char *tls_cert, *tls_key, *tls_ca;      /* PEM text, NULL for plain HTTP / no client check */
-        bool thread_per_connection;             /* else one polling thread */
+        unsigned threads;                       /* polling threads */
         unsigned max_conn, max_conn_per_ip;
+        /* deferred answers (http_defer): their state in each request_ctx, how many are outstanding */
+        pthread_mutex_t defer_lock;
+        pthread_cond_t defer_cond;
+        unsigned n_deferred;
 };
+
+/* A server with more connections than the default is polled by this many threads: a slow handler
+ * (the extender's page) holds up a share of the connections, not all of them. */
+#define HTTP_MANY_THREADS 4
 
 /* Per-request state: the query string (from the request line, before MHD splits it up), the body as
  * it arrives. Made by on_uri (MHD calls it for every request line it reads, and then always calls
@@ -46,14 +55,26 @@ struct request_ctx {
         char *body;
         size_t len;
         bool started, too_big;
+        /* http_defer: NONE (answered by the handler), WAITING (deferred, the handler still running),
+         * SUSPENDED (the connection too), READY (http_reply gave resp; the connection resumed).
+         * Guarded by the server's defer_lock. */
+        enum {
+                DEFER_NONE,
+                DEFER_WAITING,
+                DEFER_SUSPENDED,
+                DEFER_READY
+        } defer;
+        struct http_server *server;
+        struct MHD_Connection *conn;
+        struct http_response resp;
 };
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
-        (void)cls;
-        (void)c;
         struct request_ctx *ctx = calloc(1, sizeof *ctx);
         if (!ctx)
                 return NULL;
+        ctx->server = cls;
+        ctx->conn = c;
         const char *q = uri ? strchr(uri, '?') : NULL;
         ctx->query = strdup(q ? q + 1 : "");
         if (!ctx->query) {
@@ -118,6 +139,9 @@ int http_server_new(const char *address, struct http_server **ret) {
                         return -ENOMEM;
                 s->max_conn = HTTP_MAX_CONNECTIONS;
                 s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
+                s->threads = 1;
+                pthread_mutex_init(&s->defer_lock, NULL);
+                pthread_cond_init(&s->defer_cond, NULL);
                 strscpy(s->unix_path, path, sizeof s->unix_path);
                 *ret = s;
                 return 0;
@@ -132,6 +156,9 @@ int http_server_new(const char *address, struct http_server **ret) {
         }
         s->max_conn = HTTP_MAX_CONNECTIONS;
         s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
+        s->threads = 1;
+        pthread_mutex_init(&s->defer_lock, NULL);
+        pthread_cond_init(&s->defer_cond, NULL);
         *ret = s;
         return 0;
 }
@@ -166,12 +193,12 @@ int http_server_tls_files(struct http_server *s, const char *cert_file, const ch
         return 0;
 }
 
-int http_server_thread_per_connection(struct http_server *s, unsigned max_connections) {
+int http_server_max_connections(struct http_server *s, unsigned max_connections) {
         if (!s || max_connections <= HTTP_MAX_CONNECTIONS_PER_IP || max_connections > 4096)
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
-        s->thread_per_connection = true;
+        s->threads = HTTP_MANY_THREADS;
         s->max_conn = max_connections;
         s->max_conn_per_ip = max_connections - HTTP_MAX_CONNECTIONS_PER_IP;
         return 0;
@@ -230,6 +257,8 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
         return reply(c, status, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, NULL);
 }
 
+static enum MHD_Result answer(struct MHD_Connection *c, struct http_response *resp);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -242,6 +271,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 ctx->started = true;
                 return MHD_YES;
         }
+        pthread_mutex_lock(&s->defer_lock);
+        if (ctx->defer == DEFER_READY) { /* resumed by http_reply */
+                struct http_response resp = ctx->resp;
+                ctx->defer = DEFER_NONE;
+                pthread_mutex_unlock(&s->defer_lock);
+                return answer(c, &resp);
+        }
+        pthread_mutex_unlock(&s->defer_lock);
         if (*upload_data_size > 0) {
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;
@@ -286,13 +323,60 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 .query = ctx->query ? ctx->query : "",
                 .body = ctx->body ? ctx->body : "",
                 .body_len = ctx->len,
+                .priv = ctx,
         };
         struct http_response resp = { .status = 200 };
         strscpy(resp.content_type, "text/plain; charset=utf-8", sizeof resp.content_type);
         h->fn(h->userdata, &req, &resp);
-        if (resp.status < 100 || resp.status > 599)
-                resp.status = 500;
-        return reply(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0, resp.headers);
+        pthread_mutex_lock(&s->defer_lock);
+        if (ctx->defer == DEFER_WAITING) {
+                /* not answered yet: wait without a thread; http_reply resumes us */
+                ctx->defer = DEFER_SUSPENDED;
+                MHD_suspend_connection(c);
+                pthread_mutex_unlock(&s->defer_lock);
+                free(resp.body);
+                return MHD_YES;
+        }
+        if (ctx->defer == DEFER_READY) { /* answered already, before the handler returned */
+                free(resp.body);
+                resp = ctx->resp;
+                ctx->defer = DEFER_NONE;
+        }
+        pthread_mutex_unlock(&s->defer_lock);
+        return answer(c, &resp);
+}
+
+struct http_deferred *http_defer(const struct http_request *req) {
+        struct request_ctx *ctx = req ? req->priv : NULL;
+        if (!ctx)
+                return NULL;
+        struct http_server *s = ctx->server;
+        pthread_mutex_lock(&s->defer_lock);
+        ctx->defer = DEFER_WAITING;
+        s->n_deferred++;
+        pthread_mutex_unlock(&s->defer_lock);
+        return (struct http_deferred *)ctx;
+}
+
+void http_reply(struct http_deferred *d, struct http_response *resp) {
+        struct request_ctx *ctx = (struct request_ctx *)d;
+        struct http_server *s = ctx->server;
+        pthread_mutex_lock(&s->defer_lock);
+        bool suspended = ctx->defer == DEFER_SUSPENDED;
+        ctx->resp = *resp;
+        resp->body = NULL;
+        ctx->defer = DEFER_READY;
+        if (suspended)
+                MHD_resume_connection(ctx->conn); /* MHD calls on_request again: it answers ctx->resp */
+        s->n_deferred--;
+        pthread_cond_broadcast(&s->defer_cond);
+        pthread_mutex_unlock(&s->defer_lock);
+}
+
+static enum MHD_Result answer(struct MHD_Connection *c, struct http_response *resp) {
+        if (resp->status < 100 || resp->status > 599)
+                resp->status = 500;
+        return reply(c, resp->status, resp->content_type, resp->body, resp->body ? resp->body_len : 0, resp->headers);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -336,9 +420,7 @@ int http_server_start(struct http_server *s) {
          * 0.9.75) a client that sent half a request and closed was not noticed until the connection
          * timeout, so a few hundred such clients starved the server (agent-metrics-hostile). The
          * connection limit keeps poll's cost small. */
-        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
-        if (s->thread_per_connection)
-                flags |= MHD_USE_THREAD_PER_CONNECTION; /* each connection's thread polls it alone */
+        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
         if (s->unix_path[0]) {
                 int fd = listen_unix(s);
                 if (fd < 0)
@@ -348,7 +430,8 @@ int http_server_start(struct http_server *s) {
                 s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK,
                                              on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_END);
+                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_THREAD_POOL_SIZE,
+                                             s->threads, MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -374,7 +457,8 @@ int http_server_start(struct http_server *s) {
                                      (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, s->max_conn,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
-                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip, MHD_OPTION_END);
+                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip,
+                                     MHD_OPTION_THREAD_POOL_SIZE, s->threads, MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */
                 return -EADDRINUSE;
@@ -391,6 +475,11 @@ unsigned http_server_port(const struct http_server *s) {
 struct http_server *http_server_free(struct http_server *s) {
         if (!s)
                 return NULL;
+        /* no connection may stay suspended at the daemon's stop: wait for every deferred answer */
+        pthread_mutex_lock(&s->defer_lock);
+        while (s->n_deferred)
+                pthread_cond_wait(&s->defer_cond, &s->defer_lock);
+        pthread_mutex_unlock(&s->defer_lock);
         if (s->daemon) {
                 MHD_stop_daemon(s->daemon);
                 if (s->unix_path[0])
@@ -401,6 +490,8 @@ struct http_server *http_server_free(struct http_server *s) {
         free(s->tls_cert);
         free(s->tls_key);
         free(s->tls_ca);
+        pthread_cond_destroy(&s->defer_cond);
+        pthread_mutex_destroy(&s->defer_lock);
         free(s);
         return NULL;
 }

@@ -39,6 +39,7 @@ struct http_request {
                                percent-encoded; "" when none): the handler parses it */
         const char *body;   /* NUL-terminated copy of the body ("" when none) */
         size_t body_len;
+        void *priv; /* the server's (http_defer) */
 };
 
 struct http_response {
@@ -52,6 +53,20 @@ struct http_response {
 };
 
 typedef void (*http_handler_fn)(void *userdata, const struct http_request *req, struct http_response *resp);
+
+/*
+ * A handler that waits on something else (the extender's bind waits on the API server) defers its
+ * answer instead of blocking a server thread: it calls http_defer(req), returns (its resp is then
+ * ignored), and the answer is given later, exactly once, by http_reply from any thread — possibly
+ * before the handler returns. Meanwhile the connection is suspended: it holds no thread and does not
+ * time out. http_server_free waits for every deferred answer, so whoever answers must not wait for the
+ * server's end. Thread: http_defer in the handler only; http_reply any. http_defer: NULL when out of
+ * memory (answer at once then).
+ */
+struct http_deferred;
+struct http_deferred *http_defer(const struct http_request *req);
+/* resp as a handler fills it (resp->body is taken over; headers must outlive the server). */
+void http_reply(struct http_deferred *d, struct http_response *resp);
 
 struct http_server;
 
@@ -75,16 +90,12 @@ int http_server_handle(struct http_server *s, const char *path, http_handler_fn 
  */
 int http_server_tls_files(struct http_server *s, const char *cert_file, const char *key_file,
                           const char *client_ca_file);
-/* Serve every connection on a thread of its own instead of all on one polling thread, so a slow
- * handler (the extender's bind waits on the API server) holds up only its own connection: a client
- * sends its next request on another connection while one is unanswered (HTTP/1.1, no pipelining).
- * A pool of polling threads is not enough: each polls a share of the connections, and a kept-alive
- * connection on a thread that waits in a handler waits with it. Up to max_connections connections
- * (and threads) instead of HTTP_MAX_CONNECTIONS, all but HTTP_MAX_CONNECTIONS_PER_IP of them from
- * one address (a client with many requests in flight, kube-scheduler binding pods, needs a
- * connection for each; the others keep theirs). Before start only: 0, -EBUSY, -EINVAL for
- * max_connections not above HTTP_MAX_CONNECTIONS_PER_IP or above 4096. */
-int http_server_thread_per_connection(struct http_server *s, unsigned max_connections);
+/* Up to max_connections open connections instead of HTTP_MAX_CONNECTIONS, all but
+ * HTTP_MAX_CONNECTIONS_PER_IP of them from one address (a client with many requests in flight,
+ * kube-scheduler binding pods, opens a connection for each: HTTP/1.1, no pipelining; the others keep
+ * theirs). A connection waiting on a deferred answer holds no thread. Before start only: 0, -EBUSY,
+ * -EINVAL for max_connections not above HTTP_MAX_CONNECTIONS_PER_IP or above 4096. */
+int http_server_max_connections(struct http_server *s, unsigned max_connections);
 /* Bind and serve. 0, -EADDRINUSE (or -EIO) when the address cannot be bound, -EBUSY if started. */
 int http_server_start(struct http_server *s);
 /* The bound port (useful with port 0), 0 before start. */

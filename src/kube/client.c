@@ -27,7 +27,6 @@
 /* kept-alive connections for one-shot requests: the scheduler extender binds as many pods at once as
  * kube-scheduler asks (tens while the API server is slow); a request past these opens (and then
  * closes) a connection of its own, TCP and TLS handshake included */
-#define KUBE_IDLE_HANDLES 64
 
 struct kube_client {
         struct kube_config cfg; /* deep copy */
@@ -39,16 +38,25 @@ struct kube_client {
         ino_t token_ino;
         off_t token_size;
         time_t token_checked;
-        /* easy handles of finished one-shot requests (kube_request), each keeping its connection:
-         * the next request reuses one instead of a new TCP connection and TLS handshake (the
-         * scheduler extender binds pods concurrently). Guarded by lock. */
-        CURL *idle[KUBE_IDLE_HANDLES];
-        unsigned n_idle;
+        /* One-shot requests (kube_request, kube_list's pages) from any thread run on one thread of
+         * the client's own, all in one curl multi handle: concurrent requests share one HTTP/2
+         * connection (a stream each) instead of a TCP connection and TLS handshake each, on both
+         * sides (the scheduler extender binds pods concurrently). Started by the first request. */
+        struct mux {
+                pthread_t thread;
+                bool started;
+                bool stop;
+                int error; /* the thread could not start: requests fail with it */
+                CURLM *multi;
+                struct xfer *queue; /* submitted, not yet in the multi handle; guarded by lock */
+        } mux;
         /* TLS sessions shared by every handle: a new connection resumes one (no certificate
          * signature or verification on either side) instead of a full handshake. NULL: none. */
         CURLSH *share;
         pthread_mutex_t share_lock;
 };
+
+static void mux_stop(struct kube_client *c);
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) {
@@ -119,8 +127,7 @@ struct kube_client *kube_client_free(struct kube_client *c) {
                 explicit_bzero(c->token, strlen(c->token));
                 free(c->token);
         }
-        for (unsigned i = 0; i < c->n_idle; i++)
-                curl_easy_cleanup(c->idle[i]);
+        mux_stop(c);
         if (c->share)
                 curl_share_cleanup(c->share); /* after every handle using it */
         pthread_mutex_destroy(&c->share_lock);
@@ -285,39 +292,122 @@ static void handle_done(struct handle *hd) {
         memset(hd, 0, sizeof *hd);
 }
 
-/* A one-shot request's handle goes back to the client's idle list (options reset, its connection
- * kept open for the next request) instead of being cleaned up. */
-static void handle_release(struct kube_client *c, struct handle *hd) {
-        if (hd->h) {
-                curl_easy_reset(hd->h); /* keeps live connections; forgets the pointers into hd */
+/* ---- the one-shot requests' thread (struct mux) --------------------------------------------- */
+
+/* One request in flight: its handle and answer buffer, its own copy of the body; cc set by the mux
+ * thread at the end, then complete() is called there. A waiting caller's request (kube_request) sets
+ * done and signals cond; a started one (kube_request_start) finishes and calls the user back. */
+struct xfer {
+        struct handle hd;
+        struct gs_buf b;
+        char *body;
+        CURLcode cc;
+        bool done;
+        pthread_cond_t cond; /* waiting callers: signalled when done, with the client's lock */
+        kube_done_fn user_done;
+        void *user_data;
+        struct xfer *next;
+};
+
+static void xfer_complete(struct kube_client *c, struct xfer *x);
+
+/* Thread: the mux's. Moves submitted transfers into the multi handle, runs them, completes each at
+ * its end. */
+static void *mux_main(void *u) {
+        struct kube_client *c = u;
+        struct mux *m = &c->mux;
+        for (;;) {
                 pthread_mutex_lock(&c->lock);
-                if (c->n_idle < KUBE_IDLE_HANDLES) {
-                        c->idle[c->n_idle++] = hd->h;
-                        hd->h = NULL;
-                }
+                struct xfer *q = m->queue;
+                m->queue = NULL;
+                bool stop = m->stop;
                 pthread_mutex_unlock(&c->lock);
+                for (struct xfer *x = q, *next; x; x = next) {
+                        next = x->next;
+                        curl_easy_setopt(x->hd.h, CURLOPT_PRIVATE, x);
+                        CURLMcode mc = curl_multi_add_handle(m->multi, x->hd.h);
+                        if (mc != CURLM_OK) {
+                                x->cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+                                xfer_complete(c, x);
+                        }
+                }
+                int running = 0;
+                curl_multi_perform(m->multi, &running);
+                CURLMsg *msg;
+                int left;
+                while ((msg = curl_multi_info_read(m->multi, &left))) {
+                        if (msg->msg != CURLMSG_DONE)
+                                continue;
+                        struct xfer *x = NULL;
+                        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+                        x->cc = msg->data.result;
+                        curl_multi_remove_handle(m->multi, msg->easy_handle);
+                        xfer_complete(c, x);
+                }
+                /* the client is freed once its users are done (kube.h): nothing is queued then, and
+                 * started requests end within their timeout */
+                if (stop && running == 0)
+                        return NULL;
+                curl_multi_poll(m->multi, NULL, 0, 1000, NULL);
         }
-        handle_done(hd);
 }
 
-static CURL *handle_take(struct kube_client *c) {
-        CURL *h = NULL;
+/* Start the mux thread once. With c->lock held. */
+static int mux_start_locked(struct kube_client *c) {
+        struct mux *m = &c->mux;
+        if (m->started || m->error)
+                return m->error;
+        m->multi = curl_multi_init();
+        if (!m->multi)
+                return m->error = -ENOMEM;
+        curl_multi_setopt(m->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+        int r = pthread_create(&m->thread, NULL, mux_main, c);
+        if (r) {
+                curl_multi_cleanup(m->multi);
+                m->multi = NULL;
+                return m->error = -r;
+        }
+        m->started = true;
+        return 0;
+}
+
+static void mux_stop(struct kube_client *c) {
+        struct mux *m = &c->mux;
+        if (!m->started)
+                return;
         pthread_mutex_lock(&c->lock);
-        if (c->n_idle)
-                h = c->idle[--c->n_idle];
+        m->stop = true;
         pthread_mutex_unlock(&c->lock);
-        return h ? h : curl_easy_init();
+        curl_multi_wakeup(m->multi);
+        pthread_join(m->thread, NULL);
+        curl_multi_cleanup(m->multi);
+        m->started = false;
+}
+
+/* Hand the prepared x to the mux thread. Thread: any but the mux's. 0 or -errno (x untouched). */
+static int mux_submit(struct kube_client *c, struct xfer *x) {
+        /* wait for the one HTTP/2 connection rather than opening a second one beside it */
+        curl_easy_setopt(x->hd.h, CURLOPT_PIPEWAIT, 1L);
+        pthread_mutex_lock(&c->lock);
+        int r = mux_start_locked(c);
+        if (r == 0) {
+                x->next = c->mux.queue;
+                c->mux.queue = x;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (r == 0)
+                curl_multi_wakeup(c->mux.multi);
+        return r;
 }
 
 /* lint: long — one curl handle for the API server: URL, timeouts, then one branch per TLS and credential source a
  * kubeconfig may give (inline data or a file for the CA, the client certificate and key; a token), in that order. */
-static int handle_init(struct kube_client *c, struct handle *hd, const char *path, const char *content_type,
-                       bool reuse) {
+static int handle_init(struct kube_client *c, struct handle *hd, const char *path, const char *content_type) {
         memset(hd, 0, sizeof *hd);
         char *url = NULL;
         if (asprintf(&url, "%s%s", c->cfg.server, path) < 0)
                 return -ENOMEM;
-        hd->h = reuse ? handle_take(c) : curl_easy_init();
+        hd->h = curl_easy_init();
         if (!hd->h) {
                 free(url);
                 return -ENOMEM;
@@ -407,10 +497,9 @@ static int transport_error(struct handle *hd, CURLcode cc, struct kube_error *e)
         return errno_from_curl(cc);
 }
 
-/* lint: long — one request: handle, method, body, transfer, status mapping and JSON decoding, each failure
- * translated once at this boundary. */
-static int request_within(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
-                          struct kube_error *e, unsigned timeout_ms) {
+/* A request's handle, method and body into x (its own copy of body). 0 or -errno (x cleared). */
+static int request_prepare(struct kube_client *c, enum kube_method m, const char *path, const char *body,
+                           unsigned timeout_ms, struct xfer *x) {
         static const char *const ctype[] = {
                 [KUBE_GET] = NULL,
                 [KUBE_POST] = "application/json",
@@ -431,28 +520,41 @@ static int request_within(struct kube_client *c, enum kube_method m, const char 
                 [KUBE_DELETE] = "DELETE",
                 [KUBE_PATCH_APPLY] = "PATCH",
         };
+        memset(x, 0, sizeof *x);
         if (!c || !path || path[0] != '/' || (unsigned)m > KUBE_PATCH_APPLY)
                 return -EINVAL;
-        struct handle hd;
-        int r = handle_init(c, &hd, path, body ? ctype[m] : NULL, true);
-        if (r < 0)
+        if (body && !(x->body = strdup(body)))
+                return -ENOMEM;
+        int r = handle_init(c, &x->hd, path, body ? ctype[m] : NULL);
+        if (r < 0) {
+                free(x->body);
                 return r;
-        struct gs_buf b = { .max = KUBE_BODY_MAX };
-        curl_easy_setopt(hd.h, CURLOPT_CUSTOMREQUEST, verb[m]);
+        }
+        x->b = (struct gs_buf){ .max = KUBE_BODY_MAX };
+        CURL *h = x->hd.h;
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb[m]);
         if (body) {
-                curl_easy_setopt(hd.h, CURLOPT_POSTFIELDS, body);
-                curl_easy_setopt(hd.h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+                curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->body);
+                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
         }
         if (m == KUBE_GET)
-                curl_easy_setopt(hd.h, CURLOPT_HTTPGET, 1L);
-        curl_easy_setopt(hd.h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-        curl_easy_setopt(hd.h, CURLOPT_WRITEFUNCTION, gs_buf_write);
-        curl_easy_setopt(hd.h, CURLOPT_WRITEDATA, &b);
-        CURLcode cc = curl_easy_perform(hd.h);
+                curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, gs_buf_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->b);
+        return 0;
+}
+
+/* lint: long — a request's end: transport failure, status mapping and JSON decoding, each failure translated once
+ * at this boundary; x's handle, buffer and body freed. */
+static int request_finish(struct xfer *x, json_t **ret, struct kube_error *e) {
+        CURLcode cc = x->cc;
+        struct gs_buf *b = &x->b;
         long http = 0;
-        curl_easy_getinfo(hd.h, CURLINFO_RESPONSE_CODE, &http);
+        int r;
+        curl_easy_getinfo(x->hd.h, CURLINFO_RESPONSE_CODE, &http);
         if (cc != CURLE_OK) {
-                if (b.overflow) {
+                if (b->overflow) {
                         if (e) {
                                 memset(e, 0, sizeof *e);
                                 e->http = http;
@@ -462,22 +564,22 @@ static int request_within(struct kube_client *c, enum kube_method m, const char 
                 } else if (cc == CURLE_ABORTED_BY_CALLBACK)
                         r = -ECANCELED;
                 else
-                        r = transport_error(&hd, cc, e);
+                        r = transport_error(&x->hd, cc, e);
                 goto out;
         }
         if (http < 200 || http >= 300) {
-                kube_status_decode(b.p, b.len, http, e);
+                kube_status_decode(b->p, b->len, http, e);
                 r = kube_errno_from_http(http, e ? e->reason : NULL);
                 if (!e) {
                         struct kube_error tmp;
-                        kube_status_decode(b.p, b.len, http, &tmp);
+                        kube_status_decode(b->p, b->len, http, &tmp);
                         r = kube_errno_from_http(http, tmp.reason);
                 }
                 goto out;
         }
         if (ret) {
                 json_error_t je;
-                json_t *j = b.len ? json_loadb(b.p, b.len, JSON_REJECT_DUPLICATES, &je) : json_object();
+                json_t *j = b->len ? json_loadb(b->p, b->len, JSON_REJECT_DUPLICATES, &je) : json_object();
                 if (!j) {
                         if (e) {
                                 memset(e, 0, sizeof *e);
@@ -491,17 +593,71 @@ static int request_within(struct kube_client *c, enum kube_method m, const char 
         }
         r = 0;
 out:
-        gs_buf_done(&b);
-        if (cc == CURLE_OK)
-                handle_release(c, &hd);
-        else
-                handle_done(&hd); /* a failed transfer's connection is not worth keeping */
+        gs_buf_done(b);
+        handle_done(&x->hd); /* its connection stays in the multi handle */
+        free(x->body);
+        x->body = NULL;
         return r;
+}
+
+/* Thread: the mux's, at a transfer's end. */
+static void xfer_complete(struct kube_client *c, struct xfer *x) {
+        if (!x->user_done) {
+                pthread_mutex_lock(&c->lock);
+                x->done = true;
+                pthread_cond_signal(&x->cond);
+                pthread_mutex_unlock(&c->lock);
+                return;
+        }
+        json_t *ret = NULL;
+        struct kube_error e = { 0 };
+        int r = request_finish(x, &ret, &e);
+        x->user_done(x->user_data, r, ret, &e);
+        free(x);
+}
+
+static int request_within(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
+                          struct kube_error *e, unsigned timeout_ms) {
+        struct xfer x;
+        int r = request_prepare(c, m, path, body, timeout_ms, &x);
+        if (r < 0)
+                return r;
+        pthread_cond_init(&x.cond, NULL);
+        if ((r = mux_submit(c, &x)) < 0) {
+                x.cc = r == -ENOMEM ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+        } else {
+                pthread_mutex_lock(&c->lock);
+                while (!x.done)
+                        pthread_cond_wait(&x.cond, &c->lock);
+                pthread_mutex_unlock(&c->lock);
+        }
+        pthread_cond_destroy(&x.cond);
+        return request_finish(&x, ret, e);
 }
 
 int kube_request(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
                  struct kube_error *e) {
         return request_within(c, m, path, body, ret, e, c ? c->timeout_ms : 0);
+}
+
+int kube_request_start(struct kube_client *c, enum kube_method m, const char *path, const char *body, kube_done_fn done,
+                       void *userdata) {
+        if (!done)
+                return -EINVAL;
+        struct xfer *x = malloc(sizeof *x);
+        if (!x)
+                return -ENOMEM;
+        int r = request_prepare(c, m, path, body, c ? c->timeout_ms : 0, x);
+        if (r == 0) {
+                x->user_done = done;
+                x->user_data = userdata;
+                r = mux_submit(c, x);
+                if (r < 0)
+                        request_finish(x, NULL, NULL);
+        }
+        if (r < 0)
+                free(x);
+        return r;
 }
 
 /* "?a=b&c=d" built piece by piece into a fixed buffer. */
@@ -684,7 +840,7 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
         if (asprintf(&full, "%s%s", path, q.s) < 0)
                 return -ENOMEM;
         struct handle hd;
-        int r = handle_init(c, &hd, full, NULL, false);
+        int r = handle_init(c, &hd, full, NULL);
         free(full);
         if (r < 0)
                 return r;

@@ -119,6 +119,14 @@ enum kube_method {
 int kube_request(struct kube_client *c, enum kube_method m, const char *path, const char *body, json_t **ret,
                  struct kube_error *e);
 
+/* kube_request without waiting for the answer: done(userdata, r, ret, e) is called once, on the
+ * client's own request thread (never inside this call), with what kube_request would have returned;
+ * ret (may be NULL) is then done's to json_decref, e valid during the call only. done must be quick and
+ * must not wait on another request of this client. 0 when started, or -errno (done is not called). */
+typedef void (*kube_done_fn)(void *userdata, int r, json_t *ret, const struct kube_error *e);
+int kube_request_start(struct kube_client *c, enum kube_method m, const char *path, const char *body, kube_done_fn done,
+                       void *userdata);
+
 /* Selectors and paging for LIST and WATCH. Strings may be NULL. */
 struct kube_list_opts {
         const char *label_selector;
@@ -290,6 +298,10 @@ int kube_pod_annotate(struct kube_client *c, const char *ns, const char *name, c
  */
 int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid,
                   const char *resource_version, const char *node, const json_t *annotations, struct kube_error *e);
+/* kube_pod_bind without waiting: see kube_request_start. */
+int kube_pod_bind_start(struct kube_client *c, const char *ns, const char *name, const char *uid,
+                        const char *resource_version, const char *node, const json_t *annotations, kube_done_fn done,
+                        void *userdata);
 
 /* Create an Event about an object (kind "Pod"/"Node"; ns NULL/"" for cluster-scoped objects, the
  * event then goes to "default"). type "Normal" or "Warning". */

@@ -55,10 +55,10 @@ int kube_pod_annotate(struct kube_client *c, const char *ns, const char *name, c
         return post_json(c, KUBE_PATCH_MERGE, path, json_pack("{s:o}", "metadata", meta), e);
 }
 
-int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid,
-                  const char *resource_version, const char *node, const json_t *annotations, struct kube_error *e) {
-        char path[1024];
-        int r = object_path(path, sizeof path, ns, "pods", name, "binding");
+/* The Binding of kube_pod_bind: its path into path, its JSON text (malloc'ed) into *ret. */
+static int binding(const char *ns, const char *name, const char *uid, const char *resource_version, const char *node,
+                   const json_t *annotations, char *path, size_t path_len, char **ret) {
+        int r = object_path(path, path_len, ns, "pods", name, "binding");
         if (r < 0)
                 return r;
         if (annotations && !json_is_object(annotations))
@@ -70,10 +70,34 @@ int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const
                 json_object_set_new(meta, "resourceVersion", json_string(resource_version));
         if (meta && annotations)
                 json_object_set_new(meta, "annotations", json_deep_copy(annotations));
-        return post_json(c, KUBE_POST, path,
-                         json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding", "metadata",
-                                   meta, "target", "apiVersion", "v1", "kind", "Node", "name", node),
-                         e);
+        json_t *body = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding", "metadata",
+                                 meta, "target", "apiVersion", "v1", "kind", "Node", "name", node);
+        *ret = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int kube_pod_bind(struct kube_client *c, const char *ns, const char *name, const char *uid,
+                  const char *resource_version, const char *node, const json_t *annotations, struct kube_error *e) {
+        char path[1024], *body;
+        int r = binding(ns, name, uid, resource_version, node, annotations, path, sizeof path, &body);
+        if (r < 0)
+                return r;
+        r = kube_request(c, KUBE_POST, path, body, NULL, e);
+        free(body);
+        return r;
+}
+
+int kube_pod_bind_start(struct kube_client *c, const char *ns, const char *name, const char *uid,
+                        const char *resource_version, const char *node, const json_t *annotations, kube_done_fn done,
+                        void *userdata) {
+        char path[1024], *body;
+        int r = binding(ns, name, uid, resource_version, node, annotations, path, sizeof path, &body);
+        if (r < 0)
+                return r;
+        r = kube_request_start(c, KUBE_POST, path, body, done, userdata);
+        free(body);
+        return r;
 }
 
 int kube_event_post(struct kube_client *c, const char *ns, const char *kind, const char *name, const char *uid,

@@ -117,23 +117,50 @@ static void crash_point(const char *point) {
                 (void)kill(getpid(), SIGKILL);
 }
 
-static int feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
-                     const char *node, const char *annotations_json, struct gs_error *err) {
+/* A Binding in flight: whom to tell its end. */
+struct feed_bind_call {
+        sched_bound_fn done;
+        void *cookie;
+};
+
+/* Thread: the API client's request thread. */
+static void feed_bound(void *u, int r, json_t *ret, const struct kube_error *e) {
+        struct feed_bind_call *fc = u;
+        struct gs_error err = { 0 };
+        json_decref(ret);
+        if (r < 0)
+                api_error(r, e, &err);
+        else
+                crash_point("bind-written");
+        fc->done(fc->cookie, r, &err);
+        free(fc);
+}
+
+static void feed_bind(void *userdata, const char *ns, const char *name, const char *uid, const char *rv,
+                      const char *node, const char *annotations_json, sched_bound_fn done, void *cookie) {
         struct sched_feed *f = userdata;
-        if (!dns_name(ns) || !dns_name(name))
-                return gs_error_set(err, -EINVAL, "not a valid pod name");
+        struct gs_error err = { 0 };
+        if (!dns_name(ns) || !dns_name(name)) {
+                done(cookie, gs_error_set(&err, -EINVAL, "not a valid pod name"), &err);
+                return;
+        }
         json_t *ann = annotations_json ? json_loads(annotations_json, 0, NULL) : NULL;
         if (annotations_json && !json_is_object(ann)) {
                 json_decref(ann);
-                return gs_error_set(err, -EINVAL, "the assignment annotations are not a JSON object");
+                done(cookie, gs_error_set(&err, -EINVAL, "the assignment annotations are not a JSON object"), &err);
+                return;
         }
-        struct kube_error e = { 0 };
-        int r = kube_pod_bind(f->client, ns, name, uid, rv, node, ann, &e);
+        struct feed_bind_call *fc = malloc(sizeof *fc);
+        int r = fc ? 0 : -ENOMEM;
+        if (fc) {
+                *fc = (struct feed_bind_call){ done, cookie };
+                r = kube_pod_bind_start(f->client, ns, name, uid, rv, node, ann, feed_bound, fc);
+        }
         json_decref(ann);
-        if (r < 0)
-                return api_error(r, &e, err);
-        crash_point("bind-written");
-        return 0;
+        if (r < 0) {
+                free(fc);
+                done(cookie, gs_error_set(&err, r, "cannot start the Binding: %s", strerror(-r)), &err);
+        }
 }
 
 int sched_feed_new(const char *kubeconfig, const char *context, struct sched_feed **ret, struct gs_error *err) {

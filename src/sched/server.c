@@ -526,17 +526,40 @@ static unsigned bind_reply(struct sched_server *s, double t0, const char *error,
         return 200;
 }
 
+/* A bind between its start and the binder's answer. */
+struct bind_call {
+        struct sched_server *s;
+        double t0;
+        struct cluster_pod pod;
+        char node[CLUSTER_NAME_MAX];
+        sched_reply_fn reply;
+        void *cookie;
+};
+
+static void bind_done(void *u, int r, const struct gs_error *err);
+
+/* Answer a bind with error (NULL: bound) through reply. */
+static void bind_answer(struct sched_server *s, double t0, const char *error, sched_reply_fn reply, void *cookie) {
+        char *b;
+        size_t l;
+        unsigned st = bind_reply(s, t0, error, &b, &l);
+        reply(cookie, st, b, l);
+}
+
 /* lint: long — the bind verb in order: decode, choose again against the current model, assume, bind (with the
  * assignment) through the binder, answer; each failure has its own answer and metric. */
-unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+void sched_server_bind_start(struct sched_server *s, const char *body, size_t len, sched_reply_fn reply, void *cookie) {
         double t0 = now_mono();
         struct sched_ext_bind_args b;
         struct gs_error err = { 0 };
         char msg[2048];
         if (sched_ext_bind_decode(body, len, &b, &err) < 0) {
                 snprintf(msg, sizeof msg, "gpuslice scheduler: bad ExtenderBindingArgs: %s", err.message);
-                bind_reply(s, t0, msg, ret, ret_len);
-                return 400;
+                char *ret;
+                size_t ret_len;
+                unsigned st = bind_reply(s, t0, msg, &ret, &ret_len);
+                reply(cookie, st == 200 ? 400 : st, ret, ret_len);
+                return;
         }
         pthread_mutex_lock(&s->lock);
         struct cluster_pod *v = sched_map_get(&s->pending, b.pod_uid, strlen(b.pod_uid));
@@ -546,7 +569,8 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                 snprintf(msg, sizeof msg,
                          "gpuslice scheduler: pod %s/%s (uid %s) was not seen by filter; cannot choose its GPUs",
                          b.pod_namespace, b.pod_name, b.pod_uid);
-                return bind_reply(s, t0, msg, ret, ret_len);
+                bind_answer(s, t0, msg, reply, cookie);
+                return;
         }
         struct cluster_pod pod = *v;
         const struct sched_node *n = sched_model_node(s->model, b.node);
@@ -562,7 +586,8 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                         metrics_counter_add(s->bind_refused, 1);
                         snprintf(msg, sizeof msg, "gpuslice scheduler: node %s no longer fits pod %s/%s: %s", b.node,
                                  pod.ns, pod.name, fit.reason);
-                        return bind_reply(s, t0, msg, ret, ret_len);
+                        bind_answer(s, t0, msg, reply, cookie);
+                        return;
                 }
                 pack_share_gpu(s, n, &pod, pol, &fit);
                 struct sched_pod_info info;
@@ -585,46 +610,102 @@ unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len,
                         pthread_mutex_unlock(&s->lock);
                         metrics_counter_add(s->bind_failed, 1);
                         snprintf(msg, sizeof msg, "gpuslice scheduler: cannot record the placement: %s", strerror(-r));
-                        return bind_reply(s, t0, msg, ret, ret_len);
+                        bind_answer(s, t0, msg, reply, cookie);
+                        return;
                 }
         }
         pthread_mutex_unlock(&s->lock);
 
-        int r = 0;
-        gs_error_clear(&err);
-        if (!s->has_binder) {
-                r = -ENOTCONN;
-                gs_error_set(&err, r, "no API server configured (--kubeconfig or in-cluster)");
+        struct bind_call *bc = calloc(1, sizeof *bc);
+        if (!bc) {
+                free(annotations);
+                pthread_mutex_lock(&s->lock);
+                sched_model_forget_pod(s->model, pod.uid);
+                pthread_mutex_unlock(&s->lock);
+                metrics_counter_add(s->bind_failed, 1);
+                bind_answer(s, t0, "gpuslice scheduler: out of memory", reply, cookie);
+                return;
         }
-        /* one call: the node and the assignment land in the same update of the pod, or neither */
-        if (r >= 0)
-                r = s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, b.node,
-                                   annotations, &err);
+        *bc = (struct bind_call){ .s = s, .t0 = t0, .pod = pod, .reply = reply, .cookie = cookie };
+        strscpy(bc->node, b.node, sizeof bc->node);
+        if (!s->has_binder) {
+                gs_error_set(&err, -ENOTCONN, "no API server configured (--kubeconfig or in-cluster)");
+                bind_done(bc, -ENOTCONN, &err);
+        } else /* one call: the node and the assignment land in the same update of the pod, or neither */
+                s->binder.bind(s->binder.userdata, pod.ns, pod.name, pod.uid, pod.resource_version, b.node, annotations,
+                               bind_done, bc);
         free(annotations);
+}
+
+/* The binder's answer to a bind_call: forget the assumed pod or drop it from the pending ones, answer.
+ * Thread: the binder's (the API client's request thread), or the bind's own when the binder answered
+ * at once. */
+static void bind_done(void *u, int r, const struct gs_error *err) {
+        struct bind_call *bc = u;
+        struct sched_server *s = bc->s;
+        const struct cluster_pod *pod = &bc->pod;
+        char msg[2048];
         pthread_mutex_lock(&s->lock);
         if (r < 0)
-                sched_model_forget_pod(s->model, pod.uid);
+                sched_model_forget_pod(s->model, pod->uid);
         else
-                pending_drop(s, pod.uid);
+                pending_drop(s, pod->uid);
         pthread_mutex_unlock(&s->lock);
-        if (r < 0) {
-                if (r == -ESTALE) {
-                        metrics_counter_add(s->bind_conflict, 1);
-                        snprintf(msg, sizeof msg,
-                                 "gpuslice scheduler: the API server refused binding pod %s/%s (resourceVersion %s) "
-                                 "to %s as a conflict (bound already, being deleted, or changed since it was "
-                                 "filtered); nothing was written: %s",
-                                 pod.ns, pod.name, pod.resource_version, b.node, err.message);
-                } else {
-                        metrics_counter_add(s->bind_failed, 1);
-                        snprintf(msg, sizeof msg, "gpuslice scheduler: bind of pod %s/%s to %s failed%s: %s", pod.ns,
-                                 pod.name, b.node, r == -ENOENT ? " (the pod is gone)" : "",
-                                 err.message[0] ? err.message : strerror(-r));
-                }
-                return bind_reply(s, t0, msg, ret, ret_len);
-        }
-        metrics_counter_add(s->bind_ok, 1);
-        return bind_reply(s, t0, NULL, ret, ret_len);
+        const char *error = NULL;
+        if (r == -ESTALE) {
+                metrics_counter_add(s->bind_conflict, 1);
+                snprintf(msg, sizeof msg,
+                         "gpuslice scheduler: the API server refused binding pod %s/%s (resourceVersion %s) "
+                         "to %s as a conflict (bound already, being deleted, or changed since it was "
+                         "filtered); nothing was written: %s",
+                         pod->ns, pod->name, pod->resource_version, bc->node, err ? err->message : "");
+                error = msg;
+        } else if (r < 0) {
+                metrics_counter_add(s->bind_failed, 1);
+                snprintf(msg, sizeof msg, "gpuslice scheduler: bind of pod %s/%s to %s failed%s: %s", pod->ns,
+                         pod->name, bc->node, r == -ENOENT ? " (the pod is gone)" : "",
+                         err && err->message[0] ? err->message : strerror(-r));
+                error = msg;
+        } else
+                metrics_counter_add(s->bind_ok, 1);
+        bind_answer(s, bc->t0, error, bc->reply, bc->cookie);
+        free(bc);
+}
+
+/* sched_server_bind_start, waiting for its answer. */
+struct bind_wait {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool done;
+        unsigned status;
+        char *body;
+        size_t len;
+};
+
+static void bind_waited(void *u, unsigned status, char *body, size_t len) {
+        struct bind_wait *w = u;
+        pthread_mutex_lock(&w->lock);
+        *w = (struct bind_wait){
+                .lock = w->lock, .cond = w->cond, .done = true, .status = status, .body = body, .len = len
+        };
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+}
+
+unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len) {
+        struct bind_wait w = { .done = false };
+        pthread_mutex_init(&w.lock, NULL);
+        pthread_cond_init(&w.cond, NULL);
+        sched_server_bind_start(s, body, len, bind_waited, &w);
+        pthread_mutex_lock(&w.lock);
+        while (!w.done)
+                pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        pthread_cond_destroy(&w.cond);
+        pthread_mutex_destroy(&w.lock);
+        *ret = w.body;
+        *ret_len = w.len;
+        return w.status;
 }
 
 /* ---- preempt ---- */
@@ -709,10 +790,23 @@ static void serve_prioritize(void *ud, const struct http_request *req, struct ht
                 json_reply(resp, st, b, l);
         }
 }
+/* The deferred answer of serve_bind. Thread: the binder's, or the HTTP server's. */
+static void bind_replied(void *cookie, unsigned status, char *body, size_t len) {
+        struct http_response resp = { 0 };
+        json_reply(&resp, status, body, len);
+        http_reply(cookie, &resp);
+}
+
+/* A bind waits on the API server: its answer is deferred, so the connection holds no thread meanwhile. */
 static void serve_bind(void *ud, const struct http_request *req, struct http_response *resp) {
         char *b;
         size_t l;
-        if (post_only(req, resp)) {
+        if (!post_only(req, resp))
+                return;
+        struct http_deferred *d = http_defer(req);
+        if (d)
+                sched_server_bind_start(ud, req->body, req->body_len, bind_replied, d);
+        else {
                 unsigned st = sched_server_bind(ud, req->body, req->body_len, &b, &l);
                 json_reply(resp, st, b, l);
         }
@@ -867,7 +961,7 @@ int sched_server_new(const struct sched_server_options *o, struct sched_server *
          * of its own, while filter and prioritize for the next pods go on on others. With a pool of
          * polling threads a filter whose kept-alive connection shared a thread with a bind waited for
          * the bind (docs/scheduler.md, "Performance"). */
-        if ((r = http_server_thread_per_connection(s->http, SCHED_SERVER_CONNECTIONS)) < 0 ||
+        if ((r = http_server_max_connections(s->http, SCHED_SERVER_CONNECTIONS)) < 0 ||
             (r = http_server_handle(s->http, "/filter", serve_filter, s)) < 0 ||
             (r = http_server_handle(s->http, "/prioritize", serve_prioritize, s)) < 0 ||
             (r = http_server_handle(s->http, "/bind", serve_bind, s)) < 0 ||

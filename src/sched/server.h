@@ -27,12 +27,15 @@
 /* Errors a binder returns: -ESTALE when the API server refused the Binding as a conflict (409: the
  * pod is bound already or being deleted; or, on servers that honour them, its uid or resourceVersion
  * changed), -ENOENT when the pod is gone, other -errno for the rest; err says what the API said. */
+typedef void (*sched_bound_fn)(void *cookie, int r, const struct gs_error *err);
 struct sched_binder {
-        /* POST /api/v1/namespaces/{ns}/pods/{name}/binding to node, with `annotations_json` ({"k":"v"})
-         * as the Binding's metadata.annotations (merged into the pod's by the same update), uid and
-         * resource_version ("" none) as its preconditions. */
-        int (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
-                    const char *node, const char *annotations_json, struct gs_error *err);
+        /* Start POST /api/v1/namespaces/{ns}/pods/{name}/binding to node, with `annotations_json`
+         * ({"k":"v"}) as the Binding's metadata.annotations (merged into the pod's by the same update),
+         * uid and resource_version ("" none) as its preconditions; the strings are the caller's, valid
+         * during the call only. Its end, success or not, is told once by done(cookie, r, err), on any
+         * thread, possibly before bind returns; err may be NULL. */
+        void (*bind)(void *userdata, const char *ns, const char *name, const char *uid, const char *resource_version,
+                     const char *node, const char *annotations_json, sched_bound_fn done, void *cookie);
         void *userdata;
 };
 
@@ -103,6 +106,11 @@ unsigned sched_server_filter(struct sched_server *s, const char *body, size_t le
 unsigned sched_server_prioritize(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
 /* Thread: the HTTP server's; lock: takes the server's lock (never across an API call). */
 unsigned sched_server_bind(struct sched_server *s, const char *body, size_t len, char **ret, size_t *ret_len);
+/* sched_server_bind without waiting for the API server: reply(cookie, status, body, len) is called once
+ * (body is reply's to free), on the binder's thread or, when the answer is known at once, on this one
+ * before it returns. Thread: the HTTP server's; lock: as sched_server_bind. */
+typedef void (*sched_reply_fn)(void *cookie, unsigned status, char *body, size_t len);
+void sched_server_bind_start(struct sched_server *s, const char *body, size_t len, sched_reply_fn reply, void *cookie);
 /* Preemption (ExtenderPreemptionArgs → ExtenderPreemptionResult): of the candidate nodes, those
  * where evicting the given victims frees GPUs the pod fits on (the full placement, the victims' GPU
  * holdings taken out), each with its victims as given — victims are never dropped, since

@@ -47,10 +47,12 @@ struct rec {
         char rv[64], uid[64], node[64], annotations[4096];
 };
 
-/* The Binding as the API server would take it: one call carrying the assignment annotations. */
-static int rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
-                    const char *ann, struct gs_error *err) {
+/* The Binding as the API server would take it: one call carrying the assignment annotations; its
+ * answer told at once. */
+static void rec_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
+                     const char *ann, sched_bound_fn done, void *cookie) {
         struct rec *r = ud;
+        struct gs_error err = { 0 };
         (void)ns;
         (void)name;
         r->bind_calls++;
@@ -59,12 +61,12 @@ static int rec_bind(void *ud, const char *ns, const char *name, const char *uid,
         strscpy(r->node, node, sizeof r->node);
         strscpy(r->annotations, ann ? ann : "", sizeof r->annotations);
         if (r->bind_ret == -ESTALE)
-                gs_error_set(err, -ESTALE,
+                gs_error_set(&err, -ESTALE,
                              "Operation cannot be fulfilled on pods/binding \"x\": pod x is already "
                              "assigned to node \"gpunode\"");
         else if (r->bind_ret < 0)
-                gs_error_set(err, r->bind_ret, "pods \"x\" is forbidden");
-        return r->bind_ret;
+                gs_error_set(&err, r->bind_ret, "pods \"x\" is forbidden");
+        done(cookie, r->bind_ret, &err);
 }
 
 /* filter_all: filter answers every node that fits (--filter-answer all); else the policy's node alone. */
@@ -310,25 +312,36 @@ static void test_http_endpoints(void **state) {
         sched_server_free(s);
 }
 
-/* A binder whose Binding waits until the test lets it go; counts the binds waiting in it. */
+/* A binder whose Bindings stay unanswered until the test lets them go (as the API server's answers
+ * come later, on the API client's thread); counts the binds waiting in it. */
 struct gate {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         unsigned entered;
-        bool release;
+        sched_bound_fn done[128];
+        void *cookie[128];
 };
 
-static int gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
-                     const char *ann, struct gs_error *err) {
+static void gate_bind(void *ud, const char *ns, const char *name, const char *uid, const char *rv, const char *node,
+                      const char *ann, sched_bound_fn done, void *cookie) {
         struct gate *g = ud;
-        (void)ns, (void)name, (void)uid, (void)rv, (void)node, (void)ann, (void)err;
+        (void)ns, (void)name, (void)uid, (void)rv, (void)node, (void)ann;
         pthread_mutex_lock(&g->lock);
-        g->entered++;
+        assert_true(g->entered < 128);
+        g->done[g->entered] = done;
+        g->cookie[g->entered++] = cookie;
         pthread_cond_broadcast(&g->cond);
-        while (!g->release)
-                pthread_cond_wait(&g->cond, &g->lock);
         pthread_mutex_unlock(&g->lock);
-        return 0;
+}
+
+/* Answer every waiting Binding: bound. */
+static unsigned gate_release(struct gate *g) {
+        pthread_mutex_lock(&g->lock);
+        unsigned n = g->entered;
+        pthread_mutex_unlock(&g->lock);
+        for (unsigned i = 0; i < n; i++)
+                g->done[i](g->cookie[i], 0, NULL);
+        return n;
 }
 
 /* Until `n` binds wait in the gate, at most `seconds`: true when they all got there. */
@@ -413,11 +426,7 @@ static void test_slow_bind_does_not_block_filter(void **state) {
         assert_int_equal(http(port, "/filter", late, &out), 200);
         assert_non_null(strstr(out, "\"NodeNames\":[\"gpunode\"]"));
         free(out);
-        pthread_mutex_lock(&g.lock);
-        unsigned entered = g.entered;
-        g.release = true;
-        pthread_cond_broadcast(&g.cond);
-        pthread_mutex_unlock(&g.lock);
+        unsigned entered = gate_release(&g);
         for (unsigned i = 0; i < SLOW_BINDS; i++)
                 pthread_join(t[i], NULL);
         if (!all)
