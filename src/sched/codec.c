@@ -260,6 +260,7 @@ static const char *plain_names(const char *p, const char *end, size_t *ret_n, ch
 
 static bool args_decode_fast(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret) {
         const char *end = body + len, *p = skip_ws(body, end), *at = NULL, *past = NULL;
+        size_t n = 0;
         if (p >= end || *p != '{')
                 return false;
         p = skip_ws(p + 1, end);
@@ -274,7 +275,6 @@ static bool args_decode_fast(const char *body, size_t len, const struct cluster_
                         return false;
                 p = skip_ws(p + 1, end);
                 if (names) {
-                        size_t n;
                         if (at || p >= end || *p != '[')
                                 return false; /* twice (jansson refuses it), or not an array */
                         at = p;
@@ -292,8 +292,7 @@ static bool args_decode_fast(const char *body, size_t len, const struct cluster_
         if (!at)
                 return false;
         /* the names: pointers, then the bytes (each name and its NUL fit in its quotes) */
-        size_t n, span = (size_t)(past - at);
-        (void)plain_names(at, end, &n, NULL, NULL);
+        size_t span = (size_t)(past - at);
         char **names = malloc((n ? n : 1) * sizeof *names + span);
         /* the rest, with null for the array */
         char *rest = malloc(len - span + 4);
