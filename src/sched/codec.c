@@ -304,7 +304,8 @@ static bool args_decode_fast(const char *body, size_t len, const struct cluster_
         (void)plain_names(at, end, &n, names, (char *)(names + (n ? n : 1)));
         size_t head = (size_t)(at - body);
         memcpy(rest, body, head);
-        memcpy(rest + head, "null", 4);
+        static const char null_value[4] = { 'n', 'u', 'l', 'l' }; /* no NUL: the text goes on */
+        memcpy(rest + head, null_value, sizeof null_value);
         memcpy(rest + head + 4, past, (size_t)(end - past));
         struct gs_error err = { 0 };
         int r = args_decode(rest, len - span + 4, u, ret, &err, names, n);
