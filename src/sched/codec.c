@@ -95,8 +95,10 @@ static int ext_request_begin(const char *body, size_t len, const char *what, con
         return 0;
 }
 
-int sched_ext_args_decode(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
-                          struct gs_error *err) {
+/* ExtenderArgs the full way, or, with plain (n_plain names read by args_decode_fast, owned by the caller
+ * until this succeeds), the document whose NodeNames array was replaced by null. */
+static int args_decode(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
+                       struct gs_error *err, char **plain, size_t n_plain) {
         memset(ret, 0, sizeof *ret);
         int r = ext_request_begin(body, len, "ExtenderArgs", u, &ret->root, &ret->pod, err);
         if (r < 0) {
@@ -107,6 +109,12 @@ int sched_ext_args_decode(const char *body, size_t len, const struct cluster_uni
         ret->soft_preferences = pod_soft_preferences(json_object_get(j, "Pod"));
         json_t *names = json_object_get(j, "NodeNames");
         json_t *nodes = json_object_get(j, "Nodes");
+        if (plain) {
+                ret->node_cache = true;
+                ret->n_nodes = n_plain; /* each checked as below, by args_decode_fast */
+                ret->node_names = plain;
+                return 0;
+        }
         if (names && !json_is_null(names)) {
                 if (!json_is_array(names)) {
                         gs_error_set(err, -EINVAL, "ExtenderArgs.NodeNames is not an array");
@@ -152,6 +160,173 @@ int sched_ext_args_decode(const char *body, size_t len, const struct cluster_uni
 bad:
         sched_ext_args_done(ret);
         return -EINVAL;
+}
+
+/*
+ * The fast path of sched_ext_args_decode: kube-scheduler sends every node's name (5,000 names are ~70 KB),
+ * and building a jansson string per name cost more than deciding the nodes. The top-level NodeNames
+ * array, when it holds only plain names (printable ASCII, no escape: every Kubernetes node name), is read
+ * here into one block; the rest of the document, with that array replaced by null, goes through jansson
+ * as before (it checks everything outside the array, duplicate keys included). Anything else (no such
+ * array, an escape, a name too long or empty, too many, a document jansson refuses) returns false and the
+ * caller decodes the original body the full way, so answers and error messages are the full path's.
+ */
+static bool json_ws(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+        while (p < end && json_ws(*p))
+                p++;
+        return p;
+}
+
+/* p at '"': past the closing quote, or NULL (unterminated). Escapes are skipped, not checked (jansson
+ * checks every string outside NodeNames). */
+static const char *skip_string(const char *p, const char *end) {
+        for (p++; p < end; p++) {
+                if (*p == '\\')
+                        p++;
+                else if (*p == '"')
+                        return p + 1;
+        }
+        return NULL;
+}
+
+/* Past one value at p (strings and brackets tracked, not validated), or NULL. */
+static const char *skip_value(const char *p, const char *end) {
+        if (p >= end)
+                return NULL;
+        if (*p == '"')
+                return skip_string(p, end);
+        if (*p == '{' || *p == '[') {
+                unsigned depth = 0;
+                while (p < end) {
+                        if (*p == '"') {
+                                p = skip_string(p, end);
+                                if (!p)
+                                        return NULL;
+                                continue;
+                        }
+                        if (*p == '{' || *p == '[')
+                                depth++;
+                        else if ((*p == '}' || *p == ']') && --depth == 0)
+                                return p + 1;
+                        p++;
+                }
+                return NULL;
+        }
+        const char *v = p;
+        while (p < end && !json_ws(*p) && *p != ',' && *p != '}' && *p != ']')
+                p++;
+        return p > v ? p : NULL;
+}
+
+/* The names of the array at p ('['): counted (ret_names NULL) or copied into pool, one NUL-terminated
+ * name each. Past the array, or NULL when a name is not plain (or the array not of strings). */
+static const char *plain_names(const char *p, const char *end, size_t *ret_n, char **ret_names, char *pool) {
+        size_t n = 0;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == ']') {
+                *ret_n = 0;
+                return p + 1;
+        }
+        for (;;) {
+                if (p >= end || *p != '"')
+                        return NULL;
+                const char *s = ++p;
+                while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f && *p != '"' && *p != '\\')
+                        p++;
+                if (p >= end || *p != '"' || p == s || (size_t)(p - s) >= CLUSTER_NAME_MAX)
+                        return NULL;
+                if (ret_names) {
+                        memcpy(pool, s, (size_t)(p - s));
+                        ret_names[n] = pool;
+                        pool += p - s;
+                        *pool++ = '\0';
+                }
+                if (++n > SCHED_CODEC_MAX_NODES)
+                        return NULL;
+                p = skip_ws(p + 1, end);
+                if (p < end && *p == ']') {
+                        *ret_n = n;
+                        return p + 1;
+                }
+                if (p >= end || *p != ',')
+                        return NULL;
+                p = skip_ws(p + 1, end);
+        }
+}
+
+static bool args_decode_fast(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret) {
+        const char *end = body + len, *p = skip_ws(body, end), *at = NULL, *past = NULL;
+        size_t n = 0;
+        if (p >= end || *p != '{')
+                return false;
+        p = skip_ws(p + 1, end);
+        while (p < end && *p == '"') {
+                const char *k = p;
+                p = skip_string(p, end);
+                if (!p)
+                        return false;
+                bool names = p - k == sizeof "\"NodeNames\"" - 1 && !memcmp(k, "\"NodeNames\"", (size_t)(p - k));
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                        return false;
+                p = skip_ws(p + 1, end);
+                if (names) {
+                        if (at || p >= end || *p != '[')
+                                return false; /* twice (jansson refuses it), or not an array */
+                        at = p;
+                        past = p = plain_names(p, end, &n, NULL, NULL);
+                } else
+                        p = skip_value(p, end);
+                if (!p)
+                        return false;
+                p = skip_ws(p, end);
+                if (p < end && *p == ',')
+                        p = skip_ws(p + 1, end);
+                else
+                        break;
+        }
+        if (!at)
+                return false;
+        /* the names: pointers, then the bytes (each name and its NUL fit in its quotes) */
+        size_t span = (size_t)(past - at);
+        char **names = malloc((n ? n : 1) * sizeof *names + span);
+        /* the rest, with null for the array */
+        char *rest = malloc(len - span + 4);
+        if (!names || !rest) {
+                free(names);
+                free(rest);
+                return false;
+        }
+        (void)plain_names(at, end, &n, names, (char *)(names + (n ? n : 1)));
+        size_t head = (size_t)(at - body);
+        memcpy(rest, body, head);
+        static const char null_value[4] = { 'n', 'u', 'l', 'l' }; /* no NUL: the text goes on */
+        memcpy(rest + head, null_value, sizeof null_value);
+        memcpy(rest + head + 4, past, (size_t)(end - past));
+        struct gs_error err = { 0 };
+        int r = args_decode(rest, len - span + 4, u, ret, &err, names, n);
+        free(rest);
+        if (r < 0) { /* the full path says what it makes of the original */
+                free(names);
+                return false;
+        }
+        return true;
+}
+
+int sched_ext_args_decode(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
+                          struct gs_error *err) {
+        if (body && len <= SCHED_CODEC_MAX_BODY && args_decode_fast(body, len, u, ret))
+                return 0;
+        return args_decode(body, len, u, ret, err, NULL, 0);
+}
+
+int sched_ext_args_decode_full(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
+                               struct gs_error *err) {
+        return args_decode(body, len, u, ret, err, NULL, 0);
 }
 
 static int finish(json_t *j, char **ret, size_t *ret_len) {

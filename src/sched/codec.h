@@ -44,10 +44,17 @@ struct sched_ext_args {
         bool soft_preferences;
 };
 
-/* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. */
+/* Decode ExtenderArgs (filter, prioritize). 0 or -EINVAL/-E2BIG with err. A NodeNames array of plain names
+ * (printable ASCII without escapes) is read without building a JSON value per name; anything else is
+ * decoded the full way (below), so the answer and any error are the same. */
 /* Thread: any; lock: none (pure). */
 int sched_ext_args_decode(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
                           struct gs_error *err);
+/* The same without the fast path (every name through jansson): for tests and the fuzz target, which compare
+ * the two. */
+/* Thread: any; lock: none (pure). */
+int sched_ext_args_decode_full(const char *body, size_t len, const struct cluster_units *u, struct sched_ext_args *ret,
+                               struct gs_error *err);
 /* Thread: any; lock: none (pure). */
 void sched_ext_args_done(struct sched_ext_args *a);
 

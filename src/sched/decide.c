@@ -133,18 +133,61 @@ static void share_reason(const struct room *r, const struct cluster_container_re
                          who);
 }
 
+/* Text appended as snprintf(buf, len, ...) writes it: cut at len - 1 bytes, NUL-terminated (len > 0). */
+struct text {
+        char *p;
+        size_t len, at;
+};
+
+static void text_puts(struct text *t, const char *s) {
+        size_t l = strlen(s), room = t->at + 1 < t->len ? t->len - 1 - t->at : 0;
+        memcpy(t->p + t->at, s, MIN(l, room));
+        t->at += MIN(l, room);
+}
+
+static void text_uint(struct text *t, unsigned v) {
+        char d[16];
+        size_t i = sizeof d - 1;
+        d[i] = '\0';
+        do
+                d[--i] = (char)('0' + v % 10);
+        while ((v /= 10) > 0);
+        text_puts(t, d + i);
+}
+
+static void text_end(struct text *t) {
+        if (t->len)
+                t->p[t->at] = '\0';
+}
+
 static void whole_reason(const struct room *r, const struct cluster_container_req *c, unsigned placed, int err,
                          char *buf, size_t len) {
         unsigned free_n = (unsigned)__builtin_popcountll(r->whole_free);
         const char *name = c->name[0] ? c->name : "?";
         char rep[48];
         replicated_text(r, rep, sizeof rep);
-        if (err == -ENOSPC || free_n < c->whole)
-                snprintf(buf, len,
-                         "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s%s), container %s needs %u",
-                         free_n, r->n, r->n_shared, r->n_held, r->n_unhealthy, rep,
-                         placed ? ", after placing other containers" : "", name, c->whole);
-        else
+        if (err == -ENOSPC || free_n < c->whole) {
+                /* "%u of %u GPUs free whole (%u shared, %u held, %u unhealthy%s%s), container %s needs %u", by hand:
+                 * every node a whole request does not fit says it, and snprintf was a quarter of such a filter */
+                struct text t = { buf, len, 0 };
+                text_uint(&t, free_n);
+                text_puts(&t, " of ");
+                text_uint(&t, r->n);
+                text_puts(&t, " GPUs free whole (");
+                text_uint(&t, r->n_shared);
+                text_puts(&t, " shared, ");
+                text_uint(&t, r->n_held);
+                text_puts(&t, " held, ");
+                text_uint(&t, r->n_unhealthy);
+                text_puts(&t, " unhealthy");
+                text_puts(&t, rep);
+                text_puts(&t, placed ? ", after placing other containers" : "");
+                text_puts(&t, "), container ");
+                text_puts(&t, name);
+                text_puts(&t, " needs ");
+                text_uint(&t, c->whole);
+                text_end(&t);
+        } else
                 snprintf(buf, len, "the allocator found no set of %u GPUs for container %s (error %d)", c->whole, name,
                          err);
 }

@@ -82,6 +82,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct gs_error err = { 0 };
         struct sched_ext_args a;
         int have_args = sched_ext_args_decode(s, size, &u, &a, &err) == 0;
+        { /* the fast path of the node names answers as the full decoder */
+                struct sched_ext_args f;
+                struct gs_error ferr = { 0 };
+                assert((sched_ext_args_decode_full(s, size, &u, &f, &ferr) == 0) == have_args);
+                assert(have_args || strcmp(err.message, ferr.message) == 0);
+                if (have_args) {
+                        assert(f.n_nodes == a.n_nodes && f.node_cache == a.node_cache);
+                        for (size_t i = 0; i < a.n_nodes; i++)
+                                assert(strcmp(f.node_names[i], a.node_names[i]) == 0);
+                        sched_ext_args_done(&f);
+                }
+        }
         struct sched_ext_bind_args b;
         if (sched_ext_bind_decode(s, size, &b, &err) == 0)
                 assert(b.pod_name[0] && b.node[0]);

@@ -200,6 +200,88 @@ static void test_malformed_args(void **state) {
                 assert_int_equal(sched_ext_bind_decode(bb[i], strlen(bb[i]), &b, &err), -EINVAL);
 }
 
+/* The fast path of the node names (plain names read without jansson) answers exactly as the full decoder:
+ * the same result, names, pod and error message, for plain names, names it leaves to jansson, and
+ * malformed bodies around or inside the array. */
+static void expect_same_decode(const char *body, size_t len) {
+        struct sched_ext_args a, b;
+        struct gs_error ea = { 0 }, eb = { 0 };
+        int ra = sched_ext_args_decode(body, len, &U, &a, &ea);
+        int rb = sched_ext_args_decode_full(body, len, &U, &b, &eb);
+        assert_int_equal(ra, rb);
+        assert_string_equal(ea.message, eb.message);
+        if (ra == 0) {
+                assert_int_equal(a.node_cache, b.node_cache);
+                assert_int_equal(a.n_nodes, b.n_nodes);
+                for (size_t i = 0; i < a.n_nodes; i++)
+                        assert_string_equal(a.node_names[i], b.node_names[i]);
+                assert_string_equal(a.pod.uid, b.pod.uid);
+                assert_int_equal(a.pod.req.n, b.pod.req.n);
+                assert_int_equal(a.soft_preferences, b.soft_preferences);
+                assert_true((a.nodes_items == NULL) == (b.nodes_items == NULL));
+        }
+        sched_ext_args_done(&a);
+        sched_ext_args_done(&b);
+}
+
+static void test_node_names_fast_path_same(void **state) {
+        (void)state;
+#define POD "\"Pod\":{\"metadata\":{\"uid\":\"u1\"}}"
+        static const char *const bodies[] = {
+                "{" POD ",\"NodeNames\":[\"n0\",\"n1\",\"node-2.example.com\"]}",
+                " {\n" POD " ,\n \"NodeNames\" : [ \"a\" ,\t\"b\" ] \r\n}\n",
+                "{\"NodeNames\":[\"b\",\"a\"]," POD "}",
+                "{" POD ",\"NodeNames\":[]}",
+                "{" POD ",\"NodeNames\":[\"n\\u0030\",\"n1\"]}",         /* an escape: jansson's */
+                "{" POD ",\"NodeNames\":[\"caf\xc3\xa9\"]}",             /* not ASCII */
+                "{" POD ",\"NodeNames\":[\"a\\u0000b\"]}",               /* NUL inside */
+                "{" POD ",\"NodeNames\":[\"\"]}",                        /* empty name */
+                "{" POD ",\"NodeNames\":[\"a\",]}",                      /* trailing comma */
+                "{" POD ",\"NodeNames\":[\"a\" \"b\"]}",                 /* no comma */
+                "{" POD ",\"NodeNames\":[\"a\",1]}",                     /* not a string */
+                "{" POD ",\"NodeNames\":[\"a\"",                         /* cut */
+                "{" POD ",\"NodeNames\":[\"a\"]",                        /* cut after the array */
+                "{" POD ",\"NodeNames\":[\"a\"]} x",                     /* trailing garbage */
+                "{" POD ",\"NodeNames\":[\"a\"],\"NodeNames\":[\"b\"]}", /* twice */
+                "{" POD ",\"NodeNames\":[\"a\"],\"Node\\u004eames\":[\"b\"]}",
+                "{" POD ",\"NodeNames\":null,\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"x\"}}]}}",
+                "{" POD ",\"NodeNames\":[\"a\"],\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"x\"}}]}}",
+                "{" POD ",\"NodeNames\":[\"a\"],\"Nodes\":7}",
+                "{" POD ",\"NodeNames\":\"a\"}",
+                "{\"Pod\":{\"metadata\":{\"uid\":\"]\\\"NodeNames\\\":[\"}},\"NodeNames\":[\"a\"]}",
+                "{\"Pod\":{\"metadata\":{},\"x\":{\"NodeNames\":[\"z\"]}},\"NodeNames\":[\"a\"]}",
+                "{\"Pod\":{\"metadata\":{]},\"NodeNames\":[\"a\"]}", /* mismatched brackets before */
+                "{\"Pod\":{\"metadata\":{\"name\":1}},\"NodeNames\":[\"a\"]}",
+                "{\"Pod\":1,\"NodeNames\":[\"a\"]}",
+                "{\"NodeNames\":[\"a\"]}",
+                "[\"NodeNames\",[\"a\"]]",
+                "{" POD ",\"NodeNames\":[\"a\"],}",
+                "{" POD ",tru,\"NodeNames\":[\"a\"]}",
+        };
+#undef POD
+        for (size_t i = 0; i < ELEMENTSOF(bodies); i++)
+                expect_same_decode(bodies[i], strlen(bodies[i]));
+        /* names at the length limit and past it, and past the node count limit */
+        struct gs_buf b = { 0 };
+        for (size_t l = CLUSTER_NAME_MAX - 2; l <= CLUSTER_NAME_MAX; l++) {
+                gs_buf_clear(&b);
+                GS_BUF_LIT(&b, "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[\"");
+                for (size_t k = 0; k < l; k++)
+                        GS_BUF_LIT(&b, "x");
+                GS_BUF_LIT(&b, "\"]}");
+                expect_same_decode(b.p, b.len);
+        }
+        for (unsigned n = SCHED_CODEC_MAX_NODES; n <= SCHED_CODEC_MAX_NODES + 1; n++) {
+                gs_buf_clear(&b);
+                GS_BUF_LIT(&b, "{\"Pod\":{\"metadata\":{}},\"NodeNames\":[");
+                for (unsigned k = 0; k < n; k++)
+                        gs_buf_printf(&b, "%s\"n%u\"", k ? "," : "", k);
+                GS_BUF_LIT(&b, "]}");
+                expect_same_decode(b.p, b.len);
+        }
+        gs_buf_done(&b);
+}
+
 /* Both extender decoders start alike (ext_request_begin): the same checks, messages naming each one's object. */
 static void test_request_preamble_both_decoders(void **state) {
         (void)state;
@@ -412,6 +494,7 @@ int main(void) {
                 cmocka_unit_test(test_filter_nodes_sample),
                 cmocka_unit_test(test_prioritize_and_bind_samples),
                 cmocka_unit_test(test_malformed_args),
+                cmocka_unit_test(test_node_names_fast_path_same),
                 cmocka_unit_test(test_request_preamble_both_decoders),
                 cmocka_unit_test(test_snapshot),
                 cmocka_unit_test(test_inspect_records),
