@@ -372,10 +372,11 @@ def test_label_watch(e):
         api.stop()
 
 
-def start_mps(e, *extra):
-    """The agent started on NVIDIA's MPS example with the simulated control daemon (extra: more arguments), back
-    once every replica is Healthy (the daemon serves, configured). Its arguments, for a restart."""
-    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+def start_mps(e, *extra, ctl=None):
+    """The agent started on NVIDIA's MPS example with the simulated control daemon (ctl: another control program;
+    extra: more arguments), back once every replica is Healthy (the daemon serves, configured). Its arguments, for
+    a restart."""
+    ctl = ctl or os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
     args = (e.example("mps.yaml"), "--mps-control", ctl) + extra
     e.start(*args)
     e.wait_resources(["nvidia.com/gpu"])
@@ -426,6 +427,46 @@ def test_mps(e):
     check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
     check(not os.path.exists(state), "the daemon still runs after the agent stopped")
     check(os.stat(shm).st_dev == os.stat(os.path.dirname(shm)).st_dev, "the shm tmpfs is still mounted after SIGTERM")
+
+
+MASK_WRAPPER = """#!%(python)s
+import os, subprocess, sys
+SIM = %(sim)r
+mask = [line.split()[1] for line in open("/proc/self/status") if line.startswith("SigBlk:")][0]
+if sys.argv[1:]:  # the daemon: exec'ed, the agent's child itself
+    what, data = " ".join(sys.argv[1:]), None
+else:  # a client: the first word of the commands on its stdin
+    data = sys.stdin.buffer.read()
+    what = (data.split() or [b"-"])[0].decode()
+with open(%(log)r, "a") as f:
+    f.write("%%s %%s\\n" %% (what, mask))
+if data is None:
+    os.execv(SIM, [SIM] + sys.argv[1:])
+sys.exit(subprocess.run([SIM], input=data).returncode)
+"""
+
+
+def test_mps_child_signals(e):
+    """Every child the agent runs for MPS — the daemon, the client that configures it, the client that probes it —
+    starts with no signal blocked, though the agent blocks SIGTERM, SIGINT and SIGHUP for its signalfd: a control
+    client must die of the SIGTERM it is sent. The control program is a wrapper that notes its blocked mask."""
+    log = os.path.join(e.tmp, "masks")
+    wrapper = os.path.join(e.tmp, "bin", "nvidia-cuda-mps-control")
+    os.makedirs(os.path.dirname(wrapper))
+    with open(wrapper, "w") as f:
+        f.write(MASK_WRAPPER % {"python": sys.executable, "log": log,
+                                "sim": os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))})
+    os.chmod(wrapper, 0o755)
+    start_mps(e, ctl=wrapper)
+
+    def masks():
+        return {w: m for w, m in (line.split() for line in open(log))} if os.path.exists(log) else {}
+    e.kubelet.wait_for(lambda: "get_default_active_thread_percentage" in masks(), 10, "the first probe")
+    m = masks()
+    check(set(m) == {"-f", "set_default_active_thread_percentage", "get_default_active_thread_percentage"},
+          "children %s" % m)
+    check(all(int(v, 16) == 0 for v in m.values()), "a child of the agent with signals blocked: %s" % m)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
 
 
 def daemon_pid(state):
