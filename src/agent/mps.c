@@ -107,9 +107,13 @@ static int child_env_make(const struct mps *m, struct child_env *ret) {
         return 0;
 }
 
-/* In the child: program with one argument at most (NULL: none), found on PATH, in e's environment. Never returns. */
+/* In the child: program with one argument at most (NULL: none), found on PATH, in e's environment, with no signal
+ * blocked (the agent's threads block theirs; an exec'ed program keeps the mask it is given). Never returns. */
 __attribute__((noreturn)) static void child_exec(const char *program, const char *arg, const struct child_env *e) {
         char *argv[] = { (char *)program, (char *)arg, NULL };
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         execvpe(program, argv, e->envp);
         _exit(127);
 }
@@ -126,9 +130,6 @@ static int spawn(const char *program, struct mps *m) {
                 return -errno;
         }
         if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
                 /* its own mount namespace, mounts from the agent's still propagating in, the shm dir as /dev/shm */
                 if (m->shm_private &&
                     (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
@@ -154,7 +155,56 @@ static int spawn(const char *program, struct mps *m) {
         return -ETIMEDOUT;
 }
 
-static int control(const char *program, const struct mps *m, const char *text, size_t at);
+/* The control client against m's daemon, started: program with text on its stdin (written into a fresh pipe before
+ * the fork, so no write waits on the child; more than the pipe holds is -E2BIG) and, out_fd >= 0, out_fd as its
+ * stdout (blocking in the child, as any program expects). The pid into *ret_pid (the caller reaps it). 0 or -errno. */
+static int client_start(const char *program, const struct mps *m, const char *text, size_t len, int out_fd,
+                        pid_t *ret_pid) {
+        int in[2];
+        if (pipe2(in, O_CLOEXEC) < 0)
+                return -errno;
+        /* the write end only (its own open file description): the child's stdin blocks */
+        ssize_t w = fcntl(in[1], F_SETFL, O_NONBLOCK) < 0 ? -1 : write(in[1], text, len);
+        int r = w == (ssize_t)len ? 0 : w < 0 && errno != EAGAIN ? -errno : -E2BIG;
+        close(in[1]);
+        struct child_env env = { 0 };
+        if (r == 0)
+                r = child_env_make(m, &env);
+        pid_t pid = r == 0 ? fork() : -1;
+        if (pid == 0) {
+                dup2(in[0], STDIN_FILENO);
+                if (out_fd >= 0) {
+                        dup2(out_fd, STDOUT_FILENO);
+                        fcntl(STDOUT_FILENO, F_SETFL, 0);
+                }
+                child_exec(program, NULL, &env);
+        }
+        if (pid < 0 && r == 0)
+                r = -errno;
+        free(env.envp);
+        close(in[0]);
+        if (r < 0)
+                return r;
+        *ret_pid = pid;
+        return 0;
+}
+
+/* `echo TEXT | <program>` against m's daemon (bounded wait). 0 or -errno. */
+static int control(const char *program, const struct mps *m, const char *text, size_t len) {
+        pid_t pid;
+        int r = client_start(program, m, text, len, -1, &pid);
+        if (r < 0)
+                return r;
+        int status = 0;
+        for (unsigned waited = 0; waited < MPS_READY_MS; waited += 20) {
+                if (waitpid(pid, &status, WNOHANG) == pid)
+                        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+                usleep(20000);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -ETIMEDOUT;
+}
 
 /* The defaults through the control client: `echo COMMANDS | <mps-control>`. 0 or -errno. */
 static int configure(struct node *n, struct mps *m) {
@@ -172,43 +222,6 @@ static int configure(struct node *n, struct mps *m) {
         if (at >= sizeof text)
                 return -E2BIG;
         return control(n->cfg.mps_control, m, text, at);
-}
-
-/* `echo TEXT | <program>` against m's daemon (bounded wait). 0 or -errno. */
-static int control(const char *program, const struct mps *m, const char *text, size_t at) {
-        int fds[2];
-        struct child_env env;
-        if (child_env_make(m, &env) < 0)
-                return -ENOMEM;
-        if (pipe2(fds, O_CLOEXEC) < 0) {
-                free(env.envp);
-                return -errno;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-                int r = -errno;
-                free(env.envp);
-                close(fds[0]);
-                close(fds[1]);
-                return r;
-        }
-        if (pid == 0) {
-                dup2(fds[0], STDIN_FILENO);
-                child_exec(program, NULL, &env);
-        }
-        free(env.envp);
-        close(fds[0]);
-        ssize_t w = write(fds[1], text, at);
-        close(fds[1]);
-        int status = 0;
-        for (unsigned waited = 0; waited < MPS_READY_MS; waited += 20) {
-                if (waitpid(pid, &status, WNOHANG) == pid)
-                        return w == (ssize_t)at && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-                usleep(20000);
-        }
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -ETIMEDOUT;
 }
 
 #define MPS_NOT_RUNNING "MPS control daemon not running"
@@ -371,32 +384,11 @@ static void on_probe_timeout(struct loop_timer *t) {
 
 /* Ask the daemon, without waiting: the answer comes to on_probe_out, or on_probe_timeout. 0 or -errno. */
 static int probe_start(struct node *n, struct mps *m) {
-        int in[2], out[2];
-        if (pipe2(in, O_CLOEXEC) < 0)
+        int out[2];
+        if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
-        if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0) {
-                int r = -errno;
-                close(in[0]);
-                close(in[1]);
-                return r;
-        }
-        /* a fresh pipe holds the one line: this write never blocks */
-        ssize_t w = write(in[1], MPS_PROBE_COMMAND, strlen(MPS_PROBE_COMMAND));
-        close(in[1]);
-        struct child_env env = { 0 };
-        pid_t pid = w == (ssize_t)strlen(MPS_PROBE_COMMAND) && child_env_make(m, &env) == 0 ? fork() : -1;
-        if (pid == 0) {
-                dup2(in[0], STDIN_FILENO);
-                dup2(out[1], STDOUT_FILENO);
-                fcntl(STDOUT_FILENO, F_SETFL, 0); /* the client's stdout blocks, as any program expects */
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                child_exec(n->cfg.mps_control, NULL, &env);
-        }
-        int r = pid < 0 ? (errno ? -errno : -EIO) : 0;
-        free(env.envp);
-        close(in[0]);
+        pid_t pid = 0;
+        int r = client_start(n->cfg.mps_control, m, MPS_PROBE_COMMAND, strlen(MPS_PROBE_COMMAND), out[1], &pid);
         close(out[1]);
         if (r == 0)
                 r = loop_io_start(&n->loop, &m->probe_io, out[0], EPOLLIN, on_probe_out, n);

@@ -49,22 +49,6 @@ struct nvidia_watch {
         bool io_on, settle_on;
 };
 
-/* Read PATH and parse it over cfg (nvconfig_parse), its bytes into *ret_text (caller frees). */
-static int load_entry(const char *path, struct gpuslice_config *cfg, struct nvconfig *nv, char **ret_text,
-                      size_t *ret_len, struct gs_error *err) {
-        _cleanup_(freep) char *text = NULL;
-        size_t len = 0;
-        int r = read_file(path, NVCONFIG_FILE_MAX, &text, &len);
-        if (r < 0)
-                return gs_error_set(err, r, "%s: %s", path, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
-        r = nvconfig_parse(text, len, path, cfg, nv, err);
-        if (r < 0)
-                return r;
-        *ret_text = TAKE_PTR(text);
-        *ret_len = len;
-        return 0;
-}
-
 /* The node label's value from the API server into buf ("" when it has none or there is no API server). */
 static void node_label(const struct gpuslice_config *cfg, char *buf, size_t len) {
         struct kube_config kc;
@@ -126,7 +110,9 @@ int node_nvidia_config(struct node *n) {
         }
         _cleanup_(freep) char *text = NULL;
         size_t len = 0;
-        r = load_entry(path, &n->cfg, nv, &text, &len, &err);
+        r = nvconfig_read(path, &text, &len, &err); /* its bytes kept: what the watch compares with */
+        if (r >= 0)
+                r = nvconfig_parse(text, len, path, &n->cfg, nv, &err);
         if (r < 0) {
                 free(nv);
                 free(w);
@@ -314,9 +300,9 @@ static void check_entry(struct node *n, bool files) {
         const char *entry = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         _cleanup_(freep) char *text = NULL;
         size_t len = 0;
-        r = read_file(path, NVCONFIG_FILE_MAX, &text, &len);
+        r = nvconfig_read(path, &text, &len, &err);
         if (r < 0) {
-                refuse(w, label, entry, r, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                refuse(w, label, entry, r, err.message);
                 return;
         }
         if (streq(path, w->path) && len == w->len && memcmp(text, w->text, len) == 0) {

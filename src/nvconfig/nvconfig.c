@@ -512,12 +512,19 @@ int nvconfig_parse(const char *text, size_t len, const char *path, struct gpusli
         return r < 0 ? r : 0;
 }
 
+int nvconfig_read(const char *path, char **ret_text, size_t *ret_len, struct gs_error *err) {
+        int r = read_file(path, NVCONFIG_FILE_MAX, ret_text, ret_len);
+        if (r < 0)
+                return gs_error_set(err, r, "%s: %s", path, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+        return 0;
+}
+
 int nvconfig_load(const char *path, struct gpuslice_config *cfg, struct nvconfig *ret, struct gs_error *err) {
         _cleanup_(freep) char *text = NULL;
         size_t len = 0;
-        int r = read_file(path, NVCONFIG_FILE_MAX, &text, &len);
+        int r = nvconfig_read(path, &text, &len, err);
         if (r < 0)
-                return gs_error_set(err, r, "%s: %s", path, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                return r;
         return nvconfig_parse(text, len, path, cfg, ret, err);
 }
 

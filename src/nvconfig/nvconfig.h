@@ -61,7 +61,11 @@ struct nvconfig {
  * not support; err names the key ("PATH: sharing.timeSlicing.resources[0].replicas: ..."). */
 int nvconfig_parse(const char *text, size_t len, const char *path, struct gpuslice_config *cfg, struct nvconfig *ret,
                    struct gs_error *err);
-/* Read PATH (at most NVCONFIG_FILE_MAX bytes) and parse it as nvconfig_parse. */
+/* Read PATH (at most NVCONFIG_FILE_MAX bytes) into *ret_text (malloc'ed, NUL-terminated, caller frees) and
+ * *ret_len, both written only on success: the one reader of the file, for callers that look at its bytes before
+ * parsing them. -errno; err says why ("PATH: larger than 1 MiB"). */
+int nvconfig_read(const char *path, char **ret_text, size_t *ret_len, struct gs_error *err);
+/* Read PATH (nvconfig_read) and parse it as nvconfig_parse. */
 int nvconfig_load(const char *path, struct gpuslice_config *cfg, struct nvconfig *ret, struct gs_error *err);
 
 /* The entry of config directory DIR to use, as NVIDIA's config-manager chooses: the value of the node label

@@ -372,17 +372,26 @@ def test_label_watch(e):
         api.stop()
 
 
+def start_mps(e, *extra, ctl=None):
+    """The agent started on NVIDIA's MPS example with the simulated control daemon (ctl: another control program;
+    extra: more arguments), back once every replica is Healthy (the daemon serves, configured). Its arguments, for
+    a restart."""
+    ctl = ctl or os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
+    args = (e.example("mps.yaml"), "--mps-control", ctl) + extra
+    e.start(*args)
+    e.wait_resources(["nvidia.com/gpu"])
+    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
+                       "replicas Healthy once the daemon serves")
+    return args
+
+
 def test_mps(e):
     """NVIDIA's MPS example: the agent runs the (simulated) control daemon with its pipe and log dirs, sets each
     GPU's pinned memory limit (24 GiB / 10) and thread percentage (10); Allocate hands the client the pipe dir and
     CUDA_MPS_PIPE_DIRECTORY and the daemon's shm tmpfs at /dev/shm, as NVIDIA's plugin; a client past its limit gets out of memory; the daemon killed makes the replicas
     Unhealthy until the agent has it serving again; SIGTERM stops it."""
-    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
-    e.start(e.example("mps.yaml"), "--mps-control", ctl)
-    e.wait_resources(["nvidia.com/gpu"])
+    start_mps(e)
     k = e.kubelet
-    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-               "replicas Healthy once the daemon serves")
     devs = e.devices("nvidia.com/gpu")
     check(len(devs) == 80 and len(replicas_by_gpu(devs)) == 8, "advertised %d" % len(devs))
     pipe = os.path.join(e.state_dir, "mps", "pipe")
@@ -420,6 +429,46 @@ def test_mps(e):
     check(os.stat(shm).st_dev == os.stat(os.path.dirname(shm)).st_dev, "the shm tmpfs is still mounted after SIGTERM")
 
 
+MASK_WRAPPER = """#!%(python)s
+import os, subprocess, sys
+SIM = %(sim)r
+mask = [line.split()[1] for line in open("/proc/self/status") if line.startswith("SigBlk:")][0]
+if sys.argv[1:]:  # the daemon: exec'ed, the agent's child itself
+    what, data = " ".join(sys.argv[1:]), None
+else:  # a client: the first word of the commands on its stdin
+    data = sys.stdin.buffer.read()
+    what = (data.split() or [b"-"])[0].decode()
+with open(%(log)r, "a") as f:
+    f.write("%%s %%s\\n" %% (what, mask))
+if data is None:
+    os.execv(SIM, [SIM] + sys.argv[1:])
+sys.exit(subprocess.run([SIM], input=data).returncode)
+"""
+
+
+def test_mps_child_signals(e):
+    """Every child the agent runs for MPS — the daemon, the client that configures it, the client that probes it —
+    starts with no signal blocked, though the agent blocks SIGTERM, SIGINT and SIGHUP for its signalfd: a control
+    client must die of the SIGTERM it is sent. The control program is a wrapper that notes its blocked mask."""
+    log = os.path.join(e.tmp, "masks")
+    wrapper = os.path.join(e.tmp, "bin", "nvidia-cuda-mps-control")
+    os.makedirs(os.path.dirname(wrapper))
+    with open(wrapper, "w") as f:
+        f.write(MASK_WRAPPER % {"python": sys.executable, "log": log,
+                                "sim": os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))})
+    os.chmod(wrapper, 0o755)
+    start_mps(e, ctl=wrapper)
+
+    def masks():
+        return {w: m for w, m in (line.split() for line in open(log))} if os.path.exists(log) else {}
+    e.kubelet.wait_for(lambda: "get_default_active_thread_percentage" in masks(), 10, "the first probe")
+    m = masks()
+    check(set(m) == {"-f", "set_default_active_thread_percentage", "get_default_active_thread_percentage"},
+          "children %s" % m)
+    check(all(int(v, 16) == 0 for v in m.values()), "a child of the agent with signals blocked: %s" % m)
+    check(e.kill_agent(signal.SIGTERM) == 0, "SIGTERM")
+
+
 def daemon_pid(state):
     return int(open(state).read().split("pid ")[1].split()[0])
 
@@ -429,14 +478,11 @@ def test_mps_hung(e):
     probe (get_default_active_thread_percentage through the control client, on its loop) gets no answer, so the
     replicas go Unhealthy; once the daemon answers again they are Healthy, the same daemon still serving. Hung for
     good, the daemon is killed and started anew by the agent: a new pid, configured, the replicas Healthy."""
-    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
-    e.start(e.example("mps.yaml"), "--mps-control", ctl)
-    e.wait_resources(["nvidia.com/gpu"])
+    start_mps(e)
     k = e.kubelet
 
     def health():
         return {h for h, _ in e.devices("nvidia.com/gpu").values()}
-    k.wait_for(lambda: health() == {"Healthy"}, 15, "replicas Healthy once the daemon serves")
     pipe = os.path.join(e.state_dir, "mps", "pipe")
     state, hang = os.path.join(pipe, "gpuslice-sim-mps"), os.path.join(pipe, "gpuslice-sim-mps.hang")
     pid = daemon_pid(state)
@@ -478,15 +524,10 @@ def test_mps_compute_mode(e):
     mode before (DEFAULT, 0) saved under <state-dir>/mps/compute-mode; there an MPS client shares its GPU with other
     clients, a process that is no client gets CUDA_ERROR_DEVICE_UNAVAILABLE (the simulator's libcuda honours the
     mode); an agent restarted after a SIGKILL finds the mode set and keeps what it saved; SIGTERM sets it back — the mode each had before, not always DEFAULT: GPU 7 was PROHIBITED (2)."""
-    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
     before = [0] * 7 + [2]
     check(compute_modes(e, 7, 2) == before, "the node before the agent: %s" % compute_modes(e))
-    args = (e.example("mps.yaml"), "--mps-control", ctl)
-    e.start(*args)
-    e.wait_resources(["nvidia.com/gpu"])
+    args = start_mps(e)
     k = e.kubelet
-    k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-               "replicas Healthy once the daemon serves")
     check(compute_modes(e) == [3] * 8, "MPS GPUs not EXCLUSIVE_PROCESS: %s" % compute_modes(e))
     saved = os.path.join(e.state_dir, "mps", "compute-mode")
     uuids = sorted(replicas_by_gpu(e.devices("nvidia.com/gpu")))
@@ -532,13 +573,9 @@ def test_mps_compute_mode_denied(e):
     """NVML refusing the compute mode (NO_PERMISSION: the simulator's GPUSLICE_SIM_UNPRIVILEGED takes the agent for a
     caller without root) is logged, not fatal: the daemon serves, the replicas are Healthy, the modes stay DEFAULT
     and nothing is saved to set back."""
-    ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
     e.env["GPUSLICE_SIM_UNPRIVILEGED"] = "1"
-    e.start(e.example("mps.yaml"), "--mps-control", ctl)
+    start_mps(e)  # Healthy, the compute mode refused
     del e.env["GPUSLICE_SIM_UNPRIVILEGED"]
-    e.wait_resources(["nvidia.com/gpu"])
-    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-                       "replicas Healthy, the compute mode refused")
     text = e.log_text()
     check(text.count("cannot set an MPS GPU's compute mode to EXCLUSIVE_PROCESS") == 8 and
           text.count("func=nvmlDeviceSetComputeMode") == 8, "the refusal is not logged per GPU with NVML's function")
@@ -735,12 +772,8 @@ def test_mixed_modes(e):
 def test_mps_cdi(e):
     """deviceListStrategy cdi (NVIDIA's cdi-cri): the MPS client's environment and mounts come with the CDI names
     in the Allocate answer, as NVIDIA's plugin answers in its CDI modes (the CDI spec carries the devices only)."""
-    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
     e.env["GPUSLICE_CDI_SPEC"] = os.path.join(e.tmp, "cdi", "gpuslice.json")
-    e.start(e.example("mps.yaml"), "--mps-control", ctl, "--device-list-strategy", "cdi")
-    e.wait_resources(["nvidia.com/gpu"])
-    e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-                       "replicas Healthy once the daemon serves")
+    start_mps(e, "--device-list-strategy", "cdi")
     ids = sorted(e.devices("nvidia.com/gpu"))
     c = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
     uuid = REPLICA_RE.match(ids[0]).group(1)
@@ -767,7 +800,6 @@ def test_mps_podman(e):
     check(r.returncode == 0, "podman setup failed: %s" % r.stderr)
     image = r.stdout.strip()
     workload = os.path.join(e.args.build, "sim", "gpuslice-sim-workload")
-    ctl = os.path.abspath(os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control"))
     root = tempfile.mkdtemp(prefix="gpuslice-mps-host-", dir="/dev")
     os.makedirs(os.path.join(root, "dev"))
     for minor in range(8):
@@ -777,10 +809,7 @@ def test_mps_podman(e):
     name = "gpuslice-mps-%d" % os.getpid()
     try:
         e.dev_root = root
-        e.start(e.example("mps.yaml"), "--mps-control", ctl)
-        e.wait_resources(["nvidia.com/gpu"])
-        e.kubelet.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-                           "replicas Healthy once the daemon serves")
+        start_mps(e)
         ids = sorted(e.devices("nvidia.com/gpu"))
         resp = e.alloc("nvidia.com/gpu", [ids[0]]).container_responses[0]
         flags = test_share.podman_flags(resp, e.args.build, e.dev_root)
@@ -979,12 +1008,8 @@ def test_annotation_mps(e):
             a = node.get("metadata", {}).get("annotations", {}).get("gpuslice.io/gpus")
             return json.loads(a) if a else None
 
-        ctl = os.path.join(e.args.build, "sim", "nvidia-cuda-mps-control")
-        e.start(e.example("mps.yaml"), "--mps-control", ctl, "--kubeconfig", kubeconfig)
-        e.wait_resources(["nvidia.com/gpu"])
+        start_mps(e, "--kubeconfig", kubeconfig)
         k = e.kubelet
-        k.wait_for(lambda: all(h == "Healthy" for h, _ in e.devices("nvidia.com/gpu").values()), 15,
-                   "replicas Healthy once the daemon serves")
         ids = sorted(e.devices("nvidia.com/gpu"))
         for at in range(0, 21, 7):  # 21 containers, a replica each (at most 8 containers a call)
             e.alloc("nvidia.com/gpu", *[[i] for i in ids[at:at + 7]])

@@ -3,7 +3,7 @@
 # ConfigMap directory and the watch of its label and files; MPS (NVIDIA's client env and mounts, CDI, Podman
 # running the answer, adoption after a SIGKILL).
 if(TARGET gpuslice_agent)
-  foreach(t example rename mixed mixed-mps mixed-modes refused configmap-dir metrics label label-watch annotation annotation-mps annotation-both mps mps-hung mps-compute-mode mps-compute-mode-denied mps-cdi mps-podman sighup)
+  foreach(t example rename mixed mixed-mps mixed-modes refused configmap-dir metrics label label-watch annotation annotation-mps annotation-both mps mps-child-signals mps-hung mps-compute-mode mps-compute-mode-denied mps-cdi mps-podman sighup)
     add_test(NAME agent-timeslice-${t}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_timeslice.py
                      --build ${CMAKE_BINARY_DIR} --source ${CMAKE_SOURCE_DIR}

@@ -313,6 +313,35 @@ static void test_select(void **state) {
         test_tmpdir_free(dir);
 }
 
+/* The one reader: the bytes as they are, or why not, the path named; nothing written on failure. */
+static void test_read(void **state) {
+        (void)state;
+        char *dir = test_tmpdir_new("nvconfig");
+        char *text = NULL;
+        size_t len = 7;
+        struct gs_error err = { 0 };
+        test_write_file(test_path(dir, "config0"), "version: v1\n", 12, 0644);
+        assert_int_equal(nvconfig_read(test_path(dir, "config0"), &text, &len, &err), 0);
+        assert_int_equal(len, 12);
+        assert_string_equal(text, "version: v1\n");
+        free(text);
+        text = NULL;
+        len = 7;
+        assert_int_equal(nvconfig_read(test_path(dir, "none"), &text, &len, &err), -ENOENT);
+        assert_null(text);
+        assert_int_equal(len, 7);
+        assert_non_null(strstr(err.message, test_path(dir, "none")));
+        char *big = malloc(NVCONFIG_FILE_MAX + 1);
+        assert_non_null(big);
+        memset(big, '#', NVCONFIG_FILE_MAX + 1);
+        test_write_file(test_path(dir, "big"), big, NVCONFIG_FILE_MAX + 1, 0644);
+        free(big);
+        assert_int_equal(nvconfig_read(test_path(dir, "big"), &text, &len, &err), -EFBIG);
+        assert_null(text);
+        assert_non_null(strstr(err.message, "larger than 1 MiB"));
+        test_tmpdir_free(dir);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_example_time_slicing),
@@ -323,6 +352,7 @@ int main(void) {
                 cmocka_unit_test(test_refused_by_name),
                 cmocka_unit_test(test_malformed),
                 cmocka_unit_test(test_select),
+                cmocka_unit_test(test_read),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
