@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http — libmicrohttpd behind the small API of http.h. One internal polling thread (poll(2): see
- * http_server_start) accepts and dispatches, or a few when the server takes many connections
- * (http_server_max_connections); handlers get whole requests, and a handler that waits defers its
- * answer (http_defer: the connection is suspended meanwhile). Must never log or block a request on
+ * http_server_start) accepts and dispatches; handlers get whole requests, and a handler that
+ * waits defers its answer (http_defer: the connection is suspended meanwhile). Must never log or block a request on
  * another one.
  */
 #include "http/http.h"
@@ -35,17 +34,12 @@ struct http_server {
         size_t n_handlers;
         uint64_t requests, not_found, rejected; /* atomics */
         char *tls_cert, *tls_key, *tls_ca;      /* PEM text, NULL for plain HTTP / no client check */
-        unsigned threads;                       /* polling threads */
         unsigned max_conn, max_conn_per_ip;
         /* deferred answers (http_defer): their state in each request_ctx, how many are outstanding */
         pthread_mutex_t defer_lock;
         pthread_cond_t defer_cond;
         unsigned n_deferred;
 };
-
-/* A server with more connections than the default is polled by this many threads: a slow handler
- * (the extender's page) holds up a share of the connections, not all of them. */
-#define HTTP_MANY_THREADS 4
 
 /* Per-request state: the query string (from the request line, before MHD splits it up), the body as
  * it arrives. Made by on_uri (MHD calls it for every request line it reads, and then always calls
@@ -139,7 +133,6 @@ int http_server_new(const char *address, struct http_server **ret) {
                         return -ENOMEM;
                 s->max_conn = HTTP_MAX_CONNECTIONS;
                 s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
-                s->threads = 1;
                 pthread_mutex_init(&s->defer_lock, NULL);
                 pthread_cond_init(&s->defer_cond, NULL);
                 strscpy(s->unix_path, path, sizeof s->unix_path);
@@ -156,7 +149,6 @@ int http_server_new(const char *address, struct http_server **ret) {
         }
         s->max_conn = HTTP_MAX_CONNECTIONS;
         s->max_conn_per_ip = HTTP_MAX_CONNECTIONS_PER_IP;
-        s->threads = 1;
         pthread_mutex_init(&s->defer_lock, NULL);
         pthread_cond_init(&s->defer_cond, NULL);
         *ret = s;
@@ -198,7 +190,6 @@ int http_server_max_connections(struct http_server *s, unsigned max_connections)
                 return -EINVAL;
         if (s->daemon)
                 return -EBUSY;
-        s->threads = HTTP_MANY_THREADS;
         s->max_conn = max_connections;
         s->max_conn_per_ip = max_connections - HTTP_MAX_CONNECTIONS_PER_IP;
         return 0;
@@ -430,8 +421,7 @@ int http_server_start(struct http_server *s) {
                 s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK,
                                              on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_THREAD_POOL_SIZE,
-                                             s->threads, MHD_OPTION_END);
+                                             MHD_OPTION_CONNECTION_LIMIT, s->max_conn, MHD_OPTION_END);
                 if (!s->daemon) {
                         close(fd);
                         (void)unlink(s->unix_path);
@@ -457,8 +447,7 @@ int http_server_start(struct http_server *s) {
                                      (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, s->max_conn,
                                      /* one host holding half-sent requests (slowloris) must not take
                                       * every slot from the scraper */
-                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip,
-                                     MHD_OPTION_THREAD_POOL_SIZE, s->threads, MHD_OPTION_END);
+                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->max_conn_per_ip, MHD_OPTION_END);
         if (!s->daemon) {
                 /* MHD says nothing more; a bind failure is by far the likeliest cause */
                 return -EADDRINUSE;
