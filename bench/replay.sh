@@ -24,8 +24,11 @@ out="$build/bench/replay"
 rm -rf "$out"
 mkdir -p "$out" "$out/random-many"
 seeds=(42 43 44 45 46 47 48 49 50 51)
-random_seeds=($(seq 52 141))
-[ "${BENCH_QUICK:-0}" = 1 ] && seeds=(42 43) && random_seeds=($(seq 44 51))
+mapfile -t random_seeds < <(seq 52 141)
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+        seeds=(42 43)
+        mapfile -t random_seeds < <(seq 44 51)
+fi
 policies=(random dotprod gpuclustering gpupacking bestfit fgd frag)
 workloads=(default gpushare100 multigpu50)
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -250,6 +250,8 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
 
 static enum MHD_Result answer(struct MHD_Connection *c, struct http_response *resp);
 
+/* lint: long — one request in MHD's order: the resumed answer of a deferred one, the body as it arrives, the
+ * refusals (method, size, client certificate, path), then the handler and its answer, now or suspended. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {

@@ -688,7 +688,8 @@ static void live_update(struct run *r, const struct shape *x) {
         }
 }
 
-/* One pod: the best feasible node (score, then rank), placed; or why none. */
+/* lint: long — one pod: the best feasible node (score, then rank), placed; or why none. One pass over the nodes
+ * with each filter of the protocol (CPU, memory, GPU model, GPU fit) and the policy's score in order. */
 static int schedule(struct run *r, struct shape *x, size_t seq, enum cluster_policy policy,
                     struct sched_replay_result *res, bool *ret_placed) {
         if (!x->memo) {
