@@ -2,8 +2,8 @@
 /*
  * http — libmicrohttpd behind the small API of http.h. One internal polling thread (poll(2): see
  * http_server_start) accepts and dispatches; handlers get whole requests, and a handler that
- * waits defers its answer (http_defer: the connection is suspended meanwhile). Must never log or block a request on
- * another one.
+ * waits defers its answer (http_defer: the connection is suspended meanwhile). Must never log or
+ * block a request on another one.
  */
 #include "http/http.h"
 

@@ -60,8 +60,8 @@ typedef void (*http_handler_fn)(void *userdata, const struct http_request *req, 
  * ignored), and the answer is given later, exactly once, by http_reply from any thread — possibly
  * before the handler returns. Meanwhile the connection is suspended: it holds no thread and does not
  * time out. http_server_free waits for every deferred answer, so whoever answers must not wait for the
- * server's end. Thread: http_defer in the handler only; http_reply any. http_defer: NULL when out of
- * memory (answer at once then).
+ * server's end. Thread: http_defer in the handler only; http_reply any. http_defer: NULL only for a
+ * request that did not come from a server (answer at once then).
  */
 struct http_deferred;
 struct http_deferred *http_defer(const struct http_request *req);

@@ -24,9 +24,6 @@
 #define TOKEN_RECHECK_SEC 10 /* stat the token file at most this often */
 #define CONNECT_TIMEOUT_MS 10000
 #define WATCH_IDLE_SLACK_SEC 30
-/* kept-alive connections for one-shot requests: the scheduler extender binds as many pods at once as
- * kube-scheduler asks (tens while the API server is slow); a request past these opens (and then
- * closes) a connection of its own, TCP and TLS handshake included */
 
 struct kube_client {
         struct kube_config cfg; /* deep copy */

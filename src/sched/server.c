@@ -685,9 +685,10 @@ struct bind_wait {
 static void bind_waited(void *u, unsigned status, char *body, size_t len) {
         struct bind_wait *w = u;
         pthread_mutex_lock(&w->lock);
-        *w = (struct bind_wait){
-                .lock = w->lock, .cond = w->cond, .done = true, .status = status, .body = body, .len = len
-        };
+        w->status = status; /* field by field: the lock and cond are in use, never copied */
+        w->body = body;
+        w->len = len;
+        w->done = true;
         pthread_cond_signal(&w->cond);
         pthread_mutex_unlock(&w->lock);
 }
